@@ -1,0 +1,50 @@
+"""``python manage.py gpupool <subcommand>``: the operator's command line."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+from types import ModuleType
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from gpupool.cli import subcommands
+
+
+def discover_subcommands() -> dict[str, ModuleType]:
+    """Return the subcommand modules keyed by their command name, sorted."""
+    found: dict[str, ModuleType] = {}
+    for info in sorted(pkgutil.iter_modules(subcommands.__path__), key=lambda i: i.name):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{subcommands.__name__}.{info.name}")
+        found[info.name.replace("_", "-")] = module
+    return found
+
+
+class Command(BaseCommand):
+    """Dispatch to one of the modules in ``gpupool.cli.subcommands``."""
+
+    help = "gpupool operations: plan, bench, simulate, seed-demo, ..."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        """Register one sub-parser per subcommand module."""
+        sub = parser.add_subparsers(dest="subcommand", metavar="SUBCOMMAND")
+        sub.required = True
+        for name, module in discover_subcommands().items():
+            child = sub.add_parser(
+                name,
+                help=getattr(module, "HELP", ""),
+                formatter_class=argparse.RawDescriptionHelpFormatter,
+            )
+            module.add_arguments(child)
+            child.set_defaults(_module=module)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        """Run the chosen subcommand; a non-zero status is the process's exit status."""
+        module: ModuleType = options.pop("_module")
+        status = module.run(options, self.stdout, self.stderr)
+        if status:
+            raise SystemExit(status)

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# `make test`: services up, static checks, the suite on PostgreSQL (Kubernetes tests included),
+# then a smoke run of the database tests on SQLite. Fails on the first failing step.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=.venv
+PY=$VENV/bin/python
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "services (PostgreSQL, Redis)"
+while IFS='=' read -r key value; do export "$key=$value"; done < <(bash hack/services.sh)
+
+if [ -x hack/k8s-testenv/build.sh ]; then
+  step "local Kubernetes binaries (cached)"
+  bash hack/k8s-testenv/build.sh
+fi
+
+step "ruff"
+$VENV/bin/ruff check .
+$VENV/bin/ruff format --check .
+
+step "mypy"
+$VENV/bin/mypy gpupool
+
+step "django checks"
+$PY manage.py check
+$PY manage.py makemigrations --check --dry-run
+
+step "pytest on PostgreSQL"
+$VENV/bin/pytest -p no:cacheprovider
+
+step "pytest smoke on SQLite"
+env -u DATABASE_URL -u REDIS_URL $VENV/bin/pytest -p no:cacheprovider -q -m "not k8s and not browser and not slow" tests --ignore=tests/scheduler --ignore=tests/simulation
