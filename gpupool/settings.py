@@ -48,6 +48,13 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "gpupool.cli",
+    "gpupool.audit",
+    "gpupool.tenancy",
+    "gpupool.inventory",
+    "gpupool.quotas",
+    "gpupool.workloads",
+    "gpupool.accounting",
+    "gpupool.control",
 ]
 
 MIDDLEWARE = [

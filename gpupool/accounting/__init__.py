@@ -1,0 +1,1 @@
+"""Usage intervals and preemption events."""

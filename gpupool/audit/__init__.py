@@ -1,0 +1,1 @@
+"""The audit log of policy changes."""

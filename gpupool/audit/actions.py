@@ -1,0 +1,57 @@
+"""Writing audit events. Every action that changes audited state calls ``record_audit_event``
+inside its transaction, so the change and its audit row commit or roll back together."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import models
+
+from gpupool.audit.models import AuditEvent
+
+
+def model_snapshot(instance: models.Model, exclude: Iterable[str] = ()) -> dict[str, Any]:
+    """The instance's concrete field values as JSON-safe data (foreign keys as their ids)."""
+    skipped = set(exclude)
+    data: dict[str, Any] = {}
+    for field in instance._meta.concrete_fields:
+        if field.name in skipped:
+            continue
+        data[field.attname] = field.value_from_object(instance)
+    # Round-trip through JSON so Decimal, date and datetime compare equal to what is stored.
+    result: dict[str, Any] = json.loads(json.dumps(data, cls=DjangoJSONEncoder))
+    return result
+
+
+def _actor_of(user: Any) -> Any:
+    """The user to store as actor: None for the system or an anonymous user."""
+    if user is None or not getattr(user, "is_authenticated", False):
+        return None
+    return user
+
+
+def record_audit_event(
+    *,
+    acting_user: Any,
+    action: str,
+    instance: models.Model,
+    before: dict[str, Any] | None,
+    after: dict[str, Any] | None,
+    reason: str = "",
+) -> AuditEvent:
+    """Write one audit row for a change to ``instance`` made by ``acting_user``."""
+    actor = _actor_of(acting_user)
+    return AuditEvent.objects.create(
+        actor=actor,
+        actor_name=actor.get_username() if actor is not None else "",
+        action=action,
+        object_type=instance._meta.label_lower,
+        object_id=str(instance.pk),
+        object_repr=str(instance)[:200],
+        before=before,
+        after=after,
+        reason=reason,
+    )

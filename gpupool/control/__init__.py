@@ -1,0 +1,1 @@
+"""Scheduling cycle records and the health endpoint."""

@@ -1,0 +1,45 @@
+"""Records of the control loop's scheduling cycles."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import F, Q
+
+from gpupool.control.choices import CycleStatus
+
+
+class SchedulingCycle(models.Model):
+    """One run of sync -> snapshot -> plan -> apply -> record, with its outcome counts."""
+
+    started_at = models.DateTimeField(db_index=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    status = models.CharField(
+        max_length=16, choices=CycleStatus.choices, default=CycleStatus.RUNNING
+    )
+    nodes = models.PositiveIntegerField(default=0, help_text="Nodes in the snapshot.")
+    workloads = models.PositiveIntegerField(default=0, help_text="Workloads in the snapshot.")
+    admitted = models.PositiveIntegerField(default=0)
+    evicted = models.PositiveIntegerField(default=0)
+    pending = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=CycleStatus.values), name="cycle_status_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(finished_at__isnull=True) | Q(finished_at__gte=F("started_at")),
+                name="cycle_finishes_after_start",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"cycle {self.pk} at {self.started_at:%Y-%m-%d %H:%M:%S} ({self.status})"
+
+    def duration_s(self) -> float | None:
+        """Seconds from start to finish, or None while running."""
+        if self.finished_at is None:
+            return None
+        return (self.finished_at - self.started_at).total_seconds()

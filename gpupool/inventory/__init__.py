@@ -1,0 +1,1 @@
+"""Flavors, nodes and their GPUs."""

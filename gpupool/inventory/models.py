@@ -1,0 +1,215 @@
+"""Inventory: GPU flavors, nodes and each node's GPUs, as synced from the cluster."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator, validate_slug
+from django.db import models
+from django.db.models import Count, Q
+
+from gpupool.inventory import mig
+from gpupool.inventory.choices import Sharing
+
+
+def _string_map_errors(value: Any) -> str | None:
+    """Why ``value`` is not a mapping of strings to strings (Kubernetes labels), or None."""
+    if not isinstance(value, dict):
+        return "must be an object of label names to values"
+    for key, item in value.items():
+        if not isinstance(key, str) or not key or not isinstance(item, str):
+            return f"label {key!r} must map a non-empty name to a string value"
+    return None
+
+
+class Flavor(models.Model):
+    """A kind of GPU resource (``h100``, ``a100-3g.40gb``): node labels, memory, price, sharing."""
+
+    name = models.CharField(max_length=63, unique=True, validators=[validate_slug])
+    sharing = models.CharField(max_length=16, choices=Sharing.choices, default=Sharing.EXCLUSIVE)
+    gpu_model = models.CharField(
+        max_length=40,
+        blank=True,
+        help_text="Card model, e.g. H100-80GB; MIG flavors need it (it picks the profile table).",
+    )
+    mig_profile = models.CharField(
+        max_length=20, blank=True, help_text="MIG flavors only: the profile, e.g. 3g.40gb."
+    )
+    node_labels = models.JSONField(
+        default=dict, blank=True, help_text="Labels that identify this flavor's nodes."
+    )
+    gpu_memory_gb = models.PositiveIntegerField(help_text="Memory per GPU (or per MIG instance).")
+    hourly_price = models.DecimalField(
+        max_digits=10,
+        decimal_places=4,
+        validators=[MinValueValidator(Decimal(0))],
+        help_text="Price of one GPU (or instance) for one hour, for cost attribution.",
+    )
+    description = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(sharing__in=Sharing.values), name="flavor_sharing_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(hourly_price__gte=0), name="flavor_hourly_price_non_negative"
+            ),
+            models.CheckConstraint(
+                condition=(Q(sharing=Sharing.MIG) & ~Q(mig_profile=""))
+                | (~Q(sharing=Sharing.MIG) & Q(mig_profile="")),
+                name="flavor_mig_profile_iff_mig",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        """Check the labels, and that a MIG flavor names a known profile of its card."""
+        errors: dict[str, str] = {}
+        label_error = _string_map_errors(self.node_labels)
+        if label_error:
+            errors["node_labels"] = label_error
+        if self.sharing == Sharing.MIG:
+            if self.gpu_model not in mig.MIG_PROFILES:
+                errors["gpu_model"] = (
+                    f"a MIG flavor needs a card with a MIG profile table: "
+                    f"{', '.join(mig.mig_gpu_models())}"
+                )
+            elif not self.mig_profile:
+                errors["mig_profile"] = "a MIG flavor names its profile, e.g. 3g.40gb"
+            else:
+                profile = mig.mig_profile(self.gpu_model, self.mig_profile)
+                if profile is None:
+                    known = ", ".join(mig.MIG_PROFILES[self.gpu_model])
+                    errors["mig_profile"] = (
+                        f"{self.mig_profile!r} is not a MIG profile of {self.gpu_model}; "
+                        f"known: {known}"
+                    )
+                elif self.gpu_memory_gb is not None and self.gpu_memory_gb != profile.memory_gb:
+                    errors["gpu_memory_gb"] = (
+                        f"profile {self.mig_profile} has {profile.memory_gb} GB, "
+                        f"not {self.gpu_memory_gb}"
+                    )
+        elif self.mig_profile:
+            errors["mig_profile"] = "only MIG flavors have a MIG profile"
+        if errors:
+            raise ValidationError(errors)
+
+
+class Node(models.Model):
+    """A Kubernetes node of one flavor, with its CPU, memory and NVLink domain."""
+
+    name = models.CharField(max_length=253, unique=True)
+    flavor = models.ForeignKey(Flavor, on_delete=models.PROTECT, related_name="nodes")
+    cpu = models.PositiveIntegerField(help_text="Allocatable CPU cores.")
+    memory_gb = models.PositiveIntegerField(help_text="Allocatable memory in GB.")
+    nvlink_domain = models.CharField(
+        max_length=253,
+        blank=True,
+        help_text="From the nvidia.com/gpu.clique label; empty means the node is its own domain.",
+    )
+    rack = models.CharField(max_length=100, blank=True)
+    zone = models.CharField(max_length=100, blank=True)
+    cordoned = models.BooleanField(default=False)
+    labels = models.JSONField(default=dict, blank=True)
+    mig_layout = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='MIG nodes only: instances per card, e.g. {"3g.40gb": 2}, the same on every GPU.',
+    )
+    last_synced_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=~Q(nvlink_domain=""), name="node_nvlink_domain_not_empty"
+            ),
+        ]
+        indexes = [models.Index(fields=["nvlink_domain"], name="node_nvlink_domain_idx")]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        """A node outside any clique is its own NVLink domain."""
+        if not self.nvlink_domain:
+            self.nvlink_domain = self.name
+        super().save(*args, **kwargs)
+
+    def clean(self) -> None:
+        """Check labels, the MIG layout against the flavor, and one flavor per NVLink domain."""
+        errors: dict[str, str] = {}
+        label_error = _string_map_errors(self.labels)
+        if label_error:
+            errors["labels"] = label_error
+        flavor = self.flavor if self.flavor_id else None
+        if flavor is not None and flavor.sharing == Sharing.MIG:
+            if not isinstance(self.mig_layout, dict):
+                errors["mig_layout"] = "must be an object of MIG profile to instances per GPU"
+            else:
+                problems = mig.mig_layout_errors(flavor.gpu_model, self.mig_layout)
+                if not problems and flavor.mig_profile not in self.mig_layout:
+                    problems = [f"the layout has no {flavor.mig_profile} instance for {flavor}"]
+                if problems:
+                    errors["mig_layout"] = "; ".join(problems)
+        elif self.mig_layout:
+            errors["mig_layout"] = "only nodes of a MIG flavor have a MIG layout"
+        domain = self.nvlink_domain or self.name
+        if flavor is not None and domain:
+            other = (
+                Node.objects.filter(nvlink_domain=domain)
+                .exclude(pk=self.pk)
+                .exclude(flavor=flavor)
+                .first()
+            )
+            if other is not None:
+                errors["nvlink_domain"] = (
+                    f"domain {domain!r} already holds node {other.name} of flavor {other.flavor}; "
+                    f"an NVLink domain has one flavor"
+                )
+        if errors:
+            raise ValidationError(errors)
+
+    def devices_per_gpu(self) -> int:
+        """Devices one physical GPU gives: MIG instances of the flavor's profile, else 1."""
+        if self.flavor.sharing == Sharing.MIG:
+            count = self.mig_layout.get(self.flavor.mig_profile, 0)
+            return count if isinstance(count, int) else 0
+        return 1
+
+
+class Gpu(models.Model):
+    """One physical GPU of a node, by index, with its health."""
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="gpus")
+    index = models.PositiveSmallIntegerField()
+    healthy = models.BooleanField(default=True)
+    uuid = models.CharField(max_length=64, blank=True, help_text="The device UUID, when known.")
+
+    class Meta:
+        ordering = ["node__name", "index"]
+        verbose_name = "GPU"
+        constraints = [
+            models.UniqueConstraint(fields=["node", "index"], name="gpu_unique_node_index"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.node.name}/gpu{self.index}"
+
+
+def healthy_capacity(flavor: Flavor) -> Decimal:
+    """GPUs (MIG: instances) of ``flavor`` that can be allocated: healthy, on uncordoned nodes."""
+    total = 0
+    nodes = Node.objects.filter(flavor=flavor, cordoned=False).annotate(
+        healthy_gpus=Count("gpus", filter=Q(gpus__healthy=True))
+    )
+    for node in nodes:
+        node.flavor = flavor
+        total += node.healthy_gpus * node.devices_per_gpu()
+    return Decimal(total)

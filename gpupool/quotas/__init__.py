@@ -1,0 +1,1 @@
+"""The queue tree, quotas, priority classes, budgets and quota requests."""

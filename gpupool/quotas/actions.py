@@ -1,0 +1,562 @@
+"""State changes of quotas: queues, queue quotas, priority classes, budgets and quota requests.
+
+Every action is atomic, validates before it writes, and records an audit event with the
+object's fields before and after; a refused action leaves the database unchanged.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from decimal import Decimal
+from typing import Any
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from gpupool.audit.actions import model_snapshot, record_audit_event
+from gpupool.inventory.models import Flavor
+from gpupool.quotas.choices import LedgerEntryKind, QuotaRequestKind, QuotaRequestState
+from gpupool.quotas.models import (
+    BudgetLedgerEntry,
+    PriorityBudget,
+    PriorityClass,
+    Queue,
+    QueueQuota,
+    QuotaRequest,
+    fmt,
+    guarantee_problems,
+)
+from gpupool.tenancy.models import Tenant, is_site_admin, is_tenant_lead
+from gpupool.workloads.models import Workload
+
+# ----------------------------------------------------------------------------- queues
+
+
+@transaction.atomic
+def do_save_queue(queue: Queue, *, acting_user: Any, reason: str = "") -> Queue:
+    """Create or update a queue (parent, tenant, weight, lending and protection settings)."""
+    old = Queue.objects.select_for_update().filter(pk=queue.pk).first() if queue.pk else None
+    before = model_snapshot(old) if old is not None else None
+    queue.full_clean()
+    queue.save()
+    after = model_snapshot(queue)
+    if before != after:
+        record_audit_event(
+            acting_user=acting_user,
+            action="quotas.save_queue",
+            instance=queue,
+            before=before,
+            after=after,
+            reason=reason,
+        )
+    return queue
+
+
+@transaction.atomic
+def do_delete_queue(queue: Queue, *, acting_user: Any, reason: str = "") -> None:
+    """Delete a queue without children or workloads, with its quotas."""
+    if queue.children.exists():
+        raise ValidationError({"parent": f"{queue} still has child queues"})
+    if queue.workloads.exists():
+        raise ValidationError({"queue": f"{queue} still has workloads"})
+    for quota in list(queue.quotas.select_related("flavor")):
+        do_delete_queue_quota(quota, acting_user=acting_user, reason=f"queue {queue} deleted")
+    record_audit_event(
+        acting_user=acting_user,
+        action="quotas.delete_queue",
+        instance=queue,
+        before=model_snapshot(queue),
+        after=None,
+        reason=reason,
+    )
+    queue.delete()
+
+
+@transaction.atomic
+def do_set_queue_quota(
+    queue: Queue,
+    flavor: Flavor,
+    *,
+    guarantee: Decimal | int | str,
+    deserved: Decimal | int | str,
+    capability: Decimal | int | str,
+    acting_user: Any,
+    reason: str = "",
+) -> QueueQuota:
+    """Create or change ``queue``'s quota of ``flavor``; refused if it breaks a tree rule."""
+    # Serialize quota changes so two concurrent edits cannot both fit separately.
+    Queue.objects.select_for_update().filter(pk=queue.pk).first()
+    quota = QueueQuota.objects.filter(queue=queue, flavor=flavor).first()
+    before = model_snapshot(quota) if quota is not None else None
+    if quota is None:
+        quota = QueueQuota(queue=queue, flavor=flavor)
+    quota.guarantee = Decimal(str(guarantee))
+    quota.deserved = Decimal(str(deserved))
+    quota.capability = Decimal(str(capability))
+    quota.full_clean()
+    quota.save()
+    quota.refresh_from_db()
+    after = model_snapshot(quota)
+    if before != after:
+        record_audit_event(
+            acting_user=acting_user,
+            action="quotas.set_queue_quota",
+            instance=quota,
+            before=before,
+            after=after,
+            reason=reason,
+        )
+    return quota
+
+
+@transaction.atomic
+def do_delete_queue_quota(quota: QueueQuota, *, acting_user: Any, reason: str = "") -> None:
+    """Remove a queue's quota of one flavor (its children then count against the next holder)."""
+    problems = guarantee_problems(quota.flavor, quota_overrides={quota.queue_id: None})
+    if problems:
+        raise ValidationError({"guarantee": "; ".join(problems)})
+    record_audit_event(
+        acting_user=acting_user,
+        action="quotas.delete_queue_quota",
+        instance=quota,
+        before=model_snapshot(quota),
+        after=None,
+        reason=reason,
+    )
+    quota.delete()
+
+
+# ----------------------------------------------------------------------------- priority classes
+
+
+@transaction.atomic
+def do_save_priority_class(
+    priority_class: PriorityClass, *, acting_user: Any, reason: str = ""
+) -> PriorityClass:
+    """Create or update a priority class (value, preemption policy, budget rate, default)."""
+    old = (
+        PriorityClass.objects.select_for_update().filter(pk=priority_class.pk).first()
+        if priority_class.pk
+        else None
+    )
+    before = model_snapshot(old) if old is not None else None
+    priority_class.full_clean()
+    priority_class.save()
+    after = model_snapshot(priority_class)
+    if before != after:
+        record_audit_event(
+            acting_user=acting_user,
+            action="quotas.save_priority_class",
+            instance=priority_class,
+            before=before,
+            after=after,
+            reason=reason,
+        )
+    return priority_class
+
+
+@transaction.atomic
+def do_delete_priority_class(
+    priority_class: PriorityClass, *, acting_user: Any, reason: str = ""
+) -> None:
+    """Delete a priority class that no workload or budget uses."""
+    if priority_class.workloads.exists() or priority_class.budgets.exists():
+        raise ValidationError({"priority_class": f"{priority_class} is still in use"})
+    record_audit_event(
+        acting_user=acting_user,
+        action="quotas.delete_priority_class",
+        instance=priority_class,
+        before=model_snapshot(priority_class),
+        after=None,
+        reason=reason,
+    )
+    priority_class.delete()
+
+
+# ----------------------------------------------------------------------------- budgets
+
+
+def _budget_snapshot(budget: PriorityBudget) -> dict[str, Any]:
+    """A budget's fields plus its ledger balance, for the audit log."""
+    return model_snapshot(budget) | {"remaining_gpu_hours": str(budget.remaining_gpu_hours())}
+
+
+@transaction.atomic
+def do_grant_budget(
+    tenant: Tenant,
+    priority_class: PriorityClass,
+    *,
+    period_start: date,
+    period_end: date,
+    gpu_hours: Decimal | int | str,
+    acting_user: Any,
+    reason: str = "",
+    at: datetime | None = None,
+) -> PriorityBudget:
+    """Set the GPU-hours granted to ``tenant`` at ``priority_class`` for a period; the change
+    is written to the ledger as a grant entry."""
+    budget = (
+        PriorityBudget.objects.select_for_update()
+        .filter(tenant=tenant, priority_class=priority_class, period_start=period_start)
+        .first()
+    )
+    before = _budget_snapshot(budget) if budget is not None else None
+    granted_before = budget.gpu_hours if budget is not None else Decimal(0)
+    if budget is None:
+        budget = PriorityBudget(tenant=tenant, priority_class=priority_class)
+    budget.period_start = period_start
+    budget.period_end = period_end
+    budget.gpu_hours = Decimal(str(gpu_hours))
+    budget.full_clean()
+    budget.save()
+    budget.refresh_from_db()
+    delta = budget.gpu_hours - granted_before
+    if delta:
+        BudgetLedgerEntry.objects.create(
+            budget=budget,
+            kind=LedgerEntryKind.GRANT,
+            gpu_hours=delta,
+            at=at or timezone.now(),
+            note=reason[:200],
+        )
+    after = _budget_snapshot(budget)
+    if before != after:
+        record_audit_event(
+            acting_user=acting_user,
+            action="quotas.grant_budget",
+            instance=budget,
+            before=before,
+            after=after,
+            reason=reason,
+        )
+    return budget
+
+
+def _ledger_move(
+    budget: PriorityBudget,
+    *,
+    kind: LedgerEntryKind,
+    gpu_hours: Decimal,
+    workload: Workload | None,
+    at: datetime,
+    acting_user: Any,
+    note: str,
+) -> BudgetLedgerEntry:
+    """Write one ledger entry and its audit row; ``gpu_hours`` is already signed."""
+    before = _budget_snapshot(budget)
+    entry = BudgetLedgerEntry(
+        budget=budget, kind=kind, gpu_hours=gpu_hours, workload=workload, at=at, note=note
+    )
+    entry.full_clean()
+    entry.save()
+    record_audit_event(
+        acting_user=acting_user,
+        action=f"quotas.{kind}_budget",
+        instance=budget,
+        before=before,
+        after=_budget_snapshot(budget),
+        reason=note,
+    )
+    return entry
+
+
+def _positive(amount: Decimal | int | str, field: str = "gpu_hours") -> Decimal:
+    value = Decimal(str(amount))
+    if not value.is_finite() or value < 0:
+        raise ValidationError({field: f"{field} must be at least 0, not {amount}"})
+    return value
+
+
+@transaction.atomic
+def do_reserve_budget(
+    budget: PriorityBudget,
+    *,
+    gpu_hours: Decimal | int | str,
+    workload: Workload | None,
+    at: datetime,
+    acting_user: Any = None,
+) -> BudgetLedgerEntry:
+    """Hold a protected window's budget up front; refused when the balance does not cover it."""
+    budget = PriorityBudget.objects.select_for_update().get(pk=budget.pk)
+    amount = _positive(gpu_hours)
+    remaining = budget.remaining_gpu_hours()
+    if amount > remaining:
+        raise ValidationError(
+            {"gpu_hours": f"reserving {fmt(amount)} GPU-hours exceeds the {fmt(remaining)} left"}
+        )
+    return _ledger_move(
+        budget,
+        kind=LedgerEntryKind.RESERVE,
+        gpu_hours=-amount,
+        workload=workload,
+        at=at,
+        acting_user=acting_user,
+        note=f"protected window of {workload}" if workload else "reservation",
+    )
+
+
+@transaction.atomic
+def do_settle_reservation(
+    budget: PriorityBudget,
+    *,
+    gpu_hours: Decimal | int | str,
+    workload: Workload | None,
+    at: datetime,
+    acting_user: Any = None,
+) -> BudgetLedgerEntry:
+    """Release a reservation (the spend for what ran is written separately)."""
+    budget = PriorityBudget.objects.select_for_update().get(pk=budget.pk)
+    amount = _positive(gpu_hours)
+    reserved = -sum(
+        (
+            entry.gpu_hours
+            for entry in budget.entries.filter(
+                workload=workload, kind__in=[LedgerEntryKind.RESERVE, LedgerEntryKind.SETTLE]
+            )
+        ),
+        Decimal(0),
+    )
+    if amount > reserved:
+        raise ValidationError(
+            {"gpu_hours": f"settling {fmt(amount)} GPU-hours exceeds the {fmt(reserved)} reserved"}
+        )
+    return _ledger_move(
+        budget,
+        kind=LedgerEntryKind.SETTLE,
+        gpu_hours=amount,
+        workload=workload,
+        at=at,
+        acting_user=acting_user,
+        note=f"settled window of {workload}" if workload else "settlement",
+    )
+
+
+@transaction.atomic
+def do_spend_budget(
+    budget: PriorityBudget,
+    *,
+    gpu_hours: Decimal | int | str,
+    workload: Workload | None,
+    at: datetime,
+    acting_user: Any = None,
+) -> BudgetLedgerEntry:
+    """Charge GPU-hours run at the budgeted class (rate x GPUs x hours) to the budget."""
+    budget = PriorityBudget.objects.select_for_update().get(pk=budget.pk)
+    return _ledger_move(
+        budget,
+        kind=LedgerEntryKind.SPEND,
+        gpu_hours=-_positive(gpu_hours),
+        workload=workload,
+        at=at,
+        acting_user=acting_user,
+        note=f"ran {workload}" if workload else "spend",
+    )
+
+
+# ----------------------------------------------------------------------------- quota requests
+
+
+def _audit_request(
+    request: QuotaRequest,
+    before: dict[str, Any] | None,
+    action: str,
+    acting_user: Any,
+    reason: str = "",
+) -> None:
+    record_audit_event(
+        acting_user=acting_user,
+        action=f"quotas.{action}_quota_request",
+        instance=request,
+        before=before,
+        after=model_snapshot(request),
+        reason=reason,
+    )
+
+
+def _locked(request: QuotaRequest) -> QuotaRequest:
+    """The request re-read under a row lock, so two deciders cannot both move it."""
+    return QuotaRequest.objects.select_for_update().get(pk=request.pk)
+
+
+def _require_state(request: QuotaRequest, *states: str) -> None:
+    if request.state not in states:
+        raise ValidationError(
+            {"state": f"request {request.pk} is {request.state}; this needs {' or '.join(states)}"}
+        )
+
+
+def _require_admin(acting_user: Any, verb: str) -> None:
+    if not is_site_admin(acting_user):
+        raise PermissionDenied(f"only admins {verb} quota requests")
+
+
+@transaction.atomic
+def do_create_quota_request(
+    *,
+    kind: str,
+    tenant: Tenant,
+    requested_by: Any,
+    justification: str,
+    payload: dict[str, Any],
+    queue: Queue | None = None,
+    flavor: Flavor | None = None,
+    priority_class: PriorityClass | None = None,
+    period_start: date | None = None,
+    period_end: date | None = None,
+) -> QuotaRequest:
+    """Start a draft request; only a lead of ``tenant`` (or an admin) may ask for it."""
+    if not (is_tenant_lead(requested_by, tenant) or is_site_admin(requested_by)):
+        raise PermissionDenied(f"only a lead of {tenant} asks for its quota or budget")
+    request = QuotaRequest(
+        kind=kind,
+        tenant=tenant,
+        queue=queue,
+        flavor=flavor,
+        priority_class=priority_class,
+        period_start=period_start,
+        period_end=period_end,
+        payload=payload,
+        justification=justification,
+        requested_by=requested_by,
+    )
+    request.full_clean()
+    request.save()
+    _audit_request(request, None, "create", requested_by)
+    return request
+
+
+@transaction.atomic
+def do_submit_quota_request(request: QuotaRequest, *, acting_user: Any) -> QuotaRequest:
+    """Send a draft to the admins; only its requester submits it."""
+    request = _locked(request)
+    _require_state(request, QuotaRequestState.DRAFT)
+    if acting_user is None or acting_user.pk != request.requested_by_id:
+        raise PermissionDenied("only the requester submits a request")
+    before = model_snapshot(request)
+    request.state = QuotaRequestState.SUBMITTED
+    request.submitted_at = timezone.now()
+    request.full_clean()
+    request.save()
+    _audit_request(request, before, "submit", acting_user)
+    return request
+
+
+def quota_request_problems(request: QuotaRequest) -> list[str]:
+    """Why applying ``request`` now would be refused (feasibility against the pool); [] if not."""
+    amounts = request.requested_amounts()
+    if request.kind == QuotaRequestKind.QUEUE_QUOTA:
+        assert request.queue is not None and request.flavor is not None
+        quota = QueueQuota.objects.filter(queue=request.queue, flavor=request.flavor).first()
+        quota = quota or QueueQuota(queue=request.queue, flavor=request.flavor)
+        quota.guarantee = amounts["guarantee"]
+        quota.deserved = amounts["deserved"]
+        quota.capability = amounts["capability"]
+    else:
+        quota = None
+    try:
+        if quota is not None:
+            quota.full_clean()
+        else:
+            assert request.priority_class is not None
+            assert request.period_start is not None and request.period_end is not None
+            budget = PriorityBudget.objects.filter(
+                tenant=request.tenant,
+                priority_class=request.priority_class,
+                period_start=request.period_start,
+            ).first() or PriorityBudget(
+                tenant=request.tenant, priority_class=request.priority_class
+            )
+            budget.period_start = request.period_start
+            budget.period_end = request.period_end
+            budget.gpu_hours = amounts["gpu_hours"]
+            budget.full_clean()
+    except ValidationError as error:
+        return [f"{field}: {' '.join(msgs)}" for field, msgs in error.message_dict.items()]
+    return []
+
+
+@transaction.atomic
+def do_approve_quota_request(
+    request: QuotaRequest, *, acting_user: Any, note: str = ""
+) -> QuotaRequest:
+    """An admin approves a submitted request that would fit the pool; never their own."""
+    request = _locked(request)
+    _require_admin(acting_user, "approve")
+    _require_state(request, QuotaRequestState.SUBMITTED)
+    if acting_user.pk == request.requested_by_id:
+        raise ValidationError({"decided_by": "nobody approves their own request"})
+    problems = quota_request_problems(request)
+    if problems:
+        raise ValidationError({"payload": "the change would not fit: " + "; ".join(problems)})
+    before = model_snapshot(request)
+    request.state = QuotaRequestState.APPROVED
+    request.decided_by = acting_user
+    request.decided_at = timezone.now()
+    request.decision_note = note
+    request.full_clean()
+    request.save()
+    _audit_request(request, before, "approve", acting_user, note)
+    return request
+
+
+@transaction.atomic
+def do_reject_quota_request(
+    request: QuotaRequest, *, acting_user: Any, note: str = ""
+) -> QuotaRequest:
+    """An admin rejects a submitted request, saying why; never their own."""
+    request = _locked(request)
+    _require_admin(acting_user, "reject")
+    _require_state(request, QuotaRequestState.SUBMITTED)
+    if acting_user.pk == request.requested_by_id:
+        raise ValidationError({"decided_by": "nobody rejects their own request"})
+    if not note.strip():
+        raise ValidationError({"decision_note": "say why the request is rejected"})
+    before = model_snapshot(request)
+    request.state = QuotaRequestState.REJECTED
+    request.decided_by = acting_user
+    request.decided_at = timezone.now()
+    request.decision_note = note
+    request.full_clean()
+    request.save()
+    _audit_request(request, before, "reject", acting_user, note)
+    return request
+
+
+@transaction.atomic
+def do_apply_quota_request(request: QuotaRequest, *, acting_user: Any) -> QuotaRequest:
+    """Make an approved request's change: the queue quota or the budget grant."""
+    request = _locked(request)
+    _require_admin(acting_user, "apply")
+    _require_state(request, QuotaRequestState.APPROVED)
+    amounts = request.requested_amounts()
+    reason = f"quota request #{request.pk}: {request.justification}"[:500]
+    if request.kind == QuotaRequestKind.QUEUE_QUOTA:
+        assert request.queue is not None and request.flavor is not None
+        do_set_queue_quota(
+            request.queue,
+            request.flavor,
+            guarantee=amounts["guarantee"],
+            deserved=amounts["deserved"],
+            capability=amounts["capability"],
+            acting_user=acting_user,
+            reason=reason,
+        )
+    else:
+        assert request.priority_class is not None
+        assert request.period_start is not None and request.period_end is not None
+        do_grant_budget(
+            request.tenant,
+            request.priority_class,
+            period_start=request.period_start,
+            period_end=request.period_end,
+            gpu_hours=amounts["gpu_hours"],
+            acting_user=acting_user,
+            reason=reason,
+        )
+    before = model_snapshot(request)
+    request.state = QuotaRequestState.APPLIED
+    request.applied_at = timezone.now()
+    request.save()
+    _audit_request(request, before, "apply", acting_user)
+    return request

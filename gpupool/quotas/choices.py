@@ -1,0 +1,36 @@
+"""Enumerations of the quotas app."""
+
+from django.db import models
+
+
+class PreemptionPolicy(models.TextChoices):
+    """Whether workloads of a priority class may preempt lower-priority ones."""
+
+    PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority", "PreemptLowerPriority"
+    NEVER = "Never", "Never"
+
+
+class LedgerEntryKind(models.TextChoices):
+    """The kinds of movement on a priority budget's ledger."""
+
+    GRANT = "grant", "grant (budget granted or changed)"
+    RESERVE = "reserve", "reserve (protected window held up front)"
+    SETTLE = "settle", "settle (reservation released when the window ends)"
+    SPEND = "spend", "spend (GPU-hours run at the class)"
+
+
+class QuotaRequestKind(models.TextChoices):
+    """What a quota request asks to change."""
+
+    QUEUE_QUOTA = "queue-quota", "queue quota"
+    BUDGET = "budget", "priority budget"
+
+
+class QuotaRequestState(models.TextChoices):
+    """A quota request's life: draft -> submitted -> approved | rejected; approved -> applied."""
+
+    DRAFT = "draft", "draft"
+    SUBMITTED = "submitted", "submitted"
+    APPROVED = "approved", "approved"
+    REJECTED = "rejected", "rejected"
+    APPLIED = "applied", "applied"

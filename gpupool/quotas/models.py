@@ -1,0 +1,651 @@
+"""The queue tree and its per-flavor quotas, priority classes, priority budgets with their
+ledger, and quota requests."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator, validate_slug
+from django.db import models
+from django.db.models import F, Q, Sum
+
+from gpupool.inventory.models import Flavor, healthy_capacity
+from gpupool.quotas.choices import (
+    LedgerEntryKind,
+    PreemptionPolicy,
+    QuotaRequestKind,
+    QuotaRequestState,
+)
+from gpupool.tenancy.models import Tenant
+
+ZERO = Decimal(0)
+
+
+def fmt(value: Decimal | int | None) -> str:
+    """A quantity without trailing zeros: 8.000 -> 8, 0.500 -> 0.5."""
+    if value is None:
+        return "none"
+    text = format(Decimal(value).normalize(), "f")
+    return text
+
+
+class Queue(models.Model):
+    """A node of the queue tree: the root stands for the pool, leaves receive workloads."""
+
+    name = models.CharField(max_length=63, unique=True, validators=[validate_slug])
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="children"
+    )
+    tenant = models.ForeignKey(
+        Tenant, null=True, blank=True, on_delete=models.PROTECT, related_name="queues"
+    )
+    weight = models.DecimalField(
+        max_digits=8,
+        decimal_places=3,
+        default=Decimal(1),
+        help_text="Share of idle capacity this queue gets when borrowing, relative to siblings.",
+    )
+    reclaimable = models.BooleanField(
+        default=True, help_text="Whether capacity this queue borrowed may be taken back."
+    )
+    lending_limit = models.DecimalField(
+        null=True,
+        blank=True,
+        help_text="GPUs of its idle deserved quota this queue lends; empty means no limit.",
+        max_digits=10,
+        decimal_places=3,
+        validators=[MinValueValidator(ZERO)],
+    )
+    default_protected_runtime_s = models.PositiveIntegerField(
+        default=0, help_text="Protected runtime a workload gets when it declares none."
+    )
+    max_protected_runtime_s = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Longest free protection at the default class; empty means no cap.",
+    )
+    description = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(condition=Q(weight__gt=0), name="queue_weight_positive"),
+            models.CheckConstraint(
+                condition=Q(lending_limit__isnull=True) | Q(lending_limit__gte=0),
+                name="queue_lending_limit_non_negative",
+            ),
+            models.CheckConstraint(
+                condition=Q(max_protected_runtime_s__isnull=True)
+                | Q(default_protected_runtime_s__lte=F("max_protected_runtime_s")),
+                name="queue_default_protection_within_max",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def ancestors(self) -> list[Queue]:
+        """The parent, grandparent, ... up to the root (stops at a cycle)."""
+        chain: list[Queue] = []
+        seen = {self.pk}
+        node = self.parent
+        while node is not None and node.pk not in seen:
+            chain.append(node)
+            seen.add(node.pk)
+            node = node.parent
+        return chain
+
+    def is_leaf(self) -> bool:
+        """True when no queue has this one as its parent."""
+        return self.pk is not None and not self.children.exists()
+
+    def clean(self) -> None:
+        """Check weight, protection bounds, that the tree has no cycle, and that re-parenting
+        keeps every guarantee inside its new ancestor's."""
+        errors: dict[str, str] = {}
+        if self.weight is not None and self.weight <= 0:
+            errors["weight"] = f"weight must be greater than 0, not {fmt(self.weight)}"
+        if (
+            self.max_protected_runtime_s is not None
+            and self.default_protected_runtime_s is not None
+            and self.default_protected_runtime_s > self.max_protected_runtime_s
+        ):
+            errors["default_protected_runtime_s"] = (
+                f"default protected runtime {self.default_protected_runtime_s}s exceeds the "
+                f"maximum of {self.max_protected_runtime_s}s"
+            )
+        if self.parent_id is not None and self.pk is not None:
+            if self.parent_id == self.pk:
+                errors["parent"] = "a queue cannot be its own parent"
+            else:
+                parents = dict(Queue.objects.values_list("id", "parent_id"))
+                node: int | None = self.parent_id
+                seen: set[int] = set()
+                while node is not None and node not in seen:
+                    if node == self.pk:
+                        errors["parent"] = (
+                            f"{self.parent} is inside {self.name}'s subtree; a queue cannot be "
+                            f"its own ancestor"
+                        )
+                        break
+                    seen.add(node)
+                    node = parents.get(node)
+        if "parent" not in errors and self.pk is not None:
+            old_parent = (
+                Queue.objects.filter(pk=self.pk).values_list("parent_id", flat=True).first()
+            )
+            if old_parent != self.parent_id:
+                problems = []
+                for flavor in Flavor.objects.filter(quotas__queue__isnull=False).distinct():
+                    problems += guarantee_problems(
+                        flavor, parent_overrides={self.pk: self.parent_id}
+                    )
+                if problems:
+                    errors["parent"] = "; ".join(problems)
+        if errors:
+            raise ValidationError(errors)
+
+
+class QueueQuota(models.Model):
+    """A queue's quota of one flavor, in GPUs: guarantee <= deserved <= capability."""
+
+    queue = models.ForeignKey(Queue, on_delete=models.CASCADE, related_name="quotas")
+    flavor = models.ForeignKey(Flavor, on_delete=models.PROTECT, related_name="quotas")
+    guarantee = models.DecimalField(
+        default=ZERO,
+        help_text="Reserved: never lent, never reclaimed.",
+        max_digits=10,
+        decimal_places=3,
+        validators=[MinValueValidator(ZERO)],
+    )
+    deserved = models.DecimalField(
+        default=ZERO,
+        help_text="Fair share: lent while idle, reclaimed when wanted.",
+        max_digits=10,
+        decimal_places=3,
+        validators=[MinValueValidator(ZERO)],
+    )
+    capability = models.DecimalField(
+        default=ZERO,
+        help_text="Hard cap, even when the pool is idle.",
+        max_digits=10,
+        decimal_places=3,
+        validators=[MinValueValidator(ZERO)],
+    )
+
+    class Meta:
+        ordering = ["queue__name", "flavor__name"]
+        constraints = [
+            models.UniqueConstraint(fields=["queue", "flavor"], name="queuequota_unique_flavor"),
+            models.CheckConstraint(
+                condition=Q(guarantee__gte=0), name="queuequota_guarantee_non_negative"
+            ),
+            models.CheckConstraint(
+                condition=Q(guarantee__lte=F("deserved")), name="queuequota_guarantee_le_deserved"
+            ),
+            models.CheckConstraint(
+                condition=Q(deserved__lte=F("capability")),
+                name="queuequota_deserved_le_capability",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return (
+            f"{self.queue.name}/{self.flavor.name}: {fmt(self.guarantee)}/"
+            f"{fmt(self.deserved)}/{fmt(self.capability)}"
+        )
+
+    def clean(self) -> None:
+        """guarantee <= deserved <= capability; the guarantee fits its ancestors and the pool."""
+        errors: dict[str, str] = {}
+        guarantee, deserved, capability = self.guarantee, self.deserved, self.capability
+        if guarantee is None or deserved is None or capability is None:
+            return  # the missing field has its own error
+        if guarantee > deserved:
+            errors["guarantee"] = (
+                f"guarantee ({fmt(guarantee)}) must not exceed deserved ({fmt(deserved)})"
+            )
+        if deserved > capability:
+            errors["deserved"] = (
+                f"deserved ({fmt(deserved)}) must not exceed capability ({fmt(capability)})"
+            )
+        if not errors and self.queue_id is not None and self.flavor_id is not None:
+            problems = guarantee_problems(
+                self.flavor, quota_overrides={self.queue_id: Decimal(guarantee)}
+            )
+            if problems:
+                errors["guarantee"] = "; ".join(problems)
+        if errors:
+            raise ValidationError(errors)
+
+
+def guarantee_problems(
+    flavor: Flavor,
+    *,
+    quota_overrides: Mapping[int, Decimal | None] | None = None,
+    parent_overrides: Mapping[int, int | None] | None = None,
+) -> list[str]:
+    """Why the tree's guarantees of ``flavor`` would not fit after the given changes.
+
+    Every guaranteed queue is counted against its nearest ancestor that has a quota for the
+    flavor; the guarantees under one ancestor must fit in its guarantee, and those with no such
+    ancestor (under the root, which stands for the pool) must fit in the pool's healthy
+    capacity. ``quota_overrides`` maps queue id to a new guarantee (None: quota removed);
+    ``parent_overrides`` maps queue id to a new parent id. Only violations the change creates
+    or worsens are reported, so a pool that lost GPUs can still lower its guarantees.
+    """
+    parents: dict[int, int | None] = dict(Queue.objects.values_list("id", "parent_id"))
+    names: dict[int, str] = dict(Queue.objects.values_list("id", "name"))
+    current: dict[int, Decimal] = dict(
+        QueueQuota.objects.filter(flavor=flavor).values_list("queue_id", "guarantee")
+    )
+    changed_parents = {**parents, **(parent_overrides or {})}
+    changed = dict(current)
+    for queue_id, value in (quota_overrides or {}).items():
+        if value is None:
+            changed.pop(queue_id, None)
+        else:
+            changed[queue_id] = value
+    capacity = healthy_capacity(flavor)
+
+    def totals_by_holder(
+        tree: Mapping[int, int | None], quotas: Mapping[int, Decimal]
+    ) -> dict[int | None, Decimal]:
+        """Guarantees summed per nearest quota-holding ancestor (None: the pool)."""
+        totals: dict[int | None, Decimal] = defaultdict(Decimal)
+        for queue_id, amount in quotas.items():
+            holder = tree.get(queue_id)
+            seen = {queue_id}
+            while holder is not None and holder not in quotas and holder not in seen:
+                seen.add(holder)
+                holder = tree.get(holder)
+            totals[holder if holder in quotas else None] += amount
+        return totals
+
+    def excess(
+        totals: Mapping[int | None, Decimal], quotas: Mapping[int, Decimal]
+    ) -> dict[int | None, Decimal]:
+        return {
+            holder: total - (capacity if holder is None else quotas[holder])
+            for holder, total in totals.items()
+        }
+
+    before = excess(totals_by_holder(parents, current), current)
+    after_totals = totals_by_holder(changed_parents, changed)
+    after = excess(after_totals, changed)
+    problems: list[str] = []
+    for holder in sorted(after, key=lambda h: (h is not None, names.get(h or 0, ""))):
+        over = after[holder]
+        if over <= 0 or over <= before.get(holder, ZERO):
+            continue
+        total = fmt(after_totals[holder])
+        if holder is None:
+            problems.append(
+                f"the top-level {flavor.name} guarantees would total {total} GPUs, more than "
+                f"the pool's {fmt(capacity)} healthy {flavor.name} GPUs"
+            )
+        else:
+            problems.append(
+                f"the guarantees inside {names[holder]} would total {total} {flavor.name} GPUs, "
+                f"more than its own guarantee of {fmt(changed[holder])}"
+            )
+    return problems
+
+
+class PriorityClass(models.Model):
+    """A priority level: its value, whether it preempts, and what it costs in budget."""
+
+    name = models.CharField(max_length=63, unique=True, validators=[validate_slug])
+    value = models.IntegerField(help_text="Higher runs first and may preempt lower.")
+    preemption_policy = models.CharField(
+        max_length=32,
+        choices=PreemptionPolicy.choices,
+        default=PreemptionPolicy.PREEMPT_LOWER_PRIORITY,
+    )
+    budget_rate = models.DecimalField(
+        max_digits=8,
+        decimal_places=3,
+        default=ZERO,
+        validators=[MinValueValidator(ZERO)],
+        help_text="Budget GPU-hours spent per GPU-hour run at this class; 0 needs no budget.",
+    )
+    default = models.BooleanField(
+        default=False, help_text="The class of workloads that name none (exactly one)."
+    )
+    description = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-value", "name"]
+        verbose_name_plural = "priority classes"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["default"],
+                condition=Q(default=True),
+                name="priorityclass_one_default",
+                violation_error_message="Another priority class is already the default.",
+            ),
+            models.CheckConstraint(
+                condition=Q(budget_rate__gte=0), name="priorityclass_budget_rate_non_negative"
+            ),
+            models.CheckConstraint(
+                condition=Q(default=False) | Q(budget_rate=0),
+                name="priorityclass_default_is_free",
+            ),
+            models.CheckConstraint(
+                condition=Q(preemption_policy__in=PreemptionPolicy.values),
+                name="priorityclass_preemption_policy_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        """The default class is free, and only one class is the default."""
+        errors: dict[str, str] = {}
+        if self.default and self.budget_rate:
+            errors["budget_rate"] = (
+                f"the default class spends no budget: budget_rate must be 0, "
+                f"not {fmt(self.budget_rate)}"
+            )
+        if self.default:
+            other = PriorityClass.objects.filter(default=True).exclude(pk=self.pk).first()
+            if other is not None:
+                errors["default"] = f"{other.name} is already the default priority class"
+        if errors:
+            raise ValidationError(errors)
+
+
+class PriorityBudget(models.Model):
+    """GPU-hours a tenant may spend at one budgeted priority class during one period."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="budgets")
+    priority_class = models.ForeignKey(
+        PriorityClass, on_delete=models.PROTECT, related_name="budgets"
+    )
+    period_start = models.DateField()
+    period_end = models.DateField(help_text="Exclusive: the first day after the period.")
+    gpu_hours = models.DecimalField(
+        max_digits=12,
+        decimal_places=3,
+        validators=[MinValueValidator(ZERO)],
+        help_text="Granted GPU-hours of budget (the sum of the ledger's grant entries).",
+    )
+
+    class Meta:
+        ordering = ["tenant__name", "priority_class__name", "-period_start"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "priority_class", "period_start"],
+                name="prioritybudget_unique_period",
+            ),
+            models.CheckConstraint(
+                condition=Q(period_end__gt=F("period_start")), name="prioritybudget_period_order"
+            ),
+            models.CheckConstraint(
+                condition=Q(gpu_hours__gte=0), name="prioritybudget_gpu_hours_non_negative"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tenant}/{self.priority_class} {self.period_start}..{self.period_end}"
+
+    def clean(self) -> None:
+        """The class is budgeted, the period is ordered and overlaps no other of the same class."""
+        errors: dict[str, str] = {}
+        if self.priority_class_id is not None and self.priority_class.budget_rate <= 0:
+            errors["priority_class"] = (
+                f"{self.priority_class.name} has budget_rate 0 and needs no budget"
+            )
+        if self.period_start and self.period_end:
+            if self.period_end <= self.period_start:
+                errors["period_end"] = (
+                    f"period_end ({self.period_end}) must be after period_start "
+                    f"({self.period_start})"
+                )
+            elif self.tenant_id is not None and self.priority_class_id is not None:
+                overlapping = (
+                    PriorityBudget.objects.filter(
+                        tenant_id=self.tenant_id,
+                        priority_class_id=self.priority_class_id,
+                        period_start__lt=self.period_end,
+                        period_end__gt=self.period_start,
+                    )
+                    .exclude(pk=self.pk)
+                    .first()
+                )
+                if overlapping is not None:
+                    errors["period_start"] = f"the period overlaps the budget {overlapping}"
+        if errors:
+            raise ValidationError(errors)
+
+    def remaining_gpu_hours(self) -> Decimal:
+        """Granted minus spent minus held in open reservations: the ledger's balance."""
+        if self.pk is None:
+            return Decimal(self.gpu_hours or 0)
+        total = self.entries.aggregate(total=Sum("gpu_hours"))["total"]
+        return Decimal(total or 0)
+
+
+class BudgetLedgerEntry(models.Model):
+    """One signed movement on a budget: grants add, reservations and spending subtract,
+    settlements give reservations back. The balance is the sum of the entries."""
+
+    budget = models.ForeignKey(PriorityBudget, on_delete=models.CASCADE, related_name="entries")
+    kind = models.CharField(max_length=16, choices=LedgerEntryKind.choices)
+    gpu_hours = models.DecimalField(max_digits=12, decimal_places=4)
+    at = models.DateTimeField()
+    workload = models.ForeignKey(
+        "workloads.Workload",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="budget_entries",
+    )
+    note = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["at", "id"]
+        verbose_name_plural = "budget ledger entries"
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(kind=LedgerEntryKind.GRANT)
+                | Q(kind__in=[LedgerEntryKind.RESERVE, LedgerEntryKind.SPEND], gpu_hours__lte=0)
+                | Q(kind=LedgerEntryKind.SETTLE, gpu_hours__gte=0),
+                name="budgetledgerentry_sign_matches_kind",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.budget} {self.kind} {fmt(self.gpu_hours)}"
+
+
+QUEUE_QUOTA_KEYS = ("guarantee", "deserved", "capability")
+BUDGET_KEYS = ("gpu_hours",)
+
+
+def _payload_amount(payload: Mapping[str, Any], key: str) -> Decimal:
+    """``payload[key]`` as a non-negative Decimal, or ValueError saying why not."""
+    value = payload.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float | str | Decimal):
+        raise ValueError(f"{key} must be a number")
+    try:
+        amount = Decimal(str(value))
+    except InvalidOperation:
+        raise ValueError(f"{key} must be a number, not {value!r}") from None
+    if not amount.is_finite() or amount < 0:
+        raise ValueError(f"{key} must be a number of at least 0, not {value!r}")
+    return amount
+
+
+class QuotaRequest(models.Model):
+    """A lead's request to change a queue's quota or a tenant's priority budget."""
+
+    kind = models.CharField(max_length=16, choices=QuotaRequestKind.choices)
+    state = models.CharField(
+        max_length=16, choices=QuotaRequestState.choices, default=QuotaRequestState.DRAFT
+    )
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="quota_requests")
+    queue = models.ForeignKey(
+        Queue, null=True, blank=True, on_delete=models.CASCADE, related_name="quota_requests"
+    )
+    flavor = models.ForeignKey(
+        Flavor, null=True, blank=True, on_delete=models.PROTECT, related_name="quota_requests"
+    )
+    priority_class = models.ForeignKey(
+        PriorityClass,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="quota_requests",
+    )
+    period_start = models.DateField(null=True, blank=True)
+    period_end = models.DateField(null=True, blank=True)
+    payload = models.JSONField(
+        default=dict,
+        help_text='queue-quota: {"guarantee", "deserved", "capability"}; budget: {"gpu_hours"}.',
+    )
+    justification = models.TextField()
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="quota_requests"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="quota_decisions",
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decision_note = models.TextField(blank=True)
+    applied_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(kind__in=QuotaRequestKind.values), name="quotarequest_kind_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(state__in=QuotaRequestState.values), name="quotarequest_state_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(decided_by__isnull=True) | ~Q(decided_by=F("requested_by")),
+                name="quotarequest_not_self_decided",
+                violation_error_message="Nobody decides their own request.",
+            ),
+            models.CheckConstraint(
+                condition=Q(state__in=[QuotaRequestState.DRAFT, QuotaRequestState.SUBMITTED])
+                | Q(decided_by__isnull=False, decided_at__isnull=False),
+                name="quotarequest_decision_recorded",
+            ),
+            models.CheckConstraint(
+                condition=~Q(kind=QuotaRequestKind.QUEUE_QUOTA)
+                | Q(queue__isnull=False, flavor__isnull=False),
+                name="quotarequest_queue_quota_target",
+            ),
+            models.CheckConstraint(
+                condition=~Q(kind=QuotaRequestKind.BUDGET)
+                | Q(
+                    priority_class__isnull=False,
+                    period_start__isnull=False,
+                    period_end__isnull=False,
+                ),
+                name="quotarequest_budget_target",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        target = (
+            f"{self.queue}/{self.flavor}"
+            if self.kind == QuotaRequestKind.QUEUE_QUOTA
+            else f"{self.tenant}/{self.priority_class}"
+        )
+        return f"#{self.pk} {self.kind} {target} ({self.state})"
+
+    def requested_amounts(self) -> dict[str, Decimal]:
+        """The payload's amounts as Decimals; ValidationError naming ``payload`` if malformed."""
+        keys = QUEUE_QUOTA_KEYS if self.kind == QuotaRequestKind.QUEUE_QUOTA else BUDGET_KEYS
+        if not isinstance(self.payload, dict):
+            raise ValidationError({"payload": "must be an object"})
+        unknown = sorted(set(self.payload) - set(keys))
+        missing = [key for key in keys if key not in self.payload]
+        if unknown or missing:
+            parts = []
+            if missing:
+                parts.append(f"missing {', '.join(missing)}")
+            if unknown:
+                parts.append(f"unknown {', '.join(unknown)}")
+            raise ValidationError(
+                {"payload": f"a {self.kind} request needs {', '.join(keys)}: " + "; ".join(parts)}
+            )
+        try:
+            return {key: _payload_amount(self.payload, key) for key in keys}
+        except ValueError as error:
+            raise ValidationError({"payload": str(error)}) from None
+
+    def clean(self) -> None:
+        """The request names a target of its kind, belongs to its tenant, and asks for
+        well-formed amounts; nobody decides their own request."""
+        errors: dict[str, str] = {}
+        if (
+            self.decided_by_id is not None
+            and self.requested_by_id is not None
+            and self.decided_by_id == self.requested_by_id
+        ):
+            errors["decided_by"] = "nobody approves or rejects their own request"
+        if self.kind == QuotaRequestKind.QUEUE_QUOTA:
+            if self.queue_id is None:
+                errors["queue"] = "a queue-quota request names the queue"
+            elif self.tenant_id is not None and Queue.objects.get(pk=self.queue_id).tenant_id != (
+                self.tenant_id
+            ):
+                errors["queue"] = f"queue {self.queue} does not belong to tenant {self.tenant}"
+            if self.flavor_id is None:
+                errors["flavor"] = "a queue-quota request names the flavor"
+        elif self.kind == QuotaRequestKind.BUDGET:
+            if self.priority_class_id is None:
+                errors["priority_class"] = "a budget request names the priority class"
+            else:
+                priority_class = PriorityClass.objects.get(pk=self.priority_class_id)
+                if priority_class.budget_rate <= 0:
+                    errors["priority_class"] = (
+                        f"{priority_class.name} has budget_rate 0 and needs no budget"
+                    )
+            if self.period_start is None:
+                errors["period_start"] = "a budget request names the period's first day"
+            if self.period_end is None:
+                errors["period_end"] = "a budget request names the period's end"
+            elif self.period_start is not None and self.period_end <= self.period_start:
+                errors["period_end"] = (
+                    f"period_end ({self.period_end}) must be after period_start "
+                    f"({self.period_start})"
+                )
+        if self.kind in QuotaRequestKind.values:
+            try:
+                amounts = self.requested_amounts()
+            except ValidationError as error:
+                errors["payload"] = " ".join(error.message_dict["payload"])
+            else:
+                if self.kind == QuotaRequestKind.QUEUE_QUOTA:
+                    if amounts["guarantee"] > amounts["deserved"]:
+                        errors["payload"] = (
+                            f"guarantee ({fmt(amounts['guarantee'])}) must not exceed deserved "
+                            f"({fmt(amounts['deserved'])})"
+                        )
+                    elif amounts["deserved"] > amounts["capability"]:
+                        errors["payload"] = (
+                            f"deserved ({fmt(amounts['deserved'])}) must not exceed capability "
+                            f"({fmt(amounts['capability'])})"
+                        )
+        if not (self.justification or "").strip():
+            errors["justification"] = "say why the change is needed"
+        if errors:
+            raise ValidationError(errors)

@@ -1,0 +1,1 @@
+"""Tenants, their members and site-wide roles."""

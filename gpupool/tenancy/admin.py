@@ -1,0 +1,116 @@
+"""Admin for tenants, memberships and site roles; membership and role changes are audited."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+from django.contrib import admin
+from django.forms import BaseModelFormSet
+from django.http import HttpRequest
+
+from gpupool.audit.admin import ActionModelAdmin, TabularInline
+from gpupool.tenancy.actions import (
+    do_grant_site_role,
+    do_remove_membership,
+    do_revoke_site_role,
+    do_set_membership,
+)
+from gpupool.tenancy.models import Membership, SiteRole, Tenant
+
+
+class MembershipInline(TabularInline):
+    """The tenant's members and leads."""
+
+    model = Membership
+    extra = 0
+    autocomplete_fields = ["user"]
+    fields = ["user", "role"]
+
+
+@admin.register(Tenant)
+class TenantAdmin(ActionModelAdmin):
+    """Tenants with their members inline; member changes go through the tenancy actions."""
+
+    list_display = ["name", "display_name", "organization", "member_count"]
+    list_filter = ["organization"]
+    search_fields = ["name", "display_name", "organization"]
+    inlines = [MembershipInline]
+
+    @admin.display(description="members")
+    def member_count(self, obj: Tenant) -> int:
+        return obj.memberships.count()
+
+    def save_formset(
+        self, request: HttpRequest, form: Any, formset: BaseModelFormSet[Any, Any], change: bool
+    ) -> None:
+        if formset.model is not Membership:
+            super().save_formset(request, form, formset, change)
+            return
+        changed = formset.save(commit=False)
+        for membership in formset.deleted_objects:
+            self.run_action(
+                request, partial(do_remove_membership, membership, acting_user=request.user)
+            )
+        for membership in changed:
+            self.run_action(
+                request,
+                partial(
+                    do_set_membership,
+                    membership.user,
+                    form.instance,
+                    role=membership.role,
+                    acting_user=request.user,
+                ),
+            )
+
+
+@admin.register(Membership)
+class MembershipAdmin(ActionModelAdmin):
+    """Every membership; adding, changing the role and removing are audited."""
+
+    list_display = ["user", "tenant", "role", "created_at"]
+    list_filter = ["role", "tenant"]
+    search_fields = ["user__username", "tenant__name"]
+    autocomplete_fields = ["user", "tenant"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        """Only the role changes in place; another user or tenant is another membership."""
+        return ["user", "tenant"] if obj is not None else []
+
+    def save_model(self, request: HttpRequest, obj: Membership, form: Any, change: bool) -> None:
+        saved = self.run_action(
+            request,
+            lambda: do_set_membership(
+                obj.user, obj.tenant, role=obj.role, acting_user=request.user
+            ),
+        )
+        self.adopt(obj, saved)
+
+    def delete_model(self, request: HttpRequest, obj: Membership) -> None:
+        self.run_action(request, lambda: do_remove_membership(obj, acting_user=request.user))
+
+
+@admin.register(SiteRole)
+class SiteRoleAdmin(ActionModelAdmin):
+    """Site-wide admin and finance roles; granting and revoking are audited."""
+
+    list_display = ["user", "role", "created_at"]
+    list_filter = ["role"]
+    search_fields = ["user__username"]
+    autocomplete_fields = ["user"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        """A role is granted or revoked, never edited in place."""
+        return ["user", "role"] if obj is not None else []
+
+    def save_model(self, request: HttpRequest, obj: SiteRole, form: Any, change: bool) -> None:
+        if not change:
+            saved = self.run_action(
+                request,
+                lambda: do_grant_site_role(obj.user, role=obj.role, acting_user=request.user),
+            )
+            self.adopt(obj, saved)
+
+    def delete_model(self, request: HttpRequest, obj: SiteRole) -> None:
+        self.run_action(request, lambda: do_revoke_site_role(obj, acting_user=request.user))

@@ -1,0 +1,95 @@
+"""Tenants (teams), the users who belong to them, and site-wide roles."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.validators import validate_slug
+from django.db import models
+
+from gpupool.tenancy.choices import MembershipRole, SiteRoleName
+
+
+class Tenant(models.Model):
+    """A team that shares the pool: it owns queues, budgets and the workloads in them."""
+
+    name = models.CharField(
+        max_length=63, unique=True, validators=[validate_slug], help_text="Short slug, e.g. nlp."
+    )
+    display_name = models.CharField(max_length=200, blank=True)
+    organization = models.CharField(
+        max_length=100, blank=True, help_text="The organization the team belongs to."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["organization", "name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Membership(models.Model):
+    """A user's membership of a tenant, as a member or as its lead."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(
+        max_length=16, choices=MembershipRole.choices, default=MembershipRole.MEMBER
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["tenant__name", "user__username"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user", "tenant"], name="membership_unique_user_tenant"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(role__in=MembershipRole.values), name="membership_role_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.tenant} ({self.role})"
+
+
+class SiteRole(models.Model):
+    """A site-wide role held by a user: admin (everything) or finance (all cost data)."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="site_roles"
+    )
+    role = models.CharField(max_length=16, choices=SiteRoleName.choices)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["role", "user__username"]
+        constraints = [
+            models.UniqueConstraint(fields=["user", "role"], name="siterole_unique_user_role"),
+            models.CheckConstraint(
+                condition=models.Q(role__in=SiteRoleName.values), name="siterole_role_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} ({self.role})"
+
+
+def is_site_admin(user: Any) -> bool:
+    """True for superusers and users holding the site ``admin`` role."""
+    if user is None or not getattr(user, "is_authenticated", False):
+        return False
+    if user.is_superuser:
+        return True
+    return SiteRole.objects.filter(user=user, role=SiteRoleName.ADMIN).exists()
+
+
+def is_tenant_lead(user: Any, tenant: Tenant) -> bool:
+    """True when ``user`` is a lead of ``tenant``."""
+    if user is None or not getattr(user, "is_authenticated", False):
+        return False
+    return Membership.objects.filter(user=user, tenant=tenant, role=MembershipRole.LEAD).exists()

@@ -1,0 +1,1 @@
+"""Workloads, their pod sets, placements and state transitions."""

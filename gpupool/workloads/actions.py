@@ -1,0 +1,193 @@
+"""State changes of workloads: submission, and every state transition with its placements."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from gpupool.inventory.models import Flavor, Node
+from gpupool.quotas.models import PriorityClass, Queue
+from gpupool.workloads.choices import ALLOWED_TRANSITIONS, WorkloadState
+from gpupool.workloads.models import Placement, PodSet, Workload, WorkloadTransition
+
+
+@dataclass(frozen=True)
+class PodSetSpec:
+    """What one pod set of a new workload asks for."""
+
+    count: int
+    gpus: int = 0
+    flavor: Flavor | None = None
+    gpu_milli: int | None = None
+    cpu: Decimal | int = 0
+    memory_gb: Decimal | int = 0
+    name: str = "main"
+
+
+@dataclass(frozen=True)
+class PodPlacement:
+    """Where one pod goes: pod set name, pod index, node, GPU indices and milli share."""
+
+    pod_set: str
+    pod_index: int
+    node: Node
+    gpu_indices: Sequence[int] = field(default_factory=list)
+    milli: int | None = None
+
+
+@transaction.atomic
+def do_submit_workload(
+    name: str,
+    *,
+    queue: Queue,
+    pod_sets: Sequence[PodSetSpec],
+    priority_class: PriorityClass | None = None,
+    submitter: Any = None,
+    min_member: int | None = None,
+    topology: str = "",
+    protected_runtime_s: int | None = None,
+    expected_runtime_s: int | None = None,
+    at: datetime | None = None,
+) -> Workload:
+    """Queue a new workload; defaults: the default class, the queue's protected runtime."""
+    if not pod_sets:
+        raise ValidationError({"pod_sets": "a workload has at least one pod set"})
+    if priority_class is None:
+        priority_class = PriorityClass.objects.filter(default=True).first()
+        if priority_class is None:
+            raise ValidationError({"priority_class": "no class given and none is the default"})
+    now = at or timezone.now()
+    workload = Workload(
+        name=name,
+        queue=queue,
+        priority_class=priority_class,
+        submitter=submitter,
+        min_member=min_member,
+        topology=topology,
+        protected_runtime_s=(
+            queue.default_protected_runtime_s
+            if protected_runtime_s is None
+            else protected_runtime_s
+        ),
+        expected_runtime_s=expected_runtime_s,
+        state=WorkloadState.PENDING,
+        submitted_at=now,
+    )
+    workload.full_clean()
+    workload.save()
+    names = [spec.name for spec in pod_sets]
+    if len(set(names)) != len(names):
+        raise ValidationError({"pod_sets": f"pod set names repeat: {names}"})
+    for spec in pod_sets:
+        pod_set = PodSet(
+            workload=workload,
+            name=spec.name,
+            count=spec.count,
+            gpus=spec.gpus,
+            flavor=spec.flavor,
+            gpu_milli=spec.gpu_milli,
+            cpu=Decimal(str(spec.cpu)),
+            memory_gb=Decimal(str(spec.memory_gb)),
+        )
+        pod_set.full_clean()
+        pod_set.save()
+    workload.full_clean()  # min_member against the pods, now that they exist
+    WorkloadTransition.objects.create(
+        workload=workload,
+        from_state="",
+        to_state=WorkloadState.PENDING,
+        at=now,
+        reason="submitted",
+        actor=submitter if getattr(submitter, "is_authenticated", False) else None,
+    )
+    return workload
+
+
+@transaction.atomic
+def do_transition_workload(
+    workload: Workload,
+    to_state: str,
+    *,
+    reason: str,
+    at: datetime | None = None,
+    acting_user: Any = None,
+    placements: Sequence[PodPlacement] = (),
+) -> WorkloadTransition:
+    """Move a workload to ``to_state`` if the state machine allows it, recording when and why.
+
+    Admission takes the placements (at least ``min_member`` pods); going back to pending or
+    to a final state other than succeeded/failed releases them.
+    """
+    workload = Workload.objects.select_for_update().get(pk=workload.pk)
+    from_state = workload.state
+    if to_state not in ALLOWED_TRANSITIONS.get(from_state, frozenset()):
+        allowed = sorted(ALLOWED_TRANSITIONS.get(from_state, frozenset())) or ["nothing"]
+        raise ValidationError(
+            {
+                "state": f"{workload} is {from_state}; it can move to {', '.join(allowed)}, "
+                f"not {to_state}"
+            }
+        )
+    if not reason.strip():
+        raise ValidationError({"reason": "every transition says why"})
+    now = at or timezone.now()
+    if to_state == WorkloadState.ADMITTED:
+        _place(workload, placements, now)
+        workload.admitted_at = now
+    elif placements:
+        raise ValidationError({"placements": "placements are given only on admission"})
+    if to_state == WorkloadState.RUNNING:
+        workload.started_at = now
+    if to_state in {WorkloadState.PENDING, WorkloadState.PREEMPTED, WorkloadState.CANCELLED}:
+        workload.placements.all().delete()
+        if to_state == WorkloadState.PENDING:
+            workload.admitted_at = None
+            workload.started_at = None
+    if to_state in {WorkloadState.SUCCEEDED, WorkloadState.FAILED, WorkloadState.CANCELLED}:
+        workload.finished_at = now
+    workload.state = to_state
+    workload.full_clean()
+    workload.save()
+    transition = WorkloadTransition(
+        workload=workload,
+        from_state=from_state,
+        to_state=to_state,
+        at=now,
+        reason=reason[:500],
+        actor=acting_user if getattr(acting_user, "is_authenticated", False) else None,
+    )
+    transition.full_clean()
+    transition.save()
+    return transition
+
+
+def _place(workload: Workload, placements: Sequence[PodPlacement], now: datetime) -> None:
+    """Validate and store an admission's placements (inside the caller's transaction)."""
+    pod_sets = {pod_set.name: pod_set for pod_set in workload.pod_sets.all()}
+    needed = workload.effective_min_member()
+    if len(placements) < needed:
+        raise ValidationError(
+            {"placements": f"{len(placements)} pods placed; the gang needs {needed}"}
+        )
+    for item in placements:
+        pod_set = pod_sets.get(item.pod_set)
+        if pod_set is None:
+            raise ValidationError({"placements": f"{workload} has no pod set {item.pod_set!r}"})
+        placement = Placement(
+            workload=workload,
+            pod_set=pod_set,
+            pod_index=item.pod_index,
+            node=item.node,
+            gpu_indices=list(item.gpu_indices),
+            milli=item.milli,
+            created_at=now,
+        )
+        placement.full_clean()
+        placement.save()

@@ -1,0 +1,291 @@
+"""Workloads: pod sets, placements on nodes, and the record of every state transition."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.db.models import F, Q, Sum
+from django.utils import timezone
+
+from gpupool.inventory.choices import Sharing
+from gpupool.inventory.models import Flavor, Node
+from gpupool.quotas.models import PriorityClass, Queue
+from gpupool.workloads.choices import Topology, WorkloadState
+
+
+class Workload(models.Model):
+    """A job of one or more pod sets, queued in a leaf queue and scheduled as a gang."""
+
+    name = models.CharField(max_length=253, unique=True)
+    queue = models.ForeignKey(Queue, on_delete=models.PROTECT, related_name="workloads")
+    priority_class = models.ForeignKey(
+        PriorityClass, on_delete=models.PROTECT, related_name="workloads"
+    )
+    submitter = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="workloads",
+    )
+    min_member = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="Pods that must be placed together (gang); empty means all pods.",
+    )
+    topology = models.CharField(max_length=16, choices=Topology.choices, blank=True, default="")
+    protected_runtime_s = models.PositiveIntegerField(
+        default=0, help_text="After it starts, for this long it is not preempted or reclaimed."
+    )
+    expected_runtime_s = models.PositiveIntegerField(
+        null=True, blank=True, help_text="The submitter's estimate, used for start estimates."
+    )
+    state = models.CharField(
+        max_length=16, choices=WorkloadState.choices, default=WorkloadState.PENDING
+    )
+    submitted_at = models.DateTimeField(default=timezone.now)
+    admitted_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["submitted_at", "name"]
+        indexes = [models.Index(fields=["state", "queue"], name="workload_state_queue_idx")]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(state__in=WorkloadState.values), name="workload_state_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(topology__in=Topology.values), name="workload_topology_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(min_member__isnull=True) | Q(min_member__gte=1),
+                name="workload_min_member_positive",
+            ),
+            models.CheckConstraint(
+                condition=Q(started_at__isnull=True) | Q(started_at__gte=F("submitted_at")),
+                name="workload_started_after_submitted",
+            ),
+            models.CheckConstraint(
+                condition=Q(finished_at__isnull=True)
+                | Q(started_at__isnull=True)
+                | Q(finished_at__gte=F("started_at")),
+                name="workload_finished_after_started",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def total_pods(self) -> int:
+        """The number of pods over all pod sets."""
+        if self.pk is None:
+            return 0
+        return int(self.pod_sets.aggregate(total=Sum("count"))["total"] or 0)
+
+    def effective_min_member(self) -> int:
+        """The gang minimum: min_member, or all pods when it is not set."""
+        return self.min_member if self.min_member is not None else self.total_pods()
+
+    def clean(self) -> None:
+        """Leaf queue, gang minimum within the pods, protection within the queue's free cap."""
+        errors: dict[str, str] = {}
+        if self.queue_id is not None and self.queue.children.exists():
+            errors["queue"] = f"{self.queue} has child queues; workloads go to leaf queues"
+        if self.pk is not None and self.min_member is not None:
+            total = self.total_pods()
+            if total and self.min_member > total:
+                errors["min_member"] = (
+                    f"min_member ({self.min_member}) exceeds the workload's {total} pods"
+                )
+        if (
+            self.queue_id is not None
+            and self.priority_class_id is not None
+            and self.protected_runtime_s is not None
+        ):
+            cap = self.queue.max_protected_runtime_s
+            if (
+                cap is not None
+                and self.priority_class.budget_rate <= 0
+                and self.protected_runtime_s > cap
+            ):
+                errors["protected_runtime_s"] = (
+                    f"{self.protected_runtime_s}s exceeds queue {self.queue}'s free maximum of "
+                    f"{cap}s; longer protection needs a budgeted priority class"
+                )
+        if self.started_at and self.submitted_at and self.started_at < self.submitted_at:
+            errors["started_at"] = "a workload cannot start before it was submitted"
+        if self.finished_at and self.started_at and self.finished_at < self.started_at:
+            errors["finished_at"] = "a workload cannot finish before it started"
+        if errors:
+            raise ValidationError(errors)
+
+
+class PodSet(models.Model):
+    """A group of identical pods of a workload: count, GPUs (or milli-GPU) per pod, CPU, memory."""
+
+    workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="pod_sets")
+    name = models.CharField(max_length=63, default="main")
+    count = models.PositiveIntegerField(default=1, validators=[MinValueValidator(1)])
+    gpus = models.PositiveSmallIntegerField(default=0, help_text="GPUs (MIG: instances) per pod.")
+    gpu_milli = models.PositiveSmallIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1), MaxValueValidator(1000)],
+        help_text="Shared flavors only: the fraction of one GPU per pod, 1..1000.",
+    )
+    flavor = models.ForeignKey(
+        Flavor, null=True, blank=True, on_delete=models.PROTECT, related_name="pod_sets"
+    )
+    cpu = models.DecimalField(
+        max_digits=8, decimal_places=3, default=Decimal(0), validators=[MinValueValidator(0)]
+    )
+    memory_gb = models.DecimalField(
+        max_digits=10, decimal_places=3, default=Decimal(0), validators=[MinValueValidator(0)]
+    )
+
+    class Meta:
+        ordering = ["workload__name", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["workload", "name"], name="podset_unique_name"),
+            models.CheckConstraint(condition=Q(count__gte=1), name="podset_count_positive"),
+            models.CheckConstraint(
+                condition=Q(gpus=0) | Q(flavor__isnull=False), name="podset_gpus_need_flavor"
+            ),
+            models.CheckConstraint(
+                condition=Q(gpu_milli__isnull=True) | Q(gpu_milli__gte=1, gpu_milli__lte=1000),
+                name="podset_gpu_milli_range",
+            ),
+            models.CheckConstraint(
+                condition=Q(cpu__gte=0) & Q(memory_gb__gte=0), name="podset_resources_non_negative"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.workload.name}/{self.name}"
+
+    def gpu_equivalent_per_pod(self) -> Decimal:
+        """GPUs one pod counts against quota: gpu_milli / 1000 on shared flavors, else gpus."""
+        if self.gpu_milli is not None:
+            return Decimal(self.gpu_milli) / 1000
+        return Decimal(self.gpus)
+
+    def clean(self) -> None:
+        """A pod asking GPUs names a flavor; milli-GPU fractions only on shared flavors."""
+        errors: dict[str, str] = {}
+        flavor = self.flavor if self.flavor_id is not None else None
+        if self.gpus and flavor is None:
+            errors["flavor"] = "a pod set that asks for GPUs names their flavor"
+        if flavor is not None and flavor.sharing == Sharing.SHARED:
+            if self.gpu_milli is None:
+                errors["gpu_milli"] = f"{flavor} is shared: say the fraction per pod (1..1000)"
+            if self.gpus != 1:
+                errors["gpus"] = f"a pod on shared flavor {flavor} asks for 1 GPU, not {self.gpus}"
+        elif self.gpu_milli is not None:
+            errors["gpu_milli"] = "only pods on a shared flavor ask for a milli-GPU fraction"
+        if errors:
+            raise ValidationError(errors)
+
+
+class Placement(models.Model):
+    """Where one pod of a pod set runs: its node, the GPU indices, and the milli share."""
+
+    workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="placements")
+    pod_set = models.ForeignKey(PodSet, on_delete=models.CASCADE, related_name="placements")
+    pod_index = models.PositiveIntegerField(default=0)
+    node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="placements")
+    gpu_indices = models.JSONField(default=list, blank=True)
+    milli = models.PositiveSmallIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(1), MaxValueValidator(1000)]
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["workload__name", "pod_set__name", "pod_index"]
+        constraints = [
+            models.UniqueConstraint(fields=["pod_set", "pod_index"], name="placement_unique_pod"),
+            models.CheckConstraint(
+                condition=Q(milli__isnull=True) | Q(milli__gte=1, milli__lte=1000),
+                name="placement_milli_range",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.pod_set}[{self.pod_index}] on {self.node.name} {self.gpu_indices}"
+
+    def clean(self) -> None:
+        """The pod is one of its pod set's, on a node of its flavor, on that node's GPUs."""
+        errors: dict[str, str] = {}
+        pod_set = self.pod_set if self.pod_set_id is not None else None
+        node = self.node if self.node_id is not None else None
+        if pod_set is not None:
+            if self.workload_id is not None and pod_set.workload_id != self.workload_id:
+                errors["pod_set"] = f"pod set {pod_set} belongs to another workload"
+            if self.pod_index is not None and self.pod_index >= pod_set.count:
+                errors["pod_index"] = (
+                    f"pod index {self.pod_index} is outside pod set {pod_set.name}'s "
+                    f"{pod_set.count} pods"
+                )
+        indices = self.gpu_indices
+        if not isinstance(indices, list) or not all(
+            isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in indices
+        ):
+            errors["gpu_indices"] = "must be a list of GPU indices (whole numbers from 0)"
+        elif len(set(indices)) != len(indices):
+            errors["gpu_indices"] = f"GPU indices repeat: {indices}"
+        elif node is not None:
+            # On MIG nodes the indices count instances: instance i lives on GPU i // per_gpu.
+            per_gpu = max(node.devices_per_gpu(), 1)
+            gpus = {gpu.index for gpu in node.gpus.all()}
+            missing = [i for i in indices if i // per_gpu not in gpus]
+            if missing:
+                errors["gpu_indices"] = f"node {node} has no GPU (or MIG instance) {missing}"
+            elif pod_set is not None and pod_set.flavor_id is not None:
+                if node.flavor_id != pod_set.flavor_id:
+                    errors["node"] = (
+                        f"node {node} is {node.flavor}; the pod set asks for {pod_set.flavor}"
+                    )
+                elif len(indices) != pod_set.gpus:
+                    errors["gpu_indices"] = (
+                        f"the pod asks for {pod_set.gpus} GPUs; {len(indices)} are placed"
+                    )
+        if pod_set is not None:
+            if pod_set.gpu_milli is not None and self.milli != pod_set.gpu_milli:
+                errors["milli"] = f"the pod asks for {pod_set.gpu_milli} milli-GPU"
+            elif pod_set.gpu_milli is None and self.milli is not None:
+                errors["milli"] = "only pods on a shared flavor have a milli share"
+        if errors:
+            raise ValidationError(errors)
+
+
+class WorkloadTransition(models.Model):
+    """One change of a workload's state, with when, why and who (empty: the control loop)."""
+
+    workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="transitions")
+    from_state = models.CharField(max_length=16, choices=WorkloadState.choices, blank=True)
+    to_state = models.CharField(max_length=16, choices=WorkloadState.choices)
+    at = models.DateTimeField()
+    reason = models.CharField(max_length=500)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="workload_transitions",
+    )
+
+    class Meta:
+        ordering = ["at", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=~Q(from_state=F("to_state")), name="workloadtransition_changes_state"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.workload.name}: {self.from_state or '-'} -> {self.to_state} ({self.reason})"
