@@ -3,6 +3,9 @@
 from django.contrib import admin
 from django.urls import path
 
+from gpupool.control.views import healthz
+
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("healthz", healthz, name="healthz"),
 ]

@@ -6,7 +6,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.core.validators import MinValueValidator, validate_slug
+from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import Count, Q
 
@@ -24,10 +24,17 @@ def _string_map_errors(value: Any) -> str | None:
     return None
 
 
+validate_flavor_name = RegexValidator(
+    r"^[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?$",
+    "Use lowercase letters, digits, '-' and '.', starting and ending with a letter or digit "
+    "(e.g. h100 or a100-3g.20gb).",
+)
+
+
 class Flavor(models.Model):
     """A kind of GPU resource (``h100``, ``a100-3g.40gb``): node labels, memory, price, sharing."""
 
-    name = models.CharField(max_length=63, unique=True, validators=[validate_slug])
+    name = models.CharField(max_length=63, unique=True, validators=[validate_flavor_name])
     sharing = models.CharField(max_length=16, choices=Sharing.choices, default=Sharing.EXCLUSIVE)
     gpu_model = models.CharField(
         max_length=40,

@@ -1,0 +1,376 @@
+"""``gpupool seed-demo``: build a realistic demo pool. Running it again changes nothing.
+
+The pool: 40 HGX H100 nodes (8 GPUs, each node its own NVLink domain), 18 GB200 nodes of 4
+GPUs in one 72-GPU NVL72 domain, 4 time-sliced L40S nodes and 2 A100 nodes cut into MIG
+3g.40gb instances: 64 nodes. Two organizations of three teams each, a queue tree with quotas,
+the priority classes normal / high (budgeted) / interactive (Never), this month's budgets, and
+one user per role. Everything is looked up by its natural key and changed through the actions,
+so a second run finds nothing to change and writes no audit rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from datetime import date
+from decimal import Decimal
+from typing import Any, TextIO
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.utils import timezone
+
+from gpupool.inventory.actions import do_sync_node
+from gpupool.inventory.choices import Sharing
+from gpupool.inventory.models import Flavor
+from gpupool.quotas.actions import (
+    do_create_quota_request,
+    do_grant_budget,
+    do_save_priority_class,
+    do_save_queue,
+    do_set_queue_quota,
+    do_submit_quota_request,
+)
+from gpupool.quotas.choices import PreemptionPolicy, QuotaRequestKind
+from gpupool.quotas.models import PriorityClass, Queue, QuotaRequest
+from gpupool.tenancy.actions import do_grant_site_role, do_set_membership
+from gpupool.tenancy.choices import MembershipRole, SiteRoleName
+from gpupool.tenancy.models import Tenant
+
+HELP = "Create (or bring back) the demo pool, tenants, queues, classes, budgets and users"
+
+REASON = "seed-demo"
+
+ORGANIZATIONS = {
+    "research": ["nlp", "vision", "speech"],
+    "product": ["search", "ads", "recsys"],
+}
+
+FLAVORS: list[dict[str, Any]] = [
+    {
+        "name": "h100",
+        "sharing": Sharing.EXCLUSIVE,
+        "gpu_model": "H100-80GB",
+        "mig_profile": "",
+        "gpu_memory_gb": 80,
+        "hourly_price": Decimal("2.50"),
+        "node_labels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+        "description": "HGX H100: 8 GPUs per node over NVSwitch; the node is the NVLink domain.",
+    },
+    {
+        "name": "gb200",
+        "sharing": Sharing.EXCLUSIVE,
+        "gpu_model": "GB200",
+        "mig_profile": "",
+        "gpu_memory_gb": 186,
+        "hourly_price": Decimal("6.00"),
+        "node_labels": {"nvidia.com/gpu.product": "NVIDIA-GB200"},
+        "description": "GB200 NVL72: 18 compute trays of 4 GPUs share one 72-GPU NVLink domain.",
+    },
+    {
+        "name": "l40s-shared",
+        "sharing": Sharing.SHARED,
+        "gpu_model": "L40S",
+        "mig_profile": "",
+        "gpu_memory_gb": 48,
+        "hourly_price": Decimal("1.10"),
+        "node_labels": {
+            "nvidia.com/gpu.product": "NVIDIA-L40S",
+            "nvidia.com/gpu.sharing-strategy": "time-slicing",
+        },
+        "description": "Time-sliced L40S for notebooks and inference: pods ask for milli-GPUs.",
+    },
+    {
+        "name": "a100-3g.40gb",
+        "sharing": Sharing.MIG,
+        "gpu_model": "A100-80GB",
+        "mig_profile": "3g.40gb",
+        "gpu_memory_gb": 40,
+        "hourly_price": Decimal("1.20"),
+        "node_labels": {"nvidia.com/mig.config": "all-3g.40gb"},
+        "description": "A100 80GB cut into two MIG 3g.40gb instances per card.",
+    },
+]
+
+
+@dataclass(frozen=True)
+class NodeGroup:
+    """A run of identical demo nodes."""
+
+    prefix: str
+    flavor: str
+    count: int
+    gpus: int
+    cpu: int
+    memory_gb: int
+    nodes_per_rack: int
+    domain: str = ""  # empty: every node is its own NVLink domain
+    mig_layout: tuple[tuple[str, int], ...] = ()
+
+
+NODE_GROUPS = [
+    NodeGroup("h100", "h100", 40, 8, 192, 2048, nodes_per_rack=4),
+    NodeGroup("gb200", "gb200", 18, 4, 144, 960, nodes_per_rack=18, domain="nvl72-a"),
+    NodeGroup("l40s", "l40s-shared", 4, 4, 64, 512, nodes_per_rack=4),
+    NodeGroup("a100mig", "a100-3g.40gb", 2, 8, 128, 1024, nodes_per_rack=2,
+              mig_layout=(("3g.40gb", 2),)),
+]  # fmt: skip
+
+# GPUs that are broken in the demo, so health shows up in capacity and the admin.
+UNHEALTHY_GPUS = {"h100-007": [3], "h100-023": [5]}
+
+# (guarantee, deserved, capability) per flavor.
+ORG_QUOTAS = {
+    "research": {
+        "h100": (100, 160, 318),
+        "gb200": (36, 36, 72),
+        "l40s-shared": (4, 8, 16),
+        "a100-3g.40gb": (8, 16, 32),
+    },
+    "product": {
+        "h100": (100, 158, 318),
+        "gb200": (0, 36, 72),
+        "l40s-shared": (4, 8, 16),
+        "a100-3g.40gb": (8, 16, 32),
+    },
+}
+TEAM_QUOTAS = {
+    "nlp": {"h100": (32, 53, 160), "gb200": (18, 18, 72)},
+    "vision": {"h100": (32, 53, 160), "gb200": (18, 18, 36)},
+    "speech": {"h100": (32, 54, 160), "gb200": (0, 0, 18)},
+    "search": {"h100": (32, 53, 160), "gb200": (0, 12, 36)},
+    "ads": {"h100": (32, 53, 160), "gb200": (0, 12, 36)},
+    "recsys": {"h100": (32, 52, 160), "gb200": (0, 12, 36)},
+}
+TEAM_SHARED_QUOTAS = {"l40s-shared": (1, 2, 8), "a100-3g.40gb": (2, 5, 16)}
+
+PRIORITY_CLASSES = [
+    {
+        "name": "normal",
+        "value": 0,
+        "preemption_policy": PreemptionPolicy.PREEMPT_LOWER_PRIORITY,
+        "budget_rate": Decimal(0),
+        "default": True,
+        "description": "Everyday work. Free; protected only up to the queue's maximum.",
+    },
+    {
+        "name": "high",
+        "value": 100,
+        "preemption_policy": PreemptionPolicy.PREEMPT_LOWER_PRIORITY,
+        "budget_rate": Decimal(1),
+        "default": False,
+        "description": "Deadlines. Preempts normal work; spends the team's budget per GPU-hour.",
+    },
+    {
+        "name": "interactive",
+        "value": 50,
+        "preemption_policy": PreemptionPolicy.NEVER,
+        "budget_rate": Decimal(0),
+        "default": False,
+        "description": "Notebooks and debugging: ahead of normal in line, but never preempts.",
+    },
+]
+
+BUDGET_GPU_HOURS = {"research": Decimal(500), "product": Decimal(300)}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """--reset-passwords puts the demo passwords back on existing demo users."""
+    parser.add_argument(
+        "--reset-passwords",
+        action="store_true",
+        help="also reset existing demo users' passwords to the printed demo passwords",
+    )
+
+
+def demo_password(username: str) -> str:
+    """The demo password of a demo user (printed; never use these outside a demo)."""
+    return f"{username}-demo"
+
+
+def month_period(today: date) -> tuple[date, date]:
+    """The first day of ``today``'s month and of the next month."""
+    start = today.replace(day=1)
+    end = date(start.year + (start.month == 12), start.month % 12 + 1, 1)
+    return start, end
+
+
+def _user(username: str, *, reset_password: bool, **flags: Any) -> Any:
+    """Get or create a demo user; set the demo password when new (or when asked to)."""
+    user_model = get_user_model()
+    user, created = user_model.objects.get_or_create(username=username, defaults=flags)
+    changed = [name for name, value in flags.items() if getattr(user, name) != value]
+    for name in changed:
+        setattr(user, name, flags[name])
+    if created or reset_password:
+        user.set_password(demo_password(username))
+        changed.append("password")
+    if changed:
+        user.save()
+    return user
+
+
+def _flavors() -> dict[str, Flavor]:
+    flavors = {}
+    for spec in FLAVORS:
+        flavor = Flavor.objects.filter(name=spec["name"]).first() or Flavor(name=spec["name"])
+        before = [getattr(flavor, key) for key in spec]
+        for key, value in spec.items():
+            setattr(flavor, key, value)
+        if flavor.pk is None or before != [getattr(flavor, key) for key in spec]:
+            flavor.full_clean()
+            flavor.save()
+        flavors[flavor.name] = flavor
+    return flavors
+
+
+def _nodes(flavors: dict[str, Flavor]) -> int:
+    count = 0
+    for group in NODE_GROUPS:
+        for number in range(1, group.count + 1):
+            name = f"{group.prefix}-{number:03d}"
+            rack_number = (number - 1) // group.nodes_per_rack + 1
+            labels = {"topology.kubernetes.io/zone": f"zone-{'ab'[rack_number % 2]}"}
+            if group.domain:
+                labels["nvidia.com/gpu.clique"] = group.domain
+            do_sync_node(
+                name,
+                flavor=flavors[group.flavor],
+                gpus=group.gpus,
+                cpu=group.cpu,
+                memory_gb=group.memory_gb,
+                unhealthy_gpus=UNHEALTHY_GPUS.get(name, []),
+                nvlink_domain=group.domain,
+                rack=f"{group.prefix}-rack-{rack_number:02d}",
+                zone=labels["topology.kubernetes.io/zone"],
+                labels=labels,
+                mig_layout=dict(group.mig_layout),
+            )
+            count += 1
+    return count
+
+
+def _queue(name: str, *, parent: Queue | None, tenant: Tenant | None, **settings: Any) -> Queue:
+    queue = Queue.objects.filter(name=name).first() or Queue(name=name)
+    queue.parent = parent
+    queue.tenant = tenant
+    for key, value in settings.items():
+        setattr(queue, key, value)
+    return do_save_queue(queue, acting_user=None, reason=REASON)
+
+
+def _quotas(
+    queue: Queue, flavors: dict[str, Flavor], quotas: dict[str, tuple[int, int, int]]
+) -> None:
+    for flavor_name, (guarantee, deserved, capability) in quotas.items():
+        do_set_queue_quota(
+            queue,
+            flavors[flavor_name],
+            guarantee=guarantee,
+            deserved=deserved,
+            capability=capability,
+            acting_user=None,
+            reason=REASON,
+        )
+
+
+def _priority_classes() -> dict[str, PriorityClass]:
+    classes = {}
+    for spec in PRIORITY_CLASSES:
+        priority_class = PriorityClass.objects.filter(name=spec["name"]).first() or PriorityClass(
+            name=spec["name"]
+        )
+        for key, value in spec.items():
+            setattr(priority_class, key, value)
+        classes[spec["name"]] = do_save_priority_class(
+            priority_class, acting_user=None, reason=REASON
+        )
+    return classes
+
+
+@transaction.atomic
+def seed(*, reset_passwords: bool = False, today: date | None = None) -> dict[str, Any]:
+    """Build or refresh the demo data; returns what was made and the demo users."""
+    flavors = _flavors()
+    nodes = _nodes(flavors)
+    classes = _priority_classes()
+
+    users: list[tuple[str, str]] = []
+    admin = _user(
+        "admin", reset_password=reset_passwords, is_staff=True, is_superuser=True,
+        email="admin@gpupool.example",
+    )  # fmt: skip
+    do_grant_site_role(admin, role=SiteRoleName.ADMIN, acting_user=None, reason=REASON)
+    users.append(("admin", "site admin (Django superuser)"))
+    finance = _user("finance", reset_password=reset_passwords, email="finance@gpupool.example")
+    do_grant_site_role(finance, role=SiteRoleName.FINANCE, acting_user=None, reason=REASON)
+    users.append(("finance", "site finance"))
+
+    root = _queue("root", parent=None, tenant=None, description="The whole pool.")
+    period_start, period_end = month_period(today or timezone.localdate())
+    for organization, teams in ORGANIZATIONS.items():
+        org_queue = _queue(organization, parent=root, tenant=None, description=organization)
+        _quotas(org_queue, flavors, ORG_QUOTAS[organization])
+        for team in teams:
+            tenant, _ = Tenant.objects.get_or_create(
+                name=team,
+                defaults={"display_name": team.upper(), "organization": organization},
+            )
+            queue = _queue(
+                team,
+                parent=org_queue,
+                tenant=tenant,
+                weight=Decimal(2) if team == "nlp" else Decimal(1),
+                reclaimable=team != "search",
+                lending_limit=Decimal(8) if team == "ads" else None,
+                default_protected_runtime_s=1800,
+                max_protected_runtime_s=7200,
+                description=f"Team {team}'s workloads.",
+            )
+            _quotas(queue, flavors, TEAM_QUOTAS[team] | TEAM_SHARED_QUOTAS)
+            do_grant_budget(
+                tenant,
+                classes["high"],
+                period_start=period_start,
+                period_end=period_end,
+                gpu_hours=BUDGET_GPU_HOURS[organization],
+                acting_user=None,
+                reason=REASON,
+            )
+            for role in (MembershipRole.LEAD, MembershipRole.MEMBER):
+                username = f"{team}-{role}"
+                user = _user(username, reset_password=reset_passwords,
+                             email=f"{username}@gpupool.example")  # fmt: skip
+                do_set_membership(user, tenant, role=role, acting_user=None, reason=REASON)
+                users.append((username, f"{role} of {team}"))
+
+    # One request waiting for the admin, to show the approval flow.
+    nlp_lead = get_user_model().objects.get(username="nlp-lead")
+    justification = "Pre-training run for the Q-end model needs four more guaranteed H100 nodes."
+    if not QuotaRequest.objects.filter(requested_by=nlp_lead, justification=justification).exists():
+        request = do_create_quota_request(
+            kind=QuotaRequestKind.QUEUE_QUOTA,
+            tenant=Tenant.objects.get(name="nlp"),
+            requested_by=nlp_lead,
+            justification=justification,
+            payload={"guarantee": 64, "deserved": 64, "capability": 160},
+            queue=Queue.objects.get(name="nlp"),
+            flavor=flavors["h100"],
+        )
+        do_submit_quota_request(request, acting_user=nlp_lead)
+    return {"nodes": nodes, "flavors": len(flavors), "users": users}
+
+
+def run(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
+    """Seed, then print what exists and the demo passwords."""
+    result = seed(reset_passwords=bool(options.get("reset_passwords")))
+    stdout.write(
+        f"Demo pool ready: {result['nodes']} nodes, {result['flavors']} flavors, "
+        f"{len(ORGANIZATIONS)} organizations, "
+        f"{sum(len(teams) for teams in ORGANIZATIONS.values())} teams.\n"
+    )
+    stdout.write("Demo users (passwords are for the demo only):\n")
+    for username, role in result["users"]:
+        stdout.write(f"  {username:<16} {demo_password(username):<24} {role}\n")
+    stdout.write("Passwords are set when a user is created; --reset-passwords sets them again.\n")
+    return 0
