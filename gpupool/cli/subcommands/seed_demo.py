@@ -144,7 +144,7 @@ TEAM_QUOTAS = {
 }
 TEAM_SHARED_QUOTAS = {"l40s-shared": (1, 2, 8), "a100-3g.40gb": (2, 5, 16)}
 
-PRIORITY_CLASSES = [
+PRIORITY_CLASSES: list[dict[str, Any]] = [
     {
         "name": "normal",
         "value": 0,
