@@ -1,0 +1,195 @@
+"""Contracts: budgets decide effective priority; protection and back-off filter victims.
+
+Contracts are filters plugged into the phases, not branches inside them (KAI's
+``minruntime`` plugin is the model):
+
+- **budget** — a class with ``budget_rate > 0`` is honoured only while the tenant's budget
+  for it is positive and covers the protected-window reservation
+  (GPUs x protected hours x rate); otherwise the workload is treated as the default class and
+  preempts nobody.
+- **protected window** — a running workload cannot be evicted until ``started_at`` plus its
+  protected runtime (capped by the queue's ``max_protected_runtime_s`` at a class that costs no
+  budget); a workload evicted often recently earns a minimum protection.
+- **back-off** — a workload or tenant that caused more than N preemptions within W is treated
+  one priority step lower for D after the last of them.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from gpupool.scheduler.types import (
+    MILLI,
+    BackoffPolicy,
+    PolicyInfo,
+    PriorityClassInfo,
+    Snapshot,
+    WorkloadInfo,
+)
+
+SECONDS_PER_HOUR = 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class Standing:
+    """A workload's effective priority and the contracts that shaped it."""
+
+    value: int
+    declared: PriorityClassInfo
+    effective: PriorityClassInfo
+    budget_demoted: bool = False
+    backed_off: bool = False
+    budget_remaining: float | None = None
+    budget_reservation: float = 0.0
+
+    @property
+    def may_preempt(self) -> bool:
+        """Whether this workload may evict others (not ``Never``, not demoted for budget)."""
+        return not self.budget_demoted and self.declared.preemption_policy != "Never"
+
+
+def gpu_count(workload: WorkloadInfo) -> float:
+    """GPUs the workload holds or asks (fractions count ``gpu_milli / 1000``)."""
+    return sum(p.count * p.gpus * p.gpu_milli for p in workload.pod_sets) / MILLI
+
+
+def backed_off_at(times: Iterable[float], policy: BackoffPolicy, now: float) -> bool:
+    """Whether more than N events fell within a window W that ended less than D ago."""
+    ordered = sorted(t for t in times if t <= now)
+    n = policy.max_preemptions
+    for i in range(n, len(ordered)):
+        if ordered[i] - ordered[i - n] <= policy.window_s and now - ordered[i] < policy.cooldown_s:
+            return True
+    return False
+
+
+class Contracts:
+    """Effective priority and eviction filters for one cycle."""
+
+    def __init__(self, snapshot: Snapshot, policy: PolicyInfo, now: float) -> None:
+        self.policy = policy
+        self.now = now
+        self.classes = {c.name: c for c in snapshot.priority_classes}
+        self.default = next(c for c in snapshot.priority_classes if c.default)
+        self.values = sorted({c.value for c in snapshot.priority_classes})
+        self.queues = {q.name: q for q in snapshot.queues}
+        self.budget = {(b.tenant, b.priority_class): b.remaining for b in snapshot.budgets}
+        self.caused_by_workload: dict[str, list[float]] = defaultdict(list)
+        self.caused_by_tenant: dict[str, list[float]] = defaultdict(list)
+        self.victim_times: dict[str, list[float]] = defaultdict(list)
+        for event in snapshot.preemption_history:
+            if event.preemptor is not None:
+                self.caused_by_workload[event.preemptor].append(event.at)
+            if event.preemptor_tenant is not None:
+                self.caused_by_tenant[event.preemptor_tenant].append(event.at)
+            self.victim_times[event.victim].append(event.at)
+        self.standing: dict[str, Standing] = {}
+        self._settle(snapshot.workloads)
+
+    def tenant(self, workload: WorkloadInfo) -> str | None:
+        """The tenant of the workload's queue."""
+        return self.queues[workload.queue].tenant
+
+    def _settle(self, workloads: tuple[WorkloadInfo, ...]) -> None:
+        """Decide every workload's standing; pending reservations are taken in rank order."""
+        remaining = dict(self.budget)
+        running = [w for w in workloads if w.state == "running"]
+        pending = [w for w in workloads if w.state == "pending"]
+        for workload in running:
+            klass = self.classes[workload.priority_class]
+            left = remaining.get((self.tenant(workload) or "", klass.name), 0.0)
+            elevated = klass.budget_rate == 0 or left > 0
+            self.standing[workload.name] = self._standing(workload, klass, elevated, left, 0.0)
+        pending.sort(key=lambda w: (-self.classes[w.priority_class].value, w.submitted_at, w.name))
+        for workload in pending:
+            klass = self.classes[workload.priority_class]
+            key = (self.tenant(workload) or "", klass.name)
+            left = remaining.get(key, 0.0)
+            reservation = (
+                gpu_count(workload)
+                * workload.protected_runtime_s
+                / SECONDS_PER_HOUR
+                * klass.budget_rate
+            )
+            elevated = klass.budget_rate == 0 or (left > 0 and left >= reservation)
+            if klass.budget_rate > 0 and elevated:
+                remaining[key] = left - reservation
+            self.standing[workload.name] = self._standing(
+                workload, klass, elevated, left, reservation
+            )
+
+    def _standing(
+        self,
+        workload: WorkloadInfo,
+        klass: PriorityClassInfo,
+        elevated: bool,
+        left: float,
+        reservation: float,
+    ) -> Standing:
+        effective = klass if elevated else self.default
+        value = effective.value
+        backed_off = self._backed_off(workload)
+        if backed_off:
+            value = self.step_down(value)
+        return Standing(
+            value=value,
+            declared=klass,
+            effective=effective,
+            budget_demoted=not elevated,
+            backed_off=backed_off,
+            budget_remaining=left if klass.budget_rate > 0 else None,
+            budget_reservation=reservation,
+        )
+
+    def _backed_off(self, workload: WorkloadInfo) -> bool:
+        policy = self.policy.backoff
+        if policy is None:
+            return False
+        if backed_off_at(self.caused_by_workload.get(workload.name, ()), policy, self.now):
+            return True
+        tenant = self.tenant(workload)
+        times = self.caused_by_tenant.get(tenant, ()) if tenant is not None else ()
+        return backed_off_at(times, policy, self.now)
+
+    def step_down(self, value: int) -> int:
+        """The next lower class value (the same value if none is lower)."""
+        index = bisect.bisect_left(self.values, value)
+        return self.values[index - 1] if index > 0 else value
+
+    def protected_runtime(self, workload: WorkloadInfo) -> float:
+        """Seconds after its start during which the workload cannot be evicted."""
+        standing = self.standing[workload.name]
+        seconds = workload.protected_runtime_s
+        cap = self.queues[workload.queue].max_protected_runtime_s
+        if standing.effective.budget_rate == 0 and cap is not None:
+            seconds = min(seconds, cap)
+        protection = self.policy.victim_protection
+        if protection is not None:
+            recent = [
+                t
+                for t in self.victim_times.get(workload.name, ())
+                if self.now - protection.window_s <= t <= self.now
+            ]
+            if len(recent) >= protection.evictions:
+                seconds = max(seconds, protection.protected_s)
+        return seconds
+
+    def protected_until(self, workload: WorkloadInfo) -> float:
+        """When the workload's protected window ends (its start if it has none)."""
+        start = workload.started_at if workload.started_at is not None else self.now
+        return start + self.protected_runtime(workload)
+
+    def evictable(self, workload: WorkloadInfo) -> bool:
+        """Victim filter: running, not already leaving, outside its protected window."""
+        return (
+            workload.state == "running"
+            and workload.evicting_for is None
+            and self.protected_until(workload) <= self.now
+        )
+
+    def may_preempt_victim(self, preemptor: WorkloadInfo, victim: WorkloadInfo) -> bool:
+        """Preemption filter: the victim's effective priority is strictly lower."""
+        return self.standing[victim.name].value < self.standing[preemptor.name].value

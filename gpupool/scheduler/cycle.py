@@ -1,0 +1,706 @@
+"""One scheduling cycle: ``plan(snapshot, policy, now) -> Plan``.
+
+The cycle is five numbered phases (DESIGN section 3), each a function of the ``Cycle`` it
+works on, registered in ``PHASES`` in order so a policy can drop or reorder them:
+
+    # 1 enqueue   settle budgets and back-off, drop what can never run now (gang, quota)
+    # 2 allocate  DRF across queues, rank inside a queue, quota then gang placement
+    # 3 preempt   inside the queue: strictly lower priority, outside protected windows
+    # 4 reclaim   across queues: from borrowers above deserved, never below it
+    # 5 backfill  idle GPUs behind a hold, for work that can be evicted at any time
+
+Every tentative change goes on a Statement and is committed only when the whole step
+succeeds. A preemptor is not admitted in the cycle that evicts for it: the capacity its
+victims free is reserved for it on the cluster state, and it is reported as
+``waiting-for-preemption``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections import Counter, defaultdict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from gpupool.scheduler.contracts import Contracts, Standing
+from gpupool.scheduler.explain import Verdict, explanation, quota_verdict
+from gpupool.scheduler.fairshare import CPU, MEMORY, DominantShares, gpu_resource
+from gpupool.scheduler.fragmentation import PodShape, ShapeDistribution
+from gpupool.scheduler.placement import Placer, PodRequest, count_placeable
+from gpupool.scheduler.preemption import (
+    RunningWork,
+    borrowed_workloads,
+    find_victims,
+    preempt_order,
+    remove_workload,
+)
+from gpupool.scheduler.quota import QuotaTree
+from gpupool.scheduler.statement import CanonKey, ClusterState, PlacedPod, Statement
+from gpupool.scheduler.types import (
+    MIB_PER_GB,
+    MILLI,
+    Admission,
+    Eviction,
+    EvictReason,
+    PendingExplanation,
+    Plan,
+    PodPlacement,
+    PodSetInfo,
+    PolicyInfo,
+    Snapshot,
+    WorkloadInfo,
+)
+
+MAX_FLAVOR_ASSIGNMENTS = 16
+RETRYABLE = frozenset({"quota", "capacity", "fragmentation", "topology", "behind"})
+
+
+def pod_shape(pod_set: PodSetInfo, shared: bool) -> PodShape:
+    """The node-level shape of one pod of a pod set."""
+    milli = pod_set.gpu_milli if shared and pod_set.gpus else MILLI
+    return PodShape(pod_set.gpus, milli, pod_set.cpu_milli, pod_set.memory_mib)
+
+
+@dataclass(slots=True)
+class Assignment:
+    """One choice of flavor per pod set: the pods to place and the quota they need."""
+
+    pods: list[PodRequest]
+    need: dict[str, int]
+    vector: dict[str, int]
+    key: tuple[tuple[str, PodShape], ...]
+
+
+@dataclass(slots=True)
+class PendingWork:
+    """A pending workload as the cycle sees it."""
+
+    info: WorkloadInfo
+    standing: Standing
+    rank: tuple[int, float, str]
+    assignments: list[Assignment]
+    verdict: Verdict | None = None
+    schedulable: bool = True
+    victims: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        """The workload's name."""
+        return self.info.name
+
+
+class Cycle:
+    """The state one cycle works on, shared by its phases."""
+
+    def __init__(self, snapshot: Snapshot, policy: PolicyInfo, now: float) -> None:
+        self.snapshot = snapshot
+        self.policy = policy
+        self.now = now
+        self.contracts = Contracts(snapshot, policy, now)
+        self.flavors = {flavor.name: flavor for flavor in snapshot.flavors}
+        self.queues = {queue.name: queue for queue in snapshot.queues}
+        self.nodes = {node.name: node for node in snapshot.nodes}
+        self.running: dict[str, RunningWork] = {}
+        occupied = self._occupancy()
+        self.cluster = ClusterState(snapshot.nodes, occupied)
+        self.empty_classes = ClusterState(snapshot.nodes).class_counts()
+        pool: dict[str, int] = defaultdict(int)
+        cpu = memory = 0
+        for node in snapshot.nodes:
+            pool[node.flavor] += node.healthy_gpus * MILLI
+            if not node.cordoned:
+                cpu += node.cpu_milli
+                memory += node.memory_mib
+        self.quota = QuotaTree(snapshot.queues, pool)
+        capacity = {gpu_resource(flavor): amount for flavor, amount in pool.items()}
+        capacity[CPU] = cpu
+        capacity[MEMORY] = memory
+        self.shares = DominantShares(capacity, {q.name: q.weight for q in snapshot.queues})
+        for running in self.running.values():
+            for flavor, amount in running.need.items():
+                self.quota.add(running.info.queue, flavor, amount)
+            self.shares.add(running.info.queue, running.vector)
+        self.placer = Placer(self.cluster, self._distributions(), policy.placement)
+        self.pending: dict[str, PendingWork] = {}
+        for workload in snapshot.workloads:
+            if workload.state == "pending":
+                standing = self.contracts.standing[workload.name]
+                self.pending[workload.name] = PendingWork(
+                    info=workload,
+                    standing=standing,
+                    rank=(-standing.value, workload.submitted_at, workload.name),
+                    assignments=self._assignments(workload),
+                )
+        self.by_queue: dict[str, list[PendingWork]] = defaultdict(list)
+        for work in sorted(self.pending.values(), key=lambda w: w.rank):
+            self.by_queue[work.info.queue].append(work)
+        self.admitted: dict[str, list[PlacedPod]] = {}
+        self.evicted: dict[str, Eviction] = {}
+        self.waiting: set[str] = set()
+        self.holders: list[str] = []
+        self.start_classes: dict[str, dict[CanonKey, int]] = {}
+        self.start_free: dict[str, tuple[int, int, int]] = {}
+        self._failed: dict[tuple[object, ...], tuple[int, int, Verdict]] = {}
+
+    # -- building ----------------------------------------------------------------------------
+
+    def _occupancy(self) -> dict[str, tuple[dict[int, int], int, int]]:
+        """Record running workloads and what they occupy on each node."""
+        used: dict[str, tuple[dict[int, int], int, int]] = {}
+        for workload in self.snapshot.workloads:
+            if workload.state != "running":
+                continue
+            pod_sets = [ps for ps in workload.pod_sets for _ in range(ps.count)]
+            pods: list[PlacedPod] = []
+            need: dict[str, int] = defaultdict(int)
+            vector: dict[str, int] = defaultdict(int)
+            for placement, pod_set in zip(workload.placement, pod_sets, strict=False):
+                node = self.nodes[placement.node]
+                shared = self.flavors[node.flavor].sharing == "shared"
+                shape = pod_shape(pod_set, shared)
+                pods.append(PlacedPod(placement.node, placement.gpus, shape))
+                need[node.flavor] += shape.gpu_milli_total
+                vector[gpu_resource(node.flavor)] += shape.gpu_milli_total
+                vector[CPU] += shape.cpu_milli
+                vector[MEMORY] += shape.memory_mib
+                gpus, cpu, memory = used.get(placement.node, ({}, 0, 0))
+                for index in placement.gpus:
+                    gpus[index] = gpus.get(index, 0) + shape.milli
+                used[placement.node] = (gpus, cpu + shape.cpu_milli, memory + shape.memory_mib)
+            self.running[workload.name] = RunningWork(
+                info=workload,
+                value=self.contracts.standing[workload.name].value,
+                pods=pods,
+                need=dict(need),
+                vector=dict(vector),
+                flavors=frozenset(need),
+            )
+        return used
+
+    def _distributions(self) -> dict[str, ShapeDistribution]:
+        """Per flavor, the popularity of pod shapes among running and pending work."""
+        counts: dict[str, Counter[PodShape]] = defaultdict(Counter)
+        for workload in self.snapshot.workloads:
+            for pod_set in workload.pod_sets:
+                for flavor in pod_set.flavors:
+                    shared = self.flavors[flavor].sharing == "shared"
+                    counts[flavor][pod_shape(pod_set, shared)] += pod_set.count
+        return {flavor: ShapeDistribution.from_counts(c) for flavor, c in counts.items()}
+
+    def _assignments(self, workload: WorkloadInfo) -> list[Assignment]:
+        """The workload's flavor assignments, most preferred first."""
+        choices = itertools.islice(
+            itertools.product(*(pod_set.flavors for pod_set in workload.pod_sets)),
+            MAX_FLAVOR_ASSIGNMENTS,
+        )
+        result: list[Assignment] = []
+        for flavors in choices:
+            pods: list[PodRequest] = []
+            need: dict[str, int] = defaultdict(int)
+            vector: dict[str, int] = defaultdict(int)
+            for pod_set, flavor in zip(workload.pod_sets, flavors, strict=True):
+                shape = pod_shape(pod_set, self.flavors[flavor].sharing == "shared")
+                pods.extend(PodRequest(shape, flavor) for _ in range(pod_set.count))
+                need[flavor] += shape.gpu_milli_total * pod_set.count
+                vector[gpu_resource(flavor)] += shape.gpu_milli_total * pod_set.count
+                vector[CPU] += shape.cpu_milli * pod_set.count
+                vector[MEMORY] += shape.memory_mib * pod_set.count
+            key = tuple((pod.flavor, pod.shape) for pod in pods)
+            result.append(Assignment(pods, dict(need), dict(vector), key))
+        return result
+
+    # -- attempts ----------------------------------------------------------------------------
+
+    def try_place(
+        self, work: PendingWork, statement: Statement
+    ) -> tuple[Assignment, list[PlacedPod]] | Verdict:
+        """Quota, then capacity, then placement, for each flavor assignment in turn.
+
+        On success the pods are placed and charged on ``statement`` (not committed).
+        """
+        first: Verdict | None = None
+        info = work.info
+        for assignment in work.assignments:
+            shortfall = self.quota.check(info.queue, assignment.need)
+            if shortfall is not None:
+                first = first or quota_verdict(shortfall)
+                continue
+            verdict = self._capacity_verdict(work, assignment)
+            if verdict is not None:
+                first = first or verdict
+                continue
+            memo = (assignment.key, info.gang_minimum, info.topology)
+            cached = self._failed.get(memo)
+            if cached and cached[:2] == (self.cluster.generation, len(self.cluster.held)):
+                first = first or cached[2]
+                continue
+            trial = statement.child()
+            placed = self.placer.place(trial, assignment.pods, info.gang_minimum, info.topology)
+            if placed is None:
+                trial.discard()
+                verdict = self._placement_verdict(work, assignment, statement)
+                self._failed[memo] = (self.cluster.generation, len(self.cluster.held), verdict)
+                first = first or verdict
+                continue
+            trial.charge(info.queue, self._need_of(placed))
+            trial.commit()
+            return assignment, placed
+        return first or Verdict("capacity", {})
+
+    def _need_of(self, placed: list[PlacedPod]) -> dict[str, int]:
+        need: dict[str, int] = defaultdict(int)
+        for pod in placed:
+            need[self.nodes[pod.node].flavor] += pod.shape.gpu_milli_total
+        return dict(need)
+
+    def _capacity_verdict(self, work: PendingWork, assignment: Assignment) -> Verdict | None:
+        """Not enough free GPUs, CPU or memory of a flavor in the whole pool."""
+        asked: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+        minimum = work.info.gang_minimum
+        for pod in assignment.pods[:minimum]:
+            totals = asked[pod.flavor]
+            totals[0] += pod.shape.gpu_milli_total
+            totals[1] += pod.shape.cpu_milli
+            totals[2] += pod.shape.memory_mib
+        cluster = self.cluster
+        for flavor in sorted(asked):
+            now_free = (
+                cluster.free_gpu[flavor],
+                cluster.free_cpu[flavor],
+                cluster.free_memory[flavor],
+            )
+            start = self.start_free.get(flavor, now_free)
+            for index, resource in enumerate(("gpu", "cpu", "memory")):
+                if asked[flavor][index] > now_free[index]:
+                    scale = (MILLI, MILLI, MIB_PER_GB)[index]
+                    facts: dict[str, object] = {
+                        "flavor": flavor,
+                        "resource": resource,
+                        "asked": asked[flavor][index] / scale,
+                        "free": now_free[index] / scale,
+                    }
+                    if asked[flavor][index] > start[index]:
+                        return Verdict("capacity", facts)
+                    return self._behind(work, facts)
+        return None
+
+    def _behind(self, work: PendingWork, facts: dict[str, object]) -> Verdict:
+        facts = {**facts, "queue": work.info.queue}
+        if self.holders:
+            facts["held_for"] = self.holders[0]
+        return Verdict("behind", facts)
+
+    def _placement_verdict(
+        self, work: PendingWork, assignment: Assignment, statement: Statement
+    ) -> Verdict:
+        """Enough free capacity in total, but no placement: topology, behind or fragments."""
+        info = work.info
+        pods = assignment.pods
+        flavor = pods[0].flavor if pods else ""
+        facts: dict[str, object] = {
+            "flavor": flavor,
+            "pods": len(pods),
+            "minimum": info.gang_minimum,
+            "free_gpus": self.cluster.free_gpu[flavor] / MILLI,
+        }
+        if info.topology == "domain":
+            trial = statement.child()
+            spread = self.placer.place(trial, pods, info.gang_minimum, None)
+            trial.discard()
+            if spread is not None:
+                return Verdict("topology", facts)
+        by_flavor: dict[str, list[PodShape]] = defaultdict(list)
+        for pod in pods:
+            by_flavor[pod.flavor].append(pod.shape)
+        at_start = sum(
+            count_placeable(self.start_classes.get(f, {}), shapes, self.placer, f)
+            for f, shapes in by_flavor.items()
+        )
+        if at_start >= info.gang_minimum:
+            return self._behind(work, facts)
+        facts["largest_placeable"] = self.placer.largest_placeable(statement, pods)
+        return Verdict("fragmentation", facts)
+
+    def standing_of(self, name: str) -> Standing:
+        """The effective standing of any workload."""
+        return self.contracts.standing[name]
+
+    def snapshot_start(self) -> None:
+        """Remember free capacity before any admission (to tell ``capacity`` from ``behind``)."""
+        self.start_classes = self.cluster.class_counts()
+        self.start_free = {
+            flavor: (
+                self.cluster.free_gpu[flavor],
+                self.cluster.free_cpu[flavor],
+                self.cluster.free_memory[flavor],
+            )
+            for flavor in self.cluster.free_gpu
+        }
+
+    def admit(self, work: PendingWork, assignment: Assignment, placed: list[PlacedPod]) -> None:
+        """Record an admission (the statement holding it is committed by the caller)."""
+        self.admitted[work.name] = placed
+        self.shares.add(work.info.queue, assignment.vector)
+        work.verdict = None
+
+    def starving(self, work: PendingWork) -> bool:
+        """Whether the workload waited past the policy's starvation limit."""
+        limit = self.policy.starvation_limit_s
+        return limit is not None and self.now - work.info.submitted_at > limit
+
+    def hold_for(self, work: PendingWork, assignment: Assignment) -> bool:
+        """Reserve the nodes closest to fitting the starving gang; False if it never fits."""
+        by_flavor: dict[str, list[PodShape]] = defaultdict(list)
+        for pod in assignment.pods:
+            by_flavor[pod.flavor].append(pod.shape)
+        healthy = sum(
+            count_placeable(self.empty_classes.get(f, {}), shapes, self.placer, f)
+            for f, shapes in by_flavor.items()
+        )
+        if healthy < work.info.gang_minimum:
+            return False
+        for pod in assignment.pods:
+            candidates = [
+                (-sum(self.cluster.state[name].gpu_free_milli), name)
+                for names in self.cluster.classes.get(pod.flavor, {}).values()
+                for name in names
+                if name not in self.cluster.held
+            ]
+            if candidates:
+                self.cluster.held.add(min(candidates)[1])
+        self.holders.append(work.name)
+        return True
+
+    def evict(self, victims: list[RunningWork], reason: EvictReason, preemptor: str) -> None:
+        """Record evictions (already removed on a committed statement)."""
+        for victim in victims:
+            self.evicted[victim.name] = Eviction(victim.name, reason, preemptor)
+
+    def blocked_in_order(self, queue: str) -> list[PendingWork]:
+        """Pending workloads of a queue that a preemption or reclaim could help, by rank."""
+        return [
+            work
+            for work in self.by_queue.get(queue, [])
+            if work.schedulable
+            and work.name not in self.admitted
+            and work.name not in self.waiting
+            and work.verdict is not None
+            and work.verdict.reason in RETRYABLE
+            and not work.verdict.facts.get("never_fits")
+        ]
+
+    def fits(self, work: PendingWork) -> Callable[[Statement], bool]:
+        """A check that the workload would pass quota and placement on a statement."""
+
+        def check(statement: Statement) -> bool:
+            for assignment in work.assignments:
+                if self.quota.check(work.info.queue, assignment.need) is not None:
+                    continue
+                trial = statement.child()
+                placed = self.placer.place(
+                    trial, assignment.pods, work.info.gang_minimum, work.info.topology
+                )
+                trial.discard()
+                if placed is not None:
+                    return True
+            return False
+
+        return check
+
+    def reserve(self, work: PendingWork, statement: Statement, victims: list[RunningWork]) -> bool:
+        """Place the preemptor on what its victims free and hold it there; commit."""
+        result = self.try_place(work, statement)
+        if isinstance(result, Verdict):  # pragma: no cover - fits() said it would
+            statement.discard()
+            return False
+        statement.commit()
+        self.waiting.add(work.name)
+        work.victims = sorted(v.name for v in victims)
+        work.verdict = Verdict("waiting-for-preemption", {"victims": work.victims})
+        return True
+
+
+# -- the phases ------------------------------------------------------------------------------
+
+
+def enqueue(cycle: Cycle) -> None:
+    """# 1 Settle what keeps a workload out of this cycle: missing pods, quota, victims."""
+    leaving: dict[str, list[str]] = defaultdict(list)
+    for running in cycle.running.values():
+        if running.info.evicting_for is not None:
+            leaving[running.info.evicting_for].append(running.name)
+    for work in cycle.pending.values():
+        info = work.info
+        if info.missing_pods > 0:
+            work.schedulable = False
+            work.verdict = Verdict("gang", {"missing_pods": info.missing_pods})
+            continue
+        if info.name in leaving:
+            work.schedulable = False
+            cycle.waiting.add(info.name)
+            work.victims = sorted(leaving[info.name])
+            work.verdict = Verdict("waiting-for-preemption", {"victims": work.victims})
+            continue
+        shortfalls = [cycle.quota.never_fits(info.queue, a.need) for a in work.assignments]
+        if all(s is not None for s in shortfalls) and shortfalls and shortfalls[0] is not None:
+            work.schedulable = False
+            work.verdict = quota_verdict(shortfalls[0])
+
+
+def allocate(cycle: Cycle) -> None:
+    """# 2 DRF across queues; inside a queue by rank; quota, then gang placement."""
+    cycle.snapshot_start()
+    nominated = sorted(
+        (w for w in cycle.pending.values() if w.info.nominated and w.schedulable),
+        key=lambda w: w.rank,
+    )
+    for work in nominated:
+        _attempt(cycle, work)
+    cursor: dict[str, int] = defaultdict(int)
+    heap = [(cycle.shares.share(queue), queue) for queue in sorted(cycle.by_queue)]
+    heapq.heapify(heap)
+    while heap:
+        share, queue = heapq.heappop(heap)
+        works = cycle.by_queue[queue]
+        index = cursor[queue]
+        while index < len(works) and (
+            not works[index].schedulable or works[index].name in cycle.admitted
+        ):
+            index += 1
+        if index >= len(works):
+            continue
+        cursor[queue] = index + 1
+        work = works[index]
+        if _attempt(cycle, work):
+            share = cycle.shares.share(queue)
+        heapq.heappush(heap, (share, queue))
+
+
+def _attempt(cycle: Cycle, work: PendingWork) -> bool:
+    statement = Statement(cycle.cluster, cycle.quota)
+    result = cycle.try_place(work, statement)
+    if isinstance(result, Verdict):
+        statement.discard()
+        work.verdict = result
+        if (
+            result.reason in ("capacity", "fragmentation", "behind")
+            and cycle.starving(work)
+            and work.name not in cycle.holders
+        ):
+            assignment = work.assignments[0]
+            if cycle.quota.check(work.info.queue, assignment.need) is None and cycle.hold_for(
+                work, assignment
+            ):
+                work.verdict = Verdict(result.reason, {**result.facts, "holding_capacity": True})
+        return False
+    statement.commit()
+    cycle.admit(work, *result)
+    return True
+
+
+def preempt(cycle: Cycle) -> None:
+    """# 3 Inside a queue: evict strictly lower priority outside protected windows."""
+    for queue in sorted(cycle.by_queue):
+        attempts = 0
+        for work in cycle.blocked_in_order(queue):
+            if attempts >= cycle.policy.preemption_attempts_per_queue:
+                break
+            if not work.standing.may_preempt:
+                continue
+            flavors = {f for a in work.assignments for f in a.need}
+            candidates = [
+                victim
+                for victim in cycle.running.values()
+                if victim.info.queue == queue
+                and victim.name not in cycle.evicted
+                and (not flavors or victim.flavors & flavors or not victim.flavors)
+                and cycle.contracts.evictable(victim.info)
+                and cycle.contracts.may_preempt_victim(work.info, victim.info)
+            ]
+            if not candidates:
+                continue
+            attempts += 1
+            candidates.sort(key=lambda v: preempt_order(v, cycle.now))
+            statement = Statement(cycle.cluster, cycle.quota)
+            victims = find_victims(statement, candidates, cycle.fits(work))
+            if victims is None:
+                continue
+            if cycle.reserve(work, statement, victims):
+                cycle.evict(victims, "preempt", work.name)
+
+
+def _lca_depth(cycle: Cycle, a: str, b: str) -> int:
+    path_a = cycle.quota.path[a]
+    ancestors_b = set(cycle.quota.path[b])
+    for node in path_a:
+        if node in ancestors_b:
+            return len(cycle.quota.path[node])
+    return 0
+
+
+def reclaim(cycle: Cycle) -> None:
+    """# 4 Across queues: take back lent capacity from borrowers above their deserved share."""
+    deserved = {
+        (queue.name, flavor): quota.deserved
+        for queue in cycle.snapshot.queues
+        for flavor, quota in queue.quota.items()
+    }
+    borrowed = borrowed_workloads(list(cycle.running.values()), deserved)
+    for queue in sorted(cycle.by_queue):
+        attempts = 0
+        for work in cycle.blocked_in_order(queue):
+            if attempts >= cycle.policy.preemption_attempts_per_queue:
+                break
+            need = work.assignments[0].need if work.assignments else {}
+            if not need or not cycle.quota.below_deserved(queue, need):
+                continue
+            candidates = [
+                victim
+                for victim in cycle.running.values()
+                if victim.info.queue != queue
+                and victim.name not in cycle.evicted
+                and victim.flavors & set(need)
+                and cycle.queues[victim.info.queue].reclaimable
+                and cycle.contracts.evictable(victim.info)
+            ]
+            if not candidates:
+                continue
+            attempts += 1
+            candidates.sort(
+                key=lambda v: (
+                    -_lca_depth(cycle, queue, v.info.queue),
+                    v.name not in borrowed,
+                    *preempt_order(v, cycle.now),
+                )
+            )
+            statement = Statement(cycle.cluster, cycle.quota)
+            victims = find_victims(
+                statement, candidates, cycle.fits(work), _stays_at_deserved(cycle, queue)
+            )
+            if victims is None:
+                continue
+            if cycle.reserve(work, statement, victims):
+                cycle.evict(victims, "reclaim", work.name)
+
+
+def _stays_at_deserved(cycle: Cycle, reclaimer: str) -> Callable[[RunningWork], bool]:
+    """Guard: removing the victim keeps every queue up to the common ancestor at deserved."""
+    reclaimer_path = set(cycle.quota.path[reclaimer])
+
+    def guard(victim: RunningWork) -> bool:
+        for node in cycle.quota.path[victim.info.queue]:
+            if node in reclaimer_path:
+                break
+            for flavor, amount in victim.need.items():
+                quota = cycle.quota.quota(node, flavor)
+                if quota is None:
+                    continue
+                if cycle.quota.usage[node][flavor] - amount < quota.deserved:
+                    return False
+        return True
+
+    return guard
+
+
+def backfill(cycle: Cycle) -> None:
+    """# 5 Idle GPUs behind a hold go to work that can be evicted at any time; evicts nobody."""
+    if not cycle.cluster.held:
+        return
+    held = set(cycle.cluster.held)
+    cycle.cluster.held.clear()
+    try:
+        for work in sorted(cycle.pending.values(), key=lambda w: w.rank):
+            if (
+                not work.schedulable
+                or work.name in cycle.admitted
+                or work.name in cycle.waiting
+                or work.name in cycle.holders
+                or work.verdict is None
+                or work.verdict.reason != "behind"
+                or cycle.contracts.protected_runtime(work.info) > 0
+            ):
+                continue
+            statement = Statement(cycle.cluster, cycle.quota)
+            result = cycle.try_place(work, statement)
+            if isinstance(result, Verdict):
+                statement.discard()
+                continue
+            statement.commit()
+            cycle.admit(work, *result)
+    finally:
+        cycle.cluster.held |= held
+
+
+Phase = Callable[[Cycle], None]
+
+PHASES: Mapping[str, Phase] = {
+    "enqueue": enqueue,
+    "allocate": allocate,
+    "preempt": preempt,
+    "reclaim": reclaim,
+    "backfill": backfill,
+}
+
+
+def run_cycle(snapshot: Snapshot, policy: PolicyInfo, now: float) -> Cycle:
+    """Run the policy's phases in order and return the finished cycle."""
+    cycle = Cycle(snapshot, policy, now)
+    for name in policy.phases:
+        PHASES[name](cycle)
+    return cycle
+
+
+def _placement_out(cycle: Cycle, pods: list[PlacedPod]) -> tuple[PodPlacement, ...]:
+    out: list[PodPlacement] = []
+    for pod in pods:
+        shared = cycle.flavors[cycle.nodes[pod.node].flavor].sharing == "shared"
+        out.append(PodPlacement(pod.node, pod.gpus, pod.shape.milli if shared else None))
+    return tuple(out)
+
+
+def _budget_verdict(cycle: Cycle, work: PendingWork, then: Verdict) -> Verdict:
+    standing = work.standing
+    facts: dict[str, object] = {
+        "tenant": cycle.contracts.tenant(work.info),
+        "priority_class": standing.declared.name,
+        "remaining_gpu_hours": round(standing.budget_remaining or 0.0, 3),
+        "reservation_gpu_hours": round(standing.budget_reservation, 3),
+        "then": then.reason,
+        "then_facts": dict(then.facts),
+    }
+    return Verdict("budget", facts)
+
+
+def pending_explanations(cycle: Cycle) -> list[PendingExplanation]:
+    """One explanation per workload left pending, with its position in its queue."""
+    out: list[PendingExplanation] = []
+    for works in cycle.by_queue.values():
+        position = 0
+        for work in works:
+            if work.name in cycle.admitted:
+                continue
+            position += 1
+            verdict = work.verdict or Verdict("behind", {"queue": work.info.queue})
+            if work.standing.budget_demoted and verdict.reason != "waiting-for-preemption":
+                verdict = _budget_verdict(cycle, work, verdict)
+            out.append(explanation(work.name, verdict, position))
+    return sorted(out, key=lambda e: e.workload)
+
+
+def plan_of(cycle: Cycle) -> Plan:
+    """The plan a finished cycle produced."""
+    admit = tuple(
+        Admission(name, _placement_out(cycle, cycle.admitted[name]))
+        for name in sorted(cycle.admitted)
+    )
+    evict = tuple(cycle.evicted[name] for name in sorted(cycle.evicted))
+    return Plan(admit=admit, evict=evict, pending=tuple(pending_explanations(cycle)))
+
+
+def plan(snapshot: Snapshot, policy: PolicyInfo, now: float) -> Plan:
+    """Decide one cycle: what to admit where, what to evict, and why the rest waits."""
+    return plan_of(run_cycle(snapshot, policy, now))
+
+
+__all__ = ["PHASES", "Cycle", "plan", "remove_workload", "run_cycle"]

@@ -1,0 +1,129 @@
+"""Explanations: one structured reason per pending workload, and a sentence for people.
+
+A verdict is a value: the reason code of the first layer that stopped the workload and the
+facts behind it (queue, flavor, asked, available ...). The dashboard, the CLI and Kubernetes
+Events show the same sentence, built here from those facts only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from gpupool.scheduler.quota import QuotaShortfall
+from gpupool.scheduler.types import MILLI, PendingExplanation, PendingReason
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """Why one attempt did not admit a workload."""
+
+    reason: PendingReason
+    facts: Mapping[str, object] = field(default_factory=dict)
+
+
+def number(value: object) -> str:
+    """A count for sentences: ``8``, ``0.47``, ``?`` when missing."""
+    return f"{value:g}" if isinstance(value, int | float) else "?"
+
+
+def quota_verdict(shortfall: QuotaShortfall) -> Verdict:
+    """The verdict for a request that does not pass quota."""
+    return Verdict(
+        "quota",
+        {
+            "queue": shortfall.queue,
+            "flavor": shortfall.flavor,
+            "asked_gpus": shortfall.asked / MILLI,
+            "available_gpus": shortfall.available / MILLI,
+            "borrowing_capped": shortfall.borrowing_capped,
+            "never_fits": shortfall.never,
+        },
+    )
+
+
+def _quota_sentence(facts: Mapping[str, object]) -> str:
+    queue, flavor = facts.get("queue"), facts.get("flavor")
+    asked, available = number(facts.get("asked_gpus")), number(facts.get("available_gpus"))
+    if facts.get("never_fits"):
+        return (
+            f"Queue {queue} can never hold {asked} {flavor} GPUs: the capabilities on its path "
+            f"(and the pool) allow {available}."
+        )
+    text = f"Queue {queue} has {available} {flavor} GPUs of quota available, {asked} asked"
+    if facts.get("borrowing_capped"):
+        text += "; borrowing is capped by its capability"
+    else:
+        text += "; the cohort has no more idle quota to lend"
+    return text + "."
+
+
+_UNITS = {
+    "gpu": "{flavor} GPUs",
+    "cpu": "CPU cores on {flavor} nodes",
+    "memory": "GB of memory on {flavor} nodes",
+}
+
+
+def _capacity_sentence(facts: Mapping[str, object]) -> str:
+    unit = _UNITS.get(str(facts.get("resource", "gpu")), "{flavor}").format(
+        flavor=facts.get("flavor")
+    )
+    return (
+        f"The pool has {number(facts.get('free'))} healthy free {unit}, "
+        f"{number(facts.get('asked'))} asked."
+    )
+
+
+def sentence(verdict: Verdict, position: int) -> str:
+    """The human sentence for a verdict."""
+    facts = verdict.facts
+    reason = verdict.reason
+    if reason == "budget":
+        return (
+            f"Out of {facts.get('priority_class')} budget (tenant {facts.get('tenant')}: "
+            f"{facts.get('remaining_gpu_hours')} GPU-hours left, "
+            f"{facts.get('reservation_gpu_hours')} needed to reserve its protected window): "
+            f"it competes at the default class, and {facts.get('then', 'waits')}."
+        )
+    if reason == "quota":
+        return _quota_sentence(facts)
+    if reason == "capacity":
+        return _capacity_sentence(facts)
+    if reason == "fragmentation":
+        return (
+            f"{number(facts.get('free_gpus'))} {facts.get('flavor')} GPUs are free, but no set of "
+            f"nodes holds the gang: at most {facts.get('largest_placeable')} of its "
+            f"{facts.get('pods')} pods fit (minimum {facts.get('minimum')})."
+        )
+    if reason == "topology":
+        return (
+            f"No single NVLink domain holds its {facts.get('pods')} pods; it would fit across "
+            "domains, but it requires one."
+        )
+    if reason == "gang":
+        return f"{facts.get('missing_pods')} of its pods do not exist yet."
+    if reason == "waiting-for-preemption":
+        victims = facts.get("victims", [])
+        named = ", ".join(str(v) for v in victims) if isinstance(victims, list) else ""
+        if named:
+            return f"Evicting {named} to make room; that capacity is held for it."
+        return "Its victims are still leaving; the capacity they free is held for it."
+    holder = facts.get("held_for")
+    if holder:
+        return f"Capacity is held for starving workload {holder}: position {position}."
+    return (
+        f"Higher-ranked work holds the capacity it needs: position {position} in queue "
+        f"{facts.get('queue')}."
+    )
+
+
+def explanation(workload: str, verdict: Verdict, position: int) -> PendingExplanation:
+    """The pending entry of the plan for a workload."""
+    return PendingExplanation(
+        workload=workload,
+        reason=verdict.reason,
+        detail=sentence(verdict, position),
+        position=position,
+        facts=dict(verdict.facts),
+    )

@@ -1,0 +1,249 @@
+"""Gang placement that fights fragmentation.
+
+Pods are placed one at a time on a Statement; a gang that cannot reach its minimum is
+discarded whole. For each pod the node is chosen by, in order:
+
+1. the growth of the pool's expected fragmentation for its recent request sizes
+   (``fragmentation.placement_cost``: FGD, Weng et al., USENIX ATC'23);
+2. fewest NVLink domains spanned by the gang (a node in a domain the gang already uses wins);
+3. best fit (least free milli-GPU left on the node);
+4. the node's name.
+
+Scores depend only on a node's canonical state, so they are computed once per distinct state
+and flavor, not once per node. A ``domain`` gang is tried once per distinct domain signature
+(the multiset of its nodes' states) and lands in the cheapest; ``preferred`` tries that first
+and falls back to spanning domains.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from gpupool.scheduler.fragmentation import (
+    NodeState,
+    PodShape,
+    ShapeDistribution,
+    pick_gpus,
+    placement_cost,
+    take,
+)
+from gpupool.scheduler.statement import CanonKey, ClusterState, PlacedPod, Statement, canonical
+from gpupool.scheduler.types import Topology
+
+NO_DISTRIBUTION = ShapeDistribution(())
+
+
+@dataclass(frozen=True, slots=True)
+class PodRequest:
+    """One pod of a gang: its shape and the flavor it was assigned."""
+
+    shape: PodShape
+    flavor: str
+
+
+Candidate = tuple[float, int, int, str]
+
+
+class Placer:
+    """Places gangs on a cluster; caches scores per (flavor, canonical state, pod shape)."""
+
+    def __init__(
+        self,
+        cluster: ClusterState,
+        distributions: Mapping[str, ShapeDistribution],
+        mode: str = "gpupool",
+    ) -> None:
+        self.cluster = cluster
+        self.distributions = dict(distributions)
+        self.mode = mode
+        self._costs: dict[tuple[str, CanonKey, PodShape], float | None] = {}
+
+    def cost(self, flavor: str, key: CanonKey, shape: PodShape) -> float | None:
+        """Cost of putting the pod on a node in canonical state ``key`` (None: no fit)."""
+        memo = (flavor, key, shape)
+        if memo in self._costs:
+            return self._costs[memo]
+        state = self.cluster.canon_state.get(key) or NodeState(key[0], key[1], key[2])
+        dist = NO_DISTRIBUTION if self.mode == "bestfit" else self.distributions.get(flavor)
+        value = placement_cost(state, shape, dist or NO_DISTRIBUTION)
+        self._costs[memo] = value
+        return value
+
+    def place(
+        self,
+        statement: Statement,
+        pods: Sequence[PodRequest],
+        minimum: int,
+        topology: Topology | None,
+    ) -> list[PlacedPod] | None:
+        """Place the gang on the statement (at least ``minimum`` pods) or return None."""
+        if topology is not None:
+            placed = self._place_in_one_domain(statement, pods)
+            if placed is not None or topology == "domain":
+                return placed
+        return self._place_spread(statement, pods, minimum)
+
+    def largest_placeable(self, statement: Statement, pods: Sequence[PodRequest]) -> int:
+        """How many of the gang's pods fit now, ignoring topology (tried, then undone)."""
+        trial = Statement(statement.cluster, statement.quota)
+        placed = self._place_spread(trial, pods, 0, stop_at_first_failure=False)
+        trial.discard()
+        return 0 if placed is None else len(placed)
+
+    # -- spread over the flavor's nodes ---------------------------------------------------
+
+    def _place_spread(
+        self,
+        statement: Statement,
+        pods: Sequence[PodRequest],
+        minimum: int,
+        stop_at_first_failure: bool = True,
+    ) -> list[PlacedPod] | None:
+        placed: list[PlacedPod] = []
+        domains: set[str] = set()
+        for pod in pods:
+            choice = self._best_node(pod, domains)
+            if choice is None:
+                if stop_at_first_failure:
+                    break
+                continue
+            gpus = pick_gpus(self.cluster.state[choice], pod.shape)
+            if gpus is None:  # pragma: no cover - the canonical state said it fits
+                break
+            statement.place(choice, pod.shape, gpus)
+            placed.append(PlacedPod(choice, gpus, pod.shape))
+            domains.add(self.cluster.nodes[choice].domain)
+        if len(placed) < max(minimum, 1 if pods else 0) and stop_at_first_failure:
+            return None
+        return placed
+
+    def _best_node(self, pod: PodRequest, domains: set[str]) -> str | None:
+        cluster = self.cluster
+        best: Candidate | None = None
+        held = cluster.held
+        for key, names in cluster.classes.get(pod.flavor, {}).items():
+            cost = self.cost(pod.flavor, key, pod.shape)
+            if cost is None:
+                continue
+            name = names[0]
+            if held and name in held:
+                free = [n for n in names if n not in held]
+                if not free:
+                    continue
+                name = free[0]
+            leftover = sum(key[0]) - pod.shape.gpu_milli_total
+            spans = 0 if not domains or cluster.nodes[name].domain in domains else 1
+            candidate = (cost, spans, leftover, name)
+            if best is None or candidate < best:
+                best = candidate
+        if domains and best is not None and best[1] == 1:
+            for domain in sorted(domains):
+                for name in cluster.domain_nodes.get((pod.flavor, domain), ()):
+                    if name in held:
+                        continue
+                    key = cluster.canon[name]
+                    cost = self.cost(pod.flavor, key, pod.shape)
+                    if cost is None:
+                        continue
+                    candidate = (cost, 0, sum(key[0]) - pod.shape.gpu_milli_total, name)
+                    if candidate < best:
+                        best = candidate
+        return None if best is None else best[3]
+
+    # -- inside one NVLink domain -----------------------------------------------------------
+
+    def _place_in_one_domain(
+        self, statement: Statement, pods: Sequence[PodRequest]
+    ) -> list[PlacedPod] | None:
+        if not pods:
+            return []
+        cluster = self.cluster
+        flavor = pods[0].flavor
+        need = sum(pod.shape.gpu_milli_total for pod in pods if pod.flavor == flavor)
+        best: tuple[float, int, str, list[PlacedPod]] | None = None
+        for signature, domains in cluster.domains_by_signature.get(flavor, {}).items():
+            if sum(sum(key[0]) for key in signature) < need:
+                continue
+            for domain in domains:
+                trial = self._trial_in_domain(domain, pods)
+                if trial is None:
+                    # Domains with one signature are interchangeable unless held nodes differ.
+                    if not cluster.held:
+                        break
+                    continue
+                cost, leftover, placed = trial
+                candidate = (cost, leftover, domain, placed)
+                if best is None or candidate[:3] < best[:3]:
+                    best = candidate
+                if not cluster.held:
+                    break
+        if best is None:
+            return None
+        for pod in best[3]:
+            statement.place(pod.node, pod.shape, pod.gpus)
+        return best[3]
+
+    def _trial_in_domain(
+        self, domain: str, pods: Sequence[PodRequest]
+    ) -> tuple[float, int, list[PlacedPod]] | None:
+        cluster = self.cluster
+        local: dict[str, NodeState] = {}
+        placed: list[PlacedPod] = []
+        total = 0.0
+        for pod in pods:
+            best: Candidate | None = None
+            for name in cluster.domain_nodes.get((pod.flavor, domain), ()):
+                if name in cluster.held:
+                    continue
+                state = local.get(name, cluster.state[name])
+                key = canonical(state)
+                cost = self.cost(pod.flavor, key, pod.shape)
+                if cost is None:
+                    continue
+                candidate = (cost, 0, sum(key[0]) - pod.shape.gpu_milli_total, name)
+                if best is None or candidate < best:
+                    best = candidate
+            if best is None:
+                return None
+            name = best[3]
+            state = local.get(name, cluster.state[name])
+            gpus = pick_gpus(state, pod.shape)
+            if gpus is None:  # pragma: no cover - the canonical state said it fits
+                return None
+            local[name] = take(state, pod.shape, gpus)
+            placed.append(PlacedPod(name, gpus, pod.shape))
+            total += best[0]
+        leftover = sum(
+            sum(local.get(name, cluster.state[name]).gpu_free_milli)
+            for name in cluster.domain_nodes.get((pods[0].flavor, domain), ())
+        )
+        return total, leftover, placed
+
+
+def count_placeable(
+    classes: Mapping[CanonKey, int], shapes: Sequence[PodShape], placer_cost: Placer, flavor: str
+) -> int:
+    """How many of the pods fit on nodes with the given state counts (greedy, best fit)."""
+    counts = dict(classes)
+    placed = 0
+    for shape in shapes:
+        best: tuple[float, CanonKey] | None = None
+        for key, count in counts.items():
+            if count <= 0:
+                continue
+            cost = placer_cost.cost(flavor, key, shape)
+            if cost is not None and (best is None or (cost, key) < best):
+                best = (cost, key)
+        if best is None:
+            continue
+        key = best[1]
+        state = NodeState(key[0], key[1], key[2])
+        gpus = pick_gpus(state, shape)
+        if gpus is None:  # pragma: no cover - cost said it fits
+            continue
+        after = canonical(take(state, shape, gpus))
+        counts[key] -= 1
+        counts[after] = counts.get(after, 0) + 1
+        placed += 1
+    return placed

@@ -1,0 +1,121 @@
+"""Victim selection for preempt (inside a queue) and reclaim (across queues).
+
+Both follow one recipe on a Statement (Kueue's ``SimulateWorkloadRemoval``, Volcano's
+``Statement``): remove candidates in preference order until the preemptor fits, then try to
+put each chosen victim back, most valuable first, keeping it if the preemptor still fits —
+so the set is minimal (fewest victims) and made of the cheapest ones. Candidates arrive
+already filtered by the contracts (protected windows, strictly lower priority, reclaimable,
+never below deserved); the guard re-checks conditions that depend on earlier removals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from gpupool.scheduler.statement import PlacedPod, Statement
+from gpupool.scheduler.types import WorkloadInfo
+
+MAX_VICTIMS = 128
+
+
+@dataclass(slots=True)
+class RunningWork:
+    """A running workload as the cycle sees it: where it runs and what it uses."""
+
+    info: WorkloadInfo
+    value: int
+    pods: list[PlacedPod]
+    need: dict[str, int]
+    vector: dict[str, int]
+    flavors: frozenset[str] = field(default_factory=frozenset)
+
+    @property
+    def name(self) -> str:
+        """The workload's name."""
+        return self.info.name
+
+    def progress_gpu_hours(self, now: float) -> float:
+        """GPU-hours of work since it started (what an eviction throws away)."""
+        started = self.info.started_at if self.info.started_at is not None else now
+        gpus = sum(pod.shape.gpu_milli_total for pod in self.pods) / 1000
+        return gpus * max(0.0, now - started) / 3600
+
+
+def remove_workload(statement: Statement, victim: RunningWork) -> None:
+    """Take a running workload off its nodes and out of its queue's usage."""
+    for pod in victim.pods:
+        statement.remove(pod.node, pod.shape, pod.gpus)
+    statement.charge(victim.info.queue, victim.need, sign=-1)
+
+
+def restore_workload(statement: Statement, victim: RunningWork) -> None:
+    """Put a removed workload back exactly where it was."""
+    for pod in victim.pods:
+        statement.place(pod.node, pod.shape, pod.gpus)
+    statement.charge(victim.info.queue, victim.need)
+
+
+def preempt_order(victim: RunningWork, now: float) -> tuple[float, float, float, str]:
+    """Preference among preemption victims: lowest priority, most recent, least progress."""
+    started = victim.info.started_at or 0.0
+    return (victim.value, -started, victim.progress_gpu_hours(now), victim.name)
+
+
+def find_victims(
+    statement: Statement,
+    candidates: Sequence[RunningWork],
+    fits: Callable[[Statement], bool],
+    guard: Callable[[RunningWork], bool] = lambda _: True,
+) -> list[RunningWork] | None:
+    """A minimal set of victims after which ``fits`` holds, removed on ``statement``.
+
+    On success the victims stay removed on the statement (the caller commits); on failure
+    the statement is left as it was.
+    """
+    chosen: list[RunningWork] = []
+    for victim in candidates:
+        if len(chosen) >= MAX_VICTIMS:
+            break
+        if not guard(victim):
+            continue
+        remove_workload(statement, victim)
+        chosen.append(victim)
+        if fits(statement):
+            break
+    else:
+        statement.discard()
+        return None
+    if not chosen or not fits(statement):
+        statement.discard()
+        return None
+    # Put back the most valuable victims first; keep them if the preemptor still fits.
+    kept: list[RunningWork] = []
+    for victim in reversed(chosen):
+        restore_workload(statement, victim)
+        if fits(statement):
+            continue
+        remove_workload(statement, victim)
+        kept.append(victim)
+    kept.reverse()
+    return kept
+
+
+def borrowed_workloads(
+    running: Sequence[RunningWork], deserved: Mapping[tuple[str, str], int]
+) -> set[str]:
+    """Workloads a queue runs beyond its deserved share: the most recently started ones."""
+    borrowed: set[str] = set()
+    by_queue: dict[str, list[RunningWork]] = {}
+    for work in running:
+        by_queue.setdefault(work.info.queue, []).append(work)
+    for queue, works in by_queue.items():
+        works.sort(key=lambda w: (w.info.started_at or 0.0, w.name))
+        used: dict[str, int] = {}
+        for work in works:
+            for flavor, amount in work.need.items():
+                used[flavor] = used.get(flavor, 0) + amount
+                limit = deserved.get((queue, flavor), 0)
+                if amount and used[flavor] > limit:
+                    borrowed.add(work.name)
+    return borrowed

@@ -1,0 +1,162 @@
+"""Hierarchical quota: guarantee / deserved / capability with borrowing and lending limits.
+
+Each queue of the tree has, per flavor, a usage (its whole subtree's, in milli-GPU). What a
+queue may still take is:
+
+- up to its ``deserved`` unconditionally (nominal quota is always its own; if others borrowed
+  it, reclaim gets it back), and beyond that
+- whatever its parent could hold minus what its siblings *claim*, never past ``capability``.
+
+A sibling claims its usage, and when below its deserved share also the part of its idle
+deserved it does not lend: its guarantee (never lent) and anything beyond its lending limit.
+The root stands for the pool's healthy capacity. This is Kueue's cohort borrowing generalised
+to a tree (Kueue: nominalQuota / borrowingLimit / lendingLimit; Volcano: guarantee /
+deserved / capability). Claims are kept incrementally, so a check costs the tree's depth.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from gpupool.scheduler.types import QueueInfo, QuotaInfo
+
+UNLIMITED = 1 << 62
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaShortfall:
+    """Why a request does not pass quota: the first flavor that lacks room."""
+
+    queue: str
+    flavor: str
+    asked: int
+    available: int
+    borrowing_capped: bool
+    never: bool = False
+
+
+class QuotaTree:
+    """Usage and headroom of every queue of the tree, per flavor."""
+
+    def __init__(self, queues: tuple[QueueInfo, ...], pool: Mapping[str, int]) -> None:
+        self.queues = {q.name: q for q in queues}
+        self.pool = dict(pool)
+        self.children: dict[str, list[str]] = defaultdict(list)
+        for queue in queues:
+            if queue.parent is not None:
+                self.children[queue.parent].append(queue.name)
+        self.root = next(q.name for q in queues if q.parent is None)
+        self.path: dict[str, tuple[str, ...]] = {name: self._path(name) for name in self.queues}
+        self.usage: dict[str, dict[str, int]] = {name: defaultdict(int) for name in self.queues}
+        self.claims: dict[str, dict[str, int]] = {name: defaultdict(int) for name in self.queues}
+
+    def _path(self, name: str) -> tuple[str, ...]:
+        path = [name]
+        parent = self.queues[name].parent
+        while parent is not None:
+            path.append(parent)
+            parent = self.queues[parent].parent
+        return tuple(path)
+
+    def is_leaf(self, name: str) -> bool:
+        """Whether the queue receives workloads (has no children)."""
+        return name not in self.children
+
+    def quota(self, name: str, flavor: str) -> QuotaInfo | None:
+        """The queue's quota entry for the flavor, if any."""
+        return self.queues[name].quota.get(flavor)
+
+    def claim(self, name: str, flavor: str) -> int:
+        """What the queue holds of its parent's capacity: usage plus unlent idle deserved."""
+        used = self.usage[name][flavor]
+        quota = self.quota(name, flavor)
+        if quota is None or used >= quota.deserved:
+            return used
+        idle = quota.deserved - max(used, quota.guarantee)
+        limit = self.queues[name].lending_limit
+        lendable = idle if limit is None else min(idle, limit)
+        return quota.deserved - lendable
+
+    def add(self, name: str, flavor: str, delta: int) -> None:
+        """Change a leaf queue's usage (and its ancestors') by ``delta`` milli-GPU."""
+        for node in self.path[name]:
+            parent = self.queues[node].parent
+            before = self.claim(node, flavor) if parent is not None else 0
+            self.usage[node][flavor] += delta
+            if parent is not None:
+                self.claims[parent][flavor] += self.claim(node, flavor) - before
+
+    def available(self, name: str, flavor: str) -> int:
+        """The most the queue's subtree may take on top of its usage right now."""
+        used = self.usage[name][flavor]
+        quota = self.quota(name, flavor)
+        parent = self.queues[name].parent
+        if quota is None and self.is_leaf(name):
+            return 0
+        if parent is None:
+            room = self.pool.get(flavor, 0) - used
+            return room if quota is None else min(room, quota.capability - used)
+        parent_total = self.usage[parent][flavor] + self.available(parent, flavor)
+        siblings = self.claims[parent][flavor] - self.claim(name, flavor)
+        from_parent = parent_total - siblings - used
+        if quota is None:
+            return from_parent
+        return min(quota.capability - used, max(quota.deserved - used, from_parent))
+
+    def capability_room(self, name: str, flavor: str) -> int:
+        """Room under the tightest capability on the queue's path."""
+        room = UNLIMITED
+        for node in self.path[name]:
+            quota = self.quota(node, flavor)
+            if quota is not None:
+                room = min(room, quota.capability - self.usage[node][flavor])
+        if self.quota(name, flavor) is None and self.is_leaf(name):
+            return 0
+        return room
+
+    def never_fits(self, name: str, need: Mapping[str, int]) -> QuotaShortfall | None:
+        """A flavor of which the request exceeds a capability on the path even when idle."""
+        for flavor, amount in sorted(need.items()):
+            if amount <= 0:
+                continue
+            limit = UNLIMITED
+            for node in self.path[name]:
+                quota = self.quota(node, flavor)
+                if quota is not None:
+                    limit = min(limit, quota.capability)
+            if self.quota(name, flavor) is None:
+                limit = 0
+            limit = min(limit, self.pool.get(flavor, 0))
+            if amount > limit:
+                return QuotaShortfall(name, flavor, amount, limit, True, never=True)
+        return None
+
+    def check(self, name: str, need: Mapping[str, int]) -> QuotaShortfall | None:
+        """None if the leaf queue may take ``need`` now, else the first shortfall."""
+        for flavor, amount in sorted(need.items()):
+            if amount <= 0:
+                continue
+            room = self.available(name, flavor)
+            if amount > room:
+                capped = self.capability_room(name, flavor) < amount
+                return QuotaShortfall(name, flavor, amount, max(room, 0), capped)
+        return None
+
+    def below_deserved(self, name: str, need: Mapping[str, int]) -> bool:
+        """Whether the queue stays within its deserved share after taking ``need``."""
+        for flavor, amount in need.items():
+            if amount <= 0:
+                continue
+            quota = self.quota(name, flavor)
+            if quota is None or self.usage[name][flavor] + amount > quota.deserved:
+                return False
+        return True
+
+    def over_deserved_by(self, name: str, flavor: str) -> int:
+        """How far the queue's subtree is above its deserved share (0 if not, or no quota)."""
+        quota = self.quota(name, flavor)
+        if quota is None:
+            return 0
+        return max(0, self.usage[name][flavor] - quota.deserved)

@@ -1,0 +1,834 @@
+"""The scenario format of DESIGN section 5: read and validate a snapshot, write a plan.
+
+Reading is strict: an unknown key, a missing required key, a wrong type or a value outside
+its range is a ``ScenarioError`` whose message starts with the path of the offending field,
+e.g. ``workloads[3].pod_sets[0].gpus: must be >= 0``. Nothing is half-loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter, defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TypeVar
+
+from gpupool.scheduler.types import (
+    DEFAULT_PHASES,
+    MIB_PER_GB,
+    MILLI,
+    BackoffPolicy,
+    BudgetInfo,
+    FlavorInfo,
+    MigInfo,
+    NodeInfo,
+    PendingExplanation,
+    Plan,
+    PodPlacement,
+    PodSetInfo,
+    PolicyInfo,
+    PreemptionEventInfo,
+    PriorityClassInfo,
+    QueueInfo,
+    QuotaInfo,
+    Snapshot,
+    VictimProtectionPolicy,
+    WorkloadInfo,
+)
+
+T = TypeVar("T")
+
+# Instances of one MIG profile a card can hold (NVIDIA MIG user guide, supported profiles).
+MIG_PROFILES: Mapping[str, Mapping[str, int]] = {
+    "a100-40gb": {
+        "1g.5gb": 7,
+        "1g.10gb": 4,
+        "2g.10gb": 3,
+        "3g.20gb": 2,
+        "4g.20gb": 1,
+        "7g.40gb": 1,
+    },
+    "a100-80gb": {
+        "1g.10gb": 7,
+        "1g.20gb": 4,
+        "2g.20gb": 3,
+        "3g.40gb": 2,
+        "4g.40gb": 1,
+        "7g.80gb": 1,
+    },
+    "h100-80gb": {
+        "1g.10gb": 7,
+        "1g.20gb": 4,
+        "2g.20gb": 3,
+        "3g.40gb": 2,
+        "4g.40gb": 1,
+        "7g.80gb": 1,
+    },
+    "h200-141gb": {
+        "1g.18gb": 7,
+        "1g.35gb": 4,
+        "2g.35gb": 3,
+        "3g.71gb": 2,
+        "4g.71gb": 1,
+        "7g.141gb": 1,
+    },
+}
+
+
+class ScenarioError(ValueError):
+    """A scenario that cannot be planned; the message names the field."""
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """A loaded scenario: the snapshot, the policy and the cycle's time."""
+
+    snapshot: Snapshot
+    policy: PolicyInfo
+    now: float
+
+
+class _Obj:
+    """A JSON object being read: typed getters that name the path on error."""
+
+    def __init__(self, value: object, path: str, allowed: set[str]) -> None:
+        if not isinstance(value, dict):
+            raise ScenarioError(f"{path or '(top)'}: must be an object")
+        unknown = sorted(set(value) - allowed)
+        if unknown:
+            raise ScenarioError(f"{_join(path, unknown[0])}: unknown key")
+        self.data: dict[str, object] = value
+        self.path = path
+
+    def at(self, key: str) -> str:
+        """Path of one of this object's fields."""
+        return _join(self.path, key)
+
+    def has(self, key: str) -> bool:
+        """Whether the key is present and not null."""
+        return self.data.get(key) is not None
+
+    def raw(self, key: str) -> object:
+        """The value as is (None when absent)."""
+        return self.data.get(key)
+
+    def string(self, key: str, default: str | None = None) -> str:
+        """A required (or defaulted) non-empty string."""
+        value = self.data.get(key, default)
+        if value is None:
+            raise ScenarioError(f"{self.at(key)}: required")
+        if not isinstance(value, str) or not value:
+            raise ScenarioError(f"{self.at(key)}: must be a non-empty string")
+        return value
+
+    def opt_string(self, key: str) -> str | None:
+        """An optional string."""
+        return None if self.data.get(key) is None else self.string(key)
+
+    def number(self, key: str, default: float | None = None, minimum: float = 0.0) -> float:
+        """A finite number >= minimum."""
+        value = self.data.get(key, default)
+        if value is None:
+            raise ScenarioError(f"{self.at(key)}: required")
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ScenarioError(f"{self.at(key)}: must be a number")
+        if not math.isfinite(value):
+            raise ScenarioError(f"{self.at(key)}: must be finite")
+        if value < minimum:
+            raise ScenarioError(f"{self.at(key)}: must be >= {_fmt(minimum)}")
+        return float(value)
+
+    def opt_number(self, key: str, minimum: float = 0.0) -> float | None:
+        """An optional number >= minimum."""
+        return None if self.data.get(key) is None else self.number(key, minimum=minimum)
+
+    def integer(self, key: str, default: int | None = None, minimum: int = 0) -> int:
+        """An integer >= minimum."""
+        value = self.data.get(key, default)
+        if value is None:
+            raise ScenarioError(f"{self.at(key)}: required")
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ScenarioError(f"{self.at(key)}: must be an integer")
+        if value < minimum:
+            raise ScenarioError(f"{self.at(key)}: must be >= {minimum}")
+        return value
+
+    def boolean(self, key: str, default: bool) -> bool:
+        """A boolean."""
+        value = self.data.get(key, default)
+        if not isinstance(value, bool):
+            raise ScenarioError(f"{self.at(key)}: must be true or false")
+        return value
+
+    def time(self, key: str) -> float:
+        """An ISO 8601 time with a zone, as POSIX seconds."""
+        return parse_time(self.string(key), self.at(key))
+
+    def items(self, key: str, required: bool = False) -> list[tuple[str, object]]:
+        """The elements of a list field with their paths."""
+        value = self.data.get(key)
+        if value is None:
+            if required:
+                raise ScenarioError(f"{self.at(key)}: required")
+            return []
+        if not isinstance(value, list):
+            raise ScenarioError(f"{self.at(key)}: must be a list")
+        return [(f"{self.at(key)}[{i}]", item) for i, item in enumerate(value)]
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _fmt(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def parse_time(text: str, path: str = "time") -> float:
+    """Parse an ISO 8601 time that carries a zone (``Z`` or an offset)."""
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise ScenarioError(f"{path}: not an ISO 8601 time: {text!r}") from None
+    if moment.tzinfo is None:
+        raise ScenarioError(f"{path}: needs a time zone (e.g. a trailing Z)")
+    return moment.timestamp()
+
+
+def format_time(seconds: float) -> str:
+    """POSIX seconds as an ISO 8601 UTC time with a trailing Z."""
+    text = datetime.fromtimestamp(seconds, tz=UTC).isoformat()
+    return text.replace("+00:00", "Z")
+
+
+def _unique(names: list[tuple[str, str]], what: str) -> None:
+    seen: set[str] = set()
+    for path, name in names:
+        if name in seen:
+            raise ScenarioError(f"{path}: duplicate {what} {name!r}")
+        seen.add(name)
+
+
+def _flavors(top: _Obj) -> dict[str, FlavorInfo]:
+    flavors: dict[str, FlavorInfo] = {}
+    for path, item in top.items("flavors", required=True):
+        obj = _Obj(item, path, {"name", "sharing", "gpu_memory_gb", "hourly_price", "mig"})
+        name = obj.string("name")
+        if name in flavors:
+            raise ScenarioError(f"{obj.at('name')}: duplicate flavor {name!r}")
+        sharing = obj.string("sharing", "exclusive")
+        if sharing not in ("exclusive", "shared"):
+            raise ScenarioError(f"{obj.at('sharing')}: must be 'exclusive' or 'shared'")
+        mig = None
+        if obj.has("mig"):
+            mig_obj = _Obj(obj.raw("mig"), obj.at("mig"), {"gpu_model", "profile"})
+            model, profile = mig_obj.string("gpu_model"), mig_obj.string("profile")
+            if model not in MIG_PROFILES:
+                raise ScenarioError(f"{mig_obj.at('gpu_model')}: unknown MIG GPU {model!r}")
+            if profile not in MIG_PROFILES[model]:
+                raise ScenarioError(f"{mig_obj.at('profile')}: unknown MIG profile {profile!r}")
+            if sharing != "exclusive":
+                raise ScenarioError(f"{obj.at('sharing')}: a MIG flavor is exclusive per slice")
+            mig = MigInfo(model, profile)
+        flavors[name] = FlavorInfo(
+            name=name,
+            sharing="shared" if sharing == "shared" else "exclusive",
+            gpu_memory_gb=obj.number("gpu_memory_gb", 0.0),
+            hourly_price=obj.number("hourly_price", 0.0),
+            mig=mig,
+        )
+    return flavors
+
+
+def _nodes(top: _Obj, flavors: Mapping[str, FlavorInfo]) -> list[NodeInfo]:
+    nodes: list[NodeInfo] = []
+    keys = {"name", "flavor", "gpus", "unhealthy_gpus", "cpu", "memory_gb", "domain"}
+    keys |= {"cordoned", "physical_gpus", "rack", "zone"}
+    for path, item in top.items("nodes"):
+        obj = _Obj(item, path, keys)
+        name = obj.string("name")
+        flavor = obj.string("flavor")
+        if flavor not in flavors:
+            raise ScenarioError(f"{obj.at('flavor')}: unknown flavor {flavor!r}")
+        gpus = obj.integer("gpus")
+        unhealthy: set[int] = set()
+        for upath, index in obj.items("unhealthy_gpus"):
+            if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < gpus:
+                raise ScenarioError(f"{upath}: must be a GPU index in 0..{gpus - 1}")
+            if index in unhealthy:
+                raise ScenarioError(f"{upath}: GPU {index} listed twice")
+            unhealthy.add(index)
+        physical = obj.integer("physical_gpus", minimum=1) if obj.has("physical_gpus") else None
+        mig = flavors[flavor].mig
+        if mig is not None:
+            per_card = MIG_PROFILES[mig.gpu_model][mig.profile]
+            if physical is None:
+                raise ScenarioError(f"{obj.at('physical_gpus')}: required on a MIG flavor")
+            if gpus > physical * per_card:
+                raise ScenarioError(
+                    f"{obj.at('gpus')}: {gpus} {mig.profile} slices exceed {physical} "
+                    f"{mig.gpu_model} cards ({per_card} per card)"
+                )
+        for key in ("rack", "zone"):
+            obj.opt_string(key)
+        nodes.append(
+            NodeInfo(
+                name=name,
+                flavor=flavor,
+                gpus=gpus,
+                cpu_milli=round(obj.number("cpu", 0.0) * MILLI),
+                memory_mib=round(obj.number("memory_gb", 0.0) * MIB_PER_GB),
+                domain=obj.string("domain", name),
+                unhealthy_gpus=frozenset(unhealthy),
+                cordoned=obj.boolean("cordoned", False),
+                physical_gpus=physical,
+            )
+        )
+    _unique([(f"nodes[{i}].name", n.name) for i, n in enumerate(nodes)], "node")
+    return nodes
+
+
+def _gpu_milli(value: float) -> int:
+    return round(value * MILLI)
+
+
+def _queues(top: _Obj, flavors: Mapping[str, FlavorInfo], nodes: list[NodeInfo]) -> list[QueueInfo]:
+    queues: list[QueueInfo] = []
+    paths: dict[str, str] = {}
+    keys = {"name", "parent", "tenant", "weight", "reclaimable", "lending_limit"}
+    keys |= {"max_protected_runtime_s", "quota"}
+    for path, item in top.items("queues", required=True):
+        obj = _Obj(item, path, keys)
+        name = obj.string("name")
+        if name in paths:
+            raise ScenarioError(f"{obj.at('name')}: duplicate queue {name!r}")
+        paths[name] = path
+        quota: dict[str, QuotaInfo] = {}
+        if obj.has("quota"):
+            quota_obj = _Obj(obj.raw("quota"), obj.at("quota"), set(flavors))
+            for flavor in quota_obj.data:
+                levels = _Obj(
+                    quota_obj.raw(flavor),
+                    quota_obj.at(flavor),
+                    {"guarantee", "deserved", "capability"},
+                )
+                guarantee = levels.number("guarantee", 0.0)
+                deserved = levels.number("deserved", guarantee)
+                capability = levels.number("capability", deserved)
+                if guarantee > deserved:
+                    raise ScenarioError(f"{levels.at('guarantee')}: must be <= deserved")
+                if deserved > capability:
+                    raise ScenarioError(f"{levels.at('deserved')}: must be <= capability")
+                quota[flavor] = QuotaInfo(
+                    _gpu_milli(guarantee), _gpu_milli(deserved), _gpu_milli(capability)
+                )
+        weight = obj.number("weight", 1.0)
+        if weight <= 0:
+            raise ScenarioError(f"{obj.at('weight')}: must be > 0")
+        lending = obj.opt_number("lending_limit")
+        queues.append(
+            QueueInfo(
+                name=name,
+                parent=obj.opt_string("parent"),
+                tenant=obj.opt_string("tenant"),
+                weight=weight,
+                reclaimable=obj.boolean("reclaimable", True),
+                lending_limit=None if lending is None else _gpu_milli(lending),
+                max_protected_runtime_s=obj.opt_number("max_protected_runtime_s"),
+                quota=quota,
+            )
+        )
+    by_name = {q.name: q for q in queues}
+    roots = [q for q in queues if q.parent is None]
+    if len(roots) != 1:
+        raise ScenarioError(f"queues: need exactly one root (parent null), found {len(roots)}")
+    for queue in queues:
+        if queue.parent is not None and queue.parent not in by_name:
+            raise ScenarioError(f"{paths[queue.name]}.parent: unknown queue {queue.parent!r}")
+    for queue in queues:
+        seen = {queue.name}
+        parent = queue.parent
+        while parent is not None:
+            if parent in seen:
+                raise ScenarioError(f"{paths[queue.name]}.parent: queue cycle through {parent!r}")
+            seen.add(parent)
+            parent = by_name[parent].parent
+    _check_guarantees(queues, by_name, paths, nodes)
+    return queues
+
+
+def _check_guarantees(
+    queues: list[QueueInfo],
+    by_name: Mapping[str, QueueInfo],
+    paths: Mapping[str, str],
+    nodes: list[NodeInfo],
+) -> None:
+    children: dict[str | None, list[QueueInfo]] = defaultdict(list)
+    for queue in queues:
+        children[queue.parent].append(queue)
+    healthy: Counter[str] = Counter()
+    for node in nodes:
+        healthy[node.flavor] += node.healthy_gpus * MILLI
+    for parent_name, kids in children.items():
+        parent = by_name[parent_name] if parent_name is not None else None
+        flavors = {flavor for kid in kids for flavor in kid.quota}
+        for flavor in sorted(flavors):
+            total = sum(kid.quota[flavor].guarantee for kid in kids if flavor in kid.quota)
+            if parent is not None and flavor in parent.quota:
+                if total > parent.quota[flavor].guarantee:
+                    raise ScenarioError(
+                        f"{paths[kids[-1].name]}.quota.{flavor}.guarantee: children's "
+                        f"guarantees ({total / MILLI:g}) exceed {parent.name}'s "
+                        f"({parent.quota[flavor].guarantee / MILLI:g})"
+                    )
+            elif (parent is None or parent.parent is None) and total > healthy[flavor]:
+                raise ScenarioError(
+                    f"{paths[kids[-1].name]}.quota.{flavor}.guarantee: total guarantees "
+                    f"({total / MILLI:g}) exceed the pool's healthy {flavor} GPUs "
+                    f"({healthy[flavor] / MILLI:g})"
+                )
+
+
+def _classes(top: _Obj) -> list[PriorityClassInfo]:
+    classes: list[PriorityClassInfo] = []
+    keys = {"name", "value", "default", "preemption_policy", "budget_rate"}
+    for path, item in top.items("priority_classes", required=True):
+        obj = _Obj(item, path, keys)
+        policy = obj.string("preemption_policy", "PreemptLowerPriority")
+        if policy not in ("PreemptLowerPriority", "Never"):
+            raise ScenarioError(
+                f"{obj.at('preemption_policy')}: must be 'PreemptLowerPriority' or 'Never'"
+            )
+        classes.append(
+            PriorityClassInfo(
+                name=obj.string("name"),
+                value=obj.integer("value", minimum=-(2**31)),
+                default=obj.boolean("default", False),
+                preemption_policy="Never" if policy == "Never" else "PreemptLowerPriority",
+                budget_rate=obj.number("budget_rate", 0.0),
+            )
+        )
+    _unique(
+        [(f"priority_classes[{i}].name", c.name) for i, c in enumerate(classes)], "priority class"
+    )
+    defaults = [c for c in classes if c.default]
+    if len(defaults) != 1:
+        raise ScenarioError(f"priority_classes: need exactly one default, found {len(defaults)}")
+    if defaults[0].budget_rate != 0:
+        raise ScenarioError("priority_classes: the default class must have budget_rate 0")
+    return classes
+
+
+def _budgets(
+    top: _Obj, classes: Mapping[str, PriorityClassInfo], tenants: set[str]
+) -> list[BudgetInfo]:
+    budgets: list[BudgetInfo] = []
+    seen: set[tuple[str, str]] = set()
+    for path, item in top.items("budgets"):
+        obj = _Obj(item, path, {"tenant", "priority_class", "gpu_hours", "used"})
+        tenant = obj.string("tenant")
+        if tenant not in tenants:
+            raise ScenarioError(f"{obj.at('tenant')}: no queue belongs to tenant {tenant!r}")
+        klass = obj.string("priority_class")
+        if klass not in classes:
+            raise ScenarioError(f"{obj.at('priority_class')}: unknown priority class {klass!r}")
+        if (tenant, klass) in seen:
+            raise ScenarioError(f"{path}: duplicate budget for ({tenant!r}, {klass!r})")
+        seen.add((tenant, klass))
+        budgets.append(BudgetInfo(tenant, klass, obj.number("gpu_hours"), obj.number("used", 0)))
+    return budgets
+
+
+def _pod_set(obj: _Obj, flavors: Mapping[str, FlavorInfo]) -> PodSetInfo:
+    raw = obj.raw("flavor")
+    names: list[str]
+    if isinstance(raw, list):
+        names = []
+        for i, name in enumerate(raw):
+            if not isinstance(name, str) or not name:
+                raise ScenarioError(f"{obj.at('flavor')}[{i}]: must be a non-empty string")
+            names.append(name)
+        if not names:
+            raise ScenarioError(f"{obj.at('flavor')}: must list at least one flavor")
+    else:
+        names = [obj.string("flavor")]
+    for name in names:
+        if name not in flavors:
+            raise ScenarioError(f"{obj.at('flavor')}: unknown flavor {name!r}")
+    gpus = obj.integer("gpus", 0)
+    shared = [flavors[name].sharing == "shared" for name in names]
+    milli = obj.integer("gpu_milli", MILLI, minimum=1)
+    if milli > MILLI:
+        raise ScenarioError(f"{obj.at('gpu_milli')}: must be <= {MILLI}")
+    if obj.has("gpu_milli") and not all(shared):
+        raise ScenarioError(f"{obj.at('gpu_milli')}: only allowed on shared flavors")
+    if milli < MILLI and gpus != 1:
+        raise ScenarioError(f"{obj.at('gpus')}: a GPU fraction asks exactly 1 GPU")
+    if any(shared) and not all(shared):
+        raise ScenarioError(f"{obj.at('flavor')}: do not mix shared and exclusive flavors")
+    memory_gb = obj.number("gpu_memory_gb", 0.0)
+    for name in names:
+        if flavors[name].gpu_memory_gb and memory_gb > flavors[name].gpu_memory_gb:
+            raise ScenarioError(
+                f"{obj.at('gpu_memory_gb')}: {memory_gb:g} exceeds {name}'s "
+                f"{flavors[name].gpu_memory_gb:g} GB per GPU"
+            )
+    if memory_gb and all(shared):
+        # Memory slices on a shared GPU are bounded like its compute: fold them into milli.
+        per_gpu = min(flavors[name].gpu_memory_gb for name in names)
+        if per_gpu > 0:
+            milli = max(milli, math.ceil(memory_gb / per_gpu * MILLI))
+    return PodSetInfo(
+        count=obj.integer("count", minimum=1),
+        gpus=gpus,
+        flavors=tuple(names),
+        cpu_milli=round(obj.number("cpu", 0.0) * MILLI),
+        memory_mib=round(obj.number("memory_gb", 0.0) * MIB_PER_GB),
+        gpu_milli=milli,
+        gpu_memory_gb=memory_gb,
+    )
+
+
+_WORKLOAD_KEYS = {
+    "name",
+    "queue",
+    "priority_class",
+    "pod_sets",
+    "min_member",
+    "topology",
+    "protected_runtime_s",
+    "expected_runtime_s",
+    "submitted_at",
+    "started_at",
+    "state",
+    "placement",
+    "missing_pods",
+    "nominated",
+    "evicting_for",
+    "submitter",
+}
+
+
+def _workloads(
+    top: _Obj,
+    flavors: Mapping[str, FlavorInfo],
+    queues: list[QueueInfo],
+    classes: Mapping[str, PriorityClassInfo],
+    nodes: Mapping[str, NodeInfo],
+) -> list[WorkloadInfo]:
+    parents = {q.parent for q in queues}
+    queue_names = {q.name for q in queues}
+    workloads: list[WorkloadInfo] = []
+    for path, item in top.items("workloads"):
+        obj = _Obj(item, path, _WORKLOAD_KEYS)
+        name = obj.string("name")
+        queue = obj.string("queue")
+        if queue not in queue_names:
+            raise ScenarioError(f"{obj.at('queue')}: unknown queue {queue!r}")
+        if queue in parents:
+            raise ScenarioError(f"{obj.at('queue')}: {queue!r} is not a leaf queue")
+        klass = obj.string("priority_class", next(c.name for c in classes.values() if c.default))
+        if klass not in classes:
+            raise ScenarioError(f"{obj.at('priority_class')}: unknown priority class {klass!r}")
+        pod_sets = tuple(
+            _pod_set(
+                _Obj(
+                    raw,
+                    ppath,
+                    {"count", "gpus", "flavor", "cpu", "memory_gb", "gpu_milli", "gpu_memory_gb"},
+                ),
+                flavors,
+            )
+            for ppath, raw in obj.items("pod_sets", required=True)
+        )
+        if not pod_sets:
+            raise ScenarioError(f"{obj.at('pod_sets')}: must have at least one pod set")
+        total = sum(p.count for p in pod_sets)
+        min_member = obj.integer("min_member", minimum=1) if obj.has("min_member") else None
+        if min_member is not None and min_member > total:
+            raise ScenarioError(f"{obj.at('min_member')}: must be <= the {total} pods")
+        topology = obj.opt_string("topology")
+        if topology not in (None, "domain", "preferred"):
+            raise ScenarioError(f"{obj.at('topology')}: must be null, 'domain' or 'preferred'")
+        state = obj.string("state", "pending")
+        if state not in ("pending", "running"):
+            raise ScenarioError(f"{obj.at('state')}: must be 'pending' or 'running'")
+        started = obj.time("started_at") if obj.has("started_at") else None
+        submitted = obj.time("submitted_at") if obj.has("submitted_at") else started
+        if submitted is None:
+            raise ScenarioError(f"{obj.at('submitted_at')}: required")
+        placement: tuple[PodPlacement, ...] = ()
+        if state == "running":
+            if started is None:
+                raise ScenarioError(f"{obj.at('started_at')}: required for a running workload")
+            if submitted > started:
+                raise ScenarioError(f"{obj.at('submitted_at')}: must not be after started_at")
+            placement = _placement(obj, pod_sets, min_member or total, flavors, nodes)
+        else:
+            for key in ("placement", "started_at", "evicting_for"):
+                if obj.has(key):
+                    raise ScenarioError(f"{obj.at(key)}: only a running workload has one")
+        obj.opt_string("submitter")
+        workloads.append(
+            WorkloadInfo(
+                name=name,
+                queue=queue,
+                priority_class=klass,
+                pod_sets=pod_sets,
+                submitted_at=submitted,
+                state="running" if state == "running" else "pending",
+                min_member=min_member,
+                topology="domain"
+                if topology == "domain"
+                else "preferred"
+                if topology == "preferred"
+                else None,
+                protected_runtime_s=obj.number("protected_runtime_s", 0.0),
+                expected_runtime_s=obj.opt_number("expected_runtime_s"),
+                started_at=started,
+                placement=placement,
+                missing_pods=obj.integer("missing_pods", 0),
+                nominated=obj.boolean("nominated", False),
+                evicting_for=obj.opt_string("evicting_for"),
+            )
+        )
+    _unique([(f"workloads[{i}].name", w.name) for i, w in enumerate(workloads)], "workload")
+    return workloads
+
+
+def _placement(
+    obj: _Obj,
+    pod_sets: tuple[PodSetInfo, ...],
+    minimum: int,
+    flavors: Mapping[str, FlavorInfo],
+    nodes: Mapping[str, NodeInfo],
+) -> tuple[PodPlacement, ...]:
+    entries = obj.items("placement")
+    total = sum(p.count for p in pod_sets)
+    if not entries:
+        raise ScenarioError(f"{obj.at('placement')}: required for a running workload")
+    if not minimum <= len(entries) <= total:
+        raise ScenarioError(
+            f"{obj.at('placement')}: has {len(entries)} pods, needs {minimum}..{total}"
+        )
+    pods = [pod_set for pod_set in pod_sets for _ in range(pod_set.count)]
+    result: list[PodPlacement] = []
+    for (path, raw), pod_set in zip(entries, pods, strict=False):
+        entry = _Obj(raw, path, {"node", "gpus", "milli"})
+        node_name = entry.string("node")
+        if node_name not in nodes:
+            raise ScenarioError(f"{entry.at('node')}: unknown node {node_name!r}")
+        node = nodes[node_name]
+        if node.flavor not in pod_set.flavors:
+            raise ScenarioError(
+                f"{entry.at('node')}: {node_name!r} is {node.flavor!r}, the pod set asks "
+                f"{', '.join(pod_set.flavors)}"
+            )
+        gpus: list[int] = []
+        for gpath, index in entry.items("gpus"):
+            if isinstance(index, bool) or not isinstance(index, int):
+                raise ScenarioError(f"{gpath}: must be a GPU index")
+            if not 0 <= index < node.gpus:
+                raise ScenarioError(f"{gpath}: {node_name!r} has no GPU {index}")
+            if index in gpus:
+                raise ScenarioError(f"{gpath}: GPU {index} listed twice")
+            gpus.append(index)
+        if len(gpus) != pod_set.gpus:
+            raise ScenarioError(f"{entry.at('gpus')}: the pod asks {pod_set.gpus} GPUs")
+        milli: int | None = None
+        if flavors[node.flavor].sharing == "shared":
+            milli = entry.integer("milli", pod_set.gpu_milli, minimum=1)
+            if milli != pod_set.gpu_milli:
+                raise ScenarioError(f"{entry.at('milli')}: the pod asks {pod_set.gpu_milli}")
+        elif entry.has("milli"):
+            raise ScenarioError(f"{entry.at('milli')}: only on shared flavors")
+        result.append(PodPlacement(node_name, tuple(gpus), milli))
+    return tuple(result)
+
+
+def _check_occupancy(
+    workloads: list[WorkloadInfo], nodes: Mapping[str, NodeInfo], paths: Mapping[str, str]
+) -> None:
+    """Running placements must not over-commit a GPU, a node's CPU or its memory."""
+    gpu_used: dict[tuple[str, int], int] = defaultdict(int)
+    cpu_used: dict[str, int] = defaultdict(int)
+    mem_used: dict[str, int] = defaultdict(int)
+    for workload in workloads:
+        pods = [ps for ps in workload.pod_sets for _ in range(ps.count)]
+        for i, (pod, pod_set) in enumerate(zip(workload.placement, pods, strict=False)):
+            where = f"{paths[workload.name]}.placement[{i}]"
+            node = nodes[pod.node]
+            for index in pod.gpus:
+                gpu_used[(pod.node, index)] += pod.milli or MILLI
+                if gpu_used[(pod.node, index)] > MILLI:
+                    raise ScenarioError(f"{where}.gpus: GPU {index} of {pod.node!r} double-booked")
+            cpu_used[pod.node] += pod_set.cpu_milli
+            mem_used[pod.node] += pod_set.memory_mib
+            if cpu_used[pod.node] > node.cpu_milli:
+                raise ScenarioError(f"{where}.node: CPU of {pod.node!r} over capacity")
+            if mem_used[pod.node] > node.memory_mib:
+                raise ScenarioError(f"{where}.node: memory of {pod.node!r} over capacity")
+
+
+def _history(top: _Obj) -> list[PreemptionEventInfo]:
+    events: list[PreemptionEventInfo] = []
+    for path, item in top.items("preemption_history"):
+        obj = _Obj(item, path, {"at", "victim", "preemptor", "preemptor_tenant"})
+        events.append(
+            PreemptionEventInfo(
+                at=obj.time("at"),
+                victim=obj.string("victim"),
+                preemptor=obj.opt_string("preemptor"),
+                preemptor_tenant=obj.opt_string("preemptor_tenant"),
+            )
+        )
+    return events
+
+
+def _policy(top: _Obj) -> PolicyInfo:
+    if not top.has("policy"):
+        return PolicyInfo()
+    keys = {"placement", "starvation_limit_s", "preemption_backoff", "victim_protection"}
+    keys |= {"phases", "preemption_attempts_per_queue"}
+    obj = _Obj(top.raw("policy"), "policy", keys)
+    placement = obj.string("placement", "gpupool")
+    if placement not in ("gpupool", "bestfit"):
+        raise ScenarioError(f"{obj.at('placement')}: must be 'gpupool' or 'bestfit'")
+    backoff: BackoffPolicy | None = BackoffPolicy()
+    if "preemption_backoff" in obj.data:
+        raw = obj.raw("preemption_backoff")
+        backoff = None
+        if raw is not None:
+            b = _Obj(
+                raw, obj.at("preemption_backoff"), {"max_preemptions", "window_s", "cooldown_s"}
+            )
+            backoff = BackoffPolicy(
+                b.integer("max_preemptions", 3),
+                b.number("window_s", 3600),
+                b.number("cooldown_s", 1800),
+            )
+    protection: VictimProtectionPolicy | None = VictimProtectionPolicy()
+    if "victim_protection" in obj.data:
+        raw = obj.raw("victim_protection")
+        protection = None
+        if raw is not None:
+            v = _Obj(raw, obj.at("victim_protection"), {"evictions", "window_s", "protected_s"})
+            protection = VictimProtectionPolicy(
+                v.integer("evictions", 2, minimum=1),
+                v.number("window_s", 6 * 3600),
+                v.number("protected_s", 1800),
+            )
+    phases = PolicyInfo().phases
+    if obj.has("phases"):
+        names: list[str] = []
+        for path, item in obj.items("phases"):
+            if not isinstance(item, str) or item not in DEFAULT_PHASES:
+                raise ScenarioError(f"{path}: must be one of {', '.join(DEFAULT_PHASES)}")
+            names.append(item)
+        phases = tuple(names)
+    return PolicyInfo(
+        placement=placement,
+        starvation_limit_s=obj.opt_number("starvation_limit_s"),
+        backoff=backoff,
+        victim_protection=protection,
+        phases=phases,
+        preemption_attempts_per_queue=obj.integer("preemption_attempts_per_queue", 3, minimum=1),
+    )
+
+
+_TOP_KEYS = {
+    "now",
+    "policy",
+    "flavors",
+    "nodes",
+    "queues",
+    "priority_classes",
+    "budgets",
+    "workloads",
+    "preemption_history",
+}
+
+
+def scenario_from_dict(data: object) -> Scenario:
+    """Validate a decoded scenario and build its snapshot, policy and time."""
+    top = _Obj(data, "", _TOP_KEYS)
+    now = top.time("now")
+    flavors = _flavors(top)
+    nodes = _nodes(top, flavors)
+    queues = _queues(top, flavors, nodes)
+    classes = {c.name: c for c in _classes(top)}
+    tenants = {q.tenant for q in queues if q.tenant is not None}
+    budgets = _budgets(top, classes, tenants)
+    node_map = {n.name: n for n in nodes}
+    workloads = _workloads(top, flavors, queues, classes, node_map)
+    paths = {w.name: f"workloads[{i}]" for i, w in enumerate(workloads)}
+    _check_occupancy(workloads, node_map, paths)
+    names = set(paths)
+    for workload in workloads:
+        if workload.evicting_for is not None and workload.evicting_for not in names:
+            raise ScenarioError(
+                f"{paths[workload.name]}.evicting_for: unknown workload {workload.evicting_for!r}"
+            )
+        if workload.started_at is not None and workload.started_at > now:
+            raise ScenarioError(f"{paths[workload.name]}.started_at: after now")
+    snapshot = Snapshot(
+        flavors=tuple(flavors.values()),
+        nodes=tuple(nodes),
+        queues=tuple(queues),
+        priority_classes=tuple(classes.values()),
+        workloads=tuple(workloads),
+        budgets=tuple(budgets),
+        preemption_history=tuple(_history(top)),
+    )
+    return Scenario(snapshot, _policy(top), now)
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate a scenario file."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except json.JSONDecodeError as error:
+        raise ScenarioError(f"(file): not JSON: {error}") from None
+    return scenario_from_dict(data)
+
+
+def _placement_json(pods: tuple[PodPlacement, ...]) -> list[dict[str, object]]:
+    out: list[dict[str, object]] = []
+    for pod in pods:
+        entry: dict[str, object] = {"node": pod.node, "gpus": list(pod.gpus)}
+        if pod.milli is not None:
+            entry["milli"] = pod.milli
+        out.append(entry)
+    return out
+
+
+def pending_json(item: PendingExplanation) -> dict[str, object]:
+    """One pending explanation in the output format."""
+    return {
+        "workload": item.workload,
+        "reason": item.reason,
+        "detail": item.detail,
+        "position": item.position,
+        "facts": dict(item.facts),
+    }
+
+
+def plan_to_dict(plan: Plan) -> dict[str, object]:
+    """The plan in DESIGN section 5's output format (extended with ``facts``)."""
+    return {
+        "admit": [
+            {"workload": a.workload, "placement": _placement_json(a.placement)} for a in plan.admit
+        ],
+        "evict": [
+            {"workload": e.workload, "reason": e.reason, "for": e.preemptor} for e in plan.evict
+        ],
+        "pending": [pending_json(p) for p in plan.pending],
+    }
+
+
+def dump_plan(plan: Plan) -> str:
+    """The plan as deterministic JSON text."""
+    return json.dumps(plan_to_dict(plan), indent=1, sort_keys=False)

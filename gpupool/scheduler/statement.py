@@ -1,0 +1,219 @@
+"""The mutable side of a cycle: node occupancy, queue usage, and Statements over them.
+
+``ClusterState`` holds each node's free resources and keeps indexes so placement never scans
+every node: per flavor, nodes grouped by *canonical* state (free GPUs sorted, CPU, memory:
+nodes in the same canonical state are interchangeable for scoring), and per (flavor, NVLink
+domain) a signature of its nodes' states so a domain gang is tried once per distinct domain.
+
+A ``Statement`` (Volcano's name) records every change made through it and can ``discard()``
+them in reverse order, or ``commit()`` to keep them: a gang is placed whole or not at all,
+victims are removed only if the preemptor then fits.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+
+from gpupool.scheduler.fragmentation import MILLI_PER_GPU, NodeState, PodShape, take
+from gpupool.scheduler.quota import QuotaTree
+from gpupool.scheduler.types import NodeInfo
+
+CanonKey = tuple[tuple[int, ...], int, int]
+
+
+def canonical(state: NodeState) -> CanonKey:
+    """The node state with its GPUs sorted, as a sortable key (GPU identity does not score)."""
+    return (
+        tuple(sorted(state.gpu_free_milli, reverse=True)),
+        state.cpu_free_milli,
+        state.memory_free_mib,
+    )
+
+
+def give_back(state: NodeState, pod: PodShape, gpus: tuple[int, ...]) -> NodeState:
+    """The node after a pod placed on ``gpus`` leaves it (the inverse of ``take``)."""
+    free = list(state.gpu_free_milli)
+    for index in gpus:
+        free[index] += pod.milli
+    return NodeState(
+        tuple(free), state.cpu_free_milli + pod.cpu_milli, state.memory_free_mib + pod.memory_mib
+    )
+
+
+@dataclass(slots=True)
+class PlacedPod:
+    """One pod of a workload as placed: node, GPUs and the shape it took there."""
+
+    node: str
+    gpus: tuple[int, ...]
+    shape: PodShape
+
+
+def initial_state(
+    node: NodeInfo, occupied: tuple[Mapping[int, int], int, int] | None = None
+) -> NodeState:
+    """A node's free state: healthy GPUs less what runs there; unhealthy or cordoned is zero.
+
+    ``occupied`` is (milli-GPU used per GPU index, milli-CPU used, MiB used).
+    """
+    used, cpu, memory = occupied if occupied is not None else ({}, 0, 0)
+    gpus = tuple(
+        0
+        if node.cordoned or index in node.unhealthy_gpus
+        else max(0, MILLI_PER_GPU - used.get(index, 0))
+        for index in range(node.gpus)
+    )
+    if node.cordoned:
+        return NodeState(gpus, 0, 0)
+    return NodeState(gpus, max(0, node.cpu_milli - cpu), max(0, node.memory_mib - memory))
+
+
+class ClusterState:
+    """Free resources of every node, indexed by flavor, canonical state and domain."""
+
+    def __init__(
+        self,
+        nodes: tuple[NodeInfo, ...],
+        occupied: Mapping[str, tuple[Mapping[int, int], int, int]] | None = None,
+    ) -> None:
+        self.nodes: dict[str, NodeInfo] = {node.name: node for node in nodes}
+        self.state: dict[str, NodeState] = {}
+        self.canon: dict[str, CanonKey] = {}
+        self.canon_state: dict[CanonKey, NodeState] = {}
+        self.classes: dict[str, dict[CanonKey, list[str]]] = defaultdict(dict)
+        self.domain_nodes: dict[tuple[str, str], list[str]] = defaultdict(list)
+        self.signature: dict[tuple[str, str], tuple[CanonKey, ...]] = {}
+        self.domains_by_signature: dict[str, dict[tuple[CanonKey, ...], list[str]]] = defaultdict(
+            dict
+        )
+        self.free_gpu: dict[str, int] = defaultdict(int)
+        self.free_cpu: dict[str, int] = defaultdict(int)
+        self.free_memory: dict[str, int] = defaultdict(int)
+        self.held: set[str] = set()
+        self.generation = 0
+        occupied = occupied or {}
+        for node in sorted(nodes, key=lambda n: n.name):
+            state = initial_state(node, occupied.get(node.name))
+            self.state[node.name] = state
+            key = self._intern(state)
+            self.canon[node.name] = key
+            self.classes[node.flavor].setdefault(key, []).append(node.name)
+            self.domain_nodes[(node.flavor, node.domain)].append(node.name)
+            self._count(node.flavor, state, 1)
+        for (flavor, domain), names in sorted(self.domain_nodes.items()):
+            signature = tuple(sorted(self.canon[name] for name in names))
+            self.signature[(flavor, domain)] = signature
+            self.domains_by_signature[flavor].setdefault(signature, []).append(domain)
+
+    def _intern(self, state: NodeState) -> CanonKey:
+        key = canonical(state)
+        if key not in self.canon_state:
+            self.canon_state[key] = NodeState(key[0], key[1], key[2])
+        return key
+
+    def _count(self, flavor: str, state: NodeState, sign: int) -> None:
+        self.free_gpu[flavor] += sign * sum(state.gpu_free_milli)
+        self.free_cpu[flavor] += sign * state.cpu_free_milli
+        self.free_memory[flavor] += sign * state.memory_free_mib
+
+    def set_state(self, name: str, state: NodeState) -> None:
+        """Replace a node's free state, keeping every index current."""
+        node = self.nodes[name]
+        old_key = self.canon[name]
+        self._count(node.flavor, self.state[name], -1)
+        self._count(node.flavor, state, 1)
+        self.state[name] = state
+        key = self._intern(state)
+        if key == old_key:
+            return
+        classes = self.classes[node.flavor]
+        members = classes[old_key]
+        members.pop(bisect.bisect_left(members, name))
+        if not members:
+            del classes[old_key]
+        bisect.insort(classes.setdefault(key, []), name)
+        self.canon[name] = key
+        where = (node.flavor, node.domain)
+        by_signature = self.domains_by_signature[node.flavor]
+        old_signature = self.signature[where]
+        domains = by_signature[old_signature]
+        domains.pop(bisect.bisect_left(domains, node.domain))
+        if not domains:
+            del by_signature[old_signature]
+        signature = tuple(sorted(self.canon[n] for n in self.domain_nodes[where]))
+        self.signature[where] = signature
+        bisect.insort(by_signature.setdefault(signature, []), node.domain)
+
+    def scoring_state(self, name: str) -> NodeState:
+        """The node's canonical state (shared by every node in the same class)."""
+        return self.canon_state[self.canon[name]]
+
+    def class_counts(self) -> dict[str, dict[CanonKey, int]]:
+        """How many nodes of each flavor are in each canonical state."""
+        return {
+            flavor: {key: len(names) for key, names in classes.items()}
+            for flavor, classes in self.classes.items()
+        }
+
+
+class Statement:
+    """A transaction over the cluster and the quota tree; ``discard`` undoes it."""
+
+    def __init__(
+        self, cluster: ClusterState, quota: QuotaTree, parent: Statement | None = None
+    ) -> None:
+        self.cluster = cluster
+        self.quota = quota
+        self.parent = parent
+        self._undo: list[Callable[[], None]] = []
+
+    def child(self) -> Statement:
+        """A nested statement whose commit hands its changes to this one."""
+        return Statement(self.cluster, self.quota, self)
+
+    def place(self, name: str, pod: PodShape, gpus: tuple[int, ...]) -> None:
+        """Put a pod on a node's GPUs."""
+        before = self.cluster.state[name]
+        self.cluster.set_state(name, take(before, pod, gpus))
+        self._undo.append(lambda: self.cluster.set_state(name, before))
+
+    def remove(self, name: str, pod: PodShape, gpus: tuple[int, ...]) -> None:
+        """Take a pod off a node."""
+        before = self.cluster.state[name]
+        self.cluster.set_state(name, give_back(before, pod, gpus))
+        self.cluster.generation += 1
+        self._undo.append(lambda: self.cluster.set_state(name, before))
+
+    def charge(self, queue: str, need: Mapping[str, int], sign: int = 1) -> None:
+        """Add (or with ``sign=-1`` remove) usage of a leaf queue."""
+        for flavor, amount in need.items():
+            if amount:
+                self.quota.add(queue, flavor, sign * amount)
+        self._undo.append(lambda: self._uncharge(queue, need, sign))
+
+    def _uncharge(self, queue: str, need: Mapping[str, int], sign: int) -> None:
+        for flavor, amount in need.items():
+            if amount:
+                self.quota.add(queue, flavor, -sign * amount)
+
+    def on_discard(self, undo: Callable[[], None]) -> None:
+        """Register an extra undo step (for bookkeeping outside the cluster)."""
+        self._undo.append(undo)
+
+    def commit(self) -> None:
+        """Keep every change (a nested statement hands them to its parent)."""
+        if self.parent is not None:
+            self.parent._undo.extend(self._undo)
+        self._undo.clear()
+
+    def discard(self) -> None:
+        """Undo every change, newest first."""
+        while self._undo:
+            self._undo.pop()()
+
+    def __iter__(self) -> Iterator[Callable[[], None]]:
+        """The pending undo steps (for inspection in tests)."""
+        return iter(self._undo)

@@ -1,0 +1,265 @@
+"""Plain data the decision core reads (a snapshot, a policy) and writes (a plan).
+
+Units inside the core: times are POSIX seconds (floats), GPU quota and usage are milli-GPU
+(a whole GPU is 1000), CPU is milli-CPU and memory is MiB. The scenario format (scenario.py)
+speaks in GPUs, cores and GB and converts at the edge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+MILLI = 1000
+MIB_PER_GB = 1024
+
+Sharing = Literal["exclusive", "shared"]
+Topology = Literal["domain", "preferred"]
+PreemptionPolicy = Literal["PreemptLowerPriority", "Never"]
+WorkloadState = Literal["pending", "running"]
+EvictReason = Literal["preempt", "reclaim", "budget"]
+PendingReason = Literal[
+    "budget",
+    "quota",
+    "capacity",
+    "fragmentation",
+    "topology",
+    "gang",
+    "waiting-for-preemption",
+    "behind",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class MigInfo:
+    """The MIG profile a flavor stands for, e.g. ``3g.20gb`` cut from an ``a100-40gb``."""
+
+    gpu_model: str
+    profile: str
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorInfo:
+    """A kind of GPU resource and how its GPUs are shared."""
+
+    name: str
+    sharing: Sharing = "exclusive"
+    gpu_memory_gb: float = 0.0
+    hourly_price: float = 0.0
+    mig: MigInfo | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    """One node of the pool as inventory: its GPUs, CPU, memory and NVLink domain."""
+
+    name: str
+    flavor: str
+    gpus: int
+    cpu_milli: int
+    memory_mib: int
+    domain: str
+    unhealthy_gpus: frozenset[int] = frozenset()
+    cordoned: bool = False
+    physical_gpus: int | None = None
+
+    @property
+    def healthy_gpus(self) -> int:
+        """GPUs that may be allocated (a cordoned node has none)."""
+        return 0 if self.cordoned else self.gpus - len(self.unhealthy_gpus)
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaInfo:
+    """A queue's three quota levels for one flavor, in milli-GPU."""
+
+    guarantee: int
+    deserved: int
+    capability: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueueInfo:
+    """A node of the queue tree; leaves receive workloads."""
+
+    name: str
+    parent: str | None
+    tenant: str | None = None
+    weight: float = 1.0
+    reclaimable: bool = True
+    lending_limit: int | None = None
+    max_protected_runtime_s: float | None = None
+    quota: Mapping[str, QuotaInfo] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class PriorityClassInfo:
+    """A priority class: its value, its preemption policy and its budget rate."""
+
+    name: str
+    value: int
+    default: bool = False
+    preemption_policy: PreemptionPolicy = "PreemptLowerPriority"
+    budget_rate: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetInfo:
+    """A tenant's priority budget for one class, in GPU-hours."""
+
+    tenant: str
+    priority_class: str
+    gpu_hours: float
+    used: float = 0.0
+
+    @property
+    def remaining(self) -> float:
+        """GPU-hours left to spend."""
+        return self.gpu_hours - self.used
+
+
+@dataclass(frozen=True, slots=True)
+class PodSetInfo:
+    """A group of identical pods of a workload; ``flavors`` lists the allowed flavors."""
+
+    count: int
+    gpus: int
+    flavors: tuple[str, ...]
+    cpu_milli: int = 0
+    memory_mib: int = 0
+    gpu_milli: int = MILLI
+    gpu_memory_gb: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class PodPlacement:
+    """Where one pod runs: its node, GPU indices and, on a shared flavor, its milli-GPU."""
+
+    node: str
+    gpus: tuple[int, ...]
+    milli: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadInfo:
+    """A workload (a gang of pod sets), pending or running."""
+
+    name: str
+    queue: str
+    priority_class: str
+    pod_sets: tuple[PodSetInfo, ...]
+    submitted_at: float
+    state: WorkloadState = "pending"
+    min_member: int | None = None
+    topology: Topology | None = None
+    protected_runtime_s: float = 0.0
+    expected_runtime_s: float | None = None
+    started_at: float | None = None
+    placement: tuple[PodPlacement, ...] = ()
+    missing_pods: int = 0
+    nominated: bool = False
+    evicting_for: str | None = None
+
+    @property
+    def pod_count(self) -> int:
+        """Pods over all pod sets."""
+        return sum(pod_set.count for pod_set in self.pod_sets)
+
+    @property
+    def gang_minimum(self) -> int:
+        """Pods that must run together (``min_member``, default all)."""
+        return self.pod_count if self.min_member is None else self.min_member
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptionEventInfo:
+    """A past eviction: who was evicted and which workload (and tenant) caused it."""
+
+    at: float
+    victim: str
+    preemptor: str | None = None
+    preemptor_tenant: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BackoffPolicy:
+    """More than ``max_preemptions`` caused within ``window_s`` costs one priority step."""
+
+    max_preemptions: int = 3
+    window_s: float = 3600.0
+    cooldown_s: float = 1800.0
+
+
+@dataclass(frozen=True, slots=True)
+class VictimProtectionPolicy:
+    """A workload evicted ``evictions`` times within ``window_s`` is protected ``protected_s``."""
+
+    evictions: int = 2
+    window_s: float = 6 * 3600.0
+    protected_s: float = 1800.0
+
+
+DEFAULT_PHASES: tuple[str, ...] = ("enqueue", "allocate", "preempt", "reclaim", "backfill")
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyInfo:
+    """Knobs of one scheduling cycle."""
+
+    placement: str = "gpupool"
+    starvation_limit_s: float | None = None
+    backoff: BackoffPolicy | None = BackoffPolicy()
+    victim_protection: VictimProtectionPolicy | None = VictimProtectionPolicy()
+    phases: tuple[str, ...] = DEFAULT_PHASES
+    preemption_attempts_per_queue: int = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Everything one cycle decides on: inventory, queues, classes, budgets, workloads."""
+
+    flavors: tuple[FlavorInfo, ...]
+    nodes: tuple[NodeInfo, ...]
+    queues: tuple[QueueInfo, ...]
+    priority_classes: tuple[PriorityClassInfo, ...]
+    workloads: tuple[WorkloadInfo, ...]
+    budgets: tuple[BudgetInfo, ...] = ()
+    preemption_history: tuple[PreemptionEventInfo, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """A workload to bind, pod by pod."""
+
+    workload: str
+    placement: tuple[PodPlacement, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Eviction:
+    """A running workload to evict, and for whom."""
+
+    workload: str
+    reason: EvictReason
+    preemptor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class PendingExplanation:
+    """Why a workload stays pending: one reason, a sentence, its position and the facts."""
+
+    workload: str
+    reason: PendingReason
+    detail: str
+    position: int
+    facts: Mapping[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The outcome of one cycle; each list sorted by workload name."""
+
+    admit: tuple[Admission, ...]
+    evict: tuple[Eviction, ...]
+    pending: tuple[PendingExplanation, ...]

@@ -1,0 +1,272 @@
+"""Builders that read like the cases they build, and the plan invariants of DESIGN section 5.
+
+Builders produce scenario-format dicts, so every test also goes through the validator.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpupool.scheduler import plan
+from gpupool.scheduler.contracts import Contracts
+from gpupool.scheduler.scenario import Scenario, scenario_from_dict
+from gpupool.scheduler.types import MILLI, Plan
+
+DAY = "2026-11-29"
+
+CLASSES: list[dict[str, Any]] = [
+    {"name": "low", "value": -100, "budget_rate": 0},
+    {"name": "normal", "value": 0, "default": True, "budget_rate": 0},
+    {"name": "interactive", "value": 500, "preemption_policy": "Never", "budget_rate": 0},
+    {"name": "high", "value": 1000, "budget_rate": 1},
+]
+
+
+def at(hhmm: str) -> str:
+    """A time on the test day: ``at("09:30")``."""
+    return f"{DAY}T{hhmm}:00Z"
+
+
+def node(
+    name: str,
+    gpus: int = 8,
+    flavor: str = "h100",
+    domain: str | None = None,
+    cpu: float = 192,
+    memory_gb: float = 2048,
+    unhealthy: tuple[int, ...] = (),
+) -> dict[str, Any]:
+    """A node: ``node("n1", gpus=8, domain="d1")``."""
+    return {
+        "name": name,
+        "flavor": flavor,
+        "gpus": gpus,
+        "unhealthy_gpus": list(unhealthy),
+        "cpu": cpu,
+        "memory_gb": memory_gb,
+        "domain": domain or name,
+    }
+
+
+def queue(
+    name: str,
+    deserved: float | None = None,
+    capability: float | None = None,
+    guarantee: float = 0,
+    parent: str = "root",
+    flavor: str = "h100",
+    **extra: Any,
+) -> dict[str, Any]:
+    """A queue with one flavor's quota: ``queue("team-a", deserved=8, capability=16)``."""
+    out: dict[str, Any] = {"name": name, "parent": parent, "tenant": extra.pop("tenant", name)}
+    if deserved is not None:
+        out["quota"] = {
+            flavor: {
+                "guarantee": guarantee,
+                "deserved": deserved,
+                "capability": deserved if capability is None else capability,
+            }
+        }
+    out.update(extra)
+    return out
+
+
+def workload(
+    name: str,
+    queue: str = "team-a",
+    gpus: int = 8,
+    count: int = 1,
+    flavor: str | list[str] = "h100",
+    priority: str = "normal",
+    submitted: str = "09:00",
+    on: list[tuple[str, list[int]]] | None = None,
+    started: str = "08:00",
+    protected_s: float = 0,
+    **extra: Any,
+) -> dict[str, Any]:
+    """A pending workload, or a running one when ``on`` gives its pods' nodes and GPUs."""
+    pod_set: dict[str, Any] = {"count": count, "gpus": gpus, "flavor": flavor}
+    for key in ("cpu", "memory_gb", "gpu_milli"):
+        if key in extra:
+            pod_set[key] = extra.pop(key)
+    out: dict[str, Any] = {
+        "name": name,
+        "queue": queue,
+        "priority_class": priority,
+        "pod_sets": [pod_set],
+        "protected_runtime_s": protected_s,
+        "state": "pending",
+        "submitted_at": at(submitted),
+    }
+    if on is not None:
+        out["state"] = "running"
+        out["started_at"] = at(started)
+        out["submitted_at"] = at(min(submitted, started))
+        out["placement"] = [{"node": n, "gpus": g} for n, g in on]
+    out.update(extra)
+    return out
+
+
+def scenario(
+    nodes: list[dict[str, Any]],
+    queues: list[dict[str, Any]],
+    workloads: list[dict[str, Any]],
+    now: str = "10:00",
+    budgets: list[dict[str, Any]] | None = None,
+    policy: dict[str, Any] | None = None,
+    history: list[dict[str, Any]] | None = None,
+    flavors: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """A whole scenario dict with a root queue and the standard classes."""
+    return {
+        "now": at(now),
+        "policy": policy or {"placement": "gpupool"},
+        "flavors": flavors
+        or [
+            {"name": "h100", "sharing": "exclusive", "gpu_memory_gb": 80, "hourly_price": 2.5},
+            {"name": "gb200", "sharing": "exclusive", "gpu_memory_gb": 192, "hourly_price": 6},
+            {"name": "l4s", "sharing": "shared", "gpu_memory_gb": 24, "hourly_price": 0.8},
+        ],
+        "nodes": nodes,
+        "queues": [{"name": "root", "parent": None}, *queues],
+        "priority_classes": CLASSES,
+        "budgets": budgets or [],
+        "workloads": workloads,
+        "preemption_history": history or [],
+    }
+
+
+@dataclass
+class Case:
+    """A table-driven case: the snapshot and what the plan must show."""
+
+    name: str
+    nodes: list[dict[str, Any]]
+    queues: list[dict[str, Any]]
+    workloads: list[dict[str, Any]]
+    want_admitted: set[str] = field(default_factory=set)
+    want_not_admitted: set[str] = field(default_factory=set)
+    want_evicted: dict[str, str] = field(default_factory=dict)
+    want_reasons: dict[str, str] = field(default_factory=dict)
+    budgets: list[dict[str, Any]] = field(default_factory=list)
+    policy: dict[str, Any] | None = None
+    history: list[dict[str, Any]] = field(default_factory=list)
+    now: str = "10:00"
+
+    def load(self) -> Scenario:
+        """Validate and load the case's scenario."""
+        return scenario_from_dict(
+            scenario(
+                self.nodes,
+                self.queues,
+                self.workloads,
+                now=self.now,
+                budgets=self.budgets,
+                policy=self.policy,
+                history=self.history,
+            )
+        )
+
+
+def run_case(case: Case) -> Plan:
+    """Plan the case, check the invariants, and check every ``want``."""
+    loaded = case.load()
+    result = plan(loaded.snapshot, loaded.policy, loaded.now)
+    check_invariants(loaded, result)
+    admitted = {a.workload for a in result.admit}
+    assert case.want_admitted <= admitted, f"not admitted: {case.want_admitted - admitted}"
+    assert not case.want_not_admitted & admitted, f"admitted: {case.want_not_admitted & admitted}"
+    evicted = {e.workload: e.reason for e in result.evict}
+    assert evicted == case.want_evicted, evicted
+    reasons = {p.workload: p.reason for p in result.pending}
+    for name, reason in case.want_reasons.items():
+        assert reasons.get(name) == reason, (name, reasons.get(name), result.pending)
+    return result
+
+
+def check_invariants(loaded: Scenario, result: Plan) -> None:
+    """The invariants every plan keeps (DESIGN section 5)."""
+    snapshot = loaded.snapshot
+    nodes = {n.name: n for n in snapshot.nodes}
+    flavors = {f.name: f for f in snapshot.flavors}
+    workloads = {w.name: w for w in snapshot.workloads}
+    queues = {q.name: q for q in snapshot.queues}
+    classes = {c.name: c for c in snapshot.priority_classes}
+    contracts = Contracts(snapshot, loaded.policy, loaded.now)
+    evicted = {e.workload for e in result.evict}
+    admitted = {a.workload: a.placement for a in result.admit}
+    assert not evicted & set(admitted)
+    for name in admitted:
+        assert workloads[name].state == "pending"
+    pending_names = {p.workload for p in result.pending}
+    assert pending_names == {
+        w.name for w in snapshot.workloads if w.state == "pending" and w.name not in admitted
+    }
+    # Occupancy after the plan: running (evicted ones still hold until gone) plus admitted.
+    gpu: dict[tuple[str, int], int] = defaultdict(int)
+    exclusive_users: dict[tuple[str, int], int] = defaultdict(int)
+    cpu: dict[str, int] = defaultdict(int)
+    memory: dict[str, int] = defaultdict(int)
+    usage: dict[tuple[str, str], int] = defaultdict(int)
+    before: dict[tuple[str, str], int] = defaultdict(int)
+    for w in snapshot.workloads:
+        placement = admitted.get(w.name, w.placement if w.state == "running" else ())
+        pod_sets = [ps for ps in w.pod_sets for _ in range(ps.count)]
+        if w.name in admitted:
+            assert w.gang_minimum <= len(placement) <= w.pod_count, f"{w.name} split"
+            if w.topology == "domain":
+                assert len({nodes[p.node].domain for p in placement}) == 1
+        for pod, pod_set in zip(placement, pod_sets, strict=False):
+            n = nodes[pod.node]
+            assert n.flavor in pod_set.flavors
+            shared = flavors[n.flavor].sharing == "shared"
+            milli = (pod.milli or pod_set.gpu_milli) if shared else MILLI
+            assert len(pod.gpus) == pod_set.gpus
+            for index in pod.gpus:
+                gpu[(pod.node, index)] += milli
+                if not shared:
+                    exclusive_users[(pod.node, index)] += 1
+                if w.name in admitted:
+                    assert index not in n.unhealthy_gpus and not n.cordoned
+            cpu[pod.node] += pod_set.cpu_milli
+            memory[pod.node] += pod_set.memory_mib
+            amount = milli * len(pod.gpus)
+            for q in _path(queues, w.queue):
+                usage[(q, n.flavor)] += amount
+                if w.name not in admitted:
+                    before[(q, n.flavor)] += amount
+    for (name, index), milli in gpu.items():
+        assert milli <= MILLI, f"GPU {index} of {name} over capacity"
+        assert exclusive_users.get((name, index), 0) <= 1, f"GPU {index} of {name} shared"
+    for name, used in cpu.items():
+        assert used <= nodes[name].cpu_milli, f"CPU of {name} over capacity"
+    for name, used in memory.items():
+        assert used <= nodes[name].memory_mib, f"memory of {name} over capacity"
+    for (q, flavor), used in usage.items():
+        quota = queues[q].quota.get(flavor)
+        if quota is not None:
+            assert used <= max(quota.capability, before[(q, flavor)]), f"{q} over capability"
+    for eviction in result.evict:
+        victim = workloads[eviction.workload]
+        assert victim.state == "running"
+        assert contracts.protected_until(victim) <= loaded.now, f"{victim.name} protected"
+        assert eviction.preemptor is not None
+        preemptor = workloads[eviction.preemptor]
+        if eviction.reason == "preempt":
+            assert classes[preemptor.priority_class].preemption_policy != "Never"
+            assert not contracts.standing[preemptor.name].budget_demoted
+            assert (
+                contracts.standing[victim.name].value < contracts.standing[preemptor.name].value
+            ), f"{victim.name} is not lower than {preemptor.name}"
+            assert victim.queue == preemptor.queue
+        if eviction.reason == "reclaim":
+            assert queues[victim.queue].reclaimable
+
+
+def _path(queues: dict[str, Any], name: str) -> list[str]:
+    out = [name]
+    while queues[out[-1]].parent is not None:
+        out.append(queues[out[-1]].parent)
+    return out
