@@ -1,9 +1,17 @@
 """Node-level placement and GPU fragmentation (FGD, Weng et al., USENIX ATC'23).
 
-Fragmentation of a node is measured against the pod shapes the pool usually sees: for each
-typical shape, the free GPU capacity on the node that a pod of that shape could not use is
-"fragmented"; the node's fragmentation is the popularity-weighted sum. Placing a pod where it
-raises that sum the least keeps the pool able to take the work it usually gets.
+Fragmentation of a node is measured against the pod shapes the pool usually sees (the
+"target workload"): for each typical shape, the free GPU capacity on the node that a pod of
+that shape could not use is "fragmented"; the node's fragmentation is the popularity-weighted
+sum. Placing a pod where it raises that sum the least keeps the pool able to take the work it
+usually gets.
+
+The measure follows the paper's reference simulator (hkust-adsl/kubernetes-scheduler-simulator):
+each (node, shape) pair falls in one class (see `FragmentKind`); only in the "satisfied" class
+(Q3) is part of the free GPU capacity usable -- the GPUs with at least the shape's per-GPU
+request -- and everything else on the node counts as fragment. Shapes that ask no GPU (XL/XR)
+and shapes whose GPU model the node does not have (no access) see all free GPU capacity as
+fragment.
 
 All functions are pure and deterministic; inputs are frozen and hashable so the decision core,
 which sees many nodes in the same state, can reuse results.
@@ -11,21 +19,34 @@ which sees many nodes in the same state, can reuse results.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
 MILLI_PER_GPU = 1000
 
+# gpupool's cost (see `placement_cost`): the fragmentation gradient, plus small terms that
+# prefer packing. Their weights were chosen on the openb trace (docs/benchmarks.md, B2).
+FREE_GPU_WEIGHT = 0.0
+CPU_STRAND_WEIGHT = 0.0
+# Costs are rounded to a millionth of a milli-GPU, so equal placements compare equal whatever
+# order their fragments were summed in (the vectorised simulator sums differently).
+COST_DECIMALS = 6
+
 
 @dataclass(frozen=True, slots=True)
 class PodShape:
-    """One pod's request as node-level placement sees it."""
+    """One pod's request as node-level placement sees it.
+
+    `gpu_models` restricts the GPU models the pod may run on (empty: any model).
+    """
 
     gpus: int
     milli: int = MILLI_PER_GPU
     cpu_milli: int = 0
     memory_mib: int = 0
+    gpu_models: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         """Reject shapes no node could ever serve."""
@@ -43,14 +64,23 @@ class PodShape:
         """Milli-GPU the pod takes in total."""
         return self.gpus * self.milli
 
+    @property
+    def is_fraction(self) -> bool:
+        """Whether the pod shares one GPU (asks less than a whole GPU)."""
+        return self.gpus == 1 and self.milli < MILLI_PER_GPU
+
 
 @dataclass(frozen=True, slots=True)
 class NodeState:
-    """A node's free resources (hashable, so it can key caches)."""
+    """A node's free resources (hashable, so it can key caches).
+
+    `gpu_model` is the model of the node's GPUs ("" when unknown or the node has none).
+    """
 
     gpu_free_milli: tuple[int, ...]
     cpu_free_milli: int
     memory_free_mib: int
+    gpu_model: str = ""
 
     @property
     def free_milli(self) -> int:
@@ -72,50 +102,129 @@ class ShapeDistribution:
             return cls(())
         items = sorted(
             ((shape, weight / total) for shape, weight in counts.items() if weight > 0),
-            key=lambda item: (
-                item[0].gpus,
-                item[0].milli,
-                item[0].cpu_milli,
-                item[0].memory_mib,
-            ),
+            key=lambda item: _shape_order(item[0]),
         )
         return cls(tuple(items))
 
+    @classmethod
+    def typical(cls, counts: Mapping[PodShape, float], coverage: float = 0.95) -> ShapeDistribution:
+        """The most popular shapes covering `coverage` of the pods, renormalised.
 
-def _whole_free(node: NodeState) -> list[int]:
-    """Indices of the node's GPUs that are entirely free."""
-    return [i for i, free in enumerate(node.gpu_free_milli) if free >= MILLI_PER_GPU]
+        FGD's reference simulator takes shapes by decreasing count (ties in a fixed order)
+        until they cover 95% of the pods, and drops the long tail.
+        """
+        if not 0 < coverage <= 1:
+            raise ValueError(f"coverage: must be within (0, 1], got {coverage}")
+        positive = [(shape, float(weight)) for shape, weight in counts.items() if weight > 0]
+        total = sum(weight for _, weight in positive)
+        if total <= 0:
+            return cls(())
+        ranked = sorted(positive, key=lambda item: (-item[1], *_shape_order(item[0])))
+        kept: dict[PodShape, float] = {}
+        covered = 0.0
+        for shape, weight in ranked:
+            if covered >= coverage * total:
+                break
+            kept[shape] = weight
+            covered += weight
+        return cls.from_counts(kept)
+
+
+def _shape_order(shape: PodShape) -> tuple[int, int, int, int, tuple[str, ...]]:
+    """A total order on shapes, so distributions are canonical."""
+    return (
+        shape.gpus,
+        shape.milli,
+        shape.cpu_milli,
+        shape.memory_mib,
+        tuple(sorted(shape.gpu_models)),
+    )
+
+
+class FragmentKind(enum.Enum):
+    """How a node looks to one pod shape (the FGD paper's classes, Fig. 5)."""
+
+    Q1_LACK_BOTH = "q1_lack_both"  # neither enough GPU nor CPU/memory
+    Q2_LACK_GPU = "q2_lack_gpu"  # CPU/memory enough, GPUs not
+    Q3_SATISFIED = "q3_satisfied"  # fits: only GPUs with less free than it asks are fragments
+    Q4_LACK_CPU = "q4_lack_cpu"  # GPUs enough, CPU/memory not
+    XL_SATISFIED = "xl_satisfied"  # asks no GPU and fits: all free GPU is useless to it
+    XR_LACK_CPU = "xr_lack_cpu"  # asks no GPU and does not fit
+    NO_ACCESS = "no_access"  # the node's GPU model is not one the shape may use
+
+
+def accessible(node: NodeState, pod: PodShape) -> bool:
+    """Whether the pod's GPU-model restriction allows this node (always true without GPUs)."""
+    if pod.gpus == 0 or not pod.gpu_models:
+        return True
+    return node.gpu_model in pod.gpu_models
+
+
+def _host_fits(node: NodeState, pod: PodShape) -> bool:
+    """Whether CPU and memory are enough for the pod."""
+    return pod.cpu_milli <= node.cpu_free_milli and pod.memory_mib <= node.memory_free_mib
+
+
+def _gpus_fit(node: NodeState, pod: PodShape) -> bool:
+    """Whether enough GPUs have at least the pod's per-GPU request free."""
+    usable = sum(1 for free in node.gpu_free_milli if free >= pod.milli)
+    return usable >= pod.gpus
+
+
+def classify(node: NodeState, shape: PodShape) -> FragmentKind:
+    """The FGD class of the node for a pod of this shape."""
+    host_ok = _host_fits(node, shape)
+    if shape.gpus == 0:
+        return FragmentKind.XL_SATISFIED if host_ok else FragmentKind.XR_LACK_CPU
+    if not accessible(node, shape):
+        return FragmentKind.NO_ACCESS
+    if _gpus_fit(node, shape):
+        return FragmentKind.Q3_SATISFIED if host_ok else FragmentKind.Q4_LACK_CPU
+    return FragmentKind.Q2_LACK_GPU if host_ok else FragmentKind.Q1_LACK_BOTH
 
 
 def fits(node: NodeState, pod: PodShape) -> bool:
-    """Whether the pod fits on the node: CPU, memory, and its GPUs (whole or a fraction)."""
-    if pod.cpu_milli > node.cpu_free_milli or pod.memory_mib > node.memory_free_mib:
+    """Whether the pod fits on the node: CPU, memory, GPU model and its GPUs."""
+    if not _host_fits(node, pod):
         return False
     if pod.gpus == 0:
         return True
-    if pod.milli < MILLI_PER_GPU:
-        return any(free >= pod.milli for free in node.gpu_free_milli)
-    return len(_whole_free(node)) >= pod.gpus
+    return accessible(node, pod) and _gpus_fit(node, pod)
 
 
-def pick_gpus(node: NodeState, pod: PodShape) -> tuple[int, ...] | None:
+def _fraction_candidates(node: NodeState, pod: PodShape) -> list[int]:
+    """Indices of the GPUs a GPU-sharing pod could take, in index order."""
+    return [i for i, free in enumerate(node.gpu_free_milli) if free >= pod.milli]
+
+
+def _whole_gpus(node: NodeState, pod: PodShape) -> tuple[int, ...]:
+    """The lowest-indexed entirely free GPUs, as many as the pod asks."""
+    whole = [i for i, free in enumerate(node.gpu_free_milli) if free >= MILLI_PER_GPU]
+    return tuple(whole[: pod.gpus])
+
+
+def pick_gpus(
+    node: NodeState, pod: PodShape, dist: ShapeDistribution | None = None
+) -> tuple[int, ...] | None:
     """The GPU indices the pod would take on this node, or None if it does not fit.
 
-    Whole GPUs: the lowest-indexed free ones. A fraction: the GPU it fits most tightly
-    (best fit), ties to the lowest index, which keeps whole GPUs free for whole-GPU pods.
+    Whole GPUs: the lowest-indexed free ones. A fraction: without a distribution, the GPU it
+    fits most tightly (best fit); with one, the GPU where it costs least (`placement_cost`).
+    Ties go to the lowest index.
     """
+    if dist is not None:
+        best = best_placement(node, pod, dist)
+        return None if best is None else best[0]
     if not fits(node, pod):
         return None
     if pod.gpus == 0:
         return ()
-    if pod.milli < MILLI_PER_GPU:
-        best = min(
-            (free - pod.milli, index)
-            for index, free in enumerate(node.gpu_free_milli)
-            if free >= pod.milli
+    if pod.is_fraction:
+        tightest = min(
+            (node.gpu_free_milli[i] - pod.milli, i) for i in _fraction_candidates(node, pod)
         )
-        return (best[1],)
-    return tuple(_whole_free(node)[: pod.gpus])
+        return (tightest[1],)
+    return _whole_gpus(node, pod)
 
 
 def take(node: NodeState, pod: PodShape, gpus: tuple[int, ...]) -> NodeState:
@@ -126,6 +235,8 @@ def take(node: NodeState, pod: PodShape, gpus: tuple[int, ...]) -> NodeState:
         raise ValueError("cpu_milli: not enough free CPU on the node")
     if pod.memory_mib > node.memory_free_mib:
         raise ValueError("memory_mib: not enough free memory on the node")
+    if not accessible(node, pod):
+        raise ValueError(f"gpu_models: node's model {node.gpu_model!r} is not allowed")
     free = list(node.gpu_free_milli)
     for index in gpus:
         if not 0 <= index < len(free):
@@ -134,24 +245,24 @@ def take(node: NodeState, pod: PodShape, gpus: tuple[int, ...]) -> NodeState:
             raise ValueError(f"gpus: GPU {index} has {free[index]} milli free, needs {pod.milli}")
         free[index] -= pod.milli
     return NodeState(
-        tuple(free), node.cpu_free_milli - pod.cpu_milli, node.memory_free_mib - pod.memory_mib
+        tuple(free),
+        node.cpu_free_milli - pod.cpu_milli,
+        node.memory_free_mib - pod.memory_mib,
+        node.gpu_model,
     )
 
 
 def shape_fragment(node: NodeState, shape: PodShape) -> int:
     """Free milli-GPU on the node that a pod of this shape could not use.
 
-    If the pod cannot be placed at all (CPU, memory or GPUs short), every free milli-GPU on
-    the node is a fragment for it; if it can, the fragments are the partly-used GPUs it cannot
-    use (for a fraction: GPUs with less free than it asks; for whole GPUs: any partly-used GPU).
-    A pod that asks no GPU and fits leaves no fragment.
+    Only when the shape fits (Q3) is part of the free capacity usable: the fragments are the
+    GPUs with less free than it asks per GPU (for whole GPUs: any partly used GPU). In every
+    other class -- it does not fit, it may not use this GPU model, or it asks no GPU at all --
+    every free milli-GPU on the node is a fragment for it.
     """
-    total = node.free_milli
-    if not fits(node, shape):
-        return total
-    if shape.gpus == 0:
-        return 0
-    return sum(free for free in node.gpu_free_milli if free < shape.milli)
+    if classify(node, shape) is FragmentKind.Q3_SATISFIED:
+        return sum(free for free in node.gpu_free_milli if free < shape.milli)
+    return node.free_milli
 
 
 @lru_cache(maxsize=65536)
@@ -162,17 +273,59 @@ def node_fragmentation(node: NodeState, dist: ShapeDistribution) -> float:
     return sum(weight * shape_fragment(node, shape) for shape, weight in dist.shapes)
 
 
+def fragmentation_gradient(
+    node: NodeState, pod: PodShape, gpus: tuple[int, ...], dist: ShapeDistribution
+) -> float:
+    """How much the node's expected fragmentation grows if the pod takes these GPUs (FGD)."""
+    after = take(node, pod, gpus)
+    return node_fragmentation(after, dist) - node_fragmentation(node, dist)
+
+
+def _cost_of(
+    node: NodeState, pod: PodShape, gpus: tuple[int, ...], dist: ShapeDistribution
+) -> float:
+    """gpupool's cost of one concrete placement (see `placement_cost`)."""
+    after = take(node, pod, gpus)
+    if not dist.shapes:
+        return float(after.free_milli)
+    growth = node_fragmentation(after, dist) - node_fragmentation(node, dist)
+    return round(growth, COST_DECIMALS)
+
+
+def _candidates(node: NodeState, pod: PodShape) -> list[tuple[int, ...]]:
+    """Every GPU choice worth considering for the pod on the node (it must fit)."""
+    if pod.gpus == 0:
+        return [()]
+    if pod.is_fraction:
+        return [(i,) for i in _fraction_candidates(node, pod)]
+    return [_whole_gpus(node, pod)]
+
+
 @lru_cache(maxsize=65536)
+def best_placement(
+    node: NodeState, pod: PodShape, dist: ShapeDistribution
+) -> tuple[tuple[int, ...], float] | None:
+    """The cheapest GPU choice for the pod on the node and its cost, or None if it cannot fit.
+
+    A GPU-sharing pod tries every GPU it fits on (as FGD does) and keeps the cheapest, ties to
+    the lowest index; whole-GPU pods take the lowest-indexed free GPUs.
+    """
+    if not fits(node, pod):
+        return None
+    best: tuple[tuple[int, ...], float] | None = None
+    for gpus in _candidates(node, pod):
+        cost = _cost_of(node, pod, gpus, dist)
+        if best is None or cost < best[1]:
+            best = (gpus, cost)
+    return best
+
+
 def placement_cost(node: NodeState, pod: PodShape, dist: ShapeDistribution) -> float | None:
     """gpupool's cost of placing the pod on the node, lower is better; None if it cannot.
 
     The cost is the growth of the node's expected fragmentation (the fragmentation gradient
-    of FGD). Without a distribution it falls back to best fit: the free milli-GPU left behind.
+    of FGD) for the pod's cheapest GPU choice (`best_placement`). Without a distribution it
+    falls back to best fit: the free milli-GPU left behind.
     """
-    gpus = pick_gpus(node, pod)
-    if gpus is None:
-        return None
-    after = take(node, pod, gpus)
-    if not dist.shapes:
-        return float(after.free_milli)
-    return node_fragmentation(after, dist) - node_fragmentation(node, dist)
+    best = best_placement(node, pod, dist)
+    return None if best is None else best[1]

@@ -1,0 +1,1 @@
+"""Trace-driven simulation: replay public GPU-cluster traces through placement policies."""

@@ -1,0 +1,121 @@
+"""Replay bookkeeping on a hand-checked trace, determinism, and short runs on openb."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+import pytest
+from django.core.management import call_command
+from simulation_builders import node, task
+
+from gpupool.scheduler.fragmentation import placement_cost
+from gpupool.simulation.cluster import Cluster, FragmentationTable, task_shape
+from gpupool.simulation.openb import OpenbNode, Workload, inflate, load_tasks
+from gpupool.simulation.policies import POLICIES, GpupoolPolicy
+from gpupool.simulation.replay import replay, typical_shapes
+
+NODES = [node("n0", gpus=2), node("n1", gpus=1)]
+TASKS = [task("a"), task("b", milli=500), task("c", gpus=2), task("d", milli=500)]
+
+
+def test_bookkeeping_on_a_hand_checked_trace() -> None:
+    """Best fit on 3 GPUs: a -> n1, b -> n0 GPU 0, c (2 GPUs) dropped, d -> n0 GPU 0.
+
+    Arrived 1000, 1500, 3500, 4000 milli; allocated 1000, 1500, 1500, 2000. At the end n0 has
+    (0, 1000) free: the 2-GPU shape (1/4 of the typical pods) cannot use its whole GPU, the
+    others can -> 250 fragmented milli of 1000 idle.
+    """
+    workload = Workload(tasks=tuple(TASKS), node_rank=(0, 1), seed=0)
+    result = replay(NODES, TASKS, workload, "bestfit")
+    assert result.arrived_milli.tolist() == [1000, 1500, 3500, 4000]
+    assert result.allocated_milli.tolist() == [1000, 1500, 1500, 2000]
+    assert (result.placed, result.dropped) == (3, 1)
+    assert result.fragmented_milli[-1] == pytest.approx(250)
+    curve = result.allocation_curve()
+    assert curve[33] == pytest.approx(33.33)
+    assert curve[34] == pytest.approx(33.33)  # no task at 34%: mean of 33..35%
+    assert curve[50] == curve[117] == pytest.approx(50.0)
+    assert 130 not in curve  # nothing arrived within 129..131%
+    assert result.curve(result.allocated_milli.astype(float), 133, 133) == {133: 2000.0}
+
+
+def test_same_seed_same_run() -> None:
+    """A seeded run is reproducible, including the random policy."""
+    tasks = [task(f"t{i}", milli=m) for i, m in enumerate((300, 700, 1000, 450, 550, 1000))]
+    workload = inflate(tasks, NODES, seed=5)
+    first = replay(NODES, tasks, workload, "random")
+    again = replay(NODES, tasks, workload, "random")
+    assert np.array_equal(first.allocated_milli, again.allocated_milli)
+    assert np.array_equal(first.fragmented_milli, again.fragmented_milli)
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_short_openb_run(openb_nodes: list[OpenbNode], policy: str) -> None:
+    """The first 300 tasks of default (seed 42) all fit, with every policy."""
+    tasks = load_tasks("default")
+    workload = inflate(tasks, openb_nodes, 42)
+    result = replay(openb_nodes, tasks, workload, policy, limit=300)
+    assert result.placed == 300
+    assert np.array_equal(result.allocated_milli, result.arrived_milli)
+    assert np.all(np.diff(result.arrived_milli) >= 0)
+
+
+def test_gpupool_picks_the_scalar_argmin_on_openb(openb_nodes: list[OpenbNode]) -> None:
+    """For 150 openb tasks, the vectorised gpupool choice is the node of lowest
+    `placement_cost` (ties to the tie-break rank), computed node by node with the scalar API."""
+    tasks = load_tasks("default")
+    workload = inflate(tasks, openb_nodes, 42)
+    cluster = Cluster(openb_nodes)
+    dist = typical_shapes(tasks)
+    rank = np.array(workload.node_rank)
+    policy = GpupoolPolicy(cluster, rank, FragmentationTable(cluster, dist))
+    for item in workload.tasks[:150]:
+        shape = task_shape(item)
+        feasible = cluster.feasible(shape)
+        choice = policy.choose(shape, feasible)
+        assert choice is not None
+        costs = {}
+        for i in feasible.tolist():
+            cost = placement_cost(cluster.state(i), shape, dist)
+            assert cost is not None
+            costs[i] = cost
+        best = min(costs.values())
+        want = min((i for i, c in costs.items() if c == best), key=lambda i: rank[i])
+        assert choice[0] == want
+        cluster.place(choice[0], shape, choice[1])
+        policy.table.refresh(choice[0])
+
+
+def test_cli_json(openb_nodes: list[OpenbNode]) -> None:
+    """`simulate openb --json` prints the B2 layout; short runs have no value at 100%."""
+    out = io.StringIO()
+    call_command(
+        "gpupool",
+        "simulate",
+        "openb",
+        "--policy",
+        "bestfit",
+        "--policy",
+        "fgd",
+        "--limit",
+        "200",
+        "--json",
+        stdout=out,
+    )
+    document = json.loads(out.getvalue())
+    assert document["trace"] == "default"
+    assert document["seed"] == 42
+    assert set(document["policies"]) == {"bestfit", "fgd"}
+    assert document["policies"]["fgd"]["allocation_ratio"] == {"1.0": None, "1.3": None}
+    assert document["paper"]["fgd"]["allocation_ratio"]["1.3"] == pytest.approx(0.95391, abs=1e-4)
+
+
+def test_cli_refuses_unknown_trace(openb_nodes: list[OpenbNode]) -> None:
+    """An unknown trace is an error with a non-zero status."""
+    err = io.StringIO()
+    with pytest.raises(SystemExit) as exit_info:
+        call_command("gpupool", "simulate", "openb", "--trace", "nope", "--json", stderr=err)
+    assert exit_info.value.code == 2
+    assert "nope" in err.getvalue()
