@@ -106,7 +106,7 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
-STATICFILES_DIRS = [BASE_DIR / "frontend"]
+STATICFILES_DIRS = [path for path in [BASE_DIR / "frontend"] if path.is_dir()]
 
 LOGIN_URL = "/admin/login/"
 
