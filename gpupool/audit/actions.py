@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from decimal import Decimal
 from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
@@ -20,7 +21,11 @@ def model_snapshot(instance: models.Model, exclude: Iterable[str] = ()) -> dict[
     for field in instance._meta.concrete_fields:
         if field.name in skipped:
             continue
-        data[field.attname] = field.value_from_object(instance)
+        value = field.value_from_object(instance)
+        if isinstance(field, models.DecimalField) and value is not None:
+            # 2 and 2.000 are one value: write it at the field's scale, as the database holds it.
+            value = Decimal(value).quantize(Decimal(1).scaleb(-(field.decimal_places or 0)))
+        data[field.attname] = value
     # Round-trip through JSON so Decimal, date and datetime compare equal to what is stored.
     result: dict[str, Any] = json.loads(json.dumps(data, cls=DjangoJSONEncoder))
     return result

@@ -1,0 +1,82 @@
+"""`gpupool seed-demo` builds the demo pool; running it twice gives exactly the same data."""
+
+from io import StringIO
+from typing import Any
+
+import pytest
+from django.apps import apps
+from django.core.management import call_command
+from django.db.models import Count, F
+
+from gpupool.inventory.models import Flavor, Node, healthy_capacity
+from gpupool.quotas.models import PriorityClass, Queue, QuotaRequest
+from gpupool.tenancy.models import Membership, SiteRole, Tenant
+
+pytestmark = pytest.mark.django_db
+
+DOMAIN_APPS = ["audit", "tenancy", "inventory", "quotas", "workloads", "accounting", "control"]
+
+
+@pytest.fixture(autouse=True)
+def fast_passwords(settings: Any) -> None:
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+def dump() -> dict[str, list[dict[str, Any]]]:
+    """Every row of the domain apps and of the users, by model, in primary-key order."""
+    models = [apps.get_model("auth", "User")]
+    for label in DOMAIN_APPS:
+        models.extend(apps.get_app_config(label).get_models())
+    return {model._meta.label: list(model.objects.order_by("pk").values()) for model in models}
+
+
+def seed() -> str:
+    out = StringIO()
+    call_command("gpupool", "seed-demo", stdout=out)
+    return out.getvalue()
+
+
+def test_seeding_twice_gives_the_same_data() -> None:
+    printed = seed()
+    first = dump()
+    seed()
+    assert dump() == first
+    assert "admin-demo" in printed and "finance-demo" in printed
+
+
+def test_the_demo_pool_is_the_promised_one() -> None:
+    seed()
+    assert Node.objects.count() == 64
+    h100 = Flavor.objects.get(name="h100")
+    gb200 = Flavor.objects.get(name="gb200")
+    # h100: 8-GPU nodes, each its own NVLink domain
+    assert set(
+        Node.objects.filter(flavor=h100).annotate(n=Count("gpus")).values_list("n", flat=True)
+    ) == {8}
+    assert not Node.objects.filter(flavor=h100).exclude(nvlink_domain=F("name")).exists()
+    # gb200: 4-GPU nodes in one 72-GPU domain
+    domains = Node.objects.filter(flavor=gb200).values_list("nvlink_domain", flat=True)
+    assert set(domains) == {"nvl72-a"} and healthy_capacity(gb200) == 72
+    assert {f.sharing for f in Flavor.objects.all()} >= {"exclusive", "shared", "mig"}
+    # two organizations of three teams, each with a leaf queue that has quotas
+    assert Tenant.objects.values("organization").distinct().count() == 2
+    assert Tenant.objects.count() == 6
+    for team in Tenant.objects.all():
+        assert Queue.objects.get(tenant=team).quotas.count() == 4
+    # classes: normal (default), high (budgeted), interactive (Never)
+    assert PriorityClass.objects.get(default=True).name == "normal"
+    assert PriorityClass.objects.get(name="high").budget_rate > 0
+    assert PriorityClass.objects.get(name="interactive").preemption_policy == "Never"
+    assert PriorityClass.objects.get(name="high").budgets.count() == 6
+    # one user per role, and a request waiting for the admin
+    assert set(SiteRole.objects.values_list("role", flat=True)) == {"admin", "finance"}
+    assert Membership.objects.filter(role="lead").count() == 6
+    assert QuotaRequest.objects.filter(state="submitted").count() == 1
+
+
+def test_the_demo_users_can_log_in(client: Any) -> None:
+    seed()
+    assert client.login(username="admin", password="admin-demo")
+    assert client.get("/admin/").status_code == 200
+    assert client.login(username="nlp-lead", password="nlp-lead-demo")
+    assert client.get("/admin/").status_code == 302  # leads are not staff

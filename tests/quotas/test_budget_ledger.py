@@ -1,0 +1,127 @@
+"""Priority budgets: granted per tenant, class and period; reserve, settle and spend on a ledger."""
+
+from datetime import date, datetime
+from decimal import Decimal
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from domain_builders import priority_class, tenant, user
+
+from gpupool.audit.models import AuditEvent
+from gpupool.quotas.actions import (
+    do_grant_budget,
+    do_reserve_budget,
+    do_settle_reservation,
+    do_spend_budget,
+)
+from gpupool.quotas.models import BudgetLedgerEntry, PriorityBudget
+
+pytestmark = pytest.mark.django_db
+
+NOW = datetime.fromisoformat("2026-11-29T10:00:00+00:00")
+NOVEMBER = {"period_start": date(2026, 11, 1), "period_end": date(2026, 12, 1)}
+
+
+@pytest.fixture
+def setup() -> dict[str, object]:
+    priority_class("normal", default=True)
+    return {
+        "high": priority_class("high", value=100, budget_rate=Decimal(1)),
+        "team": tenant("nlp"),
+        "admin": user("root-admin", admin=True),
+    }
+
+
+def grant(setup: dict, hours: object, **period: object) -> PriorityBudget:
+    return do_grant_budget(
+        setup["team"],
+        setup["high"],
+        gpu_hours=hours,
+        acting_user=setup["admin"],
+        at=NOW,
+        **(period or NOVEMBER),
+    )
+
+
+def test_a_grant_is_a_ledger_entry_and_an_audited_change(setup: dict) -> None:
+    budget = grant(setup, 100)
+    assert budget.remaining_gpu_hours() == 100
+    # raising it later adds the difference to the ledger
+    grant(setup, 150)
+    assert list(budget.entries.values_list("kind", "gpu_hours")) == [
+        ("grant", Decimal(100)),
+        ("grant", Decimal(50)),
+    ]
+    events = AuditEvent.objects.filter(action="quotas.grant_budget").order_by("id")
+    assert [e.actor for e in events] == [setup["admin"], setup["admin"]]
+    assert events[1].before is not None and events[1].before["gpu_hours"] == "100.000"
+    assert events[1].after is not None and events[1].after["gpu_hours"] == "150.000"
+
+
+def test_reserve_settle_and_spend_move_the_balance(setup: dict) -> None:
+    budget = grant(setup, 100)
+    # a protected window of 8 GPUs x 2 h x rate 1 is reserved up front
+    do_reserve_budget(budget, gpu_hours=16, workload=None, at=NOW)
+    assert budget.remaining_gpu_hours() == 84
+    # the window ends after 1.5 h: the reservation is released and the use is spent
+    do_settle_reservation(budget, gpu_hours=16, workload=None, at=NOW)
+    do_spend_budget(budget, gpu_hours=12, workload=None, at=NOW)
+    assert budget.remaining_gpu_hours() == 88
+    kinds = list(budget.entries.values_list("kind", flat=True))
+    assert kinds == ["grant", "reserve", "settle", "spend"]
+    assert AuditEvent.objects.filter(object_type="quotas.prioritybudget").count() == 4
+
+
+def test_a_reservation_beyond_the_balance_is_refused_and_writes_nothing(setup: dict) -> None:
+    budget = grant(setup, 10)
+    with pytest.raises(ValidationError) as error:
+        do_reserve_budget(budget, gpu_hours=11, workload=None, at=NOW)
+    assert "gpu_hours" in error.value.message_dict
+    assert budget.entries.count() == 1
+    assert budget.remaining_gpu_hours() == 10
+
+
+def test_settling_more_than_was_reserved_is_refused(setup: dict) -> None:
+    budget = grant(setup, 100)
+    do_reserve_budget(budget, gpu_hours=5, workload=None, at=NOW)
+    with pytest.raises(ValidationError) as error:
+        do_settle_reservation(budget, gpu_hours=6, workload=None, at=NOW)
+    assert "gpu_hours" in error.value.message_dict
+
+
+def test_a_class_without_budget_rate_needs_no_budget(setup: dict) -> None:
+    free = priority_class("interactive", value=50, preemption_policy="Never")
+    with pytest.raises(ValidationError) as error:
+        do_grant_budget(setup["team"], free, gpu_hours=10, acting_user=None, **NOVEMBER)
+    assert "priority_class" in error.value.message_dict
+
+
+def test_the_period_must_end_after_it_starts(setup: dict) -> None:
+    with pytest.raises(ValidationError) as error:
+        grant(setup, 10, period_start=date(2026, 11, 1), period_end=date(2026, 11, 1))
+    assert "period_end" in error.value.message_dict
+    with pytest.raises(IntegrityError), transaction.atomic():
+        PriorityBudget.objects.create(
+            tenant=setup["team"],
+            priority_class=setup["high"],
+            period_start=date(2026, 11, 2),
+            period_end=date(2026, 11, 1),
+            gpu_hours=1,
+        )
+
+
+def test_overlapping_periods_of_one_class_are_refused(setup: dict) -> None:
+    grant(setup, 10)
+    with pytest.raises(ValidationError) as error:
+        grant(setup, 10, period_start=date(2026, 11, 15), period_end=date(2026, 12, 15))
+    assert "period_start" in error.value.message_dict
+    grant(setup, 10, period_start=date(2026, 12, 1), period_end=date(2027, 1, 1))
+
+
+def test_the_database_refuses_a_ledger_sign_that_contradicts_the_kind(setup: dict) -> None:
+    budget = grant(setup, 10)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        BudgetLedgerEntry.objects.create(budget=budget, kind="spend", gpu_hours=5, at=NOW)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        BudgetLedgerEntry.objects.create(budget=budget, kind="settle", gpu_hours=-5, at=NOW)
