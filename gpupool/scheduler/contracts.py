@@ -87,6 +87,7 @@ class Contracts:
                 self.caused_by_tenant[event.preemptor_tenant].append(event.at)
             self.victim_times[event.victim].append(event.at)
         self.standing: dict[str, Standing] = {}
+        self._interned: dict[tuple[str, bool, bool, float, float], Standing] = {}
         self._settle(snapshot.workloads)
 
     def tenant(self, workload: WorkloadInfo) -> str | None:
@@ -100,12 +101,18 @@ class Contracts:
         pending = [w for w in workloads if w.state == "pending"]
         for workload in running:
             klass = self.classes[workload.priority_class]
-            left = remaining.get((self.tenant(workload) or "", klass.name), 0.0)
-            elevated = klass.budget_rate == 0 or left > 0
+            if klass.budget_rate == 0:
+                left, elevated = 0.0, True
+            else:
+                left = remaining.get((self.tenant(workload) or "", klass.name), 0.0)
+                elevated = left > 0
             self.standing[workload.name] = self._standing(workload, klass, elevated, left, 0.0)
         pending.sort(key=lambda w: (-self.classes[w.priority_class].value, w.submitted_at, w.name))
         for workload in pending:
             klass = self.classes[workload.priority_class]
+            if klass.budget_rate == 0:
+                self.standing[workload.name] = self._standing(workload, klass, True, 0.0, 0.0)
+                continue
             key = (self.tenant(workload) or "", klass.name)
             left = remaining.get(key, 0.0)
             reservation = (
@@ -114,8 +121,8 @@ class Contracts:
                 / SECONDS_PER_HOUR
                 * klass.budget_rate
             )
-            elevated = klass.budget_rate == 0 or (left > 0 and left >= reservation)
-            if klass.budget_rate > 0 and elevated:
+            elevated = left > 0 and left >= reservation
+            if elevated:
                 remaining[key] = left - reservation
             self.standing[workload.name] = self._standing(
                 workload, klass, elevated, left, reservation
@@ -129,12 +136,16 @@ class Contracts:
         left: float,
         reservation: float,
     ) -> Standing:
+        backed_off = self._backed_off(workload)
+        key = (klass.name, elevated, backed_off, left, reservation)
+        known = self._interned.get(key)
+        if known is not None:
+            return known
         effective = klass if elevated else self.default
         value = effective.value
-        backed_off = self._backed_off(workload)
         if backed_off:
             value = self.step_down(value)
-        return Standing(
+        known = self._interned[key] = Standing(
             value=value,
             declared=klass,
             effective=effective,
@@ -143,10 +154,11 @@ class Contracts:
             budget_remaining=left if klass.budget_rate > 0 else None,
             budget_reservation=reservation,
         )
+        return known
 
     def _backed_off(self, workload: WorkloadInfo) -> bool:
         policy = self.policy.backoff
-        if policy is None:
+        if policy is None or not (self.caused_by_workload or self.caused_by_tenant):
             return False
         if backed_off_at(self.caused_by_workload.get(workload.name, ()), policy, self.now):
             return True
@@ -167,7 +179,7 @@ class Contracts:
         if standing.effective.budget_rate == 0 and cap is not None:
             seconds = min(seconds, cap)
         protection = self.policy.victim_protection
-        if protection is not None:
+        if protection is not None and workload.name in self.victim_times:
             recent = [
                 t
                 for t in self.victim_times.get(workload.name, ())

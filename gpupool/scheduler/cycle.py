@@ -20,7 +20,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections import Counter, defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from gpupool.scheduler.contracts import Contracts, Standing
@@ -56,10 +56,17 @@ MAX_FLAVOR_ASSIGNMENTS = 16
 RETRYABLE = frozenset({"quota", "capacity", "fragmentation", "topology", "behind"})
 
 
+_SHAPES: dict[tuple[int, int, int, int], PodShape] = {}
+
+
 def pod_shape(pod_set: PodSetInfo, shared: bool) -> PodShape:
-    """The node-level shape of one pod of a pod set."""
+    """The node-level shape of one pod of a pod set (interned: equal shapes are one object)."""
     milli = pod_set.gpu_milli if shared and pod_set.gpus else MILLI
-    return PodShape(pod_set.gpus, milli, pod_set.cpu_milli, pod_set.memory_mib)
+    key = (pod_set.gpus, milli, pod_set.cpu_milli, pod_set.memory_mib)
+    shape = _SHAPES.get(key)
+    if shape is None:
+        shape = _SHAPES.setdefault(key, PodShape(*key))
+    return shape
 
 
 @dataclass(slots=True)
@@ -102,9 +109,10 @@ class Cycle:
         self.queues = {queue.name: queue for queue in snapshot.queues}
         self.nodes = {node.name: node for node in snapshot.nodes}
         self.running: dict[str, RunningWork] = {}
+        self._shapes: dict[tuple[int, str], PodShape] = {}
         occupied = self._occupancy()
         self.cluster = ClusterState(snapshot.nodes, occupied)
-        self.empty_classes = ClusterState(snapshot.nodes).class_counts()
+        self._empty_classes: dict[str, dict[CanonKey, int]] | None = None
         pool: dict[str, int] = defaultdict(int)
         cpu = memory = 0
         for node in snapshot.nodes:
@@ -117,12 +125,19 @@ class Cycle:
         capacity[CPU] = cpu
         capacity[MEMORY] = memory
         self.shares = DominantShares(capacity, {q.name: q.weight for q in snapshot.queues})
+        per_queue: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         for running in self.running.values():
-            for flavor, amount in running.need.items():
-                self.quota.add(running.info.queue, flavor, amount)
-            self.shares.add(running.info.queue, running.vector)
+            totals = per_queue[running.info.queue]
+            for resource, amount in running.vector.items():
+                totals[resource] += amount
+        for queue_name, totals in sorted(per_queue.items()):
+            self.shares.add(queue_name, totals)
+            for resource, amount in totals.items():
+                if resource.startswith("gpu:"):
+                    self.quota.add(queue_name, resource[4:], amount)
         self.placer = Placer(self.cluster, self._distributions(), policy.placement)
         self.pending: dict[str, PendingWork] = {}
+        self._assignment_cache: dict[tuple[PodSetInfo, ...], list[Assignment]] = {}
         for workload in snapshot.workloads:
             if workload.state == "pending":
                 standing = self.contracts.standing[workload.name]
@@ -132,6 +147,13 @@ class Cycle:
                     rank=(-standing.value, workload.submitted_at, workload.name),
                     assignments=self._assignments(workload),
                 )
+        self.running_by_queue: dict[str, list[RunningWork]] = defaultdict(list)
+        for running in sorted(
+            (r for r in self.running.values() if r.evictable), key=lambda r: r.order
+        ):
+            self.running_by_queue[running.info.queue].append(running)
+        self._subtree_victims: dict[str, list[RunningWork]] = {}
+        self._borrowed: set[str] | None = None
         self.by_queue: dict[str, list[PendingWork]] = defaultdict(list)
         for work in sorted(self.pending.values(), key=lambda w: w.rank):
             self.by_queue[work.info.queue].append(work)
@@ -145,37 +167,64 @@ class Cycle:
 
     # -- building ----------------------------------------------------------------------------
 
+    def _shape(self, pod_set: PodSetInfo, flavor: str) -> PodShape:
+        """The shape of a pod of ``pod_set`` on ``flavor`` (memoised per pod set object)."""
+        memo = (id(pod_set), flavor)
+        shape = self._shapes.get(memo)
+        if shape is None:
+            shape = pod_shape(pod_set, self.flavors[flavor].sharing == "shared")
+            self._shapes[memo] = shape
+        return shape
+
     def _occupancy(self) -> dict[str, tuple[dict[int, int], int, int]]:
         """Record running workloads and what they occupy on each node."""
         used: dict[str, tuple[dict[int, int], int, int]] = {}
+        node_flavor = {name: node.flavor for name, node in self.nodes.items()}
+        standing = self.contracts.standing
         for workload in self.snapshot.workloads:
             if workload.state != "running":
                 continue
-            pod_sets = [ps for ps in workload.pod_sets for _ in range(ps.count)]
             pods: list[PlacedPod] = []
-            need: dict[str, int] = defaultdict(int)
-            vector: dict[str, int] = defaultdict(int)
-            for placement, pod_set in zip(workload.placement, pod_sets, strict=False):
-                node = self.nodes[placement.node]
-                shared = self.flavors[node.flavor].sharing == "shared"
-                shape = pod_shape(pod_set, shared)
-                pods.append(PlacedPod(placement.node, placement.gpus, shape))
-                need[node.flavor] += shape.gpu_milli_total
-                vector[gpu_resource(node.flavor)] += shape.gpu_milli_total
-                vector[CPU] += shape.cpu_milli
-                vector[MEMORY] += shape.memory_mib
-                gpus, cpu, memory = used.get(placement.node, ({}, 0, 0))
-                for index in placement.gpus:
-                    gpus[index] = gpus.get(index, 0) + shape.milli
-                used[placement.node] = (gpus, cpu + shape.cpu_milli, memory + shape.memory_mib)
-            self.running[workload.name] = RunningWork(
+            need: dict[str, int] = {}
+            cpu_total = memory_total = 0
+            placements = iter(workload.placement)
+            for pod_set in workload.pod_sets:
+                for placement in itertools.islice(placements, pod_set.count):
+                    flavor = node_flavor[placement.node]
+                    shape = self._shape(pod_set, flavor)
+                    pods.append(PlacedPod(placement.node, placement.gpus, shape))
+                    need[flavor] = need.get(flavor, 0) + shape.gpus * shape.milli
+                    cpu_total += shape.cpu_milli
+                    memory_total += shape.memory_mib
+                    entry = used.get(placement.node)
+                    if entry is None:
+                        gpus: dict[int, int] = {}
+                        cpu = memory = 0
+                    else:
+                        gpus, cpu, memory = entry
+                    for index in placement.gpus:
+                        gpus[index] = gpus.get(index, 0) + shape.milli
+                    used[placement.node] = (
+                        gpus,
+                        cpu + shape.cpu_milli,
+                        memory + shape.memory_mib,
+                    )
+            vector = {gpu_resource(flavor): amount for flavor, amount in need.items()}
+            vector[CPU] = cpu_total
+            vector[MEMORY] = memory_total
+            evictable = self.contracts.evictable(workload)
+            running = RunningWork(
                 info=workload,
-                value=self.contracts.standing[workload.name].value,
+                value=standing[workload.name].value,
                 pods=pods,
-                need=dict(need),
-                vector=dict(vector),
+                need=need,
+                vector=vector,
                 flavors=frozenset(need),
+                evictable=evictable,
             )
+            if evictable:
+                running.order = preempt_order(running, self.now)
+            self.running[workload.name] = running
         return used
 
     def _distributions(self) -> dict[str, ShapeDistribution]:
@@ -184,12 +233,17 @@ class Cycle:
         for workload in self.snapshot.workloads:
             for pod_set in workload.pod_sets:
                 for flavor in pod_set.flavors:
-                    shared = self.flavors[flavor].sharing == "shared"
-                    counts[flavor][pod_shape(pod_set, shared)] += pod_set.count
+                    counts[flavor][self._shape(pod_set, flavor)] += pod_set.count
         return {flavor: ShapeDistribution.from_counts(c) for flavor, c in counts.items()}
 
     def _assignments(self, workload: WorkloadInfo) -> list[Assignment]:
-        """The workload's flavor assignments, most preferred first."""
+        """The workload's flavor assignments, most preferred first (shared by equal gangs)."""
+        cached = self._assignment_cache.get(workload.pod_sets)
+        if cached is None:
+            cached = self._assignment_cache[workload.pod_sets] = self._build_assignments(workload)
+        return cached
+
+    def _build_assignments(self, workload: WorkloadInfo) -> list[Assignment]:
         choices = itertools.islice(
             itertools.product(*(pod_set.flavors for pod_set in workload.pod_sets)),
             MAX_FLAVOR_ASSIGNMENTS,
@@ -236,7 +290,9 @@ class Cycle:
                 first = first or cached[2]
                 continue
             trial = statement.child()
-            placed = self.placer.place(trial, assignment.pods, info.gang_minimum, info.topology)
+            placed = None
+            if self.placer.may_fit(assignment.pods, info.gang_minimum):
+                placed = self.placer.place(trial, assignment.pods, info.gang_minimum, info.topology)
             if placed is None:
                 trial.discard()
                 verdict = self._placement_verdict(work, assignment, statement)
@@ -354,8 +410,10 @@ class Cycle:
         by_flavor: dict[str, list[PodShape]] = defaultdict(list)
         for pod in assignment.pods:
             by_flavor[pod.flavor].append(pod.shape)
+        if self._empty_classes is None:
+            self._empty_classes = ClusterState(self.snapshot.nodes).class_counts()
         healthy = sum(
-            count_placeable(self.empty_classes.get(f, {}), shapes, self.placer, f)
+            count_placeable(self._empty_classes.get(f, {}), shapes, self.placer, f)
             for f, shapes in by_flavor.items()
         )
         if healthy < work.info.gang_minimum:
@@ -397,6 +455,11 @@ class Cycle:
             for assignment in work.assignments:
                 if self.quota.check(work.info.queue, assignment.need) is not None:
                     continue
+                if any(
+                    amount > self.cluster.free_gpu[flavor]
+                    for flavor, amount in assignment.need.items()
+                ) or not self.placer.may_fit(assignment.pods, work.info.gang_minimum):
+                    continue
                 trial = statement.child()
                 placed = self.placer.place(
                     trial, assignment.pods, work.info.gang_minimum, work.info.topology
@@ -419,6 +482,45 @@ class Cycle:
         work.victims = sorted(v.name for v in victims)
         work.verdict = Verdict("waiting-for-preemption", {"victims": work.victims})
         return True
+
+    def reclaim_candidates(self, reclaimer: str) -> Iterator[RunningWork]:
+        """Victims for a reclaim, nearest in the tree first, then borrowers, then cheapest.
+
+        Walks the reclaimer's ancestors from the nearest; each contributes the evictable
+        workloads of reclaimable queues in its subtree not already offered by a nearer one.
+        """
+        if self._borrowed is None:
+            deserved = {
+                (queue.name, flavor): quota.deserved
+                for queue in self.snapshot.queues
+                for flavor, quota in queue.quota.items()
+            }
+            self._borrowed = borrowed_workloads(list(self.running.values()), deserved)
+        path = self.quota.path[reclaimer]
+        for depth, ancestor in enumerate(path[1:], start=1):
+            nearer = path[depth - 1]
+            for victim in self._victims_under(ancestor):
+                if nearer not in self.quota.path[victim.info.queue]:
+                    yield victim
+
+    def _victims_under(self, ancestor: str) -> list[RunningWork]:
+        if not self._subtree_victims:
+            borrowed = self._borrowed or set()
+            ordered = sorted(
+                (
+                    victim
+                    for victim in self.running.values()
+                    if victim.evictable and self.queues[victim.info.queue].reclaimable
+                ),
+                key=lambda v: (v.name not in borrowed, v.order),
+            )
+            under: dict[str, list[RunningWork]] = defaultdict(list)
+            for victim in ordered:
+                for node in self.quota.path[victim.info.queue]:
+                    under[node].append(victim)
+            self._subtree_victims.update(under)
+            self._subtree_victims.setdefault(self.quota.root, [])
+        return self._subtree_victims.get(ancestor, [])
 
 
 # -- the phases ------------------------------------------------------------------------------
@@ -509,19 +611,18 @@ def preempt(cycle: Cycle) -> None:
             if not work.standing.may_preempt:
                 continue
             flavors = {f for a in work.assignments for f in a.need}
+            value = work.standing.value
             candidates = [
                 victim
-                for victim in cycle.running.values()
-                if victim.info.queue == queue
+                for victim in cycle.running_by_queue.get(queue, ())
+                if victim.evictable
+                and victim.value < value
                 and victim.name not in cycle.evicted
                 and (not flavors or victim.flavors & flavors or not victim.flavors)
-                and cycle.contracts.evictable(victim.info)
-                and cycle.contracts.may_preempt_victim(work.info, victim.info)
             ]
             if not candidates:
                 continue
             attempts += 1
-            candidates.sort(key=lambda v: preempt_order(v, cycle.now))
             statement = Statement(cycle.cluster, cycle.quota)
             victims = find_victims(statement, candidates, cycle.fits(work))
             if victims is None:
@@ -530,23 +631,8 @@ def preempt(cycle: Cycle) -> None:
                 cycle.evict(victims, "preempt", work.name)
 
 
-def _lca_depth(cycle: Cycle, a: str, b: str) -> int:
-    path_a = cycle.quota.path[a]
-    ancestors_b = set(cycle.quota.path[b])
-    for node in path_a:
-        if node in ancestors_b:
-            return len(cycle.quota.path[node])
-    return 0
-
-
 def reclaim(cycle: Cycle) -> None:
     """# 4 Across queues: take back lent capacity from borrowers above their deserved share."""
-    deserved = {
-        (queue.name, flavor): quota.deserved
-        for queue in cycle.snapshot.queues
-        for flavor, quota in queue.quota.items()
-    }
-    borrowed = borrowed_workloads(list(cycle.running.values()), deserved)
     for queue in sorted(cycle.by_queue):
         attempts = 0
         for work in cycle.blocked_in_order(queue):
@@ -555,26 +641,14 @@ def reclaim(cycle: Cycle) -> None:
             need = work.assignments[0].need if work.assignments else {}
             if not need or not cycle.quota.below_deserved(queue, need):
                 continue
-            candidates = [
+            flavors = set(need)
+            candidates = (
                 victim
-                for victim in cycle.running.values()
-                if victim.info.queue != queue
-                and victim.name not in cycle.evicted
-                and victim.flavors & set(need)
-                and cycle.queues[victim.info.queue].reclaimable
-                and cycle.contracts.evictable(victim.info)
-            ]
-            if not candidates:
-                continue
-            attempts += 1
-            candidates.sort(
-                key=lambda v: (
-                    -_lca_depth(cycle, queue, v.info.queue),
-                    v.name not in borrowed,
-                    *preempt_order(v, cycle.now),
-                )
+                for victim in cycle.reclaim_candidates(queue)
+                if victim.name not in cycle.evicted and victim.flavors & flavors
             )
             statement = Statement(cycle.cluster, cycle.quota)
+            attempts += 1
             victims = find_victims(
                 statement, candidates, cycle.fits(work), _stays_at_deserved(cycle, queue)
             )

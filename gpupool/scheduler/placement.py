@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gpupool.scheduler.fragmentation import (
+    MILLI_PER_GPU,
     NodeState,
     PodShape,
     ShapeDistribution,
@@ -58,6 +59,7 @@ class Placer:
         self.distributions = dict(distributions)
         self.mode = mode
         self._costs: dict[tuple[str, CanonKey, PodShape], float | None] = {}
+        self._per_node: dict[tuple[CanonKey, PodShape], int] = {}
 
     def cost(self, flavor: str, key: CanonKey, shape: PodShape) -> float | None:
         """Cost of putting the pod on a node in canonical state ``key`` (None: no fit)."""
@@ -69,6 +71,45 @@ class Placer:
         value = placement_cost(state, shape, dist or NO_DISTRIBUTION)
         self._costs[memo] = value
         return value
+
+    def pods_per_node(self, key: CanonKey, shape: PodShape) -> int:
+        """How many pods of the shape a node in canonical state ``key`` could hold."""
+        memo = (key, shape)
+        known = self._per_node.get(memo)
+        if known is not None:
+            return known
+        limits = []
+        if shape.cpu_milli:
+            limits.append(key[1] // shape.cpu_milli)
+        if shape.memory_mib:
+            limits.append(key[2] // shape.memory_mib)
+        if shape.gpus and shape.milli >= MILLI_PER_GPU:
+            limits.append(sum(1 for free in key[0] if free >= MILLI_PER_GPU) // shape.gpus)
+        elif shape.gpus:
+            limits.append(sum(free // shape.milli for free in key[0]))
+        count = min(limits) if limits else 1 << 30
+        self._per_node[memo] = count
+        return count
+
+    def may_fit(self, pods: Sequence[PodRequest], minimum: int) -> bool:
+        """A cheap necessary condition: enough room, counted per node state, for the gang."""
+        wanted: dict[tuple[str, PodShape], int] = {}
+        for pod in pods[: max(minimum, 1)]:
+            wanted[(pod.flavor, pod.shape)] = wanted.get((pod.flavor, pod.shape), 0) + 1
+        for (flavor, shape), count in wanted.items():
+            room = 0
+            for key, names in self.cluster.classes.get(flavor, {}).items():
+                room += len(names) * self.pods_per_node(key, shape)
+                if room >= count:
+                    break
+            if room < count:
+                return False
+        return True
+
+    def pick(self, flavor: str, state: NodeState, shape: PodShape) -> tuple[int, ...] | None:
+        """The GPUs the pod takes on a node, chosen with the same score as the node."""
+        dist = None if self.mode == "bestfit" else self.distributions.get(flavor)
+        return pick_gpus(state, shape, dist)
 
     def place(
         self,
@@ -108,7 +149,7 @@ class Placer:
                 if stop_at_first_failure:
                     break
                 continue
-            gpus = pick_gpus(self.cluster.state[choice], pod.shape)
+            gpus = self.pick(pod.flavor, self.cluster.state[choice], pod.shape)
             if gpus is None:  # pragma: no cover - the canonical state said it fits
                 break
             statement.place(choice, pod.shape, gpus)
@@ -162,7 +203,7 @@ class Placer:
         flavor = pods[0].flavor
         need = sum(pod.shape.gpu_milli_total for pod in pods if pod.flavor == flavor)
         best: tuple[float, int, str, list[PlacedPod]] | None = None
-        for signature, domains in cluster.domains_by_signature.get(flavor, {}).items():
+        for signature, domains in cluster.domains(flavor).items():
             if sum(sum(key[0]) for key in signature) < need:
                 continue
             for domain in domains:
@@ -208,7 +249,7 @@ class Placer:
                 return None
             name = best[3]
             state = local.get(name, cluster.state[name])
-            gpus = pick_gpus(state, pod.shape)
+            gpus = self.pick(pod.flavor, state, pod.shape)
             if gpus is None:  # pragma: no cover - the canonical state said it fits
                 return None
             local[name] = take(state, pod.shape, gpus)
@@ -239,7 +280,7 @@ def count_placeable(
             continue
         key = best[1]
         state = NodeState(key[0], key[1], key[2])
-        gpus = pick_gpus(state, shape)
+        gpus = placer_cost.pick(flavor, state, shape)
         if gpus is None:  # pragma: no cover - cost said it fits
             continue
         after = canonical(take(state, shape, gpus))

@@ -10,7 +10,7 @@ never below deserved); the guard re-checks conditions that depend on earlier rem
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gpupool.scheduler.statement import PlacedPod, Statement
@@ -29,6 +29,8 @@ class RunningWork:
     need: dict[str, int]
     vector: dict[str, int]
     flavors: frozenset[str] = field(default_factory=frozenset)
+    evictable: bool = False
+    order: tuple[float, float, float, str] = (0.0, 0.0, 0.0, "")
 
     @property
     def name(self) -> str:
@@ -64,7 +66,7 @@ def preempt_order(victim: RunningWork, now: float) -> tuple[float, float, float,
 
 def find_victims(
     statement: Statement,
-    candidates: Sequence[RunningWork],
+    candidates: Iterable[RunningWork],
     fits: Callable[[Statement], bool],
     guard: Callable[[RunningWork], bool] = lambda _: True,
 ) -> list[RunningWork] | None:
@@ -89,6 +91,8 @@ def find_victims(
     if not chosen or not fits(statement):
         statement.discard()
         return None
+    if len(chosen) == 1:
+        return chosen
     # Put back the most valuable victims first; keep them if the preemptor still fits.
     kept: list[RunningWork] = []
     for victim in reversed(chosen):

@@ -51,6 +51,8 @@ class QuotaTree:
         self.path: dict[str, tuple[str, ...]] = {name: self._path(name) for name in self.queues}
         self.usage: dict[str, dict[str, int]] = {name: defaultdict(int) for name in self.queues}
         self.claims: dict[str, dict[str, int]] = {name: defaultdict(int) for name in self.queues}
+        self._version = 0
+        self._available: dict[tuple[str, str], tuple[int, int]] = {}
 
     def _path(self, name: str) -> tuple[str, ...]:
         path = [name]
@@ -70,26 +72,40 @@ class QuotaTree:
 
     def claim(self, name: str, flavor: str) -> int:
         """What the queue holds of its parent's capacity: usage plus unlent idle deserved."""
-        used = self.usage[name][flavor]
-        quota = self.quota(name, flavor)
+        return self._claim(name, flavor, self.usage[name][flavor])
+
+    def _claim(self, name: str, flavor: str, used: int) -> int:
+        quota = self.queues[name].quota.get(flavor)
         if quota is None or used >= quota.deserved:
             return used
         idle = quota.deserved - max(used, quota.guarantee)
         limit = self.queues[name].lending_limit
-        lendable = idle if limit is None else min(idle, limit)
+        lendable = idle if limit is None or limit >= idle else limit
         return quota.deserved - lendable
 
     def add(self, name: str, flavor: str, delta: int) -> None:
         """Change a leaf queue's usage (and its ancestors') by ``delta`` milli-GPU."""
+        self._version += 1
         for node in self.path[name]:
+            usage = self.usage[node]
+            used = usage[flavor]
+            usage[flavor] = used + delta
             parent = self.queues[node].parent
-            before = self.claim(node, flavor) if parent is not None else 0
-            self.usage[node][flavor] += delta
             if parent is not None:
-                self.claims[parent][flavor] += self.claim(node, flavor) - before
+                change = self._claim(node, flavor, used + delta) - self._claim(node, flavor, used)
+                self.claims[parent][flavor] += change
 
     def available(self, name: str, flavor: str) -> int:
         """The most the queue's subtree may take on top of its usage right now."""
+        memo = (name, flavor)
+        known = self._available.get(memo)
+        if known is not None and known[0] == self._version:
+            return known[1]
+        room = self._compute_available(name, flavor)
+        self._available[memo] = (self._version, room)
+        return room
+
+    def _compute_available(self, name: str, flavor: str) -> int:
         used = self.usage[name][flavor]
         quota = self.quota(name, flavor)
         parent = self.queues[name].parent

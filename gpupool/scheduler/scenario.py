@@ -735,7 +735,7 @@ def _policy(top: _Obj) -> PolicyInfo:
         backoff=backoff,
         victim_protection=protection,
         phases=phases,
-        preemption_attempts_per_queue=obj.integer("preemption_attempts_per_queue", 3, minimum=1),
+        preemption_attempts_per_queue=obj.integer("preemption_attempts_per_queue", 1, minimum=1),
     )
 
 

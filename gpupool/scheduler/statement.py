@@ -94,6 +94,7 @@ class ClusterState:
         self.free_memory: dict[str, int] = defaultdict(int)
         self.held: set[str] = set()
         self.generation = 0
+        self._dirty: set[tuple[str, str]] = set()
         occupied = occupied or {}
         for node in sorted(nodes, key=lambda n: n.name):
             state = initial_state(node, occupied.get(node.name))
@@ -136,16 +137,23 @@ class ClusterState:
             del classes[old_key]
         bisect.insort(classes.setdefault(key, []), name)
         self.canon[name] = key
-        where = (node.flavor, node.domain)
-        by_signature = self.domains_by_signature[node.flavor]
-        old_signature = self.signature[where]
-        domains = by_signature[old_signature]
-        domains.pop(bisect.bisect_left(domains, node.domain))
-        if not domains:
-            del by_signature[old_signature]
-        signature = tuple(sorted(self.canon[n] for n in self.domain_nodes[where]))
-        self.signature[where] = signature
-        bisect.insort(by_signature.setdefault(signature, []), node.domain)
+        self._dirty.add((node.flavor, node.domain))
+
+    def domains(self, flavor: str) -> dict[tuple[CanonKey, ...], list[str]]:
+        """The flavor's NVLink domains grouped by signature (refreshed lazily)."""
+        for where in sorted(self._dirty):
+            flavor_of, domain = where
+            by_signature = self.domains_by_signature[flavor_of]
+            old_signature = self.signature[where]
+            members = by_signature[old_signature]
+            members.pop(bisect.bisect_left(members, domain))
+            if not members:
+                del by_signature[old_signature]
+            signature = tuple(sorted(self.canon[n] for n in self.domain_nodes[where]))
+            self.signature[where] = signature
+            bisect.insort(by_signature.setdefault(signature, []), domain)
+        self._dirty.clear()
+        return self.domains_by_signature.get(flavor, {})
 
     def scoring_state(self, name: str) -> NodeState:
         """The node's canonical state (shared by every node in the same class)."""

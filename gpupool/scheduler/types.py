@@ -212,7 +212,7 @@ class PolicyInfo:
     backoff: BackoffPolicy | None = BackoffPolicy()
     victim_protection: VictimProtectionPolicy | None = VictimProtectionPolicy()
     phases: tuple[str, ...] = DEFAULT_PHASES
-    preemption_attempts_per_queue: int = 3
+    preemption_attempts_per_queue: int = 1
 
 
 @dataclass(frozen=True, slots=True)
