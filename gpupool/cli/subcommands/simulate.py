@@ -15,6 +15,12 @@ from typing import Any, TextIO
 
 from gpupool.simulation.openb import PAPER_TRACES, available_traces
 from gpupool.simulation.policies import POLICIES
+from gpupool.simulation.queueing_cli import (
+    add_philly_arguments,
+    add_whatif_arguments,
+    run_philly_mode,
+    run_whatif_mode,
+)
 
 HELP = "Replay a trace through placement policies (openb: benchmark B2)"
 
@@ -169,6 +175,16 @@ MODES: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Runner]] 
         "B2: placement quality on the openb trace (FGD paper protocol)",
         add_openb_arguments,
         run_openb,
+    ),
+    "philly": (
+        "B3: multi-tenant queueing on the Philly VC trace (fifo, kueue-like, gpupool)",
+        add_philly_arguments,
+        run_philly_mode,
+    ),
+    "whatif": (
+        "Replay recorded demand (or a trace) with a proposed quota change: before/after",
+        add_whatif_arguments,
+        run_whatif_mode,
     ),
 }
 

@@ -1,0 +1,320 @@
+"""The ``simulate philly`` (B3) and ``simulate whatif`` modes of ``manage.py gpupool``.
+
+Registered in ``gpupool.cli.subcommands.simulate.MODES``; each mode is an argument builder and
+a runner ``(options, stdout, stderr) -> exit status``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+from gpupool.simulation.philly import POLICIES
+
+HOUR_S = 3600.0
+
+
+def add_philly_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``simulate philly``."""
+    parser.add_argument(
+        "--policy",
+        action="append",
+        choices=list(POLICIES),
+        help="repeatable (default: fifo, kueue-like, gpupool)",
+    )
+    parser.add_argument(
+        "--days", type=float, default=30.0, help="keep jobs of each tenant's first N days"
+    )
+    parser.add_argument("--limit", type=int, help="replay only the first N jobs (by arrival)")
+    parser.add_argument(
+        "--no-alone",
+        action="store_true",
+        help="skip the sharing-incentive baseline (each tenant alone on its share)",
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON only")
+    parser.add_argument("--report", type=Path, help="write a self-contained HTML report here")
+
+
+def run_philly_mode(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
+    """Benchmark B3: queueing and fairness per policy on the Philly VC trace."""
+    from gpupool.simulation.philly import load_jobs, philly_dir, run_philly
+
+    csv_path = philly_dir() / "jobs_by_vc_seed0.csv"
+    if not csv_path.is_file():
+        stderr.write(f"simulate philly: {csv_path} not found (set GPUPOOL_DATA_DIR)\n")
+        return 2
+    policies = list(dict.fromkeys(options.get("policy") or POLICIES))
+    kwargs: dict[str, Any] = {
+        "days": options.get("days") or 30.0,
+        "limit": options.get("limit"),
+        "jobs": load_jobs(csv_path),
+        "alone": not options.get("no_alone"),
+    }
+    if options.get("json"):
+        run = run_philly(policies, **kwargs)
+    else:
+        run = _with_progress(lambda hook: run_philly(policies, on_progress=hook, **kwargs), stderr)
+    document = run.to_json()
+    if options.get("json"):
+        stdout.write(json.dumps(document, indent=2) + "\n")
+    else:
+        _print_philly(document, stdout)
+    report = options.get("report")
+    if report is not None:
+        from gpupool.simulation.philly_report import write_report
+
+        write_report(run, report)
+        if not options.get("json"):
+            stdout.write(f"report written to {report}\n")
+    return 0
+
+
+def _with_progress(work: Callable[[Callable[[str, int, int], None]], Any], stderr: TextIO) -> Any:
+    """Run ``work(hook)`` with a rich progress bar on stderr, one task per replay."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = Console(file=stderr)
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} jobs"),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console) as progress:
+        bars: dict[str, Any] = {}
+
+        def hook(label: str, done: int, total: int) -> None:
+            if label not in bars:
+                bars[label] = progress.add_task(label, total=total)
+            if done == total or done % 25 == 0:
+                progress.update(bars[label], completed=done)
+
+        return work(hook)
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / HOUR_S:,.2f}"
+
+
+def _print_philly(document: dict[str, Any], stdout: TextIO) -> None:
+    """The per-policy table and the per-tenant sharing-incentive table."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(file=stdout, width=160)
+    title = (
+        f"philly: {document['jobs']} jobs, {document['gpu_hours']:,.0f} GPU-hours, "
+        f"{document['capacity_gpus']} GPUs, {document['days']:g} days"
+    )
+    table = Table(title=title)
+    columns = (
+        "policy",
+        "JCT mean h",
+        "JCT p99 h",
+        "wait mean h",
+        "wait p99 h",
+        "util",
+        "preemptions",
+        "GPU-h lost",
+        "lost %",
+        "worse than alone",
+    )
+    for column in columns:
+        table.add_column(column, justify="right")
+    for name, entry in document["policies"].items():
+        table.add_row(
+            name,
+            _hours(entry["jct_mean_s"]),
+            _hours(entry["jct_p99_s"]),
+            _hours(entry["wait_mean_s"]),
+            _hours(entry["wait_p99_s"]),
+            f"{entry['utilisation']:.1%}",
+            str(entry["preemptions"]),
+            f"{entry['gpu_hours_lost']:,.0f}",
+            f"{entry['gpu_hours_lost_fraction']:.2%}",
+            ", ".join(entry["tenants_worse_than_alone"]) or "none",
+        )
+    console.print(table)
+    tenants = Table(title="mean wait per tenant (hours): shared vs alone on its deserved share")
+    tenants.add_column("tenant")
+    tenants.add_column("deserved", justify="right")
+    tenants.add_column("jobs", justify="right")
+    tenants.add_column("alone", justify="right")
+    for name in document["policies"]:
+        tenants.add_column(name, justify="right")
+    first: dict[str, Any] = next(iter(document["policies"].values()), {"tenants": {}})
+    for tenant, entry in first["tenants"].items():
+        alone = entry["alone_wait_mean_s"]
+        row = [
+            tenant,
+            str(entry["deserved_gpus"]),
+            str(entry["jobs"]),
+            "" if alone is None else _hours(alone),
+        ]
+        for policy in document["policies"].values():
+            row.append(_hours(policy["tenants"][tenant]["wait_mean_s"]))
+        tenants.add_row(*row)
+    console.print(tenants)
+
+
+def add_whatif_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``simulate whatif``."""
+    parser.add_argument(
+        "--set-quota",
+        action="append",
+        default=[],
+        metavar="QUEUE:FLAVOR:deserved=N[,capability=M]",
+        help="the proposed change, in GPUs; repeatable",
+    )
+    parser.add_argument(
+        "--days", type=float, default=30.0, help="replay the demand of the last N days"
+    )
+    parser.add_argument(
+        "--trace",
+        choices=["philly"],
+        help="replay a trace instead of the database's recorded workloads",
+    )
+    parser.add_argument("--limit", type=int, help="with --trace: only the first N jobs")
+    parser.add_argument("--json", action="store_true", help="print JSON only")
+
+
+def run_whatif_mode(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
+    """Replay demand with today's quotas and with the proposed change; print before/after."""
+    from gpupool.simulation.whatif import apply_changes, parse_quota_change, replay_whatif
+
+    try:
+        changes = [parse_quota_change(text) for text in options.get("set_quota") or []]
+    except ValueError as error:
+        stderr.write(f"simulate whatif: {error}\n")
+        return 2
+    days = options.get("days") or 30.0
+    if options.get("trace") == "philly":
+        inputs = _philly_inputs(days, options.get("limit"))
+    else:
+        inputs = _database_inputs(days)
+    jobs, flavors, nodes, queues, classes, window_s, note = inputs
+    try:
+        proposed = apply_changes(queues, changes)
+    except ValueError as error:
+        stderr.write(f"simulate whatif: {error}\n")
+        return 2
+    result = replay_whatif(
+        jobs,
+        queues,
+        proposed,
+        nodes=nodes,
+        flavors=flavors,
+        priority_classes=classes,
+        window_s=window_s,
+        changes=changes,
+    )
+    document = result.to_json()
+    if note:
+        document["note"] = note
+    if options.get("json"):
+        stdout.write(json.dumps(document, indent=2) + "\n")
+    else:
+        _print_whatif(document, stdout)
+    return 0
+
+
+def _philly_inputs(days: float, limit: int | None) -> tuple[Any, ...]:
+    """Demand, pool and queues of the B3 setup (queues ``vc-<hash>``, flavor ``v100``)."""
+    from gpupool.simulation.philly import (
+        DAY_S,
+        GPUS_PER_NODE,
+        NODES,
+        load_jobs,
+        make_cluster,
+        sim_jobs,
+        tenant_shares,
+        window,
+    )
+
+    chosen = window(load_jobs(), days, limit)
+    cluster = make_cluster(tenant_shares(chosen), NODES * GPUS_PER_NODE)
+    return (
+        sim_jobs(chosen),
+        cluster.flavors,
+        cluster.nodes,
+        cluster.queues,
+        cluster.priority_classes,
+        days * DAY_S,
+        f"philly trace, {len(chosen)} jobs of each tenant's first {days:g} days",
+    )
+
+
+def _database_inputs(days: float) -> tuple[Any, ...]:
+    """Demand of the database's recorded workloads over the last ``days`` days."""
+    from django.utils import timezone
+
+    from gpupool.simulation.whatif_db import recorded_demand
+
+    demand = recorded_demand(days, timezone.now())
+    skipped = ", ".join(f"{n} {why}" for why, n in sorted(demand.skipped.items()))
+    note = f"{len(demand.jobs)} recorded workloads of the last {days:g} days"
+    if skipped:
+        note += f" (left out: {skipped})"
+    return (
+        demand.jobs,
+        demand.flavors,
+        demand.nodes,
+        demand.queues,
+        demand.priority_classes,
+        demand.window_s,
+        note,
+    )
+
+
+def _print_whatif(document: dict[str, Any], stdout: TextIO) -> None:
+    """Pool and per-tenant before/after tables."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(file=stdout, width=160)
+    if document.get("note"):
+        console.print(document["note"])
+    pool = Table(title=f"what-if: {document['jobs']} jobs on {document['pool_gpus']} GPUs")
+    for column in ("", "wait mean h", "wait p99 h", "JCT mean h", "util", "preemptions"):
+        pool.add_column(column, justify="right")
+    for label in ("before", "after"):
+        entry = document[label]
+        pool.add_row(
+            label,
+            _hours(entry["wait_mean_s"]),
+            _hours(entry["wait_p99_s"]),
+            _hours(entry["jct_mean_s"]),
+            f"{entry['utilisation']:.1%}",
+            str(entry["preemptions"]),
+        )
+    console.print(pool)
+    tenants = Table(title="per tenant: before -> after")
+    for column in ("tenant", "jobs", "deserved", "wait mean h", "wait p99 h", "GPU-h", "use"):
+        tenants.add_column(column, justify="right")
+    for tenant, entry in document["tenants"].items():
+        before, after = entry["before"] or {}, entry["after"] or {}
+
+        def pair(
+            key: str,
+            fmt: Callable[[Any], str],
+            b: dict[str, Any] = before,
+            a: dict[str, Any] = after,
+        ) -> str:
+            left = "" if b.get(key) is None else fmt(b[key])
+            right = "" if a.get(key) is None else fmt(a[key])
+            return left if left == right else f"{left} -> {right}"
+
+        tenants.add_row(
+            tenant,
+            str(before.get("jobs", after.get("jobs", 0))),
+            pair("deserved_gpus", lambda v: f"{v:g}"),
+            pair("wait_mean_s", _hours),
+            pair("wait_p99_s", _hours),
+            pair("gpu_hours", lambda v: f"{v:,.1f}"),
+            pair("utilisation_of_deserved", lambda v: f"{v:.0%}"),
+        )
+    console.print(tenants)

@@ -1,0 +1,210 @@
+"""Queueing metrics of a replay: completion times, waits, utilisation, preemption losses.
+
+Definitions (B3):
+
+- job completion time (JCT) = finish - submit;
+- queueing delay (wait) = the time a job spent pending: JCT minus the time it held GPUs, so
+  the wait after an eviction counts too (first-start delay is reported separately);
+- utilisation = GPU-seconds held (useful or later lost) / (pool GPUs x window), over the
+  arrival window [0, window); ``utilisation_makespan`` uses [0, last finish) instead;
+- GPU-hours lost = progress thrown away by evictions (work since the last checkpoint), and
+  its fraction of the GPU-hours delivered (held) in the whole replay;
+- p99 = the 99th percentile with linear interpolation (numpy's default).
+
+The sharing-incentive check compares each tenant's mean wait with its mean wait when its
+jobs run alone on a pool the size of its deserved share.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gpupool.simulation.events import ClusterSetup, JobRecord, ReplayOutcome, Segment
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0 when empty)."""
+    return float(np.percentile(np.asarray(values, dtype=float), q)) if values else 0.0
+
+
+def mean(values: Sequence[float]) -> float:
+    """The arithmetic mean (0 when empty)."""
+    return float(np.mean(np.asarray(values, dtype=float))) if values else 0.0
+
+
+def held_gpu_seconds(segments: Iterable[Segment], start: float, end: float) -> float:
+    """GPU-seconds held by ``segments`` inside [start, end)."""
+    total = 0.0
+    for segment in segments:
+        overlap = min(segment.end, end) - max(segment.start, start)
+        if overlap > 0:
+            total += overlap * segment.gpus
+    return total
+
+
+@dataclass(frozen=True, slots=True)
+class TenantMetrics:
+    """One tenant's outcome under a policy, and alone on its deserved share."""
+
+    jobs: int
+    deserved_gpus: int
+    gpu_hours: float
+    wait_mean_s: float
+    wait_p99_s: float
+    jct_mean_s: float
+    preemptions: int
+    gpu_hours_lost: float
+    alone_wait_mean_s: float | None
+    waits_s: tuple[float, ...] = field(default=(), repr=False)
+
+    @property
+    def worse_than_alone(self) -> bool | None:
+        """Whether it waits longer on average than alone on its share (None: no baseline)."""
+        if self.alone_wait_mean_s is None:
+            return None
+        return self.wait_mean_s > self.alone_wait_mean_s
+
+    def to_json(self) -> dict[str, Any]:
+        """The tenant's figures as JSON."""
+        return {
+            "jobs": self.jobs,
+            "deserved_gpus": self.deserved_gpus,
+            "gpu_hours": round(self.gpu_hours, 1),
+            "wait_mean_s": round(self.wait_mean_s, 1),
+            "wait_p99_s": round(self.wait_p99_s, 1),
+            "jct_mean_s": round(self.jct_mean_s, 1),
+            "preemptions": self.preemptions,
+            "gpu_hours_lost": round(self.gpu_hours_lost, 2),
+            "alone_wait_mean_s": (
+                None if self.alone_wait_mean_s is None else round(self.alone_wait_mean_s, 1)
+            ),
+            "worse_than_alone": self.worse_than_alone,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyMetrics:
+    """A policy's B3 figures over all jobs, and per tenant."""
+
+    jobs: int
+    jct_mean_s: float
+    jct_p99_s: float
+    wait_mean_s: float
+    wait_p99_s: float
+    first_start_wait_mean_s: float
+    utilisation: float
+    utilisation_makespan: float
+    preemptions: int
+    gpu_hours_delivered: float
+    gpu_hours_lost: float
+    makespan_s: float
+    cycles: int
+    plan_s: float
+    tenants: dict[str, TenantMetrics]
+
+    @property
+    def gpu_hours_lost_fraction(self) -> float:
+        """Lost GPU-hours as a fraction of delivered GPU-hours."""
+        return self.gpu_hours_lost / self.gpu_hours_delivered if self.gpu_hours_delivered else 0.0
+
+    @property
+    def tenants_worse_than_alone(self) -> list[str]:
+        """Tenants that wait longer on average than alone on their deserved share."""
+        return sorted(name for name, t in self.tenants.items() if t.worse_than_alone)
+
+    def to_json(self) -> dict[str, Any]:
+        """The policy's figures as the B3 JSON entry."""
+        return {
+            "jobs": self.jobs,
+            "jct_mean_s": round(self.jct_mean_s, 1),
+            "jct_p99_s": round(self.jct_p99_s, 1),
+            "wait_mean_s": round(self.wait_mean_s, 1),
+            "wait_p99_s": round(self.wait_p99_s, 1),
+            "first_start_wait_mean_s": round(self.first_start_wait_mean_s, 1),
+            "utilisation": round(self.utilisation, 4),
+            "utilisation_makespan": round(self.utilisation_makespan, 4),
+            "preemptions": self.preemptions,
+            "gpu_hours_delivered": round(self.gpu_hours_delivered, 1),
+            "gpu_hours_lost": round(self.gpu_hours_lost, 2),
+            "gpu_hours_lost_fraction": round(self.gpu_hours_lost_fraction, 6),
+            "makespan_s": round(self.makespan_s, 1),
+            "cycles": self.cycles,
+            "plan_s": round(self.plan_s, 2),
+            "tenants_worse_than_alone": self.tenants_worse_than_alone,
+            "tenants": {name: t.to_json() for name, t in self.tenants.items()},
+        }
+
+
+def tenant_of(cluster: ClusterSetup) -> dict[str, str]:
+    """Queue name -> tenant (the queue's own name when it has none)."""
+    return {q.name: q.tenant or q.name for q in cluster.queues}
+
+
+def _by_tenant(
+    records: Iterable[JobRecord], tenants: Mapping[str, str]
+) -> dict[str, list[JobRecord]]:
+    grouped: dict[str, list[JobRecord]] = defaultdict(list)
+    for record in records:
+        grouped[tenants.get(record.job.queue, record.job.queue)].append(record)
+    return grouped
+
+
+def summarise(
+    outcome: ReplayOutcome,
+    cluster: ClusterSetup,
+    window_s: float,
+    shares: Mapping[str, int],
+    alone: Mapping[str, ReplayOutcome] | None = None,
+) -> PolicyMetrics:
+    """The B3 metrics of one replay (``alone``: each tenant's replay alone on its share)."""
+    records = outcome.records
+    jct = [r.jct_s for r in records]
+    wait = [r.wait_s for r in records]
+    first = [(r.first_started_at or 0.0) - r.job.submitted_at for r in records]
+    capacity = outcome.capacity_gpus
+    delivered = held_gpu_seconds(outcome.segments, 0.0, float("inf")) / 3600.0
+    in_window = held_gpu_seconds(outcome.segments, 0.0, window_s)
+    makespan = outcome.makespan_s
+    tenants = tenant_of(cluster)
+    per_tenant: dict[str, TenantMetrics] = {}
+    for tenant, mine in sorted(_by_tenant(records, tenants).items()):
+        waits = [r.wait_s for r in mine]
+        baseline = (alone or {}).get(tenant)
+        per_tenant[tenant] = TenantMetrics(
+            jobs=len(mine),
+            deserved_gpus=shares.get(tenant, 0),
+            gpu_hours=sum(r.job.gpus * r.job.duration_s for r in mine) / 3600.0,
+            wait_mean_s=mean(waits),
+            wait_p99_s=percentile(waits, 99),
+            jct_mean_s=mean([r.jct_s for r in mine]),
+            preemptions=sum(r.evictions for r in mine),
+            gpu_hours_lost=sum(r.lost_gpu_hours for r in mine),
+            alone_wait_mean_s=(
+                mean([r.wait_s for r in baseline.records]) if baseline is not None else None
+            ),
+            waits_s=tuple(waits),
+        )
+    return PolicyMetrics(
+        jobs=len(records),
+        jct_mean_s=mean(jct),
+        jct_p99_s=percentile(jct, 99),
+        wait_mean_s=mean(wait),
+        wait_p99_s=percentile(wait, 99),
+        first_start_wait_mean_s=mean(first),
+        utilisation=in_window / (capacity * window_s) if capacity and window_s else 0.0,
+        utilisation_makespan=(
+            delivered * 3600.0 / (capacity * makespan) if capacity and makespan else 0.0
+        ),
+        preemptions=outcome.preemptions,
+        gpu_hours_delivered=delivered,
+        gpu_hours_lost=sum(r.lost_gpu_hours for r in records),
+        makespan_s=makespan,
+        cycles=outcome.cycles,
+        plan_s=outcome.plan_s,
+        tenants=per_tenant,
+    )

@@ -1,0 +1,309 @@
+"""What-if: replay recorded demand under today's quotas and under a proposed change.
+
+An admin deciding a quota request asks "what would last month have looked like with this
+change?" (DESIGN section 6). ``replay_whatif`` answers it with the same machinery as B3: the
+demand (jobs with submit time, pod sets and run time) is replayed through the decision core
+twice, once with the baseline queue tree and once with the proposed one, and per tenant the
+waits and GPU use are put side by side. Everything here is plain data: the API, the
+dashboard and ``manage.py gpupool simulate whatif`` build the demand and the queues (from the
+database, or from a trace) and call this.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from gpupool.scheduler.types import (
+    MILLI,
+    FlavorInfo,
+    NodeInfo,
+    PolicyInfo,
+    PriorityClassInfo,
+    QueueInfo,
+    QuotaInfo,
+)
+from gpupool.simulation.events import (
+    DEFAULT_CHECKPOINT_S,
+    ClusterSetup,
+    ReplayOutcome,
+    SimJob,
+    SimPolicy,
+    replay,
+)
+from gpupool.simulation.queueing_metrics import held_gpu_seconds, mean, percentile
+
+DEFAULT_POLICY = SimPolicy("gpupool", PolicyInfo())
+DEFAULT_PRIORITY_CLASSES = (PriorityClassInfo("normal", 0, default=True),)
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaChange:
+    """A proposed quota of one queue and flavor, in GPUs (None: keep the current value)."""
+
+    queue: str
+    flavor: str
+    deserved: float | None = None
+    capability: float | None = None
+    guarantee: float | None = None
+
+
+_CHANGE = re.compile(r"^(?P<queue>[^:]+):(?P<flavor>[^:]+):(?P<levels>.+)$")
+
+
+def parse_quota_change(text: str) -> QuotaChange:
+    """``QUEUE:FLAVOR:deserved=N[,capability=M][,guarantee=G]`` as a ``QuotaChange``."""
+    match = _CHANGE.match(text.strip())
+    if match is None:
+        raise ValueError(f"{text!r}: expected QUEUE:FLAVOR:deserved=N[,capability=M]")
+    levels: dict[str, float] = {}
+    for part in match["levels"].split(","):
+        key, sep, value = part.partition("=")
+        key = key.strip()
+        if not sep or key not in ("deserved", "capability", "guarantee"):
+            raise ValueError(f"{text!r}: unknown quota level {part!r}")
+        try:
+            amount = float(value)
+        except ValueError:
+            raise ValueError(f"{text!r}: {key} must be a number of GPUs, not {value!r}") from None
+        if amount < 0 or not math.isfinite(amount):
+            raise ValueError(f"{text!r}: {key} must be a non-negative number of GPUs")
+        levels[key] = amount
+    return QuotaChange(match["queue"], match["flavor"], **levels)
+
+
+def apply_changes(
+    queues: Sequence[QueueInfo], changes: Sequence[QuotaChange]
+) -> tuple[QueueInfo, ...]:
+    """The queue tree with the changes applied; refuses unknown queues or disordered levels.
+
+    A queue without quota for the flavor gets one (unset levels default to 0 guarantee and
+    capability = deserved).
+    """
+    by_name = {queue.name: queue for queue in queues}
+    for change in changes:
+        queue = by_name.get(change.queue)
+        if queue is None:
+            raise ValueError(f"unknown queue {change.queue!r}; have {sorted(by_name)}")
+        current = queue.quota.get(change.flavor)
+        guarantee = _milli(change.guarantee, current.guarantee if current else 0)
+        deserved = _milli(change.deserved, current.deserved if current else 0)
+        if change.capability is not None:
+            capability = _milli(change.capability, 0)
+        elif current is not None:
+            capability = max(current.capability, deserved)
+        else:
+            capability = deserved
+        if not guarantee <= deserved <= capability:
+            raise ValueError(
+                f"{change.queue}:{change.flavor}: need guarantee <= deserved <= capability, got "
+                f"{guarantee / MILLI:g} / {deserved / MILLI:g} / {capability / MILLI:g}"
+            )
+        quota = {**queue.quota, change.flavor: QuotaInfo(guarantee, deserved, capability)}
+        by_name[change.queue] = replace(queue, quota=quota)
+    return tuple(by_name[queue.name] for queue in queues)
+
+
+def _milli(gpus: float | None, current: int) -> int:
+    return current if gpus is None else round(gpus * MILLI)
+
+
+@dataclass(frozen=True, slots=True)
+class TenantFigures:
+    """One tenant's outcome in one replay."""
+
+    jobs: int
+    wait_mean_s: float
+    wait_p99_s: float
+    jct_mean_s: float
+    gpu_hours: float
+    deserved_gpus: float
+    utilisation_of_deserved: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        """The figures as JSON."""
+        util = self.utilisation_of_deserved
+        return {
+            "jobs": self.jobs,
+            "wait_mean_s": round(self.wait_mean_s, 1),
+            "wait_p99_s": round(self.wait_p99_s, 1),
+            "jct_mean_s": round(self.jct_mean_s, 1),
+            "gpu_hours": round(self.gpu_hours, 2),
+            "deserved_gpus": self.deserved_gpus,
+            "utilisation_of_deserved": None if util is None else round(util, 4),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class PoolFigures:
+    """The whole pool's outcome in one replay."""
+
+    wait_mean_s: float
+    wait_p99_s: float
+    jct_mean_s: float
+    utilisation: float
+    preemptions: int
+    gpu_hours_lost: float
+
+    def to_json(self) -> dict[str, Any]:
+        """The figures as JSON."""
+        return {
+            "wait_mean_s": round(self.wait_mean_s, 1),
+            "wait_p99_s": round(self.wait_p99_s, 1),
+            "jct_mean_s": round(self.jct_mean_s, 1),
+            "utilisation": round(self.utilisation, 4),
+            "preemptions": self.preemptions,
+            "gpu_hours_lost": round(self.gpu_hours_lost, 2),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class WhatIfResult:
+    """Before (baseline quotas) and after (proposed quotas), for the pool and per tenant."""
+
+    jobs: int
+    window_s: float
+    pool_gpus: int
+    before: PoolFigures
+    after: PoolFigures
+    tenants_before: Mapping[str, TenantFigures]
+    tenants_after: Mapping[str, TenantFigures]
+    changes: tuple[QuotaChange, ...] = field(default=())
+
+    def to_json(self) -> dict[str, Any]:
+        """The comparison as JSON: pool figures, then per tenant before and after."""
+        tenants = sorted(set(self.tenants_before) | set(self.tenants_after))
+        return {
+            "jobs": self.jobs,
+            "window_s": self.window_s,
+            "pool_gpus": self.pool_gpus,
+            "changes": [
+                {k: v for k, v in vars_of(change).items() if v is not None}
+                for change in self.changes
+            ],
+            "before": self.before.to_json(),
+            "after": self.after.to_json(),
+            "tenants": {
+                t: {
+                    "before": _figures_json(self.tenants_before.get(t)),
+                    "after": _figures_json(self.tenants_after.get(t)),
+                }
+                for t in tenants
+            },
+        }
+
+
+def vars_of(change: QuotaChange) -> dict[str, Any]:
+    """A quota change as a dict."""
+    return {
+        "queue": change.queue,
+        "flavor": change.flavor,
+        "guarantee": change.guarantee,
+        "deserved": change.deserved,
+        "capability": change.capability,
+    }
+
+
+def _figures_json(figures: TenantFigures | None) -> dict[str, Any] | None:
+    return None if figures is None else figures.to_json()
+
+
+def _deserved_gpus(queues: Sequence[QueueInfo]) -> dict[str, float]:
+    """Per tenant, the deserved GPUs of its leaf queues over every flavor."""
+    parents = {q.parent for q in queues if q.parent is not None}
+    result: dict[str, float] = defaultdict(float)
+    for queue in queues:
+        if queue.name in parents:
+            continue
+        tenant = queue.tenant or queue.name
+        result[tenant] += sum(quota.deserved for quota in queue.quota.values()) / MILLI
+    return dict(result)
+
+
+def _figures(
+    outcome: ReplayOutcome, cluster: ClusterSetup, window_s: float
+) -> tuple[PoolFigures, dict[str, TenantFigures]]:
+    tenant_of = {q.name: q.tenant or q.name for q in cluster.queues}
+    deserved = _deserved_gpus(cluster.queues)
+    records = outcome.records
+    pool = PoolFigures(
+        wait_mean_s=mean([r.wait_s for r in records]),
+        wait_p99_s=percentile([r.wait_s for r in records], 99),
+        jct_mean_s=mean([r.jct_s for r in records]),
+        utilisation=(
+            held_gpu_seconds(outcome.segments, 0.0, window_s) / (cluster.gpus * window_s)
+            if cluster.gpus and window_s
+            else 0.0
+        ),
+        preemptions=outcome.preemptions,
+        gpu_hours_lost=sum(r.lost_gpu_hours for r in records),
+    )
+    grouped: dict[str, list[Any]] = defaultdict(list)
+    for record in records:
+        grouped[tenant_of.get(record.job.queue, record.job.queue)].append(record)
+    segments: dict[str, list[Any]] = defaultdict(list)
+    for segment in outcome.segments:
+        segments[tenant_of.get(segment.queue, segment.queue)].append(segment)
+    tenants: dict[str, TenantFigures] = {}
+    for tenant, mine in sorted(grouped.items()):
+        held = held_gpu_seconds(segments[tenant], 0.0, window_s)
+        share = deserved.get(tenant, 0.0)
+        tenants[tenant] = TenantFigures(
+            jobs=len(mine),
+            wait_mean_s=mean([r.wait_s for r in mine]),
+            wait_p99_s=percentile([r.wait_s for r in mine], 99),
+            jct_mean_s=mean([r.jct_s for r in mine]),
+            gpu_hours=held / 3600.0,
+            deserved_gpus=share,
+            utilisation_of_deserved=held / (share * window_s) if share and window_s else None,
+        )
+    return pool, tenants
+
+
+def replay_whatif(
+    demand: Sequence[SimJob],
+    baseline_queues: Sequence[QueueInfo],
+    proposed_queues: Sequence[QueueInfo],
+    *,
+    nodes: Sequence[NodeInfo],
+    flavors: Sequence[FlavorInfo],
+    priority_classes: Sequence[PriorityClassInfo] = DEFAULT_PRIORITY_CLASSES,
+    policy: SimPolicy = DEFAULT_POLICY,
+    window_s: float | None = None,
+    checkpoint_s: float = DEFAULT_CHECKPOINT_S,
+    changes: Sequence[QuotaChange] = (),
+) -> WhatIfResult:
+    """Replay ``demand`` with the baseline and with the proposed queues; compare per tenant.
+
+    ``window_s`` is the span utilisation is measured over (default: up to the last arrival,
+    at least one second).
+    """
+    if window_s is None:
+        window_s = max([job.submitted_at for job in demand] + [1.0])
+    results: list[tuple[PoolFigures, dict[str, TenantFigures]]] = []
+    pool_gpus = 0
+    for queues in (baseline_queues, proposed_queues):
+        cluster = ClusterSetup(
+            flavors=tuple(flavors),
+            nodes=tuple(nodes),
+            queues=tuple(queues),
+            priority_classes=tuple(priority_classes),
+        )
+        pool_gpus = cluster.gpus
+        outcome = replay(demand, cluster, policy, checkpoint_s=checkpoint_s)
+        results.append(_figures(outcome, cluster, window_s))
+    (before, tenants_before), (after, tenants_after) = results
+    return WhatIfResult(
+        jobs=len(demand),
+        window_s=window_s,
+        pool_gpus=pool_gpus,
+        before=before,
+        after=after,
+        tenants_before=tenants_before,
+        tenants_after=tenants_after,
+        changes=tuple(changes),
+    )

@@ -1,0 +1,158 @@
+"""B3 on the real Philly VC files: the loader's counts, the shares, a short replay, the CLI."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+from gpupool.simulation.philly import (
+    PhillyJob,
+    deserved_shares,
+    load_jobs,
+    philly_dir,
+    pod_sets,
+    run_philly,
+    tenant_shares,
+    window,
+)
+
+
+@pytest.fixture(scope="module")
+def philly_jobs() -> list[PhillyJob]:
+    """Every job of the flat table (skips when the shared data is absent)."""
+    if not (philly_dir() / "jobs_by_vc_seed0.csv").is_file():
+        pytest.skip(f"Philly data not found under {philly_dir()}")
+    return load_jobs()
+
+
+def test_the_table_matches_the_readme(philly_jobs: list[PhillyJob]) -> None:
+    """15,264 jobs of 15 VCs; the five largest VCs are capped at 2,000 jobs."""
+    assert len(philly_jobs) == 15_264
+    per_vc: dict[str, int] = {}
+    for job in philly_jobs:
+        per_vc[job.vc] = per_vc.get(job.vc, 0) + 1
+    assert len(per_vc) == 15
+    assert sorted(vc for vc, n in per_vc.items() if n == 2000) == [
+        "11cb48",
+        "6214e9",
+        "6c71a0",
+        "b436b2",
+        "ee9e8c",
+    ]
+    assert sum(1 for job in philly_jobs if job.gpus == 1) == 10_480
+
+
+def test_the_30_day_window_matches_benchmarks(philly_jobs: list[PhillyJob]) -> None:
+    """4,889 jobs and about 548k GPU-hours arrive in the tenants' first 30 days."""
+    kept = window(philly_jobs, 30)
+    assert len(kept) == 4889
+    assert sum(job.gpu_hours for job in kept) == pytest.approx(548_178, abs=1)
+    assert [j.arrival_s for j in kept] == sorted(j.arrival_s for j in kept)
+
+
+def test_shares_sum_to_the_pool_and_cover_each_largest_gang(
+    philly_jobs: list[PhillyJob],
+) -> None:
+    """Deserved shares add up to 1,024 GPUs and each tenant can run its largest job alone."""
+    kept = window(philly_jobs, 30)
+    shares = tenant_shares(kept)
+    assert sum(shares.values()) == 1024
+    for vc, deserved in shares.items():
+        assert deserved >= max(job.gpus for job in kept if job.vc == vc)
+    assert max(shares, key=lambda vc: shares[vc]) == "b436b2"  # the most GPU-hours
+
+
+def test_water_filling_gives_small_tenants_their_floor() -> None:
+    """A tenant whose proportional share is below its floor gets the floor; others share."""
+    shares = deserved_shares({"big": 990.0, "mid": 9.0, "tiny": 1.0}, {"tiny": 8}, 100)
+    assert shares == {"big": 91, "mid": 1, "tiny": 8}
+    assert sum(shares.values()) == 100
+
+
+@pytest.mark.parametrize(
+    ("gpus", "pods"), [(1, (1, 1)), (8, (1, 8)), (16, (2, 8)), (12, (2, 6)), (20, (4, 5))]
+)
+def test_gangs_become_pods_of_at_most_a_node(gpus: int, pods: tuple[int, int]) -> None:
+    """Gangs over 8 GPUs are split into equal pods of at most 8 GPUs."""
+    (pod_set,) = pod_sets(gpus)
+    assert (pod_set.count, pod_set.gpus) == pods
+
+
+def test_a_short_run_is_deterministic(philly_jobs: list[PhillyJob]) -> None:
+    """The same jobs give the same figures, run after run."""
+    first = run_philly(limit=60, jobs=philly_jobs).to_json()
+    second = run_philly(limit=60, jobs=philly_jobs).to_json()
+    first.pop("elapsed_s")
+    second.pop("elapsed_s")
+    for entry in (*first["policies"].values(), *second["policies"].values()):
+        entry.pop("plan_s")
+    assert first == second
+    assert set(first["policies"]) == {"fifo", "kueue-like", "gpupool"}
+    assert first["jobs"] == 60
+
+
+def test_cli_prints_the_b3_json(philly_jobs: list[PhillyJob]) -> None:
+    """``simulate philly --json`` has per policy the B3 keys and per tenant the alone wait."""
+    out = StringIO()
+    call_command(
+        "gpupool",
+        "simulate",
+        "philly",
+        "--policy",
+        "gpupool",
+        "--limit",
+        "40",
+        "--json",
+        stdout=out,
+    )
+    document = json.loads(out.getvalue())
+    assert document["trace"] == "philly"
+    entry = document["policies"]["gpupool"]
+    for key in (
+        "jct_mean_s",
+        "jct_p99_s",
+        "wait_mean_s",
+        "wait_p99_s",
+        "utilisation",
+        "preemptions",
+        "gpu_hours_lost",
+        "gpu_hours_lost_fraction",
+        "tenants",
+    ):
+        assert key in entry
+    assert entry["jct_mean_s"] >= entry["wait_mean_s"] >= 0
+    tenant = next(iter(entry["tenants"].values()))
+    assert tenant["alone_wait_mean_s"] is not None
+
+
+def test_cli_writes_a_self_contained_report(philly_jobs: list[PhillyJob], tmp_path: Path) -> None:
+    """``--report`` writes one HTML page with plotly.js inlined and the wait box plots."""
+    path = tmp_path / "b3.html"
+    out, err = StringIO(), StringIO()
+    call_command(
+        "gpupool",
+        "simulate",
+        "philly",
+        "--limit",
+        "30",
+        "--report",
+        str(path),
+        stdout=out,
+        stderr=err,
+    )
+    text = path.read_text()
+    assert "Queueing delay per tenant" in text and "<script" in text
+    assert "kueue-like" in out.getvalue()
+
+
+@pytest.mark.slow
+def test_the_full_window_meets_the_sharing_incentive(philly_jobs: list[PhillyJob]) -> None:
+    """B3 (full 30 days, minutes): every job finishes; gpupool loses at most 1% to preemption."""
+    run = run_philly(["gpupool"], jobs=philly_jobs)
+    metrics = run.metrics["gpupool"]
+    assert metrics.jobs == 4889
+    assert metrics.gpu_hours_lost_fraction <= 0.01
