@@ -152,7 +152,7 @@ class Cycle:
             (r for r in self.running.values() if r.evictable), key=lambda r: r.order
         ):
             self.running_by_queue[running.info.queue].append(running)
-        self._subtree_victims: dict[str, list[RunningWork]] = {}
+        self._subtree_victims: dict[tuple[str, str], list[RunningWork]] = defaultdict(list)
         self._borrowed: set[str] | None = None
         self.by_queue: dict[str, list[PendingWork]] = defaultdict(list)
         for work in sorted(self.pending.values(), key=lambda w: w.rank):
@@ -280,7 +280,7 @@ class Cycle:
             if shortfall is not None:
                 first = first or quota_verdict(shortfall)
                 continue
-            verdict = self._capacity_verdict(work, assignment)
+            verdict = self.capacity_verdict(work, assignment)
             if verdict is not None:
                 first = first or verdict
                 continue
@@ -295,7 +295,7 @@ class Cycle:
                 placed = self.placer.place(trial, assignment.pods, info.gang_minimum, info.topology)
             if placed is None:
                 trial.discard()
-                verdict = self._placement_verdict(work, assignment, statement)
+                verdict = self.placement_verdict(work, assignment, statement)
                 self._failed[memo] = (self.cluster.generation, len(self.cluster.held), verdict)
                 first = first or verdict
                 continue
@@ -310,7 +310,7 @@ class Cycle:
             need[self.nodes[pod.node].flavor] += pod.shape.gpu_milli_total
         return dict(need)
 
-    def _capacity_verdict(self, work: PendingWork, assignment: Assignment) -> Verdict | None:
+    def capacity_verdict(self, work: PendingWork, assignment: Assignment) -> Verdict | None:
         """Not enough free GPUs, CPU or memory of a flavor in the whole pool."""
         asked: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
         minimum = work.info.gang_minimum
@@ -347,7 +347,7 @@ class Cycle:
             facts["held_for"] = self.holders[0]
         return Verdict("behind", facts)
 
-    def _placement_verdict(
+    def placement_verdict(
         self, work: PendingWork, assignment: Assignment, statement: Statement
     ) -> Verdict:
         """Enough free capacity in total, but no placement: topology, behind or fragments."""
@@ -471,6 +471,22 @@ class Cycle:
 
         return check
 
+    def might_suffice(self, work: PendingWork) -> Callable[[RunningWork], bool]:
+        """Whether one victim frees as many GPUs of each flavor as the preemptor lacks."""
+        need = work.assignments[0].need if work.assignments else {}
+        missing = {
+            flavor: max(
+                amount - self.cluster.free_gpu[flavor],
+                amount - self.quota.available(work.info.queue, flavor),
+            )
+            for flavor, amount in need.items()
+        }
+
+        def check(victim: RunningWork) -> bool:
+            return all(victim.need.get(flavor, 0) >= amount for flavor, amount in missing.items())
+
+        return check
+
     def reserve(self, work: PendingWork, statement: Statement, victims: list[RunningWork]) -> bool:
         """Place the preemptor on what its victims free and hold it there; commit."""
         result = self.try_place(work, statement)
@@ -483,29 +499,35 @@ class Cycle:
         work.verdict = Verdict("waiting-for-preemption", {"victims": work.victims})
         return True
 
-    def reclaim_candidates(self, reclaimer: str) -> Iterator[RunningWork]:
-        """Victims for a reclaim, nearest in the tree first, then borrowers, then cheapest.
+    def reclaim_candidates(self, reclaimer: str, flavor: str) -> Iterator[RunningWork]:
+        """Victims holding ``flavor`` for a reclaim: nearest in the tree, borrowers, cheapest.
 
         Walks the reclaimer's ancestors from the nearest; each contributes the evictable
-        workloads of reclaimable queues in its subtree not already offered by a nearer one.
+        workloads of reclaimable queues in its subtree not already offered by a nearer one,
+        skipping queues that are not above their deserved share.
         """
-        if self._borrowed is None:
-            deserved = {
-                (queue.name, flavor): quota.deserved
-                for queue in self.snapshot.queues
-                for flavor, quota in queue.quota.items()
-            }
-            self._borrowed = borrowed_workloads(list(self.running.values()), deserved)
         path = self.quota.path[reclaimer]
         for depth, ancestor in enumerate(path[1:], start=1):
             nearer = path[depth - 1]
-            for victim in self._victims_under(ancestor):
-                if nearer not in self.quota.path[victim.info.queue]:
+            for victim in self._victims_under(ancestor, flavor):
+                queue = victim.info.queue
+                if (
+                    nearer not in self.quota.path[queue]
+                    and victim.name not in self.evicted
+                    and self.quota.over_deserved_by(queue, flavor) > 0
+                ):
                     yield victim
 
-    def _victims_under(self, ancestor: str) -> list[RunningWork]:
-        if not self._subtree_victims:
-            borrowed = self._borrowed or set()
+    def _victims_under(self, ancestor: str, flavor: str) -> list[RunningWork]:
+        """Reclaimable, evictable workloads holding ``flavor`` under a queue, in order."""
+        if self._borrowed is None:
+            deserved = {
+                (queue.name, name): quota.deserved
+                for queue in self.snapshot.queues
+                for name, quota in queue.quota.items()
+            }
+            self._borrowed = borrowed_workloads(list(self.running.values()), deserved)
+            borrowed = self._borrowed
             ordered = sorted(
                 (
                     victim
@@ -514,13 +536,11 @@ class Cycle:
                 ),
                 key=lambda v: (v.name not in borrowed, v.order),
             )
-            under: dict[str, list[RunningWork]] = defaultdict(list)
             for victim in ordered:
                 for node in self.quota.path[victim.info.queue]:
-                    under[node].append(victim)
-            self._subtree_victims.update(under)
-            self._subtree_victims.setdefault(self.quota.root, [])
-        return self._subtree_victims.get(ancestor, [])
+                    for held in victim.flavors:
+                        self._subtree_victims[(node, held)].append(victim)
+        return self._subtree_victims.get((ancestor, flavor), [])
 
 
 # -- the phases ------------------------------------------------------------------------------
@@ -624,7 +644,9 @@ def preempt(cycle: Cycle) -> None:
                 continue
             attempts += 1
             statement = Statement(cycle.cluster, cycle.quota)
-            victims = find_victims(statement, candidates, cycle.fits(work))
+            victims = find_victims(
+                statement, candidates, cycle.fits(work), single=cycle.might_suffice(work)
+            )
             if victims is None:
                 continue
             if cycle.reserve(work, statement, victims):
@@ -641,16 +663,15 @@ def reclaim(cycle: Cycle) -> None:
             need = work.assignments[0].need if work.assignments else {}
             if not need or not cycle.quota.below_deserved(queue, need):
                 continue
-            flavors = set(need)
-            candidates = (
-                victim
-                for victim in cycle.reclaim_candidates(queue)
-                if victim.name not in cycle.evicted and victim.flavors & flavors
-            )
+            candidates = cycle.reclaim_candidates(queue, max(need, key=lambda f: (need[f], f)))
             statement = Statement(cycle.cluster, cycle.quota)
             attempts += 1
             victims = find_victims(
-                statement, candidates, cycle.fits(work), _stays_at_deserved(cycle, queue)
+                statement,
+                candidates,
+                cycle.fits(work),
+                _stays_at_deserved(cycle, queue),
+                single=cycle.might_suffice(work),
             )
             if victims is None:
                 continue

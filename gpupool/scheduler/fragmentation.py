@@ -26,10 +26,10 @@ from functools import lru_cache
 
 MILLI_PER_GPU = 1000
 
-# gpupool's cost (see `placement_cost`): the fragmentation gradient, plus small terms that
-# prefer packing. Their weights were chosen on the openb trace (docs/benchmarks.md, B2).
-FREE_GPU_WEIGHT = 0.0
-CPU_STRAND_WEIGHT = 0.0
+# gpupool's cost (see `placement_cost`): the fragmentation gradient plus this weight times the
+# growth of CPU-stranded GPU. Chosen on the openb trace (docs/benchmarks.md, B2): 0 is FGD's
+# gradient alone; 3..30 all gain about 0.4 points over it.
+CPU_STRAND_WEIGHT = 10.0
 # Costs are rounded to a millionth of a milli-GPU, so equal placements compare equal whatever
 # order their fragments were summed in (the vectorised simulator sums differently).
 COST_DECIMALS = 6
@@ -324,8 +324,11 @@ def placement_cost(node: NodeState, pod: PodShape, dist: ShapeDistribution) -> f
     """gpupool's cost of placing the pod on the node, lower is better; None if it cannot.
 
     The cost is the growth of the node's expected fragmentation (the fragmentation gradient
-    of FGD) for the pod's cheapest GPU choice (`best_placement`). Without a distribution it
-    falls back to best fit: the free milli-GPU left behind.
+    of FGD) plus `CPU_STRAND_WEIGHT` times the growth of its CPU-stranded GPU
+    (`cpu_stranded_milli`: CPU-only pods go where CPU is plentiful rather than starve GPUs),
+    for the pod's cheapest GPU choice (`best_placement`), in milli-GPU. Without a distribution
+    it falls back to best fit: the free milli-GPU left behind. It only looks at the node, and
+    equal nodes cost the same: the caller breaks ties (by node name).
     """
     best = best_placement(node, pod, dist)
     return None if best is None else best[1]

@@ -10,13 +10,15 @@ never below deserved); the guard re-checks conditions that depend on earlier rem
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gpupool.scheduler.statement import PlacedPod, Statement
 from gpupool.scheduler.types import WorkloadInfo
 
-MAX_VICTIMS = 128
+MAX_VICTIMS = 128  # victims one preemptor may cost
+MAX_CANDIDATES = 512  # candidates looked at, in preference order (bounds the search)
 
 
 @dataclass(slots=True)
@@ -69,12 +71,26 @@ def find_victims(
     candidates: Iterable[RunningWork],
     fits: Callable[[Statement], bool],
     guard: Callable[[RunningWork], bool] = lambda _: True,
+    single: Callable[[RunningWork], bool] | None = None,
 ) -> list[RunningWork] | None:
     """A minimal set of victims after which ``fits`` holds, removed on ``statement``.
 
-    On success the victims stay removed on the statement (the caller commits); on failure
-    the statement is left as it was.
+    ``single`` marks the candidates that might be enough alone (cheap to tell, e.g. they hold
+    as much as is missing); those are tried one by one first. On success the victims stay
+    removed on the statement (the caller commits); on failure the statement is left as it
+    was.
     """
+    candidates = list(itertools.islice(candidates, MAX_CANDIDATES))
+    if single is not None:
+        # Fewest first: a single victim that is enough beats any set of several.
+        for victim in candidates:
+            if single(victim) and guard(victim):
+                trial = statement.child()
+                remove_workload(trial, victim)
+                if fits(trial):
+                    trial.commit()
+                    return [victim]
+                trial.discard()
     chosen: list[RunningWork] = []
     for victim in candidates:
         if len(chosen) >= MAX_VICTIMS:

@@ -122,6 +122,28 @@ def _pod_set(flavor: str, size: int) -> PodSetInfo:
     )
 
 
+def _place_running(
+    rng: random.Random, flavor: str, size: int, candidates: list[str], free: dict[str, list[int]]
+) -> tuple[PodPlacement, ...] | None:
+    """Random nodes with room for each pod (first fit after 64 misses); None if it cannot."""
+    count, gpus = _pods(flavor, size)
+    placement: list[PodPlacement] = []
+    for _ in range(count):
+        for _attempt in range(64):
+            name = candidates[rng.randrange(len(candidates))]
+            if len(free[name]) >= gpus:
+                break
+        else:
+            name = next((n for n in candidates if len(free[n]) >= gpus), "")
+        if not name:
+            for pod in placement:  # give back what this workload took
+                free[pod.node] = sorted(free[pod.node] + list(pod.gpus))
+            return None
+        taken, free[name] = free[name][:gpus], free[name][gpus:]
+        placement.append(PodPlacement(name, tuple(taken)))
+    return tuple(placement)
+
+
 def synthetic_snapshot(nodes: int = 5000, seed: int = 7) -> tuple[Snapshot, PolicyInfo, float]:
     """The B1 snapshot for ``nodes`` nodes (running and pending scale alike), and its time."""
     rng = random.Random(seed)
@@ -148,22 +170,15 @@ def synthetic_snapshot(nodes: int = 5000, seed: int = 7) -> tuple[Snapshot, Poli
         flavor = "h100" if rng.random() < 0.8 else "gb200"
         sizes.append((_choose(rng, RUNNING_SIZES), flavor))
     sizes.sort(key=lambda item: -item[0])
-    for index, (size, flavor) in enumerate(sizes):
-        count, gpus = _pods(flavor, size)
-        placement: list[PodPlacement] = []
-        candidates = by_flavor[flavor]
-        for _ in range(count):
-            for _attempt in range(64):
-                name = candidates[rng.randrange(len(candidates))]
-                if len(free[name]) >= gpus:
-                    break
-            else:
-                name = next((n for n in candidates if len(free[n]) >= gpus), "")
-            if not name:
+    for index, (size, wanted) in enumerate(sizes):
+        # gb200 holds a ninth of the GPUs but a fifth of the workloads: once it is full, the
+        # rest run on h100, so the pool still holds 20,000 workloads on ~82% of its GPUs.
+        placement = None
+        for flavor in (wanted, "h100"):
+            placement = _place_running(rng, flavor, size, by_flavor[flavor], free)
+            if placement is not None:
                 break
-            taken, free[name] = free[name][:gpus], free[name][gpus:]
-            placement.append(PodPlacement(name, tuple(taken)))
-        if len(placement) < count:
+        if placement is None:
             continue
         queue, klass, protected = common(flavor)
         started = NOW - rng.uniform(0, 8) * HOUR

@@ -1,0 +1,94 @@
+"""``gpupool bench cycle``: benchmark B1, the cost of one scheduling cycle at scale.
+
+Builds the seeded synthetic pool of BENCHMARKS.md B1 (``--nodes``, default 5,000; pending
+and running work scale alike), runs ``plan()`` once to warm up and then ``--runs`` times,
+and reports the median wall time, every run, the CPU time, and the process's peak RSS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import resource
+import statistics
+import sys
+import time
+from typing import Any, TextIO
+
+from gpupool.scheduler import plan
+from gpupool.scheduler.synthetic import synthetic_snapshot
+
+HELP = "Benchmarks of the decision core (B1: one scheduling cycle at scale)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``cycle`` with --nodes, --runs, --seed and --json."""
+    which = parser.add_subparsers(dest="benchmark", metavar="BENCHMARK")
+    which.required = True
+    cycle = which.add_parser("cycle", help="B1: time plan() on the synthetic pool")
+    cycle.add_argument("--nodes", type=int, default=5000, help="nodes in the pool (5000)")
+    cycle.add_argument("--runs", type=int, default=5, help="timed runs after a warm-up (5)")
+    cycle.add_argument("--seed", type=int, default=7, help="snapshot seed (7)")
+    cycle.add_argument("--json", action="store_true", help="print JSON (default: a summary)")
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident set size, in MiB (ru_maxrss is KiB on Linux)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
+
+
+def bench_cycle(nodes: int, runs: int, seed: int) -> dict[str, Any]:
+    """Build the snapshot, time plan() and report B1's figures."""
+    started = time.perf_counter()
+    snapshot, policy, now = synthetic_snapshot(nodes, seed)
+    build_s = time.perf_counter() - started
+    started = time.perf_counter()
+    result = plan(snapshot, policy, now)
+    cold_s = time.perf_counter() - started
+    wall: list[float] = []
+    cpu: list[float] = []
+    for _ in range(runs):
+        started, cpu_started = time.perf_counter(), time.process_time()
+        again = plan(snapshot, policy, now)
+        wall.append(time.perf_counter() - started)
+        cpu.append(time.process_time() - cpu_started)
+        if again != result:
+            raise RuntimeError("plan() is not deterministic on the benchmark snapshot")
+    return {
+        "benchmark": "B1 cycle",
+        "seed": seed,
+        "nodes": len(snapshot.nodes),
+        "gpus": sum(node.gpus for node in snapshot.nodes),
+        "running": sum(1 for w in snapshot.workloads if w.state == "running"),
+        "pending": sum(1 for w in snapshot.workloads if w.state == "pending"),
+        "admitted": len(result.admit),
+        "evicted": len(result.evict),
+        "left_pending": len(result.pending),
+        "runs": runs,
+        "median_s": round(statistics.median(wall), 4) if wall else None,
+        "runs_s": [round(value, 4) for value in wall],
+        "median_cpu_s": round(statistics.median(cpu), 4) if cpu else None,
+        "cold_s": round(cold_s, 4),
+        "build_s": round(build_s, 3),
+        "peak_rss_mib": round(peak_rss_mib(), 1),
+        "python": platform.python_version(),
+    }
+
+
+def run(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
+    """Run the chosen benchmark and print its figures."""
+    if options["nodes"] < 1 or options["runs"] < 1:
+        stderr.write("bench cycle: --nodes and --runs must be >= 1\n")
+        return 2
+    figures = bench_cycle(options["nodes"], options["runs"], options["seed"])
+    if options.get("json"):
+        stdout.write(json.dumps(figures) + "\n")
+    else:
+        stdout.write(
+            f"B1 cycle: {figures['nodes']} nodes, {figures['running']} running, "
+            f"{figures['pending']} pending: median {figures['median_s']} s "
+            f"(cpu {figures['median_cpu_s']} s), peak RSS {figures['peak_rss_mib']} MiB\n"
+        )
+    return 0

@@ -1,0 +1,152 @@
+"""``gpupool plan SCENARIO.json``: plan one cycle of a scenario file (DESIGN section 5).
+
+Prints the plan as JSON. ``--explain`` prints readable tables instead (admissions,
+evictions, and every pending workload with its reason, position and estimated start).
+``--dry-run WORKLOAD.json`` asks whether a hypothetical workload would fit now, layer by
+layer (quota, capacity, placement). A malformed scenario is refused with a message naming
+the field, a non-zero exit status, and no plan.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import io
+import json
+from pathlib import Path
+from typing import Any, TextIO
+
+from gpupool.scheduler import plan
+from gpupool.scheduler.estimate import dry_run, estimate_starts
+from gpupool.scheduler.scenario import (
+    Scenario,
+    ScenarioError,
+    dump_plan,
+    format_time,
+    load_scenario,
+    scenario_from_dict,
+)
+from gpupool.scheduler.types import Plan, WorkloadInfo
+
+HELP = "Plan one scheduling cycle for a scenario file and print the plan (JSON or --explain)"
+
+EXIT_INVALID = 2
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """SCENARIO, --explain, --dry-run."""
+    parser.add_argument("scenario", metavar="SCENARIO.json", help="snapshot in the scenario format")
+    parser.add_argument(
+        "--explain", action="store_true", help="print readable tables instead of JSON"
+    )
+    parser.add_argument(
+        "--dry-run",
+        metavar="WORKLOAD.json",
+        help="a workload object (scenario format): would it fit now? quota, capacity, placement",
+    )
+
+
+def _hypothetical(scenario_path: str, workload_path: str) -> tuple[Scenario, WorkloadInfo]:
+    """Load the scenario with the hypothetical workload appended, validated like the rest."""
+    data = json.loads(Path(scenario_path).read_text())
+    try:
+        extra = json.loads(Path(workload_path).read_text())
+    except json.JSONDecodeError as error:
+        raise ScenarioError(f"(dry-run file): not JSON: {error}") from None
+    if not isinstance(extra, dict):
+        raise ScenarioError("(dry-run file): must be one workload object")
+    extra = {**extra, "state": "pending"}
+    data["workloads"] = [*data.get("workloads", []), extra]
+    loaded = scenario_from_dict(data)
+    candidate = loaded.snapshot.workloads[-1]
+    trimmed = dataclasses.replace(loaded.snapshot, workloads=loaded.snapshot.workloads[:-1])
+    return Scenario(trimmed, loaded.policy, loaded.now), candidate
+
+
+def run(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
+    """Load, validate, plan, print; exit 2 on a malformed scenario."""
+    try:
+        if options.get("dry_run"):
+            loaded, candidate = _hypothetical(options["scenario"], options["dry_run"])
+            answer = dry_run(loaded.snapshot, loaded.policy, loaded.now, candidate)
+            stdout.write(
+                json.dumps(
+                    {
+                        "workload": answer.workload,
+                        "first_failure": answer.first_failure,
+                        "layers": [
+                            {
+                                "layer": layer.layer,
+                                "passes": layer.passes,
+                                "detail": layer.detail,
+                                "facts": dict(layer.facts),
+                            }
+                            for layer in answer.layers
+                        ],
+                    },
+                    indent=1,
+                )
+                + "\n"
+            )
+            return 0
+        loaded = load_scenario(options["scenario"])
+    except ScenarioError as error:
+        stderr.write(f"invalid scenario: {error}\n")
+        return EXIT_INVALID
+    except (OSError, ValueError) as error:
+        stderr.write(f"invalid scenario: {error}\n")
+        return EXIT_INVALID
+    result = plan(loaded.snapshot, loaded.policy, loaded.now)
+    if options.get("explain"):
+        stdout.write(explain_tables(loaded, result))
+    else:
+        stdout.write(dump_plan(result) + "\n")
+    return 0
+
+
+def explain_tables(loaded: Scenario, result: Plan) -> str:
+    """The plan as rich tables, rendered to plain text."""
+    from rich.console import Console
+    from rich.table import Table
+
+    starts = estimate_starts(loaded.snapshot, loaded.policy, loaded.now)
+    queues = {w.name: w.queue for w in loaded.snapshot.workloads}
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=140, color_system=None, force_terminal=False)
+
+    admitted = Table(title=f"Admitted ({len(result.admit)})")
+    admitted.add_column("workload")
+    admitted.add_column("queue")
+    admitted.add_column("placement")
+    for admission in result.admit:
+        where = "; ".join(
+            f"{pod.node}:{','.join(map(str, pod.gpus))}" + (f"@{pod.milli}m" if pod.milli else "")
+            for pod in admission.placement
+        )
+        admitted.add_row(admission.workload, queues[admission.workload], where)
+    console.print(admitted)
+
+    evicted = Table(title=f"Evicted ({len(result.evict)})")
+    for column in ("workload", "queue", "reason", "for"):
+        evicted.add_column(column)
+    for eviction in result.evict:
+        evicted.add_row(
+            eviction.workload, queues[eviction.workload], eviction.reason, eviction.preemptor or ""
+        )
+    console.print(evicted)
+
+    pending = Table(title=f"Pending ({len(result.pending)})")
+    for column in ("workload", "queue", "position", "reason", "estimated start", "why"):
+        pending.add_column(column)
+    for item in result.pending:
+        start = starts.get(item.workload)
+        pending.add_row(
+            item.workload,
+            queues[item.workload],
+            str(item.position),
+            item.reason,
+            format_time(start) if start is not None else "unknown",
+            item.detail,
+        )
+    console.print(pending)
+    return buffer.getvalue()

@@ -1,0 +1,151 @@
+"""Estimated starts and dry-runs, both answered by the same core as the cycle.
+
+**Estimated start** (Slurm's ``squeue --start``): replay the future through ``plan``. Admit
+what the cycle admits, let victims leave, jump to the next expected end of a running
+workload, finish it, plan again; a workload's estimate is the first step that admits it.
+Work without an expected runtime never ends in the replay, so what waits only on it gets no
+estimate (``None``) rather than a made-up one.
+
+**Dry-run**: would a hypothetical workload fit now? Three layers answer separately —
+quota passes, capacity exists, a placement exists — and the first that fails is named.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from gpupool.scheduler.cycle import Cycle, PendingWork, plan
+from gpupool.scheduler.explain import Verdict, quota_verdict, sentence
+from gpupool.scheduler.statement import Statement
+from gpupool.scheduler.types import PolicyInfo, Snapshot, WorkloadInfo
+
+MAX_REPLAY_STEPS = 200
+
+
+def estimate_starts(
+    snapshot: Snapshot, policy: PolicyInfo, now: float, max_steps: int = MAX_REPLAY_STEPS
+) -> dict[str, float | None]:
+    """Estimated start time of every pending workload (None when the replay cannot tell)."""
+    estimates: dict[str, float | None] = {
+        w.name: None for w in snapshot.workloads if w.state == "pending"
+    }
+    current, moment = snapshot, now
+    for _ in range(max_steps):
+        result = plan(current, policy, moment)
+        admitted = {a.workload: a.placement for a in result.admit}
+        for name in admitted:
+            if name in estimates and estimates[name] is None:
+                estimates[name] = moment
+        evicted = {e.workload for e in result.evict}
+        waiting = {p.workload for p in result.pending if p.reason == "waiting-for-preemption"}
+        workloads: list[WorkloadInfo] = []
+        for workload in current.workloads:
+            if workload.name in admitted:
+                workloads.append(
+                    dataclasses.replace(
+                        workload,
+                        state="running",
+                        started_at=moment,
+                        placement=admitted[workload.name],
+                        nominated=False,
+                    )
+                )
+            elif workload.name in evicted:
+                # Requeued with its original submit time; its victims' capacity is free now.
+                workloads.append(
+                    dataclasses.replace(
+                        workload, state="pending", started_at=None, placement=(), evicting_for=None
+                    )
+                )
+            elif workload.name in waiting:
+                workloads.append(dataclasses.replace(workload, nominated=True))
+            else:
+                workloads.append(workload)
+        if all(value is not None for value in estimates.values()):
+            break
+        if not admitted and not evicted:
+            ends = [
+                (w.started_at or moment) + w.expected_runtime_s
+                for w in workloads
+                if w.state == "running" and w.expected_runtime_s is not None
+            ]
+            if not ends:
+                break
+            moment = max(moment, min(ends))
+            workloads = [
+                w
+                for w in workloads
+                if not (
+                    w.state == "running"
+                    and w.expected_runtime_s is not None
+                    and (w.started_at or moment) + w.expected_runtime_s <= moment
+                )
+            ]
+        current = dataclasses.replace(current, workloads=tuple(workloads))
+    return estimates
+
+
+@dataclass(frozen=True, slots=True)
+class LayerAnswer:
+    """One layer of a dry-run: does it pass, and if not, why."""
+
+    layer: str
+    passes: bool
+    detail: str
+    facts: Mapping[str, object]
+
+
+@dataclass(frozen=True, slots=True)
+class DryRun:
+    """The three layers for a hypothetical workload and the first that fails."""
+
+    workload: str
+    layers: tuple[LayerAnswer, ...]
+    first_failure: str | None
+
+
+def dry_run(snapshot: Snapshot, policy: PolicyInfo, now: float, workload: WorkloadInfo) -> DryRun:
+    """Answer quota -> capacity -> placement for a workload that is not submitted yet."""
+    if any(w.name == workload.name for w in snapshot.workloads):
+        raise ValueError(f"name: a workload named {workload.name!r} already exists")
+    candidate = dataclasses.replace(workload, state="pending", placement=(), started_at=None)
+    cycle = Cycle(
+        dataclasses.replace(snapshot, workloads=(*snapshot.workloads, candidate)), policy, now
+    )
+    work: PendingWork = cycle.pending[candidate.name]
+    assignment = work.assignments[0]
+    layers: list[LayerAnswer] = []
+
+    shortfall = cycle.quota.check(candidate.queue, assignment.need)
+    if shortfall is None:
+        layers.append(LayerAnswer("quota", True, "Quota passes.", {}))
+    else:
+        verdict = quota_verdict(shortfall)
+        layers.append(LayerAnswer("quota", False, sentence(verdict, 0), dict(verdict.facts)))
+
+    cycle.snapshot_start()
+    capacity = cycle.capacity_verdict(work, assignment)
+    if capacity is None:
+        layers.append(LayerAnswer("capacity", True, "Capacity exists.", {}))
+    else:
+        verdict = Verdict("capacity", capacity.facts)
+        layers.append(LayerAnswer("capacity", False, sentence(verdict, 0), dict(verdict.facts)))
+
+    trial = Statement(cycle.cluster, cycle.quota)
+    placed = cycle.placer.place(trial, assignment.pods, candidate.gang_minimum, candidate.topology)
+    if placed is not None:
+        trial.discard()
+        nodes = sorted({pod.node for pod in placed})
+        layers.append(
+            LayerAnswer("placement", True, f"It would run on {', '.join(nodes)}.", {"nodes": nodes})
+        )
+    else:
+        trial.discard()
+        verdict = cycle.placement_verdict(work, assignment, Statement(cycle.cluster, cycle.quota))
+        if verdict.reason == "behind":
+            verdict = Verdict("fragmentation", {**verdict.facts, "largest_placeable": 0})
+        layers.append(LayerAnswer("placement", False, sentence(verdict, 0), dict(verdict.facts)))
+    first = next((layer.layer for layer in layers if not layer.passes), None)
+    return DryRun(candidate.name, tuple(layers), first)
