@@ -136,7 +136,8 @@ class Contracts:
         left: float,
         reservation: float,
     ) -> Standing:
-        backed_off = self._backed_off(workload)
+        # Back-off throttles preemptors: it lowers pending work, never running victims.
+        backed_off = workload.state == "pending" and self._backed_off(workload)
         key = (klass.name, elevated, backed_off, left, reservation)
         known = self._interned.get(key)
         if known is not None:

@@ -97,6 +97,14 @@ class PendingWork:
         return self.info.name
 
 
+def prefix_need(pods: list[PodRequest], count: int) -> dict[str, int]:
+    """Milli-GPU per flavor of the first ``count`` pods of a gang."""
+    need: dict[str, int] = {}
+    for pod in pods[:count]:
+        need[pod.flavor] = need.get(pod.flavor, 0) + pod.shape.gpu_milli_total
+    return need
+
+
 class Cycle:
     """The state one cycle works on, shared by its phases."""
 
@@ -276,7 +284,14 @@ class Cycle:
         first: Verdict | None = None
         info = work.info
         for assignment in work.assignments:
+            pods = assignment.pods
             shortfall = self.quota.check(info.queue, assignment.need)
+            # An elastic gang (min_member < pods) takes as many pods as its quota allows.
+            count = len(pods)
+            while shortfall is not None and count > info.gang_minimum:
+                count -= 1
+                if self.quota.check(info.queue, prefix_need(pods, count)) is None:
+                    shortfall, pods = None, pods[:count]
             if shortfall is not None:
                 first = first or quota_verdict(shortfall)
                 continue
@@ -284,15 +299,15 @@ class Cycle:
             if verdict is not None:
                 first = first or verdict
                 continue
-            memo = (assignment.key, info.gang_minimum, info.topology)
+            memo = (assignment.key, len(pods), info.gang_minimum, info.topology)
             cached = self._failed.get(memo)
             if cached and cached[:2] == (self.cluster.generation, len(self.cluster.held)):
                 first = first or cached[2]
                 continue
             trial = statement.child()
             placed = None
-            if self.placer.may_fit(assignment.pods, info.gang_minimum):
-                placed = self.placer.place(trial, assignment.pods, info.gang_minimum, info.topology)
+            if self.placer.may_fit(pods, info.gang_minimum):
+                placed = self.placer.place(trial, pods, info.gang_minimum, info.topology)
             if placed is None:
                 trial.discard()
                 verdict = self.placement_verdict(work, assignment, statement)
@@ -309,6 +324,21 @@ class Cycle:
         for pod in placed:
             need[self.nodes[pod.node].flavor] += pod.shape.gpu_milli_total
         return dict(need)
+
+    def larger_than_pool(self, need: Mapping[str, int]) -> Verdict | None:
+        """A request larger than the pool's healthy GPUs of a flavor, even when idle."""
+        for flavor, amount in sorted(need.items()):
+            if amount > self.quota.pool.get(flavor, 0):
+                facts: dict[str, object] = {
+                    "flavor": flavor,
+                    "resource": "gpu",
+                    "asked": amount / MILLI,
+                    "free": self.cluster.free_gpu[flavor] / MILLI,
+                    "healthy": self.quota.pool.get(flavor, 0) / MILLI,
+                    "never_fits": True,
+                }
+                return Verdict("capacity", facts)
+        return None
 
     def capacity_verdict(self, work: PendingWork, assignment: Assignment) -> Verdict | None:
         """Not enough free GPUs, CPU or memory of a flavor in the whole pool."""
@@ -564,10 +594,17 @@ def enqueue(cycle: Cycle) -> None:
             work.victims = sorted(leaving[info.name])
             work.verdict = Verdict("waiting-for-preemption", {"victims": work.victims})
             continue
-        shortfalls = [cycle.quota.never_fits(info.queue, a.need) for a in work.assignments]
-        if all(s is not None for s in shortfalls) and shortfalls and shortfalls[0] is not None:
+        minimum = info.gang_minimum
+        needs = [prefix_need(a.pods, minimum) for a in work.assignments]
+        shortfalls = [cycle.quota.never_fits(info.queue, need) for need in needs]
+        if shortfalls and all(s is not None for s in shortfalls) and shortfalls[0] is not None:
             work.schedulable = False
             work.verdict = quota_verdict(shortfalls[0])
+            continue
+        too_big = [cycle.larger_than_pool(need) for need in needs]
+        if too_big and all(v is not None for v in too_big) and too_big[0] is not None:
+            work.schedulable = False
+            work.verdict = too_big[0]
 
 
 def allocate(cycle: Cycle) -> None:

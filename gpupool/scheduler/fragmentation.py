@@ -281,6 +281,27 @@ def fragmentation_gradient(
     return node_fragmentation(after, dist) - node_fragmentation(node, dist)
 
 
+@lru_cache(maxsize=256)
+def cpu_per_gpu_milli(dist: ShapeDistribution) -> float:
+    """CPU milli-cores the workload asks per milli-GPU (GPU shapes only; 0 without any)."""
+    cpu = sum(w * shape.cpu_milli for shape, w in dist.shapes if shape.gpus)
+    gpu = sum(w * shape.gpu_milli_total for shape, w in dist.shapes if shape.gpus)
+    return cpu / gpu if gpu > 0 else 0.0
+
+
+def cpu_stranded_milli(node: NodeState, dist: ShapeDistribution) -> float:
+    """Free milli-GPU on the node without the CPU the workload usually brings along with it.
+
+    A node whose CPU is used up cannot take GPU pods however many GPUs it has free: with
+    `cpu_per_gpu_milli` CPU per milli-GPU, the GPUs beyond what the free CPU can feed are
+    stranded.
+    """
+    ratio = cpu_per_gpu_milli(dist)
+    if ratio <= 0:
+        return 0.0
+    return max(0.0, node.free_milli - node.cpu_free_milli / ratio)
+
+
 def _cost_of(
     node: NodeState, pod: PodShape, gpus: tuple[int, ...], dist: ShapeDistribution
 ) -> float:
@@ -289,7 +310,8 @@ def _cost_of(
     if not dist.shapes:
         return float(after.free_milli)
     growth = node_fragmentation(after, dist) - node_fragmentation(node, dist)
-    return round(growth, COST_DECIMALS)
+    stranding = cpu_stranded_milli(after, dist) - cpu_stranded_milli(node, dist)
+    return round(growth + CPU_STRAND_WEIGHT * stranding, COST_DECIMALS)
 
 
 def _candidates(node: NodeState, pod: PodShape) -> list[tuple[int, ...]]:

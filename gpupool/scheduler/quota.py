@@ -53,6 +53,10 @@ class QuotaTree:
         self.claims: dict[str, dict[str, int]] = {name: defaultdict(int) for name in self.queues}
         self._version = 0
         self._available: dict[tuple[str, str], tuple[int, int]] = {}
+        for queue in queues:
+            if queue.parent is not None:
+                for flavor in queue.quota:
+                    self.claims[queue.parent][flavor] += self._claim(queue.name, flavor, 0)
 
     def _path(self, name: str) -> tuple[str, ...]:
         path = [name]
@@ -133,7 +137,10 @@ class QuotaTree:
         return room
 
     def never_fits(self, name: str, need: Mapping[str, int]) -> QuotaShortfall | None:
-        """A flavor of which the request exceeds a capability on the path even when idle."""
+        """A flavor of which the request exceeds a capability on the path even when idle.
+
+        (A request larger than the pool itself is a capacity question, not a quota one.)
+        """
         for flavor, amount in sorted(need.items()):
             if amount <= 0:
                 continue
@@ -144,7 +151,6 @@ class QuotaTree:
                     limit = min(limit, quota.capability)
             if self.quota(name, flavor) is None:
                 limit = 0
-            limit = min(limit, self.pool.get(flavor, 0))
             if amount > limit:
                 return QuotaShortfall(name, flavor, amount, limit, True, never=True)
         return None
