@@ -24,9 +24,11 @@ import numpy as np
 
 from gpupool.scheduler.fragmentation import (
     COST_DECIMALS,
+    CPU_STRAND_WEIGHT,
     PodShape,
     ShapeDistribution,
     best_placement,
+    cpu_per_gpu_milli,
     node_fragmentation,
     pick_gpus,
     take,
@@ -231,8 +233,17 @@ class GpupoolPolicy(_Base):
 
     def costs(self, shape: PodShape, nodes: IntArray) -> FloatArray:
         """`placement_cost` of the task on each node, vectorised."""
-        delta = _delta_per_node(self.table, shape, nodes, np.minimum, math.inf)
-        return np.round(delta, COST_DECIMALS)
+        growth = _delta_per_node(self.table, shape, nodes, np.minimum, math.inf)
+        ratio = cpu_per_gpu_milli(self.table.dist)
+        if ratio > 0:
+            c = self.cluster
+            free, cpu = c.free_total[nodes], c.cpu_free[nodes]
+            before = np.maximum(0.0, free - cpu / ratio)
+            after = np.maximum(
+                0.0, (free - shape.gpu_milli_total) - (cpu - shape.cpu_milli) / ratio
+            )
+            growth = growth + CPU_STRAND_WEIGHT * (after - before)
+        return np.round(growth, COST_DECIMALS)
 
     def choose(self, shape: PodShape, nodes: IntArray) -> tuple[int, tuple[int, ...]] | None:
         """The cheapest node; the GPUs are the product's own `best_placement` choice."""

@@ -63,7 +63,7 @@ def test_short_openb_run(openb_nodes: list[OpenbNode], policy: str) -> None:
 
 
 def test_gpupool_picks_the_scalar_argmin_on_openb(openb_nodes: list[OpenbNode]) -> None:
-    """For 150 openb tasks, the vectorised gpupool choice is the node of lowest
+    """For 60 openb tasks, the vectorised gpupool choice is the node of lowest
     `placement_cost` (ties to the tie-break rank), computed node by node with the scalar API."""
     tasks = load_tasks("default")
     workload = inflate(tasks, openb_nodes, 42)
@@ -71,7 +71,7 @@ def test_gpupool_picks_the_scalar_argmin_on_openb(openb_nodes: list[OpenbNode]) 
     dist = typical_shapes(tasks)
     rank = np.array(workload.node_rank)
     policy = GpupoolPolicy(cluster, rank, FragmentationTable(cluster, dist))
-    for item in workload.tasks[:150]:
+    for item in workload.tasks[:60]:
         shape = task_shape(item)
         feasible = cluster.feasible(shape)
         choice = policy.choose(shape, feasible)

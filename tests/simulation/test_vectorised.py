@@ -11,7 +11,9 @@ from simulation_builders import node
 from gpupool.scheduler.fragmentation import (
     PodShape,
     ShapeDistribution,
+    fragmentation_gradient,
     node_fragmentation,
+    pick_gpus,
     placement_cost,
 )
 from gpupool.simulation.cluster import Cluster, FragmentationTable
@@ -94,9 +96,13 @@ def test_fgd_choice_matches_scalar_scores(cluster: Cluster, pod: PodShape) -> No
         pytest.skip("no feasible node in this random cluster")
     scores = {}
     for i in feasible.tolist():
-        cost = placement_cost(cluster.state(i), pod, DIST)
-        assert cost is not None
-        scores[i] = int(fgd_score(np.array([cost]))[0])
+        state = cluster.state(i)
+        if pod.is_fraction:
+            choices = [(g,) for g, free in enumerate(state.gpu_free_milli) if free >= pod.milli]
+        else:
+            choices = [pick_gpus(state, pod) or ()]
+        delta = min(fragmentation_gradient(state, pod, gpus, DIST) for gpus in choices)
+        scores[i] = int(fgd_score(np.array([delta]))[0])
     best = max(scores.values())
     want = min((i for i, s in scores.items() if s == best), key=lambda i: rank[i])
     choice = policy.choose(pod, feasible)
