@@ -9,6 +9,7 @@ from gpupool.scheduler.fragmentation import (
     ShapeDistribution,
     best_placement,
     classify,
+    cpu_stranded_milli,
     fits,
     node_fragmentation,
     pick_gpus,
@@ -169,3 +170,23 @@ def test_typical_keeps_popular_shapes_up_to_coverage() -> None:
     assert ShapeDistribution.typical({}, 0.95).shapes == ()
     with pytest.raises(ValueError, match="coverage"):
         ShapeDistribution.typical(counts, 0)
+
+
+def test_cpu_stranded_milli_by_hand() -> None:
+    """The workload asks 12 cores per GPU (12 milli-cores per milli-GPU).
+
+    A node with 4 free GPUs and 24 free cores can feed only 2 GPUs: 2000 milli stranded.
+    A CPU-only pod taking 12 more cores strands another GPU, which `placement_cost` charges;
+    on a node with plenty of CPU the same pod strands nothing.
+    """
+    dist = ShapeDistribution.from_counts({PodShape(1, cpu_milli=12_000): 3, PodShape(0): 1})
+    tight = NodeState((1000,) * 4, 24_000, 512_000)
+    roomy = NodeState((1000,) * 4, 96_000, 512_000)
+    cpu_pod = PodShape(0, cpu_milli=12_000)
+    assert cpu_stranded_milli(tight, dist) == pytest.approx(2000)
+    assert cpu_stranded_milli(roomy, dist) == 0
+    tight_cost = placement_cost(tight, cpu_pod, dist)
+    roomy_cost = placement_cost(roomy, cpu_pod, dist)
+    assert tight_cost is not None and roomy_cost is not None
+    assert roomy_cost == pytest.approx(0)
+    assert tight_cost > roomy_cost
