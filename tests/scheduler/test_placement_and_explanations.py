@@ -1,0 +1,198 @@
+"""Placement choices, explanation facts, queue positions, estimated starts and dry-runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduler_builders import node, queue, scenario, workload
+
+from gpupool.scheduler import plan
+from gpupool.scheduler.estimate import dry_run, estimate_starts
+from gpupool.scheduler.scenario import Scenario, parse_time, scenario_from_dict
+from gpupool.scheduler.types import Plan
+
+
+def planned(
+    nodes: list[dict[str, Any]],
+    queues: list[dict[str, Any]],
+    workloads: list[dict[str, Any]],
+    **extra: Any,
+) -> tuple[Scenario, Plan]:
+    """Load a scenario and plan it."""
+    loaded = scenario_from_dict(scenario(nodes, queues, workloads, **extra))
+    return loaded, plan(loaded.snapshot, loaded.policy, loaded.now)
+
+
+def test_a_small_pod_goes_where_it_does_not_break_a_whole_node() -> None:
+    """FGD: the 1-GPU pod takes n2's last GPU, so the 8-GPU workload still finds n1 whole."""
+    _, result = planned(
+        [node("n1"), node("n2")],
+        [queue("team-a", deserved=16)],
+        [
+            workload("r1", gpus=7, on=[("n2", list(range(7)))]),
+            workload("small", gpus=1, submitted="08:00"),
+            workload("big", gpus=8, submitted="09:00"),
+        ],
+    )
+    where = {a.workload: [pod.node for pod in a.placement] for a in result.admit}
+    assert where == {"small": ["n2"], "big": ["n1"]}
+
+
+def test_bestfit_policy_also_packs() -> None:
+    """The best-fit baseline leaves the least free capacity on the chosen node."""
+    _, result = planned(
+        [node("n1"), node("n2")],
+        [queue("team-a", deserved=16)],
+        [workload("r1", gpus=6, on=[("n1", [0, 1, 2, 3, 4, 5])]), workload("w1", gpus=2)],
+        policy={"placement": "bestfit"},
+    )
+    assert result.admit[0].placement[0].node == "n1"
+
+
+def test_shared_fractions_are_placed_on_specific_gpus_with_their_milli() -> None:
+    """A 470-milli pod lands on the one GPU with room for it, named in the plan."""
+    _, result = planned(
+        [node("s1", gpus=2, flavor="l4s")],
+        [queue("team-a", deserved=2, flavor="l4s")],
+        [
+            workload("r0", gpus=1, flavor="l4s", gpu_milli=600, on=[("s1", [0])]),
+            workload("r1", gpus=1, flavor="l4s", gpu_milli=530, on=[("s1", [1])]),
+            workload("w1", gpus=1, flavor="l4s", gpu_milli=470),
+        ],
+    )
+    pod = result.admit[0].placement[0]
+    assert (pod.node, pod.gpus, pod.milli) == ("s1", (1,), 470)
+
+
+def test_an_elastic_gang_runs_with_the_pods_that_fit() -> None:
+    """min_member 2 of 3 pods of 4 GPUs on one 8-GPU node: two pods run."""
+    _, result = planned(
+        [node("n1")],
+        [queue("team-a", deserved=16)],
+        [workload("w1", gpus=4, count=3, min_member=2)],
+    )
+    assert len(result.admit[0].placement) == 2
+
+
+def test_a_hold_for_a_starving_gang_keeps_others_off_its_node() -> None:
+    """The starving 8-GPU workload holds n1; a smaller protected one goes to n2 instead."""
+    _, result = planned(
+        [node("n1"), node("n2")],
+        [queue("team-a", deserved=32)],
+        [
+            workload("r1", gpus=4, on=[("n1", [0, 1, 2, 3])]),
+            workload("r2", gpus=4, on=[("n2", [0, 1, 2, 3])]),
+            workload("big", submitted="05:00"),
+            workload("small", gpus=2, protected_s=600),
+        ],
+        policy={"placement": "gpupool", "starvation_limit_s": 3600},
+    )
+    assert [p.node for p in result.admit[0].placement] == ["n2"]
+    big = next(p for p in result.pending if p.workload == "big")
+    assert big.facts.get("holding_capacity") is True
+
+
+def test_quota_explanation_names_queue_flavor_asked_and_available() -> None:
+    """The quota reason carries the numbers behind it and a sentence."""
+    _, result = planned(
+        [node("n1"), node("n2")],
+        [queue("team-a", deserved=8, capability=12), queue("team-b", deserved=8)],
+        [workload("r1", gpus=8, on=[("n1", list(range(8)))]), workload("w1")],
+    )
+    (pending,) = result.pending
+    assert pending.reason == "quota"
+    assert pending.facts["queue"] == "team-a"
+    assert pending.facts["flavor"] == "h100"
+    assert pending.facts["asked_gpus"] == 8
+    assert pending.facts["available_gpus"] == 4
+    assert pending.facts["borrowing_capped"] is True
+    assert "team-a" in pending.detail and "4" in pending.detail
+
+
+def test_fragmentation_explanation_gives_the_largest_placeable_gang() -> None:
+    """Three 8-GPU pods, one whole free node: at most one pod fits."""
+    _, result = planned(
+        [node("n1"), node("n2"), node("n3")],
+        [queue("team-a", deserved=24)],
+        [
+            workload("r1", gpus=4, on=[("n1", [0, 1, 2, 3])]),
+            workload("r2", gpus=4, on=[("n2", [0, 1, 2, 3])]),
+            workload("w1", count=2),
+        ],
+    )
+    (pending,) = result.pending
+    assert pending.reason == "fragmentation"
+    assert pending.facts["largest_placeable"] == 1
+
+
+def test_positions_follow_the_queue_order() -> None:
+    """Pending workloads of one queue are numbered 1, 2, 3 in rank order."""
+    _, result = planned(
+        [node("n1")],
+        [queue("team-a", deserved=8)],
+        [
+            workload("r1", on=[("n1", list(range(8)))]),
+            workload("late", submitted="09:30"),
+            workload("early", submitted="08:00"),
+            workload("vip", priority="interactive", submitted="09:50"),
+        ],
+    )
+    positions = {p.workload: p.position for p in result.pending}
+    assert positions == {"vip": 1, "early": 2, "late": 3}
+
+
+def test_every_pending_workload_gets_exactly_one_explanation() -> None:
+    """The plan's pending list has each not-admitted workload once, sorted by name."""
+    _, result = planned(
+        [node("n1")],
+        [queue("team-a", deserved=8)],
+        [workload(f"w{i}", gpus=4, submitted=f"08:0{i}") for i in range(5)],
+    )
+    names = [p.workload for p in result.pending]
+    assert names == sorted(names) == ["w2", "w3", "w4"]
+
+
+def test_estimated_start_replays_expected_ends() -> None:
+    """The queued workload starts when the running one is expected to end."""
+    loaded = scenario_from_dict(
+        scenario(
+            [node("n1")],
+            [queue("team-a", deserved=8)],
+            [
+                workload("r1", on=[("n1", list(range(8)))], expected_runtime_s=3 * 3600),
+                workload("next", submitted="08:00"),
+                workload("after", submitted="09:00", expected_runtime_s=3600),
+            ],
+        )
+    )
+    starts = estimate_starts(loaded.snapshot, loaded.policy, loaded.now)
+    assert starts["next"] == parse_time("2026-11-29T11:00:00Z")
+    assert starts["after"] is None  # "next" declares no runtime: nothing tells when it ends
+
+
+def test_dry_run_names_the_first_layer_that_fails() -> None:
+    """Quota passes, capacity exists, but no placement exists: placement is named."""
+    loaded = scenario_from_dict(
+        scenario(
+            [node("n1"), node("n2")],
+            [queue("team-a", deserved=16)],
+            [
+                workload("r1", gpus=4, on=[("n1", [0, 1, 2, 3])]),
+                workload("r2", gpus=4, on=[("n2", [0, 1, 2, 3])]),
+            ],
+        )
+    )
+    probe = scenario_from_dict(
+        scenario([node("n1")], [queue("team-a", deserved=16)], [workload("probe")])
+    ).snapshot.workloads[0]
+    answer = dry_run(loaded.snapshot, loaded.policy, loaded.now, probe)
+    assert [(layer.layer, layer.passes) for layer in answer.layers] == [
+        ("quota", True),
+        ("capacity", True),
+        ("placement", False),
+    ]
+    assert answer.first_failure == "placement"
+    small = scenario_from_dict(
+        scenario([node("n1")], [queue("team-a", deserved=16)], [workload("p2", gpus=2)])
+    ).snapshot.workloads[0]
+    assert dry_run(loaded.snapshot, loaded.policy, loaded.now, small).first_failure is None
