@@ -329,6 +329,7 @@ class Component:
     pid: int
     log: str
     binary: str
+    started: int | None = None  # start time (clock ticks after boot): tells a reused pid apart
 
 
 @dataclass
@@ -341,9 +342,14 @@ class PlaneState:
     server: str
     ports: dict[str, int] = field(default_factory=dict)
     components: list[Component] = field(default_factory=list)
+    assets: str = ""
     profile: str = "default"
     nodes: int = 0
     startup_seconds: float = 0.0
+
+    def env_text(self) -> str:
+        """Shell lines that point kubectl (from the binaries folder) at this plane."""
+        return f"export KUBECONFIG={self.kubeconfig}\nexport PATH={self.assets}:$PATH\n"
 
     def save(self) -> None:
         """Write the state file atomically."""
@@ -363,13 +369,31 @@ class PlaneState:
         return cls(**raw)
 
 
-def _is_ours(component: Component) -> bool:
-    """Whether the pid still runs the binary we started (a pid may be reused after exit)."""
+def _die_with_parent() -> None:
+    """In the child before exec: ask Linux for SIGKILL when the parent thread exits."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+
+def process_start_time(pid: int) -> int | None:
+    """The start time of a live process in clock ticks since boot, None if gone or a zombie."""
     try:
-        cmdline = Path(f"/proc/{component.pid}/cmdline").read_bytes()
+        stat = Path(f"/proc/{pid}/stat").read_text()
     except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()  # the fields after "pid (comm)"
+    if fields[0] in ("Z", "X"):
+        return None
+    return int(fields[19])  # field 22 of proc(5): starttime
+
+
+def _is_ours(component: Component) -> bool:
+    """Whether the recorded process still runs (a pid reused by another process is not ours)."""
+    if component.started is None:  # it had exited before its start time could be read
         return False
-    return cmdline.split(b"\0", 1)[0].decode(errors="replace") == component.binary
+    return process_start_time(component.pid) == component.started
 
 
 def _wait_gone(component: Component, timeout: float) -> bool:
@@ -400,9 +424,20 @@ def stop_component(component: Component, timeout: float = 15.0) -> None:
 class Plane:
     """Starts and stops one control plane whose files live under ``home``."""
 
-    def __init__(self, home: Path, assets: Path | None = None, log: Any = None) -> None:
+    def __init__(
+        self,
+        home: Path,
+        assets: Path | None = None,
+        log: Any = None,
+        tie_to_parent: bool = False,
+    ) -> None:
         self.home = home
         self.assets = assets
+        # True for test sessions: the kernel SIGKILLs every component when the process that
+        # started it dies, so even a killed pytest leaves nothing behind. (SIGKILL: all would
+        # get the signal at once, and kube-apiserver hangs in its graceful shutdown once etcd
+        # is gone.)
+        self.tie_to_parent = tie_to_parent
         self._log = log or (lambda msg: print(f"[k8s-plane] {msg}", file=sys.stderr))
         self.state: PlaneState | None = None
 
@@ -448,6 +483,7 @@ class Plane:
             kubeconfig=str(kubeconfig),
             server=server,
             ports=ports,
+            assets=str(assets),
             profile=profile,
         )
         try:
@@ -476,9 +512,10 @@ class Plane:
         tmp.replace(kubeconfig)
         state.startup_seconds = round(time.monotonic() - started, 1)
         state.save()
+        (self.home / "env").write_text(state.env_text())
         self._log(
             f"up in {state.startup_seconds} s: {server}, {state.nodes} fake GPU nodes "
-            f"(profile {profile}); KUBECONFIG={kubeconfig}"
+            f"(profile {profile}); for kubectl: source {self.home / 'env'}"
         )
         return state
 
@@ -493,8 +530,15 @@ class Plane:
                 stderr=subprocess.STDOUT,
                 cwd=run_dir,
                 start_new_session=True,  # survives the launcher; Ctrl-C in a shell spares it
+                preexec_fn=_die_with_parent if self.tie_to_parent else None,
             )
-        component = Component(name=name, pid=proc.pid, log=str(log_path), binary=str(binary))
+        component = Component(
+            name=name,
+            pid=proc.pid,
+            log=str(log_path),
+            binary=str(binary),
+            started=process_start_time(proc.pid),
+        )
         self.state.components.append(component)
         self.state.save()
         self._log(f"{name} started (pid {proc.pid}, log {log_path})")
@@ -677,12 +721,8 @@ class Plane:
                 stopped.append(f"{component.name} (pid {component.pid})")
         if not keep_files:
             shutil.rmtree(state.run_dir, ignore_errors=True)
-            for name in ("state.json", "kubeconfig"):
-                path = Path(state.home) / name
-                # Only remove the kubeconfig if it is the one this plane wrote.
-                if name == "kubeconfig" and str(path) != state.kubeconfig:
-                    continue
-                path.unlink(missing_ok=True)
+            for name in ("state.json", "kubeconfig", "env"):
+                (Path(state.home) / name).unlink(missing_ok=True)
         self.state = None
         return stopped
 
@@ -855,7 +895,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "up":
             state = plane.up(args.profile, args.controllers, args.scheduler, args.timeout)
-            print(f"export KUBECONFIG={state.kubeconfig}")
+            print(state.env_text(), end="")
         elif args.command == "down":
             stopped = plane.down(keep_files=args.keep_files)
             print("stopped " + ", ".join(stopped) if stopped else "nothing was running")

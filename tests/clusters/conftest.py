@@ -84,7 +84,7 @@ def k8s_plane_info(tmp_path_factory: pytest.TempPathFactory) -> Iterator[K8sPlan
         missing = ""
     if missing:  # fail (never skip): CI must really run these tests
         pytest.fail(f"cannot start the local Kubernetes plane: {missing}", pytrace=False)
-    plane = k8s_plane.Plane(tmp_path_factory.mktemp("k8s-plane"), assets)
+    plane = k8s_plane.Plane(tmp_path_factory.mktemp("k8s-plane"), assets, tie_to_parent=True)
     failure = None
     try:
         state = plane.up(

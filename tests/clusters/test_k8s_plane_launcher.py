@@ -112,15 +112,19 @@ def test_cache_folder_is_keyed_by_version(monkeypatch: pytest.MonkeyPatch, tmp_p
 
 
 def test_stop_component_terminates_only_the_recorded_process(tmp_path: Path) -> None:
-    """SIGTERM stops the process; a record whose binary does not match is left alone."""
+    """SIGTERM stops the process; a record whose start time differs (reused pid) is left alone."""
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        stranger = k8s_plane.Component("other", proc.pid, str(tmp_path / "x.log"), "/bin/false")
+        started = k8s_plane.process_start_time(proc.pid)
+        assert started is not None
+        log = str(tmp_path / "x.log")
+        stranger = k8s_plane.Component("other", proc.pid, log, sys.executable, started - 1)
         k8s_plane.stop_component(stranger)
-        assert proc.poll() is None  # not ours by its command line: untouched
-        ours = k8s_plane.Component("sleeper", proc.pid, str(tmp_path / "x.log"), sys.executable)
+        assert proc.poll() is None  # another process under a recycled pid: untouched
+        ours = k8s_plane.Component("sleeper", proc.pid, log, sys.executable, started)
         k8s_plane.stop_component(ours, timeout=10)
-        assert proc.wait(timeout=5) is not None
+        assert k8s_plane.process_start_time(proc.pid) is None  # gone (and reaped by stop)
+        proc.wait(timeout=5)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -139,3 +143,38 @@ def test_log_tail_returns_the_last_lines(tmp_path: Path) -> None:
     log.write_text("".join(f"line {i}\n" for i in range(100)))
     assert k8s_plane.log_tail(log, 3) == "line 97\nline 98\nline 99"
     assert "no log" in k8s_plane.log_tail(tmp_path / "missing.log")
+
+
+def _fake_assets(folder: Path, etcd_script: str) -> Path:
+    """An assets folder whose binaries are shell scripts (only etcd is ever run)."""
+    folder.mkdir()
+    for name in k8s_plane.BINARIES:
+        path = folder / name
+        path.write_text("#!/bin/sh\n" + (etcd_script if name == "etcd" else "exit 1\n"))
+        path.chmod(0o755)
+    return folder
+
+
+def test_a_component_that_exits_stops_start_up_with_its_log(tmp_path: Path) -> None:
+    """The error names the component and quotes its log; nothing is left running."""
+    assets = _fake_assets(tmp_path / "bin", 'echo "etcd: unknown flag --bogus" >&2\nexit 2\n')
+    plane = k8s_plane.Plane(tmp_path / "home", assets, log=lambda _msg: None)
+    with pytest.raises(k8s_plane.PlaneError) as exc_info:
+        plane.up(timeout=20)
+    message = str(exc_info.value)
+    assert "etcd exited during start-up" in message
+    assert "unknown flag --bogus" in message
+    assert not (tmp_path / "home" / "state.json").exists()
+
+
+def test_a_component_that_never_gets_ready_times_out_and_is_stopped(tmp_path: Path) -> None:
+    """A hung component is reported with the URL it was polled on, then stopped by pid."""
+    assets = _fake_assets(tmp_path / "bin", 'echo "etcd: waiting forever"\nexec sleep 300\n')
+    # (exec: the recorded pid is the sleep itself, so stopping it leaves no orphan)
+    plane = k8s_plane.Plane(tmp_path / "home", assets, log=lambda _msg: None)
+    with pytest.raises(k8s_plane.PlaneError) as exc_info:
+        plane.up(timeout=2)
+    message = str(exc_info.value)
+    assert "etcd not ready at http://127.0.0.1:" in message and "/health after 2 s" in message
+    assert "waiting forever" in message
+    assert not (tmp_path / "home" / "state.json").exists()
