@@ -11,7 +11,7 @@ never below deserved); the guard re-checks conditions that depend on earlier rem
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gpupool.scheduler.statement import PlacedPod, Statement
@@ -19,6 +19,28 @@ from gpupool.scheduler.types import WorkloadInfo
 
 MAX_VICTIMS = 128  # victims one preemptor may cost
 MAX_CANDIDATES = 512  # candidates looked at, in preference order (bounds the search)
+MAX_SINGLE_SCAN = 64  # candidates tried as a lone victim before building a set
+
+
+class _Replay:
+    """An iterable over a one-shot iterator that can be walked again from the start."""
+
+    def __init__(self, source: Iterator[RunningWork]) -> None:
+        self._source = source
+        self._seen: list[RunningWork] = []
+
+    def __iter__(self) -> Iterator[RunningWork]:
+        index = 0
+        while True:
+            if index < len(self._seen):
+                yield self._seen[index]
+            else:
+                item = next(self._source, None)
+                if item is None:
+                    return
+                self._seen.append(item)
+                yield item
+            index += 1
 
 
 @dataclass(slots=True)
@@ -80,10 +102,10 @@ def find_victims(
     removed on the statement (the caller commits); on failure the statement is left as it
     was.
     """
-    candidates = list(itertools.islice(candidates, MAX_CANDIDATES))
+    candidates = _Replay(itertools.islice(candidates, MAX_CANDIDATES))
     if single is not None:
         # Fewest first: a single victim that is enough beats any set of several.
-        for victim in candidates:
+        for victim in itertools.islice(candidates, MAX_SINGLE_SCAN):
             if single(victim) and guard(victim):
                 trial = statement.child()
                 remove_workload(trial, victim)
