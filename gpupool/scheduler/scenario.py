@@ -117,7 +117,8 @@ class _Obj:
 
     def string(self, key: str, default: str | None = None) -> str:
         """A required (or defaulted) non-empty string."""
-        value = self.data.get(key, default)
+        value = self.data.get(key)
+        value = default if value is None else value
         if value is None:
             raise ScenarioError(f"{self.at(key)}: required")
         if not isinstance(value, str) or not value:
@@ -130,7 +131,8 @@ class _Obj:
 
     def number(self, key: str, default: float | None = None, minimum: float = 0.0) -> float:
         """A finite number >= minimum."""
-        value = self.data.get(key, default)
+        value = self.data.get(key)
+        value = default if value is None else value
         if value is None:
             raise ScenarioError(f"{self.at(key)}: required")
         if isinstance(value, bool) or not isinstance(value, int | float):
@@ -147,7 +149,8 @@ class _Obj:
 
     def integer(self, key: str, default: int | None = None, minimum: int = 0) -> int:
         """An integer >= minimum."""
-        value = self.data.get(key, default)
+        value = self.data.get(key)
+        value = default if value is None else value
         if value is None:
             raise ScenarioError(f"{self.at(key)}: required")
         if isinstance(value, bool) or not isinstance(value, int):
@@ -158,7 +161,8 @@ class _Obj:
 
     def boolean(self, key: str, default: bool) -> bool:
         """A boolean."""
-        value = self.data.get(key, default)
+        value = self.data.get(key)
+        value = default if value is None else value
         if not isinstance(value, bool):
             raise ScenarioError(f"{self.at(key)}: must be true or false")
         return value
@@ -299,7 +303,7 @@ def _queues(top: _Obj, flavors: Mapping[str, FlavorInfo], nodes: list[NodeInfo])
     queues: list[QueueInfo] = []
     paths: dict[str, str] = {}
     keys = {"name", "parent", "tenant", "weight", "reclaimable", "lending_limit"}
-    keys |= {"max_protected_runtime_s", "quota"}
+    keys |= {"max_protected_runtime_s", "default_protected_runtime_s", "quota"}
     for path, item in top.items("queues", required=True):
         obj = _Obj(item, path, keys)
         name = obj.string("name")
@@ -338,6 +342,7 @@ def _queues(top: _Obj, flavors: Mapping[str, FlavorInfo], nodes: list[NodeInfo])
                 reclaimable=obj.boolean("reclaimable", True),
                 lending_limit=None if lending is None else _gpu_milli(lending),
                 max_protected_runtime_s=obj.opt_number("max_protected_runtime_s"),
+                default_protected_runtime_s=obj.number("default_protected_runtime_s", 0.0),
                 quota=quota,
             )
         )
@@ -520,6 +525,7 @@ def _workloads(
     nodes: Mapping[str, NodeInfo],
 ) -> list[WorkloadInfo]:
     parents = {q.parent for q in queues}
+    queue_defaults = {q.name: q for q in queues}
     queue_names = {q.name for q in queues}
     workloads: list[WorkloadInfo] = []
     for path, item in top.items("workloads"):
@@ -586,7 +592,9 @@ def _workloads(
                 else "preferred"
                 if topology == "preferred"
                 else None,
-                protected_runtime_s=obj.number("protected_runtime_s", 0.0),
+                protected_runtime_s=obj.number(
+                    "protected_runtime_s", queue_defaults[queue].default_protected_runtime_s
+                ),
                 expected_runtime_s=obj.opt_number("expected_runtime_s"),
                 started_at=started,
                 placement=placement,

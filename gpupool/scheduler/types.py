@@ -90,6 +90,7 @@ class QueueInfo:
     reclaimable: bool = True
     lending_limit: int | None = None
     max_protected_runtime_s: float | None = None
+    default_protected_runtime_s: float = 0.0
     quota: Mapping[str, QuotaInfo] = field(default_factory=dict)
 
 

@@ -196,3 +196,16 @@ def test_dry_run_names_the_first_layer_that_fails() -> None:
         scenario([node("n1")], [queue("team-a", deserved=16)], [workload("p2", gpus=2)])
     ).snapshot.workloads[0]
     assert dry_run(loaded.snapshot, loaded.policy, loaded.now, small).first_failure is None
+
+
+def test_protected_runtime_defaults_from_the_queue() -> None:
+    """A workload that declares none gets its queue's default protected runtime."""
+    loaded = scenario_from_dict(
+        scenario(
+            [node("n1")],
+            [queue("team-a", deserved=8, default_protected_runtime_s=900)],
+            [{**workload("w1"), "protected_runtime_s": None}, workload("w2", protected_s=60)],
+        )
+    )
+    runtimes = {w.name: w.protected_runtime_s for w in loaded.snapshot.workloads}
+    assert runtimes == {"w1": 900, "w2": 60}
