@@ -87,6 +87,7 @@ class PendingWork:
     standing: Standing
     rank: tuple[int, float, str]
     assignments: list[Assignment]
+    minimum: int = 1
     verdict: Verdict | None = None
     schedulable: bool = True
     victims: list[str] = field(default_factory=list)
@@ -154,6 +155,7 @@ class Cycle:
                     standing=standing,
                     rank=(-standing.value, workload.submitted_at, workload.name),
                     assignments=self._assignments(workload),
+                    minimum=workload.gang_minimum,
                 )
         self.running_by_queue: dict[str, list[RunningWork]] = defaultdict(list)
         for running in sorted(
@@ -177,6 +179,7 @@ class Cycle:
         self.start_classes: dict[str, dict[CanonKey, int]] = {}
         self.start_free: dict[str, tuple[int, int, int]] = {}
         self._failed: dict[tuple[object, ...], tuple[int, int, Verdict]] = {}
+        self._totals: dict[tuple[int, int], dict[str, list[int]]] = {}
 
     # -- building ----------------------------------------------------------------------------
 
@@ -290,7 +293,7 @@ class Cycle:
             shortfall = self.quota.check(info.queue, assignment.need)
             # An elastic gang (min_member < pods) takes as many pods as its quota allows.
             count = len(pods)
-            while shortfall is not None and count > info.gang_minimum:
+            while shortfall is not None and count > work.minimum:
                 count -= 1
                 if self.quota.check(info.queue, prefix_need(pods, count)) is None:
                     shortfall, pods = None, pods[:count]
@@ -301,15 +304,15 @@ class Cycle:
             if verdict is not None:
                 first = first or verdict
                 continue
-            memo = (assignment.key, len(pods), info.gang_minimum, info.topology)
+            memo = (assignment.key, len(pods), work.minimum, info.topology)
             cached = self._failed.get(memo)
             if cached and cached[:2] == (self.cluster.generation, len(self.cluster.held)):
                 first = first or cached[2]
                 continue
             trial = statement.child()
             placed = None
-            if self.placer.may_fit(pods, info.gang_minimum):
-                placed = self.placer.place(trial, pods, info.gang_minimum, info.topology)
+            if self.placer.may_fit(pods, work.minimum):
+                placed = self.placer.place(trial, pods, work.minimum, info.topology)
             if placed is None:
                 trial.discard()
                 verdict = self.placement_verdict(work, assignment, statement)
@@ -344,13 +347,16 @@ class Cycle:
 
     def capacity_verdict(self, work: PendingWork, assignment: Assignment) -> Verdict | None:
         """Not enough free GPUs, CPU or memory of a flavor in the whole pool."""
-        asked: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
-        minimum = work.info.gang_minimum
-        for pod in assignment.pods[:minimum]:
-            totals = asked[pod.flavor]
-            totals[0] += pod.shape.gpu_milli_total
-            totals[1] += pod.shape.cpu_milli
-            totals[2] += pod.shape.memory_mib
+        memo = (id(assignment), work.minimum)
+        asked = self._totals.get(memo)
+        if asked is None:
+            asked = defaultdict(lambda: [0, 0, 0])
+            for pod in assignment.pods[: work.minimum]:
+                totals = asked[pod.flavor]
+                totals[0] += pod.shape.gpu_milli_total
+                totals[1] += pod.shape.cpu_milli
+                totals[2] += pod.shape.memory_mib
+            self._totals[memo] = asked
         cluster = self.cluster
         for flavor in sorted(asked):
             now_free = (
@@ -389,12 +395,12 @@ class Cycle:
         facts: dict[str, object] = {
             "flavor": flavor,
             "pods": len(pods),
-            "minimum": info.gang_minimum,
+            "minimum": work.minimum,
             "free_gpus": self.cluster.free_gpu[flavor] / MILLI,
         }
         if info.topology == "domain":
             trial = statement.child()
-            spread = self.placer.place(trial, pods, info.gang_minimum, None)
+            spread = self.placer.place(trial, pods, work.minimum, None)
             trial.discard()
             if spread is not None:
                 return Verdict("topology", facts)
@@ -405,7 +411,7 @@ class Cycle:
             count_placeable(self.start_classes.get(f, {}), shapes, self.placer, f)
             for f, shapes in by_flavor.items()
         )
-        if at_start >= info.gang_minimum:
+        if at_start >= work.minimum:
             return self._behind(work, facts)
         facts["largest_placeable"] = self.placer.largest_placeable(statement, pods)
         return Verdict("fragmentation", facts)
@@ -448,7 +454,7 @@ class Cycle:
             count_placeable(self._empty_classes.get(f, {}), shapes, self.placer, f)
             for f, shapes in by_flavor.items()
         )
-        if healthy < work.info.gang_minimum:
+        if healthy < work.minimum:
             return False
         for pod in assignment.pods:
             candidates = [
@@ -490,12 +496,10 @@ class Cycle:
                 if any(
                     amount > self.cluster.free_gpu[flavor]
                     for flavor, amount in assignment.need.items()
-                ) or not self.placer.may_fit(assignment.pods, work.info.gang_minimum):
+                ) or not self.placer.may_fit(assignment.pods, work.minimum):
                     continue
                 trial = statement.child()
-                placed = self.placer.place(
-                    trial, assignment.pods, work.info.gang_minimum, work.info.topology
-                )
+                placed = self.placer.place(trial, assignment.pods, work.minimum, work.info.topology)
                 trial.discard()
                 if placed is not None:
                     return True
@@ -595,7 +599,7 @@ def enqueue(cycle: Cycle) -> None:
             work.victims = sorted(leaving[info.name])
             work.verdict = Verdict("waiting-for-preemption", {"victims": work.victims})
             continue
-        minimum = info.gang_minimum
+        minimum = work.minimum
         needs = [prefix_need(a.pods, minimum) for a in work.assignments]
         shortfalls = [cycle.quota.never_fits(info.queue, need) for need in needs]
         if shortfalls and all(s is not None for s in shortfalls) and shortfalls[0] is not None:

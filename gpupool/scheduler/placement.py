@@ -107,9 +107,14 @@ class Placer:
         return True
 
     def pick(self, flavor: str, state: NodeState, shape: PodShape) -> tuple[int, ...] | None:
-        """The GPUs the pod takes on a node, chosen with the same score as the node."""
-        dist = None if self.mode == "bestfit" else self.distributions.get(flavor)
-        return pick_gpus(state, shape, dist)
+        """The GPUs the pod takes on a node, chosen with the same score as the node.
+
+        Whole GPUs are interchangeable (the lowest free indices); only a fraction's GPU is
+        chosen by score.
+        """
+        if not shape.is_fraction or self.mode == "bestfit":
+            return pick_gpus(state, shape)
+        return pick_gpus(state, shape, self.distributions.get(flavor))
 
     def place(
         self,

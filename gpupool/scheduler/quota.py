@@ -51,7 +51,7 @@ class QuotaTree:
         self.path: dict[str, tuple[str, ...]] = {name: self._path(name) for name in self.queues}
         self.usage: dict[str, dict[str, int]] = {name: defaultdict(int) for name in self.queues}
         self.claims: dict[str, dict[str, int]] = {name: defaultdict(int) for name in self.queues}
-        self._version = 0
+        self._version: dict[str, int] = defaultdict(int)  # per flavor, bumped on each change
         self._available: dict[tuple[str, str], tuple[int, int]] = {}
         for queue in queues:
             if queue.parent is not None:
@@ -89,7 +89,7 @@ class QuotaTree:
 
     def add(self, name: str, flavor: str, delta: int) -> None:
         """Change a leaf queue's usage (and its ancestors') by ``delta`` milli-GPU."""
-        self._version += 1
+        self._version[flavor] += 1
         for node in self.path[name]:
             usage = self.usage[node]
             used = usage[flavor]
@@ -103,10 +103,11 @@ class QuotaTree:
         """The most the queue's subtree may take on top of its usage right now."""
         memo = (name, flavor)
         known = self._available.get(memo)
-        if known is not None and known[0] == self._version:
+        version = self._version[flavor]
+        if known is not None and known[0] == version:
             return known[1]
         room = self._compute_available(name, flavor)
-        self._available[memo] = (self._version, room)
+        self._available[memo] = (version, room)
         return room
 
     def _compute_available(self, name: str, flavor: str) -> int:
