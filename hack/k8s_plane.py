@@ -53,6 +53,7 @@ BINARIES = (
     "kwok",
 )
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+PORT_ATTEMPTS = 3
 # The controllers started with --controllers: enough for Jobs, PodDisruptionBudget status,
 # garbage collection and namespace deletion (no node lifecycle: KWOK nodes have no kubelet).
 CONTROLLERS = "job,disruption,garbagecollector,namespace,podgc,replicaset,deployment"
@@ -305,11 +306,15 @@ def kubeconfig_text(server: str, pki: Pki) -> str:
 # --- processes ------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def free_ports(names: tuple[str, ...]) -> dict[str, int]:
+    """Distinct TCP ports on 127.0.0.1 that are free right now, one per name."""
+    with contextlib.ExitStack() as stack:
+        ports = {}
+        for name in names:  # keep every socket open until all are picked: no duplicates
+            sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            sock.bind(("127.0.0.1", 0))
+            ports[name] = int(sock.getsockname()[1])
+        return ports
 
 
 def log_tail(path: Path, lines: int = 30) -> str:
@@ -460,21 +465,26 @@ class Plane:
         if existing:  # left over from a plane that died: clear its files
             Plane(self.home).down()
         assets = self.assets or find_assets()
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            try:
+                return self._up_once(assets, profile, controllers, scheduler, timeout)
+            except PlaneError as exc:
+                # Ports are picked free but bound moments later: another process may win one.
+                if "address already in use" not in str(exc) or attempt == PORT_ATTEMPTS:
+                    raise
+                self._log(f"a port was taken meanwhile; starting again ({attempt + 1})")
+        raise AssertionError("unreachable")
+
+    def _up_once(
+        self, assets: Path, profile: str, controllers: bool, scheduler: bool, timeout: float
+    ) -> PlaneState:
         started = time.monotonic()
         self.home.mkdir(parents=True, exist_ok=True)
         run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=self.home))
         pki = make_pki(run_dir / "pki")
-        ports = {
-            name: free_port()
-            for name in (
-                "etcd",
-                "etcd-peer",
-                "apiserver",
-                "controller-manager",
-                "scheduler",
-                "kwok",
-            )
-        }
+        ports = free_ports(
+            ("etcd", "etcd-peer", "apiserver", "controller-manager", "scheduler", "kwok")
+        )
         server = f"https://127.0.0.1:{ports['apiserver']}"
         kubeconfig = self.home / "kubeconfig"
         self.state = state = PlaneState(

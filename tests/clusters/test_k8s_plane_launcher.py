@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from collections import Counter
@@ -178,3 +179,26 @@ def test_a_component_that_never_gets_ready_times_out_and_is_stopped(tmp_path: Pa
     assert "etcd not ready at http://127.0.0.1:" in message and "/health after 2 s" in message
     assert "waiting forever" in message
     assert not (tmp_path / "home" / "state.json").exists()
+
+
+def test_free_ports_are_distinct_and_bindable() -> None:
+    """Each component gets its own port on 127.0.0.1."""
+    ports = k8s_plane.free_ports(("a", "b", "c", "d", "e", "f"))
+    assert len(set(ports.values())) == 6
+    for port in ports.values():
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", port))
+
+
+def test_a_taken_port_is_retried_with_fresh_ports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """'address already in use' in a component's log makes up() try again, then give up."""
+    assets = _fake_assets(tmp_path / "bin", 'echo "listen tcp: address already in use"\nexit 1\n')
+    plane = k8s_plane.Plane(tmp_path / "home", assets, log=lambda _msg: None)
+    calls = []
+    real = k8s_plane.free_ports
+    monkeypatch.setattr(k8s_plane, "free_ports", lambda names: calls.append(1) or real(names))
+    with pytest.raises(k8s_plane.PlaneError, match="address already in use"):
+        plane.up(timeout=10)
+    assert len(calls) == k8s_plane.PORT_ATTEMPTS
