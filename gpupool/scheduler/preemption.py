@@ -19,7 +19,7 @@ from gpupool.scheduler.types import WorkloadInfo
 
 MAX_VICTIMS = 128  # victims one preemptor may cost
 MAX_CANDIDATES = 512  # candidates looked at, in preference order (bounds the search)
-MAX_SINGLE_SCAN = 64  # candidates tried as a lone victim before building a set
+MAX_SINGLE_TRIES = 32  # lone victims tried (each a fit check) before building a set
 
 
 class _Replay:
@@ -105,8 +105,12 @@ def find_victims(
     candidates = _Replay(itertools.islice(candidates, MAX_CANDIDATES))
     if single is not None:
         # Fewest first: a single victim that is enough beats any set of several.
-        for victim in itertools.islice(candidates, MAX_SINGLE_SCAN):
+        tries = 0
+        for victim in candidates:
+            if tries >= MAX_SINGLE_TRIES:
+                break
             if single(victim) and guard(victim):
+                tries += 1
                 trial = statement.child()
                 remove_workload(trial, victim)
                 if fits(trial):
@@ -114,6 +118,8 @@ def find_victims(
                     return [victim]
                 trial.discard()
     chosen: list[RunningWork] = []
+    enough = False
+    not_enough = 0  # a prefix length known not to be enough
     for victim in candidates:
         if len(chosen) >= MAX_VICTIMS:
             break
@@ -121,26 +127,28 @@ def find_victims(
             continue
         remove_workload(statement, victim)
         chosen.append(victim)
-        if fits(statement):
-            break
-    else:
-        statement.discard()
-        return None
-    if not chosen or not fits(statement):
+        # Check at 1, 2, 4, 8 ... victims: a handful of checks brackets the shortest prefix.
+        if len(chosen) & (len(chosen) - 1) == 0:
+            if fits(statement):
+                enough = True
+                break
+            not_enough = len(chosen)
+    if not enough and (not chosen or not fits(statement)):
         statement.discard()
         return None
     if len(chosen) == 1:
         return chosen
-    # Put back the most valuable victims first; keep them if the preemptor still fits.
-    kept: list[RunningWork] = []
-    for victim in reversed(chosen):
+    # Beyond the prefix known not to be enough, put victims back newest first, and leave
+    # them running when the preemptor still fits without them.
+    kept = chosen[:not_enough]
+    spared: list[RunningWork] = []
+    for victim in reversed(chosen[not_enough:]):
         restore_workload(statement, victim)
         if fits(statement):
+            spared.append(victim)
             continue
         remove_workload(statement, victim)
-        kept.append(victim)
-    kept.reverse()
-    return kept
+    return [victim for victim in chosen if victim in kept or victim not in spared]
 
 
 def borrowed_workloads(

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -54,3 +57,33 @@ def test_scenario_plan_is_deterministic(path: Path) -> None:
     assert dump_plan(plan(first.snapshot, first.policy, first.now)) == dump_plan(
         plan(second.snapshot, second.policy, second.now)
     )
+
+
+PRINT_PLAN = """
+import sys
+from gpupool.scheduler import plan
+from gpupool.scheduler.scenario import dump_plan, load_scenario
+from gpupool.scheduler.synthetic import synthetic_snapshot
+for path in sys.argv[1:]:
+    loaded = load_scenario(path)
+    print(dump_plan(plan(loaded.snapshot, loaded.policy, loaded.now)))
+snapshot, policy, now = synthetic_snapshot(120)
+print(dump_plan(plan(snapshot, policy, now)))
+"""
+
+
+def test_plans_do_not_depend_on_the_hash_seed() -> None:
+    """Two interpreters with different string hashing print the same plans."""
+    outputs = []
+    for seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        done = subprocess.run(
+            [sys.executable, "-c", PRINT_PLAN, *map(str, FILES)],
+            capture_output=True,
+            text=True,
+            check=True,
+            env=env,
+        )
+        outputs.append(done.stdout)
+    assert outputs[0] == outputs[1]
+    assert '"admit"' in outputs[0]
