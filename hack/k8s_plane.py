@@ -507,10 +507,13 @@ class Plane:
                 self._start_scheduler(assets, run_dir, ports, timeout)
             self._start_kwok(assets, run_dir, ports, timeout)
             nodes = node_manifests(load_profile(profile))
+            begun = time.monotonic()
             create_nodes(run_dir / "kubeconfig", nodes)
             wait_nodes_ready(
                 run_dir / "kubeconfig", {n["metadata"]["name"] for n in nodes}, timeout
             )
+            waited = time.monotonic() - begun
+            self._log(f"{len(nodes)} nodes created and Ready after {waited:.1f} s")
             state.nodes = len(nodes)
         except BaseException:
             self._log("start-up failed: stopping what was started")
@@ -561,7 +564,8 @@ class Plane:
         timeout: float,
         context: ssl.SSLContext | None = None,
     ) -> None:
-        deadline = time.monotonic() + timeout
+        begun = time.monotonic()
+        deadline = begun + timeout
         last = "no answer yet"
         while time.monotonic() < deadline:
             if not _is_ours(component):
@@ -575,7 +579,8 @@ class Plane:
                 with urllib.request.urlopen(url, timeout=5, context=context) as response:  # noqa: S310
                     body = response.read().decode(errors="replace")
                     if response.status == 200:
-                        self._log(f"{component.name} ready ({url})")
+                        waited = time.monotonic() - begun
+                        self._log(f"{component.name} ready after {waited:.1f} s ({url})")
                         return
                     last = f"HTTP {response.status}: {body[:200]}"
             except urllib.error.HTTPError as exc:
