@@ -30,7 +30,6 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -779,10 +778,12 @@ def node_manifests(profile: dict[str, Any]) -> list[dict[str, Any]]:
                 cluster_uuid = uuid.uuid5(uuid.NAMESPACE_DNS, f"{prefix}-rack{rack}.gpupool.local")
                 clique = f"{cluster_uuid}.1"
                 for slot in range(int(group["nodesPerRack"])):
-                    nodes.append(_node(f"{prefix}-r{rack}-n{slot:02d}", group, clique=clique))
+                    nodes.append(
+                        gpu_node_manifest(f"{prefix}-r{rack}-n{slot:02d}", group, clique=clique)
+                    )
         elif kind in ("hgx", "shared"):
             for index in range(int(group["count"])):
-                nodes.append(_node(f"{prefix}-{index}", group))
+                nodes.append(gpu_node_manifest(f"{prefix}-{index}", group))
         else:
             raise PlaneError(f"node group {prefix!r}: unknown kind {kind!r} (hgx, rack, shared)")
     names = [n["metadata"]["name"] for n in nodes]
@@ -791,7 +792,10 @@ def node_manifests(profile: dict[str, Any]) -> list[dict[str, Any]]:
     return nodes
 
 
-def _node(name: str, group: dict[str, Any], clique: str | None = None) -> dict[str, Any]:
+def gpu_node_manifest(
+    name: str, group: dict[str, Any], clique: str | None = None
+) -> dict[str, Any]:
+    """One fake GPU Node for KWOK from a profile's node group (see profiles/default.yaml)."""
     gpus = int(group["gpus"])
     labels = {
         "kubernetes.io/hostname": name,
@@ -871,16 +875,6 @@ def wait_nodes_ready(kubeconfig: Path, names: set[str], timeout: float) -> None:
 
 
 # --- command line ---------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def running_plane(home: Path, **options: Any) -> Iterator[PlaneState]:
-    """Start a plane in ``home`` for the length of a with-block and always stop it."""
-    plane = Plane(home)
-    try:
-        yield plane.up(**options)
-    finally:
-        plane.down()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,7 +12,7 @@ import os
 import re
 import secrets
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -128,3 +128,33 @@ def k8s_namespace(k8s_api: Any, request: pytest.FixtureRequest) -> Iterator[str]
         # the namespace would otherwise stay Terminating.
         core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
         core.delete_namespace(name)
+
+
+@pytest.fixture
+def k8s_fake_node(k8s_api: Any, k8s_plane_info: K8sPlane) -> Iterator[Callable[..., str]]:
+    """Create extra KWOK GPU nodes for one test (Ready on return); deleted afterwards.
+
+    ``k8s_fake_node(gpus=8, product="NVIDIA-H100-80GB-HBM3", kind="hgx", clique=None)``.
+    """
+    from kubernetes import client
+
+    core = client.CoreV1Api(k8s_api)
+    created: list[str] = []
+
+    def make(
+        gpus: int = 8,
+        product: str = "NVIDIA-H100-80GB-HBM3",
+        kind: str = "hgx",
+        clique: str | None = None,
+        **group: Any,
+    ) -> str:
+        name = f"t-node-{secrets.token_hex(4)}"
+        group = {"kind": kind, "prefix": "t-node", "gpus": gpus, "product": product, **group}
+        core.create_node(k8s_plane.gpu_node_manifest(name, group, clique=clique))
+        created.append(name)
+        k8s_plane.wait_nodes_ready(k8s_plane_info.kubeconfig, {name}, timeout=60)
+        return name
+
+    yield make
+    for name in created:
+        core.delete_node(name)

@@ -287,3 +287,65 @@ def test_a_watch_resumes_from_a_resource_version(
         if len(seen) == 2:
             stream.stop()
     assert seen == [("ADDED", "second"), ("MODIFIED", "first")]
+
+
+def test_cordon_sticks_and_a_node_released_by_kwok_can_be_made_not_ready(
+    core: client.CoreV1Api, k8s_fake_node: Callable[..., str]
+) -> None:
+    """gpupool excludes cordoned and NotReady nodes; tests can produce both on KWOK nodes.
+
+    KWOK's node-initialize stage turns any managed node that is not Ready back to Ready, so a
+    test first takes the node away from KWOK (annotation no longer ``fake``), then writes the
+    NotReady condition itself.
+    """
+    name = k8s_fake_node(gpus=8)
+    core.patch_node(name, {"spec": {"unschedulable": True}})
+    time.sleep(2)  # KWOK keeps working on the node meanwhile
+    assert core.read_node(name).spec.unschedulable is True
+
+    core.patch_node(name, {"metadata": {"annotations": {"kwok.x-k8s.io/node": "released"}}})
+    now = dt.datetime.now(dt.UTC).isoformat().replace("+00:00", "Z")
+    not_ready = {
+        "type": "Ready",
+        "status": "False",
+        "reason": "KubeletNotReady",
+        "message": "test: GPU node lost",
+        "lastHeartbeatTime": now,
+        "lastTransitionTime": now,
+    }
+    core.patch_node_status(name, {"status": {"conditions": [not_ready]}})
+    time.sleep(3)  # long enough for KWOK to have reverted it, were it still managing the node
+    ready = [c for c in core.read_node(name).status.conditions if c.type == "Ready"]
+    assert [(c.status, c.message) for c in ready] == [("False", "test: GPU node lost")]
+
+
+def test_an_event_explains_a_pending_pod(core: client.CoreV1Api, k8s_namespace: str) -> None:
+    """gpupool records why a pod waits as an Event on it, as `kubectl describe pod` shows."""
+    pod = core.create_namespaced_pod(k8s_namespace, gpu_pod("waiting", gpus=8))
+    now = dt.datetime.now(dt.UTC)
+    core.create_namespaced_event(
+        k8s_namespace,
+        client.CoreV1Event(
+            metadata=client.V1ObjectMeta(generate_name="waiting."),
+            involved_object=client.V1ObjectReference(
+                api_version="v1",
+                kind="Pod",
+                name="waiting",
+                namespace=k8s_namespace,
+                uid=pod.metadata.uid,
+            ),
+            type="Normal",
+            reason="QuotaExceeded",
+            message="queue research: h100 asks 8, 0 of 16 left under deserved",
+            source=client.V1EventSource(component="gpupool"),
+            reporting_component="gpupool",
+            reporting_instance="gpupool-0",
+            first_timestamp=now,
+            last_timestamp=now,
+            count=1,
+        ),
+    )
+    events = core.list_namespaced_event(
+        k8s_namespace, field_selector=f"involvedObject.uid={pod.metadata.uid}"
+    ).items
+    assert [(e.reason, e.source.component) for e in events] == [("QuotaExceeded", "gpupool")]
