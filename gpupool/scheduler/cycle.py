@@ -79,10 +79,11 @@ class Assignment:
     key: tuple[tuple[str, PodShape], ...]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class PendingWork:
-    """A pending workload as the cycle sees it."""
+    """A pending workload as the cycle sees it (compared by identity)."""
 
+    name: str
     info: WorkloadInfo
     standing: Standing
     rank: tuple[int, float, str]
@@ -91,11 +92,6 @@ class PendingWork:
     verdict: Verdict | None = None
     schedulable: bool = True
     victims: list[str] = field(default_factory=list)
-
-    @property
-    def name(self) -> str:
-        """The workload's name."""
-        return self.info.name
 
 
 def prefix_need(pods: list[PodRequest], count: int) -> dict[str, int]:
@@ -119,6 +115,7 @@ class Cycle:
         self.nodes = {node.name: node for node in snapshot.nodes}
         self.running: dict[str, RunningWork] = {}
         self.shared_flavors = {f.name for f in snapshot.flavors if f.sharing == "shared"}
+        self._shape_counts: Counter[tuple[str, PodShape]] = Counter()
         occupied = self._occupancy()
         self.cluster = ClusterState(snapshot.nodes, occupied)
         self._empty_classes: dict[str, dict[CanonKey, int]] | None = None
@@ -151,6 +148,7 @@ class Cycle:
             if workload.state == "pending":
                 standing = self.contracts.standing[workload.name]
                 self.pending[workload.name] = PendingWork(
+                    name=workload.name,
                     info=workload,
                     standing=standing,
                     rank=(-standing.value, workload.submitted_at, workload.name),
@@ -179,54 +177,57 @@ class Cycle:
         self.start_classes: dict[str, dict[CanonKey, int]] = {}
         self.start_free: dict[str, tuple[int, int, int]] = {}
         self._failed: dict[tuple[object, ...], tuple[int, int, Verdict]] = {}
-        self._totals: dict[tuple[int, int], dict[str, list[int]]] = {}
+        self._totals: dict[tuple[int, int], list[tuple[str, int, int, int]]] = {}
 
     # -- building ----------------------------------------------------------------------------
 
-    def _shape(self, pod_set: PodSetInfo, flavor: str) -> PodShape:
-        """The shape of a pod of ``pod_set`` on ``flavor``."""
-        return pod_shape(pod_set, flavor in self.shared_flavors)
-
     def _occupancy(self) -> dict[str, tuple[dict[int, int], int, int]]:
-        """Record running workloads and what they occupy on each node."""
-        used: dict[str, tuple[dict[int, int], int, int]] = {}
+        """Record running workloads, what they occupy on each node, and their pod shapes."""
+        gpu_used: dict[str, dict[int, int]] = defaultdict(dict)
+        cpu_used: dict[str, int] = defaultdict(int)
+        memory_used: dict[str, int] = defaultdict(int)
         node_flavor = {name: node.flavor for name, node in self.nodes.items()}
+        resource = {flavor: gpu_resource(flavor) for flavor in self.flavors}
+        shared = self.shared_flavors
         standing = self.contracts.standing
+        counts = self._shape_counts
+        now = self.now
         for workload in self.snapshot.workloads:
             if workload.state != "running":
                 continue
             pods: list[PlacedPod] = []
             need: dict[str, int] = {}
             cpu_total = memory_total = 0
-            placements = iter(workload.placement)
+            placements = workload.placement
+            first = 0
             for pod_set in workload.pod_sets:
-                for placement in itertools.islice(placements, pod_set.count):
-                    flavor = node_flavor[placement.node]
-                    shape = self._shape(pod_set, flavor)
-                    pods.append(PlacedPod(placement.node, placement.gpus, shape))
-                    need[flavor] = need.get(flavor, 0) + shape.gpus * shape.milli
+                shape_flavor, shape = "", None
+                for placement in placements[first : first + pod_set.count]:
+                    node = placement.node
+                    flavor = node_flavor[node]
+                    if shape is None or flavor != shape_flavor:
+                        shape_flavor, shape = flavor, pod_shape(pod_set, flavor in shared)
+                    counts[(flavor, shape)] += 1
+                    pods.append(PlacedPod(node, placement.gpus, shape))
+                    milli = shape.milli
+                    need[flavor] = need.get(flavor, 0) + shape.gpus * milli
                     cpu_total += shape.cpu_milli
                     memory_total += shape.memory_mib
-                    entry = used.get(placement.node)
-                    if entry is None:
-                        gpus: dict[int, int] = {}
-                        cpu = memory = 0
-                    else:
-                        gpus, cpu, memory = entry
+                    cpu_used[node] += shape.cpu_milli
+                    memory_used[node] += shape.memory_mib
+                    gpus = gpu_used[node]
                     for index in placement.gpus:
-                        gpus[index] = gpus.get(index, 0) + shape.milli
-                    used[placement.node] = (
-                        gpus,
-                        cpu + shape.cpu_milli,
-                        memory + shape.memory_mib,
-                    )
-            vector = {gpu_resource(flavor): amount for flavor, amount in need.items()}
+                        gpus[index] = gpus.get(index, 0) + milli
+                first += pod_set.count
+            vector = {resource[flavor]: amount for flavor, amount in need.items()}
             vector[CPU] = cpu_total
             vector[MEMORY] = memory_total
             evictable = self.contracts.evictable(workload)
+            value = standing[workload.name].value
             running = RunningWork(
+                name=workload.name,
                 info=workload,
-                value=standing[workload.name].value,
+                value=value,
                 pods=pods,
                 need=need,
                 vector=vector,
@@ -235,19 +236,27 @@ class Cycle:
             )
             if evictable:
                 started = workload.started_at or 0.0
-                progress = sum(need.values()) / MILLI * max(0.0, self.now - started) / 3600
-                running.order = (running.value, -started, progress, workload.name)
+                progress = sum(need.values()) / MILLI * max(0.0, now - started) / 3600
+                running.order = (value, -started, progress, workload.name)
             self.running[workload.name] = running
-        return used
+        return {
+            node: (gpu_used.get(node, {}), cpu_used[node], memory_used[node])
+            for node in cpu_used.keys() | gpu_used.keys()
+        }
 
     def _distributions(self) -> dict[str, ShapeDistribution]:
         """Per flavor, the popularity of pod shapes among running and pending work."""
-        counts: dict[str, Counter[PodShape]] = defaultdict(Counter)
+        counts = self._shape_counts
+        shared = self.shared_flavors
         for workload in self.snapshot.workloads:
-            for pod_set in workload.pod_sets:
-                for flavor in pod_set.flavors:
-                    counts[flavor][self._shape(pod_set, flavor)] += pod_set.count
-        return {flavor: ShapeDistribution.from_counts(c) for flavor, c in counts.items()}
+            if workload.state == "pending":
+                for pod_set in workload.pod_sets:
+                    for flavor in pod_set.flavors:
+                        counts[(flavor, pod_shape(pod_set, flavor in shared))] += pod_set.count
+        by_flavor: dict[str, Counter[PodShape]] = defaultdict(Counter)
+        for (flavor, shape), count in counts.items():
+            by_flavor[flavor][shape] += count
+        return {flavor: ShapeDistribution.from_counts(c) for flavor, c in by_flavor.items()}
 
     def _assignments(self, workload: WorkloadInfo) -> list[Assignment]:
         """The workload's flavor assignments, most preferred first (shared by equal gangs)."""
@@ -304,7 +313,7 @@ class Cycle:
             if verdict is not None:
                 first = first or verdict
                 continue
-            memo = (assignment.key, len(pods), work.minimum, info.topology)
+            memo = (id(assignment), len(pods), work.minimum, info.topology)
             cached = self._failed.get(memo)
             if cached and cached[:2] == (self.cluster.generation, len(self.cluster.held)):
                 first = first or cached[2]
@@ -350,15 +359,24 @@ class Cycle:
         memo = (id(assignment), work.minimum)
         asked = self._totals.get(memo)
         if asked is None:
-            asked = defaultdict(lambda: [0, 0, 0])
+            totals: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
             for pod in assignment.pods[: work.minimum]:
-                totals = asked[pod.flavor]
-                totals[0] += pod.shape.gpu_milli_total
-                totals[1] += pod.shape.cpu_milli
-                totals[2] += pod.shape.memory_mib
-            self._totals[memo] = asked
+                entry = totals[pod.flavor]
+                entry[0] += pod.shape.gpu_milli_total
+                entry[1] += pod.shape.cpu_milli
+                entry[2] += pod.shape.memory_mib
+            asked = self._totals[memo] = [
+                (f, totals[f][0], totals[f][1], totals[f][2]) for f in sorted(totals)
+            ]
         cluster = self.cluster
-        for flavor in sorted(asked):
+        for flavor, gpu, cpu, memory in asked:
+            if (
+                gpu <= cluster.free_gpu[flavor]
+                and cpu <= cluster.free_cpu[flavor]
+                and memory <= cluster.free_memory[flavor]
+            ):
+                continue
+            wanted = (gpu, cpu, memory)
             now_free = (
                 cluster.free_gpu[flavor],
                 cluster.free_cpu[flavor],
@@ -366,15 +384,15 @@ class Cycle:
             )
             start = self.start_free.get(flavor, now_free)
             for index, resource in enumerate(("gpu", "cpu", "memory")):
-                if asked[flavor][index] > now_free[index]:
+                if wanted[index] > now_free[index]:
                     scale = (MILLI, MILLI, MIB_PER_GB)[index]
                     facts: dict[str, object] = {
                         "flavor": flavor,
                         "resource": resource,
-                        "asked": asked[flavor][index] / scale,
+                        "asked": wanted[index] / scale,
                         "free": now_free[index] / scale,
                     }
-                    if asked[flavor][index] > start[index]:
+                    if wanted[index] > start[index]:
                         return Verdict("capacity", facts)
                     return self._behind(work, facts)
         return None

@@ -43,10 +43,14 @@ class _Replay:
             index += 1
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class RunningWork:
-    """A running workload as the cycle sees it: where it runs and what it uses."""
+    """A running workload as the cycle sees it: where it runs and what it uses.
 
+    Compared by identity: one object per workload per cycle.
+    """
+
+    name: str
     info: WorkloadInfo
     value: int
     pods: list[PlacedPod]
@@ -55,11 +59,6 @@ class RunningWork:
     flavors: frozenset[str] = field(default_factory=frozenset)
     evictable: bool = False
     order: tuple[float, float, float, str] = (0.0, 0.0, 0.0, "")
-
-    @property
-    def name(self) -> str:
-        """The workload's name."""
-        return self.info.name
 
     def progress_gpu_hours(self, now: float) -> float:
         """GPU-hours of work since it started (what an eviction throws away)."""
@@ -140,7 +139,6 @@ def find_victims(
         return chosen
     # Beyond the prefix known not to be enough, put victims back newest first, and leave
     # them running when the preemptor still fits without them.
-    kept = chosen[:not_enough]
     spared: list[RunningWork] = []
     for victim in reversed(chosen[not_enough:]):
         restore_workload(statement, victim)
@@ -148,7 +146,8 @@ def find_victims(
             spared.append(victim)
             continue
         remove_workload(statement, victim)
-    return [victim for victim in chosen if victim in kept or victim not in spared]
+    spared_ids = {id(victim) for victim in spared}
+    return [victim for victim in chosen if id(victim) not in spared_ids]
 
 
 def borrowed_workloads(
