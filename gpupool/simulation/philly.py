@@ -255,11 +255,27 @@ POLICIES: dict[str, PhillyPolicy] = {
         ),
         description="borrowing to 2 x deserved, reclaim, no protected runtime",
     ),
-    "gpupool": PhillyPolicy(
-        SimPolicy("gpupool", PolicyInfo(), protected_runtime_s=PROTECTED_RUNTIME_S),
-        description="DRF, borrowing, reclaim after a 30-minute protected window, back-off",
-    ),
 }
+
+
+def gpupool_policy(
+    protected_runtime_s: float = PROTECTED_RUNTIME_S, starvation_limit_s: float | None = None
+) -> PhillyPolicy:
+    """The product's policy (``PolicyInfo()`` defaults) with jobs protected for a while.
+
+    The defaults are what B3 reports; the two knobs exist for sensitivity runs.
+    """
+    return PhillyPolicy(
+        SimPolicy(
+            "gpupool",
+            PolicyInfo(starvation_limit_s=starvation_limit_s),
+            protected_runtime_s=protected_runtime_s,
+        ),
+        description="DRF, borrowing, reclaim after a protected window, back-off",
+    )
+
+
+POLICIES["gpupool"] = gpupool_policy()
 
 ALONE_POLICY = "gpupool"
 
@@ -278,6 +294,7 @@ class PhillyRun:
     outcomes: dict[str, ReplayOutcome] = field(default_factory=dict)
     alone: dict[str, ReplayOutcome] = field(default_factory=dict)
     elapsed_s: dict[str, float] = field(default_factory=dict)
+    settings: dict[str, PhillyPolicy] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """The B3 document: ``{"trace": "philly", "policies": {name: {...}}}`` and context."""
@@ -292,11 +309,27 @@ class PhillyRun:
             "checkpoint_s": DEFAULT_CHECKPOINT_S,
             "cycle_s": CYCLE_S,
             "elapsed_s": {k: round(v, 2) for k, v in self.elapsed_s.items()},
+            "settings": {name: _settings_json(p) for name, p in self.settings.items()},
             "policies": {name: m.to_json() for name, m in self.metrics.items()},
         }
 
 
 ProgressHook = Callable[[str, int, int], None]
+
+
+def _settings_json(setup: PhillyPolicy) -> dict[str, Any]:
+    """How a policy was expressed: the core's knobs, the protection, the queues' sizing."""
+    policy = setup.sim.policy
+    return {
+        "description": setup.description,
+        "phases": list(policy.phases),
+        "protected_runtime_s": setup.sim.protected_runtime_s,
+        "starvation_limit_s": policy.starvation_limit_s,
+        "backoff": policy.backoff is not None,
+        "victim_protection": policy.victim_protection is not None,
+        "head_of_line": setup.sim.head_of_line,
+        "capability_factor": setup.capability_factor,
+    }
 
 
 def run_philly(
@@ -307,8 +340,12 @@ def run_philly(
     jobs: Sequence[PhillyJob] | None = None,
     alone: bool = True,
     on_progress: ProgressHook | None = None,
+    settings: Mapping[str, PhillyPolicy] | None = None,
 ) -> PhillyRun:
-    """Run B3: every policy on the same jobs, plus each tenant alone on its deserved share."""
+    """Run B3: every policy on the same jobs, plus each tenant alone on its deserved share.
+
+    ``settings`` replaces the named policies' settings (e.g. a gpupool variant).
+    """
     import time
 
     chosen = window(jobs if jobs is not None else load_jobs(), days, limit)
@@ -329,7 +366,8 @@ def run_philly(
         run.alone = alone_baselines(simulated, shares, on_progress)
         run.elapsed_s["alone"] = time.perf_counter() - started
     for name in policies:
-        setup = POLICIES[name]
+        setup = (settings or {}).get(name) or POLICIES[name]
+        run.settings[name] = setup
         cluster = make_cluster(
             shares,
             capacity,

@@ -30,6 +30,19 @@ def add_philly_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--limit", type=int, help="replay only the first N jobs (by arrival)")
     parser.add_argument(
+        "--protected-runtime",
+        type=float,
+        default=1800.0,
+        metavar="S",
+        help="gpupool: seconds each job is protected after it starts (default 1800)",
+    )
+    parser.add_argument(
+        "--starvation-limit",
+        type=float,
+        metavar="S",
+        help="gpupool: hold capacity for work pending longer than S seconds (default: none)",
+    )
+    parser.add_argument(
         "--no-alone",
         action="store_true",
         help="skip the sharing-incentive baseline (each tenant alone on its share)",
@@ -40,7 +53,7 @@ def add_philly_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_philly_mode(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
     """Benchmark B3: queueing and fairness per policy on the Philly VC trace."""
-    from gpupool.simulation.philly import load_jobs, philly_dir, run_philly
+    from gpupool.simulation.philly import gpupool_policy, load_jobs, philly_dir, run_philly
 
     csv_path = philly_dir() / "jobs_by_vc_seed0.csv"
     if not csv_path.is_file():
@@ -52,6 +65,11 @@ def run_philly_mode(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> 
         "limit": options.get("limit"),
         "jobs": load_jobs(csv_path),
         "alone": not options.get("no_alone"),
+        "settings": {
+            "gpupool": gpupool_policy(
+                options.get("protected_runtime", 1800.0), options.get("starvation_limit")
+            )
+        },
     }
     if options.get("json"):
         run = run_philly(policies, **kwargs)
