@@ -28,6 +28,15 @@ if str(ROOT) not in sys.path:  # hack/ is a folder of the checkout, not an insta
 from hack import k8s_plane  # noqa: E402
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
+PLANE_FIXTURES = {"k8s_plane_info", "k8s_api", "k8s_namespace", "k8s_fake_node"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that uses the plane `k8s`, so `-m "not k8s"` never starts one."""
+    for item in items:
+        if PLANE_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.k8s)
 
 
 @dataclass
