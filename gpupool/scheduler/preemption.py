@@ -118,7 +118,6 @@ def find_victims(
                 trial.discard()
     chosen: list[RunningWork] = []
     enough = False
-    not_enough = 0  # a prefix length known not to be enough
     for victim in candidates:
         if len(chosen) >= MAX_VICTIMS:
             break
@@ -127,20 +126,18 @@ def find_victims(
         remove_workload(statement, victim)
         chosen.append(victim)
         # Check at 1, 2, 4, 8 ... victims: a handful of checks brackets the shortest prefix.
-        if len(chosen) & (len(chosen) - 1) == 0:
-            if fits(statement):
-                enough = True
-                break
-            not_enough = len(chosen)
+        if len(chosen) & (len(chosen) - 1) == 0 and fits(statement):
+            enough = True
+            break
     if not enough and (not chosen or not fits(statement)):
         statement.discard()
         return None
     if len(chosen) == 1:
         return chosen
-    # Beyond the prefix known not to be enough, put victims back newest first, and leave
-    # them running when the preemptor still fits without them.
+    # Put victims back, newest (most valuable) first, and leave them running when the
+    # preemptor still fits without them: the set left is minimal.
     spared: list[RunningWork] = []
-    for victim in reversed(chosen[not_enough:]):
+    for victim in reversed(chosen):
         restore_workload(statement, victim)
         if fits(statement):
             spared.append(victim)
