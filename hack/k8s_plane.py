@@ -122,7 +122,7 @@ def _kwok_module_dir() -> Path | None:
         cwd=TESTENV / "kwok",
         capture_output=True,
         text=True,
-        env={**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod"},
+        env={**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=readonly"},
         check=False,
     )
     path = Path(proc.stdout.strip()) if proc.returncode == 0 else None
