@@ -34,6 +34,7 @@ from gpupool.scheduler.preemption import (
     borrowed_workloads,
     find_victims,
     remove_workload,
+    size_first,
 )
 from gpupool.scheduler.quota import QuotaTree
 from gpupool.scheduler.statement import CanonKey, ClusterState, PlacedPod, Statement
@@ -525,6 +526,17 @@ class Cycle:
 
         return check
 
+    def nearest_then_biggest(self, reclaimer: str) -> Callable[[RunningWork], tuple[int, ...]]:
+        """Order for reclaim's fewest-victims pass: nearest in the tree, then biggest."""
+        path = self.quota.path[reclaimer]
+
+        def key(victim: RunningWork) -> tuple[int, ...]:
+            shared = set(self.quota.path[victim.info.queue])
+            distance = next(i for i, node in enumerate(path) if node in shared)
+            return (distance, *size_first(victim))
+
+        return key
+
     def might_suffice(self, work: PendingWork) -> Callable[[RunningWork], bool]:
         """Whether one victim frees as many GPUs of each flavor as the preemptor lacks."""
         need = work.assignments[0].need if work.assignments else {}
@@ -705,7 +717,11 @@ def preempt(cycle: Cycle) -> None:
             attempts += 1
             statement = Statement(cycle.cluster, cycle.quota)
             victims = find_victims(
-                statement, candidates, cycle.fits(work), single=cycle.might_suffice(work)
+                statement,
+                candidates,
+                cycle.fits(work),
+                single=cycle.might_suffice(work),
+                fewest_first=size_first,
             )
             if victims is None:
                 continue
@@ -732,6 +748,7 @@ def reclaim(cycle: Cycle) -> None:
                 cycle.fits(work),
                 _stays_at_deserved(cycle, queue),
                 single=cycle.might_suffice(work),
+                fewest_first=cycle.nearest_then_biggest(queue),
             )
             if victims is None:
                 continue

@@ -67,6 +67,11 @@ class RunningWork:
         return gpus * max(0.0, now - started) / 3600
 
 
+def size_first(victim: RunningWork) -> tuple[int, ...]:
+    """Order for the fewest-victims pass: biggest first."""
+    return (-sum(victim.need.values()),)
+
+
 def remove_workload(statement: Statement, victim: RunningWork) -> None:
     """Take a running workload off its nodes and out of its queue's usage."""
     for pod in victim.pods:
@@ -93,17 +98,20 @@ def find_victims(
     fits: Callable[[Statement], bool],
     guard: Callable[[RunningWork], bool] = lambda _: True,
     single: Callable[[RunningWork], bool] | None = None,
+    fewest_first: Callable[[RunningWork], tuple[int, ...]] | None = None,
 ) -> list[RunningWork] | None:
     """A minimal set of victims after which ``fits`` holds, removed on ``statement``.
 
-    ``single`` marks the candidates that might be enough alone (cheap to tell, e.g. they hold
-    as much as is missing); those are tried one by one first. On success the victims stay
-    removed on the statement (the caller commits); on failure the statement is left as it
-    was.
+    ``candidates`` come in preference order. ``single`` marks the ones that might be enough
+    alone (cheap to tell, e.g. they hold as much as is missing); those are tried one by one
+    first. Otherwise a greedy pass runs in preference order and, when it needs several
+    victims, a second one in ``fewest_first`` order (e.g. biggest first); the smaller set
+    wins, the preferred one on a tie: "fewest" comes before "cheapest". On success
+    the victims stay removed on the statement (the caller commits); on failure the
+    statement is left as it was.
     """
     candidates = _Replay(itertools.islice(candidates, MAX_CANDIDATES))
     if single is not None:
-        # Fewest first: a single victim that is enough beats any set of several.
         tries = 0
         for victim in candidates:
             if tries >= MAX_SINGLE_TRIES:
@@ -116,6 +124,31 @@ def find_victims(
                     trial.commit()
                     return [victim]
                 trial.discard()
+    trial = statement.child()
+    preferred = _greedy(trial, candidates, fits, guard)
+    trial.discard()
+    if preferred is None:
+        return None
+    best = preferred
+    if len(preferred) > 1 and fewest_first is not None:
+        by_size = sorted(candidates, key=fewest_first)
+        trial = statement.child()
+        biggest = _greedy(trial, by_size, fits, guard)
+        trial.discard()
+        if biggest is not None and len(biggest) < len(preferred):
+            best = biggest
+    for victim in best:
+        remove_workload(statement, victim)
+    return best
+
+
+def _greedy(
+    statement: Statement,
+    candidates: Iterable[RunningWork],
+    fits: Callable[[Statement], bool],
+    guard: Callable[[RunningWork], bool],
+) -> list[RunningWork] | None:
+    """Remove candidates in order until the preemptor fits, then spare what is not needed."""
     chosen: list[RunningWork] = []
     enough = False
     for victim in candidates:
@@ -130,21 +163,17 @@ def find_victims(
             enough = True
             break
     if not enough and (not chosen or not fits(statement)):
-        statement.discard()
         return None
-    if len(chosen) == 1:
-        return chosen
     # Put victims back, newest (most valuable) first, and leave them running when the
     # preemptor still fits without them: the set left is minimal.
-    spared: list[RunningWork] = []
+    spared: set[int] = set()
     for victim in reversed(chosen):
         restore_workload(statement, victim)
         if fits(statement):
-            spared.append(victim)
+            spared.add(id(victim))
             continue
         remove_workload(statement, victim)
-    spared_ids = {id(victim) for victim in spared}
-    return [victim for victim in chosen if id(victim) not in spared_ids]
+    return [victim for victim in chosen if id(victim) not in spared]
 
 
 def borrowed_workloads(

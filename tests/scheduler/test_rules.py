@@ -276,6 +276,20 @@ PREEMPT = [
         want_evicted={"v3": "preempt"},
     ),
     Case(
+        "prefers two big victims to three small ones",
+        [node("n1"), node("n2"), node("n3")],
+        [queue("team-a", deserved=24)],
+        [
+            workload("a", gpus=4, on=[("n1", HALF_A)], started="09:50"),
+            workload("b", gpus=4, on=[("n1", HALF_B)], started="09:40"),
+            workload("c", on=[("n2", FULL)], started="09:30"),
+            workload("d", on=[("n3", FULL)], started="09:00"),
+            workload("urgent", count=2, priority="high"),
+        ],
+        budgets=HIGH_BUDGET,
+        want_evicted={"c": "preempt", "d": "preempt"},
+    ),
+    Case(
         "evicts the lowest priority first",
         [node("n1"), node("n2")],
         [queue("team-a", deserved=16)],
