@@ -94,10 +94,15 @@ class QuotaTree:
             usage = self.usage[node]
             used = usage[flavor]
             usage[flavor] = used + delta
-            parent = self.queues[node].parent
-            if parent is not None:
+            queue = self.queues[node]
+            if queue.parent is None:
+                continue
+            quota = queue.quota.get(flavor)
+            if quota is None or (used >= quota.deserved and used + delta >= quota.deserved):
+                change = delta  # above deserved (or no quota) a queue claims just its usage
+            else:
                 change = self._claim(node, flavor, used + delta) - self._claim(node, flavor, used)
-                self.claims[parent][flavor] += change
+            self.claims[queue.parent][flavor] += change
 
     def available(self, name: str, flavor: str) -> int:
         """The most the queue's subtree may take on top of its usage right now."""
