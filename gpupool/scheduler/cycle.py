@@ -32,8 +32,8 @@ from gpupool.scheduler.fragmentation import PodShape, ShapeDistribution
 from gpupool.scheduler.placement import Placer, PodRequest, count_placeable
 from gpupool.scheduler.preemption import (
     RunningWork,
-    borrowed_workloads,
     find_victims,
+    mark_borrowed,
     remove_workload,
     size_first,
 )
@@ -162,13 +162,16 @@ class Cycle:
             (r for r in self.running.values() if r.evictable), key=lambda r: r.order
         ):
             self.running_by_queue[running.info.queue].append(running)
-        self._queue_victims: dict[tuple[str, str], list[RunningWork]] = defaultdict(list)
+        self._queue_victims: dict[tuple[str, str], list[RunningWork]] = {}
+        self._borrow_marked: set[str] = set()
+        self.all_running_by_queue: dict[str, list[RunningWork]] = defaultdict(list)
+        for running in self.running.values():
+            self.all_running_by_queue[running.info.queue].append(running)
         self.leaves_under: dict[str, list[str]] = defaultdict(list)
         for name in sorted(self.queues):
             if self.quota.is_leaf(name):
                 for ancestor in self.quota.path[name]:
                     self.leaves_under[ancestor].append(name)
-        self._borrowed: set[str] | None = None
         self.by_queue: dict[str, list[PendingWork]] = defaultdict(list)
         for work in sorted(self.pending.values(), key=lambda w: w.rank):
             self.by_queue[work.info.queue].append(work)
@@ -573,40 +576,40 @@ class Cycle:
         workloads of reclaimable queues in its subtree not already offered by a nearer one,
         from queues above their deserved share only, merged in preference order.
         """
-        self._index_victims()
         path = self.quota.path[reclaimer]
         for depth, ancestor in enumerate(path[1:], start=1):
             nearer = path[depth - 1]
             lists = [
-                self._queue_victims[(leaf, flavor)]
+                self._victims_of(leaf, flavor)
                 for leaf in self.leaves_under[ancestor]
                 if nearer not in self.quota.path[leaf]
-                and (leaf, flavor) in self._queue_victims
+                and self.queues[leaf].reclaimable
                 and self.quota.over_deserved_by(leaf, flavor) > 0
             ]
-            for victim in heapq.merge(*lists, key=self._reclaim_key):
+            for victim in heapq.merge(*lists, key=_reclaim_key):
                 if victim.name not in self.evicted:
                     yield victim
 
-    def _reclaim_key(self, victim: RunningWork) -> tuple[bool, tuple[float, float, float, str]]:
-        return (victim.name not in (self._borrowed or ()), victim.order)
+    def _victims_of(self, queue: str, flavor: str) -> list[RunningWork]:
+        """A queue's evictable workloads holding ``flavor``: borrowers first, then cheapest."""
+        memo = (queue, flavor)
+        victims = self._queue_victims.get(memo)
+        if victims is None:
+            if queue not in self._borrow_marked:
+                self._borrow_marked.add(queue)
+                deserved = {f: q.deserved for f, q in self.queues[queue].quota.items()}
+                mark_borrowed(self.all_running_by_queue.get(queue, []), deserved)
+            victims = sorted(
+                (v for v in self.running_by_queue.get(queue, ()) if flavor in v.flavors),
+                key=_reclaim_key,
+            )
+            self._queue_victims[memo] = victims
+        return victims
 
-    def _index_victims(self) -> None:
-        """Per (leaf queue, flavor), its reclaimable evictable workloads in preference order."""
-        if self._borrowed is not None:
-            return
-        deserved = {
-            (queue.name, name): quota.deserved
-            for queue in self.snapshot.queues
-            for name, quota in queue.quota.items()
-        }
-        self._borrowed = borrowed_workloads(list(self.running.values()), deserved)
-        for victim in self.running.values():
-            if victim.evictable and self.queues[victim.info.queue].reclaimable:
-                for flavor in victim.flavors:
-                    self._queue_victims[(victim.info.queue, flavor)].append(victim)
-        for victims in self._queue_victims.values():
-            victims.sort(key=self._reclaim_key)
+
+def _reclaim_key(victim: RunningWork) -> tuple[bool, tuple[float, float, float, str]]:
+    """Reclaim preference inside a queue: borrowed workloads first, then the cheapest."""
+    return (not victim.borrowed, victim.order)
 
 
 # -- the phases ------------------------------------------------------------------------------

@@ -58,26 +58,29 @@ class Placer:
         self.cluster = cluster
         self.distributions = dict(distributions)
         self.mode = mode
-        self._costs: dict[tuple[str, CanonKey, PodShape], float | None] = {}
-        self._per_node: dict[tuple[CanonKey, PodShape], int] = {}
+        self._costs: dict[tuple[str, CanonKey, int], tuple[PodShape, float | None]] = {}
+        self._per_node: dict[tuple[CanonKey, int], tuple[PodShape, int]] = {}
 
     def cost(self, flavor: str, key: CanonKey, shape: PodShape) -> float | None:
         """Cost of putting the pod on a node in canonical state ``key`` (None: no fit)."""
-        memo = (flavor, key, shape)
-        if memo in self._costs:
-            return self._costs[memo]
+        # Keyed by the shape's identity (shapes are interned; hashing a dataclass is not
+        # free), and the shape is kept with the value so a recycled id cannot alias.
+        memo = (flavor, key, id(shape))
+        known = self._costs.get(memo)
+        if known is not None and known[0] is shape:
+            return known[1]
         state = self.cluster.canon_state.get(key) or NodeState(key[0], key[1], key[2])
         dist = NO_DISTRIBUTION if self.mode == "bestfit" else self.distributions.get(flavor)
         value = placement_cost(state, shape, dist or NO_DISTRIBUTION)
-        self._costs[memo] = value
+        self._costs[memo] = (shape, value)
         return value
 
     def pods_per_node(self, key: CanonKey, shape: PodShape) -> int:
         """How many pods of the shape a node in canonical state ``key`` could hold."""
-        memo = (key, shape)
-        known = self._per_node.get(memo)
-        if known is not None:
-            return known
+        memo = (key, id(shape))
+        hit = self._per_node.get(memo)
+        if hit is not None and hit[0] is shape:
+            return hit[1]
         limits = []
         if shape.cpu_milli:
             limits.append(key[1] // shape.cpu_milli)
@@ -88,7 +91,7 @@ class Placer:
         elif shape.gpus:
             limits.append(sum(free // shape.milli for free in key[0]))
         count = min(limits) if limits else 1 << 30
-        self._per_node[memo] = count
+        self._per_node[memo] = (shape, count)
         return count
 
     def may_fit(self, pods: Sequence[PodRequest], minimum: int) -> bool:

@@ -58,6 +58,7 @@ class RunningWork:
     vector: dict[str, int]
     flavors: frozenset[str] = field(default_factory=frozenset)
     evictable: bool = False
+    borrowed: bool = False
     order: tuple[float, float, float, str] = (0.0, 0.0, 0.0, "")
 
     def progress_gpu_hours(self, now: float) -> float:
@@ -176,21 +177,11 @@ def _greedy(
     return [victim for victim in chosen if id(victim) not in spared]
 
 
-def borrowed_workloads(
-    running: Sequence[RunningWork], deserved: Mapping[tuple[str, str], int]
-) -> set[str]:
-    """Workloads a queue runs beyond its deserved share: the most recently started ones."""
-    borrowed: set[str] = set()
-    by_queue: dict[str, list[RunningWork]] = {}
-    for work in running:
-        by_queue.setdefault(work.info.queue, []).append(work)
-    for queue, works in by_queue.items():
-        works.sort(key=lambda w: (w.info.started_at or 0.0, w.name))
-        used: dict[str, int] = {}
-        for work in works:
-            for flavor, amount in work.need.items():
-                used[flavor] = used.get(flavor, 0) + amount
-                limit = deserved.get((queue, flavor), 0)
-                if amount and used[flavor] > limit:
-                    borrowed.add(work.name)
-    return borrowed
+def mark_borrowed(works: Sequence[RunningWork], deserved: Mapping[str, int]) -> None:
+    """Mark what one queue runs beyond its deserved share: its most recently started work."""
+    used: dict[str, int] = {}
+    for work in sorted(works, key=lambda w: (w.info.started_at or 0.0, w.name)):
+        for flavor, amount in work.need.items():
+            used[flavor] = used.get(flavor, 0) + amount
+            if amount and used[flavor] > deserved.get(flavor, 0):
+                work.borrowed = True
