@@ -105,9 +105,9 @@ def find_victims(
 
     ``candidates`` come in preference order. ``single`` marks the ones that might be enough
     alone (cheap to tell, e.g. they hold as much as is missing); those are tried one by one
-    first. Otherwise a greedy pass runs in preference order and, when it needs several
-    victims, a second one in ``fewest_first`` order (e.g. biggest first); the smaller set
-    wins, the preferred one on a tie: "fewest" comes before "cheapest". On success
+    first. Otherwise a greedy pass runs in ``fewest_first`` order (e.g. biggest first) and
+    one in preference order; the smaller set wins, the preferred one on a tie: "fewest"
+    comes before "cheapest". On success
     the victims stay removed on the statement (the caller commits); on failure the
     statement is left as it was.
     """
@@ -125,19 +125,21 @@ def find_victims(
                     trial.commit()
                     return [victim]
                 trial.discard()
-    trial = statement.child()
-    preferred = _greedy(trial, candidates, fits, guard)
-    trial.discard()
-    if preferred is None:
-        return None
-    best = preferred
-    if len(preferred) > 1 and fewest_first is not None:
-        by_size = sorted(candidates, key=fewest_first)
+    biggest = None
+    if fewest_first is not None:
         trial = statement.child()
-        biggest = _greedy(trial, by_size, fits, guard)
+        biggest = _greedy(trial, sorted(candidates, key=fewest_first), fits, guard, MAX_VICTIMS)
         trial.discard()
-        if biggest is not None and len(biggest) < len(preferred):
-            best = biggest
+    # The preference-order pass may only win with fewer victims; a prefix far longer than
+    # the fewest-first set will not prune below it, so it is not pursued.
+    limit = MAX_VICTIMS if biggest is None else min(MAX_VICTIMS, 4 * len(biggest))
+    trial = statement.child()
+    preferred = _greedy(trial, candidates, fits, guard, limit)
+    trial.discard()
+    options = [found for found in (preferred, biggest) if found is not None]
+    if not options:
+        return None
+    best = min(options, key=len)  # min keeps the first (preferred) on a tie
     for victim in best:
         remove_workload(statement, victim)
     return best
@@ -148,12 +150,13 @@ def _greedy(
     candidates: Iterable[RunningWork],
     fits: Callable[[Statement], bool],
     guard: Callable[[RunningWork], bool],
+    limit: int,
 ) -> list[RunningWork] | None:
     """Remove candidates in order until the preemptor fits, then spare what is not needed."""
     chosen: list[RunningWork] = []
     enough = False
     for victim in candidates:
-        if len(chosen) >= MAX_VICTIMS:
+        if len(chosen) >= limit:
             break
         if not guard(victim):
             continue
