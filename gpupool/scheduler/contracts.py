@@ -197,6 +197,13 @@ class Contracts:
 
     def evictable(self, workload: WorkloadInfo) -> bool:
         """Victim filter: running, not already leaving, outside its protected window."""
+        if (
+            workload.protected_runtime_s == 0
+            and workload.name not in self.victim_times
+            and workload.evicting_for is None
+            and workload.state == "running"
+        ):
+            return (workload.started_at or self.now) <= self.now  # no window to wait for
         return (
             workload.state == "running"
             and workload.evicting_for is None

@@ -118,6 +118,7 @@ class Cycle:
         self.running: dict[str, RunningWork] = {}
         self.shared_flavors = {f.name for f in snapshot.flavors if f.sharing == "shared"}
         self._shape_counts: Counter[tuple[str, PodShape]] = Counter()
+        self._queue_usage: dict[str, tuple[dict[str, int], int, int]] = {}
         occupied = self._occupancy()
         self.cluster = ClusterState(snapshot.nodes, occupied)
         self._empty_classes: dict[str, dict[CanonKey, int]] | None = None
@@ -133,16 +134,13 @@ class Cycle:
         capacity[CPU] = cpu
         capacity[MEMORY] = memory
         self.shares = DominantShares(capacity, {q.name: q.weight for q in snapshot.queues})
-        per_queue: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-        for running in self.running.values():
-            totals = per_queue[running.info.queue]
-            for resource, amount in running.vector.items():
-                totals[resource] += amount
-        for queue_name, totals in sorted(per_queue.items()):
-            self.shares.add(queue_name, totals)
-            for resource, amount in totals.items():
-                if resource.startswith("gpu:"):
-                    self.quota.add(queue_name, resource[4:], amount)
+        for queue_name, (gpus, cpu_used, memory_used) in sorted(self._queue_usage.items()):
+            vector = {gpu_resource(flavor): amount for flavor, amount in gpus.items()}
+            vector[CPU] = cpu_used
+            vector[MEMORY] = memory_used
+            self.shares.add(queue_name, vector)
+            for flavor, amount in gpus.items():
+                self.quota.add(queue_name, flavor, amount)
         self.placer = Placer(self.cluster, self._distributions(), policy.placement)
         self.pending: dict[str, PendingWork] = {}
         self._assignment_cache: dict[tuple[PodSetInfo, ...], list[Assignment]] = {}
@@ -192,8 +190,9 @@ class Cycle:
         cpu_used: dict[str, int] = defaultdict(int)
         memory_used: dict[str, int] = defaultdict(int)
         node_flavor = {name: node.flavor for name, node in self.nodes.items()}
-        resource = {flavor: gpu_resource(flavor) for flavor in self.flavors}
         shared = self.shared_flavors
+        queue_usage = self._queue_usage
+        evictable_at = self.contracts.evictable
         standing = self.contracts.standing
         counts = self._shape_counts
         now = self.now
@@ -224,10 +223,18 @@ class Cycle:
                     for index in placement.gpus:
                         gpus[index] = gpus.get(index, 0) + milli
                 first += pod_set.count
-            vector = {resource[flavor]: amount for flavor, amount in need.items()}
-            vector[CPU] = cpu_total
-            vector[MEMORY] = memory_total
-            evictable = self.contracts.evictable(workload)
+            usage = queue_usage.get(workload.queue)
+            if usage is None:
+                usage = queue_usage[workload.queue] = ({}, 0, 0)
+            gpus_by_flavor = usage[0]
+            for flavor, amount in need.items():
+                gpus_by_flavor[flavor] = gpus_by_flavor.get(flavor, 0) + amount
+            queue_usage[workload.queue] = (
+                gpus_by_flavor,
+                usage[1] + cpu_total,
+                usage[2] + memory_total,
+            )
+            evictable = evictable_at(workload)
             value = standing[workload.name].value
             running = RunningWork(
                 name=workload.name,
@@ -235,8 +242,6 @@ class Cycle:
                 value=value,
                 pods=pods,
                 need=need,
-                vector=vector,
-                flavors=frozenset(need),
                 evictable=evictable,
             )
             if evictable:
@@ -600,7 +605,7 @@ class Cycle:
                 deserved = {f: q.deserved for f, q in self.queues[queue].quota.items()}
                 mark_borrowed(self.all_running_by_queue.get(queue, []), deserved)
             victims = sorted(
-                (v for v in self.running_by_queue.get(queue, ()) if flavor in v.flavors),
+                (v for v in self.running_by_queue.get(queue, ()) if flavor in v.need),
                 key=_reclaim_key,
             )
             self._queue_victims[memo] = victims
@@ -725,7 +730,7 @@ def preempt(cycle: Cycle) -> None:
                 if victim.evictable
                 and victim.value < value
                 and victim.name not in cycle.evicted
-                and (not flavors or victim.flavors & flavors or not victim.flavors)
+                and (not flavors or not victim.need or victim.need.keys() & flavors)
             ]
             if not candidates:
                 continue

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from gpupool.scheduler.statement import PlacedPod, Statement
 from gpupool.scheduler.types import WorkloadInfo
@@ -55,8 +55,6 @@ class RunningWork:
     value: int
     pods: list[PlacedPod]
     need: dict[str, int]
-    vector: dict[str, int]
-    flavors: frozenset[str] = field(default_factory=frozenset)
     evictable: bool = False
     borrowed: bool = False
     order: tuple[float, float, float, str] = (0.0, 0.0, 0.0, "")
