@@ -34,8 +34,8 @@ from gpupool.scheduler.preemption import (
     RunningWork,
     find_victims,
     mark_borrowed,
-    remove_workload,
     size_first,
+    victim_preference,
 )
 from gpupool.scheduler.quota import QuotaTree
 from gpupool.scheduler.statement import CanonKey, ClusterState, PlacedPod, Statement
@@ -78,7 +78,6 @@ class Assignment:
     pods: list[PodRequest]
     need: dict[str, int]
     vector: dict[str, int]
-    key: tuple[tuple[str, PodShape], ...]
 
 
 @dataclass(slots=True, eq=False)
@@ -245,9 +244,9 @@ class Cycle:
                 evictable=evictable,
             )
             if evictable:
-                started = workload.started_at or 0.0
-                progress = sum(need.values()) / MILLI * max(0.0, now - started) / 3600
-                running.order = (value, -started, progress, workload.name)
+                running.order = victim_preference(
+                    value, workload.started_at or 0.0, sum(need.values()), workload.name, now
+                )
             self.running[workload.name] = running
         return {
             node: (gpu_used.get(node, {}), cpu_used[node], memory_used[node])
@@ -292,8 +291,7 @@ class Cycle:
                 vector[gpu_resource(flavor)] += shape.gpu_milli_total * pod_set.count
                 vector[CPU] += shape.cpu_milli * pod_set.count
                 vector[MEMORY] += shape.memory_mib * pod_set.count
-            key = tuple((pod.flavor, pod.shape) for pod in pods)
-            result.append(Assignment(pods, dict(need), dict(vector), key))
+            result.append(Assignment(pods, dict(need), dict(vector)))
         return result
 
     # -- attempts ----------------------------------------------------------------------------
@@ -443,10 +441,6 @@ class Cycle:
             return self._behind(work, facts)
         facts["largest_placeable"] = self.placer.largest_placeable(statement, pods)
         return Verdict("fragmentation", facts)
-
-    def standing_of(self, name: str) -> Standing:
-        """The effective standing of any workload."""
-        return self.contracts.standing[name]
 
     def snapshot_start(self) -> None:
         """Remember free capacity before any admission (to tell ``capacity`` from ``behind``)."""
@@ -914,4 +908,4 @@ def plan(snapshot: Snapshot, policy: PolicyInfo, now: float) -> Plan:
         return plan_of(run_cycle(snapshot, policy, now))
 
 
-__all__ = ["PHASES", "Cycle", "plan", "remove_workload", "run_cycle"]
+__all__ = ["PHASES", "Cycle", "plan", "run_cycle"]

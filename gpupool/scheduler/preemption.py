@@ -59,12 +59,6 @@ class RunningWork:
     borrowed: bool = False
     order: tuple[float, float, float, str] = (0.0, 0.0, 0.0, "")
 
-    def progress_gpu_hours(self, now: float) -> float:
-        """GPU-hours of work since it started (what an eviction throws away)."""
-        started = self.info.started_at if self.info.started_at is not None else now
-        gpus = sum(pod.shape.gpu_milli_total for pod in self.pods) / 1000
-        return gpus * max(0.0, now - started) / 3600
-
 
 def size_first(victim: RunningWork) -> tuple[int, ...]:
     """Order for the fewest-victims pass: biggest first."""
@@ -85,10 +79,15 @@ def restore_workload(statement: Statement, victim: RunningWork) -> None:
     statement.charge(victim.info.queue, victim.need)
 
 
-def preempt_order(victim: RunningWork, now: float) -> tuple[float, float, float, str]:
-    """Preference among preemption victims: lowest priority, most recent, least progress."""
-    started = victim.info.started_at or 0.0
-    return (victim.value, -started, victim.progress_gpu_hours(now), victim.name)
+def victim_preference(
+    value: int, started: float, gpu_milli: int, name: str, now: float
+) -> tuple[float, float, float, str]:
+    """Preference among victims: lowest priority, most recently started, least progress lost.
+
+    Progress is the GPU-hours run since the start (what an eviction throws away).
+    """
+    progress = gpu_milli / 1000 * max(0.0, now - started) / 3600
+    return (value, -started, progress, name)
 
 
 def find_victims(

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import bisect
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from gpupool.scheduler.fragmentation import MILLI_PER_GPU, NodeState, PodShape, take
@@ -155,10 +155,6 @@ class ClusterState:
         self._dirty.clear()
         return self.domains_by_signature.get(flavor, {})
 
-    def scoring_state(self, name: str) -> NodeState:
-        """The node's canonical state (shared by every node in the same class)."""
-        return self.canon_state[self.canon[name]]
-
     def class_counts(self) -> dict[str, dict[CanonKey, int]]:
         """How many nodes of each flavor are in each canonical state."""
         return {
@@ -207,10 +203,6 @@ class Statement:
             if amount:
                 self.quota.add(queue, flavor, -sign * amount)
 
-    def on_discard(self, undo: Callable[[], None]) -> None:
-        """Register an extra undo step (for bookkeeping outside the cluster)."""
-        self._undo.append(undo)
-
     def commit(self) -> None:
         """Keep every change (a nested statement hands them to its parent)."""
         if self.parent is not None:
@@ -221,7 +213,3 @@ class Statement:
         """Undo every change, newest first."""
         while self._undo:
             self._undo.pop()()
-
-    def __iter__(self) -> Iterator[Callable[[], None]]:
-        """The pending undo steps (for inspection in tests)."""
-        return iter(self._undo)
