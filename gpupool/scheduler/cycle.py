@@ -324,7 +324,15 @@ class Cycle:
             memo = (id(assignment), len(pods), work.minimum, info.topology)
             cached = self._failed.get(memo)
             if cached and cached[:2] == (self.cluster.generation, len(self.cluster.held)):
-                first = first or cached[2]
+                # The same gang already failed on this (or a roomier) state: same answer,
+                # told about this workload's queue and today's free count.
+                flavor = str(cached[2].facts.get("flavor", ""))
+                facts = {
+                    **cached[2].facts,
+                    "queue": info.queue,
+                    "free_gpus": self.cluster.free_gpu[flavor] / MILLI,
+                }
+                first = first or Verdict(cached[2].reason, facts)
                 continue
             trial = statement.child()
             placed = None
@@ -457,7 +465,14 @@ class Cycle:
     def admit(self, work: PendingWork, assignment: Assignment, placed: list[PlacedPod]) -> None:
         """Record an admission (the statement holding it is committed by the caller)."""
         self.admitted[work.name] = placed
-        self.shares.add(work.info.queue, assignment.vector)
+        vector = assignment.vector
+        if len(placed) < len(assignment.pods):  # an elastic gang took fewer pods
+            vector = defaultdict(int)
+            for pod in placed:
+                vector[gpu_resource(self.nodes[pod.node].flavor)] += pod.shape.gpu_milli_total
+                vector[CPU] += pod.shape.cpu_milli
+                vector[MEMORY] += pod.shape.memory_mib
+        self.shares.add(work.info.queue, vector)
         work.verdict = None
 
     def starving(self, work: PendingWork) -> bool:

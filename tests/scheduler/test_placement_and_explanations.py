@@ -209,3 +209,18 @@ def test_protected_runtime_defaults_from_the_queue() -> None:
     )
     runtimes = {w.name: w.protected_runtime_s for w in loaded.snapshot.workloads}
     assert runtimes == {"w1": 900, "w2": 60}
+
+
+def test_equal_gangs_of_two_queues_each_name_their_own_queue() -> None:
+    """A failure remembered for one gang shape is reported with each workload's own queue."""
+    _, result = planned(
+        [node("n1")],
+        [queue("team-a", deserved=8), queue("team-b", deserved=8)],
+        [
+            workload("r1", gpus=4, on=[("n1", [0, 1, 2, 3])]),
+            workload("a1", submitted="08:00"),
+            workload("b1", "team-b", submitted="08:30"),
+        ],
+    )
+    queues = {p.workload: p.facts.get("queue") for p in result.pending}
+    assert queues == {"a1": "team-a", "b1": "team-b"}
