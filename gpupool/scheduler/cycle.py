@@ -403,6 +403,7 @@ class Cycle:
                 if wanted[index] > now_free[index]:
                     scale = (MILLI, MILLI, MIB_PER_GB)[index]
                     facts: dict[str, object] = {
+                        "queue": work.info.queue,
                         "flavor": flavor,
                         "resource": resource,
                         "asked": wanted[index] / scale,
@@ -427,6 +428,7 @@ class Cycle:
         pods = assignment.pods
         flavor = pods[0].flavor if pods else ""
         facts: dict[str, object] = {
+            "queue": info.queue,
             "flavor": flavor,
             "pods": len(pods),
             "minimum": work.minimum,

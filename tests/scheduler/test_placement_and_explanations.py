@@ -214,13 +214,14 @@ def test_protected_runtime_defaults_from_the_queue() -> None:
 def test_equal_gangs_of_two_queues_each_name_their_own_queue() -> None:
     """A failure remembered for one gang shape is reported with each workload's own queue."""
     _, result = planned(
-        [node("n1")],
-        [queue("team-a", deserved=8), queue("team-b", deserved=8)],
+        [node("n1"), node("n2")],
+        [queue("team-a", deserved=8, capability=16), queue("team-b", deserved=8, capability=16)],
         [
             workload("r1", gpus=4, on=[("n1", [0, 1, 2, 3])]),
+            workload("r2", "team-b", gpus=4, on=[("n2", [0, 1, 2, 3])]),
             workload("a1", submitted="08:00"),
             workload("b1", "team-b", submitted="08:30"),
         ],
     )
-    queues = {p.workload: p.facts.get("queue") for p in result.pending}
-    assert queues == {"a1": "team-a", "b1": "team-b"}
+    facts = {p.workload: (p.reason, p.facts.get("queue")) for p in result.pending}
+    assert facts == {"a1": ("fragmentation", "team-a"), "b1": ("fragmentation", "team-b")}
