@@ -124,8 +124,11 @@ class ClusterState:
         """Replace a node's free state, keeping every index current."""
         node = self.nodes[name]
         old_key = self.canon[name]
-        self._count(node.flavor, self.state[name], -1)
-        self._count(node.flavor, state, 1)
+        before = self.state[name]
+        flavor = node.flavor
+        self.free_gpu[flavor] += sum(state.gpu_free_milli) - sum(before.gpu_free_milli)
+        self.free_cpu[flavor] += state.cpu_free_milli - before.cpu_free_milli
+        self.free_memory[flavor] += state.memory_free_mib - before.memory_free_mib
         self.state[name] = state
         key = self._intern(state)
         if key == old_key:
