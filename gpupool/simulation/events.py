@@ -47,7 +47,7 @@ from gpupool.scheduler.types import (
 )
 
 DEFAULT_CHECKPOINT_S = 1800.0
-MAX_CYCLES_PER_INSTANT = 50
+MAX_EVICTING_CYCLES_PER_INSTANT = 50  # a safety net; never reached in B3
 
 ARRIVAL, COMPLETION, WAKE, CYCLE = 0, 1, 2, 3
 
@@ -156,6 +156,7 @@ class ReplayOutcome:
     cycles: int
     plan_s: float
     makespan_s: float
+    capped_instants: int = 0  # instants that hit MAX_EVICTING_CYCLES_PER_INSTANT
 
 
 def checkpointed_progress(run_s: float, checkpoint_s: float) -> float:
@@ -200,6 +201,7 @@ class Replay:
         self.tenants = {queue.name: queue.tenant for queue in cluster.queues}
         self.segments: list[Segment] = []
         self.preemptions = 0
+        self.capped_instants = 0
         self.cycles = 0
         self.plan_s = 0.0
         self.finished = 0
@@ -260,6 +262,7 @@ class Replay:
             cycles=self.cycles,
             plan_s=self.plan_s,
             makespan_s=self.now,
+            capped_instants=self.capped_instants,
         )
 
     def _request_cycle(self, now: float) -> None:
@@ -273,15 +276,15 @@ class Replay:
 
     def _cycles(self, now: float) -> None:
         """Run cycles at this instant until one neither admits (FIFO) nor evicts."""
-        for _ in range(MAX_CYCLES_PER_INSTANT):
-            if not self.pending:
-                return
+        evicting_rounds = 0
+        while self.pending and evicting_rounds < MAX_EVICTING_CYCLES_PER_INSTANT:
             admitted, evicted = self._cycle(now)
             if evicted:
+                evicting_rounds += 1
+                self.capped_instants += evicting_rounds == MAX_EVICTING_CYCLES_PER_INSTANT
                 continue
-            if self.sim_policy.head_of_line and admitted:
-                continue
-            return
+            if not (self.sim_policy.head_of_line and admitted):
+                return
 
     def _cycle(self, now: float) -> tuple[int, int]:
         """One call of the core and the application of its plan."""

@@ -159,3 +159,4 @@ def test_the_full_window_meets_the_sharing_incentive(philly_jobs: list[PhillyJob
     assert metrics.jobs == 4889
     assert metrics.gpu_hours_lost_fraction <= 0.01
     assert metrics.tenants_worse_than_alone == []
+    assert run.outcomes["gpupool"].capped_instants == 0
