@@ -176,6 +176,7 @@ class Cycle:
         self.evicted: dict[str, Eviction] = {}
         self.waiting: set[str] = set()
         self.holders: list[str] = []
+        self.held_by: dict[str, list[str]] = {}
         self.start_classes: dict[str, dict[CanonKey, int]] = {}
         self.start_free: dict[str, tuple[int, int, int]] = {}
         self._failed: dict[tuple[object, ...], tuple[int, int, Verdict]] = {}
@@ -416,8 +417,17 @@ class Cycle:
 
     def _behind(self, work: PendingWork, facts: dict[str, object]) -> Verdict:
         facts = {**facts, "queue": work.info.queue}
-        if self.holders:
-            facts["held_for"] = self.holders[0]
+        flavor = facts.get("flavor")
+        holder = next(
+            (
+                name
+                for name, nodes in self.held_by.items()
+                if any(self.nodes[node].flavor == flavor for node in nodes)
+            ),
+            None,
+        )
+        if holder is not None:
+            facts["held_for"] = holder
         return Verdict("behind", facts)
 
     def placement_verdict(
@@ -495,16 +505,18 @@ class Cycle:
         )
         if healthy < work.minimum:
             return False
+        held: list[str] = []
         for pod in assignment.pods:
-            candidates = [
-                (-sum(self.cluster.state[name].gpu_free_milli), name)
-                for names in self.cluster.classes.get(pod.flavor, {}).values()
-                for name in names
-                if name not in self.cluster.held
-            ]
-            if candidates:
-                self.cluster.held.add(min(candidates)[1])
+            classes = self.cluster.classes.get(pod.flavor, {})
+            # The node closest to fitting: most free GPUs first (then a fixed order).
+            for key in sorted(classes, key=lambda k: (-sum(k[0]), k)):
+                name = next((n for n in classes[key] if n not in self.cluster.held), None)
+                if name is not None:
+                    self.cluster.held.add(name)
+                    held.append(name)
+                    break
         self.holders.append(work.name)
+        self.held_by[work.name] = held
         return True
 
     def evict(self, victims: list[RunningWork], reason: EvictReason, preemptor: str) -> None:

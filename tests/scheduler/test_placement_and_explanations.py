@@ -225,3 +225,20 @@ def test_equal_gangs_of_two_queues_each_name_their_own_queue() -> None:
     )
     facts = {p.workload: (p.reason, p.facts.get("queue")) for p in result.pending}
     assert facts == {"a1": ("fragmentation", "team-a"), "b1": ("fragmentation", "team-b")}
+
+
+def test_work_kept_off_held_nodes_names_the_starving_workload() -> None:
+    """'behind' says which starving workload the capacity is held for."""
+    _, result = planned(
+        [node("n1")],
+        [queue("team-a", deserved=16)],
+        [
+            workload("r1", gpus=4, on=[("n1", [0, 1, 2, 3])]),
+            workload("big", submitted="05:00"),
+            workload("small", gpus=2, protected_s=600),
+        ],
+        policy={"placement": "gpupool", "starvation_limit_s": 3600},
+    )
+    small = next(p for p in result.pending if p.workload == "small")
+    assert (small.reason, small.facts.get("held_for")) == ("behind", "big")
+    assert "big" in small.detail
