@@ -780,7 +780,8 @@ def reclaim(cycle: Cycle) -> None:
             if attempts >= cycle.policy.preemption_attempts_per_queue:
                 break
             need = work.assignments[0].need if work.assignments else {}
-            if not need or not cycle.quota.below_deserved(queue, need):
+            # Reclaim returns lent GPU quota; work that asks no GPU has none to reclaim.
+            if not any(need.values()) or not cycle.quota.below_deserved(queue, need):
                 continue
             candidates = cycle.reclaim_candidates(queue, max(need, key=lambda f: (need[f], f)))
             statement = Statement(cycle.cluster, cycle.quota)
