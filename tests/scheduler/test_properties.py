@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scheduler_builders import CLASSES, at, check_invariants, scenario
 
 from gpupool.scheduler import plan
-from gpupool.scheduler.scenario import dump_plan, scenario_from_dict
+from gpupool.scheduler.scenario import Scenario, dump_plan, scenario_from_dict
+from gpupool.scheduler.synthetic import synthetic_snapshot
 
 FLAVORS = ("h100", "l4s")
 TIMES = ["06:00", "07:00", "08:00", "09:00", "09:30", "09:50"]
@@ -158,3 +160,12 @@ def test_the_same_input_gives_the_same_plan(data: dict[str, Any]) -> None:
     assert dump_plan(plan(first.snapshot, first.policy, first.now)) == dump_plan(
         plan(second.snapshot, second.policy, second.now)
     )
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_synthetic_pool_keeps_the_invariants(seed: int) -> None:
+    """The B1 generator at a small scale: many admissions, preemptions and reclaims."""
+    snapshot, policy, now = synthetic_snapshot(150, seed)
+    result = plan(snapshot, policy, now)
+    assert result.admit and result.evict
+    check_invariants(Scenario(snapshot, policy, now), result)
