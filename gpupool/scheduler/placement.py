@@ -95,11 +95,18 @@ class Placer:
         return count
 
     def may_fit(self, pods: Sequence[PodRequest], minimum: int) -> bool:
-        """A cheap necessary condition: enough room, counted per node state, for the gang."""
-        wanted: dict[tuple[str, PodShape], int] = {}
+        """A cheap necessary condition: enough room, counted per node state, for the gang.
+
+        (A single pod needs no pre-check: looking for its node is as cheap.)
+        """
+        if len(pods) <= 1:
+            return True
+        wanted: dict[tuple[str, int], tuple[PodShape, int]] = {}
         for pod in pods[: max(minimum, 1)]:
-            wanted[(pod.flavor, pod.shape)] = wanted.get((pod.flavor, pod.shape), 0) + 1
-        for (flavor, shape), count in wanted.items():
+            memo = (pod.flavor, id(pod.shape))
+            known = wanted.get(memo)
+            wanted[memo] = (pod.shape, 1 if known is None else known[1] + 1)
+        for (flavor, _), (shape, count) in wanted.items():
             room = 0
             for key, names in self.cluster.classes.get(flavor, {}).items():
                 room += len(names) * self.pods_per_node(key, shape)
