@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import cast, get_args
 
 from gpupool.scheduler.quota import QuotaShortfall
 from gpupool.scheduler.types import MILLI, PendingExplanation, PendingReason
@@ -48,7 +49,7 @@ def _quota_sentence(facts: Mapping[str, object]) -> str:
     if facts.get("never_fits"):
         return (
             f"Queue {queue} can never hold {asked} {flavor} GPUs: the capabilities on its path "
-            f"(and the pool) allow {available}."
+            f"allow {available}."
         )
     text = f"Queue {queue} has {available} {flavor} GPUs of quota available, {asked} asked"
     if facts.get("borrowing_capped"):
@@ -69,6 +70,11 @@ def _capacity_sentence(facts: Mapping[str, object]) -> str:
     unit = _UNITS.get(str(facts.get("resource", "gpu")), "{flavor}").format(
         flavor=facts.get("flavor")
     )
+    if facts.get("never_fits"):
+        return (
+            f"The pool has only {number(facts.get('healthy'))} healthy {unit}; "
+            f"{number(facts.get('asked'))} asked."
+        )
     return (
         f"The pool has {number(facts.get('free'))} healthy free {unit}, "
         f"{number(facts.get('asked'))} asked."
@@ -80,11 +86,19 @@ def sentence(verdict: Verdict, position: int) -> str:
     facts = verdict.facts
     reason = verdict.reason
     if reason == "budget":
+        then = facts.get("then")
+        then_facts = facts.get("then_facts")
+        after = ""
+        if isinstance(then, str) and then in get_args(PendingReason):
+            layer = Verdict(
+                cast(PendingReason, then), then_facts if isinstance(then_facts, dict) else {}
+            )
+            after = " " + sentence(layer, position)
         return (
             f"Out of {facts.get('priority_class')} budget (tenant {facts.get('tenant')}: "
-            f"{facts.get('remaining_gpu_hours')} GPU-hours left, "
-            f"{facts.get('reservation_gpu_hours')} needed to reserve its protected window): "
-            f"it competes at the default class, and {facts.get('then', 'waits')}."
+            f"{number(facts.get('remaining_gpu_hours'))} GPU-hours left, "
+            f"{number(facts.get('reservation_gpu_hours'))} needed to reserve its protected "
+            f"window): it competes at the default class.{after}"
         )
     if reason == "quota":
         return _quota_sentence(facts)
