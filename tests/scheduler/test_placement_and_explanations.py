@@ -242,3 +242,18 @@ def test_work_kept_off_held_nodes_names_the_starving_workload() -> None:
     small = next(p for p in result.pending if p.workload == "small")
     assert (small.reason, small.facts.get("held_for")) == ("behind", "big")
     assert "big" in small.detail
+
+
+def test_budget_explanation_tells_the_class_and_what_then_stopped_it() -> None:
+    """Out of budget: the sentence names the class, the budget, and the next layer's reason."""
+    _, result = planned(
+        [node("n1")],
+        [queue("team-a", deserved=8)],
+        [workload("old", on=[("n1", list(range(8)))]), workload("urgent", priority="high")],
+        budgets=[{"tenant": "team-a", "priority_class": "high", "gpu_hours": 10, "used": 10}],
+    )
+    (pending,) = result.pending
+    assert pending.reason == "budget"
+    assert pending.facts["then"] == "quota"
+    assert "Out of high budget" in pending.detail
+    assert "default class" in pending.detail and "quota available" in pending.detail
