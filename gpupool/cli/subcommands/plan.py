@@ -109,7 +109,8 @@ def explain_tables(loaded: Scenario, result: Plan) -> str:
     from rich.console import Console
     from rich.table import Table
 
-    starts = estimate_starts(loaded.snapshot, loaded.policy, loaded.now)
+    # Each replay step is a full plan(); 50 steps bound --explain on large pools.
+    starts = estimate_starts(loaded.snapshot, loaded.policy, loaded.now, max_steps=50)
     queues = {w.name: w.queue for w in loaded.snapshot.workloads}
     buffer = io.StringIO()
     console = Console(file=buffer, width=140, color_system=None, force_terminal=False)
