@@ -141,6 +141,7 @@ class Cycle:
             for flavor, amount in gpus.items():
                 self.quota.add(queue_name, flavor, amount)
         self.placer = Placer(self.cluster, self._distributions(), policy.placement)
+        self.any_node_flavors = self._any_node_flavors()
         self.pending: dict[str, PendingWork] = {}
         self._assignment_cache: dict[tuple[PodSetInfo, ...], list[Assignment]] = {}
         for workload in snapshot.workloads:
@@ -268,6 +269,18 @@ class Cycle:
             by_flavor[flavor][shape] += count
         return {flavor: ShapeDistribution.from_counts(c) for flavor, c in by_flavor.items()}
 
+    def _any_node_flavors(self) -> tuple[str, ...]:
+        """Flavors a CPU-only pod set without a flavor may use: CPU-only nodes, then cheapest."""
+        gpus: dict[str, int] = defaultdict(int)
+        for node in self.snapshot.nodes:
+            gpus[node.flavor] += node.gpus
+        return tuple(
+            sorted(
+                gpus,
+                key=lambda f: (gpus[f] > 0, self.flavors[f].hourly_price, f),
+            )
+        )
+
     def _assignments(self, workload: WorkloadInfo) -> list[Assignment]:
         """The workload's flavor assignments, most preferred first (shared by equal gangs)."""
         cached = self._assignment_cache.get(workload.pod_sets)
@@ -277,7 +290,9 @@ class Cycle:
 
     def _build_assignments(self, workload: WorkloadInfo) -> list[Assignment]:
         choices = itertools.islice(
-            itertools.product(*(pod_set.flavors for pod_set in workload.pod_sets)),
+            itertools.product(
+                *(pod_set.flavors or self.any_node_flavors for pod_set in workload.pod_sets)
+            ),
             MAX_FLAVOR_ASSIGNMENTS,
         )
         result: list[Assignment] = []
@@ -348,7 +363,22 @@ class Cycle:
             trial.charge(info.queue, self._need_of(placed))
             trial.commit()
             return assignment, placed
-        return first or Verdict("capacity", {})
+        if first is None:
+            return Verdict("capacity", {"queue": info.queue, "resource": "node", "no_nodes": True})
+        if first.reason == "capacity" and not any(p.flavors for p in info.pod_sets):
+            return self._any_node_verdict(first)
+        return first
+
+    def _any_node_verdict(self, verdict: Verdict) -> Verdict:
+        """A CPU-only workload may run on any node: say so, with the most free on one flavor."""
+        resource = str(verdict.facts.get("resource", "cpu"))
+        free_of = {"cpu": self.cluster.free_cpu, "memory": self.cluster.free_memory}.get(resource)
+        facts = {**verdict.facts, "any_node": True}
+        if free_of is not None and self.any_node_flavors:
+            best = max(self.any_node_flavors, key=lambda f: (free_of[f], f))
+            scale = MILLI if resource == "cpu" else MIB_PER_GB
+            facts["flavor"], facts["free"] = best, free_of[best] / scale
+        return Verdict("capacity", facts)
 
     def _need_of(self, placed: list[PlacedPod]) -> dict[str, int]:
         need: dict[str, int] = defaultdict(int)

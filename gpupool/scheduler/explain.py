@@ -67,6 +67,15 @@ _UNITS = {
 
 
 def _capacity_sentence(facts: Mapping[str, object]) -> str:
+    if facts.get("no_nodes"):
+        return "The pool has no node of a flavor it may run on."
+    if facts.get("any_node"):
+        what = "GB of memory" if facts.get("resource") == "memory" else "CPU cores"
+        return (
+            f"It may run on any node, but no kind of node has {number(facts.get('asked'))} "
+            f"{what} free: the most is {number(facts.get('free'))} on {facts.get('flavor')} "
+            "nodes."
+        )
     unit = _UNITS.get(str(facts.get("resource", "gpu")), "{flavor}").format(
         flavor=facts.get("flavor")
     )

@@ -450,7 +450,13 @@ def _budgets(
 def _pod_set(obj: _Obj, flavors: Mapping[str, FlavorInfo]) -> PodSetInfo:
     raw = obj.raw("flavor")
     names: list[str]
-    if isinstance(raw, list):
+    if raw is None and obj.integer("gpus", 0) == 0:
+        # A CPU-only pod set may name no flavor: it runs on any node with the CPU and memory.
+        for key in ("gpu_milli", "gpu_memory_gb"):
+            if obj.has(key):
+                raise ScenarioError(f"{obj.at(key)}: only with GPUs (and a flavor)")
+        names = []
+    elif isinstance(raw, list):
         names = []
         for i, name in enumerate(raw):
             if not isinstance(name, str) or not name:
@@ -630,7 +636,7 @@ def _placement(
         if node_name not in nodes:
             raise ScenarioError(f"{entry.at('node')}: unknown node {node_name!r}")
         node = nodes[node_name]
-        if node.flavor not in pod_set.flavors:
+        if pod_set.flavors and node.flavor not in pod_set.flavors:
             raise ScenarioError(
                 f"{entry.at('node')}: {node_name!r} is {node.flavor!r}, the pod set asks "
                 f"{', '.join(pod_set.flavors)}"

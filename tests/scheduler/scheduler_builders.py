@@ -78,7 +78,7 @@ def workload(
     queue: str = "team-a",
     gpus: int = 8,
     count: int = 1,
-    flavor: str | list[str] = "h100",
+    flavor: str | list[str] | None = "h100",
     priority: str = "normal",
     submitted: str = "09:00",
     on: list[tuple[str, list[int]]] | None = None,
@@ -86,8 +86,13 @@ def workload(
     protected_s: float = 0,
     **extra: Any,
 ) -> dict[str, Any]:
-    """A pending workload, or a running one when ``on`` gives its pods' nodes and GPUs."""
-    pod_set: dict[str, Any] = {"count": count, "gpus": gpus, "flavor": flavor}
+    """A pending workload, or a running one when ``on`` gives its pods' nodes and GPUs.
+
+    ``flavor=None`` leaves the flavor out (a CPU-only pod set that may run on any node).
+    """
+    pod_set: dict[str, Any] = {"count": count, "gpus": gpus}
+    if flavor is not None:
+        pod_set["flavor"] = flavor
     for key in ("cpu", "memory_gb", "gpu_milli"):
         if key in extra:
             pod_set[key] = extra.pop(key)
@@ -154,6 +159,7 @@ class Case:
     policy: dict[str, Any] | None = None
     history: list[dict[str, Any]] = field(default_factory=list)
     now: str = "10:00"
+    flavors: list[dict[str, Any]] | None = None
 
     def load(self) -> Scenario:
         """Validate and load the case's scenario."""
@@ -166,6 +172,7 @@ class Case:
                 budgets=self.budgets,
                 policy=self.policy,
                 history=self.history,
+                flavors=self.flavors,
             )
         )
 
@@ -220,7 +227,7 @@ def check_invariants(loaded: Scenario, result: Plan) -> None:
                 assert len({nodes[p.node].domain for p in placement}) == 1
         for pod, pod_set in zip(placement, pod_sets, strict=False):
             n = nodes[pod.node]
-            assert n.flavor in pod_set.flavors
+            assert not pod_set.flavors or n.flavor in pod_set.flavors
             shared = flavors[n.flavor].sharing == "shared"
             milli = (pod.milli or pod_set.gpu_milli) if shared else MILLI
             assert len(pod.gpus) == pod_set.gpus
