@@ -247,7 +247,12 @@ class Cycle:
             )
             if evictable:
                 running.order = victim_preference(
-                    value, workload.started_at or 0.0, sum(need.values()), workload.name, now
+                    value,
+                    workload.started_at or 0.0,
+                    sum(need.values()),
+                    workload.name,
+                    now,
+                    workload.last_checkpoint_at,
                 )
             self.running[workload.name] = running
         return {

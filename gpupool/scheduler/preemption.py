@@ -80,14 +80,22 @@ def restore_workload(statement: Statement, victim: RunningWork) -> None:
 
 
 def victim_preference(
-    value: int, started: float, gpu_milli: int, name: str, now: float
+    value: int,
+    started: float,
+    gpu_milli: int,
+    name: str,
+    now: float,
+    last_checkpoint: float | None = None,
 ) -> tuple[float, float, float, str]:
     """Preference among victims: lowest priority, most recently started, least progress lost.
 
-    Progress is the GPU-hours run since the start (what an eviction throws away).
+    What an eviction throws away is the progress since the start, or since the last
+    checkpoint when the workload reports one; so "started" counts from that checkpoint, and
+    progress is the GPU-hours run since then.
     """
-    progress = gpu_milli / 1000 * max(0.0, now - started) / 3600
-    return (value, -started, progress, name)
+    since = started if last_checkpoint is None else max(started, last_checkpoint)
+    progress = gpu_milli / 1000 * max(0.0, now - since) / 3600
+    return (value, -since, progress, name)
 
 
 def find_victims(

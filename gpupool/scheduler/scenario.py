@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
 
+from gpupool.scheduler import mig as mig_tables
 from gpupool.scheduler.types import (
     DEFAULT_PHASES,
     MIB_PER_GB,
@@ -40,42 +41,6 @@ from gpupool.scheduler.types import (
 )
 
 T = TypeVar("T")
-
-# Instances of one MIG profile a card can hold (NVIDIA MIG user guide, supported profiles).
-MIG_PROFILES: Mapping[str, Mapping[str, int]] = {
-    "a100-40gb": {
-        "1g.5gb": 7,
-        "1g.10gb": 4,
-        "2g.10gb": 3,
-        "3g.20gb": 2,
-        "4g.20gb": 1,
-        "7g.40gb": 1,
-    },
-    "a100-80gb": {
-        "1g.10gb": 7,
-        "1g.20gb": 4,
-        "2g.20gb": 3,
-        "3g.40gb": 2,
-        "4g.40gb": 1,
-        "7g.80gb": 1,
-    },
-    "h100-80gb": {
-        "1g.10gb": 7,
-        "1g.20gb": 4,
-        "2g.20gb": 3,
-        "3g.40gb": 2,
-        "4g.40gb": 1,
-        "7g.80gb": 1,
-    },
-    "h200-141gb": {
-        "1g.18gb": 7,
-        "1g.35gb": 4,
-        "2g.35gb": 3,
-        "3g.71gb": 2,
-        "4g.71gb": 1,
-        "7g.141gb": 1,
-    },
-}
 
 
 class ScenarioError(ValueError):
@@ -230,9 +195,9 @@ def _flavors(top: _Obj) -> dict[str, FlavorInfo]:
         if obj.has("mig"):
             mig_obj = _Obj(obj.raw("mig"), obj.at("mig"), {"gpu_model", "profile"})
             model, profile = mig_obj.string("gpu_model"), mig_obj.string("profile")
-            if model not in MIG_PROFILES:
+            if mig_tables.mig_profiles(model) is None:
                 raise ScenarioError(f"{mig_obj.at('gpu_model')}: unknown MIG GPU {model!r}")
-            if profile not in MIG_PROFILES[model]:
+            if mig_tables.mig_profile(model, profile) is None:
                 raise ScenarioError(f"{mig_obj.at('profile')}: unknown MIG profile {profile!r}")
             if sharing != "exclusive":
                 raise ScenarioError(f"{obj.at('sharing')}: a MIG flavor is exclusive per slice")
@@ -268,7 +233,8 @@ def _nodes(top: _Obj, flavors: Mapping[str, FlavorInfo]) -> list[NodeInfo]:
         physical = obj.integer("physical_gpus", minimum=1) if obj.has("physical_gpus") else None
         mig = flavors[flavor].mig
         if mig is not None:
-            per_card = MIG_PROFILES[mig.gpu_model][mig.profile]
+            table_row = mig_tables.mig_profile(mig.gpu_model, mig.profile)
+            per_card = table_row.max_instances if table_row is not None else 0
             if physical is None:
                 raise ScenarioError(f"{obj.at('physical_gpus')}: required on a MIG flavor")
             if gpus > physical * per_card:
@@ -514,6 +480,7 @@ _WORKLOAD_KEYS = {
     "expected_runtime_s",
     "submitted_at",
     "started_at",
+    "last_checkpoint_at",
     "state",
     "placement",
     "missing_pods",
@@ -579,8 +546,10 @@ def _workloads(
             if submitted > started:
                 raise ScenarioError(f"{obj.at('submitted_at')}: must not be after started_at")
             placement = _placement(obj, pod_sets, min_member or total, flavors, nodes)
+            if obj.has("last_checkpoint_at") and obj.time("last_checkpoint_at") < started:
+                raise ScenarioError(f"{obj.at('last_checkpoint_at')}: before started_at")
         else:
-            for key in ("placement", "started_at", "evicting_for"):
+            for key in ("placement", "started_at", "evicting_for", "last_checkpoint_at"):
                 if obj.has(key):
                     raise ScenarioError(f"{obj.at(key)}: only a running workload has one")
         obj.opt_string("submitter")
@@ -603,6 +572,9 @@ def _workloads(
                 ),
                 expected_runtime_s=obj.opt_number("expected_runtime_s"),
                 started_at=started,
+                last_checkpoint_at=(
+                    obj.time("last_checkpoint_at") if obj.has("last_checkpoint_at") else None
+                ),
                 placement=placement,
                 missing_pods=obj.integer("missing_pods", 0),
                 nominated=obj.boolean("nominated", False),
@@ -788,6 +760,8 @@ def scenario_from_dict(data: object) -> Scenario:
             )
         if workload.started_at is not None and workload.started_at > now:
             raise ScenarioError(f"{paths[workload.name]}.started_at: after now")
+        if workload.last_checkpoint_at is not None and workload.last_checkpoint_at > now:
+            raise ScenarioError(f"{paths[workload.name]}.last_checkpoint_at: after now")
     snapshot = Snapshot(
         flavors=tuple(flavors.values()),
         nodes=tuple(nodes),

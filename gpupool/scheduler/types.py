@@ -157,6 +157,7 @@ class WorkloadInfo:
     protected_runtime_s: float = 0.0
     expected_runtime_s: float | None = None
     started_at: float | None = None
+    last_checkpoint_at: float | None = None  # a running workload's latest reported checkpoint
     placement: tuple[PodPlacement, ...] = ()
     missing_pods: int = 0
     nominated: bool = False

@@ -15,7 +15,9 @@ After a cycle that evicted, another cycle runs at the same instant: the preempto
 nominated and admitted on the capacity its victims freed (evictions here take no time).
 
 Preemption. An evicted job goes back to pending with its original submit time and keeps the
-progress up to its last checkpoint: work since then (``run % checkpoint_s``) is lost.
+progress up to its last checkpoint: work since then (``run % checkpoint_s``) is lost. Each
+running job reports its last checkpoint to the core (``last_checkpoint_at``), which prefers
+victims that would lose the least.
 
 Head-of-line FIFO. The core never blocks a queue behind its head (DESIGN section 3). A strict
 FIFO baseline is expressed by what the core is shown: with ``head_of_line`` the snapshot holds
@@ -28,7 +30,7 @@ import heapq
 import math
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gpupool.scheduler import plan
 from gpupool.scheduler.types import (
@@ -306,8 +308,8 @@ class Replay:
     def _snapshot(self, now: float) -> Snapshot:
         """The cluster as the core sees it now."""
         pending = self._visible_pending()
-        workloads = [self._info(r) for r in self.running.values()]
-        workloads.extend(self._info(r) for r in pending)
+        workloads = [self._info(r, now) for r in self.running.values()]
+        workloads.extend(self._info(r, now) for r in pending)
         horizon = self._history_horizon()
         while self.history and self.history[0].at < now - horizon:
             self.history.popleft()
@@ -332,8 +334,22 @@ class Replay:
                 heads[record.job.queue] = record
         return list(heads.values())
 
-    def _info(self, record: JobRecord) -> WorkloadInfo:
-        """The job as a ``WorkloadInfo`` (cached until its state changes)."""
+    def last_checkpoint(self, record: JobRecord, now: float) -> float | None:
+        """When the running job last checkpointed in this run (None: not yet)."""
+        start = record.segment_start
+        if start is None or self.checkpoint_s <= 0:
+            return None
+        kept = checkpointed_progress(now - start, self.checkpoint_s)
+        return start + kept if kept > 0 else None
+
+    def _info(self, record: JobRecord, now: float) -> WorkloadInfo:
+        """The job as a ``WorkloadInfo`` (cached until its state or checkpoint changes)."""
+        info = record.info
+        if info is not None and info.state == "running":
+            checkpoint = self.last_checkpoint(record, now)
+            if checkpoint != info.last_checkpoint_at:
+                info = record.info = replace(info, last_checkpoint_at=checkpoint)
+            return info
         if record.info is None:
             job = record.job
             running = record.state == "running"
@@ -348,6 +364,7 @@ class Replay:
                 protected_runtime_s=self._protection(job),
                 expected_runtime_s=record.remaining_s,
                 started_at=record.segment_start if running else None,
+                last_checkpoint_at=self.last_checkpoint(record, now) if running else None,
                 placement=record.placement if running else (),
                 nominated=record.nominated and not running,
             )

@@ -7,6 +7,7 @@ import pytest
 from gpupool.scheduler.types import MILLI, FlavorInfo, NodeInfo, PodSetInfo, QueueInfo, QuotaInfo
 from gpupool.simulation.events import (
     ClusterSetup,
+    Replay,
     ReplayOutcome,
     SimJob,
     checkpointed_progress,
@@ -134,3 +135,28 @@ def test_every_job_finishes_and_gpus_never_exceed_the_pool() -> None:
     for _, delta in changes:
         held += delta
         assert held <= 8
+
+
+def test_reclaim_evicts_the_job_that_checkpointed_last_and_loses_least() -> None:
+    """At t=2,000 a-1 checkpointed at 1,800 (200 s at stake) and a-2, started at 1,000, never
+    did (1,000 s): the replay reports checkpoints, so the core evicts a-1."""
+    jobs = [job("a-1", 4, 0, 10_000), job("a-2", 4, 1000, 10_000), job("b-1", 4, 2000, 100)]
+    outcome = replay(jobs, pool({"a": (2, 8), "b": (6, 8)}), POLICIES["kueue-like"].sim)
+    lost = {
+        name: (evictions, lost_s) for name, (_, _, evictions, lost_s) in by_name(outcome).items()
+    }
+    assert lost == {"a-1": (1, pytest.approx(200)), "a-2": (0, 0), "b-1": (0, 0)}
+
+
+def test_a_running_job_reports_its_last_checkpoint_of_this_run() -> None:
+    """None before the first 30 minutes of a run, then the latest 30-minute mark."""
+    jobs = [job("a-1", 4, 0, 10_000)]
+    state = Replay(jobs, pool({"a": (8, 8)}), POLICIES["kueue-like"].sim)
+    record = state.records["a-1"]
+    record.segment_start = 100.0
+    assert [state.last_checkpoint(record, t) for t in (100, 1899, 1900, 5000)] == [
+        None,
+        None,
+        1900,
+        3700,
+    ]

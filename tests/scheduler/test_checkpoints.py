@@ -1,0 +1,175 @@
+"""Victim choice counts the progress an eviction throws away: since the last checkpoint.
+
+DESIGN section 2: a victim loses the progress "since its start (or last checkpoint if it
+reports one)"; section 3: victims are chosen fewest, lowest priority, most recently started,
+least progress lost. A reported checkpoint moves the start of what would be lost.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from scheduler_builders import Case, at, node, queue, run_case, scenario, workload
+
+from gpupool.scheduler.scenario import ScenarioError, scenario_from_dict
+
+FULL = list(range(8))
+HALF_A = [0, 1, 2, 3]
+HALF_B = [4, 5, 6, 7]
+HIGH_BUDGET = [{"tenant": "team-a", "priority_class": "high", "gpu_hours": 100, "used": 0}]
+
+
+def checkpointed(hhmm: str) -> dict[str, Any]:
+    """The extra field of a running workload that reported a checkpoint at ``hhmm``."""
+    return {"last_checkpoint_at": at(hhmm)}
+
+
+CASES = [
+    Case(
+        "preempts the most recently started victim when none reports a checkpoint",
+        [node("n1")],
+        [queue("team-a", deserved=8)],
+        [
+            workload("early", gpus=4, priority="low", on=[("n1", HALF_A)], started="06:00"),
+            workload("late", gpus=4, priority="low", on=[("n1", HALF_B)], started="08:00"),
+            workload("urgent", gpus=4, priority="high"),
+        ],
+        budgets=HIGH_BUDGET,
+        want_evicted={"late": "preempt"},
+    ),
+    Case(
+        "preempts the victim that checkpointed most recently: it loses the least",
+        [node("n1")],
+        [queue("team-a", deserved=8)],
+        [
+            workload(
+                "early",
+                gpus=4,
+                priority="low",
+                on=[("n1", HALF_A)],
+                started="06:00",
+                **checkpointed("09:55"),
+            ),
+            workload("late", gpus=4, priority="low", on=[("n1", HALF_B)], started="08:00"),
+            workload("urgent", gpus=4, priority="high"),
+        ],
+        budgets=HIGH_BUDGET,
+        want_evicted={"early": "preempt"},
+    ),
+    Case(
+        "a checkpoint older than another victim's start does not change the choice",
+        [node("n1")],
+        [queue("team-a", deserved=8)],
+        [
+            workload(
+                "early",
+                gpus=4,
+                priority="low",
+                on=[("n1", HALF_A)],
+                started="06:00",
+                **checkpointed("07:00"),
+            ),
+            workload("late", gpus=4, priority="low", on=[("n1", HALF_B)], started="08:00"),
+            workload("urgent", gpus=4, priority="high"),
+        ],
+        budgets=HIGH_BUDGET,
+        want_evicted={"late": "preempt"},
+    ),
+    Case(
+        "priority still comes before progress lost",
+        [node("n1")],
+        [queue("team-a", deserved=8)],
+        [
+            workload(
+                "normal",
+                gpus=4,
+                on=[("n1", HALF_A)],
+                started="06:00",
+                **checkpointed("09:59"),
+            ),
+            workload("low", gpus=4, priority="low", on=[("n1", HALF_B)], started="08:00"),
+            workload("urgent", gpus=4, priority="high"),
+        ],
+        budgets=HIGH_BUDGET,
+        want_evicted={"low": "preempt"},
+    ),
+    Case(
+        "reclaims the borrowed workload that checkpointed most recently",
+        [node("n1"), node("n2"), node("n3")],
+        [queue("first", deserved=8, capability=24), queue("second", deserved=8, capability=16)],
+        [
+            workload("f1", "first", on=[("n1", FULL)], started="07:00"),
+            workload("f2", "first", on=[("n2", FULL)], started="08:30", **checkpointed("09:58")),
+            workload("f3", "first", on=[("n3", FULL)], started="09:30"),
+            workload("s1", "second"),
+        ],
+        want_evicted={"f2": "reclaim"},
+        want_reasons={"s1": "waiting-for-preemption"},
+    ),
+    Case(
+        "reclaims the most recently started borrowed workload without checkpoints",
+        [node("n1"), node("n2"), node("n3")],
+        [queue("first", deserved=8, capability=24), queue("second", deserved=8, capability=16)],
+        [
+            workload("f1", "first", on=[("n1", FULL)], started="07:00"),
+            workload("f2", "first", on=[("n2", FULL)], started="08:30"),
+            workload("f3", "first", on=[("n3", FULL)], started="09:30"),
+            workload("s1", "second"),
+        ],
+        want_evicted={"f3": "reclaim"},
+        want_reasons={"s1": "waiting-for-preemption"},
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_checkpoint_rule(case: Case) -> None:
+    """The plan evicts what the rule says, and keeps every invariant."""
+    run_case(case)
+
+
+def _running(**extra: Any) -> dict[str, Any]:
+    return workload("r1", on=[("n1", FULL)], started="08:00", **extra)
+
+
+BAD = [
+    (
+        "a checkpoint before the start",
+        _running(last_checkpoint_at=at("07:00")),
+        "workloads[0].last_checkpoint_at: before started_at",
+    ),
+    (
+        "a checkpoint after now",
+        _running(last_checkpoint_at=at("11:00")),
+        "workloads[0].last_checkpoint_at: after now",
+    ),
+    (
+        "a checkpoint on a pending workload",
+        workload("w1", last_checkpoint_at=at("09:00")),
+        "workloads[0].last_checkpoint_at: only a running workload has one",
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "job", "message"), BAD, ids=[b[0] for b in BAD])
+def test_a_misplaced_checkpoint_is_refused_naming_the_field(
+    name: str, job: dict[str, Any], message: str
+) -> None:
+    """``last_checkpoint_at`` belongs to a running workload, between its start and now."""
+    with pytest.raises(ScenarioError) as raised:
+        scenario_from_dict(scenario([node("n1")], [queue("team-a", deserved=8)], [job]))
+    assert str(raised.value) == message
+
+
+def test_a_running_workload_reads_its_checkpoint() -> None:
+    """The scenario's ``last_checkpoint_at`` reaches the core's WorkloadInfo."""
+    loaded = scenario_from_dict(
+        scenario(
+            [node("n1")],
+            [queue("team-a", deserved=8)],
+            [_running(last_checkpoint_at=at("09:30"))],
+        )
+    )
+    (running,) = loaded.snapshot.workloads
+    assert running.last_checkpoint_at == running.started_at + 5400
