@@ -10,8 +10,8 @@ from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import Count, Q
 
-from gpupool.inventory import mig
 from gpupool.inventory.choices import Sharing
+from gpupool.scheduler import mig
 
 
 def _string_map_errors(value: Any) -> str | None:
@@ -82,7 +82,8 @@ class Flavor(models.Model):
         if label_error:
             errors["node_labels"] = label_error
         if self.sharing == Sharing.MIG:
-            if self.gpu_model not in mig.MIG_PROFILES:
+            table = mig.mig_profiles(self.gpu_model)
+            if table is None:
                 errors["gpu_model"] = (
                     f"a MIG flavor needs a card with a MIG profile table: "
                     f"{', '.join(mig.mig_gpu_models())}"
@@ -90,9 +91,9 @@ class Flavor(models.Model):
             elif not self.mig_profile:
                 errors["mig_profile"] = "a MIG flavor names its profile, e.g. 3g.40gb"
             else:
-                profile = mig.mig_profile(self.gpu_model, self.mig_profile)
+                profile = table.get(self.mig_profile)
                 if profile is None:
-                    known = ", ".join(mig.MIG_PROFILES[self.gpu_model])
+                    known = ", ".join(table)
                     errors["mig_profile"] = (
                         f"{self.mig_profile!r} is not a MIG profile of {self.gpu_model}; "
                         f"known: {known}"
