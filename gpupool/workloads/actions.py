@@ -15,7 +15,13 @@ from django.utils import timezone
 from gpupool.inventory.models import Flavor, Node
 from gpupool.quotas.models import PriorityClass, Queue
 from gpupool.workloads.choices import ALLOWED_TRANSITIONS, WorkloadState
-from gpupool.workloads.models import Placement, PodSet, Workload, WorkloadTransition
+from gpupool.workloads.models import (
+    Placement,
+    PodSet,
+    PodSetFlavorChoice,
+    Workload,
+    WorkloadTransition,
+)
 
 
 @dataclass(frozen=True)
@@ -29,6 +35,7 @@ class PodSetSpec:
     cpu: Decimal | int = 0
     memory_gb: Decimal | int = 0
     name: str = "main"
+    flavor_choices: Sequence[Flavor] = ()  # further flavors after ``flavor``, in order
 
 
 @dataclass(frozen=True)
@@ -97,7 +104,16 @@ def do_submit_workload(
             memory_gb=Decimal(str(spec.memory_gb)),
         )
         pod_set.full_clean()
+        choice_errors = pod_set.flavor_choices_errors(spec.flavor_choices)
+        if choice_errors:
+            raise ValidationError(
+                {"flavor_choices": f"pod set {spec.name}: " + "; ".join(choice_errors)}
+            )
         pod_set.save()
+        PodSetFlavorChoice.objects.bulk_create(
+            PodSetFlavorChoice(pod_set=pod_set, rank=rank, flavor=flavor)
+            for rank, flavor in enumerate(spec.flavor_choices, start=1)
+        )
     workload.full_clean()  # min_member against the pods, now that they exist
     WorkloadTransition.objects.create(
         workload=workload,

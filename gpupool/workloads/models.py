@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from decimal import Decimal
 
 from django.conf import settings
@@ -175,6 +176,45 @@ class PodSet(models.Model):
             return Decimal(self.gpu_milli) / 1000
         return Decimal(self.gpus)
 
+    def flavors(self) -> tuple[Flavor, ...]:
+        """The flavors this pod set may run on, in order: ``flavor``, then its further choices."""
+        if self.flavor is None:
+            return ()
+        return (self.flavor, *(choice.flavor for choice in self.flavor_choices.all()))
+
+    def flavor_names(self) -> tuple[str, ...]:
+        """Names of ``flavors()``: what the core's ``PodSetInfo.flavors`` takes."""
+        return tuple(flavor.name for flavor in self.flavors())
+
+    def flavor_choices_errors(self, choices: Sequence[Flavor]) -> list[str]:
+        """Why ``choices`` (further flavors after ``flavor``, in order) do not fit; [] if fine."""
+        if not choices:
+            return []
+        if self.flavor is None or not self.gpus:
+            return ["only a pod set that asks for GPUs and names its first flavor has more choices"]
+        errors: list[str] = []
+        known = set(
+            Flavor.objects.filter(pk__in=[f.pk for f in choices]).values_list("pk", flat=True)
+        )
+        missing = [f.name for f in choices if f.pk not in known]
+        if missing:
+            errors.append(f"unknown flavors: {', '.join(missing)}")
+        names = [self.flavor.name, *(f.name for f in choices)]
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        if repeated:
+            errors.append(f"each flavor is chosen once; repeated: {', '.join(repeated)}")
+        shared = Sharing.SHARED
+        mixed = [
+            f.name for f in choices if (f.sharing == shared) != (self.flavor.sharing == shared)
+        ]
+        if mixed:
+            kind = "shared" if self.flavor.sharing == shared else "not shared"
+            errors.append(
+                f"{self.flavor} is {kind}, so every choice must be too "
+                f"(gpu_milli asks a fraction only of shared GPUs): {', '.join(mixed)}"
+            )
+        return errors
+
     def clean(self) -> None:
         """A pod asking GPUs names a flavor; milli-GPU fractions only on shared flavors."""
         errors: dict[str, str] = {}
@@ -190,6 +230,27 @@ class PodSet(models.Model):
             errors["gpu_milli"] = "only pods on a shared flavor ask for a milli-GPU fraction"
         if errors:
             raise ValidationError(errors)
+
+
+class PodSetFlavorChoice(models.Model):
+    """A further flavor a pod set may run on, ranked 1, 2, ... after its first choice ``flavor``."""
+
+    pod_set = models.ForeignKey(PodSet, on_delete=models.CASCADE, related_name="flavor_choices")
+    rank = models.PositiveSmallIntegerField(
+        validators=[MinValueValidator(1)], help_text="1 = tried right after the pod set's flavor."
+    )
+    flavor = models.ForeignKey(Flavor, on_delete=models.PROTECT, related_name="+")
+
+    class Meta:
+        ordering = ["pod_set", "rank"]
+        constraints = [
+            models.UniqueConstraint(fields=["pod_set", "rank"], name="podsetflavorchoice_rank"),
+            models.UniqueConstraint(fields=["pod_set", "flavor"], name="podsetflavorchoice_once"),
+            models.CheckConstraint(condition=Q(rank__gte=1), name="podsetflavorchoice_rank_min"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.pod_set} choice {self.rank}: {self.flavor}"
 
 
 class Placement(models.Model):
