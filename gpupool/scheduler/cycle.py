@@ -570,6 +570,7 @@ class Cycle:
             and work.verdict is not None
             and work.verdict.reason in RETRYABLE
             and not work.verdict.facts.get("never_fits")
+            and "blocked_by" not in work.verdict.facts  # behind a strict-FIFO head
         ]
 
     def fits(self, work: PendingWork) -> Callable[[Statement], bool]:
@@ -720,8 +721,57 @@ def _never_runs(
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class QueueOrder:
+    """How allocate picks the next queue to serve: a key of the queue and its head.
+
+    ``by_head``: the key depends on the head, so it is recomputed for every new head (not
+    only after an admission changed the queue's usage).
+    """
+
+    key: Callable[[Cycle, str, PendingWork], tuple[object, ...]]
+    by_head: bool
+
+
+def _dominant_share(cycle: Cycle, queue: str, head: PendingWork) -> tuple[object, ...]:
+    """Weighted dominant share, smallest first (ties by name)."""
+    return (cycle.shares.share(queue), queue)
+
+
+def _head_rank(cycle: Cycle, queue: str, head: PendingWork) -> tuple[object, ...]:
+    """Kueue's order without fair sharing: within deserved first, priority, submit time."""
+    need = head.assignments[0].need if head.assignments else {}
+    return (not cycle.quota.below_deserved(queue, need), *head.rank, queue)
+
+
+QUEUE_ORDERS: Mapping[bool, QueueOrder] = {
+    True: QueueOrder(_dominant_share, by_head=False),  # policy.fair_sharing
+    False: QueueOrder(_head_rank, by_head=True),
+}
+
+
+def _best_effort(cycle: Cycle, queue: str, blocked: PendingWork) -> bool:
+    """A workload that is not admitted does not block the ones behind it."""
+    return True
+
+
+def _strict_fifo(cycle: Cycle, queue: str, blocked: PendingWork) -> bool:
+    """Nothing behind a blocked head is admitted: close the queue for this cycle."""
+    for work in cycle.by_queue[queue]:
+        if work.verdict is None and work is not blocked and work.name not in cycle.admitted:
+            work.verdict = Verdict("behind", {"queue": queue, "blocked_by": blocked.name})
+    return False
+
+
+# policy.queueing -> whether allocate keeps serving a queue after a workload was not admitted
+QUEUEING: Mapping[str, Callable[[Cycle, str, PendingWork], bool]] = {
+    "best-effort": _best_effort,
+    "fifo": _strict_fifo,
+}
+
+
 def allocate(cycle: Cycle) -> None:
-    """# 2 DRF across queues; inside a queue by rank; quota, then gang placement."""
+    """# 2 Queues by DRF (or rank); inside a queue by rank; quota, then gang placement."""
     cycle.snapshot_start()
     nominated = sorted(
         (w for w in cycle.pending.values() if w.info.nominated and w.schedulable),
@@ -729,24 +779,41 @@ def allocate(cycle: Cycle) -> None:
     )
     for work in nominated:
         _attempt(cycle, work)
+    order = QUEUE_ORDERS[cycle.policy.fair_sharing]
+    keep_serving = QUEUEING[cycle.policy.queueing]
     cursor: dict[str, int] = defaultdict(int)
-    heap = [(cycle.shares.share(queue), queue) for queue in sorted(cycle.by_queue)]
-    heapq.heapify(heap)
-    while heap:
-        share, queue = heapq.heappop(heap)
+
+    def head(queue: str) -> PendingWork | None:
         works = cycle.by_queue[queue]
         index = cursor[queue]
         while index < len(works) and (
             not works[index].schedulable or works[index].name in cycle.admitted
         ):
             index += 1
-        if index >= len(works):
+        cursor[queue] = index
+        return works[index] if index < len(works) else None
+
+    heap: list[tuple[tuple[object, ...], str]] = []
+    for queue in sorted(cycle.by_queue):
+        first = head(queue)
+        if first is not None:
+            heap.append((order.key(cycle, queue, first), queue))
+    heapq.heapify(heap)
+    while heap:
+        key, queue = heapq.heappop(heap)
+        served = head(queue)
+        if served is None:
             continue
-        cursor[queue] = index + 1
-        work = works[index]
-        if _attempt(cycle, work):
-            share = cycle.shares.share(queue)
-        heapq.heappush(heap, (share, queue))
+        cursor[queue] += 1
+        admitted = _attempt(cycle, served)
+        if not admitted and not keep_serving(cycle, queue, served):
+            continue
+        after = head(queue)
+        if after is None:
+            continue
+        if admitted or order.by_head:
+            key = order.key(cycle, queue, after)
+        heapq.heappush(heap, (key, queue))
 
 
 def _attempt(cycle: Cycle, work: PendingWork) -> bool:
@@ -864,6 +931,7 @@ def backfill(cycle: Cycle) -> None:
         for work in sorted(cycle.pending.values(), key=lambda w: w.rank):
             if (
                 not work.schedulable
+                or "blocked_by" in (work.verdict.facts if work.verdict else {})
                 or work.name in cycle.admitted
                 or work.name in cycle.waiting
                 or work.name in cycle.holders

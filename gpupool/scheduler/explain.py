@@ -132,6 +132,12 @@ def sentence(verdict: Verdict, position: int) -> str:
         if named:
             return f"Evicting {named} to make room; that capacity is held for it."
         return "Its victims are still leaving; the capacity they free is held for it."
+    blocker = facts.get("blocked_by")
+    if blocker:
+        return (
+            f"Queue {facts.get('queue')} is served in strict FIFO order and {blocker}, ahead of "
+            f"it, cannot be admitted yet: position {position}."
+        )
     holder = facts.get("held_for")
     if holder:
         return f"Capacity is held for starving workload {holder}: position {position}."

@@ -678,7 +678,7 @@ def _policy(top: _Obj) -> PolicyInfo:
     if not top.has("policy"):
         return PolicyInfo()
     keys = {"placement", "starvation_limit_s", "preemption_backoff", "victim_protection"}
-    keys |= {"phases", "preemption_attempts_per_queue"}
+    keys |= {"phases", "preemption_attempts_per_queue", "queueing", "fair_sharing"}
     obj = _Obj(top.raw("policy"), "policy", keys)
     placement = obj.string("placement", "gpupool")
     if placement not in ("gpupool", "bestfit"):
@@ -715,6 +715,9 @@ def _policy(top: _Obj) -> PolicyInfo:
                 raise ScenarioError(f"{path}: must be one of {', '.join(DEFAULT_PHASES)}")
             names.append(item)
         phases = tuple(names)
+    queueing = obj.string("queueing", "best-effort")
+    if queueing not in ("best-effort", "fifo"):
+        raise ScenarioError(f"{obj.at('queueing')}: must be 'best-effort' or 'fifo'")
     return PolicyInfo(
         placement=placement,
         starvation_limit_s=obj.opt_number("starvation_limit_s"),
@@ -722,6 +725,8 @@ def _policy(top: _Obj) -> PolicyInfo:
         victim_protection=protection,
         phases=phases,
         preemption_attempts_per_queue=obj.integer("preemption_attempts_per_queue", 1, minimum=1),
+        queueing="fifo" if queueing == "fifo" else "best-effort",
+        fair_sharing=obj.boolean("fair_sharing", True),
     )
 
 

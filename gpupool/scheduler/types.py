@@ -204,6 +204,8 @@ class VictimProtectionPolicy:
 
 DEFAULT_PHASES: tuple[str, ...] = ("enqueue", "allocate", "preempt", "reclaim", "backfill")
 
+Queueing = Literal["best-effort", "fifo"]
+
 
 @dataclass(frozen=True, slots=True)
 class PolicyInfo:
@@ -215,6 +217,12 @@ class PolicyInfo:
     victim_protection: VictimProtectionPolicy | None = VictimProtectionPolicy()
     phases: tuple[str, ...] = DEFAULT_PHASES
     preemption_attempts_per_queue: int = 1
+    # "best-effort": a workload that cannot be admitted does not block the ones behind it;
+    # "fifo": strict order inside a queue, nothing behind a blocked head is admitted.
+    queueing: Queueing = "best-effort"
+    # True: queues take turns by weighted DRF; False: the heads of all queues by rank (not
+    # borrowing first, then priority, then submit time), as Kueue without fair sharing.
+    fair_sharing: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,9 +19,7 @@ progress up to its last checkpoint: work since then (``run % checkpoint_s``) is 
 running job reports its last checkpoint to the core (``last_checkpoint_at``), which prefers
 victims that would lose the least.
 
-Head-of-line FIFO. The core never blocks a queue behind its head (DESIGN section 3). A strict
-FIFO baseline is expressed by what the core is shown: with ``head_of_line`` the snapshot holds
-only each queue's oldest pending job, and the cycle repeats until nothing more is admitted.
+Strict FIFO is a setting of the core (``policy.queueing = "fifo"``), not of the simulator.
 """
 
 from __future__ import annotations
@@ -97,7 +95,6 @@ class SimPolicy:
     name: str
     policy: PolicyInfo = field(default_factory=PolicyInfo)
     protected_runtime_s: float = 0.0
-    head_of_line: bool = False
 
 
 @dataclass(slots=True)
@@ -277,16 +274,14 @@ class Replay:
             self._push(at, CYCLE)
 
     def _cycles(self, now: float) -> None:
-        """Run cycles at this instant until one neither admits (FIFO) nor evicts."""
+        """Run cycles at this instant until one does not evict."""
         evicting_rounds = 0
         while self.pending and evicting_rounds < MAX_EVICTING_CYCLES_PER_INSTANT:
-            admitted, evicted = self._cycle(now)
-            if evicted:
-                evicting_rounds += 1
-                self.capped_instants += evicting_rounds == MAX_EVICTING_CYCLES_PER_INSTANT
-                continue
-            if not (self.sim_policy.head_of_line and admitted):
+            _, evicted = self._cycle(now)
+            if not evicted:
                 return
+            evicting_rounds += 1
+            self.capped_instants += evicting_rounds == MAX_EVICTING_CYCLES_PER_INSTANT
 
     def _cycle(self, now: float) -> tuple[int, int]:
         """One call of the core and the application of its plan."""
@@ -307,7 +302,7 @@ class Replay:
 
     def _snapshot(self, now: float) -> Snapshot:
         """The cluster as the core sees it now."""
-        pending = self._visible_pending()
+        pending = self.pending.values()
         workloads = [self._info(r, now) for r in self.running.values()]
         workloads.extend(self._info(r, now) for r in pending)
         horizon = self._history_horizon()
@@ -321,18 +316,6 @@ class Replay:
             workloads=tuple(workloads),
             preemption_history=tuple(self.history),
         )
-
-    def _visible_pending(self) -> list[JobRecord]:
-        """Pending jobs shown to the core: all, or each queue's oldest with head-of-line."""
-        if not self.sim_policy.head_of_line:
-            return list(self.pending.values())
-        heads: dict[str, JobRecord] = {}
-        for record in self.pending.values():
-            key = (record.job.submitted_at, record.job.name)
-            head = heads.get(record.job.queue)
-            if head is None or key < (head.job.submitted_at, head.job.name):
-                heads[record.job.queue] = record
-        return list(heads.values())
 
     def last_checkpoint(self, record: JobRecord, now: float) -> float | None:
         """When the running job last checkpointed in this run (None: not yet)."""

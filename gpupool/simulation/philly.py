@@ -7,10 +7,12 @@ clusters is a tenant with its own queue; a job is a gang of ``num_gpus`` GPUs th
 (arrival times are relative to each VC's first job), replay them on 128 nodes of 8 GPUs (one
 NVLink domain per node) and compare policies, each expressed as settings of the same core:
 
-- ``fifo``: capability = deserved (no borrowing), no preemption or reclaim, and strict
-  head-of-line FIFO per queue (see ``events``: the core is shown each queue's oldest job);
-- ``kueue-like``: borrowing up to capability within the cohort, reclaim of borrowed capacity
-  and preemption inside a queue, no protected runtime, no back-off or victim protection;
+- ``fifo``: capability = deserved (no borrowing), no preemption or reclaim, strict FIFO per
+  queue (``queueing: "fifo"``: nothing behind a blocked head) and no fair sharing;
+- ``kueue-like``: Kueue's defaults: borrowing up to capability within the cohort, reclaim of
+  borrowed capacity and preemption inside a queue, BestEffortFIFO queues, fair sharing off
+  (heads served within-deserved first, then by priority and submit time), no protected
+  runtime, no back-off or victim protection;
 - ``gpupool``: the product's defaults: DRF, borrowing, preemption and reclaim with a
   protected runtime of one checkpoint interval (30 min), back-off and victim protection.
 
@@ -238,8 +240,13 @@ POLICIES: dict[str, PhillyPolicy] = {
     "fifo": PhillyPolicy(
         SimPolicy(
             "fifo",
-            PolicyInfo(phases=("enqueue", "allocate"), backoff=None, victim_protection=None),
-            head_of_line=True,
+            PolicyInfo(
+                phases=("enqueue", "allocate"),
+                backoff=None,
+                victim_protection=None,
+                queueing="fifo",
+                fair_sharing=False,
+            ),
         ),
         capability_factor=1.0,
         description="capability = deserved, no preemption, strict FIFO per queue",
@@ -251,9 +258,10 @@ POLICIES: dict[str, PhillyPolicy] = {
                 phases=("enqueue", "allocate", "preempt", "reclaim"),
                 backoff=None,
                 victim_protection=None,
+                fair_sharing=False,
             ),
         ),
-        description="borrowing to 2 x deserved, reclaim, no protected runtime",
+        description="borrowing to 2 x deserved, reclaim, no fair sharing, no protected runtime",
     ),
 }
 
@@ -327,7 +335,8 @@ def _settings_json(setup: PhillyPolicy) -> dict[str, Any]:
         "starvation_limit_s": policy.starvation_limit_s,
         "backoff": policy.backoff is not None,
         "victim_protection": policy.victim_protection is not None,
-        "head_of_line": setup.sim.head_of_line,
+        "queueing": policy.queueing,
+        "fair_sharing": policy.fair_sharing,
         "capability_factor": setup.capability_factor,
     }
 

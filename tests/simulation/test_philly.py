@@ -92,7 +92,9 @@ def test_a_short_run_is_deterministic(philly_jobs: list[PhillyJob]) -> None:
         entry.pop("plan_s")
     assert first == second
     assert set(first["policies"]) == {"fifo", "kueue-like", "gpupool"}
-    assert first["settings"]["fifo"]["head_of_line"] is True
+    assert first["settings"]["fifo"]["queueing"] == "fifo"
+    assert first["settings"]["kueue-like"]["fair_sharing"] is False
+    assert first["settings"]["gpupool"]["fair_sharing"] is True
     assert first["settings"]["gpupool"]["protected_runtime_s"] == 1800
     assert first["jobs"] == 60
 
