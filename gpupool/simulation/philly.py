@@ -19,6 +19,9 @@ NVLink domain per node) and compare policies, each expressed as settings of the 
 Each tenant's deserved share is proportional to its GPU-hour demand in the window, but never
 below its largest gang (else it could not run that job alone on its share), rounded to whole
 GPUs by largest remainder so that the shares sum to the pool; capability is twice deserved.
+Each queue's weight is its deserved GPUs, as an admin of such a pool would set it: weighted
+DRF (Ghodsi et al., NSDI'11) then turns to the tenant furthest below its entitlement, not the
+one using the fewest GPUs (``queue_weights="equal"`` gives the equal-weight comparison).
 """
 
 from __future__ import annotations
@@ -58,6 +61,9 @@ NODE_CPU_MILLI = 96_000
 NODE_MEMORY_MIB = 768 * 1024
 DAY_S = 86_400.0
 DEFAULT_DAYS = 30.0
+# How the setup weighs the tenants' queues for weighted DRF (see make_cluster).
+QUEUE_WEIGHTS = ("deserved", "equal")
+DEFAULT_QUEUE_WEIGHTS = "deserved"
 CAPABILITY_FACTOR = 2.0
 PROTECTED_RUNTIME_S = 1800.0
 CYCLE_S = 60.0  # cycles run on a 60 s beat, only when something happened since the last
@@ -209,8 +215,15 @@ def make_cluster(
     gpus: int,
     capability_factor: float = CAPABILITY_FACTOR,
     max_protected_runtime_s: float | None = None,
+    queue_weights: str = DEFAULT_QUEUE_WEIGHTS,
 ) -> ClusterSetup:
-    """The pool and one leaf queue per VC under the root (one cohort)."""
+    """The pool and one leaf queue per VC under the root (one cohort).
+
+    ``queue_weights``: ``"deserved"`` gives each queue a weight equal to its deserved GPUs
+    (weighted DRF: entitlement-proportional), ``"equal"`` gives every queue weight 1.
+    """
+    if queue_weights not in QUEUE_WEIGHTS:
+        raise ValueError(f"queue_weights must be one of {QUEUE_WEIGHTS}, not {queue_weights!r}")
     queues = [QueueInfo("root", None)]
     for vc, deserved in shares.items():
         capability = min(gpus, math.floor(deserved * capability_factor))
@@ -220,6 +233,7 @@ def make_cluster(
                 queue_name(vc),
                 "root",
                 tenant=vc,
+                weight=float(deserved) if queue_weights == "deserved" else 1.0,
                 max_protected_runtime_s=max_protected_runtime_s,
                 quota={FLAVOR: quota},
             )
@@ -298,6 +312,7 @@ class PhillyRun:
     gpu_hours: float
     capacity_gpus: int
     shares: dict[str, int]
+    queue_weights: str = DEFAULT_QUEUE_WEIGHTS
     metrics: dict[str, PolicyMetrics] = field(default_factory=dict)
     outcomes: dict[str, ReplayOutcome] = field(default_factory=dict)
     alone: dict[str, ReplayOutcome] = field(default_factory=dict)
@@ -314,6 +329,7 @@ class PhillyRun:
             "gpu_hours": round(self.gpu_hours, 1),
             "capacity_gpus": self.capacity_gpus,
             "deserved_gpus": self.shares,
+            "queue_weights": self.queue_weights,
             "checkpoint_s": DEFAULT_CHECKPOINT_S,
             "cycle_s": CYCLE_S,
             "elapsed_s": {k: round(v, 2) for k, v in self.elapsed_s.items()},
@@ -350,10 +366,12 @@ def run_philly(
     alone: bool = True,
     on_progress: ProgressHook | None = None,
     settings: Mapping[str, PhillyPolicy] | None = None,
+    queue_weights: str = DEFAULT_QUEUE_WEIGHTS,
 ) -> PhillyRun:
     """Run B3: every policy on the same jobs, plus each tenant alone on its deserved share.
 
-    ``settings`` replaces the named policies' settings (e.g. a gpupool variant).
+    ``settings`` replaces the named policies' settings (e.g. a gpupool variant);
+    ``queue_weights`` is the pool's queue weighting, the same for every policy.
     """
     import time
 
@@ -367,6 +385,7 @@ def run_philly(
         gpu_hours=sum(job.gpu_hours for job in chosen),
         capacity_gpus=capacity,
         shares=shares,
+        queue_weights=queue_weights,
     )
     simulated = sim_jobs(chosen)
     window_s = days * DAY_S
@@ -382,6 +401,7 @@ def run_philly(
             capacity,
             setup.capability_factor,
             setup.sim.protected_runtime_s or None,
+            queue_weights,
         )
         hook = _hook(on_progress, name)
         started = time.perf_counter()

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from gpupool.simulation.philly import POLICIES
+from gpupool.simulation.philly import DEFAULT_QUEUE_WEIGHTS, POLICIES, QUEUE_WEIGHTS
 
 HOUR_S = 3600.0
 
@@ -43,6 +43,12 @@ def add_philly_arguments(parser: argparse.ArgumentParser) -> None:
         help="gpupool: hold capacity for work pending longer than S seconds (default: none)",
     )
     parser.add_argument(
+        "--queue-weights",
+        choices=list(QUEUE_WEIGHTS),
+        default=DEFAULT_QUEUE_WEIGHTS,
+        help="each queue's DRF weight: its deserved GPUs (default) or 1 for every queue",
+    )
+    parser.add_argument(
         "--no-alone",
         action="store_true",
         help="skip the sharing-incentive baseline (each tenant alone on its share)",
@@ -65,6 +71,7 @@ def run_philly_mode(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> 
         "limit": options.get("limit"),
         "jobs": load_jobs(csv_path),
         "alone": not options.get("no_alone"),
+        "queue_weights": options.get("queue_weights") or DEFAULT_QUEUE_WEIGHTS,
         "settings": {
             "gpupool": gpupool_policy(
                 options.get("protected_runtime", 1800.0), options.get("starvation_limit")

@@ -51,7 +51,43 @@ CROSS_QUEUE = (
     ],
 )
 
+
+def entitlement_case(name: str, weights: tuple[float, float], **want: Any) -> Case:
+    """One idle node, an 8-GPU job in each queue; team-a uses more GPUs but less of its share.
+
+    team-a: deserved 16, 8 running (half its share); team-b: deserved 4, 4 running (all of it),
+    not reclaimable, so only allocate's queue order decides.
+    """
+    return Case(
+        name,
+        [node("n1"), node("n2"), node("n3")],
+        [
+            queue("team-a", deserved=16, capability=24, weight=weights[0]),
+            queue("team-b", deserved=4, capability=16, weight=weights[1], reclaimable=False),
+        ],
+        [
+            workload("a-run", on=[("n1", FULL)]),
+            workload("b-run", "team-b", gpus=4, on=[("n2", HALF_A)]),
+            workload("a1", submitted="09:00"),
+            workload("b1", "team-b", submitted="09:00"),
+        ],
+        **want,
+    )
+
+
 CASES = [
+    entitlement_case(
+        "with equal weights DRF serves the queue using fewer GPUs even if it is at its share",
+        (1, 1),
+        want_admitted={"b1"},
+        want_not_admitted={"a1"},
+    ),
+    entitlement_case(
+        "weights proportional to deserved make DRF serve the queue furthest below its share",
+        (16, 4),
+        want_admitted={"a1"},
+        want_not_admitted={"b1"},
+    ),
     blocked_head_case(
         "best-effort queueing admits smaller work behind a blocked head",
         None,

@@ -13,6 +13,7 @@ from gpupool.simulation.philly import (
     PhillyJob,
     deserved_shares,
     load_jobs,
+    make_cluster,
     philly_dir,
     pod_sets,
     run_philly,
@@ -73,6 +74,21 @@ def test_water_filling_gives_small_tenants_their_floor() -> None:
     assert sum(shares.values()) == 100
 
 
+def test_each_queue_is_weighted_by_its_deserved_gpus() -> None:
+    """The B3 pool weighs each tenant's queue by its deserved GPUs (weighted DRF)."""
+    cluster = make_cluster({"big": 24, "small": 8}, 32)
+    weights = {q.name: q.weight for q in cluster.queues if q.parent == "root"}
+    assert weights == {"vc-big": 24.0, "vc-small": 8.0}
+
+
+def test_equal_queue_weights_remain_available_for_comparison() -> None:
+    """``queue_weights="equal"`` gives every queue weight 1; an unknown mode is refused."""
+    cluster = make_cluster({"big": 24, "small": 8}, 32, queue_weights="equal")
+    assert {q.weight for q in cluster.queues} == {1.0}
+    with pytest.raises(ValueError, match="queue_weights"):
+        make_cluster({"big": 24}, 24, queue_weights="demand")
+
+
 @pytest.mark.parametrize(
     ("gpus", "pods"), [(1, (1, 1)), (8, (1, 8)), (16, (2, 8)), (12, (2, 6)), (20, (4, 5))]
 )
@@ -97,6 +113,7 @@ def test_a_short_run_is_deterministic(philly_jobs: list[PhillyJob]) -> None:
     assert first["settings"]["gpupool"]["fair_sharing"] is True
     assert first["settings"]["gpupool"]["protected_runtime_s"] == 1800
     assert first["jobs"] == 60
+    assert first["queue_weights"] == "deserved"
 
 
 def test_cli_prints_the_b3_json(philly_jobs: list[PhillyJob]) -> None:
@@ -110,11 +127,14 @@ def test_cli_prints_the_b3_json(philly_jobs: list[PhillyJob]) -> None:
         "gpupool",
         "--limit",
         "40",
+        "--queue-weights",
+        "equal",
         "--json",
         stdout=out,
     )
     document = json.loads(out.getvalue())
     assert document["trace"] == "philly"
+    assert document["queue_weights"] == "equal"
     entry = document["policies"]["gpupool"]
     for key in (
         "jct_mean_s",
