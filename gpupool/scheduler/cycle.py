@@ -24,6 +24,7 @@ import itertools
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from gpupool.scheduler.contracts import Contracts, Standing
 from gpupool.scheduler.explain import Verdict, explanation, quota_verdict
@@ -187,15 +188,18 @@ class Cycle:
 
     def _occupancy(self) -> dict[str, tuple[dict[int, int], int, int]]:
         """Record running workloads, what they occupy on each node, and their pod shapes."""
-        gpu_used: dict[str, dict[int, int]] = defaultdict(dict)
-        cpu_used: dict[str, int] = defaultdict(int)
-        memory_used: dict[str, int] = defaultdict(int)
+        # Per node: [milli-GPU used per GPU index, milli-CPU used, MiB used], one lookup a pod.
+        used_on: dict[str, list[Any]] = {}
         node_flavor = {name: node.flavor for name, node in self.nodes.items()}
         shared = self.shared_flavors
         queue_usage = self._queue_usage
         evictable_at = self.contracts.evictable
         standing = self.contracts.standing
-        counts = self._shape_counts
+        # Pods per (flavor, shape), keyed by the interned shape's id: hashing a PodShape runs
+        # its Python-level __hash__, which once per running pod was a tenth of this loop.
+        # First-seen order is kept, so ``_shape_counts`` ends up exactly as if keyed by shape.
+        shape_pods: dict[tuple[str, int], list[Any]] = {}
+        running_of = self.running
         now = self.now
         for workload in self.snapshot.workloads:
             if workload.state != "running":
@@ -207,20 +211,25 @@ class Cycle:
             first = 0
             for pod_set in workload.pod_sets:
                 shape_flavor, shape = "", None
+                tally: list[Any] = []
                 for placement in placements[first : first + pod_set.count]:
                     node = placement.node
                     flavor = node_flavor[node]
                     if shape is None or flavor != shape_flavor:
                         shape_flavor, shape = flavor, pod_shape(pod_set, flavor in shared)
-                    counts[(flavor, shape)] += 1
+                        tally = shape_pods.setdefault((flavor, id(shape)), [flavor, shape, 0])
+                    tally[2] += 1
                     pods.append(PlacedPod(node, placement.gpus, shape))
                     milli = shape.milli
                     need[flavor] = need.get(flavor, 0) + shape.gpus * milli
                     cpu_total += shape.cpu_milli
                     memory_total += shape.memory_mib
-                    cpu_used[node] += shape.cpu_milli
-                    memory_used[node] += shape.memory_mib
-                    gpus = gpu_used[node]
+                    used = used_on.get(node)
+                    if used is None:
+                        used = used_on[node] = [{}, 0, 0]
+                    used[1] += shape.cpu_milli
+                    used[2] += shape.memory_mib
+                    gpus = used[0]
                     for index in placement.gpus:
                         gpus[index] = gpus.get(index, 0) + milli
                 first += pod_set.count
@@ -237,14 +246,7 @@ class Cycle:
             )
             evictable = evictable_at(workload)
             value = standing[workload.name].value
-            running = RunningWork(
-                name=workload.name,
-                info=workload,
-                value=value,
-                pods=pods,
-                need=need,
-                evictable=evictable,
-            )
+            running = RunningWork(workload.name, workload, value, pods, need, evictable)
             if evictable:
                 running.order = victim_preference(
                     value,
@@ -254,11 +256,11 @@ class Cycle:
                     now,
                     workload.last_checkpoint_at,
                 )
-            self.running[workload.name] = running
-        return {
-            node: (gpu_used.get(node, {}), cpu_used[node], memory_used[node])
-            for node in cpu_used.keys() | gpu_used.keys()
-        }
+            running_of[workload.name] = running
+        counts = self._shape_counts
+        for flavor, shape, count in shape_pods.values():
+            counts[(flavor, shape)] += count
+        return {node: (used[0], used[1], used[2]) for node, used in used_on.items()}
 
     def _distributions(self) -> dict[str, ShapeDistribution]:
         """Per flavor, the popularity of pod shapes among running and pending work."""
@@ -598,9 +600,15 @@ class Cycle:
         """Order for reclaim's fewest-victims pass: nearest in the tree, then biggest."""
         path = self.quota.path[reclaimer]
 
+        distances: dict[str, int] = {}  # per victim queue: the same for all its workloads
+
         def key(victim: RunningWork) -> tuple[int, ...]:
-            shared = set(self.quota.path[victim.info.queue])
-            distance = next(i for i, node in enumerate(path) if node in shared)
+            queue = victim.info.queue
+            distance = distances.get(queue)
+            if distance is None:
+                shared = set(self.quota.path[queue])
+                distance = next(i for i, node in enumerate(path) if node in shared)
+                distances[queue] = distance
             return (distance, *size_first(victim))
 
         return key
@@ -991,7 +999,7 @@ def run_cycle(snapshot: Snapshot, policy: PolicyInfo, now: float) -> Cycle:
 def _placement_out(cycle: Cycle, pods: list[PlacedPod]) -> tuple[PodPlacement, ...]:
     out: list[PodPlacement] = []
     for pod in pods:
-        shared = cycle.flavors[cycle.nodes[pod.node].flavor].sharing == "shared"
+        shared = cycle.nodes[pod.node].flavor in cycle.shared_flavors
         out.append(PodPlacement(pod.node, pod.gpus, pod.shape.milli if shared else None))
     return tuple(out)
 

@@ -58,21 +58,28 @@ class Placer:
         self.cluster = cluster
         self.distributions = dict(distributions)
         self.mode = mode
-        self._costs: dict[tuple[str, CanonKey, int], tuple[PodShape, float | None]] = {}
+        self._costs: dict[tuple[str, int], tuple[PodShape, dict[CanonKey, float | None]]] = {}
         self._per_node: dict[tuple[CanonKey, int], tuple[PodShape, int]] = {}
+
+    def costs(self, flavor: str, shape: PodShape) -> dict[CanonKey, float | None]:
+        """The known costs of the pod on the flavor's canonical states (``cost`` fills it)."""
+        # Keyed by the shape's identity (shapes are interned; hashing a dataclass is not
+        # free), and the shape is kept with the table so a recycled id cannot alias. One
+        # table per (flavor, shape) lets a scan over node states look each up directly.
+        memo = (flavor, id(shape))
+        known = self._costs.get(memo)
+        if known is None or known[0] is not shape:
+            known = self._costs[memo] = (shape, {})
+        return known[1]
 
     def cost(self, flavor: str, key: CanonKey, shape: PodShape) -> float | None:
         """Cost of putting the pod on a node in canonical state ``key`` (None: no fit)."""
-        # Keyed by the shape's identity (shapes are interned; hashing a dataclass is not
-        # free), and the shape is kept with the value so a recycled id cannot alias.
-        memo = (flavor, key, id(shape))
-        known = self._costs.get(memo)
-        if known is not None and known[0] is shape:
-            return known[1]
+        table = self.costs(flavor, shape)
+        if key in table:
+            return table[key]
         state = self.cluster.canon_state.get(key) or NodeState(key[0], key[1], key[2])
         dist = NO_DISTRIBUTION if self.mode == "bestfit" else self.distributions.get(flavor)
-        value = placement_cost(state, shape, dist or NO_DISTRIBUTION)
-        self._costs[memo] = (shape, value)
+        value = table[key] = placement_cost(state, shape, dist or NO_DISTRIBUTION)
         return value
 
     def pods_per_node(self, key: CanonKey, shape: PodShape) -> int:
@@ -120,9 +127,14 @@ class Placer:
         """The GPUs the pod takes on a node, chosen with the same score as the node.
 
         Whole GPUs are interchangeable (the lowest free indices); only a fraction's GPU is
-        chosen by score.
+        chosen by score. Every caller chose the node by ``cost``, which is None when the pod
+        does not fit, so whole GPUs are taken without checking the fit again (``take`` still
+        validates the result); that check was a tenth of an admission.
         """
-        if not shape.is_fraction or self.mode == "bestfit":
+        if not shape.is_fraction:
+            whole = [i for i, free in enumerate(state.gpu_free_milli) if free >= MILLI_PER_GPU]
+            return tuple(whole[: shape.gpus]) if len(whole) >= shape.gpus else None
+        if self.mode == "bestfit":
             return pick_gpus(state, shape)
         return pick_gpus(state, shape, self.distributions.get(flavor))
 
@@ -178,8 +190,9 @@ class Placer:
         cluster = self.cluster
         best: Candidate | None = None
         held = cluster.held
+        known = self.costs(pod.flavor, pod.shape)
         for key, names in cluster.classes.get(pod.flavor, {}).items():
-            cost = self.cost(pod.flavor, key, pod.shape)
+            cost = known[key] if key in known else self.cost(pod.flavor, key, pod.shape)
             if cost is None:
                 continue
             name = names[0]

@@ -60,15 +60,18 @@ def initial_state(
     ``occupied`` is (milli-GPU used per GPU index, milli-CPU used, MiB used).
     """
     used, cpu, memory = occupied if occupied is not None else ({}, 0, 0)
-    gpus = tuple(
-        0
-        if node.cordoned or index in node.unhealthy_gpus
-        else max(0, MILLI_PER_GPU - used.get(index, 0))
-        for index in range(node.gpus)
-    )
     if node.cordoned:
-        return NodeState(gpus, 0, 0)
-    return NodeState(gpus, max(0, node.cpu_milli - cpu), max(0, node.memory_mib - memory))
+        return NodeState((0,) * node.gpus, 0, 0)
+    # Start from all GPUs free and visit only the used and unhealthy indices (most of a
+    # node's GPUs are neither; this runs once per node per cycle).
+    free = [MILLI_PER_GPU] * node.gpus
+    for index, milli in used.items():
+        if 0 <= index < node.gpus:
+            free[index] = max(0, MILLI_PER_GPU - milli)
+    for index in node.unhealthy_gpus:
+        if 0 <= index < node.gpus:
+            free[index] = 0
+    return NodeState(tuple(free), max(0, node.cpu_milli - cpu), max(0, node.memory_mib - memory))
 
 
 class ClusterState:
