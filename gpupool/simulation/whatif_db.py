@@ -149,7 +149,7 @@ def recorded_demand(days: float, now: datetime) -> RecordedDemand:
     workloads = (
         Workload.objects.filter(submitted_at__gte=start, submitted_at__lt=now)
         .select_related("queue", "priority_class")
-        .prefetch_related("pod_sets__flavor")
+        .prefetch_related("pod_sets__flavor", "pod_sets__flavor_choices__flavor")
         .order_by("submitted_at", "name")
     )
     for workload in workloads:
@@ -160,7 +160,7 @@ def recorded_demand(days: float, now: datetime) -> RecordedDemand:
             PodSetInfo(
                 count=p.count,
                 gpus=p.gpus,
-                flavors=(p.flavor.name,),
+                flavors=p.flavor_names(),
                 cpu_milli=round(p.cpu * MILLI),
                 memory_mib=round(p.memory_gb * MIB_PER_GB),
                 gpu_milli=p.gpu_milli if p.gpu_milli is not None else MILLI,

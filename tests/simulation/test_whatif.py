@@ -185,3 +185,27 @@ def test_cli_whatif_table_and_bad_change(recorded_pool: dict[str, object]) -> No
         )
     assert exit_info.value.code == 2
     assert "unknown queue" in err.getvalue()
+
+
+@pytest.mark.django_db
+def test_recorded_demand_keeps_flavor_choices_in_order() -> None:
+    """A pod set that may run on h100, then a100, is replayed with both choices, in order."""
+    h100 = flavor("h100")
+    a100 = flavor("a100")
+    node("n1", h100, gpus=8)
+    priority_class("normal", default=True)
+    root = queue("root")
+    a = queue("team-a", root, tenant=tenant("a"))
+    quota(a, h100, 0, 8, 8)
+    quota(a, a100, 0, 8, 8)
+    spec = PodSetSpec(name="main", count=1, gpus=2, flavor=h100, flavor_choices=[a100])
+    do_submit_workload(
+        "either",
+        queue=a,
+        pod_sets=[spec],
+        expected_runtime_s=600,
+        at=timezone.now() - timedelta(hours=1),
+    )
+    demand = recorded_demand(30, timezone.now())
+    [job] = demand.jobs
+    assert [pod_set.flavors for pod_set in job.pod_sets] == [("h100", "a100")]
