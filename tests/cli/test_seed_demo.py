@@ -5,11 +5,13 @@ from typing import Any
 
 import pytest
 from django.apps import apps
+from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.db.models import Count, F
 
 from gpupool.inventory.models import Flavor, Node, healthy_capacity
-from gpupool.quotas.models import PriorityClass, Queue, QuotaRequest
+from gpupool.quotas.actions import do_apply_quota_request, do_approve_quota_request
+from gpupool.quotas.models import PriorityClass, Queue, QueueQuota, QuotaRequest
 from gpupool.tenancy.models import Membership, SiteRole, Tenant
 
 pytestmark = pytest.mark.django_db
@@ -80,3 +82,16 @@ def test_the_demo_users_can_log_in(client: Any) -> None:
     assert client.get("/admin/").status_code == 200
     assert client.login(username="nlp-lead", password="nlp-lead-demo")
     assert client.get("/admin/").status_code == 302  # leads are not staff
+
+
+def test_the_waiting_demo_request_can_be_approved_and_applied() -> None:
+    """The demo's submitted quota request fits the pool, so an admin can take it to applied."""
+    seed()
+    admin = get_user_model().objects.get(username="admin")
+    request = QuotaRequest.objects.get(state="submitted")
+    do_approve_quota_request(request, acting_user=admin)
+    do_apply_quota_request(request, acting_user=admin)
+    request.refresh_from_db()
+    assert request.state == "applied"
+    quota = QueueQuota.objects.get(queue=request.queue, flavor=request.flavor)
+    assert quota.guarantee == request.payload["guarantee"]
