@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import plotly.graph_objects as go
+from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from gpupool.simulation.experiment import TraceRun
@@ -19,11 +20,17 @@ def trace_figure(run: TraceRun) -> go.Figure:
         cols=2,
         subplot_titles=("GPU allocation ratio (%)", "Fragmentation rate (% of idle GPU)"),
     )
-    for policy in run.policies:
+    palette = qualitative.Plotly
+    for index, policy in enumerate(run.policies):
         allocation, fragmentation = run.mean_curves(policy)
+        line = {"color": palette[index % len(palette)]}  # one colour per policy, both panels
         figure.add_trace(
             go.Scatter(
-                x=list(allocation), y=list(allocation.values()), name=policy, legendgroup=policy
+                x=list(allocation),
+                y=list(allocation.values()),
+                name=policy,
+                legendgroup=policy,
+                line=line,
             ),
             row=1,
             col=1,
@@ -35,12 +42,14 @@ def trace_figure(run: TraceRun) -> go.Figure:
                 name=policy,
                 legendgroup=policy,
                 showlegend=False,
+                line=line,
             ),
             row=1,
             col=2,
         )
     seeds = ", ".join(str(s) for s in run.seeds)
-    figure.update_layout(title=f"openb {run.trace} (seeds {seeds})", height=450)
+    label = "seed" if len(run.seeds) == 1 else "seeds"
+    figure.update_layout(title=f"openb {run.trace} ({label} {seeds})", height=450)
     figure.update_xaxes(title_text="arrived GPU demand (% of capacity)")
     return figure
 
