@@ -8,6 +8,7 @@ from pathlib import Path
 import plotly.graph_objects as go
 
 from gpupool.simulation.philly import PhillyRun
+from gpupool.simulation.queueing_metrics import describe_worse_than_alone
 
 HOUR_S = 3600.0
 
@@ -92,7 +93,7 @@ def write_report(run: PhillyRun, path: Path) -> None:
             m.preemptions,
             f"{m.gpu_hours_lost:,.0f}",
             f"{m.gpu_hours_lost_fraction:.2%}",
-            ", ".join(m.tenants_worse_than_alone) or "none",
+            describe_worse_than_alone(m.tenants_worse_than_alone),
         )
         parts.append("<tr>" + "".join(_cell(c) for c in cells) + "</tr>")
     parts.append("</table>")

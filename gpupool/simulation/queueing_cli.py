@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from gpupool.simulation.philly import DEFAULT_QUEUE_WEIGHTS, POLICIES, QUEUE_WEIGHTS
+from gpupool.simulation.queueing_metrics import describe_worse_than_alone
 
 HOUR_S = 3600.0
 
@@ -161,7 +162,7 @@ def _print_philly(document: dict[str, Any], stdout: TextIO) -> None:
             str(entry["preemptions"]),
             f"{entry['gpu_hours_lost']:,.0f}",
             f"{entry['gpu_hours_lost_fraction']:.2%}",
-            ", ".join(entry["tenants_worse_than_alone"]) or "none",
+            describe_worse_than_alone(entry["tenants_worse_than_alone"]),
         )
     console.print(table)
     tenants = Table(title="mean wait per tenant (hours): shared vs alone on its deserved share")

@@ -37,6 +37,13 @@ def mean(values: Sequence[float]) -> float:
     return float(np.mean(np.asarray(values, dtype=float))) if values else 0.0
 
 
+def describe_worse_than_alone(tenants: Sequence[str] | None) -> str:
+    """The sharing-incentive verdict for a table cell: the tenants, "none", or "not run"."""
+    if tenants is None:
+        return "not run"
+    return ", ".join(tenants) or "none"
+
+
 def held_gpu_seconds(segments: Iterable[Segment], start: float, end: float) -> float:
     """GPU-seconds held by ``segments`` inside [start, end)."""
     total = 0.0
@@ -113,8 +120,13 @@ class PolicyMetrics:
         return self.gpu_hours_lost / self.gpu_hours_delivered if self.gpu_hours_delivered else 0.0
 
     @property
-    def tenants_worse_than_alone(self) -> list[str]:
-        """Tenants that wait longer on average than alone on their deserved share."""
+    def tenants_worse_than_alone(self) -> list[str] | None:
+        """Tenants that wait longer on average than alone on their deserved share.
+
+        None when the run had no alone baseline (``--no-alone``): nothing was checked.
+        """
+        if all(t.alone_wait_mean_s is None for t in self.tenants.values()):
+            return None
         return sorted(name for name, t in self.tenants.items() if t.worse_than_alone)
 
     def to_json(self) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from gpupool.simulation.philly import (
     tenant_shares,
     window,
 )
+from gpupool.simulation.queueing_metrics import describe_worse_than_alone
 
 
 @pytest.fixture(scope="module")
@@ -182,3 +183,25 @@ def test_the_full_window_meets_the_sharing_incentive(philly_jobs: list[PhillyJob
     assert metrics.gpu_hours_lost_fraction <= 0.01
     assert metrics.tenants_worse_than_alone == []
     assert run.outcomes["gpupool"].capped_instants == 0
+
+
+def test_without_the_alone_baseline_the_sharing_check_says_not_run(
+    philly_jobs: list[PhillyJob],
+) -> None:
+    """``--no-alone`` checks no tenant, so the verdict is "not run", never "none"."""
+    run = run_philly(["gpupool"], jobs=philly_jobs[:30], alone=False)
+    assert run.metrics["gpupool"].tenants_worse_than_alone is None
+    out = StringIO()
+    call_command(
+        "gpupool",
+        "simulate",
+        "philly",
+        "--limit",
+        "30",
+        "--no-alone",
+        stdout=out,
+        stderr=StringIO(),
+    )
+    assert "not run" in out.getvalue()
+    assert describe_worse_than_alone([]) == "none"
+    assert describe_worse_than_alone(["a", "b"]) == "a, b"
