@@ -60,3 +60,25 @@ def record_audit_event(
         after=after,
         reason=reason,
     )
+
+
+def record_audit_change(
+    *,
+    acting_user: Any,
+    action: str,
+    instance: models.Model,
+    before: dict[str, Any] | None,
+    after: dict[str, Any] | None,
+    reason: str = "",
+) -> AuditEvent | None:
+    """Write an audit row only when ``before`` and ``after`` differ (saving unchanged is silent)."""
+    if before == after:
+        return None
+    return record_audit_event(
+        acting_user=acting_user,
+        action=action,
+        instance=instance,
+        before=before,
+        after=after,
+        reason=reason,
+    )

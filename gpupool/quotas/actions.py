@@ -14,7 +14,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from gpupool.audit.actions import model_snapshot, record_audit_event
+from gpupool.audit.actions import model_snapshot, record_audit_change, record_audit_event
 from gpupool.inventory.models import Flavor
 from gpupool.quotas.choices import LedgerEntryKind, QuotaRequestKind, QuotaRequestState
 from gpupool.quotas.models import (
@@ -41,15 +41,14 @@ def do_save_queue(queue: Queue, *, acting_user: Any, reason: str = "") -> Queue:
     queue.full_clean()
     queue.save()
     after = model_snapshot(queue)
-    if before != after:
-        record_audit_event(
-            acting_user=acting_user,
-            action="quotas.save_queue",
-            instance=queue,
-            before=before,
-            after=after,
-            reason=reason,
-        )
+    record_audit_change(
+        acting_user=acting_user,
+        action="quotas.save_queue",
+        instance=queue,
+        before=before,
+        after=after,
+        reason=reason,
+    )
     return queue
 
 
@@ -98,15 +97,14 @@ def do_set_queue_quota(
     quota.save()
     quota.refresh_from_db()
     after = model_snapshot(quota)
-    if before != after:
-        record_audit_event(
-            acting_user=acting_user,
-            action="quotas.set_queue_quota",
-            instance=quota,
-            before=before,
-            after=after,
-            reason=reason,
-        )
+    record_audit_change(
+        acting_user=acting_user,
+        action="quotas.set_queue_quota",
+        instance=quota,
+        before=before,
+        after=after,
+        reason=reason,
+    )
     return quota
 
 
@@ -144,15 +142,14 @@ def do_save_priority_class(
     priority_class.full_clean()
     priority_class.save()
     after = model_snapshot(priority_class)
-    if before != after:
-        record_audit_event(
-            acting_user=acting_user,
-            action="quotas.save_priority_class",
-            instance=priority_class,
-            before=before,
-            after=after,
-            reason=reason,
-        )
+    record_audit_change(
+        acting_user=acting_user,
+        action="quotas.save_priority_class",
+        instance=priority_class,
+        before=before,
+        after=after,
+        reason=reason,
+    )
     return priority_class
 
 
@@ -221,15 +218,14 @@ def do_grant_budget(
             note=reason[:200],
         )
     after = _budget_snapshot(budget)
-    if before != after:
-        record_audit_event(
-            acting_user=acting_user,
-            action="quotas.grant_budget",
-            instance=budget,
-            before=before,
-            after=after,
-            reason=reason,
-        )
+    record_audit_change(
+        acting_user=acting_user,
+        action="quotas.grant_budget",
+        instance=budget,
+        before=before,
+        after=after,
+        reason=reason,
+    )
     return budget
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.db import transaction
 
-from gpupool.audit.actions import model_snapshot, record_audit_event
+from gpupool.audit.actions import model_snapshot, record_audit_change, record_audit_event
 from gpupool.tenancy.models import Membership, SiteRole, Tenant
 
 
@@ -23,15 +23,14 @@ def do_set_membership(
     membership.full_clean()
     membership.save()
     after = model_snapshot(membership, exclude=["created_at"])
-    if before != after:
-        record_audit_event(
-            acting_user=acting_user,
-            action="tenancy.set_membership",
-            instance=membership,
-            before=before,
-            after=after,
-            reason=reason,
-        )
+    record_audit_change(
+        acting_user=acting_user,
+        action="tenancy.set_membership",
+        instance=membership,
+        before=before,
+        after=after,
+        reason=reason,
+    )
     return membership
 
 

@@ -53,6 +53,15 @@ def test_a_quota_change_records_actor_time_before_and_after(team: tuple) -> None
     assert event.reason == "why"
 
 
+def test_setting_a_quota_to_the_values_it_has_writes_no_audit_row(team: tuple) -> None:
+    """An action that changes nothing leaves the audit log as it was."""
+    admin = user("root-admin", admin=True)
+    quota(team[0], team[1], 2, 4, 8)
+    count = AuditEvent.objects.count()
+    do_set_queue_quota(team[0], team[1], guarantee=2, deserved=4, capability=8, acting_user=admin)
+    assert AuditEvent.objects.count() == count
+
+
 def test_the_stored_json_reads_back_the_same_on_this_database(team: tuple) -> None:
     quota(team[0], team[1], 1, 2, 3)
     event = AuditEvent.objects.get(action="quotas.set_queue_quota")
