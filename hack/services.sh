@@ -10,6 +10,10 @@ PG_DB=gpupool
 REDIS_PORT=${GPUPOOL_REDIS_PORT:-6379}
 
 log() { echo "services: $*" >&2; }
+# Only the environment lines at the end may reach stdout: everything else goes to stderr.
+exec 3>&1 1>&2
+# `su postgres` from a folder postgres cannot read makes psql fail ("could not find own program").
+cd /
 
 need_install=()
 command -v pg_ctlcluster >/dev/null 2>&1 && ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 \
@@ -33,7 +37,14 @@ if ! pg_lsclusters -h | awk -v v="$version" '$1 == v && $2 == "main"' | grep -q 
 fi
 if ! pg_lsclusters -h | awk -v v="$version" '$1 == v && $2 == "main" && $4 == "online"' | grep -q .; then
   log "starting PostgreSQL $version"
-  pg_ctlcluster "$version" main start
+  # A postmaster killed without a reboot leaves its socket lock behind; drop locks whose pid is gone.
+  for lock in /var/run/postgresql/.s.PGSQL.*.lock; do
+    [ -e "$lock" ] || continue
+    pid=$(head -n 1 "$lock")
+    state=$(ps -o stat= -p "$pid" 2>/dev/null || true)  # a zombie still answers kill -0
+    [ -n "$state" ] && [ "${state:0:1}" != Z ] || { log "removing stale $lock (pid $pid is gone)"; rm -f "$lock" "${lock%.lock}"; }
+  done
+  pg_ctlcluster "$version" main start 3>&-
 fi
 port=$(pg_lsclusters -h | awk -v v="$version" '$1 == v && $2 == "main" {print $3}')
 for _ in $(seq 1 30); do
@@ -49,9 +60,9 @@ su postgres -c "psql -q -p $port -tAc \"SELECT 1 FROM pg_database WHERE datname=
 if ! redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1; then
   log "starting redis on 127.0.0.1:$REDIS_PORT"
   redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --daemonize yes --save "" --appendonly no \
-    --logfile /tmp/gpupool-redis.log >/dev/null
+    --logfile /tmp/gpupool-redis.log >/dev/null 3>&-
   for _ in $(seq 1 30); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.2; done
 fi
 
-echo "DATABASE_URL=postgres://$PG_USER:$PG_PASSWORD@127.0.0.1:$port/$PG_DB"
-echo "REDIS_URL=redis://127.0.0.1:$REDIS_PORT/0"
+echo "DATABASE_URL=postgres://$PG_USER:$PG_PASSWORD@127.0.0.1:$port/$PG_DB" >&3
+echo "REDIS_URL=redis://127.0.0.1:$REDIS_PORT/0" >&3

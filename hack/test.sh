@@ -9,7 +9,14 @@ PY=$VENV/bin/python
 step() { printf '\n==> %s\n' "$*"; }
 
 step "services (PostgreSQL, Redis)"
-while IFS='=' read -r key value; do export "$key=$value"; done < <(bash hack/services.sh)
+# Command substitution (not a pipe) so a failing services.sh stops the run; only the two
+# expected variables are taken from its output.
+service_env=$(bash hack/services.sh)
+for key in DATABASE_URL REDIS_URL; do
+  value=$(printf '%s\n' "$service_env" | sed -n "s/^$key=//p" | tail -n 1)
+  [ -n "$value" ] || { echo "hack/services.sh printed no $key" >&2; exit 1; }
+  export "$key=$value"
+done
 
 if [ -x hack/k8s-testenv/build.sh ]; then
   step "local Kubernetes binaries (cached)"
