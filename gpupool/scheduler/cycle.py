@@ -641,12 +641,15 @@ class Cycle:
         work.verdict = Verdict("waiting-for-preemption", {"victims": work.victims})
         return True
 
-    def reclaim_candidates(self, reclaimer: str, flavor: str) -> Iterator[RunningWork]:
+    def reclaim_candidates(
+        self, reclaimer: str, flavor: str, among: Callable[[str], bool] | None = None
+    ) -> Iterator[RunningWork]:
         """Victims holding ``flavor`` for a reclaim: nearest in the tree, borrowers, cheapest.
 
         Walks the reclaimer's ancestors from the nearest; each contributes the evictable
         workloads of reclaimable queues in its subtree not already offered by a nearer one,
-        from queues above their deserved share only, merged in preference order.
+        from queues above their deserved share only (and, if given, only queues ``among``
+        accepts), merged in preference order.
         """
         path = self.quota.path[reclaimer]
         for depth, ancestor in enumerate(path[1:], start=1):
@@ -657,6 +660,7 @@ class Cycle:
                 if nearer not in self.quota.path[leaf]
                 and self.queues[leaf].reclaimable
                 and self.quota.over_deserved_by(leaf, flavor) > 0
+                and (among is None or among(leaf))
             ]
             for victim in heapq.merge(*lists, key=_reclaim_key):
                 if victim.name not in self.evicted:
@@ -882,32 +886,71 @@ def preempt(cycle: Cycle) -> None:
                 cycle.evict(victims, "preempt", work.name)
 
 
+# Fair-share reclaim (a queue above deserved taking from one further above) is a refinement
+# of the order, not an entitlement: its victim searches are bounded per cycle, lowest share
+# first, so a pool with hundreds of borrowing queues keeps its cycle time (B1).
+FAIR_RECLAIM_SEARCHES = 16
+
+
 def reclaim(cycle: Cycle) -> None:
-    """# 4 Across queues: take back lent capacity from borrowers above their deserved share."""
+    """# 4 Across queues: take back lent capacity from borrowers above their deserved share.
+
+    First every queue that stays within its deserved share, in name order. Then, with fair
+    sharing on, queues already at or above theirs, lowest weighted share first: each may take
+    borrowed capacity from a queue whose share of the contested flavor stays above its own
+    after the move (``_fairer_after``), within ``FAIR_RECLAIM_SEARCHES`` searches a cycle.
+    """
     for queue in sorted(cycle.by_queue):
-        attempts = 0
-        for work in cycle.blocked_in_order(queue):
-            if attempts >= cycle.policy.preemption_attempts_per_queue:
-                break
-            need = work.assignments[0].need if work.assignments else {}
-            # Reclaim returns lent GPU quota; work that asks no GPU has none to reclaim.
-            if not any(need.values()) or not cycle.quota.below_deserved(queue, need):
+        _reclaim_in(cycle, queue, fair=False, budget=None)
+    if not cycle.policy.fair_sharing:
+        return
+    budget = FAIR_RECLAIM_SEARCHES
+    for queue in sorted(cycle.by_queue, key=lambda q: (cycle.shares.share(q), q)):
+        if budget <= 0:
+            break
+        budget -= _reclaim_in(cycle, queue, fair=True, budget=budget)
+
+
+def _reclaim_in(cycle: Cycle, queue: str, *, fair: bool, budget: int | None) -> int:
+    """Reclaim attempts for one queue's blocked work; returns the victim searches run.
+
+    ``fair`` False: only work that keeps the queue within its deserved share; True: only
+    work that does not (fair-share reclaim), at most ``budget`` searches.
+    """
+    attempts = 0
+    limit = cycle.policy.preemption_attempts_per_queue
+    if budget is not None:
+        limit = min(limit, budget)
+    for work in cycle.blocked_in_order(queue):
+        if attempts >= limit:
+            break
+        need = work.assignments[0].need if work.assignments else {}
+        # Reclaim returns lent GPU quota; work that asks no GPU has none to reclaim.
+        if not any(need.values()) or cycle.quota.below_deserved(queue, need) == fair:
+            continue
+        flavor = max(need, key=lambda f: (need[f], f))
+        guard = _stays_at_deserved(cycle, queue)
+        among: Callable[[str], bool] | None = None
+        if fair:
+            found = _fairer_after(cycle, queue, need, flavor, guard)
+            if found is None:
                 continue
-            candidates = cycle.reclaim_candidates(queue, max(need, key=lambda f: (need[f], f)))
-            statement = Statement(cycle.cluster, cycle.quota)
-            attempts += 1
-            victims = find_victims(
-                statement,
-                candidates,
-                cycle.fits(work),
-                _stays_at_deserved(cycle, queue),
-                single=cycle.might_suffice(work),
-                fewest_first=cycle.nearest_then_biggest(queue),
-            )
-            if victims is None:
-                continue
-            if cycle.reserve(work, statement, victims):
-                cycle.evict(victims, "reclaim", work.name)
+            among, guard = found
+        statement = Statement(cycle.cluster, cycle.quota)
+        attempts += 1
+        victims = find_victims(
+            statement,
+            cycle.reclaim_candidates(queue, flavor, among),
+            cycle.fits(work),
+            guard,
+            single=cycle.might_suffice(work),
+            fewest_first=cycle.nearest_then_biggest(queue),
+        )
+        if victims is None:
+            continue
+        if cycle.reserve(work, statement, victims):
+            cycle.evict(victims, "reclaim", work.name)
+    return attempts
 
 
 def _stays_at_deserved(cycle: Cycle, reclaimer: str) -> Callable[[RunningWork], bool]:
@@ -927,6 +970,48 @@ def _stays_at_deserved(cycle: Cycle, reclaimer: str) -> Callable[[RunningWork], 
         return True
 
     return guard
+
+
+def _fairer_after(
+    cycle: Cycle,
+    reclaimer: str,
+    need: Mapping[str, int],
+    flavor: str,
+    guard: Callable[[RunningWork], bool],
+) -> tuple[Callable[[str], bool], Callable[[RunningWork], bool]] | None:
+    """Fair-share reclaim by a queue above deserved: victims only from queues that stay fairer off.
+
+    A queue's share here is its usage of the contested flavor over its weight (the pool's
+    capacity is common to both sides). The reclaimer's share counts the workload it admits; a
+    victim's queue must be above that share before the eviction and stay strictly above it
+    after, so the move never swaps the two queues' order and cannot be undone by the victim's
+    queue reclaiming back (Kueue's fair-sharing preemption, LessThanOrEqualToFinalShare, with
+    a strict inequality against ping-pong). The victim queue also stays at its deserved share.
+
+    Returns the queue filter and the victim guard, or None when the queues that could give
+    (each at most what keeps it above the reclaimer's share and at its deserved) and the idle
+    GPUs together cannot cover the workload: then no victim search is worth running.
+    """
+    usage = cycle.quota.usage  # updated by the statement as victims are removed
+    queues = cycle.queues
+    mine = (usage[reclaimer][flavor] + need[flavor]) / queues[reclaimer].weight
+    givable = float(cycle.cluster.free_gpu[flavor])
+    for leaf in cycle.leaves_under[cycle.quota.path[reclaimer][-1]]:
+        spare = usage[leaf][flavor] - mine * queues[leaf].weight
+        if leaf != reclaimer and spare > 0 and queues[leaf].reclaimable:
+            givable += min(spare, cycle.quota.over_deserved_by(leaf, flavor))
+    if givable < need[flavor]:
+        return None
+
+    def above(queue: str) -> bool:
+        return usage[queue][flavor] / queues[queue].weight > mine
+
+    def fairer(victim: RunningWork) -> bool:
+        queue = victim.info.queue
+        after = usage[queue][flavor] - victim.need.get(flavor, 0)
+        return guard(victim) and after / queues[queue].weight > mine
+
+    return above, fairer
 
 
 def backfill(cycle: Cycle) -> None:

@@ -405,6 +405,46 @@ RECLAIM = [
     ),
 ]
 
+FAIR_POOL = [node("n1"), node("n2"), node("n3"), node("n4")]
+FAIR_QUEUES = [
+    queue("first", deserved=8, capability=32),
+    queue("second", deserved=4, capability=16),
+]
+FAIR_RUNNING = [
+    workload("f1", "first", on=[("n1", FULL)], started="07:00"),
+    workload("f2", "first", on=[("n2", FULL)], started="08:00"),
+    workload("f3", "first", on=[("n3", FULL)], started="09:00"),
+    workload("s-run", "second", on=[("n4", FULL)], started="08:00"),
+]
+
+FAIR_RECLAIM = [
+    Case(
+        "fair sharing: a queue above deserved reclaims from one whose share stays higher",
+        FAIR_POOL,
+        FAIR_QUEUES,
+        [*FAIR_RUNNING, workload("s2", "second", gpus=4)],
+        want_evicted={"f3": "reclaim"},
+        want_reasons={"s2": "waiting-for-preemption"},
+    ),
+    Case(
+        "fair sharing: no reclaim that would leave the victim's share at or below the reclaimer's",
+        FAIR_POOL,
+        FAIR_QUEUES,
+        [*FAIR_RUNNING, workload("s2", "second", gpus=8)],
+        want_not_admitted={"s2"},
+        want_reasons={"s2": "quota"},
+    ),
+    Case(
+        "without fair sharing a queue above deserved does not reclaim",
+        FAIR_POOL,
+        FAIR_QUEUES,
+        [*FAIR_RUNNING, workload("s2", "second", gpus=4)],
+        policy={"placement": "gpupool", "fair_sharing": False},
+        want_not_admitted={"s2"},
+        want_reasons={"s2": "quota"},
+    ),
+]
+
 NOMINATION = [
     Case(
         "a preemptor whose victims are still leaving waits and evicts no one else",
@@ -586,7 +626,7 @@ EXPLAIN = [
     ),
 ]
 
-CASES = ENQUEUE + ALLOCATE + PREEMPT + RECLAIM + NOMINATION + CONTRACTS + EXPLAIN
+CASES = ENQUEUE + ALLOCATE + PREEMPT + RECLAIM + FAIR_RECLAIM + NOMINATION + CONTRACTS + EXPLAIN
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
