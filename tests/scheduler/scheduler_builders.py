@@ -270,6 +270,34 @@ def check_invariants(loaded: Scenario, result: Plan) -> None:
             assert victim.queue == preemptor.queue
         if eviction.reason == "reclaim":
             assert queues[victim.queue].reclaimable
+    # Reclaim never takes a victim's queue below its deserved share (fair-share reclaim
+    # included): what its workloads hold once the plan is applied (admissions counted). A queue
+    # with a preemptor of its own in the plan also counts that preemptor's reservation, whose
+    # flavor the plan does not show, so such queues are left out of this check.
+    reserving = {workloads[e.preemptor].queue for e in result.evict if e.preemptor}
+    left: dict[tuple[str, str], int] = defaultdict(int)
+    for w in snapshot.workloads:
+        holds = admitted.get(w.name, w.placement if w.state == "running" else ())
+        if w.name not in evicted:
+            for pod, pod_set in zip(
+                holds, [ps for ps in w.pod_sets for _ in range(ps.count)], strict=False
+            ):
+                n = nodes[pod.node]
+                shared = flavors[n.flavor].sharing == "shared"
+                left[(w.queue, n.flavor)] += (
+                    (pod.milli or pod_set.gpu_milli) if shared else MILLI
+                ) * len(pod.gpus)
+    for eviction in result.evict:
+        if eviction.reason != "reclaim" or workloads[eviction.workload].queue in reserving:
+            continue
+        victim = workloads[eviction.workload]
+        for pod in victim.placement:
+            flavor = nodes[pod.node].flavor
+            quota = queues[victim.queue].quota.get(flavor)
+            if quota is not None:
+                assert left[(victim.queue, flavor)] >= quota.deserved, (
+                    f"reclaim took {victim.queue} below its deserved {flavor}"
+                )
 
 
 def _path(queues: dict[str, Any], name: str) -> list[str]:
