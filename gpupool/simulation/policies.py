@@ -24,14 +24,19 @@ import numpy as np
 
 from gpupool.scheduler.fragmentation import (
     COST_DECIMALS,
+    CPU_ONLY_STRAND_WEIGHT,
     CPU_STRAND_WEIGHT,
+    MILLI_PER_GPU,
+    REMAINDER_WEIGHT,
     PodShape,
     ShapeDistribution,
     best_placement,
     cpu_per_gpu_milli,
     node_fragmentation,
     pick_gpus,
+    remainder_waste_table,
     take,
+    workload_cpu_per_gpu_milli,
 )
 from gpupool.simulation.cluster import (
     Cluster,
@@ -230,20 +235,46 @@ class GpupoolPolicy(_Base):
         """Score against the given fragmentation table (the product's shape distribution)."""
         super().__init__(cluster, rank)
         self.table = table
+        self.waste: FloatArray = np.array(remainder_waste_table(table.dist), dtype=np.float64)
+
+    def _option_costs(self, shape: PodShape, nodes: IntArray) -> FloatArray:
+        """Fragmentation growth plus the remainder term, for the best GPU choice per node."""
+        table, waste = self.table, self.waste
+        if not shape.is_fraction:
+            after = table.evaluate(table.after_host(nodes, shape))
+            growth: FloatArray = after - table.frag[nodes]
+            if shape.gpus:
+                remainder = shape.gpus * (waste[0] - waste[MILLI_PER_GPU])
+                growth = growth + REMAINDER_WEIGHT * remainder
+            return growth
+        best: FloatArray = np.full(len(nodes), math.inf)
+        position = np.full(table.cluster.size, -1, dtype=np.int64)
+        position[nodes] = np.arange(len(nodes))
+        for option_nodes, free in fraction_options(table.cluster, nodes, shape):
+            after = table.evaluate(table.after_fraction(option_nodes, free, shape))
+            remainder = waste[free - shape.milli] - waste[free]
+            cost = (after - table.frag[option_nodes]) + REMAINDER_WEIGHT * remainder
+            where = position[option_nodes]
+            best[where] = np.minimum(best[where], cost)
+        return best
 
     def costs(self, shape: PodShape, nodes: IntArray) -> FloatArray:
         """`placement_cost` of the task on each node, vectorised."""
-        growth = _delta_per_node(self.table, shape, nodes, np.minimum, math.inf)
-        ratio = cpu_per_gpu_milli(self.table.dist)
-        if ratio > 0:
-            c = self.cluster
-            free, cpu = c.free_total[nodes], c.cpu_free[nodes]
-            before = np.maximum(0.0, free - cpu / ratio)
-            after = np.maximum(
-                0.0, (free - shape.gpu_milli_total) - (cpu - shape.cpu_milli) / ratio
-            )
-            growth = growth + CPU_STRAND_WEIGHT * (after - before)
-        return np.round(growth, COST_DECIMALS)
+        cost = self._option_costs(shape, nodes)
+        c = self.cluster
+        free, cpu = c.free_total[nodes], c.cpu_free[nodes]
+        free_after = free - shape.gpu_milli_total
+        cpu_after = cpu - shape.cpu_milli
+        dist = self.table.dist
+        for ratio, weight in (
+            (cpu_per_gpu_milli(dist), CPU_STRAND_WEIGHT),
+            (workload_cpu_per_gpu_milli(dist), CPU_ONLY_STRAND_WEIGHT),
+        ):
+            if ratio > 0:
+                before = np.maximum(0.0, free - cpu / ratio)
+                after = np.maximum(0.0, free_after - cpu_after / ratio)
+                cost = cost + weight * (after - before)
+        return np.round(cost, COST_DECIMALS)
 
     def choose(self, shape: PodShape, nodes: IntArray) -> tuple[int, tuple[int, ...]] | None:
         """The cheapest node; the GPUs are the product's own `best_placement` choice."""

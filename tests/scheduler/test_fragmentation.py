@@ -14,8 +14,11 @@ from gpupool.scheduler.fragmentation import (
     node_fragmentation,
     pick_gpus,
     placement_cost,
+    remainder_waste,
+    remainder_waste_table,
     shape_fragment,
     take,
+    workload_cpu_per_gpu_milli,
 )
 
 
@@ -158,8 +161,10 @@ def test_sharing_pod_takes_its_cheapest_gpu() -> None:
     assert best is not None
     assert best[0] == (2,)
     assert pick_gpus(state, small, dist) == (2,)
-    assert best[1] == pytest.approx(-300)
-    assert placement_cost(state, small, dist) == pytest.approx(-300)
+    # Fragmentation -300; the remainder term: only 700-milli pods arrive, so a GPU with 300
+    # free stays at 300 and one with 0 at 0: 0.3 x (0 - 300) = -90.
+    assert best[1] == pytest.approx(-390)
+    assert placement_cost(state, small, dist) == pytest.approx(-390)
 
 
 def test_typical_keeps_popular_shapes_up_to_coverage() -> None:
@@ -190,3 +195,63 @@ def test_cpu_stranded_milli_by_hand() -> None:
     assert tight_cost is not None and roomy_cost is not None
     assert roomy_cost == pytest.approx(0)
     assert tight_cost > roomy_cost
+
+
+# Single-GPU shapes 300 (weight 1), 500 (weight 1) and a whole GPU (weight 2); the 2-GPU and
+# the CPU-only shapes do not land on one GPU's remainder.
+REMAINDER_DIST = ShapeDistribution.from_counts(
+    {PodShape(1, 300): 1, PodShape(1, 500): 1, PodShape(1): 2, TWO: 1, PodShape(0): 1}
+)
+
+
+def test_remainder_waste_by_hand() -> None:
+    """Expected idle milli of one GPU as 300-, 500- and 1000-milli pods keep arriving.
+
+    Below 300 nothing fits: r stays. 300..499: only 300 fits, r - 300 stays (300 -> 0,
+    450 -> 150). 500: 300 or 500 equally: (W(200) + W(0)) / 2 = 100; 600: (W(300) + W(100))
+    / 2 = 50; 700: (W(400) + W(200)) / 2 = 150; 800: (W(500) + W(300)) / 2 = 50. 1000: 300,
+    500, 1000 weighted 1:1:2: (W(700) + W(500) + 2 W(0)) / 4 = (150 + 100) / 4 = 62.5.
+    """
+    expected = {0: 0, 1: 1, 299: 299, 300: 0, 450: 150, 500: 100, 600: 50, 700: 150, 800: 50}
+    for free, waste in expected.items():
+        assert remainder_waste(free, REMAINDER_DIST) == pytest.approx(waste)
+    assert remainder_waste(1000, REMAINDER_DIST) == pytest.approx(62.5)
+    assert len(remainder_waste_table(REMAINDER_DIST)) == 1001
+    assert remainder_waste(700, ShapeDistribution(())) == 700  # nothing ever arrives
+
+
+def test_remainder_term_decides_the_gpu() -> None:
+    """Free (1000, 500), a 500-milli pod, shapes 300 and 500 (no CPU asked: no stranding).
+
+    Either GPU leaves no fragment for 300 or 500 (growth 0), so FGD alone would take GPU 0.
+    The remainder term: GPU 1 goes 500 -> 0, 0.3 x (0 - 100) = -30; GPU 0 goes 1000 -> 500,
+    with W(1000) = (W(700) + W(500)) / 2 = 125 here: 0.3 x (100 - 125) = -7.5. GPU 1 wins.
+    """
+    dist = ShapeDistribution.from_counts({PodShape(1, 300): 1, PodShape(1, 500): 1})
+    state = node(1000, 500)
+    best = best_placement(state, HALF, dist)
+    assert best is not None
+    assert best == ((1,), pytest.approx(-30))
+    assert placement_cost(state, HALF, dist) == pytest.approx(-30)
+
+
+def test_cpu_stranded_with_cpu_only_pods_by_hand() -> None:
+    """GPU pods ask 8 cores per GPU; CPU-only pods, as many of them, 8 more: 16 per GPU.
+
+    Free 4 GPUs and 48 cores: at 8 per GPU all 4 are fed (0 stranded); counting the CPU-only
+    pods, 48 cores feed 3 GPUs: 1000 stranded. A 1-GPU pod with 8 cores leaves 3 GPUs and 40
+    cores (2.5 GPUs fed): 500 stranded, so the term lowers its cost by 0.1 x 500 = 50 against
+    an equally fragmented node with CPU to spare (free 4 GPUs, 96 cores: nothing stranded).
+    """
+    gpu_pod = PodShape(1, cpu_milli=8000)
+    dist = ShapeDistribution.from_counts({gpu_pod: 1, PodShape(0, cpu_milli=8000): 1})
+    assert workload_cpu_per_gpu_milli(dist) == pytest.approx(16)
+    tight = NodeState((1000,) * 4, 48_000, 512_000)
+    roomy = NodeState((1000,) * 4, 96_000, 512_000)
+    assert cpu_stranded_milli(tight, dist) == 0
+    assert cpu_stranded_milli(tight, dist, with_cpu_only=True) == pytest.approx(1000)
+    assert cpu_stranded_milli(roomy, dist, with_cpu_only=True) == 0
+    tight_cost = placement_cost(tight, gpu_pod, dist)
+    roomy_cost = placement_cost(roomy, gpu_pod, dist)
+    assert tight_cost is not None and roomy_cost is not None
+    assert tight_cost - roomy_cost == pytest.approx(-50)
