@@ -1,6 +1,6 @@
 """Markdown tables for B3 from `gpupool simulate philly --json` output.
 
-    python benchmarks/philly_tables.py b3.json
+    .venv/bin/python benchmarks/philly_tables.py b3.json
 
 Prints the per-policy table and the per-tenant mean-wait table of `docs/benchmarks.md`.
 """
@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import sys
 from typing import Any
+
+from gpupool.simulation.queueing_metrics import describe_worse_than_alone
 
 HOUR = 3600.0
 
@@ -26,8 +28,7 @@ def policy_table(doc: dict[str, Any]) -> list[str]:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, m in doc["policies"].items():
-        worse = m.get("tenants_worse_than_alone")
-        verdict = "not run" if worse is None else (", ".join(worse) if worse else "none")
+        verdict = describe_worse_than_alone(m.get("tenants_worse_than_alone"))
         rows.append(
             f"| {name} | {m['jct_mean_s'] / HOUR:.2f} h | {m['jct_p99_s'] / HOUR:.1f} h "
             f"| {m['wait_mean_s'] / HOUR:.2f} h | {m['wait_p99_s'] / HOUR:.2f} h "

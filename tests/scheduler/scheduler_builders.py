@@ -218,6 +218,7 @@ def check_invariants(loaded: Scenario, result: Plan) -> None:
     memory: dict[str, int] = defaultdict(int)
     usage: dict[tuple[str, str], int] = defaultdict(int)
     before: dict[tuple[str, str], int] = defaultdict(int)
+    left: dict[tuple[str, str], int] = defaultdict(int)  # per leaf queue, once evictions are done
     for w in snapshot.workloads:
         placement = admitted.get(w.name, w.placement if w.state == "running" else ())
         pod_sets = [ps for ps in w.pod_sets for _ in range(ps.count)]
@@ -240,6 +241,8 @@ def check_invariants(loaded: Scenario, result: Plan) -> None:
             cpu[pod.node] += pod_set.cpu_milli
             memory[pod.node] += pod_set.memory_mib
             amount = milli * len(pod.gpus)
+            if w.name not in evicted:
+                left[(w.queue, n.flavor)] += amount
             for q in _path(queues, w.queue):
                 usage[(q, n.flavor)] += amount
                 if w.name not in admitted:
@@ -275,18 +278,6 @@ def check_invariants(loaded: Scenario, result: Plan) -> None:
     # with a preemptor of its own in the plan also counts that preemptor's reservation, whose
     # flavor the plan does not show, so such queues are left out of this check.
     reserving = {workloads[e.preemptor].queue for e in result.evict if e.preemptor}
-    left: dict[tuple[str, str], int] = defaultdict(int)
-    for w in snapshot.workloads:
-        holds = admitted.get(w.name, w.placement if w.state == "running" else ())
-        if w.name not in evicted:
-            for pod, pod_set in zip(
-                holds, [ps for ps in w.pod_sets for _ in range(ps.count)], strict=False
-            ):
-                n = nodes[pod.node]
-                shared = flavors[n.flavor].sharing == "shared"
-                left[(w.queue, n.flavor)] += (
-                    (pod.milli or pod_set.gpu_milli) if shared else MILLI
-                ) * len(pod.gpus)
     for eviction in result.evict:
         if eviction.reason != "reclaim" or workloads[eviction.workload].queue in reserving:
             continue
