@@ -34,6 +34,8 @@ from gpupool.scheduler.placement import Placer, PodRequest, count_placeable
 from gpupool.scheduler.preemption import (
     RunningWork,
     find_victims,
+    held,
+    lowest_then_smallest,
     mark_borrowed,
     size_first,
     victim_preference,
@@ -596,20 +598,38 @@ class Cycle:
 
         return check
 
-    def nearest_then_biggest(self, reclaimer: str) -> Callable[[RunningWork], tuple[int, ...]]:
-        """Order for reclaim's fewest-victims pass: nearest in the tree, then biggest."""
+    def tree_distance(self, reclaimer: str) -> Callable[[RunningWork], int]:
+        """How far up the reclaimer's path a victim's queue meets it (0: same queue)."""
         path = self.quota.path[reclaimer]
-
         distances: dict[str, int] = {}  # per victim queue: the same for all its workloads
 
-        def key(victim: RunningWork) -> tuple[int, ...]:
+        def distance(victim: RunningWork) -> int:
             queue = victim.info.queue
-            distance = distances.get(queue)
-            if distance is None:
+            found = distances.get(queue)
+            if found is None:
                 shared = set(self.quota.path[queue])
-                distance = next(i for i, node in enumerate(path) if node in shared)
-                distances[queue] = distance
-            return (distance, *size_first(victim))
+                found = next(i for i, node in enumerate(path) if node in shared)
+                distances[queue] = found
+            return found
+
+        return distance
+
+    def nearest_then_biggest(self, reclaimer: str) -> Callable[[RunningWork], tuple[int, ...]]:
+        """Order for reclaim's fewest-victims pass: nearest in the tree, then biggest."""
+        distance = self.tree_distance(reclaimer)
+
+        def key(victim: RunningWork) -> tuple[int, ...]:
+            return (distance(victim), *size_first(victim))
+
+        return key
+
+    def nearest_then_smallest(self, reclaimer: str) -> Callable[[RunningWork], tuple[int, ...]]:
+        """Order among reclaim's lone victims: the candidates' own order (nearest in the
+        tree, borrowed first, lowest priority), then fewest GPUs held."""
+        distance = self.tree_distance(reclaimer)
+
+        def key(victim: RunningWork) -> tuple[int, ...]:
+            return (distance(victim), not victim.borrowed, victim.value, held(victim))
 
         return key
 
@@ -879,6 +899,7 @@ def preempt(cycle: Cycle) -> None:
                 cycle.fits(work),
                 single=cycle.might_suffice(work),
                 fewest_first=size_first,
+                smallest_first=lowest_then_smallest,
             )
             if victims is None:
                 continue
@@ -945,6 +966,7 @@ def _reclaim_in(cycle: Cycle, queue: str, *, fair: bool, budget: int | None) -> 
             guard,
             single=cycle.might_suffice(work),
             fewest_first=cycle.nearest_then_biggest(queue),
+            smallest_first=cycle.nearest_then_smallest(queue),
         )
         if victims is None:
             continue

@@ -3,7 +3,9 @@
 Both follow one recipe on a Statement (Kueue's ``SimulateWorkloadRemoval``, Volcano's
 ``Statement``): remove candidates in preference order until the preemptor fits, then try to
 put each chosen victim back, most valuable first, keeping it if the preemptor still fits —
-so the set is minimal (fewest victims) and made of the cheapest ones. Candidates arrive
+so the set is minimal (fewest victims) and made of the cheapest ones. When one victim is
+enough, the smallest that is enough goes: evicting an 8-GPU gang for a 1-GPU job frees seven
+GPUs nobody asked for and sends a hard-to-place job back to the queue. Candidates arrive
 already filtered by the contracts (protected windows, strictly lower priority, reclaimable,
 never below deserved); the guard re-checks conditions that depend on earlier removals.
 """
@@ -60,9 +62,19 @@ class RunningWork:
     order: tuple[float, float, float, str] = (0.0, 0.0, 0.0, "")
 
 
+def held(victim: RunningWork) -> int:
+    """GPUs the victim holds (all flavors)."""
+    return sum(victim.need.values())
+
+
 def size_first(victim: RunningWork) -> tuple[int, ...]:
     """Order for the fewest-victims pass: biggest first."""
-    return (-sum(victim.need.values()),)
+    return (-held(victim),)
+
+
+def lowest_then_smallest(victim: RunningWork) -> tuple[int, ...]:
+    """Order among lone victims inside a queue: lowest priority, then fewest GPUs held."""
+    return (victim.value, held(victim))
 
 
 def remove_workload(statement: Statement, victim: RunningWork) -> None:
@@ -105,12 +117,15 @@ def find_victims(
     guard: Callable[[RunningWork], bool] = lambda _: True,
     single: Callable[[RunningWork], bool] | None = None,
     fewest_first: Callable[[RunningWork], tuple[int, ...]] | None = None,
+    smallest_first: Callable[[RunningWork], tuple[int, ...]] | None = None,
 ) -> list[RunningWork] | None:
     """A minimal set of victims after which ``fits`` holds, removed on ``statement``.
 
     ``candidates`` come in preference order. ``single`` marks the ones that might be enough
     alone (cheap to tell, e.g. they hold as much as is missing); those are tried one by one
-    first. Otherwise a greedy pass runs in ``fewest_first`` order (e.g. biggest first) and
+    first (the first ``MAX_SINGLE_TRIES`` of them, re-ordered by ``smallest_first``, a
+    stable sort that must keep the caller's leading criteria, e.g. priority, in front of
+    size). Otherwise a greedy pass runs in ``fewest_first`` order (e.g. biggest first) and
     one in preference order; the smaller set wins, the preferred one on a tie: "fewest"
     comes before "cheapest". On success
     the victims stay removed on the statement (the caller commits); on failure the
@@ -118,18 +133,21 @@ def find_victims(
     """
     candidates = _Replay(itertools.islice(candidates, MAX_CANDIDATES))
     if single is not None:
-        tries = 0
+        lone: list[RunningWork] = []
         for victim in candidates:
-            if tries >= MAX_SINGLE_TRIES:
+            if len(lone) >= MAX_SINGLE_TRIES:
                 break
             if single(victim) and guard(victim):
-                tries += 1
-                trial = statement.child()
-                remove_workload(trial, victim)
-                if fits(trial):
-                    trial.commit()
-                    return [victim]
-                trial.discard()
+                lone.append(victim)
+        if smallest_first is not None:
+            lone.sort(key=smallest_first)
+        for victim in lone:
+            trial = statement.child()
+            remove_workload(trial, victim)
+            if fits(trial):
+                trial.commit()
+                return [victim]
+            trial.discard()
     biggest = None
     if fewest_first is not None:
         trial = statement.child()

@@ -313,6 +313,19 @@ PREEMPT = [
         budgets=HIGH_BUDGET,
         want_evicted={"v-new": "preempt"},
     ),
+    Case(
+        "evicts the smallest workload that is enough alone, not a bigger newer one",
+        [node("n1"), node("n2")],
+        [queue("team-a", deserved=16)],
+        [
+            workload("kept", gpus=6, on=[("n1", [2, 3, 4, 5, 6, 7])], protected_s=86400),
+            workload("v-small", gpus=2, on=[("n1", [0, 1])], started="08:00"),
+            workload("v-big", on=[("n2", FULL)], started="09:30"),
+            workload("urgent", gpus=2, priority="high"),
+        ],
+        budgets=HIGH_BUDGET,
+        want_evicted={"v-small": "preempt"},
+    ),
 ]
 
 TREE = [
@@ -402,6 +415,25 @@ RECLAIM = [
             workload("w", "a1", gpus=4),
         ],
         want_evicted={"a2-small": "reclaim"},
+    ),
+    Case(
+        "reclaims the smallest borrowed workload that is enough alone",
+        [node("n1"), node("n2")],
+        [queue("first", deserved=4, capability=16), queue("second", deserved=12, capability=16)],
+        [
+            workload(
+                "f-kept",
+                "first",
+                gpus=6,
+                on=[("n2", [2, 3, 4, 5, 6, 7])],
+                started="07:00",
+                protected_s=86400,
+            ),
+            workload("f-small", "first", gpus=2, on=[("n2", [0, 1])], started="08:00"),
+            workload("f-big", "first", on=[("n1", FULL)], started="09:30"),
+            workload("s1", "second", gpus=2),
+        ],
+        want_evicted={"f-small": "reclaim"},
     ),
 ]
 
