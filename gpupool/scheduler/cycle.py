@@ -203,6 +203,7 @@ class Cycle:
         shape_pods: dict[tuple[str, int], list[Any]] = {}
         running_of = self.running
         now = self.now
+        by_checkpoint = VICTIM_SEARCHES[self.policy.victim_search].counts_checkpoints
         for workload in self.snapshot.workloads:
             if workload.state != "running":
                 continue
@@ -256,7 +257,7 @@ class Cycle:
                     sum(need.values()),
                     workload.name,
                     now,
-                    workload.last_checkpoint_at,
+                    workload.last_checkpoint_at if by_checkpoint else None,
                 )
             running_of[workload.name] = running
         counts = self._shape_counts
@@ -870,6 +871,45 @@ def _attempt(cycle: Cycle, work: PendingWork) -> bool:
     return True
 
 
+@dataclass(frozen=True, slots=True)
+class SearchOrders:
+    """What ``find_victims`` is given beyond the candidates (None: that pass is skipped)."""
+
+    single: Callable[[RunningWork], bool] | None = None
+    fewest_first: Callable[[RunningWork], tuple[int, ...]] | None = None
+    smallest_first: Callable[[RunningWork], tuple[int, ...]] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class VictimSearchStrategy:
+    """``policy.victim_search``: the passes of the search, and what "recent" counts from."""
+
+    orders: Callable[[Cycle, PendingWork, str | None], SearchOrders]  # reclaimer or None
+    counts_checkpoints: bool
+
+
+def _fewest_orders(cycle: Cycle, work: PendingWork, reclaimer: str | None) -> SearchOrders:
+    """The product's: a lone victim if one is enough (the smallest), else the fewest."""
+    if reclaimer is None:
+        return SearchOrders(cycle.might_suffice(work), size_first, lowest_then_smallest)
+    return SearchOrders(
+        cycle.might_suffice(work),
+        cycle.nearest_then_biggest(reclaimer),
+        cycle.nearest_then_smallest(reclaimer),
+    )
+
+
+def _greedy_orders(cycle: Cycle, work: PendingWork, reclaimer: str | None) -> SearchOrders:
+    """Kueue's: one pass in preference order, then what is not needed is put back."""
+    return SearchOrders()
+
+
+VICTIM_SEARCHES: Mapping[str, VictimSearchStrategy] = {
+    "fewest": VictimSearchStrategy(_fewest_orders, counts_checkpoints=True),
+    "greedy": VictimSearchStrategy(_greedy_orders, counts_checkpoints=False),
+}
+
+
 def preempt(cycle: Cycle) -> None:
     """# 3 Inside a queue: evict strictly lower priority outside protected windows."""
     for queue in sorted(cycle.by_queue):
@@ -893,13 +933,14 @@ def preempt(cycle: Cycle) -> None:
                 continue
             attempts += 1
             statement = Statement(cycle.cluster, cycle.quota)
+            search = VICTIM_SEARCHES[cycle.policy.victim_search].orders(cycle, work, None)
             victims = find_victims(
                 statement,
                 candidates,
                 cycle.fits(work),
-                single=cycle.might_suffice(work),
-                fewest_first=size_first,
-                smallest_first=lowest_then_smallest,
+                single=search.single,
+                fewest_first=search.fewest_first,
+                smallest_first=search.smallest_first,
             )
             if victims is None:
                 continue
@@ -959,14 +1000,15 @@ def _reclaim_in(cycle: Cycle, queue: str, *, fair: bool, budget: int | None) -> 
             among, guard = found
         statement = Statement(cycle.cluster, cycle.quota)
         attempts += 1
+        search = VICTIM_SEARCHES[cycle.policy.victim_search].orders(cycle, work, queue)
         victims = find_victims(
             statement,
             cycle.reclaim_candidates(queue, flavor, among),
             cycle.fits(work),
             guard,
-            single=cycle.might_suffice(work),
-            fewest_first=cycle.nearest_then_biggest(queue),
-            smallest_first=cycle.nearest_then_smallest(queue),
+            single=search.single,
+            fewest_first=search.fewest_first,
+            smallest_first=search.smallest_first,
         )
         if victims is None:
             continue

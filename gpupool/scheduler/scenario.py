@@ -679,6 +679,7 @@ def _policy(top: _Obj) -> PolicyInfo:
         return PolicyInfo()
     keys = {"placement", "starvation_limit_s", "preemption_backoff", "victim_protection"}
     keys |= {"phases", "preemption_attempts_per_queue", "queueing", "fair_sharing"}
+    keys |= {"victim_search"}
     obj = _Obj(top.raw("policy"), "policy", keys)
     placement = obj.string("placement", "gpupool")
     if placement not in ("gpupool", "bestfit"):
@@ -718,6 +719,9 @@ def _policy(top: _Obj) -> PolicyInfo:
     queueing = obj.string("queueing", "best-effort")
     if queueing not in ("best-effort", "fifo"):
         raise ScenarioError(f"{obj.at('queueing')}: must be 'best-effort' or 'fifo'")
+    victim_search = obj.string("victim_search", "fewest")
+    if victim_search not in ("fewest", "greedy"):
+        raise ScenarioError(f"{obj.at('victim_search')}: must be 'fewest' or 'greedy'")
     return PolicyInfo(
         placement=placement,
         starvation_limit_s=obj.opt_number("starvation_limit_s"),
@@ -727,6 +731,7 @@ def _policy(top: _Obj) -> PolicyInfo:
         preemption_attempts_per_queue=obj.integer("preemption_attempts_per_queue", 1, minimum=1),
         queueing="fifo" if queueing == "fifo" else "best-effort",
         fair_sharing=obj.boolean("fair_sharing", True),
+        victim_search="greedy" if victim_search == "greedy" else "fewest",
     )
 
 

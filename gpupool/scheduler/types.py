@@ -205,6 +205,7 @@ class VictimProtectionPolicy:
 DEFAULT_PHASES: tuple[str, ...] = ("enqueue", "allocate", "preempt", "reclaim", "backfill")
 
 Queueing = Literal["best-effort", "fifo"]
+VictimSearch = Literal["fewest", "greedy"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,6 +224,11 @@ class PolicyInfo:
     # True: queues take turns by weighted DRF; False: the heads of all queues by rank (not
     # borrowing first, then priority, then submit time), as Kueue without fair sharing.
     fair_sharing: bool = True
+    # "fewest": the product's victim search (a lone victim if one is enough, the smallest
+    # such; else the smaller of a biggest-first and a preference-order set; preference
+    # counts from the last checkpoint). "greedy": Kueue's -- remove candidates in preference
+    # order until the preemptor fits, put back what is not needed; preference by start time.
+    victim_search: VictimSearch = "fewest"
 
 
 @dataclass(frozen=True, slots=True)

@@ -273,9 +273,13 @@ POLICIES: dict[str, PhillyPolicy] = {
                 backoff=None,
                 victim_protection=None,
                 fair_sharing=False,
+                victim_search="greedy",
             ),
         ),
-        description="borrowing to 2 x deserved, reclaim, no fair sharing, no protected runtime",
+        description=(
+            "borrowing to 2 x deserved, reclaim, no fair sharing, no protected runtime, "
+            "Kueue's greedy victim search"
+        ),
     ),
 }
 
@@ -353,6 +357,7 @@ def _settings_json(setup: PhillyPolicy) -> dict[str, Any]:
         "victim_protection": policy.victim_protection is not None,
         "queueing": policy.queueing,
         "fair_sharing": policy.fair_sharing,
+        "victim_search": policy.victim_search,
         "capability_factor": setup.capability_factor,
     }
 

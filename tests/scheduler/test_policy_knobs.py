@@ -4,7 +4,8 @@
 "fifo" (strict order inside a queue: nothing behind a blocked head is admitted, like Kueue's
 StrictFIFO). ``policy.fair_sharing``: true (default; DRF across queues) or false (the queues'
 heads by rank: within deserved before borrowing, then priority, then submit time, as Kueue
-orders ClusterQueue heads when fair sharing is off).
+orders ClusterQueue heads when fair sharing is off). ``policy.victim_search``: "fewest"
+(default) or "greedy" (Kueue's one-pass search, recency by start time).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from scheduler_builders import Case, node, queue, run_case, scenario, workload
+from scheduler_builders import Case, at, node, queue, run_case, scenario, workload
 
 from gpupool.scheduler import plan
 from gpupool.scheduler.scenario import ScenarioError, scenario_from_dict
@@ -187,9 +188,82 @@ def test_only_the_head_of_a_strict_fifo_queue_may_preempt(
     assert [e.workload for e in result.evict] == evicted
 
 
+GREEDY = {"placement": "gpupool", "victim_search": "greedy"}
+HIGH_BUDGET = [{"tenant": "team-a", "priority_class": "high", "gpu_hours": 100, "used": 0}]
+
+
+def lone_victim_case(name: str, policy: dict[str, Any] | None, evicted: str) -> Case:
+    """Two victims each enough alone: a small one, started early and checkpointed just now,
+    and a whole-node one started last. "fewest" takes the small one (smallest lone victim;
+    it would also lose the least); "greedy", Kueue's, the most recently started."""
+    return Case(
+        name,
+        [node("n1"), node("n2")],
+        [queue("team-a", deserved=16)],
+        [
+            workload("kept", gpus=6, on=[("n1", [2, 3, 4, 5, 6, 7])], protected_s=86400),
+            workload(
+                "small",
+                gpus=2,
+                on=[("n1", [0, 1])],
+                started="06:00",
+                last_checkpoint_at=at("09:55"),
+            ),
+            workload("big", on=[("n2", FULL)], started="09:30"),
+            workload("urgent", gpus=2, priority="high"),
+        ],
+        policy=policy,
+        budgets=HIGH_BUDGET,
+        want_evicted={evicted: "preempt"},
+    )
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        lone_victim_case("fewest (default) evicts the smallest lone victim", None, "small"),
+        lone_victim_case("greedy evicts the most recently started, as Kueue", GREEDY, "big"),
+    ],
+    ids=lambda c: c.name,
+)
+def test_victim_search(case: Case) -> None:
+    """``policy.victim_search`` picks the victim search; the B3 kueue-like baseline is greedy."""
+    run_case(case)
+
+
+def test_greedy_victim_search_orders_by_start_time_not_checkpoint() -> None:
+    """Kueue knows no checkpoints: among equal victims, greedy evicts the later start even
+    when the earlier one checkpointed since (and would lose less)."""
+    workloads = [
+        workload(
+            "early",
+            gpus=4,
+            priority="low",
+            on=[("n1", HALF_A)],
+            started="06:00",
+            last_checkpoint_at=at("09:55"),
+        ),
+        workload("late", gpus=4, priority="low", on=[("n1", [4, 5, 6, 7])], started="08:00"),
+        workload("urgent", gpus=4, priority="high"),
+    ]
+    for policy, evicted in ((None, "early"), (GREEDY, "late")):
+        run_case(
+            Case(
+                "checkpoints",
+                [node("n1")],
+                [queue("team-a", deserved=8)],
+                workloads,
+                policy=policy,
+                budgets=HIGH_BUDGET,
+                want_evicted={evicted: "preempt"},
+            )
+        )
+
+
 BAD = [
     ({"queueing": "lifo"}, "policy.queueing: must be 'best-effort' or 'fifo'"),
     ({"fair_sharing": "no"}, "policy.fair_sharing: must be true or false"),
+    ({"victim_search": "lifo"}, "policy.victim_search: must be 'fewest' or 'greedy'"),
 ]
 
 

@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from gpupool.scheduler.types import MILLI, FlavorInfo, NodeInfo, PodSetInfo, QueueInfo, QuotaInfo
+from gpupool.scheduler.types import (
+    MILLI,
+    FlavorInfo,
+    NodeInfo,
+    PodSetInfo,
+    QueueInfo,
+    QuotaInfo,
+    VictimSearch,
+)
 from gpupool.simulation.events import (
     ClusterSetup,
     Replay,
@@ -137,15 +147,28 @@ def test_every_job_finishes_and_gpus_never_exceed_the_pool() -> None:
         assert held <= 8
 
 
-def test_reclaim_evicts_the_job_that_checkpointed_last_and_loses_least() -> None:
+@pytest.mark.parametrize(
+    ("victim_search", "evicted", "lost_s"),
+    [("fewest", "a-1", 200), ("greedy", "a-2", 1000)],
+    ids=["fewest", "greedy"],
+)
+def test_reclaim_evicts_the_job_that_checkpointed_last_and_loses_least(
+    victim_search: VictimSearch, evicted: str, lost_s: float
+) -> None:
     """At t=2,000 a-1 checkpointed at 1,800 (200 s at stake) and a-2, started at 1,000, never
-    did (1,000 s): the replay reports checkpoints, so the core evicts a-1."""
+    did (1,000 s): the replay reports checkpoints, so the product's search evicts a-1; the
+    kueue-like baseline's (Kueue's greedy search, which knows no checkpoints) evicts the
+    most recently started, a-2."""
     jobs = [job("a-1", 4, 0, 10_000), job("a-2", 4, 1000, 10_000), job("b-1", 4, 2000, 100)]
-    outcome = replay(jobs, pool({"a": (2, 8), "b": (6, 8)}), POLICIES["kueue-like"].sim)
+    sim = POLICIES["kueue-like"].sim
+    sim = replace(sim, policy=replace(sim.policy, victim_search=victim_search))
+    outcome = replay(jobs, pool({"a": (2, 8), "b": (6, 8)}), sim)
     lost = {
         name: (evictions, lost_s) for name, (_, _, evictions, lost_s) in by_name(outcome).items()
     }
-    assert lost == {"a-1": (1, pytest.approx(200)), "a-2": (0, 0), "b-1": (0, 0)}
+    want: dict[str, tuple[int, object]] = {"a-1": (0, 0), "a-2": (0, 0), "b-1": (0, 0)}
+    want[evicted] = (1, pytest.approx(lost_s))
+    assert lost == want
 
 
 def test_a_running_job_reports_its_last_checkpoint_of_this_run() -> None:
