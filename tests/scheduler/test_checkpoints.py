@@ -7,6 +7,7 @@ least progress lost. A reported checkpoint moves the start of what would be lost
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -126,6 +127,31 @@ CASES = [
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_checkpoint_rule(case: Case) -> None:
     """The plan evicts what the rule says, and keeps every invariant."""
+    run_case(case)
+
+
+# Kueue's greedy search (policy.victim_search, the B3 kueue-like baseline) knows no
+# checkpoints: where a checkpoint changed the choice above, it evicts the later start.
+GREEDY = {"victim_search": "greedy"}
+GREEDY_CASES = [
+    replace(
+        CASES[1],
+        name="greedy preempts the later start although the earlier one checkpointed",
+        policy=GREEDY,
+        want_evicted={"late": "preempt"},
+    ),
+    replace(
+        CASES[4],
+        name="greedy reclaims the later start although another checkpointed",
+        policy=GREEDY,
+        want_evicted={"f3": "reclaim"},
+    ),
+]
+
+
+@pytest.mark.parametrize("case", GREEDY_CASES, ids=[c.name for c in GREEDY_CASES])
+def test_greedy_victim_search_ignores_checkpoints(case: Case) -> None:
+    """The same pools, searched as Kueue does: recency is the start time."""
     run_case(case)
 
 

@@ -231,35 +231,6 @@ def test_victim_search(case: Case) -> None:
     run_case(case)
 
 
-def test_greedy_victim_search_orders_by_start_time_not_checkpoint() -> None:
-    """Kueue knows no checkpoints: among equal victims, greedy evicts the later start even
-    when the earlier one checkpointed since (and would lose less)."""
-    workloads = [
-        workload(
-            "early",
-            gpus=4,
-            priority="low",
-            on=[("n1", HALF_A)],
-            started="06:00",
-            last_checkpoint_at=at("09:55"),
-        ),
-        workload("late", gpus=4, priority="low", on=[("n1", [4, 5, 6, 7])], started="08:00"),
-        workload("urgent", gpus=4, priority="high"),
-    ]
-    for policy, evicted in ((None, "early"), (GREEDY, "late")):
-        run_case(
-            Case(
-                "checkpoints",
-                [node("n1")],
-                [queue("team-a", deserved=8)],
-                workloads,
-                policy=policy,
-                budgets=HIGH_BUDGET,
-                want_evicted={evicted: "preempt"},
-            )
-        )
-
-
 BAD = [
     ({"queueing": "lifo"}, "policy.queueing: must be 'best-effort' or 'fifo'"),
     ({"fair_sharing": "no"}, "policy.fair_sharing: must be true or false"),
