@@ -634,6 +634,12 @@ class Cycle:
 
         return key
 
+    def allowance(self, victim: RunningWork) -> float:
+        """GPU-hours of the victim's work its protected window covers: what its contract
+        expects an eviction may throw away (a window is meant to reach a first checkpoint)."""
+        seconds = self.contracts.protected_runtime(victim.info)
+        return sum(victim.need.values()) / MILLI * seconds / 3600
+
     def might_suffice(self, work: PendingWork) -> Callable[[RunningWork], bool]:
         """Whether one victim frees as many GPUs of each flavor as the preemptor lacks."""
         need = work.assignments[0].need if work.assignments else {}
@@ -878,6 +884,7 @@ class SearchOrders:
     single: Callable[[RunningWork], bool] | None = None
     fewest_first: Callable[[RunningWork], tuple[int, ...]] | None = None
     smallest_first: Callable[[RunningWork], tuple[int, ...]] | None = None
+    allowance: Callable[[RunningWork], float] = lambda _: 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -891,11 +898,14 @@ class VictimSearchStrategy:
 def _fewest_orders(cycle: Cycle, work: PendingWork, reclaimer: str | None) -> SearchOrders:
     """The product's: a lone victim if one is enough (the smallest), else the fewest."""
     if reclaimer is None:
-        return SearchOrders(cycle.might_suffice(work), size_first, lowest_then_smallest)
+        return SearchOrders(
+            cycle.might_suffice(work), size_first, lowest_then_smallest, cycle.allowance
+        )
     return SearchOrders(
         cycle.might_suffice(work),
         cycle.nearest_then_biggest(reclaimer),
         cycle.nearest_then_smallest(reclaimer),
+        cycle.allowance,
     )
 
 
@@ -941,6 +951,7 @@ def preempt(cycle: Cycle) -> None:
                 single=search.single,
                 fewest_first=search.fewest_first,
                 smallest_first=search.smallest_first,
+                allowance=search.allowance,
             )
             if victims is None:
                 continue
@@ -1009,6 +1020,7 @@ def _reclaim_in(cycle: Cycle, queue: str, *, fair: bool, budget: int | None) -> 
             single=search.single,
             fewest_first=search.fewest_first,
             smallest_first=search.smallest_first,
+            allowance=search.allowance,
         )
         if victims is None:
             continue

@@ -4,8 +4,9 @@ Both follow one recipe on a Statement (Kueue's ``SimulateWorkloadRemoval``, Volc
 ``Statement``): remove candidates in preference order until the preemptor fits, then try to
 put each chosen victim back, most valuable first, keeping it if the preemptor still fits —
 so the set is minimal (fewest victims) and made of the cheapest ones. When one victim is
-enough, the smallest that is enough goes: evicting an 8-GPU gang for a 1-GPU job frees seven
-GPUs nobody asked for and sends a hard-to-place job back to the queue. Candidates arrive
+enough, the smallest that is enough goes, unless it would lose more progress than the
+preferred one: evicting an 8-GPU gang for a 1-GPU job frees seven GPUs nobody asked for and
+sends a hard-to-place job back to the queue. Candidates arrive
 already filtered by the contracts (protected windows, strictly lower priority, reclaimable,
 never below deserved); the guard re-checks conditions that depend on earlier removals.
 """
@@ -118,14 +119,15 @@ def find_victims(
     single: Callable[[RunningWork], bool] | None = None,
     fewest_first: Callable[[RunningWork], tuple[int, ...]] | None = None,
     smallest_first: Callable[[RunningWork], tuple[int, ...]] | None = None,
+    allowance: Callable[[RunningWork], float] = lambda _: 0.0,
 ) -> list[RunningWork] | None:
     """A minimal set of victims after which ``fits`` holds, removed on ``statement``.
 
     ``candidates`` come in preference order. ``single`` marks the ones that might be enough
-    alone (cheap to tell, e.g. they hold as much as is missing); those are tried one by one
-    first (the first ``MAX_SINGLE_TRIES`` of them, re-ordered by ``smallest_first``, a
-    stable sort that must keep the caller's leading criteria, e.g. priority, in front of
-    size). Otherwise a greedy pass runs in ``fewest_first`` order (e.g. biggest first) and
+    alone (cheap to tell, e.g. they hold as much as is missing); the first
+    ``MAX_SINGLE_TRIES`` of them are tried one by one first (``_lone_victim``; the
+    ``smallest_first`` order must keep the caller's leading criteria, e.g. priority, in
+    front of size). Otherwise a greedy pass runs in ``fewest_first`` order (e.g. biggest first) and
     one in preference order; the smaller set wins, the preferred one on a tie: "fewest"
     comes before "cheapest". On success
     the victims stay removed on the statement (the caller commits); on failure the
@@ -133,21 +135,10 @@ def find_victims(
     """
     candidates = _Replay(itertools.islice(candidates, MAX_CANDIDATES))
     if single is not None:
-        lone: list[RunningWork] = []
-        for victim in candidates:
-            if len(lone) >= MAX_SINGLE_TRIES:
-                break
-            if single(victim) and guard(victim):
-                lone.append(victim)
-        if smallest_first is not None:
-            lone.sort(key=smallest_first)
-        for victim in lone:
-            trial = statement.child()
-            remove_workload(trial, victim)
-            if fits(trial):
-                trial.commit()
-                return [victim]
-            trial.discard()
+        chosen = _lone_victim(statement, candidates, fits, guard, single, smallest_first, allowance)
+        if chosen is not None:
+            remove_workload(statement, chosen)
+            return [chosen]
     biggest = None
     if fewest_first is not None:
         trial = statement.child()
@@ -166,6 +157,73 @@ def find_victims(
     for victim in best:
         remove_workload(statement, victim)
     return best
+
+
+def progress_at_stake(victim: RunningWork) -> float:
+    """GPU-hours an eviction would throw away (see ``victim_preference``)."""
+    return victim.order[2]
+
+
+def _lone_victim(
+    statement: Statement,
+    candidates: Iterable[RunningWork],
+    fits: Callable[[Statement], bool],
+    guard: Callable[[RunningWork], bool],
+    single: Callable[[RunningWork], bool],
+    smallest_first: Callable[[RunningWork], tuple[int, ...]] | None,
+    allowance: Callable[[RunningWork], float],
+) -> RunningWork | None:
+    """One victim that is enough alone, among the first ``MAX_SINGLE_TRIES`` that ``single``
+    and ``guard`` accept: the first in preference order -- or, with ``smallest_first``, a
+    smaller one that is also enough and would lose no more progress than that one, or no
+    more than its own ``allowance`` (the GPU-hours its protected window covers: the work its
+    contract expects it may lose). Fewer GPUs freed that nobody asked for, and no long
+    uncheckpointed run thrown away to spare a new one.
+
+    ``smallest_first`` is (*tier, size), and candidates come in tier order (priority; for
+    reclaim tree distance and borrowed-first before it), so the scan stops at the first
+    candidate of a later tier than the preferred victim's.
+    """
+
+    def enough(victim: RunningWork) -> bool:
+        trial = statement.child()
+        remove_workload(trial, victim)
+        ok = fits(trial)
+        trial.discard()
+        return ok
+
+    preferred: RunningWork | None = None
+    bound: tuple[int, ...] = ()  # the preferred victim's smallest_first key
+    smaller: list[RunningWork] = []
+    tried = 0
+    for victim in candidates:
+        if tried >= MAX_SINGLE_TRIES:
+            break
+        if preferred is not None and smallest_first is not None:
+            key = smallest_first(victim)
+            if key[:-1] > bound[:-1]:
+                break  # a later tier: nothing from here on can be chosen
+            if single(victim) and guard(victim):
+                tried += 1
+                if key < bound:
+                    smaller.append(victim)
+            continue
+        if not (single(victim) and guard(victim)):
+            continue
+        tried += 1
+        if enough(victim):
+            preferred = victim
+            if smallest_first is None:
+                break
+            bound = smallest_first(victim)
+    if preferred is None or not smaller or smallest_first is None:
+        return preferred
+    stake = progress_at_stake(preferred)
+    for victim in sorted(smaller, key=smallest_first):
+        at_stake = progress_at_stake(victim)
+        if (at_stake <= stake or at_stake <= allowance(victim)) and enough(victim):
+            return victim
+    return preferred
 
 
 def _greedy(

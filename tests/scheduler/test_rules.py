@@ -6,6 +6,8 @@ checked against the plan invariants and against its ``want_*`` fields.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from scheduler_builders import Case, node, queue, run_case, workload
 
@@ -211,6 +213,26 @@ ALLOCATE = [
     ),
 ]
 
+
+def lone_victim_case(name: str, small: dict[str, Any], evicted: str) -> Case:
+    """A 2-GPU job that urgent work needs: v-small (2 GPUs, on a node whose other GPUs are
+    protected) or v-big (a whole node, started 09:30: 4 GPU-hours at stake at 10:00) is
+    each enough alone; v-big is the most recently started."""
+    return Case(
+        name,
+        [node("n1"), node("n2")],
+        [queue("team-a", deserved=16)],
+        [
+            workload("kept", gpus=6, on=[("n1", [2, 3, 4, 5, 6, 7])], protected_s=86400),
+            workload("v-small", gpus=2, on=[("n1", [0, 1])], **small),
+            workload("v-big", on=[("n2", FULL)], started="09:30"),
+            workload("urgent", gpus=2, priority="high"),
+        ],
+        budgets=HIGH_BUDGET,
+        want_evicted={evicted: "preempt"},
+    )
+
+
 PREEMPT = [
     Case(
         "preempts a lower-priority workload whose protected window has ended",
@@ -313,18 +335,20 @@ PREEMPT = [
         budgets=HIGH_BUDGET,
         want_evicted={"v-new": "preempt"},
     ),
-    Case(
+    lone_victim_case(
         "evicts the smallest workload that is enough alone, not a bigger newer one",
-        [node("n1"), node("n2")],
-        [queue("team-a", deserved=16)],
-        [
-            workload("kept", gpus=6, on=[("n1", [2, 3, 4, 5, 6, 7])], protected_s=86400),
-            workload("v-small", gpus=2, on=[("n1", [0, 1])], started="08:00"),
-            workload("v-big", on=[("n2", FULL)], started="09:30"),
-            workload("urgent", gpus=2, priority="high"),
-        ],
-        budgets=HIGH_BUDGET,
-        want_evicted={"v-small": "preempt"},
+        small={"started": "09:00"},  # 2 GPU-h at stake, v-big 4
+        evicted="v-small",
+    ),
+    lone_victim_case(
+        "a smaller victim may lose more, up to what its protected window covers",
+        small={"started": "06:00", "protected_s": 4 * 3600},  # 8 GPU-h at stake, 8 covered
+        evicted="v-small",
+    ),
+    lone_victim_case(
+        "never throws away a long uncheckpointed run to spare a newer bigger one",
+        small={"started": "06:00"},  # 8 GPU-h at stake, none covered; v-big 4
+        evicted="v-big",
     ),
 ]
 
@@ -429,7 +453,7 @@ RECLAIM = [
                 started="07:00",
                 protected_s=86400,
             ),
-            workload("f-small", "first", gpus=2, on=[("n2", [0, 1])], started="08:00"),
+            workload("f-small", "first", gpus=2, on=[("n2", [0, 1])], started="09:00"),
             workload("f-big", "first", on=[("n1", FULL)], started="09:30"),
             workload("s1", "second", gpus=2),
         ],
