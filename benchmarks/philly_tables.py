@@ -20,12 +20,17 @@ def _hours(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds / HOUR:.2f}"
 
 
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
 def policy_table(doc: dict[str, Any]) -> list[str]:
-    """One row per policy: JCT, wait, utilisation, preemptions, loss, sharing incentive."""
+    """One row per policy: JCT, wait, utilisation, preemptions, loss, sharing incentive,
+    finish-time fairness (the worst tenant's mean JCT shared / alone)."""
     rows = [
         "| policy | JCT mean | JCT p99 | wait mean | wait p99 | utilisation | preemptions "
-        "| GPU-h lost | tenants worse than alone |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| GPU-h lost | tenants worse than alone | worst JCT / alone |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, m in doc["policies"].items():
         verdict = describe_worse_than_alone(m.get("tenants_worse_than_alone"))
@@ -33,7 +38,8 @@ def policy_table(doc: dict[str, Any]) -> list[str]:
             f"| {name} | {m['jct_mean_s'] / HOUR:.2f} h | {m['jct_p99_s'] / HOUR:.1f} h "
             f"| {m['wait_mean_s'] / HOUR:.2f} h | {m['wait_p99_s'] / HOUR:.2f} h "
             f"| {100 * m['utilisation']:.1f}% | {m['preemptions']} "
-            f"| {m['gpu_hours_lost']:.1f} ({100 * m['gpu_hours_lost_fraction']:.3f}%) | {verdict} |"
+            f"| {m['gpu_hours_lost']:.1f} ({100 * m['gpu_hours_lost_fraction']:.3f}%) | {verdict} "
+            f"| {_ratio(m.get('finish_time_fairness_max'))} |"
         )
     return rows
 

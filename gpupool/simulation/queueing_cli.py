@@ -126,6 +126,10 @@ def _hours(seconds: float) -> str:
     return f"{seconds / HOUR_S:,.2f}"
 
 
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
 def _print_philly(document: dict[str, Any], stdout: TextIO) -> None:
     """The per-policy table and the per-tenant sharing-incentive table."""
     from rich.console import Console
@@ -148,6 +152,7 @@ def _print_philly(document: dict[str, Any], stdout: TextIO) -> None:
         "GPU-h lost",
         "lost %",
         "worse than alone",
+        "worst JCT / alone",
     )
     for column in columns:
         table.add_column(column, justify="right")
@@ -163,6 +168,7 @@ def _print_philly(document: dict[str, Any], stdout: TextIO) -> None:
             f"{entry['gpu_hours_lost']:,.0f}",
             f"{entry['gpu_hours_lost_fraction']:.2%}",
             describe_worse_than_alone(entry["tenants_worse_than_alone"]),
+            _ratio(entry.get("finish_time_fairness_max")),
         )
     console.print(table)
     tenants = Table(title="mean wait per tenant (hours): shared vs alone on its deserved share")

@@ -150,8 +150,10 @@ def test_cli_prints_the_b3_json(philly_jobs: list[PhillyJob]) -> None:
     ):
         assert key in entry
     assert entry["jct_mean_s"] >= entry["wait_mean_s"] >= 0
+    assert entry["finish_time_fairness_max"] > 0
     tenant = next(iter(entry["tenants"].values()))
     assert tenant["alone_wait_mean_s"] is not None
+    assert tenant["finish_time_fairness"] > 0
 
 
 def test_cli_writes_a_self_contained_report(philly_jobs: list[PhillyJob], tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from gpupool.simulation.events import (
     replay,
 )
 from gpupool.simulation.philly import POLICIES
+from gpupool.simulation.queueing_metrics import summarise
 
 
 def job(name: str, gpus: int, at: float, duration: float) -> SimJob:
@@ -183,3 +184,24 @@ def test_a_running_job_reports_its_last_checkpoint_of_this_run() -> None:
         1900,
         3700,
     ]
+
+
+def test_finish_time_fairness_is_jct_shared_over_alone_per_tenant() -> None:
+    """b's 8-GPU job holds the node (protected); a's, a second later, finishes at 200 instead
+    of 101: rho(a) = 199 / 100, rho(b) = 1, the worst 1.99."""
+    shared = pool({"a": (4, 8), "b": (4, 8)})
+    sim = POLICIES["gpupool"].sim
+    outcome = replay([job("b-1", 8, 0, 100), job("a-1", 8, 1, 100)], shared, sim)
+    alone = {
+        tenant: replay([job(f"{tenant}-1", 8, 0, 100)], pool({tenant: (8, 8)}), sim)
+        for tenant in ("a", "b")
+    }
+    metrics = summarise(outcome, shared, 200.0, {"a": 4, "b": 4}, alone)
+    assert metrics.tenants["a"].finish_time_fairness == pytest.approx(1.99)
+    assert metrics.tenants["b"].finish_time_fairness == pytest.approx(1.0)
+    assert metrics.finish_time_fairness_max == pytest.approx(1.99)
+    entry = metrics.to_json()
+    assert entry["finish_time_fairness_max"] == 1.99
+    assert entry["tenants"]["a"]["alone_jct_mean_s"] == 100.0
+    without = summarise(outcome, shared, 200.0, {"a": 4, "b": 4})
+    assert without.finish_time_fairness_max is None
