@@ -5,10 +5,11 @@ Both follow one recipe on a Statement (Kueue's ``SimulateWorkloadRemoval``, Volc
 put each chosen victim back, most valuable first, keeping it if the preemptor still fits —
 so the set is minimal (fewest victims) and made of the cheapest ones. When one victim is
 enough, the smallest that is enough goes, unless it would lose more progress than the
-preferred one: evicting an 8-GPU gang for a 1-GPU job frees seven GPUs nobody asked for and
-sends a hard-to-place job back to the queue. Candidates arrive
-already filtered by the contracts (protected windows, strictly lower priority, reclaimable,
-never below deserved); the guard re-checks conditions that depend on earlier removals.
+preferred one (or than its protected window covers): evicting an 8-GPU gang for a 1-GPU job
+frees seven GPUs nobody asked for and sends a hard-to-place job back to the queue.
+Candidates arrive already filtered by the contracts (protected windows, strictly lower
+priority, reclaimable, never below deserved); the guard re-checks conditions that depend on
+earlier removals.
 """
 
 from __future__ import annotations
@@ -127,11 +128,10 @@ def find_victims(
     alone (cheap to tell, e.g. they hold as much as is missing); the first
     ``MAX_SINGLE_TRIES`` of them are tried one by one first (``_lone_victim``; the
     ``smallest_first`` order must keep the caller's leading criteria, e.g. priority, in
-    front of size). Otherwise a greedy pass runs in ``fewest_first`` order (e.g. biggest first) and
-    one in preference order; the smaller set wins, the preferred one on a tie: "fewest"
-    comes before "cheapest". On success
-    the victims stay removed on the statement (the caller commits); on failure the
-    statement is left as it was.
+    front of size). Otherwise a greedy pass runs in ``fewest_first`` order (e.g. biggest
+    first) and one in preference order; the smaller set wins, the preferred one on a tie:
+    "fewest" comes before "cheapest". On success the victims stay removed on the statement
+    (the caller commits); on failure the statement is left as it was.
     """
     candidates = _Replay(itertools.islice(candidates, MAX_CANDIDATES))
     if single is not None:
