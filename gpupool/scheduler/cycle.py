@@ -22,7 +22,7 @@ import gc
 import heapq
 import itertools
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -634,6 +634,56 @@ class Cycle:
 
         return key
 
+    def room_without(self, work: PendingWork) -> Callable[[Sequence[RunningWork]], bool]:
+        """A cheap necessary condition for a victim search: with every candidate gone, would
+        some assignment's whole-GPU pods find enough whole GPUs, node by node? CPU, memory,
+        GPU models, domains, holds and GPU health are left out, and a candidate's GPUs count
+        as freed whole, so it only ever says no when placement must fail. Pods sharing GPUs
+        (fractions) or asking none are not checked."""
+
+        def check(candidates: Sequence[RunningWork]) -> bool:
+            return not work.assignments or any(
+                self._whole_gpu_room(assignment, work.minimum, candidates)
+                for assignment in work.assignments
+            )
+
+        return check
+
+    def _whole_gpu_room(
+        self, assignment: Assignment, minimum: int, candidates: Sequence[RunningWork]
+    ) -> bool:
+        wanted: Counter[tuple[str, int]] = Counter()
+        for pod in assignment.pods[: max(minimum, 1)]:
+            if pod.shape.gpus == 0 or pod.shape.milli < MILLI:
+                return True
+            wanted[(pod.flavor, pod.shape.gpus)] += 1
+        cluster = self.cluster
+        freed: dict[str, int] | None = None  # GPUs the candidates hold, per node (lazily)
+        for (flavor, gpus), count in wanted.items():
+            room = 0
+            for key, names in cluster.classes.get(flavor, {}).items():
+                room += len(names) * (sum(1 for free in key[0] if free >= MILLI) // gpus)
+                if room >= count:
+                    break
+            if room >= count:
+                continue
+            if freed is None:
+                freed = {}
+                for victim in candidates:
+                    for placed in victim.pods:
+                        freed[placed.node] = freed.get(placed.node, 0) + len(placed.gpus)
+            for name, extra in freed.items():
+                if room >= count:
+                    break
+                node = self.nodes[name]
+                if node.flavor != flavor:
+                    continue
+                whole = sum(1 for free in cluster.state[name].gpu_free_milli if free >= MILLI)
+                room += min(node.gpus, whole + extra) // gpus - whole // gpus
+            if room < count:
+                return False
+        return True
+
     def allowance(self, victim: RunningWork) -> float:
         """GPU-hours of the victim's work its protected window covers: what its contract
         expects an eviction may throw away (a window is meant to reach a first checkpoint)."""
@@ -885,6 +935,7 @@ class SearchOrders:
     fewest_first: Callable[[RunningWork], tuple[int, ...]] | None = None
     smallest_first: Callable[[RunningWork], tuple[int, ...]] | None = None
     allowance: Callable[[RunningWork], float] = lambda _: 0.0
+    room: Callable[[Sequence[RunningWork]], bool] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -897,15 +948,17 @@ class VictimSearchStrategy:
 
 def _fewest_orders(cycle: Cycle, work: PendingWork, reclaimer: str | None) -> SearchOrders:
     """The product's: a lone victim if one is enough (the smallest), else the fewest."""
+    room = cycle.room_without(work)
     if reclaimer is None:
         return SearchOrders(
-            cycle.might_suffice(work), size_first, lowest_then_smallest, cycle.allowance
+            cycle.might_suffice(work), size_first, lowest_then_smallest, cycle.allowance, room
         )
     return SearchOrders(
         cycle.might_suffice(work),
         cycle.nearest_then_biggest(reclaimer),
         cycle.nearest_then_smallest(reclaimer),
         cycle.allowance,
+        room,
     )
 
 
@@ -952,6 +1005,7 @@ def preempt(cycle: Cycle) -> None:
                 fewest_first=search.fewest_first,
                 smallest_first=search.smallest_first,
                 allowance=search.allowance,
+                room=search.room,
             )
             if victims is None:
                 continue
@@ -1021,6 +1075,7 @@ def _reclaim_in(cycle: Cycle, queue: str, *, fair: bool, budget: int | None) -> 
             fewest_first=search.fewest_first,
             smallest_first=search.smallest_first,
             allowance=search.allowance,
+            room=search.room,
         )
         if victims is None:
             continue

@@ -121,6 +121,7 @@ def find_victims(
     fewest_first: Callable[[RunningWork], tuple[int, ...]] | None = None,
     smallest_first: Callable[[RunningWork], tuple[int, ...]] | None = None,
     allowance: Callable[[RunningWork], float] = lambda _: 0.0,
+    room: Callable[[Sequence[RunningWork]], bool] | None = None,
 ) -> list[RunningWork] | None:
     """A minimal set of victims after which ``fits`` holds, removed on ``statement``.
 
@@ -131,7 +132,9 @@ def find_victims(
     front of size). Otherwise a greedy pass runs in ``fewest_first`` order (e.g. biggest
     first) and one in preference order; the smaller set wins, the preferred one on a tie:
     "fewest" comes before "cheapest". On success the victims stay removed on the statement
-    (the caller commits); on failure the statement is left as it was.
+    (the caller commits); on failure the statement is left as it was. ``room`` is a cheap
+    necessary condition on the candidates (could the preemptor fit if every one of them
+    left?), checked before the greedy passes: a search it rules out would fail anyway.
     """
     candidates = _Replay(itertools.islice(candidates, MAX_CANDIDATES))
     if single is not None:
@@ -139,6 +142,8 @@ def find_victims(
         if chosen is not None:
             remove_workload(statement, chosen)
             return [chosen]
+    if room is not None and not room(list(candidates)):
+        return None
     biggest = None
     if fewest_first is not None:
         trial = statement.child()

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from scheduler_builders import CLASSES, at, check_invariants, scenario
 
 from gpupool.scheduler import plan
+from gpupool.scheduler.cycle import Cycle
 from gpupool.scheduler.scenario import Scenario, dump_plan, scenario_from_dict
 from gpupool.scheduler.synthetic import synthetic_snapshot
 
@@ -169,3 +170,28 @@ def test_a_synthetic_pool_keeps_the_invariants(seed: int) -> None:
     result = plan(snapshot, policy, now)
     assert result.admit and result.evict
     check_invariants(Scenario(snapshot, policy, now), result)
+
+
+def _plan_without_room_prune(loaded: Scenario) -> str:
+    """The plan with victim searches never ruled out by ``Cycle.room_without``."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Cycle, "room_without", lambda self, work: lambda candidates: True)
+        return dump_plan(plan(loaded.snapshot, loaded.policy, loaded.now))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(snapshots())
+def test_the_room_prune_never_changes_a_plan(data: dict[str, Any]) -> None:
+    """``room_without`` only skips victim searches that would fail: the plans are equal."""
+    loaded = scenario_from_dict(data)
+    assert dump_plan(plan(loaded.snapshot, loaded.policy, loaded.now)) == (
+        _plan_without_room_prune(loaded)
+    )
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+def test_the_room_prune_never_changes_a_synthetic_plan(seed: int) -> None:
+    """The same on the B1 generator at a small scale, where gangs wait for whole nodes."""
+    snapshot, policy, now = synthetic_snapshot(300, seed)
+    loaded = Scenario(snapshot, policy, now)
+    assert dump_plan(plan(snapshot, policy, now)) == _plan_without_room_prune(loaded)
