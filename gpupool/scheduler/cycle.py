@@ -33,6 +33,7 @@ from gpupool.scheduler.fragmentation import PodShape, ShapeDistribution
 from gpupool.scheduler.placement import Placer, PodRequest, count_placeable
 from gpupool.scheduler.preemption import (
     RunningWork,
+    SearchOrders,
     find_victims,
     held,
     lowest_then_smallest,
@@ -690,8 +691,9 @@ class Cycle:
         seconds = self.contracts.protected_runtime(victim.info)
         return sum(victim.need.values()) / MILLI * seconds / 3600
 
-    def might_suffice(self, work: PendingWork) -> Callable[[RunningWork], bool]:
-        """Whether one victim frees as many GPUs of each flavor as the preemptor lacks."""
+    def might_suffice(self, work: PendingWork) -> tuple[Callable[[RunningWork], bool], int]:
+        """Whether one victim frees as many GPUs of each flavor as the preemptor lacks, and
+        the fewest milli-GPUs such a victim can hold."""
         need = work.assignments[0].need if work.assignments else {}
         missing = {
             flavor: max(
@@ -704,7 +706,7 @@ class Cycle:
         def check(victim: RunningWork) -> bool:
             return all(victim.need.get(flavor, 0) >= amount for flavor, amount in missing.items())
 
-        return check
+        return check, sum(max(amount, 0) for amount in missing.values())
 
     def reserve(self, work: PendingWork, statement: Statement, victims: list[RunningWork]) -> bool:
         """Place the preemptor on what its victims free and hold it there; commit."""
@@ -928,17 +930,6 @@ def _attempt(cycle: Cycle, work: PendingWork) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class SearchOrders:
-    """What ``find_victims`` is given beyond the candidates (None: that pass is skipped)."""
-
-    single: Callable[[RunningWork], bool] | None = None
-    fewest_first: Callable[[RunningWork], tuple[int, ...]] | None = None
-    smallest_first: Callable[[RunningWork], tuple[int, ...]] | None = None
-    allowance: Callable[[RunningWork], float] = lambda _: 0.0
-    room: Callable[[Sequence[RunningWork]], bool] | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class VictimSearchStrategy:
     """``policy.victim_search``: the passes of the search, and what "recent" counts from."""
 
@@ -948,17 +939,19 @@ class VictimSearchStrategy:
 
 def _fewest_orders(cycle: Cycle, work: PendingWork, reclaimer: str | None) -> SearchOrders:
     """The product's: a lone victim if one is enough (the smallest), else the fewest."""
+    single, floor = cycle.might_suffice(work)
     room = cycle.room_without(work)
     if reclaimer is None:
         return SearchOrders(
-            cycle.might_suffice(work), size_first, lowest_then_smallest, cycle.allowance, room
+            single, size_first, lowest_then_smallest, cycle.allowance, room, lone_floor=floor
         )
     return SearchOrders(
-        cycle.might_suffice(work),
+        single,
         cycle.nearest_then_biggest(reclaimer),
         cycle.nearest_then_smallest(reclaimer),
         cycle.allowance,
         room,
+        lone_floor=floor,
     )
 
 
@@ -997,16 +990,7 @@ def preempt(cycle: Cycle) -> None:
             attempts += 1
             statement = Statement(cycle.cluster, cycle.quota)
             search = VICTIM_SEARCHES[cycle.policy.victim_search].orders(cycle, work, None)
-            victims = find_victims(
-                statement,
-                candidates,
-                cycle.fits(work),
-                single=search.single,
-                fewest_first=search.fewest_first,
-                smallest_first=search.smallest_first,
-                allowance=search.allowance,
-                room=search.room,
-            )
+            victims = find_victims(statement, candidates, cycle.fits(work), orders=search)
             if victims is None:
                 continue
             if cycle.reserve(work, statement, victims):
@@ -1071,11 +1055,7 @@ def _reclaim_in(cycle: Cycle, queue: str, *, fair: bool, budget: int | None) -> 
             cycle.reclaim_candidates(queue, flavor, among),
             cycle.fits(work),
             guard,
-            single=search.single,
-            fewest_first=search.fewest_first,
-            smallest_first=search.smallest_first,
-            allowance=search.allowance,
-            room=search.room,
+            orders=search,
         )
         if victims is None:
             continue

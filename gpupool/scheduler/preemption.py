@@ -64,6 +64,27 @@ class RunningWork:
     order: tuple[float, float, float, str] = (0.0, 0.0, 0.0, "")
 
 
+@dataclass(frozen=True, slots=True)
+class SearchOrders:
+    """How ``find_victims`` searches beyond the candidates' own order (None: pass skipped).
+
+    ``single`` marks candidates that might be enough alone, none of which holds fewer than
+    ``lone_floor`` milli-GPUs; ``smallest_first`` is (*tier, size) among them, ``allowance``
+    the GPU-hours a victim's contract lets it lose; ``fewest_first`` orders the biggest-first
+    pass; ``room`` is a cheap necessary condition on the candidates for any set to work.
+    """
+
+    single: Callable[[RunningWork], bool] | None = None
+    fewest_first: Callable[[RunningWork], tuple[int, ...]] | None = None
+    smallest_first: Callable[[RunningWork], tuple[int, ...]] | None = None
+    allowance: Callable[[RunningWork], float] = lambda _: 0.0
+    room: Callable[[Sequence[RunningWork]], bool] | None = None
+    lone_floor: int = 0
+
+
+GREEDY = SearchOrders()  # Kueue's: the preference-order pass alone
+
+
 def held(victim: RunningWork) -> int:
     """GPUs the victim holds (all flavors)."""
     return sum(victim.need.values())
@@ -117,37 +138,35 @@ def find_victims(
     candidates: Iterable[RunningWork],
     fits: Callable[[Statement], bool],
     guard: Callable[[RunningWork], bool] = lambda _: True,
-    single: Callable[[RunningWork], bool] | None = None,
-    fewest_first: Callable[[RunningWork], tuple[int, ...]] | None = None,
-    smallest_first: Callable[[RunningWork], tuple[int, ...]] | None = None,
-    allowance: Callable[[RunningWork], float] = lambda _: 0.0,
-    room: Callable[[Sequence[RunningWork]], bool] | None = None,
+    orders: SearchOrders = GREEDY,
 ) -> list[RunningWork] | None:
     """A minimal set of victims after which ``fits`` holds, removed on ``statement``.
 
-    ``candidates`` come in preference order. ``single`` marks the ones that might be enough
-    alone (cheap to tell, e.g. they hold as much as is missing); the first
+    ``candidates`` come in preference order. ``orders.single`` marks the ones that might be
+    enough alone (cheap to tell, e.g. they hold as much as is missing); the first
     ``MAX_SINGLE_TRIES`` of them are tried one by one first (``_lone_victim``; the
     ``smallest_first`` order must keep the caller's leading criteria, e.g. priority, in
     front of size). Otherwise a greedy pass runs in ``fewest_first`` order (e.g. biggest
     first) and one in preference order; the smaller set wins, the preferred one on a tie:
     "fewest" comes before "cheapest". On success the victims stay removed on the statement
-    (the caller commits); on failure the statement is left as it was. ``room`` is a cheap
-    necessary condition on the candidates (could the preemptor fit if every one of them
-    left?), checked before the greedy passes: a search it rules out would fail anyway.
+    (the caller commits); on failure the statement is left as it was. ``orders.room`` is a
+    cheap necessary condition on the candidates (could the preemptor fit if every one of
+    them left?), checked before the greedy passes: a search it rules out would fail anyway.
     """
     candidates = _Replay(itertools.islice(candidates, MAX_CANDIDATES))
-    if single is not None:
-        chosen = _lone_victim(statement, candidates, fits, guard, single, smallest_first, allowance)
+    if orders.single is not None:
+        chosen = _lone_victim(statement, candidates, fits, guard, orders)
         if chosen is not None:
             remove_workload(statement, chosen)
             return [chosen]
-    if room is not None and not room(list(candidates)):
+    if orders.room is not None and not orders.room(list(candidates)):
         return None
     biggest = None
-    if fewest_first is not None:
+    if orders.fewest_first is not None:
         trial = statement.child()
-        biggest = _greedy(trial, sorted(candidates, key=fewest_first), fits, guard, MAX_VICTIMS)
+        biggest = _greedy(
+            trial, sorted(candidates, key=orders.fewest_first), fits, guard, MAX_VICTIMS
+        )
         trial.discard()
     # The preference-order pass may only win with fewer victims; a prefix far longer than
     # the fewest-first set will not prune below it, so it is not pursued.
@@ -174,21 +193,23 @@ def _lone_victim(
     candidates: Iterable[RunningWork],
     fits: Callable[[Statement], bool],
     guard: Callable[[RunningWork], bool],
-    single: Callable[[RunningWork], bool],
-    smallest_first: Callable[[RunningWork], tuple[int, ...]] | None,
-    allowance: Callable[[RunningWork], float],
+    orders: SearchOrders,
 ) -> RunningWork | None:
-    """One victim that is enough alone, among the first ``MAX_SINGLE_TRIES`` that ``single``
-    and ``guard`` accept: the first in preference order -- or, with ``smallest_first``, a
-    smaller one that is also enough and would lose no more progress than that one, or no
-    more than its own ``allowance`` (the GPU-hours its protected window covers: the work its
-    contract expects it may lose). Fewer GPUs freed that nobody asked for, and no long
-    uncheckpointed run thrown away to spare a new one.
+    """One victim that is enough alone, among the first ``MAX_SINGLE_TRIES`` that
+    ``orders.single`` and ``guard`` accept: the first in preference order -- or, with
+    ``orders.smallest_first``, a smaller one that is also enough and would lose no more
+    progress than that one, or no more than its own ``orders.allowance`` (the GPU-hours its
+    protected window covers: the work its contract expects it may lose). Fewer GPUs freed
+    that nobody asked for, and no long uncheckpointed run thrown away to spare a new one.
 
     ``smallest_first`` is (*tier, size), and candidates come in tier order (priority; for
     reclaim tree distance and borrowed-first before it), so the scan stops at the first
-    candidate of a later tier than the preferred victim's.
+    candidate of a later tier than the preferred victim's, or at once when the preferred
+    victim is as small as a lone victim can be (``lone_floor``).
     """
+    single, smallest_first, allowance = orders.single, orders.smallest_first, orders.allowance
+    if single is None:
+        return None
 
     def enough(victim: RunningWork) -> bool:
         trial = statement.child()
@@ -218,7 +239,7 @@ def _lone_victim(
         tried += 1
         if enough(victim):
             preferred = victim
-            if smallest_first is None:
+            if smallest_first is None or held(victim) <= orders.lone_floor:
                 break
             bound = smallest_first(victim)
     if preferred is None or not smaller or smallest_first is None:
