@@ -165,6 +165,7 @@ class Cycle:
         ):
             self.running_by_queue[running.info.queue].append(running)
         self._queue_victims: dict[tuple[str, str], list[RunningWork]] = {}
+        self._lenders_memo: dict[tuple[str, str], list[str]] = {}
         self._borrow_marked: set[str] = set()
         self.all_running_by_queue: dict[str, list[RunningWork]] = defaultdict(list)
         for running in self.running.values():
@@ -659,28 +660,30 @@ class Cycle:
                 return True
             wanted[(pod.flavor, pod.shape.gpus)] += 1
         cluster = self.cluster
-        freed: dict[str, int] | None = None  # GPUs the candidates hold, per node (lazily)
         for (flavor, gpus), count in wanted.items():
             room = 0
             for key, names in cluster.classes.get(flavor, {}).items():
                 room += len(names) * (sum(1 for free in key[0] if free >= MILLI) // gpus)
                 if room >= count:
                     break
-            if room >= count:
-                continue
-            if freed is None:
-                freed = {}
-                for victim in candidates:
-                    for placed in victim.pods:
-                        freed[placed.node] = freed.get(placed.node, 0) + len(placed.gpus)
-            for name, extra in freed.items():
+            # Free the candidates one by one, node by node, until the pods would fit.
+            whole: dict[str, int] = {}
+            freed: dict[str, int] = {}
+            for victim in candidates:
                 if room >= count:
                     break
-                node = self.nodes[name]
-                if node.flavor != flavor:
-                    continue
-                whole = sum(1 for free in cluster.state[name].gpu_free_milli if free >= MILLI)
-                room += min(node.gpus, whole + extra) // gpus - whole // gpus
+                for placed in victim.pods:
+                    name = placed.node
+                    node = self.nodes[name]
+                    if node.flavor != flavor:
+                        continue
+                    if name not in whole:
+                        state = cluster.state[name].gpu_free_milli
+                        whole[name] = sum(1 for free in state if free >= MILLI)
+                        freed[name] = 0
+                    before = min(node.gpus, whole[name] + freed[name]) // gpus
+                    freed[name] += len(placed.gpus)
+                    room += min(node.gpus, whole[name] + freed[name]) // gpus - before
             if room < count:
                 return False
         return True
@@ -731,19 +734,28 @@ class Cycle:
         accepts), merged in preference order.
         """
         path = self.quota.path[reclaimer]
+        over_deserved_by = self.quota.over_deserved_by
         for depth, ancestor in enumerate(path[1:], start=1):
-            nearer = path[depth - 1]
             lists = [
                 self._victims_of(leaf, flavor)
-                for leaf in self.leaves_under[ancestor]
-                if nearer not in self.quota.path[leaf]
-                and self.queues[leaf].reclaimable
-                and self.quota.over_deserved_by(leaf, flavor) > 0
-                and (among is None or among(leaf))
+                for leaf in self._lenders(ancestor, path[depth - 1])
+                if over_deserved_by(leaf, flavor) > 0 and (among is None or among(leaf))
             ]
             for victim in heapq.merge(*lists, key=_reclaim_key):
                 if victim.name not in self.evicted:
                     yield victim
+
+    def _lenders(self, ancestor: str, nearer: str) -> list[str]:
+        """Reclaimable leaves under ``ancestor`` but not under ``nearer`` (fixed in a cycle)."""
+        memo = (ancestor, nearer)
+        leaves = self._lenders_memo.get(memo)
+        if leaves is None:
+            leaves = self._lenders_memo[memo] = [
+                leaf
+                for leaf in self.leaves_under[ancestor]
+                if nearer not in self.quota.path[leaf] and self.queues[leaf].reclaimable
+            ]
+        return leaves
 
     def _victims_of(self, queue: str, flavor: str) -> list[RunningWork]:
         """A queue's evictable workloads holding ``flavor``: borrowers first, then cheapest."""
