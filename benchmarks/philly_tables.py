@@ -11,17 +11,13 @@ import json
 import sys
 from typing import Any
 
-from gpupool.simulation.queueing_metrics import describe_worse_than_alone
+from gpupool.simulation.queueing_metrics import describe_ratio, describe_worse_than_alone
 
 HOUR = 3600.0
 
 
 def _hours(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds / HOUR:.2f}"
-
-
-def _ratio(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
 
 
 def policy_table(doc: dict[str, Any]) -> list[str]:
@@ -39,7 +35,7 @@ def policy_table(doc: dict[str, Any]) -> list[str]:
             f"| {m['wait_mean_s'] / HOUR:.2f} h | {m['wait_p99_s'] / HOUR:.2f} h "
             f"| {100 * m['utilisation']:.1f}% | {m['preemptions']} "
             f"| {m['gpu_hours_lost']:.1f} ({100 * m['gpu_hours_lost_fraction']:.3f}%) | {verdict} "
-            f"| {_ratio(m.get('finish_time_fairness_max'))} |"
+            f"| {describe_ratio(m.get('finish_time_fairness_max'))} |"
         )
     return rows
 

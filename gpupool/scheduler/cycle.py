@@ -107,6 +107,9 @@ def prefix_need(pods: list[PodRequest], count: int) -> dict[str, int]:
     return need
 
 
+VictimKey = Callable[[RunningWork], tuple[int, ...]]
+
+
 class Cycle:
     """The state one cycle works on, shared by its phases."""
 
@@ -617,24 +620,19 @@ class Cycle:
 
         return distance
 
-    def nearest_then_biggest(self, reclaimer: str) -> Callable[[RunningWork], tuple[int, ...]]:
-        """Order for reclaim's fewest-victims pass: nearest in the tree, then biggest."""
+    def reclaim_orders(self, reclaimer: str) -> tuple[VictimKey, VictimKey]:
+        """Reclaim's two size orders, on one tree-distance memo: for the fewest-victims
+        pass, nearest in the tree then biggest; among lone victims, the candidates' own
+        order (nearest, borrowed first, lowest priority) then fewest GPUs held."""
         distance = self.tree_distance(reclaimer)
 
-        def key(victim: RunningWork) -> tuple[int, ...]:
+        def nearest_then_biggest(victim: RunningWork) -> tuple[int, ...]:
             return (distance(victim), *size_first(victim))
 
-        return key
-
-    def nearest_then_smallest(self, reclaimer: str) -> Callable[[RunningWork], tuple[int, ...]]:
-        """Order among reclaim's lone victims: the candidates' own order (nearest in the
-        tree, borrowed first, lowest priority), then fewest GPUs held."""
-        distance = self.tree_distance(reclaimer)
-
-        def key(victim: RunningWork) -> tuple[int, ...]:
+        def nearest_then_smallest(victim: RunningWork) -> tuple[int, ...]:
             return (distance(victim), not victim.borrowed, victim.value, held(victim))
 
-        return key
+        return nearest_then_biggest, nearest_then_smallest
 
     def room_without(self, work: PendingWork) -> Callable[[Sequence[RunningWork]], bool]:
         """A cheap necessary condition for a victim search: with every candidate gone, would
@@ -957,14 +955,8 @@ def _fewest_orders(cycle: Cycle, work: PendingWork, reclaimer: str | None) -> Se
         return SearchOrders(
             single, size_first, lowest_then_smallest, cycle.allowance, room, lone_floor=floor
         )
-    return SearchOrders(
-        single,
-        cycle.nearest_then_biggest(reclaimer),
-        cycle.nearest_then_smallest(reclaimer),
-        cycle.allowance,
-        room,
-        lone_floor=floor,
-    )
+    biggest, smallest = cycle.reclaim_orders(reclaimer)
+    return SearchOrders(single, biggest, smallest, cycle.allowance, room, lone_floor=floor)
 
 
 def _greedy_orders(cycle: Cycle, work: PendingWork, reclaimer: str | None) -> SearchOrders:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from gpupool.simulation.philly import DEFAULT_QUEUE_WEIGHTS, POLICIES, QUEUE_WEIGHTS
-from gpupool.simulation.queueing_metrics import describe_worse_than_alone
+from gpupool.simulation.queueing_metrics import describe_ratio, describe_worse_than_alone
 
 HOUR_S = 3600.0
 
@@ -126,10 +126,6 @@ def _hours(seconds: float) -> str:
     return f"{seconds / HOUR_S:,.2f}"
 
 
-def _ratio(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
-
-
 def _print_philly(document: dict[str, Any], stdout: TextIO) -> None:
     """The per-policy table and the per-tenant sharing-incentive table."""
     from rich.console import Console
@@ -168,7 +164,7 @@ def _print_philly(document: dict[str, Any], stdout: TextIO) -> None:
             f"{entry['gpu_hours_lost']:,.0f}",
             f"{entry['gpu_hours_lost_fraction']:.2%}",
             describe_worse_than_alone(entry["tenants_worse_than_alone"]),
-            _ratio(entry.get("finish_time_fairness_max")),
+            describe_ratio(entry.get("finish_time_fairness_max")),
         )
     console.print(table)
     tenants = Table(title="mean wait per tenant (hours): shared vs alone on its deserved share")

@@ -44,6 +44,11 @@ def mean(values: Sequence[float]) -> float:
     return float(np.mean(np.asarray(values, dtype=float))) if values else 0.0
 
 
+def describe_ratio(value: float | None) -> str:
+    """A ratio for a table cell: two decimals, or "-" when it was not measured."""
+    return "-" if value is None else f"{value:.2f}"
+
+
 def describe_worse_than_alone(tenants: Sequence[str] | None) -> str:
     """The sharing-incentive verdict for a table cell: the tenants, "none", or "not run"."""
     if tenants is None:
@@ -102,14 +107,10 @@ class TenantMetrics:
             "jct_mean_s": round(self.jct_mean_s, 1),
             "preemptions": self.preemptions,
             "gpu_hours_lost": round(self.gpu_hours_lost, 2),
-            "alone_wait_mean_s": (
-                None if self.alone_wait_mean_s is None else round(self.alone_wait_mean_s, 1)
-            ),
+            "alone_wait_mean_s": _rounded(self.alone_wait_mean_s, 1),
             "worse_than_alone": self.worse_than_alone,
-            "alone_jct_mean_s": (
-                None if self.alone_jct_mean_s is None else round(self.alone_jct_mean_s, 1)
-            ),
-            "finish_time_fairness": _rounded(self.finish_time_fairness),
+            "alone_jct_mean_s": _rounded(self.alone_jct_mean_s, 1),
+            "finish_time_fairness": _rounded(self.finish_time_fairness, 4),
         }
 
 
@@ -174,13 +175,13 @@ class PolicyMetrics:
             "cycles": self.cycles,
             "plan_s": round(self.plan_s, 2),
             "tenants_worse_than_alone": self.tenants_worse_than_alone,
-            "finish_time_fairness_max": _rounded(self.finish_time_fairness_max),
+            "finish_time_fairness_max": _rounded(self.finish_time_fairness_max, 4),
             "tenants": {name: t.to_json() for name, t in self.tenants.items()},
         }
 
 
-def _rounded(value: float | None) -> float | None:
-    return None if value is None else round(value, 4)
+def _rounded(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
 
 
 def tenant_of(cluster: ClusterSetup) -> dict[str, str]:
