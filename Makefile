@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help venv demo serve test lint format typecheck check services k8s-build k8s-up k8s-down bench clean
+.PHONY: help venv native demo serve test lint format typecheck check services k8s-build k8s-up k8s-down bench clean
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -19,6 +19,9 @@ $(STAMP): pyproject.toml
 	@touch $@
 
 venv: $(STAMP) ## Create .venv and install gpupool with its dev tools
+
+native: $(STAMP) ## Compile the decision core with mypyc into build/native (used when present; needs a C compiler)
+	$(PY) hack/build_native.py
 
 demo: $(STAMP) ## Run the product on 127.0.0.1:8000 with SQLite, seeded demo data and the simulated cluster
 	$(PY) manage.py migrate --noinput
@@ -55,8 +58,8 @@ k8s-up: $(STAMP) k8s-build ## Start etcd, kube-apiserver and KWOK with fake GPU 
 k8s-down: $(STAMP) ## Stop what k8s-up started
 	$(PY) -m hack.k8s_plane down
 
-bench: $(STAMP) ## Benchmark B1: one scheduling cycle at 5,000 nodes
+bench: native ## Benchmark B1: one scheduling cycle at 5,000 nodes (compiled core)
 	$(PY) manage.py gpupool bench cycle --json
 
-clean: ## Remove the virtualenv, caches and the SQLite database
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache db.sqlite3 staticfiles
+clean: ## Remove the virtualenv, the compiled core, caches and the SQLite database
+	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache db.sqlite3 staticfiles

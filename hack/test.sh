@@ -34,8 +34,14 @@ step "django checks"
 $PY manage.py check
 $PY manage.py makemigrations --check --dry-run
 
-step "pytest on PostgreSQL"
-$VENV/bin/pytest -p no:cacheprovider
+step "native decision core (mypyc; rebuilt only when the core's sources change)"
+$PY hack/build_native.py --require
+
+step "pytest on PostgreSQL (compiled core)"
+GPUPOOL_EXPECT_NATIVE=1 $VENV/bin/pytest -p no:cacheprovider
+
+step "decision core tests on plain Python"
+GPUPOOL_PURE_CORE=1 $VENV/bin/pytest -p no:cacheprovider -q tests/scheduler
 
 step "pytest smoke on SQLite"
 env -u DATABASE_URL -u REDIS_URL $VENV/bin/pytest -p no:cacheprovider -q -m "not k8s and not browser and not slow" tests --ignore=tests/scheduler --ignore=tests/simulation

@@ -2,7 +2,8 @@
 
 Builds the seeded synthetic pool of BENCHMARKS.md B1 (``--nodes``, default 5,000; pending
 and running work scale alike), runs ``plan()`` once to warm up and then ``--runs`` times,
-and reports the median wall time, every run, the CPU time, and the process's peak RSS.
+and reports the median wall time, every run, the CPU time, and the process's peak RSS, and
+whether the core ran compiled (``native_core``: ``make native``) or as plain Python.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import sys
 import time
 from typing import Any, TextIO
 
-from gpupool.scheduler import plan
+from gpupool.scheduler import NATIVE, plan
 from gpupool.scheduler.synthetic import synthetic_snapshot
 
 HELP = "Benchmarks of the decision core (B1: one scheduling cycle at scale)"
@@ -74,6 +75,7 @@ def bench_cycle(nodes: int, runs: int, seed: int) -> dict[str, Any]:
         "build_s": round(build_s, 3),
         "peak_rss_mib": round(peak_rss_mib(), 1),
         "python": platform.python_version(),
+        "native_core": NATIVE,
     }
 
 
@@ -89,6 +91,7 @@ def run(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
         stdout.write(
             f"B1 cycle: {figures['nodes']} nodes, {figures['running']} running, "
             f"{figures['pending']} pending: median {figures['median_s']} s "
-            f"(cpu {figures['median_cpu_s']} s), peak RSS {figures['peak_rss_mib']} MiB\n"
+            f"(cpu {figures['median_cpu_s']} s), peak RSS {figures['peak_rss_mib']} MiB, "
+            f"{'compiled' if NATIVE else 'plain Python'} core\n"
         )
     return 0

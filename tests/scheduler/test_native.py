@@ -1,0 +1,110 @@
+"""The compiled core (``make native``) is the core: it loads only for its own sources and
+plans exactly like the plain-Python one."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import gpupool.scheduler as core
+from gpupool.scheduler import native
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SCENARIOS = REPO_ROOT.parent / "shared" / "scenarios"
+
+# Prints a digest of the plans of every shared scenario and three B1-generator pools.
+PLANS = """
+import hashlib, sys
+from pathlib import Path
+import gpupool.scheduler as core
+from gpupool.scheduler import plan
+from gpupool.scheduler.scenario import dump_plan, load_scenario
+from gpupool.scheduler.synthetic import synthetic_snapshot
+digest = hashlib.sha256()
+for path in sorted(Path(sys.argv[1]).glob("*.json")):
+    if not path.name.endswith(".expect.json"):
+        loaded = load_scenario(path)
+        digest.update(dump_plan(plan(loaded.snapshot, loaded.policy, loaded.now)).encode())
+for seed in (1, 2, 3):
+    snapshot, policy, now = synthetic_snapshot(400, seed)
+    digest.update(dump_plan(plan(snapshot, policy, now)).encode())
+print(core.NATIVE, digest.hexdigest())
+"""
+
+
+def plans_digest(*, pure: bool) -> tuple[str, str]:
+    """(NATIVE as printed, digest of the plans) from a fresh interpreter."""
+    env = {k: v for k, v in os.environ.items() if k != "GPUPOOL_PURE_CORE"}
+    if pure:
+        env["GPUPOOL_PURE_CORE"] = "1"
+    out = subprocess.run(
+        [sys.executable, "-c", PLANS, str(SCENARIOS)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO_ROOT,
+        env=env,
+    ).stdout.split()
+    return out[0], out[1]
+
+
+@pytest.mark.skipif(
+    not os.environ.get("GPUPOOL_EXPECT_NATIVE"), reason="only where make test built the core"
+)
+def test_the_compiled_core_is_loaded_where_it_was_built() -> None:
+    """``make test`` builds the core, so the suite runs (and B1 is timed) on the compiled one."""
+    import gpupool.scheduler.cycle as cycle
+
+    assert core.NATIVE
+    assert Path(cycle.__file__).suffix == ".so"
+    assert Path(cycle.__file__).is_relative_to(native.build_dir())
+
+
+@pytest.mark.skipif(not core.NATIVE, reason="the core is not compiled here (make native)")
+def test_the_compiled_core_plans_exactly_like_its_sources() -> None:
+    """Every shared scenario and three generated pools give byte-identical plans."""
+    compiled = plans_digest(pure=False)
+    plain = plans_digest(pure=True)
+    assert compiled[0] == "True" and plain[0] == "False"
+    assert compiled[1] == plain[1]
+
+
+def test_the_build_key_follows_every_compiled_source(tmp_path: Path) -> None:
+    """Changing any compiled module's source changes the key: a stale build never loads."""
+    for name in native.COMPILED_MODULES:
+        shutil.copy(native.PACKAGE_DIR / f"{name}.py", tmp_path / f"{name}.py")
+    key = native.source_key(tmp_path)
+    assert key == native.source_key()
+    for name in ("cycle", "types"):
+        source = tmp_path / f"{name}.py"
+        original = source.read_bytes()
+        source.write_bytes(original + b"\n")
+        assert native.source_key(tmp_path) != key
+        source.write_bytes(original)
+    assert native.source_key(tmp_path) == key
+
+
+def test_without_a_matching_build_the_core_runs_as_python(tmp_path: Path) -> None:
+    """An empty build folder, or a build of other sources, leaves the plain-Python core."""
+    other = tmp_path / ("0" * 24)  # a build of other sources
+    other.mkdir()
+    (other / native.BUILT_MARKER).write_text("nothing__mypyc\n")
+    code = (
+        "import gpupool.scheduler as c, gpupool.scheduler.cycle as m; print(c.NATIVE, m.__file__)"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "GPUPOOL_PURE_CORE"}
+    env["GPUPOOL_NATIVE_DIR"] = str(tmp_path)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO_ROOT,
+        env=env,
+    ).stdout.split()
+    assert out == ["False", str(native.PACKAGE_DIR / "cycle.py")]
