@@ -23,6 +23,7 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from types import MappingProxyType
 
 MILLI_PER_GPU = 1000
 
@@ -38,8 +39,15 @@ CPU_STRAND_WEIGHT = 10.0
 CPU_ONLY_STRAND_WEIGHT = 0.1
 # ... plus this weight times the growth of the expected idle remainder of the GPUs the pod
 # takes (`remainder_waste`): GPU-sharing pods stack where what is left is likely to be filled.
-# On openb default (10 seeds) 0.3 gains 0.07 points and 1 loses 0.13.
-REMAINDER_WEIGHT = 0.3
+# With scarce fillers left out of the table (`SCARCE_FILLER_RATIO`), 3..10 gain 0.15-0.2
+# points on openb default over 0.3 (docs/benchmarks.md, B2).
+REMAINDER_WEIGHT = 5.0
+# A single-GPU size counts as a filler in `remainder_waste_table` only if its supply -- how often
+# it arrives per placement the table's own filling model asks of it (`filler_supply`) -- is at
+# least this fraction of the best-supplied size's. On openb this leaves out the 160-milli pods:
+# they are the only fit for the 190 milli beside an 810-milli pod, which arrives 20 times as
+# often, so counting on them made that gap look nearly free.
+SCARCE_FILLER_RATIO = 0.1
 # Costs are rounded to a millionth of a milli-GPU, so equal placements compare equal whatever
 # order their fragments were summed in (the vectorised simulator sums differently).
 COST_DECIMALS = 6
@@ -328,21 +336,17 @@ def cpu_stranded_milli(
     return max(0.0, node.free_milli - node.cpu_free_milli / ratio)
 
 
-@lru_cache(maxsize=256)
-def remainder_waste_table(dist: ShapeDistribution) -> tuple[float, ...]:
-    """`remainder_waste` of a GPU with r milli free, for r = 0..1000.
-
-    Single-GPU pods (fractions and whole GPUs) of the distribution keep arriving, each in
-    proportion to its weight; one that fits the GPU's remainder lands on it, one that does not
-    goes elsewhere. The value is the expected milli the GPU is left with when nothing fits any
-    more: r itself when no single-GPU shape fits r, else the weighted mean over the fitting
-    shapes m of the value at r - m. GPU-model restrictions are ignored.
-    """
+def _single_gpu_weights(dist: ShapeDistribution) -> dict[int, float]:
+    """Weight of each per-GPU size among the distribution's single-GPU shapes."""
     weights: dict[int, float] = {}
     for shape, weight in dist.shapes:
         if shape.gpus == 1:
             weights[shape.milli] = weights.get(shape.milli, 0.0) + weight
-    sizes = sorted(weights.items())
+    return weights
+
+
+def _fill_table(sizes: list[tuple[int, float]]) -> list[float]:
+    """Expected final idle milli of a GPU with r free when `sizes` (milli, weight) fill it."""
     table = [0.0] * (MILLI_PER_GPU + 1)
     for free in range(1, MILLI_PER_GPU + 1):
         total = expected = 0.0
@@ -352,7 +356,58 @@ def remainder_waste_table(dist: ShapeDistribution) -> tuple[float, ...]:
             total += weight
             expected += weight * table[free - milli]
         table[free] = expected / total if total > 0 else float(free)
-    return tuple(table)
+    return table
+
+
+@lru_cache(maxsize=256)
+def filler_supply(dist: ShapeDistribution) -> Mapping[int, float]:
+    """Per single-GPU size: its weight over how often the random filling of a GPU places it.
+
+    Starting from one whole GPU, the single-GPU sizes land in proportion to their weight among
+    those that fit what is left (the model of `remainder_waste_table`); a size the model
+    places far more often than it arrives -- a small pod that is the only fit for the gap
+    beside a common large one -- cannot fill the gaps the model counts on it for. Only ratios
+    between sizes matter.
+    """
+    weights = _single_gpu_weights(dist)
+    sizes = sorted(weights.items())
+    visits = [0.0] * (MILLI_PER_GPU + 1)
+    visits[MILLI_PER_GPU] = 1.0
+    placed = dict.fromkeys(weights, 0.0)
+    for free in range(MILLI_PER_GPU, 0, -1):
+        fitting = [(milli, weight) for milli, weight in sizes if milli <= free]
+        total = sum(weight for _, weight in fitting)
+        if not visits[free] or total <= 0:
+            continue
+        for milli, weight in fitting:
+            share = visits[free] * weight / total
+            placed[milli] += share
+            visits[free - milli] += share
+    return MappingProxyType(
+        {milli: weights[milli] / placed[milli] for milli in weights if placed[milli] > 0}
+    )
+
+
+@lru_cache(maxsize=256)
+def remainder_waste_table(dist: ShapeDistribution) -> tuple[float, ...]:
+    """`remainder_waste` of a GPU with r milli free, for r = 0..1000.
+
+    Single-GPU pods (fractions and whole GPUs) of the distribution keep arriving, each in
+    proportion to its weight; one that fits the GPU's remainder lands on it, one that does not
+    goes elsewhere. The value is the expected milli the GPU is left with when nothing fits any
+    more: r itself when no single-GPU shape fits r, else the weighted mean over the fitting
+    shapes m of the value at r - m. Scarce sizes (`filler_supply` below `SCARCE_FILLER_RATIO`
+    of the best) are not counted on as fillers. GPU-model restrictions are ignored.
+    """
+    weights = _single_gpu_weights(dist)
+    supply = filler_supply(dist)
+    best = max(supply.values(), default=0.0)
+    sizes = sorted(
+        (milli, weight)
+        for milli, weight in weights.items()
+        if supply.get(milli, 0.0) >= SCARCE_FILLER_RATIO * best
+    )
+    return tuple(_fill_table(sizes))
 
 
 def remainder_waste(free_milli: int, dist: ShapeDistribution) -> float:

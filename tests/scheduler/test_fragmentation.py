@@ -3,6 +3,7 @@
 import pytest
 
 from gpupool.scheduler.fragmentation import (
+    REMAINDER_WEIGHT,
     FragmentKind,
     NodeState,
     PodShape,
@@ -10,6 +11,7 @@ from gpupool.scheduler.fragmentation import (
     best_placement,
     classify,
     cpu_stranded_milli,
+    filler_supply,
     fits,
     node_fragmentation,
     pick_gpus,
@@ -162,9 +164,10 @@ def test_sharing_pod_takes_its_cheapest_gpu() -> None:
     assert best[0] == (2,)
     assert pick_gpus(state, small, dist) == (2,)
     # Fragmentation -300; the remainder term: only 700-milli pods arrive, so a GPU with 300
-    # free stays at 300 and one with 0 at 0: 0.3 x (0 - 300) = -90.
-    assert best[1] == pytest.approx(-390)
-    assert placement_cost(state, small, dist) == pytest.approx(-390)
+    # free stays at 300 and one with 0 at 0: REMAINDER_WEIGHT x (0 - 300).
+    expected = -300 + REMAINDER_WEIGHT * -300
+    assert best[1] == pytest.approx(expected)
+    assert placement_cost(state, small, dist) == pytest.approx(expected)
 
 
 def test_typical_keeps_popular_shapes_up_to_coverage() -> None:
@@ -224,15 +227,36 @@ def test_remainder_term_decides_the_gpu() -> None:
     """Free (1000, 500), a 500-milli pod, shapes 300 and 500 (no CPU asked: no stranding).
 
     Either GPU leaves no fragment for 300 or 500 (growth 0), so FGD alone would take GPU 0.
-    The remainder term: GPU 1 goes 500 -> 0, 0.3 x (0 - 100) = -30; GPU 0 goes 1000 -> 500,
-    with W(1000) = (W(700) + W(500)) / 2 = 125 here: 0.3 x (100 - 125) = -7.5. GPU 1 wins.
+    The remainder term: GPU 1 goes 500 -> 0, REMAINDER_WEIGHT x (0 - 100); GPU 0 goes
+    1000 -> 500, with W(1000) = (W(700) + W(500)) / 2 = 125 here: REMAINDER_WEIGHT x
+    (100 - 125). GPU 1 wins.
     """
     dist = ShapeDistribution.from_counts({PodShape(1, 300): 1, PodShape(1, 500): 1})
     state = node(1000, 500)
     best = best_placement(state, HALF, dist)
     assert best is not None
-    assert best == ((1,), pytest.approx(-30))
-    assert placement_cost(state, HALF, dist) == pytest.approx(-30)
+    assert best == ((1,), pytest.approx(REMAINDER_WEIGHT * -100))
+    assert placement_cost(state, HALF, dist) == pytest.approx(REMAINDER_WEIGHT * -100)
+
+
+def test_scarce_fillers_are_not_counted_on() -> None:
+    """A small size that is the only fit beside a common large one is left out of the table.
+
+    Whole GPUs (weight 50), 810 (weight 20), 160 (weight 1): the random filling places a 160
+    beside nearly every 810, twenty times as often as 160s arrive, so the 190 milli an 810
+    leaves stays idle in the table; with 160s as common as 810s it would be filled.
+    """
+    scarce = ShapeDistribution.from_counts(
+        {PodShape(1): 50, PodShape(1, 810): 20, PodShape(1, 160): 1}
+    )
+    supply = filler_supply(scarce)
+    assert supply[160] < 0.1 * max(supply.values())
+    assert remainder_waste(190, scarce) == 190
+    assert remainder_waste(1000, scarce) == pytest.approx(20 / 70 * 190)
+    common = ShapeDistribution.from_counts(
+        {PodShape(1): 50, PodShape(1, 810): 20, PodShape(1, 160): 20}
+    )
+    assert remainder_waste(190, common) == 30
 
 
 def test_cpu_stranded_with_cpu_only_pods_by_hand() -> None:
