@@ -42,7 +42,7 @@ setup(
 
 def compiler_missing() -> str | None:
     """Why mypyc cannot build here, or None."""
-    compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    compiler = (os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc").split()[0]
     if shutil.which(compiler) is None:
         return f"no C compiler ({compiler})"
     try:

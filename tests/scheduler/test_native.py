@@ -108,3 +108,22 @@ def test_without_a_matching_build_the_core_runs_as_python(tmp_path: Path) -> Non
         env=env,
     ).stdout.split()
     assert out == ["False", str(native.PACKAGE_DIR / "cycle.py")]
+
+
+@pytest.mark.parametrize(("flags", "exit_code"), [((), 0), (("--require",), 1)])
+def test_without_a_c_compiler_the_build_says_so(
+    tmp_path: Path, flags: tuple[str, ...], exit_code: int
+) -> None:
+    """A bare machine: nothing is built, the core stays Python; only --require fails."""
+    env = {k: v for k, v in os.environ.items() if k != "GPUPOOL_PURE_CORE"}
+    env.update(CC=str(tmp_path / "no-such-cc"), GPUPOOL_NATIVE_DIR=str(tmp_path / "native"))
+    done = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "hack" / "build_native.py"), *flags],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+    )
+    assert done.returncode == exit_code
+    assert "no C compiler" in done.stderr and "plain Python" in done.stderr
+    assert not (tmp_path / "native").exists()
