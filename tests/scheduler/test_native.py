@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 
 import pytest
@@ -127,3 +128,26 @@ def test_without_a_c_compiler_the_build_says_so(
     assert done.returncode == exit_code
     assert "no C compiler" in done.stderr and "plain Python" in done.stderr
     assert not (tmp_path / "native").exists()
+
+
+def test_a_damaged_build_warns_and_runs_python(tmp_path: Path) -> None:
+    """A build folder for these sources whose library cannot load: a warning, plain Python."""
+    build = tmp_path / native.source_key()
+    build.mkdir()
+    (build / native.BUILT_MARKER).write_text("broken__mypyc\n")
+    (build / f"broken__mypyc{EXTENSION_SUFFIXES[0]}").write_bytes(b"not a library")
+    code = (
+        "import gpupool.scheduler as c, gpupool.scheduler.cycle as m; print(c.NATIVE, m.__file__)"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "GPUPOOL_PURE_CORE"}
+    env["GPUPOOL_NATIVE_DIR"] = str(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO_ROOT,
+        env=env,
+    )
+    assert done.stdout.split() == ["False", str(native.PACKAGE_DIR / "cycle.py")]
+    assert "compiled core" in done.stderr and "not loaded" in done.stderr
