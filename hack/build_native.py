@@ -2,10 +2,13 @@
 
     python hack/build_native.py [--require] [--force]
 
-Does nothing when a build of the current sources exists. Without a C compiler or mypyc it
-says so and exits 0 -- the core then runs as plain Python -- unless ``--require`` is given
-(``make test`` requires it, so CI always tests the compiled core it benchmarks). Builds of
-older sources are removed. See ``gpupool/scheduler/native.py`` for how the build is loaded.
+Does nothing when a build of the current sources exists; copies it from the cache outside
+the checkout (``$GPUPOOL_CACHE``, default ``~/.cache/gpupool``, folder ``native/<key>``) when
+an earlier checkout built the same sources, so CI's clean clones compile only when the core
+changed. Without a C compiler or mypyc it says so and exits 0 -- the core then runs as plain
+Python -- unless ``--require`` is given (``make test`` requires it, so CI always tests the
+compiled core it benchmarks). Builds of older sources are removed from the checkout; the
+cache keeps the newest few. See ``gpupool/scheduler/native.py`` for how a build is loaded.
 """
 
 from __future__ import annotations
@@ -40,6 +43,27 @@ setup(
 """
 
 
+CACHE_KEEP = 4  # builds kept in the cache, newest first
+
+
+def cache_root() -> Path:
+    """Builds shared by checkouts: $GPUPOOL_CACHE (or ~/.cache/gpupool)/native."""
+    base = os.environ.get("GPUPOOL_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "gpupool"
+    )
+    return Path(base) / "native"
+
+
+def install(source: Path, target: Path) -> None:
+    """Copy a finished build to ``target``, replacing it whole (no half-copied build)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.with_name(target.name + ".new")
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(source, staging)
+    shutil.rmtree(target, ignore_errors=True)
+    os.replace(staging, target)
+
+
 def compiler_missing() -> str | None:
     """Why mypyc cannot build here, or None."""
     compiler = (os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc").split()[0]
@@ -55,7 +79,6 @@ def compiler_missing() -> str | None:
 def build(target: Path) -> None:
     """Compile the current sources into ``target`` (replaced whole, marker written last)."""
     key = native.source_key()
-    target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="gpupool-native-") as scratch:
         source = Path(scratch) / "src"
         (source / "gpupool" / "scheduler").mkdir(parents=True)
@@ -83,11 +106,7 @@ def build(target: Path) -> None:
         if len(libraries) != 1:
             raise SystemExit(f"expected one mypyc shared library, found {libraries}")
         (output / native.BUILT_MARKER).write_text(libraries[0].name.split(".")[0] + "\n")
-        staging = target.with_name(target.name + ".new")
-        shutil.rmtree(staging, ignore_errors=True)
-        shutil.copytree(output, staging)
-        shutil.rmtree(target, ignore_errors=True)
-        os.replace(staging, target)
+        install(output, target)
 
 
 def main() -> int:
@@ -100,16 +119,31 @@ def main() -> int:
     if (target / native.BUILT_MARKER).is_file() and not args.force:
         print(f"native core: up to date ({target})")
         return 0
-    missing = compiler_missing()
-    if missing is not None:
-        print(f"native core: not built, {missing}; the core runs as plain Python", file=sys.stderr)
-        return 1 if args.require else 0
-    print("native core: compiling the decision core with mypyc (a minute or two)...", flush=True)
     started = time.monotonic()
-    build(target)
+    cached = cache_root() / target.name
+    if (cached / native.BUILT_MARKER).is_file() and not args.force:
+        install(cached, target)
+        os.utime(cached)  # recently used: the cache keeps the newest
+        how = "copied from the cache"
+    else:
+        missing = compiler_missing()
+        if missing is not None:
+            print(
+                f"native core: not built, {missing}; the core runs as plain Python", file=sys.stderr
+            )
+            return 1 if args.require else 0
+        print(
+            "native core: compiling the decision core with mypyc (a minute or two)...", flush=True
+        )
+        build(target)
+        install(target, cached)
+        how = "built"
     for old in target.parent.iterdir():
         if old != target:
             shutil.rmtree(old, ignore_errors=True)
+    by_age = sorted(cache_root().iterdir(), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in by_age[CACHE_KEEP:]:
+        shutil.rmtree(old, ignore_errors=True)
     check = subprocess.run(
         [
             sys.executable,
@@ -122,7 +156,7 @@ def main() -> int:
     )
     if check.returncode != 0:
         raise SystemExit(f"built {target} but gpupool.scheduler does not load it")
-    print(f"native core: built in {time.monotonic() - started:.0f} s ({target})")
+    print(f"native core: {how} in {time.monotonic() - started:.0f} s ({target})")
     return 0
 
 

@@ -117,7 +117,11 @@ def test_without_a_c_compiler_the_build_says_so(
 ) -> None:
     """A bare machine: nothing is built, the core stays Python; only --require fails."""
     env = {k: v for k, v in os.environ.items() if k != "GPUPOOL_PURE_CORE"}
-    env.update(CC=str(tmp_path / "no-such-cc"), GPUPOOL_NATIVE_DIR=str(tmp_path / "native"))
+    env.update(
+        CC=str(tmp_path / "no-such-cc"),
+        GPUPOOL_NATIVE_DIR=str(tmp_path / "native"),
+        GPUPOOL_CACHE=str(tmp_path / "cache"),
+    )
     done = subprocess.run(
         [sys.executable, str(REPO_ROOT / "hack" / "build_native.py"), *flags],
         capture_output=True,
@@ -151,3 +155,25 @@ def test_a_damaged_build_warns_and_runs_python(tmp_path: Path) -> None:
     )
     assert done.stdout.split() == ["False", str(native.PACKAGE_DIR / "cycle.py")]
     assert "compiled core" in done.stderr and "not loaded" in done.stderr
+
+
+@pytest.mark.skipif(not core.NATIVE, reason="the core is not compiled here (make native)")
+def test_a_cached_build_of_the_same_sources_is_reused(tmp_path: Path) -> None:
+    """A clean checkout takes the build of its sources from the cache, compiling nothing."""
+    shutil.copytree(native.build_dir(), tmp_path / "cache" / "native" / native.source_key())
+    env = {k: v for k, v in os.environ.items() if k != "GPUPOOL_PURE_CORE"}
+    env.update(
+        CC=str(tmp_path / "no-such-cc"),  # would fail if it tried to compile
+        GPUPOOL_NATIVE_DIR=str(tmp_path / "native"),
+        GPUPOOL_CACHE=str(tmp_path / "cache"),
+    )
+    done = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "hack" / "build_native.py"), "--require"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "copied from the cache" in done.stdout
+    assert (tmp_path / "native" / native.source_key() / native.BUILT_MARKER).is_file()
