@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from gpupool.scheduler import native  # noqa: E402 - needs the checkout on sys.path
+from hack.k8s_plane import cache_base  # noqa: E402 - the Kubernetes binaries' cache too
 
 # Run in a scratch copy of the core, so neither the checkout's pyproject (the Django mypy
 # plugin) nor its build/ folder takes part.
@@ -48,10 +49,7 @@ CACHE_KEEP = 4  # builds kept in the cache, newest first
 
 def cache_root() -> Path:
     """Builds shared by checkouts: $GPUPOOL_CACHE (or ~/.cache/gpupool)/native."""
-    base = os.environ.get("GPUPOOL_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "gpupool"
-    )
-    return Path(base) / "native"
+    return cache_base() / "native"
 
 
 def install(source: Path, target: Path) -> None:

@@ -76,12 +76,17 @@ def read_versions() -> dict[str, str]:
     return versions
 
 
-def cache_dir() -> Path:
-    """The folder build.sh fills: $GPUPOOL_CACHE (or ~/.cache/gpupool)/k8s-<version>."""
+def cache_base() -> Path:
+    """Where slow builds are kept outside checkouts: $GPUPOOL_CACHE, or ~/.cache/gpupool."""
     base = os.environ.get("GPUPOOL_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "gpupool"
     )
-    return Path(base) / f"k8s-{read_versions()['K8S_VERSION']}"
+    return Path(base)
+
+
+def cache_dir() -> Path:
+    """The folder build.sh fills: $GPUPOOL_CACHE (or ~/.cache/gpupool)/k8s-<version>."""
+    return cache_base() / f"k8s-{read_versions()['K8S_VERSION']}"
 
 
 def find_assets() -> Path:
