@@ -38,19 +38,44 @@ print(core.NATIVE, digest.hexdigest())
 """
 
 
-def plans_digest(*, pure: bool) -> tuple[str, str]:
-    """(NATIVE as printed, digest of the plans) from a fresh interpreter."""
-    env = {k: v for k, v in os.environ.items() if k != "GPUPOOL_PURE_CORE"}
-    if pure:
-        env["GPUPOOL_PURE_CORE"] = "1"
-    out = subprocess.run(
-        [sys.executable, "-c", PLANS, str(SCENARIOS)],
+# Prints whether the core is compiled and where gpupool.scheduler.cycle came from.
+WHICH_CORE = (
+    "import gpupool.scheduler as c, gpupool.scheduler.cycle as m; print(c.NATIVE, m.__file__)"
+)
+PLAIN_CYCLE = ["False", str(native.PACKAGE_DIR / "cycle.py")]
+
+
+def fresh_python(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """Run a fresh interpreter in the checkout, with ``env`` over this one's (the core
+    switch ``GPUPOOL_PURE_CORE`` left out unless given)."""
+    full = {k: v for k, v in os.environ.items() if k != "GPUPOOL_PURE_CORE"}
+    return subprocess.run(
+        [sys.executable, *args],
         capture_output=True,
         text=True,
-        check=True,
+        check=False,
         cwd=REPO_ROOT,
-        env=env,
-    ).stdout.split()
+        env={**full, **env},
+    )
+
+
+def build_native(tmp_path: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    """``hack/build_native.py`` with its build folder and cache under ``tmp_path`` and a C
+    compiler that does not exist (so it fails if it tries to compile)."""
+    return fresh_python(
+        str(REPO_ROOT / "hack" / "build_native.py"),
+        *flags,
+        CC=str(tmp_path / "no-such-cc"),
+        GPUPOOL_NATIVE_DIR=str(tmp_path / "native"),
+        GPUPOOL_CACHE=str(tmp_path / "cache"),
+    )
+
+
+def plans_digest(*, pure: bool) -> tuple[str, str]:
+    """(NATIVE as printed, digest of the plans) from a fresh interpreter."""
+    done = fresh_python("-c", PLANS, str(SCENARIOS), **({"GPUPOOL_PURE_CORE": "1"} if pure else {}))
+    assert done.returncode == 0, done.stderr
+    out = done.stdout.split()
     return out[0], out[1]
 
 
@@ -95,20 +120,9 @@ def test_without_a_matching_build_the_core_runs_as_python(tmp_path: Path) -> Non
     other = tmp_path / ("0" * 24)  # a build of other sources
     other.mkdir()
     (other / native.BUILT_MARKER).write_text("nothing__mypyc\n")
-    code = (
-        "import gpupool.scheduler as c, gpupool.scheduler.cycle as m; print(c.NATIVE, m.__file__)"
-    )
-    env = {k: v for k, v in os.environ.items() if k != "GPUPOOL_PURE_CORE"}
-    env["GPUPOOL_NATIVE_DIR"] = str(tmp_path)
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=REPO_ROOT,
-        env=env,
-    ).stdout.split()
-    assert out == ["False", str(native.PACKAGE_DIR / "cycle.py")]
+    done = fresh_python("-c", WHICH_CORE, GPUPOOL_NATIVE_DIR=str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == PLAIN_CYCLE
 
 
 @pytest.mark.parametrize(("flags", "exit_code"), [((), 0), (("--require",), 1)])
@@ -116,19 +130,7 @@ def test_without_a_c_compiler_the_build_says_so(
     tmp_path: Path, flags: tuple[str, ...], exit_code: int
 ) -> None:
     """A bare machine: nothing is built, the core stays Python; only --require fails."""
-    env = {k: v for k, v in os.environ.items() if k != "GPUPOOL_PURE_CORE"}
-    env.update(
-        CC=str(tmp_path / "no-such-cc"),
-        GPUPOOL_NATIVE_DIR=str(tmp_path / "native"),
-        GPUPOOL_CACHE=str(tmp_path / "cache"),
-    )
-    done = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "hack" / "build_native.py"), *flags],
-        capture_output=True,
-        text=True,
-        check=False,
-        env=env,
-    )
+    done = build_native(tmp_path, *flags)
     assert done.returncode == exit_code
     assert "no C compiler" in done.stderr and "plain Python" in done.stderr
     assert not (tmp_path / "native").exists()
@@ -140,20 +142,9 @@ def test_a_damaged_build_warns_and_runs_python(tmp_path: Path) -> None:
     build.mkdir()
     (build / native.BUILT_MARKER).write_text("broken__mypyc\n")
     (build / f"broken__mypyc{EXTENSION_SUFFIXES[0]}").write_bytes(b"not a library")
-    code = (
-        "import gpupool.scheduler as c, gpupool.scheduler.cycle as m; print(c.NATIVE, m.__file__)"
-    )
-    env = {k: v for k, v in os.environ.items() if k != "GPUPOOL_PURE_CORE"}
-    env["GPUPOOL_NATIVE_DIR"] = str(tmp_path)
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=REPO_ROOT,
-        env=env,
-    )
-    assert done.stdout.split() == ["False", str(native.PACKAGE_DIR / "cycle.py")]
+    done = fresh_python("-c", WHICH_CORE, GPUPOOL_NATIVE_DIR=str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == PLAIN_CYCLE
     assert "compiled core" in done.stderr and "not loaded" in done.stderr
 
 
@@ -161,19 +152,7 @@ def test_a_damaged_build_warns_and_runs_python(tmp_path: Path) -> None:
 def test_a_cached_build_of_the_same_sources_is_reused(tmp_path: Path) -> None:
     """A clean checkout takes the build of its sources from the cache, compiling nothing."""
     shutil.copytree(native.build_dir(), tmp_path / "cache" / "native" / native.source_key())
-    env = {k: v for k, v in os.environ.items() if k != "GPUPOOL_PURE_CORE"}
-    env.update(
-        CC=str(tmp_path / "no-such-cc"),  # would fail if it tried to compile
-        GPUPOOL_NATIVE_DIR=str(tmp_path / "native"),
-        GPUPOOL_CACHE=str(tmp_path / "cache"),
-    )
-    done = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "hack" / "build_native.py"), "--require"],
-        capture_output=True,
-        text=True,
-        check=False,
-        env=env,
-    )
+    done = build_native(tmp_path, "--require")  # no compiler: it must not compile
     assert done.returncode == 0, done.stderr
     assert "copied from the cache" in done.stdout
     assert (tmp_path / "native" / native.source_key() / native.BUILT_MARKER).is_file()
