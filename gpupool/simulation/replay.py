@@ -98,8 +98,13 @@ def replay(
     policy_name: str,
     limit: int | None = None,
     on_task: Callable[[int], None] | None = None,
+    on_place: Callable[[int, PodShape, tuple[int, ...]], None] | None = None,
 ) -> ReplayResult:
-    """Place the workload's tasks one at a time with the named policy; record the metrics."""
+    """Place the workload's tasks one at a time with the named policy; record the metrics.
+
+    `on_task(i)` is called after every task, `on_place(node, shape, gpus)` after every
+    placement (analyses that need to know what went where, e.g. `packing`).
+    """
     started = time.perf_counter()
     cluster = Cluster(nodes)
     rank = np.array(workload.node_rank, dtype=np.int64)
@@ -138,6 +143,8 @@ def replay(
                 table.refresh(index)
             policy.placed(index)
             placed += 1
+            if on_place is not None:
+                on_place(index, shape, gpus)
         arrived[i] = total_arrived
         allocated[i] = cluster.allocated_milli
         fragmented[i] = measure.total

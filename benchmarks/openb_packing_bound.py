@@ -1,0 +1,65 @@
+"""B2: how far better pairing of the same pods could lift a policy's allocation (an upper bound).
+
+    python benchmarks/openb_packing_bound.py --trace default --seeds 42-51 --policy gpupool
+
+Replays each seed, records which GPU-sharing pods every GPU holds at the end, and prints one
+row per replay: the allocation ratio at the end of the run (130% arrived load), the idle milli
+on shared GPUs, the LP lower bound on that idle if the same sharing pods were packed perfectly
+(`gpupool.simulation.packing`), and the allocation that packing would reach with every freed
+GPU filled completely. Needs scipy (a dev dependency).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from gpupool.cli.subcommands.simulate import parse_seeds
+from gpupool.simulation.openb import gpu_capacity_milli, inflate, load_nodes, load_tasks
+from gpupool.simulation.packing import SharingLedger, packing_bound
+from gpupool.simulation.replay import replay
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trace", default="default")
+    parser.add_argument("--seeds", type=parse_seeds, default=[42])
+    parser.add_argument("--policy", action="append", dest="policies")
+    args = parser.parse_args(argv)
+    policies = args.policies or ["gpupool"]
+    nodes = load_nodes()
+    tasks = load_tasks(args.trace)
+    capacity = gpu_capacity_milli(nodes)
+    print(f"trace {args.trace}: allocation at the end of the run (130% arrived load)\n")
+    print(
+        "| policy | seed | allocation | idle on shared GPUs | best packing's idle (LP) | "
+        "allocation with the best packing |"
+    )
+    print("|---|---|---|---|---|---|")
+    uppers: dict[str, list[float]] = {}
+    for seed in args.seeds:
+        workload = inflate(tasks, nodes, seed)
+        for policy in policies:
+            ledger = SharingLedger()
+            replay(nodes, tasks, workload, policy, on_place=ledger)
+            bound = packing_bound(ledger, capacity)
+            uppers.setdefault(policy, []).append(bound.upper_pct)
+            print(
+                f"| {policy} | {seed} | {bound.allocation_pct:.2f}% | "
+                f"{bound.sharing_idle_milli:,} | {bound.best_idle_milli:,.0f} | "
+                f"{bound.upper_pct:.2f}% |",
+                flush=True,
+            )
+    for policy, values in uppers.items():
+        print(
+            f"\n{policy}: best packing reaches {min(values):.2f}-{max(values):.2f}%, "
+            f"mean {sum(values) / len(values):.2f}%"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,134 @@
+"""How much of a B2 replay's idle GPU a better pairing of the same pods could recover.
+
+At the end of an openb replay nearly all idle GPU sits in the gaps of GPUs shared by
+GPU-sharing pods (`gpu_milli < 1000`). `packing_bound` asks: if the pods this run accepted
+were packed perfectly -- into as few GPUs as any packing can, ignoring CPU, memory, GPU models
+and node boundaries -- and every GPU that frees were then filled completely, what allocation
+ratio would the run reach? That is an upper bound for any placement that accepts the same
+pods, so it separates what pairing can still gain from what only a different set of accepted
+pods could.
+
+The fewest GPUs is bounded from below by the LP relaxation of bin packing (the cutting-stock
+LP of Gilmore and Gomory, Operations Research 9(6), 1961), solved by column generation: a
+master LP over packing patterns, and an unbounded-knapsack DP that prices the next pattern
+from the master's duals. The LP optimum is a lower bound on the integer one, so the bound
+errs on the generous side.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from gpupool.scheduler.fragmentation import MILLI_PER_GPU, PodShape
+
+PRICING_TOLERANCE = 1e-9
+
+
+@dataclass
+class SharingLedger:
+    """Collects which GPU-sharing pods each GPU holds; pass it to `replay(on_place=...)`."""
+
+    by_gpu: dict[tuple[int, int], list[int]] = field(default_factory=lambda: defaultdict(list))
+    other_milli: int = 0  # whole-GPU and multi-GPU pods
+
+    def __call__(self, node: int, shape: PodShape, gpus: tuple[int, ...]) -> None:
+        if shape.gpus == 1 and shape.milli < MILLI_PER_GPU:
+            self.by_gpu[(node, gpus[0])].append(shape.milli)
+        else:
+            self.other_milli += shape.gpus * shape.milli
+
+    def pods(self) -> Counter[int]:
+        """The accepted GPU-sharing pods, by size."""
+        return Counter(milli for pods in self.by_gpu.values() for milli in pods)
+
+    def idle_milli(self) -> int:
+        """The idle milli-GPU on the GPUs that sharing pods hold."""
+        return sum(MILLI_PER_GPU - sum(pods) for pods in self.by_gpu.values())
+
+
+def _best_pattern(sizes: list[int], values: list[float]) -> tuple[float, list[int]]:
+    """Unbounded knapsack over one GPU: the pattern of pod counts with the highest value."""
+    best = [0.0] * (MILLI_PER_GPU + 1)
+    last: list[int] = [-1] * (MILLI_PER_GPU + 1)
+    for room in range(1, MILLI_PER_GPU + 1):
+        best[room], last[room] = best[room - 1], -1
+        for i, size in enumerate(sizes):
+            if size <= room and best[room - size] + values[i] > best[room]:
+                best[room], last[room] = best[room - size] + values[i], i
+    counts = [0] * len(sizes)
+    room = MILLI_PER_GPU
+    while room > 0:
+        if last[room] < 0:
+            room -= 1
+        else:
+            counts[last[room]] += 1
+            room -= sizes[last[room]]
+    return best[MILLI_PER_GPU], counts
+
+
+def min_gpus_lp(pods: Mapping[int, int]) -> float:
+    """LP lower bound on the GPUs that can hold these sharing pods (size -> count)."""
+    import numpy as np
+    from scipy.optimize import linprog
+
+    sizes = sorted(size for size, count in pods.items() if count > 0)
+    if not sizes:
+        return 0.0
+    if sizes[0] <= 0 or sizes[-1] >= MILLI_PER_GPU:
+        raise ValueError(f"sharing pod sizes must lie in 1..{MILLI_PER_GPU - 1} milli: {sizes}")
+    demand = np.array([pods[size] for size in sizes], dtype=float)
+    patterns = [
+        [MILLI_PER_GPU // size if j == i else 0 for j in range(len(sizes))]
+        for i, size in enumerate(sizes)
+    ]
+    while True:
+        matrix = np.array(patterns, dtype=float).T
+        master = linprog(
+            np.ones(len(patterns)), A_ub=-matrix, b_ub=-demand, bounds=(0, None), method="highs"
+        )
+        if master.status != 0:
+            raise RuntimeError(f"packing LP failed: {master.message}")
+        duals = [-float(d) for d in master.ineqlin.marginals]
+        value, counts = _best_pattern(sizes, duals)
+        if value <= 1 + PRICING_TOLERANCE or counts in patterns:
+            return float(master.fun)
+        patterns.append(counts)
+
+
+@dataclass(frozen=True)
+class PackingBound:
+    """One replay's allocation against the best packing of the sharing pods it accepted."""
+
+    capacity_milli: int
+    allocated_milli: int
+    sharing_gpus: int
+    sharing_idle_milli: int
+    best_gpus: float  # LP lower bound on the GPUs the same sharing pods need
+    best_idle_milli: float
+
+    @property
+    def allocation_pct(self) -> float:
+        return 100 * self.allocated_milli / self.capacity_milli
+
+    @property
+    def upper_pct(self) -> float:
+        """Allocation if the same pods were packed perfectly and the GPUs freed filled fully."""
+        recovered = self.sharing_idle_milli - self.best_idle_milli
+        return 100 * (self.allocated_milli + recovered) / self.capacity_milli
+
+
+def packing_bound(ledger: SharingLedger, capacity_milli: int) -> PackingBound:
+    """The bound for a replay whose placements `ledger` recorded."""
+    pods = ledger.pods()
+    total = sum(size * count for size, count in pods.items())
+    best = min_gpus_lp(pods)
+    return PackingBound(
+        capacity_milli=capacity_milli,
+        allocated_milli=ledger.other_milli + total,
+        sharing_gpus=len(ledger.by_gpu),
+        sharing_idle_milli=ledger.idle_milli(),
+        best_gpus=best,
+        best_idle_milli=best * MILLI_PER_GPU - total,
+    )
