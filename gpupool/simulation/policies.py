@@ -4,7 +4,9 @@ Every policy scores the feasible nodes of one task at a time and takes the best;
 the node first in the run's tie-break order (the reference simulator's "lowest node name"
 over randomly prefixed names). Scores are vectorised over nodes with numpy.
 
-* `random` -- a uniformly random feasible node (the simulator's RandomScore).
+* `random` -- a uniformly random feasible node (the simulator's RandomScore) and, for a
+  GPU-sharing pod, a random GPU on it that fits (the paper runs Random with `-gpusel random`);
+  the other policies but fgd and gpupool put a sharing pod on its tightest GPU.
 * `k8s-default` -- kube-scheduler's NodeResourcesLeastAllocated + BalancedAllocation, equal
   weights, over CPU, memory and GPU (GPU as an extended resource).
 * `bestfit` -- the FGD simulator's BestFitScore: least free CPU and GPU left, normalised.
@@ -95,7 +97,8 @@ class _Base:
 
 
 class RandomPolicy(_Base):
-    """A uniformly random feasible node, seeded."""
+    """A uniformly random feasible node and, for a GPU-sharing pod, a random GPU on it that
+    fits -- the FGD paper's Random (its simulator run with ``-gpusel random``), seeded."""
 
     name = "random"
 
@@ -105,9 +108,13 @@ class RandomPolicy(_Base):
         self.rng = random.Random(seed)
 
     def choose(self, shape: PodShape, nodes: IntArray) -> tuple[int, tuple[int, ...]] | None:
-        """Any feasible node, uniformly."""
+        """Any feasible node, uniformly; a sharing pod on any GPU of it that fits, uniformly."""
         index = int(nodes[self.rng.randrange(len(nodes))])
-        return index, self.gpus_for(index, shape)
+        if not shape.is_fraction:
+            return index, self.gpus_for(index, shape)
+        free = self.cluster.gpu_free[index, : self.cluster.nodes[index].gpus]
+        fitting = np.flatnonzero(free >= shape.milli)
+        return index, (int(fitting[self.rng.randrange(len(fitting))]),)
 
 
 class KubernetesDefaultPolicy(_Base):

@@ -13,7 +13,7 @@ from simulation_builders import node, task
 from gpupool.scheduler.fragmentation import placement_cost
 from gpupool.simulation.cluster import Cluster, FragmentationTable, task_shape
 from gpupool.simulation.openb import OpenbNode, Workload, inflate, load_tasks
-from gpupool.simulation.policies import POLICIES, GpupoolPolicy
+from gpupool.simulation.policies import POLICIES, GpupoolPolicy, RandomPolicy
 from gpupool.simulation.replay import replay, typical_shapes
 
 NODES = [node("n0", gpus=2), node("n1", gpus=1)]
@@ -49,6 +49,21 @@ def test_same_seed_same_run() -> None:
     again = replay(NODES, tasks, workload, "random")
     assert np.array_equal(first.allocated_milli, again.allocated_milli)
     assert np.array_equal(first.fragmented_milli, again.fragmented_milli)
+
+
+def test_random_puts_a_sharing_pod_on_any_gpu_that_fits() -> None:
+    """The paper's Random draws the GPU too (`-gpusel random`): with GPUs at 1000, 300, 1000
+    and 150 milli free, a 200-milli pod lands on each of the three that fit, never on the
+    150 -- best fit would always take the 300. Whole-GPU pods still take free GPUs."""
+    cluster = Cluster([node("n0", gpus=4)])
+    cluster.place(0, task_shape(task("a", milli=700)), (1,))
+    cluster.place(0, task_shape(task("b", milli=850)), (3,))
+    policy = RandomPolicy(cluster, np.zeros(1, dtype=np.int64), seed=3)
+    sharing = task_shape(task("s", milli=200))
+    chosen = {policy.choose(sharing, cluster.feasible(sharing)) for _ in range(200)}
+    assert chosen == {(0, (0,)), (0, (1,)), (0, (2,))}
+    whole = task_shape(task("w", gpus=2))
+    assert policy.choose(whole, cluster.feasible(whole)) == (0, (0, 2))
 
 
 @pytest.mark.parametrize("policy", POLICIES)
