@@ -21,6 +21,8 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from gpupool.scheduler.fragmentation import MILLI_PER_GPU, PodShape
 
 PRICING_TOLERANCE = 1e-9
@@ -70,8 +72,10 @@ def _best_pattern(sizes: list[int], values: list[float]) -> tuple[float, list[in
 
 def min_gpus_lp(pods: Mapping[int, int]) -> float:
     """LP lower bound on the GPUs that can hold these sharing pods (size -> count)."""
-    import numpy as np
-    from scipy.optimize import linprog
+    try:
+        from scipy.optimize import linprog
+    except ImportError as error:  # pragma: no cover - scipy comes with the dev tools
+        raise RuntimeError("the packing bound needs scipy: pip install -e '.[dev]'") from error
 
     sizes = sorted(size for size, count in pods.items() if count > 0)
     if not sizes:
