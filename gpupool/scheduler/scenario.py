@@ -735,6 +735,14 @@ def _policy(top: _Obj) -> PolicyInfo:
     )
 
 
+def policy_from_dict(data: object) -> PolicyInfo:
+    """A scenario's ``policy`` object on its own (what-if proposals use the same keys).
+
+    Absent keys take ``PolicyInfo()``'s defaults; errors name ``policy.<key>``.
+    """
+    return _policy(_Obj({"policy": data}, "", {"policy"}))
+
+
 _TOP_KEYS = {
     "now",
     "policy",

@@ -52,6 +52,16 @@ MAX_EVICTING_CYCLES_PER_INSTANT = 50  # a safety net; never reached in B3
 ARRIVAL, COMPLETION, WAKE, CYCLE = 0, 1, 2, 3
 
 
+class UnfinishedJobsError(RuntimeError):
+    """The replay ran out of events with jobs that never finished (e.g. a gang larger than
+    its queue may ever hold, or a policy without the allocate phase)."""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        self.names = tuple(names)
+        shown = ", ".join(self.names[:3]) + (", ..." if len(self.names) > 3 else "")
+        super().__init__(f"{len(self.names)} jobs never finish ({shown})")
+
+
 @dataclass(frozen=True, slots=True)
 class SimJob:
     """One job of a replay: a gang of pod sets, its queue, submit time and run time."""
@@ -251,7 +261,7 @@ class Replay:
                 self.on_progress(self.finished, total)
         unfinished = [r.job.name for r in self.records.values() if r.state != "finished"]
         if unfinished:
-            raise RuntimeError(f"replay ended with {len(unfinished)} unfinished jobs")
+            raise UnfinishedJobsError(unfinished)
         return ReplayOutcome(
             policy=self.sim_policy.name,
             capacity_gpus=self.cluster.gpus,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -199,6 +200,17 @@ def add_whatif_arguments(parser: argparse.ArgumentParser) -> None:
         help="the proposed change, in GPUs; repeatable",
     )
     parser.add_argument(
+        "--set-policy",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help=(
+            "a proposed scheduling-policy setting, a key of a scenario's policy object "
+            "(queueing=fifo, fair_sharing=false, starvation_limit_s=21600, "
+            'victim_search=greedy, phases=\'["enqueue","allocate"]\'); repeatable'
+        ),
+    )
+    parser.add_argument(
         "--days", type=float, default=30.0, help="replay the demand of the last N days"
     )
     parser.add_argument(
@@ -211,11 +223,23 @@ def add_whatif_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_whatif_mode(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
-    """Replay demand with today's quotas and with the proposed change; print before/after."""
-    from gpupool.simulation.whatif import apply_changes, parse_quota_change, replay_whatif
+    """Replay demand with today's quotas and policy and with the proposed change; print
+    before/after."""
+    from gpupool.simulation.whatif import (
+        DEFAULT_POLICY,
+        apply_changes,
+        apply_policy_changes,
+        parse_policy_change,
+        parse_quota_change,
+        replay_whatif,
+    )
 
     try:
         changes = [parse_quota_change(text) for text in options.get("set_quota") or []]
+        policy_changes = dict(parse_policy_change(t) for t in options.get("set_policy") or [])
+        proposed_policy = replace(
+            DEFAULT_POLICY, policy=apply_policy_changes(DEFAULT_POLICY.policy, policy_changes)
+        )
     except ValueError as error:
         stderr.write(f"simulate whatif: {error}\n")
         return 2
@@ -230,16 +254,23 @@ def run_whatif_mode(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> 
     except ValueError as error:
         stderr.write(f"simulate whatif: {error}\n")
         return 2
-    result = replay_whatif(
-        jobs,
-        queues,
-        proposed,
-        nodes=nodes,
-        flavors=flavors,
-        priority_classes=classes,
-        window_s=window_s,
-        changes=changes,
-    )
+    try:
+        result = replay_whatif(
+            jobs,
+            queues,
+            proposed,
+            nodes=nodes,
+            flavors=flavors,
+            priority_classes=classes,
+            policy=DEFAULT_POLICY,
+            proposed_policy=proposed_policy,
+            window_s=window_s,
+            changes=changes,
+            policy_changes=policy_changes,
+        )
+    except ValueError as error:
+        stderr.write(f"simulate whatif: {error}\n")
+        return 2
     document = result.to_json()
     if note:
         document["note"] = note
@@ -306,6 +337,13 @@ def _print_whatif(document: dict[str, Any], stdout: TextIO) -> None:
     console = Console(file=stdout, width=160)
     if document.get("note"):
         console.print(document["note"])
+    proposal = [
+        f"{c['queue']}:{c['flavor']} "
+        + ", ".join(f"{k}={v:g}" for k, v in c.items() if k not in ("queue", "flavor"))
+        for c in document["changes"]
+    ]
+    proposal += [f"{k}={json.dumps(v)}" for k, v in document["policy_changes"].items()]
+    console.print("proposed: " + ("; ".join(proposal) if proposal else "no change"))
     pool = Table(title=f"what-if: {document['jobs']} jobs on {document['pool_gpus']} GPUs")
     for column in ("", "wait mean h", "wait p99 h", "JCT mean h", "util", "preemptions"):
         pool.add_column(column, justify="right")

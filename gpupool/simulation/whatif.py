@@ -1,16 +1,18 @@
-"""What-if: replay recorded demand under today's quotas and under a proposed change.
+"""What-if: replay recorded demand under today's quotas and policy and under a proposed change.
 
 An admin deciding a quota request asks "what would last month have looked like with this
 change?" (DESIGN section 6). ``replay_whatif`` answers it with the same machinery as B3: the
 demand (jobs with submit time, pod sets and run time) is replayed through the decision core
-twice, once with the baseline queue tree and once with the proposed one, and per tenant the
-waits and GPU use are put side by side. Everything here is plain data: the API, the
+twice, once with the baseline queue tree and scheduling policy and once with the proposed
+ones (quota changes, policy changes, or both), and per tenant the waits and GPU use are put
+side by side. Everything here is plain data: the API, the
 dashboard and ``manage.py gpupool simulate whatif`` build the demand and the queues (from the
 database, or from a trace) and call this.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections import defaultdict
@@ -18,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from gpupool.scheduler.scenario import policy_from_dict
 from gpupool.scheduler.types import (
     MILLI,
     FlavorInfo,
@@ -33,6 +36,7 @@ from gpupool.simulation.events import (
     ReplayOutcome,
     SimJob,
     SimPolicy,
+    UnfinishedJobsError,
     replay,
 )
 from gpupool.simulation.queueing_metrics import held_gpu_seconds, mean, percentile
@@ -108,6 +112,38 @@ def apply_changes(
     return tuple(by_name[queue.name] for queue in queues)
 
 
+# Keys of a scenario's policy object that name a PolicyInfo field differently.
+_POLICY_FIELD = {"preemption_backoff": "backoff"}
+
+
+def parse_policy_change(text: str) -> tuple[str, object]:
+    """``KEY=VALUE`` for one key of the scenario format's ``policy`` object.
+
+    The value is read as JSON when it is JSON (``false``, ``21600``, ``null``,
+    ``["enqueue", "allocate"]``), else as a string (``fifo``); `apply_policy_changes` checks it.
+    """
+    key, sep, value = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ValueError(f"{text!r}: expected KEY=VALUE, e.g. queueing=fifo")
+    try:
+        parsed: object = json.loads(value)
+    except ValueError:
+        parsed = value.strip()
+    return key, parsed
+
+
+def apply_policy_changes(policy: PolicyInfo, changes: Mapping[str, object]) -> PolicyInfo:
+    """``policy`` with the given keys replaced; unknown keys and bad values are refused
+    (``ValueError`` naming ``policy.<key>``), keys not given keep the baseline's value."""
+    proposed = policy_from_dict(dict(changes))
+    fields = [_POLICY_FIELD.get(key, key) for key in changes]
+    result = replace(policy, **{name: getattr(proposed, name) for name in fields})
+    if "allocate" not in result.phases:
+        raise ValueError("policy.phases: must include 'allocate', or nothing is ever admitted")
+    return result
+
+
 def _milli(gpus: float | None, current: int) -> int:
     return current if gpus is None else round(gpus * MILLI)
 
@@ -163,7 +199,7 @@ class PoolFigures:
 
 @dataclass(frozen=True, slots=True)
 class WhatIfResult:
-    """Before (baseline quotas) and after (proposed quotas), for the pool and per tenant."""
+    """Before (baseline) and after (proposed quotas and policy), pool-wide and per tenant."""
 
     jobs: int
     window_s: float
@@ -173,6 +209,7 @@ class WhatIfResult:
     tenants_before: Mapping[str, TenantFigures]
     tenants_after: Mapping[str, TenantFigures]
     changes: tuple[QuotaChange, ...] = field(default=())
+    policy_changes: Mapping[str, object] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """The comparison as JSON: pool figures, then per tenant before and after."""
@@ -185,6 +222,7 @@ class WhatIfResult:
                 {k: v for k, v in vars_of(change).items() if v is not None}
                 for change in self.changes
             ],
+            "policy_changes": dict(self.policy_changes),
             "before": self.before.to_json(),
             "after": self.after.to_json(),
             "tenants": {
@@ -273,20 +311,29 @@ def replay_whatif(
     flavors: Sequence[FlavorInfo],
     priority_classes: Sequence[PriorityClassInfo] = DEFAULT_PRIORITY_CLASSES,
     policy: SimPolicy = DEFAULT_POLICY,
+    proposed_policy: SimPolicy | None = None,
     window_s: float | None = None,
     checkpoint_s: float = DEFAULT_CHECKPOINT_S,
     changes: Sequence[QuotaChange] = (),
+    policy_changes: Mapping[str, object] | None = None,
 ) -> WhatIfResult:
-    """Replay ``demand`` with the baseline and with the proposed queues; compare per tenant.
+    """Replay ``demand`` with the baseline queues and ``policy``, then with the proposed
+    queues and ``proposed_policy`` (default: the same policy); compare per tenant.
 
     ``window_s`` is the span utilisation is measured over (default: up to the last arrival,
-    at least one second).
+    at least one second). ``changes`` and ``policy_changes`` are only echoed in the result.
+    A setup under which some jobs could never run is refused (``ValueError`` saying which,
+    today's or the proposed, and the first jobs).
     """
     if window_s is None:
         window_s = max([job.submitted_at for job in demand] + [1.0])
     results: list[tuple[PoolFigures, dict[str, TenantFigures]]] = []
     pool_gpus = 0
-    for queues in (baseline_queues, proposed_queues):
+    runs = (
+        ("today", baseline_queues, policy),
+        ("proposed", proposed_queues, proposed_policy or policy),
+    )
+    for label, queues, run_policy in runs:
         cluster = ClusterSetup(
             flavors=tuple(flavors),
             nodes=tuple(nodes),
@@ -294,7 +341,10 @@ def replay_whatif(
             priority_classes=tuple(priority_classes),
         )
         pool_gpus = cluster.gpus
-        outcome = replay(demand, cluster, policy, checkpoint_s=checkpoint_s)
+        try:
+            outcome = replay(demand, cluster, run_policy, checkpoint_s=checkpoint_s)
+        except UnfinishedJobsError as error:
+            raise ValueError(f"{label}: {error}") from error
         results.append(_figures(outcome, cluster, window_s))
     (before, tenants_before), (after, tenants_after) = results
     return WhatIfResult(
@@ -306,4 +356,5 @@ def replay_whatif(
         tenants_before=tenants_before,
         tenants_after=tenants_after,
         changes=tuple(changes),
+        policy_changes=dict(policy_changes or {}),
     )

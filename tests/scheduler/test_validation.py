@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from scheduler_builders import node, queue, scenario, workload
 
-from gpupool.scheduler.scenario import ScenarioError, scenario_from_dict
+from gpupool.scheduler.scenario import ScenarioError, policy_from_dict, scenario_from_dict
+from gpupool.scheduler.types import PolicyInfo
 
 Mutation = Callable[[dict[str, Any]], None]
 
@@ -212,3 +213,16 @@ def test_a_valid_mig_layout_is_accepted() -> None:
     )
     data["nodes"].append({**node("m1", gpus=7, flavor="a100-1g"), "physical_gpus": 1})
     assert scenario_from_dict(data).snapshot.nodes[-1].gpus == 7
+
+
+def test_a_policy_object_on_its_own() -> None:
+    """`policy_from_dict` reads the scenario format's policy object alone (what-if proposals):
+    absent keys take the defaults, errors name policy.<key>."""
+    assert policy_from_dict({}) == PolicyInfo()
+    assert policy_from_dict({"queueing": "fifo", "preemption_backoff": None}) == PolicyInfo(
+        queueing="fifo", backoff=None
+    )
+    with pytest.raises(ScenarioError, match=r"^policy\.victim_search: must be"):
+        policy_from_dict({"victim_search": "kind"})
+    with pytest.raises(ScenarioError, match=r"^policy: must be an object"):
+        policy_from_dict(["fifo"])

@@ -11,11 +11,21 @@ from django.core.management import call_command
 from django.utils import timezone
 from domain_builders import flavor, node, priority_class, queue, quota, tenant
 
-from gpupool.scheduler.types import MILLI, FlavorInfo, NodeInfo, PodSetInfo, QueueInfo, QuotaInfo
-from gpupool.simulation.events import SimJob
+from gpupool.scheduler.types import (
+    MILLI,
+    FlavorInfo,
+    NodeInfo,
+    PodSetInfo,
+    PolicyInfo,
+    QueueInfo,
+    QuotaInfo,
+)
+from gpupool.simulation.events import SimJob, SimPolicy
 from gpupool.simulation.whatif import (
     QuotaChange,
     apply_changes,
+    apply_policy_changes,
+    parse_policy_change,
     parse_quota_change,
     replay_whatif,
 )
@@ -93,6 +103,100 @@ def test_replay_whatif_shows_who_gains_and_who_pays() -> None:
     document = result.to_json()
     assert document["tenants"]["a"]["before"]["wait_mean_s"] == 3600
     assert document["changes"][0] == {"queue": "a", "flavor": "h100", "deserved": 6}
+
+
+@pytest.mark.parametrize(
+    ("text", "parsed"),
+    [
+        ("queueing=fifo", ("queueing", "fifo")),
+        ("fair_sharing=false", ("fair_sharing", False)),
+        ("starvation_limit_s=21600", ("starvation_limit_s", 21600)),
+        ('phases=["enqueue","allocate"]', ("phases", ["enqueue", "allocate"])),
+        ("preemption_backoff=null", ("preemption_backoff", None)),
+    ],
+)
+def test_parse_policy_change(text: str, parsed: tuple[str, object]) -> None:
+    """KEY=VALUE, the value read as JSON when it is JSON, else as a string."""
+    assert parse_policy_change(text) == parsed
+
+
+def test_apply_policy_changes_keeps_the_rest_and_names_bad_keys() -> None:
+    """Only the keys given change; a bad key or value is refused naming policy.<key>."""
+    base = PolicyInfo(starvation_limit_s=3600)
+    fifo = apply_policy_changes(base, {"queueing": "fifo"})
+    assert fifo == PolicyInfo(starvation_limit_s=3600, queueing="fifo")
+    assert apply_policy_changes(base, {"preemption_backoff": None}).backoff is None
+    two = apply_policy_changes(base, {"phases": ["enqueue", "allocate"], "fair_sharing": False})
+    assert (two.phases, two.fair_sharing, two.starvation_limit_s) == (
+        ("enqueue", "allocate"),
+        False,
+        3600,
+    )
+    for bad, message in [
+        ({"queueing": "lifo"}, "policy.queueing"),
+        ({"wibble": 1}, "policy.wibble: unknown key"),
+        ({"fair_sharing": "off"}, "policy.fair_sharing"),
+        ({"phases": ["enqueue", "teleport"]}, "policy.phases"),
+        ({"phases": ["enqueue", "preempt"]}, "must include 'allocate'"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            apply_policy_changes(base, bad)
+
+
+def test_replay_whatif_compares_policies() -> None:
+    """One 4-GPU queue: a 2-GPU job runs 2 h; a 4-GPU job and then a 2-GPU job arrive.
+
+    Best-effort (today) lets the small job pass the blocked 4-GPU one and run at once; strict
+    FIFO (proposed) holds it until the 4-GPU job has run: 2 h + 1 h later. The 4-GPU job
+    waits 2 h either way.
+    """
+    one = (PodSetInfo(count=1, gpus=2, flavors=("h100",)),)
+    four = (PodSetInfo(count=1, gpus=4, flavors=("h100",)),)
+    demand = [
+        SimJob("first", "a", one, submitted_at=0, duration_s=2 * HOUR),
+        SimJob("big", "a", four, submitted_at=1, duration_s=HOUR),
+        SimJob("small", "a", one, submitted_at=2, duration_s=HOUR),
+    ]
+    queues = (
+        QueueInfo("root", None),
+        QueueInfo("a", "root", tenant="a", quota={"h100": QuotaInfo(0, 4 * MILLI, 4 * MILLI)}),
+    )
+    today = SimPolicy("gpupool", PolicyInfo())
+    proposed = SimPolicy("gpupool", apply_policy_changes(PolicyInfo(), {"queueing": "fifo"}))
+    result = replay_whatif(
+        demand,
+        queues,
+        queues,
+        nodes=(NodeInfo("n1", "h100", 4, 96_000, 1 << 20, "n1"),),
+        flavors=(FlavorInfo("h100"),),
+        policy=today,
+        proposed_policy=proposed,
+        window_s=4 * HOUR,
+        policy_changes={"queueing": "fifo"},
+    )
+    before, after = result.tenants_before["a"], result.tenants_after["a"]
+    minute = 60.0
+    # waits of first, big and small: (0, 2 h, ~0) before, (0, 2 h, 3 h) after
+    assert before.wait_mean_s == pytest.approx(2 * HOUR / 3, abs=minute)
+    assert after.wait_mean_s == pytest.approx(5 * HOUR / 3, abs=minute)
+    assert result.after.jct_mean_s - result.before.jct_mean_s == pytest.approx(HOUR, abs=minute)
+    assert result.to_json()["policy_changes"] == {"queueing": "fifo"}
+
+
+def test_whatif_refuses_a_proposal_under_which_jobs_never_run() -> None:
+    """Capping a's capability below its 2-GPU jobs would leave them pending for ever: the
+    what-if says so (which setup, how many, which jobs) instead of inventing waits."""
+    pods = (PodSetInfo(count=1, gpus=2, flavors=("h100",)),)
+    demand = [SimJob(f"a-{i}", "a", pods, submitted_at=0, duration_s=HOUR) for i in range(2)]
+    proposed = apply_changes(QUEUES, [QuotaChange("a", "h100", deserved=1, capability=1)])
+    with pytest.raises(ValueError, match=r"proposed: 2 jobs never finish \(a-0, a-1\)"):
+        replay_whatif(
+            demand,
+            QUEUES,
+            proposed,
+            nodes=(NodeInfo("n1", "h100", 8, 96_000, 1 << 20, "n1"),),
+            flavors=(FlavorInfo("h100"),),
+        )
 
 
 @pytest.fixture
@@ -185,6 +289,71 @@ def test_cli_whatif_table_and_bad_change(recorded_pool: dict[str, object]) -> No
         )
     assert exit_info.value.code == 2
     assert "unknown queue" in err.getvalue()
+
+
+@pytest.mark.django_db
+def test_cli_whatif_policy_change(recorded_pool: dict[str, object]) -> None:
+    """--set-policy proposes a policy setting; the JSON echoes it, a bad value exits 2."""
+    out = StringIO()
+    call_command(
+        "gpupool",
+        "simulate",
+        "whatif",
+        "--set-policy",
+        "queueing=fifo",
+        "--set-policy",
+        "fair_sharing=false",
+        "--json",
+        stdout=out,
+    )
+    document = json.loads(out.getvalue())
+    assert document["policy_changes"] == {"queueing": "fifo", "fair_sharing": False}
+    assert document["changes"] == []
+    table = StringIO()
+    call_command("gpupool", "simulate", "whatif", "--set-policy", "queueing=fifo", stdout=table)
+    assert 'proposed: queueing="fifo"' in table.getvalue()
+    err = StringIO()
+    with pytest.raises(SystemExit) as exit_info:
+        call_command("gpupool", "simulate", "whatif", "--set-policy", "queueing=lifo", stderr=err)
+    assert exit_info.value.code == 2
+    assert "policy.queueing" in err.getvalue()
+    err = StringIO()
+    with pytest.raises(SystemExit) as exit_info:
+        call_command(
+            "gpupool",
+            "simulate",
+            "whatif",
+            "--set-quota",
+            "team-a:h100:deserved=1,capability=1",
+            stderr=err,
+        )
+    assert exit_info.value.code == 2
+    assert "proposed: 3 jobs never finish" in err.getvalue()
+
+
+def test_cli_whatif_policy_change_on_the_philly_trace() -> None:
+    """The trace's first 800 jobs under strict FIFO queues instead of best-effort: longer
+    waits (blocked heads hold back the jobs behind them); nothing is preempted in either."""
+    out = StringIO()
+    call_command(
+        "gpupool",
+        "simulate",
+        "whatif",
+        "--trace",
+        "philly",
+        "--limit",
+        "800",
+        "--set-policy",
+        "queueing=fifo",
+        "--json",
+        stdout=out,
+    )
+    document = json.loads(out.getvalue())
+    assert document["jobs"] == 800
+    before, after = document["before"], document["after"]
+    assert after["wait_mean_s"] > before["wait_mean_s"]
+    assert after["wait_p99_s"] > before["wait_p99_s"]
+    assert after["preemptions"] == before["preemptions"] == 0
 
 
 @pytest.mark.django_db
