@@ -317,6 +317,8 @@ class PhillyRun:
     capacity_gpus: int
     shares: dict[str, int]
     queue_weights: str = DEFAULT_QUEUE_WEIGHTS
+    trace: str = "philly"  # or "synthetic" (`gpupool.simulation.synthetic`)
+    source: dict[str, Any] = field(default_factory=dict)  # how a synthetic trace was drawn
     metrics: dict[str, PolicyMetrics] = field(default_factory=dict)
     outcomes: dict[str, ReplayOutcome] = field(default_factory=dict)
     alone: dict[str, ReplayOutcome] = field(default_factory=dict)
@@ -325,8 +327,10 @@ class PhillyRun:
 
     def to_json(self) -> dict[str, Any]:
         """The B3 document: ``{"trace": "philly", "policies": {name: {...}}}`` and context."""
-        return {
-            "trace": "philly",
+        document: dict[str, Any] = {"trace": self.trace}
+        if self.source:
+            document[self.trace] = self.source
+        return document | {
             "days": self.days,
             "limit": self.limit,
             "jobs": self.jobs,
@@ -372,11 +376,14 @@ def run_philly(
     on_progress: ProgressHook | None = None,
     settings: Mapping[str, PhillyPolicy] | None = None,
     queue_weights: str = DEFAULT_QUEUE_WEIGHTS,
+    trace: str = "philly",
+    source: Mapping[str, Any] | None = None,
 ) -> PhillyRun:
     """Run B3: every policy on the same jobs, plus each tenant alone on its deserved share.
 
     ``settings`` replaces the named policies' settings (e.g. a gpupool variant);
-    ``queue_weights`` is the pool's queue weighting, the same for every policy.
+    ``queue_weights`` is the pool's queue weighting, the same for every policy. ``trace`` and
+    ``source`` label the jobs when they are not the Philly trace's (a synthetic trace).
     """
     import time
 
@@ -391,6 +398,8 @@ def run_philly(
         capacity_gpus=capacity,
         shares=shares,
         queue_weights=queue_weights,
+        trace=trace,
+        source=dict(source or {}),
     )
     simulated = sim_jobs(chosen)
     window_s = days * DAY_S

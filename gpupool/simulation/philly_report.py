@@ -61,8 +61,14 @@ def _cell(value: object) -> str:
 
 def write_report(run: PhillyRun, path: Path) -> None:
     """Write one HTML page (plotly.js inlined) with the table and both figures."""
-    parts = ["<html><head><meta charset='utf-8'><title>gpupool B3 Philly queueing</title>"]
-    parts.append("</head><body><h1>Multi-tenant queueing on Philly (B3)</h1>")
+    if run.trace == "philly":
+        title, heading = "gpupool B3 Philly queueing", "Multi-tenant queueing on Philly (B3)"
+    else:
+        drawn = ", ".join(f"{k} {v}" for k, v in run.source.items())
+        title = f"gpupool queueing on a {run.trace} trace"
+        heading = f"Multi-tenant queueing on a {run.trace} trace ({drawn})"
+    parts = [f"<html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"]
+    parts.append(f"</head><body><h1>{html.escape(heading)}</h1>")
     limit = f", first {run.limit} jobs" if run.limit else ""
     parts.append(
         f"<p>{run.jobs} jobs ({run.gpu_hours:,.0f} GPU-hours) arriving in each tenant's first "

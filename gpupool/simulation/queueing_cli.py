@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from gpupool.simulation.philly import DEFAULT_QUEUE_WEIGHTS, POLICIES, QUEUE_WEIGHTS
+from gpupool.simulation.philly import DEFAULT_QUEUE_WEIGHTS, POLICIES, QUEUE_WEIGHTS, PhillyJob
 from gpupool.simulation.queueing_metrics import describe_ratio, describe_worse_than_alone
 
 HOUR_S = 3600.0
@@ -22,13 +22,52 @@ HOUR_S = 3600.0
 def add_philly_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``simulate philly``."""
     parser.add_argument(
+        "--days", type=float, default=30.0, help="keep jobs of each tenant's first N days"
+    )
+    _add_queueing_arguments(parser)
+
+
+def add_synthetic_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``simulate synthetic``: how to draw the trace, then as ``philly``."""
+    from gpupool.simulation.synthetic import SyntheticSpec
+
+    spec = SyntheticSpec()
+    parser.add_argument("--tenants", type=int, default=spec.tenants, help="how many tenants")
+    parser.add_argument(
+        "--days", type=float, default=spec.days, help="the window jobs arrive in, in days"
+    )
+    parser.add_argument(
+        "--load",
+        type=float,
+        default=spec.load,
+        help="GPU-hours asked over the pool's GPU-hours in the window (default 0.8)",
+    )
+    parser.add_argument(
+        "--skew",
+        type=float,
+        default=spec.skew,
+        help="tenant k asks in proportion to 1/(k+1)^skew; 0: equal tenants (default 1)",
+    )
+    parser.add_argument(
+        "--bursts", type=int, default=spec.bursts, help="bursts per tenant (default 4)"
+    )
+    parser.add_argument(
+        "--burst-share",
+        type=float,
+        default=spec.burst_share,
+        help="share of each tenant's jobs arriving in its bursts (default 0.5)",
+    )
+    parser.add_argument("--seed", type=int, default=spec.seed, help="the draw's seed")
+    _add_queueing_arguments(parser)
+
+
+def _add_queueing_arguments(parser: argparse.ArgumentParser) -> None:
+    """The policies, their settings and the output: shared by ``philly`` and ``synthetic``."""
+    parser.add_argument(
         "--policy",
         action="append",
         choices=list(POLICIES),
         help="repeatable (default: fifo, kueue-like, gpupool)",
-    )
-    parser.add_argument(
-        "--days", type=float, default=30.0, help="keep jobs of each tenant's first N days"
     )
     parser.add_argument("--limit", type=int, help="replay only the first N jobs (by arrival)")
     parser.add_argument(
@@ -61,17 +100,57 @@ def add_philly_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_philly_mode(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
     """Benchmark B3: queueing and fairness per policy on the Philly VC trace."""
-    from gpupool.simulation.philly import gpupool_policy, load_jobs, philly_dir, run_philly
+    from gpupool.simulation.philly import load_jobs, philly_dir
 
     csv_path = philly_dir() / "jobs_by_vc_seed0.csv"
     if not csv_path.is_file():
         stderr.write(f"simulate philly: {csv_path} not found (set GPUPOOL_DATA_DIR)\n")
         return 2
+    return _run_queueing(options, load_jobs(csv_path), "philly", {}, stdout, stderr)
+
+
+def run_synthetic_mode(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
+    """The B3 policies on a synthetic trace drawn from the Philly jobs."""
+    from gpupool.simulation.philly import GPUS_PER_NODE, NODES, load_jobs, philly_dir, window
+    from gpupool.simulation.synthetic import SyntheticSpec, synthetic_jobs
+
+    csv_path = philly_dir() / "jobs_by_vc_seed0.csv"
+    if not csv_path.is_file():
+        stderr.write(f"simulate synthetic: {csv_path} not found (set GPUPOOL_DATA_DIR)\n")
+        return 2
+    try:
+        spec = SyntheticSpec(
+            tenants=options["tenants"],
+            days=options["days"],
+            load=options["load"],
+            skew=options["skew"],
+            bursts=options["bursts"],
+            burst_share=options["burst_share"],
+            seed=options["seed"],
+        )
+        jobs = synthetic_jobs(spec, window(load_jobs(csv_path)), NODES * GPUS_PER_NODE)
+        return _run_queueing(options, jobs, "synthetic", spec.to_json(), stdout, stderr)
+    except ValueError as error:
+        stderr.write(f"simulate synthetic: {error}\n")
+        return 2
+
+
+def _run_queueing(
+    options: dict[str, Any],
+    jobs: Sequence[PhillyJob],
+    trace: str,
+    source: dict[str, Any],
+    stdout: TextIO,
+    stderr: TextIO,
+) -> int:
+    """Replay ``jobs`` with each chosen policy (and alone); print or write the results."""
+    from gpupool.simulation.philly import gpupool_policy, run_philly
+
     policies = list(dict.fromkeys(options.get("policy") or POLICIES))
     kwargs: dict[str, Any] = {
         "days": options.get("days") or 30.0,
         "limit": options.get("limit"),
-        "jobs": load_jobs(csv_path),
+        "jobs": jobs,
         "alone": not options.get("no_alone"),
         "queue_weights": options.get("queue_weights") or DEFAULT_QUEUE_WEIGHTS,
         "settings": {
@@ -79,6 +158,8 @@ def run_philly_mode(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> 
                 options.get("protected_runtime", 1800.0), options.get("starvation_limit")
             )
         },
+        "trace": trace,
+        "source": source,
     }
     if options.get("json"):
         run = run_philly(policies, **kwargs)
@@ -134,7 +215,7 @@ def _print_philly(document: dict[str, Any], stdout: TextIO) -> None:
 
     console = Console(file=stdout, width=160)
     title = (
-        f"philly: {document['jobs']} jobs, {document['gpu_hours']:,.0f} GPU-hours, "
+        f"{document['trace']}: {document['jobs']} jobs, {document['gpu_hours']:,.0f} GPU-hours, "
         f"{document['capacity_gpus']} GPUs, {document['days']:g} days"
     )
     table = Table(title=title)

@@ -1,8 +1,8 @@
 """``manage.py gpupool simulate <mode>``: replay traces through placement policies.
 
-Each mode is one sub-parser with one function (`MODES`); ``openb`` is benchmark B2 (placement
-quality on the FGD paper's trace). More modes (philly, whatif) register themselves here when
-they exist.
+Each mode is one sub-parser with one function (`MODES`): ``openb`` is benchmark B2 (placement
+quality on the FGD paper's trace), ``philly`` is B3 (multi-tenant queueing), ``synthetic``
+runs B3's policies on a drawn trace, and ``whatif`` replays demand with a proposed change.
 """
 
 from __future__ import annotations
@@ -17,12 +17,14 @@ from gpupool.simulation.openb import PAPER_TRACES, available_traces
 from gpupool.simulation.policies import POLICIES
 from gpupool.simulation.queueing_cli import (
     add_philly_arguments,
+    add_synthetic_arguments,
     add_whatif_arguments,
     run_philly_mode,
+    run_synthetic_mode,
     run_whatif_mode,
 )
 
-HELP = "Replay a trace through placement policies (openb: benchmark B2)"
+HELP = "Replay traces through placement or queueing policies (B2, B3, synthetic, what-if)"
 
 Runner = Callable[[dict[str, Any], TextIO, TextIO], int]
 
@@ -181,8 +183,13 @@ MODES: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Runner]] 
         add_philly_arguments,
         run_philly_mode,
     ),
+    "synthetic": (
+        "The B3 policies on a seeded synthetic multi-tenant trace (tenants, load, skew, bursts)",
+        add_synthetic_arguments,
+        run_synthetic_mode,
+    ),
     "whatif": (
-        "Replay recorded demand (or a trace) with a proposed quota change: before/after",
+        "Replay recorded demand (or a trace) with a proposed quota or policy change",
         add_whatif_arguments,
         run_whatif_mode,
     ),
