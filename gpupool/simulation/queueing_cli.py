@@ -27,37 +27,27 @@ def add_philly_arguments(parser: argparse.ArgumentParser) -> None:
     _add_queueing_arguments(parser)
 
 
+# ``simulate synthetic``'s options: one per field of SyntheticSpec, with its help.
+SYNTHETIC_OPTIONS: tuple[tuple[str, type, str], ...] = (
+    ("tenants", int, "how many tenants"),
+    ("days", float, "the window jobs arrive in, in days"),
+    ("load", float, "GPU-hours asked inside the window over the pool's GPU-hours in it"),
+    ("skew", float, "tenant k asks in proportion to 1/(k+1)^skew; 0: equal tenants"),
+    ("bursts", int, "bursts per tenant"),
+    ("burst_share", float, "share of each tenant's jobs arriving in its bursts"),
+    ("seed", int, "the draw's seed"),
+)
+
+
 def add_synthetic_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``simulate synthetic``: how to draw the trace, then as ``philly``."""
     from gpupool.simulation.synthetic import SyntheticSpec
 
     spec = SyntheticSpec()
-    parser.add_argument("--tenants", type=int, default=spec.tenants, help="how many tenants")
-    parser.add_argument(
-        "--days", type=float, default=spec.days, help="the window jobs arrive in, in days"
-    )
-    parser.add_argument(
-        "--load",
-        type=float,
-        default=spec.load,
-        help="GPU-hours asked over the pool's GPU-hours in the window (default 0.8)",
-    )
-    parser.add_argument(
-        "--skew",
-        type=float,
-        default=spec.skew,
-        help="tenant k asks in proportion to 1/(k+1)^skew; 0: equal tenants (default 1)",
-    )
-    parser.add_argument(
-        "--bursts", type=int, default=spec.bursts, help="bursts per tenant (default 4)"
-    )
-    parser.add_argument(
-        "--burst-share",
-        type=float,
-        default=spec.burst_share,
-        help="share of each tenant's jobs arriving in its bursts (default 0.5)",
-    )
-    parser.add_argument("--seed", type=int, default=spec.seed, help="the draw's seed")
+    for name, kind, text in SYNTHETIC_OPTIONS:
+        default = getattr(spec, name)
+        flag = "--" + name.replace("_", "-")
+        parser.add_argument(flag, type=kind, default=default, help=f"{text} (default {default})")
     _add_queueing_arguments(parser)
 
 
@@ -119,15 +109,7 @@ def run_synthetic_mode(options: dict[str, Any], stdout: TextIO, stderr: TextIO) 
         stderr.write(f"simulate synthetic: {csv_path} not found (set GPUPOOL_DATA_DIR)\n")
         return 2
     try:
-        spec = SyntheticSpec(
-            tenants=options["tenants"],
-            days=options["days"],
-            load=options["load"],
-            skew=options["skew"],
-            bursts=options["bursts"],
-            burst_share=options["burst_share"],
-            seed=options["seed"],
-        )
+        spec = SyntheticSpec(**{name: options[name] for name, _, _ in SYNTHETIC_OPTIONS})
         jobs = synthetic_jobs(spec, window(load_jobs(csv_path)), NODES * GPUS_PER_NODE)
         return _run_queueing(options, jobs, "synthetic", spec.to_json(), stdout, stderr)
     except ValueError as error:
