@@ -6,23 +6,34 @@ import html
 from pathlib import Path
 
 import plotly.graph_objects as go
+from plotly.colors import qualitative
 
 from gpupool.simulation.philly import PhillyRun
 from gpupool.simulation.queueing_metrics import describe_worse_than_alone
 
 HOUR_S = 3600.0
+ALONE_COLOUR = "#9e9e9e"
+
+
+def policy_colours(run: PhillyRun) -> dict[str, str]:
+    """One colour per policy, the same in every figure of the report."""
+    palette = qualitative.Plotly
+    return {policy: palette[i % len(palette)] for i, policy in enumerate(run.metrics)}
 
 
 def wait_figure(run: PhillyRun) -> go.Figure:
     """Box plots of queueing delay (hours) per tenant, one colour per policy."""
     figure = go.Figure()
+    colours = policy_colours(run)
     for policy, metrics in run.metrics.items():
         xs: list[str] = []
         ys: list[float] = []
         for tenant, entry in metrics.tenants.items():
             xs.extend([tenant] * len(entry.waits_s))
             ys.extend(w / HOUR_S for w in entry.waits_s)
-        figure.add_trace(go.Box(x=xs, y=ys, name=policy, boxpoints=False))
+        figure.add_trace(
+            go.Box(x=xs, y=ys, name=policy, boxpoints=False, marker_color=colours[policy])
+        )
     figure.update_layout(
         boxmode="group",
         title="Queueing delay per tenant (hours)",
@@ -42,13 +53,16 @@ def alone_figure(run: PhillyRun) -> go.Figure:
         else None
         for t in tenants
     ]
-    figure.add_trace(go.Bar(x=tenants, y=alone, name="alone on deserved share"))
+    figure.add_trace(
+        go.Bar(x=tenants, y=alone, name="alone on deserved share", marker_color=ALONE_COLOUR)
+    )
+    colours = policy_colours(run)
     for policy, metrics in run.metrics.items():
         ys = [
             metrics.tenants[t].wait_mean_s / HOUR_S if t in metrics.tenants else None
             for t in tenants
         ]
-        figure.add_trace(go.Bar(x=tenants, y=ys, name=policy))
+        figure.add_trace(go.Bar(x=tenants, y=ys, name=policy, marker_color=colours[policy]))
     figure.update_layout(
         barmode="group", title="Mean wait per tenant (hours): shared vs alone", height=450
     )

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from gpupool.simulation.philly import DAY_S, PhillyJob, philly_dir
+from gpupool.simulation.philly import DAY_S, PhillyJob, philly_dir, run_philly
+from gpupool.simulation.philly_report import alone_figure, wait_figure
 from gpupool.simulation.synthetic import SyntheticSpec, synthetic_jobs
 
 HOUR = 3600.0
@@ -166,6 +167,17 @@ def test_cli_synthetic_report_says_how_the_trace_was_drawn(tmp_path: Path) -> No
     page = report.read_text(encoding="utf-8")
     assert "Multi-tenant queueing on a synthetic trace (tenants 2, days 0.5, load 0.2" in page
     assert "Philly" not in page
+
+
+def test_report_figures_give_a_policy_one_colour() -> None:
+    """The box plots and the bars colour each policy alike; "alone" has its own grey."""
+    jobs = synthetic_jobs(SyntheticSpec(tenants=2, days=0.25, load=0.05, seed=1), POPULATION, 64)
+    run = run_philly(["kueue-like", "gpupool"], jobs=jobs, days=0.25)
+    boxes = {t.name: t.marker.color for t in wait_figure(run).data}
+    bars = {t.name: t.marker.color for t in alone_figure(run).data}
+    assert boxes == {name: bars[name] for name in ("kueue-like", "gpupool")}
+    assert len(set(boxes.values())) == 2
+    assert bars["alone on deserved share"] not in boxes.values()
 
 
 @pytest.mark.usefixtures("philly_data")
