@@ -11,10 +11,13 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from gpupool.simulation.philly import DEFAULT_QUEUE_WEIGHTS, POLICIES, QUEUE_WEIGHTS, PhillyJob
 from gpupool.simulation.queueing_metrics import describe_ratio, describe_worse_than_alone
+
+if TYPE_CHECKING:
+    from gpupool.simulation.synthetic import SyntheticSpec
 
 HOUR_S = 3600.0
 
@@ -41,14 +44,40 @@ SYNTHETIC_OPTIONS: tuple[tuple[str, type, str], ...] = (
 
 def add_synthetic_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``simulate synthetic``: how to draw the trace, then as ``philly``."""
+    _add_synthetic_spec_arguments(parser)
+    _add_queueing_arguments(parser)
+
+
+def _add_synthetic_spec_arguments(
+    parser: argparse.ArgumentParser, skip: Sequence[str] = (), prefix: str = ""
+) -> None:
+    """One option per SyntheticSpec field (but those in ``skip``), with its default."""
     from gpupool.simulation.synthetic import SyntheticSpec
 
     spec = SyntheticSpec()
     for name, kind, text in SYNTHETIC_OPTIONS:
+        if name in skip:
+            continue
         default = getattr(spec, name)
         flag = "--" + name.replace("_", "-")
-        parser.add_argument(flag, type=kind, default=default, help=f"{text} (default {default})")
-    _add_queueing_arguments(parser)
+        help_text = f"{prefix}{text} (default {default})"
+        parser.add_argument(flag, type=kind, default=default, help=help_text)
+
+
+def _synthetic_spec(options: dict[str, Any], **given: Any) -> SyntheticSpec:
+    """The spec the options ask for (``given`` fields override them); ValueError if bad."""
+    from gpupool.simulation.synthetic import SyntheticSpec
+
+    fields = {name: options[name] for name, _, _ in SYNTHETIC_OPTIONS if name in options}
+    return SyntheticSpec(**(fields | given))
+
+
+def _synthetic_trace(spec: SyntheticSpec) -> list[PhillyJob]:
+    """A trace drawn from the Philly jobs of B3 for B3's pool."""
+    from gpupool.simulation.philly import GPUS_PER_NODE, NODES, load_jobs, window
+    from gpupool.simulation.synthetic import synthetic_jobs
+
+    return synthetic_jobs(spec, window(load_jobs()), NODES * GPUS_PER_NODE)
 
 
 def _add_queueing_arguments(parser: argparse.ArgumentParser) -> None:
@@ -101,16 +130,15 @@ def run_philly_mode(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> 
 
 def run_synthetic_mode(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
     """The B3 policies on a synthetic trace drawn from the Philly jobs."""
-    from gpupool.simulation.philly import GPUS_PER_NODE, NODES, load_jobs, philly_dir, window
-    from gpupool.simulation.synthetic import SyntheticSpec, synthetic_jobs
+    from gpupool.simulation.philly import philly_dir
 
     csv_path = philly_dir() / "jobs_by_vc_seed0.csv"
     if not csv_path.is_file():
         stderr.write(f"simulate synthetic: {csv_path} not found (set GPUPOOL_DATA_DIR)\n")
         return 2
     try:
-        spec = SyntheticSpec(**{name: options[name] for name, _, _ in SYNTHETIC_OPTIONS})
-        jobs = synthetic_jobs(spec, window(load_jobs(csv_path)), NODES * GPUS_PER_NODE)
+        spec = _synthetic_spec(options)
+        jobs = _synthetic_trace(spec)
         return _run_queueing(options, jobs, "synthetic", spec.to_json(), stdout, stderr)
     except ValueError as error:
         stderr.write(f"simulate synthetic: {error}\n")
@@ -278,10 +306,11 @@ def add_whatif_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--trace",
-        choices=["philly"],
+        choices=["philly", "synthetic"],
         help="replay a trace instead of the database's recorded workloads",
     )
     parser.add_argument("--limit", type=int, help="with --trace: only the first N jobs")
+    _add_synthetic_spec_arguments(parser, skip=("days",), prefix="with --trace synthetic: ")
     parser.add_argument("--json", action="store_true", help="print JSON only")
 
 
@@ -307,8 +336,19 @@ def run_whatif_mode(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> 
         stderr.write(f"simulate whatif: {error}\n")
         return 2
     days = options.get("days") or 30.0
-    if options.get("trace") == "philly":
-        inputs = _philly_inputs(days, options.get("limit"))
+    trace, limit = options.get("trace"), options.get("limit")
+    if trace == "philly":
+        from gpupool.simulation.philly import load_jobs
+
+        inputs = _trace_inputs(load_jobs(), days, limit, "philly trace")
+    elif trace == "synthetic":
+        try:
+            spec = _synthetic_spec(options, days=days)
+        except ValueError as error:
+            stderr.write(f"simulate whatif: {error}\n")
+            return 2
+        drawn = ", ".join(f"{k} {v:g}" for k, v in spec.to_json().items() if k != "days")
+        inputs = _trace_inputs(_synthetic_trace(spec), days, limit, f"synthetic trace ({drawn})")
     else:
         inputs = _database_inputs(days)
     jobs, flavors, nodes, queues, classes, window_s, note = inputs
@@ -344,20 +384,22 @@ def run_whatif_mode(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> 
     return 0
 
 
-def _philly_inputs(days: float, limit: int | None) -> tuple[Any, ...]:
-    """Demand, pool and queues of the B3 setup (queues ``vc-<hash>``, flavor ``v100``)."""
+def _trace_inputs(
+    jobs: Sequence[PhillyJob], days: float, limit: int | None, label: str
+) -> tuple[Any, ...]:
+    """Demand, pool and queues of the B3 setup for a trace's jobs (queues ``vc-<tenant>``,
+    flavor ``v100``)."""
     from gpupool.simulation.philly import (
         DAY_S,
         GPUS_PER_NODE,
         NODES,
-        load_jobs,
         make_cluster,
         sim_jobs,
         tenant_shares,
         window,
     )
 
-    chosen = window(load_jobs(), days, limit)
+    chosen = window(jobs, days, limit)
     cluster = make_cluster(tenant_shares(chosen), NODES * GPUS_PER_NODE)
     return (
         sim_jobs(chosen),
@@ -366,7 +408,7 @@ def _philly_inputs(days: float, limit: int | None) -> tuple[Any, ...]:
         cluster.queues,
         cluster.priority_classes,
         days * DAY_S,
-        f"philly trace, {len(chosen)} jobs of each tenant's first {days:g} days",
+        f"{label}, {len(chosen)} jobs of each tenant's first {days:g} days",
     )
 
 

@@ -187,3 +187,39 @@ def test_cli_synthetic_refuses_a_bad_spec() -> None:
         call_command("gpupool", "simulate", "synthetic", "--tenants", "0", stderr=err)
     assert exit_info.value.code == 2
     assert "tenants: must be at least 1" in err.getvalue()
+
+
+@pytest.mark.usefixtures("philly_data")
+def test_cli_whatif_on_a_synthetic_trace() -> None:
+    """The what-if replays a drawn trace too: its note says how it was drawn, and a quota
+    change on one of its queues is applied."""
+    out = StringIO()
+    call_command(
+        "gpupool",
+        "simulate",
+        "whatif",
+        "--trace",
+        "synthetic",
+        "--days",
+        "0.5",
+        "--tenants",
+        "2",
+        "--load",
+        "0.3",
+        "--set-quota",
+        "vc-t02:v100:deserved=600",
+        "--json",
+        stdout=out,
+    )
+    document = json.loads(out.getvalue())
+    assert document["note"].startswith("synthetic trace (tenants 2, load 0.3, skew 1,")
+    assert document["jobs"] > 0
+    assert document["tenants"]["t02"]["after"]["deserved_gpus"] == 600
+    assert document["tenants"]["t02"]["before"]["deserved_gpus"] < 600
+    err = StringIO()
+    with pytest.raises(SystemExit) as exit_info:
+        call_command(
+            "gpupool", "simulate", "whatif", "--trace", "synthetic", "--load", "0", stderr=err
+        )
+    assert exit_info.value.code == 2
+    assert "load: must be a positive number" in err.getvalue()
