@@ -99,6 +99,7 @@ def write_report(run: PhillyRun, path: Path) -> None:
         "preemptions",
         "GPU-h lost",
         "lost %",
+        "share deviation",
         "worse than alone",
     )
     parts.append("".join(f"<th>{h}</th>" for h in headers) + "</tr>")
@@ -113,6 +114,7 @@ def write_report(run: PhillyRun, path: Path) -> None:
             m.preemptions,
             f"{m.gpu_hours_lost:,.0f}",
             f"{m.gpu_hours_lost_fraction:.2%}",
+            f"{m.share_deviation:.1%}",
             describe_worse_than_alone(m.tenants_worse_than_alone),
         )
         parts.append("<tr>" + "".join(_cell(c) for c in cells) + "</tr>")

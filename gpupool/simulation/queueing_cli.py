@@ -239,6 +239,7 @@ def _print_philly(document: dict[str, Any], stdout: TextIO) -> None:
         "preemptions",
         "GPU-h lost",
         "lost %",
+        "share dev",
         "worse than alone",
         "worst JCT / alone",
     )
@@ -255,6 +256,7 @@ def _print_philly(document: dict[str, Any], stdout: TextIO) -> None:
             str(entry["preemptions"]),
             f"{entry['gpu_hours_lost']:,.0f}",
             f"{entry['gpu_hours_lost_fraction']:.2%}",
+            f"{entry['share_deviation']:.1%}",
             describe_worse_than_alone(entry["tenants_worse_than_alone"]),
             describe_ratio(entry.get("finish_time_fairness_max")),
         )

@@ -20,10 +20,22 @@ replaced by "alone on its deserved share", as the sharing-incentive check does).
 reports the worst tenant's rho: <= 1 when nobody finishes later, on average, than alone.
 (Jain's index of the rhos was tried and dropped: on B3 it was 0.89 for all three policies,
 fifo's worst rho of 2.4 included, because tenants that gain from sharing spread it as much.)
+
+Share deviation (DESIGN section 6's "fairness (share deviation)"): at every instant of the
+window, each tenant's fair share is its part of a weighted max-min split of the pool, as a
+fluid: min(its demand, its capability, lambda x its deserved GPUs), lambda as large as the pool
+allows. Its demand is the GPUs of its jobs that have arrived and not finished, running or
+pending. The policy's share deviation is the time average of half the L1 distance between
+what the tenants hold and their fair shares, as a fraction of the pool: the part of the pool
+that would have to change hands to be fair (0 = always exactly fair; a shortfall against a
+work-conserving split counts too). Each tenant's share gap is the time average of what it
+holds minus its fair share, in GPUs (above 0: more than its fair share). Gangs make 0
+unreachable; the figure is for comparing policies on the same jobs.
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from gpupool.scheduler.types import MILLI
 from gpupool.simulation.events import ClusterSetup, JobRecord, ReplayOutcome, Segment
 
 
@@ -80,6 +93,7 @@ class TenantMetrics:
     gpu_hours_lost: float
     alone_wait_mean_s: float | None
     alone_jct_mean_s: float | None = None
+    share_gap_gpus: float = 0.0  # time-average GPUs held minus fair share (module docstring)
     waits_s: tuple[float, ...] = field(default=(), repr=False)
 
     @property
@@ -111,6 +125,7 @@ class TenantMetrics:
             "worse_than_alone": self.worse_than_alone,
             "alone_jct_mean_s": _rounded(self.alone_jct_mean_s, 1),
             "finish_time_fairness": _rounded(self.finish_time_fairness, 4),
+            "share_gap_gpus": round(self.share_gap_gpus, 2),
         }
 
 
@@ -133,6 +148,7 @@ class PolicyMetrics:
     cycles: int
     plan_s: float
     tenants: dict[str, TenantMetrics]
+    share_deviation: float = 0.0  # time-average fraction of the pool off the fair split
 
     @property
     def gpu_hours_lost_fraction(self) -> float:
@@ -176,6 +192,7 @@ class PolicyMetrics:
             "plan_s": round(self.plan_s, 2),
             "tenants_worse_than_alone": self.tenants_worse_than_alone,
             "finish_time_fairness_max": _rounded(self.finish_time_fairness_max, 4),
+            "share_deviation": round(self.share_deviation, 4),
             "tenants": {name: t.to_json() for name, t in self.tenants.items()},
         }
 
@@ -215,6 +232,7 @@ def summarise(
     in_window = held_gpu_seconds(outcome.segments, 0.0, window_s)
     makespan = outcome.makespan_s
     tenants = tenant_of(cluster)
+    deviation = share_deviation(outcome, cluster, window_s)
     per_tenant: dict[str, TenantMetrics] = {}
     for tenant, mine in sorted(_by_tenant(records, tenants).items()):
         waits = [r.wait_s for r in mine]
@@ -234,6 +252,7 @@ def summarise(
             alone_jct_mean_s=(
                 mean([r.jct_s for r in baseline.records]) if baseline is not None else None
             ),
+            share_gap_gpus=deviation.gap_gpus.get(tenant, 0.0),
             waits_s=tuple(waits),
         )
     return PolicyMetrics(
@@ -254,4 +273,97 @@ def summarise(
         cycles=outcome.cycles,
         plan_s=outcome.plan_s,
         tenants=per_tenant,
+        share_deviation=deviation.pool,
+    )
+
+
+def fair_split(
+    demand: Mapping[str, float],
+    weight: Mapping[str, float],
+    cap: Mapping[str, float],
+    capacity: float,
+) -> dict[str, float]:
+    """Weighted max-min fair split of ``capacity`` (water-filling): each tenant gets
+    min(its demand, its cap, lambda x its weight), with lambda as large as the pool allows."""
+    limit = {t: max(0.0, min(d, cap.get(t, math.inf))) for t, d in demand.items()}
+    if sum(limit.values()) <= capacity:
+        return limit
+    split = dict.fromkeys(limit, 0.0)
+    order = sorted((t for t in limit if limit[t] > 0), key=lambda t: limit[t] / weight[t])
+    remaining, weights = capacity, sum(weight[t] for t in order)
+    for i, tenant in enumerate(order):
+        level = remaining / weights
+        if limit[tenant] <= level * weight[tenant]:
+            split[tenant] = limit[tenant]
+            remaining -= limit[tenant]
+            weights -= weight[tenant]
+            continue
+        for other in order[i:]:
+            split[other] = level * weight[other]
+        break
+    return split
+
+
+@dataclass(frozen=True, slots=True)
+class ShareDeviation:
+    """Time averages over the window (module docstring): the pool's fraction off the fair
+    split, and per tenant GPUs held minus its fair share."""
+
+    pool: float
+    gap_gpus: dict[str, float]
+
+
+def share_deviation(
+    outcome: ReplayOutcome, cluster: ClusterSetup, window_s: float
+) -> ShareDeviation:
+    """How far the GPUs the tenants held were from a weighted max-min fair split."""
+    tenants = tenant_of(cluster)
+    parents = {q.parent for q in cluster.queues if q.parent is not None}
+    weight: dict[str, float] = defaultdict(float)
+    cap: dict[str, float] = defaultdict(float)
+    for queue in cluster.queues:
+        if queue.name in parents:
+            continue
+        tenant = tenants[queue.name]
+        weight[tenant] += sum(q.deserved for q in queue.quota.values()) / MILLI
+        cap[tenant] += sum(q.capability for q in queue.quota.values()) / MILLI
+    changes: list[tuple[float, str, str, float]] = []  # time, tenant, "demand"/"held", delta
+    for record in outcome.records:
+        tenant = tenants.get(record.job.queue, record.job.queue)
+        end = record.finished_at if record.finished_at is not None else math.inf
+        changes += [
+            (record.job.submitted_at, tenant, "demand", record.job.gpus),
+            (end, tenant, "demand", -record.job.gpus),
+        ]
+    for segment in outcome.segments:
+        tenant = tenants.get(segment.queue, segment.queue)
+        changes += [(segment.start, tenant, "held", segment.gpus)]
+        changes += [(segment.end, tenant, "held", -segment.gpus)]
+    changes.sort(key=lambda change: change[0])
+    capacity = float(outcome.capacity_gpus)
+    names = sorted(set(weight) | {change[1] for change in changes})
+    for name in names:  # a tenant with no deserved share still counts, barely
+        weight[name] = max(weight[name], 1e-9)
+    demand = dict.fromkeys(names, 0.0)
+    held = dict.fromkeys(names, 0.0)
+    off = 0.0
+    gap = dict.fromkeys(names, 0.0)
+    now, i = 0.0, 0
+    while now < window_s:
+        while i < len(changes) and changes[i][0] <= now:
+            _, tenant, kind, delta = changes[i]
+            (demand if kind == "demand" else held)[tenant] += delta
+            i += 1
+        following = changes[i][0] if i < len(changes) else math.inf
+        until = min(following, window_s)
+        fair = fair_split(demand, weight, cap, capacity)
+        span = until - now
+        off += span * sum(abs(held[t] - fair[t]) for t in names) / 2
+        for tenant in names:
+            gap[tenant] += span * (held[tenant] - fair[tenant])
+        now = until
+    if window_s <= 0 or capacity <= 0:
+        return ShareDeviation(0.0, dict.fromkeys(names, 0.0))
+    return ShareDeviation(
+        off / (capacity * window_s), {t: value / window_s for t, value in gap.items()}
     )

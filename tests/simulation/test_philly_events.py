@@ -24,7 +24,7 @@ from gpupool.simulation.events import (
     replay,
 )
 from gpupool.simulation.philly import POLICIES
-from gpupool.simulation.queueing_metrics import summarise
+from gpupool.simulation.queueing_metrics import fair_split, share_deviation, summarise
 
 
 def job(name: str, gpus: int, at: float, duration: float) -> SimJob:
@@ -205,3 +205,47 @@ def test_finish_time_fairness_is_jct_shared_over_alone_per_tenant() -> None:
     assert entry["tenants"]["a"]["alone_jct_mean_s"] == 100.0
     without = summarise(outcome, shared, 200.0, {"a": 4, "b": 4})
     assert without.finish_time_fairness_max is None
+
+
+@pytest.mark.parametrize(
+    ("demand", "weight", "cap", "split"),
+    [
+        # enough for everyone: each gets its demand, up to its capability
+        ({"a": 2, "b": 3}, {"a": 1, "b": 1}, {"a": 8, "b": 2}, {"a": 2, "b": 2}),
+        # equal weights, both want it all: half each
+        ({"a": 8, "b": 8}, {"a": 1, "b": 1}, {}, {"a": 4, "b": 4}),
+        # weights 3:1, both want it all: 6 and 2
+        ({"a": 8, "b": 8}, {"a": 3, "b": 1}, {}, {"a": 6, "b": 2}),
+        # b wants less than its half: the rest goes to a (water-filling)
+        ({"a": 8, "b": 1}, {"a": 1, "b": 1}, {}, {"a": 7, "b": 1}),
+        # a capped at 3: b takes the rest
+        ({"a": 8, "b": 8}, {"a": 1, "b": 1}, {"a": 3}, {"a": 3, "b": 5}),
+    ],
+)
+def test_fair_split_is_weighted_max_min(
+    demand: dict[str, float],
+    weight: dict[str, float],
+    cap: dict[str, float],
+    split: dict[str, float],
+) -> None:
+    """On 8 GPUs."""
+    assert fair_split(demand, weight, cap, 8) == pytest.approx(split)
+
+
+def test_share_deviation_on_a_hand_checked_replay() -> None:
+    """b's 8-GPU job holds the node for [0, 100); a's arrives at 1 and runs [100, 200).
+
+    Fair split (deserved 4 and 4): b alone wants it at [0, 1) -> 8 to b; both want 8 over
+    [1, 100) -> 4 and 4, while b holds 8: 4 GPUs off; a alone over [100, 200). Over a 200 s
+    window: 99 x 4 / (8 x 200) = 0.2475 of the pool; b +1.98 GPUs on average, a -1.98.
+    """
+    shared = pool({"a": (4, 8), "b": (4, 8)})
+    outcome = replay(
+        [job("b-1", 8, 0, 100), job("a-1", 8, 1, 100)], shared, POLICIES["gpupool"].sim
+    )
+    deviation = share_deviation(outcome, shared, 200.0)
+    assert deviation.pool == pytest.approx(0.2475)
+    assert deviation.gap_gpus == pytest.approx({"a": -1.98, "b": 1.98})
+    metrics = summarise(outcome, shared, 200.0, {"a": 4, "b": 4})
+    assert metrics.to_json()["share_deviation"] == 0.2475
+    assert metrics.to_json()["tenants"]["a"]["share_gap_gpus"] == -1.98
