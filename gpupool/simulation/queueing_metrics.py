@@ -23,14 +23,16 @@ fifo's worst rho of 2.4 included, because tenants that gain from sharing spread 
 
 Share deviation (DESIGN section 6's "fairness (share deviation)"): at every instant of the
 window, each tenant's fair share is its part of a weighted max-min split of the pool, as a
-fluid: min(its demand, its capability, lambda x its deserved GPUs), lambda as large as the pool
-allows. Its demand is the GPUs of its jobs that have arrived and not finished, running or
-pending. The policy's share deviation is the time average of half the L1 distance between
-what the tenants hold and their fair shares, as a fraction of the pool: the part of the pool
-that would have to change hands to be fair (0 = always exactly fair; a shortfall against a
-work-conserving split counts too). Each tenant's share gap is the time average of what it
-holds minus its fair share, in GPUs (above 0: more than its fair share). Gangs make 0
-unreachable; the figure is for comparing policies on the same jobs.
+fluid: min(its demand, lambda x its deserved GPUs), lambda as large as the pool allows. Its
+demand is the GPUs of its jobs that have arrived and not finished, running or pending. The
+split knows no capability: it is the same reference for every policy, so a policy's caps
+(fifo's capability = deserved, the others' 2 x) count against it where they leave demand
+unserved beside idle GPUs. The policy's share deviation is the time average of half the L1
+distance between what the tenants hold and their fair shares, as a fraction of the pool: the
+part of the pool that would have to change hands to be fair (0 = always exactly fair; a
+shortfall against a work-conserving split counts too). Each tenant's share gap is the time
+average of what it holds minus its fair share, in GPUs (above 0: more than its fair share).
+Gangs make 0 unreachable; the figure is for comparing policies on the same jobs.
 """
 
 from __future__ import annotations
@@ -278,14 +280,11 @@ def summarise(
 
 
 def fair_split(
-    demand: Mapping[str, float],
-    weight: Mapping[str, float],
-    cap: Mapping[str, float],
-    capacity: float,
+    demand: Mapping[str, float], weight: Mapping[str, float], capacity: float
 ) -> dict[str, float]:
     """Weighted max-min fair split of ``capacity`` (water-filling): each tenant gets
-    min(its demand, its cap, lambda x its weight), with lambda as large as the pool allows."""
-    limit = {t: max(0.0, min(d, cap.get(t, math.inf))) for t, d in demand.items()}
+    min(its demand, lambda x its weight), with lambda as large as the pool allows."""
+    limit = {t: max(0.0, d) for t, d in demand.items()}
     if sum(limit.values()) <= capacity:
         return limit
     split = dict.fromkeys(limit, 0.0)
@@ -320,13 +319,9 @@ def share_deviation(
     tenants = tenant_of(cluster)
     parents = {q.parent for q in cluster.queues if q.parent is not None}
     weight: dict[str, float] = defaultdict(float)
-    cap: dict[str, float] = defaultdict(float)
     for queue in cluster.queues:
-        if queue.name in parents:
-            continue
-        tenant = tenants[queue.name]
-        weight[tenant] += sum(q.deserved for q in queue.quota.values()) / MILLI
-        cap[tenant] += sum(q.capability for q in queue.quota.values()) / MILLI
+        if queue.name not in parents:
+            weight[tenants[queue.name]] += sum(q.deserved for q in queue.quota.values()) / MILLI
     changes: list[tuple[float, str, str, float]] = []  # time, tenant, "demand"/"held", delta
     for record in outcome.records:
         tenant = tenants.get(record.job.queue, record.job.queue)
@@ -356,7 +351,7 @@ def share_deviation(
             i += 1
         following = changes[i][0] if i < len(changes) else math.inf
         until = min(following, window_s)
-        fair = fair_split(demand, weight, cap, capacity)
+        fair = fair_split(demand, weight, capacity)
         span = until - now
         off += span * sum(abs(held[t] - fair[t]) for t in names) / 2
         for tenant in names:

@@ -208,28 +208,25 @@ def test_finish_time_fairness_is_jct_shared_over_alone_per_tenant() -> None:
 
 
 @pytest.mark.parametrize(
-    ("demand", "weight", "cap", "split"),
+    ("demand", "weight", "split"),
     [
-        # enough for everyone: each gets its demand, up to its capability
-        ({"a": 2, "b": 3}, {"a": 1, "b": 1}, {"a": 8, "b": 2}, {"a": 2, "b": 2}),
+        # enough for everyone: each gets its demand
+        ({"a": 2, "b": 3}, {"a": 1, "b": 1}, {"a": 2, "b": 3}),
         # equal weights, both want it all: half each
-        ({"a": 8, "b": 8}, {"a": 1, "b": 1}, {}, {"a": 4, "b": 4}),
+        ({"a": 8, "b": 8}, {"a": 1, "b": 1}, {"a": 4, "b": 4}),
         # weights 3:1, both want it all: 6 and 2
-        ({"a": 8, "b": 8}, {"a": 3, "b": 1}, {}, {"a": 6, "b": 2}),
+        ({"a": 8, "b": 8}, {"a": 3, "b": 1}, {"a": 6, "b": 2}),
         # b wants less than its half: the rest goes to a (water-filling)
-        ({"a": 8, "b": 1}, {"a": 1, "b": 1}, {}, {"a": 7, "b": 1}),
-        # a capped at 3: b takes the rest
-        ({"a": 8, "b": 8}, {"a": 1, "b": 1}, {"a": 3}, {"a": 3, "b": 5}),
+        ({"a": 8, "b": 1}, {"a": 1, "b": 1}, {"a": 7, "b": 1}),
+        # three tenants, c satisfied first, a and b split the rest 1:1
+        ({"a": 8, "b": 8, "c": 2}, {"a": 1, "b": 1, "c": 1}, {"a": 3, "b": 3, "c": 2}),
     ],
 )
 def test_fair_split_is_weighted_max_min(
-    demand: dict[str, float],
-    weight: dict[str, float],
-    cap: dict[str, float],
-    split: dict[str, float],
+    demand: dict[str, float], weight: dict[str, float], split: dict[str, float]
 ) -> None:
     """On 8 GPUs."""
-    assert fair_split(demand, weight, cap, 8) == pytest.approx(split)
+    assert fair_split(demand, weight, 8) == pytest.approx(split)
 
 
 def test_share_deviation_on_a_hand_checked_replay() -> None:
