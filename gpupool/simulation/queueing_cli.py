@@ -119,20 +119,25 @@ def _add_queueing_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_philly_mode(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
     """Benchmark B3: queueing and fairness per policy on the Philly VC trace."""
-    from gpupool.simulation.philly import load_jobs, philly_dir
+    from gpupool.simulation.philly import load_jobs
 
-    csv_path = philly_dir() / "jobs_by_vc_seed0.csv"
+    csv_path = _philly_csv()
     if not csv_path.is_file():
         stderr.write(f"simulate philly: {csv_path} not found (set GPUPOOL_DATA_DIR)\n")
         return 2
     return _run_queueing(options, load_jobs(csv_path), "philly", {}, stdout, stderr)
 
 
-def run_synthetic_mode(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
-    """The B3 policies on a synthetic trace drawn from the Philly jobs."""
+def _philly_csv() -> Path:
+    """The Philly jobs table the philly, synthetic and what-if trace modes read."""
     from gpupool.simulation.philly import philly_dir
 
-    csv_path = philly_dir() / "jobs_by_vc_seed0.csv"
+    return philly_dir() / "jobs_by_vc_seed0.csv"
+
+
+def run_synthetic_mode(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
+    """The B3 policies on a synthetic trace drawn from the Philly jobs."""
+    csv_path = _philly_csv()
     if not csv_path.is_file():
         stderr.write(f"simulate synthetic: {csv_path} not found (set GPUPOOL_DATA_DIR)\n")
         return 2
@@ -339,6 +344,9 @@ def run_whatif_mode(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> 
         return 2
     days = options.get("days") or 30.0
     trace, limit = options.get("trace"), options.get("limit")
+    if trace is not None and not _philly_csv().is_file():
+        stderr.write(f"simulate whatif: {_philly_csv()} not found (set GPUPOOL_DATA_DIR)\n")
+        return 2
     if trace == "philly":
         from gpupool.simulation.philly import load_jobs
 

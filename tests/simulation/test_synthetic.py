@@ -223,3 +223,17 @@ def test_cli_whatif_on_a_synthetic_trace() -> None:
         )
     assert exit_info.value.code == 2
     assert "load: must be a positive number" in err.getvalue()
+
+
+@pytest.mark.parametrize(
+    "argv", [["synthetic"], ["whatif", "--trace", "synthetic"], ["whatif", "--trace", "philly"]]
+)
+def test_trace_modes_without_the_data_say_where_they_looked(
+    argv: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GPUPOOL_DATA_DIR", str(tmp_path))
+    err = StringIO()
+    with pytest.raises(SystemExit) as exit_info:
+        call_command("gpupool", "simulate", *argv, stderr=err)
+    assert exit_info.value.code == 2
+    assert f"{tmp_path}/philly_gavel_vc/jobs_by_vc_seed0.csv not found" in err.getvalue()
