@@ -13,9 +13,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gpupool.cli.subcommands.simulate import parse_seeds
 from gpupool.simulation.openb import gpu_capacity_milli, inflate, load_nodes, load_tasks

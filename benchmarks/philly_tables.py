@@ -21,12 +21,12 @@ def _hours(seconds: float | None) -> str:
 
 
 def policy_table(doc: dict[str, Any]) -> list[str]:
-    """One row per policy: JCT, wait, utilisation, preemptions, loss, sharing incentive,
-    finish-time fairness (the worst tenant's mean JCT shared / alone)."""
+    """One row per policy: JCT, wait, utilisation, preemptions, loss, share deviation, sharing
+    incentive, finish-time fairness (the worst tenant's mean JCT shared / alone)."""
     rows = [
         "| policy | JCT mean | JCT p99 | wait mean | wait p99 | utilisation | preemptions "
-        "| GPU-h lost | tenants worse than alone | worst JCT / alone |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| GPU-h lost | share deviation | tenants worse than alone | worst JCT / alone |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, m in doc["policies"].items():
         verdict = describe_worse_than_alone(m.get("tenants_worse_than_alone"))
@@ -34,7 +34,8 @@ def policy_table(doc: dict[str, Any]) -> list[str]:
             f"| {name} | {m['jct_mean_s'] / HOUR:.2f} h | {m['jct_p99_s'] / HOUR:.1f} h "
             f"| {m['wait_mean_s'] / HOUR:.2f} h | {m['wait_p99_s'] / HOUR:.2f} h "
             f"| {100 * m['utilisation']:.1f}% | {m['preemptions']} "
-            f"| {m['gpu_hours_lost']:.1f} ({100 * m['gpu_hours_lost_fraction']:.3f}%) | {verdict} "
+            f"| {m['gpu_hours_lost']:.1f} ({100 * m['gpu_hours_lost_fraction']:.3f}%) "
+            f"| {100 * m['share_deviation']:.2f}% | {verdict} "
             f"| {describe_ratio(m.get('finish_time_fairness_max'))} |"
         )
     return rows

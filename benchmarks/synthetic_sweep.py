@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gpupool.cli.subcommands.simulate import parse_seeds
 from gpupool.simulation.philly import GPUS_PER_NODE, NODES, load_jobs, run_philly, window
