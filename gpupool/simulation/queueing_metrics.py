@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from gpupool.scheduler.types import MILLI
+from gpupool.scheduler.types import MILLI, QueueInfo
 from gpupool.simulation.events import ClusterSetup, JobRecord, ReplayOutcome, Segment
 
 
@@ -208,6 +208,18 @@ def tenant_of(cluster: ClusterSetup) -> dict[str, str]:
     return {q.name: q.tenant or q.name for q in cluster.queues}
 
 
+def deserved_gpus(queues: Sequence[QueueInfo]) -> dict[str, float]:
+    """Per tenant, the deserved GPUs of its leaf queues over every flavor."""
+    parents = {q.parent for q in queues if q.parent is not None}
+    result: dict[str, float] = defaultdict(float)
+    for queue in queues:
+        if queue.name in parents:
+            continue
+        tenant = queue.tenant or queue.name
+        result[tenant] += sum(quota.deserved for quota in queue.quota.values()) / MILLI
+    return dict(result)
+
+
 def _by_tenant(
     records: Iterable[JobRecord], tenants: Mapping[str, str]
 ) -> dict[str, list[JobRecord]]:
@@ -317,11 +329,7 @@ def share_deviation(
 ) -> ShareDeviation:
     """How far the GPUs the tenants held were from a weighted max-min fair split."""
     tenants = tenant_of(cluster)
-    parents = {q.parent for q in cluster.queues if q.parent is not None}
-    weight: dict[str, float] = defaultdict(float)
-    for queue in cluster.queues:
-        if queue.name not in parents:
-            weight[tenants[queue.name]] += sum(q.deserved for q in queue.quota.values()) / MILLI
+    weight: dict[str, float] = defaultdict(float, deserved_gpus(cluster.queues))
     changes: list[tuple[float, str, str, float]] = []  # time, tenant, "demand"/"held", delta
     for record in outcome.records:
         tenant = tenants.get(record.job.queue, record.job.queue)
@@ -337,6 +345,8 @@ def share_deviation(
     changes.sort(key=lambda change: change[0])
     capacity = float(outcome.capacity_gpus)
     names = sorted(set(weight) | {change[1] for change in changes})
+    if window_s <= 0 or capacity <= 0:
+        return ShareDeviation(0.0, dict.fromkeys(names, 0.0))
     for name in names:  # a tenant with no deserved share still counts, barely
         weight[name] = max(weight[name], 1e-9)
     demand = dict.fromkeys(names, 0.0)
@@ -357,8 +367,6 @@ def share_deviation(
         for tenant in names:
             gap[tenant] += span * (held[tenant] - fair[tenant])
         now = until
-    if window_s <= 0 or capacity <= 0:
-        return ShareDeviation(0.0, dict.fromkeys(names, 0.0))
     return ShareDeviation(
         off / (capacity * window_s), {t: value / window_s for t, value in gap.items()}
     )

@@ -39,7 +39,7 @@ from gpupool.simulation.events import (
     UnfinishedJobsError,
     replay,
 )
-from gpupool.simulation.queueing_metrics import held_gpu_seconds, mean, percentile
+from gpupool.simulation.queueing_metrics import deserved_gpus, held_gpu_seconds, mean, percentile
 
 DEFAULT_POLICY = SimPolicy("gpupool", PolicyInfo())
 DEFAULT_PRIORITY_CLASSES = (PriorityClassInfo("normal", 0, default=True),)
@@ -250,23 +250,11 @@ def _figures_json(figures: TenantFigures | None) -> dict[str, Any] | None:
     return None if figures is None else figures.to_json()
 
 
-def _deserved_gpus(queues: Sequence[QueueInfo]) -> dict[str, float]:
-    """Per tenant, the deserved GPUs of its leaf queues over every flavor."""
-    parents = {q.parent for q in queues if q.parent is not None}
-    result: dict[str, float] = defaultdict(float)
-    for queue in queues:
-        if queue.name in parents:
-            continue
-        tenant = queue.tenant or queue.name
-        result[tenant] += sum(quota.deserved for quota in queue.quota.values()) / MILLI
-    return dict(result)
-
-
 def _figures(
     outcome: ReplayOutcome, cluster: ClusterSetup, window_s: float
 ) -> tuple[PoolFigures, dict[str, TenantFigures]]:
     tenant_of = {q.name: q.tenant or q.name for q in cluster.queues}
-    deserved = _deserved_gpus(cluster.queues)
+    deserved = deserved_gpus(cluster.queues)
     records = outcome.records
     pool = PoolFigures(
         wait_mean_s=mean([r.wait_s for r in records]),
