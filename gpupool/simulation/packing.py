@@ -18,12 +18,13 @@ errs on the generous side.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from gpupool.scheduler.fragmentation import MILLI_PER_GPU, PodShape
+from gpupool.simulation.openb import OpenbTask
 
 PRICING_TOLERANCE = 1e-9
 
@@ -136,3 +137,56 @@ def packing_bound(ledger: SharingLedger, capacity_milli: int) -> PackingBound:
         best_gpus=best,
         best_idle_milli=best * MILLI_PER_GPU - total,
     )
+
+
+@dataclass
+class RunOutLedger:
+    """When a replay used its last untouched GPU, and which gangs it had dropped before.
+
+    Pass `place` to `replay(on_place=...)` and `task` to `replay(on_task=...)`. Until the
+    last untouched (fresh) GPU is taken, every one-GPU task that fits must be placed; after
+    it, only GPU-sharing pods that fit a gap can be. A whole-GPU gang dropped before that
+    moment (no node had enough fresh GPUs with the CPU and memory) is the one lever a
+    placement has over *when* it comes: had the gang been placed, the fresh GPUs would have
+    run out that many GPUs sooner, and the pods that took the last of them would have found
+    no room.
+    """
+
+    tasks: Sequence[OpenbTask]
+    total_gpus: int
+    capacity_milli: int
+    used: dict[tuple[int, int], int] = field(default_factory=dict)
+    fresh_order: list[tuple[int, int]] = field(default_factory=list)
+    arrived_milli: int = 0
+    run_out_load: float | None = None  # arrived load (fraction of capacity) at the last fresh GPU
+    gangs_dropped_gpus: int = 0  # GPUs of whole-GPU gangs dropped before that
+    _placed: bool = False
+
+    def place(self, node: int, shape: PodShape, gpus: tuple[int, ...]) -> None:
+        self._placed = True
+        for gpu in gpus:
+            key = (node, gpu)
+            if key not in self.used:
+                self.fresh_order.append(key)
+                self.used[key] = 0
+            self.used[key] += shape.milli
+
+    def task(self, index: int) -> None:
+        task = self.tasks[index]
+        self.arrived_milli += task.total_gpu_milli
+        placed, self._placed = self._placed, False
+        if self.run_out_load is not None:
+            return
+        if not placed and task.num_gpu > 1 and task.gpu_milli == MILLI_PER_GPU:
+            self.gangs_dropped_gpus += task.num_gpu
+        if len(self.fresh_order) == self.total_gpus:
+            self.run_out_load = self.arrived_milli / self.capacity_milli
+
+    def last_fresh_idle_milli(self, count: int) -> int:
+        """Idle milli, at the end of the run, of the last `count` GPUs taken fresh.
+
+        With the dropped gangs placed, these are the GPUs the fresh supply would have lacked:
+        their idle is what placing the gangs could save, at most, if nothing else moved.
+        """
+        last = self.fresh_order[max(0, len(self.fresh_order) - count) :] if count else []
+        return sum(MILLI_PER_GPU - self.used[key] for key in last)

@@ -6,7 +6,7 @@ import pytest
 from simulation_builders import node, task
 
 from gpupool.simulation.openb import Workload, gpu_capacity_milli
-from gpupool.simulation.packing import SharingLedger, min_gpus_lp, packing_bound
+from gpupool.simulation.packing import RunOutLedger, SharingLedger, min_gpus_lp, packing_bound
 from gpupool.simulation.replay import replay
 
 
@@ -66,3 +66,51 @@ def test_ledger_and_bound_on_a_hand_checked_replay() -> None:
     assert bound.best_idle_milli == pytest.approx(100 / 3)
     assert bound.upper_pct == pytest.approx(100 * (2300 + 700 - 100 / 3) / 3000)
     assert bound.allocation_pct == pytest.approx(100 * 2300 / 3000)
+
+
+def test_run_out_ledger_on_a_hand_checked_replay() -> None:
+    """Best fit on two 2-GPU nodes: a takes n0's GPU 0, the 700 the tighter n0's GPU 1, e
+    n1's GPU 0; the 2-GPU gang g finds one fresh GPU and is dropped; the 810 takes the last
+    fresh GPU (n1's GPU 1) -- fresh GPUs are gone at 5,510 of 4,000 milli arrived; the 200
+    joins the 700; after that i and the gang j are dropped, and j does not count.
+
+    Had g been placed, the last two fresh GPUs (n1's) would have gone to it: they end with
+    0 and 190 milli idle, so placing g could save 190 at most.
+    """
+    nodes = [node("n0"), node("n1")]
+    tasks = [
+        task("a"),
+        task("d", milli=700),
+        task("e"),
+        task("g", gpus=2),
+        task("f", milli=810),
+        task("h", milli=200),
+        task("i"),
+        task("j", gpus=2),
+    ]
+    workload = Workload(tasks=tuple(tasks), node_rank=(0, 1), seed=0)
+    capacity = gpu_capacity_milli(nodes)
+    ledger = RunOutLedger(workload.tasks, total_gpus=4, capacity_milli=capacity)
+    result = replay(nodes, tasks, workload, "bestfit", on_task=ledger.task, on_place=ledger.place)
+
+    assert result.dropped == 3
+    assert ledger.fresh_order == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert ledger.used == {(0, 0): 1000, (0, 1): 900, (1, 0): 1000, (1, 1): 810}
+    assert ledger.run_out_load == pytest.approx(5510 / 4000)
+    assert ledger.gangs_dropped_gpus == 2
+    assert ledger.last_fresh_idle_milli(2) == 190
+    assert ledger.last_fresh_idle_milli(0) == 0
+    assert ledger.last_fresh_idle_milli(5) == 290  # more than were taken: all four
+
+
+def test_run_out_ledger_when_fresh_gpus_never_run_out() -> None:
+    nodes = [node("n0")]
+    tasks = [task("a", milli=500), task("g", gpus=3), task("b", milli=300)]
+    workload = Workload(tasks=tuple(tasks), node_rank=(0,), seed=0)
+    ledger = RunOutLedger(workload.tasks, total_gpus=2, capacity_milli=2000)
+    replay(nodes, tasks, workload, "bestfit", on_task=ledger.task, on_place=ledger.place)
+
+    assert ledger.run_out_load is None
+    assert ledger.gangs_dropped_gpus == 3
+    assert ledger.fresh_order == [(0, 0)]  # best fit stacks the 300 on the 500
+    assert ledger.last_fresh_idle_milli(3) == 200  # only one GPU was ever taken
