@@ -18,7 +18,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from gpupool.cli.subcommands.simulate import parse_seeds
+from gpupool.cli.arguments import parse_seeds
 from gpupool.scheduler.fragmentation import PodShape
 from gpupool.simulation.openb import gpu_capacity_milli, inflate, load_nodes, load_tasks
 from gpupool.simulation.packing import RunOutLedger, SharingLedger, packing_bound

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from gpupool.cli.subcommands.simulate import parse_seeds
+from gpupool.cli.arguments import parse_seeds
 from gpupool.simulation.philly import GPUS_PER_NODE, NODES, load_jobs, run_philly, window
 from gpupool.simulation.queueing_metrics import PolicyMetrics
 from gpupool.simulation.synthetic import SyntheticSpec, synthetic_jobs

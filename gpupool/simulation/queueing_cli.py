@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from gpupool.cli.arguments import non_negative_float, output_file, positive_float, positive_int
 from gpupool.simulation.philly import DEFAULT_QUEUE_WEIGHTS, POLICIES, QUEUE_WEIGHTS, PhillyJob
 from gpupool.simulation.queueing_metrics import describe_ratio, describe_worse_than_alone
 
@@ -25,7 +26,7 @@ HOUR_S = 3600.0
 def add_philly_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``simulate philly``."""
     parser.add_argument(
-        "--days", type=float, default=30.0, help="keep jobs of each tenant's first N days"
+        "--days", type=positive_float, default=30.0, help="keep jobs of each tenant's first N days"
     )
     _add_queueing_arguments(parser)
 
@@ -88,17 +89,19 @@ def _add_queueing_arguments(parser: argparse.ArgumentParser) -> None:
         choices=list(POLICIES),
         help="repeatable (default: fifo, kueue-like, gpupool)",
     )
-    parser.add_argument("--limit", type=int, help="replay only the first N jobs (by arrival)")
+    parser.add_argument(
+        "--limit", type=positive_int, help="replay only the first N jobs (by arrival)"
+    )
     parser.add_argument(
         "--protected-runtime",
-        type=float,
+        type=non_negative_float,
         default=1800.0,
         metavar="S",
         help="gpupool: seconds each job is protected after it starts (default 1800)",
     )
     parser.add_argument(
         "--starvation-limit",
-        type=float,
+        type=positive_float,
         metavar="S",
         help="gpupool: hold capacity for work pending longer than S seconds (default: none)",
     )
@@ -114,7 +117,9 @@ def _add_queueing_arguments(parser: argparse.ArgumentParser) -> None:
         help="skip the sharing-incentive baseline (each tenant alone on its share)",
     )
     parser.add_argument("--json", action="store_true", help="print JSON only")
-    parser.add_argument("--report", type=Path, help="write a self-contained HTML report here")
+    parser.add_argument(
+        "--report", type=output_file, help="write a self-contained HTML report here"
+    )
 
 
 def run_philly_mode(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
@@ -309,14 +314,14 @@ def add_whatif_arguments(parser: argparse.ArgumentParser) -> None:
         ),
     )
     parser.add_argument(
-        "--days", type=float, default=30.0, help="replay the demand of the last N days"
+        "--days", type=positive_float, default=30.0, help="replay the demand of the last N days"
     )
     parser.add_argument(
         "--trace",
         choices=["philly", "synthetic"],
         help="replay a trace instead of the database's recorded workloads",
     )
-    parser.add_argument("--limit", type=int, help="with --trace: only the first N jobs")
+    parser.add_argument("--limit", type=positive_int, help="with --trace: only the first N jobs")
     _add_synthetic_spec_arguments(parser, skip=("days",), prefix="with --trace synthetic: ")
     parser.add_argument("--json", action="store_true", help="print JSON only")
 

@@ -17,6 +17,7 @@ import sys
 import time
 from typing import Any, TextIO
 
+from gpupool.cli.arguments import positive_int
 from gpupool.scheduler import NATIVE, plan
 from gpupool.scheduler.synthetic import synthetic_snapshot
 
@@ -28,8 +29,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     which = parser.add_subparsers(dest="benchmark", metavar="BENCHMARK")
     which.required = True
     cycle = which.add_parser("cycle", help="B1: time plan() on the synthetic pool")
-    cycle.add_argument("--nodes", type=int, default=5000, help="nodes in the pool (5000)")
-    cycle.add_argument("--runs", type=int, default=5, help="timed runs after a warm-up (5)")
+    cycle.add_argument("--nodes", type=positive_int, default=5000, help="nodes in the pool (5000)")
+    cycle.add_argument(
+        "--runs", type=positive_int, default=5, help="timed runs after a warm-up (5)"
+    )
     cycle.add_argument("--seed", type=int, default=7, help="snapshot seed (7)")
     cycle.add_argument("--json", action="store_true", help="print JSON (default: a summary)")
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TextIO
 
+from gpupool.cli.arguments import output_file, parse_seeds, positive_int
 from gpupool.simulation.openb import PAPER_TRACES, available_traces
 from gpupool.simulation.policies import POLICIES
 from gpupool.simulation.queueing_cli import (
@@ -29,23 +29,6 @@ HELP = "Replay traces through placement or queueing policies (B2, B3, synthetic,
 Runner = Callable[[dict[str, Any], TextIO, TextIO], int]
 
 
-def parse_seeds(text: str) -> list[int]:
-    """Seeds from ``42``, ``42-51`` or ``42,45,47``."""
-    seeds: list[int] = []
-    for part in text.split(","):
-        part = part.strip()
-        if "-" in part:
-            low, high = (int(x) for x in part.split("-", 1))
-            if high < low:
-                raise argparse.ArgumentTypeError(f"seeds: empty range {part!r}")
-            seeds.extend(range(low, high + 1))
-        elif part:
-            seeds.append(int(part))
-    if not seeds:
-        raise argparse.ArgumentTypeError("seeds: none given")
-    return seeds
-
-
 def add_openb_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``simulate openb``."""
     parser.add_argument(
@@ -58,9 +41,13 @@ def add_openb_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--seed", action="append", type=int, help="repeatable (default: 42)")
     parser.add_argument("--seeds", type=parse_seeds, help="e.g. 42-51; added to --seed")
-    parser.add_argument("--limit", type=int, help="replay only the first N tasks of each run")
+    parser.add_argument(
+        "--limit", type=positive_int, help="replay only the first N tasks of each run"
+    )
     parser.add_argument("--json", action="store_true", help="print JSON only")
-    parser.add_argument("--report", type=Path, help="write a self-contained HTML report here")
+    parser.add_argument(
+        "--report", type=output_file, help="write a self-contained HTML report here"
+    )
 
 
 def run_openb(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
