@@ -10,6 +10,9 @@ import argparse
 import math
 import os
 from pathlib import Path
+from typing import TypeVar
+
+Number = TypeVar("Number", int, float)
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -32,25 +35,19 @@ def parse_seeds(text: str) -> list[int]:
 def positive_int(text: str) -> int:
     """A count that must be at least 1 (``--limit``, ``--runs``)."""
     value = _int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+    return _checked(value, text, value >= 1, "at least 1")
 
 
 def positive_float(text: str) -> float:
     """A finite number above 0 (``--days``, ``--starvation-limit``)."""
     value = _float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be above 0, got {text.strip()}")
-    return value
+    return _checked(value, text, value > 0, "above 0")
 
 
 def non_negative_float(text: str) -> float:
     """A finite number, 0 or more (``--protected-runtime``: 0 protects nothing)."""
     value = _float(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text.strip()}")
-    return value
+    return _checked(value, text, value >= 0, "0 or more")
 
 
 def output_file(text: str) -> Path:
@@ -65,6 +62,12 @@ def output_file(text: str) -> Path:
     if not os.access(folder, os.W_OK):
         raise argparse.ArgumentTypeError(f"cannot write in folder {folder}")
     return path
+
+
+def _checked(value: Number, text: str, ok: bool, wanted: str) -> Number:
+    if not ok:
+        raise argparse.ArgumentTypeError(f"must be {wanted}, got {text.strip()}")
+    return value
 
 
 def _int(text: str) -> int:

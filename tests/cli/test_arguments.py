@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import io
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -43,8 +44,9 @@ def test_seeds(text: str, seeds: list[int]) -> None:
         (non_negative_float, "-1", "must be 0 or more, got -1"),
     ],
 )
-def test_bad_values_say_what_is_wrong(parse: object, text: str, message: str) -> None:
-    assert callable(parse)
+def test_bad_values_say_what_is_wrong(
+    parse: Callable[[str], object], text: str, message: str
+) -> None:
     with pytest.raises(argparse.ArgumentTypeError, match=message.replace(".", r"\.")):
         parse(text)
 
