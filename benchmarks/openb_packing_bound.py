@@ -60,7 +60,7 @@ def main(argv: list[str]) -> int:
         workload = inflate(tasks, nodes, seed)
         for policy in policies:
             ledger = SharingLedger()
-            run_out = RunOutLedger(workload.tasks, total_gpus, capacity)
+            run_out = RunOutLedger(workload.tasks, total_gpus)
             on_place = _each(ledger, run_out.place)
             replay(nodes, tasks, workload, policy, on_task=run_out.task, on_place=on_place)
             bound = packing_bound(ledger, capacity)

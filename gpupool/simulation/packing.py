@@ -146,17 +146,16 @@ class RunOutLedger:
     Pass `place` to `replay(on_place=...)` and `task` to `replay(on_task=...)`. Until the
     last untouched (fresh) GPU is taken, every one-GPU task that fits must be placed; after
     it, only GPU-sharing pods that fit a gap can be. A whole-GPU gang dropped before that
-    moment (no node had enough fresh GPUs with the CPU and memory) is the one lever a
-    placement has over *when* it comes: had the gang been placed, the fresh GPUs would have
-    run out that many GPUs sooner, and the pods that took the last of them would have found
-    no room.
+    moment (no node had enough fresh GPUs with the CPU and memory) is the lever over *when*
+    it comes that can only help: had the gang been placed, the fresh GPUs would have run out
+    that many GPUs sooner, at no idle, and the pods that took the last of them would have
+    found no room.
     """
 
     tasks: Sequence[OpenbTask]
     total_gpus: int
-    capacity_milli: int
+    # milli-GPU used on every GPU a pod has taken, in the order they were first taken
     used: dict[tuple[int, int], int] = field(default_factory=dict)
-    fresh_order: list[tuple[int, int]] = field(default_factory=list)
     arrived_milli: int = 0
     run_out_load: float | None = None  # arrived load (fraction of capacity) at the last fresh GPU
     gangs_dropped_gpus: int = 0  # GPUs of whole-GPU gangs dropped before that
@@ -165,11 +164,7 @@ class RunOutLedger:
     def place(self, node: int, shape: PodShape, gpus: tuple[int, ...]) -> None:
         self._placed = True
         for gpu in gpus:
-            key = (node, gpu)
-            if key not in self.used:
-                self.fresh_order.append(key)
-                self.used[key] = 0
-            self.used[key] += shape.milli
+            self.used[(node, gpu)] = self.used.get((node, gpu), 0) + shape.milli
 
     def task(self, index: int) -> None:
         task = self.tasks[index]
@@ -179,8 +174,8 @@ class RunOutLedger:
             return
         if not placed and task.num_gpu > 1 and task.gpu_milli == MILLI_PER_GPU:
             self.gangs_dropped_gpus += task.num_gpu
-        if len(self.fresh_order) == self.total_gpus:
-            self.run_out_load = self.arrived_milli / self.capacity_milli
+        if len(self.used) == self.total_gpus:
+            self.run_out_load = self.arrived_milli / (self.total_gpus * MILLI_PER_GPU)
 
     def last_fresh_idle_milli(self, count: int) -> int:
         """Idle milli, at the end of the run, of the last `count` GPUs taken fresh.
@@ -188,5 +183,5 @@ class RunOutLedger:
         With the dropped gangs placed, these are the GPUs the fresh supply would have lacked:
         their idle is what placing the gangs could save, at most, if nothing else moved.
         """
-        last = self.fresh_order[max(0, len(self.fresh_order) - count) :] if count else []
-        return sum(MILLI_PER_GPU - self.used[key] for key in last)
+        last = list(self.used.values())[max(0, len(self.used) - count) :] if count else []
+        return sum(MILLI_PER_GPU - used for used in last)

@@ -168,7 +168,7 @@ def _run_queueing(
 
     policies = list(dict.fromkeys(options.get("policy") or POLICIES))
     kwargs: dict[str, Any] = {
-        "days": options.get("days") or 30.0,
+        "days": options["days"],
         "limit": options.get("limit"),
         "jobs": jobs,
         "alone": not options.get("no_alone"),
@@ -347,7 +347,7 @@ def run_whatif_mode(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> 
     except ValueError as error:
         stderr.write(f"simulate whatif: {error}\n")
         return 2
-    days = options.get("days") or 30.0
+    days = options["days"]
     trace, limit = options.get("trace"), options.get("limit")
     if trace is not None and not _philly_csv().is_file():
         stderr.write(f"simulate whatif: {_philly_csv()} not found (set GPUPOOL_DATA_DIR)\n")

@@ -89,12 +89,11 @@ def test_run_out_ledger_on_a_hand_checked_replay() -> None:
         task("j", gpus=2),
     ]
     workload = Workload(tasks=tuple(tasks), node_rank=(0, 1), seed=0)
-    capacity = gpu_capacity_milli(nodes)
-    ledger = RunOutLedger(workload.tasks, total_gpus=4, capacity_milli=capacity)
+    ledger = RunOutLedger(workload.tasks, total_gpus=4)
     result = replay(nodes, tasks, workload, "bestfit", on_task=ledger.task, on_place=ledger.place)
 
     assert result.dropped == 3
-    assert ledger.fresh_order == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert list(ledger.used) == [(0, 0), (0, 1), (1, 0), (1, 1)]  # in the order first taken
     assert ledger.used == {(0, 0): 1000, (0, 1): 900, (1, 0): 1000, (1, 1): 810}
     assert ledger.run_out_load == pytest.approx(5510 / 4000)
     assert ledger.gangs_dropped_gpus == 2
@@ -107,10 +106,10 @@ def test_run_out_ledger_when_fresh_gpus_never_run_out() -> None:
     nodes = [node("n0")]
     tasks = [task("a", milli=500), task("g", gpus=3), task("b", milli=300)]
     workload = Workload(tasks=tuple(tasks), node_rank=(0,), seed=0)
-    ledger = RunOutLedger(workload.tasks, total_gpus=2, capacity_milli=2000)
+    ledger = RunOutLedger(workload.tasks, total_gpus=2)
     replay(nodes, tasks, workload, "bestfit", on_task=ledger.task, on_place=ledger.place)
 
     assert ledger.run_out_load is None
     assert ledger.gangs_dropped_gpus == 3
-    assert ledger.fresh_order == [(0, 0)]  # best fit stacks the 300 on the 500
+    assert list(ledger.used) == [(0, 0)]  # best fit stacks the 300 on the 500
     assert ledger.last_fresh_idle_milli(3) == 200  # only one GPU was ever taken
