@@ -56,6 +56,16 @@ def gpu_count(workload: WorkloadInfo) -> float:
     return sum(p.count * p.gpus * p.gpu_milli for p in workload.pod_sets) / MILLI
 
 
+def history_horizon(policy: PolicyInfo) -> float:
+    """How far back preemption events still matter to back-off or victim protection (s)."""
+    horizon = 0.0
+    if policy.backoff is not None:
+        horizon = policy.backoff.window_s + policy.backoff.cooldown_s
+    if policy.victim_protection is not None:
+        horizon = max(horizon, policy.victim_protection.window_s)
+    return horizon
+
+
 def backed_off_at(times: Iterable[float], policy: BackoffPolicy, now: float) -> bool:
     """Whether more than N events fell within a window W that ended less than D ago."""
     ordered = sorted(t for t in times if t <= now)

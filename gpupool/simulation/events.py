@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from gpupool.scheduler import plan
+from gpupool.scheduler.contracts import history_horizon
 from gpupool.scheduler.types import (
     MILLI,
     FlavorInfo,
@@ -315,7 +316,7 @@ class Replay:
         pending = self.pending.values()
         workloads = [self._info(r, now) for r in self.running.values()]
         workloads.extend(self._info(r, now) for r in pending)
-        horizon = self._history_horizon()
+        horizon = history_horizon(self.policy)
         while self.history and self.history[0].at < now - horizon:
             self.history.popleft()
         return Snapshot(
@@ -368,15 +369,6 @@ class Replay:
         if job.protected_runtime_s is not None:
             return job.protected_runtime_s
         return self.sim_policy.protected_runtime_s
-
-    def _history_horizon(self) -> float:
-        """How far back preemption events still matter to back-off or victim protection."""
-        horizon = 0.0
-        if self.policy.backoff is not None:
-            horizon = self.policy.backoff.window_s + self.policy.backoff.cooldown_s
-        if self.policy.victim_protection is not None:
-            horizon = max(horizon, self.policy.victim_protection.window_s)
-        return horizon
 
     # -- transitions -------------------------------------------------------------------------
 
