@@ -11,7 +11,7 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 
-from gpupool.inventory.actions import do_sync_node
+from gpupool.inventory.actions import do_save_flavor, do_sync_node
 from gpupool.inventory.models import Flavor, Node
 from gpupool.quotas.actions import do_save_priority_class, do_save_queue, do_set_queue_quota
 from gpupool.quotas.models import PriorityClass, Queue, QueueQuota
@@ -26,10 +26,7 @@ def flavor(name: str = "h100", **fields: Any) -> Flavor:
         "gpu_memory_gb": 80,
         "hourly_price": Decimal("2.5"),
     } | fields
-    made = Flavor(name=name, **values)
-    made.full_clean()
-    made.save()
-    return made
+    return do_save_flavor(Flavor(name=name, **values), acting_user=None)
 
 
 def node(name: str, of: Flavor, gpus: int = 8, **fields: Any) -> Node:

@@ -18,15 +18,6 @@ DOMAIN_APPS = {"audit", "tenancy", "inventory", "quotas", "workloads", "accounti
 
 
 @pytest.fixture
-def admin_client(client: Client) -> Client:
-    superuser = user("root-admin", admin=True)
-    superuser.is_staff = superuser.is_superuser = True
-    superuser.save()
-    client.force_login(superuser)
-    return client
-
-
-@pytest.fixture
 def pool() -> dict[str, Any]:
     h100 = flavor("h100")
     node("n1", h100, gpus=8)
