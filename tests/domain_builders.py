@@ -18,6 +18,9 @@ from gpupool.quotas.models import PriorityClass, Queue, QueueQuota
 from gpupool.tenancy.actions import do_grant_site_role, do_save_tenant, do_set_membership
 from gpupool.tenancy.models import Tenant
 
+# The apps that hold domain state (everything but Django's own and the pure core).
+DOMAIN_APPS = ("audit", "tenancy", "inventory", "quotas", "workloads", "accounting", "control")
+
 
 def flavor(name: str = "h100", **fields: Any) -> Flavor:
     """A flavor; exclusive 80 GB at 2.5 per hour unless told otherwise."""
