@@ -11,12 +11,15 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 
-from gpupool.inventory.actions import do_sync_node
+from gpupool.inventory.actions import do_save_flavor, do_sync_node
 from gpupool.inventory.models import Flavor, Node
 from gpupool.quotas.actions import do_save_priority_class, do_save_queue, do_set_queue_quota
 from gpupool.quotas.models import PriorityClass, Queue, QueueQuota
-from gpupool.tenancy.actions import do_grant_site_role, do_set_membership
+from gpupool.tenancy.actions import do_grant_site_role, do_save_tenant, do_set_membership
 from gpupool.tenancy.models import Tenant
+
+# The apps that hold domain state (everything but Django's own and the pure core).
+DOMAIN_APPS = ("audit", "tenancy", "inventory", "quotas", "workloads", "accounting", "control")
 
 
 def flavor(name: str = "h100", **fields: Any) -> Flavor:
@@ -26,10 +29,7 @@ def flavor(name: str = "h100", **fields: Any) -> Flavor:
         "gpu_memory_gb": 80,
         "hourly_price": Decimal("2.5"),
     } | fields
-    made = Flavor(name=name, **values)
-    made.full_clean()
-    made.save()
-    return made
+    return do_save_flavor(Flavor(name=name, **values), acting_user=None)
 
 
 def node(name: str, of: Flavor, gpus: int = 8, **fields: Any) -> Node:
@@ -63,9 +63,17 @@ def user(username: str, *, admin: bool = False) -> Any:
     return made
 
 
-def tenant(name: str, *, lead: Any = None, members: tuple[Any, ...] = ()) -> Tenant:
-    """A tenant with an optional lead and members."""
-    made = Tenant.objects.create(name=name, organization="org")
+def tenant(
+    name: str,
+    *,
+    lead: Any = None,
+    members: tuple[Any, ...] = (),
+    namespaces: tuple[str, ...] = (),
+) -> Tenant:
+    """A tenant with an optional lead, members and namespaces."""
+    made = do_save_tenant(
+        Tenant(name=name, organization="org"), namespaces=namespaces, acting_user=None
+    )
     if lead is not None:
         do_set_membership(lead, made, role="lead", acting_user=None)
     for member in members:

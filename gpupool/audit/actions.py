@@ -4,14 +4,19 @@ inside its transaction, so the change and its audit row commit or roll back toge
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 
+from django.core.exceptions import ValidationError
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import models
+from django.db import models, transaction
+from django.db.models import ProtectedError
 
 from gpupool.audit.models import AuditEvent
+
+M = TypeVar("M", bound=models.Model)
 
 
 def model_snapshot(instance: models.Model, exclude: Iterable[str] = ()) -> dict[str, Any]:
@@ -82,3 +87,79 @@ def record_audit_change(
         after=after,
         reason=reason,
     )
+
+
+@contextmanager
+def audited_change(
+    instance: M,
+    *,
+    action: str,
+    acting_user: Any,
+    reason: str = "",
+    snapshot: Callable[[M], dict[str, Any]] = model_snapshot,
+) -> Iterator[M]:
+    """Record what the block changes on ``instance``: its row is locked and read first, then
+    ``snapshot`` of it before and after is audited (no row when equal; none if the block fails).
+
+    ``instance`` without a primary key is a creation: ``before`` is empty.
+    """
+    with transaction.atomic():
+        stored = (
+            type(instance)._default_manager.select_for_update().filter(pk=instance.pk).first()
+            if instance.pk is not None
+            else None
+        )
+        before = snapshot(stored) if stored is not None else None
+        yield instance
+        record_audit_change(
+            acting_user=acting_user,
+            action=action,
+            instance=instance,
+            before=before,
+            after=snapshot(instance),
+            reason=reason,
+        )
+
+
+def save_audited(
+    instance: M,
+    *,
+    action: str,
+    acting_user: Any,
+    reason: str = "",
+    snapshot: Callable[[M], dict[str, Any]] = model_snapshot,
+) -> M:
+    """Validate (``full_clean``) and save ``instance``, auditing the change: the body of every
+    action that creates or edits one row."""
+    with audited_change(
+        instance, action=action, acting_user=acting_user, reason=reason, snapshot=snapshot
+    ):
+        instance.full_clean()
+        instance.save()
+    return instance
+
+
+def delete_audited(
+    instance: models.Model,
+    *,
+    action: str,
+    acting_user: Any,
+    reason: str = "",
+    snapshot: Callable[[Any], dict[str, Any]] = model_snapshot,
+) -> None:
+    """Delete ``instance``, auditing its last state (``before``; ``after`` is empty). Rows that
+    protect it refuse the delete with a ValidationError naming them."""
+    with transaction.atomic():
+        record_audit_event(
+            acting_user=acting_user,
+            action=action,
+            instance=instance,
+            before=snapshot(instance),
+            after=None,
+            reason=reason,
+        )
+        try:
+            instance.delete()
+        except ProtectedError as error:
+            users = sorted({str(row._meta.verbose_name_plural) for row in error.protected_objects})
+            raise ValidationError(f"{instance} is still used by {', '.join(users)}") from error

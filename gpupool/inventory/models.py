@@ -193,11 +193,16 @@ class Node(models.Model):
 
 
 class Gpu(models.Model):
-    """One physical GPU of a node, by index, with its health."""
+    """One physical GPU of a node, by index, with its health and why it is unhealthy."""
 
     node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="gpus")
     index = models.PositiveSmallIntegerField()
     healthy = models.BooleanField(default=True)
+    unhealthy_reason = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="Why the GPU is unhealthy (e.g. an XID error); cleared when it recovers.",
+    )
     uuid = models.CharField(max_length=64, blank=True, help_text="The device UUID, when known.")
 
     class Meta:
@@ -205,10 +210,20 @@ class Gpu(models.Model):
         verbose_name = "GPU"
         constraints = [
             models.UniqueConstraint(fields=["node", "index"], name="gpu_unique_node_index"),
+            models.CheckConstraint(
+                condition=(Q(healthy=True) & Q(unhealthy_reason=""))
+                | (Q(healthy=False) & ~Q(unhealthy_reason="")),
+                name="gpu_unhealthy_iff_reason",
+            ),
         ]
 
     def __str__(self) -> str:
         return f"{self.node.name}/gpu{self.index}"
+
+    def clean(self) -> None:
+        """An unhealthy GPU says why."""
+        if not self.healthy and not self.unhealthy_reason.strip():
+            raise ValidationError({"unhealthy_reason": "say why the GPU is unhealthy"})
 
 
 def healthy_capacity(flavor: Flavor) -> Decimal:

@@ -14,7 +14,13 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from gpupool.audit.actions import model_snapshot, record_audit_change, record_audit_event
+from gpupool.audit.actions import (
+    delete_audited,
+    model_snapshot,
+    record_audit_change,
+    record_audit_event,
+    save_audited,
+)
 from gpupool.inventory.models import Flavor
 from gpupool.quotas.choices import LedgerEntryKind, QuotaRequestKind, QuotaRequestState
 from gpupool.quotas.models import (
@@ -36,20 +42,7 @@ from gpupool.workloads.models import Workload
 @transaction.atomic
 def do_save_queue(queue: Queue, *, acting_user: Any, reason: str = "") -> Queue:
     """Create or update a queue (parent, tenant, weight, lending and protection settings)."""
-    old = Queue.objects.select_for_update().filter(pk=queue.pk).first() if queue.pk else None
-    before = model_snapshot(old) if old is not None else None
-    queue.full_clean()
-    queue.save()
-    after = model_snapshot(queue)
-    record_audit_change(
-        acting_user=acting_user,
-        action="quotas.save_queue",
-        instance=queue,
-        before=before,
-        after=after,
-        reason=reason,
-    )
-    return queue
+    return save_audited(queue, action="quotas.save_queue", acting_user=acting_user, reason=reason)
 
 
 @transaction.atomic
@@ -61,15 +54,7 @@ def do_delete_queue(queue: Queue, *, acting_user: Any, reason: str = "") -> None
         raise ValidationError({"queue": f"{queue} still has workloads"})
     for quota in list(queue.quotas.select_related("flavor")):
         do_delete_queue_quota(quota, acting_user=acting_user, reason=f"queue {queue} deleted")
-    record_audit_event(
-        acting_user=acting_user,
-        action="quotas.delete_queue",
-        instance=queue,
-        before=model_snapshot(queue),
-        after=None,
-        reason=reason,
-    )
-    queue.delete()
+    delete_audited(queue, action="quotas.delete_queue", acting_user=acting_user, reason=reason)
 
 
 @transaction.atomic
@@ -87,24 +72,13 @@ def do_set_queue_quota(
     # Serialize quota changes so two concurrent edits cannot both fit separately.
     Queue.objects.select_for_update().filter(pk=queue.pk).first()
     quota = QueueQuota.objects.filter(queue=queue, flavor=flavor).first()
-    before = model_snapshot(quota) if quota is not None else None
     if quota is None:
         quota = QueueQuota(queue=queue, flavor=flavor)
     quota.guarantee = Decimal(str(guarantee))
     quota.deserved = Decimal(str(deserved))
     quota.capability = Decimal(str(capability))
-    quota.full_clean()
-    quota.save()
+    save_audited(quota, action="quotas.set_queue_quota", acting_user=acting_user, reason=reason)
     quota.refresh_from_db()
-    after = model_snapshot(quota)
-    record_audit_change(
-        acting_user=acting_user,
-        action="quotas.set_queue_quota",
-        instance=quota,
-        before=before,
-        after=after,
-        reason=reason,
-    )
     return quota
 
 
@@ -114,15 +88,9 @@ def do_delete_queue_quota(quota: QueueQuota, *, acting_user: Any, reason: str = 
     problems = guarantee_problems(quota.flavor, quota_overrides={quota.queue_id: None})
     if problems:
         raise ValidationError({"guarantee": "; ".join(problems)})
-    record_audit_event(
-        acting_user=acting_user,
-        action="quotas.delete_queue_quota",
-        instance=quota,
-        before=model_snapshot(quota),
-        after=None,
-        reason=reason,
+    delete_audited(
+        quota, action="quotas.delete_queue_quota", acting_user=acting_user, reason=reason
     )
-    quota.delete()
 
 
 # ----------------------------------------------------------------------------- priority classes
@@ -133,24 +101,12 @@ def do_save_priority_class(
     priority_class: PriorityClass, *, acting_user: Any, reason: str = ""
 ) -> PriorityClass:
     """Create or update a priority class (value, preemption policy, budget rate, default)."""
-    old = (
-        PriorityClass.objects.select_for_update().filter(pk=priority_class.pk).first()
-        if priority_class.pk
-        else None
-    )
-    before = model_snapshot(old) if old is not None else None
-    priority_class.full_clean()
-    priority_class.save()
-    after = model_snapshot(priority_class)
-    record_audit_change(
-        acting_user=acting_user,
+    return save_audited(
+        priority_class,
         action="quotas.save_priority_class",
-        instance=priority_class,
-        before=before,
-        after=after,
+        acting_user=acting_user,
         reason=reason,
     )
-    return priority_class
 
 
 @transaction.atomic
@@ -160,15 +116,12 @@ def do_delete_priority_class(
     """Delete a priority class that no workload or budget uses."""
     if priority_class.workloads.exists() or priority_class.budgets.exists():
         raise ValidationError({"priority_class": f"{priority_class} is still in use"})
-    record_audit_event(
-        acting_user=acting_user,
+    delete_audited(
+        priority_class,
         action="quotas.delete_priority_class",
-        instance=priority_class,
-        before=model_snapshot(priority_class),
-        after=None,
+        acting_user=acting_user,
         reason=reason,
     )
-    priority_class.delete()
 
 
 # ----------------------------------------------------------------------------- budgets

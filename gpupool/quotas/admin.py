@@ -73,6 +73,9 @@ class ChildQueueInline(TabularInline):
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
 
 @admin.register(Queue)
 class QueueAdmin(ActionModelAdmin):
@@ -170,6 +173,9 @@ class LedgerInline(TabularInline):
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
 
 @admin.register(PriorityBudget)
 class PriorityBudgetAdmin(ActionModelAdmin):
@@ -254,6 +260,9 @@ class QuotaRequestAdmin(ActionModelAdmin):
         if obj.queue_id:
             return f"{obj.queue}/{obj.flavor}"
         return f"{obj.priority_class} {obj.period_start}..{obj.period_end}"
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # requests are the history of decisions; reject one instead
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         editable = [

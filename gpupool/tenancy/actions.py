@@ -1,13 +1,105 @@
-"""State changes of tenancy: memberships and site roles. Each is atomic and audited."""
+"""State changes of tenancy: tenants and their namespaces, memberships and site roles. Each is
+atomic and audited."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from functools import partial
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from gpupool.audit.actions import model_snapshot, record_audit_change, record_audit_event
-from gpupool.tenancy.models import Membership, SiteRole, Tenant
+from gpupool.audit.actions import (
+    audited_change,
+    delete_audited,
+    model_snapshot,
+    save_audited,
+)
+from gpupool.tenancy.models import Membership, SiteRole, Tenant, TenantNamespace
+
+# created_at says when a row was made, not what it holds: left out of before/after.
+_fields_without_created_at = partial(model_snapshot, exclude=["created_at"])
+
+
+def _tenant_snapshot(tenant: Tenant) -> dict[str, Any]:
+    """A tenant's fields and the names of the namespaces it owns, for the audit log."""
+    return _fields_without_created_at(tenant) | {"namespaces": tenant.namespace_names()}
+
+
+def _namespace_errors(tenant: Tenant, names: list[str]) -> list[str]:
+    """Why ``tenant`` cannot own exactly ``names``: repeats, bad names, another owner."""
+    problems = []
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        problems.append(f"listed twice: {', '.join(repeated)}")
+    for name in sorted(set(names)):
+        try:
+            TenantNamespace(tenant=tenant, name=name).clean_fields(exclude=["tenant"])
+        except ValidationError as error:
+            problems.append(f"{name!r}: {' '.join(error.message_dict.get('name', []))}")
+    owned = TenantNamespace.objects.select_related("tenant").filter(name__in=names)
+    if tenant.pk is not None:
+        owned = owned.exclude(tenant=tenant)
+    problems.extend(f"{taken.name!r} belongs to tenant {taken.tenant}" for taken in owned)
+    return problems
+
+
+@transaction.atomic
+def do_save_tenant(
+    tenant: Tenant,
+    *,
+    namespaces: Iterable[str] | None = None,
+    acting_user: Any,
+    reason: str = "",
+) -> Tenant:
+    """Create or update a tenant; with ``namespaces``, it owns exactly those Kubernetes
+    namespaces afterwards (each namespace belongs to at most one tenant)."""
+    wanted = None if namespaces is None else list(namespaces)
+    with audited_change(
+        tenant,
+        action="tenancy.save_tenant",
+        acting_user=acting_user,
+        reason=reason,
+        snapshot=_tenant_snapshot,
+    ):
+        tenant.full_clean()
+        if wanted is not None:
+            problems = _namespace_errors(tenant, wanted)
+            if problems:
+                raise ValidationError({"namespaces": "; ".join(problems)})
+        tenant.save()
+        if wanted is not None:
+            tenant.namespaces.exclude(name__in=wanted).delete()
+            have = set(tenant.namespace_names())
+            TenantNamespace.objects.bulk_create(
+                TenantNamespace(tenant=tenant, name=name) for name in sorted(set(wanted) - have)
+            )
+    return tenant
+
+
+@transaction.atomic
+def do_delete_tenant(tenant: Tenant, *, acting_user: Any, reason: str = "") -> None:
+    """Delete a tenant with no queues, budgets, requests or usage: its memberships are removed
+    (each audited) and its namespaces freed with it."""
+    related_rows: list[tuple[str, Any]] = [
+        ("queues", tenant.queues),
+        ("budgets", tenant.budgets),
+        ("quota requests", tenant.quota_requests),
+        ("usage", tenant.usage),
+    ]
+    in_use = [what for what, related in related_rows if related.exists()]
+    if in_use:
+        raise ValidationError({"tenant": f"{tenant} still has {', '.join(in_use)}"})
+    for membership in list(tenant.memberships.select_related("user")):
+        do_remove_membership(membership, acting_user=acting_user, reason=f"tenant {tenant} deleted")
+    delete_audited(
+        tenant,
+        action="tenancy.delete_tenant",
+        acting_user=acting_user,
+        reason=reason,
+        snapshot=_tenant_snapshot,
+    )
 
 
 @transaction.atomic
@@ -15,38 +107,29 @@ def do_set_membership(
     user: Any, tenant: Tenant, *, role: str, acting_user: Any, reason: str = ""
 ) -> Membership:
     """Add ``user`` to ``tenant`` with ``role``, or change the role of an existing membership."""
-    membership = Membership.objects.select_for_update().filter(user=user, tenant=tenant).first()
-    before = model_snapshot(membership, exclude=["created_at"]) if membership else None
+    membership = Membership.objects.filter(user=user, tenant=tenant).first()
     if membership is None:
         membership = Membership(user=user, tenant=tenant)
     membership.role = role
-    membership.full_clean()
-    membership.save()
-    after = model_snapshot(membership, exclude=["created_at"])
-    record_audit_change(
-        acting_user=acting_user,
+    return save_audited(
+        membership,
         action="tenancy.set_membership",
-        instance=membership,
-        before=before,
-        after=after,
+        acting_user=acting_user,
         reason=reason,
+        snapshot=_fields_without_created_at,
     )
-    return membership
 
 
 @transaction.atomic
 def do_remove_membership(membership: Membership, *, acting_user: Any, reason: str = "") -> None:
     """Remove a user from a tenant."""
-    before = model_snapshot(membership, exclude=["created_at"])
-    record_audit_event(
-        acting_user=acting_user,
+    delete_audited(
+        membership,
         action="tenancy.remove_membership",
-        instance=membership,
-        before=before,
-        after=None,
+        acting_user=acting_user,
         reason=reason,
+        snapshot=_fields_without_created_at,
     )
-    membership.delete()
 
 
 @transaction.atomic
@@ -55,29 +138,22 @@ def do_grant_site_role(user: Any, *, role: str, acting_user: Any, reason: str = 
     existing = SiteRole.objects.filter(user=user, role=role).first()
     if existing is not None:
         return existing
-    site_role = SiteRole(user=user, role=role)
-    site_role.full_clean()
-    site_role.save()
-    record_audit_event(
-        acting_user=acting_user,
+    return save_audited(
+        SiteRole(user=user, role=role),
         action="tenancy.grant_site_role",
-        instance=site_role,
-        before=None,
-        after=model_snapshot(site_role, exclude=["created_at"]),
+        acting_user=acting_user,
         reason=reason,
+        snapshot=_fields_without_created_at,
     )
-    return site_role
 
 
 @transaction.atomic
 def do_revoke_site_role(site_role: SiteRole, *, acting_user: Any, reason: str = "") -> None:
     """Take a site-wide role away from its user."""
-    record_audit_event(
-        acting_user=acting_user,
+    delete_audited(
+        site_role,
         action="tenancy.revoke_site_role",
-        instance=site_role,
-        before=model_snapshot(site_role, exclude=["created_at"]),
-        after=None,
+        acting_user=acting_user,
         reason=reason,
+        snapshot=_fields_without_created_at,
     )
-    site_role.delete()

@@ -1,4 +1,5 @@
-"""Admin for tenants, memberships and site roles; membership and role changes are audited."""
+"""Admin for tenants with their namespaces, memberships and site roles; every change runs a
+tenancy action, so it is validated and audited."""
 
 from __future__ import annotations
 
@@ -6,17 +7,28 @@ from functools import partial
 from typing import Any
 
 from django.contrib import admin
+from django.db.models import Count, QuerySet
 from django.forms import BaseModelFormSet
 from django.http import HttpRequest
 
 from gpupool.audit.admin import ActionModelAdmin, TabularInline
 from gpupool.tenancy.actions import (
+    do_delete_tenant,
     do_grant_site_role,
     do_remove_membership,
     do_revoke_site_role,
+    do_save_tenant,
     do_set_membership,
 )
-from gpupool.tenancy.models import Membership, SiteRole, Tenant
+from gpupool.tenancy.models import Membership, SiteRole, Tenant, TenantNamespace
+
+
+class NamespaceInline(TabularInline):
+    """The Kubernetes namespaces the tenant owns."""
+
+    model = TenantNamespace
+    extra = 1
+    fields = ["name"]
 
 
 class MembershipInline(TabularInline):
@@ -30,20 +42,50 @@ class MembershipInline(TabularInline):
 
 @admin.register(Tenant)
 class TenantAdmin(ActionModelAdmin):
-    """Tenants with their members inline; member changes go through the tenancy actions."""
+    """Tenants with their namespaces and members inline; every change is a tenancy action."""
 
-    list_display = ["name", "display_name", "organization", "member_count"]
+    list_display = ["name", "display_name", "organization", "namespace_list", "member_count"]
     list_filter = ["organization"]
-    search_fields = ["name", "display_name", "organization"]
-    inlines = [MembershipInline]
+    search_fields = ["name", "display_name", "organization", "namespaces__name"]
+    inlines = [NamespaceInline, MembershipInline]
 
-    @admin.display(description="members")
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Tenant]:
+        """Tenants with their namespaces and member counts, in two queries for the list."""
+        queryset: QuerySet[Tenant] = super().get_queryset(request)
+        return queryset.prefetch_related("namespaces").annotate(members=Count("memberships"))
+
+    @admin.display(description="namespaces")
+    def namespace_list(self, obj: Tenant) -> str:
+        return ", ".join(namespace.name for namespace in obj.namespaces.all()) or "-"
+
+    @admin.display(description="members", ordering="members")
     def member_count(self, obj: Tenant) -> int:
-        return obj.memberships.count()
+        return getattr(obj, "members", 0)
+
+    def save_model(self, request: HttpRequest, obj: Tenant, form: Any, change: bool) -> None:
+        self.adopt(
+            obj, self.run_action(request, lambda: do_save_tenant(obj, acting_user=request.user))
+        )
+
+    def delete_model(self, request: HttpRequest, obj: Tenant) -> None:
+        self.run_action(request, lambda: do_delete_tenant(obj, acting_user=request.user))
 
     def save_formset(
         self, request: HttpRequest, form: Any, formset: BaseModelFormSet[Any, Any], change: bool
     ) -> None:
+        if formset.model is TenantNamespace:
+            formset.save(commit=False)  # writes nothing; tells the admin's history what changed
+            # The namespaces the forms leave: existing rows not deleted, renamed or new ones.
+            names = [
+                row.cleaned_data["name"]
+                for row in formset.forms
+                if row.cleaned_data.get("name") and not row.cleaned_data.get("DELETE")
+            ]
+            self.run_action(
+                request,
+                partial(do_save_tenant, form.instance, namespaces=names, acting_user=request.user),
+            )
+            return
         if formset.model is not Membership:
             super().save_formset(request, form, formset, change)
             return

@@ -1,11 +1,12 @@
-"""Tenants (teams), the users who belong to them, and site-wide roles."""
+"""Tenants (teams), the Kubernetes namespaces they own, the users who belong to them, and
+site-wide roles."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.conf import settings
-from django.core.validators import validate_slug
+from django.core.validators import RegexValidator, validate_slug
 from django.db import models
 
 from gpupool.tenancy.choices import MembershipRole, SiteRoleName
@@ -28,6 +29,37 @@ class Tenant(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def namespace_names(self) -> list[str]:
+        """The Kubernetes namespaces this tenant owns, by name."""
+        return sorted(self.namespaces.values_list("name", flat=True))
+
+
+validate_namespace_name = RegexValidator(
+    r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
+    "A Kubernetes namespace name: at most 63 lowercase letters, digits and '-', starting and "
+    "ending with a letter or digit.",
+)
+
+
+class TenantNamespace(models.Model):
+    """A Kubernetes namespace owned by a tenant: its pods may use only that tenant's queues."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="namespaces")
+    name = models.CharField(
+        max_length=63,
+        unique=True,
+        validators=[validate_namespace_name],
+        error_messages={"unique": "This namespace already belongs to a tenant."},
+        help_text="A namespace belongs to at most one tenant.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.tenant})"
 
 
 class Membership(models.Model):

@@ -39,7 +39,7 @@ class PodSetSpec:
 
 
 @dataclass(frozen=True)
-class PodPlacement:
+class PlacementSpec:
     """Where one pod goes: pod set name, pod index, node, GPU indices and milli share."""
 
     pod_set: str
@@ -134,7 +134,7 @@ def do_transition_workload(
     reason: str,
     at: datetime | None = None,
     acting_user: Any = None,
-    placements: Sequence[PodPlacement] = (),
+    placements: Sequence[PlacementSpec] = (),
 ) -> WorkloadTransition:
     """Move a workload to ``to_state`` if the state machine allows it, recording when and why.
 
@@ -184,7 +184,7 @@ def do_transition_workload(
     return transition
 
 
-def _place(workload: Workload, placements: Sequence[PodPlacement], now: datetime) -> None:
+def _place(workload: Workload, placements: Sequence[PlacementSpec], now: datetime) -> None:
     """Validate and store an admission's placements (inside the caller's transaction)."""
     pod_sets = {pod_set.name: pod_set for pod_set in workload.pod_sets.all()}
     needed = workload.effective_min_member()

@@ -77,6 +77,9 @@ class WorkloadAdmin(ModelAdmin):
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # a workload's history stays; cancel it instead
+
     @admin.action(description="Cancel selected pending workloads")
     def cancel_pending(self, request: HttpRequest, queryset: QuerySet[Workload]) -> None:
         cancelled = 0

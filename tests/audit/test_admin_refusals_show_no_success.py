@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 from django.test import Client
 from django.urls import reverse
-from domain_builders import flavor, node, priority_class, queue, user
+from domain_builders import flavor, node, priority_class, queue
 
 from gpupool.audit.models import AuditEvent
 from gpupool.inventory.actions import do_set_gpu_health
@@ -15,15 +15,6 @@ from gpupool.quotas.actions import do_set_queue_quota
 from gpupool.quotas.models import Queue, QueueQuota
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def admin_client(client: Client) -> Client:
-    superuser = user("root-admin", admin=True)
-    superuser.is_staff = superuser.is_superuser = True
-    superuser.save()
-    client.force_login(superuser)
-    return client
 
 
 @pytest.fixture
@@ -47,7 +38,7 @@ def gpus_fail_after_the_form_validated(monkeypatch: pytest.MonkeyPatch, pool: di
 
     def racing(*args: Any, **kwargs: Any) -> Any:
         for gpu in Gpu.objects.filter(node__name="n1").order_by("index")[:6]:
-            do_set_gpu_health(gpu, healthy=False)
+            do_set_gpu_health(gpu, healthy=False, reason="XID 79", acting_user=None)
         return real(*args, **kwargs)
 
     monkeypatch.setattr(quotas_admin, "do_set_queue_quota", racing)

@@ -6,24 +6,13 @@ import pytest
 from django.contrib import admin
 from django.test import Client
 from django.urls import reverse
-from domain_builders import flavor, node, priority_class, queue, tenant, user
+from domain_builders import DOMAIN_APPS, flavor, node, priority_class, queue, tenant, user
 
 from gpupool.audit.models import AuditEvent
 from gpupool.quotas.actions import do_create_quota_request, do_submit_quota_request
 from gpupool.quotas.models import QueueQuota, QuotaRequest
 
 pytestmark = pytest.mark.django_db
-
-DOMAIN_APPS = {"audit", "tenancy", "inventory", "quotas", "workloads", "accounting", "control"}
-
-
-@pytest.fixture
-def admin_client(client: Client) -> Client:
-    superuser = user("root-admin", admin=True)
-    superuser.is_staff = superuser.is_superuser = True
-    superuser.save()
-    client.force_login(superuser)
-    return client
 
 
 @pytest.fixture

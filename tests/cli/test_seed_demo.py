@@ -8,15 +8,15 @@ from django.apps import apps
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.db.models import Count, F
+from domain_builders import DOMAIN_APPS
 
-from gpupool.inventory.models import Flavor, Node, healthy_capacity
+from gpupool.audit.models import AuditEvent
+from gpupool.inventory.models import Flavor, Gpu, Node, healthy_capacity
 from gpupool.quotas.actions import do_apply_quota_request, do_approve_quota_request
 from gpupool.quotas.models import PriorityClass, Queue, QueueQuota, QuotaRequest
 from gpupool.tenancy.models import Membership, SiteRole, Tenant
 
 pytestmark = pytest.mark.django_db
-
-DOMAIN_APPS = ["audit", "tenancy", "inventory", "quotas", "workloads", "accounting", "control"]
 
 
 @pytest.fixture(autouse=True)
@@ -46,6 +46,28 @@ def test_seeding_twice_gives_the_same_data() -> None:
     assert "admin-demo" in printed and "finance-demo" in printed
 
 
+def test_a_second_seeding_adds_no_audit_rows() -> None:
+    seed()
+    first = AuditEvent.objects.count()
+    seed()
+    assert first > 0 and AuditEvent.objects.count() == first
+
+
+def test_every_demo_change_is_audited_as_the_system() -> None:
+    seed()
+    actions = set(AuditEvent.objects.values_list("action", flat=True))
+    assert {
+        "inventory.save_flavor",
+        "inventory.sync_node",
+        "tenancy.save_tenant",
+        "tenancy.set_membership",
+        "quotas.save_queue",
+    } <= actions
+    assert not AuditEvent.objects.filter(actor__isnull=False).exclude(
+        action__endswith="quota_request"
+    )
+
+
 def test_the_demo_pool_is_the_promised_one() -> None:
     seed()
     assert Node.objects.count() == 64
@@ -63,6 +85,15 @@ def test_the_demo_pool_is_the_promised_one() -> None:
     # two organizations of three teams, each with a leaf queue that has quotas
     assert Tenant.objects.values("organization").distinct().count() == 2
     assert Tenant.objects.count() == 6
+    # each team owns the Kubernetes namespace of its name
+    assert {t.name: t.namespace_names() for t in Tenant.objects.all()} == {
+        name: [name] for name in ["nlp", "vision", "speech", "search", "ads", "recsys"]
+    }
+    # the broken GPUs say why
+    assert set(Gpu.objects.filter(healthy=False).values_list("unhealthy_reason", flat=True)) == {
+        "XID 79: the GPU has fallen off the bus",
+        "DCGM health check: uncorrectable ECC errors",
+    }
     for team in Tenant.objects.all():
         assert Queue.objects.get(tenant=team).quotas.count() == 4
     # classes: normal (default), high (budgeted), interactive (Never)

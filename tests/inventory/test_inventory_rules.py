@@ -7,7 +7,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from domain_builders import flavor, node
 
-from gpupool.inventory.actions import do_set_gpu_health, do_sync_node
+from gpupool.inventory.actions import do_set_gpu_health, do_set_node_cordoned, do_sync_node
 from gpupool.inventory.models import Flavor, Gpu, Node, healthy_capacity
 
 pytestmark = pytest.mark.django_db
@@ -120,14 +120,14 @@ def test_only_mig_nodes_have_a_layout() -> None:
 def test_healthy_capacity_counts_healthy_gpus_on_uncordoned_nodes_and_mig_instances() -> None:
     h100 = flavor()
     node("n1", h100, gpus=8, unhealthy_gpus=[0, 1])
-    cordoned = node("n2", h100, gpus=8)
-    cordoned.cordoned = True
-    cordoned.save()
+    do_set_node_cordoned(node("n2", h100, gpus=8), cordoned=True, acting_user=None)
     assert healthy_capacity(h100) == 6
     a100 = mig_flavor()
     node("m1", a100, gpus=8, mig_layout={"3g.40gb": 2})
     assert healthy_capacity(a100) == 16
-    do_set_gpu_health(Gpu.objects.get(node__name="m1", index=0), healthy=False)
+    do_set_gpu_health(
+        Gpu.objects.get(node__name="m1", index=0), healthy=False, reason="XID 79", acting_user=None
+    )
     assert healthy_capacity(a100) == 14
 
 
@@ -137,7 +137,7 @@ def test_the_database_refuses_two_gpus_with_one_index() -> None:
         Gpu.objects.create(node=made, index=0)
 
 
-def test_do_sync_node_is_atomic_when_the_node_is_invalid() -> None:
+def test_a_sync_refused_by_validation_leaves_no_node_and_no_gpus() -> None:
     node("gb-1", flavor("gb200"), gpus=4, nvlink_domain="nvl72-a")
     h100 = flavor("h100")
     with pytest.raises(ValidationError):

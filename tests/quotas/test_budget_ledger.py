@@ -59,7 +59,7 @@ def test_a_grant_is_a_ledger_entry_and_an_audited_change(setup: dict) -> None:
     assert events[1].after is not None and events[1].after["gpu_hours"] == "150.000"
 
 
-def test_reserve_settle_and_spend_move_the_balance(setup: dict) -> None:
+def test_reserving_settling_and_spending_move_the_balance(setup: dict) -> None:
     budget = grant(setup, 100)
     # a protected window of 8 GPUs x 2 h x rate 1 is reserved up front
     do_reserve_budget(budget, gpu_hours=16, workload=None, at=NOW)

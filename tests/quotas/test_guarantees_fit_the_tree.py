@@ -75,7 +75,7 @@ def test_top_level_guarantees_must_fit_the_healthy_capacity(tree: dict) -> None:
 
 def test_unhealthy_gpus_do_not_count_as_capacity(tree: dict) -> None:
     for gpu in Gpu.objects.filter(node__name="n0")[:2]:
-        do_set_gpu_health(gpu, healthy=False)
+        do_set_gpu_health(gpu, healthy=False, reason="XID 79", acting_user=None)
     other = queue("other", parent=tree["root"])
     with pytest.raises(ValidationError) as error:
         quota(other, tree["h100"], 15, 15, 15)
@@ -85,7 +85,7 @@ def test_unhealthy_gpus_do_not_count_as_capacity(tree: dict) -> None:
 def test_a_pool_that_lost_gpus_can_still_lower_its_guarantees(tree: dict) -> None:
     # given the pool shrank below org's guarantee
     for gpu in Gpu.objects.filter(node__name__in=["n0", "n1", "n2"]):
-        do_set_gpu_health(gpu, healthy=False)
+        do_set_gpu_health(gpu, healthy=False, reason="XID 79", acting_user=None)
     # then raising is refused but lowering (still over capacity) is allowed
     with pytest.raises(ValidationError):
         quota(tree["org"], tree["h100"], 20, 24, 32)

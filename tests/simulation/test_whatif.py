@@ -31,7 +31,7 @@ from gpupool.simulation.whatif import (
 )
 from gpupool.simulation.whatif_db import recorded_demand
 from gpupool.workloads.actions import (
-    PodPlacement,
+    PlacementSpec,
     PodSetSpec,
     do_submit_workload,
     do_transition_workload,
@@ -221,7 +221,7 @@ def recorded_pool() -> dict[str, object]:
             at=submitted,
         )
         start = submitted + timedelta(hours=i)
-        placed = [PodPlacement("main", 0, n1, [0, 1])]
+        placed = [PlacementSpec("main", 0, n1, [0, 1])]
         do_transition_workload(workload, "admitted", reason="test", at=start, placements=placed)
         do_transition_workload(workload, "running", reason="test", at=start)
         do_transition_workload(workload, "succeeded", reason="test", at=start + timedelta(hours=1))

@@ -8,7 +8,7 @@ from django.db import IntegrityError, transaction
 from domain_builders import flavor, node, priority_class, queue
 
 from gpupool.workloads.actions import (
-    PodPlacement,
+    PlacementSpec,
     PodSetSpec,
     do_submit_workload,
     do_transition_workload,
@@ -126,9 +126,9 @@ def test_the_database_refuses_gpus_without_flavor_and_bad_gang(pool: dict) -> No
         Workload.objects.filter(pk=made.pk).update(min_member=0)
 
 
-def placement(pool: dict, **fields: object) -> PodPlacement:
+def placement(pool: dict, **fields: object) -> PlacementSpec:
     values: dict = {"pod_set": "main", "pod_index": 0, "node": pool["n1"], "gpu_indices": [0]}
-    return PodPlacement(**(values | fields))
+    return PlacementSpec(**(values | fields))
 
 
 @pytest.mark.parametrize(

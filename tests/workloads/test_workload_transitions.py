@@ -8,7 +8,7 @@ from domain_builders import flavor, node, priority_class, queue
 
 from gpupool.inventory.models import Node
 from gpupool.workloads.actions import (
-    PodPlacement,
+    PlacementSpec,
     PodSetSpec,
     do_submit_workload,
     do_transition_workload,
@@ -34,10 +34,10 @@ def workload() -> Workload:
     )
 
 
-def gang(workload: Workload) -> list[PodPlacement]:
+def gang(workload: Workload) -> list[PlacementSpec]:
     """Both pods of the workload, one per node, all eight GPUs each."""
     return [
-        PodPlacement("main", index, Node.objects.get(name=f"n{index + 1}"), list(range(8)))
+        PlacementSpec("main", index, Node.objects.get(name=f"n{index + 1}"), list(range(8)))
         for index in range(2)
     ]
 

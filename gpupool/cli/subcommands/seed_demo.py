@@ -2,10 +2,11 @@
 
 The pool: 40 HGX H100 nodes (8 GPUs, each node its own NVLink domain), 18 GB200 nodes of 4
 GPUs in one 72-GPU NVL72 domain, 4 time-sliced L40S nodes and 2 A100 nodes cut into MIG
-3g.40gb instances: 64 nodes. Two organizations of three teams each, a queue tree with quotas,
-the priority classes normal / high (budgeted) / interactive (Never), this month's budgets, and
-one user per role. Everything is looked up by its natural key and changed through the actions,
-so a second run finds nothing to change and writes no audit rows.
+3g.40gb instances: 64 nodes. Two organizations of three teams each (each team owns the
+Kubernetes namespace of its name), a queue tree with quotas, the priority classes normal / high
+(budgeted) / interactive (Never), this month's budgets, and one user per role. Everything is
+looked up by its natural key and changed through the actions, so a second run finds nothing to
+change and writes no audit rows. (Demo users are Django accounts, made here directly.)
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
-from gpupool.inventory.actions import do_sync_node
+from gpupool.inventory.actions import do_save_flavor, do_sync_node
 from gpupool.inventory.choices import Sharing
 from gpupool.inventory.models import Flavor
 from gpupool.quotas.actions import (
@@ -33,7 +34,7 @@ from gpupool.quotas.actions import (
 )
 from gpupool.quotas.choices import PreemptionPolicy, QuotaRequestKind
 from gpupool.quotas.models import PriorityClass, Queue, QuotaRequest
-from gpupool.tenancy.actions import do_grant_site_role, do_set_membership
+from gpupool.tenancy.actions import do_grant_site_role, do_save_tenant, do_set_membership
 from gpupool.tenancy.choices import MembershipRole, SiteRoleName
 from gpupool.tenancy.models import Tenant
 
@@ -116,8 +117,11 @@ NODE_GROUPS = [
               mig_layout=(("3g.40gb", 2),)),
 ]  # fmt: skip
 
-# GPUs that are broken in the demo, so health shows up in capacity and the admin.
-UNHEALTHY_GPUS = {"h100-007": [3], "h100-023": [5]}
+# GPUs that are broken in the demo, and why, so health shows up in capacity and the admin.
+UNHEALTHY_GPUS = {
+    "h100-007": {3: "XID 79: the GPU has fallen off the bus"},
+    "h100-023": {5: "DCGM health check: uncorrectable ECC errors"},
+}
 
 # (guarantee, deserved, capability) per flavor.
 ORG_QUOTAS = {
@@ -196,7 +200,10 @@ def month_period(today: date) -> tuple[date, date]:
 
 
 def _user(username: str, *, reset_password: bool, **flags: Any) -> Any:
-    """Get or create a demo user; set the demo password when new (or when asked to)."""
+    """Get or create a demo user; set the demo password when new (or when asked to).
+
+    Users are Django's accounts, not domain state: no action owns them, so this writes them
+    directly (their roles and memberships go through the tenancy actions)."""
     user_model = get_user_model()
     user, created = user_model.objects.get_or_create(username=username, defaults=flags)
     changed = [name for name, value in flags.items() if getattr(user, name) != value]
@@ -214,14 +221,19 @@ def _flavors() -> dict[str, Flavor]:
     flavors = {}
     for spec in FLAVORS:
         flavor = Flavor.objects.filter(name=spec["name"]).first() or Flavor(name=spec["name"])
-        before = [getattr(flavor, key) for key in spec]
         for key, value in spec.items():
             setattr(flavor, key, value)
-        if flavor.pk is None or before != [getattr(flavor, key) for key in spec]:
-            flavor.full_clean()
-            flavor.save()
-        flavors[flavor.name] = flavor
+        flavors[flavor.name] = do_save_flavor(flavor, acting_user=None, reason=REASON)
     return flavors
+
+
+def _tenant(name: str, organization: str) -> Tenant:
+    """The team's tenant; it owns the namespace of its name (and keeps any others it has)."""
+    tenant = Tenant.objects.filter(name=name).first() or Tenant(name=name)
+    tenant.display_name = name.upper()
+    tenant.organization = organization
+    namespaces = {name, *(tenant.namespace_names() if tenant.pk is not None else [])}
+    return do_save_tenant(tenant, namespaces=sorted(namespaces), acting_user=None, reason=REASON)
 
 
 def _nodes(flavors: dict[str, Flavor]) -> int:
@@ -239,12 +251,13 @@ def _nodes(flavors: dict[str, Flavor]) -> int:
                 gpus=group.gpus,
                 cpu=group.cpu,
                 memory_gb=group.memory_gb,
-                unhealthy_gpus=UNHEALTHY_GPUS.get(name, []),
+                unhealthy_gpus=UNHEALTHY_GPUS.get(name, {}),
                 nvlink_domain=group.domain,
                 rack=f"{group.prefix}-rack-{rack_number:02d}",
                 zone=labels["topology.kubernetes.io/zone"],
                 labels=labels,
                 mig_layout=dict(group.mig_layout),
+                reason=REASON,
             )
             count += 1
     return count
@@ -312,10 +325,7 @@ def seed(*, reset_passwords: bool = False, today: date | None = None) -> dict[st
         org_queue = _queue(organization, parent=root, tenant=None, description=organization)
         _quotas(org_queue, flavors, ORG_QUOTAS[organization])
         for team in teams:
-            tenant, _ = Tenant.objects.get_or_create(
-                name=team,
-                defaults={"display_name": team.upper(), "organization": organization},
-            )
+            tenant = _tenant(team, organization)
             queue = _queue(
                 team,
                 parent=org_queue,
