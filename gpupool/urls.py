@@ -1,11 +1,12 @@
 """Top-level URL routes."""
 
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
 
 from gpupool.control.views import healthz
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("healthz", healthz, name="healthz"),
+    path("api/v1/", include("gpupool.api.urls")),
 ]

@@ -1,0 +1,91 @@
+"""One shape for every API error, and Django's own errors mapped onto DRF's.
+
+Every error body is ``{"error": {"status": 400, "code": "invalid", "message": "...",
+"fields": {"field": ["message", ...]}}}``; ``fields`` is there only when the request named
+fields that failed, and a 400 always names them. Actions raise Django's ``ValidationError``
+(with field names) and ``PermissionDenied``; they answer 400 and 403 like DRF's own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.http import Http404
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler
+
+NON_FIELD = "non_field_errors"
+
+
+def _messages(detail: Any) -> list[str]:
+    if isinstance(detail, list | tuple):
+        return [message for item in detail for message in _messages(item)]
+    if isinstance(detail, dict):
+        return [f"{key}: {m}" for key, value in detail.items() for m in _messages(value)]
+    return [str(detail)]
+
+
+def _fields(detail: Any, prefix: str = "") -> dict[str, list[str]]:
+    """Flatten DRF's nested error detail into ``{"pod_sets.0.count": [...]}``."""
+    out: dict[str, list[str]] = {}
+    if isinstance(detail, dict):
+        for key, value in detail.items():
+            name = f"{prefix}.{key}" if prefix else str(key)
+            if isinstance(value, dict) or (
+                isinstance(value, list) and any(isinstance(v, dict) for v in value)
+            ):
+                if isinstance(value, list):
+                    for index, item in enumerate(value):
+                        out |= _fields(item, f"{name}.{index}")
+                else:
+                    out |= _fields(value, name)
+            else:
+                out[name] = _messages(value)
+    elif detail:
+        out[prefix or NON_FIELD] = _messages(detail)
+    return out
+
+
+def django_validation_detail(error: DjangoValidationError) -> Any:
+    """A Django ``ValidationError`` as DRF detail (a dict when it names fields)."""
+    if hasattr(error, "error_dict"):
+        return {field: [str(m) for m in errors] for field, errors in error.message_dict.items()}
+    return {NON_FIELD: list(error.messages)}
+
+
+def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """DRF's handler, with Django's errors translated and every body in the one shape."""
+    if isinstance(exc, DjangoValidationError):
+        exc = exceptions.ValidationError(django_validation_detail(exc))
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = exceptions.PermissionDenied(str(exc) or None)
+    elif isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    response = exception_handler(exc, context)
+    if response is None:
+        return None
+    detail = response.data
+    body: dict[str, Any] = {
+        "status": response.status_code,
+        "code": getattr(exc, "default_code", "error"),
+    }
+    if isinstance(exc, exceptions.ValidationError):
+        fields = _fields(detail)
+        body["code"] = "invalid"
+        body["message"] = "; ".join(
+            f"{name}: {', '.join(messages)}" if name != NON_FIELD else ", ".join(messages)
+            for name, messages in fields.items()
+        )
+        body["fields"] = fields
+    else:
+        message = detail.get("detail") if isinstance(detail, dict) else detail
+        body["message"] = " ".join(_messages(message)) if message is not None else ""
+        if isinstance(exc, exceptions.APIException) and isinstance(exc.detail, str):
+            body["code"] = getattr(exc.detail, "code", body["code"])
+    response.data = {"error": body}
+    if response.status_code == status.HTTP_400_BAD_REQUEST and not body.get("fields"):
+        body["fields"] = {NON_FIELD: [body.get("message", "")]}
+    return response

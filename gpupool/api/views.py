@@ -1,0 +1,70 @@
+"""API views that belong to no domain app: issuing a token for a username and password."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import authenticate
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.exceptions import AuthenticationFailed
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.throttling import AnonRateThrottle
+from rest_framework.views import APIView
+
+from gpupool.api.actions import do_issue_token
+
+
+class TokenRequestSerializer(serializers.Serializer[Any]):
+    """A username and password to exchange for an API token."""
+
+    username = serializers.CharField()
+    password = serializers.CharField(style={"input_type": "password"}, trim_whitespace=False)
+    rotate = serializers.BooleanField(
+        default=False, help_text="Replace the existing token (the old one stops working)."
+    )
+
+
+class TokenSerializer(serializers.Serializer[Any]):
+    """An API token: send it as ``Authorization: Bearer <token>``."""
+
+    token = serializers.CharField()
+    username = serializers.CharField()
+
+
+class TokenThrottle(AnonRateThrottle):
+    """Password guesses are slowed down per client address."""
+
+    rate = "30/minute"
+
+
+class TokenView(APIView):
+    """``POST /api/v1/tokens/``: a user's API token for their username and password."""
+
+    permission_classes = (AllowAny,)
+    authentication_classes = ()
+    throttle_classes = (TokenThrottle,)
+
+    def get_authenticate_header(self, request: Request) -> str:
+        """A wrong password is a 401 that asks for credentials again."""
+        return "Bearer"
+
+    @extend_schema(request=TokenRequestSerializer, responses={200: TokenSerializer})
+    def post(self, request: Request) -> Response:
+        """Check the password and answer the user's token (made on first use)."""
+        form = TokenRequestSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        user = authenticate(
+            request._request,
+            username=form.validated_data["username"],
+            password=form.validated_data["password"],
+        )
+        if user is None or not user.is_active:
+            raise AuthenticationFailed("The username or password is wrong.")
+        token = do_issue_token(user, rotate=form.validated_data["rotate"])
+        return Response(
+            TokenSerializer({"token": token.key, "username": user.get_username()}).data,
+            status=status.HTTP_200_OK,
+        )

@@ -1,0 +1,151 @@
+"""API of tenancy: tenants (public names, private namespaces) and their memberships."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db.models import Prefetch
+from django_filters import rest_framework as filters
+from rest_framework import mixins, serializers, viewsets
+from rest_framework.exceptions import PermissionDenied
+from rest_framework.routers import BaseRouter
+
+from gpupool.api.permissions import ADMINS, EVERYONE, TENANT_ROLES, ActionRoles, TenantScoped
+from gpupool.tenancy.actions import do_remove_membership, do_save_tenant, do_set_membership
+from gpupool.tenancy.choices import MembershipRole
+from gpupool.tenancy.models import Membership, Tenant, TenantNamespace
+
+
+class NamespaceNames(serializers.ListField):
+    """A tenant's namespaces as a list of names (read from the prefetched rows)."""
+
+    def to_representation(self, data: Any) -> list[str]:
+        """The names, sorted (``data`` is the related manager)."""
+        return sorted(namespace.name for namespace in data.all())
+
+
+class TenantSerializer(serializers.ModelSerializer[Tenant]):
+    """A team: its slug, display name, organization and the namespaces it owns."""
+
+    namespaces = NamespaceNames(
+        child=serializers.CharField(max_length=63),
+        required=False,
+        help_text="Kubernetes namespaces the tenant owns (each belongs to one tenant).",
+    )
+
+    class Meta:
+        model = Tenant
+        fields = ("name", "display_name", "organization", "namespaces", "created_at")
+        read_only_fields = ("created_at",)
+
+
+class TenantViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    mixins.UpdateModelMixin,
+    viewsets.GenericViewSet[Tenant],
+):
+    """Tenants: every role sees the teams that share the pool; admins create and change them."""
+
+    queryset = Tenant.objects.prefetch_related(
+        Prefetch("namespaces", queryset=TenantNamespace.objects.order_by("name"))
+    )
+    serializer_class = TenantSerializer
+    permission_classes = (ActionRoles,)
+    default_roles = ADMINS
+    action_roles = {"list": EVERYONE, "retrieve": EVERYONE}
+    lookup_field = "name"
+    filterset_fields = ("organization",)
+
+    def perform_create(self, serializer: TenantSerializer) -> None:  # type: ignore[override]
+        """Create through the audited action."""
+        data = dict(serializer.validated_data)
+        namespaces = data.pop("namespaces", [])
+        serializer.instance = do_save_tenant(
+            Tenant(**data), namespaces=namespaces, acting_user=self.request.user
+        )
+
+    def perform_update(self, serializer: TenantSerializer) -> None:  # type: ignore[override]
+        """Change through the audited action."""
+        data = dict(serializer.validated_data)
+        namespaces = data.pop("namespaces", None)
+        tenant = serializer.instance
+        assert tenant is not None
+        for field, value in data.items():
+            setattr(tenant, field, value)
+        serializer.instance = do_save_tenant(
+            tenant, namespaces=namespaces, acting_user=self.request.user
+        )
+
+
+class MembershipSerializer(serializers.ModelSerializer[Membership]):
+    """A user's membership of a tenant, as member or lead."""
+
+    user = serializers.SlugRelatedField(
+        slug_field="username", queryset=get_user_model().objects.all()
+    )
+    tenant = serializers.SlugRelatedField(slug_field="name", queryset=Tenant.objects.all())
+    role = serializers.ChoiceField(choices=MembershipRole.choices)
+
+    class Meta:
+        model = Membership
+        fields = ("id", "user", "tenant", "role", "created_at")
+        read_only_fields = ("id", "created_at")
+
+
+class MembershipFilter(filters.FilterSet):  # type: ignore[misc]
+    """Filter memberships by tenant name, username and role."""
+
+    tenant = filters.CharFilter(field_name="tenant__name")
+    user = filters.CharFilter(field_name="user__username")
+
+    class Meta:
+        model = Membership
+        fields = ("tenant", "user", "role")
+
+
+class MembershipViewSet(TenantScoped, viewsets.ModelViewSet[Membership]):
+    """Memberships of the caller's tenants; a tenant's lead (or an admin) manages them."""
+
+    queryset = Membership.objects.select_related("user", "tenant")
+    serializer_class = MembershipSerializer
+    filterset_class = MembershipFilter
+    permission_classes = (ActionRoles,)
+    default_roles = TENANT_ROLES
+    tenant_field = "tenant"
+    http_method_names = ("get", "post", "patch", "delete", "head", "options")
+
+    def _require_lead(self, tenant: Tenant) -> None:
+        if not self.access().leads(tenant.pk):
+            raise PermissionDenied(f"Only a lead of {tenant} (or an admin) manages its members.")
+
+    def perform_create(self, serializer: MembershipSerializer) -> None:  # type: ignore[override]
+        """Add a member through the audited action (leads of the tenant and admins)."""
+        data = serializer.validated_data
+        self._require_lead(data["tenant"])
+        serializer.instance = do_set_membership(
+            data["user"], data["tenant"], role=data["role"], acting_user=self.request.user
+        )
+
+    def perform_update(self, serializer: MembershipSerializer) -> None:  # type: ignore[override]
+        """Change a member's role (the user and tenant stay)."""
+        membership = serializer.instance
+        assert membership is not None
+        self._require_lead(membership.tenant)
+        role = serializer.validated_data.get("role", membership.role)
+        serializer.instance = do_set_membership(
+            membership.user, membership.tenant, role=role, acting_user=self.request.user
+        )
+
+    def perform_destroy(self, instance: Membership) -> None:
+        """Remove a member through the audited action."""
+        self._require_lead(instance.tenant)
+        do_remove_membership(instance, acting_user=self.request.user)
+
+
+def register(router: BaseRouter) -> None:
+    """Add this app's resources to the API router."""
+    router.register("tenants", TenantViewSet, basename="tenant")
+    router.register("memberships", MembershipViewSet, basename="membership")

@@ -1,0 +1,103 @@
+"""The permission matrix: what every role gets from every API route and method.
+
+One row per named route of ``/api/v1/``. A row says, per HTTP method, the outcome for each role
+of the matrix (``admin``, ``finance``, ``lead`` and ``member`` of tenant nlp, ``anonymous``);
+routes that address one object also say it for an object of the caller's own tenant and of
+another tenant, written ``own|other``. Outcomes: ``ok`` (let through: 2xx, or 400 when the empty
+body fails validation), ``forbidden`` (403), ``hidden`` (404), ``unauthorized`` (401).
+``tests/api/test_permission_matrix.py`` turns the rows into cases and fails on a route or a
+method without a row, so a new endpoint cannot ship without deciding who may call it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+OUTCOMES = {"ok", "forbidden", "hidden", "unauthorized"}
+ROLES = ("admin", "finance", "lead", "member", "anonymous")
+
+# Target builders: (world) -> {"own": url kwargs, "other": url kwargs}
+Target = Callable[[Any], Mapping[str, Mapping[str, str]]]
+
+
+@dataclass(frozen=True)
+class Row:
+    """Expected outcomes of one route: ``{"GET": "admin=ok lead=ok|hidden ...", ...}``."""
+
+    methods: Mapping[str, str]
+    target: Target | None = None
+    payload: Callable[[Any], Mapping[str, Any]] | None = None  # (world) -> body for writes
+
+    def outcome(self, method: str, role: str, scope: str) -> str:
+        """The outcome for ``role`` calling ``method`` on an object of scope own/other."""
+        spec = dict(part.split("=", 1) for part in self.methods[method].split())
+        if role not in spec:
+            raise KeyError(f"no outcome for role {role} on {method}")
+        own, _, other = spec[role].partition("|")
+        found = other if scope == "other" and other else own
+        if found not in OUTCOMES:
+            raise ValueError(f"unknown outcome {found!r}")
+        return found
+
+
+def _named(attribute: str) -> Target:
+    def target(world: Any) -> Mapping[str, Mapping[str, str]]:
+        return {
+            "own": {attribute: getattr(world.own, attribute)},
+            "other": {attribute: getattr(world.other, attribute)},
+        }
+
+    return target
+
+
+def _membership(world: Any) -> Mapping[str, Mapping[str, str]]:
+    own = world.own.memberships.order_by("pk").first()
+    other = world.other.memberships.order_by("pk").first()
+    return {"own": {"pk": str(own.pk)}, "other": {"pk": str(other.pk)}}
+
+
+def _flavor(world: Any) -> Mapping[str, Mapping[str, str]]:
+    return {"own": {"name": "h100"}, "other": {"name": "h100"}}
+
+
+EVERYONE_READS = "admin=ok finance=ok lead=ok member=ok anonymous=unauthorized"
+PUBLIC = "admin=ok finance=ok lead=ok member=ok anonymous=ok"
+ADMIN_ONLY = "admin=ok finance=forbidden lead=forbidden member=forbidden anonymous=unauthorized"
+
+ROWS: dict[str, Row] = {
+    "api:api-root": Row({"GET": EVERYONE_READS}),
+    "api:token": Row({"POST": PUBLIC}),
+    # The schema and its docs are public: they describe the API, not the pool.
+    "api:schema": Row({"GET": PUBLIC}),
+    "api:docs": Row({"GET": PUBLIC}),
+    # tenancy
+    "api:tenant-list": Row({"GET": EVERYONE_READS, "POST": ADMIN_ONLY}),
+    "api:tenant-detail": Row(
+        {"GET": EVERYONE_READS, "PUT": ADMIN_ONLY, "PATCH": ADMIN_ONLY}, _named("name")
+    ),
+    "api:membership-list": Row(
+        {
+            "GET": "admin=ok finance=forbidden lead=ok member=ok anonymous=unauthorized",
+            "POST": "admin=ok finance=forbidden lead=ok member=forbidden anonymous=unauthorized",
+        },
+        payload=lambda world: {"user": "fin", "tenant": world.own.name, "role": "member"},
+    ),
+    "api:membership-detail": Row(
+        {
+            "GET": "admin=ok finance=forbidden lead=ok|hidden member=ok|hidden "
+            "anonymous=unauthorized",
+            "PATCH": "admin=ok finance=forbidden lead=ok|hidden member=forbidden|hidden "
+            "anonymous=unauthorized",
+            "DELETE": "admin=ok finance=forbidden lead=ok|hidden member=forbidden|hidden "
+            "anonymous=unauthorized",
+        },
+        _membership,
+    ),
+    # inventory
+    "api:flavor-list": Row({"GET": EVERYONE_READS, "POST": ADMIN_ONLY}),
+    "api:flavor-detail": Row(
+        {"GET": EVERYONE_READS, "PATCH": ADMIN_ONLY, "DELETE": ADMIN_ONLY}, _flavor
+    ),
+}

@@ -1,0 +1,105 @@
+"""Errors have one shape that names the field; tokens come for a username and password."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from rest_framework.test import APIClient
+
+from gpupool.audit.models import AuditEvent
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_bad_request_names_the_field_in_the_one_error_shape(api_as: Any) -> None:
+    response = api_as("admin").post(
+        "/api/v1/flavors/", {"name": "a100", "sharing": "nope"}, format="json"
+    )
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["status"] == 400 and error["code"] == "invalid"
+    assert set(error["fields"]) == {"sharing", "gpu_memory_gb", "hourly_price"}
+    assert "sharing" in error["message"]
+
+
+def test_an_action_s_refusal_is_a_400_naming_the_field(api_as: Any) -> None:
+    response = api_as("admin").post(
+        "/api/v1/flavors/",
+        {
+            "name": "a100-3g.20gb",
+            "sharing": "mig",
+            "gpu_model": "A100-40GB",
+            "mig_profile": "9g.99gb",
+            "gpu_memory_gb": 20,
+            "hourly_price": "1.0",
+        },
+        format="json",
+    )
+    assert response.status_code == 400
+    assert "mig_profile" in response.json()["error"]["fields"]
+
+
+def test_anonymous_callers_are_asked_to_authenticate(api_as: Any) -> None:
+    response = api_as("anonymous").get("/api/v1/flavors/")
+    assert response.status_code == 401
+    assert response.json()["error"]["code"] == "not_authenticated"
+    assert response["WWW-Authenticate"] == "Bearer"
+
+
+def test_a_forbidden_call_says_so_in_the_one_shape(api_as: Any) -> None:
+    response = api_as("member").delete("/api/v1/flavors/h100/")
+    assert response.status_code == 403
+    assert response.json()["error"] == {
+        "status": 403,
+        "code": "permission_denied",
+        "message": "Your role does not allow this.",
+    }
+
+
+def test_a_user_gets_a_token_for_their_password_and_uses_it_as_bearer(world: Any) -> None:
+    member = get_user_model().objects.get(username="max")
+    member.set_password("pw-max-123")
+    member.save()
+    client = APIClient()
+    answer = client.post(
+        "/api/v1/tokens/", {"username": "max", "password": "pw-max-123"}, format="json"
+    )
+    assert answer.status_code == 200
+    token = answer.json()["token"]
+    assert answer.json()["username"] == "max"
+    assert AuditEvent.objects.filter(action="api.issue_token", object_id=str(member.pk)).exists()
+    for keyword in ("Bearer", "Token"):
+        client.credentials(HTTP_AUTHORIZATION=f"{keyword} {token}")
+        assert client.get("/api/v1/flavors/").status_code == 200
+    again = APIClient().post(
+        "/api/v1/tokens/", {"username": "max", "password": "pw-max-123"}, format="json"
+    )
+    assert again.json()["token"] == token
+
+
+def test_a_wrong_password_gets_no_token(world: Any) -> None:
+    answer = APIClient().post(
+        "/api/v1/tokens/", {"username": "max", "password": "guess"}, format="json"
+    )
+    assert answer.status_code == 401
+    assert answer.json()["error"]["message"] == "The username or password is wrong."
+
+
+def test_rotating_a_token_retires_the_old_one(world: Any) -> None:
+    member = get_user_model().objects.get(username="max")
+    member.set_password("pw-max-123")
+    member.save()
+    first = APIClient().post(
+        "/api/v1/tokens/", {"username": "max", "password": "pw-max-123"}, format="json"
+    )
+    second = APIClient().post(
+        "/api/v1/tokens/",
+        {"username": "max", "password": "pw-max-123", "rotate": True},
+        format="json",
+    )
+    assert first.json()["token"] != second.json()["token"]
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {first.json()['token']}")
+    assert client.get("/api/v1/flavors/").status_code == 401
