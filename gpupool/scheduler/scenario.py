@@ -838,3 +838,198 @@ def plan_to_dict(plan: Plan) -> dict[str, object]:
 def dump_plan(plan: Plan) -> str:
     """The plan as deterministic JSON text."""
     return json.dumps(plan_to_dict(plan), indent=1, sort_keys=False)
+
+
+# -- writing a scenario: the inverse of scenario_from_dict -----------------------------------
+
+
+def _number(value: float) -> int | float:
+    """A quantity as a scenario file writes it: whole numbers without a fraction."""
+    return int(value) if float(value).is_integer() else value
+
+
+def policy_to_dict(policy: PolicyInfo) -> dict[str, object]:
+    """The ``policy`` object that ``policy_from_dict`` reads back as ``policy``, every key
+    written out."""
+    out: dict[str, object] = {"placement": policy.placement}
+    if policy.starvation_limit_s is not None:
+        out["starvation_limit_s"] = _number(policy.starvation_limit_s)
+    backoff = policy.backoff
+    out["preemption_backoff"] = (
+        None
+        if backoff is None
+        else {
+            "max_preemptions": backoff.max_preemptions,
+            "window_s": _number(backoff.window_s),
+            "cooldown_s": _number(backoff.cooldown_s),
+        }
+    )
+    protection = policy.victim_protection
+    out["victim_protection"] = (
+        None
+        if protection is None
+        else {
+            "evictions": protection.evictions,
+            "window_s": _number(protection.window_s),
+            "protected_s": _number(protection.protected_s),
+        }
+    )
+    out["phases"] = list(policy.phases)
+    out["preemption_attempts_per_queue"] = policy.preemption_attempts_per_queue
+    out["queueing"] = policy.queueing
+    out["fair_sharing"] = policy.fair_sharing
+    out["victim_search"] = policy.victim_search
+    return out
+
+
+def _flavor_json(flavor: FlavorInfo) -> dict[str, object]:
+    out: dict[str, object] = {
+        "name": flavor.name,
+        "sharing": flavor.sharing,
+        "gpu_memory_gb": _number(flavor.gpu_memory_gb),
+        "hourly_price": _number(flavor.hourly_price),
+    }
+    if flavor.mig is not None:
+        out["mig"] = {"gpu_model": flavor.mig.gpu_model, "profile": flavor.mig.profile}
+    return out
+
+
+def _node_json(node: NodeInfo) -> dict[str, object]:
+    out: dict[str, object] = {
+        "name": node.name,
+        "flavor": node.flavor,
+        "gpus": node.gpus,
+        "unhealthy_gpus": sorted(node.unhealthy_gpus),
+        "cpu": _number(node.cpu_milli / MILLI),
+        "memory_gb": _number(node.memory_mib / MIB_PER_GB),
+        "domain": node.domain,
+        "cordoned": node.cordoned,
+    }
+    if node.physical_gpus is not None:
+        out["physical_gpus"] = node.physical_gpus
+    return out
+
+
+def _gpus(milli: int | None) -> int | float | None:
+    """Milli-GPU as the GPUs a scenario file states."""
+    return None if milli is None else _number(milli / MILLI)
+
+
+def _queue_json(queue: QueueInfo) -> dict[str, object]:
+    quota: dict[str, object] = {
+        flavor: {
+            "guarantee": _gpus(levels.guarantee),
+            "deserved": _gpus(levels.deserved),
+            "capability": _gpus(levels.capability),
+        }
+        for flavor, levels in queue.quota.items()
+    }
+    return {
+        "name": queue.name,
+        "parent": queue.parent,
+        "tenant": queue.tenant,
+        "weight": _number(queue.weight),
+        "reclaimable": queue.reclaimable,
+        "lending_limit": _gpus(queue.lending_limit),
+        "max_protected_runtime_s": (
+            None
+            if queue.max_protected_runtime_s is None
+            else _number(queue.max_protected_runtime_s)
+        ),
+        "default_protected_runtime_s": _number(queue.default_protected_runtime_s),
+        "quota": quota,
+    }
+
+
+def _class_json(klass: PriorityClassInfo) -> dict[str, object]:
+    return {
+        "name": klass.name,
+        "value": klass.value,
+        "default": klass.default,
+        "preemption_policy": klass.preemption_policy,
+        "budget_rate": _number(klass.budget_rate),
+    }
+
+
+def _budget_json(budget: BudgetInfo) -> dict[str, object]:
+    return {
+        "tenant": budget.tenant,
+        "priority_class": budget.priority_class,
+        "gpu_hours": _number(budget.gpu_hours),
+        "used": _number(budget.used),
+    }
+
+
+def _pod_set_json(pod_set: PodSetInfo) -> dict[str, object]:
+    out: dict[str, object] = {"count": pod_set.count, "gpus": pod_set.gpus}
+    if len(pod_set.flavors) == 1:
+        out["flavor"] = pod_set.flavors[0]
+    elif pod_set.flavors:
+        out["flavor"] = list(pod_set.flavors)
+    if pod_set.gpu_milli != MILLI:
+        out["gpu_milli"] = pod_set.gpu_milli
+    if pod_set.gpu_memory_gb:
+        out["gpu_memory_gb"] = _number(pod_set.gpu_memory_gb)
+    if pod_set.cpu_milli:
+        out["cpu"] = _number(pod_set.cpu_milli / MILLI)
+    if pod_set.memory_mib:
+        out["memory_gb"] = _number(pod_set.memory_mib / MIB_PER_GB)
+    return out
+
+
+def _workload_json(workload: WorkloadInfo) -> dict[str, object]:
+    out: dict[str, object] = {
+        "name": workload.name,
+        "queue": workload.queue,
+        "priority_class": workload.priority_class,
+        "state": workload.state,
+        "pod_sets": [_pod_set_json(pod_set) for pod_set in workload.pod_sets],
+        "submitted_at": format_time(workload.submitted_at),
+        "protected_runtime_s": _number(workload.protected_runtime_s),
+    }
+    if workload.min_member is not None:
+        out["min_member"] = workload.min_member
+    if workload.topology is not None:
+        out["topology"] = workload.topology
+    if workload.expected_runtime_s is not None:
+        out["expected_runtime_s"] = _number(workload.expected_runtime_s)
+    if workload.started_at is not None:
+        out["started_at"] = format_time(workload.started_at)
+    if workload.last_checkpoint_at is not None:
+        out["last_checkpoint_at"] = format_time(workload.last_checkpoint_at)
+    if workload.placement:
+        out["placement"] = _placement_json(workload.placement)
+    if workload.missing_pods:
+        out["missing_pods"] = workload.missing_pods
+    if workload.nominated:
+        out["nominated"] = True
+    if workload.evicting_for is not None:
+        out["evicting_for"] = workload.evicting_for
+    return out
+
+
+def _event_json(event: PreemptionEventInfo) -> dict[str, object]:
+    out: dict[str, object] = {"at": format_time(event.at), "victim": event.victim}
+    if event.preemptor is not None:
+        out["preemptor"] = event.preemptor
+    if event.preemptor_tenant is not None:
+        out["preemptor_tenant"] = event.preemptor_tenant
+    return out
+
+
+def snapshot_to_dict(snapshot: Snapshot, policy: PolicyInfo, now: float) -> dict[str, object]:
+    """The scenario (DESIGN section 5) that ``scenario_from_dict`` reads back as this
+    snapshot, policy and time: the inverse of the reader, with every quantity it converts
+    (milli-GPU, milli-CPU, MiB, POSIX seconds) converted back to GPUs, cores, GB and ISO
+    times. Times round-trip exactly to the microsecond."""
+    return {
+        "now": format_time(now),
+        "policy": policy_to_dict(policy),
+        "flavors": [_flavor_json(flavor) for flavor in snapshot.flavors],
+        "nodes": [_node_json(node) for node in snapshot.nodes],
+        "queues": [_queue_json(queue) for queue in snapshot.queues],
+        "priority_classes": [_class_json(klass) for klass in snapshot.priority_classes],
+        "budgets": [_budget_json(budget) for budget in snapshot.budgets],
+        "workloads": [_workload_json(workload) for workload in snapshot.workloads],
+        "preemption_history": [_event_json(event) for event in snapshot.preemption_history],
+    }

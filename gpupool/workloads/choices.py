@@ -1,6 +1,10 @@
 """Enumerations of the workloads app, and the allowed workload state transitions."""
 
+from typing import get_args
+
 from django.db import models
+
+from gpupool.scheduler.types import PendingReason
 
 
 class WorkloadState(models.TextChoices):
@@ -41,3 +45,9 @@ ALLOWED_TRANSITIONS: dict[str, frozenset[str]] = {
 
 # States in which a workload holds its placements (GPUs on nodes).
 PLACED_STATES = frozenset({WorkloadState.ADMITTED, WorkloadState.RUNNING})
+
+# Why a workload waits: the decision core's reasons (``scheduler.types.PendingReason``), read
+# from there so that the two lists cannot drift apart.
+PENDING_REASON_CHOICES: list[tuple[str, str]] = [
+    (reason, reason) for reason in get_args(PendingReason)
+]

@@ -7,7 +7,7 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import MaxValueValidator, MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import F, Q, Sum
 from django.utils import timezone
@@ -15,13 +15,34 @@ from django.utils import timezone
 from gpupool.inventory.choices import Sharing
 from gpupool.inventory.models import Flavor, Node
 from gpupool.quotas.models import PriorityClass, Queue
-from gpupool.workloads.choices import Topology, WorkloadState
+from gpupool.workloads.choices import PENDING_REASON_CHOICES, Topology, WorkloadState
+
+PENDING_REASONS = [reason for reason, _ in PENDING_REASON_CHOICES]
+
+
+validate_namespace = RegexValidator(
+    r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$",
+    "A Kubernetes namespace: lowercase letters, digits and '-', starting and ending with a "
+    "letter or digit, at most 63 characters.",
+)
+
+
+def qualified_name(namespace: str, name: str) -> str:
+    """A workload's name in the decision core and in scenario files: ``namespace/name``."""
+    return f"{namespace}/{name}"
 
 
 class Workload(models.Model):
     """A job of one or more pod sets, queued in a leaf queue and scheduled as a gang."""
 
-    name = models.CharField(max_length=253, unique=True)
+    namespace = models.CharField(
+        max_length=63,
+        default="default",
+        validators=[validate_namespace],
+        help_text="The Kubernetes namespace the workload's pods live in; with the name, it "
+        "addresses the workload.",
+    )
+    name = models.CharField(max_length=253)
     queue = models.ForeignKey(Queue, on_delete=models.PROTECT, related_name="workloads")
     priority_class = models.ForeignKey(
         PriorityClass, on_delete=models.PROTECT, related_name="workloads"
@@ -54,10 +75,88 @@ class Workload(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
+    # What only the running control loop knows: it writes these each cycle, nobody else does.
+    last_checkpoint_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When the running workload last checkpointed, from its pods' "
+        "gpupool.io/last-checkpoint annotation (written by the control loop); an eviction "
+        "loses only the progress since then.",
+    )
+    nominated = models.BooleanField(
+        default=False,
+        help_text="Pending and waiting for its victims to leave: the capacity they free is "
+        "held for it, and it is served first once they are gone (written by the control loop).",
+    )
+    evicting_for = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="victims_leaving",
+        help_text="Running, being evicted to make room for this pending workload, and not "
+        "gone yet (written by the control loop).",
+    )
+    pending_reason = models.CharField(
+        max_length=32,
+        choices=PENDING_REASON_CHOICES,
+        blank=True,
+        default="",
+        help_text="Why it is pending, as the last cycle explained it: the decision core's "
+        "reason (written by the control loop; empty when not pending).",
+    )
+    pending_detail = models.TextField(
+        blank=True, help_text="The explanation as a sentence (written by the control loop)."
+    )
+    pending_facts = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="The explanation's facts, e.g. asked and available GPUs (written by the "
+        "control loop).",
+    )
+    queue_position = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="Rank among its queue's pending workloads, 1 first, in the order the last "
+        "cycle served them (written by the control loop; empty when not pending).",
+    )
+    estimated_start_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When it is expected to start, replaying the running workloads' expected "
+        "ends (written by the control loop; empty when unknown).",
+    )
+
     class Meta:
         ordering = ["submitted_at", "name"]
-        indexes = [models.Index(fields=["state", "queue"], name="workload_state_queue_idx")]
+        indexes = [
+            models.Index(fields=["state", "queue"], name="workload_state_queue_idx"),
+            # "The pending workloads of a queue by position": the queue page and the API.
+            models.Index(
+                fields=["queue", "queue_position"],
+                condition=Q(state=WorkloadState.PENDING),
+                name="workload_pending_position_idx",
+            ),
+        ]
         constraints = [
+            models.UniqueConstraint(
+                fields=["namespace", "name"],
+                name="workload_unique_namespace_name",
+                violation_error_message="The namespace already has a workload of this name.",
+            ),
+            models.CheckConstraint(
+                condition=Q(pending_reason="") | Q(pending_reason__in=PENDING_REASONS),
+                name="workload_pending_reason_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(queue_position__isnull=True) | Q(queue_position__gte=1),
+                name="workload_queue_position_positive",
+            ),
+            models.CheckConstraint(
+                condition=Q(evicting_for__isnull=True) | ~Q(evicting_for=F("id")),
+                name="workload_not_evicting_for_itself",
+            ),
             models.CheckConstraint(
                 condition=Q(state__in=WorkloadState.values), name="workload_state_valid"
             ),
@@ -82,6 +181,10 @@ class Workload(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def qualified_name(self) -> str:
+        """``namespace/name``: how the decision core and scenario files name this workload."""
+        return qualified_name(self.namespace, self.name)
 
     def total_pods(self) -> int:
         """The number of pods over all pod sets."""

@@ -1,0 +1,521 @@
+"""The database as the decision core sees it: one builder of complete snapshots.
+
+``build_snapshot(now=..., policy=...)`` reads the pool's policy and state in a fixed number of
+queries, whatever the pool's size, and returns the core's ``Snapshot`` with the index the
+control loop needs to turn the core's names back into rows. It is meant to be the one reader
+of the database for the core: ``gpupool snapshot`` uses it, the control loop is to, and the
+what-if's loaders (``simulation/whatif_db.py``) are to move onto it.
+
+The reads see one state of the database: on PostgreSQL they run in a repeatable-read
+transaction of their own (or in the caller's transaction). Elsewhere, the tables a workload
+owns are read before the workloads, so that work released meanwhile only frees GPUs, and a
+workload submitted meanwhile, whose pod sets were not there yet, waits for the next snapshot.
+
+What the snapshot holds, and from where:
+
+- **flavors** with sharing, GPU memory, price and, for MIG flavors, the card and profile;
+- **nodes** with their GPUs one by one. A MIG node's GPUs count as instances: physical GPU
+  ``g`` gives instances ``g * k .. g * k + k - 1`` for the ``k`` instances of the flavor's
+  profile in the node's layout (``Node.devices_per_gpu``), so an unhealthy GPU takes its
+  instances with it. A GPU index with no row counts as unhealthy;
+- **queues** with every field, quotas in milli-GPU;
+- **priority classes**, which must include a default (``SnapshotError`` otherwise);
+- **workloads** that are pending, admitted or running. The core knows two states: pending,
+  and running for both admitted (bound, not yet started: it holds its GPUs) and running.
+  An admitted workload's start is its admission until its pods report running. Each is named
+  ``namespace/name`` (``workloads.models.qualified_name``), since a name is unique only inside
+  its namespace. Pod sets are in the order they were submitted (by id): a core pod-set index
+  is a position in that order. Placements are ordered by pod set, then pod index, and must be
+  a prefix of the workload's pods in that order, as the core places them. A checkpoint
+  before the start or after ``now`` is stale (from an earlier run, or a clock ahead) and left
+  out. ``evicting_for`` is kept while its preemptor is in the snapshot, ``nominated`` while
+  the workload is pending. ``missing_pods`` is 0: which pods exist is the cluster's to say;
+- **budgets** of the period that contains ``now`` (its date in ``TIME_ZONE``): granted
+  GPU-hours, and as used the granted minus the ledger's balance, i.e. what was spent plus
+  what open reservations hold (``docs/architecture.md``, "Budgets as a ledger"). Budgets of a
+  tenant that owns no queue are left out: no workload can use them;
+- **preemption history** of the ``contracts.history_horizon(policy)`` seconds up to ``now``,
+  each event with its victim, its preemptor and the preemptor's tenant.
+
+The rest is the database as it is when read: ``now`` is the cycle's time and picks the
+budget period and the history window, nothing else. Times become POSIX seconds.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from django.db import connection, transaction
+from django.db.models import Sum
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from gpupool.accounting.models import PreemptionEvent
+from gpupool.inventory.choices import Sharing
+from gpupool.inventory.models import Flavor, Gpu, Node
+from gpupool.quotas.models import PriorityBudget, PriorityClass, Queue, QueueQuota
+from gpupool.scheduler.contracts import history_horizon
+from gpupool.scheduler.types import (
+    MIB_PER_GB,
+    MILLI,
+    BudgetInfo,
+    FlavorInfo,
+    MigInfo,
+    NodeInfo,
+    PodPlacement,
+    PodSetInfo,
+    PolicyInfo,
+    PreemptionEventInfo,
+    PriorityClassInfo,
+    QueueInfo,
+    QuotaInfo,
+    Snapshot,
+    WorkloadInfo,
+)
+from gpupool.workloads.choices import PLACED_STATES, WorkloadState
+from gpupool.workloads.models import (
+    Placement,
+    PodSet,
+    PodSetFlavorChoice,
+    Workload,
+    qualified_name,
+)
+
+# The workloads a cycle decides on: waiting ones, and those holding GPUs.
+LIVE_STATES = (WorkloadState.PENDING, *sorted(PLACED_STATES))
+
+
+class SnapshotError(Exception):
+    """The database cannot be turned into a snapshot; the message says what to fix."""
+
+
+@dataclass(frozen=True, slots=True)
+class DatabaseSnapshot:
+    """A snapshot of the database, and the rows that its names stand for."""
+
+    snapshot: Snapshot
+    now: float
+    workload_ids: Mapping[str, int]  # core name (namespace/name) -> Workload id
+    pod_set_ids: Mapping[str, tuple[int, ...]]  # core name -> PodSet ids, by pod-set index
+    node_ids: Mapping[str, int]
+    flavor_ids: Mapping[str, int]
+    queue_ids: Mapping[str, int]
+
+    def pod_set_id(self, workload: str, pod_set_index: int) -> int:
+        """The PodSet row of a workload's pod set, by its index in the core's pod sets."""
+        return self.pod_set_ids[workload][pod_set_index]
+
+
+def build_snapshot(*, now: datetime, policy: PolicyInfo) -> DatabaseSnapshot:
+    """The pool as the core sees it at ``now``, read in a fixed number of queries."""
+    with _one_state_of_the_database():
+        flavors, flavor_ids, flavor_rows = _flavors()
+        nodes, node_ids = _nodes(flavor_rows)
+        queues, queue_ids = _queues()
+        workloads, workload_ids, pod_set_ids = _workloads(now)
+        snapshot = Snapshot(
+            flavors=flavors,
+            nodes=nodes,
+            queues=queues,
+            priority_classes=_priority_classes(),
+            workloads=workloads,
+            budgets=_budgets(now, {q.tenant for q in queues if q.tenant is not None}),
+            preemption_history=_history(now, history_horizon(policy)),
+        )
+    return DatabaseSnapshot(
+        snapshot=snapshot,
+        now=now.timestamp(),
+        workload_ids=workload_ids,
+        pod_set_ids=pod_set_ids,
+        node_ids=node_ids,
+        flavor_ids=flavor_ids,
+        queue_ids=queue_ids,
+    )
+
+
+@contextmanager
+def _one_state_of_the_database() -> Iterator[None]:
+    """On PostgreSQL outside a transaction, a read-only repeatable-read one for the reads."""
+    if connection.in_atomic_block or connection.vendor != "postgresql":
+        yield
+        return
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        yield
+
+
+def _milli(gpus: Decimal) -> int:
+    """GPUs as the database stores them (decimal) in milli-GPU."""
+    return round(gpus * MILLI)
+
+
+def _seconds(moment: datetime | None) -> float | None:
+    return None if moment is None else moment.timestamp()
+
+
+def _flavors() -> tuple[tuple[FlavorInfo, ...], dict[str, int], dict[int, Flavor]]:
+    """Every flavor; MIG flavors are exclusive per instance and carry their card and profile."""
+    flavors: list[FlavorInfo] = []
+    ids: dict[str, int] = {}
+    rows: dict[int, Flavor] = {}
+    for flavor in Flavor.objects.order_by("name"):
+        rows[flavor.pk] = flavor
+        mig = (
+            MigInfo(flavor.gpu_model, flavor.mig_profile) if flavor.sharing == Sharing.MIG else None
+        )
+        flavors.append(
+            FlavorInfo(
+                name=flavor.name,
+                sharing="shared" if flavor.sharing == Sharing.SHARED else "exclusive",
+                gpu_memory_gb=float(flavor.gpu_memory_gb),
+                hourly_price=float(flavor.hourly_price),
+                mig=mig,
+            )
+        )
+        ids[flavor.name] = flavor.pk
+    return tuple(flavors), ids, rows
+
+
+def _nodes(flavors: Mapping[int, Flavor]) -> tuple[tuple[NodeInfo, ...], dict[str, int]]:
+    """Every node, its GPUs (MIG: instances) and their health."""
+    health: dict[int, dict[int, bool]] = defaultdict(dict)
+    for node_id, index, healthy in Gpu.objects.values_list(
+        "node_id", "index", "healthy"
+    ).order_by():
+        health[node_id][index] = healthy
+    devices: dict[tuple[int, str], int] = {}
+    nodes: list[NodeInfo] = []
+    ids: dict[str, int] = {}
+    rows = Node.objects.values_list(
+        "id", "name", "flavor_id", "cpu", "memory_gb", "nvlink_domain", "cordoned", "mig_layout"
+    ).order_by("name")
+    for node_id, name, flavor_id, cpu, memory_gb, domain, cordoned, layout in rows:
+        flavor = flavors[flavor_id]
+        # Node.devices_per_gpu() is the rule; nodes of one flavor and layout share its answer.
+        key = (flavor_id, json.dumps(layout, sort_keys=True))
+        if key not in devices:
+            devices[key] = Node(flavor=flavor, mig_layout=layout).devices_per_gpu()
+        per_gpu = devices[key]
+        gpus = health.get(node_id, {})
+        physical = max(gpus) + 1 if gpus else 0
+        unhealthy = frozenset(
+            index * per_gpu + instance
+            for index in range(physical)
+            if not gpus.get(index, False)
+            for instance in range(per_gpu)
+        )
+        nodes.append(
+            NodeInfo(
+                name=name,
+                flavor=flavor.name,
+                gpus=physical * per_gpu,
+                cpu_milli=cpu * MILLI,
+                memory_mib=memory_gb * MIB_PER_GB,
+                domain=domain or name,
+                unhealthy_gpus=unhealthy,
+                cordoned=cordoned,
+                physical_gpus=physical if flavor.sharing == Sharing.MIG else None,
+            )
+        )
+        ids[name] = node_id
+    return tuple(nodes), ids
+
+
+def _queues() -> tuple[tuple[QueueInfo, ...], dict[str, int]]:
+    """The queue tree with every field; quotas in milli-GPU."""
+    quotas: dict[int, dict[str, QuotaInfo]] = defaultdict(dict)
+    for queue_id, flavor, guarantee, deserved, capability in QueueQuota.objects.values_list(
+        "queue_id", "flavor__name", "guarantee", "deserved", "capability"
+    ).order_by("queue_id", "flavor__name"):
+        quotas[queue_id][flavor] = QuotaInfo(
+            _milli(guarantee), _milli(deserved), _milli(capability)
+        )
+    queues: list[QueueInfo] = []
+    ids: dict[str, int] = {}
+    rows = Queue.objects.values_list(
+        "id",
+        "name",
+        "parent__name",
+        "tenant__name",
+        "weight",
+        "reclaimable",
+        "lending_limit",
+        "max_protected_runtime_s",
+        "default_protected_runtime_s",
+    ).order_by("name")
+    for (
+        queue_id,
+        name,
+        parent,
+        tenant,
+        weight,
+        reclaimable,
+        lending_limit,
+        max_protected,
+        default_protected,
+    ) in rows:
+        queues.append(
+            QueueInfo(
+                name=name,
+                parent=parent,
+                tenant=tenant,
+                weight=float(weight),
+                reclaimable=reclaimable,
+                lending_limit=None if lending_limit is None else _milli(lending_limit),
+                max_protected_runtime_s=None if max_protected is None else float(max_protected),
+                default_protected_runtime_s=float(default_protected),
+                quota=quotas.get(queue_id, {}),
+            )
+        )
+        ids[name] = queue_id
+    return tuple(queues), ids
+
+
+def _priority_classes() -> tuple[PriorityClassInfo, ...]:
+    """The priority classes; one must be the default."""
+    classes = tuple(
+        PriorityClassInfo(
+            name=name,
+            value=value,
+            default=default,
+            preemption_policy="Never" if policy == "Never" else "PreemptLowerPriority",
+            budget_rate=float(rate),
+        )
+        for name, value, default, policy, rate in PriorityClass.objects.values_list(
+            "name", "value", "default", "preemption_policy", "budget_rate"
+        ).order_by("name")
+    )
+    if not any(c.default for c in classes):
+        raise SnapshotError(
+            "no default priority class: mark one priority class as the default (admin, "
+            "Priority classes); workloads that name no class run at it"
+        )
+    return classes
+
+
+def _pod_sets() -> dict[int, list[tuple[int, PodSetInfo]]]:
+    """The live workloads' pod sets, by workload id, in submission order, with their ids."""
+    choices: dict[int, list[str]] = defaultdict(list)
+    for pod_set_id, flavor in (
+        PodSetFlavorChoice.objects.filter(pod_set__workload__state__in=LIVE_STATES)
+        .values_list("pod_set_id", "flavor__name")
+        .order_by("pod_set_id", "rank")
+    ):
+        choices[pod_set_id].append(flavor)
+    shapes: dict[tuple[object, ...], PodSetInfo] = {}  # identical pod sets share one object
+    pod_sets: dict[int, list[tuple[int, PodSetInfo]]] = defaultdict(list)
+    for pod_set_id, workload_id, count, gpus, gpu_milli, flavor, cpu, memory_gb in (
+        PodSet.objects.filter(workload__state__in=LIVE_STATES)
+        .values_list(
+            "id", "workload_id", "count", "gpus", "gpu_milli", "flavor__name", "cpu", "memory_gb"
+        )
+        .order_by("workload_id", "id")
+    ):
+        # PodSet.flavor_names(): the first flavor, then the further choices by rank.
+        flavors = () if flavor is None else (flavor, *choices.get(pod_set_id, ()))
+        shape = (count, gpus, gpu_milli, flavors, cpu, memory_gb)
+        info = shapes.get(shape)
+        if info is None:
+            info = shapes[shape] = PodSetInfo(
+                count=count,
+                gpus=gpus,
+                flavors=flavors,
+                cpu_milli=round(cpu * MILLI),
+                memory_mib=round(memory_gb * MIB_PER_GB),
+                gpu_milli=MILLI if gpu_milli is None else gpu_milli,
+            )
+        pod_sets[workload_id].append((pod_set_id, info))
+    return pod_sets
+
+
+def _placements() -> dict[int, list[tuple[int, int, PodPlacement]]]:
+    """The placed workloads' pods, by workload id: (pod set id, pod index, placement)."""
+    placements: dict[int, list[tuple[int, int, PodPlacement]]] = defaultdict(list)
+    for workload_id, pod_set_id, pod_index, node, gpu_indices, milli in (
+        Placement.objects.filter(workload__state__in=sorted(PLACED_STATES))
+        .values_list("workload_id", "pod_set_id", "pod_index", "node__name", "gpu_indices", "milli")
+        .order_by()
+    ):
+        placements[workload_id].append(
+            (pod_set_id, pod_index, PodPlacement(node, tuple(gpu_indices), milli))
+        )
+    return placements
+
+
+def _workloads(
+    now: datetime,
+) -> tuple[tuple[WorkloadInfo, ...], dict[str, int], dict[str, tuple[int, ...]]]:
+    """Pending, admitted and running workloads with their pod sets and placements."""
+    pod_sets = _pod_sets()
+    placements = _placements()
+    rows = (
+        Workload.objects.filter(state__in=LIVE_STATES)
+        .annotate(start=Coalesce("started_at", "admitted_at"))
+        .values_list(
+            "id",
+            "namespace",
+            "name",
+            "queue__name",
+            "priority_class__name",
+            "state",
+            "min_member",
+            "topology",
+            "protected_runtime_s",
+            "expected_runtime_s",
+            "submitted_at",
+            "start",
+            "last_checkpoint_at",
+            "nominated",
+            "evicting_for_id",
+        )
+        .order_by()  # sorted by core name below
+    )
+    named = sorted((qualified_name(row[1], row[2]), row) for row in rows)
+    names = {row[0]: name for name, row in named}
+    moment = now.timestamp()
+    workloads: list[WorkloadInfo] = []
+    workload_ids: dict[str, int] = {}
+    pod_set_ids: dict[str, tuple[int, ...]] = {}
+    for name, row in named:
+        (
+            workload_id,
+            _,
+            _,
+            queue,
+            priority_class,
+            state,
+            min_member,
+            topology,
+            protected,
+            expected,
+            submitted_at,
+            start,
+            checkpoint_at,
+            nominated,
+            evicting_for,
+        ) = row
+        sets = pod_sets.get(workload_id)
+        if not sets:
+            continue  # submitted after its pod sets were read: the next snapshot has it
+        started: float | None = None
+        checkpoint: float | None = None
+        placement: tuple[PodPlacement, ...] = ()
+        placed = state != WorkloadState.PENDING
+        if placed:
+            if start is None:
+                raise SnapshotError(f"workload {name} is {state} but has no admission time")
+            if start > now:
+                raise SnapshotError(
+                    f"workload {name} started at {start.isoformat()}, after the snapshot's "
+                    f"time {now.isoformat()}"
+                )
+            started = start.timestamp()
+            checkpoint = _seconds(checkpoint_at)
+            if checkpoint is not None and not started <= checkpoint <= moment:
+                checkpoint = None  # from an earlier run, or a clock ahead of ours
+            placement = _placement(name, sets, placements.get(workload_id, []))
+        workloads.append(
+            WorkloadInfo(
+                name=name,
+                queue=queue,
+                priority_class=priority_class,
+                pod_sets=tuple(info for _, info in sets),
+                submitted_at=submitted_at.timestamp(),
+                state="running" if placed else "pending",
+                min_member=min_member,
+                topology="domain"
+                if topology == "domain"
+                else "preferred"
+                if topology == "preferred"
+                else None,
+                protected_runtime_s=float(protected),
+                expected_runtime_s=None if expected is None else float(expected),
+                started_at=started,
+                last_checkpoint_at=checkpoint,
+                placement=placement,
+                nominated=nominated and not placed,
+                evicting_for=names.get(evicting_for) if placed else None,
+            )
+        )
+        workload_ids[name] = workload_id
+        pod_set_ids[name] = tuple(pod_set_id for pod_set_id, _ in sets)
+    return tuple(workloads), workload_ids, pod_set_ids
+
+
+def _placement(
+    name: str,
+    sets: list[tuple[int, PodSetInfo]],
+    pods: list[tuple[int, int, PodPlacement]],
+) -> tuple[PodPlacement, ...]:
+    """A placed workload's pods in pod-set order, then pod index: a prefix of its pods."""
+    if not pods:
+        raise SnapshotError(f"workload {name} holds GPUs but has no placement")
+    if len(sets) > 1:
+        order = {pod_set_id: position for position, (pod_set_id, _) in enumerate(sets)}
+        pods = sorted(pods, key=lambda pod: (order.get(pod[0], len(order)), pod[1]))
+    elif len(pods) > 1:
+        pods = sorted(pods, key=lambda pod: pod[1])
+    wanted = ((pod_set_id, index) for pod_set_id, info in sets for index in range(info.count))
+    for pod_set_id, index, _ in pods:
+        if next(wanted, None) != (pod_set_id, index):
+            raise SnapshotError(
+                f"workload {name}: its placed pods are not the first {len(pods)} of its pods "
+                f"(by pod set, then pod index), which is all the core can represent"
+            )
+    return tuple(pod for _, _, pod in pods)
+
+
+def _budgets(now: datetime, tenants: set[str]) -> tuple[BudgetInfo, ...]:
+    """The budgets of the period containing ``now``, with what the ledger says is used."""
+    today = timezone.localdate(now)
+    totals: dict[tuple[str, str], tuple[Decimal, Decimal]] = {}
+    rows = (
+        PriorityBudget.objects.filter(period_start__lte=today, period_end__gt=today)
+        .annotate(balance=Sum("entries__gpu_hours"))
+        .values_list("tenant__name", "priority_class__name", "gpu_hours", "balance")
+    )
+    for tenant, priority_class, granted, balance in rows:
+        if tenant not in tenants:
+            continue
+        used = granted - (balance or Decimal(0))
+        # Periods of one tenant and class do not overlap (PriorityBudget.clean); if two rows
+        # still cover today, the tenant has both.
+        before = totals.get((tenant, priority_class), (Decimal(0), Decimal(0)))
+        totals[(tenant, priority_class)] = (before[0] + granted, before[1] + used)
+    return tuple(
+        BudgetInfo(tenant, priority_class, float(granted), float(used))
+        for (tenant, priority_class), (granted, used) in sorted(totals.items())
+    )
+
+
+def _history(now: datetime, horizon_s: float) -> tuple[PreemptionEventInfo, ...]:
+    """Evictions in the ``horizon_s`` seconds up to ``now``, oldest first."""
+    since = now - timedelta(seconds=horizon_s)
+    rows = (
+        PreemptionEvent.objects.filter(at__gte=since, at__lte=now)
+        .values_list(
+            "at",
+            "victim__namespace",
+            "victim__name",
+            "preemptor__namespace",
+            "preemptor__name",
+            "preemptor_tenant__name",
+        )
+        .order_by("at", "id")
+    )
+    return tuple(
+        PreemptionEventInfo(
+            at=at.timestamp(),
+            victim=qualified_name(victim_namespace, victim),
+            preemptor=None if preemptor is None else qualified_name(preemptor_namespace, preemptor),
+            preemptor_tenant=preemptor_tenant,
+        )
+        for at, victim_namespace, victim, preemptor_namespace, preemptor, preemptor_tenant in rows
+    )

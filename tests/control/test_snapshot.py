@@ -1,0 +1,287 @@
+"""The snapshot builder: the database, the core's snapshot and the scenario file agree."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+from control_builders import (
+    NOW,
+    POLICY,
+    Pool,
+    add_pool,
+    build_pool,
+    loop_sets,
+    minutes_before_now,
+)
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
+
+from gpupool.control.snapshot import DatabaseSnapshot, SnapshotError, build_snapshot
+from gpupool.quotas.models import PriorityClass
+from gpupool.scheduler import plan
+from gpupool.scheduler.scenario import scenario_from_dict, snapshot_to_dict
+from gpupool.scheduler.types import (
+    MigInfo,
+    PodPlacement,
+    PodSetInfo,
+    PolicyInfo,
+    PreemptionEventInfo,
+    QuotaInfo,
+    WorkloadInfo,
+)
+
+pytestmark = pytest.mark.django_db
+
+# What build_snapshot reads, one query each: flavors, GPUs, nodes, quotas, queues, classes,
+# flavor choices, pod sets, placements, workloads, budgets, preemption history.
+QUERIES = 12
+
+
+def built(now: datetime = NOW) -> DatabaseSnapshot:
+    """The pool's snapshot at ``now`` under the default policy."""
+    return build_snapshot(now=now, policy=POLICY)
+
+
+def workload_info(database: DatabaseSnapshot, name: str) -> WorkloadInfo:
+    """One workload of the snapshot, by core name."""
+    return next(w for w in database.snapshot.workloads if w.name == name)
+
+
+def test_flavors_carry_sharing_memory_price_and_their_mig_profile(pool: Pool) -> None:
+    flavors = {f.name: f for f in built().snapshot.flavors}
+    assert flavors["l4s"].sharing == "shared"
+    assert (flavors["gb200"].gpu_memory_gb, flavors["gb200"].hourly_price) == (186.0, 6.0)
+    assert flavors["a100-3g.40gb"].sharing == "exclusive"
+    assert flavors["a100-3g.40gb"].mig == MigInfo("A100-80GB", "3g.40gb")
+    assert flavors["h100"].mig is None
+
+
+def test_nodes_carry_health_cordon_domain_and_mig_instances(pool: Pool) -> None:
+    nodes = {n.name: n for n in built().snapshot.nodes}
+    assert nodes["n1"].unhealthy_gpus == frozenset({3})
+    assert (nodes["n1"].cpu_milli, nodes["n1"].memory_mib) == (192_000, 2048 * 1024)
+    assert nodes["n2"].cordoned and nodes["n2"].healthy_gpus == 0
+    assert nodes["g1"].domain == nodes["g2"].domain == "nvl72"
+    assert nodes["s1"].domain == "s1"
+    mig = nodes["m1"]
+    assert (mig.gpus, mig.physical_gpus, mig.unhealthy_gpus) == (4, 2, frozenset({2, 3}))
+    assert nodes["n1"].physical_gpus is None
+
+
+def test_queues_carry_every_field_and_quotas_in_milli_gpu(pool: Pool) -> None:
+    queues = {q.name: q for q in built().snapshot.queues}
+    team_a = queues["team-a"]
+    assert (team_a.parent, team_a.tenant, team_a.weight, team_a.reclaimable) == (
+        "org",
+        "a",
+        2.5,
+        False,
+    )
+    assert team_a.lending_limit == 1500
+    assert (team_a.max_protected_runtime_s, team_a.default_protected_runtime_s) == (3600, 600)
+    assert team_a.quota["l4s"] == QuotaInfo(500, 1250, 4000)
+    assert set(team_a.quota) == {"h100", "gb200", "l4s", "a100-3g.40gb"}
+    assert (queues["root"].parent, queues["root"].tenant, dict(queues["root"].quota)) == (
+        None,
+        None,
+        {},
+    )
+    assert queues["team-b"].lending_limit is None
+    assert queues["team-b"].max_protected_runtime_s is None
+
+
+def test_without_a_default_priority_class_the_builder_says_so(pool: Pool) -> None:
+    PriorityClass.objects.filter(default=True).update(default=False)
+    with pytest.raises(SnapshotError, match="no default priority class"):
+        built()
+
+
+def test_workloads_that_wait_or_hold_gpus_are_in_and_finished_ones_are_not(pool: Pool) -> None:
+    database = built()
+    names = [w.name for w in database.snapshot.workloads]
+    assert names == sorted(names)
+    assert set(names) == {
+        "default/gang",
+        "default/notebook",
+        "default/preemptor",
+        "default/rush",
+        "default/slice",
+        "default/small-notebook",
+        "default/small-slice",
+        "default/trainer",
+        "default/victim",
+        "ml/victim",
+    }
+    assert database.workload_ids["ml/victim"] == pool.workloads["ml/victim"].pk
+    states = {w.name: w.state for w in database.snapshot.workloads}
+    assert states["default/slice"] == "running"  # admitted: it holds its GPUs
+    assert states["ml/victim"] == "pending"
+
+
+def test_pod_sets_keep_their_submission_order_and_flavor_choices(pool: Pool) -> None:
+    database = built()
+    trainer = workload_info(database, "default/trainer")
+    assert trainer.pod_sets == (
+        PodSetInfo(count=1, gpus=8, flavors=("h100",)),
+        PodSetInfo(count=3, gpus=0, flavors=(), cpu_milli=2000),
+    )
+    rows = pool.workloads["default/trainer"].pod_sets.order_by("id")
+    assert database.pod_set_ids["default/trainer"] == tuple(p.pk for p in rows)
+    assert database.pod_set_id("default/trainer", 1) == rows.get(name="loader").pk
+    preemptor = workload_info(database, "default/preemptor")
+    assert preemptor.pod_sets[0].flavors == ("gb200", "h100")
+    assert (preemptor.min_member, preemptor.topology) == (1, "domain")
+    assert (preemptor.expected_runtime_s, preemptor.protected_runtime_s) == (3600.0, 600.0)
+    assert preemptor.priority_class == "high"
+
+
+def test_placements_follow_pod_set_order_then_pod_index(pool: Pool) -> None:
+    database = built()
+    gang = workload_info(database, "default/gang")
+    assert gang.placement == (
+        PodPlacement("n1", (4, 5)),
+        PodPlacement("n1", (6, 7)),
+        PodPlacement("n1", (2,)),
+    )
+    assert gang.pod_sets[2 - 1].cpu_milli == 12_500
+    notebook = workload_info(database, "default/notebook")
+    assert notebook.placement == (PodPlacement("s1", (2,), 470),)
+    assert notebook.pod_sets[0].gpu_milli == 470
+
+
+def test_times_are_posix_seconds_and_an_admitted_workload_starts_at_admission(
+    pool: Pool,
+) -> None:
+    database = built()
+    assert database.now == NOW.timestamp()
+    victim = workload_info(database, "default/victim")
+    assert victim.submitted_at == minutes_before_now(70).timestamp()
+    assert victim.started_at == minutes_before_now(49).timestamp()
+    mig_slice = workload_info(database, "default/slice")
+    assert mig_slice.started_at == minutes_before_now(5).timestamp()
+
+
+def test_the_loop_fields_reach_the_core(pool: Pool) -> None:
+    database = built()
+    victim = workload_info(database, "default/victim")
+    assert victim.evicting_for == "default/preemptor"
+    assert victim.last_checkpoint_at == minutes_before_now(20).timestamp()
+    assert workload_info(database, "default/preemptor").nominated
+    assert not workload_info(database, "ml/victim").nominated
+    assert all(w.missing_pods == 0 for w in database.snapshot.workloads)
+
+
+def test_stale_loop_fields_are_left_out(pool: Pool) -> None:
+    loop_sets(pool.workloads["default/victim"], last_checkpoint_at=minutes_before_now(80))
+    loop_sets(pool.workloads["default/gang"], last_checkpoint_at=NOW + timedelta(minutes=1))
+    loop_sets(pool.workloads["default/notebook"], nominated=True)
+    loop_sets(pool.workloads["default/trainer"], evicting_for=pool.workloads["default/gang"])
+    loop_sets(pool.workloads["default/slice"], evicting_for=pool.workloads["default/done"])
+    database = built()
+    assert workload_info(database, "default/victim").last_checkpoint_at is None
+    assert workload_info(database, "default/gang").last_checkpoint_at is None
+    assert not workload_info(database, "default/notebook").nominated
+    assert workload_info(database, "default/trainer").evicting_for is None
+    assert workload_info(database, "default/slice").evicting_for is None
+
+
+def test_a_workload_that_started_after_now_is_refused(pool: Pool) -> None:
+    with pytest.raises(SnapshotError, match=r"default/gang started at .* after the snapshot"):
+        built(minutes_before_now(55))
+
+
+def test_a_workload_whose_pod_sets_are_not_there_yet_waits_for_the_next_snapshot(
+    pool: Pool,
+) -> None:
+    """As a workload submitted between the read of the pod sets and that of the workloads."""
+    pool.workloads["default/trainer"].pod_sets.all().delete()
+    database = built()
+    assert "default/trainer" not in database.workload_ids
+    assert "default/trainer" not in {w.name for w in database.snapshot.workloads}
+
+
+def test_placed_pods_that_are_not_a_prefix_of_the_gang_are_refused(pool: Pool) -> None:
+    pool.workloads["default/gang"].placements.filter(pod_set__name="workers", pod_index=0).delete()
+    with pytest.raises(SnapshotError, match="default/gang: its placed pods are not the first 2"):
+        built()
+
+
+def test_budgets_of_the_current_period_count_spending_and_open_reservations(
+    pool: Pool,
+) -> None:
+    budgets = {(b.tenant, b.priority_class): b for b in built().snapshot.budgets}
+    assert set(budgets) == {("a", "high"), ("b", "high")}  # tenant c owns no queue
+    # October's 1000 GPU-hours are not November's; spent 2.5, reserved 10, settled 4.
+    assert (budgets[("a", "high")].gpu_hours, budgets[("a", "high")].used) == (100.0, 8.5)
+    assert budgets[("a", "high")].remaining == float(
+        pool.workloads["default/gang"].budget_entries.first().budget.remaining_gpu_hours()
+    )
+    assert budgets[("b", "high")].used == 0.0
+
+
+def test_the_preemption_history_covers_the_contracts_horizon_up_to_now(pool: Pool) -> None:
+    history = built().snapshot.preemption_history
+    assert history == (
+        PreemptionEventInfo(
+            at=minutes_before_now(45).timestamp(),
+            victim="default/victim",
+            preemptor="default/preemptor",
+            preemptor_tenant="a",
+        ),
+        PreemptionEventInfo(at=minutes_before_now(35).timestamp(), victim="default/gang"),
+    )
+    no_contracts = PolicyInfo(backoff=None, victim_protection=None)
+    assert build_snapshot(now=NOW, policy=no_contracts).snapshot.preemption_history == ()
+
+
+def test_database_snapshot_and_scenario_file_agree_and_plan_alike(pool: Pool) -> None:
+    database = built()
+    text = json.dumps(snapshot_to_dict(database.snapshot, POLICY, database.now))
+    loaded = scenario_from_dict(json.loads(text))
+    assert loaded.snapshot == database.snapshot
+    assert (loaded.policy, loaded.now) == (POLICY, database.now)
+    from_database = plan(database.snapshot, POLICY, database.now)
+    assert plan(loaded.snapshot, loaded.policy, loaded.now) == from_database
+    # The plan decides something of each kind: a MIG slice and a milli share admitted, the
+    # gang evicted for rush, the nominated preemptor waiting for its victim.
+    assert [a.workload for a in from_database.admit] == [
+        "default/small-notebook",
+        "default/small-slice",
+    ]
+    assert [(e.workload, e.preemptor) for e in from_database.evict] == [
+        ("default/gang", "default/rush")
+    ]
+    reasons = {p.workload: p.reason for p in from_database.pending}
+    assert reasons["default/preemptor"] == "waiting-for-preemption"
+
+
+@pytest.mark.parametrize("extra", [0, 30], ids=["small pool", "larger pool"])
+def test_the_builder_reads_a_fixed_number_of_queries_whatever_the_pool_size(
+    pool: Pool, extra: int, django_assert_max_num_queries: Callable[..., Any]
+) -> None:
+    add_pool(extra)
+    with django_assert_max_num_queries(QUERIES):
+        database = built()
+    assert len(database.snapshot.workloads) == 10 + 2 * extra
+
+
+@pytest.mark.django_db(transaction=True)
+def test_outside_a_transaction_the_reads_take_one_of_their_own() -> None:
+    """On PostgreSQL a read-only repeatable-read one; the same snapshot as inside the caller's."""
+    with transaction.atomic():
+        build_pool()
+        inside = built()
+    with CaptureQueriesContext(connection) as done:
+        outside = built()
+    assert outside == inside
+    statements = [query["sql"] for query in done.captured_queries]
+    assert sum(sql.startswith("SELECT") for sql in statements) == QUERIES
+    if connection.vendor == "postgresql":
+        assert statements[:2] == [
+            "BEGIN",
+            "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY",
+        ]
