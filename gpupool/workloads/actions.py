@@ -62,10 +62,13 @@ def do_submit_workload(
     protected_runtime_s: int | None = None,
     expected_runtime_s: int | None = None,
     at: datetime | None = None,
+    namespace: str | None = None,
 ) -> Workload:
-    """Queue a new workload; defaults: the default class, the queue's protected runtime."""
+    """Queue a new workload; defaults: the default class, the queue's protected runtime, and
+    the namespace its queue's tenant owns (the first by name; ``default`` when it owns none)."""
     if not pod_sets:
         raise ValidationError({"pod_sets": "a workload has at least one pod set"})
+    namespace = _namespace_for(queue, namespace)
     if priority_class is None:
         priority_class = PriorityClass.objects.filter(default=True).first()
         if priority_class is None:
@@ -73,6 +76,7 @@ def do_submit_workload(
     now = at or timezone.now()
     workload = Workload(
         name=name,
+        namespace=namespace,
         queue=queue,
         priority_class=priority_class,
         submitter=submitter,
@@ -124,6 +128,21 @@ def do_submit_workload(
         actor=submitter if getattr(submitter, "is_authenticated", False) else None,
     )
     return workload
+
+
+def _namespace_for(queue: Queue, namespace: str | None) -> str:
+    """The namespace a workload of ``queue`` lives in: one its tenant owns (DESIGN 4)."""
+    owned = queue.tenant.namespace_names() if queue.tenant is not None else []
+    if namespace is None:
+        return owned[0] if owned else "default"
+    if owned and namespace not in owned:
+        raise ValidationError(
+            {
+                "namespace": f"queue {queue} belongs to tenant {queue.tenant}, whose namespaces "
+                f"are {', '.join(owned)}; {namespace!r} is not one of them"
+            }
+        )
+    return namespace
 
 
 @transaction.atomic

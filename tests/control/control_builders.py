@@ -25,9 +25,11 @@ from gpupool.quotas.actions import (
 from gpupool.quotas.models import PriorityClass, Queue
 from gpupool.scheduler.types import PolicyInfo
 from gpupool.workloads.actions import (
-    PodPlacement as PlacementSpec,  # renamed PlacementSpec in workloads.actions (issue 12)
+    PlacementSpec,
+    PodSetSpec,
+    do_submit_workload,
+    do_transition_workload,
 )
-from gpupool.workloads.actions import PodSetSpec, do_submit_workload, do_transition_workload
 from gpupool.workloads.models import Workload
 
 NOW = datetime(2026, 11, 29, 10, 0, 0, 123456, tzinfo=UTC)
@@ -107,7 +109,7 @@ def build_pool() -> Pool:
         "s1": node("s1", l4s, gpus=4, cpu=64, memory_gb=512),
         "m1": node("m1", mig, gpus=2, unhealthy_gpus=[1], mig_layout={"3g.40gb": 2}),
     }
-    do_set_node_cordoned(nodes["n2"], cordoned=True)
+    do_set_node_cordoned(nodes["n2"], cordoned=True, acting_user=None)
     classes = {
         "normal": priority_class("normal", 0, default=True),
         "high": priority_class("high", 1000, budget_rate=Decimal(1)),
