@@ -234,10 +234,12 @@ FLAVOR_HOUR_COLUMNS = (
     "used",
     *LINES,
     "pool_idle",
+    "pool_idle_shared",
     "capacity_cost",
     "used_cost",
     *(f"{line}_cost" for line in LINES),
     "pool_idle_cost",
+    "pool_idle_shared_cost",
 )
 QUEUE_HOUR_COLUMNS = (
     "hour",
@@ -248,8 +250,10 @@ QUEUE_HOUR_COLUMNS = (
     "guarantee",
     "used",
     *LINES,
+    "pool_idle_share",
     "used_cost",
     *(f"{line}_cost" for line in LINES),
+    "pool_idle_share_cost",
 )
 SCALE = Decimal("0.000001")
 
@@ -276,6 +280,7 @@ def _write_hours(count: SegmentCount, histories: Histories) -> int:
                 lines.reserved_idle,
                 lines.used_above_guarantee,
                 lines.pool_idle,
+                lines.pool_idle_shared,
             )
             flavors.append(
                 (
@@ -295,6 +300,7 @@ def _write_hours(count: SegmentCount, histories: Histories) -> int:
                     part.used_within_guarantee,
                     part.reserved_idle,
                     part.used_above_guarantee,
+                    part.pool_idle_share,
                 )
                 if not any(parts) and not part.guarantee:
                     continue

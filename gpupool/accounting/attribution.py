@@ -9,6 +9,10 @@ them. For one flavor and one accounting hour, in GPU-hours:
   the deserved share in the scheduler's terms);
 - **pool idle**: the rest of the healthy capacity.
 
+Pool idle may also be shared out in proportion to use: each queue's ``pool_idle_share`` is the
+hour's pool idle times its part of the hour's usage (an hour nobody used keeps its idle
+unshared). The share is a second view of the pool idle line, not a fifth line.
+
 Guarantees nest (DESIGN section 2): a child's guarantee is carved out of its nearest guaranteed
 ancestor's, and the top-level ones out of the pool. Usage fills its own queue's guarantee first,
 then the part of each guaranteed ancestor's guarantee that no child holds, nearest first; what a
@@ -105,6 +109,7 @@ class QueueLines:
     used_within_guarantee: Decimal
     reserved_idle: Decimal
     used_above_guarantee: Decimal
+    pool_idle_share: Decimal  # its part of the pool idle, in proportion to its usage
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +124,7 @@ class FlavorLines:
     reserved_idle: Decimal
     used_above_guarantee: Decimal
     pool_idle: Decimal
+    pool_idle_shared: Decimal  # the part of the pool idle shared out in proportion to use
     queues: Mapping[int, QueueLines]
 
 
@@ -201,6 +207,7 @@ def attribute_hour(
         reserved = {q: down(r * idle_room / total_reserved) for q, r in reserved.items()}
         total_reserved = sum(reserved.values(), ZERO)
 
+    pool_idle = capacity - used - total_reserved
     queues: dict[int, QueueLines] = {}
     for queue in sorted(set(allocated) | held):
         amount = max(allocated.get(queue, ZERO), ZERO)
@@ -211,6 +218,7 @@ def attribute_hour(
             used_within_guarantee=inside,
             reserved_idle=reserved.get(queue, ZERO),
             used_above_guarantee=amount - inside,
+            pool_idle_share=down(pool_idle * amount / used) if used > 0 else ZERO,
         )
     used_within = sum((lines.used_within_guarantee for lines in queues.values()), ZERO)
     return FlavorLines(
@@ -221,6 +229,7 @@ def attribute_hour(
         used_within_guarantee=used_within,
         reserved_idle=total_reserved,
         used_above_guarantee=used - used_within,
-        pool_idle=capacity - used - total_reserved,
+        pool_idle=pool_idle,
+        pool_idle_shared=sum((lines.pool_idle_share for lines in queues.values()), ZERO),
         queues=queues,
     )

@@ -302,12 +302,14 @@ class FlavorLinesBase(models.Model):
     reserved_idle = _gpu_hours()
     used_above_guarantee = _gpu_hours()
     pool_idle = _gpu_hours()
+    pool_idle_shared = _gpu_hours("The part of the pool idle shared out in proportion to use.")
     capacity_cost = _money()
     used_cost = _money()
     used_within_guarantee_cost = _money()
     reserved_idle_cost = _money()
     used_above_guarantee_cost = _money()
     pool_idle_cost = _money()
+    pool_idle_shared_cost = _money()
 
     class Meta:
         abstract = True
@@ -367,10 +369,12 @@ class QueueLinesBase(models.Model):
     used_within_guarantee = _gpu_hours()
     reserved_idle = _gpu_hours()
     used_above_guarantee = _gpu_hours()
+    pool_idle_share = _gpu_hours("Its part of the pool idle, in proportion to its usage.")
     used_cost = _money()
     used_within_guarantee_cost = _money()
     reserved_idle_cost = _money()
     used_above_guarantee_cost = _money()
+    pool_idle_share_cost = _money()
 
     class Meta:
         abstract = True

@@ -15,9 +15,9 @@ from decimal import Decimal
 
 from domain_builders import node, priority_class, queue, tenant
 
-from gpupool.accounting.actions import do_close_usage, do_open_usage
-from gpupool.inventory.actions import do_save_flavor
-from gpupool.inventory.models import Flavor
+from gpupool.accounting.actions import do_close_usage, do_open_usage, do_roll_up_usage
+from gpupool.inventory.actions import do_save_flavor, do_set_gpu_health
+from gpupool.inventory.models import Flavor, Gpu
 from gpupool.quotas.actions import do_set_queue_quota
 from gpupool.quotas.models import Queue
 from gpupool.workloads.actions import PodSetSpec, do_submit_workload
@@ -77,3 +77,30 @@ def use(pool: Pool, team: str, gpus: int, start: datetime, end: datetime | None 
     if end is not None:
         do_close_usage(workload, at=end)
     return workload
+
+
+def build_period(pool: Pool) -> Pool:
+    """The four hours of test_cost_lines' table, rolled up as the beat would: at T0, at the
+    half-way changes, and at the end."""
+    do_roll_up_usage(until=T0)
+    use(pool, "a", 4, T0)
+    use(pool, "b", 2, T0, T0 + H)
+    use(pool, "c", 4, T0, T0 + 2 * H)
+    half_way = T0 + 2 * H
+    do_set_queue_quota(
+        pool.queues["b"],
+        pool.h100,
+        guarantee=10,
+        deserved=10,
+        capability=16,
+        acting_user=None,
+        at=half_way,
+    )
+    pool.h100.hourly_price = Decimal("3")
+    do_save_flavor(pool.h100, acting_user=None, at=half_way)
+    for gpu in Gpu.objects.filter(node__name="n2", index__lt=4):
+        do_set_gpu_health(gpu, healthy=False, reason="XID 79: fell off the bus", acting_user=None)
+    do_roll_up_usage(until=half_way)
+    use(pool, "b", 5, half_way)
+    do_roll_up_usage(until=T0 + 4 * H)
+    return pool

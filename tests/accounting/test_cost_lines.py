@@ -24,45 +24,13 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
-from cost_builders import T0, H, Pool, use
+from cost_builders import T0, H, Pool
 
-from gpupool.accounting.actions import do_roll_up_usage
 from gpupool.accounting.models import FlavorDay, FlavorHour, QueueDay, QueueHour
-from gpupool.inventory.actions import do_save_flavor, do_set_gpu_health
-from gpupool.inventory.models import Gpu
-from gpupool.quotas.actions import do_set_queue_quota
 
 pytestmark = pytest.mark.django_db
 
 LINES = ("used_within_guarantee", "reserved_idle", "used_above_guarantee", "pool_idle")
-
-
-@pytest.fixture
-def period(pool: Pool) -> Pool:
-    """The four hours of the module's table, rolled up as the beat would: at T0, at the
-    half-way changes, and at the end."""
-    do_roll_up_usage(until=T0)
-    use(pool, "a", 4, T0)
-    use(pool, "b", 2, T0, T0 + H)
-    use(pool, "c", 4, T0, T0 + 2 * H)
-    half_way = T0 + 2 * H
-    do_set_queue_quota(
-        pool.queues["b"],
-        pool.h100,
-        guarantee=10,
-        deserved=10,
-        capability=16,
-        acting_user=None,
-        at=half_way,
-    )
-    pool.h100.hourly_price = Decimal("3")
-    do_save_flavor(pool.h100, acting_user=None, at=half_way)
-    for gpu in Gpu.objects.filter(node__name="n2", index__lt=4):
-        do_set_gpu_health(gpu, healthy=False, reason="XID 79: fell off the bus", acting_user=None)
-    do_roll_up_usage(until=half_way)
-    use(pool, "b", 5, half_way)
-    do_roll_up_usage(until=T0 + 4 * H)
-    return pool
 
 
 def test_the_four_lines_of_each_hour_are_the_hand_computed_ones(period: Pool) -> None:
@@ -118,3 +86,18 @@ def test_the_costs_of_the_lines_add_up_to_the_cost_of_the_capacity(period: Pool)
     costs = [getattr(day, f"{line}_cost") for line in LINES]
     assert costs == [74, 38, 16, 8]
     assert sum(costs) == day.capacity_cost == 136
+
+
+def test_pool_idle_can_be_shared_out_in_proportion_to_each_hours_use(period: Pool) -> None:
+    # Hour 0: 2 idle among 10 used (a 4, b 2, c 4); hour 1: 2 idle among 8 (a 4, c 4).
+    shares = {
+        row.queue.name: (row.pool_idle_share, row.pool_idle_share_cost)
+        for row in QueueDay.objects.select_related("queue")
+    }
+    assert shares == {
+        "team-a": (Decimal("1.8"), Decimal("3.6")),
+        "team-b": (Decimal("0.4"), Decimal("0.8")),
+        "team-c": (Decimal("1.8"), Decimal("3.6")),
+    }
+    day = FlavorDay.objects.get()
+    assert (day.pool_idle_shared, day.pool_idle_shared_cost) == (day.pool_idle, day.pool_idle_cost)
