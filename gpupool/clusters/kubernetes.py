@@ -246,7 +246,7 @@ class _ApiSource:
         if self._field_selector:
             kwargs["field_selector"] = self._field_selector
         if continue_token:
-            kwargs["var_continue"] = continue_token
+            kwargs["_continue"] = continue_token
         kwargs["_request_timeout"] = (self._policy.request_timeout_s[0], 120.0)
         return _json(self._request(lambda: self._list(**kwargs)))
 
@@ -480,6 +480,7 @@ class KubernetesBackend:
         scheduler_name: str = SCHEDULER_NAME,
         retry: RetryPolicy = RetryPolicy(),
         first_sync_timeout_s: float = 60.0,
+        page_size: int = 500,
         event_refresh_s: float = 600.0,
         bind_workers: int = 8,
         clock: Callable[[], float] = time.time,
@@ -492,6 +493,7 @@ class KubernetesBackend:
         self._scheduler_name = scheduler_name
         self._retry = retry
         self._first_sync_timeout_s = first_sync_timeout_s
+        self._page_size = page_size
         self._event_refresh_s = event_refresh_s
         self._bind_workers = bind_workers
         self._clock = clock
@@ -526,18 +528,24 @@ class KubernetesBackend:
             f"spec.schedulerName!={self._scheduler_name},spec.nodeName!=,"
             "status.phase!=Succeeded,status.phase!=Failed"
         )
+        pages = self._page_size
         self._nodes: Informer[str, NodeFacts] = Informer(
-            "nodes", _ApiSource(self._core.list_node, "", self._retry), _decode_node
+            "nodes",
+            _ApiSource(self._core.list_node, "", self._retry),
+            _decode_node,
+            page_size=pages,
         )
         self._pods: Informer[PodKey, PodFacts] = Informer(
             "pods",
             _ApiSource(self._core.list_pod_for_all_namespaces, ours, self._retry),
             _decode_pod,
+            page_size=pages,
         )
         self._foreign: Informer[PodKey, tuple[str, ResourceAmounts]] = Informer(
             "foreign-pods",
             _ApiSource(self._core.list_pod_for_all_namespaces, others, self._retry),
             _decode_foreign,
+            page_size=pages,
         )
         self._usage: dict[str, ResourceAmounts] = {}
         self._revision = 0
@@ -628,7 +636,13 @@ class KubernetesBackend:
     # - bind -
 
     def bind(self, gang: Sequence[PodBinding]) -> BindOutcome:
-        """Bind every member through ``pods/binding``, or remove the ones bound (see base)."""
+        """Bind every member through ``pods/binding``, or remove the ones bound (see base).
+
+        The cache of the last ``sync()`` is checked first (each pod there, same uid, not
+        ending, not bound elsewhere; the node there), so most failures bind nothing at all.
+        Members the cache shows on their target already are done; the others are bound in
+        parallel, and the members not yet started when one fails are not tried.
+        """
         if not gang:
             return BindOutcome()
         self._ensure_started()
@@ -687,7 +701,11 @@ class KubernetesBackend:
         for binding, future in futures:
             if future.cancelled():
                 continue
-            error = future.result()
+            try:
+                error = future.result()
+            except Exception as exc:  # whatever it was, the gang must be rolled back
+                logger.exception("kubernetes: binding %s failed unexpectedly", binding.pod)
+                error = f"binding failed: {exc!r}"
             if error is None:
                 bound.append(binding)
             else:
@@ -772,7 +790,12 @@ class KubernetesBackend:
     # - evict -
 
     def evict(self, pods: Sequence[PodRef], reason: str) -> EvictOutcome:
-        """Dry-run every eviction first; evict the set only if no budget refuses any of it."""
+        """Dry-run every eviction first; evict the set only if none is refused or fails.
+
+        A victim set is evicted whole or not at all as far as the API lets us know in advance:
+        a budget that changes between the dry run and the eviction can still refuse one pod
+        after others were evicted (then ``complete`` is False and the caller aborts the set).
+        """
         if not pods:
             return EvictOutcome()
         self._ensure_started()

@@ -163,6 +163,17 @@ def test_the_cache_lists_then_follows_changes(
     assert not view.delta.relisted  # followed by the watch, not re-listed
 
 
+def test_the_first_list_reads_every_page(
+    k8s_api: Any, core: client.CoreV1Api, k8s_namespace: str
+) -> None:
+    pods = [gpu_pod(core, k8s_namespace, f"paged-{i}") for i in range(5)]
+    with KubernetesBackend(k8s_api.configuration, page_size=2) as paged:
+        view = paged.sync()
+    listed = json.loads(core.list_node(_preload_content=False).data)["items"]
+    assert set(view.nodes) >= {node["metadata"]["name"] for node in listed}
+    assert in_view(view, *pods)
+
+
 def test_an_expired_resource_version_is_relisted_without_missing_a_change(
     backend: KubernetesBackend,
     core: client.CoreV1Api,
