@@ -18,7 +18,7 @@ from gpupool.clusters import quantities
 from gpupool.clusters.base import (
     GPU_RESOURCE,
     MIG_RESOURCE_PREFIX,
-    SCHEDULER_NAME,
+    TERMINAL_PHASES,
     NodeFacts,
     NodeSelectorTerm,
     PodFacts,
@@ -307,11 +307,6 @@ def foreign_pod_usage(obj: JsonObject) -> tuple[str, ResourceAmounts] | None:
     spec = _object(obj.get("spec"), "spec")
     status = _object(obj.get("status"), "status")
     node = spec.get("nodeName")
-    if not node or status.get("phase") in ("Succeeded", "Failed"):
+    if not node or status.get("phase") in TERMINAL_PHASES:
         return None
     return str(node), resource_amounts(pod_resource_requests(spec), round_up=True)
-
-
-def is_ours(obj: JsonObject, scheduler: str = SCHEDULER_NAME) -> bool:
-    """Whether a pod asks for gpupool (``spec.schedulerName``)."""
-    return scheduler_name(obj) == scheduler

@@ -26,7 +26,6 @@ import json
 import logging
 import os
 import socket
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -500,7 +499,6 @@ class KubernetesBackend:
         self._instance = reporting_instance or socket.gethostname()
         self._pid = -1
         self._closed = False
-        self._lock = threading.Lock()
         self._reset()
 
     @classmethod
