@@ -5,11 +5,11 @@
 Replays each seed, records which GPU-sharing pods every GPU holds at the end, and prints one
 row per replay: the allocation ratio at the end of the run (130% arrived load), the idle milli
 on shared GPUs, the LP lower bound on that idle if the same sharing pods were packed perfectly
-(`gpupool.simulation.packing`), and the allocation that packing would reach with every freed
-GPU filled completely. Then the other lever, when the fresh GPUs run out: the arrived load at
-which the last untouched GPU was taken, the GPUs of whole-GPU gangs dropped before that, and
-the idle on the last that many fresh GPUs -- what placing those gangs could save, at most, if
-nothing else moved. Needs scipy (a dev dependency).
+(`gpupool.simulation.placement.packing`), and the allocation that packing would reach with
+every freed GPU filled completely. Then the other lever, when the fresh GPUs run out: the
+arrived load at which the last untouched GPU was taken, the GPUs of whole-GPU gangs dropped
+before that, and the idle on the last that many fresh GPUs -- what placing those gangs could
+save, at most, if nothing else moved. Needs scipy (a dev dependency).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from collections.abc import Callable
 
 from gpupool.cli.arguments import parse_seeds
 from gpupool.scheduler.fragmentation import PodShape
-from gpupool.simulation.openb import gpu_capacity_milli, inflate, load_nodes, load_tasks
-from gpupool.simulation.packing import RunOutLedger, SharingLedger, packing_bound
-from gpupool.simulation.replay import replay
+from gpupool.simulation.placement.openb import gpu_capacity_milli, inflate, load_nodes, load_tasks
+from gpupool.simulation.placement.packing import RunOutLedger, SharingLedger, packing_bound
+from gpupool.simulation.placement.replay import replay
 
 PlaceHook = Callable[[int, PodShape, tuple[int, ...]], None]
 

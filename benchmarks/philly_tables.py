@@ -11,7 +11,7 @@ import json
 import sys
 from typing import Any
 
-from gpupool.simulation.queueing_metrics import describe_ratio, describe_worse_than_alone
+from gpupool.simulation.queueing.metrics import describe_ratio, describe_worse_than_alone
 
 HOUR = 3600.0
 

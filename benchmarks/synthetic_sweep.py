@@ -13,9 +13,9 @@ import argparse
 import sys
 
 from gpupool.cli.arguments import parse_seeds
-from gpupool.simulation.philly import GPUS_PER_NODE, NODES, load_jobs, run_philly, window
-from gpupool.simulation.queueing_metrics import PolicyMetrics
-from gpupool.simulation.synthetic import SyntheticSpec, synthetic_jobs
+from gpupool.simulation.queueing.metrics import PolicyMetrics
+from gpupool.simulation.queueing.philly import GPUS_PER_NODE, NODES, load_jobs, run_philly, window
+from gpupool.simulation.queueing.synthetic_trace import SyntheticSpec, synthetic_jobs
 
 POLICIES = ("kueue-like", "gpupool")
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 
-from gpupool.simulation.philly import PhillyRun
-from gpupool.simulation.queueing_metrics import describe_worse_than_alone
+from gpupool.simulation.queueing.metrics import describe_worse_than_alone
+from gpupool.simulation.queueing.philly import PhillyRun
 
 HOUR_S = 3600.0
 ALONE_COLOUR = "#9e9e9e"

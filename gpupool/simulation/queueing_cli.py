@@ -14,11 +14,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from gpupool.cli.arguments import non_negative_float, output_file, positive_float, positive_int
-from gpupool.simulation.philly import DEFAULT_QUEUE_WEIGHTS, POLICIES, QUEUE_WEIGHTS, PhillyJob
-from gpupool.simulation.queueing_metrics import describe_ratio, describe_worse_than_alone
+from gpupool.simulation.queueing.metrics import describe_ratio, describe_worse_than_alone
+from gpupool.simulation.queueing.philly import (
+    DEFAULT_QUEUE_WEIGHTS,
+    POLICIES,
+    QUEUE_WEIGHTS,
+    PhillyJob,
+)
 
 if TYPE_CHECKING:
-    from gpupool.simulation.synthetic import SyntheticSpec
+    from gpupool.simulation.queueing.synthetic_trace import SyntheticSpec
 
 HOUR_S = 3600.0
 
@@ -53,7 +58,7 @@ def _add_synthetic_spec_arguments(
     parser: argparse.ArgumentParser, skip: Sequence[str] = (), prefix: str = ""
 ) -> None:
     """One option per SyntheticSpec field (but those in ``skip``), with its default."""
-    from gpupool.simulation.synthetic import SyntheticSpec
+    from gpupool.simulation.queueing.synthetic_trace import SyntheticSpec
 
     spec = SyntheticSpec()
     for name, kind, text in SYNTHETIC_OPTIONS:
@@ -67,7 +72,7 @@ def _add_synthetic_spec_arguments(
 
 def _synthetic_spec(options: dict[str, Any], **given: Any) -> SyntheticSpec:
     """The spec the options ask for (``given`` fields override them); ValueError if bad."""
-    from gpupool.simulation.synthetic import SyntheticSpec
+    from gpupool.simulation.queueing.synthetic_trace import SyntheticSpec
 
     fields = {name: options[name] for name, _, _ in SYNTHETIC_OPTIONS if name in options}
     return SyntheticSpec(**(fields | given))
@@ -75,8 +80,8 @@ def _synthetic_spec(options: dict[str, Any], **given: Any) -> SyntheticSpec:
 
 def _synthetic_trace(spec: SyntheticSpec) -> list[PhillyJob]:
     """A trace drawn from the Philly jobs of B3 for B3's pool."""
-    from gpupool.simulation.philly import GPUS_PER_NODE, NODES, load_jobs, window
-    from gpupool.simulation.synthetic import synthetic_jobs
+    from gpupool.simulation.queueing.philly import GPUS_PER_NODE, NODES, load_jobs, window
+    from gpupool.simulation.queueing.synthetic_trace import synthetic_jobs
 
     return synthetic_jobs(spec, window(load_jobs()), NODES * GPUS_PER_NODE)
 
@@ -124,7 +129,7 @@ def _add_queueing_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_philly_mode(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
     """Benchmark B3: queueing and fairness per policy on the Philly VC trace."""
-    from gpupool.simulation.philly import load_jobs
+    from gpupool.simulation.queueing.philly import load_jobs
 
     csv_path = _philly_csv()
     if not csv_path.is_file():
@@ -135,7 +140,7 @@ def run_philly_mode(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> 
 
 def _philly_csv() -> Path:
     """The Philly jobs table the philly, synthetic and what-if trace modes read."""
-    from gpupool.simulation.philly import philly_dir
+    from gpupool.simulation.queueing.philly import philly_dir
 
     return philly_dir() / "jobs_by_vc_seed0.csv"
 
@@ -164,7 +169,7 @@ def _run_queueing(
     stderr: TextIO,
 ) -> int:
     """Replay ``jobs`` with each chosen policy (and alone); print or write the results."""
-    from gpupool.simulation.philly import gpupool_policy, run_philly
+    from gpupool.simulation.queueing.philly import gpupool_policy, run_philly
 
     policies = list(dict.fromkeys(options.get("policy") or POLICIES))
     kwargs: dict[str, Any] = {
@@ -329,7 +334,7 @@ def add_whatif_arguments(parser: argparse.ArgumentParser) -> None:
 def run_whatif_mode(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
     """Replay demand with today's quotas and policy and with the proposed change; print
     before/after."""
-    from gpupool.simulation.whatif import (
+    from gpupool.simulation.queueing.whatif import (
         DEFAULT_POLICY,
         apply_changes,
         apply_policy_changes,
@@ -353,7 +358,7 @@ def run_whatif_mode(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> 
         stderr.write(f"simulate whatif: {_philly_csv()} not found (set GPUPOOL_DATA_DIR)\n")
         return 2
     if trace == "philly":
-        from gpupool.simulation.philly import load_jobs
+        from gpupool.simulation.queueing.philly import load_jobs
 
         inputs = _trace_inputs(load_jobs(), days, limit, "philly trace")
     elif trace == "synthetic":
@@ -404,7 +409,7 @@ def _trace_inputs(
 ) -> tuple[Any, ...]:
     """Demand, pool and queues of the B3 setup for a trace's jobs (queues ``vc-<tenant>``,
     flavor ``v100``)."""
-    from gpupool.simulation.philly import (
+    from gpupool.simulation.queueing.philly import (
         DAY_S,
         GPUS_PER_NODE,
         NODES,
@@ -431,7 +436,7 @@ def _database_inputs(days: float) -> tuple[Any, ...]:
     """Demand of the database's recorded workloads over the last ``days`` days."""
     from django.utils import timezone
 
-    from gpupool.simulation.whatif_db import recorded_demand
+    from gpupool.simulation.queueing.whatif_db import recorded_demand
 
     demand = recorded_demand(days, timezone.now())
     skipped = ", ".join(f"{n} {why}" for why, n in sorted(demand.skipped.items()))

@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
-from gpupool.simulation.experiment import TraceRun
+from gpupool.simulation.placement.experiment import TraceRun
 
 
 def trace_figure(run: TraceRun) -> go.Figure:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpupool.simulation.openb import OpenbNode, load_nodes, openb_dir
+from gpupool.simulation.placement.openb import OpenbNode, load_nodes, openb_dir
 
 
 @pytest.fixture(scope="session")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpupool.simulation.openb import OpenbNode, OpenbTask
+from gpupool.simulation.placement.openb import OpenbNode, OpenbTask
 
 
 def task(

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from simulation_builders import node, task
 
-from gpupool.simulation.openb import (
+from gpupool.simulation.placement.openb import (
     PAPER_TRACES,
     OpenbNode,
     available_traces,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpupool.simulation.experiment import run_openb
+from gpupool.simulation.placement.experiment import run_openb
 from gpupool.simulation.report import trace_figure, write_report
 
 

@@ -5,9 +5,14 @@ from __future__ import annotations
 import pytest
 from simulation_builders import node, task
 
-from gpupool.simulation.openb import Workload, gpu_capacity_milli
-from gpupool.simulation.packing import RunOutLedger, SharingLedger, min_gpus_lp, packing_bound
-from gpupool.simulation.replay import replay
+from gpupool.simulation.placement.openb import Workload, gpu_capacity_milli
+from gpupool.simulation.placement.packing import (
+    RunOutLedger,
+    SharingLedger,
+    min_gpus_lp,
+    packing_bound,
+)
+from gpupool.simulation.placement.replay import replay
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from gpupool.simulation.philly import (
+from gpupool.simulation.queueing.metrics import describe_worse_than_alone
+from gpupool.simulation.queueing.philly import (
     PhillyJob,
     deserved_shares,
     load_jobs,
@@ -20,7 +21,6 @@ from gpupool.simulation.philly import (
     tenant_shares,
     window,
 )
-from gpupool.simulation.queueing_metrics import describe_worse_than_alone
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from gpupool.scheduler.types import (
     QuotaInfo,
     VictimSearch,
 )
-from gpupool.simulation.events import (
+from gpupool.simulation.queueing.events import (
     ClusterSetup,
     Replay,
     ReplayOutcome,
@@ -23,8 +23,8 @@ from gpupool.simulation.events import (
     checkpointed_progress,
     replay,
 )
-from gpupool.simulation.philly import POLICIES
-from gpupool.simulation.queueing_metrics import fair_split, share_deviation, summarise
+from gpupool.simulation.queueing.metrics import fair_split, share_deviation, summarise
+from gpupool.simulation.queueing.philly import POLICIES
 
 
 def job(name: str, gpus: int, at: float, duration: float) -> SimJob:

@@ -11,10 +11,10 @@ from django.core.management import call_command
 from simulation_builders import node, task
 
 from gpupool.scheduler.fragmentation import placement_cost
-from gpupool.simulation.cluster import Cluster, FragmentationTable, task_shape
-from gpupool.simulation.openb import OpenbNode, Workload, inflate, load_tasks
-from gpupool.simulation.policies import POLICIES, GpupoolPolicy, RandomPolicy
-from gpupool.simulation.replay import replay, typical_shapes
+from gpupool.simulation.placement.array_cluster import Cluster, FragmentationTable, task_shape
+from gpupool.simulation.placement.openb import OpenbNode, Workload, inflate, load_tasks
+from gpupool.simulation.placement.policies import POLICIES, GpupoolPolicy, RandomPolicy
+from gpupool.simulation.placement.replay import replay, typical_shapes
 
 NODES = [node("n0", gpus=2), node("n1", gpus=1)]
 TASKS = [task("a"), task("b", milli=500), task("c", gpus=2), task("d", milli=500)]

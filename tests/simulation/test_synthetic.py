@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from gpupool.simulation.philly import DAY_S, PhillyJob, philly_dir, run_philly
 from gpupool.simulation.philly_report import alone_figure, wait_figure
-from gpupool.simulation.synthetic import SyntheticSpec, synthetic_jobs
+from gpupool.simulation.queueing.philly import DAY_S, PhillyJob, philly_dir, run_philly
+from gpupool.simulation.queueing.synthetic_trace import SyntheticSpec, synthetic_jobs
 
 HOUR = 3600.0
 POPULATION = [

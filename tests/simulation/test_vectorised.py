@@ -17,8 +17,8 @@ from gpupool.scheduler.fragmentation import (
     pick_gpus,
     placement_cost,
 )
-from gpupool.simulation.cluster import Cluster, FragmentationTable
-from gpupool.simulation.policies import FGDPolicy, GpupoolPolicy, fgd_score
+from gpupool.simulation.placement.array_cluster import Cluster, FragmentationTable
+from gpupool.simulation.placement.policies import FGDPolicy, GpupoolPolicy, fgd_score
 
 MODELS = ("T4", "G2", "V100M32")
 SHAPES = [

@@ -20,8 +20,8 @@ from gpupool.scheduler.types import (
     QueueInfo,
     QuotaInfo,
 )
-from gpupool.simulation.events import SimJob, SimPolicy
-from gpupool.simulation.whatif import (
+from gpupool.simulation.queueing.events import SimJob, SimPolicy
+from gpupool.simulation.queueing.whatif import (
     QuotaChange,
     apply_changes,
     apply_policy_changes,
@@ -29,7 +29,7 @@ from gpupool.simulation.whatif import (
     parse_quota_change,
     replay_whatif,
 )
-from gpupool.simulation.whatif_db import recorded_demand
+from gpupool.simulation.queueing.whatif_db import recorded_demand
 from gpupool.workloads.actions import (
     PodPlacement,
     PodSetSpec,

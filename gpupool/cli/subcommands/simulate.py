@@ -13,8 +13,8 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 from gpupool.cli.arguments import output_file, parse_seeds, positive_int
-from gpupool.simulation.openb import PAPER_TRACES, available_traces
-from gpupool.simulation.policies import POLICIES
+from gpupool.simulation.placement.openb import PAPER_TRACES, available_traces
+from gpupool.simulation.placement.policies import POLICIES
 from gpupool.simulation.queueing_cli import (
     add_philly_arguments,
     add_synthetic_arguments,
@@ -52,7 +52,7 @@ def add_openb_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_openb(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
     """Benchmark B2: allocation ratio and fragmentation per policy on openb traces."""
-    from gpupool.simulation.experiment import run_openb as sweep
+    from gpupool.simulation.placement.experiment import run_openb as sweep
 
     traces: list[str] = []
     for name in options.get("trace") or ["default"]:
@@ -100,8 +100,8 @@ def _with_progress(
         TimeRemainingColumn,
     )
 
-    from gpupool.simulation.experiment import planned_tasks
-    from gpupool.simulation.experiment import run_openb as sweep
+    from gpupool.simulation.placement.experiment import planned_tasks
+    from gpupool.simulation.placement.experiment import run_openb as sweep
 
     total = planned_tasks(traces, seeds, limit) * len(policies)
     console = Console(file=stderr)

@@ -40,7 +40,7 @@ from gpupool.scheduler.fragmentation import (
     take,
     workload_cpu_per_gpu_milli,
 )
-from gpupool.simulation.cluster import (
+from gpupool.simulation.placement.array_cluster import (
     Cluster,
     FloatArray,
     FragmentationTable,

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpupool.scheduler.fragmentation import MILLI_PER_GPU, PodShape
-from gpupool.simulation.openb import OpenbTask
+from gpupool.simulation.placement.openb import OpenbTask
 
 PRICING_TOLERANCE = 1e-9
 

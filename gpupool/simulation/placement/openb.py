@@ -69,7 +69,7 @@ class OpenbTask:
 
 def repo_root() -> Path:
     """The repository root (the folder holding manage.py)."""
-    return Path(__file__).resolve().parents[2]
+    return Path(__file__).resolve().parents[3]
 
 
 def data_dir() -> Path:

@@ -22,7 +22,7 @@ from gpupool.scheduler.fragmentation import (
     PodShape,
     ShapeDistribution,
 )
-from gpupool.simulation.openb import OpenbNode, OpenbTask
+from gpupool.simulation.placement.openb import OpenbNode, OpenbTask
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]

@@ -30,7 +30,7 @@ from gpupool.scheduler.types import (
     QueueInfo,
     QuotaInfo,
 )
-from gpupool.simulation.events import (
+from gpupool.simulation.queueing.events import (
     DEFAULT_CHECKPOINT_S,
     ClusterSetup,
     ReplayOutcome,
@@ -39,7 +39,7 @@ from gpupool.simulation.events import (
     UnfinishedJobsError,
     replay,
 )
-from gpupool.simulation.queueing_metrics import deserved_gpus, held_gpu_seconds, mean, percentile
+from gpupool.simulation.queueing.metrics import deserved_gpus, held_gpu_seconds, mean, percentile
 
 DEFAULT_POLICY = SimPolicy("gpupool", PolicyInfo())
 DEFAULT_PRIORITY_CLASSES = (PriorityClassInfo("normal", 0, default=True),)

@@ -6,7 +6,7 @@ import csv
 from collections import defaultdict
 from pathlib import Path
 
-from gpupool.simulation.openb import openb_dir
+from gpupool.simulation.placement.openb import openb_dir
 
 # The paper's policy folders, by our policy names (k8s-default and gpupool are not in it).
 PAPER_POLICIES = {"random": "01-Random", "bestfit": "05-BestFit", "fgd": "06-FGD"}

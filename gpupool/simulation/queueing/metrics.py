@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from gpupool.scheduler.types import MILLI, QueueInfo
-from gpupool.simulation.events import ClusterSetup, JobRecord, ReplayOutcome, Segment
+from gpupool.simulation.queueing.events import ClusterSetup, JobRecord, ReplayOutcome, Segment
 
 
 def percentile(values: Sequence[float], q: float) -> float:

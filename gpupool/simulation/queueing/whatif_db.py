@@ -25,7 +25,7 @@ from gpupool.scheduler.types import (
     QueueInfo,
     QuotaInfo,
 )
-from gpupool.simulation.events import SimJob
+from gpupool.simulation.queueing.events import SimJob
 from gpupool.workloads.choices import WorkloadState
 from gpupool.workloads.models import Workload
 

@@ -43,7 +43,8 @@ from gpupool.scheduler.types import (
     QueueInfo,
     QuotaInfo,
 )
-from gpupool.simulation.events import (
+from gpupool.simulation.placement.openb import data_dir
+from gpupool.simulation.queueing.events import (
     DEFAULT_CHECKPOINT_S,
     ClusterSetup,
     ReplayOutcome,
@@ -51,8 +52,7 @@ from gpupool.simulation.events import (
     SimPolicy,
     replay,
 )
-from gpupool.simulation.openb import data_dir
-from gpupool.simulation.queueing_metrics import PolicyMetrics, summarise
+from gpupool.simulation.queueing.metrics import PolicyMetrics, summarise
 
 FLAVOR = "v100"
 NODES = 128
@@ -317,7 +317,7 @@ class PhillyRun:
     capacity_gpus: int
     shares: dict[str, int]
     queue_weights: str = DEFAULT_QUEUE_WEIGHTS
-    trace: str = "philly"  # or "synthetic" (`gpupool.simulation.synthetic`)
+    trace: str = "philly"  # or "synthetic" (`gpupool.simulation.queueing.synthetic_trace`)
     source: dict[str, Any] = field(default_factory=dict)  # how a synthetic trace was drawn
     metrics: dict[str, PolicyMetrics] = field(default_factory=dict)
     outcomes: dict[str, ReplayOutcome] = field(default_factory=dict)

@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from gpupool.simulation.openb import inflate, load_nodes, load_tasks
-from gpupool.simulation.paper import paper_results
-from gpupool.simulation.replay import ReplayResult, replay
+from gpupool.simulation.placement.openb import inflate, load_nodes, load_tasks
+from gpupool.simulation.placement.paper import paper_results
+from gpupool.simulation.placement.replay import ReplayResult, replay
 
 LOADS = {"1.0": 100, "1.3": 130}
 

@@ -18,9 +18,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpupool.scheduler.fragmentation import PodShape, ShapeDistribution
-from gpupool.simulation.cluster import Cluster, FloatArray, FragmentationTable, IntArray, task_shape
-from gpupool.simulation.openb import OpenbNode, OpenbTask, Workload, gpu_capacity_milli
-from gpupool.simulation.policies import make_policy
+from gpupool.simulation.placement.array_cluster import (
+    Cluster,
+    FloatArray,
+    FragmentationTable,
+    IntArray,
+    task_shape,
+)
+from gpupool.simulation.placement.openb import OpenbNode, OpenbTask, Workload, gpu_capacity_milli
+from gpupool.simulation.placement.policies import make_policy
 
 TYPICAL_COVERAGE = 0.95  # FGD's podPopularityThreshold
 
