@@ -22,7 +22,7 @@ from gpupool.cli.arguments import parse_seeds
 from gpupool.scheduler.fragmentation import PodShape
 from gpupool.simulation.placement.openb import gpu_capacity_milli, inflate, load_nodes, load_tasks
 from gpupool.simulation.placement.packing import RunOutLedger, SharingLedger, packing_bound
-from gpupool.simulation.placement.replay import replay
+from gpupool.simulation.placement.replay import replay_placements
 
 PlaceHook = Callable[[int, PodShape, tuple[int, ...]], None]
 
@@ -57,12 +57,14 @@ def main(argv: list[str]) -> int:
     total_gpus = sum(node.gpus for node in nodes)
     uppers: dict[str, list[float]] = {}
     for seed in args.seeds:
-        workload = inflate(tasks, nodes, seed)
+        inflated = inflate(tasks, nodes, seed)
         for policy in policies:
             ledger = SharingLedger()
-            run_out = RunOutLedger(workload.tasks, total_gpus)
+            run_out = RunOutLedger(inflated.tasks, total_gpus)
             on_place = _each(ledger, run_out.place)
-            replay(nodes, tasks, workload, policy, on_task=run_out.task, on_place=on_place)
+            replay_placements(
+                nodes, tasks, inflated, policy, on_task=run_out.task, on_place=on_place
+            )
             bound = packing_bound(ledger, capacity)
             uppers.setdefault(policy, []).append(bound.upper_pct)
             gone = "never" if run_out.run_out_load is None else f"{100 * run_out.run_out_load:.1f}%"

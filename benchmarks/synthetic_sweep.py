@@ -17,7 +17,7 @@ from gpupool.simulation.queueing.metrics import PolicyMetrics
 from gpupool.simulation.queueing.philly import GPUS_PER_NODE, NODES, load_jobs, run_philly, window
 from gpupool.simulation.queueing.synthetic_trace import SyntheticSpec, synthetic_jobs
 
-POLICIES = ("kueue-like", "gpupool")
+COMPARED_POLICIES = ("kueue-like", "gpupool")
 
 
 def row(load: float, seed: int, jobs: int, pair: tuple[PolicyMetrics, PolicyMetrics]) -> str:
@@ -58,8 +58,8 @@ def main(argv: list[str]) -> int:
         for seed in args.seeds:
             spec = SyntheticSpec(load=load, seed=seed)
             jobs = synthetic_jobs(spec, population, NODES * GPUS_PER_NODE)
-            run = run_philly(POLICIES, days=spec.days, jobs=jobs, alone=False)
-            metrics = (run.metrics[POLICIES[0]], run.metrics[POLICIES[1]])
+            run = run_philly(COMPARED_POLICIES, days=spec.days, jobs=jobs, alone=False)
+            metrics = (run.metrics[COMPARED_POLICIES[0]], run.metrics[COMPARED_POLICIES[1]])
             print(row(load, seed, run.jobs, metrics), flush=True)
     return 0
 

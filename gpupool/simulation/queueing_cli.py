@@ -17,8 +17,8 @@ from gpupool.cli.arguments import non_negative_float, output_file, positive_floa
 from gpupool.simulation.queueing.metrics import describe_ratio, describe_worse_than_alone
 from gpupool.simulation.queueing.philly import (
     DEFAULT_QUEUE_WEIGHTS,
-    POLICIES,
     QUEUE_WEIGHTS,
+    QUEUEING_POLICIES,
     PhillyJob,
 )
 
@@ -91,7 +91,7 @@ def _add_queueing_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--policy",
         action="append",
-        choices=list(POLICIES),
+        choices=list(QUEUEING_POLICIES),
         help="repeatable (default: fifo, kueue-like, gpupool)",
     )
     parser.add_argument(
@@ -171,7 +171,7 @@ def _run_queueing(
     """Replay ``jobs`` with each chosen policy (and alone); print or write the results."""
     from gpupool.simulation.queueing.philly import gpupool_policy, run_philly
 
-    policies = list(dict.fromkeys(options.get("policy") or POLICIES))
+    policies = list(dict.fromkeys(options.get("policy") or QUEUEING_POLICIES))
     kwargs: dict[str, Any] = {
         "days": options["days"],
         "limit": options.get("limit"),

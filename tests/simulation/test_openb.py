@@ -81,20 +81,20 @@ def test_inflation_appends_copies_up_to_the_target() -> None:
     """4 GPUs of capacity, 2 GPUs of tasks: copies are appended until 130% (5.2 GPUs)."""
     nodes = [node("n1"), node("n0")]
     tasks = [task("a"), task("b", milli=500), task("c", gpus=0)]
-    workload = inflate(tasks, nodes, seed=7)
-    requested = sum(t.total_gpu_milli for t in workload.tasks)
+    inflated = inflate(tasks, nodes, seed=7)
+    requested = sum(t.total_gpu_milli for t in inflated.tasks)
     assert requested <= 5200
-    assert {"a", "b", "c"} <= {t.name for t in workload.tasks}
-    assert len(workload.tasks) > 3
-    assert sorted(workload.node_rank) == [0, 1]
+    assert {"a", "b", "c"} <= {t.name for t in inflated.tasks}
+    assert len(inflated.tasks) > 3
+    assert sorted(inflated.node_rank) == [0, 1]
 
 
 def test_inflation_removes_tasks_above_the_target() -> None:
     """More demand than 130%: random tasks are removed until it is met."""
     nodes = [node("n0", gpus=1)]
     tasks = [task(f"t{i}") for i in range(5)]
-    workload = inflate(tasks, nodes, seed=1)
-    assert sum(t.total_gpu_milli for t in workload.tasks) == 1000
+    inflated = inflate(tasks, nodes, seed=1)
+    assert sum(t.total_gpu_milli for t in inflated.tasks) == 1000
 
 
 def test_inflation_is_deterministic_per_seed(openb_nodes: list[OpenbNode]) -> None:

@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 from simulation_builders import node, task
 
-from gpupool.simulation.placement.openb import Workload, gpu_capacity_milli
+from gpupool.simulation.placement.openb import InflatedTrace, gpu_capacity_milli
 from gpupool.simulation.placement.packing import (
     RunOutLedger,
     SharingLedger,
     min_gpus_lp,
     packing_bound,
 )
-from gpupool.simulation.placement.replay import replay
+from gpupool.simulation.placement.replay import replay_placements
 
 
 @pytest.mark.parametrize(
@@ -56,9 +56,9 @@ def test_ledger_and_bound_on_a_hand_checked_replay() -> None:
         task("d", milli=700),
         task("e", gpus=0),
     ]
-    workload = Workload(tasks=tuple(tasks), node_rank=(0, 1), seed=0)
+    inflated = InflatedTrace(tasks=tuple(tasks), node_rank=(0, 1), seed=0)
     ledger = SharingLedger()
-    result = replay(nodes, tasks, workload, "bestfit", on_place=ledger)
+    result = replay_placements(nodes, tasks, inflated, "bestfit", on_place=ledger)
 
     assert result.dropped == 1
     assert dict(ledger.by_gpu) == {(0, 0): [300, 300], (0, 1): [700]}
@@ -93,9 +93,11 @@ def test_run_out_ledger_on_a_hand_checked_replay() -> None:
         task("i"),
         task("j", gpus=2),
     ]
-    workload = Workload(tasks=tuple(tasks), node_rank=(0, 1), seed=0)
-    ledger = RunOutLedger(workload.tasks, total_gpus=4)
-    result = replay(nodes, tasks, workload, "bestfit", on_task=ledger.task, on_place=ledger.place)
+    inflated = InflatedTrace(tasks=tuple(tasks), node_rank=(0, 1), seed=0)
+    ledger = RunOutLedger(inflated.tasks, total_gpus=4)
+    result = replay_placements(
+        nodes, tasks, inflated, "bestfit", on_task=ledger.task, on_place=ledger.place
+    )
 
     assert result.dropped == 3
     assert list(ledger.used) == [(0, 0), (0, 1), (1, 0), (1, 1)]  # in the order first taken
@@ -110,9 +112,9 @@ def test_run_out_ledger_on_a_hand_checked_replay() -> None:
 def test_run_out_ledger_when_fresh_gpus_never_run_out() -> None:
     nodes = [node("n0")]
     tasks = [task("a", milli=500), task("g", gpus=3), task("b", milli=300)]
-    workload = Workload(tasks=tuple(tasks), node_rank=(0,), seed=0)
-    ledger = RunOutLedger(workload.tasks, total_gpus=2)
-    replay(nodes, tasks, workload, "bestfit", on_task=ledger.task, on_place=ledger.place)
+    inflated = InflatedTrace(tasks=tuple(tasks), node_rank=(0,), seed=0)
+    ledger = RunOutLedger(inflated.tasks, total_gpus=2)
+    replay_placements(nodes, tasks, inflated, "bestfit", on_task=ledger.task, on_place=ledger.place)
 
     assert ledger.run_out_load is None
     assert ledger.gangs_dropped_gpus == 3

@@ -11,10 +11,10 @@ from django.core.management import call_command
 from simulation_builders import node, task
 
 from gpupool.scheduler.fragmentation import placement_cost
-from gpupool.simulation.placement.array_cluster import Cluster, FragmentationTable, task_shape
-from gpupool.simulation.placement.openb import OpenbNode, Workload, inflate, load_tasks
-from gpupool.simulation.placement.policies import POLICIES, GpupoolPolicy, RandomPolicy
-from gpupool.simulation.placement.replay import replay, typical_shapes
+from gpupool.simulation.placement.array_cluster import ArrayCluster, FragmentationTable, task_shape
+from gpupool.simulation.placement.openb import InflatedTrace, OpenbNode, inflate, load_tasks
+from gpupool.simulation.placement.policies import PLACEMENT_POLICIES, GpupoolPolicy, RandomPolicy
+from gpupool.simulation.placement.replay import replay_placements, typical_shapes
 
 NODES = [node("n0", gpus=2), node("n1", gpus=1)]
 TASKS = [task("a"), task("b", milli=500), task("c", gpus=2), task("d", milli=500)]
@@ -27,8 +27,8 @@ def test_bookkeeping_on_a_hand_checked_trace() -> None:
     (0, 1000) free: the 2-GPU shape (1/4 of the typical pods) cannot use its whole GPU, the
     others can -> 250 fragmented milli of 1000 idle.
     """
-    workload = Workload(tasks=tuple(TASKS), node_rank=(0, 1), seed=0)
-    result = replay(NODES, TASKS, workload, "bestfit")
+    inflated = InflatedTrace(tasks=tuple(TASKS), node_rank=(0, 1), seed=0)
+    result = replay_placements(NODES, TASKS, inflated, "bestfit")
     assert result.arrived_milli.tolist() == [1000, 1500, 3500, 4000]
     assert result.allocated_milli.tolist() == [1000, 1500, 1500, 2000]
     assert (result.placed, result.dropped) == (3, 1)
@@ -44,9 +44,9 @@ def test_bookkeeping_on_a_hand_checked_trace() -> None:
 def test_same_seed_same_run() -> None:
     """A seeded run is reproducible, including the random policy."""
     tasks = [task(f"t{i}", milli=m) for i, m in enumerate((300, 700, 1000, 450, 550, 1000))]
-    workload = inflate(tasks, NODES, seed=5)
-    first = replay(NODES, tasks, workload, "random")
-    again = replay(NODES, tasks, workload, "random")
+    inflated = inflate(tasks, NODES, seed=5)
+    first = replay_placements(NODES, tasks, inflated, "random")
+    again = replay_placements(NODES, tasks, inflated, "random")
     assert np.array_equal(first.allocated_milli, again.allocated_milli)
     assert np.array_equal(first.fragmented_milli, again.fragmented_milli)
 
@@ -55,7 +55,7 @@ def test_random_puts_a_sharing_pod_on_any_gpu_that_fits() -> None:
     """The paper's Random draws the GPU too (`-gpusel random`): with GPUs at 1000, 300, 1000
     and 150 milli free, a 200-milli pod lands on each of the three that fit, never on the
     150 -- best fit would always take the 300. Whole-GPU pods still take free GPUs."""
-    cluster = Cluster([node("n0", gpus=4)])
+    cluster = ArrayCluster([node("n0", gpus=4)])
     cluster.place(0, task_shape(task("a", milli=700)), (1,))
     cluster.place(0, task_shape(task("b", milli=850)), (3,))
     policy = RandomPolicy(cluster, np.zeros(1, dtype=np.int64), seed=3)
@@ -66,12 +66,12 @@ def test_random_puts_a_sharing_pod_on_any_gpu_that_fits() -> None:
     assert policy.choose(whole, cluster.feasible(whole)) == (0, (0, 2))
 
 
-@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("policy", PLACEMENT_POLICIES)
 def test_short_openb_run(openb_nodes: list[OpenbNode], policy: str) -> None:
     """The first 300 tasks of default (seed 42) all fit, with every policy."""
     tasks = load_tasks("default")
-    workload = inflate(tasks, openb_nodes, 42)
-    result = replay(openb_nodes, tasks, workload, policy, limit=300)
+    inflated = inflate(tasks, openb_nodes, 42)
+    result = replay_placements(openb_nodes, tasks, inflated, policy, limit=300)
     assert result.placed == 300
     assert np.array_equal(result.allocated_milli, result.arrived_milli)
     assert np.all(np.diff(result.arrived_milli) >= 0)
@@ -81,12 +81,12 @@ def test_gpupool_picks_the_scalar_argmin_on_openb(openb_nodes: list[OpenbNode]) 
     """For 60 openb tasks, the vectorised gpupool choice is the node of lowest
     `placement_cost` (ties to the tie-break rank), computed node by node with the scalar API."""
     tasks = load_tasks("default")
-    workload = inflate(tasks, openb_nodes, 42)
-    cluster = Cluster(openb_nodes)
+    inflated = inflate(tasks, openb_nodes, 42)
+    cluster = ArrayCluster(openb_nodes)
     dist = typical_shapes(tasks)
-    rank = np.array(workload.node_rank)
+    rank = np.array(inflated.node_rank)
     policy = GpupoolPolicy(cluster, rank, FragmentationTable(cluster, dist))
-    for item in workload.tasks[:60]:
+    for item in inflated.tasks[:60]:
         shape = task_shape(item)
         feasible = cluster.feasible(shape)
         choice = policy.choose(shape, feasible)

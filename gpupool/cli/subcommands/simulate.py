@@ -14,7 +14,7 @@ from typing import Any, TextIO
 
 from gpupool.cli.arguments import output_file, parse_seeds, positive_int
 from gpupool.simulation.placement.openb import PAPER_TRACES, available_traces
-from gpupool.simulation.placement.policies import POLICIES
+from gpupool.simulation.placement.policies import PLACEMENT_POLICIES
 from gpupool.simulation.queueing_cli import (
     add_philly_arguments,
     add_synthetic_arguments,
@@ -37,7 +37,10 @@ def add_openb_arguments(parser: argparse.ArgumentParser) -> None:
         help="pod list to replay (default: default); repeatable; 'paper' = the paper's 17",
     )
     parser.add_argument(
-        "--policy", action="append", choices=POLICIES, help="repeatable (default: all five)"
+        "--policy",
+        action="append",
+        choices=PLACEMENT_POLICIES,
+        help="repeatable (default: all five)",
     )
     parser.add_argument("--seed", action="append", type=int, help="repeatable (default: 42)")
     parser.add_argument("--seeds", type=parse_seeds, help="e.g. 42-51; added to --seed")
@@ -64,7 +67,7 @@ def run_openb(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
             f"simulate openb: unknown trace(s) {', '.join(unknown)}; have {sorted(known)}\n"
         )
         return 2
-    policies = list(dict.fromkeys(options.get("policy") or POLICIES))
+    policies = list(dict.fromkeys(options.get("policy") or PLACEMENT_POLICIES))
     seeds = list(dict.fromkeys((options.get("seed") or []) + (options.get("seeds") or []))) or [42]
     limit = options.get("limit")
     if options.get("json"):

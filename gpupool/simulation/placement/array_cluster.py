@@ -1,6 +1,6 @@
 """The simulated cluster as numpy arrays, and FGD's fragmentation measure vectorised over nodes.
 
-`Cluster` holds every node's free GPU milli (one row per node, padded to the largest node with
+`ArrayCluster` holds every node's free GPU milli (one row per node, padded to the largest node with
 zero-free slots, which no pod can use and which add nothing to any sum), CPU and memory.
 `FragmentationTable` keeps, per node and per typical shape, the two numbers FGD's measure
 needs -- how many GPUs have at least the shape's per-GPU request free, and the free milli on
@@ -40,7 +40,7 @@ def task_shape(task: OpenbTask) -> PodShape:
     )
 
 
-class Cluster:
+class ArrayCluster:
     """Free resources of every node, updated in place as tasks are placed."""
 
     def __init__(self, nodes: list[OpenbNode]) -> None:
@@ -123,7 +123,7 @@ class Hypothesis:
 class FragmentationTable:
     """FGD's per-node fragmentation under one shape distribution, kept current as nodes change."""
 
-    def __init__(self, cluster: Cluster, dist: ShapeDistribution) -> None:
+    def __init__(self, cluster: ArrayCluster, dist: ShapeDistribution) -> None:
         """Index the shapes and compute every node's fragmentation."""
         self.cluster = cluster
         self.dist = dist
@@ -221,7 +221,7 @@ class FragmentationTable:
 
 
 def fraction_options(
-    cluster: Cluster, nodes: IntArray, shape: PodShape
+    cluster: ArrayCluster, nodes: IntArray, shape: PodShape
 ) -> list[tuple[IntArray, IntArray]]:
     """Distinct free values a GPU-sharing pod could land on, per node: (nodes, free) pairs.
 

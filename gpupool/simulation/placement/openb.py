@@ -136,7 +136,7 @@ def gpu_capacity_milli(nodes: list[OpenbNode]) -> int:
 
 
 @dataclass(frozen=True, slots=True)
-class Workload:
+class InflatedTrace:
     """One seeded run's input: the task sequence and the node order that breaks ties."""
 
     tasks: tuple[OpenbTask, ...]
@@ -149,7 +149,7 @@ def inflate(
     nodes: list[OpenbNode],
     seed: int,
     ratio: float = INFLATION_RATIO,
-) -> Workload:
+) -> InflatedTrace:
     """The paper's protocol: shuffle, then tune the requested GPU to `ratio` x capacity.
 
     As in the reference simulator (`TunePodsByNodeTotalResource`): the tasks are sorted by
@@ -183,7 +183,7 @@ def inflate(
     rank = [0] * len(nodes)
     for position, index in enumerate(by_node_name):
         rank[index] = permutation[position]
-    return Workload(tasks=tuple(ordered), node_rank=tuple(rank), seed=seed)
+    return InflatedTrace(tasks=tuple(ordered), node_rank=tuple(rank), seed=seed)
 
 
 def _copy(task: OpenbTask, number: int) -> OpenbTask:

@@ -31,7 +31,8 @@ PRICING_TOLERANCE = 1e-9
 
 @dataclass
 class SharingLedger:
-    """Collects which GPU-sharing pods each GPU holds; pass it to `replay(on_place=...)`."""
+    """Collects which GPU-sharing pods each GPU holds; pass it as `replay_placements`'s
+    `on_place`."""
 
     by_gpu: dict[tuple[int, int], list[int]] = field(default_factory=lambda: defaultdict(list))
     other_milli: int = 0  # whole-GPU and multi-GPU pods
@@ -143,7 +144,7 @@ def packing_bound(ledger: SharingLedger, capacity_milli: int) -> PackingBound:
 class RunOutLedger:
     """When a replay used its last untouched GPU, and which gangs it had dropped before.
 
-    Pass `place` to `replay(on_place=...)` and `task` to `replay(on_task=...)`. Until the
+    Pass `place` as `replay_placements`'s `on_place` and `task` as its `on_task`. Until the
     last untouched (fresh) GPU is taken, every one-GPU task that fits must be placed; after
     it, only GPU-sharing pods that fit a gap can be. A whole-GPU gang dropped before that
     moment (no node had enough fresh GPUs with the CPU and memory) is the lever over *when*

@@ -50,7 +50,7 @@ from gpupool.simulation.queueing.events import (
     ReplayOutcome,
     SimJob,
     SimPolicy,
-    replay,
+    replay_jobs,
 )
 from gpupool.simulation.queueing.metrics import PolicyMetrics, summarise
 
@@ -250,7 +250,7 @@ class PhillyPolicy:
     description: str = ""
 
 
-POLICIES: dict[str, PhillyPolicy] = {
+QUEUEING_POLICIES: dict[str, PhillyPolicy] = {
     "fifo": PhillyPolicy(
         SimPolicy(
             "fifo",
@@ -301,7 +301,7 @@ def gpupool_policy(
     )
 
 
-POLICIES["gpupool"] = gpupool_policy()
+QUEUEING_POLICIES["gpupool"] = gpupool_policy()
 
 ALONE_POLICY = "gpupool"
 
@@ -367,7 +367,7 @@ def _settings_json(setup: PhillyPolicy) -> dict[str, Any]:
 
 
 def run_philly(
-    policies: Sequence[str] = tuple(POLICIES),
+    policies: Sequence[str] = tuple(QUEUEING_POLICIES),
     *,
     days: float = DEFAULT_DAYS,
     limit: int | None = None,
@@ -408,7 +408,7 @@ def run_philly(
         run.alone = alone_baselines(simulated, shares, on_progress)
         run.elapsed_s["alone"] = time.perf_counter() - started
     for name in policies:
-        setup = (settings or {}).get(name) or POLICIES[name]
+        setup = (settings or {}).get(name) or QUEUEING_POLICIES[name]
         run.settings[name] = setup
         cluster = make_cluster(
             shares,
@@ -419,7 +419,7 @@ def run_philly(
         )
         hook = _hook(on_progress, name)
         started = time.perf_counter()
-        outcome = replay(simulated, cluster, setup.sim, cycle_s=CYCLE_S, on_progress=hook)
+        outcome = replay_jobs(simulated, cluster, setup.sim, cycle_s=CYCLE_S, on_progress=hook)
         run.elapsed_s[name] = time.perf_counter() - started
         run.outcomes[name] = outcome
         run.metrics[name] = summarise(outcome, cluster, window_s, shares, run.alone)
@@ -430,7 +430,7 @@ def alone_baselines(
     jobs: Sequence[SimJob], shares: Mapping[str, int], on_progress: ProgressHook | None = None
 ) -> dict[str, ReplayOutcome]:
     """Each tenant's jobs replayed alone on a pool the size of its deserved share."""
-    setup = POLICIES[ALONE_POLICY]
+    setup = QUEUEING_POLICIES[ALONE_POLICY]
     by_queue: dict[str, list[SimJob]] = defaultdict(list)
     for job in jobs:
         by_queue[job.queue].append(job)
@@ -442,7 +442,7 @@ def alone_baselines(
         cluster = make_cluster({vc: deserved}, deserved, 1.0, setup.sim.protected_runtime_s)
         sim = replace(setup.sim, name=f"alone-{vc}")
         hook = _hook(on_progress, f"alone {vc}")
-        result[vc] = replay(mine, cluster, sim, cycle_s=CYCLE_S, on_progress=hook)
+        result[vc] = replay_jobs(mine, cluster, sim, cycle_s=CYCLE_S, on_progress=hook)
     return result
 
 

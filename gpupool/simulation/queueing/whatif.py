@@ -37,7 +37,7 @@ from gpupool.simulation.queueing.events import (
     SimJob,
     SimPolicy,
     UnfinishedJobsError,
-    replay,
+    replay_jobs,
 )
 from gpupool.simulation.queueing.metrics import deserved_gpus, held_gpu_seconds, mean, percentile
 
@@ -330,7 +330,7 @@ def replay_whatif(
         )
         pool_gpus = cluster.gpus
         try:
-            outcome = replay(demand, cluster, run_policy, checkpoint_s=checkpoint_s)
+            outcome = replay_jobs(demand, cluster, run_policy, checkpoint_s=checkpoint_s)
         except UnfinishedJobsError as error:
             raise ValueError(f"{label}: {error}") from error
         results.append(_figures(outcome, cluster, window_s))
