@@ -1,4 +1,6 @@
-"""The ``simulate philly`` (B3) and ``simulate whatif`` modes of ``manage.py gpupool``.
+"""The queueing modes of ``manage.py gpupool simulate``: ``philly`` (benchmark B3),
+``synthetic`` (B3's policies on a drawn trace) and ``whatif`` (recorded demand or a trace
+replayed with a proposed change).
 
 Registered in ``gpupool.cli.subcommands.simulate.MODES``; each mode is an argument builder and
 a runner ``(options, stdout, stderr) -> exit status``.
