@@ -69,9 +69,9 @@ def run_openb_mode(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> i
         _print_table(documents, stdout)
     report = options.get("report")
     if report is not None:
-        from gpupool.simulation.report import write_report
+        from gpupool.simulation.report import write_placement_report
 
-        write_report(runs, report)
+        write_placement_report(runs, report)
         if not options.get("json"):
             stdout.write(f"report written to {report}\n")
     return 0
@@ -120,29 +120,11 @@ def _with_progress(
 
 
 def _print_table(documents: list[dict[str, Any]], stdout: TextIO) -> None:
-    """A readable table: per trace and policy, ours and the paper's figures."""
+    """One terminal table per trace: per policy ours and the paper's figures."""
     from rich.console import Console
-    from rich.table import Table
+
+    from gpupool.simulation.report import placement_table, rich_table
 
     console = Console(file=stdout)
     for document in documents:
-        table = Table(title=f"openb {document['trace']} (seed {document['seed']})")
-        for column in ("policy", "alloc @100%", "alloc @130%", "frag rate @100%", "paper @130%"):
-            table.add_column(column, justify="right")
-        paper = document.get("paper", {})
-        for name, entry in document["policies"].items():
-            alloc = entry["allocation_ratio"]
-            theirs = paper.get(name, {}).get("allocation_ratio", {}).get("1.3")
-            table.add_row(
-                name,
-                _percent(alloc["1.0"]),
-                _percent(alloc["1.3"]),
-                _percent(entry["fragmentation_rate"]["1.0"]),
-                _percent(theirs),
-            )
-        console.print(table)
-
-
-def _percent(value: float | None) -> str:
-    """A fraction as a percentage; blank when absent."""
-    return "" if value is None else f"{value:.2%}"
+        console.print(rich_table(placement_table(document)))

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from gpupool.cli.arguments import non_negative_float, output_file, positive_float, positive_int
-from gpupool.simulation.queueing.metrics import describe_ratio, describe_worse_than_alone
 from gpupool.simulation.queueing.philly import (
     DEFAULT_QUEUE_WEIGHTS,
     QUEUE_WEIGHTS,
@@ -26,8 +25,6 @@ from gpupool.simulation.queueing.philly import (
 
 if TYPE_CHECKING:
     from gpupool.simulation.queueing.synthetic_trace import SyntheticSpec
-
-HOUR_S = 3600.0
 
 
 def add_philly_arguments(parser: argparse.ArgumentParser) -> None:
@@ -199,9 +196,9 @@ def _run_queueing(
         _print_philly(document, stdout)
     report = options.get("report")
     if report is not None:
-        from gpupool.simulation.philly_report import write_report
+        from gpupool.simulation.report import write_queueing_report
 
-        write_report(run, report)
+        write_queueing_report(run, report)
         if not options.get("json"):
             stdout.write(f"report written to {report}\n")
     return 0
@@ -231,73 +228,15 @@ def _with_progress(work: Callable[[Callable[[str, int, int], None]], Any], stder
         return work(hook)
 
 
-def _hours(seconds: float) -> str:
-    return f"{seconds / HOUR_S:,.2f}"
-
-
 def _print_philly(document: dict[str, Any], stdout: TextIO) -> None:
     """The per-policy table and the per-tenant sharing-incentive table."""
     from rich.console import Console
-    from rich.table import Table
+
+    from gpupool.simulation.report import queueing_policy_table, queueing_tenant_table, rich_table
 
     console = Console(file=stdout, width=160)
-    title = (
-        f"{document['trace']}: {document['jobs']} jobs, {document['gpu_hours']:,.0f} GPU-hours, "
-        f"{document['capacity_gpus']} GPUs, {document['days']:g} days"
-    )
-    table = Table(title=title)
-    columns = (
-        "policy",
-        "JCT mean h",
-        "JCT p99 h",
-        "wait mean h",
-        "wait p99 h",
-        "util",
-        "preemptions",
-        "GPU-h lost",
-        "lost %",
-        "share dev",
-        "worse than alone",
-        "worst JCT / alone",
-    )
-    for column in columns:
-        table.add_column(column, justify="right")
-    for name, entry in document["policies"].items():
-        table.add_row(
-            name,
-            _hours(entry["jct_mean_s"]),
-            _hours(entry["jct_p99_s"]),
-            _hours(entry["wait_mean_s"]),
-            _hours(entry["wait_p99_s"]),
-            f"{entry['utilisation']:.1%}",
-            str(entry["preemptions"]),
-            f"{entry['gpu_hours_lost']:,.0f}",
-            f"{entry['gpu_hours_lost_fraction']:.2%}",
-            f"{entry['share_deviation']:.1%}",
-            describe_worse_than_alone(entry["tenants_worse_than_alone"]),
-            describe_ratio(entry.get("finish_time_fairness_max")),
-        )
-    console.print(table)
-    tenants = Table(title="mean wait per tenant (hours): shared vs alone on its deserved share")
-    tenants.add_column("tenant")
-    tenants.add_column("deserved", justify="right")
-    tenants.add_column("jobs", justify="right")
-    tenants.add_column("alone", justify="right")
-    for name in document["policies"]:
-        tenants.add_column(name, justify="right")
-    first: dict[str, Any] = next(iter(document["policies"].values()), {"tenants": {}})
-    for tenant, entry in first["tenants"].items():
-        alone = entry["alone_wait_mean_s"]
-        row = [
-            tenant,
-            str(entry["deserved_gpus"]),
-            str(entry["jobs"]),
-            "" if alone is None else _hours(alone),
-        ]
-        for policy in document["policies"].values():
-            row.append(_hours(policy["tenants"][tenant]["wait_mean_s"]))
-        tenants.add_row(*row)
-    console.print(tenants)
+    console.print(rich_table(queueing_policy_table(document)))
+    console.print(rich_table(queueing_tenant_table(document)))
 
 
 def add_whatif_arguments(parser: argparse.ArgumentParser) -> None:
@@ -461,6 +400,8 @@ def _print_whatif(document: dict[str, Any], stdout: TextIO) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from gpupool.simulation.report import hours
+
     console = Console(file=stdout, width=160)
     if document.get("note"):
         console.print(document["note"])
@@ -478,9 +419,9 @@ def _print_whatif(document: dict[str, Any], stdout: TextIO) -> None:
         entry = document[label]
         pool.add_row(
             label,
-            _hours(entry["wait_mean_s"]),
-            _hours(entry["wait_p99_s"]),
-            _hours(entry["jct_mean_s"]),
+            hours(entry["wait_mean_s"]),
+            hours(entry["wait_p99_s"]),
+            hours(entry["jct_mean_s"]),
             f"{entry['utilisation']:.1%}",
             str(entry["preemptions"]),
         )
@@ -505,8 +446,8 @@ def _print_whatif(document: dict[str, Any], stdout: TextIO) -> None:
             tenant,
             str(before.get("jobs", after.get("jobs", 0))),
             pair("deserved_gpus", lambda v: f"{v:g}"),
-            pair("wait_mean_s", _hours),
-            pair("wait_p99_s", _hours),
+            pair("wait_mean_s", hours),
+            pair("wait_p99_s", hours),
             pair("gpu_hours", lambda v: f"{v:,.1f}"),
             pair("utilisation_of_deserved", lambda v: f"{v:.0%}"),
         )

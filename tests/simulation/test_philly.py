@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from gpupool.simulation.queueing.metrics import describe_worse_than_alone
 from gpupool.simulation.queueing.philly import (
     PhillyJob,
     deserved_shares,
@@ -21,6 +20,7 @@ from gpupool.simulation.queueing.philly import (
     tenant_shares,
     window,
 )
+from gpupool.simulation.report import describe_worse_than_alone
 
 
 @pytest.fixture(scope="module")

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from gpupool.simulation.philly_report import alone_figure, wait_figure
 from gpupool.simulation.queueing.philly import DAY_S, PhillyJob, philly_dir, run_philly
 from gpupool.simulation.queueing.synthetic_trace import SyntheticSpec, synthetic_jobs
+from gpupool.simulation.report import alone_figure, wait_figure
 
 HOUR = 3600.0
 POPULATION = [
@@ -173,8 +173,8 @@ def test_report_figures_give_a_policy_one_colour() -> None:
     """The box plots and the bars colour each policy alike; "alone" has its own grey."""
     jobs = synthetic_jobs(SyntheticSpec(tenants=2, days=0.25, load=0.05, seed=1), POPULATION, 64)
     run = run_philly(["kueue-like", "gpupool"], jobs=jobs, days=0.25)
-    boxes = {t.name: t.marker.color for t in wait_figure(run).data}
-    bars = {t.name: t.marker.color for t in alone_figure(run).data}
+    boxes = {t["name"]: t["marker"]["color"] for t in wait_figure(run)["data"]}
+    bars = {t["name"]: t["marker"]["color"] for t in alone_figure(run)["data"]}
     assert boxes == {name: bars[name] for name in ("kueue-like", "gpupool")}
     assert len(set(boxes.values())) == 2
     assert bars["alone on deserved share"] not in boxes.values()

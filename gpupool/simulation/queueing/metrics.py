@@ -59,18 +59,6 @@ def mean(values: Sequence[float]) -> float:
     return float(np.mean(np.asarray(values, dtype=float))) if values else 0.0
 
 
-def describe_ratio(value: float | None) -> str:
-    """A ratio for a table cell: two decimals, or "-" when it was not measured."""
-    return "-" if value is None else f"{value:.2f}"
-
-
-def describe_worse_than_alone(tenants: Sequence[str] | None) -> str:
-    """The sharing-incentive verdict for a table cell: the tenants, "none", or "not run"."""
-    if tenants is None:
-        return "not run"
-    return ", ".join(tenants) or "none"
-
-
 def held_gpu_seconds(segments: Iterable[Segment], start: float, end: float) -> float:
     """GPU-seconds held by ``segments`` inside [start, end)."""
     total = 0.0
