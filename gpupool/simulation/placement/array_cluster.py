@@ -17,11 +17,11 @@ import numpy as np
 import numpy.typing as npt
 
 from gpupool.scheduler.fragmentation import (
-    MILLI_PER_GPU,
     NodeState,
     PodShape,
     ShapeDistribution,
 )
+from gpupool.scheduler.types import MILLI
 from gpupool.simulation.placement.openb import OpenbNode, OpenbTask
 
 IntArray = npt.NDArray[np.int64]
@@ -33,7 +33,7 @@ def task_shape(task: OpenbTask) -> PodShape:
     """The placement shape of a trace task."""
     return PodShape(
         gpus=task.num_gpu,
-        milli=task.gpu_milli if task.num_gpu else MILLI_PER_GPU,
+        milli=task.gpu_milli if task.num_gpu else MILLI,
         cpu_milli=task.cpu_milli,
         memory_mib=task.memory_mib,
         gpu_models=task.gpu_spec if task.num_gpu else frozenset(),
@@ -50,14 +50,14 @@ class ArrayCluster:
         width = max(node.gpus for node in nodes)
         self.gpu_free: IntArray = np.zeros((self.size, width), dtype=np.int64)
         for i, node in enumerate(nodes):
-            self.gpu_free[i, : node.gpus] = MILLI_PER_GPU
-        self.gpu_capacity: IntArray = np.array([n.gpus * MILLI_PER_GPU for n in nodes])
+            self.gpu_free[i, : node.gpus] = MILLI
+        self.gpu_capacity: IntArray = np.array([n.gpus * MILLI for n in nodes])
         self.cpu_capacity: IntArray = np.array([n.cpu_milli for n in nodes], dtype=np.int64)
         self.memory_capacity: IntArray = np.array([n.memory_mib for n in nodes], dtype=np.int64)
         self.cpu_free = self.cpu_capacity.copy()
         self.memory_free = self.memory_capacity.copy()
         self.free_total: IntArray = self.gpu_free.sum(axis=1)
-        self.whole_free: IntArray = (self.gpu_free >= MILLI_PER_GPU).sum(axis=1)
+        self.whole_free: IntArray = (self.gpu_free >= MILLI).sum(axis=1)
         self.max_free: IntArray = self.gpu_free.max(axis=1)
         self.models = [node.model for node in nodes]
         self._model_masks: dict[frozenset[str], BoolArray] = {}
@@ -103,7 +103,7 @@ class ArrayCluster:
         self.cpu_free[index] -= shape.cpu_milli
         self.memory_free[index] -= shape.memory_mib
         self.free_total[index] = row.sum()
-        self.whole_free[index] = (row >= MILLI_PER_GPU).sum()
+        self.whole_free[index] = (row >= MILLI).sum()
         self.max_free[index] = row.max()
         self.allocated_milli += shape.gpu_milli_total
 

@@ -14,7 +14,8 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-MILLI_PER_GPU = 1000
+from gpupool.scheduler.types import MILLI
+
 INFLATION_RATIO = 1.3
 
 # The 17 traces of the paper's experiments (those with results in fgd_expected_results/).
@@ -132,7 +133,7 @@ def load_tasks(trace: str = "default", path: Path | None = None) -> list[OpenbTa
 
 def gpu_capacity_milli(nodes: list[OpenbNode]) -> int:
     """The cluster's GPU capacity in milli-GPU."""
-    return sum(node.gpus for node in nodes) * MILLI_PER_GPU
+    return sum(node.gpus for node in nodes) * MILLI
 
 
 @dataclass(frozen=True, slots=True)

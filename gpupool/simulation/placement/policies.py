@@ -28,7 +28,6 @@ from gpupool.scheduler.fragmentation import (
     COST_DECIMALS,
     CPU_ONLY_STRAND_WEIGHT,
     CPU_STRAND_WEIGHT,
-    MILLI_PER_GPU,
     REMAINDER_WEIGHT,
     PodShape,
     ShapeDistribution,
@@ -40,6 +39,7 @@ from gpupool.scheduler.fragmentation import (
     take,
     workload_cpu_per_gpu_milli,
 )
+from gpupool.scheduler.types import MILLI
 from gpupool.simulation.placement.array_cluster import (
     ArrayCluster,
     FloatArray,
@@ -251,7 +251,7 @@ class GpupoolPolicy(_Base):
             after = table.evaluate(table.after_host(nodes, shape))
             growth: FloatArray = after - table.frag[nodes]
             if shape.gpus:
-                remainder = shape.gpus * (waste[0] - waste[MILLI_PER_GPU])
+                remainder = shape.gpus * (waste[0] - waste[MILLI])
                 growth = growth + REMAINDER_WEIGHT * remainder
             return growth
         best: FloatArray = np.full(len(nodes), math.inf)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpupool.scheduler.fragmentation import PodShape, ShapeDistribution
+from gpupool.scheduler.types import MILLI
 from gpupool.simulation.placement.array_cluster import (
     ArrayCluster,
     FloatArray,
@@ -40,7 +41,7 @@ def fgd_shape(task: OpenbTask) -> PodShape:
     """A task as FGD's target workload keys it: CPU, GPU count and share, GPU models."""
     return PodShape(
         gpus=task.num_gpu,
-        milli=task.gpu_milli if task.num_gpu else 1000,
+        milli=task.gpu_milli if task.num_gpu else MILLI,
         cpu_milli=task.cpu_milli,
         gpu_models=task.gpu_spec if task.num_gpu else frozenset(),
     )

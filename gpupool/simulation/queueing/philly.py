@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from gpupool.scheduler.types import (
+    MIB_PER_GB,
     MILLI,
     FlavorInfo,
     NodeInfo,
@@ -58,7 +59,7 @@ FLAVOR = "v100"
 NODES = 128
 GPUS_PER_NODE = 8
 NODE_CPU_MILLI = 96_000
-NODE_MEMORY_MIB = 768 * 1024
+NODE_MEMORY_MIB = 768 * MIB_PER_GB
 DAY_S = 86_400.0
 DEFAULT_DAYS = 30.0
 # How the setup weighs the tenants' queues for weighted DRF (see make_cluster).

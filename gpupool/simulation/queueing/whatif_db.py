@@ -17,6 +17,7 @@ from gpupool.inventory.choices import Sharing
 from gpupool.inventory.models import Flavor, Node
 from gpupool.quotas.models import PriorityClass, Queue
 from gpupool.scheduler.types import (
+    MIB_PER_GB,
     MILLI,
     FlavorInfo,
     NodeInfo,
@@ -28,8 +29,6 @@ from gpupool.scheduler.types import (
 from gpupool.simulation.queueing.events import SimJob
 from gpupool.workloads.choices import WorkloadState
 from gpupool.workloads.models import Workload
-
-MIB_PER_GB = 1024
 
 
 @dataclass(slots=True)
