@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 from gpupool.cli.arguments import parse_seeds
 from gpupool.scheduler.fragmentation import PodShape
+from gpupool.simulation.datasets import MissingTraceData
 from gpupool.simulation.placement.openb import gpu_capacity_milli, inflate, load_nodes, load_tasks
 from gpupool.simulation.placement.packing import RunOutLedger, SharingLedger, packing_bound
 from gpupool.simulation.placement.replay import replay_placements
@@ -44,8 +45,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--policy", action="append", dest="policies")
     args = parser.parse_args(argv)
     policies = args.policies or ["gpupool"]
-    nodes = load_nodes()
-    tasks = load_tasks(args.trace)
+    try:
+        nodes = load_nodes()
+        tasks = load_tasks(args.trace)
+    except MissingTraceData as error:
+        print(f"openb_packing_bound: {error}", file=sys.stderr)
+        return 2
     capacity = gpu_capacity_milli(nodes)
     print(f"trace {args.trace}: allocation at the end of the run (130% arrived load)\n")
     print(

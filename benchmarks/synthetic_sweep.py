@@ -13,6 +13,7 @@ import argparse
 import sys
 
 from gpupool.cli.arguments import parse_seeds
+from gpupool.simulation.datasets import MissingTraceData
 from gpupool.simulation.queueing.metrics import PolicyMetrics
 from gpupool.simulation.queueing.philly import GPUS_PER_NODE, NODES, load_jobs, run_philly, window
 from gpupool.simulation.queueing.synthetic_trace import SyntheticSpec, synthetic_jobs
@@ -48,7 +49,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--loads", default="0.8,0.9", help="comma-separated loads")
     parser.add_argument("--seeds", type=parse_seeds, default=[1, 2, 3, 4])
     args = parser.parse_args(argv)
-    population = window(load_jobs())
+    try:
+        population = window(load_jobs())
+    except MissingTraceData as error:
+        print(f"synthetic_sweep: {error}", file=sys.stderr)
+        return 2
     print(
         "| load | seed | jobs | JCT mean (h) | wait mean (h) | wait p99 (h) | utilisation "
         "| preemptions | GPU-h lost | share deviation |"

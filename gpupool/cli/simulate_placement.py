@@ -12,7 +12,8 @@ import json
 from typing import Any, TextIO
 
 from gpupool.cli.arguments import output_file, parse_seeds, positive_int
-from gpupool.simulation.placement.openb import PAPER_TRACES, available_traces
+from gpupool.simulation.datasets import OPENB
+from gpupool.simulation.placement.openb import GPU_NODE_LIST, PAPER_TRACES, available_traces
 from gpupool.simulation.placement.policies import PLACEMENT_POLICIES
 
 
@@ -47,6 +48,7 @@ def run_openb_mode(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> i
     traces: list[str] = []
     for name in options.get("trace") or ["default"]:
         traces.extend(PAPER_TRACES if name == "paper" else [name])
+    OPENB.file(GPU_NODE_LIST)  # the cluster first: without it, every trace is unknown
     known = set(available_traces())
     unknown = [t for t in traces if t not in known]
     if unknown:

@@ -12,7 +12,6 @@ import argparse
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from gpupool.cli.arguments import non_negative_float, output_file, positive_float, positive_int
@@ -130,26 +129,11 @@ def run_philly_mode(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> 
     """Benchmark B3: queueing and fairness per policy on the Philly VC trace."""
     from gpupool.simulation.queueing.philly import load_jobs
 
-    csv_path = _philly_csv()
-    if not csv_path.is_file():
-        stderr.write(f"simulate philly: {csv_path} not found (set GPUPOOL_DATA_DIR)\n")
-        return 2
-    return _run_queueing(options, load_jobs(csv_path), "philly", {}, stdout, stderr)
-
-
-def _philly_csv() -> Path:
-    """The Philly jobs table the philly, synthetic and what-if trace modes read."""
-    from gpupool.simulation.queueing.philly import philly_dir
-
-    return philly_dir() / "jobs_by_vc_seed0.csv"
+    return _run_queueing(options, load_jobs(), "philly", {}, stdout, stderr)
 
 
 def run_synthetic_mode(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
     """The B3 policies on a synthetic trace drawn from the Philly jobs."""
-    csv_path = _philly_csv()
-    if not csv_path.is_file():
-        stderr.write(f"simulate synthetic: {csv_path} not found (set GPUPOOL_DATA_DIR)\n")
-        return 2
     try:
         spec = _synthetic_spec(options)
         jobs = _synthetic_trace(spec)
@@ -295,9 +279,6 @@ def run_whatif_mode(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> 
         return 2
     days = options["days"]
     trace, limit = options.get("trace"), options.get("limit")
-    if trace is not None and not _philly_csv().is_file():
-        stderr.write(f"simulate whatif: {_philly_csv()} not found (set GPUPOOL_DATA_DIR)\n")
-        return 2
     if trace == "philly":
         from gpupool.simulation.queueing.philly import load_jobs
 

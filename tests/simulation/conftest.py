@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from gpupool.simulation.placement.openb import OpenbNode, load_nodes, openb_dir
+from gpupool.simulation.datasets import OPENB
+from gpupool.simulation.placement.openb import GPU_NODE_LIST, OpenbNode, load_nodes
 
 
 @pytest.fixture(scope="session")
 def openb_nodes() -> list[OpenbNode]:
     """The 1,213 GPU nodes of the openb cluster (skips when the shared data is absent)."""
-    if not (openb_dir() / "openb_node_list_gpu_node.csv").is_file():
-        pytest.skip(f"openb data not found under {openb_dir()}")
+    if not (OPENB.directory() / GPU_NODE_LIST).is_file():
+        pytest.skip(f"openb data not found under {OPENB.directory()}")
     return load_nodes()

@@ -8,16 +8,15 @@ from pathlib import Path
 import pytest
 from simulation_builders import node, task
 
+from gpupool.simulation.datasets import OPENB, MissingTraceData
 from gpupool.simulation.placement.openb import (
     PAPER_TRACES,
     OpenbNode,
     available_traces,
-    data_dir,
     gpu_capacity_milli,
     inflate,
     load_nodes,
     load_tasks,
-    openb_dir,
 )
 
 
@@ -32,7 +31,7 @@ def test_gpu_nodes_match_the_readme(openb_nodes: list[OpenbNode]) -> None:
 
 def test_all_nodes_file_includes_cpu_nodes(openb_nodes: list[OpenbNode]) -> None:
     """The full node list has 1,523 nodes, 310 without GPUs."""
-    every = load_nodes(openb_dir() / "openb_node_list_all_node.csv")
+    every = load_nodes(OPENB.directory() / "openb_node_list_all_node.csv")
     assert len(every) == 1523
     assert sum(1 for n in every if n.gpus == 0) == 310
 
@@ -67,14 +66,12 @@ def test_gpu_spec_and_short_files(openb_nodes: list[OpenbNode]) -> None:
     assert set(PAPER_TRACES) <= set(available_traces())
 
 
-def test_data_dir_follows_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """GPUPOOL_DATA_DIR overrides <repo>/../shared/data; an unknown trace is a clear error."""
+def test_an_unknown_trace_is_refused_naming_its_file(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv("GPUPOOL_DATA_DIR", str(tmp_path))
-    assert data_dir() == tmp_path
-    with pytest.raises(FileNotFoundError, match="nope"):
+    with pytest.raises(MissingTraceData, match=r"openb_pod_list_nope\.csv not found"):
         load_tasks("nope")
-    monkeypatch.delenv("GPUPOOL_DATA_DIR")
-    assert data_dir().parts[-2:] == ("shared", "data")
 
 
 def test_inflation_appends_copies_up_to_the_target() -> None:

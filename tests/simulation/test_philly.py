@@ -9,12 +9,13 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
+from gpupool.simulation.datasets import PHILLY
 from gpupool.simulation.queueing.philly import (
+    JOBS_TABLE,
     PhillyJob,
     deserved_shares,
     load_jobs,
     make_cluster,
-    philly_dir,
     pod_sets,
     run_philly,
     tenant_shares,
@@ -26,8 +27,8 @@ from gpupool.simulation.report import describe_worse_than_alone
 @pytest.fixture(scope="module")
 def philly_jobs() -> list[PhillyJob]:
     """Every job of the flat table (skips when the shared data is absent)."""
-    if not (philly_dir() / "jobs_by_vc_seed0.csv").is_file():
-        pytest.skip(f"Philly data not found under {philly_dir()}")
+    if not (PHILLY.directory() / JOBS_TABLE).is_file():
+        pytest.skip(f"Philly data not found under {PHILLY.directory()}")
     return load_jobs()
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from gpupool.simulation.queueing.philly import DAY_S, PhillyJob, philly_dir, run_philly
+from gpupool.simulation.datasets import PHILLY
+from gpupool.simulation.queueing.philly import DAY_S, JOBS_TABLE, PhillyJob, run_philly
 from gpupool.simulation.queueing.synthetic_trace import SyntheticSpec, synthetic_jobs
 from gpupool.simulation.report import alone_figure, wait_figure
 
@@ -106,8 +107,8 @@ def test_an_empty_population_is_refused() -> None:
 
 @pytest.fixture
 def philly_data() -> None:
-    if not (philly_dir() / "jobs_by_vc_seed0.csv").is_file():
-        pytest.skip(f"Philly data not found under {philly_dir()}")
+    if not (PHILLY.directory() / JOBS_TABLE).is_file():
+        pytest.skip(f"Philly data not found under {PHILLY.directory()}")
 
 
 @pytest.mark.usefixtures("philly_data")
@@ -223,17 +224,3 @@ def test_cli_whatif_on_a_synthetic_trace() -> None:
         )
     assert exit_info.value.code == 2
     assert "load: must be a positive number" in err.getvalue()
-
-
-@pytest.mark.parametrize(
-    "argv", [["synthetic"], ["whatif", "--trace", "synthetic"], ["whatif", "--trace", "philly"]]
-)
-def test_trace_modes_without_the_data_say_where_they_looked(
-    argv: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("GPUPOOL_DATA_DIR", str(tmp_path))
-    err = StringIO()
-    with pytest.raises(SystemExit) as exit_info:
-        call_command("gpupool", "simulate", *argv, stderr=err)
-    assert exit_info.value.code == 2
-    assert f"{tmp_path}/philly_gavel_vc/jobs_by_vc_seed0.csv not found" in err.getvalue()

@@ -21,6 +21,7 @@ from gpupool.cli.simulate_queueing import (
     run_synthetic_mode,
     run_whatif_mode,
 )
+from gpupool.simulation.datasets import MissingTraceData
 
 HELP = "Replay traces through placement or queueing policies (B2, B3, synthetic, what-if)"
 
@@ -62,6 +63,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
-    """Dispatch to the chosen mode."""
+    """Dispatch to the chosen mode; a trace file that is not there is exit status 2, with a
+    message naming the file and where the trace is published."""
     runner: Runner = options.pop("_simulate")
-    return runner(options, stdout, stderr)
+    try:
+        return runner(options, stdout, stderr)
+    except MissingTraceData as error:
+        stderr.write(f"simulate {options['mode']}: {error}\n")
+        return 2

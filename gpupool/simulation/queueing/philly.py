@@ -1,7 +1,7 @@
 """Benchmark B3: multi-tenant queueing on the Philly virtual-cluster trace.
 
 The trace is Gavel's per-VC form of Microsoft's Philly trace (Jeon et al., USENIX ATC'19;
-Narayanan et al., OSDI'20; see ``shared/data/philly_gavel_vc/README.md``): each of 15 virtual
+Narayanan et al., OSDI'20; see the README's "Trace data"): each of 15 virtual
 clusters is a tenant with its own queue; a job is a gang of ``num_gpus`` GPUs that runs for
 ``est_duration_s_v100`` seconds. We keep the jobs arriving in each tenant's first ``days`` days
 (arrival times are relative to each VC's first job), replay them on 128 nodes of 8 GPUs (one
@@ -44,7 +44,7 @@ from gpupool.scheduler.types import (
     QueueInfo,
     QuotaInfo,
 )
-from gpupool.simulation.placement.openb import data_dir
+from gpupool.simulation.datasets import PHILLY
 from gpupool.simulation.queueing.events import (
     DEFAULT_CHECKPOINT_S,
     ClusterSetup,
@@ -67,6 +67,7 @@ QUEUE_WEIGHTS = ("deserved", "equal")
 DEFAULT_QUEUE_WEIGHTS = "deserved"
 CAPABILITY_FACTOR = 2.0
 PROTECTED_RUNTIME_S = 1800.0
+JOBS_TABLE = "jobs_by_vc_seed0.csv"  # the flat table of every VC's jobs
 CYCLE_S = 60.0  # cycles run on a 60 s beat, only when something happened since the last
 
 
@@ -91,14 +92,9 @@ class PhillyJob:
         return self.gpus * self.duration_s / 3600.0
 
 
-def philly_dir() -> Path:
-    """The philly_gavel_vc folder of the data directory."""
-    return data_dir() / "philly_gavel_vc"
-
-
 def load_jobs(path: Path | None = None) -> list[PhillyJob]:
     """Every job of the flat table, in file order."""
-    path = path or philly_dir() / "jobs_by_vc_seed0.csv"
+    path = path or PHILLY.file(JOBS_TABLE)
     with path.open(newline="", encoding="utf-8") as handle:
         return [
             PhillyJob(
