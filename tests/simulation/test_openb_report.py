@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from gpupool.simulation.placement.experiment import run_openb
 from gpupool.simulation.report import placement_figure, write_placement_report
 
 
+@pytest.mark.usefixtures("sample_data")
 def test_report_colours_each_policy_alike_in_both_panels(tmp_path: Path) -> None:
     """Allocation and fragmentation lines of a policy share its colour, so one legend serves."""
-    [run] = run_openb(["default"], ["bestfit", "gpupool"], [42], limit=200)
+    [run] = run_openb(["default"], ["bestfit", "gpupool"], [42])
     figure = placement_figure(run)
     colours: dict[str, set[str]] = {}
     for trace in figure["data"]:

@@ -1,9 +1,13 @@
-"""Replay bookkeeping on a hand-checked trace, determinism, and short runs on openb."""
+"""Placement replay: bookkeeping on a hand-checked trace, determinism, the vectorised choice
+against the scalar one, and ``simulate openb`` on the synthetic sample."""
 
 from __future__ import annotations
 
+import csv
 import io
 import json
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -67,22 +71,26 @@ def test_random_puts_a_sharing_pod_on_any_gpu_that_fits() -> None:
 
 
 @pytest.mark.parametrize("policy", PLACEMENT_POLICIES)
-def test_short_openb_run(openb_nodes: list[OpenbNode], policy: str) -> None:
-    """The first 300 tasks of default (seed 42) all fit, with every policy."""
+def test_the_first_tasks_of_a_light_load_all_fit_with_every_policy(
+    sample_openb_nodes: list[OpenbNode], policy: str
+) -> None:
+    """The first 60 tasks of the sample's default trace (seed 42) all fit."""
     tasks = load_tasks("default")
-    inflated = inflate(tasks, openb_nodes, 42)
-    result = replay_placements(openb_nodes, tasks, inflated, policy, limit=300)
-    assert result.placed == 300
+    inflated = inflate(tasks, sample_openb_nodes, 42)
+    result = replay_placements(sample_openb_nodes, tasks, inflated, policy, limit=60)
+    assert result.placed == 60
     assert np.array_equal(result.allocated_milli, result.arrived_milli)
     assert np.all(np.diff(result.arrived_milli) >= 0)
 
 
-def test_gpupool_picks_the_scalar_argmin_on_openb(openb_nodes: list[OpenbNode]) -> None:
-    """For 60 openb tasks, the vectorised gpupool choice is the node of lowest
-    `placement_cost` (ties to the tie-break rank), computed node by node with the scalar API."""
+def test_gpupool_picks_the_node_of_lowest_scalar_placement_cost(
+    sample_openb_nodes: list[OpenbNode],
+) -> None:
+    """For 60 tasks, the vectorised gpupool choice is the node of lowest `placement_cost`
+    (ties to the tie-break rank), computed node by node with the scalar API."""
     tasks = load_tasks("default")
-    inflated = inflate(tasks, openb_nodes, 42)
-    cluster = ArrayCluster(openb_nodes)
+    inflated = inflate(tasks, sample_openb_nodes, 42)
+    cluster = ArrayCluster(sample_openb_nodes)
     dist = typical_shapes(tasks)
     rank = np.array(inflated.node_rank)
     policy = GpupoolPolicy(cluster, rank, FragmentationTable(cluster, dist))
@@ -103,34 +111,52 @@ def test_gpupool_picks_the_scalar_argmin_on_openb(openb_nodes: list[OpenbNode]) 
         policy.table.refresh(choice[0])
 
 
-def test_cli_json(openb_nodes: list[OpenbNode]) -> None:
-    """`simulate openb --json` prints the B2 layout; short runs have no value at 100%."""
+def simulate_openb_json(*args: str) -> dict[str, Any]:
+    """What ``simulate openb ... --json`` prints, parsed."""
     out = io.StringIO()
-    call_command(
-        "gpupool",
-        "simulate",
-        "openb",
-        "--policy",
-        "bestfit",
-        "--policy",
-        "fgd",
-        "--limit",
-        "200",
-        "--json",
-        stdout=out,
-    )
-    document = json.loads(out.getvalue())
-    assert document["trace"] == "default"
-    assert document["seed"] == 42
+    call_command("gpupool", "simulate", "openb", *args, "--json", stdout=out)
+    document: dict[str, Any] = json.loads(out.getvalue())
+    return document
+
+
+def paper_mean(sample: Path, policy: str, column: str) -> float:
+    """The mean over seeds of one column of the sample's paper results, as a fraction."""
+    path = sample / "openb" / "fgd_expected_results" / "analysis_allo_discrete.csv"
+    with path.open(newline="") as handle:
+        values = [float(r[column]) for r in csv.DictReader(handle) if r["sc_policy"] == policy]
+    return sum(values) / len(values) / 100
+
+
+def test_simulate_openb_prints_the_b2_layout_beside_the_papers_means(sample_data: Path) -> None:
+    """The whole run reaches 130% arrived load; the paper's seed means come with it."""
+    document = simulate_openb_json("--policy", "bestfit", "--policy", "fgd")
+    assert (document["trace"], document["seed"]) == ("default", 42)
     assert set(document["policies"]) == {"bestfit", "fgd"}
+    for entry in document["policies"].values():
+        assert 0 < entry["allocation_ratio"]["1.0"] <= entry["allocation_ratio"]["1.3"] <= 1
+        assert 0 <= entry["fragmentation_rate"]["1.0"] <= 1
+    paper = document["paper"]
+    assert set(paper) == {"random", "bestfit", "fgd"}
+    want = paper_mean(sample_data, "06-FGD", "130")
+    assert paper["fgd"]["allocation_ratio"]["1.3"] == pytest.approx(want, abs=1e-5)
+
+
+@pytest.mark.usefixtures("sample_data")
+def test_a_short_run_has_no_figure_at_loads_it_never_reached() -> None:
+    document = simulate_openb_json("--policy", "fgd", "--limit", "20")
     assert document["policies"]["fgd"]["allocation_ratio"] == {"1.0": None, "1.3": None}
+
+
+@pytest.mark.usefixtures("full_openb_nodes")
+def test_simulate_openb_gives_the_papers_fgd_mean_on_the_published_trace() -> None:
+    document = simulate_openb_json("--policy", "fgd", "--limit", "200")
     assert document["paper"]["fgd"]["allocation_ratio"]["1.3"] == pytest.approx(0.95391, abs=1e-4)
 
 
-def test_cli_refuses_unknown_trace(openb_nodes: list[OpenbNode]) -> None:
-    """An unknown trace is an error with a non-zero status."""
+@pytest.mark.usefixtures("sample_data")
+def test_simulate_openb_refuses_an_unknown_trace_naming_it() -> None:
     err = io.StringIO()
     with pytest.raises(SystemExit) as exit_info:
         call_command("gpupool", "simulate", "openb", "--trace", "nope", "--json", stderr=err)
     assert exit_info.value.code == 2
-    assert "nope" in err.getvalue()
+    assert "unknown trace(s) nope" in err.getvalue()

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from gpupool.simulation.datasets import PHILLY
-from gpupool.simulation.queueing.philly import DAY_S, JOBS_TABLE, PhillyJob, run_philly
+from gpupool.simulation.queueing.philly import DAY_S, PhillyJob, run_philly
 from gpupool.simulation.queueing.synthetic_trace import SyntheticSpec, synthetic_jobs
 from gpupool.simulation.report import alone_figure, wait_figure
 
@@ -105,13 +104,7 @@ def test_an_empty_population_is_refused() -> None:
         synthetic_jobs(SyntheticSpec(), [PhillyJob("x", 0, 0.0, 0, HOUR)], CAPACITY)
 
 
-@pytest.fixture
-def philly_data() -> None:
-    if not (PHILLY.directory() / JOBS_TABLE).is_file():
-        pytest.skip(f"Philly data not found under {PHILLY.directory()}")
-
-
-@pytest.mark.usefixtures("philly_data")
+@pytest.mark.usefixtures("sample_data")
 def test_cli_synthetic_json() -> None:
     """A day of three tenants drawn from the Philly jobs, replayed with gpupool: the JSON
     says how the trace was drawn and has B3's figures for it."""
@@ -144,7 +137,7 @@ def test_cli_synthetic_json() -> None:
     assert 0 < gpupool["utilisation"] <= 1
 
 
-@pytest.mark.usefixtures("philly_data")
+@pytest.mark.usefixtures("sample_data")
 def test_cli_synthetic_report_says_how_the_trace_was_drawn(tmp_path: Path) -> None:
     report = tmp_path / "synthetic.html"
     call_command(
@@ -181,7 +174,7 @@ def test_report_figures_give_a_policy_one_colour() -> None:
     assert bars["alone on deserved share"] not in boxes.values()
 
 
-@pytest.mark.usefixtures("philly_data")
+@pytest.mark.usefixtures("sample_data")
 def test_cli_synthetic_refuses_a_bad_spec() -> None:
     err = StringIO()
     with pytest.raises(SystemExit) as exit_info:
@@ -190,7 +183,7 @@ def test_cli_synthetic_refuses_a_bad_spec() -> None:
     assert "tenants: must be at least 1" in err.getvalue()
 
 
-@pytest.mark.usefixtures("philly_data")
+@pytest.mark.usefixtures("sample_data")
 def test_cli_whatif_on_a_synthetic_trace() -> None:
     """The what-if replays a drawn trace too: its note says how it was drawn, and a quota
     change on one of its queues is applied."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 from io import StringIO
+from typing import Any
 
 import pytest
 from django.core.management import call_command
@@ -331,24 +332,29 @@ def test_cli_whatif_policy_change(recorded_pool: dict[str, object]) -> None:
     assert "proposed: 3 jobs never finish" in err.getvalue()
 
 
-def test_cli_whatif_policy_change_on_the_philly_trace() -> None:
+def whatif_on_the_philly_trace(*args: str) -> dict[str, Any]:
+    """What ``simulate whatif --trace philly ... --json`` prints, parsed."""
+    out = StringIO()
+    call_command("gpupool", "simulate", "whatif", "--trace", "philly", *args, "--json", stdout=out)
+    document: dict[str, Any] = json.loads(out.getvalue())
+    return document
+
+
+@pytest.mark.usefixtures("sample_data")
+def test_strict_fifo_queues_make_the_philly_sample_wait_longer() -> None:
+    """Blocked heads hold back the jobs behind them: the mean wait grows."""
+    document = whatif_on_the_philly_trace("--limit", "100", "--set-policy", "queueing=fifo")
+    assert document["jobs"] == 100
+    assert document["policy_changes"] == {"queueing": "fifo"}
+    assert document["note"].startswith("philly trace, 100 jobs of each tenant's first 30 days")
+    assert document["after"]["wait_mean_s"] > document["before"]["wait_mean_s"]
+
+
+@pytest.mark.usefixtures("full_philly_jobs")
+def test_strict_fifo_queues_make_the_published_philly_trace_wait_longer() -> None:
     """The trace's first 800 jobs under strict FIFO queues instead of best-effort: longer
     waits (blocked heads hold back the jobs behind them); nothing is preempted in either."""
-    out = StringIO()
-    call_command(
-        "gpupool",
-        "simulate",
-        "whatif",
-        "--trace",
-        "philly",
-        "--limit",
-        "800",
-        "--set-policy",
-        "queueing=fifo",
-        "--json",
-        stdout=out,
-    )
-    document = json.loads(out.getvalue())
+    document = whatif_on_the_philly_trace("--limit", "800", "--set-policy", "queueing=fifo")
     assert document["jobs"] == 800
     before, after = document["before"], document["after"]
     assert after["wait_mean_s"] > before["wait_mean_s"]
