@@ -127,7 +127,7 @@ def test_a_short_run_is_deterministic(sample_philly_jobs: list[PhillyJob]) -> No
 
 
 @pytest.mark.usefixtures("sample_data")
-def test_cli_prints_the_b3_json() -> None:
+def test_simulate_philly_prints_the_b3_json() -> None:
     """``simulate philly --json`` has per policy the B3 keys and per tenant the alone wait."""
     out = StringIO()
     call_command(
@@ -167,7 +167,7 @@ def test_cli_prints_the_b3_json() -> None:
 
 
 @pytest.mark.usefixtures("sample_data")
-def test_cli_writes_a_self_contained_report(tmp_path: Path) -> None:
+def test_simulate_philly_writes_a_self_contained_report(tmp_path: Path) -> None:
     """``--report`` writes one HTML page with plotly.js inlined and the wait box plots."""
     path = tmp_path / "b3.html"
     out, err = StringIO(), StringIO()

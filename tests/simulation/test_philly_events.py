@@ -98,7 +98,7 @@ def test_fifo_blocks_the_queue_behind_its_head() -> None:
 @pytest.mark.parametrize(
     ("ran", "kept"), [(0, 0), (1799, 0), (1800, 1800), (4000, 3600), (5400, 5400)]
 )
-def test_checkpointed_progress(ran: float, kept: float) -> None:
+def test_progress_is_kept_up_to_the_last_whole_checkpoint(ran: float, kept: float) -> None:
     """Progress survives up to the last 30-minute checkpoint."""
     assert checkpointed_progress(ran, 1800) == kept
 
@@ -233,7 +233,7 @@ def test_fair_split_is_weighted_max_min(
     assert fair_split(demand, weight, 8) == pytest.approx(split)
 
 
-def test_share_deviation_on_a_hand_checked_replay() -> None:
+def test_share_deviation_of_a_hand_checked_replay() -> None:
     """b's 8-GPU job holds the node for [0, 100); a's arrives at 1 and runs [100, 200).
 
     Fair split (deserved 4 and 4): b alone wants it at [0, 1) -> 8 to b; both want 8 over

@@ -24,7 +24,7 @@ NODES = [node("n0", gpus=2), node("n1", gpus=1)]
 TASKS = [task("a"), task("b", milli=500), task("c", gpus=2), task("d", milli=500)]
 
 
-def test_bookkeeping_on_a_hand_checked_trace() -> None:
+def test_a_replay_records_arrived_allocated_and_fragmented_milli_per_task() -> None:
     """Best fit on 3 GPUs: a -> n1, b -> n0 GPU 0, c (2 GPUs) dropped, d -> n0 GPU 0.
 
     Arrived 1000, 1500, 3500, 4000 milli; allocated 1000, 1500, 1500, 2000. At the end n0 has
@@ -45,7 +45,7 @@ def test_bookkeeping_on_a_hand_checked_trace() -> None:
     assert result.curve(result.allocated_milli.astype(float), 133, 133) == {133: 2000.0}
 
 
-def test_same_seed_same_run() -> None:
+def test_the_same_seed_gives_the_same_run() -> None:
     """A seeded run is reproducible, including the random policy."""
     tasks = [task(f"t{i}", milli=m) for i, m in enumerate((300, 700, 1000, 450, 550, 1000))]
     inflated = inflate(tasks, NODES, seed=5)

@@ -105,7 +105,7 @@ def test_an_empty_population_is_refused() -> None:
 
 
 @pytest.mark.usefixtures("sample_data")
-def test_cli_synthetic_json() -> None:
+def test_simulate_synthetic_says_how_the_trace_was_drawn_beside_b3s_figures() -> None:
     """A day of three tenants drawn from the Philly jobs, replayed with gpupool: the JSON
     says how the trace was drawn and has B3's figures for it."""
     out = StringIO()
@@ -138,7 +138,7 @@ def test_cli_synthetic_json() -> None:
 
 
 @pytest.mark.usefixtures("sample_data")
-def test_cli_synthetic_report_says_how_the_trace_was_drawn(tmp_path: Path) -> None:
+def test_the_synthetic_report_says_how_the_trace_was_drawn(tmp_path: Path) -> None:
     report = tmp_path / "synthetic.html"
     call_command(
         "gpupool",
@@ -175,7 +175,7 @@ def test_report_figures_give_a_policy_one_colour() -> None:
 
 
 @pytest.mark.usefixtures("sample_data")
-def test_cli_synthetic_refuses_a_bad_spec() -> None:
+def test_simulate_synthetic_refuses_a_bad_spec() -> None:
     err = StringIO()
     with pytest.raises(SystemExit) as exit_info:
         call_command("gpupool", "simulate", "synthetic", "--tenants", "0", stderr=err)
@@ -184,7 +184,7 @@ def test_cli_synthetic_refuses_a_bad_spec() -> None:
 
 
 @pytest.mark.usefixtures("sample_data")
-def test_cli_whatif_on_a_synthetic_trace() -> None:
+def test_whatif_replays_a_drawn_trace_with_a_quota_change() -> None:
     """The what-if replays a drawn trace too: its note says how it was drawn, and a quota
     change on one of its queues is applied."""
     out = StringIO()

@@ -41,7 +41,7 @@ from gpupool.workloads.actions import (
 HOUR = 3600.0
 
 
-def test_parse_quota_change() -> None:
+def test_a_quota_change_is_read_in_gpus() -> None:
     """QUEUE:FLAVOR:deserved=N[,capability=M] in GPUs."""
     assert parse_quota_change("nlp:h100:deserved=6,capability=12") == QuotaChange(
         "nlp", "h100", deserved=6, capability=12
@@ -52,7 +52,7 @@ def test_parse_quota_change() -> None:
 @pytest.mark.parametrize(
     "text", ["nlp:h100", "nlp:h100:weight=2", "nlp:h100:deserved=x", "nlp:h100:deserved=-1"]
 )
-def test_parse_refuses_malformed_changes(text: str) -> None:
+def test_malformed_quota_changes_are_refused(text: str) -> None:
     """Missing levels, unknown levels and non-numbers are refused with the text."""
     with pytest.raises(ValueError, match="nlp"):
         parse_quota_change(text)
@@ -65,7 +65,7 @@ QUEUES = (
 )
 
 
-def test_apply_changes_keeps_order_and_checks_levels() -> None:
+def test_applying_quota_changes_keeps_the_order_and_checks_the_levels() -> None:
     """Deserved may grow capability along; guarantee <= deserved <= capability is enforced."""
     changed = apply_changes(QUEUES, [QuotaChange("a", "h100", deserved=6)])
     assert [q.name for q in changed] == ["root", "a", "b"]
@@ -76,7 +76,7 @@ def test_apply_changes_keeps_order_and_checks_levels() -> None:
         apply_changes(QUEUES, [QuotaChange("zzz", "h100", deserved=1)])
 
 
-def test_replay_whatif_shows_who_gains_and_who_pays() -> None:
+def test_the_whatif_shows_who_gains_and_who_pays() -> None:
     """Moving 4 GPUs of deserved from b to a removes a's wait (no borrowing here)."""
     pods = (PodSetInfo(count=1, gpus=2, flavors=("h100",)),)
     demand = [SimJob(f"a-{i}", "a", pods, submitted_at=0, duration_s=HOUR) for i in range(3)]
@@ -116,12 +116,14 @@ def test_replay_whatif_shows_who_gains_and_who_pays() -> None:
         ("preemption_backoff=null", ("preemption_backoff", None)),
     ],
 )
-def test_parse_policy_change(text: str, parsed: tuple[str, object]) -> None:
+def test_a_policy_change_is_read_as_json_else_as_text(
+    text: str, parsed: tuple[str, object]
+) -> None:
     """KEY=VALUE, the value read as JSON when it is JSON, else as a string."""
     assert parse_policy_change(text) == parsed
 
 
-def test_apply_policy_changes_keeps_the_rest_and_names_bad_keys() -> None:
+def test_applying_policy_changes_keeps_the_rest_and_names_bad_keys() -> None:
     """Only the keys given change; a bad key or value is refused naming policy.<key>."""
     base = PolicyInfo(starvation_limit_s=3600)
     fifo = apply_policy_changes(base, {"queueing": "fifo"})
@@ -144,7 +146,7 @@ def test_apply_policy_changes_keeps_the_rest_and_names_bad_keys() -> None:
             apply_policy_changes(base, bad)
 
 
-def test_replay_whatif_compares_policies() -> None:
+def test_the_whatif_compares_two_policies() -> None:
     """One 4-GPU queue: a 2-GPU job runs 2 h; a 4-GPU job and then a 2-GPU job arrive.
 
     Best-effort (today) lets the small job pass the blocked 4-GPU one and run at once; strict
@@ -251,7 +253,9 @@ def test_recorded_demand_reads_the_window(recorded_pool: dict[str, object]) -> N
 
 
 @pytest.mark.django_db
-def test_cli_whatif_on_recorded_workloads(recorded_pool: dict[str, object]) -> None:
+def test_whatif_shows_a_quota_change_ending_recorded_waits(
+    recorded_pool: dict[str, object],
+) -> None:
     """Giving team-a 6 GPUs of deserved ends its waits; the JSON says before and after."""
     out = StringIO()
     call_command(
@@ -276,7 +280,9 @@ def test_cli_whatif_on_recorded_workloads(recorded_pool: dict[str, object]) -> N
 
 
 @pytest.mark.django_db
-def test_cli_whatif_table_and_bad_change(recorded_pool: dict[str, object]) -> None:
+def test_whatif_prints_tables_and_refuses_an_unknown_queue(
+    recorded_pool: dict[str, object],
+) -> None:
     """Without --json a before/after table; an unknown queue is refused with exit status 2."""
     out = StringIO()
     call_command(
@@ -293,7 +299,9 @@ def test_cli_whatif_table_and_bad_change(recorded_pool: dict[str, object]) -> No
 
 
 @pytest.mark.django_db
-def test_cli_whatif_policy_change(recorded_pool: dict[str, object]) -> None:
+def test_whatif_echoes_a_policy_change_and_refuses_bad_ones(
+    recorded_pool: dict[str, object],
+) -> None:
     """--set-policy proposes a policy setting; the JSON echoes it, a bad value exits 2."""
     out = StringIO()
     call_command(
