@@ -11,12 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from simulation_builders import SAMPLE_DIR
 
 from gpupool.simulation.datasets import OPENB, PHILLY
 from gpupool.simulation.placement.openb import GPU_NODE_LIST, OpenbNode, load_nodes
 from gpupool.simulation.queueing.philly import JOBS_TABLE, PhillyJob, load_jobs
-
-SAMPLE_DIR = Path(__file__).resolve().parents[1] / "data"
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from conftest import SAMPLE_DIR
+from simulation_builders import SAMPLE_DIR
 
 from gpupool.simulation.datasets import data_dir
 
