@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from gpupool.simulation.openb import inflate, load_nodes, load_tasks
-from gpupool.simulation.paper import paper_results
-from gpupool.simulation.replay import ReplayResult, replay
+from gpupool.simulation.placement.openb import inflate, load_nodes, load_tasks
+from gpupool.simulation.placement.paper import paper_results
+from gpupool.simulation.placement.replay import ReplayResult, replay_placements
 
 LOADS = {"1.0": 100, "1.3": 130}
 
@@ -102,16 +102,19 @@ def run_openb(
     on_task: Callable[[int], None] | None = None,
     on_run: Callable[[str, str, int, ReplayResult], None] | None = None,
 ) -> list[TraceRun]:
-    """Replay every trace with every policy and seed; the policies share each seed's workload."""
+    """Replay every trace with every policy and seed; the policies of a seed share its
+    inflated trace."""
     nodes = load_nodes()
     runs = []
     for trace in traces:
         tasks = load_tasks(trace)
         run = TraceRun(trace=trace, seeds=list(seeds), policies=list(policies))
         for seed in seeds:
-            workload = inflate(tasks, nodes, seed)
+            inflated = inflate(tasks, nodes, seed)
             for policy in policies:
-                result = replay(nodes, tasks, workload, policy, limit=limit, on_task=on_task)
+                result = replay_placements(
+                    nodes, tasks, inflated, policy, limit=limit, on_task=on_task
+                )
                 run.results.setdefault(policy, []).append(result)
                 if on_run is not None:
                     on_run(trace, policy, seed, result)

@@ -1,7 +1,7 @@
 """Benchmark B3: multi-tenant queueing on the Philly virtual-cluster trace.
 
 The trace is Gavel's per-VC form of Microsoft's Philly trace (Jeon et al., USENIX ATC'19;
-Narayanan et al., OSDI'20; see ``shared/data/philly_gavel_vc/README.md``): each of 15 virtual
+Narayanan et al., OSDI'20; see the README's "Trace data"): each of 15 virtual
 clusters is a tenant with its own queue; a job is a gang of ``num_gpus`` GPUs that runs for
 ``est_duration_s_v100`` seconds. We keep the jobs arriving in each tenant's first ``days`` days
 (arrival times are relative to each VC's first job), replay them on 128 nodes of 8 GPUs (one
@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from gpupool.scheduler.types import (
+    MIB_PER_GB,
     MILLI,
     FlavorInfo,
     NodeInfo,
@@ -43,22 +44,22 @@ from gpupool.scheduler.types import (
     QueueInfo,
     QuotaInfo,
 )
-from gpupool.simulation.events import (
+from gpupool.simulation.datasets import PHILLY
+from gpupool.simulation.queueing.events import (
     DEFAULT_CHECKPOINT_S,
     ClusterSetup,
     ReplayOutcome,
     SimJob,
     SimPolicy,
-    replay,
+    replay_jobs,
 )
-from gpupool.simulation.openb import data_dir
-from gpupool.simulation.queueing_metrics import PolicyMetrics, summarise
+from gpupool.simulation.queueing.metrics import PolicyMetrics, summarise
 
 FLAVOR = "v100"
 NODES = 128
 GPUS_PER_NODE = 8
 NODE_CPU_MILLI = 96_000
-NODE_MEMORY_MIB = 768 * 1024
+NODE_MEMORY_MIB = 768 * MIB_PER_GB
 DAY_S = 86_400.0
 DEFAULT_DAYS = 30.0
 # How the setup weighs the tenants' queues for weighted DRF (see make_cluster).
@@ -66,6 +67,7 @@ QUEUE_WEIGHTS = ("deserved", "equal")
 DEFAULT_QUEUE_WEIGHTS = "deserved"
 CAPABILITY_FACTOR = 2.0
 PROTECTED_RUNTIME_S = 1800.0
+JOBS_TABLE = "jobs_by_vc_seed0.csv"  # the flat table of every VC's jobs
 CYCLE_S = 60.0  # cycles run on a 60 s beat, only when something happened since the last
 
 
@@ -90,14 +92,9 @@ class PhillyJob:
         return self.gpus * self.duration_s / 3600.0
 
 
-def philly_dir() -> Path:
-    """The philly_gavel_vc folder of the data directory."""
-    return data_dir() / "philly_gavel_vc"
-
-
 def load_jobs(path: Path | None = None) -> list[PhillyJob]:
     """Every job of the flat table, in file order."""
-    path = path or philly_dir() / "jobs_by_vc_seed0.csv"
+    path = path or PHILLY.file(JOBS_TABLE)
     with path.open(newline="", encoding="utf-8") as handle:
         return [
             PhillyJob(
@@ -250,7 +247,7 @@ class PhillyPolicy:
     description: str = ""
 
 
-POLICIES: dict[str, PhillyPolicy] = {
+QUEUEING_POLICIES: dict[str, PhillyPolicy] = {
     "fifo": PhillyPolicy(
         SimPolicy(
             "fifo",
@@ -301,7 +298,7 @@ def gpupool_policy(
     )
 
 
-POLICIES["gpupool"] = gpupool_policy()
+QUEUEING_POLICIES["gpupool"] = gpupool_policy()
 
 ALONE_POLICY = "gpupool"
 
@@ -317,7 +314,7 @@ class PhillyRun:
     capacity_gpus: int
     shares: dict[str, int]
     queue_weights: str = DEFAULT_QUEUE_WEIGHTS
-    trace: str = "philly"  # or "synthetic" (`gpupool.simulation.synthetic`)
+    trace: str = "philly"  # or "synthetic" (`gpupool.simulation.queueing.synthetic_trace`)
     source: dict[str, Any] = field(default_factory=dict)  # how a synthetic trace was drawn
     metrics: dict[str, PolicyMetrics] = field(default_factory=dict)
     outcomes: dict[str, ReplayOutcome] = field(default_factory=dict)
@@ -367,7 +364,7 @@ def _settings_json(setup: PhillyPolicy) -> dict[str, Any]:
 
 
 def run_philly(
-    policies: Sequence[str] = tuple(POLICIES),
+    policies: Sequence[str] = tuple(QUEUEING_POLICIES),
     *,
     days: float = DEFAULT_DAYS,
     limit: int | None = None,
@@ -408,7 +405,7 @@ def run_philly(
         run.alone = alone_baselines(simulated, shares, on_progress)
         run.elapsed_s["alone"] = time.perf_counter() - started
     for name in policies:
-        setup = (settings or {}).get(name) or POLICIES[name]
+        setup = (settings or {}).get(name) or QUEUEING_POLICIES[name]
         run.settings[name] = setup
         cluster = make_cluster(
             shares,
@@ -419,7 +416,7 @@ def run_philly(
         )
         hook = _hook(on_progress, name)
         started = time.perf_counter()
-        outcome = replay(simulated, cluster, setup.sim, cycle_s=CYCLE_S, on_progress=hook)
+        outcome = replay_jobs(simulated, cluster, setup.sim, cycle_s=CYCLE_S, on_progress=hook)
         run.elapsed_s[name] = time.perf_counter() - started
         run.outcomes[name] = outcome
         run.metrics[name] = summarise(outcome, cluster, window_s, shares, run.alone)
@@ -430,7 +427,7 @@ def alone_baselines(
     jobs: Sequence[SimJob], shares: Mapping[str, int], on_progress: ProgressHook | None = None
 ) -> dict[str, ReplayOutcome]:
     """Each tenant's jobs replayed alone on a pool the size of its deserved share."""
-    setup = POLICIES[ALONE_POLICY]
+    setup = QUEUEING_POLICIES[ALONE_POLICY]
     by_queue: dict[str, list[SimJob]] = defaultdict(list)
     for job in jobs:
         by_queue[job.queue].append(job)
@@ -442,7 +439,7 @@ def alone_baselines(
         cluster = make_cluster({vc: deserved}, deserved, 1.0, setup.sim.protected_runtime_s)
         sim = replace(setup.sim, name=f"alone-{vc}")
         hook = _hook(on_progress, f"alone {vc}")
-        result[vc] = replay(mine, cluster, sim, cycle_s=CYCLE_S, on_progress=hook)
+        result[vc] = replay_jobs(mine, cluster, sim, cycle_s=CYCLE_S, on_progress=hook)
     return result
 
 

@@ -28,7 +28,6 @@ from gpupool.scheduler.fragmentation import (
     COST_DECIMALS,
     CPU_ONLY_STRAND_WEIGHT,
     CPU_STRAND_WEIGHT,
-    MILLI_PER_GPU,
     REMAINDER_WEIGHT,
     PodShape,
     ShapeDistribution,
@@ -40,8 +39,9 @@ from gpupool.scheduler.fragmentation import (
     take,
     workload_cpu_per_gpu_milli,
 )
-from gpupool.simulation.cluster import (
-    Cluster,
+from gpupool.scheduler.types import MILLI
+from gpupool.simulation.placement.array_cluster import (
+    ArrayCluster,
     FloatArray,
     FragmentationTable,
     IntArray,
@@ -54,7 +54,7 @@ DEFAULT_CPU_REQUEST = 100  # kube-scheduler's non-zero defaults
 DEFAULT_MEMORY_REQUEST_MIB = 200
 
 
-class Policy(Protocol):
+class PlacementPolicy(Protocol):
     """Chooses a node and GPUs for one task among the feasible nodes."""
 
     name: str
@@ -80,7 +80,7 @@ class _Base:
 
     name = ""
 
-    def __init__(self, cluster: Cluster, rank: IntArray) -> None:
+    def __init__(self, cluster: ArrayCluster, rank: IntArray) -> None:
         """Keep the cluster and the tie-break order."""
         self.cluster = cluster
         self.rank = rank
@@ -102,7 +102,7 @@ class RandomPolicy(_Base):
 
     name = "random"
 
-    def __init__(self, cluster: Cluster, rank: IntArray, seed: int) -> None:
+    def __init__(self, cluster: ArrayCluster, rank: IntArray, seed: int) -> None:
         """Seed the policy's own random stream."""
         super().__init__(cluster, rank)
         self.rng = random.Random(seed)
@@ -200,7 +200,7 @@ class FGDPolicy(_Base):
 
     name = "fgd"
 
-    def __init__(self, cluster: Cluster, rank: IntArray, table: FragmentationTable) -> None:
+    def __init__(self, cluster: ArrayCluster, rank: IntArray, table: FragmentationTable) -> None:
         """Score against the given (shared, kept-current) fragmentation table."""
         super().__init__(cluster, rank)
         self.table = table
@@ -238,7 +238,7 @@ class GpupoolPolicy(_Base):
 
     name = "gpupool"
 
-    def __init__(self, cluster: Cluster, rank: IntArray, table: FragmentationTable) -> None:
+    def __init__(self, cluster: ArrayCluster, rank: IntArray, table: FragmentationTable) -> None:
         """Score against the given fragmentation table (the product's shape distribution)."""
         super().__init__(cluster, rank)
         self.table = table
@@ -251,7 +251,7 @@ class GpupoolPolicy(_Base):
             after = table.evaluate(table.after_host(nodes, shape))
             growth: FloatArray = after - table.frag[nodes]
             if shape.gpus:
-                remainder = shape.gpus * (waste[0] - waste[MILLI_PER_GPU])
+                remainder = shape.gpus * (waste[0] - waste[MILLI])
                 growth = growth + REMAINDER_WEIGHT * remainder
             return growth
         best: FloatArray = np.full(len(nodes), math.inf)
@@ -293,17 +293,17 @@ class GpupoolPolicy(_Base):
         return index, best[0]
 
 
-POLICIES = ("random", "k8s-default", "bestfit", "fgd", "gpupool")
+PLACEMENT_POLICIES = ("random", "k8s-default", "bestfit", "fgd", "gpupool")
 
 
-def make_policy(
+def make_placement_policy(
     name: str,
-    cluster: Cluster,
+    cluster: ArrayCluster,
     rank: IntArray,
     seed: int,
     measure: FragmentationTable,
     gpupool_table: Callable[[], FragmentationTable],
-) -> Policy:
+) -> PlacementPolicy:
     """Build a policy by name; `measure` is FGD's own table, shared with the fgd policy."""
     if name == "random":
         return RandomPolicy(cluster, rank, seed)
@@ -315,7 +315,7 @@ def make_policy(
         return FGDPolicy(cluster, rank, measure)
     if name == "gpupool":
         return GpupoolPolicy(cluster, rank, gpupool_table())
-    raise ValueError(f"policy: unknown {name!r}; choose from {', '.join(POLICIES)}")
+    raise ValueError(f"policy: unknown {name!r}; choose from {', '.join(PLACEMENT_POLICIES)}")
 
 
-__all__ = ["POLICIES", "Policy", "ShapeDistribution", "make_policy"]
+__all__ = ["PLACEMENT_POLICIES", "PlacementPolicy", "ShapeDistribution", "make_placement_policy"]

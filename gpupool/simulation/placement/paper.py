@@ -6,7 +6,7 @@ import csv
 from collections import defaultdict
 from pathlib import Path
 
-from gpupool.simulation.openb import openb_dir
+from gpupool.simulation.datasets import OPENB
 
 # The paper's policy folders, by our policy names (k8s-default and gpupool are not in it).
 PAPER_POLICIES = {"random": "01-Random", "bestfit": "05-BestFit", "fgd": "06-FGD"}
@@ -30,7 +30,7 @@ def paper_results(trace: str) -> dict[str, dict[str, dict[str, float]]]:
 
     Empty when the results folder is missing or the trace was not in the paper.
     """
-    folder = openb_dir() / "fgd_expected_results"
+    folder = OPENB.directory() / "fgd_expected_results"
     allocation = folder / "analysis_allo_discrete.csv"
     fragmentation = folder / "analysis_frag_ratio_discrete.csv"
     if not allocation.is_file() or not fragmentation.is_file():

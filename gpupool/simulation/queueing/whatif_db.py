@@ -17,6 +17,7 @@ from gpupool.inventory.choices import Sharing
 from gpupool.inventory.models import Flavor, Node
 from gpupool.quotas.models import PriorityClass, Queue
 from gpupool.scheduler.types import (
+    MIB_PER_GB,
     MILLI,
     FlavorInfo,
     NodeInfo,
@@ -25,11 +26,9 @@ from gpupool.scheduler.types import (
     QueueInfo,
     QuotaInfo,
 )
-from gpupool.simulation.events import SimJob
+from gpupool.simulation.queueing.events import SimJob
 from gpupool.workloads.choices import WorkloadState
 from gpupool.workloads.models import Workload
-
-MIB_PER_GB = 1024
 
 
 @dataclass(slots=True)

@@ -30,16 +30,16 @@ from gpupool.scheduler.types import (
     QueueInfo,
     QuotaInfo,
 )
-from gpupool.simulation.events import (
+from gpupool.simulation.queueing.events import (
     DEFAULT_CHECKPOINT_S,
     ClusterSetup,
     ReplayOutcome,
     SimJob,
     SimPolicy,
     UnfinishedJobsError,
-    replay,
+    replay_jobs,
 )
-from gpupool.simulation.queueing_metrics import deserved_gpus, held_gpu_seconds, mean, percentile
+from gpupool.simulation.queueing.metrics import deserved_gpus, held_gpu_seconds, mean, percentile
 
 DEFAULT_POLICY = SimPolicy("gpupool", PolicyInfo())
 DEFAULT_PRIORITY_CLASSES = (PriorityClassInfo("normal", 0, default=True),)
@@ -330,7 +330,7 @@ def replay_whatif(
         )
         pool_gpus = cluster.gpus
         try:
-            outcome = replay(demand, cluster, run_policy, checkpoint_s=checkpoint_s)
+            outcome = replay_jobs(demand, cluster, run_policy, checkpoint_s=checkpoint_s)
         except UnfinishedJobsError as error:
             raise ValueError(f"{label}: {error}") from error
         results.append(_figures(outcome, cluster, window_s))

@@ -176,7 +176,7 @@ def checkpointed_progress(run_s: float, checkpoint_s: float) -> float:
     return math.floor(run_s / checkpoint_s + 1e-9) * checkpoint_s
 
 
-class Replay:
+class JobReplay:
     """The state of one replay in virtual time; ``run()`` drives it to the end."""
 
     def __init__(
@@ -438,7 +438,7 @@ class Replay:
             self._push(record.job.submitted_at + limit + 1e-6, WAKE)
 
 
-def replay(
+def replay_jobs(
     jobs: Sequence[SimJob],
     cluster: ClusterSetup,
     sim_policy: SimPolicy,
@@ -449,7 +449,7 @@ def replay(
     on_progress: Callable[[int, int], None] | None = None,
 ) -> ReplayOutcome:
     """Replay ``jobs`` on ``cluster`` under ``sim_policy`` until all have finished."""
-    return Replay(
+    return JobReplay(
         jobs,
         cluster,
         sim_policy,

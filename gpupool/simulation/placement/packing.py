@@ -23,21 +23,23 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpupool.scheduler.fragmentation import MILLI_PER_GPU, PodShape
-from gpupool.simulation.openb import OpenbTask
+from gpupool.scheduler.fragmentation import PodShape
+from gpupool.scheduler.types import MILLI
+from gpupool.simulation.placement.openb import OpenbTask
 
 PRICING_TOLERANCE = 1e-9
 
 
 @dataclass
 class SharingLedger:
-    """Collects which GPU-sharing pods each GPU holds; pass it to `replay(on_place=...)`."""
+    """Collects which GPU-sharing pods each GPU holds; pass it as `replay_placements`'s
+    `on_place`."""
 
     by_gpu: dict[tuple[int, int], list[int]] = field(default_factory=lambda: defaultdict(list))
     other_milli: int = 0  # whole-GPU and multi-GPU pods
 
     def __call__(self, node: int, shape: PodShape, gpus: tuple[int, ...]) -> None:
-        if shape.gpus == 1 and shape.milli < MILLI_PER_GPU:
+        if shape.gpus == 1 and shape.milli < MILLI:
             self.by_gpu[(node, gpus[0])].append(shape.milli)
         else:
             self.other_milli += shape.gpus * shape.milli
@@ -48,27 +50,27 @@ class SharingLedger:
 
     def idle_milli(self) -> int:
         """The idle milli-GPU on the GPUs that sharing pods hold."""
-        return sum(MILLI_PER_GPU - sum(pods) for pods in self.by_gpu.values())
+        return sum(MILLI - sum(pods) for pods in self.by_gpu.values())
 
 
 def _best_pattern(sizes: list[int], values: list[float]) -> tuple[float, list[int]]:
     """Unbounded knapsack over one GPU: the pattern of pod counts with the highest value."""
-    best = [0.0] * (MILLI_PER_GPU + 1)
-    last: list[int] = [-1] * (MILLI_PER_GPU + 1)
-    for room in range(1, MILLI_PER_GPU + 1):
+    best = [0.0] * (MILLI + 1)
+    last: list[int] = [-1] * (MILLI + 1)
+    for room in range(1, MILLI + 1):
         best[room], last[room] = best[room - 1], -1
         for i, size in enumerate(sizes):
             if size <= room and best[room - size] + values[i] > best[room]:
                 best[room], last[room] = best[room - size] + values[i], i
     counts = [0] * len(sizes)
-    room = MILLI_PER_GPU
+    room = MILLI
     while room > 0:
         if last[room] < 0:
             room -= 1
         else:
             counts[last[room]] += 1
             room -= sizes[last[room]]
-    return best[MILLI_PER_GPU], counts
+    return best[MILLI], counts
 
 
 def min_gpus_lp(pods: Mapping[int, int]) -> float:
@@ -81,12 +83,11 @@ def min_gpus_lp(pods: Mapping[int, int]) -> float:
     sizes = sorted(size for size, count in pods.items() if count > 0)
     if not sizes:
         return 0.0
-    if sizes[0] <= 0 or sizes[-1] >= MILLI_PER_GPU:
-        raise ValueError(f"sharing pod sizes must lie in 1..{MILLI_PER_GPU - 1} milli: {sizes}")
+    if sizes[0] <= 0 or sizes[-1] >= MILLI:
+        raise ValueError(f"sharing pod sizes must lie in 1..{MILLI - 1} milli: {sizes}")
     demand = np.array([pods[size] for size in sizes], dtype=float)
     patterns = [
-        [MILLI_PER_GPU // size if j == i else 0 for j in range(len(sizes))]
-        for i, size in enumerate(sizes)
+        [MILLI // size if j == i else 0 for j in range(len(sizes))] for i, size in enumerate(sizes)
     ]
     while True:
         matrix = np.array(patterns, dtype=float).T
@@ -135,7 +136,7 @@ def packing_bound(ledger: SharingLedger, capacity_milli: int) -> PackingBound:
         sharing_gpus=len(ledger.by_gpu),
         sharing_idle_milli=ledger.idle_milli(),
         best_gpus=best,
-        best_idle_milli=best * MILLI_PER_GPU - total,
+        best_idle_milli=best * MILLI - total,
     )
 
 
@@ -143,7 +144,7 @@ def packing_bound(ledger: SharingLedger, capacity_milli: int) -> PackingBound:
 class RunOutLedger:
     """When a replay used its last untouched GPU, and which gangs it had dropped before.
 
-    Pass `place` to `replay(on_place=...)` and `task` to `replay(on_task=...)`. Until the
+    Pass `place` as `replay_placements`'s `on_place` and `task` as its `on_task`. Until the
     last untouched (fresh) GPU is taken, every one-GPU task that fits must be placed; after
     it, only GPU-sharing pods that fit a gap can be. A whole-GPU gang dropped before that
     moment (no node had enough fresh GPUs with the CPU and memory) is the lever over *when*
@@ -172,10 +173,10 @@ class RunOutLedger:
         placed, self._placed = self._placed, False
         if self.run_out_load is not None:
             return
-        if not placed and task.num_gpu > 1 and task.gpu_milli == MILLI_PER_GPU:
+        if not placed and task.num_gpu > 1 and task.gpu_milli == MILLI:
             self.gangs_dropped_gpus += task.num_gpu
         if len(self.used) == self.total_gpus:
-            self.run_out_load = self.arrived_milli / (self.total_gpus * MILLI_PER_GPU)
+            self.run_out_load = self.arrived_milli / (self.total_gpus * MILLI)
 
     def last_fresh_idle_milli(self, count: int) -> int:
         """Idle milli, at the end of the run, of the last `count` GPUs taken fresh.
@@ -184,4 +185,4 @@ class RunOutLedger:
         their idle is what placing the gangs could save, at most, if nothing else moved.
         """
         last = list(self.used.values())[max(0, len(self.used) - count) :] if count else []
-        return sum(MILLI_PER_GPU - used for used in last)
+        return sum(MILLI - used for used in last)

@@ -1,4 +1,6 @@
-"""The ``simulate philly`` (B3) and ``simulate whatif`` modes of ``manage.py gpupool``.
+"""The queueing modes of ``manage.py gpupool simulate``: ``philly`` (benchmark B3),
+``synthetic`` (B3's policies on a drawn trace) and ``whatif`` (recorded demand or a trace
+replayed with a proposed change).
 
 Registered in ``gpupool.cli.subcommands.simulate.MODES``; each mode is an argument builder and
 a runner ``(options, stdout, stderr) -> exit status``.
@@ -10,17 +12,18 @@ import argparse
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from gpupool.cli.arguments import non_negative_float, output_file, positive_float, positive_int
-from gpupool.simulation.philly import DEFAULT_QUEUE_WEIGHTS, POLICIES, QUEUE_WEIGHTS, PhillyJob
-from gpupool.simulation.queueing_metrics import describe_ratio, describe_worse_than_alone
+from gpupool.simulation.queueing.philly import (
+    DEFAULT_QUEUE_WEIGHTS,
+    QUEUE_WEIGHTS,
+    QUEUEING_POLICIES,
+    PhillyJob,
+)
 
 if TYPE_CHECKING:
-    from gpupool.simulation.synthetic import SyntheticSpec
-
-HOUR_S = 3600.0
+    from gpupool.simulation.queueing.synthetic_trace import SyntheticSpec
 
 
 def add_philly_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,7 +56,7 @@ def _add_synthetic_spec_arguments(
     parser: argparse.ArgumentParser, skip: Sequence[str] = (), prefix: str = ""
 ) -> None:
     """One option per SyntheticSpec field (but those in ``skip``), with its default."""
-    from gpupool.simulation.synthetic import SyntheticSpec
+    from gpupool.simulation.queueing.synthetic_trace import SyntheticSpec
 
     spec = SyntheticSpec()
     for name, kind, text in SYNTHETIC_OPTIONS:
@@ -67,7 +70,7 @@ def _add_synthetic_spec_arguments(
 
 def _synthetic_spec(options: dict[str, Any], **given: Any) -> SyntheticSpec:
     """The spec the options ask for (``given`` fields override them); ValueError if bad."""
-    from gpupool.simulation.synthetic import SyntheticSpec
+    from gpupool.simulation.queueing.synthetic_trace import SyntheticSpec
 
     fields = {name: options[name] for name, _, _ in SYNTHETIC_OPTIONS if name in options}
     return SyntheticSpec(**(fields | given))
@@ -75,8 +78,8 @@ def _synthetic_spec(options: dict[str, Any], **given: Any) -> SyntheticSpec:
 
 def _synthetic_trace(spec: SyntheticSpec) -> list[PhillyJob]:
     """A trace drawn from the Philly jobs of B3 for B3's pool."""
-    from gpupool.simulation.philly import GPUS_PER_NODE, NODES, load_jobs, window
-    from gpupool.simulation.synthetic import synthetic_jobs
+    from gpupool.simulation.queueing.philly import GPUS_PER_NODE, NODES, load_jobs, window
+    from gpupool.simulation.queueing.synthetic_trace import synthetic_jobs
 
     return synthetic_jobs(spec, window(load_jobs()), NODES * GPUS_PER_NODE)
 
@@ -86,7 +89,7 @@ def _add_queueing_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--policy",
         action="append",
-        choices=list(POLICIES),
+        choices=list(QUEUEING_POLICIES),
         help="repeatable (default: fifo, kueue-like, gpupool)",
     )
     parser.add_argument(
@@ -124,28 +127,13 @@ def _add_queueing_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_philly_mode(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
     """Benchmark B3: queueing and fairness per policy on the Philly VC trace."""
-    from gpupool.simulation.philly import load_jobs
+    from gpupool.simulation.queueing.philly import load_jobs
 
-    csv_path = _philly_csv()
-    if not csv_path.is_file():
-        stderr.write(f"simulate philly: {csv_path} not found (set GPUPOOL_DATA_DIR)\n")
-        return 2
-    return _run_queueing(options, load_jobs(csv_path), "philly", {}, stdout, stderr)
-
-
-def _philly_csv() -> Path:
-    """The Philly jobs table the philly, synthetic and what-if trace modes read."""
-    from gpupool.simulation.philly import philly_dir
-
-    return philly_dir() / "jobs_by_vc_seed0.csv"
+    return _run_queueing(options, load_jobs(), "philly", {}, stdout, stderr)
 
 
 def run_synthetic_mode(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
     """The B3 policies on a synthetic trace drawn from the Philly jobs."""
-    csv_path = _philly_csv()
-    if not csv_path.is_file():
-        stderr.write(f"simulate synthetic: {csv_path} not found (set GPUPOOL_DATA_DIR)\n")
-        return 2
     try:
         spec = _synthetic_spec(options)
         jobs = _synthetic_trace(spec)
@@ -164,9 +152,9 @@ def _run_queueing(
     stderr: TextIO,
 ) -> int:
     """Replay ``jobs`` with each chosen policy (and alone); print or write the results."""
-    from gpupool.simulation.philly import gpupool_policy, run_philly
+    from gpupool.simulation.queueing.philly import gpupool_policy, run_philly
 
-    policies = list(dict.fromkeys(options.get("policy") or POLICIES))
+    policies = list(dict.fromkeys(options.get("policy") or QUEUEING_POLICIES))
     kwargs: dict[str, Any] = {
         "days": options["days"],
         "limit": options.get("limit"),
@@ -192,9 +180,9 @@ def _run_queueing(
         _print_philly(document, stdout)
     report = options.get("report")
     if report is not None:
-        from gpupool.simulation.philly_report import write_report
+        from gpupool.simulation.report import write_queueing_report
 
-        write_report(run, report)
+        write_queueing_report(run, report)
         if not options.get("json"):
             stdout.write(f"report written to {report}\n")
     return 0
@@ -224,73 +212,15 @@ def _with_progress(work: Callable[[Callable[[str, int, int], None]], Any], stder
         return work(hook)
 
 
-def _hours(seconds: float) -> str:
-    return f"{seconds / HOUR_S:,.2f}"
-
-
 def _print_philly(document: dict[str, Any], stdout: TextIO) -> None:
     """The per-policy table and the per-tenant sharing-incentive table."""
     from rich.console import Console
-    from rich.table import Table
+
+    from gpupool.simulation.report import queueing_policy_table, queueing_tenant_table, rich_table
 
     console = Console(file=stdout, width=160)
-    title = (
-        f"{document['trace']}: {document['jobs']} jobs, {document['gpu_hours']:,.0f} GPU-hours, "
-        f"{document['capacity_gpus']} GPUs, {document['days']:g} days"
-    )
-    table = Table(title=title)
-    columns = (
-        "policy",
-        "JCT mean h",
-        "JCT p99 h",
-        "wait mean h",
-        "wait p99 h",
-        "util",
-        "preemptions",
-        "GPU-h lost",
-        "lost %",
-        "share dev",
-        "worse than alone",
-        "worst JCT / alone",
-    )
-    for column in columns:
-        table.add_column(column, justify="right")
-    for name, entry in document["policies"].items():
-        table.add_row(
-            name,
-            _hours(entry["jct_mean_s"]),
-            _hours(entry["jct_p99_s"]),
-            _hours(entry["wait_mean_s"]),
-            _hours(entry["wait_p99_s"]),
-            f"{entry['utilisation']:.1%}",
-            str(entry["preemptions"]),
-            f"{entry['gpu_hours_lost']:,.0f}",
-            f"{entry['gpu_hours_lost_fraction']:.2%}",
-            f"{entry['share_deviation']:.1%}",
-            describe_worse_than_alone(entry["tenants_worse_than_alone"]),
-            describe_ratio(entry.get("finish_time_fairness_max")),
-        )
-    console.print(table)
-    tenants = Table(title="mean wait per tenant (hours): shared vs alone on its deserved share")
-    tenants.add_column("tenant")
-    tenants.add_column("deserved", justify="right")
-    tenants.add_column("jobs", justify="right")
-    tenants.add_column("alone", justify="right")
-    for name in document["policies"]:
-        tenants.add_column(name, justify="right")
-    first: dict[str, Any] = next(iter(document["policies"].values()), {"tenants": {}})
-    for tenant, entry in first["tenants"].items():
-        alone = entry["alone_wait_mean_s"]
-        row = [
-            tenant,
-            str(entry["deserved_gpus"]),
-            str(entry["jobs"]),
-            "" if alone is None else _hours(alone),
-        ]
-        for policy in document["policies"].values():
-            row.append(_hours(policy["tenants"][tenant]["wait_mean_s"]))
-        tenants.add_row(*row)
-    console.print(tenants)
+    console.print(rich_table(queueing_policy_table(document)))
+    console.print(rich_table(queueing_tenant_table(document)))
 
 
 def add_whatif_arguments(parser: argparse.ArgumentParser) -> None:
@@ -329,7 +259,7 @@ def add_whatif_arguments(parser: argparse.ArgumentParser) -> None:
 def run_whatif_mode(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
     """Replay demand with today's quotas and policy and with the proposed change; print
     before/after."""
-    from gpupool.simulation.whatif import (
+    from gpupool.simulation.queueing.whatif import (
         DEFAULT_POLICY,
         apply_changes,
         apply_policy_changes,
@@ -349,11 +279,8 @@ def run_whatif_mode(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> 
         return 2
     days = options["days"]
     trace, limit = options.get("trace"), options.get("limit")
-    if trace is not None and not _philly_csv().is_file():
-        stderr.write(f"simulate whatif: {_philly_csv()} not found (set GPUPOOL_DATA_DIR)\n")
-        return 2
     if trace == "philly":
-        from gpupool.simulation.philly import load_jobs
+        from gpupool.simulation.queueing.philly import load_jobs
 
         inputs = _trace_inputs(load_jobs(), days, limit, "philly trace")
     elif trace == "synthetic":
@@ -404,7 +331,7 @@ def _trace_inputs(
 ) -> tuple[Any, ...]:
     """Demand, pool and queues of the B3 setup for a trace's jobs (queues ``vc-<tenant>``,
     flavor ``v100``)."""
-    from gpupool.simulation.philly import (
+    from gpupool.simulation.queueing.philly import (
         DAY_S,
         GPUS_PER_NODE,
         NODES,
@@ -431,7 +358,7 @@ def _database_inputs(days: float) -> tuple[Any, ...]:
     """Demand of the database's recorded workloads over the last ``days`` days."""
     from django.utils import timezone
 
-    from gpupool.simulation.whatif_db import recorded_demand
+    from gpupool.simulation.queueing.whatif_db import recorded_demand
 
     demand = recorded_demand(days, timezone.now())
     skipped = ", ".join(f"{n} {why}" for why, n in sorted(demand.skipped.items()))
@@ -454,6 +381,8 @@ def _print_whatif(document: dict[str, Any], stdout: TextIO) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from gpupool.simulation.report import hours
+
     console = Console(file=stdout, width=160)
     if document.get("note"):
         console.print(document["note"])
@@ -471,9 +400,9 @@ def _print_whatif(document: dict[str, Any], stdout: TextIO) -> None:
         entry = document[label]
         pool.add_row(
             label,
-            _hours(entry["wait_mean_s"]),
-            _hours(entry["wait_p99_s"]),
-            _hours(entry["jct_mean_s"]),
+            hours(entry["wait_mean_s"]),
+            hours(entry["wait_p99_s"]),
+            hours(entry["jct_mean_s"]),
             f"{entry['utilisation']:.1%}",
             str(entry["preemptions"]),
         )
@@ -498,8 +427,8 @@ def _print_whatif(document: dict[str, Any], stdout: TextIO) -> None:
             tenant,
             str(before.get("jobs", after.get("jobs", 0))),
             pair("deserved_gpus", lambda v: f"{v:g}"),
-            pair("wait_mean_s", _hours),
-            pair("wait_p99_s", _hours),
+            pair("wait_mean_s", hours),
+            pair("wait_p99_s", hours),
             pair("gpu_hours", lambda v: f"{v:,.1f}"),
             pair("utilisation_of_deserved", lambda v: f"{v:.0%}"),
         )

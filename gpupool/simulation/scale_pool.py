@@ -1,4 +1,7 @@
-"""The seeded synthetic pool of benchmark B1 (BENCHMARKS.md), built as a snapshot.
+"""The seeded synthetic pool of benchmark B1 (`docs/benchmarks.md`), built as a snapshot.
+
+It builds the core's input and decides nothing, so it lives beside the simulators rather than
+in the decision core: ``manage.py gpupool bench cycle`` and the core's tests call it.
 
 At ``nodes=5000``: 4,000 HGX ``h100`` nodes (8 GPUs, one NVLink domain each, 192 CPU,
 2048 GiB) and 1,000 ``gb200`` nodes (4 GPUs, NVLink domains of 18 nodes, 144 CPU, 960 GiB);

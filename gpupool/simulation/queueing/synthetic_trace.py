@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from gpupool.simulation.philly import DAY_S, PhillyJob
+from gpupool.simulation.queueing.philly import DAY_S, PhillyJob
 
 BURST_SPREAD_S = 3600.0  # mean offset of a burst's jobs from its start
 

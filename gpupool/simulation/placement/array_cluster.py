@@ -1,6 +1,6 @@
 """The simulated cluster as numpy arrays, and FGD's fragmentation measure vectorised over nodes.
 
-`Cluster` holds every node's free GPU milli (one row per node, padded to the largest node with
+`ArrayCluster` holds every node's free GPU milli (one row per node, padded to the largest node with
 zero-free slots, which no pod can use and which add nothing to any sum), CPU and memory.
 `FragmentationTable` keeps, per node and per typical shape, the two numbers FGD's measure
 needs -- how many GPUs have at least the shape's per-GPU request free, and the free milli on
@@ -17,12 +17,12 @@ import numpy as np
 import numpy.typing as npt
 
 from gpupool.scheduler.fragmentation import (
-    MILLI_PER_GPU,
     NodeState,
     PodShape,
     ShapeDistribution,
 )
-from gpupool.simulation.openb import OpenbNode, OpenbTask
+from gpupool.scheduler.types import MILLI
+from gpupool.simulation.placement.openb import OpenbNode, OpenbTask
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -33,14 +33,14 @@ def task_shape(task: OpenbTask) -> PodShape:
     """The placement shape of a trace task."""
     return PodShape(
         gpus=task.num_gpu,
-        milli=task.gpu_milli if task.num_gpu else MILLI_PER_GPU,
+        milli=task.gpu_milli if task.num_gpu else MILLI,
         cpu_milli=task.cpu_milli,
         memory_mib=task.memory_mib,
         gpu_models=task.gpu_spec if task.num_gpu else frozenset(),
     )
 
 
-class Cluster:
+class ArrayCluster:
     """Free resources of every node, updated in place as tasks are placed."""
 
     def __init__(self, nodes: list[OpenbNode]) -> None:
@@ -50,14 +50,14 @@ class Cluster:
         width = max(node.gpus for node in nodes)
         self.gpu_free: IntArray = np.zeros((self.size, width), dtype=np.int64)
         for i, node in enumerate(nodes):
-            self.gpu_free[i, : node.gpus] = MILLI_PER_GPU
-        self.gpu_capacity: IntArray = np.array([n.gpus * MILLI_PER_GPU for n in nodes])
+            self.gpu_free[i, : node.gpus] = MILLI
+        self.gpu_capacity: IntArray = np.array([n.gpus * MILLI for n in nodes])
         self.cpu_capacity: IntArray = np.array([n.cpu_milli for n in nodes], dtype=np.int64)
         self.memory_capacity: IntArray = np.array([n.memory_mib for n in nodes], dtype=np.int64)
         self.cpu_free = self.cpu_capacity.copy()
         self.memory_free = self.memory_capacity.copy()
         self.free_total: IntArray = self.gpu_free.sum(axis=1)
-        self.whole_free: IntArray = (self.gpu_free >= MILLI_PER_GPU).sum(axis=1)
+        self.whole_free: IntArray = (self.gpu_free >= MILLI).sum(axis=1)
         self.max_free: IntArray = self.gpu_free.max(axis=1)
         self.models = [node.model for node in nodes]
         self._model_masks: dict[frozenset[str], BoolArray] = {}
@@ -103,7 +103,7 @@ class Cluster:
         self.cpu_free[index] -= shape.cpu_milli
         self.memory_free[index] -= shape.memory_mib
         self.free_total[index] = row.sum()
-        self.whole_free[index] = (row >= MILLI_PER_GPU).sum()
+        self.whole_free[index] = (row >= MILLI).sum()
         self.max_free[index] = row.max()
         self.allocated_milli += shape.gpu_milli_total
 
@@ -123,7 +123,7 @@ class Hypothesis:
 class FragmentationTable:
     """FGD's per-node fragmentation under one shape distribution, kept current as nodes change."""
 
-    def __init__(self, cluster: Cluster, dist: ShapeDistribution) -> None:
+    def __init__(self, cluster: ArrayCluster, dist: ShapeDistribution) -> None:
         """Index the shapes and compute every node's fragmentation."""
         self.cluster = cluster
         self.dist = dist
@@ -221,7 +221,7 @@ class FragmentationTable:
 
 
 def fraction_options(
-    cluster: Cluster, nodes: IntArray, shape: PodShape
+    cluster: ArrayCluster, nodes: IntArray, shape: PodShape
 ) -> list[tuple[IntArray, IntArray]]:
     """Distinct free values a GPU-sharing pod could land on, per node: (nodes, free) pairs.
 

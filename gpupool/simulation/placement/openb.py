@@ -1,21 +1,24 @@
 """The openb trace (Alibaba GPU-sharing cluster, FGD paper): loaders and workload inflation.
 
-Data lives in ``shared/data/openb`` beside the repository (see its README): a node list and one
-pod list per trace variant. `inflate` builds the task sequence of the paper's protocol: the
-trace's tasks shuffled by the seed, then random copies appended (or random tasks removed)
-until the requested GPU reaches 130% of the cluster's capacity.
+The trace (`datasets.OPENB`) is a node list and one pod list per trace variant; the README's
+"Trace data" section says where it is published. `inflate` builds the task sequence of the
+paper's protocol: the trace's tasks shuffled by the seed, then random copies appended (or
+random tasks removed) until the requested GPU reaches 130% of the cluster's capacity.
 """
 
 from __future__ import annotations
 
 import csv
-import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
 
-MILLI_PER_GPU = 1000
+from gpupool.scheduler.types import MILLI
+from gpupool.simulation.datasets import OPENB
+
 INFLATION_RATIO = 1.3
+GPU_NODE_LIST = "openb_node_list_gpu_node.csv"  # the 1,213 GPU nodes of every paper run
+POD_LIST_PREFIX = "openb_pod_list_"  # + trace name + .csv
 
 # The 17 traces of the paper's experiments (those with results in fgd_expected_results/).
 PAPER_TRACES = (
@@ -67,33 +70,15 @@ class OpenbTask:
         return self.num_gpu * self.gpu_milli
 
 
-def repo_root() -> Path:
-    """The repository root (the folder holding manage.py)."""
-    return Path(__file__).resolve().parents[2]
-
-
-def data_dir() -> Path:
-    """Where the shared data sets live: $GPUPOOL_DATA_DIR, else ``<repo>/../shared/data``."""
-    override = os.environ.get("GPUPOOL_DATA_DIR")
-    if override:
-        return Path(override)
-    return repo_root().parent / "shared" / "data"
-
-
-def openb_dir() -> Path:
-    """The openb folder of the data directory."""
-    return data_dir() / "openb"
-
-
 def available_traces() -> list[str]:
     """Names of the pod lists present in the data directory (``default``, ``cpu050``, ...)."""
-    prefix = "openb_pod_list_"
-    return sorted(p.stem[len(prefix) :] for p in openb_dir().glob(f"{prefix}*.csv"))
+    prefix = POD_LIST_PREFIX
+    return sorted(p.stem[len(prefix) :] for p in OPENB.directory().glob(f"{prefix}*.csv"))
 
 
 def load_nodes(path: Path | None = None) -> list[OpenbNode]:
     """The GPU nodes of the cluster used in all paper experiments (1,213 nodes)."""
-    path = path or openb_dir() / "openb_node_list_gpu_node.csv"
+    path = path or OPENB.file(GPU_NODE_LIST)
     with path.open(newline="") as handle:
         return [
             OpenbNode(
@@ -109,9 +94,7 @@ def load_nodes(path: Path | None = None) -> list[OpenbNode]:
 
 def load_tasks(trace: str = "default", path: Path | None = None) -> list[OpenbTask]:
     """The tasks of one trace, in file order; a missing ``gpu_spec`` column means any model."""
-    path = path or openb_dir() / f"openb_pod_list_{trace}.csv"
-    if not path.is_file():
-        raise FileNotFoundError(f"trace {trace!r}: no file {path}")
+    path = path or OPENB.file(f"{POD_LIST_PREFIX}{trace}.csv")
     tasks = []
     with path.open(newline="") as handle:
         for row in csv.DictReader(handle):
@@ -132,11 +115,11 @@ def load_tasks(trace: str = "default", path: Path | None = None) -> list[OpenbTa
 
 def gpu_capacity_milli(nodes: list[OpenbNode]) -> int:
     """The cluster's GPU capacity in milli-GPU."""
-    return sum(node.gpus for node in nodes) * MILLI_PER_GPU
+    return sum(node.gpus for node in nodes) * MILLI
 
 
 @dataclass(frozen=True, slots=True)
-class Workload:
+class InflatedTrace:
     """One seeded run's input: the task sequence and the node order that breaks ties."""
 
     tasks: tuple[OpenbTask, ...]
@@ -149,7 +132,7 @@ def inflate(
     nodes: list[OpenbNode],
     seed: int,
     ratio: float = INFLATION_RATIO,
-) -> Workload:
+) -> InflatedTrace:
     """The paper's protocol: shuffle, then tune the requested GPU to `ratio` x capacity.
 
     As in the reference simulator (`TunePodsByNodeTotalResource`): the tasks are sorted by
@@ -183,7 +166,7 @@ def inflate(
     rank = [0] * len(nodes)
     for position, index in enumerate(by_node_name):
         rank[index] = permutation[position]
-    return Workload(tasks=tuple(ordered), node_rank=tuple(rank), seed=seed)
+    return InflatedTrace(tasks=tuple(ordered), node_rank=tuple(rank), seed=seed)
 
 
 def _copy(task: OpenbTask, number: int) -> OpenbTask:

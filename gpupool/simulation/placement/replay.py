@@ -1,4 +1,4 @@
-"""Replay of an inflated openb workload through one placement policy, and its metrics.
+"""Replay of an inflated openb trace through one placement policy, and its metrics.
 
 Tasks arrive one at a time and never leave; a task is placed on the node its policy picks or,
 if no node fits, dropped. After each task we record the arrived GPU demand, the allocated GPU
@@ -18,9 +18,21 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpupool.scheduler.fragmentation import PodShape, ShapeDistribution
-from gpupool.simulation.cluster import Cluster, FloatArray, FragmentationTable, IntArray, task_shape
-from gpupool.simulation.openb import OpenbNode, OpenbTask, Workload, gpu_capacity_milli
-from gpupool.simulation.policies import make_policy
+from gpupool.scheduler.types import MILLI
+from gpupool.simulation.placement.array_cluster import (
+    ArrayCluster,
+    FloatArray,
+    FragmentationTable,
+    IntArray,
+    task_shape,
+)
+from gpupool.simulation.placement.openb import (
+    InflatedTrace,
+    OpenbNode,
+    OpenbTask,
+    gpu_capacity_milli,
+)
+from gpupool.simulation.placement.policies import make_placement_policy
 
 TYPICAL_COVERAGE = 0.95  # FGD's podPopularityThreshold
 
@@ -29,7 +41,7 @@ def fgd_shape(task: OpenbTask) -> PodShape:
     """A task as FGD's target workload keys it: CPU, GPU count and share, GPU models."""
     return PodShape(
         gpus=task.num_gpu,
-        milli=task.gpu_milli if task.num_gpu else 1000,
+        milli=task.gpu_milli if task.num_gpu else MILLI,
         cpu_milli=task.cpu_milli,
         gpu_models=task.gpu_spec if task.num_gpu else frozenset(),
     )
@@ -91,23 +103,23 @@ def gpupool_distribution(tasks: Iterable[OpenbTask]) -> ShapeDistribution:
     return typical_shapes(tasks)
 
 
-def replay(
+def replay_placements(
     nodes: list[OpenbNode],
     trace_tasks: list[OpenbTask],
-    workload: Workload,
+    inflated: InflatedTrace,
     policy_name: str,
     limit: int | None = None,
     on_task: Callable[[int], None] | None = None,
     on_place: Callable[[int, PodShape, tuple[int, ...]], None] | None = None,
 ) -> ReplayResult:
-    """Place the workload's tasks one at a time with the named policy; record the metrics.
+    """Place the inflated trace's tasks one at a time with the named policy; record the metrics.
 
     `on_task(i)` is called after every task, `on_place(node, shape, gpus)` after every
     placement (analyses that need to know what went where, e.g. `packing`).
     """
     started = time.perf_counter()
-    cluster = Cluster(nodes)
-    rank = np.array(workload.node_rank, dtype=np.int64)
+    cluster = ArrayCluster(nodes)
+    rank = np.array(inflated.node_rank, dtype=np.int64)
     measure_dist = typical_shapes(trace_tasks)
     measure = FragmentationTable(cluster, measure_dist)
     tables = [measure]
@@ -120,8 +132,10 @@ def replay(
         tables.append(table)
         return table
 
-    policy = make_policy(policy_name, cluster, rank, workload.seed, measure, gpupool_table)
-    tasks = workload.tasks if limit is None else workload.tasks[:limit]
+    policy = make_placement_policy(
+        policy_name, cluster, rank, inflated.seed, measure, gpupool_table
+    )
+    tasks = inflated.tasks if limit is None else inflated.tasks[:limit]
     count = len(tasks)
     arrived = np.zeros(count, dtype=np.int64)
     allocated = np.zeros(count, dtype=np.int64)
@@ -152,7 +166,7 @@ def replay(
             on_task(i)
     return ReplayResult(
         policy=policy_name,
-        seed=workload.seed,
+        seed=inflated.seed,
         capacity_milli=gpu_capacity_milli(nodes),
         arrived_milli=arrived,
         allocated_milli=allocated,

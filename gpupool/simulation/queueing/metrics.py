@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from gpupool.scheduler.types import MILLI, QueueInfo
-from gpupool.simulation.events import ClusterSetup, JobRecord, ReplayOutcome, Segment
+from gpupool.simulation.queueing.events import ClusterSetup, JobRecord, ReplayOutcome, Segment
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -57,18 +57,6 @@ def percentile(values: Sequence[float], q: float) -> float:
 def mean(values: Sequence[float]) -> float:
     """The arithmetic mean (0 when empty)."""
     return float(np.mean(np.asarray(values, dtype=float))) if values else 0.0
-
-
-def describe_ratio(value: float | None) -> str:
-    """A ratio for a table cell: two decimals, or "-" when it was not measured."""
-    return "-" if value is None else f"{value:.2f}"
-
-
-def describe_worse_than_alone(tenants: Sequence[str] | None) -> str:
-    """The sharing-incentive verdict for a table cell: the tenants, "none", or "not run"."""
-    if tenants is None:
-        return "not run"
-    return ", ".join(tenants) or "none"
 
 
 def held_gpu_seconds(segments: Iterable[Segment], start: float, end: float) -> float:
