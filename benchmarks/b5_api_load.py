@@ -29,8 +29,10 @@ import json
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
@@ -52,7 +54,9 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--wait", type=float, default=1.0, help="seconds between requests (1)")
     parser.add_argument("--duration", type=int, default=120, help="seconds of load (120)")
     parser.add_argument("--warmup", type=int, default=15, help="seconds before measuring (15)")
-    parser.add_argument("--port", type=int, default=8765, help="gunicorn port on 127.0.0.1")
+    parser.add_argument(
+        "--port", type=int, default=0, help="gunicorn's port on 127.0.0.1 (default: a free one)"
+    )
     parser.add_argument("--workers", type=int, default=4, help="gunicorn worker processes (4)")
     parser.add_argument("--threads", type=int, default=2, help="threads per worker (2)")
     parser.add_argument("--password", default="b5-password", help="the users' password")
@@ -67,8 +71,16 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def start_gunicorn(options: argparse.Namespace) -> subprocess.Popen[bytes]:
-    """gunicorn serving the project on 127.0.0.1, production settings, its own process group."""
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def start_gunicorn(options: argparse.Namespace, log: Path) -> subprocess.Popen[bytes]:
+    """gunicorn serving the project on 127.0.0.1, production settings, its own process group,
+    its output in ``log``."""
     environment = {
         **os.environ,
         "DEBUG": "0",
@@ -84,19 +96,29 @@ def start_gunicorn(options: argparse.Namespace) -> subprocess.Popen[bytes]:
         "--worker-class=gthread",
         "--log-level=warning",
     ]
-    server = subprocess.Popen(command, cwd=ROOT, env=environment, start_new_session=True)
+    with log.open("ab") as output:
+        server = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            env=environment,
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
     base = f"http://127.0.0.1:{options.port}"
-    for _ in range(120):
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
         try:
-            if requests.get(f"{base}/api/v1/schema/", timeout=2).status_code == 200:
+            if requests.get(f"{base}/api/v1/flavors/", timeout=10).status_code == 401:
                 return server
-        except requests.ConnectionError:
+        except requests.RequestException:
             pass
         if server.poll() is not None:
-            raise SystemExit("gunicorn exited before it answered")
+            raise SystemExit(f"gunicorn exited before it answered (see {log})")
         time.sleep(0.5)
     stop(server)
-    raise SystemExit("gunicorn did not answer within a minute")
+    raise SystemExit(f"gunicorn did not answer within two minutes (see {log})")
 
 
 def stop(server: subprocess.Popen[bytes]) -> None:
@@ -178,7 +200,9 @@ def endpoints(base: str, token: str, rng: random.Random, last: date) -> list[Cal
 
 def run(options: argparse.Namespace) -> dict[str, Any]:
     """Start the server, load it, and gather the statistics."""
-    server = start_gunicorn(options)
+    options.port = options.port or free_port()
+    log = Path(tempfile.gettempdir()) / f"b5-gunicorn-{options.port}.log"
+    server = start_gunicorn(options, log)
     base = f"http://127.0.0.1:{options.port}"
     try:
         keys = tokens(base, options.password)

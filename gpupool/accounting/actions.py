@@ -3,27 +3,32 @@ and rolling usage up into the hourly and daily tables the cost reports read."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from django.core.exceptions import ValidationError
 from django.db import models, transaction
-from django.db.models import Min, Sum
+from django.db.models import Min, QuerySet, Sum
 
 from gpupool.accounting.bulk.actions import insert_rows
 from gpupool.accounting.models import (
     CapacitySample,
     FlavorDay,
     FlavorHour,
+    FlavorMonth,
     PreemptionEvent,
     QueueDay,
     QueueHour,
+    QueueMonth,
     RollUpState,
     UsageDay,
     UsageHour,
     UsageInterval,
+    UsageMonth,
     WorkloadDay,
 )
 from gpupool.accounting.periods import (
@@ -33,6 +38,8 @@ from gpupool.accounting.periods import (
     hour_start,
     hours,
     local_day,
+    month_start,
+    next_month,
 )
 from gpupool.accounting.rollup import (
     Histories,
@@ -201,8 +208,9 @@ def _forget_from(start: datetime | None) -> None:
     """Delete the roll-ups from the accounting day that begins at ``start`` (all if None)."""
     hourly: tuple[type[models.Model], ...] = (UsageHour, QueueHour, FlavorHour)
     daily: tuple[type[models.Model], ...] = (UsageDay, QueueDay, FlavorDay, WorkloadDay)
+    monthly: tuple[type[models.Model], ...] = (UsageMonth, QueueMonth, FlavorMonth)
     if start is None:
-        for model in (*hourly, *daily):
+        for model in (*hourly, *daily, *monthly):
             model._default_manager.all().delete()
         return
     first_day = local_day(start, accounting_zone())
@@ -210,6 +218,8 @@ def _forget_from(start: datetime | None) -> None:
         model._default_manager.filter(hour__gte=start).delete()
     for model in daily:
         model._default_manager.filter(day__gte=first_day).delete()
+    for model in monthly:  # the first month is recounted from its remaining days
+        model._default_manager.filter(month__gte=month_start(first_day)).delete()
 
 
 USAGE_COLUMNS = (
@@ -350,69 +360,66 @@ def _write_workload_day(day: date, count: SegmentCount) -> int:
     )
 
 
+USAGE_KEYS = ("tenant_id", "queue_id", "flavor_id", "priority_class_id")
+USAGE_AMOUNTS = ("gpu_hours", "cost")
+FLAVOR_KEYS = ("flavor_id",)
+FLAVOR_AMOUNTS = FLAVOR_HOUR_COLUMNS[6:]
+QUEUE_KEYS = ("queue_id", "tenant_id", "flavor_id")
+QUEUE_AMOUNTS = QUEUE_HOUR_COLUMNS[5:]
+
+
 def _write_days(day: date) -> int:
-    """Recount ``day``'s daily rows from its hourly rows."""
-    written = 0
-    sums = {f"sum_{name}": Sum(name) for name in ("gpu_hours", "cost")}
-    UsageDay.objects.filter(day=day).delete()
-    usage = (
-        UsageHour.objects.filter(day=day)
-        .values("tenant_id", "queue_id", "flavor_id", "priority_class_id")
-        .annotate(**sums)
-        .order_by()
+    """Recount ``day``'s daily rows from its hourly rows, then its month's from the days."""
+    first = month_start(day)
+    month = {"day__gte": first, "day__lt": next_month(first)}
+    hours = {"day": day}
+    return (
+        _recount(
+            UsageDay, ("day", day), UsageHour.objects.filter(**hours), USAGE_KEYS, USAGE_AMOUNTS
+        )
+        + _recount(
+            FlavorDay, ("day", day), FlavorHour.objects.filter(**hours), FLAVOR_KEYS, FLAVOR_AMOUNTS
+        )
+        + _recount(
+            QueueDay, ("day", day), QueueHour.objects.filter(**hours), QUEUE_KEYS, QUEUE_AMOUNTS
+        )
+        + _recount(
+            UsageMonth,
+            ("month", first),
+            UsageDay.objects.filter(**month),
+            USAGE_KEYS,
+            USAGE_AMOUNTS,
+        )
+        + _recount(
+            FlavorMonth,
+            ("month", first),
+            FlavorDay.objects.filter(**month),
+            FLAVOR_KEYS,
+            FLAVOR_AMOUNTS,
+        )
+        + _recount(
+            QueueMonth,
+            ("month", first),
+            QueueDay.objects.filter(**month),
+            QUEUE_KEYS,
+            QUEUE_AMOUNTS,
+        )
     )
-    written += insert_rows(
-        UsageDay,
-        ("day", "tenant_id", "queue_id", "flavor_id", "priority_class_id", "gpu_hours", "cost"),
-        (
-            (
-                day,
-                row["tenant_id"],
-                row["queue_id"],
-                row["flavor_id"],
-                row["priority_class_id"],
-                row["sum_gpu_hours"],
-                row["sum_cost"],
-            )
-            for row in usage
-        ),
+
+
+def _recount(
+    target: type[models.Model],
+    period: tuple[str, date],
+    source: QuerySet[Any],
+    keys: Sequence[str],
+    amounts: Sequence[str],
+) -> int:
+    """Replace ``target``'s rows of one period by ``source``'s sums per ``keys``."""
+    field, value = period
+    target._default_manager.filter(**{field: value}).delete()
+    sums = source.values(*keys).annotate(**{f"sum_{a}": Sum(a) for a in amounts}).order_by()
+    return insert_rows(
+        target,
+        (field, *keys, *amounts),
+        ((value, *(row[k] for k in keys), *(row[f"sum_{a}"] for a in amounts)) for row in sums),
     )
-    flavor_amounts = FLAVOR_HOUR_COLUMNS[6:]
-    FlavorDay.objects.filter(day=day).delete()
-    flavors = (
-        FlavorHour.objects.filter(day=day)
-        .values("flavor_id")
-        .annotate(**{f"sum_{name}": Sum(name) for name in flavor_amounts})
-        .order_by()
-    )
-    written += insert_rows(
-        FlavorDay,
-        ("day", "flavor_id", *flavor_amounts),
-        (
-            (day, row["flavor_id"], *(row[f"sum_{name}"] for name in flavor_amounts))
-            for row in flavors
-        ),
-    )
-    queue_amounts = QUEUE_HOUR_COLUMNS[5:]
-    QueueDay.objects.filter(day=day).delete()
-    queues = (
-        QueueHour.objects.filter(day=day)
-        .values("queue_id", "tenant_id", "flavor_id")
-        .annotate(**{f"sum_{name}": Sum(name) for name in queue_amounts})
-        .order_by()
-    )
-    written += insert_rows(
-        QueueDay,
-        ("day", "queue_id", "tenant_id", "flavor_id", *queue_amounts),
-        (
-            (
-                day,
-                row["queue_id"],
-                row["tenant_id"],
-                row["flavor_id"],
-                *(row[f"sum_{name}"] for name in queue_amounts),
-            )
-            for row in queues
-        ),
-    )
-    return written

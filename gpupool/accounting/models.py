@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from decimal import Decimal
+from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
@@ -173,6 +174,21 @@ def _gpu_hours(help_text: str = "") -> models.DecimalField[Decimal, Decimal]:
     )
 
 
+def _counted(to: type[models.Model], *, null: bool = False) -> Any:
+    """A roll-up row's reference: protected by the ORM (a referenced row cannot be deleted),
+    without a database constraint or index, since roll-ups are written by the million from
+    rows that exist and are read by period."""
+    return models.ForeignKey(
+        to,
+        null=null,
+        blank=null,
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_constraint=False,
+        db_index=False,
+    )
+
+
 def _money() -> models.DecimalField[Decimal, Decimal]:
     """A cost: GPU-hours times an hourly price, exact (8 decimal places)."""
     return models.DecimalField(max_digits=24, decimal_places=8, default=Decimal(0))
@@ -214,19 +230,25 @@ class CapacitySample(models.Model):
         return f"{self.flavor.name}: {self.healthy_gpus} healthy at {self.observed_at}"
 
 
-class UsageHour(models.Model):
+class UsageBase(models.Model):
+    """GPU-hours and cost of a period, per tenant, queue, flavor and priority class."""
+
+    tenant = _counted(Tenant, null=True)
+    queue = _counted(Queue)
+    flavor = _counted(Flavor)
+    priority_class = _counted(PriorityClass)
+    gpu_hours = _gpu_hours()
+    cost = _money()
+
+    class Meta:
+        abstract = True
+
+
+class UsageHour(UsageBase):
     """GPU-hours and cost of one accounting hour, per tenant, queue, flavor and priority class."""
 
     hour = models.DateTimeField()
     day = models.DateField()
-    tenant = models.ForeignKey(
-        Tenant, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
-    )
-    queue = models.ForeignKey(Queue, on_delete=models.PROTECT, related_name="+")
-    flavor = models.ForeignKey(Flavor, on_delete=models.PROTECT, related_name="+")
-    priority_class = models.ForeignKey(PriorityClass, on_delete=models.PROTECT, related_name="+")
-    gpu_hours = _gpu_hours()
-    cost = _money()
 
     class Meta:
         ordering = ["hour", "queue", "flavor", "priority_class"]
@@ -239,18 +261,10 @@ class UsageHour(models.Model):
         return f"{self.hour:%Y-%m-%d %H:%M} {self.queue_id}/{self.flavor_id}: {self.gpu_hours}"
 
 
-class UsageDay(models.Model):
+class UsageDay(UsageBase):
     """GPU-hours and cost of one accounting day, per tenant, queue, flavor and priority class."""
 
     day = models.DateField()
-    tenant = models.ForeignKey(
-        Tenant, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
-    )
-    queue = models.ForeignKey(Queue, on_delete=models.PROTECT, related_name="+")
-    flavor = models.ForeignKey(Flavor, on_delete=models.PROTECT, related_name="+")
-    priority_class = models.ForeignKey(PriorityClass, on_delete=models.PROTECT, related_name="+")
-    gpu_hours = _gpu_hours()
-    cost = _money()
 
     class Meta:
         ordering = ["day", "queue", "flavor", "priority_class"]
@@ -263,16 +277,31 @@ class UsageDay(models.Model):
         return f"{self.day} {self.queue_id}/{self.flavor_id}: {self.gpu_hours}"
 
 
+class UsageMonth(UsageBase):
+    """GPU-hours and cost of one accounting month (``month`` is its first day), per tenant,
+    queue, flavor and priority class: what reports over many months read."""
+
+    month = models.DateField()
+
+    class Meta:
+        ordering = ["month", "queue", "flavor", "priority_class"]
+        indexes = [
+            models.Index(fields=["month"], name="usagemonth_month_idx"),
+            models.Index(fields=["tenant", "month"], name="usagemonth_tenant_month_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.month:%Y-%m} {self.queue_id}/{self.flavor_id}: {self.gpu_hours}"
+
+
 class WorkloadDay(models.Model):
     """One workload's GPU-hours and cost of one flavor in one accounting day."""
 
     day = models.DateField()
-    workload = models.ForeignKey(Workload, on_delete=models.PROTECT, related_name="+")
-    tenant = models.ForeignKey(
-        Tenant, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
-    )
-    queue = models.ForeignKey(Queue, on_delete=models.PROTECT, related_name="+")
-    flavor = models.ForeignKey(Flavor, on_delete=models.PROTECT, related_name="+")
+    workload = _counted(Workload)
+    tenant = _counted(Tenant, null=True)
+    queue = _counted(Queue)
+    flavor = _counted(Flavor)
     gpu_hours = _gpu_hours()
     cost = _money()
 
@@ -295,7 +324,7 @@ class WorkloadDay(models.Model):
 class FlavorLinesBase(models.Model):
     """A flavor's healthy capacity in a period and the four lines that add up to it."""
 
-    flavor = models.ForeignKey(Flavor, on_delete=models.PROTECT, related_name="+")
+    flavor = _counted(Flavor)
     capacity = _gpu_hours("Healthy GPU-hours (at least the GPU-hours used).")
     used = _gpu_hours()
     used_within_guarantee = _gpu_hours()
@@ -356,14 +385,25 @@ class FlavorDay(FlavorLinesBase):
         return f"{self.day} {self.flavor_id}: {self.capacity} GPU-hours"
 
 
+class FlavorMonth(FlavorLinesBase):
+    """One flavor's accounting month (``month`` is its first day): capacity and the lines."""
+
+    month = models.DateField()
+
+    class Meta:
+        ordering = ["month", "flavor"]
+        constraints = [models.UniqueConstraint(fields=["month", "flavor"], name="flavormonth_once")]
+
+    def __str__(self) -> str:
+        return f"{self.month:%Y-%m} {self.flavor_id}: {self.capacity} GPU-hours"
+
+
 class QueueLinesBase(models.Model):
     """A queue's part of a flavor's lines in a period."""
 
-    queue = models.ForeignKey(Queue, on_delete=models.PROTECT, related_name="+")
-    tenant = models.ForeignKey(
-        Tenant, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
-    )
-    flavor = models.ForeignKey(Flavor, on_delete=models.PROTECT, related_name="+")
+    queue = _counted(Queue)
+    tenant = _counted(Tenant, null=True)
+    flavor = _counted(Flavor)
     guarantee = _gpu_hours("Guarantee in force, in GPU-hours, after scaling to the capacity.")
     used = _gpu_hours()
     used_within_guarantee = _gpu_hours()
@@ -414,3 +454,22 @@ class QueueDay(QueueLinesBase):
 
     def __str__(self) -> str:
         return f"{self.day} {self.queue_id}/{self.flavor_id}"
+
+
+class QueueMonth(QueueLinesBase):
+    """One queue's lines of one flavor in one accounting month (``month``: its first day)."""
+
+    month = models.DateField()
+
+    class Meta:
+        ordering = ["month", "queue", "flavor"]
+        constraints = [
+            models.UniqueConstraint(fields=["month", "queue", "flavor"], name="queuemonth_once"),
+        ]
+        indexes = [
+            models.Index(fields=["month"], name="queuemonth_month_idx"),
+            models.Index(fields=["tenant", "month"], name="queuemonth_tenant_month_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.month:%Y-%m} {self.queue_id}/{self.flavor_id}"

@@ -68,3 +68,8 @@ def day_end(day: date, zone: ZoneInfo) -> datetime:
 def month_start(day: date) -> date:
     """The first day of the month that holds ``day``."""
     return day.replace(day=1)
+
+
+def next_month(first: date) -> date:
+    """The first day of the month after the one that starts on ``first``."""
+    return (first.replace(day=28) + timedelta(days=4)).replace(day=1)

@@ -21,14 +21,24 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, timedelta
 from typing import Any, Literal
 
-from django.db.models import F, QuerySet, Sum
+from django.db.models import F, Model, Q, QuerySet, Sum
 from django.db.models.functions import TruncMonth
 
-from gpupool.accounting.models import FlavorDay, QueueDay, UsageDay, WorkloadDay
+from gpupool.accounting.models import (
+    FlavorDay,
+    FlavorMonth,
+    QueueDay,
+    QueueMonth,
+    UsageDay,
+    UsageMonth,
+    WorkloadDay,
+)
+from gpupool.accounting.periods import month_start, next_month
 from gpupool.api.access import Access
+from gpupool.workloads.models import Workload
 
 Period = Literal["day", "month"]
 PERIODS: tuple[Period, ...] = ("day", "month")
@@ -69,22 +79,31 @@ class ReportQuery:
     tenants: Collection[int] | None = None  # the caller's scope: None reads every tenant
 
 
+Finish = Callable[[list[dict[str, Any]]], list[dict[str, Any]]]
+
+
 @dataclass(frozen=True)
 class Report:
-    """A report's columns and its rows: a query of plain dicts, each finished by ``finish``."""
+    """A report's columns and its rows: a query of plain dicts, finished a batch at a time
+    by ``finish`` (which may read what the rows name, once per batch)."""
 
     columns: tuple[str, ...]
     query: QuerySet[Any, dict[str, Any]]
-    finish: Callable[[dict[str, Any]], dict[str, Any]]
+    finish: Finish
 
     def rows(self, query: Any = None) -> list[dict[str, Any]]:
         """The rows (of ``query``, a page of this report's query, when given)."""
-        return [self.finish(row) for row in (self.query if query is None else query)]
+        return self.finish(list(self.query if query is None else query))
 
     def stream(self, chunk_size: int = 2000) -> Iterator[dict[str, Any]]:
         """Every row, fetched in chunks (for CSV exports of long reports)."""
+        batch: list[dict[str, Any]] = []
         for row in self.query.iterator(chunk_size=chunk_size):
-            yield self.finish(row)
+            batch.append(row)
+            if len(batch) >= chunk_size:
+                yield from self.finish(batch)
+                batch = []
+        yield from self.finish(batch)
 
 
 def _label(period: Period) -> Callable[[dict[str, Any]], dict[str, Any]]:
@@ -98,9 +117,8 @@ def _label(period: Period) -> Callable[[dict[str, Any]], dict[str, Any]]:
     return finish
 
 
-def _rows_in(query: ReportQuery, rows: QuerySet[Any], *, scoped: bool = True) -> QuerySet[Any]:
-    """``rows`` of the query's days, names and (when ``scoped``) the caller's tenants."""
-    rows = rows.filter(day__gte=query.start, day__lte=query.end)
+def _named(query: ReportQuery, rows: QuerySet[Any], *, scoped: bool = True) -> QuerySet[Any]:
+    """``rows`` of the query's names and (when ``scoped``) of the caller's tenants."""
     for dimension, names in query.filters.items():
         if names:
             rows = rows.filter(**{f"{NAME_OF[dimension]}__in": list(names)})
@@ -110,31 +128,60 @@ def _rows_in(query: ReportQuery, rows: QuerySet[Any], *, scoped: bool = True) ->
 
 
 def _grouped(
-    rows: QuerySet[Any], query: ReportQuery, dimensions: Sequence[str], sums: Sequence[str]
+    query: ReportQuery,
+    tables: tuple[type[Model], type[Model]],
+    dimensions: Sequence[str],
+    sums: Sequence[str],
+    *,
+    scoped: bool = True,
 ) -> QuerySet[Any, dict[str, Any]]:
-    """``rows`` summed by period and the named ``dimensions``, ordered by them."""
-    period = TruncMonth("day") if query.period == "month" else F("day")
-    names = {dimension: F(NAME_OF[dimension]) for dimension in dimensions}
-    grouped: QuerySet[Any, dict[str, Any]] = (
-        rows.annotate(period=period, **{f"by_{d}": path for d, path in names.items()})
-        .values("period", *(f"by_{d}" for d in dimensions))
+    """The query's rows of a (daily, monthly) pair of roll-up tables, summed by period and
+    ``dimensions``, ordered by them. Months that the days cover whole are read from the
+    monthly table; the days of a month cut by ``start`` or ``end`` from the daily one."""
+    daily, monthly = tables
+    parts: list[tuple[QuerySet[Any], Any]] = []
+    after_end = query.end + timedelta(days=1)
+    if query.period == "month":
+        whole_from = query.start if query.start.day == 1 else next_month(month_start(query.start))
+        whole_to = month_start(after_end)
+        if whole_from < whole_to:
+            months = monthly._default_manager.filter(month__gte=whole_from, month__lt=whole_to)
+            parts.append((months, F("month")))
+            edges = Q(day__gte=query.start, day__lt=whole_from) | Q(
+                day__gte=whole_to, day__lt=after_end
+            )
+        else:
+            edges = Q(day__gte=query.start, day__lt=after_end)
+        parts.append((daily._default_manager.filter(edges), TruncMonth("day")))
+    else:
+        days = daily._default_manager.filter(day__gte=query.start, day__lt=after_end)
+        parts.append((days, F("day")))
+    names = {f"by_{d}": F(NAME_OF[d]) for d in dimensions}
+    grouped = [
+        _named(query, rows, scoped=scoped)
+        .annotate(period=period, **names)
+        .values("period", *names)
         .annotate(**{f"sum_{name}": Sum(name) for name in sums})
-        .order_by("period", *(f"by_{d}" for d in dimensions))
-    )
-    return grouped
+        .order_by()
+        for rows, period in parts
+    ]
+    combined = grouped[0] if len(grouped) == 1 else grouped[0].union(*grouped[1:], all=True)
+    ordered: QuerySet[Any, dict[str, Any]] = combined.order_by("period", *names)
+    return ordered
 
 
-def _renamed(
-    dimensions: Sequence[str], sums: Sequence[str], period: Period
-) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    """Turn a grouped row's internal names into the report's column names."""
+def _renamed(dimensions: Sequence[str], sums: Sequence[str], period: Period) -> Finish:
+    """Turn grouped rows' internal names into the report's column names."""
     label = _label(period)
 
-    def finish(row: dict[str, Any]) -> dict[str, Any]:
-        out: dict[str, Any] = {"period": row["period"]}
-        out.update({d: row[f"by_{d}"] for d in dimensions})
-        out.update({name: row[f"sum_{name}"] for name in sums})
-        return label(out)
+    def finish(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        finished = []
+        for row in rows:
+            out: dict[str, Any] = {"period": row["period"]}
+            out.update({d: row[f"by_{d}"] for d in dimensions})
+            out.update({name: row[f"sum_{name}"] for name in sums})
+            finished.append(label(out))
+        return finished
 
     return finish
 
@@ -143,7 +190,7 @@ def usage_report(query: ReportQuery, by: Sequence[str] = USAGE_DIMENSIONS) -> Re
     """GPU-hours and cost per period by the dimensions ``by`` (tenant, queue, flavor, class)."""
     dimensions = [d for d in USAGE_DIMENSIONS if d in by]
     sums = ("gpu_hours", "cost")
-    rows = _grouped(_rows_in(query, UsageDay.objects.all()), query, dimensions, sums)
+    rows = _grouped(query, (UsageDay, UsageMonth), dimensions, sums)
     return Report(
         columns=("period", *dimensions, *sums),
         query=rows,
@@ -162,7 +209,7 @@ def attribution_report(
     sums = ("guarantee", "used", *lines, "used_cost", *(f"{line}_cost" for line in lines))
     filters = {k: v for k, v in query.filters.items() if k != "priority_class"}
     scoped = ReportQuery(query.start, query.end, query.period, filters, query.tenants)
-    rows = _grouped(_rows_in(scoped, QueueDay.objects.all()), scoped, dimensions, sums)
+    rows = _grouped(scoped, (QueueDay, QueueMonth), dimensions, sums)
     return Report(
         columns=("period", *dimensions, *sums),
         query=rows,
@@ -184,7 +231,7 @@ def capacity_report(query: ReportQuery, *, share_idle: bool = False) -> Report:
     )
     filters = {k: v for k, v in query.filters.items() if k == "flavor"}
     pool = ReportQuery(query.start, query.end, query.period, filters, None)
-    rows = _grouped(_rows_in(pool, FlavorDay.objects.all(), scoped=False), pool, ["flavor"], sums)
+    rows = _grouped(pool, (FlavorDay, FlavorMonth), ["flavor"], sums, scoped=False)
     return Report(
         columns=("period", "flavor", *sums),
         query=rows,
@@ -199,28 +246,28 @@ def workload_report(query: ReportQuery) -> Report:
     """GPU-hours and cost of each workload over the query's days, the costliest first."""
     filters = {k: v for k, v in query.filters.items() if k != "priority_class"}
     scoped = ReportQuery(query.start, query.end, query.period, filters, query.tenants)
+    days = WorkloadDay.objects.filter(day__gte=query.start, day__lte=query.end)
     rows = (
-        _rows_in(scoped, WorkloadDay.objects.all())
+        _named(scoped, days)
         .values("workload_id")
-        .annotate(
-            namespace=F("workload__namespace"),
-            name=F("workload__name"),
-            tenant_name=F("tenant__name"),
-            queue_name=F("queue__name"),
-            sum_gpu_hours=Sum("gpu_hours"),
-            sum_cost=Sum("cost"),
-        )
-        .order_by("-sum_cost", "namespace", "name")
+        .annotate(sum_gpu_hours=Sum("gpu_hours"), sum_cost=Sum("cost"))
+        .order_by("-sum_cost", "workload_id")
     )
 
-    def finish(row: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "namespace": row["namespace"],
-            "name": row["name"],
-            "tenant": row["tenant_name"],
-            "queue": row["queue_name"],
-            "gpu_hours": row["sum_gpu_hours"],
-            "cost": row["sum_cost"],
+    def finish(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        names = {
+            pk: (namespace, name, tenant, queue)
+            for pk, namespace, name, tenant, queue in Workload.objects.filter(
+                pk__in=[row["workload_id"] for row in batch]
+            ).values_list("pk", "namespace", "name", "queue__tenant__name", "queue__name")
         }
+        return [
+            dict(
+                zip(WORKLOAD_COLUMNS[:4], names[row["workload_id"]], strict=True),
+                gpu_hours=row["sum_gpu_hours"],
+                cost=row["sum_cost"],
+            )
+            for row in batch
+        ]
 
     return Report(columns=WORKLOAD_COLUMNS, query=rows, finish=finish)

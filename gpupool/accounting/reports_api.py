@@ -18,6 +18,7 @@ from django.utils import timezone
 from django_filters import rest_framework as filters
 from drf_spectacular.utils import extend_schema
 from rest_framework import renderers, serializers, viewsets
+from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.routers import BaseRouter
 
@@ -451,6 +452,17 @@ class UsageIntervalFilter(filters.FilterSet):  # type: ignore[misc]
         fields = ("tenant", "queue", "flavor", "namespace", "workload")
 
 
+class NewestFirst(CursorPagination):
+    """Pages of a long log, newest first, that never count it (5,000,000 usage intervals
+    are too many to count per page): ``?cursor=`` from ``next`` and ``previous``,
+    ``?page_size=`` (100 by default, at most 1,000)."""
+
+    ordering = ("-started_at", "-id")
+    page_size = 100
+    page_size_query_param = "page_size"
+    max_page_size = 1000
+
+
 class UsageIntervalViewSet(CSVExport, TenantScoped, viewsets.ReadOnlyModelViewSet[UsageInterval]):
     """The usage intervals the control loop records: the raw facts under every report."""
 
@@ -463,7 +475,8 @@ class UsageIntervalViewSet(CSVExport, TenantScoped, viewsets.ReadOnlyModelViewSe
     default_roles = COST_ROLES
     tenant_field = "tenant"
     finance_sees_all = True
-    ordering_fields = ("started_at", "ended_at", "gpus")
+    pagination_class = NewestFirst
+    filter_backends = (filters.DjangoFilterBackend,)
     csv_name = "usage-intervals"
 
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Any:

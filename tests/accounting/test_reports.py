@@ -141,6 +141,20 @@ def test_the_workload_report_puts_the_costliest_first(period: Pool) -> None:
     assert (rows[0]["namespace"], rows[0]["tenant"], rows[0]["queue"]) == ("a", "a", "team-a")
 
 
+@pytest.mark.parametrize(
+    ("start", "end"),
+    [(date(2026, 3, 10), date(2026, 3, 10)), (date(2026, 2, 15), date(2026, 3, 31))],
+    ids=["a cut month from the days", "a cut month and a whole one"],
+)
+def test_a_month_reads_the_same_from_its_days_as_from_the_monthly_roll_up(
+    period: Pool, start: date, end: date
+) -> None:
+    query = ReportQuery(start=start, end=end)
+    assert usage_report(query).rows() == usage_report(MARCH).rows()
+    assert attribution_report(query).rows() == attribution_report(MARCH).rows()
+    assert capacity_report(query).rows() == capacity_report(MARCH).rows()
+
+
 def test_days_outside_the_range_are_left_out(period: Pool) -> None:
     april = ReportQuery(start=date(2026, 4, 1), end=date(2026, 4, 30))
     assert usage_report(april).rows() == []
