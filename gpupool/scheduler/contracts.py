@@ -23,14 +23,13 @@ from dataclasses import dataclass
 
 from gpupool.scheduler.types import (
     MILLI,
+    SECONDS_PER_HOUR,
     BackoffPolicy,
     PolicyInfo,
     PriorityClassInfo,
     Snapshot,
     WorkloadInfo,
 )
-
-SECONDS_PER_HOUR = 3600.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,6 +46,7 @@ from gpupool.scheduler.statement import CanonKey, ClusterState, PlacedPod, State
 from gpupool.scheduler.types import (
     MIB_PER_GB,
     MILLI,
+    SECONDS_PER_HOUR,
     Admission,
     Eviction,
     EvictReason,
@@ -690,7 +691,7 @@ class Cycle:
         """GPU-hours of the victim's work its protected window covers: what its contract
         expects an eviction may throw away (a window is meant to reach a first checkpoint)."""
         seconds = self.contracts.protected_runtime(victim.info)
-        return sum(victim.need.values()) / MILLI * seconds / 3600
+        return sum(victim.need.values()) / MILLI * seconds / SECONDS_PER_HOUR
 
     def might_suffice(self, work: PendingWork) -> tuple[Callable[[RunningWork], bool], int]:
         """Whether one victim frees as many GPUs of each flavor as the preemptor lacks, and

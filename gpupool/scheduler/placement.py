@@ -21,7 +21,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gpupool.scheduler.fragmentation import (
-    MILLI_PER_GPU,
     NodeState,
     PodShape,
     ShapeDistribution,
@@ -30,7 +29,7 @@ from gpupool.scheduler.fragmentation import (
     take,
 )
 from gpupool.scheduler.statement import CanonKey, ClusterState, PlacedPod, Statement, canonical
-from gpupool.scheduler.types import Topology
+from gpupool.scheduler.types import MILLI, Topology
 
 NO_DISTRIBUTION = ShapeDistribution(())
 
@@ -93,8 +92,8 @@ class Placer:
             limits.append(key[1] // shape.cpu_milli)
         if shape.memory_mib:
             limits.append(key[2] // shape.memory_mib)
-        if shape.gpus and shape.milli >= MILLI_PER_GPU:
-            limits.append(sum(1 for free in key[0] if free >= MILLI_PER_GPU) // shape.gpus)
+        if shape.gpus and shape.milli >= MILLI:
+            limits.append(sum(1 for free in key[0] if free >= MILLI) // shape.gpus)
         elif shape.gpus:
             limits.append(sum(free // shape.milli for free in key[0]))
         count = min(limits) if limits else 1 << 30
@@ -132,7 +131,7 @@ class Placer:
         validates the result); that check was a tenth of an admission.
         """
         if not shape.is_fraction:
-            whole = [i for i, free in enumerate(state.gpu_free_milli) if free >= MILLI_PER_GPU]
+            whole = [i for i, free in enumerate(state.gpu_free_milli) if free >= MILLI]
             return tuple(whole[: shape.gpus]) if len(whole) >= shape.gpus else None
         if self.mode == "bestfit":
             return pick_gpus(state, shape)

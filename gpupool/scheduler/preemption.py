@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from gpupool.scheduler.statement import PlacedPod, Statement
-from gpupool.scheduler.types import WorkloadInfo
+from gpupool.scheduler.types import MILLI, SECONDS_PER_HOUR, WorkloadInfo
 
 MAX_VICTIMS = 128  # victims one preemptor may cost
 MAX_CANDIDATES = 512  # candidates looked at, in preference order (bounds the search)
@@ -129,7 +129,7 @@ def victim_preference(
     progress is the GPU-hours run since then.
     """
     since = started if last_checkpoint is None else max(started, last_checkpoint)
-    progress = gpu_milli / 1000 * max(0.0, now - since) / 3600
+    progress = gpu_milli / MILLI * max(0.0, now - since) / SECONDS_PER_HOUR
     return (value, -since, progress, name)
 
 

@@ -692,10 +692,11 @@ def _policy(top: _Obj) -> PolicyInfo:
             b = _Obj(
                 raw, obj.at("preemption_backoff"), {"max_preemptions", "window_s", "cooldown_s"}
             )
+            usual = BackoffPolicy()
             backoff = BackoffPolicy(
-                b.integer("max_preemptions", 3),
-                b.number("window_s", 3600),
-                b.number("cooldown_s", 1800),
+                b.integer("max_preemptions", usual.max_preemptions),
+                b.number("window_s", usual.window_s),
+                b.number("cooldown_s", usual.cooldown_s),
             )
     protection: VictimProtectionPolicy | None = VictimProtectionPolicy()
     if "victim_protection" in obj.data:
@@ -703,10 +704,11 @@ def _policy(top: _Obj) -> PolicyInfo:
         protection = None
         if raw is not None:
             v = _Obj(raw, obj.at("victim_protection"), {"evictions", "window_s", "protected_s"})
+            usual_protection = VictimProtectionPolicy()
             protection = VictimProtectionPolicy(
-                v.integer("evictions", 2, minimum=1),
-                v.number("window_s", 6 * 3600),
-                v.number("protected_s", 1800),
+                v.integer("evictions", usual_protection.evictions, minimum=1),
+                v.number("window_s", usual_protection.window_s),
+                v.number("protected_s", usual_protection.protected_s),
             )
     phases = PolicyInfo().phases
     if obj.has("phases"):

@@ -17,9 +17,9 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from gpupool.scheduler.fragmentation import MILLI_PER_GPU, NodeState, PodShape, take
+from gpupool.scheduler.fragmentation import NodeState, PodShape, take
 from gpupool.scheduler.quota import QuotaTree
-from gpupool.scheduler.types import NodeInfo
+from gpupool.scheduler.types import MILLI, NodeInfo
 
 CanonKey = tuple[tuple[int, ...], int, int]
 
@@ -64,10 +64,10 @@ def initial_state(
         return NodeState((0,) * node.gpus, 0, 0)
     # Start from all GPUs free and visit only the used and unhealthy indices (most of a
     # node's GPUs are neither; this runs once per node per cycle).
-    free = [MILLI_PER_GPU] * node.gpus
+    free = [MILLI] * node.gpus
     for index, milli in used.items():
         if 0 <= index < node.gpus:
-            free[index] = max(0, MILLI_PER_GPU - milli)
+            free[index] = max(0, MILLI - milli)
     for index in node.unhealthy_gpus:
         if 0 <= index < node.gpus:
             free[index] = 0

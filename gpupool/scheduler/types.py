@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Final, Literal
 
-MILLI = 1000
-MIB_PER_GB = 1024
+MILLI: Final = 1000  # milli-GPU in a whole GPU (and milli-CPU in a core)
+MIB_PER_GB: Final = 1024
+SECONDS_PER_HOUR: Final = 3600.0
 
 Sharing = Literal["exclusive", "shared"]
 Topology = Literal["domain", "preferred"]
@@ -189,7 +190,7 @@ class BackoffPolicy:
     """More than ``max_preemptions`` caused within ``window_s`` costs one priority step."""
 
     max_preemptions: int = 3
-    window_s: float = 3600.0
+    window_s: float = SECONDS_PER_HOUR
     cooldown_s: float = 1800.0
 
 
@@ -198,7 +199,7 @@ class VictimProtectionPolicy:
     """A workload evicted ``evictions`` times within ``window_s`` is protected ``protected_s``."""
 
     evictions: int = 2
-    window_s: float = 6 * 3600.0
+    window_s: float = 6 * SECONDS_PER_HOUR
     protected_s: float = 1800.0
 
 
