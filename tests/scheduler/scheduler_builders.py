@@ -50,6 +50,24 @@ def node(
     }
 
 
+def pool(
+    count: int, *, prefix: str = "n", domain_size: int | None = None, **options: Any
+) -> list[dict[str, Any]]:
+    """``count`` alike nodes named n1, n2, ...: ``pool(3)``, ``pool(2, cpu=16)``.
+
+    ``options`` are ``node``'s; with ``domain_size`` the nodes share NVLink domains d1, d2, ...
+    of that many nodes each (else each node is its own domain).
+    """
+    return [
+        node(
+            f"{prefix}{i}",
+            domain=None if domain_size is None else f"d{(i - 1) // domain_size + 1}",
+            **options,
+        )
+        for i in range(1, count + 1)
+    ]
+
+
 def queue(
     name: str,
     deserved: float | None = None,
