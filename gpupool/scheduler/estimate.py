@@ -16,7 +16,8 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from gpupool.scheduler.cycle import Cycle, PendingWork, plan
+from gpupool.scheduler.cycle import plan
+from gpupool.scheduler.cycle_state import Cycle, PendingWork
 from gpupool.scheduler.explain import Verdict, quota_verdict, sentence
 from gpupool.scheduler.statement import Statement
 from gpupool.scheduler.types import PolicyInfo, Snapshot, WorkloadInfo

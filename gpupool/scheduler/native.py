@@ -28,6 +28,7 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 COMPILED_MODULES = (
     "contracts",
     "cycle",
+    "cycle_state",
     "estimate",
     "explain",
     "fairshare",
@@ -40,6 +41,7 @@ COMPILED_MODULES = (
     "statement",
     "synthetic",
     "types",
+    "victims",
 )
 BUILT_MARKER = "BUILT"  # written last by the build: names mypyc's shared library module
 

@@ -85,6 +85,29 @@ class SearchOrders:
 GREEDY = SearchOrders()  # Kueue's: the preference-order pass alone
 
 
+@dataclass(frozen=True, slots=True)
+class VictimSearchStrategy:
+    """``policy.victim_search``: whether sizes steer the search, and what "recent" counts from.
+
+    ``by_size``: a lone victim if one is enough (the smallest such, ``_lone_victim``), else
+    the smaller of a biggest-first and a preference-order set; without it, the
+    preference-order pass alone (``GREEDY``). ``counts_checkpoints``: a victim's recency and
+    progress count from its last checkpoint (``victim_preference``), else from its start.
+    """
+
+    by_size: bool
+    counts_checkpoints: bool
+
+
+VICTIM_SEARCHES: Mapping[str, VictimSearchStrategy] = {
+    # The product's: fewest victims, smallest lone victim, checkpoint-aware preference.
+    "fewest": VictimSearchStrategy(by_size=True, counts_checkpoints=True),
+    # Kueue's: remove candidates in preference order until the preemptor fits, then put
+    # back what is not needed; recency by start time (Kueue knows no checkpoints).
+    "greedy": VictimSearchStrategy(by_size=False, counts_checkpoints=False),
+}
+
+
 def held(victim: RunningWork) -> int:
     """GPUs the victim holds (all flavors)."""
     return sum(victim.need.values())

@@ -14,8 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scheduler_builders import CLASSES, at, check_invariants, scenario
 
-from gpupool.scheduler import NATIVE, plan
-from gpupool.scheduler.cycle import Cycle
+from gpupool.scheduler import NATIVE, plan, victims
 from gpupool.scheduler.scenario import Scenario, dump_plan, scenario_from_dict
 from gpupool.scheduler.synthetic import synthetic_snapshot
 
@@ -172,16 +171,16 @@ def test_a_synthetic_pool_keeps_the_invariants(seed: int) -> None:
     check_invariants(Scenario(snapshot, policy, now), result)
 
 
-# Compiled methods call each other directly: a monkeypatched Cycle.room_without would not
-# reach them, and the comparison would pass without testing anything. make test runs
+# Compiled functions call each other directly: a monkeypatched victims.room_without would
+# not reach them, and the comparison would pass without testing anything. make test runs
 # tests/scheduler a second time on the plain-Python core, where these run.
 needs_python_core = pytest.mark.skipif(NATIVE, reason="patches the core; runs on the pure pass")
 
 
 def _plan_without_room_prune(loaded: Scenario) -> str:
-    """The plan with victim searches never ruled out by ``Cycle.room_without``."""
+    """The plan with victim searches never ruled out by ``victims.room_without``."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Cycle, "room_without", lambda self, work: lambda candidates: True)
+        patch.setattr(victims, "room_without", lambda cycle, work: lambda candidates: True)
         return dump_plan(plan(loaded.snapshot, loaded.policy, loaded.now))
 
 
