@@ -166,12 +166,13 @@ def _attempt(cycle: Cycle, work: PendingWork) -> bool:
         if (
             result.reason in ("capacity", "fragmentation", "behind")
             and cycle.starving(work)
-            and work.name not in cycle.holders
+            and work.name not in cycle.cluster.holds
         ):
             assignment = work.assignments[0]
             if cycle.quota.check(work.info.queue, assignment.need) is None and cycle.hold_for(
-                work, assignment
+                work, assignment, statement
             ):
+                statement.commit()
                 work.verdict = Verdict(result.reason, {**result.facts, "holding_capacity": True})
         return False
     statement.commit()
@@ -332,30 +333,28 @@ def backfill(cycle: Cycle) -> None:
     """# 5 Idle GPUs behind a hold go to work that can be evicted at any time; evicts nobody."""
     if not cycle.cluster.held:
         return
-    held = set(cycle.cluster.held)
-    cycle.cluster.held.clear()
-    try:
-        for work in sorted(cycle.pending.values(), key=lambda w: w.rank):
-            if (
-                not work.schedulable
-                or "blocked_by" in (work.verdict.facts if work.verdict else {})
-                or work.name in cycle.admitted
-                or work.name in cycle.waiting
-                or work.name in cycle.holders
-                or work.verdict is None
-                or work.verdict.reason != "behind"
-                or cycle.contracts.protected_runtime(work.info) > 0
-            ):
-                continue
-            statement = Statement(cycle.cluster, cycle.quota)
-            result = cycle.try_place(work, statement)
-            if isinstance(result, Verdict):
-                statement.discard()
-                continue
-            statement.commit()
-            cycle.admit(work, *result)
-    finally:
-        cycle.cluster.held |= held
+    opened = Statement(cycle.cluster, cycle.quota)
+    opened.open_holds()
+    for work in sorted(cycle.pending.values(), key=lambda w: w.rank):
+        if (
+            not work.schedulable
+            or "blocked_by" in (work.verdict.facts if work.verdict else {})
+            or work.name in cycle.admitted
+            or work.name in cycle.waiting
+            or work.name in cycle.cluster.holds
+            or work.verdict is None
+            or work.verdict.reason != "behind"
+            or cycle.contracts.protected_runtime(work.info) > 0
+        ):
+            continue
+        statement = Statement(cycle.cluster, cycle.quota)
+        result = cycle.try_place(work, statement)
+        if isinstance(result, Verdict):
+            statement.discard()
+            continue
+        statement.commit()
+        cycle.admit(work, *result)
+    opened.discard()  # the holds close again behind what backfill placed
 
 
 Phase = Callable[[Cycle], None]

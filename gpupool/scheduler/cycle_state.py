@@ -158,8 +158,6 @@ class Cycle:
         self.admitted: dict[str, list[PlacedPod]] = {}
         self.evicted: dict[str, Eviction] = {}
         self.waiting: set[str] = set()
-        self.holders: list[str] = []
-        self.held_by: dict[str, list[str]] = {}
         self.start_classes: dict[str, dict[CanonKey, int]] = {}
         self.start_free: dict[str, tuple[int, int, int]] = {}
         self._failed: dict[tuple[object, ...], tuple[int, int, Verdict]] = {}
@@ -440,7 +438,7 @@ class Cycle:
         holder = next(
             (
                 name
-                for name, nodes in self.held_by.items()
+                for name, nodes in self.cluster.holds.items()
                 if any(self.nodes[node].flavor == flavor for node in nodes)
             ),
             None,
@@ -511,8 +509,9 @@ class Cycle:
         limit = self.policy.starvation_limit_s
         return limit is not None and self.now - work.info.submitted_at > limit
 
-    def hold_for(self, work: PendingWork, assignment: Assignment) -> bool:
-        """Reserve the nodes closest to fitting the starving gang; False if it never fits."""
+    def hold_for(self, work: PendingWork, assignment: Assignment, statement: Statement) -> bool:
+        """Hold the nodes closest to fitting the starving gang on ``statement``; False (and
+        nothing held) if the gang could not fit even on the empty pool."""
         by_flavor: dict[str, list[PodShape]] = defaultdict(list)
         for pod in assignment.pods:
             by_flavor[pod.flavor].append(pod.shape)
@@ -524,18 +523,17 @@ class Cycle:
         )
         if healthy < work.minimum:
             return False
-        held: list[str] = []
+        held = self.cluster.held
+        nodes: list[str] = []
         for pod in assignment.pods:
             classes = self.cluster.classes.get(pod.flavor, {})
             # The node closest to fitting: most free GPUs first (then a fixed order).
             for key in sorted(classes, key=lambda k: (-sum(k[0]), k)):
-                name = next((n for n in classes[key] if n not in self.cluster.held), None)
+                name = next((n for n in classes[key] if n not in held and n not in nodes), None)
                 if name is not None:
-                    self.cluster.held.add(name)
-                    held.append(name)
+                    nodes.append(name)
                     break
-        self.holders.append(work.name)
-        self.held_by[work.name] = held
+        statement.hold(work.name, nodes)
         return True
 
     def evict(self, victims: list[RunningWork], reason: EvictReason, preemptor: str) -> None:

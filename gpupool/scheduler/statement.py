@@ -5,9 +5,10 @@ every node: per flavor, nodes grouped by *canonical* state (free GPUs sorted, CP
 nodes in the same canonical state are interchangeable for scoring), and per (flavor, NVLink
 domain) a signature of its nodes' states so a domain gang is tried once per distinct domain.
 
-A ``Statement`` (Volcano's name) records every change made through it and can ``discard()``
-them in reverse order, or ``commit()`` to keep them: a gang is placed whole or not at all,
-victims are removed only if the preemptor then fits.
+A ``Statement`` (Volcano's name) records every change made through it -- a pod placed or
+removed, a queue's usage charged, capacity held for a starving workload or opened to backfill
+-- and can ``discard()`` them in reverse order, or ``commit()`` to keep them: a gang is placed
+whole or not at all, victims are removed only if the preemptor then fits.
 """
 
 from __future__ import annotations
@@ -95,7 +96,8 @@ class ClusterState:
         self.free_gpu: dict[str, int] = defaultdict(int)
         self.free_cpu: dict[str, int] = defaultdict(int)
         self.free_memory: dict[str, int] = defaultdict(int)
-        self.held: set[str] = set()
+        self.held: set[str] = set()  # nodes placement must leave alone (holds)
+        self.holds: dict[str, list[str]] = {}  # holder -> the nodes held for it, in hold order
         self.generation = 0
         self._dirty: set[tuple[str, str]] = set()
         occupied = occupied or {}
@@ -208,6 +210,23 @@ class Statement:
         for flavor, amount in need.items():
             if amount:
                 self.quota.add(queue, flavor, -sign * amount)
+
+    def hold(self, holder: str, nodes: list[str]) -> None:
+        """Hold ``nodes`` for a starving workload: placement leaves them alone."""
+        cluster = self.cluster
+        cluster.holds[holder] = nodes
+        cluster.held.update(nodes)
+        self._undo.append(lambda: self._release(holder, nodes))
+
+    def _release(self, holder: str, nodes: list[str]) -> None:
+        del self.cluster.holds[holder]
+        self.cluster.held.difference_update(nodes)
+
+    def open_holds(self) -> None:
+        """Let placement use the held nodes (the holds stay recorded, with their holders)."""
+        opened = set(self.cluster.held)
+        self.cluster.held.clear()
+        self._undo.append(lambda: self.cluster.held.update(opened))
 
     def commit(self) -> None:
         """Keep every change (a nested statement hands them to its parent)."""
