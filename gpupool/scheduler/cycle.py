@@ -120,7 +120,7 @@ def allocate(cycle: Cycle) -> None:
     )
     for work in nominated:
         _attempt(cycle, work)
-    order = QUEUE_ORDERS[cycle.policy.fair_sharing]
+    order = QUEUE_ORDERS[cycle.policy.queue_order]
     keep_serving = QUEUEING[cycle.policy.queueing]
     cursor: dict[str, int] = defaultdict(int)
 
@@ -181,8 +181,8 @@ def _attempt(cycle: Cycle, work: PendingWork) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class QueueOrder:
-    """How allocate picks the next queue to serve: a key of the queue and its head.
+class QueueOrderStrategy:
+    """``policy.queue_order``: how allocate picks the next queue, by a key of it and its head.
 
     ``by_head``: the key depends on the head, so it is recomputed for every new head (not
     only after an admission changed the queue's usage).
@@ -203,9 +203,9 @@ def _head_rank(cycle: Cycle, queue: str, head: PendingWork) -> tuple[object, ...
     return (not cycle.quota.below_deserved(queue, need), *head.rank, queue)
 
 
-QUEUE_ORDERS: Mapping[bool, QueueOrder] = {
-    True: QueueOrder(_dominant_share, by_head=False),  # policy.fair_sharing
-    False: QueueOrder(_head_rank, by_head=True),
+QUEUE_ORDERS: Mapping[str, QueueOrderStrategy] = {
+    "dominant-share": QueueOrderStrategy(_dominant_share, by_head=False),
+    "head-rank": QueueOrderStrategy(_head_rank, by_head=True),
 }
 
 
@@ -274,7 +274,7 @@ def reclaim(cycle: Cycle) -> None:
     search = ReclaimSearch(cycle)
     for queue in sorted(cycle.by_queue):
         _reclaim_in(cycle, search, queue, fair=False, budget=None)
-    if not cycle.policy.fair_sharing:
+    if not cycle.policy.fair_reclaim:
         return
     budget = FAIR_RECLAIM_SEARCHES
     for queue in sorted(cycle.by_queue, key=lambda q: (cycle.shares.share(q), q)):

@@ -2,26 +2,31 @@
 
 ``policy.queueing``: "best-effort" (default; DESIGN section 3: no head-of-line blocking) or
 "fifo" (strict order inside a queue: nothing behind a blocked head is admitted, like Kueue's
-StrictFIFO). ``policy.fair_sharing``: true (default; DRF across queues) or false (the queues'
-heads by rank: within deserved before borrowing, then priority, then submit time, as Kueue
-orders ClusterQueue heads when fair sharing is off). ``policy.victim_search``: "fewest"
-(default) or "greedy" (Kueue's one-pass search, recency by start time).
+StrictFIFO). ``policy.queue_order``: "dominant-share" (default; DRF across queues) or
+"head-rank" (the queues' heads by rank: within deserved before borrowing, then priority, then
+submit time, as Kueue orders ClusterQueue heads when fair sharing is off).
+``policy.fair_reclaim``: true (default) or false (fair-share reclaim, tested with the reclaim
+rules). ``policy.fair_sharing``, the older switch, sets both. ``policy.victim_search``:
+"fewest" (default) or "greedy" (Kueue's one-pass search, recency by start time).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 from scheduler_builders import Case, at, node, queue, run_case, scenario, workload
 
 from gpupool.scheduler import plan
-from gpupool.scheduler.scenario import ScenarioError, scenario_from_dict
+from gpupool.scheduler.scenario import ScenarioError, policy_from_dict, scenario_from_dict
+from gpupool.scheduler.types import PolicyInfo
 
 HALF_A = [0, 1, 2, 3]
 FULL = list(range(8))
 FIFO = {"placement": "gpupool", "queueing": "fifo"}
 NO_FAIR_SHARING = {"placement": "gpupool", "fair_sharing": False}
+HEAD_RANK = {"placement": "gpupool", "queue_order": "head-rank"}
 
 
 def blocked_head_case(name: str, policy: dict[str, Any] | None, **want: Any) -> Case:
@@ -115,6 +120,21 @@ CASES = [
         want_admitted={"a1"},
         want_not_admitted={"b1"},
         want_reasons={"b1": "behind"},
+    ),
+    Case(
+        "the head-rank queue order alone serves the earliest submitted head first",
+        *CROSS_QUEUE,
+        policy=HEAD_RANK,
+        want_admitted={"a1"},
+        want_not_admitted={"b1"},
+        want_reasons={"b1": "behind"},
+    ),
+    Case(
+        "without fair reclaim the queues are still served by dominant share",
+        *CROSS_QUEUE,
+        policy={"placement": "gpupool", "fair_reclaim": False},
+        want_admitted={"b1"},
+        want_not_admitted={"a1"},
     ),
     Case(
         "without fair sharing work within its deserved share goes before borrowing work",
@@ -234,6 +254,8 @@ def test_victim_search(case: Case) -> None:
 BAD = [
     ({"queueing": "lifo"}, "policy.queueing: must be 'best-effort' or 'fifo'"),
     ({"fair_sharing": "no"}, "policy.fair_sharing: must be true or false"),
+    ({"queue_order": "fifo"}, "policy.queue_order: must be 'dominant-share' or 'head-rank'"),
+    ({"fair_reclaim": "yes"}, "policy.fair_reclaim: must be true or false"),
     ({"victim_search": "lifo"}, "policy.victim_search: must be 'fewest' or 'greedy'"),
 ]
 
@@ -246,3 +268,30 @@ def test_an_unknown_policy_value_is_refused_naming_the_field(
     with pytest.raises(ScenarioError) as raised:
         scenario_from_dict(scenario([node("n1")], [queue("team-a")], [], policy=policy))
     assert str(raised.value) == message
+
+
+LEGACY = [
+    ({"fair_sharing": True}, PolicyInfo()),
+    ({"fair_sharing": False}, PolicyInfo(queue_order="head-rank", fair_reclaim=False)),
+    ({"fair_sharing": False, "fair_reclaim": True}, PolicyInfo(queue_order="head-rank")),
+    ({"fair_sharing": True, "queue_order": "head-rank"}, PolicyInfo(queue_order="head-rank")),
+    ({"fair_reclaim": False}, PolicyInfo(fair_reclaim=False)),
+]
+
+
+@pytest.mark.parametrize(("policy", "expected"), LEGACY, ids=[str(p) for p, _ in LEGACY])
+def test_the_older_fair_sharing_switch_sets_both_strategies_unless_they_are_named(
+    policy: dict[str, Any], expected: PolicyInfo
+) -> None:
+    """``fair_sharing`` still reads as it always did; ``queue_order``/``fair_reclaim`` win."""
+    assert policy_from_dict(policy) == expected
+
+
+def test_fair_sharing_given_to_a_policy_sets_both_strategies_and_reads_back() -> None:
+    """Code that still builds or replaces ``fair_sharing`` keeps working (the simulators')."""
+    off = PolicyInfo(fair_sharing=False)
+    assert (off.queue_order, off.fair_reclaim, off.fair_sharing) == ("head-rank", False, False)
+    assert dataclasses.replace(off, fair_sharing=True) == PolicyInfo()
+    assert PolicyInfo().fair_sharing
+    assert not PolicyInfo(fair_reclaim=False).fair_sharing
+    assert dataclasses.replace(off, queue_order="dominant-share").fair_reclaim is False

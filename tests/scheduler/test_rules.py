@@ -499,6 +499,24 @@ FAIR_RECLAIM = [
         want_not_admitted={"s2"},
         want_reasons={"s2": "quota"},
     ),
+    Case(
+        "without fair reclaim a queue above deserved does not reclaim under DRF either",
+        FAIR_POOL,
+        FAIR_QUEUES,
+        [*FAIR_RUNNING, workload("s2", "second", gpus=4)],
+        policy={"placement": "gpupool", "fair_reclaim": False},
+        want_not_admitted={"s2"},
+        want_reasons={"s2": "quota"},
+    ),
+    Case(
+        "fair reclaim works with the head-rank queue order too",
+        FAIR_POOL,
+        FAIR_QUEUES,
+        [*FAIR_RUNNING, workload("s2", "second", gpus=4)],
+        policy={"placement": "gpupool", "queue_order": "head-rank"},
+        want_evicted={"f3": "reclaim"},
+        want_reasons={"s2": "waiting-for-preemption"},
+    ),
 ]
 
 NOMINATION = [
