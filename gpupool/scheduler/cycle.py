@@ -38,6 +38,7 @@ from gpupool.scheduler.types import (
     PendingExplanation,
     Plan,
     PodPlacement,
+    PodRef,
     PolicyInfo,
     Snapshot,
 )
@@ -373,10 +374,7 @@ PHASES: Mapping[str, Phase] = {
 
 def plan_of(cycle: Cycle) -> Plan:
     """The plan a finished cycle produced."""
-    admit = tuple(
-        Admission(name, _placement_out(cycle, cycle.admitted[name]))
-        for name in sorted(cycle.admitted)
-    )
+    admit = tuple(_admission(cycle, name, cycle.admitted[name]) for name in sorted(cycle.admitted))
     evict = tuple(cycle.evicted[name] for name in sorted(cycle.evicted))
     return Plan(admit=admit, evict=evict, pending=tuple(pending_explanations(cycle)))
 
@@ -410,12 +408,14 @@ def _budget_verdict(cycle: Cycle, work: PendingWork, then: Verdict) -> Verdict:
     return Verdict("budget", facts)
 
 
-def _placement_out(cycle: Cycle, pods: list[PlacedPod]) -> tuple[PodPlacement, ...]:
-    out: list[PodPlacement] = []
+def _admission(cycle: Cycle, name: str, pods: list[PlacedPod]) -> Admission:
+    """Where each placed pod goes, and which pod of the workload it is."""
+    placement: list[PodPlacement] = []
     for pod in pods:
         shared = cycle.nodes[pod.node].flavor in cycle.shared_flavors
-        out.append(PodPlacement(pod.node, pod.gpus, pod.shape.milli if shared else None))
-    return tuple(out)
+        placement.append(PodPlacement(pod.node, pod.gpus, pod.shape.milli if shared else None))
+    refs = tuple(PodRef(pod.pod_set, pod.index) for pod in pods)
+    return Admission(name, tuple(placement), refs)
 
 
 __all__ = ["PHASES", "plan", "plan_of", "run_cycle"]

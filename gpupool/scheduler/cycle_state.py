@@ -189,17 +189,17 @@ class Cycle:
             cpu_total = memory_total = 0
             placements = workload.placement
             first = 0
-            for pod_set in workload.pod_sets:
+            for set_index, pod_set in enumerate(workload.pod_sets):
                 shape_flavor, shape = "", None
                 tally: list[Any] = []
-                for placement in placements[first : first + pod_set.count]:
+                for index, placement in enumerate(placements[first : first + pod_set.count]):
                     node = placement.node
                     flavor = node_flavor[node]
                     if shape is None or flavor != shape_flavor:
                         shape_flavor, shape = flavor, pod_shape(pod_set, flavor in shared)
                         tally = shape_pods.setdefault((flavor, id(shape)), [flavor, shape, 0])
                     tally[2] += 1
-                    pods.append(PlacedPod(node, placement.gpus, shape))
+                    pods.append(PlacedPod(node, placement.gpus, shape, set_index, index))
                     milli = shape.milli
                     need[flavor] = need.get(flavor, 0) + shape.gpus * milli
                     cpu_total += shape.cpu_milli
@@ -287,9 +287,11 @@ class Cycle:
             pods: list[PodRequest] = []
             need: dict[str, int] = defaultdict(int)
             vector: dict[str, int] = defaultdict(int)
-            for pod_set, flavor in zip(workload.pod_sets, flavors, strict=True):
+            for set_index, (pod_set, flavor) in enumerate(
+                zip(workload.pod_sets, flavors, strict=True)
+            ):
                 shape = pod_shape(pod_set, self.flavors[flavor].sharing == "shared")
-                pods.extend(PodRequest(shape, flavor) for _ in range(pod_set.count))
+                pods.extend(PodRequest(shape, flavor, set_index, i) for i in range(pod_set.count))
                 need[flavor] += shape.gpu_milli_total * pod_set.count
                 vector[gpu_resource(flavor)] += shape.gpu_milli_total * pod_set.count
                 vector[CPU] += shape.cpu_milli * pod_set.count

@@ -36,10 +36,13 @@ NO_DISTRIBUTION = ShapeDistribution(())
 
 @dataclass(frozen=True, slots=True)
 class PodRequest:
-    """One pod of a gang: its shape and the flavor it was assigned."""
+    """One pod of a gang: its shape, the flavor it was assigned, and which pod it is (its pod
+    set's index in the workload, its index in the pod set), carried to its ``PlacedPod``."""
 
     shape: PodShape
     flavor: str
+    pod_set: int
+    index: int
 
 
 Candidate = tuple[float, int, int, str]
@@ -179,7 +182,7 @@ class Placer:
             if gpus is None:  # pragma: no cover - the canonical state said it fits
                 break
             statement.place(choice, pod.shape, gpus)
-            placed.append(PlacedPod(choice, gpus, pod.shape))
+            placed.append(PlacedPod(choice, gpus, pod.shape, pod.pod_set, pod.index))
             domains.add(self.cluster.nodes[choice].domain)
         if len(placed) < max(minimum, 1 if pods else 0) and stop_at_first_failure:
             return None
@@ -280,7 +283,7 @@ class Placer:
             if gpus is None:  # pragma: no cover - the canonical state said it fits
                 return None
             local[name] = take(state, pod.shape, gpus)
-            placed.append(PlacedPod(name, gpus, pod.shape))
+            placed.append(PlacedPod(name, gpus, pod.shape, pod.pod_set, pod.index))
             total += best[0]
         leftover = sum(
             sum(local.get(name, cluster.state[name]).gpu_free_milli)

@@ -46,11 +46,14 @@ def give_back(state: NodeState, pod: PodShape, gpus: tuple[int, ...]) -> NodeSta
 
 @dataclass(slots=True)
 class PlacedPod:
-    """One pod of a workload as placed: node, GPUs and the shape it took there."""
+    """One pod of a workload as placed: node, GPUs and the shape it took there, and which pod
+    it is (its pod set's index in the workload, its index in the pod set)."""
 
     node: str
     gpus: tuple[int, ...]
     shape: PodShape
+    pod_set: int
+    index: int
 
 
 def initial_state(

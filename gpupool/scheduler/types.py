@@ -303,11 +303,25 @@ class Snapshot:
 
 
 @dataclass(frozen=True, slots=True)
+class PodRef:
+    """Which pod of a workload: its pod set (index in ``WorkloadInfo.pod_sets``) and its
+    index within that pod set."""
+
+    pod_set: int
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
 class Admission:
-    """A workload to bind, pod by pod."""
+    """A workload to bind, pod by pod: ``placement[i]`` is where pod ``pod_refs[i]`` goes.
+
+    An elastic gang (``min_member`` below its pod count) may be admitted with fewer pods than
+    it has: the first ones in pod-set order.
+    """
 
     workload: str
     placement: tuple[PodPlacement, ...]
+    pod_refs: tuple[PodRef, ...]
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from scheduler_builders import node, queue, scenario, workload
+from scheduler_builders import node, pool, queue, scenario, workload
 
 from gpupool.scheduler import plan
 from gpupool.scheduler.estimate import dry_run, estimate_starts
 from gpupool.scheduler.scenario import Scenario, parse_time, scenario_from_dict
-from gpupool.scheduler.types import Plan
+from gpupool.scheduler.types import Plan, PodRef
 
 
 def planned(
@@ -72,6 +72,25 @@ def test_an_elastic_gang_runs_with_the_pods_that_fit() -> None:
         [workload("w1", gpus=4, count=3, min_member=2)],
     )
     assert len(result.admit[0].placement) == 2
+    assert result.admit[0].pod_refs == (PodRef(0, 0), PodRef(0, 1))
+
+
+def test_an_admission_names_the_pod_set_and_index_of_every_pod() -> None:
+    """Two pod sets of different shapes: each placed pod says which pod it is."""
+    gang = workload("w1")
+    gang["pod_sets"] = [
+        {"count": 2, "gpus": 4, "flavor": "h100", "cpu": 8},
+        {"count": 1, "gpus": 0, "cpu": 4},
+        {"count": 2, "gpus": 1, "flavor": "h100"},
+    ]
+    loaded, result = planned(pool(2), [queue("team-a", deserved=16)], [gang])
+    (admission,) = result.admit
+    assert admission.pod_refs == tuple(
+        PodRef(pod_set, index) for pod_set, count in enumerate((2, 1, 2)) for index in range(count)
+    )
+    pod_sets = loaded.snapshot.workloads[0].pod_sets
+    for pod, ref in zip(admission.placement, admission.pod_refs, strict=True):
+        assert len(pod.gpus) == pod_sets[ref.pod_set].gpus
 
 
 def test_a_hold_for_a_starving_gang_keeps_others_off_its_node() -> None:
