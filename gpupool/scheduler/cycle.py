@@ -166,7 +166,7 @@ def _attempt(cycle: Cycle, work: PendingWork) -> bool:
         work.verdict = result
         if (
             result.reason in ("capacity", "fragmentation", "behind")
-            and cycle.starving(work)
+            and cycle.contracts.starving(work.info)
             and work.name not in cycle.cluster.holds
         ):
             assignment = work.assignments[0]

@@ -506,11 +506,6 @@ class Cycle:
         self.shares.add(work.info.queue, vector)
         work.verdict = None
 
-    def starving(self, work: PendingWork) -> bool:
-        """Whether the workload waited past the policy's starvation limit."""
-        limit = self.policy.starvation_limit_s
-        return limit is not None and self.now - work.info.submitted_at > limit
-
     def hold_for(self, work: PendingWork, assignment: Assignment, statement: Statement) -> bool:
         """Hold the nodes closest to fitting the starving gang on ``statement``; False (and
         nothing held) if the gang could not fit even on the empty pool."""

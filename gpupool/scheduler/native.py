@@ -33,6 +33,7 @@ COMPILED_MODULES = (
     "explain",
     "fairshare",
     "fragmentation",
+    "lifecycle",
     "mig",
     "placement",
     "preemption",
