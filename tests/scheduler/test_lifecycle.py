@@ -12,6 +12,7 @@ from test_properties import snapshots
 
 from gpupool.scheduler import plan
 from gpupool.scheduler.contracts import INSTANT_S, Contracts
+from gpupool.scheduler.estimate import estimate_starts
 from gpupool.scheduler.lifecycle import (
     apply_plan,
     due,
@@ -246,6 +247,22 @@ def test_the_next_change_is_when_a_victims_extra_protection_lapses() -> None:
     lapse = parse_time(at("10:30")) + INSTANT_S
     assert next_change_at(case.snapshot, case.policy, case.now) == parse_time(at("10:20"))
     assert Contracts(case.snapshot, case.policy, case.now).victim_protection_ends_at(r1) == lapse
+
+
+def test_an_estimate_counts_a_preemption_a_protected_window_allows() -> None:
+    """The urgent workload starts when the old one's window ends, though the old one has no
+    expected end: the replay wakes at the contracts' timers too."""
+    case = loaded(
+        [
+            workload("old", on=[("n1", FULL)], started="09:30", protected_s=3600),
+            workload("urgent", priority="high"),
+        ],
+        nodes=1,
+        deserved=8,
+        budgets=HIGH_BUDGET,
+    )
+    starts = estimate_starts(case.snapshot, case.policy, case.now)
+    assert starts == {"urgent": parse_time(at("10:30"))}
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
