@@ -7,8 +7,7 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from scheduler_builders import at, pool, queue, scenario, workload
-from test_properties import snapshots
+from scheduler_builders import at, pool, queue, scenario, snapshots, workload
 
 from gpupool.scheduler import plan
 from gpupool.scheduler.contracts import INSTANT_S, Contracts

@@ -49,7 +49,7 @@ def test_every_shared_scenario_has_a_counterpart_with_the_same_expectations() ->
 
 
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
-def test_scenario_meets_its_expectation(path: Path) -> None:
+def test_a_scenario_meets_its_expectation(path: Path) -> None:
     """The plan has every property the expectation file states."""
     loaded = load_scenario(path)
     result = plan(loaded.snapshot, loaded.policy, loaded.now)
@@ -74,7 +74,7 @@ def test_scenario_meets_its_expectation(path: Path) -> None:
 
 
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
-def test_scenario_plan_is_deterministic(path: Path) -> None:
+def test_a_scenario_plans_to_the_same_bytes_twice(path: Path) -> None:
     """Planning the same scenario twice prints the same bytes."""
     first = load_scenario(path)
     second = load_scenario(path)
