@@ -1,17 +1,19 @@
-"""Contracts: budgets decide effective priority; protection and back-off filter victims.
+"""Contracts: budgets and back-off decide effective priority; protection filters victims.
 
 Contracts are filters plugged into the phases, not branches inside them (KAI's
 ``minruntime`` plugin is the model):
 
 - **budget** — a class with ``budget_rate > 0`` is honoured only while the tenant's budget
-  for it is positive and covers the protected-window reservation
-  (GPUs x protected hours x rate); otherwise the workload is treated as the default class and
-  preempts nobody.
+  for it is positive and, for pending work, covers the protected-window reservation
+  (GPUs x protected hours x rate; reserved in rank order); otherwise the workload is treated
+  as the default class and preempts nobody.
 - **protected window** — a running workload cannot be evicted until ``started_at`` plus its
   protected runtime (capped by the queue's ``max_protected_runtime_s`` at a class that costs no
   budget); a workload evicted often recently earns a minimum protection.
-- **back-off** — a workload or tenant that caused more than N preemptions within W is treated
-  one priority step lower for D after the last of them.
+- **back-off** — a pending workload that caused, or whose tenant caused, more than N
+  preemptions within W is treated one priority step lower for D after the last of them
+  (back-off throttles preemptors; it never lowers running work, which would make victims
+  cheaper).
 - **starvation** — a workload pending longer than the policy's limit is starving (the cycle
   holds capacity for it).
 

@@ -1,7 +1,9 @@
 """Gang placement that fights fragmentation.
 
-Pods are placed one at a time on a Statement; a gang that cannot reach its minimum is
-discarded whole. For each pod the node is chosen by, in order:
+Pods are placed one at a time on a Statement, in the order requested; a gang that cannot
+reach its minimum is discarded whole, and an elastic one that stops short keeps its first
+pods. Each placed pod carries its request's identity (pod set and index), so an admission
+says which pod goes where whatever the order. For each pod the node is chosen by, in order:
 
 1. the growth of the pool's expected fragmentation for its recent request sizes
    (``fragmentation.placement_cost``: FGD, Weng et al., USENIX ATC'23);

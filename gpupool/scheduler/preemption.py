@@ -3,13 +3,15 @@
 Both follow one recipe on a Statement (Kueue's ``SimulateWorkloadRemoval``, Volcano's
 ``Statement``): remove candidates in preference order until the preemptor fits, then try to
 put each chosen victim back, most valuable first, keeping it if the preemptor still fits —
-so the set is minimal (fewest victims) and made of the cheapest ones. When one victim is
-enough, the smallest that is enough goes, unless it would lose more progress than the
-preferred one (or than its protected window covers): evicting an 8-GPU gang for a 1-GPU job
-frees seven GPUs nobody asked for and sends a hard-to-place job back to the queue.
-Candidates arrive already filtered by the contracts (protected windows, strictly lower
-priority, reclaimable, never below deserved); the guard re-checks conditions that depend on
-earlier removals.
+so the set is minimal (no victim could be spared) and made of the cheapest ones. The
+product's search (``VICTIM_SEARCHES["fewest"]``) adds two things: when one victim is enough,
+the smallest that is enough goes, unless it would lose more progress than the preferred one
+(or than its protected window covers) -- evicting an 8-GPU gang for a 1-GPU job frees seven
+GPUs nobody asked for and sends a hard-to-place job back to the queue -- and otherwise a
+biggest-first pass competes with the preference-order one, the smaller set winning.
+Candidates arrive already filtered (``victims.py``: protected windows, strictly lower
+priority, reclaimable queues above their deserved share); the guard re-checks conditions
+that depend on earlier removals (a victim's queue stays at its deserved share).
 """
 
 from __future__ import annotations

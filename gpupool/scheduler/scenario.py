@@ -1,4 +1,5 @@
-"""The scenario format of DESIGN section 5: read and validate a snapshot, write a plan.
+"""The scenario format (docs/scheduler.md, "Scenario files"): read and validate a snapshot,
+write a plan.
 
 Reading is strict: an unknown key, a missing required key, a wrong type or a value outside
 its range is a ``ScenarioError`` whose message starts with the path of the offending field,
@@ -854,7 +855,7 @@ def pending_json(item: PendingExplanation) -> dict[str, object]:
 
 
 def plan_to_dict(plan: Plan) -> dict[str, object]:
-    """The plan in DESIGN section 5's output format (extended with ``facts``)."""
+    """The plan in the scenario format's output form (docs/scheduler.md), with ``facts``."""
     return {
         "admit": [
             {"workload": a.workload, "placement": _placement_json(a.placement)} for a in plan.admit

@@ -1,8 +1,9 @@
 """Plain data the decision core reads (a snapshot, a policy) and writes (a plan).
 
 Units inside the core: times are POSIX seconds (floats), GPU quota and usage are milli-GPU
-(a whole GPU is 1000), CPU is milli-CPU and memory is MiB. The scenario format (scenario.py)
-speaks in GPUs, cores and GB and converts at the edge.
+(a whole GPU is ``MILLI``), CPU is milli-CPU and memory is MiB. The scenario format
+(scenario.py) speaks in GPUs, cores and GB and converts at the edge. ``MILLI``,
+``MIB_PER_GB`` and ``SECONDS_PER_HOUR`` are the core's one copy of each conversion.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Builders that read like the cases they build, and the plan invariants of DESIGN section 5.
+"""Builders that read like the cases they build, and the plan invariants of docs/scheduler.md.
 
 Builders produce scenario-format dicts, so every test also goes through the validator;
 ``snapshots`` draws random valid ones for the property tests.
@@ -215,7 +215,7 @@ def run_case(case: Case) -> Plan:
 
 
 def check_invariants(loaded: Scenario, result: Plan) -> None:
-    """The invariants every plan keeps (DESIGN section 5)."""
+    """The invariants every plan keeps (docs/scheduler.md, "Scenario files")."""
     snapshot = loaded.snapshot
     nodes = {n.name: n for n in snapshot.nodes}
     flavors = {f.name: f for f in snapshot.flavors}

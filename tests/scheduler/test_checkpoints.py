@@ -1,8 +1,9 @@
 """Victim choice counts the progress an eviction throws away: since the last checkpoint.
 
-DESIGN section 2: a victim loses the progress "since its start (or last checkpoint if it
-reports one)"; section 3: victims are chosen fewest, lowest priority, most recently started,
-least progress lost. A reported checkpoint moves the start of what would be lost.
+docs/scheduler.md ("Preemption and reclaim"): a victim loses the progress since its start, or
+since its last checkpoint if it reports one; victims are chosen fewest, lowest priority, most
+recently started, least progress lost. A reported checkpoint moves the start of what would be
+lost.
 """
 
 from __future__ import annotations

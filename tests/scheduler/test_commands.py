@@ -83,7 +83,7 @@ def test_dry_run_answers_layer_by_layer(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_bench_cycle_reports_the_b1_figures() -> None:
-    """A small pool: the JSON has every field BENCHMARKS.md asks for."""
+    """A small pool: the JSON has every field docs/benchmarks.md's B1 reports."""
     status, out, _ = run("bench", "cycle", "--nodes", "200", "--runs", "2", "--json")
     assert status == 0
     figures = json.loads(out)

@@ -1,6 +1,7 @@
 """CPU-only pod sets: ``gpus: 0`` with no flavor runs on any node with the CPU and memory.
 
-DESIGN section 5: ``gpus`` may be 0 and pods asking 0 GPUs need no GPU quota.
+The scenario format (docs/scheduler.md): ``gpus`` may be 0 and pods asking 0 GPUs need no GPU
+quota.
 """
 
 from __future__ import annotations

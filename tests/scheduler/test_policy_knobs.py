@@ -1,6 +1,6 @@
 """Policy knobs that express the B3 baselines through the same core.
 
-``policy.queueing``: "best-effort" (default; DESIGN section 3: no head-of-line blocking) or
+``policy.queueing``: "best-effort" (default: no head-of-line blocking) or
 "fifo" (strict order inside a queue: nothing behind a blocked head is admitted, like Kueue's
 StrictFIFO). ``policy.queue_order``: "dominant-share" (default; DRF across queues) or
 "head-rank" (the queues' heads by rank: within deserved before borrowing, then priority, then

@@ -1,4 +1,4 @@
-"""Property tests on random snapshots: the invariants of DESIGN section 5 always hold.
+"""Property tests on random snapshots: the plan invariants of docs/scheduler.md always hold.
 
 No GPU, CPU or memory over capacity; no gang below its minimum; no eviction inside a
 protected window or of an equal-or-higher priority for preemption; no queue over

@@ -1,4 +1,4 @@
-"""Every rule of DESIGN section 3, one named, table-driven case each.
+"""Every rule of the cycle (docs/scheduler.md), one named, table-driven case each.
 
 Each case is a small pool built with the helpers, planned through the scenario validator,
 checked against the plan invariants and against its ``want_*`` fields.
