@@ -10,7 +10,7 @@ import pytest
 from django.core.management import call_command
 from scheduler_builders import pool, queue, scenario, workload
 
-SCENARIOS = Path(__file__).resolve().parents[2].parent / "shared" / "scenarios"
+SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 
 
 def run(*args: str) -> tuple[int, str, str]:
