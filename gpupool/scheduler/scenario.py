@@ -749,8 +749,8 @@ def _policy(top: _Obj) -> PolicyInfo:
     # newer keys, when given, override what it says.
     queue_order, fair_reclaim = usual.queue_order, usual.fair_reclaim
     if obj.has("fair_sharing"):
-        legacy = PolicyInfo(fair_sharing=obj.boolean("fair_sharing", usual.fair_sharing))
-        queue_order, fair_reclaim = legacy.queue_order, legacy.fair_reclaim
+        fair = obj.boolean("fair_sharing", True)
+        queue_order, fair_reclaim = ("dominant-share" if fair else "head-rank"), fair
     return PolicyInfo(
         placement=placement,
         starvation_limit_s=obj.opt_number("starvation_limit_s"),
@@ -909,7 +909,8 @@ def policy_to_dict(policy: PolicyInfo) -> dict[str, object]:
     out["phases"] = list(policy.phases)
     out["preemption_attempts_per_queue"] = policy.preemption_attempts_per_queue
     out["queueing"] = policy.queueing
-    out["fair_sharing"] = policy.fair_sharing
+    out["queue_order"] = policy.queue_order
+    out["fair_reclaim"] = policy.fair_reclaim
     out["victim_search"] = policy.victim_search
     return out
 

@@ -214,7 +214,7 @@ DEFAULT_BACKOFF: Final = BackoffPolicy()
 DEFAULT_VICTIM_PROTECTION: Final = VictimProtectionPolicy()
 
 
-@dataclass(frozen=True, slots=True, init=False)
+@dataclass(frozen=True, slots=True)
 class PolicyInfo:
     """Knobs of one scheduling cycle; ``PolicyInfo()`` is the product's policy.
 
@@ -237,57 +237,20 @@ class PolicyInfo:
       preference order until the preemptor fits, put back what is not needed; preference by
       start time).
 
-    ``fair_sharing`` (keyword only) is the older switch for both ``queue_order`` and
-    ``fair_reclaim``: True means "dominant-share" with fair reclaim, False "head-rank"
-    without; given, it overrides both. Read back, it is True only when both are on.
+    Scenario files may still say ``"fair_sharing": true|false``, the older switch for both
+    ``queue_order`` and ``fair_reclaim`` (the reader translates it; see scenario.py).
     """
 
-    placement: str
-    starvation_limit_s: float | None
-    backoff: BackoffPolicy | None
-    victim_protection: VictimProtectionPolicy | None
-    phases: tuple[str, ...]
-    preemption_attempts_per_queue: int
-    queueing: Queueing
-    queue_order: QueueOrder
-    fair_reclaim: bool
-    victim_search: VictimSearch
-
-    def __init__(
-        self,
-        placement: str = "gpupool",
-        starvation_limit_s: float | None = None,
-        backoff: BackoffPolicy | None = DEFAULT_BACKOFF,
-        victim_protection: VictimProtectionPolicy | None = DEFAULT_VICTIM_PROTECTION,
-        phases: tuple[str, ...] = DEFAULT_PHASES,
-        preemption_attempts_per_queue: int = 1,
-        queueing: Queueing = "best-effort",
-        queue_order: QueueOrder = "dominant-share",
-        fair_reclaim: bool = True,
-        victim_search: VictimSearch = "fewest",
-        *,
-        fair_sharing: bool | None = None,
-    ) -> None:
-        """The policy with these knobs (``fair_sharing``, when given, sets two of them)."""
-        if fair_sharing is not None:
-            queue_order = "dominant-share" if fair_sharing else "head-rank"
-            fair_reclaim = fair_sharing
-        set_field = object.__setattr__  # the dataclass is frozen
-        set_field(self, "placement", placement)
-        set_field(self, "starvation_limit_s", starvation_limit_s)
-        set_field(self, "backoff", backoff)
-        set_field(self, "victim_protection", victim_protection)
-        set_field(self, "phases", phases)
-        set_field(self, "preemption_attempts_per_queue", preemption_attempts_per_queue)
-        set_field(self, "queueing", queueing)
-        set_field(self, "queue_order", queue_order)
-        set_field(self, "fair_reclaim", fair_reclaim)
-        set_field(self, "victim_search", victim_search)
-
-    @property
-    def fair_sharing(self) -> bool:
-        """Whether both fair-sharing behaviours are on (the older switch, read back)."""
-        return self.queue_order == "dominant-share" and self.fair_reclaim
+    placement: str = "gpupool"
+    starvation_limit_s: float | None = None
+    backoff: BackoffPolicy | None = DEFAULT_BACKOFF
+    victim_protection: VictimProtectionPolicy | None = DEFAULT_VICTIM_PROTECTION
+    phases: tuple[str, ...] = DEFAULT_PHASES
+    preemption_attempts_per_queue: int = 1
+    queueing: Queueing = "best-effort"
+    queue_order: QueueOrder = "dominant-share"
+    fair_reclaim: bool = True
+    victim_search: VictimSearch = "fewest"
 
 
 @dataclass(frozen=True, slots=True)

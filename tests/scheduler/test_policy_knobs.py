@@ -6,13 +6,12 @@ StrictFIFO). ``policy.queue_order``: "dominant-share" (default; DRF across queue
 "head-rank" (the queues' heads by rank: within deserved before borrowing, then priority, then
 submit time, as Kueue orders ClusterQueue heads when fair sharing is off).
 ``policy.fair_reclaim``: true (default) or false (fair-share reclaim, tested with the reclaim
-rules). ``policy.fair_sharing``, the older switch, sets both. ``policy.victim_search``:
+rules). A scenario's ``fair_sharing``, the older switch, sets both. ``policy.victim_search``:
 "fewest" (default) or "greedy" (Kueue's one-pass search, recency by start time).
 """
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import pytest
@@ -301,13 +300,3 @@ def test_the_older_fair_sharing_switch_sets_both_strategies_unless_they_are_name
 ) -> None:
     """``fair_sharing`` still reads as it always did; ``queue_order``/``fair_reclaim`` win."""
     assert policy_from_dict(policy) == expected
-
-
-def test_fair_sharing_given_to_a_policy_sets_both_strategies_and_reads_back() -> None:
-    """Code that still builds or replaces ``fair_sharing`` keeps working (the simulators')."""
-    off = PolicyInfo(fair_sharing=False)
-    assert (off.queue_order, off.fair_reclaim, off.fair_sharing) == ("head-rank", False, False)
-    assert dataclasses.replace(off, fair_sharing=True) == PolicyInfo()
-    assert PolicyInfo().fair_sharing
-    assert not PolicyInfo(fair_reclaim=False).fair_sharing
-    assert dataclasses.replace(off, queue_order="dominant-share").fair_reclaim is False
