@@ -457,3 +457,26 @@ def test_etcd_compaction_makes_an_older_resource_version_gone(
         ):
             pass
     assert exc_info.value.status == 410
+
+
+def test_a_node_set_scales_up_and_back_keeping_its_oldest_nodes(
+    core: client.CoreV1Api, k8s_plane_info: Any
+) -> None:
+    """`kwokctl scale` adds the next numbered node, Ready; shrinking removes the newest."""
+    plane = k8s_plane_info.plane
+    if plane is None:
+        pytest.fail("needs a plane started by `make k8s-up` or by the tests", pytrace=False)
+    node_set = next(s for s in k8s_plane.node_sets(k8s_plane.load_profile(plane.state.profile)))
+    selector = f"kwok.x-k8s.io/kwokctl-scale={node_set.name}"
+
+    def names() -> list[str]:
+        return sorted(n.metadata.name for n in core.list_node(label_selector=selector).items)
+
+    original = names()
+    assert original == [node_set.node_name(i) for i in range(node_set.replicas)]
+    try:
+        plane.scale(node_set.name, node_set.replicas + 1)
+        assert names() == [*original, node_set.node_name(node_set.replicas)]
+    finally:
+        plane.scale(node_set.name, node_set.replicas)
+    assert names() == original
