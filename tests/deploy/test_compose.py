@@ -194,4 +194,4 @@ def test_the_image_installs_gpupool_and_collects_its_static_files() -> None:
     assert any("manage.py collectstatic --noinput" in line for line in lines)
     assert any(line.startswith("USER ") and line != "USER root" for line in lines)
     ignored = (ROOT / ".dockerignore").read_text().split()
-    assert {".venv", ".k8s", "db.sqlite3"} <= set(ignored)
+    assert {".env", ".venv", ".k8s", "db.sqlite3"} <= set(ignored)  # no secrets, no local state
