@@ -23,6 +23,7 @@ from typing import Any
 from gpupool.scheduler.scenario import policy_from_dict
 from gpupool.scheduler.types import (
     MILLI,
+    SECONDS_PER_HOUR,
     FlavorInfo,
     NodeInfo,
     PolicyInfo,
@@ -287,7 +288,7 @@ def _figures(
             wait_mean_s=mean([r.wait_s for r in mine]),
             wait_p99_s=percentile([r.wait_s for r in mine], 99),
             jct_mean_s=mean([r.jct_s for r in mine]),
-            gpu_hours=held / 3600.0,
+            gpu_hours=held / SECONDS_PER_HOUR,
             deserved_gpus=share,
             utilisation_of_deserved=held / (share * window_s) if share and window_s else None,
         )
