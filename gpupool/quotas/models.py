@@ -224,6 +224,50 @@ class QueueQuota(models.Model):
             raise ValidationError(errors)
 
 
+def _guarantees(
+    flavor: Flavor,
+    quota_overrides: Mapping[int, Decimal | None] | None = None,
+    parent_overrides: Mapping[int, int | None] | None = None,
+) -> tuple[dict[int, int | None], dict[int, Decimal], dict[int, int | None], dict[int, Decimal]]:
+    """The tree and the guarantees of ``flavor`` by queue id, now and after the changes."""
+    parents: dict[int, int | None] = dict(Queue.objects.values_list("id", "parent_id"))
+    current: dict[int, Decimal] = dict(
+        QueueQuota.objects.filter(flavor=flavor).values_list("queue_id", "guarantee")
+    )
+    changed_parents = {**parents, **(parent_overrides or {})}
+    changed = dict(current)
+    for queue_id, value in (quota_overrides or {}).items():
+        if value is None:
+            changed.pop(queue_id, None)
+        else:
+            changed[queue_id] = value
+    return parents, current, changed_parents, changed
+
+
+def _totals_by_holder(
+    tree: Mapping[int, int | None], quotas: Mapping[int, Decimal]
+) -> dict[int | None, Decimal]:
+    """Guarantees summed per nearest quota-holding ancestor (None: the pool)."""
+    totals: dict[int | None, Decimal] = defaultdict(Decimal)
+    for queue_id, amount in quotas.items():
+        holder = tree.get(queue_id)
+        seen = {queue_id}
+        while holder is not None and holder not in quotas and holder not in seen:
+            seen.add(holder)
+            holder = tree.get(holder)
+        totals[holder if holder in quotas else None] += amount
+    return totals
+
+
+def pool_guarantees(
+    flavor: Flavor, *, quota_overrides: Mapping[int, Decimal | None] | None = None
+) -> Decimal:
+    """The guarantees of ``flavor`` that count against the pool's healthy capacity (those of
+    queues under no quota-holding ancestor), after the given changes."""
+    _, _, tree, quotas = _guarantees(flavor, quota_overrides)
+    return _totals_by_holder(tree, quotas).get(None, ZERO)
+
+
 def guarantee_problems(
     flavor: Flavor,
     *,
@@ -239,33 +283,11 @@ def guarantee_problems(
     ``parent_overrides`` maps queue id to a new parent id. Only violations the change creates
     or worsens are reported, so a pool that lost GPUs can still lower its guarantees.
     """
-    parents: dict[int, int | None] = dict(Queue.objects.values_list("id", "parent_id"))
-    names: dict[int, str] = dict(Queue.objects.values_list("id", "name"))
-    current: dict[int, Decimal] = dict(
-        QueueQuota.objects.filter(flavor=flavor).values_list("queue_id", "guarantee")
+    parents, current, changed_parents, changed = _guarantees(
+        flavor, quota_overrides, parent_overrides
     )
-    changed_parents = {**parents, **(parent_overrides or {})}
-    changed = dict(current)
-    for queue_id, value in (quota_overrides or {}).items():
-        if value is None:
-            changed.pop(queue_id, None)
-        else:
-            changed[queue_id] = value
+    names: dict[int, str] = dict(Queue.objects.values_list("id", "name"))
     capacity = healthy_capacity(flavor)
-
-    def totals_by_holder(
-        tree: Mapping[int, int | None], quotas: Mapping[int, Decimal]
-    ) -> dict[int | None, Decimal]:
-        """Guarantees summed per nearest quota-holding ancestor (None: the pool)."""
-        totals: dict[int | None, Decimal] = defaultdict(Decimal)
-        for queue_id, amount in quotas.items():
-            holder = tree.get(queue_id)
-            seen = {queue_id}
-            while holder is not None and holder not in quotas and holder not in seen:
-                seen.add(holder)
-                holder = tree.get(holder)
-            totals[holder if holder in quotas else None] += amount
-        return totals
 
     def excess(
         totals: Mapping[int | None, Decimal], quotas: Mapping[int, Decimal]
@@ -275,8 +297,8 @@ def guarantee_problems(
             for holder, total in totals.items()
         }
 
-    before = excess(totals_by_holder(parents, current), current)
-    after_totals = totals_by_holder(changed_parents, changed)
+    before = excess(_totals_by_holder(parents, current), current)
+    after_totals = _totals_by_holder(changed_parents, changed)
     after = excess(after_totals, changed)
     problems: list[str] = []
     for holder in sorted(after, key=lambda h: (h is not None, names.get(h or 0, ""))):
@@ -508,7 +530,8 @@ class QuotaRequest(models.Model):
     period_end = models.DateField(null=True, blank=True)
     payload = models.JSONField(
         default=dict,
-        help_text='queue-quota: {"guarantee", "deserved", "capability"}; budget: {"gpu_hours"}.',
+        help_text='queue-quota: the new {"guarantee", "deserved", "capability"}; budget: '
+        '{"gpu_hours"} to add to the period\'s grant.',
     )
     justification = models.TextField()
     requested_by = models.ForeignKey(
@@ -569,6 +592,19 @@ class QuotaRequest(models.Model):
             else f"{self.tenant}/{self.priority_class}"
         )
         return f"#{self.pk} {self.kind} {target} ({self.state})"
+
+    def summary(self) -> str:
+        """What the request asks, in a line: ``queue nlp h100: guarantee 8, deserved 16,
+        capability 32`` or ``budget of nlp at high, 2026-12-01 to 2027-01-01: 200 GPU-hours
+        more``."""
+        amounts = self.payload if isinstance(self.payload, dict) else {}
+        if self.kind == QuotaRequestKind.QUEUE_QUOTA:
+            levels = ", ".join(f"{key} {amounts.get(key)}" for key in QUEUE_QUOTA_KEYS)
+            return f"queue {self.queue} {self.flavor}: {levels}"
+        return (
+            f"budget of {self.tenant} at {self.priority_class}, {self.period_start} to "
+            f"{self.period_end}: {amounts.get('gpu_hours')} GPU-hours more"
+        )
 
     def requested_amounts(self) -> dict[str, Decimal]:
         """The payload's amounts as Decimals; ValidationError naming ``payload`` if malformed."""
