@@ -6,7 +6,7 @@ object's fields before and after; a refused action leaves the database unchanged
 
 from __future__ import annotations
 
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -23,7 +23,13 @@ from gpupool.audit.actions import (
 )
 from gpupool.inventory.models import Flavor
 from gpupool.notifications.notify import notify_quota_request
-from gpupool.quotas.choices import LedgerEntryKind, QuotaRequestKind, QuotaRequestState
+from gpupool.quotas.choices import (
+    ACTIVE_WHAT_IF_STATES,
+    LedgerEntryKind,
+    QuotaRequestKind,
+    QuotaRequestState,
+    WhatIfState,
+)
 from gpupool.quotas.models import (
     BudgetLedgerEntry,
     PriorityBudget,
@@ -31,6 +37,7 @@ from gpupool.quotas.models import (
     Queue,
     QueueQuota,
     QuotaRequest,
+    WhatIfRun,
     fmt,
     guarantee_problems,
 )
@@ -631,3 +638,88 @@ def do_approve_and_apply_quota_request(
     request = _apply(request, acting_user=acting_user)
     notify_quota_request(request, "approved-and-applied", acting_user=acting_user)
     return request
+
+
+# ----------------------------------------------------------------------------- what-if runs
+
+# A run queued or running for longer than this is taken as lost (its worker or web process
+# stopped): the task's hard time limit, and the age after which a new run may start.
+WHAT_IF_TIME_LIMIT_S = 30 * 60
+
+
+@transaction.atomic
+def do_start_what_if(request: QuotaRequest, *, acting_user: Any, days: int = 30) -> WhatIfRun:
+    """Queue a what-if replay of a queue-quota request's change over the last ``days`` days
+    (admins, before the decision); it starts in the background once this commits."""
+    request = _locked(request)
+    _require_admin(acting_user, "replay")
+    _require_state(request, QuotaRequestState.DRAFT, QuotaRequestState.SUBMITTED)
+    if request.kind != QuotaRequestKind.QUEUE_QUOTA:
+        raise ValidationError(
+            {"kind": "a what-if replays quota changes; budgets are not part of the replay"}
+        )
+    since = timezone.now() - timedelta(seconds=WHAT_IF_TIME_LIMIT_S)
+    active = request.what_if_runs.filter(
+        state__in=ACTIVE_WHAT_IF_STATES, created_at__gte=since
+    ).first()
+    if active is not None:
+        raise ValidationError({"state": f"what-if #{active.pk} of this request is {active.state}"})
+    run = WhatIfRun(request=request, days=days, started_by=acting_user)
+    run.full_clean()
+    run.save()
+    record_audit_event(
+        acting_user=acting_user,
+        action="quotas.start_what_if",
+        instance=run,
+        before=None,
+        after=model_snapshot(run, exclude=["result"]),
+    )
+    from gpupool.quotas.whatif import dispatch_what_if  # the runner records through these
+
+    transaction.on_commit(lambda: dispatch_what_if(run.pk), robust=True)
+    return run
+
+
+@transaction.atomic
+def do_begin_what_if(run_id: int, *, at: datetime) -> WhatIfRun | None:
+    """Take a queued run to running; None when it is not queued (taken by another worker,
+    or done), so a task delivered twice runs once."""
+    run = WhatIfRun.objects.select_for_update().filter(pk=run_id).first()
+    if run is None or run.state != WhatIfState.QUEUED:
+        return None
+    run.state = WhatIfState.RUNNING
+    run.started_at = at
+    run.message = "starting"
+    run.full_clean()
+    run.save()
+    return run
+
+
+def do_record_what_if_progress(run: WhatIfRun, *, progress: float, message: str) -> None:
+    """Note how far a running replay got (the run's own record; not audited)."""
+    WhatIfRun.objects.filter(pk=run.pk, state=WhatIfState.RUNNING).update(
+        progress=min(max(progress, 0.0), 1.0), message=message[:200]
+    )
+
+
+@transaction.atomic
+def do_finish_what_if(
+    run: WhatIfRun, *, at: datetime, result: dict[str, Any] | None = None, error: str = ""
+) -> WhatIfRun:
+    """Close a running replay with its result, or with why it failed (``error``)."""
+    run = WhatIfRun.objects.select_for_update().get(pk=run.pk)
+    _require_what_if_running(run)
+    if error:
+        run.state, run.error, run.message = WhatIfState.FAILED, error, "failed"
+    else:
+        run.state, run.result, run.message = WhatIfState.SUCCEEDED, result, "done"
+        run.progress = 1.0
+    run.finished_at = at
+    run.full_clean()
+    run.save()
+    return run
+
+
+def _require_what_if_running(run: WhatIfRun) -> None:
+    if run.state != WhatIfState.RUNNING:
+        raise ValidationError({"state": f"what-if #{run.pk} is {run.state}, not running"})

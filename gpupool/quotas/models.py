@@ -10,7 +10,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import MinValueValidator, validate_slug
+from django.core.validators import MaxValueValidator, MinValueValidator, validate_slug
 from django.db import models
 from django.db.models import F, Q, Sum
 
@@ -20,6 +20,7 @@ from gpupool.quotas.choices import (
     PreemptionPolicy,
     QuotaRequestKind,
     QuotaRequestState,
+    WhatIfState,
 )
 from gpupool.tenancy.models import Tenant
 
@@ -606,6 +607,10 @@ class QuotaRequest(models.Model):
             f"{self.period_end}: {amounts.get('gpu_hours')} GPU-hours more"
         )
 
+    def latest_what_if(self) -> WhatIfRun | None:
+        """The request's most recent what-if run, if one was started."""
+        return self.what_if_runs.order_by("-created_at", "-id").first()
+
     def requested_amounts(self) -> dict[str, Decimal]:
         """The payload's amounts as Decimals; ValidationError naming ``payload`` if malformed."""
         keys = QUEUE_QUOTA_KEYS if self.kind == QuotaRequestKind.QUEUE_QUOTA else BUDGET_KEYS
@@ -685,3 +690,53 @@ class QuotaRequest(models.Model):
             errors["justification"] = "say why the change is needed"
         if errors:
             raise ValidationError(errors)
+
+
+class WhatIfRun(models.Model):
+    """A what-if replay of a queue-quota request's change over the pool's recent demand,
+    run in the background: its progress while it runs and its result, kept with the request."""
+
+    request = models.ForeignKey(QuotaRequest, on_delete=models.CASCADE, related_name="what_if_runs")
+    state = models.CharField(max_length=16, choices=WhatIfState.choices, default=WhatIfState.QUEUED)
+    days = models.PositiveSmallIntegerField(
+        default=30,
+        validators=[MinValueValidator(1), MaxValueValidator(90)],
+        help_text="How many days of recorded demand, up to the run's start, it replays.",
+    )
+    progress = models.FloatField(default=0.0, help_text="0 (queued) to 1 (done).")
+    message = models.CharField(max_length=200, blank=True, help_text="What it is doing now.")
+    result = models.JSONField(
+        null=True, blank=True, help_text="Waits and use per tenant, today and with the change."
+    )
+    error = models.TextField(blank=True, help_text="Why it failed.")
+    started_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="what_if_runs"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(state__in=WhatIfState.values), name="whatifrun_state_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(progress__gte=0, progress__lte=1), name="whatifrun_progress_fraction"
+            ),
+            models.CheckConstraint(
+                condition=Q(days__gte=1, days__lte=90), name="whatifrun_days_range"
+            ),
+            models.CheckConstraint(
+                condition=~Q(state=WhatIfState.SUCCEEDED) | Q(result__isnull=False),
+                name="whatifrun_success_has_result",
+            ),
+            models.CheckConstraint(
+                condition=~Q(state=WhatIfState.FAILED) | ~Q(error=""),
+                name="whatifrun_failure_says_why",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"what-if #{self.pk} of request #{self.request_id} ({self.state})"

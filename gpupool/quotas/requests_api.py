@@ -13,8 +13,9 @@ from typing import Any
 from django.db.models import QuerySet
 from django_filters import rest_framework as filters
 from drf_spectacular.utils import extend_schema
-from rest_framework import mixins, serializers, viewsets
+from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.routers import BaseRouter
@@ -27,12 +28,13 @@ from gpupool.quotas.actions import (
     do_approve_and_apply_quota_request,
     do_create_quota_request,
     do_reject_quota_request,
+    do_start_what_if,
     do_submit_quota_request,
     do_update_quota_request,
 )
 from gpupool.quotas.choices import QuotaRequestKind, QuotaRequestState
 from gpupool.quotas.impact import request_impact
-from gpupool.quotas.models import PriorityClass, Queue, QuotaRequest
+from gpupool.quotas.models import PriorityClass, Queue, QuotaRequest, WhatIfRun
 from gpupool.tenancy.models import Tenant
 
 LEADS: frozenset[str] = frozenset({ADMIN, LEAD})
@@ -165,6 +167,41 @@ class ShareChangeSerializer(serializers.Serializer[Any]):
     change = serializers.FloatField()
 
 
+class WhatIfRunSerializer(serializers.ModelSerializer[WhatIfRun]):
+    """A what-if replay of a request's change: its state and progress while it runs, then its
+    result (pool and per-tenant figures today and with the change, and each tenant's change
+    in waits) or why it failed."""
+
+    started_by: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+        slug_field="username", read_only=True
+    )
+    result = serializers.JSONField(read_only=True, allow_null=True)
+
+    class Meta:
+        model = WhatIfRun
+        fields = (
+            "id",
+            "request",
+            "state",
+            "days",
+            "progress",
+            "message",
+            "result",
+            "error",
+            "started_by",
+            "created_at",
+            "started_at",
+            "finished_at",
+        )
+        read_only_fields = fields
+
+
+class WhatIfStartSerializer(serializers.Serializer[Any]):
+    """How many days of recorded demand to replay."""
+
+    days = serializers.IntegerField(min_value=1, max_value=90, default=30)
+
+
 class ImpactSerializer(serializers.Serializer[Any]):
     """What approving a request would do: whether it fits (and why not), the amounts now,
     asked and after, the pool's healthy GPUs and guarantees, and the deserved shares it
@@ -180,6 +217,7 @@ class ImpactSerializer(serializers.Serializer[Any]):
     pool = serializers.DictField(child=serializers.CharField())
     deserved_shares = ShareChangeSerializer(many=True)
     deserved_shares_error = serializers.CharField(allow_null=True)
+    what_if = WhatIfRunSerializer(allow_null=True, help_text="The latest what-if run, if any.")
 
 
 class QuotaRequestFilter(filters.FilterSet):  # type: ignore[misc]
@@ -221,6 +259,7 @@ class QuotaRequestViewSet(
         "reject": ADMINS,
         "apply": ADMINS,
         "impact": ADMINS,
+        "what_if": ADMINS,
     }
     tenant_field = "tenant"
     http_method_names = ("get", "post", "patch", "head", "options")
@@ -309,7 +348,31 @@ class QuotaRequestViewSet(
     def impact(self, request: Request, pk: str | None = None) -> Response:
         """Whether the request fits the pool and its guarantees, and whose deserved shares
         it moves by how much (admins)."""
-        return Response(ImpactSerializer(request_impact(self.get_object()).to_json()).data)
+        quota_request = self.get_object()
+        impact = request_impact(quota_request).to_json()
+        return Response(ImpactSerializer(impact | {"what_if": quota_request.latest_what_if()}).data)
+
+    @extend_schema(methods=["GET"], request=None, responses={200: WhatIfRunSerializer})
+    @extend_schema(
+        methods=["POST"], request=WhatIfStartSerializer, responses={202: WhatIfRunSerializer}
+    )
+    @action(detail=True, methods=["get", "post"], url_path="what-if")
+    def what_if(self, request: Request, pk: str | None = None) -> Response:
+        """GET: the latest what-if replay of the request's change, to poll while it runs (404
+        before the first). POST: start one over the last ``days`` days (admins; before the
+        decision; one at a time), in the background."""
+        quota_request = self.get_object()
+        if request.method == "POST":
+            form = WhatIfStartSerializer(data=request.data)
+            form.is_valid(raise_exception=True)
+            run = do_start_what_if(
+                quota_request, acting_user=request.user, days=form.validated_data["days"]
+            )
+            return Response(WhatIfRunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
+        latest = quota_request.latest_what_if()
+        if latest is None:
+            raise NotFound(f"no what-if run of request {quota_request.pk} yet; POST to start one")
+        return Response(WhatIfRunSerializer(latest).data)
 
 
 def register(router: BaseRouter) -> None:

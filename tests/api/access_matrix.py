@@ -158,6 +158,17 @@ def _quota_request(world: Any) -> Mapping[str, Mapping[str, str]]:
     return {scope: {"pk": str(draft.pk)} for scope, draft in drafts.items()}
 
 
+def _quota_request_with_what_if(world: Any) -> Mapping[str, Mapping[str, str]]:
+    from gpupool.quotas.actions import do_start_what_if
+    from gpupool.quotas.models import QuotaRequest
+
+    targets = _quota_request(world)
+    for target in targets.values():
+        request = QuotaRequest.objects.get(pk=target["pk"])
+        do_start_what_if(request, acting_user=world.users["admin"], days=1)
+    return targets
+
+
 def _notification_kind(world: Any) -> Mapping[str, Mapping[str, str]]:
     return {"own": {"kind": "workload-started"}, "other": {"kind": "workload-started"}}
 
@@ -179,6 +190,9 @@ ROWS |= {
     "api:quota-request-reject": Row({"POST": ADMIN_ONLY}, _quota_request),
     "api:quota-request-apply": Row({"POST": ADMIN_ONLY}, _quota_request),
     "api:quota-request-impact": Row({"GET": ADMIN_ONLY}, _quota_request),
+    "api:quota-request-what-if": Row(
+        {"GET": ADMIN_ONLY, "POST": ADMIN_ONLY}, _quota_request_with_what_if
+    ),
     "api:notification-preference-list": Row({"GET": OWN_ONLY}),
     "api:notification-preference-detail": Row(
         {"GET": OWN_ONLY, "PATCH": OWN_ONLY}, _notification_kind
