@@ -27,15 +27,18 @@ from gpupool.quotas.actions import (
     do_record_what_if_progress,
 )
 from gpupool.quotas.models import QuotaRequest, WhatIfRun
-from gpupool.simulation.whatif import QuotaChange, apply_changes, replay_whatif
-from gpupool.simulation.whatif_db import recorded_demand
+from gpupool.simulation.queueing.whatif import QuotaChange, apply_changes, replay_whatif
+from gpupool.simulation.queueing.whatif_db import recorded_demand
 
 logger = logging.getLogger(__name__)
 
 Progress = Callable[[float, str], None]
 
-# Where a run's fraction stands after each stage: the two replays share the middle.
-READ, REPLAYED, DONE = 0.1, 0.95, 1.0
+# Where a run's fraction stands after each stage: the two replays share the middle, each
+# moving it as its jobs finish; a step smaller than PROGRESS_STEP is not written.
+READ, REPLAYED = 0.1, 0.95
+PROGRESS_STEP = 0.02
+REPLAYS = {"today": (0, "with today's quotas"), "proposed": (1, "with the change")}
 
 
 def dispatch_what_if(run_id: int) -> None:
@@ -109,6 +112,7 @@ def replay_request(
         priority_classes=demand.priority_classes,
         window_s=demand.window_s,
         changes=[change],
+        on_progress=replay_progress(progress),
     )
     progress(REPLAYED, "keeping the result")
     result = comparison.to_json()
@@ -119,6 +123,22 @@ def replay_request(
         "left_out": dict(sorted(demand.skipped.items())),
         "wait_changes": wait_changes(result["tenants"]),
     }
+
+
+def replay_progress(progress: Progress) -> Callable[[str, int, int], None]:
+    """The simulator's count of finished jobs in each replay as the run's fraction: today's
+    replay takes it from READ half-way to REPLAYED, the proposed one the rest."""
+    noted = READ
+
+    def note(replay: str, finished: int, total: int) -> None:
+        nonlocal noted
+        index, what = REPLAYS[replay]
+        fraction = READ + (REPLAYED - READ) * (index + finished / max(total, 1)) / 2
+        if fraction - noted >= PROGRESS_STEP:
+            noted = fraction
+            progress(fraction, f"replaying {what}: {finished} of {total} workloads done")
+
+    return note
 
 
 WAIT_FIGURES = ("wait_mean_s", "wait_p99_s")
