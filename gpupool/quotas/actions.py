@@ -484,6 +484,8 @@ def do_update_quota_request(
     for name, value in changes.items():
         setattr(request, name, value)
     request.full_clean()
+    if model_snapshot(request) == before:
+        return request  # nothing changed: nothing to write or audit
     request.save()
     _audit_request(request, before, "update", acting_user)
     return request

@@ -214,3 +214,10 @@ def test_a_budget_request_goes_through_the_same_states(pool: Any, api_as: Any) -
     approved = api_as("ada").post(f"{URL}{response.json()['id']}/approve/")
     assert approved.status_code == 200 and approved.json()["state"] == "applied"
     assert pool.nlp.budgets.get().gpu_hours == 200
+
+
+def test_a_draft_saved_unchanged_adds_no_audit_row(api_as: Any, file_request: Any) -> None:
+    draft = file_request()
+    same = api_as("lena").patch(f"{URL}{draft['id']}/", {"justification": draft["justification"]})
+    assert same.status_code == 200
+    assert steps_of(draft["id"]) == [("create", "lena")]
