@@ -10,8 +10,9 @@
 - **what would recent history have looked like?** the latest what-if run kept with the
   request (``quotas.whatif``), if one was started.
 
-The pool's shape (queues, quotas, healthy GPUs) comes from ``control.snapshot.build_snapshot``
-and is cached per finished scheduling cycle, so the pages and the API share one read per cycle.
+The pool's shape (queues, quotas, healthy GPUs) comes from ``control.snapshot.build_pool``,
+the loop's reader without the workloads, and is cached per finished scheduling cycle, so the
+pages and the API share one read per cycle.
 """
 
 from __future__ import annotations
@@ -21,23 +22,21 @@ from decimal import Decimal
 from typing import Any
 
 from django.core.cache import cache
-from django.utils import timezone
 
 from gpupool.control.models import SchedulingCycle
-from gpupool.control.snapshot import SnapshotError, build_snapshot
+from gpupool.control.snapshot import SnapshotError, build_pool
 from gpupool.inventory.models import healthy_capacity
 from gpupool.quotas.actions import quota_request_problems
 from gpupool.quotas.choices import QuotaRequestKind
 from gpupool.quotas.models import PriorityBudget, QueueQuota, QuotaRequest, pool_guarantees
 from gpupool.quotas.shares import PoolShape, ShareChange, pool_shape, share_changes
-from gpupool.scheduler.types import PolicyInfo
 
 POOL_SHAPE_CACHE_S = 3600
 
 
 def current_pool_shape() -> PoolShape:
-    """The queues, quotas and healthy GPUs as the last finished scheduling cycle's snapshot
-    reads them, cached per cycle; read afresh while no cycle has finished."""
+    """The queues, quotas and healthy GPUs as the control loop's reader sees them, cached per
+    finished scheduling cycle; read afresh while no cycle has finished."""
     cycle_id = (
         SchedulingCycle.objects.filter(finished_at__isnull=False)
         .order_by("-finished_at", "-id")
@@ -49,8 +48,8 @@ def current_pool_shape() -> PoolShape:
         cached = cache.get(key)
         if isinstance(cached, PoolShape):
             return cached
-    snapshot = build_snapshot(now=timezone.now(), policy=PolicyInfo()).snapshot
-    shape = pool_shape(snapshot.queues, snapshot.nodes)
+    pool = build_pool()
+    shape = pool_shape(pool.queues, pool.nodes)
     if cycle_id is not None:
         cache.set(key, shape, POOL_SHAPE_CACHE_S)
     return shape
