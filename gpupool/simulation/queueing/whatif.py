@@ -16,8 +16,9 @@ import json
 import math
 import re
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 from gpupool.scheduler.scenario import policy_from_dict
@@ -309,12 +310,15 @@ def replay_whatif(
     checkpoint_s: float = DEFAULT_CHECKPOINT_S,
     changes: Sequence[QuotaChange] = (),
     policy_changes: Mapping[str, object] | None = None,
+    on_progress: Callable[[str, int, int], None] | None = None,
 ) -> WhatIfResult:
     """Replay ``demand`` with the baseline queues and ``policy``, then with the proposed
     queues and ``proposed_policy`` (default: the same policy); compare per tenant.
 
     ``window_s`` is the span utilisation is measured over (default: up to the last arrival,
     at least one second). ``changes`` and ``policy_changes`` are only echoed in the result.
+    ``on_progress(run, finished, total)`` is told, as each replay (``today``, then
+    ``proposed``) goes, how many of its jobs have finished.
     A setup under which some jobs could never run is refused (``ValueError`` saying which,
     today's or the proposed, and the first jobs).
     """
@@ -335,7 +339,13 @@ def replay_whatif(
         )
         pool_gpus = cluster.gpus
         try:
-            outcome = replay_jobs(demand, cluster, run_policy, checkpoint_s=checkpoint_s)
+            outcome = replay_jobs(
+                demand,
+                cluster,
+                run_policy,
+                checkpoint_s=checkpoint_s,
+                on_progress=None if on_progress is None else partial(on_progress, label),
+            )
         except UnfinishedJobsError as error:
             raise ValueError(f"{label}: {error}") from error
         results.append(_figures(outcome, cluster, window_s))
