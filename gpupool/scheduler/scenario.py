@@ -140,6 +140,8 @@ class _Obj:
         value = default if value is None else value
         if value is None:
             raise ScenarioError(f"{self.at(key)}: required")
+        if isinstance(value, str) and 0 < len(value) <= MAX_NAME_LENGTH and value.isascii():
+            return value  # the usual case, without building the path
         return _checked_string(value, self.at(key))
 
     def opt_string(self, key: str) -> str | None:
@@ -159,7 +161,8 @@ class _Obj:
             raise ScenarioError(f"{self.at(key)}: must be a number")
         if isinstance(value, float) and not math.isfinite(value):
             raise ScenarioError(f"{self.at(key)}: must be finite")
-        _check_range(value, minimum, maximum, self.at(key))
+        if not minimum <= value <= maximum:
+            _refuse_range(value, minimum, maximum, self.at(key))
         return float(value)
 
     def opt_number(self, key: str, *, maximum: float, minimum: float = 0.0) -> float | None:
@@ -177,7 +180,8 @@ class _Obj:
             raise ScenarioError(f"{self.at(key)}: required")
         if isinstance(value, bool) or not isinstance(value, int):
             raise ScenarioError(f"{self.at(key)}: must be an integer")
-        _check_range(value, minimum, maximum, self.at(key))
+        if not minimum <= value <= maximum:
+            _refuse_range(value, minimum, maximum, self.at(key))
         return value
 
     def boolean(self, key: str, default: bool) -> bool:
@@ -222,13 +226,12 @@ def _fmt(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
 
 
-def _check_range(value: int | float, minimum: float, maximum: float, path: str) -> None:
-    """Refuse a number outside [minimum, maximum] (ints compared exactly, however large: an
-    int is never converted to a float before it is known to be in range)."""
+def _refuse_range(value: int | float, minimum: float, maximum: float, path: str) -> None:
+    """Refuse a number outside [minimum, maximum]. Ints are compared exactly, however large:
+    an int is never converted to a float before it is known to be in range."""
     if value < minimum:
         raise ScenarioError(f"{path}: must be >= {_fmt(minimum)}")
-    if value > maximum:
-        raise ScenarioError(f"{path}: must be <= {_fmt(maximum)}")
+    raise ScenarioError(f"{path}: must be <= {_fmt(maximum)}")
 
 
 def _checked_string(value: object, path: str) -> str:
