@@ -1,7 +1,8 @@
 """Where every hour of a flavor's healthy capacity went: four lines that add up to capacity.
 
-Pure functions on plain numbers (no Django), so the roll-up, the reports and their tests share
-them. For one flavor and one accounting hour, in GPU-hours:
+Pure functions on plain numbers (no Django; the decision core's guarantee scaling), so the
+roll-up, the reports and their tests share them. For one flavor and one accounting hour, in
+GPU-hours:
 
 - **used within guarantee**: usage covered by a guarantee, min(allocated, guarantee);
 - **reserved idle**: guarantee left unused, charged to the queue that holds it;
@@ -20,8 +21,11 @@ level cannot hold moves up, and what no level holds is used above guarantee. Whe
 queues' usage competes for one ancestor's unheld part, it is shared in proportion to what each
 brings. Each holder's unused part is its reserved idle.
 
-When the top-level guarantees exceed the healthy capacity (failed GPUs), every guarantee is
-scaled by capacity / total guaranteed, so the reserved idle shrinks in that proportion. Usage
+When the top-level guarantees exceed the healthy capacity (failed GPUs), the guarantees are
+scaled as the decision core scales them (``scheduler.quota.scale_guarantees``): the top-level
+ones by capacity / total guaranteed, and a group of nested ones only where it no longer fits
+its scaled parent; so the reserved idle shrinks in the same proportion as the scheduler's
+promises. Usage
 is an hour's average, so usage outside guarantees plus unused guarantees can exceed the
 capacity inside one hour (work that left a guarantee idle for half the hour and then used it);
 the reserved idle is then scaled down to the idle capacity, and pool idle is zero. An hour whose
@@ -36,6 +40,9 @@ from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import ROUND_DOWN, ROUND_HALF_EVEN, Decimal
+
+from gpupool.scheduler.quota import scale_guarantees
+from gpupool.scheduler.types import QueueInfo, QuotaInfo
 
 GPU_HOURS = Decimal("0.0001")  # the resolution of every GPU-hour amount
 PRICE = Decimal("0.0001")  # the resolution of an hour's (time-weighted) price
@@ -128,6 +135,42 @@ class FlavorLines:
     queues: Mapping[int, QueueLines]
 
 
+def scaled_as_the_core_does(
+    capacity: Decimal, guarantees: Mapping[int, Decimal], parents: Mapping[int, int | None]
+) -> dict[int, Decimal]:
+    """``guarantees`` (queue id to GPU-hours) scaled to ``capacity`` by the decision core's own
+    rule (``scale_guarantees``), counted in units of ``GPU_HOURS``."""
+    units = Decimal(1) / GPU_HOURS
+    flavor = "flavor"
+    needed: set[int] = set()
+    for queue in guarantees:  # the guaranteed queues and their ancestors
+        seen: int | None = queue
+        while seen is not None and seen not in needed:
+            needed.add(seen)
+            seen = parents.get(seen)
+    tree = [
+        QueueInfo(
+            name=str(queue),
+            parent=None if parents.get(queue) is None else str(parents[queue]),
+            quota=(
+                {flavor: QuotaInfo(int(guarantees[queue] * units), 0, 0)}
+                if queue in guarantees
+                else {}
+            ),
+        )
+        for queue in sorted(needed)
+    ]
+    scaled = scale_guarantees(tree, {flavor: int(down(capacity) * units)})
+    return {
+        queue: (
+            Decimal(scaled[(str(queue), flavor)].scaled) * GPU_HOURS
+            if (str(queue), flavor) in scaled
+            else amount
+        )
+        for queue, amount in guarantees.items()
+    }
+
+
 def _nearest_guaranteed(
     queue: int, parents: Mapping[int, int | None], held: set[int]
 ) -> int | None:
@@ -156,9 +199,10 @@ def attribute_hour(
     holder_of = {queue: _nearest_guaranteed(queue, parents, held) for queue in held}
     guaranteed = sum((guarantees[q] for q in held if holder_of[q] is None), ZERO)
     scale = Decimal(1)
+    effective = {q: guarantees[q] for q in held}
     if guaranteed > capacity:
         scale = capacity / guaranteed
-    effective = {q: down(guarantees[q] * scale) if scale != 1 else guarantees[q] for q in held}
+        effective = scaled_as_the_core_does(capacity, effective, parents)
     held_by_children: dict[int, Decimal] = {}
     for queue in held:
         parent = holder_of[queue]

@@ -19,6 +19,8 @@ from gpupool.api.views import TokenView
 API_MODULES = (
     "gpupool.tenancy.api",
     "gpupool.inventory.api",
+    "gpupool.quotas.requests_api",
+    "gpupool.notifications.api",
     "gpupool.accounting.reports_api",
 )
 

@@ -139,3 +139,15 @@ def test_the_lines_never_go_negative_and_always_add_up_to_the_capacity(
         assert part.reserved_idle >= 0
         assert part.used_within_guarantee + part.used_above_guarantee == part.allocated
     assert result.used_within_guarantee + result.used_above_guarantee == result.used
+
+
+def test_nested_guarantees_are_scaled_as_the_decision_core_scales_them() -> None:
+    # The org's 10 are scaled to the 5 healthy GPUs; its team's 5 still fit in them, so the
+    # team keeps its guarantee (the core scales a group only where it no longer fits).
+    result = attribute_hour(
+        capacity=D(5), guarantees={10: D(10), 11: D(5)}, allocated={11: D(1)}, parents=ORG
+    )
+    assert (result.queues[10].guarantee, result.queues[11].guarantee) == (5, 5)
+    assert queue_lines(result, 11) == (1, 4, 0)
+    assert result.queues[10].reserved_idle == 0
+    assert lines_of(result) == (1, 4, 0, 0)

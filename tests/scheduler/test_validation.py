@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from scheduler_builders import node, queue, scenario, workload
+from scheduler_builders import node, pool, queue, scenario, workload
 
 from gpupool.scheduler.scenario import ScenarioError, policy_from_dict, scenario_from_dict
 from gpupool.scheduler.types import PolicyInfo
@@ -19,7 +19,7 @@ Mutation = Callable[[dict[str, Any]], None]
 def base() -> dict[str, Any]:
     """A valid scenario the cases break one field at a time."""
     return scenario(
-        [node("n1"), node("n2")],
+        pool(2),
         [queue("team-a", deserved=8, capability=16)],
         [
             workload("w0", gpus=4, on=[("n1", [0, 1, 2, 3])]),
@@ -95,9 +95,26 @@ CASES = [
         "queues[1].quota.h100.deserved: must be <= capability",
     ),
     Bad(
-        "guarantees beyond the pool",
-        _set(["queues", 1, "quota", "h100"], {"guarantee": 24, "deserved": 24, "capability": 24}),
-        "queues[1].quota.h100.guarantee: total guarantees",
+        "children's guarantees beyond their parent's",
+        lambda d: d["queues"].extend(
+            [
+                queue("org", deserved=4, guarantee=4),
+                queue("t1", deserved=4, guarantee=3, parent="org"),
+                queue("t2", deserved=4, guarantee=2, parent="org"),
+            ]
+        ),
+        "queues[4].quota.h100.guarantee: the guarantees under org (5) exceed its own (4)",
+    ),
+    Bad(
+        "guarantees beyond an ancestor's, through a queue without quota",
+        lambda d: d["queues"].extend(
+            [
+                queue("org", deserved=4, guarantee=4),
+                queue("dept", parent="org"),
+                queue("t1", deserved=8, guarantee=6, parent="dept"),
+            ]
+        ),
+        "queues[4].quota.h100.guarantee: the guarantees under org (6) exceed its own (4)",
     ),
     Bad(
         "a running workload without placement",
@@ -190,7 +207,7 @@ CASES = [
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_malformed_scenario_is_refused_naming_the_field(case: Bad) -> None:
+def test_a_malformed_scenario_is_refused_naming_the_field(case: Bad) -> None:
     """The error message starts with the path of the offending field."""
     data = copy.deepcopy(base())
     case.mutate(data)
@@ -205,6 +222,14 @@ def test_the_base_scenario_is_valid() -> None:
     assert len(loaded.snapshot.workloads) == 2
 
 
+def test_guarantees_beyond_the_healthy_pool_are_planned_not_refused() -> None:
+    """Whether the pool backs the guarantees is for the quota tree, not the reader: the pool
+    may lose GPUs under guarantees that once fitted (test_failed_gpus.py)."""
+    data = base()
+    data["queues"][1]["quota"]["h100"] = {"guarantee": 24, "deserved": 24, "capability": 24}
+    assert scenario_from_dict(data).snapshot.queues[1].quota["h100"].guarantee == 24_000
+
+
 def test_a_valid_mig_layout_is_accepted() -> None:
     """Seven 1g.5gb slices fit one A100 40GB card."""
     data = base()
@@ -215,7 +240,7 @@ def test_a_valid_mig_layout_is_accepted() -> None:
     assert scenario_from_dict(data).snapshot.nodes[-1].gpus == 7
 
 
-def test_a_policy_object_on_its_own() -> None:
+def test_a_policy_object_is_read_on_its_own_with_the_defaults() -> None:
     """`policy_from_dict` reads the scenario format's policy object alone (what-if proposals):
     absent keys take the defaults, errors name policy.<key>."""
     assert policy_from_dict({}) == PolicyInfo()

@@ -130,8 +130,9 @@ def test_applying_policy_changes_keeps_the_rest_and_names_bad_keys() -> None:
     assert fifo == PolicyInfo(starvation_limit_s=3600, queueing="fifo")
     assert apply_policy_changes(base, {"preemption_backoff": None}).backoff is None
     two = apply_policy_changes(base, {"phases": ["enqueue", "allocate"], "fair_sharing": False})
-    assert (two.phases, two.fair_sharing, two.starvation_limit_s) == (
+    assert (two.phases, two.queue_order, two.fair_reclaim, two.starvation_limit_s) == (
         ("enqueue", "allocate"),
+        "head-rank",
         False,
         3600,
     )

@@ -37,6 +37,7 @@ from typing import Any
 from gpupool.scheduler.types import (
     MIB_PER_GB,
     MILLI,
+    SECONDS_PER_HOUR,
     FlavorInfo,
     NodeInfo,
     PodSetInfo,
@@ -89,7 +90,7 @@ class PhillyJob:
     @property
     def gpu_hours(self) -> float:
         """GPU-hours the job needs when run alone."""
-        return self.gpus * self.duration_s / 3600.0
+        return self.gpus * self.duration_s / SECONDS_PER_HOUR
 
 
 def load_jobs(path: Path | None = None) -> list[PhillyJob]:
@@ -256,7 +257,8 @@ QUEUEING_POLICIES: dict[str, PhillyPolicy] = {
                 backoff=None,
                 victim_protection=None,
                 queueing="fifo",
-                fair_sharing=False,
+                queue_order="head-rank",
+                fair_reclaim=False,
             ),
         ),
         capability_factor=1.0,
@@ -269,7 +271,8 @@ QUEUEING_POLICIES: dict[str, PhillyPolicy] = {
                 phases=("enqueue", "allocate", "preempt", "reclaim"),
                 backoff=None,
                 victim_protection=None,
-                fair_sharing=False,
+                queue_order="head-rank",
+                fair_reclaim=False,
                 victim_search="greedy",
             ),
         ),
@@ -357,7 +360,8 @@ def _settings_json(setup: PhillyPolicy) -> dict[str, Any]:
         "backoff": policy.backoff is not None,
         "victim_protection": policy.victim_protection is not None,
         "queueing": policy.queueing,
-        "fair_sharing": policy.fair_sharing,
+        "queue_order": policy.queue_order,
+        "fair_reclaim": policy.fair_reclaim,
         "victim_search": policy.victim_search,
         "capability_factor": setup.capability_factor,
     }

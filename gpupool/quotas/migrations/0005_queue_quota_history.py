@@ -29,7 +29,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('inventory', '0004_flavor_price_history'),
-        ('quotas', '0002_initial'),
+        ('quotas', '0004_whatifrun'),
     ]
 
     operations = [
