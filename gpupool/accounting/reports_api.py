@@ -12,7 +12,7 @@ import io
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Model, QuerySet, Subquery
 from django.http import StreamingHttpResponse
 from django.utils import timezone
 from django_filters import rest_framework as filters
@@ -39,6 +39,9 @@ from gpupool.accounting.reports import (
 )
 from gpupool.api.access import request_access
 from gpupool.api.permissions import COST_ROLES, ActionRoles, TenantScoped
+from gpupool.inventory.models import Flavor
+from gpupool.quotas.models import Queue
+from gpupool.tenancy.models import Tenant
 
 # The longest span a report covers, in days (a daily report of it is still paged).
 LONGEST_SPAN_DAYS = 3 * 366
@@ -435,12 +438,23 @@ class UsageIntervalSerializer(serializers.ModelSerializer[UsageInterval]):
         )
 
 
+def _named(model: type[Model]) -> Any:
+    """A filter method matching the row of ``model`` named so, as one id (names are unique):
+    the database then sees a single value and walks its (queue, start) index newest first."""
+
+    def method(queryset: QuerySet[Any], name: str, value: str) -> QuerySet[Any]:
+        found = model._default_manager.filter(name=value).values("pk")[:1]
+        return queryset.filter(**{name: Subquery(found)})
+
+    return method
+
+
 class UsageIntervalFilter(filters.FilterSet):  # type: ignore[misc]
     """Filter usage intervals by names, workload and time."""
 
-    tenant = filters.CharFilter(field_name="tenant__name")
-    queue = filters.CharFilter(field_name="queue__name")
-    flavor = filters.CharFilter(field_name="flavor__name")
+    tenant = filters.CharFilter(field_name="tenant", method=_named(Tenant))
+    queue = filters.CharFilter(field_name="queue", method=_named(Queue))
+    flavor = filters.CharFilter(field_name="flavor", method=_named(Flavor))
     namespace = filters.CharFilter(field_name="workload__namespace")
     workload = filters.CharFilter(field_name="workload__name")
     started_after = filters.IsoDateTimeFilter(field_name="started_at", lookup_expr="gte")
