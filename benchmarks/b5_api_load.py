@@ -94,6 +94,9 @@ def start_gunicorn(options: argparse.Namespace, log: Path) -> subprocess.Popen[b
         f"--workers={options.workers}",
         f"--threads={options.threads}",
         "--worker-class=gthread",
+        # Idle keep-alive connections outlive the clients' pauses: a server closing one just
+        # as a client reuses it would count as an error of the client, not of the API.
+        "--keep-alive=30",
         "--log-level=warning",
     ]
     with log.open("ab") as output:
@@ -268,6 +271,10 @@ def report(environment: Environment, options: argparse.Namespace) -> dict[str, A
         "worst_endpoint_p95_ms": worst,
         "target_met": worst <= TARGET_P95_MS and total.num_failures == 0,
         "endpoints": rows,
+        "error_kinds": {
+            f"{error.name}: {error.error}": error.occurrences
+            for error in environment.stats.errors.values()
+        },
         "locust": locust.__version__,
     }
 

@@ -3,6 +3,7 @@ and rolling usage up into the hourly and daily tables the cost reports read."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -146,12 +147,12 @@ def do_roll_up_usage(*, until: datetime, rebuild_from: datetime | None = None) -
     _observe_capacity(until)
     if state.time_zone != zone.key:
         _forget_from(None)
-        state.rolled_until, state.time_zone = None, zone.key
+        state.rolled_until, state.time_zone, state.version = None, zone.key, uuid.uuid4()
     elif rebuild_from is not None and state.rolled_until is not None:
         restart = day_start(local_day(rebuild_from, zone), zone)
         if restart < state.rolled_until:
             _forget_from(restart)
-            state.rolled_until = restart
+            state.rolled_until, state.version = restart, uuid.uuid4()
     final = hour_start(until, zone)
     start = state.rolled_until or _first_hour(zone)
     if start is None or start >= final:
@@ -174,6 +175,7 @@ def do_roll_up_usage(*, until: datetime, rebuild_from: datetime | None = None) -
         carry = [interval for interval in active if interval.end > boundary]
         cursor = segment_end
     state.rolled_until = final
+    state.version = uuid.uuid4()
     state.save()
     return RollUp(hours=counted, rows=rows, rolled_until=final)
 

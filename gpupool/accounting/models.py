@@ -3,6 +3,7 @@ the hourly and daily roll-ups that the cost reports read."""
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -201,6 +202,10 @@ class RollUpState(models.Model):
     rolled_until = models.DateTimeField(null=True, blank=True)
     time_zone = models.CharField(
         max_length=64, help_text="The accounting time zone the roll-ups were counted in."
+    )
+    version = models.UUIDField(
+        default=uuid.uuid4,
+        help_text="Changes whenever the roll-ups change: what cached reports are keyed by.",
     )
 
     def __str__(self) -> str:

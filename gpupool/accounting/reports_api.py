@@ -1,17 +1,22 @@
 """API of usage and cost: ``/api/v1/reports/...`` (from the roll-ups) and ``/api/v1/usage/``.
 
 Every report and list answers JSON pages, or the whole table as CSV with ``?format=csv`` (the
-same rows and values). Finance and admins read every tenant; leads and members their own
-tenants (``reports.cost_scope``); the capacity report is the pool's and every role reads it.
+same rows and values). A report page is cached (Django's cache) per version of the roll-ups:
+it cannot change until the next roll-up counts an hour, which gives a new version. Finance and
+admins read every tenant; leads and members their own tenants (``reports.cost_scope``); the
+capacity report is the pool's and every role reads it.
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
+import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from django.core.cache import cache
 from django.db.models import Model, QuerySet, Subquery
 from django.http import StreamingHttpResponse
 from django.utils import timezone
@@ -20,9 +25,10 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import renderers, serializers, viewsets
 from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
+from rest_framework.response import Response
 from rest_framework.routers import BaseRouter
 
-from gpupool.accounting.models import UsageInterval
+from gpupool.accounting.models import RollUpState, UsageInterval
 from gpupool.accounting.periods import accounting_zone, local_day
 from gpupool.accounting.reports import (
     ATTRIBUTION_DIMENSIONS,
@@ -45,6 +51,8 @@ from gpupool.tenancy.models import Tenant
 
 # The longest span a report covers, in days (a daily report of it is still paged).
 LONGEST_SPAN_DAYS = 3 * 366
+# A report page is kept this long at most; a new roll-up (a new version) replaces it sooner.
+REPORT_CACHE_S = 3600
 
 
 class CSVRenderer(renderers.BaseRenderer):
@@ -327,9 +335,27 @@ class ReportViewSet(CSVExport, viewsets.GenericViewSet[Any]):
             self.csv_name = f"{self.csv_name}-{query.start}-{query.end}"
             rows = (serializer(row).data for row in report.stream())
             return self.csv_response(_present(report.columns, serializer), rows)
+        key = _page_key(request, self.csv_name, query.tenants)
+        cached = cache.get(key) if key else None
+        if cached is not None:
+            return Response(cached)
         page = self.paginate_queryset(report.query)
-        data = serializer(report.rows(page), many=True).data
-        return self.get_paginated_response(data)
+        response = self.get_paginated_response(serializer(report.rows(page), many=True).data)
+        if key:
+            cache.set(key, response.data, REPORT_CACHE_S)
+        return response
+
+
+def _page_key(request: Request, report: str, tenants: Any) -> str | None:
+    """The cache key of a report page: the roll-ups' version, the report, its parameters and
+    the caller's scope (None before anything is rolled up: nothing to cache)."""
+    version = RollUpState.objects.filter(name="usage").values_list("version", flat=True).first()
+    if version is None:
+        return None
+    parameters = sorted((name, sorted(values)) for name, values in request.query_params.lists())
+    scope = None if tenants is None else sorted(tenants)
+    text = json.dumps([str(version), report, parameters, scope, request.get_host()])
+    return "gpupool:report:" + hashlib.sha256(text.encode()).hexdigest()
 
 
 def _present(columns: Sequence[str], serializer: type[serializers.Serializer[Any]]) -> list[str]:

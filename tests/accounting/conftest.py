@@ -5,6 +5,7 @@ from typing import Any
 
 import pytest
 from cost_builders import Pool, build_period, build_pool
+from django.core.cache import cache
 from domain_builders import user
 from rest_framework.test import APIClient
 
@@ -41,3 +42,9 @@ def client_as(pool: Pool) -> Callable[[str], APIClient]:
         return client
 
     return make
+
+
+@pytest.fixture(autouse=True)
+def empty_cache() -> None:
+    """Report pages cached by another test's roll-up version never leak into this one."""
+    cache.clear()

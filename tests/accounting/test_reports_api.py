@@ -157,3 +157,17 @@ def test_a_list_costs_the_same_few_queries_for_a_small_and_a_larger_history(
     with django_assert_max_num_queries(6):
         answer = client.get(url)
     assert answer.status_code == 200 and answer.json()["results"]
+
+
+def test_a_report_page_is_cached_until_the_next_roll_up(
+    period: Pool, client_as: ClientAs, django_assert_max_num_queries: Any
+) -> None:
+    client = client_as("finance")
+    url = f"/api/v1/reports/usage/?{MARCH}&by=tenant"
+    first = client.get(url).json()
+    with django_assert_max_num_queries(3):  # the caller's roles and the roll-ups' version
+        assert client.get(url).json() == first
+    use(period, "c", 8, T0 + 5 * H, T0 + 6 * H)
+    do_roll_up_usage(until=T0 + 6 * H)
+    again = {row["tenant"]: row["gpu_hours"] for row in client.get(url).json()["results"]}
+    assert again["c"] == "16.0000"
