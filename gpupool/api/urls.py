@@ -16,7 +16,11 @@ from rest_framework.routers import APIRootView, DefaultRouter
 from gpupool.api.permissions import EVERYONE
 from gpupool.api.views import TokenView
 
-API_MODULES = ("gpupool.tenancy.api", "gpupool.inventory.api")
+API_MODULES = (
+    "gpupool.tenancy.api",
+    "gpupool.inventory.api",
+    "gpupool.workloads.api",
+)
 
 
 class Root(APIRootView):

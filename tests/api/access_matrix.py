@@ -15,6 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import resources_pool
+
 OUTCOMES = {"ok", "forbidden", "hidden", "unauthorized"}
 ROLES = ("admin", "finance", "lead", "member", "anonymous")
 
@@ -65,6 +67,8 @@ def _flavor(world: Any) -> Mapping[str, Mapping[str, str]]:
 EVERYONE_READS = "admin=ok finance=ok lead=ok member=ok anonymous=unauthorized"
 PUBLIC = "admin=ok finance=ok lead=ok member=ok anonymous=ok"
 ADMIN_ONLY = "admin=ok finance=forbidden lead=forbidden member=forbidden anonymous=unauthorized"
+TENANT_ROLES = "admin=ok finance=forbidden lead=ok member=ok anonymous=unauthorized"
+TENANT_OWN = "admin=ok finance=forbidden lead=ok|hidden member=ok|hidden anonymous=unauthorized"
 
 ROWS: dict[str, Row] = {
     "api:api-root": Row({"GET": EVERYONE_READS}),
@@ -99,5 +103,18 @@ ROWS: dict[str, Row] = {
     "api:flavor-list": Row({"GET": EVERYONE_READS, "POST": ADMIN_ONLY}),
     "api:flavor-detail": Row(
         {"GET": EVERYONE_READS, "PATCH": ADMIN_ONLY, "DELETE": ADMIN_ONLY}, _flavor
+    ),
+    # --- resources: workloads, nodes, queues, classes, budgets, preemptions, cycles,
+    # fragmentation (tests/api/resources_pool.py builds their objects)
+    "api:workload-list": Row({"GET": TENANT_ROLES, "POST": TENANT_ROLES}),
+    "api:workload-dry-run": Row({"POST": TENANT_ROLES}),
+    "api:namespaced-workload-detail": Row({"GET": TENANT_OWN}, resources_pool.workloads),
+    # train-1 was submitted by the lead: a member may cancel only what they submitted.
+    "api:namespaced-workload-cancel": Row(
+        {
+            "POST": "admin=ok finance=forbidden lead=ok|hidden member=forbidden|hidden "
+            "anonymous=unauthorized"
+        },
+        resources_pool.workloads,
     ),
 }
