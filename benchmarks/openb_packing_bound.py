@@ -5,11 +5,11 @@
 Replays each seed, records which GPU-sharing pods every GPU holds at the end, and prints one
 row per replay: the allocation ratio at the end of the run (130% arrived load), the idle milli
 on shared GPUs, the LP lower bound on that idle if the same sharing pods were packed perfectly
-(`gpupool.simulation.packing`), and the allocation that packing would reach with every freed
-GPU filled completely. Then the other lever, when the fresh GPUs run out: the arrived load at
-which the last untouched GPU was taken, the GPUs of whole-GPU gangs dropped before that, and
-the idle on the last that many fresh GPUs -- what placing those gangs could save, at most, if
-nothing else moved. Needs scipy (a dev dependency).
+(`gpupool.simulation.placement.packing`), and the allocation that packing would reach with
+every freed GPU filled completely. Then the other lever, when the fresh GPUs run out: the
+arrived load at which the last untouched GPU was taken, the GPUs of whole-GPU gangs dropped
+before that, and the idle on the last that many fresh GPUs -- what placing those gangs could
+save, at most, if nothing else moved. Needs scipy (a dev dependency).
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ from collections.abc import Callable
 
 from gpupool.cli.arguments import parse_seeds
 from gpupool.scheduler.fragmentation import PodShape
-from gpupool.simulation.openb import gpu_capacity_milli, inflate, load_nodes, load_tasks
-from gpupool.simulation.packing import RunOutLedger, SharingLedger, packing_bound
-from gpupool.simulation.replay import replay
+from gpupool.simulation.datasets import MissingTraceData
+from gpupool.simulation.placement.openb import gpu_capacity_milli, inflate, load_nodes, load_tasks
+from gpupool.simulation.placement.packing import RunOutLedger, SharingLedger, packing_bound
+from gpupool.simulation.placement.replay import replay_placements
 
 PlaceHook = Callable[[int, PodShape, tuple[int, ...]], None]
 
@@ -44,8 +45,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--policy", action="append", dest="policies")
     args = parser.parse_args(argv)
     policies = args.policies or ["gpupool"]
-    nodes = load_nodes()
-    tasks = load_tasks(args.trace)
+    try:
+        nodes = load_nodes()
+        tasks = load_tasks(args.trace)
+    except MissingTraceData as error:
+        print(f"openb_packing_bound: {error}", file=sys.stderr)
+        return 2
     capacity = gpu_capacity_milli(nodes)
     print(f"trace {args.trace}: allocation at the end of the run (130% arrived load)\n")
     print(
@@ -57,12 +62,14 @@ def main(argv: list[str]) -> int:
     total_gpus = sum(node.gpus for node in nodes)
     uppers: dict[str, list[float]] = {}
     for seed in args.seeds:
-        workload = inflate(tasks, nodes, seed)
+        inflated = inflate(tasks, nodes, seed)
         for policy in policies:
             ledger = SharingLedger()
-            run_out = RunOutLedger(workload.tasks, total_gpus)
+            run_out = RunOutLedger(inflated.tasks, total_gpus)
             on_place = _each(ledger, run_out.place)
-            replay(nodes, tasks, workload, policy, on_task=run_out.task, on_place=on_place)
+            replay_placements(
+                nodes, tasks, inflated, policy, on_task=run_out.task, on_place=on_place
+            )
             bound = packing_bound(ledger, capacity)
             uppers.setdefault(policy, []).append(bound.upper_pct)
             gone = "never" if run_out.run_out_load is None else f"{100 * run_out.run_out_load:.1f}%"

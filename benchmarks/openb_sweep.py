@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-POLICIES = ("random", "bestfit", "fgd", "k8s-default", "gpupool")
+TABLE_ORDER = ("random", "bestfit", "fgd", "k8s-default", "gpupool")
 
 
 def rows(document: dict[str, Any]) -> list[dict[str, Any]]:
@@ -36,7 +36,7 @@ def table(runs: list[dict[str, Any]]) -> str:
         seeds = run["seed"] if isinstance(run["seed"], list) else [run["seed"]]
         cells = []
         ours: dict[str, float | None] = {}
-        for name in POLICIES:
+        for name in TABLE_ORDER:
             entry = run["policies"].get(name)
             value = None if entry is None else entry["allocation_ratio"]["1.3"]
             ours[name] = value

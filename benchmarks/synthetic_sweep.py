@@ -13,11 +13,12 @@ import argparse
 import sys
 
 from gpupool.cli.arguments import parse_seeds
-from gpupool.simulation.philly import GPUS_PER_NODE, NODES, load_jobs, run_philly, window
-from gpupool.simulation.queueing_metrics import PolicyMetrics
-from gpupool.simulation.synthetic import SyntheticSpec, synthetic_jobs
+from gpupool.simulation.datasets import MissingTraceData
+from gpupool.simulation.queueing.metrics import PolicyMetrics
+from gpupool.simulation.queueing.philly import GPUS_PER_NODE, NODES, load_jobs, run_philly, window
+from gpupool.simulation.queueing.synthetic_trace import SyntheticSpec, synthetic_jobs
 
-POLICIES = ("kueue-like", "gpupool")
+COMPARED_POLICIES = ("kueue-like", "gpupool")
 
 
 def row(load: float, seed: int, jobs: int, pair: tuple[PolicyMetrics, PolicyMetrics]) -> str:
@@ -48,7 +49,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--loads", default="0.8,0.9", help="comma-separated loads")
     parser.add_argument("--seeds", type=parse_seeds, default=[1, 2, 3, 4])
     args = parser.parse_args(argv)
-    population = window(load_jobs())
+    try:
+        population = window(load_jobs())
+    except MissingTraceData as error:
+        print(f"synthetic_sweep: {error}", file=sys.stderr)
+        return 2
     print(
         "| load | seed | jobs | JCT mean (h) | wait mean (h) | wait p99 (h) | utilisation "
         "| preemptions | GPU-h lost | share deviation |"
@@ -58,8 +63,8 @@ def main(argv: list[str]) -> int:
         for seed in args.seeds:
             spec = SyntheticSpec(load=load, seed=seed)
             jobs = synthetic_jobs(spec, population, NODES * GPUS_PER_NODE)
-            run = run_philly(POLICIES, days=spec.days, jobs=jobs, alone=False)
-            metrics = (run.metrics[POLICIES[0]], run.metrics[POLICIES[1]])
+            run = run_philly(COMPARED_POLICIES, days=spec.days, jobs=jobs, alone=False)
+            metrics = (run.metrics[COMPARED_POLICIES[0]], run.metrics[COMPARED_POLICIES[1]])
             print(row(load, seed, run.jobs, metrics), flush=True)
     return 0
 

@@ -38,7 +38,6 @@ COMPILED_MODULES = (
     "quota",
     "scenario",
     "statement",
-    "synthetic",
     "types",
 )
 BUILT_MARKER = "BUILT"  # written last by the build: names mypyc's shared library module

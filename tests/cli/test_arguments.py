@@ -23,7 +23,7 @@ from gpupool.cli.arguments import (
 @pytest.mark.parametrize(
     ("text", "seeds"), [("42", [42]), ("42-44", [42, 43, 44]), ("1, 5,7", [1, 5, 7])]
 )
-def test_seeds(text: str, seeds: list[int]) -> None:
+def test_seeds_are_read_as_numbers_ranges_and_lists(text: str, seeds: list[int]) -> None:
     assert parse_seeds(text) == seeds
 
 
@@ -51,13 +51,13 @@ def test_bad_values_say_what_is_wrong(
         parse(text)
 
 
-def test_good_values_pass() -> None:
+def test_good_values_are_accepted() -> None:
     assert positive_int(" 7 ") == 7
     assert positive_float("0.5") == 0.5
     assert non_negative_float("0") == 0.0
 
 
-def test_output_file(tmp_path: Path) -> None:
+def test_a_report_file_needs_an_existing_writable_folder(tmp_path: Path) -> None:
     assert output_file(str(tmp_path / "out.html")) == tmp_path / "out.html"
     with pytest.raises(argparse.ArgumentTypeError, match="does not exist"):
         output_file(str(tmp_path / "missing" / "out.html"))

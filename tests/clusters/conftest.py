@@ -8,6 +8,7 @@ Each test gets its own namespace. Missing binaries fail the tests; they never sk
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import secrets
@@ -167,3 +168,161 @@ def k8s_fake_node(k8s_api: Any, k8s_plane_info: K8sPlane) -> Iterator[Callable[.
     yield make
     for name in created:
         core.delete_node(name)
+
+
+def _pdeathsig_kill() -> None:
+    """In the child before exec: SIGKILL when the parent (pytest) dies, like the plane's."""
+    import ctypes
+    import signal
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def _wait_apiserver_ready(run_dir: Path, server: str, timeout: float) -> None:
+    import ssl
+    import time
+    import urllib.error
+    import urllib.request
+
+    pki = k8s_plane.Pki(run_dir / "pki")
+    context = ssl.create_default_context(cafile=str(pki.ca_crt))
+    context.load_cert_chain(str(pki.path("admin.crt")), str(pki.path("admin.key")))
+    deadline = time.monotonic() + timeout
+    last = "no answer yet"
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{server}/readyz", timeout=5, context=context) as answer:  # noqa: S310
+                if answer.status == 200:
+                    return
+        except (OSError, urllib.error.URLError) as exc:
+            last = str(exc)
+        time.sleep(0.2)
+    pytest.fail(f"kube-apiserver not ready at {server} {timeout:.0f} s after a restart ({last})")
+
+
+def _wait_plane_recovered(kubeconfig: Path, timeout: float) -> None:
+    """Wait until the plane serves the tests again after an API server restart.
+
+    /readyz passes before the watch caches are filled (watches are answered 429 until then),
+    and KWOK and the controllers reconnect after their own back-off: wait for a watch to be
+    served, a probe pod bound to a KWOK node to run, and a probe budget to be observed.
+    """
+    import json
+    import time
+
+    from kubernetes import client, config
+    from kubernetes.client.exceptions import ApiException
+
+    api_client = config.new_client_from_config(config_file=str(kubeconfig))
+    core, policy = client.CoreV1Api(api_client), client.PolicyV1Api(api_client)
+    deadline = time.monotonic() + timeout
+
+    def until(what: str, probe: Callable[[], bool]) -> None:
+        while not probe():
+            if time.monotonic() > deadline:
+                pytest.fail(f"the plane did not recover from the API server restart: {what}")
+            time.sleep(0.2)
+
+    def watch_served(list_call: Callable[..., Any]) -> bool:
+        try:
+            answer = list_call(
+                watch=True, resource_version="0", timeout_seconds=1, _preload_content=False
+            )
+        except ApiException as exc:
+            if exc.status in (429, 500, 503):
+                return False
+            raise
+        answer.release_conn()
+        return True
+
+    def read(call: Callable[..., Any], *args: str) -> dict[str, Any]:
+        return dict(json.loads(call(*args, _preload_content=False).data))
+
+    def probe_phase(namespace: str) -> str | None:
+        return read(core.read_namespaced_pod, "probe", namespace)["status"].get("phase")
+
+    def budget_healthy(namespace: str) -> bool:
+        pdb = read(policy.read_namespaced_pod_disruption_budget, "probe", namespace)
+        return bool((pdb.get("status") or {}).get("currentHealthy") == 1)
+
+    namespace = f"restart-probe-{secrets.token_hex(3)}"
+    try:
+        until(
+            "watches served",
+            lambda: all(map(watch_served, (core.list_pod_for_all_namespaces, core.list_node))),
+        )
+        nodes = read(core.list_node)["items"]
+        kwok_node = next(
+            n["metadata"]["name"]
+            for n in nodes
+            if (n["metadata"].get("annotations") or {}).get(k8s_plane.KWOK_NODE_ANNOTATION)
+            == "fake"
+        )
+        core.create_namespace({"metadata": {"name": namespace}})
+        probe = {
+            "metadata": {"name": "probe", "labels": {"app": "probe"}},
+            "spec": {"nodeName": kwok_node, "containers": [{"name": "c", "image": "x"}]},
+        }
+        core.create_namespaced_pod(namespace, probe)
+        selector = {"matchLabels": {"app": "probe"}}
+        budget = {"metadata": {"name": "probe"}, "spec": {"minAvailable": 1, "selector": selector}}
+        policy.create_namespaced_pod_disruption_budget(namespace, budget)
+        until("KWOK runs a probe pod", lambda: probe_phase(namespace) == "Running")
+        until("the disruption controller observes a budget", lambda: budget_healthy(namespace))
+    finally:
+        with contextlib.suppress(ApiException):
+            core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+            core.delete_namespace(namespace)
+        api_client.close()
+
+
+@pytest.fixture(scope="session")
+def k8s_restart_apiserver(k8s_plane_info: K8sPlane) -> Iterator[Callable[[], None]]:
+    """``restart()`` stops the plane's kube-apiserver and starts it again with the same flags.
+
+    etcd keeps the data; the API server's watch cache starts afresh, so its watches break and
+    resourceVersions it served before may be answered 410 Gone. The new process replaces the
+    old one in the plane's state.json (so ``python -m hack.k8s_plane down`` stops it); on a
+    plane this session started, it is stopped at the end of the session, before the plane.
+    """
+    import subprocess
+
+    home = k8s_plane_info.kubeconfig.parent
+    started: list[k8s_plane.Component] = []
+
+    def restart() -> None:
+        state = k8s_plane.PlaneState.load(home)
+        if state is None:
+            pytest.fail(f"no state.json in {home}: cannot find the plane's kube-apiserver")
+        old = next((c for c in state.components if c.name == "kube-apiserver"), None)
+        if old is None or k8s_plane.process_start_time(old.pid) != old.started:
+            pytest.fail("the plane's kube-apiserver is not running")
+        argv = Path(f"/proc/{old.pid}/cmdline").read_bytes().split(b"\0")[:-1]
+        k8s_plane.stop_component(old, timeout=3.0)  # its graceful shutdown can hang: kill
+        with Path(old.log).open("ab") as log:
+            process = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=state.run_dir,
+                start_new_session=True,
+                preexec_fn=_pdeathsig_kill if k8s_plane_info.started_here else None,
+            )
+        new = k8s_plane.Component(
+            old.name,
+            process.pid,
+            old.log,
+            old.binary,
+            started=k8s_plane.process_start_time(process.pid),
+        )
+        state.components = [new if c is old else c for c in state.components]
+        state.save()
+        started.append(new)
+        _wait_apiserver_ready(Path(state.run_dir), state.server, timeout=120)
+        _wait_plane_recovered(k8s_plane_info.kubeconfig, timeout=120)
+
+    yield restart
+    if k8s_plane_info.started_here and started:
+        # Stopped here, before the session's plane.down(): that one still knows the old pid.
+        k8s_plane.stop_component(started[-1], timeout=3.0)

@@ -25,7 +25,7 @@ from pathlib import Path
 import gpupool.scheduler as core
 from gpupool.scheduler import plan
 from gpupool.scheduler.scenario import dump_plan, load_scenario
-from gpupool.scheduler.synthetic import synthetic_snapshot
+from gpupool.simulation.scale_pool import synthetic_snapshot
 digest = hashlib.sha256()
 for path in sorted(Path(sys.argv[1]).glob("*.json")):
     if not path.name.endswith(".expect.json"):

@@ -17,7 +17,7 @@ from scheduler_builders import CLASSES, at, check_invariants, scenario
 from gpupool.scheduler import NATIVE, plan
 from gpupool.scheduler.cycle import Cycle
 from gpupool.scheduler.scenario import Scenario, dump_plan, scenario_from_dict
-from gpupool.scheduler.synthetic import synthetic_snapshot
+from gpupool.simulation.scale_pool import synthetic_snapshot
 
 FLAVORS = ("h100", "l4s")
 TIMES = ["06:00", "07:00", "08:00", "09:00", "09:30", "09:50"]

@@ -63,7 +63,7 @@ PRINT_PLAN = """
 import sys
 from gpupool.scheduler import plan
 from gpupool.scheduler.scenario import dump_plan, load_scenario
-from gpupool.scheduler.synthetic import synthetic_snapshot
+from gpupool.simulation.scale_pool import synthetic_snapshot
 for path in sys.argv[1:]:
     loaded = load_scenario(path)
     print(dump_plan(plan(loaded.snapshot, loaded.policy, loaded.now)))

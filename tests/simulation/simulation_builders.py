@@ -1,8 +1,12 @@
-"""Builders for hand-made nodes and tasks in the simulation tests."""
+"""Builders for hand-made nodes and tasks in the simulation tests, and where the samples are."""
 
 from __future__ import annotations
 
-from gpupool.simulation.openb import OpenbNode, OpenbTask
+from pathlib import Path
+
+from gpupool.simulation.placement.openb import OpenbNode, OpenbTask
+
+SAMPLE_DIR = Path(__file__).resolve().parents[1] / "data"  # tests/data: the synthetic traces
 
 
 def task(

@@ -5,9 +5,14 @@ from __future__ import annotations
 import pytest
 from simulation_builders import node, task
 
-from gpupool.simulation.openb import Workload, gpu_capacity_milli
-from gpupool.simulation.packing import RunOutLedger, SharingLedger, min_gpus_lp, packing_bound
-from gpupool.simulation.replay import replay
+from gpupool.simulation.placement.openb import InflatedTrace, gpu_capacity_milli
+from gpupool.simulation.placement.packing import (
+    RunOutLedger,
+    SharingLedger,
+    min_gpus_lp,
+    packing_bound,
+)
+from gpupool.simulation.placement.replay import replay_placements
 
 
 @pytest.mark.parametrize(
@@ -24,7 +29,7 @@ from gpupool.simulation.replay import replay
         ({810: 4, 160: 1, 470: 2}, 5.0),  # an 810 with the 160, three 810s alone, 470 + 470
     ],
 )
-def test_lp_bound_on_hand_computed_pods(pods: dict[int, int], gpus: float) -> None:
+def test_the_lp_bound_matches_hand_computed_packings(pods: dict[int, int], gpus: float) -> None:
     assert min_gpus_lp(pods) == pytest.approx(gpus)
 
 
@@ -34,7 +39,7 @@ def test_sizes_that_are_not_sharing_pods_are_refused(size: int) -> None:
         min_gpus_lp({size: 1, 500: 1})
 
 
-def test_ledger_and_bound_on_a_hand_checked_replay() -> None:
+def test_the_packing_bound_of_a_hand_checked_replay() -> None:
     """Best fit: the whole-GPU task takes n1 (the smaller node), 300 and 300 stack on n0's
     GPU 0, 700 takes GPU 1, the second 700 fits nowhere; the CPU-only task holds no GPU.
 
@@ -51,9 +56,9 @@ def test_ledger_and_bound_on_a_hand_checked_replay() -> None:
         task("d", milli=700),
         task("e", gpus=0),
     ]
-    workload = Workload(tasks=tuple(tasks), node_rank=(0, 1), seed=0)
+    inflated = InflatedTrace(tasks=tuple(tasks), node_rank=(0, 1), seed=0)
     ledger = SharingLedger()
-    result = replay(nodes, tasks, workload, "bestfit", on_place=ledger)
+    result = replay_placements(nodes, tasks, inflated, "bestfit", on_place=ledger)
 
     assert result.dropped == 1
     assert dict(ledger.by_gpu) == {(0, 0): [300, 300], (0, 1): [700]}
@@ -68,7 +73,7 @@ def test_ledger_and_bound_on_a_hand_checked_replay() -> None:
     assert bound.allocation_pct == pytest.approx(100 * 2300 / 3000)
 
 
-def test_run_out_ledger_on_a_hand_checked_replay() -> None:
+def test_the_run_out_ledger_of_a_hand_checked_replay() -> None:
     """Best fit on two 2-GPU nodes: a takes n0's GPU 0, the 700 the tighter n0's GPU 1, e
     n1's GPU 0; the 2-GPU gang g finds one fresh GPU and is dropped; the 810 takes the last
     fresh GPU (n1's GPU 1) -- fresh GPUs are gone at 5,510 of 4,000 milli arrived; the 200
@@ -88,9 +93,11 @@ def test_run_out_ledger_on_a_hand_checked_replay() -> None:
         task("i"),
         task("j", gpus=2),
     ]
-    workload = Workload(tasks=tuple(tasks), node_rank=(0, 1), seed=0)
-    ledger = RunOutLedger(workload.tasks, total_gpus=4)
-    result = replay(nodes, tasks, workload, "bestfit", on_task=ledger.task, on_place=ledger.place)
+    inflated = InflatedTrace(tasks=tuple(tasks), node_rank=(0, 1), seed=0)
+    ledger = RunOutLedger(inflated.tasks, total_gpus=4)
+    result = replay_placements(
+        nodes, tasks, inflated, "bestfit", on_task=ledger.task, on_place=ledger.place
+    )
 
     assert result.dropped == 3
     assert list(ledger.used) == [(0, 0), (0, 1), (1, 0), (1, 1)]  # in the order first taken
@@ -102,12 +109,12 @@ def test_run_out_ledger_on_a_hand_checked_replay() -> None:
     assert ledger.last_fresh_idle_milli(5) == 290  # more than were taken: all four
 
 
-def test_run_out_ledger_when_fresh_gpus_never_run_out() -> None:
+def test_fresh_gpus_that_never_run_out_leave_no_run_out_load() -> None:
     nodes = [node("n0")]
     tasks = [task("a", milli=500), task("g", gpus=3), task("b", milli=300)]
-    workload = Workload(tasks=tuple(tasks), node_rank=(0,), seed=0)
-    ledger = RunOutLedger(workload.tasks, total_gpus=2)
-    replay(nodes, tasks, workload, "bestfit", on_task=ledger.task, on_place=ledger.place)
+    inflated = InflatedTrace(tasks=tuple(tasks), node_rank=(0,), seed=0)
+    ledger = RunOutLedger(inflated.tasks, total_gpus=2)
+    replay_placements(nodes, tasks, inflated, "bestfit", on_task=ledger.task, on_place=ledger.place)
 
     assert ledger.run_out_load is None
     assert ledger.gangs_dropped_gpus == 3

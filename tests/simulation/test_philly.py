@@ -1,4 +1,5 @@
-"""B3 on the real Philly VC files: the loader's counts, the shares, a short replay, the CLI."""
+"""B3: the loader and the 30-day window, the shares, short replays and the CLI on the synthetic
+sample; the published table's counts and the full run where it is found."""
 
 from __future__ import annotations
 
@@ -9,33 +10,40 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from gpupool.simulation.philly import (
+from gpupool.simulation.queueing.philly import (
+    DAY_S,
     PhillyJob,
     deserved_shares,
-    load_jobs,
     make_cluster,
-    philly_dir,
     pod_sets,
     run_philly,
     tenant_shares,
     window,
 )
-from gpupool.simulation.queueing_metrics import describe_worse_than_alone
+from gpupool.simulation.report import describe_worse_than_alone
 
 
-@pytest.fixture(scope="module")
-def philly_jobs() -> list[PhillyJob]:
-    """Every job of the flat table (skips when the shared data is absent)."""
-    if not (philly_dir() / "jobs_by_vc_seed0.csv").is_file():
-        pytest.skip(f"Philly data not found under {philly_dir()}")
-    return load_jobs()
+def test_the_window_keeps_each_tenants_first_days_by_arrival(
+    sample_philly_jobs: list[PhillyJob],
+) -> None:
+    """Arrivals count from each tenant's first job; the window keeps those before day 30,
+    sorted by arrival, and ``limit`` the first of them."""
+    assert {job.vc for job in sample_philly_jobs if job.arrival_s == 0} == {
+        job.vc for job in sample_philly_jobs
+    }
+    kept = window(sample_philly_jobs, 30)
+    assert 0 < len(kept) < len(sample_philly_jobs)
+    assert all(job.arrival_s < 30 * DAY_S for job in kept)
+    assert [j.arrival_s for j in kept] == sorted(j.arrival_s for j in kept)
+    assert window(sample_philly_jobs, 30, limit=5) == kept[:5]
+    assert kept[0].gpu_hours == pytest.approx(kept[0].gpus * kept[0].duration_s / 3600)
 
 
-def test_the_table_matches_the_readme(philly_jobs: list[PhillyJob]) -> None:
+def test_the_published_table_matches_its_readme(full_philly_jobs: list[PhillyJob]) -> None:
     """15,264 jobs of 15 VCs; the five largest VCs are capped at 2,000 jobs."""
-    assert len(philly_jobs) == 15_264
+    assert len(full_philly_jobs) == 15_264
     per_vc: dict[str, int] = {}
-    for job in philly_jobs:
+    for job in full_philly_jobs:
         per_vc[job.vc] = per_vc.get(job.vc, 0) + 1
     assert len(per_vc) == 15
     assert sorted(vc for vc, n in per_vc.items() if n == 2000) == [
@@ -45,27 +53,28 @@ def test_the_table_matches_the_readme(philly_jobs: list[PhillyJob]) -> None:
         "b436b2",
         "ee9e8c",
     ]
-    assert sum(1 for job in philly_jobs if job.gpus == 1) == 10_480
+    assert sum(1 for job in full_philly_jobs if job.gpus == 1) == 10_480
 
 
-def test_the_30_day_window_matches_benchmarks(philly_jobs: list[PhillyJob]) -> None:
+def test_the_published_30_day_window_is_b3s(full_philly_jobs: list[PhillyJob]) -> None:
     """4,889 jobs and about 548k GPU-hours arrive in the tenants' first 30 days."""
-    kept = window(philly_jobs, 30)
+    kept = window(full_philly_jobs, 30)
     assert len(kept) == 4889
     assert sum(job.gpu_hours for job in kept) == pytest.approx(548_178, abs=1)
     assert [j.arrival_s for j in kept] == sorted(j.arrival_s for j in kept)
 
 
 def test_shares_sum_to_the_pool_and_cover_each_largest_gang(
-    philly_jobs: list[PhillyJob],
+    sample_philly_jobs: list[PhillyJob],
 ) -> None:
     """Deserved shares add up to 1,024 GPUs and each tenant can run its largest job alone."""
-    kept = window(philly_jobs, 30)
+    kept = window(sample_philly_jobs, 30)
     shares = tenant_shares(kept)
     assert sum(shares.values()) == 1024
     for vc, deserved in shares.items():
         assert deserved >= max(job.gpus for job in kept if job.vc == vc)
-    assert max(shares, key=lambda vc: shares[vc]) == "b436b2"  # the most GPU-hours
+    demand = {vc: sum(job.gpu_hours for job in kept if job.vc == vc) for vc in shares}
+    assert max(shares, key=lambda vc: shares[vc]) == max(demand, key=lambda vc: demand[vc])
 
 
 def test_water_filling_gives_small_tenants_their_floor() -> None:
@@ -99,10 +108,10 @@ def test_gangs_become_pods_of_at_most_a_node(gpus: int, pods: tuple[int, int]) -
     assert (pod_set.count, pod_set.gpus) == pods
 
 
-def test_a_short_run_is_deterministic(philly_jobs: list[PhillyJob]) -> None:
+def test_a_short_run_is_deterministic(sample_philly_jobs: list[PhillyJob]) -> None:
     """The same jobs give the same figures, run after run."""
-    first = run_philly(limit=60, jobs=philly_jobs).to_json()
-    second = run_philly(limit=60, jobs=philly_jobs).to_json()
+    first = run_philly(limit=60, jobs=sample_philly_jobs).to_json()
+    second = run_philly(limit=60, jobs=sample_philly_jobs).to_json()
     first.pop("elapsed_s")
     second.pop("elapsed_s")
     for entry in (*first["policies"].values(), *second["policies"].values()):
@@ -117,7 +126,8 @@ def test_a_short_run_is_deterministic(philly_jobs: list[PhillyJob]) -> None:
     assert first["queue_weights"] == "deserved"
 
 
-def test_cli_prints_the_b3_json(philly_jobs: list[PhillyJob]) -> None:
+@pytest.mark.usefixtures("sample_data")
+def test_simulate_philly_prints_the_b3_json() -> None:
     """``simulate philly --json`` has per policy the B3 keys and per tenant the alone wait."""
     out = StringIO()
     call_command(
@@ -156,7 +166,8 @@ def test_cli_prints_the_b3_json(philly_jobs: list[PhillyJob]) -> None:
     assert tenant["finish_time_fairness"] > 0
 
 
-def test_cli_writes_a_self_contained_report(philly_jobs: list[PhillyJob], tmp_path: Path) -> None:
+@pytest.mark.usefixtures("sample_data")
+def test_simulate_philly_writes_a_self_contained_report(tmp_path: Path) -> None:
     """``--report`` writes one HTML page with plotly.js inlined and the wait box plots."""
     path = tmp_path / "b3.html"
     out, err = StringIO(), StringIO()
@@ -177,10 +188,10 @@ def test_cli_writes_a_self_contained_report(philly_jobs: list[PhillyJob], tmp_pa
 
 
 @pytest.mark.slow
-def test_the_full_window_meets_the_sharing_incentive(philly_jobs: list[PhillyJob]) -> None:
+def test_the_full_window_meets_the_sharing_incentive(full_philly_jobs: list[PhillyJob]) -> None:
     """B3, full 30 days (a minute or two): gpupool loses <= 1% and no tenant is worse off,
     neither in mean wait nor in mean JCT."""
-    run = run_philly(["gpupool"], jobs=philly_jobs)
+    run = run_philly(["gpupool"], jobs=full_philly_jobs)
     metrics = run.metrics["gpupool"]
     assert metrics.jobs == 4889
     assert metrics.gpu_hours_lost_fraction <= 0.01
@@ -191,10 +202,10 @@ def test_the_full_window_meets_the_sharing_incentive(philly_jobs: list[PhillyJob
 
 
 def test_without_the_alone_baseline_the_sharing_check_says_not_run(
-    philly_jobs: list[PhillyJob],
+    sample_philly_jobs: list[PhillyJob],
 ) -> None:
     """``--no-alone`` checks no tenant, so the verdict is "not run", never "none"."""
-    run = run_philly(["gpupool"], jobs=philly_jobs[:30], alone=False)
+    run = run_philly(["gpupool"], jobs=sample_philly_jobs[:30], alone=False)
     assert run.metrics["gpupool"].tenants_worse_than_alone is None
     out = StringIO()
     call_command(

@@ -15,16 +15,16 @@ from gpupool.scheduler.types import (
     QuotaInfo,
     VictimSearch,
 )
-from gpupool.simulation.events import (
+from gpupool.simulation.queueing.events import (
     ClusterSetup,
-    Replay,
+    JobReplay,
     ReplayOutcome,
     SimJob,
     checkpointed_progress,
-    replay,
+    replay_jobs,
 )
-from gpupool.simulation.philly import POLICIES
-from gpupool.simulation.queueing_metrics import fair_split, share_deviation, summarise
+from gpupool.simulation.queueing.metrics import fair_split, share_deviation, summarise
+from gpupool.simulation.queueing.philly import QUEUEING_POLICIES
 
 
 def job(name: str, gpus: int, at: float, duration: float) -> SimJob:
@@ -54,7 +54,7 @@ BORROWING = {"a": (4, 8), "b": (4, 8)}
 
 def test_kueue_like_reclaims_the_borrowed_job_at_once() -> None:
     """b reclaims its share from a's borrowed job at t=10; the victim restarts from zero."""
-    outcome = replay(TWO_TENANTS, pool(BORROWING), POLICIES["kueue-like"].sim)
+    outcome = replay_jobs(TWO_TENANTS, pool(BORROWING), QUEUEING_POLICIES["kueue-like"].sim)
     assert by_name(outcome) == {
         "a-1": (100, 0, 0, 0),
         "a-2": (160, 50, 1, 10),  # ran 0-10 (lost: no checkpoint yet), again 60-160
@@ -65,7 +65,7 @@ def test_kueue_like_reclaims_the_borrowed_job_at_once() -> None:
 
 def test_gpupool_waits_out_the_protected_window() -> None:
     """Within a's 30-minute protection b waits for a job to finish instead of evicting."""
-    outcome = replay(TWO_TENANTS, pool(BORROWING), POLICIES["gpupool"].sim)
+    outcome = replay_jobs(TWO_TENANTS, pool(BORROWING), QUEUEING_POLICIES["gpupool"].sim)
     assert by_name(outcome) == {
         "a-1": (100, 0, 0, 0),
         "a-2": (100, 0, 0, 0),
@@ -75,7 +75,9 @@ def test_gpupool_waits_out_the_protected_window() -> None:
 
 def test_fifo_does_not_borrow() -> None:
     """With capability = deserved a's second job waits for its first."""
-    outcome = replay(TWO_TENANTS, pool({"a": (4, 4), "b": (4, 4)}), POLICIES["fifo"].sim)
+    outcome = replay_jobs(
+        TWO_TENANTS, pool({"a": (4, 4), "b": (4, 4)}), QUEUEING_POLICIES["fifo"].sim
+    )
     assert by_name(outcome) == {
         "a-1": (100, 0, 0, 0),
         "a-2": (200, 100, 0, 0),
@@ -87,16 +89,16 @@ def test_fifo_blocks_the_queue_behind_its_head() -> None:
     """A small job that fits waits behind the head that does not (head-of-line blocking)."""
     jobs = [job("a-1", 4, 0, 100), job("a-2", 4, 1, 100), job("a-3", 2, 2, 10)]
     quotas = {"a": (6, 6), "b": (2, 2)}
-    fifo = by_name(replay(jobs, pool(quotas), POLICIES["fifo"].sim))
+    fifo = by_name(replay_jobs(jobs, pool(quotas), QUEUEING_POLICIES["fifo"].sim))
     assert fifo["a-3"] == (108, 98, 0, 0)  # starts at 100 with a-2
-    kueue = by_name(replay(jobs, pool(quotas), POLICIES["kueue-like"].sim))
+    kueue = by_name(replay_jobs(jobs, pool(quotas), QUEUEING_POLICIES["kueue-like"].sim))
     assert kueue["a-3"] == (10, 0, 0, 0)  # backfills past the head at once
 
 
 @pytest.mark.parametrize(
     ("ran", "kept"), [(0, 0), (1799, 0), (1800, 1800), (4000, 3600), (5400, 5400)]
 )
-def test_checkpointed_progress(ran: float, kept: float) -> None:
+def test_progress_is_kept_up_to_the_last_whole_checkpoint(ran: float, kept: float) -> None:
     """Progress survives up to the last 30-minute checkpoint."""
     assert checkpointed_progress(ran, 1800) == kept
 
@@ -104,7 +106,7 @@ def test_checkpointed_progress(ran: float, kept: float) -> None:
 def test_eviction_loses_progress_since_the_last_checkpoint() -> None:
     """Evicted after 4,000 s, a 4-GPU job keeps 3,600 s and loses 400 s (0.444 GPU-hours)."""
     jobs = [job("a-1", 4, 0, 10_000), job("a-2", 4, 0, 10_000), job("b-1", 4, 4000, 100)]
-    outcome = replay(jobs, pool(BORROWING), POLICIES["kueue-like"].sim)
+    outcome = replay_jobs(jobs, pool(BORROWING), QUEUEING_POLICIES["kueue-like"].sim)
     victim = next(r for r in outcome.records if r.job.name == "a-2")
     assert victim.evictions == 1
     assert victim.lost_s == pytest.approx(400)
@@ -115,7 +117,9 @@ def test_eviction_loses_progress_since_the_last_checkpoint() -> None:
 
 def test_a_cycle_beat_delays_admissions_to_the_next_beat() -> None:
     """With a 60 s beat, capacity freed at t=100 is handed out at the beat of t=120."""
-    outcome = replay(TWO_TENANTS, pool(BORROWING), POLICIES["gpupool"].sim, cycle_s=60)
+    outcome = replay_jobs(
+        TWO_TENANTS, pool(BORROWING), QUEUEING_POLICIES["gpupool"].sim, cycle_s=60
+    )
     assert by_name(outcome)["b-1"] == (160, 110, 0, 0)
 
 
@@ -128,8 +132,8 @@ def test_event_cycles_equal_a_periodic_beat_on_the_grid() -> None:
         job("b-2", 2, 1200, 600),
     ]
     for name in ("kueue-like", "gpupool"):
-        plain = replay(jobs, pool(BORROWING), POLICIES[name].sim)
-        ticked = replay(jobs, pool(BORROWING), POLICIES[name].sim, tick_s=60)
+        plain = replay_jobs(jobs, pool(BORROWING), QUEUEING_POLICIES[name].sim)
+        ticked = replay_jobs(jobs, pool(BORROWING), QUEUEING_POLICIES[name].sim, tick_s=60)
         assert by_name(plain) == by_name(ticked)
         assert ticked.cycles > plain.cycles
 
@@ -137,7 +141,7 @@ def test_event_cycles_equal_a_periodic_beat_on_the_grid() -> None:
 def test_every_job_finishes_and_gpus_never_exceed_the_pool() -> None:
     """Held GPUs never exceed the pool at any instant."""
     jobs = [job(f"{q}-{i}", 1 + i % 4, i * 37.0, 500 + 91 * i) for q in "ab" for i in range(12)]
-    outcome = replay(jobs, pool(BORROWING), POLICIES["kueue-like"].sim)
+    outcome = replay_jobs(jobs, pool(BORROWING), QUEUEING_POLICIES["kueue-like"].sim)
     assert all(r.finished_at is not None for r in outcome.records)
     changes = sorted(
         [(s.start, s.gpus) for s in outcome.segments] + [(s.end, -s.gpus) for s in outcome.segments]
@@ -161,9 +165,9 @@ def test_reclaim_evicts_the_job_that_checkpointed_last_and_loses_least(
     kueue-like baseline's (Kueue's greedy search, which knows no checkpoints) evicts the
     most recently started, a-2."""
     jobs = [job("a-1", 4, 0, 10_000), job("a-2", 4, 1000, 10_000), job("b-1", 4, 2000, 100)]
-    sim = POLICIES["kueue-like"].sim
+    sim = QUEUEING_POLICIES["kueue-like"].sim
     sim = replace(sim, policy=replace(sim.policy, victim_search=victim_search))
-    outcome = replay(jobs, pool({"a": (2, 8), "b": (6, 8)}), sim)
+    outcome = replay_jobs(jobs, pool({"a": (2, 8), "b": (6, 8)}), sim)
     lost = {
         name: (evictions, lost_s) for name, (_, _, evictions, lost_s) in by_name(outcome).items()
     }
@@ -175,7 +179,7 @@ def test_reclaim_evicts_the_job_that_checkpointed_last_and_loses_least(
 def test_a_running_job_reports_its_last_checkpoint_of_this_run() -> None:
     """None before the first 30 minutes of a run, then the latest 30-minute mark."""
     jobs = [job("a-1", 4, 0, 10_000)]
-    state = Replay(jobs, pool({"a": (8, 8)}), POLICIES["kueue-like"].sim)
+    state = JobReplay(jobs, pool({"a": (8, 8)}), QUEUEING_POLICIES["kueue-like"].sim)
     record = state.records["a-1"]
     record.segment_start = 100.0
     assert [state.last_checkpoint(record, t) for t in (100, 1899, 1900, 5000)] == [
@@ -190,10 +194,10 @@ def test_finish_time_fairness_is_jct_shared_over_alone_per_tenant() -> None:
     """b's 8-GPU job holds the node (protected); a's, a second later, finishes at 200 instead
     of 101: rho(a) = 199 / 100, rho(b) = 1, the worst 1.99."""
     shared = pool({"a": (4, 8), "b": (4, 8)})
-    sim = POLICIES["gpupool"].sim
-    outcome = replay([job("b-1", 8, 0, 100), job("a-1", 8, 1, 100)], shared, sim)
+    sim = QUEUEING_POLICIES["gpupool"].sim
+    outcome = replay_jobs([job("b-1", 8, 0, 100), job("a-1", 8, 1, 100)], shared, sim)
     alone = {
-        tenant: replay([job(f"{tenant}-1", 8, 0, 100)], pool({tenant: (8, 8)}), sim)
+        tenant: replay_jobs([job(f"{tenant}-1", 8, 0, 100)], pool({tenant: (8, 8)}), sim)
         for tenant in ("a", "b")
     }
     metrics = summarise(outcome, shared, 200.0, {"a": 4, "b": 4}, alone)
@@ -229,7 +233,7 @@ def test_fair_split_is_weighted_max_min(
     assert fair_split(demand, weight, 8) == pytest.approx(split)
 
 
-def test_share_deviation_on_a_hand_checked_replay() -> None:
+def test_share_deviation_of_a_hand_checked_replay() -> None:
     """b's 8-GPU job holds the node for [0, 100); a's arrives at 1 and runs [100, 200).
 
     Fair split (deserved 4 and 4): b alone wants it at [0, 1) -> 8 to b; both want 8 over
@@ -237,8 +241,8 @@ def test_share_deviation_on_a_hand_checked_replay() -> None:
     window: 99 x 4 / (8 x 200) = 0.2475 of the pool; b +1.98 GPUs on average, a -1.98.
     """
     shared = pool({"a": (4, 8), "b": (4, 8)})
-    outcome = replay(
-        [job("b-1", 8, 0, 100), job("a-1", 8, 1, 100)], shared, POLICIES["gpupool"].sim
+    outcome = replay_jobs(
+        [job("b-1", 8, 0, 100), job("a-1", 8, 1, 100)], shared, QUEUEING_POLICIES["gpupool"].sim
     )
     deviation = share_deviation(outcome, shared, 200.0)
     assert deviation.pool == pytest.approx(0.2475)

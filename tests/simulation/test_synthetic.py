@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from gpupool.simulation.philly import DAY_S, PhillyJob, philly_dir, run_philly
-from gpupool.simulation.philly_report import alone_figure, wait_figure
-from gpupool.simulation.synthetic import SyntheticSpec, synthetic_jobs
+from gpupool.simulation.queueing.philly import DAY_S, PhillyJob, run_philly
+from gpupool.simulation.queueing.synthetic_trace import SyntheticSpec, synthetic_jobs
+from gpupool.simulation.report import alone_figure, wait_figure
 
 HOUR = 3600.0
 POPULATION = [
@@ -104,14 +104,8 @@ def test_an_empty_population_is_refused() -> None:
         synthetic_jobs(SyntheticSpec(), [PhillyJob("x", 0, 0.0, 0, HOUR)], CAPACITY)
 
 
-@pytest.fixture
-def philly_data() -> None:
-    if not (philly_dir() / "jobs_by_vc_seed0.csv").is_file():
-        pytest.skip(f"Philly data not found under {philly_dir()}")
-
-
-@pytest.mark.usefixtures("philly_data")
-def test_cli_synthetic_json() -> None:
+@pytest.mark.usefixtures("sample_data")
+def test_simulate_synthetic_says_how_the_trace_was_drawn_beside_b3s_figures() -> None:
     """A day of three tenants drawn from the Philly jobs, replayed with gpupool: the JSON
     says how the trace was drawn and has B3's figures for it."""
     out = StringIO()
@@ -143,8 +137,8 @@ def test_cli_synthetic_json() -> None:
     assert 0 < gpupool["utilisation"] <= 1
 
 
-@pytest.mark.usefixtures("philly_data")
-def test_cli_synthetic_report_says_how_the_trace_was_drawn(tmp_path: Path) -> None:
+@pytest.mark.usefixtures("sample_data")
+def test_the_synthetic_report_says_how_the_trace_was_drawn(tmp_path: Path) -> None:
     report = tmp_path / "synthetic.html"
     call_command(
         "gpupool",
@@ -173,15 +167,15 @@ def test_report_figures_give_a_policy_one_colour() -> None:
     """The box plots and the bars colour each policy alike; "alone" has its own grey."""
     jobs = synthetic_jobs(SyntheticSpec(tenants=2, days=0.25, load=0.05, seed=1), POPULATION, 64)
     run = run_philly(["kueue-like", "gpupool"], jobs=jobs, days=0.25)
-    boxes = {t.name: t.marker.color for t in wait_figure(run).data}
-    bars = {t.name: t.marker.color for t in alone_figure(run).data}
+    boxes = {t["name"]: t["marker"]["color"] for t in wait_figure(run)["data"]}
+    bars = {t["name"]: t["marker"]["color"] for t in alone_figure(run)["data"]}
     assert boxes == {name: bars[name] for name in ("kueue-like", "gpupool")}
     assert len(set(boxes.values())) == 2
     assert bars["alone on deserved share"] not in boxes.values()
 
 
-@pytest.mark.usefixtures("philly_data")
-def test_cli_synthetic_refuses_a_bad_spec() -> None:
+@pytest.mark.usefixtures("sample_data")
+def test_simulate_synthetic_refuses_a_bad_spec() -> None:
     err = StringIO()
     with pytest.raises(SystemExit) as exit_info:
         call_command("gpupool", "simulate", "synthetic", "--tenants", "0", stderr=err)
@@ -189,8 +183,8 @@ def test_cli_synthetic_refuses_a_bad_spec() -> None:
     assert "tenants: must be at least 1" in err.getvalue()
 
 
-@pytest.mark.usefixtures("philly_data")
-def test_cli_whatif_on_a_synthetic_trace() -> None:
+@pytest.mark.usefixtures("sample_data")
+def test_whatif_replays_a_drawn_trace_with_a_quota_change() -> None:
     """The what-if replays a drawn trace too: its note says how it was drawn, and a quota
     change on one of its queues is applied."""
     out = StringIO()
@@ -223,17 +217,3 @@ def test_cli_whatif_on_a_synthetic_trace() -> None:
         )
     assert exit_info.value.code == 2
     assert "load: must be a positive number" in err.getvalue()
-
-
-@pytest.mark.parametrize(
-    "argv", [["synthetic"], ["whatif", "--trace", "synthetic"], ["whatif", "--trace", "philly"]]
-)
-def test_trace_modes_without_the_data_say_where_they_looked(
-    argv: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("GPUPOOL_DATA_DIR", str(tmp_path))
-    err = StringIO()
-    with pytest.raises(SystemExit) as exit_info:
-        call_command("gpupool", "simulate", *argv, stderr=err)
-    assert exit_info.value.code == 2
-    assert f"{tmp_path}/philly_gavel_vc/jobs_by_vc_seed0.csv not found" in err.getvalue()

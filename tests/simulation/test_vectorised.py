@@ -17,8 +17,8 @@ from gpupool.scheduler.fragmentation import (
     pick_gpus,
     placement_cost,
 )
-from gpupool.simulation.cluster import Cluster, FragmentationTable
-from gpupool.simulation.policies import FGDPolicy, GpupoolPolicy, fgd_score
+from gpupool.simulation.placement.array_cluster import ArrayCluster, FragmentationTable
+from gpupool.simulation.placement.policies import FGDPolicy, GpupoolPolicy, fgd_score
 
 MODELS = ("T4", "G2", "V100M32")
 SHAPES = [
@@ -33,7 +33,7 @@ SHAPES = [
 ]
 
 
-def random_cluster(rng: random.Random, size: int = 60) -> Cluster:
+def random_cluster(rng: random.Random, size: int = 60) -> ArrayCluster:
     """Nodes of 1-8 GPUs in random partly used states."""
     nodes = [
         node(
@@ -44,7 +44,7 @@ def random_cluster(rng: random.Random, size: int = 60) -> Cluster:
         )
         for i in range(size)
     ]
-    cluster = Cluster(nodes)
+    cluster = ArrayCluster(nodes)
     for i, spec in enumerate(nodes):
         for gpu in range(spec.gpus):
             cluster.gpu_free[i, gpu] = rng.choice((0, 100, 190, 470, 530, 810, 1000, 1000))
@@ -58,7 +58,7 @@ def random_cluster(rng: random.Random, size: int = 60) -> Cluster:
 
 
 @pytest.fixture(params=[1, 2, 3])
-def cluster(request: pytest.FixtureRequest) -> Cluster:
+def cluster(request: pytest.FixtureRequest) -> ArrayCluster:
     """A random cluster per seed."""
     return random_cluster(random.Random(request.param))
 
@@ -66,7 +66,7 @@ def cluster(request: pytest.FixtureRequest) -> Cluster:
 DIST = ShapeDistribution.from_counts(dict(zip(SHAPES, (5, 30, 20, 5, 25, 5, 5, 5), strict=True)))
 
 
-def test_node_fragmentation_matches_scalar(cluster: Cluster) -> None:
+def test_the_vectorised_node_fragmentation_matches_the_scalar_one(cluster: ArrayCluster) -> None:
     """Every node's vectorised fragmentation equals `node_fragmentation`."""
     table = FragmentationTable(cluster, DIST)
     for i in range(cluster.size):
@@ -75,7 +75,9 @@ def test_node_fragmentation_matches_scalar(cluster: Cluster) -> None:
 
 
 @pytest.mark.parametrize("pod", SHAPES, ids=lambda s: f"{s.gpus}x{s.milli}")
-def test_gpupool_cost_matches_placement_cost(cluster: Cluster, pod: PodShape) -> None:
+def test_the_vectorised_gpupool_cost_matches_placement_cost(
+    cluster: ArrayCluster, pod: PodShape
+) -> None:
     """The vectorised gpupool cost of each feasible node equals `placement_cost`; others None."""
     policy = GpupoolPolicy(cluster, np.arange(cluster.size), FragmentationTable(cluster, DIST))
     feasible = cluster.feasible(pod)
@@ -87,7 +89,9 @@ def test_gpupool_cost_matches_placement_cost(cluster: Cluster, pod: PodShape) ->
 
 
 @pytest.mark.parametrize("pod", SHAPES, ids=lambda s: f"{s.gpus}x{s.milli}")
-def test_fgd_choice_matches_scalar_scores(cluster: Cluster, pod: PodShape) -> None:
+def test_the_vectorised_fgd_choice_matches_its_scalar_scores(
+    cluster: ArrayCluster, pod: PodShape
+) -> None:
     """FGD picks a node with the best integer score computed node by node, then its rank."""
     table = FragmentationTable(cluster, DIST)
     rank = np.array(random.Random(9).sample(range(cluster.size), cluster.size))
@@ -114,7 +118,7 @@ def test_fgd_choice_matches_scalar_scores(cluster: Cluster, pod: PodShape) -> No
     assert choice[0] == want
 
 
-def test_table_refresh_tracks_placements(cluster: Cluster) -> None:
+def test_the_fragmentation_table_follows_placements(cluster: ArrayCluster) -> None:
     """After placing pods, refreshed rows still equal the scalar measure."""
     table = FragmentationTable(cluster, DIST)
     policy = GpupoolPolicy(cluster, np.arange(cluster.size), table)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 from io import StringIO
+from typing import Any
 
 import pytest
 from django.core.management import call_command
@@ -20,8 +21,8 @@ from gpupool.scheduler.types import (
     QueueInfo,
     QuotaInfo,
 )
-from gpupool.simulation.events import SimJob, SimPolicy
-from gpupool.simulation.whatif import (
+from gpupool.simulation.queueing.events import SimJob, SimPolicy
+from gpupool.simulation.queueing.whatif import (
     QuotaChange,
     apply_changes,
     apply_policy_changes,
@@ -29,7 +30,7 @@ from gpupool.simulation.whatif import (
     parse_quota_change,
     replay_whatif,
 )
-from gpupool.simulation.whatif_db import recorded_demand
+from gpupool.simulation.queueing.whatif_db import recorded_demand
 from gpupool.workloads.actions import (
     PlacementSpec,
     PodSetSpec,
@@ -40,7 +41,7 @@ from gpupool.workloads.actions import (
 HOUR = 3600.0
 
 
-def test_parse_quota_change() -> None:
+def test_a_quota_change_is_read_in_gpus() -> None:
     """QUEUE:FLAVOR:deserved=N[,capability=M] in GPUs."""
     assert parse_quota_change("nlp:h100:deserved=6,capability=12") == QuotaChange(
         "nlp", "h100", deserved=6, capability=12
@@ -51,7 +52,7 @@ def test_parse_quota_change() -> None:
 @pytest.mark.parametrize(
     "text", ["nlp:h100", "nlp:h100:weight=2", "nlp:h100:deserved=x", "nlp:h100:deserved=-1"]
 )
-def test_parse_refuses_malformed_changes(text: str) -> None:
+def test_malformed_quota_changes_are_refused(text: str) -> None:
     """Missing levels, unknown levels and non-numbers are refused with the text."""
     with pytest.raises(ValueError, match="nlp"):
         parse_quota_change(text)
@@ -64,7 +65,7 @@ QUEUES = (
 )
 
 
-def test_apply_changes_keeps_order_and_checks_levels() -> None:
+def test_applying_quota_changes_keeps_the_order_and_checks_the_levels() -> None:
     """Deserved may grow capability along; guarantee <= deserved <= capability is enforced."""
     changed = apply_changes(QUEUES, [QuotaChange("a", "h100", deserved=6)])
     assert [q.name for q in changed] == ["root", "a", "b"]
@@ -75,7 +76,7 @@ def test_apply_changes_keeps_order_and_checks_levels() -> None:
         apply_changes(QUEUES, [QuotaChange("zzz", "h100", deserved=1)])
 
 
-def test_replay_whatif_shows_who_gains_and_who_pays() -> None:
+def test_the_whatif_shows_who_gains_and_who_pays() -> None:
     """Moving 4 GPUs of deserved from b to a removes a's wait (no borrowing here)."""
     pods = (PodSetInfo(count=1, gpus=2, flavors=("h100",)),)
     demand = [SimJob(f"a-{i}", "a", pods, submitted_at=0, duration_s=HOUR) for i in range(3)]
@@ -115,12 +116,14 @@ def test_replay_whatif_shows_who_gains_and_who_pays() -> None:
         ("preemption_backoff=null", ("preemption_backoff", None)),
     ],
 )
-def test_parse_policy_change(text: str, parsed: tuple[str, object]) -> None:
+def test_a_policy_change_is_read_as_json_else_as_text(
+    text: str, parsed: tuple[str, object]
+) -> None:
     """KEY=VALUE, the value read as JSON when it is JSON, else as a string."""
     assert parse_policy_change(text) == parsed
 
 
-def test_apply_policy_changes_keeps_the_rest_and_names_bad_keys() -> None:
+def test_applying_policy_changes_keeps_the_rest_and_names_bad_keys() -> None:
     """Only the keys given change; a bad key or value is refused naming policy.<key>."""
     base = PolicyInfo(starvation_limit_s=3600)
     fifo = apply_policy_changes(base, {"queueing": "fifo"})
@@ -143,7 +146,7 @@ def test_apply_policy_changes_keeps_the_rest_and_names_bad_keys() -> None:
             apply_policy_changes(base, bad)
 
 
-def test_replay_whatif_compares_policies() -> None:
+def test_the_whatif_compares_two_policies() -> None:
     """One 4-GPU queue: a 2-GPU job runs 2 h; a 4-GPU job and then a 2-GPU job arrive.
 
     Best-effort (today) lets the small job pass the blocked 4-GPU one and run at once; strict
@@ -250,7 +253,9 @@ def test_recorded_demand_reads_the_window(recorded_pool: dict[str, object]) -> N
 
 
 @pytest.mark.django_db
-def test_cli_whatif_on_recorded_workloads(recorded_pool: dict[str, object]) -> None:
+def test_whatif_shows_a_quota_change_ending_recorded_waits(
+    recorded_pool: dict[str, object],
+) -> None:
     """Giving team-a 6 GPUs of deserved ends its waits; the JSON says before and after."""
     out = StringIO()
     call_command(
@@ -275,7 +280,9 @@ def test_cli_whatif_on_recorded_workloads(recorded_pool: dict[str, object]) -> N
 
 
 @pytest.mark.django_db
-def test_cli_whatif_table_and_bad_change(recorded_pool: dict[str, object]) -> None:
+def test_whatif_prints_tables_and_refuses_an_unknown_queue(
+    recorded_pool: dict[str, object],
+) -> None:
     """Without --json a before/after table; an unknown queue is refused with exit status 2."""
     out = StringIO()
     call_command(
@@ -292,7 +299,9 @@ def test_cli_whatif_table_and_bad_change(recorded_pool: dict[str, object]) -> No
 
 
 @pytest.mark.django_db
-def test_cli_whatif_policy_change(recorded_pool: dict[str, object]) -> None:
+def test_whatif_echoes_a_policy_change_and_refuses_bad_ones(
+    recorded_pool: dict[str, object],
+) -> None:
     """--set-policy proposes a policy setting; the JSON echoes it, a bad value exits 2."""
     out = StringIO()
     call_command(
@@ -331,24 +340,29 @@ def test_cli_whatif_policy_change(recorded_pool: dict[str, object]) -> None:
     assert "proposed: 3 jobs never finish" in err.getvalue()
 
 
-def test_cli_whatif_policy_change_on_the_philly_trace() -> None:
+def whatif_on_the_philly_trace(*args: str) -> dict[str, Any]:
+    """What ``simulate whatif --trace philly ... --json`` prints, parsed."""
+    out = StringIO()
+    call_command("gpupool", "simulate", "whatif", "--trace", "philly", *args, "--json", stdout=out)
+    document: dict[str, Any] = json.loads(out.getvalue())
+    return document
+
+
+@pytest.mark.usefixtures("sample_data")
+def test_strict_fifo_queues_make_the_philly_sample_wait_longer() -> None:
+    """Blocked heads hold back the jobs behind them: the mean wait grows."""
+    document = whatif_on_the_philly_trace("--limit", "100", "--set-policy", "queueing=fifo")
+    assert document["jobs"] == 100
+    assert document["policy_changes"] == {"queueing": "fifo"}
+    assert document["note"].startswith("philly trace, 100 jobs of each tenant's first 30 days")
+    assert document["after"]["wait_mean_s"] > document["before"]["wait_mean_s"]
+
+
+@pytest.mark.usefixtures("full_philly_jobs")
+def test_strict_fifo_queues_make_the_published_philly_trace_wait_longer() -> None:
     """The trace's first 800 jobs under strict FIFO queues instead of best-effort: longer
     waits (blocked heads hold back the jobs behind them); nothing is preempted in either."""
-    out = StringIO()
-    call_command(
-        "gpupool",
-        "simulate",
-        "whatif",
-        "--trace",
-        "philly",
-        "--limit",
-        "800",
-        "--set-policy",
-        "queueing=fifo",
-        "--json",
-        stdout=out,
-    )
-    document = json.loads(out.getvalue())
+    document = whatif_on_the_philly_trace("--limit", "800", "--set-policy", "queueing=fifo")
     assert document["jobs"] == 800
     before, after = document["before"], document["after"]
     assert after["wait_mean_s"] > before["wait_mean_s"]

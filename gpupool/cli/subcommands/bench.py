@@ -19,7 +19,7 @@ from typing import Any, TextIO
 
 from gpupool.cli.arguments import positive_int
 from gpupool.scheduler import NATIVE, plan
-from gpupool.scheduler.synthetic import synthetic_snapshot
+from gpupool.simulation.scale_pool import synthetic_snapshot
 
 HELP = "Benchmarks of the decision core (B1: one scheduling cycle at scale)"
 

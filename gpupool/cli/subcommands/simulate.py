@@ -1,21 +1,19 @@
-"""``manage.py gpupool simulate <mode>``: replay traces through placement policies.
+"""``manage.py gpupool simulate <mode>``: replay traces through placement or queueing policies.
 
 Each mode is one sub-parser with one function (`MODES`): ``openb`` is benchmark B2 (placement
 quality on the FGD paper's trace), ``philly`` is B3 (multi-tenant queueing), ``synthetic``
 runs B3's policies on a drawn trace, and ``whatif`` replays demand with a proposed change.
+The modes live in ``gpupool.cli.simulate_placement`` and ``gpupool.cli.simulate_queueing``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from gpupool.cli.arguments import output_file, parse_seeds, positive_int
-from gpupool.simulation.openb import PAPER_TRACES, available_traces
-from gpupool.simulation.policies import POLICIES
-from gpupool.simulation.queueing_cli import (
+from gpupool.cli.simulate_placement import add_openb_arguments, run_openb_mode
+from gpupool.cli.simulate_queueing import (
     add_philly_arguments,
     add_synthetic_arguments,
     add_whatif_arguments,
@@ -23,147 +21,18 @@ from gpupool.simulation.queueing_cli import (
     run_synthetic_mode,
     run_whatif_mode,
 )
+from gpupool.simulation.datasets import MissingTraceData
 
 HELP = "Replay traces through placement or queueing policies (B2, B3, synthetic, what-if)"
 
 Runner = Callable[[dict[str, Any], TextIO, TextIO], int]
-
-
-def add_openb_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of ``simulate openb``."""
-    parser.add_argument(
-        "--trace",
-        action="append",
-        help="pod list to replay (default: default); repeatable; 'paper' = the paper's 17",
-    )
-    parser.add_argument(
-        "--policy", action="append", choices=POLICIES, help="repeatable (default: all five)"
-    )
-    parser.add_argument("--seed", action="append", type=int, help="repeatable (default: 42)")
-    parser.add_argument("--seeds", type=parse_seeds, help="e.g. 42-51; added to --seed")
-    parser.add_argument(
-        "--limit", type=positive_int, help="replay only the first N tasks of each run"
-    )
-    parser.add_argument("--json", action="store_true", help="print JSON only")
-    parser.add_argument(
-        "--report", type=output_file, help="write a self-contained HTML report here"
-    )
-
-
-def run_openb(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
-    """Benchmark B2: allocation ratio and fragmentation per policy on openb traces."""
-    from gpupool.simulation.experiment import run_openb as sweep
-
-    traces: list[str] = []
-    for name in options.get("trace") or ["default"]:
-        traces.extend(PAPER_TRACES if name == "paper" else [name])
-    known = set(available_traces())
-    unknown = [t for t in traces if t not in known]
-    if unknown:
-        stderr.write(
-            f"simulate openb: unknown trace(s) {', '.join(unknown)}; have {sorted(known)}\n"
-        )
-        return 2
-    policies = list(dict.fromkeys(options.get("policy") or POLICIES))
-    seeds = list(dict.fromkeys((options.get("seed") or []) + (options.get("seeds") or []))) or [42]
-    limit = options.get("limit")
-    if options.get("json"):
-        runs = sweep(traces, policies, seeds, limit=limit)
-    else:
-        runs = _with_progress(traces, policies, seeds, limit, stderr)
-    documents = [run.to_json() for run in runs]
-    output = documents[0] if len(documents) == 1 else {"runs": documents}
-    if options.get("json"):
-        stdout.write(json.dumps(output, indent=2) + "\n")
-    else:
-        _print_table(documents, stdout)
-    report = options.get("report")
-    if report is not None:
-        from gpupool.simulation.report import write_report
-
-        write_report(runs, report)
-        if not options.get("json"):
-            stdout.write(f"report written to {report}\n")
-    return 0
-
-
-def _with_progress(
-    traces: list[str], policies: list[str], seeds: list[int], limit: int | None, stderr: TextIO
-) -> list[Any]:
-    """Run the sweep with a rich progress bar on stderr."""
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    from gpupool.simulation.experiment import planned_tasks
-    from gpupool.simulation.experiment import run_openb as sweep
-
-    total = planned_tasks(traces, seeds, limit) * len(policies)
-    console = Console(file=stderr)
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total} tasks"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-    )
-    finished = {"tasks": 0}
-    with Progress(*columns, console=console) as progress:
-        bar = progress.add_task("openb", total=total)
-
-        def on_task(i: int) -> None:
-            if i % 200 == 199:
-                progress.update(bar, completed=finished["tasks"] + i + 1)
-
-        def on_run(trace: str, policy: str, seed: int, result: Any) -> None:
-            finished["tasks"] += len(result.arrived_milli)
-            progress.update(
-                bar, completed=finished["tasks"], description=f"{trace} {policy} {seed}"
-            )
-
-        return sweep(traces, policies, seeds, limit=limit, on_task=on_task, on_run=on_run)
-
-
-def _print_table(documents: list[dict[str, Any]], stdout: TextIO) -> None:
-    """A readable table: per trace and policy, ours and the paper's figures."""
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console(file=stdout)
-    for document in documents:
-        table = Table(title=f"openb {document['trace']} (seed {document['seed']})")
-        for column in ("policy", "alloc @100%", "alloc @130%", "frag rate @100%", "paper @130%"):
-            table.add_column(column, justify="right")
-        paper = document.get("paper", {})
-        for name, entry in document["policies"].items():
-            alloc = entry["allocation_ratio"]
-            theirs = paper.get(name, {}).get("allocation_ratio", {}).get("1.3")
-            table.add_row(
-                name,
-                _percent(alloc["1.0"]),
-                _percent(alloc["1.3"]),
-                _percent(entry["fragmentation_rate"]["1.0"]),
-                _percent(theirs),
-            )
-        console.print(table)
-
-
-def _percent(value: float | None) -> str:
-    """A fraction as a percentage; blank when absent."""
-    return "" if value is None else f"{value:.2%}"
-
 
 # Each mode: (help, add its arguments, run it). Only modes that work are registered.
 MODES: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Runner]] = {
     "openb": (
         "B2: placement quality on the openb trace (FGD paper protocol)",
         add_openb_arguments,
-        run_openb,
+        run_openb_mode,
     ),
     "philly": (
         "B3: multi-tenant queueing on the Philly VC trace (fifo, kueue-like, gpupool)",
@@ -194,6 +63,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
-    """Dispatch to the chosen mode."""
+    """Dispatch to the chosen mode; a trace file that is not there is exit status 2, with a
+    message naming the file and where the trace is published."""
     runner: Runner = options.pop("_simulate")
-    return runner(options, stdout, stderr)
+    try:
+        return runner(options, stdout, stderr)
+    except MissingTraceData as error:
+        stderr.write(f"simulate {options['mode']}: {error}\n")
+        return 2

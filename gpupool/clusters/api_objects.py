@@ -1,0 +1,312 @@
+"""Kubernetes API objects (the JSON the API server sends) turned into plain facts; no I/O.
+
+The objects come from the API server, which has validated them, so a field of the wrong type
+here means a broken server or proxy, not a user mistake: it raises ``ValueError`` and the
+caller (the informer) logs it and skips that object. What pods *say* to gpupool (the
+``gpupool.io/*`` labels and annotations) is only copied here; ``grouping`` judges it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from fractions import Fraction
+from types import MappingProxyType
+from typing import Any
+
+from gpupool.clusters import quantities
+from gpupool.clusters.base import (
+    GPU_RESOURCE,
+    MIG_RESOURCE_PREFIX,
+    TERMINAL_PHASES,
+    NodeFacts,
+    NodeSelectorTerm,
+    PodFacts,
+    ResourceAmounts,
+    SelectorRequirement,
+    Taint,
+    Toleration,
+)
+
+GPUPOOL_ANNOTATION_PREFIX = "gpupool.io/"
+DEFAULT_SCHEDULER = "default-scheduler"
+
+JsonObject = Mapping[str, Any]
+
+
+def _object(value: Any, what: str) -> JsonObject:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{what} is not an object")
+    return value
+
+
+def _list(value: Any, what: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ValueError(f"{what} is not a list")
+    return value
+
+
+def _strings(value: Any, what: str) -> dict[str, str]:
+    mapping = _object(value, what)
+    return {str(key): str(item) for key, item in mapping.items()}
+
+
+def parse_time(value: Any) -> float | None:
+    """An RFC 3339 time from the API ("2026-01-01T10:00:00Z") in POSIX seconds, or None."""
+    if not value:
+        return None
+    parsed = dt.datetime.fromisoformat(str(value))
+    if parsed.tzinfo is None:
+        raise ValueError(f"time {value!r} has no offset")
+    return parsed.timestamp()
+
+
+def format_time(posix: float) -> str:
+    """POSIX seconds as the API's RFC 3339 form, in UTC with a Z."""
+    moment = dt.datetime.fromtimestamp(posix, tz=dt.UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --- resources ------------------------------------------------------------------------------
+
+ResourceList = dict[str, Fraction]
+
+
+def _resource_list(value: Any, what: str) -> ResourceList:
+    return {
+        str(name): quantities.parse_quantity(str(amount))
+        for name, amount in _object(value, what).items()
+    }
+
+
+def _add(into: ResourceList, other: ResourceList) -> None:
+    for name, amount in other.items():
+        into[name] = into.get(name, Fraction(0)) + amount
+
+
+def _max(into: ResourceList, other: ResourceList) -> None:
+    for name, amount in other.items():
+        if amount > into.get(name, Fraction(0)):
+            into[name] = amount
+
+
+def pod_resource_requests(spec: JsonObject) -> ResourceList:
+    """What a pod asks for, exactly as kube-scheduler adds it up.
+
+    The rule of ``k8s.io/component-helpers/resource.PodRequests``: the sum of the regular
+    containers and of the restartable init containers (sidecars, ``restartPolicy: Always``),
+    or, if larger per resource, what any ordinary init container needs beside the sidecars
+    started before it; pod-level ``resources.requests`` (cpu, memory) replace the containers'
+    sum; ``overhead`` (RuntimeClass) comes on top.
+    """
+    requests: ResourceList = {}
+    for container in _list(spec.get("containers"), "spec.containers"):
+        resources = _object(_object(container, "container").get("resources"), "resources")
+        _add(requests, _resource_list(resources.get("requests"), "resources.requests"))
+    sidecars: ResourceList = {}
+    init_peak: ResourceList = {}
+    for container in _list(spec.get("initContainers"), "spec.initContainers"):
+        container = _object(container, "init container")
+        resources = _object(container.get("resources"), "resources")
+        asked = _resource_list(resources.get("requests"), "resources.requests")
+        if container.get("restartPolicy") == "Always":
+            _add(requests, asked)
+            _add(sidecars, asked)
+            _max(init_peak, sidecars)
+        else:
+            during = dict(asked)
+            _add(during, sidecars)
+            _max(init_peak, during)
+    _max(requests, init_peak)
+    pod_level = _object(spec.get("resources"), "spec.resources")
+    for name, amount in _resource_list(pod_level.get("requests"), "spec.resources").items():
+        if name in ("cpu", "memory") or name.startswith("hugepages-"):
+            requests[name] = amount
+    _add(requests, _resource_list(spec.get("overhead"), "spec.overhead"))
+    return requests
+
+
+def resource_amounts(resources: ResourceList, *, round_up: bool) -> ResourceAmounts:
+    """CPU, memory, ``nvidia.com/gpu`` and ``nvidia.com/mig-*`` of a resource list."""
+
+    def rounded(amount: Fraction, scale: Fraction = Fraction(1)) -> int:
+        value = amount * scale
+        return -((-value.numerator) // value.denominator) if round_up else int(value // 1)
+
+    mig = {
+        name.removeprefix(MIG_RESOURCE_PREFIX): rounded(amount)
+        for name, amount in sorted(resources.items())
+        if name.startswith(MIG_RESOURCE_PREFIX) and amount > 0
+    }
+    return ResourceAmounts(
+        cpu_milli=rounded(resources.get("cpu", Fraction(0)), Fraction(1000)),
+        memory_mib=rounded(resources.get("memory", Fraction(0)), Fraction(1, quantities.MIB)),
+        gpus=rounded(resources.get(GPU_RESOURCE, Fraction(0))),
+        mig=MappingProxyType(mig),
+    )
+
+
+# --- scheduling constraints -----------------------------------------------------------------
+
+
+def taints(values: Any) -> tuple[Taint, ...]:
+    """A node's ``spec.taints``."""
+    result = []
+    for item in _list(values, "spec.taints"):
+        item = _object(item, "taint")
+        result.append(
+            Taint(str(item.get("key", "")), str(item.get("value") or ""), str(item["effect"]))
+        )
+    return tuple(result)
+
+
+def tolerations(values: Any) -> tuple[Toleration, ...]:
+    """A pod's ``spec.tolerations`` (an empty operator means Equal, as the API defaults it)."""
+    result = []
+    for item in _list(values, "spec.tolerations"):
+        item = _object(item, "toleration")
+        result.append(
+            Toleration(
+                key=str(item.get("key") or ""),
+                operator=str(item.get("operator") or "Equal"),
+                value=str(item.get("value") or ""),
+                effect=str(item.get("effect") or ""),
+            )
+        )
+    return tuple(result)
+
+
+def _requirements(values: Any, what: str) -> tuple[SelectorRequirement, ...]:
+    return tuple(
+        SelectorRequirement(
+            key=str(_object(item, what).get("key", "")),
+            operator=str(item.get("operator", "")),
+            values=tuple(str(v) for v in _list(item.get("values"), f"{what}.values")),
+        )
+        for item in _list(values, what)
+    )
+
+
+def required_node_affinity(affinity: Any) -> tuple[NodeSelectorTerm, ...] | None:
+    """The terms of ``requiredDuringSchedulingIgnoredDuringExecution``, or None if unset."""
+    node_affinity = _object(_object(affinity, "affinity").get("nodeAffinity"), "nodeAffinity")
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if required is None:
+        return None
+    terms = _list(_object(required, "required").get("nodeSelectorTerms"), "nodeSelectorTerms")
+    return tuple(
+        NodeSelectorTerm(
+            match_expressions=_requirements(
+                _object(term, "term").get("matchExpressions"), "matchExpressions"
+            ),
+            match_fields=_requirements(term.get("matchFields"), "matchFields"),
+        )
+        for term in terms
+    )
+
+
+# --- objects --------------------------------------------------------------------------------
+
+
+def _metadata(obj: JsonObject) -> JsonObject:
+    metadata = _object(obj.get("metadata"), "metadata")
+    if not metadata.get("name"):
+        raise ValueError("object without metadata.name")
+    return metadata
+
+
+def node_facts(obj: JsonObject) -> NodeFacts:
+    """A Node object as ``NodeFacts``."""
+    metadata = _metadata(obj)
+    spec = _object(obj.get("spec"), "spec")
+    status = _object(obj.get("status"), "status")
+    conditions = _list(status.get("conditions"), "status.conditions")
+    ready = any(
+        _object(c, "condition").get("type") == "Ready" and c.get("status") == "True"
+        for c in conditions
+    )
+    allocatable = _resource_list(status.get("allocatable"), "status.allocatable")
+    capacity = _resource_list(status.get("capacity"), "status.capacity")
+    return NodeFacts(
+        name=str(metadata["name"]),
+        uid=str(metadata.get("uid", "")),
+        labels=MappingProxyType(_strings(metadata.get("labels"), "labels")),
+        taints=taints(spec.get("taints")),
+        allocatable=resource_amounts(allocatable, round_up=False),
+        capacity=resource_amounts(capacity, round_up=False),
+        max_pods=int(allocatable.get("pods", Fraction(0))),
+        ready=ready,
+        unschedulable=bool(spec.get("unschedulable", False)),
+        deleting=bool(metadata.get("deletionTimestamp")),
+        created_at=parse_time(metadata.get("creationTimestamp")) or 0.0,
+    )
+
+
+def _controller(metadata: JsonObject) -> tuple[str | None, str | None]:
+    for owner in _list(metadata.get("ownerReferences"), "ownerReferences"):
+        owner = _object(owner, "ownerReference")
+        if owner.get("controller"):
+            return str(owner.get("kind", "")), str(owner.get("name", ""))
+    return None, None
+
+
+def scheduler_name(obj: JsonObject) -> str:
+    """The pod's ``spec.schedulerName`` (the API defaults it to default-scheduler)."""
+    spec = _object(obj.get("spec"), "spec")
+    return str(spec.get("schedulerName") or DEFAULT_SCHEDULER)
+
+
+def pod_key_of(obj: JsonObject) -> tuple[str, str]:
+    """A pod object's namespace and name."""
+    metadata = _metadata(obj)
+    return str(metadata.get("namespace", "")), str(metadata["name"])
+
+
+def pod_facts(obj: JsonObject) -> PodFacts:
+    """A Pod object as ``PodFacts``; of its annotations only the gpupool.io/* ones are kept."""
+    metadata = _metadata(obj)
+    spec = _object(obj.get("spec"), "spec")
+    status = _object(obj.get("status"), "status")
+    annotations = {
+        key: value
+        for key, value in _strings(metadata.get("annotations"), "annotations").items()
+        if key.startswith(GPUPOOL_ANNOTATION_PREFIX)
+    }
+    owner_kind, owner_name = _controller(metadata)
+    return PodFacts(
+        namespace=str(metadata.get("namespace", "")),
+        name=str(metadata["name"]),
+        uid=str(metadata.get("uid", "")),
+        scheduler_name=scheduler_name(obj),
+        node_name=str(spec["nodeName"]) if spec.get("nodeName") else None,
+        phase=str(status.get("phase") or "Pending"),
+        labels=MappingProxyType(_strings(metadata.get("labels"), "labels")),
+        annotations=MappingProxyType(annotations),
+        requests=resource_amounts(pod_resource_requests(spec), round_up=True),
+        node_selector=MappingProxyType(_strings(spec.get("nodeSelector"), "nodeSelector")),
+        required_node_affinity=required_node_affinity(spec.get("affinity")),
+        tolerations=tolerations(spec.get("tolerations")),
+        owner_kind=owner_kind,
+        owner_name=owner_name,
+        deleting=bool(metadata.get("deletionTimestamp")),
+        created_at=parse_time(metadata.get("creationTimestamp")) or 0.0,
+        started_at=parse_time(status.get("startTime")),
+    )
+
+
+def foreign_pod_usage(obj: JsonObject) -> tuple[str, ResourceAmounts] | None:
+    """The node and requests of another scheduler's pod that holds capacity, else None.
+
+    A pod holds capacity on its node from binding until it ends (Succeeded or Failed), also
+    while it is being deleted (its containers still run through the grace period).
+    """
+    spec = _object(obj.get("spec"), "spec")
+    status = _object(obj.get("status"), "status")
+    node = spec.get("nodeName")
+    if not node or status.get("phase") in TERMINAL_PHASES:
+        return None
+    return str(node), resource_amounts(pod_resource_requests(spec), round_up=True)

@@ -1,0 +1,416 @@
+"""The cluster side of gpupool as plain facts, and the one protocol every backend implements.
+
+A backend (Kubernetes, or the simulated cluster) keeps a cache of the cluster's nodes and of
+the pods that ask for gpupool (``spec.schedulerName: gpupool``), and acts on them: it binds
+whole gangs, evicts victim sets, creates and deletes the pods of workloads submitted through
+gpupool, and records Events that explain. Everything here is plain frozen data: no Django, no
+Kubernetes client types. Units follow the decision core (``gpupool.scheduler.types``): times
+are POSIX seconds, CPU is milli-CPU, memory is MiB, GPUs are whole devices.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Generic, Literal, NamedTuple, Protocol, TypeVar
+
+SCHEDULER_NAME = "gpupool"
+GPU_RESOURCE = "nvidia.com/gpu"
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
+PRODUCT_LABEL = "nvidia.com/gpu.product"
+CLIQUE_LABEL = "nvidia.com/gpu.clique"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+# Pods created by create_pods carry this label, so a requeue knows gpupool recreates them.
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+
+_EMPTY: Mapping[str, int] = MappingProxyType({})
+
+EventType = Literal["Normal", "Warning"]
+TERMINAL_PHASES: frozenset[str] = frozenset({"Succeeded", "Failed"})
+
+
+class ClusterUnavailable(RuntimeError):
+    """The backend could not bring its cache up to date (e.g. the API server is unreachable)."""
+
+
+class PodKey(NamedTuple):
+    """A pod's place in the cluster: namespace and name (how caches and deltas key pods)."""
+
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class PodRef:
+    """One pod to act on; ``uid`` makes the action refuse a newer pod of the same name."""
+
+    namespace: str
+    name: str
+    uid: str = ""
+
+    @property
+    def key(self) -> PodKey:
+        """The namespace/name key of the pod."""
+        return PodKey(self.namespace, self.name)
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceAmounts:
+    """CPU, memory and GPU devices: a pod's requests or a node's allocatable capacity."""
+
+    cpu_milli: int = 0
+    memory_mib: int = 0
+    gpus: int = 0  # nvidia.com/gpu
+    mig: Mapping[str, int] = field(default_factory=lambda: _EMPTY)  # profile -> instances
+
+    def plus(self, other: ResourceAmounts) -> ResourceAmounts:
+        """The sum of two amounts."""
+        mig = dict(self.mig)
+        for profile, count in other.mig.items():
+            mig[profile] = mig.get(profile, 0) + count
+        return ResourceAmounts(
+            self.cpu_milli + other.cpu_milli,
+            self.memory_mib + other.memory_mib,
+            self.gpus + other.gpus,
+            MappingProxyType({p: c for p, c in mig.items() if c}) if mig else _EMPTY,
+        )
+
+    def minus(self, other: ResourceAmounts) -> ResourceAmounts:
+        """This amount less ``other`` (``other`` is assumed to be part of it)."""
+        negated = {profile: -count for profile, count in other.mig.items()}
+        return self.plus(ResourceAmounts(-other.cpu_milli, -other.memory_mib, -other.gpus, negated))
+
+    @property
+    def is_zero(self) -> bool:
+        """Whether nothing at all is asked or offered."""
+        return not (self.cpu_milli or self.memory_mib or self.gpus or any(self.mig.values()))
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    """A node taint; only NoSchedule and NoExecute keep pods away (PreferNoSchedule scores)."""
+
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    """A pod toleration; an empty key with operator Exists tolerates every taint."""
+
+    key: str = ""
+    operator: str = "Equal"  # Equal | Exists
+    value: str = ""
+    effect: str = ""  # "" tolerates every effect
+
+
+@dataclass(frozen=True, slots=True)
+class SelectorRequirement:
+    """One ``matchExpressions`` / ``matchFields`` entry of a node selector term."""
+
+    key: str
+    operator: str  # In | NotIn | Exists | DoesNotExist | Gt | Lt
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorTerm:
+    """One term of a required node affinity: all its requirements must hold."""
+
+    match_expressions: tuple[SelectorRequirement, ...] = ()
+    match_fields: tuple[SelectorRequirement, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFacts:
+    """A node as the cache knows it: labels, taints, capacity, readiness, cordon."""
+
+    name: str
+    uid: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    allocatable: ResourceAmounts = ResourceAmounts()
+    capacity: ResourceAmounts = ResourceAmounts()
+    max_pods: int = 0
+    ready: bool = True
+    unschedulable: bool = False  # cordoned (spec.unschedulable)
+    deleting: bool = False
+    created_at: float = 0.0
+
+    @property
+    def gpu_product(self) -> str | None:
+        """The GPU model from GPU feature discovery (``nvidia.com/gpu.product``), if labelled."""
+        return self.labels.get(PRODUCT_LABEL) or None
+
+    @property
+    def nvlink_domain(self) -> str:
+        """The NVLink domain: the ``nvidia.com/gpu.clique`` label, else the node itself."""
+        return self.labels.get(CLIQUE_LABEL) or self.name
+
+    @property
+    def zone(self) -> str | None:
+        """The ``topology.kubernetes.io/zone`` label, if any."""
+        return self.labels.get(ZONE_LABEL) or None
+
+
+@dataclass(frozen=True, slots=True)
+class PodFacts:
+    """A pod that asks for gpupool, as the cache knows it (its gpupool.io/* annotations only)."""
+
+    namespace: str
+    name: str
+    uid: str
+    scheduler_name: str = SCHEDULER_NAME
+    node_name: str | None = None
+    phase: str = "Pending"
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)  # the gpupool.io/* ones
+    requests: ResourceAmounts = ResourceAmounts()
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    # None: no required node affinity. Otherwise the terms, ORed.
+    required_node_affinity: tuple[NodeSelectorTerm, ...] | None = None
+    tolerations: tuple[Toleration, ...] = ()
+    owner_kind: str | None = None  # the controlling owner reference (Job, JobSet, ...)
+    owner_name: str | None = None
+    deleting: bool = False  # metadata.deletionTimestamp is set
+    created_at: float = 0.0
+    started_at: float | None = None  # status.startTime
+
+    @property
+    def key(self) -> PodKey:
+        """The namespace/name key of the pod."""
+        return PodKey(self.namespace, self.name)
+
+    @property
+    def ref(self) -> PodRef:
+        """A reference that acts on exactly this pod (its uid included)."""
+        return PodRef(self.namespace, self.name, self.uid)
+
+    @property
+    def finished(self) -> bool:
+        """Whether the pod has ended (Succeeded or Failed)."""
+        return self.phase in TERMINAL_PHASES
+
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+@dataclass(frozen=True, slots=True)
+class Change(Generic[V]):
+    """How one object differs between two syncs: ``before`` None is added, ``after`` removed."""
+
+    before: V | None
+    after: V | None
+
+    @property
+    def kind(self) -> Literal["added", "changed", "removed"]:
+        """Whether the object was added, changed or removed."""
+        if self.before is None:
+            return "added"
+        return "removed" if self.after is None else "changed"
+
+
+def _of_kind(changes: Mapping[K, Change[V]], kind: str) -> frozenset[K]:
+    return frozenset(key for key, change in changes.items() if change.kind == kind)
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterDelta:
+    """What changed since the previous ``sync()``: net changes, so an add-then-delete is none.
+
+    The first sync reports every object as added. A pod deleted and recreated under the same
+    name between two syncs is ``changed`` with a new ``uid``.
+    """
+
+    nodes: Mapping[str, Change[NodeFacts]] = field(default_factory=dict)
+    pods: Mapping[PodKey, Change[PodFacts]] = field(default_factory=dict)
+    foreign_usage: frozenset[str] = frozenset()  # nodes whose other schedulers' usage changed
+    relisted: bool = False  # a full re-list ran (first sync, 410 Gone): the delta is still exact
+
+    @property
+    def empty(self) -> bool:
+        """Whether nothing changed."""
+        return not (self.nodes or self.pods or self.foreign_usage)
+
+    def nodes_of(self, kind: Literal["added", "changed", "removed"]) -> frozenset[str]:
+        """Names of the nodes added, changed or removed."""
+        return _of_kind(self.nodes, kind)
+
+    def pods_of(self, kind: Literal["added", "changed", "removed"]) -> frozenset[PodKey]:
+        """Keys of the pods added, changed or removed."""
+        return _of_kind(self.pods, kind)
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterView:
+    """The cache after one ``sync()``.
+
+    ``nodes``, ``pods`` and ``foreign_usage`` are read-only views of the backend's cache: they
+    show the state as of this sync and move on at the next ``sync()``, so keep from a view what
+    you need (the facts themselves are immutable) before syncing again. ``revision`` grows by
+    one at each sync that changed something and stays put otherwise.
+    """
+
+    revision: int
+    nodes: Mapping[str, NodeFacts]
+    pods: Mapping[PodKey, PodFacts]  # ours only: spec.schedulerName == gpupool
+    foreign_usage: Mapping[str, ResourceAmounts]  # per node: requests of others' live pods
+    delta: ClusterDelta
+    stale: bool = False  # some watch is reconnecting: the cache may lag the cluster
+    synced_at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class PodBinding:
+    """One member of a gang and the node it goes to."""
+
+    pod: PodRef
+    node: str
+
+
+PodActionStatus = Literal[
+    "bound", "evicted", "created", "deleted", "exists", "refused", "gone", "skipped", "failed"
+]
+
+
+@dataclass(frozen=True, slots=True)
+class PodResult:
+    """What happened to one pod: a status from ``PodActionStatus`` and why."""
+
+    pod: PodRef
+    status: PodActionStatus
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class BindOutcome:
+    """A gang bind: every member bound (``ok``), or none left bound.
+
+    When a member fails, ``failed`` names it and ``error`` says why; the members that had
+    been bound are removed again and listed in ``rolled_back``. ``left_bound`` lists any
+    that could not be removed (the API refused or was unreachable): the caller must remove
+    them (``delete_pods``) before the workload is retried.
+    """
+
+    bound: tuple[PodRef, ...] = ()
+    failed: PodRef | None = None
+    error: str = ""
+    rolled_back: tuple[PodRef, ...] = ()
+    left_bound: tuple[PodResult, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        """Whether the whole gang is bound."""
+        return self.failed is None and not self.error
+
+
+@dataclass(frozen=True, slots=True)
+class EvictOutcome:
+    """One victim set's evictions, pod by pod (statuses: evicted, refused, gone, skipped, failed).
+
+    ``refused`` is a PodDisruptionBudget's 429. When a dry run finds a refusal, no pod of the
+    set is evicted (the others are ``skipped``): the caller aborts the victim set.
+    """
+
+    results: tuple[PodResult, ...] = ()
+
+    @property
+    def refused(self) -> tuple[PodResult, ...]:
+        """The pods whose disruption budget refused the eviction."""
+        return tuple(r for r in self.results if r.status == "refused")
+
+    @property
+    def complete(self) -> bool:
+        """Whether every pod is evicted or already gone: the capacity is on its way back."""
+        return all(r.status in ("evicted", "gone") for r in self.results)
+
+
+@dataclass(frozen=True, slots=True)
+class PodsOutcome:
+    """Pod-by-pod results of ``create_pods`` (created, exists, failed) or ``delete_pods``."""
+
+    results: tuple[PodResult, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        """Whether no pod failed."""
+        return all(r.status != "failed" for r in self.results)
+
+
+@dataclass(frozen=True, slots=True)
+class NewPod:
+    """A pod of a workload submitted through gpupool (``create_pods`` adds schedulerName).
+
+    ``gpu_resource`` is ``nvidia.com/gpu`` or ``nvidia.com/mig-<profile>``; ``labels`` and
+    ``annotations`` carry the gpupool.io/* contract (queue, workload, min-member, ...).
+    """
+
+    namespace: str
+    name: str
+    image: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    gpu_resource: str = GPU_RESOURCE
+    gpus: int = 0
+    cpu_milli: int = 0
+    memory_mib: int = 0
+    command: tuple[str, ...] = ()
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Toleration, ...] = ()
+
+
+EventOutcome = Literal["created", "updated", "unchanged", "failed"]
+
+
+class ClusterBackend(Protocol):
+    """What the control loop needs from a cluster; the Kubernetes and simulated backends.
+
+    Errors: ``sync`` raises ``ClusterUnavailable`` when it cannot produce a view (the first
+    list never completed); later it returns the last known state with ``stale`` set while a
+    watch reconnects. The acting methods never raise for a refusal or an API error: they
+    return outcomes pod by pod (an unreachable API is a ``failed`` result), so one bad pod
+    never stops the rest of a cycle's apply.
+    """
+
+    def sync(self) -> ClusterView:
+        """Bring the cache up to date (incrementally: never a full re-list per call)."""
+        ...
+
+    def bind(self, gang: Sequence[PodBinding]) -> BindOutcome:
+        """Bind every member of a gang, or leave none bound. Re-binding to the same node is done."""
+        ...
+
+    def evict(self, pods: Sequence[PodRef], reason: str) -> EvictOutcome:
+        """Evict one victim set, honouring disruption budgets; ``reason`` goes in an Event."""
+        ...
+
+    def create_pods(self, pods: Sequence[NewPod]) -> PodsOutcome:
+        """Create the pods of a workload submitted through gpupool (an existing one is fine)."""
+        ...
+
+    def delete_pods(self, pods: Sequence[PodRef], reason: str) -> PodsOutcome:
+        """Delete pods (a cancelled workload); a pod already gone counts as deleted."""
+        ...
+
+    def record_event(
+        self, pod: PodRef, reason: str, message: str, event_type: EventType = "Normal"
+    ) -> EventOutcome:
+        """Explain something on a pod (``kubectl describe pod`` shows it); repeats are cheap."""
+        ...
+
+    def now(self) -> float:
+        """The backend's clock in POSIX seconds (the wall clock on Kubernetes)."""
+        ...
+
+    def close(self) -> None:
+        """Stop background work and release connections; the backend is unusable afterwards."""
+        ...

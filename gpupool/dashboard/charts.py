@@ -1,0 +1,158 @@
+"""Figure builders: pure functions from plain numbers to Plotly figure dicts.
+
+A figure is a dict with ``data`` (one dict per trace) and ``layout``, as Plotly's JSON schema
+writes it, so the same figure can be serialised into a page for plotly.js or written into a
+self-contained HTML report (``gpupool.simulation.report``). The builders know nothing of
+where the numbers come from -- a simulation run, or later the database behind a dashboard
+page -- and nothing here does I/O.
+
+Each series (a policy) keeps one colour in every figure built from the same names in the same
+order, so one legend reads for all of a page's figures; a baseline that is not a policy (a
+tenant alone on its share) is grey.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from plotly.colors import qualitative
+
+Figure = dict[str, Any]
+
+PALETTE: tuple[str, ...] = tuple(qualitative.Plotly)  # plotly.js's default colour sequence
+BASELINE_COLOUR = "#9e9e9e"
+SUBPLOT_TITLE_FONT_SIZE = 16  # what plotly's make_subplots gives a panel title
+
+
+def series_colours(names: Iterable[str]) -> dict[str, str]:
+    """One colour per name, in order of first appearance (the palette repeats after ten)."""
+    ordered = list(dict.fromkeys(names))
+    return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(ordered)}
+
+
+def _two_panels(titles: tuple[str, str], x_title: str) -> dict[str, Any]:
+    """The layout of two side-by-side panels sharing an x-axis title, each with a title."""
+    annotations = [
+        {
+            "text": title,
+            "x": centre,
+            "y": 1.0,
+            "xref": "paper",
+            "yref": "paper",
+            "xanchor": "center",
+            "yanchor": "bottom",
+            "showarrow": False,
+            "font": {"size": SUBPLOT_TITLE_FONT_SIZE},
+        }
+        for title, centre in zip(titles, (0.225, 0.775), strict=True)
+    ]
+    return {
+        "xaxis": {"anchor": "y", "domain": [0.0, 0.45], "title": {"text": x_title}},
+        "yaxis": {"anchor": "x", "domain": [0.0, 1.0]},
+        "xaxis2": {"anchor": "y2", "domain": [0.55, 1.0], "title": {"text": x_title}},
+        "yaxis2": {"anchor": "x2", "domain": [0.0, 1.0]},
+        "annotations": annotations,
+    }
+
+
+def load_curves_figure(
+    title: str,
+    allocation_pct: Mapping[str, Mapping[int, float]],
+    fragmentation_pct: Mapping[str, Mapping[int, float]],
+) -> Figure:
+    """GPU allocation ratio (left) and fragmentation rate (right), in %, against arrived GPU
+    demand in % of capacity: one line per policy, the same colour in both panels."""
+    colours = series_colours([*allocation_pct, *fragmentation_pct])
+    data: list[dict[str, Any]] = []
+    for axis, curves in (("", allocation_pct), ("2", fragmentation_pct)):
+        for policy, curve in curves.items():
+            data.append(
+                {
+                    "type": "scatter",
+                    "x": list(curve),
+                    "y": list(curve.values()),
+                    "name": policy,
+                    "legendgroup": policy,
+                    "showlegend": axis == "",
+                    "line": {"color": colours[policy]},
+                    "xaxis": f"x{axis}",
+                    "yaxis": f"y{axis}",
+                }
+            )
+    layout = _two_panels(
+        ("GPU allocation ratio (%)", "Fragmentation rate (% of idle GPU)"),
+        "arrived GPU demand (% of capacity)",
+    )
+    layout |= {"title": {"text": title}, "height": 450}
+    return {"data": data, "layout": layout}
+
+
+def wait_boxes_figure(waits_h: Mapping[str, Mapping[str, Sequence[float]]]) -> Figure:
+    """Box plots of queueing delay in hours per tenant (log axis), one colour per policy.
+
+    ``waits_h[policy][tenant]`` is every wait of the tenant's jobs under the policy.
+    """
+    colours = series_colours(waits_h)
+    data = []
+    for policy, tenants in waits_h.items():
+        xs: list[str] = []
+        ys: list[float] = []
+        for tenant, waits in tenants.items():
+            xs.extend([tenant] * len(waits))
+            ys.extend(waits)
+        data.append(
+            {
+                "type": "box",
+                "x": xs,
+                "y": ys,
+                "name": policy,
+                "boxpoints": False,
+                "marker": {"color": colours[policy]},
+            }
+        )
+    layout = {
+        "boxmode": "group",
+        "title": {"text": "Queueing delay per tenant (hours)"},
+        "yaxis": {"title": {"text": "wait (h)"}, "type": "log"},
+        "height": 500,
+    }
+    return {"data": data, "layout": layout}
+
+
+def shared_vs_alone_figure(
+    tenants: Sequence[str],
+    alone_h: Sequence[float | None],
+    shared_h: Mapping[str, Sequence[float | None]],
+) -> Figure:
+    """Mean wait in hours per tenant: alone on its deserved share (grey), then under each
+    policy. ``alone_h`` and every ``shared_h[policy]`` follow ``tenants``; None: no value."""
+    for name, values in {"alone": alone_h, **shared_h}.items():
+        if len(values) != len(tenants):
+            raise ValueError(f"{name}: {len(values)} values for {len(tenants)} tenants")
+    colours = series_colours(shared_h)
+    data = [
+        {
+            "type": "bar",
+            "x": list(tenants),
+            "y": list(alone_h),
+            "name": "alone on deserved share",
+            "marker": {"color": BASELINE_COLOUR},
+        }
+    ]
+    data += [
+        {
+            "type": "bar",
+            "x": list(tenants),
+            "y": list(values),
+            "name": policy,
+            "marker": {"color": colours[policy]},
+        }
+        for policy, values in shared_h.items()
+    ]
+    layout = {
+        "barmode": "group",
+        "title": {"text": "Mean wait per tenant (hours): shared vs alone"},
+        "height": 450,
+    }
+    return {"data": data, "layout": layout}

@@ -1,0 +1,348 @@
+"""What-if: replay recorded demand under today's quotas and policy and under a proposed change.
+
+An admin deciding a quota request asks "what would last month have looked like with this
+change?" (DESIGN section 6). ``replay_whatif`` answers it with the same machinery as B3: the
+demand (jobs with submit time, pod sets and run time) is replayed through the decision core
+twice, once with the baseline queue tree and scheduling policy and once with the proposed
+ones (quota changes, policy changes, or both), and per tenant the waits and GPU use are put
+side by side. Everything here is plain data: the API, the
+dashboard and ``manage.py gpupool simulate whatif`` build the demand and the queues (from the
+database, or from a trace) and call this.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from gpupool.scheduler.scenario import policy_from_dict
+from gpupool.scheduler.types import (
+    MILLI,
+    FlavorInfo,
+    NodeInfo,
+    PolicyInfo,
+    PriorityClassInfo,
+    QueueInfo,
+    QuotaInfo,
+)
+from gpupool.simulation.queueing.events import (
+    DEFAULT_CHECKPOINT_S,
+    ClusterSetup,
+    ReplayOutcome,
+    SimJob,
+    SimPolicy,
+    UnfinishedJobsError,
+    replay_jobs,
+)
+from gpupool.simulation.queueing.metrics import deserved_gpus, held_gpu_seconds, mean, percentile
+
+DEFAULT_POLICY = SimPolicy("gpupool", PolicyInfo())
+DEFAULT_PRIORITY_CLASSES = (PriorityClassInfo("normal", 0, default=True),)
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaChange:
+    """A proposed quota of one queue and flavor, in GPUs (None: keep the current value)."""
+
+    queue: str
+    flavor: str
+    deserved: float | None = None
+    capability: float | None = None
+    guarantee: float | None = None
+
+
+_CHANGE = re.compile(r"^(?P<queue>[^:]+):(?P<flavor>[^:]+):(?P<levels>.+)$")
+
+
+def parse_quota_change(text: str) -> QuotaChange:
+    """``QUEUE:FLAVOR:deserved=N[,capability=M][,guarantee=G]`` as a ``QuotaChange``."""
+    match = _CHANGE.match(text.strip())
+    if match is None:
+        raise ValueError(f"{text!r}: expected QUEUE:FLAVOR:deserved=N[,capability=M]")
+    levels: dict[str, float] = {}
+    for part in match["levels"].split(","):
+        key, sep, value = part.partition("=")
+        key = key.strip()
+        if not sep or key not in ("deserved", "capability", "guarantee"):
+            raise ValueError(f"{text!r}: unknown quota level {part!r}")
+        try:
+            amount = float(value)
+        except ValueError:
+            raise ValueError(f"{text!r}: {key} must be a number of GPUs, not {value!r}") from None
+        if amount < 0 or not math.isfinite(amount):
+            raise ValueError(f"{text!r}: {key} must be a non-negative number of GPUs")
+        levels[key] = amount
+    return QuotaChange(match["queue"], match["flavor"], **levels)
+
+
+def apply_changes(
+    queues: Sequence[QueueInfo], changes: Sequence[QuotaChange]
+) -> tuple[QueueInfo, ...]:
+    """The queue tree with the changes applied; refuses unknown queues or disordered levels.
+
+    A queue without quota for the flavor gets one (unset levels default to 0 guarantee and
+    capability = deserved).
+    """
+    by_name = {queue.name: queue for queue in queues}
+    for change in changes:
+        queue = by_name.get(change.queue)
+        if queue is None:
+            raise ValueError(f"unknown queue {change.queue!r}; have {sorted(by_name)}")
+        current = queue.quota.get(change.flavor)
+        guarantee = _milli(change.guarantee, current.guarantee if current else 0)
+        deserved = _milli(change.deserved, current.deserved if current else 0)
+        if change.capability is not None:
+            capability = _milli(change.capability, 0)
+        elif current is not None:
+            capability = max(current.capability, deserved)
+        else:
+            capability = deserved
+        if not guarantee <= deserved <= capability:
+            raise ValueError(
+                f"{change.queue}:{change.flavor}: need guarantee <= deserved <= capability, got "
+                f"{guarantee / MILLI:g} / {deserved / MILLI:g} / {capability / MILLI:g}"
+            )
+        quota = {**queue.quota, change.flavor: QuotaInfo(guarantee, deserved, capability)}
+        by_name[change.queue] = replace(queue, quota=quota)
+    return tuple(by_name[queue.name] for queue in queues)
+
+
+# Keys of a scenario's policy object that name a PolicyInfo field differently.
+_POLICY_FIELD = {"preemption_backoff": "backoff"}
+
+
+def parse_policy_change(text: str) -> tuple[str, object]:
+    """``KEY=VALUE`` for one key of the scenario format's ``policy`` object.
+
+    The value is read as JSON when it is JSON (``false``, ``21600``, ``null``,
+    ``["enqueue", "allocate"]``), else as a string (``fifo``); `apply_policy_changes` checks it.
+    """
+    key, sep, value = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ValueError(f"{text!r}: expected KEY=VALUE, e.g. queueing=fifo")
+    try:
+        parsed: object = json.loads(value)
+    except ValueError:
+        parsed = value.strip()
+    return key, parsed
+
+
+def apply_policy_changes(policy: PolicyInfo, changes: Mapping[str, object]) -> PolicyInfo:
+    """``policy`` with the given keys replaced; unknown keys and bad values are refused
+    (``ValueError`` naming ``policy.<key>``), keys not given keep the baseline's value."""
+    proposed = policy_from_dict(dict(changes))
+    fields = [_POLICY_FIELD.get(key, key) for key in changes]
+    result = replace(policy, **{name: getattr(proposed, name) for name in fields})
+    if "allocate" not in result.phases:
+        raise ValueError("policy.phases: must include 'allocate', or nothing is ever admitted")
+    return result
+
+
+def _milli(gpus: float | None, current: int) -> int:
+    return current if gpus is None else round(gpus * MILLI)
+
+
+@dataclass(frozen=True, slots=True)
+class TenantFigures:
+    """One tenant's outcome in one replay."""
+
+    jobs: int
+    wait_mean_s: float
+    wait_p99_s: float
+    jct_mean_s: float
+    gpu_hours: float
+    deserved_gpus: float
+    utilisation_of_deserved: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        """The figures as JSON."""
+        util = self.utilisation_of_deserved
+        return {
+            "jobs": self.jobs,
+            "wait_mean_s": round(self.wait_mean_s, 1),
+            "wait_p99_s": round(self.wait_p99_s, 1),
+            "jct_mean_s": round(self.jct_mean_s, 1),
+            "gpu_hours": round(self.gpu_hours, 2),
+            "deserved_gpus": self.deserved_gpus,
+            "utilisation_of_deserved": None if util is None else round(util, 4),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class PoolFigures:
+    """The whole pool's outcome in one replay."""
+
+    wait_mean_s: float
+    wait_p99_s: float
+    jct_mean_s: float
+    utilisation: float
+    preemptions: int
+    gpu_hours_lost: float
+
+    def to_json(self) -> dict[str, Any]:
+        """The figures as JSON."""
+        return {
+            "wait_mean_s": round(self.wait_mean_s, 1),
+            "wait_p99_s": round(self.wait_p99_s, 1),
+            "jct_mean_s": round(self.jct_mean_s, 1),
+            "utilisation": round(self.utilisation, 4),
+            "preemptions": self.preemptions,
+            "gpu_hours_lost": round(self.gpu_hours_lost, 2),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class WhatIfResult:
+    """Before (baseline) and after (proposed quotas and policy), pool-wide and per tenant."""
+
+    jobs: int
+    window_s: float
+    pool_gpus: int
+    before: PoolFigures
+    after: PoolFigures
+    tenants_before: Mapping[str, TenantFigures]
+    tenants_after: Mapping[str, TenantFigures]
+    changes: tuple[QuotaChange, ...] = field(default=())
+    policy_changes: Mapping[str, object] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The comparison as JSON: pool figures, then per tenant before and after."""
+        tenants = sorted(set(self.tenants_before) | set(self.tenants_after))
+        return {
+            "jobs": self.jobs,
+            "window_s": self.window_s,
+            "pool_gpus": self.pool_gpus,
+            "changes": [
+                {k: v for k, v in vars_of(change).items() if v is not None}
+                for change in self.changes
+            ],
+            "policy_changes": dict(self.policy_changes),
+            "before": self.before.to_json(),
+            "after": self.after.to_json(),
+            "tenants": {
+                t: {
+                    "before": _figures_json(self.tenants_before.get(t)),
+                    "after": _figures_json(self.tenants_after.get(t)),
+                }
+                for t in tenants
+            },
+        }
+
+
+def vars_of(change: QuotaChange) -> dict[str, Any]:
+    """A quota change as a dict."""
+    return {
+        "queue": change.queue,
+        "flavor": change.flavor,
+        "guarantee": change.guarantee,
+        "deserved": change.deserved,
+        "capability": change.capability,
+    }
+
+
+def _figures_json(figures: TenantFigures | None) -> dict[str, Any] | None:
+    return None if figures is None else figures.to_json()
+
+
+def _figures(
+    outcome: ReplayOutcome, cluster: ClusterSetup, window_s: float
+) -> tuple[PoolFigures, dict[str, TenantFigures]]:
+    tenant_of = {q.name: q.tenant or q.name for q in cluster.queues}
+    deserved = deserved_gpus(cluster.queues)
+    records = outcome.records
+    pool = PoolFigures(
+        wait_mean_s=mean([r.wait_s for r in records]),
+        wait_p99_s=percentile([r.wait_s for r in records], 99),
+        jct_mean_s=mean([r.jct_s for r in records]),
+        utilisation=(
+            held_gpu_seconds(outcome.segments, 0.0, window_s) / (cluster.gpus * window_s)
+            if cluster.gpus and window_s
+            else 0.0
+        ),
+        preemptions=outcome.preemptions,
+        gpu_hours_lost=sum(r.lost_gpu_hours for r in records),
+    )
+    grouped: dict[str, list[Any]] = defaultdict(list)
+    for record in records:
+        grouped[tenant_of.get(record.job.queue, record.job.queue)].append(record)
+    segments: dict[str, list[Any]] = defaultdict(list)
+    for segment in outcome.segments:
+        segments[tenant_of.get(segment.queue, segment.queue)].append(segment)
+    tenants: dict[str, TenantFigures] = {}
+    for tenant, mine in sorted(grouped.items()):
+        held = held_gpu_seconds(segments[tenant], 0.0, window_s)
+        share = deserved.get(tenant, 0.0)
+        tenants[tenant] = TenantFigures(
+            jobs=len(mine),
+            wait_mean_s=mean([r.wait_s for r in mine]),
+            wait_p99_s=percentile([r.wait_s for r in mine], 99),
+            jct_mean_s=mean([r.jct_s for r in mine]),
+            gpu_hours=held / 3600.0,
+            deserved_gpus=share,
+            utilisation_of_deserved=held / (share * window_s) if share and window_s else None,
+        )
+    return pool, tenants
+
+
+def replay_whatif(
+    demand: Sequence[SimJob],
+    baseline_queues: Sequence[QueueInfo],
+    proposed_queues: Sequence[QueueInfo],
+    *,
+    nodes: Sequence[NodeInfo],
+    flavors: Sequence[FlavorInfo],
+    priority_classes: Sequence[PriorityClassInfo] = DEFAULT_PRIORITY_CLASSES,
+    policy: SimPolicy = DEFAULT_POLICY,
+    proposed_policy: SimPolicy | None = None,
+    window_s: float | None = None,
+    checkpoint_s: float = DEFAULT_CHECKPOINT_S,
+    changes: Sequence[QuotaChange] = (),
+    policy_changes: Mapping[str, object] | None = None,
+) -> WhatIfResult:
+    """Replay ``demand`` with the baseline queues and ``policy``, then with the proposed
+    queues and ``proposed_policy`` (default: the same policy); compare per tenant.
+
+    ``window_s`` is the span utilisation is measured over (default: up to the last arrival,
+    at least one second). ``changes`` and ``policy_changes`` are only echoed in the result.
+    A setup under which some jobs could never run is refused (``ValueError`` saying which,
+    today's or the proposed, and the first jobs).
+    """
+    if window_s is None:
+        window_s = max([job.submitted_at for job in demand] + [1.0])
+    results: list[tuple[PoolFigures, dict[str, TenantFigures]]] = []
+    pool_gpus = 0
+    runs = (
+        ("today", baseline_queues, policy),
+        ("proposed", proposed_queues, proposed_policy or policy),
+    )
+    for label, queues, run_policy in runs:
+        cluster = ClusterSetup(
+            flavors=tuple(flavors),
+            nodes=tuple(nodes),
+            queues=tuple(queues),
+            priority_classes=tuple(priority_classes),
+        )
+        pool_gpus = cluster.gpus
+        try:
+            outcome = replay_jobs(demand, cluster, run_policy, checkpoint_s=checkpoint_s)
+        except UnfinishedJobsError as error:
+            raise ValueError(f"{label}: {error}") from error
+        results.append(_figures(outcome, cluster, window_s))
+    (before, tenants_before), (after, tenants_after) = results
+    return WhatIfResult(
+        jobs=len(demand),
+        window_s=window_s,
+        pool_gpus=pool_gpus,
+        before=before,
+        after=after,
+        tenants_before=tenants_before,
+        tenants_after=tenants_after,
+        changes=tuple(changes),
+        policy_changes=dict(policy_changes or {}),
+    )

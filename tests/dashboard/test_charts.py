@@ -1,0 +1,96 @@
+"""The figure builders return plain Plotly figure dicts: checked as data, and as valid Plotly."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+import pytest
+
+from gpupool.dashboard.charts import (
+    BASELINE_COLOUR,
+    PALETTE,
+    load_curves_figure,
+    series_colours,
+    shared_vs_alone_figure,
+    wait_boxes_figure,
+)
+
+ALLOCATION = {"fgd": {100: 95.0, 130: 95.5}, "gpupool": {100: 96.0, 130: 96.2}}
+FRAGMENTATION = {"fgd": {100: 99.6}, "gpupool": {100: 99.4}}
+
+
+def test_series_colours_follow_first_appearance_and_wrap_around_the_palette() -> None:
+    names = [f"p{i}" for i in range(len(PALETTE) + 1)]
+    colours = series_colours([*names, "p0"])
+    assert list(colours) == names
+    assert colours["p0"] == colours[names[-1]] == PALETTE[0]
+    assert colours["p1"] == PALETTE[1]
+
+
+def test_load_curves_draw_each_policy_in_both_panels_in_one_colour() -> None:
+    figure = load_curves_figure("openb default (seed 42)", ALLOCATION, FRAGMENTATION)
+    traces = figure["data"]
+    assert [(t["name"], t["xaxis"], t["yaxis"]) for t in traces] == [
+        ("fgd", "x", "y"),
+        ("gpupool", "x", "y"),
+        ("fgd", "x2", "y2"),
+        ("gpupool", "x2", "y2"),
+    ]
+    assert (traces[1]["x"], traces[1]["y"]) == ([100, 130], [96.0, 96.2])
+    assert (traces[2]["x"], traces[2]["y"]) == ([100], [99.6])
+    assert [t["showlegend"] for t in traces] == [True, True, False, False]
+    colour = {t["name"]: t["line"]["color"] for t in traces[:2]}
+    assert {t["name"]: t["line"]["color"] for t in traces[2:]} == colour
+    assert colour == {"fgd": PALETTE[0], "gpupool": PALETTE[1]}
+
+
+def test_load_curves_have_two_titled_panels_on_arrived_demand() -> None:
+    layout = load_curves_figure("openb default (seed 42)", ALLOCATION, FRAGMENTATION)["layout"]
+    assert layout["title"]["text"] == "openb default (seed 42)"
+    assert layout["xaxis"]["domain"] == [0.0, 0.45]
+    assert layout["xaxis2"]["domain"] == [0.55, 1.0]
+    for axis in ("xaxis", "xaxis2"):
+        assert layout[axis]["title"]["text"] == "arrived GPU demand (% of capacity)"
+    assert [a["text"] for a in layout["annotations"]] == [
+        "GPU allocation ratio (%)",
+        "Fragmentation rate (% of idle GPU)",
+    ]
+
+
+def test_wait_boxes_put_every_wait_under_its_tenant_on_a_log_axis() -> None:
+    figure = wait_boxes_figure({"fifo": {"t1": [1.0, 2.0], "t2": [3.0]}, "gpupool": {"t1": []}})
+    fifo, gpupool = figure["data"]
+    assert fifo["type"] == "box"
+    assert (fifo["x"], fifo["y"]) == (["t1", "t1", "t2"], [1.0, 2.0, 3.0])
+    assert (gpupool["x"], gpupool["y"]) == ([], [])
+    assert (fifo["marker"]["color"], gpupool["marker"]["color"]) == PALETTE[:2]
+    assert figure["layout"]["yaxis"]["type"] == "log"
+    assert figure["layout"]["boxmode"] == "group"
+
+
+def test_shared_vs_alone_bars_put_the_baseline_first_in_grey() -> None:
+    figure = shared_vs_alone_figure(
+        ["t1", "t2"], [5.0, None], {"kueue-like": [1.0, 2.0], "gpupool": [0.5, None]}
+    )
+    alone, kueue, gpupool = figure["data"]
+    assert (alone["name"], alone["marker"]["color"]) == ("alone on deserved share", BASELINE_COLOUR)
+    assert alone["y"] == [5.0, None]
+    assert (kueue["x"], kueue["y"]) == (["t1", "t2"], [1.0, 2.0])
+    assert gpupool["y"] == [0.5, None]
+    assert (kueue["marker"]["color"], gpupool["marker"]["color"]) == PALETTE[:2]
+    assert figure["layout"]["barmode"] == "group"
+
+
+def test_shared_vs_alone_refuses_values_that_do_not_match_the_tenants() -> None:
+    with pytest.raises(ValueError, match="gpupool: 1 values for 2 tenants"):
+        shared_vs_alone_figure(["t1", "t2"], [1.0, 2.0], {"gpupool": [1.0]})
+
+
+def test_every_figure_is_a_valid_plotly_figure() -> None:
+    """Plotly accepts each dict as it is: no unknown property anywhere."""
+    figures = [
+        load_curves_figure("t", ALLOCATION, FRAGMENTATION),
+        wait_boxes_figure({"fifo": {"t1": [1.0]}}),
+        shared_vs_alone_figure(["t1"], [1.0], {"fifo": [2.0]}),
+    ]
+    for figure in figures:
+        assert len(go.Figure(figure).data) == len(figure["data"])
