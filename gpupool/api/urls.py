@@ -20,6 +20,9 @@ API_MODULES = (
     "gpupool.tenancy.api",
     "gpupool.inventory.api",
     "gpupool.workloads.api",
+    "gpupool.quotas.api",
+    "gpupool.accounting.preemptions_api",
+    "gpupool.control.api",
 )
 
 

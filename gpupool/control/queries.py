@@ -21,6 +21,9 @@ from django.utils import timezone
 
 from gpupool.control.models import SchedulingCycle
 from gpupool.control.snapshot import DatabaseSnapshot, build_snapshot
+from gpupool.inventory.queries import FlavorFragmentation, flavor_fragmentation
+from gpupool.scheduler.cycle import Cycle
+from gpupool.scheduler.shares import QueueShare, queue_shares
 from gpupool.scheduler.types import PolicyInfo
 
 # How long a cycle's values are kept: the next cycle's id replaces them long before.
@@ -93,3 +96,27 @@ def pool_figure(name: str, compute: Callable[[DatabaseSnapshot], T]) -> PoolView
 
     value, now = _cached(name, cycle_id, build)
     return PoolView(value, cycle_id, _moment(now))
+
+
+@dataclass(frozen=True, slots=True)
+class PoolFigures:
+    """What the core's view of the pool says now: per queue and flavor what is allocated,
+    borrowed and lent, and per flavor its fragmentation."""
+
+    shares: dict[str, dict[str, QueueShare]]
+    fragmentation: tuple[FlavorFragmentation, ...]
+
+
+def _figures(database: DatabaseSnapshot) -> PoolFigures:
+    """Both figures from one core cycle's starting state (nothing is planned)."""
+    cycle = Cycle(database.snapshot, pool_policy(), database.now)
+    return PoolFigures(
+        shares=queue_shares(cycle.quota),
+        fragmentation=flavor_fragmentation(cycle.cluster, cycle.placer.distributions),
+    )
+
+
+def pool_figures() -> PoolView[PoolFigures]:
+    """Queue shares and fragmentation as of the last finished cycle (computed once per cycle;
+    ``SnapshotError`` when the pool cannot be planned)."""
+    return pool_figure("figures", _figures)

@@ -23,7 +23,6 @@ from django_filters import rest_framework as filters
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import APIException
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.routers import BaseRouter
@@ -31,6 +30,7 @@ from rest_framework.routers import BaseRouter
 from gpupool.accounting.models import PreemptionEvent
 from gpupool.api.access import request_access
 from gpupool.api.permissions import TENANT_ROLES, ActionRoles, TenantScoped
+from gpupool.control.api import PoolNotPlannable
 from gpupool.control.snapshot import SnapshotError
 from gpupool.inventory.models import Flavor
 from gpupool.quotas.models import PriorityClass, Queue
@@ -60,13 +60,6 @@ NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 NAMESPACE_PATTERN = r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?"
 MAX_SECONDS = 2**31 - 1
 MAX_POD_SETS = 16
-
-
-class PoolNotPlannable(APIException):
-    """The database cannot be planned right now (e.g. no default priority class): 409."""
-
-    status_code = status.HTTP_409_CONFLICT
-    default_code = "conflict"
 
 
 # ----------------------------------------------------------------------------- input

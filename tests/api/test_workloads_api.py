@@ -200,7 +200,8 @@ def test_the_detail_says_who_preempted_it_why_and_what_it_cost(
         preemptor=preemptor,
     )
     as_member = api_as("member").get(URL + "nlp/train-1/").json()
-    [event] = as_member["preemptions"]
+    failure, event = as_member["preemptions"]  # the pool's node failure, then the reclaim
+    assert (failure["reason"], failure["preemptor_queue"]) == ("node-failure", None)
     assert (event["reason"], event["gpus_freed"], event["lost_gpu_hours"]) == (
         "reclaim",
         "4.000",
@@ -212,8 +213,8 @@ def test_the_detail_says_who_preempted_it_why_and_what_it_cost(
         "normal",
     )
     assert event["preemptor"] is None and event["preemptor_owner"] is None
-    assert as_member["lost_gpu_hours"] == "6.5000"
-    [seen_by_admin] = api_as("admin").get(URL + "nlp/train-1/").json()["preemptions"]
+    assert as_member["lost_gpu_hours"] == "8.5000"  # 2 for the node failure, 6.5 reclaimed
+    seen_by_admin = api_as("admin").get(URL + "nlp/train-1/").json()["preemptions"][1]
     assert (seen_by_admin["preemptor"], seen_by_admin["preemptor_owner"]) == (
         "vision/train-1",
         "vera",
@@ -284,7 +285,7 @@ def test_the_detail_costs_the_same_queries_however_long_its_story(
     client = api_as("member")
     with django_assert_max_num_queries(12):
         response = client.get(URL + "nlp/train-1/")
-    assert len(response.json()["preemptions"]) == events
+    assert len(response.json()["preemptions"]) == 1 + events  # the pool's node failure too
 
 
 def occupy(resources: dict, gpus_on: dict[str, list[int]]) -> None:
@@ -315,7 +316,8 @@ def test_a_dry_run_that_fits_names_where_it_would_run(api_as: Any, resources: di
     assert answer["fits"] is True and answer["first_failure"] is None
     assert layers(answer) == {"quota": True, "capacity": True, "placement": True}
     assert answer["layers"][2]["facts"] == {"nodes": ["n2"]}
-    assert answer["workload"].startswith("nlp/dry-run-") and answer["cycle_id"] is None
+    assert answer["workload"].startswith("nlp/dry-run-")
+    assert answer["cycle_id"] == resources["cycle"].pk  # the last finished cycle's view
 
 
 def test_a_dry_run_over_quota_names_the_quota_layer_and_its_numbers(
