@@ -22,7 +22,7 @@ from django.utils import timezone
 from gpupool.control.models import SchedulingCycle
 from gpupool.control.snapshot import DatabaseSnapshot, build_snapshot
 from gpupool.inventory.queries import FlavorFragmentation, flavor_fragmentation
-from gpupool.scheduler.cycle import Cycle
+from gpupool.scheduler.cycle_state import Cycle
 from gpupool.scheduler.shares import QueueShare, queue_shares
 from gpupool.scheduler.types import PolicyInfo
 
