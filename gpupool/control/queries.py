@@ -6,11 +6,15 @@ built at most once per finished cycle and kept in Django's cache under that cycl
 request between two cycles reads the same snapshot, and the first request after a new cycle
 builds the next one. Figures derived from it (queue shares, fragmentation) are cached the same
 way. Before any cycle has finished there is no id to key on, so a snapshot serves for a few
-seconds only.
+seconds only. The cache pickles what it keeps; the core's frozen dataclasses, once compiled
+with mypyc, do not unpickle by themselves, so they are pickled by their fields
+(``_pickle_by_fields``).
 """
 
 from __future__ import annotations
 
+import copyreg
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -22,6 +26,7 @@ from django.utils import timezone
 from gpupool.control.models import SchedulingCycle
 from gpupool.control.snapshot import DatabaseSnapshot, build_snapshot
 from gpupool.inventory.queries import FlavorFragmentation, flavor_fragmentation
+from gpupool.scheduler import types
 from gpupool.scheduler.cycle_state import Cycle
 from gpupool.scheduler.shares import QueueShare, queue_shares
 from gpupool.scheduler.types import PolicyInfo
@@ -32,6 +37,25 @@ CYCLE_CACHE_S = 600
 NO_CYCLE_CACHE_S = 5
 
 T = TypeVar("T")
+
+
+def _by_fields(value: object) -> tuple[type, tuple[object, ...]]:
+    """Rebuild a core dataclass from its fields, in order (all are ``__init__`` arguments)."""
+    return type(value), tuple(getattr(value, f.name) for f in dataclasses.fields(value))  # type: ignore[arg-type]
+
+
+def _pickle_by_fields() -> None:
+    """Pickle every dataclass of the core's ``types`` module by its fields."""
+    for value in vars(types).values():
+        if (
+            isinstance(value, type)
+            and dataclasses.is_dataclass(value)
+            and value.__module__ == types.__name__
+        ):
+            copyreg.pickle(value, _by_fields)
+
+
+_pickle_by_fields()
 
 
 def pool_policy() -> PolicyInfo:

@@ -16,6 +16,7 @@ from resources_pool import pool, submit
 from gpupool.accounting.actions import do_record_preemption
 from gpupool.audit.models import AuditEvent
 from gpupool.control.actions import do_finish_cycle, do_start_cycle
+from gpupool.control.queries import pool_snapshot
 from gpupool.inventory.models import Gpu, Node
 from gpupool.workloads.actions import PlacementSpec, do_transition_workload
 
@@ -263,3 +264,11 @@ def test_the_preemption_list_costs_the_same_queries_however_long(
     with django_assert_max_num_queries(5):
         response = client.get("/api/v1/preemptions/")
     assert response.json()["count"] == 1 + extra
+
+
+def test_the_cached_snapshot_reads_back_as_it_was_built(resources: dict) -> None:
+    built = pool_snapshot()  # built, and kept in the cache under the cycle's id
+    again = pool_snapshot()  # read back from the cache (pickled: compiled core classes too)
+    assert again.cycle_id == built.cycle_id == resources["cycle"].pk
+    assert again.value.snapshot == built.value.snapshot
+    assert again.value.workload_ids == built.value.workload_ids
