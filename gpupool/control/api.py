@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from django_filters import rest_framework as filters
+from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, viewsets
 from rest_framework.decorators import action
@@ -131,9 +132,17 @@ class FragmentationSerializer(serializers.Serializer[Any]):
     flavors = FlavorFragmentationSerializer(many=True)
 
 
+class OneObjectSchema(AutoSchema):
+    """The schema of a ``list`` that answers one object, not an array of them."""
+
+    def _is_list_view(self, serializer: Any = None) -> bool:
+        return False
+
+
 class FragmentationViewSet(viewsets.ViewSet):
     """Fragmentation per flavor, the pool's public state: every role reads it."""
 
+    schema = OneObjectSchema()
     permission_classes = (ActionRoles,)
     default_roles = EVERYONE
     serializer_class = FragmentationSerializer

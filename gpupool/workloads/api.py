@@ -258,7 +258,7 @@ class PodSetSerializer(serializers.ModelSerializer[PodSet]):
     """A pod set as submitted."""
 
     flavor: serializers.SlugRelatedField[Flavor] = serializers.SlugRelatedField(
-        slug_field="name", read_only=True
+        slug_field="name", read_only=True, allow_null=True
     )
     flavor_choices = serializers.SerializerMethodField()
 
@@ -329,15 +329,15 @@ class PreemptionEventSerializer(serializers.ModelSerializer[PreemptionEvent]):
         slug_field="name", read_only=True
     )
     victim_tenant: serializers.SlugRelatedField[Tenant] = serializers.SlugRelatedField(
-        slug_field="name", read_only=True
+        slug_field="name", read_only=True, allow_null=True
     )
     preemptor = serializers.SerializerMethodField()
     preemptor_owner = serializers.SerializerMethodField()
     preemptor_queue: serializers.SlugRelatedField[Queue] = serializers.SlugRelatedField(
-        slug_field="name", read_only=True
+        slug_field="name", read_only=True, allow_null=True
     )
     preemptor_tenant: serializers.SlugRelatedField[Tenant] = serializers.SlugRelatedField(
-        slug_field="name", read_only=True
+        slug_field="name", read_only=True, allow_null=True
     )
     preemptor_class = serializers.SerializerMethodField()
 
@@ -400,9 +400,15 @@ class WorkloadSerializer(serializers.ModelSerializer[Workload]):
         slug_field="name", read_only=True
     )
     submitter: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
-        slug_field="username", read_only=True
+        slug_field="username", read_only=True, allow_null=True
     )
     gpus = serializers.SerializerMethodField()
+    pending_reason = serializers.ChoiceField(
+        choices=PENDING_REASON_CHOICES,
+        allow_blank=True,
+        read_only=True,
+        help_text="The core's reason it waits, as the last cycle said (empty unless pending).",
+    )
 
     class Meta:
         model = Workload
