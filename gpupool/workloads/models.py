@@ -139,6 +139,8 @@ class Workload(models.Model):
         ordering = ["submitted_at", "name"]
         indexes = [
             models.Index(fields=["state", "queue"], name="workload_state_queue_idx"),
+            # Lists page through workloads in this order (the API, the pages).
+            models.Index(fields=["submitted_at", "name"], name="workload_submitted_idx"),
             # "The pending workloads of a queue by position": the queue page and the API.
             models.Index(
                 fields=["queue", "queue_position"],
