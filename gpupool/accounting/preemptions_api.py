@@ -16,6 +16,7 @@ from rest_framework.routers import BaseRouter
 
 from gpupool.accounting.choices import PreemptionReason
 from gpupool.accounting.models import PreemptionEvent
+from gpupool.api.filters import UtcDateTimeFilter
 from gpupool.api.permissions import TENANT_ROLES, ActionRoles, TenantScoped
 from gpupool.workloads.api import PreemptionEventSerializer
 from gpupool.workloads.queries import preemption_rows
@@ -31,8 +32,8 @@ class PreemptionFilter(filters.FilterSet):  # type: ignore[misc]
     namespace = filters.CharFilter(field_name="victim__namespace")
     preemptor_queue = filters.CharFilter(field_name="preemptor_queue__name")
     preemptor_tenant = filters.CharFilter(field_name="preemptor_tenant__name")
-    since = filters.IsoDateTimeFilter(field_name="at", lookup_expr="gte")
-    until = filters.IsoDateTimeFilter(field_name="at", lookup_expr="lt")
+    since = UtcDateTimeFilter(field_name="at", lookup_expr="gte")
+    until = UtcDateTimeFilter(field_name="at", lookup_expr="lt")
 
     class Meta:
         model = PreemptionEvent

@@ -16,6 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.routers import BaseRouter
 
+from gpupool.api.filters import UtcDateTimeFilter
 from gpupool.api.permissions import ADMINS, EVERYONE, ActionRoles
 from gpupool.control.choices import CycleStatus
 from gpupool.control.models import SchedulingCycle
@@ -64,8 +65,8 @@ class CycleFilter(filters.FilterSet):  # type: ignore[misc]
     """Filter cycles by outcome and start time."""
 
     status = filters.MultipleChoiceFilter(choices=CycleStatus.choices)
-    since = filters.IsoDateTimeFilter(field_name="started_at", lookup_expr="gte")
-    until = filters.IsoDateTimeFilter(field_name="started_at", lookup_expr="lt")
+    since = UtcDateTimeFilter(field_name="started_at", lookup_expr="gte")
+    until = UtcDateTimeFilter(field_name="started_at", lookup_expr="lt")
 
     class Meta:
         model = SchedulingCycle

@@ -272,3 +272,19 @@ def test_the_cached_snapshot_reads_back_as_it_was_built(resources: dict) -> None
     assert again.cycle_id == built.cycle_id == resources["cycle"].pk
     assert again.value.snapshot == built.value.snapshot
     assert again.value.workload_ids == built.value.workload_ids
+
+
+def test_times_in_filters_take_any_offset_and_compare_in_utc(api_as: Any, resources: dict) -> None:
+    cycle = resources["cycle"]
+    # PostgreSQL refuses an offset of 16 hours; the filter compares in UTC instead.
+    since = (cycle.started_at - timedelta(minutes=1)).astimezone(
+        timezone.get_fixed_timezone(-(16 * 60 + 8))
+    )
+    found = api_as("admin").get("/api/v1/scheduling-cycles/", {"since": since.isoformat()})
+    assert found.status_code == 200 and found.json()["count"] == 1
+    events = api_as("member").get("/api/v1/preemptions/", {"until": since.isoformat()})
+    assert events.status_code == 200 and events.json()["count"] == 0
+    before_utc = api_as("admin").get(
+        "/api/v1/scheduling-cycles/", {"until": "0001-01-01T01:00:00+05:00"}
+    )
+    assert before_utc.status_code == 400 and "until" in before_utc.json()["error"]["fields"]

@@ -4,10 +4,13 @@ the schema. A bounded number of examples per operation keeps it under a minute o
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import schemathesis
+from django.core import signals
+from django.db import close_old_connections
 from drf_spectacular.generators import SchemaGenerator
 from hypothesis import HealthCheck, settings
 from resources_pool import pool
@@ -26,6 +29,18 @@ def published_schema() -> Any:
     loaded = schemathesis.openapi.from_dict(SchemaGenerator().get_schema(request=None, public=True))
     loaded.app = application
     return loaded
+
+
+@pytest.fixture(autouse=True)
+def one_connection_for_the_test() -> Iterator[None]:
+    """Requests go through the WSGI app itself, whose request signals would close the test's
+    database connection (inside its transaction) after each one; Django's own test client
+    detaches the same handler."""
+    signals.request_started.disconnect(close_old_connections)
+    signals.request_finished.disconnect(close_old_connections)
+    yield
+    signals.request_started.connect(close_old_connections)
+    signals.request_finished.connect(close_old_connections)
 
 
 @pytest.fixture
