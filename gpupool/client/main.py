@@ -128,7 +128,10 @@ def print_story(workload: dict[str, Any], out: TextIO) -> None:
             if position
             else "Position: not ranked yet\n"
         )
-        out.write(f"Estimated start: {estimate(explanation)}\n")
+        if explanation["reason"]:
+            out.write(f"Estimated start: {estimate(explanation)}\n")
+        else:
+            out.write("Estimated start: not estimated yet\n")
     else:
         out.write(f"{explanation['summary']}\n")
     events = workload.get("preemptions", [])
@@ -152,10 +155,8 @@ def print_story(workload: dict[str, Any], out: TextIO) -> None:
     out.write("History:\n")
     for step in workload["timeline"]:
         actor = f" by {step['actor']}" if step.get("actor") else ""
-        source = step["from_state"] or "submitted"
-        out.write(
-            f"  {when(step['at'])}  {source} -> {step['to_state']}: {step['reason']}{actor}\n"
-        )
+        move = f"{step['from_state']} -> " if step["from_state"] else ""
+        out.write(f"  {when(step['at'])}  {move}{step['to_state']}: {step['reason']}{actor}\n")
 
 
 # ----------------------------------------------------------------------------- workload body

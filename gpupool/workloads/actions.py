@@ -294,11 +294,10 @@ def do_cancel_workload(
         )
     current = Workload.objects.select_for_update().get(pk=workload.pk)
     now = at or timezone.now()
-    who = getattr(acting_user, "username", "") or "the system"
     transition = do_transition_workload(
         current,
         WorkloadState.CANCELLED,
-        reason=(reason.strip() or f"cancelled by {who}"),
+        reason=reason.strip() or "cancelled",
         at=now,
         acting_user=acting_user,
     )

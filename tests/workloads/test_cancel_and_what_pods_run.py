@@ -127,7 +127,7 @@ def test_cancelling_running_work_releases_its_gpus_and_closes_its_usage(pool: di
     transition = do_cancel_workload(workload, acting_user=pool["submitter"], at=then)
     workload.refresh_from_db()
     assert (transition.from_state, transition.to_state) == ("running", "cancelled")
-    assert transition.actor == pool["submitter"] and transition.reason == "cancelled by max"
+    assert transition.actor == pool["submitter"] and transition.reason == "cancelled"
     assert workload.state == "cancelled" and workload.finished_at == then
     assert not workload.placements.exists()
     usage = workload.usage.get()
