@@ -23,6 +23,8 @@ API_MODULES = (
     "gpupool.quotas.api",
     "gpupool.accounting.preemptions_api",
     "gpupool.control.api",
+    "gpupool.quotas.requests_api",
+    "gpupool.notifications.api",
 )
 
 
