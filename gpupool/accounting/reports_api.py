@@ -44,6 +44,7 @@ from gpupool.accounting.reports import (
     workload_report,
 )
 from gpupool.api.access import request_access
+from gpupool.api.filters import UtcDateTimeFilter
 from gpupool.api.permissions import COST_ROLES, ActionRoles, TenantScoped
 from gpupool.inventory.models import Flavor
 from gpupool.quotas.models import Queue
@@ -95,8 +96,10 @@ class NameList(serializers.CharField):
     """A comma-separated list of names (``nlp,vision``)."""
 
     def to_internal_value(self, data: Any) -> list[str]:  # type: ignore[override]
-        """The names, without blanks."""
+        """The names, without blanks (a NUL character is refused, as in any text field)."""
         text = super().to_internal_value(data)
+        if "\x00" in text:
+            raise serializers.ValidationError("Null characters are not allowed.")
         return [name.strip() for name in text.split(",") if name.strip()]
 
 
@@ -483,8 +486,8 @@ class UsageIntervalFilter(filters.FilterSet):  # type: ignore[misc]
     flavor = filters.CharFilter(field_name="flavor", method=_named(Flavor))
     namespace = filters.CharFilter(field_name="workload__namespace")
     workload = filters.CharFilter(field_name="workload__name")
-    started_after = filters.IsoDateTimeFilter(field_name="started_at", lookup_expr="gte")
-    started_before = filters.IsoDateTimeFilter(field_name="started_at", lookup_expr="lt")
+    started_after = UtcDateTimeFilter(field_name="started_at", lookup_expr="gte")
+    started_before = UtcDateTimeFilter(field_name="started_at", lookup_expr="lt")
     open = filters.BooleanFilter(field_name="ended_at", lookup_expr="isnull")
 
     class Meta:

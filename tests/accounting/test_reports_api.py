@@ -171,3 +171,11 @@ def test_a_report_page_is_cached_until_the_next_roll_up(
     do_roll_up_usage(until=T0 + 6 * H)
     again = {row["tenant"]: row["gpu_hours"] for row in client.get(url).json()["results"]}
     assert again["c"] == "16.0000"
+
+
+def test_a_name_with_a_nul_character_is_a_400_not_a_database_error(
+    pool: Pool, client_as: ClientAs
+) -> None:
+    answer = client_as("finance").get("/api/v1/reports/usage/?tenant=a%00b")
+    assert answer.status_code == 400
+    assert "tenant" in answer.json()["error"]["fields"]
