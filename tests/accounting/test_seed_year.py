@@ -27,6 +27,7 @@ from gpupool.accounting.models import (
     UsageInterval,
     WorkloadDay,
 )
+from gpupool.control.models import SchedulingCycle
 from gpupool.quotas.models import Queue
 from gpupool.tenancy.models import Tenant
 from gpupool.workloads.models import PodSet, Workload, WorkloadTransition
@@ -72,6 +73,8 @@ def test_the_year_has_the_asked_sizes(year: dict) -> None:
     assert PreemptionEvent.objects.count() == 25
     assert WorkloadTransition.objects.count() == year["counts"]["workload_transitions"] > 300
     assert year["rolled_up_hours"] == 5 * 24
+    last = SchedulingCycle.objects.get()
+    assert (last.status, last.finished_at) == ("succeeded", datetime(2026, 3, 15, tzinfo=UTC))
 
 
 def test_every_loaded_row_passes_its_models_rules(year: dict) -> None:

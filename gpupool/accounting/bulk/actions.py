@@ -30,6 +30,8 @@ from gpupool.accounting.bulk.year import (
     YearPlan,
 )
 from gpupool.accounting.models import CapacitySample, PreemptionEvent, UsageInterval
+from gpupool.control.actions import do_finish_cycle, do_start_cycle
+from gpupool.control.choices import CycleStatus
 from gpupool.inventory.actions import do_save_flavor, do_sync_node
 from gpupool.inventory.choices import Sharing
 from gpupool.inventory.models import Flavor
@@ -221,6 +223,7 @@ def do_load_year(plan: YearPlan, *, password: str, acting_user: Any = None) -> L
     loaded.counts.update(
         tenants=len(tenants), queues=len(queues), nodes=sum(f.nodes for f in plan.flavors)
     )
+    _load_last_cycle(plan, loaded.counts["nodes"])
     del w
     reset_sequences(Workload, PodSet, WorkloadTransition, UsageInterval, PreemptionEvent)
     if connection.vendor == "postgresql":
@@ -228,6 +231,22 @@ def do_load_year(plan: YearPlan, *, password: str, acting_user: Any = None) -> L
             for model in (Workload, PodSet, WorkloadTransition, UsageInterval, PreemptionEvent):
                 cursor.execute(f"ANALYZE {connection.ops.quote_name(model._meta.db_table)}")
     return loaded
+
+
+def _load_last_cycle(plan: YearPlan, nodes: int) -> None:
+    """The record of the year's last scheduling cycle, finished at its end (what reads the
+    pool once per finished cycle keys its caches by it)."""
+    states = plan.workloads["state"]
+    pending = int((states == "pending").sum())
+    cycle = do_start_cycle(at=plan.end - timedelta(seconds=1))
+    do_finish_cycle(
+        cycle,
+        at=plan.end,
+        status=CycleStatus.SUCCEEDED,
+        nodes=nodes,
+        workloads=pending + int((states == "running").sum()),
+        pending=pending,
+    )
 
 
 def _load_flavor(plan: YearPlan, flavor: FlavorPlan, reason: str) -> Flavor:

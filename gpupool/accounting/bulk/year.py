@@ -24,7 +24,7 @@ How the year is made (the same seed and end give the same year):
 - The pool is sized to the work: each flavor gets the nodes that put its average use at
   ``utilisation``. Some GPUs fail for a few hours now and then (capacity samples), the ``h100``
   price drops half-way through the year, and a tenth of the guaranteed queues change their
-  guarantee at the same moment.
+  guarantee at the same moment. The year ends with a finished scheduling cycle.
 """
 
 from __future__ import annotations
