@@ -1,4 +1,4 @@
-"""Top-level URL routes."""
+"""Top-level URL routes: the admin site, health, the API, and the dashboard at ``/``."""
 
 from django.contrib import admin
 from django.urls import include, path
@@ -9,4 +9,5 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("healthz", healthz, name="healthz"),
     path("api/v1/", include("gpupool.api.urls")),
+    path("", include("gpupool.dashboard.urls")),
 ]

@@ -18,6 +18,8 @@ from typing import Any
 
 from plotly.colors import qualitative
 
+from gpupool.dashboard.palette import UI
+
 Figure = dict[str, Any]
 
 PALETTE: tuple[str, ...] = tuple(qualitative.Plotly)  # plotly.js's default colour sequence
@@ -156,3 +158,81 @@ def shared_vs_alone_figure(
         "height": 450,
     }
     return {"data": data, "layout": layout}
+
+
+# ----------------------------------------------------------------------------- the pages
+
+
+def _page_layout(**fields: Any) -> dict[str, Any]:
+    """What every page figure shares: the page's font and colours, room for the axes, and
+    no title inside the figure (the page's heading names it)."""
+    return {
+        "font": {"family": "system-ui, sans-serif", "size": 13, "color": UI["text"]},
+        "paper_bgcolor": UI["page"],
+        "plot_bgcolor": UI["page"],
+        "margin": {"l": 60, "r": 20, "t": 20, "b": 50},
+    } | fields
+
+
+def pending_reasons_figure(counts: Mapping[str, int]) -> Figure:
+    """Pending workloads by the reason they wait, as horizontal bars, most frequent on top
+    (ties by reason)."""
+    ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    return {
+        "data": [
+            {
+                "type": "bar",
+                "orientation": "h",
+                "x": [count for _, count in ordered],
+                "y": [reason for reason, _ in ordered],
+                "marker": {"color": UI["bar"]},
+                "hovertemplate": "%{y}: %{x} workloads<extra></extra>",
+            }
+        ],
+        "layout": _page_layout(
+            height=max(160, 40 + 32 * len(ordered)),
+            xaxis={"title": {"text": "pending workloads"}, "rangemode": "tozero"},
+            yaxis={"autorange": "reversed", "automargin": True},
+        ),
+    }
+
+
+def what_if_waits_figure(wait_changes: Mapping[str, Mapping[str, Any]]) -> Figure:
+    """Each tenant's mean wait in hours with today's quotas (dark grey) and with the change
+    (accent), from a what-if run's ``wait_changes``; a tenant absent from one replay has
+    no bar there."""
+    tenants = list(wait_changes)
+
+    def hours(replay: str) -> list[float | None]:
+        values: list[float | None] = []
+        for tenant in tenants:
+            seconds = (wait_changes[tenant].get("wait_mean_s") or {}).get(replay)
+            values.append(None if seconds is None else round(seconds / 3600, 3))
+        return values
+
+    return {
+        "data": [
+            {
+                "type": "bar",
+                "x": tenants,
+                "y": hours("before"),
+                "name": "today's quotas",
+                "marker": {"color": UI["muted"]},
+                "hovertemplate": "%{x}: %{y:.2f} h<extra>today</extra>",
+            },
+            {
+                "type": "bar",
+                "x": tenants,
+                "y": hours("after"),
+                "name": "with the change",
+                "marker": {"color": UI["accent"]},
+                "hovertemplate": "%{x}: %{y:.2f} h<extra>with the change</extra>",
+            },
+        ],
+        "layout": _page_layout(
+            barmode="group",
+            height=320,
+            yaxis={"title": {"text": "mean wait (hours)"}, "rangemode": "tozero"},
+            legend={"orientation": "h", "y": -0.2},
+        ),
+    }

@@ -1,0 +1,105 @@
+"""The pages whose data comes in the second wave show what exists and say what is coming;
+tenants see each other only at the queue level."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from dashboard_pages import live, rows, text
+from django.utils import timezone
+
+from gpupool.control.models import SchedulingCycle
+from gpupool.workloads.actions import PodSetSpec, do_submit_workload
+
+
+def submit(pool: Any, name: str, queue: Any, by: str) -> Any:
+    """A pending 8-GPU workload submitted by ``by``."""
+    return do_submit_workload(
+        name,
+        queue=queue,
+        pod_sets=[PodSetSpec(count=1, gpus=8, flavor=pool.h100)],
+        submitter=pool.users[by],
+    )
+
+
+def test_members_see_their_teams_workloads_and_never_another_teams_names(
+    pool: Any, page_as: Any
+) -> None:
+    submit(pool, "nlp-train", pool.nlp_queue, "max")
+    submit(pool, "vision-secret", pool.vision_queue, "vic")
+    for name in ("max", "lena"):
+        page = text(page_as(name).get("/workloads/"))
+        assert "nlp/nlp-train" in page
+        assert "vision-secret" not in page and ">vic<" not in page
+    admin = text(page_as("ada").get("/workloads/"))
+    assert "nlp/nlp-train" in admin and "vision/vision-secret" in admin
+
+
+def test_the_workloads_list_filters_by_state_and_refreshes_alone(pool: Any, page_as: Any) -> None:
+    submit(pool, "nlp-train", pool.nlp_queue, "max")
+    client = page_as("max")
+    assert "nlp/nlp-train" in text(live(client, "/workloads/?state=pending"))
+    running = text(live(client, "/workloads/?state=running"))
+    assert "<html" not in running and "No workloads in state “running”" in running
+    assert "not looked at by a cycle yet" in text(client.get("/workloads/"))
+
+
+def test_queues_are_public_at_the_queue_level(pool: Any, page_as: Any) -> None:
+    page = rows(text(page_as("vic").get("/queues/")))
+    assert 'data-queue="nlp"' in page and 'data-queue="vision"' in page
+    assert "your team" in page.split('data-queue="vision"', 1)[1].split("</tr>", 1)[0]
+    # the fair split of 15 healthy GPUs: each team's floor of 8 is cut to 7.5
+    assert "7.5 GPUs" in page
+
+
+def test_the_overview_shows_capacity_and_says_what_is_coming(pool: Any, page_as: Any) -> None:
+    client = page_as("fin")
+    page = text(client.get("/overview/"))
+    assert "15 GPUs" in page and "2 nodes" in page
+    assert "No scheduling cycle has run yet" in page
+    assert "No workload has been submitted yet" in page
+    assert "Coming to this page" in page
+
+
+def test_the_overview_lists_the_last_cycles_and_pending_work_by_reason(
+    pool: Any, page_as: Any
+) -> None:
+    workload = submit(pool, "nlp-train", pool.nlp_queue, "max")
+    type(workload).objects.filter(pk=workload.pk).update(
+        pending_reason="capacity", pending_detail="needs 8, 7 free"
+    )
+    now = timezone.now()
+    SchedulingCycle.objects.create(
+        started_at=now, finished_at=now, status="succeeded", nodes=2, workloads=1, pending=1
+    )  # a record as the control loop writes it
+    part = text(live(page_as("ada"), "/overview/"))
+    assert "<html" not in part
+    assert 'id="pending-chart-figure"' in part and '"capacity"' in part
+    assert "succeeded" in part
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("/cost/", "Coming to this page"),
+        ("/preemptions/", "Priority classes"),
+        ("/fragmentation/", "largest gang"),
+    ],
+)
+def test_frames_say_what_they_will_show(page_as: Any, url: str, says: str) -> None:
+    assert says in text(page_as("ada").get(url))
+
+
+def test_cost_shows_each_flavors_price_and_what_an_hour_of_it_costs(
+    pool: Any, page_as: Any
+) -> None:
+    page = rows(text(page_as("fin").get("/cost/")))
+    assert "<td>h100</td>" in page and "2.50" in page
+    assert "37.50" in page  # 15 healthy GPUs at 2.50
+
+
+def test_preemptions_shows_the_protection_in_force(pool: Any, page_as: Any) -> None:
+    page = text(page_as("max").get("/preemptions/"))
+    assert "normal" in page and "default" in page
+    assert "high" in page and "1 GPU-h" in page
