@@ -18,7 +18,7 @@ from typing import Any
 
 from plotly.colors import qualitative
 
-from gpupool.dashboard.palette import UI
+from gpupool.dashboard.palette import FREE_GPU, UI
 
 Figure = dict[str, Any]
 
@@ -234,5 +234,56 @@ def what_if_waits_figure(wait_changes: Mapping[str, Mapping[str, Any]]) -> Figur
             height=320,
             yaxis={"title": {"text": "mean wait (hours)"}, "rangemode": "tozero"},
             legend={"orientation": "h", "y": -0.2},
+        ),
+    }
+
+
+def gpu_heatmap_figure(
+    nodes: Sequence[str],
+    categories: Sequence[Sequence[str]],
+    texts: Sequence[Sequence[str]],
+    colours: Mapping[str, str],
+    dim: str = FREE_GPU,
+) -> Figure:
+    """Every GPU of ``nodes`` (one row each, top to bottom; a column per GPU index), coloured
+    by its category (a tenant, free, broken...) in ``colours``; ``texts`` is each cell's hover.
+    Rows shorter than the widest are padded with empty cells. The categories and colours go
+    into ``layout.meta`` for the page's highlighting (``frontend/js/heatmap.js``), with ``dim``,
+    the colour the other categories take when one is highlighted."""
+    names = list(colours)
+    index = {name: position for position, name in enumerate(names)}
+    width = max((len(row) for row in categories), default=0)
+    steps = max(len(names), 1)
+    colorscale: list[list[Any]] = []
+    for position, name in enumerate(names):
+        colorscale += [[position / steps, colours[name]], [(position + 1) / steps, colours[name]]]
+
+    def padded(row: Sequence[Any], value: Any) -> list[Any]:
+        return [*row, *([value] * (width - len(row)))]
+
+    z = [padded([index[c] + 0.5 for c in row], None) for row in categories]
+    return {
+        "data": [
+            {
+                "type": "heatmap",
+                "x": list(range(width)),
+                "y": list(nodes),
+                "z": z,
+                "text": [padded(row, "") for row in texts],
+                "hovertemplate": "%{text}<extra></extra>",
+                "colorscale": colorscale or [[0, UI["page"]], [1, UI["page"]]],
+                "zmin": 0,
+                "zmax": steps,
+                "showscale": False,
+                "xgap": 2,
+                "ygap": 2,
+            }
+        ],
+        "layout": _page_layout(
+            height=max(160, 60 + 16 * len(nodes)),
+            margin={"l": 110, "r": 10, "t": 10, "b": 40},
+            xaxis={"title": {"text": "GPU"}, "dtick": 1, "side": "bottom", "fixedrange": True},
+            yaxis={"autorange": "reversed", "automargin": True, "fixedrange": True},
+            meta={"categories": names, "colours": [colours[name] for name in names], "dim": dim},
         ),
     }

@@ -14,7 +14,7 @@ admin site cannot disagree.
 from __future__ import annotations
 
 import zoneinfo
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from datetime import datetime, time, timedelta
 from functools import wraps
@@ -39,6 +39,7 @@ from gpupool.api.access import Access, request_access
 from gpupool.audit.models import AuditEvent
 from gpupool.cli.subcommands.seed_demo import demo_password, demo_users
 from gpupool.control.models import SchedulingCycle
+from gpupool.control.queries import pool_figures, pool_snapshot
 from gpupool.control.snapshot import SnapshotError
 from gpupool.dashboard import charts
 from gpupool.dashboard.forms import (
@@ -49,7 +50,18 @@ from gpupool.dashboard.forms import (
     QuotaRequestForm,
     WhatIfForm,
 )
+from gpupool.dashboard.heatmap import (
+    BROKEN,
+    CORDONED,
+    FREE,
+    cell_reasons,
+    describe,
+    domain_summaries,
+    gpu_rows,
+    tenants_in,
+)
 from gpupool.dashboard.navigation import PAGES_BY_KEY, Page, home_page
+from gpupool.dashboard.palette import CORDONED_GPU, FREE_GPU, UNHEALTHY_GPU, tenant_colours
 from gpupool.inventory.actions import do_set_gpu_health, do_set_node_cordoned
 from gpupool.inventory.models import Flavor, Gpu, Node, healthy_capacity
 from gpupool.quotas.actions import (
@@ -61,6 +73,7 @@ from gpupool.quotas.actions import (
 from gpupool.quotas.choices import ACTIVE_WHAT_IF_STATES, QuotaRequestKind, QuotaRequestState
 from gpupool.quotas.impact import current_pool_shape, request_impact
 from gpupool.quotas.models import PriorityClass, Queue, QueueQuota, QuotaRequest
+from gpupool.quotas.queries import queue_rows, queue_usage, quota_rows
 from gpupool.quotas.shares import deserved_shares
 from gpupool.tenancy.models import Tenant
 from gpupool.workloads.choices import WorkloadState
@@ -265,13 +278,10 @@ def queue_tree(queues: Iterable[Queue]) -> list[tuple[Queue, int]]:
 
 @dashboard_page("queues")
 def queues(request: HttpRequest, access: Access) -> HttpResponse:
-    """The queue tree with each queue's quota of one flavor and its deserved share (every
-    role sees every queue: tenants see each other at the queue level)."""
-    all_queues = list(
-        Queue.objects.select_related("tenant").prefetch_related(
-            Prefetch("quotas", queryset=QueueQuota.objects.select_related("flavor"))
-        )
-    )
+    """The queue tree with each queue's quota of one flavor, its deserved share, and what it
+    holds, borrows and lends now (every role sees every queue: tenants see each other at the
+    queue level). The rows and the usage are the queues API's (``quotas.queries``)."""
+    all_queues = list(queue_rows())
     flavors = list(Flavor.objects.order_by("name"))
     chosen = next((f for f in flavors if f.name == request.GET.get("flavor")), None)
     if chosen is None and flavors:
@@ -282,15 +292,26 @@ def queues(request: HttpRequest, access: Access) -> HttpResponse:
         shares = deserved_shares(current_pool_shape())
     except SnapshotError as failure:
         shares_error = str(failure)
+    if not all_queues:  # nothing to show, and the core plans no pool without a queue tree
+        return render_page(
+            request,
+            "dashboard/queues.html",
+            {"rows": [], "flavors": flavors, "flavor": chosen},
+            live="dashboard/partials/queues_live.html",
+        )
+    usage = queue_usage()
     rows = []
     for queue, depth in queue_tree(all_queues):
-        quota = next((q for q in queue.quotas.all() if chosen and q.flavor_id == chosen.pk), None)
+        flavor_row = next(
+            (row for row in quota_rows(queue, usage) if chosen and row.flavor == chosen.name),
+            None,
+        )
         rows.append(
             {
                 "queue": queue,
                 "depth": depth,
                 "indent": depth * 1.25,
-                "quota": quota,
+                "quota": flavor_row,
                 "share": shares.get((queue.name, chosen.name)) if chosen else None,
                 "mine": queue.tenant_id in access.tenant_ids,
             }
@@ -300,6 +321,7 @@ def queues(request: HttpRequest, access: Access) -> HttpResponse:
         "flavors": flavors,
         "flavor": chosen,
         "shares_error": shares_error,
+        "usage": usage,
         "capacity": healthy_capacity(chosen) if chosen else None,
     }
     return render_page(
@@ -347,20 +369,68 @@ def preemptions(request: HttpRequest, access: Access) -> HttpResponse:
 
 @dashboard_page("fragmentation")
 def fragmentation(request: HttpRequest, access: Access) -> HttpResponse:
-    """Fragmentation's frame (its figures come from the pool's snapshot, next)."""
-    return render(request, "dashboard/fragmentation.html", {})
+    """Every GPU by NVLink domain and node, coloured by the tenant holding it or free, and per
+    flavor the free, fragmented and stranded GPUs and the gangs that fit now in one domain:
+    the core's view of the pool at the last finished cycle (``control.queries``, the figures
+    the API's fragmentation endpoint serves)."""
+    try:
+        snapshot = pool_snapshot()
+        # The core plans only a pool with a queue tree (its root); without one there are
+        # no figures to read, and the heatmap alone shows.
+        figures = pool_figures() if snapshot.value.snapshot.queues else None
+    except SnapshotError as failure:
+        return render_page(
+            request,
+            "dashboard/fragmentation.html",
+            {"unavailable": str(failure)},
+            live="dashboard/partials/fragmentation_live.html",
+        )
+    rows = gpu_rows(snapshot.value.snapshot)
+    flavors = sorted({row.flavor for row in rows})
+    wanted = request.GET.get("flavor", "")
+    chosen = wanted if wanted in flavors else (flavors[0] if flavors else "")
+    shown = [row for row in rows if row.flavor == chosen]
+    colours = {FREE: FREE_GPU, BROKEN: UNHEALTHY_GPU, CORDONED: CORDONED_GPU}
+    colours |= tenant_colours(tenants_in(rows))
+    reasons = cell_reasons(
+        shown,
+        Gpu.objects.filter(healthy=False, node__flavor__name=chosen).values_list(
+            "node__name", "index", "unhealthy_reason"
+        ),
+    )
+    figure = charts.gpu_heatmap_figure(
+        [row.node for row in shown],
+        [[cell.category for cell in row.cells] for row in shown],
+        [[describe(row, cell, reasons) for cell in row.cells] for row in shown],
+        colours,
+    )
+    counts = Counter(cell.category for row in shown for cell in row.cells)
+    context = {
+        "flavors": flavors,
+        "flavor": chosen,
+        "figure": figure if shown else None,
+        "legend": [
+            {"name": name, "colour": colour, "gpus": counts[name]}
+            for name, colour in colours.items()
+            if counts[name]
+        ],
+        "domains": domain_summaries(shown),
+        "fragmentation": [
+            f for f in (figures.value.fragmentation if figures else ()) if f.flavor == chosen
+        ],
+        "no_queues": figures is None,
+        "cycle_id": snapshot.cycle_id,
+        "as_of": snapshot.at,
+    }
+    return render_page(
+        request,
+        "dashboard/fragmentation.html",
+        context,
+        live="dashboard/partials/fragmentation_live.html",
+    )
 
 
 # ----------------------------------------------------------------------------- cluster
-
-
-def node_health(node: Node) -> list[str]:
-    """Why a node cannot give all its GPUs: its cordon, then each broken GPU's reason."""
-    reasons = ["cordoned: no new placements"] if node.cordoned else []
-    reasons += [
-        f"GPU {gpu.index}: {gpu.unhealthy_reason}" for gpu in node.gpus.all() if not gpu.healthy
-    ]
-    return reasons
 
 
 @dashboard_page("cluster")
@@ -388,7 +458,7 @@ def cluster(request: HttpRequest, access: Access) -> HttpResponse:
         domains = groups[-1]["domains"]
         if not domains or domains[-1]["name"] != node.nvlink_domain:
             domains.append({"name": node.nvlink_domain, "nodes": []})
-        domains[-1]["nodes"].append({"node": node, "health": node_health(node)})
+        domains[-1]["nodes"].append({"node": node, "health": node.health_reasons()})
     context = {
         "summary": cluster_summary(),
         "groups": groups,

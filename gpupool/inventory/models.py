@@ -191,6 +191,15 @@ class Node(models.Model):
             return count if isinstance(count, int) else 0
         return 1
 
+    def health_reasons(self) -> list[str]:
+        """Why the node cannot give all its GPUs: its cordon, then each unhealthy GPU's reason
+        (reads ``gpus.all()``: prefetch them for a list of nodes)."""
+        reasons = ["cordoned: no new placements"] if self.cordoned else []
+        reasons += [
+            f"gpu {gpu.index}: {gpu.unhealthy_reason}" for gpu in self.gpus.all() if not gpu.healthy
+        ]
+        return reasons
+
 
 class Gpu(models.Model):
     """One physical GPU of a node, by index, with its health and why it is unhealthy."""

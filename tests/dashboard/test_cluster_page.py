@@ -18,7 +18,7 @@ from gpupool.inventory.models import Gpu, Node
 def test_the_page_shows_each_node_its_gpus_and_why_a_gpu_is_out(pool: Any, page_as: Any) -> None:
     page = text(page_as("max").get("/cluster/"))
     assert '<th scope="row">n1' in page and '<th scope="row">n2' in page
-    assert "GPU 3: XID 79" in page
+    assert "gpu 3: XID 79" in page
     assert "its own NVLink domain" in page
     # a member reads, but is offered no change
     assert "Cordon" not in page and "Mark unhealthy" not in page

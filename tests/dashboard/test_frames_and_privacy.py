@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from dashboard_pages import live, rows, text
 from django.utils import timezone
+from domain_builders import user
 
 from gpupool.control.models import SchedulingCycle
 from gpupool.workloads.actions import PodSetSpec, do_submit_workload
@@ -84,7 +85,6 @@ def test_the_overview_lists_the_last_cycles_and_pending_work_by_reason(
     [
         ("/cost/", "Coming to this page"),
         ("/preemptions/", "Priority classes"),
-        ("/fragmentation/", "largest gang"),
     ],
 )
 def test_frames_say_what_they_will_show(page_as: Any, url: str, says: str) -> None:
@@ -103,3 +103,9 @@ def test_preemptions_shows_the_protection_in_force(pool: Any, page_as: Any) -> N
     page = text(page_as("max").get("/preemptions/"))
     assert "normal" in page and "default" in page
     assert "high" in page and "1 GPU-h" in page
+
+
+def test_a_pool_without_queues_says_how_queues_are_made(db: Any, client: Any) -> None:
+    admin = user("root", admin=True)
+    client.force_login(admin)
+    assert "No queues yet" in text(client.get("/queues/"))
