@@ -6,7 +6,7 @@
   document.addEventListener("htmx:afterSwap", function (event) {
     var stamp = event.target.querySelector ? event.target.querySelector("[data-updated]") : null;
     if (stamp) {
-      stamp.textContent = "updated " + new Date().toLocaleTimeString();
+      stamp.textContent = " · updated " + new Date().toLocaleTimeString();
     }
   });
   document.addEventListener("htmx:responseError", function (event) {

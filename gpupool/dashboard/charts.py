@@ -174,10 +174,23 @@ def _page_layout(**fields: Any) -> dict[str, Any]:
     } | fields
 
 
+def whole_step(largest: float, ticks: int = 5) -> int:
+    """A tick step of 1, 2 or 5 times a power of ten giving at most about ``ticks`` ticks up
+    to ``largest`` (counts of whole things: never a fraction)."""
+    power = 1
+    while largest / power > ticks:
+        for step in (2 * power, 5 * power, 10 * power):
+            if largest / step <= ticks:
+                return step
+        power *= 10
+    return power
+
+
 def pending_reasons_figure(counts: Mapping[str, int]) -> Figure:
     """Pending workloads by the reason they wait, as horizontal bars, most frequent on top
     (ties by reason)."""
     ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    most = max(counts.values(), default=0)
     return {
         "data": [
             {
@@ -191,7 +204,13 @@ def pending_reasons_figure(counts: Mapping[str, int]) -> Figure:
         ],
         "layout": _page_layout(
             height=max(160, 40 + 32 * len(ordered)),
-            xaxis={"title": {"text": "pending workloads"}, "rangemode": "tozero"},
+            # whole workloads: a tick every 1, 2, 5, 10... so that about five show
+            xaxis={
+                "title": {"text": "pending workloads"},
+                "rangemode": "tozero",
+                "tick0": 0,
+                "dtick": whole_step(most),
+            },
             yaxis={"autorange": "reversed", "automargin": True},
         ),
     }
@@ -282,8 +301,21 @@ def gpu_heatmap_figure(
         "layout": _page_layout(
             height=max(160, 60 + 16 * len(nodes)),
             margin={"l": 110, "r": 10, "t": 10, "b": 40},
-            xaxis={"title": {"text": "GPU"}, "dtick": 1, "side": "bottom", "fixedrange": True},
-            yaxis={"autorange": "reversed", "automargin": True, "fixedrange": True},
+            xaxis={
+                "title": {"text": "GPU"},
+                "dtick": 1,
+                "fixedrange": True,
+                "showgrid": False,
+                "zeroline": False,
+            },
+            yaxis={
+                "autorange": "reversed",
+                "automargin": True,
+                "fixedrange": True,
+                "showgrid": False,
+                "zeroline": False,
+                "ticks": "",
+            },
             meta={"categories": names, "colours": [colours[name] for name in names], "dim": dim},
         ),
     }

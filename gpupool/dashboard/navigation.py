@@ -59,6 +59,19 @@ PAGES: tuple[Page, ...] = (
         "and lends",
     ),
     Page(
+        "requests",
+        "Requests",
+        frozenset({ADMIN, LEAD}),
+        "your teams' quota and budget requests and where each stands",
+        nav_roles=frozenset({LEAD}),
+    ),
+    Page(
+        "approvals",
+        "Approvals",
+        frozenset({ADMIN}),
+        "quota and budget requests waiting for a decision, with their impact",
+    ),
+    Page(
         "cost",
         "Cost",
         frozenset({ADMIN, FINANCE, LEAD, MEMBER}),
@@ -83,19 +96,6 @@ PAGES: tuple[Page, ...] = (
         "Cluster",
         TENANT_ROLES,
         "nodes and GPUs by flavor and NVLink domain, their health and cordons",
-    ),
-    Page(
-        "requests",
-        "Requests",
-        frozenset({ADMIN, LEAD}),
-        "your teams' quota and budget requests and where each stands",
-        nav_roles=frozenset({LEAD}),
-    ),
-    Page(
-        "approvals",
-        "Approvals",
-        frozenset({ADMIN}),
-        "quota and budget requests waiting for a decision, with their impact",
     ),
     Page(
         "audit",

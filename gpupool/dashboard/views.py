@@ -69,6 +69,7 @@ from gpupool.quotas.actions import (
     do_create_quota_request,
     do_reject_quota_request,
     do_start_what_if,
+    do_submit_quota_request,
 )
 from gpupool.quotas.choices import ACTIVE_WHAT_IF_STATES, QuotaRequestKind, QuotaRequestState
 from gpupool.quotas.impact import current_pool_shape, request_impact
@@ -78,12 +79,20 @@ from gpupool.quotas.shares import deserved_shares
 from gpupool.tenancy.models import Tenant
 from gpupool.workloads.choices import WorkloadState
 from gpupool.workloads.models import Workload
+from gpupool.workloads.queries import (
+    lost_gpu_hours,
+    preemption_rows,
+    sees_preemptor,
+    total_gpus,
+    workload_rows,
+)
 
 TZ_COOKIE = "gpupool_tz"
 LIVE_TARGET = "live"
 AUDIT_PAGE_SIZE = 50
 NODES_PAGE_SIZE = 100
 WORKLOADS_SHOWN = 100
+PREEMPTIONS_SHOWN = 50
 CYCLES_SHOWN = 10
 View = Callable[..., HttpResponse]
 
@@ -235,16 +244,15 @@ def overview(request: HttpRequest, access: Access) -> HttpResponse:
 def workloads(request: HttpRequest, access: Access) -> HttpResponse:
     """The user's teams' workloads (admins: every workload), newest first, with where each
     waits and why."""
-    rows = Workload.objects.select_related("queue", "priority_class", "submitter").order_by(
-        "-submitted_at", "-id"
-    )
+    rows = workload_rows().order_by("-submitted_at", "-id")
     if not access.admin:
         rows = rows.filter(queue__tenant__in=access.tenant_ids)
     state = request.GET.get("state", "")
     if state in WorkloadState.values:
         rows = rows.filter(state=state)
+    shown = list(rows[:WORKLOADS_SHOWN])
     context = {
-        "workloads": list(rows[:WORKLOADS_SHOWN]),
+        "workloads": [(workload, total_gpus(workload)) for workload in shown],
         "shown_limit": WORKLOADS_SHOWN,
         "state": state,
         "state_choices": WorkloadState.choices,
@@ -256,6 +264,16 @@ def workloads(request: HttpRequest, access: Access) -> HttpResponse:
 
 
 # ----------------------------------------------------------------------------- queues
+
+
+def largest_flavor(flavors: Iterable[Flavor]) -> Flavor:
+    """The flavor with the most GPUs (ties by name): the one a page shows first."""
+    counts = dict(
+        Gpu.objects.values_list("node__flavor_id")
+        .annotate(n=Count("id"))
+        .values_list("node__flavor_id", "n")
+    )
+    return min(flavors, key=lambda flavor: (-counts.get(flavor.pk, 0), flavor.name))
 
 
 def queue_tree(queues: Iterable[Queue]) -> list[tuple[Queue, int]]:
@@ -285,7 +303,7 @@ def queues(request: HttpRequest, access: Access) -> HttpResponse:
     flavors = list(Flavor.objects.order_by("name"))
     chosen = next((f for f in flavors if f.name == request.GET.get("flavor")), None)
     if chosen is None and flavors:
-        chosen = flavors[0]
+        chosen = largest_flavor(flavors)
     shares: dict[tuple[str, str], float] = {}
     shares_error = ""
     try:
@@ -351,17 +369,28 @@ def cost(request: HttpRequest, access: Access) -> HttpResponse:
 
 @dashboard_page("preemptions")
 def preemptions(request: HttpRequest, access: Access) -> HttpResponse:
-    """Preemptions' frame: the protection in force (classes, protected windows, which
-    queues may be reclaimed); the history comes with the preemption events' query."""
+    """Preemptions of the user's teams' workloads (admins: all), newest first, with who
+    preempted them -- the preemptor's queue and class, its name and owner only to admins and
+    its own team (``workloads.queries.sees_preemptor``) -- and the protection in force."""
+    events = preemption_rows().order_by("-at", "-id")
+    if not access.admin:
+        events = events.filter(victim_tenant__in=access.tenant_ids)
+    shown = list(events[:PREEMPTIONS_SHOWN])
     classes = list(PriorityClass.objects.order_by("-value", "name"))
     leaf_queues = [
         queue
         for queue, _ in queue_tree(list(Queue.objects.select_related("tenant")))
         if queue.tenant_id is not None
     ]
-    return render(
-        request, "dashboard/preemptions.html", {"classes": classes, "queues": leaf_queues}
-    )
+    context = {
+        "events": [(event, sees_preemptor(access, event)) for event in shown],
+        "shown_limit": PREEMPTIONS_SHOWN,
+        "lost": lost_gpu_hours(shown),
+        "all_tenants": access.admin,
+        "classes": classes,
+        "queues": leaf_queues,
+    }
+    return render(request, "dashboard/preemptions.html", context)
 
 
 # ----------------------------------------------------------------------------- fragmentation
@@ -388,7 +417,10 @@ def fragmentation(request: HttpRequest, access: Access) -> HttpResponse:
     rows = gpu_rows(snapshot.value.snapshot)
     flavors = sorted({row.flavor for row in rows})
     wanted = request.GET.get("flavor", "")
-    chosen = wanted if wanted in flavors else (flavors[0] if flavors else "")
+    gpus_of = Counter(row.flavor for row in rows for _ in row.cells)
+    chosen = (
+        wanted if wanted in flavors else min(flavors, key=lambda f: (-gpus_of[f], f), default="")
+    )
     shown = [row for row in rows if row.flavor == chosen]
     colours = {FREE: FREE_GPU, BROKEN: UNHEALTHY_GPU, CORDONED: CORDONED_GPU}
     colours |= tenant_colours(tenants_in(rows))
@@ -459,6 +491,8 @@ def cluster(request: HttpRequest, access: Access) -> HttpResponse:
         if not domains or domains[-1]["name"] != node.nvlink_domain:
             domains.append({"name": node.nvlink_domain, "nodes": []})
         domains[-1]["nodes"].append({"node": node, "health": node.health_reasons()})
+    for group in groups:
+        group["own_domains"] = all(len(domain["nodes"]) == 1 for domain in group["domains"])
     context = {
         "summary": cluster_summary(),
         "groups": groups,
@@ -681,8 +715,19 @@ def file_request(request: HttpRequest, form: QuotaRequestForm) -> QuotaRequest |
 
 @dashboard_page("requests")
 def request_detail(request: HttpRequest, access: Access, pk: int) -> HttpResponse:
-    """One request and where it stands (another tenant's request is not found)."""
+    """One request and where it stands (another tenant's request is not found); POST sends
+    a draft to the admins (``do_submit_quota_request``: its requester only)."""
     quota_request = get_object_or_404(visible_requests(access), pk=pk)
+    if request.method == "POST":
+        try:
+            submitted = do_submit_quota_request(quota_request, acting_user=request.user)
+        except (ValidationError, PermissionDenied) as refusal:
+            messages.error(
+                request, f"Request #{quota_request.pk} was not submitted: {refusal_text(refusal)}"
+            )
+        else:
+            messages.success(request, f"Request #{submitted.pk} is submitted to the admins.")
+        return redirect("dashboard:request", pk=quota_request.pk)
     return render(
         request,
         "dashboard/request_detail.html",
@@ -789,7 +834,7 @@ def what_if_context(quota_request: QuotaRequest) -> dict[str, Any]:
     figure."""
     run = quota_request.latest_what_if()
     result = run.result if run is not None and isinstance(run.result, dict) else None
-    waits = result.get("wait_changes") if result else None
+    waits: dict[str, Any] = (result.get("wait_changes") if result else None) or {}
     window = [
         parse_datetime(result.get(key) or "") if result else None
         for key in ("window_start", "window_end")
@@ -799,8 +844,10 @@ def what_if_context(quota_request: QuotaRequest) -> dict[str, Any]:
         "window_end": window[1],
         "run": run,
         "running": run is not None and run.state in ACTIVE_WHAT_IF_STATES,
-        "wait_changes": waits or {},
+        "wait_changes": waits,
         "waits_figure": charts.what_if_waits_figure(waits) if waits else None,
+        "waits_unchanged": bool(waits)
+        and not any((figures.get("wait_mean_s") or {}).get("change") for figures in waits.values()),
         "can_replay": quota_request.kind == QuotaRequestKind.QUEUE_QUOTA
         and quota_request.state in (QuotaRequestState.DRAFT, QuotaRequestState.SUBMITTED),
     }

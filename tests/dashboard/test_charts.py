@@ -8,6 +8,7 @@ import pytest
 from gpupool.dashboard.charts import (
     BASELINE_COLOUR,
     PALETTE,
+    gpu_heatmap_figure,
     load_curves_figure,
     pending_reasons_figure,
     series_colours,
@@ -128,3 +129,28 @@ def test_page_figures_use_the_pages_text_colour_and_background() -> None:
     layout = pending_reasons_figure({"quota": 1})["layout"]
     assert layout["font"]["color"] == UI["text"]
     assert layout["paper_bgcolor"] == layout["plot_bgcolor"] == UI["page"]
+
+
+def test_the_gpu_heatmap_colours_each_cell_by_its_category_in_steps() -> None:
+    colours = {"free": "#eeeeee", "broken": "#111111", "nlp": "#0b5cad"}
+    figure = gpu_heatmap_figure(
+        ["n1", "n2"],
+        [["free", "nlp", "broken", "nlp"], ["nlp", "free"]],
+        [["a", "b", "c", "d"], ["e", "f"]],
+        colours,
+        dim="#dddddd",
+    )
+    (heatmap,) = figure["data"]
+    assert heatmap["y"] == ["n1", "n2"] and heatmap["x"] == [0, 1, 2, 3]
+    # each category sits in the middle of its step of the colour scale
+    assert heatmap["z"] == [[0.5, 2.5, 1.5, 2.5], [2.5, 0.5, None, None]]
+    assert heatmap["text"][1] == ["e", "f", "", ""]
+    assert (heatmap["zmin"], heatmap["zmax"]) == (0, 3)
+    assert heatmap["colorscale"][4:6] == [[2 / 3, "#0b5cad"], [1.0, "#0b5cad"]]
+    assert figure["layout"]["meta"] == {
+        "categories": ["free", "broken", "nlp"],
+        "colours": ["#eeeeee", "#111111", "#0b5cad"],
+        "dim": "#dddddd",
+    }
+    assert figure["layout"]["yaxis"]["autorange"] == "reversed"
+    go.Figure(figure)

@@ -3,13 +3,17 @@ tenants see each other only at the queue level."""
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 import pytest
 from dashboard_pages import live, rows, text
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from domain_builders import user
 
+from gpupool.accounting.actions import do_record_preemption
 from gpupool.control.models import SchedulingCycle
 from gpupool.workloads.actions import PodSetSpec, do_submit_workload
 
@@ -109,3 +113,45 @@ def test_a_pool_without_queues_says_how_queues_are_made(db: Any, client: Any) ->
     admin = user("root", admin=True)
     client.force_login(admin)
     assert "No queues yet" in text(client.get("/queues/"))
+
+
+def test_my_workloads_reads_a_fixed_number_of_queries_whatever_the_number_of_workloads(
+    pool: Any, page_as: Any
+) -> None:
+    submit(pool, "first", pool.nlp_queue, "max")
+    client = page_as("max")
+    with CaptureQueriesContext(connection) as few:
+        client.get("/workloads/")
+    for index in range(10):
+        submit(pool, f"more-{index}", pool.nlp_queue, "lena")
+    with CaptureQueriesContext(connection) as many:
+        page = text(client.get("/workloads/"))
+    assert "nlp/more-9" in page and "8 GPUs" in page
+    assert len(many) == len(few)
+
+
+def test_a_preempted_team_sees_the_preemptors_queue_and_class_but_not_its_name(
+    pool: Any, page_as: Any
+) -> None:
+    victim = submit(pool, "vision-sweep", pool.vision_queue, "vic")
+    preemptor = submit(pool, "nlp-secret-run", pool.nlp_queue, "max")
+    do_record_preemption(
+        victim,
+        reason="reclaim",
+        at=timezone.now(),
+        gpus_freed=8,
+        lost_gpu_hours=Decimal("1.5"),
+        preemptor=preemptor,
+    )
+    victims = text(page_as("vic").get("/preemptions/"))
+    assert "vision/vision-sweep" in victims and "queue nlp, class normal" in victims
+    assert "nlp-secret-run" not in victims and ">max<" not in victims
+    assert "1.5 GPU-h" in victims and "reclaim (the lending queue" in victims
+    # the preemptor's own team does not see the event: it is the victim's
+    assert "vision-sweep" not in text(page_as("max").get("/preemptions/"))
+    admin = text(page_as("ada").get("/preemptions/"))
+    assert "nlp/nlp-secret-run" in admin and "by max" in admin
+
+
+def test_no_preemption_yet_says_what_will_show(pool: Any, page_as: Any) -> None:
+    assert "has been preempted" in text(page_as("max").get("/preemptions/"))

@@ -339,3 +339,14 @@ def test_the_live_part_of_a_page_comes_alone_when_htmx_asks(pool: Any, page_as: 
     part = text(live(page_as("ada"), "/queues/?flavor=h100"))
     assert "<html" not in part and 'data-queue="nlp"' in part
     assert Decimal("4") == QueueQuota.objects.get(queue=pool.nlp_queue).guarantee
+
+
+def test_a_draft_is_submitted_from_its_page_by_its_requester_only(pool: Any, page_as: Any) -> None:
+    page_as("lena").post("/requests/", ask(pool) | {"save_draft": "1"})
+    draft = QuotaRequest.objects.get()
+    assert "Submit for approval" in text(page_as("lena").get(f"/requests/{draft.pk}/"))
+    response = page_as("ada").post(f"/requests/{draft.pk}/", follow=True)
+    assert "was not submitted: only the requester submits a request" in text(response)
+    page_as("lena").post(f"/requests/{draft.pk}/")
+    draft.refresh_from_db()
+    assert draft.state == "submitted"

@@ -80,3 +80,8 @@ def test_a_time_is_a_machine_readable_moment_shown_in_the_active_zone() -> None:
     )
     assert 'data-local="date">2026-03-01 UTC<' in local_time(moment, "date")
     assert local_time(None) == "\u2013"
+
+
+def test_gpus_may_be_rounded_for_a_summary() -> None:
+    assert gpus(16.9414, 1) == "16.9 GPUs"
+    assert gpus(Decimal("0.0004"), 1) == "0 GPUs"

@@ -41,9 +41,10 @@ def with_unit(value: Number | str | None, singular: str, plural: str, places: in
 
 
 @register.filter
-def gpus(value: Number | str | None) -> str:
-    """A number of GPUs: ``8 GPUs``, ``1 GPU``, ``0.5 GPUs``."""
-    return with_unit(value, "GPU", "GPUs", places=3)
+def gpus(value: Number | str | None, places: int = 3) -> str:
+    """A number of GPUs: ``8 GPUs``, ``1 GPU``, ``0.5 GPUs`` (to ``places`` decimals, the
+    milli-GPU by default)."""
+    return with_unit(value, "GPU", "GPUs", places=int(places))
 
 
 @register.filter
