@@ -35,7 +35,9 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_POST
 
+from gpupool.accounting.preemptions_api import PreemptionEventViewSet
 from gpupool.api.access import Access, request_access
+from gpupool.api.permissions import tenant_scoped
 from gpupool.audit.models import AuditEvent
 from gpupool.cli.subcommands.seed_demo import demo_password, demo_users
 from gpupool.control.models import SchedulingCycle
@@ -74,9 +76,17 @@ from gpupool.quotas.actions import (
 from gpupool.quotas.choices import ACTIVE_WHAT_IF_STATES, QuotaRequestKind, QuotaRequestState
 from gpupool.quotas.impact import current_pool_shape, request_impact
 from gpupool.quotas.models import PriorityClass, Queue, QueueQuota, QuotaRequest
-from gpupool.quotas.queries import queue_rows, queue_usage, quota_rows
+from gpupool.quotas.queries import (
+    queue_rows,
+    queue_usage,
+    queues_led_by,
+    quota_request_rows,
+    quota_rows,
+    visible_quota_requests,
+)
 from gpupool.quotas.shares import deserved_shares
 from gpupool.tenancy.models import Tenant
+from gpupool.workloads.api import WorkloadViewSet
 from gpupool.workloads.choices import WorkloadState
 from gpupool.workloads.models import Workload
 from gpupool.workloads.queries import (
@@ -244,9 +254,9 @@ def overview(request: HttpRequest, access: Access) -> HttpResponse:
 def workloads(request: HttpRequest, access: Access) -> HttpResponse:
     """The user's teams' workloads (admins: every workload), newest first, with where each
     waits and why."""
-    rows = workload_rows().order_by("-submitted_at", "-id")
-    if not access.admin:
-        rows = rows.filter(queue__tenant__in=access.tenant_ids)
+    rows = tenant_scoped(
+        workload_rows().order_by("-submitted_at", "-id"), access, WorkloadViewSet.tenant_field
+    )
     state = request.GET.get("state", "")
     if state in WorkloadState.values:
         rows = rows.filter(state=state)
@@ -372,9 +382,9 @@ def preemptions(request: HttpRequest, access: Access) -> HttpResponse:
     """Preemptions of the user's teams' workloads (admins: all), newest first, with who
     preempted them -- the preemptor's queue and class, its name and owner only to admins and
     its own team (``workloads.queries.sees_preemptor``) -- and the protection in force."""
-    events = preemption_rows().order_by("-at", "-id")
-    if not access.admin:
-        events = events.filter(victim_tenant__in=access.tenant_ids)
+    events = tenant_scoped(
+        preemption_rows().order_by("-at", "-id"), access, PreemptionEventViewSet.tenant_field
+    )
     shown = list(events[:PREEMPTIONS_SHOWN])
     classes = list(PriorityClass.objects.order_by("-value", "name"))
     leaf_queues = [
@@ -619,12 +629,8 @@ def refusal_text(refusal: PermissionDenied | ValidationError) -> str:
 
 
 def visible_requests(access: Access) -> QuerySet[QuotaRequest]:
-    """The requests the user may see, as the API scopes them: admins all, leads their
-    tenants' (a member who leads no tenant of a request does not see it)."""
-    rows = QuotaRequest.objects.select_related(
-        "tenant", "queue", "flavor", "priority_class", "requested_by", "decided_by"
-    )
-    return rows if access.admin else rows.filter(tenant__in=access.lead_tenant_ids)
+    """The requests the user may see, as the API scopes them (``quotas.queries``)."""
+    return visible_quota_requests(quota_request_rows(), access)
 
 
 def led_tenants(access: Access) -> list[Tenant]:
@@ -638,11 +644,9 @@ def led_tenants(access: Access) -> list[Tenant]:
 
 
 def led_queues(access: Access) -> list[Queue]:
-    """Leaf queues the user may ask quota for: their led tenants' (admins: every tenant's)."""
-    rows = Queue.objects.filter(tenant__isnull=False)
-    if not access.admin:
-        rows = rows.filter(tenant__in=access.lead_tenant_ids)
-    return list(rows.order_by("name"))
+    """The team queues the user may ask quota for, as the API offers them (its led tenants';
+    admins: every team's)."""
+    return list(queues_led_by(access).filter(tenant__isnull=False).order_by("name"))
 
 
 @dashboard_page("requests")
