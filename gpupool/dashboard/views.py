@@ -19,21 +19,23 @@ from collections.abc import Callable, Iterable
 from datetime import datetime, time, timedelta
 from functools import wraps
 from typing import Any
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.views import LoginView
+from django.contrib.auth.views import LoginView, redirect_to_login
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.db.models import Count, Prefetch, Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import get_object_or_404, redirect, render, resolve_url
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_POST
+from django_htmx.http import HttpResponseClientRedirect
 
 from gpupool.accounting.preemptions_api import PreemptionEventViewSet
 from gpupool.api.access import Access, request_access
@@ -127,9 +129,10 @@ def dashboard_page(key: str) -> Callable[[View], View]:
     page = PAGES_BY_KEY[key]
 
     def decorate(view: View) -> View:
-        @login_required
         @wraps(view)
         def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            if not request.user.is_authenticated:
+                return to_login(request)
             access = request_access(request)
             request.dashboard_page = page  # type: ignore[attr-defined]
             if not page.allows(access):
@@ -143,6 +146,19 @@ def dashboard_page(key: str) -> Callable[[View], View]:
         return wrapped
 
     return decorate
+
+
+def to_login(request: HttpRequest) -> HttpResponse:
+    """Send an anonymous visitor to log in, and back here after. A live part polled by htmx
+    after the session ended asks htmx to load the login page as a whole page
+    (``HX-Redirect``), rather than getting it swapped into the part."""
+    htmx = getattr(request, "htmx", None)
+    if htmx:
+        page = htmx.current_url_abs_path or request.get_full_path()
+        return HttpResponseClientRedirect(
+            f"{resolve_url(settings.LOGIN_URL)}?{urlencode({'next': page})}"
+        )
+    return redirect_to_login(request.get_full_path())
 
 
 def forbidden(request: HttpRequest, page: Page, refused: str = "") -> HttpResponse:

@@ -95,3 +95,16 @@ def test_pages_have_a_skip_link_landmarks_and_a_title(page_as: Any) -> None:
     assert '<main id="main"' in page and '<nav aria-label="Main">' in page
     assert "<title>Cluster · gpupool</title>" in page
     assert '<html lang="en">' in page
+
+
+def test_a_live_part_polled_after_the_session_ended_sends_the_whole_page_to_log_in(
+    pool: Any,
+) -> None:
+    response = Client().get(
+        "/overview/",
+        HTTP_HX_REQUEST="true",
+        HTTP_HX_TARGET="live",
+        HTTP_HX_CURRENT_URL="http://testserver/overview/",
+    )
+    assert response["HX-Redirect"] == "/login/?next=%2Foverview%2F"
+    assert b"Log in" not in response.content
