@@ -420,7 +420,22 @@ def _budgets(
     return budgets
 
 
-def _pod_set(obj: _Obj, flavors: Mapping[str, FlavorInfo]) -> PodSetInfo:
+def _allowed_nodes(obj: _Obj, nodes: Mapping[str, NodeInfo]) -> frozenset[str] | None:
+    """A pod set's ``allowed_nodes``: absent (any node), or a list of known node names."""
+    if not obj.has("allowed_nodes"):
+        return None
+    raw = obj.raw("allowed_nodes")
+    if not isinstance(raw, list):
+        raise ScenarioError(f"{obj.at('allowed_nodes')}: must be a list of node names")
+    for i, name in enumerate(raw):
+        if not isinstance(name, str) or name not in nodes:
+            raise ScenarioError(f"{obj.at('allowed_nodes')}[{i}]: unknown node {name!r}")
+    return frozenset(raw)
+
+
+def _pod_set(
+    obj: _Obj, flavors: Mapping[str, FlavorInfo], nodes: Mapping[str, NodeInfo]
+) -> PodSetInfo:
     raw = obj.raw("flavor")
     names: list[str]
     if raw is None and obj.integer("gpus", 0) == 0:
@@ -473,6 +488,7 @@ def _pod_set(obj: _Obj, flavors: Mapping[str, FlavorInfo]) -> PodSetInfo:
         memory_mib=round(obj.number("memory_gb", 0.0) * MIB_PER_GB),
         gpu_milli=milli,
         gpu_memory_gb=memory_gb,
+        allowed_nodes=_allowed_nodes(obj, nodes),
     )
 
 
@@ -524,9 +540,19 @@ def _workloads(
                 _Obj(
                     raw,
                     ppath,
-                    {"count", "gpus", "flavor", "cpu", "memory_gb", "gpu_milli", "gpu_memory_gb"},
+                    {
+                        "count",
+                        "gpus",
+                        "flavor",
+                        "cpu",
+                        "memory_gb",
+                        "gpu_milli",
+                        "gpu_memory_gb",
+                        "allowed_nodes",
+                    },
                 ),
                 flavors,
+                nodes,
             )
             for ppath, raw in obj.items("pod_sets", required=True)
         )
@@ -1007,6 +1033,8 @@ def _pod_set_json(pod_set: PodSetInfo) -> dict[str, object]:
         out["cpu"] = _number(pod_set.cpu_milli / MILLI)
     if pod_set.memory_mib:
         out["memory_gb"] = _number(pod_set.memory_mib / MIB_PER_GB)
+    if pod_set.allowed_nodes is not None:
+        out["allowed_nodes"] = sorted(pod_set.allowed_nodes)
     return out
 
 
