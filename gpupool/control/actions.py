@@ -1,13 +1,51 @@
-"""State changes of the control app: opening and closing scheduling cycle records."""
+"""State changes of the control app: the scheduling loop's records, and cycle records.
+
+A cycle writes what it saw, then what it decided, then what applying it taught it, each in one
+transaction (``docs/control-loop.md``):
+
+- ``do_record_cluster_sync``: what the cluster said (nodes, new workloads, pod-driven
+  transitions, checkpoints), through the inventory and workload actions;
+- ``do_record_cycle``: the plan -- admissions with their placements, transitions and usage,
+  evictions with their preemption events, nominations, explanations -- in bulk, and the cycle's
+  ``SchedulingCycle`` row;
+- ``do_record_apply_outcome``: gangs that could not be bound go back to pending; victim sets a
+  disruption budget refused are called off; the cycle row gets its apply time and counts.
+
+The bulk writes validate what the database cannot check by itself in one statement (the state
+machine: only pending workloads are admitted, only running ones evicted) and leave the rest to
+the decision core's invariants and the database's constraints.
+"""
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from datetime import datetime
+from decimal import Decimal
+from typing import Any
 
-from django.db import transaction
+from django.core.exceptions import ValidationError
+from django.db import connection, transaction
+from django.db.models import Model
 
+from gpupool.accounting.actions import do_close_usage, do_record_preemption
+from gpupool.accounting.models import PreemptionEvent, UsageInterval
 from gpupool.control.choices import CycleStatus
 from gpupool.control.models import SchedulingCycle
+from gpupool.control.record import CycleRecord, Explanation
+from gpupool.control.sync import CLUSTER_UNHEALTHY, NodeUpdate, Registration, SyncDecision
+from gpupool.inventory.actions import do_mark_nodes_gone, do_sync_node
+from gpupool.inventory.models import Flavor, Gpu
+from gpupool.quotas.models import PriorityClass, Queue
+from gpupool.workloads.actions import PodSetSpec, do_submit_workload, do_transition_workload
+from gpupool.workloads.choices import WorkloadState
+from gpupool.workloads.models import (
+    Placement,
+    PodSet,
+    PodSetFlavorChoice,
+    Workload,
+    WorkloadTransition,
+)
 
 
 @transaction.atomic
@@ -28,8 +66,11 @@ def do_finish_cycle(
     evicted: int = 0,
     pending: int = 0,
     error: str = "",
+    timings: Mapping[str, float] | None = None,
+    outcome: Mapping[str, Any] | None = None,
+    totals: Mapping[str, Any] | None = None,
 ) -> SchedulingCycle:
-    """Close a cycle record with its outcome and counts."""
+    """Close a cycle record with its outcome, counts, phase timings and running totals."""
     cycle.finished_at = at
     cycle.status = status
     cycle.nodes = nodes
@@ -38,6 +79,416 @@ def do_finish_cycle(
     cycle.evicted = evicted
     cycle.pending = pending
     cycle.error = error
+    for phase, seconds in (timings or {}).items():
+        setattr(cycle, f"{phase}_s", round(seconds, 6))
+    if outcome is not None:
+        cycle.outcome = dict(outcome)
+    if totals is not None:
+        cycle.totals = dict(totals)
     cycle.full_clean()
     cycle.save()
     return cycle
+
+
+# -- what the cluster said ------------------------------------------------------------------
+
+
+def _unhealthy_indices(gpus: Sequence[Gpu], count: int, in_cluster: int) -> dict[int, str]:
+    """Which GPUs are unhealthy after a sync: an admin's findings stay; the cluster's count of
+    unhealthy devices is met with the GPUs it already marked, then the highest others."""
+    reasons = {
+        gpu.index: gpu.unhealthy_reason
+        for gpu in gpus
+        if not gpu.healthy and gpu.index < count and gpu.unhealthy_reason != CLUSTER_UNHEALTHY
+    }
+    marked = sorted(
+        (g.index for g in gpus if not g.healthy and g.unhealthy_reason == CLUSTER_UNHEALTHY),
+        reverse=True,
+    )
+    candidates = [i for i in marked if i < count] + [
+        i for i in range(count - 1, -1, -1) if i not in reasons and i not in marked
+    ]
+    for index in candidates[:in_cluster]:
+        reasons[index] = CLUSTER_UNHEALTHY
+    return reasons
+
+
+def _sync_node(update: NodeUpdate, flavors: Mapping[int, Flavor], at: datetime) -> None:
+    gpus = list(Gpu.objects.filter(node__name=update.name))
+    do_sync_node(
+        update.name,
+        flavor=flavors[update.flavor_id],
+        gpus=update.gpus,
+        cpu=update.cpu,
+        memory_gb=update.memory_gb,
+        unhealthy_gpus=_unhealthy_indices(gpus, update.gpus, update.unhealthy_in_cluster),
+        nvlink_domain=update.nvlink_domain,
+        zone=update.zone,
+        labels=update.labels,
+        mig_layout=update.mig_layout,
+        cluster_exclusion=update.exclusion,
+        at=at,
+        acting_user=None,
+        reason="cluster sync",
+    )
+
+
+def _register(registration: Registration, flavors: Mapping[int, Flavor]) -> Workload:
+    """A workload for pods created in the cluster (with kubectl, or by a controller)."""
+    queue = Queue.objects.get(name=registration.queue)
+    klass = (
+        PriorityClass.objects.get(name=registration.priority_class)
+        if registration.priority_class
+        else None
+    )
+    specs = [
+        PodSetSpec(
+            count=shape.count,
+            gpus=shape.gpus,
+            flavor=flavors[shape.flavor_ids[0]] if shape.flavor_ids else None,
+            gpu_milli=shape.gpu_milli,
+            cpu=shape.cpu,
+            memory_gb=shape.memory_gb,
+            name=shape.name,
+            flavor_choices=[flavors[pk] for pk in shape.flavor_ids[1:]],
+        )
+        for shape in registration.pod_sets
+    ]
+    workload = do_submit_workload(
+        registration.key.name,
+        queue=queue,
+        pod_sets=specs,
+        priority_class=klass,
+        min_member=registration.min_member,
+        topology=registration.topology,
+        protected_runtime_s=registration.protected_runtime_s,
+        expected_runtime_s=registration.expected_runtime_s,
+        at=registration.submitted_at,
+        namespace=registration.key.namespace,
+    )
+    Workload.objects.filter(pk=workload.pk).update(origin=registration.origin)
+    return workload
+
+
+def _replace_pod_sets(
+    workload: Workload, shapes: Sequence[Any], min_member: int | None, flavors: Mapping[int, Flavor]
+) -> None:
+    """A pending workload from the cluster whose pods changed: its pod sets again."""
+    PodSet.objects.filter(workload=workload).delete()
+    for shape in shapes:
+        pod_set = PodSet.objects.create(
+            workload=workload,
+            name=shape.name,
+            count=shape.count,
+            gpus=shape.gpus,
+            flavor=flavors[shape.flavor_ids[0]] if shape.flavor_ids else None,
+            gpu_milli=shape.gpu_milli,
+            cpu=shape.cpu,
+            memory_gb=shape.memory_gb,
+        )
+        PodSetFlavorChoice.objects.bulk_create(
+            PodSetFlavorChoice(pod_set=pod_set, rank=rank, flavor=flavors[pk])
+            for rank, pk in enumerate(shape.flavor_ids[1:], start=1)
+        )
+    workload.min_member = min_member
+    workload.full_clean()
+    workload.save(update_fields=["min_member", "updated_at"])
+
+
+@transaction.atomic
+def do_record_cluster_sync(decision: SyncDecision) -> list[str]:
+    """Write what the cluster said; returns complaints about pods that could not become
+    workloads (the loop puts them on the pods as Events)."""
+    at = decision.at
+    flavors = {f.pk: f for f in Flavor.objects.all()}
+    for update in decision.nodes:
+        _sync_node(update, flavors, at)
+    if decision.gone:
+        do_mark_nodes_gone(decision.gone, at=at)
+    complaints: list[str] = []
+    for registration in decision.registrations:
+        try:
+            with transaction.atomic():
+                _register(registration, flavors)
+        except (ValidationError, Queue.DoesNotExist, PriorityClass.DoesNotExist) as error:
+            complaints.append(f"{registration.key}: {error}")
+    workloads = Workload.objects.in_bulk(
+        [*decision.pod_sets, *(s.workload_id for s in decision.steps), *decision.checkpoints]
+    )
+    for workload_id, (shapes, min_member) in decision.pod_sets.items():
+        _replace_pod_sets(workloads[workload_id], shapes, min_member, flavors)
+    left: list[int] = []
+    for step in decision.steps:
+        workload = workloads[step.workload_id]
+        if step.to_state == WorkloadState.PREEMPTED and step.lost:
+            _record_loss(workload, step.lost, at)
+        do_transition_workload(workload, step.to_state, reason=step.reason, at=step.at)
+        if step.to_state in (
+            WorkloadState.PREEMPTED,
+            WorkloadState.SUCCEEDED,
+            WorkloadState.FAILED,
+            WorkloadState.CANCELLED,
+        ):
+            do_close_usage(workload, at=step.at)
+            left.append(workload.pk)
+    if left:
+        Workload.objects.filter(pk__in=left).update(
+            evicting_for=None, eviction_reason="", nominated=False, updated_at=at
+        )
+    for workload_id, checkpoint in decision.checkpoints.items():
+        Workload.objects.filter(pk=workload_id).update(last_checkpoint_at=checkpoint, updated_at=at)
+    return complaints
+
+
+def _record_loss(workload: Workload, reason: str, at: datetime) -> None:
+    """Work that vanished without an eviction: a preemption event with what it lost."""
+    start = workload.started_at or workload.admitted_at or at
+    since = max(start, workload.last_checkpoint_at or start)
+    gpus = sum(
+        (
+            Decimal(p.milli) / 1000 if p.milli is not None else Decimal(len(p.gpu_indices))
+            for p in workload.placements.all()
+        ),
+        Decimal(0),
+    )
+    hours = Decimal(max((at - since).total_seconds(), 0.0)) / Decimal(3600)
+    do_record_preemption(
+        workload,
+        reason=reason,
+        at=at,
+        gpus_freed=gpus,
+        lost_gpu_hours=(gpus * hours).quantize(Decimal("0.0001")),
+    )
+
+
+# -- what the cycle decided -----------------------------------------------------------------
+
+
+def update_rows(
+    model: type[Model], columns: Sequence[str], rows: Mapping[int, Sequence[Any]]
+) -> int:
+    """Set ``columns`` of many rows at once, each to its own values (``rows``: id -> values).
+
+    On PostgreSQL one ``UPDATE ... FROM (VALUES ...)`` per thousand rows; elsewhere Django's
+    ``bulk_update``. Returns the number of rows given.
+    """
+    if not rows:
+        return 0
+    meta = model._meta
+    fields: list[Any] = [meta.get_field(column) for column in columns]
+    if connection.vendor != "postgresql":
+        objects = []
+        for pk, values in rows.items():
+            obj = model(pk=pk)
+            for field_, value in zip(fields, values, strict=True):
+                setattr(obj, field_.attname, value)
+            objects.append(obj)
+        model.objects.bulk_update(objects, [f.name for f in fields], batch_size=500)  # type: ignore[attr-defined]
+        return len(rows)
+    table = connection.ops.quote_name(meta.db_table)
+    names = [connection.ops.quote_name(f.column) for f in fields]
+    casts = [f.db_type(connection) for f in fields]
+    items = list(rows.items())
+    with connection.cursor() as cursor:
+        for start in range(0, len(items), 1000):
+            chunk = items[start : start + 1000]
+            values_sql = ", ".join(
+                "(%s, " + ", ".join(f"%s::{cast}" for cast in casts) + ")" for _ in chunk
+            )
+            params: list[Any] = []
+            for pk, values in chunk:
+                params.append(pk)
+                for field_, value in zip(fields, values, strict=True):
+                    params.append(field_.get_db_prep_save(value, connection))
+            assignments = ", ".join(f"{name} = v.c{i}" for i, name in enumerate(names))
+            columns_sql = ", ".join(f"c{i}" for i in range(len(names)))
+            cursor.execute(
+                f"UPDATE {table} SET {assignments} FROM (VALUES {values_sql}) "  # noqa: S608
+                f"AS v(id, {columns_sql}) WHERE {table}.id = v.id",
+                params,
+            )
+    return len(rows)
+
+
+@transaction.atomic
+def do_record_cycle(
+    record: CycleRecord, *, started_at: datetime, nodes: int, workloads: int
+) -> SchedulingCycle:
+    """Write one cycle's decisions (``record.py``) and its ``SchedulingCycle`` row."""
+    at = record.at
+    cycle = SchedulingCycle.objects.create(
+        started_at=started_at,
+        status=CycleStatus.RUNNING,
+        nodes=nodes,
+        workloads=workloads,
+        admitted=len(record.admissions),
+        evicted=len(record.evictions),
+        pending=sum(record.pending_by_reason.values()),
+    )
+    _record_admissions(record, at)
+    _record_evictions(record, at, cycle)
+    for nominated in (True, False):
+        ids = [pk for pk, value in record.nominated.items() if value is nominated]
+        if ids:
+            Workload.objects.filter(pk__in=ids, state=WorkloadState.PENDING).update(
+                nominated=nominated, updated_at=at
+            )
+    _record_explanations(record.explanations)
+    return cycle
+
+
+def _record_admissions(record: CycleRecord, at: datetime) -> None:
+    admitted = [a.workload_id for a in record.admissions]
+    if not admitted:
+        return
+    rows = {
+        pk: (queue, tenant, klass)
+        for pk, queue, tenant, klass in Workload.objects.filter(
+            pk__in=admitted, state=WorkloadState.PENDING
+        ).values_list("id", "queue_id", "queue__tenant_id", "priority_class_id")
+    }
+    missing = sorted(set(admitted) - set(rows))
+    if missing:
+        raise ValidationError({"state": f"workloads {missing} are not pending: not admitted"})
+    Placement.objects.bulk_create(
+        Placement(
+            workload_id=admission.workload_id,
+            pod_set_id=pod.pod_set_id,
+            pod_index=pod.pod_index,
+            node_id=pod.node_id,
+            gpu_indices=list(pod.gpu_indices),
+            milli=pod.milli,
+            created_at=at,
+        )
+        for admission in record.admissions
+        for pod in admission.pods
+    )
+    Workload.objects.filter(pk__in=admitted).update(
+        state=WorkloadState.ADMITTED,
+        admitted_at=at,
+        nominated=False,
+        pending_reason="",
+        pending_detail="",
+        pending_facts={},
+        queue_position=None,
+        estimated_start_at=None,
+        updated_at=at,
+    )
+    WorkloadTransition.objects.bulk_create(
+        WorkloadTransition(
+            workload_id=pk,
+            from_state=WorkloadState.PENDING,
+            to_state=WorkloadState.ADMITTED,
+            at=at,
+            reason="admitted: quota and capacity allow it",
+        )
+        for pk in admitted
+    )
+    UsageInterval.objects.bulk_create(
+        UsageInterval(
+            workload_id=admission.workload_id,
+            tenant_id=rows[admission.workload_id][1],
+            queue_id=rows[admission.workload_id][0],
+            flavor_id=flavor_id,
+            priority_class_id=rows[admission.workload_id][2],
+            gpus=gpus,
+            started_at=at,
+        )
+        for admission in record.admissions
+        for flavor_id, gpus in admission.usage
+    )
+
+
+def _record_evictions(record: CycleRecord, at: datetime, cycle: SchedulingCycle) -> None:
+    if not record.evictions:
+        return
+    ids = {e.victim_id for e in record.evictions} | {
+        e.preemptor_id for e in record.evictions if e.preemptor_id is not None
+    }
+    facts = {
+        pk: (state, queue, tenant)
+        for pk, state, queue, tenant in Workload.objects.filter(pk__in=ids).values_list(
+            "id", "state", "queue_id", "queue__tenant_id"
+        )
+    }
+    placed = {WorkloadState.ADMITTED, WorkloadState.RUNNING}
+    wrong = sorted(e.name for e in record.evictions if facts[e.victim_id][0] not in placed)
+    if wrong:
+        raise ValidationError({"state": f"workloads {wrong} do not run: not evicted"})
+    update_rows(
+        Workload,
+        ["evicting_for", "eviction_reason", "updated_at"],
+        {e.victim_id: (e.preemptor_id, e.reason, at) for e in record.evictions},
+    )
+    PreemptionEvent.objects.bulk_create(
+        PreemptionEvent(
+            at=at,
+            reason=e.reason,
+            victim_id=e.victim_id,
+            victim_queue_id=facts[e.victim_id][1],
+            victim_tenant_id=facts[e.victim_id][2],
+            preemptor_id=e.preemptor_id,
+            preemptor_queue_id=None if e.preemptor_id is None else facts[e.preemptor_id][1],
+            preemptor_tenant_id=None if e.preemptor_id is None else facts[e.preemptor_id][2],
+            gpus_freed=e.gpus_freed,
+            lost_gpu_hours=e.lost_gpu_hours,
+            cycle=cycle,
+        )
+        for e in record.evictions
+    )
+
+
+def _record_explanations(explanations: Mapping[int, Explanation]) -> None:
+    if not explanations:
+        return
+    update_rows(
+        Workload,
+        ["pending_reason", "pending_detail", "pending_facts", "queue_position"],
+        {pk: (e.reason, e.detail, e.facts, e.position) for pk, e in explanations.items()},
+    )
+
+
+# -- what applying it taught --------------------------------------------------------------
+
+
+@transaction.atomic
+def do_record_apply_outcome(
+    *,
+    at: datetime,
+    bind_failed: Mapping[int, str],
+    refused: Mapping[int, str],
+) -> None:
+    """Gangs that could not be bound go back to pending (their usage closes); victims whose
+    eviction a disruption budget refused keep running: the eviction and its preemption event
+    are called off, and their preemptor is no longer nominated."""
+    for workload in Workload.objects.filter(pk__in=list(bind_failed), state=WorkloadState.ADMITTED):
+        do_transition_workload(
+            workload,
+            WorkloadState.PENDING,
+            reason=f"binding failed: {bind_failed[workload.pk]}"[:500],
+            at=at,
+        )
+        do_close_usage(workload, at=at)
+    if not refused:
+        return
+    preemptors: dict[int, list[int]] = defaultdict(list)
+    for pk, preemptor in Workload.objects.filter(pk__in=list(refused)).values_list(
+        "id", "evicting_for_id"
+    ):
+        if preemptor is not None:
+            preemptors[preemptor].append(pk)
+    for pk, admitted_at in Workload.objects.filter(pk__in=list(refused)).values_list(
+        "id", "admitted_at"
+    ):
+        # The events of this run's eviction (a run starts at its admission).
+        events = PreemptionEvent.objects.filter(victim_id=pk)
+        if admitted_at is not None:
+            events = events.filter(at__gte=admitted_at)
+        events.delete()
+    Workload.objects.filter(pk__in=list(refused)).update(
+        evicting_for=None, eviction_reason="", updated_at=at
+    )
+    if preemptors:
+        Workload.objects.filter(pk__in=list(preemptors), state=WorkloadState.PENDING).update(
+            nominated=False, updated_at=at
+        )
