@@ -274,6 +274,7 @@ def read_nodes(
             )
         )
         ids[name] = node_id
+    nodes.sort(key=lambda node: node.name)  # Python's order, whatever the database's collation
     return nodes, ids
 
 

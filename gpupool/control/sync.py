@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
 
-from gpupool.clusters.base import PodFacts, PodRef, ResourceAmounts
+from gpupool.clusters.base import NodeFacts, PodFacts, PodRef, ResourceAmounts
 from gpupool.clusters.grouping import (
     PROTECTED_RUNTIME,
     InvalidWorkload,
@@ -570,7 +570,7 @@ def _known(
         why = f"evicted ({row.eviction_reason})"
         lost = ""
     else:
-        failed_nodes = [p.node for p in info.placement if _node_failed(state.nodes.get(p.node))]
+        failed_nodes = [p.node for p in info.placement if _node_failed(mirror.nodes.get(p.node))]
         lost = "node-failure" if failed_nodes else "admin"
         why = (
             f"lost: node {failed_nodes[0]} failed"
@@ -584,8 +584,9 @@ def _known(
         )
 
 
-def _node_failed(node: NodeInfo | None) -> bool:
-    return node is None or node.cordoned
+def _node_failed(node: NodeFacts | None) -> bool:
+    """Whether the cluster lost the node: gone, not Ready, or being deleted."""
+    return node is None or not node.ready or node.deleting
 
 
 def _pending(

@@ -42,3 +42,104 @@ def test_a_submitted_workload_gets_its_pods_then_is_bound_and_runs(world: World)
     assert usage.gpus == 8 and usage.ended_at is None
     cycle = SchedulingCycle.objects.filter(status="succeeded").first()
     assert cycle is not None and cycle.plan_s >= 0 and cycle.record_s > 0
+
+
+def test_pods_created_with_kubectl_become_a_workload_and_are_bound(world: World) -> None:
+    first = world.cluster.add_pod("train-0", workload="train", gpus=2)
+    world.cluster.add_pod("train-1", workload="train", gpus=2)
+    world.cycle()  # registered by the sync, then admitted and bound in the same cycle
+    train = world.workload("train")
+    assert (train.origin, train.state, train.queue.name) == ("bare", "admitted", "team-a")
+    assert [(p.count, p.gpus) for p in train.pod_sets.all()] == [(2, 2)]
+    assert world.cluster.pods[first].node_name is not None
+
+
+def test_pods_that_name_another_tenants_queue_are_never_scheduled_and_told_why(
+    world: World,
+) -> None:
+    intruder = world.cluster.add_pod("sneaky", namespace="team-a", queue="team-b")
+    world.cluster.add_pod("honest", namespace="team-b", queue="team-b")
+    world.cycle()
+    world.cycle()
+    assert not world.cluster.pods[intruder].node_name
+    assert world.workload("honest", "team-b").state == "admitted"
+    (event,) = world.cluster.events_on(intruder)
+    assert event[0] == "FailedScheduling" and event[2] == "Warning"
+    assert "belongs to tenant b, not to a, which owns namespace team-a" in event[1]
+
+
+def test_a_malformed_annotation_is_named_and_the_others_are_still_scheduled(
+    world: World,
+) -> None:
+    bad = world.cluster.add_pod("bad", annotations={"gpupool.io/min-member": "four"})
+    world.cluster.add_pod("good")
+    world.cycle()
+    world.cycle()
+    assert world.workload("good").state == "admitted"
+    assert not world.cluster.pods[bad].node_name
+    messages = [m for _, m, _ in world.cluster.events_on(bad)]
+    assert any('gpupool.io/min-member: "four" is not a whole number' in m for m in messages)
+    assert len(messages) == 1  # said once, not every cycle
+
+
+def test_a_protected_runtime_above_the_queues_free_maximum_is_capped_and_said(
+    world: World,
+) -> None:
+    queue = world.queues["team-a"]
+    queue.max_protected_runtime_s = 3600
+    from gpupool.quotas.actions import do_save_queue
+
+    do_save_queue(queue, acting_user=None)
+    pod = world.cluster.add_pod("long", annotations={"gpupool.io/protected-runtime": "4h"})
+    world.cycle()
+    assert world.workload("long").protected_runtime_s == 3600
+    assert any(
+        "capped to queue team-a's free maximum of 3600s" in m
+        for _, m, _ in world.cluster.events_on(pod)
+    )
+
+
+def test_a_workload_whose_pods_all_succeed_ends_so_and_its_usage_closes(world: World) -> None:
+    pod = world.cluster.add_pod("job", gpus=1)
+    world.cycle()
+    world.cycle()
+    world.cluster.run()
+    world.cycle()
+    world.cluster.tick(600)
+    world.cluster.finish(pod)
+    world.cycle()
+    job = world.workload("job")
+    assert job.state == "succeeded"
+    usage = UsageInterval.objects.get(workload=job)
+    assert usage.ended_at is not None
+    assert 0.16 < float(usage.gpu_hours(usage.ended_at)) < 0.18  # ten minutes of one GPU
+
+
+def test_a_failed_pod_fails_its_workload(world: World) -> None:
+    pod = world.cluster.add_pod("job")
+    world.cycle()
+    world.cycle()
+    world.cluster.run()
+    world.cycle()
+    world.cluster.finish(pod, "Failed")
+    world.cycle()
+    assert world.workload("job").state == "failed"
+
+
+def test_a_gang_whose_binding_fails_goes_back_to_pending_with_none_left_bound(
+    world: World,
+) -> None:
+    world.submit("gang", gpus=4, count=2)
+    world.cycle()
+    pods = world.cluster.pods_of("gang")
+    world.cluster.fail_binding.add(pods[1].key)
+    world.cycle()
+    gang = world.workload("gang")
+    assert gang.state == "pending"
+    assert not any(p.node_name for p in world.cluster.pods_of("gang"))
+    last = gang.transitions.order_by("-id").first()
+    assert last is not None and last.reason.startswith("binding failed")
+    world.cluster.fail_binding.clear()
+    world.cycle()
+    assert world.workload("gang").state == "admitted"
+    assert all(p.node_name for p in world.cluster.pods_of("gang"))
