@@ -11,8 +11,8 @@ from __future__ import annotations
 import random
 
 import pytest
-from django.utils import timezone
 from control_builders import NOW, POLICY, Pool, loop_sets, minutes_before_now, submit
+from django.utils import timezone
 
 from gpupool.accounting.actions import do_record_preemption
 from gpupool.control.snapshot import build_snapshot
