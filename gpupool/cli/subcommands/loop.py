@@ -16,7 +16,7 @@ from typing import Any, TextIO
 
 from django.core.exceptions import ImproperlyConfigured
 
-from gpupool.cli.arguments import positive_float, positive_int
+from gpupool.cli.arguments import positive_int
 from gpupool.control.loop import CycleResult
 from gpupool.control.runner import run_forever, shared_loop
 
