@@ -36,6 +36,7 @@ from gpupool.control.record import CycleRecord, Explanation
 from gpupool.control.sync import CLUSTER_UNHEALTHY, NodeUpdate, Registration, SyncDecision
 from gpupool.inventory.actions import do_mark_nodes_gone, do_sync_node
 from gpupool.inventory.models import Flavor, Gpu
+from gpupool.quotas.actions import BudgetMove, do_record_budget_moves
 from gpupool.quotas.models import PriorityClass, Queue
 from gpupool.workloads.actions import PodSetSpec, do_submit_workload, do_transition_workload
 from gpupool.workloads.choices import WorkloadState
@@ -196,10 +197,13 @@ def _replace_pod_sets(
 
 
 @transaction.atomic
-def do_record_cluster_sync(decision: SyncDecision) -> list[str]:
-    """Write what the cluster said; returns complaints about pods that could not become
-    workloads (the loop puts them on the pods as Events)."""
+def do_record_cluster_sync(
+    decision: SyncDecision, *, budget_moves: Sequence[BudgetMove] = ()
+) -> list[str]:
+    """Write what the cluster said (and the budget moves of the work that stopped); returns
+    complaints about pods that could not become workloads."""
     at = decision.at
+    do_record_budget_moves(budget_moves, at=at)
     flavors = {f.pk: f for f in Flavor.objects.all()}
     for update in decision.nodes:
         _sync_node(update, flavors, at)
@@ -312,9 +316,15 @@ def update_rows(
 
 @transaction.atomic
 def do_record_cycle(
-    record: CycleRecord, *, started_at: datetime, nodes: int, workloads: int
+    record: CycleRecord,
+    *,
+    started_at: datetime,
+    nodes: int,
+    workloads: int,
+    budget_moves: Sequence[BudgetMove] = (),
 ) -> SchedulingCycle:
-    """Write one cycle's decisions (``record.py``) and its ``SchedulingCycle`` row."""
+    """Write one cycle's decisions (``record.py``), its budget moves and its
+    ``SchedulingCycle`` row."""
     at = record.at
     cycle = SchedulingCycle.objects.create(
         started_at=started_at,
@@ -334,6 +344,7 @@ def do_record_cycle(
                 nominated=nominated, updated_at=at
             )
     _record_explanations(record.explanations)
+    do_record_budget_moves(budget_moves, at=at)
     return cycle
 
 
@@ -457,10 +468,12 @@ def do_record_apply_outcome(
     at: datetime,
     bind_failed: Mapping[int, str],
     refused: Mapping[int, str],
+    budget_moves: Sequence[BudgetMove] = (),
 ) -> None:
     """Gangs that could not be bound go back to pending (their usage closes); victims whose
     eviction a disruption budget refused keep running: the eviction and its preemption event
     are called off, and their preemptor is no longer nominated."""
+    do_record_budget_moves(budget_moves, at=at)
     for workload in Workload.objects.filter(pk__in=list(bind_failed), state=WorkloadState.ADMITTED):
         do_transition_workload(
             workload,

@@ -53,8 +53,10 @@ from gpupool.control.apply import (
     new_pods,
     run_apply,
 )
+from gpupool.control.budgets import BudgetBook
 from gpupool.control.choices import CycleStatus
 from gpupool.control.cluster import ClusterMirror, holds_node, is_live
+from gpupool.control.learning import RuntimeHistory
 from gpupool.control.lock import cycle_lock
 from gpupool.control.models import SchedulingCycle
 from gpupool.control.record import CycleRecord, Explanation, decide_record
@@ -131,6 +133,9 @@ class ControlLoop:
         self.refused_until: dict[str, float] = {}
         self.evictions_sent: dict[str, float] = {}
         self.outstanding: set[str] = set()  # workloads whose apply is not confirmed yet
+        self.budgets = BudgetBook()
+        self.runtimes = RuntimeHistory()
+        self.learned: set[str] = set()  # workloads whose expected runtime was learned
         self.first = True
 
     # -- the cycle ------------------------------------------------------------------------
@@ -170,9 +175,15 @@ class ControlLoop:
             at = moment(now)
             keys, nodes = self.mirror.apply(view)
             decision = self._decide_sync(at, keys, nodes)
+            if self.first:
+                self.budgets.load(self.state.rows.values(), self.state.snapshot(at).snapshot)
+                self.runtimes.load()
             if not dry_run:
                 if decision.writes:
-                    complaints = do_record_cluster_sync(decision)
+                    leaving = [s.workload_id for s in decision.steps if s.leaves]
+                    moves = self.budgets.leave(leaving, now)
+                    complaints = do_record_cluster_sync(decision, budget_moves=moves)
+                    self._learn(decision, now)
                     for complaint in complaints:
                         logger.warning("could not register a workload: %s", complaint)
                 self._emit_sync_events(decision)
@@ -182,7 +193,10 @@ class ControlLoop:
             self.state.refresh(at)
             self._drop_ended_overlays()
             database = self.state.snapshot(at, self._overlay(now))
-            database = replace(database, snapshot=self._with_cluster_usage(database.snapshot))
+            moves = self.budgets.leave([e.id for e in self.state.ended], now)
+            budgets, spends = self.budgets.with_accrual(database.snapshot.budgets, now)
+            snapshot = self._with_cluster_usage(database.snapshot)
+            database = replace(database, snapshot=replace(snapshot, budgets=budgets))
             timings["snapshot"] = time.perf_counter() - clock
 
             phase, clock = "plan", time.perf_counter()
@@ -193,7 +207,13 @@ class ControlLoop:
             phase, clock = "record", time.perf_counter()
             draining = self._draining()
             record = decide_record(
-                database, decided, self.state.rows, at, written=self.written, draining=draining
+                database,
+                decided,
+                self.state.rows,
+                at,
+                written=self.written,
+                draining=draining,
+                learned=self.learned,
             )
             result.admitted = sorted(a.name for a in record.admissions)
             result.evicted = [
@@ -213,14 +233,25 @@ class ControlLoop:
                     "workloads": len(database.snapshot.workloads),
                 }
                 return result
+            moved = apply_plan(database.snapshot, decided, now, evictions_take_time=True)
+            admitted = {a.workload for a in decided.admit}
+            moves += self.budgets.spend(spends, now)
+            moves += self.budgets.settle_due(now)
+            moves += self.budgets.admit(
+                [(database.workload_ids[w.name], w) for w in moved.workloads if w.name in admitted],
+                database.snapshot,
+                self.policy,
+                now,
+            )
             cycle = do_record_cycle(
                 record,
                 started_at=started,
                 nodes=len(database.snapshot.nodes),
                 workloads=len(database.snapshot.workloads),
+                budget_moves=moves,
             )
             result.cycle_id = cycle.pk
-            self._remember(database, decided, record, now)
+            self._remember(moved, decided, record, now)
             timings["record"] = time.perf_counter() - clock
 
             phase, clock = "apply", time.perf_counter()
@@ -381,7 +412,26 @@ class ControlLoop:
             overlaid[name] = replace(info, protected_runtime_s=protected)
         excluded = [n for n, o in self.memory.overlays.items() if o.excluded]
         self.state.excluded = set(excluded)
+        self.learned = set()
+        for name, row in rows.items():
+            if row.info.expected_runtime_s is not None:
+                continue
+            learned = self.runtimes.median(row.info)
+            if learned is not None:
+                info = overlaid.get(name) or row.resolve(names, now)
+                overlaid[name] = replace(info, expected_runtime_s=learned)
+                self.learned.add(name)
         return overlaid
+
+    def _learn(self, decision: SyncDecision, now: float) -> None:
+        """Runtimes of the work that just succeeded, for the work like it that follows."""
+        finished = []
+        for step in decision.steps:
+            row = self.state.rows.get(step.name)
+            if step.to_state == WorkloadState.SUCCEEDED and row is not None:
+                started = row.info.started_at or now
+                finished.append((row.info, step.at.timestamp() - started))
+        self.runtimes.add(finished)
 
     def _with_cluster_usage(self, snapshot: Snapshot) -> Snapshot:
         """Nodes less what other schedulers' pods, and ours the database does not place, hold."""
@@ -424,12 +474,10 @@ class ControlLoop:
             )
         )
 
-    def _remember(
-        self, database: DatabaseSnapshot, decided: Plan, record: CycleRecord, now: float
-    ) -> None:
+    def _remember(self, moved: Snapshot, decided: Plan, record: CycleRecord, now: float) -> None:
         """The state as the record left it (the next refresh reads it again from the
-        database), so that apply acts on what was just decided."""
-        moved = apply_plan(database.snapshot, decided, now, evictions_take_time=True)
+        database), so that apply acts on what was just decided (``moved``: the snapshot
+        after the plan, ``lifecycle.apply_plan``)."""
         after = {w.name: w for w in moved.workloads}
         rows = self.state.rows
         for admission in decided.admit:
@@ -475,7 +523,10 @@ class ControlLoop:
             self.refused_until[name] = now + REFUSAL_BACKOFF_S
             self.evictions_sent.pop(name, None)
         if bind_failed or refused:
-            do_record_apply_outcome(at=at, bind_failed=bind_failed, refused=refused)
+            moves = self.budgets.leave(list(bind_failed), now)
+            do_record_apply_outcome(
+                at=at, bind_failed=bind_failed, refused=refused, budget_moves=moves
+            )
             self.state.forget_events(outcome.refused, now)
         return outcome
 
@@ -638,6 +689,7 @@ class ControlLoop:
     def _forget_everything(self) -> None:
         """After a failed cycle, read everything again next time (the state may be partial)."""
         self.state = LoopState(self.policy)
+        self.budgets = BudgetBook()
         self.first = True
 
     def close(self) -> None:

@@ -118,8 +118,10 @@ def decide_record(
     *,
     written: Mapping[int, Explanation],
     draining: Collection[str] = (),
+    learned: Collection[str] = (),
 ) -> CycleRecord:
-    """The rows the plan asks for (``written``: the explanations as last written)."""
+    """The rows the plan asks for (``written``: the explanations as last written;
+    ``learned``: workloads whose expected runtime was learned, which their facts say)."""
     snapshot: Snapshot = database.snapshot
     now = database.now
     record = CycleRecord(at=at)
@@ -195,9 +197,11 @@ def decide_record(
         waiting = pending.reason == "waiting-for-preemption"
         if waiting and not by_name[pending.workload].nominated:
             record.nominated[workload_id] = True
-        explanation = Explanation(
-            pending.reason, pending.detail, json_facts(pending.facts), pending.position or None
-        )
+        facts = json_facts(pending.facts)
+        if pending.workload in learned:
+            facts["expected_runtime_s"] = by_name[pending.workload].expected_runtime_s
+            facts["expected_runtime_learned"] = True
+        explanation = Explanation(pending.reason, pending.detail, facts, pending.position or None)
         if written.get(workload_id) != explanation:
             record.explanations[workload_id] = explanation
     return record

@@ -119,6 +119,16 @@ class Step:
     at: datetime
     lost: str = ""
 
+    @property
+    def leaves(self) -> bool:
+        """Whether the workload stops holding GPUs with this step."""
+        return self.to_state in (
+            WorkloadState.PREEMPTED,
+            WorkloadState.SUCCEEDED,
+            WorkloadState.FAILED,
+            WorkloadState.CANCELLED,
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class PodEvent:

@@ -6,6 +6,8 @@ object's fields before and after; a refused action leaves the database unchanged
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
@@ -509,3 +511,62 @@ def do_apply_quota_request(request: QuotaRequest, *, acting_user: Any) -> QuotaR
     request.save()
     _audit_request(request, before, "apply", acting_user)
     return request
+
+
+# ----------------------------------------------------------------------------- the loop's moves
+
+
+@dataclass(frozen=True)
+class BudgetMove:
+    """One ledger movement the scheduling loop decided: a reservation (negative), a
+    settlement (positive) or a spend (negative), of a workload, on a budget."""
+
+    budget_id: int
+    kind: str
+    gpu_hours: Decimal
+    workload_id: int
+    note: str = ""
+
+
+@transaction.atomic
+def do_record_budget_moves(moves: Sequence[BudgetMove], *, at: datetime) -> int:
+    """Write the loop's ledger movements of one cycle in bulk, and one audit row per budget
+    they touch (its balance before and after, and what moved): the system's doing.
+
+    The signs are checked here (the ledger's constraint holds them too); the loop reserves
+    only what the core found covered and never spends past the grant.
+    """
+    if not moves:
+        return 0
+    for move in moves:
+        negative = move.kind in (LedgerEntryKind.RESERVE, LedgerEntryKind.SPEND)
+        if (
+            move.kind not in LedgerEntryKind.values
+            or move.kind == LedgerEntryKind.GRANT
+            or ((move.gpu_hours > 0) if negative else (move.gpu_hours < 0))
+        ):
+            raise ValidationError({"gpu_hours": f"{move.kind} of {move.gpu_hours}: wrong sign"})
+    budgets = PriorityBudget.objects.select_for_update().in_bulk({m.budget_id for m in moves})
+    before = {pk: _budget_snapshot(budget) for pk, budget in budgets.items()}
+    BudgetLedgerEntry.objects.bulk_create(
+        BudgetLedgerEntry(
+            budget_id=move.budget_id,
+            kind=move.kind,
+            gpu_hours=move.gpu_hours.quantize(Decimal("0.0001")),
+            workload_id=move.workload_id,
+            at=at,
+            note=move.note[:200],
+        )
+        for move in moves
+    )
+    for pk, budget in budgets.items():
+        mine = [m for m in moves if m.budget_id == pk]
+        record_audit_event(
+            acting_user=None,
+            action="quotas.cycle_budget",
+            instance=budget,
+            before=before[pk],
+            after=_budget_snapshot(budget),
+            reason=f"{len(mine)} movements of the scheduling loop",
+        )
+    return len(moves)
