@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import close_old_connections, connection
 
 from gpupool.control.backends import backend_from_settings
 from gpupool.control.loop import ControlLoop, CycleResult
@@ -35,13 +35,20 @@ def shared_loop() -> ControlLoop:
         return _shared
 
 
+def fresh_connections() -> None:
+    """Drop database connections that broke or outlived ``CONN_MAX_AGE`` (between cycles of a
+    long-lived process; never inside a transaction someone else opened)."""
+    if not connection.in_atomic_block:
+        close_old_connections()
+
+
 def run_shared_cycle(*, dry_run: bool = False) -> CycleResult:
     """One cycle of this process's loop."""
-    close_old_connections()
+    fresh_connections()
     try:
         return shared_loop().run_cycle(dry_run=dry_run)
     finally:
-        close_old_connections()
+        fresh_connections()
 
 
 def run_forever(
@@ -56,7 +63,7 @@ def run_forever(
     cycles = 0
     while not stop.is_set():
         started = time.monotonic()
-        close_old_connections()
+        fresh_connections()
         result = loop.run_cycle()
         cycles += 1
         if on_cycle is not None:
