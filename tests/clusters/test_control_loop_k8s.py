@@ -519,3 +519,94 @@ def test_two_celery_workers_run_one_cycle_at_a_time(plane: Plane) -> None:
     for (_, end), (start, _) in itertools.pairwise(cycles):
         assert start >= end - timedelta(milliseconds=5), "two cycles overlapped"
     assert plane.bound("by-celery")
+
+
+def test_a_protected_window_holds_across_cycles_and_then_expires(plane: Plane) -> None:
+    plane.submit("filler", team="team-b", gpus=8, protected_runtime_s=3600)
+    plane.submit(
+        "victim",
+        gpus=8,
+        protected_runtime_s=15,
+        priority_class=PriorityClass.objects.get(name="low"),
+    )
+    plane.until("both running", lambda: plane.bound("filler", "team-b") and plane.bound("victim"))
+    started = plane.workload("victim").admitted_at
+    plane.submit("urgent", gpus=8, priority_class=PriorityClass.objects.get(name="high"))
+    cycles_inside = 0
+    while plane.workload("victim").admitted_at and time.time() < started.timestamp() + 12:
+        plane.cycle()
+        cycles_inside += 1
+        assert not plane.workload("victim").eviction_reason, "evicted inside its window"
+    assert cycles_inside >= 2
+    plane.until("the urgent work running once the window ended", lambda: plane.bound("urgent"))
+    event = PreemptionEvent.objects.get(victim=plane.workload("victim"))
+    assert event.at.timestamp() >= started.timestamp() + 15
+
+
+def test_usage_intervals_and_gpu_hours_add_up_against_a_hand_count(plane: Plane) -> None:
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "short"},
+        "spec": {
+            "template": {
+                "metadata": {
+                    "labels": {"gpupool.io/queue": "team-a", "gpupool.io/workload": "short"},
+                    "annotations": {"pod-complete.stage.kwok.x-k8s.io/delay": "6s"},
+                },
+                "spec": {
+                    "schedulerName": "gpupool",
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "registry.k8s.io/pause:3.10",
+                            "resources": {"limits": {"nvidia.com/gpu": "2"}},
+                        }
+                    ],
+                },
+            },
+        },
+    }
+    client.BatchV1Api(plane.api).create_namespaced_job(plane.namespaces["team-a"], job)
+    plane.until(
+        "the Job's workload succeeded", lambda: plane.workload("short").state == "succeeded"
+    )
+    short = plane.workload("short")
+    (usage,) = UsageInterval.objects.filter(workload=short)
+    assert usage.started_at == short.admitted_at and usage.ended_at == short.finished_at
+    assert (usage.queue.name, usage.tenant.name, usage.gpus) == ("team-a", "team-a", 2)
+    seconds = (short.finished_at - short.admitted_at).total_seconds()
+    assert usage.gpu_hours(short.finished_at) == Decimal(2) * Decimal(seconds) / 3600
+    assert 3 <= seconds <= 30  # KWOK ends the pod six seconds after it was created
+    assert usage.cost(short.finished_at) == usage.gpu_hours(short.finished_at) * Decimal("2.5")
+
+
+def test_a_budget_runs_out_mid_run_and_the_work_is_demoted_not_killed(plane: Plane) -> None:
+    from django.utils import timezone
+
+    from gpupool.quotas.actions import do_grant_budget
+    from gpupool.quotas.models import PriorityBudget
+
+    urgent = do_save_priority_class(
+        PriorityClass(name="urgent", value=2000, budget_rate=Decimal(1)), acting_user=None
+    )
+    today = timezone.localdate()
+    do_grant_budget(
+        Tenant.objects.get(name="team-a"),
+        urgent,
+        period_start=today - timedelta(days=1),
+        period_end=today + timedelta(days=1),
+        gpu_hours=Decimal("0.005"),
+        acting_user=None,
+    )  # 18 GPU-seconds: two GPUs exhaust it in nine seconds
+    plane.submit("paid", gpus=2, protected_runtime_s=0, priority_class=urgent)
+    plane.until("the paid work running", lambda: plane.bound("paid"))
+    budget = PriorityBudget.objects.get()
+    plane.until("the budget spent", lambda: budget.remaining_gpu_hours() <= 0, timeout=60)
+    for _ in range(3):
+        plane.cycle()
+    assert budget.remaining_gpu_hours() == 0  # spent what was granted, never more
+    paid = plane.workload("paid")
+    assert paid.state == "running" and not paid.eviction_reason
+    assert plane.bound("paid")
