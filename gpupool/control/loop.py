@@ -192,6 +192,7 @@ class ControlLoop:
             phase, clock = "snapshot", time.perf_counter()
             self.state.refresh(at)
             self._drop_ended_overlays()
+            self._overlay_registered(decision, at)
             database = self.state.snapshot(at, self._overlay(now))
             moves = self.budgets.leave([e.id for e in self.state.ended], now)
             budgets, spends = self.budgets.with_accrual(database.snapshot.budgets, now)
@@ -377,6 +378,24 @@ class ControlLoop:
             if key in wanted:
                 found[key] = Known(pk, state)
         return found
+
+    def _overlay_registered(self, decision: SyncDecision, at: datetime) -> None:
+        """What the cluster adds to the workloads the sync just registered (their allowed
+        nodes, missing pods), so they are planned in this cycle already."""
+        keys = {r.key for r in decision.registrations if str(r.key) in self.state.rows}
+        if keys:
+            scratch = SyncDecision(at=at)
+            namespaces = dict(TenantNamespace.objects.values_list("name", "tenant__name"))
+            decide_workloads(
+                scratch,
+                self.mirror,
+                self.state,
+                self.memory,
+                keys,
+                {},
+                namespaces,
+                at.timestamp(),
+            )
 
     def _emit_sync_events(self, decision: SyncDecision) -> None:
         for event in decision.events:

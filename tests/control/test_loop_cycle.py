@@ -143,3 +143,43 @@ def test_a_gang_whose_binding_fails_goes_back_to_pending_with_none_left_bound(
     world.cycle()
     assert world.workload("gang").state == "admitted"
     assert all(p.node_name for p in world.cluster.pods_of("gang"))
+
+
+def test_a_pods_node_selector_is_honoured_through_its_allowed_nodes(world: World) -> None:
+    world.cluster.change_node("n2", labels={**world.cluster.nodes["n2"].labels, "pool": "x"})
+    world.cluster.add_pod("picky", gpus=1)
+    pod = world.cluster.pods[("team-a", "picky")]
+    from dataclasses import replace
+
+    world.cluster.pods[pod.key] = replace(pod, node_selector={"pool": "x"})
+    world.cycle()
+    assert world.cluster.pods[pod.key].node_name == "n2"
+    assert world.workload("picky").placements.get().node.name == "n2"
+
+
+def test_pods_of_other_schedulers_count_as_occupied_capacity(world: World) -> None:
+    from gpupool.clusters.base import ResourceAmounts
+
+    world.cluster.foreign["n1"] = ResourceAmounts(1000, 1024, 8)  # n1's GPUs all taken
+    world.submit("whole", gpus=8, count=2)
+    world.cycle()
+    world.cycle()
+    whole = world.workload("whole")
+    assert whole.state == "pending" and whole.pending_reason == "capacity"
+    world.cluster.foreign.clear()
+    world.cycle()
+    assert world.workload("whole").state == "admitted"
+
+
+def test_a_checkpoint_annotation_reaches_the_workload(world: World) -> None:
+    from datetime import UTC, datetime
+
+    pod = world.cluster.add_pod("ckpt", gpus=1)
+    world.cycle()
+    world.cluster.run()
+    world.cycle()
+    world.cluster.tick(120)
+    moment = datetime.fromtimestamp(world.cluster.clock - 60, tz=UTC).replace(microsecond=0)
+    world.cluster.annotate(pod, **{"gpupool.io/last-checkpoint": moment.isoformat()})
+    world.cycle()
+    assert world.workload("ckpt").last_checkpoint_at == moment
