@@ -91,6 +91,20 @@ def do_sync_node(
         reason=reason,
         snapshot=_node_snapshot,
     ):
+        fields = (
+            "flavor_id",
+            "cpu",
+            "memory_gb",
+            "nvlink_domain",
+            "rack",
+            "zone",
+            "labels",
+            "mig_layout",
+            "cluster_exclusion",
+            "gone_at",
+            "last_synced_at",
+        )
+        before = tuple(getattr(node, name) for name in fields)
         node.flavor = flavor
         node.cpu = cpu
         node.memory_gb = memory_gb
@@ -105,8 +119,11 @@ def do_sync_node(
         if at is not None:
             node.last_synced_at = at
         node.full_clean()
-        node.save()
-        node.gpus.filter(index__gte=gpus).delete()
+        # An unchanged node keeps its updated_at: the control loop re-reads changed ones only.
+        changed = node.pk is None or before != tuple(getattr(node, name) for name in fields)
+        if changed:
+            node.save()
+        changed = node.gpus.filter(index__gte=gpus).delete()[0] > 0 or changed
         existing = {gpu.index: gpu for gpu in node.gpus.all()}
         new: list[Gpu] = []
         for index in range(gpus):
@@ -119,7 +136,10 @@ def do_sync_node(
             elif (gpu.healthy, gpu.unhealthy_reason) != (healthy, why):
                 gpu.healthy, gpu.unhealthy_reason = healthy, why
                 gpu.save(update_fields=["healthy", "unhealthy_reason"])
+                changed = True
         Gpu.objects.bulk_create(new)
+        if new or changed:
+            Node.objects.filter(pk=node.pk).update(updated_at=timezone.now())
     return node
 
 
