@@ -13,31 +13,44 @@ transaction (``docs/control-loop.md``):
 
 The bulk writes validate what the database cannot check by itself in one statement (the state
 machine: only pending workloads are admitted, only running ones evicted) and leave the rest to
-the decision core's invariants and the database's constraints.
+the decision core's invariants and the database's constraints. Rows are stamped
+``updated_at`` with the wall clock (whatever the cluster's clock says the cycle's time is), as
+``auto_now`` stamps them: it is what the loop's state reads changes by.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.db.models import Model
+from django.utils import timezone
 
 from gpupool.accounting.actions import do_close_usage, do_record_preemption
 from gpupool.accounting.models import PreemptionEvent, UsageInterval
+from gpupool.audit.actions import record_audit_event
+from gpupool.clusters.base import ZONE_LABEL
 from gpupool.control.choices import CycleStatus
 from gpupool.control.models import SchedulingCycle
 from gpupool.control.record import CycleRecord, Explanation
 from gpupool.control.sync import CLUSTER_UNHEALTHY, NodeUpdate, Registration, SyncDecision
 from gpupool.inventory.actions import do_mark_nodes_gone, do_sync_node
-from gpupool.inventory.models import Flavor, Gpu
+from gpupool.inventory.models import Flavor, Gpu, Node
 from gpupool.quotas.actions import BudgetMove, do_record_budget_moves
-from gpupool.quotas.models import PriorityClass, Queue
+from gpupool.quotas.models import (
+    BudgetLedgerEntry,
+    PriorityBudget,
+    PriorityClass,
+    Queue,
+    QueueQuota,
+)
+from gpupool.scheduler.types import Snapshot
+from gpupool.tenancy.models import Tenant, TenantNamespace
 from gpupool.workloads.actions import PodSetSpec, do_submit_workload, do_transition_workload
 from gpupool.workloads.choices import WorkloadState
 from gpupool.workloads.models import (
@@ -237,10 +250,12 @@ def do_record_cluster_sync(
             left.append(workload.pk)
     if left:
         Workload.objects.filter(pk__in=left).update(
-            evicting_for=None, eviction_reason="", nominated=False, updated_at=at
+            evicting_for=None, eviction_reason="", nominated=False, updated_at=timezone.now()
         )
     for workload_id, checkpoint in decision.checkpoints.items():
-        Workload.objects.filter(pk=workload_id).update(last_checkpoint_at=checkpoint, updated_at=at)
+        Workload.objects.filter(pk=workload_id).update(
+            last_checkpoint_at=checkpoint, updated_at=timezone.now()
+        )
     return complaints
 
 
@@ -341,7 +356,7 @@ def do_record_cycle(
         ids = [pk for pk, value in record.nominated.items() if value is nominated]
         if ids:
             Workload.objects.filter(pk__in=ids, state=WorkloadState.PENDING).update(
-                nominated=nominated, updated_at=at
+                nominated=nominated, updated_at=timezone.now()
             )
     _record_explanations(record.explanations)
     do_record_budget_moves(budget_moves, at=at)
@@ -383,7 +398,7 @@ def _record_admissions(record: CycleRecord, at: datetime) -> None:
         pending_facts={},
         queue_position=None,
         estimated_start_at=None,
-        updated_at=at,
+        updated_at=timezone.now(),
     )
     WorkloadTransition.objects.bulk_create(
         WorkloadTransition(
@@ -429,7 +444,7 @@ def _record_evictions(record: CycleRecord, at: datetime, cycle: SchedulingCycle)
     update_rows(
         Workload,
         ["evicting_for", "eviction_reason", "updated_at"],
-        {e.victim_id: (e.preemptor_id, e.reason, at) for e in record.evictions},
+        {e.victim_id: (e.preemptor_id, e.reason, timezone.now()) for e in record.evictions},
     )
     PreemptionEvent.objects.bulk_create(
         PreemptionEvent(
@@ -499,9 +514,202 @@ def do_record_apply_outcome(
             events = events.filter(at__gte=admitted_at)
         events.delete()
     Workload.objects.filter(pk__in=list(refused)).update(
-        evicting_for=None, eviction_reason="", updated_at=at
+        evicting_for=None, eviction_reason="", updated_at=timezone.now()
     )
     if preemptors:
         Workload.objects.filter(pk__in=list(preemptors), state=WorkloadState.PENDING).update(
-            nominated=False, updated_at=at
+            nominated=False, updated_at=timezone.now()
         )
+
+
+# -- a whole pool at once (benchmark B1-loop's setup) ----------------------------------------
+
+
+@transaction.atomic
+def do_load_pool(
+    snapshot: Snapshot,
+    *,
+    at: datetime,
+    node_labels: Mapping[str, Mapping[str, str]],
+    labels_of_node: Mapping[str, Mapping[str, str]] | None = None,
+) -> dict[str, int]:
+    """Write a core snapshot's pool into an empty database in bulk: flavors (with the node
+    labels that pick their nodes), nodes (with the labels the cluster gives them, and their
+    zone) and GPUs, tenants owning the namespace of their name,
+    the queue tree with its quotas, priority classes, this period's budgets, and the
+    workloads with their pod sets and, for running ones, their placements (admitted at their
+    start). One audit row says so. Refused unless the database holds no pool yet."""
+    if Node.objects.exists() or Workload.objects.exists() or Queue.objects.exists():
+        raise ValidationError({"database": "the database already holds a pool"})
+    flavors = {
+        f.name: Flavor(
+            name=f.name,
+            sharing="shared" if f.sharing == "shared" else "exclusive",
+            gpu_memory_gb=round(f.gpu_memory_gb),
+            hourly_price=Decimal(str(f.hourly_price)),
+            node_labels=dict(node_labels.get(f.name, {})),
+        )
+        for f in snapshot.flavors
+    }
+    Flavor.objects.bulk_create(flavors.values())
+    nodes = {
+        n.name: Node(
+            name=n.name,
+            flavor=flavors[n.flavor],
+            cpu=n.cpu_milli // 1000,
+            memory_gb=n.memory_mib // 1024,
+            nvlink_domain=n.domain,
+            labels=dict((labels_of_node or {}).get(n.name, {})),
+            zone=(labels_of_node or {}).get(n.name, {}).get(ZONE_LABEL, ""),
+            last_synced_at=at,
+        )
+        for n in snapshot.nodes
+    }
+    Node.objects.bulk_create(nodes.values(), batch_size=2000)
+    Gpu.objects.bulk_create(
+        (
+            Gpu(node=nodes[n.name], index=i, healthy=True)
+            for n in snapshot.nodes
+            for i in range(n.gpus)
+        ),
+        batch_size=5000,
+    )
+    tenants = {
+        name: Tenant(name=name, organization="bench")
+        for name in sorted({q.tenant for q in snapshot.queues if q.tenant})
+    }
+    Tenant.objects.bulk_create(tenants.values())
+    TenantNamespace.objects.bulk_create(
+        TenantNamespace(tenant=tenant, name=name) for name, tenant in tenants.items()
+    )
+    classes = {
+        c.name: PriorityClass(
+            name=c.name,
+            value=c.value,
+            default=c.default,
+            preemption_policy=c.preemption_policy,
+            budget_rate=Decimal(str(c.budget_rate)),
+        )
+        for c in snapshot.priority_classes
+    }
+    PriorityClass.objects.bulk_create(classes.values())
+    queues: dict[str, Queue] = {}
+    for info in snapshot.queues:  # parents come before their children in a snapshot
+        queue = Queue(
+            name=info.name,
+            parent=queues.get(info.parent) if info.parent else None,
+            tenant=tenants.get(info.tenant) if info.tenant else None,
+            weight=Decimal(str(info.weight)),
+            reclaimable=info.reclaimable,
+        )
+        queue.save()
+        queues[info.name] = queue
+    QueueQuota.objects.bulk_create(
+        QueueQuota(
+            queue=queues[q.name],
+            flavor=flavors[flavor],
+            guarantee=Decimal(quota.guarantee) / 1000,
+            deserved=Decimal(quota.deserved) / 1000,
+            capability=Decimal(quota.capability) / 1000,
+        )
+        for q in snapshot.queues
+        for flavor, quota in q.quota.items()
+    )
+    moment = {w.name: w for w in snapshot.workloads}
+    tenant_of = {q.name: q.tenant or "default" for q in snapshot.queues}
+    workloads = [
+        Workload(
+            namespace=tenant_of[w.queue],
+            name=w.name,
+            queue=queues[w.queue],
+            priority_class=classes[w.priority_class],
+            min_member=w.min_member,
+            topology=w.topology or "",
+            protected_runtime_s=round(w.protected_runtime_s),
+            expected_runtime_s=None
+            if w.expected_runtime_s is None
+            else round(w.expected_runtime_s),
+            state=WorkloadState.PENDING if w.state == "pending" else WorkloadState.RUNNING,
+            submitted_at=_aware(w.submitted_at),
+            admitted_at=None if w.started_at is None else _aware(w.started_at),
+            started_at=None if w.started_at is None else _aware(w.started_at),
+            origin="gpupool",
+        )
+        for w in snapshot.workloads
+    ]
+    Workload.objects.bulk_create(workloads, batch_size=2000)
+    pod_sets: list[PodSet] = []
+    for workload in workloads:
+        spec_of = moment[workload.name]
+        for index, spec in enumerate(spec_of.pod_sets):
+            pod_sets.append(
+                PodSet(
+                    workload=workload,
+                    name=f"set-{index}",
+                    count=spec.count,
+                    gpus=spec.gpus,
+                    flavor=flavors[spec.flavors[0]] if spec.flavors else None,
+                    gpu_milli=None if spec.gpu_milli == 1000 else spec.gpu_milli,
+                    cpu=Decimal(spec.cpu_milli) / 1000,
+                    memory_gb=(Decimal(spec.memory_mib) / 1024).quantize(Decimal("0.001")),
+                )
+            )
+    PodSet.objects.bulk_create(pod_sets, batch_size=2000)
+    sets_of: dict[int, list[PodSet]] = {}
+    for pod_set in pod_sets:
+        sets_of.setdefault(pod_set.workload_id, []).append(pod_set)
+    placements: list[Placement] = []
+    for workload in workloads:
+        spec_of = moment[workload.name]
+        slots = [(ps, i) for ps in sets_of[workload.pk] for i in range(ps.count)]
+        for (pod_set, index), pod in zip(slots, spec_of.placement, strict=False):
+            placements.append(
+                Placement(
+                    workload=workload,
+                    pod_set=pod_set,
+                    pod_index=index,
+                    node=nodes[pod.node],
+                    gpu_indices=list(pod.gpus),
+                    milli=pod.milli,
+                    created_at=workload.admitted_at or at,
+                )
+            )
+    Placement.objects.bulk_create(placements, batch_size=5000)
+    today = timezone.localdate(at)
+    period = (today.replace(day=1), (today.replace(day=28) + timedelta(days=4)).replace(day=1))
+    budgets = [
+        PriorityBudget(
+            tenant=tenants[b.tenant],
+            priority_class=classes[b.priority_class],
+            period_start=period[0],
+            period_end=period[1],
+            gpu_hours=Decimal(str(b.gpu_hours)),
+        )
+        for b in snapshot.budgets
+        if b.tenant in tenants
+    ]
+    PriorityBudget.objects.bulk_create(budgets)
+    BudgetLedgerEntry.objects.bulk_create(
+        BudgetLedgerEntry(budget=b, kind="grant", gpu_hours=b.gpu_hours, at=at, note="bench")
+        for b in budgets
+    )
+    counts = {
+        "flavors": len(flavors),
+        "nodes": len(nodes),
+        "queues": len(queues),
+        "workloads": len(workloads),
+        "placements": len(placements),
+    }
+    record_audit_event(
+        acting_user=None,
+        action="control.load_pool",
+        instance=queues["root"] if "root" in queues else next(iter(queues.values())),
+        before=None,
+        after=counts,
+        reason="a whole pool loaded at once (benchmark setup)",
+    )
+    return counts
+
+
+def _aware(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, tz=UTC)
