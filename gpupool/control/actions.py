@@ -20,15 +20,17 @@ the decision core's invariants and the database's constraints. Rows are stamped
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 from django.core.exceptions import ValidationError
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, transaction
-from django.db.models import Model
+from django.db.models import JSONField, Model
 from django.utils import timezone
 
 from gpupool.accounting.actions import do_close_usage, do_record_preemption
@@ -283,13 +285,59 @@ def _record_loss(workload: Workload, reason: str, at: datetime) -> None:
 # -- what the cycle decided -----------------------------------------------------------------
 
 
+def _copy(cursor: Any, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    """``COPY table (columns) FROM STDIN`` with the rows (PostgreSQL's bulk path: no SQL text
+    to build or parse per row, ten times faster than a multi-row INSERT at 5,000 rows)."""
+    names = ", ".join(connection.ops.quote_name(c) for c in columns)
+    with cursor.cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
+        for row in rows:
+            copy.write_row(row)
+
+
+def insert_rows(model: type[Model], objects: Sequence[Model]) -> int:
+    """Insert many new rows at once (ids are not read back): ``COPY`` on PostgreSQL, Django's
+    ``bulk_create`` elsewhere. Returns how many."""
+    if not objects:
+        return 0
+    if connection.vendor != "postgresql":
+        model.objects.bulk_create(objects, batch_size=1000)  # type: ignore[attr-defined]
+        return len(objects)
+    fields: list[Any] = [f for f in model._meta.concrete_fields if not f.primary_key]
+    # The attributes as they are (the driver adapts dates, decimals and numbers itself);
+    # JSON as text. Django's per-value preparation cost more than the COPY itself.
+    getters = [(f.attname, isinstance(f, JSONField)) for f in fields]
+    rows = (
+        tuple(
+            json.dumps(getattr(obj, name), cls=DjangoJSONEncoder) if as_json else getattr(obj, name)
+            for name, as_json in getters
+        )
+        for obj in objects
+    )
+    with connection.cursor() as cursor:
+        _copy(
+            cursor,
+            connection.ops.quote_name(model._meta.db_table),
+            [f.column for f in fields],
+            rows,
+        )
+    return len(objects)
+
+
+def _plain(value: Any) -> Any:
+    """A value as COPY writes it: JSON adapted to text, the rest as the driver adapts it."""
+    inner = getattr(value, "obj", None)
+    if inner is not None and type(value).__name__ in ("Jsonb", "Json"):
+        return json.dumps(inner, cls=DjangoJSONEncoder)
+    return value
+
+
 def update_rows(
     model: type[Model], columns: Sequence[str], rows: Mapping[int, Sequence[Any]]
 ) -> int:
     """Set ``columns`` of many rows at once, each to its own values (``rows``: id -> values).
 
-    On PostgreSQL one ``UPDATE ... FROM (VALUES ...)`` per thousand rows; elsewhere Django's
-    ``bulk_update``. Returns the number of rows given.
+    On PostgreSQL the values go into a temporary table by ``COPY``, then one ``UPDATE ...
+    FROM`` it; elsewhere Django's ``bulk_update``. Returns the number of rows given.
     """
     if not rows:
         return 0
@@ -305,27 +353,36 @@ def update_rows(
         model.objects.bulk_update(objects, [f.name for f in fields], batch_size=500)  # type: ignore[attr-defined]
         return len(rows)
     table = connection.ops.quote_name(meta.db_table)
-    names = [connection.ops.quote_name(f.column) for f in fields]
-    casts = [f.db_type(connection) for f in fields]
-    items = list(rows.items())
+    temporary = "gpupool_rows"
+    typed = ", ".join(f"c{i} {f.db_type(connection)}" for i, f in enumerate(fields))
     with connection.cursor() as cursor:
-        for start in range(0, len(items), 1000):
-            chunk = items[start : start + 1000]
-            values_sql = ", ".join(
-                "(%s, " + ", ".join(f"%s::{cast}" for cast in casts) + ")" for _ in chunk
-            )
-            params: list[Any] = []
-            for pk, values in chunk:
-                params.append(pk)
-                for field_, value in zip(fields, values, strict=True):
-                    params.append(field_.get_db_prep_save(value, connection))
-            assignments = ", ".join(f"{name} = v.c{i}" for i, name in enumerate(names))
-            columns_sql = ", ".join(f"c{i}" for i in range(len(names)))
-            cursor.execute(
-                f"UPDATE {table} SET {assignments} FROM (VALUES {values_sql}) "  # noqa: S608
-                f"AS v(id, {columns_sql}) WHERE {table}.id = v.id",
-                params,
-            )
+        cursor.execute(
+            f"CREATE TEMPORARY TABLE IF NOT EXISTS {temporary} (id bigint, {typed}) ON COMMIT DROP"
+        )
+        cursor.execute(f"TRUNCATE {temporary}")
+        _copy(
+            cursor,
+            temporary,
+            ["id", *(f"c{i}" for i in range(len(fields)))],
+            (
+                (
+                    pk,
+                    *(
+                        _plain(f.get_db_prep_save(v, connection))
+                        for f, v in zip(fields, values, strict=True)
+                    ),
+                )
+                for pk, values in rows.items()
+            ),
+        )
+        assignments = ", ".join(
+            f"{connection.ops.quote_name(f.column)} = t.c{i}" for i, f in enumerate(fields)
+        )
+        cursor.execute(
+            f"UPDATE {table} SET {assignments} FROM {temporary} t "  # noqa: S608
+            f"WHERE {table}.id = t.id"
+        )
+        cursor.execute(f"DROP TABLE {temporary}")
     return len(rows)
 
 
@@ -376,18 +433,21 @@ def _record_admissions(record: CycleRecord, at: datetime) -> None:
     missing = sorted(set(admitted) - set(rows))
     if missing:
         raise ValidationError({"state": f"workloads {missing} are not pending: not admitted"})
-    Placement.objects.bulk_create(
-        Placement(
-            workload_id=admission.workload_id,
-            pod_set_id=pod.pod_set_id,
-            pod_index=pod.pod_index,
-            node_id=pod.node_id,
-            gpu_indices=list(pod.gpu_indices),
-            milli=pod.milli,
-            created_at=at,
-        )
-        for admission in record.admissions
-        for pod in admission.pods
+    insert_rows(
+        Placement,
+        [
+            Placement(
+                workload_id=admission.workload_id,
+                pod_set_id=pod.pod_set_id,
+                pod_index=pod.pod_index,
+                node_id=pod.node_id,
+                gpu_indices=list(pod.gpu_indices),
+                milli=pod.milli,
+                created_at=at,
+            )
+            for admission in record.admissions
+            for pod in admission.pods
+        ],
     )
     Workload.objects.filter(pk__in=admitted).update(
         state=WorkloadState.ADMITTED,
@@ -400,28 +460,34 @@ def _record_admissions(record: CycleRecord, at: datetime) -> None:
         estimated_start_at=None,
         updated_at=timezone.now(),
     )
-    WorkloadTransition.objects.bulk_create(
-        WorkloadTransition(
-            workload_id=pk,
-            from_state=WorkloadState.PENDING,
-            to_state=WorkloadState.ADMITTED,
-            at=at,
-            reason="admitted: quota and capacity allow it",
-        )
-        for pk in admitted
+    insert_rows(
+        WorkloadTransition,
+        [
+            WorkloadTransition(
+                workload_id=pk,
+                from_state=WorkloadState.PENDING,
+                to_state=WorkloadState.ADMITTED,
+                at=at,
+                reason="admitted: quota and capacity allow it",
+            )
+            for pk in admitted
+        ],
     )
-    UsageInterval.objects.bulk_create(
-        UsageInterval(
-            workload_id=admission.workload_id,
-            tenant_id=rows[admission.workload_id][1],
-            queue_id=rows[admission.workload_id][0],
-            flavor_id=flavor_id,
-            priority_class_id=rows[admission.workload_id][2],
-            gpus=gpus,
-            started_at=at,
-        )
-        for admission in record.admissions
-        for flavor_id, gpus in admission.usage
+    insert_rows(
+        UsageInterval,
+        [
+            UsageInterval(
+                workload_id=admission.workload_id,
+                tenant_id=rows[admission.workload_id][1],
+                queue_id=rows[admission.workload_id][0],
+                flavor_id=flavor_id,
+                priority_class_id=rows[admission.workload_id][2],
+                gpus=gpus,
+                started_at=at,
+            )
+            for admission in record.admissions
+            for flavor_id, gpus in admission.usage
+        ],
     )
 
 
@@ -446,21 +512,24 @@ def _record_evictions(record: CycleRecord, at: datetime, cycle: SchedulingCycle)
         ["evicting_for", "eviction_reason", "updated_at"],
         {e.victim_id: (e.preemptor_id, e.reason, timezone.now()) for e in record.evictions},
     )
-    PreemptionEvent.objects.bulk_create(
-        PreemptionEvent(
-            at=at,
-            reason=e.reason,
-            victim_id=e.victim_id,
-            victim_queue_id=facts[e.victim_id][1],
-            victim_tenant_id=facts[e.victim_id][2],
-            preemptor_id=e.preemptor_id,
-            preemptor_queue_id=None if e.preemptor_id is None else facts[e.preemptor_id][1],
-            preemptor_tenant_id=None if e.preemptor_id is None else facts[e.preemptor_id][2],
-            gpus_freed=e.gpus_freed,
-            lost_gpu_hours=e.lost_gpu_hours,
-            cycle=cycle,
-        )
-        for e in record.evictions
+    insert_rows(
+        PreemptionEvent,
+        [
+            PreemptionEvent(
+                at=at,
+                reason=e.reason,
+                victim_id=e.victim_id,
+                victim_queue_id=facts[e.victim_id][1],
+                victim_tenant_id=facts[e.victim_id][2],
+                preemptor_id=e.preemptor_id,
+                preemptor_queue_id=None if e.preemptor_id is None else facts[e.preemptor_id][1],
+                preemptor_tenant_id=None if e.preemptor_id is None else facts[e.preemptor_id][2],
+                gpus_freed=e.gpus_freed,
+                lost_gpu_hours=e.lost_gpu_hours,
+                cycle=cycle,
+            )
+            for e in record.evictions
+        ],
     )
 
 

@@ -34,6 +34,7 @@ from decimal import Decimal
 
 from gpupool.clusters.base import NodeFacts, PodFacts, PodRef, ResourceAmounts
 from gpupool.clusters.grouping import (
+    LAST_CHECKPOINT,
     PROTECTED_RUNTIME,
     InvalidWorkload,
     PodSetRequest,
@@ -312,8 +313,8 @@ def decide_workloads(
     for key in sorted(keys):
         name = str(key)
         row = state.rows.get(name)
-        grouped = mirror.grouped(key, now)
         pods = mirror.pods_of(key)
+        grouped = mirror.grouped(key, now) if _needs_grouping(row, pods) else None
         if row is None:
             memory.overlays.pop(name, None)
             if key in ended or grouped is None:
@@ -346,6 +347,15 @@ def decide_workloads(
             classes,
             now,
         )
+
+
+def _needs_grouping(row: WorkloadRow | None, pods: Sequence[PodFacts]) -> bool:
+    """Whether what the pods say matters beyond their phases and nodes: pods of a workload
+    the database does not know, the pods of a pending one from the cluster (its pod sets), or
+    pods that report a checkpoint. Grouping 30,000 workloads costs seconds; most need none."""
+    if row is None or (row.origin != Origin.GPUPOOL and row.state == WorkloadState.PENDING):
+        return True
+    return any(LAST_CHECKPOINT in pod.annotations for pod in pods)
 
 
 def _is_leaf(name: str, state: LoopState) -> bool:

@@ -6,7 +6,7 @@ object's fields before and after; a refused action leaves the database unchanged
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from decimal import Decimal
@@ -14,6 +14,7 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
+from django.db.models import Sum
 from django.utils import timezone
 
 from gpupool.audit.actions import (
@@ -23,6 +24,7 @@ from gpupool.audit.actions import (
     record_audit_event,
     save_audited,
 )
+from gpupool.audit.models import AuditEvent
 from gpupool.inventory.models import Flavor
 from gpupool.notifications.notify import notify_quota_request
 from gpupool.quotas.choices import (
@@ -763,7 +765,7 @@ def do_record_budget_moves(moves: Sequence[BudgetMove], *, at: datetime) -> int:
         ):
             raise ValidationError({"gpu_hours": f"{move.kind} of {move.gpu_hours}: wrong sign"})
     budgets = PriorityBudget.objects.select_for_update().in_bulk({m.budget_id for m in moves})
-    before = {pk: _budget_snapshot(budget) for pk, budget in budgets.items()}
+    balances = _balances(budgets)
     BudgetLedgerEntry.objects.bulk_create(
         BudgetLedgerEntry(
             budget_id=move.budget_id,
@@ -775,14 +777,33 @@ def do_record_budget_moves(moves: Sequence[BudgetMove], *, at: datetime) -> int:
         )
         for move in moves
     )
-    for pk, budget in budgets.items():
-        mine = [m for m in moves if m.budget_id == pk]
-        record_audit_event(
-            acting_user=None,
+    after = _balances(budgets)
+    counts: dict[int, int] = {}
+    for move in moves:
+        counts[move.budget_id] = counts.get(move.budget_id, 0) + 1
+    AuditEvent.objects.bulk_create(
+        AuditEvent(
+            actor=None,
+            actor_name="",
             action="quotas.cycle_budget",
-            instance=budget,
-            before=before[pk],
-            after=_budget_snapshot(budget),
-            reason=f"{len(mine)} movements of the scheduling loop",
+            object_type=budget._meta.label_lower,
+            object_id=str(pk),
+            object_repr=str(budget)[:200],
+            before=model_snapshot(budget) | {"remaining_gpu_hours": str(balances[pk])},
+            after=model_snapshot(budget) | {"remaining_gpu_hours": str(after[pk])},
+            reason=f"{counts[pk]} movements of the scheduling loop",
         )
+        for pk, budget in budgets.items()
+    )
     return len(moves)
+
+
+def _balances(budgets: Mapping[int, PriorityBudget]) -> dict[int, Decimal]:
+    """The ledger balance of each budget, in one query (``remaining_gpu_hours`` for many)."""
+    totals = dict(
+        BudgetLedgerEntry.objects.filter(budget_id__in=list(budgets))
+        .values_list("budget_id")
+        .annotate(total=Sum("gpu_hours"))
+        .values_list("budget_id", "total")
+    )
+    return {pk: Decimal(totals.get(pk) or 0) for pk in budgets}
