@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from gpupool.clusters.base import ClusterBackend, ClusterUnavailable, PodRef
@@ -73,7 +74,7 @@ from gpupool.control.sync import (
     node_with_usage,
     replicas_of,
 )
-from gpupool.inventory.models import Node
+from gpupool.inventory.models import Gpu, Node
 from gpupool.runtime import gc_paused
 from gpupool.scheduler import plan as core_plan
 from gpupool.scheduler.lifecycle import apply_plan
@@ -326,14 +327,16 @@ class ControlLoop:
         names = list(names)
         unhealthy: dict[int, int] = {}
         counts: dict[int, int] = {}
-        from gpupool.inventory.models import Gpu
-
-        for node_id, healthy, reason in Gpu.objects.filter(node__name__in=names).values_list(
-            "node_id", "healthy", "unhealthy_reason"
+        for node_id, count, marked in (
+            Gpu.objects.filter(node__name__in=names)
+            .values_list("node_id")
+            .annotate(
+                count=Count("id"),
+                marked=Count("id", filter=Q(healthy=False, unhealthy_reason=CLUSTER_UNHEALTHY)),
+            )
+            .values_list("node_id", "count", "marked")
         ):
-            counts[node_id] = counts.get(node_id, 0) + 1
-            if not healthy and reason == CLUSTER_UNHEALTHY:
-                unhealthy[node_id] = unhealthy.get(node_id, 0) + 1
+            counts[node_id], unhealthy[node_id] = count, marked
         known: dict[str, dict[str, object]] = {}
         for row in Node.objects.filter(name__in=names).values(
             "id",
@@ -558,6 +561,8 @@ class ControlLoop:
         for name in sorted(names):
             row = rows.get(name)
             key = key_of(name)
+            if row is not None and row.state == WorkloadState.RUNNING and not row.eviction_reason:
+                continue  # running where it was placed: nothing to do
             pods = self.mirror.pods_of(key)
             if row is None:
                 self._delete_if_cancelled(name, pods, work)
@@ -588,7 +593,7 @@ class ControlLoop:
                 entry[1].extend(p.ref for p in held)
                 continue
             if row.state == WorkloadState.ADMITTED:
-                grouped = self.mirror.grouped(key, now)
+                grouped = None if row.origin == Origin.GPUPOOL else self.mirror.grouped(key, now)
                 request = grouped if isinstance(grouped, WorkloadRequest) else None
                 gang = gang_bindings(row, pods, request)
                 if gang is not None:
