@@ -33,14 +33,14 @@ from django.db import connection, transaction
 from django.db.models import JSONField, Model
 from django.utils import timezone
 
-from gpupool.accounting.actions import do_close_usage, do_record_preemption
+from gpupool.accounting.actions import do_close_usage
 from gpupool.accounting.models import PreemptionEvent, UsageInterval
 from gpupool.audit.actions import record_audit_event
 from gpupool.clusters.base import ZONE_LABEL
 from gpupool.control.choices import CycleStatus
 from gpupool.control.models import SchedulingCycle
 from gpupool.control.record import CycleRecord, Explanation
-from gpupool.control.sync import CLUSTER_UNHEALTHY, NodeUpdate, Registration, SyncDecision
+from gpupool.control.sync import CLUSTER_UNHEALTHY, NodeUpdate, Registration, Step, SyncDecision
 from gpupool.inventory.actions import do_mark_nodes_gone, do_sync_node
 from gpupool.inventory.models import Flavor, Gpu, Node
 from gpupool.quotas.actions import BudgetMove, do_record_budget_moves
@@ -54,7 +54,7 @@ from gpupool.quotas.models import (
 from gpupool.scheduler.types import Snapshot
 from gpupool.tenancy.models import Tenant, TenantNamespace
 from gpupool.workloads.actions import PodSetSpec, do_submit_workload, do_transition_workload
-from gpupool.workloads.choices import WorkloadState
+from gpupool.workloads.choices import ALLOWED_TRANSITIONS, WorkloadState
 from gpupool.workloads.models import (
     Placement,
     PodSet,
@@ -231,55 +231,148 @@ def do_record_cluster_sync(
                 _register(registration, flavors)
         except (ValidationError, Queue.DoesNotExist, PriorityClass.DoesNotExist) as error:
             complaints.append(f"{registration.key}: {error}")
-    workloads = Workload.objects.in_bulk(
-        [*decision.pod_sets, *(s.workload_id for s in decision.steps), *decision.checkpoints]
-    )
+    pod_set_rows = Workload.objects.in_bulk(list(decision.pod_sets))
     for workload_id, (shapes, min_member) in decision.pod_sets.items():
-        _replace_pod_sets(workloads[workload_id], shapes, min_member, flavors)
-    left: list[int] = []
-    for step in decision.steps:
-        workload = workloads[step.workload_id]
-        if step.to_state == WorkloadState.PREEMPTED and step.lost:
-            _record_loss(workload, step.lost, at)
-        do_transition_workload(workload, step.to_state, reason=step.reason, at=step.at)
-        if step.to_state in (
-            WorkloadState.PREEMPTED,
-            WorkloadState.SUCCEEDED,
-            WorkloadState.FAILED,
-            WorkloadState.CANCELLED,
-        ):
-            do_close_usage(workload, at=step.at)
-            left.append(workload.pk)
-    if left:
-        Workload.objects.filter(pk__in=left).update(
-            evicting_for=None, eviction_reason="", nominated=False, updated_at=timezone.now()
-        )
-    for workload_id, checkpoint in decision.checkpoints.items():
-        Workload.objects.filter(pk=workload_id).update(
-            last_checkpoint_at=checkpoint, updated_at=timezone.now()
+        _replace_pod_sets(pod_set_rows[workload_id], shapes, min_member, flavors)
+    _record_steps(decision.steps, at)
+    if decision.checkpoints:
+        update_rows(
+            Workload,
+            ["last_checkpoint_at", "updated_at"],
+            {pk: (moment, timezone.now()) for pk, moment in decision.checkpoints.items()},
         )
     return complaints
 
 
-def _record_loss(workload: Workload, reason: str, at: datetime) -> None:
-    """Work that vanished without an eviction: a preemption event with what it lost."""
-    start = workload.started_at or workload.admitted_at or at
-    since = max(start, workload.last_checkpoint_at or start)
-    gpus = sum(
-        (
-            Decimal(p.milli) / 1000 if p.milli is not None else Decimal(len(p.gpu_indices))
-            for p in workload.placements.all()
-        ),
-        Decimal(0),
+# What a workload's row looks like, for the bulk transitions of a sync.
+_STEP_FIELDS = (
+    "state",
+    "admitted_at",
+    "started_at",
+    "finished_at",
+    "evicting_for",
+    "eviction_reason",
+    "nominated",
+    "updated_at",
+)
+_LEAVING = frozenset(
+    {
+        WorkloadState.PREEMPTED,
+        WorkloadState.SUCCEEDED,
+        WorkloadState.FAILED,
+        WorkloadState.CANCELLED,
+    }
+)
+_ENDED = frozenset({WorkloadState.SUCCEEDED, WorkloadState.FAILED, WorkloadState.CANCELLED})
+
+
+def _record_steps(steps: Sequence[Step], at: datetime) -> None:
+    """The pod-driven transitions of many workloads at once, as ``do_transition_workload``
+    makes each: the state machine checked step by step from the stored state, placements
+    released when the work is preempted or cancelled, usage closed when it stops holding GPUs,
+    a preemption event for work lost without an eviction."""
+    if not steps:
+        return
+    ids = sorted({step.workload_id for step in steps})
+    current = {
+        pk: dict(
+            zip(("id", *_STEP_FIELDS[:-1], "queue_id", "tenant_id", "checkpoint"), row, strict=True)
+        )
+        for pk, *row in Workload.objects.filter(pk__in=ids).values_list(
+            "id",
+            "id",
+            *(f if f != "evicting_for" else "evicting_for_id" for f in _STEP_FIELDS[:-1]),
+            "queue_id",
+            "queue__tenant_id",
+            "last_checkpoint_at",
+        )
+    }
+    transitions: list[WorkloadTransition] = []
+    released: set[int] = set()
+    leaving: set[int] = set()
+    lost: dict[int, str] = {}
+    for step in steps:
+        row = current[step.workload_id]
+        allowed = ALLOWED_TRANSITIONS.get(row["state"], frozenset())
+        if step.to_state not in allowed:
+            raise ValidationError(
+                {"state": f"{step.name} is {row['state']}; it cannot move to {step.to_state}"}
+            )
+        transitions.append(
+            WorkloadTransition(
+                workload_id=step.workload_id,
+                from_state=row["state"],
+                to_state=step.to_state,
+                at=step.at,
+                reason=step.reason[:500],
+            )
+        )
+        if step.lost:
+            lost[step.workload_id] = step.lost
+            row["lost_start"] = row["started_at"] or row["admitted_at"]
+        row["state"] = step.to_state
+        if step.to_state == WorkloadState.RUNNING:
+            row["started_at"] = step.at
+        if step.to_state in (
+            WorkloadState.PREEMPTED,
+            WorkloadState.CANCELLED,
+            WorkloadState.PENDING,
+        ):
+            released.add(step.workload_id)
+        if step.to_state == WorkloadState.PENDING:
+            row["admitted_at"] = row["started_at"] = None
+        if step.to_state in _ENDED:
+            row["finished_at"] = step.at
+        if step.to_state in _LEAVING:
+            leaving.add(step.workload_id)
+            row["evicting_for"], row["eviction_reason"], row["nominated"] = None, "", False
+    if lost:
+        _record_losses(lost, current, at)
+    stamp = timezone.now()
+    update_rows(
+        Workload,
+        list(_STEP_FIELDS),
+        {pk: (*(row[f] for f in _STEP_FIELDS[:-1]), stamp) for pk, row in current.items()},
     )
-    hours = Decimal(max((at - since).total_seconds(), 0.0)) / Decimal(3600)
-    do_record_preemption(
-        workload,
-        reason=reason,
-        at=at,
-        gpus_freed=gpus,
-        lost_gpu_hours=(gpus * hours).quantize(Decimal("0.0001")),
-    )
+    insert_rows(WorkloadTransition, transitions)
+    if leaving:
+        UsageInterval.objects.filter(workload_id__in=sorted(leaving), ended_at__isnull=True).update(
+            ended_at=at
+        )
+    if released:
+        Placement.objects.filter(workload_id__in=sorted(released)).delete()
+
+
+def _record_losses(
+    lost: Mapping[int, str], rows: Mapping[int, dict[str, Any]], at: datetime
+) -> None:
+    """Work that vanished without an eviction: preemption events with what it lost (GPU-hours
+    since its start or last checkpoint)."""
+    gpus: dict[int, Decimal] = {}
+    for workload_id, milli, indices in Placement.objects.filter(
+        workload_id__in=list(lost)
+    ).values_list("workload_id", "milli", "gpu_indices"):
+        held = Decimal(milli) / 1000 if milli is not None else Decimal(len(indices))
+        gpus[workload_id] = gpus.get(workload_id, Decimal(0)) + held
+    events = []
+    for pk, reason in lost.items():
+        row = rows[pk]
+        start = row.get("lost_start") or at
+        since = max(start, row["checkpoint"] or start)
+        hours = Decimal(max((at - since).total_seconds(), 0.0)) / Decimal(3600)
+        held = gpus.get(pk, Decimal(0))
+        events.append(
+            PreemptionEvent(
+                at=at,
+                reason=reason,
+                victim_id=pk,
+                victim_queue_id=row["queue_id"],
+                victim_tenant_id=row["tenant_id"],
+                gpus_freed=held,
+                lost_gpu_hours=(held * hours).quantize(Decimal("0.0001")),
+            )
+        )
+    insert_rows(PreemptionEvent, events)
 
 
 # -- what the cycle decided -----------------------------------------------------------------

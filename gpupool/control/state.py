@@ -266,7 +266,7 @@ def read_horizon() -> datetime:
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute(
-                "SELECT now(), min(xact_start) FROM pg_stat_activity "
+                "SELECT clock_timestamp(), min(xact_start) FROM pg_stat_activity "
                 "WHERE datname = current_database() AND pid <> pg_backend_pid()"
             )
             clock, oldest = cursor.fetchone()

@@ -574,6 +574,12 @@ def _known(
     if live and not row.eviction_reason and row.state == WorkloadState.ADMITTED:
         return  # pods there, not bound yet: apply binds them
     if ended and not live and not row.eviction_reason:
+        if row.state == WorkloadState.ADMITTED:  # it ran and ended between two syncs
+            starts = [p.started_at for p in ended if p.started_at is not None]
+            begun = max([info.started_at or now, *starts])
+            decision.steps.append(
+                Step(row.id, name, WorkloadState.RUNNING, "its pods ran", moment(min(begun, now)))
+            )
         failed = [p for p in ended if p.phase == "Failed"]
         if failed:
             reason = f"pod {failed[0].name} failed" + (

@@ -183,3 +183,21 @@ def test_a_checkpoint_annotation_reaches_the_workload(world: World) -> None:
     world.cluster.annotate(pod, **{"gpupool.io/last-checkpoint": moment.isoformat()})
     world.cycle()
     assert world.workload("ckpt").last_checkpoint_at == moment
+
+
+def test_a_workload_that_runs_and_ends_between_two_cycles_is_recorded_as_both(
+    world: World,
+) -> None:
+    pod = world.cluster.add_pod("quick")
+    world.cycle()
+    world.cluster.run()
+    world.cluster.finish(pod)
+    world.cycle()
+    quick = world.workload("quick")
+    assert quick.state == "succeeded"
+    assert [t.to_state for t in quick.transitions.order_by("id")] == [
+        "pending",
+        "admitted",
+        "running",
+        "succeeded",
+    ]
