@@ -194,9 +194,16 @@ class BudgetBook:
         budgeted = [(pk, w) for pk, w in admitted if rates.get(w.priority_class, 0) > 0]
         if not budgeted:
             return []
-        contracts = Contracts(snapshot, policy, now)
         tenants = {q.name: q.tenant for q in snapshot.queues}
         keys = {(tenants.get(w.queue) or "", w.priority_class) for _, w in budgeted}
+        # A workload's standing on budget depends only on the work of its own tenant and class
+        # (reservations are taken in rank order among them): settle just those.
+        relevant = tuple(
+            w
+            for w in snapshot.workloads
+            if ((tenants.get(w.queue) or ""), w.priority_class) in keys
+        )
+        contracts = Contracts(replace(snapshot, workloads=relevant), policy, now)
         ids = budget_ids(keys, now)
         moves: list[BudgetMove] = []
         names = {w.name for _, w in budgeted}

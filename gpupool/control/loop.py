@@ -265,6 +265,7 @@ class ControlLoop:
                 "admitted": len(record.admissions),
                 "evicted": len(record.evictions),
                 "pending": sum(record.pending_by_reason.values()),
+                "explained": len(record.explanations),
                 "sync_writes": len(decision.steps)
                 + len(decision.registrations)
                 + len(decision.nodes)

@@ -764,7 +764,11 @@ def do_record_budget_moves(moves: Sequence[BudgetMove], *, at: datetime) -> int:
             or ((move.gpu_hours > 0) if negative else (move.gpu_hours < 0))
         ):
             raise ValidationError({"gpu_hours": f"{move.kind} of {move.gpu_hours}: wrong sign"})
-    budgets = PriorityBudget.objects.select_for_update().in_bulk({m.budget_id for m in moves})
+    budgets = (
+        PriorityBudget.objects.select_for_update(of=("self",))
+        .select_related("tenant", "priority_class")
+        .in_bulk({m.budget_id for m in moves})
+    )
     balances = _balances(budgets)
     BudgetLedgerEntry.objects.bulk_create(
         BudgetLedgerEntry(
