@@ -60,7 +60,12 @@ from gpupool.control.cluster import ClusterMirror, holds_node, is_live
 from gpupool.control.learning import RuntimeHistory
 from gpupool.control.lock import cycle_lock
 from gpupool.control.models import SchedulingCycle
-from gpupool.control.record import CycleRecord, Explanation, decide_record
+from gpupool.control.record import (
+    POSITION_REFRESH_S,
+    CycleRecord,
+    Explanation,
+    decide_record,
+)
 from gpupool.control.snapshot import DatabaseSnapshot, WorkloadRow
 from gpupool.control.state import LoopState
 from gpupool.control.sync import (
@@ -130,6 +135,7 @@ class ControlLoop:
         self.mirror = ClusterMirror()
         self.memory = SyncMemory()
         self.written: dict[int, Explanation] = {}
+        self.written_at: dict[int, float] = {}
         self.explain_queue: dict[str, str] = {}  # workload -> sentence to put on its pods
         self.refused_until: dict[str, float] = {}
         self.evictions_sent: dict[str, float] = {}
@@ -214,6 +220,8 @@ class ControlLoop:
                 self.state.rows,
                 at,
                 written=self.written,
+                written_at=self.written_at,
+                refresh_before=now - POSITION_REFRESH_S,
                 draining=draining,
                 learned=self.learned,
             )
@@ -510,6 +518,7 @@ class ControlLoop:
             )
             self.outstanding.add(admission.workload)
             self.written.pop(row.id, None)
+            self.written_at.pop(row.id, None)
         for eviction in record.evictions:
             row = rows[eviction.name]
             rows[eviction.name] = replace(
@@ -518,6 +527,7 @@ class ControlLoop:
             self.outstanding.add(eviction.name)
             self.evictions_sent.pop(eviction.name, None)
         self.written.update(record.explanations)
+        self.written_at.update(dict.fromkeys(record.explanations, now))
         names = self.state.names
         for workload_id, explanation in record.explanations.items():
             name = names.get(workload_id)

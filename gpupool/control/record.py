@@ -12,7 +12,8 @@
   ``evicting_for`` its preemptor, until its pods are gone (``lifecycle.apply_plan`` with
   ``evictions_take_time``); the preemptor waits nominated;
 - **nominations** that changed, and **explanations** (reason, sentence, facts, position) of
-  pending workloads whose explanation changed since it was last written.
+  pending workloads whose explanation changed since it was last written -- at once when its
+  reason or facts changed, within ``POSITION_REFRESH_S`` when only its position moved.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from decimal import Decimal
 
 from gpupool.control.snapshot import DatabaseSnapshot, WorkloadRow
 from gpupool.scheduler.types import MILLI, SECONDS_PER_HOUR, Plan, Snapshot, WorkloadInfo
+
+POSITION_REFRESH_S = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,11 +120,20 @@ def decide_record(
     at: datetime,
     *,
     written: Mapping[int, Explanation],
+    written_at: Mapping[int, float] | None = None,
+    refresh_before: float = 0.0,
     draining: Collection[str] = (),
     learned: Collection[str] = (),
 ) -> CycleRecord:
-    """The rows the plan asks for (``written``: the explanations as last written;
-    ``learned``: workloads whose expected runtime was learned, which their facts say)."""
+    """The rows the plan asks for.
+
+    ``written`` holds the explanations as last written and ``written_at`` when: one whose
+    reason and facts are unchanged but whose position moved is written again only when it
+    was written before ``refresh_before`` (positions shift for thousands of workloads each
+    cycle; ``POSITION_REFRESH_S`` bounds how stale one may get). ``learned``: workloads whose
+    expected runtime was learned, which their facts say.
+    """
+    written_at = written_at or {}
     snapshot: Snapshot = database.snapshot
     now = database.now
     record = CycleRecord(at=at)
@@ -202,6 +214,14 @@ def decide_record(
             facts["expected_runtime_s"] = by_name[pending.workload].expected_runtime_s
             facts["expected_runtime_learned"] = True
         explanation = Explanation(pending.reason, pending.detail, facts, pending.position or None)
-        if written.get(workload_id) != explanation:
-            record.explanations[workload_id] = explanation
+        before = written.get(workload_id)
+        if before == explanation:
+            continue
+        if (
+            before is not None
+            and (before.reason, before.facts) == (explanation.reason, explanation.facts)
+            and written_at.get(workload_id, 0.0) > refresh_before
+        ):
+            continue  # only its position moved (and the sentence that says it): later
+        record.explanations[workload_id] = explanation
     return record
