@@ -221,7 +221,7 @@ class ControlLoop:
                 at,
                 written=self.written,
                 written_at=self.written_at,
-                refresh_before=now - POSITION_REFRESH_S,
+                refresh_before=time.monotonic() - POSITION_REFRESH_S,
                 draining=draining,
                 learned=self.learned,
             )
@@ -527,7 +527,7 @@ class ControlLoop:
             self.outstanding.add(eviction.name)
             self.evictions_sent.pop(eviction.name, None)
         self.written.update(record.explanations)
-        self.written_at.update(dict.fromkeys(record.explanations, now))
+        self.written_at.update(dict.fromkeys(record.explanations, time.monotonic()))
         names = self.state.names
         for workload_id, explanation in record.explanations.items():
             name = names.get(workload_id)

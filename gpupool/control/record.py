@@ -127,7 +127,8 @@ def decide_record(
 ) -> CycleRecord:
     """The rows the plan asks for.
 
-    ``written`` holds the explanations as last written and ``written_at`` when: one whose
+    ``written`` holds the explanations as last written and ``written_at`` when (a monotonic
+    wall clock: explanations are read by people, whatever the cluster's clock): one whose
     reason and facts are unchanged but whose position moved is written again only when it
     was written before ``refresh_before`` (positions shift for thousands of workloads each
     cycle; ``POSITION_REFRESH_S`` bounds how stale one may get). ``learned``: workloads whose
