@@ -3,8 +3,8 @@
 ``build_snapshot(now=..., policy=...)`` reads the pool's policy and state in a fixed number of
 queries, whatever the pool's size, and returns the core's ``Snapshot`` with the index the
 control loop needs to turn the core's names back into rows. It is meant to be the one reader
-of the database for the core: ``gpupool snapshot`` uses it, the control loop is to, and the
-what-if's loaders (``simulation/whatif_db.py``) are to move onto it.
+of the database for the core: ``gpupool snapshot`` and the control loop use it, and the
+what-if reads its pool (``build_pool``) and recorded pod sets (``pod_set_infos``) through it.
 
 The reads see one state of the database: on PostgreSQL they run in a repeatable-read
 transaction of their own (or in the caller's transaction). Elsewhere, the tables a workload
@@ -77,6 +77,7 @@ from gpupool.scheduler.types import (
     QueueInfo,
     QuotaInfo,
     Snapshot,
+    Topology,
     WorkloadInfo,
 )
 from gpupool.workloads.choices import PLACED_STATES, WorkloadState
@@ -377,16 +378,34 @@ def pod_set_infos(of: Q | None = None) -> dict[int, list[tuple[int, PodSetInfo]]
         shape = (count, gpus, gpu_milli, flavors, cpu, memory_gb)
         info = shapes.get(shape)
         if info is None:
-            info = shapes[shape] = PodSetInfo(
-                count=count,
-                gpus=gpus,
-                flavors=flavors,
-                cpu_milli=round(cpu * MILLI),
-                memory_mib=round(memory_gb * MIB_PER_GB),
-                gpu_milli=MILLI if gpu_milli is None else gpu_milli,
-            )
+            info = shapes[shape] = pod_set_info(count, gpus, gpu_milli, flavors, cpu, memory_gb)
         pod_sets[workload_id].append((pod_set_id, info))
     return pod_sets
+
+
+def pod_set_info(
+    count: int,
+    gpus: int,
+    gpu_milli: int | None,
+    flavors: tuple[str, ...],
+    cpu: Decimal,
+    memory_gb: Decimal,
+) -> PodSetInfo:
+    """A pod set as the core sees it, from a PodSet's fields (``flavors``: its first flavor,
+    then its further choices by rank; CPU in milli-CPU, memory in MiB)."""
+    return PodSetInfo(
+        count=count,
+        gpus=gpus,
+        flavors=flavors,
+        cpu_milli=round(cpu * MILLI),
+        memory_mib=round(memory_gb * MIB_PER_GB),
+        gpu_milli=MILLI if gpu_milli is None else gpu_milli,
+    )
+
+
+def core_topology(topology: str) -> Topology | None:
+    """A Workload's topology requirement as the core names it (None: no requirement)."""
+    return "domain" if topology == "domain" else "preferred" if topology == "preferred" else None
 
 
 def _placements(
@@ -512,11 +531,7 @@ def read_workloads(now: datetime, only: Collection[int] | None = None) -> dict[s
             submitted_at=submitted_at.timestamp(),
             state="running" if placed else "pending",
             min_member=min_member,
-            topology="domain"
-            if topology == "domain"
-            else "preferred"
-            if topology == "preferred"
-            else None,
+            topology=core_topology(topology),
             protected_runtime_s=float(protected),
             expected_runtime_s=None if expected is None else float(expected),
             started_at=started,
