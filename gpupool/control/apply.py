@@ -65,6 +65,7 @@ class PodSetRun:
     count: int
     image: str
     command: tuple[str, ...]
+    env: Mapping[str, str]
     gpu_resource: str
     gpus: int
     gpu_milli: int | None
@@ -154,6 +155,7 @@ def new_pods(run: WorkloadRun, existing: Iterable[str]) -> list[NewPod]:
                     cpu_milli=pod_set.cpu_milli,
                     memory_mib=pod_set.memory_mib,
                     command=pod_set.command,
+                    env=pod_set.env,
                 )
             )
     return pods

@@ -73,6 +73,7 @@ def _run_of(workload: WorkloadInfo, namespace: str) -> WorkloadRun:
                 count=spec.count,
                 image="registry.k8s.io/pause:3.10",
                 command=(),
+                env={},
                 gpu_resource="nvidia.com/gpu",
                 gpus=spec.gpus,
                 gpu_milli=None if spec.gpu_milli == MILLI else spec.gpu_milli,

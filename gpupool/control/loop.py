@@ -93,6 +93,8 @@ logger = logging.getLogger(__name__)
 PHASES = ("sync", "snapshot", "plan", "record", "apply")
 REFUSAL_BACKOFF_S = 60.0  # a victim a disruption budget protected is not chosen again for this
 EVICT_RESEND_S = 30.0  # an eviction sent is not sent again sooner (its pods are leaving)
+# The image of a pod set that names none (a placeholder that runs nothing: on the local plane
+# and the simulated cluster the pods only need to exist).
 DEFAULT_IMAGE = "registry.k8s.io/pause:3.10"
 
 
@@ -644,7 +646,20 @@ class ControlLoop:
         """The pods still missing of workloads submitted through gpupool."""
         ids = [row.id for row in rows]
         sets: dict[int, list[PodSetRun]] = {}
-        for workload_id, name, count, gpus, milli, cpu, memory, sharing, profile, *run in (
+        for (
+            workload_id,
+            name,
+            count,
+            gpus,
+            milli,
+            cpu,
+            memory,
+            sharing,
+            profile,
+            image,
+            command,
+            env,
+        ) in (
             PodSet.objects.filter(workload_id__in=ids)
             .order_by("workload_id", "id")
             .values_list(
@@ -657,16 +672,18 @@ class ControlLoop:
                 "memory_gb",
                 "flavor__sharing",
                 "flavor__mig_profile",
-                *_RUN_FIELDS,
+                "image",
+                "command",
+                "env",
             )
         ):
-            image, command = [*run, None, None][:2]
             sets.setdefault(workload_id, []).append(
                 PodSetRun(
                     name=name,
                     count=count,
-                    image=str(image or DEFAULT_IMAGE),
+                    image=image or DEFAULT_IMAGE,
                     command=tuple(command or ()),
+                    env=dict(env or {}),
                     gpu_resource=gpu_resource(sharing or "", profile or ""),
                     gpus=gpus,
                     gpu_milli=milli,
@@ -730,9 +747,3 @@ class ControlLoop:
     def close(self) -> None:
         """Release the backend."""
         self.backend.close()
-
-
-# What a pod set's pods run, when the pod sets carry it (image, then command).
-_RUN_FIELDS: tuple[str, ...] = tuple(
-    name for name in ("image", "command") if any(f.name == name for f in PodSet._meta.fields)
-)

@@ -51,6 +51,7 @@ class FakeCluster:
     events: list[tuple[PodRef, str, str, str]] = field(default_factory=list)
     calls: Counter[str] = field(default_factory=Counter)
     bound: Counter[PodKey] = field(default_factory=Counter)  # bindings that moved a pod
+    created: list[NewPod] = field(default_factory=list)  # what create_pods was asked
     revision: int = 0
     _seen_nodes: dict[str, NodeFacts] = field(default_factory=dict)
     _seen_pods: dict[PodKey, PodFacts] = field(default_factory=dict)
@@ -234,6 +235,7 @@ class FakeCluster:
     def create_pods(self, pods: Sequence[NewPod]) -> PodsOutcome:
         """Pods of workloads submitted through gpupool."""
         self.calls["create_pods"] += 1
+        self.created.extend(pods)
         results = []
         for new in pods:
             key = PodKey(new.namespace, new.name)

@@ -201,3 +201,29 @@ def test_a_workload_that_runs_and_ends_between_two_cycles_is_recorded_as_both(
         "running",
         "succeeded",
     ]
+
+
+def test_the_pods_of_a_submitted_workload_run_what_its_pod_set_says(world: World) -> None:
+    from gpupool.workloads.actions import PodSetSpec, do_submit_workload
+
+    do_submit_workload(
+        "train",
+        queue=world.queues["team-a"],
+        pod_sets=[
+            PodSetSpec(
+                2,
+                gpus=1,
+                flavor=world.h100,
+                image="nvcr.io/nvidia/pytorch:24.05-py3",
+                command=["python", "train.py"],
+                env={"EPOCHS": "3"},
+            )
+        ],
+    )
+    world.cycle()
+    made = [pod for pod in world.cluster.created if pod.labels["gpupool.io/workload"] == "train"]
+    assert [p.name for p in made] == ["train-main-0", "train-main-1"]
+    assert {(p.image, p.command, tuple(p.env.items())) for p in made} == {
+        ("nvcr.io/nvidia/pytorch:24.05-py3", ("python", "train.py"), (("EPOCHS", "3"),))
+    }
+    assert made[0].labels["gpupool.io/queue"] == "team-a"

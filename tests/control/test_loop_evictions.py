@@ -156,12 +156,16 @@ def test_a_not_ready_node_takes_no_new_placements(world: World) -> None:
     assert world.workload("waits").state == "admitted"
 
 
-def test_cancelling_removes_the_pods(world: World) -> None:
-    from gpupool.workloads.actions import do_transition_workload
+def test_cancelling_removes_the_pods_running_work_included(world: World) -> None:
+    from gpupool.workloads.actions import do_cancel_workload
 
     world.submit("oops", gpus=1)
     world.cycle()
-    assert world.cluster.pods_of("oops")
-    do_transition_workload(world.workload("oops"), "cancelled", reason="not needed")
+    world.cycle()
+    world.cluster.run()
+    world.cycle()
+    assert world.workload("oops").state == "running"
+    do_cancel_workload(world.workload("oops"), acting_user=None, reason="not needed")
     world.cycle()
     assert world.cluster.pods_of("oops") == []
+    assert UsageInterval.objects.get(workload=world.workload("oops")).ended_at is not None
