@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import time
 import traceback
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -81,8 +81,9 @@ from gpupool.control.sync import (
 )
 from gpupool.inventory.models import Gpu, Node
 from gpupool.runtime import gc_paused
-from gpupool.scheduler import plan as core_plan
+from gpupool.scheduler.cycle import plan_of, run_cycle
 from gpupool.scheduler.lifecycle import apply_plan
+from gpupool.scheduler.shares import QueueShare, queue_shares
 from gpupool.scheduler.types import MILLI, NodeInfo, Plan, PolicyInfo, Snapshot, WorkloadInfo
 from gpupool.tenancy.models import TenantNamespace
 from gpupool.workloads.choices import Origin, WorkloadState
@@ -211,7 +212,9 @@ class ControlLoop:
 
             phase, clock = "plan", time.perf_counter()
             with gc_paused():
-                decided = core_plan(database.snapshot, self.policy, now)
+                finished = run_cycle(database.snapshot, self.policy, now)
+                decided = plan_of(finished)
+            shares = queue_shares(finished.quota)
             timings["plan"] = time.perf_counter() - clock
 
             phase, clock = "record", time.perf_counter()
@@ -283,7 +286,7 @@ class ControlLoop:
                 **outcome.counts,
             }
             result.status, result.timings = CycleStatus.SUCCEEDED, timings
-            self._finish(cycle, result, record, database)
+            self._finish(cycle, result, record, database, shares)
             self.first = False
             return result
         except Exception as error:  # the cycle fails whole; the next one starts over
@@ -718,6 +721,7 @@ class ControlLoop:
         result: CycleResult,
         record: CycleRecord,
         database: DatabaseSnapshot,
+        shares: Mapping[str, Mapping[str, QueueShare]],
     ) -> None:
         totals = metrics.add_to_totals(metrics.carried_totals(), result, record)
         do_finish_cycle(
@@ -733,7 +737,7 @@ class ControlLoop:
             outcome={
                 "counts": dict(result.counts),
                 "pending_by_reason": dict(record.pending_by_reason),
-                "queues": metrics.queue_gauges(database.snapshot),
+                "queues": metrics.queue_gauges(shares),
             },
             totals=totals,
         )

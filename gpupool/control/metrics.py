@@ -31,7 +31,8 @@ from prometheus_client.registry import Collector
 
 from gpupool.control.choices import CycleStatus
 from gpupool.control.models import SchedulingCycle
-from gpupool.scheduler.types import MILLI, Snapshot
+from gpupool.scheduler.shares import QueueShare
+from gpupool.scheduler.types import MILLI
 
 if TYPE_CHECKING:
     from gpupool.control.loop import CycleResult
@@ -80,44 +81,24 @@ def add_to_totals(
     return out
 
 
-def queue_gauges(snapshot: Snapshot) -> dict[str, dict[str, dict[str, float]]]:
-    """Per leaf queue and flavor, GPUs allocated, borrowed (above its deserved share) and lent
-    (its idle deserved share that borrowers of the flavor use, in proportion to its idle share)."""
-    flavor_of = {node.name: node.flavor for node in snapshot.nodes}
-    allocated: dict[str, dict[str, float]] = {}
-    for workload in snapshot.workloads:
-        if workload.state != "running":
-            continue
-        per = allocated.setdefault(workload.queue, {})
-        for pod in workload.placement:
-            flavor = flavor_of.get(pod.node, "")
-            per[flavor] = per.get(flavor, 0.0) + (
-                pod.milli / MILLI if pod.milli is not None else float(len(pod.gpus))
-            )
-    figures: dict[str, dict[str, dict[str, float]]] = {}
-    borrowed_total: dict[str, float] = {}
-    idle_total: dict[str, float] = {}
-    for queue in snapshot.queues:
-        for flavor, quota in queue.quota.items():
-            used = allocated.get(queue.name, {}).get(flavor, 0.0)
-            deserved = quota.deserved / MILLI
-            borrowed = max(used - deserved, 0.0)
-            idle = max(deserved - used, 0.0)
-            figures.setdefault(queue.name, {})[flavor] = {
-                "allocated": used,
-                "borrowed": borrowed,
-                "idle": idle,
+def queue_gauges(
+    shares: Mapping[str, Mapping[str, QueueShare]],
+) -> dict[str, dict[str, dict[str, float]]]:
+    """Per queue and flavor, GPUs allocated, borrowed (above its deserved share) and lent (its
+    deserved share that others use), as the core's quota tree counts them after the cycle
+    (``scheduler.shares``, the figures the API shows too)."""
+    return {
+        queue: {
+            flavor: {
+                "allocated": share.allocated / MILLI,
+                "borrowed": share.borrowed / MILLI,
+                "lent": share.lent / MILLI,
             }
-            borrowed_total[flavor] = borrowed_total.get(flavor, 0.0) + borrowed
-            idle_total[flavor] = idle_total.get(flavor, 0.0) + idle
-    for by_flavor in figures.values():
-        for flavor, entry in by_flavor.items():
-            idle = entry.pop("idle")
-            share = (
-                min(1.0, borrowed_total[flavor] / idle_total[flavor]) if idle_total[flavor] else 0
-            )
-            entry["lent"] = idle * share
-    return figures
+            for flavor, share in sorted(by_flavor.items())
+        }
+        for queue, by_flavor in sorted(shares.items())
+        if by_flavor
+    }
 
 
 class CycleCollector(Collector):
