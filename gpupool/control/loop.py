@@ -80,6 +80,8 @@ from gpupool.control.sync import (
     replicas_of,
 )
 from gpupool.inventory.models import Gpu, Node
+from gpupool.notifications.choices import WorkloadEvent
+from gpupool.notifications.notify import notify_workload_event
 from gpupool.runtime import gc_paused
 from gpupool.scheduler.cycle import plan_of, run_cycle
 from gpupool.scheduler.lifecycle import apply_plan
@@ -194,6 +196,7 @@ class ControlLoop:
                     moves = self.budgets.leave(leaving, now)
                     complaints = do_record_cluster_sync(decision, budget_moves=moves)
                     self._learn(decision, now)
+                    self._notify(decision)
                     for complaint in complaints:
                         logger.warning("could not register a workload: %s", complaint)
                 self._emit_sync_events(decision)
@@ -458,6 +461,27 @@ class ControlLoop:
                 overlaid[name] = replace(info, expected_runtime_s=learned)
                 self.learned.add(name)
         return overlaid
+
+    def _notify(self, decision: SyncDecision) -> None:
+        """Tell submitters that their workload started, was preempted or failed (their mail
+        preferences decide; ``notifications.notify_workload_event`` never fails a cycle)."""
+        events: dict[str, str] = {
+            WorkloadState.RUNNING: WorkloadEvent.STARTED,
+            WorkloadState.PREEMPTED: WorkloadEvent.PREEMPTED,
+            WorkloadState.FAILED: WorkloadEvent.FAILED,
+        }
+        told = [s for s in decision.steps if s.to_state in events]
+        if not told:
+            return
+        people = Workload.objects.filter(
+            pk__in={s.workload_id for s in told}, submitter__isnull=False
+        ).in_bulk()
+        for step in told:
+            workload = people.get(step.workload_id)
+            if workload is not None:
+                notify_workload_event(
+                    workload, events[step.to_state], at=step.at, details={"reason": step.reason}
+                )
 
     def _learn(self, decision: SyncDecision, now: float) -> None:
         """Runtimes of the work that just succeeded, for the work like it that follows."""

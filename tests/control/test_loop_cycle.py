@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from loop_builders import World, build_world
 
@@ -227,3 +229,25 @@ def test_the_pods_of_a_submitted_workload_run_what_its_pod_set_says(world: World
         ("nvcr.io/nvidia/pytorch:24.05-py3", ("python", "train.py"), (("EPOCHS", "3"),))
     }
     assert made[0].labels["gpupool.io/queue"] == "team-a"
+
+
+def test_the_submitter_is_told_when_the_workload_starts(
+    world: World, mailoutbox: list[Any], django_capture_on_commit_callbacks: Any
+) -> None:
+    from domain_builders import user
+
+    from gpupool.tenancy.actions import do_set_membership
+    from gpupool.tenancy.models import Tenant
+
+    alice = user("alice")
+    alice.email = "alice@example.com"
+    alice.save()
+    do_set_membership(alice, Tenant.objects.get(name="a"), role="member", acting_user=None)
+    world.submit("mine", gpus=1, submitter=alice)
+    world.cycle()
+    world.cycle()
+    world.cluster.run()
+    with django_capture_on_commit_callbacks(execute=True):
+        world.cycle()
+    assert world.workload("mine").state == "running"
+    assert [m.subject for m in mailoutbox] == ["[gpupool] team-a/mine started"]
