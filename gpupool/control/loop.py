@@ -563,7 +563,7 @@ class ControlLoop:
             if name is not None:
                 self.explain_queue.pop(name, None)
                 self.explain_queue[name] = explanation.detail
-        self.state.history.extend(e for e in moved.preemption_history if e.at == now)
+        # The evictions' preemption events are read back from the database at the next refresh.
 
     # -- 5 apply ---------------------------------------------------------------------------
 
@@ -589,7 +589,7 @@ class ControlLoop:
             do_record_apply_outcome(
                 at=at, bind_failed=bind_failed, refused=refused, budget_moves=moves
             )
-            self.state.forget_events(outcome.refused, now)
+            self.state.forget_events(outcome.refused)
         return outcome
 
     def _work(self, names: Iterable[str], now: float) -> ApplyWork:

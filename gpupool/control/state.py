@@ -212,9 +212,15 @@ class LoopState:
             self.history_last_id = max(self.history_last_id, event_id)
         self.history.sort(key=lambda event: event.at)
 
-    def forget_events(self, victims: Collection[str], at: float) -> None:
-        """Drop the in-memory events of evictions that did not happen (refused by a budget)."""
-        self.history = [e for e in self.history if not (e.at == at and e.victim in victims)]
+    def forget_events(self, victims: Collection[str]) -> None:
+        """Drop the events of evictions that did not happen (a budget refused them, and
+        ``do_record_apply_outcome`` deleted their rows): those of the victims' current run."""
+        starts = {
+            name: self.rows[name].info.started_at or 0.0 for name in victims if name in self.rows
+        }
+        self.history = [
+            e for e in self.history if not (e.victim in starts and e.at >= starts[e.victim])
+        ]
 
     # -- assembling ------------------------------------------------------------------------
 

@@ -169,3 +169,13 @@ def test_cancelling_removes_the_pods_running_work_included(world: World) -> None
     world.cycle()
     assert world.cluster.pods_of("oops") == []
     assert UsageInterval.objects.get(workload=world.workload("oops")).ended_at is not None
+
+
+def test_an_eviction_counts_once_in_the_history_the_contracts_read(world: World) -> None:
+    fill_with_low(world)
+    world.cluster.tick(3600)
+    world.submit("urgent", gpus=8, priority_class=PriorityClass.objects.get(name="high"))
+    for _ in range(4):
+        world.cycle()
+    victims = [e.victim for e in world.loop.state.history]
+    assert victims == ["team-a/filler"]
