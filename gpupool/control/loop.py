@@ -244,6 +244,9 @@ class ControlLoop:
             ]
             result.pending = dict(sorted(record.pending_by_reason.items()))
             if dry_run:
+                # Nothing was written: the next real cycle looks at everything again (this one
+                # took the cluster's delta, and the database does not know it yet).
+                self.first = True
                 timings["record"] = time.perf_counter() - clock
                 result.status, result.timings = "dry-run", timings
                 result.counts = {
@@ -320,6 +323,8 @@ class ControlLoop:
         state = self.state
         state.refresh(at)
         decision = SyncDecision(at=at)
+        if self.first:  # everything, not only the delta: a dry run or a failure took it
+            nodes = nodes | set(self.mirror.nodes) | set(state.nodes)
         if nodes:
             decide_nodes(decision, self.mirror, nodes, self._known_nodes(nodes), state.flavor_rows)
         if self.first:

@@ -16,6 +16,7 @@ from loop_builders import PRODUCT, World, build_world
 from gpupool.control import runner
 from gpupool.control.lock import cycle_lock
 from gpupool.control.models import SchedulingCycle
+from gpupool.workloads.models import Workload
 
 
 def one_node_cluster() -> FakeCluster:
@@ -133,3 +134,13 @@ def test_metrics_are_read_from_the_cycles(configured: World, client: Client) -> 
     assert 'gpupool_pending_workloads{reason="quota"} 1.0' in body
     assert 'gpupool_queue_gpus_allocated{flavor="h100",queue="team-a"} 0.0' in body
     assert "gpupool_bind_errors_total 0.0" in body
+
+
+@pytest.mark.django_db
+def test_a_real_cycle_after_a_dry_run_does_what_the_dry_run_only_planned() -> None:
+    world = build_world()
+    world.cluster.add_pod("kubectl-made")
+    assert world.loop.run_cycle(dry_run=True).status == "dry-run"
+    assert not Workload.objects.exists()
+    world.cycle()
+    assert world.workload("kubectl-made").state == "admitted"

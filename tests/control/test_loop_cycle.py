@@ -251,3 +251,16 @@ def test_the_submitter_is_told_when_the_workload_starts(
         world.cycle()
     assert world.workload("mine").state == "running"
     assert [m.subject for m in mailoutbox] == ["[gpupool] team-a/mine started"]
+
+
+def test_a_node_that_vanished_while_no_loop_ran_is_marked_gone(world: World) -> None:
+    from fake_cluster import FakeCluster
+
+    from gpupool.control.loop import ControlLoop
+
+    world.cycle()
+    restarted = FakeCluster(nodes={"n1": world.cluster.nodes["n1"]})  # n2 went meanwhile
+    assert ControlLoop(restarted).run_cycle().status == "succeeded"
+    gone, kept = Node.objects.get(name="n2"), Node.objects.get(name="n1")
+    assert gone.gone_at is not None and gone.cluster_exclusion == "gone from the cluster"
+    assert kept.gone_at is None
