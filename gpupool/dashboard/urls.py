@@ -19,6 +19,7 @@ urlpatterns = [
     path("fragmentation/", views.fragmentation, name="fragmentation"),
     path("cluster/", views.cluster, name="cluster"),
     path("cluster/nodes/<str:name>/cordon/", views.cluster_cordon, name="cluster-cordon"),
+    path("cluster/nodes/<str:name>/drain/", views.cluster_drain, name="cluster-drain"),
     path(
         "cluster/nodes/<str:name>/gpu-health/",
         views.cluster_gpu_health,

@@ -66,7 +66,7 @@ from gpupool.dashboard.heatmap import (
 )
 from gpupool.dashboard.navigation import PAGES_BY_KEY, Page, home_page
 from gpupool.dashboard.palette import CORDONED_GPU, FREE_GPU, UNHEALTHY_GPU, tenant_colours
-from gpupool.inventory.actions import do_set_gpu_health, do_set_node_cordoned
+from gpupool.inventory.actions import do_drain_node, do_set_gpu_health, do_set_node_cordoned
 from gpupool.inventory.models import Flavor, Gpu, Node, healthy_capacity
 from gpupool.quotas.actions import (
     do_approve_and_apply_quota_request,
@@ -593,6 +593,25 @@ def cluster_cordon(request: HttpRequest, access: Access, name: str) -> HttpRespo
     else:
         verb = "cordoned: nothing new will be placed on it" if cordoned else "uncordoned"
         messages.success(request, f"{node.name} is {verb}.")
+    return back_to_cluster(request)
+
+
+@require_POST
+@dashboard_page("cluster")
+def cluster_drain(request: HttpRequest, access: Access, name: str) -> HttpResponse:
+    """Drain a node (admins): cordon it and have the control loop evict its workloads
+    (``do_drain_node``; reason ``admin``, disruption budgets honoured)."""
+    if not access.admin:
+        return forbidden(request, PAGES_BY_KEY["cluster"], "Only admins drain nodes.")
+    node = get_object_or_404(Node, name=name)
+    form = CordonForm(request.POST)
+    reason = form.cleaned_data["reason"] if form.is_valid() else ""
+    do_drain_node(node, acting_user=request.user, reason=reason)
+    messages.success(
+        request,
+        f"{node.name} is draining: it is cordoned, and the control loop evicts its workloads "
+        "at its next cycles.",
+    )
     return back_to_cluster(request)
 
 

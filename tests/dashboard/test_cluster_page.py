@@ -115,3 +115,17 @@ def test_the_page_reads_a_fixed_number_of_queries_whatever_the_number_of_nodes(
     with CaptureQueriesContext(connection) as many:
         assert client.get("/cluster/").status_code == 200
     assert len(many) == len(few)
+
+
+def test_an_admin_drains_a_node_and_the_page_says_it_is_draining(pool: Any, page_as: Any) -> None:
+    client = page_as("ada")
+    response = client.post("/cluster/nodes/n2/drain/", {"reason": "RMA"}, follow=True)
+    node_row = Node.objects.get(name="n2")
+    assert node_row.cordoned and node_row.drain_requested_at is not None
+    assert "n2 is draining" in text(response)
+    assert "draining: its workloads are being evicted" in text(response)
+    assert "Draining since" in text(response)
+    event = AuditEvent.objects.get(action="inventory.drain_node")
+    assert (event.actor_name, event.reason) == ("ada", "RMA")
+    assert page_as("max").post("/cluster/nodes/n1/drain/").status_code == 403
+    assert Node.objects.get(name="n1").drain_requested_at is None

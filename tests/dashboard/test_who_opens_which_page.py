@@ -35,6 +35,7 @@ NOT_PAGES = {
     "logout": "test_login_and_home.py",
     "cluster-cordon": "test_cluster_page.py",
     "cluster-gpu-health": "test_cluster_page.py",
+    "cluster-drain": "test_cluster_page.py",
     "request": "test_requests_and_approvals.py",
     "approval": "test_requests_and_approvals.py",
     "approval-what-if": "test_requests_and_approvals.py",
