@@ -49,6 +49,7 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "django_htmx",
     "gpupool.cli",
     "gpupool.audit",
     "gpupool.tenancy",
@@ -58,6 +59,7 @@ INSTALLED_APPS = [
     "gpupool.accounting",
     "gpupool.control",
     "gpupool.notifications",
+    "gpupool.dashboard",
 ]
 
 MIDDLEWARE = [
@@ -66,6 +68,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -83,6 +86,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "gpupool.dashboard.context.dashboard",
             ],
         },
     },
@@ -108,13 +112,23 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
-STATICFILES_DIRS = [path for path in [BASE_DIR / "frontend"] if path.is_dir()]
+# The pages' own stylesheet and scripts (frontend/, no build step) under static/dashboard/;
+# plotly.js and htmx come from their wheels (plotly's package data, django-htmx's static).
+STATICFILES_DIRS = [("dashboard", BASE_DIR / "frontend")]
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    "gpupool.dashboard.finders.PlotlyFinder",
+]
 if not DEBUG:
     # Production serves collected static files itself (run `manage.py collectstatic` first);
     # in development runserver serves them from the finders.
     MIDDLEWARE.insert(1, "whitenoise.middleware.WhiteNoiseMiddleware")
 
-LOGIN_URL = "/admin/login/"
+# The dashboard's own login takes every user (the admin site's takes staff only).
+LOGIN_URL = "dashboard:login"
+LOGIN_REDIRECT_URL = "dashboard:home"
+LOGOUT_REDIRECT_URL = "dashboard:login"
 
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",

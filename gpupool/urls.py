@@ -1,4 +1,4 @@
-"""Top-level URL routes."""
+"""Top-level URL routes: the admin site, health, the API, and the dashboard at ``/``."""
 
 from django.contrib import admin
 from django.urls import include, path
@@ -11,4 +11,5 @@ urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("metrics", metrics_view, name="metrics"),
     path("api/v1/", include("gpupool.api.urls")),
+    path("", include("gpupool.dashboard.urls")),
 ]

@@ -213,6 +213,24 @@ class Node(models.Model):
             return count if isinstance(count, int) else 0
         return 1
 
+    def health_reasons(self) -> list[str]:
+        """Why the node cannot give all its GPUs: gone from the cluster, excluded by it, a
+        drain under way, its cordon, then each unhealthy GPU's reason (reads ``gpus.all()``:
+        prefetch them for a list of nodes)."""
+        reasons = []
+        if self.gone_at is not None:
+            reasons.append("gone from the cluster")
+        elif self.cluster_exclusion:
+            reasons.append(f"the cluster takes no pods here: {self.cluster_exclusion}")
+        if self.cordoned and self.drain_requested_at is not None:
+            reasons.append("draining: its workloads are being evicted")
+        elif self.cordoned:
+            reasons.append("cordoned: no new placements")
+        reasons += [
+            f"gpu {gpu.index}: {gpu.unhealthy_reason}" for gpu in self.gpus.all() if not gpu.healthy
+        ]
+        return reasons
+
 
 class Gpu(models.Model):
     """One physical GPU of a node, by index, with its health and why it is unhealthy."""
