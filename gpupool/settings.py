@@ -57,6 +57,7 @@ INSTALLED_APPS = [
     "gpupool.workloads",
     "gpupool.accounting",
     "gpupool.control",
+    "gpupool.simcluster",
 ]
 
 MIDDLEWARE = [
@@ -161,6 +162,8 @@ if GPUPOOL_CLUSTER not in {"simulated", "kubernetes"}:
         f"GPUPOOL_CLUSTER must be 'simulated' or 'kubernetes', not {GPUPOOL_CLUSTER!r}."
     )
 GPUPOOL_KUBECONFIG = os.environ.get("GPUPOOL_KUBECONFIG") or os.environ.get("KUBECONFIG", "")
+# The simulated cluster's clock: simulated seconds per wall-clock second (60: an hour a minute).
+GPUPOOL_SIM_SPEED = float(os.environ.get("GPUPOOL_SIM_SPEED", "1"))
 
 LOGGING = {
     "version": 1,

@@ -247,7 +247,7 @@ class SimulatedCluster:
         for obj in tx.due(now):
             changed += 1
             if obj.kind == "Event":
-                tx.delete(obj)
+                tx.remove(obj)
             elif obj.kind == "Pod":
                 self._pod_due(tx, obj, now)
             else:
@@ -259,7 +259,7 @@ class SimulatedCluster:
         evict_at = sim.get("evict_at")
         if evict_at is not None and evict_at <= now:
             # The taint eviction controller deletes the pods of a node lost for too long.
-            tx.delete(obj)
+            tx.remove(obj)
             self._event(tx, _ref(obj), "TaintManagerEviction",
                         f"Marking for deletion Pod {obj.namespace}/{obj.name}", "Normal",
                         evict_at)  # fmt: skip
@@ -306,7 +306,7 @@ class SimulatedCluster:
             obj = tx.get("Node", "", name)
             if obj is None:
                 return False
-            tx.delete(obj)
+            tx.remove(obj)
             return True
 
     def set_node_ready(self, name: str, ready: bool) -> None:
@@ -586,7 +586,7 @@ class SimulatedCluster:
                 if result.status == "evicted":
                     obj = tx.get("Pod", pod.namespace, pod.name)
                     assert obj is not None
-                    tx.delete(obj)
+                    tx.remove(obj)
                     self._event(tx, pod, "Preempted", f"evicted by gpupool: {reason}", "Normal",
                                 now, uid=_pod(obj).uid)  # fmt: skip
                 results.append(result)
@@ -644,7 +644,7 @@ class SimulatedCluster:
             needed = len(members) - int(spec["maxUnavailable"])
         return healthy, needed
 
-    def delete(self, pods: Sequence[PodRef], reason: str) -> PodsOutcome:
+    def delete_pods(self, pods: Sequence[PodRef], reason: str) -> PodsOutcome:
         """Delete pods (uid as precondition); an Event says why first."""
         now = self.clock.now()
         results = []
@@ -662,7 +662,7 @@ class SimulatedCluster:
                     continue
                 self._event(tx, pod, "Deleted", f"deleted by gpupool: {reason}", "Normal", now,
                             uid=_pod(obj).uid)  # fmt: skip
-                tx.delete(obj)
+                tx.remove(obj)
                 results.append(PodResult(pod, "deleted"))
         return PodsOutcome(tuple(results))
 
@@ -1023,7 +1023,7 @@ class SimulatedBackend:
         """Delete pods; one already gone counts as deleted (``gone``)."""
         self._check_open()
         try:
-            return self.cluster.delete(pods, reason)
+            return self.cluster.delete_pods(pods, reason)
         except Exception as exc:
             return PodsOutcome(tuple(PodResult(p, "failed", str(exc)) for p in pods))
 

@@ -105,7 +105,7 @@ class StoreTransaction(Protocol):
         """Create or replace an object; it gets the next revision, which is returned on it."""
         ...
 
-    def delete(self, obj: StoredObject) -> None:
+    def remove(self, obj: StoredObject) -> None:
         """Delete an object, leaving a tombstone with the next revision."""
         ...
 
@@ -237,5 +237,5 @@ class _MemoryTransaction:
     def put(self, obj: StoredObject) -> StoredObject:
         return self._store._write(replace(obj, deleted=False))
 
-    def delete(self, obj: StoredObject) -> None:
+    def remove(self, obj: StoredObject) -> None:
         self._store._write(replace(obj, deleted=True, due_at=None, node="", facts=None))

@@ -135,12 +135,26 @@ def wait_for(what: str, probe: Callable[[], T | None], timeout: float) -> T:
         time.sleep(0.1)
 
 
-class SimulatedWorld:
-    """The simulated cluster in memory, on a virtual clock; nothing needs waiting for."""
+def database_store(clock: VirtualClock, **options: Any) -> Any:
+    """A ``DatabaseStore`` on a fresh state row (the test needs the ``db`` fixture)."""
+    from gpupool.simcluster.models import SimulatedClusterState
+    from gpupool.simcluster.store import DatabaseStore
 
-    def __init__(self, namespace: str = "team-a") -> None:
+    state = SimulatedClusterState.objects.create(
+        clock_origin=clock.now(), wall_origin=clock.now(), speed=1.0
+    )
+    return DatabaseStore(state.pk, clock, **options)
+
+
+class SimulatedWorld:
+    """The simulated cluster on a virtual clock, in memory or in the database (the demo's
+    store); nothing needs waiting for."""
+
+    def __init__(self, namespace: str = "team-a", *, database: bool = False) -> None:
         self.clock = VirtualClock(START)
-        self.cluster = SimulatedCluster(MemoryStore(), self.clock)
+        self.cluster = SimulatedCluster(
+            database_store(self.clock) if database else MemoryStore(), self.clock
+        )
         self.backend: SimulatedBackend = SimulatedBackend(self.cluster)
         self.namespace = namespace
         self._nodes = 0
@@ -183,7 +197,7 @@ class SimulatedWorld:
         return self.cluster.add_pod(manifest)
 
     def delete_behind(self, pod: PodRef) -> None:
-        self.cluster.delete([pod], "deleted with kubectl")
+        self.cluster.delete_pods([pod], "deleted with kubectl")
 
     def budget(self, name: str, match_labels: Mapping[str, str], min_available: int) -> None:
         self.cluster.add_disruption_budget(

@@ -21,12 +21,17 @@ from gpupool.clusters.inventory import exclusion
 
 
 @pytest.fixture(
-    params=["simulated", pytest.param("kubernetes", marks=pytest.mark.k8s)],
+    params=[
+        "simulated",
+        pytest.param("simulated-in-the-database", marks=pytest.mark.django_db),
+        pytest.param("kubernetes", marks=pytest.mark.k8s),
+    ],
 )
 def world(request: pytest.FixtureRequest) -> Iterator[World]:
-    """The simulated cluster, then the local plane with a namespace of the test's own."""
-    if request.param == "simulated":
-        yield SimulatedWorld()
+    """The simulated cluster (in memory, then in the database as the demo keeps it), then
+    the local plane with a namespace of the test's own."""
+    if request.param.startswith("simulated"):
+        yield SimulatedWorld(database=request.param != "simulated")
         return
     kubernetes = KubernetesWorld(
         request.getfixturevalue("k8s_api"),

@@ -23,6 +23,12 @@ from gpupool.clusters.simulated import (
 from gpupool.clusters.simulated_store import MemoryStore
 
 
+@pytest.fixture(params=["memory", pytest.param("database", marks=pytest.mark.django_db)])
+def world(request: pytest.FixtureRequest) -> SimulatedWorld:
+    """The simulated cluster in memory, and in the database (one model, two stores)."""
+    return SimulatedWorld(database=request.param == "database")
+
+
 def submitted(world: SimulatedWorld, name: str, *, gpus: int = 1, **fields: object) -> PodRef:
     """A pod created through gpupool, as the loop creates them."""
     pod = NewPod(world.namespace, name, image="train:1", labels={"gpupool.io/queue": "train"},
@@ -56,8 +62,7 @@ def test_a_command_sleeps_as_gnu_sleep_would(command: list[str], seconds: float 
     assert sleep_seconds(command) == seconds
 
 
-def test_a_bound_pod_runs_its_sleep_then_succeeds() -> None:
-    world = SimulatedWorld()
+def test_a_bound_pod_runs_its_sleep_then_succeeds(world: SimulatedWorld) -> None:
     node = world.node()
     pod = submitted(world, "train", command=("sleep", "600"))
     world.backend.sync()
@@ -72,8 +77,9 @@ def test_a_bound_pod_runs_its_sleep_then_succeeds() -> None:
     assert view.delta.pods[pod.key].kind == "changed"
 
 
-def test_without_a_sleep_the_expected_runtime_annotation_is_the_run_time() -> None:
-    world = SimulatedWorld()
+def test_without_a_sleep_the_expected_runtime_annotation_is_the_run_time(
+    world: SimulatedWorld,
+) -> None:
     node = world.node()
     estimated = submitted(world, "estimated", annotations={"gpupool.io/expected-runtime": "1h"})
     endless = submitted(world, "endless")
@@ -85,8 +91,7 @@ def test_without_a_sleep_the_expected_runtime_annotation_is_the_run_time() -> No
     assert phase(world, endless) == "Running"
 
 
-def test_the_kubelet_rejects_a_pod_that_does_not_fit_the_node() -> None:
-    world = SimulatedWorld()
+def test_the_kubelet_rejects_a_pod_that_does_not_fit_the_node(world: SimulatedWorld) -> None:
     node = world.node(gpus=8)
     first = submitted(world, "first", gpus=6)
     second = submitted(world, "second", gpus=4)
@@ -100,8 +105,9 @@ def test_the_kubelet_rejects_a_pod_that_does_not_fit_the_node() -> None:
     assert body.node_name == node
 
 
-def test_the_kubelet_rejects_a_pod_whose_node_selector_the_node_fails() -> None:
-    world = SimulatedWorld()
+def test_the_kubelet_rejects_a_pod_whose_node_selector_the_node_fails(
+    world: SimulatedWorld,
+) -> None:
     node = world.node()
     picky = submitted(world, "picky", node_selector={"nvidia.com/gpu.product": "NVIDIA-GB200"})
     world.backend.sync()
@@ -109,8 +115,9 @@ def test_the_kubelet_rejects_a_pod_whose_node_selector_the_node_fails() -> None:
     assert phase(world, picky) == "Failed"
 
 
-def test_an_unhealthy_gpu_leaves_allocatable_and_fails_the_pod_using_it() -> None:
-    world = SimulatedWorld()
+def test_an_unhealthy_gpu_leaves_allocatable_and_fails_the_pod_using_it(
+    world: SimulatedWorld,
+) -> None:
     node = world.node(gpus=8)
     low = submitted(world, "low", gpus=4)  # devices 0-3
     high = submitted(world, "high", gpus=4)  # devices 4-7
@@ -133,8 +140,7 @@ def test_an_unhealthy_gpu_leaves_allocatable_and_fails_the_pod_using_it() -> Non
     assert world.backend.sync().nodes[node].allocatable.gpus == 8
 
 
-def test_a_failed_gpu_of_a_shared_node_takes_its_replicas_away() -> None:
-    world = SimulatedWorld()
+def test_a_failed_gpu_of_a_shared_node_takes_its_replicas_away(world: SimulatedWorld) -> None:
     group = {"kind": "shared", "prefix": "l40s", "gpus": 4, "replicas": 4, "product": "NVIDIA-L40S"}
     (node,) = world.cluster.add_nodes([gpu_node_manifest("l40s-0", group)])
     slices = [submitted(world, f"slice-{i}", annotations={"gpupool.io/gpu-milli": "250"})
@@ -151,8 +157,9 @@ def test_a_failed_gpu_of_a_shared_node_takes_its_replicas_away() -> None:
     assert phases == ["Failed"] * 4 + ["Running"]  # replicas 0-3 are GPU 0's
 
 
-def test_a_lost_node_takes_its_pods_after_the_toleration_unless_it_comes_back() -> None:
-    world = SimulatedWorld()
+def test_a_lost_node_takes_its_pods_after_the_toleration_unless_it_comes_back(
+    world: SimulatedWorld,
+) -> None:
     lost, back = world.node(), world.node()
     doomed = world.pod("doomed", scheduler="default-scheduler", node=lost)
     ours = submitted(world, "ours")
@@ -180,8 +187,7 @@ def test_a_lost_node_takes_its_pods_after_the_toleration_unless_it_comes_back() 
     assert "TaintManagerEviction" in reasons
 
 
-def test_a_pod_bound_to_a_lost_node_starts_when_the_node_comes_back() -> None:
-    world = SimulatedWorld()
+def test_a_pod_bound_to_a_lost_node_starts_when_the_node_comes_back(world: SimulatedWorld) -> None:
     node = world.node()
     world.cluster.set_node_ready(node, False)
     pod = submitted(world, "patient", command=("sleep", "60"))
@@ -195,8 +201,7 @@ def test_a_pod_bound_to_a_lost_node_starts_when_the_node_comes_back() -> None:
     assert phase(world, pod) == "Succeeded"
 
 
-def test_evictions_of_one_set_count_against_the_budget_one_by_one() -> None:
-    world = SimulatedWorld()
+def test_evictions_of_one_set_count_against_the_budget_one_by_one(world: SimulatedWorld) -> None:
     node = world.node()
     pods = [world.pod(f"replica-{i}", node=node, labels={"app": "serving"}) for i in range(3)]
     world.budget("serving", {"app": "serving"}, min_available=2)
@@ -210,8 +215,7 @@ def test_evictions_of_one_set_count_against_the_budget_one_by_one() -> None:
     assert not world.exists(pods[0]) and world.exists(pods[1])
 
 
-def test_a_budget_by_max_unavailable_counts_pods_already_down() -> None:
-    world = SimulatedWorld()
+def test_a_budget_by_max_unavailable_counts_pods_already_down(world: SimulatedWorld) -> None:
     node, elsewhere = world.node(), world.node()
     up = world.pod("up", node=node, labels={"app": "db"})
     world.pod("down", node=elsewhere, labels={"app": "db"})
@@ -222,16 +226,14 @@ def test_a_budget_by_max_unavailable_counts_pods_already_down() -> None:
     assert result.status == "refused"
 
 
-def test_a_pending_pod_is_evicted_whatever_its_budget_says() -> None:
-    world = SimulatedWorld()
+def test_a_pending_pod_is_evicted_whatever_its_budget_says(world: SimulatedWorld) -> None:
     waiting = world.pod("waiting", labels={"app": "serving"})
     world.budget("serving", {"app": "serving"}, min_available=5)
     world.backend.sync()
     assert [r.status for r in world.backend.evict([waiting], "preempt").results] == ["evicted"]
 
 
-def test_events_expire_after_an_hour() -> None:
-    world = SimulatedWorld()
+def test_events_expire_after_an_hour(world: SimulatedWorld) -> None:
     pod = world.pod("waiting")
     assert world.backend.record_event(pod, "Pending", "quota") == "created"
     world.clock.advance(3599)
@@ -251,7 +253,7 @@ def test_a_reader_behind_the_compaction_relists_and_its_delta_is_still_exact() -
     doomed = cluster.add_pod(pod_manifest("a", "doomed", 1))
     assert reader.sync().delta.relisted
 
-    cluster.delete([doomed], "gone")
+    cluster.delete_pods([doomed], "gone")
     born = [cluster.add_pod(pod_manifest("a", f"born-{i}", 1)) for i in range(12)]
     view = reader.sync()
 
@@ -261,8 +263,7 @@ def test_a_reader_behind_the_compaction_relists_and_its_delta_is_still_exact() -
     assert kept.key not in view.delta.pods
 
 
-def test_two_backends_on_one_store_each_see_what_the_other_did() -> None:
-    world = SimulatedWorld()
+def test_two_backends_on_one_store_each_see_what_the_other_did(world: SimulatedWorld) -> None:
     node = world.node()
     other = SimulatedBackend(world.cluster)
     pod = submitted(world, "shared")
