@@ -239,7 +239,7 @@ def add_whatif_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help=(
             "a proposed scheduling-policy setting, a key of a scenario's policy object "
-            "(queueing=fifo, fair_sharing=false, starvation_limit_s=21600, "
+            "(queueing=fifo, queue_order=head-rank, starvation_limit_s=21600, "
             'victim_search=greedy, phases=\'["enqueue","allocate"]\'); repeatable'
         ),
     )

@@ -52,7 +52,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.db import connection, transaction
-from django.db.models import Sum
+from django.db.models import Q, Sum
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -110,6 +110,26 @@ class DatabaseSnapshot:
     def pod_set_id(self, workload: str, pod_set_index: int) -> int:
         """The PodSet row of a workload's pod set, by its index in the core's pod sets."""
         return self.pod_set_ids[workload][pod_set_index]
+
+
+@dataclass(frozen=True, slots=True)
+class Pool:
+    """The pool without its work: flavors, nodes, queues and classes (what a what-if replays
+    recorded demand on)."""
+
+    flavors: tuple[FlavorInfo, ...]
+    nodes: tuple[NodeInfo, ...]
+    queues: tuple[QueueInfo, ...]
+    priority_classes: tuple[PriorityClassInfo, ...]
+
+
+def build_pool() -> Pool:
+    """The pool's flavors, nodes, queues and priority classes as the core sees them."""
+    with _one_state_of_the_database():
+        flavors, _, flavor_rows = _flavors()
+        nodes, _ = _nodes(flavor_rows)
+        queues, _ = _queues()
+        return Pool(flavors, nodes, queues, _priority_classes())
 
 
 def build_snapshot(*, now: datetime, policy: PolicyInfo) -> DatabaseSnapshot:
@@ -300,11 +320,15 @@ def _priority_classes() -> tuple[PriorityClassInfo, ...]:
     return classes
 
 
-def _pod_sets() -> dict[int, list[tuple[int, PodSetInfo]]]:
-    """The live workloads' pod sets, by workload id, in submission order, with their ids."""
+def pod_set_infos(of: Q | None = None) -> dict[int, list[tuple[int, PodSetInfo]]]:
+    """Pod sets by workload id, in submission order, with their ids: of the live workloads,
+    or of the workloads ``of`` selects (a filter on ``Workload``)."""
+    workloads = Q(state__in=LIVE_STATES) if of is None else of
     choices: dict[int, list[str]] = defaultdict(list)
     for pod_set_id, flavor in (
-        PodSetFlavorChoice.objects.filter(pod_set__workload__state__in=LIVE_STATES)
+        PodSetFlavorChoice.objects.filter(
+            pod_set__workload__in=Workload.objects.filter(workloads).values("pk")
+        )
         .values_list("pod_set_id", "flavor__name")
         .order_by("pod_set_id", "rank")
     ):
@@ -312,7 +336,7 @@ def _pod_sets() -> dict[int, list[tuple[int, PodSetInfo]]]:
     shapes: dict[tuple[object, ...], PodSetInfo] = {}  # identical pod sets share one object
     pod_sets: dict[int, list[tuple[int, PodSetInfo]]] = defaultdict(list)
     for pod_set_id, workload_id, count, gpus, gpu_milli, flavor, cpu, memory_gb in (
-        PodSet.objects.filter(workload__state__in=LIVE_STATES)
+        PodSet.objects.filter(workload__in=Workload.objects.filter(workloads).values("pk"))
         .values_list(
             "id", "workload_id", "count", "gpus", "gpu_milli", "flavor__name", "cpu", "memory_gb"
         )
@@ -353,7 +377,7 @@ def _workloads(
     now: datetime,
 ) -> tuple[tuple[WorkloadInfo, ...], dict[str, int], dict[str, tuple[int, ...]]]:
     """Pending, admitted and running workloads with their pod sets and placements."""
-    pod_sets = _pod_sets()
+    pod_sets = pod_set_infos()
     placements = _placements()
     rows = (
         Workload.objects.filter(state__in=LIVE_STATES)

@@ -1,36 +1,46 @@
-"""Contracts: budgets decide effective priority; protection and back-off filter victims.
+"""Contracts: budgets and back-off decide effective priority; protection filters victims.
 
 Contracts are filters plugged into the phases, not branches inside them (KAI's
 ``minruntime`` plugin is the model):
 
 - **budget** — a class with ``budget_rate > 0`` is honoured only while the tenant's budget
-  for it is positive and covers the protected-window reservation
-  (GPUs x protected hours x rate); otherwise the workload is treated as the default class and
-  preempts nobody.
+  for it is positive and, for pending work, covers the protected-window reservation
+  (GPUs x protected hours x rate; reserved in rank order); otherwise the workload is treated
+  as the default class and preempts nobody.
 - **protected window** — a running workload cannot be evicted until ``started_at`` plus its
   protected runtime (capped by the queue's ``max_protected_runtime_s`` at a class that costs no
   budget); a workload evicted often recently earns a minimum protection.
-- **back-off** — a workload or tenant that caused more than N preemptions within W is treated
-  one priority step lower for D after the last of them.
+- **back-off** — a pending workload that caused, or whose tenant caused, more than N
+  preemptions within W is treated one priority step lower for D after the last of them
+  (back-off throttles preemptors; it never lowers running work, which would make victims
+  cheaper).
+- **starvation** — a workload pending longer than the policy's limit is starving (the cycle
+  holds capacity for it).
+
+The contracts' timers live here too, so that everything that waits for time to pass reads the
+same rules: when a protected window ends, a back-off or a victim's extra protection lapses, a
+workload starts to starve (``lifecycle.next_change_at`` asks them). A condition stated with a
+strict inequality changes one ``INSTANT_S`` after its boundary.
 """
 
 from __future__ import annotations
 
 import bisect
+import math
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Final
 
 from gpupool.scheduler.types import (
     MILLI,
+    SECONDS_PER_HOUR,
     BackoffPolicy,
     PolicyInfo,
     PriorityClassInfo,
     Snapshot,
     WorkloadInfo,
 )
-
-SECONDS_PER_HOUR = 3600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,14 +76,39 @@ def history_horizon(policy: PolicyInfo) -> float:
     return horizon
 
 
+# The timers' resolution: a condition with a strict inequality (``now - submitted_at >
+# limit``) is taken to change this long after its boundary (the replay's figure).
+INSTANT_S: Final = 1e-6
+
+
+def first_instant(start: float, holds: Callable[[float], bool]) -> float:
+    """``start``, or the next representable time after it at which ``holds`` is true (floating
+    point can put a boundary plus a span a hair short of it)."""
+    at = start
+    while not holds(at):
+        at = math.nextafter(at, math.inf)
+    return at
+
+
 def backed_off_at(times: Iterable[float], policy: BackoffPolicy, now: float) -> bool:
     """Whether more than N events fell within a window W that ended less than D ago."""
+    return backoff_ends(times, policy, now) is not None
+
+
+def backoff_ends(times: Iterable[float], policy: BackoffPolicy, now: float) -> float | None:
+    """When the back-off in force at ``now`` ends (None when there is none): D after the last
+    event that closes a run of more than N events within W."""
     ordered = sorted(t for t in times if t <= now)
     n = policy.max_preemptions
+    cooldown = policy.cooldown_s
+    last: float | None = None  # the latest event that closes a run and still cools down
     for i in range(n, len(ordered)):
-        if ordered[i] - ordered[i - n] <= policy.window_s and now - ordered[i] < policy.cooldown_s:
-            return True
-    return False
+        if ordered[i] - ordered[i - n] <= policy.window_s and now - ordered[i] < cooldown:
+            last = ordered[i]
+    if last is None:
+        return None
+    since = last
+    return first_instant(since + cooldown, lambda at: not at - since < cooldown)
 
 
 class Contracts:
@@ -184,21 +219,35 @@ class Contracts:
 
     def protected_runtime(self, workload: WorkloadInfo) -> float:
         """Seconds after its start during which the workload cannot be evicted."""
+        seconds = self._own_protection(workload)
+        protection = self.policy.victim_protection
+        if (
+            protection is not None
+            and workload.name in self.victim_times
+            and len(self._recent_evictions(workload)) >= protection.evictions
+        ):
+            seconds = max(seconds, protection.protected_s)
+        return seconds
+
+    def _own_protection(self, workload: WorkloadInfo) -> float:
+        """The protected runtime the workload declares, capped by its queue at a free class."""
         standing = self.standing[workload.name]
         seconds = workload.protected_runtime_s
         cap = self.queues[workload.queue].max_protected_runtime_s
         if standing.effective.budget_rate == 0 and cap is not None:
             seconds = min(seconds, cap)
-        protection = self.policy.victim_protection
-        if protection is not None and workload.name in self.victim_times:
-            recent = [
-                t
-                for t in self.victim_times.get(workload.name, ())
-                if self.now - protection.window_s <= t <= self.now
-            ]
-            if len(recent) >= protection.evictions:
-                seconds = max(seconds, protection.protected_s)
         return seconds
+
+    def _recent_evictions(self, workload: WorkloadInfo) -> list[float]:
+        """When the workload was evicted within the victim-protection window, oldest first."""
+        protection = self.policy.victim_protection
+        if protection is None:
+            return []
+        return sorted(
+            t
+            for t in self.victim_times.get(workload.name, ())
+            if self.now - protection.window_s <= t <= self.now
+        )
 
     def protected_until(self, workload: WorkloadInfo) -> float:
         """When the workload's protected window ends (its start if it has none)."""
@@ -223,3 +272,46 @@ class Contracts:
     def may_preempt_victim(self, preemptor: WorkloadInfo, victim: WorkloadInfo) -> bool:
         """Preemption filter: the victim's effective priority is strictly lower."""
         return self.standing[victim.name].value < self.standing[preemptor.name].value
+
+    def starving(self, workload: WorkloadInfo) -> bool:
+        """Whether the workload has waited past the policy's starvation limit."""
+        limit = self.policy.starvation_limit_s
+        return limit is not None and self.now - workload.submitted_at > limit
+
+    # -- timers: when a contract's verdict on a workload changes with no other change --------
+
+    def starves_at(self, workload: WorkloadInfo) -> float | None:
+        """When the workload first counts as starving (None: the policy sets no limit)."""
+        limit = self.policy.starvation_limit_s
+        if limit is None:
+            return None
+        since = workload.submitted_at
+        return first_instant(since + limit + INSTANT_S, lambda at: at - since > limit)
+
+    def backoff_ends_at(self, workload: WorkloadInfo) -> float | None:
+        """When the back-off lowering a pending workload now ends, its own and its tenant's
+        (None: it is not backed off)."""
+        policy = self.policy.backoff
+        if policy is None or not self.standing[workload.name].backed_off:
+            return None
+        ends = [backoff_ends(self.caused_by_workload.get(workload.name, ()), policy, self.now)]
+        tenant = self.tenant(workload)
+        if tenant is not None:
+            ends.append(backoff_ends(self.caused_by_tenant.get(tenant, ()), policy, self.now))
+        return max((end for end in ends if end is not None), default=None)
+
+    def victim_protection_ends_at(self, workload: WorkloadInfo) -> float | None:
+        """When the minimum protection the workload earned as a repeated victim lapses: just
+        after the eviction whose leaving the window drops the count below the threshold
+        (None: it has none, or it adds nothing to the workload's own window)."""
+        protection = self.policy.victim_protection
+        if protection is None or workload.name not in self.victim_times:
+            return None
+        recent = self._recent_evictions(workload)
+        if len(recent) < protection.evictions:
+            return None
+        if protection.protected_s <= self._own_protection(workload):
+            return None
+        leaving = recent[len(recent) - protection.evictions]
+        window = protection.window_s
+        return first_instant(leaving + window + INSTANT_S, lambda at: at - window > leaving)

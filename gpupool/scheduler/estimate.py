@@ -1,10 +1,13 @@
 """Estimated starts and dry-runs, both answered by the same core as the cycle.
 
-**Estimated start** (Slurm's ``squeue --start``): replay the future through ``plan``. Admit
-what the cycle admits, let victims leave, jump to the next expected end of a running
-workload, finish it, plan again; a workload's estimate is the first step that admits it.
-Work without an expected runtime never ends in the replay, so what waits only on it gets no
-estimate (``None``) rather than a made-up one.
+**Estimated start** (Slurm's ``squeue --start``): replay the future through ``plan``. Apply
+each plan (``lifecycle.apply_plan``: admissions start, victims leave at once and are
+requeued, each eviction is recorded for the contracts); when a plan changes nothing, finish
+the running work that is due, else jump to the next instant at which the world changes by
+itself (``lifecycle.next_change_at``: an expected end, a protected window ending, a back-off
+or a starvation limit), and plan again. A workload's estimate is the first step that admits
+it. Work without an expected runtime never ends in the replay, so what waits only on it gets
+no estimate (``None``) rather than a made-up one.
 
 **Dry-run**: would a hypothetical workload fit now? Three layers answer separately —
 quota passes, capacity exists, a placement exists — and the first that fails is named.
@@ -16,8 +19,10 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from gpupool.scheduler.cycle import Cycle, PendingWork, plan
+from gpupool.scheduler.cycle import plan
+from gpupool.scheduler.cycle_state import Cycle, PendingWork
 from gpupool.scheduler.explain import Verdict, quota_verdict, sentence
+from gpupool.scheduler.lifecycle import apply_plan, due, finish, next_change_at
 from gpupool.scheduler.statement import Statement
 from gpupool.scheduler.types import PolicyInfo, Snapshot, WorkloadInfo
 
@@ -34,56 +39,22 @@ def estimate_starts(
     current, moment = snapshot, now
     for _ in range(max_steps):
         result = plan(current, policy, moment)
-        admitted = {a.workload: a.placement for a in result.admit}
-        for name in admitted:
-            if name in estimates and estimates[name] is None:
-                estimates[name] = moment
-        evicted = {e.workload for e in result.evict}
-        waiting = {p.workload for p in result.pending if p.reason == "waiting-for-preemption"}
-        workloads: list[WorkloadInfo] = []
-        for workload in current.workloads:
-            if workload.name in admitted:
-                workloads.append(
-                    dataclasses.replace(
-                        workload,
-                        state="running",
-                        started_at=moment,
-                        placement=admitted[workload.name],
-                        nominated=False,
-                    )
-                )
-            elif workload.name in evicted:
-                # Requeued with its original submit time; its victims' capacity is free now.
-                workloads.append(
-                    dataclasses.replace(
-                        workload, state="pending", started_at=None, placement=(), evicting_for=None
-                    )
-                )
-            elif workload.name in waiting:
-                workloads.append(dataclasses.replace(workload, nominated=True))
-            else:
-                workloads.append(workload)
+        for admission in result.admit:
+            if admission.workload in estimates and estimates[admission.workload] is None:
+                estimates[admission.workload] = moment
+        current = apply_plan(current, result, moment)
         if all(value is not None for value in estimates.values()):
             break
-        if not admitted and not evicted:
-            ends = [
-                (w.started_at or moment) + w.expected_runtime_s
-                for w in workloads
-                if w.state == "running" and w.expected_runtime_s is not None
-            ]
-            if not ends:
+        if result.admit or result.evict:
+            continue  # plan again at the same moment: preemptors take what their victims freed
+        ended = due(current, moment)
+        if not ended:
+            later = next_change_at(current, policy, moment)
+            if later is None:
                 break
-            moment = max(moment, min(ends))
-            workloads = [
-                w
-                for w in workloads
-                if not (
-                    w.state == "running"
-                    and w.expected_runtime_s is not None
-                    and (w.started_at or moment) + w.expected_runtime_s <= moment
-                )
-            ]
-        current = dataclasses.replace(current, workloads=tuple(workloads))
+            moment = later
+            ended = due(current, moment)
+        current = finish(current, ended)
     return estimates
 
 

@@ -1,8 +1,9 @@
 """Explanations: one structured reason per pending workload, and a sentence for people.
 
 A verdict is a value: the reason code of the first layer that stopped the workload and the
-facts behind it (queue, flavor, asked, available ...). The dashboard, the CLI and Kubernetes
-Events show the same sentence, built here from those facts only.
+facts behind it (queue, flavor, asked, available ...). The sentence people read -- the plan's
+``detail``, which the ``plan`` command prints -- is built here from those facts only, so
+whatever shows a reason shows the same one.
 """
 
 from __future__ import annotations

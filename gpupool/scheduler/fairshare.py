@@ -2,9 +2,10 @@
 
 A queue's dominant share is the largest, over resources (each GPU flavor, CPU, memory), of
 its usage divided by the pool's capacity of that resource, divided by the queue's weight.
-Resources of which the pool has none are ignored. Allocation serves the queue with the
-smallest share next and recomputes its share after each admission (progressive filling);
-ties go to the queue's name.
+Resources of which the pool has none are ignored. Under ``policy.queue_order``
+"dominant-share" (the default) allocation serves the queue with the smallest share next and
+recomputes its share after each admission (progressive filling); ties go to the queue's
+name.
 """
 
 from __future__ import annotations

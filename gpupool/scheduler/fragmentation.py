@@ -25,7 +25,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from types import MappingProxyType
 
-MILLI_PER_GPU = 1000
+from gpupool.scheduler.types import MILLI
+
+# The name gpupool/simulation imports; the value is types.MILLI (one constant).
+MILLI_PER_GPU = MILLI
 
 # gpupool's cost (see `placement_cost`): the fragmentation gradient plus this weight times the
 # growth of CPU-stranded GPU. Chosen on the openb trace (docs/benchmarks.md, B2): 0 is FGD's
@@ -61,7 +64,7 @@ class PodShape:
     """
 
     gpus: int
-    milli: int = MILLI_PER_GPU
+    milli: int = MILLI
     cpu_milli: int = 0
     memory_mib: int = 0
     gpu_models: frozenset[str] = frozenset()
@@ -70,9 +73,9 @@ class PodShape:
         """Reject shapes no node could ever serve."""
         if self.gpus < 0:
             raise ValueError(f"gpus: must be >= 0, got {self.gpus}")
-        if not 1 <= self.milli <= MILLI_PER_GPU:
-            raise ValueError(f"milli: must be within 1..{MILLI_PER_GPU}, got {self.milli}")
-        if self.milli < MILLI_PER_GPU and self.gpus != 1:
+        if not 1 <= self.milli <= MILLI:
+            raise ValueError(f"milli: must be within 1..{MILLI}, got {self.milli}")
+        if self.milli < MILLI and self.gpus != 1:
             raise ValueError("milli: a GPU fraction is only allowed with gpus == 1")
         if self.cpu_milli < 0 or self.memory_mib < 0:
             raise ValueError("cpu_milli/memory_mib: must be >= 0")
@@ -85,7 +88,7 @@ class PodShape:
     @property
     def is_fraction(self) -> bool:
         """Whether the pod shares one GPU (asks less than a whole GPU)."""
-        return self.gpus == 1 and self.milli < MILLI_PER_GPU
+        return self.gpus == 1 and self.milli < MILLI
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,7 +220,7 @@ def _fraction_candidates(node: NodeState, pod: PodShape) -> list[int]:
 
 def _whole_gpus(node: NodeState, pod: PodShape) -> tuple[int, ...]:
     """The lowest-indexed entirely free GPUs, as many as the pod asks."""
-    whole = [i for i, free in enumerate(node.gpu_free_milli) if free >= MILLI_PER_GPU]
+    whole = [i for i, free in enumerate(node.gpu_free_milli) if free >= MILLI]
     return tuple(whole[: pod.gpus])
 
 
@@ -347,8 +350,8 @@ def _single_gpu_weights(dist: ShapeDistribution) -> dict[int, float]:
 
 def _fill_table(sizes: list[tuple[int, float]]) -> list[float]:
     """Expected final idle milli of a GPU with r free when `sizes` (milli, weight) fill it."""
-    table = [0.0] * (MILLI_PER_GPU + 1)
-    for free in range(1, MILLI_PER_GPU + 1):
+    table = [0.0] * (MILLI + 1)
+    for free in range(1, MILLI + 1):
         total = expected = 0.0
         for milli, weight in sizes:
             if milli > free:
@@ -371,10 +374,10 @@ def filler_supply(dist: ShapeDistribution) -> Mapping[int, float]:
     """
     weights = _single_gpu_weights(dist)
     sizes = sorted(weights.items())
-    visits = [0.0] * (MILLI_PER_GPU + 1)
-    visits[MILLI_PER_GPU] = 1.0
+    visits = [0.0] * (MILLI + 1)
+    visits[MILLI] = 1.0
     placed = dict.fromkeys(weights, 0.0)
-    for free in range(MILLI_PER_GPU, 0, -1):
+    for free in range(MILLI, 0, -1):
         fitting = [(milli, weight) for milli, weight in sizes if milli <= free]
         total = sum(weight for _, weight in fitting)
         if not visits[free] or total <= 0:

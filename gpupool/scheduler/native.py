@@ -28,10 +28,12 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 COMPILED_MODULES = (
     "contracts",
     "cycle",
+    "cycle_state",
     "estimate",
     "explain",
     "fairshare",
     "fragmentation",
+    "lifecycle",
     "mig",
     "placement",
     "preemption",
@@ -39,6 +41,7 @@ COMPILED_MODULES = (
     "scenario",
     "statement",
     "types",
+    "victims",
 )
 BUILT_MARKER = "BUILT"  # written last by the build: names mypyc's shared library module
 

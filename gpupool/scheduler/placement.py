@@ -1,7 +1,9 @@
 """Gang placement that fights fragmentation.
 
-Pods are placed one at a time on a Statement; a gang that cannot reach its minimum is
-discarded whole. For each pod the node is chosen by, in order:
+Pods are placed one at a time on a Statement, in the order requested; a gang that cannot
+reach its minimum is discarded whole, and an elastic one that stops short keeps its first
+pods. Each placed pod carries its request's identity (pod set and index), so an admission
+says which pod goes where whatever the order. For each pod the node is chosen by, in order:
 
 1. the growth of the pool's expected fragmentation for its recent request sizes
    (``fragmentation.placement_cost``: FGD, Weng et al., USENIX ATC'23);
@@ -21,7 +23,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gpupool.scheduler.fragmentation import (
-    MILLI_PER_GPU,
     NodeState,
     PodShape,
     ShapeDistribution,
@@ -30,17 +31,20 @@ from gpupool.scheduler.fragmentation import (
     take,
 )
 from gpupool.scheduler.statement import CanonKey, ClusterState, PlacedPod, Statement, canonical
-from gpupool.scheduler.types import Topology
+from gpupool.scheduler.types import MILLI, Topology
 
 NO_DISTRIBUTION = ShapeDistribution(())
 
 
 @dataclass(frozen=True, slots=True)
 class PodRequest:
-    """One pod of a gang: its shape and the flavor it was assigned."""
+    """One pod of a gang: its shape, the flavor it was assigned, and which pod it is (its pod
+    set's index in the workload, its index in the pod set), carried to its ``PlacedPod``."""
 
     shape: PodShape
     flavor: str
+    pod_set: int
+    index: int
 
 
 Candidate = tuple[float, int, int, str]
@@ -93,8 +97,8 @@ class Placer:
             limits.append(key[1] // shape.cpu_milli)
         if shape.memory_mib:
             limits.append(key[2] // shape.memory_mib)
-        if shape.gpus and shape.milli >= MILLI_PER_GPU:
-            limits.append(sum(1 for free in key[0] if free >= MILLI_PER_GPU) // shape.gpus)
+        if shape.gpus and shape.milli >= MILLI:
+            limits.append(sum(1 for free in key[0] if free >= MILLI) // shape.gpus)
         elif shape.gpus:
             limits.append(sum(free // shape.milli for free in key[0]))
         count = min(limits) if limits else 1 << 30
@@ -132,7 +136,7 @@ class Placer:
         validates the result); that check was a tenth of an admission.
         """
         if not shape.is_fraction:
-            whole = [i for i, free in enumerate(state.gpu_free_milli) if free >= MILLI_PER_GPU]
+            whole = [i for i, free in enumerate(state.gpu_free_milli) if free >= MILLI]
             return tuple(whole[: shape.gpus]) if len(whole) >= shape.gpus else None
         if self.mode == "bestfit":
             return pick_gpus(state, shape)
@@ -180,7 +184,7 @@ class Placer:
             if gpus is None:  # pragma: no cover - the canonical state said it fits
                 break
             statement.place(choice, pod.shape, gpus)
-            placed.append(PlacedPod(choice, gpus, pod.shape))
+            placed.append(PlacedPod(choice, gpus, pod.shape, pod.pod_set, pod.index))
             domains.add(self.cluster.nodes[choice].domain)
         if len(placed) < max(minimum, 1 if pods else 0) and stop_at_first_failure:
             return None
@@ -281,7 +285,7 @@ class Placer:
             if gpus is None:  # pragma: no cover - the canonical state said it fits
                 return None
             local[name] = take(state, pod.shape, gpus)
-            placed.append(PlacedPod(name, gpus, pod.shape))
+            placed.append(PlacedPod(name, gpus, pod.shape, pod.pod_set, pod.index))
             total += best[0]
         leftover = sum(
             sum(local.get(name, cluster.state[name]).gpu_free_milli)

@@ -3,13 +3,15 @@
 Both follow one recipe on a Statement (Kueue's ``SimulateWorkloadRemoval``, Volcano's
 ``Statement``): remove candidates in preference order until the preemptor fits, then try to
 put each chosen victim back, most valuable first, keeping it if the preemptor still fits —
-so the set is minimal (fewest victims) and made of the cheapest ones. When one victim is
-enough, the smallest that is enough goes, unless it would lose more progress than the
-preferred one (or than its protected window covers): evicting an 8-GPU gang for a 1-GPU job
-frees seven GPUs nobody asked for and sends a hard-to-place job back to the queue.
-Candidates arrive already filtered by the contracts (protected windows, strictly lower
-priority, reclaimable, never below deserved); the guard re-checks conditions that depend on
-earlier removals.
+so the set is minimal (no victim could be spared) and made of the cheapest ones. The
+product's search (``VICTIM_SEARCHES["fewest"]``) adds two things: when one victim is enough,
+the smallest that is enough goes, unless it would lose more progress than the preferred one
+(or than its protected window covers) -- evicting an 8-GPU gang for a 1-GPU job frees seven
+GPUs nobody asked for and sends a hard-to-place job back to the queue -- and otherwise a
+biggest-first pass competes with the preference-order one, the smaller set winning.
+Candidates arrive already filtered (``victims.py``: protected windows, strictly lower
+priority, reclaimable queues above their deserved share); the guard re-checks conditions
+that depend on earlier removals (a victim's queue stays at its deserved share).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from gpupool.scheduler.statement import PlacedPod, Statement
-from gpupool.scheduler.types import WorkloadInfo
+from gpupool.scheduler.types import MILLI, SECONDS_PER_HOUR, WorkloadInfo
 
 MAX_VICTIMS = 128  # victims one preemptor may cost
 MAX_CANDIDATES = 512  # candidates looked at, in preference order (bounds the search)
@@ -85,6 +87,29 @@ class SearchOrders:
 GREEDY = SearchOrders()  # Kueue's: the preference-order pass alone
 
 
+@dataclass(frozen=True, slots=True)
+class VictimSearchStrategy:
+    """``policy.victim_search``: whether sizes steer the search, and what "recent" counts from.
+
+    ``by_size``: a lone victim if one is enough (the smallest such, ``_lone_victim``), else
+    the smaller of a biggest-first and a preference-order set; without it, the
+    preference-order pass alone (``GREEDY``). ``counts_checkpoints``: a victim's recency and
+    progress count from its last checkpoint (``victim_preference``), else from its start.
+    """
+
+    by_size: bool
+    counts_checkpoints: bool
+
+
+VICTIM_SEARCHES: Mapping[str, VictimSearchStrategy] = {
+    # The product's: fewest victims, smallest lone victim, checkpoint-aware preference.
+    "fewest": VictimSearchStrategy(by_size=True, counts_checkpoints=True),
+    # Kueue's: remove candidates in preference order until the preemptor fits, then put
+    # back what is not needed; recency by start time (Kueue knows no checkpoints).
+    "greedy": VictimSearchStrategy(by_size=False, counts_checkpoints=False),
+}
+
+
 def held(victim: RunningWork) -> int:
     """GPUs the victim holds (all flavors)."""
     return sum(victim.need.values())
@@ -129,7 +154,7 @@ def victim_preference(
     progress is the GPU-hours run since then.
     """
     since = started if last_checkpoint is None else max(started, last_checkpoint)
-    progress = gpu_milli / 1000 * max(0.0, now - since) / 3600
+    progress = gpu_milli / MILLI * max(0.0, now - since) / SECONDS_PER_HOUR
     return (value, -since, progress, name)
 
 

@@ -1,4 +1,5 @@
-"""The scenario format of DESIGN section 5: read and validate a snapshot, write a plan.
+"""The scenario format (docs/scheduler.md, "Scenario files"): read and validate a snapshot,
+write a plan.
 
 Reading is strict: an unknown key, a missing required key, a wrong type or a value outside
 its range is a ``ScenarioError`` whose message starts with the path of the offending field,
@@ -14,11 +15,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeVar, get_args
 
 from gpupool.scheduler import mig as mig_tables
 from gpupool.scheduler.types import (
+    DEFAULT_BACKOFF,
     DEFAULT_PHASES,
+    DEFAULT_VICTIM_PROTECTION,
     MIB_PER_GB,
     MILLI,
     BackoffPolicy,
@@ -34,13 +37,17 @@ from gpupool.scheduler.types import (
     PreemptionEventInfo,
     PriorityClassInfo,
     QueueInfo,
+    Queueing,
+    QueueOrder,
     QuotaInfo,
     Snapshot,
     VictimProtectionPolicy,
+    VictimSearch,
     WorkloadInfo,
 )
 
 T = TypeVar("T")
+S = TypeVar("S", bound=str)
 
 
 class ScenarioError(ValueError):
@@ -674,17 +681,39 @@ def _history(top: _Obj) -> list[PreemptionEventInfo]:
     return events
 
 
+def _one_of(obj: _Obj, key: str, options: tuple[S, ...], default: S) -> S:
+    """A string that must be one of ``options`` (a policy's named strategy)."""
+    value = obj.string(key, default)
+    for option in options:
+        if value == option:
+            return option
+    raise ScenarioError(f"{obj.at(key)}: must be {' or '.join(repr(o) for o in options)}")
+
+
+_POLICY_KEYS = {
+    "placement",
+    "starvation_limit_s",
+    "preemption_backoff",
+    "victim_protection",
+    "phases",
+    "preemption_attempts_per_queue",
+    "queueing",
+    "queue_order",
+    "fair_reclaim",
+    "fair_sharing",
+    "victim_search",
+}
+
+
 def _policy(top: _Obj) -> PolicyInfo:
+    usual = PolicyInfo()
     if not top.has("policy"):
-        return PolicyInfo()
-    keys = {"placement", "starvation_limit_s", "preemption_backoff", "victim_protection"}
-    keys |= {"phases", "preemption_attempts_per_queue", "queueing", "fair_sharing"}
-    keys |= {"victim_search"}
-    obj = _Obj(top.raw("policy"), "policy", keys)
-    placement = obj.string("placement", "gpupool")
+        return usual
+    obj = _Obj(top.raw("policy"), "policy", _POLICY_KEYS)
+    placement = obj.string("placement", usual.placement)
     if placement not in ("gpupool", "bestfit"):
         raise ScenarioError(f"{obj.at('placement')}: must be 'gpupool' or 'bestfit'")
-    backoff: BackoffPolicy | None = BackoffPolicy()
+    backoff: BackoffPolicy | None = DEFAULT_BACKOFF
     if "preemption_backoff" in obj.data:
         raw = obj.raw("preemption_backoff")
         backoff = None
@@ -693,22 +722,22 @@ def _policy(top: _Obj) -> PolicyInfo:
                 raw, obj.at("preemption_backoff"), {"max_preemptions", "window_s", "cooldown_s"}
             )
             backoff = BackoffPolicy(
-                b.integer("max_preemptions", 3),
-                b.number("window_s", 3600),
-                b.number("cooldown_s", 1800),
+                b.integer("max_preemptions", DEFAULT_BACKOFF.max_preemptions),
+                b.number("window_s", DEFAULT_BACKOFF.window_s),
+                b.number("cooldown_s", DEFAULT_BACKOFF.cooldown_s),
             )
-    protection: VictimProtectionPolicy | None = VictimProtectionPolicy()
+    protection: VictimProtectionPolicy | None = DEFAULT_VICTIM_PROTECTION
     if "victim_protection" in obj.data:
         raw = obj.raw("victim_protection")
         protection = None
         if raw is not None:
             v = _Obj(raw, obj.at("victim_protection"), {"evictions", "window_s", "protected_s"})
             protection = VictimProtectionPolicy(
-                v.integer("evictions", 2, minimum=1),
-                v.number("window_s", 6 * 3600),
-                v.number("protected_s", 1800),
+                v.integer("evictions", DEFAULT_VICTIM_PROTECTION.evictions, minimum=1),
+                v.number("window_s", DEFAULT_VICTIM_PROTECTION.window_s),
+                v.number("protected_s", DEFAULT_VICTIM_PROTECTION.protected_s),
             )
-    phases = PolicyInfo().phases
+    phases = usual.phases
     if obj.has("phases"):
         names: list[str] = []
         for path, item in obj.items("phases"):
@@ -716,22 +745,25 @@ def _policy(top: _Obj) -> PolicyInfo:
                 raise ScenarioError(f"{path}: must be one of {', '.join(DEFAULT_PHASES)}")
             names.append(item)
         phases = tuple(names)
-    queueing = obj.string("queueing", "best-effort")
-    if queueing not in ("best-effort", "fifo"):
-        raise ScenarioError(f"{obj.at('queueing')}: must be 'best-effort' or 'fifo'")
-    victim_search = obj.string("victim_search", "fewest")
-    if victim_search not in ("fewest", "greedy"):
-        raise ScenarioError(f"{obj.at('victim_search')}: must be 'fewest' or 'greedy'")
+    # "fair_sharing" is the older switch for both queue_order and fair_reclaim; the two
+    # newer keys, when given, override what it says.
+    queue_order, fair_reclaim = usual.queue_order, usual.fair_reclaim
+    if obj.has("fair_sharing"):
+        fair = obj.boolean("fair_sharing", True)
+        queue_order, fair_reclaim = ("dominant-share" if fair else "head-rank"), fair
     return PolicyInfo(
         placement=placement,
         starvation_limit_s=obj.opt_number("starvation_limit_s"),
         backoff=backoff,
         victim_protection=protection,
         phases=phases,
-        preemption_attempts_per_queue=obj.integer("preemption_attempts_per_queue", 1, minimum=1),
-        queueing="fifo" if queueing == "fifo" else "best-effort",
-        fair_sharing=obj.boolean("fair_sharing", True),
-        victim_search="greedy" if victim_search == "greedy" else "fewest",
+        preemption_attempts_per_queue=obj.integer(
+            "preemption_attempts_per_queue", usual.preemption_attempts_per_queue, minimum=1
+        ),
+        queueing=_one_of(obj, "queueing", get_args(Queueing), usual.queueing),
+        queue_order=_one_of(obj, "queue_order", get_args(QueueOrder), queue_order),
+        fair_reclaim=obj.boolean("fair_reclaim", fair_reclaim),
+        victim_search=_one_of(obj, "victim_search", get_args(VictimSearch), usual.victim_search),
     )
 
 
@@ -823,7 +855,7 @@ def pending_json(item: PendingExplanation) -> dict[str, object]:
 
 
 def plan_to_dict(plan: Plan) -> dict[str, object]:
-    """The plan in DESIGN section 5's output format (extended with ``facts``)."""
+    """The plan in the scenario format's output form (docs/scheduler.md), with ``facts``."""
     return {
         "admit": [
             {"workload": a.workload, "placement": _placement_json(a.placement)} for a in plan.admit
@@ -877,7 +909,8 @@ def policy_to_dict(policy: PolicyInfo) -> dict[str, object]:
     out["phases"] = list(policy.phases)
     out["preemption_attempts_per_queue"] = policy.preemption_attempts_per_queue
     out["queueing"] = policy.queueing
-    out["fair_sharing"] = policy.fair_sharing
+    out["queue_order"] = policy.queue_order
+    out["fair_reclaim"] = policy.fair_reclaim
     out["victim_search"] = policy.victim_search
     return out
 

@@ -5,9 +5,10 @@ every node: per flavor, nodes grouped by *canonical* state (free GPUs sorted, CP
 nodes in the same canonical state are interchangeable for scoring), and per (flavor, NVLink
 domain) a signature of its nodes' states so a domain gang is tried once per distinct domain.
 
-A ``Statement`` (Volcano's name) records every change made through it and can ``discard()``
-them in reverse order, or ``commit()`` to keep them: a gang is placed whole or not at all,
-victims are removed only if the preemptor then fits.
+A ``Statement`` (Volcano's name) records every change made through it -- a pod placed or
+removed, a queue's usage charged, capacity held for a starving workload or opened to backfill
+-- and can ``discard()`` them in reverse order, or ``commit()`` to keep them: a gang is placed
+whole or not at all, victims are removed only if the preemptor then fits.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from gpupool.scheduler.fragmentation import MILLI_PER_GPU, NodeState, PodShape, take
+from gpupool.scheduler.fragmentation import NodeState, PodShape, take
 from gpupool.scheduler.quota import QuotaTree
-from gpupool.scheduler.types import NodeInfo
+from gpupool.scheduler.types import MILLI, NodeInfo
 
 CanonKey = tuple[tuple[int, ...], int, int]
 
@@ -45,11 +46,14 @@ def give_back(state: NodeState, pod: PodShape, gpus: tuple[int, ...]) -> NodeSta
 
 @dataclass(slots=True)
 class PlacedPod:
-    """One pod of a workload as placed: node, GPUs and the shape it took there."""
+    """One pod of a workload as placed: node, GPUs and the shape it took there, and which pod
+    it is (its pod set's index in the workload, its index in the pod set)."""
 
     node: str
     gpus: tuple[int, ...]
     shape: PodShape
+    pod_set: int
+    index: int
 
 
 def initial_state(
@@ -64,10 +68,10 @@ def initial_state(
         return NodeState((0,) * node.gpus, 0, 0)
     # Start from all GPUs free and visit only the used and unhealthy indices (most of a
     # node's GPUs are neither; this runs once per node per cycle).
-    free = [MILLI_PER_GPU] * node.gpus
+    free = [MILLI] * node.gpus
     for index, milli in used.items():
         if 0 <= index < node.gpus:
-            free[index] = max(0, MILLI_PER_GPU - milli)
+            free[index] = max(0, MILLI - milli)
     for index in node.unhealthy_gpus:
         if 0 <= index < node.gpus:
             free[index] = 0
@@ -95,7 +99,8 @@ class ClusterState:
         self.free_gpu: dict[str, int] = defaultdict(int)
         self.free_cpu: dict[str, int] = defaultdict(int)
         self.free_memory: dict[str, int] = defaultdict(int)
-        self.held: set[str] = set()
+        self.held: set[str] = set()  # nodes placement must leave alone (holds)
+        self.holds: dict[str, list[str]] = {}  # holder -> the nodes held for it, in hold order
         self.generation = 0
         self._dirty: set[tuple[str, str]] = set()
         occupied = occupied or {}
@@ -208,6 +213,23 @@ class Statement:
         for flavor, amount in need.items():
             if amount:
                 self.quota.add(queue, flavor, -sign * amount)
+
+    def hold(self, holder: str, nodes: list[str]) -> None:
+        """Hold ``nodes`` for a starving workload: placement leaves them alone."""
+        cluster = self.cluster
+        cluster.holds[holder] = nodes
+        cluster.held.update(nodes)
+        self._undo.append(lambda: self._release(holder, nodes))
+
+    def _release(self, holder: str, nodes: list[str]) -> None:
+        del self.cluster.holds[holder]
+        self.cluster.held.difference_update(nodes)
+
+    def open_holds(self) -> None:
+        """Let placement use the held nodes (the holds stay recorded, with their holders)."""
+        opened = set(self.cluster.held)
+        self.cluster.held.clear()
+        self._undo.append(lambda: self.cluster.held.update(opened))
 
     def commit(self) -> None:
         """Keep every change (a nested statement hands them to its parent)."""

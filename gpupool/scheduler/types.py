@@ -1,18 +1,20 @@
 """Plain data the decision core reads (a snapshot, a policy) and writes (a plan).
 
 Units inside the core: times are POSIX seconds (floats), GPU quota and usage are milli-GPU
-(a whole GPU is 1000), CPU is milli-CPU and memory is MiB. The scenario format (scenario.py)
-speaks in GPUs, cores and GB and converts at the edge.
+(a whole GPU is ``MILLI``), CPU is milli-CPU and memory is MiB. The scenario format
+(scenario.py) speaks in GPUs, cores and GB and converts at the edge. ``MILLI``,
+``MIB_PER_GB`` and ``SECONDS_PER_HOUR`` are the core's one copy of each conversion.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Final, Literal
 
-MILLI = 1000
-MIB_PER_GB = 1024
+MILLI: Final = 1000  # milli-GPU in a whole GPU (and milli-CPU in a core)
+MIB_PER_GB: Final = 1024
+SECONDS_PER_HOUR: Final = 3600.0
 
 Sharing = Literal["exclusive", "shared"]
 Topology = Literal["domain", "preferred"]
@@ -189,7 +191,7 @@ class BackoffPolicy:
     """More than ``max_preemptions`` caused within ``window_s`` costs one priority step."""
 
     max_preemptions: int = 3
-    window_s: float = 3600.0
+    window_s: float = SECONDS_PER_HOUR
     cooldown_s: float = 1800.0
 
 
@@ -198,36 +200,56 @@ class VictimProtectionPolicy:
     """A workload evicted ``evictions`` times within ``window_s`` is protected ``protected_s``."""
 
     evictions: int = 2
-    window_s: float = 6 * 3600.0
+    window_s: float = 6 * SECONDS_PER_HOUR
     protected_s: float = 1800.0
 
 
 DEFAULT_PHASES: tuple[str, ...] = ("enqueue", "allocate", "preempt", "reclaim", "backfill")
 
 Queueing = Literal["best-effort", "fifo"]
+QueueOrder = Literal["dominant-share", "head-rank"]
 VictimSearch = Literal["fewest", "greedy"]
+
+DEFAULT_BACKOFF: Final = BackoffPolicy()
+DEFAULT_VICTIM_PROTECTION: Final = VictimProtectionPolicy()
 
 
 @dataclass(frozen=True, slots=True)
 class PolicyInfo:
-    """Knobs of one scheduling cycle."""
+    """Knobs of one scheduling cycle; ``PolicyInfo()`` is the product's policy.
+
+    - ``placement``: "gpupool" (fragmentation-aware) or "bestfit".
+    - ``starvation_limit_s``: a workload pending longer is held capacity for (None: never).
+    - ``backoff``, ``victim_protection``: the contracts' timers (None: off).
+    - ``phases``: which of the five phases run, in order.
+    - ``preemption_attempts_per_queue``: victim searches per queue per cycle, per phase.
+    - ``queueing``: "best-effort" (a workload that cannot be admitted does not block the
+      ones behind it) or "fifo" (strict order inside a queue: nothing behind a blocked head).
+    - ``queue_order``: which queue allocate serves next -- "dominant-share" (the smallest
+      weighted dominant share, DRF) or "head-rank" (the best-ranked head of all queues: not
+      borrowing first, then priority, then submit time, as Kueue without fair sharing).
+    - ``fair_reclaim``: whether a queue at or above its deserved share may still reclaim
+      borrowed capacity from a queue that stays fairer off (Kueue's fair-sharing
+      preemption); without it only queues below their deserved share reclaim.
+    - ``victim_search``: "fewest" (the product's: a lone victim if one is enough, the
+      smallest such; else the smaller of a biggest-first and a preference-order set;
+      preference counts from the last checkpoint) or "greedy" (Kueue's: remove candidates in
+      preference order until the preemptor fits, put back what is not needed; preference by
+      start time).
+
+    Scenario files may still say ``"fair_sharing": true|false``, the older switch for both
+    ``queue_order`` and ``fair_reclaim`` (the reader translates it; see scenario.py).
+    """
 
     placement: str = "gpupool"
     starvation_limit_s: float | None = None
-    backoff: BackoffPolicy | None = BackoffPolicy()
-    victim_protection: VictimProtectionPolicy | None = VictimProtectionPolicy()
+    backoff: BackoffPolicy | None = DEFAULT_BACKOFF
+    victim_protection: VictimProtectionPolicy | None = DEFAULT_VICTIM_PROTECTION
     phases: tuple[str, ...] = DEFAULT_PHASES
     preemption_attempts_per_queue: int = 1
-    # "best-effort": a workload that cannot be admitted does not block the ones behind it;
-    # "fifo": strict order inside a queue, nothing behind a blocked head is admitted.
     queueing: Queueing = "best-effort"
-    # True: queues take turns by weighted DRF; False: the heads of all queues by rank (not
-    # borrowing first, then priority, then submit time), as Kueue without fair sharing.
-    fair_sharing: bool = True
-    # "fewest": the product's victim search (a lone victim if one is enough, the smallest
-    # such; else the smaller of a biggest-first and a preference-order set; preference
-    # counts from the last checkpoint). "greedy": Kueue's -- remove candidates in preference
-    # order until the preemptor fits, put back what is not needed; preference by start time.
+    queue_order: QueueOrder = "dominant-share"
+    fair_reclaim: bool = True
     victim_search: VictimSearch = "fewest"
 
 
@@ -245,11 +267,25 @@ class Snapshot:
 
 
 @dataclass(frozen=True, slots=True)
+class PodRef:
+    """Which pod of a workload: its pod set (index in ``WorkloadInfo.pod_sets``) and its
+    index within that pod set."""
+
+    pod_set: int
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
 class Admission:
-    """A workload to bind, pod by pod."""
+    """A workload to bind, pod by pod: ``placement[i]`` is where pod ``pod_refs[i]`` goes.
+
+    An elastic gang (``min_member`` below its pod count) may be admitted with fewer pods than
+    it has: the first ones in pod-set order.
+    """
 
     workload: str
     placement: tuple[PodPlacement, ...]
+    pod_refs: tuple[PodRef, ...]
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,7 @@
-"""Builders that read like the cases they build, and the plan invariants of DESIGN section 5.
+"""Builders that read like the cases they build, and the plan invariants of docs/scheduler.md.
 
-Builders produce scenario-format dicts, so every test also goes through the validator.
+Builders produce scenario-format dicts, so every test also goes through the validator;
+``snapshots`` draws random valid ones for the property tests.
 """
 
 from __future__ import annotations
@@ -8,6 +9,8 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
+
+from hypothesis import strategies as st
 
 from gpupool.scheduler import plan
 from gpupool.scheduler.contracts import Contracts
@@ -48,6 +51,24 @@ def node(
         "memory_gb": memory_gb,
         "domain": domain or name,
     }
+
+
+def pool(
+    count: int, *, prefix: str = "n", domain_size: int | None = None, **options: Any
+) -> list[dict[str, Any]]:
+    """``count`` alike nodes named n1, n2, ...: ``pool(3)``, ``pool(2, cpu=16)``.
+
+    ``options`` are ``node``'s; with ``domain_size`` the nodes share NVLink domains d1, d2, ...
+    of that many nodes each (else each node is its own domain).
+    """
+    return [
+        node(
+            f"{prefix}{i}",
+            domain=None if domain_size is None else f"d{(i - 1) // domain_size + 1}",
+            **options,
+        )
+        for i in range(1, count + 1)
+    ]
 
 
 def queue(
@@ -194,7 +215,7 @@ def run_case(case: Case) -> Plan:
 
 
 def check_invariants(loaded: Scenario, result: Plan) -> None:
-    """The invariants every plan keeps (DESIGN section 5)."""
+    """The invariants every plan keeps (docs/scheduler.md, "Scenario files")."""
     snapshot = loaded.snapshot
     nodes = {n.name: n for n in snapshot.nodes}
     flavors = {f.name: f for f in snapshot.flavors}
@@ -296,3 +317,128 @@ def _path(queues: dict[str, Any], name: str) -> list[str]:
     while queues[out[-1]].parent is not None:
         out.append(queues[out[-1]].parent)
     return out
+
+
+RANDOM_FLAVORS = ("h100", "l4s")
+TIMES = ["06:00", "07:00", "08:00", "09:00", "09:30", "09:50"]
+
+
+@st.composite
+def snapshots(draw: st.DrawFn) -> dict[str, Any]:
+    """A valid random scenario: nodes, a two-level queue tree, running and pending work."""
+    nodes: list[dict[str, Any]] = []
+    for i in range(draw(st.integers(1, 5))):
+        flavor = draw(st.sampled_from(RANDOM_FLAVORS))
+        gpus = draw(st.integers(0, 8))
+        unhealthy = draw(st.lists(st.integers(0, max(gpus - 1, 0)), max_size=2, unique=True))
+        nodes.append(
+            {
+                "name": f"n{i}",
+                "flavor": flavor,
+                "gpus": gpus,
+                "unhealthy_gpus": [u for u in unhealthy if u < gpus],
+                "cpu": draw(st.sampled_from([16, 64, 192])),
+                "memory_gb": draw(st.sampled_from([64, 512, 2048])),
+                "domain": f"d{draw(st.integers(0, 2))}",
+            }
+        )
+    leaves: list[str] = []
+    queues: list[dict[str, Any]] = []
+    for o in range(draw(st.integers(1, 2))):
+        queues.append({"name": f"org{o}", "parent": "root", "tenant": f"org{o}"})
+        for leaf in range(draw(st.integers(1, 3))):
+            name = f"q{o}{leaf}"
+            quota = {}
+            for flavor in RANDOM_FLAVORS:
+                deserved = draw(st.integers(0, 12))
+                quota[flavor] = {
+                    "guarantee": 0,
+                    "deserved": deserved,
+                    "capability": deserved + draw(st.integers(0, 12)),
+                }
+            queues.append(
+                {
+                    "name": name,
+                    "parent": f"org{o}",
+                    "tenant": name,
+                    "quota": quota,
+                    "reclaimable": draw(st.booleans()),
+                    "weight": draw(st.sampled_from([1, 2])),
+                }
+            )
+            leaves.append(name)
+    free = {
+        n["name"]: [1000 if g not in n["unhealthy_gpus"] else 0 for g in range(n["gpus"])]
+        for n in nodes
+    }
+    cpu_free = {n["name"]: n["cpu"] for n in nodes}
+    workloads: list[dict[str, Any]] = []
+    for w in range(draw(st.integers(0, 8))):
+        target = draw(st.sampled_from(nodes))
+        shared = target["flavor"] == "l4s"
+        gpus = 1 if shared else draw(st.integers(0, 4))
+        milli = draw(st.sampled_from([250, 500, 700])) if shared else 1000
+        chosen = [g for g, f in enumerate(free[target["name"]]) if f >= milli][:gpus]
+        cpu = draw(st.sampled_from([0, 4, 8]))
+        if len(chosen) < gpus or cpu > cpu_free[target["name"]]:
+            continue
+        for g in chosen:
+            free[target["name"]][g] -= milli
+        cpu_free[target["name"]] -= cpu
+        pod_set: dict[str, Any] = {"count": 1, "gpus": gpus, "flavor": target["flavor"], "cpu": cpu}
+        placement: dict[str, Any] = {"node": target["name"], "gpus": chosen}
+        if shared:
+            pod_set["gpu_milli"] = milli
+            placement["milli"] = milli
+        started = draw(st.sampled_from(TIMES))
+        workloads.append(
+            {
+                "name": f"r{w}",
+                "queue": draw(st.sampled_from(leaves)),
+                "priority_class": draw(st.sampled_from([c["name"] for c in CLASSES])),
+                "pod_sets": [pod_set],
+                "state": "running",
+                "submitted_at": at(started),
+                "started_at": at(started),
+                "protected_runtime_s": draw(st.sampled_from([0, 1800, 3600 * 3])),
+                "placement": [placement],
+            }
+        )
+    for w in range(draw(st.integers(1, 8))):
+        flavor = draw(st.sampled_from(RANDOM_FLAVORS))
+        shared = flavor == "l4s"
+        count = draw(st.integers(1, 3))
+        pod_set = {
+            "count": count,
+            "gpus": 1 if shared else draw(st.integers(0, 8)),
+            "flavor": flavor,
+            "cpu": draw(st.sampled_from([0, 4, 32])),
+        }
+        if shared:
+            pod_set["gpu_milli"] = draw(st.sampled_from([300, 500, 1000]))
+        workloads.append(
+            {
+                "name": f"p{w}",
+                "queue": draw(st.sampled_from(leaves)),
+                "priority_class": draw(st.sampled_from([c["name"] for c in CLASSES])),
+                "pod_sets": [pod_set],
+                "min_member": draw(st.integers(1, count)),
+                "topology": draw(st.sampled_from([None, "domain", "preferred"])),
+                "protected_runtime_s": draw(st.sampled_from([0, 3600])),
+                "submitted_at": at(draw(st.sampled_from(TIMES))),
+                "state": "pending",
+            }
+        )
+    budgets = [
+        {
+            "tenant": leaf,
+            "priority_class": "high",
+            "gpu_hours": draw(st.sampled_from([0, 50])),
+            "used": 0,
+        }
+        for leaf in leaves
+    ]
+    policy = {"placement": draw(st.sampled_from(["gpupool", "bestfit"]))}
+    if draw(st.booleans()):
+        policy["starvation_limit_s"] = 3600
+    return scenario(nodes, queues, workloads, budgets=budgets, policy=policy)

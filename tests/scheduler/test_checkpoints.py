@@ -1,8 +1,9 @@
 """Victim choice counts the progress an eviction throws away: since the last checkpoint.
 
-DESIGN section 2: a victim loses the progress "since its start (or last checkpoint if it
-reports one)"; section 3: victims are chosen fewest, lowest priority, most recently started,
-least progress lost. A reported checkpoint moves the start of what would be lost.
+docs/scheduler.md ("Preemption and reclaim"): a victim loses the progress since its start, or
+since its last checkpoint if it reports one; victims are chosen fewest, lowest priority, most
+recently started, least progress lost. A reported checkpoint moves the start of what would be
+lost.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from scheduler_builders import Case, at, node, queue, run_case, scenario, workload
+from scheduler_builders import Case, at, pool, queue, run_case, scenario, workload
 
 from gpupool.scheduler.scenario import ScenarioError, scenario_from_dict
 
@@ -29,7 +30,7 @@ def checkpointed(hhmm: str) -> dict[str, Any]:
 CASES = [
     Case(
         "preempts the most recently started victim when none reports a checkpoint",
-        [node("n1")],
+        pool(1),
         [queue("team-a", deserved=8)],
         [
             workload("early", gpus=4, priority="low", on=[("n1", HALF_A)], started="06:00"),
@@ -41,7 +42,7 @@ CASES = [
     ),
     Case(
         "preempts the victim that checkpointed most recently: it loses the least",
-        [node("n1")],
+        pool(1),
         [queue("team-a", deserved=8)],
         [
             workload(
@@ -60,7 +61,7 @@ CASES = [
     ),
     Case(
         "a checkpoint older than another victim's start does not change the choice",
-        [node("n1")],
+        pool(1),
         [queue("team-a", deserved=8)],
         [
             workload(
@@ -79,7 +80,7 @@ CASES = [
     ),
     Case(
         "priority still comes before progress lost",
-        [node("n1")],
+        pool(1),
         [queue("team-a", deserved=8)],
         [
             workload(
@@ -97,7 +98,7 @@ CASES = [
     ),
     Case(
         "reclaims the borrowed workload that checkpointed most recently",
-        [node("n1"), node("n2"), node("n3")],
+        pool(3),
         [queue("first", deserved=8, capability=24), queue("second", deserved=8, capability=16)],
         [
             workload("f1", "first", on=[("n1", FULL)], started="07:00"),
@@ -110,7 +111,7 @@ CASES = [
     ),
     Case(
         "reclaims the most recently started borrowed workload without checkpoints",
-        [node("n1"), node("n2"), node("n3")],
+        pool(3),
         [queue("first", deserved=8, capability=24), queue("second", deserved=8, capability=16)],
         [
             workload("f1", "first", on=[("n1", FULL)], started="07:00"),
@@ -125,7 +126,7 @@ CASES = [
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_checkpoint_rule(case: Case) -> None:
+def test_victims_are_chosen_by_the_progress_since_their_checkpoint(case: Case) -> None:
     """The plan evicts what the rule says, and keeps every invariant."""
     run_case(case)
 
@@ -184,7 +185,7 @@ def test_a_misplaced_checkpoint_is_refused_naming_the_field(
 ) -> None:
     """``last_checkpoint_at`` belongs to a running workload, between its start and now."""
     with pytest.raises(ScenarioError) as raised:
-        scenario_from_dict(scenario([node("n1")], [queue("team-a", deserved=8)], [job]))
+        scenario_from_dict(scenario(pool(1), [queue("team-a", deserved=8)], [job]))
     assert str(raised.value) == message
 
 
@@ -192,7 +193,7 @@ def test_a_running_workload_reads_its_checkpoint() -> None:
     """The scenario's ``last_checkpoint_at`` reaches the core's WorkloadInfo."""
     loaded = scenario_from_dict(
         scenario(
-            [node("n1")],
+            pool(1),
             [queue("team-a", deserved=8)],
             [_running(last_checkpoint_at=at("09:30"))],
         )

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 from django.core.management import call_command
-from scheduler_builders import node, queue, scenario, workload
+from scheduler_builders import pool, queue, scenario, workload
 
-SCENARIOS = Path(__file__).resolve().parents[2].parent / "shared" / "scenarios"
+SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 
 
 def run(*args: str) -> tuple[int, str, str]:
@@ -44,9 +44,7 @@ def test_plan_explain_prints_readable_tables() -> None:
 
 def test_a_malformed_scenario_exits_non_zero_naming_the_field(tmp_path: Path) -> None:
     """No plan is printed; stderr names the offending field."""
-    data = scenario(
-        [node("n1")], [queue("team-a", deserved=8)], [workload("w1", gpus=8, flavor="tpu")]
-    )
+    data = scenario(pool(1), [queue("team-a", deserved=8)], [workload("w1", gpus=8, flavor="tpu")])
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(data))
     status, out, err = run("plan", str(path))
@@ -85,7 +83,7 @@ def test_dry_run_answers_layer_by_layer(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_bench_cycle_reports_the_b1_figures() -> None:
-    """A small pool: the JSON has every field BENCHMARKS.md asks for."""
+    """A small pool: the JSON has every field docs/benchmarks.md's B1 reports."""
     status, out, _ = run("bench", "cycle", "--nodes", "200", "--runs", "2", "--json")
     assert status == 0
     figures = json.loads(out)

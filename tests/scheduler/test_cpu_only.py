@@ -1,6 +1,7 @@
 """CPU-only pod sets: ``gpus: 0`` with no flavor runs on any node with the CPU and memory.
 
-DESIGN section 5: ``gpus`` may be 0 and pods asking 0 GPUs need no GPU quota.
+The scenario format (docs/scheduler.md): ``gpus`` may be 0 and pods asking 0 GPUs need no GPU
+quota.
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from scheduler_builders import Case, node, queue, run_case, scenario, workload
+from scheduler_builders import Case, node, pool, queue, run_case, scenario, workload
 
 from gpupool.scheduler import plan
 from gpupool.scheduler.scenario import ScenarioError, scenario_from_dict
@@ -27,21 +28,21 @@ def cpu_job(name: str, cpu: float = 8, count: int = 1, **extra: Any) -> dict[str
 CASES = [
     Case(
         "admits a cpu-only pod set without a flavor on a gpu node with no gpu quota",
-        [node("n1")],
+        pool(1),
         [queue("team-a")],
         [cpu_job("w1")],
         want_admitted={"w1"},
     ),
     Case(
         "admits a cpu-only gang across nodes when one node cannot hold it",
-        [node("n1", cpu=16), node("n2", cpu=16)],
+        pool(2, cpu=16),
         [queue("team-a")],
         [cpu_job("w1", cpu=12, count=2)],
         want_admitted={"w1"},
     ),
     Case(
         "keeps a cpu-only workload beside running gpu work on the same node",
-        [node("n1", cpu=32)],
+        pool(1, cpu=32),
         [queue("team-a", deserved=8)],
         [
             workload("gpu", gpus=8, cpu=16, on=[("n1", list(range(8)))]),
@@ -51,14 +52,14 @@ CASES = [
     ),
     Case(
         "says capacity when no node has the cpu a cpu-only workload asks",
-        [node("n1", cpu=16)],
+        pool(1, cpu=16),
         [queue("team-a")],
         [cpu_job("w1", cpu=32)],
         want_reasons={"w1": "capacity"},
     ),
     Case(
         "says behind when higher-ranked cpu-only work took the cpu",
-        [node("n1", cpu=16)],
+        pool(1, cpu=16),
         [queue("team-a")],
         [cpu_job("w1", cpu=12, submitted="08:00"), cpu_job("w2", cpu=12, submitted="09:00")],
         want_admitted={"w1"},
@@ -66,7 +67,7 @@ CASES = [
     ),
     Case(
         "does not let a cpu-only workload reclaim or preempt anything",
-        [node("n1", cpu=16)],
+        pool(1, cpu=16),
         [queue("team-a", deserved=8), queue("team-b", deserved=0, capability=8)],
         [
             workload("b-run", "team-b", gpus=8, cpu=16, on=[("n1", list(range(8)))]),
@@ -79,7 +80,7 @@ CASES = [
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_cpu_only_rule(case: Case) -> None:
+def test_cpu_only_work_is_planned_as_its_case_says(case: Case) -> None:
     """The plan shows what the rule says, and keeps every invariant."""
     run_case(case)
 
@@ -115,7 +116,7 @@ def test_cpu_only_work_falls_back_to_gpu_nodes_when_cpu_nodes_are_full() -> None
 def test_cpu_only_capacity_explanation_is_a_whole_sentence() -> None:
     """The capacity sentence names the resource, the ask and the most free on one kind."""
     loaded = scenario_from_dict(
-        scenario([node("n1", cpu=16)], [queue("team-a")], [cpu_job("w1", cpu=32)])
+        scenario(pool(1, cpu=16), [queue("team-a")], [cpu_job("w1", cpu=32)])
     )
     (pending,) = plan(loaded.snapshot, loaded.policy, loaded.now).pending
     assert pending.detail == (
@@ -136,7 +137,7 @@ def test_a_running_cpu_only_workload_without_a_flavor_is_read_from_its_placement
     """Its pods hold CPU on their node; a second job that needs that CPU waits."""
     loaded = scenario_from_dict(
         scenario(
-            [node("n1", cpu=16)],
+            pool(1, cpu=16),
             [queue("team-a")],
             [cpu_job("r1", cpu=12, on=[("n1", [])]), cpu_job("w1", cpu=8)],
         )
@@ -159,4 +160,4 @@ def test_a_pod_set_that_needs_a_flavor_is_refused_without_one(
     job = workload("w1")
     job["pod_sets"] = [{"count": 1, **pod_set}]
     with pytest.raises(ScenarioError, match=f"workloads\\[0\\].pod_sets\\[0\\].{message}"):
-        scenario_from_dict(scenario([node("n1")], [queue("team-a")], [job]))
+        scenario_from_dict(scenario(pool(1), [queue("team-a")], [job]))

@@ -34,14 +34,14 @@ WHOLE = PodShape(gpus=1)
 TWO = PodShape(gpus=2)
 
 
-def test_fraction_fits_on_partly_used_gpu() -> None:
+def test_a_fraction_fits_on_a_partly_used_gpu() -> None:
     """A 500-milli pod fits on a GPU with 600 free; a whole-GPU pod does not."""
     n = node(600, 0)
     assert fits(n, HALF)
     assert not fits(n, WHOLE)
 
 
-def test_pick_gpus_best_fit_for_fraction_and_lowest_for_whole() -> None:
+def test_a_fraction_takes_the_tightest_gpu_and_whole_gpus_the_lowest() -> None:
     """A fraction takes the tightest GPU; whole GPUs take the lowest free indices."""
     n = node(1000, 600, 1000, 550)
     assert pick_gpus(n, HALF) == (3,)
@@ -49,19 +49,19 @@ def test_pick_gpus_best_fit_for_fraction_and_lowest_for_whole() -> None:
     assert pick_gpus(node(1000, 0), TWO) is None
 
 
-def test_cpu_short_node_fits_nothing() -> None:
+def test_a_node_short_of_cpu_fits_nothing() -> None:
     """CPU and memory are checked before GPUs."""
     assert not fits(node(1000, cpu=0), PodShape(gpus=1, cpu_milli=1))
 
 
-def test_take_refuses_over_commit() -> None:
+def test_taking_more_than_a_gpu_has_free_is_refused() -> None:
     """Placing on a GPU without enough free milli is an error naming the field."""
     with pytest.raises(ValueError, match="gpus"):
         take(node(400), HALF, (0,))
     assert take(node(1000, 1000), HALF, (1,)) == node(1000, 500)
 
 
-def test_fragmentation_hand_computed() -> None:
+def test_node_fragmentation_matches_a_hand_computation() -> None:
     """Free (1000, 300) against 50% whole-GPU and 50% half-GPU pods.
 
     Whole-GPU pods can use GPU 0 only: 300 milli is fragmented. Half-GPU pods can use GPU 0
@@ -106,7 +106,7 @@ CLASS_CASES = [
 @pytest.mark.parametrize(
     ("case", "free", "cpu", "shape", "want"), CLASS_CASES, ids=[c[0] for c in CLASS_CASES]
 )
-def test_classify_by_hand(
+def test_each_node_and_shape_falls_in_the_class_built_for_it(
     case: str, free: tuple[int, ...], cpu: int, shape: PodShape, want: str
 ) -> None:
     """Each FGD class on a node built for it."""
@@ -114,7 +114,7 @@ def test_classify_by_hand(
     assert classify(state, shape) is FragmentKind[want], case
 
 
-def test_shape_fragment_by_class() -> None:
+def test_only_the_satisfied_class_leaves_free_gpu_usable() -> None:
     """Only the satisfied class leaves part of the free GPU usable; every other class, none.
 
     Node T4 with free (1000, 600, 200) = 1800 milli and 8 cores free:
@@ -130,14 +130,14 @@ def test_shape_fragment_by_class() -> None:
     assert shape_fragment(state, PodShape(1, gpu_models=V100)) == 1800
 
 
-def test_node_fragmentation_weights_classes() -> None:
+def test_node_fragmentation_weights_each_shape_by_its_popularity() -> None:
     """Weighted sum: 0.5 x 200 (half pods) + 0.25 x 800 (whole) + 0.25 x 1800 (CPU-only)."""
     state = NodeState((1000, 600, 200), 8000, 64_000, "T4")
     dist = ShapeDistribution.from_counts({HALF: 2, WHOLE: 1, PodShape(0, cpu_milli=1000): 1})
     assert node_fragmentation(state, dist) == pytest.approx(0.5 * 200 + 0.25 * 800 + 0.25 * 1800)
 
 
-def test_gpu_model_restriction() -> None:
+def test_a_pod_restricted_to_a_gpu_model_fits_only_that_model() -> None:
     """A pod restricted to V100s fits a V100 node and not a T4 node; CPU-only pods ignore it."""
     pod = PodShape(1, 500, gpu_models=V100)
     assert fits(NodeState((1000,), 8000, 64_000, "V100M32"), pod)
@@ -149,7 +149,7 @@ def test_gpu_model_restriction() -> None:
         take(NodeState((1000,), 8000, 64_000, "T4"), pod, (0,))
 
 
-def test_sharing_pod_takes_its_cheapest_gpu() -> None:
+def test_a_sharing_pod_takes_its_cheapest_gpu() -> None:
     """With a distribution, a 300-milli pod avoids breaking the GPU that 700-milli pods need.
 
     Free (1000, 700, 300): 700-milli pods can use GPUs 0 and 1. Putting the pod on GPU 2
@@ -170,7 +170,7 @@ def test_sharing_pod_takes_its_cheapest_gpu() -> None:
     assert placement_cost(state, small, dist) == pytest.approx(expected)
 
 
-def test_typical_keeps_popular_shapes_up_to_coverage() -> None:
+def test_the_typical_shapes_are_the_popular_ones_up_to_the_coverage() -> None:
     """Shapes by decreasing count until 95% of pods are covered, then renormalised."""
     counts = {PodShape(1): 60.0, HALF: 35.0, TWO: 4.0, PodShape(8): 1.0}
     dist = ShapeDistribution.typical(counts, 0.95)
@@ -180,7 +180,7 @@ def test_typical_keeps_popular_shapes_up_to_coverage() -> None:
         ShapeDistribution.typical(counts, 0)
 
 
-def test_cpu_stranded_milli_by_hand() -> None:
+def test_gpu_stranded_by_short_cpu_matches_a_hand_count() -> None:
     """The workload asks 12 cores per GPU (12 milli-cores per milli-GPU).
 
     A node with 4 free GPUs and 24 free cores can feed only 2 GPUs: 2000 milli stranded.
@@ -207,7 +207,7 @@ REMAINDER_DIST = ShapeDistribution.from_counts(
 )
 
 
-def test_remainder_waste_by_hand() -> None:
+def test_the_remainder_waste_matches_a_hand_computation() -> None:
     """Expected idle milli of one GPU as 300-, 500- and 1000-milli pods keep arriving.
 
     Below 300 nothing fits: r stays. 300..499: only 300 fits, r - 300 stays (300 -> 0,
@@ -259,7 +259,7 @@ def test_scarce_fillers_are_not_counted_on() -> None:
     assert remainder_waste(190, common) == 30
 
 
-def test_cpu_stranded_with_cpu_only_pods_by_hand() -> None:
+def test_gpu_stranded_with_cpu_only_pods_counted_matches_a_hand_count() -> None:
     """GPU pods ask 8 cores per GPU; CPU-only pods, as many of them, 8 more: 16 per GPU.
 
     Free 4 GPUs and 48 cores: at 8 per GPU all 4 are fed (0 stranded); counting the CPU-only

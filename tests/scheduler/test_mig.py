@@ -11,7 +11,7 @@ import itertools
 from collections.abc import Iterator, Mapping
 
 import pytest
-from scheduler_builders import node, queue, scenario
+from scheduler_builders import node, pool, queue, scenario
 
 from gpupool.scheduler.mig import (
     COMPUTE_SLICES_PER_GPU,
@@ -164,7 +164,7 @@ def test_profile_lookup_ignores_the_case_of_the_card_name() -> None:
 
 def test_a_scenario_reads_a_mig_flavor_of_the_h100_94gb_table() -> None:
     """The scenario reader uses the same tables: an H100 94GB 3g slice flavor is accepted."""
-    data = scenario([node("n1")], [queue("team-a", deserved=8, capability=16)], [])
+    data = scenario(pool(1), [queue("team-a", deserved=8, capability=16)], [])
     data["flavors"].append(
         {"name": "h100-3g", "mig": {"gpu_model": "h100-94gb", "profile": "3g.47gb"}}
     )

@@ -16,9 +16,9 @@ import gpupool.scheduler as core
 from gpupool.scheduler import native
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-SCENARIOS = REPO_ROOT.parent / "shared" / "scenarios"
+SCENARIOS = REPO_ROOT / "scenarios"
 
-# Prints a digest of the plans of every shared scenario and three B1-generator pools.
+# Prints a digest of the plans of every scenario and three B1-generator pools.
 PLANS = """
 import hashlib, sys
 from pathlib import Path
@@ -93,7 +93,7 @@ def test_the_compiled_core_is_loaded_where_it_was_built() -> None:
 
 @pytest.mark.skipif(not core.NATIVE, reason="the core is not compiled here (make native)")
 def test_the_compiled_core_plans_exactly_like_its_sources() -> None:
-    """Every shared scenario and three generated pools give byte-identical plans."""
+    """Every scenario and three generated pools give byte-identical plans."""
     compiled = plans_digest(pure=False)
     plain = plans_digest(pure=True)
     assert compiled[0] == "True" and plain[0] == "False"

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from scheduler_builders import node, queue, scenario, workload
+from scheduler_builders import node, pool, queue, scenario, workload
 
 from gpupool.scheduler import plan
 from gpupool.scheduler.estimate import dry_run, estimate_starts
 from gpupool.scheduler.scenario import Scenario, parse_time, scenario_from_dict
-from gpupool.scheduler.types import Plan
+from gpupool.scheduler.types import Plan, PodRef
 
 
 def planned(
@@ -26,7 +26,7 @@ def planned(
 def test_a_small_pod_goes_where_it_does_not_break_a_whole_node() -> None:
     """FGD: the 1-GPU pod takes n2's last GPU, so the 8-GPU workload still finds n1 whole."""
     _, result = planned(
-        [node("n1"), node("n2")],
+        pool(2),
         [queue("team-a", deserved=16)],
         [
             workload("r1", gpus=7, on=[("n2", list(range(7)))]),
@@ -38,10 +38,10 @@ def test_a_small_pod_goes_where_it_does_not_break_a_whole_node() -> None:
     assert where == {"small": ["n2"], "big": ["n1"]}
 
 
-def test_bestfit_policy_also_packs() -> None:
+def test_the_bestfit_policy_also_packs() -> None:
     """The best-fit baseline leaves the least free capacity on the chosen node."""
     _, result = planned(
-        [node("n1"), node("n2")],
+        pool(2),
         [queue("team-a", deserved=16)],
         [workload("r1", gpus=6, on=[("n1", [0, 1, 2, 3, 4, 5])]), workload("w1", gpus=2)],
         policy={"placement": "bestfit"},
@@ -67,17 +67,36 @@ def test_shared_fractions_are_placed_on_specific_gpus_with_their_milli() -> None
 def test_an_elastic_gang_runs_with_the_pods_that_fit() -> None:
     """min_member 2 of 3 pods of 4 GPUs on one 8-GPU node: two pods run."""
     _, result = planned(
-        [node("n1")],
+        pool(1),
         [queue("team-a", deserved=16)],
         [workload("w1", gpus=4, count=3, min_member=2)],
     )
     assert len(result.admit[0].placement) == 2
+    assert result.admit[0].pod_refs == (PodRef(0, 0), PodRef(0, 1))
+
+
+def test_an_admission_names_the_pod_set_and_index_of_every_pod() -> None:
+    """Two pod sets of different shapes: each placed pod says which pod it is."""
+    gang = workload("w1")
+    gang["pod_sets"] = [
+        {"count": 2, "gpus": 4, "flavor": "h100", "cpu": 8},
+        {"count": 1, "gpus": 0, "cpu": 4},
+        {"count": 2, "gpus": 1, "flavor": "h100"},
+    ]
+    loaded, result = planned(pool(2), [queue("team-a", deserved=16)], [gang])
+    (admission,) = result.admit
+    assert admission.pod_refs == tuple(
+        PodRef(pod_set, index) for pod_set, count in enumerate((2, 1, 2)) for index in range(count)
+    )
+    pod_sets = loaded.snapshot.workloads[0].pod_sets
+    for pod, ref in zip(admission.placement, admission.pod_refs, strict=True):
+        assert len(pod.gpus) == pod_sets[ref.pod_set].gpus
 
 
 def test_a_hold_for_a_starving_gang_keeps_others_off_its_node() -> None:
     """The starving 8-GPU workload holds n1; a smaller protected one goes to n2 instead."""
     _, result = planned(
-        [node("n1"), node("n2")],
+        pool(2),
         [queue("team-a", deserved=32)],
         [
             workload("r1", gpus=4, on=[("n1", [0, 1, 2, 3])]),
@@ -95,7 +114,7 @@ def test_a_hold_for_a_starving_gang_keeps_others_off_its_node() -> None:
 def test_quota_explanation_names_queue_flavor_asked_and_available() -> None:
     """The quota reason carries the numbers behind it and a sentence."""
     _, result = planned(
-        [node("n1"), node("n2")],
+        pool(2),
         [queue("team-a", deserved=8, capability=12), queue("team-b", deserved=8)],
         [workload("r1", gpus=8, on=[("n1", list(range(8)))]), workload("w1")],
     )
@@ -112,7 +131,7 @@ def test_quota_explanation_names_queue_flavor_asked_and_available() -> None:
 def test_fragmentation_explanation_gives_the_largest_placeable_gang() -> None:
     """Three 8-GPU pods, one whole free node: at most one pod fits."""
     _, result = planned(
-        [node("n1"), node("n2"), node("n3")],
+        pool(3),
         [queue("team-a", deserved=24)],
         [
             workload("r1", gpus=4, on=[("n1", [0, 1, 2, 3])]),
@@ -128,7 +147,7 @@ def test_fragmentation_explanation_gives_the_largest_placeable_gang() -> None:
 def test_positions_follow_the_queue_order() -> None:
     """Pending workloads of one queue are numbered 1, 2, 3 in rank order."""
     _, result = planned(
-        [node("n1")],
+        pool(1),
         [queue("team-a", deserved=8)],
         [
             workload("r1", on=[("n1", list(range(8)))]),
@@ -144,7 +163,7 @@ def test_positions_follow_the_queue_order() -> None:
 def test_every_pending_workload_gets_exactly_one_explanation() -> None:
     """The plan's pending list has each not-admitted workload once, sorted by name."""
     _, result = planned(
-        [node("n1")],
+        pool(1),
         [queue("team-a", deserved=8)],
         [workload(f"w{i}", gpus=4, submitted=f"08:0{i}") for i in range(5)],
     )
@@ -152,11 +171,11 @@ def test_every_pending_workload_gets_exactly_one_explanation() -> None:
     assert names == sorted(names) == ["w2", "w3", "w4"]
 
 
-def test_estimated_start_replays_expected_ends() -> None:
+def test_an_estimated_start_replays_expected_ends() -> None:
     """The queued workload starts when the running one is expected to end."""
     loaded = scenario_from_dict(
         scenario(
-            [node("n1")],
+            pool(1),
             [queue("team-a", deserved=8)],
             [
                 workload("r1", on=[("n1", list(range(8)))], expected_runtime_s=3 * 3600),
@@ -174,7 +193,7 @@ def test_dry_run_names_the_first_layer_that_fails() -> None:
     """Quota passes, capacity exists, but no placement exists: placement is named."""
     loaded = scenario_from_dict(
         scenario(
-            [node("n1"), node("n2")],
+            pool(2),
             [queue("team-a", deserved=16)],
             [
                 workload("r1", gpus=4, on=[("n1", [0, 1, 2, 3])]),
@@ -183,7 +202,7 @@ def test_dry_run_names_the_first_layer_that_fails() -> None:
         )
     )
     probe = scenario_from_dict(
-        scenario([node("n1")], [queue("team-a", deserved=16)], [workload("probe")])
+        scenario(pool(1), [queue("team-a", deserved=16)], [workload("probe")])
     ).snapshot.workloads[0]
     answer = dry_run(loaded.snapshot, loaded.policy, loaded.now, probe)
     assert [(layer.layer, layer.passes) for layer in answer.layers] == [
@@ -193,7 +212,7 @@ def test_dry_run_names_the_first_layer_that_fails() -> None:
     ]
     assert answer.first_failure == "placement"
     small = scenario_from_dict(
-        scenario([node("n1")], [queue("team-a", deserved=16)], [workload("p2", gpus=2)])
+        scenario(pool(1), [queue("team-a", deserved=16)], [workload("p2", gpus=2)])
     ).snapshot.workloads[0]
     assert dry_run(loaded.snapshot, loaded.policy, loaded.now, small).first_failure is None
 
@@ -202,7 +221,7 @@ def test_protected_runtime_defaults_from_the_queue() -> None:
     """A workload that declares none gets its queue's default protected runtime."""
     loaded = scenario_from_dict(
         scenario(
-            [node("n1")],
+            pool(1),
             [queue("team-a", deserved=8, default_protected_runtime_s=900)],
             [{**workload("w1"), "protected_runtime_s": None}, workload("w2", protected_s=60)],
         )
@@ -214,7 +233,7 @@ def test_protected_runtime_defaults_from_the_queue() -> None:
 def test_equal_gangs_of_two_queues_each_name_their_own_queue() -> None:
     """A failure remembered for one gang shape is reported with each workload's own queue."""
     _, result = planned(
-        [node("n1"), node("n2")],
+        pool(2),
         [queue("team-a", deserved=8, capability=16), queue("team-b", deserved=8, capability=16)],
         [
             workload("r1", gpus=4, on=[("n1", [0, 1, 2, 3])]),
@@ -230,7 +249,7 @@ def test_equal_gangs_of_two_queues_each_name_their_own_queue() -> None:
 def test_work_kept_off_held_nodes_names_the_starving_workload() -> None:
     """'behind' says which starving workload the capacity is held for."""
     _, result = planned(
-        [node("n1")],
+        pool(1),
         [queue("team-a", deserved=16)],
         [
             workload("r1", gpus=4, on=[("n1", [0, 1, 2, 3])]),
@@ -247,7 +266,7 @@ def test_work_kept_off_held_nodes_names_the_starving_workload() -> None:
 def test_budget_explanation_tells_the_class_and_what_then_stopped_it() -> None:
     """Out of budget: the sentence names the class, the budget, and the next layer's reason."""
     _, result = planned(
-        [node("n1")],
+        pool(1),
         [queue("team-a", deserved=8)],
         [workload("old", on=[("n1", list(range(8)))]), workload("urgent", priority="high")],
         budgets=[{"tenant": "team-a", "priority_class": "high", "gpu_hours": 10, "used": 10}],

@@ -1,11 +1,13 @@
 """Policy knobs that express the B3 baselines through the same core.
 
-``policy.queueing``: "best-effort" (default; DESIGN section 3: no head-of-line blocking) or
+``policy.queueing``: "best-effort" (default: no head-of-line blocking) or
 "fifo" (strict order inside a queue: nothing behind a blocked head is admitted, like Kueue's
-StrictFIFO). ``policy.fair_sharing``: true (default; DRF across queues) or false (the queues'
-heads by rank: within deserved before borrowing, then priority, then submit time, as Kueue
-orders ClusterQueue heads when fair sharing is off). ``policy.victim_search``: "fewest"
-(default) or "greedy" (Kueue's one-pass search, recency by start time).
+StrictFIFO). ``policy.queue_order``: "dominant-share" (default; DRF across queues) or
+"head-rank" (the queues' heads by rank: within deserved before borrowing, then priority, then
+submit time, as Kueue orders ClusterQueue heads when fair sharing is off).
+``policy.fair_reclaim``: true (default) or false (fair-share reclaim, tested with the reclaim
+rules). A scenario's ``fair_sharing``, the older switch, sets both. ``policy.victim_search``:
+"fewest" (default) or "greedy" (Kueue's one-pass search, recency by start time).
 """
 
 from __future__ import annotations
@@ -13,22 +15,24 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from scheduler_builders import Case, at, node, queue, run_case, scenario, workload
+from scheduler_builders import Case, at, pool, queue, run_case, scenario, workload
 
 from gpupool.scheduler import plan
-from gpupool.scheduler.scenario import ScenarioError, scenario_from_dict
+from gpupool.scheduler.scenario import ScenarioError, policy_from_dict, scenario_from_dict
+from gpupool.scheduler.types import PolicyInfo
 
 HALF_A = [0, 1, 2, 3]
 FULL = list(range(8))
 FIFO = {"placement": "gpupool", "queueing": "fifo"}
 NO_FAIR_SHARING = {"placement": "gpupool", "fair_sharing": False}
+HEAD_RANK = {"placement": "gpupool", "queue_order": "head-rank"}
 
 
 def blocked_head_case(name: str, policy: dict[str, Any] | None, **want: Any) -> Case:
     """A queue whose oldest job (8 GPUs) cannot fit, with a small job behind it that could."""
     return Case(
         name,
-        [node("n1"), node("n2")],
+        pool(2),
         [queue("team-a", deserved=8, capability=8), queue("team-b", deserved=8)],
         [
             workload("a-run", gpus=4, on=[("n1", HALF_A)]),
@@ -42,7 +46,7 @@ def blocked_head_case(name: str, policy: dict[str, Any] | None, **want: Any) -> 
 
 
 CROSS_QUEUE = (
-    [node("n1"), node("n2"), node("n3")],
+    pool(3),
     [queue("team-a", deserved=20, capability=24), queue("team-b", deserved=8)],
     [
         workload("a-run", on=[("n1", FULL)]),
@@ -61,7 +65,7 @@ def entitlement_case(name: str, weights: tuple[float, float], **want: Any) -> Ca
     """
     return Case(
         name,
-        [node("n1"), node("n2"), node("n3")],
+        pool(3),
         [
             queue("team-a", deserved=16, capability=24, weight=weights[0]),
             queue("team-b", deserved=4, capability=16, weight=weights[1], reclaimable=False),
@@ -117,8 +121,23 @@ CASES = [
         want_reasons={"b1": "behind"},
     ),
     Case(
+        "the head-rank queue order alone serves the earliest submitted head first",
+        *CROSS_QUEUE,
+        policy=HEAD_RANK,
+        want_admitted={"a1"},
+        want_not_admitted={"b1"},
+        want_reasons={"b1": "behind"},
+    ),
+    Case(
+        "without fair reclaim the queues are still served by dominant share",
+        *CROSS_QUEUE,
+        policy={"placement": "gpupool", "fair_reclaim": False},
+        want_admitted={"b1"},
+        want_not_admitted={"a1"},
+    ),
+    Case(
         "without fair sharing work within its deserved share goes before borrowing work",
-        [node("n1"), node("n2")],
+        pool(2),
         [queue("team-a", deserved=4, capability=16), queue("team-b", deserved=8)],
         [
             workload("a-run", on=[("n1", FULL)]),
@@ -144,7 +163,7 @@ CASES = [
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_policy_knob(case: Case) -> None:
+def test_a_policy_knob_changes_the_plan_as_its_case_says(case: Case) -> None:
     """The plan shows what the knob says, and keeps every invariant."""
     run_case(case)
 
@@ -173,7 +192,7 @@ def test_only_the_head_of_a_strict_fifo_queue_may_preempt(
     FIFO it waits its turn instead of evicting."""
     loaded = scenario_from_dict(
         scenario(
-            [node("n1")],
+            pool(1),
             [queue("team-a", deserved=8)],
             [
                 workload("low-run", gpus=4, priority="low", on=[("n1", HALF_A)]),
@@ -198,7 +217,7 @@ def lone_victim_case(name: str, policy: dict[str, Any] | None, evicted: str) -> 
     it would also lose the least); "greedy", Kueue's, the most recently started."""
     return Case(
         name,
-        [node("n1"), node("n2")],
+        pool(2),
         [queue("team-a", deserved=16)],
         [
             workload("kept", gpus=6, on=[("n1", [2, 3, 4, 5, 6, 7])], protected_s=86400),
@@ -226,7 +245,7 @@ def lone_victim_case(name: str, policy: dict[str, Any] | None, evicted: str) -> 
     ],
     ids=lambda c: c.name,
 )
-def test_victim_search(case: Case) -> None:
+def test_the_victim_search_picks_the_victim_its_case_names(case: Case) -> None:
     """``policy.victim_search`` picks the victim search; the B3 kueue-like baseline is greedy."""
     run_case(case)
 
@@ -234,6 +253,8 @@ def test_victim_search(case: Case) -> None:
 BAD = [
     ({"queueing": "lifo"}, "policy.queueing: must be 'best-effort' or 'fifo'"),
     ({"fair_sharing": "no"}, "policy.fair_sharing: must be true or false"),
+    ({"queue_order": "fifo"}, "policy.queue_order: must be 'dominant-share' or 'head-rank'"),
+    ({"fair_reclaim": "yes"}, "policy.fair_reclaim: must be true or false"),
     ({"victim_search": "lifo"}, "policy.victim_search: must be 'fewest' or 'greedy'"),
 ]
 
@@ -244,5 +265,38 @@ def test_an_unknown_policy_value_is_refused_naming_the_field(
 ) -> None:
     """The new keys are as strict as the rest of the format."""
     with pytest.raises(ScenarioError) as raised:
-        scenario_from_dict(scenario([node("n1")], [queue("team-a")], [], policy=policy))
+        scenario_from_dict(scenario(pool(1), [queue("team-a")], [], policy=policy))
     assert str(raised.value) == message
+
+
+LEGACY = [
+    ("fair sharing on is the default", {"fair_sharing": True}, PolicyInfo()),
+    (
+        "fair sharing off is head-rank without fair reclaim",
+        {"fair_sharing": False},
+        PolicyInfo(queue_order="head-rank", fair_reclaim=False),
+    ),
+    (
+        "fair reclaim named beside fair sharing off wins",
+        {"fair_sharing": False, "fair_reclaim": True},
+        PolicyInfo(queue_order="head-rank"),
+    ),
+    (
+        "a queue order named beside fair sharing on wins",
+        {"fair_sharing": True, "queue_order": "head-rank"},
+        PolicyInfo(queue_order="head-rank"),
+    ),
+    (
+        "fair reclaim alone leaves the queue order",
+        {"fair_reclaim": False},
+        PolicyInfo(fair_reclaim=False),
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "policy", "expected"), LEGACY, ids=[n for n, _, _ in LEGACY])
+def test_the_older_fair_sharing_switch_sets_both_strategies_unless_they_are_named(
+    name: str, policy: dict[str, Any], expected: PolicyInfo
+) -> None:
+    """``fair_sharing`` still reads as it always did; ``queue_order``/``fair_reclaim`` win."""
+    assert policy_from_dict(policy) == expected

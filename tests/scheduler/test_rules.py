@@ -1,4 +1,4 @@
-"""Every rule of DESIGN section 3, one named, table-driven case each.
+"""Every rule of the cycle (docs/scheduler.md), one named, table-driven case each.
 
 Each case is a small pool built with the helpers, planned through the scenario validator,
 checked against the plan invariants and against its ``want_*`` fields.
@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from scheduler_builders import Case, node, queue, run_case, workload
+from scheduler_builders import Case, node, pool, queue, run_case, workload
 
 FULL = list(range(8))
 HALF_A = [0, 1, 2, 3]
@@ -19,7 +19,7 @@ HIGH_BUDGET = [{"tenant": "team-a", "priority_class": "high", "gpu_hours": 100, 
 ENQUEUE = [
     Case(
         "waits with reason gang while pods are missing",
-        [node("n1")],
+        pool(1),
         [queue("team-a", deserved=8)],
         [workload("w1", missing_pods=1)],
         want_not_admitted={"w1"},
@@ -27,7 +27,7 @@ ENQUEUE = [
     ),
     Case(
         "refuses at enqueue what the queue's capability can never hold",
-        [node("n1"), node("n2")],
+        pool(2),
         [queue("team-a", deserved=8, capability=8)],
         [workload("w1", count=2)],
         want_not_admitted={"w1"},
@@ -38,7 +38,7 @@ ENQUEUE = [
 ALLOCATE = [
     Case(
         "serves the queue with the smaller dominant share first",
-        [node("n1")],
+        pool(1),
         [queue("team-a", deserved=4, capability=8), queue("team-b", deserved=4, capability=8)],
         [
             workload("a-run", gpus=4, on=[("n1", HALF_A)]),
@@ -51,7 +51,7 @@ ALLOCATE = [
     ),
     Case(
         "splits idle capacity between borrowers by weight",
-        [node("n1")],
+        pool(1),
         [
             queue("team-a", deserved=2, capability=8, weight=2),
             queue("team-b", deserved=2, capability=8),
@@ -63,7 +63,7 @@ ALLOCATE = [
     ),
     Case(
         "serves higher effective priority first inside a queue",
-        [node("n1")],
+        pool(1),
         [queue("team-a", deserved=8)],
         [
             workload("w-normal", submitted="07:00"),
@@ -75,7 +75,7 @@ ALLOCATE = [
     ),
     Case(
         "serves earlier submit time first at equal priority",
-        [node("n1")],
+        pool(1),
         [queue("team-a", deserved=8)],
         [workload("w-new", submitted="08:00"), workload("w-old", submitted="07:00")],
         want_admitted={"w-old"},
@@ -83,14 +83,14 @@ ALLOCATE = [
     ),
     Case(
         "borrows another queue's idle deserved quota up to capability",
-        [node("n1"), node("n2")],
+        pool(2),
         [queue("team-a", deserved=8, capability=16), queue("team-b", deserved=8, capability=16)],
         [workload("a-run", on=[("n1", FULL)]), workload("a2")],
         want_admitted={"a2"},
     ),
     Case(
         "never borrows another queue's guarantee",
-        [node("n1"), node("n2")],
+        pool(2),
         [
             queue("team-a", deserved=8, capability=16),
             queue("team-b", deserved=8, capability=16, guarantee=8),
@@ -101,7 +101,7 @@ ALLOCATE = [
     ),
     Case(
         "borrows no more than the lender's lending limit",
-        [node("n1"), node("n2")],
+        pool(2),
         [
             queue("team-a", deserved=8, capability=16),
             queue("team-b", deserved=8, capability=16, lending_limit=4),
@@ -117,7 +117,7 @@ ALLOCATE = [
     ),
     Case(
         "stops at capability even when the pool is idle",
-        [node("n1"), node("n2")],
+        pool(2),
         [queue("team-a", deserved=8, capability=8), queue("team-b", deserved=8)],
         [workload("a-run", on=[("n1", FULL)]), workload("a2")],
         want_not_admitted={"a2"},
@@ -125,14 +125,14 @@ ALLOCATE = [
     ),
     Case(
         "admits a gang down to its min_member when not all pods fit",
-        [node("n1")],
+        pool(1),
         [queue("team-a", deserved=16)],
         [workload("w1", gpus=4, count=3, min_member=2)],
         want_admitted={"w1"},
     ),
     Case(
         "keeps a gang whole: below its minimum nothing runs",
-        [node("n1")],
+        pool(1),
         [queue("team-a", deserved=16)],
         [workload("w1", gpus=4, count=3)],
         want_not_admitted={"w1"},
@@ -140,32 +140,22 @@ ALLOCATE = [
     ),
     Case(
         "spans NVLink domains for a preferred-topology gang no domain can hold",
-        [
-            node("a1", gpus=4, domain="d1"),
-            node("a2", gpus=4, domain="d1"),
-            node("b1", gpus=4, domain="d2"),
-            node("b2", gpus=4, domain="d2"),
-        ],
+        pool(4, gpus=4, domain_size=2),  # n1, n2 in d1; n3, n4 in d2
         [queue("team-a", deserved=16)],
         [
-            workload("busy-a", gpus=4, on=[("a1", HALF_A)]),
-            workload("busy-b", gpus=4, on=[("b1", HALF_A)]),
+            workload("busy-a", gpus=4, on=[("n1", HALF_A)]),
+            workload("busy-b", gpus=4, on=[("n3", HALF_A)]),
             workload("w1", gpus=4, count=2, topology="preferred"),
         ],
         want_admitted={"w1"},
     ),
     Case(
         "refuses to span domains for a domain-topology gang",
-        [
-            node("a1", gpus=4, domain="d1"),
-            node("a2", gpus=4, domain="d1"),
-            node("b1", gpus=4, domain="d2"),
-            node("b2", gpus=4, domain="d2"),
-        ],
+        pool(4, gpus=4, domain_size=2),  # n1, n2 in d1; n3, n4 in d2
         [queue("team-a", deserved=16)],
         [
-            workload("busy-a", gpus=4, on=[("a1", HALF_A)]),
-            workload("busy-b", gpus=4, on=[("b1", HALF_A)]),
+            workload("busy-a", gpus=4, on=[("n1", HALF_A)]),
+            workload("busy-b", gpus=4, on=[("n3", HALF_A)]),
             workload("w1", gpus=4, count=2, topology="domain"),
         ],
         want_not_admitted={"w1"},
@@ -173,7 +163,7 @@ ALLOCATE = [
     ),
     Case(
         "does not let a workload that cannot fit block smaller ones behind it",
-        [node("n1")],
+        pool(1),
         [queue("team-a", deserved=16)],
         [
             workload("r1", gpus=4, on=[("n1", HALF_A)]),
@@ -186,7 +176,7 @@ ALLOCATE = [
     ),
     Case(
         "holds capacity for a starving workload and backfills only evict-any-time work",
-        [node("n1")],
+        pool(1),
         [queue("team-a", deserved=16)],
         [
             workload("r1", gpus=4, on=[("n1", HALF_A)]),
@@ -220,7 +210,7 @@ def lone_victim_case(name: str, small: dict[str, Any], evicted: str) -> Case:
     each enough alone; v-big is the most recently started."""
     return Case(
         name,
-        [node("n1"), node("n2")],
+        pool(2),
         [queue("team-a", deserved=16)],
         [
             workload("kept", gpus=6, on=[("n1", [2, 3, 4, 5, 6, 7])], protected_s=86400),
@@ -236,7 +226,7 @@ def lone_victim_case(name: str, small: dict[str, Any], evicted: str) -> Case:
 PREEMPT = [
     Case(
         "preempts a lower-priority workload whose protected window has ended",
-        [node("n1")],
+        pool(1),
         [queue("team-a", deserved=8)],
         [
             workload("old", on=[("n1", FULL)], started="07:00", protected_s=3600),
@@ -248,7 +238,7 @@ PREEMPT = [
     ),
     Case(
         "does not preempt inside a protected window",
-        [node("n1")],
+        pool(1),
         [queue("team-a", deserved=8)],
         [
             workload("young", on=[("n1", FULL)], started="09:30", protected_s=3600),
@@ -260,21 +250,21 @@ PREEMPT = [
     ),
     Case(
         "a Never-policy workload preempts nobody",
-        [node("n1")],
+        pool(1),
         [queue("team-a", deserved=8)],
         [workload("old", on=[("n1", FULL)]), workload("w1", priority="interactive")],
         want_reasons={"w1": "quota"},
     ),
     Case(
         "never preempts a workload of equal priority",
-        [node("n1")],
+        pool(1),
         [queue("team-a", deserved=8)],
         [workload("old", on=[("n1", FULL)]), workload("w1")],
         want_reasons={"w1": "quota"},
     ),
     Case(
         "preempts only inside its own queue",
-        [node("n1")],
+        pool(1),
         [queue("team-a", deserved=4), queue("team-b", deserved=4)],
         [
             workload("b-run", "team-b", gpus=4, priority="low", on=[("n1", HALF_A)]),
@@ -286,7 +276,7 @@ PREEMPT = [
     ),
     Case(
         "chooses the fewest victims",
-        [node("n1"), node("n2")],
+        pool(2),
         [queue("team-a", deserved=16)],
         [
             workload("v1", gpus=4, on=[("n1", HALF_A)], started="09:50"),
@@ -299,7 +289,7 @@ PREEMPT = [
     ),
     Case(
         "prefers two big victims to three small ones",
-        [node("n1"), node("n2"), node("n3")],
+        pool(3),
         [queue("team-a", deserved=24)],
         [
             workload("a", gpus=4, on=[("n1", HALF_A)], started="09:50"),
@@ -313,7 +303,7 @@ PREEMPT = [
     ),
     Case(
         "evicts the lowest priority first",
-        [node("n1"), node("n2")],
+        pool(2),
         [queue("team-a", deserved=16)],
         [
             workload("v-low", priority="low", on=[("n1", FULL)], started="08:00"),
@@ -325,7 +315,7 @@ PREEMPT = [
     ),
     Case(
         "evicts the most recently started among equals",
-        [node("n1"), node("n2")],
+        pool(2),
         [queue("team-a", deserved=16)],
         [
             workload("v-old", on=[("n1", FULL)], started="08:00"),
@@ -364,7 +354,7 @@ for _org, _d, _c in (("org-a", 16, 32), ("org-b", 8, 24)):
 RECLAIM = [
     Case(
         "reclaims from a borrower for a queue below its deserved share",
-        [node("n1"), node("n2")],
+        pool(2),
         [queue("first", deserved=8, capability=16), queue("second", deserved=8, capability=16)],
         [
             workload("f1", "first", on=[("n1", FULL)], started="08:00"),
@@ -376,7 +366,7 @@ RECLAIM = [
     ),
     Case(
         "a queue at or above its deserved share cannot reclaim",
-        [node("n1"), node("n2")],
+        pool(2),
         [queue("first", deserved=8, capability=16), queue("second", deserved=8, capability=16)],
         [
             workload("f1", "first", on=[("n1", FULL)]),
@@ -387,7 +377,7 @@ RECLAIM = [
     ),
     Case(
         "never pushes the victim queue below its deserved share",
-        [node("n1"), node("n2"), node("n3")],
+        pool(3),
         [queue("first", deserved=12, capability=24), queue("second", deserved=12, capability=24)],
         [
             workload("f1", "first", on=[("n1", FULL)]),
@@ -399,7 +389,7 @@ RECLAIM = [
     ),
     Case(
         "reclaims only from reclaimable queues",
-        [node("n1"), node("n2")],
+        pool(2),
         [
             queue("first", deserved=8, capability=16, reclaimable=False),
             queue("second", deserved=8, capability=16),
@@ -413,7 +403,7 @@ RECLAIM = [
     ),
     Case(
         "reclaims outside protected windows only",
-        [node("n1"), node("n2")],
+        pool(2),
         [queue("first", deserved=8, capability=16), queue("second", deserved=8, capability=16)],
         [
             workload("f1", "first", on=[("n1", FULL)], started="09:00", protected_s=7200),
@@ -424,7 +414,7 @@ RECLAIM = [
     ),
     Case(
         "reclaims from the nearest queue in the tree first, borrowers first",
-        [node("n1"), node("n2"), node("n3")],
+        pool(3),
         [
             *TREE,
             queue("a1", deserved=8, capability=16, parent="org-a"),
@@ -442,7 +432,7 @@ RECLAIM = [
     ),
     Case(
         "reclaims the smallest borrowed workload that is enough alone",
-        [node("n1"), node("n2")],
+        pool(2),
         [queue("first", deserved=4, capability=16), queue("second", deserved=12, capability=16)],
         [
             workload(
@@ -461,7 +451,7 @@ RECLAIM = [
     ),
 ]
 
-FAIR_POOL = [node("n1"), node("n2"), node("n3"), node("n4")]
+FAIR_POOL = pool(4)
 FAIR_QUEUES = [
     queue("first", deserved=8, capability=32),
     queue("second", deserved=4, capability=16),
@@ -499,12 +489,30 @@ FAIR_RECLAIM = [
         want_not_admitted={"s2"},
         want_reasons={"s2": "quota"},
     ),
+    Case(
+        "without fair reclaim a queue above deserved does not reclaim under DRF either",
+        FAIR_POOL,
+        FAIR_QUEUES,
+        [*FAIR_RUNNING, workload("s2", "second", gpus=4)],
+        policy={"placement": "gpupool", "fair_reclaim": False},
+        want_not_admitted={"s2"},
+        want_reasons={"s2": "quota"},
+    ),
+    Case(
+        "fair reclaim works with the head-rank queue order too",
+        FAIR_POOL,
+        FAIR_QUEUES,
+        [*FAIR_RUNNING, workload("s2", "second", gpus=4)],
+        policy={"placement": "gpupool", "queue_order": "head-rank"},
+        want_evicted={"f3": "reclaim"},
+        want_reasons={"s2": "waiting-for-preemption"},
+    ),
 ]
 
 NOMINATION = [
     Case(
         "a preemptor whose victims are still leaving waits and evicts no one else",
-        [node("n1"), node("n2")],
+        pool(2),
         [queue("team-a", deserved=16)],
         [
             workload("old", on=[("n1", FULL)], evicting_for="urgent"),
@@ -516,7 +524,7 @@ NOMINATION = [
     ),
     Case(
         "a nominated preemptor is served before the fair-share order",
-        [node("n1"), node("n2")],
+        pool(2),
         [queue("team-a", deserved=8, capability=16), queue("team-b", deserved=8, capability=16)],
         [
             workload("a-run", on=[("n2", FULL)], started="09:30", protected_s=3600),
@@ -537,7 +545,7 @@ RECENT = ["09:10", "09:20", "09:30", "09:40"]
 CONTRACTS = [
     Case(
         "out of budget competes at the default class and preempts nobody",
-        [node("n1")],
+        pool(1),
         [queue("team-a", deserved=8)],
         [workload("old", on=[("n1", FULL)]), workload("urgent", priority="high")],
         budgets=[{"tenant": "team-a", "priority_class": "high", "gpu_hours": 10, "used": 10}],
@@ -545,7 +553,7 @@ CONTRACTS = [
     ),
     Case(
         "a budget that cannot cover the protected reservation does not elevate",
-        [node("n1")],
+        pool(1),
         [queue("team-a", deserved=8)],
         [
             workload("old", on=[("n1", FULL)]),
@@ -556,7 +564,7 @@ CONTRACTS = [
     ),
     Case(
         "a budget that covers the reservation elevates",
-        [node("n1")],
+        pool(1),
         [queue("team-a", deserved=8)],
         [
             workload("old", on=[("n1", FULL)]),
@@ -567,7 +575,7 @@ CONTRACTS = [
     ),
     Case(
         "without back-off a high workload preempts an interactive one",
-        [node("n1")],
+        pool(1),
         [queue("team-a", deserved=8)],
         [
             workload("victim", priority="interactive", on=[("n1", FULL)]),
@@ -579,7 +587,7 @@ CONTRACTS = [
     ),
     Case(
         "a workload that caused more than N preemptions in W drops one priority step",
-        [node("n1")],
+        pool(1),
         [queue("team-a", deserved=8)],
         [
             workload("victim", priority="interactive", on=[("n1", FULL)]),
@@ -595,7 +603,7 @@ CONTRACTS = [
     ),
     Case(
         "a tenant that caused more than N preemptions in W drops one priority step",
-        [node("n1")],
+        pool(1),
         [queue("team-a", deserved=8)],
         [
             workload("victim", priority="interactive", on=[("n1", FULL)]),
@@ -611,7 +619,7 @@ CONTRACTS = [
     ),
     Case(
         "back-off ends after its cool-down",
-        [node("n1")],
+        pool(1),
         [queue("team-a", deserved=8)],
         [
             workload("victim", priority="interactive", on=[("n1", FULL)]),
@@ -627,7 +635,7 @@ CONTRACTS = [
     ),
     Case(
         "a workload evicted repeatedly earns a minimum protection",
-        [node("n1")],
+        pool(1),
         [queue("team-a", deserved=8)],
         [
             workload("victim", on=[("n1", FULL)], started="09:45"),
@@ -642,7 +650,7 @@ CONTRACTS = [
     ),
     Case(
         "free protection at a class without budget is capped by the queue's maximum",
-        [node("n1")],
+        pool(1),
         [queue("team-a", deserved=8, max_protected_runtime_s=600)],
         [
             workload("victim", on=[("n1", FULL)], started="09:30", protected_s=3600),
@@ -656,14 +664,14 @@ CONTRACTS = [
 EXPLAIN = [
     Case(
         "says capacity when the pool lacks the GPUs",
-        [node("n1")],
+        pool(1),
         [queue("team-a", deserved=16)],
         [workload("w1", count=2)],
         want_reasons={"w1": "capacity"},
     ),
     Case(
         "says behind when higher-ranked work took the capacity",
-        [node("n1")],
+        pool(1),
         [queue("team-a", deserved=16)],
         [workload("w1", submitted="08:00"), workload("w2", submitted="09:00")],
         want_admitted={"w1"},
@@ -671,7 +679,7 @@ EXPLAIN = [
     ),
     Case(
         "says fragmentation when free GPUs are scattered",
-        [node("n1"), node("n2")],
+        pool(2),
         [queue("team-a", deserved=16)],
         [
             workload("r1", gpus=4, on=[("n1", HALF_A)]),
@@ -686,6 +694,6 @@ CASES = ENQUEUE + ALLOCATE + PREEMPT + RECLAIM + FAIR_RECLAIM + NOMINATION + CON
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_rule(case: Case) -> None:
+def test_each_rule_holds_in_its_case(case: Case) -> None:
     """The plan shows what the rule says, and keeps every invariant."""
     run_case(case)

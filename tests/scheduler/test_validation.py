@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from scheduler_builders import node, queue, scenario, workload
+from scheduler_builders import node, pool, queue, scenario, workload
 
 from gpupool.scheduler.scenario import ScenarioError, policy_from_dict, scenario_from_dict
 from gpupool.scheduler.types import PolicyInfo
@@ -19,7 +19,7 @@ Mutation = Callable[[dict[str, Any]], None]
 def base() -> dict[str, Any]:
     """A valid scenario the cases break one field at a time."""
     return scenario(
-        [node("n1"), node("n2")],
+        pool(2),
         [queue("team-a", deserved=8, capability=16)],
         [
             workload("w0", gpus=4, on=[("n1", [0, 1, 2, 3])]),
@@ -190,7 +190,7 @@ CASES = [
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_malformed_scenario_is_refused_naming_the_field(case: Bad) -> None:
+def test_a_malformed_scenario_is_refused_naming_the_field(case: Bad) -> None:
     """The error message starts with the path of the offending field."""
     data = copy.deepcopy(base())
     case.mutate(data)
@@ -215,7 +215,7 @@ def test_a_valid_mig_layout_is_accepted() -> None:
     assert scenario_from_dict(data).snapshot.nodes[-1].gpus == 7
 
 
-def test_a_policy_object_on_its_own() -> None:
+def test_a_policy_object_is_read_on_its_own_with_the_defaults() -> None:
     """`policy_from_dict` reads the scenario format's policy object alone (what-if proposals):
     absent keys take the defaults, errors name policy.<key>."""
     assert policy_from_dict({}) == PolicyInfo()

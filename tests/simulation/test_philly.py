@@ -119,8 +119,10 @@ def test_a_short_run_is_deterministic(sample_philly_jobs: list[PhillyJob]) -> No
     assert first == second
     assert set(first["policies"]) == {"fifo", "kueue-like", "gpupool"}
     assert first["settings"]["fifo"]["queueing"] == "fifo"
-    assert first["settings"]["kueue-like"]["fair_sharing"] is False
-    assert first["settings"]["gpupool"]["fair_sharing"] is True
+    assert first["settings"]["kueue-like"]["queue_order"] == "head-rank"
+    assert first["settings"]["kueue-like"]["fair_reclaim"] is False
+    assert first["settings"]["gpupool"]["queue_order"] == "dominant-share"
+    assert first["settings"]["gpupool"]["fair_reclaim"] is True
     assert first["settings"]["gpupool"]["protected_runtime_s"] == 1800
     assert first["jobs"] == 60
     assert first["queue_weights"] == "deserved"

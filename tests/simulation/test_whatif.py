@@ -130,8 +130,9 @@ def test_applying_policy_changes_keeps_the_rest_and_names_bad_keys() -> None:
     assert fifo == PolicyInfo(starvation_limit_s=3600, queueing="fifo")
     assert apply_policy_changes(base, {"preemption_backoff": None}).backoff is None
     two = apply_policy_changes(base, {"phases": ["enqueue", "allocate"], "fair_sharing": False})
-    assert (two.phases, two.fair_sharing, two.starvation_limit_s) == (
+    assert (two.phases, two.queue_order, two.fair_reclaim, two.starvation_limit_s) == (
         ("enqueue", "allocate"),
+        "head-rank",
         False,
         3600,
     )
@@ -243,9 +244,10 @@ def recorded_pool() -> dict[str, object]:
 
 @pytest.mark.django_db
 def test_recorded_demand_reads_the_window(recorded_pool: dict[str, object]) -> None:
-    """Three finished 1-hour jobs in the window; the old one and the CPU-only one stay out."""
+    """Three finished 1-hour jobs in the window (named namespace/name, as the core names them);
+    the old one and the CPU-only one stay out."""
     demand = recorded_demand(30, timezone.now())
-    assert sorted(job.name for job in demand.jobs) == ["a-0", "a-1", "a-2"]
+    assert sorted(job.name for job in demand.jobs) == ["default/a-0", "default/a-1", "default/a-2"]
     assert all(job.duration_s == pytest.approx(HOUR) for job in demand.jobs)
     assert demand.skipped["no GPU"] == 1
     assert sum(n.gpus for n in demand.nodes) == 8

@@ -3,7 +3,9 @@
 Builds the seeded synthetic pool of BENCHMARKS.md B1 (``--nodes``, default 5,000; pending
 and running work scale alike), runs ``plan()`` once to warm up and then ``--runs`` times,
 and reports the median wall time, every run, the CPU time, and the process's peak RSS, and
-whether the core ran compiled (``native_core``: ``make native``) or as plain Python.
+whether the core ran compiled (``native_core``: ``make native``) or as plain Python. The
+garbage collector is paused around each ``plan()`` (``gpupool.runtime.gc_paused``), as the
+product's callers of the core run it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import time
 from typing import Any, TextIO
 
 from gpupool.cli.arguments import positive_int
+from gpupool.runtime import gc_paused
 from gpupool.scheduler import NATIVE, plan
 from gpupool.simulation.scale_pool import synthetic_snapshot
 
@@ -49,13 +52,15 @@ def bench_cycle(nodes: int, runs: int, seed: int) -> dict[str, Any]:
     snapshot, policy, now = synthetic_snapshot(nodes, seed)
     build_s = time.perf_counter() - started
     started = time.perf_counter()
-    result = plan(snapshot, policy, now)
+    with gc_paused():
+        result = plan(snapshot, policy, now)
     cold_s = time.perf_counter() - started
     wall: list[float] = []
     cpu: list[float] = []
     for _ in range(runs):
         started, cpu_started = time.perf_counter(), time.process_time()
-        again = plan(snapshot, policy, now)
+        with gc_paused():
+            again = plan(snapshot, policy, now)
         wall.append(time.perf_counter() - started)
         cpu.append(time.process_time() - cpu_started)
         if again != result:

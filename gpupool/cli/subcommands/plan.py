@@ -4,7 +4,8 @@ Prints the plan as JSON. ``--explain`` prints readable tables instead (admission
 evictions, and every pending workload with its reason, position and estimated start).
 ``--dry-run WORKLOAD.json`` asks whether a hypothetical workload would fit now, layer by
 layer (quota, capacity, placement). A malformed scenario is refused with a message naming
-the field, a non-zero exit status, and no plan.
+the field, a non-zero exit status, and no plan. The core runs with the garbage collector
+paused (``gpupool.runtime.gc_paused``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import json
 from pathlib import Path
 from typing import Any, TextIO
 
+from gpupool.runtime import gc_paused
 from gpupool.scheduler import plan
 from gpupool.scheduler.estimate import dry_run, estimate_starts
 from gpupool.scheduler.scenario import (
@@ -68,7 +70,8 @@ def run(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
     try:
         if options.get("dry_run"):
             loaded, candidate = _hypothetical(options["scenario"], options["dry_run"])
-            answer = dry_run(loaded.snapshot, loaded.policy, loaded.now, candidate)
+            with gc_paused():
+                answer = dry_run(loaded.snapshot, loaded.policy, loaded.now, candidate)
             stdout.write(
                 json.dumps(
                     {
@@ -96,7 +99,8 @@ def run(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
     except (OSError, ValueError) as error:
         stderr.write(f"invalid scenario: {error}\n")
         return EXIT_INVALID
-    result = plan(loaded.snapshot, loaded.policy, loaded.now)
+    with gc_paused():
+        result = plan(loaded.snapshot, loaded.policy, loaded.now)
     if options.get("explain"):
         stdout.write(explain_tables(loaded, result))
     else:
@@ -110,7 +114,8 @@ def explain_tables(loaded: Scenario, result: Plan) -> str:
     from rich.table import Table
 
     # Each replay step is a full plan(); 50 steps bound --explain on large pools.
-    starts = estimate_starts(loaded.snapshot, loaded.policy, loaded.now, max_steps=50)
+    with gc_paused():
+        starts = estimate_starts(loaded.snapshot, loaded.policy, loaded.now, max_steps=50)
     queues = {w.name: w.queue for w in loaded.snapshot.workloads}
     buffer = io.StringIO()
     console = Console(file=buffer, width=140, color_system=None, force_terminal=False)

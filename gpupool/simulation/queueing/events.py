@@ -8,7 +8,9 @@ time (admissions start at once, evictions take effect at once).
 When cycles run. A cycle runs at every instant a job arrives or finishes, and at every
 instant a time-based condition of the policy changes while work is pending: a protected
 window ends, a starvation limit is crossed, a back-off cool-down or a victim protection
-lapses. Between two such instants ``plan`` sees the same state and would decide the same
+lapses. The replay does not derive those instants itself: after each instant it asks the core
+(``lifecycle.next_change_at``, over the timers in ``contracts.py``) when the next one is.
+Between two such instants ``plan`` sees the same state and would decide the same
 thing, so this equals a periodic cycle with the idle cycles skipped (the product's periodic
 beat only adds up to one period of latency; ``tick_s`` adds such a beat to check that).
 After a cycle that evicted, another cycle runs at the same instant: the preemptor is then
@@ -30,8 +32,10 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+from gpupool.runtime import gc_paused
 from gpupool.scheduler import plan
 from gpupool.scheduler.contracts import history_horizon
+from gpupool.scheduler.lifecycle import next_change_at
 from gpupool.scheduler.types import (
     MILLI,
     FlavorInfo,
@@ -216,6 +220,7 @@ class JobReplay:
         self.plan_s = 0.0
         self.finished = 0
         self.now = 0.0
+        self._last_wake: float | None = None
 
     def _push(self, at: float, kind: int, name: str = "", segment: int = 0) -> None:
         self.sequence += 1
@@ -241,7 +246,6 @@ class JobReplay:
                     record = self.records[name]
                     record.state = "pending"
                     self.pending[name] = record
-                    self._wake_for_arrival(record)
                     changed = True
                 elif kind == COMPLETION:
                     record = self.records[name]
@@ -258,6 +262,12 @@ class JobReplay:
                 self.plan_s += time.perf_counter() - started
             if self.tick_s is not None and self.pending:
                 self._push(now + self.tick_s, WAKE)
+            if self.pending:
+                # The core says when a timer of its contracts next changes a decision.
+                wake = next_change_at(self._snapshot(now), self.policy, now)
+                if wake is not None and wake != self._last_wake:
+                    self._last_wake = wake
+                    self._push(wake, WAKE)
             if self.on_progress is not None:
                 self.on_progress(self.finished, total)
         unfinished = [r.job.name for r in self.records.values() if r.state != "finished"]
@@ -297,7 +307,8 @@ class JobReplay:
     def _cycle(self, now: float) -> tuple[int, int]:
         """One call of the core and the application of its plan."""
         self.cycles += 1
-        result = plan(self._snapshot(now), self.policy, now)
+        with gc_paused():  # as the control loop runs the core (gpupool.runtime)
+            result = plan(self._snapshot(now), self.policy, now)
         for eviction in result.evict:
             record = self.running[eviction.workload]
             preemptor = self.records.get(eviction.preemptor or "")
@@ -384,11 +395,6 @@ class JobReplay:
         if record.first_started_at is None:
             record.first_started_at = now
         self._push(now + record.remaining_s, COMPLETION, record.job.name, record.segment)
-        protection = self._protection(record.job)
-        if protection > 0:
-            self._push(now + protection, WAKE)
-        if self.policy.victim_protection is not None and record.evictions:
-            self._push(now + self.policy.victim_protection.protected_s, WAKE)
 
     def _stop(self, record: JobRecord, now: float) -> float:
         """End the running segment; return its length."""
@@ -427,15 +433,6 @@ class JobReplay:
                 preemptor_tenant=preemptor_tenant,
             )
         )
-        if self.policy.backoff is not None:
-            self._push(now + self.policy.backoff.cooldown_s, WAKE)
-        if self.policy.victim_protection is not None:
-            self._push(now + self.policy.victim_protection.window_s, WAKE)
-
-    def _wake_for_arrival(self, record: JobRecord) -> None:
-        limit = self.policy.starvation_limit_s
-        if limit is not None:
-            self._push(record.job.submitted_at + limit + 1e-6, WAKE)
 
 
 def replay_jobs(

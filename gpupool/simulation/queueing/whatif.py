@@ -113,7 +113,11 @@ def apply_changes(
 
 
 # Keys of a scenario's policy object that name a PolicyInfo field differently.
-_POLICY_FIELD = {"preemption_backoff": "backoff"}
+# Scenario policy keys that name other PolicyInfo fields ("fair_sharing" sets two).
+_POLICY_FIELDS: dict[str, tuple[str, ...]] = {
+    "preemption_backoff": ("backoff",),
+    "fair_sharing": ("queue_order", "fair_reclaim"),
+}
 
 
 def parse_policy_change(text: str) -> tuple[str, object]:
@@ -137,7 +141,7 @@ def apply_policy_changes(policy: PolicyInfo, changes: Mapping[str, object]) -> P
     """``policy`` with the given keys replaced; unknown keys and bad values are refused
     (``ValueError`` naming ``policy.<key>``), keys not given keep the baseline's value."""
     proposed = policy_from_dict(dict(changes))
-    fields = [_POLICY_FIELD.get(key, key) for key in changes]
+    fields = [name for key in changes for name in _POLICY_FIELDS.get(key, (key,))]
     result = replace(policy, **{name: getattr(proposed, name) for name in fields})
     if "allocate" not in result.phases:
         raise ValueError("policy.phases: must include 'allocate', or nothing is ever admitted")

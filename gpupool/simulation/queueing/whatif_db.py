@@ -1,10 +1,13 @@
-"""Build what-if inputs from the database: recorded workloads as demand, the pool, the queues.
+"""Build what-if inputs from the database: recorded workloads as demand, on the pool as it is.
 
-A workload submitted in the window becomes a simulator job with its pod sets, submit time,
-priority class and protected runtime; it runs for its actual run time (finished minus
-started) when it has one, else its declared expected run time, else (still running) the
-time it has run so far. Workloads with none of these, cancelled ones, and pod sets asking no
-GPU (no quota is involved) are left out and counted.
+The pool (flavors, nodes, queues, priority classes) comes from the control loop's one database
+reader, ``gpupool.control.snapshot.build_pool``, so the what-if replays on exactly what the
+scheduler sees. A workload submitted in the window becomes a simulator job with its pod sets
+(read by the same reader), submit time, priority class and protected runtime; it runs for its
+actual run time (finished minus started) when it has one, else its declared expected run
+time, else (still running) the time it has run so far. Workloads with none of these,
+cancelled ones, and pod sets asking no GPU (no quota is involved) are left out and counted.
+Jobs are named ``namespace/name``, as the core names workloads.
 """
 
 from __future__ import annotations
@@ -13,19 +16,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from gpupool.inventory.choices import Sharing
-from gpupool.inventory.models import Flavor, Node
-from gpupool.quotas.models import PriorityClass, Queue
-from gpupool.scheduler.types import (
-    MIB_PER_GB,
-    MILLI,
-    FlavorInfo,
-    NodeInfo,
-    PodSetInfo,
-    PriorityClassInfo,
-    QueueInfo,
-    QuotaInfo,
-)
+from django.db.models import Q
+
+from gpupool.control.snapshot import build_pool, pod_set_infos
+from gpupool.scheduler.types import FlavorInfo, NodeInfo, PriorityClassInfo, QueueInfo
 from gpupool.simulation.queueing.events import SimJob
 from gpupool.workloads.choices import WorkloadState
 from gpupool.workloads.models import Workload
@@ -50,122 +44,26 @@ class RecordedDemand:
         return (self.end - self.start).total_seconds()
 
 
-def load_flavors() -> tuple[FlavorInfo, ...]:
-    """Every flavor as the core sees it."""
-    return tuple(
-        FlavorInfo(
-            name=f.name,
-            sharing="shared" if f.sharing == Sharing.SHARED else "exclusive",
-            gpu_memory_gb=float(f.gpu_memory_gb),
-            hourly_price=float(f.hourly_price),
-        )
-        for f in Flavor.objects.order_by("name")
-    )
-
-
-def load_nodes() -> tuple[NodeInfo, ...]:
-    """Every node with its GPUs (MIG instances count as devices) and their health."""
-    nodes: list[NodeInfo] = []
-    for node in Node.objects.select_related("flavor").prefetch_related("gpus").order_by("name"):
-        per_gpu = max(node.devices_per_gpu(), 1)
-        gpus = sorted(node.gpus.all(), key=lambda g: g.index)
-        unhealthy = frozenset(
-            g.index * per_gpu + k for g in gpus if not g.healthy for k in range(per_gpu)
-        )
-        nodes.append(
-            NodeInfo(
-                name=node.name,
-                flavor=node.flavor.name,
-                gpus=len(gpus) * per_gpu,
-                cpu_milli=node.cpu * MILLI,
-                memory_mib=node.memory_gb * MIB_PER_GB,
-                domain=node.nvlink_domain or node.name,
-                unhealthy_gpus=unhealthy,
-                cordoned=node.cordoned,
-                physical_gpus=len(gpus) if per_gpu > 1 else None,
-            )
-        )
-    return tuple(nodes)
-
-
-def load_queues() -> tuple[QueueInfo, ...]:
-    """The queue tree with its quotas, in milli-GPU."""
-    queues: list[QueueInfo] = []
-    for queue in Queue.objects.select_related("parent", "tenant").prefetch_related(
-        "quotas__flavor"
-    ):
-        quota = {
-            q.flavor.name: QuotaInfo(
-                round(q.guarantee * MILLI), round(q.deserved * MILLI), round(q.capability * MILLI)
-            )
-            for q in queue.quotas.all()
-        }
-        queues.append(
-            QueueInfo(
-                name=queue.name,
-                parent=queue.parent.name if queue.parent is not None else None,
-                tenant=queue.tenant.name if queue.tenant is not None else None,
-                weight=float(queue.weight),
-                reclaimable=queue.reclaimable,
-                lending_limit=(
-                    None if queue.lending_limit is None else round(queue.lending_limit * MILLI)
-                ),
-                max_protected_runtime_s=(
-                    None
-                    if queue.max_protected_runtime_s is None
-                    else float(queue.max_protected_runtime_s)
-                ),
-                quota=quota,
-            )
-        )
-    return tuple(queues)
-
-
-def load_priority_classes() -> tuple[PriorityClassInfo, ...]:
-    """The priority classes (a free default ``normal`` class when none is defined)."""
-    classes = tuple(
-        PriorityClassInfo(
-            name=c.name,
-            value=c.value,
-            default=c.default,
-            preemption_policy="Never" if c.preemption_policy == "Never" else "PreemptLowerPriority",
-            budget_rate=float(c.budget_rate),
-        )
-        for c in PriorityClass.objects.order_by("name")
-    )
-    if not any(c.default for c in classes):
-        classes += (PriorityClassInfo("normal", 0, default=True),)
-    return classes
-
-
 def recorded_demand(days: float, now: datetime) -> RecordedDemand:
     """The workloads submitted in the ``days`` before ``now`` as jobs, and the pool today."""
     start = now - timedelta(days=days)
-    classes = load_priority_classes()
-    default_class = next(c.name for c in classes if c.default)
+    pool = build_pool()
+    default_class = next(c.name for c in pool.priority_classes if c.default)
+    window = Q(submitted_at__gte=start, submitted_at__lt=now)
+    pod_sets_of = pod_set_infos(window & ~Q(state=WorkloadState.CANCELLED))
     skipped: Counter[str] = Counter()
     jobs: list[SimJob] = []
     workloads = (
-        Workload.objects.filter(submitted_at__gte=start, submitted_at__lt=now)
+        Workload.objects.filter(window)
         .select_related("queue", "priority_class")
-        .prefetch_related("pod_sets__flavor", "pod_sets__flavor_choices__flavor")
-        .order_by("submitted_at", "name")
+        .order_by("submitted_at", "namespace", "name")
     )
     for workload in workloads:
         if workload.state == WorkloadState.CANCELLED:
             skipped["cancelled"] += 1
             continue
         pod_sets = tuple(
-            PodSetInfo(
-                count=p.count,
-                gpus=p.gpus,
-                flavors=p.flavor_names(),
-                cpu_milli=round(p.cpu * MILLI),
-                memory_mib=round(p.memory_gb * MIB_PER_GB),
-                gpu_milli=p.gpu_milli if p.gpu_milli is not None else MILLI,
-            )
-            for p in workload.pod_sets.all()
-            if p.gpus and p.flavor is not None
+            info for _, info in pod_sets_of.get(workload.pk, ()) if info.gpus and info.flavors
         )
         if not pod_sets:
             skipped["no GPU"] += 1
@@ -176,7 +74,7 @@ def recorded_demand(days: float, now: datetime) -> RecordedDemand:
             continue
         jobs.append(
             SimJob(
-                name=workload.name,
+                name=workload.qualified_name(),
                 queue=workload.queue.name,
                 pod_sets=pod_sets,
                 submitted_at=(workload.submitted_at - start).total_seconds(),
@@ -192,10 +90,10 @@ def recorded_demand(days: float, now: datetime) -> RecordedDemand:
         start=start,
         end=now,
         jobs=jobs,
-        flavors=load_flavors(),
-        nodes=load_nodes(),
-        queues=load_queues(),
-        priority_classes=classes,
+        flavors=pool.flavors,
+        nodes=pool.nodes,
+        queues=pool.queues,
+        priority_classes=pool.priority_classes,
         skipped=skipped,
     )
 

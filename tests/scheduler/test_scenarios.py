@@ -1,4 +1,6 @@
-"""Every scenario in shared/scenarios plans to its expectation file and keeps the invariants."""
+"""Every scenario in the repository's ``scenarios/`` plans to its expectation file and keeps the
+invariants; the team's shared scenarios, where a checkout has them beside it, all have a
+counterpart there with the same expectations."""
 
 from __future__ import annotations
 
@@ -15,17 +17,39 @@ from gpupool.scheduler import plan
 from gpupool.scheduler.scenario import dump_plan, load_scenario
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-SCENARIOS = REPO_ROOT.parent / "shared" / "scenarios"
-FILES = sorted(p for p in SCENARIOS.glob("*.json") if not p.name.endswith(".expect.json"))
+SCENARIOS = REPO_ROOT / "scenarios"
+SHARED = REPO_ROOT.parent / "shared" / "scenarios"  # the team's folder, beside some checkouts
 
 
-def test_the_shared_scenarios_are_found() -> None:
-    """The shared folder sits beside the checkout, and it is not empty."""
+def scenario_files(folder: Path) -> list[Path]:
+    """The scenario files of a folder (not their expectation files), by name."""
+    return sorted(p for p in folder.glob("*.json") if not p.name.endswith(".expect.json"))
+
+
+FILES = scenario_files(SCENARIOS)
+
+
+def test_the_scenarios_are_found_and_each_has_its_expectations() -> None:
+    """The repository's scenario folder is not empty, and no scenario lacks an expect file."""
     assert FILES, f"no scenarios under {SCENARIOS}"
+    for path in FILES:
+        assert path.with_name(f"{path.stem}.expect.json").is_file(), path.name
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="no shared scenario folder beside this checkout")
+def test_every_shared_scenario_has_a_counterpart_with_the_same_expectations() -> None:
+    """Each file of ../shared/scenarios is in scenarios/ under its name, expecting the same."""
+    for shared in scenario_files(SHARED):
+        ours = SCENARIOS / shared.name
+        assert ours.is_file(), f"{shared.name} has no counterpart in scenarios/"
+        expect = f"{shared.stem}.expect.json"
+        assert json.loads((SCENARIOS / expect).read_text()) == json.loads(
+            (SHARED / expect).read_text()
+        ), f"{expect} differs from the shared one"
 
 
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
-def test_scenario_meets_its_expectation(path: Path) -> None:
+def test_a_scenario_meets_its_expectation(path: Path) -> None:
     """The plan has every property the expectation file states."""
     loaded = load_scenario(path)
     result = plan(loaded.snapshot, loaded.policy, loaded.now)
@@ -50,7 +74,7 @@ def test_scenario_meets_its_expectation(path: Path) -> None:
 
 
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
-def test_scenario_plan_is_deterministic(path: Path) -> None:
+def test_a_scenario_plans_to_the_same_bytes_twice(path: Path) -> None:
     """Planning the same scenario twice prints the same bytes."""
     first = load_scenario(path)
     second = load_scenario(path)

@@ -1,0 +1,589 @@
+"""The working state of one cycle: what its phases read and change (``cycle.py`` runs them).
+
+``Cycle`` is built from the snapshot once per cycle: the contracts' standings, the running
+workloads as ``RunningWork`` with what they occupy, the cluster's free resources
+(``ClusterState``), the quota tree's usage, the queues' dominant shares, the placer, and
+every pending workload as ``PendingWork`` with its flavor assignments. Its methods are the
+steps the phases share: try to place a workload (quota, then capacity, then placement, each
+answered by a ``Verdict`` when it fails), explain a failure, admit, hold capacity for a
+starving workload, reserve a preemptor's place, record evictions. Tentative changes to the
+cluster and the quota tree go on a ``Statement`` that the caller commits or discards; what a
+committed step decided (an admission, a reservation, an eviction) is then recorded here.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter, defaultdict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpupool.scheduler.contracts import Contracts, Standing
+from gpupool.scheduler.explain import Verdict, quota_verdict
+from gpupool.scheduler.fairshare import CPU, MEMORY, DominantShares, gpu_resource
+from gpupool.scheduler.fragmentation import PodShape, ShapeDistribution
+from gpupool.scheduler.placement import Placer, PodRequest, count_placeable
+from gpupool.scheduler.preemption import VICTIM_SEARCHES, RunningWork, victim_preference
+from gpupool.scheduler.quota import QuotaTree
+from gpupool.scheduler.statement import CanonKey, ClusterState, PlacedPod, Statement
+from gpupool.scheduler.types import (
+    MIB_PER_GB,
+    MILLI,
+    Eviction,
+    EvictReason,
+    PodSetInfo,
+    PolicyInfo,
+    Snapshot,
+    WorkloadInfo,
+)
+
+MAX_FLAVOR_ASSIGNMENTS = 16
+RETRYABLE = frozenset({"quota", "capacity", "fragmentation", "topology", "behind"})
+
+
+_SHAPES: dict[tuple[int, int, int, int], PodShape] = {}
+
+
+def pod_shape(pod_set: PodSetInfo, shared: bool) -> PodShape:
+    """The node-level shape of one pod of a pod set (interned: equal shapes are one object)."""
+    milli = pod_set.gpu_milli if shared and pod_set.gpus else MILLI
+    key = (pod_set.gpus, milli, pod_set.cpu_milli, pod_set.memory_mib)
+    shape = _SHAPES.get(key)
+    if shape is None:
+        shape = _SHAPES.setdefault(key, PodShape(*key))
+    return shape
+
+
+@dataclass(slots=True)
+class Assignment:
+    """One choice of flavor per pod set: the pods to place and the quota they need."""
+
+    pods: list[PodRequest]
+    need: dict[str, int]
+    vector: dict[str, int]
+
+
+@dataclass(slots=True, eq=False)
+class PendingWork:
+    """A pending workload as the cycle sees it (compared by identity)."""
+
+    name: str
+    info: WorkloadInfo
+    standing: Standing
+    rank: tuple[int, float, str]
+    assignments: list[Assignment]
+    minimum: int = 1
+    verdict: Verdict | None = None
+    schedulable: bool = True
+    victims: list[str] = field(default_factory=list)
+
+
+def prefix_need(pods: list[PodRequest], count: int) -> dict[str, int]:
+    """Milli-GPU per flavor of the first ``count`` pods of a gang."""
+    need: dict[str, int] = {}
+    for pod in pods[:count]:
+        need[pod.flavor] = need.get(pod.flavor, 0) + pod.shape.gpu_milli_total
+    return need
+
+
+class Cycle:
+    """The state one cycle works on, shared by its phases."""
+
+    def __init__(self, snapshot: Snapshot, policy: PolicyInfo, now: float) -> None:
+        self.snapshot = snapshot
+        self.policy = policy
+        self.now = now
+        self.contracts = Contracts(snapshot, policy, now)
+        self.flavors = {flavor.name: flavor for flavor in snapshot.flavors}
+        self.queues = {queue.name: queue for queue in snapshot.queues}
+        self.nodes = {node.name: node for node in snapshot.nodes}
+        self.running: dict[str, RunningWork] = {}
+        self.shared_flavors = {f.name for f in snapshot.flavors if f.sharing == "shared"}
+        self._shape_counts: Counter[tuple[str, PodShape]] = Counter()
+        self._queue_usage: dict[str, tuple[dict[str, int], int, int]] = {}
+        occupied = self._occupancy()
+        self.cluster = ClusterState(snapshot.nodes, occupied)
+        self._empty_classes: dict[str, dict[CanonKey, int]] | None = None
+        pool: dict[str, int] = defaultdict(int)
+        cpu = memory = 0
+        for node in snapshot.nodes:
+            pool[node.flavor] += node.healthy_gpus * MILLI
+            if not node.cordoned:
+                cpu += node.cpu_milli
+                memory += node.memory_mib
+        self.quota = QuotaTree(snapshot.queues, pool)
+        capacity = {gpu_resource(flavor): amount for flavor, amount in pool.items()}
+        capacity[CPU] = cpu
+        capacity[MEMORY] = memory
+        self.shares = DominantShares(capacity, {q.name: q.weight for q in snapshot.queues})
+        for queue_name, (gpus, cpu_used, memory_used) in sorted(self._queue_usage.items()):
+            vector = {gpu_resource(flavor): amount for flavor, amount in gpus.items()}
+            vector[CPU] = cpu_used
+            vector[MEMORY] = memory_used
+            self.shares.add(queue_name, vector)
+            for flavor, amount in gpus.items():
+                self.quota.add(queue_name, flavor, amount)
+        self.placer = Placer(self.cluster, self._distributions(), policy.placement)
+        self.any_node_flavors = self._any_node_flavors()
+        self.pending: dict[str, PendingWork] = {}
+        self._assignment_cache: dict[tuple[PodSetInfo, ...], list[Assignment]] = {}
+        for workload in snapshot.workloads:
+            if workload.state == "pending":
+                standing = self.contracts.standing[workload.name]
+                self.pending[workload.name] = PendingWork(
+                    name=workload.name,
+                    info=workload,
+                    standing=standing,
+                    rank=(-standing.value, workload.submitted_at, workload.name),
+                    assignments=self._assignments(workload),
+                    minimum=workload.gang_minimum,
+                )
+        self.running_by_queue: dict[str, list[RunningWork]] = defaultdict(list)
+        for running in sorted(
+            (r for r in self.running.values() if r.evictable), key=lambda r: r.order
+        ):
+            self.running_by_queue[running.info.queue].append(running)
+        self.all_running_by_queue: dict[str, list[RunningWork]] = defaultdict(list)
+        for running in self.running.values():
+            self.all_running_by_queue[running.info.queue].append(running)
+        self.leaves_under: dict[str, list[str]] = defaultdict(list)
+        for name in sorted(self.queues):
+            if self.quota.is_leaf(name):
+                for ancestor in self.quota.path[name]:
+                    self.leaves_under[ancestor].append(name)
+        self.by_queue: dict[str, list[PendingWork]] = defaultdict(list)
+        for work in sorted(self.pending.values(), key=lambda w: w.rank):
+            self.by_queue[work.info.queue].append(work)
+        self.admitted: dict[str, list[PlacedPod]] = {}
+        self.evicted: dict[str, Eviction] = {}
+        self.waiting: set[str] = set()
+        self.start_classes: dict[str, dict[CanonKey, int]] = {}
+        self.start_free: dict[str, tuple[int, int, int]] = {}
+        self._failed: dict[tuple[object, ...], tuple[int, int, Verdict]] = {}
+        self._totals: dict[tuple[int, int], list[tuple[str, int, int, int]]] = {}
+
+    # -- building ----------------------------------------------------------------------------
+
+    def _occupancy(self) -> dict[str, tuple[dict[int, int], int, int]]:
+        """Record running workloads, what they occupy on each node, and their pod shapes."""
+        # Per node: [milli-GPU used per GPU index, milli-CPU used, MiB used], one lookup a pod.
+        used_on: dict[str, list[Any]] = {}
+        node_flavor = {name: node.flavor for name, node in self.nodes.items()}
+        shared = self.shared_flavors
+        queue_usage = self._queue_usage
+        evictable_at = self.contracts.evictable
+        standing = self.contracts.standing
+        # Pods per (flavor, shape), keyed by the interned shape's id: hashing a PodShape runs
+        # its Python-level __hash__, which once per running pod was a tenth of this loop.
+        # First-seen order is kept, so ``_shape_counts`` ends up exactly as if keyed by shape.
+        shape_pods: dict[tuple[str, int], list[Any]] = {}
+        running_of = self.running
+        now = self.now
+        by_checkpoint = VICTIM_SEARCHES[self.policy.victim_search].counts_checkpoints
+        for workload in self.snapshot.workloads:
+            if workload.state != "running":
+                continue
+            pods: list[PlacedPod] = []
+            need: dict[str, int] = {}
+            cpu_total = memory_total = 0
+            placements = workload.placement
+            first = 0
+            for set_index, pod_set in enumerate(workload.pod_sets):
+                shape_flavor, shape = "", None
+                tally: list[Any] = []
+                for index, placement in enumerate(placements[first : first + pod_set.count]):
+                    node = placement.node
+                    flavor = node_flavor[node]
+                    if shape is None or flavor != shape_flavor:
+                        shape_flavor, shape = flavor, pod_shape(pod_set, flavor in shared)
+                        tally = shape_pods.setdefault((flavor, id(shape)), [flavor, shape, 0])
+                    tally[2] += 1
+                    pods.append(PlacedPod(node, placement.gpus, shape, set_index, index))
+                    milli = shape.milli
+                    need[flavor] = need.get(flavor, 0) + shape.gpus * milli
+                    cpu_total += shape.cpu_milli
+                    memory_total += shape.memory_mib
+                    used = used_on.get(node)
+                    if used is None:
+                        used = used_on[node] = [{}, 0, 0]
+                    used[1] += shape.cpu_milli
+                    used[2] += shape.memory_mib
+                    gpus = used[0]
+                    for index in placement.gpus:
+                        gpus[index] = gpus.get(index, 0) + milli
+                first += pod_set.count
+            usage = queue_usage.get(workload.queue)
+            if usage is None:
+                usage = queue_usage[workload.queue] = ({}, 0, 0)
+            gpus_by_flavor = usage[0]
+            for flavor, amount in need.items():
+                gpus_by_flavor[flavor] = gpus_by_flavor.get(flavor, 0) + amount
+            queue_usage[workload.queue] = (
+                gpus_by_flavor,
+                usage[1] + cpu_total,
+                usage[2] + memory_total,
+            )
+            evictable = evictable_at(workload)
+            value = standing[workload.name].value
+            running = RunningWork(workload.name, workload, value, pods, need, evictable)
+            if evictable:
+                running.order = victim_preference(
+                    value,
+                    workload.started_at or 0.0,
+                    sum(need.values()),
+                    workload.name,
+                    now,
+                    workload.last_checkpoint_at if by_checkpoint else None,
+                )
+            running_of[workload.name] = running
+        counts = self._shape_counts
+        for flavor, shape, count in shape_pods.values():
+            counts[(flavor, shape)] += count
+        return {node: (used[0], used[1], used[2]) for node, used in used_on.items()}
+
+    def _distributions(self) -> dict[str, ShapeDistribution]:
+        """Per flavor, the popularity of pod shapes among running and pending work."""
+        counts = self._shape_counts
+        shared = self.shared_flavors
+        for workload in self.snapshot.workloads:
+            if workload.state == "pending":
+                for pod_set in workload.pod_sets:
+                    for flavor in pod_set.flavors:
+                        counts[(flavor, pod_shape(pod_set, flavor in shared))] += pod_set.count
+        by_flavor: dict[str, Counter[PodShape]] = defaultdict(Counter)
+        for (flavor, shape), count in counts.items():
+            by_flavor[flavor][shape] += count
+        return {flavor: ShapeDistribution.from_counts(c) for flavor, c in by_flavor.items()}
+
+    def _any_node_flavors(self) -> tuple[str, ...]:
+        """Flavors a CPU-only pod set without a flavor may use: CPU-only nodes, then cheapest."""
+        gpus: dict[str, int] = defaultdict(int)
+        for node in self.snapshot.nodes:
+            gpus[node.flavor] += node.gpus
+        return tuple(
+            sorted(
+                gpus,
+                key=lambda f: (gpus[f] > 0, self.flavors[f].hourly_price, f),
+            )
+        )
+
+    def _assignments(self, workload: WorkloadInfo) -> list[Assignment]:
+        """The workload's flavor assignments, most preferred first (shared by equal gangs)."""
+        cached = self._assignment_cache.get(workload.pod_sets)
+        if cached is None:
+            cached = self._assignment_cache[workload.pod_sets] = self._build_assignments(workload)
+        return cached
+
+    def _build_assignments(self, workload: WorkloadInfo) -> list[Assignment]:
+        choices = itertools.islice(
+            itertools.product(
+                *(pod_set.flavors or self.any_node_flavors for pod_set in workload.pod_sets)
+            ),
+            MAX_FLAVOR_ASSIGNMENTS,
+        )
+        result: list[Assignment] = []
+        for flavors in choices:
+            pods: list[PodRequest] = []
+            need: dict[str, int] = defaultdict(int)
+            vector: dict[str, int] = defaultdict(int)
+            for set_index, (pod_set, flavor) in enumerate(
+                zip(workload.pod_sets, flavors, strict=True)
+            ):
+                shape = pod_shape(pod_set, self.flavors[flavor].sharing == "shared")
+                pods.extend(PodRequest(shape, flavor, set_index, i) for i in range(pod_set.count))
+                need[flavor] += shape.gpu_milli_total * pod_set.count
+                vector[gpu_resource(flavor)] += shape.gpu_milli_total * pod_set.count
+                vector[CPU] += shape.cpu_milli * pod_set.count
+                vector[MEMORY] += shape.memory_mib * pod_set.count
+            result.append(Assignment(pods, dict(need), dict(vector)))
+        return result
+
+    # -- attempts ----------------------------------------------------------------------------
+
+    def try_place(
+        self, work: PendingWork, statement: Statement
+    ) -> tuple[Assignment, list[PlacedPod]] | Verdict:
+        """Quota, then capacity, then placement, for each flavor assignment in turn.
+
+        On success the pods are placed and charged on ``statement`` (not committed).
+        """
+        first: Verdict | None = None
+        info = work.info
+        for assignment in work.assignments:
+            pods = assignment.pods
+            shortfall = self.quota.check(info.queue, assignment.need)
+            # An elastic gang (min_member < pods) takes as many pods as its quota allows.
+            count = len(pods)
+            while shortfall is not None and count > work.minimum:
+                count -= 1
+                if self.quota.check(info.queue, prefix_need(pods, count)) is None:
+                    shortfall, pods = None, pods[:count]
+            if shortfall is not None:
+                first = first or quota_verdict(shortfall)
+                continue
+            verdict = self.capacity_verdict(work, assignment)
+            if verdict is not None:
+                first = first or verdict
+                continue
+            memo = (id(assignment), len(pods), work.minimum, info.topology)
+            cached = self._failed.get(memo)
+            if cached and cached[:2] == (self.cluster.generation, len(self.cluster.held)):
+                # The same gang already failed on this (or a roomier) state: same answer,
+                # told about this workload's queue and today's free count.
+                flavor = str(cached[2].facts.get("flavor", ""))
+                facts = {
+                    **cached[2].facts,
+                    "queue": info.queue,
+                    "free_gpus": self.cluster.free_gpu[flavor] / MILLI,
+                }
+                first = first or Verdict(cached[2].reason, facts)
+                continue
+            trial = statement.child()
+            placed = None
+            if self.placer.may_fit(pods, work.minimum):
+                placed = self.placer.place(trial, pods, work.minimum, info.topology)
+            if placed is None:
+                trial.discard()
+                verdict = self.placement_verdict(work, assignment, statement)
+                self._failed[memo] = (self.cluster.generation, len(self.cluster.held), verdict)
+                first = first or verdict
+                continue
+            trial.charge(info.queue, self._need_of(placed))
+            trial.commit()
+            return assignment, placed
+        if first is None:
+            return Verdict("capacity", {"queue": info.queue, "resource": "node", "no_nodes": True})
+        if first.reason == "capacity" and not any(p.flavors for p in info.pod_sets):
+            return self._any_node_verdict(first)
+        return first
+
+    def _any_node_verdict(self, verdict: Verdict) -> Verdict:
+        """A CPU-only workload may run on any node: say so, with the most free on one flavor."""
+        resource = str(verdict.facts.get("resource", "cpu"))
+        free_of = {"cpu": self.cluster.free_cpu, "memory": self.cluster.free_memory}.get(resource)
+        facts = {**verdict.facts, "any_node": True}
+        if free_of is not None and self.any_node_flavors:
+            best = max(self.any_node_flavors, key=lambda f: (free_of[f], f))
+            scale = MILLI if resource == "cpu" else MIB_PER_GB
+            facts["flavor"], facts["free"] = best, free_of[best] / scale
+        return Verdict("capacity", facts)
+
+    def _need_of(self, placed: list[PlacedPod]) -> dict[str, int]:
+        need: dict[str, int] = defaultdict(int)
+        for pod in placed:
+            need[self.nodes[pod.node].flavor] += pod.shape.gpu_milli_total
+        return dict(need)
+
+    def larger_than_pool(self, need: Mapping[str, int]) -> Verdict | None:
+        """A request larger than the pool's healthy GPUs of a flavor, even when idle."""
+        for flavor, amount in sorted(need.items()):
+            if amount > self.quota.pool.get(flavor, 0):
+                facts: dict[str, object] = {
+                    "flavor": flavor,
+                    "resource": "gpu",
+                    "asked": amount / MILLI,
+                    "free": self.cluster.free_gpu[flavor] / MILLI,
+                    "healthy": self.quota.pool.get(flavor, 0) / MILLI,
+                    "never_fits": True,
+                }
+                return Verdict("capacity", facts)
+        return None
+
+    def capacity_verdict(self, work: PendingWork, assignment: Assignment) -> Verdict | None:
+        """Not enough free GPUs, CPU or memory of a flavor in the whole pool."""
+        memo = (id(assignment), work.minimum)
+        asked = self._totals.get(memo)
+        if asked is None:
+            totals: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+            for pod in assignment.pods[: work.minimum]:
+                entry = totals[pod.flavor]
+                entry[0] += pod.shape.gpu_milli_total
+                entry[1] += pod.shape.cpu_milli
+                entry[2] += pod.shape.memory_mib
+            asked = self._totals[memo] = [
+                (f, totals[f][0], totals[f][1], totals[f][2]) for f in sorted(totals)
+            ]
+        cluster = self.cluster
+        for flavor, gpu, cpu, memory in asked:
+            if (
+                gpu <= cluster.free_gpu[flavor]
+                and cpu <= cluster.free_cpu[flavor]
+                and memory <= cluster.free_memory[flavor]
+            ):
+                continue
+            wanted = (gpu, cpu, memory)
+            now_free = (
+                cluster.free_gpu[flavor],
+                cluster.free_cpu[flavor],
+                cluster.free_memory[flavor],
+            )
+            start = self.start_free.get(flavor, now_free)
+            for index, resource in enumerate(("gpu", "cpu", "memory")):
+                if wanted[index] > now_free[index]:
+                    scale = (MILLI, MILLI, MIB_PER_GB)[index]
+                    facts: dict[str, object] = {
+                        "queue": work.info.queue,
+                        "flavor": flavor,
+                        "resource": resource,
+                        "asked": wanted[index] / scale,
+                        "free": now_free[index] / scale,
+                    }
+                    if wanted[index] > start[index]:
+                        return Verdict("capacity", facts)
+                    return self._behind(work, facts)
+        return None
+
+    def _behind(self, work: PendingWork, facts: dict[str, object]) -> Verdict:
+        facts = {**facts, "queue": work.info.queue}
+        flavor = facts.get("flavor")
+        holder = next(
+            (
+                name
+                for name, nodes in self.cluster.holds.items()
+                if any(self.nodes[node].flavor == flavor for node in nodes)
+            ),
+            None,
+        )
+        if holder is not None:
+            facts["held_for"] = holder
+        return Verdict("behind", facts)
+
+    def placement_verdict(
+        self, work: PendingWork, assignment: Assignment, statement: Statement
+    ) -> Verdict:
+        """Enough free capacity in total, but no placement: topology, behind or fragments."""
+        info = work.info
+        pods = assignment.pods
+        flavor = pods[0].flavor if pods else ""
+        facts: dict[str, object] = {
+            "queue": info.queue,
+            "flavor": flavor,
+            "pods": len(pods),
+            "minimum": work.minimum,
+            "free_gpus": self.cluster.free_gpu[flavor] / MILLI,
+        }
+        if info.topology == "domain":
+            trial = statement.child()
+            spread = self.placer.place(trial, pods, work.minimum, None)
+            trial.discard()
+            if spread is not None:
+                return Verdict("topology", facts)
+        by_flavor: dict[str, list[PodShape]] = defaultdict(list)
+        for pod in pods:
+            by_flavor[pod.flavor].append(pod.shape)
+        at_start = sum(
+            count_placeable(self.start_classes.get(f, {}), shapes, self.placer, f)
+            for f, shapes in by_flavor.items()
+        )
+        if at_start >= work.minimum:
+            return self._behind(work, facts)
+        facts["largest_placeable"] = self.placer.largest_placeable(statement, pods)
+        return Verdict("fragmentation", facts)
+
+    def snapshot_start(self) -> None:
+        """Remember free capacity before any admission (to tell ``capacity`` from ``behind``)."""
+        self.start_classes = self.cluster.class_counts()
+        self.start_free = {
+            flavor: (
+                self.cluster.free_gpu[flavor],
+                self.cluster.free_cpu[flavor],
+                self.cluster.free_memory[flavor],
+            )
+            for flavor in self.cluster.free_gpu
+        }
+
+    def admit(self, work: PendingWork, assignment: Assignment, placed: list[PlacedPod]) -> None:
+        """Record an admission (the statement holding it is committed by the caller)."""
+        self.admitted[work.name] = placed
+        vector = assignment.vector
+        if len(placed) < len(assignment.pods):  # an elastic gang took fewer pods
+            vector = defaultdict(int)
+            for pod in placed:
+                vector[gpu_resource(self.nodes[pod.node].flavor)] += pod.shape.gpu_milli_total
+                vector[CPU] += pod.shape.cpu_milli
+                vector[MEMORY] += pod.shape.memory_mib
+        self.shares.add(work.info.queue, vector)
+        work.verdict = None
+
+    def hold_for(self, work: PendingWork, assignment: Assignment, statement: Statement) -> bool:
+        """Hold the nodes closest to fitting the starving gang on ``statement``; False (and
+        nothing held) if the gang could not fit even on the empty pool."""
+        by_flavor: dict[str, list[PodShape]] = defaultdict(list)
+        for pod in assignment.pods:
+            by_flavor[pod.flavor].append(pod.shape)
+        if self._empty_classes is None:
+            self._empty_classes = ClusterState(self.snapshot.nodes).class_counts()
+        healthy = sum(
+            count_placeable(self._empty_classes.get(f, {}), shapes, self.placer, f)
+            for f, shapes in by_flavor.items()
+        )
+        if healthy < work.minimum:
+            return False
+        held = self.cluster.held
+        nodes: list[str] = []
+        for pod in assignment.pods:
+            classes = self.cluster.classes.get(pod.flavor, {})
+            # The node closest to fitting: most free GPUs first (then a fixed order).
+            for key in sorted(classes, key=lambda k: (-sum(k[0]), k)):
+                name = next((n for n in classes[key] if n not in held and n not in nodes), None)
+                if name is not None:
+                    nodes.append(name)
+                    break
+        statement.hold(work.name, nodes)
+        return True
+
+    def evict(self, victims: list[RunningWork], reason: EvictReason, preemptor: str) -> None:
+        """Record evictions (already removed on a committed statement)."""
+        for victim in victims:
+            self.evicted[victim.name] = Eviction(victim.name, reason, preemptor)
+
+    def blocked_in_order(self, queue: str) -> list[PendingWork]:
+        """Pending workloads of a queue that a preemption or reclaim could help, by rank."""
+        return [
+            work
+            for work in self.by_queue.get(queue, [])
+            if work.schedulable
+            and work.name not in self.admitted
+            and work.name not in self.waiting
+            and work.verdict is not None
+            and work.verdict.reason in RETRYABLE
+            and not work.verdict.facts.get("never_fits")
+            and "blocked_by" not in work.verdict.facts  # behind a strict-FIFO head
+        ]
+
+    def fits(self, work: PendingWork) -> Callable[[Statement], bool]:
+        """A check that the workload would pass quota and placement on a statement."""
+
+        def check(statement: Statement) -> bool:
+            for assignment in work.assignments:
+                if self.quota.check(work.info.queue, assignment.need) is not None:
+                    continue
+                if any(
+                    amount > self.cluster.free_gpu[flavor]
+                    for flavor, amount in assignment.need.items()
+                ) or not self.placer.may_fit(assignment.pods, work.minimum):
+                    continue
+                trial = statement.child()
+                placed = self.placer.place(trial, assignment.pods, work.minimum, work.info.topology)
+                trial.discard()
+                if placed is not None:
+                    return True
+            return False
+
+        return check
+
+    def reserve(self, work: PendingWork, statement: Statement, victims: list[RunningWork]) -> bool:
+        """Place the preemptor on what its victims free and hold it there; commit."""
+        result = self.try_place(work, statement)
+        if isinstance(result, Verdict):  # pragma: no cover - fits() said it would
+            statement.discard()
+            return False
+        statement.commit()
+        self.waiting.add(work.name)
+        work.victims = sorted(v.name for v in victims)
+        work.verdict = Verdict("waiting-for-preemption", {"victims": work.victims})
+        return True
+
+
+__all__ = ["Assignment", "Cycle", "PendingWork", "pod_shape", "prefix_need"]
