@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from gpupool.clusters.api_objects import node_facts
 from gpupool.clusters.inventory import FlavorSelector, node_inventory
-from gpupool.clusters.node_profiles import ProfileError, node_manifests, node_runs
+from gpupool.clusters.node_profiles import ProfileError, load_profile, node_manifests, node_runs
+from gpupool.clusters.simulated import SimulatedBackend, SimulatedCluster, VirtualClock
+from gpupool.clusters.simulated_store import MemoryStore
 
 PROFILE = {
     "nodeGroups": [
@@ -84,3 +88,21 @@ def test_two_groups_with_one_prefix_are_refused() -> None:
     group = {"kind": "hgx", "prefix": "h100", "count": 1, "gpus": 8, "product": "p"}
     with pytest.raises(ProfileError, match="duplicate"):
         node_manifests({"nodeGroups": [group, group]})
+
+
+def test_the_simulated_cluster_holds_the_nodes_the_local_plane_creates() -> None:
+    path = Path(__file__).resolve().parents[2] / "hack/k8s-testenv/profiles/default.yaml"
+    manifests = node_manifests(load_profile(path))
+    cluster = SimulatedCluster(MemoryStore(), VirtualClock(0.0))
+    cluster.add_nodes(manifests)
+    view = SimulatedBackend(cluster).sync()
+
+    plane = {m["metadata"]["name"]: node_facts(m) for m in manifests}
+    assert set(view.nodes) == set(plane)
+    for name, facts in view.nodes.items():
+        assert (facts.labels, facts.capacity, facts.allocatable) == (
+            plane[name].labels,
+            plane[name].capacity,
+            plane[name].allocatable,
+        )
+        assert facts.ready and not plane[name].ready  # KWOK makes the plane's Ready later
