@@ -94,6 +94,18 @@ DATABASES = {
         conn_max_age=int(os.environ.get("DATABASE_CONN_MAX_AGE", "60")),
     )
 }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # The demo's processes (web server, control loop, workload generator) share one file:
+    # WAL lets readers go on while one writes, IMMEDIATE transactions take the write lock
+    # at BEGIN (a deferred one that later writes can fail at once on another's lock), and a
+    # writer waits up to 20 s for the lock.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "init_command": "PRAGMA journal_mode=WAL;",
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 20,
+        }
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
