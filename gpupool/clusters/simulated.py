@@ -43,7 +43,7 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields
 from types import MappingProxyType
 from typing import Any, Protocol
 
@@ -251,7 +251,7 @@ class SimulatedCluster:
             elif obj.kind == "Pod":
                 self._pod_due(tx, obj, now)
             else:
-                tx.put(replace(obj, due_at=None))
+                tx.put(obj.evolve(due_at=None))
         return changed
 
     def _pod_due(self, tx: StoreTransaction, obj: StoredObject, now: float) -> None:
@@ -269,16 +269,15 @@ class SimulatedCluster:
         if evict_at is None and ends_at is not None and ends_at <= now and facts.phase == "Running":
             status = {**obj.body.get("status", {}), "phase": "Succeeded", "reason": "Completed"}
             tx.put(
-                replace(
-                    obj,
+                obj.evolve(
                     body={**obj.body, "status": status},
                     sim={**sim, "devices": {}},
                     due_at=None,
-                    facts=replace(facts, phase="Succeeded"),
+                    facts=_pod_with(facts, phase="Succeeded"),
                 )
             )
             return
-        tx.put(replace(obj, due_at=_next_due(sim, facts)))
+        tx.put(obj.evolve(due_at=_next_due(sim, facts)))
 
     # - nodes -
 
@@ -330,7 +329,7 @@ class SimulatedCluster:
             if not taints:
                 spec.pop("taints")
             status = {**node.body["status"], "conditions": [_ready_condition(ready)]}
-            tx.put(replace(node, body={**node.body, "spec": spec, "status": status}, facts=None))
+            tx.put(node.evolve(body={**node.body, "spec": spec, "status": status}, facts=None))
             for pod in tx.select("Pod", node=name):
                 self._node_readiness_reaches_pod(tx, pod, ready, now)
 
@@ -341,15 +340,15 @@ class SimulatedCluster:
         sim = dict(pod.sim)
         if not ready:
             sim["evict_at"] = now + self.not_ready_eviction_s
-            tx.put(replace(pod, sim=sim, due_at=_next_due(sim, facts)))
+            tx.put(pod.evolve(sim=sim, due_at=_next_due(sim, facts)))
             return
         sim.pop("evict_at", None)
         if facts.phase == "Pending":  # bound while the node was away: it starts now
             node = tx.get("Node", "", facts.node_name or "")
             if node is not None:
-                self._start(tx, replace(pod, sim=sim), _node(node), now)
+                self._start(tx, pod.evolve(sim=sim), _node(node), now)
                 return
-        tx.put(replace(pod, sim=sim, due_at=_next_due(sim, facts)))
+        tx.put(pod.evolve(sim=sim, due_at=_next_due(sim, facts)))
 
     def cordon(self, name: str, cordoned: bool = True) -> None:
         """Mark a node unschedulable (``kubectl cordon``) or schedulable again."""
@@ -358,7 +357,7 @@ class SimulatedCluster:
             spec = {**node.body.get("spec", {}), "unschedulable": cordoned}
             if not cordoned:
                 spec.pop("unschedulable")
-            tx.put(replace(node, body={**node.body, "spec": spec}, facts=None))
+            tx.put(node.evolve(body={**node.body, "spec": spec}, facts=None))
 
     def set_gpu_health(self, name: str, index: int, healthy: bool, reason: str = "") -> None:
         """GPU ``index`` of a node turns unhealthy (its devices leave allocatable and the pod
@@ -380,8 +379,7 @@ class SimulatedCluster:
             allocatable = _allocatable_json(facts, node.body["status"]["capacity"], len(unhealthy))
             status = {**node.body["status"], "allocatable": allocatable}
             tx.put(
-                replace(
-                    node,
+                node.evolve(
                     body={**node.body, "status": status},
                     sim={**node.sim, "unhealthy": unhealthy},
                     facts=None,
@@ -413,7 +411,7 @@ class SimulatedCluster:
             if node_name:
                 node = tx.get("Node", "", str(node_name))
                 if node is not None:
-                    obj = replace(obj, node=str(node_name))
+                    obj = obj.evolve(node=str(node_name))
                     self._start(tx, obj, _node(node), now)
                     return _ref(obj)
             tx.put(obj)
@@ -429,7 +427,11 @@ class SimulatedCluster:
             raise ValueError(f'pods "{name}" already exists')
         metadata.update(namespace=namespace, uid=str(uuid.uuid4()), creationTimestamp=_format(now))
         body = {**manifest, "metadata": metadata, "status": {"phase": "Pending"}}
-        return StoredObject("Pod", namespace, name, body, sim={"runtime_s": pod_runtime_s(body)})
+        # Decoded once here, so a store that keeps objects (in memory) never decodes it again.
+        facts = api_objects.pod_facts(body)
+        return StoredObject(
+            "Pod", namespace, name, body, sim={"runtime_s": pod_runtime_s(body)}, facts=facts
+        )
 
     def patch_pod_metadata(
         self,
@@ -449,7 +451,7 @@ class SimulatedCluster:
                 metadata["labels"] = {**metadata.get("labels", {}), **labels}
             if annotations:
                 metadata["annotations"] = {**metadata.get("annotations", {}), **annotations}
-            tx.put(replace(pod, body={**pod.body, "metadata": metadata}, facts=None))
+            tx.put(pod.evolve(body={**pod.body, "metadata": metadata}, facts=None))
 
     def add_disruption_budget(
         self,
@@ -536,10 +538,10 @@ class SimulatedCluster:
                     continue  # bound there already: done
                 node = tx.get("Node", "", binding.node)
                 assert node is not None
-                bound = replace(obj, node=binding.node)
+                bound = obj.evolve(node=binding.node)
                 spec = {**obj.body["spec"], "nodeName": binding.node}
-                bound = replace(bound, body={**obj.body, "spec": spec},
-                                facts=replace(_pod(obj), node_name=binding.node))  # fmt: skip
+                bound = bound.evolve(body={**obj.body, "spec": spec},
+                                facts=_pod_with(_pod(obj), node_name=binding.node))  # fmt: skip
                 self._start(tx, bound, _node(node), now)
         return BindOutcome(bound=tuple(b.pod for b in gang))
 
@@ -693,7 +695,7 @@ class SimulatedCluster:
         if existing is not None:
             body = {**existing.body, "count": int(existing.body["count"]) + 1,
                     "lastTimestamp": stamp}  # fmt: skip
-            tx.put(replace(existing, body=body, due_at=now + self.event_ttl_s))
+            tx.put(existing.evolve(body=body, due_at=now + self.event_ttl_s))
             return "updated"
         involved = {"apiVersion": "v1", "kind": "Pod", "name": pod.name,
                     "namespace": pod.namespace}  # fmt: skip
@@ -725,7 +727,7 @@ class SimulatedCluster:
         sim = dict(pod.sim)
         if not node.ready:  # nobody there to start it; evicted if the node stays away
             sim["evict_at"] = now + self.not_ready_eviction_s
-            tx.put(replace(pod, sim=sim, due_at=_next_due(sim, facts)))
+            tx.put(pod.evolve(sim=sim, due_at=_next_due(sim, facts)))
             return
         rejection = self._admission(tx, pod, facts, node)
         if isinstance(rejection, tuple):
@@ -737,10 +739,9 @@ class SimulatedCluster:
         sim["ends_at"] = None if runtime is None else now + float(runtime)
         status = {"phase": "Running", "startTime": _format(now),
                   "conditions": [{"type": "Ready", "status": "True"}]}  # fmt: skip
-        running = replace(facts, phase="Running", started_at=_seconds(now))
+        running = _pod_with(facts, phase="Running", started_at=_seconds(now))
         tx.put(
-            replace(
-                pod,
+            pod.evolve(
                 body={**pod.body, "status": status},
                 sim=sim,
                 due_at=_next_due(sim, running),
@@ -804,9 +805,17 @@ class SimulatedCluster:
         status = {**pod.body.get("status", {}), "phase": "Failed", "reason": reason,
                   "message": message}  # fmt: skip
         sim = {**pod.sim, "devices": {}, "ends_at": None}
-        facts = replace(_pod(pod), phase="Failed")
-        tx.put(replace(pod, body={**pod.body, "status": status}, sim=sim,
+        facts = _pod_with(_pod(pod), phase="Failed")
+        tx.put(pod.evolve(body={**pod.body, "status": status}, sim=sim,
                        due_at=_next_due(sim, facts), facts=facts))  # fmt: skip
+
+
+_POD_FIELDS = tuple(f.name for f in fields(PodFacts))
+
+
+def _pod_with(facts: PodFacts, **changes: Any) -> PodFacts:
+    """Facts with some fields changed (``dataclasses.replace``, without its cost)."""
+    return PodFacts(*(changes[n] if n in changes else getattr(facts, n) for n in _POD_FIELDS))
 
 
 def _seconds(now: float) -> float:

@@ -19,10 +19,11 @@ Two stores implement the same protocol:
 from __future__ import annotations
 
 import bisect
+import heapq
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from gpupool.clusters import api_objects
@@ -60,6 +61,22 @@ class StoredObject:
     def key(self) -> ObjectKey:
         """Kind, namespace and name: how the store addresses the object."""
         return (self.kind, self.namespace, self.name)
+
+    def evolve(self, **changes: Any) -> StoredObject:
+        """A copy with some fields changed (``dataclasses.replace``, without its cost)."""
+        get = changes.get
+        return StoredObject(
+            get("kind", self.kind),
+            get("namespace", self.namespace),
+            get("name", self.name),
+            get("body", self.body),
+            get("sim", self.sim),
+            get("revision", self.revision),
+            get("due_at", self.due_at),
+            get("node", self.node),
+            get("deleted", self.deleted),
+            get("facts", self.facts),
+        )
 
     def decoded(self) -> NodeFacts | PodFacts | None:
         """The object's facts (decoded once, then cached); None for other kinds."""
@@ -142,7 +159,8 @@ class MemoryStore:
         self._history_limit = history_limit
         self._compacted = 0  # changes after this revision are all in the history
         self.revision = 0
-        self._due: dict[ObjectKey, float] = {}
+        self._due: dict[ObjectKey, float] = {}  # live objects' due_at
+        self._due_heap: list[tuple[float, ObjectKey]] = []  # may hold outdated entries
 
     @contextmanager
     def transaction(self) -> Iterator[StoreTransaction]:
@@ -167,24 +185,29 @@ class MemoryStore:
     def next_due(self) -> float | None:
         """The earliest ``due_at`` of a live object."""
         with self._lock:
-            return min(self._due.values(), default=None)
+            heap = self._due_heap
+            while heap and self._due.get(heap[0][1]) != heap[0][0]:
+                heapq.heappop(heap)  # outdated: the object was rewritten or removed since
+            return heap[0][0] if heap else None
 
     # - used by the transaction, under the lock -
 
     def _write(self, obj: StoredObject) -> StoredObject:
         self.revision += 1
         previous = self._objects.get(obj.key)
-        stored = replace(obj, revision=self.revision)
+        stored = obj.evolve(revision=self.revision)
         if obj.kind in ("Node", "Pod") and not obj.deleted:
             body = stored.body
             metadata = {**body.get("metadata", {}), "resourceVersion": str(self.revision)}
-            stored = replace(stored, body={**body, "metadata": metadata}, facts=obj.facts)
+            stored = stored.evolve(body={**body, "metadata": metadata}, facts=obj.facts)
         self._objects[obj.key] = stored
         if previous is not None and previous.node:
             self._by_node.get(previous.node, set()).discard(obj.key)
         if stored.node and not stored.deleted:
             self._by_node.setdefault(stored.node, set()).add(obj.key)
         if stored.due_at is not None and not stored.deleted:
+            if self._due.get(obj.key) != stored.due_at:
+                heapq.heappush(self._due_heap, (stored.due_at, obj.key))
             self._due[obj.key] = stored.due_at
         else:
             self._due.pop(obj.key, None)
@@ -231,11 +254,18 @@ class _MemoryTransaction:
         ]
 
     def due(self, now: float) -> list[StoredObject]:
-        due = sorted((at, key) for key, at in self._store._due.items() if at <= now)
-        return [self._store._objects[key] for _, key in due]
+        store = self._store
+        heap, found = store._due_heap, {}
+        while heap and heap[0][0] <= now:
+            at, key = heapq.heappop(heap)
+            if store._due.get(key) == at:
+                found[key] = at
+        for key, at in found.items():  # still due until the caller rewrites them
+            heapq.heappush(heap, (at, key))
+        return [store._objects[key] for key in sorted(found, key=lambda k: (found[k], k))]
 
     def put(self, obj: StoredObject) -> StoredObject:
-        return self._store._write(replace(obj, deleted=False))
+        return self._store._write(obj.evolve(deleted=False))
 
     def remove(self, obj: StoredObject) -> None:
-        self._store._write(replace(obj, deleted=True, due_at=None, node="", facts=None))
+        self._store._write(obj.evolve(deleted=True, due_at=None, node="", facts=None))

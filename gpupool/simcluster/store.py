@@ -18,7 +18,6 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 from typing import Any
 
 from django.conf import settings
@@ -105,15 +104,15 @@ class _DatabaseTransaction:
     def put(self, obj: StoredObject) -> StoredObject:
         self.revision += 1
         metadata = {**obj.body.get("metadata", {}), "resourceVersion": str(self.revision)}
-        stored = replace(
-            obj, body={**obj.body, "metadata": metadata}, revision=self.revision, deleted=False
+        stored = obj.evolve(
+            body={**obj.body, "metadata": metadata}, revision=self.revision, deleted=False
         )
         _write_object(stored, self.revision)
         return stored
 
     def remove(self, obj: StoredObject) -> None:
         self.revision += 1
-        tombstone = replace(obj, deleted=True, due_at=None, node="", facts=None)
+        tombstone = obj.evolve(deleted=True, due_at=None, node="", facts=None)
         _write_object(tombstone, self.revision)
 
 
