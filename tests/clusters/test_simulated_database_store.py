@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from cluster_worlds import START, database_store, pod_manifest
 
@@ -9,6 +11,7 @@ from gpupool.clusters.node_profiles import gpu_node_manifest
 from gpupool.clusters.simulated import SimulatedBackend, SimulatedCluster, VirtualClock
 from gpupool.simcluster.models import SimulatedClusterState, SimulatedObject
 from gpupool.simcluster.store import (
+    DatabaseStore,
     clock_of,
     cluster_state,
     open_simulated_backend,
@@ -72,3 +75,39 @@ def test_a_restarted_demo_resumes_its_clock_where_the_last_write_left_it() -> No
 
     assert clock.speed == 60.0
     assert START + 7200 <= clock.now() < START + 7200 + 600
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_writers_get_distinct_revisions_and_a_follower_misses_none() -> None:
+    from django.db import connection, connections
+
+    if connection.vendor != "postgresql":
+        pytest.skip("concurrent writers need a server database (SQLite in memory is per thread)")
+    clock = VirtualClock(START)
+    state = SimulatedClusterState.objects.create(clock_origin=START, wall_origin=START)
+    follower = SimulatedBackend(SimulatedCluster(DatabaseStore(state.pk, clock), clock))
+    seen: set[str] = set()
+    errors: list[BaseException] = []
+
+    def write(prefix: str) -> None:
+        try:
+            cluster = SimulatedCluster(DatabaseStore(state.pk, clock), clock)
+            for i in range(40):
+                cluster.add_pod(pod_manifest("a", f"{prefix}-{i}", 1))
+        except BaseException as error:  # reported below, on the test's thread
+            errors.append(error)
+        finally:
+            connections.close_all()
+
+    writers = [threading.Thread(target=write, args=(p,)) for p in ("left", "right")]
+    for writer in writers:
+        writer.start()
+    while any(w.is_alive() for w in writers):
+        seen |= {key.name for key in follower.sync().delta.pods_of("added")}
+    seen |= {key.name for key in follower.sync().delta.pods_of("added")}
+
+    assert not errors
+    assert len(seen) == 80
+    revisions = list(SimulatedObject.objects.values_list("revision", flat=True))
+    assert len(set(revisions)) == len(revisions) == 80
+    assert SimulatedClusterState.objects.get(pk=state.pk).revision == max(revisions)
