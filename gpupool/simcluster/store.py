@@ -204,6 +204,31 @@ def clock_of(state: SimulatedClusterState) -> ScaledClock:
     return ScaledClock(state.clock_origin, state.wall_origin, state.speed)
 
 
+class StateClock:
+    """The state row's clock, following it: a new speed set by another process (``gpupool
+    sim clock --speed``) reaches this one within ``refresh_s`` wall-clock seconds."""
+
+    def __init__(self, state: SimulatedClusterState, refresh_s: float = 1.0) -> None:
+        self._state_id = state.pk
+        self._refresh_s = refresh_s
+        self._clock = clock_of(state)
+        self._read_at = time.monotonic()
+
+    @property
+    def speed(self) -> float:
+        """Simulated seconds per wall-clock second."""
+        return self._clock.speed
+
+    def now(self) -> float:
+        """The simulated time now."""
+        if time.monotonic() - self._read_at >= self._refresh_s:
+            state = SimulatedClusterState.objects.filter(pk=self._state_id).first()
+            if state is not None:
+                self._clock = clock_of(state)
+            self._read_at = time.monotonic()
+        return self._clock.now()
+
+
 def restart_clock(speed: float) -> ScaledClock:
     """Resume the simulated time where the last write left it, at ``speed`` from now on.
 
@@ -221,7 +246,7 @@ def restart_clock(speed: float) -> ScaledClock:
 def open_simulated_cluster() -> SimulatedCluster:
     """The database's simulated cluster, on the clock its state row keeps."""
     state = cluster_state()
-    clock = clock_of(state)
+    clock = StateClock(state)
     return SimulatedCluster(DatabaseStore(state.pk, clock), clock)
 
 

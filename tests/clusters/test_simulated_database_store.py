@@ -12,6 +12,7 @@ from gpupool.clusters.simulated import SimulatedBackend, SimulatedCluster, Virtu
 from gpupool.simcluster.models import SimulatedClusterState, SimulatedObject
 from gpupool.simcluster.store import (
     DatabaseStore,
+    StateClock,
     clock_of,
     cluster_state,
     open_simulated_backend,
@@ -111,3 +112,13 @@ def test_concurrent_writers_get_distinct_revisions_and_a_follower_misses_none() 
     revisions = list(SimulatedObject.objects.values_list("revision", flat=True))
     assert len(set(revisions)) == len(revisions) == 80
     assert SimulatedClusterState.objects.get(pk=state.pk).revision == max(revisions)
+
+
+def test_a_new_speed_set_by_another_process_reaches_an_open_clock() -> None:
+    assert isinstance(open_simulated_cluster().clock, StateClock)
+    clock = StateClock(cluster_state(speed=1.0), refresh_s=0.0)
+    before = clock.now()
+
+    restart_clock(speed=120.0)  # what `gpupool sim clock --speed 120` does in another process
+
+    assert clock.now() >= before and clock.speed == 120.0

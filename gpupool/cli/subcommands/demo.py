@@ -29,7 +29,7 @@ from django.conf import settings
 
 from gpupool.cli.arguments import positive_float
 from gpupool.clusters.simulated import Clock, ScaledClock
-from gpupool.simcluster.store import clock_of, cluster_state, restart_clock
+from gpupool.simcluster.store import open_simulated_cluster, restart_clock
 
 HELP = "Run the living demo: web server, control loop and workload generator (Ctrl-C stops)"
 
@@ -77,7 +77,7 @@ class _Stop:
 def demo_clock() -> Clock:
     """The clock the loop reads: the simulated cluster's (the wall clock on Kubernetes)."""
     if settings.GPUPOOL_CLUSTER == "simulated":
-        return clock_of(cluster_state())
+        return open_simulated_cluster().clock
     return ScaledClock(origin=0.0, wall_origin=0.0)  # the wall clock itself
 
 
@@ -94,7 +94,7 @@ def _generator(options: dict[str, Any], stop: _Stop, stdout: TextIO) -> int:
     from gpupool.simulation.demo_submissions import run_generator
 
     clock = demo_clock()
-    speed = clock.speed if isinstance(clock, ScaledClock) else 1.0
+    speed = float(getattr(clock, "speed", 1.0))
     stdout.write(f"generator: seed {options['seed']}, load {options['load']:g}\n")
     stdout.flush()
     submitted = run_generator(
