@@ -253,3 +253,7 @@ def open_simulated_cluster() -> SimulatedCluster:
 def open_simulated_backend() -> SimulatedBackend:
     """The ``ClusterBackend`` of ``GPUPOOL_CLUSTER=simulated``: the database's cluster."""
     return SimulatedBackend(open_simulated_cluster())
+
+
+# The name the control loop's table of backend factories (GPUPOOL_CLUSTER_BACKENDS) gives it.
+backend_from_settings = open_simulated_backend
