@@ -108,6 +108,33 @@ class DemoSubmitter:
             return None
 
 
+class DemoWorkloadFeed:
+    """The generator and the submitter together: what falls due by a time gets submitted."""
+
+    def __init__(
+        self, *, seed: int, load: float, start: float, choices: DemoChoices | None = None
+    ) -> None:
+        choices = choices or DemoChoices()
+        queues = demo_team_queues()
+        if not queues:
+            raise RuntimeError("no demo teams: run `gpupool seed-demo` first")
+        mix = WorkloadMix.load()
+        scale = rate_scale(mix, list(queues), pool_gpus(), load, choices)
+        self.generator = WorkloadGenerator(
+            mix, list(queues), seed=seed, start=start, scale=scale, choices=choices
+        )
+        self.submitter = DemoSubmitter(queues, choices)
+
+    def submit_due(self, now: float) -> int:
+        """Submit everything due by ``now``; how many were submitted."""
+        made = [self.submitter.submit(s) for s in self.generator.until(now)]
+        return sum(1 for workload in made if workload is not None)
+
+    def next_at(self) -> float:
+        """When the next submission falls due."""
+        return self.generator.next_at()
+
+
 def run_generator(
     clock: Clock,
     *,
@@ -116,24 +143,12 @@ def run_generator(
     speed: float,
     stop: Callable[[], bool],
     sleep: Callable[[float], None] = time.sleep,
-    choices: DemoChoices | None = None,
 ) -> int:
     """Submit the demo teams' work as it falls due on ``clock`` until ``stop()``; how many."""
-    choices = choices or DemoChoices()
-    queues = demo_team_queues()
-    if not queues:
-        raise RuntimeError("no demo teams: run `gpupool seed-demo` first")
-    mix = WorkloadMix.load()
-    scale = rate_scale(mix, list(queues), pool_gpus(), load, choices)
-    generator = WorkloadGenerator(
-        mix, list(queues), seed=seed, start=clock.now(), scale=scale, choices=choices
-    )
-    submitter = DemoSubmitter(queues, choices)
+    feed = DemoWorkloadFeed(seed=seed, load=load, start=clock.now())
     submitted = 0
     while not stop():
-        for submission in generator.until(clock.now()):
-            if submitter.submit(submission) is not None:
-                submitted += 1
-        wait = (generator.next_at() - clock.now()) / speed
+        submitted += feed.submit_due(clock.now())
+        wait = (feed.next_at() - clock.now()) / speed
         sleep(min(max(wait, 0.01), 0.5))
     return submitted

@@ -8,7 +8,12 @@ from typing import Any
 import pytest
 
 from gpupool.cli.subcommands.seed_demo import seed
-from gpupool.simulation.demo_submissions import DemoSubmitter, demo_team_queues, pool_gpus
+from gpupool.simulation.demo_submissions import (
+    DemoSubmitter,
+    DemoWorkloadFeed,
+    demo_team_queues,
+    pool_gpus,
+)
 from gpupool.simulation.workload_generator import DemoChoices, DemoSubmission
 from gpupool.workloads.models import Workload
 
@@ -68,3 +73,18 @@ def test_a_restarted_generator_numbers_after_what_its_teams_have(demo_pool: None
     again = DemoSubmitter(demo_team_queues(), DemoChoices()).submit(submission(serial=1))
     assert again is not None and again.name == "train-00008"
     assert Workload.objects.filter(namespace="nlp").count() == 2
+
+
+def test_the_feed_submits_what_the_generator_says_falls_due(demo_pool: None) -> None:
+    feed = DemoWorkloadFeed(seed=42, load=1.0, start=START)
+    twin = DemoWorkloadFeed(seed=42, load=1.0, start=START).generator
+    due = twin.until(START + 1800)
+
+    submitted = feed.submit_due(START + 1800)
+
+    assert submitted == len(due) > 0
+    made = Workload.objects.values_list("namespace", "submitted_at")
+    assert sorted((team, round(at.timestamp(), 3)) for team, at in made) == sorted(
+        (s.team, round(s.at, 3)) for s in due
+    )
+    assert feed.next_at() > START + 1800
