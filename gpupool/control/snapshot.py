@@ -3,8 +3,8 @@
 ``build_snapshot(now=..., policy=...)`` reads the pool's policy and state in a fixed number of
 queries, whatever the pool's size, and returns the core's ``Snapshot`` with the index the
 control loop needs to turn the core's names back into rows. It is meant to be the one reader
-of the database for the core: ``gpupool snapshot`` uses it, the control loop is to, and the
-what-if's loaders (``simulation/whatif_db.py``) are to move onto it.
+of the database for the core: ``gpupool snapshot`` and the control loop use it, and the
+what-if reads its pool (``build_pool``) and recorded pod sets (``pod_set_infos``) through it.
 
 The reads see one state of the database: on PostgreSQL they run in a repeatable-read
 transaction of their own (or in the caller's transaction). Elsewhere, the tables a workload
