@@ -162,6 +162,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "QuotaRequestKindEnum": "gpupool.quotas.choices.QuotaRequestKind",
         "NotificationKindEnum": "gpupool.notifications.choices.NotificationKind",
+        "WorkloadStateEnum": "gpupool.workloads.choices.WorkloadState",
     },
 }
 

@@ -76,6 +76,7 @@ from gpupool.scheduler.types import (
     QueueInfo,
     QuotaInfo,
     Snapshot,
+    Topology,
     WorkloadInfo,
 )
 from gpupool.workloads.choices import PLACED_STATES, WorkloadState
@@ -347,16 +348,34 @@ def pod_set_infos(of: Q | None = None) -> dict[int, list[tuple[int, PodSetInfo]]
         shape = (count, gpus, gpu_milli, flavors, cpu, memory_gb)
         info = shapes.get(shape)
         if info is None:
-            info = shapes[shape] = PodSetInfo(
-                count=count,
-                gpus=gpus,
-                flavors=flavors,
-                cpu_milli=round(cpu * MILLI),
-                memory_mib=round(memory_gb * MIB_PER_GB),
-                gpu_milli=MILLI if gpu_milli is None else gpu_milli,
-            )
+            info = shapes[shape] = pod_set_info(count, gpus, gpu_milli, flavors, cpu, memory_gb)
         pod_sets[workload_id].append((pod_set_id, info))
     return pod_sets
+
+
+def pod_set_info(
+    count: int,
+    gpus: int,
+    gpu_milli: int | None,
+    flavors: tuple[str, ...],
+    cpu: Decimal,
+    memory_gb: Decimal,
+) -> PodSetInfo:
+    """A pod set as the core sees it, from a PodSet's fields (``flavors``: its first flavor,
+    then its further choices by rank; CPU in milli-CPU, memory in MiB)."""
+    return PodSetInfo(
+        count=count,
+        gpus=gpus,
+        flavors=flavors,
+        cpu_milli=round(cpu * MILLI),
+        memory_mib=round(memory_gb * MIB_PER_GB),
+        gpu_milli=MILLI if gpu_milli is None else gpu_milli,
+    )
+
+
+def core_topology(topology: str) -> Topology | None:
+    """A Workload's topology requirement as the core names it (None: no requirement)."""
+    return "domain" if topology == "domain" else "preferred" if topology == "preferred" else None
 
 
 def _placements() -> dict[int, list[tuple[int, int, PodPlacement]]]:
@@ -454,11 +473,7 @@ def _workloads(
                 submitted_at=submitted_at.timestamp(),
                 state="running" if placed else "pending",
                 min_member=min_member,
-                topology="domain"
-                if topology == "domain"
-                else "preferred"
-                if topology == "preferred"
-                else None,
+                topology=core_topology(topology),
                 protected_runtime_s=float(protected),
                 expected_runtime_s=None if expected is None else float(expected),
                 started_at=started,

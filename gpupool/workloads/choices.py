@@ -27,17 +27,28 @@ class Topology(models.TextChoices):
     PREFERRED = "preferred", "preferred (one domain if possible)"
 
 
-# From-state -> states a workload may move to. Creation is the move from "" to pending.
+# From-state -> states a workload may move to. Creation is the move from "" to pending; work
+# is cancelled while it waits or runs (the control loop then deletes its pods).
 ALLOWED_TRANSITIONS: dict[str, frozenset[str]] = {
     "": frozenset({WorkloadState.PENDING}),
     WorkloadState.PENDING: frozenset({WorkloadState.ADMITTED, WorkloadState.CANCELLED}),
     WorkloadState.ADMITTED: frozenset(
-        {WorkloadState.RUNNING, WorkloadState.PENDING, WorkloadState.PREEMPTED}
+        {
+            WorkloadState.RUNNING,
+            WorkloadState.PENDING,
+            WorkloadState.PREEMPTED,
+            WorkloadState.CANCELLED,
+        }
     ),
     WorkloadState.RUNNING: frozenset(
-        {WorkloadState.SUCCEEDED, WorkloadState.FAILED, WorkloadState.PREEMPTED}
+        {
+            WorkloadState.SUCCEEDED,
+            WorkloadState.FAILED,
+            WorkloadState.PREEMPTED,
+            WorkloadState.CANCELLED,
+        }
     ),
-    WorkloadState.PREEMPTED: frozenset({WorkloadState.PENDING}),
+    WorkloadState.PREEMPTED: frozenset({WorkloadState.PENDING, WorkloadState.CANCELLED}),
     WorkloadState.SUCCEEDED: frozenset(),
     WorkloadState.FAILED: frozenset(),
     WorkloadState.CANCELLED: frozenset(),
