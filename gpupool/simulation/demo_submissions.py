@@ -2,8 +2,10 @@
 
 ``DemoSubmitter`` turns each ``DemoSubmission`` of the generator into a workload of its
 team's queue, in its team's namespace, submitted by the system at the simulated time it is
-due. ``run_generator`` is the demo's generator process: it waits on the cluster's clock
-(sped up) and submits what is due until it is told to stop.
+due. Its pods run ``sleep <run time>`` (the simulated kubelet ends them after exactly that),
+and the workload declares the generator's estimate of it, or none. ``run_generator`` is the
+demo's generator process: it waits on the cluster's clock (sped up) and submits what is due
+until it is told to stop.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from gpupool.workloads.models import Workload
 
 logger = logging.getLogger(__name__)
 GENERATED_NAME = re.compile(r"^(train|notebook)-(\d+)$")
+DEMO_IMAGE = "nvcr.io/nvidia/pytorch:24.05-py3"  # never pulled: the simulated kubelet runs it
 
 
 def demo_team_queues() -> dict[str, Queue]:
@@ -94,13 +97,14 @@ class DemoSubmitter:
                         gpu_milli=submission.gpu_milli,
                         cpu=cpu,
                         memory_gb=memory,
+                        image=DEMO_IMAGE,
+                        # How long it really runs: the simulated kubelet runs the sleep.
+                        command=("sleep", str(int(submission.runtime_s))),
                     )
                 ],
                 priority_class=self.classes.get(submission.priority_class),
                 topology=submission.topology,
-                # The simulated pods run for their expected run time (the annotation the
-                # loop puts on them), so the estimate declared here is the true run time.
-                expected_runtime_s=max(int(submission.runtime_s), 1),
+                expected_runtime_s=submission.expected_runtime_s,
                 at=datetime.fromtimestamp(submission.at, tz=UTC),
             )
         except ValidationError as error:

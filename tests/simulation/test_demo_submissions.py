@@ -52,11 +52,12 @@ def test_a_submission_becomes_a_pending_workload_of_its_teams_queue(demo_pool: N
     workload.refresh_from_db()
     assert (workload.namespace, workload.name, workload.queue.name) == ("nlp", "train-00001", "nlp")
     assert workload.state == "pending" and workload.topology == "domain"
-    assert workload.priority_class.name == "high" and workload.expected_runtime_s == 1800
+    assert workload.priority_class.name == "high" and workload.expected_runtime_s == 2400
     assert workload.submitted_at.timestamp() == START
     (pod_set,) = workload.pod_sets.all()
     assert (pod_set.count, pod_set.gpus, pod_set.flavor.name) == (2, 4, "gb200")
     assert (pod_set.cpu, pod_set.memory_gb) == (48, 384)
+    assert pod_set.command == ["sleep", "1800"]  # how long it really runs, whatever it declares
 
 
 def test_a_shared_notebook_asks_a_fraction_at_the_default_class(demo_pool: None) -> None:
