@@ -172,7 +172,21 @@ CELERY_BROKER_URL = REDIS_URL or "memory://"
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
 CELERY_TIMEZONE = "UTC"
-CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
+CELERY_TASK_ACKS_LATE = False  # a cycle lost with its worker is simply the next beat's
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+
+# The scheduling loop: a cycle every GPUPOOL_CYCLE_INTERVAL_S (beat with a broker, a timer in
+# `gpupool loop` without), one at a time cluster-wide; one past GPUPOOL_CYCLE_TIME_LIMIT_S is
+# stopped (and the next starts over).
+GPUPOOL_CYCLE_INTERVAL_S = float(os.environ.get("GPUPOOL_CYCLE_INTERVAL_S", "5"))
+GPUPOOL_CYCLE_TIME_LIMIT_S = float(os.environ.get("GPUPOOL_CYCLE_TIME_LIMIT_S", "120"))
+CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
+    "scheduling-cycle": {
+        "task": "gpupool.control.run_cycle",
+        "schedule": GPUPOOL_CYCLE_INTERVAL_S,
+        "options": {"expires": GPUPOOL_CYCLE_INTERVAL_S},
+    },
+}
 
 # Mail (notifications): printed to the console unless EMAIL_BACKEND says otherwise, e.g.
 # django.core.mail.backends.smtp.EmailBackend with EMAIL_HOST, EMAIL_PORT, EMAIL_HOST_USER,
@@ -196,6 +210,13 @@ if GPUPOOL_CLUSTER not in {"simulated", "kubernetes"}:
 GPUPOOL_KUBECONFIG = os.environ.get("GPUPOOL_KUBECONFIG") or os.environ.get("KUBECONFIG", "")
 # The simulated cluster's clock: simulated seconds per wall-clock second (60: an hour a minute).
 GPUPOOL_SIM_SPEED = float(os.environ.get("GPUPOOL_SIM_SPEED", "1"))
+# The function that builds each backend (control/backends.py): a table, not a branch.
+GPUPOOL_CLUSTER_BACKENDS = {
+    "kubernetes": "gpupool.control.backends.kubernetes_backend",
+    "simulated": os.environ.get(
+        "GPUPOOL_SIMULATED_BACKEND", "gpupool.simcluster.store.backend_from_settings"
+    ),
+}
 
 LOGGING = {
     "version": 1,

@@ -131,6 +131,28 @@ class Node(models.Model):
         help_text='MIG nodes only: instances per card, e.g. {"3g.40gb": 2}, the same on every GPU.',
     )
     last_synced_at = models.DateTimeField(null=True, blank=True)
+    cluster_exclusion = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="Why the cluster takes no new pods here (not Ready, cordoned in the cluster, "
+        "a lifecycle taint, gone), as the last sync saw it; empty when schedulable.",
+    )
+    gone_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When the node vanished from the cluster: kept for history, never scheduled.",
+    )
+    drain_requested_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="An admin asked to drain it: cordoned, and its workloads evicted (reason "
+        "admin, disruption budgets honoured) by the control loop.",
+    )
+    updated_at = models.DateTimeField(
+        auto_now=True,
+        db_index=True,
+        help_text="When the node or its GPUs last changed: the control loop re-reads only these.",
+    )
 
     class Meta:
         ordering = ["name"]
