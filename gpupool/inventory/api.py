@@ -120,11 +120,7 @@ class NodeSerializer(serializers.ModelSerializer[Node]):
 
     def get_health(self, node: Node) -> list[str]:
         """Why the node cannot give all its GPUs: cordoned, and each unhealthy GPU's reason."""
-        reasons = ["cordoned: no new placements"] if node.cordoned else []
-        reasons += [
-            f"gpu {gpu.index}: {gpu.unhealthy_reason}" for gpu in node.gpus.all() if not gpu.healthy
-        ]
-        return reasons
+        return node.health_reasons()
 
 
 class NodeFilter(filters.FilterSet):  # type: ignore[misc]

@@ -17,10 +17,11 @@ from decimal import Decimal
 from django.db.models import Count, Prefetch, Q, QuerySet, Sum
 from django.db.models.functions import Coalesce
 
+from gpupool.api.access import Access
 from gpupool.control.queries import pool_figures
 from gpupool.control.snapshot import SnapshotError
 from gpupool.quotas.choices import LedgerEntryKind
-from gpupool.quotas.models import PriorityBudget, Queue, QueueQuota
+from gpupool.quotas.models import PriorityBudget, Queue, QueueQuota, QuotaRequest
 from gpupool.scheduler.shares import QueueShare
 from gpupool.scheduler.types import MILLI
 from gpupool.workloads.choices import PLACED_STATES, WorkloadState
@@ -129,3 +130,25 @@ def budget_rows() -> QuerySet[PriorityBudget]:
         )
         .order_by("tenant__name", "priority_class__name", "-period_start")
     )
+
+
+def quota_request_rows() -> QuerySet[QuotaRequest]:
+    """Quota and budget requests with what a list shows (tenant, target, people)."""
+    return QuotaRequest.objects.select_related(
+        "tenant", "queue", "flavor", "priority_class", "requested_by", "decided_by"
+    )
+
+
+def visible_quota_requests(
+    requests: QuerySet[QuotaRequest], access: Access
+) -> QuerySet[QuotaRequest]:
+    """The ``requests`` that ``access`` may see: admins every one, leads their tenants' (a
+    member who leads no tenant of a request does not see it)."""
+    return requests if access.admin else requests.filter(tenant__in=access.lead_tenant_ids)
+
+
+def queues_led_by(access: Access) -> QuerySet[Queue]:
+    """The queues ``access`` may ask quota for: those of the tenants it leads (admins:
+    every queue)."""
+    queues = Queue.objects.all()
+    return queues if access.admin else queues.filter(tenant__in=access.lead_tenant_ids)

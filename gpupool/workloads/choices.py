@@ -19,6 +19,15 @@ class WorkloadState(models.TextChoices):
     CANCELLED = "cancelled", "cancelled"
 
 
+class Origin(models.TextChoices):
+    """Who creates a workload's pods, and so who recreates them after an eviction (DESIGN 4);
+    the values are ``gpupool.clusters.grouping.Origin``'s."""
+
+    GPUPOOL = "gpupool", "gpupool (submitted through the product)"
+    CONTROLLER = "controller", "a controller (Job, JobSet, ...)"
+    BARE = "bare", "a bare pod (gone once evicted)"
+
+
 class Topology(models.TextChoices):
     """A workload's NVLink topology requirement."""
 

@@ -16,7 +16,7 @@ from django.utils import timezone
 from gpupool.inventory.choices import Sharing
 from gpupool.inventory.models import Flavor, Node
 from gpupool.quotas.models import PriorityClass, Queue
-from gpupool.workloads.choices import PENDING_REASON_CHOICES, Topology, WorkloadState
+from gpupool.workloads.choices import PENDING_REASON_CHOICES, Origin, Topology, WorkloadState
 
 PENDING_REASONS = [reason for reason, _ in PENDING_REASON_CHOICES]
 
@@ -127,6 +127,24 @@ class Workload(models.Model):
         validators=[MinValueValidator(1)],
         help_text="Rank among its queue's pending workloads, 1 first, in the order the last "
         "cycle served them (written by the control loop; empty when not pending).",
+    )
+    origin = models.CharField(
+        max_length=16,
+        choices=Origin.choices,
+        default=Origin.GPUPOOL,
+        help_text="Who made its pods, and so who makes them again after an eviction: gpupool "
+        "(submitted through the product), a controller such as a Job, or nobody (a bare pod).",
+    )
+    eviction_reason = models.CharField(
+        max_length=16,
+        blank=True,
+        help_text="Running and being evicted (preempt, reclaim, admin, ...) until its pods are "
+        "gone; empty otherwise (written by the control loop).",
+    )
+    updated_at = models.DateTimeField(
+        auto_now=True,
+        db_index=True,
+        help_text="When the row last changed: the control loop re-reads only what changed.",
     )
     estimated_start_at = models.DateTimeField(
         null=True,

@@ -1,15 +1,12 @@
-"""Bulk writes: rows inserted many at a time (COPY on PostgreSQL, batched inserts elsewhere).
+"""Bulk writes of the B5 generator: a seeded year loaded into an empty pool (``do_load_year``).
 
-The roll-up inserts its hourly and daily rows through ``insert_rows``; the B5 generator loads a
-seeded year through ``do_load_history``. Rows go in as given: the callers have validated them
-(the roll-up computes them; the generator builds them within the models' rules), and the
-database's constraints check them again.
+The tables go in by ``accounting.actions.insert_rows`` (COPY on PostgreSQL, batched inserts
+elsewhere; the roll-up's bulk path too). Rows go in as given: the generator builds them within
+the models' rules, and the database's constraints check them again.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -22,6 +19,7 @@ from django.core.management.color import no_style
 from django.db import connection, models, transaction
 from django.db.models import Max
 
+from gpupool.accounting.actions import insert_rows
 from gpupool.accounting.bulk.year import (
     CLASSES,
     PENDING_REASONS,
@@ -42,62 +40,6 @@ from gpupool.tenancy.actions import do_grant_site_role, do_save_tenant, do_set_m
 from gpupool.tenancy.choices import MembershipRole, SiteRoleName
 from gpupool.tenancy.models import Tenant
 from gpupool.workloads.models import PodSet, Workload, WorkloadTransition
-
-BATCH = 5000
-
-
-def _copy_value(value: Any) -> Any:
-    """A value as COPY takes it: JSON fields as text (psycopg adapts the rest)."""
-    if isinstance(value, dict | list):
-        return json.dumps(value)
-    return value
-
-
-def insert_rows(
-    model: type[models.Model], columns: Sequence[str], rows: Iterable[Sequence[Any]]
-) -> int:
-    """Insert ``rows`` (tuples in ``columns`` order, columns by attname) into ``model``'s table;
-    the model's other columns get their defaults. Returns how many. COPY on PostgreSQL;
-    ``bulk_create`` in batches elsewhere."""
-    count = 0
-    if connection.vendor == "postgresql":
-        extra, defaults = _with_defaults(model, columns)
-        fixed = [_copy_value(value) for value in defaults]
-        table = connection.ops.quote_name(model._meta.db_table)
-        names = ", ".join(connection.ops.quote_name(c) for c in (*columns, *extra))
-        with connection.cursor() as cursor:
-            raw = cursor.cursor  # psycopg 3's cursor, under Django's wrapper
-            with raw.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
-                for row in rows:
-                    copy.write_row([*(_copy_value(value) for value in row), *fixed])
-                    count += 1
-        return count
-    batch: list[models.Model] = []
-    for row in rows:
-        batch.append(model(**dict(zip(columns, row, strict=True))))
-        if len(batch) >= BATCH:
-            model._default_manager.bulk_create(batch)
-            count += len(batch)
-            batch = []
-    if batch:
-        model._default_manager.bulk_create(batch)
-        count += len(batch)
-    return count
-
-
-def _with_defaults(
-    model: type[models.Model], columns: Sequence[str]
-) -> tuple[list[str], tuple[Any, ...]]:
-    """The model's other columns and their defaults, so that rows given in ``columns`` still
-    fill every column (fields added later keep their defaults)."""
-    extra: list[str] = []
-    values: list[Any] = []
-    for column in model._meta.concrete_fields:
-        if column.attname in columns or column.primary_key:
-            continue
-        extra.append(column.attname)
-        values.append(column.get_default())
-    return extra, tuple(values)
 
 
 def reset_sequences(*tables: type[models.Model]) -> None:

@@ -9,7 +9,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('accounting', '0002_initial'),
-        ('inventory', '0004_flavor_price_history'),
+        ('inventory', '0005_flavor_price_history'),
         ('quotas', '0005_queue_quota_history'),
         ('tenancy', '0002_tenantnamespace'),
         ('workloads', '0003_workload_loop_fields_and_namespace'),

@@ -28,7 +28,7 @@ def record_current_quotas(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('inventory', '0004_flavor_price_history'),
+        ('inventory', '0005_flavor_price_history'),
         ('quotas', '0004_whatifrun'),
     ]
 

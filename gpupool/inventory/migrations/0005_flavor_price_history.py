@@ -22,7 +22,7 @@ def record_current_prices(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('inventory', '0003_gpu_unhealthy_reason'),
+        ('inventory', '0004_node_cluster_exclusion_gone_drain_updated_at'),
     ]
 
     operations = [
