@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -231,6 +232,16 @@ GPUPOOL_CLUSTER_BACKENDS = {
         "GPUPOOL_SIMULATED_BACKEND", "gpupool.simcluster.store.backend_from_settings"
     ),
 }
+
+# Accounting: days and months of the cost reports are counted in this IANA time zone.
+GPUPOOL_ACCOUNTING_TZ = os.environ.get("GPUPOOL_ACCOUNTING_TZ", "UTC")
+try:
+    ZoneInfo(GPUPOOL_ACCOUNTING_TZ)
+except (ZoneInfoNotFoundError, ValueError) as error:
+    raise ImproperlyConfigured(
+        f"GPUPOOL_ACCOUNTING_TZ must be an IANA time zone such as UTC or Europe/Paris, "
+        f"not {GPUPOOL_ACCOUNTING_TZ!r}."
+    ) from error
 
 LOGGING = {
     "version": 1,
