@@ -35,7 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -67,6 +67,13 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
         type=date.fromisoformat,
         default=datetime.now(UTC).date(),
         help="the seeded year's last day, YYYY-MM-DD (default: today)",
+    )
+    parser.add_argument(
+        "--skip",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="leave out an endpoint by its name in the results, e.g. --skip queues (repeatable)",
     )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     return parser.parse_args(argv)
@@ -157,7 +164,7 @@ Request = tuple[str, str]  # (name for the statistics, path)
 
 
 def endpoints(
-    base: str, role: str, token: str, rng: random.Random, last: date
+    base: str, role: str, token: str, rng: random.Random, last: date, skip: Sequence[str] = ()
 ) -> list[Callable[[], Request]]:
     """What the clients ask, limited to the routes this API has; ``last`` is the last day."""
     headers = {"Authorization": f"Bearer {token}"}
@@ -195,10 +202,12 @@ def endpoints(
     fixed = [
         (name, path)
         for name, path in fixed
-        if requests.get(f"{base}{path}", headers=headers, timeout=120).status_code == 200
+        if name not in skip
+        and requests.get(f"{base}{path}", headers=headers, timeout=120).status_code == 200
     ]
     choices: list[Callable[[], Request]] = [lambda request=request: request for request in fixed]
-    if "workloads" in index and any(name == "workloads" for name, _ in fixed):
+    wanted = "workload detail" not in skip
+    if wanted and "workloads" in index and any(name == "workloads" for name, _ in fixed):
         listed = requests.get(
             f"{base}/api/v1/workloads/?page_size=200", headers=headers, timeout=60
         ).json()
@@ -219,7 +228,10 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
     try:
         keys = tokens(base, options.password)
         rng = random.Random(options.seed)
-        plans = {role: endpoints(base, role, keys[role], rng, options.last_day) for role in ROLES}
+        plans = {
+            role: endpoints(base, role, keys[role], rng, options.last_day, options.skip)
+            for role in ROLES
+        }
         counter = iter(range(10**9))
 
         class Client(HttpUser):  # type: ignore[misc]
@@ -269,6 +281,7 @@ def report(environment: Environment, options: argparse.Namespace) -> dict[str, A
         "users": options.users,
         "wait_s": options.wait,
         "duration_s": options.duration,
+        "skipped": list(options.skip),
         "gunicorn": {"workers": options.workers, "threads": options.threads},
         "requests": total.num_requests,
         "requests_per_s": round(total.num_requests / options.duration, 1),

@@ -195,11 +195,19 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # stopped (and the next starts over).
 GPUPOOL_CYCLE_INTERVAL_S = float(os.environ.get("GPUPOOL_CYCLE_INTERVAL_S", "5"))
 GPUPOOL_CYCLE_TIME_LIMIT_S = float(os.environ.get("GPUPOOL_CYCLE_TIME_LIMIT_S", "120"))
+# The cost reports' roll-up: every GPUPOOL_ROLL_UP_INTERVAL_S (beat with a broker, between cycles
+# in `gpupool loop` without), up to the last hour finished on the cluster's clock.
+GPUPOOL_ROLL_UP_INTERVAL_S = float(os.environ.get("GPUPOOL_ROLL_UP_INTERVAL_S", "60"))
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "scheduling-cycle": {
         "task": "gpupool.control.run_cycle",
         "schedule": GPUPOOL_CYCLE_INTERVAL_S,
         "options": {"expires": GPUPOOL_CYCLE_INTERVAL_S},
+    },
+    "usage-roll-up": {
+        "task": "gpupool.accounting.roll_up_usage",
+        "schedule": GPUPOOL_ROLL_UP_INTERVAL_S,
+        "options": {"expires": GPUPOOL_ROLL_UP_INTERVAL_S},
     },
 }
 
