@@ -4,7 +4,9 @@ A process keeps one ``ControlLoop`` (its state is what makes later cycles cheap)
 task and the commands share ``shared_loop()``. ``run_forever`` is the in-process loop used
 without a broker (``gpupool loop``, ``make demo``): a cycle, then a wait until the next is
 due (``GPUPOOL_CYCLE_INTERVAL_S`` after the last one started), until ``stop`` is set --
-between cycles, never in the middle of one.
+between cycles, never in the middle of one. After a cycle, once
+``estimates.ESTIMATE_REFRESH_S`` has passed since the last refresh, the same thread refreshes
+the estimated starts from that cycle's snapshot.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 
 from gpupool.control.backends import backend_from_settings
+from gpupool.control.estimates import EstimateRun
 from gpupool.control.loop import ControlLoop, CycleResult
 
 logger = logging.getLogger(__name__)
@@ -51,6 +54,16 @@ def run_shared_cycle(*, dry_run: bool = False) -> CycleResult:
         fresh_connections()
 
 
+def refresh_shared_estimates() -> EstimateRun:
+    """Estimated starts from this process's loop (its last cycle's snapshot, else its own
+    read of the database)."""
+    fresh_connections()
+    try:
+        return shared_loop().refresh_estimates()
+    finally:
+        fresh_connections()
+
+
 def run_forever(
     loop: ControlLoop,
     stop: threading.Event,
@@ -70,5 +83,11 @@ def run_forever(
             on_cycle(result)
         if result.status == "failed":
             logger.warning("cycle failed: %s", result.error)
+        elif loop.estimates.due() and not stop.is_set():
+            try:
+                run = loop.refresh_estimates()
+                logger.info("estimated starts refreshed: %s", run.as_json())
+            except Exception:  # estimates are advice: a failure never stops the loop
+                logger.exception("estimated starts could not be refreshed")
         stop.wait(max(interval - (time.monotonic() - started), 0.0))
     return cycles
