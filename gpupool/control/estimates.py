@@ -29,7 +29,8 @@ own estimated start plus it. That is an upper bound of "rests on", cheap to comp
 says "declared" of an estimate that a learned runtime moved.
 
 Only estimates that changed since this process last wrote them are written
-(``actions.do_record_estimates``, one bulk statement).
+(``actions.do_record_estimates``, one bulk statement): new ones, ones whose basis changed,
+and ones that moved by more than ``ESTIMATE_TOLERANCE_S``.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from gpupool.scheduler.types import PolicyInfo, Snapshot
 logger = logging.getLogger(__name__)
 
 ESTIMATE_REFRESH_S = 60.0  # estimates are refreshed at least this often
+ESTIMATE_TOLERANCE_S = 120.0  # an estimate that moved less is not written again
 MAX_STEPS = 8  # replay steps (each a whole plan()): about 40 s at B1's size, compiled core
 NOT_BEFORE_FACT = "estimate_not_before"
 
@@ -134,6 +136,24 @@ def estimate_rows(
     return rows
 
 
+def _moved(before: EstimateRow | None, after: EstimateRow) -> bool:
+    """Whether an estimate is to be written again: new, its basis changed, or a moment moved
+    by more than ``ESTIMATE_TOLERANCE_S`` (estimates anchored at the replay's start move
+    with the clock at every refresh; rewriting them all each minute would say nothing)."""
+    if before is None or before.learned != after.learned:
+        return True
+    for old, new in ((before.at, after.at), (before.not_before, after.not_before)):
+        if (old is None) != (new is None):
+            return True
+        if (
+            old is not None
+            and new is not None
+            and abs((new - old).total_seconds()) > ESTIMATE_TOLERANCE_S
+        ):
+            return True
+    return False
+
+
 def _pods_assumed(snapshot: Snapshot) -> Snapshot:
     """The snapshot with every pod a gang still waits for assumed made (the loop makes its
     own at once, a controller's in seconds): the estimate says when the GPUs are free."""
@@ -179,9 +199,9 @@ class EstimateRefresher:
         replay_s = time.perf_counter() - clock
         unknown = sum(1 for at in estimates.values() if at is None)
         rows = estimate_rows(planned, estimates)
-        changed = {pk: row for pk, row in rows.items() if self.written.get(pk) != row}
+        changed = {pk: row for pk, row in rows.items() if _moved(self.written.get(pk), row)}
         do_record_estimates(changed)
-        self.written = rows
+        self.written = {pk: changed.get(pk) or self.written[pk] for pk in rows}
         self.last_at = time.monotonic()
         return EstimateRun(
             pending=len(estimates),
