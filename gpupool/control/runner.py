@@ -20,13 +20,16 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 
 from gpupool.control.backends import backend_from_settings
-from gpupool.control.estimates import EstimateRun
+from gpupool.control.estimates import EstimateRefresher, EstimateRun
 from gpupool.control.loop import ControlLoop, CycleResult
+from gpupool.runtime import gc_paused
+from gpupool.scheduler.types import PolicyInfo
 
 logger = logging.getLogger(__name__)
 
 _shared: ControlLoop | None = None
 _shared_lock = threading.Lock()
+_refresher: EstimateRefresher | None = None  # estimates of a process that runs no cycle
 
 
 def shared_loop() -> ControlLoop:
@@ -56,10 +59,20 @@ def run_shared_cycle(*, dry_run: bool = False) -> CycleResult:
 
 def refresh_shared_estimates() -> EstimateRun:
     """Estimated starts from this process's loop (its last cycle's snapshot, else its own
-    read of the database)."""
+    read of the database). A process that has run no cycle makes no loop for it (that would
+    connect to the cluster): it keeps a refresher of its own."""
+    global _refresher
     fresh_connections()
     try:
-        return shared_loop().refresh_estimates()
+        with _shared_lock:
+            loop = _shared
+            if loop is None and _refresher is None:
+                _refresher = EstimateRefresher(PolicyInfo())
+        if loop is not None:
+            return loop.refresh_estimates()
+        assert _refresher is not None
+        with gc_paused():
+            return _refresher.refresh(None)
     finally:
         fresh_connections()
 

@@ -8,6 +8,7 @@ from datetime import datetime
 import pytest
 from loop_builders import World, build_world
 
+from gpupool.control import runner
 from gpupool.control.actions import ESTIMATE_NOT_BEFORE_FACT
 from gpupool.control.estimates import EstimateRefresher
 from gpupool.control.learning import MIN_SAMPLES
@@ -127,10 +128,23 @@ def test_the_estimates_task_refreshes_them_and_says_how_long_it_took(
     running(world, "hog", 8, expected_runtime_s=2 * HOUR)
     world.submit("next", gpus=4, expected_runtime_s=HOUR)
     world.cycle()
-    monkeypatch.setattr("gpupool.control.runner.shared_loop", lambda: world.loop)
+    monkeypatch.setattr("gpupool.control.runner._shared", world.loop)
     answer = refresh_estimates_task.apply().get()
-    assert answer["pending"] == 1 and answer["estimated"] == 1 and answer["total_s"] >= 0
+    assert answer["source"] == "loop" and answer["estimated"] == 1 and answer["total_s"] >= 0
     assert world.workload("next").estimated_start_at is not None
+
+
+def test_the_estimates_task_in_a_process_that_runs_no_cycle_makes_no_loop(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    running(world, "hog", 8, expected_runtime_s=2 * HOUR)
+    world.submit("next", gpus=4, expected_runtime_s=HOUR)
+    world.cycle()
+    monkeypatch.setattr("gpupool.control.runner._shared", None)
+    monkeypatch.setattr("gpupool.control.runner._refresher", None)
+    answer = refresh_estimates_task.apply().get()
+    assert answer["source"] == "state" and answer["estimated"] == 1
+    assert runner._shared is None
 
 
 def test_the_in_process_loop_refreshes_estimates_after_a_cycle_once_due(world: World) -> None:
