@@ -15,8 +15,8 @@ and what the next cycle does about it.
 3. **plan** -- ``plan(snapshot, policy, now)``; the snapshot is kept (``latest``) for the
    estimated starts, which ``refresh_estimates`` computes between cycles (``estimates.py``).
 
-The whole cycle runs with the garbage collector paused: the state holds millions of objects
-at B1's size, and each full collection in the middle of a cycle walked them all.
+The whole cycle runs with the garbage collector paused: the state holds hundreds of
+thousands of objects at B1's size, and each full collection in a cycle walked them all.
 4. **record** -- ``record.decide_record`` then ``do_record_cycle``: one transaction.
 5. **apply** -- after the commit: create, bind, evict, delete and explain, from the
    database's state and the cluster's pods (``apply.py``); its outcome is recorded, and the
