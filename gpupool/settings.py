@@ -209,6 +209,12 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
         "schedule": GPUPOOL_ROLL_UP_INTERVAL_S,
         "options": {"expires": GPUPOOL_ROLL_UP_INTERVAL_S},
     },
+    # Positions come with each cycle; estimated starts (a replay) once a minute, off the cycle.
+    "estimated-starts": {
+        "task": "gpupool.control.refresh_estimates",
+        "schedule": 60.0,
+        "options": {"expires": 60.0},
+    },
 }
 
 # Mail (notifications): printed to the console unless EMAIL_BACKEND says otherwise, e.g.

@@ -7,7 +7,9 @@ due (``GPUPOOL_CYCLE_INTERVAL_S`` after the last one started), until ``stop`` is
 between cycles, never in the middle of one. It also rolls usage up for the cost reports every
 ``GPUPOOL_ROLL_UP_INTERVAL_S`` (what Celery beat's ``roll_up_usage_task`` does with a broker),
 up to the last hour finished on the cluster's clock: the clock the loop stamps usage with (the
-wall clock on Kubernetes, the simulated cluster's in the demo).
+wall clock on Kubernetes, the simulated cluster's in the demo). After a cycle, once
+``estimates.ESTIMATE_REFRESH_S`` has passed since the last refresh, the same thread refreshes
+the estimated starts from that cycle's snapshot.
 """
 
 from __future__ import annotations
@@ -22,13 +24,17 @@ from django.db import close_old_connections, connection
 
 from gpupool.accounting.actions import RollUp, do_roll_up_usage
 from gpupool.control.backends import backend_from_settings
+from gpupool.control.estimates import EstimateRefresher, EstimateRun
 from gpupool.control.loop import ControlLoop, CycleResult
 from gpupool.control.sync import moment
+from gpupool.runtime import gc_paused
+from gpupool.scheduler.types import PolicyInfo
 
 logger = logging.getLogger(__name__)
 
 _shared: ControlLoop | None = None
 _shared_lock = threading.Lock()
+_refresher: EstimateRefresher | None = None  # estimates of a process that runs no cycle
 
 
 def shared_loop() -> ControlLoop:
@@ -70,6 +76,26 @@ def run_shared_roll_up() -> RollUp:
         fresh_connections()
 
 
+def refresh_shared_estimates() -> EstimateRun:
+    """Estimated starts from this process's loop (its last cycle's snapshot, else its own
+    read of the database). A process that has run no cycle makes no loop for it (that would
+    connect to the cluster): it keeps a refresher of its own."""
+    global _refresher
+    fresh_connections()
+    try:
+        with _shared_lock:
+            loop = _shared
+            if loop is None and _refresher is None:
+                _refresher = EstimateRefresher(PolicyInfo())
+        if loop is not None:
+            return loop.refresh_estimates()
+        assert _refresher is not None
+        with gc_paused():
+            return _refresher.refresh(None)
+    finally:
+        fresh_connections()
+
+
 def run_forever(
     loop: ControlLoop,
     stop: threading.Event,
@@ -97,6 +123,12 @@ def run_forever(
             on_cycle(result)
         if result.status == "failed":
             logger.warning("cycle failed: %s", result.error)
+        elif loop.estimates.due() and not stop.is_set():
+            try:
+                run = loop.refresh_estimates()
+                logger.info("estimated starts refreshed: %s", run.as_json())
+            except Exception:  # estimates are advice: a failure never stops the loop
+                logger.exception("estimated starts could not be refreshed")
         if time.monotonic() >= roll_up_due:
             roll_up_due = time.monotonic() + roll_up_every
             try:
