@@ -256,7 +256,7 @@ def ensure_namespace(api: Any, namespace: str) -> None:
             raise
 
 
-def clear_pods(api: Any, namespace: str, timeout_s: float = 300.0) -> None:
+def clear_pods(api: Any, namespace: str, timeout_s: float = 900.0) -> None:
     """Delete every pod of the namespace and wait until they are gone."""
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException
