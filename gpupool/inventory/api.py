@@ -15,6 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.routers import BaseRouter
 
+from gpupool.api.fields import NameRelatedField
 from gpupool.api.permissions import ADMINS, EVERYONE, ActionRoles
 from gpupool.inventory.actions import (
     do_delete_flavor,
@@ -87,7 +88,7 @@ class NodeSerializer(serializers.ModelSerializer[Node]):
     """A node: flavor, GPUs one by one with their health, CPU, memory, NVLink domain, rack,
     zone, cordon and MIG layout, as the cluster sync last saw it."""
 
-    flavor: serializers.SlugRelatedField[Flavor] = serializers.SlugRelatedField(
+    flavor: serializers.SlugRelatedField[Flavor] = NameRelatedField(
         slug_field="name", read_only=True
     )
     gpus = GpuSerializer(many=True, read_only=True)

@@ -20,6 +20,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.routers import BaseRouter
 
+from gpupool.api.fields import NameRelatedField
 from gpupool.api.permissions import ADMINS, EVERYONE, ActionRoles, TenantScoped
 from gpupool.inventory.models import Flavor
 from gpupool.quotas.actions import (
@@ -61,14 +62,14 @@ class QueueSerializer(serializers.ModelSerializer[Queue]):
     limits, its quotas with what it holds, borrows and lends now, and its queue lengths."""
 
     # (declared fields leave the class, so this "parent" does not hide Field.parent)
-    parent: serializers.SlugRelatedField[Queue] = serializers.SlugRelatedField(  # type: ignore[assignment]
+    parent: serializers.SlugRelatedField[Queue] = NameRelatedField(  # type: ignore[assignment]
         slug_field="name",
         queryset=Queue.objects.all(),
         required=False,
         allow_null=True,
         help_text="Empty for the root, which stands for the pool.",
     )
-    tenant: serializers.SlugRelatedField[Tenant] = serializers.SlugRelatedField(
+    tenant: serializers.SlugRelatedField[Tenant] = NameRelatedField(
         slug_field="name", queryset=Tenant.objects.all(), required=False, allow_null=True
     )
     children = serializers.SerializerMethodField()
@@ -276,10 +277,10 @@ class PriorityClassViewSet(viewsets.ModelViewSet[PriorityClass]):
 class BudgetSerializer(serializers.ModelSerializer[PriorityBudget]):
     """A tenant's priority budget for one class and period, and its ledger's sums (GPU-hours)."""
 
-    tenant: serializers.SlugRelatedField[Tenant] = serializers.SlugRelatedField(
+    tenant: serializers.SlugRelatedField[Tenant] = NameRelatedField(
         slug_field="name", read_only=True
     )
-    priority_class: serializers.SlugRelatedField[PriorityClass] = serializers.SlugRelatedField(
+    priority_class: serializers.SlugRelatedField[PriorityClass] = NameRelatedField(
         slug_field="name", read_only=True
     )
     remaining_gpu_hours = serializers.DecimalField(
@@ -322,10 +323,8 @@ class GrantSerializer(serializers.Serializer[Any]):
     """Set the GPU-hours granted to a tenant at a class for a period (written to the ledger
     as the difference)."""
 
-    tenant = serializers.SlugRelatedField(slug_field="name", queryset=Tenant.objects.all())
-    priority_class = serializers.SlugRelatedField(
-        slug_field="name", queryset=PriorityClass.objects.all()
-    )
+    tenant = NameRelatedField(slug_field="name", queryset=Tenant.objects.all())
+    priority_class = NameRelatedField(slug_field="name", queryset=PriorityClass.objects.all())
     period_start = serializers.DateField()
     period_end = serializers.DateField(help_text="Exclusive: the first day after the period.")
     gpu_hours = serializers.DecimalField(max_digits=12, decimal_places=3, min_value=Decimal(0))

@@ -21,6 +21,7 @@ from rest_framework.response import Response
 from rest_framework.routers import BaseRouter
 
 from gpupool.api.access import ADMIN, LEAD, request_access
+from gpupool.api.fields import NameRelatedField
 from gpupool.api.permissions import ADMINS, ActionRoles, TenantScoped
 from gpupool.inventory.models import Flavor
 from gpupool.quotas.actions import (
@@ -55,27 +56,27 @@ class QuotaRequestSerializer(serializers.ModelSerializer[QuotaRequest]):
     ``deserved`` and ``capability`` in GPUs) or to add GPU-hours to a tenant's priority budget
     for a period (``payload``: ``gpu_hours``)."""
 
-    tenant = serializers.SlugRelatedField(
+    tenant = NameRelatedField(
         slug_field="name",
         queryset=Tenant.objects.all(),
         required=False,
         help_text="The tenant asking; a queue-quota request defaults to its queue's tenant.",
     )
     queue = LedQueues(slug_field="name", required=False, allow_null=True)
-    flavor = serializers.SlugRelatedField(
+    flavor = NameRelatedField(
         slug_field="name", queryset=Flavor.objects.all(), required=False, allow_null=True
     )
-    priority_class = serializers.SlugRelatedField(
+    priority_class = NameRelatedField(
         slug_field="name", queryset=PriorityClass.objects.all(), required=False, allow_null=True
     )
     payload = serializers.DictField(
         help_text='queue-quota: {"guarantee", "deserved", "capability"} (the new levels, in '
         'GPUs); budget: {"gpu_hours"} (added to the period\'s grant).'
     )
-    requested_by: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+    requested_by: serializers.SlugRelatedField[Any] = NameRelatedField(
         slug_field="username", read_only=True
     )
-    decided_by: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+    decided_by: serializers.SlugRelatedField[Any] = NameRelatedField(
         slug_field="username", read_only=True
     )
     summary = serializers.CharField(read_only=True)
@@ -170,7 +171,7 @@ class WhatIfRunSerializer(serializers.ModelSerializer[WhatIfRun]):
     result (pool and per-tenant figures today and with the change, and each tenant's change
     in waits) or why it failed."""
 
-    started_by: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+    started_by: serializers.SlugRelatedField[Any] = NameRelatedField(
         slug_field="username", read_only=True
     )
     result = serializers.JSONField(read_only=True, allow_null=True)

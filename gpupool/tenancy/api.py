@@ -11,6 +11,7 @@ from rest_framework import mixins, serializers, viewsets
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.routers import BaseRouter
 
+from gpupool.api.fields import NameRelatedField
 from gpupool.api.permissions import ADMINS, EVERYONE, TENANT_ROLES, ActionRoles, TenantScoped
 from gpupool.tenancy.actions import do_remove_membership, do_save_tenant, do_set_membership
 from gpupool.tenancy.choices import MembershipRole
@@ -83,10 +84,8 @@ class TenantViewSet(
 class MembershipSerializer(serializers.ModelSerializer[Membership]):
     """A user's membership of a tenant, as member or lead."""
 
-    user = serializers.SlugRelatedField(
-        slug_field="username", queryset=get_user_model().objects.all()
-    )
-    tenant = serializers.SlugRelatedField(slug_field="name", queryset=Tenant.objects.all())
+    user = NameRelatedField(slug_field="username", queryset=get_user_model().objects.all())
+    tenant = NameRelatedField(slug_field="name", queryset=Tenant.objects.all())
     role = serializers.ChoiceField(choices=MembershipRole.choices)
 
     class Meta:

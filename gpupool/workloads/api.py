@@ -29,6 +29,7 @@ from rest_framework.routers import BaseRouter
 
 from gpupool.accounting.models import PreemptionEvent
 from gpupool.api.access import request_access
+from gpupool.api.fields import NameRelatedField
 from gpupool.api.permissions import TENANT_ROLES, ActionRoles, TenantScoped
 from gpupool.control.api import PoolNotPlannable
 from gpupool.control.snapshot import SnapshotError
@@ -82,7 +83,7 @@ class PodSetInputSerializer(serializers.Serializer[Any]):
         allow_null=True,
         help_text="Shared flavors only: the fraction of one GPU per pod.",
     )
-    flavor = serializers.SlugRelatedField(
+    flavor = NameRelatedField(
         slug_field="name",
         queryset=Flavor.objects.all(),
         required=False,
@@ -90,7 +91,7 @@ class PodSetInputSerializer(serializers.Serializer[Any]):
         help_text="The first flavor to run on (needed when the pods ask for GPUs).",
     )
     flavor_choices = serializers.ListField(
-        child=serializers.SlugRelatedField(slug_field="name", queryset=Flavor.objects.all()),
+        child=NameRelatedField(slug_field="name", queryset=Flavor.objects.all()),
         required=False,
         default=list,
         max_length=15,
@@ -148,12 +149,12 @@ class WorkloadInputSerializer(serializers.Serializer[Any]):
     name = serializers.RegexField(
         NAME_PATTERN, max_length=63, help_text="Unique in its namespace; a DNS label."
     )
-    queue = serializers.SlugRelatedField(
+    queue = NameRelatedField(
         slug_field="name",
         queryset=Queue.objects.all(),
         help_text="A leaf queue of a tenant you belong to.",
     )
-    priority_class = serializers.SlugRelatedField(
+    priority_class = NameRelatedField(
         slug_field="name",
         queryset=PriorityClass.objects.all(),
         required=False,
@@ -257,7 +258,7 @@ class CancelInputSerializer(serializers.Serializer[Any]):
 class PodSetSerializer(serializers.ModelSerializer[PodSet]):
     """A pod set as submitted."""
 
-    flavor: serializers.SlugRelatedField[Flavor] = serializers.SlugRelatedField(
+    flavor: serializers.SlugRelatedField[Flavor] = NameRelatedField(
         slug_field="name", read_only=True, allow_null=True
     )
     flavor_choices = serializers.SerializerMethodField()
@@ -325,18 +326,18 @@ class PreemptionEventSerializer(serializers.ModelSerializer[PreemptionEvent]):
     and the preemptor's own tenant."""
 
     victim = serializers.SerializerMethodField()
-    victim_queue: serializers.SlugRelatedField[Queue] = serializers.SlugRelatedField(
+    victim_queue: serializers.SlugRelatedField[Queue] = NameRelatedField(
         slug_field="name", read_only=True
     )
-    victim_tenant: serializers.SlugRelatedField[Tenant] = serializers.SlugRelatedField(
+    victim_tenant: serializers.SlugRelatedField[Tenant] = NameRelatedField(
         slug_field="name", read_only=True, allow_null=True
     )
     preemptor = serializers.SerializerMethodField()
     preemptor_owner = serializers.SerializerMethodField()
-    preemptor_queue: serializers.SlugRelatedField[Queue] = serializers.SlugRelatedField(
+    preemptor_queue: serializers.SlugRelatedField[Queue] = NameRelatedField(
         slug_field="name", read_only=True, allow_null=True
     )
-    preemptor_tenant: serializers.SlugRelatedField[Tenant] = serializers.SlugRelatedField(
+    preemptor_tenant: serializers.SlugRelatedField[Tenant] = NameRelatedField(
         slug_field="name", read_only=True, allow_null=True
     )
     preemptor_class = serializers.SerializerMethodField()
@@ -392,14 +393,12 @@ class PreemptionEventSerializer(serializers.ModelSerializer[PreemptionEvent]):
 class WorkloadSerializer(serializers.ModelSerializer[Workload]):
     """A workload as a list shows it."""
 
-    queue: serializers.SlugRelatedField[Queue] = serializers.SlugRelatedField(
-        slug_field="name", read_only=True
-    )
+    queue: serializers.SlugRelatedField[Queue] = NameRelatedField(slug_field="name", read_only=True)
     tenant = serializers.SerializerMethodField()
-    priority_class: serializers.SlugRelatedField[PriorityClass] = serializers.SlugRelatedField(
+    priority_class: serializers.SlugRelatedField[PriorityClass] = NameRelatedField(
         slug_field="name", read_only=True
     )
-    submitter: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+    submitter: serializers.SlugRelatedField[Any] = NameRelatedField(
         slug_field="username", read_only=True, allow_null=True
     )
     gpus = serializers.SerializerMethodField()

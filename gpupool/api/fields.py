@@ -1,0 +1,25 @@
+"""Serializer fields the API shares."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+
+class NameRelatedField(serializers.SlugRelatedField):  # type: ignore[type-arg]
+    """An object named by one of its text fields (a flavor, queue or tenant by name).
+
+    A NUL character is refused with the field's own error, as DRF's text fields refuse it:
+    PostgreSQL cannot compare text holding one, and the lookup would fail as a server error.
+    """
+
+    default_error_messages = {
+        "null_characters": "Null characters are not allowed.",
+    }
+
+    def to_internal_value(self, data: Any) -> Any:
+        """The object named ``data``; refuses a name holding a NUL character."""
+        if isinstance(data, str) and "\x00" in data:
+            self.fail("null_characters")
+        return super().to_internal_value(data)
