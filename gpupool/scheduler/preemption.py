@@ -135,7 +135,7 @@ def remove_workload(statement: Statement, victim: RunningWork) -> None:
 def restore_workload(statement: Statement, victim: RunningWork) -> None:
     """Put a removed workload back exactly where it was."""
     for pod in victim.pods:
-        statement.place(pod.node, pod.shape, pod.gpus)
+        statement.put_back(pod.node, pod.shape, pod.gpus)
     statement.charge(victim.info.queue, victim.need)
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from scheduler_builders import check_invariants, snapshots
+from scheduler_builders import check_invariants, failing_pools, snapshots
 
 from gpupool.scheduler import NATIVE, plan, victims
 from gpupool.scheduler.scenario import Scenario, dump_plan, scenario_from_dict
@@ -22,6 +22,15 @@ from gpupool.simulation.scale_pool import synthetic_snapshot
 @given(snapshots())
 def test_every_plan_keeps_the_invariants(data: dict[str, Any]) -> None:
     """Capacity, gangs, protection, priority, capability: never violated."""
+    loaded = scenario_from_dict(data)
+    check_invariants(loaded, plan(loaded.snapshot, loaded.policy, loaded.now))
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(failing_pools())
+def test_no_eviction_frees_room_the_preemptor_cannot_use(data: dict[str, Any]) -> None:
+    """Where GPUs failed or nodes were cordoned under running work, every preemptor still
+    fits on healthy, schedulable GPUs once its victims are gone (and every invariant holds)."""
     loaded = scenario_from_dict(data)
     check_invariants(loaded, plan(loaded.snapshot, loaded.policy, loaded.now))
 
