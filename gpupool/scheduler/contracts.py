@@ -60,6 +60,16 @@ class Standing:
         """Whether this workload may evict others (not ``Never``, not demoted for budget)."""
         return not self.budget_demoted and self.declared.preemption_policy != "Never"
 
+    @property
+    def may_reclaim(self) -> bool:
+        """Whether this workload may take back lent capacity: neither its class nor the one
+        it competes at says ``Never`` (reclaim is the queue's right, not the class's, so a
+        budget-demoted workload may, like any of the default class)."""
+        return "Never" not in (
+            self.declared.preemption_policy,
+            self.effective.preemption_policy,
+        )
+
 
 def gpu_count(workload: WorkloadInfo) -> float:
     """GPUs the workload holds or asks (fractions count ``gpu_milli / 1000``)."""

@@ -299,6 +299,8 @@ def _reclaim_in(
     for work in cycle.blocked_in_order(queue):
         if attempts >= limit:
             break
+        if not work.standing.may_reclaim:
+            continue
         need = work.assignments[0].need if work.assignments else {}
         # Reclaim returns lent GPU quota; work that asks no GPU has none to reclaim.
         if not any(need.values()) or cycle.quota.below_deserved(queue, need) == fair:

@@ -289,8 +289,10 @@ def check_invariants(loaded: Scenario, result: Plan) -> None:
         assert contracts.protected_until(victim) <= loaded.now, f"{victim.name} protected"
         assert eviction.preemptor is not None
         preemptor = workloads[eviction.preemptor]
+        assert classes[preemptor.priority_class].preemption_policy != "Never", (
+            f"{victim.name} evicted for {preemptor.name}, whose class says Never"
+        )
         if eviction.reason == "preempt":
-            assert classes[preemptor.priority_class].preemption_policy != "Never"
             assert not contracts.standing[preemptor.name].budget_demoted
             assert (
                 contracts.standing[victim.name].value < contracts.standing[preemptor.name].value
