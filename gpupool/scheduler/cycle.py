@@ -165,20 +165,25 @@ def _attempt(cycle: Cycle, work: PendingWork) -> bool:
         statement.discard()
         work.verdict = result
         if (
-            result.reason in ("capacity", "fragmentation", "behind")
+            result.reason in HOLDING_REASONS
             and cycle.contracts.starving(work.info)
             and work.name not in cycle.cluster.holds
         ):
             assignment = work.assignments[0]
-            if cycle.quota.check(work.info.queue, assignment.need) is None and cycle.hold_for(
-                work, assignment, statement
-            ):
-                statement.commit()
-                work.verdict = Verdict(result.reason, {**result.facts, "holding_capacity": True})
+            if cycle.quota.check(work.info.queue, cycle.minimum_need(work, assignment)) is None:
+                nodes = cycle.hold_for(work, assignment, statement)
+                if nodes is not None:
+                    statement.commit()
+                    facts = {**result.facts, "holding_capacity": True, "held_nodes": nodes}
+                    work.verdict = Verdict(result.reason, facts)
         return False
     statement.commit()
     cycle.admit(work, *result)
     return True
+
+
+# What a starving workload stopped by these is held capacity for (quota stops it otherwise).
+HOLDING_REASONS = frozenset({"capacity", "fragmentation", "behind", "topology"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,7 +306,7 @@ def _reclaim_in(
             break
         if not work.standing.may_reclaim:
             continue
-        need = work.assignments[0].need if work.assignments else {}
+        need = cycle.minimum_need(work)
         # Reclaim returns lent GPU quota; work that asks no GPU has none to reclaim.
         if not any(need.values()) or cycle.quota.below_deserved(queue, need) == fair:
             continue

@@ -105,6 +105,7 @@ class Cycle:
         occupied = self._occupancy()
         self.cluster = ClusterState(snapshot.nodes, occupied)
         self._empty_classes: dict[str, dict[CanonKey, int]] | None = None
+        self._empty: ClusterState | None = None
         pool: dict[str, int] = defaultdict(int)
         cpu = memory = 0
         for node in snapshot.nodes:
@@ -162,6 +163,7 @@ class Cycle:
         self.start_free: dict[str, tuple[int, int, int]] = {}
         self._failed: dict[tuple[object, ...], tuple[int, int, Verdict]] = {}
         self._totals: dict[tuple[int, int], list[tuple[str, int, int, int]]] = {}
+        self._minimum_needs: dict[tuple[int, int], dict[str, int]] = {}
 
     # -- building ----------------------------------------------------------------------------
 
@@ -506,37 +508,104 @@ class Cycle:
         self.shares.add(work.info.queue, vector)
         work.verdict = None
 
-    def hold_for(self, work: PendingWork, assignment: Assignment, statement: Statement) -> bool:
-        """Hold the nodes closest to fitting the starving gang on ``statement``; False (and
-        nothing held) if the gang could not fit even on the empty pool."""
+    def hold_for(
+        self, work: PendingWork, assignment: Assignment, statement: Statement
+    ) -> list[str] | None:
+        """Hold the nodes closest to fitting the starving gang on ``statement`` -- inside one
+        NVLink domain for a ``domain`` gang -- and return them; None (and nothing held) if
+        the gang could not fit even on the empty pool (in one domain, for a ``domain``
+        gang)."""
         by_flavor: dict[str, list[PodShape]] = defaultdict(list)
         for pod in assignment.pods:
             by_flavor[pod.flavor].append(pod.shape)
         if self._empty_classes is None:
-            self._empty_classes = ClusterState(self.snapshot.nodes).class_counts()
-        healthy = sum(
-            count_placeable(self._empty_classes.get(f, {}), shapes, self.placer, f)
-            for f, shapes in by_flavor.items()
-        )
-        if healthy < work.minimum:
-            return False
+            self._empty_classes = self._empty_cluster().class_counts()
         held = self.cluster.held
         nodes: list[str] = []
-        for pod in assignment.pods:
-            classes = self.cluster.classes.get(pod.flavor, {})
-            # The node closest to fitting: most free GPUs first (then a fixed order).
-            for key in sorted(classes, key=lambda k: (-sum(k[0]), k)):
-                name = next((n for n in classes[key] if n not in held and n not in nodes), None)
-                if name is not None:
-                    nodes.append(name)
-                    break
+        if work.info.topology == "domain":
+            domain = self._domain_to_hold(work, assignment)
+            if domain is None:
+                return None
+            cluster = self.cluster
+            members = cluster.domain_nodes[(assignment.pods[0].flavor, domain)]
+            free = sorted(
+                (n for n in members if n not in held),
+                key=lambda n: (-sum(cluster.state[n].gpu_free_milli), n),
+            )
+            nodes = free[: len(assignment.pods)]
+        else:
+            healthy = sum(
+                count_placeable(self._empty_classes.get(f, {}), shapes, self.placer, f)
+                for f, shapes in by_flavor.items()
+            )
+            if healthy < work.minimum:
+                return None
+            for pod in assignment.pods:
+                classes = self.cluster.classes.get(pod.flavor, {})
+                # The node closest to fitting: most free GPUs first (then a fixed order).
+                for key in sorted(classes, key=lambda k: (-sum(k[0]), k)):
+                    name = next((n for n in classes[key] if n not in held and n not in nodes), None)
+                    if name is not None:
+                        nodes.append(name)
+                        break
         statement.hold(work.name, nodes)
-        return True
+        return nodes
+
+    def _empty_cluster(self) -> ClusterState:
+        """The pool with nothing running: its healthy capacity (built once, when needed)."""
+        if self._empty is None:
+            self._empty = ClusterState(self.snapshot.nodes)
+        return self._empty
+
+    def _domain_to_hold(self, work: PendingWork, assignment: Assignment) -> str | None:
+        """The NVLink domain a starving ``domain`` gang holds: of the domains whose healthy
+        nodes could hold its minimum when empty, the one with the most free GPUs now (not
+        counting held nodes), then by name."""
+        pods = assignment.pods
+        if not pods or any(pod.flavor != pods[0].flavor for pod in pods):
+            return None
+        flavor = pods[0].flavor
+        cluster = self.cluster
+        empty = self._empty_cluster()
+        shapes = [pod.shape for pod in pods]
+        best: tuple[int, str] | None = None
+        for (of, domain), members in sorted(cluster.domain_nodes.items()):
+            if of != flavor:
+                continue
+            classes: dict[CanonKey, int] = defaultdict(int)
+            for name in members:
+                classes[empty.canon[name]] += 1
+            if count_placeable(classes, shapes, self.placer, flavor) < work.minimum:
+                continue
+            free = sum(
+                sum(cluster.state[n].gpu_free_milli) for n in members if n not in cluster.held
+            )
+            if best is None or (-free, domain) < best:
+                best = (-free, domain)
+        return None if best is None else best[1]
 
     def evict(self, victims: list[RunningWork], reason: EvictReason, preemptor: str) -> None:
         """Record evictions (already removed on a committed statement)."""
         for victim in victims:
             self.evicted[victim.name] = Eviction(victim.name, reason, preemptor)
+
+    def minimum_need(
+        self, work: PendingWork, assignment: Assignment | None = None
+    ) -> dict[str, int]:
+        """Milli-GPU per flavor of the pods the gang cannot run without (its ``min_member``
+        first pods) under an assignment (default its first): what preemption, reclaim and a
+        hold make room for, as allocate admits an elastic gang with as many pods as fit."""
+        if assignment is None:
+            if not work.assignments:
+                return {}
+            assignment = work.assignments[0]
+        if work.minimum >= len(assignment.pods):
+            return assignment.need
+        memo = (id(assignment), work.minimum)
+        need = self._minimum_needs.get(memo)
+        if need is None:
+            need = self._minimum_needs[memo] = prefix_need(assignment.pods, work.minimum)
+        return need
 
     def blocked_in_order(self, queue: str) -> list[PendingWork]:
         """Pending workloads of a queue that a preemption or reclaim could help, by rank."""
@@ -555,17 +624,22 @@ class Cycle:
     def fits(self, work: PendingWork) -> Callable[[Statement], bool]:
         """A check that the workload would pass quota and placement on a statement."""
 
+        # Room for the gang's minimum is enough (allocate then admits as many pods as fit).
+        options = [
+            (self.minimum_need(work, assignment), assignment.pods[: max(work.minimum, 1)])
+            for assignment in work.assignments
+        ]
+
         def check(statement: Statement) -> bool:
-            for assignment in work.assignments:
-                if self.quota.check(work.info.queue, assignment.need) is not None:
+            for need, pods in options:
+                if self.quota.check(work.info.queue, need) is not None:
                     continue
                 if any(
-                    amount > self.cluster.free_gpu[flavor]
-                    for flavor, amount in assignment.need.items()
-                ) or not self.placer.may_fit(assignment.pods, work.minimum):
+                    amount > self.cluster.free_gpu[flavor] for flavor, amount in need.items()
+                ) or not self.placer.may_fit(pods, work.minimum):
                     continue
                 trial = statement.child()
-                placed = self.placer.place(trial, assignment.pods, work.minimum, work.info.topology)
+                placed = self.placer.place(trial, pods, work.minimum, work.info.topology)
                 trial.discard()
                 if placed is not None:
                     return True

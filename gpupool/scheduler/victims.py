@@ -76,7 +76,7 @@ def search_orders(cycle: Cycle, work: PendingWork, reclaimer: str | None) -> Sea
 def might_suffice(cycle: Cycle, work: PendingWork) -> tuple[Callable[[RunningWork], bool], int]:
     """Whether one victim frees as many GPUs of each flavor as the preemptor lacks, and the
     fewest milli-GPUs such a victim can hold."""
-    need = work.assignments[0].need if work.assignments else {}
+    need = cycle.minimum_need(work)
     missing = {
         flavor: max(
             amount - cycle.cluster.free_gpu[flavor],
