@@ -69,10 +69,7 @@ def run_cycle(snapshot: Snapshot, policy: PolicyInfo, now: float) -> Cycle:
 
 def enqueue(cycle: Cycle) -> None:
     """# 1 Settle what keeps a workload out of this cycle: missing pods, quota, victims."""
-    leaving: dict[str, list[str]] = defaultdict(list)
-    for running in cycle.running.values():
-        if running.info.evicting_for is not None:
-            leaving[running.info.evicting_for].append(running.name)
+    leaving = cycle.leaving
     never: dict[tuple[str, int, int], Verdict | None] = {}
     for work in cycle.pending.values():
         info = work.info
@@ -83,7 +80,7 @@ def enqueue(cycle: Cycle) -> None:
         if info.name in leaving:
             work.schedulable = False
             cycle.waiting.add(info.name)
-            work.victims = sorted(leaving[info.name])
+            work.victims = [victim.name for victim in leaving[info.name]]
             work.verdict = Verdict("waiting-for-preemption", {"victims": work.victims})
             continue
         memo = (info.queue, id(work.assignments), work.minimum)
@@ -115,6 +112,10 @@ def _never_runs(
 def allocate(cycle: Cycle) -> None:
     """# 2 Queues by DRF (or rank); inside a queue by rank; quota, then gang placement."""
     cycle.snapshot_start()
+    # Promises first: a preemptor whose victims are still leaving keeps its place (what they
+    # free is held for it); one whose victims are gone is served before anyone else.
+    for name in sorted(cycle.leaving):
+        cycle.keep_promise(cycle.pending[name])
     nominated = sorted(
         (w for w in cycle.pending.values() if w.info.nominated and w.schedulable),
         key=lambda w: w.rank,
@@ -339,10 +340,12 @@ def _reclaim_in(
 
 def backfill(cycle: Cycle) -> None:
     """# 5 Idle GPUs behind a hold go to work that can be evicted at any time; evicts nobody."""
-    if not cycle.cluster.held:
+    cluster = cycle.cluster
+    starving = [holder for holder in cluster.holds if holder not in cluster.promised]
+    if not starving:
         return
-    opened = Statement(cycle.cluster, cycle.quota)
-    opened.open_holds()
+    opened = Statement(cluster, cycle.quota)
+    opened.open_holds(starving)
     for work in sorted(cycle.pending.values(), key=lambda w: w.rank):
         if (
             not work.schedulable

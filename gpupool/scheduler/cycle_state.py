@@ -24,7 +24,12 @@ from gpupool.scheduler.explain import Verdict, quota_verdict
 from gpupool.scheduler.fairshare import CPU, MEMORY, DominantShares, gpu_resource
 from gpupool.scheduler.fragmentation import PodShape, ShapeDistribution
 from gpupool.scheduler.placement import Placer, PodRequest, count_placeable
-from gpupool.scheduler.preemption import VICTIM_SEARCHES, RunningWork, victim_preference
+from gpupool.scheduler.preemption import (
+    VICTIM_SEARCHES,
+    RunningWork,
+    remove_workload,
+    victim_preference,
+)
 from gpupool.scheduler.quota import QuotaTree
 from gpupool.scheduler.statement import CanonKey, ClusterState, PlacedPod, Statement
 from gpupool.scheduler.types import (
@@ -159,6 +164,12 @@ class Cycle:
         self.admitted: dict[str, list[PlacedPod]] = {}
         self.evicted: dict[str, Eviction] = {}
         self.waiting: set[str] = set()
+        # Pending preemptors whose victims are still leaving, and those victims by name.
+        self.leaving: dict[str, list[RunningWork]] = defaultdict(list)
+        for running in sorted(self.running.values(), key=lambda r: r.name):
+            preemptor = running.info.evicting_for
+            if preemptor is not None and preemptor in self.pending:
+                self.leaving[preemptor].append(running)
         self.start_classes: dict[str, dict[CanonKey, int]] = {}
         self.start_free: dict[str, tuple[int, int, int]] = {}
         self._failed: dict[tuple[object, ...], tuple[int, int, Verdict]] = {}
@@ -443,12 +454,17 @@ class Cycle:
             (
                 name
                 for name, nodes in self.cluster.holds.items()
-                if any(self.nodes[node].flavor == flavor for node in nodes)
+                if name != work.name and any(self.nodes[node].flavor == flavor for node in nodes)
             ),
             None,
         )
         if holder is not None:
             facts["held_for"] = holder
+            if holder in self.cluster.promised:
+                facts["held_because"] = "nominated"
+            else:
+                facts["held_because"] = "starving"
+                facts["starving_since"] = self.contracts.starves_at(self.pending[holder].info)
         return Verdict("behind", facts)
 
     def placement_verdict(
@@ -583,6 +599,31 @@ class Cycle:
             if best is None or (-free, domain) < best:
                 best = (-free, domain)
         return None if best is None else best[1]
+
+    def keep_promise(self, work: PendingWork) -> bool:
+        """Hold for a nominated preemptor, while its victims leave, the nodes where it will
+        run once they are gone, and move their quota to it: nothing else is admitted there,
+        from any queue. False (nothing held) when it would not fit even then."""
+        victims = self.leaving[work.name]
+        trial = Statement(self.cluster, self.quota)
+        for victim in victims:
+            remove_workload(trial, victim)
+        result = self.try_place(work, trial)
+        trial.discard()
+        if isinstance(result, Verdict):
+            return False
+        placed = result[1]
+        statement = Statement(self.cluster, self.quota)
+        for victim in victims:
+            statement.charge(victim.info.queue, victim.need, sign=-1)
+        statement.charge(work.info.queue, self._need_of(placed))
+        nodes = list(dict.fromkeys(pod.node for pod in placed))
+        statement.hold(work.name, nodes, promised=True)
+        statement.commit()
+        work.verdict = Verdict(
+            "waiting-for-preemption", {"victims": work.victims, "held_nodes": nodes}
+        )
+        return True
 
     def evict(self, victims: list[RunningWork], reason: EvictReason, preemptor: str) -> None:
         """Record evictions (already removed on a committed statement)."""

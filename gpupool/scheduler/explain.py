@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import cast, get_args
 
 from gpupool.scheduler.quota import QuotaShortfall
+from gpupool.scheduler.scenario import format_time
 from gpupool.scheduler.types import MILLI, PendingExplanation, PendingReason
 
 
@@ -22,6 +23,12 @@ class Verdict:
 
     reason: PendingReason
     facts: Mapping[str, object] = field(default_factory=dict)
+
+
+def when(value: object) -> str:
+    """A time for sentences: POSIX seconds in the facts, UTC ISO 8601 here (pages show the
+    facts' seconds in the viewer's zone); ``?`` when missing."""
+    return format_time(value) if isinstance(value, int | float) else "?"
 
 
 def number(value: object) -> str:
@@ -130,9 +137,11 @@ def sentence(verdict: Verdict, position: int) -> str:
     if reason == "waiting-for-preemption":
         victims = facts.get("victims", [])
         named = ", ".join(str(v) for v in victims) if isinstance(victims, list) else ""
+        nodes = facts.get("held_nodes")
+        where = f" on {', '.join(map(str, nodes))}" if isinstance(nodes, list) and nodes else ""
         if named:
-            return f"Evicting {named} to make room; that capacity is held for it."
-        return "Its victims are still leaving; the capacity they free is held for it."
+            return f"Evicting {named} to make room; that capacity is held for it{where}."
+        return f"Its victims are still leaving; the capacity they free is held for it{where}."
     blocker = facts.get("blocked_by")
     if blocker:
         return (
@@ -140,8 +149,16 @@ def sentence(verdict: Verdict, position: int) -> str:
             f"it, cannot be admitted yet: position {position}."
         )
     holder = facts.get("held_for")
+    if holder and facts.get("held_because") == "nominated":
+        return (
+            f"Capacity is held for {holder}, which waits for the workloads it evicted to "
+            f"leave: position {position}."
+        )
     if holder:
-        return f"Capacity is held for starving workload {holder}: position {position}."
+        return (
+            f"Capacity is held for {holder}, which has starved since "
+            f"{when(facts.get('starving_since'))}: position {position}."
+        )
     return (
         f"Higher-ranked work holds the capacity it needs: position {position} in queue "
         f"{facts.get('queue')}."

@@ -112,6 +112,7 @@ class ClusterState:
         self.free_memory: dict[str, int] = defaultdict(int)
         self.held: set[str] = set()  # nodes placement must leave alone (holds)
         self.holds: dict[str, list[str]] = {}  # holder -> the nodes held for it, in hold order
+        self.promised: set[str] = set()  # holders whose victims are still leaving (nominations)
         self.generation = 0
         # Nodes where a leaving pod frees less than it holds: per node, None when nothing it
         # held can be allocated again (cordoned or NotReady), else its unhealthy GPUs.
@@ -258,22 +259,29 @@ class Statement:
             if amount:
                 self.quota.add(queue, flavor, -sign * amount)
 
-    def hold(self, holder: str, nodes: list[str]) -> None:
-        """Hold ``nodes`` for a starving workload: placement leaves them alone."""
+    def hold(self, holder: str, nodes: list[str], *, promised: bool = False) -> None:
+        """Hold ``nodes`` for a workload: placement leaves them alone. A starving workload's
+        hold may be opened to backfill; a ``promised`` one (a nominated preemptor's place,
+        while its victims leave) never is."""
         cluster = self.cluster
         cluster.holds[holder] = nodes
         cluster.held.update(nodes)
+        if promised:
+            cluster.promised.add(holder)
         self._undo.append(lambda: self._release(holder, nodes))
 
     def _release(self, holder: str, nodes: list[str]) -> None:
         del self.cluster.holds[holder]
         self.cluster.held.difference_update(nodes)
+        self.cluster.promised.discard(holder)
 
-    def open_holds(self) -> None:
-        """Let placement use the held nodes (the holds stay recorded, with their holders)."""
-        opened = set(self.cluster.held)
-        self.cluster.held.clear()
-        self._undo.append(lambda: self.cluster.held.update(opened))
+    def open_holds(self, holders: list[str]) -> None:
+        """Let placement use the nodes held for ``holders`` (the holds stay recorded)."""
+        cluster = self.cluster
+        opened = {node for holder in holders for node in cluster.holds[holder]}
+        opened &= cluster.held
+        cluster.held.difference_update(opened)
+        self._undo.append(lambda: cluster.held.update(opened))
 
     def commit(self) -> None:
         """Keep every change (a nested statement hands them to its parent)."""

@@ -303,9 +303,13 @@ def check_invariants(loaded: Scenario, result: Plan) -> None:
     _preemptors_fit_on_healthy_gpus(loaded, result)
     # Reclaim never takes a victim's queue below its deserved share (fair-share reclaim
     # included): what its workloads hold once the plan is applied (admissions counted). A queue
-    # with a preemptor of its own in the plan also counts that preemptor's reservation, whose
-    # flavor the plan does not show, so such queues are left out of this check.
+    # with a preemptor of its own in the plan -- or one still waiting for earlier victims to
+    # leave -- also counts that preemptor's reservation, whose flavor the plan does not show,
+    # so such queues are left out of this check.
     reserving = {workloads[e.preemptor].queue for e in result.evict if e.preemptor}
+    reserving |= {
+        workloads[p.workload].queue for p in result.pending if p.reason == "waiting-for-preemption"
+    }
     for eviction in result.evict:
         if eviction.reason != "reclaim" or workloads[eviction.workload].queue in reserving:
             continue
