@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from gpupool.scheduler.cycle_state import Assignment, Cycle, PendingWork, prefix_need
 from gpupool.scheduler.explain import Verdict, explanation, quota_verdict
 from gpupool.scheduler.preemption import find_victims
-from gpupool.scheduler.statement import PlacedPod, Statement
+from gpupool.scheduler.statement import Statement
 from gpupool.scheduler.types import (
     Admission,
     PendingExplanation,
@@ -248,17 +248,37 @@ def preempt(cycle: Cycle) -> None:
                 break
             if not work.standing.may_preempt:
                 continue
+            backfilled = cycle.backfilled_on_hold(work)
+            if backfilled:
+                # What backfilled onto its hold goes first, whatever its queue.
+                statement = _search_statement(cycle, work)
+                victims = find_victims(statement, backfilled, cycle.fits(work))
+                if victims is not None:
+                    attempts += 1
+                    if cycle.reserve(work, statement, victims):
+                        cycle.evict(victims, "preempt", work.name)
+                    continue
+                statement.discard()
             candidates = preempt_candidates(cycle, queue, work)
             if not candidates:
                 continue
             attempts += 1
-            statement = Statement(cycle.cluster, cycle.quota)
+            statement = _search_statement(cycle, work)
             search = search_orders(cycle, work, None)
             victims = find_victims(statement, candidates, cycle.fits(work), orders=search)
             if victims is None:
                 continue
             if cycle.reserve(work, statement, victims):
                 cycle.evict(victims, "preempt", work.name)
+
+
+def _search_statement(cycle: Cycle, work: PendingWork) -> Statement:
+    """A statement for a victim search on behalf of ``work``: the capacity held for it, if
+    any, is open to it (its reservation, when committed, takes that hold's place)."""
+    statement = Statement(cycle.cluster, cycle.quota)
+    if work.name in cycle.cluster.holds:
+        statement.open_holds([work.name])
+    return statement
 
 
 # -- 4 reclaim ------------------------------------------------------------------------------------
@@ -319,7 +339,7 @@ def _reclaim_in(
             if found is None:
                 continue
             among, guard = found
-        statement = Statement(cycle.cluster, cycle.quota)
+        statement = _search_statement(cycle, work)
         attempts += 1
         victims = find_victims(
             statement,
@@ -339,33 +359,64 @@ def _reclaim_in(
 
 
 def backfill(cycle: Cycle) -> None:
-    """# 5 Idle GPUs behind a hold go to work that can be evicted at any time; evicts nobody."""
+    """# 5 Capacity held for a starving workload, lent to work that gives it back in time.
+
+    Holder by holder (in rank order), its hold is opened to work kept off it (``behind``)
+    that either is expected to end before the holder could start (Slurm's backfill rule) or
+    has no protected window and is of a priority the holder may evict, whatever its queue:
+    such an admission names the holder (``backfill_for``), which evicts it once that makes
+    room for it (phase 3). Backfill evicts nobody, and quota applies as in allocate.
+    """
     cluster = cycle.cluster
-    starving = [holder for holder in cluster.holds if holder not in cluster.promised]
-    if not starving:
+    holders = sorted(
+        (cycle.pending[h] for h in cluster.holds if h not in cluster.promised),
+        key=lambda w: w.rank,
+    )
+    if not holders:
         return
-    opened = Statement(cluster, cycle.quota)
-    opened.open_holds(starving)
-    for work in sorted(cycle.pending.values(), key=lambda w: w.rank):
-        if (
-            not work.schedulable
-            or "blocked_by" in (work.verdict.facts if work.verdict else {})
-            or work.name in cycle.admitted
-            or work.name in cycle.waiting
-            or work.name in cycle.cluster.holds
-            or work.verdict is None
-            or work.verdict.reason != "behind"
-            or cycle.contracts.protected_runtime(work.info) > 0
-        ):
-            continue
-        statement = Statement(cycle.cluster, cycle.quota)
-        result = cycle.try_place(work, statement)
-        if isinstance(result, Verdict):
-            statement.discard()
-            continue
-        statement.commit()
-        cycle.admit(work, *result)
-    opened.discard()  # the holds close again behind what backfill placed
+    candidates = [
+        work
+        for work in sorted(cycle.pending.values(), key=lambda w: w.rank)
+        if work.schedulable
+        and work.verdict is not None
+        and work.verdict.reason == "behind"
+        and "blocked_by" not in work.verdict.facts
+        and work.name not in cycle.waiting
+        and work.name not in cluster.holds
+    ]
+    for holder in holders:
+        start = cycle.hold_start(holder)
+        held = set(cluster.holds[holder.name])
+        opened = Statement(cluster, cycle.quota)
+        opened.open_holds([holder.name])
+        for work in candidates:
+            if work.name in cycle.admitted:
+                continue
+            evictable = _hold_may_evict(cycle, holder, work)
+            runtime = work.info.expected_runtime_s
+            in_time = start is not None and runtime is not None and cycle.now + runtime <= start
+            if not (evictable or in_time):
+                continue
+            statement = Statement(cluster, cycle.quota)
+            result = cycle.try_place(work, statement)
+            if isinstance(result, Verdict):
+                statement.discard()
+                continue
+            statement.commit()
+            assignment, placed = result
+            on_hold = evictable and any(pod.node in held for pod in placed)
+            cycle.admit(work, assignment, placed, backfill_for=holder.name if on_hold else None)
+        opened.discard()  # the hold closes again behind what backfill placed
+
+
+def _hold_may_evict(cycle: Cycle, holder: PendingWork, work: PendingWork) -> bool:
+    """Whether the holder could evict ``work`` later: it has no protected window, the
+    holder may preempt, and ``work`` competes at no higher a priority."""
+    return (
+        holder.standing.may_preempt
+        and work.standing.value <= holder.standing.value
+        and cycle.contracts.protected_runtime(work.info) == 0
+    )
 
 
 Phase = Callable[[Cycle], None]
@@ -384,7 +435,7 @@ PHASES: Mapping[str, Phase] = {
 
 def plan_of(cycle: Cycle) -> Plan:
     """The plan a finished cycle produced."""
-    admit = tuple(_admission(cycle, name, cycle.admitted[name]) for name in sorted(cycle.admitted))
+    admit = tuple(_admission(cycle, name) for name in sorted(cycle.admitted))
     evict = tuple(cycle.evicted[name] for name in sorted(cycle.evicted))
     return Plan(admit=admit, evict=evict, pending=tuple(pending_explanations(cycle)))
 
@@ -418,14 +469,15 @@ def _budget_verdict(cycle: Cycle, work: PendingWork, then: Verdict) -> Verdict:
     return Verdict("budget", facts)
 
 
-def _admission(cycle: Cycle, name: str, pods: list[PlacedPod]) -> Admission:
-    """Where each placed pod goes, and which pod of the workload it is."""
+def _admission(cycle: Cycle, name: str) -> Admission:
+    """Where each placed pod goes, which pod of the workload it is, and whose hold it uses."""
     placement: list[PodPlacement] = []
+    pods = cycle.admitted[name]
     for pod in pods:
         shared = cycle.nodes[pod.node].flavor in cycle.shared_flavors
         placement.append(PodPlacement(pod.node, pod.gpus, pod.shape.milli if shared else None))
     refs = tuple(PodRef(pod.pod_set, pod.index) for pod in pods)
-    return Admission(name, tuple(placement), refs)
+    return Admission(name, tuple(placement), refs, cycle.backfilled.get(name))
 
 
 __all__ = ["PHASES", "plan", "plan_of", "run_cycle"]

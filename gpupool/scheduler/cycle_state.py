@@ -162,8 +162,13 @@ class Cycle:
         for work in sorted(self.pending.values(), key=lambda w: w.rank):
             self.by_queue[work.info.queue].append(work)
         self.admitted: dict[str, list[PlacedPod]] = {}
+        self.backfilled: dict[str, str] = {}  # admitted by backfill -> the holder it may evict
         self.evicted: dict[str, Eviction] = {}
         self.waiting: set[str] = set()
+        self._backfilled_for: dict[str, list[RunningWork]] = defaultdict(list)
+        for running in sorted(self.running.values(), key=lambda r: (r.order, r.name)):
+            if running.info.backfilled_for is not None:
+                self._backfilled_for[running.info.backfilled_for].append(running)
         # Pending preemptors whose victims are still leaving, and those victims by name.
         self.leaving: dict[str, list[RunningWork]] = defaultdict(list)
         for running in sorted(self.running.values(), key=lambda r: r.name):
@@ -511,9 +516,18 @@ class Cycle:
             for flavor in self.cluster.free_gpu
         }
 
-    def admit(self, work: PendingWork, assignment: Assignment, placed: list[PlacedPod]) -> None:
-        """Record an admission (the statement holding it is committed by the caller)."""
+    def admit(
+        self,
+        work: PendingWork,
+        assignment: Assignment,
+        placed: list[PlacedPod],
+        backfill_for: str | None = None,
+    ) -> None:
+        """Record an admission (the statement holding it is committed by the caller), and the
+        starving workload whose held capacity backfill gave it, if any."""
         self.admitted[work.name] = placed
+        if backfill_for is not None:
+            self.backfilled[work.name] = backfill_for
         vector = assignment.vector
         if len(placed) < len(assignment.pods):  # an elastic gang took fewer pods
             vector = defaultdict(int)
@@ -599,6 +613,53 @@ class Cycle:
             if best is None or (-free, domain) < best:
                 best = (-free, domain)
         return None if best is None else best[1]
+
+    def hold_start(self, work: PendingWork) -> float | None:
+        """The earliest time a holder could start on its held nodes: when the running work
+        there expected to end first has freed, together with what is free now, as many GPUs
+        as its gang's minimum asks. None when that depends on work with no expected end.
+        (Counting GPUs in total over the held nodes can only make the answer earlier, which
+        is the safe side for backfill.)"""
+        nodes = self.cluster.holds.get(work.name, [])
+        if not work.assignments:
+            return None
+        need = sum(self.minimum_need(work).values())
+        free = sum(sum(self.cluster.state[node].gpu_free_milli) for node in nodes)
+        if free >= need:
+            return self.now
+        held = set(nodes)
+        leaving: list[tuple[float, int]] = []
+        for running in self.running.values():
+            freed = sum(
+                len(self.cluster.usable(pod.node, pod.gpus) or ()) * pod.shape.milli
+                for pod in running.pods
+                if pod.node in held
+            )
+            if not freed:
+                continue
+            info = running.info
+            if info.expected_runtime_s is None or info.started_at is None:
+                return None
+            leaving.append((info.started_at + info.expected_runtime_s, freed))
+        for end, freed in sorted(leaving):
+            free += freed
+            if free >= need:
+                return max(end, self.now)
+        return None
+
+    def backfilled_on_hold(self, work: PendingWork) -> list[RunningWork]:
+        """Running work backfill placed on capacity held for ``work`` that it may now evict,
+        whatever its queue: outside its protected window, of no higher priority, while
+        ``work`` still starves and may preempt."""
+        if not work.standing.may_preempt or not self.contracts.starving(work.info):
+            return []
+        return [
+            running
+            for running in self._backfilled_for.get(work.name, ())
+            if running.evictable
+            and running.value <= work.standing.value
+            and running.name not in self.evicted
+        ]
 
     def keep_promise(self, work: PendingWork) -> bool:
         """Hold for a nominated preemptor, while its victims leave, the nodes where it will

@@ -294,10 +294,17 @@ def check_invariants(loaded: Scenario, result: Plan) -> None:
         )
         if eviction.reason == "preempt":
             assert not contracts.standing[preemptor.name].budget_demoted
-            assert (
-                contracts.standing[victim.name].value < contracts.standing[preemptor.name].value
-            ), f"{victim.name} is not lower than {preemptor.name}"
-            assert victim.queue == preemptor.queue
+            victim_value = contracts.standing[victim.name].value
+            preemptor_value = contracts.standing[preemptor.name].value
+            if victim.backfilled_for == preemptor.name:
+                # backfilled onto the preemptor's hold: any queue, no higher priority
+                assert victim_value <= preemptor_value, f"{victim.name} is above {preemptor.name}"
+                assert contracts.starving(preemptor), f"{preemptor.name} does not starve"
+            else:
+                assert victim_value < preemptor_value, (
+                    f"{victim.name} is not lower than {preemptor.name}"
+                )
+                assert victim.queue == preemptor.queue
         if eviction.reason == "reclaim":
             assert queues[victim.queue].reclaimable
     _preemptors_fit_on_healthy_gpus(loaded, result)
