@@ -147,6 +147,12 @@ def allocate(cycle: Cycle) -> None:
         served = head(queue)
         if served is None:
             continue
+        # Keys only grow while allocate admits (shares rise, also through a sister queue's
+        # admissions under a common ancestor): a stale key is refreshed and queued again.
+        fresh = order.key(cycle, queue, served)
+        if fresh != key:
+            heapq.heappush(heap, (fresh, queue))
+            continue
         cursor[queue] += 1
         admitted = _attempt(cycle, served)
         if not admitted and not keep_serving(cycle, queue, served):
@@ -200,8 +206,9 @@ class QueueOrderStrategy:
 
 
 def _dominant_share(cycle: Cycle, queue: str, head: PendingWork) -> tuple[object, ...]:
-    """Weighted dominant share, smallest first (ties by name)."""
-    return (cycle.shares.share(queue), queue)
+    """Hierarchical weighted dominant share: from the top of the tree down, the smallest
+    share at each level (ties by name)."""
+    return cycle.shares.path_key(queue)
 
 
 def _head_rank(cycle: Cycle, queue: str, head: PendingWork) -> tuple[object, ...]:

@@ -122,7 +122,11 @@ class Cycle:
         capacity = {gpu_resource(flavor): amount for flavor, amount in pool.items()}
         capacity[CPU] = cpu
         capacity[MEMORY] = memory
-        self.shares = DominantShares(capacity, {q.name: q.weight for q in snapshot.queues})
+        self.shares = DominantShares(
+            capacity,
+            {q.name: q.weight for q in snapshot.queues},
+            {q.name: q.parent for q in snapshot.queues},
+        )
         for queue_name, (gpus, cpu_used, memory_used) in sorted(self._queue_usage.items()):
             vector = {gpu_resource(flavor): amount for flavor, amount in gpus.items()}
             vector[CPU] = cpu_used
