@@ -24,14 +24,16 @@ victims free is reserved for it on the cluster state, and it is reported as
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
+import itertools
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from gpupool.scheduler.cycle_state import Assignment, Cycle, PendingWork, prefix_need
 from gpupool.scheduler.explain import Verdict, explanation, quota_verdict
-from gpupool.scheduler.preemption import find_victims
+from gpupool.scheduler.preemption import RunningWork, SearchOrders, find_victims
 from gpupool.scheduler.statement import Statement
 from gpupool.scheduler.types import (
     Admission,
@@ -44,8 +46,10 @@ from gpupool.scheduler.types import (
 )
 from gpupool.scheduler.victims import (
     ReclaimSearch,
+    above_deserved,
     fairer_after,
     preempt_candidates,
+    room_without,
     search_orders,
     stays_at_deserved,
 )
@@ -158,11 +162,8 @@ def allocate(cycle: Cycle) -> None:
         if not admitted and not keep_serving(cycle, queue, served):
             continue
         after = head(queue)
-        if after is None:
-            continue
-        if admitted or order.by_head:
-            key = order.key(cycle, queue, after)
-        heapq.heappush(heap, (key, queue))
+        if after is not None:
+            heapq.heappush(heap, (order.key(cycle, queue, after), queue))
 
 
 def _attempt(cycle: Cycle, work: PendingWork) -> bool:
@@ -195,31 +196,33 @@ HOLDING_REASONS = frozenset({"capacity", "fragmentation", "behind", "topology"})
 
 @dataclass(frozen=True, slots=True)
 class QueueOrderStrategy:
-    """``policy.queue_order``: how allocate picks the next queue, by a key of it and its head.
-
-    ``by_head``: the key depends on the head, so it is recomputed for every new head (not
-    only after an admission changed the queue's usage).
-    """
+    """``policy.queue_order``: how allocate picks the next queue, by a key of it and its head
+    (recomputed for each new head; a key that went stale while others were served is
+    refreshed when it comes up). Both strategies first serve work by how far up the tree it
+    must borrow (``QuotaTree.borrow_level``): within its queue's deserved share, then within
+    each ancestor's in turn, then from the pool -- a queue's deserved share is not lent in a
+    cycle in which its own work could use it, and a team borrows its sister teams' idle
+    share before its org borrows another org's."""
 
     key: Callable[[Cycle, str, PendingWork], tuple[object, ...]]
-    by_head: bool
 
 
 def _dominant_share(cycle: Cycle, queue: str, head: PendingWork) -> tuple[object, ...]:
-    """Hierarchical weighted dominant share: from the top of the tree down, the smallest
-    share at each level (ties by name)."""
-    return cycle.shares.path_key(queue)
+    """Nearest borrowing first, then hierarchical weighted dominant share: from the top of the
+    tree down, the smallest share at each level (ties by name)."""
+    return (cycle.quota.borrow_level(queue, cycle.minimum_need(head)), cycle.shares.path_key(queue))
 
 
 def _head_rank(cycle: Cycle, queue: str, head: PendingWork) -> tuple[object, ...]:
-    """Kueue's order without fair sharing: within deserved first, priority, submit time."""
-    need = head.assignments[0].need if head.assignments else {}
-    return (not cycle.quota.below_deserved(queue, need), *head.rank, queue)
+    """Kueue's order without fair sharing: nearest borrowing first (Kueue's lowest subtree
+    that fits), then priority, submit time."""
+    level = cycle.quota.borrow_level(queue, cycle.minimum_need(head))
+    return (level, *head.rank, queue)
 
 
 QUEUE_ORDERS: Mapping[str, QueueOrderStrategy] = {
-    "dominant-share": QueueOrderStrategy(_dominant_share, by_head=False),
-    "head-rank": QueueOrderStrategy(_head_rank, by_head=True),
+    "dominant-share": QueueOrderStrategy(_dominant_share),
+    "head-rank": QueueOrderStrategy(_head_rank),
 }
 
 
@@ -247,7 +250,12 @@ QUEUEING: Mapping[str, Callable[[Cycle, str, PendingWork], bool]] = {
 
 
 def preempt(cycle: Cycle) -> None:
-    """# 3 Inside a queue: evict strictly lower priority outside protected windows."""
+    """# 3 Inside a queue: evict strictly lower priority outside protected windows.
+
+    A workload whose queue is below its deserved share is left to reclaim (phase 4) when that
+    phase runs: it takes back what its queue lent before it evicts its own queue's work.
+    """
+    reclaim_runs = "reclaim" in cycle.policy.phases
     for queue in sorted(cycle.by_queue):
         attempts = 0
         for work in cycle.blocked_in_order(queue):
@@ -266,17 +274,55 @@ def preempt(cycle: Cycle) -> None:
                         cycle.evict(victims, "preempt", work.name)
                     continue
                 statement.discard()
+            if reclaim_runs and _reclaims_first(cycle, queue, work):
+                continue
             candidates = preempt_candidates(cycle, queue, work)
             if not candidates:
                 continue
             attempts += 1
-            statement = _search_statement(cycle, work)
-            search = search_orders(cycle, work, None)
-            victims = find_victims(statement, candidates, cycle.fits(work), orders=search)
-            if victims is None:
+            if _evict_for(cycle, work, candidates, search_orders(cycle, work, None)):
                 continue
-            if cycle.reserve(work, statement, victims):
-                cycle.evict(victims, "preempt", work.name)
+
+
+def _reclaims_first(cycle: Cycle, queue: str, work: PendingWork) -> bool:
+    """Whether reclaim serves the work before its own queue's lower-priority work is touched:
+    its queue stays within a deserved share it may take back (``QuotaTree.entitled_level``)."""
+    need = cycle.minimum_need(work)
+    return (
+        work.standing.may_reclaim
+        and any(need.values())
+        and cycle.quota.entitled_level(queue, need) is not None
+    )
+
+
+def _evict_for(
+    cycle: Cycle,
+    work: PendingWork,
+    candidates: Iterable[RunningWork],
+    orders: SearchOrders,
+    guard: Callable[[RunningWork], bool] | None = None,
+    fits: Callable[[Statement], bool] | None = None,
+) -> bool:
+    """One victim search for ``work``; on success its place is reserved on what the victims
+    free and they are evicted -- ``preempt`` for its own queue's, ``reclaim`` for others'."""
+    statement = _search_statement(cycle, work)
+    victims = find_victims(
+        statement,
+        candidates,
+        fits or cycle.fits(work),
+        guard or (lambda _: True),
+        orders=orders,
+    )
+    if victims is None:
+        statement.discard()
+        return False
+    if not cycle.reserve(work, statement, victims):  # pragma: no cover - fits() said it would
+        return False
+    own = [victim for victim in victims if victim.info.queue == work.info.queue]
+    lent = [victim for victim in victims if victim.info.queue != work.info.queue]
+    cycle.evict(own, "preempt", work.name)
+    cycle.evict(lent, "reclaim", work.name)
+    return True
 
 
 def _search_statement(cycle: Cycle, work: PendingWork) -> Statement:
@@ -300,10 +346,11 @@ FAIR_RECLAIM_SEARCHES = 16
 def reclaim(cycle: Cycle) -> None:
     """# 4 Across queues: take back lent capacity from borrowers above their deserved share.
 
-    First every queue that stays within its deserved share, in name order. Then, with fair
-    sharing on, queues already at or above theirs, lowest weighted share first: each may take
-    borrowed capacity from a queue whose share of the contested flavor stays above its own
-    after the move (``victims.fairer_after``), within ``FAIR_RECLAIM_SEARCHES`` searches a cycle.
+    First every queue whose blocked work stays within a deserved share it may take back, in
+    name order (``_take_back``). Then, with fair sharing on, queues already at or above
+    theirs, lowest weighted share first: each may take borrowed capacity from a queue whose
+    share of the contested flavor stays at least its own after the move
+    (``victims.fairer_after``), within ``FAIR_RECLAIM_SEARCHES`` searches a cycle.
     """
     search = ReclaimSearch(cycle)
     for queue in sorted(cycle.by_queue):
@@ -320,15 +367,19 @@ def reclaim(cycle: Cycle) -> None:
 def _reclaim_in(
     cycle: Cycle, search: ReclaimSearch, queue: str, *, fair: bool, budget: int | None
 ) -> int:
-    """Reclaim attempts for one queue's blocked work; returns the victim searches run.
+    """Reclaim attempts for one queue's blocked work; returns the attempts made.
 
-    ``fair`` False: only work that keeps the queue within its deserved share; True: only
-    work that does not (fair-share reclaim), at most ``budget`` searches.
+    ``fair`` False: work within a deserved share its queue may take back -- or that would be,
+    once its own lower-priority work left (then only a set combining both kinds can help);
+    True: the rest (fair-share reclaim), at most ``budget`` attempts.
     """
     attempts = 0
     limit = cycle.policy.preemption_attempts_per_queue
     if budget is not None:
         limit = min(limit, budget)
+    # The queue's own candidates depend only on a workload's priority and flavors (and on
+    # what was evicted meanwhile): one list per kind of blocked work, not one per workload.
+    owns: dict[tuple[int, int, frozenset[str]], tuple[list[RunningWork], dict[str, int]]] = {}
     for work in cycle.blocked_in_order(queue):
         if attempts >= limit:
             break
@@ -336,30 +387,139 @@ def _reclaim_in(
             continue
         need = cycle.minimum_need(work)
         # Reclaim returns lent GPU quota; work that asks no GPU has none to reclaim.
-        if not any(need.values()) or cycle.quota.below_deserved(queue, need) == fair:
+        if not any(need.values()):
             continue
-        flavor = max(need, key=lambda f: (need[f], f))
-        guard = stays_at_deserved(cycle, queue)
-        among: Callable[[str], bool] | None = None
+        own: list[RunningWork] = []
+        held: dict[str, int] = {}
+        if work.standing.may_preempt:
+            flavors = frozenset(f for a in work.assignments for f in a.need)
+            kind = (work.standing.value, len(cycle.evicted), flavors)
+            known = owns.get(kind)
+            if known is None:
+                found_own = preempt_candidates(cycle, queue, work)
+                known = owns[kind] = (found_own, _held_by(found_own))
+            own, held = known
+        level = cycle.quota.entitled_level(queue, need)
+        after_own: int | None = None  # within a share once its own lower-priority work left
+        if level is None and own:
+            after_own = cycle.quota.entitled_level(queue, need, held)
         if fair:
-            found = fairer_after(cycle, queue, need, flavor, guard)
-            if found is None:
+            if level is not None or after_own is not None:
                 continue
-            among, guard = found
-        statement = _search_statement(cycle, work)
-        attempts += 1
-        victims = find_victims(
-            statement,
-            search.candidates(queue, flavor, among),
-            cycle.fits(work),
-            guard,
-            orders=search_orders(cycle, work, queue),
-        )
-        if victims is None:
+            flavor = max(need, key=lambda f: (need[f], f))
+            fairer = fairer_after(cycle, queue, need, flavor, stays_at_deserved(cycle, queue))
+            if fairer is None:
+                continue
+            among, guard = fairer
+            attempts += 1
+            _evict_for(
+                cycle,
+                work,
+                search.candidates(queue, flavor, among),
+                _reclaim_orders(cycle, search, work, flavor),
+                guard,
+            )
             continue
-        if cycle.reserve(work, statement, victims):
-            cycle.evict(victims, "reclaim", work.name)
+        if level is None and after_own is None:
+            continue
+        attempts += 1
+        _take_back(cycle, search, work, need, level, after_own, own)
     return attempts
+
+
+def _held_by(victims: list[RunningWork]) -> dict[str, int]:
+    """Milli-GPU per flavor the workloads hold together."""
+    held: dict[str, int] = defaultdict(int)
+    for victim in victims:
+        for flavor, amount in victim.need.items():
+            held[flavor] += amount
+    return held
+
+
+def _take_back(
+    cycle: Cycle,
+    search: ReclaimSearch,
+    work: PendingWork,
+    need: dict[str, int],
+    level: int | None,
+    after_own: int | None,
+    own: list[RunningWork],
+) -> bool:
+    """Room for work within a deserved share its queue may take back, in DESIGN's order:
+    what the queue lent, keeping each victim's queue at its deserved share; failing that,
+    the last victim from a queue may take it below; then the queue's own lower-priority work
+    (the preempt rules); then both kinds in one set, lent first, each victim under its own
+    kind's rules, the reclaimer within its share at the end (Kueue searches both kinds in
+    one candidate list the same way)."""
+    queue = work.info.queue
+    flavor = max(need, key=lambda f: (need[f], f))
+    orders = _reclaim_orders(cycle, search, work, flavor)
+    if level is not None:
+        start = level + 1
+        strict = _Watched(stays_at_deserved(cycle, queue))
+        if _evict_for(cycle, work, search.candidates(queue, flavor, None, start), orders, strict):
+            return True
+        loose = above_deserved(cycle, queue)
+        if strict.refused and _evict_for(
+            cycle, work, search.candidates(queue, flavor, None, start), orders, loose
+        ):
+            return True
+        if own and _evict_for(cycle, work, own, search_orders(cycle, work, None)):
+            return True
+    else:
+        start = (after_own or 0) + 1
+    if not own:
+        return False
+    lent = list(itertools.islice(search.candidates(queue, flavor, None, start), COMBINED_LENT))
+    if not lent:
+        return False
+    own = own[:COMBINED_OWN]
+    # Where the queue is within its share only once some of its own work left, that work
+    # must be in the set whatever else is: it goes first, the fewest in preference order.
+    first: list[RunningWork] = []
+    if level is None:
+        while own and cycle.quota.entitled_level(queue, need, _held_by(first)) is None:
+            first.append(own.pop(0))
+    loose = above_deserved(cycle, queue)
+    fits = cycle.fits(work)
+
+    def within(statement: Statement) -> bool:
+        return fits(statement) and cycle.quota.entitled_level(queue, need) is not None
+
+    def either(victim: RunningWork) -> bool:
+        return victim.info.queue == queue or loose(victim)
+
+    both = SearchOrders(room=room_without(cycle, work))
+    return _evict_for(cycle, work, [*first, *lent, *own], both, either, within)
+
+
+# A combined set (a lender's own work and what it lent) is the last resort of a reclaim: its
+# search looks at the first candidates of each kind only.
+COMBINED_LENT = 32
+COMBINED_OWN = 32
+
+
+def _reclaim_orders(
+    cycle: Cycle, search: ReclaimSearch, work: PendingWork, flavor: str
+) -> SearchOrders:
+    """The policy's victim search for a reclaim of ``flavor``, a smaller lone victim looked
+    for in the preferred one's queue."""
+    orders = search_orders(cycle, work, work.info.queue)
+    return dataclasses.replace(orders, tier_of=search.queue_order(flavor))
+
+
+class _Watched:
+    """A victim guard that remembers whether it refused any candidate."""
+
+    def __init__(self, guard: Callable[[RunningWork], bool]) -> None:
+        self.guard = guard
+        self.refused = False
+
+    def __call__(self, victim: RunningWork) -> bool:
+        allowed = self.guard(victim)
+        if not allowed:
+            self.refused = True
+        return allowed
 
 
 # -- 5 backfill -----------------------------------------------------------------------------------

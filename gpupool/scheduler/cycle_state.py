@@ -667,8 +667,8 @@ class Cycle:
 
     def keep_promise(self, work: PendingWork) -> bool:
         """Hold for a nominated preemptor, while its victims leave, the nodes where it will
-        run once they are gone, and move their quota to it: nothing else is admitted there,
-        from any queue. False (nothing held) when it would not fit even then."""
+        run once they are gone, and charge its quota: nothing else is admitted there, from
+        any queue. False (nothing held) when it would not fit even then."""
         victims = self.leaving[work.name]
         trial = Statement(self.cluster, self.quota)
         for victim in victims:
@@ -678,9 +678,10 @@ class Cycle:
         if isinstance(result, Verdict):
             return False
         placed = result[1]
+        # Its quota is charged too; its victims' stays charged until they are gone (as Kueue
+        # keeps an evicted workload's quota until it has left): both sides are counted while
+        # the capacity is on its way, so nothing is admitted on the strength of either.
         statement = Statement(self.cluster, self.quota)
-        for victim in victims:
-            statement.charge(victim.info.queue, victim.need, sign=-1)
         statement.charge(work.info.queue, self._need_of(placed))
         nodes = list(dict.fromkeys(pod.node for pod in placed))
         statement.hold(work.name, nodes, promised=True)

@@ -79,4 +79,9 @@ class DominantShares:
 
     def path_key(self, leaf: str) -> tuple[tuple[float, str], ...]:
         """The leaf's place in the hierarchical order: (share, name) from the top down."""
-        return tuple((self.share(node), node) for node in self._down.get(leaf) or (leaf,))
+        shares = self._shares
+        key: list[tuple[float, str]] = []
+        for node in self._down.get(leaf) or (leaf,):
+            known = shares.get(node)
+            key.append((self.share(node) if known is None else known, node))
+        return tuple(key)

@@ -308,26 +308,34 @@ def check_invariants(loaded: Scenario, result: Plan) -> None:
         if eviction.reason == "reclaim":
             assert queues[victim.queue].reclaimable
     _preemptors_fit_on_healthy_gpus(loaded, result)
-    # Reclaim never takes a victim's queue below its deserved share (fair-share reclaim
-    # included): what its workloads hold once the plan is applied (admissions counted). A queue
-    # with a preemptor of its own in the plan -- or one still waiting for earlier victims to
-    # leave -- also counts that preemptor's reservation, whose flavor the plan does not show,
-    # so such queues are left out of this check.
+    # Reclaim takes a victim's queue below its deserved share only with its last victim: the
+    # queue was above its deserved share before that one left (fair-share reclaim included):
+    # what its workloads hold once the plan is applied (admissions counted), plus its largest
+    # reclaimed victim. A queue with a preemptor of its own in the plan -- or one still waiting
+    # for earlier victims to leave -- also counts that preemptor's reservation, whose flavor
+    # the plan does not show, so such queues are left out of this check.
     reserving = {workloads[e.preemptor].queue for e in result.evict if e.preemptor}
     reserving |= {
         workloads[p.workload].queue for p in result.pending if p.reason == "waiting-for-preemption"
     }
+    largest: dict[tuple[str, str], int] = defaultdict(int)
     for eviction in result.evict:
-        if eviction.reason != "reclaim" or workloads[eviction.workload].queue in reserving:
-            continue
         victim = workloads[eviction.workload]
-        for pod in victim.placement:
-            flavor = nodes[pod.node].flavor
-            quota = queues[victim.queue].quota.get(flavor)
-            if quota is not None:
-                assert left[(victim.queue, flavor)] >= quota.deserved, (
-                    f"reclaim took {victim.queue} below its deserved {flavor}"
-                )
+        if eviction.reason != "reclaim" or victim.queue in reserving:
+            continue
+        held: dict[str, int] = defaultdict(int)
+        pod_sets = [ps for ps in victim.pod_sets for _ in range(ps.count)]
+        for pod, pod_set in zip(victim.placement, pod_sets, strict=False):
+            held[nodes[pod.node].flavor] += len(pod.gpus) * (pod.milli or pod_set.gpu_milli)
+        for flavor, amount in held.items():
+            key = (victim.queue, flavor)
+            largest[key] = max(largest[key], amount)
+    for (queue_name, flavor), amount in largest.items():
+        quota = queues[queue_name].quota.get(flavor)
+        if quota is not None:
+            assert left[(queue_name, flavor)] + amount > quota.deserved, (
+                f"reclaim took {queue_name} below its deserved {flavor} before its last victim"
+            )
 
 
 def _preemptors_fit_on_healthy_gpus(loaded: Scenario, result: Plan) -> None:
