@@ -5,8 +5,9 @@ Contracts are filters plugged into the phases, not branches inside them (KAI's
 
 - **budget** — a class with ``budget_rate > 0`` is honoured only while the tenant's budget
   for it is positive and, for pending work, covers the protected-window reservation
-  (GPUs x protected hours x rate; reserved in rank order); otherwise the workload is treated
-  as the default class and preempts nobody.
+  (GPUs x protected hours x rate; spent by the cycle as it admits such work, so a workload
+  that is not admitted holds nothing back); otherwise the workload is treated as the
+  default class and preempts nobody.
 - **protected window** — a running workload cannot be evicted until ``started_at`` plus its
   protected runtime (capped by the queue's ``max_protected_runtime_s`` at a class that costs no
   budget); a workload evicted often recently earns a minimum protection.
@@ -150,8 +151,11 @@ class Contracts:
         return self.queues[workload.queue].tenant
 
     def _settle(self, workloads: tuple[WorkloadInfo, ...]) -> None:
-        """Decide every workload's standing; pending reservations are taken in rank order."""
-        remaining = dict(self.budget)
+        """Decide every workload's standing. A pending workload at a budgeted class is
+        elevated when its tenant's remaining budget covers its own reservation; the cycle
+        spends the budget as it admits such work (``Cycle.spend_budget``), so one that is not
+        admitted holds nothing back from the next."""
+        remaining = self.budget
         running = [w for w in workloads if w.state == "running"]
         pending = [w for w in workloads if w.state == "pending"]
         for workload in running:
@@ -177,11 +181,24 @@ class Contracts:
                 * klass.budget_rate
             )
             elevated = left > 0 and left >= reservation
-            if elevated:
-                remaining[key] = left - reservation
             self.standing[workload.name] = self._standing(
                 workload, klass, elevated, left, reservation
             )
+
+    def budget_key(self, workload: WorkloadInfo) -> tuple[str, str]:
+        """The budget a workload's class spends from: (its queue's tenant, its class)."""
+        return (self.tenant(workload) or "", workload.priority_class)
+
+    def demoted(self, workload: WorkloadInfo) -> Standing:
+        """A pending workload's standing once the budget no longer covers its reservation
+        (others admitted before it spent it): the default class, ``budget`` demoted."""
+        standing = self.standing[workload.name]
+        left = self.budget.get(self.budget_key(workload), 0.0)
+        demoted = self._standing(
+            workload, standing.declared, False, left, standing.budget_reservation
+        )
+        self.standing[workload.name] = demoted
+        return demoted
 
     def _standing(
         self,

@@ -24,6 +24,7 @@ victims free is reserved for it on the cluster state, and it is reported as
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import heapq
 import itertools
@@ -125,6 +126,8 @@ def allocate(cycle: Cycle) -> None:
         key=lambda w: w.rank,
     )
     for work in nominated:
+        if not cycle.budget_covers(work):
+            cycle.demote(work)
         _attempt(cycle, work)
     order = QUEUE_ORDERS[cycle.policy.queue_order]
     keep_serving = QUEUEING[cycle.policy.queueing]
@@ -153,6 +156,16 @@ def allocate(cycle: Cycle) -> None:
             continue
         # Keys only grow while allocate admits (shares rise, also through a sister queue's
         # admissions under a common ancestor): a stale key is refreshed and queued again.
+        if not cycle.budget_covers(served):
+            # Others admitted before it spent its budget: it competes at the default class
+            # from now on, in the place that gives it in its queue.
+            cycle.demote(served)
+            works = cycle.by_queue[queue]
+            works.pop(cursor[queue])
+            bisect.insort(works, served, lo=cursor[queue], key=lambda w: w.rank)
+            served = head(queue)
+            if served is None:
+                continue
         fresh = order.key(cycle, queue, served)
         if fresh != key:
             heapq.heappush(heap, (fresh, queue))
@@ -261,6 +274,8 @@ def preempt(cycle: Cycle) -> None:
         for work in cycle.blocked_in_order(queue):
             if attempts >= cycle.policy.preemption_attempts_per_queue:
                 break
+            if not cycle.budget_covers(work):
+                cycle.demote(work)
             if not work.standing.may_preempt:
                 continue
             backfilled = cycle.backfilled_on_hold(work)
@@ -383,6 +398,8 @@ def _reclaim_in(
     for work in cycle.blocked_in_order(queue):
         if attempts >= limit:
             break
+        if not cycle.budget_covers(work):
+            cycle.demote(work)
         if not work.standing.may_reclaim:
             continue
         need = cycle.minimum_need(work)
@@ -551,6 +568,9 @@ def backfill(cycle: Cycle) -> None:
         and work.name not in cycle.waiting
         and work.name not in cluster.holds
     ]
+    for work in candidates:
+        if not cycle.budget_covers(work):
+            cycle.demote(work)
     for holder in holders:
         start = cycle.hold_start(holder)
         held = set(cluster.holds[holder.name])
@@ -624,15 +644,22 @@ def pending_explanations(cycle: Cycle) -> list[PendingExplanation]:
 
 
 def _budget_verdict(cycle: Cycle, work: PendingWork, then: Verdict) -> Verdict:
+    """``budget``: the budget's real remaining hours, what other work reserved from it in
+    this cycle (and who), what this one needed, and the layer that then stopped it."""
     standing = work.standing
+    key = cycle.contracts.budget_key(work.info)
+    spent = cycle.budget_spent.get(key, [])
     facts: dict[str, object] = {
         "tenant": cycle.contracts.tenant(work.info),
         "priority_class": standing.declared.name,
-        "remaining_gpu_hours": round(standing.budget_remaining or 0.0, 3),
+        "remaining_gpu_hours": round(cycle.contracts.budget.get(key, 0.0), 3),
         "reservation_gpu_hours": round(standing.budget_reservation, 3),
         "then": then.reason,
         "then_facts": dict(then.facts),
     }
+    if spent:
+        facts["reserved_by"] = [name for name, _ in spent]
+        facts["reserved_gpu_hours"] = round(sum(hours for _, hours in spent), 3)
     return Verdict("budget", facts)
 
 

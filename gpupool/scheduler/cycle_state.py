@@ -167,6 +167,9 @@ class Cycle:
             self.by_queue[work.info.queue].append(work)
         self.admitted: dict[str, list[PlacedPod]] = {}
         self.backfilled: dict[str, str] = {}  # admitted by backfill -> the holder it may evict
+        # Budgets as this cycle spends them: left per (tenant, class), and who reserved what.
+        self.budget_left: dict[tuple[str, str], float] = dict(self.contracts.budget)
+        self.budget_spent: dict[tuple[str, str], list[tuple[str, float]]] = defaultdict(list)
         self.evicted: dict[str, Eviction] = {}
         self.waiting: set[str] = set()
         self._backfilled_for: dict[str, list[RunningWork]] = defaultdict(list)
@@ -530,6 +533,7 @@ class Cycle:
         """Record an admission (the statement holding it is committed by the caller), and the
         starving workload whose held capacity backfill gave it, if any."""
         self.admitted[work.name] = placed
+        self.spend_budget(work)
         if backfill_for is not None:
             self.backfilled[work.name] = backfill_for
         vector = assignment.vector
@@ -665,11 +669,37 @@ class Cycle:
             and running.name not in self.evicted
         ]
 
+    def budget_covers(self, work: PendingWork) -> bool:
+        """Whether what is left of the work's budget in this cycle still covers its
+        reservation (always, for work that spends no budget)."""
+        standing = work.standing
+        if standing.budget_demoted or standing.declared.budget_rate == 0:
+            return True
+        left = self.budget_left.get(self.contracts.budget_key(work.info), 0.0)
+        return left > 0 and left >= standing.budget_reservation
+
+    def spend_budget(self, work: PendingWork) -> None:
+        """Reserve the work's protected window from its budget, as it is admitted or its
+        place reserved (the caller checked ``budget_covers``)."""
+        standing = work.standing
+        if standing.budget_demoted or standing.declared.budget_rate == 0:
+            return
+        key = self.contracts.budget_key(work.info)
+        self.budget_left[key] = self.budget_left.get(key, 0.0) - standing.budget_reservation
+        self.budget_spent[key].append((work.name, standing.budget_reservation))
+
+    def demote(self, work: PendingWork) -> None:
+        """The budget no longer covers the work: it competes at the default class now."""
+        work.standing = self.contracts.demoted(work.info)
+        work.rank = (-work.standing.value, work.info.submitted_at, work.name)
+
     def keep_promise(self, work: PendingWork) -> bool:
         """Hold for a nominated preemptor, while its victims leave, the nodes where it will
         run once they are gone, and charge its quota: nothing else is admitted there, from
         any queue. False (nothing held) when it would not fit even then."""
         victims = self.leaving[work.name]
+        if not self.budget_covers(work):
+            self.demote(work)
         trial = Statement(self.cluster, self.quota)
         for victim in victims:
             remove_workload(trial, victim)
@@ -686,6 +716,7 @@ class Cycle:
         nodes = list(dict.fromkeys(pod.node for pod in placed))
         statement.hold(work.name, nodes, promised=True)
         statement.commit()
+        self.spend_budget(work)
         work.verdict = Verdict(
             "waiting-for-preemption", {"victims": work.victims, "held_nodes": nodes}
         )
@@ -761,6 +792,7 @@ class Cycle:
             statement.discard()
             return False
         statement.commit()
+        self.spend_budget(work)
         self.waiting.add(work.name)
         work.victims = sorted(v.name for v in victims)
         work.verdict = Verdict("waiting-for-preemption", {"victims": work.victims})

@@ -111,9 +111,16 @@ def sentence(verdict: Verdict, position: int) -> str:
                 cast(PendingReason, then), then_facts if isinstance(then_facts, dict) else {}
             )
             after = " " + sentence(layer, position)
+        reserved = ""
+        by = facts.get("reserved_by")
+        if isinstance(by, list) and by:
+            reserved = (
+                f", {number(facts.get('reserved_gpu_hours'))} of them reserved by "
+                f"{', '.join(map(str, by))} in this cycle"
+            )
         return (
             f"Out of {facts.get('priority_class')} budget (tenant {facts.get('tenant')}: "
-            f"{number(facts.get('remaining_gpu_hours'))} GPU-hours left, "
+            f"{number(facts.get('remaining_gpu_hours'))} GPU-hours left{reserved}; "
             f"{number(facts.get('reservation_gpu_hours'))} needed to reserve its protected "
             f"window): it competes at the default class.{after}"
         )
