@@ -327,6 +327,35 @@ class Contracts:
             ends.append(backoff_ends(self.caused_by_tenant.get(tenant, ()), policy, self.now))
         return max((end for end in ends if end is not None), default=None)
 
+    def backoff_facts(self, workload: WorkloadInfo) -> dict[str, object] | None:
+        """What a pending workload's back-off rests on, for its explanation: whose
+        preemptions (the workload's own or its tenant's), how many within the window, and
+        until when it competes one priority step lower (POSIX seconds). None: no back-off."""
+        policy = self.policy.backoff
+        if policy is None or not self.standing[workload.name].backed_off:
+            return None
+        tenant = self.tenant(workload)
+        sources = [("workload", self.caused_by_workload.get(workload.name, []))]
+        if tenant is not None:
+            sources.append(("tenant", self.caused_by_tenant.get(tenant, [])))
+        best: tuple[float, str, int] | None = None
+        for who, times in sources:
+            until = backoff_ends(times, policy, self.now)
+            if until is None:
+                continue
+            count = sum(1 for t in times if self.now - policy.window_s <= t <= self.now)
+            if best is None or until > best[0]:
+                best = (until, who, count)
+        if best is None:
+            return None
+        until, who, count = best
+        return {"caused_by": who, "preemptions": count, "window_s": policy.window_s, "until": until}
+
+    def starving_since(self, workload: WorkloadInfo) -> float | None:
+        """When the workload's starvation limit was reached (None: the policy sets none)."""
+        limit = self.policy.starvation_limit_s
+        return None if limit is None else workload.submitted_at + limit
+
     def victim_protection_ends_at(self, workload: WorkloadInfo) -> float | None:
         """When the minimum protection the workload earned as a repeated victim lapses: just
         after the eviction whose leaving the window drops the count below the threshold

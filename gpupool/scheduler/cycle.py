@@ -37,6 +37,7 @@ from gpupool.scheduler.explain import Verdict, explanation, quota_verdict
 from gpupool.scheduler.preemption import RunningWork, SearchOrders, find_victims
 from gpupool.scheduler.statement import Statement
 from gpupool.scheduler.types import (
+    MILLI,
     Admission,
     PendingExplanation,
     Plan,
@@ -105,7 +106,10 @@ def _never_runs(
     shortfalls = [cycle.quota.never_fits(queue, need) for need in needs]
     if shortfalls and all(s is not None for s in shortfalls) and shortfalls[0] is not None:
         return quota_verdict(shortfalls[0])
-    too_big = [cycle.larger_than_pool(need) for need in needs]
+    too_big = [
+        cycle.larger_than_any_node(assignment, minimum) or cycle.larger_than_pool(need)
+        for need, assignment in zip(needs, assignments, strict=True)
+    ]
     if too_big and all(v is not None for v in too_big):
         return too_big[0]
     return None
@@ -637,10 +641,68 @@ def pending_explanations(cycle: Cycle) -> list[PendingExplanation]:
                 continue
             position += 1
             verdict = work.verdict or Verdict("behind", {"queue": work.info.queue})
+            lent = lent_facts(cycle, work, verdict)
+            if lent:
+                verdict = Verdict(verdict.reason, {**verdict.facts, **lent})
+            backoff = cycle.contracts.backoff_facts(work.info)
+            if backoff is not None:
+                verdict = Verdict(verdict.reason, {**verdict.facts, "backoff": backoff})
             if work.standing.budget_demoted and verdict.reason != "waiting-for-preemption":
                 verdict = _budget_verdict(cycle, work, verdict)
             out.append(explanation(work.name, verdict, position))
     return sorted(out, key=lambda e: e.workload)
+
+
+def lent_facts(cycle: Cycle, work: PendingWork, verdict: Verdict) -> dict[str, object]:
+    """For work stopped while its queue lends part of a deserved share it could take back
+    (quota or capacity it would have, were that share free): how much is lent, to whom, and
+    why it cannot be taken back now -- its class never evicts (``never``), the borrowers'
+    queues are not reclaimable (``not-reclaimable``), their work is still protected
+    (``protected``, with ``reclaimable_at``), or taking back what may be taken would not
+    make room for it (``no-room``). Empty when nothing of its share is lent."""
+    if verdict.reason not in ("quota", "capacity", "fragmentation", "behind"):
+        return {}
+    if verdict.facts.get("never_fits") or work.name in cycle.waiting:
+        return {}
+    queue = work.info.queue
+    need = cycle.minimum_need(work)
+    level = cycle.quota.entitled_level(queue, need) if any(need.values()) else None
+    if level is None:
+        return {}
+    flavor = max(need, key=lambda f: (need[f], f))
+    owner = cycle.quota.path[queue][level]
+    quota = cycle.quota.quota(owner, flavor)
+    if quota is None:
+        return {}
+    lent = quota.deserved - cycle.quota.usage[owner][flavor]
+    inside = set(cycle.leaves_under[owner])
+    borrowers = sorted(
+        leaf
+        for leaf in cycle.leaves_under[cycle.quota.root]
+        if leaf not in inside and cycle.quota.over_deserved_by(leaf, flavor) > 0
+    )
+    if lent <= 0 or not borrowers:
+        return {}
+    facts: dict[str, object] = {"lent_gpus": lent / MILLI, "lent_to": borrowers}
+    if not work.standing.may_reclaim:
+        facts["cannot_reclaim"] = "never"
+        return facts
+    reclaimable = [leaf for leaf in borrowers if cycle.queues[leaf].reclaimable]
+    if not reclaimable:
+        facts["cannot_reclaim"] = "not-reclaimable"
+        return facts
+    running = [
+        r
+        for leaf in reclaimable
+        for r in cycle.all_running_by_queue.get(leaf, ())
+        if flavor in r.need and r.name not in cycle.evicted and r.info.evicting_for is None
+    ]
+    if running and not any(r.evictable for r in running):
+        facts["cannot_reclaim"] = "protected"
+        facts["reclaimable_at"] = min(cycle.contracts.protected_until(r.info) for r in running)
+        return facts
+    facts["cannot_reclaim"] = "no-room"
+    return facts
 
 
 def _budget_verdict(cycle: Cycle, work: PendingWork, then: Verdict) -> Verdict:

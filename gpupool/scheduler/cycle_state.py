@@ -111,6 +111,7 @@ class Cycle:
         self.cluster = ClusterState(snapshot.nodes, occupied)
         self._empty_classes: dict[str, dict[CanonKey, int]] | None = None
         self._empty: ClusterState | None = None
+        self._largest: dict[str, int] | None = None
         pool: dict[str, int] = defaultdict(int)
         cpu = memory = 0
         for node in snapshot.nodes:
@@ -400,6 +401,34 @@ class Cycle:
             need[self.nodes[pod.node].flavor] += pod.shape.gpu_milli_total
         return dict(need)
 
+    def larger_than_any_node(self, assignment: Assignment, minimum: int) -> Verdict | None:
+        """A pod of the gang's minimum that no node's healthy GPUs could hold even empty:
+        ``capacity`` with the largest pod a node of its flavor can hold (not fragmentation:
+        freeing GPUs elsewhere never helps)."""
+        largest = self._largest_node_gpus()
+        for pod in assignment.pods[: max(minimum, 1)]:
+            most = largest.get(pod.flavor, 0)
+            if pod.shape.gpus > most:
+                facts: dict[str, object] = {
+                    "flavor": pod.flavor,
+                    "resource": "gpu",
+                    "asked_pod_gpus": pod.shape.gpus,
+                    "largest_pod_gpus": most,
+                    "never_fits": True,
+                }
+                return Verdict("capacity", facts)
+        return None
+
+    def _largest_node_gpus(self) -> dict[str, int]:
+        """Per flavor, the most healthy GPUs one schedulable node has."""
+        if self._largest is None:
+            self._largest = {}
+            for node in self.snapshot.nodes:
+                self._largest[node.flavor] = max(
+                    self._largest.get(node.flavor, 0), node.healthy_gpus
+                )
+        return self._largest
+
     def larger_than_pool(self, need: Mapping[str, int]) -> Verdict | None:
         """A request larger than the pool's healthy GPUs of a flavor, even when idle."""
         for flavor, amount in sorted(need.items()):
@@ -476,7 +505,7 @@ class Cycle:
                 facts["held_because"] = "nominated"
             else:
                 facts["held_because"] = "starving"
-                facts["starving_since"] = self.contracts.starves_at(self.pending[holder].info)
+                facts["starving_since"] = self.contracts.starving_since(self.pending[holder].info)
         return Verdict("behind", facts)
 
     def placement_verdict(

@@ -87,6 +87,12 @@ def _capacity_sentence(facts: Mapping[str, object]) -> str:
     unit = _UNITS.get(str(facts.get("resource", "gpu")), "{flavor}").format(
         flavor=facts.get("flavor")
     )
+    if "largest_pod_gpus" in facts:
+        return (
+            f"It can never run as asked: no node has {number(facts.get('asked_pod_gpus'))} "
+            f"healthy {facts.get('flavor')} GPUs for one pod; the largest has "
+            f"{number(facts.get('largest_pod_gpus'))}."
+        )
     if facts.get("never_fits"):
         return (
             f"The pool has only {number(facts.get('healthy'))} healthy {unit}; "
@@ -172,12 +178,63 @@ def sentence(verdict: Verdict, position: int) -> str:
     )
 
 
+def duration(seconds: object) -> str:
+    """A span for sentences: ``1 h``, ``30 min``, ``45 s``."""
+    if not isinstance(seconds, int | float):
+        return "?"
+    if seconds >= 3600 and seconds % 3600 == 0:
+        return f"{seconds / 3600:g} h"
+    if seconds >= 60 and seconds % 60 == 0:
+        return f"{seconds / 60:g} min"
+    return f"{seconds:g} s"
+
+
+_WHY_NOT_RECLAIMED = {
+    "never": "its class never evicts",
+    "not-reclaimable": "the queues using them are not reclaimable",
+    "no-room": "taking back what may be taken would not make room for it",
+}
+
+
+def hidden_state(facts: Mapping[str, object]) -> str:
+    """Sentences for what else stands behind a verdict: a hold kept for the workload, lent
+    quota that cannot be taken back, back-off."""
+    out = ""
+    nodes = facts.get("held_nodes")
+    if facts.get("holding_capacity") and isinstance(nodes, list) and nodes:
+        out += f" Capacity is being held for it on {', '.join(map(str, nodes))}."
+    if "lent_gpus" in facts:
+        why = facts.get("cannot_reclaim")
+        if why == "protected":
+            reason = f"their work is protected until {when(facts.get('reclaimable_at'))}"
+        else:
+            reason = _WHY_NOT_RECLAIMED.get(str(why), "?")
+        lent_to = facts.get("lent_to")
+        to = f" to {', '.join(map(str, lent_to))}" if isinstance(lent_to, list) else ""
+        out += (
+            f" Its queue lent {number(facts.get('lent_gpus'))} GPUs of its share{to} that "
+            f"cannot be taken back now: {reason}."
+        )
+    backoff = facts.get("backoff")
+    if isinstance(backoff, dict):
+        who = "Its tenant" if backoff.get("caused_by") == "tenant" else "It"
+        out += (
+            f" {who} caused {number(backoff.get('preemptions'))} preemptions in the last "
+            f"{duration(backoff.get('window_s'))}: it competes one priority step lower until "
+            f"{when(backoff.get('until'))}."
+        )
+    return out
+
+
 def explanation(workload: str, verdict: Verdict, position: int) -> PendingExplanation:
     """The pending entry of the plan for a workload."""
+    facts = verdict.facts
+    then = facts.get("then_facts") if verdict.reason == "budget" else None
+    extra = hidden_state(then if isinstance(then, Mapping) else facts)
     return PendingExplanation(
         workload=workload,
         reason=verdict.reason,
-        detail=sentence(verdict, position),
+        detail=sentence(verdict, position) + extra,
         position=position,
-        facts=dict(verdict.facts),
+        facts=dict(facts),
     )
