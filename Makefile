@@ -49,10 +49,10 @@ check: $(STAMP) ## Django system checks and missing migrations
 services: ## Install (as root) and start PostgreSQL and Redis on 127.0.0.1
 	bash hack/services.sh
 
-k8s-build: ## Build kube-apiserver, etcd, KWOK (cached outside the repo by version)
+k8s-build: ## Build kube-apiserver, etcd, KWOK and kwokctl (cached outside the repo by version)
 	bash hack/k8s-testenv/build.sh
 
-k8s-up: $(STAMP) k8s-build ## Start etcd, kube-apiserver and KWOK with fake GPU nodes; kubeconfig in .k8s/ (options: K8S_UP_ARGS)
+k8s-up: $(STAMP) k8s-build ## Start the local plane (kwokctl: etcd, kube-apiserver, controllers, scheduler, KWOK) with fake GPU nodes; kubeconfig in .k8s/ (options: K8S_UP_ARGS)
 	$(PY) -m hack.k8s_plane up $(K8S_UP_ARGS)
 
 k8s-down: $(STAMP) ## Stop what k8s-up started

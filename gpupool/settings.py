@@ -57,6 +57,7 @@ INSTALLED_APPS = [
     "gpupool.workloads",
     "gpupool.accounting",
     "gpupool.control",
+    "gpupool.notifications",
 ]
 
 MIDDLEWARE = [
@@ -144,6 +145,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Choice sets that share a field name get a name of their own.
+    "ENUM_NAME_OVERRIDES": {
+        "QuotaRequestKindEnum": "gpupool.quotas.choices.QuotaRequestKind",
+        "NotificationKindEnum": "gpupool.notifications.choices.NotificationKind",
+    },
 }
 
 # Broker: without REDIS_URL there is none and the scheduling loop runs in-process.
@@ -153,6 +159,19 @@ CELERY_RESULT_BACKEND = None
 CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
 CELERY_TIMEZONE = "UTC"
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
+
+# Mail (notifications): printed to the console unless EMAIL_BACKEND says otherwise, e.g.
+# django.core.mail.backends.smtp.EmailBackend with EMAIL_HOST, EMAIL_PORT, EMAIL_HOST_USER,
+# EMAIL_HOST_PASSWORD and EMAIL_USE_TLS. GPUPOOL_BASE_URL makes the links in mails absolute.
+EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "gpupool@localhost")
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
+EMAIL_PORT = int(os.environ.get("EMAIL_PORT", "25"))
+EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_TIMEOUT = int(os.environ.get("EMAIL_TIMEOUT", "10"))
+GPUPOOL_BASE_URL = os.environ.get("GPUPOOL_BASE_URL", "")
 
 # Cluster backend: "simulated" (embedded default) or "kubernetes".
 GPUPOOL_CLUSTER = os.environ.get("GPUPOOL_CLUSTER", "simulated")

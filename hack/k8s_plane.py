@@ -1,13 +1,28 @@
-"""Local Kubernetes control plane for tests and demos: etcd, kube-apiserver, KWOK fake GPU nodes.
+"""Local Kubernetes control plane for tests and demos, run by kwokctl; fake GPU nodes from KWOK.
 
-    python -m hack.k8s_plane up [--profile default] [--controllers] [--scheduler]
+    python -m hack.k8s_plane up [--profile default] [--no-controllers] [--no-scheduler]
+    python -m hack.k8s_plane scale NODE_SET --replicas N
+    python -m hack.k8s_plane restart-apiserver [--down-for SECONDS]
+    python -m hack.k8s_plane compact-etcd
     python -m hack.k8s_plane down
     python -m hack.k8s_plane status
 
-Everything listens on 127.0.0.1 on ports chosen free at start-up. ``up`` writes the admin
-kubeconfig to ``.k8s/kubeconfig`` and the process ids, ports and folders to ``.k8s/state.json``;
-``down`` stops exactly those processes (SIGTERM, wait, SIGKILL). The binaries come from
-``$KUBEBUILDER_ASSETS`` or the cache that ``hack/k8s-testenv/build.sh`` fills.
+``kwokctl`` (the KWOK project's cluster tool, built with it) does the plane's work: its binary
+runtime starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler and the KWOK
+controller from the binaries that ``hack/k8s-testenv/build.sh`` built, makes the PKI and the
+kubeconfig, stops and deletes the cluster, and ``kwokctl scale`` creates the fake nodes. This
+module adds what kwokctl does not do: gpupool's GPU node profiles (labels, allocatable, NVLink
+cliques, time-slicing, MIG) as kwokctl resources; ports picked at random and a retry when one
+is taken meanwhile (kwokctl counts down from 32767, so two planes starting at once collide);
+start-up that fails fast, naming the component that died and quoting its log (kwokctl waits
+two minutes and only warns); a guard process that kills the components when the test process
+dies (kwokctl detaches them); and, for tests, an API server restart and an etcd compaction.
+
+Everything listens on 127.0.0.1. ``up`` writes an admin kubeconfig with its certificates
+embedded to ``.k8s/kubeconfig`` and its record to ``.k8s/state.json``; kwokctl's own files
+(PKI, etcd data, logs, pid files) live under ``.k8s/kwok/``. kwokctl runs with ``HOME`` and
+``KWOK_WORKDIR`` inside that folder and with every binary given as a local path, so it reads
+no user configuration, touches no ``~/.kube/config`` and downloads nothing.
 """
 
 from __future__ import annotations
@@ -15,8 +30,6 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
-import datetime as dt
-import ipaddress
 import json
 import os
 import shutil
@@ -25,7 +38,6 @@ import socket
 import ssl
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -35,10 +47,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from gpupool.scheduler.mig import mig_layout_errors, mig_profile
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTENV = ROOT / "hack" / "k8s-testenv"
@@ -50,12 +60,21 @@ BINARIES = (
     "kube-scheduler",
     "kubectl",
     "kwok",
+    "kwokctl",
 )
+CLUSTER = "gpupool"  # kwokctl's cluster name; every plane has a work folder of its own
+STAGES = "kwok-stages.yaml"
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+KWOKCTL_API = "config.kwok.x-k8s.io/v1alpha1"
 PORT_ATTEMPTS = 3
-# The controllers started with --controllers: enough for Jobs, PodDisruptionBudget status,
-# garbage collection and namespace deletion (no node lifecycle: KWOK nodes have no kubelet).
+# kube-controller-manager runs only these (kwokctl would run all): enough for Jobs,
+# PodDisruptionBudget status, garbage collection and namespace deletion. No node lifecycle
+# controller: it would taint and evict on a late KWOK heartbeat, which a busy machine produces.
 CONTROLLERS = "job,disruption,garbagecollector,namespace,podgc,replicaset,deployment"
+# Pods and nodes are served straight from etcd, not from the API server's watch cache, so a
+# compaction reaches watchers as 410 Gone, as it does on a real cluster once a resourceVersion
+# has fallen out of the cache's window (the cache would otherwise hide it for minutes).
+WATCH_CACHE_SIZES = "pods#0,nodes#0"
 
 
 class PlaneError(RuntimeError):
@@ -90,10 +109,14 @@ def cache_dir() -> Path:
 
 
 def find_assets() -> Path:
-    """The folder holding all binaries ($KUBEBUILDER_ASSETS, else the build cache), or raise."""
+    """The folder holding all binaries ($KUBEBUILDER_ASSETS, else the build cache), or raise.
+
+    build.sh also writes STAGES there: the stock KWOK stages that kwok-stages.list names.
+    """
     given = os.environ.get("KUBEBUILDER_ASSETS")
     folder = Path(given) if given else cache_dir()
     missing = [name for name in BINARIES if not os.access(folder / name, os.X_OK)]
+    missing += [] if (folder / STAGES).is_file() else [STAGES]
     if missing:
         origin = "KUBEBUILDER_ASSETS" if given else "the build cache"
         raise PlaneError(
@@ -104,207 +127,87 @@ def find_assets() -> Path:
     return folder
 
 
-def stages_yaml(assets: Path) -> str:
-    """The KWOK stage documents: <assets>/kwok-stages.yaml, else from the Go module cache."""
-    shipped = assets / "kwok-stages.yaml"
-    if shipped.is_file():
-        return shipped.read_text()
-    module_dir = _kwok_module_dir()
-    if module_dir is None:
-        raise PlaneError(
-            f"no {shipped} and the sigs.k8s.io/kwok module is not in the Go module cache: "
-            "run `make k8s-build`"
-        )
-    return concat_stages(module_dir)
+# --- kwokctl's configuration -----------------------------------------------------------------
+
+# kwokctl's component names, in start order, with the endpoint that says each one is up.
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+KWOKCTL_NAMES = {"kwok": "kwok-controller"}  # where kwokctl's name differs from ours
+PORT_NAMES = (
+    "etcd",
+    "etcd-peer",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kwok",
+)
 
 
-def _kwok_module_dir() -> Path | None:
-    go = shutil.which("go") or "/usr/local/go/bin/go"
-    if not os.access(go, os.X_OK):
-        return None
-    proc = subprocess.run(
-        [go, "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/kwok"],
-        cwd=TESTENV / "kwok",
-        capture_output=True,
-        text=True,
-        env={**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=readonly"},
-        check=False,
-    )
-    path = Path(proc.stdout.strip()) if proc.returncode == 0 else None
-    return path if path and path.is_dir() else None
+def kwokctl_configuration(
+    assets: Path, ports: dict[str, int], controllers: bool = True, scheduler: bool = True
+) -> dict[str, Any]:
+    """The KwokctlConfiguration of one plane: our binaries and ports, and the flags we add.
 
+    Every binary is a local path: kwokctl downloads a binary only when it is given a URL,
+    which is its default for each of them.
+    """
+    components = ["etcd", "kube-apiserver"]
+    components += ["kube-controller-manager"] if controllers else []
+    components += ["kube-scheduler"] if scheduler else []
+    components += ["kwok-controller"]
 
-def kwok_stage_list() -> list[str]:
-    """The stock stage files named in hack/k8s-testenv/kwok-stages.list."""
-    lines = (TESTENV / "kwok-stages.list").read_text().splitlines()
-    return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+    def args(component: str, *pairs: tuple[str, str], override: bool = False) -> dict[str, Any]:
+        extra = [{"key": k, "value": v, "override": override} for k, v in pairs]
+        return {"name": component, "extraArgs": extra}
 
-
-def concat_stages(kwok_module_dir: Path) -> str:
-    """Concatenate the listed stock stage files from an unpacked kwok module."""
-    docs = []
-    for rel in kwok_stage_list():
-        path = kwok_module_dir / "kustomize" / "stage" / rel
-        docs.append(f"# from sigs.k8s.io/kwok kustomize/stage/{rel}\n{path.read_text()}")
-    return "---\n".join(docs)
-
-
-# --- certificates ---------------------------------------------------------------------------
-
-
-@dataclass
-class Pki:
-    """Paths of the plane's certificates and keys (PEM files)."""
-
-    dir: Path
-
-    @property
-    def ca_crt(self) -> Path:
-        """The CA certificate that signs everything and that the apiserver trusts."""
-        return self.dir / "ca.crt"
-
-    def path(self, name: str) -> Path:
-        """The path of one PEM file in the folder."""
-        return self.dir / name
-
-
-def _pem_key(key: rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-
-
-def _write(path: Path, data: bytes, mode: int = 0o600) -> None:
-    path.write_bytes(data)
-    path.chmod(mode)
-
-
-def make_pki(folder: Path) -> Pki:
-    """Create a CA, a serving certificate for 127.0.0.1, an admin client cert and an SA key."""
-    folder.mkdir(parents=True, exist_ok=True)
-    now = dt.datetime.now(dt.UTC)
-    start, end = now - dt.timedelta(hours=1), now + dt.timedelta(days=365)
-
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "gpupool-local-ca")])
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(start)
-        .not_valid_after(end)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                key_cert_sign=True,
-                crl_sign=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
-
-    def leaf(name: x509.Name, server: bool, out: str) -> None:
-        key = ec.generate_private_key(ec.SECP256R1())
-        builder = (
-            x509.CertificateBuilder()
-            .subject_name(name)
-            .issuer_name(ca_name)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(start)
-            .not_valid_after(end)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(
-                x509.ExtendedKeyUsage(
-                    [ExtendedKeyUsageOID.SERVER_AUTH]
-                    if server
-                    else [ExtendedKeyUsageOID.CLIENT_AUTH]
-                ),
-                critical=False,
-            )
-        )
-        if server:
-            builder = builder.add_extension(
-                x509.SubjectAlternativeName(
-                    [
-                        x509.DNSName("localhost"),
-                        x509.DNSName("kubernetes"),
-                        x509.DNSName("kubernetes.default"),
-                        x509.DNSName("kubernetes.default.svc"),
-                        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-                        x509.IPAddress(ipaddress.ip_address("10.96.0.1")),
-                    ]
-                ),
-                critical=False,
-            )
-        cert = builder.sign(ca_key, hashes.SHA256())
-        _write(folder / f"{out}.crt", cert.public_bytes(serialization.Encoding.PEM), 0o644)
-        _write(folder / f"{out}.key", _pem_key(key))
-
-    _write(folder / "ca.crt", ca.public_bytes(serialization.Encoding.PEM), 0o644)
-    _write(folder / "ca.key", _pem_key(ca_key))
-    leaf(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]), True, "apiserver")
-    admin = x509.Name(
-        [
-            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "system:masters"),
-            x509.NameAttribute(NameOID.COMMON_NAME, "admin"),
-        ]
-    )
-    leaf(admin, False, "admin")
-    sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    _write(folder / "sa.key", _pem_key(sa_key))
-    _write(
-        folder / "sa.pub",
-        sa_key.public_key().public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    patches = [
+        args("etcd", ("unsafe-no-fsync", "true")),  # a throw-away store: no fsync on 2 cores
+        args(
+            "kube-apiserver",
+            # No ServiceAccount admission: a pod in a namespace just made would otherwise be
+            # refused until a controller creates its default account. No taint on new nodes
+            # until a node controller clears it (none runs, see CONTROLLERS).
+            ("disable-admission-plugins", "ServiceAccount,TaintNodesByCondition"),
+            ("watch-cache-sizes", WATCH_CACHE_SIZES),
         ),
-        0o644,
-    )
-    return Pki(folder)
-
-
-def kubeconfig_text(server: str, pki: Pki) -> str:
-    """An admin kubeconfig for ``server`` with the certificates embedded."""
-
-    def b64(name: str) -> str:
-        return base64.b64encode(pki.path(name).read_bytes()).decode()
-
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {
-                "name": "gpupool-local",
-                "cluster": {"server": server, "certificate-authority-data": b64("ca.crt")},
-            }
-        ],
-        "users": [
-            {
-                "name": "admin",
-                "user": {
-                    "client-certificate-data": b64("admin.crt"),
-                    "client-key-data": b64("admin.key"),
-                },
-            }
-        ],
-        "contexts": [
-            {"name": "gpupool-local", "context": {"cluster": "gpupool-local", "user": "admin"}}
-        ],
-        "current-context": "gpupool-local",
+        # Without leader election an API server restart cannot make them exit.
+        args("kube-controller-manager", ("controllers", CONTROLLERS), ("leader-elect", "false")),
+        args("kube-scheduler", ("leader-elect", "false")),
+        # KWOK takes only nodes annotated `fake`, so a test can take one away from it; a pod
+        # CIDR big enough for B4's 3,600 pods (KWOK's default has 254 addresses).
+        args(
+            "kwok-controller",
+            ("manage-all-nodes", "false"),
+            ("node-ip", "127.0.0.1"),
+            override=True,
+        ),
+        args(
+            "kwok-controller",
+            ("manage-nodes-with-annotation-selector", f"{KWOK_NODE_ANNOTATION}=fake"),
+            ("cidr", "10.244.0.0/16"),
+        ),
+    ]
+    return {
+        "apiVersion": KWOKCTL_API,
+        "kind": "KwokctlConfiguration",
+        "options": {
+            "runtime": "binary",
+            "bindAddress": "127.0.0.1",
+            "components": components,
+            "etcdBinary": str(assets / "etcd"),
+            "kubeApiserverBinary": str(assets / "kube-apiserver"),
+            "kubeControllerManagerBinary": str(assets / "kube-controller-manager"),
+            "kubeSchedulerBinary": str(assets / "kube-scheduler"),
+            "kwokControllerBinary": str(assets / "kwok"),
+            "kubectlBinary": str(assets / "kubectl"),
+            "etcdPort": ports["etcd"],
+            "etcdPeerPort": ports["etcd-peer"],
+            "kubeApiserverPort": ports["kube-apiserver"],
+            "kubeControllerManagerPort": ports["kube-controller-manager"],
+            "kubeSchedulerPort": ports["kube-scheduler"],
+            "kwokControllerPort": ports["kwok"],
+        },
+        "componentsPatches": patches,
     }
-    return yaml.safe_dump(config, sort_keys=False)
 
 
 # --- processes ------------------------------------------------------------------------------
@@ -330,62 +233,6 @@ def log_tail(path: Path, lines: int = 30) -> str:
     return "\n".join(text[-lines:]) or f"({path} is empty)"
 
 
-@dataclass
-class Component:
-    """One started process of the plane."""
-
-    name: str
-    pid: int
-    log: str
-    binary: str
-    started: int | None = None  # start time (clock ticks after boot): tells a reused pid apart
-
-
-@dataclass
-class PlaneState:
-    """What ``up`` started: written to state.json so ``down`` can stop it by process id."""
-
-    home: str
-    run_dir: str
-    kubeconfig: str
-    server: str
-    ports: dict[str, int] = field(default_factory=dict)
-    components: list[Component] = field(default_factory=list)
-    assets: str = ""
-    profile: str = "default"
-    nodes: int = 0
-    startup_seconds: float = 0.0
-
-    def env_text(self) -> str:
-        """Shell lines that point kubectl (from the binaries folder) at this plane."""
-        return f"export KUBECONFIG={self.kubeconfig}\nexport PATH={self.assets}:$PATH\n"
-
-    def save(self) -> None:
-        """Write the state file atomically."""
-        path = Path(self.home) / "state.json"
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(self), indent=2) + "\n")
-        tmp.replace(path)
-
-    @classmethod
-    def load(cls, home: Path) -> PlaneState | None:
-        """Read a state file, or None if there is none."""
-        path = home / "state.json"
-        if not path.is_file():
-            return None
-        raw = json.loads(path.read_text())
-        raw["components"] = [Component(**c) for c in raw.get("components", [])]
-        return cls(**raw)
-
-
-def _die_with_parent() -> None:
-    """In the child before exec: ask Linux for SIGKILL when the parent thread exits."""
-    import ctypes
-
-    pr_set_pdeathsig = 1
-    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
-
-
 def process_start_time(pid: int) -> int | None:
     """The start time of a live process in clock ticks since boot, None if gone or a zombie."""
     try:
@@ -396,6 +243,17 @@ def process_start_time(pid: int) -> int | None:
     if fields[0] in ("Z", "X"):
         return None
     return int(fields[19])  # field 22 of proc(5): starttime
+
+
+@dataclass
+class Component:
+    """One process of ours, known by pid and start time (a reused pid is another process)."""
+
+    name: str
+    pid: int
+    log: str
+    binary: str
+    started: int | None = None  # start time (clock ticks after boot)
 
 
 def _is_ours(component: Component) -> bool:
@@ -416,12 +274,14 @@ def _wait_gone(component: Component, timeout: float) -> bool:
     return not _is_ours(component)
 
 
-def stop_component(component: Component, timeout: float = 15.0) -> None:
-    """SIGTERM one process, wait for it, then SIGKILL it if it is still there."""
+def stop_component(
+    component: Component, timeout: float = 15.0, sig: signal.Signals = signal.SIGTERM
+) -> None:
+    """Signal one process (SIGTERM by default), wait for it, then SIGKILL it if still there."""
     if not _is_ours(component):
         return
     with contextlib.suppress(ProcessLookupError):
-        os.kill(component.pid, signal.SIGTERM)
+        os.kill(component.pid, sig)
     if _wait_gone(component, timeout):
         return
     with contextlib.suppress(ProcessLookupError):
@@ -430,8 +290,174 @@ def stop_component(component: Component, timeout: float = 15.0) -> None:
         raise PlaneError(f"{component.name} (pid {component.pid}) survived SIGKILL")
 
 
+def cluster_dir(home: Path) -> Path:
+    """kwokctl's folder for the plane under ``home``: config, PKI, etcd data, logs, pids."""
+    return home / "kwok" / "clusters" / CLUSTER
+
+
+def component_log(workdir: Path, name: str) -> Path:
+    """Where kwokctl sends a component's output."""
+    return workdir / "logs" / f"{KWOKCTL_NAMES.get(name, name)}.log"
+
+
+def recorded_pids(workdir: Path) -> dict[str, int]:
+    """The pids kwokctl wrote to ``pids/<name>.pid``, by component name, in start order."""
+    pids = {}
+    for name in COMPONENTS:
+        with contextlib.suppress(FileNotFoundError, ValueError):
+            text = (workdir / "pids" / f"{KWOKCTL_NAMES.get(name, name)}.pid").read_text()
+            pids[name] = int(text.strip())
+    return pids
+
+
+def running_components(workdir: Path) -> list[Component]:
+    """The live processes kwokctl started from ``workdir``, in start order.
+
+    kwokctl runs each binary as ``<workdir>/bin/<name>`` (argv[1] when an interpreter runs a
+    script); a recorded pid whose process runs anything else (a pid reused after a crash) is
+    not ours.
+    """
+    found = []
+    for name, pid in recorded_pids(workdir).items():
+        binary = str(workdir / "bin" / KWOKCTL_NAMES.get(name, name))
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:2]
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        started = process_start_time(pid)
+        if started is not None and binary in (arg.decode(errors="replace") for arg in argv):
+            found.append(Component(name, pid, str(component_log(workdir, name)), binary, started))
+    return found
+
+
+def _wait_reaped(pid: int, timeout: float) -> None:
+    """Wait until a killed process has left the process table (init reaps it, not us)."""
+    deadline = time.monotonic() + timeout
+    while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        time.sleep(0.1)
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: ask Linux for SIGKILL when the parent thread exits."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+
+def guard(workdir: Path, parent: int, poll: float = 0.2) -> int:
+    """Wait for ``parent`` to exit, then SIGKILL every component kwokctl started in ``workdir``.
+
+    kwokctl detaches the components from whoever ran it, so a test session that dies without
+    stopping its plane would leave it running; this process, started beside the plane and tied
+    to nothing, ends it. All at once and with SIGKILL: kube-apiserver hangs in its graceful
+    shutdown once etcd is gone.
+    """
+    while os.getppid() == parent:
+        time.sleep(poll)
+    for _ in range(20):  # kwokctl may still be starting some: look again until none is left
+        components = running_components(workdir)
+        if not components:
+            return 0
+        for component in components:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(component.pid, signal.SIGKILL)
+        time.sleep(0.5)
+    return 1
+
+
+# --- the plane ------------------------------------------------------------------------------
+
+
+@dataclass
+class PlaneState:
+    """What ``up`` started: written to state.json so later commands find it."""
+
+    home: str
+    workdir: str
+    kubeconfig: str
+    server: str
+    ports: dict[str, int] = field(default_factory=dict)
+    assets: str = ""
+    profile: str = "default"
+    nodes: int = 0
+    startup_seconds: float = 0.0
+    guard: Component | None = None
+
+    def env_text(self) -> str:
+        """Shell lines that point kubectl (from the binaries folder) at this plane."""
+        return f"export KUBECONFIG={self.kubeconfig}\nexport PATH={self.assets}:$PATH\n"
+
+    def save(self) -> None:
+        """Write the state file atomically."""
+        path = Path(self.home) / "state.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=2) + "\n")
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, home: Path) -> PlaneState | None:
+        """Read a state file, or None if there is none."""
+        path = home / "state.json"
+        if not path.is_file():
+            return None
+        raw = json.loads(path.read_text())
+        raw["guard"] = Component(**raw["guard"]) if raw.get("guard") else None
+        return cls(**raw)
+
+
+def health_url(name: str, ports: dict[str, int]) -> str:
+    """The URL that answers 200 once a component is up."""
+    if name == "etcd":
+        return f"http://127.0.0.1:{ports['etcd']}/health"
+    if name == "kube-apiserver":
+        return f"https://127.0.0.1:{ports['kube-apiserver']}/readyz"
+    scheme = "http" if name == "kwok" else "https"
+    return f"{scheme}://127.0.0.1:{ports[name]}/healthz"
+
+
+def embedded_kubeconfig(kwok_kubeconfig: Path) -> str:
+    """kwokctl's kubeconfig with its certificate files embedded, as context gpupool-local."""
+    source = yaml.safe_load(kwok_kubeconfig.read_text())
+    cluster = source["clusters"][0]["cluster"]
+    user = source["users"][0]["user"]
+
+    def data(path: str) -> str:
+        return base64.b64encode(Path(path).read_bytes()).decode()
+
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "gpupool-local",
+                "cluster": {
+                    "server": cluster["server"],
+                    "certificate-authority-data": data(cluster["certificate-authority"]),
+                },
+            }
+        ],
+        "users": [
+            {
+                "name": "admin",
+                "user": {
+                    "client-certificate-data": data(user["client-certificate"]),
+                    "client-key-data": data(user["client-key"]),
+                },
+            }
+        ],
+        "contexts": [
+            {"name": "gpupool-local", "context": {"cluster": "gpupool-local", "user": "admin"}}
+        ],
+        "current-context": "gpupool-local",
+    }
+    return yaml.safe_dump(config, sort_keys=False)
+
+
 class Plane:
-    """Starts and stops one control plane whose files live under ``home``."""
+    """Starts, changes and stops one kwokctl cluster whose files live under ``home``."""
 
     def __init__(
         self,
@@ -442,36 +468,93 @@ class Plane:
     ) -> None:
         self.home = home
         self.assets = assets
-        # True for test sessions: the kernel SIGKILLs every component when the process that
-        # started it dies, so even a killed pytest leaves nothing behind. (SIGKILL: all would
-        # get the signal at once, and kube-apiserver hangs in its graceful shutdown once etcd
-        # is gone.)
+        # True for test sessions: the plane is killed when this process dies, even by SIGKILL.
         self.tie_to_parent = tie_to_parent
         self._log = log or (lambda msg: print(f"[k8s-plane] {msg}", file=sys.stderr))
         self.state: PlaneState | None = None
+
+    @classmethod
+    def serving(cls, kubeconfig: Path) -> Plane | None:
+        """The plane whose ``up`` wrote ``kubeconfig`` (it lies in the plane's home), if any."""
+        home = kubeconfig.resolve().parent
+        state = PlaneState.load(home)
+        if state is None or Path(state.kubeconfig).resolve() != kubeconfig.resolve():
+            return None
+        plane = cls(home, Path(state.assets))
+        plane.state = state
+        return plane
+
+    # - kwokctl -
+
+    def _kwokctl(
+        self, assets: Path, *args: str, wait: bool = True, timeout: float = 120.0
+    ) -> subprocess.Popen[bytes]:
+        """Run kwokctl on this plane's cluster; its output goes to <home>/kwokctl.log."""
+        kwok_home = self.home / "kwok"
+        env = {
+            key: value
+            for key, value in os.environ.items()
+            if key != "KUBECONFIG" and not key.startswith("KWOK_")
+        }
+        env.update(HOME=str(kwok_home), KWOK_WORKDIR=str(kwok_home))
+        env["PATH"] = f"{assets}{os.pathsep}{env.get('PATH', '')}"  # kwokctl runs our kubectl
+        configs = [f"--config={path}" for path in self._config_files(assets)]
+        command = [str(assets / "kwokctl"), f"--name={CLUSTER}", *configs, *args]
+        with (self.home / "kwokctl.log").open("ab") as log_file:
+            log_file.write(f"$ {' '.join(command)}\n".encode())
+            log_file.flush()
+            proc = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=self.home,
+                preexec_fn=_die_with_parent if self.tie_to_parent else None,
+            )
+        if wait:
+            try:
+                code = proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                code = None
+            if code != 0:
+                raise PlaneError(
+                    f"`kwokctl {' '.join(args)}` "
+                    + ("timed out" if code is None else f"failed ({code})")
+                    + f"; last lines of {self.home / 'kwokctl.log'}:\n"
+                    + log_tail(self.home / "kwokctl.log")
+                )
+        return proc
+
+    def _config_files(self, assets: Path) -> list[Path]:
+        ours = [self.home / name for name in ("kwokctl.yaml", "nodes.yaml")]
+        return [assets / STAGES, *(path for path in ours if path.is_file())]
 
     # - start -
 
     def up(
         self,
         profile: str = "default",
-        controllers: bool = False,
-        scheduler: bool = False,
+        controllers: bool = True,
+        scheduler: bool = True,
         timeout: float = 120.0,
     ) -> PlaneState:
-        """Start etcd, kube-apiserver, optionally the controllers/scheduler, KWOK and the nodes."""
+        """Start the plane with kwokctl and create the profile's fake GPU nodes."""
         existing = PlaneState.load(self.home)
-        if existing and any(_is_ours(c) for c in existing.components):
+        if existing and running_components(Path(existing.workdir)):
             raise PlaneError(
                 f"a plane from {self.home} is already running (server {existing.server}); "
                 "stop it with `make k8s-down` first"
             )
         if existing:  # left over from a plane that died: clear its files
-            Plane(self.home).down()
+            Plane(self.home, self.assets, log=self._log).down()
         assets = self.assets or find_assets()
+        sets = node_sets(load_profile(profile))  # a bad profile fails before anything runs
         for attempt in range(1, PORT_ATTEMPTS + 1):
             try:
-                return self._up_once(assets, profile, controllers, scheduler, timeout)
+                return self._up_once(assets, profile, sets, controllers, scheduler, timeout)
             except PlaneError as exc:
                 # Ports are picked free but bound moments later: another process may win one.
                 if "address already in use" not in str(exc) or attempt == PORT_ATTEMPTS:
@@ -480,278 +563,311 @@ class Plane:
         raise AssertionError("unreachable")
 
     def _up_once(
-        self, assets: Path, profile: str, controllers: bool, scheduler: bool, timeout: float
+        self,
+        assets: Path,
+        profile: str,
+        sets: list[NodeSet],
+        controllers: bool,
+        scheduler: bool,
+        timeout: float,
     ) -> PlaneState:
         started = time.monotonic()
         self.home.mkdir(parents=True, exist_ok=True)
-        run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=self.home))
-        pki = make_pki(run_dir / "pki")
-        ports = free_ports(
-            ("etcd", "etcd-peer", "apiserver", "controller-manager", "scheduler", "kwok")
-        )
-        server = f"https://127.0.0.1:{ports['apiserver']}"
+        ports = free_ports(PORT_NAMES)
+        workdir = cluster_dir(self.home)
         kubeconfig = self.home / "kubeconfig"
         self.state = state = PlaneState(
             home=str(self.home),
-            run_dir=str(run_dir),
+            workdir=str(workdir),
             kubeconfig=str(kubeconfig),
-            server=server,
+            server=f"https://127.0.0.1:{ports['kube-apiserver']}",
             ports=ports,
             assets=str(assets),
             profile=profile,
         )
+        configuration = kwokctl_configuration(assets, ports, controllers, scheduler)
+        (self.home / "kwokctl.yaml").write_text(yaml.safe_dump(configuration, sort_keys=False))
+        (self.home / "nodes.yaml").write_text(kwokctl_resources_yaml(sets))
+        state.save()
+        (self.home / "kwokctl.log").unlink(missing_ok=True)  # one log per plane
         try:
-            self._start_etcd(assets, run_dir, ports, timeout)
-            self._start_apiserver(assets, run_dir, pki, ports, timeout)
-            # Components read the kubeconfig from inside run_dir (it is removed with it).
-            (run_dir / "kubeconfig").write_text(kubeconfig_text(server, pki))
-            if controllers:
-                self._start_controller_manager(assets, run_dir, ports, timeout)
-            if scheduler:
-                self._start_scheduler(assets, run_dir, ports, timeout)
-            self._start_kwok(assets, run_dir, ports, timeout)
-            nodes = node_manifests(load_profile(profile))
+            if self.tie_to_parent:
+                self._start_guard(workdir)
+            deadline = time.monotonic() + timeout
+            creating = self._kwokctl(assets, "create", "cluster", "--kubeconfig=", wait=False)
+            self._watch_create(creating, workdir, ports, deadline, timeout)
+            names = [n for n in COMPONENTS if n in self._expected(controllers, scheduler)]
+            for name in names:
+                self._wait_ready(name, workdir, ports, deadline, timeout)
+            tmp = kubeconfig.with_suffix(".tmp")
+            tmp.write_text(embedded_kubeconfig(workdir / "kubeconfig.yaml"))
+            tmp.chmod(0o600)
+            tmp.replace(kubeconfig)
             begun = time.monotonic()
-            create_nodes(run_dir / "kubeconfig", nodes)
-            wait_nodes_ready(
-                run_dir / "kubeconfig", {n["metadata"]["name"] for n in nodes}, timeout
+            for node_set in sets:
+                self._scale(assets, node_set, node_set.replicas, timeout)
+            expected = {n["metadata"]["name"] for s in sets for n in s.manifests()}
+            wait_nodes_ready(kubeconfig, expected, max(deadline - time.monotonic(), 1.0))
+            self._log(
+                f"{len(expected)} nodes created and Ready after {time.monotonic() - begun:.1f} s"
             )
-            waited = time.monotonic() - begun
-            self._log(f"{len(nodes)} nodes created and Ready after {waited:.1f} s")
-            state.nodes = len(nodes)
+            state.nodes = len(expected)
         except BaseException:
             self._log("start-up failed: stopping what was started")
             self.down()
             raise
-        tmp = kubeconfig.with_suffix(".tmp")
-        tmp.write_text(kubeconfig_text(server, pki))
-        tmp.chmod(0o600)
-        tmp.replace(kubeconfig)
         state.startup_seconds = round(time.monotonic() - started, 1)
         state.save()
         (self.home / "env").write_text(state.env_text())
         self._log(
-            f"up in {state.startup_seconds} s: {server}, {state.nodes} fake GPU nodes "
+            f"up in {state.startup_seconds} s: {state.server}, {state.nodes} fake GPU nodes "
             f"(profile {profile}); for kubectl: source {self.home / 'env'}"
         )
         return state
 
-    def _spawn(self, name: str, binary: Path, args: list[str], run_dir: Path) -> Component:
+    @staticmethod
+    def _expected(controllers: bool, scheduler: bool) -> set[str]:
+        names = {"etcd", "kube-apiserver", "kwok"}
+        names |= {"kube-controller-manager"} if controllers else set()
+        return names | ({"kube-scheduler"} if scheduler else set())
+
+    def _start_guard(self, workdir: Path) -> None:
         assert self.state is not None
-        log_path = run_dir / f"{name}.log"
-        with log_path.open("ab") as log_file:
+        guard_log = self.home / "guard.log"
+        with guard_log.open("ab") as log_file:
             proc = subprocess.Popen(
-                [str(binary), *args],
+                [sys.executable, "-m", "hack.k8s_plane", "guard", str(workdir), str(os.getpid())],
                 stdin=subprocess.DEVNULL,
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
-                cwd=run_dir,
-                start_new_session=True,  # survives the launcher; Ctrl-C in a shell spares it
-                preexec_fn=_die_with_parent if self.tie_to_parent else None,
+                cwd=ROOT,
+                start_new_session=True,  # a Ctrl-C meant for pytest must not stop the guard
             )
-        component = Component(
-            name=name,
-            pid=proc.pid,
-            log=str(log_path),
-            binary=str(binary),
-            started=process_start_time(proc.pid),
-        )
-        self.state.components.append(component)
+        started = process_start_time(proc.pid)
+        self.state.guard = Component("guard", proc.pid, str(guard_log), sys.executable, started)
         self.state.save()
-        self._log(f"{name} started (pid {proc.pid}, log {log_path})")
-        return component
+
+    def _watch_create(
+        self,
+        creating: subprocess.Popen[bytes],
+        workdir: Path,
+        ports: dict[str, int],
+        deadline: float,
+        timeout: float,
+    ) -> None:
+        """Wait for `kwokctl create cluster`, failing as soon as a component it started dies."""
+        while creating.poll() is None:
+            try:
+                self._fail_if_one_died(workdir)
+                if time.monotonic() > deadline:
+                    for name in recorded_pids(workdir):  # names the first that is not up
+                        self._wait_ready(name, workdir, ports, deadline, timeout)
+                    raise PlaneError(f"`kwokctl create cluster` did not finish in {timeout:.0f} s")
+            except PlaneError:
+                creating.kill()
+                creating.wait()
+                raise
+            time.sleep(0.2)
+        if creating.returncode != 0:
+            raise PlaneError(
+                f"`kwokctl create cluster` failed ({creating.returncode}); last lines of "
+                f"{self.home / 'kwokctl.log'}:\n{log_tail(self.home / 'kwokctl.log')}"
+            )
+
+    @staticmethod
+    def _fail_if_one_died(workdir: Path) -> None:
+        alive = {c.name for c in running_components(workdir)}
+        for name in recorded_pids(workdir):
+            if name not in alive:
+                log = component_log(workdir, name)
+                raise PlaneError(
+                    f"{name} exited during start-up; last lines of {log}:\n{log_tail(log)}"
+                )
+
+    def _probe(self, name: str, workdir: Path, ports: dict[str, int]) -> str | None:
+        """None when the component answers 200 on its health URL, else what it answered."""
+        url = health_url(name, ports)
+        context = None
+        if name == "kube-apiserver":
+            context = ssl.create_default_context(cafile=str(workdir / "pki" / "ca.crt"))
+            context.load_cert_chain(
+                str(workdir / "pki" / "admin.crt"), str(workdir / "pki" / "admin.key")
+            )
+        elif url.startswith("https"):  # controller-manager and scheduler sign their own
+            context = ssl.create_default_context()
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        try:
+            with urllib.request.urlopen(url, timeout=5, context=context) as response:  # noqa: S310
+                body = response.read().decode(errors="replace")
+                return None if response.status == 200 else f"HTTP {response.status}: {body[:200]}"
+        except urllib.error.HTTPError as exc:
+            return f"HTTP {exc.code}: {exc.read().decode(errors='replace')[:400]}"
+        except (OSError, ssl.SSLError) as exc:
+            return str(exc) or type(exc).__name__
 
     def _wait_ready(
-        self,
-        component: Component,
-        url: str,
-        timeout: float,
-        context: ssl.SSLContext | None = None,
+        self, name: str, workdir: Path, ports: dict[str, int], deadline: float, timeout: float
     ) -> None:
+        """Poll one component's health URL until 200; fail if it exits or the time runs out."""
         begun = time.monotonic()
-        deadline = begun + timeout
-        last = "no answer yet"
-        while time.monotonic() < deadline:
-            if not _is_ours(component):
-                with contextlib.suppress(ChildProcessError):
-                    os.waitpid(component.pid, os.WNOHANG)
+        log = component_log(workdir, name)
+        while True:
+            if name not in {c.name for c in running_components(workdir)}:
                 raise PlaneError(
-                    f"{component.name} exited during start-up; last lines of {component.log}:\n"
-                    f"{log_tail(Path(component.log))}"
+                    f"{name} exited during start-up; last lines of {log}:\n{log_tail(log)}"
                 )
-            try:
-                with urllib.request.urlopen(url, timeout=5, context=context) as response:  # noqa: S310
-                    body = response.read().decode(errors="replace")
-                    if response.status == 200:
-                        waited = time.monotonic() - begun
-                        self._log(f"{component.name} ready after {waited:.1f} s ({url})")
-                        return
-                    last = f"HTTP {response.status}: {body[:200]}"
-            except urllib.error.HTTPError as exc:
-                last = f"HTTP {exc.code}: {exc.read().decode(errors='replace')[:400]}"
-            except (OSError, ssl.SSLError) as exc:
-                last = str(exc)
-            time.sleep(0.5)
-        raise PlaneError(
-            f"{component.name} not ready at {url} after {timeout:.0f} s ({last}); "
-            f"last lines of {component.log}:\n{log_tail(Path(component.log))}"
+            answer = self._probe(name, workdir, ports)
+            if answer is None:
+                waited = time.monotonic() - begun
+                self._log(f"{name} ready after {waited:.1f} s ({health_url(name, ports)})")
+                return
+            if time.monotonic() > deadline:
+                raise PlaneError(
+                    f"{name} not ready at {health_url(name, ports)} after {timeout:.0f} s "
+                    f"({answer}); last lines of {log}:\n{log_tail(log)}"
+                )
+            time.sleep(0.3)
+
+    # - change -
+
+    def _state(self) -> PlaneState:
+        state = self.state or PlaneState.load(self.home)
+        if state is None:
+            raise PlaneError(f"no plane is recorded in {self.home}: start one with `make k8s-up`")
+        self.state = state
+        return state
+
+    def _scale(self, assets: Path, node_set: NodeSet, replicas: int, timeout: float) -> None:
+        serial = max(node_set.serial_length, len(str(max(replicas - 1, 0))))
+        self._kwokctl(
+            assets,
+            "scale",
+            node_set.resource,
+            node_set.name,
+            f"--replicas={replicas}",
+            f"--serial-length={serial}",
+            timeout=timeout,
         )
 
-    def _start_etcd(
-        self, assets: Path, run_dir: Path, ports: dict[str, int], timeout: float
-    ) -> None:
-        client = f"http://127.0.0.1:{ports['etcd']}"
-        peer = f"http://127.0.0.1:{ports['etcd-peer']}"
-        component = self._spawn(
-            "etcd",
-            assets / "etcd",
-            [
-                "--name=default",
-                f"--data-dir={run_dir / 'etcd'}",
-                f"--listen-client-urls={client}",
-                f"--advertise-client-urls={client}",
-                f"--listen-peer-urls={peer}",
-                f"--initial-advertise-peer-urls={peer}",
-                f"--initial-cluster=default={peer}",
-                "--unsafe-no-fsync=true",
-                "--log-level=warn",
-            ],
-            run_dir,
-        )
-        self._wait_ready(component, f"{client}/health", timeout)
+    def scale(self, set_name: str, replicas: int, timeout: float = 300.0) -> float:
+        """Resize one node set of the running profile with `kwokctl scale`; seconds to Ready.
 
-    def _start_apiserver(
-        self, assets: Path, run_dir: Path, pki: Pki, ports: dict[str, int], timeout: float
-    ) -> None:
-        port = ports["apiserver"]
-        component = self._spawn(
-            "kube-apiserver",
-            assets / "kube-apiserver",
-            [
-                f"--etcd-servers=http://127.0.0.1:{ports['etcd']}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
-                f"--secure-port={port}",
-                f"--cert-dir={pki.dir}",
-                f"--tls-cert-file={pki.path('apiserver.crt')}",
-                f"--tls-private-key-file={pki.path('apiserver.key')}",
-                f"--client-ca-file={pki.ca_crt}",
-                "--authorization-mode=RBAC",
-                f"--service-account-issuer=https://127.0.0.1:{port}",
-                f"--service-account-key-file={pki.path('sa.pub')}",
-                f"--service-account-signing-key-file={pki.path('sa.key')}",
-                "--service-cluster-ip-range=10.96.0.0/16",
-                "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
-                "--endpoint-reconciler-type=none",
-                "--allow-privileged=true",
-            ],
-            run_dir,
-        )
-        context = ssl.create_default_context(cafile=str(pki.ca_crt))
-        context.load_cert_chain(str(pki.path("admin.crt")), str(pki.path("admin.key")))
-        self._wait_ready(component, f"https://127.0.0.1:{port}/readyz", timeout, context)
+        The count is checked afterwards and kwokctl asked again if it is off: once, shrinking
+        500 nodes to 4, `kwokctl scale` left 3.
+        """
+        state = self._state()
+        sets = {s.name: s for s in node_sets(load_profile(state.profile))}
+        if set_name not in sets:
+            raise PlaneError(f"no node set {set_name!r} in profile {state.profile}: {sorted(sets)}")
+        begun = time.monotonic()
+        core = _api(Path(state.kubeconfig))
+        selector = f"kwok.x-k8s.io/kwokctl-scale={set_name}"
+        for _ in range(3):
+            self._scale(Path(state.assets), sets[set_name], replicas, timeout)
+            names = {n.metadata.name for n in core.list_node(label_selector=selector).items}
+            if len(names) == replicas:
+                break
+        else:
+            raise PlaneError(f"kwokctl scale left {len(names)} nodes in {set_name}, not {replicas}")
+        wait_nodes_ready(Path(state.kubeconfig), names, timeout)
+        state.nodes = len(core.list_node(label_selector="type=kwok").items)
+        state.save()
+        return time.monotonic() - begun
 
-    def _insecure(self) -> ssl.SSLContext:
-        context = ssl.create_default_context()
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE  # self-signed serving certificate of a local process
-        return context
+    def restart_apiserver(self, down_for: float = 0.0, timeout: float = 60.0) -> None:
+        """Kill kube-apiserver, keep it down ``down_for`` seconds, let kwokctl start it again.
 
-    def _start_controller_manager(
-        self, assets: Path, run_dir: Path, ports: dict[str, int], timeout: float
-    ) -> None:
-        kubeconfig = str(run_dir / "kubeconfig")
-        component = self._spawn(
-            "kube-controller-manager",
-            assets / "kube-controller-manager",
-            [
-                f"--kubeconfig={kubeconfig}",
-                f"--authentication-kubeconfig={kubeconfig}",
-                f"--authorization-kubeconfig={kubeconfig}",
-                "--leader-elect=false",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={ports['controller-manager']}",
-                f"--cert-dir={run_dir / 'controller-manager'}",
-                f"--controllers={CONTROLLERS}",
-            ],
-            run_dir,
-        )
-        self._wait_ready(
-            component,
-            f"https://127.0.0.1:{ports['controller-manager']}/healthz",
-            timeout,
-            self._insecure(),
-        )
+        SIGKILL, as a crash (a SIGTERM'd API server drains its watches for about a minute),
+        then its pid file is removed as `kwokctl stop` does, and `kwokctl start cluster` starts
+        whichever components are not running.
+        """
+        state = self._state()
+        workdir = Path(state.workdir)
+        apiserver = [c for c in running_components(workdir) if c.name == "kube-apiserver"]
+        if not apiserver:
+            raise PlaneError(f"kube-apiserver of {self.home} is not running")
+        stop_component(apiserver[0], timeout=10.0, sig=signal.SIGKILL)
+        (workdir / "pids" / "kube-apiserver.pid").unlink(missing_ok=True)
+        time.sleep(down_for)
+        deadline = time.monotonic() + timeout
+        self._kwokctl(Path(state.assets), "start", "cluster", timeout=timeout)
+        self._wait_ready("kube-apiserver", workdir, state.ports, deadline, timeout)
 
-    def _start_scheduler(
-        self, assets: Path, run_dir: Path, ports: dict[str, int], timeout: float
-    ) -> None:
-        kubeconfig = str(run_dir / "kubeconfig")
-        component = self._spawn(
-            "kube-scheduler",
-            assets / "kube-scheduler",
-            [
-                f"--kubeconfig={kubeconfig}",
-                f"--authentication-kubeconfig={kubeconfig}",
-                f"--authorization-kubeconfig={kubeconfig}",
-                "--leader-elect=false",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={ports['scheduler']}",
-                f"--cert-dir={run_dir / 'scheduler'}",
-            ],
-            run_dir,
-        )
-        self._wait_ready(
-            component, f"https://127.0.0.1:{ports['scheduler']}/healthz", timeout, self._insecure()
-        )
+    def compact_etcd(self) -> int:
+        """Compact etcd past every revision issued so far (physically); return that revision.
 
-    def _start_kwok(
-        self, assets: Path, run_dir: Path, ports: dict[str, int], timeout: float
-    ) -> None:
-        stages = run_dir / "kwok-stages.yaml"
-        stages.write_text(stages_yaml(assets))
-        component = self._spawn(
-            "kwok",
-            assets / "kwok",
-            [
-                f"--kubeconfig={run_dir / 'kubeconfig'}",
-                f"--config={stages}",
-                "--manage-all-nodes=false",
-                f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake",
-                "--cidr=10.244.0.0/16",
-                "--node-ip=127.0.0.1",
-                f"--server-address=127.0.0.1:{ports['kwok']}",
-            ],
-            run_dir,
-        )
-        self._wait_ready(component, f"http://127.0.0.1:{ports['kwok']}/healthz", timeout)
+        Later watches of pods or nodes from an older resourceVersion answer 410 Gone (see
+        WATCH_CACHE_SIZES). A watch from resourceVersion X starts at X + 1, and if that were
+        the compacted revision itself etcd would still send its event without the previous
+        value, which the API server answers with a 500; so two writes to a key outside the API
+        server's prefix first move the revision two past anything a client has seen.
+        Through etcd's HTTP gateway: `kwokctl etcdctl` would download etcdctl.
+        """
+        state = self._state()
+        base = f"http://127.0.0.1:{state.ports['etcd']}/v3"
+        key = base64.b64encode(b"/gpupool-plane/compaction").decode()
+        put: dict[str, Any] = {}
+        for value in (b"before", b"at"):
+            put = _post_json(
+                f"{base}/kv/put", {"key": key, "value": base64.b64encode(value).decode()}
+            )
+        revision = int(put["header"]["revision"])
+        _post_json(f"{base}/kv/compaction", {"revision": str(revision), "physical": True})
+        return revision
 
     # - stop -
 
     def down(self, keep_files: bool = False) -> list[str]:
-        """Stop every recorded process in reverse start order; remove the run folder."""
+        """Stop the guard and the plane (`kwokctl delete cluster`); remove the plane's files."""
         state = self.state or PlaneState.load(self.home)
         if state is None:
             return []
-        stopped = []
-        for component in reversed(state.components):
-            if _is_ours(component):
-                stop_component(component)
-                stopped.append(f"{component.name} (pid {component.pid})")
+        if state.guard is not None:
+            stop_component(state.guard, timeout=5.0)
+        workdir = Path(state.workdir)
+        running = running_components(workdir)
+        stopped = [f"{c.name} (pid {c.pid})" for c in running]
+        assets = Path(state.assets)
+        if running or workdir.is_dir():
+            with contextlib.suppress(PlaneError):
+                # kwokctl kills the components and removes its folder; the kubeconfig named here
+                # is one in the plane's folder, so the user's is never edited.
+                kubeconfig = f"--kubeconfig={self.home / 'kwok' / 'kube-contexts'}"
+                if keep_files:
+                    self._kwokctl(assets, "stop", "cluster", timeout=60.0)
+                else:
+                    self._kwokctl(assets, "delete", "cluster", kubeconfig, timeout=60.0)
+        for component in running_components(workdir):  # if kwokctl could not
+            stop_component(component, sig=signal.SIGKILL)
+        for component in running:  # so that `ps` right after shows none of them
+            _wait_reaped(component.pid, 10.0)
         if not keep_files:
-            shutil.rmtree(state.run_dir, ignore_errors=True)
-            for name in ("state.json", "kubeconfig", "env"):
-                (Path(state.home) / name).unlink(missing_ok=True)
+            shutil.rmtree(self.home / "kwok", ignore_errors=True)
+            for name in ("state.json", "kubeconfig", "env", "kwokctl.yaml", "nodes.yaml"):
+                (self.home / name).unlink(missing_ok=True)
         self.state = None
         return stopped
 
     def status(self) -> dict[str, Any]:
-        """The recorded state with each process's liveness."""
+        """The recorded state with each component's liveness."""
         state = PlaneState.load(self.home)
         if state is None:
             return {"running": False, "home": str(self.home)}
-        alive = {c.name: _is_ours(c) for c in state.components}
-        return {"running": all(alive.values()) and bool(alive), "alive": alive, **asdict(state)}
+        live = {c.name: c.pid for c in running_components(Path(state.workdir))}
+        return {"running": bool(live), "pids": live, **asdict(state)}
+
+
+def _post_json(url: str, body: dict[str, Any]) -> dict[str, Any]:
+    request = urllib.request.Request(  # noqa: S310 - a fixed local URL
+        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
+            result: dict[str, Any] = json.loads(response.read())
+            return result
+    except (OSError, ValueError) as exc:
+        raise PlaneError(f"etcd at {url} did not answer: {exc}") from exc
 
 
 # --- fake GPU nodes -------------------------------------------------------------------------
@@ -771,30 +887,83 @@ def load_profile(name_or_path: str) -> dict[str, Any]:
     return profile
 
 
-def node_manifests(profile: dict[str, Any]) -> list[dict[str, Any]]:
-    """Expand a profile into Node objects (labels, capacity and allocatable)."""
-    nodes: list[dict[str, Any]] = []
+NAME_PLACEHOLDER = "{{ Name }}"  # what kwokctl's template engine replaces with each node's name
+
+
+@dataclass(frozen=True)
+class NodeSet:
+    """Nodes that `kwokctl scale` makes from one template: a profile's group, or one rack."""
+
+    name: str  # nodes are named <name>-<serial number>, as kwokctl numbers them
+    replicas: int
+    serial_length: int
+    template: dict[str, Any]  # a Node whose name is NAME_PLACEHOLDER
+
+    @property
+    def resource(self) -> str:
+        """The name of this set's KwokctlResource."""
+        return f"gpupool-{self.name}"
+
+    def node_name(self, index: int) -> str:
+        """The name kwokctl gives the node ``index`` (``%s-%0*d``)."""
+        return f"{self.name}-{index:0{self.serial_length}d}"
+
+    def manifests(self) -> list[dict[str, Any]]:
+        """The Node objects kwokctl creates for this set."""
+        text = json.dumps(self.template)
+        return [
+            json.loads(text.replace(NAME_PLACEHOLDER, self.node_name(i)))
+            for i in range(self.replicas)
+        ]
+
+
+def node_sets(profile: dict[str, Any]) -> list[NodeSet]:
+    """The node sets of a profile: one per group, one per rack for rack-scale groups."""
+    sets: list[NodeSet] = []
     for group in profile["nodeGroups"]:
         kind = group.get("kind", "hgx")
         prefix = group["prefix"]
         if kind == "rack":
-            for rack in range(int(group["racks"])):
+            racks, per_rack = int(group["racks"]), int(group["nodesPerRack"])
+            for rack in range(racks):
                 # GPU feature discovery writes <NVLink cluster UUID>.<clique id>.
                 cluster_uuid = uuid.uuid5(uuid.NAMESPACE_DNS, f"{prefix}-rack{rack}.gpupool.local")
-                clique = f"{cluster_uuid}.1"
-                for slot in range(int(group["nodesPerRack"])):
-                    nodes.append(
-                        gpu_node_manifest(f"{prefix}-r{rack}-n{slot:02d}", group, clique=clique)
-                    )
-        elif kind in ("hgx", "shared"):
-            for index in range(int(group["count"])):
-                nodes.append(gpu_node_manifest(f"{prefix}-{index}", group))
+                template = gpu_node_manifest(NAME_PLACEHOLDER, group, clique=f"{cluster_uuid}.1")
+                name = f"{prefix}-r{rack}"
+                sets.append(NodeSet(name, per_rack, len(str(per_rack - 1)), template))
+        elif kind in ("hgx", "shared", "mig"):
+            count = int(group["count"])
+            template = gpu_node_manifest(NAME_PLACEHOLDER, group)
+            sets.append(NodeSet(prefix, count, len(str(max(count - 1, 0))), template))
         else:
-            raise PlaneError(f"node group {prefix!r}: unknown kind {kind!r} (hgx, rack, shared)")
-    names = [n["metadata"]["name"] for n in nodes]
-    if len(set(names)) != len(names):
+            raise PlaneError(
+                f"node group {prefix!r}: unknown kind {kind!r} (hgx, rack, shared, mig)"
+            )
+    names = [n["metadata"]["name"] for s in sets for n in s.manifests()]
+    if len(set(names)) != len(names) or len({s.name for s in sets}) != len(sets):
         raise PlaneError("the profile yields duplicate node names")
-    return nodes
+    return sets
+
+
+def node_manifests(profile: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every Node object of a profile, as kwokctl creates them."""
+    return [node for node_set in node_sets(profile) for node in node_set.manifests()]
+
+
+def kwokctl_resources_yaml(sets: list[NodeSet]) -> str:
+    """One KwokctlResource per node set, for `kwokctl scale <resource> <name>`."""
+    docs = [
+        {
+            "apiVersion": KWOKCTL_API,
+            "kind": "KwokctlResource",
+            "metadata": {"name": node_set.resource},
+            "parameters": {},
+            # JSON is YAML; json.dumps escapes nothing in "{{ Name }}", which kwokctl renders.
+            "template": json.dumps(node_set.template, indent=1),
+        }
+        for node_set in sets
+    ]
+    return yaml.safe_dump_all(docs, sort_keys=False)
 
 
 def gpu_node_manifest(
@@ -802,6 +971,7 @@ def gpu_node_manifest(
 ) -> dict[str, Any]:
     """One fake GPU Node for KWOK from a profile's node group (see profiles/default.yaml)."""
     gpus = int(group["gpus"])
+    kind = group.get("kind", "hgx")
     labels = {
         "kubernetes.io/hostname": name,
         "kubernetes.io/os": "linux",
@@ -817,21 +987,23 @@ def gpu_node_manifest(
         labels["nvidia.com/gpu.family"] = group["family"]
     if clique is not None:
         labels["nvidia.com/gpu.clique"] = clique
-    allocatable_gpus = gpus
-    if group.get("kind") == "shared":
+    gpu_resources = {"nvidia.com/gpu": str(gpus)}
+    if kind == "shared":
         # Time-slicing as the NVIDIA device plugin advertises it: each physical GPU is offered
         # `replicas` times, and the product label gets a -SHARED suffix.
         replicas = int(group.get("replicas", 4))
-        allocatable_gpus = gpus * replicas
+        gpu_resources["nvidia.com/gpu"] = str(gpus * replicas)
         labels["nvidia.com/gpu.product"] = f"{group['product']}-SHARED"
         labels["nvidia.com/gpu.replicas"] = str(replicas)
         labels["nvidia.com/gpu.sharing-strategy"] = "time-slicing"
+    elif kind == "mig":
+        gpu_resources = mig_resources(group, labels)
     labels.update({str(k): str(v) for k, v in (group.get("labels") or {}).items()})
     resources = {
         "cpu": str(group.get("cpu", "128")),
         "memory": str(group.get("memory", "1Ti")),
         "pods": str(group.get("pods", 110)),
-        "nvidia.com/gpu": str(allocatable_gpus),
+        **gpu_resources,
     }
     return {
         "apiVersion": "v1",
@@ -846,18 +1018,37 @@ def gpu_node_manifest(
     }
 
 
+def mig_resources(group: dict[str, Any], labels: dict[str, str]) -> dict[str, str]:
+    """A node with MIG on every GPU, as the NVIDIA device plugin's `mixed` strategy shows it.
+
+    Each profile becomes a resource ``nvidia.com/mig-<profile>`` (instances per GPU x GPUs)
+    and a ``nvidia.com/mig-<profile>.count`` label; whole GPUs are no longer offered. The
+    layout is checked against gpupool's MIG tables (gpupool/scheduler/mig.py).
+    """
+    gpus = int(group["gpus"])
+    model, layout = str(group["migModel"]), dict(group["migLayout"])
+    errors = mig_layout_errors(model, layout)
+    if errors:
+        raise PlaneError(f"node group {group['prefix']!r}: MIG layout: {'; '.join(errors)}")
+    labels["nvidia.com/mig.capable"] = "true"
+    labels["nvidia.com/mig.strategy"] = "mixed"
+    labels["nvidia.com/mig.config"] = str(group["migConfig"])
+    labels["nvidia.com/mig.config.state"] = "success"
+    resources = {"nvidia.com/gpu": "0"}
+    for profile_name, per_gpu in sorted(layout.items()):
+        profile = mig_profile(model, profile_name)
+        assert profile is not None  # mig_layout_errors checked it
+        resources[f"nvidia.com/mig-{profile_name}"] = str(per_gpu * gpus)
+        labels[f"nvidia.com/mig-{profile_name}.count"] = str(per_gpu * gpus)
+        labels[f"nvidia.com/mig-{profile_name}.slices.gi"] = str(profile.compute_slices)
+    return resources
+
+
 def _api(kubeconfig: Path) -> Any:
     from kubernetes import client, config
 
     loader: Any = config  # the kubernetes package is untyped
     return client.CoreV1Api(loader.new_client_from_config(config_file=str(kubeconfig)))
-
-
-def create_nodes(kubeconfig: Path, nodes: list[dict[str, Any]]) -> None:
-    """Create the Node objects (their status is kept on create)."""
-    core = _api(kubeconfig)
-    for node in nodes:
-        core.create_node(node)
 
 
 def wait_nodes_ready(kubeconfig: Path, names: set[str], timeout: float) -> None:
@@ -894,22 +1085,44 @@ def main(argv: list[str] | None = None) -> int:
     up = sub.add_parser("up", help="start the plane and create the fake GPU nodes")
     up.add_argument("--profile", default=os.environ.get("GPUPOOL_K8S_PROFILE", "default"))
     up.add_argument(
-        "--controllers",
-        action="store_true",
-        help=f"also run kube-controller-manager ({CONTROLLERS})",
+        "--no-controllers",
+        dest="controllers",
+        action="store_false",
+        help=f"without kube-controller-manager ({CONTROLLERS})",
     )
-    up.add_argument("--scheduler", action="store_true", help="also run kube-scheduler")
+    up.add_argument(
+        "--no-scheduler", dest="scheduler", action="store_false", help="without kube-scheduler"
+    )
     up.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for each step")
-    down = sub.add_parser("down", help="stop what `up` started, by process id")
+    scale = sub.add_parser("scale", help="resize a node set with `kwokctl scale`")
+    scale.add_argument("node_set", help="a group's prefix (e.g. h100), or <prefix>-r<rack>")
+    scale.add_argument("--replicas", type=int, required=True)
+    restart = sub.add_parser("restart-apiserver", help="kill kube-apiserver and start it again")
+    restart.add_argument("--down-for", type=float, default=0.0, help="seconds to stay down")
+    sub.add_parser("compact-etcd", help="compact etcd at its current revision")
+    down = sub.add_parser("down", help="stop what `up` started")
     down.add_argument("--keep-files", action="store_true", help="keep logs and etcd data")
-    sub.add_parser("status", help="show the recorded plane and whether its processes run")
+    sub.add_parser("status", help="show the recorded plane and which components run")
+    watchdog = sub.add_parser("guard", help=argparse.SUPPRESS)
+    watchdog.add_argument("workdir", type=Path)
+    watchdog.add_argument("parent", type=int)
     args = parser.parse_args(argv)
 
+    if args.command == "guard":
+        return guard(args.workdir, args.parent)
     plane = Plane(args.home.resolve())
     try:
         if args.command == "up":
             state = plane.up(args.profile, args.controllers, args.scheduler, args.timeout)
             print(state.env_text(), end="")
+        elif args.command == "scale":
+            seconds = plane.scale(args.node_set, args.replicas)
+            print(f"{args.node_set}: {args.replicas} nodes Ready after {seconds:.1f} s")
+        elif args.command == "restart-apiserver":
+            plane.restart_apiserver(args.down_for)
+            print("kube-apiserver restarted")
+        elif args.command == "compact-etcd":
+            print(f"etcd compacted at revision {plane.compact_etcd()}")
         elif args.command == "down":
             stopped = plane.down(keep_files=args.keep_files)
             print("stopped " + ", ".join(stopped) if stopped else "nothing was running")

@@ -19,7 +19,16 @@ from gpupool.tenancy.actions import do_grant_site_role, do_save_tenant, do_set_m
 from gpupool.tenancy.models import Tenant
 
 # The apps that hold domain state (everything but Django's own and the pure core).
-DOMAIN_APPS = ("audit", "tenancy", "inventory", "quotas", "workloads", "accounting", "control")
+DOMAIN_APPS = (
+    "audit",
+    "tenancy",
+    "inventory",
+    "quotas",
+    "workloads",
+    "accounting",
+    "control",
+    "notifications",
+)
 
 
 def flavor(name: str = "h100", **fields: Any) -> Flavor:

@@ -16,7 +16,12 @@ from rest_framework.routers import APIRootView, DefaultRouter
 from gpupool.api.permissions import EVERYONE
 from gpupool.api.views import TokenView
 
-API_MODULES = ("gpupool.tenancy.api", "gpupool.inventory.api")
+API_MODULES = (
+    "gpupool.tenancy.api",
+    "gpupool.inventory.api",
+    "gpupool.quotas.requests_api",
+    "gpupool.notifications.api",
+)
 
 
 class Root(APIRootView):

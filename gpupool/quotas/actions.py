@@ -6,7 +6,7 @@ object's fields before and after; a refused action leaves the database unchanged
 
 from __future__ import annotations
 
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -22,7 +22,14 @@ from gpupool.audit.actions import (
     save_audited,
 )
 from gpupool.inventory.models import Flavor
-from gpupool.quotas.choices import LedgerEntryKind, QuotaRequestKind, QuotaRequestState
+from gpupool.notifications.notify import notify_quota_request
+from gpupool.quotas.choices import (
+    ACTIVE_WHAT_IF_STATES,
+    LedgerEntryKind,
+    QuotaRequestKind,
+    QuotaRequestState,
+    WhatIfState,
+)
 from gpupool.quotas.models import (
     BudgetLedgerEntry,
     PriorityBudget,
@@ -30,6 +37,7 @@ from gpupool.quotas.models import (
     Queue,
     QueueQuota,
     QuotaRequest,
+    WhatIfRun,
     fmt,
     guarantee_problems,
 )
@@ -180,6 +188,75 @@ def do_grant_budget(
         reason=reason,
     )
     return budget
+
+
+def _budget_with_addition(
+    tenant: Tenant,
+    priority_class: PriorityClass,
+    *,
+    period_start: date,
+    period_end: date,
+    gpu_hours: Decimal | int | str,
+    lock: bool = False,
+) -> PriorityBudget:
+    """The period's budget with ``gpu_hours`` added to its grant (a new, unsaved budget when
+    there is none); refused, naming ``period_end``, when the period's budget ends elsewhere."""
+    found = PriorityBudget.objects.filter(
+        tenant=tenant, priority_class=priority_class, period_start=period_start
+    )
+    budget = (found.select_for_update() if lock else found).first()
+    extra = _positive(gpu_hours)
+    if budget is None:
+        return PriorityBudget(
+            tenant=tenant,
+            priority_class=priority_class,
+            period_start=period_start,
+            period_end=period_end,
+            gpu_hours=extra,
+        )
+    if budget.period_end != period_end:
+        raise ValidationError(
+            {
+                "period_end": f"the budget of {tenant} at {priority_class} from {period_start} "
+                f"ends on {budget.period_end}, not {period_end}; an addition names its period"
+            }
+        )
+    budget.gpu_hours = budget.gpu_hours + extra
+    return budget
+
+
+@transaction.atomic
+def do_add_to_budget(
+    tenant: Tenant,
+    priority_class: PriorityClass,
+    *,
+    period_start: date,
+    period_end: date,
+    gpu_hours: Decimal | int | str,
+    acting_user: Any,
+    reason: str = "",
+    at: datetime | None = None,
+) -> PriorityBudget:
+    """Add ``gpu_hours`` to what the period's budget grants (creating the budget when there is
+    none): an approved budget request raises the grant, it never replaces it."""
+    budget = _budget_with_addition(
+        tenant,
+        priority_class,
+        period_start=period_start,
+        period_end=period_end,
+        gpu_hours=gpu_hours,
+        lock=True,
+    )
+    return do_grant_budget(
+        tenant,
+        priority_class,
+        period_start=period_start,
+        period_end=period_end,
+        gpu_hours=budget.gpu_hours,
+        acting_user=acting_user,
+        reason=reason,
+        at=at,
+    )
 
 
 def _ledger_move(
@@ -340,6 +417,18 @@ def _require_admin(acting_user: Any, verb: str) -> None:
         raise PermissionDenied(f"only admins {verb} quota requests")
 
 
+# What a draft's requester may still change before submitting it.
+REQUEST_DRAFT_FIELDS = (
+    "queue",
+    "flavor",
+    "priority_class",
+    "period_start",
+    "period_end",
+    "payload",
+    "justification",
+)
+
+
 @transaction.atomic
 def do_create_quota_request(
     *,
@@ -353,8 +442,10 @@ def do_create_quota_request(
     priority_class: PriorityClass | None = None,
     period_start: date | None = None,
     period_end: date | None = None,
+    submit: bool = False,
 ) -> QuotaRequest:
-    """Start a draft request; only a lead of ``tenant`` (or an admin) may ask for it."""
+    """Start a draft request (``submit``: and send it to the admins at once); only a lead of
+    ``tenant`` (or an admin) may ask for it."""
     if not (is_tenant_lead(requested_by, tenant) or is_site_admin(requested_by)):
         raise PermissionDenied(f"only a lead of {tenant} asks for its quota or budget")
     request = QuotaRequest(
@@ -372,12 +463,37 @@ def do_create_quota_request(
     request.full_clean()
     request.save()
     _audit_request(request, None, "create", requested_by)
+    if submit:
+        return do_submit_quota_request(request, acting_user=requested_by)
+    return request
+
+
+@transaction.atomic
+def do_update_quota_request(
+    request: QuotaRequest, *, acting_user: Any, **changes: Any
+) -> QuotaRequest:
+    """Change a draft's target, amounts, period or justification; only its requester may."""
+    request = _locked(request)
+    _require_state(request, QuotaRequestState.DRAFT)
+    if acting_user is None or acting_user.pk != request.requested_by_id:
+        raise PermissionDenied("only the requester changes a draft")
+    unknown = sorted(set(changes) - set(REQUEST_DRAFT_FIELDS))
+    if unknown:
+        raise ValidationError(dict.fromkeys(unknown, "cannot be changed on a request"))
+    before = model_snapshot(request)
+    for name, value in changes.items():
+        setattr(request, name, value)
+    request.full_clean()
+    if model_snapshot(request) == before:
+        return request  # nothing changed: nothing to write or audit
+    request.save()
+    _audit_request(request, before, "update", acting_user)
     return request
 
 
 @transaction.atomic
 def do_submit_quota_request(request: QuotaRequest, *, acting_user: Any) -> QuotaRequest:
-    """Send a draft to the admins; only its requester submits it."""
+    """Send a draft to the admins (who are told by mail); only its requester submits it."""
     request = _locked(request)
     _require_state(request, QuotaRequestState.DRAFT)
     if acting_user is None or acting_user.pk != request.requested_by_id:
@@ -388,6 +504,7 @@ def do_submit_quota_request(request: QuotaRequest, *, acting_user: Any) -> Quota
     request.full_clean()
     request.save()
     _audit_request(request, before, "submit", acting_user)
+    notify_quota_request(request, "submitted", acting_user=acting_user)
     return request
 
 
@@ -409,72 +526,46 @@ def quota_request_problems(request: QuotaRequest) -> list[str]:
         else:
             assert request.priority_class is not None
             assert request.period_start is not None and request.period_end is not None
-            budget = PriorityBudget.objects.filter(
-                tenant=request.tenant,
-                priority_class=request.priority_class,
+            _budget_with_addition(
+                request.tenant,
+                request.priority_class,
                 period_start=request.period_start,
-            ).first() or PriorityBudget(
-                tenant=request.tenant, priority_class=request.priority_class
-            )
-            budget.period_start = request.period_start
-            budget.period_end = request.period_end
-            budget.gpu_hours = amounts["gpu_hours"]
-            budget.full_clean()
+                period_end=request.period_end,
+                gpu_hours=amounts["gpu_hours"],
+            ).full_clean()
     except ValidationError as error:
         return [f"{field}: {' '.join(msgs)}" for field, msgs in error.message_dict.items()]
     return []
 
 
-@transaction.atomic
-def do_approve_quota_request(
-    request: QuotaRequest, *, acting_user: Any, note: str = ""
-) -> QuotaRequest:
-    """An admin approves a submitted request that would fit the pool; never their own."""
+def _decide(request: QuotaRequest, *, acting_user: Any, state: str, note: str) -> QuotaRequest:
+    """Record an admin's decision on a submitted request (not their own), audited."""
+    verb = "approve" if state == QuotaRequestState.APPROVED else "reject"
     request = _locked(request)
-    _require_admin(acting_user, "approve")
+    _require_admin(acting_user, verb)
     _require_state(request, QuotaRequestState.SUBMITTED)
     if acting_user.pk == request.requested_by_id:
-        raise ValidationError({"decided_by": "nobody approves their own request"})
-    problems = quota_request_problems(request)
-    if problems:
-        raise ValidationError({"payload": "the change would not fit: " + "; ".join(problems)})
-    before = model_snapshot(request)
-    request.state = QuotaRequestState.APPROVED
-    request.decided_by = acting_user
-    request.decided_at = timezone.now()
-    request.decision_note = note
-    request.full_clean()
-    request.save()
-    _audit_request(request, before, "approve", acting_user, note)
-    return request
-
-
-@transaction.atomic
-def do_reject_quota_request(
-    request: QuotaRequest, *, acting_user: Any, note: str = ""
-) -> QuotaRequest:
-    """An admin rejects a submitted request, saying why; never their own."""
-    request = _locked(request)
-    _require_admin(acting_user, "reject")
-    _require_state(request, QuotaRequestState.SUBMITTED)
-    if acting_user.pk == request.requested_by_id:
-        raise ValidationError({"decided_by": "nobody rejects their own request"})
-    if not note.strip():
+        raise ValidationError({"decided_by": f"nobody {verb}s their own request"})
+    if state == QuotaRequestState.APPROVED:
+        problems = quota_request_problems(request)
+        if problems:
+            raise ValidationError({"payload": "the change would not fit: " + "; ".join(problems)})
+    elif not note.strip():
         raise ValidationError({"decision_note": "say why the request is rejected"})
     before = model_snapshot(request)
-    request.state = QuotaRequestState.REJECTED
+    request.state = state
     request.decided_by = acting_user
     request.decided_at = timezone.now()
     request.decision_note = note
     request.full_clean()
     request.save()
-    _audit_request(request, before, "reject", acting_user, note)
+    _audit_request(request, before, verb, acting_user, note)
     return request
 
 
-@transaction.atomic
-def do_apply_quota_request(request: QuotaRequest, *, acting_user: Any) -> QuotaRequest:
-    """Make an approved request's change: the queue quota or the budget grant."""
+def _apply(request: QuotaRequest, *, acting_user: Any) -> QuotaRequest:
+    """Make an approved request's change (queue quota, or an addition to the budget's grant)
+    and mark it applied, audited; the caller holds the transaction."""
     request = _locked(request)
     _require_admin(acting_user, "apply")
     _require_state(request, QuotaRequestState.APPROVED)
@@ -494,7 +585,7 @@ def do_apply_quota_request(request: QuotaRequest, *, acting_user: Any) -> QuotaR
     else:
         assert request.priority_class is not None
         assert request.period_start is not None and request.period_end is not None
-        do_grant_budget(
+        do_add_to_budget(
             request.tenant,
             request.priority_class,
             period_start=request.period_start,
@@ -509,3 +600,128 @@ def do_apply_quota_request(request: QuotaRequest, *, acting_user: Any) -> QuotaR
     request.save()
     _audit_request(request, before, "apply", acting_user)
     return request
+
+
+@transaction.atomic
+def do_approve_quota_request(
+    request: QuotaRequest, *, acting_user: Any, note: str = ""
+) -> QuotaRequest:
+    """An admin approves a submitted request that would fit the pool; never their own."""
+    request = _decide(request, acting_user=acting_user, state=QuotaRequestState.APPROVED, note=note)
+    notify_quota_request(request, "approved", acting_user=acting_user)
+    return request
+
+
+@transaction.atomic
+def do_reject_quota_request(
+    request: QuotaRequest, *, acting_user: Any, note: str = ""
+) -> QuotaRequest:
+    """An admin rejects a submitted request, saying why; never their own."""
+    request = _decide(request, acting_user=acting_user, state=QuotaRequestState.REJECTED, note=note)
+    notify_quota_request(request, "rejected", acting_user=acting_user)
+    return request
+
+
+@transaction.atomic
+def do_apply_quota_request(request: QuotaRequest, *, acting_user: Any) -> QuotaRequest:
+    """Make an approved request's change: the queue quota, or an addition to the budget."""
+    request = _apply(request, acting_user=acting_user)
+    notify_quota_request(request, "applied", acting_user=acting_user)
+    return request
+
+
+@transaction.atomic
+def do_approve_and_apply_quota_request(
+    request: QuotaRequest, *, acting_user: Any, note: str = ""
+) -> QuotaRequest:
+    """Approve a submitted request and make its change in one transaction: when the change
+    cannot be made, nothing is (the request stays submitted, no audit row, no mail)."""
+    request = _decide(request, acting_user=acting_user, state=QuotaRequestState.APPROVED, note=note)
+    request = _apply(request, acting_user=acting_user)
+    notify_quota_request(request, "approved-and-applied", acting_user=acting_user)
+    return request
+
+
+# ----------------------------------------------------------------------------- what-if runs
+
+# A run queued or running for longer than this is taken as lost (its worker or web process
+# stopped): the task's hard time limit, and the age after which a new run may start.
+WHAT_IF_TIME_LIMIT_S = 30 * 60
+
+
+@transaction.atomic
+def do_start_what_if(request: QuotaRequest, *, acting_user: Any, days: int = 30) -> WhatIfRun:
+    """Queue a what-if replay of a queue-quota request's change over the last ``days`` days
+    (admins, before the decision); it starts in the background once this commits."""
+    request = _locked(request)
+    _require_admin(acting_user, "replay")
+    _require_state(request, QuotaRequestState.DRAFT, QuotaRequestState.SUBMITTED)
+    if request.kind != QuotaRequestKind.QUEUE_QUOTA:
+        raise ValidationError(
+            {"kind": "a what-if replays quota changes; budgets are not part of the replay"}
+        )
+    since = timezone.now() - timedelta(seconds=WHAT_IF_TIME_LIMIT_S)
+    active = request.what_if_runs.filter(
+        state__in=ACTIVE_WHAT_IF_STATES, created_at__gte=since
+    ).first()
+    if active is not None:
+        raise ValidationError({"state": f"what-if #{active.pk} of this request is {active.state}"})
+    run = WhatIfRun(request=request, days=days, started_by=acting_user)
+    run.full_clean()
+    run.save()
+    record_audit_event(
+        acting_user=acting_user,
+        action="quotas.start_what_if",
+        instance=run,
+        before=None,
+        after=model_snapshot(run, exclude=["result"]),
+    )
+    from gpupool.quotas.whatif import dispatch_what_if  # the runner records through these
+
+    transaction.on_commit(lambda: dispatch_what_if(run.pk), robust=True)
+    return run
+
+
+@transaction.atomic
+def do_begin_what_if(run_id: int, *, at: datetime) -> WhatIfRun | None:
+    """Take a queued run to running; None when it is not queued (taken by another worker,
+    or done), so a task delivered twice runs once."""
+    run = WhatIfRun.objects.select_for_update().filter(pk=run_id).first()
+    if run is None or run.state != WhatIfState.QUEUED:
+        return None
+    run.state = WhatIfState.RUNNING
+    run.started_at = at
+    run.message = "starting"
+    run.full_clean()
+    run.save()
+    return run
+
+
+def do_record_what_if_progress(run: WhatIfRun, *, progress: float, message: str) -> None:
+    """Note how far a running replay got (the run's own record; not audited)."""
+    WhatIfRun.objects.filter(pk=run.pk, state=WhatIfState.RUNNING).update(
+        progress=min(max(progress, 0.0), 1.0), message=message[:200]
+    )
+
+
+@transaction.atomic
+def do_finish_what_if(
+    run: WhatIfRun, *, at: datetime, result: dict[str, Any] | None = None, error: str = ""
+) -> WhatIfRun:
+    """Close a running replay with its result, or with why it failed (``error``)."""
+    run = WhatIfRun.objects.select_for_update().get(pk=run.pk)
+    _require_what_if_running(run)
+    if error:
+        run.state, run.error, run.message = WhatIfState.FAILED, error, "failed"
+    else:
+        run.state, run.result, run.message = WhatIfState.SUCCEEDED, result, "done"
+        run.progress = 1.0
+    run.finished_at = at
+    run.full_clean()
+    run.save()
+    return run
+
+
+def _require_what_if_running(run: WhatIfRun) -> None:
+    if run.state != WhatIfState.RUNNING:
+        raise ValidationError({"state": f"what-if #{run.pk} is {run.state}, not running"})

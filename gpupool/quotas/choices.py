@@ -34,3 +34,15 @@ class QuotaRequestState(models.TextChoices):
     APPROVED = "approved", "approved"
     REJECTED = "rejected", "rejected"
     APPLIED = "applied", "applied"
+
+
+class WhatIfState(models.TextChoices):
+    """A what-if run's life: queued -> running -> succeeded | failed."""
+
+    QUEUED = "queued", "queued"
+    RUNNING = "running", "running"
+    SUCCEEDED = "succeeded", "succeeded"
+    FAILED = "failed", "failed"
+
+
+ACTIVE_WHAT_IF_STATES = (WhatIfState.QUEUED, WhatIfState.RUNNING)

@@ -10,7 +10,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import MinValueValidator, validate_slug
+from django.core.validators import MaxValueValidator, MinValueValidator, validate_slug
 from django.db import models
 from django.db.models import F, Q, Sum
 
@@ -20,6 +20,7 @@ from gpupool.quotas.choices import (
     PreemptionPolicy,
     QuotaRequestKind,
     QuotaRequestState,
+    WhatIfState,
 )
 from gpupool.tenancy.models import Tenant
 
@@ -224,6 +225,50 @@ class QueueQuota(models.Model):
             raise ValidationError(errors)
 
 
+def _guarantees(
+    flavor: Flavor,
+    quota_overrides: Mapping[int, Decimal | None] | None = None,
+    parent_overrides: Mapping[int, int | None] | None = None,
+) -> tuple[dict[int, int | None], dict[int, Decimal], dict[int, int | None], dict[int, Decimal]]:
+    """The tree and the guarantees of ``flavor`` by queue id, now and after the changes."""
+    parents: dict[int, int | None] = dict(Queue.objects.values_list("id", "parent_id"))
+    current: dict[int, Decimal] = dict(
+        QueueQuota.objects.filter(flavor=flavor).values_list("queue_id", "guarantee")
+    )
+    changed_parents = {**parents, **(parent_overrides or {})}
+    changed = dict(current)
+    for queue_id, value in (quota_overrides or {}).items():
+        if value is None:
+            changed.pop(queue_id, None)
+        else:
+            changed[queue_id] = value
+    return parents, current, changed_parents, changed
+
+
+def _totals_by_holder(
+    tree: Mapping[int, int | None], quotas: Mapping[int, Decimal]
+) -> dict[int | None, Decimal]:
+    """Guarantees summed per nearest quota-holding ancestor (None: the pool)."""
+    totals: dict[int | None, Decimal] = defaultdict(Decimal)
+    for queue_id, amount in quotas.items():
+        holder = tree.get(queue_id)
+        seen = {queue_id}
+        while holder is not None and holder not in quotas and holder not in seen:
+            seen.add(holder)
+            holder = tree.get(holder)
+        totals[holder if holder in quotas else None] += amount
+    return totals
+
+
+def pool_guarantees(
+    flavor: Flavor, *, quota_overrides: Mapping[int, Decimal | None] | None = None
+) -> Decimal:
+    """The guarantees of ``flavor`` that count against the pool's healthy capacity (those of
+    queues under no quota-holding ancestor), after the given changes."""
+    _, _, tree, quotas = _guarantees(flavor, quota_overrides)
+    return _totals_by_holder(tree, quotas).get(None, ZERO)
+
+
 def guarantee_problems(
     flavor: Flavor,
     *,
@@ -239,33 +284,11 @@ def guarantee_problems(
     ``parent_overrides`` maps queue id to a new parent id. Only violations the change creates
     or worsens are reported, so a pool that lost GPUs can still lower its guarantees.
     """
-    parents: dict[int, int | None] = dict(Queue.objects.values_list("id", "parent_id"))
-    names: dict[int, str] = dict(Queue.objects.values_list("id", "name"))
-    current: dict[int, Decimal] = dict(
-        QueueQuota.objects.filter(flavor=flavor).values_list("queue_id", "guarantee")
+    parents, current, changed_parents, changed = _guarantees(
+        flavor, quota_overrides, parent_overrides
     )
-    changed_parents = {**parents, **(parent_overrides or {})}
-    changed = dict(current)
-    for queue_id, value in (quota_overrides or {}).items():
-        if value is None:
-            changed.pop(queue_id, None)
-        else:
-            changed[queue_id] = value
+    names: dict[int, str] = dict(Queue.objects.values_list("id", "name"))
     capacity = healthy_capacity(flavor)
-
-    def totals_by_holder(
-        tree: Mapping[int, int | None], quotas: Mapping[int, Decimal]
-    ) -> dict[int | None, Decimal]:
-        """Guarantees summed per nearest quota-holding ancestor (None: the pool)."""
-        totals: dict[int | None, Decimal] = defaultdict(Decimal)
-        for queue_id, amount in quotas.items():
-            holder = tree.get(queue_id)
-            seen = {queue_id}
-            while holder is not None and holder not in quotas and holder not in seen:
-                seen.add(holder)
-                holder = tree.get(holder)
-            totals[holder if holder in quotas else None] += amount
-        return totals
 
     def excess(
         totals: Mapping[int | None, Decimal], quotas: Mapping[int, Decimal]
@@ -275,8 +298,8 @@ def guarantee_problems(
             for holder, total in totals.items()
         }
 
-    before = excess(totals_by_holder(parents, current), current)
-    after_totals = totals_by_holder(changed_parents, changed)
+    before = excess(_totals_by_holder(parents, current), current)
+    after_totals = _totals_by_holder(changed_parents, changed)
     after = excess(after_totals, changed)
     problems: list[str] = []
     for holder in sorted(after, key=lambda h: (h is not None, names.get(h or 0, ""))):
@@ -508,7 +531,8 @@ class QuotaRequest(models.Model):
     period_end = models.DateField(null=True, blank=True)
     payload = models.JSONField(
         default=dict,
-        help_text='queue-quota: {"guarantee", "deserved", "capability"}; budget: {"gpu_hours"}.',
+        help_text='queue-quota: the new {"guarantee", "deserved", "capability"}; budget: '
+        '{"gpu_hours"} to add to the period\'s grant.',
     )
     justification = models.TextField()
     requested_by = models.ForeignKey(
@@ -569,6 +593,23 @@ class QuotaRequest(models.Model):
             else f"{self.tenant}/{self.priority_class}"
         )
         return f"#{self.pk} {self.kind} {target} ({self.state})"
+
+    def summary(self) -> str:
+        """What the request asks, in a line: ``queue nlp h100: guarantee 8, deserved 16,
+        capability 32`` or ``budget of nlp at high, 2026-12-01 to 2027-01-01: 200 GPU-hours
+        more``."""
+        amounts = self.payload if isinstance(self.payload, dict) else {}
+        if self.kind == QuotaRequestKind.QUEUE_QUOTA:
+            levels = ", ".join(f"{key} {amounts.get(key)}" for key in QUEUE_QUOTA_KEYS)
+            return f"queue {self.queue} {self.flavor}: {levels}"
+        return (
+            f"budget of {self.tenant} at {self.priority_class}, {self.period_start} to "
+            f"{self.period_end}: {amounts.get('gpu_hours')} GPU-hours more"
+        )
+
+    def latest_what_if(self) -> WhatIfRun | None:
+        """The request's most recent what-if run, if one was started."""
+        return self.what_if_runs.order_by("-created_at", "-id").first()
 
     def requested_amounts(self) -> dict[str, Decimal]:
         """The payload's amounts as Decimals; ValidationError naming ``payload`` if malformed."""
@@ -649,3 +690,53 @@ class QuotaRequest(models.Model):
             errors["justification"] = "say why the change is needed"
         if errors:
             raise ValidationError(errors)
+
+
+class WhatIfRun(models.Model):
+    """A what-if replay of a queue-quota request's change over the pool's recent demand,
+    run in the background: its progress while it runs and its result, kept with the request."""
+
+    request = models.ForeignKey(QuotaRequest, on_delete=models.CASCADE, related_name="what_if_runs")
+    state = models.CharField(max_length=16, choices=WhatIfState.choices, default=WhatIfState.QUEUED)
+    days = models.PositiveSmallIntegerField(
+        default=30,
+        validators=[MinValueValidator(1), MaxValueValidator(90)],
+        help_text="How many days of recorded demand, up to the run's start, it replays.",
+    )
+    progress = models.FloatField(default=0.0, help_text="0 (queued) to 1 (done).")
+    message = models.CharField(max_length=200, blank=True, help_text="What it is doing now.")
+    result = models.JSONField(
+        null=True, blank=True, help_text="Waits and use per tenant, today and with the change."
+    )
+    error = models.TextField(blank=True, help_text="Why it failed.")
+    started_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="what_if_runs"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(state__in=WhatIfState.values), name="whatifrun_state_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(progress__gte=0, progress__lte=1), name="whatifrun_progress_fraction"
+            ),
+            models.CheckConstraint(
+                condition=Q(days__gte=1, days__lte=90), name="whatifrun_days_range"
+            ),
+            models.CheckConstraint(
+                condition=~Q(state=WhatIfState.SUCCEEDED) | Q(result__isnull=False),
+                name="whatifrun_success_has_result",
+            ),
+            models.CheckConstraint(
+                condition=~Q(state=WhatIfState.FAILED) | ~Q(error=""),
+                name="whatifrun_failure_says_why",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"what-if #{self.pk} of request #{self.request_id} ({self.state})"

@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from gpupool.scheduler.cycle_state import Assignment, Cycle, PendingWork, prefix_need
-from gpupool.scheduler.explain import Verdict, explanation, quota_verdict
+from gpupool.scheduler.explain import Verdict, explanation, quota_verdict, with_scaled_guarantee
 from gpupool.scheduler.preemption import RunningWork, SearchOrders, find_victims
 from gpupool.scheduler.statement import Statement
 from gpupool.scheduler.types import (
@@ -649,6 +649,8 @@ def pending_explanations(cycle: Cycle) -> list[PendingExplanation]:
                 verdict = Verdict(verdict.reason, {**verdict.facts, "backoff": backoff})
             if work.standing.budget_demoted and verdict.reason != "waiting-for-preemption":
                 verdict = _budget_verdict(cycle, work, verdict)
+            if cycle.quota.scaled:
+                verdict = _scaled_guarantee_verdict(cycle, work, verdict)
             out.append(explanation(work.name, verdict, position))
     return sorted(out, key=lambda e: e.workload)
 
@@ -723,6 +725,16 @@ def _budget_verdict(cycle: Cycle, work: PendingWork, then: Verdict) -> Verdict:
         facts["reserved_by"] = [name for name, _ in spent]
         facts["reserved_gpu_hours"] = round(sum(hours for _, hours in spent), 3)
     return Verdict("budget", facts)
+
+
+def _scaled_guarantee_verdict(cycle: Cycle, work: PendingWork, verdict: Verdict) -> Verdict:
+    """Say so when a guarantee on the workload's path, of a flavor it asks, is scaled down to
+    what the pool's healthy GPUs can back (``quota.scale_guarantees``)."""
+    if verdict.reason in ("gang", "waiting-for-preemption"):
+        return verdict
+    flavors = {flavor for a in work.assignments for flavor, amount in a.need.items() if amount}
+    scaled = cycle.quota.scaled_on_path(work.info.queue, sorted(flavors))
+    return verdict if scaled is None else with_scaled_guarantee(verdict, scaled)
 
 
 def _admission(cycle: Cycle, name: str) -> Admission:

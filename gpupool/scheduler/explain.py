@@ -3,7 +3,9 @@
 A verdict is a value: the reason code of the first layer that stopped the workload and the
 facts behind it (queue, flavor, asked, available ...). The sentence people read -- the plan's
 ``detail``, which the ``plan`` command prints -- is built here from those facts only, so
-whatever shows a reason shows the same one.
+whatever shows a reason shows the same one. Where a guarantee on the workload's path was
+scaled down to what the pool's healthy GPUs can back (``quota.scale_guarantees``), the facts
+carry ``scaled_guarantee`` and the sentence says so.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import cast, get_args
 
-from gpupool.scheduler.quota import QuotaShortfall
+from gpupool.scheduler.quota import QuotaShortfall, ScaledGuarantee
 from gpupool.scheduler.scenario import format_time
 from gpupool.scheduler.types import MILLI, PendingExplanation, PendingReason
 
@@ -48,6 +50,38 @@ def quota_verdict(shortfall: QuotaShortfall) -> Verdict:
             "borrowing_capped": shortfall.borrowing_capped,
             "never_fits": shortfall.never,
         },
+    )
+
+
+def with_scaled_guarantee(verdict: Verdict, scaled: ScaledGuarantee) -> Verdict:
+    """The verdict with the facts of a guarantee on the workload's path that is scaled down
+    because what backs it shrank (failed GPUs, cordoned nodes)."""
+    facts = dict(verdict.facts)
+    facts["scaled_guarantee"] = {
+        "queue": scaled.queue,
+        "flavor": scaled.flavor,
+        "guarantee_gpus": scaled.guarantee / MILLI,
+        "scaled_gpus": scaled.scaled / MILLI,
+        "backed_by": scaled.backed_by,
+        "backing_gpus": scaled.backing / MILLI,
+        "guaranteed_gpus": scaled.guaranteed / MILLI,
+    }
+    return Verdict(verdict.reason, facts)
+
+
+def _scaled_guarantee_sentence(facts: Mapping[str, object]) -> str:
+    flavor, backed_by = facts.get("flavor"), facts.get("backed_by")
+    backing, guaranteed = number(facts.get("backing_gpus")), number(facts.get("guaranteed_gpus"))
+    if backed_by is None:
+        why = f"the pool's {backing} healthy {flavor} GPUs cannot back the {guaranteed} guaranteed"
+    else:
+        why = (
+            f"the {backing} {flavor} GPUs guaranteed to {backed_by} cannot back the "
+            f"{guaranteed} guaranteed under it"
+        )
+    return (
+        f"Queue {facts.get('queue')}'s guarantee of {number(facts.get('guarantee_gpus'))} "
+        f"{flavor} GPUs is scaled down to {number(facts.get('scaled_gpus'))} while {why}."
     )
 
 
@@ -106,6 +140,15 @@ def _capacity_sentence(facts: Mapping[str, object]) -> str:
 
 def sentence(verdict: Verdict, position: int) -> str:
     """The human sentence for a verdict."""
+    text = _reason_sentence(verdict, position)
+    scaled = verdict.facts.get("scaled_guarantee")
+    if isinstance(scaled, dict):
+        text += " " + _scaled_guarantee_sentence(scaled)
+    return text
+
+
+def _reason_sentence(verdict: Verdict, position: int) -> str:
+    """The sentence for the verdict's reason."""
     facts = verdict.facts
     reason = verdict.reason
     if reason == "budget":

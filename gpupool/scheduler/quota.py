@@ -12,12 +12,17 @@ deserved it does not lend: its guarantee (never lent) and anything beyond its le
 The root stands for the pool's healthy capacity. This is Kueue's cohort borrowing generalised
 to a tree (Kueue: nominalQuota / borrowingLimit / lendingLimit; Volcano: guarantee /
 deserved / capability). Claims are kept incrementally, so a check costs the tree's depth.
+
+Guarantees are honoured as far as capacity allows (``scale_guarantees``): where failed GPUs
+or cordoned nodes leave the pool's healthy GPUs short of the guarantees they back, the tree
+holds them scaled down in proportion, so no queue is promised more than exists.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gpupool.scheduler.types import QueueInfo, QuotaInfo
@@ -37,10 +42,132 @@ class QuotaShortfall:
     never: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class ScaledGuarantee:
+    """A queue's guarantee of a flavor scaled down to what backs it (milli-GPU).
+
+    ``backed_by`` is the nearest ancestor with a quota for the flavor, whose guarantee backs
+    this one, or None for the pool's healthy GPUs; ``backing`` is what it now holds and
+    ``guaranteed`` the total of the guarantees it backs, as configured.
+    """
+
+    queue: str
+    flavor: str
+    guarantee: int
+    scaled: int
+    backed_by: str | None
+    backing: int
+    guaranteed: int
+
+
+def guarantee_groups(queues: Sequence[QueueInfo], flavor: str) -> dict[str | None, list[str]]:
+    """The queues with a quota for ``flavor``, grouped by the nearest ancestor that has one
+    (None: none has, so the pool backs them), each group in the order of ``queues``.
+
+    A queue that backs a group comes before that group's members in the dict's order
+    (parents before children), so a walk in order meets each backing guarantee first.
+    """
+    by_name = {queue.name: queue for queue in queues}
+    holder_of: dict[str, str | None] = {}
+    for queue in queues:
+        if flavor not in queue.quota:
+            continue
+        holder = queue.parent
+        seen = {queue.name}
+        while holder is not None and flavor not in by_name[holder].quota and holder not in seen:
+            seen.add(holder)
+            holder = by_name[holder].parent
+        holder_of[queue.name] = holder if holder is not None and holder not in seen else None
+    members: dict[str | None, list[str]] = defaultdict(list)
+    for name, holder in holder_of.items():
+        members[holder].append(name)
+    groups: dict[str | None, list[str]] = {}
+    order: list[str | None] = [None]
+    index = 0
+    while index < len(order):
+        holder = order[index]
+        index += 1
+        if holder in members:
+            groups[holder] = members[holder]
+            order.extend(members[holder])
+    return groups
+
+
+def _apportion(amounts: list[tuple[str, int]], capacity: int) -> dict[str, int]:
+    """Split ``capacity`` in proportion to ``amounts`` (largest remainders, ties by name)."""
+    total = sum(amount for _, amount in amounts)
+    shares: dict[str, int] = {}
+    remainders: list[tuple[int, str]] = []
+    for name, amount in amounts:
+        share, remainder = divmod(amount * capacity, total)
+        shares[name] = share
+        remainders.append((-remainder, name))
+    for _, name in sorted(remainders)[: capacity - sum(shares.values())]:
+        shares[name] += 1
+    return shares
+
+
+def scale_guarantees(
+    queues: Sequence[QueueInfo], pool: Mapping[str, int]
+) -> dict[tuple[str, str], ScaledGuarantee]:
+    """The guarantees that no longer fit what backs them, scaled down in proportion.
+
+    Per flavor, the guarantees backed by the pool (those with no ancestor that has a quota
+    for the flavor) share its healthy GPUs, and those under a queue with a quota share that
+    queue's guarantee. A group that fits keeps its guarantees; one that does not gets, each,
+    guarantee x backing / total guaranteed, rounded down to the milli-GPU, and the milli-GPU
+    left over go one each to the largest remainders (ties by name), so the group's sum is
+    exactly what backs it. Groups are scaled parents first, so a guarantee scaled down scales
+    the ones it backs in turn. Keyed by (queue, flavor); guarantees that keep their value are
+    not listed.
+    """
+    by_name = {queue.name: queue for queue in queues}
+    flavors = sorted({flavor for queue in queues for flavor in queue.quota})
+    scaled: dict[tuple[str, str], ScaledGuarantee] = {}
+    for flavor in flavors:
+        for holder, names in guarantee_groups(queues, flavor).items():
+            if holder is None:
+                backing = max(pool.get(flavor, 0), 0)
+            else:
+                known = scaled.get((holder, flavor))
+                backing = by_name[holder].quota[flavor].guarantee if known is None else known.scaled
+            amounts = [(name, by_name[name].quota[flavor].guarantee) for name in names]
+            guaranteed = sum(amount for _, amount in amounts)
+            if guaranteed <= backing:
+                continue
+            for name, share in _apportion(amounts, backing).items():
+                guarantee = by_name[name].quota[flavor].guarantee
+                if share < guarantee:
+                    scaled[(name, flavor)] = ScaledGuarantee(
+                        name, flavor, guarantee, share, holder, backing, guaranteed
+                    )
+    return scaled
+
+
+def _with_scaled_guarantees(
+    queue: QueueInfo, scaled: Mapping[tuple[str, str], ScaledGuarantee]
+) -> QueueInfo:
+    """The queue with each of its scaled guarantees in place of the configured one."""
+    quota: dict[str, QuotaInfo] = {}
+    for flavor, levels in queue.quota.items():
+        entry = scaled.get((queue.name, flavor))
+        quota[flavor] = (
+            levels if entry is None else QuotaInfo(entry.scaled, levels.deserved, levels.capability)
+        )
+    return dataclasses.replace(queue, quota=quota)
+
+
 class QuotaTree:
-    """Usage and headroom of every queue of the tree, per flavor."""
+    """Usage and headroom of every queue of the tree, per flavor.
+
+    The guarantees it holds are the ones the pool can back (``scale_guarantees``);
+    ``scaled`` lists those scaled down.
+    """
 
     def __init__(self, queues: tuple[QueueInfo, ...], pool: Mapping[str, int]) -> None:
+        self.scaled = scale_guarantees(queues, pool)
+        if self.scaled:
+            queues = tuple(_with_scaled_guarantees(queue, self.scaled) for queue in queues)
         self.queues = {q.name: q for q in queues}
         self.pool = dict(pool)
         self.children: dict[str, list[str]] = defaultdict(list)
@@ -65,6 +192,18 @@ class QuotaTree:
             path.append(parent)
             parent = self.queues[parent].parent
         return tuple(path)
+
+    def scaled_on_path(self, name: str, flavors: Sequence[str]) -> ScaledGuarantee | None:
+        """The first guarantee of one of ``flavors`` scaled down on the queue's path, the
+        queue's own first, then its ancestors' (flavors in name order)."""
+        if not self.scaled:
+            return None
+        for node in self.path[name]:
+            for flavor in sorted(flavors):
+                entry = self.scaled.get((node, flavor))
+                if entry is not None:
+                    return entry
+        return None
 
     def is_leaf(self, name: str) -> bool:
         """Whether the queue receives workloads (has no children)."""

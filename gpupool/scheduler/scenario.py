@@ -3,21 +3,25 @@ write a plan.
 
 Reading is strict: an unknown key, a missing required key, a wrong type or a value outside
 its range is a ``ScenarioError`` whose message starts with the path of the offending field,
-e.g. ``workloads[3].pod_sets[0].gpus: must be >= 0``. Nothing is half-loaded.
+e.g. ``workloads[3].pod_sets[0].gpus: must be >= 0``. Nothing is half-loaded. Every size and
+number has a bound (the ``MAX_*`` constants below, docs/scheduler.md "Limits and errors"),
+checked before anything of that size is built, so no input -- however large, deep or absurd
+-- makes the reader crash, hang or exhaust memory: it is refused naming the field.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections import Counter, defaultdict
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TypeVar, get_args
+from typing import Final, TypeVar, get_args
 
 from gpupool.scheduler import mig as mig_tables
+from gpupool.scheduler.quota import guarantee_groups
 from gpupool.scheduler.types import (
     DEFAULT_BACKOFF,
     DEFAULT_PHASES,
@@ -47,8 +51,43 @@ from gpupool.scheduler.types import (
     WorkloadInfo,
 )
 
-T = TypeVar("T")
 S = TypeVar("S", bound=str)
+
+# -- limits: every bound the reader sets, in one place (docs/scheduler.md "Limits and errors") --
+
+MAX_FILE_BYTES = 32 * 1024 * 1024  # a file is read no further (B1's 5,000-node pool: 12 MB)
+MAX_JSON_VALUES = 2_000_000  # counted before parsing, as commas and opening brackets
+MAX_NAME_LENGTH = 512  # any string: a Kubernetes namespace/name is at most 63 + 1 + 253
+MAX_FLAVORS = 256
+MAX_NODES = 50_000
+MAX_GPUS_PER_NODE = 64  # GPUs (or MIG slices) on one node, and cards behind them
+MAX_NODE_CPU = 4_096  # cores on one node, and asked by one pod
+MAX_NODE_MEMORY_GB = 65_536  # memory on one node, and asked by one pod
+MAX_GPU_MEMORY_GB = 1_024  # memory of one GPU
+MAX_HOURLY_PRICE = 1_000_000  # price of one GPU-hour
+MAX_QUEUES = 10_000
+MAX_QUEUE_DEPTH = 16  # queues from the root to a leaf, both counted
+MAX_QUOTA_GPUS = MAX_NODES * MAX_GPUS_PER_NODE  # any quota level or lending limit
+MIN_WEIGHT, MAX_WEIGHT = 0.001, 1_000_000
+MAX_PRIORITY_CLASSES = 1_000
+MAX_PRIORITY_VALUE = 1_000_000_000  # |value|: Kubernetes' limit for user PriorityClasses
+MAX_BUDGET_RATE = 1_000
+MAX_BUDGETS = 100_000
+MAX_BUDGET_GPU_HOURS = 1_000_000_000_000
+MAX_WORKLOADS = 100_000
+MAX_POD_SETS = 8  # per workload, as Kueue's Workload API allows
+MAX_PODS_PER_WORKLOAD = 100_000  # Kubernetes' limit on an indexed Job's completions
+MAX_TOTAL_PODS = 1_000_000  # all workloads' pods together
+MAX_PREEMPTION_EVENTS = 200_000
+MAX_DURATION_S = 10 * 365 * 86_400  # any duration or window: ten years
+EARLIEST_TIME, LATEST_TIME = "1970-01-01T00:00:00Z", "2200-01-01T00:00:00Z"
+MAX_POLICY_COUNT = 1_000_000  # back-off's preemptions, victim protection's evictions
+MAX_PREEMPTION_ATTEMPTS = 1_000  # per queue and cycle
+# An integer literal longer than this is read as +-10**20, beyond every bound above, so the
+# field holding it is named and refused (Python will not even convert one of 4,300 digits).
+_JSON_INT_DIGITS = 20
+_HUGE_INT: int = 10**_JSON_INT_DIGITS
+_REQUIRED: Final = None  # the default of a field that has none
 
 
 class ScenarioError(ValueError):
@@ -64,15 +103,23 @@ class Scenario:
     now: float
 
 
+def _key_text(key: object) -> str:
+    """A key as a path shows it: as is when short and plain, else quoted and cut short."""
+    text = str(key)
+    if text and len(text) <= 64 and text.isascii() and text.isprintable():
+        return text
+    return repr(text[:64]) + ("..." if len(text) > 64 else "")
+
+
 class _Obj:
     """A JSON object being read: typed getters that name the path on error."""
 
     def __init__(self, value: object, path: str, allowed: set[str]) -> None:
         if not isinstance(value, dict):
             raise ScenarioError(f"{path or '(top)'}: must be an object")
-        unknown = sorted(set(value) - allowed)
+        unknown = sorted((key for key in value if key not in allowed), key=str)
         if unknown:
-            raise ScenarioError(f"{_join(path, unknown[0])}: unknown key")
+            raise ScenarioError(f"{_join(path, _key_text(unknown[0]))}: unknown key")
         self.data: dict[str, object] = value
         self.path = path
 
@@ -94,42 +141,48 @@ class _Obj:
         value = default if value is None else value
         if value is None:
             raise ScenarioError(f"{self.at(key)}: required")
-        if not isinstance(value, str) or not value:
-            raise ScenarioError(f"{self.at(key)}: must be a non-empty string")
-        return value
+        if isinstance(value, str) and 0 < len(value) <= MAX_NAME_LENGTH and value.isascii():
+            return value  # the usual case, without building the path
+        return _checked_string(value, self.at(key))
 
     def opt_string(self, key: str) -> str | None:
         """An optional string."""
         return None if self.data.get(key) is None else self.string(key)
 
-    def number(self, key: str, default: float | None = None, minimum: float = 0.0) -> float:
-        """A finite number >= minimum."""
+    def number(
+        self, key: str, default: float | None, *, maximum: float, minimum: float = 0.0
+    ) -> float:
+        """A finite number within [minimum, maximum] (``default`` when absent, unless it is
+        ``_REQUIRED``)."""
         value = self.data.get(key)
         value = default if value is None else value
         if value is None:
             raise ScenarioError(f"{self.at(key)}: required")
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ScenarioError(f"{self.at(key)}: must be a number")
-        if not math.isfinite(value):
+        if isinstance(value, float) and not math.isfinite(value):
             raise ScenarioError(f"{self.at(key)}: must be finite")
-        if value < minimum:
-            raise ScenarioError(f"{self.at(key)}: must be >= {_fmt(minimum)}")
+        if not minimum <= value <= maximum:
+            _refuse_range(value, minimum, maximum, self.at(key))
         return float(value)
 
-    def opt_number(self, key: str, minimum: float = 0.0) -> float | None:
-        """An optional number >= minimum."""
-        return None if self.data.get(key) is None else self.number(key, minimum=minimum)
+    def opt_number(self, key: str, *, maximum: float, minimum: float = 0.0) -> float | None:
+        """An optional number within [minimum, maximum]."""
+        if self.data.get(key) is None:
+            return None
+        return self.number(key, _REQUIRED, minimum=minimum, maximum=maximum)
 
-    def integer(self, key: str, default: int | None = None, minimum: int = 0) -> int:
-        """An integer >= minimum."""
+    def integer(self, key: str, default: int | None, *, maximum: int, minimum: int = 0) -> int:
+        """An integer within [minimum, maximum] (``default`` when absent, unless it is
+        ``_REQUIRED``)."""
         value = self.data.get(key)
         value = default if value is None else value
         if value is None:
             raise ScenarioError(f"{self.at(key)}: required")
         if isinstance(value, bool) or not isinstance(value, int):
             raise ScenarioError(f"{self.at(key)}: must be an integer")
-        if value < minimum:
-            raise ScenarioError(f"{self.at(key)}: must be >= {minimum}")
+        if not minimum <= value <= maximum:
+            _refuse_range(value, minimum, maximum, self.at(key))
         return value
 
     def boolean(self, key: str, default: bool) -> bool:
@@ -144,8 +197,16 @@ class _Obj:
         """An ISO 8601 time with a zone, as POSIX seconds."""
         return parse_time(self.string(key), self.at(key))
 
-    def items(self, key: str, required: bool = False) -> list[tuple[str, object]]:
-        """The elements of a list field with their paths."""
+    def duration(self, key: str, default: float | None) -> float:
+        """A duration in seconds, within 0..``MAX_DURATION_S``."""
+        return self.number(key, default, maximum=MAX_DURATION_S)
+
+    def opt_duration(self, key: str) -> float | None:
+        """An optional duration in seconds, within 0..``MAX_DURATION_S``."""
+        return self.opt_number(key, maximum=MAX_DURATION_S)
+
+    def items(self, key: str, limit: int, required: bool = False) -> list[tuple[str, object]]:
+        """The elements of a list field with their paths (at most ``limit`` of them)."""
         value = self.data.get(key)
         if value is None:
             if required:
@@ -153,6 +214,8 @@ class _Obj:
             return []
         if not isinstance(value, list):
             raise ScenarioError(f"{self.at(key)}: must be a list")
+        if len(value) > limit:
+            raise ScenarioError(f"{self.at(key)}: {len(value)} entries, at most {limit}")
         return [(f"{self.at(key)}[{i}]", item) for i, item in enumerate(value)]
 
 
@@ -164,15 +227,52 @@ def _fmt(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
 
 
+def _refuse_range(value: int | float, minimum: float, maximum: float, path: str) -> None:
+    """Refuse a number outside [minimum, maximum]. Ints are compared exactly, however large:
+    an int is never converted to a float before it is known to be in range."""
+    if value < minimum:
+        raise ScenarioError(f"{path}: must be >= {_fmt(minimum)}")
+    raise ScenarioError(f"{path}: must be <= {_fmt(maximum)}")
+
+
+def _checked_string(value: object, path: str) -> str:
+    """A non-empty string of at most ``MAX_NAME_LENGTH`` characters that is valid Unicode."""
+    if not isinstance(value, str) or not value:
+        raise ScenarioError(f"{path}: must be a non-empty string")
+    if len(value) > MAX_NAME_LENGTH:
+        raise ScenarioError(f"{path}: longer than {MAX_NAME_LENGTH} characters")
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ScenarioError(f"{path}: not valid Unicode text") from None
+    return value
+
+
+def _posix(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+_EARLIEST_S, _LATEST_S = _posix(EARLIEST_TIME), _posix(LATEST_TIME)
+
+
 def parse_time(text: str, path: str = "time") -> float:
-    """Parse an ISO 8601 time that carries a zone (``Z`` or an offset)."""
+    """Parse an ISO 8601 time that carries a zone (``Z`` or an offset), between
+    ``EARLIEST_TIME`` and ``LATEST_TIME``."""
+    _checked_string(text, path)
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
         raise ScenarioError(f"{path}: not an ISO 8601 time: {text!r}") from None
     if moment.tzinfo is None:
         raise ScenarioError(f"{path}: needs a time zone (e.g. a trailing Z)")
-    return moment.timestamp()
+    try:
+        seconds = moment.timestamp()
+    except (OverflowError, ValueError):
+        seconds = math.inf
+    if not _EARLIEST_S <= seconds <= _LATEST_S:
+        raise ScenarioError(f"{path}: must be between {EARLIEST_TIME} and {LATEST_TIME}")
+    return seconds
 
 
 def format_time(seconds: float) -> str:
@@ -191,7 +291,7 @@ def _unique(names: list[tuple[str, str]], what: str) -> None:
 
 def _flavors(top: _Obj) -> dict[str, FlavorInfo]:
     flavors: dict[str, FlavorInfo] = {}
-    for path, item in top.items("flavors", required=True):
+    for path, item in top.items("flavors", MAX_FLAVORS, required=True):
         obj = _Obj(item, path, {"name", "sharing", "gpu_memory_gb", "hourly_price", "mig"})
         name = obj.string("name")
         if name in flavors:
@@ -213,8 +313,8 @@ def _flavors(top: _Obj) -> dict[str, FlavorInfo]:
         flavors[name] = FlavorInfo(
             name=name,
             sharing="shared" if sharing == "shared" else "exclusive",
-            gpu_memory_gb=obj.number("gpu_memory_gb", 0.0),
-            hourly_price=obj.number("hourly_price", 0.0),
+            gpu_memory_gb=obj.number("gpu_memory_gb", 0.0, maximum=MAX_GPU_MEMORY_GB),
+            hourly_price=obj.number("hourly_price", 0.0, maximum=MAX_HOURLY_PRICE),
             mig=mig,
         )
     return flavors
@@ -224,21 +324,25 @@ def _nodes(top: _Obj, flavors: Mapping[str, FlavorInfo]) -> list[NodeInfo]:
     nodes: list[NodeInfo] = []
     keys = {"name", "flavor", "gpus", "unhealthy_gpus", "cpu", "memory_gb", "domain"}
     keys |= {"cordoned", "physical_gpus", "rack", "zone"}
-    for path, item in top.items("nodes"):
+    for path, item in top.items("nodes", MAX_NODES):
         obj = _Obj(item, path, keys)
         name = obj.string("name")
         flavor = obj.string("flavor")
         if flavor not in flavors:
             raise ScenarioError(f"{obj.at('flavor')}: unknown flavor {flavor!r}")
-        gpus = obj.integer("gpus")
+        gpus = obj.integer("gpus", _REQUIRED, maximum=MAX_GPUS_PER_NODE)
         unhealthy: set[int] = set()
-        for upath, index in obj.items("unhealthy_gpus"):
+        for upath, index in obj.items("unhealthy_gpus", gpus):
             if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < gpus:
                 raise ScenarioError(f"{upath}: must be a GPU index in 0..{gpus - 1}")
             if index in unhealthy:
                 raise ScenarioError(f"{upath}: GPU {index} listed twice")
             unhealthy.add(index)
-        physical = obj.integer("physical_gpus", minimum=1) if obj.has("physical_gpus") else None
+        physical = (
+            obj.integer("physical_gpus", _REQUIRED, minimum=1, maximum=MAX_GPUS_PER_NODE)
+            if obj.has("physical_gpus")
+            else None
+        )
         mig = flavors[flavor].mig
         if mig is not None:
             table_row = mig_tables.mig_profile(mig.gpu_model, mig.profile)
@@ -257,8 +361,10 @@ def _nodes(top: _Obj, flavors: Mapping[str, FlavorInfo]) -> list[NodeInfo]:
                 name=name,
                 flavor=flavor,
                 gpus=gpus,
-                cpu_milli=round(obj.number("cpu", 0.0) * MILLI),
-                memory_mib=round(obj.number("memory_gb", 0.0) * MIB_PER_GB),
+                cpu_milli=round(obj.number("cpu", 0.0, maximum=MAX_NODE_CPU) * MILLI),
+                memory_mib=round(
+                    obj.number("memory_gb", 0.0, maximum=MAX_NODE_MEMORY_GB) * MIB_PER_GB
+                ),
                 domain=obj.string("domain", name),
                 unhealthy_gpus=frozenset(unhealthy),
                 cordoned=obj.boolean("cordoned", False),
@@ -273,12 +379,12 @@ def _gpu_milli(value: float) -> int:
     return round(value * MILLI)
 
 
-def _queues(top: _Obj, flavors: Mapping[str, FlavorInfo], nodes: list[NodeInfo]) -> list[QueueInfo]:
+def _queues(top: _Obj, flavors: Mapping[str, FlavorInfo]) -> list[QueueInfo]:
     queues: list[QueueInfo] = []
     paths: dict[str, str] = {}
     keys = {"name", "parent", "tenant", "weight", "reclaimable", "lending_limit"}
     keys |= {"max_protected_runtime_s", "default_protected_runtime_s", "quota"}
-    for path, item in top.items("queues", required=True):
+    for path, item in top.items("queues", MAX_QUEUES, required=True):
         obj = _Obj(item, path, keys)
         name = obj.string("name")
         if name in paths:
@@ -293,9 +399,9 @@ def _queues(top: _Obj, flavors: Mapping[str, FlavorInfo], nodes: list[NodeInfo])
                     quota_obj.at(flavor),
                     {"guarantee", "deserved", "capability"},
                 )
-                guarantee = levels.number("guarantee", 0.0)
-                deserved = levels.number("deserved", guarantee)
-                capability = levels.number("capability", deserved)
+                guarantee = levels.number("guarantee", 0.0, maximum=MAX_QUOTA_GPUS)
+                deserved = levels.number("deserved", guarantee, maximum=MAX_QUOTA_GPUS)
+                capability = levels.number("capability", deserved, maximum=MAX_QUOTA_GPUS)
                 if guarantee > deserved:
                     raise ScenarioError(f"{levels.at('guarantee')}: must be <= deserved")
                 if deserved > capability:
@@ -303,10 +409,8 @@ def _queues(top: _Obj, flavors: Mapping[str, FlavorInfo], nodes: list[NodeInfo])
                 quota[flavor] = QuotaInfo(
                     _gpu_milli(guarantee), _gpu_milli(deserved), _gpu_milli(capability)
                 )
-        weight = obj.number("weight", 1.0)
-        if weight <= 0:
-            raise ScenarioError(f"{obj.at('weight')}: must be > 0")
-        lending = obj.opt_number("lending_limit")
+        weight = obj.number("weight", 1.0, minimum=MIN_WEIGHT, maximum=MAX_WEIGHT)
+        lending = obj.opt_number("lending_limit", maximum=MAX_QUOTA_GPUS)
         queues.append(
             QueueInfo(
                 name=name,
@@ -315,8 +419,8 @@ def _queues(top: _Obj, flavors: Mapping[str, FlavorInfo], nodes: list[NodeInfo])
                 weight=weight,
                 reclaimable=obj.boolean("reclaimable", True),
                 lending_limit=None if lending is None else _gpu_milli(lending),
-                max_protected_runtime_s=obj.opt_number("max_protected_runtime_s"),
-                default_protected_runtime_s=obj.number("default_protected_runtime_s", 0.0),
+                max_protected_runtime_s=obj.opt_duration("max_protected_runtime_s"),
+                default_protected_runtime_s=obj.duration("default_protected_runtime_s", 0.0),
                 quota=quota,
             )
         )
@@ -327,54 +431,65 @@ def _queues(top: _Obj, flavors: Mapping[str, FlavorInfo], nodes: list[NodeInfo])
     for queue in queues:
         if queue.parent is not None and queue.parent not in by_name:
             raise ScenarioError(f"{paths[queue.name]}.parent: unknown queue {queue.parent!r}")
-    for queue in queues:
-        seen = {queue.name}
-        parent = queue.parent
-        while parent is not None:
-            if parent in seen:
-                raise ScenarioError(f"{paths[queue.name]}.parent: queue cycle through {parent!r}")
-            seen.add(parent)
-            parent = by_name[parent].parent
-    _check_guarantees(queues, by_name, paths, nodes)
+    _check_depths(queues, by_name, paths)
+    _check_guarantees(queues, by_name, paths)
     return queues
 
 
-def _check_guarantees(
-    queues: list[QueueInfo],
-    by_name: Mapping[str, QueueInfo],
-    paths: Mapping[str, str],
-    nodes: list[NodeInfo],
+def _check_depths(
+    queues: list[QueueInfo], by_name: Mapping[str, QueueInfo], paths: Mapping[str, str]
 ) -> None:
-    children: dict[str | None, list[QueueInfo]] = defaultdict(list)
+    """No queue cycles, and no path from the root longer than ``MAX_QUEUE_DEPTH`` queues
+    (each queue walked once: depths are remembered)."""
+    depth: dict[str, int] = {}
     for queue in queues:
-        children[queue.parent].append(queue)
-    healthy: Counter[str] = Counter()
-    for node in nodes:
-        healthy[node.flavor] += node.healthy_gpus * MILLI
-    for parent_name, kids in children.items():
-        parent = by_name[parent_name] if parent_name is not None else None
-        flavors = {flavor for kid in kids for flavor in kid.quota}
-        for flavor in sorted(flavors):
-            total = sum(kid.quota[flavor].guarantee for kid in kids if flavor in kid.quota)
-            if parent is not None and flavor in parent.quota:
-                if total > parent.quota[flavor].guarantee:
-                    raise ScenarioError(
-                        f"{paths[kids[-1].name]}.quota.{flavor}.guarantee: children's "
-                        f"guarantees ({total / MILLI:g}) exceed {parent.name}'s "
-                        f"({parent.quota[flavor].guarantee / MILLI:g})"
-                    )
-            elif (parent is None or parent.parent is None) and total > healthy[flavor]:
+        chain: list[str] = []
+        on_chain: set[str] = set()
+        name: str | None = queue.name
+        while name is not None and name not in depth:
+            if name in on_chain:
+                raise ScenarioError(f"{paths[queue.name]}.parent: queue cycle through {name!r}")
+            chain.append(name)
+            on_chain.add(name)
+            name = by_name[name].parent
+        level = 0 if name is None else depth[name]
+        for member in reversed(chain):
+            level += 1
+            depth[member] = level
+        if depth[queue.name] > MAX_QUEUE_DEPTH:
+            raise ScenarioError(
+                f"{paths[queue.name]}.parent: {depth[queue.name]} queues from the root, "
+                f"at most {MAX_QUEUE_DEPTH}"
+            )
+
+
+def _check_guarantees(
+    queues: list[QueueInfo], by_name: Mapping[str, QueueInfo], paths: Mapping[str, str]
+) -> None:
+    """Guarantees under a queue with a quota for the flavor fit in its guarantee.
+
+    (Whether the pool's healthy GPUs back the guarantees is not a question for the reader:
+    failed GPUs must never stop planning, and the quota tree scales guarantees down to what
+    exists, ``quota.scale_guarantees``. The domain apps refuse such a configuration.)
+    """
+    flavors = sorted({flavor for queue in queues for flavor in queue.quota})
+    for flavor in flavors:
+        for holder, names in guarantee_groups(queues, flavor).items():
+            if holder is None:
+                continue
+            total = sum(by_name[name].quota[flavor].guarantee for name in names)
+            own = by_name[holder].quota[flavor].guarantee
+            if total > own:
                 raise ScenarioError(
-                    f"{paths[kids[-1].name]}.quota.{flavor}.guarantee: total guarantees "
-                    f"({total / MILLI:g}) exceed the pool's healthy {flavor} GPUs "
-                    f"({healthy[flavor] / MILLI:g})"
+                    f"{paths[names[-1]]}.quota.{flavor}.guarantee: the guarantees under "
+                    f"{holder} ({total / MILLI:g}) exceed its own ({own / MILLI:g})"
                 )
 
 
 def _classes(top: _Obj) -> list[PriorityClassInfo]:
     classes: list[PriorityClassInfo] = []
     keys = {"name", "value", "default", "preemption_policy", "budget_rate"}
-    for path, item in top.items("priority_classes", required=True):
+    for path, item in top.items("priority_classes", MAX_PRIORITY_CLASSES, required=True):
         obj = _Obj(item, path, keys)
         policy = obj.string("preemption_policy", "PreemptLowerPriority")
         if policy not in ("PreemptLowerPriority", "Never"):
@@ -384,10 +499,12 @@ def _classes(top: _Obj) -> list[PriorityClassInfo]:
         classes.append(
             PriorityClassInfo(
                 name=obj.string("name"),
-                value=obj.integer("value", minimum=-(2**31)),
+                value=obj.integer(
+                    "value", _REQUIRED, minimum=-MAX_PRIORITY_VALUE, maximum=MAX_PRIORITY_VALUE
+                ),
                 default=obj.boolean("default", False),
                 preemption_policy="Never" if policy == "Never" else "PreemptLowerPriority",
-                budget_rate=obj.number("budget_rate", 0.0),
+                budget_rate=obj.number("budget_rate", 0.0, maximum=MAX_BUDGET_RATE),
             )
         )
     _unique(
@@ -406,7 +523,7 @@ def _budgets(
 ) -> list[BudgetInfo]:
     budgets: list[BudgetInfo] = []
     seen: set[tuple[str, str]] = set()
-    for path, item in top.items("budgets"):
+    for path, item in top.items("budgets", MAX_BUDGETS):
         obj = _Obj(item, path, {"tenant", "priority_class", "gpu_hours", "used"})
         tenant = obj.string("tenant")
         if tenant not in tenants:
@@ -417,14 +534,25 @@ def _budgets(
         if (tenant, klass) in seen:
             raise ScenarioError(f"{path}: duplicate budget for ({tenant!r}, {klass!r})")
         seen.add((tenant, klass))
-        budgets.append(BudgetInfo(tenant, klass, obj.number("gpu_hours"), obj.number("used", 0)))
+        budgets.append(
+            BudgetInfo(
+                tenant,
+                klass,
+                obj.number("gpu_hours", _REQUIRED, maximum=MAX_BUDGET_GPU_HOURS),
+                obj.number("used", 0, maximum=MAX_BUDGET_GPU_HOURS),
+            )
+        )
     return budgets
+
+
+_POD_SET_KEYS = {"count", "gpus", "flavor", "cpu", "memory_gb", "gpu_milli", "gpu_memory_gb"}
 
 
 def _pod_set(obj: _Obj, flavors: Mapping[str, FlavorInfo]) -> PodSetInfo:
     raw = obj.raw("flavor")
     names: list[str]
-    if raw is None and obj.integer("gpus", 0) == 0:
+    gpus = obj.integer("gpus", 0, maximum=MAX_GPUS_PER_NODE)
+    if raw is None and gpus == 0:
         # A CPU-only pod set may name no flavor: it runs on any node with the CPU and memory.
         for key in ("gpu_milli", "gpu_memory_gb"):
             if obj.has(key):
@@ -432,10 +560,10 @@ def _pod_set(obj: _Obj, flavors: Mapping[str, FlavorInfo]) -> PodSetInfo:
         names = []
     elif isinstance(raw, list):
         names = []
-        for i, name in enumerate(raw):
-            if not isinstance(name, str) or not name:
-                raise ScenarioError(f"{obj.at('flavor')}[{i}]: must be a non-empty string")
-            names.append(name)
+        for fpath, name in obj.items("flavor", MAX_FLAVORS):
+            names.append(_checked_string(name, fpath))
+            if names[-1] in names[:-1]:
+                raise ScenarioError(f"{fpath}: flavor {name!r} listed twice")
         if not names:
             raise ScenarioError(f"{obj.at('flavor')}: must list at least one flavor")
     else:
@@ -443,18 +571,15 @@ def _pod_set(obj: _Obj, flavors: Mapping[str, FlavorInfo]) -> PodSetInfo:
     for name in names:
         if name not in flavors:
             raise ScenarioError(f"{obj.at('flavor')}: unknown flavor {name!r}")
-    gpus = obj.integer("gpus", 0)
     shared = [flavors[name].sharing == "shared" for name in names]
-    milli = obj.integer("gpu_milli", MILLI, minimum=1)
-    if milli > MILLI:
-        raise ScenarioError(f"{obj.at('gpu_milli')}: must be <= {MILLI}")
+    milli = obj.integer("gpu_milli", MILLI, minimum=1, maximum=MILLI)
     if obj.has("gpu_milli") and not all(shared):
         raise ScenarioError(f"{obj.at('gpu_milli')}: only allowed on shared flavors")
     if milli < MILLI and gpus != 1:
         raise ScenarioError(f"{obj.at('gpus')}: a GPU fraction asks exactly 1 GPU")
     if any(shared) and not all(shared):
         raise ScenarioError(f"{obj.at('flavor')}: do not mix shared and exclusive flavors")
-    memory_gb = obj.number("gpu_memory_gb", 0.0)
+    memory_gb = obj.number("gpu_memory_gb", 0.0, maximum=MAX_GPU_MEMORY_GB)
     for name in names:
         if flavors[name].gpu_memory_gb and memory_gb > flavors[name].gpu_memory_gb:
             raise ScenarioError(
@@ -467,11 +592,11 @@ def _pod_set(obj: _Obj, flavors: Mapping[str, FlavorInfo]) -> PodSetInfo:
         if per_gpu > 0:
             milli = max(milli, math.ceil(memory_gb / per_gpu * MILLI))
     return PodSetInfo(
-        count=obj.integer("count", minimum=1),
+        count=obj.integer("count", _REQUIRED, minimum=1, maximum=MAX_PODS_PER_WORKLOAD),
         gpus=gpus,
         flavors=tuple(names),
-        cpu_milli=round(obj.number("cpu", 0.0) * MILLI),
-        memory_mib=round(obj.number("memory_gb", 0.0) * MIB_PER_GB),
+        cpu_milli=round(obj.number("cpu", 0.0, maximum=MAX_NODE_CPU) * MILLI),
+        memory_mib=round(obj.number("memory_gb", 0.0, maximum=MAX_NODE_MEMORY_GB) * MIB_PER_GB),
         gpu_milli=milli,
         gpu_memory_gb=memory_gb,
     )
@@ -499,120 +624,149 @@ _WORKLOAD_KEYS = {
 }
 
 
-def _workloads(
-    top: _Obj,
+@dataclass(frozen=True, slots=True)
+class _WorkloadContext:
+    """What a workload is read against: the scenario's flavors, queues, classes and nodes."""
+
+    flavors: Mapping[str, FlavorInfo]
+    queues: Mapping[str, QueueInfo]
+    inner_queues: frozenset[str]
+    classes: Mapping[str, PriorityClassInfo]
+    default_class: str
+    nodes: Mapping[str, NodeInfo]
+
+
+def _workload_context(
     flavors: Mapping[str, FlavorInfo],
-    queues: list[QueueInfo],
+    queues: list[QueueInfo] | tuple[QueueInfo, ...],
     classes: Mapping[str, PriorityClassInfo],
     nodes: Mapping[str, NodeInfo],
-) -> list[WorkloadInfo]:
-    parents = {q.parent for q in queues}
-    queue_defaults = {q.name: q for q in queues}
-    queue_names = {q.name for q in queues}
+) -> _WorkloadContext:
+    return _WorkloadContext(
+        flavors=flavors,
+        queues={q.name: q for q in queues},
+        inner_queues=frozenset(q.parent for q in queues if q.parent is not None),
+        classes=classes,
+        default_class=next(c.name for c in classes.values() if c.default),
+        nodes=nodes,
+    )
+
+
+def _workloads(top: _Obj, context: _WorkloadContext) -> list[WorkloadInfo]:
     workloads: list[WorkloadInfo] = []
-    for path, item in top.items("workloads"):
-        obj = _Obj(item, path, _WORKLOAD_KEYS)
-        name = obj.string("name")
-        queue = obj.string("queue")
-        if queue not in queue_names:
-            raise ScenarioError(f"{obj.at('queue')}: unknown queue {queue!r}")
-        if queue in parents:
-            raise ScenarioError(f"{obj.at('queue')}: {queue!r} is not a leaf queue")
-        klass = obj.string("priority_class", next(c.name for c in classes.values() if c.default))
-        if klass not in classes:
-            raise ScenarioError(f"{obj.at('priority_class')}: unknown priority class {klass!r}")
-        pod_sets = tuple(
-            _pod_set(
-                _Obj(
-                    raw,
-                    ppath,
-                    {"count", "gpus", "flavor", "cpu", "memory_gb", "gpu_milli", "gpu_memory_gb"},
-                ),
-                flavors,
+    pods = 0
+    for path, item in top.items("workloads", MAX_WORKLOADS):
+        workload = _workload(_Obj(item, path, _WORKLOAD_KEYS), context)
+        pods += sum(p.count for p in workload.pod_sets)
+        if pods > MAX_TOTAL_PODS:
+            raise ScenarioError(
+                f"{path}.pod_sets: the workloads up to this one ask {pods} pods, "
+                f"at most {MAX_TOTAL_PODS} in all"
             )
-            for ppath, raw in obj.items("pod_sets", required=True)
-        )
-        if not pod_sets:
-            raise ScenarioError(f"{obj.at('pod_sets')}: must have at least one pod set")
-        total = sum(p.count for p in pod_sets)
-        min_member = obj.integer("min_member", minimum=1) if obj.has("min_member") else None
-        if min_member is not None and min_member > total:
-            raise ScenarioError(f"{obj.at('min_member')}: must be <= the {total} pods")
-        topology = obj.opt_string("topology")
-        if topology not in (None, "domain", "preferred"):
-            raise ScenarioError(f"{obj.at('topology')}: must be null, 'domain' or 'preferred'")
-        state = obj.string("state", "pending")
-        if state not in ("pending", "running"):
-            raise ScenarioError(f"{obj.at('state')}: must be 'pending' or 'running'")
-        started = obj.time("started_at") if obj.has("started_at") else None
-        submitted = obj.time("submitted_at") if obj.has("submitted_at") else started
-        if submitted is None:
-            raise ScenarioError(f"{obj.at('submitted_at')}: required")
-        placement: tuple[PodPlacement, ...] = ()
-        if state == "running":
-            if started is None:
-                raise ScenarioError(f"{obj.at('started_at')}: required for a running workload")
-            if submitted > started:
-                raise ScenarioError(f"{obj.at('submitted_at')}: must not be after started_at")
-            placement = _placement(obj, pod_sets, min_member or total, flavors, nodes)
-            if obj.has("last_checkpoint_at") and obj.time("last_checkpoint_at") < started:
-                raise ScenarioError(f"{obj.at('last_checkpoint_at')}: before started_at")
-        else:
-            for key in (
-                "placement",
-                "started_at",
-                "evicting_for",
-                "last_checkpoint_at",
-                "backfilled_for",
-            ):
-                if obj.has(key):
-                    raise ScenarioError(f"{obj.at(key)}: only a running workload has one")
-        obj.opt_string("submitter")
-        workloads.append(
-            WorkloadInfo(
-                name=name,
-                queue=queue,
-                priority_class=klass,
-                pod_sets=pod_sets,
-                submitted_at=submitted,
-                state="running" if state == "running" else "pending",
-                min_member=min_member,
-                topology="domain"
-                if topology == "domain"
-                else "preferred"
-                if topology == "preferred"
-                else None,
-                protected_runtime_s=obj.number(
-                    "protected_runtime_s", queue_defaults[queue].default_protected_runtime_s
-                ),
-                expected_runtime_s=obj.opt_number("expected_runtime_s"),
-                started_at=started,
-                last_checkpoint_at=(
-                    obj.time("last_checkpoint_at") if obj.has("last_checkpoint_at") else None
-                ),
-                placement=placement,
-                missing_pods=obj.integer("missing_pods", 0),
-                nominated=obj.boolean("nominated", False),
-                evicting_for=obj.opt_string("evicting_for"),
-                backfilled_for=obj.opt_string("backfilled_for"),
-            )
-        )
+        workloads.append(workload)
     _unique([(f"workloads[{i}].name", w.name) for i, w in enumerate(workloads)], "workload")
     return workloads
+
+
+def _workload(obj: _Obj, context: _WorkloadContext) -> WorkloadInfo:
+    """One workload object (its pods' total bounded before any per-pod list is built)."""
+    name = obj.string("name")
+    queue = obj.string("queue")
+    if queue not in context.queues:
+        raise ScenarioError(f"{obj.at('queue')}: unknown queue {queue!r}")
+    if queue in context.inner_queues:
+        raise ScenarioError(f"{obj.at('queue')}: {queue!r} is not a leaf queue")
+    klass = obj.string("priority_class", context.default_class)
+    if klass not in context.classes:
+        raise ScenarioError(f"{obj.at('priority_class')}: unknown priority class {klass!r}")
+    pod_sets = tuple(
+        _pod_set(_Obj(raw, ppath, _POD_SET_KEYS), context.flavors)
+        for ppath, raw in obj.items("pod_sets", MAX_POD_SETS, required=True)
+    )
+    if not pod_sets:
+        raise ScenarioError(f"{obj.at('pod_sets')}: must have at least one pod set")
+    total = sum(p.count for p in pod_sets)
+    if total > MAX_PODS_PER_WORKLOAD:
+        raise ScenarioError(
+            f"{obj.at('pod_sets')}: {total} pods, at most {MAX_PODS_PER_WORKLOAD} a workload"
+        )
+    min_member = (
+        obj.integer("min_member", _REQUIRED, minimum=1, maximum=MAX_PODS_PER_WORKLOAD)
+        if obj.has("min_member")
+        else None
+    )
+    if min_member is not None and min_member > total:
+        raise ScenarioError(f"{obj.at('min_member')}: must be <= the {total} pods")
+    topology = obj.opt_string("topology")
+    if topology not in (None, "domain", "preferred"):
+        raise ScenarioError(f"{obj.at('topology')}: must be null, 'domain' or 'preferred'")
+    state = obj.string("state", "pending")
+    if state not in ("pending", "running"):
+        raise ScenarioError(f"{obj.at('state')}: must be 'pending' or 'running'")
+    started = obj.time("started_at") if obj.has("started_at") else None
+    submitted = obj.time("submitted_at") if obj.has("submitted_at") else started
+    if submitted is None:
+        raise ScenarioError(f"{obj.at('submitted_at')}: required")
+    placement: tuple[PodPlacement, ...] = ()
+    if state == "running":
+        if started is None:
+            raise ScenarioError(f"{obj.at('started_at')}: required for a running workload")
+        if submitted > started:
+            raise ScenarioError(f"{obj.at('submitted_at')}: must not be after started_at")
+        placement = _placement(obj, pod_sets, min_member or total, context)
+        if obj.has("last_checkpoint_at") and obj.time("last_checkpoint_at") < started:
+            raise ScenarioError(f"{obj.at('last_checkpoint_at')}: before started_at")
+    else:
+        for key in (
+            "placement",
+            "started_at",
+            "evicting_for",
+            "last_checkpoint_at",
+            "backfilled_for",
+        ):
+            if obj.has(key):
+                raise ScenarioError(f"{obj.at(key)}: only a running workload has one")
+    obj.opt_string("submitter")
+    return WorkloadInfo(
+        name=name,
+        queue=queue,
+        priority_class=klass,
+        pod_sets=pod_sets,
+        submitted_at=submitted,
+        state="running" if state == "running" else "pending",
+        min_member=min_member,
+        topology="domain"
+        if topology == "domain"
+        else "preferred"
+        if topology == "preferred"
+        else None,
+        protected_runtime_s=obj.duration(
+            "protected_runtime_s", context.queues[queue].default_protected_runtime_s
+        ),
+        expected_runtime_s=obj.opt_duration("expected_runtime_s"),
+        started_at=started,
+        last_checkpoint_at=(
+            obj.time("last_checkpoint_at") if obj.has("last_checkpoint_at") else None
+        ),
+        placement=placement,
+        missing_pods=obj.integer("missing_pods", 0, maximum=MAX_PODS_PER_WORKLOAD),
+        nominated=obj.boolean("nominated", False),
+        evicting_for=obj.opt_string("evicting_for"),
+        backfilled_for=obj.opt_string("backfilled_for"),
+    )
 
 
 def _placement(
     obj: _Obj,
     pod_sets: tuple[PodSetInfo, ...],
     minimum: int,
-    flavors: Mapping[str, FlavorInfo],
-    nodes: Mapping[str, NodeInfo],
+    context: _WorkloadContext,
 ) -> tuple[PodPlacement, ...]:
-    entries = obj.items("placement")
     total = sum(p.count for p in pod_sets)
+    entries = obj.items("placement", total)
     if not entries:
         raise ScenarioError(f"{obj.at('placement')}: required for a running workload")
-    if not minimum <= len(entries) <= total:
+    if len(entries) < minimum:
         raise ScenarioError(
             f"{obj.at('placement')}: has {len(entries)} pods, needs {minimum}..{total}"
         )
@@ -621,16 +775,16 @@ def _placement(
     for (path, raw), pod_set in zip(entries, pods, strict=False):
         entry = _Obj(raw, path, {"node", "gpus", "milli"})
         node_name = entry.string("node")
-        if node_name not in nodes:
+        if node_name not in context.nodes:
             raise ScenarioError(f"{entry.at('node')}: unknown node {node_name!r}")
-        node = nodes[node_name]
+        node = context.nodes[node_name]
         if pod_set.flavors and node.flavor not in pod_set.flavors:
             raise ScenarioError(
                 f"{entry.at('node')}: {node_name!r} is {node.flavor!r}, the pod set asks "
                 f"{', '.join(pod_set.flavors)}"
             )
         gpus: list[int] = []
-        for gpath, index in entry.items("gpus"):
+        for gpath, index in entry.items("gpus", node.gpus):
             if isinstance(index, bool) or not isinstance(index, int):
                 raise ScenarioError(f"{gpath}: must be a GPU index")
             if not 0 <= index < node.gpus:
@@ -641,8 +795,8 @@ def _placement(
         if len(gpus) != pod_set.gpus:
             raise ScenarioError(f"{entry.at('gpus')}: the pod asks {pod_set.gpus} GPUs")
         milli: int | None = None
-        if flavors[node.flavor].sharing == "shared":
-            milli = entry.integer("milli", pod_set.gpu_milli, minimum=1)
+        if context.flavors[node.flavor].sharing == "shared":
+            milli = entry.integer("milli", pod_set.gpu_milli, minimum=1, maximum=MILLI)
             if milli != pod_set.gpu_milli:
                 raise ScenarioError(f"{entry.at('milli')}: the pod asks {pod_set.gpu_milli}")
         elif entry.has("milli"):
@@ -655,20 +809,23 @@ def _check_occupancy(
     workloads: list[WorkloadInfo], nodes: Mapping[str, NodeInfo], paths: Mapping[str, str]
 ) -> None:
     """Running placements must not over-commit a GPU, a node's CPU or its memory."""
-    gpu_used: dict[tuple[str, int], int] = defaultdict(int)
-    cpu_used: dict[str, int] = defaultdict(int)
-    mem_used: dict[str, int] = defaultdict(int)
+    gpu_used: dict[tuple[str, int], int] = {}
+    cpu_used: dict[str, int] = {}
+    mem_used: dict[str, int] = {}
     for workload in workloads:
+        if not workload.placement:
+            continue
         pods = [ps for ps in workload.pod_sets for _ in range(ps.count)]
         for i, (pod, pod_set) in enumerate(zip(workload.placement, pods, strict=False)):
             where = f"{paths[workload.name]}.placement[{i}]"
             node = nodes[pod.node]
             for index in pod.gpus:
-                gpu_used[(pod.node, index)] += pod.milli or MILLI
-                if gpu_used[(pod.node, index)] > MILLI:
+                used = gpu_used.get((pod.node, index), 0) + (pod.milli or MILLI)
+                gpu_used[(pod.node, index)] = used
+                if used > MILLI:
                     raise ScenarioError(f"{where}.gpus: GPU {index} of {pod.node!r} double-booked")
-            cpu_used[pod.node] += pod_set.cpu_milli
-            mem_used[pod.node] += pod_set.memory_mib
+            cpu_used[pod.node] = cpu_used.get(pod.node, 0) + pod_set.cpu_milli
+            mem_used[pod.node] = mem_used.get(pod.node, 0) + pod_set.memory_mib
             if cpu_used[pod.node] > node.cpu_milli:
                 raise ScenarioError(f"{where}.node: CPU of {pod.node!r} over capacity")
             if mem_used[pod.node] > node.memory_mib:
@@ -677,7 +834,7 @@ def _check_occupancy(
 
 def _history(top: _Obj) -> list[PreemptionEventInfo]:
     events: list[PreemptionEventInfo] = []
-    for path, item in top.items("preemption_history"):
+    for path, item in top.items("preemption_history", MAX_PREEMPTION_EVENTS):
         obj = _Obj(item, path, {"at", "victim", "preemptor", "preemptor_tenant"})
         events.append(
             PreemptionEventInfo(
@@ -731,9 +888,11 @@ def _policy(top: _Obj) -> PolicyInfo:
                 raw, obj.at("preemption_backoff"), {"max_preemptions", "window_s", "cooldown_s"}
             )
             backoff = BackoffPolicy(
-                b.integer("max_preemptions", DEFAULT_BACKOFF.max_preemptions),
-                b.number("window_s", DEFAULT_BACKOFF.window_s),
-                b.number("cooldown_s", DEFAULT_BACKOFF.cooldown_s),
+                b.integer(
+                    "max_preemptions", DEFAULT_BACKOFF.max_preemptions, maximum=MAX_POLICY_COUNT
+                ),
+                b.duration("window_s", DEFAULT_BACKOFF.window_s),
+                b.duration("cooldown_s", DEFAULT_BACKOFF.cooldown_s),
             )
     protection: VictimProtectionPolicy | None = DEFAULT_VICTIM_PROTECTION
     if "victim_protection" in obj.data:
@@ -742,16 +901,23 @@ def _policy(top: _Obj) -> PolicyInfo:
         if raw is not None:
             v = _Obj(raw, obj.at("victim_protection"), {"evictions", "window_s", "protected_s"})
             protection = VictimProtectionPolicy(
-                v.integer("evictions", DEFAULT_VICTIM_PROTECTION.evictions, minimum=1),
-                v.number("window_s", DEFAULT_VICTIM_PROTECTION.window_s),
-                v.number("protected_s", DEFAULT_VICTIM_PROTECTION.protected_s),
+                v.integer(
+                    "evictions",
+                    DEFAULT_VICTIM_PROTECTION.evictions,
+                    minimum=1,
+                    maximum=MAX_POLICY_COUNT,
+                ),
+                v.duration("window_s", DEFAULT_VICTIM_PROTECTION.window_s),
+                v.duration("protected_s", DEFAULT_VICTIM_PROTECTION.protected_s),
             )
     phases = usual.phases
     if obj.has("phases"):
         names: list[str] = []
-        for path, item in obj.items("phases"):
+        for path, item in obj.items("phases", len(DEFAULT_PHASES)):
             if not isinstance(item, str) or item not in DEFAULT_PHASES:
                 raise ScenarioError(f"{path}: must be one of {', '.join(DEFAULT_PHASES)}")
+            if item in names:
+                raise ScenarioError(f"{path}: {item!r} listed twice")
             names.append(item)
         phases = tuple(names)
     # "fair_sharing" is the older switch for both queue_order and fair_reclaim; the two
@@ -762,12 +928,15 @@ def _policy(top: _Obj) -> PolicyInfo:
         queue_order, fair_reclaim = ("dominant-share" if fair else "head-rank"), fair
     return PolicyInfo(
         placement=placement,
-        starvation_limit_s=obj.opt_number("starvation_limit_s"),
+        starvation_limit_s=obj.opt_duration("starvation_limit_s"),
         backoff=backoff,
         victim_protection=protection,
         phases=phases,
         preemption_attempts_per_queue=obj.integer(
-            "preemption_attempts_per_queue", usual.preemption_attempts_per_queue, minimum=1
+            "preemption_attempts_per_queue",
+            usual.preemption_attempts_per_queue,
+            minimum=1,
+            maximum=MAX_PREEMPTION_ATTEMPTS,
         ),
         queueing=_one_of(obj, "queueing", get_args(Queueing), usual.queueing),
         queue_order=_one_of(obj, "queue_order", get_args(QueueOrder), queue_order),
@@ -803,12 +972,12 @@ def scenario_from_dict(data: object) -> Scenario:
     now = top.time("now")
     flavors = _flavors(top)
     nodes = _nodes(top, flavors)
-    queues = _queues(top, flavors, nodes)
+    queues = _queues(top, flavors)
     classes = {c.name: c for c in _classes(top)}
     tenants = {q.tenant for q in queues if q.tenant is not None}
     budgets = _budgets(top, classes, tenants)
     node_map = {n.name: n for n in nodes}
-    workloads = _workloads(top, flavors, queues, classes, node_map)
+    workloads = _workloads(top, _workload_context(flavors, queues, classes, node_map))
     paths = {w.name: f"workloads[{i}]" for i, w in enumerate(workloads)}
     _check_occupancy(workloads, node_map, paths)
     names = set(paths)
@@ -838,13 +1007,76 @@ def scenario_from_dict(data: object) -> Scenario:
     return Scenario(snapshot, _policy(top), now)
 
 
-def load_scenario(path: str | Path) -> Scenario:
-    """Read and validate a scenario file."""
+def hypothetical_workload_from_dict(data: object, scenario: Scenario) -> WorkloadInfo:
+    """Validate one pending workload object against a loaded scenario (a dry-run's probe).
+
+    Errors name the object's own paths (``pod_sets[0].count: ...``). Whatever its ``state``
+    says, it is read as pending; its name must not be one of the scenario's workloads.
+    """
+    snapshot = scenario.snapshot
+    context = _workload_context(
+        {f.name: f for f in snapshot.flavors},
+        snapshot.queues,
+        {c.name: c for c in snapshot.priority_classes},
+        {n.name: n for n in snapshot.nodes},
+    )
+    if isinstance(data, dict):
+        data = {**data, "state": "pending"}
+    workload = _workload(_Obj(data, "", _WORKLOAD_KEYS), context)
+    if any(w.name == workload.name for w in snapshot.workloads):
+        raise ScenarioError(f"name: duplicate workload {workload.name!r} (one of the scenario's)")
+    return workload
+
+
+def _json_int(text: str) -> int:
+    """An integer literal, or +-``_HUGE_INT`` for one too long to be within any bound."""
+    if len(text) > _JSON_INT_DIGITS:
+        return -_HUGE_INT if text.startswith("-") else _HUGE_INT
+    return int(text)
+
+
+def read_json_file(path: str | Path) -> object:
+    """A JSON file's value, read within the limits: at most ``MAX_FILE_BYTES`` read, at most
+    ``MAX_JSON_VALUES`` values (counted before parsing), UTF-8, not nested deeper than the
+    parser's recursion allows. Errors start with ``(file)``."""
     try:
-        data = json.loads(Path(path).read_text())
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size > MAX_FILE_BYTES:
+                raise ScenarioError(f"(file): larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB")
+            # A file is read in one piece of its size; what has no size (a pipe) or grows
+            # while it is read is read on, up to the bound.
+            data = handle.read(size + 1) if size else b""
+            if not size or len(data) > size:
+                data += handle.read(MAX_FILE_BYTES + 1 - len(data))
+    except OSError as error:
+        raise ScenarioError(f"(file): cannot be read: {error.strerror or error}") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise ScenarioError(f"(file): larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB")
+    values = data.count(b",") + data.count(b"[") + data.count(b"{")
+    if values > MAX_JSON_VALUES:
+        raise ScenarioError(f"(file): more than {MAX_JSON_VALUES} JSON values")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ScenarioError(f"(file): not UTF-8 text (byte {error.start})") from None
+    del data
+    try:
+        return json.loads(text, parse_int=_json_int)
     except json.JSONDecodeError as error:
         raise ScenarioError(f"(file): not JSON: {error}") from None
-    return scenario_from_dict(data)
+    except RecursionError:
+        raise ScenarioError("(file): JSON nested too deeply") from None
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate a scenario file."""
+    return scenario_from_dict(read_json_file(path))
+
+
+def load_hypothetical_workload(path: str | Path, scenario: Scenario) -> WorkloadInfo:
+    """Read and validate a dry-run's workload file against a loaded scenario."""
+    return hypothetical_workload_from_dict(read_json_file(path), scenario)
 
 
 def _placement_json(pods: tuple[PodPlacement, ...]) -> list[dict[str, object]]:

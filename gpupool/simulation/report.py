@@ -28,12 +28,11 @@ from gpupool.dashboard.charts import (
     shared_vs_alone_figure,
     wait_boxes_figure,
 )
+from gpupool.scheduler.types import SECONDS_PER_HOUR
 
 if TYPE_CHECKING:
     from gpupool.simulation.placement.experiment import TraceRun
     from gpupool.simulation.queueing.philly import PhillyRun
-
-HOUR_S = 3600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +51,7 @@ def percent(fraction: float | None) -> str:
 
 def hours(seconds: float | None) -> str:
     """Seconds as hours with two decimals; "-" when absent."""
-    return "-" if seconds is None else f"{seconds / HOUR_S:,.2f}"
+    return "-" if seconds is None else f"{seconds / SECONDS_PER_HOUR:,.2f}"
 
 
 def describe_ratio(value: float | None) -> str:
@@ -103,10 +102,10 @@ def queueing_policy_table(document: dict[str, Any]) -> Table:
         rows.append(
             (
                 name,
-                f"{m['jct_mean_s'] / HOUR_S:.2f} h",
-                f"{m['jct_p99_s'] / HOUR_S:.1f} h",
-                f"{m['wait_mean_s'] / HOUR_S:.2f} h",
-                f"{m['wait_p99_s'] / HOUR_S:.2f} h",
+                f"{m['jct_mean_s'] / SECONDS_PER_HOUR:.2f} h",
+                f"{m['jct_p99_s'] / SECONDS_PER_HOUR:.1f} h",
+                f"{m['wait_mean_s'] / SECONDS_PER_HOUR:.2f} h",
+                f"{m['wait_p99_s'] / SECONDS_PER_HOUR:.2f} h",
                 f"{100 * m['utilisation']:.1f}%",
                 str(m["preemptions"]),
                 f"{m['gpu_hours_lost']:.1f} ({100 * m['gpu_hours_lost_fraction']:.3f}%)",
@@ -152,7 +151,9 @@ def queueing_tenant_table(document: dict[str, Any]) -> Table:
             hours(base.get("alone_wait_mean_s")),
         ]
         cells += [hours(policies[n]["tenants"][tenant]["wait_mean_s"]) for n in names]
-        cells += [f"{policies[n]['tenants'][tenant]['wait_p99_s'] / HOUR_S:.1f}" for n in names]
+        cells += [
+            f"{policies[n]['tenants'][tenant]['wait_p99_s'] / SECONDS_PER_HOUR:.1f}" for n in names
+        ]
         rows.append(tuple(cells))
     header = ("tenant", "deserved GPUs", "jobs", "GPU-h", "alone", *names)
     header += tuple(f"p99 {n}" for n in names)
@@ -211,7 +212,7 @@ def wait_figure(run: PhillyRun) -> Figure:
     return wait_boxes_figure(
         {
             policy: {
-                tenant: [wait / HOUR_S for wait in entry.waits_s]
+                tenant: [wait / SECONDS_PER_HOUR for wait in entry.waits_s]
                 for tenant, entry in metrics.tenants.items()
             }
             for policy, metrics in run.metrics.items()
@@ -224,14 +225,14 @@ def alone_figure(run: PhillyRun) -> Figure:
     (`charts.shared_vs_alone_figure`)."""
     tenants = sorted(run.shares)
     alone = [
-        sum(r.wait_s for r in run.alone[t].records) / len(run.alone[t].records) / HOUR_S
+        sum(r.wait_s for r in run.alone[t].records) / len(run.alone[t].records) / SECONDS_PER_HOUR
         if t in run.alone and run.alone[t].records
         else None
         for t in tenants
     ]
     shared = {
         policy: [
-            metrics.tenants[t].wait_mean_s / HOUR_S if t in metrics.tenants else None
+            metrics.tenants[t].wait_mean_s / SECONDS_PER_HOUR if t in metrics.tenants else None
             for t in tenants
         ]
         for policy, metrics in run.metrics.items()

@@ -23,6 +23,7 @@ from gpupool.scheduler.scenario import parse_time
 from gpupool.scheduler.types import (
     MIB_PER_GB,
     MILLI,
+    SECONDS_PER_HOUR,
     BudgetInfo,
     FlavorInfo,
     NodeInfo,
@@ -38,7 +39,7 @@ from gpupool.scheduler.types import (
 )
 
 NOW = parse_time("2026-11-29T10:00:00Z")
-HOUR = 3600.0
+HOUR = SECONDS_PER_HOUR
 ORGS = 20
 LEAVES_PER_ORG = 10
 # (flavor, GPUs per node, CPU, memory GiB, node share, CPU per GPU, GiB per GPU, domain size)

@@ -101,3 +101,100 @@ ROWS: dict[str, Row] = {
         {"GET": EVERYONE_READS, "PATCH": ADMIN_ONLY, "DELETE": ADMIN_ONLY}, _flavor
     ),
 }
+
+
+# ----------------------------------------------------------------------------- governance
+# Quota and budget requests: leads see and file their tenants' (drafts of nlp's lead and of
+# vision's lead are the targets); admins see all, decide, and see the impact. Only the
+# requester changes or submits a draft, so an admin is refused there. Notification
+# preferences are the caller's own: every role reads and changes theirs.
+
+
+def _request_queues(world: Any) -> dict[str, Any]:
+    """The queues of nlp and vision under one root (made once per world)."""
+    if "queues" not in world.objects:
+        from gpupool.quotas.actions import do_save_queue
+        from gpupool.quotas.models import Queue
+
+        root = do_save_queue(Queue(name="pool"), acting_user=None)
+        world.objects["queues"] = {
+            tenant.name: do_save_queue(
+                Queue(name=tenant.name, parent=root, tenant=tenant), acting_user=None
+            )
+            for tenant in (world.own, world.other)
+        }
+    return world.objects["queues"]
+
+
+def _quota_request_payload(world: Any) -> Mapping[str, Any]:
+    _request_queues(world)
+    return {
+        "kind": "queue-quota",
+        "queue": world.own.name,
+        "flavor": "h100",
+        "payload": {"guarantee": 0, "deserved": 0, "capability": 0},
+        "justification": "the matrix asks",
+    }
+
+
+def _quota_request(world: Any) -> Mapping[str, Mapping[str, str]]:
+    from gpupool.inventory.models import Flavor
+    from gpupool.quotas.actions import do_create_quota_request
+    from gpupool.tenancy.models import Membership
+
+    queues = _request_queues(world)
+    drafts = {}
+    for scope, tenant in (("own", world.own), ("other", world.other)):
+        lead = Membership.objects.get(tenant=tenant, role="lead").user
+        drafts[scope] = do_create_quota_request(
+            kind="queue-quota",
+            tenant=tenant,
+            requested_by=lead,
+            justification="the matrix asks",
+            payload={"guarantee": 0, "deserved": 0, "capability": 0},
+            queue=queues[tenant.name],
+            flavor=Flavor.objects.get(name="h100"),
+        )
+    return {scope: {"pk": str(draft.pk)} for scope, draft in drafts.items()}
+
+
+def _quota_request_with_what_if(world: Any) -> Mapping[str, Mapping[str, str]]:
+    from gpupool.quotas.actions import do_start_what_if
+    from gpupool.quotas.models import QuotaRequest
+
+    targets = _quota_request(world)
+    for target in targets.values():
+        request = QuotaRequest.objects.get(pk=target["pk"])
+        do_start_what_if(request, acting_user=world.users["admin"], days=1)
+    return targets
+
+
+def _notification_kind(world: Any) -> Mapping[str, Mapping[str, str]]:
+    return {"own": {"kind": "workload-started"}, "other": {"kind": "workload-started"}}
+
+
+LEADS_READ = "admin=ok finance=forbidden lead=ok member=forbidden anonymous=unauthorized"
+LEAD_OWN = "admin=ok finance=forbidden lead=ok|hidden member=forbidden anonymous=unauthorized"
+REQUESTER_ONLY = (
+    "admin=forbidden finance=forbidden lead=ok|hidden member=forbidden anonymous=unauthorized"
+)
+OWN_ONLY = "admin=ok finance=ok lead=ok member=ok anonymous=unauthorized"
+
+ROWS |= {
+    "api:quota-request-list": Row(
+        {"GET": LEADS_READ, "POST": LEADS_READ}, payload=_quota_request_payload
+    ),
+    "api:quota-request-detail": Row({"GET": LEAD_OWN, "PATCH": REQUESTER_ONLY}, _quota_request),
+    "api:quota-request-submit": Row({"POST": REQUESTER_ONLY}, _quota_request),
+    "api:quota-request-approve": Row({"POST": ADMIN_ONLY}, _quota_request),
+    "api:quota-request-reject": Row({"POST": ADMIN_ONLY}, _quota_request),
+    "api:quota-request-apply": Row({"POST": ADMIN_ONLY}, _quota_request),
+    "api:quota-request-impact": Row({"GET": ADMIN_ONLY}, _quota_request),
+    "api:quota-request-what-if": Row(
+        {"GET": ADMIN_ONLY, "POST": ADMIN_ONLY}, _quota_request_with_what_if
+    ),
+    "api:notification-preference-list": Row({"GET": OWN_ONLY}),
+    "api:notification-preference-detail": Row(
+        {"GET": OWN_ONLY, "PATCH": OWN_ONLY}, _notification_kind
+    ),
+}

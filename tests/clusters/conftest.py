@@ -1,9 +1,10 @@
 """Fixtures for tests against the local Kubernetes control plane (tests marked ``k8s``).
 
-The session starts one plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler and
-KWOK with the ``default`` node profile) and always stops it, or reuses the local plane that
-``KUBECONFIG`` names (e.g. ``make k8s-up`` then ``KUBECONFIG=.k8s/kubeconfig pytest -m k8s``).
-Each test gets its own namespace. Missing binaries fail the tests; they never skip.
+The session starts one plane with kwokctl (etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler and KWOK with the ``default`` node profile) and always stops it, or reuses the
+local plane that ``KUBECONFIG`` names (e.g. ``make k8s-up`` then
+``KUBECONFIG=.k8s/kubeconfig pytest -m k8s``). Each test gets its own namespace. Missing
+binaries fail the tests; they never skip.
 """
 
 from __future__ import annotations
@@ -29,7 +30,14 @@ if str(ROOT) not in sys.path:  # hack/ is a folder of the checkout, not an insta
 from hack import k8s_plane  # noqa: E402
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
-PLANE_FIXTURES = {"k8s_plane_info", "k8s_api", "k8s_namespace", "k8s_fake_node"}
+PLANE_FIXTURES = {
+    "k8s_plane_info",
+    "k8s_api",
+    "k8s_namespace",
+    "k8s_fake_node",
+    "k8s_restart_apiserver",
+    "k8s_compact_etcd",
+}
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects
@@ -48,6 +56,8 @@ class K8sPlane:
     server: str
     started_here: bool
     assets: Path | None
+    profile: str
+    plane: k8s_plane.Plane | None  # None: a plane this checkout did not start (no restarts)
 
 
 def _server_of(kubeconfig: Path) -> str:
@@ -59,6 +69,10 @@ def _server_of(kubeconfig: Path) -> str:
         return str(clusters[contexts[current]["cluster"]]["server"])
     except KeyError as exc:
         raise pytest.fail.Exception(f"{kubeconfig}: no server for its current context") from exc
+
+
+def _profile() -> str:
+    return os.environ.get("GPUPOOL_K8S_PROFILE", "default")
 
 
 def _assets_or_none() -> Path | None:
@@ -84,7 +98,9 @@ def k8s_plane_info(tmp_path_factory: pytest.TempPathFactory) -> Iterator[K8sPlan
                 "delete namespaces, pods and leases. Unset KUBECONFIG to let the tests start "
                 "their own plane, or set GPUPOOL_K8S_ALLOW_REMOTE=1 if you mean it."
             )
-        yield K8sPlane(kubeconfig, server, started_here=False, assets=_assets_or_none())
+        plane = k8s_plane.Plane.serving(kubeconfig)
+        profile = plane.state.profile if plane and plane.state else _profile()
+        yield K8sPlane(kubeconfig, server, False, _assets_or_none(), profile, plane)
         return
     try:
         assets = k8s_plane.find_assets()
@@ -97,17 +113,13 @@ def k8s_plane_info(tmp_path_factory: pytest.TempPathFactory) -> Iterator[K8sPlan
     plane = k8s_plane.Plane(tmp_path_factory.mktemp("k8s-plane"), assets, tie_to_parent=True)
     failure = None
     try:
-        state = plane.up(
-            profile=os.environ.get("GPUPOOL_K8S_PROFILE", "default"),
-            controllers=True,
-            scheduler=True,
-        )
+        state = plane.up(profile=_profile(), controllers=True, scheduler=True)
     except k8s_plane.PlaneError as exc:  # up() has already stopped what it started
         failure = str(exc)
     if failure is not None:
         pytest.fail(f"the local Kubernetes plane did not start: {failure}", pytrace=False)
     try:
-        yield K8sPlane(Path(state.kubeconfig), state.server, started_here=True, assets=assets)
+        yield K8sPlane(Path(state.kubeconfig), state.server, True, assets, state.profile, plane)
     finally:
         plane.down()
 
@@ -170,34 +182,14 @@ def k8s_fake_node(k8s_api: Any, k8s_plane_info: K8sPlane) -> Iterator[Callable[.
         core.delete_node(name)
 
 
-def _pdeathsig_kill() -> None:
-    """In the child before exec: SIGKILL when the parent (pytest) dies, like the plane's."""
-    import ctypes
-    import signal
-
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-def _wait_apiserver_ready(run_dir: Path, server: str, timeout: float) -> None:
-    import ssl
-    import time
-    import urllib.error
-    import urllib.request
-
-    pki = k8s_plane.Pki(run_dir / "pki")
-    context = ssl.create_default_context(cafile=str(pki.ca_crt))
-    context.load_cert_chain(str(pki.path("admin.crt")), str(pki.path("admin.key")))
-    deadline = time.monotonic() + timeout
-    last = "no answer yet"
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"{server}/readyz", timeout=5, context=context) as answer:  # noqa: S310
-                if answer.status == 200:
-                    return
-        except (OSError, urllib.error.URLError) as exc:
-            last = str(exc)
-        time.sleep(0.2)
-    pytest.fail(f"kube-apiserver not ready at {server} {timeout:.0f} s after a restart ({last})")
+def _plane_of(info: K8sPlane) -> k8s_plane.Plane:
+    if info.plane is None:
+        pytest.fail(
+            f"{info.kubeconfig} is not a plane started by `make k8s-up` or by the tests, so "
+            "they cannot restart its parts: unset KUBECONFIG to let the tests start their own",
+            pytrace=False,
+        )
+    return info.plane
 
 
 def _wait_plane_recovered(kubeconfig: Path, timeout: float) -> None:
@@ -277,52 +269,31 @@ def _wait_plane_recovered(kubeconfig: Path, timeout: float) -> None:
 
 
 @pytest.fixture(scope="session")
-def k8s_restart_apiserver(k8s_plane_info: K8sPlane) -> Iterator[Callable[[], None]]:
-    """``restart()`` stops the plane's kube-apiserver and starts it again with the same flags.
+def k8s_restart_apiserver(k8s_plane_info: K8sPlane) -> Callable[..., None]:
+    """``restart(down_for=0.0)`` restarts the plane's kube-apiserver mid-test.
 
-    etcd keeps the data; the API server's watch cache starts afresh, so its watches break and
-    resourceVersions it served before may be answered 410 Gone. The new process replaces the
-    old one in the plane's state.json (so ``python -m hack.k8s_plane down`` stops it); on a
-    plane this session started, it is stopped at the end of the session, before the plane.
+    The process is killed (as a crash), stays down ``down_for`` seconds and is started again
+    by kwokctl with the same flags; the call returns once the plane serves the tests again
+    (``/readyz``, watches, KWOK and the controllers: ``_wait_plane_recovered``). etcd keeps
+    every object; watches and connections open before it are broken. Pods and nodes are
+    served from etcd, so a watch of them resumes across the restart; for other resources the
+    new watch cache forgets older resourceVersions (410 Gone).
     """
-    import subprocess
+    plane = _plane_of(k8s_plane_info)
 
-    home = k8s_plane_info.kubeconfig.parent
-    started: list[k8s_plane.Component] = []
-
-    def restart() -> None:
-        state = k8s_plane.PlaneState.load(home)
-        if state is None:
-            pytest.fail(f"no state.json in {home}: cannot find the plane's kube-apiserver")
-        old = next((c for c in state.components if c.name == "kube-apiserver"), None)
-        if old is None or k8s_plane.process_start_time(old.pid) != old.started:
-            pytest.fail("the plane's kube-apiserver is not running")
-        argv = Path(f"/proc/{old.pid}/cmdline").read_bytes().split(b"\0")[:-1]
-        k8s_plane.stop_component(old, timeout=3.0)  # its graceful shutdown can hang: kill
-        with Path(old.log).open("ab") as log:
-            process = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=state.run_dir,
-                start_new_session=True,
-                preexec_fn=_pdeathsig_kill if k8s_plane_info.started_here else None,
-            )
-        new = k8s_plane.Component(
-            old.name,
-            process.pid,
-            old.log,
-            old.binary,
-            started=k8s_plane.process_start_time(process.pid),
-        )
-        state.components = [new if c is old else c for c in state.components]
-        state.save()
-        started.append(new)
-        _wait_apiserver_ready(Path(state.run_dir), state.server, timeout=120)
+    def restart(down_for: float = 0.0) -> None:
+        plane.restart_apiserver(down_for=down_for)
         _wait_plane_recovered(k8s_plane_info.kubeconfig, timeout=120)
 
-    yield restart
-    if k8s_plane_info.started_here and started:
-        # Stopped here, before the session's plane.down(): that one still knows the old pid.
-        k8s_plane.stop_component(started[-1], timeout=3.0)
+    return restart
+
+
+@pytest.fixture(scope="session")
+def k8s_compact_etcd(k8s_plane_info: K8sPlane) -> Callable[[], int]:
+    """Compact etcd past every revision issued so far: ``k8s_compact_etcd() -> revision``.
+
+    Afterwards a watch of pods or nodes from an older resourceVersion answers 410 Gone (the
+    plane serves both from etcd, see hack/k8s_plane.py WATCH_CACHE_SIZES); watches already
+    open go on.
+    """
+    return _plane_of(k8s_plane_info).compact_etcd

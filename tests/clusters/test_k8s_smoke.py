@@ -1,7 +1,8 @@
 """Smoke tests: the Kubernetes behaviour gpupool relies on, against a real kube-apiserver.
 
-Each test proves one piece of DESIGN.md section 4 on the local plane (etcd + kube-apiserver +
-kube-controller-manager + kube-scheduler + KWOK fake GPU nodes).
+Each test proves one piece of DESIGN.md section 4 on the local plane that kwokctl runs (etcd +
+kube-apiserver + kube-controller-manager + kube-scheduler + KWOK fake GPU nodes), or one thing
+the plane promises the other tests (its node profile, an API server restart, etcd compaction).
 """
 
 from __future__ import annotations
@@ -12,11 +13,14 @@ import subprocess
 import time
 from collections import defaultdict
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
+
+from hack import k8s_plane
 
 pytestmark = pytest.mark.k8s
 
@@ -110,32 +114,70 @@ def h100_node(core: client.CoreV1Api) -> str:
     return str(sorted(n.metadata.name for n in nodes)[0])
 
 
-def test_fake_gpu_nodes_are_ready_with_gpu_allocatable(core: client.CoreV1Api) -> None:
-    """Every fake node is Ready and advertises the GPUs its labels promise; racks share a clique."""
+def test_the_profile_nodes_are_ready_as_the_profile_describes_them(
+    core: client.CoreV1Api, k8s_plane_info: Any
+) -> None:
+    """kwokctl made every node of the profile, Ready, with our labels and allocatable."""
+    nodes = {n.metadata.name: n for n in core.list_node(label_selector="type=kwok").items}
+    wanted = k8s_plane.node_manifests(k8s_plane.load_profile(k8s_plane_info.profile))
+    assert wanted, "the profile has no nodes"
+    for manifest in wanted:
+        name = manifest["metadata"]["name"]
+        assert name in nodes, f"{name} missing; the plane has {sorted(nodes)[:5]}..."
+        node = nodes[name]
+        ready = [c.status for c in node.status.conditions or [] if c.type == "Ready"]
+        assert ready == ["True"], f"{name} not Ready: {ready}"
+        assert not node.spec.unschedulable
+        assert manifest["metadata"]["labels"].items() <= node.metadata.labels.items(), name
+        assert node.status.allocatable == manifest["status"]["allocatable"], name
+
+
+def test_fake_gpu_nodes_advertise_the_gpus_their_labels_promise(core: client.CoreV1Api) -> None:
+    """Whole GPUs = count x time-slicing replicas (0 under MIG); racks share one clique."""
     nodes = core.list_node(label_selector="nvidia.com/gpu.present=true").items
     assert nodes, "no fake GPU nodes"
     cliques: dict[str, list[int]] = defaultdict(list)
     products = set()
     for node in nodes:
         labels = node.metadata.labels
-        ready = [c.status for c in node.status.conditions or [] if c.type == "Ready"]
-        assert ready == ["True"], f"{node.metadata.name} not Ready: {ready}"
-        assert not node.spec.unschedulable
         gpus = int(node.status.allocatable[GPU])
-        expected = int(labels["nvidia.com/gpu.count"]) * int(
-            labels.get("nvidia.com/gpu.replicas", "1")
+        whole = 0 if labels.get("nvidia.com/mig.strategy") == "mixed" else 1
+        expected = (
+            whole
+            * int(labels["nvidia.com/gpu.count"])
+            * int(labels.get("nvidia.com/gpu.replicas", "1"))
         )
         assert gpus == expected, node.metadata.name
         products.add(labels["nvidia.com/gpu.product"])
         if "nvidia.com/gpu.clique" in labels:
             cliques[labels["nvidia.com/gpu.clique"]].append(gpus)
-    assert {"NVIDIA-H100-80GB-HBM3", "NVIDIA-GB200", "NVIDIA-L40S-SHARED"} <= products
+    assert {
+        "NVIDIA-H100-80GB-HBM3",
+        "NVIDIA-GB200",
+        "NVIDIA-L40S-SHARED",
+        "NVIDIA-A100-SXM4-80GB",
+    } <= products
     assert cliques, "no GB200 rack"
     for clique, gpus_per_node in cliques.items():  # GB200 NVL72: 18 nodes x 4 GPUs
         assert gpus_per_node == [4] * 18, clique
     h100 = [n for n in nodes if "H100" in n.metadata.labels["nvidia.com/gpu.product"]]
     assert all(int(n.status.allocatable[GPU]) == 8 for n in h100)
     assert not any("nvidia.com/gpu.clique" in n.metadata.labels for n in h100)
+
+
+def test_a_mig_node_offers_its_slices_instead_of_whole_gpus(core: client.CoreV1Api) -> None:
+    """8 A100-80GB in NVIDIA's all-balanced layout: 2 x 1g.10gb, 2g.20gb and 3g.40gb per GPU."""
+    nodes = core.list_node(label_selector="nvidia.com/mig.config=all-balanced").items
+    assert nodes, "the profile has no MIG node"
+    for node in nodes:
+        labels, allocatable = node.metadata.labels, node.status.allocatable
+        assert labels["nvidia.com/gpu.product"] == "NVIDIA-A100-SXM4-80GB"
+        assert labels["nvidia.com/mig.strategy"] == "mixed"
+        assert allocatable[GPU] == "0"
+        assert allocatable["nvidia.com/mig-1g.10gb"] == "16"
+        assert allocatable["nvidia.com/mig-2g.20gb"] == "8"
+        assert allocatable["nvidia.com/mig-3g.40gb"] == "8"
+        assert labels["nvidia.com/mig-3g.40gb.count"] == "8"
 
 
 def test_kubectl_get_nodes_with_the_admin_kubeconfig(k8s_plane_info: Any) -> None:
@@ -349,3 +391,92 @@ def test_an_event_explains_a_pending_pod(core: client.CoreV1Api, k8s_namespace: 
         k8s_namespace, field_selector=f"involvedObject.uid={pod.metadata.uid}"
     ).items
     assert [(e.reason, e.source.component) for e in events] == [("QuotaExceeded", "gpupool")]
+
+
+def test_the_api_server_restarts_with_every_object_and_the_plane_keeps_working(
+    core: client.CoreV1Api,
+    k8s_namespace: str,
+    h100_node: str,
+    k8s_restart_apiserver: Callable[..., None],
+    k8s_plane_info: Any,
+) -> None:
+    """After a restart the objects are there, bindings work, and KWOK runs the bound pods."""
+    running_pod(core, k8s_namespace, "before", h100_node)
+    core.create_namespaced_pod(k8s_namespace, gpu_pod("waiting", gpus=1))
+    workdir = Path(k8s_plane_info.plane.state.workdir)
+
+    def pids() -> dict[str, int]:
+        return {c.name: c.pid for c in k8s_plane.running_components(workdir)}
+
+    before = pids()
+    k8s_restart_apiserver(down_for=1.0)
+    after = pids()
+
+    assert after["kube-apiserver"] != before.pop("kube-apiserver")
+    after.pop("kube-apiserver")
+    assert after == before  # the other components rode it out
+    assert phase(core, k8s_namespace, "before") == "Running"
+    bind(core, k8s_namespace, "waiting", h100_node)
+    wait_for(
+        "KWOK to run a pod bound after the restart",
+        lambda: phase(core, k8s_namespace, "waiting") == "Running",
+    )
+
+
+def test_etcd_compaction_makes_an_older_resource_version_gone(
+    core: client.CoreV1Api, k8s_namespace: str, k8s_compact_etcd: Callable[[], int]
+) -> None:
+    """A watch from before the compaction answers 410; a watch already open goes on."""
+    created = core.create_namespaced_pod(k8s_namespace, gpu_pod("watched", gpus=1))
+    old_version = created.metadata.resource_version
+
+    def note(value: str) -> None:
+        body = {"metadata": {"annotations": {"gpupool.io/explanation": value}}}
+        core.patch_namespaced_pod("watched", k8s_namespace, body)
+
+    note("first")
+    open_watch = watch.Watch()
+    events = open_watch.stream(
+        core.list_namespaced_pod, k8s_namespace, resource_version=old_version, timeout_seconds=30
+    )
+    assert next(events)["type"] == "MODIFIED"  # the watch is open and served
+
+    revision = k8s_compact_etcd()
+    assert revision > int(old_version)
+    note("second")
+    event = next(events)
+    assert event["object"].metadata.annotations["gpupool.io/explanation"] == "second"
+    open_watch.stop()
+
+    with pytest.raises(ApiException) as exc_info:
+        for _ in watch.Watch().stream(
+            core.list_namespaced_pod,
+            k8s_namespace,
+            resource_version=old_version,
+            timeout_seconds=10,
+        ):
+            pass
+    assert exc_info.value.status == 410
+
+
+def test_a_node_set_scales_up_and_back_keeping_its_oldest_nodes(
+    core: client.CoreV1Api, k8s_plane_info: Any
+) -> None:
+    """`kwokctl scale` adds the next numbered node, Ready; shrinking removes the newest."""
+    plane = k8s_plane_info.plane
+    if plane is None:
+        pytest.fail("needs a plane started by `make k8s-up` or by the tests", pytrace=False)
+    node_set = next(s for s in k8s_plane.node_sets(k8s_plane.load_profile(plane.state.profile)))
+    selector = f"kwok.x-k8s.io/kwokctl-scale={node_set.name}"
+
+    def names() -> list[str]:
+        return sorted(n.metadata.name for n in core.list_node(label_selector=selector).items)
+
+    original = names()
+    assert original == [node_set.node_name(i) for i in range(node_set.replicas)]
+    try:
+        plane.scale(node_set.name, node_set.replicas + 1)
+        assert names() == [*original, node_set.node_name(node_set.replicas)]
+    finally:
+        plane.scale(node_set.name, node_set.replicas)
+    assert names() == original

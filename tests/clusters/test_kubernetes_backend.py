@@ -178,7 +178,7 @@ def test_an_expired_resource_version_is_relisted_without_missing_a_change(
     backend: KubernetesBackend,
     core: client.CoreV1Api,
     k8s_namespace: str,
-    k8s_restart_apiserver: Callable[[], None],
+    k8s_compact_etcd: Callable[[], int],
 ) -> None:
     doomed = gpu_pod(core, k8s_namespace, "doomed")
     relabelled = gpu_pod(core, k8s_namespace, "relabelled")
@@ -188,12 +188,12 @@ def test_an_expired_resource_version_is_relisted_without_missing_a_change(
     pods.stop()
     old_version = pods.resource_version
     relists, expirations = pods.relists, pods.expirations
-    # A write the stopped informer never sees, then a restart: the new watch cache starts
-    # past the informer's resourceVersion, so the server has forgotten it.
+    # A write the stopped informer never sees, then a compaction past it: the server has
+    # forgotten the informer's resourceVersion.
     core.create_namespaced_config_map(
         k8s_namespace, {"metadata": {"name": "moves-etcd-on"}, "data": {}}
     )
-    k8s_restart_apiserver()
+    k8s_compact_etcd()
     answer = wait_for(
         "a watch from the old resourceVersion to be answered",
         lambda: _first_watch_event(core, old_version),

@@ -95,9 +95,26 @@ CASES = [
         "queues[1].quota.h100.deserved: must be <= capability",
     ),
     Bad(
-        "guarantees beyond the pool",
-        _set(["queues", 1, "quota", "h100"], {"guarantee": 24, "deserved": 24, "capability": 24}),
-        "queues[1].quota.h100.guarantee: total guarantees",
+        "children's guarantees beyond their parent's",
+        lambda d: d["queues"].extend(
+            [
+                queue("org", deserved=4, guarantee=4),
+                queue("t1", deserved=4, guarantee=3, parent="org"),
+                queue("t2", deserved=4, guarantee=2, parent="org"),
+            ]
+        ),
+        "queues[4].quota.h100.guarantee: the guarantees under org (5) exceed its own (4)",
+    ),
+    Bad(
+        "guarantees beyond an ancestor's, through a queue without quota",
+        lambda d: d["queues"].extend(
+            [
+                queue("org", deserved=4, guarantee=4),
+                queue("dept", parent="org"),
+                queue("t1", deserved=8, guarantee=6, parent="dept"),
+            ]
+        ),
+        "queues[4].quota.h100.guarantee: the guarantees under org (6) exceed its own (4)",
     ),
     Bad(
         "a running workload without placement",
@@ -203,6 +220,14 @@ def test_the_base_scenario_is_valid() -> None:
     """The cases above each break a scenario that is otherwise accepted."""
     loaded = scenario_from_dict(base())
     assert len(loaded.snapshot.workloads) == 2
+
+
+def test_guarantees_beyond_the_healthy_pool_are_planned_not_refused() -> None:
+    """Whether the pool backs the guarantees is for the quota tree, not the reader: the pool
+    may lose GPUs under guarantees that once fitted (test_failed_gpus.py)."""
+    data = base()
+    data["queues"][1]["quota"]["h100"] = {"guarantee": 24, "deserved": 24, "capability": 24}
+    assert scenario_from_dict(data).snapshot.queues[1].quota["h100"].guarantee == 24_000
 
 
 def test_a_valid_mig_layout_is_accepted() -> None:

@@ -3,18 +3,17 @@
 Prints the plan as JSON. ``--explain`` prints readable tables instead (admissions,
 evictions, and every pending workload with its reason, position and estimated start).
 ``--dry-run WORKLOAD.json`` asks whether a hypothetical workload would fit now, layer by
-layer (quota, capacity, placement). A malformed scenario is refused with a message naming
-the field, a non-zero exit status, and no plan. The core runs with the garbage collector
+layer (quota, capacity, placement). A malformed scenario or dry-run workload is refused, exit
+status 2 and no plan, with a message naming the field (the workload file's own paths for the
+latter; docs/scheduler.md "Limits and errors"). The core runs with the garbage collector
 paused (``gpupool.runtime.gc_paused``).
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import io
 import json
-from pathlib import Path
 from typing import Any, TextIO
 
 from gpupool.runtime import gc_paused
@@ -25,10 +24,10 @@ from gpupool.scheduler.scenario import (
     ScenarioError,
     dump_plan,
     format_time,
+    load_hypothetical_workload,
     load_scenario,
-    scenario_from_dict,
 )
-from gpupool.scheduler.types import Plan, WorkloadInfo
+from gpupool.scheduler.types import Plan
 
 HELP = "Plan one scheduling cycle for a scenario file and print the plan (JSON or --explain)"
 
@@ -48,57 +47,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _hypothetical(scenario_path: str, workload_path: str) -> tuple[Scenario, WorkloadInfo]:
-    """Load the scenario with the hypothetical workload appended, validated like the rest."""
-    data = json.loads(Path(scenario_path).read_text())
-    try:
-        extra = json.loads(Path(workload_path).read_text())
-    except json.JSONDecodeError as error:
-        raise ScenarioError(f"(dry-run file): not JSON: {error}") from None
-    if not isinstance(extra, dict):
-        raise ScenarioError("(dry-run file): must be one workload object")
-    extra = {**extra, "state": "pending"}
-    data["workloads"] = [*data.get("workloads", []), extra]
-    loaded = scenario_from_dict(data)
-    candidate = loaded.snapshot.workloads[-1]
-    trimmed = dataclasses.replace(loaded.snapshot, workloads=loaded.snapshot.workloads[:-1])
-    return Scenario(trimmed, loaded.policy, loaded.now), candidate
-
-
 def run(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
-    """Load, validate, plan, print; exit 2 on a malformed scenario."""
+    """Load, validate, plan, print; exit 2 on a malformed scenario or dry-run workload."""
     try:
-        if options.get("dry_run"):
-            loaded, candidate = _hypothetical(options["scenario"], options["dry_run"])
-            with gc_paused():
-                answer = dry_run(loaded.snapshot, loaded.policy, loaded.now, candidate)
-            stdout.write(
-                json.dumps(
-                    {
-                        "workload": answer.workload,
-                        "first_failure": answer.first_failure,
-                        "layers": [
-                            {
-                                "layer": layer.layer,
-                                "passes": layer.passes,
-                                "detail": layer.detail,
-                                "facts": dict(layer.facts),
-                            }
-                            for layer in answer.layers
-                        ],
-                    },
-                    indent=1,
-                )
-                + "\n"
-            )
-            return 0
         loaded = load_scenario(options["scenario"])
     except ScenarioError as error:
         stderr.write(f"invalid scenario: {error}\n")
         return EXIT_INVALID
-    except (OSError, ValueError) as error:
-        stderr.write(f"invalid scenario: {error}\n")
-        return EXIT_INVALID
+    if options.get("dry_run"):
+        try:
+            candidate = load_hypothetical_workload(options["dry_run"], loaded)
+        except ScenarioError as error:
+            stderr.write(f"invalid dry-run workload: {error}\n")
+            return EXIT_INVALID
+        with gc_paused():
+            answer = dry_run(loaded.snapshot, loaded.policy, loaded.now, candidate)
+        stdout.write(
+            json.dumps(
+                {
+                    "workload": answer.workload,
+                    "first_failure": answer.first_failure,
+                    "layers": [
+                        {
+                            "layer": layer.layer,
+                            "passes": layer.passes,
+                            "detail": layer.detail,
+                            "facts": dict(layer.facts),
+                        }
+                        for layer in answer.layers
+                    ],
+                },
+                indent=1,
+            )
+            + "\n"
+        )
+        return 0
     with gc_paused():
         result = plan(loaded.snapshot, loaded.policy, loaded.now)
     if options.get("explain"):

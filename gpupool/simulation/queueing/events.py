@@ -38,6 +38,7 @@ from gpupool.scheduler.contracts import history_horizon
 from gpupool.scheduler.lifecycle import next_change_at
 from gpupool.scheduler.types import (
     MILLI,
+    SECONDS_PER_HOUR,
     FlavorInfo,
     NodeInfo,
     PodPlacement,
@@ -145,7 +146,7 @@ class JobRecord:
     @property
     def lost_gpu_hours(self) -> float:
         """GPU-hours of progress thrown away by evictions."""
-        return self.lost_s * self.job.gpus / 3600.0
+        return self.lost_s * self.job.gpus / SECONDS_PER_HOUR
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from gpupool.scheduler.types import MILLI, QueueInfo
+from gpupool.scheduler.types import MILLI, SECONDS_PER_HOUR, QueueInfo
 from gpupool.simulation.queueing.events import ClusterSetup, JobRecord, ReplayOutcome, Segment
 
 
@@ -230,7 +230,7 @@ def summarise(
     wait = [r.wait_s for r in records]
     first = [(r.first_started_at or 0.0) - r.job.submitted_at for r in records]
     capacity = outcome.capacity_gpus
-    delivered = held_gpu_seconds(outcome.segments, 0.0, float("inf")) / 3600.0
+    delivered = held_gpu_seconds(outcome.segments, 0.0, float("inf")) / SECONDS_PER_HOUR
     in_window = held_gpu_seconds(outcome.segments, 0.0, window_s)
     makespan = outcome.makespan_s
     tenants = tenant_of(cluster)
@@ -242,7 +242,7 @@ def summarise(
         per_tenant[tenant] = TenantMetrics(
             jobs=len(mine),
             deserved_gpus=shares.get(tenant, 0),
-            gpu_hours=sum(r.job.gpus * r.job.duration_s for r in mine) / 3600.0,
+            gpu_hours=sum(r.job.gpus * r.job.duration_s for r in mine) / SECONDS_PER_HOUR,
             wait_mean_s=mean(waits),
             wait_p99_s=percentile(waits, 99),
             jct_mean_s=mean([r.jct_s for r in mine]),
@@ -266,7 +266,7 @@ def summarise(
         first_start_wait_mean_s=mean(first),
         utilisation=in_window / (capacity * window_s) if capacity and window_s else 0.0,
         utilisation_makespan=(
-            delivered * 3600.0 / (capacity * makespan) if capacity and makespan else 0.0
+            delivered * SECONDS_PER_HOUR / (capacity * makespan) if capacity and makespan else 0.0
         ),
         preemptions=outcome.preemptions,
         gpu_hours_delivered=delivered,

@@ -37,6 +37,7 @@ from typing import Any
 from gpupool.scheduler.types import (
     MIB_PER_GB,
     MILLI,
+    SECONDS_PER_HOUR,
     FlavorInfo,
     NodeInfo,
     PodSetInfo,
@@ -89,7 +90,7 @@ class PhillyJob:
     @property
     def gpu_hours(self) -> float:
         """GPU-hours the job needs when run alone."""
-        return self.gpus * self.duration_s / 3600.0
+        return self.gpus * self.duration_s / SECONDS_PER_HOUR
 
 
 def load_jobs(path: Path | None = None) -> list[PhillyJob]:

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from gpupool.scheduler.types import SECONDS_PER_HOUR
 from gpupool.simulation.queueing.philly import DAY_S, PhillyJob
 
 BURST_SPREAD_S = 3600.0  # mean offset of a burst's jobs from its start
@@ -85,7 +86,7 @@ def synthetic_jobs(
     rng = random.Random(spec.seed)
     window_s = spec.days * DAY_S
     weights = [1 / (k + 1) ** spec.skew for k in range(spec.tenants)]
-    total_gpu_hours = spec.load * capacity_gpus * window_s / 3600.0
+    total_gpu_hours = spec.load * capacity_gpus * window_s / SECONDS_PER_HOUR
     jobs: list[PhillyJob] = []
     for k, weight in enumerate(weights):
         name = tenant_name(k, spec.tenants)
@@ -101,7 +102,7 @@ def synthetic_jobs(
             else:
                 arrival = rng.uniform(0, window_s)
             jobs.append(PhillyJob(name, index, arrival, job.gpus, job.duration_s))
-            asked += job.gpus * min(job.duration_s, window_s - arrival) / 3600.0
+            asked += job.gpus * min(job.duration_s, window_s - arrival) / SECONDS_PER_HOUR
             index += 1
     jobs.sort(key=lambda job: (job.arrival_s, job.vc, job.index))
     return jobs

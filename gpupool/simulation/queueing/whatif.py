@@ -16,13 +16,15 @@ import json
 import math
 import re
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 from gpupool.scheduler.scenario import policy_from_dict
 from gpupool.scheduler.types import (
     MILLI,
+    SECONDS_PER_HOUR,
     FlavorInfo,
     NodeInfo,
     PolicyInfo,
@@ -287,7 +289,7 @@ def _figures(
             wait_mean_s=mean([r.wait_s for r in mine]),
             wait_p99_s=percentile([r.wait_s for r in mine], 99),
             jct_mean_s=mean([r.jct_s for r in mine]),
-            gpu_hours=held / 3600.0,
+            gpu_hours=held / SECONDS_PER_HOUR,
             deserved_gpus=share,
             utilisation_of_deserved=held / (share * window_s) if share and window_s else None,
         )
@@ -308,12 +310,15 @@ def replay_whatif(
     checkpoint_s: float = DEFAULT_CHECKPOINT_S,
     changes: Sequence[QuotaChange] = (),
     policy_changes: Mapping[str, object] | None = None,
+    on_progress: Callable[[str, int, int], None] | None = None,
 ) -> WhatIfResult:
     """Replay ``demand`` with the baseline queues and ``policy``, then with the proposed
     queues and ``proposed_policy`` (default: the same policy); compare per tenant.
 
     ``window_s`` is the span utilisation is measured over (default: up to the last arrival,
     at least one second). ``changes`` and ``policy_changes`` are only echoed in the result.
+    ``on_progress(run, finished, total)`` is told, as each replay (``today``, then
+    ``proposed``) goes, how many of its jobs have finished.
     A setup under which some jobs could never run is refused (``ValueError`` saying which,
     today's or the proposed, and the first jobs).
     """
@@ -334,7 +339,13 @@ def replay_whatif(
         )
         pool_gpus = cluster.gpus
         try:
-            outcome = replay_jobs(demand, cluster, run_policy, checkpoint_s=checkpoint_s)
+            outcome = replay_jobs(
+                demand,
+                cluster,
+                run_policy,
+                checkpoint_s=checkpoint_s,
+                on_progress=None if on_progress is None else partial(on_progress, label),
+            )
         except UnfinishedJobsError as error:
             raise ValueError(f"{label}: {error}") from error
         results.append(_figures(outcome, cluster, window_s))

@@ -1,0 +1,177 @@
+"""What approving a quota or budget request would do, shown to the admin before deciding.
+
+``request_impact(request)`` answers three questions, each from the one place that knows it:
+
+- **does it fit?** ``quotas.actions.quota_request_problems``: the rules approval enforces
+  (guarantees inside their ancestors' and the pool's healthy capacity, levels in order,
+  budget periods), with the numbers they are checked against;
+- **whose deserved share moves, and by how much?** ``quotas.shares``: every queue's share of
+  the flavor before and after, from the pool as the control loop's snapshot builder reads it;
+- **what would recent history have looked like?** the latest what-if run kept with the
+  request (``quotas.whatif``), if one was started.
+
+The pool's shape (queues, quotas, healthy GPUs) comes from ``control.snapshot.build_pool``,
+the loop's reader without the workloads, and is cached per finished scheduling cycle, so the
+pages and the API share one read per cycle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from django.core.cache import cache
+
+from gpupool.control.models import SchedulingCycle
+from gpupool.control.snapshot import SnapshotError, build_pool
+from gpupool.inventory.models import healthy_capacity
+from gpupool.quotas.actions import quota_request_problems
+from gpupool.quotas.choices import QuotaRequestKind
+from gpupool.quotas.models import PriorityBudget, QueueQuota, QuotaRequest, pool_guarantees
+from gpupool.quotas.shares import PoolShape, ShareChange, pool_shape, share_changes
+
+POOL_SHAPE_CACHE_S = 3600
+
+
+def current_pool_shape() -> PoolShape:
+    """The queues, quotas and healthy GPUs as the control loop's reader sees them, cached per
+    finished scheduling cycle; read afresh while no cycle has finished."""
+    cycle_id = (
+        SchedulingCycle.objects.filter(finished_at__isnull=False)
+        .order_by("-finished_at", "-id")
+        .values_list("id", flat=True)
+        .first()
+    )
+    key = f"gpupool:pool-shape:cycle-{cycle_id}"
+    if cycle_id is not None:
+        cached = cache.get(key)
+        if isinstance(cached, PoolShape):
+            return cached
+    pool = build_pool()
+    shape = pool_shape(pool.queues, pool.nodes)
+    if cycle_id is not None:
+        cache.set(key, shape, POOL_SHAPE_CACHE_S)
+    return shape
+
+
+@dataclass(frozen=True)
+class RequestImpact:
+    """What approving a request would change, before anyone decides it."""
+
+    request_id: int
+    kind: str
+    fits: bool
+    problems: list[str]
+    current: dict[str, str] | None
+    requested: dict[str, str]
+    after: dict[str, str]
+    pool: dict[str, str] = field(default_factory=dict)
+    share_changes: list[ShareChange] = field(default_factory=list)
+    shares_error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The impact as JSON (amounts as decimal strings, shares as numbers of GPUs)."""
+        return {
+            "request": self.request_id,
+            "kind": self.kind,
+            "fits": self.fits,
+            "problems": self.problems,
+            "current": self.current,
+            "requested": self.requested,
+            "after": self.after,
+            "pool": self.pool,
+            "deserved_shares": [
+                {
+                    "queue": change.queue,
+                    "tenant": change.tenant,
+                    "flavor": change.flavor,
+                    "before": change.before,
+                    "after": change.after,
+                    "change": change.change,
+                }
+                for change in self.share_changes
+            ],
+            "deserved_shares_error": self.shares_error,
+        }
+
+
+def _text(value: Decimal) -> str:
+    return format(value.normalize(), "f")
+
+
+def request_impact(request: QuotaRequest) -> RequestImpact:
+    """The impact of ``request`` on the pool as it is now (the request's state aside)."""
+    amounts = request.requested_amounts()
+    problems = quota_request_problems(request)
+    requested = {key: _text(value) for key, value in amounts.items()}
+    if request.kind == QuotaRequestKind.BUDGET:
+        assert request.period_start is not None
+        budget = PriorityBudget.objects.filter(
+            tenant=request.tenant_id,
+            priority_class=request.priority_class_id,
+            period_start=request.period_start,
+        ).first()
+        granted = budget.gpu_hours if budget is not None else Decimal(0)
+        current = None
+        if budget is not None:
+            current = {
+                "gpu_hours": _text(granted),
+                "remaining_gpu_hours": _text(budget.remaining_gpu_hours()),
+            }
+        return RequestImpact(
+            request_id=request.pk,
+            kind=request.kind,
+            fits=not problems,
+            problems=problems,
+            current=current,
+            requested=requested,
+            after={"gpu_hours": _text(granted + amounts["gpu_hours"])},
+        )
+    assert request.queue is not None and request.flavor is not None
+    quota = QueueQuota.objects.filter(queue=request.queue, flavor=request.flavor).first()
+    current = None
+    if quota is not None:
+        current = {
+            "guarantee": _text(quota.guarantee),
+            "deserved": _text(quota.deserved),
+            "capability": _text(quota.capability),
+        }
+    pool = {
+        "flavor": request.flavor.name,
+        "healthy_gpus": _text(Decimal(healthy_capacity(request.flavor))),
+        "pool_guarantees_now": _text(pool_guarantees(request.flavor)),
+        "pool_guarantees_after": _text(
+            pool_guarantees(
+                request.flavor, quota_overrides={request.queue.pk: amounts["guarantee"]}
+            )
+        ),
+    }
+    changes: list[ShareChange] = []
+    error = None
+    try:
+        before = current_pool_shape()
+        after = before.with_quota(
+            request.queue.name,
+            request.flavor.name,
+            float(amounts["guarantee"]),
+            float(amounts["deserved"]),
+            float(amounts["capability"]),
+        )
+        changes = share_changes(before, after)
+    except SnapshotError as failure:
+        error = f"the pool cannot be read: {failure}"
+    except KeyError:
+        error = f"queue {request.queue.name} is not in the last cycle's snapshot yet"
+    return RequestImpact(
+        request_id=request.pk,
+        kind=request.kind,
+        fits=not problems,
+        problems=problems,
+        current=current,
+        requested=requested,
+        after=requested,
+        pool=pool,
+        share_changes=changes,
+        shares_error=error,
+    )

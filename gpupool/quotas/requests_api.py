@@ -1,0 +1,380 @@
+"""API of quota and budget requests: a lead files one, an admin sees its impact and decides.
+
+One resource, ``/api/v1/quota-requests/``, for both kinds (``kind``: ``queue-quota`` or
+``budget``), as the model and its state machine are one (``docs/governance.md`` says why).
+Leads see and file their tenants' requests; admins see all and decide. Every write calls an
+action of ``quotas/actions.py``, which checks the rules, audits and sends the mails.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+from django_filters import rest_framework as filters
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.routers import BaseRouter
+
+from gpupool.api.access import ADMIN, LEAD, request_access
+from gpupool.api.permissions import ADMINS, ActionRoles, TenantScoped
+from gpupool.inventory.models import Flavor
+from gpupool.quotas.actions import (
+    do_apply_quota_request,
+    do_approve_and_apply_quota_request,
+    do_create_quota_request,
+    do_reject_quota_request,
+    do_start_what_if,
+    do_submit_quota_request,
+    do_update_quota_request,
+)
+from gpupool.quotas.choices import QuotaRequestKind, QuotaRequestState
+from gpupool.quotas.impact import request_impact
+from gpupool.quotas.models import PriorityClass, Queue, QuotaRequest, WhatIfRun
+from gpupool.tenancy.models import Tenant
+
+LEADS: frozenset[str] = frozenset({ADMIN, LEAD})
+
+
+class LedQueues(serializers.SlugRelatedField[Queue]):
+    """A queue by name, among the queues of tenants the caller leads (admins: every queue);
+    another tenant's queue is unknown, as a 404 would say."""
+
+    def get_queryset(self) -> QuerySet[Queue]:
+        """The queues the caller may ask quota for."""
+        request = self.context["request"]
+        access = request_access(request)
+        queues = Queue.objects.all()
+        return queues if access.admin else queues.filter(tenant__in=access.lead_tenant_ids)
+
+
+class QuotaRequestSerializer(serializers.ModelSerializer[QuotaRequest]):
+    """A request to change a queue's quota of a flavor (``payload``: the new ``guarantee``,
+    ``deserved`` and ``capability`` in GPUs) or to add GPU-hours to a tenant's priority budget
+    for a period (``payload``: ``gpu_hours``)."""
+
+    tenant = serializers.SlugRelatedField(
+        slug_field="name",
+        queryset=Tenant.objects.all(),
+        required=False,
+        help_text="The tenant asking; a queue-quota request defaults to its queue's tenant.",
+    )
+    queue = LedQueues(slug_field="name", required=False, allow_null=True)
+    flavor = serializers.SlugRelatedField(
+        slug_field="name", queryset=Flavor.objects.all(), required=False, allow_null=True
+    )
+    priority_class = serializers.SlugRelatedField(
+        slug_field="name", queryset=PriorityClass.objects.all(), required=False, allow_null=True
+    )
+    payload = serializers.DictField(
+        help_text='queue-quota: {"guarantee", "deserved", "capability"} (the new levels, in '
+        'GPUs); budget: {"gpu_hours"} (added to the period\'s grant).'
+    )
+    requested_by: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+        slug_field="username", read_only=True
+    )
+    decided_by: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+        slug_field="username", read_only=True
+    )
+    summary = serializers.CharField(read_only=True)
+    submit = serializers.BooleanField(
+        write_only=True,
+        default=False,
+        help_text="Submit at once instead of keeping a draft (on create only).",
+    )
+
+    class Meta:
+        model = QuotaRequest
+        fields = (
+            "id",
+            "kind",
+            "state",
+            "tenant",
+            "queue",
+            "flavor",
+            "priority_class",
+            "period_start",
+            "period_end",
+            "payload",
+            "justification",
+            "summary",
+            "requested_by",
+            "created_at",
+            "submitted_at",
+            "decided_by",
+            "decided_at",
+            "decision_note",
+            "applied_at",
+            "submit",
+        )
+        read_only_fields = (
+            "id",
+            "state",
+            "created_at",
+            "submitted_at",
+            "decided_at",
+            "decision_note",
+            "applied_at",
+        )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """Shapes only (the actions check the rules): the tenant is known, a queue-quota
+        request has no period (quota is a standing entitlement), and on a change the kind,
+        tenant and submit flag stay as they are."""
+        kind = attrs.get("kind", getattr(self.instance, "kind", None))
+        if self.instance is not None:
+            fixed = [name for name in ("kind", "tenant") if name in attrs]
+            if fixed:
+                raise serializers.ValidationError(
+                    dict.fromkeys(fixed, "cannot be changed; file a new request")
+                )
+            if self.initial_data.get("submit"):
+                raise serializers.ValidationError(
+                    {"submit": "a draft is submitted with POST .../submit/"}
+                )
+        elif "tenant" not in attrs:
+            queue = attrs.get("queue")
+            if kind != QuotaRequestKind.QUEUE_QUOTA or queue is None or queue.tenant is None:
+                raise serializers.ValidationError({"tenant": "name the tenant that asks"})
+            attrs["tenant"] = queue.tenant
+        if kind == QuotaRequestKind.QUEUE_QUOTA:
+            for name in ("period_start", "period_end"):
+                if attrs.get(name) is not None:
+                    raise serializers.ValidationError(
+                        {name: "a queue-quota request has no period: quota stands until changed"}
+                    )
+        return attrs
+
+
+class DecisionSerializer(serializers.Serializer[Any]):
+    """An admin's comment on approving or rejecting a request (required to reject)."""
+
+    decision_note = serializers.CharField(allow_blank=True, default="", max_length=10_000)
+
+
+class ShareChangeSerializer(serializers.Serializer[Any]):
+    """One queue's deserved share of a flavor, before and after the change, in GPUs."""
+
+    queue = serializers.CharField()
+    tenant = serializers.CharField(allow_null=True)
+    flavor = serializers.CharField()
+    before = serializers.FloatField()
+    after = serializers.FloatField()
+    change = serializers.FloatField()
+
+
+class WhatIfRunSerializer(serializers.ModelSerializer[WhatIfRun]):
+    """A what-if replay of a request's change: its state and progress while it runs, then its
+    result (pool and per-tenant figures today and with the change, and each tenant's change
+    in waits) or why it failed."""
+
+    started_by: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+        slug_field="username", read_only=True
+    )
+    result = serializers.JSONField(read_only=True, allow_null=True)
+
+    class Meta:
+        model = WhatIfRun
+        fields = (
+            "id",
+            "request",
+            "state",
+            "days",
+            "progress",
+            "message",
+            "result",
+            "error",
+            "started_by",
+            "created_at",
+            "started_at",
+            "finished_at",
+        )
+        read_only_fields = fields
+
+
+class WhatIfStartSerializer(serializers.Serializer[Any]):
+    """How many days of recorded demand to replay."""
+
+    days = serializers.IntegerField(min_value=1, max_value=90, default=30)
+
+
+class ImpactSerializer(serializers.Serializer[Any]):
+    """What approving a request would do: whether it fits (and why not), the amounts now,
+    asked and after, the pool's healthy GPUs and guarantees, and the deserved shares it
+    moves."""
+
+    request = serializers.IntegerField()
+    kind = serializers.ChoiceField(choices=QuotaRequestKind.choices)
+    fits = serializers.BooleanField()
+    problems = serializers.ListField(child=serializers.CharField())
+    current = serializers.DictField(child=serializers.CharField(), allow_null=True)
+    requested = serializers.DictField(child=serializers.CharField())
+    after = serializers.DictField(child=serializers.CharField())
+    pool = serializers.DictField(child=serializers.CharField())
+    deserved_shares = ShareChangeSerializer(many=True)
+    deserved_shares_error = serializers.CharField(allow_null=True)
+    what_if = WhatIfRunSerializer(allow_null=True, help_text="The latest what-if run, if any.")
+
+
+class QuotaRequestFilter(filters.FilterSet):  # type: ignore[misc]
+    """Filter requests by state, kind, tenant, queue, flavor, class and requester."""
+
+    tenant = filters.CharFilter(field_name="tenant__name")
+    queue = filters.CharFilter(field_name="queue__name")
+    flavor = filters.CharFilter(field_name="flavor__name")
+    priority_class = filters.CharFilter(field_name="priority_class__name")
+    requested_by = filters.CharFilter(field_name="requested_by__username")
+    state = filters.MultipleChoiceFilter(choices=QuotaRequestState.choices)
+
+    class Meta:
+        model = QuotaRequest
+        fields = ("state", "kind", "tenant", "queue", "flavor", "priority_class", "requested_by")
+
+
+class QuotaRequestViewSet(
+    TenantScoped,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    mixins.UpdateModelMixin,
+    viewsets.GenericViewSet[QuotaRequest],
+):
+    """Quota and budget requests: leads file and submit their tenants' requests; admins see
+    every request, its impact and a what-if replay, and approve (which applies) or reject."""
+
+    queryset = QuotaRequest.objects.select_related(
+        "tenant", "queue", "flavor", "priority_class", "requested_by", "decided_by"
+    )
+    serializer_class = QuotaRequestSerializer
+    filterset_class = QuotaRequestFilter
+    ordering_fields = ("created_at", "submitted_at", "decided_at", "id")
+    permission_classes = (ActionRoles,)
+    default_roles = LEADS
+    action_roles = {
+        "approve": ADMINS,
+        "reject": ADMINS,
+        "apply": ADMINS,
+        "impact": ADMINS,
+        "what_if": ADMINS,
+    }
+    tenant_field = "tenant"
+    http_method_names = ("get", "post", "patch", "head", "options")
+
+    def scope(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        """Requests of the tenants the caller leads (admins: all); a member who leads no
+        tenant of the request does not see it."""
+        access = self.access()
+        if access.admin:
+            return queryset
+        return queryset.filter(tenant__in=access.lead_tenant_ids)
+
+    def perform_create(self, serializer: QuotaRequestSerializer) -> None:  # type: ignore[override]
+        """File the request through the action (a draft, or submitted with ``submit``)."""
+        data = dict(serializer.validated_data)
+        serializer.instance = do_create_quota_request(
+            kind=data["kind"],
+            tenant=data["tenant"],
+            requested_by=self.request.user,
+            justification=data.get("justification", ""),
+            payload=data["payload"],
+            queue=data.get("queue"),
+            flavor=data.get("flavor"),
+            priority_class=data.get("priority_class"),
+            period_start=data.get("period_start"),
+            period_end=data.get("period_end"),
+            submit=data.get("submit", False),
+        )
+
+    def perform_update(self, serializer: QuotaRequestSerializer) -> None:  # type: ignore[override]
+        """Change a draft through the action (its requester only)."""
+        request = serializer.instance
+        assert request is not None
+        changes = {k: v for k, v in serializer.validated_data.items() if k != "submit"}
+        serializer.instance = do_update_quota_request(
+            request, acting_user=self.request.user, **changes
+        )
+
+    def _answer(self, request: QuotaRequest) -> Response:
+        return Response(self.get_serializer(request).data)
+
+    @extend_schema(request=None, responses={200: QuotaRequestSerializer})
+    @action(detail=True, methods=["post"])
+    def submit(self, request: Request, pk: str | None = None) -> Response:
+        """Send a draft to the admins (its requester only)."""
+        return self._answer(do_submit_quota_request(self.get_object(), acting_user=request.user))
+
+    @extend_schema(request=DecisionSerializer, responses={200: QuotaRequestSerializer})
+    @action(detail=True, methods=["post"])
+    def approve(self, request: Request, pk: str | None = None) -> Response:
+        """Approve a submitted request and apply its change, atomically (admins; never one's
+        own request)."""
+        form = DecisionSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        return self._answer(
+            do_approve_and_apply_quota_request(
+                self.get_object(),
+                acting_user=request.user,
+                note=form.validated_data["decision_note"],
+            )
+        )
+
+    @extend_schema(request=DecisionSerializer, responses={200: QuotaRequestSerializer})
+    @action(detail=True, methods=["post"])
+    def reject(self, request: Request, pk: str | None = None) -> Response:
+        """Reject a submitted request, saying why in ``decision_note`` (admins; never one's
+        own request)."""
+        form = DecisionSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        return self._answer(
+            do_reject_quota_request(
+                self.get_object(),
+                acting_user=request.user,
+                note=form.validated_data["decision_note"],
+            )
+        )
+
+    @extend_schema(request=None, responses={200: QuotaRequestSerializer})
+    @action(detail=True, methods=["post"])
+    def apply(self, request: Request, pk: str | None = None) -> Response:
+        """Make the change of a request approved without it (in the admin site)."""
+        return self._answer(do_apply_quota_request(self.get_object(), acting_user=request.user))
+
+    @extend_schema(responses={200: ImpactSerializer})
+    @action(detail=True, methods=["get"])
+    def impact(self, request: Request, pk: str | None = None) -> Response:
+        """Whether the request fits the pool and its guarantees, and whose deserved shares
+        it moves by how much (admins)."""
+        quota_request = self.get_object()
+        impact = request_impact(quota_request).to_json()
+        return Response(ImpactSerializer(impact | {"what_if": quota_request.latest_what_if()}).data)
+
+    @extend_schema(methods=["GET"], request=None, responses={200: WhatIfRunSerializer})
+    @extend_schema(
+        methods=["POST"], request=WhatIfStartSerializer, responses={202: WhatIfRunSerializer}
+    )
+    @action(detail=True, methods=["get", "post"], url_path="what-if")
+    def what_if(self, request: Request, pk: str | None = None) -> Response:
+        """GET: the latest what-if replay of the request's change, to poll while it runs (404
+        before the first). POST: start one over the last ``days`` days (admins; before the
+        decision; one at a time), in the background."""
+        quota_request = self.get_object()
+        if request.method == "POST":
+            form = WhatIfStartSerializer(data=request.data)
+            form.is_valid(raise_exception=True)
+            run = do_start_what_if(
+                quota_request, acting_user=request.user, days=form.validated_data["days"]
+            )
+            return Response(WhatIfRunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
+        latest = quota_request.latest_what_if()
+        if latest is None:
+            raise NotFound(f"no what-if run of request {quota_request.pk} yet; POST to start one")
+        return Response(WhatIfRunSerializer(latest).data)
+
+
+def register(router: BaseRouter) -> None:
+    """Add the requests resource to the API router."""
+    router.register("quota-requests", QuotaRequestViewSet, basename="quota-request")

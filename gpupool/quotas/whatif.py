@@ -1,0 +1,158 @@
+"""The what-if of a quota request: recent demand replayed with and without its change.
+
+An admin starts a run (``do_start_what_if``); once that commits, ``dispatch_what_if`` hands it
+to a Celery worker when a broker is configured (``run_what_if_task``), else to a thread of the
+web process (the embedded default). ``run_what_if`` then replays the workloads submitted in
+the run's last ``days`` days through the simulator twice -- today's queues, and today's with
+the request's quota -- recording its progress on the run, and keeps the result (pool and
+per-tenant figures, and the change in each tenant's waits) with the request
+(``docs/governance.md``, ``docs/whatif.md``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.db import connections
+from django.utils import timezone
+
+from gpupool.quotas.actions import (
+    do_begin_what_if,
+    do_finish_what_if,
+    do_record_what_if_progress,
+)
+from gpupool.quotas.models import QuotaRequest, WhatIfRun
+from gpupool.simulation.queueing.whatif import QuotaChange, apply_changes, replay_whatif
+from gpupool.simulation.queueing.whatif_db import recorded_demand
+
+logger = logging.getLogger(__name__)
+
+Progress = Callable[[float, str], None]
+
+# Where a run's fraction stands after each stage: the two replays share the middle, each
+# moving it as its jobs finish; a step smaller than PROGRESS_STEP is not written.
+READ, REPLAYED = 0.1, 0.95
+PROGRESS_STEP = 0.02
+REPLAYS = {"today": (0, "with today's quotas"), "proposed": (1, "with the change")}
+
+
+def dispatch_what_if(run_id: int) -> None:
+    """Start a queued run in the background: on a Celery worker when a broker is configured
+    (``REDIS_URL``), else in a daemon thread of this process."""
+    if settings.REDIS_URL:
+        from gpupool.quotas.tasks import run_what_if_task
+
+        run_what_if_task.delay(run_id)
+        return
+    thread = threading.Thread(
+        target=_run_in_thread, args=(run_id,), name=f"what-if-{run_id}", daemon=True
+    )
+    thread.start()
+
+
+def _run_in_thread(run_id: int) -> None:
+    """The thread's body: run, then give back the thread's database connection."""
+    try:
+        run_what_if(run_id)
+    finally:
+        connections.close_all()
+
+
+def run_what_if(run_id: int) -> WhatIfRun | None:
+    """Run a queued what-if to its end, recording progress and the result (or why it failed);
+    None when the run was not queued (another worker took it, or it is done)."""
+    run = do_begin_what_if(run_id, at=timezone.now())
+    if run is None:
+        return None
+    assert run.started_at is not None
+
+    def progress(fraction: float, message: str) -> None:
+        do_record_what_if_progress(run, progress=fraction, message=message)
+
+    try:
+        result = replay_request(run.request, days=run.days, now=run.started_at, progress=progress)
+    except ValueError as refused:  # the proposal cannot be replayed; the message says why
+        return do_finish_what_if(run, at=timezone.now(), error=str(refused))
+    except Exception as failure:
+        logger.exception("what-if #%s failed", run.pk)
+        return do_finish_what_if(run, at=timezone.now(), error=f"the replay failed: {failure!r}")
+    return do_finish_what_if(run, at=timezone.now(), result=result)
+
+
+def replay_request(
+    request: QuotaRequest, *, days: int, now: datetime, progress: Progress
+) -> dict[str, Any]:
+    """The what-if of a queue-quota request over the ``days`` days before ``now``: the
+    simulator's comparison as JSON, with the window, what was left out, and each tenant's
+    change in waits (``ValueError`` when the change cannot be replayed, saying why)."""
+    assert request.queue is not None and request.flavor is not None
+    progress(0.0, f"reading the workloads of the last {days} days")
+    demand = recorded_demand(days, now)
+    amounts = request.requested_amounts()
+    change = QuotaChange(
+        request.queue.name,
+        request.flavor.name,
+        deserved=float(amounts["deserved"]),
+        capability=float(amounts["capability"]),
+        guarantee=float(amounts["guarantee"]),
+    )
+    proposed = apply_changes(demand.queues, [change])
+    progress(READ, f"replaying {len(demand.jobs)} workloads, today and with the change")
+    comparison = replay_whatif(
+        demand.jobs,
+        demand.queues,
+        proposed,
+        nodes=demand.nodes,
+        flavors=demand.flavors,
+        priority_classes=demand.priority_classes,
+        window_s=demand.window_s,
+        changes=[change],
+        on_progress=replay_progress(progress),
+    )
+    progress(REPLAYED, "keeping the result")
+    result = comparison.to_json()
+    return result | {
+        "days": days,
+        "window_start": demand.start.isoformat(),
+        "window_end": demand.end.isoformat(),
+        "left_out": dict(sorted(demand.skipped.items())),
+        "wait_changes": wait_changes(result["tenants"]),
+    }
+
+
+def replay_progress(progress: Progress) -> Callable[[str, int, int], None]:
+    """The simulator's count of finished jobs in each replay as the run's fraction: today's
+    replay takes it from READ half-way to REPLAYED, the proposed one the rest."""
+    noted = READ
+
+    def note(replay: str, finished: int, total: int) -> None:
+        nonlocal noted
+        index, what = REPLAYS[replay]
+        fraction = READ + (REPLAYED - READ) * (index + finished / max(total, 1)) / 2
+        if fraction - noted >= PROGRESS_STEP:
+            noted = fraction
+            progress(fraction, f"replaying {what}: {finished} of {total} workloads done")
+
+    return note
+
+
+WAIT_FIGURES = ("wait_mean_s", "wait_p99_s")
+
+
+def wait_changes(tenants: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per tenant, its mean and p99 wait today, with the change, and the difference
+    (seconds; None where the tenant had no workload in one of the two replays)."""
+    changes: dict[str, dict[str, Any]] = {}
+    for tenant, figures in sorted(tenants.items()):
+        before, after = figures.get("before") or {}, figures.get("after") or {}
+        changes[tenant] = {}
+        for name in WAIT_FIGURES:
+            was, now = before.get(name), after.get(name)
+            difference = None if was is None or now is None else round(now - was, 1)
+            changes[tenant][name] = {"before": was, "after": now, "change": difference}
+    return changes

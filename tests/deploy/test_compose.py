@@ -1,0 +1,197 @@
+"""docker-compose.yml and the Dockerfile, checked without Docker.
+
+The Compose file is validated against the Compose specification's JSON schema as shipped by
+check-jsonschema (a dev dependency: its ``builtin_schemas/vendor/compose-spec.json`` is the
+schema of https://github.com/compose-spec/compose-spec, Apache-2.0, licence beside it in the
+package), then its variables are checked against what gpupool/settings.py reads.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import subprocess
+import sys
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+from django.urls import resolve
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE = ROOT / "docker-compose.yml"
+GPUPOOL_SERVICES = ("migrate", "web", "worker", "beat")
+# The variables a production deployment must set (README "Configuration").
+REQUIRED = {
+    "DATABASE_URL",
+    "REDIS_URL",
+    "SECRET_KEY",
+    "DEBUG",
+    "ALLOWED_HOSTS",
+    "GPUPOOL_CLUSTER",
+    "GPUPOOL_KUBECONFIG",
+}
+SECRETS = {"SECRET_KEY": "test-secret-key", "POSTGRES_PASSWORD": "test-db-password"}
+
+
+def compose_schema() -> dict[str, Any]:
+    """The Compose specification's JSON schema, from the check-jsonschema package."""
+    vendor = resources.files("check_jsonschema.builtin_schemas.vendor")
+    schema: dict[str, Any] = json.loads(vendor.joinpath("compose-spec.json").read_text())
+    return schema
+
+
+def schema_errors(document: Any) -> list[str]:
+    """Where and why ``document`` breaks the Compose specification; [] if it does not."""
+    validator = jsonschema.Draft202012Validator(
+        compose_schema(), format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
+    )
+    return [f"{e.json_path}: {e.message}" for e in validator.iter_errors(document)]
+
+
+def compose() -> dict[str, Any]:
+    """docker-compose.yml as data (YAML anchors and merge keys resolved)."""
+    document: dict[str, Any] = yaml.safe_load(COMPOSE.read_text())
+    return document
+
+
+def interpolate(value: str, env: dict[str, str]) -> str:
+    """Compose's variable syntax: ``${NAME}``, ``${NAME:-default}``, ``${NAME:?error}``."""
+
+    def one(match: re.Match[str]) -> str:
+        name, operator, argument = match.group(1), match.group(2), match.group(3)
+        if env.get(name):
+            return env[name]
+        if operator == ":?":
+            raise KeyError(f"{name}: {argument}")
+        return argument if operator == ":-" else ""
+
+    return re.sub(r"\$\{(\w+)(?:(:-|:\?)([^}]*))?\}", one, value).replace("$$", "$")
+
+
+def settings_reads() -> set[str]:
+    """The environment variables gpupool/settings.py reads, found in its source."""
+    tree = ast.parse((ROOT / "gpupool" / "settings.py").read_text())
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+            function = ast.unparse(node.func)
+            if function in ("os.environ.get", "env_bool", "env_list"):
+                names.add(str(node.args[0].value))
+    if "dj_database_url.config" in ast.unparse(tree):
+        names.add("DATABASE_URL")  # dj_database_url.config() reads it by default
+    return names
+
+
+def test_the_compose_file_follows_the_compose_specification() -> None:
+    """The whole file validates against the specification's schema."""
+    assert schema_errors(compose()) == []
+
+
+def test_the_schema_check_refuses_what_compose_would_refuse() -> None:
+    """A misspelt key and an unknown dependency condition are caught: the check is live."""
+    broken = compose()
+    broken["services"]["web"]["comand"] = broken["services"]["web"].pop("command")
+    broken["services"]["worker"]["depends_on"]["migrate"]["condition"] = "service_done"
+    errors = "\n".join(schema_errors(broken))
+    assert "$.services.web" in errors and "comand" in errors
+    assert "$.services.worker.depends_on" in errors and "service_done" in errors
+
+
+def test_the_stack_runs_web_worker_and_beat_after_migrations() -> None:
+    """PostgreSQL and Redis are health-checked; the app starts once `migrate` has succeeded."""
+    services = compose()["services"]
+    assert set(services) == {"postgres", "redis", *GPUPOOL_SERVICES}
+    assert services["migrate"]["command"] == ["python", "manage.py", "migrate", "--noinput"]
+    assert services["migrate"]["depends_on"] == {"postgres": {"condition": "service_healthy"}}
+    assert services["web"]["command"][:2] == ["gunicorn", "gpupool.wsgi"]
+    assert services["worker"]["command"][:4] == ["celery", "-A", "gpupool", "worker"]
+    assert services["beat"]["command"][:4] == ["celery", "-A", "gpupool", "beat"]
+    for name in ("web", "worker", "beat"):
+        assert services[name]["depends_on"] == {
+            "migrate": {"condition": "service_completed_successfully"},
+            "redis": {"condition": "service_healthy"},
+        }
+    for name in ("postgres", "redis", "web", "worker"):
+        assert services[name]["healthcheck"]["test"], name
+
+
+def test_the_web_healthcheck_asks_gpupools_healthz() -> None:
+    """The probe's URL is the /healthz view on the port gunicorn binds."""
+    web = compose()["services"]["web"]
+    probe = " ".join(web["healthcheck"]["test"])
+    url = re.search(r"http://127\.0\.0\.1:(\d+)(/\S*?)'", probe)
+    assert url is not None, probe
+    assert f"0.0.0.0:{url.group(1)}" in web["command"]
+    assert resolve(url.group(2)).url_name == "healthz"
+
+
+def test_every_gpupool_container_gets_exactly_variables_that_settings_read() -> None:
+    """All that production needs is set, and nothing that settings.py would ignore."""
+    read = settings_reads()
+    assert read >= REQUIRED  # the list above is still what settings.py reads
+    for name in GPUPOOL_SERVICES:
+        environment = compose()["services"][name]["environment"]
+        assert set(environment) >= REQUIRED, name
+        assert set(environment) <= read, f"{name}: {set(environment) - read} are never read"
+
+
+def test_the_secrets_have_no_default() -> None:
+    """Without SECRET_KEY or POSTGRES_PASSWORD in .env, Compose refuses to start."""
+    environment = compose()["services"]["web"]["environment"]
+    for missing in SECRETS:
+        given = {k: v for k, v in SECRETS.items() if k != missing}
+        with pytest.raises(KeyError, match=missing):
+            {key: interpolate(str(value), given) for key, value in environment.items()}
+
+
+def test_settings_load_in_production_mode_from_the_compose_environment() -> None:
+    """With the file's values, Django runs with DEBUG off, PostgreSQL, Redis and the backend."""
+    environment = compose()["services"]["worker"]["environment"]
+    env = {key: interpolate(str(value), SECRETS) for key, value in environment.items()}
+    probe = (
+        "import django, json; django.setup(); from django.conf import settings as s; "
+        "d = s.DATABASES['default']; print(json.dumps([s.DEBUG, d['ENGINE'], d['HOST'], "
+        "d['NAME'], d['PASSWORD'], s.CELERY_BROKER_URL, s.CELERY_TASK_ALWAYS_EAGER, "
+        "s.GPUPOOL_CLUSTER, s.GPUPOOL_KUBECONFIG, s.ALLOWED_HOSTS]))"
+    )
+    keep = {k: v for k, v in os.environ.items() if k not in settings_reads()}
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        env={**keep, **env, "DJANGO_SETTINGS_MODULE": "gpupool.settings"},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    debug, engine, host, database, password, broker, eager, cluster, kubeconfig, hosts = json.loads(
+        result.stdout
+    )
+    assert debug is False
+    assert (engine, host, database) == ("django.db.backends.postgresql", "postgres", "gpupool")
+    assert password == SECRETS["POSTGRES_PASSWORD"]
+    assert (broker, eager) == ("redis://redis:6379/0", False)
+    assert (cluster, kubeconfig) == ("simulated", "/etc/gpupool/kube/kubeconfig")
+    assert "127.0.0.1" in hosts  # the healthcheck's Host header
+
+
+def test_the_image_installs_gpupool_and_collects_its_static_files() -> None:
+    """python:3.11-slim, `pip install .`, collectstatic at build time, not run as root."""
+    lines = [
+        line.strip()
+        for line in (ROOT / "Dockerfile").read_text().splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
+    assert lines[0] == "FROM python:3.11-slim"
+    assert "RUN pip install ." in lines
+    assert any("manage.py collectstatic --noinput" in line for line in lines)
+    assert any(line.startswith("USER ") and line != "USER root" for line in lines)
+    ignored = (ROOT / ".dockerignore").read_text().split()
+    assert {".env", ".venv", ".k8s", "db.sqlite3"} <= set(ignored)  # no secrets, no local state

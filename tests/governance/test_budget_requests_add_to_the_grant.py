@@ -1,0 +1,73 @@
+"""A budget request adds its GPU-hours to the period's grant; it never replaces the grant
+(what was spent stays spent, the ledger shows the addition)."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+from typing import Any
+
+import pytest
+from django.core.exceptions import ValidationError
+
+from gpupool.quotas.actions import (
+    do_approve_and_apply_quota_request,
+    do_create_quota_request,
+    do_grant_budget,
+    do_spend_budget,
+)
+from gpupool.quotas.models import PriorityBudget
+
+pytestmark = pytest.mark.django_db
+
+DECEMBER = {"period_start": date(2026, 12, 1), "period_end": date(2027, 1, 1)}
+
+
+def ask_for(pool: Any, gpu_hours: int, **period: date) -> Any:
+    return do_create_quota_request(
+        kind="budget",
+        tenant=pool.nlp,
+        requested_by=pool.users["lena"],
+        justification="the deadline moved up",
+        payload={"gpu_hours": gpu_hours},
+        priority_class=pool.high,
+        submit=True,
+        **(DECEMBER | period),
+    )
+
+
+def test_an_approved_budget_request_adds_to_what_was_granted(pool: Any) -> None:
+    # given 100 GPU-hours granted for December, 30 of them spent
+    budget = do_grant_budget(
+        pool.nlp, pool.high, gpu_hours=100, acting_user=pool.users["ada"], **DECEMBER
+    )
+    do_spend_budget(budget, gpu_hours=30, workload=None, at=datetime(2026, 12, 2, tzinfo=UTC))
+    # when a request for 50 more is approved
+    do_approve_and_apply_quota_request(ask_for(pool, 50), acting_user=pool.users["ada"])
+    # then 150 are granted, 120 remain, and the ledger shows the grant and the addition
+    budget.refresh_from_db()
+    assert budget.gpu_hours == 150
+    assert budget.remaining_gpu_hours() == 120
+    grants = budget.entries.filter(kind="grant").order_by("id")
+    assert [entry.gpu_hours for entry in grants] == [100, 50]
+
+
+def test_a_budget_request_for_a_period_without_a_budget_starts_one(pool: Any) -> None:
+    do_approve_and_apply_quota_request(ask_for(pool, 80), acting_user=pool.users["ada"])
+    budget = PriorityBudget.objects.get(tenant=pool.nlp)
+    assert (budget.gpu_hours, budget.period_end) == (80, date(2027, 1, 1))
+
+
+def test_an_addition_to_a_budget_with_another_end_is_refused(pool: Any) -> None:
+    do_grant_budget(
+        pool.nlp,
+        pool.high,
+        gpu_hours=100,
+        acting_user=pool.users["ada"],
+        period_start=date(2026, 12, 1),
+        period_end=date(2026, 12, 15),
+    )
+    request = ask_for(pool, 50)
+    with pytest.raises(ValidationError) as refused:
+        do_approve_and_apply_quota_request(request, acting_user=pool.users["ada"])
+    assert "ends on 2026-12-15" in refused.value.message_dict["payload"][0]
+    assert PriorityBudget.objects.get(tenant=pool.nlp).gpu_hours == 100
