@@ -2,10 +2,10 @@
 
 Allocate picks, from the root down, the child with the smallest weighted dominant share (of
 its whole subtree's usage) until it reaches a leaf: orgs share the pool by weight, then teams
-share their org's part -- as KAI's hierarchical queues divide a parent's share among its
-children, YuniKorn's hierarchical queues sort children by fair share at each level, and
-Volcano's ``hdrf`` plugin computes DRF per level of its queue hierarchy. Flat DRF over the
-leaves let an org with many teams outweigh an org with one.
+share their org's part -- as KAI's hierarchical queues divide a parent's fair share among its
+children, and Volcano's drf plugin in its hierarchical mode (HDRF) computes DRF level by level
+of its queue hierarchy. Flat DRF over the leaves let an org with many teams outweigh an org
+with one.
 """
 
 from __future__ import annotations
