@@ -8,9 +8,9 @@ picks the child with the smallest share, then that child's child with the smalle
 down to a leaf, which admits its next workload; shares are recomputed after each admission
 (progressive filling), ties go to the queue's name. So orgs share the pool by weight, then
 teams share their org's part, as KAI's hierarchical queues and Volcano's drf plugin in its
-hierarchical mode (HDRF) do. ``path_key`` turns that walk into one comparable key per leaf: the (share, name)
-pairs along its path from the top, compared lexicographically. On a flat tree it is the
-leaf's own (share, name).
+hierarchical mode (HDRF) do. ``path_key`` turns that walk into one comparable key per leaf:
+the (share, name) pairs along its path from the top, compared lexicographically. On a flat
+tree it is the leaf's own (share, name).
 """
 
 from __future__ import annotations

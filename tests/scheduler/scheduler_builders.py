@@ -308,6 +308,7 @@ def check_invariants(loaded: Scenario, result: Plan) -> None:
         if eviction.reason == "reclaim":
             assert queues[victim.queue].reclaimable
     _preemptors_fit_on_healthy_gpus(loaded, result)
+    _holds_are_kept(loaded, result)
     # Reclaim takes a victim's queue below its deserved share only with its last victim: the
     # queue was above its deserved share before that one left (fair-share reclaim included):
     # what its workloads hold once the plan is applied (admissions counted), plus its largest
@@ -335,6 +336,31 @@ def check_invariants(loaded: Scenario, result: Plan) -> None:
         if quota is not None:
             assert left[(queue_name, flavor)] + amount > quota.deserved, (
                 f"reclaim took {queue_name} below its deserved {flavor} before its last victim"
+            )
+
+
+def _holds_are_kept(loaded: Scenario, result: Plan) -> None:
+    """Nothing is admitted on nodes held for a nominated preemptor (held before anything is
+    admitted); an admission that names a holder it backfilled for landed on that holder's
+    held nodes, which it may then take back. (A starving workload's hold is made when its
+    turn fails, so work admitted before it may share its nodes: the plan cannot tell.)"""
+    promised: dict[str, str] = {}
+    starving: dict[str, set[str]] = {}
+    for pending in result.pending:
+        nodes = pending.facts.get("held_nodes")
+        if not isinstance(nodes, list):
+            continue
+        if pending.reason == "waiting-for-preemption":
+            promised.update(dict.fromkeys(map(str, nodes), pending.workload))
+        elif pending.facts.get("holding_capacity"):
+            starving[pending.workload] = set(map(str, nodes))
+    for admission in result.admit:
+        nodes = {pod.node for pod in admission.placement}
+        taken = sorted(nodes & promised.keys())
+        assert not taken, f"{admission.workload} took {promised[taken[0]]}'s promised {taken[0]}"
+        if admission.backfill_for is not None:
+            assert nodes & starving.get(admission.backfill_for, set()), (
+                f"{admission.workload} names {admission.backfill_for}, on none of its held nodes"
             )
 
 
