@@ -673,38 +673,73 @@ def lent_facts(cycle: Cycle, work: PendingWork, verdict: Verdict) -> dict[str, o
         return {}
     flavor = max(need, key=lambda f: (need[f], f))
     owner = cycle.quota.path[queue][level]
+    memo = (owner, flavor)
+    lent = cycle.lent_memo.get(memo)
+    if lent is None:
+        lent = cycle.lent_memo[memo] = _lent_share(cycle, owner, flavor)
+    if not lent or work.standing.may_reclaim:
+        return lent
+    return {**lent, "cannot_reclaim": "never"}
+
+
+LENT_TO_NAMED = 5  # borrowing queues an explanation names (the furthest above their share)
+
+
+def _lent_share(cycle: Cycle, owner: str, flavor: str) -> dict[str, object]:
+    """What of ``owner``'s deserved share of ``flavor`` is lent, to whom, and why a workload
+    that may reclaim cannot take it back now (the same for every such workload under it)."""
     quota = cycle.quota.quota(owner, flavor)
     if quota is None:
         return {}
     lent = quota.deserved - cycle.quota.usage[owner][flavor]
+    over = cycle.lent_memo.get(("", flavor))  # every leaf above its share of the flavor
+    if over is None:
+        over = cycle.lent_memo[("", flavor)] = {
+            leaf: True
+            for leaf in cycle.leaves_under[cycle.quota.root]
+            if cycle.quota.over_deserved_by(leaf, flavor) > 0
+        }
     inside = set(cycle.leaves_under[owner])
-    borrowers = sorted(
-        leaf
-        for leaf in cycle.leaves_under[cycle.quota.root]
-        if leaf not in inside and cycle.quota.over_deserved_by(leaf, flavor) > 0
-    )
+    borrowers = [leaf for leaf in over if leaf not in inside]
     if lent <= 0 or not borrowers:
         return {}
-    facts: dict[str, object] = {"lent_gpus": lent / MILLI, "lent_to": borrowers}
-    if not work.standing.may_reclaim:
-        facts["cannot_reclaim"] = "never"
-        return facts
+    most = sorted(borrowers, key=lambda q: (-cycle.quota.over_deserved_by(q, flavor), q))
+    facts: dict[str, object] = {
+        "lent_gpus": lent / MILLI,
+        "lent_to": most[:LENT_TO_NAMED],  # the queues furthest above their share
+        "borrowers": len(borrowers),
+    }
     reclaimable = [leaf for leaf in borrowers if cycle.queues[leaf].reclaimable]
     if not reclaimable:
         facts["cannot_reclaim"] = "not-reclaimable"
         return facts
-    running = [
-        r
-        for leaf in reclaimable
-        for r in cycle.all_running_by_queue.get(leaf, ())
-        if flavor in r.need and r.name not in cycle.evicted and r.info.evicting_for is None
-    ]
-    if running and not any(r.evictable for r in running):
+    protected = [_protected_until(cycle, leaf, flavor) for leaf in reclaimable]
+    if all(until is not None for until in protected) and any(protected):
         facts["cannot_reclaim"] = "protected"
-        facts["reclaimable_at"] = min(cycle.contracts.protected_until(r.info) for r in running)
+        facts["reclaimable_at"] = min(until for until in protected if until)
         return facts
     facts["cannot_reclaim"] = "no-room"
     return facts
+
+
+def _protected_until(cycle: Cycle, queue: str, flavor: str) -> float | None:
+    """When the first of a queue's running work holding ``flavor`` leaves its protected
+    window: 0.0 when it runs none, None when some may be evicted now (memoised)."""
+    memo = (queue, flavor)
+    if memo not in cycle.protected_memo:
+        until: float | None = 0.0
+        for running in cycle.all_running_by_queue.get(queue, ()):
+            if flavor not in running.need or running.name in cycle.evicted:
+                continue
+            if running.info.evicting_for is not None:
+                continue
+            if running.evictable:
+                until = None
+                break
+            ends = cycle.contracts.protected_until(running.info)
+            until = ends if not until else min(until, ends)
+        cycle.protected_memo[memo] = until
+    return cycle.protected_memo[memo]
 
 
 def _budget_verdict(cycle: Cycle, work: PendingWork, then: Verdict) -> Verdict:

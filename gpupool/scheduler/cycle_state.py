@@ -188,6 +188,10 @@ class Cycle:
         self._failed: dict[tuple[object, ...], tuple[int, int, Verdict]] = {}
         self._totals: dict[tuple[int, int], list[tuple[str, int, int, int]]] = {}
         self._minimum_needs: dict[tuple[int, int], dict[str, int]] = {}
+        # Per (queue owning a deserved share, flavor): what of it is lent and why it is not
+        # taken back (explanations, ``cycle.lent_facts``).
+        self.lent_memo: dict[tuple[str, str], dict[str, object]] = {}
+        self.protected_memo: dict[tuple[str, str], float | None] = {}
 
     # -- building ----------------------------------------------------------------------------
 

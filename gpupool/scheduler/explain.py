@@ -253,7 +253,11 @@ def hidden_state(facts: Mapping[str, object]) -> str:
         else:
             reason = _WHY_NOT_RECLAIMED.get(str(why), "?")
         lent_to = facts.get("lent_to")
-        to = f" to {', '.join(map(str, lent_to))}" if isinstance(lent_to, list) else ""
+        to = ""
+        if isinstance(lent_to, list) and lent_to:
+            others = facts.get("borrowers", len(lent_to))
+            more = others - len(lent_to) if isinstance(others, int) else 0
+            to = f" to {', '.join(map(str, lent_to))}" + (f" and {more} more" if more else "")
         out += (
             f" Its queue lent {number(facts.get('lent_gpus'))} GPUs of its share{to} that "
             f"cannot be taken back now: {reason}."
