@@ -173,16 +173,16 @@ class Cycle:
         self.budget_spent: dict[tuple[str, str], list[tuple[str, float]]] = defaultdict(list)
         self.evicted: dict[str, Eviction] = {}
         self.waiting: set[str] = set()
+        # Running work backfilled onto a hold, by holder (in preference order), and pending
+        # preemptors whose victims are still leaving, with those victims (by name).
         self._backfilled_for: dict[str, list[RunningWork]] = defaultdict(list)
-        for running in sorted(self.running.values(), key=lambda r: (r.order, r.name)):
-            if running.info.backfilled_for is not None:
-                self._backfilled_for[running.info.backfilled_for].append(running)
-        # Pending preemptors whose victims are still leaving, and those victims by name.
         self.leaving: dict[str, list[RunningWork]] = defaultdict(list)
-        for running in sorted(self.running.values(), key=lambda r: r.name):
-            preemptor = running.info.evicting_for
-            if preemptor is not None and preemptor in self.pending:
-                self.leaving[preemptor].append(running)
+        backfilled = [r for r in self.running.values() if r.info.backfilled_for is not None]
+        for running in sorted(backfilled, key=lambda r: (r.order, r.name)):
+            self._backfilled_for[running.info.backfilled_for or ""].append(running)
+        leaving = [r for r in self.running.values() if r.info.evicting_for in self.pending]
+        for running in sorted(leaving, key=lambda r: r.name):
+            self.leaving[running.info.evicting_for or ""].append(running)
         self.start_classes: dict[str, dict[CanonKey, int]] = {}
         self.start_free: dict[str, tuple[int, int, int]] = {}
         self._failed: dict[tuple[object, ...], tuple[int, int, Verdict]] = {}
