@@ -147,14 +147,24 @@ def allocate(cycle: Cycle) -> None:
         cursor[queue] = index
         return works[index] if index < len(works) else None
 
-    heap: list[tuple[tuple[object, ...], str]] = []
+    # Heap entries: (key, queue, the usage stamp of the queue's path when the key was made).
+    # A key reads the usage of the queue's path below the root -- and the root's own, where
+    # the root has a quota (then every admission counts).
+    heap: list[tuple[tuple[object, ...], str, tuple[int, ...]]] = []
+    shares = cycle.shares
+    root_quota = bool(cycle.queues[cycle.quota.root].quota)
+
+    def stamp_of(queue: str) -> tuple[int, ...]:
+        stamp = shares.stamp(queue)
+        return (*stamp, len(cycle.admitted)) if root_quota else stamp
+
     for queue in sorted(cycle.by_queue):
         first = head(queue)
         if first is not None:
-            heap.append((order.key(cycle, queue, first), queue))
+            heap.append((order.key(cycle, queue, first), queue, stamp_of(queue)))
     heapq.heapify(heap)
     while heap:
-        key, queue = heapq.heappop(heap)
+        key, queue, stamp = heapq.heappop(heap)
         served = head(queue)
         if served is None:
             continue
@@ -170,17 +180,20 @@ def allocate(cycle: Cycle) -> None:
             served = head(queue)
             if served is None:
                 continue
-        fresh = order.key(cycle, queue, served)
-        if fresh != key:
-            heapq.heappush(heap, (fresh, queue))
-            continue
+            stamp = ()  # a new head: its key must be made again
+        now_stamp = stamp_of(queue)
+        if stamp != now_stamp:
+            fresh = order.key(cycle, queue, served)
+            if fresh != key:
+                heapq.heappush(heap, (fresh, queue, now_stamp))
+                continue
         cursor[queue] += 1
         admitted = _attempt(cycle, served)
         if not admitted and not keep_serving(cycle, queue, served):
             continue
         after = head(queue)
         if after is not None:
-            heapq.heappush(heap, (order.key(cycle, queue, after), queue))
+            heapq.heappush(heap, (order.key(cycle, queue, after), queue, stamp_of(queue)))
 
 
 def _attempt(cycle: Cycle, work: PendingWork) -> bool:

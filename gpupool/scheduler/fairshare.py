@@ -40,6 +40,7 @@ class DominantShares:
         self.weights = dict(weights)
         self.usage: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         self._shares: dict[str, float] = {}
+        self._version: dict[str, int] = {}  # per queue, bumped whenever its usage changes
         parents = parents or {}
         # Each queue's path from itself up to (not including) the root, and from the top down.
         self._up: dict[str, tuple[str, ...]] = {}
@@ -56,11 +57,13 @@ class DominantShares:
 
     def add(self, queue: str, vector: Mapping[str, int], sign: int = 1) -> None:
         """Add (or remove) a usage vector to a leaf queue and every queue above it."""
+        version = self._version
         for node in self._up.get(queue) or (queue,):
             usage = self.usage[node]
             for resource, amount in vector.items():
                 usage[resource] += sign * amount
             self._shares.pop(node, None)
+            version[node] = version.get(node, 0) + 1
 
     def share(self, queue: str) -> float:
         """The queue's weighted dominant share (of its subtree's usage)."""
@@ -76,6 +79,12 @@ class DominantShares:
             )
         value = self._shares[queue] = dominant / self.weights.get(queue, 1.0)
         return value
+
+    def stamp(self, leaf: str) -> tuple[int, ...]:
+        """How often the usage of each queue on the leaf's path (below the root) has changed:
+        a key computed from that path is still current while this is unchanged."""
+        version = self._version
+        return tuple([version.get(node, 0) for node in self._up.get(leaf) or (leaf,)])
 
     def path_key(self, leaf: str) -> tuple[tuple[float, str], ...]:
         """The leaf's place in the hierarchical order: (share, name) from the top down."""
