@@ -158,6 +158,7 @@ class Cycle:
         self.all_running_by_queue: dict[str, list[RunningWork]] = defaultdict(list)
         for running in self.running.values():
             self.all_running_by_queue[running.info.queue].append(running)
+        self.queue_ordinal = {name: index for index, name in enumerate(sorted(self.queues))}
         self.leaves_under: dict[str, list[str]] = defaultdict(list)
         for name in sorted(self.queues):
             if self.quota.is_leaf(name):

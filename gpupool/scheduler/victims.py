@@ -179,7 +179,7 @@ def reclaim_orders(cycle: Cycle, reclaimer: str) -> tuple[VictimKey, VictimKey]:
     (nearest, the same queue, borrowed first, lowest priority) then fewest GPUs held -- a
     smaller lone victim comes from the queue the preferred one comes from."""
     distance = tree_distance(cycle, reclaimer)
-    ordinal = {name: index for index, name in enumerate(sorted(cycle.queues))}
+    ordinal = cycle.queue_ordinal
 
     def nearest_then_biggest(victim: RunningWork) -> tuple[int, ...]:
         return (distance(victim), *size_first(victim))
@@ -224,31 +224,26 @@ class ReclaimSearch:
         cycle = self.cycle
         path = cycle.quota.path[reclaimer]
         over_deserved_by = cycle.quota.over_deserved_by
+        evicted = cycle.evicted
         for depth in range(max(start, 1), len(path)):
-            lenders = [
-                leaf
-                for leaf in self._lenders(path[depth], path[depth - 1])
-                if over_deserved_by(leaf, flavor) > 0 and (among is None or among(leaf))
-            ]
-            weight = {leaf: cycle.queues[leaf].weight for leaf in lenders}
-            over = {leaf: over_deserved_by(leaf, flavor) / weight[leaf] for leaf in lenders}
-            victims = {leaf: self._victims_of(leaf, flavor) for leaf in lenders}
-            taken = dict.fromkeys(lenders, 0)
-            heap = [(-over[leaf], leaf) for leaf in lenders if victims[leaf]]
+            # Per lending queue: (-its excess over its weight, name, index into its victims)
+            heap: list[tuple[float, str, int]] = []
+            for leaf in self._lenders(path[depth], path[depth - 1]):
+                excess = over_deserved_by(leaf, flavor)
+                if excess > 0 and (among is None or among(leaf)) and self._victims_of(leaf, flavor):
+                    heap.append((-excess / cycle.queues[leaf].weight, leaf, 0))
             heapq.heapify(heap)
             while heap:
-                _, leaf = heapq.heappop(heap)
-                index = taken[leaf]
-                queue_victims = victims[leaf]
-                while index < len(queue_victims) and queue_victims[index].name in cycle.evicted:
+                neg, leaf, index = heapq.heappop(heap)
+                queue_victims = self._victims_of(leaf, flavor)
+                while index < len(queue_victims) and queue_victims[index].name in evicted:
                     index += 1
                 if index >= len(queue_victims):
                     continue
                 victim = queue_victims[index]
-                taken[leaf] = index + 1
-                over[leaf] -= victim.need.get(flavor, 0) / weight[leaf]
                 if index + 1 < len(queue_victims):
-                    heapq.heappush(heap, (-over[leaf], leaf))
+                    taken = victim.need.get(flavor, 0) / cycle.queues[leaf].weight
+                    heapq.heappush(heap, (neg + taken, leaf, index + 1))
                 yield victim
 
     def queue_order(self, flavor: str) -> Callable[[RunningWork], Iterable[RunningWork]]:
