@@ -657,9 +657,10 @@ def pending_explanations(cycle: Cycle) -> list[PendingExplanation]:
             lent = lent_facts(cycle, work, verdict)
             if lent:
                 verdict = Verdict(verdict.reason, {**verdict.facts, **lent})
-            backoff = cycle.contracts.backoff_facts(work.info)
-            if backoff is not None:
-                verdict = Verdict(verdict.reason, {**verdict.facts, "backoff": backoff})
+            if work.standing.backed_off:
+                backoff = cycle.contracts.backoff_facts(work.info)
+                if backoff is not None:
+                    verdict = Verdict(verdict.reason, {**verdict.facts, "backoff": backoff})
             if work.standing.budget_demoted and verdict.reason != "waiting-for-preemption":
                 verdict = _budget_verdict(cycle, work, verdict)
             if cycle.quota.scaled:
@@ -681,11 +682,18 @@ def lent_facts(cycle: Cycle, work: PendingWork, verdict: Verdict) -> dict[str, o
         return {}
     queue = work.info.queue
     need = cycle.minimum_need(work)
-    level = cycle.quota.entitled_level(queue, need) if any(need.values()) else None
-    if level is None:
+    where = (queue, id(need))  # equal gangs of a queue share their need (assignments cached)
+    found = cycle.share_of.get(where)
+    if found is None:
+        level = cycle.quota.entitled_level(queue, need) if any(need.values()) else None
+        found = cycle.share_of[where] = (
+            ("", "")
+            if level is None
+            else (cycle.quota.path[queue][level], max(need, key=lambda f: (need[f], f)))
+        )
+    owner, flavor = found
+    if not owner:
         return {}
-    flavor = max(need, key=lambda f: (need[f], f))
-    owner = cycle.quota.path[queue][level]
     memo = (owner, flavor)
     lent = cycle.lent_memo.get(memo)
     if lent is None:
@@ -705,21 +713,23 @@ def _lent_share(cycle: Cycle, owner: str, flavor: str) -> dict[str, object]:
     if quota is None:
         return {}
     lent = quota.deserved - cycle.quota.usage[owner][flavor]
-    over = cycle.lent_memo.get(("", flavor))  # every leaf above its share of the flavor
-    if over is None:
-        over = cycle.lent_memo[("", flavor)] = {
-            leaf: True
+    ordered = cycle.over_share.get(flavor)  # every leaf above its share, furthest first
+    if ordered is None:
+        excess = {
+            leaf: cycle.quota.over_deserved_by(leaf, flavor)
             for leaf in cycle.leaves_under[cycle.quota.root]
-            if cycle.quota.over_deserved_by(leaf, flavor) > 0
         }
+        ordered = cycle.over_share[flavor] = sorted(
+            (leaf for leaf, over in excess.items() if over > 0),
+            key=lambda leaf: (-excess[leaf], leaf),
+        )
     inside = set(cycle.leaves_under[owner])
-    borrowers = [leaf for leaf in over if leaf not in inside]
+    borrowers = [leaf for leaf in ordered if leaf not in inside]
     if lent <= 0 or not borrowers:
         return {}
-    most = sorted(borrowers, key=lambda q: (-cycle.quota.over_deserved_by(q, flavor), q))
     facts: dict[str, object] = {
         "lent_gpus": lent / MILLI,
-        "lent_to": most[:LENT_TO_NAMED],  # the queues furthest above their share
+        "lent_to": borrowers[:LENT_TO_NAMED],  # the queues furthest above their share
         "borrowers": len(borrowers),
     }
     reclaimable = [leaf for leaf in borrowers if cycle.queues[leaf].reclaimable]

@@ -193,6 +193,10 @@ class Cycle:
         # taken back (explanations, ``cycle.lent_facts``).
         self.lent_memo: dict[tuple[str, str], dict[str, object]] = {}
         self.protected_memo: dict[tuple[str, str], float | None] = {}
+        self.over_share: dict[str, list[str]] = {}  # per flavor, leaves above their share
+        # Per (queue, a need's identity): the queue owning the share it falls within, and the
+        # flavor it contests (("", "") when none).
+        self.share_of: dict[tuple[str, int], tuple[str, str]] = {}
 
     # -- building ----------------------------------------------------------------------------
 
