@@ -1,4 +1,12 @@
-"""Celery application; tasks are one-line shims named ``*_task`` in each app."""
+"""The Celery application: ``celery -A gpupool worker`` and ``celery -A gpupool beat``.
+
+Its settings are Django's ``CELERY_*`` (broker ``REDIS_URL``; the beat schedule, which runs
+the scheduling cycle every ``GPUPOOL_CYCLE_INTERVAL_S``); tasks are found in each app's
+``tasks.py``. ``gpupool/__init__.py`` stays empty: importing the decision core must not pull
+in Celery.
+"""
+
+from __future__ import annotations
 
 import os
 

@@ -49,6 +49,7 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "django_htmx",
     "gpupool.cli",
     "gpupool.audit",
     "gpupool.tenancy",
@@ -58,6 +59,7 @@ INSTALLED_APPS = [
     "gpupool.accounting",
     "gpupool.control",
     "gpupool.notifications",
+    "gpupool.dashboard",
 ]
 
 MIDDLEWARE = [
@@ -66,6 +68,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -83,6 +86,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "gpupool.dashboard.context.dashboard",
             ],
         },
     },
@@ -108,13 +112,23 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
-STATICFILES_DIRS = [path for path in [BASE_DIR / "frontend"] if path.is_dir()]
+# The pages' own stylesheet and scripts (frontend/, no build step) under static/dashboard/;
+# plotly.js and htmx come from their wheels (plotly's package data, django-htmx's static).
+STATICFILES_DIRS = [("dashboard", BASE_DIR / "frontend")]
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    "gpupool.dashboard.finders.PlotlyFinder",
+]
 if not DEBUG:
     # Production serves collected static files itself (run `manage.py collectstatic` first);
     # in development runserver serves them from the finders.
     MIDDLEWARE.insert(1, "whitenoise.middleware.WhiteNoiseMiddleware")
 
-LOGIN_URL = "/admin/login/"
+# The dashboard's own login takes every user (the admin site's takes staff only).
+LOGIN_URL = "dashboard:login"
+LOGIN_REDIRECT_URL = "dashboard:home"
+LOGOUT_REDIRECT_URL = "dashboard:login"
 
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
@@ -149,6 +163,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "QuotaRequestKindEnum": "gpupool.quotas.choices.QuotaRequestKind",
         "NotificationKindEnum": "gpupool.notifications.choices.NotificationKind",
+        "WorkloadStateEnum": "gpupool.workloads.choices.WorkloadState",
     },
 }
 
@@ -158,7 +173,21 @@ CELERY_BROKER_URL = REDIS_URL or "memory://"
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
 CELERY_TIMEZONE = "UTC"
-CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
+CELERY_TASK_ACKS_LATE = False  # a cycle lost with its worker is simply the next beat's
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+
+# The scheduling loop: a cycle every GPUPOOL_CYCLE_INTERVAL_S (beat with a broker, a timer in
+# `gpupool loop` without), one at a time cluster-wide; one past GPUPOOL_CYCLE_TIME_LIMIT_S is
+# stopped (and the next starts over).
+GPUPOOL_CYCLE_INTERVAL_S = float(os.environ.get("GPUPOOL_CYCLE_INTERVAL_S", "5"))
+GPUPOOL_CYCLE_TIME_LIMIT_S = float(os.environ.get("GPUPOOL_CYCLE_TIME_LIMIT_S", "120"))
+CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
+    "scheduling-cycle": {
+        "task": "gpupool.control.run_cycle",
+        "schedule": GPUPOOL_CYCLE_INTERVAL_S,
+        "options": {"expires": GPUPOOL_CYCLE_INTERVAL_S},
+    },
+}
 
 # Mail (notifications): printed to the console unless EMAIL_BACKEND says otherwise, e.g.
 # django.core.mail.backends.smtp.EmailBackend with EMAIL_HOST, EMAIL_PORT, EMAIL_HOST_USER,
@@ -180,6 +209,13 @@ if GPUPOOL_CLUSTER not in {"simulated", "kubernetes"}:
         f"GPUPOOL_CLUSTER must be 'simulated' or 'kubernetes', not {GPUPOOL_CLUSTER!r}."
     )
 GPUPOOL_KUBECONFIG = os.environ.get("GPUPOOL_KUBECONFIG") or os.environ.get("KUBECONFIG", "")
+# The function that builds each backend (control/backends.py): a table, not a branch.
+GPUPOOL_CLUSTER_BACKENDS = {
+    "kubernetes": "gpupool.control.backends.kubernetes_backend",
+    "simulated": os.environ.get(
+        "GPUPOOL_SIMULATED_BACKEND", "gpupool.simcluster.store.backend_from_settings"
+    ),
+}
 
 LOGGING = {
     "version": 1,

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# `make test`: services up, static checks, the suite on PostgreSQL (Kubernetes tests included),
-# then a smoke run of the database tests on SQLite. Fails on the first failing step.
+# `make test`: services up, Debian's chromium, static checks, the suite on PostgreSQL
+# (Kubernetes and browser tests included; screenshots in build/screenshots/), then a smoke run
+# of the database tests on SQLite. Fails on the first failing step.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=.venv
@@ -17,6 +18,17 @@ for key in DATABASE_URL REDIS_URL; do
   [ -n "$value" ] || { echo "hack/services.sh printed no $key" >&2; exit 1; }
   export "$key=$value"
 done
+
+step "Debian's chromium for the browser tests (never a downloaded browser)"
+if [ ! -x /usr/bin/chromium ]; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "/usr/bin/chromium is missing and this is not root: apt-get install chromium first" >&2
+    exit 1
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null
+fi
+/usr/bin/chromium --version
 
 if [ -x hack/k8s-testenv/build.sh ]; then
   step "local Kubernetes binaries (cached)"
@@ -38,7 +50,7 @@ step "native decision core (mypyc; rebuilt only when the core's sources change)"
 $PY hack/build_native.py --require
 
 step "pytest on PostgreSQL (compiled core)"
-GPUPOOL_EXPECT_NATIVE=1 $VENV/bin/pytest -p no:cacheprovider
+GPUPOOL_EXPECT_NATIVE=1 GPUPOOL_REQUIRE_BROWSER=1 $VENV/bin/pytest -p no:cacheprovider
 
 step "decision core tests on plain Python"
 GPUPOOL_PURE_CORE=1 $VENV/bin/pytest -p no:cacheprovider -q tests/scheduler

@@ -45,6 +45,24 @@ class ActionRoles(BasePermission):
         return access.admin or bool(access.roles & allowed_roles(view))
 
 
+def tenant_scoped(
+    queryset: QuerySet[Any],
+    access: Access,
+    tenant_field: str | None,
+    *,
+    finance_sees_all: bool = False,
+) -> QuerySet[Any]:
+    """The rows of ``queryset`` that ``access`` may see through ``tenant_field`` (the ORM path
+    to the row's tenant; None: the pool's public state): admins all, finance all when
+    ``finance_sees_all``, everyone else their tenants' rows. The API's viewsets and the
+    dashboard's pages scope with this one rule."""
+    if tenant_field is None or access.admin:
+        return queryset
+    if finance_sees_all and access.finance:
+        return queryset
+    return queryset.filter(**{f"{tenant_field}__in": access.tenant_ids})
+
+
 class TenantScoped:
     """Viewset mixin: rows of the caller's tenants only (admins all; finance all if allowed).
 
@@ -63,12 +81,9 @@ class TenantScoped:
 
     def scope(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
         """``queryset`` limited to what the caller may see."""
-        access = self.access()
-        if self.tenant_field is None or access.admin:
-            return queryset
-        if self.finance_sees_all and access.finance:
-            return queryset
-        return queryset.filter(**{f"{self.tenant_field}__in": access.tenant_ids})
+        return tenant_scoped(
+            queryset, self.access(), self.tenant_field, finance_sees_all=self.finance_sees_all
+        )
 
     def get_queryset(self) -> QuerySet[Any]:
         """The declared queryset, scoped to the caller."""

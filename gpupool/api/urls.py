@@ -19,6 +19,10 @@ from gpupool.api.views import TokenView
 API_MODULES = (
     "gpupool.tenancy.api",
     "gpupool.inventory.api",
+    "gpupool.workloads.api",
+    "gpupool.quotas.api",
+    "gpupool.accounting.preemptions_api",
+    "gpupool.control.api",
     "gpupool.quotas.requests_api",
     "gpupool.notifications.api",
 )

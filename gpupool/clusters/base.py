@@ -366,6 +366,7 @@ class NewPod:
     command: tuple[str, ...] = ()
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: tuple[Toleration, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)  # the container's environment
 
 
 EventOutcome = Literal["created", "updated", "unchanged", "failed"]

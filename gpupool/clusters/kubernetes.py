@@ -439,6 +439,8 @@ def _pod_manifest(pod: NewPod) -> dict[str, Any]:
     container: dict[str, Any] = {"name": "main", "image": pod.image, "resources": resources}
     if pod.command:
         container["command"] = list(pod.command)
+    if pod.env:
+        container["env"] = [{"name": name, "value": value} for name, value in pod.env.items()]
     spec: dict[str, Any] = {
         "schedulerName": SCHEDULER_NAME,
         "restartPolicy": "Never",

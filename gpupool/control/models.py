@@ -22,6 +22,23 @@ class SchedulingCycle(models.Model):
     evicted = models.PositiveIntegerField(default=0)
     pending = models.PositiveIntegerField(default=0)
     error = models.TextField(blank=True)
+    sync_s = models.FloatField(default=0.0, help_text="Seconds syncing the cluster view.")
+    snapshot_s = models.FloatField(default=0.0, help_text="Seconds updating the snapshot.")
+    plan_s = models.FloatField(default=0.0, help_text="Seconds in the decision core's plan().")
+    record_s = models.FloatField(default=0.0, help_text="Seconds writing the cycle's record.")
+    apply_s = models.FloatField(default=0.0, help_text="Seconds binding, evicting, creating.")
+    outcome = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="What the cycle did beyond its counts (transitions, binds, evictions, pods "
+        "created and deleted, errors) and the gauges /metrics reports from it.",
+    )
+    totals = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Counters since the first cycle, carried from cycle to cycle (phase duration "
+        "histograms, preemptions by reason, bind and evict errors): /metrics reads the last row.",
+    )
 
     class Meta:
         ordering = ["-started_at", "-id"]

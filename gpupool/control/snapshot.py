@@ -3,8 +3,8 @@
 ``build_snapshot(now=..., policy=...)`` reads the pool's policy and state in a fixed number of
 queries, whatever the pool's size, and returns the core's ``Snapshot`` with the index the
 control loop needs to turn the core's names back into rows. It is meant to be the one reader
-of the database for the core: ``gpupool snapshot`` uses it, the control loop is to, and the
-what-if's loaders (``simulation/whatif_db.py``) are to move onto it.
+of the database for the core: ``gpupool snapshot`` and the control loop use it, and the
+what-if reads its pool (``build_pool``) and recorded pod sets (``pod_set_infos``) through it.
 
 The reads see one state of the database: on PostgreSQL they run in a repeatable-read
 transaction of their own (or in the caller's transaction). Elsewhere, the tables a workload
@@ -43,9 +43,10 @@ budget period and the history window, nothing else. Times become POSIX seconds.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -76,6 +77,7 @@ from gpupool.scheduler.types import (
     QueueInfo,
     QuotaInfo,
     Snapshot,
+    Topology,
     WorkloadInfo,
 )
 from gpupool.workloads.choices import PLACED_STATES, WorkloadState
@@ -138,15 +140,20 @@ def build_snapshot(*, now: datetime, policy: PolicyInfo) -> DatabaseSnapshot:
         flavors, flavor_ids, flavor_rows = _flavors()
         nodes, node_ids = _nodes(flavor_rows)
         queues, queue_ids = _queues()
-        workloads, workload_ids, pod_set_ids = _workloads(now)
+        rows = read_workloads(now)
+        names = {row.id: name for name, row in rows.items()}
+        moment = now.timestamp()
+        workloads = tuple(rows[name].resolve(names, moment) for name in sorted(rows))
+        workload_ids = {name: row.id for name, row in rows.items()}
+        pod_set_ids = {name: row.pod_set_ids for name, row in rows.items()}
         snapshot = Snapshot(
             flavors=flavors,
             nodes=nodes,
             queues=queues,
             priority_classes=_priority_classes(),
             workloads=workloads,
-            budgets=_budgets(now, {q.tenant for q in queues if q.tenant is not None}),
-            preemption_history=_history(now, history_horizon(policy)),
+            budgets=read_budgets(now, {q.tenant for q in queues if q.tenant is not None}),
+            preemption_history=read_history(now, history_horizon(policy)),
         )
     return DatabaseSnapshot(
         snapshot=snapshot,
@@ -205,18 +212,41 @@ def _flavors() -> tuple[tuple[FlavorInfo, ...], dict[str, int], dict[int, Flavor
 
 def _nodes(flavors: Mapping[int, Flavor]) -> tuple[tuple[NodeInfo, ...], dict[str, int]]:
     """Every node, its GPUs (MIG: instances) and their health."""
+    nodes, ids = read_nodes(flavors)
+    return tuple(nodes), ids
+
+
+def read_nodes(
+    flavors: Mapping[int, Flavor], only: Collection[int] | None = None
+) -> tuple[list[NodeInfo], dict[str, int]]:
+    """The nodes (all, or those with the ids in ``only``) in name order, and their ids.
+
+    A node takes no new pods (``cordoned`` in the core) when an admin cordoned or is draining
+    it, or when the cluster excludes it (not Ready, cordoned there, gone: ``cluster_exclusion``).
+    """
+    nodes_of = Node.objects.all() if only is None else Node.objects.filter(pk__in=list(only))
+    gpus_of = Gpu.objects.all() if only is None else Gpu.objects.filter(node_id__in=list(only))
     health: dict[int, dict[int, bool]] = defaultdict(dict)
-    for node_id, index, healthy in Gpu.objects.values_list(
-        "node_id", "index", "healthy"
-    ).order_by():
+    for node_id, index, healthy in gpus_of.values_list("node_id", "index", "healthy").order_by():
         health[node_id][index] = healthy
     devices: dict[tuple[int, str], int] = {}
     nodes: list[NodeInfo] = []
     ids: dict[str, int] = {}
-    rows = Node.objects.values_list(
-        "id", "name", "flavor_id", "cpu", "memory_gb", "nvlink_domain", "cordoned", "mig_layout"
+    rows = nodes_of.values_list(
+        "id",
+        "name",
+        "flavor_id",
+        "cpu",
+        "memory_gb",
+        "nvlink_domain",
+        "cordoned",
+        "mig_layout",
+        "cluster_exclusion",
+        "drain_requested_at",
     ).order_by("name")
-    for node_id, name, flavor_id, cpu, memory_gb, domain, cordoned, layout in rows:
+    for row in rows:
+        node_id, name, flavor_id, cpu, memory_gb, domain, cordoned, layout = row[:8]
+        cordoned = cordoned or bool(row[8]) or row[9] is not None
         flavor = flavors[flavor_id]
         # Node.devices_per_gpu() is the rule; nodes of one flavor and layout share its answer.
         key = (flavor_id, json.dumps(layout, sort_keys=True))
@@ -245,7 +275,8 @@ def _nodes(flavors: Mapping[int, Flavor]) -> tuple[tuple[NodeInfo, ...], dict[st
             )
         )
         ids[name] = node_id
-    return tuple(nodes), ids
+    nodes.sort(key=lambda node: node.name)  # Python's order, whatever the database's collation
+    return nodes, ids
 
 
 def _queues() -> tuple[tuple[QueueInfo, ...], dict[str, int]]:
@@ -347,40 +378,89 @@ def pod_set_infos(of: Q | None = None) -> dict[int, list[tuple[int, PodSetInfo]]
         shape = (count, gpus, gpu_milli, flavors, cpu, memory_gb)
         info = shapes.get(shape)
         if info is None:
-            info = shapes[shape] = PodSetInfo(
-                count=count,
-                gpus=gpus,
-                flavors=flavors,
-                cpu_milli=round(cpu * MILLI),
-                memory_mib=round(memory_gb * MIB_PER_GB),
-                gpu_milli=MILLI if gpu_milli is None else gpu_milli,
-            )
+            info = shapes[shape] = pod_set_info(count, gpus, gpu_milli, flavors, cpu, memory_gb)
         pod_sets[workload_id].append((pod_set_id, info))
     return pod_sets
 
 
-def _placements() -> dict[int, list[tuple[int, int, PodPlacement]]]:
+def pod_set_info(
+    count: int,
+    gpus: int,
+    gpu_milli: int | None,
+    flavors: tuple[str, ...],
+    cpu: Decimal,
+    memory_gb: Decimal,
+) -> PodSetInfo:
+    """A pod set as the core sees it, from a PodSet's fields (``flavors``: its first flavor,
+    then its further choices by rank; CPU in milli-CPU, memory in MiB)."""
+    return PodSetInfo(
+        count=count,
+        gpus=gpus,
+        flavors=flavors,
+        cpu_milli=round(cpu * MILLI),
+        memory_mib=round(memory_gb * MIB_PER_GB),
+        gpu_milli=MILLI if gpu_milli is None else gpu_milli,
+    )
+
+
+def core_topology(topology: str) -> Topology | None:
+    """A Workload's topology requirement as the core names it (None: no requirement)."""
+    return "domain" if topology == "domain" else "preferred" if topology == "preferred" else None
+
+
+def _placements(
+    only: Collection[int] | None = None,
+) -> dict[int, list[tuple[int, int, PodPlacement]]]:
     """The placed workloads' pods, by workload id: (pod set id, pod index, placement)."""
     placements: dict[int, list[tuple[int, int, PodPlacement]]] = defaultdict(list)
-    for workload_id, pod_set_id, pod_index, node, gpu_indices, milli in (
-        Placement.objects.filter(workload__state__in=sorted(PLACED_STATES))
-        .values_list("workload_id", "pod_set_id", "pod_index", "node__name", "gpu_indices", "milli")
-        .order_by()
-    ):
+    rows = Placement.objects.filter(workload__state__in=sorted(PLACED_STATES))
+    if only is not None:
+        rows = rows.filter(workload_id__in=list(only))
+    for workload_id, pod_set_id, pod_index, node, gpu_indices, milli in rows.values_list(
+        "workload_id", "pod_set_id", "pod_index", "node__name", "gpu_indices", "milli"
+    ).order_by():
         placements[workload_id].append(
             (pod_set_id, pod_index, PodPlacement(node, tuple(gpu_indices), milli))
         )
     return placements
 
 
-def _workloads(
-    now: datetime,
-) -> tuple[tuple[WorkloadInfo, ...], dict[str, int], dict[str, tuple[int, ...]]]:
-    """Pending, admitted and running workloads with their pod sets and placements."""
-    pod_sets = pod_set_infos()
-    placements = _placements()
+@dataclass(frozen=True, slots=True)
+class WorkloadRow:
+    """A live workload as read from the database: its core info, and the two things resolved
+    per cycle -- ``evicting_for`` (a row id until its preemptor's name is known) and the
+    checkpoint (kept only between the start and the cycle's time)."""
+
+    id: int
+    info: WorkloadInfo  # evicting_for None; last_checkpoint_at as stored
+    pod_set_ids: tuple[int, ...]
+    evicting_for_id: int | None = None
+    state: str = WorkloadState.PENDING  # the database's: admitted and running are both placed
+    origin: str = ""
+    eviction_reason: str = ""
+
+    def resolve(self, names: Mapping[int, str], now: float) -> WorkloadInfo:
+        """The core's workload at ``now``: its preemptor named while it is in the snapshot, a
+        checkpoint outside [start, now] left out (from an earlier run, or a clock ahead)."""
+        info = self.info
+        if self.evicting_for_id is None and info.last_checkpoint_at is None:
+            return info
+        checkpoint = info.last_checkpoint_at
+        if checkpoint is not None and not (info.started_at or 0.0) <= checkpoint <= now:
+            checkpoint = None
+        evicting_for = None if self.evicting_for_id is None else names.get(self.evicting_for_id)
+        return dataclasses.replace(info, last_checkpoint_at=checkpoint, evicting_for=evicting_for)
+
+
+def read_workloads(now: datetime, only: Collection[int] | None = None) -> dict[str, WorkloadRow]:
+    """Pending, admitted and running workloads (all, or those with the ids in ``only``) with
+    their pod sets and placements, by core name."""
+    live = Q(state__in=LIVE_STATES)
+    selected = live if only is None else live & Q(pk__in=list(only))
+    pod_sets = pod_set_infos(selected)
+    placements = _placements(only)
     rows = (
-        Workload.objects.filter(state__in=LIVE_STATES)
+        Workload.objects.filter(selected)
         .annotate(start=Coalesce("started_at", "admitted_at"))
         .values_list(
             "id",
@@ -398,20 +478,17 @@ def _workloads(
             "last_checkpoint_at",
             "nominated",
             "evicting_for_id",
+            "origin",
+            "eviction_reason",
         )
-        .order_by()  # sorted by core name below
+        .order_by()
     )
-    named = sorted((qualified_name(row[1], row[2]), row) for row in rows)
-    names = {row[0]: name for name, row in named}
-    moment = now.timestamp()
-    workloads: list[WorkloadInfo] = []
-    workload_ids: dict[str, int] = {}
-    pod_set_ids: dict[str, tuple[int, ...]] = {}
-    for name, row in named:
+    found: dict[str, WorkloadRow] = {}
+    for row in sorted(rows, key=lambda row: (row[1], row[2])):  # errors name the first by name
         (
             workload_id,
-            _,
-            _,
+            namespace,
+            short_name,
             queue,
             priority_class,
             state,
@@ -424,7 +501,10 @@ def _workloads(
             checkpoint_at,
             nominated,
             evicting_for,
+            origin,
+            eviction_reason,
         ) = row
+        name = qualified_name(namespace, short_name)
         sets = pod_sets.get(workload_id)
         if not sets:
             continue  # submitted after its pod sets were read: the next snapshot has it
@@ -442,35 +522,33 @@ def _workloads(
                 )
             started = start.timestamp()
             checkpoint = _seconds(checkpoint_at)
-            if checkpoint is not None and not started <= checkpoint <= moment:
-                checkpoint = None  # from an earlier run, or a clock ahead of ours
             placement = _placement(name, sets, placements.get(workload_id, []))
-        workloads.append(
-            WorkloadInfo(
-                name=name,
-                queue=queue,
-                priority_class=priority_class,
-                pod_sets=tuple(info for _, info in sets),
-                submitted_at=submitted_at.timestamp(),
-                state="running" if placed else "pending",
-                min_member=min_member,
-                topology="domain"
-                if topology == "domain"
-                else "preferred"
-                if topology == "preferred"
-                else None,
-                protected_runtime_s=float(protected),
-                expected_runtime_s=None if expected is None else float(expected),
-                started_at=started,
-                last_checkpoint_at=checkpoint,
-                placement=placement,
-                nominated=nominated and not placed,
-                evicting_for=names.get(evicting_for) if placed else None,
-            )
+        info = WorkloadInfo(
+            name=name,
+            queue=queue,
+            priority_class=priority_class,
+            pod_sets=tuple(info for _, info in sets),
+            submitted_at=submitted_at.timestamp(),
+            state="running" if placed else "pending",
+            min_member=min_member,
+            topology=core_topology(topology),
+            protected_runtime_s=float(protected),
+            expected_runtime_s=None if expected is None else float(expected),
+            started_at=started,
+            last_checkpoint_at=checkpoint,
+            placement=placement,
+            nominated=nominated and not placed,
         )
-        workload_ids[name] = workload_id
-        pod_set_ids[name] = tuple(pod_set_id for pod_set_id, _ in sets)
-    return tuple(workloads), workload_ids, pod_set_ids
+        found[name] = WorkloadRow(
+            workload_id,
+            info,
+            tuple(pod_set_id for pod_set_id, _ in sets),
+            evicting_for if placed else None,
+            state,
+            origin,
+            eviction_reason,
+        )
+    return found
 
 
 def _placement(
@@ -496,7 +574,7 @@ def _placement(
     return tuple(pod for _, _, pod in pods)
 
 
-def _budgets(now: datetime, tenants: set[str]) -> tuple[BudgetInfo, ...]:
+def read_budgets(now: datetime, tenants: set[str]) -> tuple[BudgetInfo, ...]:
     """The budgets of the period containing ``now``, with what the ledger says is used."""
     today = timezone.localdate(now)
     totals: dict[tuple[str, str], tuple[Decimal, Decimal]] = {}
@@ -519,7 +597,7 @@ def _budgets(now: datetime, tenants: set[str]) -> tuple[BudgetInfo, ...]:
     )
 
 
-def _history(now: datetime, horizon_s: float) -> tuple[PreemptionEventInfo, ...]:
+def read_history(now: datetime, horizon_s: float) -> tuple[PreemptionEventInfo, ...]:
     """Evictions in the ``horizon_s`` seconds up to ``now``, oldest first."""
     since = now - timedelta(seconds=horizon_s)
     rows = (

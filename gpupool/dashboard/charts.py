@@ -18,6 +18,8 @@ from typing import Any
 
 from plotly.colors import qualitative
 
+from gpupool.dashboard.palette import FREE_GPU, UI
+
 Figure = dict[str, Any]
 
 PALETTE: tuple[str, ...] = tuple(qualitative.Plotly)  # plotly.js's default colour sequence
@@ -156,3 +158,164 @@ def shared_vs_alone_figure(
         "height": 450,
     }
     return {"data": data, "layout": layout}
+
+
+# ----------------------------------------------------------------------------- the pages
+
+
+def _page_layout(**fields: Any) -> dict[str, Any]:
+    """What every page figure shares: the page's font and colours, room for the axes, and
+    no title inside the figure (the page's heading names it)."""
+    return {
+        "font": {"family": "system-ui, sans-serif", "size": 13, "color": UI["text"]},
+        "paper_bgcolor": UI["page"],
+        "plot_bgcolor": UI["page"],
+        "margin": {"l": 60, "r": 20, "t": 20, "b": 50},
+    } | fields
+
+
+def whole_step(largest: float, ticks: int = 5) -> int:
+    """A tick step of 1, 2 or 5 times a power of ten giving at most about ``ticks`` ticks up
+    to ``largest`` (counts of whole things: never a fraction)."""
+    power = 1
+    while largest / power > ticks:
+        for step in (2 * power, 5 * power, 10 * power):
+            if largest / step <= ticks:
+                return step
+        power *= 10
+    return power
+
+
+def pending_reasons_figure(counts: Mapping[str, int]) -> Figure:
+    """Pending workloads by the reason they wait, as horizontal bars, most frequent on top
+    (ties by reason)."""
+    ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    most = max(counts.values(), default=0)
+    return {
+        "data": [
+            {
+                "type": "bar",
+                "orientation": "h",
+                "x": [count for _, count in ordered],
+                "y": [reason for reason, _ in ordered],
+                "marker": {"color": UI["bar"]},
+                "hovertemplate": "%{y}: %{x} workloads<extra></extra>",
+            }
+        ],
+        "layout": _page_layout(
+            height=max(160, 40 + 32 * len(ordered)),
+            # whole workloads: a tick every 1, 2, 5, 10... so that about five show
+            xaxis={
+                "title": {"text": "pending workloads"},
+                "rangemode": "tozero",
+                "tick0": 0,
+                "dtick": whole_step(most),
+            },
+            yaxis={"autorange": "reversed", "automargin": True},
+        ),
+    }
+
+
+def what_if_waits_figure(wait_changes: Mapping[str, Mapping[str, Any]]) -> Figure:
+    """Each tenant's mean wait in hours with today's quotas (dark grey) and with the change
+    (accent), from a what-if run's ``wait_changes``; a tenant absent from one replay has
+    no bar there."""
+    tenants = list(wait_changes)
+
+    def hours(replay: str) -> list[float | None]:
+        values: list[float | None] = []
+        for tenant in tenants:
+            seconds = (wait_changes[tenant].get("wait_mean_s") or {}).get(replay)
+            values.append(None if seconds is None else round(seconds / 3600, 3))
+        return values
+
+    return {
+        "data": [
+            {
+                "type": "bar",
+                "x": tenants,
+                "y": hours("before"),
+                "name": "today's quotas",
+                "marker": {"color": UI["muted"]},
+                "hovertemplate": "%{x}: %{y:.2f} h<extra>today</extra>",
+            },
+            {
+                "type": "bar",
+                "x": tenants,
+                "y": hours("after"),
+                "name": "with the change",
+                "marker": {"color": UI["accent"]},
+                "hovertemplate": "%{x}: %{y:.2f} h<extra>with the change</extra>",
+            },
+        ],
+        "layout": _page_layout(
+            barmode="group",
+            height=320,
+            yaxis={"title": {"text": "mean wait (hours)"}, "rangemode": "tozero"},
+            legend={"orientation": "h", "y": -0.2},
+        ),
+    }
+
+
+def gpu_heatmap_figure(
+    nodes: Sequence[str],
+    categories: Sequence[Sequence[str]],
+    texts: Sequence[Sequence[str]],
+    colours: Mapping[str, str],
+    dim: str = FREE_GPU,
+) -> Figure:
+    """Every GPU of ``nodes`` (one row each, top to bottom; a column per GPU index), coloured
+    by its category (a tenant, free, broken...) in ``colours``; ``texts`` is each cell's hover.
+    Rows shorter than the widest are padded with empty cells. The categories and colours go
+    into ``layout.meta`` for the page's highlighting (``frontend/js/heatmap.js``), with ``dim``,
+    the colour the other categories take when one is highlighted."""
+    names = list(colours)
+    index = {name: position for position, name in enumerate(names)}
+    width = max((len(row) for row in categories), default=0)
+    steps = max(len(names), 1)
+    colorscale: list[list[Any]] = []
+    for position, name in enumerate(names):
+        colorscale += [[position / steps, colours[name]], [(position + 1) / steps, colours[name]]]
+
+    def padded(row: Sequence[Any], value: Any) -> list[Any]:
+        return [*row, *([value] * (width - len(row)))]
+
+    z = [padded([index[c] + 0.5 for c in row], None) for row in categories]
+    return {
+        "data": [
+            {
+                "type": "heatmap",
+                "x": list(range(width)),
+                "y": list(nodes),
+                "z": z,
+                "text": [padded(row, "") for row in texts],
+                "hovertemplate": "%{text}<extra></extra>",
+                "colorscale": colorscale or [[0, UI["page"]], [1, UI["page"]]],
+                "zmin": 0,
+                "zmax": steps,
+                "showscale": False,
+                "xgap": 2,
+                "ygap": 2,
+            }
+        ],
+        "layout": _page_layout(
+            height=max(160, 60 + 16 * len(nodes)),
+            margin={"l": 110, "r": 10, "t": 10, "b": 40},
+            xaxis={
+                "title": {"text": "GPU"},
+                "dtick": 1,
+                "fixedrange": True,
+                "showgrid": False,
+                "zeroline": False,
+            },
+            yaxis={
+                "autorange": "reversed",
+                "automargin": True,
+                "fixedrange": True,
+                "showgrid": False,
+                "zeroline": False,
+                "ticks": "",
+            },
+            meta={"categories": names, "colours": [colours[name] for name in names], "dim": dim},
+        ),
+    }

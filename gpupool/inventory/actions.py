@@ -4,16 +4,20 @@ sync makes them. Each is atomic, validated and audited (``acting_user`` None is 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.utils import timezone
 
 from gpupool.audit.actions import audited_change, delete_audited, model_snapshot, save_audited
 from gpupool.inventory.models import Flavor, Gpu, Node
 
 # The reason a GPU gets when the sync reports it unhealthy without saying why.
 UNHEALTHY_AT_SYNC = "reported unhealthy by the cluster sync"
+# Why a node that vanished from the cluster takes no pods.
+GONE = "gone from the cluster"
 
 
 @transaction.atomic
@@ -34,7 +38,7 @@ def do_delete_flavor(flavor: Flavor, *, acting_user: Any, reason: str = "") -> N
 def _node_snapshot(node: Node) -> dict[str, Any]:
     """A node's fields, its GPU count and its unhealthy GPUs with their reasons."""
     gpus = list(node.gpus.order_by("index").values_list("index", "healthy", "unhealthy_reason"))
-    return model_snapshot(node, exclude=["last_synced_at"]) | {
+    return model_snapshot(node, exclude=["last_synced_at", "updated_at"]) | {
         "gpus": len(gpus),
         "unhealthy_gpus": {str(index): why for index, healthy, why in gpus if not healthy},
     }
@@ -54,6 +58,8 @@ def do_sync_node(
     zone: str = "",
     labels: Mapping[str, str] | None = None,
     mig_layout: Mapping[str, int] | None = None,
+    cluster_exclusion: str | None = None,
+    at: datetime | None = None,
     acting_user: Any = None,
     reason: str = "",
 ) -> Node:
@@ -61,7 +67,9 @@ def do_sync_node(
 
     ``unhealthy_gpus`` maps GPU indices to why they are unhealthy (DCGM, XID errors); given as
     bare indices, a GPU keeps the reason it has or gets ``UNHEALTHY_AT_SYNC``. The cluster sync
-    is the system: ``acting_user`` None.
+    is the system: ``acting_user`` None; it also says why the cluster takes no new pods there
+    (``cluster_exclusion``: None leaves it as it is) and when it looked (``at``). A node that
+    comes back after it was gone is no longer gone.
     """
     if gpus < 0:
         raise ValidationError({"gpus": "a node has zero or more GPUs"})
@@ -83,6 +91,20 @@ def do_sync_node(
         reason=reason,
         snapshot=_node_snapshot,
     ):
+        fields = (
+            "flavor_id",
+            "cpu",
+            "memory_gb",
+            "nvlink_domain",
+            "rack",
+            "zone",
+            "labels",
+            "mig_layout",
+            "cluster_exclusion",
+            "gone_at",
+            "last_synced_at",
+        )
+        before = tuple(getattr(node, name) for name in fields)
         node.flavor = flavor
         node.cpu = cpu
         node.memory_gb = memory_gb
@@ -91,9 +113,17 @@ def do_sync_node(
         node.zone = zone
         node.labels = dict(labels or {})
         node.mig_layout = dict(mig_layout or {})
+        if cluster_exclusion is not None:
+            node.cluster_exclusion = cluster_exclusion[:200]
+            node.gone_at = None
+        if at is not None:
+            node.last_synced_at = at
         node.full_clean()
-        node.save()
-        node.gpus.filter(index__gte=gpus).delete()
+        # An unchanged node keeps its updated_at: the control loop re-reads changed ones only.
+        changed = node.pk is None or before != tuple(getattr(node, name) for name in fields)
+        if changed:
+            node.save()
+        changed = node.gpus.filter(index__gte=gpus).delete()[0] > 0 or changed
         existing = {gpu.index: gpu for gpu in node.gpus.all()}
         new: list[Gpu] = []
         for index in range(gpus):
@@ -106,7 +136,10 @@ def do_sync_node(
             elif (gpu.healthy, gpu.unhealthy_reason) != (healthy, why):
                 gpu.healthy, gpu.unhealthy_reason = healthy, why
                 gpu.save(update_fields=["healthy", "unhealthy_reason"])
+                changed = True
         Gpu.objects.bulk_create(new)
+        if new or changed:
+            Node.objects.filter(pk=node.pk).update(updated_at=timezone.now())
     return node
 
 
@@ -122,8 +155,58 @@ def do_set_node_cordoned(node: Node, *, cordoned: bool, acting_user: Any, reason
         reason=reason,
         snapshot=_cordon_snapshot,
     ):
-        node.save(update_fields=["cordoned"])
+        node.save(update_fields=["cordoned", "updated_at"])
     return node
+
+
+@transaction.atomic
+def do_mark_nodes_gone(names: Iterable[str], *, at: datetime) -> list[str]:
+    """Mark nodes that vanished from the cluster as gone (kept for history, never scheduled);
+    returns the names that were not gone already."""
+    marked: list[str] = []
+    for node in Node.objects.select_for_update().filter(name__in=list(names), gone_at=None):
+        with audited_change(
+            node,
+            action="inventory.sync_node",
+            acting_user=None,
+            reason="gone from the cluster",
+            snapshot=_node_snapshot,
+        ):
+            node.gone_at = at
+            node.cluster_exclusion = GONE
+            node.save(update_fields=["gone_at", "cluster_exclusion", "updated_at"])
+        marked.append(node.name)
+    return marked
+
+
+@transaction.atomic
+def do_drain_node(node: Node, *, acting_user: Any, reason: str = "") -> Node:
+    """Drain a node: cordon it and ask the control loop to evict the workloads placed there
+    (reason ``admin``, through the cluster's eviction API, so disruption budgets are honoured;
+    a refused eviction is tried again later). Draining a draining node changes nothing."""
+    node = Node.objects.select_for_update().get(pk=node.pk)
+    if node.drain_requested_at is not None and node.cordoned:
+        return node
+    with audited_change(
+        node,
+        action="inventory.drain_node",
+        acting_user=acting_user,
+        reason=reason,
+        snapshot=_drain_snapshot,
+    ):
+        node.cordoned = True
+        node.drain_requested_at = node.drain_requested_at or timezone.now()
+        node.save(update_fields=["cordoned", "drain_requested_at", "updated_at"])
+    return node
+
+
+def _drain_snapshot(node: Node) -> dict[str, Any]:
+    """What a drain changes: the node's name, cordon and drain request."""
+    return {
+        "name": node.name,
+        "cordoned": node.cordoned,
+        "drain_requested": node.drain_requested_at is not None,
+    }
 
 
 def _cordon_snapshot(node: Node) -> dict[str, Any]:
@@ -143,4 +226,6 @@ def do_set_gpu_health(gpu: Gpu, *, healthy: bool, reason: str = "", acting_user:
     ):
         gpu.full_clean()
         gpu.save(update_fields=["healthy", "unhealthy_reason"])
+        # The node's form in the scheduler's snapshot changes with it.
+        Node.objects.filter(pk=gpu.node_id).update(updated_at=timezone.now())
     return gpu

@@ -1,13 +1,28 @@
-"""API of the inventory: flavors (the pool's public catalogue; admins change them)."""
+"""API of the inventory, the pool's public state: flavors (admins change them) and nodes with
+their GPUs, health and NVLink domain (admins cordon them and set GPU health)."""
 
 from __future__ import annotations
 
-from rest_framework import serializers, viewsets
+from typing import Any
+
+from django.db.models import Prefetch
+from django_filters import rest_framework as filters
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, serializers, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound
+from rest_framework.request import Request
+from rest_framework.response import Response
 from rest_framework.routers import BaseRouter
 
 from gpupool.api.permissions import ADMINS, EVERYONE, ActionRoles
-from gpupool.inventory.actions import do_delete_flavor, do_save_flavor
-from gpupool.inventory.models import Flavor
+from gpupool.inventory.actions import (
+    do_delete_flavor,
+    do_save_flavor,
+    do_set_gpu_health,
+    do_set_node_cordoned,
+)
+from gpupool.inventory.models import Flavor, Gpu, Node
 
 
 class FlavorSerializer(serializers.ModelSerializer[Flavor]):
@@ -59,6 +74,148 @@ class FlavorViewSet(viewsets.ModelViewSet[Flavor]):
         do_delete_flavor(instance, acting_user=self.request.user)
 
 
+class GpuSerializer(serializers.ModelSerializer[Gpu]):
+    """One physical GPU of a node: its index, health and why it is unhealthy."""
+
+    class Meta:
+        model = Gpu
+        fields = ("index", "healthy", "unhealthy_reason", "uuid")
+        read_only_fields = fields
+
+
+class NodeSerializer(serializers.ModelSerializer[Node]):
+    """A node: flavor, GPUs one by one with their health, CPU, memory, NVLink domain, rack,
+    zone, cordon and MIG layout, as the cluster sync last saw it."""
+
+    flavor: serializers.SlugRelatedField[Flavor] = serializers.SlugRelatedField(
+        slug_field="name", read_only=True
+    )
+    gpus = GpuSerializer(many=True, read_only=True)
+    healthy_gpus = serializers.SerializerMethodField()
+    health = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Node
+        fields = (
+            "name",
+            "flavor",
+            "gpus",
+            "healthy_gpus",
+            "health",
+            "cpu",
+            "memory_gb",
+            "nvlink_domain",
+            "rack",
+            "zone",
+            "cordoned",
+            "labels",
+            "mig_layout",
+            "last_synced_at",
+        )
+        read_only_fields = fields
+
+    def get_healthy_gpus(self, node: Node) -> int:
+        """GPUs that are healthy (allocatable unless the node is cordoned)."""
+        return sum(1 for gpu in node.gpus.all() if gpu.healthy)
+
+    def get_health(self, node: Node) -> list[str]:
+        """Why the node cannot give all its GPUs: cordoned, and each unhealthy GPU's reason."""
+        return node.health_reasons()
+
+
+class NodeFilter(filters.FilterSet):  # type: ignore[misc]
+    """Filter nodes by flavor, NVLink domain, rack, zone, cordon and GPU health."""
+
+    flavor = filters.CharFilter(field_name="flavor__name")
+    unhealthy = filters.BooleanFilter(
+        method="filter_unhealthy", label="Has at least one unhealthy GPU"
+    )
+
+    class Meta:
+        model = Node
+        fields = ("flavor", "nvlink_domain", "rack", "zone", "cordoned", "unhealthy")
+
+    def filter_unhealthy(self, queryset: Any, name: str, value: bool) -> Any:
+        """Nodes with (or without) an unhealthy GPU."""
+        broken = Gpu.objects.filter(healthy=False).values("node_id")
+        return queryset.filter(pk__in=broken) if value else queryset.exclude(pk__in=broken)
+
+
+class CordonSerializer(serializers.Serializer[Any]):
+    """Why the node is cordoned or uncordoned (kept in the audit log)."""
+
+    reason = serializers.CharField(max_length=400, required=False, allow_blank=True, default="")
+
+
+class GpuHealthSerializer(serializers.Serializer[Any]):
+    """A GPU's new health; marking it unhealthy says why."""
+
+    healthy = serializers.BooleanField()
+    reason = serializers.CharField(
+        max_length=200,
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="Why it is unhealthy (e.g. an XID error); required when healthy is false.",
+    )
+
+
+class NodeViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet[Node]):
+    """Nodes, the pool's public state: every role reads them; admins cordon and uncordon them
+    and set a GPU's health (the cluster sync owns the rest)."""
+
+    queryset = Node.objects.select_related("flavor").prefetch_related(
+        Prefetch("gpus", queryset=Gpu.objects.order_by("index"))
+    )
+    serializer_class = NodeSerializer
+    filterset_class = NodeFilter
+    ordering_fields = ("name", "nvlink_domain", "zone")
+    permission_classes = (ActionRoles,)
+    default_roles = ADMINS
+    action_roles = {"list": EVERYONE, "retrieve": EVERYONE}
+    lookup_field = "name"
+    lookup_value_regex = r"[a-z0-9][a-z0-9.\-]*"
+
+    def _cordon(self, request: Request, cordoned: bool) -> Response:
+        node = self.get_object()
+        form = CordonSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        do_set_node_cordoned(
+            node, cordoned=cordoned, acting_user=request.user, reason=form.validated_data["reason"]
+        )
+        return Response(self.get_serializer(self.get_queryset().get(pk=node.pk)).data)
+
+    @extend_schema(request=CordonSerializer, responses={200: NodeSerializer})
+    @action(detail=True, methods=["post"])
+    def cordon(self, request: Request, name: str) -> Response:
+        """Cordon the node: no new placements on it (what runs there stays)."""
+        return self._cordon(request, True)
+
+    @extend_schema(request=CordonSerializer, responses={200: NodeSerializer})
+    @action(detail=True, methods=["post"])
+    def uncordon(self, request: Request, name: str) -> Response:
+        """Uncordon the node: its healthy GPUs take placements again."""
+        return self._cordon(request, False)
+
+    @extend_schema(request=GpuHealthSerializer, responses={200: NodeSerializer})
+    @action(detail=True, methods=["post"], url_path=r"gpus/(?P<index>[0-9]{1,4})/health")
+    def gpu_health(self, request: Request, name: str, index: str) -> Response:
+        """Mark one GPU unhealthy (saying why) or healthy again; only healthy GPUs are
+        allocatable."""
+        node = self.get_object()
+        gpu = next((gpu for gpu in node.gpus.all() if gpu.index == int(index)), None)
+        if gpu is None:
+            raise NotFound(f"Node {node.name} has no GPU {index}.")
+        form = GpuHealthSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        healthy, reason = form.validated_data["healthy"], form.validated_data["reason"]
+        if not healthy and not reason.strip():
+            raise serializers.ValidationError({"reason": ["say why the GPU is unhealthy"]})
+        do_set_gpu_health(gpu, healthy=healthy, reason=reason, acting_user=request.user)
+        return Response(self.get_serializer(self.get_queryset().get(pk=node.pk)).data)
+
+
 def register(router: BaseRouter) -> None:
     """Add this app's resources to the API router."""
     router.register("flavors", FlavorViewSet, basename="flavor")
+    router.register("nodes", NodeViewSet, basename="node")

@@ -131,6 +131,28 @@ class Node(models.Model):
         help_text='MIG nodes only: instances per card, e.g. {"3g.40gb": 2}, the same on every GPU.',
     )
     last_synced_at = models.DateTimeField(null=True, blank=True)
+    cluster_exclusion = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="Why the cluster takes no new pods here (not Ready, cordoned in the cluster, "
+        "a lifecycle taint, gone), as the last sync saw it; empty when schedulable.",
+    )
+    gone_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When the node vanished from the cluster: kept for history, never scheduled.",
+    )
+    drain_requested_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="An admin asked to drain it: cordoned, and its workloads evicted (reason "
+        "admin, disruption budgets honoured) by the control loop.",
+    )
+    updated_at = models.DateTimeField(
+        auto_now=True,
+        db_index=True,
+        help_text="When the node or its GPUs last changed: the control loop re-reads only these.",
+    )
 
     class Meta:
         ordering = ["name"]
@@ -190,6 +212,24 @@ class Node(models.Model):
             count = self.mig_layout.get(self.flavor.mig_profile, 0)
             return count if isinstance(count, int) else 0
         return 1
+
+    def health_reasons(self) -> list[str]:
+        """Why the node cannot give all its GPUs: gone from the cluster, excluded by it, a
+        drain under way, its cordon, then each unhealthy GPU's reason (reads ``gpus.all()``:
+        prefetch them for a list of nodes)."""
+        reasons = []
+        if self.gone_at is not None:
+            reasons.append("gone from the cluster")
+        elif self.cluster_exclusion:
+            reasons.append(f"the cluster takes no pods here: {self.cluster_exclusion}")
+        if self.cordoned and self.drain_requested_at is not None:
+            reasons.append("draining: its workloads are being evicted")
+        elif self.cordoned:
+            reasons.append("cordoned: no new placements")
+        reasons += [
+            f"gpu {gpu.index}: {gpu.unhealthy_reason}" for gpu in self.gpus.all() if not gpu.healthy
+        ]
+        return reasons
 
 
 class Gpu(models.Model):

@@ -6,12 +6,15 @@ object's fields before and after; a refused action leaves the database unchanged
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
+from django.db.models import Sum
 from django.utils import timezone
 
 from gpupool.audit.actions import (
@@ -21,6 +24,7 @@ from gpupool.audit.actions import (
     record_audit_event,
     save_audited,
 )
+from gpupool.audit.models import AuditEvent
 from gpupool.inventory.models import Flavor
 from gpupool.notifications.notify import notify_quota_request
 from gpupool.quotas.choices import (
@@ -725,3 +729,85 @@ def do_finish_what_if(
 def _require_what_if_running(run: WhatIfRun) -> None:
     if run.state != WhatIfState.RUNNING:
         raise ValidationError({"state": f"what-if #{run.pk} is {run.state}, not running"})
+
+
+# ----------------------------------------------------------------------------- the loop's moves
+
+
+@dataclass(frozen=True)
+class BudgetMove:
+    """One ledger movement the scheduling loop decided: a reservation (negative), a
+    settlement (positive) or a spend (negative), of a workload, on a budget."""
+
+    budget_id: int
+    kind: str
+    gpu_hours: Decimal
+    workload_id: int
+    note: str = ""
+
+
+@transaction.atomic
+def do_record_budget_moves(moves: Sequence[BudgetMove], *, at: datetime) -> int:
+    """Write the loop's ledger movements of one cycle in bulk, and one audit row per budget
+    they touch (its balance before and after, and what moved): the system's doing.
+
+    The signs are checked here (the ledger's constraint holds them too); the loop reserves
+    only what the core found covered and never spends past the grant.
+    """
+    if not moves:
+        return 0
+    for move in moves:
+        negative = move.kind in (LedgerEntryKind.RESERVE, LedgerEntryKind.SPEND)
+        if (
+            move.kind not in LedgerEntryKind.values
+            or move.kind == LedgerEntryKind.GRANT
+            or ((move.gpu_hours > 0) if negative else (move.gpu_hours < 0))
+        ):
+            raise ValidationError({"gpu_hours": f"{move.kind} of {move.gpu_hours}: wrong sign"})
+    budgets = (
+        PriorityBudget.objects.select_for_update(of=("self",))
+        .select_related("tenant", "priority_class")
+        .in_bulk({m.budget_id for m in moves})
+    )
+    balances = _balances(budgets)
+    BudgetLedgerEntry.objects.bulk_create(
+        BudgetLedgerEntry(
+            budget_id=move.budget_id,
+            kind=move.kind,
+            gpu_hours=move.gpu_hours.quantize(Decimal("0.0001")),
+            workload_id=move.workload_id,
+            at=at,
+            note=move.note[:200],
+        )
+        for move in moves
+    )
+    after = _balances(budgets)
+    counts: dict[int, int] = {}
+    for move in moves:
+        counts[move.budget_id] = counts.get(move.budget_id, 0) + 1
+    AuditEvent.objects.bulk_create(
+        AuditEvent(
+            actor=None,
+            actor_name="",
+            action="quotas.cycle_budget",
+            object_type=budget._meta.label_lower,
+            object_id=str(pk),
+            object_repr=str(budget)[:200],
+            before=model_snapshot(budget) | {"remaining_gpu_hours": str(balances[pk])},
+            after=model_snapshot(budget) | {"remaining_gpu_hours": str(after[pk])},
+            reason=f"{counts[pk]} movements of the scheduling loop",
+        )
+        for pk, budget in budgets.items()
+    )
+    return len(moves)
+
+
+def _balances(budgets: Mapping[int, PriorityBudget]) -> dict[int, Decimal]:
+    """The ledger balance of each budget, in one query (``remaining_gpu_hours`` for many)."""
+    totals = dict(
+        BudgetLedgerEntry.objects.filter(budget_id__in=list(budgets))
+        .values_list("budget_id")
+        .annotate(total=Sum("gpu_hours"))
+        .values_list("budget_id", "total")
+    )
+    return {pk: Decimal(totals.get(pk) or 0) for pk in budgets}

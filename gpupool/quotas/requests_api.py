@@ -35,6 +35,7 @@ from gpupool.quotas.actions import (
 from gpupool.quotas.choices import QuotaRequestKind, QuotaRequestState
 from gpupool.quotas.impact import request_impact
 from gpupool.quotas.models import PriorityClass, Queue, QuotaRequest, WhatIfRun
+from gpupool.quotas.queries import queues_led_by, quota_request_rows, visible_quota_requests
 from gpupool.tenancy.models import Tenant
 
 LEADS: frozenset[str] = frozenset({ADMIN, LEAD})
@@ -46,10 +47,7 @@ class LedQueues(serializers.SlugRelatedField[Queue]):
 
     def get_queryset(self) -> QuerySet[Queue]:
         """The queues the caller may ask quota for."""
-        request = self.context["request"]
-        access = request_access(request)
-        queues = Queue.objects.all()
-        return queues if access.admin else queues.filter(tenant__in=access.lead_tenant_ids)
+        return queues_led_by(request_access(self.context["request"]))
 
 
 class QuotaRequestSerializer(serializers.ModelSerializer[QuotaRequest]):
@@ -246,9 +244,7 @@ class QuotaRequestViewSet(
     """Quota and budget requests: leads file and submit their tenants' requests; admins see
     every request, its impact and a what-if replay, and approve (which applies) or reject."""
 
-    queryset = QuotaRequest.objects.select_related(
-        "tenant", "queue", "flavor", "priority_class", "requested_by", "decided_by"
-    )
+    queryset = quota_request_rows()
     serializer_class = QuotaRequestSerializer
     filterset_class = QuotaRequestFilter
     ordering_fields = ("created_at", "submitted_at", "decided_at", "id")
@@ -267,10 +263,7 @@ class QuotaRequestViewSet(
     def scope(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
         """Requests of the tenants the caller leads (admins: all); a member who leads no
         tenant of the request does not see it."""
-        access = self.access()
-        if access.admin:
-            return queryset
-        return queryset.filter(tenant__in=access.lead_tenant_ids)
+        return visible_quota_requests(queryset, self.access())
 
     def perform_create(self, serializer: QuotaRequestSerializer) -> None:  # type: ignore[override]
         """File the request through the action (a draft, or submitted with ``submit``)."""

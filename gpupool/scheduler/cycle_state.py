@@ -326,7 +326,10 @@ class Cycle:
                 zip(workload.pod_sets, flavors, strict=True)
             ):
                 shape = pod_shape(pod_set, self.flavors[flavor].sharing == "shared")
-                pods.extend(PodRequest(shape, flavor, set_index, i) for i in range(pod_set.count))
+                allowed = pod_set.allowed_nodes
+                pods.extend(
+                    PodRequest(shape, flavor, set_index, i, allowed) for i in range(pod_set.count)
+                )
                 need[flavor] += shape.gpu_milli_total * pod_set.count
                 vector[gpu_resource(flavor)] += shape.gpu_milli_total * pod_set.count
                 vector[CPU] += shape.cpu_milli * pod_set.count

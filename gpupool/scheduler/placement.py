@@ -39,12 +39,18 @@ NO_DISTRIBUTION = ShapeDistribution(())
 @dataclass(frozen=True, slots=True)
 class PodRequest:
     """One pod of a gang: its shape, the flavor it was assigned, and which pod it is (its pod
-    set's index in the workload, its index in the pod set), carried to its ``PlacedPod``."""
+    set's index in the workload, its index in the pod set), carried to its ``PlacedPod``;
+    ``allowed`` restricts it to those nodes (None: any node of the flavor)."""
 
     shape: PodShape
     flavor: str
     pod_set: int
     index: int
+    allowed: frozenset[str] | None = None
+
+    def may_use(self, node: str) -> bool:
+        """Whether the pod may go to ``node`` (its pod set's allowed nodes)."""
+        return self.allowed is None or node in self.allowed
 
 
 Candidate = tuple[float, int, int, str]
@@ -204,8 +210,8 @@ class Placer:
             if cost is None:
                 continue
             name = names[0]
-            if held and name in held:
-                free = [n for n in names if n not in held]
+            if (held and name in held) or not pod.may_use(name):
+                free = [n for n in names if n not in held and pod.may_use(n)]
                 if not free:
                     continue
                 name = free[0]
@@ -217,7 +223,7 @@ class Placer:
         if domains and best is not None and best[1] == 1:
             for domain in sorted(domains):
                 for name in cluster.domain_nodes.get((pod.flavor, domain), ()):
-                    if name in held:
+                    if name in held or not pod.may_use(name):
                         continue
                     key = cluster.canon[name]
                     cost = self.cost(pod.flavor, key, pod.shape)
@@ -240,6 +246,8 @@ class Placer:
         cluster = self.cluster
         flavor = pods[0].flavor
         need = sum(pod.shape.gpu_milli_total for pod in pods[:minimum] if pod.flavor == flavor)
+        # Domains of one signature are interchangeable unless held or allowed nodes differ.
+        alike = not cluster.held and all(pod.allowed is None for pod in pods)
         best: tuple[int, float, int, str, list[PlacedPod]] | None = None
         for signature, domains in cluster.domains(flavor).items():
             if sum(sum(key[0]) for key in signature) < need:
@@ -247,8 +255,7 @@ class Placer:
             for domain in domains:
                 trial = self._trial_in_domain(domain, pods, minimum)
                 if trial is None:
-                    # Domains with one signature are interchangeable unless held nodes differ.
-                    if not cluster.held:
+                    if alike:
                         break
                     continue
                 cost, leftover, placed = trial
@@ -273,7 +280,7 @@ class Placer:
         for pod in pods:
             best: Candidate | None = None
             for name in cluster.domain_nodes.get((pod.flavor, domain), ()):
-                if name in cluster.held:
+                if name in cluster.held or not pod.may_use(name):
                     continue
                 state = local.get(name, cluster.state[name])
                 key = canonical(state)

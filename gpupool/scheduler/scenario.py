@@ -545,10 +545,36 @@ def _budgets(
     return budgets
 
 
-_POD_SET_KEYS = {"count", "gpus", "flavor", "cpu", "memory_gb", "gpu_milli", "gpu_memory_gb"}
+def _allowed_nodes(obj: _Obj, nodes: Mapping[str, NodeInfo]) -> frozenset[str] | None:
+    """A pod set's ``allowed_nodes``: absent (any node), or a list of known node names."""
+    if not obj.has("allowed_nodes"):
+        return None
+    raw = obj.raw("allowed_nodes")
+    if not isinstance(raw, list):
+        raise ScenarioError(f"{obj.at('allowed_nodes')}: must be a list of node names")
+    if len(raw) > len(nodes):
+        raise ScenarioError(f"{obj.at('allowed_nodes')}: more names than the {len(nodes)} nodes")
+    for i, name in enumerate(raw):
+        if not isinstance(name, str) or name not in nodes:
+            raise ScenarioError(f"{obj.at('allowed_nodes')}[{i}]: unknown node {name!r}")
+    return frozenset(raw)
 
 
-def _pod_set(obj: _Obj, flavors: Mapping[str, FlavorInfo]) -> PodSetInfo:
+_POD_SET_KEYS = {
+    "count",
+    "gpus",
+    "flavor",
+    "cpu",
+    "memory_gb",
+    "gpu_milli",
+    "gpu_memory_gb",
+    "allowed_nodes",
+}
+
+
+def _pod_set(
+    obj: _Obj, flavors: Mapping[str, FlavorInfo], nodes: Mapping[str, NodeInfo]
+) -> PodSetInfo:
     raw = obj.raw("flavor")
     names: list[str]
     gpus = obj.integer("gpus", 0, maximum=MAX_GPUS_PER_NODE)
@@ -599,6 +625,7 @@ def _pod_set(obj: _Obj, flavors: Mapping[str, FlavorInfo]) -> PodSetInfo:
         memory_mib=round(obj.number("memory_gb", 0.0, maximum=MAX_NODE_MEMORY_GB) * MIB_PER_GB),
         gpu_milli=milli,
         gpu_memory_gb=memory_gb,
+        allowed_nodes=_allowed_nodes(obj, nodes),
     )
 
 
@@ -680,7 +707,7 @@ def _workload(obj: _Obj, context: _WorkloadContext) -> WorkloadInfo:
     if klass not in context.classes:
         raise ScenarioError(f"{obj.at('priority_class')}: unknown priority class {klass!r}")
     pod_sets = tuple(
-        _pod_set(_Obj(raw, ppath, _POD_SET_KEYS), context.flavors)
+        _pod_set(_Obj(raw, ppath, _POD_SET_KEYS), context.flavors, context.nodes)
         for ppath, raw in obj.items("pod_sets", MAX_POD_SETS, required=True)
     )
     if not pod_sets:
@@ -1261,6 +1288,8 @@ def _pod_set_json(pod_set: PodSetInfo) -> dict[str, object]:
         out["cpu"] = _number(pod_set.cpu_milli / MILLI)
     if pod_set.memory_mib:
         out["memory_gb"] = _number(pod_set.memory_mib / MIB_PER_GB)
+    if pod_set.allowed_nodes is not None:
+        out["allowed_nodes"] = sorted(pod_set.allowed_nodes)
     return out
 
 

@@ -124,7 +124,12 @@ class BudgetInfo:
 
 @dataclass(frozen=True, slots=True)
 class PodSetInfo:
-    """A group of identical pods of a workload; ``flavors`` lists the allowed flavors."""
+    """A group of identical pods of a workload; ``flavors`` lists the allowed flavors.
+
+    ``allowed_nodes`` None lets its pods run on any node of those flavors; a set restricts
+    them to these nodes (on Kubernetes: the nodes their nodeSelector, required node affinity
+    and tolerations admit, DESIGN section 4, since the kubelet refuses any other binding).
+    """
 
     count: int
     gpus: int
@@ -133,6 +138,7 @@ class PodSetInfo:
     memory_mib: int = 0
     gpu_milli: int = MILLI
     gpu_memory_gb: float = 0.0
+    allowed_nodes: frozenset[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)

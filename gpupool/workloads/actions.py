@@ -1,19 +1,22 @@
-"""State changes of workloads: submission, and every state transition with its placements."""
+"""State changes of workloads: submission, cancellation, and every state transition with its
+placements."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from gpupool.accounting.actions import do_close_usage
 from gpupool.inventory.models import Flavor, Node
 from gpupool.quotas.models import PriorityClass, Queue
+from gpupool.tenancy.models import Membership, is_site_admin, is_tenant_lead
 from gpupool.workloads.choices import ALLOWED_TRANSITIONS, WorkloadState
 from gpupool.workloads.models import (
     Placement,
@@ -36,6 +39,9 @@ class PodSetSpec:
     memory_gb: Decimal | int = 0
     name: str = "main"
     flavor_choices: Sequence[Flavor] = ()  # further flavors after ``flavor``, in order
+    image: str = ""  # what the pods run (empty: pods Kubernetes created, gpupool only schedules)
+    command: Sequence[str] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -65,10 +71,19 @@ def do_submit_workload(
     namespace: str | None = None,
 ) -> Workload:
     """Queue a new workload; defaults: the default class, the queue's protected runtime, and
-    the namespace its queue's tenant owns (the first by name; ``default`` when it owns none)."""
+    the namespace its queue's tenant owns (the first by name; ``default`` when it owns none).
+
+    A person submits only to a queue of a tenant they belong to (admins anywhere); the system
+    (``submitter`` None) anywhere. A pod set's errors are named ``pod_sets.<index>.<field>``.
+    """
     if not pod_sets:
         raise ValidationError({"pod_sets": "a workload has at least one pod set"})
+    _require_member(submitter, queue)
     namespace = _namespace_for(queue, namespace)
+    if Workload.objects.filter(namespace=namespace, name=name).exists():
+        raise ValidationError(
+            {"name": f"the namespace already has a workload of this name: {namespace}/{name}"}
+        )
     if priority_class is None:
         priority_class = PriorityClass.objects.filter(default=True).first()
         if priority_class is None:
@@ -96,7 +111,7 @@ def do_submit_workload(
     names = [spec.name for spec in pod_sets]
     if len(set(names)) != len(names):
         raise ValidationError({"pod_sets": f"pod set names repeat: {names}"})
-    for spec in pod_sets:
+    for index, spec in enumerate(pod_sets):
         pod_set = PodSet(
             workload=workload,
             name=spec.name,
@@ -106,12 +121,21 @@ def do_submit_workload(
             gpu_milli=spec.gpu_milli,
             cpu=Decimal(str(spec.cpu)),
             memory_gb=Decimal(str(spec.memory_gb)),
+            image=spec.image,
+            command=list(spec.command),
+            env=dict(spec.env),
         )
-        pod_set.full_clean()
+        prefix = f"pod_sets.{index}."
+        try:
+            pod_set.full_clean()
+        except ValidationError as error:
+            raise ValidationError(
+                {prefix + field: messages for field, messages in error.message_dict.items()}
+            ) from None
         choice_errors = pod_set.flavor_choices_errors(spec.flavor_choices)
         if choice_errors:
             raise ValidationError(
-                {"flavor_choices": f"pod set {spec.name}: " + "; ".join(choice_errors)}
+                {prefix + "flavor_choices": f"pod set {spec.name}: " + "; ".join(choice_errors)}
             )
         pod_set.save()
         PodSetFlavorChoice.objects.bulk_create(
@@ -128,6 +152,20 @@ def do_submit_workload(
         actor=submitter if getattr(submitter, "is_authenticated", False) else None,
     )
     return workload
+
+
+def _require_member(submitter: Any, queue: Queue) -> None:
+    """A person submits to their own tenants' queues only (admins and the system anywhere)."""
+    if not getattr(submitter, "is_authenticated", False) or is_site_admin(submitter):
+        return
+    if (
+        queue.tenant_id is None
+        or not Membership.objects.filter(user=submitter, tenant_id=queue.tenant_id).exists()
+    ):
+        owner = f"tenant {queue.tenant}" if queue.tenant_id is not None else "no tenant"
+        raise ValidationError(
+            {"queue": f"queue {queue} belongs to {owner}, of which you are not a member"}
+        )
 
 
 def _namespace_for(queue: Queue, namespace: str | None) -> str:
@@ -226,3 +264,42 @@ def _place(workload: Workload, placements: Sequence[PlacementSpec], now: datetim
         )
         placement.full_clean()
         placement.save()
+
+
+def may_cancel(user: Any, workload: Workload) -> bool:
+    """Whether ``user`` may cancel the workload: its submitter, a lead of its tenant, an admin."""
+    if not getattr(user, "is_authenticated", False):
+        return False
+    if is_site_admin(user) or (
+        workload.submitter_id is not None and workload.submitter_id == user.pk
+    ):
+        return True
+    tenant = workload.queue.tenant
+    return tenant is not None and is_tenant_lead(user, tenant)
+
+
+@transaction.atomic
+def do_cancel_workload(
+    workload: Workload, *, acting_user: Any, reason: str = "", at: datetime | None = None
+) -> WorkloadTransition:
+    """Cancel a workload that is waiting or running: record the transition (the state machine
+    refuses finished work; placements are released) and close its usage now; the control loop
+    then deletes its pods.
+
+    ``acting_user`` None is the system; a person must be allowed by ``may_cancel``.
+    """
+    if acting_user is not None and not may_cancel(acting_user, workload):
+        raise PermissionDenied(
+            f"Only its submitter, a lead of its tenant or an admin cancels {workload}."
+        )
+    current = Workload.objects.select_for_update().get(pk=workload.pk)
+    now = at or timezone.now()
+    transition = do_transition_workload(
+        current,
+        WorkloadState.CANCELLED,
+        reason=reason.strip() or "cancelled",
+        at=now,
+        acting_user=acting_user,
+    )
+    do_close_usage(current, at=now)
+    return transition

@@ -19,6 +19,15 @@ class WorkloadState(models.TextChoices):
     CANCELLED = "cancelled", "cancelled"
 
 
+class Origin(models.TextChoices):
+    """Who creates a workload's pods, and so who recreates them after an eviction (DESIGN 4);
+    the values are ``gpupool.clusters.grouping.Origin``'s."""
+
+    GPUPOOL = "gpupool", "gpupool (submitted through the product)"
+    CONTROLLER = "controller", "a controller (Job, JobSet, ...)"
+    BARE = "bare", "a bare pod (gone once evicted)"
+
+
 class Topology(models.TextChoices):
     """A workload's NVLink topology requirement."""
 
@@ -27,17 +36,28 @@ class Topology(models.TextChoices):
     PREFERRED = "preferred", "preferred (one domain if possible)"
 
 
-# From-state -> states a workload may move to. Creation is the move from "" to pending.
+# From-state -> states a workload may move to. Creation is the move from "" to pending; work
+# is cancelled while it waits or runs (the control loop then deletes its pods).
 ALLOWED_TRANSITIONS: dict[str, frozenset[str]] = {
     "": frozenset({WorkloadState.PENDING}),
     WorkloadState.PENDING: frozenset({WorkloadState.ADMITTED, WorkloadState.CANCELLED}),
     WorkloadState.ADMITTED: frozenset(
-        {WorkloadState.RUNNING, WorkloadState.PENDING, WorkloadState.PREEMPTED}
+        {
+            WorkloadState.RUNNING,
+            WorkloadState.PENDING,
+            WorkloadState.PREEMPTED,
+            WorkloadState.CANCELLED,
+        }
     ),
     WorkloadState.RUNNING: frozenset(
-        {WorkloadState.SUCCEEDED, WorkloadState.FAILED, WorkloadState.PREEMPTED}
+        {
+            WorkloadState.SUCCEEDED,
+            WorkloadState.FAILED,
+            WorkloadState.PREEMPTED,
+            WorkloadState.CANCELLED,
+        }
     ),
-    WorkloadState.PREEMPTED: frozenset({WorkloadState.PENDING}),
+    WorkloadState.PREEMPTED: frozenset({WorkloadState.PENDING, WorkloadState.CANCELLED}),
     WorkloadState.SUCCEEDED: frozenset(),
     WorkloadState.FAILED: frozenset(),
     WorkloadState.CANCELLED: frozenset(),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from decimal import Decimal
 
@@ -15,9 +16,15 @@ from django.utils import timezone
 from gpupool.inventory.choices import Sharing
 from gpupool.inventory.models import Flavor, Node
 from gpupool.quotas.models import PriorityClass, Queue
-from gpupool.workloads.choices import PENDING_REASON_CHOICES, Topology, WorkloadState
+from gpupool.workloads.choices import PENDING_REASON_CHOICES, Origin, Topology, WorkloadState
 
 PENDING_REASONS = [reason for reason, _ in PENDING_REASON_CHOICES]
+
+# What a pod set's pods run, as Kubernetes takes it: bounds keep one pod spec reasonable.
+MAX_COMMAND_ITEMS = 256
+MAX_ENV_VARS = 256
+MAX_ARGUMENT_LENGTH = 4096
+ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")  # Kubernetes' C_IDENTIFIER-like rule
 
 
 validate_namespace = RegexValidator(
@@ -121,6 +128,24 @@ class Workload(models.Model):
         help_text="Rank among its queue's pending workloads, 1 first, in the order the last "
         "cycle served them (written by the control loop; empty when not pending).",
     )
+    origin = models.CharField(
+        max_length=16,
+        choices=Origin.choices,
+        default=Origin.GPUPOOL,
+        help_text="Who made its pods, and so who makes them again after an eviction: gpupool "
+        "(submitted through the product), a controller such as a Job, or nobody (a bare pod).",
+    )
+    eviction_reason = models.CharField(
+        max_length=16,
+        blank=True,
+        help_text="Running and being evicted (preempt, reclaim, admin, ...) until its pods are "
+        "gone; empty otherwise (written by the control loop).",
+    )
+    updated_at = models.DateTimeField(
+        auto_now=True,
+        db_index=True,
+        help_text="When the row last changed: the control loop re-reads only what changed.",
+    )
     estimated_start_at = models.DateTimeField(
         null=True,
         blank=True,
@@ -132,6 +157,8 @@ class Workload(models.Model):
         ordering = ["submitted_at", "name"]
         indexes = [
             models.Index(fields=["state", "queue"], name="workload_state_queue_idx"),
+            # Lists page through workloads in this order (the API, the pages).
+            models.Index(fields=["submitted_at", "name"], name="workload_submitted_idx"),
             # "The pending workloads of a queue by position": the queue page and the API.
             models.Index(
                 fields=["queue", "queue_position"],
@@ -252,6 +279,23 @@ class PodSet(models.Model):
     memory_gb = models.DecimalField(
         max_digits=10, decimal_places=3, default=Decimal(0), validators=[MinValueValidator(0)]
     )
+    image = models.CharField(
+        max_length=512,
+        blank=True,
+        help_text="The container image its pods run, e.g. nvcr.io/nvidia/pytorch:24.05-py3 "
+        "(empty for pods that Kubernetes created, which gpupool only schedules).",
+    )
+    command = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="The container's command and its arguments, as a list of strings (empty: "
+        "the image's entrypoint).",
+    )
+    env = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Environment variables of its pods: an object of names to string values.",
+    )
 
     class Meta:
         ordering = ["workload__name", "name"]
@@ -331,8 +375,47 @@ class PodSet(models.Model):
                 errors["gpus"] = f"a pod on shared flavor {flavor} asks for 1 GPU, not {self.gpus}"
         elif self.gpu_milli is not None:
             errors["gpu_milli"] = "only pods on a shared flavor ask for a milli-GPU fraction"
+        command_error = _command_errors(self.command)
+        if command_error:
+            errors["command"] = command_error
+        env_error = _env_errors(self.env)
+        if env_error:
+            errors["env"] = env_error
         if errors:
             raise ValidationError(errors)
+
+
+def _command_errors(command: object) -> str | None:
+    """Why ``command`` is not a container command (a list of strings), or None."""
+    if not isinstance(command, list):
+        return "must be a list of strings, the command and its arguments"
+    if len(command) > MAX_COMMAND_ITEMS:
+        return f"has {len(command)} items; at most {MAX_COMMAND_ITEMS}"
+    for index, item in enumerate(command):
+        if not isinstance(item, str):
+            return f"item {index} must be a string, not {type(item).__name__}"
+        if len(item) > MAX_ARGUMENT_LENGTH:
+            return f"item {index} is longer than {MAX_ARGUMENT_LENGTH} characters"
+    return None
+
+
+def _env_errors(env: object) -> str | None:
+    """Why ``env`` is not a map of environment variable names to strings, or None."""
+    if not isinstance(env, dict):
+        return "must be an object of variable names to string values"
+    if len(env) > MAX_ENV_VARS:
+        return f"has {len(env)} variables; at most {MAX_ENV_VARS}"
+    for name, value in env.items():
+        if not isinstance(name, str) or not ENV_NAME.match(name):
+            return (
+                f"{name!r} is not a variable name: letters, digits, '_', '-' and '.', not "
+                "starting with a digit"
+            )
+        if not isinstance(value, str):
+            return f"{name} must be a string, not {type(value).__name__}"
+        if len(value) > MAX_ARGUMENT_LENGTH:
+            return f"{name} is longer than {MAX_ARGUMENT_LENGTH} characters"
+    return None
 
 
 class PodSetFlavorChoice(models.Model):

@@ -15,6 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import resources_pool
+
 OUTCOMES = {"ok", "forbidden", "hidden", "unauthorized"}
 ROLES = ("admin", "finance", "lead", "member", "anonymous")
 
@@ -65,6 +67,11 @@ def _flavor(world: Any) -> Mapping[str, Mapping[str, str]]:
 EVERYONE_READS = "admin=ok finance=ok lead=ok member=ok anonymous=unauthorized"
 PUBLIC = "admin=ok finance=ok lead=ok member=ok anonymous=ok"
 ADMIN_ONLY = "admin=ok finance=forbidden lead=forbidden member=forbidden anonymous=unauthorized"
+TENANT_ROLES = "admin=ok finance=forbidden lead=ok member=ok anonymous=unauthorized"
+TENANT_OWN = "admin=ok finance=forbidden lead=ok|hidden member=ok|hidden anonymous=unauthorized"
+TENANT_AND_FINANCE_OWN = (
+    "admin=ok finance=ok lead=ok|hidden member=ok|hidden anonymous=unauthorized"
+)
 
 ROWS: dict[str, Row] = {
     "api:api-root": Row({"GET": EVERYONE_READS}),
@@ -100,6 +107,46 @@ ROWS: dict[str, Row] = {
     "api:flavor-detail": Row(
         {"GET": EVERYONE_READS, "PATCH": ADMIN_ONLY, "DELETE": ADMIN_ONLY}, _flavor
     ),
+    # --- resources: workloads, nodes, queues, classes, budgets, preemptions, cycles,
+    # fragmentation (tests/api/resources_pool.py builds their objects)
+    "api:workload-list": Row({"GET": TENANT_ROLES, "POST": TENANT_ROLES}),
+    "api:workload-dry-run": Row({"POST": TENANT_ROLES}),
+    "api:namespaced-workload-detail": Row({"GET": TENANT_OWN}, resources_pool.workloads),
+    # train-1 was submitted by the lead: a member may cancel only what they submitted.
+    "api:namespaced-workload-cancel": Row(
+        {
+            "POST": "admin=ok finance=forbidden lead=ok|hidden member=forbidden|hidden "
+            "anonymous=unauthorized"
+        },
+        resources_pool.workloads,
+    ),
+    "api:node-list": Row({"GET": EVERYONE_READS}),
+    "api:node-detail": Row({"GET": EVERYONE_READS}, resources_pool.nodes),
+    "api:node-cordon": Row({"POST": ADMIN_ONLY}, resources_pool.nodes),
+    "api:node-uncordon": Row({"POST": ADMIN_ONLY}, resources_pool.nodes),
+    "api:node-gpu-health": Row({"POST": ADMIN_ONLY}, resources_pool.gpus),
+    # Queues and classes are public at the queue level; admins change them.
+    "api:queue-list": Row({"GET": EVERYONE_READS, "POST": ADMIN_ONLY}, resources_pool.pool_only),
+    "api:queue-detail": Row(
+        {"GET": EVERYONE_READS, "PUT": ADMIN_ONLY, "PATCH": ADMIN_ONLY, "DELETE": ADMIN_ONLY},
+        resources_pool.queues,
+    ),
+    "api:queue-quota": Row({"PUT": ADMIN_ONLY, "DELETE": ADMIN_ONLY}, resources_pool.quotas),
+    "api:priority-class-list": Row({"GET": EVERYONE_READS, "POST": ADMIN_ONLY}),
+    "api:priority-class-detail": Row(
+        {"GET": EVERYONE_READS, "PATCH": ADMIN_ONLY, "DELETE": ADMIN_ONLY},
+        resources_pool.classes,
+    ),
+    # Budgets: a tenant's own, and finance reads every tenant's.
+    "api:budget-list": Row({"GET": EVERYONE_READS, "POST": ADMIN_ONLY}),
+    "api:budget-detail": Row({"GET": TENANT_AND_FINANCE_OWN}, resources_pool.budgets),
+    "api:budget-ledger": Row({"GET": TENANT_AND_FINANCE_OWN}, resources_pool.budgets),
+    "api:preemption-list": Row({"GET": TENANT_ROLES}),
+    "api:preemption-detail": Row({"GET": TENANT_OWN}, resources_pool.preemptions),
+    "api:scheduling-cycle-list": Row({"GET": ADMIN_ONLY}),
+    "api:scheduling-cycle-detail": Row({"GET": ADMIN_ONLY}, resources_pool.cycles),
+    "api:scheduling-cycle-latest": Row({"GET": EVERYONE_READS}, resources_pool.pool_only),
+    "api:fragmentation-list": Row({"GET": EVERYONE_READS}, resources_pool.pool_only),
 }
 
 

@@ -8,11 +8,15 @@ import pytest
 from gpupool.dashboard.charts import (
     BASELINE_COLOUR,
     PALETTE,
+    gpu_heatmap_figure,
     load_curves_figure,
+    pending_reasons_figure,
     series_colours,
     shared_vs_alone_figure,
     wait_boxes_figure,
+    what_if_waits_figure,
 )
+from gpupool.dashboard.palette import UI
 
 ALLOCATION = {"fgd": {100: 95.0, 130: 95.5}, "gpupool": {100: 96.0, 130: 96.2}}
 FRAGMENTATION = {"fgd": {100: 99.6}, "gpupool": {100: 99.4}}
@@ -94,3 +98,59 @@ def test_every_figure_is_a_valid_plotly_figure() -> None:
     ]
     for figure in figures:
         assert len(go.Figure(figure).data) == len(figure["data"])
+
+
+def test_pending_reasons_are_bars_most_frequent_on_top_in_the_pages_colours() -> None:
+    figure = pending_reasons_figure({"quota": 3, "capacity": 7, "behind": 3})
+    (bars,) = figure["data"]
+    assert (bars["type"], bars["orientation"]) == ("bar", "h")
+    assert bars["y"] == ["capacity", "behind", "quota"]
+    assert bars["x"] == [7, 3, 3]
+    assert bars["marker"]["color"] == UI["bar"]
+    assert figure["layout"]["yaxis"]["autorange"] == "reversed"
+    go.Figure(figure)
+
+
+def test_what_if_waits_compare_each_tenant_today_and_with_the_change_in_hours() -> None:
+    waits = {
+        "nlp": {"wait_mean_s": {"before": 3600.0, "after": 1800.0, "change": -1800.0}},
+        "vision": {"wait_mean_s": {"before": None, "after": 900.0, "change": None}},
+    }
+    figure = what_if_waits_figure(waits)
+    today, proposed = figure["data"]
+    assert (today["name"], proposed["name"]) == ("today's quotas", "with the change")
+    assert today["x"] == proposed["x"] == ["nlp", "vision"]
+    assert today["y"] == [1.0, None] and proposed["y"] == [0.5, 0.25]
+    assert figure["layout"]["barmode"] == "group"
+    go.Figure(figure)
+
+
+def test_page_figures_use_the_pages_text_colour_and_background() -> None:
+    layout = pending_reasons_figure({"quota": 1})["layout"]
+    assert layout["font"]["color"] == UI["text"]
+    assert layout["paper_bgcolor"] == layout["plot_bgcolor"] == UI["page"]
+
+
+def test_the_gpu_heatmap_colours_each_cell_by_its_category_in_steps() -> None:
+    colours = {"free": "#eeeeee", "broken": "#111111", "nlp": "#0b5cad"}
+    figure = gpu_heatmap_figure(
+        ["n1", "n2"],
+        [["free", "nlp", "broken", "nlp"], ["nlp", "free"]],
+        [["a", "b", "c", "d"], ["e", "f"]],
+        colours,
+        dim="#dddddd",
+    )
+    (heatmap,) = figure["data"]
+    assert heatmap["y"] == ["n1", "n2"] and heatmap["x"] == [0, 1, 2, 3]
+    # each category sits in the middle of its step of the colour scale
+    assert heatmap["z"] == [[0.5, 2.5, 1.5, 2.5], [2.5, 0.5, None, None]]
+    assert heatmap["text"][1] == ["e", "f", "", ""]
+    assert (heatmap["zmin"], heatmap["zmax"]) == (0, 3)
+    assert heatmap["colorscale"][4:6] == [[2 / 3, "#0b5cad"], [1.0, "#0b5cad"]]
+    assert figure["layout"]["meta"] == {
+        "categories": ["free", "broken", "nlp"],
+        "colours": ["#eeeeee", "#111111", "#0b5cad"],
+        "dim": "#dddddd",
+    }
+    assert figure["layout"]["yaxis"]["autorange"] == "reversed"
+    go.Figure(figure)

@@ -20,8 +20,12 @@ from gpupool.scheduler.scenario import (
 )
 from gpupool.scheduler.types import BackoffPolicy, PolicyInfo, VictimProtectionPolicy
 
-SCENARIOS = Path(__file__).resolve().parents[2].parent / "shared" / "scenarios"
-FILES = sorted(p for p in SCENARIOS.glob("*.json") if not p.name.endswith(".expect.json"))
+REPO_ROOT = Path(__file__).resolve().parents[2]
+# The repository's own scenario suite, and the shared folder's where a checkout has one.
+FOLDERS = (REPO_ROOT / "scenarios", REPO_ROOT.parent / "shared" / "scenarios")
+FILES = sorted(
+    p for folder in FOLDERS for p in folder.glob("*.json") if not p.name.endswith(".expect.json")
+)
 
 POLICIES: dict[str, dict[str, Any]] = {
     "defaults": {},
@@ -160,7 +164,7 @@ def rich_scenario(policy: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
-def test_every_shared_scenario_reads_back_as_itself(path: Path) -> None:
+def test_every_scenario_file_reads_back_as_itself(path: Path) -> None:
     loaded = load_scenario(path)
     assert written_and_read(loaded) == loaded
 

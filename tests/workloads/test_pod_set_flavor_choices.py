@@ -103,7 +103,7 @@ def test_bad_choices_are_refused_naming_the_field_and_nothing_is_saved(
 ) -> None:
     with pytest.raises(ValidationError) as error:
         submit(pool, make(pool))  # type: ignore[operator]
-    assert why in " ".join(error.value.message_dict["flavor_choices"])
+    assert why in " ".join(error.value.message_dict["pod_sets.0.flavor_choices"])
     assert not Workload.objects.exists()
     assert not PodSet.objects.exists()
     assert not PodSetFlavorChoice.objects.exists()

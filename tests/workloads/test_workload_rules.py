@@ -103,8 +103,8 @@ def test_a_bad_pod_set_is_refused_naming_the_field(pool: dict, spec: dict, field
     if "flavor" in values:
         values["flavor"] = pool[values["flavor"]]
     with pytest.raises(ValidationError) as error:
-        submit(pool, pod_sets=[PodSetSpec(**values)])
-    assert field in error.value.message_dict
+        submit(pool, pod_sets=[PodSetSpec(1, name="first"), PodSetSpec(**values)])
+    assert f"pod_sets.1.{field}" in error.value.message_dict
     assert not Workload.objects.exists()
 
 

@@ -74,8 +74,18 @@ def test_a_workload_runs_preempts_requeues_and_finishes_with_every_step_recorded
 
 @pytest.mark.parametrize(
     ("path", "refused"),
-    [([], "running"), ([], "succeeded"), (["cancelled"], "pending"), (["admitted"], "cancelled")],
-    ids=["pending to running", "pending to succeeded", "out of cancelled", "admitted to cancelled"],
+    [
+        ([], "running"),
+        ([], "succeeded"),
+        (["cancelled"], "pending"),
+        (["admitted", "running", "succeeded"], "cancelled"),
+    ],
+    ids=[
+        "pending to running",
+        "pending to succeeded",
+        "out of cancelled",
+        "succeeded to cancelled",
+    ],
 )
 def test_a_transition_outside_the_state_machine_is_refused(
     workload: Workload, path: list[str], refused: str

@@ -24,7 +24,7 @@ from gpupool.runtime import gc_paused
 from gpupool.scheduler import NATIVE, plan
 from gpupool.simulation.scale_pool import synthetic_snapshot
 
-HELP = "Benchmarks of the decision core (B1: one scheduling cycle at scale)"
+HELP = "Benchmarks: B1 (one plan() at scale) and B1-loop (whole control-loop cycles)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -38,6 +38,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     cycle.add_argument("--seed", type=int, default=7, help="snapshot seed (7)")
     cycle.add_argument("--json", action="store_true", help="print JSON (default: a summary)")
+    loop = which.add_parser(
+        "loop",
+        help="B1-loop: whole control-loop cycles on the B1 pool, simulated cluster, this "
+        "database (which must be empty)",
+    )
+    loop.add_argument("--nodes", type=positive_int, default=5000, help="nodes in the pool (5000)")
+    loop.add_argument(
+        "--runs", type=positive_int, default=3, help="first cycles timed, each afresh (3)"
+    )
+    loop.add_argument(
+        "--steady", type=positive_int, default=5, help="steady-state cycles timed after (5)"
+    )
+    loop.add_argument("--seed", type=int, default=7, help="pool seed (7)")
+    loop.add_argument("--json", action="store_true", help="print JSON (default: a summary)")
 
 
 def peak_rss_mib() -> float:
@@ -89,6 +103,8 @@ def bench_cycle(nodes: int, runs: int, seed: int) -> dict[str, Any]:
 
 def run(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
     """Run the chosen benchmark and print its figures."""
+    if options["benchmark"] == "loop":
+        return _run_loop(options, stdout, stderr)
     if options["nodes"] < 1 or options["runs"] < 1:
         stderr.write("bench cycle: --nodes and --runs must be >= 1\n")
         return 2
@@ -102,4 +118,25 @@ def run(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
             f"(cpu {figures['median_cpu_s']} s), peak RSS {figures['peak_rss_mib']} MiB, "
             f"{'compiled' if NATIVE else 'plain Python'} core\n"
         )
+    return 0
+
+
+def _run_loop(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
+    """B1-loop (``gpupool.control.bench``)."""
+    from django.core.exceptions import ValidationError
+
+    from gpupool.control.bench import bench_loop, figures_line
+
+    try:
+        figures = bench_loop(options["nodes"], options["runs"], options["steady"], options["seed"])
+    except ValidationError as error:
+        stderr.write(f"bench loop: {'; '.join(error.messages)} (use an empty database)\n")
+        return 2
+    except ImportError as error:
+        stderr.write(f"bench loop needs the simulated cluster backend: {error}\n")
+        return 2
+    if options.get("json"):
+        stdout.write(json.dumps(figures) + "\n")
+    else:
+        stdout.write(figures_line(figures) + "\n")
     return 0

@@ -192,6 +192,18 @@ def demo_password(username: str) -> str:
     return f"{username}-demo"
 
 
+def demo_users() -> list[tuple[str, str]]:
+    """The demo users ``seed`` makes, with what each is (the order ``run`` prints them in)."""
+    users = [("admin", "site admin (Django superuser)"), ("finance", "site finance")]
+    for teams in ORGANIZATIONS.values():
+        for team in teams:
+            users += [
+                (f"{team}-{role}", f"{role} of {team}")
+                for role in (MembershipRole.LEAD, MembershipRole.MEMBER)
+            ]
+    return users
+
+
 def month_period(today: date) -> tuple[date, date]:
     """The first day of ``today``'s month and of the next month."""
     start = today.replace(day=1)

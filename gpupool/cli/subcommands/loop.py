@@ -1,0 +1,81 @@
+"""``gpupool loop``: the scheduling loop in this process, until stopped.
+
+Without a broker (the embedded default, ``make demo``) this is how cycles run: one every
+``--interval`` seconds (``GPUPOOL_CYCLE_INTERVAL_S``), each under the cluster-wide lock, so a
+Celery worker or a second ``gpupool loop`` beside it skips rather than double-books. SIGINT
+(Ctrl-C) and SIGTERM stop it cleanly between two cycles. Each cycle prints one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+from types import FrameType
+from typing import Any, TextIO
+
+from django.core.exceptions import ImproperlyConfigured
+
+from gpupool.cli.arguments import positive_int
+from gpupool.control.loop import CycleResult
+from gpupool.control.runner import run_forever, shared_loop
+
+HELP = "Run the scheduling loop in this process until Ctrl-C / SIGTERM"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """--interval, --cycles."""
+    parser.add_argument(
+        "--interval",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="seconds between cycle starts (default: GPUPOOL_CYCLE_INTERVAL_S)",
+    )
+    parser.add_argument(
+        "--cycles",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="stop after N cycles (default: run until stopped)",
+    )
+
+
+def run(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
+    """Run cycles until a signal (or --cycles) stops the loop."""
+    stop = threading.Event()
+
+    def handle(signum: int, frame: FrameType | None) -> None:
+        stderr.write(f"stopping after this cycle ({signal.Signals(signum).name})\n")
+        stop.set()
+
+    previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGINT, signal.SIGTERM)}
+    limit = options.get("cycles")
+    done = 0
+
+    def report(result: CycleResult) -> None:
+        nonlocal done
+        done += 1
+        timings = " ".join(f"{k}={v:.3f}s" for k, v in result.timings.items())
+        stdout.write(
+            f"cycle {result.cycle_id}: {result.status} admitted={len(result.admitted)} "
+            f"evicted={len(result.evicted)} pending={sum(result.pending.values())} {timings}"
+            + (f" error={result.error.splitlines()[0]}" if result.error else "")
+            + "\n"
+        )
+        stdout.flush()
+        if limit is not None and done >= limit:
+            stop.set()
+
+    try:
+        loop = shared_loop()
+    except ImproperlyConfigured as error:
+        stderr.write(f"cannot run the loop: {error}\n")
+        return 2
+    try:
+        run_forever(loop, stop, interval_s=options.get("interval"), on_cycle=report)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        loop.close()
+    return 0

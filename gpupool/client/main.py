@@ -1,0 +1,417 @@
+"""``gpupool``: submit work, see where it stands and why, try it first, cancel it.
+
+    gpupool login [--url URL] [--username NAME]
+    gpupool status [--all] [--state S] [--queue Q] [--namespace N]
+    gpupool submit [FILE] [--name ... flags] [-- COMMAND ARGS...]
+    gpupool dry-run [FILE] [--name ... flags] [-- COMMAND ARGS...]
+    gpupool why NAMESPACE/NAME
+    gpupool cancel NAMESPACE/NAME [--reason TEXT]
+
+The server and token come from ``GPUPOOL_URL`` / ``GPUPOOL_TOKEN``, else from what ``gpupool
+login`` stored. Exit status: 0 done, 1 the server refused (the message names the field),
+2 a usage error, 3 a dry-run that would not start now.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import re
+import sys
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+import yaml
+
+from gpupool.client.config import ConfigError, Settings, config_path, load, save
+from gpupool.client.http import Api, ApiError
+
+EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_WOULD_WAIT = 0, 1, 2, 3
+LIVE_STATES = ("pending", "admitted", "running")
+DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+
+
+class UsageError(Exception):
+    """The command line or the workload file is wrong; the message says how."""
+
+
+def seconds(text: str) -> int:
+    """A duration: seconds (``5400``) or hours, minutes and seconds (``1h30m``)."""
+    if text.isdigit():
+        return int(text)
+    found = DURATION.match(text.strip())
+    if not text.strip() or found is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 5400, 90m or 1h30m")
+    hours, minutes, secs = (int(part or 0) for part in found.groups())
+    return hours * 3600 + minutes * 60 + secs
+
+
+def variable(text: str) -> tuple[str, str]:
+    """``NAME=VALUE`` for ``--env``."""
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE")
+    return name, value
+
+
+def qualified(text: str) -> tuple[str, str]:
+    """``NAMESPACE/NAME``."""
+    namespace, sep, name = text.partition("/")
+    if not sep or not namespace or not name or "/" in name:
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAMESPACE/NAME")
+    return namespace, name
+
+
+# ----------------------------------------------------------------------------- rendering
+
+
+def when(value: str | None) -> str:
+    """An API time as ``2026-12-01 18:20 UTC`` (its own zone kept)."""
+    if not value:
+        return "unknown"
+    moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    zone = moment.tzname() or ""
+    return f"{moment:%Y-%m-%d %H:%M} {'UTC' if zone in {'UTC', 'UTC+00:00'} else zone}".strip()
+
+
+def gpus(value: Any) -> str:
+    """``4.000`` as ``4``, ``0.470`` as ``0.47``."""
+    text = str(value)
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def table(rows: list[list[str]], out: TextIO) -> None:
+    """Rows as aligned columns (the first row is the header)."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        out.write("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
+        out.write("\n")
+
+
+def estimate(explanation: dict[str, Any]) -> str:
+    """The estimated start in words, with what it rests on."""
+    if not explanation.get("estimated_start_at"):
+        return "unknown (what it waits for has no expected end)"
+    basis = explanation.get("estimate_learned")
+    suffix = (
+        " (from runtimes learned from similar work)"
+        if basis
+        else " (from declared runtimes)"
+        if basis is False
+        else ""
+    )
+    return when(explanation["estimated_start_at"]) + suffix
+
+
+def print_story(workload: dict[str, Any], out: TextIO) -> None:
+    """``gpupool why``: state, the reason in plain words, position, estimate, preemptions."""
+    name = f"{workload['namespace']}/{workload['name']}"
+    out.write(
+        f"{name}: {workload['state']} in queue {workload['queue']} (tenant "
+        f"{workload['tenant']}), {gpus(workload['gpus'])} GPUs, class "
+        f"{workload['priority_class']}\n"
+    )
+    explanation = workload["explanation"]
+    if workload["state"] == "pending":
+        if explanation["reason"]:
+            facts = ", ".join(f"{key}={value}" for key, value in explanation["facts"].items())
+            out.write(f"Why: {explanation['detail']}\n")
+            out.write(f"     (reason: {explanation['reason']}{'; ' + facts if facts else ''})\n")
+        else:
+            out.write("Why: the next scheduling cycle has not looked at it yet.\n")
+        position = explanation.get("queue_position")
+        out.write(
+            f"Position: {position} in queue {workload['queue']}\n"
+            if position
+            else "Position: not ranked yet\n"
+        )
+        if explanation["reason"]:
+            out.write(f"Estimated start: {estimate(explanation)}\n")
+        else:
+            out.write("Estimated start: not estimated yet\n")
+    else:
+        out.write(f"{explanation['summary']}\n")
+    events = workload.get("preemptions", [])
+    if events:
+        out.write(
+            f"Preempted {len(events)} time{'s' if len(events) != 1 else ''}, "
+            f"{gpus(workload['lost_gpu_hours'])} GPU-hours of progress lost:\n"
+        )
+        for event in events:
+            cause = event["reason"]
+            if event.get("preemptor_queue"):
+                who = event.get("preemptor") or "a workload"
+                cause += (
+                    f" by {who} of queue {event['preemptor_queue']} "
+                    f"(class {event['preemptor_class']})"
+                )
+            out.write(
+                f"  {when(event['at'])}  {cause}; {gpus(event['gpus_freed'])} GPUs freed, "
+                f"{gpus(event['lost_gpu_hours'])} GPU-hours lost\n"
+            )
+    out.write("History:\n")
+    for step in workload["timeline"]:
+        actor = f" by {step['actor']}" if step.get("actor") else ""
+        move = f"{step['from_state']} -> " if step["from_state"] else ""
+        out.write(f"  {when(step['at'])}  {move}{step['to_state']}: {step['reason']}{actor}\n")
+
+
+# ----------------------------------------------------------------------------- workload body
+
+
+def workload_body(options: argparse.Namespace, command: list[str]) -> dict[str, Any]:
+    """The submission: the file's, with the flags on top; or one pod set from the flags."""
+    body: dict[str, Any] = {}
+    if options.file:
+        path = Path(options.file)
+        try:
+            loaded = yaml.safe_load(path.read_text())
+        except (OSError, yaml.YAMLError) as error:
+            raise UsageError(f"cannot read {path}: {error}") from None
+        if not isinstance(loaded, dict):
+            raise UsageError(
+                f"{path} must hold one workload (a mapping), not {type(loaded).__name__}"
+            )
+        body = loaded
+    top = {
+        "name": options.name,
+        "queue": options.queue,
+        "namespace": options.namespace,
+        "priority_class": options.priority_class,
+        "protected_runtime_s": options.protected_runtime,
+        "expected_runtime_s": options.expected_runtime,
+        "topology": options.topology,
+        "min_member": options.min_member,
+    }
+    body.update({key: value for key, value in top.items() if value is not None})
+    pod_set = {
+        "count": options.count,
+        "gpus": options.gpus,
+        "gpu_milli": options.gpu_milli,
+        "flavor": options.flavor,
+        "cpu": options.cpu,
+        "memory_gb": options.memory_gb,
+        "image": options.image,
+        "env": dict(options.env) if options.env else None,
+        "command": command or None,
+    }
+    given = {key: value for key, value in pod_set.items() if value is not None}
+    if "pod_sets" not in body:
+        body["pod_sets"] = [{"count": 1} | given]
+    elif given:
+        if len(body["pod_sets"]) != 1:
+            raise UsageError("pod-set flags apply to a file with exactly one pod set")
+        body["pod_sets"][0].update(given)
+    return body
+
+
+def add_workload_flags(parser: argparse.ArgumentParser) -> None:
+    """The flags of ``submit`` and ``dry-run``."""
+    parser.add_argument("file", nargs="?", help="a workload as YAML or JSON (the API's body)")
+    parser.add_argument("--name", help="a DNS label, unique in the namespace")
+    parser.add_argument("--queue", help="a leaf queue of your tenant")
+    parser.add_argument("--namespace", help="default: the queue's tenant's first")
+    parser.add_argument("--priority-class", dest="priority_class")
+    parser.add_argument("--protected-runtime", type=seconds, help="e.g. 30m")
+    parser.add_argument("--expected-runtime", type=seconds, help="e.g. 4h")
+    parser.add_argument("--topology", choices=["domain", "preferred"])
+    parser.add_argument("--min-member", type=int, dest="min_member")
+    parser.add_argument("--image")
+    parser.add_argument("--count", type=int, help="pods (default 1)")
+    parser.add_argument("--gpus", type=int, help="GPUs per pod")
+    parser.add_argument("--gpu-milli", type=int, dest="gpu_milli", help="shared flavors")
+    parser.add_argument("--flavor")
+    parser.add_argument("--cpu", help="CPU cores per pod")
+    parser.add_argument("--memory-gb", dest="memory_gb", help="GB of memory per pod")
+    parser.add_argument("--env", type=variable, action="append", metavar="NAME=VALUE")
+
+
+# ----------------------------------------------------------------------------- commands
+
+
+def do_login(api: Api, options: argparse.Namespace, out: TextIO) -> int:
+    """Exchange a username and password for a token and store it (mode 0600)."""
+    url = (options.url or api.settings.url).rstrip("/")
+    username = options.username or input("Username: ").strip()
+    password = getpass.getpass("Password: ")
+    login = Api(Settings(url, ""))
+    answer = login.call("POST", "tokens/", {"username": username, "password": password}, auth=False)
+    path = save(Settings(url, answer["token"], answer["username"]))
+    out.write(f"Logged in to {url} as {answer['username']}; the token is in {path}.\n")
+    return EXIT_OK
+
+
+def do_status(api: Api, options: argparse.Namespace, out: TextIO) -> int:
+    """Your tenants' workloads: state, position, estimated start and reason."""
+    query: dict[str, Any] = {"ordering": "submitted_at"}
+    if options.state:
+        query["state"] = options.state
+    elif not options.all:
+        query["state"] = list(LIVE_STATES)
+    for key in ("queue", "namespace"):
+        if getattr(options, key):
+            query[key] = getattr(options, key)
+    workloads = api.every("workloads/", query)
+    if options.json:
+        out.write(json.dumps(workloads, indent=1) + "\n")
+        return EXIT_OK
+    if not workloads:
+        out.write("No workloads.\n")
+    else:
+        rows = [["WORKLOAD", "QUEUE", "STATE", "GPUS", "POSITION", "ESTIMATED START", "REASON"]]
+        for w in workloads:
+            pending = w["state"] == "pending"
+            rows.append(
+                [
+                    f"{w['namespace']}/{w['name']}",
+                    w["queue"],
+                    w["state"],
+                    gpus(w["gpus"]),
+                    str(w["queue_position"] or "-") if pending else "-",
+                    when(w["estimated_start_at"]) if pending and w["estimated_start_at"] else "-",
+                    (w["pending_reason"] or "not seen yet") if pending else "-",
+                ]
+            )
+        table(rows, out)
+    try:
+        cycle = api.call("GET", "scheduling-cycles/latest/")
+    except ApiError as error:
+        if error.status != 404:
+            raise
+        out.write("No scheduling cycle has finished yet.\n")
+    else:
+        duration = cycle["duration_s"]
+        out.write(
+            f"Last scheduling cycle: {when(cycle['finished_at'])}, "
+            f"{duration:.2f} s, {cycle['admitted']} admitted, {cycle['evicted']} evicted, "
+            f"{cycle['pending']} pending.\n"
+        )
+    out.write("`gpupool why NAMESPACE/NAME` says why one waits.\n" if workloads else "")
+    return EXIT_OK
+
+
+def do_submit(api: Api, options: argparse.Namespace, out: TextIO) -> int:
+    """Submit a workload; print where it stands."""
+    made = api.call("POST", "workloads/", workload_body(options, options.command))
+    if options.json:
+        out.write(json.dumps(made, indent=1) + "\n")
+        return EXIT_OK
+    out.write(
+        f"Submitted {made['namespace']}/{made['name']} to queue {made['queue']} "
+        f"({gpus(made['gpus'])} GPUs, class {made['priority_class']}).\n"
+    )
+    out.write(f"{made['explanation']['summary']}\n")
+    out.write(f"`gpupool why {made['namespace']}/{made['name']}` follows it.\n")
+    return EXIT_OK
+
+
+def do_dry_run(api: Api, options: argparse.Namespace, out: TextIO) -> int:
+    """Would it start now? Quota, then capacity, then placement."""
+    answer = api.call("POST", "workloads/dry-run/", workload_body(options, options.command))
+    if options.json:
+        out.write(json.dumps(answer, indent=1) + "\n")
+    else:
+        basis = f"cycle {answer['cycle_id']}" if answer["cycle_id"] is not None else "no cycle yet"
+        out.write(f"Dry-run on the pool as of {when(answer['snapshot_at'])} ({basis}):\n")
+        for layer in answer["layers"]:
+            verdict = "passes" if layer["passes"] else "FAILS "
+            out.write(f"  {layer['layer']:<10} {verdict}  {layer['detail']}\n")
+        if answer["fits"]:
+            out.write("It would start now.\n")
+        else:
+            out.write(f"It would not start now: {answer['first_failure']}.\n")
+    return EXIT_OK if answer["fits"] else EXIT_WOULD_WAIT
+
+
+def do_why(api: Api, options: argparse.Namespace, out: TextIO) -> int:
+    """Where one workload stands, why, and what happened to it."""
+    namespace, name = options.workload
+    workload = api.call("GET", f"workloads/{namespace}/{name}/")
+    if options.json:
+        out.write(json.dumps(workload, indent=1) + "\n")
+    else:
+        print_story(workload, out)
+    return EXIT_OK
+
+
+def do_cancel(api: Api, options: argparse.Namespace, out: TextIO) -> int:
+    """Cancel a workload, running or not."""
+    namespace, name = options.workload
+    api.call("POST", f"workloads/{namespace}/{name}/cancel/", {"reason": options.reason or ""})
+    out.write(f"Cancelled {namespace}/{name}.\n")
+    return EXIT_OK
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line."""
+    top = argparse.ArgumentParser(
+        prog="gpupool",
+        description="Submit GPU work to a gpupool pool, see where it stands and why.",
+        epilog=f"Server and token: GPUPOOL_URL, GPUPOOL_TOKEN, else {config_path()} "
+        "(written by `gpupool login`).",
+    )
+    top.add_argument("--json", action="store_true", help="print the API's JSON")
+    commands = top.add_subparsers(dest="verb", required=True, metavar="COMMAND")
+    login = commands.add_parser("login", help="store an API token for a username and password")
+    login.add_argument("--url", help="the server, e.g. https://gpupool.example.org")
+    login.add_argument("--username")
+    login.set_defaults(run=do_login)
+    status = commands.add_parser("status", help="your tenants' waiting and running workloads")
+    status.add_argument("--all", action="store_true", help="finished ones too")
+    status.add_argument("--state", action="append")
+    status.add_argument("--queue")
+    status.add_argument("--namespace")
+    status.set_defaults(run=do_status)
+    submit = commands.add_parser(
+        "submit", help="submit a workload from a file or flags (command after --)"
+    )
+    add_workload_flags(submit)
+    submit.set_defaults(run=do_submit)
+    dry = commands.add_parser("dry-run", help="would it start now? (exit 3 if not)")
+    add_workload_flags(dry)
+    dry.set_defaults(run=do_dry_run)
+    why = commands.add_parser("why", help="why a workload waits, its position and start")
+    why.add_argument("workload", type=qualified, metavar="NAMESPACE/NAME")
+    why.set_defaults(run=do_why)
+    cancel = commands.add_parser("cancel", help="cancel a workload, running or not")
+    cancel.add_argument("workload", type=qualified, metavar="NAMESPACE/NAME")
+    cancel.add_argument("--reason")
+    cancel.set_defaults(run=do_cancel)
+    return top
+
+
+def main(
+    argv: Sequence[str] | None = None, out: TextIO = sys.stdout, err: TextIO = sys.stderr
+) -> int:
+    """Run one command; returns the exit status."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    command: list[str] = []
+    if "--" in arguments:
+        split = arguments.index("--")
+        arguments, command = arguments[:split], arguments[split + 1 :]
+    try:
+        options = parser().parse_args(arguments)
+    except SystemExit as stop:
+        return int(stop.code or 0)
+    options.command = command
+    try:
+        api = Api(load())
+        if options.verb != "login" and not api.settings.token:
+            raise UsageError("not logged in: run `gpupool login` or set GPUPOOL_TOKEN")
+        return int(options.run(api, options, out))
+    except (UsageError, ConfigError) as error:
+        err.write(f"gpupool: {error}\n")
+        return EXIT_USAGE
+    except ApiError as error:
+        err.write(f"gpupool: {error}\n")
+        return EXIT_REFUSED
+    except (KeyboardInterrupt, EOFError):
+        err.write("\n")
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,288 @@
+"""Step 5 of a cycle, apply: make the cluster match what the database now says.
+
+Apply runs after the record is committed, and derives its work from the database's state and
+the cluster's pods, not from this cycle's plan -- so it is idempotent, and a cycle that crashed
+between its record and its apply is completed by the next one:
+
+- a workload submitted through gpupool that has fewer pods than it asks gets the missing ones
+  (``create_pods``; pods of a name that still exists answer ``exists``);
+- an admitted workload whose pods are not all on the nodes of its placements is bound, whole:
+  the pods already on their node count as done, the others take the remaining placements of
+  their pod set (``bind``, all or none);
+- a workload being evicted whose pods still hold nodes is evicted, one victim set per
+  preemptor (``evict``: a budget's refusal aborts that set);
+- a cancelled workload's pods are deleted;
+- pending pods whose explanation changed get an Event with it (at most ``EVENTS_PER_CYCLE``
+  a cycle: the rest wait for the next ones, newest explanation first).
+
+It returns an ``ApplyOutcome`` that ``actions.do_record_apply_outcome`` writes: gangs that
+could not be bound go back to pending with the error as the reason, refused victim sets are
+cancelled (the victims keep running, their preemptor waits again).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from gpupool.clusters.base import (
+    GPU_RESOURCE,
+    MIG_RESOURCE_PREFIX,
+    ClusterBackend,
+    NewPod,
+    PodBinding,
+    PodFacts,
+    PodRef,
+)
+from gpupool.clusters.grouping import (
+    EXPECTED_RUNTIME,
+    GPU_MILLI,
+    MIN_MEMBER,
+    PRIORITY_CLASS,
+    PROTECTED_RUNTIME,
+    QUEUE_LABEL,
+    TOPOLOGY,
+    WORKLOAD_LABEL,
+    WorkloadKey,
+    WorkloadRequest,
+)
+from gpupool.control.cluster import ClusterMirror, holds_node, is_live
+from gpupool.control.snapshot import WorkloadRow
+from gpupool.workloads.choices import Origin, WorkloadState
+
+POD_SET_ANNOTATION = "gpupool.io/pod-set"  # which pod set a pod gpupool created belongs to
+EVENTS_PER_CYCLE = 200
+_POD_INDEX = re.compile(r"-(\d+)$")
+
+
+@dataclass(frozen=True, slots=True)
+class PodSetRun:
+    """What the pods of one pod set run and ask, for ``create_pods``."""
+
+    name: str
+    count: int
+    image: str
+    command: tuple[str, ...]
+    env: Mapping[str, str]
+    gpu_resource: str
+    gpus: int
+    gpu_milli: int | None
+    cpu_milli: int
+    memory_mib: int
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadRun:
+    """A workload submitted through gpupool, as its pods are created."""
+
+    key: WorkloadKey
+    queue: str
+    priority_class: str
+    min_member: int | None
+    topology: str
+    protected_runtime_s: int
+    expected_runtime_s: int | None
+    pod_sets: tuple[PodSetRun, ...]
+
+
+@dataclass
+class ApplyWork:
+    """What apply is to do this cycle."""
+
+    create: list[NewPod] = field(default_factory=list)
+    bind: dict[str, list[PodBinding]] = field(default_factory=dict)  # workload -> gang
+    evict: dict[str, tuple[list[str], list[PodRef], str]] = field(default_factory=dict)
+    delete: list[PodRef] = field(default_factory=list)
+    events: list[tuple[PodRef, str, str]] = field(default_factory=list)
+
+
+@dataclass
+class ApplyOutcome:
+    """What apply did, and what the database must learn from it."""
+
+    bind_failed: dict[str, str] = field(default_factory=dict)  # workload -> why
+    refused: dict[str, str] = field(default_factory=dict)  # victim workload -> why
+    refused_for: dict[str, str] = field(default_factory=dict)  # victim -> preemptor set key
+    counts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+
+    def count(self, what: str, amount: int = 1) -> None:
+        """Add to one of the counts (bound, bind_errors, evicted, evict_errors, ...)."""
+        self.counts[what] += amount
+
+
+def key_of(name: str) -> WorkloadKey:
+    """A core name (``namespace/name``) as a workload key."""
+    namespace, _, short = name.partition("/")
+    return WorkloadKey(namespace, short)
+
+
+def pod_name(workload: str, pod_set: str, index: int) -> str:
+    """The name of a pod gpupool creates: ``<workload>-<pod set>-<index>``."""
+    return f"{workload}-{pod_set}-{index}"
+
+
+def new_pods(run: WorkloadRun, existing: Iterable[str]) -> list[NewPod]:
+    """The pods of a workload submitted through gpupool that do not exist yet."""
+    have = set(existing)
+    labels = {QUEUE_LABEL: run.queue, WORKLOAD_LABEL: run.key.name}
+    common = {PRIORITY_CLASS: run.priority_class, PROTECTED_RUNTIME: str(run.protected_runtime_s)}
+    if run.min_member is not None:
+        common[MIN_MEMBER] = str(run.min_member)
+    if run.topology:
+        common[TOPOLOGY] = run.topology
+    if run.expected_runtime_s is not None:
+        common[EXPECTED_RUNTIME] = str(run.expected_runtime_s)
+    pods: list[NewPod] = []
+    for set_index, pod_set in enumerate(run.pod_sets):
+        annotations = {**common, POD_SET_ANNOTATION: str(set_index)}
+        if pod_set.gpu_milli is not None:
+            annotations[GPU_MILLI] = str(pod_set.gpu_milli)
+        for index in range(pod_set.count):
+            name = pod_name(run.key.name, pod_set.name, index)
+            if name in have:
+                continue
+            pods.append(
+                NewPod(
+                    namespace=run.key.namespace,
+                    name=name,
+                    image=pod_set.image,
+                    labels=labels,
+                    annotations=annotations,
+                    gpu_resource=pod_set.gpu_resource,
+                    gpus=pod_set.gpus,
+                    cpu_milli=pod_set.cpu_milli,
+                    memory_mib=pod_set.memory_mib,
+                    command=pod_set.command,
+                    env=pod_set.env,
+                )
+            )
+    return pods
+
+
+def gpu_resource(sharing: str, mig_profile: str) -> str:
+    """The device plugin's resource for a flavor: ``nvidia.com/gpu`` or ``nvidia.com/mig-*``."""
+    return f"{MIG_RESOURCE_PREFIX}{mig_profile}" if sharing == "mig" else GPU_RESOURCE
+
+
+def pods_by_set(
+    row: WorkloadRow, pods: Sequence[PodFacts], grouped: WorkloadRequest | None
+) -> dict[int, list[PodFacts]]:
+    """The workload's live or node-holding pods by the index of their pod set."""
+    members = [p for p in pods if is_live(p) or holds_node(p)]
+    by_set: dict[int, list[PodFacts]] = defaultdict(list)
+    if row.origin == Origin.GPUPOOL:
+        for pod in members:
+            text = pod.annotations.get(POD_SET_ANNOTATION, "")
+            if text.isdigit():
+                by_set[int(text)].append(pod)
+    elif grouped is not None:
+        position = {key: index for index, ps in enumerate(grouped.pod_sets) for key in ps.pods}
+        for pod in members:
+            index = position.get(pod.key)
+            if index is None and len(grouped.pod_sets) == 1:
+                index = 0  # a node-holding pod of the only pod set (grouping keeps live ones)
+            if index is not None:
+                by_set[index].append(pod)
+    for group in by_set.values():
+        group.sort(key=_pod_order)
+    return by_set
+
+
+def _pod_order(pod: PodFacts) -> tuple[int, str]:
+    found = _POD_INDEX.search(pod.name)
+    return (int(found.group(1)) if found else 1 << 30, pod.name)
+
+
+def gang_bindings(
+    row: WorkloadRow, pods: Sequence[PodFacts], grouped: WorkloadRequest | None
+) -> list[PodBinding] | None:
+    """The gang to bind for an admitted workload, or None when every placed pod is on its
+    node. Pods already on a placement's node keep it; the others take what is left of their
+    pod set's placements, in order. None also when pods are missing: nothing to bind yet."""
+    info = row.info
+    wanted: dict[int, list[str]] = defaultdict(list)
+    cursor = 0
+    for set_index, pod_set in enumerate(info.pod_sets):
+        for _ in range(pod_set.count):
+            if cursor < len(info.placement):
+                wanted[set_index].append(info.placement[cursor].node)
+            cursor += 1
+    by_set = pods_by_set(row, pods, grouped)
+    gang: list[PodBinding] = []
+    unbound = False
+    for set_index, nodes in wanted.items():
+        members = by_set.get(set_index, [])
+        if len(members) < len(nodes):
+            return None
+        free = list(nodes)
+        waiting: list[PodFacts] = []
+        for pod in members:
+            if pod.node_name is not None and pod.node_name in free:
+                free.remove(pod.node_name)
+                gang.append(PodBinding(pod.ref, pod.node_name))
+            elif pod.node_name is None and is_live(pod):
+                waiting.append(pod)
+        for pod, node in zip(waiting, free, strict=False):
+            gang.append(PodBinding(pod.ref, node))
+            unbound = True
+        if len(waiting) < len(free):
+            return None  # a pod is bound elsewhere: the cluster decides, the sync will see
+    return gang if unbound else None
+
+
+def explanation_events(
+    names: Mapping[str, str], mirror: ClusterMirror
+) -> list[tuple[PodRef, str, str]]:
+    """Events for pending pods whose workload's explanation changed (``names``: workload ->
+    its explanation's sentence)."""
+    events: list[tuple[PodRef, str, str]] = []
+    for name, detail in names.items():
+        for pod in mirror.pods_of(key_of(name)):
+            if is_live(pod) and pod.node_name is None:
+                events.append((pod.ref, "Waiting", detail))
+    return events
+
+
+def run_apply(backend: ClusterBackend, work: ApplyWork) -> ApplyOutcome:
+    """Do the work through the backend; every refusal or failure comes back in the outcome."""
+    outcome = ApplyOutcome()
+    if work.delete:
+        result = backend.delete_pods(work.delete, "its workload was cancelled")
+        outcome.count("deleted", sum(1 for r in result.results if r.status == "deleted"))
+    if work.create:
+        created = backend.create_pods(work.create)
+        outcome.count("created", sum(1 for r in created.results if r.status == "created"))
+        outcome.count("create_errors", sum(1 for r in created.results if r.status == "failed"))
+    for victims_key, (victims, pods, reason) in sorted(work.evict.items()):
+        evicted = backend.evict(pods, reason)
+        refused = evicted.refused
+        failed = [r for r in evicted.results if r.status == "failed"]
+        outcome.count("evicted", sum(1 for r in evicted.results if r.status == "evicted"))
+        if refused:
+            why = f"eviction refused by a disruption budget: {refused[0].message}".strip()
+            for victim in victims:
+                outcome.refused[victim] = why
+                outcome.refused_for[victim] = victims_key
+            outcome.count("evict_errors", len(refused))
+        elif failed:
+            outcome.count("evict_errors", len(failed))
+    for workload, gang in sorted(work.bind.items()):
+        bound = backend.bind(gang)
+        if bound.ok:
+            outcome.count("bound", len(gang))
+            continue
+        outcome.bind_failed[workload] = bound.error or "binding failed"
+        outcome.count("bind_errors")
+        if bound.left_bound:
+            backend.delete_pods([r.pod for r in bound.left_bound], "half a gang left bound")
+    for pod, reason, message in work.events:
+        backend.record_event(pod, reason, message)
+        outcome.count("events")
+    return outcome
+
+
+def placed_state(row: WorkloadRow) -> bool:
+    """Whether the database says the workload holds its placements (admitted or running)."""
+    return row.state in (WorkloadState.ADMITTED, WorkloadState.RUNNING)

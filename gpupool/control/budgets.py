@@ -1,0 +1,307 @@
+"""Priority budgets as the loop spends them (DESIGN section 2, "Priority budget").
+
+A workload running at a class with ``budget_rate > 0`` spends ``rate x GPUs x hours``. Its
+protected window is reserved up front when it is admitted (the core's ``Standing`` says how
+much, and whether the budget covered it), and settled when the window ends or the workload
+leaves: the reservation goes back and what really ran inside the window is spent. After the
+window, spending accrues with time.
+
+Writing a ledger entry every cycle for every such workload would flood the ledger; instead the
+loop keeps, per workload, until when it was charged (``Charge``), and the snapshot's ``used``
+of each budget is the ledger's plus what running work accrued since its last charge. So a
+budget runs out *mid-run*: when the accrued spending reaches what is left, the loop writes the
+spends (never past the grant), the core sees nothing left and treats the work as the default
+class -- demoted, not evicted; from then on it may be preempted like any default-class work,
+and it spends nothing until the budget is topped up. Accrued spending is also written every
+``FLUSH_S`` seconds, so the ledger lags the truth by at most that.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime
+from decimal import Decimal
+
+from django.db.models import Max, Q, Sum
+from django.utils import timezone
+
+from gpupool.control.snapshot import WorkloadRow
+from gpupool.quotas.actions import BudgetMove
+from gpupool.quotas.choices import LedgerEntryKind
+from gpupool.quotas.models import BudgetLedgerEntry, PriorityBudget
+from gpupool.scheduler.contracts import Contracts, gpu_count
+from gpupool.scheduler.types import (
+    MILLI,
+    SECONDS_PER_HOUR,
+    BudgetInfo,
+    PolicyInfo,
+    Snapshot,
+    WorkloadInfo,
+)
+
+FLUSH_S = 300.0
+Key = tuple[str, str]  # (tenant, priority class)
+
+
+@dataclass(frozen=True, slots=True)
+class Charge:
+    """A placed workload at a budgeted class: what it reserved and until when it was charged."""
+
+    workload_id: int
+    key: Key
+    rate: float
+    gpus: float
+    start: float
+    window_end: float
+    reserved: float
+    charged_until: float
+
+    def accrued(self, now: float) -> float:
+        """GPU-hours of budget run since the last charge, outside the reserved window."""
+        since = max(self.charged_until, self.window_end)
+        return max(now - since, 0.0) / SECONDS_PER_HOUR * self.gpus * self.rate
+
+
+def held_gpus(workload: WorkloadInfo) -> float:
+    """GPUs the workload holds (shared GPUs count their fraction)."""
+    return sum(p.milli / MILLI if p.milli is not None else len(p.gpus) for p in workload.placement)
+
+
+class BudgetBook:
+    """The loop's charges, and the ledger movements they turn into."""
+
+    def __init__(self) -> None:
+        self.charges: dict[int, Charge] = {}
+        self.last_flush: float | None = None
+
+    # -- from the database -----------------------------------------------------------------
+
+    def load(self, rows: Iterable[WorkloadRow], snapshot: Snapshot) -> None:
+        """Charges of the placed workloads at budgeted classes, from the ledger's entries."""
+        rates = {c.name: c.budget_rate for c in snapshot.priority_classes}
+        tenants = {q.name: q.tenant for q in snapshot.queues}
+        placed = {
+            row.id: row
+            for row in rows
+            if row.info.state == "running" and rates.get(row.info.priority_class, 0) > 0
+        }
+        if not placed:
+            self.charges = {}
+            return
+        entries = (
+            BudgetLedgerEntry.objects.filter(workload_id__in=list(placed))
+            .values("workload_id")
+            .annotate(
+                held=Sum(
+                    "gpu_hours",
+                    filter=Q(kind__in=[LedgerEntryKind.RESERVE, LedgerEntryKind.SETTLE]),
+                ),
+                spent_at=Max("at", filter=Q(kind=LedgerEntryKind.SPEND)),
+            )
+        )
+        ledger = {e["workload_id"]: e for e in entries}
+        charges: dict[int, Charge] = {}
+        for pk, row in placed.items():
+            info = row.info
+            start = info.started_at or 0.0
+            found = ledger.get(pk, {})
+            reserved = -float(found.get("held") or 0.0)
+            rate = rates[info.priority_class]
+            gpus = held_gpus(info)
+            window = reserved / (rate * gpus) * SECONDS_PER_HOUR if reserved > 0 and gpus else 0.0
+            spent_at = found.get("spent_at")
+            charges[pk] = Charge(
+                workload_id=pk,
+                key=(tenants.get(info.queue) or "", info.priority_class),
+                rate=rate,
+                gpus=gpus,
+                start=start,
+                window_end=start + window,
+                reserved=reserved,
+                charged_until=max(start, spent_at.timestamp() if spent_at else start),
+            )
+        self.charges = charges
+
+    # -- each cycle ------------------------------------------------------------------------
+
+    def with_accrual(
+        self, budgets: tuple[BudgetInfo, ...], now: float
+    ) -> tuple[tuple[BudgetInfo, ...], list[tuple[Charge, float]]]:
+        """The budgets with what running work accrued since its last charge, and the spends
+        to write now: all accruals of a budget that they exhaust (capped at what was left),
+        and every accrual once ``FLUSH_S`` has passed since the last flush."""
+        by_key: dict[Key, list[tuple[Charge, float]]] = defaultdict(list)
+        for charge in self.charges.values():
+            amount = charge.accrued(now)
+            if amount > 0:
+                by_key[charge.key].append((charge, amount))
+        flush = self.last_flush is None or now - self.last_flush >= FLUSH_S
+        if flush:
+            self.last_flush = now
+        spends: list[tuple[Charge, float]] = []
+        result: list[BudgetInfo] = []
+        for budget in budgets:
+            accrued = by_key.pop((budget.tenant, budget.priority_class), [])
+            total = sum(amount for _, amount in accrued)
+            left = max(budget.remaining, 0.0)
+            if total >= left:  # exhausted: spend what is left, the rest never ran elevated
+                scale = left / total if total else 0.0
+                spends.extend((charge, amount * scale) for charge, amount in accrued)
+                result.append(replace(budget, used=budget.gpu_hours))
+                continue
+            if flush:
+                spends.extend(accrued)
+            result.append(replace(budget, used=budget.used + total))
+        for accrued in by_key.values():  # no budget this period: nothing to spend from
+            spends.extend((charge, 0.0) for charge, _ in accrued)
+        return tuple(result), spends
+
+    def spend(self, spends: Iterable[tuple[Charge, float]], now: float) -> list[BudgetMove]:
+        """Ledger spends for accruals (charged up to ``now`` from here on)."""
+        moves: list[BudgetMove] = []
+        ids = budget_ids({charge.key for charge, _ in spends}, now)
+        for charge, amount in spends:
+            self.charges[charge.workload_id] = replace(charge, charged_until=now)
+            budget = ids.get(charge.key)
+            if budget is not None and amount > 0:
+                moves.append(
+                    BudgetMove(
+                        budget,
+                        LedgerEntryKind.SPEND,
+                        -_hours(amount),
+                        charge.workload_id,
+                        "ran at the class",
+                    )
+                )
+        return moves
+
+    def settle_due(self, now: float) -> list[BudgetMove]:
+        """Windows that ended: the reservation back, what ran inside the window spent."""
+        due = [c for c in self.charges.values() if c.reserved > 0 and c.window_end <= now]
+        return self._settle(due, now, leaving=False)
+
+    def admit(
+        self,
+        admitted: Iterable[tuple[int, WorkloadInfo]],
+        snapshot: Snapshot,
+        policy: PolicyInfo,
+        now: float,
+    ) -> list[BudgetMove]:
+        """Reservations of newly admitted workloads at budgeted classes the core elevated."""
+        rates = {c.name: c.budget_rate for c in snapshot.priority_classes}
+        budgeted = [(pk, w) for pk, w in admitted if rates.get(w.priority_class, 0) > 0]
+        if not budgeted:
+            return []
+        tenants = {q.name: q.tenant for q in snapshot.queues}
+        keys = {(tenants.get(w.queue) or "", w.priority_class) for _, w in budgeted}
+        # A workload's standing on budget depends only on the work of its own tenant and class
+        # (reservations are taken in rank order among them): settle just those.
+        relevant = tuple(
+            w
+            for w in snapshot.workloads
+            if ((tenants.get(w.queue) or ""), w.priority_class) in keys
+        )
+        contracts = Contracts(replace(snapshot, workloads=relevant), policy, now)
+        ids = budget_ids(keys, now)
+        moves: list[BudgetMove] = []
+        names = {w.name for _, w in budgeted}
+        earlier = {w.name: w for w in snapshot.workloads if w.name in names}
+        for pk, workload in budgeted:
+            before = earlier[workload.name]
+            standing = contracts.standing[before.name]
+            key = (tenants.get(workload.queue) or "", workload.priority_class)
+            rate = rates[workload.priority_class]
+            gpus = held_gpus(workload)
+            elevated = not standing.budget_demoted
+            reserved = (
+                standing.budget_reservation * gpus / gpu_count(before)
+                if elevated and gpu_count(before)
+                else 0.0
+            )
+            window = reserved / (rate * gpus) * SECONDS_PER_HOUR if reserved and gpus else 0.0
+            self.charges[pk] = Charge(pk, key, rate, gpus, now, now + window, reserved, now)
+            if reserved > 0 and key in ids:
+                moves.append(
+                    BudgetMove(
+                        ids[key], LedgerEntryKind.RESERVE, -_hours(reserved), pk, "protected window"
+                    )
+                )
+        return moves
+
+    def leave(self, workload_ids: Iterable[int], now: float) -> list[BudgetMove]:
+        """Workloads that stopped holding GPUs: settle, and spend what they accrued."""
+        leaving = [self.charges.pop(pk) for pk in workload_ids if pk in self.charges]
+        moves = self._settle([c for c in leaving if c.reserved > 0], now, leaving=True)
+        ids = budget_ids({c.key for c in leaving}, now)
+        for charge in leaving:
+            amount = charge.accrued(now)
+            if amount > 0 and charge.key in ids:
+                moves.append(
+                    BudgetMove(
+                        ids[charge.key],
+                        LedgerEntryKind.SPEND,
+                        -_hours(amount),
+                        charge.workload_id,
+                        "ran at the class",
+                    )
+                )
+        return moves
+
+    def _settle(self, charges: list[Charge], now: float, *, leaving: bool) -> list[BudgetMove]:
+        ids = budget_ids({c.key for c in charges}, now)
+        moves: list[BudgetMove] = []
+        for charge in charges:
+            budget = ids.get(charge.key)
+            ran = max(min(now, charge.window_end) - charge.start, 0.0)
+            used = min(ran / SECONDS_PER_HOUR * charge.gpus * charge.rate, charge.reserved)
+            if budget is not None:
+                moves.append(
+                    BudgetMove(
+                        budget,
+                        LedgerEntryKind.SETTLE,
+                        _hours(charge.reserved),
+                        charge.workload_id,
+                        "window settled",
+                    )
+                )
+                if used > 0:
+                    moves.append(
+                        BudgetMove(
+                            budget,
+                            LedgerEntryKind.SPEND,
+                            -_hours(used),
+                            charge.workload_id,
+                            "ran in its window",
+                        )
+                    )
+            if not leaving:
+                self.charges[charge.workload_id] = replace(
+                    charge, reserved=0.0, charged_until=charge.window_end
+                )
+        return moves
+
+
+def _hours(amount: float) -> Decimal:
+    return Decimal(str(round(amount, 4)))
+
+
+def budget_ids(keys: Iterable[Key], now: float) -> dict[Key, int]:
+    """The budget row of each (tenant, class) for the period containing ``now``."""
+    wanted = set(keys)
+    if not wanted:
+        return {}
+    today = timezone.localdate(datetime.fromtimestamp(now, tz=timezone.get_current_timezone()))
+    rows = PriorityBudget.objects.filter(
+        period_start__lte=today,
+        period_end__gt=today,
+        tenant__name__in={t for t, _ in wanted},
+        priority_class__name__in={c for _, c in wanted},
+    ).values_list("tenant__name", "priority_class__name", "id")
+    return {(t, c): pk for t, c, pk in rows if (t, c) in wanted}
+
+
+def budgets_by_key(budgets: Iterable[BudgetInfo]) -> Mapping[Key, BudgetInfo]:
+    """The snapshot's budgets by (tenant, class)."""
+    return {(b.tenant, b.priority_class): b for b in budgets}

@@ -1,0 +1,117 @@
+"""The loop's mirror of the cluster: pods by workload, node facts, and what they say.
+
+The backend's ``ClusterView`` moves on at the next ``sync()``; the mirror keeps what the loop
+needs between cycles, updated from each view's delta: the pods of each workload (by
+``grouping.workload_key``), the nodes (and the nodes each pod's constraints allow), other
+schedulers' usage per node. It answers, per workload, how its pods group
+(``grouping.group_workload``, cached until a pod of it changes) and which of its pods hold a
+node. Nothing here touches the database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from gpupool.clusters.base import ClusterView, NodeFacts, PodFacts, PodKey, ResourceAmounts
+from gpupool.clusters.grouping import (
+    InvalidWorkload,
+    WorkloadKey,
+    WorkloadRequest,
+    group_workload,
+    workload_key,
+)
+from gpupool.clusters.matching import AllowedNodes, SchedulingConstraints
+
+
+def holds_node(pod: PodFacts) -> bool:
+    """Whether the pod holds capacity on a node: bound and not ended (terminating counts)."""
+    return pod.node_name is not None and not pod.finished
+
+
+def is_live(pod: PodFacts) -> bool:
+    """Whether the pod still asks for capacity: not ended, not being deleted."""
+    return not pod.finished and not pod.deleting
+
+
+@dataclass
+class ClusterMirror:
+    """What the loop keeps of the cluster between syncs."""
+
+    nodes: dict[str, NodeFacts] = field(default_factory=dict)
+    pods: dict[WorkloadKey, dict[PodKey, PodFacts]] = field(default_factory=dict)
+    foreign_usage: dict[str, ResourceAmounts] = field(default_factory=dict)
+    allowed: AllowedNodes = field(default_factory=AllowedNodes)
+    revision: int = -1
+    stale: bool = False
+    _groups: dict[WorkloadKey, WorkloadRequest | InvalidWorkload] = field(default_factory=dict)
+
+    def apply(self, view: ClusterView) -> tuple[set[WorkloadKey], set[str]]:
+        """Take in a view's delta; returns the workloads and the nodes it touched."""
+        self.stale = view.stale
+        self.revision = view.revision
+        nodes: set[str] = set()
+        for name, change in view.delta.nodes.items():
+            nodes.add(name)
+            if change.after is None:
+                self.nodes.pop(name, None)
+                self.allowed.remove(name)
+            else:
+                self.nodes[name] = change.after
+                self.allowed.put(change.after)
+        for name in view.delta.foreign_usage:
+            usage = view.foreign_usage.get(name)
+            if usage is None or usage.is_zero:
+                self.foreign_usage.pop(name, None)
+            else:
+                self.foreign_usage[name] = usage
+        touched: set[WorkloadKey] = set()
+        for key, pod_change in view.delta.pods.items():
+            for side in (pod_change.before, pod_change.after):
+                if side is not None:
+                    touched.add(workload_key(side))
+            if pod_change.before is not None:
+                old = workload_key(pod_change.before)
+                members = self.pods.get(old)
+                if members is not None:
+                    members.pop(key, None)
+                    if not members:
+                        del self.pods[old]
+            if pod_change.after is not None:
+                self.pods.setdefault(workload_key(pod_change.after), {})[key] = pod_change.after
+        for workload in touched:
+            self._groups.pop(workload, None)
+        return touched, nodes
+
+    def pods_of(self, key: WorkloadKey) -> list[PodFacts]:
+        """The workload's pods the cluster has (ended and terminating ones included)."""
+        return list(self.pods.get(key, {}).values())
+
+    def grouped(self, key: WorkloadKey, now: float) -> WorkloadRequest | InvalidWorkload | None:
+        """How the workload's pods group (None: it has no pods)."""
+        found = self._groups.get(key)
+        if found is None:
+            members = self.pods.get(key)
+            if not members:
+                return None
+            found = self._groups[key] = group_workload(key, members.values(), now)
+        return found
+
+    def allowed_nodes(
+        self, constraints: SchedulingConstraints, known: Iterable[str]
+    ) -> frozenset[str] | None:
+        """The nodes pods with these constraints may use; None when that is every node."""
+        allowed = self.allowed.for_constraints(constraints)
+        if allowed >= self.allowed.all_nodes():
+            return None
+        return allowed & frozenset(known) if not isinstance(known, frozenset) else allowed & known
+
+    def held_usage(self, pods: Mapping[PodKey, PodFacts]) -> dict[str, ResourceAmounts]:
+        """What these pods hold per node (to count pods the database does not place)."""
+        usage: dict[str, ResourceAmounts] = {}
+        for pod in pods.values():
+            if holds_node(pod) and pod.node_name is not None:
+                usage[pod.node_name] = usage.get(pod.node_name, ResourceAmounts()).plus(
+                    pod.requests
+                )
+        return usage

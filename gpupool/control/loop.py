@@ -1,0 +1,782 @@
+"""The control loop: one scheduling cycle = sync -> snapshot -> plan -> record -> apply.
+
+``ControlLoop`` keeps what a cycle needs between cycles (the database as the core sees it,
+``state.LoopState``; the cluster's pods and nodes, ``cluster.ClusterMirror``; explanations as
+last written; victims a disruption budget refused) and runs cycles on any ``ClusterBackend``:
+it never asks which one (STYLE 11). ``docs/control-loop.md`` explains each step, how it fails
+and what the next cycle does about it.
+
+1. **sync** -- ``backend.sync()``; the delta goes into the mirror; ``sync.decide_*`` decide
+   what the database must learn (nodes, new workloads, pod-driven transitions, checkpoints),
+   ``do_record_cluster_sync`` writes it, then its Events are emitted.
+2. **snapshot** -- the state re-reads what changed since its last read and assembles the
+   core's snapshot, with what the cluster adds (missing pods, allowed nodes, other schedulers'
+   usage, refused victims' protection).
+3. **plan** -- ``plan(snapshot, policy, now)`` with the garbage collector paused.
+4. **record** -- ``record.decide_record`` then ``do_record_cycle``: one transaction.
+5. **apply** -- after the commit: create, bind, evict, delete and explain, from the
+   database's state and the cluster's pods (``apply.py``); its outcome is recorded, and the
+   cycle row gets its timings, counts and running totals (for ``/metrics``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Count, Q
+from django.utils import timezone
+
+from gpupool.clusters.base import ClusterBackend, ClusterUnavailable, PodRef
+from gpupool.clusters.grouping import WorkloadKey, WorkloadRequest
+from gpupool.control import metrics
+from gpupool.control.actions import (
+    do_finish_cycle,
+    do_record_apply_outcome,
+    do_record_cluster_sync,
+    do_record_cycle,
+    do_start_cycle,
+)
+from gpupool.control.apply import (
+    EVENTS_PER_CYCLE,
+    ApplyOutcome,
+    ApplyWork,
+    PodSetRun,
+    WorkloadRun,
+    gang_bindings,
+    gpu_resource,
+    key_of,
+    new_pods,
+    run_apply,
+)
+from gpupool.control.budgets import BudgetBook
+from gpupool.control.choices import CycleStatus
+from gpupool.control.cluster import ClusterMirror, holds_node, is_live
+from gpupool.control.learning import RuntimeHistory
+from gpupool.control.lock import cycle_lock
+from gpupool.control.models import SchedulingCycle
+from gpupool.control.record import (
+    POSITION_REFRESH_S,
+    CycleRecord,
+    Explanation,
+    decide_record,
+)
+from gpupool.control.snapshot import DatabaseSnapshot, WorkloadRow
+from gpupool.control.state import LoopState
+from gpupool.control.sync import (
+    CLUSTER_UNHEALTHY,
+    Known,
+    SyncDecision,
+    SyncMemory,
+    decide_nodes,
+    decide_workloads,
+    moment,
+    node_with_usage,
+    replicas_of,
+)
+from gpupool.inventory.models import Gpu, Node
+from gpupool.notifications.choices import WorkloadEvent
+from gpupool.notifications.notify import notify_workload_event
+from gpupool.runtime import gc_paused
+from gpupool.scheduler.cycle import plan_of, run_cycle
+from gpupool.scheduler.lifecycle import apply_plan
+from gpupool.scheduler.shares import QueueShare, queue_shares
+from gpupool.scheduler.types import MILLI, NodeInfo, Plan, PolicyInfo, Snapshot, WorkloadInfo
+from gpupool.tenancy.models import TenantNamespace
+from gpupool.workloads.choices import Origin, WorkloadState
+from gpupool.workloads.models import PodSet, Workload
+
+logger = logging.getLogger(__name__)
+
+PHASES = ("sync", "snapshot", "plan", "record", "apply")
+REFUSAL_BACKOFF_S = 60.0  # a victim a disruption budget protected is not chosen again for this
+EVICT_RESEND_S = 30.0  # an eviction sent is not sent again sooner (its pods are leaving)
+# The image of a pod set that names none (a placeholder that runs nothing: on the local plane
+# and the simulated cluster the pods only need to exist).
+DEFAULT_IMAGE = "registry.k8s.io/pause:3.10"
+
+
+@dataclass
+class CycleResult:
+    """One cycle as the commands print it and the tasks return it."""
+
+    status: str
+    cycle_id: int | None = None
+    started_at: str = ""
+    timings: dict[str, float] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+    admitted: list[str] = field(default_factory=list)
+    evicted: list[dict[str, str | None]] = field(default_factory=list)
+    pending: dict[str, int] = field(default_factory=dict)
+    error: str = ""
+
+    def as_json(self) -> dict[str, Any]:
+        """The record as JSON data."""
+        return {
+            "status": self.status,
+            "cycle": self.cycle_id,
+            "started_at": self.started_at,
+            "timings_s": {k: round(v, 4) for k, v in self.timings.items()},
+            "counts": dict(self.counts),
+            "admitted": self.admitted,
+            "evicted": self.evicted,
+            "pending": self.pending,
+            "error": self.error,
+        }
+
+
+class ControlLoop:
+    """Runs scheduling cycles against one cluster backend, keeping its state in between."""
+
+    def __init__(self, backend: ClusterBackend, *, policy: PolicyInfo | None = None) -> None:
+        self.backend = backend
+        self.policy = policy or PolicyInfo()
+        self.state = LoopState(self.policy)
+        self.mirror = ClusterMirror()
+        self.memory = SyncMemory()
+        self.written: dict[int, Explanation] = {}
+        self.written_at: dict[int, float] = {}
+        self.explain_queue: dict[str, str] = {}  # workload -> sentence to put on its pods
+        self.refused_until: dict[str, float] = {}
+        self.evictions_sent: dict[str, float] = {}
+        self.outstanding: set[str] = set()  # workloads whose apply is not confirmed yet
+        self.budgets = BudgetBook()
+        self.runtimes = RuntimeHistory()
+        self.learned: set[str] = set()  # workloads whose expected runtime was learned
+        self.first = True
+
+    # -- the cycle ------------------------------------------------------------------------
+
+    def run_cycle(self, *, dry_run: bool = False) -> CycleResult:
+        """One cycle under the cluster-wide lock; skipped (and said so) when another runs."""
+        if dry_run:
+            return self._cycle(dry_run=True)
+        with cycle_lock() as acquired:
+            if not acquired:
+                now = timezone.now()
+                skipped = do_start_cycle(at=now)
+                do_finish_cycle(
+                    skipped,
+                    at=timezone.now(),
+                    status=CycleStatus.SKIPPED,
+                    error="another scheduling cycle holds the lock",
+                )
+                return CycleResult(
+                    CycleStatus.SKIPPED,
+                    skipped.pk,
+                    now.isoformat(),
+                    error="another scheduling cycle holds the lock",
+                )
+            return self._cycle(dry_run=False)
+
+    def _cycle(self, *, dry_run: bool) -> CycleResult:
+        started = timezone.now()
+        timings: dict[str, float] = {}
+        result = CycleResult(CycleStatus.RUNNING, started_at=started.isoformat())
+        phase = "sync"
+        cycle: SchedulingCycle | None = None
+        try:
+            clock = time.perf_counter()
+            view = self.backend.sync()
+            now = self.backend.now()
+            at = moment(now)
+            keys, nodes = self.mirror.apply(view)
+            decision = self._decide_sync(at, keys, nodes)
+            if self.first:
+                self.budgets.load(self.state.rows.values(), self.state.snapshot(at).snapshot)
+                self.runtimes.load()
+            if not dry_run:
+                if decision.writes:
+                    leaving = [s.workload_id for s in decision.steps if s.leaves]
+                    moves = self.budgets.leave(leaving, now)
+                    complaints = do_record_cluster_sync(decision, budget_moves=moves)
+                    self._learn(decision, now)
+                    self._notify(decision)
+                    for complaint in complaints:
+                        logger.warning("could not register a workload: %s", complaint)
+                self._emit_sync_events(decision)
+            timings["sync"] = time.perf_counter() - clock
+
+            phase, clock = "snapshot", time.perf_counter()
+            self.state.refresh(at)
+            self._drop_ended_overlays()
+            self._overlay_registered(decision, at)
+            database = self.state.snapshot(at, self._overlay(now))
+            moves = self.budgets.leave([e.id for e in self.state.ended], now)
+            budgets, spends = self.budgets.with_accrual(database.snapshot.budgets, now)
+            snapshot = self._with_cluster_usage(database.snapshot)
+            database = replace(database, snapshot=replace(snapshot, budgets=budgets))
+            timings["snapshot"] = time.perf_counter() - clock
+
+            phase, clock = "plan", time.perf_counter()
+            with gc_paused():
+                finished = run_cycle(database.snapshot, self.policy, now)
+                decided = plan_of(finished)
+            shares = queue_shares(finished.quota)
+            timings["plan"] = time.perf_counter() - clock
+
+            phase, clock = "record", time.perf_counter()
+            draining = self._draining()
+            record = decide_record(
+                database,
+                decided,
+                self.state.rows,
+                at,
+                written=self.written,
+                written_at=self.written_at,
+                refresh_before=time.monotonic() - POSITION_REFRESH_S,
+                draining=draining,
+                learned=self.learned,
+            )
+            result.admitted = sorted(a.name for a in record.admissions)
+            result.evicted = [
+                {
+                    "workload": e.name,
+                    "reason": e.reason,
+                    "for": None if e.preemptor_id is None else self.state.names.get(e.preemptor_id),
+                }
+                for e in record.evictions
+            ]
+            result.pending = dict(sorted(record.pending_by_reason.items()))
+            if dry_run:
+                # Nothing was written: the next real cycle looks at everything again (this one
+                # took the cluster's delta, and the database does not know it yet).
+                self.first = True
+                timings["record"] = time.perf_counter() - clock
+                result.status, result.timings = "dry-run", timings
+                result.counts = {
+                    "nodes": len(database.snapshot.nodes),
+                    "workloads": len(database.snapshot.workloads),
+                }
+                return result
+            moved = apply_plan(database.snapshot, decided, now, evictions_take_time=True)
+            admitted = {a.workload for a in decided.admit}
+            moves += self.budgets.spend(spends, now)
+            moves += self.budgets.settle_due(now)
+            moves += self.budgets.admit(
+                [(database.workload_ids[w.name], w) for w in moved.workloads if w.name in admitted],
+                database.snapshot,
+                self.policy,
+                now,
+            )
+            cycle = do_record_cycle(
+                record,
+                started_at=started,
+                nodes=len(database.snapshot.nodes),
+                workloads=len(database.snapshot.workloads),
+                budget_moves=moves,
+            )
+            result.cycle_id = cycle.pk
+            self._remember(moved, decided, record, now)
+            timings["record"] = time.perf_counter() - clock
+
+            phase, clock = "apply", time.perf_counter()
+            outcome = self._apply(now, keys)
+            timings["apply"] = time.perf_counter() - clock
+            result.counts = {
+                "nodes": len(database.snapshot.nodes),
+                "workloads": len(database.snapshot.workloads),
+                "admitted": len(record.admissions),
+                "evicted": len(record.evictions),
+                "pending": sum(record.pending_by_reason.values()),
+                "explained": len(record.explanations),
+                "sync_writes": len(decision.steps)
+                + len(decision.registrations)
+                + len(decision.nodes)
+                + len(decision.gone),
+                **outcome.counts,
+            }
+            result.status, result.timings = CycleStatus.SUCCEEDED, timings
+            self._finish(cycle, result, record, database, shares)
+            self.first = False
+            return result
+        except Exception as error:  # the cycle fails whole; the next one starts over
+            logger.exception("scheduling cycle failed in %s", phase)
+            message = f"{phase}: {error.__class__.__name__}: {error}"
+            if isinstance(error, ClusterUnavailable):
+                message = f"sync: the cluster is unavailable: {error}"
+            result.status, result.error, result.timings = CycleStatus.FAILED, message, timings
+            if not dry_run:
+                failed = cycle if cycle is not None else do_start_cycle(at=started)
+                do_finish_cycle(
+                    failed,
+                    at=timezone.now(),
+                    status=CycleStatus.FAILED,
+                    error=message + "\n" + traceback.format_exc(limit=8),
+                    timings=timings,
+                    totals=metrics.carried_totals(),
+                )
+                result.cycle_id = failed.pk
+            if not isinstance(error, ClusterUnavailable):
+                self._forget_everything()
+            return result
+
+    # -- 1 sync ----------------------------------------------------------------------------
+
+    def _decide_sync(self, at: datetime, keys: set[WorkloadKey], nodes: set[str]) -> SyncDecision:
+        """What the database must learn from the cluster this cycle."""
+        state = self.state
+        state.refresh(at)
+        decision = SyncDecision(at=at)
+        if self.first:  # everything, not only the delta: a dry run or a failure took it
+            nodes = nodes | set(self.mirror.nodes) | set(state.nodes)
+        if nodes:
+            decide_nodes(decision, self.mirror, nodes, self._known_nodes(nodes), state.flavor_rows)
+        if self.first:
+            keys = keys | set(self.mirror.pods) | {key_of(name) for name in state.rows}
+        keys = keys | {key_of(name) for name in state.changed}
+        unknown = [key for key in keys if str(key) not in state.rows]
+        namespaces = dict(TenantNamespace.objects.values_list("name", "tenant__name"))
+        decide_workloads(
+            decision,
+            self.mirror,
+            state,
+            self.memory,
+            keys,
+            self._ended(unknown),
+            namespaces,
+            at.timestamp(),
+        )
+        return decision
+
+    def _known_nodes(self, names: Iterable[str]) -> dict[str, dict[str, object]]:
+        """The database's nodes by name, as ``sync.inventory_of`` describes them."""
+        names = list(names)
+        unhealthy: dict[int, int] = {}
+        counts: dict[int, int] = {}
+        for node_id, count, marked in (
+            Gpu.objects.filter(node__name__in=names)
+            .values_list("node_id")
+            .annotate(
+                count=Count("id"),
+                marked=Count("id", filter=Q(healthy=False, unhealthy_reason=CLUSTER_UNHEALTHY)),
+            )
+            .values_list("node_id", "count", "marked")
+        ):
+            counts[node_id], unhealthy[node_id] = count, marked
+        known: dict[str, dict[str, object]] = {}
+        for row in Node.objects.filter(name__in=names).values(
+            "id",
+            "name",
+            "flavor_id",
+            "cpu",
+            "memory_gb",
+            "nvlink_domain",
+            "zone",
+            "labels",
+            "mig_layout",
+            "cluster_exclusion",
+            "gone_at",
+        ):
+            known[row["name"]] = {
+                "flavor_id": row["flavor_id"],
+                "gpus": counts.get(row["id"], 0),
+                "unhealthy_in_cluster": unhealthy.get(row["id"], 0),
+                "cpu": row["cpu"],
+                "memory_gb": row["memory_gb"],
+                "nvlink_domain": row["nvlink_domain"],
+                "zone": row["zone"],
+                "labels": dict(row["labels"] or {}),
+                "mig_layout": dict(row["mig_layout"] or {}),
+                "exclusion": row["cluster_exclusion"],
+                "gone": row["gone_at"] is not None,
+            }
+        return known
+
+    def _ended(self, keys: list[WorkloadKey]) -> dict[WorkloadKey, Known]:
+        """Workloads the database knows that are not live any more (so their pods are not
+        registered again)."""
+        if not keys:
+            return {}
+        found: dict[WorkloadKey, Known] = {}
+        wanted = set(keys)
+        rows = Workload.objects.filter(
+            namespace__in={k.namespace for k in keys}, name__in={k.name for k in keys}
+        ).values_list("id", "namespace", "name", "state")
+        for pk, namespace, name, state in rows:
+            key = WorkloadKey(namespace, name)
+            if key in wanted:
+                found[key] = Known(pk, state)
+        return found
+
+    def _overlay_registered(self, decision: SyncDecision, at: datetime) -> None:
+        """What the cluster adds to the workloads the sync just registered (their allowed
+        nodes, missing pods), so they are planned in this cycle already."""
+        keys = {r.key for r in decision.registrations if str(r.key) in self.state.rows}
+        if keys:
+            scratch = SyncDecision(at=at)
+            namespaces = dict(TenantNamespace.objects.values_list("name", "tenant__name"))
+            decide_workloads(
+                scratch,
+                self.mirror,
+                self.state,
+                self.memory,
+                keys,
+                {},
+                namespaces,
+                at.timestamp(),
+            )
+
+    def _emit_sync_events(self, decision: SyncDecision) -> None:
+        for event in decision.events:
+            for pod in event.pods:
+                self.backend.record_event(
+                    pod, event.reason, event.message, "Warning" if event.warning else "Normal"
+                )
+
+    # -- 2 snapshot ------------------------------------------------------------------------
+
+    def _drop_ended_overlays(self) -> None:
+        for ended in self.state.ended:
+            self.memory.overlays.pop(ended.name, None)
+            self.outstanding.add(ended.name)
+
+    def _overlay(self, now: float) -> dict[str, WorkloadInfo]:
+        """The workloads the cluster changes in the snapshot (left out: excluded ones)."""
+        rows = self.state.rows
+        overlaid: dict[str, WorkloadInfo] = {}
+        names = self.state.names
+        for name, overlay in self.memory.overlays.items():
+            row = rows.get(name)
+            if row is None or row.state != WorkloadState.PENDING:
+                continue
+            overlaid[name] = overlay.apply(row.resolve(names, now))
+        for name, until in list(self.refused_until.items()):
+            row = rows.get(name)
+            if until <= now or row is None or row.info.started_at is None:
+                self.refused_until.pop(name, None)
+                continue
+            info = overlaid.get(name) or row.resolve(names, now)
+            protected = max(info.protected_runtime_s, until - row.info.started_at)
+            overlaid[name] = replace(info, protected_runtime_s=protected)
+        excluded = [n for n, o in self.memory.overlays.items() if o.excluded]
+        self.state.excluded = set(excluded)
+        self.learned = set()
+        for name, row in rows.items():
+            if row.info.expected_runtime_s is not None:
+                continue
+            learned = self.runtimes.median(row.info)
+            if learned is not None:
+                info = overlaid.get(name) or row.resolve(names, now)
+                overlaid[name] = replace(info, expected_runtime_s=learned)
+                self.learned.add(name)
+        return overlaid
+
+    def _notify(self, decision: SyncDecision) -> None:
+        """Tell submitters that their workload started, was preempted or failed (their mail
+        preferences decide; ``notifications.notify_workload_event`` never fails a cycle)."""
+        events: dict[str, str] = {
+            WorkloadState.RUNNING: WorkloadEvent.STARTED,
+            WorkloadState.PREEMPTED: WorkloadEvent.PREEMPTED,
+            WorkloadState.FAILED: WorkloadEvent.FAILED,
+        }
+        told = [s for s in decision.steps if s.to_state in events]
+        if not told:
+            return
+        people = Workload.objects.filter(
+            pk__in={s.workload_id for s in told}, submitter__isnull=False
+        ).in_bulk()
+        for step in told:
+            workload = people.get(step.workload_id)
+            if workload is not None:
+                notify_workload_event(
+                    workload, events[step.to_state], at=step.at, details={"reason": step.reason}
+                )
+
+    def _learn(self, decision: SyncDecision, now: float) -> None:
+        """Runtimes of the work that just succeeded, for the work like it that follows."""
+        finished = []
+        for step in decision.steps:
+            row = self.state.rows.get(step.name)
+            if step.to_state == WorkloadState.SUCCEEDED and row is not None:
+                started = row.info.started_at or now
+                finished.append((row.info, step.at.timestamp() - started))
+        self.runtimes.add(finished)
+
+    def _with_cluster_usage(self, snapshot: Snapshot) -> Snapshot:
+        """Nodes less what other schedulers' pods, and ours the database does not place, hold."""
+        usage = dict(self.mirror.foreign_usage)
+        rows = self.state.rows
+        for key, pods in self.mirror.pods.items():
+            row = rows.get(str(key))
+            if row is not None and row.state != WorkloadState.PENDING:
+                continue
+            for held_on, held in self.mirror.held_usage(pods).items():
+                usage[held_on] = usage[held_on].plus(held) if held_on in usage else held
+        excluded = self.state.excluded
+        workloads = snapshot.workloads
+        if excluded:
+            workloads = tuple(w for w in workloads if w.name not in excluded)
+        if not usage:
+            return replace(snapshot, workloads=workloads) if excluded else snapshot
+        used: dict[str, set[int]] = {}
+        for workload in workloads:
+            for pod in workload.placement:
+                if pod.node in usage:
+                    used.setdefault(pod.node, set()).update(pod.gpus)
+        nodes: list[NodeInfo] = []
+        for node in snapshot.nodes:
+            amounts = usage.get(node.name)
+            if amounts is None:
+                nodes.append(node)
+                continue
+            facts = self.mirror.nodes.get(node.name)
+            replicas = replicas_of(facts.labels) if facts is not None else 1
+            nodes.append(node_with_usage(node, amounts, used.get(node.name, set()), replicas))
+        return replace(snapshot, nodes=tuple(nodes), workloads=workloads)
+
+    # -- 4 record --------------------------------------------------------------------------
+
+    def _draining(self) -> set[str]:
+        return set(
+            Node.objects.filter(drain_requested_at__isnull=False, gone_at=None).values_list(
+                "name", flat=True
+            )
+        )
+
+    def _remember(self, moved: Snapshot, decided: Plan, record: CycleRecord, now: float) -> None:
+        """The state as the record left it (the next refresh reads it again from the
+        database), so that apply acts on what was just decided (``moved``: the snapshot
+        after the plan, ``lifecycle.apply_plan``)."""
+        after = {w.name: w for w in moved.workloads}
+        rows = self.state.rows
+        for admission in decided.admit:
+            row = rows[admission.workload]
+            rows[admission.workload] = replace(
+                row, info=after[admission.workload], state=WorkloadState.ADMITTED
+            )
+            self.outstanding.add(admission.workload)
+            self.written.pop(row.id, None)
+            self.written_at.pop(row.id, None)
+        for eviction in record.evictions:
+            row = rows[eviction.name]
+            rows[eviction.name] = replace(
+                row, eviction_reason=eviction.reason, evicting_for_id=eviction.preemptor_id
+            )
+            self.outstanding.add(eviction.name)
+            self.evictions_sent.pop(eviction.name, None)
+        self.written.update(record.explanations)
+        self.written_at.update(dict.fromkeys(record.explanations, time.monotonic()))
+        names = self.state.names
+        for workload_id, explanation in record.explanations.items():
+            name = names.get(workload_id)
+            if name is not None:
+                self.explain_queue.pop(name, None)
+                self.explain_queue[name] = explanation.detail
+        # The evictions' preemption events are read back from the database at the next refresh.
+
+    # -- 5 apply ---------------------------------------------------------------------------
+
+    def _apply(self, now: float, keys: set[WorkloadKey]) -> ApplyOutcome:
+        """Make the cluster match the database; record what it taught."""
+        examine = set(self.outstanding)
+        self.outstanding = set()
+        if self.first:
+            examine |= set(self.state.rows)
+        examine |= {str(key) for key in keys}
+        examine |= self.state.changed
+        work = self._work(examine, now)
+        outcome = run_apply(self.backend, work)
+        at = moment(now)
+        ids = {name: row.id for name, row in self.state.rows.items()}
+        bind_failed = {ids[n]: why for n, why in outcome.bind_failed.items() if n in ids}
+        refused = {ids[n]: why for n, why in outcome.refused.items() if n in ids}
+        for name in outcome.refused:
+            self.refused_until[name] = now + REFUSAL_BACKOFF_S
+            self.evictions_sent.pop(name, None)
+        if bind_failed or refused:
+            moves = self.budgets.leave(list(bind_failed), now)
+            do_record_apply_outcome(
+                at=at, bind_failed=bind_failed, refused=refused, budget_moves=moves
+            )
+            self.state.forget_events(outcome.refused)
+        return outcome
+
+    def _work(self, names: Iterable[str], now: float) -> ApplyWork:
+        """What apply is to do for these workloads (those that need nothing drop out)."""
+        work = ApplyWork()
+        rows = self.state.rows
+        runs_wanted: list[WorkloadRow] = []
+        victims: dict[str, tuple[list[str], list[PodRef], str]] = {}
+        for name in sorted(names):
+            row = rows.get(name)
+            key = key_of(name)
+            if row is not None and row.state == WorkloadState.RUNNING and not row.eviction_reason:
+                continue  # running where it was placed: nothing to do
+            pods = self.mirror.pods_of(key)
+            if row is None:
+                self._delete_if_cancelled(name, pods, work)
+                continue
+            if row.state == WorkloadState.PENDING:
+                if row.origin == Origin.GPUPOOL:
+                    live = [p for p in pods if is_live(p)]
+                    if len(live) < row.info.pod_count:
+                        runs_wanted.append(row)
+                        self.outstanding.add(name)
+                continue
+            held = [p for p in pods if holds_node(p)]
+            if row.eviction_reason:
+                if not held:
+                    continue
+                self.outstanding.add(name)
+                sent = self.evictions_sent.get(name)
+                if sent is not None and now - sent < EVICT_RESEND_S:
+                    continue
+                self.evictions_sent[name] = now
+                group = (
+                    f"for {self.state.names.get(row.evicting_for_id, row.evicting_for_id)}"
+                    if row.evicting_for_id is not None
+                    else f"{row.eviction_reason} {name}"
+                )
+                entry = victims.setdefault(group, ([], [], row.eviction_reason))
+                entry[0].append(name)
+                entry[1].extend(p.ref for p in held)
+                continue
+            if row.state == WorkloadState.ADMITTED:
+                grouped = None if row.origin == Origin.GPUPOOL else self.mirror.grouped(key, now)
+                request = grouped if isinstance(grouped, WorkloadRequest) else None
+                gang = gang_bindings(row, pods, request)
+                if gang is not None:
+                    work.bind[name] = gang
+                    self.outstanding.add(name)
+                elif len(held) < len(row.info.placement):
+                    self.outstanding.add(name)  # pods on their way: look again next cycle
+        work.evict = victims
+        if runs_wanted:
+            work.create = self._new_pods(runs_wanted)
+        budget = EVENTS_PER_CYCLE
+        for name in list(self.explain_queue):
+            if budget <= 0:
+                break
+            detail = self.explain_queue.pop(name)
+            row = rows.get(name)
+            if row is None or row.state != WorkloadState.PENDING:
+                continue
+            for pod in self.mirror.pods_of(key_of(name)):
+                if is_live(pod) and pod.node_name is None and budget > 0:
+                    work.events.append((pod.ref, "Waiting", detail))
+                    budget -= 1
+        return work
+
+    def _delete_if_cancelled(self, name: str, pods: list[Any], work: ApplyWork) -> None:
+        live = [p for p in pods if is_live(p) or holds_node(p)]
+        if not live:
+            return
+        cancelled = Workload.objects.filter(
+            namespace=key_of(name).namespace, name=key_of(name).name, state=WorkloadState.CANCELLED
+        ).exists()
+        if cancelled:
+            work.delete.extend(p.ref for p in live if not p.deleting)
+            self.outstanding.add(name)
+
+    def _new_pods(self, rows: list[WorkloadRow]) -> list[Any]:
+        """The pods still missing of workloads submitted through gpupool."""
+        ids = [row.id for row in rows]
+        sets: dict[int, list[PodSetRun]] = {}
+        for (
+            workload_id,
+            name,
+            count,
+            gpus,
+            milli,
+            cpu,
+            memory,
+            sharing,
+            profile,
+            image,
+            command,
+            env,
+        ) in (
+            PodSet.objects.filter(workload_id__in=ids)
+            .order_by("workload_id", "id")
+            .values_list(
+                "workload_id",
+                "name",
+                "count",
+                "gpus",
+                "gpu_milli",
+                "cpu",
+                "memory_gb",
+                "flavor__sharing",
+                "flavor__mig_profile",
+                "image",
+                "command",
+                "env",
+            )
+        ):
+            sets.setdefault(workload_id, []).append(
+                PodSetRun(
+                    name=name,
+                    count=count,
+                    image=image or DEFAULT_IMAGE,
+                    command=tuple(command or ()),
+                    env=dict(env or {}),
+                    gpu_resource=gpu_resource(sharing or "", profile or ""),
+                    gpus=gpus,
+                    gpu_milli=milli,
+                    cpu_milli=round(cpu * MILLI),
+                    memory_mib=round(memory * 1024),
+                )
+            )
+        pods = []
+        for row in rows:
+            info = row.info
+            key = key_of(info.name)
+            run = WorkloadRun(
+                key=key,
+                queue=info.queue,
+                priority_class=info.priority_class,
+                min_member=info.min_member,
+                topology=info.topology or "",
+                protected_runtime_s=round(info.protected_runtime_s),
+                expected_runtime_s=None
+                if info.expected_runtime_s is None
+                else round(info.expected_runtime_s),
+                pod_sets=tuple(sets.get(row.id, ())),
+            )
+            pods.extend(new_pods(run, (p.name for p in self.mirror.pods_of(key))))
+        return pods
+
+    # -- the cycle row -----------------------------------------------------------------------
+
+    def _finish(
+        self,
+        cycle: SchedulingCycle,
+        result: CycleResult,
+        record: CycleRecord,
+        database: DatabaseSnapshot,
+        shares: Mapping[str, Mapping[str, QueueShare]],
+    ) -> None:
+        totals = metrics.add_to_totals(metrics.carried_totals(), result, record)
+        do_finish_cycle(
+            cycle,
+            at=timezone.now(),
+            status=CycleStatus.SUCCEEDED,
+            nodes=result.counts.get("nodes", 0),
+            workloads=result.counts.get("workloads", 0),
+            admitted=len(record.admissions),
+            evicted=len(record.evictions),
+            pending=sum(record.pending_by_reason.values()),
+            timings=result.timings,
+            outcome={
+                "counts": dict(result.counts),
+                "pending_by_reason": dict(record.pending_by_reason),
+                "queues": metrics.queue_gauges(shares),
+            },
+            totals=totals,
+        )
+
+    def _forget_everything(self) -> None:
+        """After a failed cycle, read everything again next time (the state may be partial)."""
+        self.state = LoopState(self.policy)
+        self.budgets = BudgetBook()
+        self.first = True
+
+    def close(self) -> None:
+        """Release the backend."""
+        self.backend.close()

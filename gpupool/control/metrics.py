@@ -1,0 +1,189 @@
+"""``/metrics`` for Prometheus, read from the scheduling cycles' rows.
+
+The cycle runs in a Celery worker (or ``gpupool loop``), ``/metrics`` is served by the web
+processes: several processes, possibly on several hosts. Rather than prometheus-client's
+multiprocess mode (a shared directory of per-process files, which ties the web and the workers
+to one host and loses counters when a worker's files are cleaned), every cycle carries its
+counters forward in its own row (``SchedulingCycle.totals``: phase-duration histograms,
+preemptions by reason, bind and evict errors, cycles by outcome) and stores its gauges
+(``outcome``: pending workloads by reason, GPUs allocated, borrowed and lent per queue). A
+scrape reads two rows, whichever process serves it, and the counters survive restarts. A
+custom collector turns them into metric families (the exporter pattern of prometheus-client).
+
+Metric names follow Prometheus' conventions: the ``gpupool_`` prefix, base units
+(``_seconds``), ``_total`` for counters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from django.http import HttpRequest, HttpResponse
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+from gpupool.control.choices import CycleStatus
+from gpupool.control.models import SchedulingCycle
+from gpupool.scheduler.shares import QueueShare
+from gpupool.scheduler.types import MILLI
+
+if TYPE_CHECKING:
+    from gpupool.control.loop import CycleResult
+    from gpupool.control.record import CycleRecord
+
+PHASES = ("sync", "snapshot", "plan", "record", "apply")
+BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+def carried_totals() -> dict[str, Any]:
+    """The counters as the last cycle that carried them left them ({} before the first)."""
+    found = (
+        SchedulingCycle.objects.exclude(totals={})
+        .order_by("-started_at", "-id")
+        .values_list("totals", flat=True)
+        .first()
+    )
+    return dict(found or {})
+
+
+def add_to_totals(
+    totals: Mapping[str, Any], result: CycleResult, record: CycleRecord | None
+) -> dict[str, Any]:
+    """The counters with one more cycle in them."""
+    out: dict[str, Any] = dict(totals)
+    phases: dict[str, Any] = {k: dict(v) for k, v in dict(out.get("phase_seconds", {})).items()}
+    for phase, seconds in result.timings.items():
+        entry = phases.setdefault(phase, {"buckets": [0] * len(BUCKETS), "sum": 0.0, "count": 0})
+        buckets = list(entry["buckets"])
+        for index, bound in enumerate(BUCKETS):
+            if seconds <= bound:
+                buckets[index] += 1
+        entry["buckets"] = buckets
+        entry["sum"] = float(entry["sum"]) + seconds
+        entry["count"] = int(entry["count"]) + 1
+    out["phase_seconds"] = phases
+    cycles = dict(out.get("cycles", {}))
+    cycles[result.status] = int(cycles.get(result.status, 0)) + 1
+    out["cycles"] = cycles
+    preemptions = dict(out.get("preemptions", {}))
+    for eviction in record.evictions if record is not None else ():
+        preemptions[eviction.reason] = int(preemptions.get(eviction.reason, 0)) + 1
+    out["preemptions"] = preemptions
+    for counter in ("bind_errors", "evict_errors"):
+        out[counter] = int(out.get(counter, 0)) + int(result.counts.get(counter, 0))
+    return out
+
+
+def queue_gauges(
+    shares: Mapping[str, Mapping[str, QueueShare]],
+) -> dict[str, dict[str, dict[str, float]]]:
+    """Per queue and flavor, GPUs allocated, borrowed (above its deserved share) and lent (its
+    deserved share that others use), as the core's quota tree counts them after the cycle
+    (``scheduler.shares``, the figures the API shows too)."""
+    return {
+        queue: {
+            flavor: {
+                "allocated": share.allocated / MILLI,
+                "borrowed": share.borrowed / MILLI,
+                "lent": share.lent / MILLI,
+            }
+            for flavor, share in sorted(by_flavor.items())
+        }
+        for queue, by_flavor in sorted(shares.items())
+        if by_flavor
+    }
+
+
+class CycleCollector(Collector):
+    """Metric families from the last cycles' rows."""
+
+    def collect(self) -> Iterator[Metric]:
+        """Read the rows and yield every family (empty ones before the first cycle)."""
+        totals = carried_totals()
+        last = (
+            SchedulingCycle.objects.filter(status=CycleStatus.SUCCEEDED)
+            .order_by("-started_at", "-id")
+            .values_list("outcome", "finished_at")
+            .first()
+        )
+        outcome: Mapping[str, Any] = last[0] if last else {}
+        histogram = HistogramMetricFamily(
+            "gpupool_cycle_phase_duration_seconds",
+            "Time a scheduling cycle spent in each phase.",
+            labels=["phase"],
+        )
+        for phase, entry in sorted(dict(totals.get("phase_seconds", {})).items()):
+            buckets = [
+                (str(bound), float(count))
+                for bound, count in zip(BUCKETS, entry["buckets"], strict=True)
+            ]
+            buckets.append(("+Inf", float(entry["count"])))
+            histogram.add_metric([phase], buckets, float(entry["sum"]))
+        yield histogram
+        cycles = CounterMetricFamily(
+            "gpupool_cycles", "Scheduling cycles run, by outcome.", labels=["status"]
+        )
+        for status, count in sorted(dict(totals.get("cycles", {})).items()):
+            cycles.add_metric([status], float(count))
+        yield cycles
+        preemptions = CounterMetricFamily(
+            "gpupool_preemptions", "Evictions decided, by reason.", labels=["reason"]
+        )
+        for reason, count in sorted(dict(totals.get("preemptions", {})).items()):
+            preemptions.add_metric([reason], float(count))
+        yield preemptions
+        yield CounterMetricFamily(
+            "gpupool_bind_errors",
+            "Gangs whose binding failed.",
+            value=float(totals.get("bind_errors", 0)),
+        )
+        yield CounterMetricFamily(
+            "gpupool_evict_errors",
+            "Pods whose eviction was refused or failed.",
+            value=float(totals.get("evict_errors", 0)),
+        )
+        pending = GaugeMetricFamily(
+            "gpupool_pending_workloads",
+            "Workloads waiting at the last cycle, by the reason it gave.",
+            labels=["reason"],
+        )
+        for reason, count in sorted(dict(outcome.get("pending_by_reason", {})).items()):
+            pending.add_metric([reason], float(count))
+        yield pending
+        families = {
+            kind: GaugeMetricFamily(
+                f"gpupool_queue_gpus_{kind}",
+                f"GPUs {text} per queue and flavor at the last cycle.",
+                labels=["queue", "flavor"],
+            )
+            for kind, text in (
+                ("allocated", "held by the queue's running work"),
+                ("borrowed", "the queue holds above its deserved share"),
+                ("lent", "of the queue's idle deserved share that others borrow"),
+            )
+        }
+        for queue, per in sorted(dict(outcome.get("queues", {})).items()):
+            for flavor, entry in sorted(per.items()):
+                for kind, family in families.items():
+                    family.add_metric([queue, flavor], float(entry.get(kind, 0.0)))
+        yield from families.values()
+        if last is not None and last[1] is not None:
+            yield GaugeMetricFamily(
+                "gpupool_last_cycle_finished_timestamp_seconds",
+                "When the last successful scheduling cycle finished (POSIX seconds).",
+                value=last[1].timestamp(),
+            )
+
+
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    """The Prometheus text exposition of the cycles' metrics."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(CycleCollector())
+    return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,146 @@
+"""What the API and the pages read about the scheduling loop: its cycles, and the pool as the
+decision core saw it at the last finished cycle.
+
+The core's view of the pool (``build_snapshot``) costs about a second at B1's size, so it is
+built at most once per finished cycle and kept in Django's cache under that cycle's id: every
+request between two cycles reads the same snapshot, and the first request after a new cycle
+builds the next one. Figures derived from it (queue shares, fragmentation) are cached the same
+way. Before any cycle has finished there is no id to key on, so a snapshot serves for a few
+seconds only. The cache pickles what it keeps; the core's frozen dataclasses, once compiled
+with mypyc, do not unpickle by themselves, so they are pickled by their fields
+(``_pickle_by_fields``).
+"""
+
+from __future__ import annotations
+
+import copyreg
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Generic, TypeVar
+
+from django.core.cache import cache
+from django.utils import timezone
+
+from gpupool.control.models import SchedulingCycle
+from gpupool.control.snapshot import DatabaseSnapshot, build_snapshot
+from gpupool.inventory.queries import FlavorFragmentation, flavor_fragmentation
+from gpupool.scheduler import types
+from gpupool.scheduler.cycle_state import Cycle
+from gpupool.scheduler.shares import QueueShare, queue_shares
+from gpupool.scheduler.types import PolicyInfo
+
+# How long a cycle's values are kept: the next cycle's id replaces them long before.
+CYCLE_CACHE_S = 600
+# Without a finished cycle (no loop has run yet), how long one snapshot serves.
+NO_CYCLE_CACHE_S = 5
+
+T = TypeVar("T")
+
+
+def _by_fields(value: object) -> tuple[type, tuple[object, ...]]:
+    """Rebuild a core dataclass from its fields, in order (all are ``__init__`` arguments)."""
+    return type(value), tuple(getattr(value, f.name) for f in dataclasses.fields(value))  # type: ignore[arg-type]
+
+
+def _pickle_by_fields() -> None:
+    """Pickle every dataclass of the core's ``types`` module by its fields."""
+    for value in vars(types).values():
+        if (
+            isinstance(value, type)
+            and dataclasses.is_dataclass(value)
+            and value.__module__ == types.__name__
+        ):
+            copyreg.pickle(value, _by_fields)
+
+
+_pickle_by_fields()
+
+
+def pool_policy() -> PolicyInfo:
+    """The policy the pool is scheduled with (the core's defaults)."""
+    return PolicyInfo()
+
+
+def last_finished_cycle_id() -> int | None:
+    """The id of the latest scheduling cycle that has finished, whatever its outcome."""
+    return (
+        SchedulingCycle.objects.filter(finished_at__isnull=False)
+        .order_by("-started_at", "-id")
+        .values_list("id", flat=True)
+        .first()
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PoolView(Generic[T]):
+    """A value computed from the pool as the core saw it after one finished cycle."""
+
+    value: T
+    cycle_id: int | None  # None: no cycle has finished yet
+    at: datetime  # when the snapshot was taken
+
+
+def _cached(name: str, cycle_id: int | None, build: Callable[[], T]) -> T:
+    """``build()``, kept in the cache under the cycle's id."""
+    key = f"gpupool:{name}:cycle:{'none' if cycle_id is None else cycle_id}"
+    found: T | None = cache.get(key)
+    if found is None:
+        found = build()
+        cache.set(key, found, NO_CYCLE_CACHE_S if cycle_id is None else CYCLE_CACHE_S)
+    return found
+
+
+def _snapshot(cycle_id: int | None) -> DatabaseSnapshot:
+    return _cached(
+        "snapshot", cycle_id, lambda: build_snapshot(now=timezone.now(), policy=pool_policy())
+    )
+
+
+def _moment(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, tz=UTC)
+
+
+def pool_snapshot() -> PoolView[DatabaseSnapshot]:
+    """The pool as the core sees it, built once per finished cycle (``SnapshotError`` when the
+    database cannot be planned, e.g. without a default priority class)."""
+    cycle_id = last_finished_cycle_id()
+    database = _snapshot(cycle_id)
+    return PoolView(database, cycle_id, _moment(database.now))
+
+
+def pool_figure(name: str, compute: Callable[[DatabaseSnapshot], T]) -> PoolView[T]:
+    """``compute(snapshot)`` on the pool's snapshot, computed once per finished cycle."""
+    cycle_id = last_finished_cycle_id()
+
+    def build() -> tuple[T, float]:
+        database = _snapshot(cycle_id)
+        return compute(database), database.now
+
+    value, now = _cached(name, cycle_id, build)
+    return PoolView(value, cycle_id, _moment(now))
+
+
+@dataclass(frozen=True, slots=True)
+class PoolFigures:
+    """What the core's view of the pool says now: per queue and flavor what is allocated,
+    borrowed and lent, and per flavor its fragmentation."""
+
+    shares: dict[str, dict[str, QueueShare]]
+    fragmentation: tuple[FlavorFragmentation, ...]
+
+
+def _figures(database: DatabaseSnapshot) -> PoolFigures:
+    """Both figures from one core cycle's starting state (nothing is planned)."""
+    cycle = Cycle(database.snapshot, pool_policy(), database.now)
+    return PoolFigures(
+        shares=queue_shares(cycle.quota),
+        fragmentation=flavor_fragmentation(cycle.cluster, cycle.placer.distributions),
+    )
+
+
+def pool_figures() -> PoolView[PoolFigures]:
+    """Queue shares and fragmentation as of the last finished cycle (computed once per cycle;
+    ``SnapshotError`` when the pool cannot be planned)."""
+    return pool_figure("figures", _figures)

@@ -1,0 +1,281 @@
+"""The loop's memory of the database between cycles: the core's snapshot, kept up to date.
+
+``build_snapshot`` reads the whole pool (about a second at B1's size). The loop reads it once
+(``LoopState.refresh`` the first time) and afterwards only what changed since its last read:
+
+- **workloads and nodes** whose ``updated_at`` is at or after the *horizon* of the last read,
+  re-read through the same readers ``build_snapshot`` uses (``read_workloads``,
+  ``read_nodes``), so a row means the same thing whichever way it was read. Rows that left the
+  live states (finished, cancelled, preempted for good) are dropped.
+- **flavors, queues, priority classes and budgets**: small tables, read whole every cycle
+  (a change of flavors re-reads every node, whose core form depends on them).
+- **preemption history**: events with a larger id than the last one read (only the loop writes
+  them, under its lock), trimmed to the contracts' horizon at each cycle.
+
+The horizon makes "changed since" safe against transactions that commit after the read but
+stamped their rows before it: on PostgreSQL it is the earlier of the database's clock and the
+start of the oldest transaction still open (``pg_stat_activity``), less ``CLOCK_MARGIN_S`` for
+clocks of other hosts; elsewhere (SQLite, whose writers are serialised) the clock less
+``SQLITE_MARGIN_S``. Rows seen twice are simply read again: reading is idempotent.
+
+``snapshot(now)`` assembles the core's ``Snapshot`` from what is held; a property test
+(tests/control/test_incremental_snapshot.py) shows that after any sequence of changes it
+equals ``build_snapshot`` at the same moment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.db import connection
+from django.utils import timezone
+
+from gpupool.accounting.models import PreemptionEvent
+from gpupool.control.snapshot import (
+    LIVE_STATES,
+    DatabaseSnapshot,
+    WorkloadRow,
+    _flavors,
+    _one_state_of_the_database,
+    _priority_classes,
+    _queues,
+    read_budgets,
+    read_nodes,
+    read_workloads,
+)
+from gpupool.inventory.models import Flavor, Node
+from gpupool.scheduler.contracts import history_horizon
+from gpupool.scheduler.types import (
+    BudgetInfo,
+    FlavorInfo,
+    NodeInfo,
+    PolicyInfo,
+    PreemptionEventInfo,
+    PriorityClassInfo,
+    QueueInfo,
+    Snapshot,
+    WorkloadInfo,
+)
+from gpupool.workloads.models import Workload, qualified_name
+
+CLOCK_MARGIN_S = 2.0
+SQLITE_MARGIN_S = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class Ended:
+    """A workload that left the live states since the last read (its pods may need deleting)."""
+
+    id: int
+    name: str
+    state: str
+
+
+@dataclass
+class LoopState:
+    """The database as the core sees it, kept between cycles and refreshed by what changed."""
+
+    policy: PolicyInfo
+    flavors: tuple[FlavorInfo, ...] = ()
+    flavor_ids: dict[str, int] = field(default_factory=dict)
+    flavor_rows: dict[int, Flavor] = field(default_factory=dict)
+    nodes: dict[str, NodeInfo] = field(default_factory=dict)
+    node_ids: dict[str, int] = field(default_factory=dict)
+    queues: tuple[QueueInfo, ...] = ()
+    queue_ids: dict[str, int] = field(default_factory=dict)
+    classes: tuple[PriorityClassInfo, ...] = ()
+    budgets: tuple[BudgetInfo, ...] = ()
+    rows: dict[str, WorkloadRow] = field(default_factory=dict)
+    names: dict[int, str] = field(default_factory=dict)  # workload id -> core name
+    history: list[PreemptionEventInfo] = field(default_factory=list)
+    history_last_id: int = 0
+    horizon: datetime | None = None  # rows stamped at or after this are read again
+    changed: set[str] = field(default_factory=set)  # core names re-read by the last refresh
+    ended: list[Ended] = field(default_factory=list)  # left the live states at the last refresh
+    excluded: set[str] = field(default_factory=set)  # left out of the snapshot (bad pods)
+    _order: list[str] | None = None  # workload names in order, while membership is unchanged
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the first, full read has happened."""
+        return self.horizon is not None
+
+    def refresh(self, now: datetime) -> None:
+        """Bring the state up to date with the database as of ``now`` (first time: all of it)."""
+        with _one_state_of_the_database():
+            horizon = read_horizon()
+            flavors, flavor_ids, flavor_rows = _flavors()
+            flavors_changed = flavors != self.flavors
+            self.flavors, self.flavor_ids, self.flavor_rows = flavors, flavor_ids, flavor_rows
+            self.queues, self.queue_ids = _queues()
+            self.classes = _priority_classes()
+            self.budgets = read_budgets(now, {q.tenant for q in self.queues if q.tenant})
+            if self.horizon is None or flavors_changed:
+                self._read_all_nodes()
+            else:
+                self._read_changed_nodes(self.horizon)
+            if self.horizon is None:
+                self._read_all_workloads(now)
+            else:
+                self._read_changed_workloads(self.horizon, now)
+            self._read_history(now)
+        self.horizon = horizon
+
+    # -- nodes ----------------------------------------------------------------------------
+
+    def _read_all_nodes(self) -> None:
+        nodes, ids = read_nodes(self.flavor_rows)
+        self.nodes = {node.name: node for node in nodes}
+        self.node_ids = ids
+
+    def _read_changed_nodes(self, since: datetime) -> None:
+        changed = list(Node.objects.filter(updated_at__gte=since).values_list("id", flat=True))
+        if not changed:
+            return
+        nodes, ids = read_nodes(self.flavor_rows, changed)
+        for node in nodes:
+            self.nodes[node.name] = node
+        self.node_ids.update(ids)
+
+    # -- workloads --------------------------------------------------------------------------
+
+    def _read_all_workloads(self, now: datetime) -> None:
+        self.rows = read_workloads(now)
+        self.names = {row.id: name for name, row in self.rows.items()}
+        self.changed = set(self.rows)
+        self.ended = []
+        self._order = None
+
+    def _read_changed_workloads(self, since: datetime, now: datetime) -> None:
+        changed = Workload.objects.filter(updated_at__gte=since).values_list(
+            "id", "namespace", "name", "state"
+        )
+        live_ids: list[int] = []
+        self.changed = set()
+        self.ended = []
+        for workload_id, namespace, name, state in changed:
+            core_name = qualified_name(namespace, name)
+            if state in LIVE_STATES:
+                live_ids.append(workload_id)
+            else:
+                self.ended.append(Ended(workload_id, core_name, state))
+                if self.rows.pop(core_name, None) is not None:
+                    self.names.pop(workload_id, None)
+                    self._order = None
+        if not live_ids:
+            return
+        fresh = read_workloads(now, live_ids)
+        for name, row in fresh.items():
+            if name not in self.rows:
+                self._order = None
+            self.rows[name] = row
+            self.names[row.id] = name
+            self.changed.add(name)
+        # A live workload whose pod sets are not readable yet (submitted mid-read) stays out.
+
+    def forget(self, names: Collection[str]) -> None:
+        """Drop workloads the loop knows have left the live states (read again if not)."""
+        for name in names:
+            row = self.rows.pop(name, None)
+            if row is not None:
+                self.names.pop(row.id, None)
+                self._order = None
+
+    # -- history ---------------------------------------------------------------------------
+
+    def _read_history(self, now: datetime) -> None:
+        oldest = now - timedelta(seconds=history_horizon(self.policy))
+        rows = (
+            PreemptionEvent.objects.filter(id__gt=self.history_last_id, at__gte=oldest)
+            .values_list(
+                "id",
+                "at",
+                "victim__namespace",
+                "victim__name",
+                "preemptor__namespace",
+                "preemptor__name",
+                "preemptor_tenant__name",
+            )
+            .order_by("id")
+        )
+        for event_id, at, v_ns, victim, p_ns, preemptor, tenant in rows:
+            self.history.append(
+                PreemptionEventInfo(
+                    at=at.timestamp(),
+                    victim=qualified_name(v_ns, victim),
+                    preemptor=None if preemptor is None else qualified_name(p_ns, preemptor),
+                    preemptor_tenant=tenant,
+                )
+            )
+            self.history_last_id = max(self.history_last_id, event_id)
+        self.history.sort(key=lambda event: event.at)
+
+    def forget_events(self, victims: Collection[str]) -> None:
+        """Drop the events of evictions that did not happen (a budget refused them, and
+        ``do_record_apply_outcome`` deleted their rows): those of the victims' current run."""
+        starts = {
+            name: self.rows[name].info.started_at or 0.0 for name in victims if name in self.rows
+        }
+        self.history = [
+            e for e in self.history if not (e.victim in starts and e.at >= starts[e.victim])
+        ]
+
+    # -- assembling ------------------------------------------------------------------------
+
+    def workload_order(self) -> list[str]:
+        """The workloads' core names, sorted (kept while no workload comes or goes)."""
+        if self._order is None:
+            self._order = sorted(self.rows)
+        return self._order
+
+    def snapshot(
+        self, now: datetime, overlay: Mapping[str, WorkloadInfo] | None = None
+    ) -> DatabaseSnapshot:
+        """The core's snapshot at ``now`` from what is held; ``overlay`` replaces workloads
+        by name with what the cluster adds (missing pods, allowed nodes, ...)."""
+        moment = now.timestamp()
+        names = self.names
+        overlay = overlay or {}
+        rows = self.rows
+        workloads: list[WorkloadInfo] = []
+        for name in self.workload_order():
+            replaced = overlay.get(name)
+            workloads.append(
+                replaced if replaced is not None else rows[name].resolve(names, moment)
+            )
+        oldest = moment - history_horizon(self.policy)
+        history = tuple(e for e in self.history if oldest <= e.at <= moment)
+        snapshot = Snapshot(
+            flavors=self.flavors,
+            nodes=tuple(self.nodes[name] for name in sorted(self.nodes)),
+            queues=self.queues,
+            priority_classes=self.classes,
+            workloads=tuple(workloads),
+            budgets=self.budgets,
+            preemption_history=history,
+        )
+        return DatabaseSnapshot(
+            snapshot=snapshot,
+            now=moment,
+            workload_ids={name: row.id for name, row in rows.items()},
+            pod_set_ids={name: row.pod_set_ids for name, row in rows.items()},
+            node_ids=dict(self.node_ids),
+            flavor_ids=dict(self.flavor_ids),
+            queue_ids=dict(self.queue_ids),
+        )
+
+
+def read_horizon() -> datetime:
+    """The earliest time a row committed after this read may carry (see the module's doc)."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT clock_timestamp(), min(xact_start) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+            clock, oldest = cursor.fetchone()
+        moment: datetime = clock if oldest is None else min(clock, oldest)
+        return moment - timedelta(seconds=CLOCK_MARGIN_S)
+    return timezone.now() - timedelta(seconds=SQLITE_MARGIN_S)

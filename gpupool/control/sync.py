@@ -1,0 +1,700 @@
+"""Step 1 of a cycle, sync: what the cluster says, reconciled with the database.
+
+``decide_sync`` reads the mirror (``cluster.py``) and the loop's state, and decides what to
+write -- nothing here writes: ``actions.do_record_cluster_sync`` writes a ``SyncDecision`` in one
+transaction, and the loop emits its Events after that commits. It decides:
+
+- **nodes**: each node the delta touched, as inventory (``clusters.inventory.node_inventory``
+  with the database's flavors): new nodes with their flavor, changed ones, why the cluster takes
+  no new pods there (``cluster_exclusion``: cordoned in the cluster, not Ready, ...), and nodes
+  that vanished (marked gone). Only nodes whose inventory differs from the database are written.
+- **workloads**, for each workload whose pods changed (every one at the first cycle):
+  unknown ones with valid pods become workloads (origin ``controller`` or ``bare``); pods that
+  say something malformed, or name another tenant's queue, are never scheduled and get a
+  Warning Event saying why (once per distinct complaint); a protected runtime above the queue's
+  free maximum is capped, and the Event says so; an admitted workload whose pods all run starts
+  running; one whose pods all ended succeeded or failed; one being evicted whose pods are gone
+  is preempted, and requeued unless it was a bare pod; a running one whose pods vanished without
+  an eviction was lost (its node failed, or someone deleted them: reason ``node-failure`` or
+  ``admin``); a pending one from the cluster whose pods are all gone is cancelled; a pending one
+  from the cluster whose pods changed gets its pod sets again; checkpoints come from the pods.
+- **the overlay**: what the cluster adds to the database's workloads in the snapshot -- pods a
+  gang still waits for (``missing_pods``), each pod set's allowed nodes, and workloads left out
+  (malformed pods) -- and what other schedulers' pods (and our pods the database does not
+  place) hold on each node.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from decimal import Decimal
+
+from gpupool.clusters.base import NodeFacts, PodFacts, PodRef, ResourceAmounts
+from gpupool.clusters.grouping import (
+    LAST_CHECKPOINT,
+    PROTECTED_RUNTIME,
+    InvalidWorkload,
+    PodSetRequest,
+    WorkloadKey,
+    WorkloadRequest,
+    reference_errors,
+)
+from gpupool.clusters.inventory import (
+    REPLICAS_LABEL,
+    FlavorSelector,
+    NodeInventory,
+    node_inventory,
+)
+from gpupool.control.cluster import ClusterMirror, holds_node, is_live
+from gpupool.control.snapshot import WorkloadRow
+from gpupool.control.state import LoopState
+from gpupool.inventory.choices import Sharing
+from gpupool.inventory.models import Flavor
+from gpupool.scheduler.types import MIB_PER_GB, MILLI, NodeInfo, PodSetInfo, WorkloadInfo
+from gpupool.workloads.choices import Origin, WorkloadState
+
+CLUSTER_UNHEALTHY = "not allocatable in the cluster (the device plugin reports it unhealthy)"
+
+
+# -- what the sync decides ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class NodeUpdate:
+    """A node's inventory as the cluster reports it, to write."""
+
+    name: str
+    flavor_id: int
+    gpus: int
+    unhealthy_in_cluster: int
+    cpu: int
+    memory_gb: int
+    nvlink_domain: str
+    zone: str
+    labels: Mapping[str, str]
+    mig_layout: Mapping[str, int]
+    exclusion: str
+
+
+@dataclass(frozen=True, slots=True)
+class PodSetShape:
+    """A pod set as the cluster's pods describe it, in the database's terms."""
+
+    name: str
+    count: int
+    gpus: int
+    flavor_ids: tuple[int, ...]  # first choice, then the further ones; () asks no GPU
+    gpu_milli: int | None
+    cpu: Decimal
+    memory_gb: Decimal
+
+
+@dataclass(frozen=True, slots=True)
+class Registration:
+    """Pods of a workload the database does not know yet: the workload to create."""
+
+    key: WorkloadKey
+    queue: str
+    priority_class: str | None
+    pod_sets: tuple[PodSetShape, ...]
+    origin: str
+    submitted_at: datetime
+    min_member: int | None
+    topology: str
+    protected_runtime_s: int | None
+    expected_runtime_s: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """A state transition of a known workload, with why; ``lost`` records a preemption event
+    (``node-failure`` or ``admin``) for work that vanished without an eviction."""
+
+    workload_id: int
+    name: str
+    to_state: str
+    reason: str
+    at: datetime
+    lost: str = ""
+
+    @property
+    def leaves(self) -> bool:
+        """Whether the workload stops holding GPUs with this step."""
+        return self.to_state in (
+            WorkloadState.PREEMPTED,
+            WorkloadState.SUCCEEDED,
+            WorkloadState.FAILED,
+            WorkloadState.CANCELLED,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PodEvent:
+    """An Event to put on pods after the sync is written."""
+
+    pods: tuple[PodRef, ...]
+    reason: str
+    message: str
+    warning: bool = False
+
+
+@dataclass
+class SyncDecision:
+    """Everything one sync decided to write, and the Events to emit after."""
+
+    at: datetime
+    nodes: list[NodeUpdate] = field(default_factory=list)
+    gone: list[str] = field(default_factory=list)
+    registrations: list[Registration] = field(default_factory=list)
+    pod_sets: dict[int, tuple[tuple[PodSetShape, ...], int | None]] = field(default_factory=dict)
+    steps: list[Step] = field(default_factory=list)
+    checkpoints: dict[int, datetime] = field(default_factory=dict)
+    events: list[PodEvent] = field(default_factory=list)
+
+    @property
+    def writes(self) -> bool:
+        """Whether anything is to be written."""
+        return bool(
+            self.nodes
+            or self.gone
+            or self.registrations
+            or self.pod_sets
+            or self.steps
+            or self.checkpoints
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Overlay:
+    """What the cluster adds to a workload in the snapshot."""
+
+    missing_pods: int = 0
+    allowed: tuple[frozenset[str] | None, ...] = ()
+    excluded: bool = False
+
+    def apply(self, info: WorkloadInfo) -> WorkloadInfo:
+        """The workload with the cluster's additions."""
+        changes: dict[str, object] = {}
+        if self.missing_pods != info.missing_pods:
+            changes["missing_pods"] = self.missing_pods
+        if any(a is not None for a in self.allowed) and len(self.allowed) == len(info.pod_sets):
+            changes["pod_sets"] = tuple(
+                pod_set if allowed is None else dataclasses.replace(pod_set, allowed_nodes=allowed)
+                for pod_set, allowed in zip(info.pod_sets, self.allowed, strict=True)
+            )
+        return dataclasses.replace(info, **changes) if changes else info  # type: ignore[arg-type]
+
+
+# -- the memory the sync keeps between cycles --------------------------------------------------
+
+
+@dataclass
+class SyncMemory:
+    """What the sync remembers: complaints already made, overlays, flavors of the database."""
+
+    complaints: dict[WorkloadKey, str] = field(default_factory=dict)
+    overlays: dict[str, Overlay] = field(default_factory=dict)
+
+
+def flavor_selectors(flavors: Mapping[int, Flavor]) -> list[FlavorSelector]:
+    """The database's flavors as the inventory module recognises their nodes."""
+    return [
+        FlavorSelector(
+            name=f.name,
+            node_labels=dict(f.node_labels or {}),
+            sharing="mig" if f.sharing == Sharing.MIG else str(f.sharing),  # type: ignore[arg-type]
+            mig_profile=f.mig_profile or None,
+        )
+        for f in sorted(flavors.values(), key=lambda f: f.name)
+    ]
+
+
+def moment(seconds: float) -> datetime:
+    """POSIX seconds as an aware datetime."""
+    return datetime.fromtimestamp(seconds, tz=UTC)
+
+
+# -- nodes -------------------------------------------------------------------------------------
+
+
+def decide_nodes(
+    decision: SyncDecision,
+    mirror: ClusterMirror,
+    touched: Iterable[str],
+    known: Mapping[str, Mapping[str, object]],
+    flavors: Mapping[int, Flavor],
+) -> None:
+    """Nodes the delta touched whose inventory differs from the database (``known``: the
+    database's nodes by name, as ``inventory_of`` describes them)."""
+    selectors = flavor_selectors(flavors)
+    ids = {f.name: pk for pk, f in flavors.items()}
+    for name in sorted(touched):
+        facts = mirror.nodes.get(name)
+        if facts is None:
+            if name in known and not known[name].get("gone"):
+                decision.gone.append(name)
+            continue
+        inventory = node_inventory(facts, selectors)
+        if inventory.flavor is None:
+            continue  # not a GPU node of a known flavor: not inventory
+        flavor = flavors[ids[inventory.flavor]]
+        update = _node_update(inventory, flavor, facts.labels)
+        if known.get(name) != inventory_of(update):
+            decision.nodes.append(update)
+
+
+def _node_update(inventory: NodeInventory, flavor: Flavor, labels: Mapping[str, str]) -> NodeUpdate:
+    per_card = dict(inventory.mig_layout)
+    physical = inventory.gpus
+    unhealthy = inventory.unhealthy_gpus
+    if flavor.sharing == Sharing.MIG:  # the database counts cards; an instance takes its card
+        physical = inventory.physical_gpus or 0
+        instances = per_card.get(flavor.mig_profile, 0) or 1
+        unhealthy = -(-unhealthy // instances)
+    return NodeUpdate(
+        name=inventory.name,
+        flavor_id=flavor.pk,
+        gpus=physical or 0,
+        unhealthy_in_cluster=unhealthy,
+        cpu=inventory.cpu_milli // MILLI,
+        memory_gb=inventory.memory_mib // MIB_PER_GB,
+        nvlink_domain=inventory.nvlink_domain,
+        zone=inventory.zone or "",
+        labels=dict(labels),
+        mig_layout=per_card,
+        exclusion="" if inventory.schedulable else (inventory.exclusion or "excluded"),
+    )
+
+
+def inventory_of(update: NodeUpdate) -> dict[str, object]:
+    """The fields a node sync compares with the database (``gone`` False: it is there)."""
+    return {
+        "flavor_id": update.flavor_id,
+        "gpus": update.gpus,
+        "unhealthy_in_cluster": update.unhealthy_in_cluster,
+        "cpu": update.cpu,
+        "memory_gb": update.memory_gb,
+        "nvlink_domain": update.nvlink_domain,
+        "zone": update.zone,
+        "labels": dict(update.labels),
+        "mig_layout": dict(update.mig_layout),
+        "exclusion": update.exclusion,
+        "gone": False,
+    }
+
+
+# -- workloads -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Known:
+    """What the database says about a workload that is not live any more."""
+
+    id: int
+    state: str
+
+
+def decide_workloads(
+    decision: SyncDecision,
+    mirror: ClusterMirror,
+    state: LoopState,
+    memory: SyncMemory,
+    keys: Iterable[WorkloadKey],
+    ended: Mapping[WorkloadKey, Known],
+    namespace_tenants: Mapping[str, str],
+    now: float,
+) -> None:
+    """Decide every workload whose pods (or whose row) changed; refresh its overlay."""
+    leaf_tenants = {q.name: q.tenant for q in state.queues if _is_leaf(q.name, state)}
+    classes = {c.name for c in state.classes}
+    for key in sorted(keys):
+        name = str(key)
+        row = state.rows.get(name)
+        pods = mirror.pods_of(key)
+        grouped = mirror.grouped(key, now) if _needs_grouping(row, pods) else None
+        if row is None:
+            memory.overlays.pop(name, None)
+            if key in ended or grouped is None:
+                continue
+            if not any(is_live(p) for p in pods):
+                continue
+            _unknown(
+                decision,
+                memory,
+                key,
+                grouped,
+                pods,
+                state,
+                leaf_tenants,
+                namespace_tenants,
+                classes,
+            )
+            continue
+        _known(
+            decision,
+            memory,
+            mirror,
+            row,
+            key,
+            grouped,
+            pods,
+            state,
+            leaf_tenants,
+            namespace_tenants,
+            classes,
+            now,
+        )
+
+
+def _needs_grouping(row: WorkloadRow | None, pods: Sequence[PodFacts]) -> bool:
+    """Whether what the pods say matters beyond their phases and nodes: pods of a workload
+    the database does not know, the pods of a pending one from the cluster (its pod sets), or
+    pods that report a checkpoint. Grouping 30,000 workloads costs seconds; most need none."""
+    if row is None or (row.origin != Origin.GPUPOOL and row.state == WorkloadState.PENDING):
+        return True
+    return any(LAST_CHECKPOINT in pod.annotations for pod in pods)
+
+
+def _is_leaf(name: str, state: LoopState) -> bool:
+    return not any(q.parent == name for q in state.queues)
+
+
+def _complain(
+    decision: SyncDecision,
+    memory: SyncMemory,
+    key: WorkloadKey,
+    pods: Sequence[PodFacts],
+    message: str,
+) -> None:
+    """A Warning Event on the workload's pods, once per distinct complaint."""
+    if memory.complaints.get(key) == message:
+        return
+    memory.complaints[key] = message
+    live = tuple(p.ref for p in pods if is_live(p))
+    if live:
+        decision.events.append(PodEvent(live, "FailedScheduling", message, warning=True))
+
+
+def _errors(
+    grouped: WorkloadRequest | InvalidWorkload,
+    leaf_tenants: Mapping[str, str | None],
+    namespace_tenants: Mapping[str, str],
+    classes: Iterable[str],
+) -> tuple[str, ...]:
+    if isinstance(grouped, InvalidWorkload):
+        return grouped.errors
+    return reference_errors(
+        grouped,
+        leaf_queue_tenants=leaf_tenants,
+        namespace_tenants=namespace_tenants,
+        priority_classes=frozenset(classes),
+    )
+
+
+def _unknown(
+    decision: SyncDecision,
+    memory: SyncMemory,
+    key: WorkloadKey,
+    grouped: WorkloadRequest | InvalidWorkload,
+    pods: Sequence[PodFacts],
+    state: LoopState,
+    leaf_tenants: Mapping[str, str | None],
+    namespace_tenants: Mapping[str, str],
+    classes: Iterable[str],
+) -> None:
+    """Pods of a workload the database does not know: register it, or say why not."""
+    errors = _errors(grouped, leaf_tenants, namespace_tenants, classes)
+    if errors or not isinstance(grouped, WorkloadRequest):
+        _complain(
+            decision,
+            memory,
+            key,
+            pods,
+            "gpupool will not schedule these pods: " + "; ".join(errors),
+        )
+        return
+    if any(holds_node(p) for p in pods):
+        return  # bound already (a database that lost it): counted as occupied, not adopted
+    shapes = pod_set_shapes(grouped, state, memory, key)
+    protected = grouped.protected_runtime_s
+    capped = _capped(grouped, state, protected)
+    if capped is not None and protected is not None:
+        message = (
+            f"{PROTECTED_RUNTIME}: {protected:g}s is capped to queue {grouped.queue}'s free "
+            f"maximum of {capped:g}s (longer protection needs a budgeted priority class)"
+        )
+        _complain(decision, memory, key, pods, message)
+        protected = capped
+    decision.registrations.append(
+        Registration(
+            key=key,
+            queue=grouped.queue,
+            priority_class=grouped.priority_class,
+            pod_sets=shapes,
+            origin=str(grouped.origin),
+            submitted_at=moment(grouped.submitted_at),
+            min_member=grouped.min_member,
+            topology=grouped.topology or "",
+            protected_runtime_s=None if protected is None else round(protected),
+            expected_runtime_s=None
+            if grouped.expected_runtime_s is None
+            else max(round(grouped.expected_runtime_s), 1),
+        )
+    )
+
+
+def _capped(request: WorkloadRequest, state: LoopState, protected: float | None) -> float | None:
+    """The queue's free maximum when the request's protection is above it at a free class."""
+    if protected is None:
+        return None
+    queue = next((q for q in state.queues if q.name == request.queue), None)
+    if queue is None or queue.max_protected_runtime_s is None:
+        return None
+    default = next(c for c in state.classes if c.default)
+    klass = next(
+        (c for c in state.classes if c.name == (request.priority_class or default.name)), default
+    )
+    if klass.budget_rate > 0 or protected <= queue.max_protected_runtime_s:
+        return None
+    return queue.max_protected_runtime_s
+
+
+def pod_set_shapes(
+    request: WorkloadRequest, state: LoopState, memory: SyncMemory, key: WorkloadKey
+) -> tuple[PodSetShape, ...]:
+    """The request's pod sets in the database's terms; a pod set asking GPUs may use every
+    flavor of its kind (exclusive, shared, or the MIG profile it names), cheapest first."""
+    rows = state.flavor_rows
+    shapes: list[PodSetShape] = []
+    for index, pod_set in enumerate(request.pod_sets):
+        shapes.append(
+            PodSetShape(
+                name=f"set-{index}",
+                count=pod_set.count,
+                gpus=pod_set.gpus,
+                flavor_ids=_flavor_ids(pod_set, rows) if pod_set.gpus else (),
+                gpu_milli=pod_set.gpu_milli,
+                cpu=Decimal(pod_set.cpu_milli) / MILLI,
+                memory_gb=(Decimal(pod_set.memory_mib) / MIB_PER_GB).quantize(Decimal("0.001")),
+            )
+        )
+    return tuple(shapes)
+
+
+def _flavor_ids(pod_set: PodSetRequest, rows: Mapping[int, Flavor]) -> tuple[int, ...]:
+    if pod_set.mig_profile is not None:
+        kind = [
+            f
+            for f in rows.values()
+            if f.sharing == Sharing.MIG and f.mig_profile == pod_set.mig_profile
+        ]
+    elif pod_set.gpu_milli is not None:
+        kind = [f for f in rows.values() if f.sharing == Sharing.SHARED]
+    else:
+        kind = [f for f in rows.values() if f.sharing == Sharing.EXCLUSIVE]
+    kind.sort(key=lambda f: (f.hourly_price, f.name))
+    return tuple(f.pk for f in kind)
+
+
+def _shape_info(shape: PodSetShape, rows: Mapping[int, Flavor]) -> PodSetInfo:
+    """The core's form of a pod set shape (to compare with what the database holds)."""
+    return PodSetInfo(
+        count=shape.count,
+        gpus=shape.gpus,
+        flavors=tuple(rows[pk].name for pk in shape.flavor_ids),
+        cpu_milli=round(shape.cpu * MILLI),
+        memory_mib=round(shape.memory_gb * MIB_PER_GB),
+        gpu_milli=MILLI if shape.gpu_milli is None else shape.gpu_milli,
+    )
+
+
+def _known(
+    decision: SyncDecision,
+    memory: SyncMemory,
+    mirror: ClusterMirror,
+    row: WorkloadRow,
+    key: WorkloadKey,
+    grouped: WorkloadRequest | InvalidWorkload | None,
+    pods: Sequence[PodFacts],
+    state: LoopState,
+    leaf_tenants: Mapping[str, str | None],
+    namespace_tenants: Mapping[str, str],
+    classes: Iterable[str],
+    now: float,
+) -> None:
+    """A live workload of the database and its pods."""
+    info = row.info
+    at = moment(now)
+    held = [p for p in pods if holds_node(p)]
+    live = [p for p in pods if is_live(p)]
+    ended = [p for p in pods if p.finished]
+    name = info.name
+    memory.overlays.pop(name, None)
+    if grouped is not None and isinstance(grouped, WorkloadRequest):
+        checkpoint = grouped.last_checkpoint_at
+        if (
+            checkpoint is not None
+            and row.state != WorkloadState.PENDING
+            and checkpoint != info.last_checkpoint_at
+        ):
+            decision.checkpoints[row.id] = moment(checkpoint)
+    if row.state == WorkloadState.PENDING:
+        _pending(
+            decision,
+            memory,
+            mirror,
+            row,
+            key,
+            grouped,
+            pods,
+            live,
+            state,
+            leaf_tenants,
+            namespace_tenants,
+            classes,
+            at,
+        )
+        return
+    placed = len(info.placement)
+    if held:
+        if (
+            row.state == WorkloadState.ADMITTED
+            and len(held) >= placed
+            and all(p.phase == "Running" for p in held)
+        ):
+            starts = [p.started_at for p in held if p.started_at is not None]
+            begun = max([info.started_at or now, *starts])
+            decision.steps.append(
+                Step(row.id, name, WorkloadState.RUNNING, "its pods run", moment(min(begun, now)))
+            )
+        return
+    if live and not row.eviction_reason and row.state == WorkloadState.ADMITTED:
+        return  # pods there, not bound yet: apply binds them
+    if ended and not live and not row.eviction_reason:
+        if row.state == WorkloadState.ADMITTED:  # it ran and ended between two syncs
+            starts = [p.started_at for p in ended if p.started_at is not None]
+            begun = max([info.started_at or now, *starts])
+            decision.steps.append(
+                Step(row.id, name, WorkloadState.RUNNING, "its pods ran", moment(min(begun, now)))
+            )
+        failed = [p for p in ended if p.phase == "Failed"]
+        if failed:
+            reason = f"pod {failed[0].name} failed" + (
+                f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+            )
+            decision.steps.append(Step(row.id, name, WorkloadState.FAILED, reason, at))
+        else:
+            decision.steps.append(
+                Step(row.id, name, WorkloadState.SUCCEEDED, "all its pods succeeded", at)
+            )
+        return
+    # Its pods hold no node any more: evicted, or lost.
+    if row.eviction_reason:
+        why = f"evicted ({row.eviction_reason})"
+        lost = ""
+    else:
+        failed_nodes = [p.node for p in info.placement if _node_failed(mirror.nodes.get(p.node))]
+        lost = "node-failure" if failed_nodes else "admin"
+        why = (
+            f"lost: node {failed_nodes[0]} failed"
+            if failed_nodes
+            else "its pods were removed outside gpupool"
+        )
+    decision.steps.append(Step(row.id, name, WorkloadState.PREEMPTED, why, at, lost=lost))
+    if row.origin != Origin.BARE:
+        decision.steps.append(
+            Step(row.id, name, WorkloadState.PENDING, "requeued after its eviction", at)
+        )
+
+
+def _node_failed(node: NodeFacts | None) -> bool:
+    """Whether the cluster lost the node: gone, not Ready, or being deleted."""
+    return node is None or not node.ready or node.deleting
+
+
+def _pending(
+    decision: SyncDecision,
+    memory: SyncMemory,
+    mirror: ClusterMirror,
+    row: WorkloadRow,
+    key: WorkloadKey,
+    grouped: WorkloadRequest | InvalidWorkload | None,
+    pods: Sequence[PodFacts],
+    live: Sequence[PodFacts],
+    state: LoopState,
+    leaf_tenants: Mapping[str, str | None],
+    namespace_tenants: Mapping[str, str],
+    classes: Iterable[str],
+    at: datetime,
+) -> None:
+    """A pending workload: its overlay, and for one from the cluster its pods' changes."""
+    info = row.info
+    name = info.name
+    if row.origin == Origin.GPUPOOL:
+        waiting = [p for p in live if p.node_name is None]
+        missing = max(info.pod_count - len(waiting), 0)
+        if missing:
+            memory.overlays[name] = Overlay(missing_pods=missing)
+        return
+    if not live:
+        if pods or grouped is None:
+            decision.steps.append(
+                Step(row.id, name, WorkloadState.CANCELLED, "its pods were deleted", at)
+            )
+        return
+    if grouped is None:
+        return
+    errors = _errors(grouped, leaf_tenants, namespace_tenants, classes)
+    if errors or not isinstance(grouped, WorkloadRequest):
+        _complain(
+            decision,
+            memory,
+            key,
+            pods,
+            "gpupool will not schedule these pods: " + "; ".join(errors),
+        )
+        memory.overlays[name] = Overlay(excluded=True)
+        return
+    memory.complaints.pop(key, None)
+    shapes = pod_set_shapes(grouped, state, memory, key)
+    wanted = tuple(_shape_info(shape, state.flavor_rows) for shape in shapes)
+    if wanted != info.pod_sets or grouped.min_member != info.min_member:
+        decision.pod_sets[row.id] = (shapes, grouped.min_member)
+    known = frozenset(state.nodes)
+    allowed = tuple(mirror.allowed_nodes(ps.constraints, known) for ps in grouped.pod_sets)
+    overlay = Overlay(missing_pods=grouped.missing_pods, allowed=allowed)
+    if overlay != Overlay(allowed=tuple(None for _ in allowed)):
+        memory.overlays[name] = overlay
+
+
+# -- what other schedulers hold ---------------------------------------------------------------
+
+
+def node_with_usage(
+    node: NodeInfo, usage: ResourceAmounts, used_gpus: set[int], replicas: int
+) -> NodeInfo:
+    """The node less what other schedulers' pods (or pods the database does not place) hold:
+    their CPU and memory, and as many GPUs as they ask, taken from the highest free indices."""
+    devices = usage.gpus if replicas <= 1 else -(-usage.gpus // replicas)
+    devices += sum(usage.mig.values())
+    taken: set[int] = set()
+    for index in range(node.gpus - 1, -1, -1):
+        if len(taken) >= devices:
+            break
+        if index not in used_gpus and index not in node.unhealthy_gpus:
+            taken.add(index)
+    return dataclasses.replace(
+        node,
+        cpu_milli=max(node.cpu_milli - usage.cpu_milli, 0),
+        memory_mib=max(node.memory_mib - usage.memory_mib, 0),
+        unhealthy_gpus=node.unhealthy_gpus | frozenset(taken),
+    )
+
+
+def replicas_of(labels: Mapping[str, str]) -> int:
+    """How many pods the device plugin lets share one GPU (``nvidia.com/gpu.replicas``)."""
+    text = labels.get(REPLICAS_LABEL, "")
+    return int(text) if text.isdigit() and int(text) > 0 else 1

@@ -1,0 +1,26 @@
+"""Celery tasks of the control loop: one-line shims (beat schedules them in settings)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import shared_task
+from django.conf import settings
+
+from gpupool.control.runner import run_shared_cycle
+
+# A cycle queued longer than one interval is dropped: the next beat's cycle does the same work.
+CYCLE_EXPIRES_S = settings.GPUPOOL_CYCLE_INTERVAL_S
+CYCLE_SOFT_TIME_LIMIT_S = settings.GPUPOOL_CYCLE_TIME_LIMIT_S
+CYCLE_TIME_LIMIT_S = settings.GPUPOOL_CYCLE_TIME_LIMIT_S + 30
+
+
+@shared_task(  # type: ignore[untyped-decorator]  # Celery ships no type hints
+    name="gpupool.control.run_cycle",
+    expires=CYCLE_EXPIRES_S,
+    soft_time_limit=CYCLE_SOFT_TIME_LIMIT_S,
+    time_limit=CYCLE_TIME_LIMIT_S,
+)
+def run_cycle_task() -> dict[str, Any]:
+    """One scheduling cycle of this worker's loop (skipped when another holds the lock)."""
+    return run_shared_cycle().as_json()

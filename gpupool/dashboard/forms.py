@@ -1,0 +1,188 @@
+"""Forms of the dashboard's pages. They check shapes only; the actions they feed check the
+rules (as the API's serializers do), and a refusal comes back onto the form's fields."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import date
+from decimal import Decimal
+from typing import Any
+
+from django import forms
+from django.core.exceptions import ValidationError
+
+from gpupool.inventory.models import Flavor
+from gpupool.quotas.choices import QuotaRequestKind
+from gpupool.quotas.models import QUEUE_QUOTA_KEYS, PriorityClass, Queue
+from gpupool.tenancy.models import Tenant
+
+
+def amount(label: str) -> forms.DecimalField:
+    """An optional amount of at least 0 (GPUs or GPU-hours, to the thousandth)."""
+    return forms.DecimalField(
+        required=False, label=label, min_value=Decimal(0), max_digits=12, decimal_places=3
+    )
+
+
+class QuotaRequestForm(forms.Form):
+    """A lead's request: a queue's new quota of a flavor, or GPU-hours added to a budget."""
+
+    kind = forms.ChoiceField(
+        choices=QuotaRequestKind.choices, widget=forms.RadioSelect, label="What to ask for"
+    )
+    queue = forms.ModelChoiceField(queryset=Queue.objects.none(), required=False)
+    flavor = forms.ModelChoiceField(queryset=Flavor.objects.all(), required=False)
+    guarantee = amount("Guarantee (GPUs)")
+    deserved = amount("Deserved (GPUs)")
+    capability = amount("Capability (GPUs)")
+    tenant = forms.ModelChoiceField(queryset=Tenant.objects.none(), required=False, label="Team")
+    priority_class = forms.ModelChoiceField(
+        queryset=PriorityClass.objects.filter(budget_rate__gt=0),
+        required=False,
+        label="Priority class",
+    )
+    period_start = forms.DateField(
+        required=False, widget=forms.DateInput(attrs={"type": "date"}), label="Period from"
+    )
+    period_end = forms.DateField(
+        required=False,
+        widget=forms.DateInput(attrs={"type": "date"}),
+        label="Period until (exclusive)",
+    )
+    gpu_hours = amount("GPU-hours to add")
+    justification = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="Why the team needs it: the admins read this first.",
+    )
+
+    def __init__(
+        self,
+        *args: Any,
+        queues: Iterable[Queue] = (),
+        tenants: Iterable[Tenant] = (),
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        queue_field = self.fields["queue"]
+        tenant_field = self.fields["tenant"]
+        assert isinstance(queue_field, forms.ModelChoiceField)
+        assert isinstance(tenant_field, forms.ModelChoiceField)
+        queue_field.queryset = Queue.objects.filter(pk__in=[q.pk for q in queues]).order_by("name")
+        tenant_field.queryset = Tenant.objects.filter(pk__in=[t.pk for t in tenants]).order_by(
+            "name"
+        )
+
+    def clean(self) -> dict[str, Any]:
+        """The fields of the chosen kind are all there."""
+        data = super().clean() or {}
+        kind = data.get("kind")
+        needed: tuple[str, ...]
+        if kind == QuotaRequestKind.QUEUE_QUOTA:
+            needed = ("queue", "flavor", *QUEUE_QUOTA_KEYS)
+        elif kind == QuotaRequestKind.BUDGET:
+            needed = ("tenant", "priority_class", "period_start", "period_end", "gpu_hours")
+        else:
+            needed = ()
+        for name in needed:
+            if data.get(name) in (None, ""):
+                self.add_error(name, "needed for this kind of request")
+        return data
+
+    def payload(self) -> dict[str, str]:
+        """The request's amounts as the action takes them (decimal strings)."""
+        data = self.cleaned_data
+        keys = QUEUE_QUOTA_KEYS if data["kind"] == QuotaRequestKind.QUEUE_QUOTA else ("gpu_hours",)
+        return {key: str(data[key]) for key in keys}
+
+    def add_refusal(self, refusal: ValidationError) -> None:
+        """Put an action's refusal on the fields it names (``payload`` on the amounts)."""
+        amount_fields = (
+            QUEUE_QUOTA_KEYS
+            if self.cleaned_data.get("kind") == QuotaRequestKind.QUEUE_QUOTA
+            else ("gpu_hours",)
+        )
+        for name, messages in refusal.message_dict.items():
+            if name == "payload":
+                self.add_error(None, "Amounts: " + " ".join(messages))
+                for field in amount_fields:
+                    self.add_error(field, "see above")
+            elif name in self.fields:
+                self.add_error(name, messages)
+            else:
+                self.add_error(None, f"{name}: {' '.join(messages)}")
+
+
+class DecisionForm(forms.Form):
+    """An admin's decision on a submitted request, with a comment (required to reject)."""
+
+    decision = forms.ChoiceField(choices=[("approve", "Approve"), ("reject", "Reject")])
+    decision_note = forms.CharField(
+        required=False,
+        max_length=10_000,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        label="Comment",
+        help_text="Sent to the requester. Required to reject.",
+    )
+
+
+class WhatIfForm(forms.Form):
+    """How many days of recorded demand a what-if replays."""
+
+    days = forms.IntegerField(min_value=1, max_value=90, initial=30, label="Days to replay")
+
+
+class CordonForm(forms.Form):
+    """Cordon or uncordon a node, saying why (kept in the audit log)."""
+
+    cordoned = forms.BooleanField(required=False)
+    reason = forms.CharField(required=False, max_length=400)
+
+
+class GpuHealthForm(forms.Form):
+    """Mark one GPU of a node healthy or unhealthy; unhealthy says why."""
+
+    index = forms.IntegerField(min_value=0, label="GPU")
+    healthy = forms.BooleanField(required=False)
+    reason = forms.CharField(required=False, max_length=200, label="Why")
+
+    def clean(self) -> dict[str, Any]:
+        """Marking a GPU unhealthy needs a reason (the action says so too)."""
+        data = super().clean() or {}
+        if not data.get("healthy") and not (data.get("reason") or "").strip():
+            self.add_error("reason", "say why the GPU is unhealthy")
+        return data
+
+
+class AuditFilterForm(forms.Form):
+    """Filters of the audit log: actor, action, object type and a span of days (in the
+    viewer's zone)."""
+
+    actor = forms.CharField(required=False, label="Actor (username, or system)")
+    action = forms.ChoiceField(required=False)
+    object_type = forms.ChoiceField(required=False, label="Object type")
+    since = forms.DateField(
+        required=False, widget=forms.DateInput(attrs={"type": "date"}), label="From"
+    )
+    until = forms.DateField(
+        required=False, widget=forms.DateInput(attrs={"type": "date"}), label="Until (inclusive)"
+    )
+
+    def __init__(
+        self, *args: Any, actions: Iterable[str] = (), object_types: Iterable[str] = (), **kw: Any
+    ) -> None:
+        super().__init__(*args, **kw)
+        action_field = self.fields["action"]
+        type_field = self.fields["object_type"]
+        assert isinstance(action_field, forms.ChoiceField)
+        assert isinstance(type_field, forms.ChoiceField)
+        action_field.choices = [("", "any"), *((name, name) for name in actions)]
+        type_field.choices = [("", "any"), *((name, name) for name in object_types)]
+
+    def clean(self) -> dict[str, Any]:
+        """The span is ordered."""
+        data = super().clean() or {}
+        since: date | None = data.get("since")
+        until: date | None = data.get("until")
+        if since and until and until < since:
+            self.add_error("until", "must not be before From")
+        return data

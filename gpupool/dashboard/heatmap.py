@@ -1,0 +1,162 @@
+"""Who holds each GPU, read off the decision core's snapshot: the rows of the Fragmentation
+page's heatmap (NVLink domain, then node, then GPU) and their per-domain sums.
+
+A GPU is *broken* when it is unhealthy, *cordoned* when its node is (whatever runs there
+keeps running), else held by the tenants whose running or admitted workloads the snapshot
+places on it (a shared GPU may hold several, each with its milli-GPU), else *free*. A
+workload's tenant is its queue's (the queue's own name when the queue has no tenant).
+
+Pure: the core's ``Snapshot`` in, plain data out; no Django.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from gpupool.scheduler.types import MILLI, Snapshot
+
+FREE = "free"
+BROKEN = "broken"
+CORDONED = "cordoned"
+STATES = (FREE, BROKEN, CORDONED)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuCell:
+    """One GPU (a MIG instance on a MIG node): its state and who holds it, in milli-GPU."""
+
+    index: int
+    state: str  # FREE, BROKEN, CORDONED, or "used"
+    holders: tuple[tuple[str, int], ...] = ()  # (tenant, milli-GPU), most first
+
+    @property
+    def main_holder(self) -> str | None:
+        """The tenant holding most of the GPU (ties by name), if any."""
+        return self.holders[0][0] if self.holders else None
+
+    @property
+    def category(self) -> str:
+        """What colours the cell: its main holder, or its state."""
+        return self.main_holder if self.state == "used" and self.main_holder else self.state
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRow:
+    """One node of the heatmap, with its GPUs in index order."""
+
+    node: str
+    domain: str
+    flavor: str
+    cells: tuple[GpuCell, ...]
+    physical_gpus: int | None = None  # MIG nodes: the cards the cells (instances) are cut from
+
+    @property
+    def cells_per_gpu(self) -> int:
+        """Cells one physical GPU gives: its MIG instances, else 1."""
+        if not self.physical_gpus:
+            return 1
+        return max(1, len(self.cells) // self.physical_gpus)
+
+
+@dataclass
+class DomainSummary:
+    """One NVLink domain's GPUs: how many, free, broken, on cordoned nodes, and per tenant
+    (in GPUs; a shared GPU counts each holder's fraction)."""
+
+    domain: str
+    flavor: str
+    nodes: int = 0
+    gpus: int = 0
+    free: int = 0
+    broken: int = 0
+    cordoned: int = 0
+    by_tenant: dict[str, float] = field(default_factory=dict)
+
+
+def gpu_rows(snapshot: Snapshot) -> list[NodeRow]:
+    """Every node of the snapshot as a heatmap row, by flavor, NVLink domain and name."""
+    tenant_of_queue = {queue.name: queue.tenant or queue.name for queue in snapshot.queues}
+    held: dict[tuple[str, int], dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for workload in snapshot.workloads:
+        if workload.state != "running":
+            continue
+        tenant = tenant_of_queue.get(workload.queue, workload.queue)
+        for pod in workload.placement:
+            for index in pod.gpus:
+                held[(pod.node, index)][tenant] += pod.milli if pod.milli is not None else MILLI
+    rows = []
+    for node in sorted(snapshot.nodes, key=lambda n: (n.flavor, n.domain, n.name)):
+        cells = []
+        for index in range(node.gpus):
+            holders = tuple(
+                sorted(held.get((node.name, index), {}).items(), key=lambda h: (-h[1], h[0]))
+            )
+            if index in node.unhealthy_gpus:
+                state = BROKEN
+            elif node.cordoned:
+                state = CORDONED
+            elif holders:
+                state = "used"
+            else:
+                state = FREE
+            cells.append(GpuCell(index, state, holders))
+        rows.append(NodeRow(node.name, node.domain, node.flavor, tuple(cells), node.physical_gpus))
+    return rows
+
+
+def domain_summaries(rows: Iterable[NodeRow]) -> list[DomainSummary]:
+    """Per NVLink domain (in the rows' order), its GPUs by state and by tenant."""
+    summaries: dict[tuple[str, str], DomainSummary] = {}
+    for row in rows:
+        key = (row.flavor, row.domain)
+        summary = summaries.get(key)
+        if summary is None:
+            summary = summaries[key] = DomainSummary(row.domain, row.flavor)
+        summary.nodes += 1
+        for cell in row.cells:
+            summary.gpus += 1
+            if cell.state == FREE:
+                summary.free += 1
+            elif cell.state == BROKEN:
+                summary.broken += 1
+            elif cell.state == CORDONED:
+                summary.cordoned += 1
+            for tenant, milli in cell.holders:
+                summary.by_tenant[tenant] = summary.by_tenant.get(tenant, 0.0) + milli / MILLI
+    return list(summaries.values())
+
+
+def tenants_in(rows: Iterable[NodeRow]) -> list[str]:
+    """The tenants holding GPUs in the rows, by name."""
+    return sorted({tenant for row in rows for cell in row.cells for tenant, _ in cell.holders})
+
+
+def cell_reasons(
+    rows: Iterable[NodeRow], broken: Iterable[tuple[str, int, str]]
+) -> dict[str, dict[int, str]]:
+    """Why each broken cell is broken, from ``(node, physical GPU index, reason)``: a broken
+    card takes all its MIG instances with it."""
+    per_gpu = {row.node: row.cells_per_gpu for row in rows}
+    reasons: dict[str, dict[int, str]] = defaultdict(dict)
+    for node, index, why in broken:
+        count = per_gpu.get(node, 1)
+        for cell in range(index * count, index * count + count):
+            reasons[node][cell] = why
+    return dict(reasons)
+
+
+def describe(row: NodeRow, cell: GpuCell, reasons: dict[str, dict[int, str]] | None = None) -> str:
+    """One cell in words, for its hover and the details panel: ``h100-07 GPU 3 (domain
+    h100-07): nlp 1 GPU``, ``... broken: XID 79``, ``... free``."""
+    where = f"{row.node} GPU {cell.index} (domain {row.domain})"
+    if cell.state == BROKEN:
+        why = (reasons or {}).get(row.node, {}).get(cell.index, "")
+        return f"{where}: broken" + (f": {why}" if why else "")
+    if cell.state == CORDONED:
+        return f"{where}: on a cordoned node"
+    if cell.state == FREE:
+        return f"{where}: free"
+    held = ", ".join(f"{tenant} {milli / MILLI:g} GPU" for tenant, milli in cell.holders)
+    return f"{where}: {held}"

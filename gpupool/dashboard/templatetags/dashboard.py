@@ -1,0 +1,122 @@
+"""Template filters and tags of the dashboard: numbers with their units, times the browser
+shows in the viewer's zone, and the page's live-refresh attributes."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal, InvalidOperation
+
+from django import template
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+register = template.Library()
+
+Number = int | float | Decimal
+NO_VALUE = "\u2013"  # an en dash where there is no value
+MINUS = "\u2212"  # the minus sign, as wide as the plus
+
+
+def plain_number(value: Number | str, places: int = 2) -> str:
+    """``value`` with thousands separators and at most ``places`` decimals, trailing zeros
+    dropped (12, 0.5, 1,234.25)."""
+    rounded = round(Decimal(str(value)), places)
+    text = f"{rounded:,.{places}f}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return "0" if text in {"-0", ""} else text
+
+
+def with_unit(value: Number | str | None, singular: str, plural: str, places: int = 2) -> str:
+    """``value`` and its unit, singular for exactly 1 (``1 GPU``, ``0.5 GPUs``); an en dash
+    for no value."""
+    if value is None or value == "":
+        return NO_VALUE
+    try:
+        text = plain_number(value, places)
+    except InvalidOperation:
+        return str(value)
+    return f"{text} {singular if text == '1' else plural}"
+
+
+@register.filter
+def gpus(value: Number | str | None, places: int = 3) -> str:
+    """A number of GPUs: ``8 GPUs``, ``1 GPU``, ``0.5 GPUs`` (to ``places`` decimals, the
+    milli-GPU by default)."""
+    return with_unit(value, "GPU", "GPUs", places=int(places))
+
+
+@register.filter
+def gpu_hours(value: Number | str | None) -> str:
+    """GPU-hours: ``12.5 GPU-h``."""
+    return with_unit(value, "GPU-h", "GPU-h")
+
+
+@register.filter
+def signed_gpus(value: Number | None) -> str:
+    """A change in GPUs with its sign: ``+4 GPUs``, ``-2 GPUs`` (with a minus sign), or
+    ``no change``."""
+    if value is None:
+        return NO_VALUE
+    if value == 0:
+        return "no change"
+    sign = "+" if value > 0 else MINUS
+    return f"{sign}{gpus(abs(Decimal(str(value))))}"
+
+
+@register.filter
+def duration(seconds: Number | None) -> str:
+    """Seconds as a person reads them: ``45 s``, ``12 min``, ``2 h 30 min``, ``3 d 4 h``."""
+    if seconds is None:
+        return NO_VALUE
+    total = float(seconds)
+    sign = MINUS if total < 0 else ""
+    total = abs(total)
+    if total < 60:
+        return f"{sign}{plain_number(total, 1)} s"
+    minutes = round(total / 60)
+    if minutes < 60:
+        return f"{sign}{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{sign}{hours} h" + (f" {minutes} min" if minutes else "")
+    days, hours = divmod(hours, 24)
+    return f"{sign}{days} d" + (f" {hours} h" if hours else "")
+
+
+@register.filter
+def signed_duration(seconds: Number | None) -> str:
+    """A change in time with its sign: ``+12 min``, ``-2 h`` (a minus sign), ``no change``."""
+    if seconds is None:
+        return NO_VALUE
+    if seconds == 0:
+        return "no change"
+    return ("+" if seconds > 0 else MINUS) + duration(abs(float(seconds)))
+
+
+@register.filter
+def percent(fraction: Number | None) -> str:
+    """A fraction as a percentage: ``0.42`` -> ``42%``."""
+    if fraction is None:
+        return NO_VALUE
+    return f"{plain_number(float(fraction) * 100, 0)}%"
+
+
+@register.simple_tag
+def local_time(moment: datetime | None, style: str = "datetime") -> SafeString:
+    """A ``<time>`` element: the moment in ISO 8601 for the browser, which shows it in the
+    viewer's zone (``frontend/js/time.js``), and in the active zone as the text until then.
+    ``style``: ``datetime`` or ``date``."""
+    if moment is None:
+        return format_html("{}", NO_VALUE)
+    shown = timezone.localtime(moment) if timezone.is_aware(moment) else moment
+    text = shown.strftime("%Y-%m-%d") if style == "date" else shown.strftime("%Y-%m-%d %H:%M")
+    zone = shown.tzname() or ""
+    return format_html(
+        '<time datetime="{}" data-local="{}">{} {}</time>',
+        moment.isoformat(),
+        style,
+        text,
+        zone,
+    )

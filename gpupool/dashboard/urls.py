@@ -1,0 +1,34 @@
+"""The dashboard's routes, mounted at ``/`` (namespace ``dashboard``)."""
+
+from django.contrib.auth.views import LogoutView
+from django.urls import path
+
+from gpupool.dashboard import views
+
+app_name = "dashboard"
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("login/", views.DashboardLoginView.as_view(), name="login"),
+    path("logout/", LogoutView.as_view(), name="logout"),
+    path("overview/", views.overview, name="overview"),
+    path("workloads/", views.workloads, name="workloads"),
+    path("queues/", views.queues, name="queues"),
+    path("cost/", views.cost, name="cost"),
+    path("preemptions/", views.preemptions, name="preemptions"),
+    path("fragmentation/", views.fragmentation, name="fragmentation"),
+    path("cluster/", views.cluster, name="cluster"),
+    path("cluster/nodes/<str:name>/cordon/", views.cluster_cordon, name="cluster-cordon"),
+    path("cluster/nodes/<str:name>/drain/", views.cluster_drain, name="cluster-drain"),
+    path(
+        "cluster/nodes/<str:name>/gpu-health/",
+        views.cluster_gpu_health,
+        name="cluster-gpu-health",
+    ),
+    path("requests/", views.requests_page, name="requests"),
+    path("requests/<int:pk>/", views.request_detail, name="request"),
+    path("approvals/", views.approvals, name="approvals"),
+    path("approvals/<int:pk>/", views.approval_detail, name="approval"),
+    path("approvals/<int:pk>/what-if/", views.approval_what_if, name="approval-what-if"),
+    path("audit/", views.audit, name="audit"),
+]

@@ -1,0 +1,978 @@
+"""The dashboard's pages: server-rendered, with htmx refreshing their live parts.
+
+Every page is a function decorated with ``dashboard_page(key)``: the user must be logged in
+and hold one of the page's roles (``navigation.PAGES``; the API's roles, read with
+``request_access``), else the page answers 403 and says who may open it. Times are shown in
+the viewer's zone (the ``gpupool_tz`` cookie the browser sets; UTC until it has). A page's
+live part is a partial template: an htmx request aimed at ``#live`` gets only that part.
+
+Pages read through the functions the API uses (``quotas.impact``, ``quotas.shares``) and
+change state only through the actions (``<app>/actions.py``), so the pages, the API and the
+admin site cannot disagree.
+"""
+
+from __future__ import annotations
+
+import zoneinfo
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
+from datetime import datetime, time, timedelta
+from functools import wraps
+from typing import Any
+from urllib.parse import urlencode
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import LoginView, redirect_to_login
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.paginator import Paginator
+from django.db.models import Count, Prefetch, Q, QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404, redirect, render, resolve_url
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+from django.views.decorators.http import require_POST
+from django_htmx.http import HttpResponseClientRedirect
+
+from gpupool.accounting.preemptions_api import PreemptionEventViewSet
+from gpupool.api.access import Access, request_access
+from gpupool.api.permissions import tenant_scoped
+from gpupool.audit.models import AuditEvent
+from gpupool.cli.subcommands.seed_demo import demo_password, demo_users
+from gpupool.control.models import SchedulingCycle
+from gpupool.control.queries import pool_figures, pool_snapshot
+from gpupool.control.snapshot import SnapshotError
+from gpupool.dashboard import charts
+from gpupool.dashboard.forms import (
+    AuditFilterForm,
+    CordonForm,
+    DecisionForm,
+    GpuHealthForm,
+    QuotaRequestForm,
+    WhatIfForm,
+)
+from gpupool.dashboard.heatmap import (
+    BROKEN,
+    CORDONED,
+    FREE,
+    cell_reasons,
+    describe,
+    domain_summaries,
+    gpu_rows,
+    tenants_in,
+)
+from gpupool.dashboard.navigation import PAGES_BY_KEY, Page, home_page
+from gpupool.dashboard.palette import CORDONED_GPU, FREE_GPU, UNHEALTHY_GPU, tenant_colours
+from gpupool.inventory.actions import do_drain_node, do_set_gpu_health, do_set_node_cordoned
+from gpupool.inventory.models import Flavor, Gpu, Node, healthy_capacity
+from gpupool.quotas.actions import (
+    do_approve_and_apply_quota_request,
+    do_create_quota_request,
+    do_reject_quota_request,
+    do_start_what_if,
+    do_submit_quota_request,
+)
+from gpupool.quotas.choices import ACTIVE_WHAT_IF_STATES, QuotaRequestKind, QuotaRequestState
+from gpupool.quotas.impact import current_pool_shape, request_impact
+from gpupool.quotas.models import PriorityClass, Queue, QueueQuota, QuotaRequest
+from gpupool.quotas.queries import (
+    queue_rows,
+    queue_usage,
+    queues_led_by,
+    quota_request_rows,
+    quota_rows,
+    visible_quota_requests,
+)
+from gpupool.quotas.shares import deserved_shares
+from gpupool.tenancy.models import Tenant
+from gpupool.workloads.api import WorkloadViewSet
+from gpupool.workloads.choices import WorkloadState
+from gpupool.workloads.models import Workload
+from gpupool.workloads.queries import (
+    lost_gpu_hours,
+    preemption_rows,
+    sees_preemptor,
+    total_gpus,
+    workload_rows,
+)
+
+TZ_COOKIE = "gpupool_tz"
+LIVE_TARGET = "live"
+AUDIT_PAGE_SIZE = 50
+NODES_PAGE_SIZE = 100
+WORKLOADS_SHOWN = 100
+PREEMPTIONS_SHOWN = 50
+CYCLES_SHOWN = 10
+View = Callable[..., HttpResponse]
+
+
+# ----------------------------------------------------------------------------- the frame
+
+
+def viewer_zone(request: HttpRequest) -> zoneinfo.ZoneInfo | None:
+    """The viewer's IANA time zone from the ``gpupool_tz`` cookie, if it names a real one."""
+    name = request.COOKIES.get(TZ_COOKIE, "")
+    if not name or len(name) > 64:
+        return None
+    try:
+        return zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        return None
+
+
+def dashboard_page(key: str) -> Callable[[View], View]:
+    """Make a view the page ``key``: logged-in users holding one of its roles (else 403),
+    times in the viewer's zone, and the page known to the navigation."""
+    page = PAGES_BY_KEY[key]
+
+    def decorate(view: View) -> View:
+        @wraps(view)
+        def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            if not request.user.is_authenticated:
+                return to_login(request)
+            access = request_access(request)
+            request.dashboard_page = page  # type: ignore[attr-defined]
+            if not page.allows(access):
+                return forbidden(request, page)
+            zone = viewer_zone(request)
+            if zone is None:
+                return view(request, access, *args, **kwargs)
+            with timezone.override(zone):
+                return view(request, access, *args, **kwargs)
+
+        return wrapped
+
+    return decorate
+
+
+def to_login(request: HttpRequest) -> HttpResponse:
+    """Send an anonymous visitor to log in, and back here after. A live part polled by htmx
+    after the session ended asks htmx to load the login page as a whole page
+    (``HX-Redirect``), rather than getting it swapped into the part."""
+    htmx = getattr(request, "htmx", None)
+    if htmx:
+        page = htmx.current_url_abs_path or request.get_full_path()
+        return HttpResponseClientRedirect(
+            f"{resolve_url(settings.LOGIN_URL)}?{urlencode({'next': page})}"
+        )
+    return redirect_to_login(request.get_full_path())
+
+
+def forbidden(request: HttpRequest, page: Page, refused: str = "") -> HttpResponse:
+    """The 403 page: which roles open this page (or, for ``refused``, what only admins
+    may do on it), and where to go instead."""
+    context = {"page": page, "roles": sorted(page.roles), "refused": refused}
+    return render(request, "dashboard/forbidden.html", context, status=403)
+
+
+def render_page(
+    request: HttpRequest,
+    template: str,
+    context: dict[str, Any],
+    *,
+    live: str | None = None,
+) -> HttpResponse:
+    """Render the page, or only its live part (``live``, a partial template) when htmx asks
+    for ``#live``."""
+    htmx = getattr(request, "htmx", None)
+    if live is not None and htmx and htmx.target == LIVE_TARGET:
+        return render(request, live, context)
+    return render(request, template, context | {"live_template": live})
+
+
+class DashboardLoginView(LoginView):
+    """The login page: every user (not only staff, as the admin site's); in DEBUG, the
+    demo users that exist with their demo passwords."""
+
+    template_name = "dashboard/login.html"
+    redirect_authenticated_user = True
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        """The form, and the demo users when DEBUG is on and they exist."""
+        context = super().get_context_data(**kwargs)
+        context["demo_users"] = demo_logins() if settings.DEBUG else []
+        return context
+
+
+def demo_logins() -> list[dict[str, str]]:
+    """The demo users ``seed-demo`` made that exist here, with their demo passwords."""
+    users = demo_users()
+    existing = set(
+        get_user_model()
+        .objects.filter(username__in=[name for name, _ in users], is_active=True)
+        .values_list("username", flat=True)
+    )
+    return [
+        {"username": name, "password": demo_password(name), "role": role}
+        for name, role in users
+        if name in existing
+    ]
+
+
+@login_required
+def home(request: HttpRequest) -> HttpResponse:
+    """``/``: the user's home page by role (admins Overview, finance Cost, leads and
+    members My workloads); a user without any role is told how to get one."""
+    page = home_page(request_access(request))
+    if page is None:
+        return render(request, "dashboard/no_role.html", status=200)
+    return redirect(f"dashboard:{page.key}")
+
+
+# ----------------------------------------------------------------------------- overview
+
+
+@dashboard_page("overview")
+def overview(request: HttpRequest, access: Access) -> HttpResponse:
+    """The pool at a glance: capacity per flavor, workloads by state, pending work by
+    reason and the last scheduling cycles."""
+    flavors = list(
+        Flavor.objects.annotate(
+            node_count=Count("nodes", distinct=True),
+            cordoned_nodes=Count("nodes", filter=Q(nodes__cordoned=True), distinct=True),
+        ).order_by("name")
+    )
+    capacity = [
+        {"flavor": flavor, "healthy": healthy_capacity(flavor)}
+        for flavor in flavors
+        if flavor.node_count
+    ]
+    states = dict(
+        Workload.objects.values_list("state").annotate(n=Count("id")).values_list("state", "n")
+    )
+    pending = dict(
+        Workload.objects.filter(state=WorkloadState.PENDING)
+        .exclude(pending_reason="")
+        .values_list("pending_reason")
+        .annotate(n=Count("id"))
+        .values_list("pending_reason", "n")
+    )
+    cycles = list(SchedulingCycle.objects.order_by("-started_at", "-id")[:CYCLES_SHOWN])
+    context = {
+        "capacity": capacity,
+        "states": [(state.label, states.get(state.value, 0)) for state in WorkloadState],
+        "any_workloads": any(states.values()),
+        "pending_figure": charts.pending_reasons_figure(pending) if pending else None,
+        "cycles": cycles,
+    }
+    return render_page(
+        request, "dashboard/overview.html", context, live="dashboard/partials/overview_live.html"
+    )
+
+
+# ----------------------------------------------------------------------------- workloads
+
+
+@dashboard_page("workloads")
+def workloads(request: HttpRequest, access: Access) -> HttpResponse:
+    """The user's teams' workloads (admins: every workload), newest first, with where each
+    waits and why."""
+    rows = tenant_scoped(
+        workload_rows().order_by("-submitted_at", "-id"), access, WorkloadViewSet.tenant_field
+    )
+    state = request.GET.get("state", "")
+    if state in WorkloadState.values:
+        rows = rows.filter(state=state)
+    shown = list(rows[:WORKLOADS_SHOWN])
+    context = {
+        "workloads": [(workload, total_gpus(workload)) for workload in shown],
+        "shown_limit": WORKLOADS_SHOWN,
+        "state": state,
+        "state_choices": WorkloadState.choices,
+        "all_tenants": access.admin,
+    }
+    return render_page(
+        request, "dashboard/workloads.html", context, live="dashboard/partials/workloads_live.html"
+    )
+
+
+# ----------------------------------------------------------------------------- queues
+
+
+def largest_flavor(flavors: Iterable[Flavor]) -> Flavor:
+    """The flavor with the most GPUs (ties by name): the one a page shows first."""
+    counts = dict(
+        Gpu.objects.values_list("node__flavor_id")
+        .annotate(n=Count("id"))
+        .values_list("node__flavor_id", "n")
+    )
+    return min(flavors, key=lambda flavor: (-counts.get(flavor.pk, 0), flavor.name))
+
+
+def queue_tree(queues: Iterable[Queue]) -> list[tuple[Queue, int]]:
+    """The queues in tree order (parents before their children, siblings by name), each
+    with its depth (roots 0)."""
+    children: dict[int | None, list[Queue]] = defaultdict(list)
+    known = {queue.pk for queue in queues}
+    for queue in queues:
+        parent = queue.parent_id if queue.parent_id in known else None
+        children[parent].append(queue)
+    ordered: list[tuple[Queue, int]] = []
+    stack = [(queue, 0) for queue in sorted(children[None], key=lambda q: q.name, reverse=True)]
+    while stack:
+        queue, depth = stack.pop()
+        ordered.append((queue, depth))
+        kids = sorted(children.get(queue.pk, []), key=lambda q: q.name, reverse=True)
+        stack.extend((kid, depth + 1) for kid in kids)
+    return ordered
+
+
+@dashboard_page("queues")
+def queues(request: HttpRequest, access: Access) -> HttpResponse:
+    """The queue tree with each queue's quota of one flavor, its deserved share, and what it
+    holds, borrows and lends now (every role sees every queue: tenants see each other at the
+    queue level). The rows and the usage are the queues API's (``quotas.queries``)."""
+    all_queues = list(queue_rows())
+    flavors = list(Flavor.objects.order_by("name"))
+    chosen = next((f for f in flavors if f.name == request.GET.get("flavor")), None)
+    if chosen is None and flavors:
+        chosen = largest_flavor(flavors)
+    shares: dict[tuple[str, str], float] = {}
+    shares_error = ""
+    try:
+        shares = deserved_shares(current_pool_shape())
+    except SnapshotError as failure:
+        shares_error = str(failure)
+    if not all_queues:  # nothing to show, and the core plans no pool without a queue tree
+        return render_page(
+            request,
+            "dashboard/queues.html",
+            {"rows": [], "flavors": flavors, "flavor": chosen},
+            live="dashboard/partials/queues_live.html",
+        )
+    usage = queue_usage()
+    rows = []
+    for queue, depth in queue_tree(all_queues):
+        flavor_row = next(
+            (row for row in quota_rows(queue, usage) if chosen and row.flavor == chosen.name),
+            None,
+        )
+        rows.append(
+            {
+                "queue": queue,
+                "depth": depth,
+                "indent": depth * 1.25,
+                "quota": flavor_row,
+                "share": shares.get((queue.name, chosen.name)) if chosen else None,
+                "mine": queue.tenant_id in access.tenant_ids,
+            }
+        )
+    context = {
+        "rows": rows,
+        "flavors": flavors,
+        "flavor": chosen,
+        "shares_error": shares_error,
+        "usage": usage,
+        "capacity": healthy_capacity(chosen) if chosen else None,
+    }
+    return render_page(
+        request, "dashboard/queues.html", context, live="dashboard/partials/queues_live.html"
+    )
+
+
+# ----------------------------------------------------------------------------- cost
+
+
+@dashboard_page("cost")
+def cost(request: HttpRequest, access: Access) -> HttpResponse:
+    """Cost's frame: the price list and each flavor's healthy capacity; the reports come
+    with the cost roll-ups."""
+    flavors = list(Flavor.objects.order_by("name"))
+    prices = []
+    for flavor in flavors:
+        healthy = healthy_capacity(flavor)
+        prices.append(
+            {"flavor": flavor, "healthy": healthy, "hourly": healthy * flavor.hourly_price}
+        )
+    return render(request, "dashboard/cost.html", {"prices": prices})
+
+
+# ----------------------------------------------------------------------------- preemptions
+
+
+@dashboard_page("preemptions")
+def preemptions(request: HttpRequest, access: Access) -> HttpResponse:
+    """Preemptions of the user's teams' workloads (admins: all), newest first, with who
+    preempted them -- the preemptor's queue and class, its name and owner only to admins and
+    its own team (``workloads.queries.sees_preemptor``) -- and the protection in force."""
+    events = tenant_scoped(
+        preemption_rows().order_by("-at", "-id"), access, PreemptionEventViewSet.tenant_field
+    )
+    shown = list(events[:PREEMPTIONS_SHOWN])
+    classes = list(PriorityClass.objects.order_by("-value", "name"))
+    leaf_queues = [
+        queue
+        for queue, _ in queue_tree(list(Queue.objects.select_related("tenant")))
+        if queue.tenant_id is not None
+    ]
+    context = {
+        "events": [(event, sees_preemptor(access, event)) for event in shown],
+        "shown_limit": PREEMPTIONS_SHOWN,
+        "lost": lost_gpu_hours(shown),
+        "all_tenants": access.admin,
+        "classes": classes,
+        "queues": leaf_queues,
+    }
+    return render(request, "dashboard/preemptions.html", context)
+
+
+# ----------------------------------------------------------------------------- fragmentation
+
+
+@dashboard_page("fragmentation")
+def fragmentation(request: HttpRequest, access: Access) -> HttpResponse:
+    """Every GPU by NVLink domain and node, coloured by the tenant holding it or free, and per
+    flavor the free, fragmented and stranded GPUs and the gangs that fit now in one domain:
+    the core's view of the pool at the last finished cycle (``control.queries``, the figures
+    the API's fragmentation endpoint serves)."""
+    try:
+        snapshot = pool_snapshot()
+        # The core plans only a pool with a queue tree (its root); without one there are
+        # no figures to read, and the heatmap alone shows.
+        figures = pool_figures() if snapshot.value.snapshot.queues else None
+    except SnapshotError as failure:
+        return render_page(
+            request,
+            "dashboard/fragmentation.html",
+            {"unavailable": str(failure)},
+            live="dashboard/partials/fragmentation_live.html",
+        )
+    rows = gpu_rows(snapshot.value.snapshot)
+    flavors = sorted({row.flavor for row in rows})
+    wanted = request.GET.get("flavor", "")
+    gpus_of = Counter(row.flavor for row in rows for _ in row.cells)
+    chosen = (
+        wanted if wanted in flavors else min(flavors, key=lambda f: (-gpus_of[f], f), default="")
+    )
+    shown = [row for row in rows if row.flavor == chosen]
+    colours = {FREE: FREE_GPU, BROKEN: UNHEALTHY_GPU, CORDONED: CORDONED_GPU}
+    colours |= tenant_colours(tenants_in(rows))
+    reasons = cell_reasons(
+        shown,
+        Gpu.objects.filter(healthy=False, node__flavor__name=chosen).values_list(
+            "node__name", "index", "unhealthy_reason"
+        ),
+    )
+    figure = charts.gpu_heatmap_figure(
+        [row.node for row in shown],
+        [[cell.category for cell in row.cells] for row in shown],
+        [[describe(row, cell, reasons) for cell in row.cells] for row in shown],
+        colours,
+    )
+    counts = Counter(cell.category for row in shown for cell in row.cells)
+    context = {
+        "flavors": flavors,
+        "flavor": chosen,
+        "figure": figure if shown else None,
+        "legend": [
+            {"name": name, "colour": colour, "gpus": counts[name]}
+            for name, colour in colours.items()
+            if counts[name]
+        ],
+        "domains": domain_summaries(shown),
+        "fragmentation": [
+            f for f in (figures.value.fragmentation if figures else ()) if f.flavor == chosen
+        ],
+        "no_queues": figures is None,
+        "cycle_id": snapshot.cycle_id,
+        "as_of": snapshot.at,
+    }
+    return render_page(
+        request,
+        "dashboard/fragmentation.html",
+        context,
+        live="dashboard/partials/fragmentation_live.html",
+    )
+
+
+# ----------------------------------------------------------------------------- cluster
+
+
+@dashboard_page("cluster")
+def cluster(request: HttpRequest, access: Access) -> HttpResponse:
+    """Nodes and GPUs by flavor and NVLink domain, with health and cordons; admins cordon,
+    uncordon and mark GPU health here."""
+    nodes = Node.objects.select_related("flavor").prefetch_related(
+        Prefetch("gpus", queryset=Gpu.objects.order_by("index"))
+    )
+    flavors = list(Flavor.objects.order_by("name"))
+    flavor_name = request.GET.get("flavor", "")
+    show = request.GET.get("show", "")
+    if flavor_name:
+        nodes = nodes.filter(flavor__name=flavor_name)
+    if show == "problems":
+        broken = Gpu.objects.filter(healthy=False).values("node_id")
+        nodes = nodes.filter(Q(cordoned=True) | Q(pk__in=broken))
+    nodes = nodes.order_by("flavor__name", "nvlink_domain", "name")
+    paginator = Paginator(nodes, NODES_PAGE_SIZE)
+    page = paginator.get_page(request.GET.get("page"))
+    groups: list[dict[str, Any]] = []
+    for node in page.object_list:
+        if not groups or groups[-1]["flavor"] != node.flavor:
+            groups.append({"flavor": node.flavor, "domains": []})
+        domains = groups[-1]["domains"]
+        if not domains or domains[-1]["name"] != node.nvlink_domain:
+            domains.append({"name": node.nvlink_domain, "nodes": []})
+        domains[-1]["nodes"].append({"node": node, "health": node.health_reasons()})
+    for group in groups:
+        group["own_domains"] = all(len(domain["nodes"]) == 1 for domain in group["domains"])
+    context = {
+        "summary": cluster_summary(),
+        "groups": groups,
+        "page": page,
+        "flavors": flavors,
+        "flavor_name": flavor_name,
+        "show": show,
+        "can_change": access.admin,
+        "query": request.GET.urlencode(),
+    }
+    return render_page(
+        request, "dashboard/cluster.html", context, live="dashboard/partials/cluster_live.html"
+    )
+
+
+def cluster_summary() -> list[dict[str, Any]]:
+    """Per flavor: nodes, cordoned nodes, GPUs, unhealthy GPUs and healthy capacity."""
+    gpus = dict(
+        Gpu.objects.values_list("node__flavor_id")
+        .annotate(n=Count("id"))
+        .values_list("node__flavor_id", "n")
+    )
+    broken = dict(
+        Gpu.objects.filter(healthy=False)
+        .values_list("node__flavor_id")
+        .annotate(n=Count("id"))
+        .values_list("node__flavor_id", "n")
+    )
+    rows = []
+    for flavor in Flavor.objects.annotate(
+        node_count=Count("nodes", distinct=True),
+        cordoned_nodes=Count("nodes", filter=Q(nodes__cordoned=True), distinct=True),
+    ).order_by("name"):
+        if not flavor.node_count:
+            continue
+        rows.append(
+            {
+                "flavor": flavor,
+                "gpus": gpus.get(flavor.pk, 0),
+                "unhealthy": broken.get(flavor.pk, 0),
+                "healthy_capacity": healthy_capacity(flavor),
+            }
+        )
+    return rows
+
+
+def back_to_cluster(request: HttpRequest) -> HttpResponseRedirect:
+    """Back to the cluster page with the filters the form was posted from."""
+    query = request.POST.get("query", "")
+    url = reverse("dashboard:cluster")
+    return HttpResponseRedirect(f"{url}?{query}" if query else url)
+
+
+@require_POST
+@dashboard_page("cluster")
+def cluster_cordon(request: HttpRequest, access: Access, name: str) -> HttpResponse:
+    """Cordon or uncordon a node (admins; the action refuses anyone else)."""
+    if not access.admin:
+        return forbidden(request, PAGES_BY_KEY["cluster"], "Only admins cordon and uncordon nodes.")
+    node = get_object_or_404(Node, name=name)
+    form = CordonForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "The cordon form was not filled in right.")
+        return back_to_cluster(request)
+    cordoned = form.cleaned_data["cordoned"]
+    try:
+        do_set_node_cordoned(
+            node, cordoned=cordoned, acting_user=request.user, reason=form.cleaned_data["reason"]
+        )
+    except ValidationError as refusal:
+        messages.error(request, f"{node.name} was not changed: {refusal_text(refusal)}")
+    else:
+        verb = "cordoned: nothing new will be placed on it" if cordoned else "uncordoned"
+        messages.success(request, f"{node.name} is {verb}.")
+    return back_to_cluster(request)
+
+
+@require_POST
+@dashboard_page("cluster")
+def cluster_drain(request: HttpRequest, access: Access, name: str) -> HttpResponse:
+    """Drain a node (admins): cordon it and have the control loop evict its workloads
+    (``do_drain_node``; reason ``admin``, disruption budgets honoured)."""
+    if not access.admin:
+        return forbidden(request, PAGES_BY_KEY["cluster"], "Only admins drain nodes.")
+    node = get_object_or_404(Node, name=name)
+    form = CordonForm(request.POST)
+    reason = form.cleaned_data["reason"] if form.is_valid() else ""
+    do_drain_node(node, acting_user=request.user, reason=reason)
+    messages.success(
+        request,
+        f"{node.name} is draining: it is cordoned, and the control loop evicts its workloads "
+        "at its next cycles.",
+    )
+    return back_to_cluster(request)
+
+
+@require_POST
+@dashboard_page("cluster")
+def cluster_gpu_health(request: HttpRequest, access: Access, name: str) -> HttpResponse:
+    """Mark one GPU of a node healthy or unhealthy (admins; unhealthy says why)."""
+    if not access.admin:
+        return forbidden(request, PAGES_BY_KEY["cluster"], "Only admins set a GPU's health.")
+    node = get_object_or_404(Node, name=name)
+    form = GpuHealthForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, f"{node.name} was not changed: {form_problems(form)}")
+        return back_to_cluster(request)
+    data = form.cleaned_data
+    gpu = node.gpus.filter(index=data["index"]).first()
+    if gpu is None:
+        messages.error(request, f"{node.name} has no GPU {data['index']}.")
+        return back_to_cluster(request)
+    try:
+        do_set_gpu_health(
+            gpu, healthy=data["healthy"], reason=data["reason"], acting_user=request.user
+        )
+    except ValidationError as refusal:
+        messages.error(request, f"{gpu} was not changed: {refusal_text(refusal)}")
+    else:
+        state = "healthy again" if data["healthy"] else f"unhealthy ({data['reason']})"
+        messages.success(request, f"{node.name} GPU {gpu.index} is {state}.")
+    return back_to_cluster(request)
+
+
+def form_problems(form: Any) -> str:
+    """A form's errors in one line, naming their fields."""
+    return "; ".join(
+        f"{name}: {' '.join(str(message) for message in errors)}"
+        for name, errors in form.errors.items()
+    )
+
+
+def refusal_text(refusal: PermissionDenied | ValidationError) -> str:
+    """An action's refusal in one line, naming its fields."""
+    if isinstance(refusal, ValidationError) and hasattr(refusal, "error_dict"):
+        return "; ".join(f"{k}: {' '.join(v)}" for k, v in refusal.message_dict.items())
+    if isinstance(refusal, ValidationError):
+        return " ".join(refusal.messages)
+    return str(refusal) or "not allowed"
+
+
+# ----------------------------------------------------------------------------- requests
+
+
+def visible_requests(access: Access) -> QuerySet[QuotaRequest]:
+    """The requests the user may see, as the API scopes them (``quotas.queries``)."""
+    return visible_quota_requests(quota_request_rows(), access)
+
+
+def led_tenants(access: Access) -> list[Tenant]:
+    """The tenants the user may ask budget for: those they lead (admins: every tenant)."""
+    rows = (
+        Tenant.objects.all()
+        if access.admin
+        else Tenant.objects.filter(pk__in=access.lead_tenant_ids)
+    )
+    return list(rows.order_by("name"))
+
+
+def led_queues(access: Access) -> list[Queue]:
+    """The team queues the user may ask quota for, as the API offers them (its led tenants';
+    admins: every team's)."""
+    return list(queues_led_by(access).filter(tenant__isnull=False).order_by("name"))
+
+
+@dashboard_page("requests")
+def requests_page(request: HttpRequest, access: Access) -> HttpResponse:
+    """A lead's requests, newest first, and the form to file one (GET shows, POST files
+    through ``do_create_quota_request``)."""
+    queues = led_queues(access)
+    tenants = led_tenants(access)
+    if request.method == "POST":
+        form = QuotaRequestForm(request.POST, queues=queues, tenants=tenants)
+        if form.is_valid():
+            created = file_request(request, form)
+            if created is not None:
+                messages.success(
+                    request,
+                    f"Request #{created.pk} is {created.state}: {created.summary()}.",
+                )
+                return redirect("dashboard:request", pk=created.pk)
+    else:
+        initial: dict[str, Any] = {"kind": QuotaRequestKind.QUEUE_QUOTA}
+        if len(queues) == 1:
+            initial["queue"] = queues[0]
+        if len(tenants) == 1:
+            initial["tenant"] = tenants[0]
+        form = QuotaRequestForm(initial=initial, queues=queues, tenants=tenants)
+    context = {
+        "requests": list(visible_requests(access).order_by("-created_at", "-id")[:100]),
+        "form": form,
+        "can_file": bool(queues),
+        "quotas": current_quotas(queues),
+    }
+    return render(request, "dashboard/requests.html", context)
+
+
+def current_quotas(queues: Iterable[Queue]) -> list[QueueQuota]:
+    """The queues' quotas now, to show beside the form."""
+    return list(
+        QueueQuota.objects.filter(queue__in=list(queues))
+        .select_related("queue", "flavor")
+        .order_by("queue__name", "flavor__name")
+    )
+
+
+def file_request(request: HttpRequest, form: QuotaRequestForm) -> QuotaRequest | None:
+    """File the form's request through the action, submitted unless saved as a draft;
+    None with the refusal on the form."""
+    data = form.cleaned_data
+    is_quota = data["kind"] == QuotaRequestKind.QUEUE_QUOTA
+    tenant = data["queue"].tenant if is_quota else data["tenant"]
+    try:
+        return do_create_quota_request(
+            kind=data["kind"],
+            tenant=tenant,
+            requested_by=request.user,
+            justification=data["justification"],
+            payload=form.payload(),
+            queue=data["queue"] if is_quota else None,
+            flavor=data["flavor"] if is_quota else None,
+            priority_class=None if is_quota else data["priority_class"],
+            period_start=None if is_quota else data["period_start"],
+            period_end=None if is_quota else data["period_end"],
+            submit="save_draft" not in request.POST,
+        )
+    except ValidationError as refusal:
+        form.add_refusal(refusal)
+    except PermissionDenied as refusal:
+        form.add_error(None, str(refusal))
+    return None
+
+
+@dashboard_page("requests")
+def request_detail(request: HttpRequest, access: Access, pk: int) -> HttpResponse:
+    """One request and where it stands (another tenant's request is not found); POST sends
+    a draft to the admins (``do_submit_quota_request``: its requester only)."""
+    quota_request = get_object_or_404(visible_requests(access), pk=pk)
+    if request.method == "POST":
+        try:
+            submitted = do_submit_quota_request(quota_request, acting_user=request.user)
+        except (ValidationError, PermissionDenied) as refusal:
+            messages.error(
+                request, f"Request #{quota_request.pk} was not submitted: {refusal_text(refusal)}"
+            )
+        else:
+            messages.success(request, f"Request #{submitted.pk} is submitted to the admins.")
+        return redirect("dashboard:request", pk=quota_request.pk)
+    return render(
+        request,
+        "dashboard/request_detail.html",
+        {"request_obj": quota_request, "steps": request_steps(quota_request)},
+    )
+
+
+def request_steps(quota_request: QuotaRequest) -> list[dict[str, Any]]:
+    """The request's steps so far: filed, submitted, decided, applied."""
+    steps = [{"what": "filed", "at": quota_request.created_at, "who": quota_request.requested_by}]
+    if quota_request.submitted_at:
+        steps.append(
+            {
+                "what": "submitted",
+                "at": quota_request.submitted_at,
+                "who": quota_request.requested_by,
+            }
+        )
+    if quota_request.decided_at:
+        steps.append(
+            {
+                "what": "rejected"
+                if quota_request.state == QuotaRequestState.REJECTED
+                else "approved",
+                "at": quota_request.decided_at,
+                "who": quota_request.decided_by,
+                "note": quota_request.decision_note,
+            }
+        )
+    if quota_request.applied_at:
+        steps.append({"what": "applied", "at": quota_request.applied_at, "who": None})
+    return steps
+
+
+# ----------------------------------------------------------------------------- approvals
+
+
+@dashboard_page("approvals")
+def approvals(request: HttpRequest, access: Access) -> HttpResponse:
+    """Requests waiting for a decision (oldest first), then the latest decided ones."""
+    rows = visible_requests(access)
+    context = {
+        "pending": list(
+            rows.filter(state=QuotaRequestState.SUBMITTED).order_by("submitted_at", "id")
+        ),
+        "decided": list(
+            rows.exclude(state__in=[QuotaRequestState.SUBMITTED, QuotaRequestState.DRAFT]).order_by(
+                "-decided_at", "-id"
+            )[:20]
+        ),
+    }
+    return render(request, "dashboard/approvals.html", context)
+
+
+@dashboard_page("approvals")
+def approval_detail(request: HttpRequest, access: Access, pk: int) -> HttpResponse:
+    """A request with its impact, its what-if replay and the decision form (POST decides
+    through the approve-and-apply or reject action)."""
+    quota_request = get_object_or_404(visible_requests(access), pk=pk)
+    form = DecisionForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        decided = decide(request, quota_request, form)
+        if decided is not None:
+            return redirect("dashboard:approvals")
+    impact = request_impact(quota_request).to_json()
+    context = {
+        "request_obj": quota_request,
+        "impact": impact,
+        "decision_form": form,
+        "what_if_form": WhatIfForm(),
+        "own_request": quota_request.requested_by_id == request.user.pk,
+        "open": quota_request.state == QuotaRequestState.SUBMITTED,
+    } | what_if_context(quota_request)
+    return render(request, "dashboard/approval_detail.html", context)
+
+
+def decide(
+    request: HttpRequest, quota_request: QuotaRequest, form: DecisionForm
+) -> QuotaRequest | None:
+    """Approve (and apply) or reject through the action; None with the refusal on the form."""
+    note = form.cleaned_data["decision_note"]
+    approve = form.cleaned_data["decision"] == "approve"
+    try:
+        if approve:
+            decided = do_approve_and_apply_quota_request(
+                quota_request, acting_user=request.user, note=note
+            )
+        else:
+            decided = do_reject_quota_request(quota_request, acting_user=request.user, note=note)
+    except (ValidationError, PermissionDenied) as refusal:
+        form.add_error(None, refusal_text(refusal))
+        return None
+    if approve:
+        messages.success(
+            request, f"Request #{decided.pk} approved and applied: {decided.summary()}."
+        )
+    else:
+        messages.success(request, f"Request #{decided.pk} rejected: {decided.summary()}.")
+    return decided
+
+
+def what_if_context(quota_request: QuotaRequest) -> dict[str, Any]:
+    """The latest what-if run of the request, whether it is still running, and its result's
+    figure."""
+    run = quota_request.latest_what_if()
+    result = run.result if run is not None and isinstance(run.result, dict) else None
+    waits: dict[str, Any] = (result.get("wait_changes") if result else None) or {}
+    window = [
+        parse_datetime(result.get(key) or "") if result else None
+        for key in ("window_start", "window_end")
+    ]
+    return {
+        "window_start": window[0],
+        "window_end": window[1],
+        "run": run,
+        "running": run is not None and run.state in ACTIVE_WHAT_IF_STATES,
+        "wait_changes": waits,
+        "waits_figure": charts.what_if_waits_figure(waits) if waits else None,
+        "waits_unchanged": bool(waits)
+        and not any((figures.get("wait_mean_s") or {}).get("change") for figures in waits.values()),
+        "can_replay": quota_request.kind == QuotaRequestKind.QUEUE_QUOTA
+        and quota_request.state in (QuotaRequestState.DRAFT, QuotaRequestState.SUBMITTED),
+    }
+
+
+@dashboard_page("approvals")
+def approval_what_if(request: HttpRequest, access: Access, pk: int) -> HttpResponse:
+    """The what-if part of a request's page: POST starts a replay (``do_start_what_if``);
+    GET is what htmx polls while it runs (its progress bar, then its result)."""
+    quota_request = get_object_or_404(visible_requests(access), pk=pk)
+    error = ""
+    if request.method == "POST":
+        form = WhatIfForm(request.POST)
+        if form.is_valid():
+            try:
+                do_start_what_if(
+                    quota_request, acting_user=request.user, days=form.cleaned_data["days"]
+                )
+            except (ValidationError, PermissionDenied) as refusal:
+                error = refusal_text(refusal)
+        else:
+            error = form_problems(form)
+        if not getattr(request, "htmx", None):
+            if error:
+                messages.error(request, f"The what-if did not start: {error}")
+            return redirect("dashboard:approval", pk=quota_request.pk)
+    context = {"request_obj": quota_request, "what_if_form": WhatIfForm(), "what_if_error": error}
+    context |= what_if_context(quota_request)
+    return render(request, "dashboard/partials/what_if.html", context)
+
+
+# ----------------------------------------------------------------------------- audit
+
+
+def day_start(day: Any) -> datetime:
+    """Midnight at the start of ``day`` in the active (the viewer's) zone."""
+    return timezone.make_aware(datetime.combine(day, time.min))
+
+
+@dashboard_page("audit")
+def audit(request: HttpRequest, access: Access) -> HttpResponse:
+    """The audit log, newest first, filtered by actor, action, object type and days."""
+    actions = list(
+        AuditEvent.objects.order_by("action").values_list("action", flat=True).distinct()
+    )
+    object_types = list(
+        AuditEvent.objects.order_by("object_type").values_list("object_type", flat=True).distinct()
+    )
+    form = AuditFilterForm(request.GET or None, actions=actions, object_types=object_types)
+    events = AuditEvent.objects.select_related("actor").order_by("-at", "-id")
+    if form.is_bound and form.is_valid():
+        data = form.cleaned_data
+        actor = (data.get("actor") or "").strip()
+        if actor.lower() == "system":
+            events = events.filter(actor_name="")
+        elif actor:
+            events = events.filter(actor_name=actor)
+        if data.get("action"):
+            events = events.filter(action=data["action"])
+        if data.get("object_type"):
+            events = events.filter(object_type=data["object_type"])
+        if data.get("since"):
+            events = events.filter(at__gte=day_start(data["since"]))
+        if data.get("until"):
+            events = events.filter(at__lt=day_start(data["until"]) + timedelta(days=1))
+    elif form.is_bound:
+        events = events.none()
+    page = Paginator(events, AUDIT_PAGE_SIZE).get_page(request.GET.get("page"))
+    rows = [{"event": event, "changes": event_changes(event)} for event in page.object_list]
+    query = request.GET.copy()
+    query.pop("page", None)
+    context = {
+        "form": form,
+        "filtered": any(request.GET.get(name) for name in form.fields),
+        "page": page,
+        "rows": rows,
+        "query": query.urlencode(),
+    }
+    return render(request, "dashboard/audit.html", context)
+
+
+def event_changes(event: AuditEvent) -> list[dict[str, Any]]:
+    """The fields an audit event changed, each with its value before and after."""
+    before = event.before or {}
+    after = event.after or {}
+    return [
+        {"field": name, "before": before.get(name), "after": after.get(name)}
+        for name in event.changed_fields()
+    ]

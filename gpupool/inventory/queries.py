@@ -1,0 +1,129 @@
+"""The pool's fragmentation per flavor, read off the decision core's own view of the nodes.
+
+From the cluster state a cycle starts with (healthy GPUs of uncordoned nodes, less what runs
+there) and the pod shapes it places against (``Placer.distributions``, FGD's "target
+workload"), per flavor:
+
+- **free GPUs**: healthy and free (shared flavors count their free fractions);
+- **fragmented GPUs**: FGD's measure, the free GPUs the usual work could not use where they
+  are (``fragmentation.node_fragmentation``, Weng et al., ATC'23);
+- **stranded GPUs**: free GPUs on nodes without the CPU the usual work brings along with them
+  (``fragmentation.cpu_stranded_milli``);
+- **the largest gang** placeable now inside one NVLink domain, in whole GPUs, and for each
+  gang size of ``GANG_SIZES`` GPUs how many such gangs fit now at once, each inside one domain.
+  A gang of ``S`` GPUs is ``ceil(S / p)`` pods of ``p = min(S, GPUs of the flavor's largest
+  node)`` GPUs (an 8-GPU node takes a 16-GPU gang as two pods of 8; an NVL72 domain of 4-GPU
+  nodes a 72-GPU one as 18 pods of 4); a domain holds as many gangs as the pods that fit on
+  its nodes (``fragmentation.fits`` / ``pick_gpus`` / ``take``, counted once per node state)
+  divided by the pods a gang needs.
+
+Plain functions over the core's objects: no Django here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpupool.scheduler.fragmentation import (
+    MILLI_PER_GPU,
+    NodeState,
+    PodShape,
+    ShapeDistribution,
+    cpu_stranded_milli,
+    fits,
+    node_fragmentation,
+    pick_gpus,
+    take,
+)
+from gpupool.scheduler.statement import ClusterState
+
+GANG_SIZES = (1, 2, 4, 8, 16, 72)
+NO_SHAPES = ShapeDistribution(())
+
+
+@dataclass(frozen=True, slots=True)
+class GangFit:
+    """How many gangs of ``gpus`` GPUs, each inside one NVLink domain, fit now."""
+
+    gpus: int
+    pods: int  # pods of the gang
+    gpus_per_pod: int
+    gangs: int
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorFragmentation:
+    """One flavor's free, fragmented and stranded GPUs, and the gangs that fit now."""
+
+    flavor: str
+    nodes: int
+    domains: int
+    healthy_gpus: int
+    free_gpus: float
+    fragmented_gpus: float
+    stranded_gpus: float
+    largest_gang_gpus: int  # whole GPUs one gang could take inside one domain now
+    gangs: tuple[GangFit, ...]
+
+
+def _pods_that_fit(state: NodeState, shape: PodShape, known: dict[NodeState, int]) -> int:
+    """How many pods of ``shape`` the node takes, one after another as the placer would."""
+    found = known.get(state)
+    if found is None:
+        found, current = 0, state
+        while fits(current, shape):
+            gpus = pick_gpus(current, shape)
+            if gpus is None:
+                break
+            current = take(current, shape, gpus)
+            found += 1
+        known[state] = found
+    return found
+
+
+def flavor_fragmentation(
+    cluster: ClusterState, distributions: dict[str, ShapeDistribution]
+) -> tuple[FlavorFragmentation, ...]:
+    """The fragmentation of every flavor that has nodes, by flavor name."""
+    report: list[FlavorFragmentation] = []
+    flavors = sorted({node.flavor for node in cluster.nodes.values()})
+    for flavor in flavors:
+        domains: dict[str, list[str]] = {
+            domain: names for (of, domain), names in cluster.domain_nodes.items() if of == flavor
+        }
+        names = [name for members in domains.values() for name in members]
+        states = [cluster.state[name] for name in names]
+        dist = distributions.get(flavor, NO_SHAPES)
+        largest_node = max(cluster.nodes[name].gpus for name in names)
+        whole = {
+            name: sum(1 for free in cluster.state[name].gpu_free_milli if free >= MILLI_PER_GPU)
+            for name in names
+        }
+        gangs: list[GangFit] = []
+        for size in GANG_SIZES:
+            per_pod = max(1, min(size, largest_node))
+            pods_needed = -(-size // per_pod)
+            shape = PodShape(per_pod)
+            known: dict[NodeState, int] = {}
+            count = 0
+            for members in domains.values():
+                pods = sum(_pods_that_fit(cluster.state[name], shape, known) for name in members)
+                count += pods // pods_needed
+            gangs.append(GangFit(size, pods_needed, per_pod, count))
+        report.append(
+            FlavorFragmentation(
+                flavor=flavor,
+                nodes=len(names),
+                domains=len(domains),
+                healthy_gpus=sum(cluster.nodes[name].healthy_gpus for name in names),
+                free_gpus=sum(state.free_milli for state in states) / MILLI_PER_GPU,
+                fragmented_gpus=sum(node_fragmentation(s, dist) for s in states) / MILLI_PER_GPU,
+                stranded_gpus=sum(cpu_stranded_milli(s, dist) for s in states) / MILLI_PER_GPU,
+                largest_gang_gpus=max(
+                    (sum(whole[name] for name in members) for members in domains.values()),
+                    default=0,
+                ),
+                gangs=tuple(gangs),
+            )
+        )
+    return tuple(report)

@@ -1,0 +1,431 @@
+"""API of quotas: the queue tree with its quotas and what each queue holds, borrows and lends
+now; priority classes; budgets with their ledger. Every role reads queues and classes (the
+pool's public state, at the queue level); a tenant's lead and members and finance read its
+budgets. Admins change all of them through the quotas actions. (Quota and budget *requests*
+are ``requests_api.py``'s.)
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from django.db.models import QuerySet
+from django_filters import rest_framework as filters
+from drf_spectacular.utils import extend_schema, extend_schema_field
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.routers import BaseRouter
+
+from gpupool.api.permissions import ADMINS, EVERYONE, ActionRoles, TenantScoped
+from gpupool.inventory.models import Flavor
+from gpupool.quotas.actions import (
+    do_delete_priority_class,
+    do_delete_queue,
+    do_delete_queue_quota,
+    do_grant_budget,
+    do_save_priority_class,
+    do_save_queue,
+    do_set_queue_quota,
+)
+from gpupool.quotas.models import BudgetLedgerEntry, PriorityBudget, PriorityClass, Queue
+from gpupool.quotas.queries import QueueUsage, budget_rows, queue_rows, queue_usage, quota_rows
+from gpupool.tenancy.models import Tenant
+
+
+def gpus_field(**options: Any) -> serializers.DecimalField:
+    """An amount of GPUs (fractional for shared flavors), as quotas store them."""
+    return serializers.DecimalField(max_digits=10, decimal_places=3, **options)
+
+
+# ----------------------------------------------------------------------------- queues
+
+
+class QuotaRowSerializer(serializers.Serializer[Any]):
+    """A queue's quota of one flavor and what it holds of it now (GPUs)."""
+
+    flavor = serializers.CharField()
+    guarantee = gpus_field(allow_null=True, help_text="Never lent.")
+    deserved = gpus_field(allow_null=True, help_text="Its fair share.")
+    capability = gpus_field(allow_null=True, help_text="Its hard cap.")
+    allocated = gpus_field(allow_null=True, help_text="Held now by its subtree's running work.")
+    borrowed = gpus_field(allow_null=True, help_text="Allocated above its deserved share.")
+    lent = gpus_field(allow_null=True, help_text="Its deserved share that other queues use now.")
+
+
+class QueueSerializer(serializers.ModelSerializer[Queue]):
+    """A queue of the tree: parent and children, tenant, weight, lending and protection
+    limits, its quotas with what it holds, borrows and lends now, and its queue lengths."""
+
+    # (declared fields leave the class, so this "parent" does not hide Field.parent)
+    parent: serializers.SlugRelatedField[Queue] = serializers.SlugRelatedField(  # type: ignore[assignment]
+        slug_field="name",
+        queryset=Queue.objects.all(),
+        required=False,
+        allow_null=True,
+        help_text="Empty for the root, which stands for the pool.",
+    )
+    tenant: serializers.SlugRelatedField[Tenant] = serializers.SlugRelatedField(
+        slug_field="name", queryset=Tenant.objects.all(), required=False, allow_null=True
+    )
+    children = serializers.SerializerMethodField()
+    leaf = serializers.SerializerMethodField()
+    quotas = serializers.SerializerMethodField()
+    pending_workloads = serializers.IntegerField(read_only=True, default=0)
+    placed_workloads = serializers.IntegerField(
+        read_only=True, default=0, help_text="Admitted or running."
+    )
+    usage_cycle = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Queue
+        fields = (
+            "name",
+            "parent",
+            "children",
+            "leaf",
+            "tenant",
+            "weight",
+            "reclaimable",
+            "lending_limit",
+            "default_protected_runtime_s",
+            "max_protected_runtime_s",
+            "description",
+            "quotas",
+            "pending_workloads",
+            "placed_workloads",
+            "usage_cycle",
+        )
+
+    def _usage(self) -> QueueUsage:
+        usage = self.context.get("usage")
+        if usage is None:
+            usage = self.context["usage"] = queue_usage()
+        return usage
+
+    def get_children(self, queue: Queue) -> list[str]:
+        """The names of its child queues."""
+        return sorted(child.name for child in queue.children.all())
+
+    def get_leaf(self, queue: Queue) -> bool:
+        """Whether it receives workloads (has no children)."""
+        return not queue.children.all()
+
+    @extend_schema_field(QuotaRowSerializer(many=True))
+    def get_quotas(self, queue: Queue) -> list[dict[str, Any]]:
+        """Per flavor: its quota and what it holds, borrows and lends now."""
+        return list(QuotaRowSerializer(quota_rows(queue, self._usage()), many=True).data)
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_usage_cycle(self, queue: Queue) -> int | None:
+        """The scheduling cycle whose view of the pool the usage figures come from."""
+        return self._usage().cycle_id
+
+
+class QueueFilter(filters.FilterSet):  # type: ignore[misc]
+    """Filter queues by tenant, parent and whether they are leaves."""
+
+    tenant = filters.CharFilter(field_name="tenant__name")
+    parent = filters.CharFilter(field_name="parent__name")
+    leaf = filters.BooleanFilter(field_name="children", lookup_expr="isnull", distinct=True)
+
+    class Meta:
+        model = Queue
+        fields = ("tenant", "parent", "leaf")
+
+
+class QuotaInputSerializer(serializers.Serializer[Any]):
+    """A queue's quota of one flavor: guarantee <= deserved <= capability (GPUs)."""
+
+    guarantee = gpus_field(min_value=Decimal(0))
+    deserved = gpus_field(min_value=Decimal(0))
+    capability = gpus_field(min_value=Decimal(0))
+    reason = serializers.CharField(max_length=400, required=False, allow_blank=True, default="")
+
+
+class QueueViewSet(viewsets.ModelViewSet[Queue]):
+    """The queue tree: every role reads every queue (shares and usage at the queue level);
+    admins create, change and delete queues and set their quotas."""
+
+    queryset = queue_rows()
+    serializer_class = QueueSerializer
+    filterset_class = QueueFilter
+    ordering_fields = ("name",)
+    permission_classes = (ActionRoles,)
+    default_roles = ADMINS
+    action_roles = {"list": EVERYONE, "retrieve": EVERYONE}
+    lookup_field = "name"
+    lookup_value_regex = r"[-a-zA-Z0-9_]+"
+    http_method_names = ("get", "post", "put", "patch", "delete", "head", "options")
+
+    def get_serializer_context(self) -> dict[str, Any]:
+        """The pool's usage figures, read once per request."""
+        context = super().get_serializer_context()
+        if self.action in {"list", "retrieve"}:
+            context["usage"] = queue_usage()
+        return context
+
+    def _saved(self, queue: Queue) -> Queue:
+        return self.get_queryset().get(pk=queue.pk)
+
+    def perform_create(self, serializer: QueueSerializer) -> None:  # type: ignore[override]
+        """Create through the audited action."""
+        queue = do_save_queue(Queue(**serializer.validated_data), acting_user=self.request.user)
+        serializer.instance = self._saved(queue)
+
+    def perform_update(self, serializer: QueueSerializer) -> None:  # type: ignore[override]
+        """Change through the audited action (re-parenting keeps guarantees inside)."""
+        queue = Queue.objects.get(pk=serializer.instance.pk)  # type: ignore[union-attr]
+        for field, value in serializer.validated_data.items():
+            setattr(queue, field, value)
+        serializer.instance = self._saved(do_save_queue(queue, acting_user=self.request.user))
+
+    def perform_destroy(self, instance: Queue) -> None:
+        """Delete through the audited action (refused while it has children or workloads)."""
+        do_delete_queue(Queue.objects.get(pk=instance.pk), acting_user=self.request.user)
+
+    def _flavor(self, name: str) -> Flavor:
+        flavor = Flavor.objects.filter(name=name).first()
+        if flavor is None:
+            raise NotFound(f"No flavor {name}.")
+        return flavor
+
+    @extend_schema(request=QuotaInputSerializer, responses={200: QueueSerializer})
+    @action(detail=True, methods=["put"], url_path=r"quotas/(?P<flavor>[a-z0-9][a-z0-9.\-]*)")
+    def quota(self, request: Request, name: str, flavor: str) -> Response:
+        """Set the queue's quota of a flavor; refused (400, naming the level) when it breaks a
+        tree rule: guarantee <= deserved <= capability, guarantees inside the parent's and the
+        pool's healthy capacity."""
+        queue = self.get_object()
+        form = QuotaInputSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        data = form.validated_data
+        do_set_queue_quota(
+            queue,
+            self._flavor(flavor),
+            guarantee=data["guarantee"],
+            deserved=data["deserved"],
+            capability=data["capability"],
+            acting_user=request.user,
+            reason=data["reason"],
+        )
+        return Response(self.get_serializer(self._saved(queue)).data)
+
+    @extend_schema(request=None, responses={204: None})
+    @quota.mapping.delete
+    def delete_quota(self, request: Request, name: str, flavor: str) -> Response:
+        """Remove the queue's quota of a flavor (its children then count against the next
+        holder up)."""
+        queue = self.get_object()
+        found = queue.quotas.filter(flavor=self._flavor(flavor)).select_related("flavor").first()
+        if found is None:
+            raise NotFound(f"Queue {queue.name} has no quota of {flavor}.")
+        do_delete_queue_quota(found, acting_user=request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+# ----------------------------------------------------------------------------- classes
+
+
+class PriorityClassSerializer(serializers.ModelSerializer[PriorityClass]):
+    """A priority class: value, preemption policy, budget rate and whether it is the default."""
+
+    class Meta:
+        model = PriorityClass
+        fields = ("name", "value", "preemption_policy", "budget_rate", "default", "description")
+
+
+class PriorityClassViewSet(viewsets.ModelViewSet[PriorityClass]):
+    """Priority classes: every role reads them; admins create, change and delete them."""
+
+    queryset = PriorityClass.objects.all()
+    serializer_class = PriorityClassSerializer
+    filterset_fields = ("preemption_policy", "default")
+    ordering_fields = ("value", "name")
+    permission_classes = (ActionRoles,)
+    default_roles = ADMINS
+    action_roles = {"list": EVERYONE, "retrieve": EVERYONE}
+    lookup_field = "name"
+    lookup_value_regex = r"[-a-zA-Z0-9_]+"
+    http_method_names = ("get", "post", "patch", "delete", "head", "options")
+
+    def perform_create(self, serializer: PriorityClassSerializer) -> None:  # type: ignore[override]
+        """Create through the audited action."""
+        serializer.instance = do_save_priority_class(
+            PriorityClass(**serializer.validated_data), acting_user=self.request.user
+        )
+
+    def perform_update(self, serializer: PriorityClassSerializer) -> None:  # type: ignore[override]
+        """Change through the audited action."""
+        found = PriorityClass.objects.get(pk=serializer.instance.pk)  # type: ignore[union-attr]
+        for field, value in serializer.validated_data.items():
+            setattr(found, field, value)
+        serializer.instance = do_save_priority_class(found, acting_user=self.request.user)
+
+    def perform_destroy(self, instance: PriorityClass) -> None:
+        """Delete through the audited action (refused while workloads or budgets use it)."""
+        do_delete_priority_class(instance, acting_user=self.request.user)
+
+
+# ----------------------------------------------------------------------------- budgets
+
+
+class BudgetSerializer(serializers.ModelSerializer[PriorityBudget]):
+    """A tenant's priority budget for one class and period, and its ledger's sums (GPU-hours)."""
+
+    tenant: serializers.SlugRelatedField[Tenant] = serializers.SlugRelatedField(
+        slug_field="name", read_only=True
+    )
+    priority_class: serializers.SlugRelatedField[PriorityClass] = serializers.SlugRelatedField(
+        slug_field="name", read_only=True
+    )
+    remaining_gpu_hours = serializers.DecimalField(
+        max_digits=14,
+        decimal_places=4,
+        source="remaining",
+        read_only=True,
+        help_text="The ledger's balance: granted, less spent and held in open reservations.",
+    )
+    spent_gpu_hours = serializers.SerializerMethodField()
+    reserved_gpu_hours = serializers.SerializerMethodField()
+
+    class Meta:
+        model = PriorityBudget
+        fields = (
+            "id",
+            "tenant",
+            "priority_class",
+            "period_start",
+            "period_end",
+            "gpu_hours",
+            "remaining_gpu_hours",
+            "spent_gpu_hours",
+            "reserved_gpu_hours",
+        )
+        read_only_fields = fields
+
+    @extend_schema_field(serializers.DecimalField(max_digits=14, decimal_places=4))
+    def get_spent_gpu_hours(self, budget: Any) -> str:
+        """GPU-hours spent running at the class."""
+        return f"{-budget.spent:.4f}"
+
+    @extend_schema_field(serializers.DecimalField(max_digits=14, decimal_places=4))
+    def get_reserved_gpu_hours(self, budget: Any) -> str:
+        """GPU-hours held for protected windows that have not ended."""
+        return f"{-budget.reserved:.4f}"
+
+
+class GrantSerializer(serializers.Serializer[Any]):
+    """Set the GPU-hours granted to a tenant at a class for a period (written to the ledger
+    as the difference)."""
+
+    tenant = serializers.SlugRelatedField(slug_field="name", queryset=Tenant.objects.all())
+    priority_class = serializers.SlugRelatedField(
+        slug_field="name", queryset=PriorityClass.objects.all()
+    )
+    period_start = serializers.DateField()
+    period_end = serializers.DateField(help_text="Exclusive: the first day after the period.")
+    gpu_hours = serializers.DecimalField(max_digits=12, decimal_places=3, min_value=Decimal(0))
+    reason = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+
+
+class LedgerEntrySerializer(serializers.ModelSerializer[BudgetLedgerEntry]):
+    """One movement on a budget: grants add; reservations and spending subtract; settlements
+    give reservations back."""
+
+    workload = serializers.SerializerMethodField()
+
+    class Meta:
+        model = BudgetLedgerEntry
+        fields = ("id", "kind", "gpu_hours", "at", "workload", "note")
+        read_only_fields = fields
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_workload(self, entry: BudgetLedgerEntry) -> str | None:
+        """The workload it concerns, as ``namespace/name``."""
+        return None if entry.workload is None else entry.workload.qualified_name()
+
+
+class BudgetFilter(filters.FilterSet):  # type: ignore[misc]
+    """Filter budgets by tenant, class and a day their period covers."""
+
+    tenant = filters.CharFilter(field_name="tenant__name")
+    priority_class = filters.CharFilter(field_name="priority_class__name")
+    covers = filters.DateFilter(method="filter_covers", label="A day inside the period")
+
+    class Meta:
+        model = PriorityBudget
+        fields = ("tenant", "priority_class", "covers")
+
+    def filter_covers(self, queryset: Any, name: str, value: Any) -> Any:
+        """Budgets whose period contains the day."""
+        return queryset.filter(period_start__lte=value, period_end__gt=value)
+
+
+class BudgetViewSet(
+    TenantScoped,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    viewsets.GenericViewSet[PriorityBudget],
+):
+    """Priority budgets with their ledger: a tenant's leads and members and finance read them;
+    admins grant (``do_grant_budget``: the grant is set, the ledger records the difference)."""
+
+    queryset = budget_rows()
+    serializer_class = BudgetSerializer
+    filterset_class = BudgetFilter
+    ordering_fields = ("period_start", "tenant__name")
+    permission_classes = (ActionRoles,)
+    default_roles = EVERYONE
+    action_roles = {"create": ADMINS}
+    tenant_field = "tenant"
+    finance_sees_all = True
+
+    def get_serializer_class(self) -> type[serializers.BaseSerializer[Any]]:
+        """The grant's shape on create, the ledger's on ``ledger``."""
+        if self.action == "create":
+            return GrantSerializer
+        if self.action == "ledger":
+            return LedgerEntrySerializer
+        return BudgetSerializer
+
+    @extend_schema(request=GrantSerializer, responses={201: BudgetSerializer})
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """Grant a budget (or change a period's grant) through the audited action."""
+        form = GrantSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        data = form.validated_data
+        budget = do_grant_budget(
+            data["tenant"],
+            data["priority_class"],
+            period_start=data["period_start"],
+            period_end=data["period_end"],
+            gpu_hours=data["gpu_hours"],
+            acting_user=request.user,
+            reason=data["reason"],
+        )
+        found = self.get_queryset().get(pk=budget.pk)
+        return Response(BudgetSerializer(found).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(responses={200: LedgerEntrySerializer(many=True)})
+    @action(detail=True, methods=["get"])
+    def ledger(self, request: Request, pk: str) -> Response:
+        """The budget's ledger, oldest first, paginated."""
+        budget = self.get_object()
+        entries: QuerySet[BudgetLedgerEntry] = budget.entries.select_related("workload").order_by(
+            "at", "id"
+        )
+        page = self.paginate_queryset(entries)  # type: ignore[arg-type]
+        serializer = LedgerEntrySerializer(page, many=True)
+        return self.get_paginated_response(serializer.data)
+
+
+def register(router: BaseRouter) -> None:
+    """Add this app's resources to the API router."""
+    router.register("queues", QueueViewSet, basename="queue")
+    router.register("priority-classes", PriorityClassViewSet, basename="priority-class")
+    router.register("budgets", BudgetViewSet, basename="budget")

@@ -1,0 +1,154 @@
+"""What people read about queues, classes and budgets, as functions the API and the pages
+share: the queue tree with its quotas, queue lengths and what each queue holds, borrows and
+lends now (the core's numbers, ``scheduler.shares`` on the last cycle's view of the pool); the
+budgets with their ledger balances.
+
+Every tenant sees every queue at the queue level (DESIGN 2: usage, shares and who borrows from
+whom), so nothing here is scoped to a tenant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+
+from django.db.models import Count, Prefetch, Q, QuerySet, Sum
+from django.db.models.functions import Coalesce
+
+from gpupool.api.access import Access
+from gpupool.control.queries import pool_figures
+from gpupool.control.snapshot import SnapshotError
+from gpupool.quotas.choices import LedgerEntryKind
+from gpupool.quotas.models import PriorityBudget, Queue, QueueQuota, QuotaRequest
+from gpupool.scheduler.shares import QueueShare
+from gpupool.scheduler.types import MILLI
+from gpupool.workloads.choices import PLACED_STATES, WorkloadState
+
+ZERO = Decimal(0)
+
+
+def queue_rows() -> QuerySet[Queue]:
+    """Queues with their parent, tenant, children, quotas and queue lengths, in a fixed number
+    of queries whatever their number."""
+    return (
+        Queue.objects.select_related("parent", "tenant")
+        .prefetch_related(
+            Prefetch("children", queryset=Queue.objects.only("id", "name", "parent_id")),
+            Prefetch("quotas", queryset=QueueQuota.objects.select_related("flavor")),
+        )
+        .annotate(
+            pending_workloads=Count("workloads", filter=Q(workloads__state=WorkloadState.PENDING)),
+            placed_workloads=Count("workloads", filter=Q(workloads__state__in=PLACED_STATES)),
+        )
+        .order_by("name")
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class QueueUsage:
+    """What every queue holds now, per flavor, and which cycle's view of the pool says so."""
+
+    shares: Mapping[str, Mapping[str, QueueShare]]
+    cycle_id: int | None
+    at: datetime | None
+    unavailable: str  # why there are no figures (the pool cannot be planned), else ""
+
+
+def queue_usage() -> QueueUsage:
+    """Allocated, borrowed and lent per queue and flavor as of the last finished cycle."""
+    try:
+        view = pool_figures()
+    except SnapshotError as error:
+        return QueueUsage({}, None, None, str(error))
+    return QueueUsage(view.value.shares, view.cycle_id, view.at, "")
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaRow:
+    """One flavor of one queue: its quota levels (None without a quota) and what it holds
+    now, borrows and lends, in GPUs (None when the pool's figures are unavailable)."""
+
+    flavor: str
+    guarantee: Decimal | None
+    deserved: Decimal | None
+    capability: Decimal | None
+    allocated: Decimal | None
+    borrowed: Decimal | None
+    lent: Decimal | None
+
+
+def _gpus(milli: int) -> Decimal:
+    return Decimal(milli) / MILLI
+
+
+def quota_rows(queue: Queue, usage: QueueUsage) -> list[QuotaRow]:
+    """The queue's flavors: those it has a quota of, then those it uses without one."""
+    known = not usage.unavailable
+    held = usage.shares.get(queue.name, {})
+    rows: list[QuotaRow] = []
+    for quota in sorted(queue.quotas.all(), key=lambda q: q.flavor.name):
+        share = held.get(quota.flavor.name, QueueShare(0, 0, 0))
+        rows.append(
+            QuotaRow(
+                quota.flavor.name,
+                quota.guarantee,
+                quota.deserved,
+                quota.capability,
+                _gpus(share.allocated) if known else None,
+                _gpus(share.borrowed) if known else None,
+                _gpus(share.lent) if known else None,
+            )
+        )
+    with_quota = {row.flavor for row in rows}
+    for flavor, share in sorted(held.items()):
+        if flavor not in with_quota:
+            rows.append(
+                QuotaRow(
+                    flavor, None, None, None, _gpus(share.allocated), _gpus(share.borrowed), ZERO
+                )
+            )
+    return rows
+
+
+def budget_rows() -> QuerySet[PriorityBudget]:
+    """Budgets with their tenant, class and ledger sums (balance, spent, held in open
+    reservations), in a fixed number of queries."""
+    entries = "entries__gpu_hours"
+
+    def total(kinds: list[str] | None = None) -> Coalesce:
+        condition = Q(entries__kind__in=kinds) if kinds is not None else None
+        return Coalesce(Sum(entries, filter=condition), ZERO)
+
+    return (
+        PriorityBudget.objects.select_related("tenant", "priority_class")
+        .annotate(
+            remaining=total(),
+            spent=total([LedgerEntryKind.SPEND]),
+            reserved=total([LedgerEntryKind.RESERVE, LedgerEntryKind.SETTLE]),
+        )
+        .order_by("tenant__name", "priority_class__name", "-period_start")
+    )
+
+
+def quota_request_rows() -> QuerySet[QuotaRequest]:
+    """Quota and budget requests with what a list shows (tenant, target, people)."""
+    return QuotaRequest.objects.select_related(
+        "tenant", "queue", "flavor", "priority_class", "requested_by", "decided_by"
+    )
+
+
+def visible_quota_requests(
+    requests: QuerySet[QuotaRequest], access: Access
+) -> QuerySet[QuotaRequest]:
+    """The ``requests`` that ``access`` may see: admins every one, leads their tenants' (a
+    member who leads no tenant of a request does not see it)."""
+    return requests if access.admin else requests.filter(tenant__in=access.lead_tenant_ids)
+
+
+def queues_led_by(access: Access) -> QuerySet[Queue]:
+    """The queues ``access`` may ask quota for: those of the tenants it leads (admins:
+    every queue)."""
+    queues = Queue.objects.all()
+    return queues if access.admin else queues.filter(tenant__in=access.lead_tenant_ids)

@@ -1,0 +1,606 @@
+"""API of workloads, for the people who run them, addressed as Kubernetes does: by namespace
+and name (``/api/v1/workloads/<namespace>/<name>/``).
+
+- ``GET /workloads/``: the caller's tenants' workloads (admins: all), filtered by state, queue,
+  tenant, namespace, submitter and pending reason;
+- ``POST /workloads/``: submit (``do_submit_workload``); ``POST /workloads/dry-run/``: would it
+  fit now, with the same body (quota, then capacity, then placement, from the core);
+- ``GET /workloads/<namespace>/<name>/``: its story: pod sets, placements, the timeline of
+  transitions, the current explanation with its numbers, position and estimated start, and
+  who preempted it, why and what it cost;
+- ``POST /workloads/<namespace>/<name>/cancel/``: cancel, running work included
+  (``do_cancel_workload``: its submitter, a lead of its tenant or an admin).
+"""
+
+from __future__ import annotations
+
+import uuid
+from decimal import Decimal
+from typing import Any
+
+from django.db.models import QuerySet
+from django_filters import rest_framework as filters
+from drf_spectacular.utils import extend_schema, extend_schema_field
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.routers import BaseRouter
+
+from gpupool.accounting.models import PreemptionEvent
+from gpupool.api.access import request_access
+from gpupool.api.permissions import TENANT_ROLES, ActionRoles, TenantScoped
+from gpupool.control.api import PoolNotPlannable
+from gpupool.control.snapshot import SnapshotError
+from gpupool.inventory.models import Flavor
+from gpupool.quotas.models import PriorityClass, Queue
+from gpupool.tenancy.models import Tenant
+from gpupool.workloads.actions import PodSetSpec, do_cancel_workload
+from gpupool.workloads.choices import PENDING_REASON_CHOICES, Topology, WorkloadState
+from gpupool.workloads.models import (
+    MAX_ARGUMENT_LENGTH,
+    MAX_COMMAND_ITEMS,
+    MAX_ENV_VARS,
+    PodSet,
+    Workload,
+)
+from gpupool.workloads.queries import (
+    Submission,
+    dry_run_submission,
+    explain,
+    lost_gpu_hours,
+    sees_preemptor,
+    total_gpus,
+    workload_rows,
+    workload_story,
+)
+
+# A workload's name becomes its pods' label and the stem of their names: a DNS label.
+NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+NAMESPACE_PATTERN = r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?"
+MAX_SECONDS = 2**31 - 1
+MAX_POD_SETS = 16
+
+
+# ----------------------------------------------------------------------------- input
+
+
+class PodSetInputSerializer(serializers.Serializer[Any]):
+    """One group of identical pods: how many, what each asks for, and what it runs."""
+
+    name = serializers.RegexField(
+        NAME_PATTERN, max_length=63, default="main", help_text="Unique within the workload."
+    )
+    count = serializers.IntegerField(min_value=1, max_value=100_000, help_text="Pods.")
+    gpus = serializers.IntegerField(
+        min_value=0, max_value=1024, default=0, help_text="GPUs (MIG: instances) per pod."
+    )
+    gpu_milli = serializers.IntegerField(
+        min_value=1,
+        max_value=1000,
+        required=False,
+        allow_null=True,
+        help_text="Shared flavors only: the fraction of one GPU per pod.",
+    )
+    flavor = serializers.SlugRelatedField(
+        slug_field="name",
+        queryset=Flavor.objects.all(),
+        required=False,
+        allow_null=True,
+        help_text="The first flavor to run on (needed when the pods ask for GPUs).",
+    )
+    flavor_choices = serializers.ListField(
+        child=serializers.SlugRelatedField(slug_field="name", queryset=Flavor.objects.all()),
+        required=False,
+        default=list,
+        max_length=15,
+        help_text="Further flavors it may run on, in order of preference.",
+    )
+    cpu = serializers.DecimalField(
+        max_digits=8,
+        decimal_places=3,
+        min_value=0,
+        default=Decimal(0),
+        help_text="CPU cores per pod.",
+    )
+    memory_gb = serializers.DecimalField(
+        max_digits=10,
+        decimal_places=3,
+        min_value=0,
+        default=Decimal(0),
+        help_text="GB of memory per pod.",
+    )
+    image = serializers.CharField(max_length=512, help_text="The container image its pods run.")
+    command = serializers.ListField(
+        child=serializers.CharField(
+            max_length=MAX_ARGUMENT_LENGTH, allow_blank=True, trim_whitespace=False
+        ),
+        required=False,
+        default=list,
+        max_length=MAX_COMMAND_ITEMS,
+        help_text="The command and its arguments (empty: the image's entrypoint).",
+    )
+    env = serializers.DictField(
+        child=serializers.CharField(
+            max_length=MAX_ARGUMENT_LENGTH, allow_blank=True, trim_whitespace=False
+        ),
+        required=False,
+        default=dict,
+        help_text="Environment variables: names to values.",
+    )
+
+    def validate_env(self, value: dict[str, str]) -> dict[str, str]:
+        """At most MAX_ENV_VARS variables (their names are checked by the pod set's rules)."""
+        if len(value) > MAX_ENV_VARS:
+            raise serializers.ValidationError(f"at most {MAX_ENV_VARS} variables")
+        return value
+
+
+class WorkloadInputSerializer(serializers.Serializer[Any]):
+    """A workload to submit: where it queues, its contract and its pod sets."""
+
+    namespace = serializers.RegexField(
+        f"^{NAMESPACE_PATTERN}$",
+        max_length=63,
+        required=False,
+        help_text="A namespace the queue's tenant owns (default: its first).",
+    )
+    name = serializers.RegexField(
+        NAME_PATTERN, max_length=63, help_text="Unique in its namespace; a DNS label."
+    )
+    queue = serializers.SlugRelatedField(
+        slug_field="name",
+        queryset=Queue.objects.all(),
+        help_text="A leaf queue of a tenant you belong to.",
+    )
+    priority_class = serializers.SlugRelatedField(
+        slug_field="name",
+        queryset=PriorityClass.objects.all(),
+        required=False,
+        allow_null=True,
+        help_text="Default: the pool's default class.",
+    )
+    min_member = serializers.IntegerField(
+        min_value=1,
+        max_value=MAX_SECONDS,
+        required=False,
+        allow_null=True,
+        help_text="Pods that must run together (default: all).",
+    )
+    topology = serializers.ChoiceField(
+        choices=Topology.choices,
+        default="",
+        help_text="'domain': all pods in one NVLink domain; 'preferred': one if possible.",
+    )
+    protected_runtime_s = serializers.IntegerField(
+        min_value=0,
+        max_value=MAX_SECONDS,
+        required=False,
+        allow_null=True,
+        help_text="Seconds after its start during which it is not preempted (default: the "
+        "queue's); past the queue's free maximum it needs a budgeted class.",
+    )
+    expected_runtime_s = serializers.IntegerField(
+        min_value=1,
+        max_value=MAX_SECONDS,
+        required=False,
+        allow_null=True,
+        help_text="How long it runs, for everyone's start estimates.",
+    )
+    pod_sets = PodSetInputSerializer(many=True)
+
+    def validate_pod_sets(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """One to MAX_POD_SETS pod sets (said here so that the error names ``pod_sets``)."""
+        if not value:
+            raise serializers.ValidationError("a workload has at least one pod set")
+        if len(value) > MAX_POD_SETS:
+            raise serializers.ValidationError(f"at most {MAX_POD_SETS} pod sets")
+        return value
+
+    def submission(self) -> Submission:
+        """The validated body as the action takes it."""
+        data = self.validated_data
+        specs = [
+            PodSetSpec(
+                count=item["count"],
+                gpus=item["gpus"],
+                flavor=item.get("flavor"),
+                gpu_milli=item.get("gpu_milli"),
+                cpu=item["cpu"],
+                memory_gb=item["memory_gb"],
+                name=item["name"],
+                flavor_choices=list(item["flavor_choices"]),
+                image=item["image"],
+                command=list(item["command"]),
+                env=dict(item["env"]),
+            )
+            for item in data["pod_sets"]
+        ]
+        return Submission(
+            name=data["name"],
+            queue=data["queue"],
+            pod_sets=specs,
+            namespace=data.get("namespace"),
+            priority_class=data.get("priority_class"),
+            min_member=data.get("min_member"),
+            topology=data["topology"],
+            protected_runtime_s=data.get("protected_runtime_s"),
+            expected_runtime_s=data.get("expected_runtime_s"),
+        )
+
+
+class DryRunInputSerializer(WorkloadInputSerializer):
+    """A workload to try (the submission's body; the name may be left out)."""
+
+    name = serializers.RegexField(
+        NAME_PATTERN,
+        max_length=63,
+        required=False,
+        help_text="Optional: a name that is not taken in the namespace.",
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """A throwaway name when none is given."""
+        attrs.setdefault("name", f"dry-run-{uuid.uuid4().hex[:12]}")
+        return attrs
+
+
+class CancelInputSerializer(serializers.Serializer[Any]):
+    """Why the workload is cancelled (optional)."""
+
+    reason = serializers.CharField(max_length=400, required=False, allow_blank=True, default="")
+
+
+# ----------------------------------------------------------------------------- output
+
+
+class PodSetSerializer(serializers.ModelSerializer[PodSet]):
+    """A pod set as submitted."""
+
+    flavor: serializers.SlugRelatedField[Flavor] = serializers.SlugRelatedField(
+        slug_field="name", read_only=True, allow_null=True
+    )
+    flavor_choices = serializers.SerializerMethodField()
+
+    class Meta:
+        model = PodSet
+        fields = (
+            "name",
+            "count",
+            "gpus",
+            "gpu_milli",
+            "flavor",
+            "flavor_choices",
+            "cpu",
+            "memory_gb",
+            "image",
+            "command",
+            "env",
+        )
+        read_only_fields = fields
+
+    def get_flavor_choices(self, pod_set: PodSet) -> list[str]:
+        """Further flavors, in order."""
+        return [choice.flavor.name for choice in pod_set.flavor_choices.all()]
+
+
+class PlacementSerializer(serializers.Serializer[Any]):
+    """Where one pod runs."""
+
+    pod_set = serializers.CharField(source="pod_set.name")
+    pod_index = serializers.IntegerField()
+    node = serializers.CharField(source="node.name")
+    gpu_indices = serializers.ListField(child=serializers.IntegerField())
+    milli = serializers.IntegerField(allow_null=True)
+
+
+class TransitionSerializer(serializers.Serializer[Any]):
+    """One step of the workload's history: from, to, when, why and who (null: the loop)."""
+
+    from_state = serializers.CharField()
+    to_state = serializers.CharField()
+    at = serializers.DateTimeField()
+    reason = serializers.CharField()
+    actor = serializers.CharField(source="actor.username", allow_null=True, default=None)
+
+
+class ExplanationSerializer(serializers.Serializer[Any]):
+    """Where the workload stands, as the last cycle explained it."""
+
+    state = serializers.CharField()
+    reason = serializers.CharField(help_text="The core's reason code; empty unless pending.")
+    detail = serializers.CharField(help_text="The reason as a sentence, with its numbers.")
+    facts = serializers.DictField(help_text="The numbers behind it (asked, available, ...).")
+    queue_position = serializers.IntegerField(allow_null=True)
+    estimated_start_at = serializers.DateTimeField(allow_null=True)
+    estimate_learned = serializers.BooleanField(
+        allow_null=True, help_text="Whether the estimate rests on runtimes learned from history."
+    )
+    summary = serializers.CharField(help_text="One sentence for people.")
+
+
+class PreemptionEventSerializer(serializers.ModelSerializer[PreemptionEvent]):
+    """A preemption: when, why, what it freed and cost, and who caused it -- the preemptor's
+    queue, tenant and class for everyone who sees the event; its name and owner only for admins
+    and the preemptor's own tenant."""
+
+    victim = serializers.SerializerMethodField()
+    victim_queue: serializers.SlugRelatedField[Queue] = serializers.SlugRelatedField(
+        slug_field="name", read_only=True
+    )
+    victim_tenant: serializers.SlugRelatedField[Tenant] = serializers.SlugRelatedField(
+        slug_field="name", read_only=True, allow_null=True
+    )
+    preemptor = serializers.SerializerMethodField()
+    preemptor_owner = serializers.SerializerMethodField()
+    preemptor_queue: serializers.SlugRelatedField[Queue] = serializers.SlugRelatedField(
+        slug_field="name", read_only=True, allow_null=True
+    )
+    preemptor_tenant: serializers.SlugRelatedField[Tenant] = serializers.SlugRelatedField(
+        slug_field="name", read_only=True, allow_null=True
+    )
+    preemptor_class = serializers.SerializerMethodField()
+
+    class Meta:
+        model = PreemptionEvent
+        fields = (
+            "id",
+            "at",
+            "reason",
+            "victim",
+            "victim_queue",
+            "victim_tenant",
+            "preemptor",
+            "preemptor_owner",
+            "preemptor_queue",
+            "preemptor_tenant",
+            "preemptor_class",
+            "gpus_freed",
+            "lost_gpu_hours",
+            "cycle",
+        )
+        read_only_fields = fields
+
+    def _shows_preemptor(self, event: PreemptionEvent) -> bool:
+        return event.preemptor is not None and sees_preemptor(
+            request_access(self.context["request"]), event
+        )
+
+    @extend_schema_field(serializers.CharField())
+    def get_victim(self, event: PreemptionEvent) -> str:
+        """The victim as ``namespace/name``."""
+        return event.victim.qualified_name()
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_preemptor(self, event: PreemptionEvent) -> str | None:
+        """The preemptor as ``namespace/name``, where the caller may see it."""
+        return event.preemptor.qualified_name() if self._shows_preemptor(event) else None  # type: ignore[union-attr]
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_preemptor_owner(self, event: PreemptionEvent) -> str | None:
+        """Who submitted the preemptor, where the caller may see it."""
+        if not self._shows_preemptor(event) or event.preemptor.submitter is None:  # type: ignore[union-attr]
+            return None
+        return str(event.preemptor.submitter.username)  # type: ignore[union-attr]
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_preemptor_class(self, event: PreemptionEvent) -> str | None:
+        """The preemptor's priority class."""
+        return None if event.preemptor is None else event.preemptor.priority_class.name
+
+
+class WorkloadSerializer(serializers.ModelSerializer[Workload]):
+    """A workload as a list shows it."""
+
+    queue: serializers.SlugRelatedField[Queue] = serializers.SlugRelatedField(
+        slug_field="name", read_only=True
+    )
+    tenant = serializers.SerializerMethodField()
+    priority_class: serializers.SlugRelatedField[PriorityClass] = serializers.SlugRelatedField(
+        slug_field="name", read_only=True
+    )
+    submitter: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True
+    )
+    gpus = serializers.SerializerMethodField()
+    pending_reason = serializers.ChoiceField(
+        choices=PENDING_REASON_CHOICES,
+        allow_blank=True,
+        read_only=True,
+        help_text="The core's reason it waits, as the last cycle said (empty unless pending).",
+    )
+
+    class Meta:
+        model = Workload
+        fields: tuple[str, ...] = (
+            "namespace",
+            "name",
+            "queue",
+            "tenant",
+            "priority_class",
+            "submitter",
+            "state",
+            "gpus",
+            "submitted_at",
+            "admitted_at",
+            "started_at",
+            "finished_at",
+            "pending_reason",
+            "queue_position",
+            "estimated_start_at",
+        )
+        read_only_fields = fields
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_tenant(self, workload: Workload) -> str | None:
+        """The tenant of its queue."""
+        tenant = workload.queue.tenant
+        return None if tenant is None else tenant.name
+
+    @extend_schema_field(serializers.DecimalField(max_digits=12, decimal_places=3))
+    def get_gpus(self, workload: Workload) -> str:
+        """GPUs the whole workload asks (shared flavors count their fraction)."""
+        return f"{total_gpus(workload):.3f}"
+
+
+class WorkloadDetailSerializer(WorkloadSerializer):
+    """A workload's whole story."""
+
+    pod_sets = PodSetSerializer(many=True, read_only=True)
+    placements = PlacementSerializer(many=True, read_only=True)
+    explanation = serializers.SerializerMethodField()
+    timeline = TransitionSerializer(many=True, read_only=True, source="transitions")
+    preemptions = PreemptionEventSerializer(many=True, read_only=True, source="preempted_by")
+    lost_gpu_hours = serializers.SerializerMethodField()
+
+    class Meta(WorkloadSerializer.Meta):
+        fields = (
+            *WorkloadSerializer.Meta.fields,
+            "min_member",
+            "topology",
+            "protected_runtime_s",
+            "expected_runtime_s",
+            "pod_sets",
+            "placements",
+            "explanation",
+            "timeline",
+            "preemptions",
+            "lost_gpu_hours",
+        )
+        read_only_fields = fields
+
+    @extend_schema_field(ExplanationSerializer)
+    def get_explanation(self, workload: Workload) -> dict[str, Any]:
+        """The current explanation, position and estimated start."""
+        return dict(ExplanationSerializer(explain(workload)).data)
+
+    @extend_schema_field(serializers.DecimalField(max_digits=14, decimal_places=4))
+    def get_lost_gpu_hours(self, workload: Workload) -> str:
+        """GPU-hours of progress its preemptions cost, in total."""
+        return f"{lost_gpu_hours(workload.preempted_by.all()):.4f}"
+
+
+class DryRunLayerSerializer(serializers.Serializer[Any]):
+    """One layer of a dry-run."""
+
+    layer = serializers.ChoiceField(choices=["quota", "capacity", "placement"])
+    passes = serializers.BooleanField()
+    detail = serializers.CharField()
+    facts = serializers.DictField()
+
+
+class DryRunSerializer(serializers.Serializer[Any]):
+    """Would it fit now: quota, then capacity, then placement, and the first that fails."""
+
+    workload = serializers.CharField(help_text="namespace/name")
+    fits = serializers.BooleanField()
+    first_failure = serializers.CharField(allow_null=True)
+    layers = DryRunLayerSerializer(many=True)
+    cycle_id = serializers.IntegerField(
+        allow_null=True, help_text="The scheduling cycle whose view of the pool answered."
+    )
+    snapshot_at = serializers.DateTimeField()
+
+
+# ----------------------------------------------------------------------------- views
+
+
+class WorkloadFilter(filters.FilterSet):  # type: ignore[misc]
+    """Filter workloads by state, queue, tenant, namespace, submitter and pending reason."""
+
+    state = filters.MultipleChoiceFilter(choices=WorkloadState.choices)
+    queue = filters.CharFilter(field_name="queue__name")
+    tenant = filters.CharFilter(field_name="queue__tenant__name")
+    namespace = filters.CharFilter()
+    submitter = filters.CharFilter(field_name="submitter__username")
+    reason = filters.ChoiceFilter(field_name="pending_reason", choices=PENDING_REASON_CHOICES)
+
+    class Meta:
+        model = Workload
+        fields: tuple[str, ...] = ("state", "queue", "tenant", "namespace", "submitter", "reason")
+
+
+class WorkloadViewSet(
+    TenantScoped, mixins.ListModelMixin, mixins.CreateModelMixin, viewsets.GenericViewSet[Workload]
+):
+    """The caller's tenants' workloads (admins: all); submit one, or try one (dry-run)."""
+
+    queryset = workload_rows()
+    serializer_class = WorkloadSerializer
+    filterset_class = WorkloadFilter
+    ordering_fields = ("submitted_at", "started_at", "queue_position", "estimated_start_at", "name")
+    permission_classes = (ActionRoles,)
+    default_roles = TENANT_ROLES
+    tenant_field = "queue__tenant"
+
+    def get_serializer_class(self) -> type[serializers.BaseSerializer[Any]]:
+        """Input shapes for submit and dry-run."""
+        if self.action == "create":
+            return WorkloadInputSerializer
+        if self.action == "dry_run":
+            return DryRunInputSerializer
+        return WorkloadSerializer
+
+    @extend_schema(request=WorkloadInputSerializer, responses={201: WorkloadDetailSerializer})
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """Submit a workload to a leaf queue of your tenant."""
+        form = WorkloadInputSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        workload = form.submission().submit(submitter=request.user)
+        story = workload_story().get(pk=workload.pk)
+        body = WorkloadDetailSerializer(story, context=self.get_serializer_context()).data
+        return Response(body, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=DryRunInputSerializer, responses={200: DryRunSerializer})
+    @action(detail=False, methods=["post"], url_path="dry-run")
+    def dry_run(self, request: Request) -> Response:
+        """Would this workload fit now, and if not, why: quota, then capacity, then
+        placement, answered by the decision core on the last cycle's view of the pool.
+        Nothing is submitted."""
+        form = DryRunInputSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        try:
+            answer = dry_run_submission(form.submission(), submitter=request.user)
+        except SnapshotError as error:
+            raise PoolNotPlannable(f"The pool cannot be planned: {error}") from None
+        return Response(DryRunSerializer(answer).data)
+
+
+class NamespacedWorkloadViewSet(
+    TenantScoped, mixins.RetrieveModelMixin, viewsets.GenericViewSet[Workload]
+):
+    """One workload, by namespace and name: its story, and cancelling it."""
+
+    queryset = workload_story()
+    serializer_class = WorkloadDetailSerializer
+    permission_classes = (ActionRoles,)
+    default_roles = TENANT_ROLES
+    tenant_field = "queue__tenant"
+    lookup_field = "name"
+    lookup_value_regex = r"[^/]+"
+
+    def get_queryset(self) -> QuerySet[Workload]:
+        """The caller's workloads in the namespace of the URL."""
+        return super().get_queryset().filter(namespace=self.kwargs.get("namespace", ""))
+
+    @extend_schema(request=CancelInputSerializer, responses={200: WorkloadDetailSerializer})
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, namespace: str, name: str) -> Response:
+        """Cancel the workload, running work included (its submitter, a lead of its tenant or
+        an admin); the control loop then deletes its pods."""
+        workload = self.get_object()
+        form = CancelInputSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        do_cancel_workload(workload, acting_user=request.user, reason=form.validated_data["reason"])
+        story = self.get_queryset().get(pk=workload.pk)
+        return Response(self.get_serializer(story).data)
+
+
+def register(router: BaseRouter) -> None:
+    """Add this app's resources to the API router."""
+    router.register("workloads", WorkloadViewSet, basename="workload")
+    router.register(
+        rf"workloads/(?P<namespace>{NAMESPACE_PATTERN})",
+        NamespacedWorkloadViewSet,
+        basename="namespaced-workload",
+    )

@@ -1,0 +1,331 @@
+"""What people ask about workloads, as functions the API and the pages share: the rows of a
+list, one workload's whole story (timeline, explanation, who preempted it), and the dry-run.
+
+Nothing here computes what the control loop records: the explanation, queue position and
+estimated start are read from the fields the loop writes each cycle, the preemptions from its
+``PreemptionEvent`` rows. The dry-run asks the decision core (``scheduler.estimate.dry_run``) on
+the snapshot of the last finished cycle (``control.queries.pool_snapshot``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import Prefetch, QuerySet
+
+from gpupool.accounting.models import PreemptionEvent
+from gpupool.api.access import Access
+from gpupool.control.queries import pool_policy, pool_snapshot
+from gpupool.control.snapshot import core_topology, pod_set_info
+from gpupool.scheduler.estimate import dry_run
+from gpupool.scheduler.types import WorkloadInfo
+from gpupool.workloads.actions import PodSetSpec, do_submit_workload
+from gpupool.workloads.choices import WorkloadState
+from gpupool.workloads.models import (
+    Placement,
+    PodSet,
+    PodSetFlavorChoice,
+    Workload,
+    WorkloadTransition,
+)
+
+# The key of the loop's explanation facts that says an estimated start rests on runtimes
+# learned from similar finished work rather than on declared ones.
+ESTIMATE_LEARNED_FACT = "estimate_learned"
+
+
+def _with_names() -> QuerySet[Workload]:
+    return Workload.objects.select_related("queue", "queue__tenant", "priority_class", "submitter")
+
+
+def workload_rows() -> QuerySet[Workload]:
+    """Workloads with what a list shows (queue, tenant, class, submitter, pod sets), in a
+    fixed number of queries whatever their number."""
+    return _with_names().prefetch_related(
+        Prefetch("pod_sets", queryset=PodSet.objects.select_related("flavor").order_by("id"))
+    )
+
+
+def preemption_rows() -> QuerySet[PreemptionEvent]:
+    """Preemption events with both sides' queues, tenants and the preemptor's class."""
+    return PreemptionEvent.objects.select_related(
+        "victim",
+        "victim_queue",
+        "victim_tenant",
+        "preemptor",
+        "preemptor__priority_class",
+        "preemptor__submitter",
+        "preemptor_queue",
+        "preemptor_tenant",
+    )
+
+
+def workload_story() -> QuerySet[Workload]:
+    """Workloads with everything their detail shows: pod sets with flavor choices, placements,
+    the timeline of transitions and the preemptions they suffered."""
+    return _with_names().prefetch_related(
+        Prefetch(
+            "pod_sets",
+            queryset=PodSet.objects.select_related("flavor")
+            .prefetch_related(
+                Prefetch(
+                    "flavor_choices",
+                    queryset=PodSetFlavorChoice.objects.select_related("flavor").order_by("rank"),
+                )
+            )
+            .order_by("id"),
+        ),
+        Prefetch(
+            "placements",
+            queryset=Placement.objects.select_related("node", "pod_set").order_by(
+                "pod_set_id", "pod_index"
+            ),
+        ),
+        Prefetch(
+            "transitions",
+            queryset=WorkloadTransition.objects.select_related("actor").order_by("at", "id"),
+        ),
+        Prefetch("preempted_by", queryset=preemption_rows().order_by("at", "id")),
+    )
+
+
+def total_gpus(workload: Workload) -> Decimal:
+    """GPUs the whole workload asks (shared flavors count their fraction), from its
+    prefetched pod sets."""
+    return sum(
+        (pod_set.count * pod_set.gpu_equivalent_per_pod() for pod_set in workload.pod_sets.all()),
+        Decimal(0),
+    )
+
+
+def sees_preemptor(access: Access, event: PreemptionEvent) -> bool:
+    """Whether the caller may see which workload (and whose) caused a preemption: admins, and
+    members of the preemptor's own tenant; the victim's tenant sees only its queue and class."""
+    return access.admin or (
+        event.preemptor_tenant_id is not None and event.preemptor_tenant_id in access.tenant_ids
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """Where a workload stands, in plain words and with the loop's numbers."""
+
+    state: str
+    reason: str
+    detail: str
+    facts: Mapping[str, object]
+    queue_position: int | None
+    estimated_start_at: datetime | None
+    estimate_learned: bool | None
+    summary: str
+
+
+def explain(workload: Workload) -> Explanation:
+    """The workload's current explanation, as the last cycle recorded it, with one summary
+    sentence for people (the CLI prints it; the pages show it)."""
+    facts = dict(workload.pending_facts or {})
+    learned = facts.get(ESTIMATE_LEARNED_FACT)
+    pending = workload.state == WorkloadState.PENDING
+    estimate_learned = bool(learned) if pending and learned is not None else None
+    return Explanation(
+        state=workload.state,
+        reason=workload.pending_reason if pending else "",
+        detail=workload.pending_detail if pending else "",
+        facts=facts if pending else {},
+        queue_position=workload.queue_position if pending else None,
+        estimated_start_at=workload.estimated_start_at if pending else None,
+        estimate_learned=estimate_learned,
+        summary=summary(workload, estimate_learned),
+    )
+
+
+def _when(moment: datetime | None) -> str:
+    return "unknown" if moment is None else moment.strftime("%Y-%m-%d %H:%M %Z").strip()
+
+
+def summary(workload: Workload, estimate_learned: bool | None = None) -> str:
+    """One sentence on where the workload stands: why it waits, its position and estimated
+    start; or since when it runs; or how it ended."""
+    state = workload.state
+    if state == WorkloadState.PENDING:
+        if not workload.pending_reason:
+            return "Waiting for the next scheduling cycle to look at it."
+        parts = [workload.pending_detail.strip() or f"Pending: {workload.pending_reason}."]
+        if workload.queue_position is not None:
+            parts.append(f"Position {workload.queue_position} in queue {workload.queue.name}.")
+        if workload.estimated_start_at is not None:
+            basis = (
+                " (from runtimes learned from similar work)"
+                if estimate_learned
+                else " (from declared runtimes)"
+                if estimate_learned is False
+                else ""
+            )
+            parts.append(f"Estimated start: {_when(workload.estimated_start_at)}{basis}.")
+        else:
+            parts.append("No estimated start yet: what it waits for has no expected end.")
+        return " ".join(parts)
+    if state == WorkloadState.ADMITTED:
+        return f"Admitted at {_when(workload.admitted_at)}; its pods are starting."
+    if state == WorkloadState.RUNNING:
+        return f"Running since {_when(workload.started_at or workload.admitted_at)}."
+    if state == WorkloadState.PREEMPTED:
+        return "Preempted; it goes back to its queue with its original submit time."
+    return f"{state.capitalize()} at {_when(workload.finished_at)}."
+
+
+def lost_gpu_hours(events: Iterable[PreemptionEvent]) -> Decimal:
+    """GPU-hours of progress the preemptions cost, in total."""
+    return sum((event.lost_gpu_hours for event in events), Decimal(0))
+
+
+# ----------------------------------------------------------------------------- dry-run
+
+
+@dataclass(frozen=True)
+class Submission:
+    """What a person asks to run, as ``do_submit_workload`` takes it."""
+
+    name: str
+    queue: Any
+    pod_sets: Sequence[PodSetSpec]
+    namespace: str | None = None
+    priority_class: Any = None
+    min_member: int | None = None
+    topology: str = ""
+    protected_runtime_s: int | None = None
+    expected_runtime_s: int | None = None
+
+    def submit(self, *, submitter: Any) -> Workload:
+        """Queue it through the action."""
+        return do_submit_workload(
+            self.name,
+            queue=self.queue,
+            pod_sets=self.pod_sets,
+            namespace=self.namespace,
+            priority_class=self.priority_class,
+            min_member=self.min_member,
+            topology=self.topology,
+            protected_runtime_s=self.protected_runtime_s,
+            expected_runtime_s=self.expected_runtime_s,
+            submitter=submitter,
+        )
+
+
+@dataclass(frozen=True)
+class DryRunLayer:
+    """One layer of a dry-run (quota, capacity, placement): passes, and if not, why."""
+
+    layer: str
+    passes: bool
+    detail: str
+    facts: Mapping[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DryRunAnswer:
+    """Would the workload fit now, layer by layer, and on which cycle's view of the pool."""
+
+    workload: str
+    fits: bool
+    first_failure: str | None
+    layers: tuple[DryRunLayer, ...]
+    cycle_id: int | None
+    snapshot_at: datetime
+
+
+class _Checked(Exception):
+    """Carries the core's view of a validated submission out of its rolled-back savepoint."""
+
+    def __init__(self, info: WorkloadInfo) -> None:
+        super().__init__(info.name)
+        self.info = info
+
+
+def _core_workload(workload: Workload, specs: Sequence[PodSetSpec], at: float) -> WorkloadInfo:
+    """A submitted (not yet saved for good) workload as the core sees a pending one."""
+    pod_sets = tuple(
+        pod_set_info(
+            spec.count,
+            spec.gpus,
+            spec.gpu_milli,
+            _flavor_names(spec),
+            Decimal(str(spec.cpu)),
+            Decimal(str(spec.memory_gb)),
+        )
+        for spec in specs
+    )
+    return WorkloadInfo(
+        name=workload.qualified_name(),
+        queue=workload.queue.name,
+        priority_class=workload.priority_class.name,
+        pod_sets=pod_sets,
+        submitted_at=at,
+        min_member=workload.min_member,
+        topology=core_topology(workload.topology),
+        protected_runtime_s=float(workload.protected_runtime_s),
+        expected_runtime_s=(
+            None if workload.expected_runtime_s is None else float(workload.expected_runtime_s)
+        ),
+    )
+
+
+def _flavor_names(spec: PodSetSpec) -> tuple[str, ...]:
+    """The pod set's flavors in order: its first, then its further choices."""
+    if spec.flavor is None:
+        return ()
+    return (spec.flavor.name, *(choice.name for choice in spec.flavor_choices))
+
+
+def dry_run_submission(submission: Submission, *, submitter: Any) -> DryRunAnswer:
+    """Quota, then capacity, then placement for a workload that is not submitted: checked by
+    the same action as a submission (inside a savepoint that is rolled back, so nothing is
+    written), then answered by the core on the last cycle's snapshot."""
+    view = pool_snapshot()
+    database = view.value
+    try:
+        with transaction.atomic():
+            workload = submission.submit(submitter=submitter)
+            raise _Checked(_core_workload(workload, submission.pod_sets, database.now))
+    except _Checked as checked:
+        info = checked.info
+    snapshot = database.snapshot
+    _require_known(info, snapshot.queues, snapshot.flavors, snapshot.priority_classes)
+    try:
+        answer = dry_run(snapshot, pool_policy(), database.now, info)
+    except ValueError as error:
+        raise ValidationError({"name": str(error).removeprefix("name: ")}) from None
+    layers = tuple(
+        DryRunLayer(layer.layer, layer.passes, layer.detail, dict(layer.facts))
+        for layer in answer.layers
+    )
+    return DryRunAnswer(
+        workload=answer.workload,
+        fits=answer.first_failure is None,
+        first_failure=answer.first_failure,
+        layers=layers,
+        cycle_id=view.cycle_id,
+        snapshot_at=view.at,
+    )
+
+
+def _require_known(
+    info: WorkloadInfo, queues: Iterable[Any], flavors: Iterable[Any], classes: Iterable[Any]
+) -> None:
+    """Refuse names the last cycle's snapshot does not have yet (created since), by field."""
+    newer = "is newer than the last scheduling cycle; ask again after the next one"
+    if info.queue not in {queue.name for queue in queues}:
+        raise ValidationError({"queue": f"queue {info.queue} {newer}"})
+    if info.priority_class not in {c.name for c in classes}:
+        raise ValidationError({"priority_class": f"class {info.priority_class} {newer}"})
+    known = {flavor.name for flavor in flavors}
+    for index, pod_set in enumerate(info.pod_sets):
+        for name in pod_set.flavors:
+            if name not in known:
+                raise ValidationError({f"pod_sets.{index}.flavor": f"flavor {name} {newer}"})

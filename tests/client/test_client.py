@@ -1,0 +1,151 @@
+"""The command-line client against a live test server: log in, submit, see where the work
+stands and why, try it first, cancel it -- and the client needs no Django."""
+
+from __future__ import annotations
+
+import io
+import stat
+import subprocess
+import sys
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.core.cache import cache
+from django.utils import timezone
+from domain_builders import flavor, node, priority_class, queue, quota, tenant, user
+
+from gpupool.api.actions import do_issue_token
+from gpupool.client.main import main
+from gpupool.control.actions import do_finish_cycle, do_start_cycle
+from gpupool.workloads.models import Workload
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def server(live_server: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """A pool of two 8-GPU nodes; lena leads tenant nlp (queue nlp-train, deserving 8 GPUs);
+    the client talks to the live server and keeps its config under ``tmp_path``."""
+    cache.clear()
+    h100 = flavor("h100")
+    node("n1", h100, gpus=8)
+    node("n2", h100, gpus=8)
+    priority_class("normal", default=True)
+    lena = user("lena")
+    lena.set_password("s3cret-pass")
+    lena.save()
+    nlp = tenant("nlp", lead=lena, namespaces=("nlp",))
+    quota(queue("nlp-train", parent=queue("root"), tenant=nlp), h100, 0, 8, 16)
+    now = timezone.now()
+    do_finish_cycle(do_start_cycle(at=now - timedelta(seconds=1)), at=now, status="succeeded")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    monkeypatch.setenv("GPUPOOL_URL", live_server.url)
+    monkeypatch.delenv("GPUPOOL_TOKEN", raising=False)
+    return {"user": lena, "config": tmp_path / "gpupool" / "config"}
+
+
+def run(*argv: str) -> tuple[int, str, str]:
+    """The client's exit status, standard output and standard error."""
+    out, err = io.StringIO(), io.StringIO()
+    status = main(list(argv), out=out, err=err)
+    return status, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture
+def logged_in(server: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    monkeypatch.setenv("GPUPOOL_TOKEN", do_issue_token(server["user"]).key)
+    return server
+
+
+def test_the_client_imports_no_django() -> None:
+    code = (
+        "import sys, gpupool.client.main; "
+        "print(','.join(m for m in ('django', 'rest_framework') if m in sys.modules))"
+    )
+    found = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert found == ""
+
+
+def test_login_asks_the_password_and_keeps_the_token_for_its_owner_only(
+    server: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("getpass.getpass", lambda prompt: "s3cret-pass")
+    status, out, err = run("login", "--username", "lena")
+    assert status == 0, err
+    assert "Logged in to" in out and "as lena" in out
+    config = server["config"]
+    assert stat.S_IMODE(config.stat().st_mode) == 0o600
+    assert do_issue_token(server["user"]).key in config.read_text()
+    assert run("status")[0] == 0  # the stored token works
+    monkeypatch.setattr("getpass.getpass", lambda prompt: "wrong")
+    status, _, err = run("login", "--username", "lena")
+    assert status == 1 and "username or password is wrong" in err
+
+
+def test_without_a_token_the_client_says_how_to_log_in(server: dict[str, Any]) -> None:
+    status, _, err = run("status")
+    assert status == 2 and "gpupool login" in err
+
+
+def test_a_user_submits_and_follows_work_from_the_command_line(
+    logged_in: dict[str, Any],
+) -> None:
+    status, out, err = run(
+        "submit",
+        "--name", "bert", "--queue", "nlp-train", "--image", "pytorch:24",
+        "--gpus", "4", "--flavor", "h100", "--env", "EPOCHS=3", "--expected-runtime", "2h",
+        "--", "python", "train.py", "--lr", "3e-4",
+    )  # fmt: skip
+    assert status == 0, err
+    assert "Submitted nlp/bert to queue nlp-train (4 GPUs, class normal)." in out
+    pod_set = Workload.objects.get(name="bert").pod_sets.get()
+    assert pod_set.command == ["python", "train.py", "--lr", "3e-4"]
+    assert pod_set.env == {"EPOCHS": "3"}
+    Workload.objects.filter(name="bert").update(
+        pending_reason="quota",
+        pending_detail="Queue nlp-train has 0 h100 GPUs of quota available, 4 asked.",
+        pending_facts={"asked_gpus": 4, "available_gpus": 0},
+        queue_position=2,
+        estimated_start_at=timezone.now() + timedelta(hours=1),
+    )
+    status, out, _ = run("status")
+    assert status == 0
+    assert "nlp/bert" in out and "quota" in out and "Last scheduling cycle" in out
+    status, out, _ = run("why", "nlp/bert")
+    assert status == 0
+    assert "Why: Queue nlp-train has 0 h100 GPUs of quota available, 4 asked." in out
+    assert "Position: 2 in queue nlp-train" in out
+    assert "Estimated start: " in out and "UTC" in out
+    status, out, _ = run("cancel", "nlp/bert", "--reason", "typo in the config")
+    assert status == 0 and "Cancelled nlp/bert." in out
+    assert Workload.objects.get(name="bert").state == "cancelled"
+    assert "No workloads." in run("status")[1]
+
+
+def test_a_dry_run_from_a_file_says_which_layer_stops_it(
+    logged_in: dict[str, Any], tmp_path: Any
+) -> None:
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        "queue: nlp-train\npod_sets:\n  - {count: 3, gpus: 8, flavor: h100, image: pytorch:24}\n"
+    )
+    status, out, err = run("dry-run", str(job))
+    assert status == 3, err
+    assert "quota      FAILS" in out and "16 h100 GPUs of quota available, 24 asked" in out
+    assert "It would not start now: quota." in out
+    status, out, _ = run("dry-run", str(job), "--count", "1")
+    assert status == 0 and "It would start now." in out
+    assert not Workload.objects.exists()
+
+
+def test_a_refused_submission_names_the_field(logged_in: dict[str, Any]) -> None:
+    status, _, err = run("submit", "--name", "x", "--queue", "nlp-train", "--gpus", "1")
+    assert status == 1
+    assert "pod_sets.0.image" in err
+    status, _, err = run("why", "nlp/missing")
+    assert status == 1 and "Not found" in err
+    status, _, err = run("why", "no-slash")
+    assert status == 2

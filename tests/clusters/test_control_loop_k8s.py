@@ -1,0 +1,612 @@
+"""The control loop against the local kube-apiserver with KWOK nodes (issue 14's loop tests).
+
+Each test gets its own namespace (owned by a tenant), its own KWOK nodes with a GPU product
+label no other test uses (so the loop's inventory is just them) and a loop on the Kubernetes
+backend; it runs cycles until the cluster and the database show what it expects, with a
+deadline and no bare sleeps. The Celery test starts real workers on the test database and
+Redis. These tests live beside the plane's fixtures (``tests/clusters/conftest.py``), which
+start one plane per session.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from django.db import connection
+from kubernetes import client
+
+from gpupool.accounting.models import PreemptionEvent, UsageInterval
+from gpupool.clusters.kubernetes import KubernetesBackend
+from gpupool.control.loop import ControlLoop, CycleResult
+from gpupool.control.models import SchedulingCycle
+from gpupool.inventory.actions import do_save_flavor, do_set_gpu_health
+from gpupool.inventory.models import Flavor, Gpu
+from gpupool.quotas.actions import do_save_priority_class, do_save_queue, do_set_queue_quota
+from gpupool.quotas.models import PriorityClass, Queue
+from gpupool.tenancy.actions import do_save_tenant
+from gpupool.tenancy.models import Tenant
+from gpupool.workloads.actions import PodSetSpec, do_submit_workload
+from gpupool.workloads.models import Workload
+
+pytestmark = [pytest.mark.k8s, pytest.mark.django_db(transaction=True)]
+
+T = TypeVar("T")
+TIMEOUT = 90.0
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def wait_for(what: str, probe: Callable[[], T | None], timeout: float = TIMEOUT) -> T:
+    """Poll ``probe`` until it is truthy; fail naming ``what`` otherwise."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            seen = [
+                (w.namespace, w.name, w.state, w.pending_reason, w.pending_detail[:120])
+                for w in Workload.objects.all()
+            ]
+            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}; workloads: {seen}")
+        time.sleep(0.2)
+
+
+@dataclass
+class Plane:
+    """The test's corner of the plane: its namespaces, nodes, flavor, queues and loop."""
+
+    api: Any
+    namespaces: dict[str, str]  # team -> namespace
+    nodes: list[str]
+    flavor: Flavor
+    queues: dict[str, Queue]
+    loop: ControlLoop
+    kubeconfig: Path
+
+    @property
+    def core(self) -> client.CoreV1Api:
+        """The core/v1 API."""
+        return client.CoreV1Api(self.api)
+
+    def cycle(self) -> CycleResult:
+        """One cycle; it must succeed."""
+        result = self.loop.run_cycle()
+        assert result.status == "succeeded", result.error
+        return result
+
+    def until(self, what: str, probe: Callable[[], T | None], timeout: float = TIMEOUT) -> T:
+        """Run cycles until ``probe`` is truthy."""
+
+        def step() -> T | None:
+            self.cycle()
+            return probe()
+
+        return wait_for(what, step, timeout)
+
+    def submit(
+        self, name: str, team: str = "team-a", gpus: int = 1, count: int = 1, **fields: Any
+    ) -> Workload:
+        """A workload submitted through gpupool in the team's namespace."""
+        return do_submit_workload(
+            name,
+            queue=self.queues[team],
+            pod_sets=[PodSetSpec(count, gpus=gpus, flavor=self.flavor)],
+            namespace=self.namespaces[team],
+            **fields,
+        )
+
+    def workload(self, name: str, team: str = "team-a") -> Workload:
+        """The workload as the database has it now."""
+        return Workload.objects.get(namespace=self.namespaces[team], name=name)
+
+    def pods(self, team: str = "team-a", selector: str = "") -> list[dict[str, Any]]:
+        """The team namespace's pods, as JSON."""
+        answer = self.core.list_namespaced_pod(
+            self.namespaces[team], label_selector=selector, _preload_content=False
+        )
+        return list(json.loads(answer.data)["items"])
+
+    def bound(self, workload: str, team: str = "team-a") -> list[str]:
+        """The nodes of a workload's pods that are bound and running."""
+        return [
+            p["spec"]["nodeName"]
+            for p in self.pods(team, f"gpupool.io/workload={workload}")
+            if p["spec"].get("nodeName")
+            and p["status"].get("phase") == "Running"
+            and not p["metadata"].get("deletionTimestamp")
+        ]
+
+    def running_pod(self, name: str, team: str = "team-a") -> str | None:
+        """The node of a pod, once it is bound and running."""
+        pod = self.core.read_namespaced_pod(name, self.namespaces[team])
+        running = pod.spec.node_name and pod.status.phase == "Running"
+        return str(pod.spec.node_name) if running else None
+
+    def create_pod(
+        self,
+        name: str,
+        team: str = "team-a",
+        gpus: int = 1,
+        labels: dict[str, str] | None = None,
+        **spec: Any,
+    ) -> None:
+        """A pod created with kubectl for gpupool, in the team's namespace."""
+        body = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "labels": {"gpupool.io/queue": team, **(labels or {})},
+            },
+            "spec": {
+                "schedulerName": "gpupool",
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": "registry.k8s.io/pause:3.10",
+                        "resources": {
+                            "limits": {"nvidia.com/gpu": str(gpus)},
+                            "requests": {"nvidia.com/gpu": str(gpus)},
+                        },
+                    }
+                ],
+                **spec,
+            },
+        }
+        self.core.create_namespaced_pod(self.namespaces[team], body)
+
+
+@pytest.fixture
+def plane(
+    k8s_api: Any, k8s_namespace: str, k8s_fake_node: Callable[..., str], k8s_plane_info: Any
+) -> Iterator[Plane]:
+    """Two teams (each owning a namespace, each deserving 8 GPUs of capability 16) and two
+    8-GPU KWOK nodes of a product only this test has."""
+    core = client.CoreV1Api(k8s_api)
+    other = f"{k8s_namespace[:50]}-b"
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=other)))
+    product = f"NVIDIA-TEST-{secrets.token_hex(3).upper()}"
+    flavor = do_save_flavor(
+        Flavor(
+            name=f"gpu-{product[-6:].lower()}",
+            gpu_memory_gb=80,
+            hourly_price=Decimal("2.5"),
+            node_labels={"nvidia.com/gpu.product": product},
+        ),
+        acting_user=None,
+    )
+    nodes = [k8s_fake_node(gpus=8, product=product) for _ in range(2)]
+    for name, value, default in (("low", -100, False), ("normal", 0, True), ("high", 1000, False)):
+        if not PriorityClass.objects.filter(name=name).exists():
+            do_save_priority_class(
+                PriorityClass(name=name, value=value, default=default), acting_user=None
+            )
+    root = do_save_queue(Queue(name="root"), acting_user=None)
+    namespaces = {"team-a": k8s_namespace, "team-b": other}
+    queues = {}
+    for team, namespace in namespaces.items():
+        owner = do_save_tenant(
+            Tenant(name=team, organization="org"), namespaces=(namespace,), acting_user=None
+        )
+        queues[team] = do_save_queue(Queue(name=team, parent=root, tenant=owner), acting_user=None)
+        do_set_queue_quota(
+            queues[team], flavor, guarantee=0, deserved=8, capability=16, acting_user=None
+        )
+    backend = KubernetesBackend.connect(str(k8s_plane_info.kubeconfig))
+    loop = ControlLoop(backend)
+    try:
+        yield Plane(
+            k8s_api, namespaces, nodes, flavor, queues, loop, Path(k8s_plane_info.kubeconfig)
+        )
+    finally:
+        loop.close()
+        core.delete_collection_namespaced_pod(other, grace_period_seconds=0)
+        core.delete_namespace(other)
+
+
+def test_a_gang_is_admitted_end_to_end_every_pod_bound(plane: Plane) -> None:
+    plane.submit("gang", gpus=4, count=3)  # three pods of four GPUs: spans both nodes
+    plane.until("the gang's three pods running", lambda: len(plane.bound("gang")) == 3)
+    plane.until("the workload running", lambda: plane.workload("gang").state == "running")
+    gang = plane.workload("gang")
+    assert sorted(plane.bound("gang")) == sorted(p.node.name for p in gang.placements.all())
+    assert UsageInterval.objects.get(workload=gang).gpus == 12
+
+
+def test_pods_created_with_kubectl_become_a_workload_and_the_waiting_ones_say_why(
+    plane: Plane,
+) -> None:
+    plane.create_pod("fits", gpus=8)
+    plane.create_pod("too-big", gpus=32)  # above the queue's capability of 16
+    plane.until("the fitting pod running", lambda: plane.running_pod("fits"))
+    assert plane.workload("fits").origin == "bare"
+    big = plane.workload("too-big")
+    assert big.state == "pending" and big.pending_reason == "quota"
+    kubectl = Path(os.environ.get("KUBECTL", "")) if os.environ.get("KUBECTL") else None
+    command = [
+        str(kubectl) if kubectl else "kubectl",
+        "--kubeconfig",
+        str(plane.kubeconfig),
+        "describe",
+        "pod",
+        "too-big",
+        "-n",
+        plane.namespaces["team-a"],
+    ]
+    from hack import k8s_plane
+
+    with contextlib.suppress(k8s_plane.PlaneError):
+        command[0] = str(k8s_plane.find_assets() / "kubectl")
+    described = wait_for(
+        "kubectl describe to show the explanation",
+        lambda: (
+            (out := subprocess.run(command, capture_output=True, text=True, check=True).stdout)
+            and big.pending_detail[:40] in out
+            and out
+        ),
+    )
+    assert "Waiting" in described and "gpupool" in described
+
+
+def test_reclaim_evicts_the_pods_the_plan_names_and_the_reclaimer_runs_after(
+    plane: Plane,
+) -> None:
+    for name in ("borrower-1", "borrower-2"):  # team-b takes all 16 GPUs: 8 of them borrowed
+        plane.submit(name, team="team-b", gpus=8)
+    plane.until(
+        "both borrowers running",
+        lambda: plane.bound("borrower-1", "team-b") and plane.bound("borrower-2", "team-b"),
+    )
+    plane.submit("owner", gpus=8)  # team-a wants its deserved 8 back
+    plane.until("the owner running", lambda: plane.bound("owner"))
+    (event,) = PreemptionEvent.objects.all()
+    assert (event.reason, event.preemptor.name) == ("reclaim", "owner")
+    victim = event.victim
+    victim.refresh_from_db()
+    assert victim.state in ("pending", "admitted")  # requeued; gpupool makes its pods again
+    assert not plane.bound(victim.name, "team-b")  # the capacity went to the owner
+    survivor = ({"borrower-1", "borrower-2"} - {victim.name}).pop()
+    assert plane.bound(survivor, "team-b")
+
+
+def test_a_refused_eviction_leaves_the_victim_running_and_the_preemptor_pending(
+    plane: Plane,
+) -> None:
+    plane.submit("victim", gpus=8, count=2, priority_class=PriorityClass.objects.get(name="low"))
+    plane.until("the victim running", lambda: len(plane.bound("victim")) == 2)
+    budget = {
+        "metadata": {"name": "keep-victim"},
+        "spec": {"minAvailable": 2, "selector": {"matchLabels": {"gpupool.io/workload": "victim"}}},
+    }
+    client.PolicyV1Api(plane.api).create_namespaced_pod_disruption_budget(
+        plane.namespaces["team-a"], budget
+    )
+    wait_for(
+        "the budget observed",
+        lambda: (
+            client.PolicyV1Api(plane.api)
+            .read_namespaced_pod_disruption_budget("keep-victim", plane.namespaces["team-a"])
+            .status.current_healthy
+            == 2
+        ),
+    )
+    plane.submit("urgent", gpus=8, priority_class=PriorityClass.objects.get(name="high"))
+    plane.until(
+        "the eviction refused by the budget",
+        lambda: SchedulingCycle.objects.filter(outcome__counts__evict_errors__gte=1).exists(),
+    )
+    for _ in range(3):
+        plane.cycle()
+    assert len(plane.bound("victim")) == 2
+    victim, urgent = plane.workload("victim"), plane.workload("urgent")
+    assert victim.state == "running" and not victim.eviction_reason
+    assert urgent.state == "pending" and not urgent.nominated
+    assert not PreemptionEvent.objects.filter(victim=victim).exists()
+
+
+def test_a_jobs_evicted_pod_is_recreated_and_requeued_as_the_same_workload(plane: Plane) -> None:
+    namespace = plane.namespaces["team-a"]
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "trainer"},
+        "spec": {
+            "backoffLimit": 4,
+            "template": {
+                "metadata": {
+                    "labels": {"gpupool.io/queue": "team-a", "gpupool.io/workload": "trainer"}
+                },
+                "spec": {
+                    "schedulerName": "gpupool",
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "registry.k8s.io/pause:3.10",
+                            "resources": {"limits": {"nvidia.com/gpu": "8"}},
+                        }
+                    ],
+                },
+            },
+        },
+    }
+    client.BatchV1Api(plane.api).create_namespaced_job(namespace, job)
+    first = plane.until("the Job's pod running", lambda: plane.bound("trainer"))
+    trainer = plane.workload("trainer")
+    assert trainer.origin == "controller"
+    pod = next(
+        p for p in plane.pods(selector="gpupool.io/workload=trainer") if p["spec"].get("nodeName")
+    )
+    client.CoreV1Api(plane.api).create_namespaced_pod_eviction(
+        pod["metadata"]["name"],
+        namespace,
+        {"metadata": {"name": pod["metadata"]["name"]}},
+        _preload_content=False,
+    )
+    plane.until(
+        "the recreated pod running as the same workload",
+        lambda: (
+            plane.bound("trainer")
+            and plane.workload("trainer").pk == trainer.pk
+            and plane.workload("trainer").transitions.filter(to_state="preempted").exists()
+        ),
+    )
+    assert first  # the first run was bound too
+    client.BatchV1Api(plane.api).delete_namespaced_job(
+        "trainer", namespace, propagation_policy="Background"
+    )
+
+
+def test_an_unhealthy_gpu_or_a_not_ready_node_takes_no_new_placements(plane: Plane) -> None:
+    plane.cycle()
+    first, second = plane.nodes
+    for gpu in Gpu.objects.filter(node__name=first):
+        do_set_gpu_health(gpu, healthy=False, reason="XID 79", acting_user=None)
+    node = client.CoreV1Api(plane.api).read_node(second)
+    node.metadata.annotations["kwok.x-k8s.io/node"] = "released"
+    client.CoreV1Api(plane.api).patch_node(
+        second, {"metadata": {"annotations": node.metadata.annotations}}
+    )
+    client.CoreV1Api(plane.api).patch_node_status(
+        second,
+        {
+            "status": {
+                "conditions": [
+                    {
+                        "type": "Ready",
+                        "status": "False",
+                        "reason": "Test",
+                        "message": "made NotReady",
+                    }
+                ]
+            }
+        },
+    )
+    plane.until("the node excluded", lambda: plane.loop.state.nodes[second].cordoned)
+    plane.submit("waits", gpus=1)
+    for _ in range(3):
+        plane.cycle()
+    waits = plane.workload("waits")
+    assert waits.state == "pending" and waits.pending_reason == "capacity"
+
+
+def test_the_loop_survives_an_api_server_restart(
+    plane: Plane, k8s_restart_apiserver: Callable[[], None]
+) -> None:
+    plane.submit("before", gpus=1)
+    plane.until("the first workload running", lambda: plane.bound("before"))
+    k8s_restart_apiserver()
+    plane.submit("after", gpus=1)
+    plane.until("a workload submitted after the restart running", lambda: plane.bound("after"))
+
+
+def test_a_crash_between_record_and_apply_leaves_no_double_binding(
+    plane: Plane, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gpupool.control import loop as loop_module
+
+    plane.submit("gang", gpus=4, count=2)
+    plane.until("the gang's pods created", lambda: len(plane.pods()) == 2)
+
+    def crash(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("the worker died between record and apply")
+
+    monkeypatch.setattr(loop_module, "run_apply", crash)
+    assert plane.loop.run_cycle().status == "failed"
+    assert plane.workload("gang").state == "admitted"
+    assert not plane.bound("gang")
+    monkeypatch.undo()
+    plane.until("the gang bound", lambda: len(plane.bound("gang")) == 2)
+    gang = plane.workload("gang")
+    assert sorted(plane.bound("gang")) == sorted(p.node.name for p in gang.placements.all())
+    assert gang.placements.count() == 2
+
+
+def _worker(env: dict[str, str], name: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "gpupool",
+            "worker",
+            "-P",
+            "solo",
+            "-n",
+            f"{name}@%h",
+            "--without-heartbeat",
+            "--without-gossip",
+            "--without-mingle",
+            "-Q",
+            env["GPUPOOL_TEST_QUEUE"],
+            "--loglevel",
+            "WARNING",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+@pytest.mark.skipif(
+    not os.environ.get("REDIS_URL") or not os.environ.get("DATABASE_URL"),
+    reason="the workers need Redis (REDIS_URL) and a database they share (DATABASE_URL)",
+)
+def test_two_celery_workers_run_one_cycle_at_a_time(plane: Plane) -> None:
+    from gpupool.celery import app
+    from gpupool.control.tasks import run_cycle_task
+
+    settings = connection.settings_dict
+    database = (
+        f"postgres://{settings['USER']}:{settings['PASSWORD']}@{settings['HOST']}:"
+        f"{settings['PORT']}/{settings['NAME']}"
+        if connection.vendor == "postgresql"
+        else f"sqlite:///{settings['NAME']}"
+    )
+    queue = f"gpupool-test-{secrets.token_hex(4)}"
+    env = {
+        **os.environ,
+        "DATABASE_URL": database,
+        "GPUPOOL_CLUSTER": "kubernetes",
+        "GPUPOOL_KUBECONFIG": str(plane.kubeconfig),
+        "GPUPOOL_TEST_QUEUE": queue,
+    }
+    plane.submit("by-celery", gpus=2)
+    workers = [_worker(env, f"w{i}-{queue}") for i in range(2)]
+    try:
+        wait_for("two workers", lambda: len(app.control.inspect(timeout=1).ping() or {}) >= 2)
+        started = SchedulingCycle.objects.count()
+        deadline = time.monotonic() + 120
+        sent = 0
+        while plane.workload("by-celery").state != "running" or sent < 12:
+            run_cycle_task.apply_async(queue=queue)
+            sent += 1
+            if time.monotonic() > deadline:
+                pytest.fail("the workload did not run through the Celery workers")
+            time.sleep(0.3)
+        wait_for(
+            "every cycle sent handled",
+            lambda: SchedulingCycle.objects.count() - started >= sent,
+            timeout=120,
+        )
+    finally:
+        for worker in workers:
+            worker.send_signal(signal.SIGTERM)
+        for worker in workers:
+            worker.wait(30)
+    cycles = list(
+        SchedulingCycle.objects.filter(status="succeeded", finished_at__isnull=False)
+        .order_by("started_at")
+        .values_list("started_at", "finished_at")
+    )
+    for (_, end), (start, _) in itertools.pairwise(cycles):
+        assert start >= end - timedelta(milliseconds=5), "two cycles overlapped"
+    assert plane.bound("by-celery")
+
+
+def test_a_protected_window_holds_across_cycles_and_then_expires(plane: Plane) -> None:
+    plane.submit("filler", team="team-b", gpus=8, protected_runtime_s=3600)
+    plane.submit(
+        "victim",
+        gpus=8,
+        protected_runtime_s=15,
+        priority_class=PriorityClass.objects.get(name="low"),
+    )
+    plane.until("both running", lambda: plane.bound("filler", "team-b") and plane.bound("victim"))
+    started = plane.workload("victim").admitted_at
+    plane.submit("urgent", gpus=8, priority_class=PriorityClass.objects.get(name="high"))
+    cycles_inside = 0
+    while plane.workload("victim").admitted_at and time.time() < started.timestamp() + 12:
+        plane.cycle()
+        cycles_inside += 1
+        assert not plane.workload("victim").eviction_reason, "evicted inside its window"
+    assert cycles_inside >= 2
+    plane.until("the urgent work running once the window ended", lambda: plane.bound("urgent"))
+    event = PreemptionEvent.objects.get(victim=plane.workload("victim"))
+    assert event.at.timestamp() >= started.timestamp() + 15
+
+
+def test_usage_intervals_and_gpu_hours_add_up_against_a_hand_count(plane: Plane) -> None:
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "short"},
+        "spec": {
+            "template": {
+                "metadata": {
+                    "labels": {"gpupool.io/queue": "team-a", "gpupool.io/workload": "short"},
+                    "annotations": {"pod-complete.stage.kwok.x-k8s.io/delay": "6s"},
+                },
+                "spec": {
+                    "schedulerName": "gpupool",
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "registry.k8s.io/pause:3.10",
+                            "resources": {"limits": {"nvidia.com/gpu": "2"}},
+                        }
+                    ],
+                },
+            },
+        },
+    }
+    client.BatchV1Api(plane.api).create_namespaced_job(plane.namespaces["team-a"], job)
+    plane.until(
+        "the Job's workload succeeded", lambda: plane.workload("short").state == "succeeded"
+    )
+    short = plane.workload("short")
+    (usage,) = UsageInterval.objects.filter(workload=short)
+    assert usage.started_at == short.admitted_at and usage.ended_at == short.finished_at
+    assert (usage.queue.name, usage.tenant.name, usage.gpus) == ("team-a", "team-a", 2)
+    seconds = (short.finished_at - short.admitted_at).total_seconds()
+    assert usage.gpu_hours(short.finished_at) == Decimal(2) * Decimal(seconds) / 3600
+    assert 3 <= seconds <= 30  # KWOK ends the pod six seconds after it was created
+    assert usage.cost(short.finished_at) == usage.gpu_hours(short.finished_at) * Decimal("2.5")
+
+
+def test_a_budget_runs_out_mid_run_and_the_work_is_demoted_not_killed(plane: Plane) -> None:
+    from django.utils import timezone
+
+    from gpupool.quotas.actions import do_grant_budget
+    from gpupool.quotas.models import PriorityBudget
+
+    urgent = do_save_priority_class(
+        PriorityClass(name="urgent", value=2000, budget_rate=Decimal(1)), acting_user=None
+    )
+    today = timezone.localdate()
+    do_grant_budget(
+        Tenant.objects.get(name="team-a"),
+        urgent,
+        period_start=today - timedelta(days=1),
+        period_end=today + timedelta(days=1),
+        gpu_hours=Decimal("0.005"),
+        acting_user=None,
+    )  # 18 GPU-seconds: two GPUs exhaust it in nine seconds
+    plane.submit("paid", gpus=2, protected_runtime_s=0, priority_class=urgent)
+    plane.until("the paid work running", lambda: plane.bound("paid"))
+    budget = PriorityBudget.objects.get()
+    plane.until("the budget spent", lambda: budget.remaining_gpu_hours() <= 0, timeout=60)
+    for _ in range(3):
+        plane.cycle()
+    assert budget.remaining_gpu_hours() == 0  # spent what was granted, never more
+    paid = plane.workload("paid")
+    assert paid.state == "running" and not paid.eviction_reason
+    assert plane.bound("paid")

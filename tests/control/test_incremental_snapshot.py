@@ -1,0 +1,135 @@
+"""The loop's incremental snapshot equals a full rebuild after any sequence of changes.
+
+A seeded walk changes the small pool of control_builders through the actions (submissions,
+admissions and their ends, cancellations, cordons, GPU health, drains, checkpoints and
+nominations, quotas, budgets, preemptions); after each step the loop's state reads only what
+changed, and its snapshot must equal what ``build_snapshot`` reads from scratch.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from control_builders import NOW, POLICY, Pool, loop_sets, minutes_before_now, submit
+from django.utils import timezone
+
+from gpupool.accounting.actions import do_record_preemption
+from gpupool.control.snapshot import build_snapshot
+from gpupool.control.state import LoopState
+from gpupool.inventory.actions import do_drain_node, do_set_gpu_health, do_set_node_cordoned
+from gpupool.inventory.models import Gpu, Node
+from gpupool.quotas.actions import do_grant_budget, do_set_queue_quota
+from gpupool.quotas.models import PriorityBudget
+from gpupool.workloads.actions import PlacementSpec, PodSetSpec, do_transition_workload
+from gpupool.workloads.models import Workload
+
+pytestmark = pytest.mark.django_db
+
+
+def _change(pool: Pool, rng: random.Random, step: int) -> str:
+    """One random change of the pool, through the actions; says what it did."""
+    h100 = pool.flavors["h100"]
+    kind = rng.choice(
+        [
+            "submit",
+            "admit",
+            "end",
+            "cancel",
+            "cordon",
+            "health",
+            "drain",
+            "loop",
+            "quota",
+            "budget",
+            "preempt",
+        ]
+    )
+    pending = list(Workload.objects.filter(state="pending"))
+    placed = list(Workload.objects.filter(state__in=["admitted", "running"]))
+    if kind == "submit":
+        team = pool.queues[rng.choice(["team-a", "team-b"])]
+        submit(f"walk-{step}", team, PodSetSpec(1, gpus=1, flavor=h100), minute=rng.uniform(1, 5))
+    elif kind == "admit" and pending:
+        workload = rng.choice([w for w in pending if w.pod_sets.first().gpus == 1] or pending)
+        pod_set = workload.pod_sets.first()
+        if pod_set.flavor_id == h100.pk and pod_set.gpus == 1 and pod_set.count == 1:
+            free = (
+                0 if not Workload.objects.filter(placements__node=pool.nodes["n2"]).exists() else 1
+            )
+            do_transition_workload(
+                workload,
+                "admitted",
+                reason="walk",
+                at=minutes_before_now(0.5),
+                placements=[PlacementSpec(pod_set.name, 0, pool.nodes["n2"], [free])],
+            )
+    elif kind == "end" and placed:
+        workload = rng.choice(placed)
+        if workload.state == "running":
+            do_transition_workload(workload, "succeeded", reason="walk", at=NOW)
+        else:
+            do_transition_workload(workload, "pending", reason="walk", at=NOW)
+    elif kind == "cancel" and pending:
+        do_transition_workload(rng.choice(pending), "cancelled", reason="walk", at=NOW)
+    elif kind == "cordon":
+        node = rng.choice(list(Node.objects.all()))
+        do_set_node_cordoned(node, cordoned=not node.cordoned, acting_user=None)
+    elif kind == "health":
+        gpu = rng.choice(list(Gpu.objects.all()))
+        do_set_gpu_health(gpu, healthy=not gpu.healthy, reason="walk", acting_user=None)
+    elif kind == "drain":
+        do_drain_node(rng.choice(list(Node.objects.all())), acting_user=None)
+    elif kind == "loop" and placed:
+        workload = rng.choice(placed)
+        loop_sets(
+            workload,
+            last_checkpoint_at=minutes_before_now(rng.uniform(0, 30)),
+            updated_at=timezone.now(),  # the loop's own writes stamp the row
+        )
+    elif kind == "quota":
+        do_set_queue_quota(
+            pool.queues["team-b"],
+            h100,
+            guarantee=0,
+            deserved=rng.randint(1, 4),
+            capability=8,
+            acting_user=None,
+        )
+    elif kind == "budget":
+        budget = rng.choice(list(PriorityBudget.objects.select_related("tenant", "priority_class")))
+        do_grant_budget(
+            budget.tenant,
+            budget.priority_class,
+            period_start=budget.period_start,
+            period_end=budget.period_end,
+            gpu_hours=rng.randint(1, 200),
+            acting_user=None,
+        )
+    elif kind == "preempt" and placed:
+        do_record_preemption(
+            rng.choice(placed),
+            reason="node-failure",
+            at=minutes_before_now(rng.uniform(0, 60)),
+            gpus_freed=1,
+            lost_gpu_hours=0,
+        )
+    return kind
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_incremental_snapshot_equals_a_full_rebuild_after_random_changes(
+    pool: Pool, seed: int
+) -> None:
+    rng = random.Random(seed)
+    state = LoopState(POLICY)
+    state.refresh(NOW)
+    assert state.snapshot(NOW).snapshot == build_snapshot(now=NOW, policy=POLICY).snapshot
+    for step in range(25):
+        did = _change(pool, rng, step)
+        state.refresh(NOW)
+        incremental = state.snapshot(NOW)
+        full = build_snapshot(now=NOW, policy=POLICY)
+        assert incremental.snapshot == full.snapshot, f"after step {step} ({did})"
+        assert incremental.workload_ids == full.workload_ids
+        assert incremental.pod_set_ids == full.pod_set_ids

@@ -1,0 +1,98 @@
+"""Budgets through the loop: reserve at admission, settle, spend; run out mid-run, demoted."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.utils import timezone
+from domain_builders import priority_class
+from loop_builders import World, build_world
+
+from gpupool.accounting.models import PreemptionEvent
+from gpupool.quotas.actions import do_grant_budget
+from gpupool.quotas.models import BudgetLedgerEntry, PriorityBudget, PriorityClass
+from gpupool.tenancy.models import Tenant
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def world(db: None) -> World:
+    """One node; class ``urgent`` (value 2000) spends 1 budget hour per GPU-hour."""
+    made = build_world(nodes=1)
+    urgent = priority_class("urgent", 2000, budget_rate=Decimal(1))
+    today = timezone.localdate()
+    do_grant_budget(
+        Tenant.objects.get(name="a"),
+        urgent,
+        period_start=today - timedelta(days=1),
+        period_end=today + timedelta(days=30),
+        gpu_hours=2,
+        acting_user=None,
+    )
+    return made
+
+
+def balance() -> Decimal:
+    """What is left of tenant a's urgent budget, by the ledger."""
+    return PriorityBudget.objects.get().remaining_gpu_hours()
+
+
+def run_urgent(world: World, **fields: object) -> None:
+    world.submit(
+        "urgent-job", gpus=4, priority_class=PriorityClass.objects.get(name="urgent"), **fields
+    )
+    world.cycle()
+    world.cycle()
+    world.cluster.run()
+    world.cycle()
+    assert world.workload("urgent-job").state == "running"
+
+
+def test_a_protected_window_is_reserved_at_admission_and_settled_to_what_ran(world: World) -> None:
+    queue = world.queues["team-a"]
+    run_urgent(world, protected_runtime_s=900)  # 4 GPUs x 15 min = 1 GPU-hour reserved
+    assert balance() == Decimal("1.0000")
+    world.cluster.tick(300)
+    pod = world.cluster.pods_of("urgent-job")[0]
+    world.cluster.finish(pod.key)
+    for other in world.cluster.pods_of("urgent-job")[1:]:
+        world.cluster.finish(other.key)
+    world.cycle()
+    assert world.workload("urgent-job").state == "succeeded"
+    kinds = list(BudgetLedgerEntry.objects.exclude(kind="grant").values_list("kind", "gpu_hours"))
+    assert kinds[0] == ("reserve", Decimal("-1.0000"))
+    assert ("settle", Decimal("1.0000")) in kinds
+    assert 1.9 - 1 / 3 - 0.02 < float(balance()) < 2 - 1 / 3 + 0.02  # 5 minutes of 4 GPUs
+    assert queue.pk  # the queue is untouched
+
+
+def test_a_budget_runs_out_mid_run_and_the_work_is_demoted_not_killed(world: World) -> None:
+    run_urgent(world, protected_runtime_s=0)
+    world.cluster.tick(40 * 60)  # 4 GPUs x 40 min = 2.67 GPU-hours: more than the 2 granted
+    world.cycle()
+    world.cluster.tick(60)
+    world.cycle()
+    assert balance() == Decimal("0.0000")  # spent exactly what was granted, never more
+    urgent = world.workload("urgent-job")
+    assert (urgent.state, urgent.eviction_reason) == ("running", "")  # demoted, not killed
+    assert not PreemptionEvent.objects.exists()
+
+
+def test_demoted_work_is_preempted_like_any_default_class_work(world: World) -> None:
+    run_urgent(world, protected_runtime_s=0)
+    world.submit("rival", gpus=8, priority_class=PriorityClass.objects.get(name="high"))
+    world.cycle()
+    world.cycle()
+    assert world.workload("rival").state == "pending"  # urgent outranks high while it pays
+    assert not PreemptionEvent.objects.exists()
+    world.cluster.tick(40 * 60)  # the budget runs out
+    world.cycle()
+    event = PreemptionEvent.objects.get()
+    assert (event.victim.name, event.reason, event.preemptor.name) == (
+        "urgent-job",
+        "preempt",
+        "rival",
+    )

@@ -1,0 +1,146 @@
+"""Running the loop: the lock, the commands, the Celery task, /metrics."""
+
+from __future__ import annotations
+
+import json
+import threading
+from io import StringIO
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+from django.test import Client
+from fake_cluster import FakeCluster
+from loop_builders import PRODUCT, World, build_world
+
+from gpupool.control import runner
+from gpupool.control.lock import cycle_lock
+from gpupool.control.models import SchedulingCycle
+from gpupool.workloads.models import Workload
+
+
+def one_node_cluster() -> FakeCluster:
+    """The backend the commands' tests configure: one 8-GPU node."""
+    cluster = FakeCluster()
+    cluster.add_node("n1", 8, PRODUCT)
+    return cluster
+
+
+@pytest.fixture
+def configured(settings: Any, db: None) -> World:
+    """The commands run on a fake cluster through the settings' backend table."""
+    settings.GPUPOOL_CLUSTER = "simulated"
+    settings.GPUPOOL_CLUSTER_BACKENDS = {"simulated": "test_loop_commands.one_node_cluster"}
+    runner._shared = None
+    world = build_world()
+    yield world
+    runner._shared = None
+
+
+def gpupool(*args: str) -> tuple[int, str, str]:
+    """Run ``manage.py gpupool ARGS``; returns (status, stdout, stderr)."""
+    out, err = StringIO(), StringIO()
+    try:
+        call_command("gpupool", *args, stdout=out, stderr=err)
+    except SystemExit as exit_:
+        return int(exit_.code or 0), out.getvalue(), err.getvalue()
+    return 0, out.getvalue(), err.getvalue()
+
+
+def test_gpupool_cycle_runs_one_cycle_and_prints_its_record(configured: World) -> None:
+    configured.submit("train", gpus=2)
+    status, out, _ = gpupool("cycle")
+    record = json.loads(out)
+    assert status == 0 and record["status"] == "succeeded"
+    assert set(record["timings_s"]) == {"sync", "snapshot", "plan", "record", "apply"}
+    assert SchedulingCycle.objects.get(pk=record["cycle"]).status == "succeeded"
+
+
+def test_gpupool_cycle_dry_run_plans_and_records_nothing(configured: World) -> None:
+    configured.submit("train", gpus=2)
+    gpupool("cycle")  # its pods exist now
+    before = SchedulingCycle.objects.count()
+    status, out, _ = gpupool("cycle", "--dry-run")
+    record = json.loads(out)
+    assert status == 0 and record["status"] == "dry-run"
+    assert record["admitted"] == ["team-a/train"]
+    assert SchedulingCycle.objects.count() == before
+    assert configured.workload("train").state == "pending"
+
+
+def holding_the_lock() -> tuple[threading.Thread, threading.Event]:
+    """Another worker (a thread with its own database connection) holding the cycle lock;
+    set the event to let it go."""
+    entered, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        from django.db import connection
+
+        with cycle_lock() as held:
+            assert held
+            entered.set()
+            release.wait(10)
+        connection.close()
+
+    other = threading.Thread(target=hold)
+    other.start()
+    assert entered.wait(10)
+    return other, release
+
+
+def test_a_cycle_beside_a_running_one_skips_and_says_so(configured: World) -> None:
+    other, release = holding_the_lock()
+    try:
+        status, out, err = gpupool("cycle")
+    finally:
+        release.set()
+        other.join()
+    assert status == 1 and json.loads(out)["status"] == "skipped"
+    assert "another scheduling cycle holds the lock" in err
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_workers_run_one_cycle_at_a_time(settings: Any) -> None:
+    world = build_world()
+    other, release = holding_the_lock()
+    results = [world.loop.run_cycle().status]
+    release.set()
+    other.join()
+    results.append(world.loop.run_cycle().status)
+    assert results == ["skipped", "succeeded"]
+
+
+def test_gpupool_loop_runs_cycles_until_told_to_stop(configured: World) -> None:
+    status, out, _ = gpupool("loop", "--interval", "0.01", "--cycles", "3")
+    assert status == 0
+    assert out.count(": succeeded") == 3
+
+
+def test_the_celery_task_is_a_shim_over_one_cycle(configured: World) -> None:
+    from gpupool.control.tasks import run_cycle_task
+
+    record = run_cycle_task.apply().get()
+    assert record["status"] == "succeeded"
+    assert run_cycle_task.expires and run_cycle_task.time_limit
+
+
+def test_metrics_are_read_from_the_cycles(configured: World, client: Client) -> None:
+    configured.submit("big", gpus=64)  # above its queue's capability: pending for quota
+    gpupool("cycle")
+    gpupool("cycle")
+    body = client.get("/metrics").content.decode()
+    assert 'gpupool_cycle_phase_duration_seconds_count{phase="plan"} 2.0' in body
+    assert 'gpupool_cycles_total{status="succeeded"} 2.0' in body
+    assert 'gpupool_pending_workloads{reason="quota"} 1.0' in body
+    assert 'gpupool_queue_gpus_allocated{flavor="h100",queue="team-a"} 0.0' in body
+    assert "gpupool_bind_errors_total 0.0" in body
+
+
+@pytest.mark.django_db
+def test_a_real_cycle_after_a_dry_run_does_what_the_dry_run_only_planned() -> None:
+    world = build_world()
+    world.cluster.add_pod("kubectl-made")
+    assert world.loop.run_cycle(dry_run=True).status == "dry-run"
+    assert not Workload.objects.exists()
+    world.cycle()
+    assert world.workload("kubectl-made").state == "admitted"

@@ -1,0 +1,266 @@
+"""One cycle, step by step, on a fake cluster: sync -> snapshot -> plan -> record -> apply."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from loop_builders import World, build_world
+
+from gpupool.accounting.models import UsageInterval
+from gpupool.control.models import SchedulingCycle
+from gpupool.inventory.models import Node
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def world(db: None) -> World:
+    """Two teams, two 8-GPU nodes, a loop."""
+    return build_world()
+
+
+def test_new_nodes_appear_in_the_inventory_with_their_flavor(world: World) -> None:
+    world.cycle()
+    nodes = {n.name: n for n in Node.objects.select_related("flavor")}
+    assert set(nodes) == {"n1", "n2"}
+    assert {n.flavor.name for n in nodes.values()} == {"h100"}
+    assert nodes["n1"].gpus.count() == 8
+
+
+def test_a_submitted_workload_gets_its_pods_then_is_bound_and_runs(world: World) -> None:
+    world.submit("train", gpus=4, count=2)
+    world.cycle()  # creates the pods
+    assert [p.name for p in world.cluster.pods_of("train")] == ["train-main-0", "train-main-1"]
+    world.cycle()  # admits and binds them
+    train = world.workload("train")
+    assert train.state == "admitted"
+    assert all(p.node_name for p in world.cluster.pods_of("train"))
+    world.cluster.run()
+    world.cycle()
+    train = world.workload("train")
+    assert train.state == "running"
+    usage = UsageInterval.objects.get(workload=train)
+    assert usage.gpus == 8 and usage.ended_at is None
+    cycle = SchedulingCycle.objects.filter(status="succeeded").first()
+    assert cycle is not None and cycle.plan_s >= 0 and cycle.record_s > 0
+
+
+def test_pods_created_with_kubectl_become_a_workload_and_are_bound(world: World) -> None:
+    first = world.cluster.add_pod("train-0", workload="train", gpus=2)
+    world.cluster.add_pod("train-1", workload="train", gpus=2)
+    world.cycle()  # registered by the sync, then admitted and bound in the same cycle
+    train = world.workload("train")
+    assert (train.origin, train.state, train.queue.name) == ("bare", "admitted", "team-a")
+    assert [(p.count, p.gpus) for p in train.pod_sets.all()] == [(2, 2)]
+    assert world.cluster.pods[first].node_name is not None
+
+
+def test_pods_that_name_another_tenants_queue_are_never_scheduled_and_told_why(
+    world: World,
+) -> None:
+    intruder = world.cluster.add_pod("sneaky", namespace="team-a", queue="team-b")
+    world.cluster.add_pod("honest", namespace="team-b", queue="team-b")
+    world.cycle()
+    world.cycle()
+    assert not world.cluster.pods[intruder].node_name
+    assert world.workload("honest", "team-b").state == "admitted"
+    (event,) = world.cluster.events_on(intruder)
+    assert event[0] == "FailedScheduling" and event[2] == "Warning"
+    assert "belongs to tenant b, not to a, which owns namespace team-a" in event[1]
+
+
+def test_a_malformed_annotation_is_named_and_the_others_are_still_scheduled(
+    world: World,
+) -> None:
+    bad = world.cluster.add_pod("bad", annotations={"gpupool.io/min-member": "four"})
+    world.cluster.add_pod("good")
+    world.cycle()
+    world.cycle()
+    assert world.workload("good").state == "admitted"
+    assert not world.cluster.pods[bad].node_name
+    messages = [m for _, m, _ in world.cluster.events_on(bad)]
+    assert any('gpupool.io/min-member: "four" is not a whole number' in m for m in messages)
+    assert len(messages) == 1  # said once, not every cycle
+
+
+def test_a_protected_runtime_above_the_queues_free_maximum_is_capped_and_said(
+    world: World,
+) -> None:
+    queue = world.queues["team-a"]
+    queue.max_protected_runtime_s = 3600
+    from gpupool.quotas.actions import do_save_queue
+
+    do_save_queue(queue, acting_user=None)
+    pod = world.cluster.add_pod("long", annotations={"gpupool.io/protected-runtime": "4h"})
+    world.cycle()
+    assert world.workload("long").protected_runtime_s == 3600
+    assert any(
+        "capped to queue team-a's free maximum of 3600s" in m
+        for _, m, _ in world.cluster.events_on(pod)
+    )
+
+
+def test_a_workload_whose_pods_all_succeed_ends_so_and_its_usage_closes(world: World) -> None:
+    pod = world.cluster.add_pod("job", gpus=1)
+    world.cycle()
+    world.cycle()
+    world.cluster.run()
+    world.cycle()
+    world.cluster.tick(600)
+    world.cluster.finish(pod)
+    world.cycle()
+    job = world.workload("job")
+    assert job.state == "succeeded"
+    usage = UsageInterval.objects.get(workload=job)
+    assert usage.ended_at is not None
+    assert 0.16 < float(usage.gpu_hours(usage.ended_at)) < 0.18  # ten minutes of one GPU
+
+
+def test_a_failed_pod_fails_its_workload(world: World) -> None:
+    pod = world.cluster.add_pod("job")
+    world.cycle()
+    world.cycle()
+    world.cluster.run()
+    world.cycle()
+    world.cluster.finish(pod, "Failed")
+    world.cycle()
+    assert world.workload("job").state == "failed"
+
+
+def test_a_gang_whose_binding_fails_goes_back_to_pending_with_none_left_bound(
+    world: World,
+) -> None:
+    world.submit("gang", gpus=4, count=2)
+    world.cycle()
+    pods = world.cluster.pods_of("gang")
+    world.cluster.fail_binding.add(pods[1].key)
+    world.cycle()
+    gang = world.workload("gang")
+    assert gang.state == "pending"
+    assert not any(p.node_name for p in world.cluster.pods_of("gang"))
+    last = gang.transitions.order_by("-id").first()
+    assert last is not None and last.reason.startswith("binding failed")
+    world.cluster.fail_binding.clear()
+    world.cycle()
+    assert world.workload("gang").state == "admitted"
+    assert all(p.node_name for p in world.cluster.pods_of("gang"))
+
+
+def test_a_pods_node_selector_is_honoured_through_its_allowed_nodes(world: World) -> None:
+    world.cluster.change_node("n2", labels={**world.cluster.nodes["n2"].labels, "pool": "x"})
+    world.cluster.add_pod("picky", gpus=1)
+    pod = world.cluster.pods[("team-a", "picky")]
+    from dataclasses import replace
+
+    world.cluster.pods[pod.key] = replace(pod, node_selector={"pool": "x"})
+    world.cycle()
+    assert world.cluster.pods[pod.key].node_name == "n2"
+    assert world.workload("picky").placements.get().node.name == "n2"
+
+
+def test_pods_of_other_schedulers_count_as_occupied_capacity(world: World) -> None:
+    from gpupool.clusters.base import ResourceAmounts
+
+    world.cluster.foreign["n1"] = ResourceAmounts(1000, 1024, 8)  # n1's GPUs all taken
+    world.submit("whole", gpus=8, count=2)
+    world.cycle()
+    world.cycle()
+    whole = world.workload("whole")
+    assert whole.state == "pending" and whole.pending_reason == "capacity"
+    world.cluster.foreign.clear()
+    world.cycle()
+    assert world.workload("whole").state == "admitted"
+
+
+def test_a_checkpoint_annotation_reaches_the_workload(world: World) -> None:
+    from datetime import UTC, datetime
+
+    pod = world.cluster.add_pod("ckpt", gpus=1)
+    world.cycle()
+    world.cluster.run()
+    world.cycle()
+    world.cluster.tick(120)
+    moment = datetime.fromtimestamp(world.cluster.clock - 60, tz=UTC).replace(microsecond=0)
+    world.cluster.annotate(pod, **{"gpupool.io/last-checkpoint": moment.isoformat()})
+    world.cycle()
+    assert world.workload("ckpt").last_checkpoint_at == moment
+
+
+def test_a_workload_that_runs_and_ends_between_two_cycles_is_recorded_as_both(
+    world: World,
+) -> None:
+    pod = world.cluster.add_pod("quick")
+    world.cycle()
+    world.cluster.run()
+    world.cluster.finish(pod)
+    world.cycle()
+    quick = world.workload("quick")
+    assert quick.state == "succeeded"
+    assert [t.to_state for t in quick.transitions.order_by("id")] == [
+        "pending",
+        "admitted",
+        "running",
+        "succeeded",
+    ]
+
+
+def test_the_pods_of_a_submitted_workload_run_what_its_pod_set_says(world: World) -> None:
+    from gpupool.workloads.actions import PodSetSpec, do_submit_workload
+
+    do_submit_workload(
+        "train",
+        queue=world.queues["team-a"],
+        pod_sets=[
+            PodSetSpec(
+                2,
+                gpus=1,
+                flavor=world.h100,
+                image="nvcr.io/nvidia/pytorch:24.05-py3",
+                command=["python", "train.py"],
+                env={"EPOCHS": "3"},
+            )
+        ],
+    )
+    world.cycle()
+    made = [pod for pod in world.cluster.created if pod.labels["gpupool.io/workload"] == "train"]
+    assert [p.name for p in made] == ["train-main-0", "train-main-1"]
+    assert {(p.image, p.command, tuple(p.env.items())) for p in made} == {
+        ("nvcr.io/nvidia/pytorch:24.05-py3", ("python", "train.py"), (("EPOCHS", "3"),))
+    }
+    assert made[0].labels["gpupool.io/queue"] == "team-a"
+
+
+def test_the_submitter_is_told_when_the_workload_starts(
+    world: World, mailoutbox: list[Any], django_capture_on_commit_callbacks: Any
+) -> None:
+    from domain_builders import user
+
+    from gpupool.tenancy.actions import do_set_membership
+    from gpupool.tenancy.models import Tenant
+
+    alice = user("alice")
+    alice.email = "alice@example.com"
+    alice.save()
+    do_set_membership(alice, Tenant.objects.get(name="a"), role="member", acting_user=None)
+    world.submit("mine", gpus=1, submitter=alice)
+    world.cycle()
+    world.cycle()
+    world.cluster.run()
+    with django_capture_on_commit_callbacks(execute=True):
+        world.cycle()
+    assert world.workload("mine").state == "running"
+    assert [m.subject for m in mailoutbox] == ["[gpupool] team-a/mine started"]
+
+
+def test_a_node_that_vanished_while_no_loop_ran_is_marked_gone(world: World) -> None:
+    from fake_cluster import FakeCluster
+
+    from gpupool.control.loop import ControlLoop
+
+    world.cycle()
+    restarted = FakeCluster(nodes={"n1": world.cluster.nodes["n1"]})  # n2 went meanwhile
+    assert ControlLoop(restarted).run_cycle().status == "succeeded"
+    gone, kept = Node.objects.get(name="n2"), Node.objects.get(name="n1")
+    assert gone.gone_at is not None and gone.cluster_exclusion == "gone from the cluster"
+    assert kept.gone_at is None

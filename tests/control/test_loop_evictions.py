@@ -1,0 +1,181 @@
+"""Evictions through the loop: preemption, refused budgets, drains, lost nodes, requeues."""
+
+from __future__ import annotations
+
+import pytest
+from loop_builders import World, build_world
+
+from gpupool.accounting.models import PreemptionEvent, UsageInterval
+from gpupool.inventory.actions import do_drain_node
+from gpupool.inventory.models import Node
+from gpupool.quotas.models import PriorityClass
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def world(db: None) -> World:
+    """Two teams, one 8-GPU node, a loop."""
+    return build_world(nodes=1)
+
+
+def fill_with_low(world: World, name: str = "filler") -> None:
+    """A low-priority workload of team-a that holds the whole node, running."""
+    world.submit(name, gpus=8, priority_class=PriorityClass.objects.get(name="low"))
+    world.cycle()
+    world.cycle()
+    world.cluster.run()
+    world.cycle()
+    assert world.workload(name).state == "running"
+
+
+def test_a_preemptor_evicts_its_victim_and_runs_after_it_is_gone(world: World) -> None:
+    fill_with_low(world)
+    world.cluster.tick(3600)
+    world.submit("urgent", gpus=8, priority_class=PriorityClass.objects.get(name="high"))
+    world.cycle()  # its pods are created
+    world.cycle()  # the victim is chosen and evicted; the preemptor waits, nominated
+    urgent, filler = world.workload("urgent"), world.workload("filler")
+    assert urgent.state == "pending" and urgent.nominated
+    assert (filler.state, filler.eviction_reason, filler.evicting_for_id) == (
+        "running",
+        "preempt",
+        urgent.pk,
+    )
+    event = PreemptionEvent.objects.get(victim=filler)
+    assert (event.reason, event.preemptor_id, event.gpus_freed) == ("preempt", urgent.pk, 8)
+    assert 7.9 < float(event.lost_gpu_hours) < 8.2  # an hour of eight GPUs
+    assert world.cluster.pods_of("filler") == []  # evicted: gone from the cluster
+    world.cycle()  # the victim is requeued (its pods will be made again), the preemptor runs
+    filler, urgent = world.workload("filler"), world.workload("urgent")
+    assert filler.state == "pending" and not filler.eviction_reason
+    assert [t.to_state for t in filler.transitions.order_by("id")][-2:] == [
+        "preempted",
+        "pending",
+    ]
+    assert UsageInterval.objects.get(workload=filler).ended_at is not None
+    assert urgent.state == "admitted"
+    assert all(p.node_name for p in world.cluster.pods_of("urgent"))
+
+
+def test_a_refused_eviction_leaves_the_victim_running_and_the_preemptor_pending(
+    world: World,
+) -> None:
+    fill_with_low(world)
+    world.cluster.tick(60)
+    world.cluster.refuse.update(p.key for p in world.cluster.pods_of("filler"))
+    world.submit("urgent", gpus=8, priority_class=PriorityClass.objects.get(name="high"))
+    world.cycle()
+    world.cycle()
+    filler, urgent = world.workload("filler"), world.workload("urgent")
+    assert filler.state == "running" and not filler.eviction_reason
+    assert all(p.node_name for p in world.cluster.pods_of("filler"))
+    assert urgent.state == "pending" and not urgent.nominated
+    assert not PreemptionEvent.objects.filter(victim=filler).exists()
+    world.cycle()  # not chosen again while the refusal is fresh
+    assert world.cluster.calls["evict"] == 1
+    assert world.workload("urgent").pending_reason in ("capacity", "quota", "behind")
+
+
+def test_a_crash_between_record_and_apply_leaves_no_double_binding(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world.submit("train", gpus=4, count=2)
+    world.cycle()
+    from gpupool.control import loop as loop_module
+
+    def crash(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("the worker died")
+
+    monkeypatch.setattr(loop_module, "run_apply", crash)
+    crashed = world.loop.run_cycle()
+    assert crashed.status == "failed" and "the worker died" in crashed.error
+    assert world.workload("train").state == "admitted"  # recorded, not applied
+    assert not any(p.node_name for p in world.cluster.pods_of("train"))
+    monkeypatch.undo()
+    world.cycle()
+    world.cycle()
+    pods = world.cluster.pods_of("train")
+    assert all(p.node_name for p in pods)
+    assert all(world.cluster.bound[p.key] == 1 for p in pods)
+    assert world.workload("train").placements.count() == 2
+
+
+def test_a_drained_node_has_its_workloads_evicted_as_admin(world: World) -> None:
+    fill_with_low(world)
+    do_drain_node(Node.objects.get(name="n1"), acting_user=None, reason="maintenance")
+    world.cycle()
+    event = PreemptionEvent.objects.get(victim=world.workload("filler"))
+    assert (event.reason, event.preemptor_id) == ("admin", None)
+    world.cycle()
+    filler = world.workload("filler")
+    assert filler.state == "pending"
+    world.cycle()
+    assert world.workload("filler").state == "pending"  # nowhere to go: n1 is cordoned
+
+
+def test_a_jobs_evicted_pod_comes_back_as_the_same_workload(world: World) -> None:
+    pod = world.cluster.add_pod("job-abcde", workload="job", gpus=8, owner="Job")
+    world.cycle()
+    world.cluster.run()
+    world.cycle()
+    job = world.workload("job")
+    assert (job.origin, job.state) == ("controller", "running")
+    world.cluster.remove(pod)  # evicted by someone else; the Job makes a new pod
+    world.cluster.add_pod("job-fghij", workload="job", gpus=8, owner="Job")
+    world.cycle()
+    job = world.workload("job")
+    assert job.state in ("pending", "admitted")
+    states = [t.to_state for t in job.transitions.order_by("id")]
+    assert states[states.index("running") + 1 :][:2] == ["preempted", "pending"]
+    assert PreemptionEvent.objects.get(victim=job).reason == "admin"
+
+
+def test_a_bare_pod_lost_with_its_node_ends_as_preempted(world: World) -> None:
+    pod = world.cluster.add_pod("solo", gpus=1)
+    world.cycle()
+    world.cluster.run()
+    world.cycle()
+    world.cluster.change_node("n1", ready=False)
+    world.cluster.remove(pod)
+    world.cycle()
+    solo = world.workload("solo")
+    assert solo.state == "preempted"
+    assert PreemptionEvent.objects.get(victim=solo).reason == "node-failure"
+
+
+def test_a_not_ready_node_takes_no_new_placements(world: World) -> None:
+    world.cluster.change_node("n1", ready=False)
+    pod = world.cluster.add_pod("waits")
+    world.cycle()
+    assert Node.objects.get(name="n1").cluster_exclusion == "not Ready"
+    assert world.workload("waits").state == "pending"
+    assert not world.cluster.pods[pod].node_name
+    world.cluster.change_node("n1", ready=True)
+    world.cycle()
+    assert world.workload("waits").state == "admitted"
+
+
+def test_cancelling_removes_the_pods_running_work_included(world: World) -> None:
+    from gpupool.workloads.actions import do_cancel_workload
+
+    world.submit("oops", gpus=1)
+    world.cycle()
+    world.cycle()
+    world.cluster.run()
+    world.cycle()
+    assert world.workload("oops").state == "running"
+    do_cancel_workload(world.workload("oops"), acting_user=None, reason="not needed")
+    world.cycle()
+    assert world.cluster.pods_of("oops") == []
+    assert UsageInterval.objects.get(workload=world.workload("oops")).ended_at is not None
+
+
+def test_an_eviction_counts_once_in_the_history_the_contracts_read(world: World) -> None:
+    fill_with_low(world)
+    world.cluster.tick(3600)
+    world.submit("urgent", gpus=8, priority_class=PriorityClass.objects.get(name="high"))
+    for _ in range(4):
+        world.cycle()
+    victims = [e.victim for e in world.loop.state.history]
+    assert victims == ["team-a/filler"]
