@@ -152,7 +152,8 @@ def allocate(cycle: Cycle) -> None:
     # the root has a quota (then every admission counts).
     heap: list[tuple[tuple[object, ...], str, tuple[int, ...]]] = []
     shares = cycle.shares
-    root_quota = bool(cycle.queues[cycle.quota.root].quota)
+    root = cycle.quota.root
+    root_quota = root is not None and bool(cycle.queues[root].quota)
 
     def stamp_of(queue: str) -> tuple[int, ...]:
         stamp = shares.stamp(queue)
@@ -717,7 +718,7 @@ def _lent_share(cycle: Cycle, owner: str, flavor: str) -> dict[str, object]:
     if ordered is None:
         excess = {
             leaf: cycle.quota.over_deserved_by(leaf, flavor)
-            for leaf in cycle.leaves_under[cycle.quota.root]
+            for leaf in cycle.leaves_under[cycle.quota.path[owner][-1]]  # the whole tree
         }
         ordered = cycle.over_share[flavor] = sorted(
             (leaf for leaf, over in excess.items() if over > 0),

@@ -174,7 +174,8 @@ class QuotaTree:
         for queue in queues:
             if queue.parent is not None:
                 self.children[queue.parent].append(queue.name)
-        self.root = next(q.name for q in queues if q.parent is None)
+        # None for a pool with no queue yet (a fresh install): nothing to plan but nodes.
+        self.root: str | None = next((q.name for q in queues if q.parent is None), None)
         self.path: dict[str, tuple[str, ...]] = {name: self._path(name) for name in self.queues}
         self.usage: dict[str, dict[str, int]] = {name: defaultdict(int) for name in self.queues}
         self.claims: dict[str, dict[str, int]] = {name: defaultdict(int) for name in self.queues}
