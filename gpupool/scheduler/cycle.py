@@ -33,7 +33,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from gpupool.scheduler.cycle_state import Assignment, Cycle, PendingWork, prefix_need
-from gpupool.scheduler.explain import Verdict, explanation, quota_verdict, with_scaled_guarantee
+from gpupool.scheduler.explain import (
+    Verdict,
+    explanation,
+    quota_verdict,
+    waiting_verdict,
+    with_scaled_guarantee,
+)
 from gpupool.scheduler.preemption import RunningWork, SearchOrders, find_victims
 from gpupool.scheduler.statement import Statement
 from gpupool.scheduler.types import (
@@ -87,7 +93,7 @@ def enqueue(cycle: Cycle) -> None:
             work.schedulable = False
             cycle.waiting.add(info.name)
             work.victims = [victim.name for victim in leaving[info.name]]
-            work.verdict = Verdict("waiting-for-preemption", {"victims": work.victims})
+            work.verdict = waiting_verdict({v.name: v.info.queue for v in leaving[info.name]})
             continue
         memo = (info.queue, id(work.assignments), work.minimum)
         if memo not in never:

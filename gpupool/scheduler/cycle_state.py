@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpupool.scheduler.contracts import Contracts, Standing
-from gpupool.scheduler.explain import Verdict, quota_verdict
+from gpupool.scheduler.explain import Verdict, quota_verdict, waiting_verdict
 from gpupool.scheduler.fairshare import CPU, MEMORY, DominantShares, gpu_resource
 from gpupool.scheduler.fragmentation import PodShape, ShapeDistribution
 from gpupool.scheduler.placement import Placer, PodRequest, count_placeable
@@ -758,9 +758,7 @@ class Cycle:
         statement.hold(work.name, nodes, promised=True)
         statement.commit()
         self.spend_budget(work)
-        work.verdict = Verdict(
-            "waiting-for-preemption", {"victims": work.victims, "held_nodes": nodes}
-        )
+        work.verdict = waiting_verdict({v.name: v.info.queue for v in victims}, nodes)
         return True
 
     def evict(self, victims: list[RunningWork], reason: EvictReason, preemptor: str) -> None:
@@ -836,7 +834,7 @@ class Cycle:
         self.spend_budget(work)
         self.waiting.add(work.name)
         work.victims = sorted(v.name for v in victims)
-        work.verdict = Verdict("waiting-for-preemption", {"victims": work.victims})
+        work.verdict = waiting_verdict({v.name: v.info.queue for v in victims})
         return True
 
 

@@ -10,7 +10,8 @@ carry ``scaled_guarantee`` and the sentence says so.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import cast, get_args
 
@@ -36,6 +37,21 @@ def when(value: object) -> str:
 def number(value: object) -> str:
     """A count for sentences: ``8``, ``0.47``, ``?`` when missing."""
     return f"{value:g}" if isinstance(value, int | float) else "?"
+
+
+def waiting_verdict(victims: Mapping[str, str], held_nodes: Sequence[str] = ()) -> Verdict:
+    """The verdict of a preemptor whose victims (name -> queue) are leaving.
+
+    The facts name the victims, for admins; the sentence the preemptor's owner reads says
+    only how many of which queue (another tenant's workload names are not theirs to see).
+    """
+    facts: dict[str, object] = {
+        "victims": sorted(victims),
+        "victim_queues": dict(sorted(Counter(victims.values()).items())),
+    }
+    if held_nodes:
+        facts["held_nodes"] = list(held_nodes)
+    return Verdict("waiting-for-preemption", facts)
 
 
 def quota_verdict(shortfall: QuotaShortfall) -> Verdict:
@@ -191,12 +207,14 @@ def _reason_sentence(verdict: Verdict, position: int) -> str:
     if reason == "gang":
         return f"{facts.get('missing_pods')} of its pods do not exist yet."
     if reason == "waiting-for-preemption":
-        victims = facts.get("victims", [])
-        named = ", ".join(str(v) for v in victims) if isinstance(victims, list) else ""
         nodes = facts.get("held_nodes")
         where = f" on {', '.join(map(str, nodes))}" if isinstance(nodes, list) and nodes else ""
-        if named:
-            return f"Evicting {named} to make room; that capacity is held for it{where}."
+        counts = facts.get("victim_queues")
+        if isinstance(counts, dict) and counts:
+            return (
+                f"Evicting {_victims_by_queue(counts)} to make room; that capacity is held "
+                f"for it{where}."
+            )
         return f"Its victims are still leaving; the capacity they free is held for it{where}."
     blocker = facts.get("blocked_by")
     if blocker:
@@ -219,6 +237,20 @@ def _reason_sentence(verdict: Verdict, position: int) -> str:
         f"Higher-ranked work holds the capacity it needs: position {position} in queue "
         f"{facts.get('queue')}."
     )
+
+
+def _victims_by_queue(counts: Mapping[object, object]) -> str:
+    """``2 workloads of queue team-b``; ``3 workloads (2 of queue a, 1 of queue b)``."""
+
+    def workloads(count: object) -> str:
+        return f"{number(count)} workload{'' if count == 1 else 's'}"
+
+    if len(counts) == 1:
+        ((queue, count),) = counts.items()
+        return f"{workloads(count)} of queue {queue}"
+    total = sum(c for c in counts.values() if isinstance(c, int))
+    parts = ", ".join(f"{number(c)} of queue {q}" for q, c in counts.items())
+    return f"{workloads(total)} ({parts})"
 
 
 def duration(seconds: object) -> str:

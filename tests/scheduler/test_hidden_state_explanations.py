@@ -2,16 +2,19 @@
 
 A user must be able to act on the reason: back-off, a hold (for the holder and for those it
 keeps off), a budget reserved by other pending work (test_budget_earmarks.py), lent quota that
-cannot be taken back and why, and a size no node's healthy GPUs can ever hold. Times are POSIX
+cannot be taken back and why, a size no node's healthy GPUs can ever hold, and victims on
+their way out (how many of which queue; their names only in the facts). Times are POSIX
 seconds in the facts (the pages show them in the viewer's zone); the sentence gives them in
 UTC ISO form.
 """
 
 from __future__ import annotations
 
-from scheduler_builders import Case, at, node, pool, queue, run_case, workload
+from scheduler_builders import Case, at, check_invariants, node, pool, queue, run_case, workload
 
-from gpupool.scheduler.scenario import parse_time
+from gpupool.scheduler import plan
+from gpupool.scheduler.lifecycle import apply_plan
+from gpupool.scheduler.scenario import Scenario, parse_time
 from gpupool.scheduler.types import PendingExplanation, Plan
 
 FULL = list(range(8))
@@ -141,3 +144,39 @@ def test_a_pod_no_node_can_ever_hold_is_capacity_with_the_largest_size() -> None
         assert explained.facts["largest_pod_gpus"] == 6
         assert explained.facts["asked_pod_gpus"] == asked
         assert f"no node has {asked} healthy h100 GPUs for one pod" in explained.detail
+
+
+def test_a_preemptor_is_told_how_many_victims_of_which_queue_but_not_their_names() -> None:
+    """urgent takes back team-a's share from two borrowers, one each of team-b and team-c.
+    The facts name the victims (admins see them); the sentence urgent's owner reads says two
+    workloads, one of each queue -- other tenants' workload names are not theirs to see --
+    in the cycle that evicts and in the next, while the victims leave."""
+    case = Case(
+        "a preemptor waits for victims of two other queues",
+        pool(1),
+        [
+            queue("team-a", deserved=8),
+            queue("team-b", deserved=0, capability=8),
+            queue("team-c", deserved=0, capability=8),
+        ],
+        [
+            workload("b-secret-run", "team-b", gpus=4, on=[("n1", HALF_A)]),
+            workload("c-secret-run", "team-c", gpus=4, on=[("n1", [4, 5, 6, 7])]),
+            workload("urgent"),
+        ],
+        want_evicted={"b-secret-run": "reclaim", "c-secret-run": "reclaim"},
+        want_reasons={"urgent": "waiting-for-preemption"},
+    )
+    first = run_case(case)
+    loaded = case.load()
+    leaving = apply_plan(loaded.snapshot, first, loaded.now, evictions_take_time=True)
+    second = plan(leaving, loaded.policy, loaded.now + 60)
+    check_invariants(Scenario(leaving, loaded.policy, loaded.now + 60), second)
+    for result in (first, second):
+        urgent = pending(result, "urgent")
+        assert urgent.reason == "waiting-for-preemption"
+        assert urgent.facts["victims"] == ["b-secret-run", "c-secret-run"]
+        assert urgent.facts["victim_queues"] == {"team-b": 1, "team-c": 1}
+        assert "2 workloads (1 of queue team-b, 1 of queue team-c)" in urgent.detail
+        assert "secret" not in urgent.detail
+    assert pending(second, "urgent").facts["held_nodes"] == ["n1"]
