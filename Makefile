@@ -23,10 +23,12 @@ venv: $(STAMP) ## Create .venv and install gpupool with its dev tools
 native: $(STAMP) ## Compile the decision core with mypyc into build/native (used when present; needs a C compiler)
 	$(PY) hack/build_native.py
 
-demo: $(STAMP) ## Run the product on 127.0.0.1:8000 with SQLite, seeded demo data and the simulated cluster
+GPUPOOL_SIM_SPEED ?= 60
+
+demo: $(STAMP) ## The living demo on 127.0.0.1:8000: SQLite, the simulated cluster, the control loop and a workload generator (Ctrl-C stops; GPUPOOL_SIM_SPEED=60, DEMO_ARGS)
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py gpupool seed-demo
-	$(PY) manage.py runserver 127.0.0.1:8000
+	$(PY) manage.py gpupool demo --speed $(GPUPOOL_SIM_SPEED) $(DEMO_ARGS)
 
 test: $(STAMP) ## Install and start PostgreSQL, Redis and the local Kubernetes plane, then lint, type-check and run every test
 	bash hack/test.sh

@@ -60,6 +60,7 @@ INSTALLED_APPS = [
     "gpupool.control",
     "gpupool.notifications",
     "gpupool.dashboard",
+    "gpupool.simcluster",
 ]
 
 MIDDLEWARE = [
@@ -98,6 +99,18 @@ DATABASES = {
         conn_max_age=int(os.environ.get("DATABASE_CONN_MAX_AGE", "60")),
     )
 }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # The demo's processes (web server, control loop, workload generator) share one file:
+    # WAL lets readers go on while one writes, IMMEDIATE transactions take the write lock
+    # at BEGIN (a deferred one that later writes can fail at once on another's lock), and a
+    # writer waits up to 20 s for the lock.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "init_command": "PRAGMA journal_mode=WAL;",
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 20,
+        }
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -209,6 +222,8 @@ if GPUPOOL_CLUSTER not in {"simulated", "kubernetes"}:
         f"GPUPOOL_CLUSTER must be 'simulated' or 'kubernetes', not {GPUPOOL_CLUSTER!r}."
     )
 GPUPOOL_KUBECONFIG = os.environ.get("GPUPOOL_KUBECONFIG") or os.environ.get("KUBECONFIG", "")
+# The simulated cluster's clock: simulated seconds per wall-clock second (60: an hour a minute).
+GPUPOOL_SIM_SPEED = float(os.environ.get("GPUPOOL_SIM_SPEED", "1"))
 # The function that builds each backend (control/backends.py): a table, not a branch.
 GPUPOOL_CLUSTER_BACKENDS = {
     "kubernetes": "gpupool.control.backends.kubernetes_backend",

@@ -41,14 +41,13 @@ import sys
 import time
 import urllib.error
 import urllib.request
-import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from gpupool.scheduler.mig import mig_layout_errors, mig_profile
+from gpupool.clusters import node_profiles
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTENV = ROOT / "hack" / "k8s-testenv"
@@ -64,7 +63,7 @@ BINARIES = (
 )
 CLUSTER = "gpupool"  # kwokctl's cluster name; every plane has a work folder of its own
 STAGES = "kwok-stages.yaml"
-KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+KWOK_NODE_ANNOTATION = node_profiles.KWOK_NODE_ANNOTATION
 KWOKCTL_API = "config.kwok.x-k8s.io/v1alpha1"
 PORT_ATTEMPTS = 3
 # kube-controller-manager runs only these (kwokctl would run all): enough for Jobs,
@@ -918,31 +917,19 @@ class NodeSet:
 
 
 def node_sets(profile: dict[str, Any]) -> list[NodeSet]:
-    """The node sets of a profile: one per group, one per rack for rack-scale groups."""
-    sets: list[NodeSet] = []
-    for group in profile["nodeGroups"]:
-        kind = group.get("kind", "hgx")
-        prefix = group["prefix"]
-        if kind == "rack":
-            racks, per_rack = int(group["racks"]), int(group["nodesPerRack"])
-            for rack in range(racks):
-                # GPU feature discovery writes <NVLink cluster UUID>.<clique id>.
-                cluster_uuid = uuid.uuid5(uuid.NAMESPACE_DNS, f"{prefix}-rack{rack}.gpupool.local")
-                template = gpu_node_manifest(NAME_PLACEHOLDER, group, clique=f"{cluster_uuid}.1")
-                name = f"{prefix}-r{rack}"
-                sets.append(NodeSet(name, per_rack, len(str(per_rack - 1)), template))
-        elif kind in ("hgx", "shared", "mig"):
-            count = int(group["count"])
-            template = gpu_node_manifest(NAME_PLACEHOLDER, group)
-            sets.append(NodeSet(prefix, count, len(str(max(count - 1, 0))), template))
-        else:
-            raise PlaneError(
-                f"node group {prefix!r}: unknown kind {kind!r} (hgx, rack, shared, mig)"
-            )
-    names = [n["metadata"]["name"] for s in sets for n in s.manifests()]
-    if len(set(names)) != len(names) or len({s.name for s in sets}) != len(sets):
-        raise PlaneError("the profile yields duplicate node names")
-    return sets
+    """The node sets of a profile: one per group, one per rack for rack-scale groups.
+
+    The expansion (names, labels, capacity) is gpupool's own (``gpupool.clusters.
+    node_profiles``), which the simulated cluster uses too: both carry the same nodes.
+    """
+    try:
+        runs = node_profiles.node_runs(profile)
+    except node_profiles.ProfileError as exc:
+        raise PlaneError(str(exc)) from exc
+    return [
+        NodeSet(run.name, run.replicas, run.serial_length, run.manifest(NAME_PLACEHOLDER))
+        for run in runs
+    ]
 
 
 def node_manifests(profile: dict[str, Any]) -> list[dict[str, Any]]:
@@ -969,79 +956,11 @@ def kwokctl_resources_yaml(sets: list[NodeSet]) -> str:
 def gpu_node_manifest(
     name: str, group: dict[str, Any], clique: str | None = None
 ) -> dict[str, Any]:
-    """One fake GPU Node for KWOK from a profile's node group (see profiles/default.yaml)."""
-    gpus = int(group["gpus"])
-    kind = group.get("kind", "hgx")
-    labels = {
-        "kubernetes.io/hostname": name,
-        "kubernetes.io/os": "linux",
-        "kubernetes.io/arch": group.get("arch", "amd64"),
-        "type": "kwok",
-        "topology.kubernetes.io/zone": group.get("zone", "zone-a"),
-        "nvidia.com/gpu.present": "true",
-        "nvidia.com/gpu.product": group["product"],
-        "nvidia.com/gpu.count": str(gpus),
-        "nvidia.com/gpu.memory": str(group.get("gpuMemoryMiB", 81559)),
-    }
-    if "family" in group:
-        labels["nvidia.com/gpu.family"] = group["family"]
-    if clique is not None:
-        labels["nvidia.com/gpu.clique"] = clique
-    gpu_resources = {"nvidia.com/gpu": str(gpus)}
-    if kind == "shared":
-        # Time-slicing as the NVIDIA device plugin advertises it: each physical GPU is offered
-        # `replicas` times, and the product label gets a -SHARED suffix.
-        replicas = int(group.get("replicas", 4))
-        gpu_resources["nvidia.com/gpu"] = str(gpus * replicas)
-        labels["nvidia.com/gpu.product"] = f"{group['product']}-SHARED"
-        labels["nvidia.com/gpu.replicas"] = str(replicas)
-        labels["nvidia.com/gpu.sharing-strategy"] = "time-slicing"
-    elif kind == "mig":
-        gpu_resources = mig_resources(group, labels)
-    labels.update({str(k): str(v) for k, v in (group.get("labels") or {}).items()})
-    resources = {
-        "cpu": str(group.get("cpu", "128")),
-        "memory": str(group.get("memory", "1Ti")),
-        "pods": str(group.get("pods", 110)),
-        **gpu_resources,
-    }
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": labels,
-            "annotations": {KWOK_NODE_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"},
-        },
-        "spec": {},
-        "status": {"capacity": dict(resources), "allocatable": dict(resources)},
-    }
-
-
-def mig_resources(group: dict[str, Any], labels: dict[str, str]) -> dict[str, str]:
-    """A node with MIG on every GPU, as the NVIDIA device plugin's `mixed` strategy shows it.
-
-    Each profile becomes a resource ``nvidia.com/mig-<profile>`` (instances per GPU x GPUs)
-    and a ``nvidia.com/mig-<profile>.count`` label; whole GPUs are no longer offered. The
-    layout is checked against gpupool's MIG tables (gpupool/scheduler/mig.py).
-    """
-    gpus = int(group["gpus"])
-    model, layout = str(group["migModel"]), dict(group["migLayout"])
-    errors = mig_layout_errors(model, layout)
-    if errors:
-        raise PlaneError(f"node group {group['prefix']!r}: MIG layout: {'; '.join(errors)}")
-    labels["nvidia.com/mig.capable"] = "true"
-    labels["nvidia.com/mig.strategy"] = "mixed"
-    labels["nvidia.com/mig.config"] = str(group["migConfig"])
-    labels["nvidia.com/mig.config.state"] = "success"
-    resources = {"nvidia.com/gpu": "0"}
-    for profile_name, per_gpu in sorted(layout.items()):
-        profile = mig_profile(model, profile_name)
-        assert profile is not None  # mig_layout_errors checked it
-        resources[f"nvidia.com/mig-{profile_name}"] = str(per_gpu * gpus)
-        labels[f"nvidia.com/mig-{profile_name}.count"] = str(per_gpu * gpus)
-        labels[f"nvidia.com/mig-{profile_name}.slices.gi"] = str(profile.compute_slices)
-    return resources
+    """One fake GPU Node for KWOK from a profile's node group (``node_profiles``' expansion)."""
+    try:
+        return node_profiles.gpu_node_manifest(name, group, clique=clique)
+    except node_profiles.ProfileError as exc:
+        raise PlaneError(str(exc)) from exc
 
 
 def _api(kubeconfig: Path) -> Any:

@@ -9,7 +9,9 @@ caller (the informer) logs it and skips that object. What pods *say* to gpupool 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 from collections.abc import Mapping
+from dataclasses import asdict
 from fractions import Fraction
 from types import MappingProxyType
 from typing import Any
@@ -17,11 +19,15 @@ from typing import Any
 from gpupool.clusters import quantities
 from gpupool.clusters.base import (
     GPU_RESOURCE,
+    MANAGED_BY_LABEL,
     MIG_RESOURCE_PREFIX,
+    SCHEDULER_NAME,
     TERMINAL_PHASES,
+    NewPod,
     NodeFacts,
     NodeSelectorTerm,
     PodFacts,
+    PodRef,
     ResourceAmounts,
     SelectorRequirement,
     Taint,
@@ -30,6 +36,7 @@ from gpupool.clusters.base import (
 
 GPUPOOL_ANNOTATION_PREFIX = "gpupool.io/"
 DEFAULT_SCHEDULER = "default-scheduler"
+EVENT_MESSAGE_LIMIT = 1024  # what events.k8s.io allows; core/v1 Events are cut the same
 
 JsonObject = Mapping[str, Any]
 
@@ -310,3 +317,60 @@ def foreign_pod_usage(obj: JsonObject) -> tuple[str, ResourceAmounts] | None:
     if not node or status.get("phase") in TERMINAL_PHASES:
         return None
     return str(node), resource_amounts(pod_resource_requests(spec), round_up=True)
+
+
+# --- objects gpupool writes -----------------------------------------------------------------
+
+
+def pod_manifest(pod: NewPod) -> dict[str, Any]:
+    """The Pod object ``create_pods`` sends for a pod submitted through gpupool.
+
+    ``schedulerName: gpupool``, ``restartPolicy: Never``, one container ``main``, and the
+    ``app.kubernetes.io/managed-by: gpupool`` label that says gpupool recreates it.
+    """
+    resources: dict[str, dict[str, str]] = {"requests": {}, "limits": {}}
+    if pod.cpu_milli:
+        resources["requests"]["cpu"] = f"{pod.cpu_milli}m"
+    if pod.memory_mib:
+        resources["requests"]["memory"] = f"{pod.memory_mib}Mi"
+    if pod.gpus:  # extended resources: requests and limits must be equal
+        resources["requests"][pod.gpu_resource] = str(pod.gpus)
+        resources["limits"][pod.gpu_resource] = str(pod.gpus)
+    container: dict[str, Any] = {"name": "main", "image": pod.image, "resources": resources}
+    if pod.command:
+        container["command"] = list(pod.command)
+    if pod.env:
+        container["env"] = [{"name": name, "value": value} for name, value in pod.env.items()]
+    spec: dict[str, Any] = {
+        "schedulerName": SCHEDULER_NAME,
+        "restartPolicy": "Never",
+        "containers": [container],
+    }
+    if pod.node_selector:
+        spec["nodeSelector"] = dict(pod.node_selector)
+    if pod.tolerations:
+        spec["tolerations"] = [
+            {key: value for key, value in asdict(t).items() if value} for t in pod.tolerations
+        ]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": pod.name,
+            "namespace": pod.namespace,
+            "labels": {**pod.labels, MANAGED_BY_LABEL: SCHEDULER_NAME},
+            "annotations": dict(pod.annotations),
+        },
+        "spec": spec,
+    }
+
+
+def event_name(pod: PodRef, reason: str, event_type: str, message: str) -> str:
+    """A stable Event name for one statement about one pod: ``<pod>.<digest>``.
+
+    The same statement about the same pod (uid included) is always the same Event, so a
+    restarted process finds it again instead of adding a second one.
+    """
+    digest = hashlib.sha256("\0".join((pod.uid, reason, event_type, message)).encode())
+    base = pod.name[:200].rstrip("-.")
+    return f"{base}.{digest.hexdigest()[:16]}"

@@ -250,6 +250,33 @@ class ClusterDelta:
         return _of_kind(self.pods, kind)
 
 
+def apply_usage_changes(
+    usage: dict[str, ResourceAmounts],
+    changes: Mapping[PodKey, Change[tuple[str, ResourceAmounts]]],
+) -> frozenset[str]:
+    """Add other schedulers' pod changes (node, requests) into per-node ``usage``, in place.
+
+    Returns the nodes whose usage really changed (a pod that moved its requests back and
+    forth between two syncs leaves its node out).
+    """
+    touched: dict[str, ResourceAmounts] = {}
+    for change in changes.values():
+        for side, sign in ((change.before, -1), (change.after, 1)):
+            if side is None:
+                continue
+            node, amounts = side
+            current = usage.get(node, ResourceAmounts())
+            touched.setdefault(node, current)
+            updated = current.plus(amounts) if sign > 0 else current.minus(amounts)
+            if updated.is_zero:
+                usage.pop(node, None)
+            else:
+                usage[node] = updated
+    return frozenset(
+        node for node, before in touched.items() if usage.get(node, ResourceAmounts()) != before
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class ClusterView:
     """The cache after one ``sync()``.

@@ -21,7 +21,6 @@ success, an Event or pod that already exists is reused.
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import logging
 import os
@@ -29,7 +28,7 @@ import socket
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from types import MappingProxyType, TracebackType
 from typing import Any, TypeVar
 
@@ -40,10 +39,8 @@ from kubernetes.client.exceptions import ApiException
 
 from gpupool.clusters import api_objects
 from gpupool.clusters.base import (
-    MANAGED_BY_LABEL,
     SCHEDULER_NAME,
     BindOutcome,
-    Change,
     ClusterDelta,
     ClusterUnavailable,
     ClusterView,
@@ -59,6 +56,7 @@ from gpupool.clusters.base import (
     PodResult,
     PodsOutcome,
     ResourceAmounts,
+    apply_usage_changes,
 )
 from gpupool.clusters.informer import (
     Expired,
@@ -73,7 +71,6 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 RETRIABLE_STATUSES = frozenset({500, 502, 503, 504})
 DISRUPTION_BUDGET_CAUSE = "DisruptionBudget"
-EVENT_MESSAGE_LIMIT = 1024  # what events.k8s.io allows; core/v1 keeps the same bound here
 WATCH_READ_MARGIN_S = 60  # a watch silent this long past its server timeout is dead
 
 
@@ -317,15 +314,6 @@ class _EventRecorder:
         self._component = component
         self._recorded: dict[PodKey, dict[str, _Recorded]] = {}
 
-    @staticmethod
-    def event_name(pod: PodRef, reason: str, event_type: str, message: str) -> str:
-        """A stable Event name for one statement about one pod."""
-        digest = hashlib.sha256(
-            "\0".join((pod.uid, reason, event_type, message)).encode()
-        ).hexdigest()[:16]
-        base = pod.name[:200].rstrip("-.")
-        return f"{base}.{digest}"
-
     def forget(self, pods: Sequence[PodKey]) -> None:
         """Drop what is remembered of pods that are gone."""
         for key in pods:
@@ -333,8 +321,8 @@ class _EventRecorder:
 
     def record(self, pod: PodRef, reason: str, message: str, event_type: str) -> EventOutcome:
         """Create the Event, or count one more of it; nothing when just sent."""
-        message = message[:EVENT_MESSAGE_LIMIT]
-        name = self.event_name(pod, reason, event_type, message)
+        message = message[: api_objects.EVENT_MESSAGE_LIMIT]
+        name = api_objects.event_name(pod, reason, event_type, message)
         now = self._clock()
         known = self._recorded.get(pod.key, {}).get(name)
         if known is not None and now - known.sent_at < self._refresh_s:
@@ -425,44 +413,6 @@ class _EventRecorder:
 
 
 # --- the backend ----------------------------------------------------------------------------
-
-
-def _pod_manifest(pod: NewPod) -> dict[str, Any]:
-    resources: dict[str, dict[str, str]] = {"requests": {}, "limits": {}}
-    if pod.cpu_milli:
-        resources["requests"]["cpu"] = f"{pod.cpu_milli}m"
-    if pod.memory_mib:
-        resources["requests"]["memory"] = f"{pod.memory_mib}Mi"
-    if pod.gpus:  # extended resources: requests and limits must be equal
-        resources["requests"][pod.gpu_resource] = str(pod.gpus)
-        resources["limits"][pod.gpu_resource] = str(pod.gpus)
-    container: dict[str, Any] = {"name": "main", "image": pod.image, "resources": resources}
-    if pod.command:
-        container["command"] = list(pod.command)
-    if pod.env:
-        container["env"] = [{"name": name, "value": value} for name, value in pod.env.items()]
-    spec: dict[str, Any] = {
-        "schedulerName": SCHEDULER_NAME,
-        "restartPolicy": "Never",
-        "containers": [container],
-    }
-    if pod.node_selector:
-        spec["nodeSelector"] = dict(pod.node_selector)
-    if pod.tolerations:
-        spec["tolerations"] = [
-            {key: value for key, value in asdict(t).items() if value} for t in pod.tolerations
-        ]
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": pod.name,
-            "namespace": pod.namespace,
-            "labels": {**pod.labels, MANAGED_BY_LABEL: SCHEDULER_NAME},
-            "annotations": dict(pod.annotations),
-        },
-        "spec": spec,
-    }
 
 
 class KubernetesBackend:
@@ -590,7 +540,7 @@ class KubernetesBackend:
         pods = self._pods.drain()
         foreign = self._foreign.drain()
         self._synced_once = True
-        usage_changed = self._apply_usage(foreign.changes)
+        usage_changed = apply_usage_changes(self._usage, foreign.changes)
         delta = ClusterDelta(
             nodes=nodes.changes,
             pods=pods.changes,
@@ -609,28 +559,6 @@ class KubernetesBackend:
             delta=delta,
             stale=not all(i.connected for i in self.informers.values()),
             synced_at=self._clock(),
-        )
-
-    def _apply_usage(
-        self, changes: Mapping[PodKey, Change[tuple[str, ResourceAmounts]]]
-    ) -> frozenset[str]:
-        touched: dict[str, ResourceAmounts] = {}
-        for change in changes.values():
-            for side, sign in ((change.before, -1), (change.after, 1)):
-                if side is None:
-                    continue
-                node, amounts = side
-                touched.setdefault(node, self._usage.get(node, ResourceAmounts()))
-                current = self._usage.get(node, ResourceAmounts())
-                updated = current.plus(amounts) if sign > 0 else current.minus(amounts)
-                if updated.is_zero:
-                    self._usage.pop(node, None)
-                else:
-                    self._usage[node] = updated
-        return frozenset(
-            node
-            for node, before in touched.items()
-            if self._usage.get(node, ResourceAmounts()) != before
         )
 
     # - bind -
@@ -862,7 +790,7 @@ class KubernetesBackend:
 
     def _create_one(self, pod: NewPod) -> PodResult:
         ref = PodRef(pod.namespace, pod.name)
-        manifest = _pod_manifest(pod)
+        manifest = api_objects.pod_manifest(pod)
         try:
             response = call_with_retries(
                 lambda: self._core.create_namespaced_pod(

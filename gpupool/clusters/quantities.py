@@ -10,6 +10,7 @@ kube-scheduler's ``MilliValue``/``Value`` conversions err on the side of not ove
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from fractions import Fraction
@@ -29,6 +30,7 @@ class QuantityError(ValueError):
     """A string that is not a Kubernetes quantity (or one beyond the supported range)."""
 
 
+@functools.lru_cache(maxsize=4096)  # a pool repeats a few quantities ("8", "64Gi") endlessly
 def parse_quantity(text: str) -> Fraction:
     """The exact value of a quantity string; raise QuantityError if it is not one."""
     if not isinstance(text, str) or not text or len(text) > MAX_LENGTH:

@@ -638,6 +638,12 @@ class ControlLoop:
                 entry[1].extend(p.ref for p in held)
                 continue
             if row.state == WorkloadState.ADMITTED:
+                if row.origin == Origin.GPUPOOL and sum(map(is_live, pods)) < row.info.pod_count:
+                    # Requeued and admitted again in one cycle: its pods are made first, and
+                    # bound at the next cycle (else it looks lost, and is requeued, forever).
+                    runs_wanted.append(row)
+                    self.outstanding.add(name)
+                    continue
                 grouped = None if row.origin == Origin.GPUPOOL else self.mirror.grouped(key, now)
                 request = grouped if isinstance(grouped, WorkloadRequest) else None
                 gang = gang_bindings(row, pods, request)

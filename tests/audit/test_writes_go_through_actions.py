@@ -46,6 +46,21 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("gpupool/cli/subcommands/seed_demo.py", "_user", "save"): (
         "sets a demo account's flags and password (auth.User, not domain state)"
     ),
+    # The simulated cluster's storage is what etcd is to a Kubernetes cluster, not domain
+    # state: the loop reaches it only through the ClusterBackend protocol, as it reaches a
+    # real cluster, and records what it sees there through the domain's actions.
+    ("gpupool/simcluster/store.py", "_write_object", "update_or_create"): (
+        "stores one Kubernetes object of the simulated cluster (its etcd, not domain state)"
+    ),
+    ("gpupool/simcluster/store.py", "_write_state", "update"): (
+        "moves the simulated cluster's revision counter and clock (its etcd, not domain state)"
+    ),
+    ("gpupool/simcluster/store.py", "_compact", "delete"): (
+        "compacts the simulated cluster's tombstones, as etcd compacts (not domain state)"
+    ),
+    ("gpupool/simcluster/store.py", "_new_state", "create"): (
+        "makes the simulated cluster's clock and revision counter (its etcd, not domain state)"
+    ),
 }
 
 

@@ -1,26 +1,33 @@
 """``gpupool seed-demo``: build a realistic demo pool. Running it again changes nothing.
 
-The pool: 40 HGX H100 nodes (8 GPUs, each node its own NVLink domain), 18 GB200 nodes of 4
-GPUs in one 72-GPU NVL72 domain, 4 time-sliced L40S nodes and 2 A100 nodes cut into MIG
-3g.40gb instances: 64 nodes. Two organizations of three teams each (each team owns the
-Kubernetes namespace of its name), a queue tree with quotas, the priority classes normal / high
-(budgeted) / interactive (Never), this month's budgets, and one user per role. Everything is
-looked up by its natural key and changed through the actions, so a second run finds nothing to
-change and writes no audit rows. (Demo users are Django accounts, made here directly.)
+The pool is the simulated cluster's (``DEMO_PROFILE``, a node profile in the local plane's
+format, so its nodes carry the labels the plane's KWOK nodes carry): 40 HGX H100 nodes (8
+GPUs, each node its own NVLink domain), one GB200 NVL72 rack of 18 nodes of 4 GPUs (one
+72-GPU domain), 4 time-sliced L40S nodes and 2 A100 nodes cut into MIG 3g.40gb instances: 64
+nodes, two of them with a broken GPU. The flavors pick their nodes by those labels, and the
+inventory is read from the cluster through the backend protocol, as the control loop reads it.
+Then two organizations of three teams each (each team owns the Kubernetes namespace of its
+name), a queue tree with quotas, the priority classes normal / high (budgeted) / interactive
+(Never), this month's budgets, and one user per role. Everything is looked up by its natural
+key and changed through the actions (the cluster's nodes are added only when missing), so a
+second run finds nothing to change and writes no audit rows. (Demo users are Django accounts,
+made here directly.)
 """
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
+from gpupool.clusters.base import NodeFacts
+from gpupool.clusters.inventory import FlavorSelector, FlavorSharing, node_inventory
+from gpupool.clusters.node_profiles import node_manifests
 from gpupool.inventory.actions import do_save_flavor, do_sync_node
 from gpupool.inventory.choices import Sharing
 from gpupool.inventory.models import Flavor
@@ -34,6 +41,7 @@ from gpupool.quotas.actions import (
 )
 from gpupool.quotas.choices import PreemptionPolicy, QuotaRequestKind
 from gpupool.quotas.models import PriorityClass, Queue, QuotaRequest
+from gpupool.simcluster.store import open_simulated_backend, open_simulated_cluster
 from gpupool.tenancy.actions import do_grant_site_role, do_save_tenant, do_set_membership
 from gpupool.tenancy.choices import MembershipRole, SiteRoleName
 from gpupool.tenancy.models import Tenant
@@ -75,8 +83,9 @@ FLAVORS: list[dict[str, Any]] = [
         "mig_profile": "",
         "gpu_memory_gb": 48,
         "hourly_price": Decimal("1.10"),
+        # The NVIDIA device plugin suffixes a time-sliced GPU's product with -SHARED.
         "node_labels": {
-            "nvidia.com/gpu.product": "NVIDIA-L40S",
+            "nvidia.com/gpu.product": "NVIDIA-L40S-SHARED",
             "nvidia.com/gpu.sharing-strategy": "time-slicing",
         },
         "description": "Time-sliced L40S for notebooks and inference: pods ask for milli-GPUs.",
@@ -88,39 +97,40 @@ FLAVORS: list[dict[str, Any]] = [
         "mig_profile": "3g.40gb",
         "gpu_memory_gb": 40,
         "hourly_price": Decimal("1.20"),
-        "node_labels": {"nvidia.com/mig.config": "all-3g.40gb"},
-        "description": "A100 80GB cut into two MIG 3g.40gb instances per card.",
+        # Any A100 80GB in MIG's mixed strategy: gpupool schedules its 3g.40gb instances
+        # (two per card in the demo's all-3g.40gb layout, one in the plane's all-balanced).
+        "node_labels": {
+            "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB",
+            "nvidia.com/mig.strategy": "mixed",
+        },
+        "description": "A100 80GB cut into MIG 3g.40gb instances (two per card).",
     },
 ]
 
 
-@dataclass(frozen=True)
-class NodeGroup:
-    """A run of identical demo nodes."""
-
-    prefix: str
-    flavor: str
-    count: int
-    gpus: int
-    cpu: int
-    memory_gb: int
-    nodes_per_rack: int
-    domain: str = ""  # empty: every node is its own NVLink domain
-    mig_layout: tuple[tuple[str, int], ...] = ()
-
-
-NODE_GROUPS = [
-    NodeGroup("h100", "h100", 40, 8, 192, 2048, nodes_per_rack=4),
-    NodeGroup("gb200", "gb200", 18, 4, 144, 960, nodes_per_rack=18, domain="nvl72-a"),
-    NodeGroup("l40s", "l40s-shared", 4, 4, 64, 512, nodes_per_rack=4),
-    NodeGroup("a100mig", "a100-3g.40gb", 2, 8, 128, 1024, nodes_per_rack=2,
-              mig_layout=(("3g.40gb", 2),)),
-]  # fmt: skip
+# The demo's simulated cluster, in the local plane's profile format (node_profiles).
+DEMO_PROFILE: dict[str, Any] = {
+    "nodeGroups": [
+        {"kind": "hgx", "prefix": "h100", "count": 40, "gpus": 8,
+         "product": "NVIDIA-H100-80GB-HBM3", "family": "hopper", "gpuMemoryMiB": 81559,
+         "cpu": "192", "memory": "2Ti", "zone": "zone-a"},
+        {"kind": "rack", "prefix": "gb200", "racks": 1, "nodesPerRack": 18, "gpus": 4,
+         "product": "NVIDIA-GB200", "family": "blackwell", "gpuMemoryMiB": 189471,
+         "cpu": "144", "memory": "960Gi", "arch": "arm64", "zone": "zone-b"},
+        {"kind": "shared", "prefix": "l40s-shared", "count": 4, "gpus": 4, "replicas": 4,
+         "product": "NVIDIA-L40S", "family": "ada-lovelace", "gpuMemoryMiB": 46068,
+         "cpu": "64", "memory": "512Gi", "zone": "zone-a"},
+        {"kind": "mig", "prefix": "a100-mig", "count": 2, "gpus": 8,
+         "product": "NVIDIA-A100-SXM4-80GB", "family": "ampere", "gpuMemoryMiB": 81920,
+         "migModel": "A100-80GB", "migConfig": "all-3g.40gb", "migLayout": {"3g.40gb": 2},
+         "cpu": "128", "memory": "1Ti", "zone": "zone-a"},
+    ]
+}  # fmt: skip
 
 # GPUs that are broken in the demo, and why, so health shows up in capacity and the admin.
 UNHEALTHY_GPUS = {
-    "h100-007": {3: "XID 79: the GPU has fallen off the bus"},
-    "h100-023": {5: "DCGM health check: uncorrectable ECC errors"},
+    "h100-07": {3: "XID 79: the GPU has fallen off the bus"},
+    "h100-23": {5: "DCGM health check: uncorrectable ECC errors"},
 }
 
 # (guarantee, deserved, capability) per flavor.
@@ -248,31 +258,58 @@ def _tenant(name: str, organization: str) -> Tenant:
     return do_save_tenant(tenant, namespaces=sorted(namespaces), acting_user=None, reason=REASON)
 
 
-def _nodes(flavors: dict[str, Flavor]) -> int:
+def _cluster_nodes() -> None:
+    """Give the simulated cluster the demo profile's nodes it lacks, and the broken GPUs."""
+    cluster = open_simulated_cluster()
+    present = {node.name for node in cluster.nodes()}
+    cluster.add_nodes(
+        m for m in node_manifests(DEMO_PROFILE) if m["metadata"]["name"] not in present
+    )
+    for name, broken in UNHEALTHY_GPUS.items():
+        known = cluster.unhealthy_gpus(name)
+        for index, why in broken.items():
+            if known.get(index) != why:
+                cluster.set_gpu_health(name, index, healthy=False, reason=why)
+
+
+def _inventory(flavors: dict[str, Flavor]) -> int:
+    """Sync the inventory with the cluster's nodes, read through the backend protocol."""
+    backend = open_simulated_backend()
+    selectors = [
+        # Sharing's choices are the selector's sharing words.
+        FlavorSelector(f.name, f.node_labels, cast(FlavorSharing, f.sharing), f.mig_profile or None)
+        for f in flavors.values()
+    ]
     count = 0
-    for group in NODE_GROUPS:
-        for number in range(1, group.count + 1):
-            name = f"{group.prefix}-{number:03d}"
-            rack_number = (number - 1) // group.nodes_per_rack + 1
-            labels = {"topology.kubernetes.io/zone": f"zone-{'ab'[rack_number % 2]}"}
-            if group.domain:
-                labels["nvidia.com/gpu.clique"] = group.domain
-            do_sync_node(
-                name,
-                flavor=flavors[group.flavor],
-                gpus=group.gpus,
-                cpu=group.cpu,
-                memory_gb=group.memory_gb,
-                unhealthy_gpus=UNHEALTHY_GPUS.get(name, {}),
-                nvlink_domain=group.domain,
-                rack=f"{group.prefix}-rack-{rack_number:02d}",
-                zone=labels["topology.kubernetes.io/zone"],
-                labels=labels,
-                mig_layout=dict(group.mig_layout),
-                reason=REASON,
-            )
-            count += 1
+    nodes = backend.sync().nodes
+    for facts in sorted(nodes.values(), key=lambda node: node.name):
+        _sync_node(facts, selectors, flavors, backend.cluster.unhealthy_gpus(facts.name))
+        count += 1
     return count
+
+
+def _sync_node(
+    facts: NodeFacts,
+    selectors: list[FlavorSelector],
+    flavors: dict[str, Flavor],
+    unhealthy: dict[int, str],
+) -> None:
+    inventory = node_inventory(facts, selectors)
+    if inventory.flavor is None:
+        raise ValueError(f"node {facts.name}: {inventory.exclusion}")
+    do_sync_node(
+        facts.name,
+        flavor=flavors[inventory.flavor],
+        gpus=inventory.physical_gpus or inventory.gpus,
+        cpu=inventory.cpu_milli // 1000,
+        memory_gb=inventory.memory_mib // 1024,
+        unhealthy_gpus=unhealthy,
+        nvlink_domain=inventory.nvlink_domain,
+        zone=inventory.zone or "",
+        labels=dict(facts.labels),
+        mig_layout=dict(inventory.mig_layout),
+        reason=REASON,
+    )
 
 
 def _queue(name: str, *, parent: Queue | None, tenant: Tenant | None, **settings: Any) -> Queue:
@@ -317,7 +354,8 @@ def _priority_classes() -> dict[str, PriorityClass]:
 def seed(*, reset_passwords: bool = False, today: date | None = None) -> dict[str, Any]:
     """Build or refresh the demo data; returns what was made and the demo users."""
     flavors = _flavors()
-    nodes = _nodes(flavors)
+    _cluster_nodes()
+    nodes = _inventory(flavors)
     classes = _priority_classes()
 
     users: list[tuple[str, str]] = []

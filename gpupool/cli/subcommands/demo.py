@@ -1,0 +1,159 @@
+"""``gpupool demo``: the living demo -- web server, control loop and workload generator.
+
+    gpupool demo [--speed 60] [--load 1.0] [--seed 42] [--port 8000]
+    gpupool demo --generator-only [--seed 42] [--load 1.0]
+
+Run ``gpupool seed-demo`` first (``make demo`` does both). The simulated cluster's clock
+resumes where it stopped, at ``--speed`` simulated seconds per wall-clock second (60: an hour
+of trace in a minute). Then three processes share the database, each as it would run in
+production: ``runserver`` on 127.0.0.1, ``gpupool loop`` (the control loop on the configured
+cluster, the simulated one by default) and the workload generator (this command with
+``--generator-only``), which submits the demo teams' work through the product as it falls
+due. Ctrl-C (or SIGTERM) stops all three; if one of them dies, the others are stopped and
+the command exits 1 naming it. Faults go in from another terminal: ``gpupool sim ...``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from types import FrameType
+from typing import Any, TextIO
+
+from django.conf import settings
+
+from gpupool.cli.arguments import positive_float
+from gpupool.clusters.simulated import Clock, ScaledClock
+from gpupool.simcluster.store import open_simulated_cluster, restart_clock
+
+HELP = "Run the living demo: web server, control loop and workload generator (Ctrl-C stops)"
+
+STOP_GRACE_S = 15.0
+EXIT_CHILD_FAILED = 1
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """--speed, --load, --seed, --port, --generator-only."""
+    parser.add_argument(
+        "--speed",
+        type=positive_float,
+        default=60.0,
+        help="simulated seconds per wall-clock second (default 60: an hour a minute)",
+    )
+    parser.add_argument(
+        "--load",
+        type=positive_float,
+        default=1.0,
+        help="GPU-hours the teams ask per hour, as a share of the pool's GPUs (default 1.0)",
+    )
+    parser.add_argument("--seed", type=int, default=42, help="the generator's seed")
+    parser.add_argument("--port", type=int, default=8000, help="the web server's port")
+    parser.add_argument(
+        "--generator-only",
+        action="store_true",
+        help="run only the workload generator, in this process, until stopped",
+    )
+
+
+class _Stop:
+    """Set by SIGINT or SIGTERM; what the generator and the supervisor poll."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+
+    def __call__(self, signum: int = 0, frame: FrameType | None = None) -> None:
+        self.event.set()
+
+    def install(self) -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, self)
+
+
+def demo_clock() -> Clock:
+    """The clock the loop reads: the simulated cluster's (the wall clock on Kubernetes)."""
+    if settings.GPUPOOL_CLUSTER == "simulated":
+        return open_simulated_cluster().clock
+    return ScaledClock(origin=0.0, wall_origin=0.0)  # the wall clock itself
+
+
+def run(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
+    """Run the generator alone, or the three processes of the demo."""
+    stop = _Stop()
+    stop.install()
+    if options["generator_only"]:
+        return _generator(options, stop, stdout)
+    return _supervise(options, stop, stdout, stderr)
+
+
+def _generator(options: dict[str, Any], stop: _Stop, stdout: TextIO) -> int:
+    from gpupool.simulation.demo_submissions import run_generator
+
+    clock = demo_clock()
+    speed = float(getattr(clock, "speed", 1.0))
+    stdout.write(f"generator: seed {options['seed']}, load {options['load']:g}\n")
+    stdout.flush()
+    submitted = run_generator(
+        clock, seed=options["seed"], load=options["load"], speed=speed, stop=stop.event.is_set
+    )
+    stdout.write(f"generator: stopped after {submitted} submissions\n")
+    return 0
+
+
+def _children(options: dict[str, Any]) -> dict[str, list[str]]:
+    manage = str(Path(settings.BASE_DIR) / "manage.py")
+    python = sys.executable
+    return {
+        "web": [python, manage, "runserver", f"127.0.0.1:{options['port']}", "--noreload"],
+        "loop": [python, manage, "gpupool", "loop"],
+        "generator": [
+            python, manage, "gpupool", "demo", "--generator-only",
+            "--seed", str(options["seed"]), "--load", str(options["load"]),
+        ],
+    }  # fmt: skip
+
+
+def _supervise(options: dict[str, Any], stop: _Stop, stdout: TextIO, stderr: TextIO) -> int:
+    if settings.GPUPOOL_CLUSTER == "simulated":
+        clock = restart_clock(options["speed"])
+        stdout.write(f"simulated cluster: speed {clock.speed:g} (an hour in "
+                     f"{3600 / clock.speed:.0f} s)\n")  # fmt: skip
+    processes: dict[str, subprocess.Popen[bytes]] = {}
+    for name, command in _children(options).items():
+        processes[name] = subprocess.Popen(command)
+    stdout.write(
+        f"demo: http://127.0.0.1:{options['port']}/admin/ (admin / admin-demo); "
+        "faults: `python manage.py gpupool sim --help`; Ctrl-C stops everything\n"
+    )
+    stdout.flush()
+    failed = None
+    while not stop.event.is_set():
+        failed = next((n for n, p in processes.items() if p.poll() is not None), None)
+        if failed is not None:
+            break
+        stop.event.wait(0.5)
+    _stop_all(processes)
+    if failed is not None:
+        stderr.write(f"demo: the {failed} process exited ({processes[failed].returncode}); "
+                     "the others were stopped\n")  # fmt: skip
+        return EXIT_CHILD_FAILED
+    stdout.write("demo: stopped\n")
+    return 0
+
+
+def _stop_all(processes: dict[str, subprocess.Popen[bytes]]) -> None:
+    """SIGTERM to every child still running, SIGKILL to any still there after the grace."""
+    for process in processes.values():
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE_S
+    for process in processes.values():
+        try:
+            process.wait(max(deadline - time.monotonic(), 0.1))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

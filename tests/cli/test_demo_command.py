@@ -1,0 +1,57 @@
+"""`gpupool demo` supervises its three processes: one stop stops all, one death stops all."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from io import StringIO
+from typing import Any
+
+import pytest
+
+from gpupool.cli.subcommands import demo
+from gpupool.simcluster.store import cluster_state
+
+pytestmark = pytest.mark.django_db
+
+SLEEPER = [sys.executable, "-c", "import time; time.sleep(120)"]
+OPTIONS = {"speed": 30.0, "load": 1.0, "seed": 42, "port": 8000, "generator_only": False}
+
+
+def test_the_commands_are_the_server_the_loop_and_the_generator() -> None:
+    commands = demo._children(OPTIONS)
+    assert commands["web"][2:] == ["runserver", "127.0.0.1:8000", "--noreload"]
+    assert commands["loop"][2:] == ["gpupool", "loop"]
+    assert commands["generator"][2:] == [
+        "gpupool", "demo", "--generator-only", "--seed", "42", "--load", "1.0",
+    ]  # fmt: skip
+
+
+def test_a_stop_stops_every_process_and_sets_the_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    started: list[Any] = []
+    popen = demo.subprocess.Popen
+
+    def tracked(command: list[str]) -> Any:
+        started.append(popen(command))
+        return started[-1]
+
+    monkeypatch.setattr(demo, "_children", lambda options: dict.fromkeys(("a", "b"), SLEEPER))
+    monkeypatch.setattr(demo.subprocess, "Popen", tracked)
+    stop = demo._Stop()
+    threading.Timer(1.0, stop).start()
+    out = StringIO()
+
+    assert demo._supervise(OPTIONS, stop, out, StringIO()) == 0
+
+    assert len(started) == 2 and all(p.returncode is not None for p in started)
+    assert cluster_state().speed == 30.0 and "stopped" in out.getvalue()
+
+
+def test_a_process_that_dies_stops_the_others_and_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    dying = [sys.executable, "-c", "raise SystemExit(3)"]
+    monkeypatch.setattr(demo, "_children", lambda options: {"loop": dying, "web": SLEEPER})
+    err = StringIO()
+
+    assert demo._supervise(OPTIONS, demo._Stop(), StringIO(), err) == 1
+
+    assert "the loop process exited (3)" in err.getvalue()

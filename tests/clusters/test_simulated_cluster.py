@@ -1,0 +1,312 @@
+"""What the simulated cluster does on its own: pods run and end, kubelets refuse what does not
+fit, failed GPUs and lost nodes take their pods down, budgets count, Events expire, and a
+reader that fell behind re-lists. (What both backends do alike: ``test_backend_contract.py``.)
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from cluster_worlds import START, SimulatedWorld, pod_manifest
+
+from gpupool.clusters import api_objects
+from gpupool.clusters.base import NewPod, PodBinding, PodKey, PodRef
+from gpupool.clusters.node_profiles import gpu_node_manifest
+from gpupool.clusters.simulated import (
+    ScaledClock,
+    SimulatedBackend,
+    SimulatedCluster,
+    VirtualClock,
+    sleep_seconds,
+)
+from gpupool.clusters.simulated_store import MemoryStore
+
+
+@pytest.fixture(params=["memory", pytest.param("database", marks=pytest.mark.django_db)])
+def world(request: pytest.FixtureRequest) -> SimulatedWorld:
+    """The simulated cluster in memory, and in the database (one model, two stores)."""
+    return SimulatedWorld(database=request.param == "database")
+
+
+def submitted(world: SimulatedWorld, name: str, *, gpus: int = 1, **fields: object) -> PodRef:
+    """A pod created through gpupool, as the loop creates them."""
+    pod = NewPod(world.namespace, name, image="train:1", labels={"gpupool.io/queue": "train"},
+                 gpus=gpus, **fields)  # type: ignore[arg-type]  # fmt: skip
+    (result,) = world.backend.create_pods([pod]).results
+    assert result.status == "created"
+    return result.pod
+
+
+def phase(world: SimulatedWorld, pod: PodRef) -> str | None:
+    view = world.backend.sync()
+    facts = view.pods.get(pod.key)
+    return None if facts is None else facts.phase
+
+
+@pytest.mark.parametrize(
+    ("command", "seconds"),
+    [
+        (["sleep", "3600"], 3600.0),
+        (["/bin/sleep", "1.5m"], 90.0),
+        (["sleep", "1h", "30m"], 5400.0),
+        (["sleep", "2d"], 172_800.0),
+        (["sleep", "forever"], None),
+        (["python", "train.py"], None),
+        (["sleep"], None),
+    ],
+    ids=["seconds", "minutes with a path", "arguments add up", "days", "not a number",
+         "another program", "no argument"],
+)  # fmt: skip
+def test_a_command_sleeps_as_gnu_sleep_would(command: list[str], seconds: float | None) -> None:
+    assert sleep_seconds(command) == seconds
+
+
+def test_a_bound_pod_runs_its_sleep_then_succeeds(world: SimulatedWorld) -> None:
+    node = world.node()
+    pod = submitted(world, "train", command=("sleep", "600"))
+    world.backend.sync()
+    assert world.backend.bind([PodBinding(pod, node)]).ok
+    assert phase(world, pod) == "Running"
+
+    world.clock.advance(599)
+    assert phase(world, pod) == "Running"
+    world.clock.advance(1)
+    view = world.backend.sync()
+    assert view.pods[pod.key].phase == "Succeeded"
+    assert view.delta.pods[pod.key].kind == "changed"
+
+
+def test_without_a_sleep_the_expected_runtime_annotation_is_the_run_time(
+    world: SimulatedWorld,
+) -> None:
+    node = world.node()
+    estimated = submitted(world, "estimated", annotations={"gpupool.io/expected-runtime": "1h"})
+    endless = submitted(world, "endless")
+    world.backend.sync()
+    assert world.backend.bind([PodBinding(estimated, node), PodBinding(endless, node)]).ok
+    world.clock.advance(3600)
+    assert phase(world, estimated) == "Succeeded"
+    world.clock.advance(30 * 86400)
+    assert phase(world, endless) == "Running"
+
+
+def test_the_kubelet_rejects_a_pod_that_does_not_fit_the_node(world: SimulatedWorld) -> None:
+    node = world.node(gpus=8)
+    first = submitted(world, "first", gpus=6)
+    second = submitted(world, "second", gpus=4)
+    world.backend.sync()
+    assert world.backend.bind([PodBinding(first, node)]).ok
+    assert world.backend.bind([PodBinding(second, node)]).ok  # the binding API does not count
+
+    assert phase(world, first) == "Running"
+    assert phase(world, second) == "Failed"
+    (body,) = [p for p in world.cluster.pods() if p.name == "second"]
+    assert body.node_name == node
+
+
+def test_the_kubelet_rejects_a_pod_whose_node_selector_the_node_fails(
+    world: SimulatedWorld,
+) -> None:
+    node = world.node()
+    picky = submitted(world, "picky", node_selector={"nvidia.com/gpu.product": "NVIDIA-GB200"})
+    world.backend.sync()
+    assert world.backend.bind([PodBinding(picky, node)]).ok
+    assert phase(world, picky) == "Failed"
+
+
+def test_an_unhealthy_gpu_leaves_allocatable_and_fails_the_pod_using_it(
+    world: SimulatedWorld,
+) -> None:
+    node = world.node(gpus=8)
+    low = submitted(world, "low", gpus=4)  # devices 0-3
+    high = submitted(world, "high", gpus=4)  # devices 4-7
+    world.backend.sync()
+    assert world.backend.bind([PodBinding(low, node)]).ok
+    assert world.backend.bind([PodBinding(high, node)]).ok
+
+    world.cluster.set_gpu_health(node, 5, healthy=False, reason="XID 79")
+    view = world.backend.sync()
+
+    assert view.nodes[node].allocatable.gpus == 7 and view.nodes[node].capacity.gpus == 8
+    assert (view.pods[low.key].phase, view.pods[high.key].phase) == ("Running", "Failed")
+    assert world.cluster.unhealthy_gpus(node) == {5: "XID 79"}
+    replacement = submitted(world, "replacement", gpus=4)
+    world.backend.sync()
+    assert world.backend.bind([PodBinding(replacement, node)]).ok
+    assert phase(world, replacement) == "Failed"  # 3 healthy devices are free, not 4
+
+    world.cluster.set_gpu_health(node, 5, healthy=True)
+    assert world.backend.sync().nodes[node].allocatable.gpus == 8
+
+
+def test_a_failed_gpu_of_a_shared_node_takes_its_replicas_away(world: SimulatedWorld) -> None:
+    group = {"kind": "shared", "prefix": "l40s", "gpus": 4, "replicas": 4, "product": "NVIDIA-L40S"}
+    (node,) = world.cluster.add_nodes([gpu_node_manifest("l40s-0", group)])
+    slices = [submitted(world, f"slice-{i}", annotations={"gpupool.io/gpu-milli": "250"})
+              for i in range(5)]  # fmt: skip
+    world.backend.sync()
+    for pod in slices:
+        assert world.backend.bind([PodBinding(pod, node)]).ok
+
+    world.cluster.set_gpu_health(node, 0, healthy=False, reason="ECC")
+    view = world.backend.sync()
+
+    assert view.nodes[node].allocatable.gpus == 12
+    phases = [view.pods[p.key].phase for p in slices]
+    assert phases == ["Failed"] * 4 + ["Running"]  # replicas 0-3 are GPU 0's
+
+
+def test_a_lost_node_takes_its_pods_after_the_toleration_unless_it_comes_back(
+    world: SimulatedWorld,
+) -> None:
+    lost, back = world.node(), world.node()
+    doomed = world.pod("doomed", scheduler="default-scheduler", node=lost)
+    ours = submitted(world, "ours")
+    kept = world.pod("kept", scheduler="default-scheduler", node=back)
+    world.backend.sync()
+    assert world.backend.bind([PodBinding(ours, lost)]).ok
+
+    world.cluster.set_node_ready(lost, False)
+    world.cluster.set_node_ready(back, False)
+    world.clock.advance(200)
+    world.cluster.set_node_ready(back, True)
+    view = world.backend.sync()
+    assert not view.nodes[lost].ready and any(
+        t.key == "node.kubernetes.io/unreachable" for t in view.nodes[lost].taints
+    )
+    assert ours.key in view.pods
+    world.clock.advance(100)
+    view = world.backend.sync()
+
+    assert ours.key not in view.pods and view.delta.pods[ours.key].kind == "removed"
+    assert lost not in view.foreign_usage
+    assert view.foreign_usage[back].gpus == 1
+    assert not world.exists(doomed) and world.exists(kept)
+    reasons = [e["reason"] for e in world.events_of(ours)]
+    assert "TaintManagerEviction" in reasons
+
+
+def test_a_pod_bound_to_a_lost_node_starts_when_the_node_comes_back(world: SimulatedWorld) -> None:
+    node = world.node()
+    world.cluster.set_node_ready(node, False)
+    pod = submitted(world, "patient", command=("sleep", "60"))
+    world.backend.sync()
+    assert world.backend.bind([PodBinding(pod, node)]).ok
+    assert phase(world, pod) == "Pending"
+    world.clock.advance(120)
+    world.cluster.set_node_ready(node, True)
+    assert phase(world, pod) == "Running"
+    world.clock.advance(60)
+    assert phase(world, pod) == "Succeeded"
+
+
+def test_evictions_of_one_set_count_against_the_budget_one_by_one(world: SimulatedWorld) -> None:
+    node = world.node()
+    pods = [world.pod(f"replica-{i}", node=node, labels={"app": "serving"}) for i in range(3)]
+    world.budget("serving", {"app": "serving"}, min_available=2)
+    world.backend.sync()
+
+    # Each alone may go (3 healthy, 2 needed); the second in the same call may not.
+    outcome = world.backend.evict(pods[:2], reason="reclaim")
+
+    assert [r.status for r in outcome.results] == ["evicted", "refused"]
+    assert not outcome.complete
+    assert not world.exists(pods[0]) and world.exists(pods[1])
+
+
+def test_a_budget_by_max_unavailable_counts_pods_already_down(world: SimulatedWorld) -> None:
+    node, elsewhere = world.node(), world.node()
+    up = world.pod("up", node=node, labels={"app": "db"})
+    world.pod("down", node=elsewhere, labels={"app": "db"})
+    world.cluster.add_disruption_budget(world.namespace, "db", {"app": "db"}, max_unavailable=1)
+    world.cluster.set_node_ready(elsewhere, False)  # its pod is no longer healthy
+    world.backend.sync()
+    (result,) = world.backend.evict([up], reason="drain").results
+    assert result.status == "refused"
+
+
+def test_a_pending_pod_is_evicted_whatever_its_budget_says(world: SimulatedWorld) -> None:
+    waiting = world.pod("waiting", labels={"app": "serving"})
+    world.budget("serving", {"app": "serving"}, min_available=5)
+    world.backend.sync()
+    assert [r.status for r in world.backend.evict([waiting], "preempt").results] == ["evicted"]
+
+
+def test_events_expire_after_an_hour(world: SimulatedWorld) -> None:
+    pod = world.pod("waiting")
+    assert world.backend.record_event(pod, "Pending", "quota") == "created"
+    world.clock.advance(3599)
+    world.cluster.advance()
+    assert len(world.events_of(pod)) == 1
+    world.clock.advance(1)
+    world.cluster.advance()
+    assert world.events_of(pod) == []
+
+
+def test_a_reader_behind_the_compaction_relists_and_its_delta_is_still_exact() -> None:
+    clock = VirtualClock(START)
+    cluster = SimulatedCluster(MemoryStore(history_limit=10), clock)
+    cluster.add_nodes([gpu_node_manifest("n-0", {"gpus": 8, "product": "NVIDIA-H100-80GB-HBM3"})])
+    reader = SimulatedBackend(cluster)
+    kept = cluster.add_pod(pod_manifest("a", "kept", 1))
+    doomed = cluster.add_pod(pod_manifest("a", "doomed", 1))
+    assert reader.sync().delta.relisted
+
+    cluster.delete_pods([doomed], "gone")
+    born = [cluster.add_pod(pod_manifest("a", f"born-{i}", 1)) for i in range(12)]
+    view = reader.sync()
+
+    assert view.delta.relisted
+    assert view.delta.pods_of("removed") == {doomed.key}
+    assert view.delta.pods_of("added") == {p.key for p in born}
+    assert kept.key not in view.delta.pods
+
+
+def test_two_backends_on_one_store_each_see_what_the_other_did(world: SimulatedWorld) -> None:
+    node = world.node()
+    other = SimulatedBackend(world.cluster)
+    pod = submitted(world, "shared")
+    assert pod.key in other.sync().pods
+    assert other.bind([PodBinding(pod, node)]).ok
+    view = world.backend.sync()
+    assert view.pods[pod.key].node_name == node and view.delta.pods[pod.key].kind == "added"
+
+
+def test_the_cached_facts_always_equal_a_decode_of_the_stored_object() -> None:
+    rng = random.Random(7)
+    world = SimulatedWorld()
+    nodes = [world.node(gpus=8) for _ in range(3)]
+    pods: list[PodRef] = []
+    for step in range(300):
+        choice = rng.random()
+        if choice < 0.35:
+            pods.append(submitted(world, f"p-{step}", gpus=rng.choice([1, 2, 4]),
+                                  command=("sleep", str(rng.randint(10, 900)))))  # fmt: skip
+        elif choice < 0.6 and pods:
+            world.backend.bind([PodBinding(rng.choice(pods), rng.choice(nodes))])
+        elif choice < 0.7 and pods:
+            world.backend.evict([rng.choice(pods)], "preempt")
+        elif choice < 0.75:
+            world.cluster.set_node_ready(rng.choice(nodes), rng.random() < 0.6)
+        elif choice < 0.8:
+            world.cluster.set_gpu_health(rng.choice(nodes), rng.randrange(8), rng.random() < 0.5)
+        else:
+            world.clock.advance(rng.uniform(0, 400))
+        world.backend.sync()
+    with world.cluster.store.transaction() as tx:
+        stored = tx.select("Pod") + tx.select("Node")
+    assert stored
+    for obj in stored:
+        decode = api_objects.pod_facts if obj.kind == "Pod" else api_objects.node_facts
+        assert obj.decoded() == decode(obj.body), obj.key
+    view = world.backend.sync()
+    assert set(view.pods) == {PodKey(o.namespace, o.name) for o in stored if o.kind == "Pod"}
+
+
+def test_a_scaled_clock_runs_speed_times_faster_from_its_origin() -> None:
+    wall = [1000.0]
+    clock = ScaledClock(origin=START, wall_origin=1000.0, speed=60.0, wall=lambda: wall[0])
+    twin = ScaledClock(origin=START, wall_origin=1000.0, speed=60.0, wall=lambda: wall[0])
+    wall[0] += 60.0
+    assert clock.now() == twin.now() == START + 3600.0
