@@ -9,6 +9,7 @@ preemptor onto the resources its victims release; here the promise binds every q
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from scheduler_builders import check_invariants, pool, queue, scenario, workload
@@ -108,14 +109,10 @@ def test_a_nomination_is_kept_until_the_last_victim_has_left() -> None:
     arrived = scenario_from_dict(
         scenario(pool(2), QUEUES, [workload("b1", "team-b", gpus=4, submitted="09:50")])
     ).snapshot.workloads
-    snapshot = type(snapshot)(**{**_fields(snapshot), "workloads": snapshot.workloads + arrived})
+    snapshot = dataclasses.replace(snapshot, workloads=snapshot.workloads + arrived)
     second = planned(Scenario(snapshot, loaded.policy, now + 60))
     assert second.admit == () and second.evict == ()
     snapshot = requeue(apply_plan(snapshot, second, now + 60, evictions_take_time=True), ["v2"])
     third = planned(Scenario(snapshot, loaded.policy, now + 120))
     assert [a.workload for a in third.admit] == ["urgent"]
     assert {p.node for p in third.admit[0].placement} == {"n1"}
-
-
-def _fields(snapshot: Any) -> dict[str, Any]:
-    return {name: getattr(snapshot, name) for name in snapshot.__slots__}
