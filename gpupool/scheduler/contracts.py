@@ -5,8 +5,9 @@ Contracts are filters plugged into the phases, not branches inside them (KAI's
 
 - **budget** — a class with ``budget_rate > 0`` is honoured only while the tenant's budget
   for it is positive and, for pending work, covers the protected-window reservation
-  (GPUs x protected hours x rate; reserved in rank order); otherwise the workload is treated
-  as the default class and preempts nobody.
+  (GPUs x protected hours x rate; spent by the cycle as it admits such work, so a workload
+  that is not admitted holds nothing back); otherwise the workload is treated as the
+  default class and preempts nobody.
 - **protected window** — a running workload cannot be evicted until ``started_at`` plus its
   protected runtime (capped by the queue's ``max_protected_runtime_s`` at a class that costs no
   budget); a workload evicted often recently earns a minimum protection.
@@ -59,6 +60,16 @@ class Standing:
     def may_preempt(self) -> bool:
         """Whether this workload may evict others (not ``Never``, not demoted for budget)."""
         return not self.budget_demoted and self.declared.preemption_policy != "Never"
+
+    @property
+    def may_reclaim(self) -> bool:
+        """Whether this workload may take back lent capacity: neither its class nor the one
+        it competes at says ``Never`` (reclaim is the queue's right, not the class's, so a
+        budget-demoted workload may, like any of the default class)."""
+        return "Never" not in (
+            self.declared.preemption_policy,
+            self.effective.preemption_policy,
+        )
 
 
 def gpu_count(workload: WorkloadInfo) -> float:
@@ -140,8 +151,11 @@ class Contracts:
         return self.queues[workload.queue].tenant
 
     def _settle(self, workloads: tuple[WorkloadInfo, ...]) -> None:
-        """Decide every workload's standing; pending reservations are taken in rank order."""
-        remaining = dict(self.budget)
+        """Decide every workload's standing. A pending workload at a budgeted class is
+        elevated when its tenant's remaining budget covers its own reservation; the cycle
+        spends the budget as it admits such work (``Cycle.spend_budget``), so one that is not
+        admitted holds nothing back from the next."""
+        remaining = self.budget
         running = [w for w in workloads if w.state == "running"]
         pending = [w for w in workloads if w.state == "pending"]
         for workload in running:
@@ -167,11 +181,24 @@ class Contracts:
                 * klass.budget_rate
             )
             elevated = left > 0 and left >= reservation
-            if elevated:
-                remaining[key] = left - reservation
             self.standing[workload.name] = self._standing(
                 workload, klass, elevated, left, reservation
             )
+
+    def budget_key(self, workload: WorkloadInfo) -> tuple[str, str]:
+        """The budget a workload's class spends from: (its queue's tenant, its class)."""
+        return (self.tenant(workload) or "", workload.priority_class)
+
+    def demoted(self, workload: WorkloadInfo) -> Standing:
+        """A pending workload's standing once the budget no longer covers its reservation
+        (others admitted before it spent it): the default class, ``budget`` demoted."""
+        standing = self.standing[workload.name]
+        left = self.budget.get(self.budget_key(workload), 0.0)
+        demoted = self._standing(
+            workload, standing.declared, False, left, standing.budget_reservation
+        )
+        self.standing[workload.name] = demoted
+        return demoted
 
     def _standing(
         self,
@@ -299,6 +326,35 @@ class Contracts:
         if tenant is not None:
             ends.append(backoff_ends(self.caused_by_tenant.get(tenant, ()), policy, self.now))
         return max((end for end in ends if end is not None), default=None)
+
+    def backoff_facts(self, workload: WorkloadInfo) -> dict[str, object] | None:
+        """What a pending workload's back-off rests on, for its explanation: whose
+        preemptions (the workload's own or its tenant's), how many within the window, and
+        until when it competes one priority step lower (POSIX seconds). None: no back-off."""
+        policy = self.policy.backoff
+        if policy is None or not self.standing[workload.name].backed_off:
+            return None
+        tenant = self.tenant(workload)
+        sources = [("workload", self.caused_by_workload.get(workload.name, []))]
+        if tenant is not None:
+            sources.append(("tenant", self.caused_by_tenant.get(tenant, [])))
+        best: tuple[float, str, int] | None = None
+        for who, times in sources:
+            until = backoff_ends(times, policy, self.now)
+            if until is None:
+                continue
+            count = sum(1 for t in times if self.now - policy.window_s <= t <= self.now)
+            if best is None or until > best[0]:
+                best = (until, who, count)
+        if best is None:
+            return None
+        until, who, count = best
+        return {"caused_by": who, "preemptions": count, "window_s": policy.window_s, "until": until}
+
+    def starving_since(self, workload: WorkloadInfo) -> float | None:
+        """When the workload's starvation limit was reached (None: the policy sets none)."""
+        limit = self.policy.starvation_limit_s
+        return None if limit is None else workload.submitted_at + limit
 
     def victim_protection_ends_at(self, workload: WorkloadInfo) -> float | None:
         """When the minimum protection the workload earned as a repeated victim lapses: just

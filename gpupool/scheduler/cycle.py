@@ -24,16 +24,26 @@ victims free is reserved for it on the cluster state, and it is reported as
 
 from __future__ import annotations
 
+import bisect
+import dataclasses
 import heapq
+import itertools
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from gpupool.scheduler.cycle_state import Assignment, Cycle, PendingWork, prefix_need
-from gpupool.scheduler.explain import Verdict, explanation, quota_verdict, with_scaled_guarantee
-from gpupool.scheduler.preemption import find_victims
-from gpupool.scheduler.statement import PlacedPod, Statement
+from gpupool.scheduler.explain import (
+    Verdict,
+    explanation,
+    quota_verdict,
+    waiting_verdict,
+    with_scaled_guarantee,
+)
+from gpupool.scheduler.preemption import RunningWork, SearchOrders, find_victims
+from gpupool.scheduler.statement import Statement
 from gpupool.scheduler.types import (
+    MILLI,
     Admission,
     PendingExplanation,
     Plan,
@@ -44,8 +54,10 @@ from gpupool.scheduler.types import (
 )
 from gpupool.scheduler.victims import (
     ReclaimSearch,
+    above_deserved,
     fairer_after,
     preempt_candidates,
+    room_without,
     search_orders,
     stays_at_deserved,
 )
@@ -69,10 +81,7 @@ def run_cycle(snapshot: Snapshot, policy: PolicyInfo, now: float) -> Cycle:
 
 def enqueue(cycle: Cycle) -> None:
     """# 1 Settle what keeps a workload out of this cycle: missing pods, quota, victims."""
-    leaving: dict[str, list[str]] = defaultdict(list)
-    for running in cycle.running.values():
-        if running.info.evicting_for is not None:
-            leaving[running.info.evicting_for].append(running.name)
+    leaving = cycle.leaving
     never: dict[tuple[str, int, int], Verdict | None] = {}
     for work in cycle.pending.values():
         info = work.info
@@ -83,8 +92,8 @@ def enqueue(cycle: Cycle) -> None:
         if info.name in leaving:
             work.schedulable = False
             cycle.waiting.add(info.name)
-            work.victims = sorted(leaving[info.name])
-            work.verdict = Verdict("waiting-for-preemption", {"victims": work.victims})
+            work.victims = [victim.name for victim in leaving[info.name]]
+            work.verdict = waiting_verdict({v.name: v.info.queue for v in leaving[info.name]})
             continue
         memo = (info.queue, id(work.assignments), work.minimum)
         if memo not in never:
@@ -103,7 +112,10 @@ def _never_runs(
     shortfalls = [cycle.quota.never_fits(queue, need) for need in needs]
     if shortfalls and all(s is not None for s in shortfalls) and shortfalls[0] is not None:
         return quota_verdict(shortfalls[0])
-    too_big = [cycle.larger_than_pool(need) for need in needs]
+    too_big = [
+        cycle.larger_than_any_node(assignment, minimum) or cycle.larger_than_pool(need)
+        for need, assignment in zip(needs, assignments, strict=True)
+    ]
     if too_big and all(v is not None for v in too_big):
         return too_big[0]
     return None
@@ -115,11 +127,17 @@ def _never_runs(
 def allocate(cycle: Cycle) -> None:
     """# 2 Queues by DRF (or rank); inside a queue by rank; quota, then gang placement."""
     cycle.snapshot_start()
+    # Promises first: a preemptor whose victims are still leaving keeps its place (what they
+    # free is held for it); one whose victims are gone is served before anyone else.
+    for name in sorted(cycle.leaving):
+        cycle.keep_promise(cycle.pending[name])
     nominated = sorted(
         (w for w in cycle.pending.values() if w.info.nominated and w.schedulable),
         key=lambda w: w.rank,
     )
     for work in nominated:
+        if not cycle.budget_covers(work):
+            cycle.demote(work)
         _attempt(cycle, work)
     order = QUEUE_ORDERS[cycle.policy.queue_order]
     keep_serving = QUEUEING[cycle.policy.queueing]
@@ -135,27 +153,54 @@ def allocate(cycle: Cycle) -> None:
         cursor[queue] = index
         return works[index] if index < len(works) else None
 
-    heap: list[tuple[tuple[object, ...], str]] = []
+    # Heap entries: (key, queue, the usage stamp of the queue's path when the key was made).
+    # A key reads the usage of the queue's path below the root -- and the root's own, where
+    # the root has a quota (then every admission counts).
+    heap: list[tuple[tuple[object, ...], str, tuple[int, ...]]] = []
+    shares = cycle.shares
+    root = cycle.quota.root
+    root_quota = root is not None and bool(cycle.queues[root].quota)
+
+    def stamp_of(queue: str) -> tuple[int, ...]:
+        stamp = shares.stamp(queue)
+        return (*stamp, len(cycle.admitted)) if root_quota else stamp
+
     for queue in sorted(cycle.by_queue):
         first = head(queue)
         if first is not None:
-            heap.append((order.key(cycle, queue, first), queue))
+            heap.append((order.key(cycle, queue, first), queue, stamp_of(queue)))
     heapq.heapify(heap)
     while heap:
-        key, queue = heapq.heappop(heap)
+        key, queue, stamp = heapq.heappop(heap)
         served = head(queue)
         if served is None:
             continue
+        # Keys only grow while allocate admits (shares rise, also through a sister queue's
+        # admissions under a common ancestor): a stale key is refreshed and queued again.
+        if not cycle.budget_covers(served):
+            # Others admitted before it spent its budget: it competes at the default class
+            # from now on, in the place that gives it in its queue.
+            cycle.demote(served)
+            works = cycle.by_queue[queue]
+            works.pop(cursor[queue])
+            bisect.insort(works, served, lo=cursor[queue], key=lambda w: w.rank)
+            served = head(queue)
+            if served is None:
+                continue
+            stamp = ()  # a new head: its key must be made again
+        now_stamp = stamp_of(queue)
+        if stamp != now_stamp:
+            fresh = order.key(cycle, queue, served)
+            if fresh != key:
+                heapq.heappush(heap, (fresh, queue, now_stamp))
+                continue
         cursor[queue] += 1
         admitted = _attempt(cycle, served)
         if not admitted and not keep_serving(cycle, queue, served):
             continue
         after = head(queue)
-        if after is None:
-            continue
-        if admitted or order.by_head:
-            key = order.key(cycle, queue, after)
-        heapq.heappush(heap, (key, queue))
+        if after is not None:
+            heapq.heappush(heap, (order.key(cycle, queue, after), queue, stamp_of(queue)))
 
 
 def _attempt(cycle: Cycle, work: PendingWork) -> bool:
@@ -165,48 +210,56 @@ def _attempt(cycle: Cycle, work: PendingWork) -> bool:
         statement.discard()
         work.verdict = result
         if (
-            result.reason in ("capacity", "fragmentation", "behind")
+            result.reason in HOLDING_REASONS
             and cycle.contracts.starving(work.info)
             and work.name not in cycle.cluster.holds
         ):
             assignment = work.assignments[0]
-            if cycle.quota.check(work.info.queue, assignment.need) is None and cycle.hold_for(
-                work, assignment, statement
-            ):
-                statement.commit()
-                work.verdict = Verdict(result.reason, {**result.facts, "holding_capacity": True})
+            if cycle.quota.check(work.info.queue, cycle.minimum_need(work, assignment)) is None:
+                nodes = cycle.hold_for(work, assignment, statement)
+                if nodes is not None:
+                    statement.commit()
+                    facts = {**result.facts, "holding_capacity": True, "held_nodes": nodes}
+                    work.verdict = Verdict(result.reason, facts)
         return False
     statement.commit()
     cycle.admit(work, *result)
     return True
 
 
+# What a starving workload stopped by these is held capacity for (quota stops it otherwise).
+HOLDING_REASONS = frozenset({"capacity", "fragmentation", "behind", "topology"})
+
+
 @dataclass(frozen=True, slots=True)
 class QueueOrderStrategy:
-    """``policy.queue_order``: how allocate picks the next queue, by a key of it and its head.
-
-    ``by_head``: the key depends on the head, so it is recomputed for every new head (not
-    only after an admission changed the queue's usage).
-    """
+    """``policy.queue_order``: how allocate picks the next queue, by a key of it and its head
+    (recomputed for each new head; a key that went stale while others were served is
+    refreshed when it comes up). Both strategies first serve work by how far up the tree it
+    must borrow (``QuotaTree.borrow_level``): within its queue's deserved share, then within
+    each ancestor's in turn, then from the pool -- a queue's deserved share is not lent in a
+    cycle in which its own work could use it, and a team borrows its sister teams' idle
+    share before its org borrows another org's."""
 
     key: Callable[[Cycle, str, PendingWork], tuple[object, ...]]
-    by_head: bool
 
 
 def _dominant_share(cycle: Cycle, queue: str, head: PendingWork) -> tuple[object, ...]:
-    """Weighted dominant share, smallest first (ties by name)."""
-    return (cycle.shares.share(queue), queue)
+    """Nearest borrowing first, then hierarchical weighted dominant share: from the top of the
+    tree down, the smallest share at each level (ties by name)."""
+    return (cycle.quota.borrow_level(queue, cycle.minimum_need(head)), cycle.shares.path_key(queue))
 
 
 def _head_rank(cycle: Cycle, queue: str, head: PendingWork) -> tuple[object, ...]:
-    """Kueue's order without fair sharing: within deserved first, priority, submit time."""
-    need = head.assignments[0].need if head.assignments else {}
-    return (not cycle.quota.below_deserved(queue, need), *head.rank, queue)
+    """Kueue's order without fair sharing: nearest borrowing first (Kueue's lowest subtree
+    that fits), then priority, submit time."""
+    level = cycle.quota.borrow_level(queue, cycle.minimum_need(head))
+    return (level, *head.rank, queue)
 
 
 QUEUE_ORDERS: Mapping[str, QueueOrderStrategy] = {
-    "dominant-share": QueueOrderStrategy(_dominant_share, by_head=False),
-    "head-rank": QueueOrderStrategy(_head_rank, by_head=True),
+    "dominant-share": QueueOrderStrategy(_dominant_share),
+    "head-rank": QueueOrderStrategy(_head_rank),
 }
 
 
@@ -234,25 +287,90 @@ QUEUEING: Mapping[str, Callable[[Cycle, str, PendingWork], bool]] = {
 
 
 def preempt(cycle: Cycle) -> None:
-    """# 3 Inside a queue: evict strictly lower priority outside protected windows."""
+    """# 3 Inside a queue: evict strictly lower priority outside protected windows.
+
+    A workload whose queue is below its deserved share is left to reclaim (phase 4) when that
+    phase runs: it takes back what its queue lent before it evicts its own queue's work.
+    """
+    reclaim_runs = "reclaim" in cycle.policy.phases
     for queue in sorted(cycle.by_queue):
         attempts = 0
         for work in cycle.blocked_in_order(queue):
             if attempts >= cycle.policy.preemption_attempts_per_queue:
                 break
+            if not cycle.budget_covers(work):
+                cycle.demote(work)
             if not work.standing.may_preempt:
+                continue
+            backfilled = cycle.backfilled_on_hold(work)
+            if backfilled:
+                # What backfilled onto its hold goes first, whatever its queue.
+                statement = _search_statement(cycle, work)
+                victims = find_victims(statement, backfilled, cycle.fits(work))
+                if victims is not None:
+                    attempts += 1
+                    if cycle.reserve(work, statement, victims):
+                        cycle.evict(victims, "preempt", work.name)
+                    continue
+                statement.discard()
+            if reclaim_runs and _reclaims_first(cycle, queue, work):
                 continue
             candidates = preempt_candidates(cycle, queue, work)
             if not candidates:
                 continue
             attempts += 1
-            statement = Statement(cycle.cluster, cycle.quota)
-            search = search_orders(cycle, work, None)
-            victims = find_victims(statement, candidates, cycle.fits(work), orders=search)
-            if victims is None:
+            if _evict_for(cycle, work, candidates, search_orders(cycle, work, None)):
                 continue
-            if cycle.reserve(work, statement, victims):
-                cycle.evict(victims, "preempt", work.name)
+
+
+def _reclaims_first(cycle: Cycle, queue: str, work: PendingWork) -> bool:
+    """Whether reclaim serves the work before its own queue's lower-priority work is touched:
+    its queue stays within a deserved share it may take back (``QuotaTree.entitled_level``)."""
+    need = cycle.minimum_need(work)
+    return (
+        work.standing.may_reclaim
+        and any(need.values())
+        and cycle.quota.entitled_level(queue, need) is not None
+    )
+
+
+def _evict_for(
+    cycle: Cycle,
+    work: PendingWork,
+    candidates: Iterable[RunningWork],
+    orders: SearchOrders,
+    guard: Callable[[RunningWork], bool] | None = None,
+    fits: Callable[[Statement], bool] | None = None,
+) -> bool:
+    """One victim search for ``work``; on success its place is reserved on what the victims
+    free and they are evicted -- ``preempt`` for its own queue's, ``reclaim`` for others'."""
+    statement = _search_statement(cycle, work)
+    victims = find_victims(
+        statement,
+        candidates,
+        fits or cycle.fits(work),
+        guard or (lambda _: True),
+        orders=orders,
+    )
+    if victims is None:
+        statement.discard()
+        return False
+    if not cycle.reserve(work, statement, victims):  # pragma: no cover - fits() said it would
+        return False
+    own = [victim for victim in victims if victim.info.queue == work.info.queue]
+    lent = [victim for victim in victims if victim.info.queue != work.info.queue]
+    cycle.evict(own, "preempt", work.name)
+    cycle.evict(lent, "reclaim", work.name)
+    return True
+
+
+def _search_statement(cycle: Cycle, work: PendingWork) -> Statement:
+    """A statement for a victim search on behalf of ``work``: the capacity held for it, if
+    any, is open to it (its reservation, when committed, takes that hold's place)."""
+    statement = Statement(cycle.cluster, cycle.quota)
+    if work.name in cycle.cluster.holds:
+        statement.open_holds([work.name])
+    return statement
 
 
 # -- 4 reclaim ------------------------------------------------------------------------------------
@@ -267,10 +385,11 @@ FAIR_RECLAIM_SEARCHES = 16
 def reclaim(cycle: Cycle) -> None:
     """# 4 Across queues: take back lent capacity from borrowers above their deserved share.
 
-    First every queue that stays within its deserved share, in name order. Then, with fair
-    sharing on, queues already at or above theirs, lowest weighted share first: each may take
-    borrowed capacity from a queue whose share of the contested flavor stays above its own
-    after the move (``victims.fairer_after``), within ``FAIR_RECLAIM_SEARCHES`` searches a cycle.
+    First every queue whose blocked work stays within a deserved share it may take back, in
+    name order (``_take_back``). Then, with fair sharing on, queues already at or above
+    theirs, lowest weighted share first: each may take borrowed capacity from a queue whose
+    share of the contested flavor stays at least its own after the move
+    (``victims.fairer_after``), within ``FAIR_RECLAIM_SEARCHES`` searches a cycle.
     """
     search = ReclaimSearch(cycle)
     for queue in sorted(cycle.by_queue):
@@ -287,75 +406,228 @@ def reclaim(cycle: Cycle) -> None:
 def _reclaim_in(
     cycle: Cycle, search: ReclaimSearch, queue: str, *, fair: bool, budget: int | None
 ) -> int:
-    """Reclaim attempts for one queue's blocked work; returns the victim searches run.
+    """Reclaim attempts for one queue's blocked work; returns the attempts made.
 
-    ``fair`` False: only work that keeps the queue within its deserved share; True: only
-    work that does not (fair-share reclaim), at most ``budget`` searches.
+    ``fair`` False: work within a deserved share its queue may take back -- or that would be,
+    once its own lower-priority work left (then only a set combining both kinds can help);
+    True: the rest (fair-share reclaim), at most ``budget`` attempts.
     """
     attempts = 0
     limit = cycle.policy.preemption_attempts_per_queue
     if budget is not None:
         limit = min(limit, budget)
+    # The queue's own candidates depend only on a workload's priority and flavors (and on
+    # what was evicted meanwhile): one list per kind of blocked work, not one per workload.
+    owns: dict[tuple[int, int, frozenset[str]], tuple[list[RunningWork], dict[str, int]]] = {}
     for work in cycle.blocked_in_order(queue):
         if attempts >= limit:
             break
-        need = work.assignments[0].need if work.assignments else {}
+        if not cycle.budget_covers(work):
+            cycle.demote(work)
+        if not work.standing.may_reclaim:
+            continue
+        need = cycle.minimum_need(work)
         # Reclaim returns lent GPU quota; work that asks no GPU has none to reclaim.
-        if not any(need.values()) or cycle.quota.below_deserved(queue, need) == fair:
+        if not any(need.values()):
             continue
-        flavor = max(need, key=lambda f: (need[f], f))
-        guard = stays_at_deserved(cycle, queue)
-        among: Callable[[str], bool] | None = None
+        own: list[RunningWork] = []
+        held: dict[str, int] = {}
+        if work.standing.may_preempt:
+            flavors = frozenset(f for a in work.assignments for f in a.need)
+            kind = (work.standing.value, len(cycle.evicted), flavors)
+            known = owns.get(kind)
+            if known is None:
+                found_own = preempt_candidates(cycle, queue, work)
+                known = owns[kind] = (found_own, _held_by(found_own))
+            own, held = known
+        level = cycle.quota.entitled_level(queue, need)
+        after_own: int | None = None  # within a share once its own lower-priority work left
+        if level is None and own:
+            after_own = cycle.quota.entitled_level(queue, need, held)
         if fair:
-            found = fairer_after(cycle, queue, need, flavor, guard)
-            if found is None:
+            if level is not None or after_own is not None:
                 continue
-            among, guard = found
-        statement = Statement(cycle.cluster, cycle.quota)
-        attempts += 1
-        victims = find_victims(
-            statement,
-            search.candidates(queue, flavor, among),
-            cycle.fits(work),
-            guard,
-            orders=search_orders(cycle, work, queue),
-        )
-        if victims is None:
+            flavor = max(need, key=lambda f: (need[f], f))
+            fairer = fairer_after(cycle, queue, need, flavor, stays_at_deserved(cycle, queue))
+            if fairer is None:
+                continue
+            among, guard = fairer
+            attempts += 1
+            _evict_for(
+                cycle,
+                work,
+                search.candidates(queue, flavor, among),
+                _reclaim_orders(cycle, search, work, flavor),
+                guard,
+            )
             continue
-        if cycle.reserve(work, statement, victims):
-            cycle.evict(victims, "reclaim", work.name)
+        if level is None and after_own is None:
+            continue
+        attempts += 1
+        _take_back(cycle, search, work, need, level, after_own, own)
     return attempts
+
+
+def _held_by(victims: list[RunningWork]) -> dict[str, int]:
+    """Milli-GPU per flavor the workloads hold together."""
+    held: dict[str, int] = defaultdict(int)
+    for victim in victims:
+        for flavor, amount in victim.need.items():
+            held[flavor] += amount
+    return held
+
+
+def _take_back(
+    cycle: Cycle,
+    search: ReclaimSearch,
+    work: PendingWork,
+    need: dict[str, int],
+    level: int | None,
+    after_own: int | None,
+    own: list[RunningWork],
+) -> bool:
+    """Room for work within a deserved share its queue may take back, in DESIGN's order:
+    what the queue lent, keeping each victim's queue at its deserved share; failing that,
+    the last victim from a queue may take it below; then the queue's own lower-priority work
+    (the preempt rules); then both kinds in one set, lent first, each victim under its own
+    kind's rules, the reclaimer within its share at the end (Kueue searches both kinds in
+    one candidate list the same way)."""
+    queue = work.info.queue
+    flavor = max(need, key=lambda f: (need[f], f))
+    orders = _reclaim_orders(cycle, search, work, flavor)
+    if level is not None:
+        start = level + 1
+        strict = _Watched(stays_at_deserved(cycle, queue))
+        if _evict_for(cycle, work, search.candidates(queue, flavor, None, start), orders, strict):
+            return True
+        loose = above_deserved(cycle, queue)
+        if strict.refused and _evict_for(
+            cycle, work, search.candidates(queue, flavor, None, start), orders, loose
+        ):
+            return True
+        if own and _evict_for(cycle, work, own, search_orders(cycle, work, None)):
+            return True
+    else:
+        start = (after_own or 0) + 1
+    if not own:
+        return False
+    lent = list(itertools.islice(search.candidates(queue, flavor, None, start), COMBINED_LENT))
+    if not lent:
+        return False
+    own = own[:COMBINED_OWN]
+    # Where the queue is within its share only once some of its own work left, that work
+    # must be in the set whatever else is: it goes first, the fewest in preference order.
+    first: list[RunningWork] = []
+    if level is None:
+        while own and cycle.quota.entitled_level(queue, need, _held_by(first)) is None:
+            first.append(own.pop(0))
+    loose = above_deserved(cycle, queue)
+    fits = cycle.fits(work)
+
+    def within(statement: Statement) -> bool:
+        return fits(statement) and cycle.quota.entitled_level(queue, need) is not None
+
+    def either(victim: RunningWork) -> bool:
+        return victim.info.queue == queue or loose(victim)
+
+    both = SearchOrders(room=room_without(cycle, work))
+    return _evict_for(cycle, work, [*first, *lent, *own], both, either, within)
+
+
+# A combined set (a lender's own work and what it lent) is the last resort of a reclaim: its
+# search looks at the first candidates of each kind only.
+COMBINED_LENT = 32
+COMBINED_OWN = 32
+
+
+def _reclaim_orders(
+    cycle: Cycle, search: ReclaimSearch, work: PendingWork, flavor: str
+) -> SearchOrders:
+    """The policy's victim search for a reclaim of ``flavor``, a smaller lone victim looked
+    for in the preferred one's queue."""
+    orders = search_orders(cycle, work, work.info.queue)
+    return dataclasses.replace(orders, tier_of=search.queue_order(flavor))
+
+
+class _Watched:
+    """A victim guard that remembers whether it refused any candidate."""
+
+    def __init__(self, guard: Callable[[RunningWork], bool]) -> None:
+        self.guard = guard
+        self.refused = False
+
+    def __call__(self, victim: RunningWork) -> bool:
+        allowed = self.guard(victim)
+        if not allowed:
+            self.refused = True
+        return allowed
 
 
 # -- 5 backfill -----------------------------------------------------------------------------------
 
 
 def backfill(cycle: Cycle) -> None:
-    """# 5 Idle GPUs behind a hold go to work that can be evicted at any time; evicts nobody."""
-    if not cycle.cluster.held:
+    """# 5 Capacity held for a starving workload, lent to work that gives it back in time.
+
+    Holder by holder (in rank order), its hold is opened to work kept off it (``behind``)
+    that either is expected to end before the holder could start (Slurm's backfill rule) or
+    has no protected window and is of a priority the holder may evict, whatever its queue:
+    such an admission names the holder (``backfill_for``), which evicts it once that makes
+    room for it (phase 3). Backfill evicts nobody, and quota applies as in allocate.
+    """
+    cluster = cycle.cluster
+    holders = sorted(
+        (cycle.pending[h] for h in cluster.holds if h not in cluster.promised),
+        key=lambda w: w.rank,
+    )
+    if not holders:
         return
-    opened = Statement(cycle.cluster, cycle.quota)
-    opened.open_holds()
-    for work in sorted(cycle.pending.values(), key=lambda w: w.rank):
-        if (
-            not work.schedulable
-            or "blocked_by" in (work.verdict.facts if work.verdict else {})
-            or work.name in cycle.admitted
-            or work.name in cycle.waiting
-            or work.name in cycle.cluster.holds
-            or work.verdict is None
-            or work.verdict.reason != "behind"
-            or cycle.contracts.protected_runtime(work.info) > 0
-        ):
-            continue
-        statement = Statement(cycle.cluster, cycle.quota)
-        result = cycle.try_place(work, statement)
-        if isinstance(result, Verdict):
-            statement.discard()
-            continue
-        statement.commit()
-        cycle.admit(work, *result)
-    opened.discard()  # the holds close again behind what backfill placed
+    candidates = [
+        work
+        for work in sorted(cycle.pending.values(), key=lambda w: w.rank)
+        if work.schedulable
+        and work.verdict is not None
+        and work.verdict.reason == "behind"
+        and "blocked_by" not in work.verdict.facts
+        and work.name not in cycle.waiting
+        and work.name not in cluster.holds
+    ]
+    for work in candidates:
+        if not cycle.budget_covers(work):
+            cycle.demote(work)
+    for holder in holders:
+        start = cycle.hold_start(holder)
+        held = set(cluster.holds[holder.name])
+        opened = Statement(cluster, cycle.quota)
+        opened.open_holds([holder.name])
+        for work in candidates:
+            if work.name in cycle.admitted:
+                continue
+            evictable = _hold_may_evict(cycle, holder, work)
+            runtime = work.info.expected_runtime_s
+            in_time = start is not None and runtime is not None and cycle.now + runtime <= start
+            if not (evictable or in_time):
+                continue
+            statement = Statement(cluster, cycle.quota)
+            result = cycle.try_place(work, statement)
+            if isinstance(result, Verdict):
+                statement.discard()
+                continue
+            statement.commit()
+            assignment, placed = result
+            on_hold = evictable and any(pod.node in held for pod in placed)
+            cycle.admit(work, assignment, placed, backfill_for=holder.name if on_hold else None)
+        opened.discard()  # the hold closes again behind what backfill placed
+
+
+def _hold_may_evict(cycle: Cycle, holder: PendingWork, work: PendingWork) -> bool:
+    """Whether the holder could evict ``work`` later: it has no protected window, the
+    holder may preempt, and ``work`` competes at no higher a priority."""
+    return (
+        holder.standing.may_preempt
+        and work.standing.value <= holder.standing.value
+        and cycle.contracts.protected_runtime(work.info) == 0
+    )
 
 
 Phase = Callable[[Cycle], None]
@@ -374,7 +646,7 @@ PHASES: Mapping[str, Phase] = {
 
 def plan_of(cycle: Cycle) -> Plan:
     """The plan a finished cycle produced."""
-    admit = tuple(_admission(cycle, name, cycle.admitted[name]) for name in sorted(cycle.admitted))
+    admit = tuple(_admission(cycle, name) for name in sorted(cycle.admitted))
     evict = tuple(cycle.evicted[name] for name in sorted(cycle.evicted))
     return Plan(admit=admit, evict=evict, pending=tuple(pending_explanations(cycle)))
 
@@ -389,6 +661,13 @@ def pending_explanations(cycle: Cycle) -> list[PendingExplanation]:
                 continue
             position += 1
             verdict = work.verdict or Verdict("behind", {"queue": work.info.queue})
+            lent = lent_facts(cycle, work, verdict)
+            if lent:
+                verdict = Verdict(verdict.reason, {**verdict.facts, **lent})
+            if work.standing.backed_off:
+                backoff = cycle.contracts.backoff_facts(work.info)
+                if backoff is not None:
+                    verdict = Verdict(verdict.reason, {**verdict.facts, "backoff": backoff})
             if work.standing.budget_demoted and verdict.reason != "waiting-for-preemption":
                 verdict = _budget_verdict(cycle, work, verdict)
             if cycle.quota.scaled:
@@ -397,16 +676,119 @@ def pending_explanations(cycle: Cycle) -> list[PendingExplanation]:
     return sorted(out, key=lambda e: e.workload)
 
 
+def lent_facts(cycle: Cycle, work: PendingWork, verdict: Verdict) -> dict[str, object]:
+    """For work stopped while its queue lends part of a deserved share it could take back
+    (quota or capacity it would have, were that share free): how much is lent, to whom, and
+    why it cannot be taken back now -- its class never evicts (``never``), the borrowers'
+    queues are not reclaimable (``not-reclaimable``), their work is still protected
+    (``protected``, with ``reclaimable_at``), or taking back what may be taken would not
+    make room for it (``no-room``). Empty when nothing of its share is lent."""
+    if verdict.reason not in ("quota", "capacity", "fragmentation", "behind"):
+        return {}
+    if verdict.facts.get("never_fits") or work.name in cycle.waiting:
+        return {}
+    queue = work.info.queue
+    need = cycle.minimum_need(work)
+    where = (queue, id(need))  # equal gangs of a queue share their need (assignments cached)
+    found = cycle.share_of.get(where)
+    if found is None:
+        level = cycle.quota.entitled_level(queue, need) if any(need.values()) else None
+        found = cycle.share_of[where] = (
+            ("", "")
+            if level is None
+            else (cycle.quota.path[queue][level], max(need, key=lambda f: (need[f], f)))
+        )
+    owner, flavor = found
+    if not owner:
+        return {}
+    memo = (owner, flavor)
+    lent = cycle.lent_memo.get(memo)
+    if lent is None:
+        lent = cycle.lent_memo[memo] = _lent_share(cycle, owner, flavor)
+    if not lent or work.standing.may_reclaim:
+        return lent
+    return {**lent, "cannot_reclaim": "never"}
+
+
+LENT_TO_NAMED = 5  # borrowing queues an explanation names (the furthest above their share)
+
+
+def _lent_share(cycle: Cycle, owner: str, flavor: str) -> dict[str, object]:
+    """What of ``owner``'s deserved share of ``flavor`` is lent, to whom, and why a workload
+    that may reclaim cannot take it back now (the same for every such workload under it)."""
+    quota = cycle.quota.quota(owner, flavor)
+    if quota is None:
+        return {}
+    lent = quota.deserved - cycle.quota.usage[owner][flavor]
+    ordered = cycle.over_share.get(flavor)  # every leaf above its share, furthest first
+    if ordered is None:
+        excess = {
+            leaf: cycle.quota.over_deserved_by(leaf, flavor)
+            for leaf in cycle.leaves_under[cycle.quota.path[owner][-1]]  # the whole tree
+        }
+        ordered = cycle.over_share[flavor] = sorted(
+            (leaf for leaf, over in excess.items() if over > 0),
+            key=lambda leaf: (-excess[leaf], leaf),
+        )
+    inside = set(cycle.leaves_under[owner])
+    borrowers = [leaf for leaf in ordered if leaf not in inside]
+    if lent <= 0 or not borrowers:
+        return {}
+    facts: dict[str, object] = {
+        "lent_gpus": lent / MILLI,
+        "lent_to": borrowers[:LENT_TO_NAMED],  # the queues furthest above their share
+        "borrowers": len(borrowers),
+    }
+    reclaimable = [leaf for leaf in borrowers if cycle.queues[leaf].reclaimable]
+    if not reclaimable:
+        facts["cannot_reclaim"] = "not-reclaimable"
+        return facts
+    protected = [_protected_until(cycle, leaf, flavor) for leaf in reclaimable]
+    if all(until is not None for until in protected) and any(protected):
+        facts["cannot_reclaim"] = "protected"
+        facts["reclaimable_at"] = min(until for until in protected if until)
+        return facts
+    facts["cannot_reclaim"] = "no-room"
+    return facts
+
+
+def _protected_until(cycle: Cycle, queue: str, flavor: str) -> float | None:
+    """When the first of a queue's running work holding ``flavor`` leaves its protected
+    window: 0.0 when it runs none, None when some may be evicted now (memoised)."""
+    memo = (queue, flavor)
+    if memo not in cycle.protected_memo:
+        until: float | None = 0.0
+        for running in cycle.all_running_by_queue.get(queue, ()):
+            if flavor not in running.need or running.name in cycle.evicted:
+                continue
+            if running.info.evicting_for is not None:
+                continue
+            if running.evictable:
+                until = None
+                break
+            ends = cycle.contracts.protected_until(running.info)
+            until = ends if not until else min(until, ends)
+        cycle.protected_memo[memo] = until
+    return cycle.protected_memo[memo]
+
+
 def _budget_verdict(cycle: Cycle, work: PendingWork, then: Verdict) -> Verdict:
+    """``budget``: the budget's real remaining hours, what other work reserved from it in
+    this cycle (and who), what this one needed, and the layer that then stopped it."""
     standing = work.standing
+    key = cycle.contracts.budget_key(work.info)
+    spent = cycle.budget_spent.get(key, [])
     facts: dict[str, object] = {
         "tenant": cycle.contracts.tenant(work.info),
         "priority_class": standing.declared.name,
-        "remaining_gpu_hours": round(standing.budget_remaining or 0.0, 3),
+        "remaining_gpu_hours": round(cycle.contracts.budget.get(key, 0.0), 3),
         "reservation_gpu_hours": round(standing.budget_reservation, 3),
         "then": then.reason,
         "then_facts": dict(then.facts),
     }
+    if spent:
+        facts["reserved_by"] = [name for name, _ in spent]
+        facts["reserved_gpu_hours"] = round(sum(hours for _, hours in spent), 3)
     return Verdict("budget", facts)
 
 
@@ -420,14 +802,15 @@ def _scaled_guarantee_verdict(cycle: Cycle, work: PendingWork, verdict: Verdict)
     return verdict if scaled is None else with_scaled_guarantee(verdict, scaled)
 
 
-def _admission(cycle: Cycle, name: str, pods: list[PlacedPod]) -> Admission:
-    """Where each placed pod goes, and which pod of the workload it is."""
+def _admission(cycle: Cycle, name: str) -> Admission:
+    """Where each placed pod goes, which pod of the workload it is, and whose hold it uses."""
     placement: list[PodPlacement] = []
+    pods = cycle.admitted[name]
     for pod in pods:
         shared = cycle.nodes[pod.node].flavor in cycle.shared_flavors
         placement.append(PodPlacement(pod.node, pod.gpus, pod.shape.milli if shared else None))
     refs = tuple(PodRef(pod.pod_set, pod.index) for pod in pods)
-    return Admission(name, tuple(placement), refs)
+    return Admission(name, tuple(placement), refs, cycle.backfilled.get(name))
 
 
 __all__ = ["PHASES", "plan", "plan_of", "run_cycle"]

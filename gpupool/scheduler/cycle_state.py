@@ -20,11 +20,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpupool.scheduler.contracts import Contracts, Standing
-from gpupool.scheduler.explain import Verdict, quota_verdict
+from gpupool.scheduler.explain import Verdict, quota_verdict, waiting_verdict
 from gpupool.scheduler.fairshare import CPU, MEMORY, DominantShares, gpu_resource
 from gpupool.scheduler.fragmentation import PodShape, ShapeDistribution
 from gpupool.scheduler.placement import Placer, PodRequest, count_placeable
-from gpupool.scheduler.preemption import VICTIM_SEARCHES, RunningWork, victim_preference
+from gpupool.scheduler.preemption import (
+    VICTIM_SEARCHES,
+    RunningWork,
+    remove_workload,
+    victim_preference,
+)
 from gpupool.scheduler.quota import QuotaTree
 from gpupool.scheduler.statement import CanonKey, ClusterState, PlacedPod, Statement
 from gpupool.scheduler.types import (
@@ -105,6 +110,8 @@ class Cycle:
         occupied = self._occupancy()
         self.cluster = ClusterState(snapshot.nodes, occupied)
         self._empty_classes: dict[str, dict[CanonKey, int]] | None = None
+        self._empty: ClusterState | None = None
+        self._largest: dict[str, int] | None = None
         pool: dict[str, int] = defaultdict(int)
         cpu = memory = 0
         for node in snapshot.nodes:
@@ -116,7 +123,11 @@ class Cycle:
         capacity = {gpu_resource(flavor): amount for flavor, amount in pool.items()}
         capacity[CPU] = cpu
         capacity[MEMORY] = memory
-        self.shares = DominantShares(capacity, {q.name: q.weight for q in snapshot.queues})
+        self.shares = DominantShares(
+            capacity,
+            {q.name: q.weight for q in snapshot.queues},
+            {q.name: q.parent for q in snapshot.queues},
+        )
         for queue_name, (gpus, cpu_used, memory_used) in sorted(self._queue_usage.items()):
             vector = {gpu_resource(flavor): amount for flavor, amount in gpus.items()}
             vector[CPU] = cpu_used
@@ -147,6 +158,7 @@ class Cycle:
         self.all_running_by_queue: dict[str, list[RunningWork]] = defaultdict(list)
         for running in self.running.values():
             self.all_running_by_queue[running.info.queue].append(running)
+        self.queue_ordinal = {name: index for index, name in enumerate(sorted(self.queues))}
         self.leaves_under: dict[str, list[str]] = defaultdict(list)
         for name in sorted(self.queues):
             if self.quota.is_leaf(name):
@@ -156,12 +168,35 @@ class Cycle:
         for work in sorted(self.pending.values(), key=lambda w: w.rank):
             self.by_queue[work.info.queue].append(work)
         self.admitted: dict[str, list[PlacedPod]] = {}
+        self.backfilled: dict[str, str] = {}  # admitted by backfill -> the holder it may evict
+        # Budgets as this cycle spends them: left per (tenant, class), and who reserved what.
+        self.budget_left: dict[tuple[str, str], float] = dict(self.contracts.budget)
+        self.budget_spent: dict[tuple[str, str], list[tuple[str, float]]] = defaultdict(list)
         self.evicted: dict[str, Eviction] = {}
         self.waiting: set[str] = set()
+        # Running work backfilled onto a hold, by holder (in preference order), and pending
+        # preemptors whose victims are still leaving, with those victims (by name).
+        self._backfilled_for: dict[str, list[RunningWork]] = defaultdict(list)
+        self.leaving: dict[str, list[RunningWork]] = defaultdict(list)
+        backfilled = [r for r in self.running.values() if r.info.backfilled_for is not None]
+        for running in sorted(backfilled, key=lambda r: (r.order, r.name)):
+            self._backfilled_for[running.info.backfilled_for or ""].append(running)
+        leaving = [r for r in self.running.values() if r.info.evicting_for in self.pending]
+        for running in sorted(leaving, key=lambda r: r.name):
+            self.leaving[running.info.evicting_for or ""].append(running)
         self.start_classes: dict[str, dict[CanonKey, int]] = {}
         self.start_free: dict[str, tuple[int, int, int]] = {}
         self._failed: dict[tuple[object, ...], tuple[int, int, Verdict]] = {}
         self._totals: dict[tuple[int, int], list[tuple[str, int, int, int]]] = {}
+        self._minimum_needs: dict[tuple[int, int], dict[str, int]] = {}
+        # Per (queue owning a deserved share, flavor): what of it is lent and why it is not
+        # taken back (explanations, ``cycle.lent_facts``).
+        self.lent_memo: dict[tuple[str, str], dict[str, object]] = {}
+        self.protected_memo: dict[tuple[str, str], float | None] = {}
+        self.over_share: dict[str, list[str]] = {}  # per flavor, leaves above their share
+        # Per (queue, a need's identity): the queue owning the share it falls within, and the
+        # flavor it contests (("", "") when none).
+        self.share_of: dict[tuple[str, int], tuple[str, str]] = {}
 
     # -- building ----------------------------------------------------------------------------
 
@@ -378,6 +413,34 @@ class Cycle:
             need[self.nodes[pod.node].flavor] += pod.shape.gpu_milli_total
         return dict(need)
 
+    def larger_than_any_node(self, assignment: Assignment, minimum: int) -> Verdict | None:
+        """A pod of the gang's minimum that no node's healthy GPUs could hold even empty:
+        ``capacity`` with the largest pod a node of its flavor can hold (not fragmentation:
+        freeing GPUs elsewhere never helps)."""
+        largest = self._largest_node_gpus()
+        for pod in assignment.pods[: max(minimum, 1)]:
+            most = largest.get(pod.flavor, 0)
+            if pod.shape.gpus > most:
+                facts: dict[str, object] = {
+                    "flavor": pod.flavor,
+                    "resource": "gpu",
+                    "asked_pod_gpus": pod.shape.gpus,
+                    "largest_pod_gpus": most,
+                    "never_fits": True,
+                }
+                return Verdict("capacity", facts)
+        return None
+
+    def _largest_node_gpus(self) -> dict[str, int]:
+        """Per flavor, the most healthy GPUs one schedulable node has."""
+        if self._largest is None:
+            self._largest = {}
+            for node in self.snapshot.nodes:
+                self._largest[node.flavor] = max(
+                    self._largest.get(node.flavor, 0), node.healthy_gpus
+                )
+        return self._largest
+
     def larger_than_pool(self, need: Mapping[str, int]) -> Verdict | None:
         """A request larger than the pool's healthy GPUs of a flavor, even when idle."""
         for flavor, amount in sorted(need.items()):
@@ -444,12 +507,17 @@ class Cycle:
             (
                 name
                 for name, nodes in self.cluster.holds.items()
-                if any(self.nodes[node].flavor == flavor for node in nodes)
+                if name != work.name and any(self.nodes[node].flavor == flavor for node in nodes)
             ),
             None,
         )
         if holder is not None:
             facts["held_for"] = holder
+            if holder in self.cluster.promised:
+                facts["held_because"] = "nominated"
+            else:
+                facts["held_because"] = "starving"
+                facts["starving_since"] = self.contracts.starving_since(self.pending[holder].info)
         return Verdict("behind", facts)
 
     def placement_verdict(
@@ -496,9 +564,19 @@ class Cycle:
             for flavor in self.cluster.free_gpu
         }
 
-    def admit(self, work: PendingWork, assignment: Assignment, placed: list[PlacedPod]) -> None:
-        """Record an admission (the statement holding it is committed by the caller)."""
+    def admit(
+        self,
+        work: PendingWork,
+        assignment: Assignment,
+        placed: list[PlacedPod],
+        backfill_for: str | None = None,
+    ) -> None:
+        """Record an admission (the statement holding it is committed by the caller), and the
+        starving workload whose held capacity backfill gave it, if any."""
         self.admitted[work.name] = placed
+        self.spend_budget(work)
+        if backfill_for is not None:
+            self.backfilled[work.name] = backfill_for
         vector = assignment.vector
         if len(placed) < len(assignment.pods):  # an elastic gang took fewer pods
             vector = defaultdict(int)
@@ -509,37 +587,202 @@ class Cycle:
         self.shares.add(work.info.queue, vector)
         work.verdict = None
 
-    def hold_for(self, work: PendingWork, assignment: Assignment, statement: Statement) -> bool:
-        """Hold the nodes closest to fitting the starving gang on ``statement``; False (and
-        nothing held) if the gang could not fit even on the empty pool."""
+    def hold_for(
+        self, work: PendingWork, assignment: Assignment, statement: Statement
+    ) -> list[str] | None:
+        """Hold the nodes closest to fitting the starving gang on ``statement`` -- inside one
+        NVLink domain for a ``domain`` gang -- and return them; None (and nothing held) if
+        the gang could not fit even on the empty pool (in one domain, for a ``domain``
+        gang)."""
         by_flavor: dict[str, list[PodShape]] = defaultdict(list)
         for pod in assignment.pods:
             by_flavor[pod.flavor].append(pod.shape)
         if self._empty_classes is None:
-            self._empty_classes = ClusterState(self.snapshot.nodes).class_counts()
-        healthy = sum(
-            count_placeable(self._empty_classes.get(f, {}), shapes, self.placer, f)
-            for f, shapes in by_flavor.items()
-        )
-        if healthy < work.minimum:
-            return False
+            self._empty_classes = self._empty_cluster().class_counts()
         held = self.cluster.held
         nodes: list[str] = []
-        for pod in assignment.pods:
-            classes = self.cluster.classes.get(pod.flavor, {})
-            # The node closest to fitting: most free GPUs first (then a fixed order).
-            for key in sorted(classes, key=lambda k: (-sum(k[0]), k)):
-                name = next((n for n in classes[key] if n not in held and n not in nodes), None)
-                if name is not None:
-                    nodes.append(name)
-                    break
+        if work.info.topology == "domain":
+            domain = self._domain_to_hold(work, assignment)
+            if domain is None:
+                return None
+            cluster = self.cluster
+            members = cluster.domain_nodes[(assignment.pods[0].flavor, domain)]
+            free = sorted(
+                (n for n in members if n not in held),
+                key=lambda n: (-sum(cluster.state[n].gpu_free_milli), n),
+            )
+            nodes = free[: len(assignment.pods)]
+        else:
+            healthy = sum(
+                count_placeable(self._empty_classes.get(f, {}), shapes, self.placer, f)
+                for f, shapes in by_flavor.items()
+            )
+            if healthy < work.minimum:
+                return None
+            for pod in assignment.pods:
+                classes = self.cluster.classes.get(pod.flavor, {})
+                # The node closest to fitting: most free GPUs first (then a fixed order).
+                for key in sorted(classes, key=lambda k: (-sum(k[0]), k)):
+                    name = next((n for n in classes[key] if n not in held and n not in nodes), None)
+                    if name is not None:
+                        nodes.append(name)
+                        break
         statement.hold(work.name, nodes)
+        return nodes
+
+    def _empty_cluster(self) -> ClusterState:
+        """The pool with nothing running: its healthy capacity (built once, when needed)."""
+        if self._empty is None:
+            self._empty = ClusterState(self.snapshot.nodes)
+        return self._empty
+
+    def _domain_to_hold(self, work: PendingWork, assignment: Assignment) -> str | None:
+        """The NVLink domain a starving ``domain`` gang holds: of the domains whose healthy
+        nodes could hold its minimum when empty, the one with the most free GPUs now (not
+        counting held nodes), then by name."""
+        pods = assignment.pods
+        if not pods or any(pod.flavor != pods[0].flavor for pod in pods):
+            return None
+        flavor = pods[0].flavor
+        cluster = self.cluster
+        empty = self._empty_cluster()
+        shapes = [pod.shape for pod in pods]
+        best: tuple[int, str] | None = None
+        for (of, domain), members in sorted(cluster.domain_nodes.items()):
+            if of != flavor:
+                continue
+            classes: dict[CanonKey, int] = defaultdict(int)
+            for name in members:
+                classes[empty.canon[name]] += 1
+            if count_placeable(classes, shapes, self.placer, flavor) < work.minimum:
+                continue
+            free = sum(
+                sum(cluster.state[n].gpu_free_milli) for n in members if n not in cluster.held
+            )
+            if best is None or (-free, domain) < best:
+                best = (-free, domain)
+        return None if best is None else best[1]
+
+    def hold_start(self, work: PendingWork) -> float | None:
+        """The earliest time a holder could start on its held nodes: when the running work
+        there expected to end first has freed, together with what is free now, as many GPUs
+        as its gang's minimum asks. None when that depends on work with no expected end.
+        (Counting GPUs in total over the held nodes can only make the answer earlier, which
+        is the safe side for backfill.)"""
+        nodes = self.cluster.holds.get(work.name, [])
+        if not work.assignments:
+            return None
+        need = sum(self.minimum_need(work).values())
+        free = sum(sum(self.cluster.state[node].gpu_free_milli) for node in nodes)
+        if free >= need:
+            return self.now
+        held = set(nodes)
+        leaving: list[tuple[float, int]] = []
+        for running in self.running.values():
+            freed = sum(
+                len(self.cluster.usable(pod.node, pod.gpus) or ()) * pod.shape.milli
+                for pod in running.pods
+                if pod.node in held
+            )
+            if not freed:
+                continue
+            info = running.info
+            if info.expected_runtime_s is None or info.started_at is None:
+                return None
+            leaving.append((info.started_at + info.expected_runtime_s, freed))
+        for end, freed in sorted(leaving):
+            free += freed
+            if free >= need:
+                return max(end, self.now)
+        return None
+
+    def backfilled_on_hold(self, work: PendingWork) -> list[RunningWork]:
+        """Running work backfill placed on capacity held for ``work`` that it may now evict,
+        whatever its queue: outside its protected window, of no higher priority, while
+        ``work`` still starves and may preempt."""
+        if not work.standing.may_preempt or not self.contracts.starving(work.info):
+            return []
+        return [
+            running
+            for running in self._backfilled_for.get(work.name, ())
+            if running.evictable
+            and running.value <= work.standing.value
+            and running.name not in self.evicted
+        ]
+
+    def budget_covers(self, work: PendingWork) -> bool:
+        """Whether what is left of the work's budget in this cycle still covers its
+        reservation (always, for work that spends no budget)."""
+        standing = work.standing
+        if standing.budget_demoted or standing.declared.budget_rate == 0:
+            return True
+        left = self.budget_left.get(self.contracts.budget_key(work.info), 0.0)
+        return left > 0 and left >= standing.budget_reservation
+
+    def spend_budget(self, work: PendingWork) -> None:
+        """Reserve the work's protected window from its budget, as it is admitted or its
+        place reserved (the caller checked ``budget_covers``)."""
+        standing = work.standing
+        if standing.budget_demoted or standing.declared.budget_rate == 0:
+            return
+        key = self.contracts.budget_key(work.info)
+        self.budget_left[key] = self.budget_left.get(key, 0.0) - standing.budget_reservation
+        self.budget_spent[key].append((work.name, standing.budget_reservation))
+
+    def demote(self, work: PendingWork) -> None:
+        """The budget no longer covers the work: it competes at the default class now."""
+        work.standing = self.contracts.demoted(work.info)
+        work.rank = (-work.standing.value, work.info.submitted_at, work.name)
+
+    def keep_promise(self, work: PendingWork) -> bool:
+        """Hold for a nominated preemptor, while its victims leave, the nodes where it will
+        run once they are gone, and charge its quota: nothing else is admitted there, from
+        any queue. False (nothing held) when it would not fit even then."""
+        victims = self.leaving[work.name]
+        if not self.budget_covers(work):
+            self.demote(work)
+        trial = Statement(self.cluster, self.quota)
+        for victim in victims:
+            remove_workload(trial, victim)
+        result = self.try_place(work, trial)
+        trial.discard()
+        if isinstance(result, Verdict):
+            return False
+        placed = result[1]
+        # Its quota is charged too; its victims' stays charged until they are gone (as Kueue
+        # keeps an evicted workload's quota until it has left): both sides are counted while
+        # the capacity is on its way, so nothing is admitted on the strength of either.
+        statement = Statement(self.cluster, self.quota)
+        statement.charge(work.info.queue, self._need_of(placed))
+        nodes = list(dict.fromkeys(pod.node for pod in placed))
+        statement.hold(work.name, nodes, promised=True)
+        statement.commit()
+        self.spend_budget(work)
+        work.verdict = waiting_verdict({v.name: v.info.queue for v in victims}, nodes)
         return True
 
     def evict(self, victims: list[RunningWork], reason: EvictReason, preemptor: str) -> None:
         """Record evictions (already removed on a committed statement)."""
         for victim in victims:
             self.evicted[victim.name] = Eviction(victim.name, reason, preemptor)
+
+    def minimum_need(
+        self, work: PendingWork, assignment: Assignment | None = None
+    ) -> dict[str, int]:
+        """Milli-GPU per flavor of the pods the gang cannot run without (its ``min_member``
+        first pods) under an assignment (default its first): what preemption, reclaim and a
+        hold make room for, as allocate admits an elastic gang with as many pods as fit."""
+        if assignment is None:
+            if not work.assignments:
+                return {}
+            assignment = work.assignments[0]
+        if work.minimum >= len(assignment.pods):
+            return assignment.need
+        memo = (id(assignment), work.minimum)
+        need = self._minimum_needs.get(memo)
+        if need is None:
+            need = self._minimum_needs[memo] = prefix_need(assignment.pods, work.minimum)
+        return need
 
     def blocked_in_order(self, queue: str) -> list[PendingWork]:
         """Pending workloads of a queue that a preemption or reclaim could help, by rank."""
@@ -558,17 +801,22 @@ class Cycle:
     def fits(self, work: PendingWork) -> Callable[[Statement], bool]:
         """A check that the workload would pass quota and placement on a statement."""
 
+        # Room for the gang's minimum is enough (allocate then admits as many pods as fit).
+        options = [
+            (self.minimum_need(work, assignment), assignment.pods[: max(work.minimum, 1)])
+            for assignment in work.assignments
+        ]
+
         def check(statement: Statement) -> bool:
-            for assignment in work.assignments:
-                if self.quota.check(work.info.queue, assignment.need) is not None:
+            for need, pods in options:
+                if self.quota.check(work.info.queue, need) is not None:
                     continue
                 if any(
-                    amount > self.cluster.free_gpu[flavor]
-                    for flavor, amount in assignment.need.items()
-                ) or not self.placer.may_fit(assignment.pods, work.minimum):
+                    amount > self.cluster.free_gpu[flavor] for flavor, amount in need.items()
+                ) or not self.placer.may_fit(pods, work.minimum):
                     continue
                 trial = statement.child()
-                placed = self.placer.place(trial, assignment.pods, work.minimum, work.info.topology)
+                placed = self.placer.place(trial, pods, work.minimum, work.info.topology)
                 trial.discard()
                 if placed is not None:
                     return True
@@ -583,9 +831,10 @@ class Cycle:
             statement.discard()
             return False
         statement.commit()
+        self.spend_budget(work)
         self.waiting.add(work.name)
         work.victims = sorted(v.name for v in victims)
-        work.verdict = Verdict("waiting-for-preemption", {"victims": work.victims})
+        work.verdict = waiting_verdict({v.name: v.info.queue for v in victims})
         return True
 
 

@@ -10,11 +10,13 @@ carry ``scaled_guarantee`` and the sentence says so.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import cast, get_args
 
 from gpupool.scheduler.quota import QuotaShortfall, ScaledGuarantee
+from gpupool.scheduler.scenario import format_time
 from gpupool.scheduler.types import MILLI, PendingExplanation, PendingReason
 
 
@@ -26,9 +28,30 @@ class Verdict:
     facts: Mapping[str, object] = field(default_factory=dict)
 
 
+def when(value: object) -> str:
+    """A time for sentences: POSIX seconds in the facts, UTC ISO 8601 here (pages show the
+    facts' seconds in the viewer's zone); ``?`` when missing."""
+    return format_time(value) if isinstance(value, int | float) else "?"
+
+
 def number(value: object) -> str:
     """A count for sentences: ``8``, ``0.47``, ``?`` when missing."""
     return f"{value:g}" if isinstance(value, int | float) else "?"
+
+
+def waiting_verdict(victims: Mapping[str, str], held_nodes: Sequence[str] = ()) -> Verdict:
+    """The verdict of a preemptor whose victims (name -> queue) are leaving.
+
+    The facts name the victims, for admins; the sentence the preemptor's owner reads says
+    only how many of which queue (another tenant's workload names are not theirs to see).
+    """
+    facts: dict[str, object] = {
+        "victims": sorted(victims),
+        "victim_queues": dict(sorted(Counter(victims.values()).items())),
+    }
+    if held_nodes:
+        facts["held_nodes"] = list(held_nodes)
+    return Verdict("waiting-for-preemption", facts)
 
 
 def quota_verdict(shortfall: QuotaShortfall) -> Verdict:
@@ -114,6 +137,12 @@ def _capacity_sentence(facts: Mapping[str, object]) -> str:
     unit = _UNITS.get(str(facts.get("resource", "gpu")), "{flavor}").format(
         flavor=facts.get("flavor")
     )
+    if "largest_pod_gpus" in facts:
+        return (
+            f"It can never run as asked: no node has {number(facts.get('asked_pod_gpus'))} "
+            f"healthy {facts.get('flavor')} GPUs for one pod; the largest has "
+            f"{number(facts.get('largest_pod_gpus'))}."
+        )
     if facts.get("never_fits"):
         return (
             f"The pool has only {number(facts.get('healthy'))} healthy {unit}; "
@@ -147,9 +176,16 @@ def _reason_sentence(verdict: Verdict, position: int) -> str:
                 cast(PendingReason, then), then_facts if isinstance(then_facts, dict) else {}
             )
             after = " " + sentence(layer, position)
+        reserved = ""
+        by = facts.get("reserved_by")
+        if isinstance(by, list) and by:
+            reserved = (
+                f", {number(facts.get('reserved_gpu_hours'))} of them reserved by "
+                f"{', '.join(map(str, by))} in this cycle"
+            )
         return (
             f"Out of {facts.get('priority_class')} budget (tenant {facts.get('tenant')}: "
-            f"{number(facts.get('remaining_gpu_hours'))} GPU-hours left, "
+            f"{number(facts.get('remaining_gpu_hours'))} GPU-hours left{reserved}; "
             f"{number(facts.get('reservation_gpu_hours'))} needed to reserve its protected "
             f"window): it competes at the default class.{after}"
         )
@@ -171,11 +207,15 @@ def _reason_sentence(verdict: Verdict, position: int) -> str:
     if reason == "gang":
         return f"{facts.get('missing_pods')} of its pods do not exist yet."
     if reason == "waiting-for-preemption":
-        victims = facts.get("victims", [])
-        named = ", ".join(str(v) for v in victims) if isinstance(victims, list) else ""
-        if named:
-            return f"Evicting {named} to make room; that capacity is held for it."
-        return "Its victims are still leaving; the capacity they free is held for it."
+        nodes = facts.get("held_nodes")
+        where = f" on {', '.join(map(str, nodes))}" if isinstance(nodes, list) and nodes else ""
+        counts = facts.get("victim_queues")
+        if isinstance(counts, dict) and counts:
+            return (
+                f"Evicting {_victims_by_queue(counts)} to make room; that capacity is held "
+                f"for it{where}."
+            )
+        return f"Its victims are still leaving; the capacity they free is held for it{where}."
     blocker = facts.get("blocked_by")
     if blocker:
         return (
@@ -183,20 +223,97 @@ def _reason_sentence(verdict: Verdict, position: int) -> str:
             f"it, cannot be admitted yet: position {position}."
         )
     holder = facts.get("held_for")
+    if holder and facts.get("held_because") == "nominated":
+        return (
+            f"Capacity is held for {holder}, which waits for the workloads it evicted to "
+            f"leave: position {position}."
+        )
     if holder:
-        return f"Capacity is held for starving workload {holder}: position {position}."
+        return (
+            f"Capacity is held for {holder}, which has starved since "
+            f"{when(facts.get('starving_since'))}: position {position}."
+        )
     return (
         f"Higher-ranked work holds the capacity it needs: position {position} in queue "
         f"{facts.get('queue')}."
     )
 
 
+def _victims_by_queue(counts: Mapping[object, object]) -> str:
+    """``2 workloads of queue team-b``; ``3 workloads (2 of queue a, 1 of queue b)``."""
+
+    def workloads(count: object) -> str:
+        return f"{number(count)} workload{'' if count == 1 else 's'}"
+
+    if len(counts) == 1:
+        ((queue, count),) = counts.items()
+        return f"{workloads(count)} of queue {queue}"
+    total = sum(c for c in counts.values() if isinstance(c, int))
+    parts = ", ".join(f"{number(c)} of queue {q}" for q, c in counts.items())
+    return f"{workloads(total)} ({parts})"
+
+
+def duration(seconds: object) -> str:
+    """A span for sentences: ``1 h``, ``30 min``, ``45 s``."""
+    if not isinstance(seconds, int | float):
+        return "?"
+    if seconds >= 3600 and seconds % 3600 == 0:
+        return f"{seconds / 3600:g} h"
+    if seconds >= 60 and seconds % 60 == 0:
+        return f"{seconds / 60:g} min"
+    return f"{seconds:g} s"
+
+
+_WHY_NOT_RECLAIMED = {
+    "never": "its class never evicts",
+    "not-reclaimable": "the queues using them are not reclaimable",
+    "no-room": "taking back what may be taken would not make room for it",
+}
+
+
+def hidden_state(facts: Mapping[str, object]) -> str:
+    """Sentences for what else stands behind a verdict: a hold kept for the workload, lent
+    quota that cannot be taken back, back-off."""
+    out = ""
+    nodes = facts.get("held_nodes")
+    if facts.get("holding_capacity") and isinstance(nodes, list) and nodes:
+        out += f" Capacity is being held for it on {', '.join(map(str, nodes))}."
+    if "lent_gpus" in facts:
+        why = facts.get("cannot_reclaim")
+        if why == "protected":
+            reason = f"their work is protected until {when(facts.get('reclaimable_at'))}"
+        else:
+            reason = _WHY_NOT_RECLAIMED.get(str(why), "?")
+        lent_to = facts.get("lent_to")
+        to = ""
+        if isinstance(lent_to, list) and lent_to:
+            others = facts.get("borrowers", len(lent_to))
+            more = others - len(lent_to) if isinstance(others, int) else 0
+            to = f" to {', '.join(map(str, lent_to))}" + (f" and {more} more" if more else "")
+        out += (
+            f" Its queue lent {number(facts.get('lent_gpus'))} GPUs of its share{to} that "
+            f"cannot be taken back now: {reason}."
+        )
+    backoff = facts.get("backoff")
+    if isinstance(backoff, dict):
+        who = "Its tenant" if backoff.get("caused_by") == "tenant" else "It"
+        out += (
+            f" {who} caused {number(backoff.get('preemptions'))} preemptions in the last "
+            f"{duration(backoff.get('window_s'))}: it competes one priority step lower until "
+            f"{when(backoff.get('until'))}."
+        )
+    return out
+
+
 def explanation(workload: str, verdict: Verdict, position: int) -> PendingExplanation:
     """The pending entry of the plan for a workload."""
+    facts = verdict.facts
+    then = facts.get("then_facts") if verdict.reason == "budget" else None
+    extra = hidden_state(then if isinstance(then, Mapping) else facts)
     return PendingExplanation(
         workload=workload,
         reason=verdict.reason,
-        detail=sentence(verdict, position),
+        detail=sentence(verdict, position) + extra,
         position=position,
-        facts=dict(verdict.facts),
+        facts=dict(facts),
     )

@@ -43,10 +43,12 @@ def apply_plan(
     """The snapshot once ``plan``, decided at ``now``, is carried out.
 
     Admitted workloads run from ``now`` on the admission's placement (in pod-set order), not
-    nominated, with no checkpoint yet. Evicted workloads are pending again, keeping their
-    submit time, with no placement, start or checkpoint -- or, with ``evictions_take_time``
-    (the control loop, whose evictions take a while), still running with ``evicting_for``
-    set to their preemptor until ``requeue`` is told they are gone. Either way each eviction
+    nominated, with no checkpoint yet, ``backfilled_for`` the workload whose held capacity
+    backfill gave them (a workload admitted now leaves nothing held for it). Evicted
+    workloads are pending again, keeping their submit time, with no placement, start or
+    checkpoint -- or, with ``evictions_take_time`` (the control loop, whose evictions take a
+    while), still running with ``evicting_for`` set to their preemptor until ``requeue`` is
+    told they are gone. Either way each eviction
     is appended to the preemption history at ``now``. Workloads the plan leaves
     ``waiting-for-preemption`` become ``nominated``. A plan that names a workload the
     snapshot does not hold in the right state is refused (``ValueError``).
@@ -73,6 +75,9 @@ def apply_plan(
                 workloads.append(_requeued(workload))
         elif name in waiting:
             workloads.append(dataclasses.replace(workload, nominated=True))
+        elif workload.backfilled_for in admitted:
+            # its holder runs now: nothing is held for it any more
+            workloads.append(dataclasses.replace(workload, backfilled_for=None))
         else:
             workloads.append(workload)
     missing = sorted((admitted.keys() | evicted.keys()) - found)
@@ -130,6 +135,7 @@ def _started(workload: WorkloadInfo, admission: Admission, now: float) -> Worklo
         nominated=False,
         last_checkpoint_at=None,
         evicting_for=None,
+        backfilled_for=admission.backfill_for,
     )
 
 
@@ -143,6 +149,7 @@ def _requeued(workload: WorkloadInfo) -> WorkloadInfo:
         last_checkpoint_at=None,
         evicting_for=None,
         nominated=False,
+        backfilled_for=None,
     )
 
 

@@ -39,6 +39,7 @@ COMPILED_MODULES = (
     "preemption",
     "quota",
     "scenario",
+    "shares",
     "statement",
     "types",
     "victims",

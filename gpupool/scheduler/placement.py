@@ -157,7 +157,11 @@ class Placer:
     ) -> list[PlacedPod] | None:
         """Place the gang on the statement (at least ``minimum`` pods) or return None."""
         if topology is not None:
-            placed = self._place_in_one_domain(statement, pods)
+            # ``domain``: at least the minimum inside one domain (an elastic gang takes as
+            # many more as that domain holds); ``preferred``: the whole gang in one domain,
+            # else spread.
+            inside = minimum if topology == "domain" else len(pods)
+            placed = self._place_in_one_domain(statement, pods, inside)
             if placed is not None or topology == "domain":
                 return placed
         return self._place_spread(statement, pods, minimum)
@@ -233,39 +237,41 @@ class Placer:
     # -- inside one NVLink domain -----------------------------------------------------------
 
     def _place_in_one_domain(
-        self, statement: Statement, pods: Sequence[PodRequest]
+        self, statement: Statement, pods: Sequence[PodRequest], minimum: int
     ) -> list[PlacedPod] | None:
+        """At least ``minimum`` of the pods inside one NVLink domain: the domain that holds
+        the most of them, then the cheapest; the pods it holds are the first ones."""
         if not pods:
             return []
         cluster = self.cluster
         flavor = pods[0].flavor
-        need = sum(pod.shape.gpu_milli_total for pod in pods if pod.flavor == flavor)
+        need = sum(pod.shape.gpu_milli_total for pod in pods[:minimum] if pod.flavor == flavor)
         # Domains of one signature are interchangeable unless held or allowed nodes differ.
         alike = not cluster.held and all(pod.allowed is None for pod in pods)
-        best: tuple[float, int, str, list[PlacedPod]] | None = None
+        best: tuple[int, float, int, str, list[PlacedPod]] | None = None
         for signature, domains in cluster.domains(flavor).items():
             if sum(sum(key[0]) for key in signature) < need:
                 continue
             for domain in domains:
-                trial = self._trial_in_domain(domain, pods)
+                trial = self._trial_in_domain(domain, pods, minimum)
                 if trial is None:
                     if alike:
                         break
                     continue
                 cost, leftover, placed = trial
-                candidate = (cost, leftover, domain, placed)
-                if best is None or candidate[:3] < best[:3]:
+                candidate = (-len(placed), cost, leftover, domain, placed)
+                if best is None or candidate[:4] < best[:4]:
                     best = candidate
                 if not cluster.held:
                     break
         if best is None:
             return None
-        for pod in best[3]:
+        for pod in best[4]:
             statement.place(pod.node, pod.shape, pod.gpus)
-        return best[3]
+        return best[4]
 
     def _trial_in_domain(
-        self, domain: str, pods: Sequence[PodRequest]
+        self, domain: str, pods: Sequence[PodRequest], minimum: int
     ) -> tuple[float, int, list[PlacedPod]] | None:
         cluster = self.cluster
         local: dict[str, NodeState] = {}
@@ -285,6 +291,8 @@ class Placer:
                 if best is None or candidate < best:
                     best = candidate
             if best is None:
+                if len(placed) >= max(minimum, 1):
+                    break  # an elastic gang keeps the first pods the domain holds
                 return None
             name = best[3]
             state = local.get(name, cluster.state[name])

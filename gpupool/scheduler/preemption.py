@@ -82,6 +82,8 @@ class SearchOrders:
     allowance: Callable[[RunningWork], float] = lambda _: 0.0
     room: Callable[[Sequence[RunningWork]], bool] | None = None
     lone_floor: int = 0
+    # Where candidates do not come in smallest_first's tier order: a victim's own tier.
+    tier_of: Callable[[RunningWork], Iterable[RunningWork]] | None = None
 
 
 GREEDY = SearchOrders()  # Kueue's: the preference-order pass alone
@@ -135,7 +137,7 @@ def remove_workload(statement: Statement, victim: RunningWork) -> None:
 def restore_workload(statement: Statement, victim: RunningWork) -> None:
     """Put a removed workload back exactly where it was."""
     for pod in victim.pods:
-        statement.place(pod.node, pod.shape, pod.gpus)
+        statement.put_back(pod.node, pod.shape, pod.gpus)
     statement.charge(victim.info.queue, victim.need)
 
 
@@ -227,10 +229,11 @@ def _lone_victim(
     protected window covers: the work its contract expects it may lose). Fewer GPUs freed
     that nobody asked for, and no long uncheckpointed run thrown away to spare a new one.
 
-    ``smallest_first`` is (*tier, size), and candidates come in tier order (priority; for
-    reclaim tree distance and borrowed-first before it), so the scan stops at the first
-    candidate of a later tier than the preferred victim's, or at once when the preferred
-    victim is as small as a lone victim can be (``lone_floor``).
+    ``smallest_first`` is (*tier, size), and candidates come in tier order (priority), so
+    the scan stops at the first candidate of a later tier than the preferred victim's, or at
+    once when the preferred victim is as small as a lone victim can be (``lone_floor``).
+    Where candidates interleave tiers (reclaim's, queue by queue furthest above its share),
+    ``orders.tier_of`` gives the candidates after the preferred one in its own tier, in order.
     """
     single, smallest_first, allowance = orders.single, orders.smallest_first, orders.allowance
     if single is None:
@@ -245,29 +248,38 @@ def _lone_victim(
 
     preferred: RunningWork | None = None
     bound: tuple[int, ...] = ()  # the preferred victim's smallest_first key
-    smaller: list[RunningWork] = []
     tried = 0
     for victim in candidates:
         if tried >= MAX_SINGLE_TRIES:
             break
-        if preferred is not None and smallest_first is not None:
-            key = smallest_first(victim)
-            if key[:-1] > bound[:-1]:
-                break  # a later tier: nothing from here on can be chosen
-            if single(victim) and guard(victim):
-                tried += 1
-                if key < bound:
-                    smaller.append(victim)
-            continue
         if not (single(victim) and guard(victim)):
             continue
         tried += 1
         if enough(victim):
             preferred = victim
-            if smallest_first is None or held(victim) <= orders.lone_floor:
-                break
-            bound = smallest_first(victim)
-    if preferred is None or not smaller or smallest_first is None:
+            break
+    if preferred is None or smallest_first is None or held(preferred) <= orders.lone_floor:
+        return preferred
+    bound = smallest_first(preferred)
+    rest: Iterable[RunningWork] = candidates
+    if orders.tier_of is not None:
+        rest = orders.tier_of(preferred)
+    smaller: list[RunningWork] = []
+    seen = False
+    for victim in rest:
+        if not seen:  # the candidates up to the preferred one were tried above
+            seen = victim is preferred
+            continue
+        if tried >= MAX_SINGLE_TRIES:
+            break
+        key = smallest_first(victim)
+        if key[:-1] > bound[:-1]:
+            break  # a later tier: nothing from here on can be chosen
+        if single(victim) and guard(victim):
+            tried += 1
+            if key < bound:
+                smaller.append(victim)
+    if not smaller:
         return preferred
     stake = progress_at_stake(preferred)
     for victim in sorted(smaller, key=smallest_first):

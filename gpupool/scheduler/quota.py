@@ -174,7 +174,8 @@ class QuotaTree:
         for queue in queues:
             if queue.parent is not None:
                 self.children[queue.parent].append(queue.name)
-        self.root = next(q.name for q in queues if q.parent is None)
+        # None for a pool with no queue yet (a fresh install): nothing to plan but nodes.
+        self.root: str | None = next((q.name for q in queues if q.parent is None), None)
         self.path: dict[str, tuple[str, ...]] = {name: self._path(name) for name in self.queues}
         self.usage: dict[str, dict[str, int]] = {name: defaultdict(int) for name in self.queues}
         self.claims: dict[str, dict[str, int]] = {name: defaultdict(int) for name in self.queues}
@@ -268,16 +269,20 @@ class QuotaTree:
         from_parent = parent_total - siblings - used
         if quota is None:
             return from_parent
-        return min(quota.capability - used, max(quota.deserved - used, from_parent))
+        # A queue's deserved share is its own whatever its siblings borrowed (reclaim gets it
+        # back), but no capability on its path is ever passed: capability is a hard cap.
+        above = self.capability_room(parent, flavor)
+        return min(quota.capability - used, max(quota.deserved - used, from_parent), above)
 
     def capability_room(self, name: str, flavor: str) -> int:
-        """Room under the tightest capability on the queue's path."""
+        """Room under the tightest capability on the queue's path (a leaf with no quota for
+        the flavor has none)."""
         room = UNLIMITED
         for node in self.path[name]:
-            quota = self.quota(node, flavor)
+            quota = self.queues[node].quota.get(flavor)
             if quota is not None:
                 room = min(room, quota.capability - self.usage[node][flavor])
-        if self.quota(name, flavor) is None and self.is_leaf(name):
+        if self.is_leaf(name) and flavor not in self.queues[name].quota:
             return 0
         return room
 
@@ -320,6 +325,56 @@ class QuotaTree:
             if quota is None or self.usage[name][flavor] + amount > quota.deserved:
                 return False
         return True
+
+    def borrow_level(self, name: str, need: Mapping[str, int]) -> int:
+        """How far up the tree the leaf queue must borrow to take ``need``: 0 when it stays
+        within its own deserved share, else the index on its path of the nearest ancestor
+        whose deserved share still holds it (queues without quota for a flavor stand for
+        their parent and are skipped), or the path's length when only the pool does. The
+        largest over the flavors asked."""
+        level = 0
+        path = self.path[name]
+        for flavor, amount in need.items():
+            if amount <= 0:
+                continue
+            found = len(path)
+            for index, node in enumerate(path):
+                quota = self.queues[node].quota.get(flavor)
+                if quota is not None and self.usage[node][flavor] + amount <= quota.deserved:
+                    found = index
+                    break
+            level = max(level, found)
+        return level
+
+    def entitled_level(
+        self, name: str, need: Mapping[str, int], released: Mapping[str, int] | None = None
+    ) -> int | None:
+        """Where on the leaf's path the request falls within a deserved share it may take
+        back when lent: 0 for the leaf's own; for a leaf with no deserved share of its own,
+        the index of the nearest ancestor that has one (it reclaims for that ancestor, as
+        Kueue's hierarchical cohorts let a queue reclaim once its request fits an ancestor's
+        nominal quota). None when the request does not fit there. ``released`` is usage the
+        leaf would give up first (its own work it may preempt). The largest over flavors."""
+        level = 0
+        path = self.path[name]
+        for flavor, amount in need.items():
+            if amount <= 0:
+                continue
+            freed = released.get(flavor, 0) if released else 0
+            found: int | None = None
+            for index, node in enumerate(path):
+                quota = self.queues[node].quota.get(flavor)
+                if quota is None and index == 0:
+                    return None  # a leaf may use none of a flavor it has no quota for
+                if quota is None or quota.deserved <= 0:
+                    continue  # no share of its own: judged at the nearest ancestor's
+                if self.usage[node][flavor] - freed + amount <= quota.deserved:
+                    found = index
+                break
+            if found is None:
+                return None
+            level = max(level, found)
+        return level
 
     def over_deserved_by(self, name: str, flavor: str) -> int:
         """How far the queue's subtree is above its deserved share (0 if not, or no quota)."""

@@ -28,6 +28,7 @@ from gpupool.scheduler.types import (
     DEFAULT_VICTIM_PROTECTION,
     MIB_PER_GB,
     MILLI,
+    Admission,
     BackoffPolicy,
     BudgetInfo,
     FlavorInfo,
@@ -645,6 +646,7 @@ _WORKLOAD_KEYS = {
     "missing_pods",
     "nominated",
     "evicting_for",
+    "backfilled_for",
     "submitter",
 }
 
@@ -742,7 +744,13 @@ def _workload(obj: _Obj, context: _WorkloadContext) -> WorkloadInfo:
         if obj.has("last_checkpoint_at") and obj.time("last_checkpoint_at") < started:
             raise ScenarioError(f"{obj.at('last_checkpoint_at')}: before started_at")
     else:
-        for key in ("placement", "started_at", "evicting_for", "last_checkpoint_at"):
+        for key in (
+            "placement",
+            "started_at",
+            "evicting_for",
+            "last_checkpoint_at",
+            "backfilled_for",
+        ):
             if obj.has(key):
                 raise ScenarioError(f"{obj.at(key)}: only a running workload has one")
     obj.opt_string("submitter")
@@ -771,6 +779,7 @@ def _workload(obj: _Obj, context: _WorkloadContext) -> WorkloadInfo:
         missing_pods=obj.integer("missing_pods", 0, maximum=MAX_PODS_PER_WORKLOAD),
         nominated=obj.boolean("nominated", False),
         evicting_for=obj.opt_string("evicting_for"),
+        backfilled_for=obj.opt_string("backfilled_for"),
     )
 
 
@@ -1004,6 +1013,11 @@ def scenario_from_dict(data: object) -> Scenario:
             raise ScenarioError(
                 f"{paths[workload.name]}.evicting_for: unknown workload {workload.evicting_for!r}"
             )
+        if workload.backfilled_for is not None and workload.backfilled_for not in names:
+            raise ScenarioError(
+                f"{paths[workload.name]}.backfilled_for: unknown workload "
+                f"{workload.backfilled_for!r}"
+            )
         if workload.started_at is not None and workload.started_at > now:
             raise ScenarioError(f"{paths[workload.name]}.started_at: after now")
         if workload.last_checkpoint_at is not None and workload.last_checkpoint_at > now:
@@ -1113,12 +1127,20 @@ def pending_json(item: PendingExplanation) -> dict[str, object]:
     }
 
 
+def _admission_json(admission: Admission) -> dict[str, object]:
+    out: dict[str, object] = {
+        "workload": admission.workload,
+        "placement": _placement_json(admission.placement),
+    }
+    if admission.backfill_for is not None:
+        out["backfill_for"] = admission.backfill_for
+    return out
+
+
 def plan_to_dict(plan: Plan) -> dict[str, object]:
     """The plan in the scenario format's output form (docs/scheduler.md), with ``facts``."""
     return {
-        "admit": [
-            {"workload": a.workload, "placement": _placement_json(a.placement)} for a in plan.admit
-        ],
+        "admit": [_admission_json(a) for a in plan.admit],
         "evict": [
             {"workload": e.workload, "reason": e.reason, "for": e.preemptor} for e in plan.evict
         ],
@@ -1299,6 +1321,8 @@ def _workload_json(workload: WorkloadInfo) -> dict[str, object]:
         out["nominated"] = True
     if workload.evicting_for is not None:
         out["evicting_for"] = workload.evicting_for
+    if workload.backfilled_for is not None:
+        out["backfilled_for"] = workload.backfilled_for
     return out
 
 

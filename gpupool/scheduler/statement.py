@@ -44,6 +44,17 @@ def give_back(state: NodeState, pod: PodShape, gpus: tuple[int, ...]) -> NodeSta
     )
 
 
+def occupy(state: NodeState, pod: PodShape, gpus: tuple[int, ...]) -> NodeState:
+    """The node with a pod that had left it back on ``gpus`` (the inverse of ``give_back``;
+    unlike ``take`` it re-checks nothing: the pod was there)."""
+    free = list(state.gpu_free_milli)
+    for index in gpus:
+        free[index] -= pod.milli
+    return NodeState(
+        tuple(free), state.cpu_free_milli - pod.cpu_milli, state.memory_free_mib - pod.memory_mib
+    )
+
+
 @dataclass(slots=True)
 class PlacedPod:
     """One pod of a workload as placed: node, GPUs and the shape it took there, and which pod
@@ -101,7 +112,15 @@ class ClusterState:
         self.free_memory: dict[str, int] = defaultdict(int)
         self.held: set[str] = set()  # nodes placement must leave alone (holds)
         self.holds: dict[str, list[str]] = {}  # holder -> the nodes held for it, in hold order
+        self.promised: set[str] = set()  # holders whose victims are still leaving (nominations)
         self.generation = 0
+        # Nodes where a leaving pod frees less than it holds: per node, None when nothing it
+        # held can be allocated again (cordoned or NotReady), else its unhealthy GPUs.
+        self.impaired: dict[str, frozenset[int] | None] = {
+            node.name: None if node.cordoned else node.unhealthy_gpus
+            for node in nodes
+            if node.cordoned or node.unhealthy_gpus
+        }
         self._dirty: set[tuple[str, str]] = set()
         occupied = occupied or {}
         for node in sorted(nodes, key=lambda n: n.name):
@@ -166,6 +185,17 @@ class ClusterState:
         self._dirty.clear()
         return self.domains_by_signature.get(flavor, {})
 
+    def usable(self, name: str, gpus: tuple[int, ...]) -> tuple[int, ...] | None:
+        """Of a running pod's GPUs on a node, those its leaving frees for allocation; None
+        when its leaving frees nothing at all (a cordoned or NotReady node)."""
+        impaired = self.impaired
+        if name not in impaired:
+            return gpus
+        unhealthy = impaired[name]
+        if unhealthy is None:
+            return None
+        return tuple(index for index in gpus if index not in unhealthy)
+
     def class_counts(self) -> dict[str, dict[CanonKey, int]]:
         """How many nodes of each flavor are in each canonical state."""
         return {
@@ -196,11 +226,26 @@ class Statement:
         self._undo.append(lambda: self.cluster.set_state(name, before))
 
     def remove(self, name: str, pod: PodShape, gpus: tuple[int, ...]) -> None:
-        """Take a pod off a node."""
-        before = self.cluster.state[name]
-        self.cluster.set_state(name, give_back(before, pod, gpus))
-        self.cluster.generation += 1
-        self._undo.append(lambda: self.cluster.set_state(name, before))
+        """Take a running pod off a node: what it held becomes free where it can be allocated
+        again -- not on an unhealthy GPU, nothing on a cordoned or NotReady node."""
+        cluster = self.cluster
+        usable = cluster.usable(name, gpus)
+        if usable is None:
+            return
+        before = cluster.state[name]
+        cluster.set_state(name, give_back(before, pod, usable))
+        cluster.generation += 1
+        self._undo.append(lambda: cluster.set_state(name, before))
+
+    def put_back(self, name: str, pod: PodShape, gpus: tuple[int, ...]) -> None:
+        """Put a pod taken off with ``remove`` back where it was (its exact inverse)."""
+        cluster = self.cluster
+        usable = cluster.usable(name, gpus)
+        if usable is None:
+            return
+        before = cluster.state[name]
+        cluster.set_state(name, occupy(before, pod, usable))
+        self._undo.append(lambda: cluster.set_state(name, before))
 
     def charge(self, queue: str, need: Mapping[str, int], sign: int = 1) -> None:
         """Add (or with ``sign=-1`` remove) usage of a leaf queue."""
@@ -214,22 +259,29 @@ class Statement:
             if amount:
                 self.quota.add(queue, flavor, -sign * amount)
 
-    def hold(self, holder: str, nodes: list[str]) -> None:
-        """Hold ``nodes`` for a starving workload: placement leaves them alone."""
+    def hold(self, holder: str, nodes: list[str], *, promised: bool = False) -> None:
+        """Hold ``nodes`` for a workload: placement leaves them alone. A starving workload's
+        hold may be opened to backfill; a ``promised`` one (a nominated preemptor's place,
+        while its victims leave) never is."""
         cluster = self.cluster
         cluster.holds[holder] = nodes
         cluster.held.update(nodes)
+        if promised:
+            cluster.promised.add(holder)
         self._undo.append(lambda: self._release(holder, nodes))
 
     def _release(self, holder: str, nodes: list[str]) -> None:
         del self.cluster.holds[holder]
         self.cluster.held.difference_update(nodes)
+        self.cluster.promised.discard(holder)
 
-    def open_holds(self) -> None:
-        """Let placement use the held nodes (the holds stay recorded, with their holders)."""
-        opened = set(self.cluster.held)
-        self.cluster.held.clear()
-        self._undo.append(lambda: self.cluster.held.update(opened))
+    def open_holds(self, holders: list[str]) -> None:
+        """Let placement use the nodes held for ``holders`` (the holds stay recorded)."""
+        cluster = self.cluster
+        opened = {node for holder in holders for node in cluster.holds[holder]}
+        opened &= cluster.held
+        cluster.held.difference_update(opened)
+        self._undo.append(lambda: cluster.held.update(opened))
 
     def commit(self) -> None:
         """Keep every change (a nested statement hands them to its parent)."""

@@ -170,6 +170,9 @@ class WorkloadInfo:
     missing_pods: int = 0
     nominated: bool = False
     evicting_for: str | None = None
+    # Placed by backfill on capacity held for this starving workload, which may evict it
+    # whatever its queue (DESIGN section 3, backfill).
+    backfilled_for: str | None = None
 
     @property
     def pod_count(self) -> int:
@@ -286,12 +289,14 @@ class Admission:
     """A workload to bind, pod by pod: ``placement[i]`` is where pod ``pod_refs[i]`` goes.
 
     An elastic gang (``min_member`` below its pod count) may be admitted with fewer pods than
-    it has: the first ones in pod-set order.
+    it has: the first ones in pod-set order. ``backfill_for`` names the starving workload on
+    whose held capacity backfill placed it, and which may evict it later (None: none).
     """
 
     workload: str
     placement: tuple[PodPlacement, ...]
     pod_refs: tuple[PodRef, ...]
+    backfill_for: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

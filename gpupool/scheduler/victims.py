@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from gpupool.scheduler.cycle_state import Assignment, Cycle, PendingWork
 from gpupool.scheduler.preemption import (
@@ -76,7 +76,7 @@ def search_orders(cycle: Cycle, work: PendingWork, reclaimer: str | None) -> Sea
 def might_suffice(cycle: Cycle, work: PendingWork) -> tuple[Callable[[RunningWork], bool], int]:
     """Whether one victim frees as many GPUs of each flavor as the preemptor lacks, and the
     fewest milli-GPUs such a victim can hold."""
-    need = work.assignments[0].need if work.assignments else {}
+    need = cycle.minimum_need(work)
     missing = {
         flavor: max(
             amount - cycle.cluster.free_gpu[flavor],
@@ -175,15 +175,18 @@ def tree_distance(cycle: Cycle, reclaimer: str) -> Callable[[RunningWork], int]:
 
 def reclaim_orders(cycle: Cycle, reclaimer: str) -> tuple[VictimKey, VictimKey]:
     """Reclaim's two size orders, on one tree-distance memo: for the fewest-victims pass,
-    nearest in the tree then biggest; among lone victims, the candidates' own order (nearest,
-    borrowed first, lowest priority) then fewest GPUs held."""
+    nearest in the tree then biggest; among lone victims, the candidates' own criteria
+    (nearest, the same queue, borrowed first, lowest priority) then fewest GPUs held -- a
+    smaller lone victim comes from the queue the preferred one comes from."""
     distance = tree_distance(cycle, reclaimer)
+    ordinal = cycle.queue_ordinal
 
     def nearest_then_biggest(victim: RunningWork) -> tuple[int, ...]:
         return (distance(victim), *size_first(victim))
 
     def nearest_then_smallest(victim: RunningWork) -> tuple[int, ...]:
-        return (distance(victim), not victim.borrowed, victim.value, held(victim))
+        queue = ordinal[victim.info.queue]
+        return (distance(victim), queue, not victim.borrowed, victim.value, held(victim))
 
     return nearest_then_biggest, nearest_then_smallest
 
@@ -199,27 +202,63 @@ class ReclaimSearch:
         self._borrow_marked: set[str] = set()
 
     def candidates(
-        self, reclaimer: str, flavor: str, among: Callable[[str], bool] | None = None
+        self,
+        reclaimer: str,
+        flavor: str,
+        among: Callable[[str], bool] | None = None,
+        start: int = 1,
     ) -> Iterator[RunningWork]:
-        """Victims holding ``flavor`` for a reclaim: nearest in the tree, borrowers, cheapest.
+        """Victims holding ``flavor`` for a reclaim: nearest in the tree first; among queues
+        equally near, the one furthest above its deserved share, recomputed after each pick;
+        inside a queue borrowed work first, then the cheapest.
 
-        Walks the reclaimer's ancestors from the nearest; each contributes the evictable
-        workloads of reclaimable queues in its subtree not already offered by a nearer one,
-        from queues above their deserved share only (and, if given, only queues ``among``
-        accepts), merged in preference order.
+        Walks the reclaimer's ancestors from ``path[start]`` (1: its parent; a leaf that
+        reclaims for an ancestor's share starts above that ancestor); each contributes the
+        evictable workloads of reclaimable queues in its subtree not already offered by a
+        nearer one, from queues above their deserved share only (and, if given, only queues
+        ``among`` accepts). "Furthest above" is the queue's usage of the contested flavor
+        beyond its deserved share, over its weight (Kueue's fair-sharing preemption takes its
+        next target the same way, by dominant resource share); each pick lowers its queue's
+        by what the victim holds, so the order is what picking one by one would give.
         """
         cycle = self.cycle
         path = cycle.quota.path[reclaimer]
         over_deserved_by = cycle.quota.over_deserved_by
-        for depth, ancestor in enumerate(path[1:], start=1):
-            lists = [
-                self._victims_of(leaf, flavor)
-                for leaf in self._lenders(ancestor, path[depth - 1])
-                if over_deserved_by(leaf, flavor) > 0 and (among is None or among(leaf))
+        evicted = cycle.evicted
+        for depth in range(max(start, 1), len(path)):
+            # Per lending queue: (-its excess over its weight, name, index into its victims)
+            heap: list[tuple[float, str, int]] = []
+            for leaf in self._lenders(path[depth], path[depth - 1]):
+                excess = over_deserved_by(leaf, flavor)
+                if excess > 0 and (among is None or among(leaf)) and self._victims_of(leaf, flavor):
+                    heap.append((-excess / cycle.queues[leaf].weight, leaf, 0))
+            heapq.heapify(heap)
+            while heap:
+                neg, leaf, index = heapq.heappop(heap)
+                queue_victims = self._victims_of(leaf, flavor)
+                while index < len(queue_victims) and queue_victims[index].name in evicted:
+                    index += 1
+                if index >= len(queue_victims):
+                    continue
+                victim = queue_victims[index]
+                if index + 1 < len(queue_victims):
+                    taken = victim.need.get(flavor, 0) / cycle.queues[leaf].weight
+                    heapq.heappush(heap, (neg + taken, leaf, index + 1))
+                yield victim
+
+    def queue_order(self, flavor: str) -> Callable[[RunningWork], Iterable[RunningWork]]:
+        """A victim's own queue's candidates for ``flavor``, in order: reclaim's candidates
+        interleave queues (furthest above its share first), so a smaller lone victim from the
+        preferred one's queue is looked for there (``SearchOrders.tier_of``)."""
+
+        def tier_of(victim: RunningWork) -> Iterable[RunningWork]:
+            return [
+                running
+                for running in self._victims_of(victim.info.queue, flavor)
+                if running.name not in self.cycle.evicted
             ]
-            for victim in heapq.merge(*lists, key=_reclaim_key):
-                if victim.name not in cycle.evicted:
-                    yield victim
+
+        return tier_of
 
     def _lenders(self, ancestor: str, nearer: str) -> list[str]:
         """Reclaimable leaves under ``ancestor`` but not under ``nearer`` (fixed in a cycle)."""
@@ -276,6 +315,29 @@ def stays_at_deserved(cycle: Cycle, reclaimer: str) -> Callable[[RunningWork], b
     return guard
 
 
+def above_deserved(cycle: Cycle, reclaimer: str) -> Callable[[RunningWork], bool]:
+    """Guard, when no victim set keeps every queue at its deserved share: each queue up to
+    the common ancestor is above its deserved share before the eviction (so the last victim
+    taken from it may take it below, as Kueue, KAI and Volcano allow)."""
+    reclaimer_path = set(cycle.quota.path[reclaimer])
+
+    def guard(victim: RunningWork) -> bool:
+        for node in cycle.quota.path[victim.info.queue]:
+            if node in reclaimer_path:
+                break
+            for flavor, amount in victim.need.items():
+                quota = cycle.quota.quota(node, flavor)
+                if (
+                    amount
+                    and quota is not None
+                    and cycle.quota.usage[node][flavor] <= quota.deserved
+                ):
+                    return False
+        return True
+
+    return guard
+
+
 def fairer_after(
     cycle: Cycle,
     reclaimer: str,
@@ -287,10 +349,11 @@ def fairer_after(
 
     A queue's share here is its usage of the contested flavor over its weight (the pool's
     capacity is common to both sides). The reclaimer's share counts the workload it admits; a
-    victim's queue must be above that share before the eviction and stay strictly above it
-    after, so the move never swaps the two queues' order and cannot be undone by the victim's
-    queue reclaiming back (Kueue's fair-sharing preemption, LessThanOrEqualToFinalShare, with
-    a strict inequality against ping-pong). The victim queue also stays at its deserved share.
+    victim's queue must be above that share before the eviction and at least at it after
+    (Kueue's fair-sharing preemption, LessThanOrEqualToFinalShare: 3:1 becomes 2:2). The
+    reverse move would need the victim's queue, after readmitting, to be at most the
+    reclaimer's share after losing it -- the opposite inequality -- so two queues cannot
+    trade the same GPUs back and forth. The victim queue also stays at its deserved share.
 
     Returns the queue filter and the victim guard, or None when the queues that could give
     (each at most what keeps it above the reclaimer's share and at its deserved) and the idle
@@ -313,7 +376,7 @@ def fairer_after(
     def fairer(victim: RunningWork) -> bool:
         queue = victim.info.queue
         after = usage[queue][flavor] - victim.need.get(flavor, 0)
-        return guard(victim) and after / queues[queue].weight > mine
+        return guard(victim) and after / queues[queue].weight >= mine
 
     return above, fairer
 

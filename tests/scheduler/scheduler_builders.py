@@ -40,9 +40,10 @@ def node(
     cpu: float = 192,
     memory_gb: float = 2048,
     unhealthy: tuple[int, ...] = (),
+    cordoned: bool = False,
 ) -> dict[str, Any]:
-    """A node: ``node("n1", gpus=8, domain="d1")``."""
-    return {
+    """A node: ``node("n1", gpus=8, domain="d1")``; ``cordoned`` (or NotReady) takes it out."""
+    out = {
         "name": name,
         "flavor": flavor,
         "gpus": gpus,
@@ -51,6 +52,9 @@ def node(
         "memory_gb": memory_gb,
         "domain": domain or name,
     }
+    if cordoned:
+        out["cordoned"] = True
+    return out
 
 
 def pool(
@@ -285,31 +289,121 @@ def check_invariants(loaded: Scenario, result: Plan) -> None:
         assert contracts.protected_until(victim) <= loaded.now, f"{victim.name} protected"
         assert eviction.preemptor is not None
         preemptor = workloads[eviction.preemptor]
+        assert classes[preemptor.priority_class].preemption_policy != "Never", (
+            f"{victim.name} evicted for {preemptor.name}, whose class says Never"
+        )
         if eviction.reason == "preempt":
-            assert classes[preemptor.priority_class].preemption_policy != "Never"
             assert not contracts.standing[preemptor.name].budget_demoted
-            assert (
-                contracts.standing[victim.name].value < contracts.standing[preemptor.name].value
-            ), f"{victim.name} is not lower than {preemptor.name}"
-            assert victim.queue == preemptor.queue
+            victim_value = contracts.standing[victim.name].value
+            preemptor_value = contracts.standing[preemptor.name].value
+            if victim.backfilled_for == preemptor.name:
+                # backfilled onto the preemptor's hold: any queue, no higher priority
+                assert victim_value <= preemptor_value, f"{victim.name} is above {preemptor.name}"
+                assert contracts.starving(preemptor), f"{preemptor.name} does not starve"
+            else:
+                assert victim_value < preemptor_value, (
+                    f"{victim.name} is not lower than {preemptor.name}"
+                )
+                assert victim.queue == preemptor.queue
         if eviction.reason == "reclaim":
             assert queues[victim.queue].reclaimable
-    # Reclaim never takes a victim's queue below its deserved share (fair-share reclaim
-    # included): what its workloads hold once the plan is applied (admissions counted). A queue
-    # with a preemptor of its own in the plan also counts that preemptor's reservation, whose
-    # flavor the plan does not show, so such queues are left out of this check.
+    _preemptors_fit_on_healthy_gpus(loaded, result)
+    _holds_are_kept(loaded, result)
+    # Reclaim takes a victim's queue below its deserved share only with its last victim: the
+    # queue was above its deserved share before that one left (fair-share reclaim included):
+    # what its workloads hold once the plan is applied (admissions counted), plus its largest
+    # reclaimed victim. A queue with a preemptor of its own in the plan -- or one still waiting
+    # for earlier victims to leave -- also counts that preemptor's reservation, whose flavor
+    # the plan does not show, so such queues are left out of this check.
     reserving = {workloads[e.preemptor].queue for e in result.evict if e.preemptor}
+    reserving |= {
+        workloads[p.workload].queue for p in result.pending if p.reason == "waiting-for-preemption"
+    }
+    largest: dict[tuple[str, str], int] = defaultdict(int)
     for eviction in result.evict:
-        if eviction.reason != "reclaim" or workloads[eviction.workload].queue in reserving:
-            continue
         victim = workloads[eviction.workload]
-        for pod in victim.placement:
-            flavor = nodes[pod.node].flavor
-            quota = queues[victim.queue].quota.get(flavor)
-            if quota is not None:
-                assert left[(victim.queue, flavor)] >= quota.deserved, (
-                    f"reclaim took {victim.queue} below its deserved {flavor}"
-                )
+        if eviction.reason != "reclaim" or victim.queue in reserving:
+            continue
+        held: dict[str, int] = defaultdict(int)
+        pod_sets = [ps for ps in victim.pod_sets for _ in range(ps.count)]
+        for pod, pod_set in zip(victim.placement, pod_sets, strict=False):
+            held[nodes[pod.node].flavor] += len(pod.gpus) * (pod.milli or pod_set.gpu_milli)
+        for flavor, amount in held.items():
+            key = (victim.queue, flavor)
+            largest[key] = max(largest[key], amount)
+    for (queue_name, flavor), amount in largest.items():
+        quota = queues[queue_name].quota.get(flavor)
+        if quota is not None:
+            assert left[(queue_name, flavor)] + amount > quota.deserved, (
+                f"reclaim took {queue_name} below its deserved {flavor} before its last victim"
+            )
+
+
+def _holds_are_kept(loaded: Scenario, result: Plan) -> None:
+    """Nothing is admitted on nodes held for a nominated preemptor (held before anything is
+    admitted); an admission that names a holder it backfilled for landed on that holder's
+    held nodes, which it may then take back. (A starving workload's hold is made when its
+    turn fails, so work admitted before it may share its nodes: the plan cannot tell.)"""
+    promised: dict[str, str] = {}
+    starving: dict[str, set[str]] = {}
+    for pending in result.pending:
+        nodes = pending.facts.get("held_nodes")
+        if not isinstance(nodes, list):
+            continue
+        if pending.reason == "waiting-for-preemption":
+            promised.update(dict.fromkeys(map(str, nodes), pending.workload))
+        elif pending.facts.get("holding_capacity"):
+            starving[pending.workload] = set(map(str, nodes))
+    for admission in result.admit:
+        nodes = {pod.node for pod in admission.placement}
+        taken = sorted(nodes & promised.keys())
+        assert not taken, f"{admission.workload} took {promised[taken[0]]}'s promised {taken[0]}"
+        if admission.backfill_for is not None:
+            assert nodes & starving.get(admission.backfill_for, set()), (
+                f"{admission.workload} names {admission.backfill_for}, on none of its held nodes"
+            )
+
+
+def _preemptors_fit_on_healthy_gpus(loaded: Scenario, result: Plan) -> None:
+    """No eviction unless its preemptor fits on healthy, schedulable GPUs once the victims
+    are gone: each preemptor's minimum, and all single-flavor preemptors of a flavor
+    together, within the healthy free milli-GPU left after the plan (a necessary condition)."""
+    snapshot = loaded.snapshot
+    nodes = {n.name: n for n in snapshot.nodes}
+    workloads = {w.name: w for w in snapshot.workloads}
+    evicted = {e.workload for e in result.evict}
+    admitted = {a.workload: a.placement for a in result.admit}
+    free: dict[tuple[str, int], int] = {
+        (n.name, i): MILLI
+        for n in snapshot.nodes
+        if not n.cordoned
+        for i in range(n.gpus)
+        if i not in n.unhealthy_gpus
+    }
+    for w in snapshot.workloads:
+        placement = admitted.get(w.name, w.placement if w.name not in evicted else ())
+        pod_sets = [ps for ps in w.pod_sets for _ in range(ps.count)]
+        for pod, pod_set in zip(placement, pod_sets, strict=False):
+            for index in pod.gpus:
+                if (pod.node, index) in free:
+                    free[(pod.node, index)] -= pod.milli or pod_set.gpu_milli
+    by_flavor: dict[str, int] = defaultdict(int)
+    for (name, _), milli in free.items():
+        by_flavor[nodes[name].flavor] += max(milli, 0)
+    wanted: dict[str, int] = defaultdict(int)
+    for name in sorted({e.preemptor for e in result.evict if e.preemptor}):
+        preemptor = workloads[name]
+        pods = [ps for ps in preemptor.pod_sets for _ in range(ps.count)]
+        first = pods[: preemptor.gang_minimum]
+        need = sum(ps.gpus * ps.gpu_milli for ps in first)
+        flavors = {f for ps in first for f in ps.flavors}
+        assert need <= sum(by_flavor[f] for f in flavors or by_flavor), (
+            f"{name} evicts for room it cannot use"
+        )
+        if len(flavors) == 1:
+            wanted[flavors.pop()] += need
+    for flavor, need in wanted.items():
+        assert need <= by_flavor[flavor], f"preemptors for {flavor} cannot all fit"
 
 
 def _path(queues: dict[str, Any], name: str) -> list[str]:
@@ -404,6 +498,13 @@ def snapshots(draw: st.DrawFn) -> dict[str, Any]:
                 "placement": [placement],
             }
         )
+    # GPUs that fail, and nodes cordoned, under running work (what a cycle sees after it).
+    for failed in draw(st.lists(st.sampled_from(nodes), max_size=2, unique_by=lambda n: n["name"])):
+        if draw(st.booleans()):
+            failed["cordoned"] = True
+        elif failed["gpus"]:
+            index = draw(st.integers(0, failed["gpus"] - 1))
+            failed["unhealthy_gpus"] = sorted({*failed["unhealthy_gpus"], index})
     for w in range(draw(st.integers(1, 8))):
         flavor = draw(st.sampled_from(RANDOM_FLAVORS))
         shared = flavor == "l4s"
@@ -442,3 +543,41 @@ def snapshots(draw: st.DrawFn) -> dict[str, Any]:
     if draw(st.booleans()):
         policy["starvation_limit_s"] = 3600
     return scenario(nodes, queues, workloads, budgets=budgets, policy=policy)
+
+
+@st.composite
+def failing_pools(draw: st.DrawFn) -> dict[str, Any]:
+    """A full pool of one queue whose GPUs fail (or nodes are cordoned) under running work,
+    with urgent work pending: where a victim's GPUs are broken its eviction frees less."""
+    nodes = [node(f"n{i}") for i in range(draw(st.integers(1, 3)))]
+    workloads: list[dict[str, Any]] = []
+    for n in nodes:
+        left = list(range(8))
+        while left:
+            size = min(draw(st.sampled_from([1, 2, 4, 8])), len(left))
+            taken, left = left[:size], left[size:]
+            workloads.append(
+                workload(
+                    f"r{len(workloads)}",
+                    gpus=size,
+                    on=[(n["name"], taken)],
+                    started=draw(st.sampled_from(TIMES)),
+                    protected_s=draw(st.sampled_from([0, 0, 3 * 3600])),
+                )
+            )
+        if draw(st.booleans()):
+            if draw(st.booleans()):
+                n["cordoned"] = True
+            else:
+                n["unhealthy_gpus"] = draw(st.lists(st.integers(0, 7), min_size=1, unique=True))
+    for i in range(draw(st.integers(1, 2))):
+        workloads.append(
+            workload(
+                f"u{i}",
+                gpus=draw(st.sampled_from([1, 2, 4, 8])),
+                count=draw(st.integers(1, 2)),
+                priority="high",
+            )
+        )
+    budgets = [{"tenant": "team-a", "priority_class": "high", "gpu_hours": 1000, "used": 0}]
+    return scenario(nodes, [queue("team-a", deserved=8 * len(nodes))], workloads, budgets=budgets)

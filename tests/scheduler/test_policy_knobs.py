@@ -82,10 +82,11 @@ def entitlement_case(name: str, weights: tuple[float, float], **want: Any) -> Ca
 
 CASES = [
     entitlement_case(
-        "with equal weights DRF serves the queue using fewer GPUs even if it is at its share",
+        # DRF alone would serve team-b (fewer GPUs); within-deserved work goes first (5a)
+        "work within its deserved share goes before borrowing work whatever the weights",
         (1, 1),
-        want_admitted={"b1"},
-        want_not_admitted={"a1"},
+        want_admitted={"a1"},
+        want_not_admitted={"b1"},
     ),
     entitlement_case(
         "weights proportional to deserved make DRF serve the queue furthest below its share",

@@ -376,7 +376,7 @@ RECLAIM = [
         want_reasons={"s2": "quota"},
     ),
     Case(
-        "never pushes the victim queue below its deserved share",
+        "takes the victim queue below its deserved share only with its last victim",
         pool(3),
         [queue("first", deserved=12, capability=24), queue("second", deserved=12, capability=24)],
         [
@@ -385,7 +385,21 @@ RECLAIM = [
             workload("s-run", "second", on=[("n3", FULL)]),
             workload("s1", "second", gpus=4),
         ],
-        want_reasons={"s1": "capacity"},
+        want_evicted={"f2": "reclaim"},
+    ),
+    Case(
+        "prefers a victim that keeps the victim queue at its deserved share",
+        # f-big is the borrowed, newest work, but taking it would leave first below its share
+        pool(4),
+        [queue("first", deserved=16, capability=32), queue("second", deserved=8, capability=24)],
+        [
+            workload("f-x", "first", gpus=4, on=[("n4", HALF_A)], started="06:00"),
+            workload("f-small", "first", on=[("n1", FULL)], started="07:00"),
+            workload("f-big", "first", count=2, on=[("n2", FULL), ("n3", FULL)], started="09:00"),
+            workload("s-other", "second", gpus=4, on=[("n4", HALF_B)], protected_s=86400),
+            workload("s1", "second", gpus=4),
+        ],
+        want_evicted={"f-x": "reclaim"},
     ),
     Case(
         "reclaims only from reclaimable queues",
@@ -473,10 +487,10 @@ FAIR_RECLAIM = [
         want_reasons={"s2": "waiting-for-preemption"},
     ),
     Case(
-        "fair sharing: no reclaim that would leave the victim's share at or below the reclaimer's",
+        "fair sharing: no reclaim that would leave the victim's share below the reclaimer's",
         FAIR_POOL,
         FAIR_QUEUES,
-        [*FAIR_RUNNING, workload("s2", "second", gpus=8)],
+        [*FAIR_RUNNING, workload("s2", "second", count=2)],
         want_not_admitted={"s2"},
         want_reasons={"s2": "quota"},
     ),

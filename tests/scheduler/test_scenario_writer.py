@@ -113,6 +113,7 @@ def rich_scenario(policy: dict[str, Any]) -> dict[str, Any]:
         ),
         {
             **workload("notebook", gpus=1, flavor="l4s", on=[("s1", [2])], gpu_milli=470),
+            "backfilled_for": "preemptor",
             "pod_sets": [{"count": 1, "gpus": 1, "flavor": "l4s", "gpu_milli": 470}],
             "placement": [{"node": "s1", "gpus": [2], "milli": 470}],
         },

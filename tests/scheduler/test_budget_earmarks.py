@@ -1,0 +1,80 @@
+"""A blocked job does not spend another job's budget (issue 13, item 8).
+
+A pending workload at a budgeted class reserves its protected window from its tenant's
+budget when it is admitted or evicts for its place -- in the order that happens, not in
+rank order up front -- so a workload that is not admitted in the cycle holds nothing back
+from the next one. The explanation gives the budget's real remaining hours and what other
+work reserved from it this cycle.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduler_builders import Case, pool, queue, run_case, workload
+
+FULL = list(range(8))
+HALF_A = [0, 1, 2, 3]
+HALF_B = [4, 5, 6, 7]
+BUDGET = [{"tenant": "team-a", "priority_class": "high", "gpu_hours": 10, "used": 0}]
+QUEUES = [
+    queue("team-a", deserved=16, tenant="team-a"),
+    queue("team-a2", deserved=4, tenant="team-a"),
+]
+
+
+def blocked_then_ready(extra: list[dict[str, Any]] | None = None, **want: Any) -> Case:
+    """big (8 GPUs for an hour: 8 GPU-hours) ranks first but no node can be freed for it;
+    small (4 GPUs for an hour: 4) could preempt old. The tenant has 10 GPU-hours."""
+    return Case(
+        "a blocked job does not spend another job's budget",
+        pool(2),
+        QUEUES,
+        [
+            workload("kept", on=[("n1", FULL)], started="09:30", protected_s=7200),
+            workload("old", "team-a2", gpus=4, on=[("n2", HALF_A)]),
+            workload("kept2", gpus=4, on=[("n2", HALF_B)], started="09:30", protected_s=7200),
+            workload("big", priority="high", protected_s=3600, submitted="08:00"),
+            workload("small", "team-a2", gpus=4, priority="high", protected_s=3600),
+            *(extra or []),
+        ],
+        budgets=BUDGET,
+        **want,
+    )
+
+
+def test_a_workload_not_admitted_holds_no_budget_back_from_the_next_one() -> None:
+    """big is blocked, so small is elevated with the whole budget and preempts old; big is
+    then told that small reserved 4 of the 10 GPU-hours it would need 8 of."""
+    result = run_case(
+        blocked_then_ready(
+            want_evicted={"old": "preempt"},
+            want_reasons={"small": "waiting-for-preemption"},
+        )
+    )
+    big = next(p for p in result.pending if p.workload == "big")
+    assert (big.reason, big.facts.get("reserved_by")) == ("budget", ["small"])
+
+
+def test_the_explanation_gives_the_real_remaining_hours_and_who_reserved_them() -> None:
+    """first (8 GPU-hours) is admitted; second's 4 are no longer covered: it says the tenant
+    has 10 GPU-hours, 8 of them reserved by first in this cycle."""
+    case = Case(
+        "budget reserved by other pending work",
+        pool(2),
+        [queue("team-a", deserved=16)],
+        [
+            workload("kept", on=[("n1", FULL)], started="09:30", protected_s=7200),
+            workload("first", priority="high", protected_s=3600, submitted="08:00"),
+            workload("second", gpus=4, priority="high", protected_s=3600),
+        ],
+        budgets=BUDGET,
+        want_admitted={"first"},
+        want_reasons={"second": "budget"},
+    )
+    result = run_case(case)
+    second = next(p for p in result.pending if p.workload == "second")
+    assert second.facts["remaining_gpu_hours"] == 10
+    assert second.facts["reserved_by"] == ["first"]
+    assert second.facts["reserved_gpu_hours"] == 8
+    assert "10 GPU-hours left" in second.detail and "first" in second.detail
