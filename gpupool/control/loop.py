@@ -533,10 +533,12 @@ class ControlLoop:
     # -- 4 record --------------------------------------------------------------------------
 
     def _draining(self) -> set[str]:
+        """The nodes being drained: asked to drain and still cordoned (uncordoning a node ends
+        its drain: ``inventory.actions.do_end_drain``)."""
         return set(
-            Node.objects.filter(drain_requested_at__isnull=False, gone_at=None).values_list(
-                "name", flat=True
-            )
+            Node.objects.filter(
+                drain_requested_at__isnull=False, cordoned=True, gone_at=None
+            ).values_list("name", flat=True)
         )
 
     def _remember(self, moved: Snapshot, decided: Plan, record: CycleRecord, now: float) -> None:

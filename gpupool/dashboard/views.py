@@ -575,7 +575,8 @@ def back_to_cluster(request: HttpRequest) -> HttpResponseRedirect:
 @require_POST
 @dashboard_page("cluster")
 def cluster_cordon(request: HttpRequest, access: Access, name: str) -> HttpResponse:
-    """Cordon or uncordon a node (admins; the action refuses anyone else)."""
+    """Cordon or uncordon a node (admins; the action refuses anyone else); uncordoning a
+    draining node ends its drain."""
     if not access.admin:
         return forbidden(request, PAGES_BY_KEY["cluster"], "Only admins cordon and uncordon nodes.")
     node = get_object_or_404(Node, name=name)
@@ -584,6 +585,7 @@ def cluster_cordon(request: HttpRequest, access: Access, name: str) -> HttpRespo
         messages.error(request, "The cordon form was not filled in right.")
         return back_to_cluster(request)
     cordoned = form.cleaned_data["cordoned"]
+    draining = node.drain_requested_at is not None
     try:
         do_set_node_cordoned(
             node, cordoned=cordoned, acting_user=request.user, reason=form.cleaned_data["reason"]
@@ -592,6 +594,8 @@ def cluster_cordon(request: HttpRequest, access: Access, name: str) -> HttpRespo
         messages.error(request, f"{node.name} was not changed: {refusal_text(refusal)}")
     else:
         verb = "cordoned: nothing new will be placed on it" if cordoned else "uncordoned"
+        if draining and not cordoned:
+            verb = "no longer draining, and uncordoned: nothing more is evicted from it"
         messages.success(request, f"{node.name} is {verb}.")
     return back_to_cluster(request)
 
