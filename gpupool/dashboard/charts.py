@@ -257,6 +257,37 @@ def what_if_waits_figure(wait_changes: Mapping[str, Mapping[str, Any]]) -> Figur
     }
 
 
+def workload_timeline_figure(
+    spans: Sequence[tuple[str, str, str]], colours: Mapping[str, str]
+) -> Figure:
+    """A workload's life as one bar per state it was in, from ``spans`` of (state, start,
+    end) with ISO 8601 times in order; a state keeps one colour (``colours``)."""
+    data = [
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "x": [start, end],
+            "y": ["", ""],
+            "name": state,
+            "legendgroup": state,
+            "showlegend": state not in [s for s, _, _ in spans[:index]],
+            "line": {"color": colours.get(state, UI["muted"]), "width": 18},
+            "hovertemplate": f"{state}: %{{x}}<extra></extra>",
+        }
+        for index, (state, start, end) in enumerate(spans)
+    ]
+    return {
+        "data": data,
+        "layout": _page_layout(
+            height=140,
+            margin={"l": 20, "r": 20, "t": 10, "b": 40},
+            xaxis={"type": "date"},
+            yaxis={"visible": False},
+            legend={"orientation": "h", "y": -0.5},
+        ),
+    }
+
+
 def gpu_heatmap_figure(
     nodes: Sequence[str],
     categories: Sequence[Sequence[str]],

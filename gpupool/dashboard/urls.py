@@ -13,6 +13,7 @@ urlpatterns = [
     path("logout/", LogoutView.as_view(), name="logout"),
     path("overview/", views.overview, name="overview"),
     path("workloads/", views.workloads, name="workloads"),
+    path("workloads/<str:namespace>/<str:name>/", views.workload_detail, name="workload"),
     path("queues/", views.queues, name="queues"),
     path("cost/", views.cost, name="cost"),
     path("preemptions/", views.preemptions, name="preemptions"),

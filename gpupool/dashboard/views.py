@@ -65,7 +65,13 @@ from gpupool.dashboard.heatmap import (
     tenants_in,
 )
 from gpupool.dashboard.navigation import PAGES_BY_KEY, Page, home_page
-from gpupool.dashboard.palette import CORDONED_GPU, FREE_GPU, UNHEALTHY_GPU, tenant_colours
+from gpupool.dashboard.palette import (
+    CORDONED_GPU,
+    FREE_GPU,
+    UNHEALTHY_GPU,
+    WORKLOAD_STATE_COLOURS,
+    tenant_colours,
+)
 from gpupool.inventory.actions import do_drain_node, do_set_gpu_health, do_set_node_cordoned
 from gpupool.inventory.models import Flavor, Gpu, Node, healthy_capacity
 from gpupool.quotas.actions import (
@@ -92,11 +98,13 @@ from gpupool.workloads.api import WorkloadViewSet
 from gpupool.workloads.choices import WorkloadState
 from gpupool.workloads.models import Workload
 from gpupool.workloads.queries import (
+    explain,
     lost_gpu_hours,
     preemption_rows,
     sees_preemptor,
     total_gpus,
     workload_rows,
+    workload_story,
 )
 
 TZ_COOKIE = "gpupool_tz"
@@ -286,6 +294,52 @@ def workloads(request: HttpRequest, access: Access) -> HttpResponse:
     }
     return render_page(
         request, "dashboard/workloads.html", context, live="dashboard/partials/workloads_live.html"
+    )
+
+
+def state_spans(workload: Workload, now: datetime) -> list[tuple[str, str, str]]:
+    """The states a workload went through as (state, start, end) in ISO 8601, from its
+    prefetched transitions; the state it is in lasts until ``now`` unless it ended."""
+    moves = list(workload.transitions.all())
+    ended = {WorkloadState.SUCCEEDED, WorkloadState.FAILED, WorkloadState.CANCELLED}
+    spans = []
+    for move, after in zip(moves, [*moves[1:], None], strict=True):
+        if after is None and move.to_state in ended:
+            break
+        end = now if after is None else after.at
+        spans.append((move.to_state, move.at.isoformat(), end.isoformat()))
+    return spans
+
+
+@dashboard_page("workloads")
+def workload_detail(
+    request: HttpRequest, access: Access, namespace: str, name: str
+) -> HttpResponse:
+    """One workload's story: where it stands and why (position, estimated start, the loop's
+    words and numbers), its timeline, its pod sets and placements, and each preemption it
+    suffered with who caused it (the preemptor's queue and class; its name and owner only to
+    admins and its team) and the GPU-hours lost. Scoped as the workloads API."""
+    stories = tenant_scoped(workload_story(), access, WorkloadViewSet.tenant_field)
+    workload = get_object_or_404(stories, namespace=namespace, name=name)
+    spans = state_spans(workload, timezone.now())
+    events = list(workload.preempted_by.all())
+    context = {
+        "workload": workload,
+        "gpus": total_gpus(workload),
+        "explanation": explain(workload),
+        "transitions": list(workload.transitions.all()),
+        "timeline_figure": (
+            charts.workload_timeline_figure(spans, WORKLOAD_STATE_COLOURS) if spans else None
+        ),
+        "events": [(event, sees_preemptor(access, event)) for event in events],
+        "lost": lost_gpu_hours(events),
+        "placements": list(workload.placements.all()),
+    }
+    return render_page(
+        request,
+        "dashboard/workload_detail.html",
+        context,
+        live="dashboard/partials/workload_detail_live.html",
     )
 
 

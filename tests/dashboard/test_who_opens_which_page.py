@@ -37,6 +37,7 @@ NOT_PAGES = {
     "cluster-gpu-health": "test_cluster_page.py",
     "cluster-drain": "test_cluster_page.py",
     "request": "test_requests_and_approvals.py",
+    "workload": "test_workload_page.py",
     "approval": "test_requests_and_approvals.py",
     "approval-what-if": "test_requests_and_approvals.py",
 }
