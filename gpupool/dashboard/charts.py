@@ -257,6 +257,62 @@ def what_if_waits_figure(wait_changes: Mapping[str, Mapping[str, Any]]) -> Figur
     }
 
 
+def allocation_area_figure(
+    times: Sequence[str], series: Mapping[str, Sequence[float]], colours: Mapping[str, str]
+) -> Figure:
+    """GPUs allocated over time as a stacked area: one band per series (a tenant and flavor,
+    say ``nlp · h100``), at ``times`` (ISO 8601); ``colours`` by series name."""
+    data = [
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "stackgroup": "allocated",
+            "x": list(times),
+            "y": list(values),
+            "name": name,
+            "line": {"width": 0.5, "color": colours.get(name, UI["muted"])},
+            "hovertemplate": f"{name}: %{{y}} GPUs<extra></extra>",
+        }
+        for name, values in series.items()
+    ]
+    return {
+        "data": data,
+        "layout": _page_layout(
+            height=320,
+            xaxis={"type": "date"},
+            yaxis={"title": {"text": "GPUs allocated"}, "rangemode": "tozero"},
+            legend={"orientation": "h", "y": -0.25},
+            hovermode="x unified",
+        ),
+    }
+
+
+def cycle_phases_figure(labels: Sequence[str], phases: Mapping[str, Sequence[float]]) -> Figure:
+    """Each cycle's duration by phase (seconds) as stacked bars, one bar per cycle label
+    (oldest first), one colour per phase in the order given."""
+    colours = series_colours(phases)
+    return {
+        "data": [
+            {
+                "type": "bar",
+                "x": list(labels),
+                "y": list(seconds),
+                "name": phase,
+                "marker": {"color": colours[phase]},
+                "hovertemplate": f"{phase}: %{{y:.3f}} s<extra></extra>",
+            }
+            for phase, seconds in phases.items()
+        ],
+        "layout": _page_layout(
+            barmode="stack",
+            height=280,
+            xaxis={"type": "category", "title": {"text": "cycle"}},
+            yaxis={"title": {"text": "seconds"}, "rangemode": "tozero"},
+            legend={"orientation": "h", "y": -0.35},
+        ),
+    }
+
+
 def workload_timeline_figure(
     spans: Sequence[tuple[str, str, str]], colours: Mapping[str, str]
 ) -> Figure:

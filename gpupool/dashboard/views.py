@@ -43,7 +43,12 @@ from gpupool.api.permissions import tenant_scoped
 from gpupool.audit.models import AuditEvent
 from gpupool.cli.subcommands.seed_demo import demo_password, demo_users
 from gpupool.control.models import SchedulingCycle
-from gpupool.control.queries import pool_figures, pool_snapshot
+from gpupool.control.queries import (
+    allocated_by_queue,
+    pool_figures,
+    pool_snapshot,
+    sampled_cycles,
+)
 from gpupool.control.snapshot import SnapshotError
 from gpupool.dashboard import charts
 from gpupool.dashboard.forms import (
@@ -114,6 +119,7 @@ NODES_PAGE_SIZE = 100
 WORKLOADS_SHOWN = 100
 PREEMPTIONS_SHOWN = 50
 CYCLES_SHOWN = 10
+OVERVIEW_WINDOW = timedelta(hours=24)
 View = Callable[..., HttpResponse]
 
 
@@ -243,11 +249,8 @@ def overview(request: HttpRequest, access: Access) -> HttpResponse:
             cordoned_nodes=Count("nodes", filter=Q(nodes__cordoned=True), distinct=True),
         ).order_by("name")
     )
-    capacity = [
-        {"flavor": flavor, "healthy": healthy_capacity(flavor)}
-        for flavor in flavors
-        if flavor.node_count
-    ]
+    healthy_of = [(flavor, healthy_capacity(flavor)) for flavor in flavors if flavor.node_count]
+    capacity = [{"flavor": flavor, "healthy": healthy} for flavor, healthy in healthy_of]
     states = dict(
         Workload.objects.values_list("state").annotate(n=Count("id")).values_list("state", "n")
     )
@@ -259,16 +262,77 @@ def overview(request: HttpRequest, access: Access) -> HttpResponse:
         .values_list("pending_reason", "n")
     )
     cycles = list(SchedulingCycle.objects.order_by("-started_at", "-id")[:CYCLES_SHOWN])
+    now = timezone.now()
+    history = sampled_cycles(now - OVERVIEW_WINDOW, now)
+    teams = team_of_leaf_queue()
+    series = allocation_series(history, teams)
+    latest = allocation_series(history[-1:], teams)
+    utilisation = []
+    for flavor, healthy in healthy_of:
+        allocated = sum(values[-1] for (_, of), values in latest.items() if of == flavor.name)
+        fraction = allocated / float(healthy) if healthy else None
+        utilisation.append({"flavor": flavor, "allocated": allocated, "fraction": fraction})
+    names = {name: f"{name[0]} · {name[1]}" for name in series}
     context = {
         "capacity": capacity,
+        "utilisation": utilisation if history else [],
         "states": [(state.label, states.get(state.value, 0)) for state in WorkloadState],
         "any_workloads": any(states.values()),
         "pending_figure": charts.pending_reasons_figure(pending) if pending else None,
+        "allocation_figure": (
+            charts.allocation_area_figure(
+                [cycle.started_at.isoformat() for cycle in history],
+                {names[name]: values for name, values in series.items()},
+                dict(zip(names.values(), tenant_colours(names.values()).values(), strict=True)),
+            )
+            if series
+            else None
+        ),
+        "allocation_now": [(names[name], values[-1]) for name, values in series.items()],
+        "window_hours": round(OVERVIEW_WINDOW.total_seconds() / 3600),
         "cycles": cycles,
+        "phases_figure": cycle_phases(cycles),
     }
     return render_page(
         request, "dashboard/overview.html", context, live="dashboard/partials/overview_live.html"
     )
+
+
+def team_of_leaf_queue() -> dict[str, str]:
+    """Each leaf queue that belongs to a tenant, with the tenant's name (the queues whose
+    allocations add up without counting a GPU twice)."""
+    queues = list(Queue.objects.values_list("pk", "parent_id", "name", "tenant__name"))
+    parents = {parent for _, parent, _, _ in queues if parent is not None}
+    return {name: team for pk, _, name, team in queues if team and pk not in parents}
+
+
+def allocation_series(
+    cycles: Iterable[SchedulingCycle], teams: dict[str, str]
+) -> dict[tuple[str, str], list[float]]:
+    """GPUs allocated per (tenant, flavor) at each cycle, from the cycles' records; a series
+    that is zero throughout is left out."""
+    cycles = list(cycles)
+    series: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0] * len(cycles))
+    for index, cycle in enumerate(cycles):
+        for queue, flavors in allocated_by_queue(cycle).items():
+            if queue not in teams:
+                continue
+            for flavor, allocated in flavors.items():
+                series[(teams[queue], flavor)][index] += allocated
+    return {name: values for name, values in sorted(series.items()) if any(values)}
+
+
+def cycle_phases(cycles: list[SchedulingCycle]) -> dict[str, Any] | None:
+    """The figure of the cycles' durations by phase, oldest first (None without cycles)."""
+    finished = [cycle for cycle in reversed(cycles) if cycle.finished_at is not None]
+    if not finished:
+        return None
+    labels = [timezone.localtime(cycle.started_at).strftime("%H:%M:%S") for cycle in finished]
+    phases = {
+        phase: [getattr(cycle, f"{phase}_s") for cycle in finished]
+        for phase in ("sync", "snapshot", "plan", "record", "apply")
+    }
+    return charts.cycle_phases_figure(labels, phases)
 
 
 # ----------------------------------------------------------------------------- workloads
