@@ -58,6 +58,7 @@ from gpupool.dashboard.forms import (
     GpuHealthForm,
     QuotaRequestForm,
     WhatIfForm,
+    WorkloadForm,
 )
 from gpupool.dashboard.heatmap import (
     BROKEN,
@@ -99,10 +100,11 @@ from gpupool.quotas.queries import (
 )
 from gpupool.quotas.shares import deserved_shares
 from gpupool.tenancy.models import Tenant
-from gpupool.workloads.api import WorkloadViewSet
+from gpupool.workloads.api import DryRunInputSerializer, WorkloadInputSerializer, WorkloadViewSet
 from gpupool.workloads.choices import WorkloadState
 from gpupool.workloads.models import Workload
 from gpupool.workloads.queries import (
+    dry_run_submission,
     explain,
     lost_gpu_hours,
     preemption_rows,
@@ -188,13 +190,14 @@ def render_page(
     context: dict[str, Any],
     *,
     live: str | None = None,
+    status: int = 200,
 ) -> HttpResponse:
     """Render the page, or only its live part (``live``, a partial template) when htmx asks
     for ``#live``."""
     htmx = getattr(request, "htmx", None)
     if live is not None and htmx and htmx.target == LIVE_TARGET:
         return render(request, live, context)
-    return render(request, template, context | {"live_template": live})
+    return render(request, template, context | {"live_template": live}, status=status)
 
 
 class DashboardLoginView(LoginView):
@@ -339,9 +342,12 @@ def cycle_phases(cycles: list[SchedulingCycle]) -> dict[str, Any] | None:
 
 
 @dashboard_page("workloads")
-def workloads(request: HttpRequest, access: Access) -> HttpResponse:
+def workloads(
+    request: HttpRequest, access: Access, form: WorkloadForm | None = None
+) -> HttpResponse:
     """The user's teams' workloads (admins: every workload), newest first, with where each
-    waits and why."""
+    waits and why; the form to submit one, with its live dry-run (``form``: one sent back
+    with its refusals)."""
     rows = tenant_scoped(
         workload_rows().order_by("-submitted_at", "-id"), access, WorkloadViewSet.tenant_field
     )
@@ -349,16 +355,104 @@ def workloads(request: HttpRequest, access: Access) -> HttpResponse:
     if state in WorkloadState.values:
         rows = rows.filter(state=state)
     shown = list(rows[:WORKLOADS_SHOWN])
+    queues = submit_queues(access)
     context = {
         "workloads": [(workload, total_gpus(workload)) for workload in shown],
         "shown_limit": WORKLOADS_SHOWN,
         "state": state,
         "state_choices": WorkloadState.choices,
         "all_tenants": access.admin,
+        "form": form or (WorkloadForm(queues=queues) if queues else None),
     }
     return render_page(
-        request, "dashboard/workloads.html", context, live="dashboard/partials/workloads_live.html"
+        request,
+        "dashboard/workloads.html",
+        context,
+        live="dashboard/partials/workloads_live.html",
+        status=400 if form is not None else 200,
     )
+
+
+def submit_queues(access: Access) -> list[Queue]:
+    """The leaf queues the user may submit to: their teams' (admins: every team's)."""
+    leaves = Queue.objects.filter(tenant__isnull=False, children__isnull=True)
+    if not access.admin:
+        leaves = leaves.filter(tenant__in=access.tenant_ids)
+    return list(leaves.order_by("name"))
+
+
+def api_errors(detail: Any, prefix: str = "") -> list[str]:
+    """A serializer's or an action's refusal as lines of "field: why"."""
+    if isinstance(detail, dict):
+        return [
+            line
+            for key, value in detail.items()
+            for line in api_errors(value, f"{prefix}{key}." if key != "non_field_errors" else "")
+        ]
+    if isinstance(detail, list):
+        if all(isinstance(item, dict) for item in detail):
+            return [
+                line
+                for index, item in enumerate(detail)
+                for line in api_errors(item, f"{prefix}{index}.")
+            ]
+        return [f"{prefix.rstrip('.')}: {item}" if prefix else str(item) for item in detail]
+    return [f"{prefix.rstrip('.')}: {detail}" if prefix else str(detail)]
+
+
+@require_POST
+@dashboard_page("workloads")
+def workload_dry_run(request: HttpRequest, access: Access) -> HttpResponse:
+    """The live dry-run of the submit form (htmx, as the user types): quota, capacity and
+    placement, and the first layer that fails, answered by the decision core on the snapshot
+    of the last finished cycle (cached once per cycle: ``workloads.queries.dry_run_submission``
+    through the API's own input shape). Nothing is submitted."""
+    form = WorkloadForm(request.POST, queues=submit_queues(access))
+    context: dict[str, Any] = {"answer": None, "errors": []}
+    if not form.is_valid():
+        context["errors"] = [
+            f"{form[name].label}: {' '.join(str(error) for error in errors)}"
+            if name in form.fields
+            else " ".join(str(error) for error in errors)
+            for name, errors in form.errors.items()
+        ]
+        return render(request, "dashboard/partials/dry_run.html", context)
+    body = DryRunInputSerializer(data=form.body())
+    if not body.is_valid():
+        context["errors"] = api_errors(body.errors)
+        return render(request, "dashboard/partials/dry_run.html", context)
+    try:
+        context["answer"] = dry_run_submission(body.submission(), submitter=request.user)
+    except (ValidationError, PermissionDenied) as refusal:
+        context["errors"] = [refusal_text(refusal)]
+    except SnapshotError as failure:
+        context["errors"] = [f"The pool cannot be planned now: {failure}"]
+    return render(request, "dashboard/partials/dry_run.html", context)
+
+
+@require_POST
+@dashboard_page("workloads")
+def workload_submit(request: HttpRequest, access: Access) -> HttpResponse:
+    """Submit the form's workload through the API's input shape and the submission action;
+    then its page. A refusal comes back onto the form."""
+    form = WorkloadForm(request.POST, queues=submit_queues(access))
+    if form.is_valid():
+        body = WorkloadInputSerializer(data=form.body())
+        if body.is_valid():
+            try:
+                workload = body.submission().submit(submitter=request.user)
+            except (ValidationError, PermissionDenied) as refusal:
+                form.add_error(None, refusal_text(refusal))
+            else:
+                messages.success(
+                    request,
+                    f"{workload.qualified_name()} is queued: the next scheduling cycle places it "
+                    "or says why it waits.",
+                )
+                return redirect("dashboard:workload", workload.namespace, workload.name)
+        else:
+            form.add_error(None, api_errors(body.errors))
+    return workloads(request, form=form)
 
 
 def state_spans(workload: Workload, now: datetime) -> list[tuple[str, str, str]]:
