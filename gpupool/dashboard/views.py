@@ -17,6 +17,7 @@ import zoneinfo
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from datetime import datetime, time, timedelta
+from decimal import Decimal
 from functools import wraps
 from typing import Any
 from urllib.parse import urlencode
@@ -51,6 +52,7 @@ from gpupool.control.queries import (
 )
 from gpupool.control.snapshot import SnapshotError
 from gpupool.dashboard import charts
+from gpupool.dashboard.fairness import Standing, Verdict, explain_fairness
 from gpupool.dashboard.forms import (
     AuditFilterForm,
     CordonForm,
@@ -574,6 +576,7 @@ def queues(request: HttpRequest, access: Access) -> HttpResponse:
         )
     context = {
         "rows": rows,
+        "verdicts": fairness_verdicts(rows, chosen) if chosen and not usage.unavailable else [],
         "flavors": flavors,
         "flavor": chosen,
         "shares_error": shares_error,
@@ -583,6 +586,32 @@ def queues(request: HttpRequest, access: Access) -> HttpResponse:
     return render_page(
         request, "dashboard/queues.html", context, live="dashboard/partials/queues_live.html"
     )
+
+
+def fairness_verdicts(rows: list[dict[str, Any]], flavor: Flavor) -> list[Verdict]:
+    """The fairness explainer of the Queues page for one flavor: each team's leaf queue with
+    a quota or a holding of it, with the workloads it has waiting for that flavor."""
+    leaves = team_of_leaf_queue()
+    waiting = dict(
+        Workload.objects.filter(state=WorkloadState.PENDING, pod_sets__flavor=flavor)
+        .values_list("queue__name")
+        .annotate(n=Count("id", distinct=True))
+        .values_list("queue__name", "n")
+    )
+    standings = [
+        Standing(
+            queue=row["queue"].name,
+            team=leaves[row["queue"].name],
+            deserved=row["quota"].deserved or Decimal(0),
+            allocated=row["quota"].allocated or Decimal(0),
+            borrowed=row["quota"].borrowed or Decimal(0),
+            lent=row["quota"].lent or Decimal(0),
+            waiting=waiting.get(row["queue"].name, 0),
+        )
+        for row in rows
+        if row["quota"] is not None and row["queue"].name in leaves
+    ]
+    return explain_fairness(standings)
 
 
 # ----------------------------------------------------------------------------- cost
