@@ -313,6 +313,38 @@ def cycle_phases_figure(labels: Sequence[str], phases: Mapping[str, Sequence[flo
     }
 
 
+def preemptions_over_time_figure(
+    days: Sequence[str], counts: Mapping[str, Sequence[int]], colours: Mapping[str, str]
+) -> Figure:
+    """Preemptions per day (``days``, ISO dates) as stacked bars, one colour per reason."""
+    most = max((sum(day) for day in zip(*counts.values(), strict=True)), default=0)
+    return {
+        "data": [
+            {
+                "type": "bar",
+                "x": list(days),
+                "y": list(values),
+                "name": reason,
+                "marker": {"color": colours.get(reason, UI["muted"])},
+                "hovertemplate": f"{reason}: %{{y}}<extra>%{{x}}</extra>",
+            }
+            for reason, values in counts.items()
+        ],
+        "layout": _page_layout(
+            barmode="stack",
+            height=280,
+            xaxis={"type": "date", "dtick": 86_400_000, "tickformat": "%b %d"},
+            yaxis={
+                "title": {"text": "preemptions"},
+                "rangemode": "tozero",
+                "tick0": 0,
+                "dtick": whole_step(most),
+            },
+            legend={"orientation": "h", "y": -0.3},
+        ),
+    }
+
+
 def workload_timeline_figure(
     spans: Sequence[tuple[str, str, str]], colours: Mapping[str, str]
 ) -> Figure:

@@ -29,7 +29,8 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import LoginView, redirect_to_login
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
-from django.db.models import Count, Prefetch, Q, QuerySet
+from django.db.models import Count, Prefetch, Q, QuerySet, Sum
+from django.db.models.functions import TruncDate
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect, render, resolve_url
 from django.urls import reverse
@@ -38,6 +39,8 @@ from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
+from gpupool.accounting.choices import PreemptionReason
+from gpupool.accounting.models import PreemptionEvent
 from gpupool.accounting.preemptions_api import PreemptionEventViewSet
 from gpupool.api.access import Access, request_access
 from gpupool.api.permissions import tenant_scoped
@@ -47,11 +50,13 @@ from gpupool.control.models import SchedulingCycle
 from gpupool.control.queries import (
     allocated_by_queue,
     pool_figures,
+    pool_policy,
     pool_snapshot,
     sampled_cycles,
 )
 from gpupool.control.snapshot import SnapshotError
 from gpupool.dashboard import charts
+from gpupool.dashboard.charts import series_colours
 from gpupool.dashboard.fairness import Standing, Verdict, explain_fairness
 from gpupool.dashboard.forms import (
     AuditFilterForm,
@@ -106,10 +111,12 @@ from gpupool.workloads.api import DryRunInputSerializer, WorkloadInputSerializer
 from gpupool.workloads.choices import WorkloadState
 from gpupool.workloads.models import Workload
 from gpupool.workloads.queries import (
+    backoffs_in_force,
     dry_run_submission,
     explain,
     lost_gpu_hours,
     preemption_rows,
+    protections_in_force,
     sees_preemptor,
     total_gpus,
     workload_rows,
@@ -123,6 +130,7 @@ NODES_PAGE_SIZE = 100
 WORKLOADS_SHOWN = 100
 PREEMPTIONS_SHOWN = 50
 CYCLES_SHOWN = 10
+PREEMPTION_WINDOW = timedelta(days=14)
 OVERVIEW_WINDOW = timedelta(hours=24)
 View = Callable[..., HttpResponse]
 
@@ -649,6 +657,9 @@ def preemptions(request: HttpRequest, access: Access) -> HttpResponse:
         for queue, _ in queue_tree(list(Queue.objects.select_related("tenant")))
         if queue.tenant_id is not None
     ]
+    now = pool_now()
+    policy = pool_policy()
+    since = now - PREEMPTION_WINDOW
     context = {
         "events": [(event, sees_preemptor(access, event)) for event in shown],
         "shown_limit": PREEMPTIONS_SHOWN,
@@ -656,8 +667,79 @@ def preemptions(request: HttpRequest, access: Access) -> HttpResponse:
         "all_tenants": access.admin,
         "classes": classes,
         "queues": leaf_queues,
+        "history_figure": preemption_history(events, since, now),
+        "window_days": PREEMPTION_WINDOW.days,
+        "churn": preemption_churn(since, now),
+        "backoffs": backoffs_in_force(now, policy.backoff),
+        "backoff_policy": policy.backoff,
+        "protections": protections_in_force(events, now, policy.victim_protection),
+        "protection_policy": policy.victim_protection,
     }
     return render(request, "dashboard/preemptions.html", context)
+
+
+def pool_now() -> datetime:
+    """The pool's clock at the last finished cycle (the cluster's time, which a simulated
+    cluster runs faster), or the wall clock when the pool cannot be read."""
+    try:
+        return pool_snapshot().at
+    except SnapshotError:
+        return timezone.now()
+
+
+def preemption_history(
+    events: QuerySet[PreemptionEvent], since: datetime, now: datetime
+) -> dict[str, Any] | None:
+    """The figure of ``events`` per day (in the viewer's zone) and reason since ``since``."""
+    per_day = (
+        events.filter(at__gte=since, at__lte=now)
+        .annotate(day=TruncDate("at", tzinfo=timezone.get_current_timezone()))
+        .values_list("day", "reason")
+        .annotate(n=Count("id"))
+        .values_list("day", "reason", "n")
+        .order_by()
+    )
+    found = list(per_day)
+    if not found:
+        return None
+    first = timezone.localtime(since).date()
+    days = [first + timedelta(days=offset) for offset in range(PREEMPTION_WINDOW.days + 1)]
+    position = {day: index for index, day in enumerate(days)}
+    counts: dict[str, list[int]] = {}
+    for day, reason, n in found:
+        if day in position:
+            counts.setdefault(reason, [0] * len(days))[position[day]] += n
+    colours = series_colours(PreemptionReason.values)
+    return charts.preemptions_over_time_figure(
+        [day.isoformat() for day in days], dict(sorted(counts.items())), colours
+    )
+
+
+def preemption_churn(since: datetime, now: datetime) -> list[dict[str, Any]]:
+    """Per team since ``since``: preemptions it suffered and the GPU-hours they cost, and
+    preemptions its work caused (teams see each other at this level, never workload names)."""
+    window = PreemptionEvent.objects.filter(at__gte=since, at__lte=now)
+    suffered = {
+        row["victim_tenant__name"]: row
+        for row in window.filter(victim_tenant__isnull=False)
+        .values("victim_tenant__name")
+        .annotate(n=Count("id"), lost=Sum("lost_gpu_hours"))
+    }
+    caused = dict(
+        window.filter(preemptor_tenant__isnull=False)
+        .values_list("preemptor_tenant__name")
+        .annotate(n=Count("id"))
+        .values_list("preemptor_tenant__name", "n")
+    )
+    return [
+        {
+            "tenant": tenant,
+            "suffered": suffered.get(tenant, {}).get("n", 0),
+            "lost": suffered.get(tenant, {}).get("lost") or Decimal(0),
+            "caused": caused.get(tenant, 0),
+        }
+        for tenant in sorted(set(suffered) | set(caused))
+    ]
 
 
 # ----------------------------------------------------------------------------- fragmentation

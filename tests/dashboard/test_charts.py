@@ -13,6 +13,7 @@ from gpupool.dashboard.charts import (
     gpu_heatmap_figure,
     load_curves_figure,
     pending_reasons_figure,
+    preemptions_over_time_figure,
     series_colours,
     shared_vs_alone_figure,
     wait_boxes_figure,
@@ -100,6 +101,7 @@ def test_every_figure_is_a_valid_plotly_figure() -> None:
         shared_vs_alone_figure(["t1"], [1.0], {"fifo": [2.0]}),
         allocation_area_figure(["2026-05-04T09:00:00+00:00"], {"nlp · h100": [8.0]}, {}),
         cycle_phases_figure(["09:00:00"], {"plan": [0.2], "apply": [0.1]}),
+        preemptions_over_time_figure(["2026-05-04"], {"reclaim": [2]}, {}),
         workload_timeline_figure(
             [("pending", "2026-05-04T09:00:00+00:00", "2026-05-04T09:05:00+00:00")], {}
         ),
@@ -186,3 +188,12 @@ def test_a_workload_timeline_names_each_state_once_in_its_legend() -> None:
     figure = workload_timeline_figure(spans, {"pending": "#8a5a00"})
     assert [trace["showlegend"] for trace in figure["data"]] == [True, True, False]
     assert figure["data"][0]["line"]["color"] == "#8a5a00"
+
+
+def test_preemptions_per_day_stack_by_reason_with_whole_ticks() -> None:
+    figure = preemptions_over_time_figure(
+        ["d1", "d2"], {"preempt": [1, 0], "reclaim": [2, 7]}, {"reclaim": "#123456"}
+    )
+    assert figure["layout"]["barmode"] == "stack"
+    assert figure["layout"]["yaxis"]["dtick"] == 2  # at most 9 a day
+    assert figure["data"][1]["marker"]["color"] == "#123456"
