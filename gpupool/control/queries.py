@@ -135,7 +135,11 @@ class PoolFigures:
 
 
 def _figures(database: DatabaseSnapshot) -> PoolFigures:
-    """Both figures from one core cycle's starting state (nothing is planned)."""
+    """Both figures from one core cycle's starting state (nothing is planned). A pool without
+    a queue has none: the core plans no pool without its queue tree's root (it fails on one,
+    ``QuotaTree.root``), so nothing is asked of it until a queue exists."""
+    if not database.snapshot.queues:
+        return PoolFigures(shares={}, fragmentation=())
     cycle = Cycle(database.snapshot, pool_policy(), database.now)
     return PoolFigures(
         shares=queue_shares(cycle.quota),
