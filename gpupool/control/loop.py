@@ -22,6 +22,7 @@ and what the next cycle does about it.
 from __future__ import annotations
 
 import logging
+import math
 import time
 import traceback
 from collections.abc import Iterable, Mapping
@@ -80,6 +81,7 @@ from gpupool.control.sync import (
     replicas_of,
 )
 from gpupool.inventory.models import Gpu, Node
+from gpupool.inventory.queries import fragmentation_sample
 from gpupool.notifications.choices import WorkloadEvent
 from gpupool.notifications.notify import notify_workload_event
 from gpupool.runtime import gc_paused
@@ -96,6 +98,9 @@ logger = logging.getLogger(__name__)
 PHASES = ("sync", "snapshot", "plan", "record", "apply")
 REFUSAL_BACKOFF_S = 60.0  # a victim a disruption budget protected is not chosen again for this
 EVICT_RESEND_S = 30.0  # an eviction sent is not sent again sooner (its pods are leaving)
+# The fragmentation figures go into a cycle's record at most this often (cluster time): a
+# sample for the dashboard's trend, about 40 ms at B1's 5,000 nodes in pure Python.
+FRAGMENTATION_SAMPLE_S = 60.0
 # The image of a pod set that names none (a placeholder that runs nothing: on the local plane
 # and the simulated cluster the pods only need to exist).
 DEFAULT_IMAGE = "registry.k8s.io/pause:3.10"
@@ -148,6 +153,7 @@ class ControlLoop:
         self.budgets = BudgetBook()
         self.runtimes = RuntimeHistory()
         self.learned: set[str] = set()  # workloads whose expected runtime was learned
+        self.fragmentation_sampled_at = -math.inf  # cluster time of the last sample
         self.first = True
 
     # -- the cycle ------------------------------------------------------------------------
@@ -221,6 +227,12 @@ class ControlLoop:
             timings["plan"] = time.perf_counter() - clock
 
             phase, clock = "record", time.perf_counter()
+            fragmentation = None
+            if now - self.fragmentation_sampled_at >= FRAGMENTATION_SAMPLE_S and not dry_run:
+                fragmentation = fragmentation_sample(
+                    finished.cluster, finished.placer.distributions
+                )
+                self.fragmentation_sampled_at = now
             draining = self._draining()
             record = decide_record(
                 database,
@@ -292,7 +304,7 @@ class ControlLoop:
                 **outcome.counts,
             }
             result.status, result.timings = CycleStatus.SUCCEEDED, timings
-            self._finish(cycle, result, record, database, shares)
+            self._finish(cycle, result, record, database, shares, fragmentation)
             self.first = False
             return result
         except Exception as error:  # the cycle fails whole; the next one starts over
@@ -759,6 +771,7 @@ class ControlLoop:
         record: CycleRecord,
         database: DatabaseSnapshot,
         shares: Mapping[str, Mapping[str, QueueShare]],
+        fragmentation: Mapping[str, Mapping[str, float]] | None,
     ) -> None:
         totals = metrics.add_to_totals(metrics.carried_totals(), result, record)
         do_finish_cycle(
@@ -775,7 +788,12 @@ class ControlLoop:
                 "counts": dict(result.counts),
                 "pending_by_reason": dict(record.pending_by_reason),
                 "queues": metrics.queue_gauges(shares),
-            },
+            }
+            | (
+                {}
+                if fragmentation is None
+                else {"fragmentation": {flavor: dict(f) for flavor, f in fragmentation.items()}}
+            ),
             totals=totals,
         )
 

@@ -159,12 +159,18 @@ def pool_figures() -> PoolView[PoolFigures]:
 HISTORY_POINTS = 120
 
 
-def sampled_cycles(since: datetime, until: datetime) -> list[SchedulingCycle]:
-    """Succeeded cycles that started in [``since``, ``until``], oldest first, thinned to the
-    last one of each minute (or hour, over a window longer than ``HISTORY_POINTS`` minutes)
-    so that a chart over time reads a bounded number of rows whatever the cycles' pace."""
+def sampled_cycles(
+    since: datetime, until: datetime, recording: str = "queues"
+) -> list[SchedulingCycle]:
+    """Succeeded cycles that started in [``since``, ``until``] and whose record has the
+    ``recording`` part, oldest first, thinned to the last one of each minute (or hour, over
+    a window longer than ``HISTORY_POINTS`` minutes), so that a chart over time reads a
+    bounded number of rows whatever the cycles' pace."""
     window = SchedulingCycle.objects.filter(
-        status=CycleStatus.SUCCEEDED, started_at__gte=since, started_at__lte=until
+        status=CycleStatus.SUCCEEDED,
+        started_at__gte=since,
+        started_at__lte=until,
+        outcome__has_key=recording,
     )
     minutes = (until - since).total_seconds() / 60
     slice_of = TruncMinute if minutes <= HISTORY_POINTS else TruncHour
@@ -189,3 +195,9 @@ def allocated_by_queue(cycle: SchedulingCycle) -> dict[str, dict[str, float]]:
         queue: {flavor: float(gauges.get("allocated", 0)) for flavor, gauges in flavors.items()}
         for queue, flavors in queues.items()
     }
+
+
+def fragmentation_of(cycle: SchedulingCycle) -> dict[str, dict[str, float]]:
+    """Per flavor, the free and fragmented GPUs and the largest gang in one domain the cycle
+    sampled (``inventory.queries.fragmentation_sample``; not every cycle samples)."""
+    return dict((cycle.outcome or {}).get("fragmentation", {}))

@@ -345,6 +345,35 @@ def preemptions_over_time_figure(
     }
 
 
+def fragmentation_trend_figure(
+    times: Sequence[str], lines: Mapping[str, Sequence[float]]
+) -> Figure:
+    """Lines over time (``times``, ISO 8601) of a flavor's fragmentation figures in GPUs, e.g.
+    free, fragmented and the largest gang in one NVLink domain."""
+    colours = series_colours(lines)
+    return {
+        "data": [
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "x": list(times),
+                "y": list(values),
+                "name": name,
+                "line": {"color": colours[name]},
+                "hovertemplate": f"{name}: %{{y:.1f}} GPUs<extra></extra>",
+            }
+            for name, values in lines.items()
+        ],
+        "layout": _page_layout(
+            height=280,
+            xaxis={"type": "date"},
+            yaxis={"title": {"text": "GPUs"}, "rangemode": "tozero"},
+            legend={"orientation": "h", "y": -0.3},
+            hovermode="x unified",
+        ),
+    }
+
+
 def workload_timeline_figure(
     spans: Sequence[tuple[str, str, str]], colours: Mapping[str, str]
 ) -> Figure:

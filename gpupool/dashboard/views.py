@@ -49,6 +49,7 @@ from gpupool.cli.subcommands.seed_demo import demo_password, demo_users
 from gpupool.control.models import SchedulingCycle
 from gpupool.control.queries import (
     allocated_by_queue,
+    fragmentation_of,
     pool_figures,
     pool_policy,
     pool_snapshot,
@@ -56,6 +57,7 @@ from gpupool.control.queries import (
 )
 from gpupool.control.snapshot import SnapshotError
 from gpupool.dashboard import charts
+from gpupool.dashboard.blocking import blocking_shape
 from gpupool.dashboard.charts import series_colours
 from gpupool.dashboard.fairness import Standing, Verdict, explain_fairness
 from gpupool.dashboard.forms import (
@@ -87,6 +89,7 @@ from gpupool.dashboard.palette import (
 )
 from gpupool.inventory.actions import do_drain_node, do_set_gpu_health, do_set_node_cordoned
 from gpupool.inventory.models import Flavor, Gpu, Node, healthy_capacity
+from gpupool.inventory.queries import FlavorFragmentation
 from gpupool.quotas.actions import (
     do_approve_and_apply_quota_request,
     do_create_quota_request,
@@ -131,6 +134,8 @@ WORKLOADS_SHOWN = 100
 PREEMPTIONS_SHOWN = 50
 CYCLES_SHOWN = 10
 PREEMPTION_WINDOW = timedelta(days=14)
+FRAGMENTATION_WINDOW = timedelta(hours=24)
+BLOCKED_SHOWN = 50
 OVERVIEW_WINDOW = timedelta(hours=24)
 View = Callable[..., HttpResponse]
 
@@ -802,6 +807,10 @@ def fragmentation(request: HttpRequest, access: Access) -> HttpResponse:
         "no_queues": figures is None,
         "cycle_id": snapshot.cycle_id,
         "as_of": snapshot.at,
+        "trend_figure": fragmentation_trend(chosen),
+        "all_tenants": access.admin,
+        "trend_hours": round(FRAGMENTATION_WINDOW.total_seconds() / 3600),
+        "blocked": blocked_gangs(access, chosen, figures.value.fragmentation if figures else ()),
     }
     return render_page(
         request,
@@ -809,6 +818,54 @@ def fragmentation(request: HttpRequest, access: Access) -> HttpResponse:
         context,
         live="dashboard/partials/fragmentation_live.html",
     )
+
+
+def fragmentation_trend(flavor: str) -> dict[str, Any] | None:
+    """The figure of the flavor's free and fragmented GPUs and largest gang in one domain
+    over the last day, from the cycles' samples (None without any)."""
+    now = timezone.now()
+    cycles = sampled_cycles(now - FRAGMENTATION_WINDOW, now, recording="fragmentation")
+    points = [
+        (cycle.started_at.isoformat(), fragmentation_of(cycle)[flavor])
+        for cycle in cycles
+        if flavor in fragmentation_of(cycle)
+    ]
+    if not points:
+        return None
+    names = {"free": "free", "fragmented": "fragmented", "largest_gang": "largest gang in a domain"}
+    return charts.fragmentation_trend_figure(
+        [at for at, _ in points],
+        {label: [sample.get(key, 0.0) for _, sample in points] for key, label in names.items()},
+    )
+
+
+def blocked_gangs(
+    access: Access, flavor: str, figures: Iterable[FlavorFragmentation]
+) -> list[dict[str, Any]]:
+    """The user's teams' (admins: all) pending workloads of the flavor, each with the shape
+    that blocks it, the largest first."""
+    of_flavor = next((f for f in figures if f.flavor == flavor), None)
+    if of_flavor is None:
+        return []
+    pending = tenant_scoped(
+        workload_rows().filter(state=WorkloadState.PENDING, pod_sets__flavor__name=flavor),
+        access,
+        WorkloadViewSet.tenant_field,
+    ).distinct()
+    rows = []
+    for workload in pending.order_by("submitted_at", "id")[:BLOCKED_SHOWN]:
+        needed = sum(
+            (
+                p.count * p.gpu_equivalent_per_pod()
+                for p in workload.pod_sets.all()
+                if p.flavor is not None and p.flavor.name == flavor
+            ),
+            Decimal(0),
+        )
+        rows.append(
+            {"workload": workload, "gpus": needed, "why": blocking_shape(needed, of_flavor)}
+        )
+    return sorted(rows, key=lambda row: (-row["gpus"], row["workload"].submitted_at))
 
 
 # ----------------------------------------------------------------------------- cluster
