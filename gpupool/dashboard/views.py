@@ -199,6 +199,12 @@ def forbidden(request: HttpRequest, page: Page, refused: str = "") -> HttpRespon
     return render(request, "dashboard/forbidden.html", context, status=403)
 
 
+def chart_time(moment: datetime) -> str:
+    """A moment for a chart's time axis, in the viewer's zone (plotly.js draws the wall time
+    it is given and ignores an offset)."""
+    return timezone.localtime(moment).replace(tzinfo=None).isoformat()
+
+
 def render_page(
     request: HttpRequest,
     template: str,
@@ -299,7 +305,7 @@ def overview(request: HttpRequest, access: Access) -> HttpResponse:
         "pending_figure": charts.pending_reasons_figure(pending) if pending else None,
         "allocation_figure": (
             charts.allocation_area_figure(
-                [cycle.started_at.isoformat() for cycle in history],
+                [chart_time(cycle.started_at) for cycle in history],
                 {names[name]: values for name, values in series.items()},
                 dict(zip(names.values(), tenant_colours(names.values()).values(), strict=True)),
             )
@@ -480,7 +486,7 @@ def state_spans(workload: Workload, now: datetime) -> list[tuple[str, str, str]]
         if after is None and move.to_state in ended:
             break
         end = now if after is None else after.at
-        spans.append((move.to_state, move.at.isoformat(), end.isoformat()))
+        spans.append((move.to_state, chart_time(move.at), chart_time(end)))
     return spans
 
 
@@ -826,7 +832,7 @@ def fragmentation_trend(flavor: str) -> dict[str, Any] | None:
     now = timezone.now()
     cycles = sampled_cycles(now - FRAGMENTATION_WINDOW, now, recording="fragmentation")
     points = [
-        (cycle.started_at.isoformat(), fragmentation_of(cycle)[flavor])
+        (chart_time(cycle.started_at), fragmentation_of(cycle)[flavor])
         for cycle in cycles
         if flavor in fragmentation_of(cycle)
     ]

@@ -4,6 +4,7 @@ request or a workload link to its page."""
 
 from __future__ import annotations
 
+import zoneinfo
 from decimal import Decimal
 from typing import Any
 
@@ -121,3 +122,12 @@ def test_request_mails_link_admins_to_the_approval_and_leads_to_the_request(
         do_reject_quota_request(request, acting_user=pool.users["ada"], note="not now")
     told = {tuple(m.to): m.body for m in mail.outbox[1:]}
     assert f"/requests/{request.pk}/" in told[("lena@example.org",)]
+
+
+def test_the_timeline_is_drawn_in_the_viewers_zone(pool: Any, page_as: Any) -> None:
+    workload = submit(pool, "train", pool.nlp_queue, "max")
+    client = page_as("max")
+    client.cookies["gpupool_tz"] = "Asia/Tokyo"
+    page = text(client.get("/workloads/nlp/train/"))
+    tokyo = timezone.localtime(workload.submitted_at, zoneinfo.ZoneInfo("Asia/Tokyo"))
+    assert f'"{tokyo.replace(tzinfo=None).isoformat()}"' in page
