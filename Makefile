@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help venv native demo serve test lint format typecheck check services k8s-build k8s-up k8s-down bench clean
+.PHONY: help venv native demo demo-k8s serve test lint format typecheck check services k8s-build k8s-up k8s-down bench clean
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -29,6 +29,9 @@ demo: $(STAMP) ## The living demo on 127.0.0.1:8000: SQLite, the simulated clust
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py gpupool seed-demo
 	$(PY) manage.py gpupool demo --speed $(GPUPOOL_SIM_SPEED) $(DEMO_ARGS)
+
+demo-k8s: $(STAMP) k8s-build ## The living demo on the local Kubernetes plane (KWOK GPU nodes): PostgreSQL, Celery worker and beat on Redis, web, generator (Ctrl-C stops; DEMO_ARGS)
+	bash hack/demo_k8s.sh
 
 test: $(STAMP) ## Install and start PostgreSQL, Redis and the local Kubernetes plane, then lint, type-check and run every test
 	bash hack/test.sh

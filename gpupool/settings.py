@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -194,11 +195,25 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # stopped (and the next starts over).
 GPUPOOL_CYCLE_INTERVAL_S = float(os.environ.get("GPUPOOL_CYCLE_INTERVAL_S", "5"))
 GPUPOOL_CYCLE_TIME_LIMIT_S = float(os.environ.get("GPUPOOL_CYCLE_TIME_LIMIT_S", "120"))
+# The cost reports' roll-up: every GPUPOOL_ROLL_UP_INTERVAL_S (beat with a broker, between cycles
+# in `gpupool loop` without), up to the last hour finished on the cluster's clock.
+GPUPOOL_ROLL_UP_INTERVAL_S = float(os.environ.get("GPUPOOL_ROLL_UP_INTERVAL_S", "60"))
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "scheduling-cycle": {
         "task": "gpupool.control.run_cycle",
         "schedule": GPUPOOL_CYCLE_INTERVAL_S,
         "options": {"expires": GPUPOOL_CYCLE_INTERVAL_S},
+    },
+    "usage-roll-up": {
+        "task": "gpupool.accounting.roll_up_usage",
+        "schedule": GPUPOOL_ROLL_UP_INTERVAL_S,
+        "options": {"expires": GPUPOOL_ROLL_UP_INTERVAL_S},
+    },
+    # Positions come with each cycle; estimated starts (a replay) once a minute, off the cycle.
+    "estimated-starts": {
+        "task": "gpupool.control.refresh_estimates",
+        "schedule": 60.0,
+        "options": {"expires": 60.0},
     },
 }
 
@@ -231,6 +246,16 @@ GPUPOOL_CLUSTER_BACKENDS = {
         "GPUPOOL_SIMULATED_BACKEND", "gpupool.simcluster.store.backend_from_settings"
     ),
 }
+
+# Accounting: days and months of the cost reports are counted in this IANA time zone.
+GPUPOOL_ACCOUNTING_TZ = os.environ.get("GPUPOOL_ACCOUNTING_TZ", "UTC")
+try:
+    ZoneInfo(GPUPOOL_ACCOUNTING_TZ)
+except (ZoneInfoNotFoundError, ValueError) as error:
+    raise ImproperlyConfigured(
+        f"GPUPOOL_ACCOUNTING_TZ must be an IANA time zone such as UTC or Europe/Paris, "
+        f"not {GPUPOOL_ACCOUNTING_TZ!r}."
+    ) from error
 
 LOGGING = {
     "version": 1,

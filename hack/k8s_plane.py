@@ -529,7 +529,8 @@ class Plane:
 
     def _config_files(self, assets: Path) -> list[Path]:
         ours = [self.home / name for name in ("kwokctl.yaml", "nodes.yaml")]
-        return [assets / STAGES, *(path for path in ours if path.is_file())]
+        stages = sorted((Path(__file__).parent / "k8s-testenv" / "stages").glob("*.yaml"))
+        return [assets / STAGES, *stages, *(path for path in ours if path.is_file())]
 
     # - start -
 

@@ -25,6 +25,7 @@ import json
 import logging
 import os
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -72,6 +73,58 @@ T = TypeVar("T")
 RETRIABLE_STATUSES = frozenset({500, 502, 503, 504})
 DISRUPTION_BUDGET_CAUSE = "DisruptionBudget"
 WATCH_READ_MARGIN_S = 60  # a watch silent this long past its server timeout is dead
+
+
+# --- client-side rate limit ----------------------------------------------------------------
+
+
+class RateLimiter:
+    """A token bucket over every request a client starts, as client-go's client-side limit:
+    ``qps`` requests a second on average, ``burst`` at once (``--kube-api-qps`` and
+    ``--kube-api-burst`` of Kubernetes' own components). A caller beyond the bucket waits for
+    its turn; turns are handed out in the order they are asked for."""
+
+    def __init__(
+        self,
+        qps: float,
+        burst: int,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if qps <= 0 or burst < 1:
+            raise ValueError(f"a rate limit needs qps > 0 and burst >= 1, not {qps}, {burst}")
+        self.qps = qps
+        self.burst = burst
+        self._clock = clock
+        self._sleep = sleep
+        self._lock = threading.Lock()
+        self._tokens = float(burst)
+        self._updated = clock()
+
+    def wait_time(self) -> float:
+        """Take a token (possibly one not refilled yet) and say how long to wait for it."""
+        with self._lock:
+            now = self._clock()
+            self._tokens = min(self.burst, self._tokens + (now - self._updated) * self.qps)
+            self._updated = now
+            self._tokens -= 1.0
+            return 0.0 if self._tokens >= 0 else -self._tokens / self.qps
+
+    def acquire(self) -> None:
+        """Wait until this request may start."""
+        delay = self.wait_time()
+        if delay > 0:
+            self._sleep(delay)
+
+    def wrap(self, request: Callable[..., T]) -> Callable[..., T]:
+        """``request`` that first waits for a token."""
+
+        def limited(*args: Any, **kwargs: Any) -> T:
+            self.acquire()
+            return request(*args, **kwargs)
+
+        return limited
 
 
 # --- retries --------------------------------------------------------------------------------
@@ -421,7 +474,9 @@ class KubernetesBackend:
     Built from a client ``Configuration`` (``connect()`` loads one from a kubeconfig or the
     in-cluster service account). The informers start at the first ``sync()``, in the process
     that calls it; a process forked afterwards (a Celery prefork worker) starts its own, with
-    its own connections, at its first ``sync()``.
+    its own connections, at its first ``sync()``. ``qps`` and ``burst`` limit the requests it
+    starts, as client-go's client-side limit does for Kubernetes' own components (none by
+    default).
     """
 
     def __init__(
@@ -436,8 +491,12 @@ class KubernetesBackend:
         bind_workers: int = 8,
         clock: Callable[[], float] = time.time,
         reporting_instance: str | None = None,
+        qps: float | None = None,
+        burst: int | None = None,
     ) -> None:
         self._configuration = copy.deepcopy(configuration)
+        # None: no client-side limit (the API server's priority and fairness still apply).
+        self._limiter = RateLimiter(qps, burst or max(int(qps), 1)) if qps else None
         # The watches hold three connections; the bind workers need theirs too.
         pool = getattr(self._configuration, "connection_pool_maxsize", 0) or 0
         self._configuration.connection_pool_maxsize = max(pool, bind_workers + 8)
@@ -471,6 +530,9 @@ class KubernetesBackend:
     def _reset(self) -> None:
         """Fresh connections, informers and cache (first use, or first use after a fork)."""
         self._api: Any = k8s_client.ApiClient(self._configuration)
+        if self._limiter is not None:  # every call, watches and lists included, starts here
+            rest: Any = self._api.rest_client
+            rest.request = self._limiter.wrap(rest.request)
         # Any: the generated methods are typed for model objects; gpupool sends raw JSON.
         self._core: Any = k8s_client.CoreV1Api(self._api)
         ours = f"spec.schedulerName={self._scheduler_name}"

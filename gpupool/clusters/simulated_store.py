@@ -154,6 +154,9 @@ class MemoryStore:
         self._lock = threading.RLock()
         self._objects: dict[ObjectKey, StoredObject] = {}  # tombstones included
         self._by_node: dict[str, set[ObjectKey]] = {}
+        # Keys by kind, in the order ``_objects`` holds them (selects by kind without a scan
+        # of every pod: a PDB or Node select per evicted pod was O(pool)).
+        self._by_kind: dict[str, dict[ObjectKey, None]] = {}
         self._history_revisions: list[int] = []  # ascending
         self._history_keys: list[ObjectKey] = []
         self._history_limit = history_limit
@@ -201,6 +204,8 @@ class MemoryStore:
             metadata = {**body.get("metadata", {}), "resourceVersion": str(self.revision)}
             stored = stored.evolve(body={**body, "metadata": metadata}, facts=obj.facts)
         self._objects[obj.key] = stored
+        if previous is None:
+            self._by_kind.setdefault(obj.kind, {})[obj.key] = None
         if previous is not None and previous.node:
             self._by_node.get(previous.node, set()).discard(obj.key)
         if stored.node and not stored.deleted:
@@ -226,6 +231,7 @@ class MemoryStore:
         for key in [k for k, o in self._objects.items() if o.deleted]:
             if self._objects[key].revision <= self._compacted:
                 del self._objects[key]
+                del self._by_kind[key[0]][key]
 
 
 class _MemoryTransaction:
@@ -242,9 +248,11 @@ class _MemoryTransaction:
         self, kind: str, *, namespace: str | None = None, node: str | None = None
     ) -> list[StoredObject]:
         objects = self._store._objects
-        candidates: Iterable[StoredObject] = objects.values()
         if node is not None:
-            candidates = [objects[key] for key in sorted(self._store._by_node.get(node, ()))]
+            keys: Iterable[ObjectKey] = sorted(self._store._by_node.get(node, ()))
+        else:
+            keys = self._store._by_kind.get(kind, ())
+        candidates = [objects[key] for key in keys]
         return [
             obj
             for obj in candidates

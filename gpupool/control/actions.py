@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -40,6 +41,7 @@ from gpupool.clusters.base import ZONE_LABEL
 from gpupool.control.choices import CycleStatus
 from gpupool.control.models import SchedulingCycle
 from gpupool.control.record import CycleRecord, Explanation
+from gpupool.control.snapshot import id_list
 from gpupool.control.sync import CLUSTER_UNHEALTHY, NodeUpdate, Registration, Step, SyncDecision
 from gpupool.inventory.actions import do_mark_nodes_gone, do_sync_node
 from gpupool.inventory.models import Flavor, Gpu, Node
@@ -62,6 +64,12 @@ from gpupool.workloads.models import (
     Workload,
     WorkloadTransition,
 )
+from gpupool.workloads.queries import ESTIMATE_LEARNED_FACT
+
+# The facts of a pending workload's explanation that the estimates own (``estimates.py``):
+# the cycle's explanation writes keep them, the estimates' writes set only them.
+ESTIMATE_NOT_BEFORE_FACT = "estimate_not_before"
+ESTIMATE_FACTS = (ESTIMATE_LEARNED_FACT, ESTIMATE_NOT_BEFORE_FACT)
 
 
 @transaction.atomic
@@ -278,7 +286,7 @@ def _record_steps(steps: Sequence[Step], at: datetime) -> None:
         pk: dict(
             zip(("id", *_STEP_FIELDS[:-1], "queue_id", "tenant_id", "checkpoint"), row, strict=True)
         )
-        for pk, *row in Workload.objects.filter(pk__in=ids).values_list(
+        for pk, *row in Workload.objects.filter(pk__in=id_list(ids)).values_list(
             "id",
             "id",
             *(f if f != "evicting_for" else "evicting_for_id" for f in _STEP_FIELDS[:-1]),
@@ -336,11 +344,11 @@ def _record_steps(steps: Sequence[Step], at: datetime) -> None:
     )
     insert_rows(WorkloadTransition, transitions)
     if leaving:
-        UsageInterval.objects.filter(workload_id__in=sorted(leaving), ended_at__isnull=True).update(
-            ended_at=at
-        )
+        UsageInterval.objects.filter(
+            workload_id__in=id_list(leaving), ended_at__isnull=True
+        ).update(ended_at=at)
     if released:
-        Placement.objects.filter(workload_id__in=sorted(released)).delete()
+        Placement.objects.filter(workload_id__in=id_list(released)).delete()
 
 
 def _record_losses(
@@ -416,6 +424,33 @@ def insert_rows(model: type[Model], objects: Sequence[Model]) -> int:
     return len(objects)
 
 
+def insert_values(model: type[Model], columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> int:
+    """Insert many new rows given as tuples of ``columns`` (attribute names: ``workload_id``),
+    without building a model instance per row: ``COPY`` on PostgreSQL, ``bulk_create``
+    elsewhere. Returns how many."""
+    if not rows:
+        return 0
+    if connection.vendor != "postgresql":
+        return insert_rows(model, [model(**dict(zip(columns, row, strict=True))) for row in rows])
+    meta = model._meta
+    fields = {f.attname: f for f in meta.concrete_fields}
+    as_json = [isinstance(fields[c], JSONField) for c in columns]
+    with connection.cursor() as cursor:
+        _copy(
+            cursor,
+            connection.ops.quote_name(meta.db_table),
+            [fields[c].column for c in columns],
+            (
+                tuple(
+                    json.dumps(v, cls=DjangoJSONEncoder) if j else v
+                    for v, j in zip(row, as_json, strict=True)
+                )
+                for row in rows
+            ),
+        )
+    return len(rows)
+
+
 def _plain(value: Any) -> Any:
     """A value as COPY writes it: JSON adapted to text, the rest as the driver adapts it."""
     inner = getattr(value, "obj", None)
@@ -425,27 +460,33 @@ def _plain(value: Any) -> Any:
 
 
 def update_rows(
-    model: type[Model], columns: Sequence[str], rows: Mapping[int, Sequence[Any]]
+    model: type[Model],
+    columns: Sequence[str],
+    rows: Mapping[int, Sequence[Any]],
+    *,
+    keep_keys: Mapping[str, Sequence[str]] | None = None,
+    only_keys: Mapping[str, Sequence[str]] | None = None,
+    where: tuple[str, str] | None = None,
 ) -> int:
     """Set ``columns`` of many rows at once, each to its own values (``rows``: id -> values).
 
+    ``keep_keys``: for a JSON column, keys whose current values survive the new value (set
+    only when the row has them); ``only_keys``: for a JSON column, the keys the new value
+    sets (or removes, when it lacks them), every other key being kept.
+    ``where``: (column, value) that the rows written must have (others are left alone).
     On PostgreSQL the values go into a temporary table by ``COPY``, then one ``UPDATE ...
-    FROM`` it; elsewhere Django's ``bulk_update``. Returns the number of rows given.
+    FROM`` it; elsewhere the JSON columns' current values are read first, then
+    ``bulk_update``. Returns the number of rows given.
     """
     if not rows:
         return 0
+    keep_keys, only_keys = keep_keys or {}, only_keys or {}
     meta = model._meta
     fields: list[Any] = [meta.get_field(column) for column in columns]
-    if connection.vendor != "postgresql":
-        objects = []
-        for pk, values in rows.items():
-            obj = model(pk=pk)
-            for field_, value in zip(fields, values, strict=True):
-                setattr(obj, field_.attname, value)
-            objects.append(obj)
-        model.objects.bulk_update(objects, [f.name for f in fields], batch_size=500)  # type: ignore[attr-defined]
-        return len(rows)
     table = connection.ops.quote_name(meta.db_table)
+    if connection.vendor != "postgresql":
+        _update_rows_elsewhere(model, fields, rows, keep_keys, only_keys, where)
+        return len(rows)
     temporary = "gpupool_rows"
     typed = ", ".join(f"c{i} {f.db_type(connection)}" for i, f in enumerate(fields))
     with connection.cursor() as cursor:
@@ -468,15 +509,67 @@ def update_rows(
                 for pk, values in rows.items()
             ),
         )
-        assignments = ", ".join(
-            f"{connection.ops.quote_name(f.column)} = t.c{i}" for i, f in enumerate(fields)
-        )
+        assignments = []
+        for i, f in enumerate(fields):
+            column = connection.ops.quote_name(f.column)
+            value = f"t.c{i}"
+            kept, only = keep_keys.get(f.name, ()), only_keys.get(f.name, ())
+            if kept:
+                pairs = ", ".join(f"'{key}', {table}.{column} -> '{key}'" for key in kept)
+                value = (
+                    f"COALESCE(t.c{i}, '{{}}'::jsonb) "
+                    f"|| jsonb_strip_nulls(jsonb_build_object({pairs}))"
+                )
+            elif only:
+                removed = "".join(f" - '{key}'" for key in only)
+                value = (
+                    f"(COALESCE({table}.{column}, '{{}}'::jsonb){removed}) "
+                    f"|| COALESCE(t.c{i}, '{{}}'::jsonb)"
+                )
+            assignments.append(f"{column} = {value}")
+        condition, params = "", []
+        if where is not None:
+            condition = f" AND {table}.{connection.ops.quote_name(where[0])} = %s"
+            params.append(where[1])
         cursor.execute(
-            f"UPDATE {table} SET {assignments} FROM {temporary} t "  # noqa: S608
-            f"WHERE {table}.id = t.id"
+            f"UPDATE {table} SET {', '.join(assignments)} FROM {temporary} t "  # noqa: S608
+            f"WHERE {table}.id = t.id{condition}",
+            params,
         )
         cursor.execute(f"DROP TABLE {temporary}")
     return len(rows)
+
+
+def _update_rows_elsewhere(
+    model: type[Model],
+    fields: Sequence[Any],
+    rows: Mapping[int, Sequence[Any]],
+    keep_keys: Mapping[str, Sequence[str]],
+    only_keys: Mapping[str, Sequence[str]],
+    where: tuple[str, str] | None,
+) -> None:
+    """``update_rows`` without PostgreSQL: kept keys read first, then ``bulk_update``."""
+    manager: Any = model.objects  # type: ignore[attr-defined]
+    ids = list(rows)
+    if where is not None:
+        ids = list(manager.filter(pk__in=ids, **{where[0]: where[1]}).values_list("pk", flat=True))
+    current: dict[str, dict[int, Any]] = {
+        name: dict(manager.filter(pk__in=ids).values_list("pk", name))
+        for name in {*keep_keys, *only_keys}
+    }
+    objects = []
+    for pk in ids:
+        obj = model(pk=pk)
+        for field_, value in zip(fields, rows[pk], strict=True):
+            kept, only = keep_keys.get(field_.name, ()), only_keys.get(field_.name, ())
+            before = current[field_.name].get(pk) or {} if kept or only else {}
+            if kept:
+                value = {**(value or {}), **{k: before[k] for k in kept if k in before}}
+            elif only:
+                value = {**{k: v for k, v in before.items() if k not in only}, **(value or {})}
+            setattr(obj, field_.attname, value)
+        objects.append(obj)
+    manager.bulk_update(objects, [f.name for f in fields], batch_size=500)
 
 
 @transaction.atomic
@@ -505,7 +598,7 @@ def do_record_cycle(
     for nominated in (True, False):
         ids = [pk for pk, value in record.nominated.items() if value is nominated]
         if ids:
-            Workload.objects.filter(pk__in=ids, state=WorkloadState.PENDING).update(
+            Workload.objects.filter(pk__in=id_list(ids), state=WorkloadState.PENDING).update(
                 nominated=nominated, updated_at=timezone.now()
             )
     _record_explanations(record.explanations)
@@ -520,29 +613,30 @@ def _record_admissions(record: CycleRecord, at: datetime) -> None:
     rows = {
         pk: (queue, tenant, klass)
         for pk, queue, tenant, klass in Workload.objects.filter(
-            pk__in=admitted, state=WorkloadState.PENDING
+            pk__in=id_list(admitted), state=WorkloadState.PENDING
         ).values_list("id", "queue_id", "queue__tenant_id", "priority_class_id")
     }
     missing = sorted(set(admitted) - set(rows))
     if missing:
         raise ValidationError({"state": f"workloads {missing} are not pending: not admitted"})
-    insert_rows(
+    insert_values(
         Placement,
+        ("workload_id", "pod_set_id", "pod_index", "node_id", "gpu_indices", "milli", "created_at"),
         [
-            Placement(
-                workload_id=admission.workload_id,
-                pod_set_id=pod.pod_set_id,
-                pod_index=pod.pod_index,
-                node_id=pod.node_id,
-                gpu_indices=list(pod.gpu_indices),
-                milli=pod.milli,
-                created_at=at,
+            (
+                admission.workload_id,
+                pod.pod_set_id,
+                pod.pod_index,
+                pod.node_id,
+                list(pod.gpu_indices),
+                pod.milli,
+                at,
             )
             for admission in record.admissions
             for pod in admission.pods
         ],
     )
-    Workload.objects.filter(pk__in=admitted).update(
+    Workload.objects.filter(pk__in=id_list(admitted)).update(
         state=WorkloadState.ADMITTED,
         admitted_at=at,
         nominated=False,
@@ -553,30 +647,40 @@ def _record_admissions(record: CycleRecord, at: datetime) -> None:
         estimated_start_at=None,
         updated_at=timezone.now(),
     )
-    insert_rows(
+    insert_values(
         WorkloadTransition,
+        ("workload_id", "from_state", "to_state", "at", "reason"),
         [
-            WorkloadTransition(
-                workload_id=pk,
-                from_state=WorkloadState.PENDING,
-                to_state=WorkloadState.ADMITTED,
-                at=at,
-                reason="admitted: quota and capacity allow it",
+            (
+                pk,
+                WorkloadState.PENDING,
+                WorkloadState.ADMITTED,
+                at,
+                "admitted: quota and capacity allow it",
             )
             for pk in admitted
         ],
     )
-    insert_rows(
+    insert_values(
         UsageInterval,
+        (
+            "workload_id",
+            "tenant_id",
+            "queue_id",
+            "flavor_id",
+            "priority_class_id",
+            "gpus",
+            "started_at",
+        ),
         [
-            UsageInterval(
-                workload_id=admission.workload_id,
-                tenant_id=rows[admission.workload_id][1],
-                queue_id=rows[admission.workload_id][0],
-                flavor_id=flavor_id,
-                priority_class_id=rows[admission.workload_id][2],
-                gpus=gpus,
-                started_at=at,
+            (
+                admission.workload_id,
+                rows[admission.workload_id][1],
+                rows[admission.workload_id][0],
+                flavor_id,
+                rows[admission.workload_id][2],
+                gpus,
+                at,
             )
             for admission in record.admissions
             for flavor_id, gpus in admission.usage
@@ -592,7 +696,7 @@ def _record_evictions(record: CycleRecord, at: datetime, cycle: SchedulingCycle)
     }
     facts = {
         pk: (state, queue, tenant)
-        for pk, state, queue, tenant in Workload.objects.filter(pk__in=ids).values_list(
+        for pk, state, queue, tenant in Workload.objects.filter(pk__in=id_list(ids)).values_list(
             "id", "state", "queue_id", "queue__tenant_id"
         )
     }
@@ -633,7 +737,50 @@ def _record_explanations(explanations: Mapping[int, Explanation]) -> None:
         Workload,
         ["pending_reason", "pending_detail", "pending_facts", "queue_position"],
         {pk: (e.reason, e.detail, e.facts, e.position) for pk, e in explanations.items()},
+        keep_keys={"pending_facts": ESTIMATE_FACTS},
     )
+
+
+@dataclass(frozen=True, slots=True)
+class EstimateRow:
+    """A pending workload's estimated start as written: when (None: no estimate), whether it
+    rests on a learned runtime, and for one without an estimate the moment it starts no
+    earlier than (None: unknown)."""
+
+    at: datetime | None
+    learned: bool | None
+    not_before: datetime | None
+
+
+def do_record_estimates(estimates: Mapping[int, EstimateRow]) -> int:
+    """Write pending workloads' estimated starts (``estimated_start_at``, and the facts
+    ``ESTIMATE_FACTS``; the rest of the explanation is kept). Workloads no longer pending are
+    left alone, and ``updated_at`` is not stamped: an estimate is no change the loop's state
+    must read again. Returns how many were given."""
+    with transaction.atomic():
+        return update_rows(
+            Workload,
+            ["estimated_start_at", "pending_facts"],
+            {
+                pk: (
+                    row.at,
+                    {
+                        key: value
+                        for key, value in (
+                            (ESTIMATE_LEARNED_FACT, row.learned),
+                            (
+                                ESTIMATE_NOT_BEFORE_FACT,
+                                None if row.not_before is None else row.not_before.isoformat(),
+                            ),
+                        )
+                        if value is not None
+                    },
+                )
+                for pk, row in estimates.items()
+            },
+            only_keys={"pending_facts": ESTIMATE_FACTS},
+            where=("state", WorkloadState.PENDING),
+        )
 
 
 # -- what applying it taught --------------------------------------------------------------

@@ -12,7 +12,11 @@ and what the next cycle does about it.
 2. **snapshot** -- the state re-reads what changed since its last read and assembles the
    core's snapshot, with what the cluster adds (missing pods, allowed nodes, other schedulers'
    usage, refused victims' protection).
-3. **plan** -- ``plan(snapshot, policy, now)`` with the garbage collector paused.
+3. **plan** -- ``plan(snapshot, policy, now)``; the snapshot is kept (``latest``) for the
+   estimated starts, which ``refresh_estimates`` computes between cycles (``estimates.py``).
+
+The whole cycle runs with the garbage collector paused: the state holds hundreds of
+thousands of objects at B1's size, and each full collection in a cycle walked them all.
 4. **record** -- ``record.decide_record`` then ``do_record_cycle``: one transaction.
 5. **apply** -- after the commit: create, bind, evict, delete and explain, from the
    database's state and the cluster's pods (``apply.py``); its outcome is recorded, and the
@@ -58,6 +62,7 @@ from gpupool.control.apply import (
 from gpupool.control.budgets import BudgetBook
 from gpupool.control.choices import CycleStatus
 from gpupool.control.cluster import ClusterMirror, holds_node, is_live
+from gpupool.control.estimates import EstimateRefresher, EstimateRun, Planned
 from gpupool.control.learning import RuntimeHistory
 from gpupool.control.lock import cycle_lock
 from gpupool.control.models import SchedulingCycle
@@ -153,16 +158,21 @@ class ControlLoop:
         self.budgets = BudgetBook()
         self.runtimes = RuntimeHistory()
         self.learned: set[str] = set()  # workloads whose expected runtime was learned
+        self.facts_cache: dict[int, tuple[Mapping[str, object], dict[str, object]]] = {}
+        self.latest: Planned | None = None  # what the last cycle planned on (the estimates')
+        self.estimates = EstimateRefresher(self.policy)
         self.fragmentation_sampled_at = -math.inf  # cluster time of the last sample
         self.first = True
 
     # -- the cycle ------------------------------------------------------------------------
 
     def run_cycle(self, *, dry_run: bool = False) -> CycleResult:
-        """One cycle under the cluster-wide lock; skipped (and said so) when another runs."""
+        """One cycle under the cluster-wide lock, the garbage collector paused; skipped (and
+        said so) when another runs."""
         if dry_run:
-            return self._cycle(dry_run=True)
-        with cycle_lock() as acquired:
+            with gc_paused():
+                return self._cycle(dry_run=True)
+        with cycle_lock() as acquired, gc_paused():
             if not acquired:
                 now = timezone.now()
                 skipped = do_start_cycle(at=now)
@@ -220,10 +230,12 @@ class ControlLoop:
             timings["snapshot"] = time.perf_counter() - clock
 
             phase, clock = "plan", time.perf_counter()
-            with gc_paused():
-                finished = run_cycle(database.snapshot, self.policy, now)
-                decided = plan_of(finished)
+            finished = run_cycle(database.snapshot, self.policy, now)
+            decided = plan_of(finished)
             shares = queue_shares(finished.quota)
+            self.latest = Planned(
+                database.snapshot, now, database.workload_ids, frozenset(self.learned)
+            )
             timings["plan"] = time.perf_counter() - clock
 
             phase, clock = "record", time.perf_counter()
@@ -244,6 +256,7 @@ class ControlLoop:
                 refresh_before=time.monotonic() - POSITION_REFRESH_S,
                 draining=draining,
                 learned=self.learned,
+                facts_cache=self.facts_cache,
             )
             result.admitted = sorted(a.name for a in record.admissions)
             result.evicted = [
@@ -446,6 +459,7 @@ class ControlLoop:
     def _drop_ended_overlays(self) -> None:
         for ended in self.state.ended:
             self.memory.overlays.pop(ended.name, None)
+            self.facts_cache.pop(ended.id, None)
             self.outstanding.add(ended.name)
 
     def _overlay(self, now: float) -> dict[str, WorkloadInfo]:
@@ -567,6 +581,7 @@ class ControlLoop:
             self.outstanding.add(admission.workload)
             self.written.pop(row.id, None)
             self.written_at.pop(row.id, None)
+            self.facts_cache.pop(row.id, None)
         for eviction in record.evictions:
             row = rows[eviction.name]
             rows[eviction.name] = replace(
@@ -801,7 +816,14 @@ class ControlLoop:
         """After a failed cycle, read everything again next time (the state may be partial)."""
         self.state = LoopState(self.policy)
         self.budgets = BudgetBook()
+        self.latest = None
         self.first = True
+
+    def refresh_estimates(self) -> EstimateRun:
+        """Estimated starts of every pending workload, from the last cycle's snapshot
+        (``estimates.py``); off the cycle's critical path, between cycles."""
+        with gc_paused():
+            return self.estimates.refresh(self.latest)
 
     def close(self) -> None:
         """Release the backend."""

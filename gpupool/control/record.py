@@ -13,7 +13,10 @@
   ``evictions_take_time``); the preemptor waits nominated;
 - **nominations** that changed, and **explanations** (reason, sentence, facts, position) of
   pending workloads whose explanation changed since it was last written -- at once when its
-  reason or facts changed, within ``POSITION_REFRESH_S`` when only its position moved.
+  reason changed; when only its numbers moved (position, facts, the sentence that says them),
+  once the last write is ``POSITION_REFRESH_S`` old, the oldest first and at most
+  ``REFRESHED_PER_CYCLE`` a cycle (thousands move every cycle; writing them all was most of a
+  steady cycle's record).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from gpupool.control.snapshot import DatabaseSnapshot, WorkloadRow
 from gpupool.scheduler.types import MILLI, SECONDS_PER_HOUR, Plan, Snapshot, WorkloadInfo
 
 POSITION_REFRESH_S = 30.0
+REFRESHED_PER_CYCLE = 500  # explanations whose numbers alone moved, rewritten per cycle
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,15 +128,18 @@ def decide_record(
     refresh_before: float = 0.0,
     draining: Collection[str] = (),
     learned: Collection[str] = (),
+    facts_cache: dict[int, tuple[Mapping[str, object], dict[str, object]]] | None = None,
 ) -> CycleRecord:
     """The rows the plan asks for.
 
     ``written`` holds the explanations as last written and ``written_at`` when (a monotonic
     wall clock: explanations are read by people, whatever the cluster's clock): one whose
-    reason and facts are unchanged but whose position moved is written again only when it
-    was written before ``refresh_before`` (positions shift for thousands of workloads each
-    cycle; ``POSITION_REFRESH_S`` bounds how stale one may get). ``learned``: workloads whose
-    expected runtime was learned, which their facts say.
+    reason is unchanged but whose numbers moved is written again only when it was written
+    before ``refresh_before``, the oldest first, ``REFRESHED_PER_CYCLE`` a cycle at most.
+    ``learned``: workloads whose expected runtime was learned, which their facts say.
+    ``facts_cache``: the core's facts of each pending workload as last seen and their JSON
+    form (kept by the caller between cycles: most facts repeat, and their JSON round trip
+    was a tenth of a steady record).
     """
     written_at = written_at or {}
     snapshot: Snapshot = database.snapshot
@@ -202,6 +209,7 @@ def decide_record(
                         _decimal(lost_gpu_hours(info, now), "0.0001"),
                     )
                 )
+    refreshed: list[tuple[float, int, Explanation]] = []
     for pending in plan.pending:
         workload_id = database.workload_ids[pending.workload]
         record.pending_by_reason[pending.reason] = (
@@ -210,7 +218,13 @@ def decide_record(
         waiting = pending.reason == "waiting-for-preemption"
         if waiting and not by_name[pending.workload].nominated:
             record.nominated[workload_id] = True
-        facts = json_facts(pending.facts)
+        cached = facts_cache.get(workload_id) if facts_cache is not None else None
+        if cached is not None and cached[0] == pending.facts:
+            facts = dict(cached[1])
+        else:
+            facts = json_facts(pending.facts)
+            if facts_cache is not None:
+                facts_cache[workload_id] = (pending.facts, dict(facts))
         if pending.workload in learned:
             facts["expected_runtime_s"] = by_name[pending.workload].expected_runtime_s
             facts["expected_runtime_learned"] = True
@@ -218,11 +232,16 @@ def decide_record(
         before = written.get(workload_id)
         if before == explanation:
             continue
-        if (
-            before is not None
-            and (before.reason, before.facts) == (explanation.reason, explanation.facts)
-            and written_at.get(workload_id, 0.0) > refresh_before
-        ):
-            continue  # only its position moved (and the sentence that says it): later
+        if before is not None and before.reason == explanation.reason:
+            # Only its numbers moved (position, free GPUs, usage): written again when the
+            # last write is older than ``refresh_before``, the oldest first, at most
+            # ``REFRESHED_PER_CYCLE`` a cycle.
+            when = written_at.get(workload_id, 0.0)
+            if when <= refresh_before:
+                refreshed.append((when, workload_id, explanation))
+            continue
+        record.explanations[workload_id] = explanation
+    refreshed.sort(key=lambda entry: (entry[0], entry[1]))
+    for _, workload_id, explanation in refreshed[:REFRESHED_PER_CYCLE]:
         record.explanations[workload_id] = explanation
     return record

@@ -51,9 +51,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
 from django.db import connection, transaction
 from django.db.models import Q, Sum
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -91,6 +93,15 @@ from gpupool.workloads.models import (
 
 # The workloads a cycle decides on: waiting ones, and those holding GPUs.
 LIVE_STATES = (WorkloadState.PENDING, *sorted(PLACED_STATES))
+
+
+def id_list(ids: Collection[int]) -> Any:
+    """Row ids for an ``__in`` filter. On PostgreSQL one array parameter
+    (``IN (SELECT unnest(%s::bigint[]))``): Django prepares a list's every value on its own,
+    about 0.4 ms per thousand ids, and the statement's text grows with them."""
+    if connection.vendor == "postgresql":
+        return RawSQL("SELECT unnest(%s::bigint[])", (list(ids),))
+    return list(ids)
 
 
 class SnapshotError(Exception):
@@ -415,7 +426,7 @@ def _placements(
     placements: dict[int, list[tuple[int, int, PodPlacement]]] = defaultdict(list)
     rows = Placement.objects.filter(workload__state__in=sorted(PLACED_STATES))
     if only is not None:
-        rows = rows.filter(workload_id__in=list(only))
+        rows = rows.filter(workload_id__in=id_list(only))
     for workload_id, pod_set_id, pod_index, node, gpu_indices, milli in rows.values_list(
         "workload_id", "pod_set_id", "pod_index", "node__name", "gpu_indices", "milli"
     ).order_by():
@@ -456,7 +467,7 @@ def read_workloads(now: datetime, only: Collection[int] | None = None) -> dict[s
     """Pending, admitted and running workloads (all, or those with the ids in ``only``) with
     their pod sets and placements, by core name."""
     live = Q(state__in=LIVE_STATES)
-    selected = live if only is None else live & Q(pk__in=list(only))
+    selected = live if only is None else live & Q(pk__in=id_list(only))
     pod_sets = pod_set_infos(selected)
     placements = _placements(only)
     rows = (

@@ -7,7 +7,8 @@ from typing import Any
 from celery import shared_task
 from django.conf import settings
 
-from gpupool.control.runner import run_shared_cycle
+from gpupool.control.estimates import ESTIMATE_REFRESH_S
+from gpupool.control.runner import refresh_shared_estimates, run_shared_cycle
 
 # A cycle queued longer than one interval is dropped: the next beat's cycle does the same work.
 CYCLE_EXPIRES_S = settings.GPUPOOL_CYCLE_INTERVAL_S
@@ -24,3 +25,14 @@ CYCLE_TIME_LIMIT_S = settings.GPUPOOL_CYCLE_TIME_LIMIT_S + 30
 def run_cycle_task() -> dict[str, Any]:
     """One scheduling cycle of this worker's loop (skipped when another holds the lock)."""
     return run_shared_cycle().as_json()
+
+
+@shared_task(  # type: ignore[untyped-decorator]  # Celery ships no type hints
+    name="gpupool.control.refresh_estimates",
+    expires=ESTIMATE_REFRESH_S,
+    soft_time_limit=ESTIMATE_REFRESH_S * 2,
+    time_limit=ESTIMATE_REFRESH_S * 2 + 30,
+)
+def refresh_estimates_task() -> dict[str, object]:
+    """Estimated starts of every pending workload (``estimates.py``), off the cycle."""
+    return refresh_shared_estimates().as_json()

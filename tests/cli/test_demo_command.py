@@ -27,6 +27,23 @@ def test_the_commands_are_the_server_the_loop_and_the_generator() -> None:
     ]  # fmt: skip
 
 
+def test_with_celery_a_worker_and_beat_run_the_loop_instead_of_gpupool_loop() -> None:
+    commands = demo._children({**OPTIONS, "celery": True})
+    assert set(commands) == {"web", "worker", "beat", "generator"}
+    assert commands["worker"][1:5] == ["-m", "celery", "-A", "gpupool"]
+    assert commands["worker"][5] == "worker" and commands["beat"][5] == "beat"
+
+
+def test_with_celery_and_no_broker_the_demo_refuses_to_start(
+    settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings.REDIS_URL = ""
+    monkeypatch.setattr(demo.subprocess, "Popen", lambda command: pytest.fail("started"))
+    err = StringIO()
+    code = demo._supervise({**OPTIONS, "celery": True}, demo._Stop(), StringIO(), err)
+    assert code == demo.EXIT_CHILD_FAILED and "REDIS_URL" in err.getvalue()
+
+
 def test_a_stop_stops_every_process_and_sets_the_clock(monkeypatch: pytest.MonkeyPatch) -> None:
     started: list[Any] = []
     popen = demo.subprocess.Popen

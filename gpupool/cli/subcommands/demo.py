@@ -1,6 +1,6 @@
 """``gpupool demo``: the living demo -- web server, control loop and workload generator.
 
-    gpupool demo [--speed 60] [--load 1.0] [--seed 42] [--port 8000]
+    gpupool demo [--speed 60] [--load 1.0] [--seed 42] [--port 8000] [--celery]
     gpupool demo --generator-only [--seed 42] [--load 1.0]
 
 Run ``gpupool seed-demo`` first (``make demo`` does both). The simulated cluster's clock
@@ -9,8 +9,10 @@ of trace in a minute). Then three processes share the database, each as it would
 production: ``runserver`` on 127.0.0.1, ``gpupool loop`` (the control loop on the configured
 cluster, the simulated one by default) and the workload generator (this command with
 ``--generator-only``), which submits the demo teams' work through the product as it falls
-due. Ctrl-C (or SIGTERM) stops all three; if one of them dies, the others are stopped and
-the command exits 1 naming it. Faults go in from another terminal: ``gpupool sim ...``.
+due. With ``--celery`` (``make demo-k8s``) a Celery worker and beat run the loop instead of
+``gpupool loop``, on the broker of ``REDIS_URL``. Ctrl-C (or SIGTERM) stops all of them; if
+one of them dies, the others are stopped and the command exits 1 naming it. Faults go in from
+another terminal: ``gpupool sim ...``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import argparse
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -38,7 +41,7 @@ EXIT_CHILD_FAILED = 1
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """--speed, --load, --seed, --port, --generator-only."""
+    """--speed, --load, --seed, --port, --celery, --generator-only."""
     parser.add_argument(
         "--speed",
         type=positive_float,
@@ -53,6 +56,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--seed", type=int, default=42, help="the generator's seed")
     parser.add_argument("--port", type=int, default=8000, help="the web server's port")
+    parser.add_argument(
+        "--celery",
+        action="store_true",
+        help="run the loop as a Celery worker and beat on REDIS_URL instead of `gpupool loop`",
+    )
     parser.add_argument(
         "--generator-only",
         action="store_true",
@@ -107,9 +115,19 @@ def _generator(options: dict[str, Any], stop: _Stop, stdout: TextIO) -> int:
 def _children(options: dict[str, Any]) -> dict[str, list[str]]:
     manage = str(Path(settings.BASE_DIR) / "manage.py")
     python = sys.executable
+    celery = [python, "-m", "celery", "-A", "gpupool"]
+    beat_schedule = Path(tempfile.gettempdir()) / "gpupool-demo-celerybeat"  # beat's bookkeeping
+    loop = (
+        {
+            "worker": [*celery, "worker", "--loglevel=INFO", "--concurrency=1"],
+            "beat": [*celery, "beat", "--loglevel=INFO", f"--schedule={beat_schedule}"],
+        }
+        if options.get("celery")
+        else {"loop": [python, manage, "gpupool", "loop"]}
+    )
     return {
         "web": [python, manage, "runserver", f"127.0.0.1:{options['port']}", "--noreload"],
-        "loop": [python, manage, "gpupool", "loop"],
+        **loop,
         "generator": [
             python, manage, "gpupool", "demo", "--generator-only",
             "--seed", str(options["seed"]), "--load", str(options["load"]),
@@ -118,6 +136,9 @@ def _children(options: dict[str, Any]) -> dict[str, list[str]]:
 
 
 def _supervise(options: dict[str, Any], stop: _Stop, stdout: TextIO, stderr: TextIO) -> int:
+    if options.get("celery") and not settings.REDIS_URL:
+        stderr.write("demo: --celery needs a broker: set REDIS_URL\n")
+        return EXIT_CHILD_FAILED
     if settings.GPUPOOL_CLUSTER == "simulated":
         clock = restart_clock(options["speed"])
         stdout.write(f"simulated cluster: speed {clock.speed:g} (an hour in "

@@ -1,0 +1,651 @@
+"""Benchmark B4: binding throughput against the local kube-apiserver with KWOK nodes.
+
+    make k8s-up K8S_UP_ARGS="--profile b4 --no-scheduler"   # 500 x 8-GPU KWOK nodes
+    DATABASE_URL=postgres://.../gpupool_b4 .venv/bin/python benchmarks/b4_binding.py --json
+
+Two kinds of run, each on an empty namespace and a pool that fits it (../shared/BENCHMARKS.md):
+
+- ``single``: ``--pods`` (3,600) one-GPU pods, bound by gpupool (the control loop on the
+  Kubernetes backend, cycles back to back in this process) and, in a run of its own, by
+  kube-scheduler (the plane's binary, started here with a configuration file);
+- ``gangs``: ``--gangs`` (400) gangs of ``--gang-size`` (8) one-GPU pods, bound by gpupool
+  alone (kube-scheduler has no gangs). Every pod's node is checked at the end, and a gang
+  counts as whole only if all its members are bound, none was bound before its last member
+  existed, and no bound pod was ever removed (a rolled-back partial binding).
+
+Both binders get the same client-side limit: ``--qps``/``--burst`` are the Kubernetes
+backend's ``qps``/``burst`` (a token bucket over every request it starts) and
+kube-scheduler's ``clientConnection.qps``/``burst`` (what ``--kube-api-qps``/``--kube-api-burst``
+set). The pods are the same for both but for ``schedulerName``, created by ``--creators``
+threads of this process in a seeded order (gang members interleaved, so gangs arrive in
+pieces). Time runs from the first creation to the last binding, as a watch of bound pods in
+the namespace sees it; pods/s is the pods over that. The runs alternate between the binders;
+medians over ``--runs``. The gpupool runs need an empty database (``manage.py migrate`` done),
+which they flush after each run. Prints JSON with ``--json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+H100_PRODUCT = "NVIDIA-H100-80GB-HBM3"  # the b4 profile's nodes (hack/k8s-testenv/profiles)
+NAMESPACE = "b4-bench"
+QUEUE = "bench"
+GPUPOOL = "gpupool"
+KUBE_SCHEDULER = "kube-scheduler"
+WATCH_TIMEOUT_S = 20  # a stopped watch ends by this
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What every run of one invocation shares."""
+
+    kubeconfig: Path
+    namespace: str = NAMESPACE
+    product: str = H100_PRODUCT
+    qps: float = 100.0
+    burst: int = 200
+    creators: int = 8
+    seed: int = 4
+    timeout_s: float = 900.0
+    kube_scheduler_name: str = "default-scheduler"
+
+
+@dataclass
+class RunResult:
+    """One run: how many pods, how long, and what was bound where."""
+
+    binder: str
+    kind: str
+    pods: int
+    seconds: float = 0.0
+    create_s: float = 0.0
+    first_bind_s: float = 0.0
+    bound: int = 0
+    removed_while_bound: int = 0
+    gangs: int = 0
+    gangs_whole: int = 0
+    gangs_bound_early: int = 0
+    cycles: int = 0
+    bind_errors: int = 0
+    phase_s: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def pods_per_s(self) -> float:
+        """Pods over the seconds from the first creation to the last binding."""
+        return self.pods / self.seconds if self.seconds > 0 else 0.0
+
+    def as_json(self) -> dict[str, Any]:
+        """The run as JSON data."""
+        data: dict[str, Any] = {
+            "binder": self.binder,
+            "pods": self.pods,
+            "bound": self.bound,
+            "seconds": round(self.seconds, 3),
+            "pods_per_s": round(self.pods_per_s, 1),
+            "create_s": round(self.create_s, 3),
+            "first_bind_s": round(self.first_bind_s, 3),
+            "removed_while_bound": self.removed_while_bound,
+        }
+        if self.kind == "gangs":
+            data |= {
+                "gangs": self.gangs,
+                "gangs_whole": self.gangs_whole,
+                "gangs_bound_before_complete": self.gangs_bound_early,
+            }
+        if self.binder == GPUPOOL:
+            data |= {
+                "cycles": self.cycles,
+                "bind_errors": self.bind_errors,
+                "phase_s": {k: round(v, 3) for k, v in sorted(self.phase_s.items())},
+            }
+        return data
+
+
+# --- the cluster side ---------------------------------------------------------------------
+
+
+def api_client(kubeconfig: Path, pool: int = 32) -> Any:
+    """A client of the plane with room for ``pool`` connections."""
+    from kubernetes import client, config
+
+    configuration = client.Configuration()
+    config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
+    configuration.connection_pool_maxsize = pool
+    return client.ApiClient(configuration)
+
+
+def pod_manifest(
+    name: str, binder: str, setup: Setup, gang: str | None = None, gang_size: int = 1
+) -> dict[str, Any]:
+    """A one-GPU pause pod for ``binder``, on the pool's product; a gang member if ``gang``."""
+    labels = {"app": "b4"}
+    annotations: dict[str, str] = {}
+    spec: dict[str, Any] = {
+        "nodeSelector": {"nvidia.com/gpu.product": setup.product},
+        "containers": [
+            {
+                "name": "main",
+                "image": "registry.k8s.io/pause:3.10",
+                "resources": {
+                    "limits": {"nvidia.com/gpu": "1"},
+                    "requests": {"nvidia.com/gpu": "1"},
+                },
+            }
+        ],
+    }
+    if binder == GPUPOOL:
+        spec["schedulerName"] = "gpupool"
+        labels["gpupool.io/queue"] = QUEUE
+        if gang is not None:
+            labels["gpupool.io/workload"] = gang
+            annotations["gpupool.io/min-member"] = str(gang_size)
+    else:
+        spec["schedulerName"] = setup.kube_scheduler_name
+    if gang is not None:
+        labels["b4-gang"] = gang
+    metadata = {"name": name, "labels": labels, "annotations": annotations}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+def manifests(binder: str, kind: str, count: int, gang_size: int, setup: Setup) -> list[Any]:
+    """The run's pods in their seeded creation order (gang members interleaved)."""
+    if kind == "single":
+        pods = [pod_manifest(f"pod-{i:05d}", binder, setup) for i in range(count)]
+    else:
+        pods = [
+            pod_manifest(f"gang-{g:04d}-{m}", binder, setup, f"gang-{g:04d}", gang_size)
+            for g in range(count)
+            for m in range(gang_size)
+        ]
+    random.Random(setup.seed).shuffle(pods)
+    return pods
+
+
+class BoundWatch:
+    """Watches the namespace's bound pods: when each was first seen bound, and removals."""
+
+    def __init__(self, api: Any, namespace: str) -> None:
+        from kubernetes import client
+
+        self._core = client.CoreV1Api(api)
+        self._namespace = namespace
+        self.bound_at: dict[str, float] = {}
+        self.removed = 0
+        self._stop = threading.Event()
+        listed = json.loads(
+            self._core.list_namespaced_pod(namespace, limit=1, _preload_content=False).data
+        )
+        self._version = listed["metadata"]["resourceVersion"]
+        self._thread = threading.Thread(target=self._run, name="b4-watch", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                response = self._core.list_namespaced_pod(
+                    self._namespace,
+                    watch=True,
+                    field_selector="spec.nodeName!=",
+                    resource_version=self._version,
+                    timeout_seconds=WATCH_TIMEOUT_S,
+                    _preload_content=False,
+                )
+                buffer = b""
+                for chunk in response.stream(65536):
+                    buffer += chunk
+                    *lines, buffer = buffer.split(b"\n")
+                    if self._stop.is_set():
+                        return
+                    for line in lines:
+                        if line.strip():
+                            self._seen(json.loads(line), time.monotonic())
+            except Exception:  # a dropped watch resumes from the last version seen
+                if self._stop.is_set():
+                    return
+                time.sleep(0.2)
+
+    def _seen(self, event: dict[str, Any], now: float) -> None:
+        pod = event.get("object") or {}
+        metadata = pod.get("metadata") or {}
+        self._version = metadata.get("resourceVersion", self._version)
+        name = metadata.get("name")
+        if event.get("type") == "DELETED":
+            self.removed += 1
+        elif name and name not in self.bound_at:
+            self.bound_at[name] = now
+
+    def close(self) -> None:
+        """Stop watching (at the end of the current watch: closing a TLS stream that another
+        thread reads blocks)."""
+        self._stop.set()
+
+
+def ensure_namespace(api: Any, namespace: str) -> None:
+    """Create the namespace if it is not there."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        client.CoreV1Api(api).create_namespace({"metadata": {"name": namespace}})
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+
+
+def clear_pods(api: Any, namespace: str, timeout_s: float = 900.0) -> None:
+    """Delete every pod of the namespace and wait until they are gone."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    core = client.CoreV1Api(api)
+    try:
+        core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+    except ApiException as exc:  # thousands of pods outlast the server's 60 s: it goes on
+        if exc.status != 504:
+            raise
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        answer = core.list_namespaced_pod(namespace, limit=1, _preload_content=False)
+        if not json.loads(answer.data)["items"]:
+            return
+        time.sleep(0.5)
+    raise RuntimeError(f"the pods of {namespace} were not gone after {timeout_s:.0f} s")
+
+
+def pods_now(api: Any, namespace: str) -> list[dict[str, Any]]:
+    """Every pod of the namespace, as JSON."""
+    from kubernetes import client
+
+    answer = client.CoreV1Api(api).list_namespaced_pod(namespace, _preload_content=False)
+    return list(json.loads(answer.data)["items"])
+
+
+def create_all(api: Any, namespace: str, pods: list[Any], creators: int) -> dict[str, float]:
+    """Create the pods with ``creators`` threads; when each creation was answered."""
+    from kubernetes import client
+
+    core = client.CoreV1Api(api)
+    created: dict[str, float] = {}
+
+    def create(pod: Any) -> None:
+        core.create_namespaced_pod(namespace, pod, _preload_content=False)
+        created[pod["metadata"]["name"]] = time.monotonic()
+
+    with ThreadPoolExecutor(creators, thread_name_prefix="b4-create") as pool:
+        for future in [pool.submit(create, p) for p in pods]:
+            future.result()
+    return created
+
+
+# --- the binders ------------------------------------------------------------------------------
+
+
+def kube_scheduler_config(setup: Setup, folder: Path) -> Path:
+    """A KubeSchedulerConfiguration: the plane's kubeconfig, the QPS limit, no election."""
+    path = folder / "kube-scheduler.yaml"
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "kubescheduler.config.k8s.io/v1",
+                "kind": "KubeSchedulerConfiguration",
+                "clientConnection": {
+                    "kubeconfig": str(setup.kubeconfig),
+                    "qps": setup.qps,
+                    "burst": setup.burst,
+                },
+                "leaderElection": {"leaderElect": False},
+                "profiles": [{"schedulerName": setup.kube_scheduler_name}],
+            }
+        )
+    )
+    return path
+
+
+@contextlib.contextmanager
+def kube_scheduler(setup: Setup) -> Iterator[None]:
+    """The plane's kube-scheduler binary, running with the limit until the block ends."""
+    from hack import k8s_plane
+
+    binary = k8s_plane.find_assets() / "kube-scheduler"
+    (port,) = k8s_plane.free_ports(("kube-scheduler",)).values()
+    with tempfile.TemporaryDirectory(prefix="b4-scheduler-") as folder:
+        config = kube_scheduler_config(setup, Path(folder))
+        log_path = Path(folder) / "kube-scheduler.log"
+        log = log_path.open("wb")
+        command = [
+            str(binary),
+            f"--config={config}",
+            f"--authentication-kubeconfig={setup.kubeconfig}",
+            f"--authorization-kubeconfig={setup.kubeconfig}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={port}",
+        ]
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            wait_ready(f"https://127.0.0.1:{port}/readyz", process, log_path)
+            yield
+        finally:
+            process.terminate()
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+            log.close()
+
+
+def wait_ready(url: str, process: subprocess.Popen[bytes], log: Path, timeout: float = 60) -> None:
+    """Wait until ``url`` answers 200 (its certificate is self-signed)."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"kube-scheduler exited: {log.read_text()[-2000:]}")
+        with (
+            contextlib.suppress(OSError),
+            urllib.request.urlopen(url, context=context, timeout=2) as answer,  # noqa: S310
+        ):
+            if answer.status == 200:
+                return
+        time.sleep(0.2)
+    raise RuntimeError(f"kube-scheduler not ready after {timeout:.0f} s")
+
+
+def seed_pool(namespace: str, product: str, gpus: int) -> None:
+    """The database's side: a flavor on the product, a tenant owning the namespace, a queue."""
+    from gpupool.inventory.actions import do_save_flavor
+    from gpupool.inventory.models import Flavor
+    from gpupool.quotas.actions import do_save_priority_class, do_save_queue, do_set_queue_quota
+    from gpupool.quotas.models import PriorityClass, Queue
+    from gpupool.tenancy.actions import do_save_tenant
+    from gpupool.tenancy.models import Tenant
+
+    flavor = do_save_flavor(
+        Flavor(
+            name="b4-gpu",
+            gpu_memory_gb=80,
+            hourly_price=Decimal("2.5"),
+            node_labels={"nvidia.com/gpu.product": product},
+        ),
+        acting_user=None,
+    )
+    do_save_priority_class(PriorityClass(name="normal", value=0, default=True), acting_user=None)
+    root = do_save_queue(Queue(name="root"), acting_user=None)
+    tenant = do_save_tenant(
+        Tenant(name=QUEUE, organization="b4"), namespaces=(namespace,), acting_user=None
+    )
+    queue = do_save_queue(Queue(name=QUEUE, parent=root, tenant=tenant), acting_user=None)
+    do_set_queue_quota(queue, flavor, guarantee=0, deserved=gpus, capability=gpus, acting_user=None)
+
+
+def flush_database() -> None:
+    """Empty every table (the run's rows), keeping the schema."""
+    from django.core.management import call_command
+
+    call_command("flush", interactive=False, verbosity=0)
+
+
+def run_once(binder: str, kind: str, count: int, gang_size: int, setup: Setup) -> RunResult:
+    """One run on an empty namespace: create, bind, check, clean up."""
+    api = api_client(setup.kubeconfig, pool=setup.creators + 8)
+    ensure_namespace(api, setup.namespace)
+    clear_pods(api, setup.namespace)
+    pods = manifests(binder, kind, count, gang_size, setup)
+    result = RunResult(binder, kind, len(pods))
+    print(f"b4: {kind} run of {len(pods)} pods by {binder}", file=sys.stderr, flush=True)
+    try:
+        if binder == GPUPOOL:
+            _bind_with_gpupool(api, pods, setup, result)
+        else:
+            with kube_scheduler(setup):
+                _bind(api, pods, setup, result, lambda done: done.wait(0.05))
+        _check(api, setup.namespace, pods, result)
+        print(f"b4: {json.dumps(result.as_json())}", file=sys.stderr, flush=True)
+    finally:
+        clear_pods(api, setup.namespace)
+        if binder == GPUPOOL:
+            flush_database()
+        api.close()
+    return result
+
+
+def _bind_with_gpupool(api: Any, pods: list[Any], setup: Setup, result: RunResult) -> None:
+    from gpupool.clusters.kubernetes import KubernetesBackend
+    from gpupool.control.loop import ControlLoop
+
+    seed_pool(setup.namespace, setup.product, len(pods))
+    backend = KubernetesBackend.connect(str(setup.kubeconfig), qps=setup.qps, burst=setup.burst)
+    loop = ControlLoop(backend)
+    try:
+        first = loop.run_cycle()  # the inventory in, as kube-scheduler's informers before it
+        if first.status != "succeeded":
+            raise RuntimeError(f"the first cycle failed: {first.error}")
+        phases: Counter[str] = Counter()
+
+        def cycle(done: threading.Event) -> None:
+            outcome = loop.run_cycle()
+            if outcome.status != "succeeded":
+                raise RuntimeError(f"a cycle failed: {outcome.error}")
+            result.cycles += 1
+            result.bind_errors += outcome.counts.get("bind_errors", 0)
+            phases.update(outcome.timings)
+
+        _bind(api, pods, setup, result, cycle)
+        result.phase_s = dict(phases)
+    finally:
+        loop.close()
+
+
+def _bind(api: Any, pods: list[Any], setup: Setup, result: RunResult, step: Any) -> None:
+    """Create the pods while ``step`` runs the binder, until all are bound; time it."""
+    watch = BoundWatch(api, setup.namespace)
+    created: dict[str, float] = {}
+    done = threading.Event()
+    failure: list[BaseException] = []
+
+    def create() -> None:
+        try:
+            created.update(create_all(api, setup.namespace, pods, setup.creators))
+        except BaseException as exc:
+            failure.append(exc)
+        finally:
+            done.set()
+
+    started = time.monotonic()
+    creator = threading.Thread(target=create, name="b4-creators")
+    creator.start()
+    deadline = started + setup.timeout_s
+    try:
+        while len(watch.bound_at) < len(pods) and time.monotonic() < deadline and not failure:
+            step(done)
+        creator.join()
+        if failure:
+            raise failure[0]
+        while len(watch.bound_at) < len(pods) and time.monotonic() < deadline:
+            time.sleep(0.05)  # the watch is a moment behind the last binding
+    finally:
+        watch.close()
+    bound = sorted(watch.bound_at.values())
+    result.bound = len(bound)
+    result.seconds = (bound[-1] if bound else time.monotonic()) - started
+    result.first_bind_s = (bound[0] - started) if bound else 0.0
+    result.create_s = max(created.values(), default=started) - started
+    result.removed_while_bound = watch.removed
+    if result.kind == "gangs":
+        _gang_timing(pods, created, watch.bound_at, result)
+
+
+def _gang_timing(
+    pods: list[Any], created: dict[str, float], bound_at: dict[str, float], result: RunResult
+) -> None:
+    """Count gangs whose first binding came before their last member existed."""
+    members: dict[str, list[str]] = {}
+    for pod in pods:
+        members.setdefault(pod["metadata"]["labels"]["b4-gang"], []).append(pod["metadata"]["name"])
+    for names in members.values():
+        first_bound = min((bound_at[n] for n in names if n in bound_at), default=None)
+        if first_bound is not None and first_bound < max(created.get(n, 0.0) for n in names):
+            result.gangs_bound_early += 1
+
+
+def _check(api: Any, namespace: str, pods: list[Any], result: RunResult) -> None:
+    """Every pod's node at the end: all bound, and for gangs every gang whole."""
+    nodes = {p["metadata"]["name"]: p["spec"].get("nodeName") for p in pods_now(api, namespace)}
+    result.bound = sum(1 for p in pods if nodes.get(p["metadata"]["name"]))
+    if result.kind != "gangs":
+        return
+    gangs: dict[str, list[str | None]] = {}
+    for pod in pods:
+        gang = pod["metadata"]["labels"]["b4-gang"]
+        gangs.setdefault(gang, []).append(nodes.get(pod["metadata"]["name"]))
+    result.gangs = len(gangs)
+    result.gangs_whole = sum(1 for members in gangs.values() if all(members))
+
+
+# --- the benchmark ----------------------------------------------------------------------------
+
+
+def summary(runs: list[RunResult]) -> dict[str, Any]:
+    """Medians of a binder's runs, and the runs."""
+    return {
+        "runs": [r.as_json() for r in runs],
+        "median_pods_per_s": round(statistics.median(r.pods_per_s for r in runs), 1),
+        "median_seconds": round(statistics.median(r.seconds for r in runs), 3),
+    }
+
+
+def benchmark(
+    setup: Setup, runs: int, pods: int, gangs: int, gang_size: int, which: set[str]
+) -> dict[str, Any]:
+    """B4's runs, alternating binders, and the verdict."""
+    single: dict[str, list[RunResult]] = {GPUPOOL: [], KUBE_SCHEDULER: []}
+    gang_runs: list[RunResult] = []
+    for _ in range(runs):
+        for binder in (GPUPOOL, KUBE_SCHEDULER):
+            if f"single-{binder}" in which:
+                single[binder].append(run_once(binder, "single", pods, 1, setup))
+        if "gangs" in which:
+            gang_runs.append(run_once(GPUPOOL, "gangs", gangs, gang_size, setup))
+    report: dict[str, Any] = {
+        "benchmark": "B4",
+        "seed": setup.seed,
+        "qps": setup.qps,
+        "burst": setup.burst,
+        "creators": setup.creators,
+        "product": setup.product,
+        "nodes": count_nodes(setup),
+    }
+    if single[GPUPOOL] or single[KUBE_SCHEDULER]:
+        report["single"] = {b: summary(r) for b, r in single.items() if r}
+    if single[GPUPOOL] and single[KUBE_SCHEDULER]:
+        ours = report["single"][GPUPOOL]["median_pods_per_s"]
+        theirs = report["single"][KUBE_SCHEDULER]["median_pods_per_s"]
+        report["single_target_met"] = ours >= theirs
+    if gang_runs:
+        report["gangs"] = summary(gang_runs)
+        report["gangs_all_whole"] = all(
+            r.gangs_whole == r.gangs and not r.gangs_bound_early and not r.removed_while_bound
+            for r in gang_runs
+        )
+    return report
+
+
+def count_nodes(setup: Setup) -> dict[str, int]:
+    """The plane's nodes of the pool's product and their GPUs."""
+    from kubernetes import client
+
+    api = api_client(setup.kubeconfig, pool=2)
+    try:
+        answer = client.CoreV1Api(api).list_node(
+            label_selector=f"nvidia.com/gpu.product={setup.product}", _preload_content=False
+        )
+        nodes = json.loads(answer.data)["items"]
+    finally:
+        api.close()
+    gpus = sum(int(n["status"]["allocatable"].get("nvidia.com/gpu", "0")) for n in nodes)
+    return {"nodes": len(nodes), "gpus": gpus}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: set Django up, run B4, print the report."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--kubeconfig", type=Path, default=ROOT / ".k8s" / "kubeconfig")
+    parser.add_argument("--runs", type=int, default=3, help="runs of each kind (3)")
+    parser.add_argument("--pods", type=int, default=3600, help="one-GPU pods of run 1 (3600)")
+    parser.add_argument("--gangs", type=int, default=400, help="gangs of run 2 (400)")
+    parser.add_argument("--gang-size", type=int, default=8, help="pods per gang (8)")
+    parser.add_argument("--qps", type=float, default=100.0, help="client QPS of both (100)")
+    parser.add_argument("--burst", type=int, default=200, help="client burst of both (200)")
+    parser.add_argument("--creators", type=int, default=8, help="pod-creating threads (8)")
+    parser.add_argument("--seed", type=int, default=4, help="creation order seed (4)")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per run (900)")
+    parser.add_argument(
+        "--only",
+        default="single-gpupool,single-kube-scheduler,gangs",
+        help="comma-separated subset of single-gpupool, single-kube-scheduler, gangs",
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON (default: a summary)")
+    args = parser.parse_args(argv)
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gpupool.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    from gpupool.workloads.models import Workload
+
+    call_command("migrate", verbosity=0)
+    if Workload.objects.exists():
+        print("b4: the database has workloads; use an empty one", file=sys.stderr)
+        return 2
+    setup = Setup(
+        kubeconfig=args.kubeconfig.resolve(),
+        qps=args.qps,
+        burst=args.burst,
+        creators=args.creators,
+        seed=args.seed,
+        timeout_s=args.timeout,
+    )
+    which = {w.strip() for w in args.only.split(",") if w.strip()}
+    report = benchmark(setup, args.runs, args.pods, args.gangs, args.gang_size, which)
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    for binder, figures in report.get("single", {}).items():
+        print(f"single {binder}: median {figures['median_pods_per_s']} pods/s "
+              f"({[r['pods_per_s'] for r in figures['runs']]})")  # fmt: skip
+    if "gangs" in report:
+        print(f"gangs gpupool: median {report['gangs']['median_pods_per_s']} pods/s, "
+              f"all whole: {report['gangs_all_whole']}")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

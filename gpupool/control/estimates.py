@@ -1,0 +1,249 @@
+"""Estimated starts of pending work, refreshed off the cycle's critical path.
+
+Positions are written by the cycle with the explanations (``record.py``); estimated starts
+take a replay of the future (the core's ``estimate.estimate_starts``: plan, apply, finish
+what is due, jump to the next change, plan again), which costs a whole ``plan()`` per step.
+They are refreshed apart from the cycle: by the Celery task ``refresh_estimates_task`` on
+beat's ``ESTIMATE_REFRESH_S`` schedule, and in the in-process loop (``runner.run_forever``)
+after the cycle once ``ESTIMATE_REFRESH_S`` has passed since the last refresh.
+
+The replay runs on the loop's latest snapshot (``ControlLoop.latest``: what the last cycle
+planned, with learned runtimes and the cluster's additions) when this process ran a cycle
+since the last refresh; otherwise (a Celery worker process that runs no cycles) on its own
+``LoopState``, read once and then refreshed by what changed, with learned runtimes
+(``learning.RuntimeHistory``).
+
+**The bound.** At B1's size a step costs a whole cycle's ``plan()`` (about 4.5 s with the
+compiled core, explanations of 10,000 pending included), so the core's 200 steps would take
+a quarter of an hour. The replay stops after ``MAX_STEPS`` steps; a workload the replay has
+not admitted by then gets no estimate (``estimated_start_at`` empty, as for work that waits
+on something with no expected end), and its facts say ``estimate_not_before``: the latest
+estimate the replay reached, before which it does not start (the replay cannot say whether
+it stopped at the bound or ran out of known ends, so the fact is written either way).
+
+**Learned or declared.** An estimate rests on the ends of the work that frees the GPUs. It is
+said to rest on a learned runtime (``pending_facts["estimate_learned"]``, which the API and
+the CLI read) when some work whose expected runtime was learned (``learning.py``) is due to
+end by the estimated start: running work at its start plus that runtime, pending work at its
+own estimated start plus it. That is an upper bound of "rests on", cheap to compute, and never
+says "declared" of an estimate that a learned runtime moved.
+
+Only estimates that changed since this process last wrote them are written
+(``actions.do_record_estimates``, one bulk statement): new ones, ones whose basis changed,
+and ones that moved by more than ``ESTIMATE_TOLERANCE_S``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+
+from django.utils import timezone
+
+from gpupool.control.actions import EstimateRow, do_record_estimates
+from gpupool.control.learning import RuntimeHistory
+from gpupool.control.state import LoopState
+from gpupool.runtime import gc_paused
+from gpupool.scheduler.estimate import estimate_starts
+from gpupool.scheduler.types import PolicyInfo, Snapshot
+
+logger = logging.getLogger(__name__)
+
+ESTIMATE_REFRESH_S = 60.0  # estimates are refreshed at least this often
+ESTIMATE_TOLERANCE_S = 120.0  # an estimate that moved less is not written again
+MAX_STEPS = 8  # replay steps (each a whole plan()): about 40 s at B1's size, compiled core
+NOT_BEFORE_FACT = "estimate_not_before"
+
+
+@dataclass(frozen=True, slots=True)
+class Planned:
+    """What a cycle planned on: its snapshot, its time, the workloads' row ids, and which
+    workloads' expected runtimes were learned."""
+
+    snapshot: Snapshot
+    now: float
+    workload_ids: Mapping[str, int]
+    learned: frozenset[str]
+    taken: float = field(default_factory=time.monotonic)  # when the cycle planned (monotonic)
+
+
+@dataclass(frozen=True, slots=True)
+class EstimateRun:
+    """One refresh, as the task returns it and the benchmark reports it."""
+
+    pending: int
+    estimated: int
+    unestimated: int
+    written: int
+    replay_s: float
+    total_s: float
+    source: str  # "loop": the cycle's snapshot; "state": this process's own read
+
+    def as_json(self) -> dict[str, object]:
+        """The run as JSON data."""
+        return {
+            "pending": self.pending,
+            "estimated": self.estimated,
+            "unestimated": self.unestimated,
+            "written": self.written,
+            "replay_s": round(self.replay_s, 3),
+            "total_s": round(self.total_s, 3),
+            "source": self.source,
+        }
+
+
+def learned_basis(
+    snapshot: Snapshot, estimates: Mapping[str, float | None], learned: Collection[str]
+) -> dict[str, bool]:
+    """Per estimated workload: does its estimate rest on a learned runtime (module doc)?"""
+    earliest: float | None = None
+    for workload in snapshot.workloads:
+        runtime = workload.expected_runtime_s
+        if workload.name not in learned or runtime is None:
+            continue
+        start = workload.started_at if workload.state == "running" else estimates.get(workload.name)
+        if start is not None and (earliest is None or start + runtime < earliest):
+            earliest = start + runtime
+    return {
+        name: earliest is not None and earliest <= at
+        for name, at in estimates.items()
+        if at is not None
+    }
+
+
+def estimate_rows(
+    planned: Planned, estimates: Mapping[str, float | None]
+) -> dict[int, EstimateRow]:
+    """The estimates as rows: when and whether learned; for work without one, the latest
+    estimate the replay reached (it starts no earlier)."""
+    learned = learned_basis(planned.snapshot, estimates, planned.learned)
+    known = [at for at in estimates.values() if at is not None]
+    not_before = max(known) if known else None
+    rows: dict[int, EstimateRow] = {}
+    for name, at in estimates.items():
+        workload_id = planned.workload_ids.get(name)
+        if workload_id is None:
+            continue
+        if at is not None:
+            rows[workload_id] = EstimateRow(_moment(at), learned[name], None)
+        else:
+            rows[workload_id] = EstimateRow(
+                None, None, None if not_before is None else _moment(not_before)
+            )
+    return rows
+
+
+def _moved(before: EstimateRow | None, after: EstimateRow) -> bool:
+    """Whether an estimate is to be written again: new, its basis changed, or a moment moved
+    by more than ``ESTIMATE_TOLERANCE_S`` (estimates anchored at the replay's start move
+    with the clock at every refresh; rewriting them all each minute would say nothing)."""
+    if before is None or before.learned != after.learned:
+        return True
+    for old, new in ((before.at, after.at), (before.not_before, after.not_before)):
+        if (old is None) != (new is None):
+            return True
+        if (
+            old is not None
+            and new is not None
+            and abs((new - old).total_seconds()) > ESTIMATE_TOLERANCE_S
+        ):
+            return True
+    return False
+
+
+def _pods_assumed(snapshot: Snapshot) -> Snapshot:
+    """The snapshot with every pod a gang still waits for assumed made (the loop makes its
+    own at once, a controller's in seconds): the estimate says when the GPUs are free."""
+    if not any(w.missing_pods for w in snapshot.workloads):
+        return snapshot
+    workloads = tuple(
+        replace(w, missing_pods=0) if w.missing_pods else w for w in snapshot.workloads
+    )
+    return replace(snapshot, workloads=workloads)
+
+
+def _moment(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, tz=UTC)
+
+
+@dataclass
+class EstimateRefresher:
+    """Refreshes estimated starts; remembers what it wrote, to write only what changed."""
+
+    policy: PolicyInfo
+    max_steps: int = MAX_STEPS
+    written: dict[int, EstimateRow] = field(default_factory=dict)
+    last_at: float | None = None  # monotonic time of the last refresh
+    _state: LoopState | None = None
+    _runtimes: RuntimeHistory | None = None
+
+    def due(self) -> bool:
+        """Whether ``ESTIMATE_REFRESH_S`` has passed since the last refresh."""
+        return self.last_at is None or time.monotonic() - self.last_at >= ESTIMATE_REFRESH_S
+
+    def refresh(self, planned: Planned | None) -> EstimateRun:
+        """Replay from ``planned`` when a cycle planned it less than ``ESTIMATE_REFRESH_S``
+        ago (else from this process's own read); write what changed."""
+        started = time.perf_counter()
+        source = "loop"
+        if planned is None or time.monotonic() - planned.taken > ESTIMATE_REFRESH_S:
+            planned, source = self._own_snapshot(), "state"
+        clock = time.perf_counter()
+        with gc_paused():
+            estimates = estimate_starts(
+                _pods_assumed(planned.snapshot), self.policy, planned.now, self.max_steps
+            )
+        replay_s = time.perf_counter() - clock
+        unknown = sum(1 for at in estimates.values() if at is None)
+        rows = estimate_rows(planned, estimates)
+        changed = {pk: row for pk, row in rows.items() if _moved(self.written.get(pk), row)}
+        do_record_estimates(changed)
+        self.written = {pk: changed.get(pk) or self.written[pk] for pk in rows}
+        self.last_at = time.monotonic()
+        return EstimateRun(
+            pending=len(estimates),
+            estimated=len(estimates) - unknown,
+            unestimated=unknown,
+            written=len(changed),
+            replay_s=replay_s,
+            total_s=time.perf_counter() - started,
+            source=source,
+        )
+
+    def _own_snapshot(self) -> Planned:
+        """The database as the core sees it, read by this process (incrementally)."""
+        if self._state is None:
+            self._state = LoopState(self.policy)
+            self._runtimes = RuntimeHistory()
+            self._runtimes.load()
+        assert self._runtimes is not None
+        now = timezone.now()
+        self._state.refresh(now)
+        database = self._state.snapshot(now)
+        learned: set[str] = set()
+        workloads = []
+        for workload in database.snapshot.workloads:
+            runtime = None
+            if workload.expected_runtime_s is None:
+                runtime = self._runtimes.median(workload)
+            if runtime is not None:
+                learned.add(workload.name)
+                workload = replace(workload, expected_runtime_s=runtime)
+            workloads.append(workload)
+        snapshot = replace(database.snapshot, workloads=tuple(workloads))
+        return Planned(snapshot, database.now, database.workload_ids, frozenset(learned))
+
+
+__all__ = [
+    "ESTIMATE_REFRESH_S",
+    "MAX_STEPS",
+    "NOT_BEFORE_FACT",
+    "EstimateRefresher",
+    "EstimateRun",
+    "Planned",
+    "estimate_rows",
+    "learned_basis",
+]

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# `make demo-k8s`: the living demo against the local Kubernetes plane (kwokctl, KWOK GPU nodes)
+# with the loop as a Celery worker and beat on Redis, and PostgreSQL (docs/demo.md).
+#
+# 1. PostgreSQL and Redis (hack/services.sh); the demo's own database (DEMO_DATABASE_URL,
+#    default gpupool_demo on that server) and Redis database (DEMO_REDIS_URL, default /5, so
+#    no other Celery worker on the server takes its tasks).
+# 2. The plane: DEMO_KUBECONFIG if set; else the one `make k8s-up` started, if it runs; else
+#    `make k8s-up` now (the default profile), stopped again when the demo stops.
+# 3. migrate, seed-demo, a namespace for each demo tenant, then `gpupool demo --celery`: the web
+#    server, a Celery worker and beat running the control loop on the plane, and the workload
+#    generator. Ctrl-C (or SIGTERM) stops all of them, and the plane if it was started here.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=.venv/bin/python
+
+log() { echo "demo-k8s: $*" >&2; }
+
+services=$(bash hack/services.sh)
+server_db=$(sed -n 's/^DATABASE_URL=//p' <<<"$services")
+server_redis=$(sed -n 's/^REDIS_URL=//p' <<<"$services")
+export DATABASE_URL=${DEMO_DATABASE_URL:-${server_db%/*}/gpupool_demo}
+export REDIS_URL=${DEMO_REDIS_URL:-${server_redis%/*}/5}
+"$PY" - "$server_db" "$DATABASE_URL" <<'EOF'
+"""Create the demo's database on the server if it is not there."""
+import sys
+from urllib.parse import urlsplit
+
+import psycopg
+
+server, demo = sys.argv[1], sys.argv[2]
+name = urlsplit(demo).path.lstrip("/")
+with psycopg.connect(server, autocommit=True) as connection:
+    if not connection.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
+        connection.execute(f'CREATE DATABASE "{name}"')
+        print(f"demo-k8s: created database {name}", file=sys.stderr)
+EOF
+
+started_plane=0
+if [ -n "${DEMO_KUBECONFIG:-}" ]; then
+  kubeconfig=$DEMO_KUBECONFIG
+elif "$PY" -m hack.k8s_plane status 2>/dev/null | grep -q '"running": true'; then
+  kubeconfig=$PWD/.k8s/kubeconfig
+  log "using the running plane ($kubeconfig)"
+else
+  make --no-print-directory k8s-up
+  started_plane=1
+  kubeconfig=$PWD/.k8s/kubeconfig
+fi
+export GPUPOOL_CLUSTER=kubernetes GPUPOOL_KUBECONFIG=$kubeconfig
+
+demo=""
+finish() {
+  status=$?
+  if [ -n "$demo" ] && kill -0 "$demo" 2>/dev/null; then
+    kill -TERM "$demo" 2>/dev/null || true
+    wait "$demo" || true
+  fi
+  if [ "$started_plane" = 1 ]; then
+    "$PY" -m hack.k8s_plane down >&2 || true
+  fi
+  exit "$status"
+}
+trap finish EXIT
+trap 'exit 0' INT TERM
+
+"$PY" manage.py migrate --noinput
+"$PY" manage.py gpupool seed-demo
+# Each demo tenant owns the namespace of its name; the pods gpupool creates live there.
+"$PY" manage.py shell -c '
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from django.conf import settings
+from gpupool.tenancy.models import Tenant
+
+config.load_kube_config(config_file=settings.GPUPOOL_KUBECONFIG)
+core = client.CoreV1Api()
+for namespace in sorted({n for t in Tenant.objects.all() for n in t.namespace_names()}):
+    try:
+        core.create_namespace({"metadata": {"name": namespace}})
+    except ApiException as error:
+        if error.status != 409:
+            raise
+'
+log "database ${DATABASE_URL##*/}, broker $REDIS_URL, plane $kubeconfig"
+"$PY" manage.py gpupool demo --celery ${DEMO_ARGS:-} &
+demo=$!
+wait "$demo"

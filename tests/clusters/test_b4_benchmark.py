@@ -1,0 +1,62 @@
+"""Benchmark B4 (benchmarks/b4_binding.py) at a small scale on the session's plane: gpupool and
+kube-scheduler each bind the same one-GPU pods, and gpupool binds gangs whole."""
+
+from __future__ import annotations
+
+import importlib.util
+import secrets
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+pytestmark = [pytest.mark.k8s, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def b4_module() -> ModuleType:
+    """The benchmark script, imported from its file (benchmarks/ is not a package)."""
+    spec = importlib.util.spec_from_file_location(
+        "b4_binding", ROOT / "benchmarks" / "b4_binding.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_b4_binds_every_pod_with_both_binders_and_every_gang_whole(
+    k8s_plane_info: Any, k8s_namespace: str, k8s_fake_node: Callable[..., str]
+) -> None:
+    b4 = b4_module()
+    product = f"NVIDIA-B4-{secrets.token_hex(3).upper()}"
+    for _ in range(3):  # 24 GPUs of a product no other test uses
+        k8s_fake_node(gpus=8, product=product)
+    setup = b4.Setup(
+        kubeconfig=Path(k8s_plane_info.kubeconfig),
+        namespace=k8s_namespace,
+        product=product,
+        qps=50.0,
+        burst=100,
+        creators=4,
+        seed=1,
+        timeout_s=180.0,
+        kube_scheduler_name=f"b4-{secrets.token_hex(3)}",  # beside the plane's own scheduler
+    )
+    report = b4.benchmark(setup, 1, 16, 2, 8, {"single-gpupool", "single-kube-scheduler", "gangs"})
+
+    assert report["nodes"] == {"nodes": 3, "gpus": 24}
+    for binder in ("gpupool", "kube-scheduler"):
+        (run,) = report["single"][binder]["runs"]
+        assert (run["pods"], run["bound"], run["removed_while_bound"]) == (16, 16, 0)
+        assert 0 < run["first_bind_s"] <= run["seconds"] and run["pods_per_s"] > 0
+    (gangs,) = report["gangs"]["runs"]
+    assert (gangs["gangs"], gangs["gangs_whole"], gangs["bound"]) == (2, 2, 16)
+    assert gangs["gangs_bound_before_complete"] == 0 and gangs["bind_errors"] == 0
+    assert report["gangs_all_whole"] is True
+    assert isinstance(report["single_target_met"], bool)  # both binders ran: a verdict

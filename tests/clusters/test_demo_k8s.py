@@ -1,0 +1,126 @@
+"""`make demo-k8s` (hack/demo_k8s.sh) starts: on the session's plane, with PostgreSQL and a
+Celery worker and beat on Redis, the loop runs cycles, the generator's work becomes pods in
+the teams' namespaces, the web server answers, and Ctrl-C stops every process."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import psycopg
+import pytest
+from kubernetes import client
+
+from hack import k8s_plane
+
+pytestmark = [pytest.mark.k8s, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+DATABASE = "gpupool_demo_smoke"
+TIMEOUT = 240.0
+
+
+def server_urls() -> dict[str, str]:
+    """DATABASE_URL and REDIS_URL of the local services (hack/services.sh starts them)."""
+    out = subprocess.run(
+        ["bash", "hack/services.sh"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+def fresh_database(server: str) -> str:
+    """The smoke test's own database, dropped first so every run starts empty."""
+    with psycopg.connect(server, autocommit=True) as connection:
+        connection.execute(f'DROP DATABASE IF EXISTS "{DATABASE}" WITH (FORCE)')
+    parts = urlsplit(server)
+    return parts._replace(path=f"/{DATABASE}").geturl()
+
+
+def counts(database: str) -> tuple[int, int]:
+    """Succeeded cycles and workloads in the demo's database so far (0, 0 before migrate)."""
+    try:
+        with psycopg.connect(database, connect_timeout=3) as connection:
+            cycles = connection.execute(
+                "SELECT count(*) FROM control_schedulingcycle WHERE status = 'succeeded'"
+            ).fetchone()
+            workloads = connection.execute("SELECT count(*) FROM workloads_workload").fetchone()
+    except psycopg.Error:
+        return 0, 0
+    return (cycles[0] if cycles else 0), (workloads[0] if workloads else 0)
+
+
+def web_answers(port: int) -> bool:
+    """Whether the demo's web server serves its login page."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/admin/login/", timeout=3) as page:
+            return bool(page.status == 200)
+    except OSError:
+        return False
+
+
+def gpupool_pods(api: Any) -> list[dict[str, Any]]:
+    """Pods gpupool created, in any namespace, as JSON."""
+    answer = client.CoreV1Api(api).list_pod_for_all_namespaces(
+        label_selector="app.kubernetes.io/managed-by=gpupool", _preload_content=False
+    )
+    return list(json.loads(answer.data)["items"])
+
+
+def test_the_kubernetes_demo_starts_runs_the_loop_on_celery_and_stops_on_ctrl_c(
+    k8s_plane_info: Any, k8s_api: Any, tmp_path: Path
+) -> None:
+    urls = server_urls()
+    database = fresh_database(urls["DATABASE_URL"])
+    (port,) = k8s_plane.free_ports(("web",)).values()
+    env = {
+        **os.environ,
+        "DEMO_KUBECONFIG": str(k8s_plane_info.kubeconfig),
+        "DEMO_DATABASE_URL": database,
+        "DEMO_REDIS_URL": urls["REDIS_URL"].rsplit("/", 1)[0] + "/6",
+        "DEMO_ARGS": f"--port {port}",
+        "GPUPOOL_CYCLE_INTERVAL_S": "2",
+    }
+    log = tmp_path / "demo-k8s.log"
+    with log.open("wb") as out:
+        demo = subprocess.Popen(
+            ["bash", "hack/demo_k8s.sh"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        seen: dict[str, bool] = {}
+        while time.monotonic() < deadline and demo.poll() is None:
+            cycles, workloads = counts(database)
+            seen["cycles"] = cycles >= 2
+            seen["workloads"] = workloads >= 1
+            seen["web"] = web_answers(port)
+            seen["pods"] = any(
+                p["metadata"]["namespace"] in {"nlp", "vision", "speech", "search", "ads", "recsys"}
+                for p in gpupool_pods(k8s_api)
+            )
+            if all(seen.values()):
+                break
+            time.sleep(2)
+        assert demo.poll() is None, f"the demo exited early:\n{log.read_text()[-3000:]}"
+        assert all(seen.values()), f"not seen in time: {seen}\n{log.read_text()[-3000:]}"
+        os.killpg(demo.pid, signal.SIGINT)  # Ctrl-C reaches the terminal's whole group
+        assert demo.wait(60) == 0, log.read_text()[-3000:]
+        assert "demo: stopped" in log.read_text()
+        with pytest.raises(ProcessLookupError):  # nothing of the group is left
+            os.killpg(demo.pid, 0)
+    finally:
+        if demo.poll() is None:
+            os.killpg(demo.pid, signal.SIGKILL)
+            demo.wait()
+        core = client.CoreV1Api(k8s_api)
+        for pod in gpupool_pods(k8s_api):
+            core.delete_namespaced_pod(
+                pod["metadata"]["name"], pod["metadata"]["namespace"], grace_period_seconds=0
+            )
