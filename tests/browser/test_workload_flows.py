@@ -1,7 +1,7 @@
 """A user's flows through My workloads in headless Chromium: submitting work with the live
-dry-run in view, then finding its position and why it waits once the control loop (on the
-simulated cluster in the database, the living demo's) has looked at it; and a preempted user
-finding who preempted them and why."""
+dry-run in view, finding its position and why it waits, then seeing it run, as the control
+loop (on the simulated cluster in the database, the living demo's) moves it along between
+the steps; and a preempted user finding who preempted them and why."""
 
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ def h100_nodes_cordoned(cordoned: bool) -> None:
         do_set_node_cordoned(node, cordoned=cordoned, acting_user=None, reason="maintenance")
 
 
-def test_a_user_submits_work_with_the_live_dry_run_then_sees_its_position_and_reason(
+def test_a_user_submits_work_sees_its_position_and_reason_then_sees_it_run(
     living: LivingPool, live_server: Any, browser: Any, screenshots: Path
 ) -> None:
     server = live_server.url
@@ -107,6 +107,19 @@ def test_a_user_submits_work_with_the_live_dry_run_then_sees_its_position_and_re
     assert waiting.pending_detail.strip()[:40] in why
     shoot(page, screenshots, "member-workload-waiting")
 
+    # the nodes come back: the loop admits it and its pods run
+    quiet(page)
+    h100_nodes_cordoned(False)
+    for _ in range(6):
+        living.cycle()
+        if Workload.objects.get(name="eval-8").state == "running":
+            break
+    page.goto(mine)
+    ran = Workload.objects.get(name="eval-8")
+    assert ran.state == "running", (ran.state, ran.pending_reason, ran.pending_detail)
+    assert page.get_by_text(re.compile("^Running since")).is_visible()
+    page.locator("#timeline-chart .main-svg").first.wait_for()
+    shoot(page, screenshots, "member-workload-running")
     assert problems == []
 
 
