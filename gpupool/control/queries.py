@@ -21,8 +21,11 @@ from datetime import UTC, datetime
 from typing import Generic, TypeVar
 
 from django.core.cache import cache
+from django.db.models import Max
+from django.db.models.functions import TruncHour, TruncMinute
 from django.utils import timezone
 
+from gpupool.control.choices import CycleStatus
 from gpupool.control.models import SchedulingCycle
 from gpupool.control.snapshot import DatabaseSnapshot, build_snapshot
 from gpupool.inventory.queries import FlavorFragmentation, flavor_fragmentation
@@ -132,7 +135,11 @@ class PoolFigures:
 
 
 def _figures(database: DatabaseSnapshot) -> PoolFigures:
-    """Both figures from one core cycle's starting state (nothing is planned)."""
+    """Both figures from one core cycle's starting state (nothing is planned). A pool without
+    a queue has none: the core plans no pool without its queue tree's root (it fails on one,
+    ``QuotaTree.root``), so nothing is asked of it until a queue exists."""
+    if not database.snapshot.queues:
+        return PoolFigures(shares={}, fragmentation=())
     cycle = Cycle(database.snapshot, pool_policy(), database.now)
     return PoolFigures(
         shares=queue_shares(cycle.quota),
@@ -144,3 +151,53 @@ def pool_figures() -> PoolView[PoolFigures]:
     """Queue shares and fragmentation as of the last finished cycle (computed once per cycle;
     ``SnapshotError`` when the pool cannot be planned)."""
     return pool_figure("figures", _figures)
+
+
+# ----------------------------------------------------------------------------- history
+
+# How many points a history over time keeps at most (one cycle per slice of the window).
+HISTORY_POINTS = 120
+
+
+def sampled_cycles(
+    since: datetime, until: datetime, recording: str = "queues"
+) -> list[SchedulingCycle]:
+    """Succeeded cycles that started in [``since``, ``until``] and whose record has the
+    ``recording`` part, oldest first, thinned to the last one of each minute (or hour, over
+    a window longer than ``HISTORY_POINTS`` minutes), so that a chart over time reads a
+    bounded number of rows whatever the cycles' pace."""
+    window = SchedulingCycle.objects.filter(
+        status=CycleStatus.SUCCEEDED,
+        started_at__gte=since,
+        started_at__lte=until,
+        outcome__has_key=recording,
+    )
+    minutes = (until - since).total_seconds() / 60
+    slice_of = TruncMinute if minutes <= HISTORY_POINTS else TruncHour
+    last_ids = (
+        window.annotate(slice=slice_of("started_at", tzinfo=UTC))
+        .values("slice")
+        .annotate(last=Max("id"))
+        .values_list("last", flat=True)
+    )
+    return list(
+        SchedulingCycle.objects.filter(pk__in=list(last_ids))
+        .only("id", "started_at", "outcome")
+        .order_by("started_at", "id")
+    )
+
+
+def allocated_by_queue(cycle: SchedulingCycle) -> dict[str, dict[str, float]]:
+    """Per queue and flavor, the GPUs the cycle left allocated (its record's gauges, as the
+    core's quota tree counted them: ``metrics.queue_gauges``)."""
+    queues = (cycle.outcome or {}).get("queues", {})
+    return {
+        queue: {flavor: float(gauges.get("allocated", 0)) for flavor, gauges in flavors.items()}
+        for queue, flavors in queues.items()
+    }
+
+
+def fragmentation_of(cycle: SchedulingCycle) -> dict[str, dict[str, float]]:
+    """Per flavor, the free and fragmented GPUs and the largest gang in one domain the cycle
+    sampled (``inventory.queries.fragmentation_sample``; not every cycle samples)."""
+    return dict((cycle.outcome or {}).get("fragmentation", {}))

@@ -232,8 +232,9 @@ def read_nodes(
 ) -> tuple[list[NodeInfo], dict[str, int]]:
     """The nodes (all, or those with the ids in ``only``) in name order, and their ids.
 
-    A node takes no new pods (``cordoned`` in the core) when an admin cordoned or is draining
-    it, or when the cluster excludes it (not Ready, cordoned there, gone: ``cluster_exclusion``).
+    A node takes no new pods (``cordoned`` in the core) when an admin cordoned it (a drain
+    cordons it too, and ends when it is uncordoned), or when the cluster excludes it (not Ready,
+    cordoned there, gone: ``cluster_exclusion``).
     """
     nodes_of = Node.objects.all() if only is None else Node.objects.filter(pk__in=list(only))
     gpus_of = Gpu.objects.all() if only is None else Gpu.objects.filter(node_id__in=list(only))
@@ -253,11 +254,10 @@ def read_nodes(
         "cordoned",
         "mig_layout",
         "cluster_exclusion",
-        "drain_requested_at",
     ).order_by("name")
     for row in rows:
         node_id, name, flavor_id, cpu, memory_gb, domain, cordoned, layout = row[:8]
-        cordoned = cordoned or bool(row[8]) or row[9] is not None
+        cordoned = cordoned or bool(row[8])
         flavor = flavors[flavor_id]
         # Node.devices_per_gpu() is the rule; nodes of one flavor and layout share its answer.
         key = (flavor_id, json.dumps(layout, sort_keys=True))

@@ -257,6 +257,154 @@ def what_if_waits_figure(wait_changes: Mapping[str, Mapping[str, Any]]) -> Figur
     }
 
 
+def allocation_area_figure(
+    times: Sequence[str], series: Mapping[str, Sequence[float]], colours: Mapping[str, str]
+) -> Figure:
+    """GPUs allocated over time as a stacked area: one band per series (a tenant and flavor,
+    say ``nlp · h100``), at ``times`` (ISO 8601); ``colours`` by series name."""
+    data = [
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "stackgroup": "allocated",
+            "x": list(times),
+            "y": list(values),
+            "name": name,
+            "line": {"width": 0.5, "color": colours.get(name, UI["muted"])},
+            "hovertemplate": f"{name}: %{{y}} GPUs<extra></extra>",
+        }
+        for name, values in series.items()
+    ]
+    return {
+        "data": data,
+        "layout": _page_layout(
+            height=320,
+            xaxis={"type": "date"},
+            yaxis={"title": {"text": "GPUs allocated"}, "rangemode": "tozero"},
+            legend={"orientation": "h", "y": -0.25},
+            hovermode="x unified",
+        ),
+    }
+
+
+def cycle_phases_figure(labels: Sequence[str], phases: Mapping[str, Sequence[float]]) -> Figure:
+    """Each cycle's duration by phase (seconds) as stacked bars, one bar per cycle label
+    (oldest first), one colour per phase in the order given."""
+    colours = series_colours(phases)
+    return {
+        "data": [
+            {
+                "type": "bar",
+                "x": list(labels),
+                "y": list(seconds),
+                "name": phase,
+                "marker": {"color": colours[phase]},
+                "hovertemplate": f"{phase}: %{{y:.3f}} s<extra></extra>",
+            }
+            for phase, seconds in phases.items()
+        ],
+        "layout": _page_layout(
+            barmode="stack",
+            height=280,
+            xaxis={"type": "category", "title": {"text": "cycle"}},
+            yaxis={"title": {"text": "seconds"}, "rangemode": "tozero"},
+            legend={"orientation": "h", "y": -0.35},
+        ),
+    }
+
+
+def preemptions_over_time_figure(
+    days: Sequence[str], counts: Mapping[str, Sequence[int]], colours: Mapping[str, str]
+) -> Figure:
+    """Preemptions per day (``days``, ISO dates) as stacked bars, one colour per reason."""
+    most = max((sum(day) for day in zip(*counts.values(), strict=True)), default=0)
+    return {
+        "data": [
+            {
+                "type": "bar",
+                "x": list(days),
+                "y": list(values),
+                "name": reason,
+                "marker": {"color": colours.get(reason, UI["muted"])},
+                "hovertemplate": f"{reason}: %{{y}}<extra>%{{x}}</extra>",
+            }
+            for reason, values in counts.items()
+        ],
+        "layout": _page_layout(
+            barmode="stack",
+            height=280,
+            xaxis={"type": "date", "dtick": 86_400_000, "tickformat": "%b %d"},
+            yaxis={
+                "title": {"text": "preemptions"},
+                "rangemode": "tozero",
+                "tick0": 0,
+                "dtick": whole_step(most),
+            },
+            legend={"orientation": "h", "y": -0.3},
+        ),
+    }
+
+
+def fragmentation_trend_figure(
+    times: Sequence[str], lines: Mapping[str, Sequence[float]]
+) -> Figure:
+    """Lines over time (``times``, ISO 8601) of a flavor's fragmentation figures in GPUs, e.g.
+    free, fragmented and the largest gang in one NVLink domain."""
+    colours = series_colours(lines)
+    return {
+        "data": [
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "x": list(times),
+                "y": list(values),
+                "name": name,
+                "line": {"color": colours[name]},
+                "hovertemplate": f"{name}: %{{y:.1f}} GPUs<extra></extra>",
+            }
+            for name, values in lines.items()
+        ],
+        "layout": _page_layout(
+            height=280,
+            xaxis={"type": "date"},
+            yaxis={"title": {"text": "GPUs"}, "rangemode": "tozero"},
+            legend={"orientation": "h", "y": -0.3},
+            hovermode="x unified",
+        ),
+    }
+
+
+def workload_timeline_figure(
+    spans: Sequence[tuple[str, str, str]], colours: Mapping[str, str]
+) -> Figure:
+    """A workload's life as one bar per state it was in, from ``spans`` of (state, start,
+    end) with ISO 8601 times in order; a state keeps one colour (``colours``)."""
+    data = [
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "x": [start, end],
+            "y": ["", ""],
+            "name": state,
+            "legendgroup": state,
+            "showlegend": state not in [s for s, _, _ in spans[:index]],
+            "line": {"color": colours.get(state, UI["muted"]), "width": 18},
+            "hovertemplate": f"{state}: %{{x}}<extra></extra>",
+        }
+        for index, (state, start, end) in enumerate(spans)
+    ]
+    return {
+        "data": data,
+        "layout": _page_layout(
+            height=140,
+            margin={"l": 20, "r": 20, "t": 10, "b": 40},
+            xaxis={"type": "date"},
+            yaxis={"visible": False},
+            legend={"orientation": "h", "y": -0.5},
+        ),
+    }
+
+
 def gpu_heatmap_figure(
     nodes: Sequence[str],
     categories: Sequence[Sequence[str]],

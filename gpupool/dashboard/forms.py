@@ -15,6 +15,7 @@ from gpupool.inventory.models import Flavor
 from gpupool.quotas.choices import QuotaRequestKind
 from gpupool.quotas.models import QUEUE_QUOTA_KEYS, PriorityClass, Queue
 from gpupool.tenancy.models import Tenant
+from gpupool.workloads.choices import Topology
 
 
 def amount(label: str) -> forms.DecimalField:
@@ -186,3 +187,70 @@ class AuditFilterForm(forms.Form):
         if since and until and until < since:
             self.add_error("until", "must not be before From")
         return data
+
+
+class WorkloadForm(forms.Form):
+    """A workload of one pod set to submit, or to try first (the live dry-run), in the shape
+    the workloads API takes (``WorkloadForm.body``); the API's serializer and the submission
+    action check the rest."""
+
+    name = forms.CharField(
+        max_length=63,
+        required=False,
+        help_text="A DNS label, unique in the namespace (a dry-run may leave it out).",
+    )
+    queue = forms.ModelChoiceField(queryset=Queue.objects.none(), to_field_name="name")
+    priority_class = forms.ModelChoiceField(
+        queryset=PriorityClass.objects.order_by("-value", "name"),
+        to_field_name="name",
+        required=False,
+        empty_label="the pool's default class",
+        label="Priority class",
+    )
+    flavor = forms.ModelChoiceField(
+        queryset=Flavor.objects.order_by("name"), to_field_name="name", label="GPU flavor"
+    )
+    pods = forms.IntegerField(min_value=1, max_value=100_000, initial=1)
+    gpus_per_pod = forms.IntegerField(
+        min_value=0, max_value=1024, initial=1, label="GPUs per pod (MIG: instances)"
+    )
+    topology = forms.ChoiceField(choices=Topology.choices, required=False, label="NVLink")
+    expected_hours = forms.DecimalField(
+        min_value=Decimal("0.01"),
+        max_digits=8,
+        decimal_places=2,
+        required=False,
+        label="Expected runtime (hours)",
+        help_text="Helps everyone's start estimates.",
+    )
+    image = forms.CharField(max_length=512, initial="python:3.12", label="Container image")
+
+    def __init__(self, *args: Any, queues: Iterable[Queue] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        queue_field = self.fields["queue"]
+        assert isinstance(queue_field, forms.ModelChoiceField)
+        queue_field.queryset = Queue.objects.filter(pk__in=[q.pk for q in queues]).order_by("name")
+
+    def body(self) -> dict[str, Any]:
+        """The cleaned form as the workloads API's request body."""
+        data = self.cleaned_data
+        hours = data.get("expected_hours")
+        body: dict[str, Any] = {
+            "queue": data["queue"].name,
+            "topology": data.get("topology") or "",
+            "pod_sets": [
+                {
+                    "count": data["pods"],
+                    "gpus": data["gpus_per_pod"],
+                    "flavor": data["flavor"].name,
+                    "image": data["image"],
+                }
+            ],
+        }
+        if data.get("name"):
+            body["name"] = data["name"]
+        if data.get("priority_class") is not None:
+            body["priority_class"] = data["priority_class"].name
+        if hours is not None:
+            body["expected_runtime_s"] = round(hours * 3600)
+        return body

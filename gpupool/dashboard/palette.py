@@ -40,6 +40,17 @@ UI: dict[str, str] = {
     "bar-track": "#dfe5ee",
 }
 
+# A workload's states on its timeline (chart lines, against the page: 3:1 at least).
+WORKLOAD_STATE_COLOURS: dict[str, str] = {
+    "pending": UI["warn"],
+    "admitted": UI["accent"],
+    "running": UI["ok"],
+    "preempted": UI["danger"],
+    "failed": UI["danger"],
+    "succeeded": UI["muted"],
+    "cancelled": UI["muted"],
+}
+
 # (foreground, background, minimum ratio): every pairing the stylesheet uses.
 PAIRINGS: tuple[tuple[str, str, float], ...] = (
     ("text", "page", TEXT_AA),

@@ -17,6 +17,7 @@ import zoneinfo
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from datetime import datetime, time, timedelta
+from decimal import Decimal
 from functools import wraps
 from typing import Any
 from urllib.parse import urlencode
@@ -28,7 +29,8 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import LoginView, redirect_to_login
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
-from django.db.models import Count, Prefetch, Q, QuerySet
+from django.db.models import Count, Prefetch, Q, QuerySet, Sum
+from django.db.models.functions import TruncDate
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect, render, resolve_url
 from django.urls import reverse
@@ -37,15 +39,27 @@ from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
+from gpupool.accounting.choices import PreemptionReason
+from gpupool.accounting.models import PreemptionEvent
 from gpupool.accounting.preemptions_api import PreemptionEventViewSet
 from gpupool.api.access import Access, request_access
 from gpupool.api.permissions import tenant_scoped
 from gpupool.audit.models import AuditEvent
 from gpupool.cli.subcommands.seed_demo import demo_password, demo_users
 from gpupool.control.models import SchedulingCycle
-from gpupool.control.queries import pool_figures, pool_snapshot
+from gpupool.control.queries import (
+    allocated_by_queue,
+    fragmentation_of,
+    pool_figures,
+    pool_policy,
+    pool_snapshot,
+    sampled_cycles,
+)
 from gpupool.control.snapshot import SnapshotError
 from gpupool.dashboard import charts
+from gpupool.dashboard.blocking import blocking_shape
+from gpupool.dashboard.charts import series_colours
+from gpupool.dashboard.fairness import Standing, Verdict, explain_fairness
 from gpupool.dashboard.forms import (
     AuditFilterForm,
     CordonForm,
@@ -53,6 +67,7 @@ from gpupool.dashboard.forms import (
     GpuHealthForm,
     QuotaRequestForm,
     WhatIfForm,
+    WorkloadForm,
 )
 from gpupool.dashboard.heatmap import (
     BROKEN,
@@ -65,9 +80,16 @@ from gpupool.dashboard.heatmap import (
     tenants_in,
 )
 from gpupool.dashboard.navigation import PAGES_BY_KEY, Page, home_page
-from gpupool.dashboard.palette import CORDONED_GPU, FREE_GPU, UNHEALTHY_GPU, tenant_colours
+from gpupool.dashboard.palette import (
+    CORDONED_GPU,
+    FREE_GPU,
+    UNHEALTHY_GPU,
+    WORKLOAD_STATE_COLOURS,
+    tenant_colours,
+)
 from gpupool.inventory.actions import do_drain_node, do_set_gpu_health, do_set_node_cordoned
 from gpupool.inventory.models import Flavor, Gpu, Node, healthy_capacity
+from gpupool.inventory.queries import FlavorFragmentation
 from gpupool.quotas.actions import (
     do_approve_and_apply_quota_request,
     do_create_quota_request,
@@ -88,15 +110,20 @@ from gpupool.quotas.queries import (
 )
 from gpupool.quotas.shares import deserved_shares
 from gpupool.tenancy.models import Tenant
-from gpupool.workloads.api import WorkloadViewSet
+from gpupool.workloads.api import DryRunInputSerializer, WorkloadInputSerializer, WorkloadViewSet
 from gpupool.workloads.choices import WorkloadState
 from gpupool.workloads.models import Workload
 from gpupool.workloads.queries import (
+    backoffs_in_force,
+    dry_run_submission,
+    explain,
     lost_gpu_hours,
     preemption_rows,
+    protections_in_force,
     sees_preemptor,
     total_gpus,
     workload_rows,
+    workload_story,
 )
 
 TZ_COOKIE = "gpupool_tz"
@@ -106,6 +133,10 @@ NODES_PAGE_SIZE = 100
 WORKLOADS_SHOWN = 100
 PREEMPTIONS_SHOWN = 50
 CYCLES_SHOWN = 10
+PREEMPTION_WINDOW = timedelta(days=14)
+FRAGMENTATION_WINDOW = timedelta(hours=24)
+BLOCKED_SHOWN = 50
+OVERVIEW_WINDOW = timedelta(hours=24)
 View = Callable[..., HttpResponse]
 
 
@@ -168,19 +199,26 @@ def forbidden(request: HttpRequest, page: Page, refused: str = "") -> HttpRespon
     return render(request, "dashboard/forbidden.html", context, status=403)
 
 
+def chart_time(moment: datetime) -> str:
+    """A moment for a chart's time axis, in the viewer's zone (plotly.js draws the wall time
+    it is given and ignores an offset)."""
+    return timezone.localtime(moment).replace(tzinfo=None).isoformat()
+
+
 def render_page(
     request: HttpRequest,
     template: str,
     context: dict[str, Any],
     *,
     live: str | None = None,
+    status: int = 200,
 ) -> HttpResponse:
     """Render the page, or only its live part (``live``, a partial template) when htmx asks
     for ``#live``."""
     htmx = getattr(request, "htmx", None)
     if live is not None and htmx and htmx.target == LIVE_TARGET:
         return render(request, live, context)
-    return render(request, template, context | {"live_template": live})
+    return render(request, template, context | {"live_template": live}, status=status)
 
 
 class DashboardLoginView(LoginView):
@@ -235,11 +273,8 @@ def overview(request: HttpRequest, access: Access) -> HttpResponse:
             cordoned_nodes=Count("nodes", filter=Q(nodes__cordoned=True), distinct=True),
         ).order_by("name")
     )
-    capacity = [
-        {"flavor": flavor, "healthy": healthy_capacity(flavor)}
-        for flavor in flavors
-        if flavor.node_count
-    ]
+    healthy_of = [(flavor, healthy_capacity(flavor)) for flavor in flavors if flavor.node_count]
+    capacity = [{"flavor": flavor, "healthy": healthy} for flavor, healthy in healthy_of]
     states = dict(
         Workload.objects.values_list("state").annotate(n=Count("id")).values_list("state", "n")
     )
@@ -251,25 +286,89 @@ def overview(request: HttpRequest, access: Access) -> HttpResponse:
         .values_list("pending_reason", "n")
     )
     cycles = list(SchedulingCycle.objects.order_by("-started_at", "-id")[:CYCLES_SHOWN])
+    now = timezone.now()
+    history = sampled_cycles(now - OVERVIEW_WINDOW, now)
+    teams = team_of_leaf_queue()
+    series = allocation_series(history, teams)
+    latest = allocation_series(history[-1:], teams)
+    utilisation = []
+    for flavor, healthy in healthy_of:
+        allocated = sum(values[-1] for (_, of), values in latest.items() if of == flavor.name)
+        fraction = allocated / float(healthy) if healthy else None
+        utilisation.append({"flavor": flavor, "allocated": allocated, "fraction": fraction})
+    names = {name: f"{name[0]} · {name[1]}" for name in series}
     context = {
         "capacity": capacity,
+        "utilisation": utilisation if history else [],
         "states": [(state.label, states.get(state.value, 0)) for state in WorkloadState],
         "any_workloads": any(states.values()),
         "pending_figure": charts.pending_reasons_figure(pending) if pending else None,
+        "allocation_figure": (
+            charts.allocation_area_figure(
+                [chart_time(cycle.started_at) for cycle in history],
+                {names[name]: values for name, values in series.items()},
+                dict(zip(names.values(), tenant_colours(names.values()).values(), strict=True)),
+            )
+            if series
+            else None
+        ),
+        "allocation_now": [(names[name], values[-1]) for name, values in series.items()],
+        "window_hours": round(OVERVIEW_WINDOW.total_seconds() / 3600),
         "cycles": cycles,
+        "phases_figure": cycle_phases(cycles),
     }
     return render_page(
         request, "dashboard/overview.html", context, live="dashboard/partials/overview_live.html"
     )
 
 
+def team_of_leaf_queue() -> dict[str, str]:
+    """Each leaf queue that belongs to a tenant, with the tenant's name (the queues whose
+    allocations add up without counting a GPU twice)."""
+    queues = list(Queue.objects.values_list("pk", "parent_id", "name", "tenant__name"))
+    parents = {parent for _, parent, _, _ in queues if parent is not None}
+    return {name: team for pk, _, name, team in queues if team and pk not in parents}
+
+
+def allocation_series(
+    cycles: Iterable[SchedulingCycle], teams: dict[str, str]
+) -> dict[tuple[str, str], list[float]]:
+    """GPUs allocated per (tenant, flavor) at each cycle, from the cycles' records; a series
+    that is zero throughout is left out."""
+    cycles = list(cycles)
+    series: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0] * len(cycles))
+    for index, cycle in enumerate(cycles):
+        for queue, flavors in allocated_by_queue(cycle).items():
+            if queue not in teams:
+                continue
+            for flavor, allocated in flavors.items():
+                series[(teams[queue], flavor)][index] += allocated
+    return {name: values for name, values in sorted(series.items()) if any(values)}
+
+
+def cycle_phases(cycles: list[SchedulingCycle]) -> dict[str, Any] | None:
+    """The figure of the cycles' durations by phase, oldest first (None without cycles)."""
+    finished = [cycle for cycle in reversed(cycles) if cycle.finished_at is not None]
+    if not finished:
+        return None
+    labels = [timezone.localtime(cycle.started_at).strftime("%H:%M:%S") for cycle in finished]
+    phases = {
+        phase: [getattr(cycle, f"{phase}_s") for cycle in finished]
+        for phase in ("sync", "snapshot", "plan", "record", "apply")
+    }
+    return charts.cycle_phases_figure(labels, phases)
+
+
 # ----------------------------------------------------------------------------- workloads
 
 
 @dashboard_page("workloads")
-def workloads(request: HttpRequest, access: Access) -> HttpResponse:
+def workloads(
+    request: HttpRequest, access: Access, form: WorkloadForm | None = None
+) -> HttpResponse:
     """The user's teams' workloads (admins: every workload), newest first, with where each
-    waits and why."""
+    waits and why; the form to submit one, with its live dry-run (``form``: one sent back
+    with its refusals)."""
     rows = tenant_scoped(
         workload_rows().order_by("-submitted_at", "-id"), access, WorkloadViewSet.tenant_field
     )
@@ -277,15 +376,149 @@ def workloads(request: HttpRequest, access: Access) -> HttpResponse:
     if state in WorkloadState.values:
         rows = rows.filter(state=state)
     shown = list(rows[:WORKLOADS_SHOWN])
+    queues = submit_queues(access)
     context = {
         "workloads": [(workload, total_gpus(workload)) for workload in shown],
         "shown_limit": WORKLOADS_SHOWN,
         "state": state,
         "state_choices": WorkloadState.choices,
         "all_tenants": access.admin,
+        "form": form or (WorkloadForm(queues=queues) if queues else None),
     }
     return render_page(
-        request, "dashboard/workloads.html", context, live="dashboard/partials/workloads_live.html"
+        request,
+        "dashboard/workloads.html",
+        context,
+        live="dashboard/partials/workloads_live.html",
+        status=400 if form is not None else 200,
+    )
+
+
+def submit_queues(access: Access) -> list[Queue]:
+    """The leaf queues the user may submit to: their teams' (admins: every team's)."""
+    leaves = Queue.objects.filter(tenant__isnull=False, children__isnull=True)
+    if not access.admin:
+        leaves = leaves.filter(tenant__in=access.tenant_ids)
+    return list(leaves.order_by("name"))
+
+
+def api_errors(detail: Any, prefix: str = "") -> list[str]:
+    """A serializer's or an action's refusal as lines of "field: why"."""
+    if isinstance(detail, dict):
+        return [
+            line
+            for key, value in detail.items()
+            for line in api_errors(value, f"{prefix}{key}." if key != "non_field_errors" else "")
+        ]
+    if isinstance(detail, list):
+        if all(isinstance(item, dict) for item in detail):
+            return [
+                line
+                for index, item in enumerate(detail)
+                for line in api_errors(item, f"{prefix}{index}.")
+            ]
+        return [f"{prefix.rstrip('.')}: {item}" if prefix else str(item) for item in detail]
+    return [f"{prefix.rstrip('.')}: {detail}" if prefix else str(detail)]
+
+
+@require_POST
+@dashboard_page("workloads")
+def workload_dry_run(request: HttpRequest, access: Access) -> HttpResponse:
+    """The live dry-run of the submit form (htmx, as the user types): quota, capacity and
+    placement, and the first layer that fails, answered by the decision core on the snapshot
+    of the last finished cycle (cached once per cycle: ``workloads.queries.dry_run_submission``
+    through the API's own input shape). Nothing is submitted."""
+    form = WorkloadForm(request.POST, queues=submit_queues(access))
+    context: dict[str, Any] = {"answer": None, "errors": []}
+    if not form.is_valid():
+        context["errors"] = [
+            f"{form[name].label}: {' '.join(str(error) for error in errors)}"
+            if name in form.fields
+            else " ".join(str(error) for error in errors)
+            for name, errors in form.errors.items()
+        ]
+        return render(request, "dashboard/partials/dry_run.html", context)
+    body = DryRunInputSerializer(data=form.body())
+    if not body.is_valid():
+        context["errors"] = api_errors(body.errors)
+        return render(request, "dashboard/partials/dry_run.html", context)
+    try:
+        context["answer"] = dry_run_submission(body.submission(), submitter=request.user)
+    except (ValidationError, PermissionDenied) as refusal:
+        context["errors"] = [refusal_text(refusal)]
+    except SnapshotError as failure:
+        context["errors"] = [f"The pool cannot be planned now: {failure}"]
+    return render(request, "dashboard/partials/dry_run.html", context)
+
+
+@require_POST
+@dashboard_page("workloads")
+def workload_submit(request: HttpRequest, access: Access) -> HttpResponse:
+    """Submit the form's workload through the API's input shape and the submission action;
+    then its page. A refusal comes back onto the form."""
+    form = WorkloadForm(request.POST, queues=submit_queues(access))
+    if form.is_valid():
+        body = WorkloadInputSerializer(data=form.body())
+        if body.is_valid():
+            try:
+                workload = body.submission().submit(submitter=request.user)
+            except (ValidationError, PermissionDenied) as refusal:
+                form.add_error(None, refusal_text(refusal))
+            else:
+                messages.success(
+                    request,
+                    f"{workload.qualified_name()} is queued: the next scheduling cycle places it "
+                    "or says why it waits.",
+                )
+                return redirect("dashboard:workload", workload.namespace, workload.name)
+        else:
+            form.add_error(None, api_errors(body.errors))
+    return workloads(request, form=form)
+
+
+def state_spans(workload: Workload, now: datetime) -> list[tuple[str, str, str]]:
+    """The states a workload went through as (state, start, end) in ISO 8601, from its
+    prefetched transitions; the state it is in lasts until ``now`` unless it ended."""
+    moves = list(workload.transitions.all())
+    ended = {WorkloadState.SUCCEEDED, WorkloadState.FAILED, WorkloadState.CANCELLED}
+    spans = []
+    for move, after in zip(moves, [*moves[1:], None], strict=True):
+        if after is None and move.to_state in ended:
+            break
+        end = now if after is None else after.at
+        spans.append((move.to_state, chart_time(move.at), chart_time(end)))
+    return spans
+
+
+@dashboard_page("workloads")
+def workload_detail(
+    request: HttpRequest, access: Access, namespace: str, name: str
+) -> HttpResponse:
+    """One workload's story: where it stands and why (position, estimated start, the loop's
+    words and numbers), its timeline, its pod sets and placements, and each preemption it
+    suffered with who caused it (the preemptor's queue and class; its name and owner only to
+    admins and its team) and the GPU-hours lost. Scoped as the workloads API."""
+    stories = tenant_scoped(workload_story(), access, WorkloadViewSet.tenant_field)
+    workload = get_object_or_404(stories, namespace=namespace, name=name)
+    spans = state_spans(workload, timezone.now())
+    events = list(workload.preempted_by.all())
+    context = {
+        "workload": workload,
+        "gpus": total_gpus(workload),
+        "explanation": explain(workload),
+        "transitions": list(workload.transitions.all()),
+        "timeline_figure": (
+            charts.workload_timeline_figure(spans, WORKLOAD_STATE_COLOURS) if spans else None
+        ),
+        "events": [(event, sees_preemptor(access, event)) for event in events],
+        "lost": lost_gpu_hours(events),
+        "placements": list(workload.placements.all()),
+    }
+    return render_page(
+        request,
+        "dashboard/workload_detail.html",
+        context,
+        live="dashboard/partials/workload_detail_live.html",
     )
 
 
@@ -362,6 +595,7 @@ def queues(request: HttpRequest, access: Access) -> HttpResponse:
         )
     context = {
         "rows": rows,
+        "verdicts": fairness_verdicts(rows, chosen) if chosen and not usage.unavailable else [],
         "flavors": flavors,
         "flavor": chosen,
         "shares_error": shares_error,
@@ -371,6 +605,32 @@ def queues(request: HttpRequest, access: Access) -> HttpResponse:
     return render_page(
         request, "dashboard/queues.html", context, live="dashboard/partials/queues_live.html"
     )
+
+
+def fairness_verdicts(rows: list[dict[str, Any]], flavor: Flavor) -> list[Verdict]:
+    """The fairness explainer of the Queues page for one flavor: each team's leaf queue with
+    a quota or a holding of it, with the workloads it has waiting for that flavor."""
+    leaves = team_of_leaf_queue()
+    waiting = dict(
+        Workload.objects.filter(state=WorkloadState.PENDING, pod_sets__flavor=flavor)
+        .values_list("queue__name")
+        .annotate(n=Count("id", distinct=True))
+        .values_list("queue__name", "n")
+    )
+    standings = [
+        Standing(
+            queue=row["queue"].name,
+            team=leaves[row["queue"].name],
+            deserved=row["quota"].deserved or Decimal(0),
+            allocated=row["quota"].allocated or Decimal(0),
+            borrowed=row["quota"].borrowed or Decimal(0),
+            lent=row["quota"].lent or Decimal(0),
+            waiting=waiting.get(row["queue"].name, 0),
+        )
+        for row in rows
+        if row["quota"] is not None and row["queue"].name in leaves
+    ]
+    return explain_fairness(standings)
 
 
 # ----------------------------------------------------------------------------- cost
@@ -408,6 +668,9 @@ def preemptions(request: HttpRequest, access: Access) -> HttpResponse:
         for queue, _ in queue_tree(list(Queue.objects.select_related("tenant")))
         if queue.tenant_id is not None
     ]
+    now = pool_now()
+    policy = pool_policy()
+    since = now - PREEMPTION_WINDOW
     context = {
         "events": [(event, sees_preemptor(access, event)) for event in shown],
         "shown_limit": PREEMPTIONS_SHOWN,
@@ -415,8 +678,79 @@ def preemptions(request: HttpRequest, access: Access) -> HttpResponse:
         "all_tenants": access.admin,
         "classes": classes,
         "queues": leaf_queues,
+        "history_figure": preemption_history(events, since, now),
+        "window_days": PREEMPTION_WINDOW.days,
+        "churn": preemption_churn(since, now),
+        "backoffs": backoffs_in_force(now, policy.backoff),
+        "backoff_policy": policy.backoff,
+        "protections": protections_in_force(events, now, policy.victim_protection),
+        "protection_policy": policy.victim_protection,
     }
     return render(request, "dashboard/preemptions.html", context)
+
+
+def pool_now() -> datetime:
+    """The pool's clock at the last finished cycle (the cluster's time, which a simulated
+    cluster runs faster), or the wall clock when the pool cannot be read."""
+    try:
+        return pool_snapshot().at
+    except SnapshotError:
+        return timezone.now()
+
+
+def preemption_history(
+    events: QuerySet[PreemptionEvent], since: datetime, now: datetime
+) -> dict[str, Any] | None:
+    """The figure of ``events`` per day (in the viewer's zone) and reason since ``since``."""
+    per_day = (
+        events.filter(at__gte=since, at__lte=now)
+        .annotate(day=TruncDate("at", tzinfo=timezone.get_current_timezone()))
+        .values_list("day", "reason")
+        .annotate(n=Count("id"))
+        .values_list("day", "reason", "n")
+        .order_by()
+    )
+    found = list(per_day)
+    if not found:
+        return None
+    first = timezone.localtime(since).date()
+    days = [first + timedelta(days=offset) for offset in range(PREEMPTION_WINDOW.days + 1)]
+    position = {day: index for index, day in enumerate(days)}
+    counts: dict[str, list[int]] = {}
+    for day, reason, n in found:
+        if day in position:
+            counts.setdefault(reason, [0] * len(days))[position[day]] += n
+    colours = series_colours(PreemptionReason.values)
+    return charts.preemptions_over_time_figure(
+        [day.isoformat() for day in days], dict(sorted(counts.items())), colours
+    )
+
+
+def preemption_churn(since: datetime, now: datetime) -> list[dict[str, Any]]:
+    """Per team since ``since``: preemptions it suffered and the GPU-hours they cost, and
+    preemptions its work caused (teams see each other at this level, never workload names)."""
+    window = PreemptionEvent.objects.filter(at__gte=since, at__lte=now)
+    suffered = {
+        row["victim_tenant__name"]: row
+        for row in window.filter(victim_tenant__isnull=False)
+        .values("victim_tenant__name")
+        .annotate(n=Count("id"), lost=Sum("lost_gpu_hours"))
+    }
+    caused = dict(
+        window.filter(preemptor_tenant__isnull=False)
+        .values_list("preemptor_tenant__name")
+        .annotate(n=Count("id"))
+        .values_list("preemptor_tenant__name", "n")
+    )
+    return [
+        {
+            "tenant": tenant,
+            "suffered": suffered.get(tenant, {}).get("n", 0),
+            "lost": suffered.get(tenant, {}).get("lost") or Decimal(0),
+            "caused": caused.get(tenant, 0),
+        }
+        for tenant in sorted(set(suffered) | set(caused))
+    ]
 
 
 # ----------------------------------------------------------------------------- fragmentation
@@ -479,6 +813,10 @@ def fragmentation(request: HttpRequest, access: Access) -> HttpResponse:
         "no_queues": figures is None,
         "cycle_id": snapshot.cycle_id,
         "as_of": snapshot.at,
+        "trend_figure": fragmentation_trend(chosen),
+        "all_tenants": access.admin,
+        "trend_hours": round(FRAGMENTATION_WINDOW.total_seconds() / 3600),
+        "blocked": blocked_gangs(access, chosen, figures.value.fragmentation if figures else ()),
     }
     return render_page(
         request,
@@ -486,6 +824,54 @@ def fragmentation(request: HttpRequest, access: Access) -> HttpResponse:
         context,
         live="dashboard/partials/fragmentation_live.html",
     )
+
+
+def fragmentation_trend(flavor: str) -> dict[str, Any] | None:
+    """The figure of the flavor's free and fragmented GPUs and largest gang in one domain
+    over the last day, from the cycles' samples (None without any)."""
+    now = timezone.now()
+    cycles = sampled_cycles(now - FRAGMENTATION_WINDOW, now, recording="fragmentation")
+    points = [
+        (chart_time(cycle.started_at), fragmentation_of(cycle)[flavor])
+        for cycle in cycles
+        if flavor in fragmentation_of(cycle)
+    ]
+    if not points:
+        return None
+    names = {"free": "free", "fragmented": "fragmented", "largest_gang": "largest gang in a domain"}
+    return charts.fragmentation_trend_figure(
+        [at for at, _ in points],
+        {label: [sample.get(key, 0.0) for _, sample in points] for key, label in names.items()},
+    )
+
+
+def blocked_gangs(
+    access: Access, flavor: str, figures: Iterable[FlavorFragmentation]
+) -> list[dict[str, Any]]:
+    """The user's teams' (admins: all) pending workloads of the flavor, each with the shape
+    that blocks it, the largest first."""
+    of_flavor = next((f for f in figures if f.flavor == flavor), None)
+    if of_flavor is None:
+        return []
+    pending = tenant_scoped(
+        workload_rows().filter(state=WorkloadState.PENDING, pod_sets__flavor__name=flavor),
+        access,
+        WorkloadViewSet.tenant_field,
+    ).distinct()
+    rows = []
+    for workload in pending.order_by("submitted_at", "id")[:BLOCKED_SHOWN]:
+        needed = sum(
+            (
+                p.count * p.gpu_equivalent_per_pod()
+                for p in workload.pod_sets.all()
+                if p.flavor is not None and p.flavor.name == flavor
+            ),
+            Decimal(0),
+        )
+        rows.append(
+            {"workload": workload, "gpus": needed, "why": blocking_shape(needed, of_flavor)}
+        )
+    return sorted(rows, key=lambda row: (-row["gpus"], row["workload"].submitted_at))
 
 
 # ----------------------------------------------------------------------------- cluster
@@ -575,7 +961,8 @@ def back_to_cluster(request: HttpRequest) -> HttpResponseRedirect:
 @require_POST
 @dashboard_page("cluster")
 def cluster_cordon(request: HttpRequest, access: Access, name: str) -> HttpResponse:
-    """Cordon or uncordon a node (admins; the action refuses anyone else)."""
+    """Cordon or uncordon a node (admins; the action refuses anyone else); uncordoning a
+    draining node ends its drain."""
     if not access.admin:
         return forbidden(request, PAGES_BY_KEY["cluster"], "Only admins cordon and uncordon nodes.")
     node = get_object_or_404(Node, name=name)
@@ -584,6 +971,7 @@ def cluster_cordon(request: HttpRequest, access: Access, name: str) -> HttpRespo
         messages.error(request, "The cordon form was not filled in right.")
         return back_to_cluster(request)
     cordoned = form.cleaned_data["cordoned"]
+    draining = node.drain_requested_at is not None
     try:
         do_set_node_cordoned(
             node, cordoned=cordoned, acting_user=request.user, reason=form.cleaned_data["reason"]
@@ -592,6 +980,8 @@ def cluster_cordon(request: HttpRequest, access: Access, name: str) -> HttpRespo
         messages.error(request, f"{node.name} was not changed: {refusal_text(refusal)}")
     else:
         verb = "cordoned: nothing new will be placed on it" if cordoned else "uncordoned"
+        if draining and not cordoned:
+            verb = "no longer draining, and uncordoned: nothing more is evicted from it"
         messages.success(request, f"{node.name} is {verb}.")
     return back_to_cluster(request)
 

@@ -168,7 +168,9 @@ def do_sync_node(
 @transaction.atomic
 def do_set_node_cordoned(node: Node, *, cordoned: bool, acting_user: Any, reason: str = "") -> Node:
     """Cordon a node (no new placements) or uncordon it; one that already is so is not audited
-    again."""
+    again. Uncordoning a draining node ends its drain (``do_end_drain``)."""
+    if not cordoned and Node.objects.filter(pk=node.pk, drain_requested_at__isnull=False).exists():
+        return do_end_drain(node, acting_user=acting_user, reason=reason)
     node.cordoned = cordoned
     with audited_change(
         node,
@@ -218,6 +220,27 @@ def do_drain_node(node: Node, *, acting_user: Any, reason: str = "") -> Node:
     ):
         node.cordoned = True
         node.drain_requested_at = node.drain_requested_at or timezone.now()
+        node.save(update_fields=["cordoned", "drain_requested_at", "updated_at"])
+    return node
+
+
+@transaction.atomic
+def do_end_drain(node: Node, *, acting_user: Any, reason: str = "") -> Node:
+    """End a node's drain and put it back in service: uncordoned, and the control loop evicts
+    nothing more from it (an eviction it already asked for goes on). Ending the drain of a node
+    that is not draining changes nothing."""
+    node = Node.objects.select_for_update().get(pk=node.pk)
+    if node.drain_requested_at is None:
+        return node
+    with audited_change(
+        node,
+        action="inventory.end_drain",
+        acting_user=acting_user,
+        reason=reason,
+        snapshot=_drain_snapshot,
+    ):
+        node.cordoned = False
+        node.drain_requested_at = None
         node.save(update_fields=["cordoned", "drain_requested_at", "updated_at"])
     return node
 

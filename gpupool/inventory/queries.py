@@ -127,3 +127,29 @@ def flavor_fragmentation(
             )
         )
     return tuple(report)
+
+
+def fragmentation_sample(
+    cluster: ClusterState, distributions: dict[str, ShapeDistribution]
+) -> dict[str, dict[str, float]]:
+    """Per flavor, the free and fragmented GPUs and the largest gang in one domain: the part
+    of ``flavor_fragmentation`` a scheduling cycle records for the trend, cheap enough for
+    every cycle (each distinct node state is measured once)."""
+    measured: dict[tuple[str, NodeState], float] = {}
+    sample: dict[str, dict[str, float]] = {}
+    for (flavor, _), names in sorted(cluster.domain_nodes.items()):
+        dist = distributions.get(flavor, NO_SHAPES)
+        figures = sample.setdefault(flavor, {"free": 0.0, "fragmented": 0.0, "largest_gang": 0.0})
+        whole = 0
+        for name in names:
+            state = cluster.state[name]
+            if not state.free_milli:  # a full node fragments nothing
+                continue
+            key = (flavor, state)
+            if key not in measured:
+                measured[key] = node_fragmentation(state, dist)
+            figures["free"] += state.free_milli / MILLI_PER_GPU
+            figures["fragmented"] += measured[key] / MILLI_PER_GPU
+            whole += sum(1 for free in state.gpu_free_milli if free >= MILLI_PER_GPU)
+        figures["largest_gang"] = max(figures["largest_gang"], whole)
+    return sample

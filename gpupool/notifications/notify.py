@@ -19,6 +19,7 @@ from django.contrib.auth import get_user_model
 from django.core.mail import EmailMessage, get_connection
 from django.db import transaction
 from django.db.models import Q
+from django.urls import reverse
 
 from gpupool.notifications.choices import WORKLOAD_EVENT_KIND, NotificationKind, WorkloadEvent
 from gpupool.notifications.models import NotificationPreference
@@ -70,7 +71,8 @@ def _send(kind: str, user_ids: Iterable[int], subject: str, body: str) -> None:
 
 
 def link(path: str) -> str:
-    """An absolute link to ``path`` when ``GPUPOOL_BASE_URL`` is set, else the path."""
+    """An absolute link to ``path`` (a dashboard page) when ``GPUPOOL_BASE_URL`` is set, else
+    the path."""
     return settings.GPUPOOL_BASE_URL.rstrip("/") + path
 
 
@@ -99,7 +101,6 @@ def notify_quota_request(request: QuotaRequest, step: str, *, acting_user: Any) 
     ``rejected``, ``applied``, ``approved-and-applied``: the requester and the tenant's leads),
     but not the person who took the step."""
     number = f"#{request.pk}"
-    path = link(f"/api/v1/quota-requests/{request.pk}/")
     actor = getattr(acting_user, "pk", None)
     if step == "submitted":
         kind = NotificationKind.REQUEST_SUBMITTED
@@ -109,8 +110,8 @@ def notify_quota_request(request: QuotaRequest, step: str, *, acting_user: Any) 
             f"{request.requested_by} asks for {request.summary()}.",
             f"Why: {request.justification}",
             "",
-            f"Its impact: {path}impact/",
-            f"Approve or reject it: {path}",
+            "Its impact, and approve or reject it: "
+            + link(reverse("dashboard:approval", args=[request.pk])),
         ]
     else:
         kind = (
@@ -126,7 +127,7 @@ def notify_quota_request(request: QuotaRequest, step: str, *, acting_user: Any) 
             lines.append(f"Decided by {request.decided_by}: {request.decision_note or '-'}")
         if step in ("applied", "approved-and-applied"):
             lines.append("The change is in force now.")
-        lines += ["", f"The request: {path}"]
+        lines += ["", f"The request: {link(reverse('dashboard:request', args=[request.pk]))}"]
     notify(
         kind,
         recipients - {actor},
@@ -155,7 +156,8 @@ def notify_workload_event(
     name = f"{workload.namespace}/{workload.name}"
     lines = [f"Workload {name} {event} at {at.isoformat(timespec='seconds')}."]
     lines += [f"{key}: {value}" for key, value in (details or {}).items()]
-    lines += ["", f"The workload: {link(f'/api/v1/workloads/{name}/')}"]
+    page = reverse("dashboard:workload", args=[workload.namespace, workload.name])
+    lines += ["", f"The workload: {link(page)}"]
     notify(
         WORKLOAD_EVENT_KIND[WorkloadEvent(event)],
         [workload.submitter_id],

@@ -11,20 +11,21 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import Prefetch, QuerySet
+from django.db.models import Count, Prefetch, QuerySet
 
 from gpupool.accounting.models import PreemptionEvent
 from gpupool.api.access import Access
 from gpupool.control.queries import pool_policy, pool_snapshot
 from gpupool.control.snapshot import core_topology, pod_set_info
+from gpupool.scheduler.contracts import backoff_ends
 from gpupool.scheduler.estimate import dry_run
-from gpupool.scheduler.types import WorkloadInfo
+from gpupool.scheduler.types import BackoffPolicy, VictimProtectionPolicy, WorkloadInfo
 from gpupool.workloads.actions import PodSetSpec, do_submit_workload
 from gpupool.workloads.choices import WorkloadState
 from gpupool.workloads.models import (
@@ -329,3 +330,65 @@ def _require_known(
         for name in pod_set.flavors:
             if name not in known:
                 raise ValidationError({f"pod_sets.{index}.flavor": f"flavor {name} {newer}"})
+
+
+# ----------------------------------------------------------------------------- contracts
+
+
+@dataclass(frozen=True, slots=True)
+class BackoffInForce:
+    """A team whose work caused too many preemptions lately: its pending work is treated one
+    priority step lower until ``ends_at``."""
+
+    tenant: str
+    caused: int
+    ends_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ProtectionInForce:
+    """A workload evicted often lately: once it runs again it is protected a while longer."""
+
+    workload: Workload
+    evictions: int
+    protected_s: float
+
+
+def backoffs_in_force(now: datetime, policy: BackoffPolicy | None) -> list[BackoffInForce]:
+    """The teams backed off at ``now`` by the core's own rule (``contracts.backoff_ends``)
+    over the preemptions they caused, by team name. Teams see each other at this level."""
+    if policy is None:
+        return []
+    since = now - timedelta(seconds=policy.window_s + policy.cooldown_s)
+    times: dict[str, list[float]] = {}
+    for tenant, at in PreemptionEvent.objects.filter(
+        at__gte=since, at__lte=now, preemptor_tenant__isnull=False
+    ).values_list("preemptor_tenant__name", "at"):
+        times.setdefault(tenant, []).append(at.timestamp())
+    found = []
+    for tenant, moments in sorted(times.items()):
+        ends = backoff_ends(moments, policy, now.timestamp())
+        if ends is not None:
+            found.append(BackoffInForce(tenant, len(moments), datetime.fromtimestamp(ends, UTC)))
+    return found
+
+
+def protections_in_force(
+    events: QuerySet[PreemptionEvent], now: datetime, policy: VictimProtectionPolicy | None
+) -> list[ProtectionInForce]:
+    """The workloads among ``events``' victims evicted at least the policy's number of times
+    within its window before ``now`` (the core's victim protection), most evicted first."""
+    if policy is None:
+        return []
+    recent = (
+        events.filter(at__gte=now - timedelta(seconds=policy.window_s), at__lte=now)
+        .values("victim")
+        .annotate(n=Count("id"))
+        .filter(n__gte=policy.evictions)
+    )
+    counts = {row["victim"]: row["n"] for row in recent}
+    victims = _with_names().filter(pk__in=list(counts)).order_by("namespace", "name")
+    return sorted(
+        (ProtectionInForce(w, counts[w.pk], policy.protected_s) for w in victims),
+        key=lambda p: -p.evictions,
+    )

@@ -121,9 +121,17 @@ def demo_world() -> World:
             start = now - timedelta(days=day, hours=index)
             done = run(f"job-{team}-{day}", team, "h100", h100[24 + index : 25 + index], 8, start)
             do_transition_workload(done, "succeeded", reason="done", at=start + timedelta(hours=2))
-    # the last cycles, as the loop records them
-    for minutes in (3, 2, 1):
+    # the last cycles, as the loop records them: what each team's queue held, and samples
+    # of the fragmentation
+    held = {"nlp": {"h100": 32.0, "gb200": 36.0}, "vision": {"h100": 16.0}}
+    held |= {"speech": {"h100": 8.0}, "search": {"h100": 16.0}, "ads": {"h100": 4.0}}
+    for minutes in (50, 40, 30, 20, 10, 3, 2, 1):
         cycle = do_start_cycle(at=now - timedelta(minutes=minutes))
+        recsys = {"recsys": {"h100": 8.0 if minutes > 10 else 0.0}}
+        queues = {
+            queue: {f: {"allocated": gpus, "borrowed": 0.0, "lent": 0.0} for f, gpus in by.items()}
+            for queue, by in (held | recsys).items()
+        }
         do_finish_cycle(
             cycle,
             at=now - timedelta(minutes=minutes) + timedelta(milliseconds=840),
@@ -132,5 +140,13 @@ def demo_world() -> World:
             workloads=9,
             admitted=1 if minutes == 3 else 0,
             pending=2,
+            timings={"sync": 0.12, "snapshot": 0.08, "plan": 0.35, "record": 0.2, "apply": 0.09},
+            outcome={
+                "queues": queues,
+                "fragmentation": {
+                    "h100": {"free": 40.0 + minutes / 5, "fragmented": 6.0, "largest_gang": 8},
+                    "gb200": {"free": 36.0, "fragmented": 0.0, "largest_gang": 36},
+                },
+            },
         )
     return World(now=now)

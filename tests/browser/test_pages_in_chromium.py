@@ -174,13 +174,13 @@ def test_an_admin_cordons_a_node_from_the_cluster_page(
     page, problems = open_page(browser)
     log_in(page, live_server.url, "admin", world.password("admin"))
     page.goto(f"{live_server.url}/cluster/?flavor=h100")
-    row = page.locator("#node-h100-002")
-    row.get_by_text("Change h100-002").click()
-    row.get_by_label("Why cordon h100-002").fill("fan replacement")
+    row = page.locator("#node-h100-02")
+    row.get_by_text("Change h100-02").click()
+    row.get_by_label("Why cordon h100-02").fill("fan replacement")
     row.get_by_role("button", name="Cordon").click()
     page.wait_for_load_state()
-    assert page.get_by_text("h100-002 is cordoned").is_visible()
-    assert "cordoned: no new placements" in page.locator("#node-h100-002").inner_text()
+    assert page.get_by_text("h100-02 is cordoned").is_visible()
+    assert "cordoned: no new placements" in page.locator("#node-h100-02").inner_text()
     assert problems == []
 
 
@@ -194,10 +194,10 @@ def test_the_heatmap_names_a_gpu_in_words_when_pointed_at(
     heatmap.locator(".main-svg").first.wait_for()
     box = heatmap.locator(".nsewdrag").first.bounding_box()
     assert box is not None
-    # the top-left cell: h100-001's GPU 0, which nlp holds
+    # the top-left cell: h100-00's GPU 0, which nlp holds
     page.mouse.move(box["x"] + 8, box["y"] + 6)
     page.mouse.click(box["x"] + 8, box["y"] + 6)
-    page.get_by_text("h100-001 GPU 0").first.wait_for()
+    page.get_by_text("h100-00 GPU 0").first.wait_for()
     assert "nlp" in page.locator("#gpu-detail").inner_text()
     page.get_by_label("Highlight").select_option("vision")
     assert problems == []

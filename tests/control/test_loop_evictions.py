@@ -6,7 +6,7 @@ import pytest
 from loop_builders import World, build_world
 
 from gpupool.accounting.models import PreemptionEvent, UsageInterval
-from gpupool.inventory.actions import do_drain_node
+from gpupool.inventory.actions import do_drain_node, do_end_drain, do_set_node_cordoned
 from gpupool.inventory.models import Node
 from gpupool.quotas.models import PriorityClass
 
@@ -112,6 +112,37 @@ def test_a_drained_node_has_its_workloads_evicted_as_admin(world: World) -> None
     assert filler.state == "pending"
     world.cycle()
     assert world.workload("filler").state == "pending"  # nowhere to go: n1 is cordoned
+
+
+def test_an_uncordoned_node_is_no_longer_drained_and_takes_work_again(world: World) -> None:
+    fill_with_low(world)
+    node = Node.objects.get(name="n1")
+    world.cluster.refuse.update(p.key for p in world.cluster.pods_of("filler"))
+    do_drain_node(node, acting_user=None, reason="maintenance")
+    world.cycle()  # the eviction is refused: the workload still runs on the draining node
+    assert world.workload("filler").state == "running"
+    do_set_node_cordoned(node, cordoned=False, acting_user=None, reason="repaired")
+    assert Node.objects.get(name="n1").drain_requested_at is None
+    world.cluster.refuse.clear()
+    world.cycle()
+    world.cycle()
+    assert world.workload("filler").state == "running"
+    assert not PreemptionEvent.objects.filter(victim=world.workload("filler")).exists()
+
+
+def test_an_ended_drain_lets_evicted_work_come_back_to_the_node(world: World) -> None:
+    fill_with_low(world)
+    node = Node.objects.get(name="n1")
+    do_drain_node(node, acting_user=None, reason="maintenance")
+    world.cycle()
+    world.cycle()
+    assert world.workload("filler").state == "pending"
+    do_end_drain(node, acting_user=None, reason="repaired")
+    world.cycle()
+    world.cycle()
+    world.cluster.run()
+    world.cycle()
+    assert world.workload("filler").state == "running"
 
 
 def test_a_jobs_evicted_pod_comes_back_as_the_same_workload(world: World) -> None:

@@ -8,13 +8,17 @@ import pytest
 from gpupool.dashboard.charts import (
     BASELINE_COLOUR,
     PALETTE,
+    allocation_area_figure,
+    cycle_phases_figure,
     gpu_heatmap_figure,
     load_curves_figure,
     pending_reasons_figure,
+    preemptions_over_time_figure,
     series_colours,
     shared_vs_alone_figure,
     wait_boxes_figure,
     what_if_waits_figure,
+    workload_timeline_figure,
 )
 from gpupool.dashboard.palette import UI
 
@@ -95,6 +99,12 @@ def test_every_figure_is_a_valid_plotly_figure() -> None:
         load_curves_figure("t", ALLOCATION, FRAGMENTATION),
         wait_boxes_figure({"fifo": {"t1": [1.0]}}),
         shared_vs_alone_figure(["t1"], [1.0], {"fifo": [2.0]}),
+        allocation_area_figure(["2026-05-04T09:00:00+00:00"], {"nlp · h100": [8.0]}, {}),
+        cycle_phases_figure(["09:00:00"], {"plan": [0.2], "apply": [0.1]}),
+        preemptions_over_time_figure(["2026-05-04"], {"reclaim": [2]}, {}),
+        workload_timeline_figure(
+            [("pending", "2026-05-04T09:00:00+00:00", "2026-05-04T09:05:00+00:00")], {}
+        ),
     ]
     for figure in figures:
         assert len(go.Figure(figure).data) == len(figure["data"])
@@ -154,3 +164,36 @@ def test_the_gpu_heatmap_colours_each_cell_by_its_category_in_steps() -> None:
     }
     assert figure["layout"]["yaxis"]["autorange"] == "reversed"
     go.Figure(figure)
+
+
+def test_allocation_is_a_stacked_area_one_band_per_team_and_flavor() -> None:
+    figure = allocation_area_figure(
+        ["t0", "t1"],
+        {"nlp · h100": [8.0, 4.0], "vision · h100": [0.0, 7.0]},
+        {"nlp · h100": "#123456"},
+    )
+    assert [trace["stackgroup"] for trace in figure["data"]] == ["allocated", "allocated"]
+    assert figure["data"][0]["y"] == [8.0, 4.0] and figure["data"][0]["line"]["color"] == "#123456"
+
+
+def test_cycle_phases_stack_each_cycles_phases_in_one_colour_each() -> None:
+    figure = cycle_phases_figure(["a", "b"], {"plan": [0.2, 0.3], "apply": [0.1, 0.0]})
+    assert figure["layout"]["barmode"] == "stack"
+    assert [trace["name"] for trace in figure["data"]] == ["plan", "apply"]
+    assert figure["data"][0]["marker"]["color"] != figure["data"][1]["marker"]["color"]
+
+
+def test_a_workload_timeline_names_each_state_once_in_its_legend() -> None:
+    spans = [("pending", "a", "b"), ("running", "b", "c"), ("pending", "c", "d")]
+    figure = workload_timeline_figure(spans, {"pending": "#8a5a00"})
+    assert [trace["showlegend"] for trace in figure["data"]] == [True, True, False]
+    assert figure["data"][0]["line"]["color"] == "#8a5a00"
+
+
+def test_preemptions_per_day_stack_by_reason_with_whole_ticks() -> None:
+    figure = preemptions_over_time_figure(
+        ["d1", "d2"], {"preempt": [1, 0], "reclaim": [2, 7]}, {"reclaim": "#123456"}
+    )
+    assert figure["layout"]["barmode"] == "stack"
+    assert figure["layout"]["yaxis"]["dtick"] == 2  # at most 9 a day
+    assert figure["data"][1]["marker"]["color"] == "#123456"

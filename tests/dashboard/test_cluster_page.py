@@ -129,3 +129,16 @@ def test_an_admin_drains_a_node_and_the_page_says_it_is_draining(pool: Any, page
     assert (event.actor_name, event.reason) == ("ada", "RMA")
     assert page_as("max").post("/cluster/nodes/n1/drain/").status_code == 403
     assert Node.objects.get(name="n1").drain_requested_at is None
+
+
+def test_an_admin_ends_a_drain_and_the_node_is_back_in_service(pool: Any, page_as: Any) -> None:
+    client = page_as("ada")
+    client.post("/cluster/nodes/n2/drain/", {"reason": "RMA"})
+    response = client.post("/cluster/nodes/n2/cordon/", {"reason": "repaired"}, follow=True)
+    node_row = Node.objects.get(name="n2")
+    assert not node_row.cordoned and node_row.drain_requested_at is None
+    assert "n2 is no longer draining" in text(response)
+    assert "Draining since" not in text(response)
+    event = AuditEvent.objects.get(action="inventory.end_drain")
+    assert (event.actor_name, event.reason) == ("ada", "repaired")
+    assert event.before["drain_requested"] and not event.after["drain_requested"]

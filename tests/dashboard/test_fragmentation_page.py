@@ -67,7 +67,7 @@ def test_the_figures_say_how_many_gangs_of_each_size_fit_in_one_domain(
     cells = [cell.split("<", 1)[0] for cell in gangs.split('<td class="number">')[1:]]
     assert cells[:3] == ["11", "5", "2"]
     assert gangs.count("none") == 3
-    assert "No history yet" in part
+    assert "No sample yet" in part
 
 
 def test_cordoned_nodes_and_other_flavors_show_as_such(pool: Any, page_as: Any) -> None:

@@ -58,13 +58,13 @@ def test_queues_are_public_at_the_queue_level(pool: Any, page_as: Any) -> None:
     assert "7.5 GPUs" in page
 
 
-def test_the_overview_shows_capacity_and_says_what_is_coming(pool: Any, page_as: Any) -> None:
+def test_the_overview_shows_capacity_and_what_is_empty(pool: Any, page_as: Any) -> None:
     client = page_as("fin")
     page = text(client.get("/overview/"))
     assert "15 GPUs" in page and "2 nodes" in page
     assert "No scheduling cycle has run yet" in page
     assert "No workload has been submitted yet" in page
-    assert "Coming to this page" in page
+    assert "Nothing allocated in the last 24 hours" in page
 
 
 def test_the_overview_lists_the_last_cycles_and_pending_work_by_reason(

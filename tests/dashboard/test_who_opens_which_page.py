@@ -37,6 +37,9 @@ NOT_PAGES = {
     "cluster-gpu-health": "test_cluster_page.py",
     "cluster-drain": "test_cluster_page.py",
     "request": "test_requests_and_approvals.py",
+    "workload": "test_workload_page.py",
+    "workload-dry-run": "test_submit_and_dry_run.py",
+    "workload-submit": "test_submit_and_dry_run.py",
     "approval": "test_requests_and_approvals.py",
     "approval-what-if": "test_requests_and_approvals.py",
 }

@@ -1,0 +1,53 @@
+"""Why a pending gang waits on the Fragmentation page, linked to the shape that blocks it:
+"your 16-GPU job waits although 20 GPUs are free: no domain has 16 free together". Pure:
+the page passes in the gang's size and the flavor's figures (``inventory.queries``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+from gpupool.dashboard.templatetags.dashboard import gpus, plain_number
+from gpupool.inventory.queries import FlavorFragmentation
+
+FITS = "fits"
+SHAPE = "shape"
+CAPACITY = "capacity"
+
+
+@dataclass(frozen=True, slots=True)
+class Blocking:
+    """What keeps a pending gang out: nothing in the pool's shape (``fits``: it waits for
+    something else), the shape (free GPUs enough, but not together), or capacity; and the
+    gang size of the page's table that shows it (None when no column does)."""
+
+    kind: str
+    text: str
+    gang_size: int | None
+
+
+def blocking_shape(needed: Decimal, figures: FlavorFragmentation) -> Blocking:
+    """Why a gang of ``needed`` GPUs of the flavor waits, as far as the pool's shape says."""
+    column = next((gang.gpus for gang in figures.gangs if gang.gpus >= needed), None)
+    free = Decimal(str(figures.free_gpus))
+    largest = figures.largest_gang_gpus
+    job = f"This {plain_number(needed)}-GPU job"
+    if needed <= largest:
+        return Blocking(
+            FITS,
+            f"{job} fits in one NVLink domain now (the largest free block is {gpus(largest)}): "
+            "the pool's shape does not hold it back; the reason it waits for does.",
+            column,
+        )
+    if needed <= free:
+        return Blocking(
+            SHAPE,
+            f"{job} waits although {gpus(free)} are free: no NVLink domain has "
+            f"{plain_number(needed)} free together (the largest free block is {gpus(largest)}).",
+            column,
+        )
+    return Blocking(
+        CAPACITY,
+        f"{job} needs more than the {gpus(free)} free in the whole flavor.",
+        column,
+    )

@@ -1,0 +1,88 @@
+"""The fairness explainer of the Queues page: each team queue's standing in one flavor, in
+plain words with its numbers ("team-b holds 18 GPUs: 12 deserved, 6 borrowed from team-c,
+which is idle"), and who is starved and who borrows. Pure: the page passes the numbers in
+(the core's quota tree at the last cycle, ``quotas.queries.queue_usage``, and the pending
+work per queue)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+from gpupool.dashboard.templatetags.dashboard import gpus
+
+BORROWING = "borrowing"
+STARVED = "starved"
+LENDING = "lending"
+WITHIN = "within"
+
+
+@dataclass(frozen=True, slots=True)
+class Standing:
+    """One team queue in one flavor: its deserved quota, what it holds, borrows and lends
+    now, and how many of its workloads wait."""
+
+    queue: str
+    team: str
+    deserved: Decimal
+    allocated: Decimal
+    borrowed: Decimal
+    lent: Decimal
+    waiting: int
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """One queue's standing in words, and its kind (borrowing, starved, lending, within)."""
+
+    queue: str
+    kind: str
+    text: str
+
+
+def _lender_words(lender: Standing) -> str:
+    """A lender, and why it lends: idle, or using less than it deserves."""
+    if lender.allocated == 0:
+        return f"{lender.queue}, which is idle"
+    return f"{lender.queue}, which uses {gpus(lender.allocated)} of its {gpus(lender.deserved)}"
+
+
+def explain_fairness(standings: list[Standing]) -> list[Verdict]:
+    """Each queue's standing in words, borrowers first, then the starved, the lenders and
+    the rest (by queue name within each)."""
+    lenders = sorted((s for s in standings if s.lent > 0), key=lambda s: (-s.lent, s.queue))
+    verdicts: list[Verdict] = []
+    for standing in sorted(standings, key=lambda s: s.queue):
+        held = f"{standing.queue} holds {gpus(standing.allocated)}"
+        if standing.borrowed > 0:
+            within = standing.allocated - standing.borrowed
+            others = [lender for lender in lenders if lender.queue != standing.queue]
+            if len(others) == 1:
+                source = f"from {_lender_words(others[0])}"
+            elif others:
+                source = "from the idle shares of " + ", ".join(
+                    f"{lender.queue} (lends {gpus(lender.lent)})" for lender in others
+                )
+            else:
+                source = "from the pool's unclaimed GPUs"
+            text = f"{held}: {gpus(within)} deserved, {gpus(standing.borrowed)} borrowed {source}."
+            text += " Borrowed GPUs are taken back when their owner wants them."
+            verdicts.append(Verdict(standing.queue, BORROWING, text))
+        elif standing.waiting and standing.allocated < standing.deserved:
+            text = (
+                f"{held} of the {gpus(standing.deserved)} it deserves while "
+                f"{standing.waiting} of its workloads wait: it is starved, and the scheduler "
+                "reclaims what others borrowed from it first."
+            )
+            verdicts.append(Verdict(standing.queue, STARVED, text))
+        elif standing.lent > 0:
+            text = (
+                f"{held} of the {gpus(standing.deserved)} it deserves and lends "
+                f"{gpus(standing.lent)} to busier teams while it does not need them."
+            )
+            verdicts.append(Verdict(standing.queue, LENDING, text))
+        else:
+            text = f"{held}, within the {gpus(standing.deserved)} it deserves."
+            verdicts.append(Verdict(standing.queue, WITHIN, text))
+    order = {BORROWING: 0, STARVED: 1, LENDING: 2, WITHIN: 3}
+    return sorted(verdicts, key=lambda v: (order[v.kind], v.queue))

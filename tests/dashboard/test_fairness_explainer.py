@@ -1,0 +1,62 @@
+"""The Queues page's fairness explainer: each team queue's standing in plain words with its
+numbers, who borrows from whom, and who is starved."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from dashboard_pages import live, text
+
+from gpupool.dashboard.fairness import Standing, explain_fairness
+
+
+def standing(
+    queue: str, deserved: int, allocated: int, borrowed: int = 0, lent: int = 0, waiting: int = 0
+) -> Standing:
+    """A team queue's standing in whole GPUs."""
+    return Standing(
+        queue,
+        queue,
+        Decimal(deserved),
+        Decimal(allocated),
+        Decimal(borrowed),
+        Decimal(lent),
+        waiting,
+    )
+
+
+def test_a_borrower_is_told_how_much_it_deserves_and_from_whom_it_borrows() -> None:
+    verdicts = explain_fairness(
+        [standing("team-b", 12, 18, borrowed=6), standing("team-c", 6, 0, lent=6)]
+    )
+    assert verdicts[0].kind == "borrowing"
+    assert verdicts[0].text.startswith(
+        "team-b holds 18 GPUs: 12 GPUs deserved, 6 GPUs borrowed from team-c, which is idle."
+    )
+    assert verdicts[1].kind == "lending" and "lends 6 GPUs" in verdicts[1].text
+
+
+def test_several_lenders_are_named_with_what_each_lends() -> None:
+    verdicts = explain_fairness(
+        [
+            standing("a", 4, 10, borrowed=6),
+            standing("b", 4, 0, lent=4),
+            standing("c", 4, 2, lent=2),
+        ]
+    )
+    assert "from the idle shares of b (lends 4 GPUs), c (lends 2 GPUs)" in verdicts[0].text
+
+
+def test_a_queue_below_its_share_with_work_waiting_is_starved() -> None:
+    [verdict] = explain_fairness([standing("nlp", 8, 2, waiting=3)])
+    assert verdict.kind == "starved"
+    assert "nlp holds 2 GPUs of the 8 GPUs it deserves while 3 of its workloads wait" in (
+        verdict.text
+    )
+
+
+def test_the_queues_page_explains_each_team_in_words(pool: Any, page_as: Any) -> None:
+    part = text(live(page_as("vic"), "/queues/"))
+    assert "Who holds what, in plain words (h100)" in part
+    assert "nlp holds 0 GPUs, within the" in part

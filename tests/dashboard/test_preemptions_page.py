@@ -1,0 +1,73 @@
+"""Preemptions over time, churn per team, and the back-off and extra protection in force
+(the core's own rules over the recorded preemptions)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+from dashboard_pages import text
+from django.utils import timezone
+
+from gpupool.accounting.actions import do_record_preemption
+from gpupool.accounting.models import PreemptionEvent
+from gpupool.scheduler.types import BackoffPolicy, VictimProtectionPolicy
+from gpupool.workloads.actions import PodSetSpec, do_submit_workload
+from gpupool.workloads.queries import backoffs_in_force, protections_in_force
+
+
+def submit(pool: Any, name: str, queue: Any, by: str) -> Any:
+    """A pending 8-GPU workload submitted by ``by``."""
+    return do_submit_workload(
+        name,
+        queue=queue,
+        pod_sets=[PodSetSpec(count=1, gpus=8, flavor=pool.h100)],
+        submitter=pool.users[by],
+    )
+
+
+def preempt(victim: Any, preemptor: Any, minutes_ago: float, lost: str = "1") -> None:
+    """A recorded reclaim of ``victim`` for ``preemptor``."""
+    do_record_preemption(
+        victim,
+        reason="reclaim",
+        at=timezone.now() - timedelta(minutes=minutes_ago),
+        gpus_freed=8,
+        lost_gpu_hours=Decimal(lost),
+        preemptor=preemptor,
+    )
+
+
+def test_a_team_that_caused_too_many_preemptions_is_backed_off(pool: Any) -> None:
+    preemptor = submit(pool, "greedy", pool.nlp_queue, "max")
+    for index in range(4):
+        preempt(submit(pool, f"v{index}", pool.vision_queue, "vic"), preemptor, 10 - index)
+    policy = BackoffPolicy(max_preemptions=3, window_s=3600, cooldown_s=1800)
+    [backoff] = backoffs_in_force(timezone.now(), policy)
+    assert (backoff.tenant, backoff.caused) == ("nlp", 4)
+    assert timedelta(minutes=22) < backoff.ends_at - timezone.now() <= timedelta(minutes=30)
+    assert backoffs_in_force(timezone.now() + timedelta(hours=1), policy) == []
+
+
+def test_a_workload_evicted_often_earns_extra_protection(pool: Any) -> None:
+    victim = submit(pool, "sweep", pool.vision_queue, "vic")
+    preemptor = submit(pool, "run", pool.nlp_queue, "max")
+    preempt(victim, preemptor, 50)
+    preempt(victim, preemptor, 20)
+    policy = VictimProtectionPolicy(evictions=2, window_s=3600, protected_s=1800)
+    [found] = protections_in_force(PreemptionEvent.objects.all(), timezone.now(), policy)
+    assert (found.workload.name, found.evictions, found.protected_s) == ("sweep", 2, 1800)
+
+
+def test_the_page_draws_the_history_churn_and_what_is_in_force(pool: Any, page_as: Any) -> None:
+    victim = submit(pool, "sweep", pool.vision_queue, "vic")
+    preemptor = submit(pool, "secret-run", pool.nlp_queue, "max")
+    preempt(victim, preemptor, 50, lost="1.5")
+    preempt(victim, preemptor, 20, lost="1")
+    page = text(page_as("vic").get("/preemptions/"))
+    assert 'id="history-chart-figure"' in page and '"reclaim"' in page
+    assert "Churn per team" in page and "2.5 GPU-h" in page
+    assert "No team is backed off now" in page
+    assert 'href="/workloads/vision/sweep/"' in page
+    assert "secret-run" not in page

@@ -1,0 +1,93 @@
+"""The submit form of My workloads and its live dry-run: the API's input shape and the
+submission action, the decision core on the last cycle's snapshot (never one per keystroke),
+and nothing written by a dry-run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dashboard_pages import text
+
+from gpupool.control import queries
+from gpupool.workloads.models import Workload
+
+FORM = {
+    "name": "train",
+    "queue": "nlp",
+    "priority_class": "",
+    "flavor": "h100",
+    "pods": "1",
+    "gpus_per_pod": "4",
+    "topology": "",
+    "expected_hours": "2",
+    "image": "python:3.12",
+}
+
+
+def dry_run(client: Any, **changes: str) -> str:
+    """What htmx swaps in after a keystroke."""
+    return text(client.post("/workloads/dry-run/", FORM | changes, HTTP_HX_REQUEST="true"))
+
+
+def test_a_fitting_workload_would_start_now_and_nothing_is_written(pool: Any, page_as: Any) -> None:
+    answer = dry_run(page_as("max"))
+    assert "It would start now" in answer
+    assert "quota" in answer and "capacity" in answer and "placement" in answer
+    assert not Workload.objects.exists()
+
+
+def test_a_too_big_workload_names_the_layer_that_fails(pool: Any, page_as: Any) -> None:
+    answer = dry_run(page_as("max"), pods="4", gpus_per_pod="8")
+    assert "It would wait: the" in answer and 'class="failing"' in answer
+    assert not Workload.objects.exists()
+
+
+def test_a_half_filled_form_says_what_is_missing(pool: Any, page_as: Any) -> None:
+    answer = dry_run(page_as("max"), pods="")
+    assert "Not checked yet" in answer and "Pods" in answer
+
+
+def test_another_teams_queue_is_not_offered(pool: Any, page_as: Any) -> None:
+    answer = dry_run(page_as("max"), queue="vision")
+    assert "Not checked yet" in answer and "Queue" in answer
+    page = text(page_as("max").get("/workloads/"))
+    assert '<option value="nlp"' in page and '<option value="vision"' not in page
+
+
+def test_keystrokes_between_two_cycles_read_one_snapshot(
+    pool: Any, page_as: Any, monkeypatch: Any
+) -> None:
+    built: list[object] = []
+    original = queries.build_snapshot
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        built.append(args)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(queries, "build_snapshot", counting)
+    client = page_as("max")
+    for pods in ("1", "2", "1"):
+        assert "It would" in dry_run(client, pods=pods)
+    assert len(built) == 1
+
+
+def test_submitting_queues_the_workload_and_opens_its_page(pool: Any, page_as: Any) -> None:
+    response = page_as("max").post("/workloads/submit/", FORM, follow=True)
+    assert response.redirect_chain[-1][0] == "/workloads/nlp/train/"
+    workload = Workload.objects.get(name="train")
+    assert (workload.submitter.username, workload.expected_runtime_s) == ("max", 7200)
+    assert "nlp/train is queued" in text(response)
+
+
+def test_a_refused_submission_comes_back_onto_the_form(pool: Any, page_as: Any) -> None:
+    client = page_as("max")
+    client.post("/workloads/submit/", FORM)
+    again = client.post("/workloads/submit/", FORM)
+    assert again.status_code == 400
+    assert 'role="alert"' in text(again) and "train" in text(again)
+    assert Workload.objects.filter(name="train").count() == 1
+
+
+def test_finance_may_not_try_or_submit(pool: Any, page_as: Any) -> None:
+    assert page_as("fin").post("/workloads/dry-run/", FORM).status_code == 403
+    assert page_as("fin").post("/workloads/submit/", FORM).status_code == 403
