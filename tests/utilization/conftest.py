@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -36,14 +35,3 @@ def prometheus(dcgm_exporter: DcgmTestExporter) -> Iterator[PrometheusServer]:
     server = PrometheusServer([dcgm_exporter.address]).start()
     yield server
     server.stop()
-
-
-def wait_for_scrapes(exporter: DcgmTestExporter, count: int = 2, timeout_s: float = 15) -> float:
-    """Wait until Prometheus scraped ``count`` more times; returns the time after."""
-    target = exporter.scrapes + count
-    deadline = time.monotonic() + timeout_s
-    while exporter.scrapes < target:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"the exporter was scraped {exporter.scrapes} times")
-        time.sleep(0.1)
-    return time.time()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from conftest import wait_for_scrapes
+from prometheus_builders import wait_for_scrapes
 
 from gpupool.clusters.base import PodKey
 from gpupool.utilization.activity import pod_activity
