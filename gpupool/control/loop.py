@@ -88,6 +88,7 @@ from gpupool.scheduler.lifecycle import apply_plan
 from gpupool.scheduler.shares import QueueShare, queue_shares
 from gpupool.scheduler.types import MILLI, NodeInfo, Plan, PolicyInfo, Snapshot, WorkloadInfo
 from gpupool.tenancy.models import TenantNamespace
+from gpupool.utilization.sampling import UtilizationSampler, source_for
 from gpupool.workloads.choices import Origin, WorkloadState
 from gpupool.workloads.models import PodSet, Workload
 
@@ -149,6 +150,7 @@ class ControlLoop:
         self.runtimes = RuntimeHistory()
         self.learned: set[str] = set()  # workloads whose expected runtime was learned
         self.first = True
+        self.utilization = UtilizationSampler(source_for(backend))
 
     # -- the cycle ------------------------------------------------------------------------
 
@@ -278,6 +280,8 @@ class ControlLoop:
             phase, clock = "apply", time.perf_counter()
             outcome = self._apply(now, keys)
             timings["apply"] = time.perf_counter() - clock
+            if self.utilization.due(now):
+                self._sample_utilization(now)
             result.counts = {
                 "nodes": len(database.snapshot.nodes),
                 "workloads": len(database.snapshot.workloads),
@@ -315,6 +319,15 @@ class ControlLoop:
             if not isinstance(error, ClusterUnavailable):
                 self._forget_everything()
             return result
+
+    def _sample_utilization(self, now: float) -> None:
+        """Read the GPUs' use since the last read (gpupool.utilization); a failure is logged
+        and never fails the cycle."""
+        pods = {pod: key for key, members in self.mirror.pods.items() for pod in members}
+        try:
+            self.utilization.sample(now, pods)
+        except Exception:
+            logger.exception("utilisation sampling failed")
 
     # -- 1 sync ----------------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Protocol
 
@@ -95,9 +95,12 @@ def sample_at(profile: Profile, workload: str, gpu: int, at: float, seed: int) -
 class SimulatedSource:
     """Utilisation drawn from profiles over the simulated cluster's running pods."""
 
-    def __init__(self, cluster: HoldsGpus, *, seed: int = 0) -> None:
+    def __init__(
+        self, cluster: HoldsGpus, *, seed: int = 0, chosen: Mapping[str, Profile] | None = None
+    ) -> None:
         self.cluster = cluster
         self.seed = seed
+        self.chosen = dict(chosen or {})  # namespace/workload -> profile, over the draw
 
     def read(self, start: float, end: float, step: float) -> UtilizationReadout:
         """The running pods' GPUs in ``[start, end]`` every ``step`` (from their start)."""
@@ -106,7 +109,7 @@ class SimulatedSource:
         series: list[GpuSeries] = []
         for holding in self.cluster.gpus_in_use():
             workload = workload_of(holding)
-            profile = profile_of(holding, self.seed)
+            profile = self.chosen.get(workload) or profile_of(holding, self.seed)
             for gpu in holding.gpus:
                 device = GpuDevice(holding.node, gpu, model=holding.gpu_model)
                 samples = tuple(
