@@ -9,6 +9,7 @@ interval that straddles its edge counts its share inside it). Idle is allocated 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
@@ -33,28 +34,37 @@ def _share(window: ActivityWindow, since: datetime, until: datetime) -> float:
     return _overlap_s(window.started_at, window.ended_at, since, until) / length
 
 
-def _windows(since: datetime, until: datetime) -> Any:
-    return ActivityWindow.objects.filter(ended_at__gt=since, started_at__lt=until)
+def _windows(since: datetime, until: datetime, tenant_ids: Collection[int] | None = None) -> Any:
+    windows = ActivityWindow.objects.filter(ended_at__gt=since, started_at__lt=until)
+    return windows if tenant_ids is None else windows.filter(tenant_id__in=tenant_ids)
 
 
-def allocated_gpu_hours(since: datetime, until: datetime) -> dict[str, float]:
-    """GPU-hours allocated per tenant name in the window (usage intervals clipped to it)."""
+def allocated_gpu_hours(
+    since: datetime, until: datetime, tenant_ids: Collection[int] | None = None
+) -> dict[str, float]:
+    """GPU-hours allocated per tenant name in the window (usage intervals clipped to it);
+    ``tenant_ids`` limits it to those tenants (None: every tenant, and the pool's own)."""
     totals: dict[str, float] = defaultdict(float)
     intervals = UsageInterval.objects.filter(
         Q(ended_at__isnull=True) | Q(ended_at__gt=since), started_at__lt=until
-    ).values_list("tenant__name", "gpus", "started_at", "ended_at")
-    for tenant, gpus, started, ended in intervals:
+    )
+    if tenant_ids is not None:
+        intervals = intervals.filter(tenant_id__in=tenant_ids)
+    rows = intervals.values_list("tenant__name", "gpus", "started_at", "ended_at")
+    for tenant, gpus, started, ended in rows:
         seconds = _overlap_s(started, ended or until, since, until)
         totals[tenant or NO_TENANT] += float(gpus) * seconds / 3600
     return dict(totals)
 
 
-def tenant_utilization(since: datetime, until: datetime) -> list[dict[str, Any]]:
+def tenant_utilization(
+    since: datetime, until: datetime, tenant_ids: Collection[int] | None = None
+) -> list[dict[str, Any]]:
     """Per tenant: allocated, active and idle GPU-hours in the window, and the active share
-    of allocated; tenants by name."""
-    allocated = allocated_gpu_hours(since, until)
+    of allocated; tenants by name (``tenant_ids``: only those)."""
+    allocated = allocated_gpu_hours(since, until, tenant_ids)
     active: dict[str, float] = defaultdict(float)
-    for window in _windows(since, until).select_related("tenant"):
+    for window in _windows(since, until, tenant_ids).select_related("tenant"):
         name = window.tenant.name if window.tenant else NO_TENANT
         active[name] += window.active_gpu_seconds * _share(window, since, until) / 3600
     rows = []
@@ -72,12 +82,17 @@ def tenant_utilization(since: datetime, until: datetime) -> list[dict[str, Any]]
     return rows
 
 
-def top_wasters(since: datetime, until: datetime, limit: int = 10) -> list[dict[str, Any]]:
+def top_wasters(
+    since: datetime,
+    until: datetime,
+    limit: int = 10,
+    tenant_ids: Collection[int] | None = None,
+) -> list[dict[str, Any]]:
     """The workloads that held GPUs idle longest in the window (idle GPU-hours as the source
-    saw them), most first."""
+    saw them), most first (``tenant_ids``: only those tenants' workloads)."""
     idle: dict[int, float] = defaultdict(float)
     held: dict[int, float] = defaultdict(float)
-    for window in _windows(since, until):
+    for window in _windows(since, until, tenant_ids):
         share = _share(window, since, until)
         held[window.workload_id] += window.observed_gpu_seconds * share / 3600
         idle[window.workload_id] += (

@@ -1,0 +1,116 @@
+"""API of GPU use against allocation (``/api/v1/utilization/...``), JSON or CSV.
+
+``tenants/``: allocated, active and idle GPU-hours per tenant; ``wasters/``: the workloads that
+held GPUs idle longest. Both over ``?since=&until=`` (ISO 8601; default: the last hour), for
+the caller's tenants (admins and finance: every tenant). ``?format=csv`` gives the same rows
+as CSV. Read-only: the control loop's sampler writes the facts.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+from rest_framework import renderers, viewsets
+from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.routers import BaseRouter
+
+from gpupool.api.access import Access
+from gpupool.api.permissions import COST_ROLES, ActionRoles, TenantScoped
+from gpupool.utilization.queries import tenant_utilization, top_wasters
+
+MAX_WINDOW = timedelta(days=92)
+
+
+class CsvRenderer(renderers.BaseRenderer):
+    """A list of flat rows as CSV, with a header of the first row's keys."""
+
+    media_type = "text/csv"
+    format = "csv"
+    charset = "utf-8"
+
+    def render(
+        self,
+        data: Any,
+        accepted_media_type: str | None = None,
+        renderer_context: Mapping[str, Any] | None = None,
+    ) -> bytes:
+        """The rows (``data``, or ``data["rows"]``) as CSV."""
+        rows: Sequence[Mapping[str, Any]] = data.get("rows", []) if isinstance(data, dict) else data
+        if isinstance(data, dict) and "detail" in data:
+            rows = [{"detail": data["detail"]}]
+        out = io.StringIO()
+        if rows:
+            writer = csv.DictWriter(out, fieldnames=list(rows[0]), lineterminator="\n")
+            writer.writeheader()
+            writer.writerows(rows)
+        return out.getvalue().encode()
+
+
+def _time(request: Request, name: str) -> datetime | None:
+    text = request.query_params.get(name)
+    if not text:
+        return None
+    value = parse_datetime(text.replace(" ", "+"))
+    if value is None or value.tzinfo is None:
+        raise ValidationError({name: "an ISO 8601 time with a zone, e.g. 2026-12-01T10:00:00Z"})
+    return value
+
+
+def window_of(request: Request) -> tuple[datetime, datetime]:
+    """``since`` and ``until`` from the query (default: the hour to now), checked."""
+    until = _time(request, "until") or timezone.now()
+    since = _time(request, "since") or until - timedelta(hours=1)
+    if since >= until:
+        raise ValidationError({"since": "the window starts before it ends"})
+    if until - since > MAX_WINDOW:
+        raise ValidationError({"since": f"a window is at most {MAX_WINDOW.days} days"})
+    return since, until
+
+
+def tenants_of(access: Access) -> frozenset[int] | None:
+    """The tenants whose figures the caller may see (None: all of them)."""
+    return None if access.admin or access.finance else access.tenant_ids
+
+
+class _UtilizationViewSet(TenantScoped, viewsets.ViewSet):
+    permission_classes = (ActionRoles,)
+    default_roles = COST_ROLES
+    renderer_classes = (renderers.JSONRenderer, renderers.BrowsableAPIRenderer, CsvRenderer)
+
+
+class TenantUtilizationViewSet(_UtilizationViewSet):
+    """Allocated, active and idle GPU-hours per tenant in a window."""
+
+    def list(self, request: Request) -> Response:
+        """The caller's tenants' figures (admins and finance: all)."""
+        since, until = window_of(request)
+        rows = tenant_utilization(since, until, tenants_of(self.access()))
+        return Response({"since": since, "until": until, "rows": rows})
+
+
+class WasterViewSet(_UtilizationViewSet):
+    """The workloads that held GPUs idle longest in a window."""
+
+    def list(self, request: Request) -> Response:
+        """The caller's tenants' workloads (admins and finance: all), most idle first."""
+        since, until = window_of(request)
+        try:
+            limit = min(max(int(request.query_params.get("limit", "10")), 1), 100)
+        except ValueError:
+            raise ValidationError({"limit": "a whole number from 1 to 100"}) from None
+        rows = top_wasters(since, until, limit, tenants_of(self.access()))
+        return Response({"since": since, "until": until, "rows": rows})
+
+
+def register(router: BaseRouter) -> None:
+    """Add this module's resources to the API router."""
+    router.register("utilization/tenants", TenantUtilizationViewSet, basename="utilization-tenant")
+    router.register("utilization/wasters", WasterViewSet, basename="utilization-waster")
