@@ -16,7 +16,9 @@ from typing import Any
 
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
-from rest_framework import renderers, viewsets
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import renderers, serializers, viewsets
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -80,6 +82,48 @@ def tenants_of(access: Access) -> frozenset[int] | None:
     return None if access.admin or access.finance else access.tenant_ids
 
 
+class TenantUtilizationRowSerializer(serializers.Serializer[dict[str, Any]]):
+    """One tenant's GPU-hours in the window."""
+
+    tenant = serializers.CharField()
+    allocated_gpu_hours = serializers.FloatField()
+    active_gpu_hours = serializers.FloatField()
+    idle_gpu_hours = serializers.FloatField()
+    active_share = serializers.FloatField(allow_null=True)
+
+
+class WasterRowSerializer(serializers.Serializer[dict[str, Any]]):
+    """One workload's GPU-hours held and held idle in the window."""
+
+    workload = serializers.CharField()
+    queue = serializers.CharField()
+    tenant = serializers.CharField()
+    held_gpu_hours = serializers.FloatField()
+    idle_gpu_hours = serializers.FloatField()
+
+
+class TenantUtilizationSerializer(serializers.Serializer[dict[str, Any]]):
+    """The window and each tenant's row."""
+
+    since = serializers.DateTimeField()
+    until = serializers.DateTimeField()
+    rows = TenantUtilizationRowSerializer(many=True)
+
+
+class WastersSerializer(serializers.Serializer[dict[str, Any]]):
+    """The window and the workloads idle longest."""
+
+    since = serializers.DateTimeField()
+    until = serializers.DateTimeField()
+    rows = WasterRowSerializer(many=True)
+
+
+WINDOW_PARAMETERS = [
+    OpenApiParameter("since", OpenApiTypes.DATETIME, description="default: an hour before until"),
+    OpenApiParameter("until", OpenApiTypes.DATETIME, description="default: now"),
+]
+
+
 class _UtilizationViewSet(TenantScoped, viewsets.ViewSet):
     permission_classes = (ActionRoles,)
     default_roles = COST_ROLES
@@ -89,6 +133,7 @@ class _UtilizationViewSet(TenantScoped, viewsets.ViewSet):
 class TenantUtilizationViewSet(_UtilizationViewSet):
     """Allocated, active and idle GPU-hours per tenant in a window."""
 
+    @extend_schema(parameters=WINDOW_PARAMETERS, responses=TenantUtilizationSerializer)
     def list(self, request: Request) -> Response:
         """The caller's tenants' figures (admins and finance: all)."""
         since, until = window_of(request)
@@ -99,6 +144,13 @@ class TenantUtilizationViewSet(_UtilizationViewSet):
 class WasterViewSet(_UtilizationViewSet):
     """The workloads that held GPUs idle longest in a window."""
 
+    @extend_schema(
+        parameters=[
+            *WINDOW_PARAMETERS,
+            OpenApiParameter("limit", int, description="how many workloads, 1-100 (10)"),
+        ],
+        responses=WastersSerializer,
+    )
     def list(self, request: Request) -> Response:
         """The caller's tenants' workloads (admins and finance: all), most idle first."""
         since, until = window_of(request)
