@@ -154,20 +154,42 @@ def _lines(gpus: list[FakeGpu]) -> Iterator[str]:
             yield f"{name}{{{gpu.labels()}}} {_number(value)}\n"
 
 
+def populate_pool(exporter: DcgmTestExporter, nodes: int, gpus: int) -> int:
+    """Nodes of ``gpus`` GPUs, three quarters of each held by pods of (at most) 8, 4, 2 or
+    1 GPUs, node by node. Returns the number of pods."""
+    pods = 0
+    sizes = (8, 4, 2, 1)
+    held = gpus * 3 // 4
+    for number in range(nodes):
+        node = f"node-{number:04d}"
+        exporter.add_node(node, gpus)
+        size = max(min(sizes[number % len(sizes)], held), 1)
+        for index in range(gpus):
+            exporter.set_gpu(
+                node, index,
+                utilization=float((number * 7 + index * 13) % 100),
+                engine_active=((number + index) % 10) / 10,
+                memory_used_mib=1024.0 * (index + 1),
+            )  # fmt: skip
+        for first in range(0, held, size):
+            pods += 1
+            for index in range(first, min(first + size, held)):
+                pod = (f"team-{number % 20}", f"{node}-pod-{first}", "main")
+                exporter.set_gpu(node, index, pod=pod)
+    return pods
+
+
 def main() -> None:
-    """Serve ``--nodes`` nodes of ``--gpus`` GPUs, half of them busy, until interrupted."""
+    """Serve ``--nodes`` nodes of ``--gpus`` GPUs (``populate_pool``) until interrupted."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=1)
     parser.add_argument("--gpus", type=int, default=8)
     parser.add_argument("--port", type=int, default=9400)
     args = parser.parse_args()
     exporter = DcgmTestExporter(args.port)
-    for number in range(args.nodes):
-        node = f"node-{number:04d}"
-        exporter.add_node(node, args.gpus)
-        for index in range(0, args.gpus, 2):
-            exporter.set_gpu(node, index, utilization=90.0, pod=("team", f"{node}-{index}", "main"))
-    print(f"serving {args.nodes * args.gpus} GPUs on http://{exporter.address}/metrics")
+    pods = populate_pool(exporter, args.nodes, args.gpus)
+    print(f"serving {args.nodes * args.gpus} GPUs, {pods} pods, on http://{exporter.address}/metrics",
+          flush=True)  # fmt: skip
     exporter.start()
     try:
         threading.Event().wait()
