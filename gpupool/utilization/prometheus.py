@@ -9,6 +9,7 @@ the exporter reports it, ``DCGM_FI_DEV_GPU_UTIL`` (percent) elsewhere.
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import urllib.error
@@ -92,11 +93,17 @@ class PrometheusSource:
         request = urllib.request.Request(  # noqa: S310 (http or https: checked above)
             f"{self.url}/api/v1/query_range",
             data=form,
-            headers={"Content-Type": "application/x-www-form-urlencoded"},
+            headers={
+                "Content-Type": "application/x-www-form-urlencoded",
+                "Accept-Encoding": "gzip",  # every series repeats its labels: they compress well
+            },
         )
         try:
             with urllib.request.urlopen(request, timeout=self.timeout_s) as response:  # noqa: S310
-                body = json.load(response)
+                raw = response.read()
+                if response.headers.get("Content-Encoding") == "gzip":
+                    raw = gzip.decompress(raw)
+                body = json.loads(raw)
         except urllib.error.HTTPError as error:
             detail = error.read().decode(errors="replace")[:300]
             raise UtilizationUnavailable(f"Prometheus refused {query!r}: {detail}") from error
