@@ -1,9 +1,10 @@
 """API of GPU use against allocation (``/api/v1/utilization/...``), JSON or CSV.
 
-``tenants/``: allocated, active and idle GPU-hours per tenant; ``wasters/``: the workloads that
-held GPUs idle longest. Both over ``?since=&until=`` (ISO 8601; default: the last hour), for
-the caller's tenants (admins and finance: every tenant). ``?format=csv`` gives the same rows
-as CSV. Read-only: the control loop's sampler writes the facts.
+``tenants/``: allocated, active and idle GPU-hours per tenant; ``wasters/``: the workloads
+that held GPUs idle longest. Each answers a list of rows over ``?since=&until=`` (ISO 8601;
+default: the last hour), for the caller's tenants (admins and finance: every tenant);
+``?format=csv`` gives the same rows as CSV. Read-only: the control loop's sampler writes the
+facts.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ MAX_WINDOW = timedelta(days=92)
 
 
 class CsvRenderer(renderers.BaseRenderer):
-    """A list of flat rows as CSV, with a header of the first row's keys."""
+    """Rows as CSV under a header of the view's ``csv_fields`` (an error: its fields and
+    messages)."""
 
     media_type = "text/csv"
     format = "csv"
@@ -44,15 +46,20 @@ class CsvRenderer(renderers.BaseRenderer):
         accepted_media_type: str | None = None,
         renderer_context: Mapping[str, Any] | None = None,
     ) -> bytes:
-        """The rows (``data``, or ``data["rows"]``) as CSV."""
-        rows: Sequence[Mapping[str, Any]] = data.get("rows", []) if isinstance(data, dict) else data
-        if isinstance(data, dict) and "detail" in data:
-            rows = [{"detail": data["detail"]}]
+        """``data`` (a list of flat rows, or an error's mapping) as CSV."""
+        view = (renderer_context or {}).get("view")
+        if isinstance(data, Mapping):
+            fields: Sequence[str] = ("field", "detail")
+            rows: Sequence[Mapping[str, Any]] = [
+                {"field": key, "detail": value} for key, value in data.items()
+            ]
+        else:
+            fields = getattr(view, "csv_fields", ()) or (list(data[0]) if data else ())
+            rows = data
         out = io.StringIO()
-        if rows:
-            writer = csv.DictWriter(out, fieldnames=list(rows[0]), lineterminator="\n")
-            writer.writeheader()
-            writer.writerows(rows)
+        writer = csv.DictWriter(out, fieldnames=list(fields), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
         return out.getvalue().encode()
 
 
@@ -102,22 +109,6 @@ class WasterRowSerializer(serializers.Serializer[dict[str, Any]]):
     idle_gpu_hours = serializers.FloatField()
 
 
-class TenantUtilizationSerializer(serializers.Serializer[dict[str, Any]]):
-    """The window and each tenant's row."""
-
-    since = serializers.DateTimeField()
-    until = serializers.DateTimeField()
-    rows = TenantUtilizationRowSerializer(many=True)
-
-
-class WastersSerializer(serializers.Serializer[dict[str, Any]]):
-    """The window and the workloads idle longest."""
-
-    since = serializers.DateTimeField()
-    until = serializers.DateTimeField()
-    rows = WasterRowSerializer(many=True)
-
-
 WINDOW_PARAMETERS = [
     OpenApiParameter("since", OpenApiTypes.DATETIME, description="default: an hour before until"),
     OpenApiParameter("until", OpenApiTypes.DATETIME, description="default: now"),
@@ -133,23 +124,26 @@ class _UtilizationViewSet(TenantScoped, viewsets.ViewSet):
 class TenantUtilizationViewSet(_UtilizationViewSet):
     """Allocated, active and idle GPU-hours per tenant in a window."""
 
-    @extend_schema(parameters=WINDOW_PARAMETERS, responses=TenantUtilizationSerializer)
+    csv_fields = tuple(TenantUtilizationRowSerializer().fields)
+
+    @extend_schema(parameters=WINDOW_PARAMETERS, responses=TenantUtilizationRowSerializer)
     def list(self, request: Request) -> Response:
         """The caller's tenants' figures (admins and finance: all)."""
         since, until = window_of(request)
-        rows = tenant_utilization(since, until, tenants_of(self.access()))
-        return Response({"since": since, "until": until, "rows": rows})
+        return Response(tenant_utilization(since, until, tenants_of(self.access())))
 
 
 class WasterViewSet(_UtilizationViewSet):
     """The workloads that held GPUs idle longest in a window."""
+
+    csv_fields = tuple(WasterRowSerializer().fields)
 
     @extend_schema(
         parameters=[
             *WINDOW_PARAMETERS,
             OpenApiParameter("limit", int, description="how many workloads, 1-100 (10)"),
         ],
-        responses=WastersSerializer,
+        responses=WasterRowSerializer,
     )
     def list(self, request: Request) -> Response:
         """The caller's tenants' workloads (admins and finance: all), most idle first."""
@@ -158,8 +152,7 @@ class WasterViewSet(_UtilizationViewSet):
             limit = min(max(int(request.query_params.get("limit", "10")), 1), 100)
         except ValueError:
             raise ValidationError({"limit": "a whole number from 1 to 100"}) from None
-        rows = top_wasters(since, until, limit, tenants_of(self.access()))
-        return Response({"since": since, "until": until, "rows": rows})
+        return Response(top_wasters(since, until, limit, tenants_of(self.access())))
 
 
 def register(router: BaseRouter) -> None:

@@ -54,14 +54,14 @@ def test_a_member_sees_only_their_tenants_figures(teams: dict) -> None:
     answer = get(teams["ann"], "/api/v1/utilization/tenants/")
 
     assert answer.status_code == 200
-    (row,) = answer.json()["rows"]
+    (row,) = answer.json()
     assert row["tenant"] == "a"
     assert row["allocated_gpu_hours"] == pytest.approx(4.0, abs=0.01)
     assert row["active_gpu_hours"] == pytest.approx(4_800 / 3600, abs=0.01)
 
 
 def test_finance_sees_every_tenant_and_an_outsider_nothing(teams: dict) -> None:
-    finance = get(teams["fin"], "/api/v1/utilization/tenants/").json()["rows"]
+    finance = get(teams["fin"], "/api/v1/utilization/tenants/").json()
     outsider = get(teams["out"], "/api/v1/utilization/tenants/")
 
     assert [row["tenant"] for row in finance] == ["a", "b"]
@@ -69,7 +69,7 @@ def test_finance_sees_every_tenant_and_an_outsider_nothing(teams: dict) -> None:
 
 
 def test_the_top_wasters_of_a_leads_tenant(teams: dict) -> None:
-    rows = get(teams["bob"], "/api/v1/utilization/wasters/").json()["rows"]
+    rows = get(teams["bob"], "/api/v1/utilization/wasters/").json()
 
     assert [(r["workload"], r["idle_gpu_hours"]) for r in rows] == [
         ("team-b/job", round(9_600 / 3600, 4))
@@ -83,6 +83,13 @@ def test_the_figures_come_as_csv(teams: dict) -> None:
     lines = answer.content.decode().splitlines()
     assert lines[0] == "tenant,allocated_gpu_hours,active_gpu_hours,idle_gpu_hours,active_share"
     assert [line.split(",")[0] for line in lines[1:]] == ["a", "b"]
+
+
+def test_no_rows_still_come_as_csv_with_their_header(teams: dict) -> None:
+    answer = get(teams["fin"], "/api/v1/utilization/wasters/?format=csv&until=2000-01-01T00:00:00Z")
+
+    assert answer.status_code == 200
+    assert answer.content.decode() == "workload,queue,tenant,held_gpu_hours,idle_gpu_hours\n"
 
 
 def test_a_bad_window_is_refused_with_the_field(teams: dict) -> None:
