@@ -514,9 +514,9 @@ class SimulatedCluster:
             return sorted((_node(n) for n in tx.select("Node")), key=lambda n: n.name)
 
     def gpus_in_use(self) -> list[GpuHolding]:
-        """The physical GPUs each running pod holds now, by pod (for the simulated source of
-        GPU utilisation, ``gpupool.utilization.simulated``)."""
-        self.advance()
+        """The physical GPUs each running pod holds, by pod, as of the cluster's last step (for
+        the simulated source of GPU utilisation, ``gpupool.utilization.simulated``, which the
+        loop reads right after its sync stepped the cluster: reading does not step it again)."""
         holdings: list[GpuHolding] = []
         with self.store.transaction() as tx:
             nodes = {n.name: _node(n) for n in tx.select("Node")}

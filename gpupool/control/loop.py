@@ -280,8 +280,7 @@ class ControlLoop:
             phase, clock = "apply", time.perf_counter()
             outcome = self._apply(now, keys)
             timings["apply"] = time.perf_counter() - clock
-            if self.utilization.due(now):
-                self._sample_utilization(now)
+            self._sample_utilization(now)
             result.counts = {
                 "nodes": len(database.snapshot.nodes),
                 "workloads": len(database.snapshot.workloads),
@@ -321,10 +320,12 @@ class ControlLoop:
             return result
 
     def _sample_utilization(self, now: float) -> None:
-        """Read the GPUs' use since the last read (gpupool.utilization); a failure is logged
-        and never fails the cycle."""
-        pods = {pod: key for key, members in self.mirror.pods.items() for pod in members}
+        """Read the GPUs' use since the last read when one is due (gpupool.utilization); a
+        failure is logged and never fails the cycle."""
         try:
+            if not self.utilization.due(now):
+                return
+            pods = {pod: key for key, members in self.mirror.pods.items() for pod in members}
             self.utilization.sample(now, pods)
         except Exception:
             logger.exception("utilisation sampling failed")
