@@ -1,7 +1,8 @@
 """The Celery application: ``celery -A gpupool worker`` and ``celery -A gpupool beat``.
 
 Its settings are Django's ``CELERY_*`` (broker ``REDIS_URL``; the beat schedule, which runs
-the scheduling cycle every ``GPUPOOL_CYCLE_INTERVAL_S``); tasks are found in each app's
+the scheduling cycle every ``GPUPOOL_CYCLE_INTERVAL_S`` and the usage roll-up every
+``GPUPOOL_ROLL_UP_INTERVAL_S``); tasks are found in each app's
 ``tasks.py``. ``gpupool/__init__.py`` stays empty: importing the decision core must not pull
 in Celery.
 """

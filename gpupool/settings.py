@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -195,11 +196,19 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # stopped (and the next starts over).
 GPUPOOL_CYCLE_INTERVAL_S = float(os.environ.get("GPUPOOL_CYCLE_INTERVAL_S", "5"))
 GPUPOOL_CYCLE_TIME_LIMIT_S = float(os.environ.get("GPUPOOL_CYCLE_TIME_LIMIT_S", "120"))
+# The cost reports' roll-up: every GPUPOOL_ROLL_UP_INTERVAL_S (beat with a broker, between cycles
+# in `gpupool loop` without), up to the last hour finished on the cluster's clock.
+GPUPOOL_ROLL_UP_INTERVAL_S = float(os.environ.get("GPUPOOL_ROLL_UP_INTERVAL_S", "60"))
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "scheduling-cycle": {
         "task": "gpupool.control.run_cycle",
         "schedule": GPUPOOL_CYCLE_INTERVAL_S,
         "options": {"expires": GPUPOOL_CYCLE_INTERVAL_S},
+    },
+    "usage-roll-up": {
+        "task": "gpupool.accounting.roll_up_usage",
+        "schedule": GPUPOOL_ROLL_UP_INTERVAL_S,
+        "options": {"expires": GPUPOOL_ROLL_UP_INTERVAL_S},
     },
 }
 
@@ -252,6 +261,16 @@ GPUPOOL_UTILIZATION_INTERVAL_S = float(os.environ.get("GPUPOOL_UTILIZATION_INTER
 GPUPOOL_UTILIZATION_STEP_S = float(os.environ.get("GPUPOOL_UTILIZATION_STEP_S", "15"))
 # A GPU-step below this utilisation (percent) is idle.
 GPUPOOL_IDLE_UTILIZATION_PERCENT = float(os.environ.get("GPUPOOL_IDLE_UTILIZATION_PERCENT", "1"))
+
+# Accounting: days and months of the cost reports are counted in this IANA time zone.
+GPUPOOL_ACCOUNTING_TZ = os.environ.get("GPUPOOL_ACCOUNTING_TZ", "UTC")
+try:
+    ZoneInfo(GPUPOOL_ACCOUNTING_TZ)
+except (ZoneInfoNotFoundError, ValueError) as error:
+    raise ImproperlyConfigured(
+        f"GPUPOOL_ACCOUNTING_TZ must be an IANA time zone such as UTC or Europe/Paris, "
+        f"not {GPUPOOL_ACCOUNTING_TZ!r}."
+    ) from error
 
 LOGGING = {
     "version": 1,

@@ -26,6 +26,7 @@ API_MODULES = (
     "gpupool.quotas.requests_api",
     "gpupool.notifications.api",
     "gpupool.utilization.api",
+    "gpupool.accounting.reports_api",
 )
 
 

@@ -4,7 +4,10 @@ A process keeps one ``ControlLoop`` (its state is what makes later cycles cheap)
 task and the commands share ``shared_loop()``. ``run_forever`` is the in-process loop used
 without a broker (``gpupool loop``, ``make demo``): a cycle, then a wait until the next is
 due (``GPUPOOL_CYCLE_INTERVAL_S`` after the last one started), until ``stop`` is set --
-between cycles, never in the middle of one.
+between cycles, never in the middle of one. It also rolls usage up for the cost reports every
+``GPUPOOL_ROLL_UP_INTERVAL_S`` (what Celery beat's ``roll_up_usage_task`` does with a broker),
+up to the last hour finished on the cluster's clock: the clock the loop stamps usage with (the
+wall clock on Kubernetes, the simulated cluster's in the demo).
 """
 
 from __future__ import annotations
@@ -17,8 +20,10 @@ from collections.abc import Callable
 from django.conf import settings
 from django.db import close_old_connections, connection
 
+from gpupool.accounting.actions import RollUp, do_roll_up_usage
 from gpupool.control.backends import backend_from_settings
 from gpupool.control.loop import ControlLoop, CycleResult
+from gpupool.control.sync import moment
 
 logger = logging.getLogger(__name__)
 
@@ -51,16 +56,38 @@ def run_shared_cycle(*, dry_run: bool = False) -> CycleResult:
         fresh_connections()
 
 
+def roll_up_usage(loop: ControlLoop) -> RollUp:
+    """Roll usage up to the last accounting hour finished on ``loop``'s cluster clock."""
+    return do_roll_up_usage(until=moment(loop.backend.now()))
+
+
+def run_shared_roll_up() -> RollUp:
+    """One roll-up on this process's loop's clock (what the beat's task runs)."""
+    fresh_connections()
+    try:
+        return roll_up_usage(shared_loop())
+    finally:
+        fresh_connections()
+
+
 def run_forever(
     loop: ControlLoop,
     stop: threading.Event,
     *,
     interval_s: float | None = None,
+    roll_up_interval_s: float | None = None,
     on_cycle: Callable[[CycleResult], None] | None = None,
+    on_roll_up: Callable[[RollUp], None] | None = None,
 ) -> int:
-    """Run cycles every ``interval_s`` until ``stop`` is set; returns how many ran."""
+    """Run cycles every ``interval_s`` until ``stop`` is set, and after a cycle roll usage up
+    when ``roll_up_interval_s`` has passed since the last roll-up; returns how many cycles ran.
+    A failed roll-up is logged and tried again at the next one (the loop goes on)."""
     interval = settings.GPUPOOL_CYCLE_INTERVAL_S if interval_s is None else interval_s
+    roll_up_every = (
+        settings.GPUPOOL_ROLL_UP_INTERVAL_S if roll_up_interval_s is None else roll_up_interval_s
+    )
     cycles = 0
+    roll_up_due = time.monotonic()
     while not stop.is_set():
         started = time.monotonic()
         fresh_connections()
@@ -70,5 +97,14 @@ def run_forever(
             on_cycle(result)
         if result.status == "failed":
             logger.warning("cycle failed: %s", result.error)
+        if time.monotonic() >= roll_up_due:
+            roll_up_due = time.monotonic() + roll_up_every
+            try:
+                rolled = roll_up_usage(loop)
+            except Exception:
+                logger.exception("usage roll-up failed (the next one tries again)")
+            else:
+                if on_roll_up is not None:
+                    on_roll_up(rolled)
         stop.wait(max(interval - (time.monotonic() - started), 0.0))
     return cycles

@@ -12,7 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from gpupool.audit.actions import audited_change, delete_audited, model_snapshot, save_audited
-from gpupool.inventory.models import Flavor, Gpu, Node
+from gpupool.inventory.models import Flavor, FlavorPriceChange, Gpu, Node
 
 # The reason a GPU gets when the sync reports it unhealthy without saying why.
 UNHEALTHY_AT_SYNC = "reported unhealthy by the cluster sync"
@@ -21,10 +21,32 @@ GONE = "gone from the cluster"
 
 
 @transaction.atomic
-def do_save_flavor(flavor: Flavor, *, acting_user: Any, reason: str = "") -> Flavor:
-    """Create or update a flavor (sharing, card, MIG profile, labels, memory, price)."""
-    return save_audited(
+def do_save_flavor(
+    flavor: Flavor, *, acting_user: Any, reason: str = "", at: datetime | None = None
+) -> Flavor:
+    """Create or update a flavor (sharing, card, MIG profile, labels, memory, price); a new
+    price enters the price history from ``at`` (default now), so past hours keep theirs."""
+    saved = save_audited(
         flavor, action="inventory.save_flavor", acting_user=acting_user, reason=reason
+    )
+    _record_price(saved, at or timezone.now())
+    return saved
+
+
+def _record_price(flavor: Flavor, at: datetime) -> None:
+    """Append the flavor's price to its history when it differs from the price last in force."""
+    latest = flavor.price_changes.order_by("-effective_from").first()
+    if latest is not None and latest.hourly_price == flavor.hourly_price:
+        return
+    if latest is not None and at < latest.effective_from:
+        raise ValidationError(
+            {
+                "hourly_price": f"the price history of {flavor} runs to "
+                f"{latest.effective_from.isoformat()}; a new price takes effect after that"
+            }
+        )
+    FlavorPriceChange.objects.update_or_create(
+        flavor=flavor, effective_from=at, defaults={"hourly_price": flavor.hourly_price}
     )
 
 

@@ -109,6 +109,32 @@ class Flavor(models.Model):
             raise ValidationError(errors)
 
 
+class FlavorPriceChange(models.Model):
+    """A flavor's hourly price from ``effective_from`` on (until the next change): the history
+    that past hours are charged at."""
+
+    flavor = models.ForeignKey(Flavor, on_delete=models.CASCADE, related_name="price_changes")
+    effective_from = models.DateTimeField()
+    hourly_price = models.DecimalField(
+        max_digits=10, decimal_places=4, validators=[MinValueValidator(Decimal(0))]
+    )
+
+    class Meta:
+        ordering = ["flavor", "effective_from"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["flavor", "effective_from"], name="flavorpricechange_once_per_instant"
+            ),
+            models.CheckConstraint(
+                condition=Q(hourly_price__gte=0), name="flavorpricechange_price_non_negative"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        since = f"{self.effective_from:%Y-%m-%d %H:%M}"
+        return f"{self.flavor.name}: {self.hourly_price} per hour from {since}"
+
+
 class Node(models.Model):
     """A Kubernetes node of one flavor, with its CPU, memory and NVLink domain."""
 

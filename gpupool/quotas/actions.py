@@ -40,6 +40,7 @@ from gpupool.quotas.models import (
     PriorityClass,
     Queue,
     QueueQuota,
+    QueueQuotaChange,
     QuotaRequest,
     WhatIfRun,
     fmt,
@@ -79,8 +80,10 @@ def do_set_queue_quota(
     capability: Decimal | int | str,
     acting_user: Any,
     reason: str = "",
+    at: datetime | None = None,
 ) -> QueueQuota:
-    """Create or change ``queue``'s quota of ``flavor``; refused if it breaks a tree rule."""
+    """Create or change ``queue``'s quota of ``flavor``; refused if it breaks a tree rule. The
+    new levels enter the quota history from ``at`` (default now)."""
     # Serialize quota changes so two concurrent edits cannot both fit separately.
     Queue.objects.select_for_update().filter(pk=queue.pk).first()
     quota = QueueQuota.objects.filter(queue=queue, flavor=flavor).first()
@@ -91,17 +94,55 @@ def do_set_queue_quota(
     quota.capability = Decimal(str(capability))
     save_audited(quota, action="quotas.set_queue_quota", acting_user=acting_user, reason=reason)
     quota.refresh_from_db()
+    _record_quota(queue, flavor, quota, at or timezone.now())
     return quota
 
 
 @transaction.atomic
-def do_delete_queue_quota(quota: QueueQuota, *, acting_user: Any, reason: str = "") -> None:
-    """Remove a queue's quota of one flavor (its children then count against the next holder)."""
+def do_delete_queue_quota(
+    quota: QueueQuota, *, acting_user: Any, reason: str = "", at: datetime | None = None
+) -> None:
+    """Remove a queue's quota of one flavor (its children then count against the next holder);
+    the history records zero levels from ``at`` (default now)."""
     problems = guarantee_problems(quota.flavor, quota_overrides={quota.queue_id: None})
     if problems:
         raise ValidationError({"guarantee": "; ".join(problems)})
+    queue, flavor = quota.queue, quota.flavor
     delete_audited(
         quota, action="quotas.delete_queue_quota", acting_user=acting_user, reason=reason
+    )
+    _record_quota(queue, flavor, None, at or timezone.now())
+
+
+def _record_quota(queue: Queue, flavor: Flavor, quota: QueueQuota | None, at: datetime) -> None:
+    """Append the quota's levels (zero when removed) to its history when they changed."""
+    levels = (
+        (quota.guarantee, quota.deserved, quota.capability)
+        if quota is not None
+        else (Decimal(0), Decimal(0), Decimal(0))
+    )
+    latest = (
+        QueueQuotaChange.objects.filter(queue=queue, flavor=flavor)
+        .order_by("-effective_from")
+        .first()
+    )
+    if latest is None and quota is None:
+        return
+    if latest is not None:
+        if (latest.guarantee, latest.deserved, latest.capability) == levels:
+            return
+        if at < latest.effective_from:
+            raise ValidationError(
+                {
+                    "guarantee": f"the quota history of {queue}/{flavor} runs to "
+                    f"{latest.effective_from.isoformat()}; a change takes effect after that"
+                }
+            )
+    QueueQuotaChange.objects.update_or_create(
+        queue=queue,
+        flavor=flavor,
+        effective_from=at,
+        defaults=dict(zip(("guarantee", "deserved", "capability"), levels, strict=True)),
     )
 
 

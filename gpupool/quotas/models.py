@@ -269,6 +269,40 @@ def pool_guarantees(
     return _totals_by_holder(tree, quotas).get(None, ZERO)
 
 
+class QueueQuotaChange(models.Model):
+    """A queue's quota of one flavor from ``effective_from`` on (until the next change; all
+    zero once removed): the history that past hours' guarantees are charged at."""
+
+    queue = models.ForeignKey(Queue, on_delete=models.CASCADE, related_name="quota_changes")
+    flavor = models.ForeignKey(Flavor, on_delete=models.CASCADE, related_name="quota_changes")
+    effective_from = models.DateTimeField()
+    guarantee = models.DecimalField(max_digits=10, decimal_places=3)
+    deserved = models.DecimalField(max_digits=10, decimal_places=3)
+    capability = models.DecimalField(max_digits=10, decimal_places=3)
+
+    class Meta:
+        ordering = ["queue", "flavor", "effective_from"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["queue", "flavor", "effective_from"],
+                name="queuequotachange_once_per_instant",
+            ),
+            models.CheckConstraint(
+                condition=Q(guarantee__gte=0)
+                & Q(guarantee__lte=F("deserved"))
+                & Q(deserved__lte=F("capability")),
+                name="queuequotachange_levels_ordered",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        since = f"{self.effective_from:%Y-%m-%d %H:%M}"
+        return (
+            f"{self.queue.name}/{self.flavor.name}: {fmt(self.guarantee)}/{fmt(self.deserved)}/"
+            f"{fmt(self.capability)} from {since}"
+        )
+
+
 def guarantee_problems(
     flavor: Flavor,
     *,

@@ -9,12 +9,12 @@ whom), so nothing here is scoped to a tenant.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
-from django.db.models import Count, Prefetch, Q, QuerySet, Sum
+from django.db.models import Count, IntegerField, OuterRef, Prefetch, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
 
 from gpupool.api.access import Access
@@ -25,6 +25,7 @@ from gpupool.quotas.models import PriorityBudget, Queue, QueueQuota, QuotaReques
 from gpupool.scheduler.shares import QueueShare
 from gpupool.scheduler.types import MILLI
 from gpupool.workloads.choices import PLACED_STATES, WorkloadState
+from gpupool.workloads.models import Workload
 
 ZERO = Decimal(0)
 
@@ -39,11 +40,24 @@ def queue_rows() -> QuerySet[Queue]:
             Prefetch("quotas", queryset=QueueQuota.objects.select_related("flavor")),
         )
         .annotate(
-            pending_workloads=Count("workloads", filter=Q(workloads__state=WorkloadState.PENDING)),
-            placed_workloads=Count("workloads", filter=Q(workloads__state__in=PLACED_STATES)),
+            pending_workloads=_workloads_in({WorkloadState.PENDING}),
+            placed_workloads=_workloads_in(PLACED_STATES),
         )
         .order_by("name")
     )
+
+
+def _workloads_in(states: Iterable[str]) -> Coalesce:
+    """How many of the queue's workloads are in ``states``: one count on the (state, queue)
+    index per queue, never a join over every workload the pool has ever run."""
+    counted = (
+        Workload.objects.filter(queue_id=OuterRef("pk"), state__in=sorted(states))
+        .order_by()
+        .values("queue_id")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    return Coalesce(Subquery(counted, output_field=IntegerField()), 0)
 
 
 @dataclass(frozen=True, slots=True)

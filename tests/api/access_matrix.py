@@ -247,3 +247,55 @@ ROWS |= {
         {"GET": OWN_ONLY, "PATCH": OWN_ONLY}, _notification_kind
     ),
 }
+
+
+# ----------------------------------------------------------------------------- cost (accounting)
+
+
+def _usage_interval(world: Any) -> Mapping[str, Mapping[str, str]]:
+    """A usage interval of a workload of each tenant (made once per world)."""
+    if "usage" not in world.objects:
+        from datetime import UTC, datetime
+
+        from domain_builders import priority_class, queue
+
+        from gpupool.accounting.actions import do_open_usage
+        from gpupool.inventory.models import Flavor
+        from gpupool.workloads.actions import PodSetSpec, do_submit_workload
+
+        h100 = Flavor.objects.get(name="h100")
+        at = datetime(2026, 3, 10, 10, tzinfo=UTC)
+        normal = priority_class("cost-normal", default=True)
+        root = queue("cost-root")
+        found = {}
+        for scope, team in (("own", world.own), ("other", world.other)):
+            leaf = queue(f"cost-{team.name}", parent=root, tenant=team)
+            job = do_submit_workload(
+                f"cost-{team.name}",
+                queue=leaf,
+                pod_sets=[PodSetSpec(1, gpus=1, flavor=h100)],
+                priority_class=normal,
+                at=at,
+            )
+            found[scope] = {"pk": str(do_open_usage(job, flavor=h100, gpus=1, at=at).pk)}
+        world.objects["usage"] = found
+    return world.objects["usage"]
+
+
+COST_READS = "admin=ok finance=ok lead=ok member=ok anonymous=unauthorized"
+
+ROWS.update(
+    {
+        # Reports: every cost role reads them, each caller only its tenants' rows (finance all);
+        # the capacity report is the pool's.
+        "api:report-usage-list": Row({"GET": COST_READS}),
+        "api:report-attribution-list": Row({"GET": COST_READS}),
+        "api:report-capacity-list": Row({"GET": COST_READS}),
+        "api:report-workloads-list": Row({"GET": COST_READS}),
+        "api:usage-list": Row({"GET": COST_READS}),
+        "api:usage-detail": Row(
+            {"GET": "admin=ok finance=ok lead=ok|hidden member=ok|hidden anonymous=unauthorized"},
+            _usage_interval,
+        ),
+    }
+)

@@ -3,7 +3,9 @@
 Without a broker (the embedded default, ``make demo``) this is how cycles run: one every
 ``--interval`` seconds (``GPUPOOL_CYCLE_INTERVAL_S``), each under the cluster-wide lock, so a
 Celery worker or a second ``gpupool loop`` beside it skips rather than double-books. SIGINT
-(Ctrl-C) and SIGTERM stop it cleanly between two cycles. Each cycle prints one line.
+(Ctrl-C) and SIGTERM stop it cleanly between two cycles. Each cycle prints one line. Between
+cycles it also rolls usage up for the cost reports (every ``GPUPOOL_ROLL_UP_INTERVAL_S``, what
+Celery beat does with a broker); a roll-up that made hours final prints one line too.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any, TextIO
 
 from django.core.exceptions import ImproperlyConfigured
 
+from gpupool.accounting.actions import RollUp
 from gpupool.cli.arguments import positive_int
 from gpupool.control.loop import CycleResult
 from gpupool.control.runner import run_forever, shared_loop
@@ -67,13 +70,24 @@ def run(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
         if limit is not None and done >= limit:
             stop.set()
 
+    def report_roll_up(rolled: RollUp) -> None:
+        if rolled.hours:
+            stdout.write(f"roll-up: {rolled.hours} hour(s) final, until {rolled.rolled_until}\n")
+            stdout.flush()
+
     try:
         loop = shared_loop()
     except ImproperlyConfigured as error:
         stderr.write(f"cannot run the loop: {error}\n")
         return 2
     try:
-        run_forever(loop, stop, interval_s=options.get("interval"), on_cycle=report)
+        run_forever(
+            loop,
+            stop,
+            interval_s=options.get("interval"),
+            on_cycle=report,
+            on_roll_up=report_roll_up,
+        )
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

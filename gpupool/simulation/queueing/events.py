@@ -2,8 +2,10 @@
 
 Jobs arrive, wait in their queue, run for their recorded duration and finish. The simulator
 never decides anything itself: at every instant something can change it builds a
-``Snapshot`` of the cluster, calls ``gpupool.scheduler.plan`` and applies the plan in virtual
-time (admissions start at once, evictions take effect at once).
+``Snapshot`` of the cluster, calls ``gpupool.scheduler.plan`` and carries the plan out with
+the core's own ``lifecycle.apply_plan`` in virtual time (admissions start at once, evictions
+take effect at once); the replay's records only add what a trace needs on top (segments,
+progress lost to evictions, completion events).
 
 When cycles run. A cycle runs at every instant a job arrives or finishes, and at every
 instant a time-based condition of the policy changes while work is pending: a protected
@@ -35,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from gpupool.runtime import gc_paused
 from gpupool.scheduler import plan
 from gpupool.scheduler.contracts import history_horizon
-from gpupool.scheduler.lifecycle import next_change_at
+from gpupool.scheduler.lifecycle import apply_plan, next_change_at
 from gpupool.scheduler.types import (
     MILLI,
     SECONDS_PER_HOUR,
@@ -213,7 +215,6 @@ class JobReplay:
         self.pending: dict[str, JobRecord] = {}
         self.running: dict[str, JobRecord] = {}
         self.history: deque[PreemptionEventInfo] = deque()
-        self.tenants = {queue.name: queue.tenant for queue in cluster.queues}
         self.segments: list[Segment] = []
         self.preemptions = 0
         self.capped_instants = 0
@@ -306,19 +307,26 @@ class JobReplay:
             self.capped_instants += evicting_rounds == MAX_EVICTING_CYCLES_PER_INSTANT
 
     def _cycle(self, now: float) -> tuple[int, int]:
-        """One call of the core and the application of its plan."""
+        """One call of the core, its plan carried out by ``lifecycle.apply_plan``."""
         self.cycles += 1
+        before = self._snapshot(now)
         with gc_paused():  # as the control loop runs the core (gpupool.runtime)
-            result = plan(self._snapshot(now), self.policy, now)
+            result = plan(before, self.policy, now)
+        after = apply_plan(before, result, now)
+        self.history.extend(after.preemption_history[len(before.preemption_history) :])
+        waiting = [p.workload for p in result.pending if p.reason == "waiting-for-preemption"]
+        moved = {admission.workload for admission in result.admit}
+        moved.update(eviction.workload for eviction in result.evict)
+        moved.update(waiting)
+        applied = {info.name: info for info in after.workloads if info.name in moved}
         for eviction in result.evict:
-            record = self.running[eviction.workload]
-            preemptor = self.records.get(eviction.preemptor or "")
-            self._evict(record, now, preemptor)
-            if preemptor is not None:
-                preemptor.nominated = True
-                preemptor.info = None
+            self._evict(self.running[eviction.workload], now, applied[eviction.workload])
+        for name in waiting:  # preemptors held on what their victims free
+            record = self.records[name]
+            record.nominated = True
+            record.info = applied[name]
         for admission in result.admit:
-            self._start(self.pending[admission.workload], now, admission.placement)
+            self._start(self.pending[admission.workload], now, applied[admission.workload])
         return len(result.admit), len(result.evict)
 
     # -- snapshot ----------------------------------------------------------------------------
@@ -384,15 +392,15 @@ class JobReplay:
 
     # -- transitions -------------------------------------------------------------------------
 
-    def _start(self, record: JobRecord, now: float, placement: tuple[PodPlacement, ...]) -> None:
+    def _start(self, record: JobRecord, now: float, info: WorkloadInfo) -> None:
         del self.pending[record.job.name]
         self.running[record.job.name] = record
         record.state = "running"
         record.segment += 1
         record.segment_start = now
-        record.placement = placement
+        record.placement = info.placement
         record.nominated = False
-        record.info = None
+        record.info = info
         if record.first_started_at is None:
             record.first_started_at = now
         self._push(now + record.remaining_s, COMPLETION, record.job.name, record.segment)
@@ -416,24 +424,19 @@ class JobReplay:
         record.finished_at = now
         self.finished += 1
 
-    def _evict(self, record: JobRecord, now: float, preemptor: JobRecord | None) -> None:
+    def _evict(self, record: JobRecord, now: float, info: WorkloadInfo) -> None:
+        """The job is pending again, keeping its progress up to its last checkpoint (its
+        preemption event is in the history that ``apply_plan`` extended)."""
         ran = self._stop(record, now)
         kept = min(checkpointed_progress(ran, self.checkpoint_s), record.remaining_s)
         record.lost_s += ran - kept
         record.remaining_s -= kept
         record.evictions += 1
         record.state = "pending"
+        record.nominated = False
+        record.info = replace(info, expected_runtime_s=record.remaining_s)
         self.pending[record.job.name] = record
         self.preemptions += 1
-        preemptor_tenant = self.tenants.get(preemptor.job.queue) if preemptor else None
-        self.history.append(
-            PreemptionEventInfo(
-                at=now,
-                victim=record.job.name,
-                preemptor=preemptor.job.name if preemptor else None,
-                preemptor_tenant=preemptor_tenant,
-            )
-        )
 
 
 def replay_jobs(

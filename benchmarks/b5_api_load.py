@@ -1,0 +1,323 @@
+"""B5: the API under load on the seeded year -- p95 per endpoint, and errors.
+
+Run it on a database loaded by ``manage.py gpupool seed-year`` (docs/benchmarks.md, B5)::
+
+    DATABASE_URL=postgres://... python benchmarks/b5_api_load.py --json
+
+It starts gunicorn on 127.0.0.1 (production settings: DEBUG off), gets a token for each
+benchmark user (admin, finance, and a lead and a member of the largest tenant), then runs
+``--users`` locust clients (20) for ``--duration`` seconds, each waiting ``--wait`` seconds (1)
+between requests and playing one of those roles in turn. Each request picks an endpoint that
+exists on this build of the API and that the role may read (each is tried once per role
+first): the cost reports over the year and the month, the usage
+intervals, tenants, memberships and flavors, and -- where the API has them -- workloads (list
+and detail), queues and preemption events. It prints, per endpoint, the request count, the
+median, p95 and p99 in milliseconds and the errors, and whether the target holds (p95 <= 200 ms
+everywhere, no errors). The load stays on 127.0.0.1 and stops by itself.
+
+Needs locust (``pip install -e '.[bench]'``).
+"""
+
+from __future__ import annotations
+
+# ruff: noqa: I001 -- locust patches the standard library for gevent, so it is imported first.
+import locust
+from locust import HttpUser, constant, task
+from locust.env import Environment
+
+import argparse
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import gevent
+import requests
+
+ROOT = Path(__file__).resolve().parent.parent
+TARGET_P95_MS = 200.0
+ROLES = ("finance", "lead", "member", "admin")
+
+
+def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    """Options of the run."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--users", type=int, default=20, help="concurrent clients (20)")
+    parser.add_argument("--wait", type=float, default=1.0, help="seconds between requests (1)")
+    parser.add_argument("--duration", type=int, default=120, help="seconds of load (120)")
+    parser.add_argument("--warmup", type=int, default=15, help="seconds before measuring (15)")
+    parser.add_argument(
+        "--port", type=int, default=0, help="gunicorn's port on 127.0.0.1 (default: a free one)"
+    )
+    parser.add_argument("--workers", type=int, default=4, help="gunicorn worker processes (4)")
+    parser.add_argument("--threads", type=int, default=2, help="threads per worker (2)")
+    parser.add_argument("--password", default="b5-password", help="the users' password")
+    parser.add_argument("--seed", type=int, default=5, help="the clients' random seed")
+    parser.add_argument(
+        "--last-day",
+        type=date.fromisoformat,
+        default=datetime.now(UTC).date(),
+        help="the seeded year's last day, YYYY-MM-DD (default: today)",
+    )
+    parser.add_argument(
+        "--skip",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="leave out an endpoint by its name in the results, e.g. --skip queues (repeatable)",
+    )
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    return parser.parse_args(argv)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def start_gunicorn(options: argparse.Namespace, log: Path) -> subprocess.Popen[bytes]:
+    """gunicorn serving the project on 127.0.0.1, production settings, its own process group,
+    its output in ``log``."""
+    environment = {
+        **os.environ,
+        "DEBUG": "0",
+        "SECRET_KEY": os.environ.get("SECRET_KEY", "b5-benchmark-not-a-secret"),
+        "ALLOWED_HOSTS": "127.0.0.1",
+    }
+    command = [
+        str(Path(sys.executable).parent / "gunicorn"),
+        "gpupool.wsgi:application",
+        f"--bind=127.0.0.1:{options.port}",
+        f"--workers={options.workers}",
+        f"--threads={options.threads}",
+        "--worker-class=gthread",
+        # Idle keep-alive connections outlive the clients' pauses: a server closing one just
+        # as a client reuses it would count as an error of the client, not of the API.
+        "--keep-alive=30",
+        "--log-level=warning",
+    ]
+    with log.open("ab") as output:
+        server = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            env=environment,
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+    base = f"http://127.0.0.1:{options.port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            if requests.get(f"{base}/api/v1/flavors/", timeout=10).status_code == 401:
+                return server
+        except requests.RequestException:
+            pass
+        if server.poll() is not None:
+            raise SystemExit(f"gunicorn exited before it answered (see {log})")
+        time.sleep(0.5)
+    stop(server)
+    raise SystemExit(f"gunicorn did not answer within two minutes (see {log})")
+
+
+def stop(server: subprocess.Popen[bytes]) -> None:
+    """Stop gunicorn and its workers."""
+    if server.poll() is None:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+
+
+def tokens(base: str, password: str) -> dict[str, str]:
+    """A token per role, for the users seed-year made."""
+    names = {
+        "admin": "b5-admin",
+        "finance": "b5-finance",
+        "lead": "b5-lead-t000",
+        "member": "b5-member-t000",
+    }
+    found = {}
+    for role, username in names.items():
+        answer = requests.post(
+            f"{base}/api/v1/tokens/", json={"username": username, "password": password}, timeout=30
+        )
+        answer.raise_for_status()
+        found[role] = answer.json()["token"]
+    return found
+
+
+Request = tuple[str, str]  # (name for the statistics, path)
+
+
+def endpoints(
+    base: str, role: str, token: str, rng: random.Random, last: date, skip: Sequence[str] = ()
+) -> list[Callable[[], Request]]:
+    """What the clients ask, limited to the routes this API has; ``last`` is the last day."""
+    headers = {"Authorization": f"Bearer {token}"}
+    index = requests.get(f"{base}/api/v1/", headers=headers, timeout=30).json()
+    year = f"start={last - timedelta(days=364)}&end={last}"
+    month = f"start={last - timedelta(days=29)}&end={last}"
+    fixed: list[Request] = [
+        ("reports/usage by tenant, year", f"/api/v1/reports/usage/?{year}&by=tenant"),
+        (
+            "reports/usage by queue and class, month",
+            f"/api/v1/reports/usage/?{month}&by=queue,priority_class",
+        ),
+        ("reports/usage per day, month", f"/api/v1/reports/usage/?{month}&period=day&by=tenant"),
+        (
+            "reports/attribution by tenant, year",
+            f"/api/v1/reports/attribution/?{year}&by=tenant&share_idle=true",
+        ),
+        ("reports/attribution by queue, month", f"/api/v1/reports/attribution/?{month}"),
+        ("reports/capacity, year", f"/api/v1/reports/capacity/?{year}&share_idle=1"),
+        ("reports/workloads, month", f"/api/v1/reports/workloads/?{month}"),
+        ("usage intervals", "/api/v1/usage/"),
+        ("usage intervals of a queue", "/api/v1/usage/?queue=t000"),
+        ("tenants", "/api/v1/tenants/"),
+        ("flavors", "/api/v1/flavors/"),
+    ]
+    fixed.append(("memberships", "/api/v1/memberships/"))
+    for name, route in (
+        ("queues", "queues"),
+        ("preemption events", "preemptions"),
+        ("workloads", "workloads"),
+    ):
+        if route in index:
+            fixed.append((name, f"/api/v1/{route}/"))
+    # A role asks only what it may read (finance reads cost, not workloads).
+    fixed = [
+        (name, path)
+        for name, path in fixed
+        if name not in skip
+        and requests.get(f"{base}{path}", headers=headers, timeout=120).status_code == 200
+    ]
+    choices: list[Callable[[], Request]] = [lambda request=request: request for request in fixed]
+    wanted = "workload detail" not in skip
+    if wanted and "workloads" in index and any(name == "workloads" for name, _ in fixed):
+        listed = requests.get(
+            f"{base}/api/v1/workloads/?page_size=200", headers=headers, timeout=60
+        ).json()
+        names = [(w["namespace"], w["name"]) for w in listed.get("results", [])]
+        if names:
+            choices.append(
+                lambda: ("workload detail", "/api/v1/workloads/{}/{}/".format(*rng.choice(names)))
+            )
+    return choices
+
+
+def run(options: argparse.Namespace) -> dict[str, Any]:
+    """Start the server, load it, and gather the statistics."""
+    options.port = options.port or free_port()
+    log = Path(tempfile.gettempdir()) / f"b5-gunicorn-{options.port}.log"
+    server = start_gunicorn(options, log)
+    base = f"http://127.0.0.1:{options.port}"
+    try:
+        keys = tokens(base, options.password)
+        rng = random.Random(options.seed)
+        plans = {
+            role: endpoints(base, role, keys[role], rng, options.last_day, options.skip)
+            for role in ROLES
+        }
+        counter = iter(range(10**9))
+
+        class Client(HttpUser):  # type: ignore[misc]
+            """One person: a role, a token, a request a second."""
+
+            host = base
+            wait_time = constant(options.wait)
+
+            def on_start(self) -> None:
+                self.role = ROLES[next(counter) % len(ROLES)]
+                self.client.headers["Authorization"] = f"Bearer {keys[self.role]}"
+
+            @task
+            def ask(self) -> None:
+                name, path = rng.choice(plans[self.role])()
+                with self.client.get(path, name=name, catch_response=True) as answer:
+                    if answer.status_code != 200:
+                        answer.failure(f"{answer.status_code}")
+
+        environment = Environment(user_classes=[Client])
+        runner = environment.create_local_runner()
+        runner.start(options.users, spawn_rate=options.users)
+        gevent.sleep(options.warmup)
+        environment.stats.reset_all()
+        gevent.sleep(options.duration)
+        runner.quit()
+        return report(environment, options)
+    finally:
+        stop(server)
+
+
+def report(environment: Environment, options: argparse.Namespace) -> dict[str, Any]:
+    """Per endpoint: requests, median, p95, p99 (ms) and errors; and the verdict."""
+    rows = {}
+    for (name, _method), entry in sorted(environment.stats.entries.items()):
+        rows[name] = {
+            "requests": entry.num_requests,
+            "errors": entry.num_failures,
+            "median_ms": entry.get_response_time_percentile(0.5),
+            "p95_ms": entry.get_response_time_percentile(0.95),
+            "p99_ms": entry.get_response_time_percentile(0.99),
+            "max_ms": round(entry.max_response_time or 0, 1),
+        }
+    total = environment.stats.total
+    worst = max((row["p95_ms"] or 0 for row in rows.values()), default=0)
+    return {
+        "users": options.users,
+        "wait_s": options.wait,
+        "duration_s": options.duration,
+        "skipped": list(options.skip),
+        "gunicorn": {"workers": options.workers, "threads": options.threads},
+        "requests": total.num_requests,
+        "requests_per_s": round(total.num_requests / options.duration, 1),
+        "errors": total.num_failures,
+        "p95_ms": total.get_response_time_percentile(0.95),
+        "worst_endpoint_p95_ms": worst,
+        "target_met": worst <= TARGET_P95_MS and total.num_failures == 0,
+        "endpoints": rows,
+        "error_kinds": {
+            f"{error.name}: {error.error}": error.occurrences
+            for error in environment.stats.errors.values()
+        },
+        "locust": locust.__version__,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run B5 and print the figures; exit 1 when the target is missed."""
+    options = parse_arguments(argv)
+    result = run(options)
+    if options.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(f"{'endpoint':44} {'requests':>8} {'median':>7} {'p95':>7} {'p99':>7} errors")
+        for name, row in result["endpoints"].items():
+            print(
+                f"{name:44} {row['requests']:8d} {row['median_ms']:7.0f} {row['p95_ms']:7.0f} "
+                f"{row['p99_ms']:7.0f} {row['errors']}"
+            )
+        print(
+            f"{result['requests']} requests ({result['requests_per_s']}/s), "
+            f"{result['errors']} errors, worst p95 {result['worst_endpoint_p95_ms']} ms: "
+            f"target {'met' if result['target_met'] else 'MISSED'}"
+        )
+    return 0 if result["target_met"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,273 @@
+"""Cost and usage reports: the queries behind ``/api/v1/reports/`` and the dashboard's Cost page.
+
+Every report reads the daily roll-ups (``do_roll_up_usage`` writes them), never the usage
+intervals, so a year of history answers as fast as a week. A report is a ``Report``: its
+columns and its rows, a database query that the API pages through or streams as CSV, each row a
+plain dict. Periods are accounting days or months (``GPUPOOL_ACCOUNTING_TZ``); the figures cover
+the hours rolled up so far (every finished hour, once the beat has run).
+
+- ``usage_report``: GPU-hours and cost by tenant, queue, flavor and priority class;
+- ``attribution_report``: per tenant or queue and flavor, the lines its usage and guarantees
+  take: used within guarantee, reserved idle (charged to the queue holding the guarantee), used
+  above guarantee, and optionally its share of the pool idle (in proportion to use);
+- ``capacity_report``: per flavor, the healthy capacity and the four lines adding up to it;
+- ``workload_report``: GPU-hours and cost per workload.
+
+``cost_scope`` says whose rows a caller reads: finance and admins every tenant's, leads and
+members their own tenants'. The capacity report is the pool's, and every caller reads it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import date, timedelta
+from typing import Any, Literal
+
+from django.db.models import F, Model, Q, QuerySet, Sum
+from django.db.models.functions import TruncMonth
+
+from gpupool.accounting.models import (
+    FlavorDay,
+    FlavorMonth,
+    QueueDay,
+    QueueMonth,
+    UsageDay,
+    UsageMonth,
+    WorkloadDay,
+)
+from gpupool.accounting.periods import month_start, next_month
+from gpupool.api.access import Access
+from gpupool.workloads.models import Workload
+
+Period = Literal["day", "month"]
+PERIODS: tuple[Period, ...] = ("day", "month")
+
+USAGE_DIMENSIONS = ("tenant", "queue", "flavor", "priority_class")
+ATTRIBUTION_DIMENSIONS = ("tenant", "queue", "flavor")
+FILTERS = ("tenant", "queue", "flavor", "priority_class")
+
+# Dimension -> the ORM path of its name, on every roll-up table.
+NAME_OF = {
+    "tenant": "tenant__name",
+    "queue": "queue__name",
+    "flavor": "flavor__name",
+    "priority_class": "priority_class__name",
+}
+
+QUEUE_LINES = ("used_within_guarantee", "reserved_idle", "used_above_guarantee")
+FLAVOR_LINES = (*QUEUE_LINES, "pool_idle")
+
+
+def cost_scope(access: Access) -> frozenset[int] | None:
+    """The tenants whose cost rows ``access`` reads: None (every tenant) for admins and
+    finance, else the caller's own tenants (as ``TenantScoped`` with ``finance_sees_all``)."""
+    if access.admin or access.finance:
+        return None
+    return access.tenant_ids
+
+
+@dataclass(frozen=True)
+class ReportQuery:
+    """What a report covers: accounting days ``start`` to ``end`` (both included), by day or
+    by month, and names to keep per dimension (empty: all)."""
+
+    start: date
+    end: date
+    period: Period = "month"
+    filters: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    tenants: Collection[int] | None = None  # the caller's scope: None reads every tenant
+
+
+Finish = Callable[[list[dict[str, Any]]], list[dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class Report:
+    """A report's columns and its rows: a query of plain dicts, finished a batch at a time
+    by ``finish`` (which may read what the rows name, once per batch)."""
+
+    columns: tuple[str, ...]
+    query: QuerySet[Any, dict[str, Any]]
+    finish: Finish
+
+    def rows(self, query: Any = None) -> list[dict[str, Any]]:
+        """The rows (of ``query``, a page of this report's query, when given)."""
+        return self.finish(list(self.query if query is None else query))
+
+    def stream(self, chunk_size: int = 2000) -> Iterator[dict[str, Any]]:
+        """Every row, fetched in chunks (for CSV exports of long reports)."""
+        batch: list[dict[str, Any]] = []
+        for row in self.query.iterator(chunk_size=chunk_size):
+            batch.append(row)
+            if len(batch) >= chunk_size:
+                yield from self.finish(batch)
+                batch = []
+        yield from self.finish(batch)
+
+
+def _label(period: Period) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """Write the row's period as a label: ``2026-03-10`` for a day, ``2026-03`` for a month."""
+    pattern = "%Y-%m" if period == "month" else "%Y-%m-%d"
+
+    def finish(row: dict[str, Any]) -> dict[str, Any]:
+        row["period"] = row["period"].strftime(pattern)
+        return row
+
+    return finish
+
+
+def _named(query: ReportQuery, rows: QuerySet[Any], *, scoped: bool = True) -> QuerySet[Any]:
+    """``rows`` of the query's names and (when ``scoped``) of the caller's tenants."""
+    for dimension, names in query.filters.items():
+        if names:
+            rows = rows.filter(**{f"{NAME_OF[dimension]}__in": list(names)})
+    if scoped and query.tenants is not None:
+        rows = rows.filter(tenant__in=list(query.tenants))
+    return rows
+
+
+def _grouped(
+    query: ReportQuery,
+    tables: tuple[type[Model], type[Model]],
+    dimensions: Sequence[str],
+    sums: Sequence[str],
+    *,
+    scoped: bool = True,
+) -> QuerySet[Any, dict[str, Any]]:
+    """The query's rows of a (daily, monthly) pair of roll-up tables, summed by period and
+    ``dimensions``, ordered by them. Months that the days cover whole are read from the
+    monthly table; the days of a month cut by ``start`` or ``end`` from the daily one."""
+    daily, monthly = tables
+    parts: list[tuple[QuerySet[Any], Any]] = []
+    after_end = query.end + timedelta(days=1)
+    if query.period == "month":
+        whole_from = query.start if query.start.day == 1 else next_month(month_start(query.start))
+        whole_to = month_start(after_end)
+        if whole_from < whole_to:
+            months = monthly._default_manager.filter(month__gte=whole_from, month__lt=whole_to)
+            parts.append((months, F("month")))
+            edges = Q(day__gte=query.start, day__lt=whole_from) | Q(
+                day__gte=whole_to, day__lt=after_end
+            )
+        else:
+            edges = Q(day__gte=query.start, day__lt=after_end)
+        parts.append((daily._default_manager.filter(edges), TruncMonth("day")))
+    else:
+        days = daily._default_manager.filter(day__gte=query.start, day__lt=after_end)
+        parts.append((days, F("day")))
+    names = {f"by_{d}": F(NAME_OF[d]) for d in dimensions}
+    grouped = [
+        _named(query, rows, scoped=scoped)
+        .annotate(period=period, **names)
+        .values("period", *names)
+        .annotate(**{f"sum_{name}": Sum(name) for name in sums})
+        .order_by()
+        for rows, period in parts
+    ]
+    combined = grouped[0] if len(grouped) == 1 else grouped[0].union(*grouped[1:], all=True)
+    ordered: QuerySet[Any, dict[str, Any]] = combined.order_by("period", *names)
+    return ordered
+
+
+def _renamed(dimensions: Sequence[str], sums: Sequence[str], period: Period) -> Finish:
+    """Turn grouped rows' internal names into the report's column names."""
+    label = _label(period)
+
+    def finish(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        finished = []
+        for row in rows:
+            out: dict[str, Any] = {"period": row["period"]}
+            out.update({d: row[f"by_{d}"] for d in dimensions})
+            out.update({name: row[f"sum_{name}"] for name in sums})
+            finished.append(label(out))
+        return finished
+
+    return finish
+
+
+def usage_report(query: ReportQuery, by: Sequence[str] = USAGE_DIMENSIONS) -> Report:
+    """GPU-hours and cost per period by the dimensions ``by`` (tenant, queue, flavor, class)."""
+    dimensions = [d for d in USAGE_DIMENSIONS if d in by]
+    sums = ("gpu_hours", "cost")
+    rows = _grouped(query, (UsageDay, UsageMonth), dimensions, sums)
+    return Report(
+        columns=("period", *dimensions, *sums),
+        query=rows,
+        finish=_renamed(dimensions, sums, query.period),
+    )
+
+
+def attribution_report(
+    query: ReportQuery, by: Sequence[str] = ATTRIBUTION_DIMENSIONS, *, share_idle: bool = False
+) -> Report:
+    """Per period and tenant or queue (and flavor), the GPU-hours and cost of each line: used
+    within guarantee, reserved idle, used above guarantee (and, with ``share_idle``, the
+    share of the pool idle in proportion to use); ``guarantee`` is the GPU-hours guaranteed."""
+    dimensions = [d for d in ATTRIBUTION_DIMENSIONS if d in by]
+    lines = (*QUEUE_LINES, *(("pool_idle_share",) if share_idle else ()))
+    sums = ("guarantee", "used", *lines, "used_cost", *(f"{line}_cost" for line in lines))
+    filters = {k: v for k, v in query.filters.items() if k != "priority_class"}
+    scoped = ReportQuery(query.start, query.end, query.period, filters, query.tenants)
+    rows = _grouped(scoped, (QueueDay, QueueMonth), dimensions, sums)
+    return Report(
+        columns=("period", *dimensions, *sums),
+        query=rows,
+        finish=_renamed(dimensions, sums, query.period),
+    )
+
+
+def capacity_report(query: ReportQuery, *, share_idle: bool = False) -> Report:
+    """Per period and flavor, the healthy GPU-hours and the four lines that add up to them,
+    with their cost (and, with ``share_idle``, how much of the pool idle was shared out)."""
+    lines = (*FLAVOR_LINES, *(("pool_idle_shared",) if share_idle else ()))
+    sums = (
+        "capacity",
+        "used",
+        *lines,
+        "capacity_cost",
+        "used_cost",
+        *(f"{line}_cost" for line in lines),
+    )
+    filters = {k: v for k, v in query.filters.items() if k == "flavor"}
+    pool = ReportQuery(query.start, query.end, query.period, filters, None)
+    rows = _grouped(pool, (FlavorDay, FlavorMonth), ["flavor"], sums, scoped=False)
+    return Report(
+        columns=("period", "flavor", *sums),
+        query=rows,
+        finish=_renamed(["flavor"], sums, query.period),
+    )
+
+
+WORKLOAD_COLUMNS = ("namespace", "name", "tenant", "queue", "gpu_hours", "cost")
+
+
+def workload_report(query: ReportQuery) -> Report:
+    """GPU-hours and cost of each workload over the query's days, the costliest first."""
+    filters = {k: v for k, v in query.filters.items() if k != "priority_class"}
+    scoped = ReportQuery(query.start, query.end, query.period, filters, query.tenants)
+    days = WorkloadDay.objects.filter(day__gte=query.start, day__lte=query.end)
+    rows = (
+        _named(scoped, days)
+        .values("workload_id")
+        .annotate(sum_gpu_hours=Sum("gpu_hours"), sum_cost=Sum("cost"))
+        .order_by("-sum_cost", "workload_id")
+    )
+
+    def finish(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        names = {
+            pk: (namespace, name, tenant, queue)
+            for pk, namespace, name, tenant, queue in Workload.objects.filter(
+                pk__in=[row["workload_id"] for row in batch]
+            ).values_list("pk", "namespace", "name", "queue__tenant__name", "queue__name")
+        }
+        return [
+            dict(
+                zip(WORKLOAD_COLUMNS[:4], names[row["workload_id"]], strict=True),
+                gpu_hours=row["sum_gpu_hours"],
+                cost=row["sum_cost"],
+            )
+            for row in batch
+        ]
+
+    return Report(columns=WORKLOAD_COLUMNS, query=rows, finish=finish)

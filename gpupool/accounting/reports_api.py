@@ -1,0 +1,542 @@
+"""API of usage and cost: ``/api/v1/reports/...`` (from the roll-ups) and ``/api/v1/usage/``.
+
+Every report and list answers JSON pages, or the whole table as CSV with ``?format=csv`` (the
+same rows and values). A report page is cached (Django's cache) per version of the roll-ups:
+it cannot change until the next roll-up counts an hour, which gives a new version. Finance and
+admins read every tenant; leads and members their own tenants (``reports.cost_scope``); the
+capacity report is the pool's and every role reads it.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from django.core.cache import cache
+from django.db.models import Model, QuerySet, Subquery
+from django.http import StreamingHttpResponse
+from django.utils import timezone
+from django_filters import rest_framework as filters
+from drf_spectacular.utils import extend_schema
+from rest_framework import renderers, serializers, viewsets
+from rest_framework.pagination import CursorPagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.routers import BaseRouter
+
+from gpupool.accounting.models import RollUpState, UsageInterval
+from gpupool.accounting.periods import accounting_zone, local_day
+from gpupool.accounting.reports import (
+    ATTRIBUTION_DIMENSIONS,
+    FILTERS,
+    PERIODS,
+    USAGE_DIMENSIONS,
+    Report,
+    ReportQuery,
+    attribution_report,
+    capacity_report,
+    cost_scope,
+    usage_report,
+    workload_report,
+)
+from gpupool.api.access import request_access
+from gpupool.api.filters import UtcDateTimeFilter
+from gpupool.api.permissions import COST_ROLES, ActionRoles, TenantScoped
+from gpupool.inventory.models import Flavor
+from gpupool.quotas.models import Queue
+from gpupool.tenancy.models import Tenant
+
+# The longest span a report covers, in days (a daily report of it is still paged).
+LONGEST_SPAN_DAYS = 3 * 366
+# A report page is kept this long at most; a new roll-up (a new version) replaces it sooner.
+REPORT_CACHE_S = 3600
+
+
+class CSVRenderer(renderers.BaseRenderer):
+    """Tables as CSV (``?format=csv``): a header of the columns, then one line per row."""
+
+    media_type = "text/csv"
+    format = "csv"
+    charset = "utf-8"
+
+    def render(
+        self,
+        data: Any,
+        accepted_media_type: str | None = None,
+        renderer_context: Any = None,
+    ) -> bytes:
+        """Rows (a list of dicts), or an error body as one row of its fields."""
+        if isinstance(data, dict) and "error" in data:
+            data = [{k: v for k, v in data["error"].items() if k != "fields"}]
+        elif isinstance(data, dict):
+            data = [data]
+        rows = list(data or [])
+        columns = list(rows[0]) if rows else []
+        return "".join(csv_lines(columns, rows)).encode(self.charset)
+
+
+def csv_lines(columns: Sequence[str], rows: Any) -> Iterator[str]:
+    """The CSV text of ``rows`` (dicts) under a header of ``columns``, a line at a time."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(columns)
+    yield buffer.getvalue()
+    for row in rows:
+        buffer.seek(0)
+        buffer.truncate()
+        writer.writerow(["" if row.get(c) is None else row.get(c) for c in columns])
+        yield buffer.getvalue()
+
+
+class NameList(serializers.CharField):
+    """A comma-separated list of names (``nlp,vision``)."""
+
+    def to_internal_value(self, data: Any) -> list[str]:  # type: ignore[override]
+        """The names, without blanks (a NUL character is refused, as in any text field)."""
+        text = super().to_internal_value(data)
+        if "\x00" in text:
+            raise serializers.ValidationError("Null characters are not allowed.")
+        return [name.strip() for name in text.split(",") if name.strip()]
+
+
+class ReportQuerySerializer(serializers.Serializer[Any]):
+    """What a report covers: days (accounting time zone, both included), period and filters."""
+
+    start = serializers.DateField(
+        required=False, help_text="First day (default: the first of this month)."
+    )
+    end = serializers.DateField(required=False, help_text="Last day, included (default: today).")
+    period = serializers.ChoiceField(
+        choices=PERIODS, default="month", help_text="Rows per day or per month."
+    )
+    tenant = NameList(required=False, help_text="Only these tenants (comma-separated names).")
+    queue = NameList(required=False, help_text="Only these queues (comma-separated names).")
+    flavor = NameList(required=False, help_text="Only these flavors (comma-separated names).")
+    priority_class = NameList(
+        required=False, help_text="Only these priority classes (usage report)."
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """Fill in this month to date; the span runs forwards and is at most three years."""
+        today = local_day(timezone.now(), accounting_zone())
+        attrs.setdefault("end", today)
+        attrs.setdefault("start", attrs["end"].replace(day=1))
+        if attrs["end"] < attrs["start"]:
+            raise serializers.ValidationError({"end": "the last day comes after the first day"})
+        if (attrs["end"] - attrs["start"]).days > LONGEST_SPAN_DAYS:
+            raise serializers.ValidationError(
+                {"start": f"a report covers at most {LONGEST_SPAN_DAYS} days"}
+            )
+        return attrs
+
+
+def _dimensions_field(choices: Sequence[str]) -> NameList:
+    return NameList(
+        required=False,
+        help_text=f"Group by these (comma-separated, of {', '.join(choices)}; default: all).",
+    )
+
+
+class UsageQuerySerializer(ReportQuerySerializer):
+    """A usage report's days, period, filters and grouping."""
+
+    by = _dimensions_field(USAGE_DIMENSIONS)
+
+    def validate_by(self, value: list[str]) -> list[str]:
+        """Known dimensions only."""
+        return _known(value, USAGE_DIMENSIONS)
+
+
+class AttributionQuerySerializer(ReportQuerySerializer):
+    """An attribution report's days, period, filters, grouping and idle sharing."""
+
+    by = _dimensions_field(ATTRIBUTION_DIMENSIONS)
+    share_idle = serializers.BooleanField(
+        default=False, help_text="Also share the pool idle out in proportion to use."
+    )
+
+    def validate_by(self, value: list[str]) -> list[str]:
+        """Known dimensions only."""
+        return _known(value, ATTRIBUTION_DIMENSIONS)
+
+
+class CapacityQuerySerializer(ReportQuerySerializer):
+    """A capacity report's days, period, flavors and idle sharing."""
+
+    share_idle = serializers.BooleanField(
+        default=False, help_text="Also say how much of the pool idle was shared out."
+    )
+
+
+def _known(value: list[str], choices: Sequence[str]) -> list[str]:
+    unknown = [name for name in value if name not in choices]
+    if unknown:
+        raise serializers.ValidationError(
+            f"unknown: {', '.join(unknown)}; choose from {', '.join(choices)}"
+        )
+    return value
+
+
+def _gpu_hours(help_text: str = "") -> serializers.DecimalField:
+    return serializers.DecimalField(
+        max_digits=20, decimal_places=4, required=False, help_text=help_text
+    )
+
+
+def _cost(help_text: str = "") -> serializers.DecimalField:
+    return serializers.DecimalField(
+        max_digits=24, decimal_places=4, required=False, help_text=help_text
+    )
+
+
+def _name(help_text: str) -> serializers.CharField:
+    return serializers.CharField(required=False, allow_null=True, help_text=help_text)
+
+
+class RowSerializer(serializers.Serializer[Any]):
+    """A report row: the columns the report has (a report grouped by tenant has no queue)."""
+
+    def to_representation(self, instance: Any) -> dict[str, Any]:
+        """The row's columns, in the serializer's order, each as its field writes it."""
+        return {
+            name: field.to_representation(instance[name]) if instance[name] is not None else None
+            for name, field in self.fields.items()
+            if name in instance
+        }
+
+
+class UsageRowSerializer(RowSerializer):
+    """GPU-hours and cost of one period (and tenant, queue, flavor, class when grouped so)."""
+
+    period = serializers.CharField(help_text="2026-03 (month) or 2026-03-10 (day).")
+    tenant = _name("The tenant (empty for a queue of no tenant).")
+    queue = _name("The queue.")
+    flavor = _name("The flavor.")
+    priority_class = _name("The priority class.")
+    gpu_hours = _gpu_hours()
+    cost = _cost("GPU-hours times the price in force each hour.")
+
+
+LINE_HELP = {
+    "used_within_guarantee": "GPU-hours used within the guarantee.",
+    "reserved_idle": "GPU-hours of guarantee left idle, charged to the queue holding it.",
+    "used_above_guarantee": "GPU-hours used beyond the guarantees.",
+    "pool_idle": "Healthy GPU-hours nobody used or reserved.",
+    "pool_idle_share": "Its share of the pool idle, in proportion to its use (share_idle).",
+    "pool_idle_shared": "The part of the pool idle shared out in proportion to use.",
+}
+
+
+class AttributionRowSerializer(RowSerializer):
+    """One period's lines of a tenant, queue and flavor (as grouped), in GPU-hours and cost."""
+
+    period = serializers.CharField(help_text="2026-03 (month) or 2026-03-10 (day).")
+    tenant = _name("The tenant (empty for a queue of no tenant).")
+    queue = _name("The queue.")
+    flavor = _name("The flavor.")
+    guarantee = _gpu_hours("GPU-hours guaranteed (scaled to the healthy capacity).")
+    used = _gpu_hours("GPU-hours used.")
+    used_within_guarantee = _gpu_hours(LINE_HELP["used_within_guarantee"])
+    reserved_idle = _gpu_hours(LINE_HELP["reserved_idle"])
+    used_above_guarantee = _gpu_hours(LINE_HELP["used_above_guarantee"])
+    pool_idle_share = _gpu_hours(LINE_HELP["pool_idle_share"])
+    used_cost = _cost()
+    used_within_guarantee_cost = _cost()
+    reserved_idle_cost = _cost()
+    used_above_guarantee_cost = _cost()
+    pool_idle_share_cost = _cost()
+
+
+class CapacityRowSerializer(RowSerializer):
+    """One period of one flavor: healthy GPU-hours and the four lines that add up to them."""
+
+    period = serializers.CharField(help_text="2026-03 (month) or 2026-03-10 (day).")
+    flavor = serializers.CharField()
+    capacity = _gpu_hours("Healthy GPU-hours (the four lines add up to them).")
+    used = _gpu_hours("GPU-hours used (within plus above guarantee).")
+    used_within_guarantee = _gpu_hours(LINE_HELP["used_within_guarantee"])
+    reserved_idle = _gpu_hours(LINE_HELP["reserved_idle"])
+    used_above_guarantee = _gpu_hours(LINE_HELP["used_above_guarantee"])
+    pool_idle = _gpu_hours(LINE_HELP["pool_idle"])
+    pool_idle_shared = _gpu_hours(LINE_HELP["pool_idle_shared"])
+    capacity_cost = _cost()
+    used_cost = _cost()
+    used_within_guarantee_cost = _cost()
+    reserved_idle_cost = _cost()
+    used_above_guarantee_cost = _cost()
+    pool_idle_cost = _cost()
+    pool_idle_shared_cost = _cost()
+
+
+class WorkloadCostSerializer(RowSerializer):
+    """One workload's GPU-hours and cost over the days asked."""
+
+    namespace = serializers.CharField()
+    name = serializers.CharField()
+    tenant = _name("The tenant.")
+    queue = serializers.CharField()
+    gpu_hours = _gpu_hours()
+    cost = _cost()
+
+
+class CSVExport:
+    """Viewset mixin: ``?format=csv`` streams every row of the list as CSV, JSON is paged."""
+
+    renderer_classes: Sequence[type[renderers.BaseRenderer]] = (
+        renderers.JSONRenderer,
+        renderers.BrowsableAPIRenderer,
+        CSVRenderer,
+    )
+    csv_name = "report"
+    request: Any
+    paginator: Any
+    get_serializer_class: Any
+
+    def wants_csv(self) -> bool:
+        """Whether the client asked for CSV."""
+        renderer = getattr(self.request, "accepted_renderer", None)
+        return getattr(renderer, "format", None) == "csv"
+
+    def csv_response(self, columns: Sequence[str], rows: Iterator[dict[str, Any]]) -> Any:
+        """Every row as a CSV attachment, streamed."""
+        response = StreamingHttpResponse(csv_lines(columns, rows), content_type="text/csv")
+        response["Content-Disposition"] = f'attachment; filename="{self.csv_name}.csv"'
+        return response
+
+
+class ReportViewSet(CSVExport, viewsets.GenericViewSet[Any]):
+    """A report: every cost role reads it; rows of the caller's tenants only (finance all)."""
+
+    permission_classes = (ActionRoles,)
+    default_roles = COST_ROLES
+    query_serializer_class: type[ReportQuerySerializer] = ReportQuerySerializer
+    filter_backends = ()  # a report filters through its query serializer
+
+    def build(self, query: ReportQuery, options: dict[str, Any]) -> Report:
+        """The report for ``query`` (each report says which)."""
+        raise NotImplementedError
+
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Any:
+        """The report's rows: a JSON page, or all of them as CSV."""
+        form = self.query_serializer_class(data=request.query_params)
+        form.is_valid(raise_exception=True)
+        options = dict(form.validated_data)
+        query = ReportQuery(
+            start=options.pop("start"),
+            end=options.pop("end"),
+            period=options.pop("period"),
+            filters={name: options.pop(name) for name in FILTERS if name in options},
+            tenants=cost_scope(request_access(request)),
+        )
+        report = self.build(query, options)
+        serializer = self.get_serializer_class()
+        if self.wants_csv():
+            self.csv_name = f"{self.csv_name}-{query.start}-{query.end}"
+            rows = (serializer(row).data for row in report.stream())
+            return self.csv_response(_present(report.columns, serializer), rows)
+        key = _page_key(request, self.csv_name, query.tenants)
+        cached = cache.get(key) if key else None
+        if cached is not None:
+            return Response(cached)
+        page = self.paginate_queryset(report.query)
+        response = self.get_paginated_response(serializer(report.rows(page), many=True).data)
+        if key:
+            cache.set(key, response.data, REPORT_CACHE_S)
+        return response
+
+
+def _page_key(request: Request, report: str, tenants: Any) -> str | None:
+    """The cache key of a report page: the roll-ups' version, the report, its parameters and
+    the caller's scope (None before anything is rolled up: nothing to cache)."""
+    version = RollUpState.objects.filter(name="usage").values_list("version", flat=True).first()
+    if version is None:
+        return None
+    parameters = sorted((name, sorted(values)) for name, values in request.query_params.lists())
+    scope = None if tenants is None else sorted(tenants)
+    text = json.dumps([str(version), report, parameters, scope, request.get_host()])
+    return "gpupool:report:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def _present(columns: Sequence[str], serializer: type[serializers.Serializer[Any]]) -> list[str]:
+    """The report's columns, in the serializer's order."""
+    order: list[str] = list(serializer().fields.keys())
+    return [name for name in order if name in columns]
+
+
+class UsageReportViewSet(ReportViewSet):
+    """GPU-hours and cost per day or month by tenant, queue, flavor and priority class."""
+
+    serializer_class = UsageRowSerializer
+    query_serializer_class = UsageQuerySerializer
+    csv_name = "usage"
+
+    def build(self, query: ReportQuery, options: dict[str, Any]) -> Report:
+        """The usage report, grouped as asked."""
+        return usage_report(query, by=options.get("by") or USAGE_DIMENSIONS)
+
+    @extend_schema(parameters=[UsageQuerySerializer])
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Any:
+        """GPU-hours and cost per period by tenant, queue, flavor and class (``by``)."""
+        return super().list(request, *args, **kwargs)
+
+
+class AttributionReportViewSet(ReportViewSet):
+    """Per tenant or queue and flavor: used within guarantee, reserved idle, used above."""
+
+    serializer_class = AttributionRowSerializer
+    query_serializer_class = AttributionQuerySerializer
+    csv_name = "attribution"
+
+    def build(self, query: ReportQuery, options: dict[str, Any]) -> Report:
+        """The attribution report, grouped as asked."""
+        return attribution_report(
+            query,
+            by=options.get("by") or ATTRIBUTION_DIMENSIONS,
+            share_idle=options.get("share_idle", False),
+        )
+
+    @extend_schema(parameters=[AttributionQuerySerializer])
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Any:
+        """Each tenant's or queue's lines per period and flavor, in GPU-hours and cost."""
+        return super().list(request, *args, **kwargs)
+
+
+class CapacityReportViewSet(ReportViewSet):
+    """The pool's healthy capacity per flavor and the four lines that add up to it."""
+
+    serializer_class = CapacityRowSerializer
+    query_serializer_class = CapacityQuerySerializer
+    csv_name = "capacity"
+
+    def build(self, query: ReportQuery, options: dict[str, Any]) -> Report:
+        """The capacity report (the pool's: not limited to the caller's tenants)."""
+        return capacity_report(query, share_idle=options.get("share_idle", False))
+
+    @extend_schema(parameters=[CapacityQuerySerializer])
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Any:
+        """Healthy GPU-hours per period and flavor in four lines, with their cost."""
+        return super().list(request, *args, **kwargs)
+
+
+class WorkloadReportViewSet(ReportViewSet):
+    """GPU-hours and cost per workload, the costliest first."""
+
+    serializer_class = WorkloadCostSerializer
+    csv_name = "workloads"
+
+    def build(self, query: ReportQuery, options: dict[str, Any]) -> Report:
+        """The per-workload report."""
+        return workload_report(query)
+
+    @extend_schema(parameters=[ReportQuerySerializer])
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Any:
+        """Each workload's GPU-hours and cost over the days asked."""
+        return super().list(request, *args, **kwargs)
+
+
+# ----------------------------------------------------------------------------- usage intervals
+
+
+class UsageIntervalSerializer(serializers.ModelSerializer[UsageInterval]):
+    """GPUs of one flavor held by one workload from start to end (open while it runs)."""
+
+    namespace = serializers.CharField(source="workload.namespace", read_only=True)
+    workload = serializers.CharField(source="workload.name", read_only=True)
+    tenant = serializers.CharField(source="tenant.name", read_only=True, allow_null=True)
+    queue = serializers.CharField(source="queue.name", read_only=True)
+    flavor = serializers.CharField(source="flavor.name", read_only=True)
+    priority_class = serializers.CharField(source="priority_class.name", read_only=True)
+
+    class Meta:
+        model = UsageInterval
+        fields = (
+            "id",
+            "namespace",
+            "workload",
+            "tenant",
+            "queue",
+            "flavor",
+            "priority_class",
+            "gpus",
+            "started_at",
+            "ended_at",
+        )
+
+
+def _named(model: type[Model]) -> Any:
+    """A filter method matching the row of ``model`` named so, as one id (names are unique):
+    the database then sees a single value and walks its (queue, start) index newest first."""
+
+    def method(queryset: QuerySet[Any], name: str, value: str) -> QuerySet[Any]:
+        found = model._default_manager.filter(name=value).values("pk")[:1]
+        return queryset.filter(**{name: Subquery(found)})
+
+    return method
+
+
+class UsageIntervalFilter(filters.FilterSet):  # type: ignore[misc]
+    """Filter usage intervals by names, workload and time."""
+
+    tenant = filters.CharFilter(field_name="tenant", method=_named(Tenant))
+    queue = filters.CharFilter(field_name="queue", method=_named(Queue))
+    flavor = filters.CharFilter(field_name="flavor", method=_named(Flavor))
+    namespace = filters.CharFilter(field_name="workload__namespace")
+    workload = filters.CharFilter(field_name="workload__name")
+    started_after = UtcDateTimeFilter(field_name="started_at", lookup_expr="gte")
+    started_before = UtcDateTimeFilter(field_name="started_at", lookup_expr="lt")
+    open = filters.BooleanFilter(field_name="ended_at", lookup_expr="isnull")
+
+    class Meta:
+        model = UsageInterval
+        fields = ("tenant", "queue", "flavor", "namespace", "workload")
+
+
+class NewestFirst(CursorPagination):
+    """Pages of a long log, newest first, that never count it (5,000,000 usage intervals
+    are too many to count per page): ``?cursor=`` from ``next`` and ``previous``,
+    ``?page_size=`` (100 by default, at most 1,000)."""
+
+    ordering = ("-started_at", "-id")
+    page_size = 100
+    page_size_query_param = "page_size"
+    max_page_size = 1000
+
+
+class UsageIntervalViewSet(CSVExport, TenantScoped, viewsets.ReadOnlyModelViewSet[UsageInterval]):
+    """The usage intervals the control loop records: the raw facts under every report."""
+
+    queryset = UsageInterval.objects.select_related(
+        "workload", "tenant", "queue", "flavor", "priority_class"
+    ).order_by("-started_at", "-id")
+    serializer_class = UsageIntervalSerializer
+    filterset_class = UsageIntervalFilter
+    permission_classes = (ActionRoles,)
+    default_roles = COST_ROLES
+    tenant_field = "tenant"
+    finance_sees_all = True
+    pagination_class = NewestFirst
+    filter_backends = (filters.DjangoFilterBackend,)
+    csv_name = "usage-intervals"
+
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Any:
+        """A page of intervals, newest first, or all of them (as filtered) as CSV."""
+        rows: QuerySet[UsageInterval] = self.filter_queryset(self.get_queryset())
+        if self.wants_csv():
+            columns = list(UsageIntervalSerializer.Meta.fields)
+            data = (UsageIntervalSerializer(row).data for row in rows.iterator(chunk_size=2000))
+            return self.csv_response(columns, data)
+        page = self.paginate_queryset(rows)
+        return self.get_paginated_response(UsageIntervalSerializer(page, many=True).data)
+
+
+def register(router: BaseRouter) -> None:
+    """Add the reports and the usage intervals to the API router."""
+    router.register("reports/usage", UsageReportViewSet, basename="report-usage")
+    router.register("reports/attribution", AttributionReportViewSet, basename="report-attribution")
+    router.register("reports/capacity", CapacityReportViewSet, basename="report-capacity")
+    router.register("reports/workloads", WorkloadReportViewSet, basename="report-workloads")
+    router.register("usage", UsageIntervalViewSet, basename="usage")

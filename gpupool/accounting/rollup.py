@@ -1,0 +1,288 @@
+"""What the usage roll-up counts, hour by hour; ``actions.do_roll_up_usage`` writes it.
+
+For a run of accounting hours (at most one day) it takes the usage intervals that overlap them
+and splits each into its hours: an interval's GPU-hours in an hour are its GPUs times the part
+of the hour it covers (an open interval covers every hour up to the roll-up's end). From these
+it counts GPU-hours and cost per hour by tenant, queue, flavor and priority class, per workload,
+and per flavor the four attribution lines (``attribution.attribute_hour``) with the healthy
+capacity, prices and guarantees then in force. A change of price, guarantee or capacity inside
+an hour counts for the part of the hour it was in force (time-weighted).
+
+Amounts are GPU-hours to 1/10,000 (``attribution.GPU_HOURS``); a cost is GPU-hours times the
+hour's price, exact.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+
+import numpy as np
+
+from gpupool.accounting.attribution import PRICE, ZERO, FlavorLines, Steps, attribute_hour, nearest
+from gpupool.accounting.models import CapacitySample, UsageInterval
+from gpupool.inventory.models import Flavor, FlavorPriceChange
+from gpupool.quotas.models import Queue, QueueQuotaChange
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+MICROSECOND = timedelta(microseconds=1)
+MICROSECONDS_PER_HOUR = 3_600_000_000
+OPEN = np.iinfo(np.int64).max  # the end of an interval that is still open
+
+INTERVAL_FIELDS = (
+    "workload_id",
+    "tenant_id",
+    "queue_id",
+    "flavor_id",
+    "priority_class_id",
+    "gpus",
+    "started_at",
+    "ended_at",
+)
+
+
+def microseconds(at: datetime) -> int:
+    """``at`` as whole microseconds since the epoch (exact)."""
+    return (at - EPOCH) // MICROSECOND
+
+
+def gpu_hours(value: float) -> Decimal:
+    """A float amount of GPU-hours as an exact Decimal to 1/10,000."""
+    return Decimal(round(value * 10_000)).scaleb(-4)
+
+
+@dataclass(frozen=True, slots=True)
+class Interval:
+    """A usage interval as the roll-up reads it (times in microseconds; OPEN while running)."""
+
+    workload: int
+    tenant: int | None
+    queue: int
+    flavor: int
+    priority_class: int
+    gpus: float
+    start: int
+    end: int
+
+
+def as_interval(row: Sequence[object]) -> Interval:
+    """A ``values_list(*INTERVAL_FIELDS)`` row as an ``Interval``."""
+    workload, tenant, queue, flavor, priority_class, gpus, started, ended = row
+    assert isinstance(started, datetime)
+    return Interval(
+        workload=int(workload),  # type: ignore[call-overload]
+        tenant=None if tenant is None else int(tenant),  # type: ignore[call-overload]
+        queue=int(queue),  # type: ignore[call-overload]
+        flavor=int(flavor),  # type: ignore[call-overload]
+        priority_class=int(priority_class),  # type: ignore[call-overload]
+        gpus=float(gpus),  # type: ignore[arg-type]
+        start=microseconds(started),
+        end=OPEN if ended is None else microseconds(ended),  # type: ignore[arg-type]
+    )
+
+
+def intervals_running_at(at: datetime) -> list[Interval]:
+    """Intervals that started before ``at`` and had not ended by then (or are still open)."""
+    from django.db.models import Q
+
+    rows = (
+        UsageInterval.objects.filter(started_at__lt=at)
+        .filter(Q(ended_at__isnull=True) | Q(ended_at__gt=at))
+        .values_list(*INTERVAL_FIELDS)
+    )
+    return [as_interval(row) for row in rows]
+
+
+def intervals_starting(start: datetime, end: datetime) -> list[Interval]:
+    """Intervals that start in ``[start, end)``."""
+    rows = UsageInterval.objects.filter(started_at__gte=start, started_at__lt=end).values_list(
+        *INTERVAL_FIELDS
+    )
+    return [as_interval(row) for row in rows]
+
+
+@dataclass
+class Histories:
+    """Prices, guarantees and capacities over time, and the queue tree, for one roll-up run."""
+
+    prices: dict[int, Steps]
+    guarantees: dict[int, dict[int, Steps]]  # flavor -> queue -> guarantee GPUs over time
+    capacities: dict[int, Steps]
+    parents: dict[int, int | None]
+    tenant_of_queue: dict[int, int | None]
+    flavors: list[int]
+
+    @classmethod
+    def load(cls) -> Histories:
+        """Read every flavor's prices and capacity samples, every quota's history, the tree."""
+        prices: dict[int, list[tuple[int, Decimal]]] = defaultdict(list)
+        for flavor_id, at, price in FlavorPriceChange.objects.values_list(
+            "flavor_id", "effective_from", "hourly_price"
+        ):
+            prices[flavor_id].append((microseconds(at), price))
+        current_price = dict(Flavor.objects.values_list("id", "hourly_price"))
+        capacities: dict[int, list[tuple[int, Decimal]]] = defaultdict(list)
+        for flavor_id, at, healthy in CapacitySample.objects.values_list(
+            "flavor_id", "observed_at", "healthy_gpus"
+        ):
+            capacities[flavor_id].append((microseconds(at), healthy))
+        guarantees: dict[int, dict[int, list[tuple[int, Decimal]]]] = defaultdict(
+            lambda: defaultdict(list)
+        )
+        for queue_id, flavor_id, at, guarantee in QueueQuotaChange.objects.values_list(
+            "queue_id", "flavor_id", "effective_from", "guarantee"
+        ):
+            guarantees[flavor_id][queue_id].append((microseconds(at), guarantee))
+        tree = list(Queue.objects.values_list("id", "parent_id", "tenant_id"))
+        return cls(
+            prices={
+                flavor: Steps(prices[flavor]) if prices[flavor] else Steps([], before=price)
+                for flavor, price in current_price.items()
+            },
+            guarantees={
+                flavor: {queue: Steps(steps, before=ZERO) for queue, steps in by_queue.items()}
+                for flavor, by_queue in guarantees.items()
+            },
+            capacities={flavor: Steps(steps) for flavor, steps in capacities.items()},
+            parents={queue: parent for queue, parent, _ in tree},
+            tenant_of_queue={queue: tenant for queue, _, tenant in tree},
+            flavors=sorted(current_price),
+        )
+
+
+@dataclass
+class HourCount:
+    """Everything one accounting hour adds to the roll-up tables."""
+
+    hour: datetime
+    day: date
+    prices: dict[int, Decimal]
+    usage: dict[tuple[int | None, int, int, int], Decimal]  # (tenant, queue, flavor, class)
+    lines: dict[int, FlavorLines]  # per flavor
+
+
+@dataclass
+class SegmentCount:
+    """What a run of hours inside one accounting day adds: each hour, and per workload."""
+
+    hours: list[HourCount] = field(default_factory=list)
+    # (workload, flavor) -> [GPU-hours, cost] over the run's hours
+    workloads: dict[tuple[int, int], list[Decimal]] = field(default_factory=dict)
+    workload_homes: dict[int, tuple[int | None, int]] = field(default_factory=dict)
+
+
+def count_segment(
+    intervals: Sequence[Interval],
+    hour_starts: Sequence[datetime],
+    hour_end: datetime,
+    day: date,
+    histories: Histories,
+) -> SegmentCount:
+    """Split ``intervals`` into the hours starting at ``hour_starts`` (the last ends at
+    ``hour_end``) and count usage, cost and the attribution lines of each hour."""
+    bounds = np.array(
+        [microseconds(hour) for hour in hour_starts] + [microseconds(hour_end)], dtype=np.int64
+    )
+    count = SegmentCount()
+    prices_by_hour = [
+        {
+            flavor: nearest(steps.average(int(bounds[j]), int(bounds[j + 1])), PRICE)
+            for flavor, steps in histories.prices.items()
+        }
+        for j in range(len(hour_starts))
+    ]
+    usage_by_hour: list[dict[tuple[int | None, int, int, int], Decimal]] = [{} for _ in hour_starts]
+    if intervals:
+        starts = np.fromiter((i.start for i in intervals), dtype=np.int64, count=len(intervals))
+        ends = np.fromiter((i.end for i in intervals), dtype=np.int64, count=len(intervals))
+        gpus = np.fromiter((i.gpus for i in intervals), dtype=np.float64, count=len(intervals))
+        lows = np.maximum(starts[:, None], bounds[None, :-1])
+        highs = np.minimum(ends[:, None], bounds[None, 1:])
+        covered = np.clip(highs - lows, 0, None).astype(np.float64)
+        amounts = covered * (gpus / MICROSECONDS_PER_HOUR)[:, None]  # GPU-hours, n x hours
+        _count_usage(intervals, amounts, usage_by_hour)
+        _count_workloads(intervals, amounts, prices_by_hour, count)
+    for j, hour in enumerate(hour_starts):
+        start, end = int(bounds[j]), int(bounds[j + 1])
+        length = Decimal(end - start) / MICROSECONDS_PER_HOUR
+        allocated: dict[int, dict[int, Decimal]] = defaultdict(dict)
+        for (_, queue, flavor, _), amount in usage_by_hour[j].items():
+            allocated[flavor][queue] = allocated[flavor].get(queue, ZERO) + amount
+        lines: dict[int, FlavorLines] = {}
+        for flavor in histories.flavors:
+            capacity_steps = histories.capacities.get(flavor)
+            healthy = capacity_steps.average(start, end) if capacity_steps else ZERO
+            guarantees = {
+                queue: nearest(steps.average(start, end) * length)
+                for queue, steps in histories.guarantees.get(flavor, {}).items()
+            }
+            used = allocated.get(flavor, {})
+            if not used and not any(guarantees.values()) and healthy <= 0:
+                continue
+            lines[flavor] = attribute_hour(
+                capacity=nearest(healthy * length),
+                guarantees=guarantees,
+                allocated=used,
+                parents=histories.parents,
+            )
+        count.hours.append(
+            HourCount(
+                hour=hour, day=day, prices=prices_by_hour[j], usage=usage_by_hour[j], lines=lines
+            )
+        )
+    return count
+
+
+def _groups(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of ``keys`` and, for each input row, the index of its group."""
+    distinct, inverse = np.unique(keys, axis=0, return_inverse=True)
+    return distinct, inverse.reshape(-1)
+
+
+def _count_usage(
+    intervals: Sequence[Interval],
+    amounts: np.ndarray,
+    usage_by_hour: list[dict[tuple[int | None, int, int, int], Decimal]],
+) -> None:
+    """GPU-hours per hour by (tenant, queue, flavor, class)."""
+    keys = np.array(
+        [
+            (-1 if i.tenant is None else i.tenant, i.queue, i.flavor, i.priority_class)
+            for i in intervals
+        ],
+        dtype=np.int64,
+    )
+    distinct, inverse = _groups(keys)
+    for j, usage in enumerate(usage_by_hour):
+        sums = np.bincount(inverse, weights=amounts[:, j], minlength=len(distinct))
+        for g in np.flatnonzero(sums > 0):
+            value = gpu_hours(float(sums[g]))
+            if value > 0:
+                tenant, queue, flavor, priority_class = (int(v) for v in distinct[g])
+                usage[(None if tenant < 0 else tenant, queue, flavor, priority_class)] = value
+
+
+def _count_workloads(
+    intervals: Sequence[Interval],
+    amounts: np.ndarray,
+    prices_by_hour: list[dict[int, Decimal]],
+    count: SegmentCount,
+) -> None:
+    """GPU-hours and cost per (workload, flavor) over the segment's hours."""
+    keys = np.array([(i.workload, i.flavor) for i in intervals], dtype=np.int64)
+    distinct, inverse = _groups(keys)
+    for i in intervals:
+        count.workload_homes.setdefault(i.workload, (i.tenant, i.queue))
+    for j, prices in enumerate(prices_by_hour):
+        sums = np.bincount(inverse, weights=amounts[:, j], minlength=len(distinct))
+        for g in np.flatnonzero(sums > 0):
+            value = gpu_hours(float(sums[g]))
+            if value <= 0:
+                continue
+            workload, flavor = int(distinct[g][0]), int(distinct[g][1])
+            totals = count.workloads.setdefault((workload, flavor), [ZERO, ZERO])
+            totals[0] += value
+            totals[1] += value * prices[flavor]
