@@ -62,6 +62,7 @@ INSTALLED_APPS = [
     "gpupool.notifications",
     "gpupool.dashboard",
     "gpupool.simcluster",
+    "gpupool.utilization",
 ]
 
 MIDDLEWARE = [
@@ -246,6 +247,26 @@ GPUPOOL_CLUSTER_BACKENDS = {
         "GPUPOOL_SIMULATED_BACKEND", "gpupool.simcluster.store.backend_from_settings"
     ),
 }
+
+# GPU use against allocation (docs/utilization.md). GPUPOOL_PROMETHEUS_URL points at a
+# Prometheus that scrapes NVIDIA's DCGM exporter; without it the simulated cluster draws its
+# own, and a Kubernetes cluster has none. The source is chosen from a table, not a branch.
+GPUPOOL_PROMETHEUS_URL = os.environ.get("GPUPOOL_PROMETHEUS_URL", "")
+GPUPOOL_UTILIZATION_SOURCE = os.environ.get(
+    "GPUPOOL_UTILIZATION_SOURCE",
+    "prometheus" if GPUPOOL_PROMETHEUS_URL else GPUPOOL_CLUSTER,
+)
+GPUPOOL_UTILIZATION_SOURCES = {
+    "prometheus": "gpupool.utilization.sampling.prometheus_source",
+    "simulated": "gpupool.utilization.sampling.simulated_source",
+    "kubernetes": "gpupool.utilization.sampling.no_source",
+    "none": "gpupool.utilization.sampling.no_source",
+}
+# How often the loop reads the source (one window each time) and the step of its queries.
+GPUPOOL_UTILIZATION_INTERVAL_S = float(os.environ.get("GPUPOOL_UTILIZATION_INTERVAL_S", "60"))
+GPUPOOL_UTILIZATION_STEP_S = float(os.environ.get("GPUPOOL_UTILIZATION_STEP_S", "15"))
+# A GPU-step below this utilisation (percent) is idle.
+GPUPOOL_IDLE_UTILIZATION_PERCENT = float(os.environ.get("GPUPOOL_IDLE_UTILIZATION_PERCENT", "1"))
 
 # Accounting: days and months of the cost reports are counted in this IANA time zone.
 GPUPOOL_ACCOUNTING_TZ = os.environ.get("GPUPOOL_ACCOUNTING_TZ", "UTC")

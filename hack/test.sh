@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make test`: services up, Debian's chromium, static checks, the suite on PostgreSQL
+# `make test`: services up, Debian's chromium and prometheus, static checks, the suite on PostgreSQL
 # (Kubernetes and browser tests included; screenshots in build/screenshots/), then a smoke run
 # of the database tests on SQLite. Fails on the first failing step.
 set -euo pipefail
@@ -29,6 +29,18 @@ if [ ! -x /usr/bin/chromium ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null
 fi
 /usr/bin/chromium --version
+
+step "Debian's prometheus for the utilisation tests (a real server, never a mock)"
+if ! command -v prometheus >/dev/null 2>&1; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "prometheus is missing and this is not root: apt-get install prometheus first" >&2
+    exit 1
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+fi
+prometheus --version 2>&1 | head -n 1
+export GPUPOOL_REQUIRE_PROMETHEUS=1
 
 if [ -x hack/k8s-testenv/build.sh ]; then
   step "local Kubernetes binaries (cached)"

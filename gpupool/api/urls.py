@@ -25,6 +25,7 @@ API_MODULES = (
     "gpupool.control.api",
     "gpupool.quotas.requests_api",
     "gpupool.notifications.api",
+    "gpupool.utilization.api",
     "gpupool.accounting.reports_api",
 )
 

@@ -91,6 +91,18 @@ _SLEEP_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _SLEEP_ARGUMENT = re.compile(r"^([0-9]+(?:\.[0-9]*)?|\.[0-9]+)([smhd]?)$")
 
 
+@dataclass(frozen=True, slots=True)
+class GpuHolding:
+    """The physical GPUs of its node a running pod holds, and since when (what a DCGM
+    exporter would label with the pod)."""
+
+    pod: PodFacts
+    node: str
+    gpus: tuple[int, ...]
+    started_at: float
+    gpu_model: str = ""
+
+
 # --- clocks ---------------------------------------------------------------------------------
 
 
@@ -500,6 +512,31 @@ class SimulatedCluster:
         """Every node now, by name, and the unhealthy GPUs of each."""
         with self.store.transaction() as tx:
             return sorted((_node(n) for n in tx.select("Node")), key=lambda n: n.name)
+
+    def gpus_in_use(self) -> list[GpuHolding]:
+        """The physical GPUs each running pod holds, by pod, as of the cluster's last step (for
+        the simulated source of GPU utilisation, ``gpupool.utilization.simulated``, which the
+        loop reads right after its sync stepped the cluster: reading does not step it again)."""
+        holdings: list[GpuHolding] = []
+        with self.store.transaction() as tx:
+            nodes = {n.name: _node(n) for n in tx.select("Node")}
+            for pod in tx.select("Pod"):
+                facts = _pod(pod)
+                node = nodes.get(facts.node_name or "")
+                if facts.phase != "Running" or node is None:
+                    continue
+                gpus = sorted(
+                    {
+                        slot // _slots_per_gpu(node, resource)
+                        for resource, slots in pod.sim.get("devices", {}).items()
+                        for slot in slots
+                    }
+                )
+                if gpus:
+                    started = float(pod.sim.get("started_at") or facts.started_at or 0.0)
+                    model = node.gpu_product or ""
+                    holdings.append(GpuHolding(facts, node.name, tuple(gpus), started, model))
+        return sorted(holdings, key=lambda h: h.pod.key)
 
     def unhealthy_gpus(self, name: str) -> dict[int, str]:
         """A node's unhealthy GPUs and why."""

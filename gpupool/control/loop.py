@@ -95,6 +95,7 @@ from gpupool.scheduler.lifecycle import apply_plan
 from gpupool.scheduler.shares import QueueShare, queue_shares
 from gpupool.scheduler.types import MILLI, NodeInfo, Plan, PolicyInfo, Snapshot, WorkloadInfo
 from gpupool.tenancy.models import TenantNamespace
+from gpupool.utilization.sampling import UtilizationSampler, source_for
 from gpupool.workloads.choices import Origin, WorkloadState
 from gpupool.workloads.models import PodSet, Workload
 
@@ -163,6 +164,7 @@ class ControlLoop:
         self.estimates = EstimateRefresher(self.policy)
         self.fragmentation_sampled_at = -math.inf  # cluster time of the last sample
         self.first = True
+        self.utilization = UtilizationSampler(source_for(backend))
 
     # -- the cycle ------------------------------------------------------------------------
 
@@ -303,6 +305,7 @@ class ControlLoop:
             phase, clock = "apply", time.perf_counter()
             outcome = self._apply(now, keys)
             timings["apply"] = time.perf_counter() - clock
+            self._sample_utilization(now)
             result.counts = {
                 "nodes": len(database.snapshot.nodes),
                 "workloads": len(database.snapshot.workloads),
@@ -340,6 +343,17 @@ class ControlLoop:
             if not isinstance(error, ClusterUnavailable):
                 self._forget_everything()
             return result
+
+    def _sample_utilization(self, now: float) -> None:
+        """Read the GPUs' use since the last read when one is due (gpupool.utilization); a
+        failure is logged and never fails the cycle."""
+        try:
+            if not self.utilization.due(now):
+                return
+            pods = {pod: key for key, members in self.mirror.pods.items() for pod in members}
+            self.utilization.sample(now, pods)
+        except Exception:
+            logger.exception("utilisation sampling failed")
 
     # -- 1 sync ----------------------------------------------------------------------------
 

@@ -143,6 +143,8 @@ ROWS: dict[str, Row] = {
     "api:budget-ledger": Row({"GET": TENANT_AND_FINANCE_OWN}, resources_pool.budgets),
     "api:preemption-list": Row({"GET": TENANT_ROLES}),
     "api:preemption-detail": Row({"GET": TENANT_OWN}, resources_pool.preemptions),
+    "api:utilization-tenant-list": Row({"GET": EVERYONE_READS}),
+    "api:utilization-waster-list": Row({"GET": EVERYONE_READS}),
     "api:scheduling-cycle-list": Row({"GET": ADMIN_ONLY}),
     "api:scheduling-cycle-detail": Row({"GET": ADMIN_ONLY}, resources_pool.cycles),
     "api:scheduling-cycle-latest": Row({"GET": EVERYONE_READS}, resources_pool.pool_only),

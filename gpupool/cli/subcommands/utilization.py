@@ -1,0 +1,64 @@
+"""``gpupool utilization [--since 1h] [--json]``: allocated, active and idle GPU-hours per tenant.
+
+Allocated GPU-hours are accounting's usage intervals inside the window; active GPU-hours are
+what the utilisation source (DCGM through Prometheus, or the simulated cluster's profiles)
+saw the tenants' GPUs work, from the activity windows the control loop records; idle is the
+difference (docs/utilization.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from datetime import timedelta
+from typing import Any, TextIO
+
+from django.utils import timezone
+
+from gpupool.clusters.grouping import AnnotationError, parse_duration
+from gpupool.utilization.queries import tenant_utilization
+
+HELP = "Allocated, active and idle GPU-hours per tenant over a recent window"
+
+
+def window(text: str) -> float:
+    """A duration: seconds, or Go form such as ``1h`` or ``90m``."""
+    try:
+        seconds = parse_duration("--since", text)
+    except AnnotationError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError("--since must be longer than nothing")
+    return seconds
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """--since, --json."""
+    parser.add_argument(
+        "--since",
+        type=window,
+        default=3600.0,
+        metavar="DURATION",
+        help="how far back the window reaches (default 1h; e.g. 90m, 24h, 3600)",
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def run(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
+    """Print the figures per tenant for the window that ends now."""
+    until = timezone.now()
+    since = until - timedelta(seconds=options["since"])
+    rows = tenant_utilization(since, until)
+    if options["json"]:
+        document = {"since": since.isoformat(), "until": until.isoformat(), "tenants": rows}
+        stdout.write(json.dumps(document, indent=2) + "\n")
+        return 0
+    stdout.write(f"GPU-hours from {since:%Y-%m-%d %H:%M} to {until:%H:%M} UTC\n")
+    stdout.write(f"{'tenant':<24} {'allocated':>10} {'active':>10} {'idle':>10} {'active %':>9}\n")
+    for row in rows:
+        share = "-" if row["active_share"] is None else f"{100 * row['active_share']:.0f}"
+        stdout.write(
+            f"{row['tenant']:<24} {row['allocated_gpu_hours']:>10.2f} "
+            f"{row['active_gpu_hours']:>10.2f} {row['idle_gpu_hours']:>10.2f} {share:>9}\n"
+        )
+    return 0

@@ -1,0 +1,70 @@
+"""What the samples say about each pod: GPU-seconds observed and active, and since when idle.
+
+Pure functions over a ``UtilizationReadout``. A GPU-step is active when the GPU's utilisation
+reaches the threshold (``GPUPOOL_IDLE_UTILIZATION_PERCENT``, 1 % by default); a pod is active
+in a step when any of its GPUs is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpupool.clusters.base import PodKey
+from gpupool.utilization.source import UtilizationReadout
+
+DEFAULT_IDLE_UTILIZATION_PERCENT = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class PodActivity:
+    """One pod's GPU use in a window: GPU-seconds seen and active, mean use, last activity."""
+
+    pod: PodKey
+    gpus: int
+    observed_gpu_seconds: float
+    active_gpu_seconds: float
+    mean_utilization: float  # percent, over every GPU-step seen
+    last_active_at: float | None  # the end of the last step in which any of its GPUs worked
+
+    @property
+    def idle_gpu_seconds(self) -> float:
+        """GPU-seconds the pod held without using them."""
+        return self.observed_gpu_seconds - self.active_gpu_seconds
+
+
+def pod_activity(
+    readout: UtilizationReadout, *, threshold: float = DEFAULT_IDLE_UTILIZATION_PERCENT
+) -> dict[PodKey, PodActivity]:
+    """Each pod's activity in the readout's window (GPUs nobody held are left out)."""
+    seen: dict[PodKey, list[float]] = {}  # observed, active, utilisation sum, last active
+    devices: dict[PodKey, set[tuple[str, int]]] = {}
+    for series in readout.series:
+        if series.pod is None:
+            continue
+        totals = seen.setdefault(series.pod, [0.0, 0.0, 0.0, -1.0])
+        devices.setdefault(series.pod, set()).add((series.device.node, series.device.index))
+        for sample in series.samples:
+            totals[0] += readout.step
+            totals[2] += sample.utilization * readout.step
+            if sample.utilization >= threshold:
+                totals[1] += readout.step
+                totals[3] = max(totals[3], sample.at)
+    return {
+        pod: PodActivity(
+            pod=pod,
+            gpus=len(devices[pod]),
+            observed_gpu_seconds=observed,
+            active_gpu_seconds=active,
+            mean_utilization=weighted / observed if observed else 0.0,
+            last_active_at=None if last < 0 else last,
+        )
+        for pod, (observed, active, weighted, last) in sorted(seen.items())
+    }
+
+
+def idle_since(activity: PodActivity | None, *, previous: float) -> float:
+    """Since when a pod has not worked: the end of its last active step in this window, else
+    what was known before (``previous``: the last window's answer, or when the pod started)."""
+    if activity is not None and activity.last_active_at is not None:
+        return activity.last_active_at
+    return previous

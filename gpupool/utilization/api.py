@@ -1,0 +1,161 @@
+"""API of GPU use against allocation (``/api/v1/utilization/...``), JSON or CSV.
+
+``tenants/``: allocated, active and idle GPU-hours per tenant; ``wasters/``: the workloads
+that held GPUs idle longest. Each answers a list of rows over ``?since=&until=`` (ISO 8601;
+default: the last hour), for the caller's tenants (admins and finance: every tenant);
+``?format=csv`` gives the same rows as CSV. Read-only: the control loop's sampler writes the
+facts.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import renderers, serializers, viewsets
+from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.routers import BaseRouter
+
+from gpupool.api.access import Access
+from gpupool.api.permissions import COST_ROLES, ActionRoles, TenantScoped
+from gpupool.utilization.queries import tenant_utilization, top_wasters
+
+MAX_WINDOW = timedelta(days=92)
+
+
+class CsvRenderer(renderers.BaseRenderer):
+    """Rows as CSV under a header of the view's ``csv_fields`` (an error: its fields and
+    messages)."""
+
+    media_type = "text/csv"
+    format = "csv"
+    charset = "utf-8"
+
+    def render(
+        self,
+        data: Any,
+        accepted_media_type: str | None = None,
+        renderer_context: Mapping[str, Any] | None = None,
+    ) -> bytes:
+        """``data`` (a list of flat rows, or an error's mapping) as CSV."""
+        view = (renderer_context or {}).get("view")
+        if isinstance(data, Mapping):
+            fields: Sequence[str] = ("field", "detail")
+            rows: Sequence[Mapping[str, Any]] = [
+                {"field": key, "detail": value} for key, value in data.items()
+            ]
+        else:
+            fields = getattr(view, "csv_fields", ()) or (list(data[0]) if data else ())
+            rows = data
+        out = io.StringIO()
+        writer = csv.DictWriter(out, fieldnames=list(fields), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+        return out.getvalue().encode()
+
+
+def _time(request: Request, name: str) -> datetime | None:
+    text = request.query_params.get(name)
+    if not text:
+        return None
+    value = parse_datetime(text.replace(" ", "+"))
+    if value is None or value.tzinfo is None:
+        raise ValidationError({name: "an ISO 8601 time with a zone, e.g. 2026-12-01T10:00:00Z"})
+    return value
+
+
+def window_of(request: Request) -> tuple[datetime, datetime]:
+    """``since`` and ``until`` from the query (default: the hour to now), checked."""
+    until = _time(request, "until") or timezone.now()
+    since = _time(request, "since") or until - timedelta(hours=1)
+    if since >= until:
+        raise ValidationError({"since": "the window starts before it ends"})
+    if until - since > MAX_WINDOW:
+        raise ValidationError({"since": f"a window is at most {MAX_WINDOW.days} days"})
+    return since, until
+
+
+def tenants_of(access: Access) -> frozenset[int] | None:
+    """The tenants whose figures the caller may see (None: all of them)."""
+    return None if access.admin or access.finance else access.tenant_ids
+
+
+class TenantUtilizationRowSerializer(serializers.Serializer[dict[str, Any]]):
+    """One tenant's GPU-hours in the window."""
+
+    tenant = serializers.CharField()
+    allocated_gpu_hours = serializers.FloatField()
+    active_gpu_hours = serializers.FloatField()
+    idle_gpu_hours = serializers.FloatField()
+    active_share = serializers.FloatField(allow_null=True)
+
+
+class WasterRowSerializer(serializers.Serializer[dict[str, Any]]):
+    """One workload's GPU-hours held and held idle in the window."""
+
+    workload = serializers.CharField()
+    queue = serializers.CharField()
+    tenant = serializers.CharField()
+    held_gpu_hours = serializers.FloatField()
+    idle_gpu_hours = serializers.FloatField()
+
+
+WINDOW_PARAMETERS = [
+    OpenApiParameter("since", OpenApiTypes.DATETIME, description="default: an hour before until"),
+    OpenApiParameter("until", OpenApiTypes.DATETIME, description="default: now"),
+]
+
+
+class _UtilizationViewSet(TenantScoped, viewsets.ViewSet):
+    permission_classes = (ActionRoles,)
+    default_roles = COST_ROLES
+    renderer_classes = (renderers.JSONRenderer, renderers.BrowsableAPIRenderer, CsvRenderer)
+
+
+class TenantUtilizationViewSet(_UtilizationViewSet):
+    """Allocated, active and idle GPU-hours per tenant in a window."""
+
+    csv_fields = tuple(TenantUtilizationRowSerializer().fields)
+
+    @extend_schema(parameters=WINDOW_PARAMETERS, responses=TenantUtilizationRowSerializer)
+    def list(self, request: Request) -> Response:
+        """The caller's tenants' figures (admins and finance: all)."""
+        since, until = window_of(request)
+        return Response(tenant_utilization(since, until, tenants_of(self.access())))
+
+
+class WasterViewSet(_UtilizationViewSet):
+    """The workloads that held GPUs idle longest in a window."""
+
+    csv_fields = tuple(WasterRowSerializer().fields)
+
+    @extend_schema(
+        parameters=[
+            *WINDOW_PARAMETERS,
+            OpenApiParameter("limit", int, description="how many workloads, 1-100 (10)"),
+        ],
+        responses=WasterRowSerializer,
+    )
+    def list(self, request: Request) -> Response:
+        """The caller's tenants' workloads (admins and finance: all), most idle first."""
+        since, until = window_of(request)
+        try:
+            limit = min(max(int(request.query_params.get("limit", "10")), 1), 100)
+        except ValueError:
+            raise ValidationError({"limit": "a whole number from 1 to 100"}) from None
+        return Response(top_wasters(since, until, limit, tenants_of(self.access())))
+
+
+def register(router: BaseRouter) -> None:
+    """Add this module's resources to the API router."""
+    router.register("utilization/tenants", TenantUtilizationViewSet, basename="utilization-tenant")
+    router.register("utilization/wasters", WasterViewSet, basename="utilization-waster")

@@ -1,0 +1,186 @@
+"""The sampler: once a minute the control loop reads the utilisation source for the time
+since its last read, records each workload's activity window, and marks the GPUs a fatal XID
+failed. Which source: ``GPUPOOL_UTILIZATION_SOURCE``, a table of factories
+(``GPUPOOL_UTILIZATION_SOURCES``): Prometheus, the simulated cluster's own, or none.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Max
+from django.utils.module_loading import import_string
+
+from gpupool.clusters.base import ClusterBackend, PodKey
+from gpupool.clusters.grouping import WorkloadKey
+from gpupool.utilization.activity import PodActivity, pod_activity
+from gpupool.utilization.health import FailingGpu, mark_failing_gpus
+from gpupool.utilization.models import ActivityWindow
+from gpupool.utilization.prometheus import PrometheusSource
+from gpupool.utilization.simulated import HoldsGpus, SimulatedSource
+from gpupool.utilization.source import UtilizationSource, UtilizationUnavailable
+from gpupool.workloads.models import Workload
+
+logger = logging.getLogger(__name__)
+
+MAX_CATCH_UP_S = 3600.0  # after a long pause the sampler reads the last hour, not all of it
+
+
+def prometheus_source(backend: ClusterBackend) -> UtilizationSource | None:
+    """The Prometheus at ``GPUPOOL_PROMETHEUS_URL`` (DCGM's metrics), whatever the cluster."""
+    return PrometheusSource(settings.GPUPOOL_PROMETHEUS_URL)
+
+
+def simulated_source(backend: ClusterBackend) -> UtilizationSource | None:
+    """The simulated cluster's profiles (None for a backend that is not simulated)."""
+    cluster = getattr(backend, "cluster", None)
+    if cluster is None or not callable(getattr(cluster, "gpus_in_use", None)):
+        return None
+    holder: HoldsGpus = cluster
+    return SimulatedSource(holder)
+
+
+def no_source(backend: ClusterBackend) -> UtilizationSource | None:
+    """No utilisation facts (a cluster without DCGM in Prometheus)."""
+    return None
+
+
+def source_for(backend: ClusterBackend) -> UtilizationSource | None:
+    """The source ``GPUPOOL_UTILIZATION_SOURCE`` names, built for ``backend``."""
+    name = settings.GPUPOOL_UTILIZATION_SOURCE
+    path = settings.GPUPOOL_UTILIZATION_SOURCES.get(name)
+    if path is None:
+        raise ValueError(
+            f"GPUPOOL_UTILIZATION_SOURCE {name!r} is none of "
+            f"{sorted(settings.GPUPOOL_UTILIZATION_SOURCES)}"
+        )
+    factory = import_string(path)
+    source: UtilizationSource | None = factory(backend)
+    return source
+
+
+def moment(posix: float) -> datetime:
+    """POSIX seconds as an aware UTC datetime."""
+    return datetime.fromtimestamp(posix, tz=UTC)
+
+
+@dataclass
+class SampleResult:
+    """What one read recorded: its window, the workloads seen, the GPUs marked failing."""
+
+    start: float
+    end: float
+    queries: int = 0
+    windows: int = 0
+    failing: list[FailingGpu] = field(default_factory=list)
+
+
+class UtilizationSampler:
+    """Reads the source every ``interval_s`` for the time since its last read."""
+
+    def __init__(
+        self,
+        source: UtilizationSource | None,
+        *,
+        interval_s: float | None = None,
+        step_s: float | None = None,
+        threshold: float | None = None,
+    ) -> None:
+        self.source = source
+        self.interval_s = interval_s or settings.GPUPOOL_UTILIZATION_INTERVAL_S
+        self.step_s = step_s or settings.GPUPOOL_UTILIZATION_STEP_S
+        self.threshold = (
+            settings.GPUPOOL_IDLE_UTILIZATION_PERCENT if threshold is None else threshold
+        )
+        self.sampled_until: float | None = None
+
+    def _since(self, now: float) -> float:
+        if self.sampled_until is None:
+            last = ActivityWindow.objects.aggregate(last=Max("ended_at"))["last"]
+            self.sampled_until = last.timestamp() if last else now - self.interval_s
+        return max(self.sampled_until, now - MAX_CATCH_UP_S)
+
+    def due(self, now: float) -> bool:
+        """Whether a read is due (never without a source)."""
+        return self.source is not None and now - self._since(now) >= self.interval_s
+
+    def sample(self, now: float, pods: Mapping[PodKey, WorkloadKey]) -> SampleResult | None:
+        """Read the window since the last read (whole steps), record the activity of the
+        workloads whose pods (``pods``: pod -> workload) held GPUs, mark failing GPUs. None
+        when there is no source or the source is unavailable (the next read tries again)."""
+        if self.source is None:
+            return None
+        start = self._since(now)
+        steps = math.floor((now - start) / self.step_s)
+        if steps < 1:
+            return None
+        end = start + steps * self.step_s
+        try:
+            # Each sample stands for the step that ends at it: (start, end].
+            readout = self.source.read(start + self.step_s, end, self.step_s)
+        except UtilizationUnavailable as error:
+            logger.warning("utilisation not sampled: %s", error)
+            return None
+        activity = pod_activity(readout, threshold=self.threshold)
+        result = SampleResult(start, end, readout.queries)
+        with transaction.atomic():
+            result.windows = record_activity(activity, pods, start=start, end=end)
+            result.failing = mark_failing_gpus(readout.xid_errors)
+        self.sampled_until = end
+        return result
+
+
+def record_activity(
+    activity: Mapping[PodKey, PodActivity],
+    pods: Mapping[PodKey, WorkloadKey],
+    *,
+    start: float,
+    end: float,
+) -> int:
+    """One ``ActivityWindow`` per workload whose pods the readout saw; returns how many."""
+    by_workload: dict[WorkloadKey, list[PodActivity]] = defaultdict(list)
+    for pod, pod_seen in activity.items():
+        key = pods.get(pod)
+        if key is not None:
+            by_workload[key].append(pod_seen)
+    if not by_workload:
+        return 0
+    namespaces = {key.namespace for key in by_workload}
+    rows = {
+        (w.namespace, w.name): w
+        for w in Workload.objects.select_related("queue").filter(
+            namespace__in=namespaces, name__in={key.name for key in by_workload}
+        )
+    }
+    windows: list[ActivityWindow] = []
+    for key, seen in sorted(by_workload.items()):
+        workload = rows.get((key.namespace, key.name))
+        if workload is None:
+            continue
+        observed = sum(s.observed_gpu_seconds for s in seen)
+        active = sum(s.active_gpu_seconds for s in seen)
+        weighted = sum(s.mean_utilization * s.observed_gpu_seconds for s in seen)
+        last = max((s.last_active_at for s in seen if s.last_active_at is not None), default=None)
+        windows.append(
+            ActivityWindow(
+                workload=workload,
+                tenant_id=workload.queue.tenant_id,
+                queue_id=workload.queue_id,
+                started_at=moment(start),
+                ended_at=moment(end),
+                gpus=sum(s.gpus for s in seen),
+                observed_gpu_seconds=observed,
+                active_gpu_seconds=min(active, observed),
+                mean_utilization=weighted / observed if observed else 0.0,
+                last_active_at=None if last is None else moment(last),
+            )
+        )
+    ActivityWindow.objects.bulk_create(windows)
+    return len(windows)

@@ -1,0 +1,105 @@
+"""The loop reads the utilisation source once a minute and records each workload's activity."""
+
+from __future__ import annotations
+
+import pytest
+from loop_world import LoopWorld
+
+from gpupool.clusters.base import PodKey
+from gpupool.clusters.grouping import WorkloadKey
+from gpupool.utilization.models import ActivityWindow
+from gpupool.utilization.sampling import UtilizationSampler, simulated_source, source_for
+from gpupool.utilization.simulated import Profile, SimulatedSource
+from gpupool.utilization.source import UtilizationReadout, UtilizationUnavailable
+from gpupool.workloads.choices import WorkloadState
+
+pytestmark = pytest.mark.django_db
+
+
+def running_world() -> LoopWorld:
+    world = LoopWorld()
+    world.submit("train", gpus=4)
+    world.submit("reserved", gpus=2)
+    for _ in range(3):  # pods made, bound, seen running
+        world.cycle()
+    assert world.workload("train").state == WorkloadState.RUNNING
+    assert world.workload("reserved").state == WorkloadState.RUNNING
+    world.loop.utilization.source = SimulatedSource(
+        world.cluster,
+        chosen={"team-a/train": Profile.BUSY_TRAINING, "team-a/reserved": Profile.IDLE_RESERVATION},
+    )
+    return world
+
+
+def test_the_simulated_cluster_gets_its_own_source_and_a_fake_one_none() -> None:
+    world = LoopWorld()
+    assert isinstance(world.loop.utilization.source, SimulatedSource)
+    assert simulated_source(object()) is None  # type: ignore[arg-type]
+
+
+def test_a_cycle_a_minute_after_the_last_read_records_each_workloads_window() -> None:
+    world = running_world()
+    world.clock.advance(300)
+    world.cycle()
+
+    windows = {w.workload.name: w for w in ActivityWindow.objects.select_related("workload")}
+    assert set(windows) == {"train", "reserved"}
+    train, reserved = windows["train"], windows["reserved"]
+    assert (train.gpus, reserved.gpus) == (4, 2)
+    assert train.active_gpu_seconds == train.observed_gpu_seconds > 0
+    assert train.mean_utilization >= 80
+    assert reserved.active_gpu_seconds == 0 and reserved.last_active_at is None
+    assert train.tenant.name == "a" and train.queue.name == "team-a"
+
+    # Within the minute nothing more is read; a minute later the next window follows on.
+    world.clock.advance(30)
+    world.cycle()
+    assert ActivityWindow.objects.count() == 2
+    world.clock.advance(60)
+    world.cycle()
+    later = ActivityWindow.objects.filter(workload__name="train").order_by("started_at")
+    assert [w.started_at for w in later][1] == later[0].ended_at
+
+
+def test_an_unavailable_source_skips_the_read_and_the_cycle_goes_on() -> None:
+    world = running_world()
+
+    class Down:
+        def read(self, start: float, end: float, step: float) -> UtilizationReadout:
+            raise UtilizationUnavailable("Prometheus at http://nowhere: refused")
+
+    world.loop.utilization.source = Down()
+    world.clock.advance(300)
+    world.cycle()
+    assert ActivityWindow.objects.count() == 0
+
+
+def test_the_window_is_whole_steps_and_a_long_pause_reads_the_last_hour_only() -> None:
+    world = running_world()
+    sampler = UtilizationSampler(world.loop.utilization.source, interval_s=60, step_s=15)
+    now = world.clock.now()
+    sampler.sampled_until = now - 5 * 3600
+    pods = {PodKey("team-a", "train-main-0"): WorkloadKey("team-a", "train")}
+
+    result = sampler.sample(now, pods)
+
+    assert result is not None
+    assert (result.start, result.end) == (now - 3600, now)
+    assert sampler.sampled_until == now
+
+    # 100 s later: six whole steps of 15 s are read, the rest waits for the next read.
+    result = sampler.sample(now + 100, pods)
+    assert result is not None
+    assert (result.start, result.end) == (now, now + 90)
+
+
+def test_the_source_is_chosen_from_the_table(settings: object) -> None:
+    world = LoopWorld()
+    settings.GPUPOOL_UTILIZATION_SOURCE = "none"  # type: ignore[attr-defined]
+    assert source_for(world.loop.backend) is None
+    settings.GPUPOOL_UTILIZATION_SOURCE = "prometheus"  # type: ignore[attr-defined]
+    settings.GPUPOOL_PROMETHEUS_URL = "http://prometheus:9090"  # type: ignore[attr-defined]
+    assert source_for(world.loop.backend).url == "http://prometheus:9090"  # type: ignore[union-attr]
+    settings.GPUPOOL_UTILIZATION_SOURCE = "grafana"  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match="grafana"):
+        source_for(world.loop.backend)

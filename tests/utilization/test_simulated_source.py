@@ -1,0 +1,102 @@
+"""The simulated source draws each running workload's GPU use from its profile."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpupool.clusters.base import NewPod, PodBinding
+from gpupool.clusters.node_profiles import gpu_node_manifest
+from gpupool.clusters.simulated import SimulatedBackend, SimulatedCluster, VirtualClock
+from gpupool.clusters.simulated_store import MemoryStore
+from gpupool.utilization.activity import pod_activity
+from gpupool.utilization.simulated import PROFILE_ANNOTATION, Profile, SimulatedSource
+
+START = 1_800_000_000.0
+
+
+class World:
+    """A one-node simulated cluster on a virtual clock."""
+
+    def __init__(self) -> None:
+        self.clock = VirtualClock(START)
+        self.cluster = SimulatedCluster(MemoryStore(), self.clock)
+        self.backend = SimulatedBackend(self.cluster)
+        group = {"kind": "hgx", "prefix": "u", "gpus": 8, "product": "NVIDIA-H100-80GB-HBM3"}
+        self.cluster.add_nodes([gpu_node_manifest("u-1", group)])
+        self.backend.sync()
+
+    def run(self, name: str, gpus: int, profile: str | None = None) -> None:
+        annotations = {PROFILE_ANNOTATION: profile} if profile else {}
+        pod = NewPod("team-a", name, image="x", gpus=gpus, annotations=annotations,
+                     labels={"gpupool.io/queue": "a", "gpupool.io/workload": name})  # fmt: skip
+        (created,) = self.backend.create_pods([pod]).results
+        self.backend.sync()
+        assert self.backend.bind([PodBinding(created.pod, "u-1")]).ok
+
+
+@pytest.fixture
+def world() -> World:
+    return World()
+
+
+def test_each_profile_uses_its_gpus_as_its_name_says(world: World) -> None:
+    world.run("train", 4, Profile.BUSY_TRAINING)
+    world.run("notebook", 2, Profile.BURSTY_NOTEBOOK)
+    world.run("reserved", 2, Profile.IDLE_RESERVATION)
+    world.clock.advance(4 * 3600)
+
+    readout = SimulatedSource(world.cluster, seed=7).read(START, START + 4 * 3600, 60)
+    activity = {pod.name: a for pod, a in pod_activity(readout).items()}
+
+    assert {name: a.gpus for name, a in activity.items()} == {
+        "train": 4, "notebook": 2, "reserved": 2}  # fmt: skip
+    assert activity["train"].active_gpu_seconds == activity["train"].observed_gpu_seconds
+    assert activity["train"].mean_utilization >= 80
+    assert activity["reserved"].active_gpu_seconds == 0
+    assert activity["reserved"].last_active_at is None
+    notebook = activity["notebook"]
+    assert 0 < notebook.active_gpu_seconds < notebook.observed_gpu_seconds
+    # the GPUs the pods hold are distinct and on the node
+    devices = [(s.device.node, s.device.index) for s in readout.series]
+    assert len(devices) == len(set(devices)) == 8
+
+
+def test_a_window_read_twice_gives_the_same_samples_and_another_seed_others(
+    world: World,
+) -> None:
+    world.run("notebook", 1, Profile.BURSTY_NOTEBOOK)
+    world.clock.advance(3 * 3600)
+
+    first = SimulatedSource(world.cluster, seed=1).read(START, START + 3 * 3600, 60)
+    again = SimulatedSource(world.cluster, seed=1).read(START, START + 3 * 3600, 60)
+    other = SimulatedSource(world.cluster, seed=2).read(START, START + 3 * 3600, 60)
+
+    assert first.series == again.series
+    assert first.series != other.series
+
+
+def test_a_pod_is_sampled_from_its_start_only(world: World) -> None:
+    world.clock.advance(600)
+    world.run("late", 1, Profile.BUSY_TRAINING)
+    world.clock.advance(600)
+
+    readout = SimulatedSource(world.cluster).read(START, START + 1200, 60)
+
+    (series,) = readout.series
+    assert series.samples[0].at == START + 600
+    assert len(series.samples) == 11
+
+
+def test_without_an_annotation_the_profile_is_drawn_from_the_workload_and_seed(
+    world: World,
+) -> None:
+    for number in range(8):
+        world.run(f"job-{number}", 1)
+    world.clock.advance(3600)
+
+    readout = SimulatedSource(world.cluster, seed=3).read(START, START + 3600, 60)
+    activity = pod_activity(readout)
+
+    assert len(activity) == 8
+    assert any(a.active_gpu_seconds == a.observed_gpu_seconds for a in activity.values())
+    assert readout == SimulatedSource(world.cluster, seed=3).read(START, START + 3600, 60)

@@ -1,0 +1,105 @@
+"""The API's utilisation figures: per tenant and the top wasters, scoped, as JSON and CSV."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+from domain_builders import flavor, priority_class, queue, tenant, user
+from rest_framework.test import APIClient
+
+from gpupool.accounting.actions import do_open_usage
+from gpupool.tenancy.actions import do_grant_site_role
+from gpupool.utilization.models import ActivityWindow
+from gpupool.workloads.actions import PodSetSpec, do_submit_workload
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def teams() -> dict[str, object]:
+    """Teams a and b each run a 4-GPU workload for the last two hours, a's half busy, b's
+    idle; users: a's member, b's lead, an outsider, a finance user."""
+    now = timezone.now()
+    h100 = flavor("h100")
+    priority_class("normal", default=True)
+    root = queue("root")
+    people = {name: user(name) for name in ("ann", "bob", "out", "fin")}
+    do_grant_site_role(people["fin"], role="finance", acting_user=None)
+    roles = {"a": {"members": (people["ann"],)}, "b": {"lead": people["bob"]}}
+    for name, role in roles.items():
+        team = tenant(name, namespaces=(f"team-{name}",), **role)
+        on = queue(f"team-{name}", parent=root, tenant=team)
+        job = do_submit_workload("job", queue=on, pod_sets=[PodSetSpec(1, gpus=4, flavor=h100)],
+                                 at=now - timedelta(hours=3))  # fmt: skip
+        do_open_usage(job, flavor=h100, gpus=4, at=now - timedelta(hours=2))
+        ActivityWindow.objects.create(
+            workload=job, tenant=team, queue=on, started_at=now - timedelta(minutes=50),
+            ended_at=now - timedelta(minutes=10), gpus=4, observed_gpu_seconds=9_600,
+            active_gpu_seconds=4_800 if name == "a" else 0, mean_utilization=40.0,
+        )  # fmt: skip
+    return people
+
+
+def get(who: object, url: str) -> object:
+    client = APIClient()
+    client.force_authenticate(who)
+    return client.get(url)
+
+
+def test_a_member_sees_only_their_tenants_figures(teams: dict) -> None:
+    answer = get(teams["ann"], "/api/v1/utilization/tenants/")
+
+    assert answer.status_code == 200
+    (row,) = answer.json()
+    assert row["tenant"] == "a"
+    assert row["allocated_gpu_hours"] == pytest.approx(4.0, abs=0.01)
+    assert row["active_gpu_hours"] == pytest.approx(4_800 / 3600, abs=0.01)
+
+
+def test_finance_sees_every_tenant_and_an_outsider_nothing(teams: dict) -> None:
+    finance = get(teams["fin"], "/api/v1/utilization/tenants/").json()
+    outsider = get(teams["out"], "/api/v1/utilization/tenants/")
+
+    assert [row["tenant"] for row in finance] == ["a", "b"]
+    assert outsider.status_code == 403
+
+
+def test_the_top_wasters_of_a_leads_tenant(teams: dict) -> None:
+    rows = get(teams["bob"], "/api/v1/utilization/wasters/").json()
+
+    assert [(r["workload"], r["idle_gpu_hours"]) for r in rows] == [
+        ("team-b/job", round(9_600 / 3600, 4))
+    ]
+
+
+def test_the_figures_come_as_csv(teams: dict) -> None:
+    answer = get(teams["fin"], "/api/v1/utilization/tenants/?format=csv")
+
+    assert answer["Content-Type"].startswith("text/csv")
+    lines = answer.content.decode().splitlines()
+    assert lines[0] == "tenant,allocated_gpu_hours,active_gpu_hours,idle_gpu_hours,active_share"
+    assert [line.split(",")[0] for line in lines[1:]] == ["a", "b"]
+
+
+def test_no_rows_still_come_as_csv_with_their_header(teams: dict) -> None:
+    answer = get(teams["fin"], "/api/v1/utilization/wasters/?format=csv&until=2000-01-01T00:00:00Z")
+
+    assert answer.status_code == 200
+    assert answer.content.decode() == "workload,queue,tenant,held_gpu_hours,idle_gpu_hours\n"
+
+
+def test_a_bad_window_is_refused_with_the_field(teams: dict) -> None:
+    answer = get(teams["fin"], "/api/v1/utilization/tenants/?since=yesterday")
+
+    assert answer.status_code == 400
+    assert "since" in str(answer.json())
+
+
+def test_the_queries_do_not_grow_with_the_rows(teams: dict) -> None:
+    with CaptureQueriesContext(connection) as queries:
+        get(teams["fin"], "/api/v1/utilization/wasters/")
+    assert len(queries) <= 8

@@ -1,0 +1,106 @@
+"""Allocated, active and idle GPU-hours per tenant, checked against a hand count."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.utils import timezone
+from domain_builders import flavor, priority_class, queue, tenant
+
+from gpupool.accounting.actions import do_close_usage, do_open_usage
+from gpupool.utilization.models import ActivityWindow
+from gpupool.utilization.queries import tenant_utilization, top_wasters, workload_sparkline
+from gpupool.workloads.actions import PodSetSpec, do_submit_workload
+from gpupool.workloads.models import Workload
+
+pytestmark = pytest.mark.django_db
+
+
+def window(workload: Workload, start: object, end: object, observed: float, active: float,
+           mean: float = 50.0) -> ActivityWindow:  # fmt: skip
+    return ActivityWindow.objects.create(
+        workload=workload, tenant=workload.queue.tenant, queue=workload.queue, started_at=start,
+        ended_at=end, gpus=4, observed_gpu_seconds=observed, active_gpu_seconds=active,
+        mean_utilization=mean, last_active_at=end if active else None,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def pool() -> dict[str, Workload]:
+    """Now T. Team a's 4-GPU ``train`` holds its GPUs from T-2h on; the source saw it work
+    7,200 GPU-s in [T-90m, T-30m] and 3,600 GPU-s in [T-30m, T]. Team b's 2-GPU ``notebook``
+    held its GPUs from T-30m to T-15m and the source saw it do nothing."""
+    now = timezone.now()
+    h100 = flavor("h100")
+    priority_class("normal", default=True)
+    root = queue("root")
+    a = queue("team-a", parent=root, tenant=tenant("a", namespaces=("team-a",)))
+    b = queue("team-b", parent=root, tenant=tenant("b", namespaces=("team-b",)))
+    earlier = now - timedelta(hours=3)
+    train = do_submit_workload("train", queue=a, pod_sets=[PodSetSpec(1, gpus=4, flavor=h100)],
+                               at=earlier)  # fmt: skip
+    notebook = do_submit_workload(
+        "notebook", queue=b, pod_sets=[PodSetSpec(1, gpus=2, flavor=h100)], at=earlier
+    )
+    do_open_usage(train, flavor=h100, gpus=4, at=now - timedelta(hours=2))
+    do_open_usage(notebook, flavor=h100, gpus=2, at=now - timedelta(minutes=30))
+    do_close_usage(notebook, at=now - timedelta(minutes=15))
+    window(train, now - timedelta(minutes=90), now - timedelta(minutes=30), 14_400, 7_200)
+    window(train, now - timedelta(minutes=30), now, 7_200, 3_600, mean=35.0)
+    window(notebook, now - timedelta(minutes=30), now - timedelta(minutes=15), 1_800, 0, 0.0)
+    return {"train": train, "notebook": notebook, "now": now}  # type: ignore[dict-item]
+
+
+def test_the_last_hours_figures_per_tenant_match_the_hand_count(pool: dict) -> None:
+    now = pool["now"]
+    rows = tenant_utilization(now - timedelta(hours=1), now)
+
+    # a: 4 GPUs x 1 h allocated; active: half of 7,200 GPU-s (the window's half inside the
+    # hour) plus 3,600 GPU-s = 7,200 GPU-s = 2 GPU-h; idle 2. b: 2 GPUs x 15 min, never active.
+    assert rows == [
+        {"tenant": "a", "allocated_gpu_hours": 4.0, "active_gpu_hours": 2.0,
+         "idle_gpu_hours": 2.0, "active_share": 0.5},
+        {"tenant": "b", "allocated_gpu_hours": 0.5, "active_gpu_hours": 0.0,
+         "idle_gpu_hours": 0.5, "active_share": 0.0},
+    ]  # fmt: skip
+
+
+def test_gpupool_utilization_prints_the_same_figures_as_json(pool: dict) -> None:
+    # The command's hour ends a moment after the fixture's now: the figures agree to 0.01.
+    out = StringIO()
+    call_command("gpupool", "utilization", "--since", "1h", "--json", stdout=out)
+
+    document = json.loads(out.getvalue())
+    figures = {row["tenant"]: row for row in document["tenants"]}
+    assert figures["a"]["allocated_gpu_hours"] == pytest.approx(4.0, abs=0.01)
+    assert figures["a"]["active_gpu_hours"] == pytest.approx(2.0, abs=0.01)
+    assert figures["b"]["idle_gpu_hours"] == pytest.approx(0.5, abs=0.01)
+
+
+def test_gpupool_utilization_prints_a_table_by_default(pool: dict) -> None:
+    out = StringIO()
+    call_command("gpupool", "utilization", "--since", "90m", stdout=out)
+
+    lines = out.getvalue().splitlines()
+    assert lines[1].split() == ["tenant", "allocated", "active", "idle", "active", "%"]
+    assert lines[2].split()[0] == "a" and lines[3].split()[0] == "b"
+
+
+def test_the_top_wasters_are_the_workloads_idle_longest(pool: dict) -> None:
+    now = pool["now"]
+    rows = top_wasters(now - timedelta(hours=2), now)
+
+    # train: 14,400 - 7,200 + 7,200 - 3,600 = 10,800 idle GPU-s = 3 h; notebook: 0.5 h.
+    assert [(r["workload"], r["tenant"], r["idle_gpu_hours"]) for r in rows] == [
+        ("team-a/train", "a", 3.0), ("team-b/notebook", "b", 0.5)]  # fmt: skip
+
+
+def test_a_workloads_sparkline_is_its_mean_use_window_by_window(pool: dict) -> None:
+    now = pool["now"]
+    points = workload_sparkline(pool["train"], now - timedelta(hours=2), now)
+
+    assert [p["utilization"] for p in points] == [50.0, 35.0]
