@@ -56,6 +56,30 @@ def test_pods_created_with_kubectl_become_a_workload_and_are_bound(world: World)
     assert world.cluster.pods[first].node_name is not None
 
 
+def test_a_gang_whose_pods_arrive_one_by_one_waits_for_the_missing_ones_then_is_bound_whole(
+    world: World,
+) -> None:
+    gang = {"gpupool.io/min-member": "4"}
+    first = world.cluster.add_pod("ring-0", workload="ring", annotations=gang)
+    world.cycle()
+    ring = world.workload("ring")
+    assert (ring.state, ring.pending_reason, ring.min_member) == ("pending", "gang", 1)
+    assert "3 of its pods do not exist yet" in ring.pending_detail
+    assert world.cycle().counts["sync_writes"] == 0  # registered once, not retried
+    for index in (1, 2):
+        world.cluster.add_pod(f"ring-{index}", workload="ring", annotations=gang)
+    world.cycle()
+    ring = world.workload("ring")
+    assert (ring.state, ring.pending_reason, ring.min_member) == ("pending", "gang", 3)
+    assert world.cluster.pods[first].node_name is None
+    world.cluster.add_pod("ring-3", workload="ring", annotations=gang)
+    world.cycle()
+    ring = world.workload("ring")
+    assert (ring.state, ring.min_member) == ("admitted", 4)
+    assert [p.count for p in ring.pod_sets.all()] == [4]
+    assert all(p.node_name for p in world.cluster.pods_of("ring"))
+
+
 def test_pods_that_name_another_tenants_queue_are_never_scheduled_and_told_why(
     world: World,
 ) -> None:
