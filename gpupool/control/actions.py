@@ -256,6 +256,10 @@ def _register_all(
     return slow
 
 
+# Foreign keys a registration sets from rows it read (``clean_fields`` would query each).
+_RELATIONS = ["workload", "queue", "priority_class", "submitter", "evicting_for", "flavor"]
+
+
 def _registered(
     registration: Registration, queue: Queue, klass: PriorityClass, flavors: Mapping[int, Flavor]
 ) -> tuple[Workload, list[tuple[PodSet, list[Flavor]]]] | None:
@@ -279,7 +283,7 @@ def _registered(
     )
     sets: list[tuple[PodSet, list[Flavor]]] = []
     try:
-        workload.clean_fields()
+        workload.clean_fields(exclude=_RELATIONS)  # related rows were just read: no SELECT each
         workload.clean()
         for shape in registration.pod_sets:
             pod_set = PodSet(
@@ -292,7 +296,7 @@ def _registered(
                 cpu=shape.cpu,
                 memory_gb=shape.memory_gb,
             )
-            pod_set.clean_fields(exclude=["workload"])
+            pod_set.clean_fields(exclude=_RELATIONS)
             pod_set.clean()
             choices = [flavors[pk] for pk in shape.flavor_ids[1:]]
             if pod_set.flavor_choices_errors(choices):
