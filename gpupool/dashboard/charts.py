@@ -472,11 +472,12 @@ def gpu_heatmap_figure(
 def cost_trend_figure(
     months: Sequence[str],
     charged: Mapping[str, Sequence[float]],
-    capacity: Sequence[float],
+    capacity: Sequence[float | None],
     colours: Mapping[str, str],
 ) -> Figure:
     """GPU-hours charged to each team per month (``months``, ``2026-03``) as stacked bars,
-    one colour per team, under a line of the pool's healthy capacity in GPU-hours."""
+    one colour per team, under a line of the pool's healthy capacity in GPU-hours (None:
+    a month not rolled up, left as a gap)."""
     bars = [
         {
             "type": "bar",

@@ -745,9 +745,10 @@ def cost_trend(
         name = row["tenant"] or "no team"
         values = charged.setdefault(name, [0.0] * len(months))
         values[position[row["period"]]] += float(row["used"] + row["reserved_idle"])
-    capacity = [0.0] * len(months)
+    capacity: list[float | None] = [None] * len(months)  # a gap where nothing is rolled up
     for row in pool_rows:
-        capacity[position[row["period"]]] += float(row["capacity"])
+        index = position[row["period"]]
+        capacity[index] = (capacity[index] or 0.0) + float(row["capacity"])
     ordered = dict(sorted(charged.items()))
     return charts.cost_trend_figure(months, ordered, capacity, tenant_colours(list(ordered)))
 

@@ -100,7 +100,7 @@ def test_the_trend_stacks_each_teams_charged_hours_under_the_capacity(
     bars = {trace["name"]: trace["y"] for trace in figure["data"] if trace["type"] == "bar"}
     assert bars == {"nlp": [0.0] * 11 + [12.0], "vision": [0.0] * 11 + [8.0]}
     assert figure["data"][-1]["name"] == "healthy capacity"
-    assert figure["data"][-1]["y"] == [0.0] * 11 + [30.0]
+    assert figure["data"][-1]["y"] == [None] * 11 + [30.0]
     assert len(figure["data"][-1]["x"]) == 12 and figure["data"][-1]["x"][-1] == rolled
 
 
@@ -142,3 +142,9 @@ def test_the_cost_trend_figure_stacks_teams_under_a_capacity_line() -> None:
     ]
     assert figure["data"][0]["marker"]["color"] == "#111111"
     assert figure["data"][2]["y"] == [10.0, 12.0]
+
+
+def test_a_member_sees_only_their_teams_row(rolled: str, page_as: Any) -> None:
+    page = text(page_as("vic").get(f"/cost/?month={rolled}"))
+    assert "<tr><td>vision</td>" in page and "<tr><td>nlp</td>" not in page
+    assert cells(page, '<tr id="team-totals">')[-1] == "20.00"
