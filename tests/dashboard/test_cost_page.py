@@ -127,7 +127,7 @@ def test_a_month_without_roll_ups_says_so_and_a_bad_month_shows_this_one(
 def test_before_any_roll_up_the_page_says_what_will_come(pool: Any, page_as: Any) -> None:
     page = text(page_as("fin").get("/cost/"))
     assert "No usage has been rolled up yet" in page
-    assert 'id="trend-chart"' not in page
+    assert 'id="trend-chart"' not in page and 'id="csv-teams"' not in page
 
 
 def test_the_cost_trend_figure_stacks_teams_under_a_capacity_line() -> None:
