@@ -3,9 +3,8 @@ and rolling usage up into the hourly and daily tables the cost reports read."""
 
 from __future__ import annotations
 
-import json
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
@@ -13,9 +12,8 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from django.core.exceptions import ValidationError
-from django.db import connection, models, transaction
+from django.db import models, transaction
 from django.db.models import Min, QuerySet, Sum
-from django.utils import timezone
 
 from gpupool.accounting.models import (
     CapacitySample,
@@ -51,69 +49,10 @@ from gpupool.accounting.rollup import (
     intervals_starting,
     microseconds,
 )
+from gpupool.bulk import insert_values
 from gpupool.control.models import SchedulingCycle
 from gpupool.inventory.models import Flavor, healthy_capacity
 from gpupool.workloads.models import Workload
-
-# Rows per batched insert where there is no COPY (SQLite).
-BATCH = 5000
-
-
-def _copy_value(value: Any) -> Any:
-    """A value as COPY takes it: JSON fields as text (psycopg adapts the rest)."""
-    if isinstance(value, dict | list):
-        return json.dumps(value)
-    return value
-
-
-def insert_rows(
-    model: type[models.Model], columns: Sequence[str], rows: Iterable[Sequence[Any]]
-) -> int:
-    """Insert ``rows`` (tuples in ``columns`` order, columns by attname) into ``model``'s table;
-    the model's other columns get their defaults. Returns how many. COPY on PostgreSQL;
-    ``bulk_create`` in batches elsewhere."""
-    count = 0
-    if connection.vendor == "postgresql":
-        extra, defaults = _with_defaults(model, columns)
-        fixed = [_copy_value(value) for value in defaults]
-        table = connection.ops.quote_name(model._meta.db_table)
-        names = ", ".join(connection.ops.quote_name(c) for c in (*columns, *extra))
-        with connection.cursor() as cursor:
-            raw = cursor.cursor  # psycopg 3's cursor, under Django's wrapper
-            with raw.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
-                for row in rows:
-                    copy.write_row([*(_copy_value(value) for value in row), *fixed])
-                    count += 1
-        return count
-    batch: list[models.Model] = []
-    for row in rows:
-        batch.append(model(**dict(zip(columns, row, strict=True))))
-        if len(batch) >= BATCH:
-            model._default_manager.bulk_create(batch)
-            count += len(batch)
-            batch = []
-    if batch:
-        model._default_manager.bulk_create(batch)
-        count += len(batch)
-    return count
-
-
-def _with_defaults(
-    model: type[models.Model], columns: Sequence[str]
-) -> tuple[list[str], tuple[Any, ...]]:
-    """The model's other columns and their defaults, so that rows given in ``columns`` still
-    fill every column (fields added later keep their defaults; an ``auto_now`` or
-    ``auto_now_add`` time is now, as Django's own inserts stamp it)."""
-    extra: list[str] = []
-    values: list[Any] = []
-    now = timezone.now()
-    for column in model._meta.concrete_fields:
-        if column.attname in columns or column.primary_key:
-            continue
-        extra.append(column.attname)
-        stamped = getattr(column, "auto_now", False) or getattr(column, "auto_now_add", False)
-        values.append(now if stamped else column.get_default())
-    return extra, tuple(values)
 
 
 @transaction.atomic
@@ -390,9 +329,9 @@ def _write_hours(count: SegmentCount, histories: Histories) -> int:
                     )
                 )
     return (
-        insert_rows(UsageHour, USAGE_COLUMNS, usage)
-        + insert_rows(FlavorHour, FLAVOR_HOUR_COLUMNS, flavors)
-        + insert_rows(QueueHour, QUEUE_HOUR_COLUMNS, queues)
+        insert_values(UsageHour, USAGE_COLUMNS, usage)
+        + insert_values(FlavorHour, FLAVOR_HOUR_COLUMNS, flavors)
+        + insert_values(QueueHour, QUEUE_HOUR_COLUMNS, queues)
     )
 
 
@@ -413,7 +352,7 @@ def _write_workload_day(day: date, count: SegmentCount) -> int:
         found[0] += amount
         found[1] += cost
     existing.delete()
-    return insert_rows(
+    return insert_values(
         WorkloadDay,
         ("day", "workload_id", "flavor_id", "tenant_id", "queue_id", "gpu_hours", "cost"),
         (
@@ -481,7 +420,7 @@ def _recount(
     field, value = period
     target._default_manager.filter(**{field: value}).delete()
     sums = source.values(*keys).annotate(**{f"sum_{a}": Sum(a) for a in amounts}).order_by()
-    return insert_rows(
+    return insert_values(
         target,
         (field, *keys, *amounts),
         ((value, *(row[k] for k in keys), *(row[f"sum_{a}"] for a in amounts)) for row in sums),

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -31,12 +31,13 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import IntegrityError, connection, transaction
-from django.db.models import JSONField, Model
+from django.db.models import Model
 from django.utils import timezone
 
 from gpupool.accounting.actions import do_close_usage
 from gpupool.accounting.models import PreemptionEvent, UsageInterval
 from gpupool.audit.actions import record_audit_event
+from gpupool.bulk import copy_rows, insert_objects, insert_values
 from gpupool.clusters.base import ZONE_LABEL
 from gpupool.control.choices import CycleStatus
 from gpupool.control.models import SchedulingCycle
@@ -496,7 +497,7 @@ def _record_steps(steps: Sequence[Step], at: datetime) -> None:
         list(_STEP_FIELDS),
         {pk: (*(row[f] for f in _STEP_FIELDS[:-1]), stamp) for pk, row in current.items()},
     )
-    insert_rows(WorkloadTransition, transitions)
+    insert_objects(WorkloadTransition, transitions)
     if leaving:
         UsageInterval.objects.filter(
             workload_id__in=id_list(leaving), ended_at__isnull=True
@@ -534,75 +535,10 @@ def _record_losses(
                 lost_gpu_hours=(held * hours).quantize(Decimal("0.0001")),
             )
         )
-    insert_rows(PreemptionEvent, events)
+    insert_objects(PreemptionEvent, events)
 
 
 # -- what the cycle decided -----------------------------------------------------------------
-
-
-def _copy(cursor: Any, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-    """``COPY table (columns) FROM STDIN`` with the rows (PostgreSQL's bulk path: no SQL text
-    to build or parse per row, ten times faster than a multi-row INSERT at 5,000 rows)."""
-    names = ", ".join(connection.ops.quote_name(c) for c in columns)
-    with cursor.cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
-        for row in rows:
-            copy.write_row(row)
-
-
-def insert_rows(model: type[Model], objects: Sequence[Model]) -> int:
-    """Insert many new rows at once (ids are not read back): ``COPY`` on PostgreSQL, Django's
-    ``bulk_create`` elsewhere. Returns how many."""
-    if not objects:
-        return 0
-    if connection.vendor != "postgresql":
-        model.objects.bulk_create(objects, batch_size=1000)  # type: ignore[attr-defined]
-        return len(objects)
-    fields: list[Any] = [f for f in model._meta.concrete_fields if not f.primary_key]
-    # The attributes as they are (the driver adapts dates, decimals and numbers itself);
-    # JSON as text. Django's per-value preparation cost more than the COPY itself.
-    getters = [(f.attname, isinstance(f, JSONField)) for f in fields]
-    rows = (
-        tuple(
-            json.dumps(getattr(obj, name), cls=DjangoJSONEncoder) if as_json else getattr(obj, name)
-            for name, as_json in getters
-        )
-        for obj in objects
-    )
-    with connection.cursor() as cursor:
-        _copy(
-            cursor,
-            connection.ops.quote_name(model._meta.db_table),
-            [f.column for f in fields],
-            rows,
-        )
-    return len(objects)
-
-
-def insert_values(model: type[Model], columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> int:
-    """Insert many new rows given as tuples of ``columns`` (attribute names: ``workload_id``),
-    without building a model instance per row: ``COPY`` on PostgreSQL, ``bulk_create``
-    elsewhere. Returns how many."""
-    if not rows:
-        return 0
-    if connection.vendor != "postgresql":
-        return insert_rows(model, [model(**dict(zip(columns, row, strict=True))) for row in rows])
-    meta = model._meta
-    fields = {f.attname: f for f in meta.concrete_fields}
-    as_json = [isinstance(fields[c], JSONField) for c in columns]
-    with connection.cursor() as cursor:
-        _copy(
-            cursor,
-            connection.ops.quote_name(meta.db_table),
-            [fields[c].column for c in columns],
-            (
-                tuple(
-                    json.dumps(v, cls=DjangoJSONEncoder) if j else v
-                    for v, j in zip(row, as_json, strict=True)
-                )
-                for row in rows
-            ),
-        )
-    return len(rows)
 
 
 def _plain(value: Any) -> Any:
@@ -648,7 +584,7 @@ def update_rows(
             f"CREATE TEMPORARY TABLE IF NOT EXISTS {temporary} (id bigint, {typed}) ON COMMIT DROP"
         )
         cursor.execute(f"TRUNCATE {temporary}")
-        _copy(
+        copy_rows(
             cursor,
             temporary,
             ["id", *(f"c{i}" for i in range(len(fields)))],
@@ -863,7 +799,7 @@ def _record_evictions(record: CycleRecord, at: datetime, cycle: SchedulingCycle)
         ["evicting_for", "eviction_reason", "updated_at"],
         {e.victim_id: (e.preemptor_id, e.reason, timezone.now()) for e in record.evictions},
     )
-    insert_rows(
+    insert_objects(
         PreemptionEvent,
         [
             PreemptionEvent(

@@ -467,3 +467,44 @@ def gpu_heatmap_figure(
             meta={"categories": names, "colours": [colours[name] for name in names], "dim": dim},
         ),
     }
+
+
+def cost_trend_figure(
+    months: Sequence[str],
+    charged: Mapping[str, Sequence[float]],
+    capacity: Sequence[float | None],
+    colours: Mapping[str, str],
+) -> Figure:
+    """GPU-hours charged to each team per month (``months``, ``2026-03``) as stacked bars,
+    one colour per team, under a line of the pool's healthy capacity in GPU-hours (None:
+    a month not rolled up, left as a gap)."""
+    bars = [
+        {
+            "type": "bar",
+            "x": list(months),
+            "y": list(values),
+            "name": team,
+            "marker": {"color": colours.get(team, UI["muted"])},
+            "hovertemplate": f"{team}: %{{y:.1f}} GPU-h<extra>%{{x}}</extra>",
+        }
+        for team, values in charged.items()
+    ]
+    line = {
+        "type": "scatter",
+        "mode": "lines+markers",
+        "x": list(months),
+        "y": list(capacity),
+        "name": "healthy capacity",
+        "line": {"color": UI["text"], "dash": "dot"},
+        "hovertemplate": "healthy capacity: %{y:.1f} GPU-h<extra>%{x}</extra>",
+    }
+    return {
+        "data": [*bars, line],
+        "layout": _page_layout(
+            barmode="stack",
+            height=300,
+            xaxis={"type": "category", "title": {"text": "month"}},
+            yaxis={"title": {"text": "GPU-hours"}, "rangemode": "tozero"},
+            legend={"orientation": "h", "y": -0.3},
+        ),
+    }

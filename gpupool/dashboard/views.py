@@ -16,7 +16,7 @@ from __future__ import annotations
 import zoneinfo
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
-from datetime import datetime, time, timedelta
+from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from functools import wraps
 from typing import Any
@@ -40,8 +40,15 @@ from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from gpupool.accounting.choices import PreemptionReason
-from gpupool.accounting.models import PreemptionEvent
+from gpupool.accounting.models import PreemptionEvent, RollUpState
+from gpupool.accounting.periods import accounting_zone, local_day, month_start, next_month
 from gpupool.accounting.preemptions_api import PreemptionEventViewSet
+from gpupool.accounting.reports import (
+    ReportQuery,
+    attribution_report,
+    capacity_report,
+    cost_scope,
+)
 from gpupool.api.access import Access, request_access
 from gpupool.api.permissions import tenant_scoped
 from gpupool.audit.models import AuditEvent
@@ -638,16 +645,123 @@ def fairness_verdicts(rows: list[dict[str, Any]], flavor: Flavor) -> list[Verdic
 
 @dashboard_page("cost")
 def cost(request: HttpRequest, access: Access) -> HttpResponse:
-    """Cost's frame: the price list and each flavor's healthy capacity; the reports come
-    with the cost roll-ups."""
-    flavors = list(Flavor.objects.order_by("name"))
+    """Per team, the month's GPU-hours and cost in the attribution lines, the pool's four
+    lines adding up to its healthy capacity, the trend of the last months and CSV links to
+    the reports API (``accounting.reports``: the queries the API serves, scoped alike)."""
+    today = local_day(timezone.now(), accounting_zone())
+    month = chosen_month(request.GET.get("month", ""), today)
+    last_day = next_month(month) - timedelta(days=1)
+    months = [month]
+    for _ in range(COST_TREND_MONTHS - 1):
+        months.insert(0, month_start(months[0] - timedelta(days=1)))
+    first = months[0]
+    scope = cost_scope(access)
+    span = ReportQuery(start=first, end=last_day, period="month", tenants=scope)
+    label = month.strftime("%Y-%m")
+    teams = attribution_report(span, by=["tenant"]).rows()
+    pool_rows = capacity_report(span).rows()
+    this_month = [row for row in teams if row["period"] == label]
+    flavors = [row for row in pool_rows if row["period"] == label]
+    for row in this_month:
+        row["charged"] = row["used"] + row["reserved_idle"]
+        row["charged_cost"] = row["used_cost"] + row["reserved_idle_cost"]
+    csv_query = {"start": month.isoformat(), "end": last_day.isoformat(), "format": "csv"}
+    context = {
+        "month": label,
+        "month_name": month.strftime("%B %Y"),
+        "all_tenants": scope is None,
+        "rolled_up": RollUpState.objects.filter(name="usage", rolled_until__isnull=False).exists(),
+        "teams": this_month,
+        "team_totals": column_totals(this_month, TEAM_COLUMNS),
+        "flavors": flavors,
+        "pool_totals": column_totals(flavors, POOL_COLUMNS),
+        "trend_figure": cost_trend([m.strftime("%Y-%m") for m in months], teams, pool_rows),
+        "trend_months": COST_TREND_MONTHS,
+        "csv": {
+            "teams": reverse("api:report-attribution-list")
+            + "?"
+            + urlencode(csv_query | {"by": "tenant", "period": "month"}),
+            "teams_by_day": reverse("api:report-attribution-list")
+            + "?"
+            + urlencode(csv_query | {"by": "tenant", "period": "day"}),
+            "pool": reverse("api:report-capacity-list")
+            + "?"
+            + urlencode(csv_query | {"period": "month"}),
+            "workloads": reverse("api:report-workloads-list") + "?" + urlencode(csv_query),
+        },
+        "prices": price_list(),
+    }
+    return render(request, "dashboard/cost.html", context)
+
+
+# The Cost page's trend: this many months, ending with the month shown.
+COST_TREND_MONTHS = 12
+TEAM_COLUMNS = (
+    "used",
+    "used_within_guarantee",
+    "reserved_idle",
+    "used_above_guarantee",
+    "charged",
+    "used_cost",
+    "reserved_idle_cost",
+    "charged_cost",
+)
+POOL_COLUMNS = (
+    "capacity",
+    "used_within_guarantee",
+    "reserved_idle",
+    "used_above_guarantee",
+    "pool_idle",
+    "capacity_cost",
+)
+
+
+def chosen_month(text: str, today: date) -> date:
+    """The first day of the month ``text`` names (``2026-03``), else of ``today``'s month."""
+    try:
+        return date.fromisoformat(f"{text}-01") if len(text) == 7 else month_start(today)
+    except ValueError:
+        return month_start(today)
+
+
+def column_totals(rows: list[dict[str, Any]], columns: Iterable[str]) -> dict[str, Decimal]:
+    """Each column's sum over ``rows`` (a missing figure counts as none)."""
+    return {
+        name: sum((row.get(name) or Decimal(0) for row in rows), Decimal(0)) for name in columns
+    }
+
+
+def cost_trend(
+    months: list[str], teams: list[dict[str, Any]], pool_rows: list[dict[str, Any]]
+) -> dict[str, Any] | None:
+    """The trend figure over ``months`` (``2026-03``, oldest first): each team's GPU-hours
+    charged (used and reserved idle) per month, and the pool's healthy capacity; None when
+    nothing of those months is rolled up."""
+    if not teams and not pool_rows:
+        return None
+    position = {month: index for index, month in enumerate(months)}
+    charged: dict[str, list[float]] = {}
+    for row in teams:
+        name = row["tenant"] or "no team"
+        values = charged.setdefault(name, [0.0] * len(months))
+        values[position[row["period"]]] += float(row["used"] + row["reserved_idle"])
+    capacity: list[float | None] = [None] * len(months)  # a gap where nothing is rolled up
+    for row in pool_rows:
+        index = position[row["period"]]
+        capacity[index] = (capacity[index] or 0.0) + float(row["capacity"])
+    ordered = dict(sorted(charged.items()))
+    return charts.cost_trend_figure(months, ordered, capacity, tenant_colours(list(ordered)))
+
+
+def price_list() -> list[dict[str, Any]]:
+    """Each flavor's price per GPU-hour, healthy capacity and what that capacity costs an hour."""
     prices = []
-    for flavor in flavors:
+    for flavor in Flavor.objects.order_by("name"):
         healthy = healthy_capacity(flavor)
         prices.append(
             {"flavor": flavor, "healthy": healthy, "hourly": healthy * flavor.hourly_price}
         )
-    return render(request, "dashboard/cost.html", {"prices": prices})
+    return prices
 
 
 # ----------------------------------------------------------------------------- preemptions

@@ -20,6 +20,7 @@ from django.utils.module_loading import import_string
 
 from gpupool.clusters.base import ClusterBackend, PodKey
 from gpupool.clusters.grouping import WorkloadKey
+from gpupool.utilization.actions import do_record_activity
 from gpupool.utilization.activity import PodActivity, pod_activity
 from gpupool.utilization.health import FailingGpu, mark_failing_gpus
 from gpupool.utilization.models import ActivityWindow
@@ -182,5 +183,4 @@ def record_activity(
                 last_active_at=None if last is None else moment(last),
             )
         )
-    ActivityWindow.objects.bulk_create(windows)
-    return len(windows)
+    return do_record_activity(windows)

@@ -46,6 +46,10 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("gpupool/cli/subcommands/seed_demo.py", "_user", "save"): (
         "sets a demo account's flags and password (auth.User, not domain state)"
     ),
+    ("gpupool/bulk.py", "insert_objects", "bulk_create"): (
+        "the bulk insert that actions call (recording a cycle, rolling usage up, seeding a "
+        "year) where there is no COPY; only actions import gpupool.bulk"
+    ),
     # The simulated cluster's storage is what etcd is to a Kubernetes cluster, not domain
     # state: the loop reaches it only through the ClusterBackend protocol, as it reaches a
     # real cluster, and records what it sees there through the domain's actions.
@@ -358,3 +362,22 @@ def test_the_walk_leaves_dicts_sets_hashes_forms_and_a_models_own_save_alone() -
 )
 def test_only_actions_and_migrations_may_write(path: str, allowed: bool) -> None:
     assert may_write(Path(path)) is allowed
+
+
+def test_only_actions_use_the_bulk_inserts() -> None:
+    """``gpupool.bulk`` writes rows; the walk above allows it because only actions call it."""
+    importers = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.name == "actions.py" or "migrations" in path.parts or path.name == "bulk.py":
+            continue
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            if "gpupool.bulk" in names:
+                importers.append(str(path.relative_to(ROOT)))
+    assert importers == []

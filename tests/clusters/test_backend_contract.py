@@ -114,16 +114,19 @@ def test_a_cordoned_node_and_a_not_ready_node_show_in_their_facts(world: World) 
 
     world.cordon(cordoned)
     world.set_ready(lost, False)
-    view = world.until(
-        "the cordon and the lost node",
-        lambda v: v.nodes[cordoned].unschedulable and not v.nodes[lost].ready,
-    )
+    changed: set[str] = set()  # the two changes may reach two syncs: each is in one's delta
+
+    def both_changed(v: ClusterView) -> bool:
+        changed.update(v.delta.nodes)
+        return v.nodes[cordoned].unschedulable and not v.nodes[lost].ready
+
+    view = world.until("the cordon and the lost node", both_changed)
     assert exclusion(view.nodes[cordoned]) == "cordoned"
     assert exclusion(view.nodes[lost]) in (
         "not Ready",
         "tainted node.kubernetes.io/unreachable:NoSchedule",
     )
-    assert cordoned in view.delta.nodes and lost in view.delta.nodes
+    assert {cordoned, lost} <= changed
 
     world.cordon(cordoned, False)
     world.set_ready(lost, True)

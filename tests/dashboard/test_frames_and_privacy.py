@@ -87,7 +87,7 @@ def test_the_overview_lists_the_last_cycles_and_pending_work_by_reason(
 @pytest.mark.parametrize(
     ("url", "says"),
     [
-        ("/cost/", "Coming to this page"),
+        ("/cost/", "No usage has been rolled up yet"),
         ("/preemptions/", "Priority classes"),
     ],
 )

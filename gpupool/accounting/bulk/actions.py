@@ -1,6 +1,6 @@
 """Bulk writes of the B5 generator: a seeded year loaded into an empty pool (``do_load_year``).
 
-The tables go in by ``accounting.actions.insert_rows`` (COPY on PostgreSQL, batched inserts
+The tables go in by ``gpupool.bulk.insert_values`` (COPY on PostgreSQL, batched inserts
 elsewhere; the roll-up's bulk path too). Rows go in as given: the generator builds them within
 the models' rules, and the database's constraints check them again.
 """
@@ -19,7 +19,6 @@ from django.core.management.color import no_style
 from django.db import connection, models, transaction
 from django.db.models import Max
 
-from gpupool.accounting.actions import insert_rows
 from gpupool.accounting.bulk.year import (
     CLASSES,
     PENDING_REASONS,
@@ -28,6 +27,7 @@ from gpupool.accounting.bulk.year import (
     YearPlan,
 )
 from gpupool.accounting.models import CapacitySample, PreemptionEvent, UsageInterval
+from gpupool.bulk import insert_values
 from gpupool.control.actions import do_finish_cycle, do_start_cycle
 from gpupool.control.choices import CycleStatus
 from gpupool.inventory.actions import do_save_flavor, do_sync_node
@@ -157,7 +157,7 @@ def do_load_year(plan: YearPlan, *, password: str, acting_user: Any = None) -> L
         plan, first_workload, queue_ids, tenant_of_queue
     )
     loaded.counts["workload_transitions"] = _load_transitions(plan, first_workload)
-    loaded.counts["capacity_samples"] = insert_rows(
+    loaded.counts["capacity_samples"] = insert_values(
         CapacitySample,
         ("flavor_id", "observed_at", "healthy_gpus"),
         ((flavors[f].pk, at, healthy) for f, at, healthy in plan.failures),
@@ -323,8 +323,8 @@ def _load_workloads(
         )
         for i in range(len(submitted))
     )
-    count = insert_rows(Workload, columns, rows)
-    insert_rows(
+    count = insert_values(Workload, columns, rows)
+    insert_values(
         PodSet,
         ("id", "workload_id", "name", "count", "gpus", "flavor_id", "cpu", "memory_gb"),
         (
@@ -374,7 +374,7 @@ def _load_intervals(
     flavor_id_list = flavor_ids[w["flavor"][workload]].tolist()
     class_id_list = class_ids[iv["class"]].tolist()
     gpus = iv["gpus"].tolist()
-    return insert_rows(
+    return insert_values(
         UsageInterval,
         columns,
         (
@@ -423,7 +423,7 @@ def _load_preemptions(
                 round(Decimal(float(p["lost_gpu_hours"][i])), 4),
             )
         )
-    return insert_rows(
+    return insert_values(
         PreemptionEvent,
         (
             "at",
@@ -446,7 +446,7 @@ def _load_transitions(plan: YearPlan, first_workload: int) -> int:
     t = plan.transitions
     at = _times(plan, t["at"])
     workloads = (t["workload"] + first_workload).tolist()
-    return insert_rows(
+    return insert_values(
         WorkloadTransition,
         ("workload_id", "from_state", "to_state", "at", "reason"),
         ((workloads[i], t["from"][i], t["to"][i], at[i], t["reason"][i]) for i in range(len(at))),
