@@ -30,7 +30,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Model
 from django.utils import timezone
 
@@ -195,6 +195,160 @@ def _register(registration: Registration, flavors: Mapping[int, Flavor]) -> Work
     return workload
 
 
+def _register_all(
+    registrations: Sequence[Registration], flavors: Mapping[int, Flavor], at: datetime
+) -> list[Registration]:
+    """Register many workloads from the cluster at once (bulk inserts, one audit row), each
+    checked in Python by its models' own ``clean`` rules against rows read once; returns those
+    the bulk path does not take -- anything doubtful -- for ``_register`` one by one, which
+    refuses a bad one with the same message as ever."""
+    if not registrations:
+        return []
+    queues = {
+        q.name: q
+        for q in Queue.objects.select_related("tenant").filter(
+            name__in={r.queue for r in registrations}
+        )
+    }
+    inner = set(
+        Queue.objects.filter(parent__name__in=list(queues)).values_list("parent__name", flat=True)
+    )
+    classes = {c.name: c for c in PriorityClass.objects.all()}
+    default = next((c for c in classes.values() if c.default), None)
+    owned: dict[int, set[str]] = defaultdict(set)
+    for tenant_id, name in TenantNamespace.objects.values_list("tenant_id", "name"):
+        owned[tenant_id].add(name)
+    taken = set(
+        Workload.objects.filter(
+            namespace__in={r.key.namespace for r in registrations},
+            name__in={r.key.name for r in registrations},
+        ).values_list("namespace", "name")
+    )
+    slow: list[Registration] = []
+    built: list[tuple[Registration, Workload, list[tuple[PodSet, list[Flavor]]]]] = []
+    for registration in registrations:
+        queue = queues.get(registration.queue)
+        klass = classes.get(registration.priority_class or "") or (
+            None if registration.priority_class else default
+        )
+        key = (registration.key.namespace, registration.key.name)
+        namespaces = owned.get(queue.tenant_id, set()) if queue and queue.tenant_id else set()
+        if (
+            queue is None
+            or klass is None
+            or registration.queue in inner
+            or key in taken
+            or (namespaces and key[0] not in namespaces)
+        ):
+            slow.append(registration)
+            continue
+        made = _registered(registration, queue, klass, flavors)
+        if made is None:
+            slow.append(registration)
+            continue
+        taken.add(key)
+        built.append((registration, *made))
+    if built:
+        try:
+            with transaction.atomic():
+                _insert_registered([(w, sets) for _, w, sets in built], at)
+        except IntegrityError:  # a rule only the database checks: one by one, as ever
+            return [*slow, *(r for r, _, _ in built)]
+    return slow
+
+
+# Foreign keys a registration sets from rows it read (``clean_fields`` would query each).
+_RELATIONS = ["workload", "queue", "priority_class", "submitter", "evicting_for", "flavor"]
+
+
+def _registered(
+    registration: Registration, queue: Queue, klass: PriorityClass, flavors: Mapping[int, Flavor]
+) -> tuple[Workload, list[tuple[PodSet, list[Flavor]]]] | None:
+    """The unsaved rows of one registration, or None when a model's rule refuses them."""
+    workload = Workload(
+        name=registration.key.name,
+        namespace=registration.key.namespace,
+        queue=queue,
+        priority_class=klass,
+        min_member=registration.min_member,
+        topology=registration.topology,
+        protected_runtime_s=(
+            queue.default_protected_runtime_s
+            if registration.protected_runtime_s is None
+            else registration.protected_runtime_s
+        ),
+        expected_runtime_s=registration.expected_runtime_s,
+        state=WorkloadState.PENDING,
+        submitted_at=registration.submitted_at,
+        origin=registration.origin,
+    )
+    sets: list[tuple[PodSet, list[Flavor]]] = []
+    try:
+        workload.clean_fields(exclude=_RELATIONS)  # related rows were just read: no SELECT each
+        workload.clean()
+        for shape in registration.pod_sets:
+            pod_set = PodSet(
+                workload=workload,
+                name=shape.name,
+                count=shape.count,
+                gpus=shape.gpus,
+                flavor=flavors[shape.flavor_ids[0]] if shape.flavor_ids else None,
+                gpu_milli=shape.gpu_milli,
+                cpu=shape.cpu,
+                memory_gb=shape.memory_gb,
+            )
+            pod_set.clean_fields(exclude=_RELATIONS)
+            pod_set.clean()
+            choices = [flavors[pk] for pk in shape.flavor_ids[1:]]
+            if pod_set.flavor_choices_errors(choices):
+                return None
+            sets.append((pod_set, choices))
+    except ValidationError:
+        return None
+    total = sum(pod_set.count for pod_set, _ in sets)
+    if not sets or (registration.min_member or 0) > total:
+        return None
+    return workload, sets
+
+
+def _insert_registered(
+    rows: Sequence[tuple[Workload, list[tuple[PodSet, list[Flavor]]]]], at: datetime
+) -> None:
+    """Insert checked registrations in bulk: workloads, pod sets, flavor choices, their
+    ``submitted`` transitions, and one audit row for them all."""
+    workloads = Workload.objects.bulk_create([w for w, _ in rows])
+    pod_sets: list[PodSet] = []
+    for workload, sets in rows:
+        for pod_set, _ in sets:
+            pod_set.workload = workload
+            pod_sets.append(pod_set)
+    PodSet.objects.bulk_create(pod_sets)
+    PodSetFlavorChoice.objects.bulk_create(
+        PodSetFlavorChoice(pod_set=pod_set, rank=rank, flavor=flavor)
+        for _, sets in rows
+        for pod_set, choices in sets
+        for rank, flavor in enumerate(choices, start=1)
+    )
+    WorkloadTransition.objects.bulk_create(
+        WorkloadTransition(
+            workload=workload,
+            from_state="",
+            to_state=WorkloadState.PENDING,
+            at=workload.submitted_at,
+            reason="submitted",
+        )
+        for workload in workloads
+    )
+    record_audit_event(
+        acting_user=None,
+        action="control.register_workloads",
+        instance=workloads[0],
+        before=None,
+        after={"workloads": len(workloads), "names": [str(w) for w in workloads[:50]]},
+        reason=f"pods made outside gpupool, registered by the cluster sync at {at.isoformat()}",
+    )
+
+
 def _replace_pod_sets(
     workload: Workload, shapes: Sequence[Any], min_member: int | None, flavors: Mapping[int, Flavor]
 ) -> None:
@@ -234,7 +388,7 @@ def do_record_cluster_sync(
     if decision.gone:
         do_mark_nodes_gone(decision.gone, at=at)
     complaints: list[str] = []
-    for registration in decision.registrations:
+    for registration in _register_all(decision.registrations, flavors, at):
         try:
             with transaction.atomic():
                 _register(registration, flavors)

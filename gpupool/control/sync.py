@@ -436,7 +436,7 @@ def _unknown(
             pod_sets=shapes,
             origin=str(grouped.origin),
             submitted_at=moment(grouped.submitted_at),
-            min_member=grouped.min_member,
+            min_member=stored_min_member(grouped),
             topology=grouped.topology or "",
             protected_runtime_s=None if protected is None else round(protected),
             expected_runtime_s=None
@@ -444,6 +444,16 @@ def _unknown(
             else max(round(grouped.expected_runtime_s), 1),
         )
     )
+
+
+def stored_min_member(request: WorkloadRequest) -> int | None:
+    """The gang minimum the database holds for a workload from the cluster: the declared
+    ``min_member``, up to the pods that exist -- a gang whose pods are still arriving is a
+    workload of the pods seen so far that waits for the ``missing_pods`` (the overlay's, reason
+    ``gang``); its minimum rises as they come, to the declared one once all exist."""
+    if request.min_member is None:
+        return None
+    return min(request.min_member, sum(pod_set.count for pod_set in request.pod_sets))
 
 
 def _capped(request: WorkloadRequest, state: LoopState, protected: float | None) -> float | None:
@@ -661,8 +671,9 @@ def _pending(
     memory.complaints.pop(key, None)
     shapes = pod_set_shapes(grouped, state, memory, key)
     wanted = tuple(_shape_info(shape, state.flavor_rows) for shape in shapes)
-    if wanted != info.pod_sets or grouped.min_member != info.min_member:
-        decision.pod_sets[row.id] = (shapes, grouped.min_member)
+    min_member = stored_min_member(grouped)
+    if wanted != info.pod_sets or min_member != info.min_member:
+        decision.pod_sets[row.id] = (shapes, min_member)
     known = frozenset(state.nodes)
     allowed = tuple(mirror.allowed_nodes(ps.constraints, known) for ps in grouped.pod_sets)
     overlay = Overlay(missing_pods=grouped.missing_pods, allowed=allowed)

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 import pytest
+from django.utils import timezone
 from loop_builders import World, build_world
 
 from gpupool.accounting.models import UsageInterval
+from gpupool.audit.models import AuditEvent
+from gpupool.clusters.grouping import WorkloadKey
+from gpupool.control.actions import do_record_cluster_sync
 from gpupool.control.models import SchedulingCycle
+from gpupool.control.sync import PodSetShape, Registration, SyncDecision
 from gpupool.inventory.models import Node
+from gpupool.workloads.models import Workload
 
 pytestmark = pytest.mark.django_db
 
@@ -54,6 +61,53 @@ def test_pods_created_with_kubectl_become_a_workload_and_are_bound(world: World)
     assert (train.origin, train.state, train.queue.name) == ("bare", "admitted", "team-a")
     assert [(p.count, p.gpus) for p in train.pod_sets.all()] == [(2, 2)]
     assert world.cluster.pods[first].node_name is not None
+
+
+def test_a_gang_whose_pods_arrive_one_by_one_waits_for_the_missing_ones_then_is_bound_whole(
+    world: World,
+) -> None:
+    gang = {"gpupool.io/min-member": "4"}
+    first = world.cluster.add_pod("ring-0", workload="ring", annotations=gang)
+    world.cycle()
+    ring = world.workload("ring")
+    assert (ring.state, ring.pending_reason, ring.min_member) == ("pending", "gang", 1)
+    assert "3 of its pods do not exist yet" in ring.pending_detail
+    assert world.cycle().counts["sync_writes"] == 0  # registered once, not retried
+    for index in (1, 2):
+        world.cluster.add_pod(f"ring-{index}", workload="ring", annotations=gang)
+    world.cycle()
+    ring = world.workload("ring")
+    assert (ring.state, ring.pending_reason, ring.min_member) == ("pending", "gang", 3)
+    assert world.cluster.pods[first].node_name is None
+    world.cluster.add_pod("ring-3", workload="ring", annotations=gang)
+    world.cycle()
+    ring = world.workload("ring")
+    assert (ring.state, ring.min_member) == ("admitted", 4)
+    assert [p.count for p in ring.pod_sets.all()] == [4]
+    assert all(p.node_name for p in world.cluster.pods_of("ring"))
+
+
+def test_the_pods_of_a_sync_are_registered_in_one_audited_action_and_a_bad_one_is_refused(
+    world: World,
+) -> None:
+    def registration(name: str, queue: str = "team-a") -> Registration:
+        shape = PodSetShape("set-0", 1, 1, (world.h100.pk,), None, Decimal(1), Decimal(1))
+        return Registration(
+            WorkloadKey("team-a", name), queue, None, (shape,), "bare", at, None, "", None, None
+        )
+
+    at = timezone.now()
+    good = [registration(f"p{i}") for i in range(3)]
+    decision = SyncDecision(at=at, registrations=[*good, registration("lost", queue="nope")])
+    complaints = do_record_cluster_sync(decision)
+    assert complaints == ["team-a/lost: Queue matching query does not exist."]
+    made = Workload.objects.filter(namespace="team-a").order_by("name")
+    assert [(w.name, w.origin, w.state) for w in made] == [
+        (f"p{i}", "bare", "pending") for i in range(3)
+    ]
+    assert all(w.transitions.get().reason == "submitted" for w in made)
+    (audit,) = AuditEvent.objects.filter(action="control.register_workloads")
+    assert audit.after["workloads"] == 3
 
 
 def test_pods_that_name_another_tenants_queue_are_never_scheduled_and_told_why(
