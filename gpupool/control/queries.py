@@ -29,7 +29,7 @@ from gpupool.control.choices import CycleStatus
 from gpupool.control.models import SchedulingCycle
 from gpupool.control.snapshot import DatabaseSnapshot, build_snapshot
 from gpupool.inventory.queries import FlavorFragmentation, flavor_fragmentation
-from gpupool.scheduler import types
+from gpupool.scheduler import shares, types
 from gpupool.scheduler.cycle_state import Cycle
 from gpupool.scheduler.shares import QueueShare, queue_shares
 from gpupool.scheduler.types import PolicyInfo
@@ -48,14 +48,17 @@ def _by_fields(value: object) -> tuple[type, tuple[object, ...]]:
 
 
 def _pickle_by_fields() -> None:
-    """Pickle every dataclass of the core's ``types`` module by its fields."""
-    for value in vars(types).values():
-        if (
-            isinstance(value, type)
-            and dataclasses.is_dataclass(value)
-            and value.__module__ == types.__name__
-        ):
-            copyreg.pickle(value, _by_fields)
+    """Pickle every dataclass of the core's modules whose values this cache keeps (``types``,
+    ``shares``) by its fields: the compiled core's frozen classes cannot be unpickled the
+    default way (it assigns their fields one by one)."""
+    for module in (types, shares):
+        for value in vars(module).values():
+            if (
+                isinstance(value, type)
+                and dataclasses.is_dataclass(value)
+                and value.__module__ == module.__name__
+            ):
+                copyreg.pickle(value, _by_fields)
 
 
 _pickle_by_fields()
