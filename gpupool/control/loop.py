@@ -200,6 +200,7 @@ class ControlLoop:
         cycle: SchedulingCycle | None = None
         try:
             clock = time.perf_counter()
+            self.state.begin_cycle()
             view = self.backend.sync()
             now = self.backend.now()
             at = moment(now)

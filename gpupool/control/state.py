@@ -92,8 +92,10 @@ class LoopState:
     history: list[PreemptionEventInfo] = field(default_factory=list)
     history_last_id: int = 0
     horizon: datetime | None = None  # rows stamped at or after this are read again
-    changed: set[str] = field(default_factory=set)  # core names re-read by the last refresh
-    ended: list[Ended] = field(default_factory=list)  # left the live states at the last refresh
+    # What the refreshes since ``begin_cycle`` saw: a cycle refreshes twice (before its sync
+    # and after it), and what the first saw must not be lost to the second.
+    changed: set[str] = field(default_factory=set)  # core names re-read
+    ended: list[Ended] = field(default_factory=list)  # left the live states
     excluded: set[str] = field(default_factory=set)  # left out of the snapshot (bad pods)
     _order: list[str] | None = None  # workload names in order, while membership is unchanged
 
@@ -101,6 +103,11 @@ class LoopState:
     def loaded(self) -> bool:
         """Whether the first, full read has happened."""
         return self.horizon is not None
+
+    def begin_cycle(self) -> None:
+        """Forget what earlier cycles' refreshes saw changed or ended (they acted on it)."""
+        self.changed = set()
+        self.ended = []
 
     def refresh(self, now: datetime) -> None:
         """Bring the state up to date with the database as of ``now`` (first time: all of it)."""
@@ -145,7 +152,6 @@ class LoopState:
         self.rows = read_workloads(now)
         self.names = {row.id: name for name, row in self.rows.items()}
         self.changed = set(self.rows)
-        self.ended = []
         self._order = None
 
     def _read_changed_workloads(self, since: datetime, now: datetime) -> None:
@@ -153,8 +159,6 @@ class LoopState:
             "id", "namespace", "name", "state"
         )
         live_ids: list[int] = []
-        self.changed = set()
-        self.ended = []
         for workload_id, namespace, name, state in changed:
             core_name = qualified_name(namespace, name)
             if state in LIVE_STATES:

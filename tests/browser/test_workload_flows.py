@@ -65,11 +65,6 @@ def h100_nodes_cordoned(cordoned: bool) -> None:
         do_set_node_cordoned(node, cordoned=cordoned, acting_user=None, reason="maintenance")
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="open bug on main (2026-12-01): the submitted workload stays pending, reason gang, "
-    "'1 of its pods do not exist yet' -- the loop never makes its pod; see the session note",
-)
 def test_a_user_submits_work_sees_its_position_and_reason_then_sees_it_run(
     living: LivingPool, live_server: Any, browser: Any, screenshots: Path
 ) -> None:

@@ -318,3 +318,29 @@ def test_a_node_that_vanished_while_no_loop_ran_is_marked_gone(world: World) -> 
     gone, kept = Node.objects.get(name="n2"), Node.objects.get(name="n1")
     assert gone.gone_at is not None and gone.cluster_exclusion == "gone from the cluster"
     assert kept.gone_at is None
+
+
+def test_a_workload_only_the_cycles_first_read_sees_still_gets_its_pods(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cycle reads the database twice (before its sync, and after it for the snapshot); a
+    workload submitted long enough before the cycle is seen by the first read only. Its pods
+    are made all the same. (Found in the browser: a workload submitted from the page, then left
+    for longer than the read's safety margin, waited for its pods for ever.)"""
+    import time
+
+    from gpupool.control import state
+
+    monkeypatch.setattr(state, "CLOCK_MARGIN_S", 0.0)
+    monkeypatch.setattr(state, "SQLITE_MARGIN_S", 0.0)
+    world.cycle()
+    world.submit("late", gpus=1)
+    time.sleep(0.05)
+    world.cycle()
+    made = [p.name for p in world.cluster.created if p.labels["gpupool.io/workload"] == "late"]
+    assert made == ["late-main-0"]
+    world.cycle()  # admits and binds it
+    assert all(p.node_name for p in world.cluster.pods_of("late"))
+    world.cluster.run()
+    world.cycle()
+    assert world.workload("late").state == "running"
