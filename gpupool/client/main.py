@@ -94,6 +94,8 @@ def table(rows: list[list[str]], out: TextIO) -> None:
 def estimate(explanation: dict[str, Any]) -> str:
     """The estimated start in words, with what it rests on."""
     if not explanation.get("estimated_start_at"):
+        if explanation.get("estimate_not_before"):
+            return f"not before {when(explanation['estimate_not_before'])} (looked no further)"
         return "unknown (what it waits for has no expected end)"
     basis = explanation.get("estimate_learned")
     suffix = (

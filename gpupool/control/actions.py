@@ -65,11 +65,10 @@ from gpupool.workloads.models import (
     Workload,
     WorkloadTransition,
 )
-from gpupool.workloads.queries import ESTIMATE_LEARNED_FACT
+from gpupool.workloads.queries import ESTIMATE_LEARNED_FACT, ESTIMATE_NOT_BEFORE_FACT
 
 # The facts of a pending workload's explanation that the estimates own (``estimates.py``):
 # the cycle's explanation writes keep them, the estimates' writes set only them.
-ESTIMATE_NOT_BEFORE_FACT = "estimate_not_before"
 ESTIMATE_FACTS = (ESTIMATE_LEARNED_FACT, ESTIMATE_NOT_BEFORE_FACT)
 
 

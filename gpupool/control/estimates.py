@@ -55,7 +55,6 @@ logger = logging.getLogger(__name__)
 ESTIMATE_REFRESH_S = 60.0  # estimates are refreshed at least this often
 ESTIMATE_TOLERANCE_S = 120.0  # an estimate that moved less is not written again
 MAX_STEPS = 8  # replay steps (each a whole plan()): about 40 s at B1's size, compiled core
-NOT_BEFORE_FACT = "estimate_not_before"
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,7 +239,6 @@ class EstimateRefresher:
 __all__ = [
     "ESTIMATE_REFRESH_S",
     "MAX_STEPS",
-    "NOT_BEFORE_FACT",
     "EstimateRefresher",
     "EstimateRun",
     "Planned",

@@ -317,6 +317,10 @@ class ExplanationSerializer(serializers.Serializer[Any]):
     estimate_learned = serializers.BooleanField(
         allow_null=True, help_text="Whether the estimate rests on runtimes learned from history."
     )
+    estimate_not_before = serializers.DateTimeField(
+        allow_null=True,
+        help_text="No estimated start: the estimates looked this far ahead without it starting.",
+    )
     summary = serializers.CharField(help_text="One sentence for people.")
 
 

@@ -39,6 +39,9 @@ from gpupool.workloads.models import (
 # The key of the loop's explanation facts that says an estimated start rests on runtimes
 # learned from similar finished work rather than on declared ones.
 ESTIMATE_LEARNED_FACT = "estimate_learned"
+# ... and the key that says when the replay that estimates starts stopped looking ahead
+# without admitting it (control/estimates.py): it does not start before then.
+ESTIMATE_NOT_BEFORE_FACT = "estimate_not_before"
 
 
 def _with_names() -> QuerySet[Workload]:
@@ -124,6 +127,7 @@ class Explanation:
     queue_position: int | None
     estimated_start_at: datetime | None
     estimate_learned: bool | None
+    estimate_not_before: datetime | None  # no estimate: the replay stopped here without it
     summary: str
 
 
@@ -134,6 +138,7 @@ def explain(workload: Workload) -> Explanation:
     learned = facts.get(ESTIMATE_LEARNED_FACT)
     pending = workload.state == WorkloadState.PENDING
     estimate_learned = bool(learned) if pending and learned is not None else None
+    not_before = not_before_of(workload) if pending else None
     return Explanation(
         state=workload.state,
         reason=workload.pending_reason if pending else "",
@@ -142,8 +147,24 @@ def explain(workload: Workload) -> Explanation:
         queue_position=workload.queue_position if pending else None,
         estimated_start_at=workload.estimated_start_at if pending else None,
         estimate_learned=estimate_learned,
+        estimate_not_before=not_before,
         summary=summary(workload, estimate_learned),
     )
+
+
+def not_before_of(workload: Workload) -> datetime | None:
+    """When a pending workload without an estimated start starts at the earliest: where the
+    estimates' replay stopped looking ahead (None when it has an estimate, or no bound)."""
+    if workload.estimated_start_at is not None:
+        return None
+    written = (workload.pending_facts or {}).get(ESTIMATE_NOT_BEFORE_FACT)
+    if not isinstance(written, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(written)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 def _when(moment: datetime | None) -> str:
@@ -169,6 +190,11 @@ def summary(workload: Workload, estimate_learned: bool | None = None) -> str:
                 else ""
             )
             parts.append(f"Estimated start: {_when(workload.estimated_start_at)}{basis}.")
+        elif (not_before := not_before_of(workload)) is not None:
+            parts.append(
+                f"No estimated start yet: not before {_when(not_before)} (the estimate looks "
+                "only so far ahead)."
+            )
         else:
             parts.append("No estimated start yet: what it waits for has no expected end.")
         return " ".join(parts)

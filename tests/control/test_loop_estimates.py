@@ -8,13 +8,14 @@ from datetime import datetime
 import pytest
 from loop_builders import World, build_world
 
+from gpupool.client.main import estimate
 from gpupool.control import runner
-from gpupool.control.actions import ESTIMATE_NOT_BEFORE_FACT
 from gpupool.control.estimates import EstimateRefresher
 from gpupool.control.learning import MIN_SAMPLES
 from gpupool.control.runner import run_forever
 from gpupool.control.tasks import refresh_estimates_task
-from gpupool.workloads.queries import ESTIMATE_LEARNED_FACT
+from gpupool.workloads.api import ExplanationSerializer
+from gpupool.workloads.queries import ESTIMATE_LEARNED_FACT, ESTIMATE_NOT_BEFORE_FACT, explain
 
 pytestmark = pytest.mark.django_db
 
@@ -91,6 +92,13 @@ def test_work_the_replay_does_not_reach_gets_no_estimate_and_a_moment_it_starts_
     assert first.estimated_start_at is not None and second.estimated_start_at is None
     not_before = datetime.fromisoformat(second.pending_facts[ESTIMATE_NOT_BEFORE_FACT])
     assert not_before == first.estimated_start_at
+    # and the people asking are told so: the summary, the API's explanation and the CLI
+    told = explain(second)
+    assert told.estimated_start_at is None and told.estimate_not_before == not_before
+    assert "No estimated start yet: not before " in told.summary
+    assert explain(first).estimate_not_before is None
+    api = ExplanationSerializer(told).data
+    assert estimate(dict(api)).startswith("not before ")
 
 
 def test_only_estimates_that_changed_are_written_again(world: World) -> None:
