@@ -62,6 +62,9 @@ def test_a_stop_stops_every_process_and_sets_the_clock(monkeypatch: pytest.Monke
 
     assert len(started) == 2 and all(p.returncode is not None for p in started)
     assert cluster_state().speed == 30.0 and "stopped" in out.getvalue()
+    # the banner sends people to the dashboard, and to faults the simulated cluster takes
+    assert "http://127.0.0.1:8000/ (the login page names the demo users" in out.getvalue()
+    assert "gpupool sim --help" in out.getvalue()
 
 
 def test_a_process_that_dies_stops_the_others_and_is_named(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -146,9 +146,14 @@ def _supervise(options: dict[str, Any], stop: _Stop, stdout: TextIO, stderr: Tex
     processes: dict[str, subprocess.Popen[bytes]] = {}
     for name, command in _children(options).items():
         processes[name] = subprocess.Popen(command)
+    faults = (
+        "faults: `python manage.py gpupool sim --help`"
+        if settings.GPUPOOL_CLUSTER == "simulated"
+        else "the cluster: kubectl with the plane's kubeconfig"
+    )
     stdout.write(
-        f"demo: http://127.0.0.1:{options['port']}/admin/ (admin / admin-demo); "
-        "faults: `python manage.py gpupool sim --help`; Ctrl-C stops everything\n"
+        f"demo: http://127.0.0.1:{options['port']}/ (the login page names the demo users; "
+        f"the admin site at /admin/); {faults}; Ctrl-C stops everything\n"
     )
     stdout.flush()
     failed = None
