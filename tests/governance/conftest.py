@@ -11,19 +11,13 @@ an API client logged in as that user.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any
 
 import pytest
 from django.core.cache import cache
-from django.test import TestCase
-from domain_builders import flavor, node, priority_class, queue, quota, tenant, user
+from domain_builders import node
 from rest_framework.test import APIClient
-
-from gpupool.quotas.models import PriorityClass, Queue
-from gpupool.tenancy.actions import do_grant_site_role
-from gpupool.tenancy.models import Tenant
+from two_teams import CommitsEachRequest, Pool, two_teams
 
 
 @pytest.fixture(autouse=True)
@@ -34,66 +28,19 @@ def empty_cache() -> Any:
     cache.clear()
 
 
-@dataclass
-class Pool:
-    """The governance tests' pool, teams, queues, classes and users."""
-
-    h100: Any
-    nlp: Tenant
-    vision: Tenant
-    root: Queue
-    nlp_queue: Queue
-    vision_queue: Queue
-    normal: PriorityClass
-    high: PriorityClass
-    users: dict[str, Any]
-
-
-def person(name: str, *, admin: bool = False) -> Any:
-    """A user with the address ``<name>@example.org``."""
-    made = user(name, admin=admin)
-    made.email = f"{name}@example.org"
-    made.save()
-    return made
-
-
 @pytest.fixture
 def pool(db: Any) -> Pool:
     """32 h100 GPUs shared by nlp and vision (4 / 8 / 16 each), and the users."""
-    h100 = flavor("h100")
-    for index in range(4):
-        node(f"n{index}", h100, gpus=8)
-    users = {name: person(name) for name in ("lena", "max", "vera", "fin")}
-    users |= {name: person(name, admin=True) for name in ("ada", "alan")}
-    do_grant_site_role(users["fin"], role="finance", acting_user=None)
-    nlp = tenant("nlp", lead=users["lena"], members=(users["max"],), namespaces=("nlp",))
-    vision = tenant("vision", lead=users["vera"], namespaces=("vision",))
-    root = queue("pool")
-    nlp_queue = queue("nlp", parent=root, tenant=nlp)
-    vision_queue = queue("vision", parent=root, tenant=vision)
-    quota(nlp_queue, h100, 4, 8, 16)
-    quota(vision_queue, h100, 4, 8, 16)
-    return Pool(
-        h100=h100,
-        nlp=nlp,
-        vision=vision,
-        root=root,
-        nlp_queue=nlp_queue,
-        vision_queue=vision_queue,
-        normal=priority_class("normal", default=True),
-        high=priority_class("high", value=100, budget_rate=Decimal(1)),
-        users=users,
-    )
+
+    def nodes(h100: Any) -> None:
+        for index in range(4):
+            node(f"n{index}", h100, gpus=8)
+
+    return two_teams(nodes, ("lena", "max", "vera", "fin"), admins=("ada", "alan"))
 
 
-class CommittingClient(APIClient):
-    """An API client whose every call ends as a committed request would: the work deferred to
-    the commit (mails) is done when the call returns (the test's transaction never commits)."""
-
-    def request(self, *args: Any, **kwargs: Any) -> Any:
-        """Make the call, then run what it left for the commit."""
-        with TestCase.captureOnCommitCallbacks(execute=True):
-            return super().request(*args, **kwargs)
+class CommittingClient(CommitsEachRequest, APIClient):
+    """An API client whose calls commit (``two_teams.CommitsEachRequest``)."""
 
 
 @pytest.fixture

@@ -1,0 +1,103 @@
+"""The small pool two teams share, for the page tests and the governance tests.
+
+Root queue ``pool`` over queue ``nlp`` (tenant nlp, namespace ``nlp``; guarantee 4, deserved 8,
+capability 16 h100 GPUs) and queue ``vision`` (tenant vision, namespace ``vision``; 4 / 8 /
+16); classes ``normal`` (default, free) and ``high`` (value 100, budget rate 1). The h100 nodes
+and the people are the caller's; ``lena`` leads nlp, ``max`` is a member of it, ``vera``
+leads vision, ``fin`` holds the finance role, and whoever else the caller names is only made.
+Every person has the address ``<name>@example.org``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from django.test import TestCase
+from domain_builders import flavor, priority_class, queue, quota, tenant, user
+
+from gpupool.inventory.models import Flavor
+from gpupool.quotas.models import PriorityClass, Queue
+from gpupool.tenancy.actions import do_grant_site_role
+from gpupool.tenancy.models import Tenant
+
+
+@dataclass
+class Pool:
+    """The two teams' pool, queues, classes and users."""
+
+    h100: Any
+    nlp: Tenant
+    vision: Tenant
+    root: Queue
+    nlp_queue: Queue
+    vision_queue: Queue
+    normal: PriorityClass
+    high: PriorityClass
+    users: dict[str, Any]
+
+
+def person(name: str, *, admin: bool = False, password: str | None = None) -> Any:
+    """A user with the address ``<name>@example.org`` (and a password, when given)."""
+    made = user(name, admin=admin)
+    made.email = f"{name}@example.org"
+    if password is not None:
+        made.set_password(password)
+    made.save()
+    return made
+
+
+def two_teams(
+    nodes: Callable[[Flavor], None],
+    people: Iterable[str],
+    *,
+    admins: Iterable[str] = (),
+    vision_members: Iterable[str] = (),
+    passwords: Callable[[str], str | None] = lambda name: None,
+) -> Pool:
+    """The pool of the module's doc: ``nodes`` makes the h100 nodes; ``people`` (which must
+    hold lena, max, vera and fin) and ``admins`` are made, the admins with the admin role."""
+    h100 = flavor("h100")
+    nodes(h100)
+    admin_names = set(admins)
+    users = {
+        name: person(name, admin=name in admin_names, password=passwords(name))
+        for name in (*people, *admin_names)
+    }
+    do_grant_site_role(users["fin"], role="finance", acting_user=None)
+    nlp = tenant("nlp", lead=users["lena"], members=(users["max"],), namespaces=("nlp",))
+    vision = tenant(
+        "vision",
+        lead=users["vera"],
+        members=tuple(users[name] for name in vision_members),
+        namespaces=("vision",),
+    )
+    root = queue("pool")
+    nlp_queue = queue("nlp", parent=root, tenant=nlp)
+    vision_queue = queue("vision", parent=root, tenant=vision)
+    quota(nlp_queue, h100, 4, 8, 16)
+    quota(vision_queue, h100, 4, 8, 16)
+    return Pool(
+        h100=h100,
+        nlp=nlp,
+        vision=vision,
+        root=root,
+        nlp_queue=nlp_queue,
+        vision_queue=vision_queue,
+        normal=priority_class("normal", default=True),
+        high=priority_class("high", value=100, budget_rate=Decimal(1)),
+        users=users,
+    )
+
+
+class CommitsEachRequest:
+    """A test client mixin: each request ends as a committed one would, so the work it left
+    for the commit (mails, the what-if's dispatch) runs when it returns (the test's own
+    transaction never commits)."""
+
+    def request(self, *args: Any, **kwargs: Any) -> Any:
+        """Make the request, then run what it left for the commit."""
+        with TestCase.captureOnCommitCallbacks(execute=True):
+            return super().request(*args, **kwargs)  # type: ignore[misc]
