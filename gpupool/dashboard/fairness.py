@@ -47,6 +47,11 @@ def _lender_words(lender: Standing) -> str:
     return f"{lender.queue}, which uses {gpus(lender.allocated)} of its {gpus(lender.deserved)}"
 
 
+def borrowed_by_others(standings: list[Standing], standing: Standing) -> bool:
+    """Whether any other queue borrows in this flavor now (there is something to reclaim)."""
+    return any(s.borrowed > 0 for s in standings if s.queue != standing.queue)
+
+
 def explain_fairness(standings: list[Standing]) -> list[Verdict]:
     """Each queue's standing in words, borrowers first, then the starved, the lenders and
     the rest (by queue name within each)."""
@@ -69,10 +74,19 @@ def explain_fairness(standings: list[Standing]) -> list[Verdict]:
             text += " Borrowed GPUs are taken back when their owner wants them."
             verdicts.append(Verdict(standing.queue, BORROWING, text))
         elif standing.waiting and standing.allocated < standing.deserved:
+            waiting = (
+                "1 of its workloads waits"
+                if standing.waiting == 1
+                else f"{standing.waiting} of its workloads wait"
+            )
+            then = (
+                "the scheduler reclaims what others borrowed from it first."
+                if borrowed_by_others(standings, standing)
+                else "nobody borrows from it now, so its work goes first as GPUs free up."
+            )
             text = (
-                f"{held} of the {gpus(standing.deserved)} it deserves while "
-                f"{standing.waiting} of its workloads wait: it is starved, and the scheduler "
-                "reclaims what others borrowed from it first."
+                f"{held} of the {gpus(standing.deserved)} it deserves while {waiting}: "
+                f"it is starved, and {then}"
             )
             verdicts.append(Verdict(standing.queue, STARVED, text))
         elif standing.lent > 0:

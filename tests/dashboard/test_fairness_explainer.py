@@ -51,8 +51,20 @@ def test_several_lenders_are_named_with_what_each_lends() -> None:
 def test_a_queue_below_its_share_with_work_waiting_is_starved() -> None:
     [verdict] = explain_fairness([standing("nlp", 8, 2, waiting=3)])
     assert verdict.kind == "starved"
-    assert "nlp holds 2 GPUs of the 8 GPUs it deserves while 3 of its workloads wait" in (
-        verdict.text
+    assert verdict.text == (
+        "nlp holds 2 GPUs of the 8 GPUs it deserves while 3 of its workloads wait: it is "
+        "starved, and nobody borrows from it now, so its work goes first as GPUs free up."
+    )
+
+
+def test_a_starved_queue_is_told_of_reclaim_only_when_another_borrows() -> None:
+    starved, _ = sorted(
+        explain_fairness([standing("nlp", 8, 2, waiting=1), standing("cv", 4, 10, borrowed=6)]),
+        key=lambda verdict: verdict.queue != "nlp",
+    )
+    assert starved.kind == "starved"
+    assert "while 1 of its workloads waits: it is starved, and the scheduler reclaims" in (
+        starved.text
     )
 
 
