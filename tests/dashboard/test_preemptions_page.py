@@ -69,5 +69,7 @@ def test_the_page_draws_the_history_churn_and_what_is_in_force(pool: Any, page_a
     assert 'id="history-chart-figure"' in page and '"reclaim"' in page
     assert "Churn per team" in page and "2.5 GPU-h" in page
     assert "No team is backed off now" in page
+    assert "No work of your teams has earned extra protection now" in page
+    assert "No workload has earned" in text(page_as("ada").get("/preemptions/"))
     assert 'href="/workloads/vision/sweep/"' in page
     assert "secret-run" not in page
