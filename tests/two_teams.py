@@ -22,6 +22,7 @@ from gpupool.inventory.models import Flavor
 from gpupool.quotas.models import PriorityClass, Queue
 from gpupool.tenancy.actions import do_grant_site_role
 from gpupool.tenancy.models import Tenant
+from gpupool.workloads.actions import PodSetSpec, do_submit_workload
 
 
 @dataclass
@@ -89,6 +90,16 @@ def two_teams(
         normal=priority_class("normal", default=True),
         high=priority_class("high", value=100, budget_rate=Decimal(1)),
         users=users,
+    )
+
+
+def submit(pool: Pool, name: str, queue: Queue, by: str) -> Any:
+    """A pending workload of one 8-GPU h100 pod, submitted to ``queue`` by the user ``by``."""
+    return do_submit_workload(
+        name,
+        queue=queue,
+        pod_sets=[PodSetSpec(count=1, gpus=8, flavor=pool.h100)],
+        submitter=pool.users[by],
     )
 
 

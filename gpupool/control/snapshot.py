@@ -82,7 +82,7 @@ from gpupool.scheduler.types import (
     Topology,
     WorkloadInfo,
 )
-from gpupool.workloads.choices import PLACED_STATES, WorkloadState
+from gpupool.workloads.choices import LIVE_STATES, PLACED_STATES, WorkloadState
 from gpupool.workloads.models import (
     Placement,
     PodSet,
@@ -92,7 +92,6 @@ from gpupool.workloads.models import (
 )
 
 # The workloads a cycle decides on: waiting ones, and those holding GPUs.
-LIVE_STATES = (WorkloadState.PENDING, *sorted(PLACED_STATES))
 
 
 def id_list(ids: Collection[int]) -> Any:

@@ -34,7 +34,6 @@ from django.utils import timezone
 
 from gpupool.accounting.models import PreemptionEvent
 from gpupool.control.snapshot import (
-    LIVE_STATES,
     DatabaseSnapshot,
     WorkloadRow,
     _flavors,
@@ -58,6 +57,7 @@ from gpupool.scheduler.types import (
     Snapshot,
     WorkloadInfo,
 )
+from gpupool.workloads.choices import LIVE_STATES
 from gpupool.workloads.models import Workload, qualified_name
 
 CLOCK_MARGIN_S = 2.0

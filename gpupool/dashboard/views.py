@@ -118,7 +118,7 @@ from gpupool.quotas.queries import (
 from gpupool.quotas.shares import deserved_shares
 from gpupool.tenancy.models import Tenant
 from gpupool.workloads.api import DryRunInputSerializer, WorkloadInputSerializer, WorkloadViewSet
-from gpupool.workloads.choices import WorkloadState
+from gpupool.workloads.choices import LIVE_STATES, WorkloadState
 from gpupool.workloads.models import Workload
 from gpupool.workloads.queries import (
     backoffs_in_force,
@@ -282,8 +282,13 @@ def overview(request: HttpRequest, access: Access) -> HttpResponse:
     )
     healthy_of = [(flavor, healthy_capacity(flavor)) for flavor in flavors if flavor.node_count]
     capacity = [{"flavor": flavor, "healthy": healthy} for flavor, healthy in healthy_of]
+    # The live states only, counted on the (state, queue) index: a year of finished work
+    # (B5: 500,000 workloads) took 0.2 s to count on every refresh; the reports count it.
     states = dict(
-        Workload.objects.values_list("state").annotate(n=Count("id")).values_list("state", "n")
+        Workload.objects.filter(state__in=LIVE_STATES)
+        .values_list("state")
+        .annotate(n=Count("id"))
+        .values_list("state", "n")
     )
     pending = dict(
         Workload.objects.filter(state=WorkloadState.PENDING)
@@ -307,7 +312,11 @@ def overview(request: HttpRequest, access: Access) -> HttpResponse:
     context = {
         "capacity": capacity,
         "utilisation": utilisation if history else [],
-        "states": [(state.label, states.get(state.value, 0)) for state in WorkloadState],
+        "states": [
+            (state.label, states.get(state.value, 0))
+            for state in WorkloadState
+            if state in LIVE_STATES
+        ],
         "any_workloads": any(states.values()),
         "pending_figure": charts.pending_reasons_figure(pending) if pending else None,
         "allocation_figure": (

@@ -33,7 +33,14 @@ from gpupool.quotas.actions import (
     do_set_queue_quota,
 )
 from gpupool.quotas.models import BudgetLedgerEntry, PriorityBudget, PriorityClass, Queue
-from gpupool.quotas.queries import QueueUsage, budget_rows, queue_rows, queue_usage, quota_rows
+from gpupool.quotas.queries import (
+    QueueUsage,
+    budget_rows,
+    children_of,
+    queue_rows,
+    queue_usage,
+    quota_rows,
+)
 from gpupool.tenancy.models import Tenant
 
 
@@ -109,11 +116,11 @@ class QueueSerializer(serializers.ModelSerializer[Queue]):
 
     def get_children(self, queue: Queue) -> list[str]:
         """The names of its child queues."""
-        return sorted(child.name for child in queue.children.all())
+        return sorted(child.name for child in children_of(queue))
 
     def get_leaf(self, queue: Queue) -> bool:
         """Whether it receives workloads (has no children)."""
-        return not queue.children.all()
+        return not children_of(queue)
 
     @extend_schema_field(QuotaRowSerializer(many=True))
     def get_quotas(self, queue: Queue) -> list[dict[str, Any]]:

@@ -30,14 +30,40 @@ from gpupool.workloads.models import Workload
 ZERO = Decimal(0)
 
 
+CHILDREN_LIST = "children_list"
+QUOTAS_LIST = "quotas_list"
+
+
+def children_of(queue: Queue) -> list[Queue]:
+    """The queue's child queues: ``queue_rows``' prefetched list, else one query."""
+    prefetched: list[Queue] | None = getattr(queue, CHILDREN_LIST, None)
+    return list(queue.children.all()) if prefetched is None else prefetched
+
+
+def quotas_of(queue: Queue) -> list[QueueQuota]:
+    """The queue's quotas with their flavors: ``queue_rows``' prefetched list, else a query."""
+    prefetched: list[QueueQuota] | None = getattr(queue, QUOTAS_LIST, None)
+    if prefetched is None:
+        return list(queue.quotas.select_related("flavor"))
+    return prefetched
+
+
 def queue_rows() -> QuerySet[Queue]:
     """Queues with their parent, tenant, children, quotas and queue lengths, in a fixed number
     of queries whatever their number."""
     return (
         Queue.objects.select_related("parent", "tenant")
         .prefetch_related(
-            Prefetch("children", queryset=Queue.objects.only("id", "name", "parent_id")),
-            Prefetch("quotas", queryset=QueueQuota.objects.select_related("flavor")),
+            # Into lists (``to_attr``): Django builds a queryset per queue and relation
+            # otherwise, 0.3 s of a 400-queue page (B5's year); ``children_of``, ``quotas_of``.
+            Prefetch(
+                "children",
+                queryset=Queue.objects.only("id", "name", "parent_id"),
+                to_attr=CHILDREN_LIST,
+            ),
+            Prefetch(
+                "quotas", queryset=QueueQuota.objects.select_related("flavor"), to_attr=QUOTAS_LIST
+            ),
         )
         .annotate(
             pending_workloads=_workloads_in({WorkloadState.PENDING}),
@@ -102,7 +128,7 @@ def quota_rows(queue: Queue, usage: QueueUsage) -> list[QuotaRow]:
     known = not usage.unavailable
     held = usage.shares.get(queue.name, {})
     rows: list[QuotaRow] = []
-    for quota in sorted(queue.quotas.all(), key=lambda q: q.flavor.name):
+    for quota in sorted(quotas_of(queue), key=lambda q: q.flavor.name):
         share = held.get(quota.flavor.name, QueueShare(0, 0, 0))
         rows.append(
             QuotaRow(

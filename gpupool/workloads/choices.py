@@ -66,6 +66,9 @@ ALLOWED_TRANSITIONS: dict[str, frozenset[str]] = {
 # States in which a workload holds its placements (GPUs on nodes).
 PLACED_STATES = frozenset({WorkloadState.ADMITTED, WorkloadState.RUNNING})
 
+# States of work not yet over: waiting, or holding its placements.
+LIVE_STATES = (WorkloadState.PENDING, *sorted(PLACED_STATES))
+
 # Why a workload waits: the decision core's reasons (``scheduler.types.PendingReason``), read
 # from there so that the two lists cannot drift apart.
 PENDING_REASON_CHOICES: list[tuple[str, str]] = [

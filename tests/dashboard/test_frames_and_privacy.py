@@ -12,20 +12,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from domain_builders import user
+from two_teams import submit
 
 from gpupool.accounting.actions import do_record_preemption
 from gpupool.control.models import SchedulingCycle
-from gpupool.workloads.actions import PodSetSpec, do_submit_workload
-
-
-def submit(pool: Any, name: str, queue: Any, by: str) -> Any:
-    """A pending 8-GPU workload submitted by ``by``."""
-    return do_submit_workload(
-        name,
-        queue=queue,
-        pod_sets=[PodSetSpec(count=1, gpus=8, flavor=pool.h100)],
-        submitter=pool.users[by],
-    )
 
 
 def test_members_see_their_teams_workloads_and_never_another_teams_names(
@@ -63,7 +53,7 @@ def test_the_overview_shows_capacity_and_what_is_empty(pool: Any, page_as: Any) 
     page = text(client.get("/overview/"))
     assert "15 GPUs" in page and "2 nodes" in page
     assert "No scheduling cycle has run yet" in page
-    assert "No workload has been submitted yet" in page
+    assert "Nothing waits or runs now" in page
     assert "Nothing allocated in the last 24 hours" in page
 
 

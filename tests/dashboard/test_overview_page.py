@@ -11,10 +11,12 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from domain_builders import queue
+from two_teams import submit
 
 from gpupool.control.models import SchedulingCycle
 from gpupool.control.queries import sampled_cycles
 from gpupool.dashboard.views import allocation_series, team_of_leaf_queue
+from gpupool.workloads.models import Workload
 
 
 def cycle(minutes_ago: float, **allocated: float) -> SchedulingCycle:
@@ -79,3 +81,16 @@ def test_the_overview_reads_a_fixed_number_of_queries_whatever_the_number_of_cyc
     with CaptureQueriesContext(connection) as many:
         assert client.get("/overview/").status_code == 200
     assert len(many) == len(few)
+
+
+def test_the_overview_counts_the_work_that_waits_or_runs_now(pool: Any, page_as: Any) -> None:
+    waiting = submit(pool, "waits", pool.nlp_queue, "max")
+    done = submit(pool, "done", pool.nlp_queue, "max")
+    Workload.objects.filter(pk=done.pk).update(state="succeeded")
+    page = text(live(page_as("ada"), "/overview/"))
+    assert "Workloads now" in page
+    counted = '<td>{}</td><td class="number">{}</td>'
+    assert counted.format("pending", 1) in page and counted.format("running", 0) in page
+    assert counted.format("admitted", 0) in page and "<td>succeeded</td>" not in page
+    Workload.objects.filter(pk=waiting.pk).update(state="cancelled")
+    assert "Nothing waits or runs now" in text(live(page_as("ada"), "/overview/"))

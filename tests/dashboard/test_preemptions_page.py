@@ -9,22 +9,12 @@ from typing import Any
 
 from dashboard_pages import text
 from django.utils import timezone
+from two_teams import submit
 
 from gpupool.accounting.actions import do_record_preemption
 from gpupool.accounting.models import PreemptionEvent
 from gpupool.scheduler.types import BackoffPolicy, VictimProtectionPolicy
-from gpupool.workloads.actions import PodSetSpec, do_submit_workload
 from gpupool.workloads.queries import backoffs_in_force, protections_in_force
-
-
-def submit(pool: Any, name: str, queue: Any, by: str) -> Any:
-    """A pending 8-GPU workload submitted by ``by``."""
-    return do_submit_workload(
-        name,
-        queue=queue,
-        pod_sets=[PodSetSpec(count=1, gpus=8, flavor=pool.h100)],
-        submitter=pool.users[by],
-    )
 
 
 def preempt(victim: Any, preemptor: Any, minutes_ago: float, lost: str = "1") -> None:

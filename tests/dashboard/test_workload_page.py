@@ -12,22 +12,12 @@ import pytest
 from dashboard_pages import live, text
 from django.core import mail
 from django.utils import timezone
+from two_teams import submit
 
 from gpupool.accounting.actions import do_record_preemption
 from gpupool.notifications.notify import notify_workload_event
 from gpupool.quotas.actions import do_create_quota_request, do_reject_quota_request
-from gpupool.workloads.actions import PodSetSpec, do_submit_workload
 from gpupool.workloads.models import Workload
-
-
-def submit(pool: Any, name: str, queue: Any, by: str) -> Any:
-    """A pending 8-GPU workload submitted by ``by``."""
-    return do_submit_workload(
-        name,
-        queue=queue,
-        pod_sets=[PodSetSpec(count=1, gpus=8, flavor=pool.h100)],
-        submitter=pool.users[by],
-    )
 
 
 def test_a_pending_workload_says_its_position_its_start_and_why_it_waits(
