@@ -1,4 +1,5 @@
-"""B5: the API under load on the seeded year -- p95 per endpoint, and errors.
+"""B5: the API and the dashboard's pages under load on the seeded year -- p95 per endpoint
+and per page, and errors.
 
 Run it on a database loaded by ``manage.py gpupool seed-year`` (docs/benchmarks.md, B5)::
 
@@ -11,7 +12,9 @@ between requests and playing one of those roles in turn. Each request picks an e
 exists on this build of the API and that the role may read (each is tried once per role
 first): the cost reports over the year and the month, the usage
 intervals, tenants, memberships and flavors, and -- where the API has them -- workloads (list
-and detail), queues and preemption events. It prints, per endpoint, the request count, the
+and detail), queues and preemption events -- and the dashboard's pages, each logged in with a
+session like a person: Overview, Queues, Cost, Preemptions and My workloads, whole and as the
+live region's refresh (htmx). It prints, per endpoint, the request count, the
 median, p95 and p99 in milliseconds and the errors, and whether the target holds (p95 <= 200 ms
 everywhere, no errors). The load stays on 127.0.0.1 and stops by itself.
 
@@ -74,6 +77,12 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
         default=[],
         metavar="NAME",
         help="leave out an endpoint by its name in the results, e.g. --skip queues (repeatable)",
+    )
+    parser.add_argument(
+        "--no-pages", action="store_true", help="the API only, not the dashboard's pages"
+    )
+    parser.add_argument(
+        "--no-api", action="store_true", help="the dashboard's pages only, not the API"
     )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     return parser.parse_args(argv)
@@ -142,16 +151,18 @@ def stop(server: subprocess.Popen[bytes]) -> None:
             os.killpg(server.pid, signal.SIGKILL)
 
 
+USERNAMES = {
+    "admin": "b5-admin",
+    "finance": "b5-finance",
+    "lead": "b5-lead-t000",
+    "member": "b5-member-t000",
+}
+
+
 def tokens(base: str, password: str) -> dict[str, str]:
     """A token per role, for the users seed-year made."""
-    names = {
-        "admin": "b5-admin",
-        "finance": "b5-finance",
-        "lead": "b5-lead-t000",
-        "member": "b5-member-t000",
-    }
     found = {}
-    for role, username in names.items():
+    for role, username in USERNAMES.items():
         answer = requests.post(
             f"{base}/api/v1/tokens/", json={"username": username, "password": password}, timeout=30
         )
@@ -219,6 +230,84 @@ def endpoints(
     return choices
 
 
+# The dashboard's pages a role opens every day; each also refreshes its live region (htmx).
+PAGES: dict[str, tuple[tuple[str, str], ...]] = {
+    "admin": (
+        ("overview", "/overview/"),
+        ("queues", "/queues/"),
+        ("cost", "/cost/"),
+        ("preemptions", "/preemptions/"),
+    ),
+    "finance": (("overview", "/overview/"), ("cost", "/cost/")),
+    "lead": (
+        ("overview", "/overview/"),
+        ("queues", "/queues/"),
+        ("cost", "/cost/"),
+        ("preemptions", "/preemptions/"),
+        ("my workloads", "/workloads/"),
+    ),
+    "member": (
+        ("overview", "/overview/"),
+        ("queues", "/queues/"),
+        ("preemptions", "/preemptions/"),
+        ("my workloads", "/workloads/"),
+    ),
+}
+
+
+def sessions(base: str, password: str) -> dict[str, str]:
+    """A logged-in session (its cookie) per role, through the login page as a person would."""
+    found = {}
+    for role, username in USERNAMES.items():
+        browser = requests.Session()
+        browser.get(f"{base}/login/", timeout=30).raise_for_status()
+        answer = browser.post(
+            f"{base}/login/",
+            data={
+                "username": username,
+                "password": password,
+                "csrfmiddlewaretoken": browser.cookies["csrftoken"],
+            },
+            headers={"Referer": f"{base}/login/"},
+            timeout=30,
+        )
+        answer.raise_for_status()
+        if "sessionid" not in browser.cookies:
+            raise SystemExit(f"could not log {username} in through /login/")
+        found[role] = str(browser.cookies["sessionid"])
+    return found
+
+
+def pages(base: str, role: str, session: str) -> list[Callable[[], PageRequest]]:
+    """The pages ``role`` may open (each tried once), whole and as their live refresh."""
+    opened: list[Callable[[], PageRequest]] = []
+    for name, path in PAGES[role]:
+        answer = requests.get(f"{base}{path}", cookies={"sessionid": session}, timeout=120)
+        if answer.status_code != 200:
+            continue
+        opened.append(always((f"page {name}", path, False)))
+        opened.append(always((f"page {name}, live refresh", path, True)))
+    return opened
+
+
+def always(request: PageRequest) -> Callable[[], PageRequest]:
+    """The same request every time."""
+    return lambda: request
+
+
+def as_api(asked: Callable[[], Request]) -> Callable[[], PageRequest]:
+    """An API request in the plan's form (not an htmx refresh)."""
+
+    def ask() -> PageRequest:
+        name, path = asked()
+        return (name, path, False)
+
+    return ask
+
+
+PageRequest = tuple[str, str, bool]  # (name for the statistics, path, as htmx's refresh)
+
+
 def run(options: argparse.Namespace) -> dict[str, Any]:
     """Start the server, load it, and gather the statistics."""
     options.port = options.port or free_port()
@@ -227,11 +316,15 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
     base = f"http://127.0.0.1:{options.port}"
     try:
         keys = tokens(base, options.password)
+        cookies = sessions(base, options.password)
         rng = random.Random(options.seed)
-        plans = {
-            role: endpoints(base, role, keys[role], rng, options.last_day, options.skip)
-            for role in ROLES
-        }
+        plans: dict[str, list[Callable[[], PageRequest]]] = {role: [] for role in ROLES}
+        for role in ROLES:
+            if not options.no_api:
+                asked = endpoints(base, role, keys[role], rng, options.last_day, options.skip)
+                plans[role] += [as_api(request) for request in asked]
+            if not options.no_pages:
+                plans[role] += pages(base, role, cookies[role])
         counter = iter(range(10**9))
 
         class Client(HttpUser):  # type: ignore[misc]
@@ -243,11 +336,15 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
             def on_start(self) -> None:
                 self.role = ROLES[next(counter) % len(ROLES)]
                 self.client.headers["Authorization"] = f"Bearer {keys[self.role]}"
+                self.client.cookies.set("sessionid", cookies[self.role])
 
             @task
             def ask(self) -> None:
-                name, path = rng.choice(plans[self.role])()
-                with self.client.get(path, name=name, catch_response=True) as answer:
+                name, path, live = rng.choice(plans[self.role])()
+                headers = {"HX-Request": "true"} if live else {}
+                with self.client.get(
+                    path, name=name, headers=headers, catch_response=True
+                ) as answer:
                     if answer.status_code != 200:
                         answer.failure(f"{answer.status_code}")
 
