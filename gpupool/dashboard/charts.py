@@ -630,8 +630,8 @@ def sparkline_figure(times: Sequence[str], utilization: Sequence[float]) -> Figu
             }
         ],
         "layout": _page_layout(
-            height=90,
-            margin={"l": 40, "r": 10, "t": 5, "b": 20},
+            height=110,
+            margin={"l": 50, "r": 10, "t": 5, "b": 25},
             showlegend=False,
             xaxis={"type": "date", "showgrid": False},
             yaxis={"range": [0, 100], "tickvals": [0, 50, 100], "ticksuffix": " %"},

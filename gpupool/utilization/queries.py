@@ -19,7 +19,7 @@ from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Q, Sum
+from django.db.models import F, Q, Sum
 from django.db.models.functions import Trunc
 
 from gpupool.accounting.models import RollUpState, UsageHour, UsageInterval
@@ -237,18 +237,30 @@ def _add_recent(
             seconds = _overlap_s(started, ended or until, low, high)
             if seconds > 0:
                 allocated[tenant or NO_TENANT][index] += float(gpus) * seconds / 3600
-    worked = (
-        _windows(since, until, tenant_ids)
-        .filter(started_at__gte=since)
-        .annotate(hour=Trunc("started_at", "hour", tzinfo=zone))
-        .values_list("hour", "tenant__name")
+    windows = _windows(since, until, tenant_ids).annotate(
+        first=Trunc("started_at", "hour", tzinfo=zone),
+        last=Trunc("ended_at", "hour", tzinfo=zone),
+    )
+    # Windows inside one hour, summed by the database; those across an hour's edge (at most
+    # one per workload and edge) read and split in proportion to the time.
+    within = (
+        windows.filter(started_at__gte=since, first=F("last"))
+        .values_list("first", "tenant__name")
         .annotate(seconds=Sum("active_gpu_seconds"))
         .order_by()
     )
-    for hour, tenant, seconds in worked:
+    for hour, tenant, seconds in within:
         found = position.get(hour_start(hour, zone))
         if found is not None:
             active[tenant or NO_TENANT][found] += (seconds or 0.0) / 3600
+    across = windows.filter(Q(started_at__lt=since) | ~Q(first=F("last"))).values_list(
+        "tenant__name", "started_at", "ended_at", "active_gpu_seconds"
+    )
+    for tenant, start, end, seconds in across:
+        for index, low, high in spans:
+            share = _share(start, end, low, high)
+            if share > 0 and low < end and start < high:
+                active[tenant or NO_TENANT][index] += seconds * share / 3600
 
 
 def workload_sparkline(
