@@ -29,6 +29,8 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
 import numpy as np
+from django.db.models import F, Q, Sum
+from django.db.models.functions import Trunc
 
 from gpupool.accounting.attribution import (
     PRICE,
@@ -41,6 +43,7 @@ from gpupool.accounting.attribution import (
     split_flavor,
 )
 from gpupool.accounting.models import CapacitySample, UsageInterval
+from gpupool.accounting.periods import accounting_zone, hour_start, next_hour
 from gpupool.inventory.models import Flavor, FlavorPriceChange
 from gpupool.quotas.models import Queue, QueueQuotaChange
 from gpupool.utilization.models import ActivityWindow
@@ -104,8 +107,6 @@ def as_interval(row: Sequence[object]) -> Interval:
 
 def intervals_running_at(at: datetime) -> list[Interval]:
     """Intervals that started before ``at`` and had not ended by then (or are still open)."""
-    from django.db.models import Q
-
     rows = (
         UsageInterval.objects.filter(started_at__lt=at)
         .filter(Q(ended_at__isnull=True) | Q(ended_at__gt=at))
@@ -134,14 +135,39 @@ class Activity:
 
 
 def activity_between(start: datetime, end: datetime) -> list[Activity]:
-    """The activity windows that overlap ``[start, end)`` and saw some work (one query)."""
-    rows = ActivityWindow.objects.filter(
+    """The activity that overlaps ``[start, end)`` (accounting hours), bounded by workloads x
+    hours rather than by windows: the windows inside one hour are summed per workload and
+    hour by the database (one ``Activity`` spanning the hour); only those across an hour's
+    edge or the run's (at most one per workload and edge) are read one by one."""
+    zone = accounting_zone()
+    windows = ActivityWindow.objects.filter(
         ended_at__gt=start, started_at__lt=end, active_gpu_seconds__gt=0
-    ).values_list("workload_id", "started_at", "ended_at", "active_gpu_seconds")
-    return [
-        Activity(workload, microseconds(started), microseconds(ended), float(active))
-        for workload, started, ended, active in rows.iterator(chunk_size=10_000)
-    ]
+    ).annotate(
+        first=Trunc("started_at", "hour", tzinfo=zone),
+        last=Trunc("ended_at", "hour", tzinfo=zone),
+    )
+    inside = Q(first=F("last"), started_at__gte=start, ended_at__lte=end)
+    found: list[Activity] = []
+    for workload, hour, active in (
+        windows.filter(inside)
+        .values_list("workload_id", "first")
+        .annotate(active=Sum("active_gpu_seconds"))
+        .order_by()
+    ):
+        begins = hour_start(hour, zone)
+        found.append(
+            Activity(
+                workload,
+                microseconds(begins),
+                microseconds(next_hour(begins, zone)),
+                float(active or 0.0),
+            )
+        )
+    for workload, started, ended, active in windows.exclude(inside).values_list(
+        "workload_id", "started_at", "ended_at", "active_gpu_seconds"
+    ):
+        found.append(Activity(workload, microseconds(started), microseconds(ended), float(active)))
+    return found
 
 
 @dataclass
