@@ -4,7 +4,7 @@
 
 Migrates the (scratch) database named by ``DATABASE_URL``, then makes through the actions a
 pool of ``--nodes`` nodes of ``--gpus`` GPUs, ``--tenants`` teams of one queue each, and
-``--workloads`` workloads of two GPUs each (6,000 GPUs held by default: three in four),
+``--workloads`` workloads of ``--size`` GPUs each (6,000 GPUs held by default: three in four),
 running for the last ``--hours`` hours, each with one activity window a minute as the loop's
 sampler writes them (a third busy, a third half busy, a third idle). Times, with the number
 of database queries each sent: the figures before any roll-up (every hour read from the
@@ -83,9 +83,9 @@ def seed(options: argparse.Namespace) -> Any:
     workloads = []
     for index in range(options.workloads):
         queue = queues[index % len(queues)]
-        two = [PodSetSpec(1, gpus=2, flavor=h100)]
-        job = do_submit_workload(f"job-{index:05d}", queue=queue, pod_sets=two, at=start)
-        do_open_usage(job, flavor=h100, gpus=2, at=start)
+        sets = [PodSetSpec(1, gpus=options.size, flavor=h100)]
+        job = do_submit_workload(f"job-{index:05d}", queue=queue, pod_sets=sets, at=start)
+        do_open_usage(job, flavor=h100, gpus=options.size, at=start)
         workloads.append((job, queue, (0.95, 0.5, 0.0)[index % 3]))
     for minute in range(options.hours * 60):
         begins = start + timedelta(minutes=minute)
@@ -97,9 +97,9 @@ def seed(options: argparse.Namespace) -> Any:
                     queue=queue,
                     started_at=begins,
                     ended_at=begins + timedelta(minutes=1),
-                    gpus=2,
-                    observed_gpu_seconds=120.0,
-                    active_gpu_seconds=120.0 * busy,
+                    gpus=options.size,
+                    observed_gpu_seconds=60.0 * options.size,
+                    active_gpu_seconds=60.0 * options.size * busy,
                     mean_utilization=80.0 * busy,
                     last_active_at=begins + timedelta(minutes=1) if busy else None,
                 )
@@ -114,7 +114,8 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--gpus", type=int, default=8)
     parser.add_argument("--tenants", type=int, default=20)
-    parser.add_argument("--workloads", type=int, default=3000)
+    parser.add_argument("--workloads", type=int, default=750)
+    parser.add_argument("--size", type=int, default=8, help="GPUs per workload")
     parser.add_argument("--hours", type=int, default=6)
     parser.add_argument("--json", action="store_true")
     options = parser.parse_args()

@@ -72,10 +72,10 @@ def test_an_admins_utilisation_page_shows_the_apis_figures(
     page.wait_for_url("**/utilization/?window=6h")
     page.wait_for_selector("#pool-chart .main-svg")
 
-    page.locator("#utilization-wasters a, #utilization-wasters code").first.wait_for()
     workload = Workload.objects.filter(queue__tenant__name="vision", state="running").first()
     assert workload is not None
-    page.goto(f"{live_server.url}/workloads/{workload.namespace}/{workload.name}/")
+    page.locator("#utilization-wasters").get_by_role("link", name=workload.qualified_name()).click()
+    page.wait_for_url(f"**/workloads/{workload.namespace}/{workload.name}/")
     page.wait_for_selector("#sparkline-chart .main-svg")
     shoot(page, screenshots, "admin-workload-sparkline")
     assert problems == []

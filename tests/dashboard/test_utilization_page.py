@@ -64,6 +64,7 @@ def test_an_admin_sees_every_team_and_the_idle_workloads_with_their_owners(
     wasters = page.split('id="utilization-wasters"')[1].split("</table>")[0]
     assert "nlp/wl-alpha" in wasters and "vision/wl-beta" in wasters  # 4 idle GPU-h each
     assert "<td>vic</td>" in wasters and "<td>max</td>" in wasters
+    assert 'href="/workloads/vision/wl-beta/"' in wasters
     assert 'id="pool-chart-figure"' in page and 'id="team-chart-figure"' in page
     assert 'id="csv-teams"' in page and 'id="csv-wasters"' in page
 
