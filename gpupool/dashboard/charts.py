@@ -631,9 +631,9 @@ def sparkline_figure(times: Sequence[str], utilization: Sequence[float]) -> Figu
         ],
         "layout": _page_layout(
             height=110,
-            margin={"l": 50, "r": 10, "t": 5, "b": 25},
+            margin={"l": 50, "r": 10, "t": 12, "b": 25},
             showlegend=False,
-            xaxis={"type": "date", "showgrid": False},
+            xaxis={"type": "date", "showgrid": False, "tickformat": "%H:%M"},
             yaxis={"range": [0, 100], "tickvals": [0, 50, 100], "ticksuffix": " %"},
         ),
     }

@@ -725,6 +725,7 @@ TEAM_COLUMNS = (
     "used_within_guarantee",
     "reserved_idle",
     "used_above_guarantee",
+    "used_idle",
     "charged",
     "used_cost",
     "reserved_idle_cost",
