@@ -199,6 +199,13 @@ GPUPOOL_CYCLE_TIME_LIMIT_S = float(os.environ.get("GPUPOOL_CYCLE_TIME_LIMIT_S", 
 # The cost reports' roll-up: every GPUPOOL_ROLL_UP_INTERVAL_S (beat with a broker, between cycles
 # in `gpupool loop` without), up to the last hour finished on the cluster's clock.
 GPUPOOL_ROLL_UP_INTERVAL_S = float(os.environ.get("GPUPOOL_ROLL_UP_INTERVAL_S", "60"))
+# The utilisation sampler's activity windows are kept this many days, then deleted (only once
+# rolled up) in bounded batches every GPUPOOL_ACTIVITY_PRUNE_INTERVAL_S (beat with a broker,
+# between cycles in `gpupool loop` without).
+GPUPOOL_ACTIVITY_RETENTION_DAYS = float(os.environ.get("GPUPOOL_ACTIVITY_RETENTION_DAYS", "35"))
+GPUPOOL_ACTIVITY_PRUNE_INTERVAL_S = float(
+    os.environ.get("GPUPOOL_ACTIVITY_PRUNE_INTERVAL_S", "3600")
+)
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "scheduling-cycle": {
         "task": "gpupool.control.run_cycle",
@@ -209,6 +216,11 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
         "task": "gpupool.accounting.roll_up_usage",
         "schedule": GPUPOOL_ROLL_UP_INTERVAL_S,
         "options": {"expires": GPUPOOL_ROLL_UP_INTERVAL_S},
+    },
+    "activity-retention": {
+        "task": "gpupool.utilization.prune_activity",
+        "schedule": GPUPOOL_ACTIVITY_PRUNE_INTERVAL_S,
+        "options": {"expires": GPUPOOL_ACTIVITY_PRUNE_INTERVAL_S},
     },
     # Positions come with each cycle; estimated starts (a replay) once a minute, off the cycle.
     "estimated-starts": {
@@ -267,6 +279,7 @@ GPUPOOL_UTILIZATION_INTERVAL_S = float(os.environ.get("GPUPOOL_UTILIZATION_INTER
 GPUPOOL_UTILIZATION_STEP_S = float(os.environ.get("GPUPOOL_UTILIZATION_STEP_S", "15"))
 # A GPU-step below this utilisation (percent) is idle.
 GPUPOOL_IDLE_UTILIZATION_PERCENT = float(os.environ.get("GPUPOOL_IDLE_UTILIZATION_PERCENT", "1"))
+# Activity windows' retention: GPUPOOL_ACTIVITY_RETENTION_DAYS, beside the roll-up above.
 
 # Accounting: days and months of the cost reports are counted in this IANA time zone.
 GPUPOOL_ACCOUNTING_TZ = os.environ.get("GPUPOOL_ACCOUNTING_TZ", "UTC")

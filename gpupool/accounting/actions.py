@@ -15,6 +15,7 @@ from django.core.exceptions import ValidationError
 from django.db import models, transaction
 from django.db.models import Min, QuerySet, Sum
 
+from gpupool.accounting.attribution import ACTIVE_SPLIT, NO_SPLIT, ZERO
 from gpupool.accounting.models import (
     CapacitySample,
     FlavorDay,
@@ -44,6 +45,7 @@ from gpupool.accounting.periods import (
 from gpupool.accounting.rollup import (
     Histories,
     SegmentCount,
+    activity_between,
     count_segment,
     intervals_running_at,
     intervals_starting,
@@ -166,7 +168,8 @@ def do_roll_up_usage(*, until: datetime, rebuild_from: datetime | None = None) -
         segment_end = min(day_end(day, zone), final)
         active = carry + intervals_starting(cursor, segment_end)
         hour_starts = hours(cursor, segment_end, zone)
-        count = count_segment(active, hour_starts, segment_end, day, histories)
+        worked = activity_between(cursor, segment_end)
+        count = count_segment(active, hour_starts, segment_end, day, histories, worked)
         rows += _write_hours(count, histories)
         rows += _write_workload_day(day, count)
         rows += _write_days(day)
@@ -233,6 +236,10 @@ USAGE_COLUMNS = (
     "priority_class_id",
     "gpu_hours",
     "cost",
+    "active_gpu_hours",
+    "idle_gpu_hours",
+    "active_cost",
+    "idle_cost",
 )
 LINES = ("used_within_guarantee", "reserved_idle", "used_above_guarantee")
 FLAVOR_HOUR_COLUMNS = (
@@ -252,6 +259,8 @@ FLAVOR_HOUR_COLUMNS = (
     *(f"{line}_cost" for line in LINES),
     "pool_idle_cost",
     "pool_idle_shared_cost",
+    *ACTIVE_SPLIT,
+    *(f"{part}_cost" for part in ACTIVE_SPLIT),
 )
 QUEUE_HOUR_COLUMNS = (
     "hour",
@@ -266,6 +275,8 @@ QUEUE_HOUR_COLUMNS = (
     "used_cost",
     *(f"{line}_cost" for line in LINES),
     "pool_idle_share_cost",
+    *ACTIVE_SPLIT,
+    *(f"{part}_cost" for part in ACTIVE_SPLIT),
 )
 SCALE = Decimal("0.000001")
 
@@ -280,11 +291,17 @@ def _write_hours(count: SegmentCount, histories: Histories) -> int:
             hour.usage.items(), key=lambda item: item[0][1:]
         ):
             price = hour.prices[flavor]
+            active = min(hour.active.get((tenant, queue, flavor, priority_class), ZERO), amount)
+            idle = amount - active
             usage.append(
-                (hour.hour, hour.day, tenant, queue, flavor, priority_class, amount, amount * price)
+                (
+                    *(hour.hour, hour.day, tenant, queue, flavor, priority_class),
+                    *(amount, amount * price, active, idle, active * price, idle * price),
+                )
             )
         for flavor, lines in sorted(hour.lines.items()):
             price = hour.prices[flavor]
+            split = sum(hour.splits[flavor].values(), NO_SPLIT).amounts()
             amounts = (
                 lines.capacity,
                 lines.used,
@@ -304,6 +321,8 @@ def _write_hours(count: SegmentCount, histories: Histories) -> int:
                     lines.scale.quantize(SCALE),
                     *amounts,
                     *(amount * price for amount in amounts),
+                    *split,
+                    *(amount * price for amount in split),
                 )
             )
             for queue, part in lines.queues.items():
@@ -316,6 +335,7 @@ def _write_hours(count: SegmentCount, histories: Histories) -> int:
                 )
                 if not any(parts) and not part.guarantee:
                     continue
+                queue_split = hour.splits[flavor][queue].amounts()
                 queues.append(
                     (
                         hour.hour,
@@ -326,6 +346,8 @@ def _write_hours(count: SegmentCount, histories: Histories) -> int:
                         part.guarantee,
                         *parts,
                         *(amount * price for amount in parts),
+                        *queue_split,
+                        *(amount * price for amount in queue_split),
                     )
                 )
     return (
@@ -342,28 +364,32 @@ def _write_workload_day(day: date, count: SegmentCount) -> int:
     totals: dict[tuple[int, int], list[Decimal]] = {}
     homes = dict(count.workload_homes)
     existing = WorkloadDay.objects.filter(day=day)
-    for workload, flavor, tenant, queue, amount, cost in existing.values_list(
-        "workload_id", "flavor_id", "tenant_id", "queue_id", "gpu_hours", "cost"
+    for workload, flavor, tenant, queue, amount, cost, active in existing.values_list(
+        "workload_id", "flavor_id", "tenant_id", "queue_id", "gpu_hours", "cost", "active_gpu_hours"
     ):
-        totals[(workload, flavor)] = [amount, cost]
+        totals[(workload, flavor)] = [amount, cost, active]
         homes.setdefault(workload, (tenant, queue))
-    for key, (amount, cost) in count.workloads.items():
-        found = totals.setdefault(key, [Decimal(0), Decimal(0)])
+    for key, (amount, cost, active) in count.workloads.items():
+        found = totals.setdefault(key, [Decimal(0), Decimal(0), Decimal(0)])
         found[0] += amount
         found[1] += cost
+        found[2] += active
     existing.delete()
     return insert_values(
         WorkloadDay,
-        ("day", "workload_id", "flavor_id", "tenant_id", "queue_id", "gpu_hours", "cost"),
         (
-            (day, workload, flavor, *homes[workload], amount, cost)
-            for (workload, flavor), (amount, cost) in sorted(totals.items())
+            *("day", "workload_id", "flavor_id", "tenant_id", "queue_id"),
+            *("gpu_hours", "cost", "active_gpu_hours", "idle_gpu_hours"),
+        ),
+        (
+            (day, workload, flavor, *homes[workload], amount, cost, active, amount - active)
+            for (workload, flavor), (amount, cost, active) in sorted(totals.items())
         ),
     )
 
 
 USAGE_KEYS = ("tenant_id", "queue_id", "flavor_id", "priority_class_id")
-USAGE_AMOUNTS = ("gpu_hours", "cost")
+USAGE_AMOUNTS = USAGE_COLUMNS[6:]
 FLAVOR_KEYS = ("flavor_id",)
 FLAVOR_AMOUNTS = FLAVOR_HOUR_COLUMNS[6:]
 QUEUE_KEYS = ("queue_id", "tenant_id", "flavor_id")

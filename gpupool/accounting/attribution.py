@@ -277,3 +277,66 @@ def attribute_hour(
         pool_idle_shared=sum((lines.pool_idle_share for lines in queues.values()), ZERO),
         queues=queues,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class ActiveSplit:
+    """How much of a queue's (or a flavor's) use the GPUs really worked, line by line, in
+    GPU-hours; each ``_idle`` part is the line less its ``_active`` part (idle allocated)."""
+
+    used_active: Decimal
+    used_idle: Decimal
+    used_within_guarantee_active: Decimal
+    used_within_guarantee_idle: Decimal
+    used_above_guarantee_active: Decimal
+    used_above_guarantee_idle: Decimal
+
+    def __add__(self, other: ActiveSplit) -> ActiveSplit:
+        return ActiveSplit(*(a + b for a, b in zip(self.amounts(), other.amounts(), strict=True)))
+
+    def amounts(self) -> tuple[Decimal, ...]:
+        """The six amounts, in the order of ``ACTIVE_SPLIT``."""
+        return (
+            self.used_active,
+            self.used_idle,
+            self.used_within_guarantee_active,
+            self.used_within_guarantee_idle,
+            self.used_above_guarantee_active,
+            self.used_above_guarantee_idle,
+        )
+
+
+ACTIVE_SPLIT = tuple(ActiveSplit.__slots__)
+NO_SPLIT = ActiveSplit(ZERO, ZERO, ZERO, ZERO, ZERO, ZERO)
+
+
+def split_active(lines: QueueLines, active: Decimal) -> ActiveSplit:
+    """Split a queue's two used lines into the part its GPUs worked and the part they sat
+    idle, given ``active`` GPU-hours of its ``allocated`` ones (capped at them).
+
+    Whether the guaranteed or the borrowed GPUs did the work is not observable, so the active
+    GPU-hours are shared between the two lines in proportion to their size (rounded down on
+    the guaranteed line, the rest on the other, never above either): each part is
+    non-negative, active plus idle is the line, and the split adds up to ``allocated``."""
+    used = lines.allocated
+    worked = min(max(active, ZERO), used)
+    within, above = lines.used_within_guarantee, lines.used_above_guarantee
+    if used <= 0:
+        return NO_SPLIT
+    above_active = min(worked - down(within * worked / used), above)
+    within_active = worked - above_active
+    return ActiveSplit(
+        used_active=worked,
+        used_idle=used - worked,
+        used_within_guarantee_active=within_active,
+        used_within_guarantee_idle=within - within_active,
+        used_above_guarantee_active=above_active,
+        used_above_guarantee_idle=above - above_active,
+    )
+
+
+def split_flavor(lines: FlavorLines, active: Mapping[int, Decimal]) -> dict[int, ActiveSplit]:
+    """Each queue's split of one flavor's hour (``active``: queue id to active GPU-hours)."""
+    return {
+        queue: split_active(part, active.get(queue, ZERO)) for queue, part in lines.queues.items()
+    }

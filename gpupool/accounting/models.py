@@ -244,6 +244,10 @@ class UsageBase(models.Model):
     priority_class = _counted(PriorityClass)
     gpu_hours = _gpu_hours()
     cost = _money()
+    active_gpu_hours = _gpu_hours("GPU-hours in which the GPUs worked (the activity windows).")
+    idle_gpu_hours = _gpu_hours("GPU-hours allocated but idle: gpu_hours - active_gpu_hours.")
+    active_cost = _money()
+    idle_cost = _money()
 
     class Meta:
         abstract = True
@@ -309,6 +313,8 @@ class WorkloadDay(models.Model):
     flavor = _counted(Flavor)
     gpu_hours = _gpu_hours()
     cost = _money()
+    active_gpu_hours = _gpu_hours("GPU-hours in which the GPUs worked (the activity windows).")
+    idle_gpu_hours = _gpu_hours("GPU-hours allocated but idle: gpu_hours - active_gpu_hours.")
 
     class Meta:
         ordering = ["day", "workload", "flavor"]
@@ -344,6 +350,18 @@ class FlavorLinesBase(models.Model):
     used_above_guarantee_cost = _money()
     pool_idle_cost = _money()
     pool_idle_shared_cost = _money()
+    used_active = _gpu_hours("Of used, the GPU-hours in which the GPUs worked.")
+    used_idle = _gpu_hours("Of used, the GPU-hours allocated but idle.")
+    used_within_guarantee_active = _gpu_hours()
+    used_within_guarantee_idle = _gpu_hours()
+    used_above_guarantee_active = _gpu_hours()
+    used_above_guarantee_idle = _gpu_hours()
+    used_active_cost = _money()
+    used_idle_cost = _money()
+    used_within_guarantee_active_cost = _money()
+    used_within_guarantee_idle_cost = _money()
+    used_above_guarantee_active_cost = _money()
+    used_above_guarantee_idle_cost = _money()
 
     class Meta:
         abstract = True
@@ -420,6 +438,18 @@ class QueueLinesBase(models.Model):
     reserved_idle_cost = _money()
     used_above_guarantee_cost = _money()
     pool_idle_share_cost = _money()
+    used_active = _gpu_hours("Of used, the GPU-hours in which the GPUs worked.")
+    used_idle = _gpu_hours("Of used, the GPU-hours allocated but idle.")
+    used_within_guarantee_active = _gpu_hours()
+    used_within_guarantee_idle = _gpu_hours()
+    used_above_guarantee_active = _gpu_hours()
+    used_above_guarantee_idle = _gpu_hours()
+    used_active_cost = _money()
+    used_idle_cost = _money()
+    used_within_guarantee_active_cost = _money()
+    used_within_guarantee_idle_cost = _money()
+    used_above_guarantee_active_cost = _money()
+    used_above_guarantee_idle_cost = _money()
 
     class Meta:
         abstract = True

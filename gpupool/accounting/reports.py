@@ -6,12 +6,15 @@ columns and its rows, a database query that the API pages through or streams as 
 plain dict. Periods are accounting days or months (``GPUPOOL_ACCOUNTING_TZ``); the figures cover
 the hours rolled up so far (every finished hour, once the beat has run).
 
-- ``usage_report``: GPU-hours and cost by tenant, queue, flavor and priority class;
+- ``usage_report``: GPU-hours and cost by tenant, queue, flavor and priority class, each split
+  into active (the GPUs worked) and idle allocated;
 - ``attribution_report``: per tenant or queue and flavor, the lines its usage and guarantees
   take: used within guarantee, reserved idle (charged to the queue holding the guarantee), used
-  above guarantee, and optionally its share of the pool idle (in proportion to use);
-- ``capacity_report``: per flavor, the healthy capacity and the four lines adding up to it;
-- ``workload_report``: GPU-hours and cost per workload.
+  above guarantee, and optionally its share of the pool idle (in proportion to use); each used
+  line also split into its active and idle allocated parts;
+- ``capacity_report``: per flavor, the healthy capacity and the four lines adding up to it,
+  the used ones split the same way;
+- ``workload_report``: GPU-hours, cost, active and idle GPU-hours per workload.
 
 ``cost_scope`` says whose rows a caller reads: finance and admins every tenant's, leads and
 members their own tenants'. The capacity report is the pool's, and every caller reads it.
@@ -57,6 +60,23 @@ NAME_OF = {
 
 QUEUE_LINES = ("used_within_guarantee", "reserved_idle", "used_above_guarantee")
 FLAVOR_LINES = (*QUEUE_LINES, "pool_idle")
+# Each allocated line split into the part the GPUs worked and the part they sat idle.
+ACTIVE_LINES = (
+    "used_active",
+    "used_idle",
+    "used_within_guarantee_active",
+    "used_within_guarantee_idle",
+    "used_above_guarantee_active",
+    "used_above_guarantee_idle",
+)
+USAGE_AMOUNTS = (
+    "gpu_hours",
+    "cost",
+    "active_gpu_hours",
+    "idle_gpu_hours",
+    "active_cost",
+    "idle_cost",
+)
 
 
 def cost_scope(access: Access) -> frozenset[int] | None:
@@ -189,7 +209,7 @@ def _renamed(dimensions: Sequence[str], sums: Sequence[str], period: Period) -> 
 def usage_report(query: ReportQuery, by: Sequence[str] = USAGE_DIMENSIONS) -> Report:
     """GPU-hours and cost per period by the dimensions ``by`` (tenant, queue, flavor, class)."""
     dimensions = [d for d in USAGE_DIMENSIONS if d in by]
-    sums = ("gpu_hours", "cost")
+    sums = USAGE_AMOUNTS
     rows = _grouped(query, (UsageDay, UsageMonth), dimensions, sums)
     return Report(
         columns=("period", *dimensions, *sums),
@@ -206,7 +226,15 @@ def attribution_report(
     share of the pool idle in proportion to use); ``guarantee`` is the GPU-hours guaranteed."""
     dimensions = [d for d in ATTRIBUTION_DIMENSIONS if d in by]
     lines = (*QUEUE_LINES, *(("pool_idle_share",) if share_idle else ()))
-    sums = ("guarantee", "used", *lines, "used_cost", *(f"{line}_cost" for line in lines))
+    sums = (
+        "guarantee",
+        "used",
+        *lines,
+        *ACTIVE_LINES,
+        "used_cost",
+        *(f"{line}_cost" for line in lines),
+        *(f"{line}_cost" for line in ACTIVE_LINES),
+    )
     filters = {k: v for k, v in query.filters.items() if k != "priority_class"}
     scoped = ReportQuery(query.start, query.end, query.period, filters, query.tenants)
     rows = _grouped(scoped, (QueueDay, QueueMonth), dimensions, sums)
@@ -225,9 +253,11 @@ def capacity_report(query: ReportQuery, *, share_idle: bool = False) -> Report:
         "capacity",
         "used",
         *lines,
+        *ACTIVE_LINES,
         "capacity_cost",
         "used_cost",
         *(f"{line}_cost" for line in lines),
+        *(f"{line}_cost" for line in ACTIVE_LINES),
     )
     filters = {k: v for k, v in query.filters.items() if k == "flavor"}
     pool = ReportQuery(query.start, query.end, query.period, filters, None)
@@ -239,7 +269,10 @@ def capacity_report(query: ReportQuery, *, share_idle: bool = False) -> Report:
     )
 
 
-WORKLOAD_COLUMNS = ("namespace", "name", "tenant", "queue", "gpu_hours", "cost")
+WORKLOAD_COLUMNS = (
+    *("namespace", "name", "tenant", "queue"),
+    *("gpu_hours", "cost", "active_gpu_hours", "idle_gpu_hours"),
+)
 
 
 def workload_report(query: ReportQuery) -> Report:
@@ -250,7 +283,12 @@ def workload_report(query: ReportQuery) -> Report:
     rows = (
         _named(scoped, days)
         .values("workload_id")
-        .annotate(sum_gpu_hours=Sum("gpu_hours"), sum_cost=Sum("cost"))
+        .annotate(
+            sum_gpu_hours=Sum("gpu_hours"),
+            sum_cost=Sum("cost"),
+            sum_active=Sum("active_gpu_hours"),
+            sum_idle=Sum("idle_gpu_hours"),
+        )
         .order_by("-sum_cost", "workload_id")
     )
 
@@ -266,6 +304,8 @@ def workload_report(query: ReportQuery) -> Report:
                 zip(WORKLOAD_COLUMNS[:4], names[row["workload_id"]], strict=True),
                 gpu_hours=row["sum_gpu_hours"],
                 cost=row["sum_cost"],
+                active_gpu_hours=row["sum_active"],
+                idle_gpu_hours=row["sum_idle"],
             )
             for row in batch
         ]

@@ -219,6 +219,10 @@ class UsageRowSerializer(RowSerializer):
     priority_class = _name("The priority class.")
     gpu_hours = _gpu_hours()
     cost = _cost("GPU-hours times the price in force each hour.")
+    active_gpu_hours = _gpu_hours("Of gpu_hours, those in which the GPUs worked.")
+    idle_gpu_hours = _gpu_hours("Of gpu_hours, those allocated but idle (wasted).")
+    active_cost = _cost()
+    idle_cost = _cost("The cost of the idle allocated GPU-hours.")
 
 
 LINE_HELP = {
@@ -228,6 +232,12 @@ LINE_HELP = {
     "pool_idle": "Healthy GPU-hours nobody used or reserved.",
     "pool_idle_share": "Its share of the pool idle, in proportion to its use (share_idle).",
     "pool_idle_shared": "The part of the pool idle shared out in proportion to use.",
+    "used_active": "Of used, the GPU-hours in which the GPUs worked.",
+    "used_idle": "Of used, the GPU-hours allocated but idle.",
+    "used_within_guarantee_active": "Of used within guarantee, the active part.",
+    "used_within_guarantee_idle": "Of used within guarantee, the idle allocated part.",
+    "used_above_guarantee_active": "Of used above guarantee, the active part.",
+    "used_above_guarantee_idle": "Of used above guarantee, the idle allocated part.",
 }
 
 
@@ -244,11 +254,23 @@ class AttributionRowSerializer(RowSerializer):
     reserved_idle = _gpu_hours(LINE_HELP["reserved_idle"])
     used_above_guarantee = _gpu_hours(LINE_HELP["used_above_guarantee"])
     pool_idle_share = _gpu_hours(LINE_HELP["pool_idle_share"])
+    used_active = _gpu_hours(LINE_HELP["used_active"])
+    used_idle = _gpu_hours(LINE_HELP["used_idle"])
+    used_within_guarantee_active = _gpu_hours(LINE_HELP["used_within_guarantee_active"])
+    used_within_guarantee_idle = _gpu_hours(LINE_HELP["used_within_guarantee_idle"])
+    used_above_guarantee_active = _gpu_hours(LINE_HELP["used_above_guarantee_active"])
+    used_above_guarantee_idle = _gpu_hours(LINE_HELP["used_above_guarantee_idle"])
     used_cost = _cost()
     used_within_guarantee_cost = _cost()
     reserved_idle_cost = _cost()
     used_above_guarantee_cost = _cost()
     pool_idle_share_cost = _cost()
+    used_active_cost = _cost()
+    used_idle_cost = _cost()
+    used_within_guarantee_active_cost = _cost()
+    used_within_guarantee_idle_cost = _cost()
+    used_above_guarantee_active_cost = _cost()
+    used_above_guarantee_idle_cost = _cost()
 
 
 class CapacityRowSerializer(RowSerializer):
@@ -263,6 +285,12 @@ class CapacityRowSerializer(RowSerializer):
     used_above_guarantee = _gpu_hours(LINE_HELP["used_above_guarantee"])
     pool_idle = _gpu_hours(LINE_HELP["pool_idle"])
     pool_idle_shared = _gpu_hours(LINE_HELP["pool_idle_shared"])
+    used_active = _gpu_hours(LINE_HELP["used_active"])
+    used_idle = _gpu_hours(LINE_HELP["used_idle"])
+    used_within_guarantee_active = _gpu_hours(LINE_HELP["used_within_guarantee_active"])
+    used_within_guarantee_idle = _gpu_hours(LINE_HELP["used_within_guarantee_idle"])
+    used_above_guarantee_active = _gpu_hours(LINE_HELP["used_above_guarantee_active"])
+    used_above_guarantee_idle = _gpu_hours(LINE_HELP["used_above_guarantee_idle"])
     capacity_cost = _cost()
     used_cost = _cost()
     used_within_guarantee_cost = _cost()
@@ -270,6 +298,12 @@ class CapacityRowSerializer(RowSerializer):
     used_above_guarantee_cost = _cost()
     pool_idle_cost = _cost()
     pool_idle_shared_cost = _cost()
+    used_active_cost = _cost()
+    used_idle_cost = _cost()
+    used_within_guarantee_active_cost = _cost()
+    used_within_guarantee_idle_cost = _cost()
+    used_above_guarantee_active_cost = _cost()
+    used_above_guarantee_idle_cost = _cost()
 
 
 class WorkloadCostSerializer(RowSerializer):
@@ -281,6 +315,8 @@ class WorkloadCostSerializer(RowSerializer):
     queue = serializers.CharField()
     gpu_hours = _gpu_hours()
     cost = _cost()
+    active_gpu_hours = _gpu_hours("Of gpu_hours, those in which the GPUs worked.")
+    idle_gpu_hours = _gpu_hours("Of gpu_hours, those allocated but idle (wasted).")
 
 
 class CSVExport:

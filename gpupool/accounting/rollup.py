@@ -8,6 +8,14 @@ and per flavor the four attribution lines (``attribution.attribute_hour``) with 
 capacity, prices and guarantees then in force. A change of price, guarantee or capacity inside
 an hour counts for the part of the hour it was in force (time-weighted).
 
+Active GPU-hours (docs/cost.md, "Active and idle allocated"): the activity windows the
+utilisation sampler recorded (``utilization.ActivityWindow``: a workload's GPU-seconds active in
+a window of about a minute) are split into the same hours, each window's active GPU-seconds
+going to the hours it covers in proportion to the time. A workload's active GPU-hours of an hour
+are shared among its intervals of that hour in proportion to their GPU-hours, and never exceed
+them (activity the sampler saw outside any allocation counts nowhere). Every allocated line then
+splits into an active and an idle allocated part (``attribution.split_active``).
+
 Amounts are GPU-hours to 1/10,000 (``attribution.GPU_HOURS``); a cost is GPU-hours times the
 hour's price, exact.
 """
@@ -21,11 +29,24 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
 import numpy as np
+from django.db.models import F, Q, Sum
+from django.db.models.functions import Trunc
 
-from gpupool.accounting.attribution import PRICE, ZERO, FlavorLines, Steps, attribute_hour, nearest
+from gpupool.accounting.attribution import (
+    PRICE,
+    ZERO,
+    ActiveSplit,
+    FlavorLines,
+    Steps,
+    attribute_hour,
+    nearest,
+    split_flavor,
+)
 from gpupool.accounting.models import CapacitySample, UsageInterval
+from gpupool.accounting.periods import accounting_zone, hour_start, next_hour
 from gpupool.inventory.models import Flavor, FlavorPriceChange
 from gpupool.quotas.models import Queue, QueueQuotaChange
+from gpupool.utilization.models import ActivityWindow
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MICROSECOND = timedelta(microseconds=1)
@@ -86,8 +107,6 @@ def as_interval(row: Sequence[object]) -> Interval:
 
 def intervals_running_at(at: datetime) -> list[Interval]:
     """Intervals that started before ``at`` and had not ended by then (or are still open)."""
-    from django.db.models import Q
-
     rows = (
         UsageInterval.objects.filter(started_at__lt=at)
         .filter(Q(ended_at__isnull=True) | Q(ended_at__gt=at))
@@ -102,6 +121,53 @@ def intervals_starting(start: datetime, end: datetime) -> list[Interval]:
         *INTERVAL_FIELDS
     )
     return [as_interval(row) for row in rows]
+
+
+@dataclass(frozen=True, slots=True)
+class Activity:
+    """An activity window as the roll-up reads it: a workload's active GPU-seconds from
+    ``start`` to ``end`` (microseconds)."""
+
+    workload: int
+    start: int
+    end: int
+    active_gpu_seconds: float
+
+
+def activity_between(start: datetime, end: datetime) -> list[Activity]:
+    """The activity that overlaps ``[start, end)`` (accounting hours), bounded by workloads x
+    hours rather than by windows: the windows inside one hour are summed per workload and
+    hour by the database (one ``Activity`` spanning the hour); only those across an hour's
+    edge or the run's (at most one per workload and edge) are read one by one."""
+    zone = accounting_zone()
+    windows = ActivityWindow.objects.filter(
+        ended_at__gt=start, started_at__lt=end, active_gpu_seconds__gt=0
+    ).annotate(
+        first=Trunc("started_at", "hour", tzinfo=zone),
+        last=Trunc("ended_at", "hour", tzinfo=zone),
+    )
+    inside = Q(first=F("last"), started_at__gte=start, ended_at__lte=end)
+    found: list[Activity] = []
+    for workload, hour, active in (
+        windows.filter(inside)
+        .values_list("workload_id", "first")
+        .annotate(active=Sum("active_gpu_seconds"))
+        .order_by()
+    ):
+        begins = hour_start(hour, zone)
+        found.append(
+            Activity(
+                workload,
+                microseconds(begins),
+                microseconds(next_hour(begins, zone)),
+                float(active or 0.0),
+            )
+        )
+    for workload, started, ended, active in windows.exclude(inside).values_list(
+        "workload_id", "started_at", "ended_at", "active_gpu_seconds"
+    ):
+        found.append(Activity(workload, microseconds(started), microseconds(ended), float(active)))
+    return found
 
 
 @dataclass
@@ -161,7 +227,9 @@ class HourCount:
     day: date
     prices: dict[int, Decimal]
     usage: dict[tuple[int | None, int, int, int], Decimal]  # (tenant, queue, flavor, class)
+    active: dict[tuple[int | None, int, int, int], Decimal]  # the same keys: active GPU-hours
     lines: dict[int, FlavorLines]  # per flavor
+    splits: dict[int, dict[int, ActiveSplit]]  # per flavor, per queue: active and idle parts
 
 
 @dataclass
@@ -169,7 +237,7 @@ class SegmentCount:
     """What a run of hours inside one accounting day adds: each hour, and per workload."""
 
     hours: list[HourCount] = field(default_factory=list)
-    # (workload, flavor) -> [GPU-hours, cost] over the run's hours
+    # (workload, flavor) -> [GPU-hours, cost, active GPU-hours] over the run's hours
     workloads: dict[tuple[int, int], list[Decimal]] = field(default_factory=dict)
     workload_homes: dict[int, tuple[int | None, int]] = field(default_factory=dict)
 
@@ -180,9 +248,11 @@ def count_segment(
     hour_end: datetime,
     day: date,
     histories: Histories,
+    activity: Sequence[Activity] = (),
 ) -> SegmentCount:
     """Split ``intervals`` into the hours starting at ``hour_starts`` (the last ends at
-    ``hour_end``) and count usage, cost and the attribution lines of each hour."""
+    ``hour_end``) and count usage, cost and the attribution lines of each hour; ``activity``
+    splits each allocated amount into its active and idle parts."""
     bounds = np.array(
         [microseconds(hour) for hour in hour_starts] + [microseconds(hour_end)], dtype=np.int64
     )
@@ -195,6 +265,9 @@ def count_segment(
         for j in range(len(hour_starts))
     ]
     usage_by_hour: list[dict[tuple[int | None, int, int, int], Decimal]] = [{} for _ in hour_starts]
+    active_by_hour: list[dict[tuple[int | None, int, int, int], Decimal]] = [
+        {} for _ in hour_starts
+    ]
     if intervals:
         starts = np.fromiter((i.start for i in intervals), dtype=np.int64, count=len(intervals))
         ends = np.fromiter((i.end for i in intervals), dtype=np.int64, count=len(intervals))
@@ -203,14 +276,19 @@ def count_segment(
         highs = np.minimum(ends[:, None], bounds[None, 1:])
         covered = np.clip(highs - lows, 0, None).astype(np.float64)
         amounts = covered * (gpus / MICROSECONDS_PER_HOUR)[:, None]  # GPU-hours, n x hours
+        active = active_amounts(intervals, amounts, activity, bounds)
         _count_usage(intervals, amounts, usage_by_hour)
-        _count_workloads(intervals, amounts, prices_by_hour, count)
+        _count_usage(intervals, active, active_by_hour)
+        _count_workloads(intervals, amounts, active, prices_by_hour, count)
     for j, hour in enumerate(hour_starts):
         start, end = int(bounds[j]), int(bounds[j + 1])
         length = Decimal(end - start) / MICROSECONDS_PER_HOUR
         allocated: dict[int, dict[int, Decimal]] = defaultdict(dict)
         for (_, queue, flavor, _), amount in usage_by_hour[j].items():
             allocated[flavor][queue] = allocated[flavor].get(queue, ZERO) + amount
+        worked: dict[int, dict[int, Decimal]] = defaultdict(dict)
+        for (_, queue, flavor, _), amount in active_by_hour[j].items():
+            worked[flavor][queue] = worked[flavor].get(queue, ZERO) + amount
         lines: dict[int, FlavorLines] = {}
         for flavor in histories.flavors:
             capacity_steps = histories.capacities.get(flavor)
@@ -230,10 +308,60 @@ def count_segment(
             )
         count.hours.append(
             HourCount(
-                hour=hour, day=day, prices=prices_by_hour[j], usage=usage_by_hour[j], lines=lines
+                hour=hour,
+                day=day,
+                prices=prices_by_hour[j],
+                usage=usage_by_hour[j],
+                active=active_by_hour[j],
+                lines=lines,
+                splits={
+                    flavor: split_flavor(flavor_lines, worked.get(flavor, {}))
+                    for flavor, flavor_lines in lines.items()
+                },
             )
         )
     return count
+
+
+def active_amounts(
+    intervals: Sequence[Interval],
+    amounts: np.ndarray,
+    activity: Sequence[Activity],
+    bounds: np.ndarray,
+) -> np.ndarray:
+    """Active GPU-hours of each interval in each hour (n x hours, like ``amounts``).
+
+    Each window's active GPU-seconds go to the hours it covers in proportion to the time;
+    a workload's active GPU-hours of an hour are shared among its intervals of that hour in
+    proportion to their GPU-hours, each capped at its own."""
+    active = np.zeros_like(amounts)
+    if not activity:
+        return active
+    owners = np.fromiter((i.workload for i in intervals), dtype=np.int64, count=len(intervals))
+    workloads, owner_index = np.unique(owners, return_inverse=True)
+    owner_index = owner_index.reshape(-1)
+    seen = np.fromiter((a.workload for a in activity), dtype=np.int64, count=len(activity))
+    place = np.searchsorted(workloads, seen)
+    known = (place < len(workloads)) & (workloads[np.minimum(place, len(workloads) - 1)] == seen)
+    if not known.any():
+        return active
+    kept = [a for a, keep in zip(activity, known, strict=True) if keep]
+    starts = np.fromiter((a.start for a in kept), dtype=np.int64, count=len(kept))
+    ends = np.fromiter((a.end for a in kept), dtype=np.int64, count=len(kept))
+    seconds = np.fromiter((a.active_gpu_seconds for a in kept), dtype=np.float64, count=len(kept))
+    lengths = np.maximum(ends - starts, 1).astype(np.float64)
+    lows = np.maximum(starts[:, None], bounds[None, :-1])
+    highs = np.minimum(ends[:, None], bounds[None, 1:])
+    covered = np.clip(highs - lows, 0, None).astype(np.float64)
+    hours = covered * (seconds / 3600 / lengths)[:, None]  # active GPU-hours, windows x hours
+    per_workload = np.zeros((len(workloads), amounts.shape[1]))
+    np.add.at(per_workload, place[known], hours)
+    held = np.zeros_like(per_workload)
+    np.add.at(held, owner_index, amounts)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(held[owner_index] > 0, amounts / held[owner_index], 0.0)
+    result: np.ndarray = np.minimum(per_workload[owner_index] * share, amounts)
+    return result
 
 
 def _groups(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -268,21 +396,24 @@ def _count_usage(
 def _count_workloads(
     intervals: Sequence[Interval],
     amounts: np.ndarray,
+    active: np.ndarray,
     prices_by_hour: list[dict[int, Decimal]],
     count: SegmentCount,
 ) -> None:
-    """GPU-hours and cost per (workload, flavor) over the segment's hours."""
+    """GPU-hours, cost and active GPU-hours per (workload, flavor) over the segment's hours."""
     keys = np.array([(i.workload, i.flavor) for i in intervals], dtype=np.int64)
     distinct, inverse = _groups(keys)
     for i in intervals:
         count.workload_homes.setdefault(i.workload, (i.tenant, i.queue))
     for j, prices in enumerate(prices_by_hour):
         sums = np.bincount(inverse, weights=amounts[:, j], minlength=len(distinct))
+        worked = np.bincount(inverse, weights=active[:, j], minlength=len(distinct))
         for g in np.flatnonzero(sums > 0):
             value = gpu_hours(float(sums[g]))
             if value <= 0:
                 continue
             workload, flavor = int(distinct[g][0]), int(distinct[g][1])
-            totals = count.workloads.setdefault((workload, flavor), [ZERO, ZERO])
+            totals = count.workloads.setdefault((workload, flavor), [ZERO, ZERO, ZERO])
             totals[0] += value
             totals[1] += value * prices[flavor]
+            totals[2] += min(gpu_hours(float(worked[g])), value)

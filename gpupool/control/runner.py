@@ -9,7 +9,9 @@ between cycles, never in the middle of one. It also rolls usage up for the cost 
 up to the last hour finished on the cluster's clock: the clock the loop stamps usage with (the
 wall clock on Kubernetes, the simulated cluster's in the demo). After a cycle, once
 ``estimates.ESTIMATE_REFRESH_S`` has passed since the last refresh, the same thread refreshes
-the estimated starts from that cycle's snapshot.
+the estimated starts from that cycle's snapshot; and every
+``GPUPOOL_ACTIVITY_PRUNE_INTERVAL_S`` it deletes the activity windows past their retention
+(what beat's ``prune_activity_task`` does with a broker).
 """
 
 from __future__ import annotations
@@ -18,17 +20,21 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import close_old_connections, connection
+from django.db.models import Max
 
 from gpupool.accounting.actions import RollUp, do_roll_up_usage
+from gpupool.accounting.models import RollUpState
 from gpupool.control.backends import backend_from_settings
 from gpupool.control.estimates import EstimateRefresher, EstimateRun
 from gpupool.control.loop import ControlLoop, CycleResult
 from gpupool.control.sync import moment
 from gpupool.runtime import gc_paused
 from gpupool.scheduler.types import PolicyInfo
+from gpupool.utilization.actions import do_prune_activity
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +82,26 @@ def run_shared_roll_up() -> RollUp:
         fresh_connections()
 
 
+def prune_activity(loop: ControlLoop) -> int:
+    """Delete activity windows older than ``GPUPOOL_ACTIVITY_RETENTION_DAYS`` on ``loop``'s
+    cluster clock, never one the usage roll-up has not counted yet (a bounded batch; the
+    next run goes on); returns how many went."""
+    retained = moment(loop.backend.now()) - timedelta(days=settings.GPUPOOL_ACTIVITY_RETENTION_DAYS)
+    rolled = RollUpState.objects.filter(name="usage").aggregate(until=Max("rolled_until"))
+    if rolled["until"] is None:
+        return 0
+    return do_prune_activity(before=min(retained, rolled["until"]))
+
+
+def run_shared_prune() -> int:
+    """One retention run on this process's loop's clock (what the beat's task runs)."""
+    fresh_connections()
+    try:
+        return prune_activity(shared_loop())
+    finally:
+        fresh_connections()
+
+
 def refresh_shared_estimates() -> EstimateRun:
     """Estimated starts from this process's loop (its last cycle's snapshot, else its own
     read of the database). A process that has run no cycle makes no loop for it (that would
@@ -102,18 +128,24 @@ def run_forever(
     *,
     interval_s: float | None = None,
     roll_up_interval_s: float | None = None,
+    prune_interval_s: float | None = None,
     on_cycle: Callable[[CycleResult], None] | None = None,
     on_roll_up: Callable[[RollUp], None] | None = None,
 ) -> int:
     """Run cycles every ``interval_s`` until ``stop`` is set, and after a cycle roll usage up
-    when ``roll_up_interval_s`` has passed since the last roll-up; returns how many cycles ran.
-    A failed roll-up is logged and tried again at the next one (the loop goes on)."""
+    when ``roll_up_interval_s`` has passed since the last roll-up, and delete old activity
+    windows when ``prune_interval_s`` has passed since the last time; returns how many cycles
+    ran. A failed roll-up or retention run is logged and tried again at the next one (the loop
+    goes on)."""
     interval = settings.GPUPOOL_CYCLE_INTERVAL_S if interval_s is None else interval_s
     roll_up_every = (
         settings.GPUPOOL_ROLL_UP_INTERVAL_S if roll_up_interval_s is None else roll_up_interval_s
     )
+    prune_every = (
+        settings.GPUPOOL_ACTIVITY_PRUNE_INTERVAL_S if prune_interval_s is None else prune_interval_s
+    )
     cycles = 0
-    roll_up_due = time.monotonic()
+    roll_up_due = prune_due = time.monotonic()
     while not stop.is_set():
         started = time.monotonic()
         fresh_connections()
@@ -138,5 +170,14 @@ def run_forever(
             else:
                 if on_roll_up is not None:
                     on_roll_up(rolled)
+        if time.monotonic() >= prune_due:
+            prune_due = time.monotonic() + prune_every
+            try:
+                pruned = prune_activity(loop)
+            except Exception:
+                logger.exception("activity retention failed (the next run tries again)")
+            else:
+                if pruned:
+                    logger.info("activity retention: %d window(s) deleted", pruned)
         stop.wait(max(interval - (time.monotonic() - started), 0.0))
     return cycles

@@ -508,3 +508,132 @@ def cost_trend_figure(
             legend={"orientation": "h", "y": -0.3},
         ),
     }
+
+
+def allocated_vs_active_figure(
+    times: Sequence[str],
+    allocated: Sequence[float],
+    active: Sequence[float],
+    capacity: float | None = None,
+) -> Figure:
+    """The pool's GPUs allocated against those that worked, hour by hour (``times``, ISO
+    8601; each value an hour's mean GPUs): the allocated line, the active area under it (the
+    gap between them is the idle allocated), and the healthy capacity as a dotted line."""
+    data: list[dict[str, Any]] = [
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "x": list(times),
+            "y": list(active),
+            "name": "active",
+            "fill": "tozeroy",
+            "line": {"color": UI["ok"], "width": 2},
+            "hovertemplate": "active: %{y:.1f} GPUs<extra></extra>",
+        },
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "x": list(times),
+            "y": list(allocated),
+            "name": "allocated",
+            "fill": "tonexty",
+            "fillcolor": "rgba(138, 90, 0, 0.25)",
+            "line": {"color": UI["warn"], "width": 2},
+            "hovertemplate": "allocated: %{y:.1f} GPUs<extra></extra>",
+        },
+    ]
+    if capacity is not None:
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "x": list(times),
+                "y": [capacity] * len(times),
+                "name": "healthy capacity",
+                "line": {"color": UI["text"], "dash": "dot", "width": 1},
+                "hovertemplate": "healthy capacity: %{y:.0f} GPUs<extra></extra>",
+            }
+        )
+    return {
+        "data": data,
+        "layout": _page_layout(
+            height=300,
+            xaxis={"type": "date"},
+            yaxis={"title": {"text": "GPUs (hourly mean)"}, "rangemode": "tozero"},
+            legend={"orientation": "h", "y": -0.25},
+            hovermode="x unified",
+        ),
+    }
+
+
+def team_utilization_figure(
+    times: Sequence[str],
+    allocated: Mapping[str, Sequence[float]],
+    active: Mapping[str, Sequence[float]],
+    colours: Mapping[str, str],
+) -> Figure:
+    """Each team's GPUs allocated (solid) against active (dotted, same colour), hour by hour;
+    the teams of ``allocated`` in its order."""
+    data: list[dict[str, Any]] = []
+    for team, values in allocated.items():
+        colour = colours.get(team, UI["muted"])
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "x": list(times),
+                "y": list(values),
+                "name": f"{team} allocated",
+                "legendgroup": team,
+                "line": {"color": colour, "width": 2},
+                "hovertemplate": f"{team} allocated: %{{y:.1f}} GPUs<extra></extra>",
+            }
+        )
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "x": list(times),
+                "y": list(active.get(team, [0.0] * len(times))),
+                "name": f"{team} active",
+                "legendgroup": team,
+                "line": {"color": colour, "width": 2, "dash": "dot"},
+                "hovertemplate": f"{team} active: %{{y:.1f}} GPUs<extra></extra>",
+            }
+        )
+    return {
+        "data": data,
+        "layout": _page_layout(
+            height=300,
+            xaxis={"type": "date"},
+            yaxis={"title": {"text": "GPUs (hourly mean)"}, "rangemode": "tozero"},
+            legend={"orientation": "h", "y": -0.25},
+            hovermode="x unified",
+        ),
+    }
+
+
+def sparkline_figure(times: Sequence[str], utilization: Sequence[float]) -> Figure:
+    """A workload's GPU utilisation (percent, 0-100) window by window, as a small line with
+    no axes' furniture but the 0-100 range."""
+    return {
+        "data": [
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "x": list(times),
+                "y": list(utilization),
+                "name": "GPU utilisation",
+                "fill": "tozeroy",
+                "line": {"color": UI["accent"], "width": 1.5},
+                "hovertemplate": "%{y:.0f} %<extra>%{x}</extra>",
+            }
+        ],
+        "layout": _page_layout(
+            height=110,
+            margin={"l": 50, "r": 10, "t": 12, "b": 25},
+            showlegend=False,
+            xaxis={"type": "date", "showgrid": False, "tickformat": "%H:%M"},
+            yaxis={"range": [0, 100], "tickvals": [0, 50, 100], "ticksuffix": " %"},
+        ),
+    }

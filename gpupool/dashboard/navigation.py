@@ -79,6 +79,12 @@ PAGES: tuple[Page, ...] = (
         "above guarantee and pool idle",
     ),
     Page(
+        "utilization",
+        "Utilisation",
+        frozenset({ADMIN, FINANCE, LEAD, MEMBER}),
+        "GPUs allocated against GPUs that worked, per pool and team, and who holds GPUs idle",
+    ),
+    Page(
         "preemptions",
         "Preemptions",
         TENANT_ROLES,

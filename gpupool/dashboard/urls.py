@@ -18,6 +18,7 @@ urlpatterns = [
     path("workloads/<str:namespace>/<str:name>/", views.workload_detail, name="workload"),
     path("queues/", views.queues, name="queues"),
     path("cost/", views.cost, name="cost"),
+    path("utilization/", views.utilization, name="utilization"),
     path("preemptions/", views.preemptions, name="preemptions"),
     path("fragmentation/", views.fragmentation, name="fragmentation"),
     path("cluster/", views.cluster, name="cluster"),

@@ -117,6 +117,13 @@ from gpupool.quotas.queries import (
 )
 from gpupool.quotas.shares import deserved_shares
 from gpupool.tenancy.models import Tenant
+from gpupool.utilization.queries import (
+    hourly_utilization,
+    queue_waste,
+    tenant_utilization,
+    top_wasters,
+    workload_sparkline,
+)
 from gpupool.workloads.api import DryRunInputSerializer, WorkloadInputSerializer, WorkloadViewSet
 from gpupool.workloads.choices import LIVE_STATES, WorkloadState
 from gpupool.workloads.models import Workload
@@ -529,12 +536,29 @@ def workload_detail(
         "events": [(event, sees_preemptor(access, event)) for event in events],
         "lost": lost_gpu_hours(events),
         "placements": list(workload.placements.all()),
+        "sparkline_figure": utilization_sparkline(workload),
     }
     return render_page(
         request,
         "dashboard/workload_detail.html",
         context,
         live="dashboard/partials/workload_detail_live.html",
+    )
+
+
+# The workload page's sparkline: the workload's GPU utilisation over this last stretch.
+SPARKLINE_WINDOW = timedelta(hours=24)
+
+
+def utilization_sparkline(workload: Workload) -> dict[str, Any] | None:
+    """The workload's mean GPU utilisation window by window over the last day (None: the
+    utilisation source never saw it)."""
+    until = pool_clock()
+    points = workload_sparkline(workload, until - SPARKLINE_WINDOW, until)
+    if not points:
+        return None
+    return charts.sparkline_figure(
+        [chart_time(point["at"]) for point in points], [point["utilization"] for point in points]
     )
 
 
@@ -710,6 +734,7 @@ TEAM_COLUMNS = (
     "used_within_guarantee",
     "reserved_idle",
     "used_above_guarantee",
+    "used_idle",
     "charged",
     "used_cost",
     "reserved_idle_cost",
@@ -771,6 +796,125 @@ def price_list() -> list[dict[str, Any]]:
             {"flavor": flavor, "healthy": healthy, "hourly": healthy * flavor.hourly_price}
         )
     return prices
+
+
+# ----------------------------------------------------------------------------- utilisation
+
+# The Utilisation page's windows: the last hours or days, by their name in ``?window=``.
+UTILIZATION_WINDOWS = {
+    "6h": timedelta(hours=6),
+    "24h": timedelta(hours=24),
+    "7d": timedelta(days=7),
+}
+UTILIZATION_DEFAULT_WINDOW = "24h"
+WASTERS_SHOWN = 10
+
+
+@dashboard_page("utilization")
+def utilization(request: HttpRequest, access: Access) -> HttpResponse:
+    """GPU use against allocation over the last hours (``utilization.queries``, the
+    functions the API and the command line call): the pool's GPUs allocated against active,
+    each visible team's, the teams' allocated / active / idle GPU-hours, and who held GPUs
+    idle most -- workloads by name (and owner) to admins and to their own team, every team at
+    queue level; CSV from the API."""
+    chosen = request.GET.get("window", "")
+    window = chosen if chosen in UTILIZATION_WINDOWS else UTILIZATION_DEFAULT_WINDOW
+    until = pool_clock()
+    since = until - UTILIZATION_WINDOWS[window]
+    scope = None if access.admin or access.finance else access.tenant_ids
+    starts, allocated, active = hourly_utilization(since, until)
+    visible = (
+        set(allocated)
+        if scope is None
+        else set(Tenant.objects.filter(pk__in=scope).values_list("name", flat=True))
+    )
+    csv_window = {"since": since.isoformat(), "until": until.isoformat(), "format": "csv"}
+    context = {
+        "window": window,
+        "windows": list(UTILIZATION_WINDOWS),
+        "since": since,
+        "until": until,
+        "all_tenants": scope is None,
+        "named": access.admin,
+        "teams": tenant_utilization(since, until, scope),
+        "wasters": (
+            []
+            if access.finance and not access.admin
+            else top_wasters(since, until, WASTERS_SHOWN, scope, owners=True)
+        ),
+        "queues": queue_waste(since, until, WASTERS_SHOWN),
+        "shown_limit": WASTERS_SHOWN,
+        "any_allocation": bool(allocated),
+        **utilization_figures(starts, until, allocated, active, visible),
+        "csv": {
+            "teams": reverse("api:utilization-tenant-list") + "?" + urlencode(csv_window),
+            "wasters": reverse("api:utilization-waster-list")
+            + "?"
+            + urlencode(csv_window | {"limit": 100}),
+        },
+    }
+    return render_page(
+        request,
+        "dashboard/utilization.html",
+        context,
+        live="dashboard/partials/utilization_live.html",
+    )
+
+
+def pool_clock() -> datetime:
+    """The cluster's clock as the loop last stamped it (the end of the last finished cycle; a
+    simulated cluster runs faster than the wall), else the wall clock: one indexed read, not
+    the pool's snapshot."""
+    last = (
+        SchedulingCycle.objects.filter(finished_at__isnull=False)
+        .order_by("-started_at", "-id")
+        .values_list("finished_at", flat=True)
+        .first()
+    )
+    return last or timezone.now()
+
+
+def utilization_figures(
+    starts: list[datetime],
+    until: datetime,
+    allocated: dict[str, list[float]],
+    active: dict[str, list[float]],
+    visible: set[str],
+) -> dict[str, Any]:
+    """The page's two figures: the pool's GPUs allocated against active, and each visible
+    team's; hours' GPU-hours turned into mean GPUs (the current hour over its part so far)."""
+    if not allocated:
+        return {"pool_figure": None, "team_figure": None}
+    lengths = [
+        max((min(later, until) - start).total_seconds() / 3600, 1e-9)
+        for start, later in zip(starts, [*starts[1:], until], strict=True)
+    ]
+
+    def mean(values: list[float]) -> list[float]:
+        return [round(value / hours, 3) for value, hours in zip(values, lengths, strict=True)]
+
+    times = [chart_time(start) for start in starts]
+    pool_allocated = [sum(column) for column in zip(*allocated.values(), strict=True)]
+    pool_active = [sum(column) for column in zip(*active.values(), strict=True)] or [0.0] * len(
+        starts
+    )
+    healthy = float(sum(healthy_capacity(flavor) for flavor in Flavor.objects.all()))
+    teams = {name: mean(values) for name, values in allocated.items() if name in visible}
+    return {
+        "pool_figure": charts.allocated_vs_active_figure(
+            times, mean(pool_allocated), mean(pool_active), healthy or None
+        ),
+        "team_figure": (
+            charts.team_utilization_figure(
+                times,
+                teams,
+                {name: mean(active.get(name, [0.0] * len(starts))) for name in teams},
+                tenant_colours(list(teams)),
+            )
+            if teams
+            else None
+        ),
+    }
 
 
 # ----------------------------------------------------------------------------- preemptions

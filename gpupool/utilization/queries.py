@@ -4,6 +4,12 @@ API and the dashboard's pages (allocated against used, top wasters, sparklines).
 Allocated GPU-hours come from accounting's usage intervals; active GPU-hours from the
 activity windows the sampler recorded. Both are clipped to the asked window (a window or an
 interval that straddles its edge counts its share inside it). Idle is allocated less active.
+
+Bounded whatever the pool: the windows wholly inside the asked one are summed by the database
+(one grouped query), and only those that straddle its two edges (at most two per workload) are
+read and clipped here. ``hourly_utilization``, the Utilisation page's time series, reads the
+hours the usage roll-up has counted from its hourly table (``accounting.UsageHour``) and only
+the hours since from the intervals and windows.
 """
 
 from __future__ import annotations
@@ -13,9 +19,12 @@ from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Q
+from django.db.models import F, Q, Sum
+from django.db.models.functions import Trunc
 
-from gpupool.accounting.models import UsageInterval
+from gpupool.accounting.models import RollUpState, UsageHour, UsageInterval
+from gpupool.accounting.periods import accounting_zone, hour_start, hours
+from gpupool.quotas.models import Queue
 from gpupool.utilization.models import ActivityWindow
 from gpupool.workloads.models import Workload
 
@@ -26,17 +35,44 @@ def _overlap_s(start: datetime, end: datetime, since: datetime, until: datetime)
     return max((min(end, until) - max(start, since)).total_seconds(), 0.0)
 
 
-def _share(window: ActivityWindow, since: datetime, until: datetime) -> float:
-    """The part of an activity window inside ``[since, until]``."""
-    length = (window.ended_at - window.started_at).total_seconds()
+def _share(start: datetime, end: datetime, since: datetime, until: datetime) -> float:
+    """The part of an activity window from ``start`` to ``end`` inside ``[since, until]``."""
+    length = (end - start).total_seconds()
     if length <= 0:
-        return 1.0 if since <= window.ended_at <= until else 0.0
-    return _overlap_s(window.started_at, window.ended_at, since, until) / length
+        return 1.0 if since <= end <= until else 0.0
+    return _overlap_s(start, end, since, until) / length
 
 
 def _windows(since: datetime, until: datetime, tenant_ids: Collection[int] | None = None) -> Any:
     windows = ActivityWindow.objects.filter(ended_at__gt=since, started_at__lt=until)
     return windows if tenant_ids is None else windows.filter(tenant_id__in=tenant_ids)
+
+
+def seconds_by(
+    key: str, since: datetime, until: datetime, tenant_ids: Collection[int] | None = None
+) -> dict[Any, tuple[float, float]]:
+    """GPU-seconds (observed, active) of the activity windows in ``[since, until]`` per
+    ``key`` (a field path such as ``tenant__name`` or ``workload_id``), clipped to the window:
+    one grouped query over the windows inside, and the edge windows read one by one."""
+    windows = _windows(since, until, tenant_ids)
+    totals: dict[Any, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    inside = (
+        windows.filter(started_at__gte=since, ended_at__lte=until)
+        .values_list(key)
+        .annotate(observed=Sum("observed_gpu_seconds"), active=Sum("active_gpu_seconds"))
+        .order_by()
+    )
+    for name, observed, active in inside:
+        totals[name][0] += observed or 0.0
+        totals[name][1] += active or 0.0
+    edges = windows.filter(Q(started_at__lt=since) | Q(ended_at__gt=until)).values_list(
+        key, "started_at", "ended_at", "observed_gpu_seconds", "active_gpu_seconds"
+    )
+    for name, start, end, observed, active in edges:
+        share = _share(start, end, since, until)
+        totals[name][0] += observed * share
+        totals[name][1] += active * share
+    return {name: (observed, active) for name, (observed, active) in totals.items()}
 
 
 def allocated_gpu_hours(
@@ -64,9 +100,8 @@ def tenant_utilization(
     of allocated; tenants by name (``tenant_ids``: only those)."""
     allocated = allocated_gpu_hours(since, until, tenant_ids)
     active: dict[str, float] = defaultdict(float)
-    for window in _windows(since, until, tenant_ids).select_related("tenant"):
-        name = window.tenant.name if window.tenant else NO_TENANT
-        active[name] += window.active_gpu_seconds * _share(window, since, until) / 3600
+    for name, (_, seconds) in seconds_by("tenant__name", since, until, tenant_ids).items():
+        active[name or NO_TENANT] += seconds / 3600
     rows = []
     for tenant in sorted(set(allocated) | set(active)):
         held, used = allocated.get(tenant, 0.0), active.get(tenant, 0.0)
@@ -87,19 +122,18 @@ def top_wasters(
     until: datetime,
     limit: int = 10,
     tenant_ids: Collection[int] | None = None,
+    *,
+    owners: bool = False,
 ) -> list[dict[str, Any]]:
     """The workloads that held GPUs idle longest in the window (idle GPU-hours as the source
-    saw them), most first (``tenant_ids``: only those tenants' workloads)."""
-    idle: dict[int, float] = defaultdict(float)
-    held: dict[int, float] = defaultdict(float)
-    for window in _windows(since, until, tenant_ids):
-        share = _share(window, since, until)
-        held[window.workload_id] += window.observed_gpu_seconds * share / 3600
-        idle[window.workload_id] += (
-            (window.observed_gpu_seconds - window.active_gpu_seconds) * share / 3600
-        )
+    saw them), most first (``tenant_ids``: only those tenants' workloads; ``owners``: each
+    row also says who submitted it)."""
+    idle: dict[int, float] = {}
+    held: dict[int, float] = {}
+    for pk, (observed, active) in seconds_by("workload_id", since, until, tenant_ids).items():
+        held[pk], idle[pk] = observed / 3600, (observed - active) / 3600
     ranked = sorted(idle, key=lambda pk: (-idle[pk], pk))[:limit]
-    workloads = Workload.objects.select_related("queue__tenant").in_bulk(ranked)
+    workloads = Workload.objects.select_related("queue__tenant", "submitter").in_bulk(ranked)
     rows = []
     for pk in ranked:
         if idle[pk] <= 0:
@@ -115,7 +149,118 @@ def top_wasters(
                 "idle_gpu_hours": round(idle[pk], 4),
             }
         )
+        if owners:
+            rows[-1]["owner"] = workload.submitter.get_username() if workload.submitter else ""
     return rows
+
+
+def queue_waste(since: datetime, until: datetime, limit: int = 10) -> list[dict[str, Any]]:
+    """Per queue, GPU-hours held and held idle in the window as the source saw them, the most
+    idle first (the level at which teams see each other: no workload names)."""
+    totals = seconds_by("queue_id", since, until)
+    ranked = sorted(totals, key=lambda pk: (-(totals[pk][0] - totals[pk][1]), pk))[:limit]
+    queues = Queue.objects.select_related("tenant").in_bulk(ranked)
+    rows = []
+    for pk in ranked:
+        observed, active = totals[pk]
+        if observed - active <= 0:
+            continue
+        queue = queues[pk]
+        rows.append(
+            {
+                "queue": queue.name,
+                "tenant": queue.tenant.name if queue.tenant is not None else NO_TENANT,
+                "held_gpu_hours": round(observed / 3600, 4),
+                "idle_gpu_hours": round((observed - active) / 3600, 4),
+            }
+        )
+    return rows
+
+
+def hourly_utilization(
+    since: datetime, until: datetime, tenant_ids: Collection[int] | None = None
+) -> tuple[list[datetime], dict[str, list[float]], dict[str, list[float]]]:
+    """Per accounting hour from the one holding ``since`` to ``until``: each tenant's
+    GPU-hours allocated and active (an hour's GPU-hours are its mean GPUs; the current hour
+    is counted up to ``until``). Hours the roll-up has counted come from ``UsageHour``; the
+    rest from the intervals and from the windows grouped by the hour they start in.
+    Returns (hour starts, allocated per tenant, active per tenant)."""
+    zone = accounting_zone()
+    starts = hours(since, until, zone)
+    position = {hour: index for index, hour in enumerate(starts)}
+    allocated: dict[str, list[float]] = defaultdict(lambda: [0.0] * len(starts))
+    active: dict[str, list[float]] = defaultdict(lambda: [0.0] * len(starts))
+    if not starts:
+        return starts, {}, {}
+    rolled = RollUpState.objects.filter(name="usage").values_list("rolled_until", flat=True)
+    counted_until = min(max(rolled.first() or starts[0], starts[0]), until)
+    counted = UsageHour.objects.filter(hour__gte=starts[0], hour__lt=counted_until)
+    if tenant_ids is not None:
+        counted = counted.filter(tenant_id__in=tenant_ids)
+    for hour, tenant, held, worked in (
+        counted.values_list("hour", "tenant__name")
+        .annotate(held=Sum("gpu_hours"), worked=Sum("active_gpu_hours"))
+        .order_by()
+    ):
+        allocated[tenant or NO_TENANT][position[hour]] += float(held)
+        active[tenant or NO_TENANT][position[hour]] += float(worked)
+    if counted_until < until:
+        _add_recent(counted_until, until, tenant_ids, position, allocated, active)
+    return starts, dict(sorted(allocated.items())), dict(sorted(active.items()))
+
+
+def _add_recent(
+    since: datetime,
+    until: datetime,
+    tenant_ids: Collection[int] | None,
+    position: dict[datetime, int],
+    allocated: dict[str, list[float]],
+    active: dict[str, list[float]],
+) -> None:
+    """Add the hours not rolled up yet, from the intervals and the windows themselves."""
+    zone = accounting_zone()
+    intervals = UsageInterval.objects.filter(
+        Q(ended_at__isnull=True) | Q(ended_at__gt=since), started_at__lt=until
+    )
+    if tenant_ids is not None:
+        intervals = intervals.filter(tenant_id__in=tenant_ids)
+    ordered = sorted(position)
+    spans = [
+        (position[hour], max(hour, since), min(later, until))
+        for hour, later in zip(ordered, [*ordered[1:], until], strict=True)
+        if hour >= hour_start(since, zone)
+    ]
+    for tenant, gpus, started, ended in intervals.values_list(
+        "tenant__name", "gpus", "started_at", "ended_at"
+    ):
+        for index, low, high in spans:
+            seconds = _overlap_s(started, ended or until, low, high)
+            if seconds > 0:
+                allocated[tenant or NO_TENANT][index] += float(gpus) * seconds / 3600
+    windows = _windows(since, until, tenant_ids).annotate(
+        first=Trunc("started_at", "hour", tzinfo=zone),
+        last=Trunc("ended_at", "hour", tzinfo=zone),
+    )
+    # Windows inside one hour, summed by the database; those across an hour's edge (at most
+    # one per workload and edge) read and split in proportion to the time.
+    within = (
+        windows.filter(started_at__gte=since, first=F("last"))
+        .values_list("first", "tenant__name")
+        .annotate(seconds=Sum("active_gpu_seconds"))
+        .order_by()
+    )
+    for hour, tenant, seconds in within:
+        found = position.get(hour_start(hour, zone))
+        if found is not None:
+            active[tenant or NO_TENANT][found] += (seconds or 0.0) / 3600
+    across = windows.filter(Q(started_at__lt=since) | ~Q(first=F("last"))).values_list(
+        "tenant__name", "started_at", "ended_at", "active_gpu_seconds"
+    )
+    for tenant, start, end, seconds in across:
+        for index, low, high in spans:
+            share = _share(start, end, low, high)
+            if share > 0 and low < end and start < high:
+                active[tenant or NO_TENANT][index] += seconds * share / 3600
 
 
 def workload_sparkline(
@@ -128,7 +273,10 @@ def workload_sparkline(
             "utilization": round(window.mean_utilization, 1),
             "gpus": window.gpus,
         }
-        for window in _windows(since, until).filter(workload=workload).order_by("ended_at")
+        for window in _windows(since, until)
+        .filter(workload=workload)
+        .only("ended_at", "mean_utilization", "gpus")
+        .order_by("ended_at")
     ]
 
 

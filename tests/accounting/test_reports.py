@@ -39,11 +39,12 @@ def test_usage_by_tenant_per_month_is_gpu_hours_and_cost_at_each_hours_price(
     period: Pool,
 ) -> None:
     rows = usage_report(MARCH, by=["tenant"]).rows()
+    # No activity was recorded: every allocated GPU-hour is idle allocated.
     assert plain(rows) == [
-        {"period": "2026-03", "tenant": "a", "gpu_hours": 16, "cost": 40},
-        {"period": "2026-03", "tenant": "b", "gpu_hours": 12, "cost": 34},
-        {"period": "2026-03", "tenant": "c", "gpu_hours": 8, "cost": 16},
-    ]
+        {"period": "2026-03", "tenant": tenant, "gpu_hours": hours, "cost": cost,
+         "active_gpu_hours": 0, "idle_gpu_hours": hours, "active_cost": 0, "idle_cost": cost}
+        for tenant, hours, cost in (("a", 16, 40), ("b", 12, 34), ("c", 8, 16))
+    ]  # fmt: skip
 
 
 def test_usage_per_day_keeps_every_dimension(period: Pool) -> None:
@@ -58,6 +59,10 @@ def test_usage_per_day_keeps_every_dimension(period: Pool) -> None:
         "priority_class",
         "gpu_hours",
         "cost",
+        "active_gpu_hours",
+        "idle_gpu_hours",
+        "active_cost",
+        "idle_cost",
     }
     assert (rows[0]["queue"], rows[0]["flavor"], rows[0]["priority_class"]) == (
         "team-a",
@@ -119,6 +124,13 @@ def test_the_capacity_report_adds_up_to_capacity_times_hours(period: Pool) -> No
             "used_above_guarantee": 8,
             "pool_idle": 4,
             "pool_idle_shared": 4,
+            # no activity recorded: the used lines are wholly idle allocated
+            "used_active": 0,
+            "used_idle": 36,
+            "used_within_guarantee_active": 0,
+            "used_within_guarantee_idle": 28,
+            "used_above_guarantee_active": 0,
+            "used_above_guarantee_idle": 8,
             "capacity_cost": 136,
             "used_cost": 90,
             "used_within_guarantee_cost": 74,
@@ -126,6 +138,12 @@ def test_the_capacity_report_adds_up_to_capacity_times_hours(period: Pool) -> No
             "used_above_guarantee_cost": 16,
             "pool_idle_cost": 8,
             "pool_idle_shared_cost": 8,
+            "used_active_cost": 0,
+            "used_idle_cost": 90,
+            "used_within_guarantee_active_cost": 0,
+            "used_within_guarantee_idle_cost": 74,
+            "used_above_guarantee_active_cost": 0,
+            "used_above_guarantee_idle_cost": 16,
         }
     ]
 

@@ -22,6 +22,7 @@ TOTALS = {
     "used_within_guarantee": gpu_hours,
     "reserved_idle": gpu_hours,
     "used_above_guarantee": gpu_hours,
+    "used_idle": gpu_hours,
     "used_cost": lambda value: floatformat(value, 2),
     "reserved_idle_cost": lambda value: floatformat(value, 2),
 }

@@ -4,6 +4,7 @@ in-process loop, and on Celery beat's schedule with a broker, on the cluster's c
 from __future__ import annotations
 
 import threading
+from datetime import timedelta
 from decimal import Decimal
 from io import StringIO
 from typing import Any
@@ -25,6 +26,7 @@ from gpupool.control.loop import ControlLoop, CycleResult
 from gpupool.control.sync import moment
 from gpupool.simcluster.store import DatabaseStore, cluster_state
 from gpupool.simulation.demo_submissions import DemoWorkloadFeed
+from gpupool.utilization.models import ActivityWindow
 
 pytestmark = pytest.mark.django_db
 
@@ -140,6 +142,67 @@ def test_beat_runs_the_roll_up_task_on_the_clusters_clock(world: World) -> None:
         moment(world.cluster.now()), accounting_zone()
     )
     assert roll_up_usage_task.expires
+
+
+def activity(usage: UsageInterval, start: Any, end: Any) -> ActivityWindow:
+    """The sampler saw ``usage``'s workload hold its GPUs, idle, from ``start`` to ``end``."""
+    workload = usage.workload
+    return ActivityWindow.objects.create(
+        workload=workload, tenant=workload.queue.tenant, queue=workload.queue, started_at=start,
+        ended_at=end, gpus=2, observed_gpu_seconds=120.0, active_gpu_seconds=0.0,
+        mean_utilization=0.0,
+    )  # fmt: skip
+
+
+def test_the_in_process_loop_deletes_activity_past_its_retention(
+    world: World, settings: Any
+) -> None:
+    usage = running(world, "train", gpus=2)
+    world.cluster.tick(2 * HOUR_S)
+    now = moment(world.cluster.now())
+    for days in (40, 36, 10):
+        activity(usage, now - timedelta(days=days, minutes=1), now - timedelta(days=days))
+    settings.GPUPOOL_ACTIVITY_RETENTION_DAYS = 35
+    stop = threading.Event()
+
+    runner.run_forever(world.loop, stop, interval_s=0, roll_up_interval_s=0, prune_interval_s=0,
+                       on_cycle=lambda result: stop.set())  # fmt: skip
+
+    left = ActivityWindow.objects.filter(started_at__lt=now - timedelta(days=1))
+    assert [now - window.ended_at for window in left] == [timedelta(days=10)]
+
+
+def test_activity_the_roll_up_has_not_counted_is_kept_whatever_its_age(
+    world: World, settings: Any
+) -> None:
+    usage = running(world, "train", gpus=2)
+    world.cluster.tick(2 * HOUR_S)
+    runner.roll_up_usage(world.loop)
+    rolled = RollUpState.objects.get().rolled_until
+    counted = activity(usage, rolled - timedelta(minutes=2), rolled - timedelta(minutes=1))
+    uncounted = activity(usage, rolled, rolled + timedelta(minutes=1))
+    settings.GPUPOOL_ACTIVITY_RETENTION_DAYS = 0
+
+    assert runner.prune_activity(world.loop) >= 1
+    assert not ActivityWindow.objects.filter(pk=counted.pk).exists()
+    assert ActivityWindow.objects.filter(pk=uncounted.pk).exists()
+
+
+def test_beat_runs_the_retention_task(world: World, settings: Any) -> None:
+    from gpupool.utilization.tasks import prune_activity_task
+
+    usage = running(world, "train", gpus=2)
+    world.cluster.tick(2 * HOUR_S)
+    runner.roll_up_usage(world.loop)
+    now = moment(world.cluster.now())
+    activity(usage, now - timedelta(days=50, minutes=1), now - timedelta(days=50))
+    entry = next(
+        e for e in settings.CELERY_BEAT_SCHEDULE.values() if e["task"] == prune_activity_task.name
+    )
+
+    assert entry["schedule"] == settings.GPUPOOL_ACTIVITY_PRUNE_INTERVAL_S
+    assert prune_activity_task.apply().get() == 1
+    assert prune_activity_task.expires
 
 
 @pytest.mark.slow

@@ -5,6 +5,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import pytest
 
+from gpupool.dashboard import charts
 from gpupool.dashboard.charts import (
     BASELINE_COLOUR,
     PALETTE,
@@ -197,3 +198,41 @@ def test_preemptions_per_day_stack_by_reason_with_whole_ticks() -> None:
     assert figure["layout"]["barmode"] == "stack"
     assert figure["layout"]["yaxis"]["dtick"] == 2  # at most 9 a day
     assert figure["data"][1]["marker"]["color"] == "#123456"
+
+
+def test_the_pools_allocated_against_active_figure_fills_the_idle_gap() -> None:
+    figure = charts.allocated_vs_active_figure(
+        ["2026-03-10T10:00:00", "2026-03-10T11:00:00"], [8.0, 6.0], [4.0, 6.0], capacity=16.0
+    )
+
+    active, allocated, capacity = figure["data"]
+    assert (active["name"], active["y"], active["fill"]) == ("active", [4.0, 6.0], "tozeroy")
+    assert (allocated["name"], allocated["y"], allocated["fill"]) == (
+        "allocated", [8.0, 6.0], "tonexty")  # fmt: skip
+    assert capacity["y"] == [16.0, 16.0]
+    assert figure["layout"]["xaxis"]["type"] == "date"
+
+
+def test_each_team_has_an_allocated_and_a_dotted_active_line_of_one_colour() -> None:
+    figure = charts.team_utilization_figure(
+        ["2026-03-10T10:00:00"], {"nlp": [8.0], "vision": [2.0]}, {"nlp": [4.0]},
+        {"nlp": "#111111", "vision": "#222222"},
+    )  # fmt: skip
+
+    names = [(trace["name"], trace["y"], trace["line"]["color"]) for trace in figure["data"]]
+    assert names == [
+        ("nlp allocated", [8.0], "#111111"),
+        ("nlp active", [4.0], "#111111"),
+        ("vision allocated", [2.0], "#222222"),
+        ("vision active", [0.0], "#222222"),
+    ]
+    assert [trace["line"].get("dash") for trace in figure["data"]] == [None, "dot", None, "dot"]
+
+
+def test_a_sparkline_is_the_utilisation_on_a_fixed_0_to_100_scale() -> None:
+    figure = charts.sparkline_figure(["2026-03-10T10:00:00", "2026-03-10T10:01:00"], [12.5, 80.0])
+
+    (line,) = figure["data"]
+    assert line["y"] == [12.5, 80.0]
+    assert figure["layout"]["yaxis"]["range"] == [0, 100]
+    assert figure["layout"]["showlegend"] is False

@@ -63,14 +63,17 @@ def test_finance_sees_each_teams_lines_and_cost_as_counted_by_hand(
     rolled: str, page_as: Any
 ) -> None:
     page = text(page_as("fin").get(f"/cost/?month={rolled}"))
+    # No activity was recorded: all that each team used is idle allocated (the fifth cell).
     assert cells(page, "<tr><td>nlp</td>") == [
-        "12 GPU-h", "8 GPU-h", "0 GPU-h", "4 GPU-h", "12 GPU-h", "30.00", "0.00", "30.00"
+        "12 GPU-h", "8 GPU-h", "0 GPU-h", "4 GPU-h", "12 GPU-h", "12 GPU-h", "30.00", "0.00",
+        "30.00"
     ]  # fmt: skip
     assert cells(page, "<tr><td>vision</td>") == [
-        "2 GPU-h", "2 GPU-h", "6 GPU-h", "0 GPU-h", "8 GPU-h", "5.00", "15.00", "20.00"
+        "2 GPU-h", "2 GPU-h", "6 GPU-h", "0 GPU-h", "2 GPU-h", "8 GPU-h", "5.00", "15.00", "20.00"
     ]  # fmt: skip
     assert cells(page, '<tr id="team-totals">') == [
-        "14 GPU-h", "10 GPU-h", "6 GPU-h", "4 GPU-h", "20 GPU-h", "35.00", "15.00", "50.00"
+        "14 GPU-h", "10 GPU-h", "6 GPU-h", "4 GPU-h", "14 GPU-h", "20 GPU-h", "35.00", "15.00",
+        "50.00"
     ]  # fmt: skip
 
 

@@ -20,6 +20,7 @@ MATRIX: dict[str, tuple[int, int, int, int]] = {
     "workloads": (OK, NO, OK, OK),
     "queues": (OK, OK, OK, OK),
     "cost": (OK, OK, OK, OK),
+    "utilization": (OK, OK, OK, OK),
     "preemptions": (OK, NO, OK, OK),
     "fragmentation": (OK, NO, OK, OK),
     "cluster": (OK, NO, OK, OK),

@@ -104,3 +104,32 @@ def test_a_workloads_sparkline_is_its_mean_use_window_by_window(pool: dict) -> N
     points = workload_sparkline(pool["train"], now - timedelta(hours=2), now)
 
     assert [p["utilization"] for p in points] == [50.0, 35.0]
+
+
+def test_the_hourly_series_is_the_hand_count_before_and_after_the_roll_up() -> None:
+    """Team a holds 4 GPUs from 09:30 to 12:00; the source saw them work 7,200 GPU-s in
+    [09:30, 10:30] (half in each hour), 3,600 in [10:30, 11:00] and nothing after. Hours
+    9, 10, 11: allocated 2, 4, 4 GPU-h; active 1, 2, 0. The same from the raw facts and, once
+    the hours are rolled up, from the roll-up."""
+    from datetime import datetime
+
+    from gpupool.accounting.actions import do_roll_up_usage
+    from gpupool.utilization.queries import hourly_utilization
+
+    at = datetime.fromisoformat("2026-03-10T09:00:00+00:00")
+    h = timedelta(hours=1)
+    h100 = flavor("h100")
+    priority_class("normal", default=True)
+    a = queue("team-a", parent=queue("root"), tenant=tenant("a", namespaces=("team-a",)))
+    job = do_submit_workload("job", queue=a, pod_sets=[PodSetSpec(1, gpus=4, flavor=h100)],
+                             at=at)  # fmt: skip
+    do_open_usage(job, flavor=h100, gpus=4, at=at + h / 2)
+    do_close_usage(job, at=at + 3 * h)
+    window(job, at + h / 2, at + 3 * h / 2, 14_400, 7_200)
+    window(job, at + 3 * h / 2, at + 2 * h, 7_200, 3_600)
+    window(job, at + 2 * h, at + 3 * h, 14_400, 0)
+    expected = ([at, at + h, at + 2 * h], {"a": [2.0, 4.0, 4.0]}, {"a": [1.0, 2.0, 0.0]})
+
+    assert hourly_utilization(at + h / 4, at + 3 * h) == expected
+    do_roll_up_usage(until=at + 3 * h)
+    assert hourly_utilization(at + h / 4, at + 3 * h) == expected
