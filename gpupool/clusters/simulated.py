@@ -1046,6 +1046,10 @@ class SimulatedBackend:
             first = gang[0].pod if gang else None
             return BindOutcome(failed=first, error=f"the simulated cluster failed: {exc}")
 
+    def bind_many(self, gangs: Mapping[str, Sequence[PodBinding]]) -> dict[str, BindOutcome]:
+        """Bind gangs one after another (its store is not shared between threads)."""
+        return {key: self.bind(gang) for key, gang in gangs.items()}
+
     def evict(self, pods: Sequence[PodRef], reason: str) -> EvictOutcome:
         """Evict one victim set under the disruption budgets (see ``SimulatedCluster.evict``)."""
         self._check_open()
