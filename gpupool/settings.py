@@ -196,6 +196,9 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # stopped (and the next starts over).
 GPUPOOL_CYCLE_INTERVAL_S = float(os.environ.get("GPUPOOL_CYCLE_INTERVAL_S", "5"))
 GPUPOOL_CYCLE_TIME_LIMIT_S = float(os.environ.get("GPUPOOL_CYCLE_TIME_LIMIT_S", "120"))
+# `gpupool loop` also starts a cycle as soon as the cluster's pods change (a pod made with
+# kubectl, a pod bound or ended), 0.2 s after the change, instead of waiting out the interval.
+GPUPOOL_CYCLE_ON_CHANGE = env_bool("GPUPOOL_CYCLE_ON_CHANGE", True)
 # The cost reports' roll-up: every GPUPOOL_ROLL_UP_INTERVAL_S (beat with a broker, between cycles
 # in `gpupool loop` without), up to the last hour finished on the cluster's clock.
 GPUPOOL_ROLL_UP_INTERVAL_S = float(os.environ.get("GPUPOOL_ROLL_UP_INTERVAL_S", "60"))

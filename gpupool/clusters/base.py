@@ -425,6 +425,12 @@ class ClusterBackend(Protocol):
         """
         ...
 
+    def wait_for_change(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` seconds for the cluster's pods to change since the last
+        ``sync()``; True as soon as they did. A backend that cannot tell waits it out and
+        says False (the loop then keeps its period)."""
+        ...
+
     def evict(self, pods: Sequence[PodRef], reason: str) -> EvictOutcome:
         """Evict one victim set, honouring disruption budgets; ``reason`` goes in an Event."""
         ...

@@ -219,6 +219,14 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def _consume(response: Any) -> None:
+    """Read an answer we do not need to the end, so that its connection goes back to the pool
+    (``_preload_content=False`` leaves it checked out: the next request would open a new TLS
+    connection)."""
+    response.read()
+    response.release_conn()
+
+
 def _json(response: Any) -> JsonObject:
     data = json.loads(response.data or b"{}")
     if not isinstance(data, dict):
@@ -422,14 +430,16 @@ class _EventRecorder:
             "count": 1,
         }
         try:
-            call_with_retries(
-                lambda: self._core.create_namespaced_event(
-                    pod.namespace,
-                    body,
-                    _preload_content=False,
-                    _request_timeout=self._policy.request_timeout_s,
-                ),
-                self._policy,
+            _consume(
+                call_with_retries(
+                    lambda: self._core.create_namespaced_event(
+                        pod.namespace,
+                        body,
+                        _preload_content=False,
+                        _request_timeout=self._policy.request_timeout_s,
+                    ),
+                    self._policy,
+                )
             )
         except ApiException as exc:
             if exc.status != 409:
@@ -448,15 +458,17 @@ class _EventRecorder:
     def _bump(self, pod: PodRef, name: str, count: int, now: float) -> tuple[EventOutcome, int]:
         patch = {"count": count + 1, "lastTimestamp": api_objects.format_time(now)}
         try:
-            call_with_retries(
-                lambda: self._core.patch_namespaced_event(
-                    name,
-                    pod.namespace,
-                    patch,
-                    _preload_content=False,
-                    _request_timeout=self._policy.request_timeout_s,
-                ),
-                self._policy,
+            _consume(
+                call_with_retries(
+                    lambda: self._core.patch_namespaced_event(
+                        name,
+                        pod.namespace,
+                        patch,
+                        _preload_content=False,
+                        _request_timeout=self._policy.request_timeout_s,
+                    ),
+                    self._policy,
+                )
             )
         except ApiException as exc:
             if exc.status == 404:
@@ -585,11 +597,15 @@ class KubernetesBackend:
             _decode_node,
             page_size=pages,
         )
+        # Set by the pods informer when gpupool's pods change (not by node heartbeats): what
+        # ``wait_for_change`` waits for.
+        self._changed = threading.Event()
         self._pods: Informer[PodKey, PodFacts] = Informer(
             "pods",
             _ApiSource(self._core.list_pod_for_all_namespaces, ours, self._retry),
             _decode_pod,
             page_size=pages,
+            changed=self._changed,
         )
         self._foreign: Informer[PodKey, tuple[str, ResourceAmounts]] = Informer(
             "foreign-pods",
@@ -636,6 +652,7 @@ class KubernetesBackend:
                         f"no complete list of {informer.name} after "
                         f"{self._first_sync_timeout_s:.0f} s ({informer.failures} failures)"
                     )
+        self._changed.clear()  # what comes after this drain is for the next sync
         nodes = self._nodes.drain()
         pods = self._pods.drain()
         foreign = self._foreign.drain()
@@ -660,6 +677,12 @@ class KubernetesBackend:
             stale=not all(i.connected for i in self.informers.values()),
             synced_at=self._clock(),
         )
+
+    def wait_for_change(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` for a change of gpupool's pods since the last ``sync()``
+        (created, bound, started, ended, deleted); True as soon as there is one."""
+        self._ensure_started()
+        return self._changed.wait(max(timeout_s, 0.0))
 
     # - bind -
 
@@ -750,15 +773,17 @@ class KubernetesBackend:
             "target": {"apiVersion": "v1", "kind": "Node", "name": binding.node},
         }
         try:
-            call_with_retries(
-                lambda: self._core.create_namespaced_pod_binding(
-                    pod.name,
-                    pod.namespace,
-                    body,
-                    _preload_content=False,
-                    _request_timeout=self._retry.request_timeout_s,
-                ),
-                self._retry,
+            _consume(
+                call_with_retries(
+                    lambda: self._core.create_namespaced_pod_binding(
+                        pod.name,
+                        pod.namespace,
+                        body,
+                        _preload_content=False,
+                        _request_timeout=self._retry.request_timeout_s,
+                    ),
+                    self._retry,
+                )
             )
         except ApiException as exc:
             if exc.status == 404:
@@ -856,15 +881,17 @@ class KubernetesBackend:
             "deleteOptions": delete_options,
         }
         try:
-            call_with_retries(
-                lambda: self._core.create_namespaced_pod_eviction(
-                    pod.name,
-                    pod.namespace,
-                    body,
-                    _preload_content=False,
-                    _request_timeout=self._retry.request_timeout_s,
-                ),
-                self._retry,
+            _consume(
+                call_with_retries(
+                    lambda: self._core.create_namespaced_pod_eviction(
+                        pod.name,
+                        pod.namespace,
+                        body,
+                        _preload_content=False,
+                        _request_timeout=self._retry.request_timeout_s,
+                    ),
+                    self._retry,
+                )
             )
         except ApiException as exc:
             if exc.status == 404:
@@ -919,15 +946,17 @@ class KubernetesBackend:
         if pod.uid:
             body["preconditions"] = {"uid": pod.uid}
         try:
-            call_with_retries(
-                lambda: self._core.delete_namespaced_pod(
-                    pod.name,
-                    pod.namespace,
-                    body=body,
-                    _preload_content=False,
-                    _request_timeout=self._retry.request_timeout_s,
-                ),
-                self._retry,
+            _consume(
+                call_with_retries(
+                    lambda: self._core.delete_namespaced_pod(
+                        pod.name,
+                        pod.namespace,
+                        body=body,
+                        _preload_content=False,
+                        _request_timeout=self._retry.request_timeout_s,
+                    ),
+                    self._retry,
+                )
             )
         except ApiException as exc:
             if exc.status in (404, 409):  # 409: the uid precondition names an older pod

@@ -368,6 +368,28 @@ def test_a_gang_for_a_node_that_does_not_exist_binds_nothing(
 # --- eviction -------------------------------------------------------------------------------
 
 
+def test_a_change_of_our_pods_ends_the_wait_for_one(
+    backend: KubernetesBackend,
+    core: client.CoreV1Api,
+    k8s_namespace: str,
+    k8s_fake_node: Callable[..., str],
+) -> None:
+    node = k8s_fake_node(gpus=8)
+    follower = Follower(backend)
+    follower.until("the node", lambda v: node in v.nodes)
+    # Other tests' pods may still be going away: wait until a sync is followed by quiet.
+    wait_for("a quiet cluster", lambda: not (backend.sync() and backend.wait_for_change(1.0)))
+    web = gpu_pod(core, k8s_namespace, "web", scheduler="default-scheduler", node=node)
+    assert not backend.wait_for_change(1.0)  # another scheduler's pod: not ours to wait for
+
+    started = time.monotonic()
+    pod = gpu_pod(core, k8s_namespace, "new")
+    assert backend.wait_for_change(30.0)
+    assert time.monotonic() - started < 30.0
+    view = follower.until("the pod in the cache", lambda v: in_view(v, pod))
+    assert web.key not in view.pods
+
+
 class BindCounter:
     """Counts the backend's ``pods/binding`` requests as they go to the real API server: how
     many, when each started, and the most in flight at once (the backend's client wrapped,
@@ -421,8 +443,13 @@ def test_many_gangs_are_bound_at_once_and_a_failing_gang_is_still_rolled_back(
         gangs = {f"one-{i}": [PodBinding(p, nodes[i % 2])] for i, p in enumerate(singles)}
         gangs["gang"] = [PodBinding(p, nodes[2]) for p in gang]
         gangs["broken"] = [PodBinding(p, nodes[2]) for p in broken]
+        pool = backend._api.rest_client.pool_manager.connection_from_url(k8s_api.configuration.host)
+        connections = pool.num_connections
 
         outcomes = backend.bind_many(gangs)
+        # Every answer was read, so its connection went back to the pool: a connection per
+        # bind worker at most, not a new TLS connection per binding.
+        assert pool.num_connections - connections <= 6 + 1  # and the rolling-back thread
 
     assert all(outcomes[k].ok for k in gangs if k != "broken")
     assert [node_of(core, p) for p in singles] == [nodes[i % 2] for i in range(16)]
