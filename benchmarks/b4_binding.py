@@ -5,9 +5,10 @@
 
 Two kinds of run, each on an empty namespace and a pool that fits it (../shared/BENCHMARKS.md):
 
-- ``single``: ``--pods`` (3,600) one-GPU pods, bound by gpupool (the control loop on the
-  Kubernetes backend, cycles back to back in this process) and, in a run of its own, by
-  kube-scheduler (the plane's binary, started here with a configuration file);
+- ``single``: ``--pods`` (3,600) one-GPU pods, bound by gpupool (``manage.py gpupool loop
+  --interval 0``: the control loop on the Kubernetes backend, cycles back to back, in a process
+  of its own on this database) and, in a run of its own, by kube-scheduler (the plane's binary,
+  started here with a configuration file);
 - ``gangs``: ``--gangs`` (400) gangs of ``--gang-size`` (8) one-GPU pods, bound by gpupool
   alone (kube-scheduler has no gangs). Every pod's node is checked at the end, and a gang
   counts as whole only if all its members are bound, none was bound before its last member
@@ -20,8 +21,10 @@ set). The pods are the same for both but for ``schedulerName``, created by ``--c
 threads of this process in a seeded order (gang members interleaved, so gangs arrive in
 pieces). Time runs from the first creation to the last binding, as a watch of bound pods in
 the namespace sees it; pods/s is the pods over that. The runs alternate between the binders;
-medians over ``--runs``. The gpupool runs need an empty database (``manage.py migrate`` done),
-which they flush after each run. Prints JSON with ``--json``.
+medians over ``--runs``. Each run also reports the CPU seconds of the binder's process
+(``binder_cpu_s``) and of this one (``bench_cpu_s``: the creators and the watch). The gpupool
+runs need an empty PostgreSQL database (``manage.py migrate`` done), which they flush after
+each run. Prints JSON with ``--json``.
 """
 
 from __future__ import annotations
@@ -29,8 +32,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import random
+import resource
 import ssl
 import statistics
 import subprocess
@@ -57,6 +62,7 @@ QUEUE = "bench"
 GPUPOOL = "gpupool"
 KUBE_SCHEDULER = "kube-scheduler"
 WATCH_TIMEOUT_S = 20  # a stopped watch ends by this
+CLEAR_RETRY_S = 30.0  # the deletion of the pods is asked again after this while some remain
 
 
 @dataclass(frozen=True)
@@ -89,6 +95,8 @@ class RunResult:
     gangs: int = 0
     gangs_whole: int = 0
     gangs_bound_early: int = 0
+    binder_cpu_s: float = 0.0
+    bench_cpu_s: float = 0.0
     cycles: int = 0
     bind_errors: int = 0
     phase_s: dict[str, float] = field(default_factory=dict)
@@ -109,6 +117,8 @@ class RunResult:
             "create_s": round(self.create_s, 3),
             "first_bind_s": round(self.first_bind_s, 3),
             "removed_while_bound": self.removed_while_bound,
+            "binder_cpu_s": round(self.binder_cpu_s, 1),
+            "bench_cpu_s": round(self.bench_cpu_s, 1),
         }
         if self.kind == "gangs":
             data |= {
@@ -257,21 +267,26 @@ def ensure_namespace(api: Any, namespace: str) -> None:
 
 
 def clear_pods(api: Any, namespace: str, timeout_s: float = 900.0) -> None:
-    """Delete every pod of the namespace and wait until they are gone."""
+    """Delete every pod of the namespace and wait until they are gone. The deletion is asked
+    again every ``CLEAR_RETRY_S`` while pods remain: with thousands of pods the server's
+    request can end (a 504, or the connection closed) before it has deleted them all."""
     from kubernetes import client
-    from kubernetes.client.exceptions import ApiException
 
     core = client.CoreV1Api(api)
-    try:
-        core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
-    except ApiException as exc:  # thousands of pods outlast the server's 60 s: it goes on
-        if exc.status != 504:
-            raise
     deadline = time.monotonic() + timeout_s
+    asked = -math.inf
     while time.monotonic() < deadline:
         answer = core.list_namespaced_pod(namespace, limit=1, _preload_content=False)
         if not json.loads(answer.data)["items"]:
             return
+        if time.monotonic() - asked >= CLEAR_RETRY_S:
+            asked = time.monotonic()
+            try:
+                core.delete_collection_namespaced_pod(
+                    namespace, grace_period_seconds=0, _request_timeout=CLEAR_RETRY_S
+                )
+            except Exception as exc:  # it goes on server-side, or the next ask picks it up
+                print(f"b4: deleting the pods: {exc!r}"[:200], file=sys.stderr, flush=True)
         time.sleep(0.5)
     raise RuntimeError(f"the pods of {namespace} were not gone after {timeout_s:.0f} s")
 
@@ -411,6 +426,12 @@ def flush_database() -> None:
     call_command("flush", interactive=False, verbosity=0)
 
 
+def cpu_s(who: int) -> float:
+    """User and system CPU seconds of this process or of its children waited for."""
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run_once(binder: str, kind: str, count: int, gang_size: int, setup: Setup) -> RunResult:
     """One run on an empty namespace: create, bind, check, clean up."""
     api = api_client(setup.kubeconfig, pool=setup.creators + 8)
@@ -420,11 +441,15 @@ def run_once(binder: str, kind: str, count: int, gang_size: int, setup: Setup) -
     result = RunResult(binder, kind, len(pods))
     print(f"b4: {kind} run of {len(pods)} pods by {binder}", file=sys.stderr, flush=True)
     try:
+        children, itself = cpu_s(resource.RUSAGE_CHILDREN), cpu_s(resource.RUSAGE_SELF)
         if binder == GPUPOOL:
             _bind_with_gpupool(api, pods, setup, result)
         else:
             with kube_scheduler(setup):
                 _bind(api, pods, setup, result, lambda done: done.wait(0.05))
+        # The binder's process has ended (and was waited for): its CPU, start to stop.
+        result.binder_cpu_s = cpu_s(resource.RUSAGE_CHILDREN) - children
+        result.bench_cpu_s = cpu_s(resource.RUSAGE_SELF) - itself
         _check(api, setup.namespace, pods, result)
         print(f"b4: {json.dumps(result.as_json())}", file=sys.stderr, flush=True)
     finally:
@@ -435,31 +460,94 @@ def run_once(binder: str, kind: str, count: int, gang_size: int, setup: Setup) -
     return result
 
 
+@contextlib.contextmanager
+def gpupool_loop(setup: Setup, log_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """``manage.py gpupool loop --interval 0`` in a process of its own (as kube-scheduler is,
+    and as a deployment runs it), on the Kubernetes backend with the limit, on this database;
+    stopped with SIGTERM (between two cycles) when the block ends."""
+    environment = {
+        **os.environ,
+        "GPUPOOL_CLUSTER": "kubernetes",
+        "GPUPOOL_KUBECONFIG": str(setup.kubeconfig),
+        "GPUPOOL_KUBE_API_QPS": str(setup.qps),
+        "GPUPOOL_KUBE_API_BURST": str(setup.burst),
+        "DATABASE_URL": database_url(),
+        "REDIS_URL": "",
+    }
+    command = [sys.executable, str(ROOT / "manage.py"), "gpupool", "loop", "--interval", "0"]
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            command, cwd=ROOT, env=environment, stdout=log, stderr=subprocess.STDOUT
+        )
+        try:
+            yield process
+        finally:
+            process.terminate()
+            try:
+                process.wait(120)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def database_url() -> str:
+    """The URL of the database this process uses (a test's own too), for the loop's process."""
+    from urllib.parse import quote
+
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        raise RuntimeError("B4 runs gpupool on PostgreSQL (its loop is a process of its own)")
+    db = connection.settings_dict
+    credentials = f"{quote(db['USER'] or '', safe='')}:{quote(db['PASSWORD'] or '', safe='')}"
+    return f"postgres://{credentials}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+def wait_first_cycle(process: subprocess.Popen[bytes], log: Path, timeout: float = 300) -> None:
+    """Wait for the loop's first successful cycle: the inventory is in (as kube-scheduler's
+    informers have synced before it schedules)."""
+    from gpupool.control.choices import CycleStatus
+    from gpupool.control.models import SchedulingCycle
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the gpupool loop exited: {log.read_text()[-2000:]}")
+        if SchedulingCycle.objects.filter(status=CycleStatus.SUCCEEDED).exists():
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"no gpupool cycle succeeded in {timeout:.0f} s: {log.read_text()[-2000:]}")
+
+
 def _bind_with_gpupool(api: Any, pods: list[Any], setup: Setup, result: RunResult) -> None:
-    from gpupool.clusters.kubernetes import KubernetesBackend
-    from gpupool.control.loop import ControlLoop
+    from gpupool.control.choices import CycleStatus
+    from gpupool.control.models import SchedulingCycle
 
     seed_pool(setup.namespace, setup.product, len(pods))
-    backend = KubernetesBackend.connect(str(setup.kubeconfig), qps=setup.qps, burst=setup.burst)
-    loop = ControlLoop(backend)
-    try:
-        first = loop.run_cycle()  # the inventory in, as kube-scheduler's informers before it
-        if first.status != "succeeded":
-            raise RuntimeError(f"the first cycle failed: {first.error}")
+    with tempfile.TemporaryDirectory(prefix="b4-gpupool-") as folder:
+        log = Path(folder) / "loop.log"
+        with gpupool_loop(setup, log) as process:
+            wait_first_cycle(process, log)
+            first = SchedulingCycle.objects.order_by("id").values_list("id", flat=True).last()
+            _bind(api, pods, setup, result, lambda done: done.wait(0.05))
+        cycles = SchedulingCycle.objects.filter(id__gt=first or 0)
+        failed = cycles.filter(status=CycleStatus.FAILED).values_list("error", flat=True)
+        if failed:
+            raise RuntimeError(f"a gpupool cycle failed: {failed[0].splitlines()[0]}")
         phases: Counter[str] = Counter()
-
-        def cycle(done: threading.Event) -> None:
-            outcome = loop.run_cycle()
-            if outcome.status != "succeeded":
-                raise RuntimeError(f"a cycle failed: {outcome.error}")
+        for cycle in cycles.filter(status=CycleStatus.SUCCEEDED):
             result.cycles += 1
-            result.bind_errors += outcome.counts.get("bind_errors", 0)
-            phases.update(outcome.timings)
-
-        _bind(api, pods, setup, result, cycle)
+            result.bind_errors += int(cycle.outcome.get("counts", {}).get("bind_errors", 0))
+            phases.update(
+                {
+                    "sync": cycle.sync_s,
+                    "snapshot": cycle.snapshot_s,
+                    "plan": cycle.plan_s,
+                    "record": cycle.record_s,
+                    "apply": cycle.apply_s,
+                }
+            )
         result.phase_s = dict(phases)
-    finally:
-        loop.close()
 
 
 def _bind(api: Any, pods: list[Any], setup: Setup, result: RunResult, step: Any) -> None:

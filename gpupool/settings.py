@@ -196,6 +196,9 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # stopped (and the next starts over).
 GPUPOOL_CYCLE_INTERVAL_S = float(os.environ.get("GPUPOOL_CYCLE_INTERVAL_S", "5"))
 GPUPOOL_CYCLE_TIME_LIMIT_S = float(os.environ.get("GPUPOOL_CYCLE_TIME_LIMIT_S", "120"))
+# `gpupool loop` also starts a cycle as soon as the cluster's pods change (a pod made with
+# kubectl, a pod bound or ended), 0.2 s after the change, instead of waiting out the interval.
+GPUPOOL_CYCLE_ON_CHANGE = env_bool("GPUPOOL_CYCLE_ON_CHANGE", True)
 # The cost reports' roll-up: every GPUPOOL_ROLL_UP_INTERVAL_S (beat with a broker, between cycles
 # in `gpupool loop` without), up to the last hour finished on the cluster's clock.
 GPUPOOL_ROLL_UP_INTERVAL_S = float(os.environ.get("GPUPOOL_ROLL_UP_INTERVAL_S", "60"))
@@ -250,6 +253,20 @@ if GPUPOOL_CLUSTER not in {"simulated", "kubernetes"}:
         f"GPUPOOL_CLUSTER must be 'simulated' or 'kubernetes', not {GPUPOOL_CLUSTER!r}."
     )
 GPUPOOL_KUBECONFIG = os.environ.get("GPUPOOL_KUBECONFIG") or os.environ.get("KUBECONFIG", "")
+# The Kubernetes backend's client-side limit on the requests it starts (a token bucket, as
+# client-go's): kube-scheduler's defaults, 50 a second on average and 100 at once; 0 lifts it.
+try:
+    GPUPOOL_KUBE_API_QPS = float(os.environ.get("GPUPOOL_KUBE_API_QPS", "50"))
+    GPUPOOL_KUBE_API_BURST = int(os.environ.get("GPUPOOL_KUBE_API_BURST", "100"))
+except ValueError as _error:
+    raise ImproperlyConfigured(
+        f"GPUPOOL_KUBE_API_QPS must be a number and GPUPOOL_KUBE_API_BURST a whole number: {_error}"
+    ) from _error
+if GPUPOOL_KUBE_API_QPS < 0 or GPUPOOL_KUBE_API_BURST < 1:
+    raise ImproperlyConfigured(
+        "GPUPOOL_KUBE_API_QPS must be >= 0 (0: no limit) and GPUPOOL_KUBE_API_BURST >= 1, "
+        f"not {GPUPOOL_KUBE_API_QPS} and {GPUPOOL_KUBE_API_BURST}."
+    )
 # The simulated cluster's clock: simulated seconds per wall-clock second (60: an hour a minute).
 GPUPOOL_SIM_SPEED = float(os.environ.get("GPUPOOL_SIM_SPEED", "1"))
 # The function that builds each backend (control/backends.py): a table, not a branch.

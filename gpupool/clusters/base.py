@@ -417,6 +417,20 @@ class ClusterBackend(Protocol):
         """Bind every member of a gang, or leave none bound. Re-binding to the same node is done."""
         ...
 
+    def bind_many(self, gangs: Mapping[str, Sequence[PodBinding]]) -> dict[str, BindOutcome]:
+        """Bind several gangs, each whole or not at all as ``bind`` does, one outcome per key.
+
+        A backend may bind them at once (the Kubernetes one does, within its client limit);
+        one gang's failure rolls back that gang only, never another.
+        """
+        ...
+
+    def wait_for_change(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` seconds for the cluster's pods to change since the last
+        ``sync()``; True as soon as they did. A backend that cannot tell waits it out and
+        says False (the loop then keeps its period)."""
+        ...
+
     def evict(self, pods: Sequence[PodRef], reason: str) -> EvictOutcome:
         """Evict one victim set, honouring disruption budgets; ``reason`` goes in an Event."""
         ...

@@ -181,8 +181,10 @@ class Informer(Generic[K, V]):
         backoff: Backoff = Backoff(),
         watch_timeout_s: tuple[int, int] = (300, 600),
         rng: random.Random | None = None,
+        changed: threading.Event | None = None,
     ) -> None:
         self.name = name
+        self._changed = changed  # set whenever something is queued for the consumer
         self._source = source
         self._decode = decode
         self._page_size = page_size
@@ -295,6 +297,8 @@ class Informer(Generic[K, V]):
         self.failures = 0
         self.connected = True
         self._listed.set()
+        if self._changed is not None:
+            self._changed.set()
 
     def _decoded(self, obj: JsonObject) -> tuple[K, V | None] | None:
         try:
@@ -346,6 +350,8 @@ class Informer(Generic[K, V]):
                     self._queue.put(Delete(key))
                 else:
                     self._queue.put(Upsert(key, value))
+                if self._changed is not None:
+                    self._changed.set()
         if version:
             self.resource_version = str(version)
 

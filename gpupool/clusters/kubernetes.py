@@ -28,10 +28,10 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from types import MappingProxyType, TracebackType
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import urllib3
 from kubernetes import client as k8s_client
@@ -217,6 +217,14 @@ def _describe(exc: BaseException) -> str:
     if isinstance(exc, ApiException):
         return f"HTTP {exc.status}: {status_message(exc)}"
     return f"{type(exc).__name__}: {exc}"
+
+
+def _consume(response: Any) -> None:
+    """Read an answer we do not need to the end, so that its connection goes back to the pool
+    (``_preload_content=False`` leaves it checked out: the next request would open a new TLS
+    connection)."""
+    response.read()
+    response.release_conn()
 
 
 def _json(response: Any) -> JsonObject:
@@ -422,14 +430,16 @@ class _EventRecorder:
             "count": 1,
         }
         try:
-            call_with_retries(
-                lambda: self._core.create_namespaced_event(
-                    pod.namespace,
-                    body,
-                    _preload_content=False,
-                    _request_timeout=self._policy.request_timeout_s,
-                ),
-                self._policy,
+            _consume(
+                call_with_retries(
+                    lambda: self._core.create_namespaced_event(
+                        pod.namespace,
+                        body,
+                        _preload_content=False,
+                        _request_timeout=self._policy.request_timeout_s,
+                    ),
+                    self._policy,
+                )
             )
         except ApiException as exc:
             if exc.status != 409:
@@ -448,21 +458,61 @@ class _EventRecorder:
     def _bump(self, pod: PodRef, name: str, count: int, now: float) -> tuple[EventOutcome, int]:
         patch = {"count": count + 1, "lastTimestamp": api_objects.format_time(now)}
         try:
-            call_with_retries(
-                lambda: self._core.patch_namespaced_event(
-                    name,
-                    pod.namespace,
-                    patch,
-                    _preload_content=False,
-                    _request_timeout=self._policy.request_timeout_s,
-                ),
-                self._policy,
+            _consume(
+                call_with_retries(
+                    lambda: self._core.patch_namespaced_event(
+                        name,
+                        pod.namespace,
+                        patch,
+                        _preload_content=False,
+                        _request_timeout=self._policy.request_timeout_s,
+                    ),
+                    self._policy,
+                )
             )
         except ApiException as exc:
             if exc.status == 404:
                 return "failed", 0
             raise
         return "updated", count + 1
+
+
+# --- binding ------------------------------------------------------------------------------
+
+
+class _MemberBind(NamedTuple):
+    """One gang member's binding, handed to the bind workers."""
+
+    binding: PodBinding
+    future: Future[str | None]
+
+
+def _gather_binds(
+    members: Sequence[_MemberBind],
+) -> tuple[list[PodBinding], list[tuple[PodBinding, str]]]:
+    """Wait for a gang's bindings: the members bound, and the ones that failed with why.
+
+    After the first failure seen, the members not yet started are cancelled (not tried).
+    """
+    bound: list[PodBinding] = []
+    failed: list[tuple[PodBinding, str]] = []
+    for member in members:
+        if member.future.cancelled():
+            continue
+        try:
+            error = member.future.result()
+        except CancelledError:
+            continue
+        except Exception as exc:  # whatever it was, the gang must be rolled back
+            logger.exception("kubernetes: binding %s failed unexpectedly", member.binding.pod)
+            error = f"binding failed: {exc!r}"
+        if error is None:
+            bound.append(member.binding)
+        else:
+            failed.append((member.binding, error))
+            for later in members:
+                later.future.cancel()
+    return bound, failed
 
 
 # --- the backend ----------------------------------------------------------------------------
@@ -488,7 +538,7 @@ class KubernetesBackend:
         first_sync_timeout_s: float = 60.0,
         page_size: int = 500,
         event_refresh_s: float = 600.0,
-        bind_workers: int = 8,
+        bind_workers: int = 16,
         clock: Callable[[], float] = time.time,
         reporting_instance: str | None = None,
         qps: float | None = None,
@@ -547,11 +597,15 @@ class KubernetesBackend:
             _decode_node,
             page_size=pages,
         )
+        # Set by the pods informer when gpupool's pods change (not by node heartbeats): what
+        # ``wait_for_change`` waits for.
+        self._changed = threading.Event()
         self._pods: Informer[PodKey, PodFacts] = Informer(
             "pods",
             _ApiSource(self._core.list_pod_for_all_namespaces, ours, self._retry),
             _decode_pod,
             page_size=pages,
+            changed=self._changed,
         )
         self._foreign: Informer[PodKey, tuple[str, ResourceAmounts]] = Informer(
             "foreign-pods",
@@ -598,6 +652,7 @@ class KubernetesBackend:
                         f"no complete list of {informer.name} after "
                         f"{self._first_sync_timeout_s:.0f} s ({informer.failures} failures)"
                     )
+        self._changed.clear()  # what comes after this drain is for the next sync
         nodes = self._nodes.drain()
         pods = self._pods.drain()
         foreign = self._foreign.drain()
@@ -623,33 +678,67 @@ class KubernetesBackend:
             synced_at=self._clock(),
         )
 
+    def wait_for_change(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` for a change of gpupool's pods since the last ``sync()``
+        (created, bound, started, ended, deleted); True as soon as there is one."""
+        self._ensure_started()
+        return self._changed.wait(max(timeout_s, 0.0))
+
     # - bind -
 
     def bind(self, gang: Sequence[PodBinding]) -> BindOutcome:
-        """Bind every member through ``pods/binding``, or remove the ones bound (see base).
+        """Bind every member through ``pods/binding``, or remove the ones bound (see base and
+        ``bind_many``)."""
+        return self.bind_many({"": gang})[""]
+
+    def bind_many(self, gangs: Mapping[str, Sequence[PodBinding]]) -> dict[str, BindOutcome]:
+        """Bind several gangs at once, each whole or not at all; an outcome per key.
 
         The cache of the last ``sync()`` is checked first (each pod there, same uid, not
         ending, not bound elsewhere; the node there), so most failures bind nothing at all.
-        Members the cache shows on their target already are done; the others are bound in
-        parallel, and the members not yet started when one fails are not tried.
+        Members the cache shows on their target already are done. The others, of every gang,
+        go to the bind workers together (``bind_workers`` requests in flight at most, and
+        every one waits for the client limit's token): a cycle's hundreds of one-pod gangs
+        take about the time of their requests at the limit, not one round trip after
+        another. When a member fails, the members of its gang not yet started are not tried,
+        and the ones bound are removed again; the other gangs go on.
         """
-        if not gang:
-            return BindOutcome()
+        if not gangs:
+            return {}
         self._ensure_started()
         pods, nodes = self._pods.items, self._nodes.items
-        already = [b for b in gang if (f := pods.get(b.pod.key)) and f.node_name == b.node]
-        problem = next(
-            ((b, why) for b in gang if (why := self._unbindable(b, pods, nodes)) is not None),
-            None,
-        )
-        if problem is not None:
-            return self._roll_back(gang, already, problem[0].pod, problem[1])
-        todo = [b for b in gang if b not in already]
-        bound, failed = self._bind_all(todo)
-        if not failed:
-            return BindOutcome(bound=tuple(b.pod for b in gang))
-        first, error = failed[0]
-        return self._roll_back(gang, already + bound, first.pod, error)
+        outcomes: dict[str, BindOutcome] = {}
+        started: dict[str, tuple[list[PodBinding], list[_MemberBind]]] = {}
+        for key, gang in gangs.items():
+            if not gang:
+                outcomes[key] = BindOutcome()
+                continue
+            already = [b for b in gang if (f := pods.get(b.pod.key)) and f.node_name == b.node]
+            problem = next(
+                ((b, why) for b in gang if (why := self._unbindable(b, pods, nodes)) is not None),
+                None,
+            )
+            if problem is not None:
+                outcomes[key] = self._roll_back(gang, already, problem[0].pod, problem[1])
+                continue
+            todo = [b for b in gang if b not in already]
+            started[key] = (already, [self._submit_bind(b) for b in todo])
+        for key, (already, members) in started.items():
+            gang = gangs[key]
+            bound, failed = _gather_binds(members)
+            if not failed:
+                outcomes[key] = BindOutcome(bound=tuple(b.pod for b in gang))
+                continue
+            first, error = failed[0]
+            outcomes[key] = self._roll_back(gang, already + bound, first.pod, error)
+        return {key: outcomes[key] for key in gangs}
+
+    def _submit_bind(self, binding: PodBinding) -> _MemberBind:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(
+                self._bind_workers, thread_name_prefix="gpupool-bind"
+            )
+        return _MemberBind(binding, self._executor.submit(self._bind_one, binding))
 
     def _unbindable(
         self,
@@ -672,38 +761,6 @@ class KubernetesBackend:
             return f"node {binding.node} does not exist"
         return None
 
-    def _bind_all(
-        self, todo: Sequence[PodBinding]
-    ) -> tuple[list[PodBinding], list[tuple[PodBinding, str]]]:
-        """Bind in parallel: the members bound, and the ones that failed with why.
-
-        After the first failure, the members not yet started are not tried at all.
-        """
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(
-                self._bind_workers, thread_name_prefix="gpupool-bind"
-            )
-        futures: list[tuple[PodBinding, Future[str | None]]] = [
-            (b, self._executor.submit(self._bind_one, b)) for b in todo
-        ]
-        bound: list[PodBinding] = []
-        failed: list[tuple[PodBinding, str]] = []
-        for binding, future in futures:
-            if future.cancelled():
-                continue
-            try:
-                error = future.result()
-            except Exception as exc:  # whatever it was, the gang must be rolled back
-                logger.exception("kubernetes: binding %s failed unexpectedly", binding.pod)
-                error = f"binding failed: {exc!r}"
-            if error is None:
-                bound.append(binding)
-            else:
-                failed.append((binding, error))
-                for _, later in futures:
-                    later.cancel()
-        return bound, failed
-
     def _bind_one(self, binding: PodBinding) -> str | None:
         pod = binding.pod
         metadata: dict[str, str] = {"name": pod.name, "namespace": pod.namespace}
@@ -716,15 +773,17 @@ class KubernetesBackend:
             "target": {"apiVersion": "v1", "kind": "Node", "name": binding.node},
         }
         try:
-            call_with_retries(
-                lambda: self._core.create_namespaced_pod_binding(
-                    pod.name,
-                    pod.namespace,
-                    body,
-                    _preload_content=False,
-                    _request_timeout=self._retry.request_timeout_s,
-                ),
-                self._retry,
+            _consume(
+                call_with_retries(
+                    lambda: self._core.create_namespaced_pod_binding(
+                        pod.name,
+                        pod.namespace,
+                        body,
+                        _preload_content=False,
+                        _request_timeout=self._retry.request_timeout_s,
+                    ),
+                    self._retry,
+                )
             )
         except ApiException as exc:
             if exc.status == 404:
@@ -822,15 +881,17 @@ class KubernetesBackend:
             "deleteOptions": delete_options,
         }
         try:
-            call_with_retries(
-                lambda: self._core.create_namespaced_pod_eviction(
-                    pod.name,
-                    pod.namespace,
-                    body,
-                    _preload_content=False,
-                    _request_timeout=self._retry.request_timeout_s,
-                ),
-                self._retry,
+            _consume(
+                call_with_retries(
+                    lambda: self._core.create_namespaced_pod_eviction(
+                        pod.name,
+                        pod.namespace,
+                        body,
+                        _preload_content=False,
+                        _request_timeout=self._retry.request_timeout_s,
+                    ),
+                    self._retry,
+                )
             )
         except ApiException as exc:
             if exc.status == 404:
@@ -885,15 +946,17 @@ class KubernetesBackend:
         if pod.uid:
             body["preconditions"] = {"uid": pod.uid}
         try:
-            call_with_retries(
-                lambda: self._core.delete_namespaced_pod(
-                    pod.name,
-                    pod.namespace,
-                    body=body,
-                    _preload_content=False,
-                    _request_timeout=self._retry.request_timeout_s,
-                ),
-                self._retry,
+            _consume(
+                call_with_retries(
+                    lambda: self._core.delete_namespaced_pod(
+                        pod.name,
+                        pod.namespace,
+                        body=body,
+                        _preload_content=False,
+                        _request_timeout=self._retry.request_timeout_s,
+                    ),
+                    self._retry,
+                )
             )
         except ApiException as exc:
             if exc.status in (404, 409):  # 409: the uid precondition names an older pod

@@ -1046,6 +1046,17 @@ class SimulatedBackend:
             first = gang[0].pod if gang else None
             return BindOutcome(failed=first, error=f"the simulated cluster failed: {exc}")
 
+    def bind_many(self, gangs: Mapping[str, Sequence[PodBinding]]) -> dict[str, BindOutcome]:
+        """Bind gangs one after another (its store is not shared between threads)."""
+        return {key: self.bind(gang) for key, gang in gangs.items()}
+
+    def wait_for_change(self, timeout_s: float) -> bool:
+        """Wait ``timeout_s`` of wall-clock time and say False: the simulated cluster moves
+        on its own clock, at each ``sync()``, so the loop keeps its period."""
+        self._check_open()
+        time.sleep(max(timeout_s, 0.0))
+        return False
+
     def evict(self, pods: Sequence[PodRef], reason: str) -> EvictOutcome:
         """Evict one victim set under the disruption budgets (see ``SimulatedCluster.evict``)."""
         self._check_open()

@@ -8,7 +8,8 @@ between its record and its apply is completed by the next one:
   (``create_pods``; pods of a name that still exists answer ``exists``);
 - an admitted workload whose pods are not all on the nodes of its placements is bound, whole:
   the pods already on their node count as done, the others take the remaining placements of
-  their pod set (``bind``, all or none);
+  their pod set (``bind_many``: all the cycle's gangs at once where the backend can, each
+  all or none);
 - a workload being evicted whose pods still hold nodes is evicted, one victim set per
   preemptor (``evict``: a budget's refusal aborts that set);
 - a cancelled workload's pods are deleted;
@@ -268,8 +269,9 @@ def run_apply(backend: ClusterBackend, work: ApplyWork) -> ApplyOutcome:
             outcome.count("evict_errors", len(refused))
         elif failed:
             outcome.count("evict_errors", len(failed))
+    bind_outcomes = backend.bind_many(dict(sorted(work.bind.items())))
     for workload, gang in sorted(work.bind.items()):
-        bound = backend.bind(gang)
+        bound = bind_outcomes[workload]
         if bound.ok:
             outcome.count("bound", len(gang))
             continue

@@ -16,10 +16,16 @@ from gpupool.clusters.base import ClusterBackend
 
 
 def kubernetes_backend() -> ClusterBackend:
-    """The Kubernetes backend on ``GPUPOOL_KUBECONFIG`` (else $KUBECONFIG or in-cluster)."""
+    """The Kubernetes backend on ``GPUPOOL_KUBECONFIG`` (else $KUBECONFIG or in-cluster),
+    within the client limit ``GPUPOOL_KUBE_API_QPS`` / ``GPUPOOL_KUBE_API_BURST``."""
     from gpupool.clusters.kubernetes import KubernetesBackend
 
-    return KubernetesBackend.connect(settings.GPUPOOL_KUBECONFIG or None)
+    qps = settings.GPUPOOL_KUBE_API_QPS
+    return KubernetesBackend.connect(
+        settings.GPUPOOL_KUBECONFIG or None,
+        qps=qps or None,
+        burst=settings.GPUPOOL_KUBE_API_BURST if qps else None,
+    )
 
 
 def backend_from_settings() -> ClusterBackend:

@@ -3,8 +3,9 @@
 A process keeps one ``ControlLoop`` (its state is what makes later cycles cheap): the Celery
 task and the commands share ``shared_loop()``. ``run_forever`` is the in-process loop used
 without a broker (``gpupool loop``, ``make demo``): a cycle, then a wait until the next is
-due (``GPUPOOL_CYCLE_INTERVAL_S`` after the last one started), until ``stop`` is set --
-between cycles, never in the middle of one. It also rolls usage up for the cost reports every
+due (``GPUPOOL_CYCLE_INTERVAL_S`` after the last one started, or sooner when the cluster's
+pods change and ``GPUPOOL_CYCLE_ON_CHANGE`` is on), until ``stop`` is set -- between cycles,
+never in the middle of one. It also rolls usage up for the cost reports every
 ``GPUPOOL_ROLL_UP_INTERVAL_S`` (what Celery beat's ``roll_up_usage_task`` does with a broker),
 up to the last hour finished on the cluster's clock: the clock the loop stamps usage with (the
 wall clock on Kubernetes, the simulated cluster's in the demo). After a cycle, once
@@ -28,6 +29,7 @@ from django.db.models import Max
 
 from gpupool.accounting.actions import RollUp, do_roll_up_usage
 from gpupool.accounting.models import RollUpState
+from gpupool.clusters.base import ClusterBackend
 from gpupool.control.backends import backend_from_settings
 from gpupool.control.estimates import EstimateRefresher, EstimateRun
 from gpupool.control.loop import ControlLoop, CycleResult
@@ -37,6 +39,9 @@ from gpupool.scheduler.types import PolicyInfo
 from gpupool.utilization.actions import do_prune_activity
 
 logger = logging.getLogger(__name__)
+
+CHANGE_DEBOUNCE_S = 0.2  # after a change, this long for the rest of a burst before a cycle
+STOP_CHECK_S = 0.5  # the longest a wait goes without looking at ``stop``
 
 _shared: ControlLoop | None = None
 _shared_lock = threading.Lock()
@@ -131,12 +136,15 @@ def run_forever(
     prune_interval_s: float | None = None,
     on_cycle: Callable[[CycleResult], None] | None = None,
     on_roll_up: Callable[[RollUp], None] | None = None,
+    on_change: bool | None = None,
 ) -> int:
     """Run cycles every ``interval_s`` until ``stop`` is set, and after a cycle roll usage up
     when ``roll_up_interval_s`` has passed since the last roll-up, and delete old activity
     windows when ``prune_interval_s`` has passed since the last time; returns how many cycles
     ran. A failed roll-up or retention run is logged and tried again at the next one (the loop
-    goes on)."""
+    goes on). With ``on_change`` (``GPUPOOL_CYCLE_ON_CHANGE``), a change of the cluster's pods
+    starts the next cycle before the interval is over (``wait_next_cycle``): the interval is
+    then the longest wait, not the only one."""
     interval = settings.GPUPOOL_CYCLE_INTERVAL_S if interval_s is None else interval_s
     roll_up_every = (
         settings.GPUPOOL_ROLL_UP_INTERVAL_S if roll_up_interval_s is None else roll_up_interval_s
@@ -179,5 +187,27 @@ def run_forever(
             else:
                 if pruned:
                     logger.info("activity retention: %d window(s) deleted", pruned)
-        stop.wait(max(interval - (time.monotonic() - started), 0.0))
+        wait_next_cycle(
+            loop.backend,
+            stop,
+            started + interval,
+            settings.GPUPOOL_CYCLE_ON_CHANGE if on_change is None else on_change,
+        )
     return cycles
+
+
+def wait_next_cycle(
+    backend: ClusterBackend, stop: threading.Event, due: float, on_change: bool
+) -> None:
+    """Wait until the next cycle: ``due`` (monotonic), or -- with ``on_change`` -- as soon as
+    the cluster's pods changed, ``CHANGE_DEBOUNCE_S`` later (a burst of pods made one after
+    another is taken by one cycle); at once when ``stop`` is set."""
+    while not stop.is_set():
+        left = due - time.monotonic()
+        if left <= 0:
+            return
+        if not on_change:
+            stop.wait(min(left, STOP_CHECK_S))
+        elif backend.wait_for_change(min(left, STOP_CHECK_S)):
+            stop.wait(min(CHANGE_DEBOUNCE_S, max(due - time.monotonic(), 0.0)))
+            return

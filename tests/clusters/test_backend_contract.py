@@ -203,6 +203,33 @@ def test_a_gang_for_a_node_that_does_not_exist_binds_nothing(world: World) -> No
     assert world.exists(first) and world.exists(second)  # nothing bound, nothing removed
 
 
+def test_many_gangs_bind_each_whole_and_a_failing_one_leaves_the_others_bound(
+    world: World,
+) -> None:
+    node = world.node(gpus=8)
+    singles = [world.pod(f"one-{i}") for i in range(4)]
+    pair = [world.pod(f"pair-{i}") for i in range(2)]
+    broken = [world.pod(f"broken-{i}") for i in range(2)]
+    world.until(
+        "the pods and the node", lambda v: in_view(v, *singles, *pair, *broken) and node in v.nodes
+    )
+    world.delete_behind(broken[1])  # the cache still shows it
+    gangs = {f"single-{i}": [PodBinding(pod, node)] for i, pod in enumerate(singles)}
+    gangs["pair"] = [PodBinding(pod, node) for pod in pair]
+    gangs["broken"] = [PodBinding(pod, node) for pod in broken]
+
+    outcomes = world.backend.bind_many(gangs)
+
+    assert list(outcomes) == list(gangs)
+    assert all(outcomes[key].ok for key in gangs if key != "broken")
+    assert [world.node_of(pod) for pod in [*singles, *pair]] == [node] * 6
+    failed = outcomes["broken"]
+    assert not failed.ok and failed.failed == broken[1] and "no longer exists" in failed.error
+    assert failed.left_bound == () and set(failed.rolled_back) <= {broken[0]}
+    assert world.node_of(broken[0]) is None  # never bound, or rolled back
+    assert world.backend.bind_many({}) == {}
+
+
 # --- eviction -------------------------------------------------------------------------------
 
 

@@ -18,6 +18,7 @@ import secrets
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ from gpupool.accounting.models import PreemptionEvent, UsageInterval
 from gpupool.clusters.kubernetes import KubernetesBackend
 from gpupool.control.loop import ControlLoop, CycleResult
 from gpupool.control.models import SchedulingCycle
+from gpupool.control.runner import run_forever
 from gpupool.inventory.actions import do_save_flavor, do_set_gpu_health
 from gpupool.inventory.models import Flavor, Gpu
 from gpupool.quotas.actions import do_save_priority_class, do_save_queue, do_set_queue_quota
@@ -610,3 +612,51 @@ def test_a_budget_runs_out_mid_run_and_the_work_is_demoted_not_killed(plane: Pla
     paid = plane.workload("paid")
     assert paid.state == "running" and not paid.eviction_reason
     assert plane.bound("paid")
+
+
+def test_a_pod_made_with_kubectl_starts_a_cycle_before_the_interval_is_over(
+    plane: Plane,
+) -> None:
+    plane.cycle()  # the inventory in
+    stop = threading.Event()
+    results: list[CycleResult] = []
+
+    def on_cycle(result: CycleResult) -> None:
+        results.append(result)
+
+    def run() -> None:
+        try:
+            run_forever(
+                plane.loop, stop, interval_s=600.0, roll_up_interval_s=3600.0,
+                on_cycle=on_cycle, on_change=True,
+            )  # fmt: skip
+        finally:
+            connection.close()  # this thread's own connection
+
+    thread = threading.Thread(target=run, name="loop-on-change")
+    thread.start()
+    try:
+        wait_for("the loop's first cycle", lambda: len(results) >= 1)
+        # Cycles the first one's own writes started run out; then the loop waits.
+        wait_for("a quiet loop", lambda: _quiet(results, 3.0))
+        before = len(results)
+        plane.create_pod("kubectl-made")
+        node = wait_for(
+            "the pod bound, long before the 600 s interval",
+            lambda: plane.running_pod("kubectl-made"),
+            timeout=60.0,
+        )
+        assert node in plane.nodes
+        wait_for("the binding cycle's end", lambda: len(results) > before, timeout=30.0)
+        assert all(r.status == "succeeded" for r in results), [r.error for r in results]
+    finally:
+        stop.set()
+        thread.join(60.0)
+    assert not thread.is_alive()
+
+
+def _quiet(results: list[CycleResult], seconds: float) -> bool:
+    """Whether no cycle has run for ``seconds``."""
+    count = len(results)
+    time.sleep(seconds)
+    return len(results) == count

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -365,6 +366,128 @@ def test_a_gang_for_a_node_that_does_not_exist_binds_nothing(
 
 
 # --- eviction -------------------------------------------------------------------------------
+
+
+def test_a_change_of_our_pods_ends_the_wait_for_one(
+    backend: KubernetesBackend,
+    core: client.CoreV1Api,
+    k8s_namespace: str,
+    k8s_fake_node: Callable[..., str],
+) -> None:
+    node = k8s_fake_node(gpus=8)
+    follower = Follower(backend)
+    follower.until("the node", lambda v: node in v.nodes)
+    # Other tests' pods may still be going away: wait until a sync is followed by quiet.
+    wait_for("a quiet cluster", lambda: not (backend.sync() and backend.wait_for_change(1.0)))
+    web = gpu_pod(core, k8s_namespace, "web", scheduler="default-scheduler", node=node)
+    assert not backend.wait_for_change(1.0)  # another scheduler's pod: not ours to wait for
+
+    started = time.monotonic()
+    pod = gpu_pod(core, k8s_namespace, "new")
+    assert backend.wait_for_change(30.0)
+    assert time.monotonic() - started < 30.0
+    view = follower.until("the pod in the cache", lambda v: in_view(v, pod))
+    assert web.key not in view.pods
+
+
+class BindCounter:
+    """Counts the backend's ``pods/binding`` requests as they go to the real API server: how
+    many, when each started, and the most in flight at once (the backend's client wrapped,
+    the server untouched)."""
+
+    def __init__(self, backend: KubernetesBackend) -> None:
+        backend.sync()  # the informers started: their lists and watches are not counted
+        # The HTTP pool under the backend's client: a request reaches it once the client
+        # limit let it start.
+        pool: Any = backend._api.rest_client.pool_manager
+        self._request = pool.request
+        pool.request = self._counted
+        self._lock = threading.Lock()
+        self.started: list[float] = []
+        self.in_flight = 0
+        self.most_in_flight = 0
+
+    def _counted(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        if not url.split("?")[0].endswith("/binding"):
+            return self._request(method, url, *args, **kwargs)
+        with self._lock:
+            self.started.append(time.monotonic())
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            return self._request(method, url, *args, **kwargs)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+
+def test_many_gangs_are_bound_at_once_and_a_failing_gang_is_still_rolled_back(
+    k8s_api: Any,
+    core: client.CoreV1Api,
+    k8s_namespace: str,
+    k8s_fake_node: Callable[..., str],
+) -> None:
+    nodes = [k8s_fake_node(gpus=8) for _ in range(3)]
+    singles = [gpu_pod(core, k8s_namespace, f"one-{i}") for i in range(16)]
+    gang = [gpu_pod(core, k8s_namespace, f"gang-{i}") for i in range(4)]
+    broken = [gpu_pod(core, k8s_namespace, f"broken-{i}") for i in range(4)]
+    with KubernetesBackend(k8s_api.configuration, bind_workers=6) as backend:
+        Follower(backend).until(
+            "the pods and nodes",
+            lambda v: in_view(v, *singles, *gang, *broken) and set(nodes) <= set(v.nodes),
+        )
+        counter = BindCounter(backend)
+        # Deleted behind the cache's back: the cache still shows it, the API answers 404.
+        core.delete_namespaced_pod(broken[3].name, k8s_namespace, grace_period_seconds=0)
+        wait_for("the deletion", lambda: not _exists(core, broken[3]))
+        gangs = {f"one-{i}": [PodBinding(p, nodes[i % 2])] for i, p in enumerate(singles)}
+        gangs["gang"] = [PodBinding(p, nodes[2]) for p in gang]
+        gangs["broken"] = [PodBinding(p, nodes[2]) for p in broken]
+        pool = backend._api.rest_client.pool_manager.connection_from_url(k8s_api.configuration.host)
+        connections = pool.num_connections
+
+        outcomes = backend.bind_many(gangs)
+        # Every answer was read, so its connection went back to the pool: a connection per
+        # bind worker at most, not a new TLS connection per binding.
+        assert pool.num_connections - connections <= 6 + 1  # and the rolling-back thread
+
+    assert all(outcomes[k].ok for k in gangs if k != "broken")
+    assert [node_of(core, p) for p in singles] == [nodes[i % 2] for i in range(16)]
+    assert [node_of(core, p) for p in gang] == [nodes[2]] * 4
+    failed = outcomes["broken"]
+    assert not failed.ok and failed.failed == broken[3] and "no longer exists" in failed.error
+    assert failed.left_bound == () and set(failed.rolled_back) <= set(broken[:3])
+    assert [node_of(core, p) for p in broken[:3]] == [None] * 3  # rolled back, none left bound
+    # The 20 good members and up to four of the broken gang went out together, at most as
+    # many at once as there are bind workers.
+    assert 20 < len(counter.started) <= 24
+    assert 1 < counter.most_in_flight <= 6
+
+
+def test_bindings_keep_to_the_client_rate_limit(
+    k8s_api: Any,
+    core: client.CoreV1Api,
+    k8s_namespace: str,
+    k8s_fake_node: Callable[..., str],
+) -> None:
+    qps, burst, count = 10.0, 2, 16
+    node = k8s_fake_node(gpus=count)
+    pods = [gpu_pod(core, k8s_namespace, f"paced-{i}") for i in range(count)]
+    with KubernetesBackend(k8s_api.configuration, qps=qps, burst=burst) as backend:
+        Follower(backend).until("the pods", lambda v: in_view(v, *pods) and node in v.nodes)
+        counter = BindCounter(backend)
+        started = time.monotonic()
+        outcomes = backend.bind_many({p.name: [PodBinding(p, node)] for p in pods})
+        took = time.monotonic() - started
+
+    assert all(outcome.ok for outcome in outcomes.values())
+    assert [node_of(core, p) for p in pods] == [node] * count
+    assert len(counter.started) == count
+    # A bucket of `burst` tokens at most, refilled at `qps`: the last of `count` requests
+    # cannot start before (count - burst) / qps.
+    floor = (count - burst) / qps
+    assert counter.started[-1] - started >= floor - 0.05
+    assert took >= floor - 0.05
 
 
 def test_an_eviction_under_a_budget_is_refused_for_the_pod_it_protects(

@@ -208,6 +208,15 @@ class FakeCluster:
                 done.append(binding.pod)
         return BindOutcome(bound=tuple(b.pod for b in gang))
 
+    def bind_many(self, gangs: Mapping[str, Sequence[PodBinding]]) -> dict[str, BindOutcome]:
+        """Each gang as ``bind`` binds it, one after another."""
+        return {key: self.bind(gang) for key, gang in gangs.items()}
+
+    def wait_for_change(self, timeout_s: float) -> bool:
+        """Nothing changes by itself here: wait it out."""
+        time.sleep(max(timeout_s, 0.0))
+        return False
+
     def evict(self, pods: Sequence[PodRef], reason: str) -> EvictOutcome:
         """A budget's refusal of one pod aborts the set; evicted pods are gone at once."""
         self.calls["evict"] += 1
