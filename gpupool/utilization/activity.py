@@ -68,3 +68,23 @@ def idle_since(activity: PodActivity | None, *, previous: float) -> float:
     if activity is not None and activity.last_active_at is not None:
         return activity.last_active_at
     return previous
+
+
+def idle_spell_start(
+    *,
+    previous: float | None,
+    window_start: float,
+    window_end: float,
+    last_active_at: float | None,
+    started_at: float | None,
+) -> float | None:
+    """Since when a workload has been idle after a window that saw it (None: it worked in the
+    window's last step). Idle since the end of its last active step in the window; with no
+    activity in the window, since what was known (``previous``, when of this run: not before
+    ``started_at``), else since the later of its start and the window's start -- the source
+    vouches for no earlier idleness than it saw."""
+    if last_active_at is not None:
+        return None if last_active_at >= window_end else last_active_at
+    if previous is not None and (started_at is None or previous >= started_at):
+        return previous
+    return window_start if started_at is None else max(started_at, window_start)
