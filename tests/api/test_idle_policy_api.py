@@ -4,13 +4,16 @@ and a bad value answers 400 naming the field and changes nothing."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.utils import timezone
 from resources_pool import pool
 
 from gpupool.audit.models import AuditEvent
 from gpupool.quotas.models import PriorityClass, Queue
+from gpupool.utilization.actions import do_record_activity
 
 pytestmark = pytest.mark.django_db
 
@@ -87,3 +90,15 @@ def test_only_admins_set_an_idle_policy(api_as: Any, resources: dict) -> None:
     )
     assert response.status_code == 403
     assert PriorityClass.objects.get(name="normal").idle_reclaim_after_s is None
+
+
+def test_a_workloads_idle_spell_is_in_the_workloads_api(api_as: Any, resources: dict) -> None:
+    workload = resources["own_workload"]
+    since = timezone.now() - timedelta(minutes=30)
+    do_record_activity([], idle_since={workload.pk: since})  # the sampler's write
+    body = api_as("member").get(f"/api/v1/workloads/{workload.namespace}/{workload.name}/")
+    assert body.status_code == 200, body.content
+    assert body.json()["idle_since"] is not None
+    do_record_activity([], idle_since={workload.pk: None})
+    body = api_as("member").get(f"/api/v1/workloads/{workload.namespace}/{workload.name}/")
+    assert body.json()["idle_since"] is None
