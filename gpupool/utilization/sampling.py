@@ -172,6 +172,7 @@ def record_activity(
         active = sum(s.active_gpu_seconds for s in seen)
         weighted = sum(s.mean_utilization * s.observed_gpu_seconds for s in seen)
         last = max((s.last_active_at for s in seen if s.last_active_at is not None), default=None)
+        last_seen = max((s.last_seen_at for s in seen if s.last_seen_at is not None), default=end)
         windows.append(
             ActivityWindow(
                 workload=workload,
@@ -190,7 +191,7 @@ def record_activity(
         spell = idle_spell_start(
             previous=None if workload.idle_since is None else workload.idle_since.timestamp(),
             window_start=start,
-            window_end=end,
+            last_seen_at=last_seen,
             last_active_at=last,
             started_at=None if began is None else began.timestamp(),
         )

@@ -169,6 +169,7 @@ def test_a_queue_override_and_an_opt_out_are_respected(
         ("no activity, idle before: the same spell", 90.0, None, 90.0),
         ("no activity, busy before: idle since the window began", None, None, 100.0),
         ("a spell of an earlier run does not count", 10.0, None, 100.0),
+        ("a gap at the window's end (a failed scrape) is no idleness", 90.0, 180.0, None),
     ],
     ids=lambda v: v if isinstance(v, str) else "",
 )
@@ -178,7 +179,7 @@ def test_the_idle_spell_after_a_window(
     got = idle_spell_start(
         previous=previous,
         window_start=100.0,
-        window_end=200.0,
+        last_seen_at=180.0 if last_active == 180.0 else 200.0,
         last_active_at=last_active,
         started_at=50.0,
     )
