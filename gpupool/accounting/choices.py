@@ -9,6 +9,7 @@ class PreemptionReason(models.TextChoices):
     PREEMPT = "preempt", "preempt (a higher-priority workload needed the GPUs)"
     RECLAIM = "reclaim", "reclaim (the lending queue wanted its quota back)"
     BUDGET = "budget", "budget (its priority budget ran out)"
+    IDLE = "idle", "idle (its GPUs sat idle past its idle timeout; it ends)"
     NODE_FAILURE = "node-failure", "node failure"
     ADMIN = "admin", "admin (drain or manual eviction)"
 

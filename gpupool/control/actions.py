@@ -691,8 +691,38 @@ def do_record_cycle(
                 nominated=nominated, updated_at=timezone.now()
             )
     _record_explanations(record.explanations)
+    _record_idle_alerts(record, at)
     do_record_budget_moves(budget_moves, at=at)
     return cycle
+
+
+def _record_idle_alerts(record: CycleRecord, at: datetime) -> None:
+    """Remember which idle spell each alerted workload was alerted about (so the next cycles
+    do not alert again), with one audit row naming them; the mails and the pods' Events go
+    out after the commit (``ControlLoop._alert_idle``)."""
+    if not record.idle_alerts:
+        return
+    stamp = timezone.now()
+    update_rows(
+        Workload,
+        ["idle_alerted_since", "updated_at"],
+        {alert.workload_id: (alert.idle_since, stamp) for alert in record.idle_alerts},
+    )
+    first = Workload.objects.get(pk=record.idle_alerts[0].workload_id)
+    record_audit_event(
+        acting_user=None,
+        action="control.idle_alerts",
+        instance=first,
+        before=None,
+        after={
+            "workloads": len(record.idle_alerts),
+            "alerts": [
+                {"workload": alert.name, "idle_since": alert.idle_since.isoformat()}
+                for alert in record.idle_alerts[:50]
+            ],
+        },
+        reason=f"idle past their idle alert timeout at {at.isoformat()}",
+    )
 
 
 def _record_admissions(record: CycleRecord, at: datetime) -> None:

@@ -88,7 +88,7 @@ from gpupool.control.sync import (
 from gpupool.inventory.models import Gpu, Node
 from gpupool.inventory.queries import fragmentation_sample
 from gpupool.notifications.choices import WorkloadEvent
-from gpupool.notifications.notify import notify_workload_event
+from gpupool.notifications.notify import notify_idle_workload, notify_workload_event
 from gpupool.runtime import gc_paused
 from gpupool.scheduler.cycle import plan_of, run_cycle
 from gpupool.scheduler.lifecycle import apply_plan
@@ -139,6 +139,17 @@ class CycleResult:
             "pending": self.pending,
             "error": self.error,
         }
+
+
+def idle_message(idle_since: datetime, reclaim_at: datetime | None) -> str:
+    """The Event an idle workload's pods get: since when, and when it is reclaimed."""
+    text = f"its GPUs have done no work since {idle_since.isoformat(timespec='seconds')}"
+    if reclaim_at is None:
+        return text
+    return text + (
+        f"; if they stay idle it is reclaimed at {reclaim_at.isoformat(timespec='seconds')}"
+        " and ends"
+    )
 
 
 class ControlLoop:
@@ -305,6 +316,7 @@ class ControlLoop:
 
             phase, clock = "apply", time.perf_counter()
             outcome = self._apply(now, keys)
+            self._alert_idle(record)
             timings["apply"] = time.perf_counter() - clock
             self._sample_utilization(now)
             result.counts = {
@@ -600,10 +612,16 @@ class ControlLoop:
         for eviction in record.evictions:
             row = rows[eviction.name]
             rows[eviction.name] = replace(
-                row, eviction_reason=eviction.reason, evicting_for_id=eviction.preemptor_id
+                row,
+                info=replace(row.info, leaving=eviction.preemptor_id is None),
+                eviction_reason=eviction.reason,
+                evicting_for_id=eviction.preemptor_id,
             )
             self.outstanding.add(eviction.name)
             self.evictions_sent.pop(eviction.name, None)
+        for alert in record.idle_alerts:
+            row = rows[alert.name]
+            rows[alert.name] = replace(row, idle_alerted_since=alert.idle_since.timestamp())
         self.written.update(record.explanations)
         self.written_at.update(dict.fromkeys(record.explanations, time.monotonic()))
         names = self.state.names
@@ -640,6 +658,29 @@ class ControlLoop:
             )
             self.state.forget_events(outcome.refused)
         return outcome
+
+    def _alert_idle(self, record: CycleRecord) -> None:
+        """Tell the owners and team leads of the workloads idle past their alert timeout
+        (mail, their preferences decide) and put a Warning Event on their pods: once per idle
+        spell (the record remembered it). A failure is logged and never fails the cycle."""
+        if not record.idle_alerts:
+            return
+        try:
+            workloads = Workload.objects.select_related("queue").in_bulk(
+                [alert.workload_id for alert in record.idle_alerts]
+            )
+            for alert in record.idle_alerts:
+                message = idle_message(alert.idle_since, alert.reclaim_at)
+                for pod in self.mirror.pods_of(key_of(alert.name)):
+                    if holds_node(pod):
+                        self.backend.record_event(pod.ref, "Idle", message, "Warning")
+                workload = workloads.get(alert.workload_id)
+                if workload is not None:
+                    notify_idle_workload(
+                        workload, idle_since=alert.idle_since, reclaim_at=alert.reclaim_at
+                    )
+        except Exception:
+            logger.exception("idle alerts failed")
 
     def _work(self, names: Iterable[str], now: float) -> ApplyWork:
         """What apply is to do for these workloads (those that need nothing drop out)."""

@@ -16,7 +16,10 @@
   reason changed; when only its numbers moved (position, facts, the sentence that says them),
   once the last write is ``POSITION_REFRESH_S`` old, the oldest first and at most
   ``REFRESHED_PER_CYCLE`` a cycle (thousands move every cycle; writing them all was most of a
-  steady cycle's record).
+  steady cycle's record);
+- **idle alerts**: running workloads idle past their alert timeout whose idle spell was not
+  alerted about yet (``Workload.idle_alerted_since`` differs from the spell's start): once per
+  spell, however many cycles it lasts.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import json
 from collections import defaultdict
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 
 from gpupool.control.snapshot import DatabaseSnapshot, WorkloadRow
@@ -78,6 +81,17 @@ class Explanation:
     position: int | None
 
 
+@dataclass(frozen=True, slots=True)
+class IdleAlertRecord:
+    """An idle spell to alert about: the workload, since when it is idle, when it is
+    reclaimed if it stays idle (None: never)."""
+
+    workload_id: int
+    name: str
+    idle_since: datetime
+    reclaim_at: datetime | None
+
+
 @dataclass
 class CycleRecord:
     """Everything one cycle decided to write."""
@@ -88,6 +102,7 @@ class CycleRecord:
     nominated: dict[int, bool] = field(default_factory=dict)
     explanations: dict[int, Explanation] = field(default_factory=dict)
     pending_by_reason: dict[str, int] = field(default_factory=dict)
+    idle_alerts: list[IdleAlertRecord] = field(default_factory=list)
 
 
 def placed_gpus(workload: WorkloadInfo, flavor_of_node: Mapping[str, str]) -> dict[str, float]:
@@ -209,6 +224,20 @@ def decide_record(
                         _decimal(lost_gpu_hours(info, now), "0.0001"),
                     )
                 )
+    for alert in plan.idle_alerts:
+        alerted = rows.get(alert.workload)
+        if alerted is None or alerted.idle_alerted_since == alert.idle_since:
+            continue  # this spell was alerted about already
+        record.idle_alerts.append(
+            IdleAlertRecord(
+                alerted.id,
+                alert.workload,
+                datetime.fromtimestamp(alert.idle_since, tz=UTC),
+                None
+                if alert.reclaim_at is None
+                else datetime.fromtimestamp(alert.reclaim_at, tz=UTC),
+            )
+        )
     refreshed: list[tuple[float, int, Explanation]] = []
     for pending in plan.pending:
         workload_id = database.workload_ids[pending.workload]

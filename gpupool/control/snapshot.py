@@ -29,7 +29,10 @@ What the snapshot holds, and from where:
   a prefix of the workload's pods in that order, as the core places them. A checkpoint
   before the start or after ``now`` is stale (from an earlier run, or a clock ahead) and left
   out. ``evicting_for`` is kept while its preemptor is in the snapshot, ``nominated`` while
-  the workload is pending. ``missing_pods`` is 0: which pods exist is the cluster's to say;
+  the workload is pending. ``missing_pods`` is 0: which pods exist is the cluster's to say.
+  A placed workload's ``idle_since`` is the sampler's (``Workload.idle_since``), kept only
+  between its start and ``now``; ``leaving`` marks one being evicted with no preemptor (idle,
+  a drain);
 - **budgets** of the period that contains ``now`` (its date in ``TIME_ZONE``): granted
   GPU-hours, and as used the granted minus the ledger's balance, i.e. what was spent plus
   what open reservations hold (``docs/architecture.md``, "Budgets as a ledger"). Budgets of a
@@ -197,6 +200,10 @@ def _seconds(moment: datetime | None) -> float | None:
     return None if moment is None else moment.timestamp()
 
 
+def _opt_float(value: int | None) -> float | None:
+    return None if value is None else float(value)
+
+
 def _flavors() -> tuple[tuple[FlavorInfo, ...], dict[str, int], dict[int, Flavor]]:
     """Every flavor; MIG flavors are exclusive per instance and carry their card and profile."""
     flavors: list[FlavorInfo] = []
@@ -310,6 +317,8 @@ def _queues() -> tuple[tuple[QueueInfo, ...], dict[str, int]]:
         "lending_limit",
         "max_protected_runtime_s",
         "default_protected_runtime_s",
+        "idle_alert_after_s",
+        "idle_reclaim_after_s",
     ).order_by("name")
     for (
         queue_id,
@@ -321,6 +330,8 @@ def _queues() -> tuple[tuple[QueueInfo, ...], dict[str, int]]:
         lending_limit,
         max_protected,
         default_protected,
+        idle_alert,
+        idle_reclaim,
     ) in rows:
         queues.append(
             QueueInfo(
@@ -333,6 +344,8 @@ def _queues() -> tuple[tuple[QueueInfo, ...], dict[str, int]]:
                 max_protected_runtime_s=None if max_protected is None else float(max_protected),
                 default_protected_runtime_s=float(default_protected),
                 quota=quotas.get(queue_id, {}),
+                idle_alert_after_s=_opt_float(idle_alert),
+                idle_reclaim_after_s=_opt_float(idle_reclaim),
             )
         )
         ids[name] = queue_id
@@ -348,10 +361,20 @@ def _priority_classes() -> tuple[PriorityClassInfo, ...]:
             default=default,
             preemption_policy="Never" if policy == "Never" else "PreemptLowerPriority",
             budget_rate=float(rate),
+            idle_alert_after_s=_opt_float(idle_alert),
+            idle_reclaim_after_s=_opt_float(idle_reclaim),
         )
-        for name, value, default, policy, rate in PriorityClass.objects.values_list(
-            "name", "value", "default", "preemption_policy", "budget_rate"
-        ).order_by("name")
+        for name, value, default, policy, rate, idle_alert, idle_reclaim in (
+            PriorityClass.objects.values_list(
+                "name",
+                "value",
+                "default",
+                "preemption_policy",
+                "budget_rate",
+                "idle_alert_after_s",
+                "idle_reclaim_after_s",
+            ).order_by("name")
+        )
     )
     if not any(c.default for c in classes):
         raise SnapshotError(
@@ -448,6 +471,7 @@ class WorkloadRow:
     state: str = WorkloadState.PENDING  # the database's: admitted and running are both placed
     origin: str = ""
     eviction_reason: str = ""
+    idle_alerted_since: float | None = None  # the idle spell last alerted about
 
     def resolve(self, names: Mapping[int, str], now: float) -> WorkloadInfo:
         """The core's workload at ``now``: its preemptor named while it is in the snapshot, a
@@ -490,6 +514,8 @@ def read_workloads(now: datetime, only: Collection[int] | None = None) -> dict[s
             "evicting_for_id",
             "origin",
             "eviction_reason",
+            "idle_since",
+            "idle_alerted_since",
         )
         .order_by()
     )
@@ -513,6 +539,8 @@ def read_workloads(now: datetime, only: Collection[int] | None = None) -> dict[s
             evicting_for,
             origin,
             eviction_reason,
+            idle_since_at,
+            idle_alerted_at,
         ) = row
         name = qualified_name(namespace, short_name)
         sets = pod_sets.get(workload_id)
@@ -521,6 +549,7 @@ def read_workloads(now: datetime, only: Collection[int] | None = None) -> dict[s
         started: float | None = None
         checkpoint: float | None = None
         placement: tuple[PodPlacement, ...] = ()
+        idle_since: float | None = None
         placed = state != WorkloadState.PENDING
         if placed:
             if start is None:
@@ -533,6 +562,9 @@ def read_workloads(now: datetime, only: Collection[int] | None = None) -> dict[s
             started = start.timestamp()
             checkpoint = _seconds(checkpoint_at)
             placement = _placement(name, sets, placements.get(workload_id, []))
+            idle_since = _seconds(idle_since_at)
+            if idle_since is not None and not started <= idle_since <= now.timestamp():
+                idle_since = None  # from an earlier run, or a clock ahead
         info = WorkloadInfo(
             name=name,
             queue=queue,
@@ -548,6 +580,8 @@ def read_workloads(now: datetime, only: Collection[int] | None = None) -> dict[s
             last_checkpoint_at=checkpoint,
             placement=placement,
             nominated=nominated and not placed,
+            idle_since=idle_since,
+            leaving=placed and bool(eviction_reason) and evicting_for is None,
         )
         found[name] = WorkloadRow(
             workload_id,
@@ -557,6 +591,7 @@ def read_workloads(now: datetime, only: Collection[int] | None = None) -> dict[s
             state,
             origin,
             eviction_reason,
+            _seconds(idle_alerted_at),
         )
     return found
 

@@ -14,7 +14,8 @@ transaction, and the loop emits its Events after that commits. It decides:
   Warning Event saying why (once per distinct complaint); a protected runtime above the queue's
   free maximum is capped, and the Event says so; an admitted workload whose pods all run starts
   running; one whose pods all ended succeeded or failed; one being evicted whose pods are gone
-  is preempted, and requeued unless it was a bare pod; a running one whose pods vanished without
+  is preempted, and requeued unless it was a bare pod or reclaimed for sitting idle (reason
+  ``idle``: it ends, ``lifecycle.ENDING_REASONS``); a running one whose pods vanished without
   an eviction was lost (its node failed, or someone deleted them: reason ``node-failure`` or
   ``admin``); a pending one from the cluster whose pods are all gone is cancelled; a pending one
   from the cluster whose pods changed gets its pod sets again; checkpoints come from the pods.
@@ -53,6 +54,7 @@ from gpupool.control.snapshot import WorkloadRow
 from gpupool.control.state import LoopState
 from gpupool.inventory.choices import Sharing
 from gpupool.inventory.models import Flavor
+from gpupool.scheduler.lifecycle import ENDING_REASONS
 from gpupool.scheduler.types import MIB_PER_GB, MILLI, NodeInfo, PodSetInfo, WorkloadInfo
 from gpupool.workloads.choices import Origin, WorkloadState
 
@@ -613,8 +615,11 @@ def _known(
             if failed_nodes
             else "its pods were removed outside gpupool"
         )
+    ends = row.eviction_reason in ENDING_REASONS
+    if ends:
+        why = f"evicted ({row.eviction_reason}): reclaimed, it ends and is not requeued"
     decision.steps.append(Step(row.id, name, WorkloadState.PREEMPTED, why, at, lost=lost))
-    if row.origin != Origin.BARE:
+    if row.origin != Origin.BARE and not ends:
         decision.steps.append(
             Step(row.id, name, WorkloadState.PENDING, "requeued after its eviction", at)
         )

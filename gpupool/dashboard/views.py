@@ -108,6 +108,7 @@ from gpupool.quotas.choices import ACTIVE_WHAT_IF_STATES, QuotaRequestKind, Quot
 from gpupool.quotas.impact import current_pool_shape, request_impact
 from gpupool.quotas.models import PriorityClass, Queue, QueueQuota, QuotaRequest
 from gpupool.quotas.queries import (
+    idle_policy_in_force,
     queue_rows,
     queue_usage,
     queues_led_by,
@@ -597,7 +598,8 @@ def queue_tree(queues: Iterable[Queue]) -> list[tuple[Queue, int]]:
 def queues(request: HttpRequest, access: Access) -> HttpResponse:
     """The queue tree with each queue's quota of one flavor, its deserved share, and what it
     holds, borrows and lends now (every role sees every queue: tenants see each other at the
-    queue level). The rows and the usage are the queues API's (``quotas.queries``)."""
+    queue level), and the idle policy in force (per class, with queue overrides). The rows and
+    the usage are the queues API's (``quotas.queries``)."""
     all_queues = list(queue_rows())
     flavors = list(Flavor.objects.order_by("name"))
     chosen = next((f for f in flavors if f.name == request.GET.get("flavor")), None)
@@ -613,7 +615,7 @@ def queues(request: HttpRequest, access: Access) -> HttpResponse:
         return render_page(
             request,
             "dashboard/queues.html",
-            {"rows": [], "flavors": flavors, "flavor": chosen},
+            {"rows": [], "flavors": flavors, "flavor": chosen, "idle": idle_policy_in_force()},
             live="dashboard/partials/queues_live.html",
         )
     usage = queue_usage()
@@ -641,6 +643,7 @@ def queues(request: HttpRequest, access: Access) -> HttpResponse:
         "shares_error": shares_error,
         "usage": usage,
         "capacity": healthy_capacity(chosen) if chosen else None,
+        "idle": idle_policy_in_force(),
     }
     return render_page(
         request, "dashboard/queues.html", context, live="dashboard/partials/queues_live.html"

@@ -12,6 +12,7 @@ class NotificationKind(models.TextChoices):
     WORKLOAD_STARTED = "workload-started", "my workload started"
     WORKLOAD_PREEMPTED = "workload-preempted", "my workload was preempted"
     WORKLOAD_FAILED = "workload-failed", "my workload failed"
+    WORKLOAD_IDLE = "workload-idle", "my workload, or my team's as its lead, sits idle"
 
 
 class WorkloadEvent(models.TextChoices):

@@ -4,7 +4,8 @@
 address and has not turned ``kind`` off, after the current transaction commits: a change that
 rolls back tells nobody, and a mail that fails is logged and never undoes the change or fails
 the caller. The quota actions call ``notify_quota_request`` at each step of a request; the
-control loop calls ``notify_workload_event`` when a workload starts, is preempted or fails.
+control loop calls ``notify_workload_event`` when a workload starts, is preempted or fails, and
+``notify_idle_workload`` once per idle spell past its idle alert timeout.
 """
 
 from __future__ import annotations
@@ -162,5 +163,44 @@ def notify_workload_event(
         WORKLOAD_EVENT_KIND[WorkloadEvent(event)],
         [workload.submitter_id],
         subject=f"{name} {event}",
+        body="\n".join(lines) + "\n",
+    )
+
+
+def tenant_leads(tenant_id: int | None) -> set[int]:
+    """The ids of the leads of a tenant (none for no tenant)."""
+    if tenant_id is None:
+        return set()
+    return set(
+        get_user_model()
+        .objects.filter(memberships__tenant=tenant_id, memberships__role=MembershipRole.LEAD)
+        .values_list("pk", flat=True)
+    )
+
+
+def notify_idle_workload(
+    workload: Workload, *, idle_since: datetime, reclaim_at: datetime | None
+) -> None:
+    """Tell a workload's submitter and its team's leads that its GPUs sit idle (unless they
+    opted out of ``workload-idle``), and when it is reclaimed if it stays idle."""
+    name = f"{workload.namespace}/{workload.name}"
+    since = idle_since.isoformat(timespec="seconds")
+    lines = [f"The GPUs of workload {name} have done no work since {since}."]
+    if reclaim_at is not None:
+        lines.append(
+            f"If they stay idle it is reclaimed at {reclaim_at.isoformat(timespec='seconds')}:"
+            " it ends and is not requeued."
+        )
+    else:
+        lines.append("Its idle policy does not reclaim it; others may be waiting for GPUs.")
+    page = reverse("dashboard:workload", args=[workload.namespace, workload.name])
+    lines += ["", f"The workload: {link(page)}"]
+    recipients = tenant_leads(workload.queue.tenant_id)
+    if workload.submitter_id is not None:
+        recipients.add(workload.submitter_id)
+    notify(
+        NotificationKind.WORKLOAD_IDLE,
+        recipients,
+        subject=f"{name} is idle since {since}",
         body="\n".join(lines) + "\n",
     )

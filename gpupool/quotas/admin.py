@@ -147,7 +147,15 @@ class QueueQuotaAdmin(ActionModelAdmin):
 class PriorityClassAdmin(ActionModelAdmin):
     """Priority classes: value, preemption policy, budget rate, the default."""
 
-    list_display = ["name", "value", "preemption_policy", "budget_rate", "default"]
+    list_display = [
+        "name",
+        "value",
+        "preemption_policy",
+        "budget_rate",
+        "default",
+        "idle_alert_after_s",
+        "idle_reclaim_after_s",
+    ]
     list_filter = ["preemption_policy", "default"]
     search_fields = ["name"]
 

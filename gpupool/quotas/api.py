@@ -101,6 +101,8 @@ class QueueSerializer(serializers.ModelSerializer[Queue]):
             "lending_limit",
             "default_protected_runtime_s",
             "max_protected_runtime_s",
+            "idle_alert_after_s",
+            "idle_reclaim_after_s",
             "description",
             "quotas",
             "pending_workloads",
@@ -239,11 +241,21 @@ class QueueViewSet(viewsets.ModelViewSet[Queue]):
 
 
 class PriorityClassSerializer(serializers.ModelSerializer[PriorityClass]):
-    """A priority class: value, preemption policy, budget rate and whether it is the default."""
+    """A priority class: value, preemption policy, budget rate, whether it is the default, and
+    its idle policy (seconds idle before an alert, before a reclaim; null: never)."""
 
     class Meta:
         model = PriorityClass
-        fields = ("name", "value", "preemption_policy", "budget_rate", "default", "description")
+        fields = (
+            "name",
+            "value",
+            "preemption_policy",
+            "budget_rate",
+            "default",
+            "idle_alert_after_s",
+            "idle_reclaim_after_s",
+            "description",
+        )
 
 
 class PriorityClassViewSet(viewsets.ModelViewSet[PriorityClass]):

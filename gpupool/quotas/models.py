@@ -35,6 +35,36 @@ def fmt(value: Decimal | int | None) -> str:
     return text
 
 
+def idle_timeout_field(what: str) -> models.PositiveIntegerField[int | None, int | None]:
+    """An idle-policy timeout in seconds (null: off for a class, inherit for a queue)."""
+    return models.PositiveIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(1)], help_text=what
+    )
+
+
+def idle_policy_errors(alert_after_s: int | None, reclaim_after_s: int | None) -> dict[str, str]:
+    """The idle policy's rules, by field: positive timeouts, and the reclaim after the alert
+    when both are set (an alert after the reclaim would tell nobody anything)."""
+    errors: dict[str, str] = {}
+    for field, value in (
+        ("idle_alert_after_s", alert_after_s),
+        ("idle_reclaim_after_s", reclaim_after_s),
+    ):
+        if value is not None and value <= 0:
+            errors[field] = f"{field} must be a positive number of seconds, not {value}"
+    if (
+        not errors
+        and alert_after_s is not None
+        and reclaim_after_s is not None
+        and reclaim_after_s <= alert_after_s
+    ):
+        errors["idle_reclaim_after_s"] = (
+            f"idle_reclaim_after_s ({reclaim_after_s}s) must come after idle_alert_after_s "
+            f"({alert_after_s}s): the alert warns before the reclaim"
+        )
+    return errors
+
+
 class Queue(models.Model):
     """A node of the queue tree: the root stands for the pool, leaves receive workloads."""
 
@@ -69,6 +99,13 @@ class Queue(models.Model):
         null=True,
         blank=True,
         help_text="Longest free protection at the default class; empty means no cap.",
+    )
+    idle_alert_after_s = idle_timeout_field(
+        "Seconds idle before the owner of a workload here is alerted; empty: the class's."
+    )
+    idle_reclaim_after_s = idle_timeout_field(
+        "Seconds idle before a workload here is reclaimed (outside its protected window); "
+        "empty: the class's."
     )
     description = models.TextField(blank=True)
 
@@ -106,9 +143,11 @@ class Queue(models.Model):
         return self.pk is not None and not self.children.exists()
 
     def clean(self) -> None:
-        """Check weight, protection bounds, that the tree has no cycle, and that re-parenting
-        keeps every guarantee inside its new ancestor's."""
-        errors: dict[str, str] = {}
+        """Check weight, protection bounds, the idle policy, that the tree has no cycle, and
+        that re-parenting keeps every guarantee inside its new ancestor's."""
+        errors: dict[str, str] = idle_policy_errors(
+            self.idle_alert_after_s, self.idle_reclaim_after_s
+        )
         if self.weight is not None and self.weight <= 0:
             errors["weight"] = f"weight must be greater than 0, not {fmt(self.weight)}"
         if (
@@ -374,6 +413,14 @@ class PriorityClass(models.Model):
     default = models.BooleanField(
         default=False, help_text="The class of workloads that name none (exactly one)."
     )
+    idle_alert_after_s = idle_timeout_field(
+        "Seconds a workload of this class may sit idle before its owner and team leads are "
+        "alerted; empty: never."
+    )
+    idle_reclaim_after_s = idle_timeout_field(
+        "Seconds a workload of this class may sit idle before it is reclaimed (outside its "
+        "protected window; it ends, it is not requeued); empty: never."
+    )
     description = models.TextField(blank=True)
 
     class Meta:
@@ -403,8 +450,11 @@ class PriorityClass(models.Model):
         return self.name
 
     def clean(self) -> None:
-        """The default class is free, and only one class is the default."""
-        errors: dict[str, str] = {}
+        """The default class is free, only one class is the default, and the idle policy's
+        timeouts are positive, the reclaim after the alert."""
+        errors: dict[str, str] = idle_policy_errors(
+            self.idle_alert_after_s, self.idle_reclaim_after_s
+        )
         if self.default and self.budget_rate:
             errors["budget_rate"] = (
                 f"the default class spends no budget: budget_rate must be 0, "

@@ -21,7 +21,7 @@ from gpupool.api.access import Access
 from gpupool.control.queries import pool_figures
 from gpupool.control.snapshot import SnapshotError
 from gpupool.quotas.choices import LedgerEntryKind
-from gpupool.quotas.models import PriorityBudget, Queue, QueueQuota, QuotaRequest
+from gpupool.quotas.models import PriorityBudget, PriorityClass, Queue, QueueQuota, QuotaRequest
 from gpupool.scheduler.shares import QueueShare
 from gpupool.scheduler.types import MILLI
 from gpupool.workloads.choices import PLACED_STATES, WorkloadState
@@ -192,3 +192,36 @@ def queues_led_by(access: Access) -> QuerySet[Queue]:
     every queue)."""
     queues = Queue.objects.all()
     return queues if access.admin else queues.filter(tenant__in=access.lead_tenant_ids)
+
+
+@dataclass(frozen=True, slots=True)
+class IdlePolicyInForce:
+    """The idle policy as the control loop applies it: each class's timeouts, and the queues
+    that override them for their workloads (seconds; None: never, or the class's)."""
+
+    classes: list[PriorityClass]
+    overrides: list[Queue]
+
+    @property
+    def any(self) -> bool:
+        """Whether anything is ever alerted about or reclaimed for sitting idle."""
+        return any(
+            c.idle_alert_after_s is not None or c.idle_reclaim_after_s is not None
+            for c in self.classes
+        ) or any(
+            q.idle_alert_after_s is not None or q.idle_reclaim_after_s is not None
+            for q in self.overrides
+        )
+
+
+def idle_policy_in_force() -> IdlePolicyInForce:
+    """Every priority class with its idle timeouts (highest value first), and the queues that
+    override them (by name): what the Queues page and the docs call the idle policy."""
+    return IdlePolicyInForce(
+        classes=list(PriorityClass.objects.order_by("-value", "name")),
+        overrides=list(
+            Queue.objects.select_related("tenant")
+            .filter(Q(idle_alert_after_s__isnull=False) | Q(idle_reclaim_after_s__isnull=False))
+            .order_by("name")
+        ),
+    )

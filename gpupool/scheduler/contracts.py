@@ -17,6 +17,9 @@ Contracts are filters plugged into the phases, not branches inside them (KAI's
   cheaper).
 - **starvation** — a workload pending longer than the policy's limit is starving (the cycle
   holds capacity for it).
+- **idle** — a running workload whose GPUs have done nothing since ``idle_since`` is alerted
+  about after its idle alert timeout and reclaimed after its idle reclaim timeout (its queue's,
+  else its declared class's; None: never), never inside its protected window.
 
 The contracts' timers live here too, so that everything that waits for time to pass reads the
 same rules: when a protected window ends, a back-off or a victim's extra protection lapses, a
@@ -142,6 +145,13 @@ class Contracts:
             if event.preemptor_tenant is not None:
                 self.caused_by_tenant[event.preemptor_tenant].append(event.at)
             self.victim_times[event.victim].append(event.at)
+        self.idle_policy_set = any(
+            c.idle_alert_after_s is not None or c.idle_reclaim_after_s is not None
+            for c in snapshot.priority_classes
+        ) or any(
+            q.idle_alert_after_s is not None or q.idle_reclaim_after_s is not None
+            for q in snapshot.queues
+        )
         self.standing: dict[str, Standing] = {}
         self._interned: dict[tuple[str, bool, bool, float, float], Standing] = {}
         self._settle(snapshot.workloads)
@@ -283,6 +293,8 @@ class Contracts:
 
     def evictable(self, workload: WorkloadInfo) -> bool:
         """Victim filter: running, not already leaving, outside its protected window."""
+        if workload.leaving:
+            return False
         if (
             workload.protected_runtime_s == 0
             and workload.name not in self.victim_times
@@ -294,6 +306,30 @@ class Contracts:
             workload.state == "running"
             and workload.evicting_for is None
             and self.protected_until(workload) <= self.now
+        )
+
+    def idle_timeouts(self, workload: WorkloadInfo) -> tuple[float | None, float | None]:
+        """Seconds idle before the workload is alerted about, and before it is reclaimed
+        (None: never): its queue's where the queue sets one, else its declared class's."""
+        queue = self.queues[workload.queue]
+        klass = self.classes[workload.priority_class]
+        alert = queue.idle_alert_after_s
+        reclaim = queue.idle_reclaim_after_s
+        return (
+            klass.idle_alert_after_s if alert is None else alert,
+            klass.idle_reclaim_after_s if reclaim is None else reclaim,
+        )
+
+    def idle_reclaimable(self, workload: WorkloadInfo) -> bool:
+        """Idle filter: running, not leaving, idle at least its reclaim timeout, and outside
+        its protected window (``evictable``)."""
+        if workload.idle_since is None or workload.state != "running":
+            return False
+        reclaim = self.idle_timeouts(workload)[1]
+        return (
+            reclaim is not None
+            and self.now - workload.idle_since >= reclaim
+            and self.evictable(workload)
         )
 
     def may_preempt_victim(self, preemptor: WorkloadInfo, victim: WorkloadInfo) -> bool:
@@ -350,6 +386,17 @@ class Contracts:
             return None
         until, who, count = best
         return {"caused_by": who, "preemptions": count, "window_s": policy.window_s, "until": until}
+
+    def idle_reclaim_at(self, workload: WorkloadInfo) -> float | None:
+        """When an idle running workload becomes reclaimable if it stays idle: its reclaim
+        timeout after its idle spell began, or the end of its protected window if later
+        (None: it is not idle, or its policy never reclaims it)."""
+        if workload.idle_since is None or workload.state != "running" or workload.leaving:
+            return None
+        reclaim = self.idle_timeouts(workload)[1]
+        if reclaim is None:
+            return None
+        return max(workload.idle_since + reclaim, self.protected_until(workload))
 
     def starving_since(self, workload: WorkloadInfo) -> float | None:
         """When the workload's starvation limit was reached (None: the policy sets none)."""

@@ -1,9 +1,11 @@
 """One scheduling cycle: ``plan(snapshot, policy, now) -> Plan``.
 
-The cycle is five numbered phases (docs/scheduler.md), each a function of the ``Cycle`` it
-works on (``cycle_state.py``), registered in ``PHASES`` in order so a policy can drop or
-reorder them (``policy.phases``):
+The cycle is five numbered phases (docs/scheduler.md), after the idle filter, each a function
+of the ``Cycle`` it works on (``cycle_state.py``), registered in ``PHASES`` in order so a
+policy can drop or reorder them (``policy.phases``):
 
+    # 0 idle      running work idle past its reclaim timeout, outside its protected window,
+                  is evicted (reason ``idle``); work idle past its alert timeout is reported
     # 1 enqueue   set aside what cannot run this cycle: missing pods, victims still leaving,
                   a gang no capability on its path or the pool could ever hold
     # 2 allocate  queues in the policy's order (weighted DRF, or the heads' rank), inside a
@@ -45,6 +47,8 @@ from gpupool.scheduler.statement import Statement
 from gpupool.scheduler.types import (
     MILLI,
     Admission,
+    Eviction,
+    IdleAlert,
     PendingExplanation,
     Plan,
     PodPlacement,
@@ -74,6 +78,35 @@ def run_cycle(snapshot: Snapshot, policy: PolicyInfo, now: float) -> Cycle:
     for name in policy.phases:
         PHASES[name](cycle)
     return cycle
+
+
+# -- 0 idle ---------------------------------------------------------------------------------------
+
+
+def idle(cycle: Cycle) -> None:
+    """# 0 Evict running work idle past its reclaim timeout, outside its protected window
+    (reason ``idle``, no preemptor); report work idle past its alert timeout.
+
+    Like every eviction its GPUs stay taken until its pods are gone, so nothing is admitted
+    on them in this cycle; an idle-reclaimed workload ends (the control loop does not requeue
+    it). Nothing to do unless some class or queue sets an idle policy.
+    """
+    contracts = cycle.contracts
+    if not contracts.idle_policy_set:
+        return
+    alerts: list[IdleAlert] = []
+    idle_now = [r.info for r in cycle.running.values() if r.info.idle_since is not None]
+    for info in sorted(idle_now, key=lambda w: w.name):
+        name, since = info.name, info.idle_since
+        if since is None or info.leaving or info.evicting_for is not None:
+            continue
+        if contracts.idle_reclaimable(info):
+            cycle.evicted[name] = Eviction(name, "idle", None)
+            continue
+        alert_after = contracts.idle_timeouts(info)[0]
+        if alert_after is not None and cycle.now - since >= alert_after:
+            alerts.append(IdleAlert(name, since, contracts.idle_reclaim_at(info)))
+    cycle.idle_alerts = alerts
 
 
 # -- 1 enqueue ------------------------------------------------------------------------------------
@@ -633,6 +666,7 @@ def _hold_may_evict(cycle: Cycle, holder: PendingWork, work: PendingWork) -> boo
 Phase = Callable[[Cycle], None]
 
 PHASES: Mapping[str, Phase] = {
+    "idle": idle,
     "enqueue": enqueue,
     "allocate": allocate,
     "preempt": preempt,
@@ -648,7 +682,12 @@ def plan_of(cycle: Cycle) -> Plan:
     """The plan a finished cycle produced."""
     admit = tuple(_admission(cycle, name) for name in sorted(cycle.admitted))
     evict = tuple(cycle.evicted[name] for name in sorted(cycle.evicted))
-    return Plan(admit=admit, evict=evict, pending=tuple(pending_explanations(cycle)))
+    return Plan(
+        admit=admit,
+        evict=evict,
+        pending=tuple(pending_explanations(cycle)),
+        idle_alerts=tuple(cycle.idle_alerts),
+    )
 
 
 def pending_explanations(cycle: Cycle) -> list[PendingExplanation]:

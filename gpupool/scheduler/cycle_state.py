@@ -37,6 +37,7 @@ from gpupool.scheduler.types import (
     MILLI,
     Eviction,
     EvictReason,
+    IdleAlert,
     PodSetInfo,
     PolicyInfo,
     Snapshot,
@@ -173,6 +174,7 @@ class Cycle:
         self.budget_left: dict[tuple[str, str], float] = dict(self.contracts.budget)
         self.budget_spent: dict[tuple[str, str], list[tuple[str, float]]] = defaultdict(list)
         self.evicted: dict[str, Eviction] = {}
+        self.idle_alerts: list[IdleAlert] = []  # running work idle past its alert timeout
         self.waiting: set[str] = set()
         # Running work backfilled onto a hold, by holder (in preference order), and pending
         # preemptors whose victims are still leaving, with those victims (by name).

@@ -8,7 +8,8 @@ applies a plan the same way and agrees on when the next cycle could decide diffe
   them; evicted ones go back to pending with their submit time (or, with
   ``evictions_take_time``, keep running marked ``evicting_for`` their preemptor until
   ``requeue`` says they have left); each eviction is recorded in the preemption history with
-  the preemptor's tenant; a workload waiting for its victims becomes ``nominated``.
+  the preemptor's tenant; a workload waiting for its victims becomes ``nominated``. An
+  idle-reclaimed workload (reason ``idle``) ends instead of going back to pending.
 - ``finish`` removes finished work, ``due`` names running work whose expected end has come,
   ``forget_history`` drops preemption events no contract looks back to.
 - ``next_change_at(snapshot, policy, now)``: the earliest instant after ``now`` at which
@@ -46,9 +47,10 @@ def apply_plan(
     nominated, with no checkpoint yet, ``backfilled_for`` the workload whose held capacity
     backfill gave them (a workload admitted now leaves nothing held for it). Evicted
     workloads are pending again, keeping their submit time, with no placement, start or
-    checkpoint -- or, with ``evictions_take_time`` (the control loop, whose evictions take a
-    while), still running with ``evicting_for`` set to their preemptor until ``requeue`` is
-    told they are gone. Either way each eviction
+    checkpoint (idle-reclaimed ones end: they leave the snapshot) -- or, with
+    ``evictions_take_time`` (the control loop, whose evictions take a
+    while), still running with ``evicting_for`` set to their preemptor (``leaving`` when it
+    has none) until ``requeue`` is told they are gone. Either way each eviction
     is appended to the preemption history at ``now``. Workloads the plan leaves
     ``waiting-for-preemption`` become ``nominated``. A plan that names a workload the
     snapshot does not hold in the right state is refused (``ValueError``).
@@ -70,8 +72,14 @@ def apply_plan(
             found.add(name)
             _require(workload, "running", "evict")
             if evictions_take_time:
-                workloads.append(dataclasses.replace(workload, evicting_for=eviction.preemptor))
-            else:
+                workloads.append(
+                    dataclasses.replace(
+                        workload,
+                        evicting_for=eviction.preemptor,
+                        leaving=eviction.preemptor is None,
+                    )
+                )
+            elif eviction.reason not in ENDING_REASONS:
                 workloads.append(_requeued(workload))
         elif name in waiting:
             workloads.append(dataclasses.replace(workload, nominated=True))
@@ -105,6 +113,11 @@ def apply_plan(
     )
 
 
+# Evictions after which the workload ends instead of being requeued: an idle-reclaimed
+# workload would only sit idle again.
+ENDING_REASONS = frozenset({"idle"})
+
+
 def _require(workload: WorkloadInfo, state: str, action: str) -> None:
     if workload.state != state:
         raise ValueError(f"cannot {action} {workload.name!r}: it is {workload.state}")
@@ -136,6 +149,8 @@ def _started(workload: WorkloadInfo, admission: Admission, now: float) -> Worklo
         last_checkpoint_at=None,
         evicting_for=None,
         backfilled_for=admission.backfill_for,
+        idle_since=None,
+        leaving=False,
     )
 
 
@@ -150,6 +165,8 @@ def _requeued(workload: WorkloadInfo) -> WorkloadInfo:
         evicting_for=None,
         nominated=False,
         backfilled_for=None,
+        idle_since=None,
+        leaving=False,
     )
 
 
@@ -203,12 +220,18 @@ def next_change_at(snapshot: Snapshot, policy: PolicyInfo, now: float) -> float 
     Running work is expected to complete at its start plus its expected runtime. While work
     is pending, the contracts' timers count as well: a running workload's protected window
     ends (it becomes a possible victim), a pending workload's back-off ends, a workload's
-    extra protection as a repeated victim lapses, a pending workload starts to starve. At an
+    extra protection as a repeated victim lapses, a pending workload starts to starve. An
+    idle running workload becomes reclaimable (if it stays idle) whether work is pending or
+    not. At an
     instant returned here ``plan`` may still decide as before (the change may not matter);
     before it, nothing that ``plan`` reads has changed.
     """
     moments: list[float | None] = [expected_end(w) for w in snapshot.workloads]
     pending = [w for w in snapshot.workloads if w.state == "pending"]
+    idle = [w for w in snapshot.workloads if w.idle_since is not None and w.state == "running"]
+    if idle and "idle" in policy.phases:
+        contracts = Contracts(snapshot, policy, now)
+        moments.extend(contracts.idle_reclaim_at(w) for w in idle)
     if pending:
         contracts = Contracts(snapshot, policy, now)
         for workload in snapshot.workloads:

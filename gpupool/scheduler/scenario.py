@@ -384,6 +384,7 @@ def _queues(top: _Obj, flavors: Mapping[str, FlavorInfo]) -> list[QueueInfo]:
     paths: dict[str, str] = {}
     keys = {"name", "parent", "tenant", "weight", "reclaimable", "lending_limit"}
     keys |= {"max_protected_runtime_s", "default_protected_runtime_s", "quota"}
+    keys |= set(_IDLE_KEYS)
     for path, item in top.items("queues", MAX_QUEUES, required=True):
         obj = _Obj(item, path, keys)
         name = obj.string("name")
@@ -411,6 +412,7 @@ def _queues(top: _Obj, flavors: Mapping[str, FlavorInfo]) -> list[QueueInfo]:
                 )
         weight = obj.number("weight", 1.0, minimum=MIN_WEIGHT, maximum=MAX_WEIGHT)
         lending = obj.opt_number("lending_limit", maximum=MAX_QUOTA_GPUS)
+        idle_alert, idle_reclaim = _idle_policy(obj)
         queues.append(
             QueueInfo(
                 name=name,
@@ -422,6 +424,8 @@ def _queues(top: _Obj, flavors: Mapping[str, FlavorInfo]) -> list[QueueInfo]:
                 max_protected_runtime_s=obj.opt_duration("max_protected_runtime_s"),
                 default_protected_runtime_s=obj.duration("default_protected_runtime_s", 0.0),
                 quota=quota,
+                idle_alert_after_s=idle_alert,
+                idle_reclaim_after_s=idle_reclaim,
             )
         )
     by_name = {q.name: q for q in queues}
@@ -486,9 +490,25 @@ def _check_guarantees(
                 )
 
 
+_IDLE_KEYS = ("idle_alert_after_s", "idle_reclaim_after_s")
+
+
+def _idle_policy(obj: _Obj) -> tuple[float | None, float | None]:
+    """A class's or queue's idle policy: positive timeouts, the reclaim after the alert."""
+    alert, reclaim = (obj.opt_duration(key) for key in _IDLE_KEYS)
+    for key, value in zip(_IDLE_KEYS, (alert, reclaim), strict=True):
+        if value is not None and value <= 0:
+            raise ScenarioError(f"{obj.at(key)}: must be a positive number of seconds")
+    if alert is not None and reclaim is not None and reclaim <= alert:
+        raise ScenarioError(
+            f"{obj.at('idle_reclaim_after_s')}: must be after idle_alert_after_s ({_fmt(alert)})"
+        )
+    return alert, reclaim
+
+
 def _classes(top: _Obj) -> list[PriorityClassInfo]:
     classes: list[PriorityClassInfo] = []
-    keys = {"name", "value", "default", "preemption_policy", "budget_rate"}
+    keys = {"name", "value", "default", "preemption_policy", "budget_rate", *_IDLE_KEYS}
     for path, item in top.items("priority_classes", MAX_PRIORITY_CLASSES, required=True):
         obj = _Obj(item, path, keys)
         policy = obj.string("preemption_policy", "PreemptLowerPriority")
@@ -496,6 +516,7 @@ def _classes(top: _Obj) -> list[PriorityClassInfo]:
             raise ScenarioError(
                 f"{obj.at('preemption_policy')}: must be 'PreemptLowerPriority' or 'Never'"
             )
+        idle_alert, idle_reclaim = _idle_policy(obj)
         classes.append(
             PriorityClassInfo(
                 name=obj.string("name"),
@@ -505,6 +526,8 @@ def _classes(top: _Obj) -> list[PriorityClassInfo]:
                 default=obj.boolean("default", False),
                 preemption_policy="Never" if policy == "Never" else "PreemptLowerPriority",
                 budget_rate=obj.number("budget_rate", 0.0, maximum=MAX_BUDGET_RATE),
+                idle_alert_after_s=idle_alert,
+                idle_reclaim_after_s=idle_reclaim,
             )
         )
     _unique(
@@ -647,6 +670,8 @@ _WORKLOAD_KEYS = {
     "nominated",
     "evicting_for",
     "backfilled_for",
+    "idle_since",
+    "leaving",
     "submitter",
 }
 
@@ -743,6 +768,8 @@ def _workload(obj: _Obj, context: _WorkloadContext) -> WorkloadInfo:
         placement = _placement(obj, pod_sets, min_member or total, context)
         if obj.has("last_checkpoint_at") and obj.time("last_checkpoint_at") < started:
             raise ScenarioError(f"{obj.at('last_checkpoint_at')}: before started_at")
+        if obj.has("idle_since") and obj.time("idle_since") < started:
+            raise ScenarioError(f"{obj.at('idle_since')}: before started_at")
     else:
         for key in (
             "placement",
@@ -750,6 +777,8 @@ def _workload(obj: _Obj, context: _WorkloadContext) -> WorkloadInfo:
             "evicting_for",
             "last_checkpoint_at",
             "backfilled_for",
+            "idle_since",
+            "leaving",
         ):
             if obj.has(key):
                 raise ScenarioError(f"{obj.at(key)}: only a running workload has one")
@@ -780,6 +809,8 @@ def _workload(obj: _Obj, context: _WorkloadContext) -> WorkloadInfo:
         nominated=obj.boolean("nominated", False),
         evicting_for=obj.opt_string("evicting_for"),
         backfilled_for=obj.opt_string("backfilled_for"),
+        idle_since=obj.time("idle_since") if obj.has("idle_since") else None,
+        leaving=obj.boolean("leaving", False),
     )
 
 
@@ -1022,6 +1053,8 @@ def scenario_from_dict(data: object) -> Scenario:
             raise ScenarioError(f"{paths[workload.name]}.started_at: after now")
         if workload.last_checkpoint_at is not None and workload.last_checkpoint_at > now:
             raise ScenarioError(f"{paths[workload.name]}.last_checkpoint_at: after now")
+        if workload.idle_since is not None and workload.idle_since > now:
+            raise ScenarioError(f"{paths[workload.name]}.idle_since: after now")
     snapshot = Snapshot(
         flavors=tuple(flavors.values()),
         nodes=tuple(nodes),
@@ -1138,14 +1171,25 @@ def _admission_json(admission: Admission) -> dict[str, object]:
 
 
 def plan_to_dict(plan: Plan) -> dict[str, object]:
-    """The plan in the scenario format's output form (docs/scheduler.md), with ``facts``."""
-    return {
+    """The plan in the scenario format's output form (docs/scheduler.md), with ``facts``;
+    ``idle_alerts`` only when some running work is idle past its alert timeout."""
+    out: dict[str, object] = {
         "admit": [_admission_json(a) for a in plan.admit],
         "evict": [
             {"workload": e.workload, "reason": e.reason, "for": e.preemptor} for e in plan.evict
         ],
         "pending": [pending_json(p) for p in plan.pending],
     }
+    if plan.idle_alerts:
+        out["idle_alerts"] = [
+            {
+                "workload": alert.workload,
+                "idle_since": format_time(alert.idle_since),
+                "reclaim_at": None if alert.reclaim_at is None else format_time(alert.reclaim_at),
+            }
+            for alert in plan.idle_alerts
+        ]
+    return out
 
 
 def dump_plan(plan: Plan) -> str:
@@ -1252,7 +1296,18 @@ def _queue_json(queue: QueueInfo) -> dict[str, object]:
         ),
         "default_protected_runtime_s": _number(queue.default_protected_runtime_s),
         "quota": quota,
+        **_idle_json(queue.idle_alert_after_s, queue.idle_reclaim_after_s),
     }
+
+
+def _idle_json(alert: float | None, reclaim: float | None) -> dict[str, object]:
+    """An idle policy's timeouts that are set (a scenario leaves the others out)."""
+    out: dict[str, object] = {}
+    if alert is not None:
+        out["idle_alert_after_s"] = _number(alert)
+    if reclaim is not None:
+        out["idle_reclaim_after_s"] = _number(reclaim)
+    return out
 
 
 def _class_json(klass: PriorityClassInfo) -> dict[str, object]:
@@ -1262,6 +1317,7 @@ def _class_json(klass: PriorityClassInfo) -> dict[str, object]:
         "default": klass.default,
         "preemption_policy": klass.preemption_policy,
         "budget_rate": _number(klass.budget_rate),
+        **_idle_json(klass.idle_alert_after_s, klass.idle_reclaim_after_s),
     }
 
 
@@ -1323,6 +1379,10 @@ def _workload_json(workload: WorkloadInfo) -> dict[str, object]:
         out["evicting_for"] = workload.evicting_for
     if workload.backfilled_for is not None:
         out["backfilled_for"] = workload.backfilled_for
+    if workload.idle_since is not None:
+        out["idle_since"] = format_time(workload.idle_since)
+    if workload.leaving:
+        out["leaving"] = True
     return out
 
 

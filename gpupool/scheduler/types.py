@@ -20,7 +20,7 @@ Sharing = Literal["exclusive", "shared"]
 Topology = Literal["domain", "preferred"]
 PreemptionPolicy = Literal["PreemptLowerPriority", "Never"]
 WorkloadState = Literal["pending", "running"]
-EvictReason = Literal["preempt", "reclaim", "budget"]
+EvictReason = Literal["preempt", "reclaim", "budget", "idle"]
 PendingReason = Literal[
     "budget",
     "quota",
@@ -94,17 +94,23 @@ class QueueInfo:
     max_protected_runtime_s: float | None = None
     default_protected_runtime_s: float = 0.0
     quota: Mapping[str, QuotaInfo] = field(default_factory=dict)
+    # The idle policy for its workloads, over their class's (None: the class's).
+    idle_alert_after_s: float | None = None
+    idle_reclaim_after_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class PriorityClassInfo:
-    """A priority class: its value, its preemption policy and its budget rate."""
+    """A priority class: its value, its preemption policy, its budget rate and its idle
+    policy (seconds idle before its work is alerted about, and reclaimed; None: never)."""
 
     name: str
     value: int
     default: bool = False
     preemption_policy: PreemptionPolicy = "PreemptLowerPriority"
     budget_rate: float = 0.0
+    idle_alert_after_s: float | None = None
+    idle_reclaim_after_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +179,11 @@ class WorkloadInfo:
     # Placed by backfill on capacity held for this starving workload, which may evict it
     # whatever its queue (DESIGN section 3, backfill).
     backfilled_for: str | None = None
+    # Running, and its GPUs have done no work since then as the utilisation source saw them
+    # (None: they work, or no source saw them).
+    idle_since: float | None = None
+    # Running and being evicted with no preemptor (idle, a drain): its pods are on their way.
+    leaving: bool = False
 
     @property
     def pod_count(self) -> int:
@@ -213,7 +224,14 @@ class VictimProtectionPolicy:
     protected_s: float = 1800.0
 
 
-DEFAULT_PHASES: tuple[str, ...] = ("enqueue", "allocate", "preempt", "reclaim", "backfill")
+DEFAULT_PHASES: tuple[str, ...] = (
+    "idle",
+    "enqueue",
+    "allocate",
+    "preempt",
+    "reclaim",
+    "backfill",
+)
 
 Queueing = Literal["best-effort", "fifo"]
 QueueOrder = Literal["dominant-share", "head-rank"]
@@ -320,9 +338,20 @@ class PendingExplanation:
 
 
 @dataclass(frozen=True, slots=True)
+class IdleAlert:
+    """A running workload idle past its alert timeout: since when, and when it is reclaimed
+    (None: its policy never reclaims it)."""
+
+    workload: str
+    idle_since: float
+    reclaim_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
 class Plan:
     """The outcome of one cycle; each list sorted by workload name."""
 
     admit: tuple[Admission, ...]
     evict: tuple[Eviction, ...]
     pending: tuple[PendingExplanation, ...]
+    idle_alerts: tuple[IdleAlert, ...] = ()

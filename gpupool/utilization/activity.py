@@ -25,6 +25,7 @@ class PodActivity:
     active_gpu_seconds: float
     mean_utilization: float  # percent, over every GPU-step seen
     last_active_at: float | None  # the end of the last step in which any of its GPUs worked
+    last_seen_at: float | None = None  # the end of the last step the source has a sample of
 
     @property
     def idle_gpu_seconds(self) -> float:
@@ -36,16 +37,18 @@ def pod_activity(
     readout: UtilizationReadout, *, threshold: float = DEFAULT_IDLE_UTILIZATION_PERCENT
 ) -> dict[PodKey, PodActivity]:
     """Each pod's activity in the readout's window (GPUs nobody held are left out)."""
-    seen: dict[PodKey, list[float]] = {}  # observed, active, utilisation sum, last active
+    # observed, active, utilisation sum, last active, last seen
+    seen: dict[PodKey, list[float]] = {}
     devices: dict[PodKey, set[tuple[str, int]]] = {}
     for series in readout.series:
         if series.pod is None:
             continue
-        totals = seen.setdefault(series.pod, [0.0, 0.0, 0.0, -1.0])
+        totals = seen.setdefault(series.pod, [0.0, 0.0, 0.0, -1.0, -1.0])
         devices.setdefault(series.pod, set()).add((series.device.node, series.device.index))
         for sample in series.samples:
             totals[0] += readout.step
             totals[2] += sample.utilization * readout.step
+            totals[4] = max(totals[4], sample.at)
             if sample.utilization >= threshold:
                 totals[1] += readout.step
                 totals[3] = max(totals[3], sample.at)
@@ -57,8 +60,9 @@ def pod_activity(
             active_gpu_seconds=active,
             mean_utilization=weighted / observed if observed else 0.0,
             last_active_at=None if last < 0 else last,
+            last_seen_at=None if last_seen < 0 else last_seen,
         )
-        for pod, (observed, active, weighted, last) in sorted(seen.items())
+        for pod, (observed, active, weighted, last, last_seen) in sorted(seen.items())
     }
 
 
@@ -68,3 +72,24 @@ def idle_since(activity: PodActivity | None, *, previous: float) -> float:
     if activity is not None and activity.last_active_at is not None:
         return activity.last_active_at
     return previous
+
+
+def idle_spell_start(
+    *,
+    previous: float | None,
+    window_start: float,
+    last_seen_at: float,
+    last_active_at: float | None,
+    started_at: float | None,
+) -> float | None:
+    """Since when a workload has been idle after a window that saw it (None: it worked in the
+    last step the source has a sample of -- a gap in the source, a failed scrape, is no
+    idleness). Idle since the end of its last active step in the window; with no
+    activity in the window, since what was known (``previous``, when of this run: not before
+    ``started_at``), else since the later of its start and the window's start -- the source
+    vouches for no earlier idleness than it saw."""
+    if last_active_at is not None:
+        return None if last_active_at >= last_seen_at else last_active_at
+    if previous is not None and (started_at is None or previous >= started_at):
+        return previous
+    return window_start if started_at is None else max(started_at, window_start)

@@ -21,7 +21,7 @@ from django.utils.module_loading import import_string
 from gpupool.clusters.base import ClusterBackend, PodKey
 from gpupool.clusters.grouping import WorkloadKey
 from gpupool.utilization.actions import do_record_activity
-from gpupool.utilization.activity import PodActivity, pod_activity
+from gpupool.utilization.activity import PodActivity, idle_spell_start, pod_activity
 from gpupool.utilization.health import FailingGpu, mark_failing_gpus
 from gpupool.utilization.models import ActivityWindow
 from gpupool.utilization.prometheus import PrometheusSource
@@ -145,7 +145,9 @@ def record_activity(
     start: float,
     end: float,
 ) -> int:
-    """One ``ActivityWindow`` per workload whose pods the readout saw; returns how many."""
+    """One ``ActivityWindow`` per workload whose pods the readout saw, and each such
+    workload's idle spell (``Workload.idle_since``, where it changed: the idle policy's fact,
+    ``activity.idle_spell_start``); returns how many windows."""
     by_workload: dict[WorkloadKey, list[PodActivity]] = defaultdict(list)
     for pod, pod_seen in activity.items():
         key = pods.get(pod)
@@ -161,6 +163,7 @@ def record_activity(
         )
     }
     windows: list[ActivityWindow] = []
+    spells: dict[int, datetime | None] = {}
     for key, seen in sorted(by_workload.items()):
         workload = rows.get((key.namespace, key.name))
         if workload is None:
@@ -169,6 +172,7 @@ def record_activity(
         active = sum(s.active_gpu_seconds for s in seen)
         weighted = sum(s.mean_utilization * s.observed_gpu_seconds for s in seen)
         last = max((s.last_active_at for s in seen if s.last_active_at is not None), default=None)
+        last_seen = max((s.last_seen_at for s in seen if s.last_seen_at is not None), default=end)
         windows.append(
             ActivityWindow(
                 workload=workload,
@@ -183,4 +187,15 @@ def record_activity(
                 last_active_at=None if last is None else moment(last),
             )
         )
-    return do_record_activity(windows)
+        began = workload.started_at or workload.admitted_at
+        spell = idle_spell_start(
+            previous=None if workload.idle_since is None else workload.idle_since.timestamp(),
+            window_start=start,
+            last_seen_at=last_seen,
+            last_active_at=last,
+            started_at=None if began is None else began.timestamp(),
+        )
+        since = None if spell is None else moment(spell)
+        if since != workload.idle_since:
+            spells[workload.pk] = since
+    return do_record_activity(windows, idle_since=spells)

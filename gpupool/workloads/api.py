@@ -431,6 +431,7 @@ class WorkloadSerializer(serializers.ModelSerializer[Workload]):
             "pending_reason",
             "queue_position",
             "estimated_start_at",
+            "idle_since",
         )
         read_only_fields = fields
 

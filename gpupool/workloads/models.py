@@ -138,8 +138,21 @@ class Workload(models.Model):
     eviction_reason = models.CharField(
         max_length=16,
         blank=True,
-        help_text="Running and being evicted (preempt, reclaim, admin, ...) until its pods are "
-        "gone; empty otherwise (written by the control loop).",
+        help_text="Running and being evicted (preempt, reclaim, idle, admin, ...) until its "
+        "pods are gone; empty otherwise (written by the control loop).",
+    )
+    idle_since = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Placed, and its GPUs have done no work since then, as the utilisation source "
+        "last saw them; empty while they work or when no source saw them (written by the "
+        "utilisation sampler).",
+    )
+    idle_alerted_since = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="The idle spell (its idle_since) its owner and team leads were last alerted "
+        "about; an alert is sent once per spell (written by the control loop).",
     )
     updated_at = models.DateTimeField(
         auto_now=True,

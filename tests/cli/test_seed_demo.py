@@ -100,6 +100,9 @@ def test_the_demo_pool_is_the_promised_one() -> None:
     assert PriorityClass.objects.get(default=True).name == "normal"
     assert PriorityClass.objects.get(name="high").budget_rate > 0
     assert PriorityClass.objects.get(name="interactive").preemption_policy == "Never"
+    interactive = PriorityClass.objects.get(name="interactive")
+    # the demo's idle policy: alerted after 20 idle minutes, reclaimed after an idle hour
+    assert (interactive.idle_alert_after_s, interactive.idle_reclaim_after_s) == (1200, 3600)
     assert PriorityClass.objects.get(name="high").budgets.count() == 6
     # one user per role, and a request waiting for the admin
     assert set(SiteRole.objects.values_list("role", flat=True)) == {"admin", "finance"}

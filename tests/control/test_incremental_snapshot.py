@@ -19,8 +19,14 @@ from gpupool.control.snapshot import build_snapshot
 from gpupool.control.state import LoopState
 from gpupool.inventory.actions import do_drain_node, do_set_gpu_health, do_set_node_cordoned
 from gpupool.inventory.models import Gpu, Node
-from gpupool.quotas.actions import do_grant_budget, do_set_queue_quota
+from gpupool.quotas.actions import (
+    do_grant_budget,
+    do_save_priority_class,
+    do_save_queue,
+    do_set_queue_quota,
+)
 from gpupool.quotas.models import PriorityBudget
+from gpupool.utilization.actions import do_record_activity
 from gpupool.workloads.actions import PlacementSpec, PodSetSpec, do_transition_workload
 from gpupool.workloads.models import Workload
 
@@ -43,6 +49,9 @@ def _change(pool: Pool, rng: random.Random, step: int) -> str:
             "quota",
             "budget",
             "preempt",
+            "idle",
+            "idle-policy",
+            "idle-evict",
         ]
     )
     pending = list(Workload.objects.filter(state="pending"))
@@ -114,6 +123,20 @@ def _change(pool: Pool, rng: random.Random, step: int) -> str:
             gpus_freed=1,
             lost_gpu_hours=0,
         )
+    elif kind == "idle" and placed:
+        workload = rng.choice(placed)
+        since = rng.choice([None, minutes_before_now(rng.uniform(0, 0.4))])
+        do_record_activity([], idle_since={workload.pk: since})  # the sampler's write
+    elif kind == "idle-policy":
+        klass = pool.classes[rng.choice(["normal", "high"])]
+        klass.idle_alert_after_s = rng.choice([None, 600])
+        klass.idle_reclaim_after_s = rng.choice([None, 3600])
+        do_save_priority_class(klass, acting_user=None)
+        team = pool.queues[rng.choice(["team-a", "team-b"])]
+        team.idle_reclaim_after_s = rng.choice([None, 7200])
+        do_save_queue(team, acting_user=None)
+    elif kind == "idle-evict" and placed:
+        loop_sets(rng.choice(placed), eviction_reason="idle", updated_at=timezone.now())
     return kind
 
 

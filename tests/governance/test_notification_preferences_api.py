@@ -26,6 +26,7 @@ def test_every_kind_is_on_until_turned_off(api_as: Any) -> None:
         "workload-started": True,
         "workload-preempted": True,
         "workload-failed": True,
+        "workload-idle": True,
     }
 
 

@@ -287,6 +287,10 @@ def check_invariants(loaded: Scenario, result: Plan) -> None:
         victim = workloads[eviction.workload]
         assert victim.state == "running"
         assert contracts.protected_until(victim) <= loaded.now, f"{victim.name} protected"
+        if eviction.reason == "idle":  # no preemptor: idle past its class's (queue's) timeout
+            assert eviction.preemptor is None
+            assert contracts.idle_reclaimable(victim), f"{victim.name} not idle long enough"
+            continue
         assert eviction.preemptor is not None
         preemptor = workloads[eviction.preemptor]
         assert classes[preemptor.priority_class].preemption_policy != "Never", (

@@ -8,7 +8,8 @@ nodes, two of them with a broken GPU. The flavors pick their nodes by those labe
 inventory is read from the cluster through the backend protocol, as the control loop reads it.
 Then two organizations of three teams each (each team owns the Kubernetes namespace of its
 name), a queue tree with quotas, the priority classes normal / high (budgeted) / interactive
-(Never), this month's budgets, and one user per role. Everything is looked up by its natural
+(Never; with an idle policy: alerted after 20 idle minutes, reclaimed after an idle hour), this
+month's budgets, and one user per role. Everything is looked up by its natural
 key and changed through the actions (the cluster's nodes are added only when missing), so a
 second run finds nothing to change and writes no audit rows. (Demo users are Django accounts,
 made here directly.)
@@ -181,7 +182,11 @@ PRIORITY_CLASSES: list[dict[str, Any]] = [
         "preemption_policy": PreemptionPolicy.NEVER,
         "budget_rate": Decimal(0),
         "default": False,
-        "description": "Notebooks and debugging: ahead of normal in line, but never preempts.",
+        "description": "Notebooks and debugging: ahead of normal in line, but never preempts. "
+        "Idle for 20 minutes: its owner and team leads are alerted; idle for an hour: it is "
+        "reclaimed (it ends).",
+        "idle_alert_after_s": 20 * 60,
+        "idle_reclaim_after_s": 60 * 60,
     },
 ]
 
