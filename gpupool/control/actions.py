@@ -375,10 +375,14 @@ def _replace_pod_sets(
 
 @transaction.atomic
 def do_record_cluster_sync(
-    decision: SyncDecision, *, budget_moves: Sequence[BudgetMove] = ()
+    decision: SyncDecision,
+    *,
+    budget_moves: Sequence[BudgetMove] = (),
+    stamps: Stamps | None = None,
 ) -> list[str]:
     """Write what the cluster said (and the budget moves of the work that stopped); returns
-    complaints about pods that could not become workloads."""
+    complaints about pods that could not become workloads. ``stamps``, when given, receives
+    the rows the pod-driven transitions wrote (``Stamps``)."""
     at = decision.at
     do_record_budget_moves(budget_moves, at=at)
     flavors = {f.pk: f for f in Flavor.objects.all()}
@@ -396,7 +400,7 @@ def do_record_cluster_sync(
     pod_set_rows = Workload.objects.in_bulk(list(decision.pod_sets))
     for workload_id, (shapes, min_member) in decision.pod_sets.items():
         _replace_pod_sets(pod_set_rows[workload_id], shapes, min_member, flavors)
-    _record_steps(decision.steps, at)
+    _record_steps(decision.steps, at, stamps)
     if decision.checkpoints:
         update_rows(
             Workload,
@@ -428,7 +432,7 @@ _LEAVING = frozenset(
 _ENDED = frozenset({WorkloadState.SUCCEEDED, WorkloadState.FAILED, WorkloadState.CANCELLED})
 
 
-def _record_steps(steps: Sequence[Step], at: datetime) -> None:
+def _record_steps(steps: Sequence[Step], at: datetime, stamps: Stamps | None = None) -> None:
     """The pod-driven transitions of many workloads at once, as ``do_transition_workload``
     makes each: the state machine checked step by step from the stored state, placements
     released when the work is preempted or cancelled, usage closed when it stops holding GPUs,
@@ -436,19 +440,25 @@ def _record_steps(steps: Sequence[Step], at: datetime) -> None:
     if not steps:
         return
     ids = sorted({step.workload_id for step in steps})
-    current = {
-        pk: dict(
-            zip(("id", *_STEP_FIELDS[:-1], "queue_id", "tenant_id", "checkpoint"), row, strict=True)
-        )
-        for pk, *row in Workload.objects.filter(pk__in=id_list(ids)).values_list(
+    before: dict[int, datetime] = {}
+    current = {}
+    for pk, updated_at, *row in (
+        Workload.objects.select_for_update(of=("self",))
+        .filter(pk__in=id_list(ids))
+        .values_list(
             "id",
+            "updated_at",
             "id",
             *(f if f != "evicting_for" else "evicting_for_id" for f in _STEP_FIELDS[:-1]),
             "queue_id",
             "queue__tenant_id",
             "last_checkpoint_at",
         )
-    }
+    ):
+        before[pk] = updated_at
+        current[pk] = dict(
+            zip(("id", *_STEP_FIELDS[:-1], "queue_id", "tenant_id", "checkpoint"), row, strict=True)
+        )
     transitions: list[WorkloadTransition] = []
     released: set[int] = set()
     leaving: set[int] = set()
@@ -496,6 +506,7 @@ def _record_steps(steps: Sequence[Step], at: datetime) -> None:
         list(_STEP_FIELDS),
         {pk: (*(row[f] for f in _STEP_FIELDS[:-1]), stamp) for pk, row in current.items()},
     )
+    _stamped(stamps, before, stamp)
     insert_objects(WorkloadTransition, transitions)
     if leaving:
         UsageInterval.objects.filter(
@@ -538,6 +549,22 @@ def _record_losses(
 
 
 # -- what the cycle decided -----------------------------------------------------------------
+
+# The loop's own writes of workload rows: id -> (``updated_at`` before the write, the stamp
+# written). The rows are locked (``SELECT ... FOR UPDATE``) when the first is read, so nothing
+# else changes them before the commit: the loop's state can take what it wrote as the row's
+# content, and skip reading the row again (``LoopState.own_writes``).
+Stamps = dict[int, tuple[datetime, datetime]]
+
+
+def _stamped(stamps: Stamps | None, before: Mapping[int, datetime], stamp: datetime) -> None:
+    """Note that the rows ``before`` (id -> their ``updated_at`` before) now carry ``stamp``;
+    a row written twice in one transaction keeps the first ``before``."""
+    if stamps is None:
+        return
+    for pk, previous in before.items():
+        first = stamps.get(pk)
+        stamps[pk] = (previous if first is None else first[0], stamp)
 
 
 def _plain(value: Any) -> Any:
@@ -669,9 +696,12 @@ def do_record_cycle(
     nodes: int,
     workloads: int,
     budget_moves: Sequence[BudgetMove] = (),
+    stamps: Stamps | None = None,
 ) -> SchedulingCycle:
     """Write one cycle's decisions (``record.py``), its budget moves and its
-    ``SchedulingCycle`` row."""
+    ``SchedulingCycle`` row. ``stamps``, when given, receives the workload rows written
+    (``Stamps``): admissions, evictions and nominations (explanations do not stamp a row: no
+    field of the core's is in them)."""
     at = record.at
     cycle = SchedulingCycle.objects.create(
         started_at=started_at,
@@ -682,14 +712,9 @@ def do_record_cycle(
         evicted=len(record.evictions),
         pending=sum(record.pending_by_reason.values()),
     )
-    _record_admissions(record, at)
-    _record_evictions(record, at, cycle)
-    for nominated in (True, False):
-        ids = [pk for pk, value in record.nominated.items() if value is nominated]
-        if ids:
-            Workload.objects.filter(pk__in=id_list(ids), state=WorkloadState.PENDING).update(
-                nominated=nominated, updated_at=timezone.now()
-            )
+    _record_admissions(record, at, stamps)
+    _record_evictions(record, at, cycle, stamps)
+    _record_nominations(record.nominated, stamps)
     _record_explanations(record.explanations)
     _record_idle_alerts(record, at)
     do_record_budget_moves(budget_moves, at=at)
@@ -725,16 +750,36 @@ def _record_idle_alerts(record: CycleRecord, at: datetime) -> None:
     )
 
 
-def _record_admissions(record: CycleRecord, at: datetime) -> None:
+def _record_nominations(nominated: Mapping[int, bool], stamps: Stamps | None) -> None:
+    """Pending workloads nominated (or no longer): those still pending."""
+    if not nominated:
+        return
+    before = dict(
+        Workload.objects.select_for_update()
+        .filter(pk__in=id_list(list(nominated)), state=WorkloadState.PENDING)
+        .values_list("id", "updated_at")
+    )
+    stamp = timezone.now()
+    for value in (True, False):
+        ids = [pk for pk in before if nominated[pk] is value]
+        if ids:
+            Workload.objects.filter(pk__in=id_list(ids)).update(nominated=value, updated_at=stamp)
+    _stamped(stamps, before, stamp)
+
+
+def _record_admissions(record: CycleRecord, at: datetime, stamps: Stamps | None) -> None:
     admitted = [a.workload_id for a in record.admissions]
     if not admitted:
         return
-    rows = {
-        pk: (queue, tenant, klass)
-        for pk, queue, tenant, klass in Workload.objects.filter(
-            pk__in=id_list(admitted), state=WorkloadState.PENDING
-        ).values_list("id", "queue_id", "queue__tenant_id", "priority_class_id")
-    }
+    before: dict[int, datetime] = {}
+    rows = {}
+    for pk, updated_at, queue, tenant, klass in (
+        Workload.objects.select_for_update(of=("self",))
+        .filter(pk__in=id_list(admitted), state=WorkloadState.PENDING)
+        .values_list("id", "updated_at", "queue_id", "queue__tenant_id", "priority_class_id")
+    ):
+        before[pk] = updated_at
+        rows[pk] = (queue, tenant, klass)
     missing = sorted(set(admitted) - set(rows))
     if missing:
         raise ValidationError({"state": f"workloads {missing} are not pending: not admitted"})
@@ -755,17 +800,21 @@ def _record_admissions(record: CycleRecord, at: datetime) -> None:
             for pod in admission.pods
         ],
     )
+    stamp = timezone.now()
     Workload.objects.filter(pk__in=id_list(admitted)).update(
         state=WorkloadState.ADMITTED,
         admitted_at=at,
         nominated=False,
+        # A checkpoint of an earlier run is no progress of this one.
+        last_checkpoint_at=None,
         pending_reason="",
         pending_detail="",
         pending_facts={},
         queue_position=None,
         estimated_start_at=None,
-        updated_at=timezone.now(),
+        updated_at=stamp,
     )
+    _stamped(stamps, before, stamp)
     insert_values(
         WorkloadTransition,
         ("workload_id", "from_state", "to_state", "at", "reason"),
@@ -807,27 +856,34 @@ def _record_admissions(record: CycleRecord, at: datetime) -> None:
     )
 
 
-def _record_evictions(record: CycleRecord, at: datetime, cycle: SchedulingCycle) -> None:
+def _record_evictions(
+    record: CycleRecord, at: datetime, cycle: SchedulingCycle, stamps: Stamps | None
+) -> None:
     if not record.evictions:
         return
-    ids = {e.victim_id for e in record.evictions} | {
-        e.preemptor_id for e in record.evictions if e.preemptor_id is not None
-    }
-    facts = {
-        pk: (state, queue, tenant)
-        for pk, state, queue, tenant in Workload.objects.filter(pk__in=id_list(ids)).values_list(
-            "id", "state", "queue_id", "queue__tenant_id"
-        )
-    }
+    victims = {e.victim_id for e in record.evictions}
+    ids = victims | {e.preemptor_id for e in record.evictions if e.preemptor_id is not None}
+    before: dict[int, datetime] = {}
+    facts = {}
+    for pk, updated_at, state, queue, tenant in (
+        Workload.objects.select_for_update(of=("self",))
+        .filter(pk__in=id_list(ids))
+        .values_list("id", "updated_at", "state", "queue_id", "queue__tenant_id")
+    ):
+        facts[pk] = (state, queue, tenant)
+        if pk in victims:
+            before[pk] = updated_at
     placed = {WorkloadState.ADMITTED, WorkloadState.RUNNING}
     wrong = sorted(e.name for e in record.evictions if facts[e.victim_id][0] not in placed)
     if wrong:
         raise ValidationError({"state": f"workloads {wrong} do not run: not evicted"})
+    stamp = timezone.now()
     update_rows(
         Workload,
         ["evicting_for", "eviction_reason", "updated_at"],
-        {e.victim_id: (e.preemptor_id, e.reason, timezone.now()) for e in record.evictions},
+        {e.victim_id: (e.preemptor_id, e.reason, stamp) for e in record.evictions},
     )
+    _stamped(stamps, before, stamp)
     insert_objects(
         PreemptionEvent,
         [

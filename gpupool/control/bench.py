@@ -215,6 +215,10 @@ def bench_loop(nodes: int, runs: int, steady: int, seed: int) -> dict[str, Any]:
         "steady_runs_s": [round(t, 4) for t in overhead],
         "steady_cycle_cpu_s": [round(t, 3) for t in steady_cpu],
         "steady_explained": [r.counts.get("explained", 0) for r in steady_runs],
+        # Workload rows the state read back from the database, and changed rows it held already
+        # (the loop's own writes: ``LoopState.held``), per steady cycle.
+        "steady_rows_reread": [r.counts.get("rows_reread", 0) for r in steady_runs],
+        "steady_rows_held": [r.counts.get("rows_held", 0) for r in steady_runs],
         "steady_phases_s": {
             phase: round(statistics.median(r.timings.get(phase, 0.0) for r in steady_runs), 4)
             for phase in PHASES

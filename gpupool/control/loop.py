@@ -41,6 +41,7 @@ from gpupool.clusters.base import ClusterBackend, ClusterUnavailable, PodRef
 from gpupool.clusters.grouping import WorkloadKey, WorkloadRequest
 from gpupool.control import metrics
 from gpupool.control.actions import (
+    Stamps,
     do_finish_cycle,
     do_record_apply_outcome,
     do_record_cluster_sync,
@@ -73,7 +74,7 @@ from gpupool.control.record import (
     decide_record,
 )
 from gpupool.control.snapshot import DatabaseSnapshot, WorkloadRow
-from gpupool.control.state import LoopState
+from gpupool.control.state import LoopState, stepped
 from gpupool.control.sync import (
     CLUSTER_UNHEALTHY,
     Known,
@@ -224,9 +225,13 @@ class ControlLoop:
                 if decision.writes:
                     leaving = [s.workload_id for s in decision.steps if s.leaves]
                     moves = self.budgets.leave(leaving, now)
-                    complaints = do_record_cluster_sync(decision, budget_moves=moves)
+                    written: Stamps = {}
+                    complaints = do_record_cluster_sync(
+                        decision, budget_moves=moves, stamps=written
+                    )
                     self._learn(decision, now)
                     self._notify(decision)
+                    self._put_steps(decision, written)
                     for complaint in complaints:
                         logger.warning("could not register a workload: %s", complaint)
                 self._emit_sync_events(decision)
@@ -303,15 +308,17 @@ class ControlLoop:
                 self.policy,
                 now,
             )
+            stamps: Stamps = {}
             cycle = do_record_cycle(
                 record,
                 started_at=started,
                 nodes=len(database.snapshot.nodes),
                 workloads=len(database.snapshot.workloads),
                 budget_moves=moves,
+                stamps=stamps,
             )
             result.cycle_id = cycle.pk
-            self._remember(moved, decided, record, now)
+            self._remember(moved, decided, record, stamps)
             timings["record"] = time.perf_counter() - clock
 
             phase, clock = "apply", time.perf_counter()
@@ -330,6 +337,8 @@ class ControlLoop:
                 + len(decision.registrations)
                 + len(decision.nodes)
                 + len(decision.gone),
+                "rows_reread": self.state.reread,
+                "rows_held": self.state.skipped,
                 **outcome.counts,
             }
             result.status, result.timings = CycleStatus.SUCCEEDED, timings
@@ -474,6 +483,24 @@ class ControlLoop:
                 at.timestamp(),
             )
 
+    def _put_steps(self, decision: SyncDecision, stamps: Stamps) -> None:
+        """The pod-driven transitions just written, into the state (so the snapshot's read
+        need not read them back): starts and requeues; the rest is read again."""
+        steps: dict[int, list[tuple[str, datetime]]] = {}
+        names: dict[int, str] = {}
+        for step in decision.steps:
+            steps.setdefault(step.workload_id, []).append((step.to_state, step.at))
+            names[step.workload_id] = step.name
+        unsure = set(decision.checkpoints) | set(decision.pod_sets)
+        for workload_id, taken in steps.items():
+            row = self.state.rows.get(names[workload_id])
+            after = None if row is None or row.id != workload_id else stepped(row, taken)
+            if after is None:
+                unsure.add(workload_id)
+            elif workload_id not in unsure:
+                self.state.put(after)
+        self.state.own_writes(stamps, unsure=unsure)
+
     def _emit_sync_events(self, decision: SyncDecision) -> None:
         for event in decision.events:
             for pod in event.pods:
@@ -594,17 +621,27 @@ class ControlLoop:
             ).values_list("name", flat=True)
         )
 
-    def _remember(self, moved: Snapshot, decided: Plan, record: CycleRecord, now: float) -> None:
-        """The state as the record left it (the next refresh reads it again from the
-        database), so that apply acts on what was just decided (``moved``: the snapshot
-        after the plan, ``lifecycle.apply_plan``)."""
+    def _remember(
+        self, moved: Snapshot, decided: Plan, record: CycleRecord, stamps: Stamps
+    ) -> None:
+        """The state as the record wrote it, so that apply acts on what was just decided
+        (``moved``: the snapshot after the plan, ``lifecycle.apply_plan``), and the next
+        refresh need not read the rows back (``LoopState.own_writes``): each row as
+        ``read_workloads`` gives it back, not as the snapshot's overlays showed it."""
         after = {w.name: w for w in moved.workloads}
         rows = self.state.rows
+        started = record.at.timestamp()
         for admission in decided.admit:
             row = rows[admission.workload]
-            rows[admission.workload] = replace(
-                row, info=after[admission.workload], state=WorkloadState.ADMITTED
+            info = replace(
+                row.info,
+                state="running",
+                placement=after[admission.workload].placement,
+                started_at=started,
+                last_checkpoint_at=None,
+                nominated=False,
             )
+            self.state.put(replace(row, info=info, state=WorkloadState.ADMITTED))
             self.outstanding.add(admission.workload)
             self.written.pop(row.id, None)
             self.written_at.pop(row.id, None)
@@ -619,18 +656,29 @@ class ControlLoop:
             )
             self.outstanding.add(eviction.name)
             self.evictions_sent.pop(eviction.name, None)
-        for alert in record.idle_alerts:
+        for alert in record.idle_alerts:  # written unstamped: read again at the next refresh
             row = rows[alert.name]
             rows[alert.name] = replace(row, idle_alerted_since=alert.idle_since.timestamp())
+        names = self.state.names
+        for workload_id, nominated in record.nominated.items():
+            name = names.get(workload_id)
+            pending = rows.get(name) if name is not None else None
+            if (
+                workload_id in stamps
+                and pending is not None
+                and pending.state == WorkloadState.PENDING
+            ):
+                self.state.put(replace(pending, info=replace(pending.info, nominated=nominated)))
+        self.state.own_writes(stamps)
         self.written.update(record.explanations)
         self.written_at.update(dict.fromkeys(record.explanations, time.monotonic()))
-        names = self.state.names
         for workload_id, explanation in record.explanations.items():
             name = names.get(workload_id)
             if name is not None:
                 self.explain_queue.pop(name, None)
                 self.explain_queue[name] = explanation.detail
-        # The evictions' preemption events are read back from the database at the next refresh.
+        # The evictions' preemption events are read back from the database at the next
+        # refresh (``_read_history``: by id, cheap).
 
     # -- 5 apply ---------------------------------------------------------------------------
 

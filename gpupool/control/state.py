@@ -18,6 +18,19 @@ start of the oldest transaction still open (``pg_stat_activity``), less ``CLOCK_
 clocks of other hosts; elsewhere (SQLite, whose writers are serialised) the clock less
 ``SQLITE_MARGIN_S``. Rows seen twice are simply read again: reading is idempotent.
 
+**The loop's own writes are not read back.** The loop writes workload rows every cycle
+(admissions, evictions, nominations, pod-driven transitions) and puts what it wrote into the
+state as it writes it (``put``). The state remembers, per workload, the ``updated_at`` of the
+version it holds (``held``: from its reads, and from the loop's writes); a refresh that finds
+a row changed since the horizon but still at that stamp takes the state's row instead of
+reading it again (it still counts as changed, so the rest of the cycle looks at it as
+before). ``own_writes`` takes the stamps the actions report (the row's ``updated_at`` before,
+read under a row lock, and the stamp written): when the version before was the one held (or
+older than the horizon, so known to the last read), the written version is held. Any other
+write gives the row another stamp, and it is read again. A property test
+(tests/control/test_loop_own_writes.py) holds the rows the state would not read again equal
+to ``read_workloads``' field for field, after every cycle of a loop on a random walk.
+
 ``snapshot(now)`` assembles the core's ``Snapshot`` from what is held; a property test
 (tests/control/test_incremental_snapshot.py) shows that after any sequence of changes it
 equals ``build_snapshot`` at the same moment.
@@ -25,7 +38,8 @@ equals ``build_snapshot`` at the same moment.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+import dataclasses
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -57,9 +71,18 @@ from gpupool.scheduler.types import (
     Snapshot,
     WorkloadInfo,
 )
-from gpupool.workloads.choices import LIVE_STATES
+from gpupool.workloads.choices import LIVE_STATES, WorkloadState
 from gpupool.workloads.models import Workload, qualified_name
 
+# The states a workload leaves the live ones by.
+LEFT = frozenset(
+    {
+        WorkloadState.PREEMPTED,
+        WorkloadState.SUCCEEDED,
+        WorkloadState.FAILED,
+        WorkloadState.CANCELLED,
+    }
+)
 CLOCK_MARGIN_S = 2.0
 SQLITE_MARGIN_S = 5.0
 
@@ -97,6 +120,13 @@ class LoopState:
     changed: set[str] = field(default_factory=set)  # core names re-read
     ended: list[Ended] = field(default_factory=list)  # left the live states
     excluded: set[str] = field(default_factory=set)  # left out of the snapshot (bad pods)
+    # Workload id -> the ``updated_at`` of the version of its row the state holds (read, or
+    # written by the loop itself); a refresh does not read that version again.
+    held: dict[int, datetime] = field(default_factory=dict)
+    # Since ``begin_cycle``: rows the refreshes found changed but held already, and rows they
+    # read again (the cycle's counts ``rows_held`` and ``rows_reread``).
+    skipped: int = 0
+    reread: int = 0
     _order: list[str] | None = None  # workload names in order, while membership is unchanged
 
     @property
@@ -108,6 +138,7 @@ class LoopState:
         """Forget what earlier cycles' refreshes saw changed or ended (they acted on it)."""
         self.changed = set()
         self.ended = []
+        self.skipped = self.reread = 0
 
     def refresh(self, now: datetime) -> None:
         """Bring the state up to date with the database as of ``now`` (first time: all of it)."""
@@ -129,6 +160,9 @@ class LoopState:
                 self._read_changed_workloads(self.horizon, now)
             self._read_history(now)
         self.horizon = horizon
+        # A stamp older than the horizon is never seen by a refresh again, and a row stamped
+        # before the horizon is known anyway (``own_writes``).
+        self.held = {pk: stamp for pk, stamp in self.held.items() if stamp >= horizon}
 
     # -- nodes ----------------------------------------------------------------------------
 
@@ -156,13 +190,18 @@ class LoopState:
 
     def _read_changed_workloads(self, since: datetime, now: datetime) -> None:
         changed = Workload.objects.filter(updated_at__gte=since).values_list(
-            "id", "namespace", "name", "state"
+            "id", "namespace", "name", "state", "updated_at"
         )
-        live_ids: list[int] = []
-        for workload_id, namespace, name, state in changed:
+        live_ids: dict[int, datetime] = {}
+        held = self.held
+        for workload_id, namespace, name, state, updated_at in changed:
             core_name = qualified_name(namespace, name)
             if state in LIVE_STATES:
-                live_ids.append(workload_id)
+                if held.get(workload_id) == updated_at and core_name in self.rows:
+                    self.changed.add(core_name)  # this version is held already
+                    self.skipped += 1
+                    continue
+                live_ids[workload_id] = updated_at
             else:
                 self.ended.append(Ended(workload_id, core_name, state))
                 if self.rows.pop(core_name, None) is not None:
@@ -171,13 +210,43 @@ class LoopState:
         if not live_ids:
             return
         fresh = read_workloads(now, live_ids)
+        self.reread += len(fresh)
         for name, row in fresh.items():
             if name not in self.rows:
                 self._order = None
             self.rows[name] = row
             self.names[row.id] = name
             self.changed.add(name)
+            # On PostgreSQL the stamps and the rows are read in one state of the database;
+            # elsewhere the rows are read after the stamps, so they are no older than them.
+            held[row.id] = live_ids[row.id]
         # A live workload whose pod sets are not readable yet (submitted mid-read) stays out.
+
+    # -- the loop's own writes ---------------------------------------------------------------
+
+    def put(self, row: WorkloadRow) -> None:
+        """A live workload as the loop just wrote it (its name unchanged)."""
+        name = row.info.name
+        if name not in self.rows:
+            self._order = None
+        self.rows[name] = row
+        self.names[row.id] = name
+
+    def own_writes(
+        self, stamps: Mapping[int, tuple[datetime, datetime]], *, unsure: Collection[int] = ()
+    ) -> None:
+        """Take the loop's writes (id -> (``updated_at`` before, the stamp written), the rows
+        already ``put`` as written): a row whose earlier version the state knew is owned until
+        someone else writes it; others, and those in ``unsure`` (rows the write did not
+        describe whole), are read again at the next refresh."""
+        horizon = self.horizon
+        held = self.held
+        for pk, (before, stamp) in stamps.items():
+            known = (horizon is not None and before < horizon) or held.get(pk) == before
+            if known and pk not in unsure:
+                held[pk] = stamp
+            else:
+                held.pop(pk, None)
 
     def forget(self, names: Collection[str]) -> None:
         """Drop workloads the loop knows have left the live states (read again if not)."""
@@ -269,6 +338,38 @@ class LoopState:
             flavor_ids=dict(self.flavor_ids),
             queue_ids=dict(self.queue_ids),
         )
+
+
+def stepped(row: WorkloadRow, steps: Sequence[tuple[str, datetime]]) -> WorkloadRow | None:
+    """A live workload after the pod-driven transitions ``steps`` (to state, at), as
+    ``actions.do_record_cluster_sync`` writes them and ``read_workloads`` reads them back: a
+    start, or a requeue after the workload left; None when the result is not one of those."""
+    info, state = row.info, row.state
+    left = False
+    for to_state, at in steps:
+        if to_state == WorkloadState.RUNNING and state == WorkloadState.ADMITTED:
+            info, state = dataclasses.replace(info, started_at=at.timestamp()), to_state
+        elif to_state in LEFT:
+            left, state = True, to_state
+        elif to_state == WorkloadState.PENDING and left and state == WorkloadState.PREEMPTED:
+            # Leaving cleared the eviction and the nomination (``_record_steps``).
+            info = dataclasses.replace(
+                info,
+                state="pending",
+                placement=(),
+                started_at=None,
+                last_checkpoint_at=None,
+                nominated=False,
+                evicting_for=None,
+            )
+            state = to_state
+        else:
+            return None
+    if state not in (WorkloadState.RUNNING, WorkloadState.PENDING):
+        return None
+    if state == WorkloadState.PENDING:
+        return WorkloadRow(row.id, info, row.pod_set_ids, None, state, row.origin, "")
+    return dataclasses.replace(row, info=info, state=state)
 
 
 def read_horizon() -> datetime:

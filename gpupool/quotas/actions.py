@@ -25,6 +25,7 @@ from gpupool.audit.actions import (
     save_audited,
 )
 from gpupool.audit.models import AuditEvent
+from gpupool.bulk import insert_values
 from gpupool.inventory.models import Flavor
 from gpupool.notifications.notify import notify_quota_request
 from gpupool.quotas.choices import (
@@ -811,16 +812,23 @@ def do_record_budget_moves(moves: Sequence[BudgetMove], *, at: datetime) -> int:
         .in_bulk({m.budget_id for m in moves})
     )
     balances = _balances(budgets)
-    BudgetLedgerEntry.objects.bulk_create(
-        BudgetLedgerEntry(
-            budget_id=move.budget_id,
-            kind=move.kind,
-            gpu_hours=move.gpu_hours.quantize(Decimal("0.0001")),
-            workload_id=move.workload_id,
-            at=at,
-            note=move.note[:200],
-        )
-        for move in moves
+    # By COPY on PostgreSQL (gpupool.bulk): a steady cycle spends for every running workload
+    # of a budgeted class, thousands of rows, which Django's bulk_create prepared value by value.
+    quantum = Decimal("0.0001")
+    insert_values(
+        BudgetLedgerEntry,
+        ("budget_id", "kind", "gpu_hours", "workload_id", "at", "note"),
+        (
+            (
+                move.budget_id,
+                move.kind,
+                move.gpu_hours.quantize(quantum),
+                move.workload_id,
+                at,
+                move.note[:200],
+            )
+            for move in moves
+        ),
     )
     after = _balances(budgets)
     counts: dict[int, int] = {}

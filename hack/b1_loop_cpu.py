@@ -1,0 +1,107 @@
+"""B1-loop's cycles with each phase timed in process CPU seconds (a developer's harness).
+
+On a shared machine a cycle's wall clock measures the other processes as much as the loop;
+this runs the benchmark's pool (``control.bench``: the same load, cluster and steady
+submissions) and times the loop's phases with ``time.process_time`` in place of the wall
+clock. Everything runs in one transaction that is rolled back, so the database (migrated,
+empty) can be reused. Prints one line per cycle: its CPU, its phases' CPU and its counts.
+
+    DATABASE_URL=postgres://.../gpupool_bench GPUPOOL_UTILIZATION_SOURCE=none \\
+        python hack/b1_loop_cpu.py --steady 5 [--profile out]
+
+``--profile out`` also writes cProfile data (CPU time) of the first cycle to ``out-first.prof``
+and of the steady cycles after the second to ``out-steady.prof``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import random
+import sys
+import time
+import types
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gpupool.settings")
+
+
+class _Done(Exception):
+    """Leaves the outer transaction, undone."""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steady", type=int, default=5)
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--profile", default="")
+    args = parser.parse_args()
+
+    import django
+
+    django.setup()
+    from django.db import transaction
+
+    import gpupool.control.loop as loop_module
+    from gpupool.control import bench
+    from gpupool.control.actions import do_load_pool
+    from gpupool.control.loop import ControlLoop
+    from gpupool.simulation.scale_pool import synthetic_snapshot
+
+    # The loop times its phases with ``time.perf_counter``: CPU seconds here instead.
+    cpu_clock = types.SimpleNamespace(perf_counter=time.process_time, monotonic=time.monotonic)
+    setattr(loop_module, "time", cpu_clock)  # noqa: B010
+    first_profile = cProfile.Profile(time.process_time)
+    steady_profile = cProfile.Profile(time.process_time)
+    try:
+        with transaction.atomic():
+            snapshot, policy, now = synthetic_snapshot(args.nodes, args.seed)
+            manifests = bench.node_manifests(snapshot)
+            do_load_pool(
+                snapshot,
+                at=bench._moment(now),
+                node_labels=bench.node_labels(),
+                labels_of_node={m["metadata"]["name"]: m["metadata"]["labels"] for m in manifests},
+            )
+            backend = bench.simulated_cluster(snapshot, now, manifests)
+            loop = ControlLoop(backend, policy=policy)
+            rng = random.Random(args.seed)
+            clock = backend.cluster.clock  # type: ignore[attr-defined]
+            for index in range(-1, args.steady):
+                if index >= 0:
+                    clock.advance(bench.STEP_S)
+                    count = max(len(snapshot.workloads) // 200, 1)
+                    bench._submit(rng, count, bench._moment(clock.now()))
+                profile = first_profile if index < 0 else steady_profile
+                profiled = bool(args.profile) and (index < 0 or index >= 2)
+                started = time.process_time()
+                if profiled:
+                    profile.enable()
+                result = loop.run_cycle()
+                if profiled:
+                    profile.disable()
+                cpu = time.process_time() - started
+                plan = result.timings.get("plan", 0.0)
+                print(
+                    "first" if index < 0 else f"steady {index}",
+                    result.status,
+                    result.error[:200],
+                    f"cpu {cpu:.3f} plan {plan:.3f} rest {cpu - plan:.3f}",
+                    {k: round(v, 3) for k, v in result.timings.items()},
+                    result.counts,
+                    flush=True,
+                )
+            loop.close()
+            raise _Done
+    except _Done:
+        pass
+    if args.profile:
+        first_profile.dump_stats(f"{args.profile}-first.prof")
+        steady_profile.dump_stats(f"{args.profile}-steady.prof")
+
+
+if __name__ == "__main__":
+    main()
