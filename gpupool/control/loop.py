@@ -904,6 +904,9 @@ class ControlLoop:
             pending=sum(record.pending_by_reason.values()),
             timings=result.timings,
             outcome={
+                # The cluster's clock at the cycle (a simulated cluster runs ahead of the
+                # wall, which stamps the row): ``control.queries.pool_clock``.
+                "cluster_at": record.at.isoformat(),
                 "counts": dict(result.counts),
                 "pending_by_reason": dict(record.pending_by_reason),
                 "queues": metrics.queue_gauges(shares),

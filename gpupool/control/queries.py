@@ -204,3 +204,25 @@ def fragmentation_of(cycle: SchedulingCycle) -> dict[str, dict[str, float]]:
     """Per flavor, the free and fragmented GPUs and the largest gang in one domain the cycle
     sampled (``inventory.queries.fragmentation_sample``; not every cycle samples)."""
     return dict((cycle.outcome or {}).get("fragmentation", {}))
+
+
+def pool_clock() -> datetime:
+    """The cluster's clock at the last finished cycle (the loop writes it in the cycle's
+    ``outcome``: a simulated cluster runs ahead of the wall clock that stamps the row), else
+    that cycle's end, else the wall clock. One indexed read, not the pool's snapshot: the
+    pages, the utilisation API and the CLI count back from it."""
+    last = (
+        SchedulingCycle.objects.filter(finished_at__isnull=False)
+        .order_by("-started_at", "-id")
+        .values_list("finished_at", "outcome__cluster_at")
+        .first()
+    )
+    if last is None:
+        return timezone.now()
+    finished, cluster_at = last
+    if isinstance(cluster_at, str):
+        try:
+            return datetime.fromisoformat(cluster_at)
+        except ValueError:
+            pass
+    return finished or timezone.now()

@@ -57,6 +57,7 @@ from gpupool.control.models import SchedulingCycle
 from gpupool.control.queries import (
     allocated_by_queue,
     fragmentation_of,
+    pool_clock,
     pool_figures,
     pool_policy,
     pool_snapshot,
@@ -864,19 +865,6 @@ def utilization(request: HttpRequest, access: Access) -> HttpResponse:
     )
 
 
-def pool_clock() -> datetime:
-    """The cluster's clock as the loop last stamped it (the end of the last finished cycle; a
-    simulated cluster runs faster than the wall), else the wall clock: one indexed read, not
-    the pool's snapshot."""
-    last = (
-        SchedulingCycle.objects.filter(finished_at__isnull=False)
-        .order_by("-started_at", "-id")
-        .values_list("finished_at", flat=True)
-        .first()
-    )
-    return last or timezone.now()
-
-
 def utilization_figures(
     starts: list[datetime],
     until: datetime,
@@ -938,7 +926,7 @@ def preemptions(request: HttpRequest, access: Access) -> HttpResponse:
         for queue, _ in queue_tree(list(Queue.objects.select_related("tenant")))
         if queue.tenant_id is not None
     ]
-    now = pool_now()
+    now = pool_clock()
     policy = pool_policy()
     since = now - PREEMPTION_WINDOW
     context = {
@@ -957,15 +945,6 @@ def preemptions(request: HttpRequest, access: Access) -> HttpResponse:
         "protection_policy": policy.victim_protection,
     }
     return render(request, "dashboard/preemptions.html", context)
-
-
-def pool_now() -> datetime:
-    """The pool's clock at the last finished cycle (the cluster's time, which a simulated
-    cluster runs faster), or the wall clock when the pool cannot be read."""
-    try:
-        return pool_snapshot().at
-    except SnapshotError:
-        return timezone.now()
 
 
 def preemption_history(

@@ -15,7 +15,6 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -27,6 +26,7 @@ from rest_framework.routers import BaseRouter
 
 from gpupool.api.access import Access
 from gpupool.api.permissions import COST_ROLES, ActionRoles, TenantScoped
+from gpupool.control.queries import pool_clock
 from gpupool.utilization.queries import tenant_utilization, top_wasters
 
 MAX_WINDOW = timedelta(days=92)
@@ -74,8 +74,9 @@ def _time(request: Request, name: str) -> datetime | None:
 
 
 def window_of(request: Request) -> tuple[datetime, datetime]:
-    """``since`` and ``until`` from the query (default: the hour to now), checked."""
-    until = _time(request, "until") or timezone.now()
+    """``since`` and ``until`` from the query (default: the hour to the pool's clock, the end
+    of the last finished cycle), checked."""
+    until = _time(request, "until") or pool_clock()
     since = _time(request, "since") or until - timedelta(hours=1)
     if since >= until:
         raise ValidationError({"since": "the window starts before it ends"})
@@ -111,7 +112,11 @@ class WasterRowSerializer(serializers.Serializer[dict[str, Any]]):
 
 WINDOW_PARAMETERS = [
     OpenApiParameter("since", OpenApiTypes.DATETIME, description="default: an hour before until"),
-    OpenApiParameter("until", OpenApiTypes.DATETIME, description="default: now"),
+    OpenApiParameter(
+        "until",
+        OpenApiTypes.DATETIME,
+        description="default: the pool's clock (the end of the last finished cycle)",
+    ),
 ]
 
 

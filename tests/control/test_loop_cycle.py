@@ -344,3 +344,18 @@ def test_a_workload_only_the_cycles_first_read_sees_still_gets_its_pods(
     world.cluster.run()
     world.cycle()
     assert world.workload("late").state == "running"
+
+
+def test_the_pool_clock_is_the_clusters_time_at_the_last_cycle(world: World) -> None:
+    """A simulated cluster runs ahead of the wall clock that stamps the cycle's row; the pages,
+    the utilisation API and the CLI count back from the cluster's time, as the usage and the
+    activity the loop records are stamped."""
+    from datetime import UTC, datetime
+
+    from gpupool.control.queries import pool_clock
+
+    world.cluster.tick(6 * 3600)
+    world.cycle()
+    clock = pool_clock()
+    assert abs((clock - datetime.fromtimestamp(world.cluster.now(), tz=UTC)).total_seconds()) < 5
+    assert (clock - timezone.now()).total_seconds() > 5 * 3600

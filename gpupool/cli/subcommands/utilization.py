@@ -13,9 +13,8 @@ import json
 from datetime import timedelta
 from typing import Any, TextIO
 
-from django.utils import timezone
-
 from gpupool.clusters.grouping import AnnotationError, parse_duration
+from gpupool.control.queries import pool_clock
 from gpupool.utilization.queries import tenant_utilization
 
 HELP = "Allocated, active and idle GPU-hours per tenant over a recent window"
@@ -46,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
     """Print the figures per tenant for the window that ends now."""
-    until = timezone.now()
+    until = pool_clock()  # the cluster's time: a simulated one runs ahead of the wall
     since = until - timedelta(seconds=options["since"])
     rows = tenant_utilization(since, until)
     if options["json"]:
