@@ -33,6 +33,8 @@ from gpupool.scheduler import shares, types
 from gpupool.scheduler.cycle_state import Cycle
 from gpupool.scheduler.shares import QueueShare, queue_shares
 from gpupool.scheduler.types import PolicyInfo
+from gpupool.workloads.choices import LIVE_STATES
+from gpupool.workloads.models import Workload
 
 # How long a cycle's values are kept: the next cycle's id replaces them long before.
 CYCLE_CACHE_S = 600
@@ -100,8 +102,18 @@ def _cached(name: str, cycle_id: int | None, build: Callable[[], T]) -> T:
 
 def _snapshot(cycle_id: int | None) -> DatabaseSnapshot:
     return _cached(
-        "snapshot", cycle_id, lambda: build_snapshot(now=timezone.now(), policy=pool_policy())
+        "snapshot", cycle_id, lambda: build_snapshot(now=snapshot_time(), policy=pool_policy())
     )
+
+
+def snapshot_time() -> datetime:
+    """The time the pages' snapshot of the pool is taken at: the pool's clock, or the wall
+    clock when it is later, and never before the latest admission. A simulated cluster runs
+    ahead of the wall clock, and a cycle being recorded admits work stamped after the last
+    finished cycle's clock: the snapshot refuses work that starts after its time."""
+    placed = Workload.objects.filter(state__in=LIVE_STATES, admitted_at__isnull=False)
+    latest = placed.aggregate(latest=Max("admitted_at"))["latest"]
+    return max(t for t in (pool_clock(), timezone.now(), latest) if t is not None)
 
 
 def _moment(seconds: float) -> datetime:

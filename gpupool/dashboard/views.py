@@ -503,14 +503,15 @@ def workload_submit(request: HttpRequest, access: Access) -> HttpResponse:
 
 def state_spans(workload: Workload, now: datetime) -> list[tuple[str, str, str]]:
     """The states a workload went through as (state, start, end) in ISO 8601, from its
-    prefetched transitions; the state it is in lasts until ``now`` unless it ended."""
+    prefetched transitions; the state it is in lasts until ``now`` (or its own start, when a
+    cluster's clock ahead of ``now`` stamped it) unless it ended."""
     moves = list(workload.transitions.all())
     ended = {WorkloadState.SUCCEEDED, WorkloadState.FAILED, WorkloadState.CANCELLED}
     spans = []
     for move, after in zip(moves, [*moves[1:], None], strict=True):
         if after is None and move.to_state in ended:
             break
-        end = now if after is None else after.at
+        end = max(now, move.at) if after is None else after.at
         spans.append((move.to_state, chart_time(move.at), chart_time(end)))
     return spans
 
@@ -525,7 +526,7 @@ def workload_detail(
     admins and its team) and the GPU-hours lost. Scoped as the workloads API."""
     stories = tenant_scoped(workload_story(), access, WorkloadViewSet.tenant_field)
     workload = get_object_or_404(stories, namespace=namespace, name=name)
-    spans = state_spans(workload, timezone.now())
+    spans = state_spans(workload, max(pool_clock(), timezone.now()))
     events = list(workload.preempted_by.all())
     context = {
         "workload": workload,

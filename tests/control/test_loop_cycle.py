@@ -359,3 +359,30 @@ def test_the_pool_clock_is_the_clusters_time_at_the_last_cycle(world: World) -> 
     clock = pool_clock()
     assert abs((clock - datetime.fromtimestamp(world.cluster.now(), tz=UTC)).total_seconds()) < 5
     assert (clock - timezone.now()).total_seconds() > 5 * 3600
+
+
+def test_the_pages_snapshot_reads_a_pool_whose_cluster_runs_ahead_of_the_wall_clock(
+    world: World,
+) -> None:
+    """The demo's simulated cluster runs hours ahead of the wall clock, and admits work at
+    its own time. The pages' snapshot (Fragmentation, the Queues page's usage, the dry-run,
+    the approvals' impact) was taken at the wall clock and refused that work as "started
+    after the snapshot's time": every one of them answered an error after the demo's first
+    minute. It is now taken at the pool's clock, and never before the latest admission."""
+    from gpupool.control.queries import pool_figures, pool_snapshot, snapshot_time
+
+    world.cluster.tick(6 * 3600)
+    world.submit("ahead", gpus=2)
+    world.cycle()
+    world.cycle()
+    admitted = world.workload("ahead").admitted_at
+    assert admitted is not None and (admitted - timezone.now()).total_seconds() > 5 * 3600
+    view = pool_snapshot()
+    assert "team-a/ahead" in {w.name for w in view.value.snapshot.workloads}
+    assert view.at >= admitted
+    assert pool_figures().value.shares  # the Queues page's allocated, borrowed and lent
+    # A cycle being recorded admits work after the last finished cycle's clock.
+    Workload.objects.filter(pk=world.workload("ahead").pk).update(
+        admitted_at=admitted + timezone.timedelta(hours=1)
+    )
+    assert snapshot_time() >= admitted + timezone.timedelta(hours=1)

@@ -72,6 +72,23 @@ def test_the_timeline_draws_each_state_the_workload_went_through(pool: Any, page
     assert "<td>pending</td>" in page
 
 
+def test_a_state_stamped_by_a_cluster_clock_ahead_does_not_end_before_it_starts(
+    pool: Any, page_as: Any
+) -> None:
+    """A simulated cluster stamps transitions in its own time, hours ahead of the wall clock
+    in the demo: the state a workload is in lasts at least until its own start."""
+    from datetime import datetime, timedelta
+
+    from gpupool.dashboard.views import state_spans
+
+    workload = submit(pool, "train", pool.nlp_queue, "max")
+    workload.transitions.update(at=timezone.now() + timedelta(hours=3))
+    [(state, start, end)] = state_spans(workload, timezone.now())
+    assert state == "pending"
+    assert datetime.fromisoformat(end) >= datetime.fromisoformat(start)
+    assert page_as("max").get("/workloads/nlp/train/").status_code == 200
+
+
 @pytest.mark.parametrize("who", ["vic", "vera", "fin"])
 def test_another_teams_workload_is_not_found_and_finance_is_refused(
     pool: Any, page_as: Any, who: str
