@@ -458,11 +458,11 @@ class ControlLoop:
         wanted = set(keys)
         rows = Workload.objects.filter(
             namespace__in={k.namespace for k in keys}, name__in={k.name for k in keys}
-        ).values_list("id", "namespace", "name", "state")
-        for pk, namespace, name, state in rows:
+        ).values_list("id", "namespace", "name", "state", "eviction_reason")
+        for pk, namespace, name, state, reason in rows:
             key = WorkloadKey(namespace, name)
             if key in wanted:
-                found[key] = Known(pk, state)
+                found[key] = Known(pk, state, reason)
         return found
 
     def _overlay_registered(self, decision: SyncDecision, at: datetime) -> None:

@@ -37,6 +37,7 @@ from gpupool.clusters.base import NodeFacts, PodFacts, PodRef, ResourceAmounts
 from gpupool.clusters.grouping import (
     LAST_CHECKPOINT,
     PROTECTED_RUNTIME,
+    WORKLOAD_LABEL,
     InvalidWorkload,
     PodSetRequest,
     WorkloadKey,
@@ -297,6 +298,11 @@ class Known:
 
     id: int
     state: str
+    eviction_reason: str = ""
+
+    def words(self) -> str:
+        """Its end, as the Event on pods that come back under its name says it."""
+        return f"{self.state}, {self.eviction_reason}" if self.eviction_reason else self.state
 
 
 def decide_workloads(
@@ -319,7 +325,10 @@ def decide_workloads(
         grouped = mirror.grouped(key, now) if _needs_grouping(row, pods) else None
         if row is None:
             memory.overlays.pop(name, None)
-            if key in ended or grouped is None:
+            if key in ended:
+                _ended_pods(decision, memory, key, ended[key], pods)
+                continue
+            if grouped is None:
                 continue
             if not any(is_live(p) for p in pods):
                 continue
@@ -358,6 +367,29 @@ def _needs_grouping(row: WorkloadRow | None, pods: Sequence[PodFacts]) -> bool:
     if row is None or (row.origin != Origin.GPUPOOL and row.state == WorkloadState.PENDING):
         return True
     return any(LAST_CHECKPOINT in pod.annotations for pod in pods)
+
+
+def _ended_pods(
+    decision: SyncDecision,
+    memory: SyncMemory,
+    key: WorkloadKey,
+    known: Known,
+    pods: Sequence[PodFacts],
+) -> None:
+    """Pods that wait under the name of a workload that has ended -- a Job's controller
+    recreating the pods of work reclaimed for sitting idle, or retrying a failed pod -- are
+    never scheduled: the workload's end is final (DESIGN §2). Say so on them, once, rather
+    than leave them pending without a word."""
+    if any(is_live(p) and p.node_name is None for p in pods):
+        _complain(
+            decision,
+            memory,
+            key,
+            [p for p in pods if p.node_name is None],
+            f"gpupool does not schedule these pods: workload {key} has ended "
+            f"({known.words()}). Delete the pods' owner, or give new work another "
+            f"{WORKLOAD_LABEL} name.",
+        )
 
 
 def _is_leaf(name: str, state: LoopState) -> bool:

@@ -182,6 +182,30 @@ def test_a_failed_pod_fails_its_workload(world: World) -> None:
     assert world.workload("job").state == "failed"
 
 
+def test_pods_that_come_back_under_an_ended_workloads_name_are_told_why_they_wait(
+    world: World,
+) -> None:
+    """A Job's controller retries a failed pod, or recreates the pods of work reclaimed for
+    sitting idle, under the same workload label. The workload's end is final, so the new
+    pod is never scheduled; it used to wait without a word."""
+    pod = world.cluster.add_pod("job")
+    world.cycle()
+    world.cycle()
+    world.cluster.run()
+    world.cycle()
+    world.cluster.finish(pod, "Failed")
+    world.cycle()
+    retry = world.cluster.add_pod("job-retry", workload="job")
+    world.cycle()
+    world.cycle()
+    assert world.workload("job").state == "failed"
+    assert not world.cluster.pods[retry].node_name
+    (event,) = world.cluster.events_on(retry)
+    assert event[0] == "FailedScheduling" and event[2] == "Warning"
+    assert "workload team-a/job has ended (failed)" in event[1]
+    assert "gpupool.io/workload" in event[1]
+
+
 def test_a_gang_whose_binding_fails_goes_back_to_pending_with_none_left_bound(
     world: World,
 ) -> None:
