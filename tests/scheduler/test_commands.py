@@ -87,8 +87,11 @@ def test_bench_cycle_reports_the_b1_figures() -> None:
     status, out, _ = run("bench", "cycle", "--nodes", "200", "--runs", "2", "--json")
     assert status == 0
     figures = json.loads(out)
-    for key in ("nodes", "pending", "running", "median_s", "runs_s", "peak_rss_mib"):
+    for key in ("nodes", "pending", "running", "median_s", "runs_s", "runs_cpu_s", "peak_rss_mib"):
         assert key in figures
     assert figures["nodes"] == 200
     assert figures["running"] == 800 and figures["pending"] == 400
     assert len(figures["runs_s"]) == 2
+    # Process CPU per run, and the command's whole CPU, which covers at least the runs.
+    assert len(figures["runs_cpu_s"]) == 2 and all(cpu > 0 for cpu in figures["runs_cpu_s"])
+    assert figures["cpu_s"] >= sum(figures["runs_cpu_s"])

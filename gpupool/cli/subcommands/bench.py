@@ -2,7 +2,9 @@
 
 Builds the seeded synthetic pool of BENCHMARKS.md B1 (``--nodes``, default 5,000; pending
 and running work scale alike), runs ``plan()`` once to warm up and then ``--runs`` times,
-and reports the median wall time, every run, the CPU time, and the process's peak RSS, and
+and reports the median wall time, every run's wall and process CPU time (``runs_s``,
+``runs_cpu_s``; CPU is the fair figure on a loaded machine), the whole command's CPU
+(``cpu_s``: snapshot, warm-up and runs), and the process's peak RSS, and
 whether the core ran compiled (``native_core``: ``make native``) or as plain Python. The
 garbage collector is paused around each ``plan()`` (``gpupool.runtime.gc_paused``), as the
 product's callers of the core run it.
@@ -93,6 +95,8 @@ def bench_cycle(nodes: int, runs: int, seed: int) -> dict[str, Any]:
         "median_s": round(statistics.median(wall), 4) if wall else None,
         "runs_s": [round(value, 4) for value in wall],
         "median_cpu_s": round(statistics.median(cpu), 4) if cpu else None,
+        "runs_cpu_s": [round(value, 4) for value in cpu],
+        "cpu_s": round(time.process_time(), 3),
         "cold_s": round(cold_s, 4),
         "build_s": round(build_s, 3),
         "peak_rss_mib": round(peak_rss_mib(), 1),
