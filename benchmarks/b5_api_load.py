@@ -341,7 +341,8 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
             @task
             def ask(self) -> None:
                 name, path, live = rng.choice(plans[self.role])()
-                headers = {"HX-Request": "true"} if live else {}
+                # htmx's refresh of the live region names its target, and gets only that part
+                headers = {"HX-Request": "true", "HX-Target": "live"} if live else {}
                 with self.client.get(
                     path, name=name, headers=headers, catch_response=True
                 ) as answer:
