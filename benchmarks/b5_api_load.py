@@ -16,7 +16,9 @@ and detail), queues and preemption events -- and the dashboard's pages, each log
 session like a person: Overview, Queues, Cost, Preemptions and My workloads, whole and as the
 live region's refresh (htmx). It prints, per endpoint, the request count, the
 median, p95 and p99 in milliseconds and the errors, and whether the target holds (p95 <= 200 ms
-everywhere, no errors). The load stays on 127.0.0.1 and stops by itself.
+everywhere, no errors); and gunicorn's own CPU over the measured seconds (its processes'
+user and system time from ``/proc``), per request and in cores, with the load average. The
+load stays on 127.0.0.1 and stops by itself.
 
 Needs locust (``pip install -e '.[bench]'``).
 """
@@ -139,6 +141,24 @@ def start_gunicorn(options: argparse.Namespace, log: Path) -> subprocess.Popen[b
         time.sleep(0.5)
     stop(server)
     raise SystemExit(f"gunicorn did not answer within two minutes (see {log})")
+
+
+def server_cpu_s(server: subprocess.Popen[bytes]) -> float:
+    """CPU seconds (user and system) that gunicorn's master and its workers have used so far,
+    read from ``/proc`` (Linux)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # ended meanwhile
+        # after the command: state, ppid, ... utime (14th field of stat) and stime (15th)
+        if entry.name == str(server.pid) or fields[1] == str(server.pid):
+            total += (int(fields[11]) + int(fields[12])) / ticks
+    return total
 
 
 def stop(server: subprocess.Popen[bytes]) -> None:
@@ -341,7 +361,8 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
             @task
             def ask(self) -> None:
                 name, path, live = rng.choice(plans[self.role])()
-                headers = {"HX-Request": "true"} if live else {}
+                # htmx's refresh of the live region names its target, and gets only that part
+                headers = {"HX-Request": "true", "HX-Target": "live"} if live else {}
                 with self.client.get(
                     path, name=name, headers=headers, catch_response=True
                 ) as answer:
@@ -353,9 +374,18 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
         runner.start(options.users, spawn_rate=options.users)
         gevent.sleep(options.warmup)
         environment.stats.reset_all()
+        cpu_before, load_before = server_cpu_s(server), os.getloadavg()
         gevent.sleep(options.duration)
+        cpu = server_cpu_s(server) - cpu_before
+        load_after = os.getloadavg()
         runner.quit()
-        return report(environment, options)
+        result = report(environment, options)
+        requests_seen = max(result["requests"], 1)
+        result["server_cpu_s"] = round(cpu, 1)
+        result["server_cpu_ms_per_request"] = round(1000 * cpu / requests_seen, 1)
+        result["server_cores_used"] = round(cpu / options.duration, 2)
+        result["load_average"] = {"before": load_before, "after": load_after}
+        return result
     finally:
         stop(server)
 
@@ -408,6 +438,11 @@ def main(argv: list[str] | None = None) -> int:
                 f"{name:44} {row['requests']:8d} {row['median_ms']:7.0f} {row['p95_ms']:7.0f} "
                 f"{row['p99_ms']:7.0f} {row['errors']}"
             )
+        print(
+            f"gunicorn used {result['server_cpu_s']} s of CPU: "
+            f"{result['server_cpu_ms_per_request']} ms a request, "
+            f"{result['server_cores_used']} cores; load average {result['load_average']}"
+        )
         print(
             f"{result['requests']} requests ({result['requests_per_s']}/s), "
             f"{result['errors']} errors, worst p95 {result['worst_endpoint_p95_ms']} ms: "

@@ -22,11 +22,15 @@ members their own tenants'. The capacity report is the pool's, and every caller 
 
 from __future__ import annotations
 
+import hashlib
+import json
+import uuid
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
+from django.core.cache import cache
 from django.db.models import F, Model, Q, QuerySet, Sum
 from django.db.models.functions import TruncMonth
 
@@ -35,6 +39,7 @@ from gpupool.accounting.models import (
     FlavorMonth,
     QueueDay,
     QueueMonth,
+    RollUpState,
     UsageDay,
     UsageMonth,
     WorkloadDay,
@@ -77,6 +82,34 @@ USAGE_AMOUNTS = (
     "active_cost",
     "idle_cost",
 )
+
+
+# How long a value read from the roll-ups is cached at most: a new roll-up version (every
+# hour counted changes it) makes another key long before.
+REPORT_CACHE_S = 3600
+T = TypeVar("T")
+
+
+def roll_up_version() -> uuid.UUID | None:
+    """The roll-ups' version, which changes whenever they do (None before anything is
+    rolled up): what values read from them are cached by."""
+    return RollUpState.objects.filter(name="usage").values_list("version", flat=True).first()
+
+
+def cached_by_roll_up(name: str, parts: Sequence[Any], build: Callable[[], T]) -> T:
+    """``build()``, kept in Django's cache under ``name``, the ``parts`` (JSON) and the
+    roll-ups' version: what is read from the roll-ups cannot change before the next roll-up.
+    Built afresh, and not kept, before anything is rolled up."""
+    version = roll_up_version()
+    if version is None:
+        return build()
+    text = json.dumps([str(version), name, list(parts)], default=str)
+    key = "gpupool:rolled:" + hashlib.sha256(text.encode()).hexdigest()
+    found: T | None = cache.get(key)
+    if found is None:
+        found = build()
+        cache.set(key, found, REPORT_CACHE_S)
+    return found
 
 
 def cost_scope(access: Access) -> frozenset[int] | None:

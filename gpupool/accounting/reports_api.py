@@ -28,18 +28,20 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.routers import BaseRouter
 
-from gpupool.accounting.models import RollUpState, UsageInterval
+from gpupool.accounting.models import UsageInterval
 from gpupool.accounting.periods import accounting_zone, local_day
 from gpupool.accounting.reports import (
     ATTRIBUTION_DIMENSIONS,
     FILTERS,
     PERIODS,
+    REPORT_CACHE_S,
     USAGE_DIMENSIONS,
     Report,
     ReportQuery,
     attribution_report,
     capacity_report,
     cost_scope,
+    roll_up_version,
     usage_report,
     workload_report,
 )
@@ -52,8 +54,6 @@ from gpupool.tenancy.models import Tenant
 
 # The longest span a report covers, in days (a daily report of it is still paged).
 LONGEST_SPAN_DAYS = 3 * 366
-# A report page is kept this long at most; a new roll-up (a new version) replaces it sooner.
-REPORT_CACHE_S = 3600
 
 
 class CSVRenderer(renderers.BaseRenderer):
@@ -388,7 +388,7 @@ class ReportViewSet(CSVExport, viewsets.GenericViewSet[Any]):
 def _page_key(request: Request, report: str, tenants: Any) -> str | None:
     """The cache key of a report page: the roll-ups' version, the report, its parameters and
     the caller's scope (None before anything is rolled up: nothing to cache)."""
-    version = RollUpState.objects.filter(name="usage").values_list("version", flat=True).first()
+    version = roll_up_version()
     if version is None:
         return None
     parameters = sorted((name, sorted(values)) for name, values in request.query_params.lists())

@@ -27,7 +27,7 @@ from django.utils import timezone
 
 from gpupool.control.choices import CycleStatus
 from gpupool.control.models import SchedulingCycle
-from gpupool.control.snapshot import DatabaseSnapshot, build_snapshot
+from gpupool.control.snapshot import DatabaseSnapshot, SnapshotError, build_snapshot
 from gpupool.inventory.queries import FlavorFragmentation, flavor_fragmentation
 from gpupool.scheduler import shares, types
 from gpupool.scheduler.cycle_state import Cycle
@@ -90,13 +90,27 @@ class PoolView(Generic[T]):
     at: datetime  # when the snapshot was taken
 
 
+@dataclass(frozen=True, slots=True)
+class _Unplannable:
+    """What the cache keeps for a pool the core cannot plan: the ``SnapshotError``'s words."""
+
+    message: str
+
+
 def _cached(name: str, cycle_id: int | None, build: Callable[[], T]) -> T:
-    """``build()``, kept in the cache under the cycle's id."""
+    """``build()``, kept in the cache under the cycle's id. A pool that cannot be planned
+    (``SnapshotError``) is kept so too, and raises again from the cache: a page read between
+    two cycles does not retry a snapshot that failed (on B5's year, 0.1 s a request)."""
     key = f"gpupool:{name}:cycle:{'none' if cycle_id is None else cycle_id}"
-    found: T | None = cache.get(key)
+    found: T | _Unplannable | None = cache.get(key)
     if found is None:
-        found = build()
+        try:
+            found = build()
+        except SnapshotError as error:
+            found = _Unplannable(str(error))
         cache.set(key, found, NO_CYCLE_CACHE_S if cycle_id is None else CYCLE_CACHE_S)
+    if isinstance(found, _Unplannable):
+        raise SnapshotError(found.message)
     return found
 
 

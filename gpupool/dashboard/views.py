@@ -16,6 +16,7 @@ from __future__ import annotations
 import zoneinfo
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from functools import wraps
@@ -46,6 +47,7 @@ from gpupool.accounting.preemptions_api import PreemptionEventViewSet
 from gpupool.accounting.reports import (
     ReportQuery,
     attribution_report,
+    cached_by_roll_up,
     capacity_report,
     cost_scope,
 )
@@ -67,7 +69,7 @@ from gpupool.control.snapshot import SnapshotError
 from gpupool.dashboard import charts
 from gpupool.dashboard.blocking import blocking_shape
 from gpupool.dashboard.charts import series_colours
-from gpupool.dashboard.fairness import Standing, Verdict, explain_fairness
+from gpupool.dashboard.fairness import BORROWING, STARVED, Standing, Verdict, explain_fairness
 from gpupool.dashboard.forms import (
     AuditFilterForm,
     CordonForm,
@@ -106,9 +108,10 @@ from gpupool.quotas.actions import (
     do_submit_quota_request,
 )
 from gpupool.quotas.choices import ACTIVE_WHAT_IF_STATES, QuotaRequestKind, QuotaRequestState
-from gpupool.quotas.impact import current_pool_shape, request_impact
+from gpupool.quotas.impact import current_deserved_shares, request_impact
 from gpupool.quotas.models import PriorityClass, Queue, QueueQuota, QuotaRequest
 from gpupool.quotas.queries import (
+    QueueUsage,
     idle_policy_in_force,
     queue_rows,
     queue_usage,
@@ -117,7 +120,8 @@ from gpupool.quotas.queries import (
     quota_rows,
     visible_quota_requests,
 )
-from gpupool.quotas.shares import deserved_shares
+from gpupool.scheduler.shares import QueueShare
+from gpupool.scheduler.types import MILLI
 from gpupool.tenancy.models import Tenant
 from gpupool.utilization.queries import (
     hourly_utilization,
@@ -596,37 +600,116 @@ def queue_tree(queues: Iterable[Queue]) -> list[tuple[Queue, int]]:
     return ordered
 
 
+# A queue tree of more queues than this is shown folded on the Queues page (B5's year has
+# 400: all of them, with their quotas, cost 0.1-0.2 s of CPU a request).
+QUEUES_UNFOLDED_UP_TO = 60
+
+
+@dataclass(frozen=True, slots=True)
+class QueueFold:
+    """Which queues of the tree the Queues page shows. Small trees are shown whole. A large
+    one shows its roots and the children of its open queues: by default the ancestors of
+    the viewer's teams' queues, else those ``?open=`` names (a name's ancestors open with it).
+    """
+
+    folded: bool
+    open: frozenset[int]  # queues whose children are shown
+    shown: frozenset[int]
+    below: dict[int, int]  # each queue's number of queues under it, at any depth
+    parents: dict[int, int | None]
+    names: dict[int, str]
+
+    def link(self, queue_id: int, flavor: Flavor | None) -> str:
+        """The query string that opens the queue (closes it when open), keeping the rest."""
+        names = {self.names[pk] for pk in self.open}
+        name = self.names[queue_id]
+        if queue_id in self.open:  # closing a queue closes what is open under it
+            names -= {self.names[pk] for pk in self.open if self.is_under(pk, queue_id)}
+        else:
+            names.add(name)
+        query = {"open": ",".join(sorted(names))}
+        return "?" + urlencode(({"flavor": flavor.name} if flavor else {}) | query, safe=",")
+
+    def is_under(self, queue_id: int, ancestor: int) -> bool:
+        """Whether ``queue_id`` is ``ancestor`` or in its subtree."""
+        seen: int | None = queue_id
+        while seen is not None:
+            if seen == ancestor:
+                return True
+            seen = self.parents.get(seen)
+        return False
+
+
+def fold_queues(asked: str | None, mine: Iterable[int]) -> QueueFold:
+    """The fold of the whole tree, from one query of its (id, parent, name) and no model
+    instance: ``asked`` is the ``open`` parameter (None when absent), ``mine`` the viewer's
+    teams' queue ids."""
+    tree = list(Queue.objects.values_list("pk", "parent_id", "name"))
+    parents: dict[int, int | None] = {pk: parent for pk, parent, _ in tree}
+    names = {pk: name for pk, _, name in tree}
+    below: Counter[int] = Counter()
+    for pk in parents:
+        ancestor = parents[pk]
+        while ancestor is not None and ancestor in parents:
+            below[ancestor] += 1
+            ancestor = parents[ancestor]
+    if len(tree) <= QUEUES_UNFOLDED_UP_TO:
+        everything = frozenset(parents)
+        return QueueFold(False, everything, everything, dict(below), parents, names)
+    wanted: set[int]
+    if asked is None:  # the branches that lead to the viewer's queues
+        wanted = {parent for pk in mine if (parent := parents.get(pk)) is not None}
+    else:
+        by_name = {name: pk for pk, name in names.items()}
+        wanted = {by_name[name] for name in asked.split(",") if name in by_name}
+    opened: set[int] = set()
+    for pk in wanted:
+        seen: int | None = pk
+        while seen is not None and seen in parents:
+            opened.add(seen)
+            seen = parents[seen]
+    if asked is None:  # by default the roots are open too: the first level shows
+        opened |= {pk for pk, parent in parents.items() if parent is None and below[pk]}
+    shown = frozenset(pk for pk, parent in parents.items() if parent is None or parent in opened)
+    visible_open = frozenset(pk for pk in opened if pk in shown)
+    return QueueFold(True, visible_open, shown, dict(below), parents, names)
+
+
 @dashboard_page("queues")
 def queues(request: HttpRequest, access: Access) -> HttpResponse:
     """The queue tree with each queue's quota of one flavor, its deserved share, and what it
     holds, borrows and lends now (every role sees every queue: tenants see each other at the
     queue level), and the idle policy in force (per class, with queue overrides). The rows and
-    the usage are the queues API's (``quotas.queries``)."""
-    all_queues = list(queue_rows())
+    the usage are the queues API's (``quotas.queries``). A large tree comes folded
+    (``fold_queues``): only the rows shown are read with their quotas."""
     flavors = list(Flavor.objects.order_by("name"))
     chosen = next((f for f in flavors if f.name == request.GET.get("flavor")), None)
     if chosen is None and flavors:
         chosen = largest_flavor(flavors)
-    shares: dict[tuple[str, str], float] = {}
-    shares_error = ""
-    try:
-        shares = deserved_shares(current_pool_shape())
-    except SnapshotError as failure:
-        shares_error = str(failure)
-    if not all_queues:  # nothing to show, and the core plans no pool without a queue tree
+    mine = Queue.objects.filter(tenant_id__in=access.tenant_ids).values_list("pk", flat=True)
+    fold = fold_queues(request.GET.get("open"), list(mine) if access.tenant_ids else [])
+    if not fold.shown:  # nothing to show, and the core plans no pool without a queue tree
         return render_page(
             request,
             "dashboard/queues.html",
             {"rows": [], "flavors": flavors, "flavor": chosen, "idle": idle_policy_in_force()},
             live="dashboard/partials/queues_live.html",
         )
+    shares: dict[tuple[str, str], float] = {}
+    shares_error = ""
+    try:
+        shares = current_deserved_shares()
+    except SnapshotError as failure:
+        shares_error = str(failure)
     usage = queue_usage()
+    shown = list(queue_rows().filter(pk__in=sorted(fold.shown)))
     rows = []
-    for queue, depth in queue_tree(all_queues):
+    for queue, depth in queue_tree(shown):
         flavor_row = next(
             (row for row in quota_rows(queue, usage) if chosen and row.flavor == chosen.name),
             None,
         )
+        under = fold.below.get(queue.pk, 0)
         rows.append(
             {
                 "queue": queue,
@@ -635,11 +718,25 @@ def queues(request: HttpRequest, access: Access) -> HttpResponse:
                 "quota": flavor_row,
                 "share": shares.get((queue.name, chosen.name)) if chosen else None,
                 "mine": queue.tenant_id in access.tenant_ids,
+                "under": under,
+                "open": queue.pk in fold.open,
+                "toggle": fold.link(queue.pk, chosen) if fold.folded and under else "",
             }
         )
     context = {
         "rows": rows,
-        "verdicts": fairness_verdicts(rows, chosen) if chosen and not usage.unavailable else [],
+        "folded": fold.folded,
+        "open_query": (
+            "&" + urlencode({"open": request.GET["open"]}, safe=",")
+            if "open" in request.GET
+            else ""
+        ),
+        "queue_count": len(fold.names),
+        "verdicts": (
+            fairness_verdicts(chosen, usage, {queue.name for queue in shown})
+            if chosen and not usage.unavailable
+            else []
+        ),
         "flavors": flavors,
         "flavor": chosen,
         "shares_error": shares_error,
@@ -652,30 +749,45 @@ def queues(request: HttpRequest, access: Access) -> HttpResponse:
     )
 
 
-def fairness_verdicts(rows: list[dict[str, Any]], flavor: Flavor) -> list[Verdict]:
+def fairness_verdicts(flavor: Flavor, usage: QueueUsage, shown: set[str]) -> list[Verdict]:
     """The fairness explainer of the Queues page for one flavor: each team's leaf queue with
-    a quota or a holding of it, with the workloads it has waiting for that flavor."""
+    a quota or a holding of it, with the workloads it has waiting for that flavor; of them,
+    those whose rows are ``shown``, and every starved or borrowing one. Read as values, one
+    query each for the leaves, their quotas and the waiting work, whatever the tree's size."""
     leaves = team_of_leaf_queue()
+    deserved = dict(
+        QueueQuota.objects.filter(flavor=flavor, queue__name__in=list(leaves)).values_list(
+            "queue__name", "deserved"
+        )
+    )
     waiting = dict(
         Workload.objects.filter(state=WorkloadState.PENDING, pod_sets__flavor=flavor)
         .values_list("queue__name")
         .annotate(n=Count("id", distinct=True))
         .values_list("queue__name", "n")
     )
-    standings = [
-        Standing(
-            queue=row["queue"].name,
-            team=leaves[row["queue"].name],
-            deserved=row["quota"].deserved or Decimal(0),
-            allocated=row["quota"].allocated or Decimal(0),
-            borrowed=row["quota"].borrowed or Decimal(0),
-            lent=row["quota"].lent or Decimal(0),
-            waiting=waiting.get(row["queue"].name, 0),
+    standings = []
+    for name, team in leaves.items():
+        held = usage.shares.get(name, {}).get(flavor.name)
+        if name not in deserved and held is None:
+            continue
+        share = held or QueueShare(0, 0, 0)
+        standings.append(
+            Standing(
+                queue=name,
+                team=team,
+                deserved=deserved.get(name) or Decimal(0),
+                allocated=Decimal(share.allocated) / MILLI,
+                borrowed=Decimal(share.borrowed) / MILLI,
+                lent=Decimal(share.lent) / MILLI if name in deserved else Decimal(0),
+                waiting=waiting.get(name, 0),
+            )
         )
-        for row in rows
-        if row["quota"] is not None and row["queue"].name in leaves
+    return [
+        verdict
+        for verdict in explain_fairness(standings)
+        if verdict.queue in shown or verdict.kind in (BORROWING, STARVED)
     ]
-    return explain_fairness(standings)
 
 
 # ----------------------------------------------------------------------------- cost
@@ -696,24 +808,31 @@ def cost(request: HttpRequest, access: Access) -> HttpResponse:
     scope = cost_scope(access)
     span = ReportQuery(start=first, end=last_day, period="month", tenants=scope)
     label = month.strftime("%Y-%m")
-    teams = attribution_report(span, by=["tenant"]).rows()
-    pool_rows = capacity_report(span).rows()
-    this_month = [row for row in teams if row["period"] == label]
-    flavors = [row for row in pool_rows if row["period"] == label]
-    for row in this_month:
-        row["charged"] = row["used"] + row["reserved_idle"]
-        row["charged_cost"] = row["used_cost"] + row["reserved_idle_cost"]
+
+    def figures() -> dict[str, Any]:
+        teams = attribution_report(span, by=["tenant"]).rows()
+        pool_rows = capacity_report(span).rows()
+        this_month = [row for row in teams if row["period"] == label]
+        flavors = [row for row in pool_rows if row["period"] == label]
+        for row in this_month:
+            row["charged"] = row["used"] + row["reserved_idle"]
+            row["charged_cost"] = row["used_cost"] + row["reserved_idle_cost"]
+        return {
+            "teams": this_month,
+            "team_totals": column_totals(this_month, TEAM_COLUMNS),
+            "flavors": flavors,
+            "pool_totals": column_totals(flavors, POOL_COLUMNS),
+            "trend_figure": cost_trend([m.strftime("%Y-%m") for m in months], teams, pool_rows),
+        }
+
+    # A year of roll-ups summed (0.1-0.2 s) changes only with the next roll-up.
+    scoped = None if scope is None else sorted(scope)
     csv_query = {"start": month.isoformat(), "end": last_day.isoformat(), "format": "csv"}
-    context = {
+    context = cached_by_roll_up("cost-page", [label, scoped], figures) | {
         "month": label,
         "month_name": month.strftime("%B %Y"),
         "all_tenants": scope is None,
         "rolled_up": RollUpState.objects.filter(name="usage", rolled_until__isnull=False).exists(),
-        "teams": this_month,
-        "team_totals": column_totals(this_month, TEAM_COLUMNS),
-        "flavors": flavors,
-        "pool_totals": column_totals(flavors, POOL_COLUMNS),
-        "trend_figure": cost_trend([m.strftime("%Y-%m") for m in months], teams, pool_rows),
         "trend_months": COST_TREND_MONTHS,
         "csv": {
             "teams": reverse("api:report-attribution-list")
@@ -922,11 +1041,6 @@ def preemptions(request: HttpRequest, access: Access) -> HttpResponse:
     )
     shown = list(events[:PREEMPTIONS_SHOWN])
     classes = list(PriorityClass.objects.order_by("-value", "name"))
-    leaf_queues = [
-        queue
-        for queue, _ in queue_tree(list(Queue.objects.select_related("tenant")))
-        if queue.tenant_id is not None
-    ]
     now = pool_clock()
     policy = pool_policy()
     since = now - PREEMPTION_WINDOW
@@ -936,7 +1050,7 @@ def preemptions(request: HttpRequest, access: Access) -> HttpResponse:
         "lost": lost_gpu_hours(shown),
         "all_tenants": access.admin,
         "classes": classes,
-        "queues": leaf_queues,
+        "protection_groups": protection_groups(),
         "history_figure": preemption_history(events, since, now),
         "window_days": PREEMPTION_WINDOW.days,
         "churn": preemption_churn(since, now),
@@ -946,6 +1060,39 @@ def preemptions(request: HttpRequest, access: Access) -> HttpResponse:
         "protection_policy": policy.victim_protection,
     }
     return render(request, "dashboard/preemptions.html", context)
+
+
+# A group of queues of the same protection names them all when it has at most this many,
+# else it says how many and folds their names.
+PROTECTION_NAMES_SHOWN = 12
+
+
+def protection_groups() -> list[dict[str, Any]]:
+    """The teams' queues grouped by their protected window (default, cap, reclaimable), each
+    group with its queues' names: a row per setting in force, not per queue (B5's year has
+    379 team queues, all alike). One query of values."""
+    groups: dict[tuple[int, int | None, bool], list[str]] = {}
+    settings_of = (
+        Queue.objects.filter(tenant__isnull=False)
+        .order_by("name")
+        .values_list(
+            "name", "default_protected_runtime_s", "max_protected_runtime_s", "reclaimable"
+        )
+    )
+    for name, default, cap, reclaimable in settings_of:
+        groups.setdefault((default, cap, reclaimable), []).append(name)
+    return [
+        {
+            "queues": names,
+            "folded": len(names) > PROTECTION_NAMES_SHOWN,
+            "default_protected_runtime_s": default,
+            "max_protected_runtime_s": cap,
+            "reclaimable": reclaimable,
+        }
+        for (default, cap, reclaimable), names in sorted(
+            groups.items(), key=lambda item: item[1][0]
+        )
+    ]
 
 
 def preemption_history(

@@ -234,10 +234,7 @@ class Node(models.Model):
 
     def devices_per_gpu(self) -> int:
         """Devices one physical GPU gives: MIG instances of the flavor's profile, else 1."""
-        if self.flavor.sharing == Sharing.MIG:
-            count = self.mig_layout.get(self.flavor.mig_profile, 0)
-            return count if isinstance(count, int) else 0
-        return 1
+        return devices_per_gpu(self.flavor, self.mig_layout)
 
     def health_reasons(self) -> list[str]:
         """Why the node cannot give all its GPUs: gone from the cluster, excluded by it, a
@@ -292,13 +289,23 @@ class Gpu(models.Model):
             raise ValidationError({"unhealthy_reason": "say why the GPU is unhealthy"})
 
 
+def devices_per_gpu(flavor: Flavor, mig_layout: dict[str, Any] | None) -> int:
+    """Devices one physical GPU of a node of ``flavor`` with ``mig_layout`` gives: MIG
+    instances of the flavor's profile, else 1."""
+    if flavor.sharing == Sharing.MIG:
+        count = (mig_layout or {}).get(flavor.mig_profile, 0)
+        return count if isinstance(count, int) else 0
+    return 1
+
+
 def healthy_capacity(flavor: Flavor) -> Decimal:
-    """GPUs (MIG: instances) of ``flavor`` that can be allocated: healthy, on uncordoned nodes."""
-    total = 0
-    nodes = Node.objects.filter(flavor=flavor, cordoned=False).annotate(
-        healthy_gpus=Count("gpus", filter=Q(gpus__healthy=True))
+    """GPUs (MIG: instances) of ``flavor`` that can be allocated: healthy, on uncordoned nodes.
+    One query of values per node (no model instance: 227 nodes cost 10-40 ms as models)."""
+    nodes = (
+        Node.objects.filter(flavor=flavor, cordoned=False)
+        .values("pk", "mig_layout")
+        .annotate(healthy_gpus=Count("gpus", filter=Q(gpus__healthy=True)))
+        .values_list("mig_layout", "healthy_gpus")
+        .order_by()
     )
-    for node in nodes:
-        node.flavor = flavor
-        total += node.healthy_gpus * node.devices_per_gpu()
-    return Decimal(total)
+    return Decimal(sum(gpus * devices_per_gpu(flavor, layout) for layout, gpus in nodes))

@@ -64,6 +64,10 @@ class QuotaRowSerializer(serializers.Serializer[Any]):
     lent = gpus_field(allow_null=True, help_text="Its deserved share that other queues use now.")
 
 
+# Where a queue serializer's context keeps the one serializer of its quota rows.
+QUOTA_ROWS = "quota_row_serializer"
+
+
 class QueueSerializer(serializers.ModelSerializer[Queue]):
     """A queue of the tree: parent and children, tenant, weight, lending and protection
     limits, its quotas with what it holds, borrows and lends now, and its queue lengths."""
@@ -126,8 +130,13 @@ class QueueSerializer(serializers.ModelSerializer[Queue]):
 
     @extend_schema_field(QuotaRowSerializer(many=True))
     def get_quotas(self, queue: Queue) -> list[dict[str, Any]]:
-        """Per flavor: its quota and what it holds, borrows and lends now."""
-        return list(QuotaRowSerializer(quota_rows(queue, self._usage()), many=True).data)
+        """Per flavor: its quota and what it holds, borrows and lends now. One row
+        serializer serves every queue of a list: a serializer builds its fields anew for
+        each instance, half the CPU of a page of 100 queues (B5's year)."""
+        rows: QuotaRowSerializer | None = self.context.get(QUOTA_ROWS)
+        if rows is None:
+            rows = self.context[QUOTA_ROWS] = QuotaRowSerializer()
+        return [rows.to_representation(row) for row in quota_rows(queue, self._usage())]
 
     @extend_schema_field(serializers.IntegerField(allow_null=True))
     def get_usage_cycle(self, queue: Queue) -> int | None:

@@ -17,9 +17,10 @@ pages and the API share one read per cycle.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 
 from django.core.cache import cache
 
@@ -29,30 +30,53 @@ from gpupool.inventory.models import healthy_capacity
 from gpupool.quotas.actions import quota_request_problems
 from gpupool.quotas.choices import QuotaRequestKind
 from gpupool.quotas.models import PriorityBudget, QueueQuota, QuotaRequest, pool_guarantees
-from gpupool.quotas.shares import PoolShape, ShareChange, pool_shape, share_changes
+from gpupool.quotas.shares import (
+    PoolShape,
+    ShareChange,
+    deserved_shares,
+    pool_shape,
+    share_changes,
+)
 
 POOL_SHAPE_CACHE_S = 3600
+T = TypeVar("T")
 
 
-def current_pool_shape() -> PoolShape:
-    """The queues, quotas and healthy GPUs as the control loop's reader sees them, cached per
-    finished scheduling cycle; read afresh while no cycle has finished."""
+def _per_cycle(name: str, build: Callable[[], T]) -> T:
+    """``build()``, cached under the last finished scheduling cycle's id; built afresh
+    while no cycle has finished."""
     cycle_id = (
         SchedulingCycle.objects.filter(finished_at__isnull=False)
         .order_by("-finished_at", "-id")
         .values_list("id", flat=True)
         .first()
     )
-    key = f"gpupool:pool-shape:cycle-{cycle_id}"
-    if cycle_id is not None:
-        cached = cache.get(key)
-        if isinstance(cached, PoolShape):
-            return cached
-    pool = build_pool()
-    shape = pool_shape(pool.queues, pool.nodes)
-    if cycle_id is not None:
-        cache.set(key, shape, POOL_SHAPE_CACHE_S)
-    return shape
+    if cycle_id is None:
+        return build()
+    key = f"gpupool:{name}:cycle-{cycle_id}"
+    cached: T | None = cache.get(key)
+    if cached is None:
+        cached = build()
+        cache.set(key, cached, POOL_SHAPE_CACHE_S)
+    return cached
+
+
+def current_pool_shape() -> PoolShape:
+    """The queues, quotas and healthy GPUs as the control loop's reader sees them, cached per
+    finished scheduling cycle; read afresh while no cycle has finished."""
+
+    def build() -> PoolShape:
+        pool = build_pool()
+        return pool_shape(pool.queues, pool.nodes)
+
+    return _per_cycle("pool-shape", build)
+
+
+def current_deserved_shares() -> dict[tuple[str, str], float]:
+    """Every queue's deserved share of every flavor (``quotas.shares.deserved_shares``) in
+    the current pool shape, cached with it per finished cycle (the Queues page's column:
+    30 ms of CPU a request at 400 queues, computed afresh)."""
+    return _per_cycle("deserved-shares", lambda: deserved_shares(current_pool_shape()))
 
 
 @dataclass(frozen=True)

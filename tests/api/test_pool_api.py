@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 from django.core.cache import cache
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from domain_builders import node
 from resources_pool import pool, submit
@@ -17,7 +19,9 @@ from gpupool.accounting.actions import do_record_preemption
 from gpupool.audit.models import AuditEvent
 from gpupool.control.actions import do_finish_cycle, do_start_cycle
 from gpupool.control.queries import pool_snapshot
+from gpupool.control.snapshot import SnapshotError
 from gpupool.inventory.models import Gpu, Node
+from gpupool.quotas.models import PriorityClass
 from gpupool.workloads.actions import PlacementSpec, do_transition_workload
 
 pytestmark = pytest.mark.django_db
@@ -272,6 +276,21 @@ def test_the_cached_snapshot_reads_back_as_it_was_built(resources: dict) -> None
     assert again.cycle_id == built.cycle_id == resources["cycle"].pk
     assert again.value.snapshot == built.value.snapshot
     assert again.value.workload_ids == built.value.workload_ids
+
+
+def test_a_pool_that_cannot_be_planned_is_tried_once_per_cycle(resources: dict) -> None:
+    PriorityClass.objects.update(default=False)  # the core plans no pool without a default
+    cache.clear()
+    with pytest.raises(SnapshotError) as first:
+        pool_snapshot()
+    with CaptureQueriesContext(connection) as again, pytest.raises(SnapshotError) as second:
+        pool_snapshot()
+    assert str(second.value) == str(first.value) and "default" in str(first.value)
+    assert len(again) == 1  # the last cycle's id; the failure comes from the cache
+    PriorityClass.objects.filter(name="normal").update(default=True)
+    now = timezone.now()
+    cycle = do_finish_cycle(do_start_cycle(at=now), at=now, status="succeeded")
+    assert pool_snapshot().cycle_id == cycle.pk  # the next cycle tries again
 
 
 def test_times_in_filters_take_any_offset_and_compare_in_utc(api_as: Any, resources: dict) -> None:

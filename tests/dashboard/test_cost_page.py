@@ -22,6 +22,8 @@ from typing import Any
 
 import pytest
 from dashboard_pages import text
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from gpupool.accounting.actions import do_close_usage, do_open_usage, do_roll_up_usage
@@ -151,3 +153,30 @@ def test_a_member_sees_only_their_teams_row(rolled: str, page_as: Any) -> None:
     page = text(page_as("vic").get(f"/cost/?month={rolled}"))
     assert "<tr><td>vision</td>" in page and "<tr><td>nlp</td>" not in page
     assert cells(page, '<tr id="team-totals">')[-1] == "20.00"
+
+
+def test_the_figures_are_read_from_the_roll_ups_once_until_the_next_roll_up(
+    rolled: str, pool: Any, page_as: Any
+) -> None:
+    client = page_as("fin")
+    client.get(f"/cost/?month={rolled}")
+    with CaptureQueriesContext(connection) as again:
+        page = text(client.get(f"/cost/?month={rolled}"))
+    assert cells(page, "<tr><td>nlp</td>")[0] == "12 GPU-h"
+    assert not [q for q in again.captured_queries if "accounting_queuemonth" in q["sql"]]
+    assert not [q for q in again.captured_queries if "accounting_flavorday" in q["sql"]]
+    lena = text(page_as("lena").get(f"/cost/?month={rolled}"))  # her scope: her own key
+    assert "<tr><td>nlp</td>" in lena and "<tr><td>vision</td>" not in lena
+    # another hour of nlp on 6 GPUs, rolled up: a new version, read afresh
+    t2 = day_after_tomorrow() + timedelta(hours=2)
+    workload = do_submit_workload(
+        "nlp-more",
+        queue=pool.nlp_queue,
+        pod_sets=[PodSetSpec(count=1, gpus=6, flavor=pool.h100)],
+        at=t2,
+    )
+    do_open_usage(workload, flavor=pool.h100, gpus=6, at=t2)
+    do_close_usage(workload, at=t2 + timedelta(hours=1))
+    do_roll_up_usage(until=t2 + timedelta(hours=1))
+    after = text(client.get(f"/cost/?month={rolled}"))
+    assert cells(after, "<tr><td>nlp</td>")[0] == "18 GPU-h"

@@ -13,6 +13,8 @@ from two_teams import submit
 
 from gpupool.accounting.actions import do_record_preemption
 from gpupool.accounting.models import PreemptionEvent
+from gpupool.dashboard import views
+from gpupool.quotas.actions import do_save_queue
 from gpupool.scheduler.types import BackoffPolicy, VictimProtectionPolicy
 from gpupool.workloads.queries import backoffs_in_force, protections_in_force
 
@@ -63,3 +65,19 @@ def test_the_page_draws_the_history_churn_and_what_is_in_force(pool: Any, page_a
     assert "No workload has earned" in text(page_as("ada").get("/preemptions/"))
     assert 'href="/workloads/vision/sweep/"' in page
     assert "secret-run" not in page
+
+
+def test_queues_of_the_same_protection_share_a_row_that_names_them(
+    pool: Any, page_as: Any, monkeypatch: Any
+) -> None:
+    nlp = pool.nlp_queue
+    nlp.default_protected_runtime_s, nlp.max_protected_runtime_s = 1800, 7200
+    do_save_queue(nlp, acting_user=None)
+    page = text(page_as("max").get("/preemptions/"))
+    rows = page.split("<tr data-protection>")[1:]
+    assert len(rows) == 2
+    assert rows[0].startswith("<td>nlp</td>") and "30 min" in rows[0] and "2 h" in rows[0]
+    assert rows[1].startswith("<td>vision</td>") and "no cap" in rows[1]
+    monkeypatch.setattr(views, "PROTECTION_NAMES_SHOWN", 0)  # more queues than it names
+    folded = text(page_as("max").get("/preemptions/")).split("<tr data-protection>")[1]
+    assert folded.startswith("<td><details><summary>1 queue</summary>nlp</details></td>")
