@@ -43,7 +43,14 @@ from gpupool.control.choices import CycleStatus
 from gpupool.control.models import SchedulingCycle
 from gpupool.control.record import CycleRecord, Explanation
 from gpupool.control.snapshot import id_list
-from gpupool.control.sync import CLUSTER_UNHEALTHY, NodeUpdate, Registration, Step, SyncDecision
+from gpupool.control.sync import (
+    CLUSTER_UNHEALTHY,
+    NodeUpdate,
+    PodSetShape,
+    Registration,
+    Step,
+    SyncDecision,
+)
 from gpupool.inventory.actions import do_mark_nodes_gone, do_sync_node
 from gpupool.inventory.models import Flavor, Gpu, Node
 from gpupool.quotas.actions import BudgetMove, do_record_budget_moves
@@ -284,7 +291,8 @@ def _registered(
     sets: list[tuple[PodSet, list[Flavor]]] = []
     try:
         workload.clean_fields(exclude=_RELATIONS)  # related rows were just read: no SELECT each
-        workload.clean()
+        if workload.rule_errors(queue_has_children=False):  # inner queues took the slow path
+            return None
         for shape in registration.pod_sets:
             pod_set = PodSet(
                 workload=workload,
@@ -349,28 +357,59 @@ def _insert_registered(
 
 
 def _replace_pod_sets(
-    workload: Workload, shapes: Sequence[Any], min_member: int | None, flavors: Mapping[int, Flavor]
+    replaced: Mapping[int, tuple[Sequence[PodSetShape], int | None]],
+    flavors: Mapping[int, Flavor],
 ) -> None:
-    """A pending workload from the cluster whose pods changed: its pod sets again."""
-    PodSet.objects.filter(workload=workload).delete()
-    for shape in shapes:
-        pod_set = PodSet.objects.create(
-            workload=workload,
-            name=shape.name,
-            count=shape.count,
-            gpus=shape.gpus,
-            flavor=flavors[shape.flavor_ids[0]] if shape.flavor_ids else None,
-            gpu_milli=shape.gpu_milli,
-            cpu=shape.cpu,
-            memory_gb=shape.memory_gb,
-        )
-        PodSetFlavorChoice.objects.bulk_create(
-            PodSetFlavorChoice(pod_set=pod_set, rank=rank, flavor=flavors[pk])
-            for rank, pk in enumerate(shape.flavor_ids[1:], start=1)
-        )
-    workload.min_member = min_member
-    workload.full_clean()
-    workload.save(update_fields=["min_member", "updated_at"])
+    """Pending workloads from the cluster whose pods changed (a gang whose members arrive one
+    by one): their pod sets again, and their gang minimum, in a few statements for them all.
+    Each row is checked in Python by its model's own field and ``clean`` rules (the shapes
+    come from the pods' parsed annotations; the database's constraints still hold); a row
+    they refuse raises ``ValidationError`` naming the workload, as ``full_clean`` did."""
+    if not replaced:
+        return
+    workloads = Workload.objects.in_bulk(list(replaced))
+    pod_sets: list[PodSet] = []
+    choices: list[tuple[PodSet, list[Flavor]]] = []
+    now = timezone.now()
+    for workload_id, (shapes, min_member) in replaced.items():
+        workload = workloads[workload_id]
+        total = sum(shape.count for shape in shapes)
+        workload.min_member = min_member
+        try:
+            workload.clean_fields(exclude=_RELATIONS)
+            if min_member is not None and min_member > total:
+                raise ValidationError(
+                    {"min_member": f"min_member ({min_member}) exceeds the workload's {total} pods"}
+                )
+            for shape in shapes:
+                pod_set = PodSet(
+                    workload=workload,
+                    name=shape.name,
+                    count=shape.count,
+                    gpus=shape.gpus,
+                    flavor=flavors[shape.flavor_ids[0]] if shape.flavor_ids else None,
+                    gpu_milli=shape.gpu_milli,
+                    cpu=shape.cpu,
+                    memory_gb=shape.memory_gb,
+                )
+                pod_set.clean_fields(exclude=_RELATIONS)
+                pod_set.clean()
+                pod_sets.append(pod_set)
+                choices.append((pod_set, [flavors[pk] for pk in shape.flavor_ids[1:]]))
+        except ValidationError as error:
+            raise ValidationError(f"{workload.qualified_name}: {error}") from error
+    PodSet.objects.filter(workload_id__in=list(replaced)).delete()
+    PodSet.objects.bulk_create(pod_sets)
+    PodSetFlavorChoice.objects.bulk_create(
+        PodSetFlavorChoice(pod_set=pod_set, rank=rank, flavor=flavor)
+        for pod_set, further in choices
+        for rank, flavor in enumerate(further, start=1)
+    )
+    update_rows(
+        Workload,
+        ["min_member", "updated_at"],
+        {workload_id: (min_member, now) for workload_id, (_, min_member) in replaced.items()},
+    )
 
 
 @transaction.atomic
@@ -397,9 +436,7 @@ def do_record_cluster_sync(
                 _register(registration, flavors)
         except (ValidationError, Queue.DoesNotExist, PriorityClass.DoesNotExist) as error:
             complaints.append(f"{registration.key}: {error}")
-    pod_set_rows = Workload.objects.in_bulk(list(decision.pod_sets))
-    for workload_id, (shapes, min_member) in decision.pod_sets.items():
-        _replace_pod_sets(pod_set_rows[workload_id], shapes, min_member, flavors)
+    _replace_pod_sets(decision.pod_sets, flavors)
     _record_steps(decision.steps, at, stamps)
     if decision.checkpoints:
         update_rows(
