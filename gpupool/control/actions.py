@@ -51,7 +51,7 @@ from gpupool.control.sync import (
     Step,
     SyncDecision,
 )
-from gpupool.inventory.actions import do_mark_nodes_gone, do_sync_node
+from gpupool.inventory.actions import do_add_nodes, do_mark_nodes_gone, do_sync_node
 from gpupool.inventory.models import Flavor, Gpu, Node
 from gpupool.quotas.actions import BudgetMove, do_record_budget_moves
 from gpupool.quotas.models import (
@@ -142,6 +142,43 @@ def _unhealthy_indices(gpus: Sequence[Gpu], count: int, in_cluster: int) -> dict
     for index in candidates[:in_cluster]:
         reasons[index] = CLUSTER_UNHEALTHY
     return reasons
+
+
+def _add_nodes(
+    updates: Sequence[NodeUpdate], flavors: Mapping[int, Flavor], at: datetime
+) -> list[NodeUpdate]:
+    """Nodes the database has never seen, added at once (``do_add_nodes``); returns the
+    updates left for ``_sync_node`` one by one: known nodes, and any the bulk path refused."""
+    known = set(
+        Node.objects.filter(name__in=[u.name for u in updates]).values_list("name", flat=True)
+    )
+    new = [u for u in updates if u.name not in known]
+    if not new:
+        return list(updates)
+    by_name = {u.name: u for u in new}
+    left = do_add_nodes(
+        [
+            (
+                Node(
+                    name=update.name,
+                    flavor=flavors[update.flavor_id],
+                    cpu=update.cpu,
+                    memory_gb=update.memory_gb,
+                    nvlink_domain=update.nvlink_domain or update.name,
+                    zone=update.zone,
+                    labels=dict(update.labels),
+                    mig_layout=dict(update.mig_layout),
+                    cluster_exclusion=update.exclusion[:200],
+                ),
+                update.gpus,
+                _unhealthy_indices([], update.gpus, update.unhealthy_in_cluster),
+            )
+            for update in new
+        ],
+        at=at,
+        reason="cluster sync",
+    )
+    return [u for u in updates if u.name in known] + [by_name[node.name] for node in left]
 
 
 def _sync_node(update: NodeUpdate, flavors: Mapping[int, Flavor], at: datetime) -> None:
@@ -425,7 +462,7 @@ def do_record_cluster_sync(
     at = decision.at
     do_record_budget_moves(budget_moves, at=at)
     flavors = {f.pk: f for f in Flavor.objects.all()}
-    for update in decision.nodes:
+    for update in _add_nodes(decision.nodes, flavors, at):
         _sync_node(update, flavors, at)
     if decision.gone:
         do_mark_nodes_gone(decision.gone, at=at)
