@@ -78,6 +78,7 @@ class Setup:
     seed: int = 4
     timeout_s: float = 900.0
     kube_scheduler_name: str = "default-scheduler"
+    cycle_log: bool = False  # each gpupool cycle's phases and counts in the JSON
 
 
 @dataclass
@@ -96,10 +97,13 @@ class RunResult:
     gangs_whole: int = 0
     gangs_bound_early: int = 0
     binder_cpu_s: float = 0.0
+    binder_window_cpu_s: float = 0.0  # from the first creation to the last binding
     bench_cpu_s: float = 0.0
     cycles: int = 0
     bind_errors: int = 0
     phase_s: dict[str, float] = field(default_factory=dict)
+    load: list[float] = field(default_factory=list)  # the 1-minute load average, every 5 s
+    cycle_log: list[dict[str, Any]] = field(default_factory=list)  # gpupool: each cycle
 
     @property
     def pods_per_s(self) -> float:
@@ -118,6 +122,19 @@ class RunResult:
             "first_bind_s": round(self.first_bind_s, 3),
             "removed_while_bound": self.removed_while_bound,
             "binder_cpu_s": round(self.binder_cpu_s, 1),
+            "binder_cpu_ms_per_pod": round(1000 * self.binder_cpu_s / self.pods, 2)
+            if self.pods
+            else 0.0,
+            "binder_window_cpu_s": round(self.binder_window_cpu_s, 1),
+            "binder_window_cpu_ms_per_pod": round(1000 * self.binder_window_cpu_s / self.pods, 2)
+            if self.pods
+            else 0.0,
+            "last_bind_after_last_creation_s": round(self.seconds - self.create_s, 3),
+            "load_1m": {
+                "median": round(statistics.median(self.load), 1) if self.load else None,
+                "min": min(self.load, default=None),
+                "max": max(self.load, default=None),
+            },
             "bench_cpu_s": round(self.bench_cpu_s, 1),
         }
         if self.kind == "gangs":
@@ -132,6 +149,8 @@ class RunResult:
                 "bind_errors": self.bind_errors,
                 "phase_s": {k: round(v, 3) for k, v in sorted(self.phase_s.items())},
             }
+            if self.cycle_log:
+                data["cycle_log"] = self.cycle_log
         return data
 
 
@@ -233,13 +252,33 @@ class BoundWatch:
                     for line in lines:
                         if line.strip():
                             self._seen(json.loads(line), time.monotonic())
-            except Exception:  # a dropped watch resumes from the last version seen
+            except Exception as exc:  # a dropped watch resumes from the last version seen
                 if self._stop.is_set():
                     return
+                if getattr(exc, "status", None) == 410:
+                    with contextlib.suppress(Exception):
+                        self._relist()
                 time.sleep(0.2)
+
+    def _relist(self) -> None:
+        """After a 410 (the version was compacted away): the bound pods now, and a new version
+        to watch from; pods first seen bound here are stamped now (a little late, never lost)."""
+        listed = json.loads(
+            self._core.list_namespaced_pod(
+                self._namespace, field_selector="spec.nodeName!=", _preload_content=False
+            ).data
+        )
+        now = time.monotonic()
+        for pod in listed["items"]:
+            self.bound_at.setdefault(pod["metadata"]["name"], now)
+        self._version = listed["metadata"]["resourceVersion"]
 
     def _seen(self, event: dict[str, Any], now: float) -> None:
         pod = event.get("object") or {}
+        if event.get("type") == "ERROR":  # in-stream: a Status, 410 when the version expired
+            if pod.get("code") == 410:
+                self._relist()
+            return
         metadata = pod.get("metadata") or {}
         self._version = metadata.get("resourceVersion", self._version)
         name = metadata.get("name")
@@ -341,7 +380,7 @@ def kube_scheduler_config(setup: Setup, folder: Path) -> Path:
 
 
 @contextlib.contextmanager
-def kube_scheduler(setup: Setup) -> Iterator[None]:
+def kube_scheduler(setup: Setup) -> Iterator[subprocess.Popen[bytes]]:
     """The plane's kube-scheduler binary, running with the limit until the block ends."""
     from hack import k8s_plane
 
@@ -362,7 +401,7 @@ def kube_scheduler(setup: Setup) -> Iterator[None]:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
         try:
             wait_ready(f"https://127.0.0.1:{port}/readyz", process, log_path)
-            yield
+            yield process
         finally:
             process.terminate()
             try:
@@ -445,8 +484,8 @@ def run_once(binder: str, kind: str, count: int, gang_size: int, setup: Setup) -
         if binder == GPUPOOL:
             _bind_with_gpupool(api, pods, setup, result)
         else:
-            with kube_scheduler(setup):
-                _bind(api, pods, setup, result, lambda done: done.wait(0.05))
+            with kube_scheduler(setup) as process:
+                _bind(api, pods, setup, result, lambda done: done.wait(0.05), process.pid)
         # The binder's process has ended (and was waited for): its CPU, start to stop.
         result.binder_cpu_s = cpu_s(resource.RUSAGE_CHILDREN) - children
         result.bench_cpu_s = cpu_s(resource.RUSAGE_SELF) - itself
@@ -529,14 +568,28 @@ def _bind_with_gpupool(api: Any, pods: list[Any], setup: Setup, result: RunResul
         with gpupool_loop(setup, log) as process:
             wait_first_cycle(process, log)
             first = SchedulingCycle.objects.order_by("id").values_list("id", flat=True).last()
-            _bind(api, pods, setup, result, lambda done: done.wait(0.05))
+            _bind(api, pods, setup, result, lambda done: done.wait(0.05), process.pid)
         cycles = SchedulingCycle.objects.filter(id__gt=first or 0)
         failed = cycles.filter(status=CycleStatus.FAILED).values_list("error", flat=True)
         if failed:
             raise RuntimeError(f"a gpupool cycle failed: {failed[0].splitlines()[0]}")
         phases: Counter[str] = Counter()
-        for cycle in cycles.filter(status=CycleStatus.SUCCEEDED):
+        for cycle in cycles.filter(status=CycleStatus.SUCCEEDED).order_by("id"):
             result.cycles += 1
+            if setup.cycle_log:
+                result.cycle_log.append(
+                    {
+                        "started_at": cycle.started_at.isoformat(),
+                        "phase_s": {
+                            "sync": round(cycle.sync_s or 0.0, 3),
+                            "snapshot": round(cycle.snapshot_s or 0.0, 3),
+                            "plan": round(cycle.plan_s or 0.0, 3),
+                            "record": round(cycle.record_s or 0.0, 3),
+                            "apply": round(cycle.apply_s or 0.0, 3),
+                        },
+                        "counts": cycle.outcome.get("counts", {}),
+                    }
+                )
             result.bind_errors += int(cycle.outcome.get("counts", {}).get("bind_errors", 0))
             phases.update(
                 {
@@ -550,8 +603,17 @@ def _bind_with_gpupool(api: Any, pods: list[Any], setup: Setup, result: RunResul
         result.phase_s = dict(phases)
 
 
-def _bind(api: Any, pods: list[Any], setup: Setup, result: RunResult, step: Any) -> None:
-    """Create the pods while ``step`` runs the binder, until all are bound; time it."""
+def process_cpu_s(pid: int) -> float:
+    """User and system CPU seconds of a running process so far (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _bind(
+    api: Any, pods: list[Any], setup: Setup, result: RunResult, step: Any, binder_pid: int
+) -> None:
+    """Create the pods while ``step`` runs the binder, until all are bound; time it, and the
+    binder's CPU from the first creation to the last binding seen."""
     watch = BoundWatch(api, setup.namespace)
     created: dict[str, float] = {}
     done = threading.Event()
@@ -565,7 +627,16 @@ def _bind(api: Any, pods: list[Any], setup: Setup, result: RunResult, step: Any)
         finally:
             done.set()
 
+    def sample_load() -> None:
+        while not stopped.wait(5.0):
+            result.load.append(round(os.getloadavg()[0], 2))
+
+    stopped = threading.Event()
+    cpu_before = process_cpu_s(binder_pid)
     started = time.monotonic()
+    result.load.append(round(os.getloadavg()[0], 2))
+    sampler = threading.Thread(target=sample_load, name="b4-load", daemon=True)
+    sampler.start()
     creator = threading.Thread(target=create, name="b4-creators")
     creator.start()
     deadline = started + setup.timeout_s
@@ -577,8 +648,11 @@ def _bind(api: Any, pods: list[Any], setup: Setup, result: RunResult, step: Any)
             raise failure[0]
         while len(watch.bound_at) < len(pods) and time.monotonic() < deadline:
             time.sleep(0.05)  # the watch is a moment behind the last binding
+        result.binder_window_cpu_s = process_cpu_s(binder_pid) - cpu_before
     finally:
+        stopped.set()
         watch.close()
+    result.load.append(round(os.getloadavg()[0], 2))
     bound = sorted(watch.bound_at.values())
     result.bound = len(bound)
     result.seconds = (bound[-1] if bound else time.monotonic()) - started
@@ -699,6 +773,9 @@ def main(argv: list[str] | None = None) -> int:
         help="comma-separated subset of single-gpupool, single-kube-scheduler, gangs",
     )
     parser.add_argument("--json", action="store_true", help="print JSON (default: a summary)")
+    parser.add_argument(
+        "--cycle-log", action="store_true", help="each gpupool cycle's phases and counts too"
+    )
     args = parser.parse_args(argv)
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gpupool.settings")
@@ -720,6 +797,7 @@ def main(argv: list[str] | None = None) -> int:
         creators=args.creators,
         seed=args.seed,
         timeout_s=args.timeout,
+        cycle_log=args.cycle_log,
     )
     which = {w.strip() for w in args.only.split(",") if w.strip()}
     report = benchmark(setup, args.runs, args.pods, args.gangs, args.gang_size, which)

@@ -267,6 +267,19 @@ if GPUPOOL_KUBE_API_QPS < 0 or GPUPOOL_KUBE_API_BURST < 1:
         "GPUPOOL_KUBE_API_QPS must be >= 0 (0: no limit) and GPUPOOL_KUBE_API_BURST >= 1, "
         f"not {GPUPOOL_KUBE_API_QPS} and {GPUPOOL_KUBE_API_BURST}."
     )
+# How many bindings (and Events) the Kubernetes backend keeps in flight at once, each still
+# waiting for the limit's token: a binding waits a round trip on the API server (0.1-0.5 s on
+# a loaded one), and a cycle's hundreds of them should not queue behind a few workers.
+try:
+    GPUPOOL_KUBE_BIND_WORKERS = int(os.environ.get("GPUPOOL_KUBE_BIND_WORKERS", "64"))
+except ValueError as _error:
+    raise ImproperlyConfigured(
+        f"GPUPOOL_KUBE_BIND_WORKERS must be a whole number: {_error}"
+    ) from _error
+if GPUPOOL_KUBE_BIND_WORKERS < 1:
+    raise ImproperlyConfigured(
+        f"GPUPOOL_KUBE_BIND_WORKERS must be >= 1, not {GPUPOOL_KUBE_BIND_WORKERS}."
+    )
 # The simulated cluster's clock: simulated seconds per wall-clock second (60: an hour a minute).
 GPUPOOL_SIM_SPEED = float(os.environ.get("GPUPOOL_SIM_SPEED", "1"))
 # The function that builds each backend (control/backends.py): a table, not a branch.

@@ -399,6 +399,16 @@ class NewPod:
 EventOutcome = Literal["created", "updated", "unchanged", "failed"]
 
 
+@dataclass(frozen=True, slots=True)
+class EventRequest:
+    """One Event to put on a pod (``record_events`` takes many)."""
+
+    pod: PodRef
+    reason: str
+    message: str
+    event_type: EventType = "Normal"
+
+
 class ClusterBackend(Protocol):
     """What the control loop needs from a cluster; the Kubernetes and simulated backends.
 
@@ -447,6 +457,12 @@ class ClusterBackend(Protocol):
         self, pod: PodRef, reason: str, message: str, event_type: EventType = "Normal"
     ) -> EventOutcome:
         """Explain something on a pod (``kubectl describe pod`` shows it); repeats are cheap."""
+        ...
+
+    def record_events(self, events: Sequence[EventRequest]) -> list[EventOutcome]:
+        """Many Events, each as ``record_event`` records it; an outcome per event, in order.
+        A backend may send them at once (the Kubernetes one does, within its client limit),
+        so a cycle's hundreds of explanations do not wait one round trip after another."""
         ...
 
     def now(self) -> float:

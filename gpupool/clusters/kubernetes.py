@@ -46,6 +46,7 @@ from gpupool.clusters.base import (
     ClusterUnavailable,
     ClusterView,
     EventOutcome,
+    EventRequest,
     EventType,
     EvictOutcome,
     NewPod,
@@ -538,7 +539,7 @@ class KubernetesBackend:
         first_sync_timeout_s: float = 60.0,
         page_size: int = 500,
         event_refresh_s: float = 600.0,
-        bind_workers: int = 16,
+        bind_workers: int = 64,
         clock: Callable[[], float] = time.time,
         reporting_instance: str | None = None,
         qps: float | None = None,
@@ -733,12 +734,16 @@ class KubernetesBackend:
             outcomes[key] = self._roll_back(gang, already + bound, first.pod, error)
         return {key: outcomes[key] for key in gangs}
 
-    def _submit_bind(self, binding: PodBinding) -> _MemberBind:
+    def _workers(self) -> ThreadPoolExecutor:
+        """The pool that sends bindings and Events at once (``bind_workers`` threads)."""
         if self._executor is None:
             self._executor = ThreadPoolExecutor(
                 self._bind_workers, thread_name_prefix="gpupool-bind"
             )
-        return _MemberBind(binding, self._executor.submit(self._bind_one, binding))
+        return self._executor
+
+    def _submit_bind(self, binding: PodBinding) -> _MemberBind:
+        return _MemberBind(binding, self._workers().submit(self._bind_one, binding))
 
     def _unbindable(
         self,
@@ -974,6 +979,29 @@ class KubernetesBackend:
         """A core/v1 Event on the pod from ``gpupool``; the same again is counted, not added."""
         self._ensure_started()
         return self._events.record(pod, reason, message, event_type)
+
+    def record_events(self, events: Sequence[EventRequest]) -> list[EventOutcome]:
+        """Events at once: the bind workers send them (``bind_workers`` in flight at most,
+        each waiting for the client limit's token); an outcome per event, in order. The same
+        Event twice in one batch is sent once (the second is ``unchanged``)."""
+        self._ensure_started()
+        if len(events) <= 1:
+            return [self._events.record(e.pod, e.reason, e.message, e.event_type) for e in events]
+        pool = self._workers()
+        seen: set[tuple[PodKey, str, str, str]] = set()
+        sent: list[Future[EventOutcome] | None] = []
+        for event in events:
+            key = (event.pod.key, event.reason, event.event_type, event.message)
+            if key in seen:
+                sent.append(None)
+                continue
+            seen.add(key)
+            sent.append(
+                pool.submit(
+                    self._events.record, event.pod, event.reason, event.message, event.event_type
+                )
+            )
+        return [("unchanged" if future is None else future.result()) for future in sent]
 
     def now(self) -> float:
         """The wall clock (POSIX seconds)."""

@@ -58,6 +58,7 @@ from gpupool.clusters.base import (
     ClusterUnavailable,
     ClusterView,
     EventOutcome,
+    EventRequest,
     EventType,
     EvictOutcome,
     NewPod,
@@ -1101,6 +1102,10 @@ class SimulatedBackend:
             return "failed"
         self._sent.setdefault(pod.key, {})[name] = _Sent(now)
         return outcome
+
+    def record_events(self, events: Sequence[EventRequest]) -> list[EventOutcome]:
+        """Each Event in turn (the simulated cluster answers at once)."""
+        return [self.record_event(e.pod, e.reason, e.message, e.event_type) for e in events]
 
     def now(self) -> float:
         """The cluster's clock."""

@@ -43,8 +43,15 @@ from gpupool.control.choices import CycleStatus
 from gpupool.control.models import SchedulingCycle
 from gpupool.control.record import CycleRecord, Explanation
 from gpupool.control.snapshot import id_list
-from gpupool.control.sync import CLUSTER_UNHEALTHY, NodeUpdate, Registration, Step, SyncDecision
-from gpupool.inventory.actions import do_mark_nodes_gone, do_sync_node
+from gpupool.control.sync import (
+    CLUSTER_UNHEALTHY,
+    NodeUpdate,
+    PodSetShape,
+    Registration,
+    Step,
+    SyncDecision,
+)
+from gpupool.inventory.actions import do_add_nodes, do_mark_nodes_gone, do_sync_node
 from gpupool.inventory.models import Flavor, Gpu, Node
 from gpupool.quotas.actions import BudgetMove, do_record_budget_moves
 from gpupool.quotas.models import (
@@ -109,7 +116,16 @@ def do_finish_cycle(
         cycle.outcome = dict(outcome)
     if totals is not None:
         cycle.totals = dict(totals)
-    cycle.full_clean()
+    # The model's two check constraints, in Python: full_clean would ask the database each
+    # (a savepoint and a SELECT apiece, every cycle); the database still enforces them.
+    cycle.full_clean(validate_constraints=False)
+    errors: dict[str, str] = {}
+    if cycle.status not in CycleStatus.values:
+        errors["status"] = f"{cycle.status!r} is not a cycle status"
+    if cycle.finished_at is not None and cycle.finished_at < cycle.started_at:
+        errors["finished_at"] = "a cycle cannot finish before it started"
+    if errors:
+        raise ValidationError(errors)
     cycle.save()
     return cycle
 
@@ -135,6 +151,43 @@ def _unhealthy_indices(gpus: Sequence[Gpu], count: int, in_cluster: int) -> dict
     for index in candidates[:in_cluster]:
         reasons[index] = CLUSTER_UNHEALTHY
     return reasons
+
+
+def _add_nodes(
+    updates: Sequence[NodeUpdate], flavors: Mapping[int, Flavor], at: datetime
+) -> list[NodeUpdate]:
+    """Nodes the database has never seen, added at once (``do_add_nodes``); returns the
+    updates left for ``_sync_node`` one by one: known nodes, and any the bulk path refused."""
+    known = set(
+        Node.objects.filter(name__in=[u.name for u in updates]).values_list("name", flat=True)
+    )
+    new = [u for u in updates if u.name not in known]
+    if not new:
+        return list(updates)
+    by_name = {u.name: u for u in new}
+    left = do_add_nodes(
+        [
+            (
+                Node(
+                    name=update.name,
+                    flavor=flavors[update.flavor_id],
+                    cpu=update.cpu,
+                    memory_gb=update.memory_gb,
+                    nvlink_domain=update.nvlink_domain or update.name,
+                    zone=update.zone,
+                    labels=dict(update.labels),
+                    mig_layout=dict(update.mig_layout),
+                    cluster_exclusion=update.exclusion[:200],
+                ),
+                update.gpus,
+                _unhealthy_indices([], update.gpus, update.unhealthy_in_cluster),
+            )
+            for update in new
+        ],
+        at=at,
+        reason="cluster sync",
+    )
+    return [u for u in updates if u.name in known] + [by_name[node.name] for node in left]
 
 
 def _sync_node(update: NodeUpdate, flavors: Mapping[int, Flavor], at: datetime) -> None:
@@ -284,7 +337,8 @@ def _registered(
     sets: list[tuple[PodSet, list[Flavor]]] = []
     try:
         workload.clean_fields(exclude=_RELATIONS)  # related rows were just read: no SELECT each
-        workload.clean()
+        if workload.rule_errors(queue_has_children=False):  # inner queues took the slow path
+            return None
         for shape in registration.pod_sets:
             pod_set = PodSet(
                 workload=workload,
@@ -349,28 +403,59 @@ def _insert_registered(
 
 
 def _replace_pod_sets(
-    workload: Workload, shapes: Sequence[Any], min_member: int | None, flavors: Mapping[int, Flavor]
+    replaced: Mapping[int, tuple[Sequence[PodSetShape], int | None]],
+    flavors: Mapping[int, Flavor],
 ) -> None:
-    """A pending workload from the cluster whose pods changed: its pod sets again."""
-    PodSet.objects.filter(workload=workload).delete()
-    for shape in shapes:
-        pod_set = PodSet.objects.create(
-            workload=workload,
-            name=shape.name,
-            count=shape.count,
-            gpus=shape.gpus,
-            flavor=flavors[shape.flavor_ids[0]] if shape.flavor_ids else None,
-            gpu_milli=shape.gpu_milli,
-            cpu=shape.cpu,
-            memory_gb=shape.memory_gb,
-        )
-        PodSetFlavorChoice.objects.bulk_create(
-            PodSetFlavorChoice(pod_set=pod_set, rank=rank, flavor=flavors[pk])
-            for rank, pk in enumerate(shape.flavor_ids[1:], start=1)
-        )
-    workload.min_member = min_member
-    workload.full_clean()
-    workload.save(update_fields=["min_member", "updated_at"])
+    """Pending workloads from the cluster whose pods changed (a gang whose members arrive one
+    by one): their pod sets again, and their gang minimum, in a few statements for them all.
+    Each row is checked in Python by its model's own field and ``clean`` rules (the shapes
+    come from the pods' parsed annotations; the database's constraints still hold); a row
+    they refuse raises ``ValidationError`` naming the workload, as ``full_clean`` did."""
+    if not replaced:
+        return
+    workloads = Workload.objects.in_bulk(list(replaced))
+    pod_sets: list[PodSet] = []
+    choices: list[tuple[PodSet, list[Flavor]]] = []
+    now = timezone.now()
+    for workload_id, (shapes, min_member) in replaced.items():
+        workload = workloads[workload_id]
+        total = sum(shape.count for shape in shapes)
+        workload.min_member = min_member
+        try:
+            workload.clean_fields(exclude=_RELATIONS)
+            if min_member is not None and min_member > total:
+                raise ValidationError(
+                    {"min_member": f"min_member ({min_member}) exceeds the workload's {total} pods"}
+                )
+            for shape in shapes:
+                pod_set = PodSet(
+                    workload=workload,
+                    name=shape.name,
+                    count=shape.count,
+                    gpus=shape.gpus,
+                    flavor=flavors[shape.flavor_ids[0]] if shape.flavor_ids else None,
+                    gpu_milli=shape.gpu_milli,
+                    cpu=shape.cpu,
+                    memory_gb=shape.memory_gb,
+                )
+                pod_set.clean_fields(exclude=_RELATIONS)
+                pod_set.clean()
+                pod_sets.append(pod_set)
+                choices.append((pod_set, [flavors[pk] for pk in shape.flavor_ids[1:]]))
+        except ValidationError as error:
+            raise ValidationError(f"{workload.qualified_name}: {error}") from error
+    PodSet.objects.filter(workload_id__in=list(replaced)).delete()
+    PodSet.objects.bulk_create(pod_sets)
+    PodSetFlavorChoice.objects.bulk_create(
+        PodSetFlavorChoice(pod_set=pod_set, rank=rank, flavor=flavor)
+        for pod_set, further in choices
+        for rank, flavor in enumerate(further, start=1)
+    )
+    update_rows(
+        Workload,
+        ["min_member", "updated_at"],
+        {workload_id: (min_member, now) for workload_id, (_, min_member) in replaced.items()},
+    )
 
 
 @transaction.atomic
@@ -386,7 +471,7 @@ def do_record_cluster_sync(
     at = decision.at
     do_record_budget_moves(budget_moves, at=at)
     flavors = {f.pk: f for f in Flavor.objects.all()}
-    for update in decision.nodes:
+    for update in _add_nodes(decision.nodes, flavors, at):
         _sync_node(update, flavors, at)
     if decision.gone:
         do_mark_nodes_gone(decision.gone, at=at)
@@ -397,9 +482,7 @@ def do_record_cluster_sync(
                 _register(registration, flavors)
         except (ValidationError, Queue.DoesNotExist, PriorityClass.DoesNotExist) as error:
             complaints.append(f"{registration.key}: {error}")
-    pod_set_rows = Workload.objects.in_bulk(list(decision.pod_sets))
-    for workload_id, (shapes, min_member) in decision.pod_sets.items():
-        _replace_pod_sets(pod_set_rows[workload_id], shapes, min_member, flavors)
+    _replace_pod_sets(decision.pod_sets, flavors)
     _record_steps(decision.steps, at, stamps)
     if decision.checkpoints:
         update_rows(

@@ -32,6 +32,7 @@ from gpupool.clusters.base import (
     GPU_RESOURCE,
     MIG_RESOURCE_PREFIX,
     ClusterBackend,
+    EventRequest,
     NewPod,
     PodBinding,
     PodFacts,
@@ -279,9 +280,11 @@ def run_apply(backend: ClusterBackend, work: ApplyWork) -> ApplyOutcome:
         outcome.count("bind_errors")
         if bound.left_bound:
             backend.delete_pods([r.pod for r in bound.left_bound], "half a gang left bound")
-    for pod, reason, message in work.events:
-        backend.record_event(pod, reason, message)
-        outcome.count("events")
+    if work.events:
+        backend.record_events(
+            [EventRequest(pod, reason, message) for pod, reason, message in work.events]
+        )
+        outcome.count("events", len(work.events))
     return outcome
 
 

@@ -17,7 +17,8 @@ from gpupool.clusters.base import ClusterBackend
 
 def kubernetes_backend() -> ClusterBackend:
     """The Kubernetes backend on ``GPUPOOL_KUBECONFIG`` (else $KUBECONFIG or in-cluster),
-    within the client limit ``GPUPOOL_KUBE_API_QPS`` / ``GPUPOOL_KUBE_API_BURST``."""
+    within the client limit ``GPUPOOL_KUBE_API_QPS`` / ``GPUPOOL_KUBE_API_BURST``, with
+    ``GPUPOOL_KUBE_BIND_WORKERS`` bindings in flight at most."""
     from gpupool.clusters.kubernetes import KubernetesBackend
 
     qps = settings.GPUPOOL_KUBE_API_QPS
@@ -25,6 +26,7 @@ def kubernetes_backend() -> ClusterBackend:
         settings.GPUPOOL_KUBECONFIG or None,
         qps=qps or None,
         burst=settings.GPUPOOL_KUBE_API_BURST if qps else None,
+        bind_workers=settings.GPUPOOL_KUBE_BIND_WORKERS,
     )
 
 

@@ -37,7 +37,7 @@ from typing import Any
 from django.db.models import Count, Q
 from django.utils import timezone
 
-from gpupool.clusters.base import ClusterBackend, ClusterUnavailable, PodRef
+from gpupool.clusters.base import ClusterBackend, ClusterUnavailable, EventRequest, PodRef
 from gpupool.clusters.grouping import WorkloadKey, WorkloadRequest
 from gpupool.control import metrics
 from gpupool.control.actions import (
@@ -502,11 +502,16 @@ class ControlLoop:
         self.state.own_writes(stamps, unsure=unsure)
 
     def _emit_sync_events(self, decision: SyncDecision) -> None:
-        for event in decision.events:
-            for pod in event.pods:
-                self.backend.record_event(
+        """The sync's Events, sent together (``record_events``)."""
+        self.backend.record_events(
+            [
+                EventRequest(
                     pod, event.reason, event.message, "Warning" if event.warning else "Normal"
                 )
+                for event in decision.events
+                for pod in event.pods
+            ]
+        )
 
     # -- 2 snapshot ------------------------------------------------------------------------
 

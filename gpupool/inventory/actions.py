@@ -3,7 +3,7 @@ sync makes them. Each is atomic, validated and audited (``acting_user`` None is 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -11,7 +11,13 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from gpupool.audit.actions import audited_change, delete_audited, model_snapshot, save_audited
+from gpupool.audit.actions import (
+    audited_change,
+    delete_audited,
+    model_snapshot,
+    record_audit_event,
+    save_audited,
+)
 from gpupool.inventory.models import Flavor, FlavorPriceChange, Gpu, Node
 
 # The reason a GPU gets when the sync reports it unhealthy without saying why.
@@ -163,6 +169,76 @@ def do_sync_node(
         if new or changed:
             Node.objects.filter(pk=node.pk).update(updated_at=timezone.now())
     return node
+
+
+@transaction.atomic
+def do_add_nodes(
+    nodes: Sequence[tuple[Node, int, Mapping[int, str]]], *, at: datetime, reason: str = ""
+) -> list[Node]:
+    """Create many nodes the database has never seen at once (a cluster's first sync: hundreds),
+    as ``do_sync_node`` would one by one: each ``(node, gpus, unhealthy_gpus)`` -- an unsaved
+    node with its fields set, its GPU count, and why GPUs are unhealthy by index -- is checked
+    by the model's field rules and ``Node.own_errors`` in Python, and the NVLink domains' one
+    flavor against the domains read once; then the nodes and their GPUs go in by bulk
+    inserts, with one audit row for them all. Returns the nodes it did not take (a name that
+    exists, any rule refused, a domain shared with another flavor) for ``do_sync_node``,
+    which refuses a bad one with its usual message."""
+    if not nodes:
+        return []
+    names = [node.name for node, _, _ in nodes]
+    taken = set(Node.objects.filter(name__in=names).values_list("name", flat=True))
+    domains: dict[str, set[int]] = {}
+    for node, _, _ in nodes:
+        node.nvlink_domain = node.nvlink_domain or node.name
+        domains.setdefault(node.nvlink_domain, set()).add(node.flavor_id)
+    for domain, flavor_id in Node.objects.filter(nvlink_domain__in=list(domains)).values_list(
+        "nvlink_domain", "flavor_id"
+    ):
+        domains[domain].add(flavor_id)
+    slow: list[Node] = []
+    fast: list[tuple[Node, int, Mapping[int, str]]] = []
+    for node, gpus, unhealthy in nodes:
+        node.last_synced_at = at
+        try:
+            node.clean_fields(exclude=["flavor"])  # the flavor was read: no SELECT each
+        except ValidationError:
+            slow.append(node)
+            continue
+        if (
+            node.name in taken
+            or node.own_errors()
+            or len(domains[node.nvlink_domain]) > 1
+            or gpus < 0
+            or any(not 0 <= index < gpus for index in unhealthy)
+        ):
+            slow.append(node)
+            continue
+        taken.add(node.name)
+        fast.append((node, gpus, unhealthy))
+    if not fast:
+        return slow
+    created = Node.objects.bulk_create([node for node, _, _ in fast])
+    Gpu.objects.bulk_create(
+        Gpu(
+            node=node,
+            index=index,
+            healthy=index not in unhealthy,
+            unhealthy_reason=""
+            if index not in unhealthy
+            else unhealthy[index].strip()[:200] or UNHEALTHY_AT_SYNC,
+        )
+        for node, gpus, unhealthy in fast
+        for index in range(gpus)
+    )
+    record_audit_event(
+        acting_user=None,
+        action="inventory.add_nodes",
+        instance=created[0],
+        before=None,
+        after={"nodes": len(created), "names": [node.name for node in created[:50]]},
+        reason=reason,
+    )
+    return slow
 
 
 @transaction.atomic

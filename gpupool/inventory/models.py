@@ -200,6 +200,28 @@ class Node(models.Model):
 
     def clean(self) -> None:
         """Check labels, the MIG layout against the flavor, and one flavor per NVLink domain."""
+        errors = self.own_errors()
+        domain = self.nvlink_domain or self.name
+        flavor = self.flavor if self.flavor_id else None
+        if flavor is not None and domain:
+            other = (
+                Node.objects.filter(nvlink_domain=domain)
+                .exclude(pk=self.pk)
+                .exclude(flavor=flavor)
+                .first()
+            )
+            if other is not None:
+                errors["nvlink_domain"] = (
+                    f"domain {domain!r} already holds node {other.name} of flavor {other.flavor}; "
+                    f"an NVLink domain has one flavor"
+                )
+        if errors:
+            raise ValidationError(errors)
+
+    def own_errors(self) -> dict[str, str]:
+        """``clean``'s rules that need no other row (labels, the MIG layout against the
+        flavor), by field; the NVLink domain's one flavor is ``clean``'s, or a bulk caller's
+        that read the domains once."""
         errors: dict[str, str] = {}
         label_error = _string_map_errors(self.labels)
         if label_error:
@@ -216,21 +238,7 @@ class Node(models.Model):
                     errors["mig_layout"] = "; ".join(problems)
         elif self.mig_layout:
             errors["mig_layout"] = "only nodes of a MIG flavor have a MIG layout"
-        domain = self.nvlink_domain or self.name
-        if flavor is not None and domain:
-            other = (
-                Node.objects.filter(nvlink_domain=domain)
-                .exclude(pk=self.pk)
-                .exclude(flavor=flavor)
-                .first()
-            )
-            if other is not None:
-                errors["nvlink_domain"] = (
-                    f"domain {domain!r} already holds node {other.name} of flavor {other.flavor}; "
-                    f"an NVLink domain has one flavor"
-                )
-        if errors:
-            raise ValidationError(errors)
+        return errors
 
     def devices_per_gpu(self) -> int:
         """Devices one physical GPU gives: MIG instances of the flavor's profile, else 1."""

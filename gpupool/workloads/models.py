@@ -238,8 +238,16 @@ class Workload(models.Model):
 
     def clean(self) -> None:
         """Leaf queue, gang minimum within the pods, protection within the queue's free cap."""
+        inner = self.queue_id is not None and self.queue.children.exists()
+        errors = self.rule_errors(queue_has_children=inner)
+        if errors:
+            raise ValidationError(errors)
+
+    def rule_errors(self, *, queue_has_children: bool) -> dict[str, str]:
+        """``clean``'s rules by field, with whether the queue has child queues given (a bulk
+        registration has read that once for many workloads, so it needs no query each)."""
         errors: dict[str, str] = {}
-        if self.queue_id is not None and self.queue.children.exists():
+        if self.queue_id is not None and queue_has_children:
             errors["queue"] = f"{self.queue} has child queues; workloads go to leaf queues"
         if self.pk is not None and self.min_member is not None:
             total = self.total_pods()
@@ -266,8 +274,7 @@ class Workload(models.Model):
             errors["started_at"] = "a workload cannot start before it was submitted"
         if self.finished_at and self.started_at and self.finished_at < self.started_at:
             errors["finished_at"] = "a workload cannot finish before it started"
-        if errors:
-            raise ValidationError(errors)
+        return errors
 
 
 class PodSet(models.Model):

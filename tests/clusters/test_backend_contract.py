@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from cluster_worlds import KubernetesWorld, SimulatedWorld, World
 
-from gpupool.clusters.base import ClusterView, NewPod, PodBinding, PodKey, PodRef
+from gpupool.clusters.base import ClusterView, EventRequest, NewPod, PodBinding, PodKey, PodRef
 from gpupool.clusters.inventory import exclusion
 
 
@@ -288,6 +288,24 @@ def test_an_event_shows_on_the_pod_and_repeats_are_counted_not_added(world: Worl
     assert event["involvedObject"]["uid"] == pod.uid
     assert world.backend.record_event(pod, "Pending", "behind: position 3") == "created"
     assert len(world.events_of(pod)) == 2
+
+
+def test_many_events_at_once_each_as_one_would_be_in_order(world: World) -> None:
+    first, second = world.pod("first"), world.pod("second")
+    told = [
+        EventRequest(first, "Waiting", "behind: position 1"),
+        EventRequest(second, "Waiting", "behind: position 2"),
+        EventRequest(first, "Waiting", "behind: position 1"),
+        EventRequest(second, "FailedScheduling", "unknown queue", "Warning"),
+    ]
+    assert world.backend.record_events(told) == ["created", "created", "unchanged", "created"]
+    assert [(e["reason"], e["message"], e["count"]) for e in world.events_of(first)] == [
+        ("Waiting", "behind: position 1", 1)
+    ]
+    assert sorted((e["reason"], e["type"]) for e in world.events_of(second)) == [
+        ("FailedScheduling", "Warning"),
+        ("Waiting", "Normal"),
+    ]
 
 
 def test_pods_created_through_gpupool_are_labelled_and_deleted_idempotently(

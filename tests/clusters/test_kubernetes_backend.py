@@ -22,6 +22,7 @@ from kubernetes.client.exceptions import ApiException
 from gpupool.clusters.base import (
     Change,
     ClusterView,
+    EventRequest,
     NewPod,
     PodBinding,
     PodFacts,
@@ -568,6 +569,36 @@ def test_record_event_shows_in_the_pods_events_and_repeats_are_counted_not_added
 
     assert backend.record_event(pod, "Pending", "behind: position 3", "Normal") == "created"
     assert len(_events_of(core, pod)) == 2
+
+
+def test_record_events_sends_many_at_once_in_order_and_the_same_one_once(
+    backend: KubernetesBackend,
+    core: client.CoreV1Api,
+    k8s_namespace: str,
+) -> None:
+    pods = [gpu_pod(core, k8s_namespace, f"waiting-{i}") for i in range(6)]
+    threads: set[str] = set()
+    create = backend._core.create_namespaced_event
+
+    def spied(*args: Any, **kwargs: Any) -> Any:  # the real request; which thread sent it
+        threads.add(threading.current_thread().name)
+        return create(*args, **kwargs)
+
+    backend._core.create_namespaced_event = spied
+    events = [EventRequest(pod, "Waiting", f"behind: position {i}") for i, pod in enumerate(pods)]
+    outcomes = backend.record_events([*events, events[0]])
+
+    assert outcomes == ["created"] * 6 + ["unchanged"]  # in order; the repeat not sent
+    assert threads and all(name.startswith("gpupool-bind") for name in threads)
+    for i, pod in enumerate(pods):
+        (event,) = _events_of(core, pod)
+        assert (event["reason"], event["message"], event["count"]) == (
+            "Waiting",
+            f"behind: position {i}",
+            1,
+        )
+    assert backend.record_events(events[:2]) == ["unchanged", "unchanged"]
+    assert backend.record_events([]) == []
 
 
 def _events_of(core: client.CoreV1Api, pod: PodRef) -> list[dict[str, Any]]:

@@ -24,6 +24,7 @@ from gpupool.clusters.base import (
     Change,
     ClusterDelta,
     ClusterView,
+    EventRequest,
     EventType,
     EvictOutcome,
     NewPod,
@@ -287,6 +288,11 @@ class FakeCluster:
         """Remember the Event."""
         self.events.append((pod, reason, message, event_type))
         return "created"
+
+    def record_events(self, events: Sequence[EventRequest]) -> list[str]:
+        """Remember the Events, in order."""
+        self.calls["record_events"] += 1
+        return [self.record_event(e.pod, e.reason, e.message, e.event_type) for e in events]
 
     def now(self) -> float:
         """The test's clock."""

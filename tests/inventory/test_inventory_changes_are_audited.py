@@ -3,21 +3,24 @@ and after; the system (the cluster sync, health checks) acts as nobody; doing ag
 already so records nothing."""
 
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 from domain_builders import flavor, node, queue, quota, user
 
 from gpupool.audit.models import AuditEvent
 from gpupool.inventory.actions import (
     UNHEALTHY_AT_SYNC,
+    do_add_nodes,
     do_delete_flavor,
     do_save_flavor,
     do_set_gpu_health,
     do_set_node_cordoned,
 )
-from gpupool.inventory.models import Flavor, Gpu
+from gpupool.inventory.models import Flavor, Gpu, Node
 
 pytestmark = pytest.mark.django_db
 
@@ -59,6 +62,39 @@ def test_a_node_sync_is_audited_as_the_system_with_its_gpus_and_their_health() -
     assert event.before is None and event.object_id == str(made.pk)
     assert event.after["gpus"] == 4 and event.after["unhealthy_gpus"] == {"2": "XID 79"}
     assert Gpu.objects.get(node=made, index=2).unhealthy_reason == "XID 79"
+
+
+def test_new_nodes_added_at_once_with_their_gpus_and_one_audit_row_leaving_doubtful_ones(
+    django_assert_max_num_queries: Any,
+) -> None:
+    h100, a100 = flavor("h100"), flavor("a100", gpu_memory_gb=40)
+    node("old", h100, gpus=2, nvlink_domain="clique-1")
+    at = timezone.now()
+
+    def new(name: str, of: Flavor = h100, **fields: Any) -> Node:
+        return Node(name=name, flavor=of, cpu=96, memory_gb=1024, **fields)
+
+    nodes = [(new(f"n{i}"), 8, {7: "not allocatable"} if i == 0 else {}) for i in range(20)]
+    doubtful = [
+        (new("old"), 8, {}),  # exists: do_sync_node's
+        (new("mixed", a100, nvlink_domain="clique-1"), 8, {}),  # a domain of h100 already
+        (new("bad-labels", labels={"k": 1}), 8, {}),  # labels are strings
+        (new("bad-index"), 2, {5: "gone"}),  # no GPU 5 on a 2-GPU node
+    ]
+    with django_assert_max_num_queries(8):  # not a query per node
+        left = do_add_nodes([*nodes, *doubtful], at=at, reason="cluster sync")
+
+    assert [n.name for n in left] == ["old", "mixed", "bad-labels", "bad-index"]
+    added = Node.objects.filter(name__startswith="n").order_by("name")
+    assert added.count() == 20 and {n.last_synced_at for n in added} == {at}
+    assert {n.nvlink_domain for n in added} == {f"n{i}" for i in range(20)}  # its own domain
+    assert Gpu.objects.filter(node__name="n3").count() == 8
+    broken = Gpu.objects.get(node__name="n0", healthy=False)
+    assert (broken.index, broken.unhealthy_reason) == (7, "not allocatable")
+    (event,) = AuditEvent.objects.filter(action="inventory.add_nodes")
+    assert event.actor is None and event.after["nodes"] == 20 and event.reason == "cluster sync"
+    with pytest.raises(ValidationError, match="an NVLink domain has one flavor"):
+        node("mixed", a100, nvlink_domain="clique-1")  # what the one-by-one path then says
 
 
 def test_syncing_a_node_again_unchanged_records_nothing() -> None:
