@@ -507,7 +507,9 @@ def test_two_celery_workers_run_one_cycle_at_a_time(plane: Plane) -> None:
         deadline = time.monotonic() + 120
         sent = 0
         while plane.workload("by-celery").state != "running" or sent < 12:
-            run_cycle_task.apply_async(queue=queue)
+            # Cycle tasks expire after the loop's interval; on a loaded machine some would
+            # expire in the queue and never make the cycle row this test counts.
+            run_cycle_task.apply_async(queue=queue, expires=600)
             sent += 1
             if time.monotonic() > deadline:
                 pytest.fail("the workload did not run through the Celery workers")
