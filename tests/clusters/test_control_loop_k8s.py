@@ -580,9 +580,7 @@ def test_usage_intervals_and_gpu_hours_add_up_against_a_hand_count(plane: Plane)
         },
     }
     client.BatchV1Api(plane.api).create_namespaced_job(plane.namespaces["team-a"], job)
-    plane.until(
-        "the Job's workload succeeded", lambda: plane.state("short") == "succeeded"
-    )
+    plane.until("the Job's workload succeeded", lambda: plane.state("short") == "succeeded")
     short = plane.workload("short")
     (usage,) = UsageInterval.objects.filter(workload=short)
     assert usage.started_at == short.admitted_at and usage.ended_at == short.finished_at
