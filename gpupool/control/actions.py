@@ -99,8 +99,10 @@ def do_finish_cycle(
     cycle.evicted = evicted
     cycle.pending = pending
     cycle.error = error
+    columns = {f.name for f in SchedulingCycle._meta.concrete_fields}
     for phase, seconds in (timings or {}).items():
-        setattr(cycle, f"{phase}_s", round(seconds, 6))
+        if f"{phase}_s" in columns:  # the phases' (the utilisation read's is in the outcome)
+            setattr(cycle, f"{phase}_s", round(seconds, 6))
     if outcome is not None:
         cycle.outcome = dict(outcome)
     if totals is not None:

@@ -325,7 +325,10 @@ class ControlLoop:
             outcome = self._apply(now, keys)
             self._alert_idle(record)
             timings["apply"] = time.perf_counter() - clock
-            self._sample_utilization(now)
+            clock = time.perf_counter()
+            if self._sample_utilization(now):
+                # Not a phase: a read once a minute (``GPUPOOL_UTILIZATION_INTERVAL_S``).
+                timings["utilization"] = time.perf_counter() - clock
             result.counts = {
                 "nodes": len(database.snapshot.nodes),
                 "workloads": len(database.snapshot.workloads),
@@ -366,19 +369,20 @@ class ControlLoop:
                 self._forget_everything()
             return result
 
-    def _sample_utilization(self, now: float) -> None:
+    def _sample_utilization(self, now: float) -> bool:
         """Read the GPUs' use since the last read when one is due (gpupool.utilization); a
-        failure is logged and never fails the cycle."""
+        failure is logged and never fails the cycle. Whether a read was due."""
         try:
             if not self.utilization.due(now):
-                return
+                return False
             pods = {pod: key for key, members in self.mirror.pods.items() for pod in members}
             sampled = self.utilization.sample(now, pods)
         except Exception:
             logger.exception("utilisation sampling failed")
-            return
+            return True
         if sampled is not None and sampled.idle:
             self._put_idle(sampled.idle, now)
+        return True
 
     def _put_idle(self, idle: Mapping[int, IdleWrite], now: float) -> None:
         """The idle spells the sampler just wrote, into the state (as ``read_workloads`` gives
@@ -401,7 +405,7 @@ class ControlLoop:
                 if started is None or not started <= since <= now:
                     since = None
             self.state.put(replace(row, info=replace(row.info, idle_since=since)))
-        self.state.own_writes(stamps, unsure=unsure)
+        self.state.own_writes(stamps, unsure=unsure, quiet=True)
 
     # -- 1 sync ----------------------------------------------------------------------------
 
@@ -935,6 +939,7 @@ class ControlLoop:
                 "cluster_at": record.at.isoformat(),
                 "counts": dict(result.counts),
                 "pending_by_reason": dict(record.pending_by_reason),
+                "utilization_s": round(result.timings.get("utilization", 0.0), 6),
                 "queues": metrics.queue_gauges(shares),
             }
             | (

@@ -201,7 +201,9 @@ class SimulatedSource:
 
     def _cache_key(self, holding: GpuHolding) -> tuple[object, ...]:
         pod = holding.pod
-        return (pod.key, holding.gpus, holding.started_at, self.chosen.get(workload_of(holding)))
+        workload = pod.labels.get(WORKLOAD_LABEL) or pod.name
+        chosen = self.chosen.get(f"{pod.namespace}/{workload}") if self.chosen else None
+        return (pod.namespace, pod.name, holding.gpus, holding.started_at, chosen)
 
     def _drawn(
         self, start: float, end: float, step: float
@@ -256,26 +258,31 @@ class SimulatedSource:
         for chunk, drawn in self._drawn(start, end, step):
             times = drawn.times
             seen = np.arange(len(times))[None, :] >= drawn.first[:, None]
-            utilization = np.where(seen, drawn.utilization, 0.0)
             active = seen & (drawn.utilization >= threshold)
-            observed_steps = seen.sum(axis=1)
-            active_steps = active.sum(axis=1)
-            weighted = utilization.sum(axis=1) * step
-            last_active = np.where(active, times[None, :], -1.0).max(axis=1)
-            row = 0
-            for holding in chunk:
-                rows = slice(row, row + len(holding.gpus))
-                row += len(holding.gpus)
-                observed = float(observed_steps[rows].sum()) * step
-                last = float(last_active[rows].max())
-                found[holding.pod.key] = PodActivity(
-                    pod=holding.pod.key,
+            # Per pod: its GPUs' rows summed (each holding's rows follow one another).
+            offsets = np.cumsum([0] + [len(h.gpus) for h in chunk[:-1]])
+            observed = np.add.reduceat(seen.sum(axis=1), offsets) * step
+            active_s = np.add.reduceat(active.sum(axis=1), offsets) * step
+            weighted = np.add.reduceat(np.where(seen, drawn.utilization, 0.0).sum(axis=1), offsets)
+            last_active = np.maximum.reduceat(np.where(active, times, -1.0).max(axis=1), offsets)
+            last_seen = float(times[-1])
+            for holding, seen_s, active_gpu_s, total, last in zip(
+                chunk,
+                observed.tolist(),
+                active_s.tolist(),
+                (weighted * step).tolist(),
+                last_active.tolist(),
+                strict=True,
+            ):
+                pod = holding.pod.key
+                found[pod] = PodActivity(
+                    pod=pod,
                     gpus=len(holding.gpus),
-                    observed_gpu_seconds=observed,
-                    active_gpu_seconds=float(active_steps[rows].sum()) * step,
-                    mean_utilization=float(weighted[rows].sum()) / observed if observed else 0.0,
+                    observed_gpu_seconds=seen_s,
+                    active_gpu_seconds=active_gpu_s,
+                    mean_utilization=total / seen_s if seen_s else 0.0,
                     last_active_at=None if last < 0 else last,
-                    last_seen_at=float(times[-1]) if observed_steps[rows].any() else None,
+                    last_seen_at=last_seen if seen_s else None,
                 )
         return ActivityReadout(dict(sorted(found.items())), queries=1)
 
