@@ -1,8 +1,7 @@
 """Bulk writes for the actions that write many rows at once (recording a cycle, rolling
 usage up, loading a seeded year, recording utilisation): ``COPY ... FROM STDIN`` on
 PostgreSQL, which needs no SQL text built or parsed per row, and batched ``bulk_create``
-elsewhere (SQLite); many rows updated each to its own values (``update_rows``), and long id
-lists as one parameter (``id_list``).
+elsewhere (SQLite); and many rows updated each to its own values (``update_rows``).
 
 Only actions call these (tests/audit/test_writes_go_through_actions.py allows this module's
 writes for that reason): a bulk insert is a step of an audited action, never an action itself.
@@ -11,13 +10,12 @@ writes for that reason): a bulk insert is a step of an audited action, never an 
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection
 from django.db.models import Field, JSONField, Model
-from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 # Rows per batched insert where there is no COPY (SQLite).
@@ -238,12 +236,3 @@ def _update_rows_elsewhere(
             setattr(obj, field_.attname, value)
         objects.append(obj)
     manager.bulk_update(objects, [f.name for f in fields], batch_size=500)
-
-
-def id_list(ids: Collection[int]) -> Any:
-    """Row ids for an ``__in`` filter. On PostgreSQL one array parameter
-    (``IN (SELECT unnest(%s::bigint[]))``): Django prepares a list's every value on its own,
-    about 0.4 ms per thousand ids, and the statement's text grows with them."""
-    if connection.vendor == "postgresql":
-        return RawSQL("SELECT unnest(%s::bigint[])", (list(ids),))
-    return list(ids)

@@ -34,11 +34,12 @@ from django.utils import timezone
 from gpupool.accounting.actions import do_close_usage
 from gpupool.accounting.models import PreemptionEvent, UsageInterval
 from gpupool.audit.actions import record_audit_event
-from gpupool.bulk import id_list, insert_objects, insert_values, update_rows
+from gpupool.bulk import insert_objects, insert_values, update_rows
 from gpupool.clusters.base import ZONE_LABEL
 from gpupool.control.choices import CycleStatus
 from gpupool.control.models import SchedulingCycle
 from gpupool.control.record import CycleRecord, Explanation
+from gpupool.control.snapshot import id_list
 from gpupool.control.sync import CLUSTER_UNHEALTHY, NodeUpdate, Registration, Step, SyncDecision
 from gpupool.inventory.actions import do_mark_nodes_gone, do_sync_node
 from gpupool.inventory.models import Flavor, Gpu, Node

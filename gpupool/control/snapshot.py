@@ -54,14 +54,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
 from django.db import connection, transaction
 from django.db.models import Q, Sum
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from gpupool.accounting.models import PreemptionEvent
-from gpupool.bulk import id_list
 from gpupool.inventory.choices import Sharing
 from gpupool.inventory.models import Flavor, Gpu, Node
 from gpupool.quotas.models import PriorityBudget, PriorityClass, Queue, QueueQuota
@@ -94,6 +95,15 @@ from gpupool.workloads.models import (
 )
 
 # The workloads a cycle decides on: waiting ones, and those holding GPUs.
+
+
+def id_list(ids: Collection[int]) -> Any:
+    """Row ids for an ``__in`` filter. On PostgreSQL one array parameter
+    (``IN (SELECT unnest(%s::bigint[]))``): Django prepares a list's every value on its own,
+    about 0.4 ms per thousand ids, and the statement's text grows with them."""
+    if connection.vendor == "postgresql":
+        return RawSQL("SELECT unnest(%s::bigint[])", (list(ids),))
+    return list(ids)
 
 
 class SnapshotError(Exception):

@@ -15,7 +15,8 @@ from typing import NamedTuple
 from django.db import transaction
 from django.utils import timezone
 
-from gpupool.bulk import id_list, insert_values, update_rows
+from gpupool.bulk import insert_values, update_rows
+from gpupool.control.snapshot import id_list
 from gpupool.utilization.models import ActivityWindow
 from gpupool.workloads.models import Workload
 
