@@ -55,8 +55,7 @@ def seed(options: argparse.Namespace) -> Any:
     from gpupool.quotas.models import PriorityClass, Queue
     from gpupool.tenancy.actions import do_save_tenant
     from gpupool.tenancy.models import Tenant
-    from gpupool.utilization.actions import do_record_activity
-    from gpupool.utilization.models import ActivityWindow
+    from gpupool.utilization.actions import WindowValues, do_record_activity
     from gpupool.workloads.actions import PodSetSpec, do_submit_workload
 
     now = timezone.now().replace(second=0, microsecond=0)
@@ -91,10 +90,10 @@ def seed(options: argparse.Namespace) -> Any:
         begins = start + timedelta(minutes=minute)
         do_record_activity(
             [
-                ActivityWindow(
-                    workload=job,
+                WindowValues(
+                    workload_id=job.pk,
                     tenant_id=queue.tenant_id,
-                    queue=queue,
+                    queue_id=queue.pk,
                     started_at=begins,
                     ended_at=begins + timedelta(minutes=1),
                     gpus=options.size,

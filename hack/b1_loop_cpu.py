@@ -4,7 +4,9 @@ On a shared machine a cycle's wall clock measures the other processes as much as
 this runs the benchmark's pool (``control.bench``: the same load, cluster and steady
 submissions) and times the loop's phases with ``time.process_time`` in place of the wall
 clock. Everything runs in one transaction that is rolled back, so the database (migrated,
-empty) can be reused. Prints one line per cycle: its CPU, its phases' CPU and its counts.
+empty) can be reused; ``--commit`` commits every cycle as the loop does (the database is used
+up), which the state's horizon needs to move on (the figures of B1-loop round 3). Prints
+one line per cycle: its CPU, its phases' CPU and its counts.
 
     DATABASE_URL=postgres://.../gpupool_bench GPUPOOL_UTILIZATION_SOURCE=none \\
         python hack/b1_loop_cpu.py --steady 5 [--profile out]
@@ -16,6 +18,7 @@ and of the steady cycles after the second to ``out-steady.prof``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import os
 import random
@@ -38,6 +41,13 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--profile", default="")
+    parser.add_argument(
+        "--commit",
+        action="store_true",
+        help="commit each cycle as the loop does (an empty database, used up): inside one "
+        "outer transaction the state's horizon never passes that transaction's start, so "
+        "every refresh finds every row changed since the load",
+    )
     args = parser.parse_args()
 
     import django
@@ -56,8 +66,9 @@ def main() -> None:
     setattr(loop_module, "time", cpu_clock)  # noqa: B010
     first_profile = cProfile.Profile(time.process_time)
     steady_profile = cProfile.Profile(time.process_time)
+    outer = contextlib.nullcontext() if args.commit else transaction.atomic()
     try:
-        with transaction.atomic():
+        with outer:
             snapshot, policy, now = synthetic_snapshot(args.nodes, args.seed)
             manifests = bench.node_manifests(snapshot)
             do_load_pool(

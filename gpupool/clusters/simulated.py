@@ -526,13 +526,11 @@ class SimulatedCluster:
                 node = nodes.get(facts.node_name or "")
                 if facts.phase != "Running" or node is None:
                     continue
-                gpus = sorted(
-                    {
-                        slot // _slots_per_gpu(node, resource)
-                        for resource, slots in pod.sim.get("devices", {}).items()
-                        for slot in slots
-                    }
-                )
+                held: set[int] = set()
+                for resource, slots in pod.sim.get("devices", {}).items():
+                    per_gpu = _slots_per_gpu(node, resource)
+                    held.update(slot // per_gpu for slot in slots)
+                gpus = sorted(held)
                 if gpus:
                     started = float(pod.sim.get("started_at") or facts.started_at or 0.0)
                     model = node.gpu_product or ""

@@ -20,7 +20,6 @@ the decision core's invariants and the database's constraints. Rows are stamped
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -29,15 +28,13 @@ from decimal import Decimal
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.core.serializers.json import DjangoJSONEncoder
-from django.db import IntegrityError, connection, transaction
-from django.db.models import Model
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from gpupool.accounting.actions import do_close_usage
 from gpupool.accounting.models import PreemptionEvent, UsageInterval
 from gpupool.audit.actions import record_audit_event
-from gpupool.bulk import copy_rows, insert_objects, insert_values
+from gpupool.bulk import insert_objects, insert_values, update_rows
 from gpupool.clusters.base import ZONE_LABEL
 from gpupool.control.choices import CycleStatus
 from gpupool.control.models import SchedulingCycle
@@ -110,8 +107,10 @@ def do_finish_cycle(
     cycle.evicted = evicted
     cycle.pending = pending
     cycle.error = error
+    columns = {f.name for f in SchedulingCycle._meta.concrete_fields}
     for phase, seconds in (timings or {}).items():
-        setattr(cycle, f"{phase}_s", round(seconds, 6))
+        if f"{phase}_s" in columns:  # the phases' (the utilisation read's is in the outcome)
+            setattr(cycle, f"{phase}_s", round(seconds, 6))
     if outcome is not None:
         cycle.outcome = dict(outcome)
     if totals is not None:
@@ -648,127 +647,6 @@ def _stamped(stamps: Stamps | None, before: Mapping[int, datetime], stamp: datet
     for pk, previous in before.items():
         first = stamps.get(pk)
         stamps[pk] = (previous if first is None else first[0], stamp)
-
-
-def _plain(value: Any) -> Any:
-    """A value as COPY writes it: JSON adapted to text, the rest as the driver adapts it."""
-    inner = getattr(value, "obj", None)
-    if inner is not None and type(value).__name__ in ("Jsonb", "Json"):
-        return json.dumps(inner, cls=DjangoJSONEncoder)
-    return value
-
-
-def update_rows(
-    model: type[Model],
-    columns: Sequence[str],
-    rows: Mapping[int, Sequence[Any]],
-    *,
-    keep_keys: Mapping[str, Sequence[str]] | None = None,
-    only_keys: Mapping[str, Sequence[str]] | None = None,
-    where: tuple[str, str] | None = None,
-) -> int:
-    """Set ``columns`` of many rows at once, each to its own values (``rows``: id -> values).
-
-    ``keep_keys``: for a JSON column, keys whose current values survive the new value (set
-    only when the row has them); ``only_keys``: for a JSON column, the keys the new value
-    sets (or removes, when it lacks them), every other key being kept.
-    ``where``: (column, value) that the rows written must have (others are left alone).
-    On PostgreSQL the values go into a temporary table by ``COPY``, then one ``UPDATE ...
-    FROM`` it; elsewhere the JSON columns' current values are read first, then
-    ``bulk_update``. Returns the number of rows given.
-    """
-    if not rows:
-        return 0
-    keep_keys, only_keys = keep_keys or {}, only_keys or {}
-    meta = model._meta
-    fields: list[Any] = [meta.get_field(column) for column in columns]
-    table = connection.ops.quote_name(meta.db_table)
-    if connection.vendor != "postgresql":
-        _update_rows_elsewhere(model, fields, rows, keep_keys, only_keys, where)
-        return len(rows)
-    temporary = "gpupool_rows"
-    typed = ", ".join(f"c{i} {f.db_type(connection)}" for i, f in enumerate(fields))
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"CREATE TEMPORARY TABLE IF NOT EXISTS {temporary} (id bigint, {typed}) ON COMMIT DROP"
-        )
-        cursor.execute(f"TRUNCATE {temporary}")
-        copy_rows(
-            cursor,
-            temporary,
-            ["id", *(f"c{i}" for i in range(len(fields)))],
-            (
-                (
-                    pk,
-                    *(
-                        _plain(f.get_db_prep_save(v, connection))
-                        for f, v in zip(fields, values, strict=True)
-                    ),
-                )
-                for pk, values in rows.items()
-            ),
-        )
-        assignments = []
-        for i, f in enumerate(fields):
-            column = connection.ops.quote_name(f.column)
-            value = f"t.c{i}"
-            kept, only = keep_keys.get(f.name, ()), only_keys.get(f.name, ())
-            if kept:
-                pairs = ", ".join(f"'{key}', {table}.{column} -> '{key}'" for key in kept)
-                value = (
-                    f"COALESCE(t.c{i}, '{{}}'::jsonb) "
-                    f"|| jsonb_strip_nulls(jsonb_build_object({pairs}))"
-                )
-            elif only:
-                removed = "".join(f" - '{key}'" for key in only)
-                value = (
-                    f"(COALESCE({table}.{column}, '{{}}'::jsonb){removed}) "
-                    f"|| COALESCE(t.c{i}, '{{}}'::jsonb)"
-                )
-            assignments.append(f"{column} = {value}")
-        condition, params = "", []
-        if where is not None:
-            condition = f" AND {table}.{connection.ops.quote_name(where[0])} = %s"
-            params.append(where[1])
-        cursor.execute(
-            f"UPDATE {table} SET {', '.join(assignments)} FROM {temporary} t "  # noqa: S608
-            f"WHERE {table}.id = t.id{condition}",
-            params,
-        )
-        cursor.execute(f"DROP TABLE {temporary}")
-    return len(rows)
-
-
-def _update_rows_elsewhere(
-    model: type[Model],
-    fields: Sequence[Any],
-    rows: Mapping[int, Sequence[Any]],
-    keep_keys: Mapping[str, Sequence[str]],
-    only_keys: Mapping[str, Sequence[str]],
-    where: tuple[str, str] | None,
-) -> None:
-    """``update_rows`` without PostgreSQL: kept keys read first, then ``bulk_update``."""
-    manager: Any = model.objects  # type: ignore[attr-defined]
-    ids = list(rows)
-    if where is not None:
-        ids = list(manager.filter(pk__in=ids, **{where[0]: where[1]}).values_list("pk", flat=True))
-    current: dict[str, dict[int, Any]] = {
-        name: dict(manager.filter(pk__in=ids).values_list("pk", name))
-        for name in {*keep_keys, *only_keys}
-    }
-    objects = []
-    for pk in ids:
-        obj = model(pk=pk)
-        for field_, value in zip(fields, rows[pk], strict=True):
-            kept, only = keep_keys.get(field_.name, ()), only_keys.get(field_.name, ())
-            before = current[field_.name].get(pk) or {} if kept or only else {}
-            if kept:
-                value = {**(value or {}), **{k: before[k] for k in kept if k in before}}
-            elif only:
-                value = {**{k: v for k, v in before.items() if k not in only}, **(value or {})}
-            setattr(obj, field_.attname, value)
-        objects.append(obj)
-    manager.bulk_update(objects, [f.name for f in fields], batch_size=500)
 
 
 @transaction.atomic

@@ -192,8 +192,8 @@ def bench_loop(nodes: int, runs: int, steady: int, seed: int) -> dict[str, Any]:
         _submit(rng, max(workloads // 200, 1), _moment(clock.now()))
         steady_runs.append(_checked(_timed(loop, steady_cpu)))
     loop.close()
-    totals = [sum(r.timings.values()) for r in first]
-    overhead = [sum(r.timings.values()) - r.timings.get("plan", 0.0) for r in steady_runs]
+    totals = [_phases_s(r) for r in first]
+    overhead = [_phases_s(r) - r.timings.get("plan", 0.0) for r in steady_runs]
     median_phases = {
         phase: round(statistics.median(r.timings.get(phase, 0.0) for r in first), 4)
         for phase in PHASES
@@ -214,6 +214,10 @@ def bench_loop(nodes: int, runs: int, steady: int, seed: int) -> dict[str, Any]:
         "steady_overhead_s": round(statistics.median(overhead), 4) if overhead else None,
         "steady_runs_s": [round(t, 4) for t in overhead],
         "steady_cycle_cpu_s": [round(t, 3) for t in steady_cpu],
+        # The utilisation read after apply (not a phase: once a minute in the product, at
+        # every steady cycle here, whose cycles are ``STEP_S`` of cluster time apart).
+        "utilization_first_s": [round(r.timings.get("utilization", 0.0), 4) for r in first],
+        "steady_utilization_s": [round(r.timings.get("utilization", 0.0), 4) for r in steady_runs],
         "steady_explained": [r.counts.get("explained", 0) for r in steady_runs],
         # Workload rows the state read back from the database, and changed rows it held already
         # (the loop's own writes: ``LoopState.held``), per steady cycle.
@@ -236,6 +240,11 @@ def bench_loop(nodes: int, runs: int, steady: int, seed: int) -> dict[str, Any]:
         "peak_rss_mib": round(peak_rss_mib(), 1),
         "native_core": NATIVE,
     }
+
+
+def _phases_s(result: CycleResult) -> float:
+    """The cycle's time in its phases (sync, snapshot, plan, record, apply)."""
+    return sum(result.timings.get(phase, 0.0) for phase in PHASES)
 
 
 def _timed(loop: ControlLoop, cpu: list[float]) -> CycleResult:

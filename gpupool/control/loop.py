@@ -96,7 +96,7 @@ from gpupool.scheduler.lifecycle import apply_plan
 from gpupool.scheduler.shares import QueueShare, queue_shares
 from gpupool.scheduler.types import MILLI, NodeInfo, Plan, PolicyInfo, Snapshot, WorkloadInfo
 from gpupool.tenancy.models import TenantNamespace
-from gpupool.utilization.sampling import UtilizationSampler, source_for
+from gpupool.utilization.sampling import IdleWrite, UtilizationSampler, source_for
 from gpupool.workloads.choices import Origin, WorkloadState
 from gpupool.workloads.models import PodSet, Workload
 
@@ -325,7 +325,10 @@ class ControlLoop:
             outcome = self._apply(now, keys)
             self._alert_idle(record)
             timings["apply"] = time.perf_counter() - clock
-            self._sample_utilization(now)
+            clock = time.perf_counter()
+            if self._sample_utilization(now):
+                # Not a phase: a read once a minute (``GPUPOOL_UTILIZATION_INTERVAL_S``).
+                timings["utilization"] = time.perf_counter() - clock
             result.counts = {
                 "nodes": len(database.snapshot.nodes),
                 "workloads": len(database.snapshot.workloads),
@@ -366,16 +369,43 @@ class ControlLoop:
                 self._forget_everything()
             return result
 
-    def _sample_utilization(self, now: float) -> None:
+    def _sample_utilization(self, now: float) -> bool:
         """Read the GPUs' use since the last read when one is due (gpupool.utilization); a
-        failure is logged and never fails the cycle."""
+        failure is logged and never fails the cycle. Whether a read was due."""
         try:
             if not self.utilization.due(now):
-                return
+                return False
             pods = {pod: key for key, members in self.mirror.pods.items() for pod in members}
-            self.utilization.sample(now, pods)
+            sampled = self.utilization.sample(now, pods)
         except Exception:
             logger.exception("utilisation sampling failed")
+            return True
+        if sampled is not None and sampled.idle:
+            self._put_idle(sampled.idle, now)
+        return True
+
+    def _put_idle(self, idle: Mapping[int, IdleWrite], now: float) -> None:
+        """The idle spells the sampler just wrote, into the state (as ``read_workloads`` gives
+        them back: a placed workload's, kept only between its start and ``now``), so the next
+        refresh need not read those rows back: at B1's size thousands a read."""
+        rows, names = self.state.rows, self.state.names
+        stamps: Stamps = {}
+        unsure: set[int] = set()
+        for workload_id, write in idle.items():
+            stamps[workload_id] = (write.before, write.stamp)
+            name = names.get(workload_id)
+            row = rows.get(name) if name is not None else None
+            if row is None or row.id != workload_id:
+                unsure.add(workload_id)
+                continue
+            since = None
+            started = row.info.started_at
+            if row.state != WorkloadState.PENDING and write.since is not None:
+                since = write.since.timestamp()
+                if started is None or not started <= since <= now:
+                    since = None
+            self.state.put(replace(row, info=replace(row.info, idle_since=since)))
+        self.state.own_writes(stamps, unsure=unsure, quiet=True)
 
     # -- 1 sync ----------------------------------------------------------------------------
 
@@ -914,6 +944,7 @@ class ControlLoop:
                 "cluster_at": record.at.isoformat(),
                 "counts": dict(result.counts),
                 "pending_by_reason": dict(record.pending_by_reason),
+                "utilization_s": round(result.timings.get("utilization", 0.0), 6),
                 "queues": metrics.queue_gauges(shares),
             }
             | (

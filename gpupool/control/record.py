@@ -32,7 +32,14 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 from gpupool.control.snapshot import DatabaseSnapshot, WorkloadRow
-from gpupool.scheduler.types import MILLI, SECONDS_PER_HOUR, Plan, Snapshot, WorkloadInfo
+from gpupool.scheduler.types import (
+    MILLI,
+    SECONDS_PER_HOUR,
+    PendingExplanation,
+    Plan,
+    Snapshot,
+    WorkloadInfo,
+)
 
 POSITION_REFRESH_S = 30.0
 REFRESHED_PER_CYCLE = 500  # explanations whose numbers alone moved, rewritten per cycle
@@ -238,15 +245,9 @@ def decide_record(
                 else datetime.fromtimestamp(alert.reclaim_at, tz=UTC),
             )
         )
-    refreshed: list[tuple[float, int, Explanation]] = []
-    for pending in plan.pending:
-        workload_id = database.workload_ids[pending.workload]
-        record.pending_by_reason[pending.reason] = (
-            record.pending_by_reason.get(pending.reason, 0) + 1
-        )
-        waiting = pending.reason == "waiting-for-preemption"
-        if waiting and not by_name[pending.workload].nominated:
-            record.nominated[workload_id] = True
+
+    def explained(pending: PendingExplanation, workload_id: int) -> Explanation:
+        """The pending workload's explanation, its facts in their JSON form (cached)."""
         cached = facts_cache.get(workload_id) if facts_cache is not None else None
         if cached is not None and cached[0] == pending.facts:
             facts = dict(cached[1])
@@ -257,20 +258,34 @@ def decide_record(
         if pending.workload in learned:
             facts["expected_runtime_s"] = by_name[pending.workload].expected_runtime_s
             facts["expected_runtime_learned"] = True
-        explanation = Explanation(pending.reason, pending.detail, facts, pending.position or None)
+        return Explanation(pending.reason, pending.detail, facts, pending.position or None)
+
+    refreshed: list[tuple[float, int, PendingExplanation]] = []
+    for pending in plan.pending:
+        workload_id = database.workload_ids[pending.workload]
+        record.pending_by_reason[pending.reason] = (
+            record.pending_by_reason.get(pending.reason, 0) + 1
+        )
+        waiting = pending.reason == "waiting-for-preemption"
+        if waiting and not by_name[pending.workload].nominated:
+            record.nominated[workload_id] = True
         before = written.get(workload_id)
-        if before == explanation:
-            continue
-        if before is not None and before.reason == explanation.reason:
-            # Only its numbers moved (position, free GPUs, usage): written again when the
-            # last write is older than ``refresh_before``, the oldest first, at most
-            # ``REFRESHED_PER_CYCLE`` a cycle.
+        if before is not None and before.reason == pending.reason:
+            # At most its numbers moved (position, free GPUs, usage): looked at again when
+            # the last write is older than ``refresh_before``, the oldest first, at most
+            # ``REFRESHED_PER_CYCLE`` a cycle (its JSON form only then).
             when = written_at.get(workload_id, 0.0)
             if when <= refresh_before:
-                refreshed.append((when, workload_id, explanation))
+                refreshed.append((when, workload_id, pending))
             continue
-        record.explanations[workload_id] = explanation
+        record.explanations[workload_id] = explained(pending, workload_id)
     refreshed.sort(key=lambda entry: (entry[0], entry[1]))
-    for _, workload_id, explanation in refreshed[:REFRESHED_PER_CYCLE]:
-        record.explanations[workload_id] = explanation
+    taken = 0
+    for _, workload_id, pending in refreshed:
+        if taken >= REFRESHED_PER_CYCLE:
+            break
+        explanation = explained(pending, workload_id)
+        if explanation != written.get(workload_id):
+            record.explanations[workload_id] = explanation
+            taken += 1
     return record

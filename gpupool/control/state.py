@@ -30,6 +30,10 @@ older than the horizon, so known to the last read), the written version is held.
 write gives the row another stamp, and it is read again. A property test
 (tests/control/test_loop_own_writes.py) holds the rows the state would not read again equal
 to ``read_workloads``' field for field, after every cycle of a loop on a random walk.
+Some of its writes change nothing the sync or apply look at -- the utilisation read's idle
+spells, thousands a read at B1's size: those versions are held *quiet* (``own_writes(...,
+quiet=True)``) and a refresh does not count them as changed, unless the version before was
+one the rest of a cycle has not looked at yet (written since the horizon, not quiet).
 
 ``snapshot(now)`` assembles the core's ``Snapshot`` from what is held; a property test
 (tests/control/test_incremental_snapshot.py) shows that after any sequence of changes it
@@ -123,6 +127,8 @@ class LoopState:
     # Workload id -> the ``updated_at`` of the version of its row the state holds (read, or
     # written by the loop itself); a refresh does not read that version again.
     held: dict[int, datetime] = field(default_factory=dict)
+    # Held versions whose write the sync and apply need not look at (id -> the stamp).
+    quiet: dict[int, datetime] = field(default_factory=dict)
     # Since ``begin_cycle``: rows the refreshes found changed but held already, and rows they
     # read again (the cycle's counts ``rows_held`` and ``rows_reread``).
     skipped: int = 0
@@ -163,6 +169,7 @@ class LoopState:
         # A stamp older than the horizon is never seen by a refresh again, and a row stamped
         # before the horizon is known anyway (``own_writes``).
         self.held = {pk: stamp for pk, stamp in self.held.items() if stamp >= horizon}
+        self.quiet = {pk: stamp for pk, stamp in self.quiet.items() if stamp >= horizon}
 
     # -- nodes ----------------------------------------------------------------------------
 
@@ -198,7 +205,8 @@ class LoopState:
             core_name = qualified_name(namespace, name)
             if state in LIVE_STATES:
                 if held.get(workload_id) == updated_at and core_name in self.rows:
-                    self.changed.add(core_name)  # this version is held already
+                    if self.quiet.get(workload_id) != updated_at:
+                        self.changed.add(core_name)  # this version is held already
                     self.skipped += 1
                     continue
                 live_ids[workload_id] = updated_at
@@ -233,20 +241,32 @@ class LoopState:
         self.names[row.id] = name
 
     def own_writes(
-        self, stamps: Mapping[int, tuple[datetime, datetime]], *, unsure: Collection[int] = ()
+        self,
+        stamps: Mapping[int, tuple[datetime, datetime]],
+        *,
+        unsure: Collection[int] = (),
+        quiet: bool = False,
     ) -> None:
         """Take the loop's writes (id -> (``updated_at`` before, the stamp written), the rows
         already ``put`` as written): a row whose earlier version the state knew is owned until
         someone else writes it; others, and those in ``unsure`` (rows the write did not
-        describe whole), are read again at the next refresh."""
+        describe whole), are read again at the next refresh. ``quiet``: writes of nothing the
+        sync or apply look at; a refresh does not count such a version as changed when the
+        version before was not to be looked at either (older than the horizon, or quiet)."""
         horizon = self.horizon
-        held = self.held
+        held, silent = self.held, self.quiet
         for pk, (before, stamp) in stamps.items():
-            known = (horizon is not None and before < horizon) or held.get(pk) == before
+            older = horizon is not None and before < horizon
+            known = older or held.get(pk) == before
             if known and pk not in unsure:
                 held[pk] = stamp
+                if quiet and (older or silent.get(pk) == before):
+                    silent[pk] = stamp
+                else:
+                    silent.pop(pk, None)
             else:
                 held.pop(pk, None)
+                silent.pop(pk, None)
 
     def forget(self, names: Collection[str]) -> None:
         """Drop workloads the loop knows have left the live states (read again if not)."""

@@ -798,10 +798,11 @@ def do_record_budget_moves(moves: Sequence[BudgetMove], *, at: datetime) -> int:
     """
     if not moves:
         return 0
+    kinds = frozenset(LedgerEntryKind.values)  # a new list each time it is asked for
     for move in moves:
         negative = move.kind in (LedgerEntryKind.RESERVE, LedgerEntryKind.SPEND)
         if (
-            move.kind not in LedgerEntryKind.values
+            move.kind not in kinds
             or move.kind == LedgerEntryKind.GRANT
             or ((move.gpu_hours > 0) if negative else (move.gpu_hours < 0))
         ):
@@ -815,25 +816,20 @@ def do_record_budget_moves(moves: Sequence[BudgetMove], *, at: datetime) -> int:
     # By COPY on PostgreSQL (gpupool.bulk): a steady cycle spends for every running workload
     # of a budgeted class, thousands of rows, which Django's bulk_create prepared value by value.
     quantum = Decimal("0.0001")
+    rows = [
+        (move.budget_id, move.kind, move.gpu_hours.quantize(quantum), move.workload_id, at,
+         move.note[:200])
+        for move in moves
+    ]  # fmt: skip
     insert_values(
-        BudgetLedgerEntry,
-        ("budget_id", "kind", "gpu_hours", "workload_id", "at", "note"),
-        (
-            (
-                move.budget_id,
-                move.kind,
-                move.gpu_hours.quantize(quantum),
-                move.workload_id,
-                at,
-                move.note[:200],
-            )
-            for move in moves
-        ),
+        BudgetLedgerEntry, ("budget_id", "kind", "gpu_hours", "workload_id", "at", "note"), rows
     )
-    after = _balances(budgets)
+    # The balances after: before plus what moved (the ledger's sum, without reading it again).
+    after = dict(balances)
     counts: dict[int, int] = {}
-    for move in moves:
-        counts[move.budget_id] = counts.get(move.budget_id, 0) + 1
+    for budget_id, _, gpu_hours, *_ in rows:
+        counts[budget_id] = counts.get(budget_id, 0) + 1
+        after[budget_id] += gpu_hours
     AuditEvent.objects.bulk_create(
         AuditEvent(
             actor=None,

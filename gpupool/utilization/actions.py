@@ -10,33 +10,59 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from typing import NamedTuple
 
 from django.db import transaction
 from django.utils import timezone
 
-from gpupool.bulk import insert_objects
+from gpupool.bulk import insert_values, update_rows
+from gpupool.control.snapshot import id_list
 from gpupool.utilization.models import ActivityWindow
 from gpupool.workloads.models import Workload
 
 
+class WindowValues(NamedTuple):
+    """One workload's activity in one sampling window, as ``ActivityWindow``'s columns."""
+
+    workload_id: int
+    tenant_id: int | None
+    queue_id: int
+    started_at: datetime
+    ended_at: datetime
+    gpus: int
+    observed_gpu_seconds: float
+    active_gpu_seconds: float
+    mean_utilization: float
+    last_active_at: datetime | None
+
+
 @transaction.atomic
 def do_record_activity(
-    windows: Sequence[ActivityWindow], *, idle_since: Mapping[int, datetime | None] | None = None
+    windows: Sequence[WindowValues],
+    *,
+    idle_since: Mapping[int, datetime | None] | None = None,
+    stamps: dict[int, tuple[datetime, datetime]] | None = None,
 ) -> int:
     """Store one sampling window's activity per workload, and the workloads' idle spells that
     changed (``Workload.idle_since`` by workload id: the idle policy reads it); returns how
-    many windows."""
+    many windows. ``stamps``, when given, receives the workload rows written: id ->
+    (``updated_at`` before, the stamp written), the rows locked while read (so the control
+    loop can take the write as the row's content: ``control.state.LoopState.own_writes``)."""
     if idle_since:
-        stamp = timezone.now()
-        Workload.objects.bulk_update(
-            [
-                Workload(pk=pk, idle_since=since, updated_at=stamp)
-                for pk, since in idle_since.items()
-            ],
-            ["idle_since", "updated_at"],
-            batch_size=1000,
+        before = dict(
+            Workload.objects.select_for_update()
+            .filter(pk__in=id_list(list(idle_since)))
+            .values_list("id", "updated_at")
         )
-    return insert_objects(ActivityWindow, windows)
+        stamp = timezone.now()
+        update_rows(
+            Workload,
+            ["idle_since", "updated_at"],
+            {pk: (since, stamp) for pk, since in idle_since.items() if pk in before},
+        )
+        if stamps is not None:
+            stamps.update({pk: (previous, stamp) for pk, previous in before.items()})
+    return insert_values(ActivityWindow, WindowValues._fields, windows)
 
 
 def do_prune_activity(*, before: datetime, batch: int = 10_000, batches: int = 10) -> int:

@@ -20,8 +20,8 @@ from django.utils.module_loading import import_string
 
 from gpupool.clusters.base import ClusterBackend, PodKey
 from gpupool.clusters.grouping import WorkloadKey
-from gpupool.utilization.actions import do_record_activity
-from gpupool.utilization.activity import PodActivity, idle_spell_start, pod_activity
+from gpupool.utilization.actions import WindowValues, do_record_activity
+from gpupool.utilization.activity import PodActivity, idle_spell_start, read_activity
 from gpupool.utilization.health import FailingGpu, mark_failing_gpus
 from gpupool.utilization.models import ActivityWindow
 from gpupool.utilization.prometheus import PrometheusSource
@@ -72,15 +72,27 @@ def moment(posix: float) -> datetime:
     return datetime.fromtimestamp(posix, tz=UTC)
 
 
+@dataclass(frozen=True, slots=True)
+class IdleWrite:
+    """A workload's idle spell as a read wrote it: since when (None: it works), and its row's
+    ``updated_at`` before the write and the stamp written."""
+
+    since: datetime | None
+    before: datetime
+    stamp: datetime
+
+
 @dataclass
 class SampleResult:
-    """What one read recorded: its window, the workloads seen, the GPUs marked failing."""
+    """What one read recorded: its window, the workloads seen, the GPUs marked failing, the
+    idle spells written (workload id -> ``IdleWrite``)."""
 
     start: float
     end: float
     queries: int = 0
     windows: int = 0
     failing: list[FailingGpu] = field(default_factory=list)
+    idle: dict[int, IdleWrite] = field(default_factory=dict)
 
 
 class UtilizationSampler:
@@ -125,17 +137,24 @@ class UtilizationSampler:
         end = start + steps * self.step_s
         try:
             # Each sample stands for the step that ends at it: (start, end].
-            readout = self.source.read(start + self.step_s, end, self.step_s)
+            readout = read_activity(
+                self.source, start + self.step_s, end, self.step_s, threshold=self.threshold
+            )
         except UtilizationUnavailable as error:
             logger.warning("utilisation not sampled: %s", error)
             return None
-        activity = pod_activity(readout, threshold=self.threshold)
         result = SampleResult(start, end, readout.queries)
         with transaction.atomic():
-            result.windows = record_activity(activity, pods, start=start, end=end)
+            result.windows = record_activity(
+                readout.activity, pods, start=start, end=end, idle=result.idle
+            )
             result.failing = mark_failing_gpus(readout.xid_errors)
         self.sampled_until = end
         return result
+
+
+# A workload's row as the sampler reads it: id, tenant, queue, idle since, started, admitted.
+_Row = tuple[int, int | None, int, datetime | None, datetime | None, datetime | None]
 
 
 def record_activity(
@@ -144,10 +163,12 @@ def record_activity(
     *,
     start: float,
     end: float,
+    idle: dict[int, IdleWrite] | None = None,
 ) -> int:
     """One ``ActivityWindow`` per workload whose pods the readout saw, and each such
     workload's idle spell (``Workload.idle_since``, where it changed: the idle policy's fact,
-    ``activity.idle_spell_start``); returns how many windows."""
+    ``activity.idle_spell_start``); returns how many windows. ``idle``, when given, receives
+    the idle spells written (workload id -> ``IdleWrite``)."""
     by_workload: dict[WorkloadKey, list[PodActivity]] = defaultdict(list)
     for pod, pod_seen in activity.items():
         key = pods.get(pod)
@@ -156,46 +177,61 @@ def record_activity(
     if not by_workload:
         return 0
     namespaces = {key.namespace for key in by_workload}
-    rows = {
-        (w.namespace, w.name): w
-        for w in Workload.objects.select_related("queue").filter(
-            namespace__in=namespaces, name__in={key.name for key in by_workload}
-        )
-    }
-    windows: list[ActivityWindow] = []
+    found = Workload.objects.filter(
+        namespace__in=namespaces, name__in={key.name for key in by_workload}
+    ).values_list(
+        "namespace",
+        "name",
+        "id",
+        "queue__tenant_id",
+        "queue_id",
+        "idle_since",
+        "started_at",
+        "admitted_at",
+    )
+    rows: dict[tuple[str, str], _Row] = {(row[0], row[1]): row[2:] for row in found}
+    windows: list[WindowValues] = []
     spells: dict[int, datetime | None] = {}
+    started_at, ended_at = moment(start), moment(end)
     for key, seen in sorted(by_workload.items()):
-        workload = rows.get((key.namespace, key.name))
-        if workload is None:
+        row = rows.get((key.namespace, key.name))
+        if row is None:
             continue
+        workload_id, tenant_id, queue_id, idle_since, began_at, admitted_at = row
         observed = sum(s.observed_gpu_seconds for s in seen)
         active = sum(s.active_gpu_seconds for s in seen)
         weighted = sum(s.mean_utilization * s.observed_gpu_seconds for s in seen)
         last = max((s.last_active_at for s in seen if s.last_active_at is not None), default=None)
         last_seen = max((s.last_seen_at for s in seen if s.last_seen_at is not None), default=end)
         windows.append(
-            ActivityWindow(
-                workload=workload,
-                tenant_id=workload.queue.tenant_id,
-                queue_id=workload.queue_id,
-                started_at=moment(start),
-                ended_at=moment(end),
-                gpus=sum(s.gpus for s in seen),
-                observed_gpu_seconds=observed,
-                active_gpu_seconds=min(active, observed),
-                mean_utilization=weighted / observed if observed else 0.0,
-                last_active_at=None if last is None else moment(last),
+            WindowValues(
+                workload_id,
+                tenant_id,
+                queue_id,
+                started_at,
+                ended_at,
+                sum(s.gpus for s in seen),
+                observed,
+                min(active, observed),
+                weighted / observed if observed else 0.0,
+                None if last is None else moment(last),
             )
         )
-        began = workload.started_at or workload.admitted_at
+        began = began_at or admitted_at
         spell = idle_spell_start(
-            previous=None if workload.idle_since is None else workload.idle_since.timestamp(),
+            previous=None if idle_since is None else idle_since.timestamp(),
             window_start=start,
             last_seen_at=last_seen,
             last_active_at=last,
             started_at=None if began is None else began.timestamp(),
         )
         since = None if spell is None else moment(spell)
-        if since != workload.idle_since:
-            spells[workload.pk] = since
-    return do_record_activity(windows, idle_since=spells)
+        if since != idle_since:
+            spells[workload_id] = since
+    stamps: dict[int, tuple[datetime, datetime]] = {}
+    count = do_record_activity(windows, idle_since=spells, stamps=stamps)
+    if idle is not None:
+        idle.update(
+            {pk: IdleWrite(spells[pk], before, stamp) for pk, (before, stamp) in stamps.items()}
+        )
+    return count

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from loop_world import LoopWorld
 
 from gpupool.clusters.base import PodKey
 from gpupool.clusters.grouping import WorkloadKey
+from gpupool.control.snapshot import read_workloads
+from gpupool.control.state import CLOCK_MARGIN_S
+from gpupool.control.sync import moment
 from gpupool.utilization.models import ActivityWindow
 from gpupool.utilization.sampling import UtilizationSampler, simulated_source, source_for
 from gpupool.utilization.simulated import Profile, SimulatedSource
@@ -103,3 +108,28 @@ def test_the_source_is_chosen_from_the_table(settings: object) -> None:
     settings.GPUPOOL_UTILIZATION_SOURCE = "grafana"  # type: ignore[attr-defined]
     with pytest.raises(ValueError, match="grafana"):
         source_for(world.loop.backend)
+
+
+@pytest.mark.django_db(transaction=True)  # no test transaction holding the horizon back
+def test_the_idle_spells_a_read_writes_are_held_by_the_loops_state_as_the_database_reads_them() -> (
+    None
+):
+    world = running_world()
+    time.sleep(CLOCK_MARGIN_S + 0.5)  # the workloads' rows as they started: older than the horizon
+    world.cycle()
+    world.clock.advance(300)
+    world.cycle()  # the read writes the reserved workload's idle spell
+
+    reserved = world.workload("reserved")
+    assert reserved.idle_since is not None
+    state = world.loop.state
+    assert state.held.get(reserved.pk) == reserved.updated_at  # not read back
+    now = moment(world.clock.now())
+    assert state.rows["team-a/reserved"] == read_workloads(now)["team-a/reserved"]
+    assert state.rows["team-a/reserved"].info.idle_since == reserved.idle_since.timestamp()
+
+    state.begin_cycle()
+    state.refresh(now)
+    # Held, not read again; and quiet: the sync and apply need not look at it again.
+    assert state.reread == 0 and state.skipped >= 1 and "team-a/reserved" not in state.changed
+    assert state.rows == read_workloads(now)

@@ -100,3 +100,43 @@ def test_without_an_annotation_the_profile_is_drawn_from_the_workload_and_seed(
     assert len(activity) == 8
     assert any(a.active_gpu_seconds == a.observed_gpu_seconds for a in activity.values())
     assert readout == SimulatedSource(world.cluster, seed=3).read(START, START + 3600, 60)
+
+
+@pytest.mark.parametrize("threshold", [1.0, 50.0, 95.0])
+def test_its_sums_per_pod_equal_pod_activity_of_its_samples(world: World, threshold: float) -> None:
+    world.run("train", 2, Profile.BUSY_TRAINING)
+    world.run("notebook", 2, Profile.BURSTY_NOTEBOOK)
+    world.clock.advance(1000)
+    world.run("late", 1)  # starts inside the window: sampled from its start only
+    world.run("reserved", 1, Profile.IDLE_RESERVATION)
+    world.clock.advance(2 * 3600)
+    source = SimulatedSource(world.cluster, seed=5)
+
+    for start, end, step in [(START, START + 3 * 3600, 15), (START, START + 600, 15),
+                             (START + 7000, START + 7200, 60)]:  # fmt: skip
+        summed = source.read_activity(start, end, step, threshold=threshold)
+        expected = pod_activity(source.read(start, end, step), threshold=threshold)
+
+        assert list(summed.activity) == list(expected)
+        for pod, want in expected.items():
+            got = summed.activity[pod]
+            assert (got.gpus, got.last_active_at, got.last_seen_at) == (
+                want.gpus, want.last_active_at, want.last_seen_at)  # fmt: skip
+            assert got.observed_gpu_seconds == want.observed_gpu_seconds
+            assert got.active_gpu_seconds == want.active_gpu_seconds
+            assert got.mean_utilization == pytest.approx(want.mean_utilization, rel=1e-12)
+    assert summed.xid_errors == () and summed.queries == 1
+
+
+def test_a_late_pod_seen_in_no_step_of_the_window_counts_its_gpus_and_nothing_else(
+    world: World,
+) -> None:
+    world.clock.advance(600)
+    world.run("late", 2, Profile.BUSY_TRAINING)
+
+    summed = SimulatedSource(world.cluster).read_activity(START, START + 300, 60, threshold=1)
+    expected = pod_activity(SimulatedSource(world.cluster).read(START, START + 300, 60))
+
+    assert summed.activity == expected
+    (activity,) = summed.activity.values()
+    assert (activity.gpus, activity.observed_gpu_seconds, activity.last_seen_at) == (2, 0.0, None)
