@@ -41,12 +41,13 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
 import gevent
 import requests
+from b5_requests import LISTS, USERNAMES, fixed_requests
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_P95_MS = 200.0
@@ -171,14 +172,6 @@ def stop(server: subprocess.Popen[bytes]) -> None:
             os.killpg(server.pid, signal.SIGKILL)
 
 
-USERNAMES = {
-    "admin": "b5-admin",
-    "finance": "b5-finance",
-    "lead": "b5-lead-t000",
-    "member": "b5-member-t000",
-}
-
-
 def tokens(base: str, password: str) -> dict[str, str]:
     """A token per role, for the users seed-year made."""
     found = {}
@@ -200,33 +193,8 @@ def endpoints(
     """What the clients ask, limited to the routes this API has; ``last`` is the last day."""
     headers = {"Authorization": f"Bearer {token}"}
     index = requests.get(f"{base}/api/v1/", headers=headers, timeout=30).json()
-    year = f"start={last - timedelta(days=364)}&end={last}"
-    month = f"start={last - timedelta(days=29)}&end={last}"
-    fixed: list[Request] = [
-        ("reports/usage by tenant, year", f"/api/v1/reports/usage/?{year}&by=tenant"),
-        (
-            "reports/usage by queue and class, month",
-            f"/api/v1/reports/usage/?{month}&by=queue,priority_class",
-        ),
-        ("reports/usage per day, month", f"/api/v1/reports/usage/?{month}&period=day&by=tenant"),
-        (
-            "reports/attribution by tenant, year",
-            f"/api/v1/reports/attribution/?{year}&by=tenant&share_idle=true",
-        ),
-        ("reports/attribution by queue, month", f"/api/v1/reports/attribution/?{month}"),
-        ("reports/capacity, year", f"/api/v1/reports/capacity/?{year}&share_idle=1"),
-        ("reports/workloads, month", f"/api/v1/reports/workloads/?{month}"),
-        ("usage intervals", "/api/v1/usage/"),
-        ("usage intervals of a queue", "/api/v1/usage/?queue=t000"),
-        ("tenants", "/api/v1/tenants/"),
-        ("flavors", "/api/v1/flavors/"),
-    ]
-    fixed.append(("memberships", "/api/v1/memberships/"))
-    for name, route in (
-        ("queues", "queues"),
-        ("preemption events", "preemptions"),
-        ("workloads", "workloads"),
-    ):
+    fixed: list[Request] = fixed_requests(last)
+    for name, route in LISTS:
         if route in index:
             fixed.append((name, f"/api/v1/{route}/"))
     # A role asks only what it may read (finance reads cost, not workloads).

@@ -21,7 +21,7 @@ import os
 import statistics
 import sys
 import time
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,41 +31,12 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gpupool.settings")
 os.environ.setdefault("SECRET_KEY", "b5-benchmark-not-a-secret")
 os.environ.setdefault("DEBUG", "0")
 
-USERNAMES = {
-    "admin": "b5-admin",
-    "finance": "b5-finance",
-    "lead": "b5-lead-t000",
-    "member": "b5-member-t000",
-}
+from b5_requests import LISTS, USERNAMES, fixed_requests  # noqa: E402  (beside this script)
 
 
 def api_paths(last: date) -> list[tuple[str, str]]:
     """The API requests of ``b5_api_load.py`` (its names), for the year ending ``last``."""
-    year = f"start={last - timedelta(days=364)}&end={last}"
-    month = f"start={last - timedelta(days=29)}&end={last}"
-    return [
-        ("queues", "/api/v1/queues/"),
-        ("preemption events", "/api/v1/preemptions/"),
-        ("workloads", "/api/v1/workloads/"),
-        ("reports/usage by tenant, year", f"/api/v1/reports/usage/?{year}&by=tenant"),
-        (
-            "reports/usage by queue and class, month",
-            f"/api/v1/reports/usage/?{month}&by=queue,priority_class",
-        ),
-        ("reports/usage per day, month", f"/api/v1/reports/usage/?{month}&period=day&by=tenant"),
-        (
-            "reports/attribution by tenant, year",
-            f"/api/v1/reports/attribution/?{year}&by=tenant&share_idle=true",
-        ),
-        ("reports/attribution by queue, month", f"/api/v1/reports/attribution/?{month}"),
-        ("reports/capacity, year", f"/api/v1/reports/capacity/?{year}&share_idle=1"),
-        ("reports/workloads, month", f"/api/v1/reports/workloads/?{month}"),
-        ("usage intervals", "/api/v1/usage/"),
-        ("usage intervals of a queue", "/api/v1/usage/?queue=t000"),
-        ("tenants", "/api/v1/tenants/"),
-        ("flavors", "/api/v1/flavors/"),
-        ("memberships", "/api/v1/memberships/"),
-    ]
+    return [(name, f"/api/v1/{route}/") for name, route in LISTS] + fixed_requests(last)
 
 
 PAGES = [

@@ -312,6 +312,26 @@ def _register_all(
 _RELATIONS = ["workload", "queue", "priority_class", "submitter", "evicting_for", "flavor"]
 
 
+def _checked_pod_set(
+    workload: Workload, shape: PodSetShape, flavors: Mapping[int, Flavor]
+) -> tuple[PodSet, list[Flavor]]:
+    """The unsaved pod set of a shape and its further flavor choices, checked by the model's
+    own field and ``clean`` rules without a query (``ValidationError`` when they refuse it)."""
+    pod_set = PodSet(
+        workload=workload,
+        name=shape.name,
+        count=shape.count,
+        gpus=shape.gpus,
+        flavor=flavors[shape.flavor_ids[0]] if shape.flavor_ids else None,
+        gpu_milli=shape.gpu_milli,
+        cpu=shape.cpu,
+        memory_gb=shape.memory_gb,
+    )
+    pod_set.clean_fields(exclude=_RELATIONS)
+    pod_set.clean()
+    return pod_set, [flavors[pk] for pk in shape.flavor_ids[1:]]
+
+
 def _registered(
     registration: Registration, queue: Queue, klass: PriorityClass, flavors: Mapping[int, Flavor]
 ) -> tuple[Workload, list[tuple[PodSet, list[Flavor]]]] | None:
@@ -339,19 +359,7 @@ def _registered(
         if workload.rule_errors(queue_has_children=False):  # inner queues took the slow path
             return None
         for shape in registration.pod_sets:
-            pod_set = PodSet(
-                workload=workload,
-                name=shape.name,
-                count=shape.count,
-                gpus=shape.gpus,
-                flavor=flavors[shape.flavor_ids[0]] if shape.flavor_ids else None,
-                gpu_milli=shape.gpu_milli,
-                cpu=shape.cpu,
-                memory_gb=shape.memory_gb,
-            )
-            pod_set.clean_fields(exclude=_RELATIONS)
-            pod_set.clean()
-            choices = [flavors[pk] for pk in shape.flavor_ids[1:]]
+            pod_set, choices = _checked_pod_set(workload, shape, flavors)
             if pod_set.flavor_choices_errors(choices):
                 return None
             sets.append((pod_set, choices))
@@ -427,20 +435,9 @@ def _replace_pod_sets(
                     {"min_member": f"min_member ({min_member}) exceeds the workload's {total} pods"}
                 )
             for shape in shapes:
-                pod_set = PodSet(
-                    workload=workload,
-                    name=shape.name,
-                    count=shape.count,
-                    gpus=shape.gpus,
-                    flavor=flavors[shape.flavor_ids[0]] if shape.flavor_ids else None,
-                    gpu_milli=shape.gpu_milli,
-                    cpu=shape.cpu,
-                    memory_gb=shape.memory_gb,
-                )
-                pod_set.clean_fields(exclude=_RELATIONS)
-                pod_set.clean()
+                pod_set, further = _checked_pod_set(workload, shape, flavors)
                 pod_sets.append(pod_set)
-                choices.append((pod_set, [flavors[pk] for pk in shape.flavor_ids[1:]]))
+                choices.append((pod_set, further))
         except ValidationError as error:
             raise ValidationError(f"{workload.qualified_name}: {error}") from error
     PodSet.objects.filter(workload_id__in=list(replaced)).delete()
