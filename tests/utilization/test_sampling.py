@@ -5,12 +5,13 @@ from __future__ import annotations
 import time
 
 import pytest
+from django.db import connection
 from loop_world import LoopWorld
 
 from gpupool.clusters.base import PodKey
 from gpupool.clusters.grouping import WorkloadKey
 from gpupool.control.snapshot import read_workloads
-from gpupool.control.state import CLOCK_MARGIN_S
+from gpupool.control.state import CLOCK_MARGIN_S, SQLITE_MARGIN_S
 from gpupool.control.sync import moment
 from gpupool.utilization.models import ActivityWindow
 from gpupool.utilization.sampling import UtilizationSampler, simulated_source, source_for
@@ -115,7 +116,8 @@ def test_the_idle_spells_a_read_writes_are_held_by_the_loops_state_as_the_databa
     None
 ):
     world = running_world()
-    time.sleep(CLOCK_MARGIN_S + 0.5)  # the workloads' rows as they started: older than the horizon
+    # The workloads' rows as they started: older than the horizon (SQLite's margin is wider).
+    time.sleep((SQLITE_MARGIN_S if connection.vendor == "sqlite" else CLOCK_MARGIN_S) + 0.5)
     world.cycle()
     world.clock.advance(300)
     world.cycle()  # the read writes the reserved workload's idle spell
