@@ -61,6 +61,7 @@ from gpupool.control.queries import (
     fragmentation_of,
     pool_clock,
     pool_figures,
+    pool_now,
     pool_policy,
     pool_snapshot,
     sampled_cycles,
@@ -530,7 +531,7 @@ def workload_detail(
     admins and its team) and the GPU-hours lost. Scoped as the workloads API."""
     stories = tenant_scoped(workload_story(), access, WorkloadViewSet.tenant_field)
     workload = get_object_or_404(stories, namespace=namespace, name=name)
-    spans = state_spans(workload, max(pool_clock(), timezone.now()))
+    spans = state_spans(workload, pool_now())
     events = list(workload.preempted_by.all())
     context = {
         "workload": workload,
@@ -798,7 +799,7 @@ def cost(request: HttpRequest, access: Access) -> HttpResponse:
     """Per team, the month's GPU-hours and cost in the attribution lines, the pool's four
     lines adding up to its healthy capacity, the trend of the last months and CSV links to
     the reports API (``accounting.reports``: the queries the API serves, scoped alike)."""
-    today = local_day(timezone.now(), accounting_zone())
+    today = local_day(pool_now(), accounting_zone())
     month = chosen_month(request.GET.get("month", ""), today)
     last_day = next_month(month) - timedelta(days=1)
     months = [month]
