@@ -22,7 +22,7 @@ transaction, and the loop emits its Events after that commits. It decides:
   ``idle``: it ends, ``lifecycle.ENDING_REASONS``); a running one whose pods vanished without
   an eviction was lost (its node failed, or someone deleted them: reason ``node-failure`` or
   ``admin``); a pending one from the cluster whose pods are all gone is cancelled (unless its
-  Job is active: it waits for the Job's next pod; or the Job has ended: it ends so); a pending one
+  Job is active: it waits for the Job's next pod; or the Job failed: it fails); a pending one
   from the cluster whose pods changed gets its pod sets again; checkpoints come from the pods.
 - **the overlay**: what the cluster adds to the database's workloads in the snapshot -- pods a
   gang still waits for (``missing_pods``), each pod set's allowed nodes, and workloads left out
@@ -784,8 +784,10 @@ def _pending(
         if jobs is not None:
             outcome = job_outcome(jobs, pods)
             if isinstance(outcome, JobFacts):
+                # A Job that completes while its workload waits (none of gpupool's pods ran
+                # it: its successes were counted before) leaves nothing to run: cancelled.
                 to_state = (
-                    WorkloadState.FAILED if outcome.state == "failed" else WorkloadState.SUCCEEDED
+                    WorkloadState.FAILED if outcome.state == "failed" else WorkloadState.CANCELLED
                 )
                 decision.steps.append(Step(row.id, name, to_state, outcome.words(), at))
             else:  # its Job makes the next pod: wait for it, out of the plan

@@ -40,7 +40,8 @@ class Topology(models.TextChoices):
 # is cancelled while it waits or runs (the control loop then deletes its pods). A Job's work
 # whose pod failed while the Job retries it goes back from running to pending (requeued as
 # itself: no preemption, nothing was evicted), and while it waits there for the retry its Job
-# may give its verdict: failed (the backoff limit reached) or succeeded.
+# may give up (its backoff limit or deadline reached): it fails from pending. (It cannot
+# succeed from pending: only a pod gpupool runs completes its Job.)
 ALLOWED_TRANSITIONS: dict[str, frozenset[str]] = {
     "": frozenset({WorkloadState.PENDING}),
     WorkloadState.PENDING: frozenset(
@@ -48,7 +49,6 @@ ALLOWED_TRANSITIONS: dict[str, frozenset[str]] = {
             WorkloadState.ADMITTED,
             WorkloadState.CANCELLED,
             WorkloadState.FAILED,
-            WorkloadState.SUCCEEDED,
         }
     ),
     WorkloadState.ADMITTED: frozenset(

@@ -149,6 +149,23 @@ def test_a_requeued_workload_whose_job_then_gives_up_fails_from_pending(world: W
     assert trainer.finished_at is not None
 
 
+def test_a_requeued_workload_whose_job_then_completes_is_cancelled_not_succeeded(
+    world: World,
+) -> None:
+    """Pending work cannot succeed (the state machine): a Job that completes while its
+    workload waits leaves nothing to run, and the transition says whose word it was."""
+    running_job(world)
+    world.cluster.finish(next(k for k in world.cluster.pods if k.name == "trainer-a"))
+    world.cluster.set_job(JOB, active=0, succeeded=1)
+    world.cycle()
+    assert world.workload("trainer").state == "pending"
+    world.cluster.set_job(JOB, state="complete", reason="CompletionsReached")
+    world.cycle()
+    trainer = world.workload("trainer")
+    assert trainer.state == "cancelled"
+    assert last_reason(trainer) == "its Job team-a/trainer-owner completed"
+
+
 def test_a_requeued_workload_whose_job_is_deleted_is_cancelled(world: World) -> None:
     running_job(world)
     fail(world, "trainer-a", active=0, failed=1)
