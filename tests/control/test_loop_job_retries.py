@@ -71,8 +71,9 @@ def test_a_jobs_failed_pod_is_requeued_and_its_retry_runs_as_the_same_workload(
     assert "preempted" not in states(after)
 
     world.cycle()  # no retry pod yet: it waits, out of the plan (nothing to bind)
-    assert world.workload("trainer").state == "pending"
-    assert not world.workload("trainer").placements.exists()
+    waiting = world.workload("trainer")
+    assert (waiting.state, waiting.pending_reason) == ("pending", "gang")
+    assert not waiting.placements.exists()
 
     retry = world.cluster.add_pod("trainer-b", workload="trainer", gpus=8, owner="Job")
     world.cluster.set_job(JOB, active=1)
