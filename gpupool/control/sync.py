@@ -728,7 +728,10 @@ def _job_verdict(
     if jobs is None:
         return False
     name = row.info.name
-    failed = [p for p in pods if p.finished and p.phase == "Failed"]
+    # The latest failure first: after a retry the pods of the earlier tries are still there.
+    failed = sorted(
+        (p for p in pods if p.phase == "Failed"), key=lambda p: p.created_at, reverse=True
+    )
     outcome = job_outcome(jobs, pods)
     if outcome == "wait":
         return True

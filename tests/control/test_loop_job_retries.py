@@ -104,6 +104,31 @@ def test_a_jobs_failed_pod_is_requeued_and_its_retry_runs_as_the_same_workload(
     assert not UsageInterval.objects.filter(workload=trainer, ended_at__isnull=True).exists()
 
 
+def test_a_retry_that_fails_too_is_retried_again_and_the_reason_names_the_latest_pod(
+    world: World,
+) -> None:
+    running_job(world)
+    fail(world, "trainer-a", active=0, failed=1)
+    world.cycle()
+    world.cluster.tick(10)  # the Job controller's back-off before the retry
+    world.cluster.add_pod("trainer-b", workload="trainer", gpus=8, owner="Job")
+    world.cluster.set_job(JOB, active=1)
+    world.cycle()
+    world.cycle()
+    world.cluster.run()
+    world.cycle()
+    assert world.workload("trainer").state == "running"
+    fail(world, "trainer-b", active=0, failed=2)
+    world.cycle()
+    trainer = world.workload("trainer")
+    assert trainer.state == "pending"
+    assert last_reason(trainer) == (
+        "pod trainer-b failed (and 1 more); its Job team-a/trainer-owner retries it"
+    )
+    assert UsageInterval.objects.filter(workload=trainer, ended_at__isnull=True).count() == 0
+    assert UsageInterval.objects.filter(workload=trainer).count() == 2
+
+
 def test_a_failed_pod_the_job_has_not_counted_yet_waits_for_the_jobs_word(world: World) -> None:
     """The pod's end reaches the sync before the Job controller counts it: no decision yet.
     The Job's status change alone (no pod changes) brings the workload back to the sync."""
