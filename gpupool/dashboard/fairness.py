@@ -47,27 +47,39 @@ def _lender_words(lender: Standing) -> str:
     return f"{lender.queue}, which uses {gpus(lender.allocated)} of its {gpus(lender.deserved)}"
 
 
-def borrowed_by_others(standings: list[Standing], standing: Standing) -> bool:
-    """Whether any other queue borrows in this flavor now (there is something to reclaim)."""
-    return any(s.borrowed > 0 for s in standings if s.queue != standing.queue)
+# A borrower's verdict names at most this many of the queues it borrows from (the largest
+# lenders first), then counts the rest: on B5's year 150 queues lend at once, and a sentence
+# naming them all, for each of 60 borrowers, made the Queues page 500 kB.
+LENDERS_NAMED = 3
 
 
 def explain_fairness(standings: list[Standing]) -> list[Verdict]:
     """Each queue's standing in words, borrowers first, then the starved, the lenders and
     the rest (by queue name within each)."""
     lenders = sorted((s for s in standings if s.lent > 0), key=lambda s: (-s.lent, s.queue))
+    lends = {lender.queue: f"{lender.queue} (lends {gpus(lender.lent)})" for lender in lenders}
+    lent_in_all = sum((lender.lent for lender in lenders), Decimal(0))
+    borrowers = {s.queue for s in standings if s.borrowed > 0}
     verdicts: list[Verdict] = []
     for standing in sorted(standings, key=lambda s: s.queue):
         held = f"{standing.queue} holds {gpus(standing.allocated)}"
         if standing.borrowed > 0:
             within = standing.allocated - standing.borrowed
-            others = [lender for lender in lenders if lender.queue != standing.queue]
-            if len(others) == 1:
+            others = [lender for lender in lenders[: LENDERS_NAMED + 1] if lender is not standing]
+            count = len(lenders) - (standing.queue in lends)
+            if count == 1:
                 source = f"from {_lender_words(others[0])}"
-            elif others:
-                source = "from the idle shares of " + ", ".join(
-                    f"{lender.queue} (lends {gpus(lender.lent)})" for lender in others
-                )
+            elif count:
+                named = others[:LENDERS_NAMED]
+                source = "from the idle shares of " + ", ".join(lends[n.queue] for n in named)
+                if count > len(named):
+                    rest = lent_in_all - sum((n.lent for n in named), Decimal(0))
+                    if standing.queue in lends:
+                        rest -= standing.lent
+                    more = count - len(named)
+                    queues = "queue" if more == 1 else "queues"
+                    source += f" and {more} other {queues} (lending {gpus(rest)} in all)"
+
             else:
                 source = "from the pool's unclaimed GPUs"
             text = f"{held}: {gpus(within)} deserved, {gpus(standing.borrowed)} borrowed {source}."
@@ -81,7 +93,7 @@ def explain_fairness(standings: list[Standing]) -> list[Verdict]:
             )
             then = (
                 "the scheduler reclaims what others borrowed from it first."
-                if borrowed_by_others(standings, standing)
+                if borrowers  # a starved queue borrows nothing itself
                 else "nobody borrows from it now, so its work goes first as GPUs free up."
             )
             text = (

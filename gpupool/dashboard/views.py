@@ -97,6 +97,8 @@ from gpupool.dashboard.palette import (
     WORKLOAD_STATE_COLOURS,
     tenant_colours,
 )
+from gpupool.dashboard.templatetags.dashboard import NO_VALUE, local_time
+from gpupool.dashboard.templatetags.dashboard import gpus as gpus_text
 from gpupool.inventory.actions import do_drain_node, do_set_gpu_health, do_set_node_cordoned
 from gpupool.inventory.models import Flavor, Gpu, Node, healthy_capacity
 from gpupool.inventory.queries import FlavorFragmentation
@@ -132,7 +134,7 @@ from gpupool.utilization.queries import (
 )
 from gpupool.workloads.api import DryRunInputSerializer, WorkloadInputSerializer, WorkloadViewSet
 from gpupool.workloads.choices import LIVE_STATES, WorkloadState
-from gpupool.workloads.models import Workload
+from gpupool.workloads.models import PodSet, Workload, gpu_equivalent
 from gpupool.workloads.queries import (
     backoffs_in_force,
     dry_run_submission,
@@ -399,15 +401,14 @@ def workloads(
     waits and why; the form to submit one, with its live dry-run (``form``: one sent back
     with its refusals)."""
     rows = tenant_scoped(
-        workload_rows().order_by("-submitted_at", "-id"), access, WorkloadViewSet.tenant_field
+        Workload.objects.order_by("-submitted_at", "-id"), access, WorkloadViewSet.tenant_field
     )
     state = request.GET.get("state", "")
     if state in WorkloadState.values:
         rows = rows.filter(state=state)
-    shown = list(rows[:WORKLOADS_SHOWN])
     queues = submit_queues(access)
     context = {
-        "workloads": [(workload, total_gpus(workload)) for workload in shown],
+        "workloads": workload_list(rows[:WORKLOADS_SHOWN]),
         "shown_limit": WORKLOADS_SHOWN,
         "state": state,
         "state_choices": WorkloadState.choices,
@@ -423,12 +424,84 @@ def workloads(
     )
 
 
-def submit_queues(access: Access) -> list[Queue]:
-    """The leaf queues the user may submit to: their teams' (admins: every team's)."""
+STATE_BADGES: dict[str, str] = {
+    WorkloadState.RUNNING: "ok",
+    WorkloadState.FAILED: "danger",
+    WorkloadState.PREEMPTED: "danger",
+    WorkloadState.PENDING: "warn",
+}
+
+
+def workload_list(rows: QuerySet[Workload]) -> list[dict[str, Any]]:
+    """The rows of the My workloads table as values, each cell ready to print: two queries
+    (the workloads with their names, then their pod sets' GPUs) and no model instance, so
+    that the page's 100 rows cost a few milliseconds (B5)."""
+    found = list(
+        rows.values_list(
+            "id",
+            "namespace",
+            "name",
+            "submitter__username",
+            "queue__name",
+            "priority_class__name",
+            "state",
+            "queue_position",
+            "estimated_start_at",
+            "pending_reason",
+            "pending_detail",
+            "submitted_at",
+        )
+    )
+    asked: dict[int, Decimal] = defaultdict(Decimal)
+    for workload_id, count, gpus, milli in PodSet.objects.filter(
+        workload_id__in=[row[0] for row in found]
+    ).values_list("workload_id", "count", "gpus", "gpu_milli"):
+        asked[workload_id] += count * gpu_equivalent(gpus, milli)
+    labels = dict(WorkloadState.choices)
+    listed = []
+    for (
+        workload_id,
+        namespace,
+        name,
+        submitter,
+        queue,
+        klass,
+        state,
+        position,
+        estimated,
+        reason,
+        detail,
+        submitted,
+    ) in found:
+        pending = state == WorkloadState.PENDING
+        listed.append(
+            {
+                "url": reverse("dashboard:workload", args=[namespace, name]),
+                "name": f"{namespace}/{name}",
+                "submitter": submitter,
+                "queue": queue,
+                "class": klass,
+                "gpus": gpus_text(asked[workload_id]),
+                "state": labels.get(state, state),
+                "badge": STATE_BADGES.get(state, ""),
+                "position": NO_VALUE if position is None else position,
+                "estimated": local_time(estimated) if pending else NO_VALUE,
+                "pending": pending,
+                "reason": reason,
+                "detail": detail,
+                "submitted": local_time(submitted),
+            }
+        )
+    return listed
+
+
+def submit_queues(access: Access) -> list[str]:
+    """The names of the leaf queues the user may submit to: their teams' (admins: every
+    team's)."""
     leaves = Queue.objects.filter(tenant__isnull=False, children__isnull=True)
     if not access.admin:
         leaves = leaves.filter(tenant__in=access.tenant_ids)
-    return list(leaves.order_by("name"))
+    return list(leaves.order_by("name").values_list("name", flat=True))
 
 
 def api_errors(detail: Any, prefix: str = "") -> list[str]:
