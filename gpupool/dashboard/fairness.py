@@ -6,6 +6,7 @@ work per queue)."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -53,20 +54,31 @@ def _lender_words(lender: Standing) -> str:
 LENDERS_NAMED = 3
 
 
-def explain_fairness(standings: list[Standing]) -> list[Verdict]:
+def explain_fairness(
+    standings: list[Standing], shown: Collection[str] | None = None
+) -> list[Verdict]:
     """Each queue's standing in words, borrowers first, then the starved, the lenders and
-    the rest (by queue name within each)."""
+    the rest (by queue name within each). With ``shown``, only the queues it names and every
+    borrowing or starved one (the words of the others are not written)."""
     lenders = sorted((s for s in standings if s.lent > 0), key=lambda s: (-s.lent, s.queue))
-    lends = {lender.queue: f"{lender.queue} (lends {gpus(lender.lent)})" for lender in lenders}
+    lending = {lender.queue for lender in lenders}
+    lends = {  # the words of the lenders a borrower may name
+        lender.queue: f"{lender.queue} (lends {gpus(lender.lent)})"
+        for lender in lenders[: LENDERS_NAMED + 1]
+    }
     lent_in_all = sum((lender.lent for lender in lenders), Decimal(0))
     borrowers = {s.queue for s in standings if s.borrowed > 0}
     verdicts: list[Verdict] = []
     for standing in sorted(standings, key=lambda s: s.queue):
+        starved = standing.waiting and standing.allocated < standing.deserved
+        kept = shown is None or standing.queue in shown or standing.borrowed > 0 or starved
+        if not kept:
+            continue
         held = f"{standing.queue} holds {gpus(standing.allocated)}"
         if standing.borrowed > 0:
             within = standing.allocated - standing.borrowed
             others = [lender for lender in lenders[: LENDERS_NAMED + 1] if lender is not standing]
-            count = len(lenders) - (standing.queue in lends)
+            count = len(lenders) - (standing.queue in lending)
             if count == 1:
                 source = f"from {_lender_words(others[0])}"
             elif count:
@@ -74,7 +86,7 @@ def explain_fairness(standings: list[Standing]) -> list[Verdict]:
                 source = "from the idle shares of " + ", ".join(lends[n.queue] for n in named)
                 if count > len(named):
                     rest = lent_in_all - sum((n.lent for n in named), Decimal(0))
-                    if standing.queue in lends:
+                    if standing.queue in lending:
                         rest -= standing.lent
                     more = count - len(named)
                     queues = "queue" if more == 1 else "queues"
@@ -85,7 +97,7 @@ def explain_fairness(standings: list[Standing]) -> list[Verdict]:
             text = f"{held}: {gpus(within)} deserved, {gpus(standing.borrowed)} borrowed {source}."
             text += " Borrowed GPUs are taken back when their owner wants them."
             verdicts.append(Verdict(standing.queue, BORROWING, text))
-        elif standing.waiting and standing.allocated < standing.deserved:
+        elif starved:
             waiting = (
                 "1 of its workloads waits"
                 if standing.waiting == 1
