@@ -837,11 +837,14 @@ def fairness_verdicts(flavor: Flavor, usage: QueueUsage, shown: set[str]) -> lis
     those whose rows are ``shown``, and every starved or borrowing one. Read as values, one
     query each for the leaves, their quotas and the waiting work, whatever the tree's size."""
     leaves = team_of_leaf_queue()
-    deserved = dict(
-        QueueQuota.objects.filter(flavor=flavor, queue__name__in=list(leaves)).values_list(
+    deserved = {  # every quota of the flavor (one per queue), then the leaves': no list of
+        # 380 names sent as parameters (B5's year: 2.4 ms, 1.0 ms so)
+        name: level
+        for name, level in QueueQuota.objects.filter(flavor=flavor).values_list(
             "queue__name", "deserved"
         )
-    )
+        if name in leaves
+    }
     waiting = dict(
         Workload.objects.filter(state=WorkloadState.PENDING, pod_sets__flavor=flavor)
         .values_list("queue__name")
