@@ -146,7 +146,6 @@ from gpupool.workloads.queries import (
     sees_preemptor,
     sees_preemptor_of,
     total_gpus,
-    workload_rows,
     workload_story,
 )
 
@@ -1398,24 +1397,34 @@ def blocked_gangs(
     if of_flavor is None:
         return []
     pending = tenant_scoped(
-        workload_rows().filter(state=WorkloadState.PENDING, pod_sets__flavor__name=flavor),
+        Workload.objects.filter(state=WorkloadState.PENDING, pod_sets__flavor__name=flavor),
         access,
         WorkloadViewSet.tenant_field,
     ).distinct()
-    rows = []
-    for workload in pending.order_by("submitted_at", "id")[:BLOCKED_SHOWN]:
-        needed = sum(
-            (
-                p.count * p.gpu_equivalent_per_pod()
-                for p in workload.pod_sets.all()
-                if p.flavor is not None and p.flavor.name == flavor
-            ),
-            Decimal(0),
-        )
-        rows.append(
-            {"workload": workload, "gpus": needed, "why": blocking_shape(needed, of_flavor)}
-        )
-    return sorted(rows, key=lambda row: (-row["gpus"], row["workload"].submitted_at))
+    found = list(  # as values, with the GPUs of the flavor's pod sets: no model instance
+        pending.order_by("submitted_at", "id").values_list(
+            "id", "namespace", "name", "pending_reason", "submitted_at"
+        )[:BLOCKED_SHOWN]
+    )
+    needed: dict[int, Decimal] = defaultdict(Decimal)
+    for workload_id, count, gpus, milli in PodSet.objects.filter(
+        workload_id__in=[row[0] for row in found], flavor__name=flavor
+    ).values_list("workload_id", "count", "gpus", "gpu_milli"):
+        needed[workload_id] += count * gpu_equivalent(gpus, milli)
+    rows = [
+        {
+            "workload": {
+                "namespace": namespace,
+                "name": name,
+                "pending_reason": reason,
+                "submitted_at": submitted,
+            },
+            "gpus": needed[workload_id],
+            "why": blocking_shape(needed[workload_id], of_flavor),
+        }
+        for workload_id, namespace, name, reason, submitted in found
+    ]
+    return sorted(rows, key=lambda row: (-row["gpus"], row["workload"]["submitted_at"]))
 
 
 # ----------------------------------------------------------------------------- cluster
