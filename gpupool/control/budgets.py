@@ -42,6 +42,8 @@ from gpupool.scheduler.types import (
 )
 
 FLUSH_S = 300.0
+# The note of a budget's flushed spending (one entry for all its running work, no workload).
+FLUSHED_NOTE = "ran at the class"
 Key = tuple[str, str]  # (tenant, priority class)
 
 
@@ -102,6 +104,16 @@ class BudgetBook:
             )
         )
         ledger = {e["workload_id"]: e for e in entries}
+        # A flush charged every running workload of its budget up to its time (``spend``).
+        flushed: dict[Key, float] = {
+            (tenant, priority_class): at.timestamp()
+            for tenant, priority_class, at in BudgetLedgerEntry.objects.filter(
+                kind=LedgerEntryKind.SPEND, workload=None
+            )
+            .values_list("budget__tenant__name", "budget__priority_class__name")
+            .annotate(at=Max("at"))
+            .values_list("budget__tenant__name", "budget__priority_class__name", "at")
+        }
         charges: dict[int, Charge] = {}
         for pk, row in placed.items():
             info = row.info
@@ -112,15 +124,18 @@ class BudgetBook:
             gpus = held_gpus(info)
             window = reserved / (rate * gpus) * SECONDS_PER_HOUR if reserved > 0 and gpus else 0.0
             spent_at = found.get("spent_at")
+            key = (tenants.get(info.queue) or "", info.priority_class)
             charges[pk] = Charge(
                 workload_id=pk,
-                key=(tenants.get(info.queue) or "", info.priority_class),
+                key=key,
                 rate=rate,
                 gpus=gpus,
                 start=start,
                 window_end=start + window,
                 reserved=reserved,
-                charged_until=max(start, spent_at.timestamp() if spent_at else start),
+                charged_until=max(
+                    start, spent_at.timestamp() if spent_at else start, flushed.get(key, start)
+                ),
             )
         self.charges = charges
 
@@ -159,20 +174,32 @@ class BudgetBook:
         return tuple(result), spends
 
     def spend(self, spends: Iterable[tuple[Charge, float]], now: float) -> list[BudgetMove]:
-        """Ledger spends for accruals (charged up to ``now`` from here on)."""
-        moves: list[BudgetMove] = []
+        """Ledger spends for accruals (charged up to ``now`` from here on): **one entry per
+        budget** for all its running work (no workload: ``FLUSHED_NOTE``), not one per
+        workload -- a flush at B1's size was thousands of rows a cycle. Every charge of a
+        budget is in its flush (``with_accrual``), so the entry's time is where each of them
+        was charged up to (``load`` reads it back so)."""
+        spends = list(spends)
         ids = budget_ids({charge.key for charge, _ in spends}, now)
+        totals: dict[int, float] = defaultdict(float)
+        counts: dict[int, int] = defaultdict(int)
         for charge, amount in spends:
             self.charges[charge.workload_id] = replace(charge, charged_until=now)
             budget = ids.get(charge.key)
             if budget is not None and amount > 0:
+                totals[budget] += amount
+                counts[budget] += 1
+        moves: list[BudgetMove] = []
+        for budget, amount in sorted(totals.items()):
+            hours = _hours(amount)
+            if hours > 0:
                 moves.append(
                     BudgetMove(
                         budget,
                         LedgerEntryKind.SPEND,
-                        -_hours(amount),
-                        charge.workload_id,
-                        "ran at the class",
+                        -hours,
+                        None,
+                        f"{FLUSHED_NOTE}: {counts[budget]} running workloads",
                     )
                 )
         return moves

@@ -19,27 +19,50 @@ from pathlib import Path
 
 from django.db import connection
 
-# A fixed 64-bit key of our own: hash of the lock's name, as a signed bigint.
+# Fixed 64-bit keys of our own: hash of each lock's name, as a signed bigint.
 LOCK_NAME = "gpupool.scheduling-cycle"
-LOCK_KEY = int.from_bytes(hashlib.sha256(LOCK_NAME.encode()).digest()[:8], "big", signed=True)
+# The utilisation read (``ControlLoop.read_utilization``) runs after a cycle, off its lock, one
+# process at a time on a lock of its own.
+READ_LOCK_NAME = "gpupool.utilization-read"
 
 
-def lock_file() -> Path:
-    """The file whose flock stands for the cycle lock when the database is not PostgreSQL."""
+def _key(name: str) -> int:
+    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
+
+
+LOCK_KEY = _key(LOCK_NAME)
+
+
+def lock_file(suffix: str = "cycle") -> Path:
+    """The file whose flock stands for a lock (the cycle's by default) when the database is
+    not PostgreSQL."""
     name = str(connection.settings_dict.get("NAME") or "")
     if not name or name == ":memory:" or name.startswith("file:"):
         digest = hashlib.sha256(name.encode()).hexdigest()[:16]
-        return Path(tempfile.gettempdir()) / f"gpupool-cycle-{digest}.lock"
-    return Path(f"{name}.cycle.lock")
+        return Path(tempfile.gettempdir()) / f"gpupool-{suffix}-{digest}.lock"
+    return Path(f"{name}.{suffix}.lock")
 
 
 @contextlib.contextmanager
 def cycle_lock() -> Iterator[bool]:
     """Hold the cycle lock for the block; yields False (and holds nothing) when another
     process holds it."""
+    with _try_lock(LOCK_KEY, "cycle") as acquired:
+        yield acquired
+
+
+@contextlib.contextmanager
+def read_lock() -> Iterator[bool]:
+    """Hold the utilisation read's lock for the block (as ``cycle_lock``, another one)."""
+    with _try_lock(_key(READ_LOCK_NAME), "utilization-read") as acquired:
+        yield acquired
+
+
+@contextlib.contextmanager
+def _try_lock(key: int, suffix: str) -> Iterator[bool]:
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_try_advisory_lock(%s)", [LOCK_KEY])
+            cursor.execute("SELECT pg_try_advisory_lock(%s)", [key])
             (acquired,) = cursor.fetchone()
         if not acquired:
             yield False
@@ -48,9 +71,9 @@ def cycle_lock() -> Iterator[bool]:
             yield True
         finally:
             with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_unlock(%s)", [LOCK_KEY])
+                cursor.execute("SELECT pg_advisory_unlock(%s)", [key])
         return
-    path = lock_file()
+    path = lock_file(suffix)
     with path.open("a+") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)

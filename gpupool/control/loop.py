@@ -65,7 +65,7 @@ from gpupool.control.choices import CycleStatus
 from gpupool.control.cluster import ClusterMirror, holds_node, is_live
 from gpupool.control.estimates import EstimateRefresher, EstimateRun, Planned
 from gpupool.control.learning import RuntimeHistory
-from gpupool.control.lock import cycle_lock
+from gpupool.control.lock import cycle_lock, read_lock
 from gpupool.control.models import SchedulingCycle
 from gpupool.control.record import (
     POSITION_REFRESH_S,
@@ -202,7 +202,24 @@ class ControlLoop:
                     now.isoformat(),
                     error="another scheduling cycle holds the lock",
                 )
-            return self._cycle(dry_run=False)
+            result = self._cycle(dry_run=False)
+        if result.status == CycleStatus.SUCCEEDED:
+            self.read_utilization(result)
+        return result
+
+    def read_utilization(self, result: CycleResult | None = None) -> bool:
+        """The utilisation read, when one is due (``GPUPOOL_UTILIZATION_INTERVAL_S``, once a
+        minute): after a cycle, not in it -- the cycle's lock is released and its row
+        finished first, so another worker's cycle need not wait for it -- on a lock of its
+        own (one read at a time). It runs in the loop's process because it reads the loop's
+        mirror of the cluster's pods and puts the idle spells it writes into the loop's
+        state. Its time goes into ``result.timings["utilization"]``; whether a read was due."""
+        clock = time.perf_counter()
+        with read_lock() as acquired, gc_paused():
+            read = acquired and self._sample_utilization(self.backend.now())
+        if read and result is not None:
+            result.timings["utilization"] = time.perf_counter() - clock
+        return read
 
     def _cycle(self, *, dry_run: bool) -> CycleResult:
         started = timezone.now()
@@ -325,10 +342,6 @@ class ControlLoop:
             outcome = self._apply(now, keys)
             self._alert_idle(record)
             timings["apply"] = time.perf_counter() - clock
-            clock = time.perf_counter()
-            if self._sample_utilization(now):
-                # Not a phase: a read once a minute (``GPUPOOL_UTILIZATION_INTERVAL_S``).
-                timings["utilization"] = time.perf_counter() - clock
             result.counts = {
                 "nodes": len(database.snapshot.nodes),
                 "workloads": len(database.snapshot.workloads),
@@ -944,7 +957,6 @@ class ControlLoop:
                 "cluster_at": record.at.isoformat(),
                 "counts": dict(result.counts),
                 "pending_by_reason": dict(record.pending_by_reason),
-                "utilization_s": round(result.timings.get("utilization", 0.0), 6),
                 "queues": metrics.queue_gauges(shares),
             }
             | (

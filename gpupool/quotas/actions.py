@@ -784,7 +784,7 @@ class BudgetMove:
     budget_id: int
     kind: str
     gpu_hours: Decimal
-    workload_id: int
+    workload_id: int | None  # None: a budget's running work flushed together
     note: str = ""
 
 

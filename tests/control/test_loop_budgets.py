@@ -96,3 +96,38 @@ def test_demoted_work_is_preempted_like_any_default_class_work(world: World) -> 
         "preempt",
         "rival",
     )
+
+
+def test_a_flush_spends_once_per_budget_and_a_restarted_loop_charges_from_it(
+    world: World,
+) -> None:
+    urgent = PriorityClass.objects.get(name="urgent")
+    for name in ("urgent-a", "urgent-b"):
+        world.submit(name, gpus=4, priority_class=urgent, protected_runtime_s=0)
+    world.cycle()
+    world.cycle()
+    world.cluster.run()
+    world.cycle()
+    assert {world.workload(n).state for n in ("urgent-a", "urgent-b")} == {"running"}
+    before = BudgetLedgerEntry.objects.filter(kind="spend").count()
+    world.cluster.tick(360)  # past the 300 s flush: 2 x 4 GPUs x 6 min = 0.8 GPU-hours
+    world.cycle()
+    flushed = list(
+        BudgetLedgerEntry.objects.filter(kind="spend")
+        .order_by("id")[before:]
+        .values_list("workload", "gpu_hours", "note")
+    )
+    assert len(flushed) == 1  # one entry for the budget, not one per workload
+    workload, gpu_hours, note = flushed[0]
+    assert workload is None and "2 running workloads" in note
+    assert Decimal("-0.81") < gpu_hours < Decimal("-0.79")
+    spent = Decimal(2) - balance()
+    # A loop that starts over (as after a failed cycle: its budget book read again from the
+    # ledger) reads where each workload was charged up to from the flush: the next flush
+    # spends only the 6 minutes since, never the run again from its start.
+    world.loop._forget_everything()
+    world.cycle()
+    assert abs((Decimal(2) - balance()) - spent) < Decimal("0.01")  # the cycle's seconds
+    world.cluster.tick(360)
+    world.cycle()
+    assert abs((Decimal(2) - balance()) - spent - Decimal("0.8")) < Decimal("0.01")

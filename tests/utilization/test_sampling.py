@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import fcntl
 import time
+from contextlib import nullcontext
 
 import pytest
 from django.db import connection
@@ -10,6 +12,9 @@ from loop_world import LoopWorld
 
 from gpupool.clusters.base import PodKey
 from gpupool.clusters.grouping import WorkloadKey
+from gpupool.control.lock import cycle_lock, lock_file
+from gpupool.control.loop import PHASES
+from gpupool.control.models import SchedulingCycle
 from gpupool.control.snapshot import read_workloads
 from gpupool.control.state import CLOCK_MARGIN_S, SQLITE_MARGIN_S
 from gpupool.control.sync import moment
@@ -78,6 +83,38 @@ def test_an_unavailable_source_skips_the_read_and_the_cycle_goes_on() -> None:
     world.clock.advance(300)
     world.cycle()
     assert ActivityWindow.objects.count() == 0
+
+
+def test_the_read_follows_the_cycle_off_its_lock_and_skips_when_another_reads() -> None:
+    """The read is no part of the cycle: it runs once the cycle's row is finished and its
+    lock released, on a lock of its own, and is timed on its own."""
+    world = running_world()
+    seen: list[tuple[str, bool]] = []
+    sample = world.loop.utilization.sample
+
+    def watched(now: float, pods: object) -> object:
+        latest = SchedulingCycle.objects.latest("id")
+        with cycle_lock() if connection.vendor != "postgresql" else nullcontext(True) as free:
+            seen.append((latest.status, free))
+        return sample(now, pods)  # type: ignore[arg-type]
+
+    world.loop.utilization.sample = watched  # type: ignore[method-assign]
+    world.clock.advance(300)
+    result = world.cycle()
+    assert seen == [("succeeded", True)]  # the cycle was over, its lock free (beside SQLite)
+    assert result.timings["utilization"] > 0 and set(PHASES) < set(result.timings)
+    assert "utilization_s" not in SchedulingCycle.objects.latest("id").outcome
+    assert ActivityWindow.objects.count() == 2
+
+    world.clock.advance(300)
+    if connection.vendor != "postgresql":  # another process reading: this one does not
+        with lock_file("utilization-read").open("a+") as other:  # its own open file
+            fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            result = world.cycle()
+        assert "utilization" not in result.timings
+        assert ActivityWindow.objects.count() == 2
+    world.cycle()
+    assert ActivityWindow.objects.count() == 4
 
 
 def test_the_window_is_whole_steps_and_a_long_pause_reads_the_last_hour_only() -> None:

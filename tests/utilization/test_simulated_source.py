@@ -140,3 +140,38 @@ def test_a_late_pod_seen_in_no_step_of_the_window_counts_its_gpus_and_nothing_el
     assert summed.activity == expected
     (activity,) = summed.activity.values()
     assert (activity.gpus, activity.observed_gpu_seconds, activity.last_seen_at) == (2, 0.0, None)
+
+
+def test_the_gpus_in_use_kept_between_reads_equal_a_fresh_read_of_the_store(
+    world: World,
+) -> None:
+    """The cluster keeps who holds which GPUs from the store's changes (pods that start, end
+    or go, nodes that go): after each change it answers what a reader new to the store
+    decodes from every pod."""
+    group = {"kind": "hgx", "prefix": "u", "gpus": 8, "product": "NVIDIA-H100-80GB-HBM3"}
+    world.cluster.add_nodes([gpu_node_manifest("u-2", group)])
+    world.backend.sync()
+
+    def fresh() -> list[object]:
+        return list(SimulatedCluster(world.cluster.store, world.clock).gpus_in_use())
+
+    assert world.cluster.gpus_in_use() == fresh() == []
+    world.run("train", 4)
+    world.run("notebook", 2)
+    first = world.cluster.gpus_in_use()
+    assert first == fresh()
+    assert sorted((h.pod.name, len(h.gpus)) for h in first) == [("notebook", 2), ("train", 4)]
+    pod = NewPod("team-a", "later", image="x", gpus=1,
+                 labels={"gpupool.io/queue": "a", "gpupool.io/workload": "later"})  # fmt: skip
+    (created,) = world.backend.create_pods([pod]).results
+    assert world.backend.bind([PodBinding(created.pod, "u-2")]).ok
+    assert world.cluster.gpus_in_use() == fresh()
+    assert len(world.cluster.gpus_in_use()) == 3
+    (gone,) = [h.pod for h in world.cluster.gpus_in_use() if h.node == "u-2"]
+    world.backend.delete_pods([gone.ref], "test")
+    world.clock.advance(60)
+    world.cluster.advance()
+    assert world.cluster.gpus_in_use() == fresh()
+    assert {h.node for h in world.cluster.gpus_in_use()} == {"u-1"}
+    assert world.cluster.remove_node("u-1")
+    assert world.cluster.gpus_in_use() == fresh() == []
