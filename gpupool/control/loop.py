@@ -200,6 +200,10 @@ class ControlLoop:
         self.budgets = BudgetBook()
         self.runtimes = RuntimeHistory()
         self.learned: set[str] = set()  # workloads whose expected runtime was learned
+        # Each workload's learned runtime as last looked up, for the same info and the same
+        # history (``RuntimeHistory.version``): not looked up again every cycle.
+        self._medians: dict[str, tuple[WorkloadInfo, float | None]] = {}
+        self._medians_version = -1
         self.facts_cache: dict[int, tuple[Mapping[str, object], dict[str, object]]] = {}
         self.latest: Planned | None = None  # what the last cycle planned on (the estimates')
         self.estimates = EstimateRefresher(self.policy)
@@ -642,6 +646,7 @@ class ControlLoop:
     def _drop_ended_overlays(self) -> None:
         for ended in self.state.ended:
             self.memory.overlays.pop(ended.name, None)
+            self._medians.pop(ended.name, None)
             self.facts_cache.pop(ended.id, None)
             self.outstanding.add(ended.name)
 
@@ -666,10 +671,18 @@ class ControlLoop:
         excluded = [n for n, o in self.memory.overlays.items() if o.excluded]
         self.state.excluded = set(excluded)
         self.learned = set()
+        if self._medians_version != self.runtimes.version:
+            self._medians, self._medians_version = {}, self.runtimes.version
+        medians = self._medians
         for name, row in rows.items():
             if row.info.expected_runtime_s is not None:
                 continue
-            learned = self.runtimes.median(row.info)
+            known = medians.get(name)
+            if known is not None and known[0] is row.info:
+                learned = known[1]
+            else:
+                learned = self.runtimes.median(row.info)
+                medians[name] = (row.info, learned)
             if learned is not None:
                 info = overlaid.get(name) or row.resolve(names, now)
                 overlaid[name] = replace(info, expected_runtime_s=learned)
@@ -954,6 +967,12 @@ class ControlLoop:
                     # bound at the next cycle (else it looks lost, and is requeued, forever).
                     runs_wanted.append(row)
                     self.outstanding.add(name)
+                    continue
+                if not any(p.node_name is None and is_live(p) for p in pods):
+                    # No pod waits for a node, so no gang to bind (``gang_bindings`` would say
+                    # None): its pods are not grouped again for nothing.
+                    if len(held) < len(row.info.placement):
+                        self.outstanding.add(name)  # pods on their way: look again next cycle
                     continue
                 grouped = None if row.origin == Origin.GPUPOOL else self.mirror.grouped(key, now)
                 request = grouped if isinstance(grouped, WorkloadRequest) else None
