@@ -260,7 +260,8 @@ class ControlLoop:
 
     def finish_apply(self) -> None:
         """Wait for an apply handed on by the last cycle, record what it taught, and let the
-        cycle lock go (the loop stopping, a cycle without the pipeline, ``close``)."""
+        cycle lock go (the loop stopping, a dry run, ``close``; a cycle run without the
+        pipeline waits for it itself, before its record)."""
         try:
             if self.handed_on is not None:
                 try:
