@@ -517,6 +517,7 @@ def gpupool_loop(setup: Setup, log_path: Path) -> Iterator[subprocess.Popen[byte
         # As a deployment runs it: DEBUG off (which asks for a secret key of its own).
         "DEBUG": "0",
         "SECRET_KEY": secrets.token_urlsafe(32),
+        "GPUPOOL_APPLY_PIPELINE": "1",  # bindings in flight while the next cycle plans
     }
     command = [sys.executable, str(ROOT / "manage.py"), "gpupool", "loop", "--interval", "0"]
     if setup.profile_loop is not None:  # slows the loop: for where the time goes, not figures

@@ -12,9 +12,9 @@ wall clock on Kubernetes, the simulated cluster's in the demo). After a cycle, o
 ``estimates.ESTIMATE_REFRESH_S`` has passed since the last refresh, the same thread refreshes
 the estimated starts from that cycle's snapshot; and every
 ``GPUPOOL_ACTIVITY_PRUNE_INTERVAL_S`` it deletes the activity windows past their retention
-(what beat's ``prune_activity_task`` does with a broker). Its cycles are pipelined
-(``GPUPOOL_APPLY_PIPELINE``, ``ControlLoop.run_cycle``): a cycle's bindings may still be in
-flight while the next one syncs and plans; when the loop stops it waits for them. A Celery
+(what beat's ``prune_activity_task`` does with a broker). With ``GPUPOOL_APPLY_PIPELINE`` its
+cycles are pipelined (``ControlLoop.run_cycle``): a cycle's bindings may still be in flight
+while the next one syncs and plans; when the loop stops it waits for them. A Celery
 task runs one whole cycle, its apply included (the lock is let go when the task ends).
 """
 

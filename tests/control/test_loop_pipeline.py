@@ -178,7 +178,7 @@ def test_the_in_process_loop_waits_for_its_last_bindings_when_it_stops(world: Wo
         if sum(seen) and world.loop.handed_on is not None:
             stop.set()  # stop right after a cycle that handed its bindings on
 
-    run_forever(world.loop, stop, interval_s=0.0, on_cycle=on_cycle, on_change=False)
+    run_forever(world.loop, stop, interval_s=0.0, on_cycle=on_cycle, on_change=False, pipeline=True)
     assert sum(seen) == 1
     assert world.loop.handed_on is None
     assert all(p.node_name for p in world.cluster.pods_of("train"))
