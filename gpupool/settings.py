@@ -201,10 +201,8 @@ GPUPOOL_CYCLE_TIME_LIMIT_S = float(os.environ.get("GPUPOOL_CYCLE_TIME_LIMIT_S", 
 GPUPOOL_CYCLE_ON_CHANGE = env_bool("GPUPOOL_CYCLE_ON_CHANGE", True)
 # `gpupool loop` hands a cycle's bindings on to a thread of their own: the next cycle syncs and
 # plans while they are in flight, and records their outcome before its own (docs/control-loop.md
-# "The pipeline"; only on a backend that allows it: Kubernetes). Off by default until a gang
-# whose binding fails part-way on a real cluster is recorded as a binding failure there too
-# (docs/control-loop.md says what happens now); off, each cycle waits for its bindings.
-GPUPOOL_APPLY_PIPELINE = env_bool("GPUPOOL_APPLY_PIPELINE", False)
+# "The pipeline"; only on a backend that allows it: Kubernetes). Off: each cycle waits for them.
+GPUPOOL_APPLY_PIPELINE = env_bool("GPUPOOL_APPLY_PIPELINE", True)
 # The cost reports' roll-up: every GPUPOOL_ROLL_UP_INTERVAL_S (beat with a broker, between cycles
 # in `gpupool loop` without), up to the last hour finished on the cluster's clock.
 GPUPOOL_ROLL_UP_INTERVAL_S = float(os.environ.get("GPUPOOL_ROLL_UP_INTERVAL_S", "60"))

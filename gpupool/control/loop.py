@@ -216,6 +216,8 @@ class ControlLoop:
         self.bound: dict[PodKey, tuple[str, str]] = {}
         self._applier: ThreadPoolExecutor | None = None
         self._kept_lock: contextlib.ExitStack | None = None  # held while an apply runs
+        # Workloads whose pods changed while their apply was in flight: synced next cycle.
+        self._held_back: set[WorkloadKey] = set()
 
     # -- the cycle ------------------------------------------------------------------------
 
@@ -509,7 +511,10 @@ class ControlLoop:
     # -- 1 sync ----------------------------------------------------------------------------
 
     def _decide_sync(self, at: datetime, keys: set[WorkloadKey], nodes: set[str]) -> SyncDecision:
-        """What the database must learn from the cluster this cycle."""
+        """What the database must learn from the cluster this cycle. The workloads an apply
+        handed on is still binding are left to the next cycle's sync: what their pods show
+        (members bound, or evicted again by a failed gang's roll-back) is read only once the
+        apply's outcome is recorded, so a roll-back is never taken for a lost workload."""
         state = self.state
         state.refresh(at)
         decision = SyncDecision(at=at)
@@ -519,7 +524,12 @@ class ControlLoop:
             decide_nodes(decision, self.mirror, nodes, self._known_nodes(nodes), state.flavor_rows)
         if self.first:
             keys = keys | set(self.mirror.pods) | {key_of(name) for name in state.rows}
-        keys = keys | {key_of(name) for name in state.changed}
+        keys = keys | {key_of(name) for name in state.changed} | self._held_back
+        self._held_back = set()
+        if self.handed_on is not None:
+            in_flight = self.handed_on.work.bind
+            self._held_back = {key for key in keys if str(key) in in_flight}
+            keys = keys - self._held_back
         unknown = [key for key in keys if str(key) not in state.rows]
         namespaces = dict(TenantNamespace.objects.values_list("name", "tenant__name"))
         decide_workloads(

@@ -704,12 +704,6 @@ def test_pipelined_cycles_bind_a_gang_whole_where_it_was_placed(plane: Plane) ->
     assert UsageInterval.objects.get(workload=gang).gpus == 12
 
 
-@pytest.mark.xfail(
-    reason="known defect of the pipeline (off by default): on the plane the gang is rolled "
-    "back and bound whole again, but requeued as 'its pods were removed outside gpupool', "
-    "not as a binding failure (docs/control-loop.md, The pipeline)",
-    strict=False,
-)
 def test_a_pipelined_gangs_binding_that_fails_part_way_is_rolled_back_and_requeued(
     plane: Plane,
 ) -> None:
