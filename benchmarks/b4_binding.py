@@ -36,6 +36,7 @@ import math
 import os
 import random
 import resource
+import secrets
 import ssl
 import statistics
 import subprocess
@@ -79,6 +80,7 @@ class Setup:
     timeout_s: float = 900.0
     kube_scheduler_name: str = "default-scheduler"
     cycle_log: bool = False  # each gpupool cycle's phases and counts in the JSON
+    profile_loop: Path | None = None  # cProfile the gpupool loop's process into this file
 
 
 @dataclass
@@ -512,8 +514,14 @@ def gpupool_loop(setup: Setup, log_path: Path) -> Iterator[subprocess.Popen[byte
         "GPUPOOL_KUBE_API_BURST": str(setup.burst),
         "DATABASE_URL": database_url(),
         "REDIS_URL": "",
+        # As a deployment runs it: DEBUG off (which asks for a secret key of its own).
+        "DEBUG": "0",
+        "SECRET_KEY": secrets.token_urlsafe(32),
+        "GPUPOOL_APPLY_PIPELINE": "1",  # bindings in flight while the next cycle plans
     }
     command = [sys.executable, str(ROOT / "manage.py"), "gpupool", "loop", "--interval", "0"]
+    if setup.profile_loop is not None:  # slows the loop: for where the time goes, not figures
+        command[1:1] = ["-m", "cProfile", "-o", str(setup.profile_loop)]
     with log_path.open("wb") as log:
         process = subprocess.Popen(
             command, cwd=ROOT, env=environment, stdout=log, stderr=subprocess.STDOUT
@@ -586,6 +594,7 @@ def _bind_with_gpupool(api: Any, pods: list[Any], setup: Setup, result: RunResul
                             "plan": round(cycle.plan_s or 0.0, 3),
                             "record": round(cycle.record_s or 0.0, 3),
                             "apply": round(cycle.apply_s or 0.0, 3),
+                            "apply_wait": round(cycle.outcome.get("apply_wait_s", 0.0), 3),
                         },
                         "counts": cycle.outcome.get("counts", {}),
                     }
@@ -598,6 +607,7 @@ def _bind_with_gpupool(api: Any, pods: list[Any], setup: Setup, result: RunResul
                     "plan": cycle.plan_s,
                     "record": cycle.record_s,
                     "apply": cycle.apply_s,
+                    "apply_wait": cycle.outcome.get("apply_wait_s", 0.0),
                 }
             )
         result.phase_s = dict(phases)
@@ -776,6 +786,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--cycle-log", action="store_true", help="each gpupool cycle's phases and counts too"
     )
+    parser.add_argument(
+        "--profile-loop",
+        type=Path,
+        help="cProfile the gpupool loop's process into this file (slows it: not for figures)",
+    )
     args = parser.parse_args(argv)
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gpupool.settings")
@@ -798,6 +813,7 @@ def main(argv: list[str] | None = None) -> int:
         seed=args.seed,
         timeout_s=args.timeout,
         cycle_log=args.cycle_log,
+        profile_loop=None if args.profile_loop is None else args.profile_loop.resolve(),
     )
     which = {w.strip() for w in args.only.split(",") if w.strip()}
     report = benchmark(setup, args.runs, args.pods, args.gangs, args.gang_size, which)

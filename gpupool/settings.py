@@ -199,6 +199,10 @@ GPUPOOL_CYCLE_TIME_LIMIT_S = float(os.environ.get("GPUPOOL_CYCLE_TIME_LIMIT_S", 
 # `gpupool loop` also starts a cycle as soon as the cluster's pods change (a pod made with
 # kubectl, a pod bound or ended), 0.2 s after the change, instead of waiting out the interval.
 GPUPOOL_CYCLE_ON_CHANGE = env_bool("GPUPOOL_CYCLE_ON_CHANGE", True)
+# `gpupool loop` hands a cycle's bindings on to a thread of their own: the next cycle syncs and
+# plans while they are in flight, and records their outcome before its own (docs/control-loop.md
+# "The pipeline"; only on a backend that allows it: Kubernetes). Off: each cycle waits for them.
+GPUPOOL_APPLY_PIPELINE = env_bool("GPUPOOL_APPLY_PIPELINE", True)
 # The cost reports' roll-up: every GPUPOOL_ROLL_UP_INTERVAL_S (beat with a broker, between cycles
 # in `gpupool loop` without), up to the last hour finished on the cluster's clock.
 GPUPOOL_ROLL_UP_INTERVAL_S = float(os.environ.get("GPUPOOL_ROLL_UP_INTERVAL_S", "60"))

@@ -479,7 +479,14 @@ class ClusterBackend(Protocol):
     watch reconnects. The acting methods never raise for a refusal or an API error: they
     return outcomes pod by pod (an unreachable API is a ``failed`` result), so one bad pod
     never stops the rest of a cycle's apply.
+
+    ``concurrent_apply`` says whether the acting methods may run in a thread of their own
+    while the loop's thread calls ``sync`` and ``record_events`` (the in-process loop's
+    pipeline, ``docs/control-loop.md``): True for the Kubernetes backend, whose requests go
+    through thread-safe workers; False where one thread must do everything.
     """
+
+    concurrent_apply: bool
 
     def sync(self) -> ClusterView:
         """Bring the cache up to date (incrementally: never a full re-list per call)."""

@@ -539,8 +539,12 @@ class KubernetesBackend:
     that calls it; a process forked afterwards (a Celery prefork worker) starts its own, with
     its own connections, at its first ``sync()``. ``qps`` and ``burst`` limit the requests it
     starts, as client-go's client-side limit does for Kubernetes' own components (none by
-    default).
+    default). Its acting methods may run in a thread of their own beside ``sync``
+    (``concurrent_apply``): the cache is read by key only, and the workers' pool is made
+    under a lock.
     """
+
+    concurrent_apply = True
 
     def __init__(
         self,
@@ -640,6 +644,7 @@ class KubernetesBackend:
         self._revision = 0
         self._synced_once = False
         self._executor: ThreadPoolExecutor | None = None
+        self._executor_lock = threading.Lock()
         self._events = _EventRecorder(
             self._core, self._retry, self._clock, self._instance, self._event_refresh_s
         )
@@ -767,11 +772,12 @@ class KubernetesBackend:
 
     def _workers(self) -> ThreadPoolExecutor:
         """The pool that sends bindings and Events at once (``bind_workers`` threads)."""
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(
-                self._bind_workers, thread_name_prefix="gpupool-bind"
-            )
-        return self._executor
+        with self._executor_lock:  # apply may run beside the loop's own Events
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(
+                    self._bind_workers, thread_name_prefix="gpupool-bind"
+                )
+            return self._executor
 
     def _submit_bind(self, binding: PodBinding) -> _MemberBind:
         return _MemberBind(binding, self._workers().submit(self._bind_one, binding))

@@ -974,6 +974,8 @@ class SimulatedBackend:
     nothing, as on Kubernetes.
     """
 
+    concurrent_apply = False  # the cluster's store is one thread's (and the demo's database)
+
     def __init__(
         self,
         cluster: SimulatedCluster,

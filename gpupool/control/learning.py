@@ -43,6 +43,7 @@ class RuntimeHistory:
     def __init__(self) -> None:
         self.samples: dict[Similar, deque[float]] = defaultdict(lambda: deque(maxlen=KEEP))
         self._medians: dict[Similar, float | None] = {}
+        self.version = 0  # moves whenever a median may have changed (``load``, ``add``)
 
     def load(self) -> None:
         """Read the most recent successes."""
@@ -67,6 +68,7 @@ class RuntimeHistory:
             key = (queue, round(gpus, 3), flavors[0] if flavors else "")
             self.samples[key].append((finished - started).total_seconds())
         self._medians.clear()
+        self.version += 1
 
     def add(self, finished: Iterable[tuple[WorkloadInfo, float]]) -> None:
         """Runs the loop saw succeed: (the workload, its runtime in seconds)."""
@@ -75,6 +77,7 @@ class RuntimeHistory:
                 key = similar(workload)
                 self.samples[key].append(seconds)
                 self._medians.pop(key, None)
+                self.version += 1
 
     def median(self, workload: WorkloadInfo) -> float | None:
         """The learned runtime of work like this one (None: too few runs yet)."""

@@ -21,15 +21,27 @@ thousands of objects at B1's size, and each full collection in a cycle walked th
 5. **apply** -- after the commit: create, bind, evict, delete and explain, from the
    database's state and the cluster's pods (``apply.py``); its outcome is recorded, and the
    cycle row gets its timings, counts and running totals (for ``/metrics``).
+
+**The pipeline** (``run_cycle(pipeline=True)``: the in-process loop, on a backend whose
+``concurrent_apply`` allows it): a cycle whose apply has bindings hands that apply to a thread
+of its own and ends; the next cycle syncs, snapshots and plans while the bindings are in
+flight, and waits for them (``apply_wait``) before it records. The workloads being bound are
+admitted in the database and in the state, so the next plan sees their GPUs as taken: nothing
+is promised twice. When the apply taught something (a gang that could not be bound goes back
+to pending, a disruption budget refused a victim set) the outcome is recorded first and the
+cycle snapshots and plans again on it. The cycle lock stays held while an apply is in flight
+(``finish_apply`` waits for it and lets go), so one cycle at a time still holds cluster-wide.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import time
 import traceback
 from collections.abc import Iterable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -37,7 +49,14 @@ from typing import Any
 from django.db.models import Count, Q
 from django.utils import timezone
 
-from gpupool.clusters.base import ClusterBackend, ClusterUnavailable, EventRequest, PodRef
+from gpupool.clusters.base import (
+    ClusterBackend,
+    ClusterUnavailable,
+    EventRequest,
+    PodFacts,
+    PodKey,
+    PodRef,
+)
 from gpupool.clusters.grouping import WorkloadKey, WorkloadRequest
 from gpupool.control import metrics
 from gpupool.control.actions import (
@@ -113,6 +132,16 @@ FRAGMENTATION_SAMPLE_S = 60.0
 DEFAULT_IMAGE = "registry.k8s.io/pause:3.10"
 
 
+@dataclass(frozen=True)
+class HandedOn:
+    """An apply running beside the next cycle (the pipeline), and the cluster time it was
+    decided at."""
+
+    outcome: Future[ApplyOutcome]
+    now: float
+    work: ApplyWork
+
+
 @dataclass
 class CycleResult:
     """One cycle as the commands print it and the tasks return it."""
@@ -171,22 +200,43 @@ class ControlLoop:
         self.budgets = BudgetBook()
         self.runtimes = RuntimeHistory()
         self.learned: set[str] = set()  # workloads whose expected runtime was learned
+        # Each workload's learned runtime as last looked up, for the same info and the same
+        # history (``RuntimeHistory.version``): not looked up again every cycle.
+        self._medians: dict[str, tuple[WorkloadInfo, float | None]] = {}
+        self._medians_version = -1
         self.facts_cache: dict[int, tuple[Mapping[str, object], dict[str, object]]] = {}
         self.latest: Planned | None = None  # what the last cycle planned on (the estimates')
         self.estimates = EstimateRefresher(self.policy)
         self.fragmentation_sampled_at = -math.inf  # cluster time of the last sample
         self.first = True
         self.utilization = UtilizationSampler(source_for(backend))
+        self.handed_on: HandedOn | None = None  # the last cycle's apply, still running
+        # Pods bound by an apply that the mirror does not show bound yet: key -> (uid, node)
+        # (the next cycle synced while their binding was in flight: not bound again).
+        self.bound: dict[PodKey, tuple[str, str]] = {}
+        self._applier: ThreadPoolExecutor | None = None
+        self._kept_lock: contextlib.ExitStack | None = None  # held while an apply runs
+        # Workloads whose pods changed while their apply was in flight: synced next cycle.
+        self._held_back: set[WorkloadKey] = set()
 
     # -- the cycle ------------------------------------------------------------------------
 
-    def run_cycle(self, *, dry_run: bool = False) -> CycleResult:
+    def run_cycle(self, *, dry_run: bool = False, pipeline: bool = False) -> CycleResult:
         """One cycle under the cluster-wide lock, the garbage collector paused; skipped (and
-        said so) when another runs."""
+        said so) when another runs. With ``pipeline`` its apply may go on after it returns
+        (``HandedOn``): the next cycle, or ``finish_apply``, waits for it, and the lock stays
+        held until then."""
         if dry_run:
+            self.finish_apply()
             with gc_paused():
-                return self._cycle(dry_run=True)
-        with cycle_lock() as acquired, gc_paused():
+                return self._cycle(dry_run=True, pipeline=False)
+        lock, self._kept_lock = self._kept_lock, None
+        if lock is None:
+            lock = contextlib.ExitStack()
+            acquired = lock.enter_context(cycle_lock())
+        else:
+            acquired = True  # kept from the last cycle, whose apply is still running
+        try:
             if not acquired:
                 now = timezone.now()
                 skipped = do_start_cycle(at=now)
@@ -202,15 +252,22 @@ class ControlLoop:
                     now.isoformat(),
                     error="another scheduling cycle holds the lock",
                 )
-            result = self._cycle(dry_run=False)
+            with gc_paused():
+                result = self._cycle(dry_run=False, pipeline=pipeline)
+        finally:
+            if self.handed_on is not None:
+                self._kept_lock = lock
+            else:
+                lock.close()
         if result.status == CycleStatus.SUCCEEDED:
             self.read_utilization(result)
         return result
 
     def read_utilization(self, result: CycleResult | None = None) -> bool:
         """The utilisation read, when one is due (``GPUPOOL_UTILIZATION_INTERVAL_S``, once a
-        minute): after a cycle, not in it -- the cycle's lock is released and its row
-        finished first, so another worker's cycle need not wait for it -- on a lock of its
+        minute): after a cycle, not in it -- its row is finished and the cycle's lock
+        released first (with the pipeline, kept only while its bindings are in flight), so
+        another worker's cycle need not wait for it -- on a lock of its
         own (one read at a time). It runs in the loop's process because it reads the loop's
         mirror of the cluster's pods and puts the idle spells it writes into the loop's
         state. Its time goes into ``result.timings["utilization"]``; whether a read was due."""
@@ -221,7 +278,24 @@ class ControlLoop:
             result.timings["utilization"] = time.perf_counter() - clock
         return read
 
-    def _cycle(self, *, dry_run: bool) -> CycleResult:
+    def finish_apply(self) -> None:
+        """Wait for an apply handed on by the last cycle, record what it taught, and let the
+        cycle lock go (the loop stopping, a dry run, ``close``; a cycle run without the
+        pipeline waits for it itself, before its record)."""
+        try:
+            if self.handed_on is not None:
+                try:
+                    with gc_paused():
+                        self._join_apply()
+                except Exception:
+                    logger.exception("the apply handed on failed; the next cycle starts over")
+                    self._forget_everything()
+        finally:
+            lock, self._kept_lock = self._kept_lock, None
+            if lock is not None:
+                lock.close()
+
+    def _cycle(self, *, dry_run: bool, pipeline: bool) -> CycleResult:
         started = timezone.now()
         timings: dict[str, float] = {}
         result = CycleResult(CycleStatus.RUNNING, started_at=started.isoformat())
@@ -234,6 +308,7 @@ class ControlLoop:
             now = self.backend.now()
             at = moment(now)
             keys, nodes = self.mirror.apply(view)
+            self._forget_seen_bindings(view.delta.pods)
             decision = self._decide_sync(at, keys, nodes)
             if self.first:
                 self.budgets.load(self.state.rows.values(), self.state.snapshot(at).snapshot)
@@ -254,25 +329,39 @@ class ControlLoop:
                 self._emit_sync_events(decision)
             timings["sync"] = time.perf_counter() - clock
 
-            phase, clock = "snapshot", time.perf_counter()
-            self.state.refresh(at)
-            self._drop_ended_overlays()
-            self._overlay_registered(decision, at)
-            database = self.state.snapshot(at, self._overlay(now))
-            moves = self.budgets.leave([e.id for e in self.state.ended], now)
-            budgets, spends = self.budgets.with_accrual(database.snapshot.budgets, now)
-            snapshot = self._with_cluster_usage(database.snapshot)
-            database = replace(database, snapshot=replace(snapshot, budgets=budgets))
-            timings["snapshot"] = time.perf_counter() - clock
+            moves = []
+            applied: ApplyOutcome | None = None  # the last cycle's apply, if handed on
+            while True:
+                phase, clock = "snapshot", time.perf_counter()
+                self.state.refresh(at)
+                self._drop_ended_overlays()
+                self._overlay_registered(decision, at)
+                database = self.state.snapshot(at, self._overlay(now))
+                moves += self.budgets.leave([e.id for e in self.state.ended], now)
+                budgets, spends = self.budgets.with_accrual(database.snapshot.budgets, now)
+                snapshot = self._with_cluster_usage(database.snapshot)
+                database = replace(database, snapshot=replace(snapshot, budgets=budgets))
+                timings["snapshot"] = timings.get("snapshot", 0.0) + time.perf_counter() - clock
 
-            phase, clock = "plan", time.perf_counter()
-            finished = run_cycle(database.snapshot, self.policy, now)
-            decided = plan_of(finished)
-            shares = queue_shares(finished.quota)
-            self.latest = Planned(
-                database.snapshot, now, database.workload_ids, frozenset(self.learned)
-            )
-            timings["plan"] = time.perf_counter() - clock
+                phase, clock = "plan", time.perf_counter()
+                finished = run_cycle(database.snapshot, self.policy, now)
+                decided = plan_of(finished)
+                shares = queue_shares(finished.quota)
+                self.latest = Planned(
+                    database.snapshot, now, database.workload_ids, frozenset(self.learned)
+                )
+                timings["plan"] = timings.get("plan", 0.0) + time.perf_counter() - clock
+                if self.handed_on is None:
+                    break
+                # The pipeline: the last cycle's bindings ran beside this cycle's sync,
+                # snapshot and plan; its outcome is recorded before this cycle's record.
+                phase, clock = "apply (handed on)", time.perf_counter()
+                applied, taught = self._join_apply()
+                timings["apply_wait"] = time.perf_counter() - clock
+                if not taught:
+                    break
+                # It changed the database (a gang back to pending, a victim set called
+                # off): snapshot and plan again on what it wrote.
 
             phase, clock = "record", time.perf_counter()
             fragmentation = None
@@ -339,7 +428,7 @@ class ControlLoop:
             timings["record"] = time.perf_counter() - clock
 
             phase, clock = "apply", time.perf_counter()
-            outcome = self._apply(now, keys)
+            outcome = self._apply(now, keys, hand_on=pipeline)
             self._alert_idle(record)
             timings["apply"] = time.perf_counter() - clock
             result.counts = {
@@ -355,8 +444,14 @@ class ControlLoop:
                 + len(decision.gone),
                 "rows_reread": self.state.reread,
                 "rows_held": self.state.skipped,
-                **outcome.counts,
             }
+            # What the applies done in this cycle did: the one handed on by the last cycle
+            # (joined above) and this cycle's own, unless it is handed on in turn.
+            for done in (applied, outcome):
+                for what, amount in (done.counts if done is not None else {}).items():
+                    result.counts[what] = result.counts.get(what, 0) + amount
+            if self.handed_on is not None:
+                result.counts["handed_on"] = len(self.handed_on.work.bind)
             result.status, result.timings = CycleStatus.SUCCEEDED, timings
             self._finish(cycle, result, record, database, shares, fragmentation)
             self.first = False
@@ -378,7 +473,14 @@ class ControlLoop:
                     totals=metrics.carried_totals(),
                 )
                 result.cycle_id = failed.pk
-            if not isinstance(error, ClusterUnavailable):
+            joined = True
+            if self.handed_on is not None:  # the last cycle's apply: its outcome is recorded
+                try:
+                    self._join_apply()
+                except Exception:
+                    logger.exception("the apply handed on failed too")
+                    joined = False
+            if not isinstance(error, ClusterUnavailable) or not joined:
                 self._forget_everything()
             return result
 
@@ -423,7 +525,10 @@ class ControlLoop:
     # -- 1 sync ----------------------------------------------------------------------------
 
     def _decide_sync(self, at: datetime, keys: set[WorkloadKey], nodes: set[str]) -> SyncDecision:
-        """What the database must learn from the cluster this cycle."""
+        """What the database must learn from the cluster this cycle. The workloads an apply
+        handed on is still binding are left to the next cycle's sync: what their pods show
+        (members bound, or evicted again by a failed gang's roll-back) is read only once the
+        apply's outcome is recorded, so a roll-back is never taken for a lost workload."""
         state = self.state
         state.refresh(at)
         decision = SyncDecision(at=at)
@@ -433,7 +538,12 @@ class ControlLoop:
             decide_nodes(decision, self.mirror, nodes, self._known_nodes(nodes), state.flavor_rows)
         if self.first:
             keys = keys | set(self.mirror.pods) | {key_of(name) for name in state.rows}
-        keys = keys | {key_of(name) for name in state.changed}
+        keys = keys | {key_of(name) for name in state.changed} | self._held_back
+        self._held_back = set()
+        if self.handed_on is not None:
+            in_flight = self.handed_on.work.bind
+            self._held_back = {key for key in keys if str(key) in in_flight}
+            keys = keys - self._held_back
         unknown = [key for key in keys if str(key) not in state.rows]
         namespaces = dict(TenantNamespace.objects.values_list("name", "tenant__name"))
         decide_workloads(
@@ -561,6 +671,7 @@ class ControlLoop:
     def _drop_ended_overlays(self) -> None:
         for ended in self.state.ended:
             self.memory.overlays.pop(ended.name, None)
+            self._medians.pop(ended.name, None)
             self.facts_cache.pop(ended.id, None)
             self.outstanding.add(ended.name)
 
@@ -585,10 +696,18 @@ class ControlLoop:
         excluded = [n for n, o in self.memory.overlays.items() if o.excluded]
         self.state.excluded = set(excluded)
         self.learned = set()
+        if self._medians_version != self.runtimes.version:
+            self._medians, self._medians_version = {}, self.runtimes.version
+        medians = self._medians
         for name, row in rows.items():
             if row.info.expected_runtime_s is not None:
                 continue
-            learned = self.runtimes.median(row.info)
+            known = medians.get(name)
+            if known is not None and known[0] is row.info:
+                learned = known[1]
+            else:
+                learned = self.runtimes.median(row.info)
+                medians[name] = (row.info, learned)
             if learned is not None:
                 info = overlaid.get(name) or row.resolve(names, now)
                 overlaid[name] = replace(info, expected_runtime_s=learned)
@@ -730,8 +849,11 @@ class ControlLoop:
 
     # -- 5 apply ---------------------------------------------------------------------------
 
-    def _apply(self, now: float, keys: set[WorkloadKey]) -> ApplyOutcome:
-        """Make the cluster match the database; record what it taught."""
+    def _apply(self, now: float, keys: set[WorkloadKey], *, hand_on: bool) -> ApplyOutcome | None:
+        """Make the cluster match the database; record what it taught. With ``hand_on``
+        (the pipeline) and bindings to make, on a backend that allows it, the work goes to
+        the applier's thread instead (``handed_on``) and None comes back: the next cycle
+        records its outcome (``_join_apply``)."""
         examine = set(self.outstanding)
         self.outstanding = set()
         if self.first:
@@ -739,7 +861,33 @@ class ControlLoop:
         examine |= {str(key) for key in keys}
         examine |= self.state.changed
         work = self._work(examine, now)
+        if hand_on and work.bind and self.backend.concurrent_apply:
+            if self._applier is None:
+                self._applier = ThreadPoolExecutor(1, thread_name_prefix="gpupool-apply")
+            future = self._applier.submit(run_apply, self.backend, work)
+            self.handed_on = HandedOn(future, now, work)
+            return None
         outcome = run_apply(self.backend, work)
+        self._settle(outcome, work, now)
+        return outcome
+
+    def _join_apply(self) -> tuple[ApplyOutcome, bool]:
+        """Wait for the apply the last cycle handed on and record its outcome; whether that
+        wrote anything (then what this cycle planned is out of date). An apply that raised
+        raises here: the cycle fails and the next one starts over, as after a crash between
+        record and apply."""
+        handed, self.handed_on = self.handed_on, None
+        assert handed is not None
+        outcome = handed.outcome.result()
+        return outcome, self._settle(outcome, handed.work, handed.now)
+
+    def _settle(self, outcome: ApplyOutcome, work: ApplyWork, now: float) -> bool:
+        """Record what an apply of ``work`` taught (decided at cluster time ``now``); whether
+        it wrote. The gangs it bound are remembered until the mirror shows them."""
+        for name, gang in work.bind.items():
+            if name not in outcome.bind_failed:
+                for binding in gang:
+                    self.bound[binding.pod.key] = (binding.pod.uid, binding.node)
         at = moment(now)
         ids = {name: row.id for name, row in self.state.rows.items()}
         bind_failed = {ids[n]: why for n, why in outcome.bind_failed.items() if n in ids}
@@ -753,7 +901,27 @@ class ControlLoop:
                 at=at, bind_failed=bind_failed, refused=refused, budget_moves=moves
             )
             self.state.forget_events(outcome.refused)
-        return outcome
+            return True
+        return False
+
+    def _forget_seen_bindings(self, pods: Mapping[PodKey, Any]) -> None:
+        """Bindings made that the mirror now shows (or whose pods are gone): not kept."""
+        if self.bound:
+            for key, change in pods.items():
+                if change.after is None or change.after.node_name is not None:
+                    self.bound.pop(key, None)
+
+    def _as_bound(self, pods: list[PodFacts]) -> list[PodFacts]:
+        """The pods, with the bindings an apply made that the mirror does not show yet."""
+        if not self.bound:
+            return pods
+        shown: list[PodFacts] = []
+        for pod in pods:
+            made = self.bound.get(pod.key)
+            if made is not None and pod.node_name is None and made[0] == pod.uid:
+                pod = replace(pod, node_name=made[1])
+            shown.append(pod)
+        return shown
 
     def _alert_idle(self, record: CycleRecord) -> None:
         """Tell the owners and team leads of the workloads idle past their alert timeout
@@ -789,7 +957,7 @@ class ControlLoop:
             key = key_of(name)
             if row is not None and row.state == WorkloadState.RUNNING and not row.eviction_reason:
                 continue  # running where it was placed: nothing to do
-            pods = self.mirror.pods_of(key)
+            pods = self._as_bound(self.mirror.pods_of(key))
             if row is None:
                 self._delete_if_cancelled(name, pods, work)
                 continue
@@ -824,6 +992,12 @@ class ControlLoop:
                     # bound at the next cycle (else it looks lost, and is requeued, forever).
                     runs_wanted.append(row)
                     self.outstanding.add(name)
+                    continue
+                if not any(p.node_name is None and is_live(p) for p in pods):
+                    # No pod waits for a node, so no gang to bind (``gang_bindings`` would say
+                    # None): its pods are not grouped again for nothing.
+                    if len(held) < len(row.info.placement):
+                        self.outstanding.add(name)  # pods on their way: look again next cycle
                     continue
                 grouped = None if row.origin == Origin.GPUPOOL else self.mirror.grouped(key, now)
                 request = grouped if isinstance(grouped, WorkloadRequest) else None
@@ -957,6 +1131,8 @@ class ControlLoop:
                 "cluster_at": record.at.isoformat(),
                 "counts": dict(result.counts),
                 "pending_by_reason": dict(record.pending_by_reason),
+                # The pipeline: how long the cycle waited for the last cycle's apply.
+                "apply_wait_s": round(result.timings.get("apply_wait", 0.0), 6),
                 "queues": metrics.queue_gauges(shares),
             }
             | (
@@ -981,5 +1157,10 @@ class ControlLoop:
             return self.estimates.refresh(self.latest)
 
     def close(self) -> None:
-        """Release the backend."""
-        self.backend.close()
+        """Finish an apply still running, then release the backend."""
+        try:
+            self.finish_apply()
+        finally:
+            if self._applier is not None:
+                self._applier.shutdown(wait=True)
+            self.backend.close()

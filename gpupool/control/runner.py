@@ -12,7 +12,10 @@ wall clock on Kubernetes, the simulated cluster's in the demo). After a cycle, o
 ``estimates.ESTIMATE_REFRESH_S`` has passed since the last refresh, the same thread refreshes
 the estimated starts from that cycle's snapshot; and every
 ``GPUPOOL_ACTIVITY_PRUNE_INTERVAL_S`` it deletes the activity windows past their retention
-(what beat's ``prune_activity_task`` does with a broker).
+(what beat's ``prune_activity_task`` does with a broker). With ``GPUPOOL_APPLY_PIPELINE`` its
+cycles are pipelined (``ControlLoop.run_cycle``): a cycle's bindings may still be in flight
+while the next one syncs and plans; when the loop stops it waits for them. A Celery
+task runs one whole cycle, its apply included (the lock is let go when the task ends).
 """
 
 from __future__ import annotations
@@ -137,6 +140,7 @@ def run_forever(
     on_cycle: Callable[[CycleResult], None] | None = None,
     on_roll_up: Callable[[RollUp], None] | None = None,
     on_change: bool | None = None,
+    pipeline: bool | None = None,
 ) -> int:
     """Run cycles every ``interval_s`` until ``stop`` is set, and after a cycle roll usage up
     when ``roll_up_interval_s`` has passed since the last roll-up, and delete old activity
@@ -144,7 +148,9 @@ def run_forever(
     ran. A failed roll-up or retention run is logged and tried again at the next one (the loop
     goes on). With ``on_change`` (``GPUPOOL_CYCLE_ON_CHANGE``), a change of the cluster's pods
     starts the next cycle before the interval is over (``wait_next_cycle``): the interval is
-    then the longest wait, not the only one."""
+    then the longest wait, not the only one. With ``pipeline`` (``GPUPOOL_APPLY_PIPELINE``) a
+    cycle's bindings go on beside the next cycle (``ControlLoop.run_cycle``); the last ones
+    are waited for before this returns."""
     interval = settings.GPUPOOL_CYCLE_INTERVAL_S if interval_s is None else interval_s
     roll_up_every = (
         settings.GPUPOOL_ROLL_UP_INTERVAL_S if roll_up_interval_s is None else roll_up_interval_s
@@ -152,12 +158,32 @@ def run_forever(
     prune_every = (
         settings.GPUPOOL_ACTIVITY_PRUNE_INTERVAL_S if prune_interval_s is None else prune_interval_s
     )
+    pipelined = settings.GPUPOOL_APPLY_PIPELINE if pipeline is None else pipeline
+    try:
+        return _run_cycles(loop, stop, interval, roll_up_every, prune_every, pipelined,
+                           on_cycle, on_roll_up, on_change)  # fmt: skip
+    finally:
+        loop.finish_apply()
+
+
+def _run_cycles(
+    loop: ControlLoop,
+    stop: threading.Event,
+    interval: float,
+    roll_up_every: float,
+    prune_every: float,
+    pipeline: bool,
+    on_cycle: Callable[[CycleResult], None] | None,
+    on_roll_up: Callable[[RollUp], None] | None,
+    on_change: bool | None,
+) -> int:
     cycles = 0
     roll_up_due = prune_due = time.monotonic()
     while not stop.is_set():
         started = time.monotonic()
-        fresh_connections()
-        result = loop.run_cycle()
+        if loop.handed_on is None:  # never while the lock is kept on this connection
+            fresh_connections()
+        result = loop.run_cycle(pipeline=pipeline)
         cycles += 1
         if on_cycle is not None:
             on_cycle(result)

@@ -796,3 +796,74 @@ def _quiet(results: list[CycleResult], seconds: float) -> bool:
     count = len(results)
     time.sleep(seconds)
     return len(results) == count
+
+
+def _pipelined(plane: Plane, what: str, probe: Callable[[], T | None]) -> T:
+    """Run pipelined cycles (bindings in flight while the next cycle plans) until ``probe``."""
+
+    def step() -> T | None:
+        result = plane.loop.run_cycle(pipeline=True)
+        assert result.status == "succeeded", result.error
+        return probe()
+
+    try:
+        return wait_for(what, step)
+    finally:
+        plane.loop.finish_apply()
+
+
+def test_pipelined_cycles_bind_a_gang_whole_where_it_was_placed(plane: Plane) -> None:
+    plane.submit("gang", gpus=4, count=3)  # spans both nodes
+    handed_on: list[int] = []
+    original = plane.loop._apply
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        outcome = original(*args, **kwargs)
+        handed_on.append(0 if plane.loop.handed_on is None else 1)
+        return outcome
+
+    plane.loop._apply = counting  # type: ignore[method-assign]
+    _pipelined(plane, "the gang running", lambda: len(plane.bound("gang")) == 3)
+    assert sum(handed_on) >= 1  # its binding went on beside a later cycle
+    _pipelined(plane, "the workload running", lambda: plane.workload("gang").state == "running")
+    gang = plane.workload("gang")
+    assert sorted(plane.bound("gang")) == sorted(p.node.name for p in gang.placements.all())
+    assert UsageInterval.objects.get(workload=gang).gpus == 12
+
+
+def test_a_pipelined_gangs_binding_that_fails_part_way_is_rolled_back_and_requeued(
+    plane: Plane,
+) -> None:
+    plane.submit("gang", gpus=4, count=3)
+    backend = plane.loop.backend
+    bind_many = backend.bind_many
+    raced: list[str] = []
+
+    def racing(gangs: Any) -> Any:
+        # At the gang's first binding, the pod of one member is deleted (for real, on the API
+        # server) after the cycle planned it and before its binding is sent: it fails (404).
+        for key, gang in gangs.items():
+            if key.endswith("/gang") and not raced:
+                pod = gang[-1].pod
+                plane.core.delete_namespaced_pod(pod.name, pod.namespace, grace_period_seconds=0)
+                raced.append(pod.name)
+        return bind_many(gangs)
+
+    backend.bind_many = racing  # type: ignore[method-assign]
+    try:
+        _pipelined(
+            plane,
+            "the failed binding recorded",
+            lambda: (
+                plane.workload("gang")
+                .transitions.filter(reason__startswith="binding failed")
+                .exists()
+            ),
+        )
+    finally:
+        backend.bind_many = bind_many  # type: ignore[method-assign]
+    assert raced
+    _pipelined(plane, "the gang bound whole again", lambda: len(plane.bound("gang")) == 3)
+    gang = plane.workload("gang")
+    assert gang.state in ("admitted", "running")
+    assert sorted(plane.bound("gang")) == sorted(p.node.name for p in gang.placements.all())

@@ -53,6 +53,7 @@ class FakeCluster:
     jobs: dict[JobKey, JobFacts] = field(default_factory=dict)
     refuse: set[PodKey] = field(default_factory=set)  # a budget refuses evicting these
     fail_binding: set[PodKey] = field(default_factory=set)  # the binding of these fails
+    concurrent_apply: bool = False  # a test turns it on to hand apply on to the next cycle
     events: list[tuple[PodRef, str, str, str]] = field(default_factory=list)
     calls: Counter[str] = field(default_factory=Counter)
     bound: Counter[PodKey] = field(default_factory=Counter)  # bindings that moved a pod
