@@ -48,6 +48,7 @@ from gpupool.accounting.reports import (
 from gpupool.api.access import request_access
 from gpupool.api.filters import UtcDateTimeFilter
 from gpupool.api.permissions import COST_ROLES, ActionRoles, TenantScoped
+from gpupool.api.rows import PlannedRows
 from gpupool.inventory.models import Flavor
 from gpupool.quotas.models import Queue
 from gpupool.tenancy.models import Tenant
@@ -477,7 +478,7 @@ class WorkloadReportViewSet(ReportViewSet):
 # ----------------------------------------------------------------------------- usage intervals
 
 
-class UsageIntervalSerializer(serializers.ModelSerializer[UsageInterval]):
+class UsageIntervalSerializer(PlannedRows, serializers.ModelSerializer[UsageInterval]):
     """GPUs of one flavor held by one workload from start to end (open while it runs)."""
 
     namespace = serializers.CharField(source="workload.namespace", read_only=True)

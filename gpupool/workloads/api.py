@@ -31,6 +31,7 @@ from gpupool.accounting.models import PreemptionEvent
 from gpupool.api.access import request_access
 from gpupool.api.fields import NameRelatedField
 from gpupool.api.permissions import TENANT_ROLES, ActionRoles, TenantScoped
+from gpupool.api.rows import PlannedRows
 from gpupool.control.api import PoolNotPlannable
 from gpupool.control.snapshot import SnapshotError
 from gpupool.inventory.models import Flavor
@@ -255,7 +256,7 @@ class CancelInputSerializer(serializers.Serializer[Any]):
 # ----------------------------------------------------------------------------- output
 
 
-class PodSetSerializer(serializers.ModelSerializer[PodSet]):
+class PodSetSerializer(PlannedRows, serializers.ModelSerializer[PodSet]):
     """A pod set as submitted."""
 
     flavor: serializers.SlugRelatedField[Flavor] = NameRelatedField(
@@ -285,7 +286,7 @@ class PodSetSerializer(serializers.ModelSerializer[PodSet]):
         return [choice.flavor.name for choice in pod_set.flavor_choices.all()]
 
 
-class PlacementSerializer(serializers.Serializer[Any]):
+class PlacementSerializer(PlannedRows, serializers.Serializer[Any]):
     """Where one pod runs."""
 
     pod_set = serializers.CharField(source="pod_set.name")
@@ -295,7 +296,7 @@ class PlacementSerializer(serializers.Serializer[Any]):
     milli = serializers.IntegerField(allow_null=True)
 
 
-class TransitionSerializer(serializers.Serializer[Any]):
+class TransitionSerializer(PlannedRows, serializers.Serializer[Any]):
     """One step of the workload's history: from, to, when, why and who (null: the loop)."""
 
     from_state = serializers.CharField()
@@ -324,7 +325,7 @@ class ExplanationSerializer(serializers.Serializer[Any]):
     summary = serializers.CharField(help_text="One sentence for people.")
 
 
-class PreemptionEventSerializer(serializers.ModelSerializer[PreemptionEvent]):
+class PreemptionEventSerializer(PlannedRows, serializers.ModelSerializer[PreemptionEvent]):
     """A preemption: when, why, what it freed and cost, and who caused it -- the preemptor's
     queue, tenant and class for everyone who sees the event; its name and owner only for admins
     and the preemptor's own tenant."""
@@ -394,7 +395,7 @@ class PreemptionEventSerializer(serializers.ModelSerializer[PreemptionEvent]):
         return None if event.preemptor is None else event.preemptor.priority_class.name
 
 
-class WorkloadSerializer(serializers.ModelSerializer[Workload]):
+class WorkloadSerializer(PlannedRows, serializers.ModelSerializer[Workload]):
     """A workload as a list shows it."""
 
     queue: serializers.SlugRelatedField[Queue] = NameRelatedField(slug_field="name", read_only=True)
