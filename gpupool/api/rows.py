@@ -13,8 +13,10 @@ DRF's own path for that field, so the output is DRF's.
 
 from __future__ import annotations
 
+import decimal
 from collections.abc import Callable
 from datetime import datetime, tzinfo
+from decimal import Decimal
 from operator import attrgetter
 from typing import Any
 
@@ -43,6 +45,26 @@ def _iso_time(zone: tzinfo) -> Callable[[Any], Any]:
     return convert
 
 
+def _decimal(field: serializers.DecimalField) -> Callable[[Any], Any]:
+    """``DecimalField.to_representation`` with its exponent and context made once (DRF
+    copies the context per value); DRF's own for anything but a string of a Decimal."""
+    coerce = getattr(field, "coerce_to_string", api_settings.COERCE_DECIMAL_TO_STRING)
+    if not coerce or field.localize or field.normalize_output or field.decimal_places is None:
+        return field.to_representation
+    exponent = Decimal(1).scaleb(-field.decimal_places)
+    context = decimal.getcontext().copy()
+    if field.max_digits is not None:
+        context.prec = field.max_digits
+    rounding = field.rounding
+
+    def convert(value: Any) -> Any:
+        if not isinstance(value, Decimal):
+            raise TypeError  # DRF's own path: ints, floats, strings
+        return f"{value.quantize(exponent, rounding=rounding, context=context):f}"
+
+    return convert
+
+
 def _converter(field: AnyField) -> Callable[[Any], Any]:
     """What ``field.to_representation`` does to a value that is not None, as cheaply as the
     field's kind allows (the field's own method where no shortcut is exact)."""
@@ -58,6 +80,8 @@ def _converter(field: AnyField) -> Callable[[Any], Any]:
         zone = field.timezone if hasattr(field, "timezone") else field.default_timezone()
         if isinstance(output, str) and output.lower() == ISO_8601 and isinstance(zone, tzinfo):
             return _iso_time(zone)
+    if type(field) is serializers.DecimalField:
+        return _decimal(field)
     if isinstance(field, serializers.SlugRelatedField) and type(field).to_representation is (
         serializers.SlugRelatedField.to_representation
     ):

@@ -18,7 +18,7 @@ import uuid
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Manager, QuerySet
 from django_filters import rest_framework as filters
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import mixins, serializers, status, viewsets
@@ -50,10 +50,11 @@ from gpupool.workloads.queries import (
     Submission,
     dry_run_submission,
     explain,
+    gpus_by_workload,
     lost_gpu_hours,
     sees_preemptor,
     total_gpus,
-    workload_rows,
+    workload_list,
     workload_story,
 )
 
@@ -395,6 +396,23 @@ class PreemptionEventSerializer(PlannedRows, serializers.ModelSerializer[Preempt
         return None if event.preemptor is None else event.preemptor.priority_class.name
 
 
+# Where a list's serializer context keeps its page's GPUs per workload id.
+PAGE_GPUS = "page_gpus"
+
+
+class WorkloadListSerializer(serializers.ListSerializer[Workload]):
+    """A page of workloads: their GPUs read for the whole page in one query of values."""
+
+    def to_representation(self, data: Any) -> list[Any]:
+        """The rows, with ``PAGE_GPUS`` in the context while they render."""
+        rows = list(data.all() if isinstance(data, Manager) else data)
+        self.context[PAGE_GPUS] = gpus_by_workload(row.pk for row in rows)
+        try:
+            return super().to_representation(rows)
+        finally:
+            del self.context[PAGE_GPUS]
+
+
 class WorkloadSerializer(PlannedRows, serializers.ModelSerializer[Workload]):
     """A workload as a list shows it."""
 
@@ -435,6 +453,7 @@ class WorkloadSerializer(PlannedRows, serializers.ModelSerializer[Workload]):
             "idle_since",
         )
         read_only_fields = fields
+        list_serializer_class = WorkloadListSerializer
 
     @extend_schema_field(serializers.CharField(allow_null=True))
     def get_tenant(self, workload: Workload) -> str | None:
@@ -445,7 +464,9 @@ class WorkloadSerializer(PlannedRows, serializers.ModelSerializer[Workload]):
     @extend_schema_field(serializers.DecimalField(max_digits=12, decimal_places=3))
     def get_gpus(self, workload: Workload) -> str:
         """GPUs the whole workload asks (shared flavors count their fraction)."""
-        return f"{total_gpus(workload):.3f}"
+        page: dict[int, Decimal] | None = self.context.get(PAGE_GPUS)
+        gpus = page[workload.pk] if page is not None else total_gpus(workload)
+        return f"{gpus:.3f}"
 
 
 class WorkloadDetailSerializer(WorkloadSerializer):
@@ -530,7 +551,7 @@ class WorkloadViewSet(
 ):
     """The caller's tenants' workloads (admins: all); submit one, or try one (dry-run)."""
 
-    queryset = workload_rows()
+    queryset = workload_list()
     serializer_class = WorkloadSerializer
     filterset_class = WorkloadFilter
     ordering_fields = ("submitted_at", "started_at", "queue_position", "estimated_start_at", "name")

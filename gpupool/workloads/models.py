@@ -277,6 +277,14 @@ class Workload(models.Model):
         return errors
 
 
+def gpu_equivalent(gpus: int, gpu_milli: int | None) -> Decimal:
+    """GPUs one pod of a pod set counts against quota: ``gpu_milli`` / 1000 on shared
+    flavors, else ``gpus`` (``PodSet.gpu_equivalent_per_pod``; lists read it from values)."""
+    if gpu_milli is not None:
+        return Decimal(gpu_milli) / 1000
+    return Decimal(gpus)
+
+
 class PodSet(models.Model):
     """A group of identical pods of a workload: count, GPUs (or milli-GPU) per pod, CPU, memory."""
 
@@ -339,9 +347,7 @@ class PodSet(models.Model):
 
     def gpu_equivalent_per_pod(self) -> Decimal:
         """GPUs one pod counts against quota: gpu_milli / 1000 on shared flavors, else gpus."""
-        if self.gpu_milli is not None:
-            return Decimal(self.gpu_milli) / 1000
-        return Decimal(self.gpus)
+        return gpu_equivalent(self.gpus, self.gpu_milli)
 
     def flavors(self) -> tuple[Flavor, ...]:
         """The flavors this pod set may run on, in order: ``flavor``, then its further choices."""
