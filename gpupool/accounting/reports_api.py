@@ -546,9 +546,24 @@ class NewestFirst(CursorPagination):
 class UsageIntervalViewSet(CSVExport, TenantScoped, viewsets.ReadOnlyModelViewSet[UsageInterval]):
     """The usage intervals the control loop records: the raw facts under every report."""
 
-    queryset = UsageInterval.objects.select_related(
-        "workload", "tenant", "queue", "flavor", "priority_class"
-    ).order_by("-started_at", "-id")
+    # Only the columns a row shows: the workload's row carries JSON and a dozen times.
+    queryset = (
+        UsageInterval.objects.select_related(
+            "workload", "tenant", "queue", "flavor", "priority_class"
+        )
+        .only(
+            "gpus",
+            "started_at",
+            "ended_at",
+            "workload__namespace",
+            "workload__name",
+            "tenant__name",
+            "queue__name",
+            "flavor__name",
+            "priority_class__name",
+        )
+        .order_by("-started_at", "-id")
+    )
     serializer_class = UsageIntervalSerializer
     filterset_class = UsageIntervalFilter
     permission_classes = (ActionRoles,)

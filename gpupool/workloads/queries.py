@@ -111,7 +111,7 @@ def preemption_rows() -> QuerySet[PreemptionEvent]:
 
 def preemption_list() -> QuerySet[PreemptionEvent]:
     """``preemption_rows`` with only the columns the API's list reads: the workloads on both
-    sides carry JSON and a dozen times each, and decoding them was a third of a page's CPU."""
+    sides carry JSON and a dozen times each, and decoding them was a quarter of a page's CPU."""
     return preemption_rows().only(
         "at",
         "reason",
