@@ -45,6 +45,7 @@ PAGES = [
     ("cost", "/cost/"),
     ("preemptions", "/preemptions/"),
     ("my workloads", "/workloads/"),
+    ("fragmentation", "/fragmentation/"),
 ]
 
 

@@ -23,6 +23,9 @@ from gpupool.clusters.base import (
     MIG_RESOURCE_PREFIX,
     SCHEDULER_NAME,
     TERMINAL_PHASES,
+    JobFacts,
+    JobKey,
+    JobState,
     NewPod,
     NodeFacts,
     NodeSelectorTerm,
@@ -302,6 +305,61 @@ def pod_facts(obj: JsonObject) -> PodFacts:
         deleting=bool(metadata.get("deletionTimestamp")),
         created_at=parse_time(metadata.get("creationTimestamp")) or 0.0,
         started_at=parse_time(status.get("startTime")),
+    )
+
+
+# A Job's conditions, in the order they decide its verdict: the controller sets FailureTarget
+# or SuccessCriteriaMet as soon as it has decided (then ends the pods still running) and
+# Failed or Complete once they are gone; either says the Job makes no more pods.
+_JOB_VERDICTS: tuple[tuple[str, JobState], ...] = (
+    ("Failed", "failed"),
+    ("FailureTarget", "failed"),
+    ("Complete", "complete"),
+    ("SuccessCriteriaMet", "complete"),
+)
+
+
+def job_key_of(obj: JsonObject) -> JobKey:
+    """A Job object's namespace and name."""
+    metadata = _metadata(obj)
+    return JobKey(str(metadata.get("namespace", "")), str(metadata["name"]))
+
+
+def job_facts(obj: JsonObject, scheduler: str = SCHEDULER_NAME) -> JobFacts | None:
+    """A batch/v1 Job as ``JobFacts``, or None when its pods do not ask for ``scheduler``
+    (the template's ``schedulerName``): such a Job is none of gpupool's business."""
+    metadata = _metadata(obj)
+    spec = _object(obj.get("spec"), "spec")
+    template = _object(spec.get("template"), "spec.template")
+    if scheduler_name(template) != scheduler:
+        return None
+    status = _object(obj.get("status"), "status")
+    conditions: dict[str, JsonObject] = {}
+    for item in _list(status.get("conditions"), "status.conditions"):
+        condition = _object(item, "status.conditions[]")
+        if str(condition.get("status")) == "True":
+            conditions.setdefault(str(condition.get("type", "")), condition)
+    state: JobState = "active"
+    reason = message = ""
+    for kind, verdict in _JOB_VERDICTS:
+        found = conditions.get(kind)
+        if found is not None:
+            state = verdict
+            reason, message = str(found.get("reason") or ""), str(found.get("message") or "")
+            break
+    uncounted = _object(status.get("uncountedTerminatedPods"), "status.uncountedTerminatedPods")
+    return JobFacts(
+        namespace=str(metadata.get("namespace", "")),
+        name=str(metadata["name"]),
+        uid=str(metadata.get("uid", "")),
+        state=state,
+        reason=reason,
+        message=message,
+        active=int(status.get("active") or 0),
+        succeeded=int(status.get("succeeded") or 0)
+        + len(_list(uncounted.get("succeeded"), "uncountedTerminatedPods.succeeded")),
+        failed=int(status.get("failed") or 0)
+        + len(_list(uncounted.get("failed"), "uncountedTerminatedPods.failed")),
     )
 
 

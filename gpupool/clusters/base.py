@@ -27,6 +27,8 @@ MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 _EMPTY: Mapping[str, int] = MappingProxyType({})
 
 EventType = Literal["Normal", "Warning"]
+JobState = Literal["active", "complete", "failed"]
+JOB_KIND = "Job"  # the ownerReference kind of a batch/v1 Job's pods
 TERMINAL_PHASES: frozenset[str] = frozenset({"Succeeded", "Failed"})
 
 
@@ -36,6 +38,16 @@ class ClusterUnavailable(RuntimeError):
 
 class PodKey(NamedTuple):
     """A pod's place in the cluster: namespace and name (how caches and deltas key pods)."""
+
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+class JobKey(NamedTuple):
+    """A batch/v1 Job's place in the cluster: namespace and name."""
 
     namespace: str
     name: str
@@ -199,6 +211,53 @@ class PodFacts:
         """Whether the pod has ended (Succeeded or Failed)."""
         return self.phase in TERMINAL_PHASES
 
+    @property
+    def job(self) -> JobKey | None:
+        """The batch/v1 Job that controls the pod, if one does."""
+        if self.owner_kind != JOB_KIND or not self.owner_name:
+            return None
+        return JobKey(self.namespace, self.owner_name)
+
+
+@dataclass(frozen=True, slots=True)
+class JobFacts:
+    """A batch/v1 Job whose pods ask for gpupool (its template's ``schedulerName``).
+
+    ``state`` is ``complete`` or ``failed`` once the Job controller has decided so (the
+    ``Complete``/``SuccessCriteriaMet`` or ``Failed``/``FailureTarget`` condition; ``reason``
+    and ``message`` are that condition's), else ``active``: the controller still makes pods
+    as its spec asks (a failed pod is retried until the backoff limit). ``succeeded`` and
+    ``failed`` count the pods the controller has seen end (its status counts and the ended
+    pods it has not counted yet, ``uncountedTerminatedPods``).
+    """
+
+    namespace: str
+    name: str
+    uid: str = ""
+    state: JobState = "active"
+    reason: str = ""
+    message: str = ""
+    active: int = 0
+    succeeded: int = 0
+    failed: int = 0
+
+    @property
+    def key(self) -> JobKey:
+        """The namespace/name key of the Job."""
+        return JobKey(self.namespace, self.name)
+
+    @property
+    def finished(self) -> bool:
+        """Whether the controller has given its verdict (complete or failed)."""
+        return self.state != "active"
+
+    def words(self) -> str:
+        """The Job's verdict as a transition's reason says it."""
+        if self.state == "complete":
+            return f"its Job {self.key} completed"
+        why = ": ".join(part for part in (self.reason, self.message) if part)
+        return f"its Job {self.key} failed" + (f" ({why})" if why else "")
+
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -235,11 +294,12 @@ class ClusterDelta:
     pods: Mapping[PodKey, Change[PodFacts]] = field(default_factory=dict)
     foreign_usage: frozenset[str] = frozenset()  # nodes whose other schedulers' usage changed
     relisted: bool = False  # a full re-list ran (first sync, 410 Gone): the delta is still exact
+    jobs: Mapping[JobKey, Change[JobFacts]] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
         """Whether nothing changed."""
-        return not (self.nodes or self.pods or self.foreign_usage)
+        return not (self.nodes or self.pods or self.foreign_usage or self.jobs)
 
     def nodes_of(self, kind: Literal["added", "changed", "removed"]) -> frozenset[str]:
         """Names of the nodes added, changed or removed."""
@@ -294,6 +354,8 @@ class ClusterView:
     delta: ClusterDelta
     stale: bool = False  # some watch is reconnecting: the cache may lag the cluster
     synced_at: float = 0.0
+    # The Jobs whose pod template asks for gpupool (none on a backend without Jobs).
+    jobs: Mapping[JobKey, JobFacts] = field(default_factory=lambda: MappingProxyType({}))
 
 
 @dataclass(frozen=True, slots=True)

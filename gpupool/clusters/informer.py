@@ -182,9 +182,13 @@ class Informer(Generic[K, V]):
         watch_timeout_s: tuple[int, int] = (300, 600),
         rng: random.Random | None = None,
         changed: threading.Event | None = None,
+        drop_rejected: bool = False,
     ) -> None:
         self.name = name
         self._changed = changed  # set whenever something is queued for the consumer
+        # The decoder's rejections (None) are for good: such an object is never in the store
+        # (a Job's pod template cannot change), so its events are dropped, not queued.
+        self._drop_rejected = drop_rejected
         self._source = source
         self._decode = decode
         self._page_size = page_size
@@ -344,7 +348,7 @@ class Informer(Generic[K, V]):
         version = (obj.get("metadata") or {}).get("resourceVersion")
         if kind != "BOOKMARK":
             decoded = self._decoded(obj)
-            if decoded is not None:
+            if decoded is not None and not (self._drop_rejected and decoded[1] is None):
                 key, value = decoded
                 if kind == "DELETED" or value is None:
                     self._queue.put(Delete(key))

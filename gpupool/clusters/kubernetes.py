@@ -1,14 +1,17 @@
-"""The Kubernetes backend: informers for nodes and pods, gang binding, eviction, Events.
+"""The Kubernetes backend: informers for nodes, pods and Jobs, gang binding, eviction, Events.
 
 Talks to the API server with the official ``kubernetes`` client, reading and writing raw JSON
 (``_preload_content=False``): the generated model classes are slow to build for thousands of
 pods and cannot read some answers back (a Binding's is a Status).
 
-Three informers (``informer.Informer``) keep the cache: nodes; pods with
-``spec.schedulerName: gpupool`` (ours, in full); and the other schedulers' pods that hold
+Four informers (``informer.Informer``) keep the cache: nodes; pods with
+``spec.schedulerName: gpupool`` (ours, in full); the other schedulers' pods that hold
 capacity (bound, not ended: field selector
 ``spec.schedulerName!=gpupool,spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed``),
-of which only the node and the requests are kept and summed per node.
+of which only the node and the requests are kept and summed per node; and the batch/v1 Jobs
+whose pod template asks for gpupool (the API has no field selector for that: every Job is
+watched, the others are dropped as they arrive), as ``JobFacts`` -- so the loop knows whether
+a Job retries a failed pod or has given up.
 
 Errors, as the API documents them (``api-concepts``, ``api-eviction``): 5xx, connection
 errors and the API server's own 429 (priority and fairness, an unready watch cache) are
@@ -49,6 +52,8 @@ from gpupool.clusters.base import (
     EventRequest,
     EventType,
     EvictOutcome,
+    JobFacts,
+    JobKey,
     NewPod,
     NodeFacts,
     PodBinding,
@@ -337,6 +342,13 @@ def _decode_pod(obj: JsonObject) -> tuple[PodKey, PodFacts | None]:
     return facts.key, facts
 
 
+def _job_decoder(scheduler: str) -> Callable[[JsonObject], tuple[JobKey, JobFacts | None]]:
+    def decode(obj: JsonObject) -> tuple[JobKey, JobFacts | None]:
+        return api_objects.job_key_of(obj), api_objects.job_facts(obj, scheduler)
+
+    return decode
+
+
 def _decode_foreign(obj: JsonObject) -> tuple[PodKey, tuple[str, ResourceAmounts] | None]:
     return PodKey(*api_objects.pod_key_of(obj)), api_objects.foreign_pod_usage(obj)
 
@@ -548,7 +560,7 @@ class KubernetesBackend:
         self._configuration = copy.deepcopy(configuration)
         # None: no client-side limit (the API server's priority and fairness still apply).
         self._limiter = RateLimiter(qps, burst or max(int(qps), 1)) if qps else None
-        # The watches hold three connections; the bind workers need theirs too.
+        # The watches hold four connections; the bind workers need theirs too.
         pool = getattr(self._configuration, "connection_pool_maxsize", 0) or 0
         self._configuration.connection_pool_maxsize = max(pool, bind_workers + 8)
         self._scheduler_name = scheduler_name
@@ -586,6 +598,7 @@ class KubernetesBackend:
             rest.request = self._limiter.wrap(rest.request)
         # Any: the generated methods are typed for model objects; gpupool sends raw JSON.
         self._core: Any = k8s_client.CoreV1Api(self._api)
+        self._batch: Any = k8s_client.BatchV1Api(self._api)
         ours = f"spec.schedulerName={self._scheduler_name}"
         others = (
             f"spec.schedulerName!={self._scheduler_name},spec.nodeName!=,"
@@ -614,6 +627,15 @@ class KubernetesBackend:
             _decode_foreign,
             page_size=pages,
         )
+        # Jobs wake ``wait_for_change`` too: a Job that gives up may change no pod of ours.
+        self._jobs: Informer[JobKey, JobFacts] = Informer(
+            "jobs",
+            _ApiSource(self._batch.list_job_for_all_namespaces, "", self._retry),
+            _job_decoder(self._scheduler_name),
+            page_size=pages,
+            changed=self._changed,
+            drop_rejected=True,
+        )
         self._usage: dict[str, ResourceAmounts] = {}
         self._revision = 0
         self._synced_once = False
@@ -624,9 +646,14 @@ class KubernetesBackend:
 
     @property
     def informers(self) -> Mapping[str, Informer[Any, Any]]:
-        """The three informers by name (nodes, pods, foreign-pods), for diagnostics."""
+        """The four informers by name (nodes, pods, foreign-pods, jobs), for diagnostics."""
         return MappingProxyType(
-            {"nodes": self._nodes, "pods": self._pods, "foreign-pods": self._foreign}
+            {
+                "nodes": self._nodes,
+                "pods": self._pods,
+                "foreign-pods": self._foreign,
+                "jobs": self._jobs,
+            }
         )
 
     def _ensure_started(self) -> None:
@@ -657,13 +684,15 @@ class KubernetesBackend:
         nodes = self._nodes.drain()
         pods = self._pods.drain()
         foreign = self._foreign.drain()
+        jobs = self._jobs.drain()
         self._synced_once = True
         usage_changed = apply_usage_changes(self._usage, foreign.changes)
         delta = ClusterDelta(
             nodes=nodes.changes,
             pods=pods.changes,
             foreign_usage=usage_changed,
-            relisted=nodes.relisted or pods.relisted or foreign.relisted,
+            relisted=nodes.relisted or pods.relisted or foreign.relisted or jobs.relisted,
+            jobs=jobs.changes,
         )
         if not delta.empty:
             self._revision += 1
@@ -677,11 +706,13 @@ class KubernetesBackend:
             delta=delta,
             stale=not all(i.connected for i in self.informers.values()),
             synced_at=self._clock(),
+            jobs=self._jobs.items,
         )
 
     def wait_for_change(self, timeout_s: float) -> bool:
         """Wait up to ``timeout_s`` for a change of gpupool's pods since the last ``sync()``
-        (created, bound, started, ended, deleted); True as soon as there is one."""
+        (created, bound, started, ended, deleted) or of a Job of theirs; True as soon as
+        there is one."""
         self._ensure_started()
         return self._changed.wait(max(timeout_s, 0.0))
 

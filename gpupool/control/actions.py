@@ -574,7 +574,8 @@ def _record_steps(steps: Sequence[Step], at: datetime, stamps: Stamps | None = N
             row["admitted_at"] = row["started_at"] = None
         if step.to_state in _ENDED:
             row["finished_at"] = step.at
-        if step.to_state in _LEAVING:
+        if step.to_state in _LEAVING or step.to_state == WorkloadState.PENDING:
+            # Back to pending it holds nothing either (a requeue: its usage closes).
             leaving.add(step.workload_id)
             row["evicting_for"], row["eviction_reason"], row["nominated"] = None, "", False
     if lost:

@@ -3,7 +3,9 @@
 The backend's ``ClusterView`` moves on at the next ``sync()``; the mirror keeps what the loop
 needs between cycles, updated from each view's delta: the pods of each workload (by
 ``grouping.workload_key``), the nodes (and the nodes each pod's constraints allow), other
-schedulers' usage per node. It answers, per workload, how its pods group
+schedulers' usage per node, the Jobs of gpupool's pods and which workloads each Job's pods
+belong to (a Job that changes touches them, even when none of their pods changed). It
+answers, per workload, how its pods group
 (``grouping.group_workload``, cached until a pod of it changes) and which of its pods hold a
 node. Nothing here touches the database.
 """
@@ -13,7 +15,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from gpupool.clusters.base import ClusterView, NodeFacts, PodFacts, PodKey, ResourceAmounts
+from gpupool.clusters.base import (
+    ClusterView,
+    JobFacts,
+    JobKey,
+    NodeFacts,
+    PodFacts,
+    PodKey,
+    ResourceAmounts,
+)
 from gpupool.clusters.grouping import (
     InvalidWorkload,
     WorkloadKey,
@@ -42,8 +52,13 @@ class ClusterMirror:
     pods: dict[WorkloadKey, dict[PodKey, PodFacts]] = field(default_factory=dict)
     foreign_usage: dict[str, ResourceAmounts] = field(default_factory=dict)
     allowed: AllowedNodes = field(default_factory=AllowedNodes)
+    jobs: dict[JobKey, JobFacts] = field(default_factory=dict)
     revision: int = -1
     stale: bool = False
+    # The workloads whose pods a Job has made (remembered after those pods are gone, while
+    # the Job lives: a requeued workload may wait without pods for the Job's next one).
+    _job_workloads: dict[JobKey, set[WorkloadKey]] = field(default_factory=dict)
+    _workload_jobs: dict[WorkloadKey, set[JobKey]] = field(default_factory=dict)
     _groups: dict[WorkloadKey, WorkloadRequest | InvalidWorkload] = field(default_factory=dict)
 
     def apply(self, view: ClusterView) -> tuple[set[WorkloadKey], set[str]]:
@@ -78,7 +93,24 @@ class ClusterMirror:
                     if not members:
                         del self.pods[old]
             if pod_change.after is not None:
-                self.pods.setdefault(workload_key(pod_change.after), {})[key] = pod_change.after
+                workload = workload_key(pod_change.after)
+                self.pods.setdefault(workload, {})[key] = pod_change.after
+                job = pod_change.after.job
+                if job is not None:
+                    self._job_workloads.setdefault(job, set()).add(workload)
+                    self._workload_jobs.setdefault(workload, set()).add(job)
+        for job, job_change in view.delta.jobs.items():
+            touched |= self._job_workloads.get(job, set())
+            if job_change.after is None:
+                self.jobs.pop(job, None)
+                for workload in self._job_workloads.pop(job, set()):
+                    owners = self._workload_jobs.get(workload)
+                    if owners is not None:
+                        owners.discard(job)
+                        if not owners:
+                            del self._workload_jobs[workload]
+            else:
+                self.jobs[job] = job_change.after
         for workload in touched:
             self._groups.pop(workload, None)
         return touched, nodes
@@ -86,6 +118,14 @@ class ClusterMirror:
     def pods_of(self, key: WorkloadKey) -> list[PodFacts]:
         """The workload's pods the cluster has (ended and terminating ones included)."""
         return list(self.pods.get(key, {}).values())
+
+    def jobs_of(self, key: WorkloadKey) -> dict[JobKey, JobFacts | None]:
+        """The Jobs whose pods belong to the workload (its pods' controlling Jobs, and the
+        Jobs remembered for it), each with its facts, or None when the cache has no such Job
+        (deleted, or not listed yet)."""
+        keys = set(self._workload_jobs.get(key, ()))
+        keys.update(job for pod in self.pods.get(key, {}).values() if (job := pod.job))
+        return {job: self.jobs.get(job) for job in sorted(keys)}
 
     def grouped(self, key: WorkloadKey, now: float) -> WorkloadRequest | InvalidWorkload | None:
         """How the workload's pods group (None: it has no pods)."""

@@ -13,11 +13,16 @@ transaction, and the loop emits its Events after that commits. It decides:
   say something malformed, or name another tenant's queue, are never scheduled and get a
   Warning Event saying why (once per distinct complaint); a protected runtime above the queue's
   free maximum is capped, and the Event says so; an admitted workload whose pods all run starts
-  running; one whose pods all ended succeeded or failed; one being evicted whose pods are gone
+  running; one whose pods all ended succeeded or failed -- unless its pods come from a Job
+  (batch/v1) that is still active: the Job retries a failed pod (or runs its further
+  completions), so the workload is requeued as itself (``running -> pending``, its GPUs and
+  usage released) and waits for the Job's next pod; it ends with the Job's verdict (failed,
+  with the Job's reason, or succeeded) once the Job gives it; one being evicted whose pods are gone
   is preempted, and requeued unless it was a bare pod or reclaimed for sitting idle (reason
   ``idle``: it ends, ``lifecycle.ENDING_REASONS``); a running one whose pods vanished without
   an eviction was lost (its node failed, or someone deleted them: reason ``node-failure`` or
-  ``admin``); a pending one from the cluster whose pods are all gone is cancelled; a pending one
+  ``admin``); a pending one from the cluster whose pods are all gone is cancelled (unless its
+  Job is active: it waits for the Job's next pod; or the Job failed: it fails); a pending one
   from the cluster whose pods changed gets its pod sets again; checkpoints come from the pods.
 - **the overlay**: what the cluster adds to the database's workloads in the snapshot -- pods a
   gang still waits for (``missing_pods``), each pod set's allowed nodes, and workloads left out
@@ -32,8 +37,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
+from typing import Literal
 
-from gpupool.clusters.base import NodeFacts, PodFacts, PodRef, ResourceAmounts
+from gpupool.clusters.base import JobFacts, JobKey, NodeFacts, PodFacts, PodRef, ResourceAmounts
 from gpupool.clusters.grouping import (
     LAST_CHECKPOINT,
     PROTECTED_RUNTIME,
@@ -125,8 +131,10 @@ class Step:
 
     @property
     def leaves(self) -> bool:
-        """Whether the workload stops holding GPUs with this step."""
+        """Whether the workload stops holding GPUs with this step (a step back to pending
+        leaves too: a requeue after an eviction, or a Job's retry of a failed pod)."""
         return self.to_state in (
+            WorkloadState.PENDING,
             WorkloadState.PREEMPTED,
             WorkloadState.SUCCEEDED,
             WorkloadState.FAILED,
@@ -377,9 +385,10 @@ def _ended_pods(
     pods: Sequence[PodFacts],
 ) -> None:
     """Pods that wait under the name of a workload that has ended -- a Job's controller
-    recreating the pods of work reclaimed for sitting idle, or retrying a failed pod -- are
-    never scheduled: the workload's end is final (DESIGN §2). Say so on them, once, rather
-    than leave them pending without a word."""
+    recreating the pods of work reclaimed for sitting idle, or a pod made after its Job's
+    verdict was taken -- are never scheduled: the workload's end is final (DESIGN §2). Say so on
+    them, once, rather than leave them pending without a word. (A Job that retries a failed
+    pod while it is active gets its retry run: ``_job_verdict``.)"""
     if any(is_live(p) and p.node_name is None for p in pods):
         _complain(
             decision,
@@ -624,12 +633,13 @@ def _known(
             decision.steps.append(
                 Step(row.id, name, WorkloadState.RUNNING, "its pods ran", moment(min(begun, now)))
             )
+        if row.origin == Origin.CONTROLLER and _job_verdict(
+            decision, memory, mirror, row, key, pods, at
+        ):
+            return
         failed = [p for p in ended if p.phase == "Failed"]
         if failed:
-            reason = f"pod {failed[0].name} failed" + (
-                f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
-            )
-            decision.steps.append(Step(row.id, name, WorkloadState.FAILED, reason, at))
+            decision.steps.append(Step(row.id, name, WorkloadState.FAILED, _failed(failed), at))
         else:
             decision.steps.append(
                 Step(row.id, name, WorkloadState.SUCCEEDED, "all its pods succeeded", at)
@@ -655,6 +665,92 @@ def _known(
         decision.steps.append(
             Step(row.id, name, WorkloadState.PENDING, "requeued after its eviction", at)
         )
+
+
+def _failed(failed: Sequence[PodFacts]) -> str:
+    """Which pods failed, as a transition's reason says it."""
+    more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+    return f"pod {failed[0].name} failed{more}"
+
+
+def known_jobs(mirror: ClusterMirror, key: WorkloadKey) -> dict[JobKey, JobFacts] | None:
+    """The Jobs of the workload's pods, when it has some and the cache knows every one;
+    None otherwise (pods of no Job, or a Job deleted: the pods alone decide)."""
+    jobs = mirror.jobs_of(key)
+    if not jobs or any(facts is None for facts in jobs.values()):
+        return None
+    return {job: facts for job, facts in jobs.items() if facts is not None}
+
+
+def job_outcome(
+    jobs: Mapping[JobKey, JobFacts], pods: Sequence[PodFacts]
+) -> JobFacts | Literal["wait", "more"]:
+    """What the Jobs of a workload whose pods all ended say about it.
+
+    A Job that failed ends the workload failed (that Job's facts are returned); Jobs that all
+    completed end it succeeded (the first one's facts). Otherwise some Job is active and makes
+    more pods -- the retry of a failed pod, or its further completions: ``more``. But only
+    once every active Job has counted the ends the cache shows of its pods: until then its
+    verdict may be on its way (the pod's end reaches gpupool and the Job controller at about
+    the same time), so ``wait`` -- the Job's status change brings the workload back."""
+    failed = [facts for facts in jobs.values() if facts.state == "failed"]
+    if failed:
+        return failed[0]
+    active = [facts for facts in jobs.values() if facts.state == "active"]
+    if not active:
+        return next(iter(jobs.values()))
+    for facts in active:
+        mine = [p for p in pods if p.job == facts.key]
+        if facts.failed < sum(p.phase == "Failed" for p in mine) or facts.succeeded < sum(
+            p.phase == "Succeeded" for p in mine
+        ):
+            return "wait"
+    return "more"
+
+
+def _job_verdict(
+    decision: SyncDecision,
+    memory: SyncMemory,
+    mirror: ClusterMirror,
+    row: WorkloadRow,
+    key: WorkloadKey,
+    pods: Sequence[PodFacts],
+    at: datetime,
+) -> bool:
+    """A placed workload of a Job whose pods all ended: the Job decides (True), or it has no
+    Job the cache knows and the pods decide as for any other work (False).
+
+    A Job still active makes the next pod itself, under the same workload label, so the
+    workload is requeued as itself (``running -> pending``, its GPUs released and its usage
+    closed; not a preemption: nothing was evicted) and waits, out of the plan, for that pod.
+    """
+    jobs = known_jobs(mirror, key)
+    if jobs is None:
+        return False
+    name = row.info.name
+    # The latest failure first: after a retry the pods of the earlier tries are still there.
+    failed = sorted(
+        (p for p in pods if p.phase == "Failed"), key=lambda p: p.created_at, reverse=True
+    )
+    outcome = job_outcome(jobs, pods)
+    if outcome == "wait":
+        return True
+    if isinstance(outcome, JobFacts):
+        if outcome.state == "failed":
+            reason = outcome.words() if not failed else f"{_failed(failed)}; {outcome.words()}"
+            decision.steps.append(Step(row.id, name, WorkloadState.FAILED, reason, at))
+        else:
+            decision.steps.append(Step(row.id, name, WorkloadState.SUCCEEDED, outcome.words(), at))
+        return True
+    active = [job for job, facts in jobs.items() if facts.state == "active"]
+    retrying = next((p.job for p in failed if p.job in active), active[0])
+    if failed:
+        reason = f"{_failed(failed)}; its Job {retrying} retries it"
+    else:
+        reason = f"its pods succeeded; its Job {retrying} runs more"
+    decision.steps.append(Step(row.id, name, WorkloadState.PENDING, reason, at))
+    memory.overlays[name] = Overlay(missing_pods=max(row.info.pod_count, 1))
+    return True
 
 
 def _node_failed(node: NodeFacts | None) -> bool:
@@ -687,10 +783,22 @@ def _pending(
             memory.overlays[name] = Overlay(missing_pods=missing)
         return
     if not live:
-        if pods or grouped is None:
-            decision.steps.append(
-                Step(row.id, name, WorkloadState.CANCELLED, "its pods were deleted", at)
-            )
+        jobs = known_jobs(mirror, key) if row.origin == Origin.CONTROLLER else None
+        if jobs is not None:
+            outcome = job_outcome(jobs, pods)
+            if isinstance(outcome, JobFacts):
+                # A Job that completes while its workload waits (none of gpupool's pods ran
+                # it: its successes were counted before) leaves nothing to run: cancelled.
+                to_state = (
+                    WorkloadState.FAILED if outcome.state == "failed" else WorkloadState.CANCELLED
+                )
+                decision.steps.append(Step(row.id, name, to_state, outcome.words(), at))
+            else:  # its Job makes the next pod: wait for it, out of the plan
+                memory.overlays[name] = Overlay(missing_pods=max(info.pod_count, 1))
+            return
+        gone = [job for job, facts in mirror.jobs_of(key).items() if facts is None]
+        why = f"its Job {gone[0]} was deleted" if gone else "its pods were deleted"
+        decision.steps.append(Step(row.id, name, WorkloadState.CANCELLED, why, at))
         return
     if grouped is None:
         return

@@ -6,6 +6,7 @@ work per queue)."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -47,33 +48,56 @@ def _lender_words(lender: Standing) -> str:
     return f"{lender.queue}, which uses {gpus(lender.allocated)} of its {gpus(lender.deserved)}"
 
 
-def borrowed_by_others(standings: list[Standing], standing: Standing) -> bool:
-    """Whether any other queue borrows in this flavor now (there is something to reclaim)."""
-    return any(s.borrowed > 0 for s in standings if s.queue != standing.queue)
+# A borrower's verdict names at most this many of the queues it borrows from (the largest
+# lenders first), then counts the rest: on B5's year 150 queues lend at once, and a sentence
+# naming them all, for each of 60 borrowers, made the Queues page 500 kB.
+LENDERS_NAMED = 3
 
 
-def explain_fairness(standings: list[Standing]) -> list[Verdict]:
+def explain_fairness(
+    standings: list[Standing], shown: Collection[str] | None = None
+) -> list[Verdict]:
     """Each queue's standing in words, borrowers first, then the starved, the lenders and
-    the rest (by queue name within each)."""
+    the rest (by queue name within each). With ``shown``, only the queues it names and every
+    borrowing or starved one (the words of the others are not written)."""
     lenders = sorted((s for s in standings if s.lent > 0), key=lambda s: (-s.lent, s.queue))
+    lending = {lender.queue for lender in lenders}
+    lends = {  # the words of the lenders a borrower may name
+        lender.queue: f"{lender.queue} (lends {gpus(lender.lent)})"
+        for lender in lenders[: LENDERS_NAMED + 1]
+    }
+    lent_in_all = sum((lender.lent for lender in lenders), Decimal(0))
+    borrowers = {s.queue for s in standings if s.borrowed > 0}
     verdicts: list[Verdict] = []
     for standing in sorted(standings, key=lambda s: s.queue):
+        starved = standing.waiting and standing.allocated < standing.deserved
+        kept = shown is None or standing.queue in shown or standing.borrowed > 0 or starved
+        if not kept:
+            continue
         held = f"{standing.queue} holds {gpus(standing.allocated)}"
         if standing.borrowed > 0:
             within = standing.allocated - standing.borrowed
-            others = [lender for lender in lenders if lender.queue != standing.queue]
-            if len(others) == 1:
+            others = [lender for lender in lenders[: LENDERS_NAMED + 1] if lender is not standing]
+            count = len(lenders) - (standing.queue in lending)
+            if count == 1:
                 source = f"from {_lender_words(others[0])}"
-            elif others:
-                source = "from the idle shares of " + ", ".join(
-                    f"{lender.queue} (lends {gpus(lender.lent)})" for lender in others
-                )
+            elif count:
+                named = others[:LENDERS_NAMED]
+                source = "from the idle shares of " + ", ".join(lends[n.queue] for n in named)
+                if count > len(named):
+                    rest = lent_in_all - sum((n.lent for n in named), Decimal(0))
+                    if standing.queue in lending:
+                        rest -= standing.lent
+                    more = count - len(named)
+                    queues = "queue" if more == 1 else "queues"
+                    source += f" and {more} other {queues} (lending {gpus(rest)} in all)"
+
             else:
                 source = "from the pool's unclaimed GPUs"
             text = f"{held}: {gpus(within)} deserved, {gpus(standing.borrowed)} borrowed {source}."
             text += " Borrowed GPUs are taken back when their owner wants them."
             verdicts.append(Verdict(standing.queue, BORROWING, text))
-        elif standing.waiting and standing.allocated < standing.deserved:
+        elif starved:
             waiting = (
                 "1 of its workloads waits"
                 if standing.waiting == 1
@@ -81,7 +105,7 @@ def explain_fairness(standings: list[Standing]) -> list[Verdict]:
             )
             then = (
                 "the scheduler reclaims what others borrowed from it first."
-                if borrowed_by_others(standings, standing)
+                if borrowers  # a starved queue borrows nothing itself
                 else "nobody borrows from it now, so its work goes first as GPUs free up."
             )
             text = (

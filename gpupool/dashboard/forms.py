@@ -10,6 +10,9 @@ from typing import Any
 
 from django import forms
 from django.core.exceptions import ValidationError
+from django.forms.utils import flatatt
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString, mark_safe
 
 from gpupool.inventory.models import Flavor
 from gpupool.quotas.choices import QuotaRequestKind
@@ -189,6 +192,31 @@ class AuditFilterForm(forms.Form):
         return data
 
 
+class QuickSelect(forms.Select):
+    """A select written in Python: Django's renders each option through its own template,
+    which for an admin's 379 queues cost about 15 ms of a My workloads page (B5). Same
+    markup: the attributes, then an ``<option>`` per choice, the value's selected."""
+
+    def render(
+        self, name: str, value: Any, attrs: dict[str, Any] | None = None, renderer: Any = None
+    ) -> SafeString:
+        chosen = {str(v) for v in self.format_value(value)}
+        options = format_html_join(
+            "",
+            '<option value="{}"{}>{}</option>',
+            (
+                (option, mark_safe(" selected") if str(option) in chosen else "", label)
+                for option, label in self.choices
+            ),
+        )
+        return format_html(
+            '<select name="{}"{}>{}</select>',
+            name,
+            flatatt(self.build_attrs(self.attrs, attrs)),
+            options,
+        )
+
+
 class WorkloadForm(forms.Form):
     """A workload of one pod set to submit, or to try first (the live dry-run), in the shape
     the workloads API takes (``WorkloadForm.body``); the API's serializer and the submission
@@ -199,7 +227,7 @@ class WorkloadForm(forms.Form):
         required=False,
         help_text="A DNS label, unique in the namespace (a dry-run may leave it out).",
     )
-    queue = forms.ModelChoiceField(queryset=Queue.objects.none(), to_field_name="name")
+    queue = forms.ChoiceField(widget=QuickSelect)
     priority_class = forms.ModelChoiceField(
         queryset=PriorityClass.objects.order_by("-value", "name"),
         to_field_name="name",
@@ -225,18 +253,19 @@ class WorkloadForm(forms.Form):
     )
     image = forms.CharField(max_length=512, initial="python:3.12", label="Container image")
 
-    def __init__(self, *args: Any, queues: Iterable[Queue] = (), **kwargs: Any) -> None:
+    def __init__(self, *args: Any, queues: Iterable[str] = (), **kwargs: Any) -> None:
+        """``queues``: the names of the queues the user may submit to."""
         super().__init__(*args, **kwargs)
         queue_field = self.fields["queue"]
-        assert isinstance(queue_field, forms.ModelChoiceField)
-        queue_field.queryset = Queue.objects.filter(pk__in=[q.pk for q in queues]).order_by("name")
+        assert isinstance(queue_field, forms.ChoiceField)
+        queue_field.choices = [("", "---------"), *((name, name) for name in queues)]
 
     def body(self) -> dict[str, Any]:
         """The cleaned form as the workloads API's request body."""
         data = self.cleaned_data
         hours = data.get("expected_hours")
         body: dict[str, Any] = {
-            "queue": data["queue"].name,
+            "queue": data["queue"],
             "topology": data.get("topology") or "",
             "pod_sets": [
                 {

@@ -37,10 +37,20 @@ class Topology(models.TextChoices):
 
 
 # From-state -> states a workload may move to. Creation is the move from "" to pending; work
-# is cancelled while it waits or runs (the control loop then deletes its pods).
+# is cancelled while it waits or runs (the control loop then deletes its pods). A Job's work
+# whose pod failed while the Job retries it goes back from running to pending (requeued as
+# itself: no preemption, nothing was evicted), and while it waits there for the retry its Job
+# may give up (its backoff limit or deadline reached): it fails from pending. (It cannot
+# succeed from pending: only a pod gpupool runs completes its Job.)
 ALLOWED_TRANSITIONS: dict[str, frozenset[str]] = {
     "": frozenset({WorkloadState.PENDING}),
-    WorkloadState.PENDING: frozenset({WorkloadState.ADMITTED, WorkloadState.CANCELLED}),
+    WorkloadState.PENDING: frozenset(
+        {
+            WorkloadState.ADMITTED,
+            WorkloadState.CANCELLED,
+            WorkloadState.FAILED,
+        }
+    ),
     WorkloadState.ADMITTED: frozenset(
         {
             WorkloadState.RUNNING,
@@ -51,6 +61,7 @@ ALLOWED_TRANSITIONS: dict[str, frozenset[str]] = {
     ),
     WorkloadState.RUNNING: frozenset(
         {
+            WorkloadState.PENDING,
             WorkloadState.SUCCEEDED,
             WorkloadState.FAILED,
             WorkloadState.PREEMPTED,

@@ -278,8 +278,8 @@ class Workload(models.Model):
 
 
 def gpu_equivalent(gpus: int, gpu_milli: int | None) -> Decimal:
-    """GPUs one pod of a pod set counts against quota: ``gpu_milli`` / 1000 on shared
-    flavors, else ``gpus`` (``PodSet.gpu_equivalent_per_pod``; lists read it from values)."""
+    """GPUs one pod of a pod set counts against quota (``PodSet.gpu_equivalent_per_pod``), from
+    its columns: ``gpu_milli`` / 1000 on shared flavors, else ``gpus``."""
     if gpu_milli is not None:
         return Decimal(gpu_milli) / 1000
     return Decimal(gpus)

@@ -172,8 +172,13 @@ def total_gpus(workload: Workload) -> Decimal:
 def sees_preemptor(access: Access, event: PreemptionEvent) -> bool:
     """Whether the caller may see which workload (and whose) caused a preemption: admins, and
     members of the preemptor's own tenant; the victim's tenant sees only its queue and class."""
+    return sees_preemptor_of(access, event.preemptor_tenant_id)
+
+
+def sees_preemptor_of(access: Access, preemptor_tenant_id: int | None) -> bool:
+    """``sees_preemptor`` from the event's preemptor tenant id (a list read as values)."""
     return access.admin or (
-        event.preemptor_tenant_id is not None and event.preemptor_tenant_id in access.tenant_ids
+        preemptor_tenant_id is not None and preemptor_tenant_id in access.tenant_ids
     )
 
 

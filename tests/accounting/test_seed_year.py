@@ -18,7 +18,7 @@ from django.core.management import call_command
 from django.db import transaction
 from django.db.models import Sum
 
-from gpupool.accounting.bulk.year import YearShape, plan_year
+from gpupool.accounting.bulk.year import Gang, NodeRoom, YearShape, pack_gangs, plan_year
 from gpupool.accounting.models import (
     CapacitySample,
     FlavorDay,
@@ -28,9 +28,12 @@ from gpupool.accounting.models import (
     WorkloadDay,
 )
 from gpupool.control.models import SchedulingCycle
+from gpupool.control.snapshot import build_snapshot
 from gpupool.quotas.models import Queue
+from gpupool.scheduler import plan
+from gpupool.scheduler.types import PolicyInfo
 from gpupool.tenancy.models import Tenant
-from gpupool.workloads.models import PodSet, Workload, WorkloadTransition
+from gpupool.workloads.models import Placement, PodSet, Workload, WorkloadTransition
 
 pytestmark = pytest.mark.django_db
 
@@ -131,3 +134,62 @@ def test_sizes_that_cannot_be_planned_name_the_option() -> None:
         call_command("gpupool", "seed-year", "--tenants=10", "--queues=5", stderr=err)
     assert exit_status.value.code == 2
     assert "--queues" in err.getvalue()
+
+
+def test_the_running_work_is_placed_whole_on_free_gpus_of_its_flavor(year: dict) -> None:
+    running = Workload.objects.filter(state="running").prefetch_related("pod_sets")
+    assert running.exists()
+    seen: set[tuple[int, int]] = set()
+    for workload in running:
+        (pod_set,) = workload.pod_sets.all()
+        placements = list(Placement.objects.filter(pod_set=pod_set).select_related("node"))
+        assert sorted(p.pod_index for p in placements) == list(range(pod_set.count))
+        for placement in placements:
+            placement.full_clean()  # the node's flavor, its GPUs, the pod's GPU count
+            for index in placement.gpu_indices:
+                assert (placement.node_id, index) not in seen  # each GPU to one pod
+                seen.add((placement.node_id, index))
+    assert Placement.objects.count() == year["counts"]["placements"]
+
+
+def test_the_seeded_pools_snapshot_builds_and_plans(year: dict) -> None:
+    now = datetime.fromisoformat(END.replace("Z", "+00:00"))
+    database = build_snapshot(now=now, policy=PolicyInfo())
+    placed = [w for w in database.snapshot.workloads if w.state == "running"]
+    assert len(placed) == Workload.objects.filter(state="running").count()
+    assert all(w.placement for w in placed)
+    planned = plan(database.snapshot, PolicyInfo(), database.now)
+    assert planned is not None
+
+
+def test_placements_only_places_a_year_loaded_without_them(year: dict) -> None:
+    with transaction.atomic():
+        before = list(Placement.objects.values_list("pod_set_id", "pod_index", "node_id"))
+        cycles = SchedulingCycle.objects.count()
+        Placement.objects.all().delete()  # a year seeded before seed-year placed its work
+        placed = seed_year("--placements-only")
+        assert placed["placements"] == len(before) > 0
+        assert Placement.objects.count() == len(before)
+        assert SchedulingCycle.objects.count() == cycles + 1  # the pages read the pool anew
+        assert seed_year("--placements-only")["placements"] == 0  # nothing lacks one now
+        assert SchedulingCycle.objects.count() == cycles + 1
+        transaction.set_rollback(True)
+
+
+def test_a_gang_stays_in_one_nvlink_domain_when_one_has_room() -> None:
+    nodes = [
+        NodeRoom("a-0", "gb200", "nvl-a", (0, 1, 2, 3)),
+        NodeRoom("a-1", "gb200", "nvl-a", (2, 3)),
+        NodeRoom("b-0", "gb200", "nvl-b", (0, 1, 2, 3)),
+        NodeRoom("b-1", "gb200", "nvl-b", (0, 1, 2, 3)),
+        NodeRoom("h-0", "h100", "h-0", (0, 1, 2, 3, 4, 5, 6, 7)),
+    ]
+    packed = pack_gangs(nodes, [Gang(1, "t/two", "gb200", 2, 4), Gang(2, "t/one", "gb200", 1, 2)])
+    assert packed[1] == [("b-0", [0, 1, 2, 3]), ("b-1", [0, 1, 2, 3])]
+    assert packed[2] == [("a-1", [2, 3])]  # the fullest node that fits
+
+
+def test_work_that_does_not_fit_is_named() -> None:
+    nodes = [NodeRoom("h-0", "h100", "h-0", (0, 1, 2, 3, 4, 5, 6, 7))]
+    with pytest.raises(ValueError, match="t/big: 2 pods of 8 h100 GPUs do not fit"):
+        pack_gangs(nodes, [Gang(1, "t/big", "h100", 2, 8)])

@@ -18,7 +18,7 @@ from typing import Any, Protocol, TypeVar
 
 import pytest
 
-from gpupool.clusters.base import ClusterBackend, ClusterView, PodRef
+from gpupool.clusters.base import ClusterBackend, ClusterView, JobKey, PodRef
 from gpupool.clusters.node_profiles import gpu_node_manifest
 from gpupool.clusters.simulated import SimulatedBackend, SimulatedCluster, VirtualClock
 from gpupool.clusters.simulated_store import MemoryStore
@@ -122,6 +122,16 @@ class World(Protocol):
         """``kubectl cordon`` (or uncordon)."""
         ...
 
+    def job(
+        self, name: str, *, scheduler: str = "gpupool", backoff_limit: int = 0
+    ) -> JobKey | None:
+        """A batch/v1 Job of one pod (None: the cluster has no Jobs, as the simulated one)."""
+        ...
+
+    def fail_pod(self, pod: PodRef) -> None:
+        """The pod ends Failed, as its kubelet would report a container that exited 1."""
+        ...
+
 
 def wait_for(what: str, probe: Callable[[], T | None], timeout: float) -> T:
     """Poll ``probe`` until truthy; fail naming ``what`` after ``timeout`` seconds."""
@@ -170,6 +180,14 @@ class SimulatedWorld:
         if not value:
             pytest.fail(f"the simulated cluster does not show {what}")
         return value
+
+    def job(
+        self, name: str, *, scheduler: str = "gpupool", backoff_limit: int = 0
+    ) -> JobKey | None:
+        return None  # its pods are made by gpupool or by hand: no Job controller, no Jobs
+
+    def fail_pod(self, pod: PodRef) -> None:
+        raise AssertionError("the simulated cluster ends pods by itself")
 
     def node(self, gpus: int = 8) -> str:
         self._nodes += 1
@@ -240,10 +258,23 @@ class KubernetesWorld:
         self.namespace = namespace
         self._fake_node = fake_node
         self._unmanaged: list[str] = []
+        self._jobs: list[str] = []
 
     def close(self) -> None:
-        """Close the backend and delete the nodes made here without KWOK."""
+        """Close the backend, delete the Jobs and the nodes made here without KWOK."""
+        from kubernetes import client
+
         self.backend.close()
+        from kubernetes.client.exceptions import ApiException
+
+        for job in self._jobs:
+            try:
+                client.BatchV1Api(self.core.api_client).delete_namespaced_job(
+                    job, self.namespace, propagation_policy="Background"
+                )
+            except ApiException as exc:
+                if exc.status != 404:  # the test deleted it already
+                    raise
         for name in self._unmanaged:
             self.core.delete_node(name)
 
@@ -286,6 +317,46 @@ class KubernetesWorld:
         )
         answer = self.core.create_namespaced_pod(self.namespace, body, _preload_content=False)
         return PodRef(self.namespace, name, json.loads(answer.data)["metadata"]["uid"])
+
+    def job(
+        self, name: str, *, scheduler: str = "gpupool", backoff_limit: int = 0
+    ) -> JobKey | None:
+        from kubernetes import client
+
+        pod = pod_manifest(self.namespace, name, 1, scheduler=scheduler)
+        template = {
+            "metadata": {
+                "labels": pod["metadata"]["labels"],
+                # KWOK's stock pod-complete stage would end the Job's pod: not for an hour.
+                "annotations": {"pod-complete.stage.kwok.x-k8s.io/delay": "3600s"},
+            },
+            "spec": {**pod["spec"], "restartPolicy": "Never"},
+        }
+        body = {
+            "metadata": {"name": name},
+            "spec": {"backoffLimit": backoff_limit, "template": template},
+        }
+        client.BatchV1Api(self.core.api_client).create_namespaced_job(self.namespace, body)
+        self._jobs.append(name)
+        return JobKey(self.namespace, name)
+
+    def fail_pod(self, pod: PodRef) -> None:
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        terminated = {"exitCode": 1, "reason": "Error", "startedAt": now, "finishedAt": now}
+        status = {
+            "phase": "Failed",
+            "containerStatuses": [
+                {
+                    "name": "main",
+                    "image": "registry.k8s.io/pause:3.10",
+                    "imageID": "",
+                    "ready": False,
+                    "restartCount": 0,
+                    "state": {"terminated": terminated},
+                }
+            ],
+        }
+        self.core.patch_namespaced_pod_status(pod.name, pod.namespace, {"status": status})
 
     def delete_behind(self, pod: PodRef) -> None:
         self.core.delete_namespaced_pod(pod.name, pod.namespace, grace_period_seconds=0)

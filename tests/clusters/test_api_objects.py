@@ -11,6 +11,7 @@ from cluster_builders import node_object, pod_object
 from gpupool.clusters import quantities
 from gpupool.clusters.api_objects import (
     foreign_pod_usage,
+    job_facts,
     node_facts,
     pod_facts,
     pod_resource_requests,
@@ -158,3 +159,61 @@ def test_another_schedulers_pod_holds_capacity_only_while_bound_and_not_ended() 
 def test_an_object_with_a_wrong_shape_is_refused_with_value_error() -> None:
     with pytest.raises(ValueError):
         pod_facts({"metadata": {"name": "p"}, "spec": {"containers": "nope"}})
+
+
+def _job(scheduler: str = "gpupool", **status: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "train", "namespace": "nlp", "uid": "u-1"},
+        "spec": {"template": {"spec": {"schedulerName": scheduler, "containers": []}}},
+        "status": status,
+    }
+
+
+def _condition(kind: str, reason: str = "", message: str = "", status: str = "True") -> Any:
+    return {"type": kind, "status": status, "reason": reason, "message": message}
+
+
+def test_a_job_of_gpupool_pods_becomes_facts_and_another_schedulers_job_none() -> None:
+    facts = job_facts(_job(active=1, failed=2, uncountedTerminatedPods={"failed": ["x"]}))
+    assert facts is not None
+    assert (str(facts.key), facts.uid, facts.state, facts.active, facts.failed) == (
+        "nlp/train",
+        "u-1",
+        "active",
+        1,
+        3,  # two counted, one ended pod the controller has seen but not counted yet
+    )
+    assert job_facts(_job("default-scheduler")) is None
+    assert job_facts({**_job(), "spec": {"template": {"spec": {}}}}) is None
+
+
+@pytest.mark.parametrize(
+    ("conditions", "state", "reason"),
+    [
+        ([_condition("Failed", "BackoffLimitExceeded", "limit")], "failed", "BackoffLimitExceeded"),
+        ([_condition("FailureTarget", "DeadlineExceeded")], "failed", "DeadlineExceeded"),
+        ([_condition("SuccessCriteriaMet", "Reached")], "complete", "Reached"),
+        (
+            [_condition("SuccessCriteriaMet", "A"), _condition("Complete", "B")],
+            "complete",
+            "B",
+        ),
+        ([_condition("Failed", "BackoffLimitExceeded", status="False")], "active", ""),
+        ([_condition("Suspended", "JobSuspended")], "active", ""),
+    ],
+)
+def test_a_jobs_verdict_comes_from_its_conditions(
+    conditions: list[Any], state: str, reason: str
+) -> None:
+    facts = job_facts(_job(conditions=conditions))
+    assert facts is not None and (facts.state, facts.reason) == (state, reason)
+
+
+def test_a_failed_jobs_words_carry_its_reason_and_message() -> None:
+    facts = job_facts(
+        _job(conditions=[_condition("Failed", "BackoffLimitExceeded", "reached the limit")])
+    )
+    assert facts is not None
+    assert facts.words() == "its Job nlp/train failed (BackoffLimitExceeded: reached the limit)"

@@ -16,7 +16,14 @@ from typing import Any
 import pytest
 from cluster_worlds import KubernetesWorld, SimulatedWorld, World
 
-from gpupool.clusters.base import ClusterView, EventRequest, NewPod, PodBinding, PodKey, PodRef
+from gpupool.clusters.base import (
+    ClusterView,
+    EventRequest,
+    NewPod,
+    PodBinding,
+    PodKey,
+    PodRef,
+)
 from gpupool.clusters.inventory import exclusion
 
 
@@ -342,3 +349,45 @@ def test_pods_created_through_gpupool_are_labelled_and_deleted_idempotently(
     assert [r.status for r in world.backend.delete_pods([ref], "cancelled").results] == ["deleted"]
     world.until("the deletion", lambda v: key not in v.pods)
     assert [r.status for r in world.backend.delete_pods([ref], "cancelled").results] == ["gone"]
+
+
+# --- the Jobs of gpupool's pods --------------------------------------------------------------
+
+
+def test_a_jobs_facts_follow_its_pods_to_the_jobs_verdict(world: World) -> None:
+    """The loop decides how a Job's work ends from the Job's facts (issue 14): a Job shows
+    while it is active, with its verdict and reason once the controller gives it, and leaves
+    the view when deleted; a Job whose pods are another scheduler's never shows. A backend
+    without Jobs (the simulated cluster) shows none, and its pods have no Job: their phases
+    alone say how work ends."""
+    job = world.job("contract-job", backoff_limit=0)
+    if job is None:
+        pod = world.pod("no-job")
+        view = world.until("the pod", lambda v: in_view(v, pod))
+        assert not view.jobs and not view.delta.jobs
+        assert all(facts.job is None for facts in view.pods.values())
+        return
+    other = world.job("contract-other", scheduler="default-scheduler")
+    assert other is not None
+    view = world.until(
+        "the Job and its pod",
+        lambda v: job in v.jobs and any(p.job == job for p in v.pods.values()),
+    )
+    assert view.jobs[job].state == "active" and view.jobs[job].uid
+    assert other not in view.jobs
+    pod = next(p for p in view.pods.values() if p.job == job)
+    world.fail_pod(pod.ref)
+    ended = world.until("the Job's verdict", lambda v: v.jobs[job].state == "failed")
+    facts = ended.jobs[job]
+    assert (facts.reason, facts.failed) == ("BackoffLimitExceeded", 1)
+    change = ended.delta.jobs[job]
+    assert change.after == facts and change.before is not None
+    assert other not in ended.delta.jobs
+    from kubernetes import client
+
+    assert isinstance(world, KubernetesWorld)
+    client.BatchV1Api(world.core.api_client).delete_namespaced_job(
+        job.name, job.namespace, propagation_policy="Background"
+    )
+    gone = world.until("the Job to leave the view", lambda v: job not in v.jobs)
+    assert gone.delta.jobs[job].after is None

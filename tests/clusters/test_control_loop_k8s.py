@@ -383,6 +383,133 @@ def test_a_jobs_evicted_pod_is_recreated_and_requeued_as_the_same_workload(plane
     )
 
 
+def gpu_job(name: str, backoff_limit: int) -> dict[str, Any]:
+    """A Job of one 8-GPU pod for gpupool that runs until the test ends it (KWOK's stock
+    pod-complete stage would end a Job's pod within seconds: its delay is set to an hour)."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {
+            "backoffLimit": backoff_limit,
+            "template": {
+                "metadata": {
+                    "labels": {"gpupool.io/queue": "team-a", "gpupool.io/workload": name},
+                    "annotations": {"pod-complete.stage.kwok.x-k8s.io/delay": "3600s"},
+                },
+                "spec": {
+                    "schedulerName": "gpupool",
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "registry.k8s.io/pause:3.10",
+                            "resources": {"limits": {"nvidia.com/gpu": "8"}},
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
+def end_pod(plane: Plane, pod: dict[str, Any], phase: str, exit_code: int) -> None:
+    """End a running pod as its kubelet would report it (KWOK runs no containers)."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    status = {
+        "phase": phase,
+        "conditions": [{"type": "Ready", "status": "False", "lastTransitionTime": now}],
+        "containerStatuses": [
+            {
+                "name": "main",
+                "image": "registry.k8s.io/pause:3.10",
+                "imageID": "",
+                "ready": False,
+                "restartCount": 0,
+                "state": {
+                    "terminated": {
+                        "exitCode": exit_code,
+                        "reason": "Error" if exit_code else "Completed",
+                        "startedAt": pod["status"].get("startTime", now),
+                        "finishedAt": now,
+                    }
+                },
+            }
+        ],
+    }
+    plane.core.patch_namespaced_pod_status(
+        pod["metadata"]["name"], pod["metadata"]["namespace"], {"status": status}
+    )
+
+
+def running_job_pod(plane: Plane, name: str) -> dict[str, Any]:
+    """The Job's pod that runs now (bound, Running), once its workload runs too."""
+    plane.until(
+        f"the Job {name}'s pod running",
+        lambda: plane.bound(name) and plane.state(name) == "running",
+    )
+    return next(
+        p
+        for p in plane.pods(selector=f"gpupool.io/workload={name}")
+        if p["spec"].get("nodeName") and p["status"].get("phase") == "Running"
+    )
+
+
+def test_a_jobs_failed_pod_is_retried_and_the_retry_runs_as_the_same_workload(
+    plane: Plane,
+) -> None:
+    namespace = plane.namespaces["team-a"]
+    batch = client.BatchV1Api(plane.api)
+    batch.create_namespaced_job(namespace, gpu_job("retried", backoff_limit=2))
+    first = running_job_pod(plane, "retried")
+    retried = plane.workload("retried")
+    assert (retried.origin, retried.state) == ("controller", "running")
+
+    end_pod(plane, first, "Failed", 1)
+    plane.until("the workload requeued", lambda: plane.state("retried") == "pending")
+    requeue = retried.transitions.order_by("id").last()
+    assert requeue is not None and requeue.reason == (
+        f"pod {first['metadata']['name']} failed; its Job {namespace}/retried retries it"
+    )
+    assert not plane.workload("retried").placements.exists()
+    assert UsageInterval.objects.get(workload=retried).ended_at is not None
+    assert not PreemptionEvent.objects.filter(victim=retried).exists()
+
+    # The Job controller makes the retry (after its back-off); gpupool binds and runs it.
+    second = running_job_pod(plane, "retried")
+    assert second["metadata"]["name"] != first["metadata"]["name"]
+    assert plane.workload("retried").pk == retried.pk
+    assert UsageInterval.objects.filter(workload=retried).count() == 2
+
+    end_pod(plane, second, "Succeeded", 0)
+    plane.until("the workload succeeded", lambda: plane.state("retried") == "succeeded")
+    states = [t.to_state for t in retried.transitions.order_by("id")]
+    assert states == ["pending", "admitted", "running", "pending", "admitted", "running",
+                      "succeeded"]  # fmt: skip
+    assert retried.transitions.order_by("id").last().reason == (  # type: ignore[union-attr]
+        f"its Job {namespace}/retried completed"
+    )
+    batch.delete_namespaced_job("retried", namespace, propagation_policy="Background")
+
+
+def test_a_job_without_retries_ends_failed_with_the_jobs_reason(plane: Plane) -> None:
+    namespace = plane.namespaces["team-a"]
+    batch = client.BatchV1Api(plane.api)
+    batch.create_namespaced_job(namespace, gpu_job("once", backoff_limit=0))
+    pod = running_job_pod(plane, "once")
+    end_pod(plane, pod, "Failed", 1)
+    plane.until("the workload failed", lambda: plane.state("once") == "failed")
+    once = plane.workload("once")
+    reason = once.transitions.order_by("id").last().reason  # type: ignore[union-attr]
+    assert reason.startswith(
+        f"pod {pod['metadata']['name']} failed; its Job {namespace}/once failed "
+        "(BackoffLimitExceeded"
+    ), reason
+    assert [t.to_state for t in once.transitions.order_by("id")][-2:] == ["running", "failed"]
+    assert len(plane.pods(selector="gpupool.io/workload=once")) == 1  # no retry was made
+    batch.delete_namespaced_job("once", namespace, propagation_policy="Background")
+
+
 def test_an_unhealthy_gpu_or_a_not_ready_node_takes_no_new_placements(plane: Plane) -> None:
     plane.cycle()
     first, second = plane.nodes

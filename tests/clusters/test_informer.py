@@ -184,6 +184,31 @@ def test_an_object_that_cannot_be_read_is_skipped_not_fatal() -> None:
     assert dict(informer.items) == {"a": 1, "b": 2}
 
 
+def test_objects_the_decoder_rejects_for_good_are_dropped_and_wake_nobody() -> None:
+    """The Jobs informer's case: a Job of another scheduler's pods (the decoder's None) is
+    never ours, so its events neither reach the store nor set the change signal."""
+    source = ScriptedSource(
+        [([obj("a", 1), obj("theirs", None)], "10")],  # type: ignore[arg-type]
+        [[{"type": "MODIFIED", "object": obj("theirs", None, "11")},  # type: ignore[arg-type]
+          {"type": "DELETED", "object": obj("theirs", None, "12")}]],  # type: ignore[arg-type]
+    )  # fmt: skip
+    changed = threading.Event()
+    informer: Informer[str, int] = Informer(
+        "jobs", source, decode, backoff=FAST, changed=changed, drop_rejected=True
+    )
+    source.gate.clear()  # the watch plays its events once the list is in
+    informer.start()
+    try:
+        assert informer.wait_listed(10)
+        changed.clear()  # the list set it
+        source.gate.set()
+        wait_for("the script to play", lambda: informer.resource_version == "12")
+    finally:
+        informer.stop()
+    assert not changed.is_set()  # the rejected object's events woke nobody
+    assert informer.drain().changes == {"a": Change(None, 1)}
+
+
 def test_a_change_undone_before_the_drain_is_no_change() -> None:
     store: Store[str, int] = Store()
     store.apply(Replace({"a": 1}))

@@ -2,8 +2,9 @@
 
 Not a simulated cluster (that is ``gpupool.clusters.simulated``, a product backend): pods do
 nothing by themselves here. The test moves them (``run``, ``finish``, ``recreate``), makes
-nodes fail, refuses evictions as a disruption budget would, and fails bindings, then runs a
-cycle and looks at the database. Deltas follow the protocol: net changes since the last sync.
+nodes fail, refuses evictions as a disruption budget would, fails bindings, and plays the Job
+controller's part in a Job's facts (``set_job``), then runs a cycle and looks at the
+database. Deltas follow the protocol: net changes since the last sync.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from gpupool.clusters.base import (
     EventRequest,
     EventType,
     EvictOutcome,
+    JobFacts,
+    JobKey,
     NewPod,
     NodeFacts,
     PodBinding,
@@ -47,6 +50,7 @@ class FakeCluster:
     nodes: dict[str, NodeFacts] = field(default_factory=dict)
     pods: dict[PodKey, PodFacts] = field(default_factory=dict)
     foreign: dict[str, ResourceAmounts] = field(default_factory=dict)
+    jobs: dict[JobKey, JobFacts] = field(default_factory=dict)
     refuse: set[PodKey] = field(default_factory=set)  # a budget refuses evicting these
     fail_binding: set[PodKey] = field(default_factory=set)  # the binding of these fails
     events: list[tuple[PodRef, str, str, str]] = field(default_factory=list)
@@ -57,6 +61,7 @@ class FakeCluster:
     _seen_nodes: dict[str, NodeFacts] = field(default_factory=dict)
     _seen_pods: dict[PodKey, PodFacts] = field(default_factory=dict)
     _seen_foreign: dict[str, ResourceAmounts] = field(default_factory=dict)
+    _seen_jobs: dict[JobKey, JobFacts] = field(default_factory=dict)
     _uid: int = 0
 
     # -- the test's handles ---------------------------------------------------------------
@@ -117,6 +122,18 @@ class FakeCluster:
         self.pods[pod.key] = pod
         return pod.key
 
+    def set_job(self, name: str, namespace: str = "team-a", **status: object) -> JobKey:
+        """A Job (of pods added with ``owner="Job"``, named ``<workload>-owner``) and its
+        status as the Job controller reports it: ``state``, ``reason``, ``failed``, ..."""
+        key = JobKey(namespace, name)
+        current = self.jobs.get(key) or JobFacts(namespace, name, uid=f"job-{name}")
+        self.jobs[key] = dataclasses.replace(current, **status)  # type: ignore[arg-type]
+        return key
+
+    def delete_job(self, name: str, namespace: str = "team-a") -> None:
+        """The Job is deleted (its pods stay until the test removes them)."""
+        self.jobs.pop(JobKey(namespace, name))
+
     def run(self, *keys: PodKey) -> None:
         """Bound pods start running (every bound pod when none is named)."""
         for key in keys or tuple(self.pods):
@@ -168,12 +185,14 @@ class FakeCluster:
             for name in set(self._seen_foreign) | set(self.foreign)
             if self._seen_foreign.get(name) != self.foreign.get(name)
         )
-        delta = ClusterDelta(nodes=nodes, pods=pods, foreign_usage=foreign)
+        jobs = _changes(self._seen_jobs, self.jobs)
+        delta = ClusterDelta(nodes=nodes, pods=pods, foreign_usage=foreign, jobs=jobs)
         if not delta.empty:
             self.revision += 1
         self._seen_nodes = dict(self.nodes)
         self._seen_pods = dict(self.pods)
         self._seen_foreign = dict(self.foreign)
+        self._seen_jobs = dict(self.jobs)
         self.calls["sync"] += 1
         return ClusterView(
             revision=self.revision,
@@ -182,6 +201,7 @@ class FakeCluster:
             foreign_usage=MappingProxyType(dict(self.foreign)),
             delta=delta,
             synced_at=self.clock,
+            jobs=MappingProxyType(dict(self.jobs)),
         )
 
     def bind(self, gang: Sequence[PodBinding]) -> BindOutcome:

@@ -185,9 +185,11 @@ def test_a_failed_pod_fails_its_workload(world: World) -> None:
 def test_pods_that_come_back_under_an_ended_workloads_name_are_told_why_they_wait(
     world: World,
 ) -> None:
-    """A Job's controller retries a failed pod, or recreates the pods of work reclaimed for
-    sitting idle, under the same workload label. The workload's end is final, so the new
-    pod is never scheduled; it used to wait without a word."""
+    """A pod comes back under the label of a workload that ended: here a bare pod's name
+    reused by hand (a Job's controller recreating the pods of work reclaimed for sitting
+    idle is the other case; a Job that retries a failed pod while it is active gets its retry
+    run instead: test_loop_job_retries.py). The workload's end is final, so the new pod is
+    never scheduled; it used to wait without a word."""
     pod = world.cluster.add_pod("job")
     world.cycle()
     world.cycle()

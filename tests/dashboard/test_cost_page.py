@@ -180,3 +180,29 @@ def test_the_figures_are_read_from_the_roll_ups_once_until_the_next_roll_up(
     do_roll_up_usage(until=t2 + timedelta(hours=1))
     after = text(client.get(f"/cost/?month={rolled}"))
     assert cells(after, "<tr><td>nlp</td>")[0] == "18 GPU-h"
+
+
+def test_this_month_is_the_pools_month_when_its_clock_runs_ahead(pool: Any, page_as: Any) -> None:
+    """The demo's simulated cluster runs ahead of the wall clock and stamps its usage in its
+    own time: the Cost page and the reports API count "this month" from the pool's clock (the
+    last cycle's ``cluster_at``), not from the wall clock, or the month the pool is in would
+    show nothing new."""
+    from gpupool.control.actions import do_finish_cycle, do_start_cycle
+    from gpupool.control.choices import CycleStatus
+
+    ahead = timezone.now() + timedelta(days=40)
+    cycle = do_start_cycle(at=timezone.now())
+    do_finish_cycle(
+        cycle,
+        at=timezone.now(),
+        status=CycleStatus.SUCCEEDED,
+        outcome={"cluster_at": ahead.isoformat()},
+    )
+    month = ahead.strftime("%Y-%m")
+    assert f'value="{month}"' in text(page_as("fin").get("/cost/"))
+    from gpupool.accounting.reports_api import ReportQuerySerializer
+
+    query = ReportQuerySerializer(data={})
+    assert query.is_valid(), query.errors
+    assert query.validated_data["start"].isoformat() == f"{month}-01"
+    assert query.validated_data["end"] == ahead.date()

@@ -72,3 +72,13 @@ def test_the_queues_page_explains_each_team_in_words(pool: Any, page_as: Any) ->
     part = text(live(page_as("vic"), "/queues/"))
     assert "Who holds what, in plain words (h100)" in part
     assert "nlp holds 0 GPUs, within the" in part
+
+
+def test_a_borrower_names_the_three_largest_lenders_and_counts_the_rest() -> None:
+    lenders = [standing(f"l{i}", 8, 8 - i, lent=i) for i in range(1, 7)]  # lend 1..6
+    verdicts = explain_fairness([standing("a", 4, 10, borrowed=6), *lenders])
+    assert verdicts[0].kind == "borrowing"
+    assert (
+        "from the idle shares of l6 (lends 6 GPUs), l5 (lends 5 GPUs), l4 (lends 4 GPUs) "
+        "and 3 other queues (lending 6 GPUs in all)." in verdicts[0].text
+    )

@@ -18,28 +18,34 @@ from django.core.exceptions import ValidationError
 from django.core.management.color import no_style
 from django.db import connection, models, transaction
 from django.db.models import Max
+from django.utils import timezone
 
 from gpupool.accounting.bulk.year import (
     CLASSES,
     PENDING_REASONS,
     REASONS,
     FlavorPlan,
+    Gang,
+    NodeRoom,
     YearPlan,
+    pack_gangs,
 )
 from gpupool.accounting.models import CapacitySample, PreemptionEvent, UsageInterval
-from gpupool.bulk import insert_values
+from gpupool.bulk import insert_objects, insert_values
 from gpupool.control.actions import do_finish_cycle, do_start_cycle
 from gpupool.control.choices import CycleStatus
+from gpupool.control.models import SchedulingCycle
 from gpupool.inventory.actions import do_save_flavor, do_sync_node
 from gpupool.inventory.choices import Sharing
-from gpupool.inventory.models import Flavor
+from gpupool.inventory.models import Flavor, Gpu, Node
 from gpupool.quotas.actions import do_save_priority_class, do_save_queue, do_set_queue_quota
 from gpupool.quotas.choices import PreemptionPolicy
 from gpupool.quotas.models import PriorityClass, Queue
 from gpupool.tenancy.actions import do_grant_site_role, do_save_tenant, do_set_membership
 from gpupool.tenancy.choices import MembershipRole, SiteRoleName
 from gpupool.tenancy.models import Tenant
-from gpupool.workloads.models import PodSet, Workload, WorkloadTransition
+from gpupool.workloads.choices import PLACED_STATES
+from gpupool.workloads.models import Placement, PodSet, Workload, WorkloadTransition
 
 
 def reset_sequences(*tables: type[models.Model]) -> None:
@@ -165,14 +171,124 @@ def do_load_year(plan: YearPlan, *, password: str, acting_user: Any = None) -> L
     loaded.counts.update(
         tenants=len(tenants), queues=len(queues), nodes=sum(f.nodes for f in plan.flavors)
     )
+    loaded.counts["placements"] = _place_running()
     _load_last_cycle(plan, loaded.counts["nodes"])
     del w
     reset_sequences(Workload, PodSet, WorkloadTransition, UsageInterval, PreemptionEvent)
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            for model in (Workload, PodSet, WorkloadTransition, UsageInterval, PreemptionEvent):
+            for model in (
+                Workload,
+                PodSet,
+                WorkloadTransition,
+                UsageInterval,
+                PreemptionEvent,
+                Placement,
+            ):
                 cursor.execute(f"ANALYZE {connection.ops.quote_name(model._meta.db_table)}")
     return loaded
+
+
+@transaction.atomic
+def do_place_running_work() -> int:
+    """Place the running work of a year loaded without placements (``seed-year`` before it
+    placed them): every admitted or running workload with no placement gets its pods on
+    free healthy GPUs of its flavor (``year.pack_gangs``), then a finished cycle is recorded at
+    the year's last cycle's times, so that what is cached per cycle (the pool's snapshot) is
+    read anew. Returns how many pods were placed (0, and no cycle, when nothing lacked one).
+    ``ValidationError`` on ``placements`` when the work does not fit the nodes."""
+    placed = _place_running()
+    last = (
+        SchedulingCycle.objects.filter(finished_at__isnull=False)
+        .order_by("-started_at", "-id")
+        .first()
+    )
+    if placed and last is not None and last.finished_at is not None:
+        cycle = do_start_cycle(at=last.started_at)
+        do_finish_cycle(
+            cycle,
+            at=last.finished_at,
+            status=CycleStatus.SUCCEEDED,
+            nodes=last.nodes,
+            workloads=last.workloads,
+            pending=last.pending,
+        )
+    return placed
+
+
+def _place_running() -> int:
+    """Placements for the placed workloads that have none, packed into what the nodes'
+    healthy, untaken GPUs leave free (cordoned and excluded nodes take none)."""
+    lacking = Workload.objects.filter(state__in=sorted(PLACED_STATES), placements__isnull=True)
+    pod_sets = list(
+        PodSet.objects.filter(workload__in=lacking)
+        .values_list(
+            "id",
+            "workload_id",
+            "workload__namespace",
+            "workload__name",
+            "workload__started_at",
+            "name",
+            "count",
+            "gpus",
+            "flavor__name",
+            "gpu_milli",
+        )
+        .order_by("id")
+    )
+    if not pod_sets:
+        return 0
+    held: dict[int, set[int]] = {}
+    for node_id, indices in Placement.objects.filter(
+        workload__state__in=sorted(PLACED_STATES)
+    ).values_list("node_id", "gpu_indices"):
+        held.setdefault(node_id, set()).update(indices)
+    healthy: dict[int, list[int]] = {}
+    for node_id, index in (
+        Gpu.objects.filter(healthy=True).values_list("node_id", "index").order_by("index")
+    ):
+        healthy.setdefault(node_id, []).append(index)
+    nodes = Node.objects.filter(
+        cordoned=False, cluster_exclusion="", flavor__sharing=Sharing.EXCLUSIVE
+    )
+    ids: dict[str, int] = {}
+    rooms = []
+    for node_id, name, flavor, domain in nodes.values_list(
+        "id", "name", "flavor__name", "nvlink_domain"
+    ):
+        ids[name] = node_id
+        taken = held.get(node_id, set())
+        free = tuple(i for i in healthy.get(node_id, []) if i not in taken)
+        rooms.append(NodeRoom(name, flavor, domain or name, free))
+    gangs = []
+    for pod_set_id, _, namespace, name, _, set_name, count, gpus, flavor, milli in pod_sets:
+        if flavor is None or milli is not None or gpus < 1:
+            raise ValidationError(
+                {
+                    "placements": f"{namespace}/{name}: pod set {set_name} is not whole GPUs of "
+                    "one exclusive flavor; only such work is placed here"
+                }
+            )
+        gangs.append(Gang(pod_set_id, f"{namespace}/{name}", flavor, count, gpus))
+    try:
+        packed = pack_gangs(rooms, gangs)
+    except ValueError as error:
+        raise ValidationError({"placements": str(error)}) from None
+    rows = []
+    for pod_set_id, workload_id, _, _, started_at, *_ in pod_sets:
+        for index, (node, indices) in enumerate(packed[pod_set_id]):
+            rows.append(
+                Placement(
+                    workload_id=workload_id,
+                    pod_set_id=pod_set_id,
+                    pod_index=index,
+                    node_id=ids[node],
+                    gpu_indices=indices,
+                    milli=None,
+                    created_at=started_at or timezone.now(),
+                )
+            )
+    return insert_objects(Placement, rows)
 
 
 def _load_last_cycle(plan: YearPlan, nodes: int) -> None:

@@ -488,3 +488,64 @@ def _transitions(
         "to": np.concatenate([np.full(len(p[0]), p[3], dtype=object) for p in parts]),
         "reason": np.concatenate([np.full(len(p[0]), p[4], dtype=object) for p in parts]),
     }
+
+
+@dataclass(frozen=True)
+class NodeRoom:
+    """A node as the packer sees it: its flavor, NVLink domain and the GPU indices free on it."""
+
+    name: str
+    flavor: str
+    domain: str
+    free: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Gang:
+    """The pods of one running pod set to place: ``pods`` pods of ``per_pod`` GPUs of
+    ``flavor``; ``key`` is the caller's (a pod set id)."""
+
+    key: int
+    name: str
+    flavor: str
+    pods: int
+    per_pod: int
+
+
+def pack_gangs(nodes: list[NodeRoom], gangs: list[Gang]) -> dict[int, list[tuple[str, list[int]]]]:
+    """Where each gang's pods run: per gang key, (node name, GPU indices) for pod 0, 1, ...
+
+    Whole GPUs, each to one pod (the year's flavors are exclusive), on nodes of the gang's
+    flavor. Largest gangs first; a gang goes into one NVLink domain when one has the room
+    (the domain with the least room that fits, as a scheduler that keeps domains whole
+    would), else across domains; within a domain each pod takes the node with the fewest
+    free GPUs that still fit it. ``ValueError`` names the first gang that does not fit."""
+    free = {node.name: list(node.free) for node in nodes}
+    domains: dict[tuple[str, str], list[str]] = {}
+    for node in sorted(nodes, key=lambda n: n.name):
+        domains.setdefault((node.flavor, node.domain), []).append(node.name)
+    placed: dict[int, list[tuple[str, list[int]]]] = {}
+    for gang in sorted(gangs, key=lambda g: (-g.pods * g.per_pod, g.key)):
+        mine = [names for (flavor, _), names in domains.items() if flavor == gang.flavor]
+
+        def room(names: list[str], per_pod: int = gang.per_pod) -> int:
+            return sum(len(free[name]) // per_pod for name in names)
+
+        whole = [names for names in mine if room(names) >= gang.pods]
+        order = [min(whole, key=room)] if whole else sorted(mine, key=room, reverse=True)
+        pods: list[tuple[str, list[int]]] = []
+        for names in order:
+            while len(pods) < gang.pods:
+                fits = [name for name in names if len(free[name]) >= gang.per_pod]
+                if not fits:
+                    break
+                name = min(fits, key=lambda n: (len(free[n]), n))
+                taken, free[name] = free[name][: gang.per_pod], free[name][gang.per_pod :]
+                pods.append((name, taken))
+        if len(pods) < gang.pods:
+            raise ValueError(
+                f"{gang.name}: {gang.pods} pods of {gang.per_pod} {gang.flavor} GPUs do not fit "
+                f"in the GPUs left free ({sum(len(free[n]) for ns in mine for n in ns)})"
+            )
+        placed[gang.key] = pods
+    return placed

@@ -10,6 +10,11 @@ made; the pool, tree, quotas and users go in through their actions and the histo
 It prints what it loaded and how long each step took (JSON with ``--json``), and the users it
 made for the load benchmark (``benchmarks/b5_api_load.py``): ``b5-admin``, ``b5-finance``,
 and a lead and a member of the largest tenant, all with ``--password``.
+
+The work still running at the year's end is placed on the pool's nodes (``placements``), so
+that the pool's snapshot builds and plans. ``--placements-only`` adds just those placements to
+a year loaded before seed-year placed its running work (and records a finished cycle, so the
+pages read the pool anew), without reseeding.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from django.db import connection
 from django.utils import timezone
 
 from gpupool.accounting.actions import do_roll_up_usage
-from gpupool.accounting.bulk.actions import do_load_year
+from gpupool.accounting.bulk.actions import do_load_year, do_place_running_work
 from gpupool.accounting.bulk.year import YearShape, plan_year
 from gpupool.cli.arguments import positive_float, positive_int
 from gpupool.cli.subcommands.snapshot import cycle_time
@@ -78,12 +83,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_PASSWORD,
         help=f"password of the benchmark users (default: {DEFAULT_PASSWORD})",
     )
+    parser.add_argument(
+        "--placements-only",
+        action="store_true",
+        help="only place the running work of a year already loaded without placements",
+    )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def place_only(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
+    """``--placements-only``: place the loaded year's running work; exit 2 when it does not
+    fit the nodes."""
+    began = time.perf_counter()
+    try:
+        placed = do_place_running_work()
+    except ValidationError as error:
+        stderr.write(f"seed-year: {'; '.join(error.messages)}\n")
+        return EXIT_INVALID
+    seconds = round(time.perf_counter() - began, 1)
+    if options["json"]:
+        stdout.write(json.dumps({"placements": placed, "seconds": seconds}, indent=2) + "\n")
+    else:
+        stdout.write(f"Placed {placed:,} pods of the running work ({seconds} s).\n")
+    return 0
 
 
 def run(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
     """Plan, load and roll up; exit 2 when the sizes cannot be planned or the pool is not
     empty."""
+    if options.get("placements_only"):
+        return place_only(options, stdout, stderr)
     shape = YearShape(
         tenants=options["tenants"],
         queues=options["queues"],
