@@ -19,7 +19,7 @@ from gpupool.accounting.models import PreemptionEvent
 from gpupool.api.filters import UtcDateTimeFilter
 from gpupool.api.permissions import TENANT_ROLES, ActionRoles, TenantScoped
 from gpupool.workloads.api import PreemptionEventSerializer
-from gpupool.workloads.queries import preemption_rows
+from gpupool.workloads.queries import preemption_list
 
 
 class PreemptionFilter(filters.FilterSet):  # type: ignore[misc]
@@ -57,7 +57,7 @@ class PreemptionEventViewSet(
 ):
     """Preemptions of the caller's tenants' workloads (admins: all), newest first."""
 
-    queryset = preemption_rows().order_by("-at", "-id")
+    queryset = preemption_list().order_by("-at", "-id")
     serializer_class = PreemptionEventSerializer
     filterset_class = PreemptionFilter
     ordering_fields = ("at", "lost_gpu_hours", "gpus_freed")

@@ -47,6 +47,7 @@ from gpupool.accounting.reports import (
 from gpupool.api.access import request_access
 from gpupool.api.filters import UtcDateTimeFilter
 from gpupool.api.permissions import COST_ROLES, ActionRoles, TenantScoped
+from gpupool.api.rows import PlannedRows
 from gpupool.control.queries import pool_now
 from gpupool.inventory.models import Flavor
 from gpupool.quotas.models import Queue
@@ -477,7 +478,7 @@ class WorkloadReportViewSet(ReportViewSet):
 # ----------------------------------------------------------------------------- usage intervals
 
 
-class UsageIntervalSerializer(serializers.ModelSerializer[UsageInterval]):
+class UsageIntervalSerializer(PlannedRows, serializers.ModelSerializer[UsageInterval]):
     """GPUs of one flavor held by one workload from start to end (open while it runs)."""
 
     namespace = serializers.CharField(source="workload.namespace", read_only=True)
@@ -545,9 +546,24 @@ class NewestFirst(CursorPagination):
 class UsageIntervalViewSet(CSVExport, TenantScoped, viewsets.ReadOnlyModelViewSet[UsageInterval]):
     """The usage intervals the control loop records: the raw facts under every report."""
 
-    queryset = UsageInterval.objects.select_related(
-        "workload", "tenant", "queue", "flavor", "priority_class"
-    ).order_by("-started_at", "-id")
+    # Only the columns a row shows: the workload's row carries JSON and a dozen times.
+    queryset = (
+        UsageInterval.objects.select_related(
+            "workload", "tenant", "queue", "flavor", "priority_class"
+        )
+        .only(
+            "gpus",
+            "started_at",
+            "ended_at",
+            "workload__namespace",
+            "workload__name",
+            "tenant__name",
+            "queue__name",
+            "flavor__name",
+            "priority_class__name",
+        )
+        .order_by("-started_at", "-id")
+    )
     serializer_class = UsageIntervalSerializer
     filterset_class = UsageIntervalFilter
     permission_classes = (ActionRoles,)

@@ -22,6 +22,7 @@ from rest_framework.routers import BaseRouter
 
 from gpupool.api.fields import NameRelatedField
 from gpupool.api.permissions import ADMINS, EVERYONE, ActionRoles, TenantScoped
+from gpupool.api.rows import PlannedRows
 from gpupool.inventory.models import Flavor
 from gpupool.quotas.actions import (
     do_delete_priority_class,
@@ -52,7 +53,7 @@ def gpus_field(**options: Any) -> serializers.DecimalField:
 # ----------------------------------------------------------------------------- queues
 
 
-class QuotaRowSerializer(serializers.Serializer[Any]):
+class QuotaRowSerializer(PlannedRows, serializers.Serializer[Any]):
     """A queue's quota of one flavor and what it holds of it now (GPUs)."""
 
     flavor = serializers.CharField()
@@ -68,7 +69,7 @@ class QuotaRowSerializer(serializers.Serializer[Any]):
 QUOTA_ROWS = "quota_row_serializer"
 
 
-class QueueSerializer(serializers.ModelSerializer[Queue]):
+class QueueSerializer(PlannedRows, serializers.ModelSerializer[Queue]):
     """A queue of the tree: parent and children, tenant, weight, lending and protection
     limits, its quotas with what it holds, borrows and lends now, and its queue lengths."""
 

@@ -13,6 +13,7 @@ from rest_framework.routers import BaseRouter
 
 from gpupool.api.fields import NameRelatedField
 from gpupool.api.permissions import ADMINS, EVERYONE, TENANT_ROLES, ActionRoles, TenantScoped
+from gpupool.api.rows import PlannedRows
 from gpupool.tenancy.actions import do_remove_membership, do_save_tenant, do_set_membership
 from gpupool.tenancy.choices import MembershipRole
 from gpupool.tenancy.models import Membership, Tenant, TenantNamespace
@@ -26,7 +27,7 @@ class NamespaceNames(serializers.ListField):
         return sorted(namespace.name for namespace in data.all())
 
 
-class TenantSerializer(serializers.ModelSerializer[Tenant]):
+class TenantSerializer(PlannedRows, serializers.ModelSerializer[Tenant]):
     """A team: its slug, display name, organization and the namespaces it owns."""
 
     namespaces = NamespaceNames(
@@ -81,7 +82,7 @@ class TenantViewSet(
         )
 
 
-class MembershipSerializer(serializers.ModelSerializer[Membership]):
+class MembershipSerializer(PlannedRows, serializers.ModelSerializer[Membership]):
     """A user's membership of a tenant, as member or lead."""
 
     user = NameRelatedField(slug_field="username", queryset=get_user_model().objects.all())

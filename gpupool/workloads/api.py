@@ -18,7 +18,7 @@ import uuid
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Manager, QuerySet
 from django_filters import rest_framework as filters
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import mixins, serializers, status, viewsets
@@ -31,6 +31,7 @@ from gpupool.accounting.models import PreemptionEvent
 from gpupool.api.access import request_access
 from gpupool.api.fields import NameRelatedField
 from gpupool.api.permissions import TENANT_ROLES, ActionRoles, TenantScoped
+from gpupool.api.rows import PlannedRows
 from gpupool.control.api import PoolNotPlannable
 from gpupool.control.snapshot import SnapshotError
 from gpupool.inventory.models import Flavor
@@ -49,10 +50,11 @@ from gpupool.workloads.queries import (
     Submission,
     dry_run_submission,
     explain,
+    gpus_by_workload,
     lost_gpu_hours,
     sees_preemptor,
     total_gpus,
-    workload_rows,
+    workload_list,
     workload_story,
 )
 
@@ -255,7 +257,7 @@ class CancelInputSerializer(serializers.Serializer[Any]):
 # ----------------------------------------------------------------------------- output
 
 
-class PodSetSerializer(serializers.ModelSerializer[PodSet]):
+class PodSetSerializer(PlannedRows, serializers.ModelSerializer[PodSet]):
     """A pod set as submitted."""
 
     flavor: serializers.SlugRelatedField[Flavor] = NameRelatedField(
@@ -285,7 +287,7 @@ class PodSetSerializer(serializers.ModelSerializer[PodSet]):
         return [choice.flavor.name for choice in pod_set.flavor_choices.all()]
 
 
-class PlacementSerializer(serializers.Serializer[Any]):
+class PlacementSerializer(PlannedRows, serializers.Serializer[Any]):
     """Where one pod runs."""
 
     pod_set = serializers.CharField(source="pod_set.name")
@@ -295,7 +297,7 @@ class PlacementSerializer(serializers.Serializer[Any]):
     milli = serializers.IntegerField(allow_null=True)
 
 
-class TransitionSerializer(serializers.Serializer[Any]):
+class TransitionSerializer(PlannedRows, serializers.Serializer[Any]):
     """One step of the workload's history: from, to, when, why and who (null: the loop)."""
 
     from_state = serializers.CharField()
@@ -324,7 +326,7 @@ class ExplanationSerializer(serializers.Serializer[Any]):
     summary = serializers.CharField(help_text="One sentence for people.")
 
 
-class PreemptionEventSerializer(serializers.ModelSerializer[PreemptionEvent]):
+class PreemptionEventSerializer(PlannedRows, serializers.ModelSerializer[PreemptionEvent]):
     """A preemption: when, why, what it freed and cost, and who caused it -- the preemptor's
     queue, tenant and class for everyone who sees the event; its name and owner only for admins
     and the preemptor's own tenant."""
@@ -394,7 +396,24 @@ class PreemptionEventSerializer(serializers.ModelSerializer[PreemptionEvent]):
         return None if event.preemptor is None else event.preemptor.priority_class.name
 
 
-class WorkloadSerializer(serializers.ModelSerializer[Workload]):
+# Where a list's serializer context keeps its page's GPUs per workload id.
+PAGE_GPUS = "page_gpus"
+
+
+class WorkloadListSerializer(serializers.ListSerializer[Workload]):
+    """A page of workloads: their GPUs read for the whole page in one query of values."""
+
+    def to_representation(self, data: Any) -> list[Any]:
+        """The rows, with ``PAGE_GPUS`` in the context while they render."""
+        rows = list(data.all() if isinstance(data, Manager) else data)
+        self.context[PAGE_GPUS] = gpus_by_workload(row.pk for row in rows)
+        try:
+            return super().to_representation(rows)
+        finally:
+            del self.context[PAGE_GPUS]
+
+
+class WorkloadSerializer(PlannedRows, serializers.ModelSerializer[Workload]):
     """A workload as a list shows it."""
 
     queue: serializers.SlugRelatedField[Queue] = NameRelatedField(slug_field="name", read_only=True)
@@ -434,6 +453,7 @@ class WorkloadSerializer(serializers.ModelSerializer[Workload]):
             "idle_since",
         )
         read_only_fields = fields
+        list_serializer_class = WorkloadListSerializer
 
     @extend_schema_field(serializers.CharField(allow_null=True))
     def get_tenant(self, workload: Workload) -> str | None:
@@ -444,7 +464,9 @@ class WorkloadSerializer(serializers.ModelSerializer[Workload]):
     @extend_schema_field(serializers.DecimalField(max_digits=12, decimal_places=3))
     def get_gpus(self, workload: Workload) -> str:
         """GPUs the whole workload asks (shared flavors count their fraction)."""
-        return f"{total_gpus(workload):.3f}"
+        page: dict[int, Decimal] | None = self.context.get(PAGE_GPUS)
+        gpus = page[workload.pk] if page is not None else total_gpus(workload)
+        return f"{gpus:.3f}"
 
 
 class WorkloadDetailSerializer(WorkloadSerializer):
@@ -529,7 +551,7 @@ class WorkloadViewSet(
 ):
     """The caller's tenants' workloads (admins: all); submit one, or try one (dry-run)."""
 
-    queryset = workload_rows()
+    queryset = workload_list()
     serializer_class = WorkloadSerializer
     filterset_class = WorkloadFilter
     ordering_fields = ("submitted_at", "started_at", "queue_position", "estimated_start_at", "name")
