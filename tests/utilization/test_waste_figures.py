@@ -69,6 +69,28 @@ def test_the_last_hours_figures_per_tenant_match_the_hand_count(pool: dict) -> N
     ]  # fmt: skip
 
 
+def test_usage_intervals_that_straddle_either_edge_count_only_their_part_inside(
+    pool: dict,
+) -> None:
+    """The database clips each interval to the window (``allocated_gpu_hours`` sums in SQL):
+    an open one, one that ends after the window and one that starts before it."""
+    from gpupool.utilization.queries import allocated_gpu_hours
+
+    now = pool["now"]
+    # [T-2h, T-20m]: a's open interval from T-2h, 100 min of 4 GPUs; b's 2 GPUs from T-30m to
+    # T-15m cut at T-20m, 10 min.
+    early = allocated_gpu_hours(now - timedelta(hours=2), now - timedelta(minutes=20))
+    assert early == pytest.approx({"a": 4 * 100 / 60, "b": 2 * 10 / 60})
+    # [T-25m, T]: a 25 min; b from T-25m to T-15m, 10 min.
+    late = allocated_gpu_hours(now - timedelta(minutes=25), now)
+    assert late == pytest.approx({"a": 4 * 25 / 60, "b": 2 * 10 / 60})
+    # Only team b, and a window after b's interval ended: a is left out, b held nothing.
+    assert (
+        allocated_gpu_hours(now - timedelta(minutes=10), now, [pool["notebook"].queue.tenant_id])
+        == {}
+    )
+
+
 def test_gpupool_utilization_prints_the_same_figures_as_json(pool: dict) -> None:
     # The command's hour ends a moment after the fixture's now: the figures agree to 0.01.
     out = StringIO()
