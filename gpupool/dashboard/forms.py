@@ -28,18 +28,48 @@ def amount(label: str) -> forms.DecimalField:
     )
 
 
+class QuickSelect(forms.Select):
+    """A select written in Python: Django's renders each option through its own template,
+    which for an admin's 379 queues cost about 15 ms of a My workloads page (B5), and as
+    much again on the Requests page with its 200 teams. Same
+    markup: the attributes, then an ``<option>`` per choice, the value's selected."""
+
+    def render(
+        self, name: str, value: Any, attrs: dict[str, Any] | None = None, renderer: Any = None
+    ) -> SafeString:
+        chosen = {str(v) for v in self.format_value(value)}
+        options = format_html_join(
+            "",
+            '<option value="{}"{}>{}</option>',
+            (
+                (option, mark_safe(" selected") if str(option) in chosen else "", label)
+                for option, label in self.choices
+            ),
+        )
+        return format_html(
+            '<select name="{}"{}>{}</select>',
+            name,
+            flatatt(self.build_attrs(self.attrs, attrs)),
+            options,
+        )
+
+
 class QuotaRequestForm(forms.Form):
     """A lead's request: a queue's new quota of a flavor, or GPU-hours added to a budget."""
 
     kind = forms.ChoiceField(
         choices=QuotaRequestKind.choices, widget=forms.RadioSelect, label="What to ask for"
     )
-    queue = forms.ModelChoiceField(queryset=Queue.objects.none(), required=False)
+    queue = forms.ModelChoiceField(
+        queryset=Queue.objects.none(), required=False, widget=QuickSelect
+    )
     flavor = forms.ModelChoiceField(queryset=Flavor.objects.all(), required=False)
     guarantee = amount("Guarantee (GPUs)")
     deserved = amount("Deserved (GPUs)")
     capability = amount("Capability (GPUs)")
-    tenant = forms.ModelChoiceField(queryset=Tenant.objects.none(), required=False, label="Team")
+    tenant = forms.ModelChoiceField(
+        queryset=Tenant.objects.none(), required=False, label="Team", widget=QuickSelect
+    )
     priority_class = forms.ModelChoiceField(
         queryset=PriorityClass.objects.filter(budget_rate__gt=0),
         required=False,
@@ -190,31 +220,6 @@ class AuditFilterForm(forms.Form):
         if since and until and until < since:
             self.add_error("until", "must not be before From")
         return data
-
-
-class QuickSelect(forms.Select):
-    """A select written in Python: Django's renders each option through its own template,
-    which for an admin's 379 queues cost about 15 ms of a My workloads page (B5). Same
-    markup: the attributes, then an ``<option>`` per choice, the value's selected."""
-
-    def render(
-        self, name: str, value: Any, attrs: dict[str, Any] | None = None, renderer: Any = None
-    ) -> SafeString:
-        chosen = {str(v) for v in self.format_value(value)}
-        options = format_html_join(
-            "",
-            '<option value="{}"{}>{}</option>',
-            (
-                (option, mark_safe(" selected") if str(option) in chosen else "", label)
-                for option, label in self.choices
-            ),
-        )
-        return format_html(
-            '<select name="{}"{}>{}</select>',
-            name,
-            flatatt(self.build_attrs(self.attrs, attrs)),
-            options,
-        )
 
 
 class WorkloadForm(forms.Form):
