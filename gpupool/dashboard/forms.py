@@ -31,8 +31,8 @@ def amount(label: str) -> forms.DecimalField:
 class QuickSelect(forms.Select):
     """A select written in Python: Django's renders each option through its own template,
     which for an admin's 379 queues cost about 15 ms of a My workloads page (B5), and as
-    much again on the Requests page with its 200 teams. Same
-    markup: the attributes, then an ``<option>`` per choice, the value's selected."""
+    much again on the Requests page with its 200 teams. Same markup: the attributes, then
+    an ``<option>`` per choice, the value's selected."""
 
     def render(
         self, name: str, value: Any, attrs: dict[str, Any] | None = None, renderer: Any = None
