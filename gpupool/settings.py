@@ -196,9 +196,13 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # stopped (and the next starts over).
 GPUPOOL_CYCLE_INTERVAL_S = float(os.environ.get("GPUPOOL_CYCLE_INTERVAL_S", "5"))
 GPUPOOL_CYCLE_TIME_LIMIT_S = float(os.environ.get("GPUPOOL_CYCLE_TIME_LIMIT_S", "120"))
-# `gpupool loop` also starts a cycle as soon as the cluster's pods change (a pod made with
-# kubectl, a pod bound or ended), 0.2 s after the change, instead of waiting out the interval.
+# `gpupool loop` also starts a cycle when the cluster's pods change (a pod made with kubectl, a
+# pod bound or ended) instead of waiting out the interval: GPUPOOL_CYCLE_BATCH_S after the last
+# cycle started, never sooner than GPUPOOL_CYCLE_QUIET_S after the change, and as soon as new
+# pods have stopped arriving for GPUPOOL_CYCLE_QUIET_S (a burst in few cycles, its end at once).
 GPUPOOL_CYCLE_ON_CHANGE = env_bool("GPUPOOL_CYCLE_ON_CHANGE", True)
+GPUPOOL_CYCLE_BATCH_S = float(os.environ.get("GPUPOOL_CYCLE_BATCH_S", "0.5"))
+GPUPOOL_CYCLE_QUIET_S = float(os.environ.get("GPUPOOL_CYCLE_QUIET_S", "0.05"))
 # `gpupool loop` hands a cycle's bindings on to a thread of their own: the next cycle syncs and
 # plans while they are in flight, and records their outcome before its own (docs/control-loop.md
 # "The pipeline"; only on a backend that allows it: Kubernetes). Off: each cycle waits for them.

@@ -510,6 +510,12 @@ class ClusterBackend(Protocol):
         says False (the loop then keeps its period)."""
         ...
 
+    def arrived_at(self) -> float | None:
+        """When (``time.monotonic()``) the latest pod waiting for a node appeared since the
+        last ``sync()``: the loop's batching window ends once arrivals pause. None when none
+        did, or the backend cannot tell (the window then runs its length)."""
+        ...
+
     def evict(self, pods: Sequence[PodRef], reason: str) -> EvictOutcome:
         """Evict one victim set, honouring disruption budgets; ``reason`` goes in an Event."""
         ...

@@ -183,9 +183,13 @@ class Informer(Generic[K, V]):
         rng: random.Random | None = None,
         changed: threading.Event | None = None,
         drop_rejected: bool = False,
+        on_event: Callable[[str, K, V | None], None] | None = None,
     ) -> None:
         self.name = name
         self._changed = changed  # set whenever something is queued for the consumer
+        # Told of each watch event queued for the consumer (its type, key and decoded value),
+        # in the reflector's thread: what the backend wants to know before the next drain.
+        self._on_event = on_event
         # The decoder's rejections (None) are for good: such an object is never in the store
         # (a Job's pod template cannot change), so its events are dropped, not queued.
         self._drop_rejected = drop_rejected
@@ -354,6 +358,8 @@ class Informer(Generic[K, V]):
                     self._queue.put(Delete(key))
                 else:
                     self._queue.put(Upsert(key, value))
+                if self._on_event is not None:
+                    self._on_event(str(kind), key, value)
                 if self._changed is not None:
                     self._changed.set()
         if version:

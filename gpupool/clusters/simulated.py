@@ -1096,6 +1096,10 @@ class SimulatedBackend:
         time.sleep(max(timeout_s, 0.0))
         return False
 
+    def arrived_at(self) -> float | None:
+        """None: pods appear at ``sync()``, on the simulated clock."""
+        return None
+
     def evict(self, pods: Sequence[PodRef], reason: str) -> EvictOutcome:
         """Evict one victim set under the disruption budgets (see ``SimulatedCluster.evict``)."""
         self._check_open()

@@ -4,11 +4,12 @@ A process keeps one ``ControlLoop`` (its state is what makes later cycles cheap)
 task and the commands share ``shared_loop()``. ``run_forever`` is the in-process loop used
 without a broker (``gpupool loop``, ``make demo``): a cycle, then a wait until the next is
 due (``GPUPOOL_CYCLE_INTERVAL_S`` after the last one started, or sooner when the cluster's
-pods change and ``GPUPOOL_CYCLE_ON_CHANGE`` is on), until ``stop`` is set -- between cycles,
-never in the middle of one. It also rolls usage up for the cost reports every
-``GPUPOOL_ROLL_UP_INTERVAL_S`` (what Celery beat's ``roll_up_usage_task`` does with a broker),
-up to the last hour finished on the cluster's clock: the clock the loop stamps usage with (the
-wall clock on Kubernetes, the simulated cluster's in the demo). After a cycle, once
+pods change and ``GPUPOOL_CYCLE_ON_CHANGE`` is on: ``wait_next_cycle``'s batching window),
+until ``stop`` is set -- between cycles, never in the middle of one. It also rolls usage up
+for the cost reports every ``GPUPOOL_ROLL_UP_INTERVAL_S`` (what Celery beat's
+``roll_up_usage_task`` does with a broker), up to the last hour finished on the cluster's
+clock: the clock the loop stamps usage with (the wall clock on Kubernetes, the simulated
+cluster's in the demo). After a cycle, once
 ``estimates.ESTIMATE_REFRESH_S`` has passed since the last refresh, the same thread refreshes
 the estimated starts from that cycle's snapshot; and every
 ``GPUPOOL_ACTIVITY_PRUNE_INTERVAL_S`` it deletes the activity windows past their retention
@@ -43,7 +44,6 @@ from gpupool.utilization.actions import do_prune_activity
 
 logger = logging.getLogger(__name__)
 
-CHANGE_DEBOUNCE_S = 0.2  # after a change, this long for the rest of a burst before a cycle
 STOP_CHECK_S = 0.5  # the longest a wait goes without looking at ``stop``
 
 _shared: ControlLoop | None = None
@@ -218,16 +218,31 @@ def _run_cycles(
             stop,
             started + interval,
             settings.GPUPOOL_CYCLE_ON_CHANGE if on_change is None else on_change,
+            started=started,
         )
     return cycles
 
 
 def wait_next_cycle(
-    backend: ClusterBackend, stop: threading.Event, due: float, on_change: bool
+    backend: ClusterBackend,
+    stop: threading.Event,
+    due: float,
+    on_change: bool,
+    *,
+    started: float | None = None,
+    batch_s: float | None = None,
+    quiet_s: float | None = None,
 ) -> None:
-    """Wait until the next cycle: ``due`` (monotonic), or -- with ``on_change`` -- as soon as
-    the cluster's pods changed, ``CHANGE_DEBOUNCE_S`` later (a burst of pods made one after
-    another is taken by one cycle); at once when ``stop`` is set."""
+    """Wait until the next cycle: ``due`` (monotonic); at once when ``stop`` is set. With
+    ``on_change``, a change of the cluster's pods since the last sync opens a batching window
+    instead: the cycle starts ``batch_s`` (``GPUPOOL_CYCLE_BATCH_S``) after the last one
+    ``started``, but never sooner than ``quiet_s`` (``GPUPOOL_CYCLE_QUIET_S``) after the change
+    -- and as soon as new pods waiting for a node (``ClusterBackend.arrived_at``) have stopped
+    arriving for ``quiet_s``. So a burst of pods is taken in cycles at most every ``batch_s``,
+    its last pods as soon as it ends, a lone pod ``quiet_s`` after it is made; pods bound or
+    ended start a cycle only when the window is over; and nothing changing costs nothing."""
+    batch = settings.GPUPOOL_CYCLE_BATCH_S if batch_s is None else batch_s
+    quiet = settings.GPUPOOL_CYCLE_QUIET_S if quiet_s is None else quiet_s
     while not stop.is_set():
         left = due - time.monotonic()
         if left <= 0:
@@ -235,5 +250,21 @@ def wait_next_cycle(
         if not on_change:
             stop.wait(min(left, STOP_CHECK_S))
         elif backend.wait_for_change(min(left, STOP_CHECK_S)):
-            stop.wait(min(CHANGE_DEBOUNCE_S, max(due - time.monotonic(), 0.0)))
+            woke = time.monotonic()
+            opened = woke if started is None else started
+            _batching_window(backend, stop, min(due, max(opened + batch, woke + quiet)), quiet)
             return
+
+
+def _batching_window(
+    backend: ClusterBackend, stop: threading.Event, until: float, quiet: float
+) -> None:
+    """Wait until ``until`` (monotonic), or until the pods arriving have paused for ``quiet``
+    seconds, whichever is first (``wait_next_cycle``)."""
+    while not stop.is_set():
+        now = time.monotonic()
+        arrived = backend.arrived_at()
+        end = until if arrived is None else min(until, arrived + quiet)
+        if now >= end:
+            return
+        stop.wait(min(end - now, quiet, STOP_CHECK_S))

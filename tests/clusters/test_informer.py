@@ -209,6 +209,34 @@ def test_objects_the_decoder_rejects_for_good_are_dropped_and_wake_nobody() -> N
     assert informer.drain().changes == {"a": Change(None, 1)}
 
 
+def test_each_queued_watch_event_is_told_as_it_comes_but_not_the_lists_or_rejections() -> None:
+    """``on_event`` (what the Kubernetes backend's arrivals are read from) hears every watch
+    event queued for the consumer, with its type, key and value, before any drain; a list and
+    a rejected object's events are not told."""
+    source = ScriptedSource(
+        [([obj("a", 1)], "10")],
+        [[{"type": "ADDED", "object": obj("b", 2, "11")},
+          {"type": "MODIFIED", "object": obj("theirs", None, "12")},  # type: ignore[arg-type]
+          {"type": "MODIFIED", "object": obj("a", 3, "13")},
+          {"type": "DELETED", "object": obj("b", 2, "14")}]],
+    )  # fmt: skip
+    told: list[tuple[str, str, int | None]] = []
+    informer: Informer[str, int] = Informer(
+        "pods",
+        source,
+        decode,
+        backoff=FAST,
+        drop_rejected=True,
+        on_event=lambda kind, key, value: told.append((kind, key, value)),
+    )
+    informer.start()
+    try:
+        wait_for("the script to play", lambda: informer.resource_version == "14")
+    finally:
+        informer.stop()
+    assert told == [("ADDED", "b", 2), ("MODIFIED", "a", 3), ("DELETED", "b", 2)]
+
+
 def test_a_change_undone_before_the_drain_is_no_change() -> None:
     store: Store[str, int] = Store()
     store.apply(Replace({"a": 1}))

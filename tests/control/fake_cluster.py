@@ -239,6 +239,10 @@ class FakeCluster:
         time.sleep(max(timeout_s, 0.0))
         return False
 
+    def arrived_at(self) -> float | None:
+        """Nothing arrives by itself here."""
+        return None
+
     def evict(self, pods: Sequence[PodRef], reason: str) -> EvictOutcome:
         """A budget's refusal of one pod aborts the set; evicted pods are gone at once."""
         self.calls["evict"] += 1

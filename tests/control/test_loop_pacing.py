@@ -1,0 +1,131 @@
+"""When ``gpupool loop`` starts its next cycle (``runner.wait_next_cycle``): at the interval
+when nothing changes; after a change, at the end of a batching window that a pause in the
+arrival of new pods cuts short (``docs/control-loop.md`` "Running it")."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import cast
+
+from gpupool.clusters.base import ClusterBackend
+from gpupool.control.runner import wait_next_cycle
+
+BATCH_S = 0.6
+QUIET_S = 0.1
+
+
+class Changes:
+    """The two things the wait asks a backend: whether the pods changed since the last sync
+    (``wait_for_change``) and when the latest new pod arrived (``arrived_at``), set by the
+    test as a watch would."""
+
+    def __init__(self) -> None:
+        self.changed = threading.Event()
+        self.arrived: float | None = None
+
+    def change(self, *, arrival: bool) -> None:
+        if arrival:
+            self.arrived = time.monotonic()
+        self.changed.set()
+
+    def wait_for_change(self, timeout_s: float) -> bool:
+        return self.changed.wait(max(timeout_s, 0.0))
+
+    def arrived_at(self) -> float | None:
+        return self.arrived
+
+
+def waited(
+    changes: Changes, *, started: float, due: float, stop: threading.Event | None = None
+) -> float:
+    """When the wait ended (monotonic)."""
+    wait_next_cycle(
+        cast(ClusterBackend, changes),
+        stop or threading.Event(),
+        due,
+        True,
+        started=started,
+        batch_s=BATCH_S,
+        quiet_s=QUIET_S,
+    )
+    return time.monotonic()
+
+
+def test_nothing_changing_waits_for_the_interval() -> None:
+    started = time.monotonic()
+    ended = waited(Changes(), started=started, due=started + 0.8)
+    assert ended >= started + 0.8
+
+
+def test_a_lone_pod_starts_a_cycle_quiet_s_after_it_arrives() -> None:
+    changes = Changes()
+    started = time.monotonic() - 10.0  # the last cycle was long ago
+    timer = threading.Timer(0.2, changes.change, kwargs={"arrival": True})
+    timer.start()
+    ended = waited(changes, started=started, due=started + 60.0)
+    assert changes.arrived is not None
+    assert changes.arrived + QUIET_S <= ended < changes.arrived + BATCH_S
+
+
+def test_a_burst_of_pods_is_batched_until_the_window_ends() -> None:
+    """Pods arriving every 20 ms (never a pause of QUIET_S): one cycle per BATCH_S."""
+    changes = Changes()
+    stop_arriving = threading.Event()
+
+    def arrive() -> None:
+        while not stop_arriving.wait(0.02):
+            changes.change(arrival=True)
+
+    started = time.monotonic()
+    changes.change(arrival=True)
+    arrivals = threading.Thread(target=arrive)
+    arrivals.start()
+    try:
+        ended = waited(changes, started=started, due=started + 60.0)
+    finally:
+        stop_arriving.set()
+        arrivals.join()
+    assert started + BATCH_S <= ended < started + BATCH_S + 0.5
+
+
+def test_the_end_of_a_burst_starts_the_cycle_before_the_window_ends() -> None:
+    changes = Changes()
+    started = time.monotonic()
+    for _ in range(5):  # a short burst right after the last cycle started
+        changes.change(arrival=True)
+        time.sleep(0.02)
+    last = changes.arrived
+    assert last is not None
+    ended = waited(changes, started=started, due=started + 60.0)
+    assert last + QUIET_S <= ended < started + BATCH_S
+
+
+def test_pods_bound_or_ended_start_a_cycle_when_the_window_ends() -> None:
+    """No new pod waits for a node: nothing to hurry for, the window runs its length."""
+    changes = Changes()
+    started = time.monotonic()
+    changes.change(arrival=False)
+    ended = waited(changes, started=started, due=started + 60.0)
+    assert ended >= started + BATCH_S
+
+
+def test_a_cycle_longer_than_the_window_is_followed_quiet_s_after_the_change() -> None:
+    """The window is counted from the last cycle's start: a slow cycle leaves no window, but
+    the next one still waits QUIET_S after the change it woke for."""
+    changes = Changes()
+    started = time.monotonic() - 2 * BATCH_S
+    changes.change(arrival=False)
+    woke = time.monotonic()
+    ended = waited(changes, started=started, due=started + 60.0)
+    assert woke + QUIET_S <= ended < woke + BATCH_S
+
+
+def test_stop_ends_the_wait_at_once() -> None:
+    changes = Changes()
+    stop = threading.Event()
+    started = time.monotonic()
+    changes.change(arrival=False)
+    threading.Timer(0.1, stop.set).start()
+    ended = waited(changes, started=started, due=started + 60.0, stop=stop)
+    assert ended < started + BATCH_S
