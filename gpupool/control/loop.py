@@ -218,6 +218,8 @@ class ControlLoop:
         self._kept_lock: contextlib.ExitStack | None = None  # held while an apply runs
         # Workloads whose pods changed while their apply was in flight: synced next cycle.
         self._held_back: set[WorkloadKey] = set()
+        # The namespaces' tenants as this cycle's sync read them (namespace -> tenant).
+        self._namespaces: dict[str, str] = {}
 
     # -- the cycle ------------------------------------------------------------------------
 
@@ -272,6 +274,12 @@ class ControlLoop:
         mirror of the cluster's pods and puts the idle spells it writes into the loop's
         state. Its time goes into ``result.timings["utilization"]``; whether a read was due."""
         clock = time.perf_counter()
+        try:
+            due = self.utilization.due(self.backend.now())
+        except Exception:
+            due = True  # the read under the lock says what failed
+        if not due:  # as it would say under the lock: no lock taken (two queries a cycle)
+            return False
         with read_lock() as acquired, gc_paused():
             read = acquired and self._sample_utilization(self.backend.now())
         if read and result is not None:
@@ -546,6 +554,7 @@ class ControlLoop:
             keys = keys - self._held_back
         unknown = [key for key in keys if str(key) not in state.rows]
         namespaces = dict(TenantNamespace.objects.values_list("name", "tenant__name"))
+        self._namespaces = namespaces  # the registered workloads' overlay reads them too
         decide_workloads(
             decision,
             self.mirror,
@@ -624,7 +633,6 @@ class ControlLoop:
         keys = {r.key for r in decision.registrations if str(r.key) in self.state.rows}
         if keys:
             scratch = SyncDecision(at=at)
-            namespaces = dict(TenantNamespace.objects.values_list("name", "tenant__name"))
             decide_workloads(
                 scratch,
                 self.mirror,
@@ -632,7 +640,7 @@ class ControlLoop:
                 self.memory,
                 keys,
                 {},
-                namespaces,
+                self._namespaces,
                 at.timestamp(),
             )
 
@@ -781,7 +789,10 @@ class ControlLoop:
 
     def _draining(self) -> set[str]:
         """The nodes being drained: asked to drain and still cordoned (uncordoning a node ends
-        its drain: ``inventory.actions.do_end_drain``)."""
+        its drain: ``inventory.actions.do_end_drain``). Not asked when the state, refreshed
+        this cycle, has no cordoned node (a query a cycle)."""
+        if not any(node.cordoned for node in self.state.nodes.values()):
+            return set()
         return set(
             Node.objects.filter(
                 drain_requested_at__isnull=False, cordoned=True, gone_at=None
