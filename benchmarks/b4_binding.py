@@ -5,10 +5,11 @@
 
 Two kinds of run, each on an empty namespace and a pool that fits it (../shared/BENCHMARKS.md):
 
-- ``single``: ``--pods`` (3,600) one-GPU pods, bound by gpupool (``manage.py gpupool loop
-  --interval 0``: the control loop on the Kubernetes backend, cycles back to back, in a process
-  of its own on this database) and, in a run of its own, by kube-scheduler (the plane's binary,
-  started here with a configuration file);
+- ``single``: ``--pods`` (3,600) one-GPU pods, bound by gpupool (``manage.py gpupool loop``:
+  the control loop on the Kubernetes backend, in a process of its own on this database, paced
+  as deployed -- a cycle when pods arrive, batched, ``GPUPOOL_CYCLE_BATCH_S`` -- or with
+  ``--loop-interval 0`` cycles back to back, as before 2026-12-02's round 5) and, in a run of
+  its own, by kube-scheduler (the plane's binary, started here with a configuration file);
 - ``gangs``: ``--gangs`` (400) gangs of ``--gang-size`` (8) one-GPU pods, bound by gpupool
   alone (kube-scheduler has no gangs). Every pod's node is checked at the end, and a gang
   counts as whole only if all its members are bound, none was bound before its last member
@@ -81,6 +82,7 @@ class Setup:
     kube_scheduler_name: str = "default-scheduler"
     cycle_log: bool = False  # each gpupool cycle's phases and counts in the JSON
     profile_loop: Path | None = None  # cProfile the gpupool loop's process into this file
+    loop_interval: float | None = None  # ``gpupool loop --interval``; None: its setting
 
 
 @dataclass
@@ -100,6 +102,8 @@ class RunResult:
     gangs_bound_early: int = 0
     binder_cpu_s: float = 0.0
     binder_window_cpu_s: float = 0.0  # from the first creation to the last binding
+    # The PostgreSQL server processes serving the binder's connections, in the same window.
+    database_window_cpu_s: float = 0.0
     bench_cpu_s: float = 0.0
     cycles: int = 0
     bind_errors: int = 0
@@ -129,6 +133,12 @@ class RunResult:
             else 0.0,
             "binder_window_cpu_s": round(self.binder_window_cpu_s, 1),
             "binder_window_cpu_ms_per_pod": round(1000 * self.binder_window_cpu_s / self.pods, 2)
+            if self.pods
+            else 0.0,
+            "database_window_cpu_s": round(self.database_window_cpu_s, 1),
+            "binder_and_database_window_cpu_ms_per_pod": round(
+                1000 * (self.binder_window_cpu_s + self.database_window_cpu_s) / self.pods, 2
+            )
             if self.pods
             else 0.0,
             "last_bind_after_last_creation_s": round(self.seconds - self.create_s, 3),
@@ -503,7 +513,7 @@ def run_once(binder: str, kind: str, count: int, gang_size: int, setup: Setup) -
 
 @contextlib.contextmanager
 def gpupool_loop(setup: Setup, log_path: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """``manage.py gpupool loop --interval 0`` in a process of its own (as kube-scheduler is,
+    """``manage.py gpupool loop`` in a process of its own (as kube-scheduler is,
     and as a deployment runs it), on the Kubernetes backend with the limit, on this database;
     stopped with SIGTERM (between two cycles) when the block ends."""
     environment = {
@@ -519,7 +529,9 @@ def gpupool_loop(setup: Setup, log_path: Path) -> Iterator[subprocess.Popen[byte
         "SECRET_KEY": secrets.token_urlsafe(32),
         "GPUPOOL_APPLY_PIPELINE": "1",  # bindings in flight while the next cycle plans
     }
-    command = [sys.executable, str(ROOT / "manage.py"), "gpupool", "loop", "--interval", "0"]
+    command = [sys.executable, str(ROOT / "manage.py"), "gpupool", "loop"]
+    if setup.loop_interval is not None:
+        command += ["--interval", str(setup.loop_interval)]
     if setup.profile_loop is not None:  # slows the loop: for where the time goes, not figures
         command[1:1] = ["-m", "cProfile", "-o", str(setup.profile_loop)]
     with log_path.open("wb") as log:
@@ -619,6 +631,74 @@ def process_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+class DatabaseCpu:
+    """The CPU seconds of the PostgreSQL server processes serving this database for anyone
+    but this process (the binder's connections), from ``start`` to ``stop``: each backend's
+    ``/proc`` figures sampled every ``every_s`` (one that appears counts from its start, one
+    that ends counts to its last sample). Background processes shared by every database (WAL
+    writer, checkpointer) are left out. Needs the server on this machine; else 0."""
+
+    def __init__(self, every_s: float = 1.0) -> None:
+        self.every_s = every_s
+        self._first: dict[int, float] = {}
+        self._last: dict[int, float] = {}
+        self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _sample(self, first: bool) -> None:
+        from django.db import connection
+
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pid FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+            pids = [pid for (pid,) in cursor.fetchall()]
+        for pid in pids:
+            try:
+                now = process_cpu_s(pid)
+            except (OSError, IndexError, ValueError):
+                continue
+            self._first.setdefault(pid, now if first else 0.0)
+            self._last[pid] = now
+
+    def _run(self) -> None:
+        from django.db import connection
+
+        try:
+            while not self._stopped.wait(self.every_s):
+                self._sample(first=False)
+            self._sample(first=False)
+        finally:
+            connection.close()  # this thread's own
+
+    def start(self) -> None:
+        """Take the backends' figures now and sample them until ``stop``."""
+        self._run_once_in_thread(first=True)
+        self._thread = threading.Thread(target=self._run, name="b4-database-cpu", daemon=True)
+        self._thread.start()
+
+    def _run_once_in_thread(self, *, first: bool) -> None:
+        from django.db import connection
+
+        def once() -> None:
+            try:
+                self._sample(first)
+            finally:
+                connection.close()
+
+        thread = threading.Thread(target=once, name="b4-database-cpu-start")
+        thread.start()
+        thread.join()
+
+    def stop(self) -> float:
+        """Stop sampling (after a last sample); the CPU seconds in between."""
+        self._stopped.set()
+        if self._thread is not None:
+            self._thread.join(30.0)
+        return sum(self._last[pid] - self._first[pid] for pid in self._last)
+
+
 def _bind(
     api: Any, pods: list[Any], setup: Setup, result: RunResult, step: Any, binder_pid: int
 ) -> None:
@@ -642,6 +722,8 @@ def _bind(
             result.load.append(round(os.getloadavg()[0], 2))
 
     stopped = threading.Event()
+    database = DatabaseCpu()
+    database.start()
     cpu_before = process_cpu_s(binder_pid)
     started = time.monotonic()
     result.load.append(round(os.getloadavg()[0], 2))
@@ -660,6 +742,7 @@ def _bind(
             time.sleep(0.05)  # the watch is a moment behind the last binding
         result.binder_window_cpu_s = process_cpu_s(binder_pid) - cpu_before
     finally:
+        result.database_window_cpu_s = database.stop()
         stopped.set()
         watch.close()
     result.load.append(round(os.getloadavg()[0], 2))
@@ -791,6 +874,11 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         help="cProfile the gpupool loop's process into this file (slows it: not for figures)",
     )
+    parser.add_argument(
+        "--loop-interval",
+        type=float,
+        help="the gpupool loop's --interval (default: its settings; 0: cycles back to back)",
+    )
     args = parser.parse_args(argv)
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gpupool.settings")
@@ -814,6 +902,7 @@ def main(argv: list[str] | None = None) -> int:
         timeout_s=args.timeout,
         cycle_log=args.cycle_log,
         profile_loop=None if args.profile_loop is None else args.profile_loop.resolve(),
+        loop_interval=args.loop_interval,
     )
     which = {w.strip() for w in args.only.split(",") if w.strip()}
     report = benchmark(setup, args.runs, args.pods, args.gangs, args.gang_size, which)
