@@ -23,6 +23,7 @@ from gpupool.clusters.base import (
     MIG_RESOURCE_PREFIX,
     SCHEDULER_NAME,
     TERMINAL_PHASES,
+    WORKLOAD_LABEL,
     JobFacts,
     JobKey,
     JobState,
@@ -348,6 +349,8 @@ def job_facts(obj: JsonObject, scheduler: str = SCHEDULER_NAME) -> JobFacts | No
             reason, message = str(found.get("reason") or ""), str(found.get("message") or "")
             break
     uncounted = _object(status.get("uncountedTerminatedPods"), "status.uncountedTerminatedPods")
+    template_meta = _object(template.get("metadata"), "spec.template.metadata")
+    template_labels = _strings(template_meta.get("labels"), "spec.template.metadata.labels")
     return JobFacts(
         namespace=str(metadata.get("namespace", "")),
         name=str(metadata["name"]),
@@ -360,6 +363,7 @@ def job_facts(obj: JsonObject, scheduler: str = SCHEDULER_NAME) -> JobFacts | No
         + len(_list(uncounted.get("succeeded"), "uncountedTerminatedPods.succeeded")),
         failed=int(status.get("failed") or 0)
         + len(_list(uncounted.get("failed"), "uncountedTerminatedPods.failed")),
+        workload=template_labels.get(WORKLOAD_LABEL, ""),
     )
 
 

@@ -23,6 +23,7 @@ CLIQUE_LABEL = "nvidia.com/gpu.clique"
 ZONE_LABEL = "topology.kubernetes.io/zone"
 # Pods created by create_pods carry this label, so a requeue knows gpupool recreates them.
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+WORKLOAD_LABEL = "gpupool.io/workload"  # the workload a pod belongs to (DESIGN §4)
 
 _EMPTY: Mapping[str, int] = MappingProxyType({})
 
@@ -228,7 +229,10 @@ class JobFacts:
     and ``message`` are that condition's), else ``active``: the controller still makes pods
     as its spec asks (a failed pod is retried until the backoff limit). ``succeeded`` and
     ``failed`` count the pods the controller has seen end (its status counts and the ended
-    pods it has not counted yet, ``uncountedTerminatedPods``).
+    pods it has not counted yet, ``uncountedTerminatedPods``). ``workload`` is the
+    ``gpupool.io/workload`` label of its pod template ("" without one): the workload its pods
+    join, known from the Job alone while it has no pods (a loop that restarted while the Job
+    made the next pod of a requeued workload).
     """
 
     namespace: str
@@ -240,6 +244,7 @@ class JobFacts:
     active: int = 0
     succeeded: int = 0
     failed: int = 0
+    workload: str = ""
 
     @property
     def key(self) -> JobKey:

@@ -43,11 +43,11 @@ from dataclasses import dataclass, replace
 from typing import Literal, NamedTuple, TypeVar
 
 from gpupool.clusters.base import MANAGED_BY_LABEL, SCHEDULER_NAME, PodFacts, PodKey
+from gpupool.clusters.base import WORKLOAD_LABEL as WORKLOAD_LABEL  # the DESIGN §4 labels' home
 from gpupool.clusters.matching import SchedulingConstraints
 from gpupool.scheduler.types import MILLI, Topology
 
 QUEUE_LABEL = "gpupool.io/queue"
-WORKLOAD_LABEL = "gpupool.io/workload"
 MIN_MEMBER = "gpupool.io/min-member"
 PRIORITY_CLASS = "gpupool.io/priority-class"
 PROTECTED_RUNTIME = "gpupool.io/protected-runtime"

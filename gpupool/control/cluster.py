@@ -55,8 +55,9 @@ class ClusterMirror:
     jobs: dict[JobKey, JobFacts] = field(default_factory=dict)
     revision: int = -1
     stale: bool = False
-    # The workloads whose pods a Job has made (remembered after those pods are gone, while
-    # the Job lives: a requeued workload may wait without pods for the Job's next one).
+    # The workloads whose pods a Job has made, or that its template names (remembered after
+    # those pods are gone, while the Job lives: a requeued workload may wait without pods for
+    # the Job's next one, and a loop that restarts meanwhile learns it from the Job alone).
     _job_workloads: dict[JobKey, set[WorkloadKey]] = field(default_factory=dict)
     _workload_jobs: dict[WorkloadKey, set[JobKey]] = field(default_factory=dict)
     _groups: dict[WorkloadKey, WorkloadRequest | InvalidWorkload] = field(default_factory=dict)
@@ -111,6 +112,11 @@ class ClusterMirror:
                             del self._workload_jobs[workload]
             else:
                 self.jobs[job] = job_change.after
+                if job_change.after.workload:  # its template names the workload its pods join
+                    workload = WorkloadKey(job.namespace, job_change.after.workload)
+                    self._job_workloads.setdefault(job, set()).add(workload)
+                    self._workload_jobs.setdefault(workload, set()).add(job)
+                    touched.add(workload)
         for workload in touched:
             self._groups.pop(workload, None)
         return touched, nodes

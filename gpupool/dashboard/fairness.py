@@ -14,6 +14,7 @@ from gpupool.dashboard.templatetags.dashboard import gpus
 
 BORROWING = "borrowing"
 STARVED = "starved"
+WAITING = "waiting"  # below its share with work waiting, but GPUs are free: not a fairness matter
 LENDING = "lending"
 WITHIN = "within"
 
@@ -55,11 +56,19 @@ LENDERS_NAMED = 3
 
 
 def explain_fairness(
-    standings: list[Standing], shown: Collection[str] | None = None
+    standings: list[Standing],
+    shown: Collection[str] | None = None,
+    free: Decimal | None = None,
 ) -> list[Verdict]:
-    """Each queue's standing in words, borrowers first, then the starved, the lenders and
-    the rest (by queue name within each). With ``shown``, only the queues it names and every
-    borrowing or starved one (the words of the others are not written)."""
+    """Each queue's standing in words, borrowers first, then the starved, those waiting, the
+    lenders and the rest (by queue name within each). With ``shown``, only the queues it names
+    and every borrowing, starved or waiting one (the words of the others are not written).
+
+    ``free`` is how many GPUs of the flavor nobody holds. A queue below its share with work
+    waiting is starved only when the flavor is full: with a whole GPU or more free, its work
+    waits for room that fits it (a node, an NVLink domain, a gang's members at once) or for
+    its own limits, and calling that starvation would send its team looking for the wrong
+    cause."""
     lenders = sorted((s for s in standings if s.lent > 0), key=lambda s: (-s.lent, s.queue))
     lending = {lender.queue for lender in lenders}
     lends = {  # the words of the lenders a borrower may name
@@ -103,6 +112,15 @@ def explain_fairness(
                 if standing.waiting == 1
                 else f"{standing.waiting} of its workloads wait"
             )
+            if free is not None and free >= 1:
+                text = (
+                    f"{held} of the {gpus(standing.deserved)} it deserves while {waiting}, "
+                    f"though {gpus(free)} of this flavor are free: its work waits for room "
+                    "that fits it (whole nodes, an NVLink domain, a gang placed at once) or "
+                    "for its own limits, not for its share. Each workload's reason says which."
+                )
+                verdicts.append(Verdict(standing.queue, WAITING, text))
+                continue
             then = (
                 "the scheduler reclaims what others borrowed from it first."
                 if borrowers  # a starved queue borrows nothing itself
@@ -122,5 +140,5 @@ def explain_fairness(
         else:
             text = f"{held}, within the {gpus(standing.deserved)} it deserves."
             verdicts.append(Verdict(standing.queue, WITHIN, text))
-    order = {BORROWING: 0, STARVED: 1, LENDING: 2, WITHIN: 3}
+    order = {BORROWING: 0, STARVED: 1, WAITING: 2, LENDING: 3, WITHIN: 4}
     return sorted(verdicts, key=lambda v: (order[v.kind], v.queue))

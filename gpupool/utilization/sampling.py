@@ -114,10 +114,17 @@ class UtilizationSampler:
         )
         self.sampled_until: float | None = None
 
-    def _since(self, now: float) -> float:
-        if self.sampled_until is None:
+    def _since(self, now: float, *, fresh: bool = False) -> float:
+        """Where the next read starts: the end of the last one. ``fresh`` asks the database
+        too (an index lookup), for the reads of other processes: with Celery each worker
+        process has its own loop and sampler, and the read lock only keeps their reads from
+        overlapping in time, not in the window they read."""
+        if self.sampled_until is None or fresh:
             last = ActivityWindow.objects.aggregate(last=Max("ended_at"))["last"]
-            self.sampled_until = last.timestamp() if last else now - self.interval_s
+            if last is not None:
+                self.sampled_until = max(self.sampled_until or last.timestamp(), last.timestamp())
+            elif self.sampled_until is None:
+                self.sampled_until = now - self.interval_s
         return max(self.sampled_until, now - MAX_CATCH_UP_S)
 
     def due(self, now: float) -> bool:
@@ -130,7 +137,7 @@ class UtilizationSampler:
         when there is no source or the source is unavailable (the next read tries again)."""
         if self.source is None:
             return None
-        start = self._since(now)
+        start = self._since(now, fresh=True)
         steps = math.floor((now - start) / self.step_s)
         if steps < 1:
             return None

@@ -323,7 +323,8 @@ class KubernetesWorld:
     ) -> JobKey | None:
         from kubernetes import client
 
-        pod = pod_manifest(self.namespace, name, 1, scheduler=scheduler)
+        labels = {"gpupool.io/workload": name}
+        pod = pod_manifest(self.namespace, name, 1, scheduler=scheduler, labels=labels)
         template = {
             "metadata": {
                 "labels": pod["metadata"]["labels"],

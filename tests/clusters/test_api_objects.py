@@ -189,6 +189,16 @@ def test_a_job_of_gpupool_pods_becomes_facts_and_another_schedulers_job_none() -
     assert job_facts({**_job(), "spec": {"template": {"spec": {}}}}) is None
 
 
+def test_a_jobs_workload_is_its_templates_workload_label() -> None:
+    """The workload a Job's pods join is known from the Job alone, before or between its pods."""
+    labelled = _job()
+    labelled["spec"]["template"]["metadata"] = {"labels": {"gpupool.io/workload": "bert"}}
+    facts = job_facts(labelled)
+    assert facts is not None and facts.workload == "bert"
+    plain = job_facts(_job())
+    assert plain is not None and plain.workload == ""
+
+
 @pytest.mark.parametrize(
     ("conditions", "state", "reason"),
     [

@@ -374,6 +374,7 @@ def test_a_jobs_facts_follow_its_pods_to_the_jobs_verdict(world: World) -> None:
         lambda v: job in v.jobs and any(p.job == job for p in v.pods.values()),
     )
     assert view.jobs[job].state == "active" and view.jobs[job].uid
+    assert view.jobs[job].workload == "contract-job"  # its template's gpupool.io/workload
     assert other not in view.jobs
     pod = next(p for p in view.pods.values() if p.job == job)
     world.fail_pod(pod.ref)

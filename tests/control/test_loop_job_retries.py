@@ -10,10 +10,12 @@ and pods of a Job the cache does not know keep the old rule: a failed pod ends t
 from __future__ import annotations
 
 import pytest
+from fake_cluster import FakeCluster
 from loop_builders import World, build_world
 
 from gpupool.accounting.models import PreemptionEvent, UsageInterval
 from gpupool.clusters.base import JobFacts, JobKey, PodFacts
+from gpupool.control.loop import ControlLoop
 from gpupool.control.sync import job_outcome
 from gpupool.workloads.models import Workload
 
@@ -211,6 +213,39 @@ def test_a_requeued_workload_whose_job_and_pods_are_deleted_is_cancelled(world: 
     world.cluster.remove(next(k for k in world.cluster.pods if k.name == "trainer-a"))
     world.cycle()
     assert world.workload("trainer").state == "cancelled"
+
+
+def test_a_loop_restarted_while_a_requeued_workload_waits_for_its_jobs_next_pod_keeps_it(
+    world: World,
+) -> None:
+    """The failed pod is gone (the Job controller's pod clean-up, or an eviction deleted it)
+    and the loop restarts before the Job makes the next pod: the new loop's mirror has no pod
+    of the workload, but the Job's template names it, so it keeps waiting -- not cancelled as
+    work whose pods were deleted."""
+    world.cluster.set_job(JOB, workload="trainer")  # the template's gpupool.io/workload label
+    trainer = running_job(world)
+    fail(world, "trainer-a", active=0, failed=1)
+    world.cycle()
+    assert world.workload("trainer").state == "pending"
+    world.cluster.remove(next(k for k in world.cluster.pods if k.name == "trainer-a"))
+
+    cluster = FakeCluster(nodes=dict(world.cluster.nodes), jobs=dict(world.cluster.jobs))
+    restarted = ControlLoop(cluster)
+    assert restarted.run_cycle().status == "succeeded"
+    waiting = world.workload("trainer")
+    assert (waiting.state, waiting.pending_reason) == ("pending", "gang")
+
+    retry = cluster.add_pod("trainer-b", workload="trainer", gpus=8, owner="Job")
+    cluster.set_job(JOB, active=1)
+    for _ in range(2):
+        assert restarted.run_cycle().status == "succeeded"
+    assert cluster.pods[retry].node_name == "n1"
+    cluster.run()
+    assert restarted.run_cycle().status == "succeeded"
+    assert (world.workload("trainer").pk, world.workload("trainer").state) == (
+        trainer.pk,
+        "running",
+    )
 
 
 def test_a_failed_pod_of_a_job_the_cache_does_not_know_fails_its_workload(world: World) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 from dashboard_pages import live, text
 
 from gpupool.dashboard.fairness import Standing, explain_fairness
+from gpupool.workloads.actions import PodSetSpec, do_submit_workload
 
 
 def standing(
@@ -57,6 +58,25 @@ def test_a_queue_below_its_share_with_work_waiting_is_starved() -> None:
     )
 
 
+def test_a_queue_below_its_share_is_not_starved_while_gpus_of_its_flavor_are_free() -> None:
+    """Its work waits for room that fits it or for its own limits: the fair share is not
+    what holds it back, and the verdict says so (with a whole GPU free; less is full)."""
+    [verdict] = explain_fairness([standing("nlp", 8, 2, waiting=3)], free=Decimal(40))
+    assert verdict.kind == "waiting"
+    assert verdict.text == (
+        "nlp holds 2 GPUs of the 8 GPUs it deserves while 3 of its workloads wait, though "
+        "40 GPUs of this flavor are free: its work waits for room that fits it (whole nodes, "
+        "an NVLink domain, a gang placed at once) or for its own limits, not for its share. "
+        "Each workload's reason says which."
+    )
+    [full] = explain_fairness([standing("nlp", 8, 2, waiting=3)], free=Decimal("0.5"))
+    assert full.kind == "starved"
+    waiting, borrowing = explain_fairness(
+        [standing("nlp", 8, 2, waiting=1), standing("cv", 4, 10, borrowed=6)], free=Decimal(8)
+    )[::-1]
+    assert (borrowing.kind, waiting.kind) == ("borrowing", "waiting")
+
+
 def test_a_starved_queue_is_told_of_reclaim_only_when_another_borrows() -> None:
     starved, _ = sorted(
         explain_fairness([standing("nlp", 8, 2, waiting=1), standing("cv", 4, 10, borrowed=6)]),
@@ -72,6 +92,23 @@ def test_the_queues_page_explains_each_team_in_words(pool: Any, page_as: Any) ->
     part = text(live(page_as("vic"), "/queues/"))
     assert "Who holds what, in plain words (h100)" in part
     assert "nlp holds 0 GPUs, within the" in part
+
+
+def test_the_queues_page_does_not_call_a_queue_starved_while_its_flavor_has_free_gpus(
+    pool: Any, page_as: Any
+) -> None:
+    """nlp waits with 0 of its 8 deserved GPUs while none of the 15 healthy ones is held: a
+    16-GPU gang cannot fit in nodes of 8, whatever the shares say."""
+    do_submit_workload(
+        "wide", queue=pool.nlp_queue, pod_sets=[PodSetSpec(count=2, gpus=8, flavor=pool.h100)]
+    )
+    part = text(live(page_as("ada"), "/queues/"))
+    assert "waits for room" in part
+    assert (
+        "nlp holds 0 GPUs of the 8 GPUs it deserves while 1 of its workloads waits, though "
+        "15 GPUs of this flavor are free" in part
+    )
+    assert "it is starved" not in part
 
 
 def test_a_borrower_names_the_three_largest_lenders_and_counts_the_rest() -> None:

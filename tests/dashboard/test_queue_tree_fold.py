@@ -93,8 +93,10 @@ def test_the_explainer_names_every_borrowing_team_even_folded_away(labs: Any) ->
         unavailable="",
     )
     flavor = labs.quotas.model.objects.get(queue__name="vision-lab").flavor
-    verdicts = {v.queue: v.kind for v in views.fairness_verdicts(flavor, usage, {"nlp"})}
+    verdicts = {
+        v.queue: v.kind for v in views.fairness_verdicts(flavor, usage, {"nlp"}, Decimal(6))
+    }
     assert verdicts == {"nlp": "within", "vision-lab": "borrowing"}  # vision: within, folded
-    everyone = views.fairness_verdicts(flavor, usage, {"nlp", "vision", "vision-lab"})
+    everyone = views.fairness_verdicts(flavor, usage, {"nlp", "vision", "vision-lab"}, Decimal(6))
     assert {v.queue for v in everyone} == {"nlp", "vision", "vision-lab"}
     assert Decimal(4) == labs.children.get(name="vision-lab").quotas.get().deserved

@@ -136,6 +136,29 @@ def test_the_window_is_whole_steps_and_a_long_pause_reads_the_last_hour_only() -
     assert (result.start, result.end) == (now, now + 90)
 
 
+def test_a_second_process_reads_on_from_where_the_first_read_ended() -> None:
+    """Two Celery worker processes each have a loop and a sampler; each starts its reads
+    where the windows in the database end, so no minute is read (and counted) twice."""
+    world = running_world()
+    source = world.loop.utilization.source
+    first, second = (UtilizationSampler(source, interval_s=60, step_s=15) for _ in range(2))
+    now = world.clock.now()
+    first.sampled_until = second.sampled_until = now - 600  # both read up to here before
+    pods = {PodKey("team-a", "train-main-0"): WorkloadKey("team-a", "train")}
+
+    assert first.sample(now, pods) is not None
+    assert second.sample(now + 10, pods) is None  # less than a step since the other's read
+    later = second.sample(now + 60, pods)
+
+    assert later is not None and (later.start, later.end) == (now, now + 60)
+    spans = list(
+        ActivityWindow.objects.filter(workload__name="train")
+        .order_by("started_at")
+        .values_list("started_at", "ended_at")
+    )
+    assert spans == [(moment(now - 600), moment(now)), (moment(now), moment(now + 60))]
+
+
 def test_the_source_is_chosen_from_the_table(settings: object) -> None:
     world = LoopWorld()
     settings.GPUPOOL_UTILIZATION_SOURCE = "none"  # type: ignore[attr-defined]
