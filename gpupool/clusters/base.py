@@ -58,6 +58,25 @@ class JobKey(NamedTuple):
 
 
 @dataclass(frozen=True, slots=True)
+class Arrivals:
+    """The pods waiting for a node that appeared since the last ``sync()``: how many, and when
+    (``time.monotonic()``) the first and the latest did."""
+
+    count: int = 0
+    first: float = 0.0
+    last: float = 0.0
+
+    def then(self, at: float) -> Arrivals:
+        """These and one more, at ``at``."""
+        return Arrivals(self.count + 1, self.first if self.count else at, at)
+
+    @property
+    def mean_gap(self) -> float:
+        """The mean time between two of them (0 with fewer than two)."""
+        return (self.last - self.first) / (self.count - 1) if self.count > 1 else 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class PodRef:
     """One pod to act on; ``uid`` makes the action refuse a newer pod of the same name."""
 
@@ -515,10 +534,10 @@ class ClusterBackend(Protocol):
         says False (the loop then keeps its period)."""
         ...
 
-    def arrived_at(self) -> float | None:
-        """When (``time.monotonic()``) the latest pod waiting for a node appeared since the
-        last ``sync()``: the loop's batching window ends once arrivals pause. None when none
-        did, or the backend cannot tell (the window then runs its length)."""
+    def arrivals(self) -> Arrivals:
+        """The pods waiting for a node that appeared since the last ``sync()`` (how many, the
+        first's and the latest's time): the loop's batching window ends once they pause.
+        None counted when none did, or the backend cannot tell (the window runs its length)."""
         ...
 
     def evict(self, pods: Sequence[PodRef], reason: str) -> EvictOutcome:

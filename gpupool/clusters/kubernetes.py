@@ -44,6 +44,7 @@ from kubernetes.client.exceptions import ApiException
 from gpupool.clusters import api_objects
 from gpupool.clusters.base import (
     SCHEDULER_NAME,
+    Arrivals,
     BindOutcome,
     ClusterDelta,
     ClusterUnavailable,
@@ -618,9 +619,9 @@ class KubernetesBackend:
         # Set by the pods informer when gpupool's pods change (not by node heartbeats): what
         # ``wait_for_change`` waits for.
         self._changed = threading.Event()
-        # When the latest of our pods waiting for a node appeared since the last sync
-        # (``arrived_at``: the loop's batching window ends when arrivals pause).
-        self._arrived_at: float | None = None
+        # Our pods waiting for a node that appeared since the last sync (``arrivals``: the
+        # loop's batching window ends when they pause); replaced whole, never changed.
+        self._arrivals = Arrivals()
         self._pods: Informer[PodKey, PodFacts] = Informer(
             "pods",
             _ApiSource(self._core.list_pod_for_all_namespaces, ours, self._retry),
@@ -690,7 +691,7 @@ class KubernetesBackend:
                         f"{self._first_sync_timeout_s:.0f} s ({informer.failures} failures)"
                     )
         self._changed.clear()  # what comes after this drain is for the next sync
-        self._arrived_at = None
+        self._arrivals = Arrivals()
         nodes = self._nodes.drain()
         pods = self._pods.drain()
         foreign = self._foreign.drain()
@@ -726,16 +727,16 @@ class KubernetesBackend:
         self._ensure_started()
         return self._changed.wait(max(timeout_s, 0.0))
 
-    def arrived_at(self) -> float | None:
-        """When (``time.monotonic()``) the latest of gpupool's pods waiting for a node was
-        made, as the pods informer saw it since the last ``sync()``; None if none was."""
-        return self._arrived_at
+    def arrivals(self) -> Arrivals:
+        """gpupool's pods waiting for a node made since the last ``sync()``, as the pods
+        informer saw them come."""
+        return self._arrivals
 
     def _pod_event(self, kind: str, key: PodKey, pod: PodFacts | None) -> None:
         """The pods informer's events as they come (its thread): a new pod with no node is
         an arrival."""
         if kind == "ADDED" and pod is not None and pod.node_name is None:
-            self._arrived_at = time.monotonic()
+            self._arrivals = self._arrivals.then(time.monotonic())
 
     # - bind -
 

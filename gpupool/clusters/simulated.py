@@ -53,6 +53,7 @@ from gpupool.clusters.base import (
     MIG_RESOURCE_PREFIX,
     SCHEDULER_NAME,
     TERMINAL_PHASES,
+    Arrivals,
     BindOutcome,
     ClusterDelta,
     ClusterUnavailable,
@@ -1096,9 +1097,9 @@ class SimulatedBackend:
         time.sleep(max(timeout_s, 0.0))
         return False
 
-    def arrived_at(self) -> float | None:
-        """None: pods appear at ``sync()``, on the simulated clock."""
-        return None
+    def arrivals(self) -> Arrivals:
+        """None counted: pods appear at ``sync()``, on the simulated clock."""
+        return Arrivals()
 
     def evict(self, pods: Sequence[PodRef], reason: str) -> EvictOutcome:
         """Evict one victim set under the disruption budgets (see ``SimulatedCluster.evict``)."""

@@ -45,6 +45,10 @@ from gpupool.utilization.actions import do_prune_activity
 logger = logging.getLogger(__name__)
 
 STOP_CHECK_S = 0.5  # the longest a wait goes without looking at ``stop``
+# New pods have paused when none came for this many of the window's mean gaps between them
+# (and for ``GPUPOOL_CYCLE_QUIET_S`` at least): a slow stream's ordinary gaps do not end the
+# batching window, only the end of the stream does.
+PAUSE_GAPS = 6.0
 
 _shared: ControlLoop | None = None
 _shared_lock = threading.Lock()
@@ -237,10 +241,11 @@ def wait_next_cycle(
     ``on_change``, a change of the cluster's pods since the last sync opens a batching window
     instead: the cycle starts ``batch_s`` (``GPUPOOL_CYCLE_BATCH_S``) after the last one
     ``started``, but never sooner than ``quiet_s`` (``GPUPOOL_CYCLE_QUIET_S``) after the change
-    -- and as soon as new pods waiting for a node (``ClusterBackend.arrived_at``) have stopped
-    arriving for ``quiet_s``. So a burst of pods is taken in cycles at most every ``batch_s``,
-    its last pods as soon as it ends, a lone pod ``quiet_s`` after it is made; pods bound or
-    ended start a cycle only when the window is over; and nothing changing costs nothing."""
+    -- and as soon as new pods waiting for a node (``ClusterBackend.arrivals``) have paused:
+    none for ``quiet_s``, and none for ``PAUSE_GAPS`` times their mean gap in this window. So a
+    burst of pods is taken in cycles at most every ``batch_s``, its last pods soon after it
+    ends, a lone pod ``quiet_s`` after it is made; pods bound or ended start a cycle only when
+    the window is over; and nothing changing costs nothing."""
     batch = settings.GPUPOOL_CYCLE_BATCH_S if batch_s is None else batch_s
     quiet = settings.GPUPOOL_CYCLE_QUIET_S if quiet_s is None else quiet_s
     while not stop.is_set():
@@ -259,12 +264,14 @@ def wait_next_cycle(
 def _batching_window(
     backend: ClusterBackend, stop: threading.Event, until: float, quiet: float
 ) -> None:
-    """Wait until ``until`` (monotonic), or until the pods arriving have paused for ``quiet``
-    seconds, whichever is first (``wait_next_cycle``)."""
+    """Wait until ``until`` (monotonic), or until the pods arriving have paused, whichever is
+    first (``wait_next_cycle``)."""
     while not stop.is_set():
         now = time.monotonic()
-        arrived = backend.arrived_at()
-        end = until if arrived is None else min(until, arrived + quiet)
+        arrivals = backend.arrivals()
+        end = until
+        if arrivals.count:
+            end = min(until, arrivals.last + max(quiet, PAUSE_GAPS * arrivals.mean_gap))
         if now >= end:
             return
         stop.wait(min(end - now, quiet, STOP_CHECK_S))

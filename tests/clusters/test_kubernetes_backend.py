@@ -391,30 +391,31 @@ def test_a_change_of_our_pods_ends_the_wait_for_one(
     assert web.key not in view.pods
 
 
-def test_a_new_pod_of_ours_waiting_for_a_node_is_an_arrival_until_the_next_sync(
+def test_new_pods_of_ours_waiting_for_a_node_are_arrivals_until_the_next_sync(
     backend: KubernetesBackend,
     core: client.CoreV1Api,
     k8s_namespace: str,
     k8s_fake_node: Callable[..., str],
 ) -> None:
-    """``arrived_at``: what ends the loop's batching window early. Only our pods made without
+    """``arrivals``: what ends the loop's batching window early. Only our pods made without
     a node count: another scheduler's pod, or one of ours being bound, does not."""
     node = k8s_fake_node(gpus=8)
     follower = Follower(backend)
     follower.until("the node", lambda v: node in v.nodes)
     wait_for("a quiet cluster", lambda: not (backend.sync() and backend.wait_for_change(1.0)))
-    assert backend.arrived_at() is None
+    assert backend.arrivals().count == 0
     gpu_pod(core, k8s_namespace, "theirs", scheduler="default-scheduler", node=node)
     before = time.monotonic()
-    pod = gpu_pod(core, k8s_namespace, "ours")
-    assert backend.wait_for_change(30.0)
-    arrived = wait_for("the arrival", backend.arrived_at)
-    assert before <= arrived <= time.monotonic()
-    follower.until("the pod in the cache", lambda v: in_view(v, pod))
-    assert backend.arrived_at() is None  # the sync took it
-    assert backend.bind([PodBinding(pod, node)]).ok
-    follower.until("the binding in the cache", lambda v: v.pods[pod.key].node_name == node)
-    assert backend.arrived_at() is None  # a pod bound is no arrival
+    first = gpu_pod(core, k8s_namespace, "first")
+    second = gpu_pod(core, k8s_namespace, "second")
+    arrived = wait_for("the arrivals", lambda: backend.arrivals().count == 2 and backend.arrivals())
+    assert before <= arrived.first <= arrived.last <= time.monotonic()
+    assert arrived.mean_gap == arrived.last - arrived.first
+    follower.until("the pods in the cache", lambda v: in_view(v, first, second))
+    assert backend.arrivals().count == 0  # the sync took them
+    assert backend.bind([PodBinding(first, node)]).ok
+    follower.until("the binding in the cache", lambda v: v.pods[first.key].node_name == node)
+    assert backend.arrivals().count == 0  # a pod bound is no arrival
 
 
 class BindCounter:

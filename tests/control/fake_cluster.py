@@ -21,6 +21,7 @@ from gpupool.clusters.base import (
     MANAGED_BY_LABEL,
     PRODUCT_LABEL,
     SCHEDULER_NAME,
+    Arrivals,
     BindOutcome,
     Change,
     ClusterDelta,
@@ -239,9 +240,9 @@ class FakeCluster:
         time.sleep(max(timeout_s, 0.0))
         return False
 
-    def arrived_at(self) -> float | None:
+    def arrivals(self) -> Arrivals:
         """Nothing arrives by itself here."""
-        return None
+        return Arrivals()
 
     def evict(self, pods: Sequence[PodRef], reason: str) -> EvictOutcome:
         """A budget's refusal of one pod aborts the set; evicted pods are gone at once."""

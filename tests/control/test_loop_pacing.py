@@ -8,8 +8,8 @@ import threading
 import time
 from typing import cast
 
-from gpupool.clusters.base import ClusterBackend
-from gpupool.control.runner import wait_next_cycle
+from gpupool.clusters.base import Arrivals, ClusterBackend
+from gpupool.control.runner import PAUSE_GAPS, wait_next_cycle
 
 BATCH_S = 0.6
 QUIET_S = 0.1
@@ -17,22 +17,22 @@ QUIET_S = 0.1
 
 class Changes:
     """The two things the wait asks a backend: whether the pods changed since the last sync
-    (``wait_for_change``) and when the latest new pod arrived (``arrived_at``), set by the
-    test as a watch would."""
+    (``wait_for_change``) and which new pods arrived (``arrivals``), set by the test as a
+    watch would."""
 
     def __init__(self) -> None:
         self.changed = threading.Event()
-        self.arrived: float | None = None
+        self.arrived = Arrivals()
 
     def change(self, *, arrival: bool) -> None:
         if arrival:
-            self.arrived = time.monotonic()
+            self.arrived = self.arrived.then(time.monotonic())
         self.changed.set()
 
     def wait_for_change(self, timeout_s: float) -> bool:
         return self.changed.wait(max(timeout_s, 0.0))
 
-    def arrived_at(self) -> float | None:
+    def arrivals(self) -> Arrivals:
         return self.arrived
 
 
@@ -64,8 +64,8 @@ def test_a_lone_pod_starts_a_cycle_quiet_s_after_it_arrives() -> None:
     timer = threading.Timer(0.2, changes.change, kwargs={"arrival": True})
     timer.start()
     ended = waited(changes, started=started, due=started + 60.0)
-    assert changes.arrived is not None
-    assert changes.arrived + QUIET_S <= ended < changes.arrived + BATCH_S
+    assert changes.arrived.count == 1
+    assert changes.arrived.last + QUIET_S <= ended < changes.arrived.last + BATCH_S
 
 
 def test_a_burst_of_pods_is_batched_until_the_window_ends() -> None:
@@ -95,10 +95,32 @@ def test_the_end_of_a_burst_starts_the_cycle_before_the_window_ends() -> None:
     for _ in range(5):  # a short burst right after the last cycle started
         changes.change(arrival=True)
         time.sleep(0.02)
-    last = changes.arrived
-    assert last is not None
+    last = changes.arrived.last
     ended = waited(changes, started=started, due=started + 60.0)
     assert last + QUIET_S <= ended < started + BATCH_S
+
+
+def test_a_slow_stream_s_ordinary_gaps_do_not_end_the_window() -> None:
+    """Pods every 40 ms (each gap longer than QUIET_S): a pause is PAUSE_GAPS mean gaps, so
+    the window runs its length; once the stream stops, the cycle starts that pause later."""
+    changes = Changes()
+    stop_arriving = threading.Event()
+
+    def arrive() -> None:
+        while not stop_arriving.wait(0.04):
+            changes.change(arrival=True)
+
+    started = time.monotonic()
+    changes.change(arrival=True)
+    arrivals = threading.Thread(target=arrive)
+    arrivals.start()
+    try:
+        ended = waited(changes, started=started, due=started + 60.0)
+    finally:
+        stop_arriving.set()
+        arrivals.join()
+    assert ended >= started + BATCH_S
+    assert PAUSE_GAPS * 0.04 > QUIET_S  # the rule this test is about
 
 
 def test_pods_bound_or_ended_start_a_cycle_when_the_window_ends() -> None:
