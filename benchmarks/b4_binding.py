@@ -135,7 +135,7 @@ class RunResult:
             "binder_window_cpu_ms_per_pod": round(1000 * self.binder_window_cpu_s / self.pods, 2)
             if self.pods
             else 0.0,
-            "database_window_cpu_s": round(self.database_window_cpu_s, 1),
+            "database_window_cpu_s": round(self.database_window_cpu_s, 2),
             "binder_and_database_window_cpu_ms_per_pod": round(
                 1000 * (self.binder_window_cpu_s + self.database_window_cpu_s) / self.pods, 2
             )
@@ -644,14 +644,16 @@ class DatabaseCpu:
         self._last: dict[int, float] = {}
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
+        self._ours = 0  # the backend of the thread that starts it
 
     def _sample(self, first: bool) -> None:
         from django.db import connection
 
         with connection.cursor() as cursor:
             cursor.execute(
-                "SELECT pid FROM pg_stat_activity"
-                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+                " AND pid <> pg_backend_pid() AND pid <> %s",
+                [self._ours],
             )
             pids = [pid for (pid,) in cursor.fetchall()]
         for pid in pids:
@@ -674,6 +676,11 @@ class DatabaseCpu:
 
     def start(self) -> None:
         """Take the backends' figures now and sample them until ``stop``."""
+        from django.db import connection
+
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            (self._ours,) = cursor.fetchone()
         self._run_once_in_thread(first=True)
         self._thread = threading.Thread(target=self._run, name="b4-database-cpu", daemon=True)
         self._thread.start()

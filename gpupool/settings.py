@@ -199,7 +199,8 @@ GPUPOOL_CYCLE_TIME_LIMIT_S = float(os.environ.get("GPUPOOL_CYCLE_TIME_LIMIT_S", 
 # `gpupool loop` also starts a cycle when the cluster's pods change (a pod made with kubectl, a
 # pod bound or ended) instead of waiting out the interval: GPUPOOL_CYCLE_BATCH_S after the last
 # cycle started, never sooner than GPUPOOL_CYCLE_QUIET_S after the change, and as soon as new
-# pods have stopped arriving for GPUPOOL_CYCLE_QUIET_S (a burst in few cycles, its end at once).
+# pods have paused (GPUPOOL_CYCLE_QUIET_S, and runner.PAUSE_GAPS of their gaps): a burst in few
+# cycles, its end at once (docs/control-loop.md, "Running it").
 GPUPOOL_CYCLE_ON_CHANGE = env_bool("GPUPOOL_CYCLE_ON_CHANGE", True)
 GPUPOOL_CYCLE_BATCH_S = float(os.environ.get("GPUPOOL_CYCLE_BATCH_S", "0.5"))
 GPUPOOL_CYCLE_QUIET_S = float(os.environ.get("GPUPOOL_CYCLE_QUIET_S", "0.05"))

@@ -49,6 +49,7 @@ STOP_CHECK_S = 0.5  # the longest a wait goes without looking at ``stop``
 # (and for ``GPUPOOL_CYCLE_QUIET_S`` at least): a slow stream's ordinary gaps do not end the
 # batching window, only the end of the stream does.
 PAUSE_GAPS = 6.0
+POLL_S = 0.01  # the shortest look at the arrivals in a window (a QUIET_S of 0 does not spin)
 
 _shared: ControlLoop | None = None
 _shared_lock = threading.Lock()
@@ -246,8 +247,8 @@ def wait_next_cycle(
     burst of pods is taken in cycles at most every ``batch_s``, its last pods soon after it
     ends, a lone pod ``quiet_s`` after it is made; pods bound or ended start a cycle only when
     the window is over; and nothing changing costs nothing."""
-    batch = settings.GPUPOOL_CYCLE_BATCH_S if batch_s is None else batch_s
-    quiet = settings.GPUPOOL_CYCLE_QUIET_S if quiet_s is None else quiet_s
+    batch = max(settings.GPUPOOL_CYCLE_BATCH_S if batch_s is None else batch_s, 0.0)
+    quiet = max(settings.GPUPOOL_CYCLE_QUIET_S if quiet_s is None else quiet_s, 0.0)
     while not stop.is_set():
         left = due - time.monotonic()
         if left <= 0:
@@ -274,4 +275,4 @@ def _batching_window(
             end = min(until, arrivals.last + max(quiet, PAUSE_GAPS * arrivals.mean_gap))
         if now >= end:
             return
-        stop.wait(min(end - now, quiet, STOP_CHECK_S))
+        stop.wait(min(end - now, max(quiet, POLL_S), STOP_CHECK_S))
