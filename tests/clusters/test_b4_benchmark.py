@@ -60,6 +60,12 @@ def test_b4_binds_every_pod_with_both_binders_and_every_gang_whole(
         assert (run["pods"], run["bound"], run["removed_while_bound"]) == (16, 16, 0)
         assert 0 < run["first_bind_s"] <= run["seconds"] and run["pods_per_s"] > 0
         assert run["binder_cpu_s"] > 0  # the binder's own process, waited for
+    # The database's side: the PostgreSQL backends serving gpupool's loop worked in the
+    # window (tens of milliseconds here); kube-scheduler keeps no database.
+    (ours,) = report["single"]["gpupool"]["runs"]
+    assert ours["database_window_cpu_s"] > 0
+    assert ours["binder_and_database_window_cpu_ms_per_pod"] > ours["binder_window_cpu_ms_per_pod"]
+    assert report["single"]["kube-scheduler"]["runs"][0]["database_window_cpu_s"] == 0
     (gangs,) = report["gangs"]["runs"]
     assert (gangs["gangs"], gangs["gangs_whole"], gangs["bound"]) == (2, 2, 16)
     assert gangs["gangs_bound_before_complete"] == 0 and gangs["bind_errors"] == 0
