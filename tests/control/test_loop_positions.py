@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from loop_builders import World, build_world
 
+from gpupool.control.loop import ControlLoop
 from gpupool.workloads.models import Workload
 from gpupool.workloads.queries import explain, queue_positions
 
@@ -72,3 +73,27 @@ def test_a_new_reason_is_sent_as_an_event_and_new_work_is_ranked_behind(world: W
     assert w1.queue_rank is not None and w2.queue_rank is not None
     assert w1.queue_rank < w2.queue_rank
     assert len(world.cluster.events_on(first)) == 1  # w1's reason did not change
+
+
+def test_a_loop_rewrites_every_rank_after_another_process_recorded_a_cycle(world: World) -> None:
+    for name in "xy":
+        world.cluster.add_pod(f"{name}-0", workload=name, gpus=8)
+    world.cycle()
+    world.cluster.run()
+    for name in ("w1", "w2"):
+        world.cluster.tick(10)
+        world.cluster.add_pod(f"{name}-0", workload=name, gpus=8)
+    world.cycle()
+    assert world.loop.ranks is not None and len(world.loop.ranks) == 2
+    other = ControlLoop(world.cluster)  # a second worker's loop takes a cycle
+    assert other.run_cycle().status == "succeeded"
+    # What the first loop remembers may no longer be what the database holds.
+    assert world.loop._known_ranks() is None
+    world.cluster.tick(10)
+    world.cluster.add_pod("w3-0", workload="w3", gpus=8)
+    world.cycle()
+    pending = list(Workload.objects.filter(state="pending").order_by("submitted_at"))
+    assert pending and pending[-1].name == "w3"
+    # Ranked afresh, every position is right (same class: first come, first served).
+    assert [w.queue_position for w in pending] == list(range(1, len(pending) + 1))
+    assert world.loop.ranks is not None and set(world.loop.ranks) == {w.pk for w in pending}
