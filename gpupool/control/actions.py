@@ -20,6 +20,7 @@ the decision core's invariants and the database's constraints. Rows are stamped
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -869,14 +870,23 @@ def _record_explanations(record: CycleRecord) -> None:
     write of the row), then the ranks that changed alone (``_record_ranks``)."""
     explanations = record.explanations
     if explanations:
+        # On PostgreSQL the facts go to COPY as their JSON text (``prepared``): they are
+        # plain JSON values already (``record.json_facts``).
+        text = connection.vendor == "postgresql"
         update_rows(
             Workload,
             ["pending_reason", "pending_detail", "pending_facts", "queue_rank"],
             {
-                pk: (e.reason, e.detail, e.facts, record.ranked.get(pk))
+                pk: (
+                    e.reason,
+                    e.detail,
+                    json.dumps(e.facts) if text else e.facts,
+                    record.ranked.get(pk),
+                )
                 for pk, e in explanations.items()
             },
             keep_keys={"pending_facts": ESTIMATE_FACTS},
+            prepared=text,
         )
     _record_ranks(record)
 
