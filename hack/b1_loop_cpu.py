@@ -6,7 +6,7 @@ submissions) and times the loop's phases with ``time.process_time`` in place of 
 clock. Everything runs in one transaction that is rolled back, so the database (migrated,
 empty) can be reused; ``--commit`` commits every cycle as the loop does (the database is used
 up), which the state's horizon needs to move on (the figures of B1-loop round 3). Prints
-one line per cycle: its CPU, its phases' CPU and its counts.
+one line per cycle: its CPU, its phases' CPU, its counts, and the whole cycle's wall clock.
 
     DATABASE_URL=postgres://.../gpupool_bench GPUPOOL_UTILIZATION_SOURCE=none \\
         python hack/b1_loop_cpu.py --steady 5 [--profile out]
@@ -88,19 +88,20 @@ def main() -> None:
                     bench._submit(rng, count, bench._moment(clock.now()))
                 profile = first_profile if index < 0 else steady_profile
                 profiled = bool(args.profile) and (index < 0 or index >= 2)
-                started = time.process_time()
+                started, started_wall = time.process_time(), time.perf_counter()
                 if profiled:
                     profile.enable()
                 result = loop.run_cycle()
                 if profiled:
                     profile.disable()
                 cpu = time.process_time() - started
+                wall = time.perf_counter() - started_wall
                 plan = result.timings.get("plan", 0.0)
                 print(
                     "first" if index < 0 else f"steady {index}",
                     result.status,
                     result.error[:200],
-                    f"cpu {cpu:.3f} plan {plan:.3f} rest {cpu - plan:.3f}",
+                    f"cpu {cpu:.3f} plan {plan:.3f} rest {cpu - plan:.3f} wall {wall:.3f}",
                     {k: round(v, 3) for k, v in result.timings.items()},
                     result.counts,
                     flush=True,

@@ -20,6 +20,7 @@ the decision core's invariants and the database's constraints. Rows are stamped
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from gpupool.accounting.actions import do_close_usage
@@ -38,7 +39,7 @@ from gpupool.bulk import insert_objects, insert_values, update_rows
 from gpupool.clusters.base import ZONE_LABEL
 from gpupool.control.choices import CycleStatus
 from gpupool.control.models import SchedulingCycle
-from gpupool.control.record import CycleRecord, Explanation
+from gpupool.control.record import CycleRecord
 from gpupool.control.snapshot import id_list
 from gpupool.control.sync import (
     CLUSTER_UNHEALTHY,
@@ -674,7 +675,7 @@ def do_record_cycle(
     _record_admissions(record, at, stamps)
     _record_evictions(record, at, cycle, stamps)
     _record_nominations(record.nominated, stamps)
-    _record_explanations(record.explanations)
+    _record_explanations(record)
     _record_idle_alerts(record, at)
     do_record_budget_moves(budget_moves, at=at)
     return cycle
@@ -769,7 +770,7 @@ def _record_admissions(record: CycleRecord, at: datetime, stamps: Stamps | None)
         pending_reason="",
         pending_detail="",
         pending_facts={},
-        queue_position=None,
+        queue_rank=None,
         estimated_start_at=None,
         updated_at=stamp,
     )
@@ -864,15 +865,55 @@ def _record_evictions(
     )
 
 
-def _record_explanations(explanations: Mapping[int, Explanation]) -> None:
-    if not explanations:
+def _record_explanations(record: CycleRecord) -> None:
+    """The explanations that changed, each with its row's queue rank (written or kept: one
+    write of the row), then the ranks that changed alone (``_record_ranks``)."""
+    explanations = record.explanations
+    if explanations:
+        # On PostgreSQL the facts go to COPY as their JSON text (``prepared``): they are
+        # plain JSON values already (``record.json_facts``).
+        text = connection.vendor == "postgresql"
+        update_rows(
+            Workload,
+            ["pending_reason", "pending_detail", "pending_facts", "queue_rank"],
+            {
+                pk: (
+                    e.reason,
+                    e.detail,
+                    json.dumps(e.facts) if text else e.facts,
+                    record.ranked.get(pk),
+                )
+                for pk, e in explanations.items()
+            },
+            keep_keys={"pending_facts": ESTIMATE_FACTS},
+            prepared=text,
+        )
+    _record_ranks(record)
+
+
+def _record_ranks(record: CycleRecord) -> None:
+    """The queue ranks that changed (``record.ranks``) of rows no explanation wrote; with
+    ``ranks_whole``, every other pending workload's rank cleared (a loop that does not know
+    what the database holds). Like explanations, ranks do not stamp ``updated_at``: the core
+    does not read them."""
+    if record.ranks_whole:
+        Workload.objects.filter(state=WorkloadState.PENDING, queue_rank__isnull=False).exclude(
+            pk__in=id_list(list(record.ranked))
+        ).update(queue_rank=None)
+    ranks = {pk: rank for pk, rank in record.ranks.items() if pk not in record.explanations}
+    if not ranks:
         return
-    update_rows(
-        Workload,
-        ["pending_reason", "pending_detail", "pending_facts", "queue_position"],
-        {pk: (e.reason, e.detail, e.facts, e.position) for pk, e in explanations.items()},
-        keep_keys={"pending_facts": ESTIMATE_FACTS},
-    )
+    if connection.vendor != "postgresql":
+        update_rows(Workload, ["queue_rank"], {pk: (rank,) for pk, rank in ranks.items()})
+        return
+    table = connection.ops.quote_name(Workload._meta.db_table)
+    with connection.cursor() as cursor:  # one float column: two array parameters
+        cursor.execute(
+            f"UPDATE {table} SET queue_rank = t.rank "  # noqa: S608
+            "FROM unnest(%s::bigint[], %s::float8[]) AS t(id, rank) "
+            f"WHERE {table}.id = t.id",
+            [list(ranks), list(ranks.values())],
+        )
 
 
 @dataclass(frozen=True, slots=True)

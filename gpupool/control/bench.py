@@ -219,6 +219,7 @@ def bench_loop(nodes: int, runs: int, steady: int, seed: int) -> dict[str, Any]:
         "utilization_first_s": [round(r.timings.get("utilization", 0.0), 4) for r in first],
         "steady_utilization_s": [round(r.timings.get("utilization", 0.0), 4) for r in steady_runs],
         "steady_explained": [r.counts.get("explained", 0) for r in steady_runs],
+        "steady_ranked": [r.counts.get("ranked", 0) for r in steady_runs],
         # Workload rows the state read back from the database, and changed rows it held already
         # (the loop's own writes: ``LoopState.held``), per steady cycle.
         "steady_rows_reread": [r.counts.get("rows_reread", 0) for r in steady_runs],

@@ -60,6 +60,20 @@ class Charge:
     reserved: float
     charged_until: float
 
+    def charged(self, until: float) -> Charge:
+        """The same charge, charged up to ``until`` (a flush does this to every running
+        workload of a budget: ``dataclasses.replace`` cost several times this constructor)."""
+        return Charge(
+            self.workload_id,
+            self.key,
+            self.rate,
+            self.gpus,
+            self.start,
+            self.window_end,
+            self.reserved,
+            until,
+        )
+
     def accrued(self, now: float) -> float:
         """GPU-hours of budget run since the last charge, outside the reserved window."""
         since = max(self.charged_until, self.window_end)
@@ -184,7 +198,7 @@ class BudgetBook:
         totals: dict[int, float] = defaultdict(float)
         counts: dict[int, int] = defaultdict(int)
         for charge, amount in spends:
-            self.charges[charge.workload_id] = replace(charge, charged_until=now)
+            self.charges[charge.workload_id] = charge.charged(now)
             budget = ids.get(charge.key)
             if budget is not None and amount > 0:
                 totals[budget] += amount

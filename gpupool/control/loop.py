@@ -87,7 +87,7 @@ from gpupool.control.learning import RuntimeHistory
 from gpupool.control.lock import cycle_lock, read_lock
 from gpupool.control.models import SchedulingCycle
 from gpupool.control.record import (
-    POSITION_REFRESH_S,
+    FACTS_REFRESH_S,
     CycleRecord,
     Explanation,
     decide_record,
@@ -205,6 +205,10 @@ class ControlLoop:
         self._medians: dict[str, tuple[WorkloadInfo, float | None]] = {}
         self._medians_version = -1
         self.facts_cache: dict[int, tuple[Mapping[str, object], dict[str, object]]] = {}
+        # The queue ranks as the database holds them since this loop's last record (cycle
+        # ``ranked_in``); None when unknown: the next record writes them all.
+        self.ranks: dict[int, float] | None = None
+        self.ranked_in = 0
         self.latest: Planned | None = None  # what the last cycle planned on (the estimates')
         self.estimates = EstimateRefresher(self.policy)
         self.fragmentation_sampled_at = -math.inf  # cluster time of the last sample
@@ -386,10 +390,11 @@ class ControlLoop:
                 at,
                 written=self.written,
                 written_at=self.written_at,
-                refresh_before=time.monotonic() - POSITION_REFRESH_S,
+                refresh_before=time.monotonic() - FACTS_REFRESH_S,
                 draining=draining,
                 learned=self.learned,
                 facts_cache=self.facts_cache,
+                ranks=self._known_ranks(),
             )
             result.admitted = sorted(a.name for a in record.admissions)
             result.evicted = [
@@ -431,7 +436,7 @@ class ControlLoop:
                 budget_moves=moves,
                 stamps=stamps,
             )
-            result.cycle_id = cycle.pk
+            result.cycle_id = self.ranked_in = cycle.pk
             self._remember(moved, decided, record, stamps)
             timings["record"] = time.perf_counter() - clock
 
@@ -446,6 +451,7 @@ class ControlLoop:
                 "evicted": len(record.evictions),
                 "pending": sum(record.pending_by_reason.values()),
                 "explained": len(record.explanations),
+                "ranked": len(record.ranks),
                 "sync_writes": len(decision.steps)
                 + len(decision.registrations)
                 + len(decision.nodes)
@@ -799,6 +805,17 @@ class ControlLoop:
             ).values_list("name", flat=True)
         )
 
+    def _known_ranks(self) -> dict[int, float] | None:
+        """The queue ranks this loop wrote, unless another process recorded a cycle since
+        (Celery workers each keep a loop): then unknown, and the record writes them all."""
+        if self.ranks is not None and (
+            SchedulingCycle.objects.filter(pk__gt=self.ranked_in)
+            .exclude(status=CycleStatus.SKIPPED)
+            .exists()
+        ):
+            self.ranks = None
+        return self.ranks
+
     def _remember(
         self, moved: Snapshot, decided: Plan, record: CycleRecord, stamps: Stamps
     ) -> None:
@@ -850,11 +867,20 @@ class ControlLoop:
         self.state.own_writes(stamps)
         self.written.update(record.explanations)
         self.written_at.update(dict.fromkeys(record.explanations, time.monotonic()))
-        for workload_id, explanation in record.explanations.items():
+        for workload_id in record.new_reasons:  # an Event only when the reason is new
             name = names.get(workload_id)
             if name is not None:
                 self.explain_queue.pop(name, None)
-                self.explain_queue[name] = explanation.detail
+                self.explain_queue[name] = record.explanations[workload_id].detail
+        ranks = {} if self.ranks is None else self.ranks
+        for admitted in record.admissions:
+            ranks.pop(admitted.workload_id, None)
+        for workload_id, rank in record.ranks.items():
+            if rank is None:
+                ranks.pop(workload_id, None)
+            else:
+                ranks[workload_id] = rank
+        self.ranks = ranks
         # The evictions' preemption events are read back from the database at the next
         # refresh (``_read_history``: by id, cheap).
 
@@ -1159,6 +1185,7 @@ class ControlLoop:
         self.state = LoopState(self.policy)
         self.budgets = BudgetBook()
         self.latest = None
+        self.ranks = None
         self.first = True
 
     def refresh_estimates(self) -> EstimateRun:

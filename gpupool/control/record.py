@@ -11,12 +11,16 @@
   workloads too (reason ``admin``, no preemptor). A victim stays running, marked
   ``evicting_for`` its preemptor, until its pods are gone (``lifecycle.apply_plan`` with
   ``evictions_take_time``); the preemptor waits nominated;
-- **nominations** that changed, and **explanations** (reason, sentence, facts, position) of
-  pending workloads whose explanation changed since it was last written -- at once when its
-  reason changed; when only its numbers moved (position, facts, the sentence that says them),
-  once the last write is ``POSITION_REFRESH_S`` old, the oldest first and at most
-  ``REFRESHED_PER_CYCLE`` a cycle (thousands move every cycle; writing them all was most of a
-  steady cycle's record);
+- **nominations** that changed, and **explanations** (reason, sentence, facts) of pending
+  workloads whose explanation changed since it was last written -- at once when its reason
+  changed; when only its facts moved (free GPUs, quota available), once the last write is
+  ``FACTS_REFRESH_S`` old, the oldest first and at most ``REFRESHED_PER_CYCLE`` a cycle. A
+  move of the position alone writes nothing: readers count the position from ``queue_rank``
+  and render the sentence with it (``workloads.queries.explain``);
+- **ranks**: each queue's order as served, as ``Workload.queue_rank`` keys that are kept
+  while the order around them holds (``queue_ranks``): when work ahead is admitted, nothing
+  behind it is written; new work, and work the order moved past others, gets a key between
+  its neighbours'. Thousands of positions move every cycle; a few hundred keys do;
 - **idle alerts**: running workloads idle past their alert timeout whose idle spell was not
   alerted about yet (``Workload.idle_alerted_since`` differs from the spell's start): once per
   spell, however many cycles it lasts.
@@ -25,11 +29,13 @@
 from __future__ import annotations
 
 import json
+from bisect import bisect_left
 from collections import defaultdict
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
+from itertools import pairwise
 
 from gpupool.control.snapshot import DatabaseSnapshot, WorkloadRow
 from gpupool.scheduler.types import (
@@ -41,8 +47,8 @@ from gpupool.scheduler.types import (
     WorkloadInfo,
 )
 
-POSITION_REFRESH_S = 30.0
-REFRESHED_PER_CYCLE = 500  # explanations whose numbers alone moved, rewritten per cycle
+FACTS_REFRESH_S = 30.0
+REFRESHED_PER_CYCLE = 500  # explanations whose facts alone moved, rewritten per cycle
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,12 +86,12 @@ class EvictionRecord:
 
 @dataclass(frozen=True, slots=True)
 class Explanation:
-    """Why a pending workload waits, as the pages and the pod Events show it."""
+    """Why a pending workload waits, as written: the reason, the sentence as the cycle said it
+    (the pod Event's words; pages render it again with the current position) and the facts."""
 
     reason: str
     detail: str
     facts: Mapping[str, object]
-    position: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +114,16 @@ class CycleRecord:
     evictions: list[EvictionRecord] = field(default_factory=list)
     nominated: dict[int, bool] = field(default_factory=dict)
     explanations: dict[int, Explanation] = field(default_factory=dict)
+    # Explanations whose reason is new (their pods get an Event): the rest moved facts only.
+    new_reasons: set[int] = field(default_factory=set)
+    # Queue ranks to write (None: cleared, no longer in a queue's order), and whether every
+    # other pending workload's rank is to be cleared (the loop knew no ranks: it is new, or
+    # another process recorded since).
+    ranks: dict[int, float | None] = field(default_factory=dict)
+    ranks_whole: bool = False
+    # Every ranked pending workload's rank after this cycle (written or kept): an
+    # explanation's row gets its rank in the same write.
+    ranked: dict[int, float] = field(default_factory=dict)
     pending_by_reason: dict[str, int] = field(default_factory=dict)
     idle_alerts: list[IdleAlertRecord] = field(default_factory=list)
 
@@ -135,6 +151,74 @@ def json_facts(facts: Mapping[str, object]) -> dict[str, object]:
     return result
 
 
+def queue_ranks(order: Sequence[int], before: Mapping[int, float]) -> dict[int, float]:
+    """Rank keys for one queue's pending workloads in ``order`` (first served first), given
+    the keys they had (``before``); returns only the keys to write.
+
+    The keys of a longest run of ``order`` whose old keys increase are kept (patience
+    sorting); every other workload gets a key between its kept neighbours' (after the last:
+    the last plus 1, 2, ...). When floating point leaves no room between two neighbours,
+    the whole queue is numbered 1, 2, ... again. So work admitted ahead writes nothing
+    behind it, and a new workload writes its own key only."""
+    keys: list[float | None] = [before.get(pk) for pk in order]
+    known = [(index, key) for index, key in enumerate(keys) if key is not None]
+    if any(a[1] >= b[1] for a, b in pairwise(known)):
+        # Not all in order (a steady cycle usually is): keep a longest increasing run.
+        tails: list[float] = []  # the smallest last key of an increasing run of each length
+        ends: list[int] = []  # ... and which entry of ``known`` it is
+        links = [-1] * len(known)
+        for entry, (_, key) in enumerate(known):
+            length = bisect_left(tails, key)
+            if length:
+                links[entry] = ends[length - 1]
+            if length == len(tails):
+                tails.append(key)
+                ends.append(entry)
+            else:
+                tails[length], ends[length] = key, entry
+        keys = [None] * len(order)
+        entry = ends[-1] if ends else -1
+        while entry >= 0:
+            index, kept = known[entry]
+            keys[index] = kept
+            entry = links[entry]
+    if len(known) == len(order) and all(key is not None for key in keys):
+        return {}  # every key kept
+    written: dict[int, float] = {}
+    index = 0
+    while index < len(order):
+        if keys[index] is not None:
+            index += 1
+            continue
+        end = index
+        while end < len(order) and keys[end] is None:
+            end += 1
+        low = keys[index - 1] if index else None
+        high = keys[end] if end < len(order) else None
+        count = end - index
+        if low is None and high is None:
+            fresh = [float(n) for n in range(1, count + 1)]
+        elif high is None:
+            assert low is not None
+            fresh = [low + n for n in range(1, count + 1)]
+        elif low is None:
+            fresh = [high - count + n for n in range(count)]
+        else:
+            step = (high - low) / (count + 1)
+            fresh = [low + step * (n + 1) for n in range(count)]
+            if not all(a < b for a, b in zip([low, *fresh], [*fresh, high], strict=True)):
+                return {  # no room left between two keys: number the queue again
+                    pk: float(n)
+                    for n, pk in enumerate(order, start=1)
+                    if before.get(pk) != float(n)
+                }
+        for offset, key in enumerate(fresh):
+            keys[index + offset] = key
+            written[order[index + offset]] = key
+        index = end
+    return written
+
+
 def _decimal(value: float, places: str) -> Decimal:
     return Decimal(str(value)).quantize(Decimal(places))
 
@@ -151,13 +235,18 @@ def decide_record(
     draining: Collection[str] = (),
     learned: Collection[str] = (),
     facts_cache: dict[int, tuple[Mapping[str, object], dict[str, object]]] | None = None,
+    ranks: Mapping[int, float] | None = None,
 ) -> CycleRecord:
     """The rows the plan asks for.
 
     ``written`` holds the explanations as last written and ``written_at`` when (a monotonic
     wall clock: explanations are read by people, whatever the cluster's clock): one whose
-    reason is unchanged but whose numbers moved is written again only when it was written
-    before ``refresh_before``, the oldest first, ``REFRESHED_PER_CYCLE`` a cycle at most.
+    reason is unchanged but whose facts moved is written again only when it was written
+    before ``refresh_before``, the oldest first, ``REFRESHED_PER_CYCLE`` a cycle at most; one
+    whose position alone moved is not written.
+    ``ranks``: the queue ranks as the database holds them (``queue_ranks``); None when the
+    caller does not know them, and then every pending workload's is written and every other
+    one's cleared (``CycleRecord.ranks_whole``).
     ``learned``: workloads whose expected runtime was learned, which their facts say.
     ``facts_cache``: the core's facts of each pending workload as last seen and their JSON
     form (kept by the caller between cycles: most facts repeat, and their JSON round trip
@@ -258,11 +347,13 @@ def decide_record(
         if pending.workload in learned:
             facts["expected_runtime_s"] = by_name[pending.workload].expected_runtime_s
             facts["expected_runtime_learned"] = True
-        return Explanation(pending.reason, pending.detail, facts, pending.position or None)
+        return Explanation(pending.reason, pending.detail, facts)
 
     refreshed: list[tuple[float, int, PendingExplanation]] = []
+    queues: dict[str, list[tuple[int, int]]] = defaultdict(list)  # queue -> (position, id)
     for pending in plan.pending:
         workload_id = database.workload_ids[pending.workload]
+        queues[by_name[pending.workload].queue].append((pending.position, workload_id))
         record.pending_by_reason[pending.reason] = (
             record.pending_by_reason.get(pending.reason, 0) + 1
         )
@@ -271,21 +362,48 @@ def decide_record(
             record.nominated[workload_id] = True
         before = written.get(workload_id)
         if before is not None and before.reason == pending.reason:
-            # At most its numbers moved (position, free GPUs, usage): looked at again when
-            # the last write is older than ``refresh_before``, the oldest first, at most
-            # ``REFRESHED_PER_CYCLE`` a cycle (its JSON form only then).
+            # At most its facts moved (free GPUs, quota available; its position is counted
+            # when read): looked at again when the last write is older than
+            # ``refresh_before``, the oldest first, at most ``REFRESHED_PER_CYCLE`` a cycle
+            # (its JSON form only then).
             when = written_at.get(workload_id, 0.0)
             if when <= refresh_before:
                 refreshed.append((when, workload_id, pending))
             continue
         record.explanations[workload_id] = explained(pending, workload_id)
+        record.new_reasons.add(workload_id)
     refreshed.sort(key=lambda entry: (entry[0], entry[1]))
     taken = 0
     for _, workload_id, pending in refreshed:
         if taken >= REFRESHED_PER_CYCLE:
             break
         explanation = explained(pending, workload_id)
-        if explanation != written.get(workload_id):
+        if explanation.facts != written[workload_id].facts:
             record.explanations[workload_id] = explanation
             taken += 1
+    _decide_ranks(record, queues, ranks)
     return record
+
+
+def _decide_ranks(
+    record: CycleRecord,
+    queues: Mapping[str, list[tuple[int, int]]],
+    ranks: Mapping[int, float] | None,
+) -> None:
+    """The queue ranks to write: each queue's order by the plan's positions, kept where it
+    holds; the ranks of workloads that left the order (not admitted: the admission clears
+    its own) cleared."""
+    before: Mapping[int, float] = {} if ranks is None else ranks
+    record.ranks_whole = ranks is None
+    ranked = record.ranked
+    for entries in queues.values():
+        entries.sort()
+        order = [pk for _, pk in entries]
+        written = queue_ranks(order, before)
+        record.ranks.update(written)
+        for pk in order:
+            ranked[pk] = written[pk] if pk in written else before[pk]
+    admitted = {admission.workload_id for admission in record.admissions}
+    for pk in before:
+        if pk not in ranked and pk not in admitted:
+            record.ranks[pk] = None

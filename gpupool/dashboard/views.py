@@ -144,8 +144,10 @@ from gpupool.workloads.queries import (
     explain,
     lost_gpu_hours,
     protections_in_force,
+    queue_positions,
     sees_preemptor,
     sees_preemptor_of,
+    sentence,
     total_gpus,
     workload_story,
 )
@@ -435,9 +437,10 @@ STATE_BADGES: dict[str, str] = {
 
 
 def workload_list(rows: QuerySet[Workload]) -> list[dict[str, Any]]:
-    """The rows of the My workloads table as values, each cell ready to print: two queries
-    (the workloads with their names, then their pod sets' GPUs) and no model instance, so
-    that the page's 100 rows cost a few milliseconds (B5)."""
+    """The rows of the My workloads table as values, each cell ready to print: three queries
+    (the workloads with their names, their pod sets' GPUs, the ranks their positions are
+    counted from) and no model instance, so that the page's 100 rows cost a few milliseconds
+    (B5). The sentence is said with the current position (``queries.sentence``)."""
     found = list(
         rows.values_list(
             "id",
@@ -447,12 +450,19 @@ def workload_list(rows: QuerySet[Workload]) -> list[dict[str, Any]]:
             "queue__name",
             "priority_class__name",
             "state",
-            "queue_position",
+            "queue_id",
+            "queue_rank",
             "estimated_start_at",
             "pending_reason",
             "pending_detail",
+            "pending_facts",
             "submitted_at",
         )
+    )
+    positions = queue_positions(
+        (row[0], row[7], row[8])
+        for row in found
+        if row[6] == WorkloadState.PENDING and row[8] is not None
     )
     asked: dict[int, Decimal] = defaultdict(Decimal)
     for workload_id, count, gpus, milli in PodSet.objects.filter(
@@ -469,13 +479,16 @@ def workload_list(rows: QuerySet[Workload]) -> list[dict[str, Any]]:
         queue,
         klass,
         state,
-        position,
+        _queue_id,
+        _rank,
         estimated,
         reason,
         detail,
+        facts,
         submitted,
     ) in found:
         pending = state == WorkloadState.PENDING
+        position = positions.get(workload_id)
         listed.append(
             {
                 "url": reverse("dashboard:workload", args=[namespace, name]),
@@ -490,7 +503,7 @@ def workload_list(rows: QuerySet[Workload]) -> list[dict[str, Any]]:
                 "estimated": local_time(estimated) if pending else NO_VALUE,
                 "pending": pending,
                 "reason": reason,
-                "detail": detail,
+                "detail": sentence(reason, facts or {}, position, detail) if pending else detail,
                 "submitted": local_time(submitted),
             }
         )

@@ -18,11 +18,12 @@ import uuid
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Manager, QuerySet
+from django.db.models import F, Manager, QuerySet
 from django_filters import rest_framework as filters
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.filters import OrderingFilter
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.routers import BaseRouter
@@ -50,6 +51,7 @@ from gpupool.workloads.queries import (
     Submission,
     dry_run_submission,
     explain,
+    fill_positions,
     gpus_by_workload,
     lost_gpu_hours,
     sees_preemptor,
@@ -401,11 +403,13 @@ PAGE_GPUS = "page_gpus"
 
 
 class WorkloadListSerializer(serializers.ListSerializer[Workload]):
-    """A page of workloads: their GPUs read for the whole page in one query of values."""
+    """A page of workloads: their GPUs read for the whole page in one query of values, and
+    their queue positions counted in one more."""
 
     def to_representation(self, data: Any) -> list[Any]:
         """The rows, with ``PAGE_GPUS`` in the context while they render."""
         rows = list(data.all() if isinstance(data, Manager) else data)
+        fill_positions(rows)
         self.context[PAGE_GPUS] = gpus_by_workload(row.pk for row in rows)
         try:
             return super().to_representation(rows)
@@ -430,6 +434,12 @@ class WorkloadSerializer(PlannedRows, serializers.ModelSerializer[Workload]):
         allow_blank=True,
         read_only=True,
         help_text="The core's reason it waits, as the last cycle said (empty unless pending).",
+    )
+    queue_position = serializers.IntegerField(
+        allow_null=True,
+        read_only=True,
+        help_text="Rank among its queue's pending workloads, 1 first, in the order the last "
+        "cycle served them (null unless pending and seen by a cycle).",
     )
 
     class Meta:
@@ -546,6 +556,34 @@ class WorkloadFilter(filters.FilterSet):  # type: ignore[misc]
         fields: tuple[str, ...] = ("state", "queue", "tenant", "namespace", "submitter", "reason")
 
 
+class WorkloadOrdering(OrderingFilter):
+    """``?ordering=`` where ``queue_position`` orders by the queue rank it is counted from:
+    within a queue, the order of positions (a position is no column: the loop keeps ranks,
+    ``control/record.py``); pending work a cycle has not ranked yet comes last."""
+
+    def get_ordering(self, request: Request, queryset: QuerySet[Any], view: Any) -> Any:
+        """The ordering asked, with ``queue_position`` read as ``queue_rank``."""
+        ordering = super().get_ordering(request, queryset, view)
+        if not ordering:
+            return ordering
+        ranked = {"queue_position": "queue_rank", "-queue_position": "-queue_rank"}
+        return [ranked.get(term, term) for term in ordering]
+
+    def filter_queryset(self, request: Request, queryset: QuerySet[Any], view: Any) -> Any:
+        """Nulls last either way, as positions: unranked work has none yet."""
+        ordering = self.get_ordering(request, queryset, view)
+        if not ordering:
+            return queryset
+        return queryset.order_by(*(_nulls_last(term) for term in ordering))
+
+
+def _nulls_last(term: str) -> Any:
+    if term.lstrip("-") != "queue_rank":
+        return term
+    column = F("queue_rank")
+    return column.desc(nulls_last=True) if term.startswith("-") else column.asc(nulls_last=True)
+
+
 class WorkloadViewSet(
     TenantScoped, mixins.ListModelMixin, mixins.CreateModelMixin, viewsets.GenericViewSet[Workload]
 ):
@@ -554,6 +592,7 @@ class WorkloadViewSet(
     queryset = workload_list()
     serializer_class = WorkloadSerializer
     filterset_class = WorkloadFilter
+    filter_backends = (filters.DjangoFilterBackend, WorkloadOrdering)
     ordering_fields = ("submitted_at", "started_at", "queue_position", "estimated_start_at", "name")
     permission_classes = (ActionRoles,)
     default_roles = TENANT_ROLES

@@ -121,12 +121,13 @@ class Workload(models.Model):
         help_text="The explanation's facts, e.g. asked and available GPUs (written by the "
         "control loop).",
     )
-    queue_position = models.PositiveIntegerField(
+    queue_rank = models.FloatField(
         null=True,
         blank=True,
-        validators=[MinValueValidator(1)],
-        help_text="Rank among its queue's pending workloads, 1 first, in the order the last "
-        "cycle served them (written by the control loop; empty when not pending).",
+        help_text="Its place in its queue's order as the last cycle served it: a key compared "
+        "only within the queue, kept while the order around it holds (written by the control "
+        "loop; empty when not pending or not seen by a cycle yet). The position is counted "
+        "from it when read (queue_position).",
     )
     origin = models.CharField(
         max_length=16,
@@ -172,11 +173,11 @@ class Workload(models.Model):
             models.Index(fields=["state", "queue"], name="workload_state_queue_idx"),
             # Lists page through workloads in this order (the API, the pages).
             models.Index(fields=["submitted_at", "name"], name="workload_submitted_idx"),
-            # "The pending workloads of a queue by position": the queue page and the API.
+            # "The pending workloads of a queue in order": positions are counted on it.
             models.Index(
-                fields=["queue", "queue_position"],
+                fields=["queue", "queue_rank"],
                 condition=Q(state=WorkloadState.PENDING),
-                name="workload_pending_position_idx",
+                name="workload_pending_rank_idx",
             ),
         ]
         constraints = [
@@ -188,10 +189,6 @@ class Workload(models.Model):
             models.CheckConstraint(
                 condition=Q(pending_reason="") | Q(pending_reason__in=PENDING_REASONS),
                 name="workload_pending_reason_valid",
-            ),
-            models.CheckConstraint(
-                condition=Q(queue_position__isnull=True) | Q(queue_position__gte=1),
-                name="workload_queue_position_positive",
             ),
             models.CheckConstraint(
                 condition=Q(evicting_for__isnull=True) | ~Q(evicting_for=F("id")),
@@ -225,6 +222,18 @@ class Workload(models.Model):
     def qualified_name(self) -> str:
         """``namespace/name``: how the decision core and scenario files name this workload."""
         return qualified_name(self.namespace, self.name)
+
+    @property
+    def queue_position(self) -> int | None:
+        """Rank among its queue's pending workloads, 1 first, in the order the last cycle
+        served them; None when not pending or not seen by a cycle yet. Counted from
+        ``queue_rank`` when asked (one query), so it is current however many cycles ago the
+        workload's explanation was written; a list counts its page's at once
+        (``queries.fill_positions``)."""
+        if _POSITION not in self.__dict__:
+            self.__dict__[_POSITION] = _position_of(self)
+        position: int | None = self.__dict__[_POSITION]
+        return position
 
     def total_pods(self) -> int:
         """The number of pods over all pod sets."""
@@ -283,6 +292,26 @@ def gpu_equivalent(gpus: int, gpu_milli: int | None) -> Decimal:
     if gpu_milli is not None:
         return Decimal(gpu_milli) / 1000
     return Decimal(gpus)
+
+
+# Where a workload instance keeps its position once counted (``Workload.queue_position``).
+_POSITION = "_queue_position"
+
+
+def _position_of(workload: Workload) -> int | None:
+    """The workload's position counted from the ranks of its queue's pending workloads."""
+    if workload.state != WorkloadState.PENDING or workload.queue_rank is None:
+        return None
+    return Workload.objects.filter(
+        queue_id=workload.queue_id,
+        state=WorkloadState.PENDING,
+        queue_rank__lte=workload.queue_rank,
+    ).count()
+
+
+def set_position(workload: Workload, position: int | None) -> None:
+    """Give ``workload`` its position as counted for a whole list at once."""
+    workload.__dict__[_POSITION] = position
 
 
 class PodSet(models.Model):

@@ -9,11 +9,13 @@ the snapshot of the last finished cycle (``control.queries.pool_snapshot``).
 
 from __future__ import annotations
 
+from bisect import bisect_right
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast, get_args
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -25,7 +27,13 @@ from gpupool.control.queries import pool_policy, pool_snapshot
 from gpupool.control.snapshot import core_topology, pod_set_info
 from gpupool.scheduler.contracts import backoff_ends
 from gpupool.scheduler.estimate import dry_run
-from gpupool.scheduler.types import BackoffPolicy, VictimProtectionPolicy, WorkloadInfo
+from gpupool.scheduler.explain import Verdict, explanation
+from gpupool.scheduler.types import (
+    BackoffPolicy,
+    PendingReason,
+    VictimProtectionPolicy,
+    WorkloadInfo,
+)
 from gpupool.workloads.actions import PodSetSpec, do_submit_workload
 from gpupool.workloads.choices import WorkloadState
 from gpupool.workloads.models import (
@@ -35,6 +43,7 @@ from gpupool.workloads.models import (
     Workload,
     WorkloadTransition,
     gpu_equivalent,
+    set_position,
 )
 
 # The key of the loop's explanation facts that says an estimated start rests on runtimes
@@ -74,7 +83,7 @@ LIST_COLUMNS = (
     "started_at",
     "finished_at",
     "pending_reason",
-    "queue_position",
+    "queue_rank",
     "estimated_start_at",
     "idle_since",
     "queue__name",
@@ -208,13 +217,79 @@ def explain(workload: Workload) -> Explanation:
     return Explanation(
         state=workload.state,
         reason=workload.pending_reason if pending else "",
-        detail=workload.pending_detail if pending else "",
+        detail=current_sentence(workload) if pending else "",
         facts=facts if pending else {},
         queue_position=workload.queue_position if pending else None,
         estimated_start_at=workload.estimated_start_at if pending else None,
         estimate_learned=estimate_learned,
         estimate_not_before=not_before,
         summary=summary(workload, estimate_learned),
+    )
+
+
+# ----------------------------------------------------------------------------- positions
+
+
+def queue_positions(pending: Iterable[tuple[int, int, float]]) -> dict[int, int]:
+    """Positions (id -> 1, 2, ...) of pending workloads given as (id, queue id, queue rank):
+    each counted among its queue's pending workloads that a cycle ranked, in one query for
+    all their queues. The loop keeps ranks, not positions (``control/record.py``): work
+    admitted ahead moves a position without a write."""
+    wanted = list(pending)
+    if not wanted:
+        return {}
+    ranks: dict[int, list[float]] = defaultdict(list)
+    for queue_id, rank in Workload.objects.filter(
+        queue_id__in={queue_id for _, queue_id, _ in wanted},
+        state=WorkloadState.PENDING,
+        queue_rank__isnull=False,
+    ).values_list("queue_id", "queue_rank"):
+        if rank is not None:
+            ranks[queue_id].append(rank)
+    for queue_ranks in ranks.values():
+        queue_ranks.sort()
+    return {pk: bisect_right(ranks[queue_id], rank) for pk, queue_id, rank in wanted}
+
+
+def fill_positions(workloads: Iterable[Workload]) -> None:
+    """Count the positions of a list's workloads at once (``Workload.queue_position`` would
+    count each alone)."""
+    listed = list(workloads)
+    counted = queue_positions(
+        (w.pk, w.queue_id, w.queue_rank)
+        for w in listed
+        if w.state == WorkloadState.PENDING and w.queue_rank is not None
+    )
+    for workload in listed:
+        set_position(workload, counted.get(workload.pk))
+
+
+def says_position(reason: str, facts: Mapping[str, object]) -> bool:
+    """Whether the core's sentence for this reason says the position (``scheduler.explain``:
+    work behind others, also after a budget demotion), which moves without a new write."""
+    return reason == "behind" or (reason == "budget" and facts.get("then") == "behind")
+
+
+def sentence(reason: str, facts: Mapping[str, object], position: int | None, written: str) -> str:
+    """The explanation's sentence with the current position: for a sentence that says it,
+    the core's words rendered again from the facts (``scheduler.explain``), as the cycle
+    that wrote them would say it now; any other sentence as written (the explanation is
+    written again when its facts move; and one no cycle wrote facts for)."""
+    if position is None or not facts or reason not in get_args(PendingReason):
+        return written
+    if not says_position(reason, facts):
+        return written
+    verdict = Verdict(cast(PendingReason, reason), dict(facts))
+    return explanation("", verdict, position).detail
+
+
+def current_sentence(workload: Workload) -> str:
+    """A pending workload's sentence with its current position (``sentence``)."""
+    return sentence(
+        workload.pending_reason,
+        workload.pending_facts or {},
+        workload.queue_position,
+        workload.pending_detail,
     )
 
 
@@ -244,7 +319,7 @@ def summary(workload: Workload, estimate_learned: bool | None = None) -> str:
     if state == WorkloadState.PENDING:
         if not workload.pending_reason:
             return "Waiting for the next scheduling cycle to look at it."
-        parts = [workload.pending_detail.strip() or f"Pending: {workload.pending_reason}."]
+        parts = [current_sentence(workload).strip() or f"Pending: {workload.pending_reason}."]
         if workload.queue_position is not None:
             parts.append(f"Position {workload.queue_position} in queue {workload.queue.name}.")
         if workload.estimated_start_at is not None:

@@ -142,7 +142,7 @@ def test_the_list_shows_only_the_callers_tenants_and_filters(api_as: Any, resour
     submit("sweep-1", resources["nlp"], resources["own_workload"].submitter, gpus=1)
     running = submit("serve", resources["nlp"], resources["own_workload"].submitter, gpus=2)
     run_on(running, "n1", [0, 1])
-    Workload.objects.filter(name="sweep-1").update(pending_reason="quota", queue_position=1)
+    Workload.objects.filter(name="sweep-1").update(pending_reason="quota", queue_rank=1.0)
 
     def names(role: str, query: str = "") -> list[str]:
         response = api_as(role).get(URL + query)
@@ -162,6 +162,25 @@ def test_the_list_shows_only_the_callers_tenants_and_filters(api_as: Any, resour
     assert [w["name"] for w in ordered] == ["train-1", "sweep-1", "serve"]
 
 
+def test_the_list_counts_positions_and_orders_by_them_unranked_work_last(
+    api_as: Any, resources: dict
+) -> None:
+    lead = resources["own_workload"].submitter
+    for name, rank in (("c", 30.0), ("a", -2.0), ("b", 7.25)):  # keys, not positions
+        made = submit(name, resources["nlp"], lead, gpus=1)
+        Workload.objects.filter(pk=made.pk).update(pending_reason="behind", queue_rank=rank)
+    # train-1 is pending too, but no cycle ranked it yet: it has no position.
+    answer = api_as("member").get(URL + "?queue=nlp-train&state=pending&ordering=queue_position")
+    assert answer.status_code == 200, answer.content
+    rows = [(w["name"], w["queue_position"]) for w in answer.json()["results"]]
+    assert rows == [("a", 1), ("b", 2), ("c", 3), ("train-1", None)]
+    backwards = api_as("member").get(URL + "?queue=nlp-train&ordering=-queue_position").json()
+    assert [w["name"] for w in backwards["results"]] == ["c", "b", "a", "train-1"]
+    Workload.objects.filter(name="a").update(state="cancelled")  # leaves: the rest move up
+    detail = api_as("member").get(URL + "nlp/c/").json()
+    assert detail["queue_position"] == detail["explanation"]["queue_position"] == 2
+
+
 def test_another_tenants_workload_answers_404(api_as: Any, resources: dict) -> None:
     for path in ("vision/train-1/", "nlp/missing/"):
         assert api_as("member").get(URL + path).status_code == 404
@@ -171,11 +190,21 @@ def test_another_tenants_workload_answers_404(api_as: Any, resources: dict) -> N
 
 def test_the_detail_explains_where_a_pending_workload_stands(api_as: Any, resources: dict) -> None:
     start = timezone.now() + timedelta(hours=2)
+    ahead = submit("sweep-1", resources["nlp"], resources["own_workload"].submitter, gpus=1)
+    Workload.objects.filter(pk=ahead.pk).update(pending_reason="behind", queue_rank=1.0)
     Workload.objects.filter(pk=resources["own_workload"].pk).update(
         pending_reason="quota",
         pending_detail="Queue nlp-train has 0 h100 GPUs of quota available, 4 asked.",
-        pending_facts={"asked_gpus": 4, "available_gpus": 0, "estimate_learned": True},
-        queue_position=2,
+        pending_facts={
+            "queue": "nlp-train",
+            "flavor": "h100",
+            "asked_gpus": 4,
+            "available_gpus": 0,
+            "borrowing_capped": False,
+            "never_fits": False,
+            "estimate_learned": True,
+        },
+        queue_rank=2.0,
         estimated_start_at=start,
     )
     detail = api_as("member").get(URL + "nlp/train-1/").json()

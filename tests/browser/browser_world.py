@@ -81,7 +81,7 @@ def wait(
     )
     # What the control loop writes on a pending workload each cycle (its own fields).
     Workload.objects.filter(pk=workload.pk).update(
-        pending_reason=reason, pending_detail=detail, queue_position=1
+        pending_reason=reason, pending_detail=detail, queue_rank=float(workload.pk)
     )
     return workload
 

@@ -108,7 +108,7 @@ def test_a_user_submits_and_follows_work_from_the_command_line(
         pending_reason="quota",
         pending_detail="Queue nlp-train has 0 h100 GPUs of quota available, 4 asked.",
         pending_facts={"asked_gpus": 4, "available_gpus": 0},
-        queue_position=2,
+        queue_rank=7.5,  # the only pending workload a cycle ranked in its queue: position 1
         estimated_start_at=timezone.now() + timedelta(hours=1),
     )
     status, out, _ = run("status")
@@ -117,7 +117,7 @@ def test_a_user_submits_and_follows_work_from_the_command_line(
     status, out, _ = run("why", "nlp/bert")
     assert status == 0
     assert "Why: Queue nlp-train has 0 h100 GPUs of quota available, 4 asked." in out
-    assert "Position: 2 in queue nlp-train" in out
+    assert "Position: 1 in queue nlp-train" in out
     assert "Estimated start: " in out and "UTC" in out
     status, out, _ = run("cancel", "nlp/bert", "--reason", "typo in the config")
     assert status == 0 and "Cancelled nlp/bert." in out

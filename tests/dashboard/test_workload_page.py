@@ -24,10 +24,13 @@ def test_a_pending_workload_says_its_position_its_start_and_why_it_waits(
     pool: Any, page_as: Any
 ) -> None:
     workload = submit(pool, "train", pool.nlp_queue, "max")
+    for rank, name in enumerate(("first", "second"), start=1):  # two ahead of it
+        ahead = submit(pool, name, pool.nlp_queue, "max")
+        Workload.objects.filter(pk=ahead.pk).update(pending_reason="behind", queue_rank=rank)
     Workload.objects.filter(pk=workload.pk).update(
         pending_reason="capacity",
         pending_detail="Needs 8 GPUs of h100 together; 7 are free.",
-        queue_position=3,
+        queue_rank=3.5,
         estimated_start_at=timezone.now(),
     )
     page = text(page_as("max").get("/workloads/nlp/train/"))

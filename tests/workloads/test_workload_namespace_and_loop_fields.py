@@ -59,10 +59,14 @@ def test_a_pending_reason_is_one_of_the_decision_cores(train: Workload) -> None:
         Workload.objects.filter(pk=train.pk).update(pending_reason="bored")
 
 
-def test_queue_positions_count_from_one(train: Workload) -> None:
-    Workload.objects.filter(pk=train.pk).update(queue_position=1)
-    with transaction.atomic(), pytest.raises(IntegrityError):
-        Workload.objects.filter(pk=train.pk).update(queue_position=0)
+def test_queue_positions_count_from_one_among_the_queues_ranked_pending_work(
+    train: Workload,
+) -> None:
+    assert Workload.objects.get(pk=train.pk).queue_position is None  # no cycle ranked it
+    Workload.objects.filter(pk=train.pk).update(queue_rank=-4.5)  # a key, not a position
+    assert Workload.objects.get(pk=train.pk).queue_position == 1
+    Workload.objects.filter(pk=train.pk).update(state="cancelled")
+    assert Workload.objects.get(pk=train.pk).queue_position is None  # not pending
 
 
 def test_a_workload_is_never_evicted_for_itself(train: Workload) -> None:

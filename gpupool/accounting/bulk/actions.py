@@ -417,7 +417,7 @@ def _load_workloads(
         "finished_at",
         "pending_reason",
         "pending_detail",
-        "queue_position",
+        "queue_rank",
     )
     rows = (
         (
@@ -435,7 +435,7 @@ def _load_workloads(
             finished[i] if w["state"][i] != "running" else None,
             reasons[i] if pending[i] else "",
             f"waiting: {reasons[i]}" if pending[i] else "",
-            int(position[i]) if pending[i] else None,
+            float(position[i]) if pending[i] else None,
         )
         for i in range(len(submitted))
     )
