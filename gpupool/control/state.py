@@ -7,8 +7,10 @@
   re-read through the same readers ``build_snapshot`` uses (``read_workloads``,
   ``read_nodes``), so a row means the same thing whichever way it was read. Rows that left the
   live states (finished, cancelled, preempted for good) are dropped.
-- **flavors, queues, priority classes and budgets**: small tables, read whole every cycle
-  (a change of flavors re-reads every node, whose core form depends on them).
+- **flavors, queues, priority classes and budgets**: small tables, read whole -- flavors,
+  queues and classes only when a digest of their tables' rows (``policy_fingerprint``, one
+  query on PostgreSQL) changed, budgets every time (a change of flavors re-reads every node,
+  whose core form depends on them).
 - **preemption history**: events with a larger id than the last one read (only the loop writes
   them, under its lock), trimmed to the contracts' horizon at each cycle.
 
@@ -65,6 +67,7 @@ from gpupool.control.snapshot import (
     read_workloads,
 )
 from gpupool.inventory.models import Flavor, Node
+from gpupool.quotas.models import PriorityClass, Queue, QueueQuota
 from gpupool.scheduler.contracts import history_horizon
 from gpupool.scheduler.types import (
     BudgetInfo,
@@ -77,6 +80,7 @@ from gpupool.scheduler.types import (
     Snapshot,
     WorkloadInfo,
 )
+from gpupool.tenancy.models import Tenant
 from gpupool.workloads.choices import LIVE_STATES, WorkloadState
 from gpupool.workloads.models import Workload, qualified_name
 
@@ -224,6 +228,7 @@ class LoopState:
     _ids: dict[str, int] = field(default_factory=dict)
     _pod_set_ids: dict[str, tuple[int, ...]] = field(default_factory=dict)
     _node_order: tuple[NodeInfo, ...] | None = None  # the nodes by name (None: sort again)
+    _policy_seen: str | None = None  # the policy tables' fingerprint as last read
 
     @property
     def loaded(self) -> bool:
@@ -240,11 +245,15 @@ class LoopState:
         """Bring the state up to date with the database as of ``now`` (first time: all of it)."""
         with _one_state_of_the_database():
             horizon = read_horizon()
-            flavors, flavor_ids, flavor_rows = _flavors()
-            flavors_changed = flavors != self.flavors
-            self.flavors, self.flavor_ids, self.flavor_rows = flavors, flavor_ids, flavor_rows
-            self.queues, self.queue_ids = _queues()
-            self.classes = _priority_classes()
+            flavors_changed = False
+            policy = policy_fingerprint()
+            if policy is None or policy != self._policy_seen:
+                flavors, flavor_ids, flavor_rows = _flavors()
+                flavors_changed = flavors != self.flavors
+                self.flavors, self.flavor_ids, self.flavor_rows = flavors, flavor_ids, flavor_rows
+                self.queues, self.queue_ids = _queues()
+                self.classes = _priority_classes()
+                self._policy_seen = policy
             self.budgets = read_budgets(now, {q.tenant for q in self.queues if q.tenant})
             if self.horizon is None or flavors_changed:
                 self._read_all_nodes()
@@ -543,6 +552,22 @@ def stepped(row: WorkloadRow, steps: Sequence[tuple[str, datetime]]) -> Workload
     if state == WorkloadState.PENDING:
         return WorkloadRow(row.id, info, row.pod_set_ids, None, state, row.origin, "")
     return dataclasses.replace(row, info=info, state=state)
+
+
+def policy_fingerprint() -> str | None:
+    """A digest of every row of the tables the snapshot's flavors, queues (with their quotas
+    and tenants) and priority classes are read from, or None where the database cannot say
+    (SQLite: read them every time). The same digest means the same rows: not read again.
+    Budgets are read every time (the loop's own ledger entries move them most cycles)."""
+    if connection.vendor != "postgresql":
+        return None
+    tables = [model._meta.db_table for model in (Flavor, Queue, QueueQuota, PriorityClass, Tenant)]
+    select = "coalesce((SELECT string_agg(t::text, ',' ORDER BY t.id) FROM {} t), '')"
+    parts = ", ".join(select.format(connection.ops.quote_name(table)) for table in tables)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT md5(concat_ws('|', {parts}))")  # the models' own tables
+        digest: str = cursor.fetchone()[0]
+    return digest
 
 
 def read_horizon() -> datetime:

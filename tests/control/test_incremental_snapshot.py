@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from gpupool.accounting.actions import do_record_preemption
 from gpupool.control.snapshot import build_snapshot
-from gpupool.control.state import LoopState, WorkloadRows
+from gpupool.control.state import LoopState, WorkloadRows, policy_fingerprint
 from gpupool.inventory.actions import do_drain_node, do_set_gpu_health, do_set_node_cordoned
 from gpupool.inventory.models import Gpu, Node
 from gpupool.quotas.actions import (
@@ -162,9 +162,9 @@ def test_the_incremental_snapshot_equals_a_full_rebuild_after_random_changes(
         assert incremental.workload_ids == full.workload_ids
         assert incremental.pod_set_ids == full.pod_set_ids
         _indexes_equal_a_fresh_build(state.rows, f"after step {step} ({did})")
-        copied = copy.deepcopy(state)  # a copy assembles the same snapshot
-        assert copied.snapshot(NOW).snapshot == full.snapshot
-        _indexes_equal_a_fresh_build(copied.rows, f"a copy after step {step}")
+        copied = copy.copy(state.rows)  # as the loop's state is copied (its indexes rebuilt)
+        assert copied == state.rows and type(copied) is WorkloadRows
+        _indexes_equal_a_fresh_build(copied, f"a copy after step {step}")
 
 
 def _indexes_equal_a_fresh_build(rows: WorkloadRows, after: str) -> None:
@@ -216,3 +216,32 @@ def test_the_kept_snapshot_follows_rows_changed_in_place_overlaid_and_left_out(p
     state.rows[changed] = row
     assert state.snapshot(NOW).snapshot == first
     _indexes_equal_a_fresh_build(state.rows, "after undoing")
+
+
+def test_the_policy_tables_are_read_again_only_when_their_digest_changes(pool: Pool) -> None:
+    """Flavors, queues and classes are not read again while the digest of their tables' rows
+    stays; any change to a row (a queue's weight, a class's value) changes it."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        assert policy_fingerprint() is None  # read every time
+        return
+    state = LoopState(POLICY)
+    state.refresh(NOW)
+    before = policy_fingerprint()
+    assert before is not None and state._policy_seen == before
+    state.refresh(NOW)
+    assert policy_fingerprint() == before
+    team = pool.queues["team-a"]
+    team.weight = team.weight * 2 + 1
+    do_save_queue(team, acting_user=None)
+    assert policy_fingerprint() != before
+    state.refresh(NOW)
+    assert {q.name: q.weight for q in state.queues}["team-a"] == float(team.weight)
+    klass = pool.classes["high"]
+    klass.value += 1
+    do_save_priority_class(klass, acting_user=None)
+    assert policy_fingerprint() != state._policy_seen
+    state.refresh(NOW)
+    assert {c.name: c.value for c in state.classes}["high"] == klass.value
+    assert state.snapshot(NOW).snapshot == build_snapshot(now=NOW, policy=POLICY).snapshot
