@@ -48,10 +48,11 @@ import dataclasses
 from bisect import bisect_left
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import connection
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from gpupool.accounting.models import PreemptionEvent
@@ -297,20 +298,33 @@ class LoopState:
         self._order = None
 
     def _read_changed_workloads(self, since: datetime, now: datetime) -> None:
-        changed = Workload.objects.filter(updated_at__gte=since).values_list(
-            "id", "namespace", "name", "state", "updated_at"
-        )
+        # On PostgreSQL the stamps come as whole microseconds since the epoch (``extract`` is
+        # exact from PostgreSQL 14 on): an integer decodes in C, while Django's time zone
+        # loader of a ``timestamptz`` runs in Python, and a steady refresh sees thousands of
+        # rows, most of them the loop's own writes.
+        changed: Any = Workload.objects.filter(updated_at__gte=since)
+        stamp_of: Any = _same
+        if connection.vendor == "postgresql":
+            as_micros = RawSQL("(extract(epoch from updated_at) * 1000000)::bigint", ())
+            changed = changed.annotate(stamp=as_micros).values_list(
+                "id", "namespace", "name", "state", "stamp"
+            )
+            stamp_of = micros
+        else:
+            changed = changed.values_list("id", "namespace", "name", "state", "updated_at")
         live_ids: dict[int, datetime] = {}
-        held = self.held
-        for workload_id, namespace, name, state, updated_at in changed:
+        held, quiet = self.held, self.quiet
+        for workload_id, namespace, name, state, stamp in changed:
             core_name = qualified_name(namespace, name)
             if state in LIVE_STATES:
-                if held.get(workload_id) == updated_at and core_name in self.rows:
-                    if self.quiet.get(workload_id) != updated_at:
+                version = held.get(workload_id)
+                if version is not None and stamp_of(version) == stamp and core_name in self.rows:
+                    silent = quiet.get(workload_id)
+                    if silent is None or stamp_of(silent) != stamp:
                         self.changed.add(core_name)  # this version is held already
                     self.skipped += 1
                     continue
-                live_ids[workload_id] = updated_at
+                live_ids[workload_id] = stamp if stamp_of is _same else from_micros(stamp)
             else:
                 self.ended.append(Ended(workload_id, core_name, state))
                 if self.rows.pop(core_name, None) is not None:
@@ -568,6 +582,24 @@ def policy_fingerprint() -> str | None:
         cursor.execute(f"SELECT md5(concat_ws('|', {parts}))")  # the models' own tables
         digest: str = cursor.fetchone()[0]
     return digest
+
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+MICROSECOND = timedelta(microseconds=1)
+
+
+def micros(moment: datetime) -> int:
+    """An aware time as whole microseconds since the epoch (exact)."""
+    return (moment - EPOCH) // MICROSECOND
+
+
+def from_micros(value: int) -> datetime:
+    """Whole microseconds since the epoch as an aware time (``micros``' inverse)."""
+    return EPOCH + timedelta(microseconds=value)
+
+
+def _same(moment: datetime) -> datetime:
+    return moment
 
 
 def read_horizon() -> datetime:
