@@ -950,9 +950,9 @@ class ControlLoop:
         victims: dict[str, tuple[list[str], list[PodRef], str]] = {}
         for name in sorted(names):
             row = rows.get(name)
-            key = key_of(name)
             if row is not None and row.state == WorkloadState.RUNNING and not row.eviction_reason:
                 continue  # running where it was placed: nothing to do
+            key = key_of(name)
             pods = self._as_bound(self.mirror.pods_of(key))
             if row is None:
                 self._delete_if_cancelled(name, pods, work)
