@@ -10,12 +10,23 @@ writes for that reason): a bulk insert is a step of an audited action, never an 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection
-from django.db.models import Field, JSONField, Model
+from django.db.models import (
+    BooleanField,
+    CharField,
+    DateTimeField,
+    Field,
+    ForeignKey,
+    IntegerField,
+    JSONField,
+    Model,
+    TextField,
+)
 from django.utils import timezone
 
 # Rows per batched insert where there is no COPY (SQLite).
@@ -125,6 +136,53 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _aware(value: Any) -> bool:
+    return value is None or (isinstance(value, datetime) and value.tzinfo is not None)
+
+
+def _text(value: Any) -> bool:
+    return value is None or isinstance(value, str)
+
+
+def _flag(value: Any) -> bool:
+    return value is None or type(value) is bool
+
+
+def _number(value: Any) -> bool:
+    return value is None or type(value) is int
+
+
+def _preparer(field: Any) -> Callable[[Any], Any]:
+    """How ``update_rows`` prepares a field's values for COPY: as they are when Django's own
+    preparation would give them back unchanged (text, flags, integers and keys, aware times:
+    on PostgreSQL each of those steps returns its value), else Django's, per value -- which
+    cost more than the COPY itself for a cycle's thousands of rows."""
+
+    def django(value: Any) -> Any:
+        return _plain(field.get_db_prep_save(value, connection))
+
+    target = field.target_field if isinstance(field, ForeignKey) else field
+    taken: Callable[[Any], bool] | None = None
+    if isinstance(field, JSONField):
+        taken = None
+    elif isinstance(target, DateTimeField):
+        taken = _aware
+    elif isinstance(target, (CharField, TextField)):
+        taken = _text
+    elif isinstance(target, BooleanField):
+        taken = _flag
+    elif isinstance(target, IntegerField):
+        taken = _number
+    if taken is None:
+        return django
+    accepts = taken
+
+    def prepared(value: Any) -> Any:
+        return value if accepts(value) else django(value)
+
+    return prepared
+
+
 def update_rows(
     model: type[Model],
     columns: Sequence[str],
@@ -158,6 +216,7 @@ def update_rows(
         _update_rows_elsewhere(model, fields, rows, keep_keys, only_keys, where)
         return len(rows)
     temporary = "gpupool_rows"
+    prepare = [_preparer(f) for f in fields]
     typed = ", ".join(f"c{i} {f.db_type(connection)}" for i, f in enumerate(fields))
     with connection.cursor() as cursor:
         cursor.execute(
@@ -171,13 +230,7 @@ def update_rows(
             ((pk, *values) for pk, values in rows.items())
             if prepared
             else (
-                (
-                    pk,
-                    *(
-                        _plain(f.get_db_prep_save(v, connection))
-                        for f, v in zip(fields, values, strict=True)
-                    ),
-                )
+                (pk, *(p(v) for p, v in zip(prepare, values, strict=True)))
                 for pk, values in rows.items()
             ),
         )

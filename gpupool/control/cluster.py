@@ -61,6 +61,9 @@ class ClusterMirror:
     _job_workloads: dict[JobKey, set[WorkloadKey]] = field(default_factory=dict)
     _workload_jobs: dict[WorkloadKey, set[JobKey]] = field(default_factory=dict)
     _groups: dict[WorkloadKey, WorkloadRequest | InvalidWorkload] = field(default_factory=dict)
+    # The workloads (by core name) with a pod that holds a node, kept as their pods change:
+    # the loop counts what those the database does not place hold without looking at all.
+    holders: dict[str, WorkloadKey] = field(default_factory=dict)
 
     def apply(self, view: ClusterView) -> tuple[set[WorkloadKey], set[str]]:
         """Take in a view's delta; returns the workloads and the nodes it touched."""
@@ -119,6 +122,11 @@ class ClusterMirror:
                     touched.add(workload)
         for workload in touched:
             self._groups.pop(workload, None)
+            members = self.pods.get(workload)
+            if members is not None and any(map(holds_node, members.values())):
+                self.holders[str(workload)] = workload
+            else:
+                self.holders.pop(str(workload), None)
         return touched, nodes
 
     def pods_of(self, key: WorkloadKey) -> list[PodFacts]:

@@ -92,7 +92,7 @@ from gpupool.control.record import (
     Explanation,
     decide_record,
 )
-from gpupool.control.snapshot import DatabaseSnapshot, WorkloadRow
+from gpupool.control.snapshot import DatabaseSnapshot, WorkloadRow, id_list
 from gpupool.control.state import LoopState, stepped
 from gpupool.control.sync import (
     CLUSTER_UNHEALTHY,
@@ -348,7 +348,8 @@ class ControlLoop:
                 self.state.refresh(at)
                 self._drop_ended_overlays()
                 self._overlay_registered(decision, at)
-                database = self.state.snapshot(at, self._overlay(now))
+                overlay = self._overlay(now)
+                database = self.state.snapshot(at, overlay, leave_out=self.state.excluded)
                 moves += self.budgets.leave([e.id for e in self.state.ended], now)
                 budgets, spends = self.budgets.with_accrual(database.snapshot.budgets, now)
                 snapshot = self._with_cluster_usage(database.snapshot)
@@ -713,9 +714,8 @@ class ControlLoop:
         if self._medians_version != self.runtimes.version:
             self._medians, self._medians_version = {}, self.runtimes.version
         medians = self._medians
-        for name, row in rows.items():
-            if row.info.expected_runtime_s is not None:
-                continue
+        for name in rows.unestimated:
+            row = rows[name]
             known = medians.get(name)
             if known is not None and known[0] is row.info:
                 learned = known[1]
@@ -740,7 +740,7 @@ class ControlLoop:
         if not told:
             return
         people = Workload.objects.filter(
-            pk__in={s.workload_id for s in told}, submitter__isnull=False
+            pk__in=id_list({s.workload_id for s in told}), submitter__isnull=False
         ).in_bulk()
         for step in told:
             workload = people.get(step.workload_id)
@@ -760,21 +760,17 @@ class ControlLoop:
         self.runtimes.add(finished)
 
     def _with_cluster_usage(self, snapshot: Snapshot) -> Snapshot:
-        """Nodes less what other schedulers' pods, and ours the database does not place, hold."""
+        """Nodes less what other schedulers' pods, and ours the database does not place, hold
+        (the workloads with a pod on a node, ``ClusterMirror.holders``, less those placed)."""
         usage = dict(self.mirror.foreign_usage)
-        rows = self.state.rows
-        for key, pods in self.mirror.pods.items():
-            row = rows.get(str(key))
-            if row is not None and row.state != WorkloadState.PENDING:
-                continue
+        holders = self.mirror.holders
+        for name in sorted(holders.keys() - self.state.rows.placed):
+            pods = self.mirror.pods.get(holders[name], {})
             for held_on, held in self.mirror.held_usage(pods).items():
                 usage[held_on] = usage[held_on].plus(held) if held_on in usage else held
-        excluded = self.state.excluded
-        workloads = snapshot.workloads
-        if excluded:
-            workloads = tuple(w for w in workloads if w.name not in excluded)
         if not usage:
-            return replace(snapshot, workloads=workloads) if excluded else snapshot
+            return snapshot
+        workloads = snapshot.workloads
         used: dict[str, set[int]] = {}
         for workload in workloads:
             for pod in workload.placement:
@@ -991,9 +987,9 @@ class ControlLoop:
         victims: dict[str, tuple[list[str], list[PodRef], str]] = {}
         for name in sorted(names):
             row = rows.get(name)
-            key = key_of(name)
             if row is not None and row.state == WorkloadState.RUNNING and not row.eviction_reason:
                 continue  # running where it was placed: nothing to do
+            key = key_of(name)
             pods = self._as_bound(self.mirror.pods_of(key))
             if row is None:
                 self._delete_if_cancelled(name, pods, work)

@@ -324,8 +324,10 @@ def decide_workloads(
     now: float,
 ) -> None:
     """Decide every workload whose pods (or whose row) changed; refresh its overlay."""
-    leaf_tenants = {q.name: q.tenant for q in state.queues if _is_leaf(q.name, state)}
+    parents = {q.parent for q in state.queues}
+    leaf_tenants = {q.name: q.tenant for q in state.queues if q.name not in parents}
     classes = {c.name for c in state.classes}
+    at = moment(now)
     for key in sorted(keys):
         name = str(key)
         row = state.rows.get(name)
@@ -365,6 +367,7 @@ def decide_workloads(
             namespace_tenants,
             classes,
             now,
+            at,
         )
 
 
@@ -399,10 +402,6 @@ def _ended_pods(
             f"({known.words()}). Delete the pods' owner, or give new work another "
             f"{WORKLOAD_LABEL} name.",
         )
-
-
-def _is_leaf(name: str, state: LoopState) -> bool:
-    return not any(q.parent == name for q in state.queues)
 
 
 def _complain(
@@ -577,13 +576,11 @@ def _known(
     namespace_tenants: Mapping[str, str],
     classes: Iterable[str],
     now: float,
+    at: datetime,
 ) -> None:
-    """A live workload of the database and its pods."""
+    """A live workload of the database and its pods (``at``: ``now`` as a datetime)."""
     info = row.info
-    at = moment(now)
     held = [p for p in pods if holds_node(p)]
-    live = [p for p in pods if is_live(p)]
-    ended = [p for p in pods if p.finished]
     name = info.name
     memory.overlays.pop(name, None)
     if grouped is not None and isinstance(grouped, WorkloadRequest):
@@ -594,6 +591,10 @@ def _known(
             and checkpoint != info.last_checkpoint_at
         ):
             decision.checkpoints[row.id] = moment(checkpoint)
+    if held and row.state == WorkloadState.RUNNING:
+        return  # running where it was placed (most of a sync's work): nothing to decide
+    live = [p for p in pods if is_live(p)]
+    ended = [p for p in pods if p.finished]
     if row.state == WorkloadState.PENDING:
         _pending(
             decision,

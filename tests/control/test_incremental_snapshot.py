@@ -3,11 +3,16 @@
 A seeded walk changes the small pool of control_builders through the actions (submissions,
 admissions and their ends, cancellations, cordons, GPU health, drains, checkpoints and
 nominations, quotas, budgets, preemptions); after each step the loop's state reads only what
-changed, and its snapshot must equal what ``build_snapshot`` reads from scratch.
+changed, and its snapshot must equal what ``build_snapshot`` reads from scratch. The state
+keeps the snapshot's parts between assemblies and patches them by the rows touched since
+(``LoopState._catch_up``), and keeps indexes of its rows (``WorkloadRows``): both must equal
+what they would be built afresh, whichever way a row changed.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import random
 
 import pytest
@@ -16,7 +21,7 @@ from django.utils import timezone
 
 from gpupool.accounting.actions import do_record_preemption
 from gpupool.control.snapshot import build_snapshot
-from gpupool.control.state import LoopState
+from gpupool.control.state import LoopState, WorkloadRows, policy_fingerprint
 from gpupool.inventory.actions import do_drain_node, do_set_gpu_health, do_set_node_cordoned
 from gpupool.inventory.models import Gpu, Node
 from gpupool.quotas.actions import (
@@ -156,3 +161,87 @@ def test_the_incremental_snapshot_equals_a_full_rebuild_after_random_changes(
         assert incremental.snapshot == full.snapshot, f"after step {step} ({did})"
         assert incremental.workload_ids == full.workload_ids
         assert incremental.pod_set_ids == full.pod_set_ids
+        _indexes_equal_a_fresh_build(state.rows, f"after step {step} ({did})")
+        copied = copy.copy(state.rows)  # as the loop's state is copied (its indexes rebuilt)
+        assert copied == state.rows and type(copied) is WorkloadRows
+        _indexes_equal_a_fresh_build(copied, f"a copy after step {step}")
+
+
+def _indexes_equal_a_fresh_build(rows: WorkloadRows, after: str) -> None:
+    assert rows.placed == {n for n, r in rows.items() if r.state != "pending"}, after
+    assert rows.unestimated == {n for n, r in rows.items() if r.info.expected_runtime_s is None}, (
+        after
+    )
+
+
+def test_the_kept_snapshot_follows_rows_changed_in_place_overlaid_and_left_out(pool: Pool) -> None:
+    """Rows replaced, removed and added straight in the mapping (as the loop's record and
+    sync do), a workload overlaid and one left out: the assembled snapshot is what the rows
+    say, in name order, each time."""
+    state = LoopState(POLICY)
+    state.refresh(NOW)
+    first = state.snapshot(NOW).snapshot
+    names = state.workload_order()
+    assert len(names) >= 3
+    moment = NOW.timestamp()
+
+    def expected(overlay: dict[str, object], leave_out: set[str]) -> tuple[object, ...]:
+        return tuple(
+            overlay.get(name) or state.rows[name].resolve(state.names, moment)
+            for name in sorted(state.rows)
+            if name not in leave_out
+        )
+
+    changed, removed, kept = names[0], names[1], names[2]
+    row = state.rows[changed]
+    state.rows[changed] = dataclasses.replace(
+        row, info=dataclasses.replace(row.info, expected_runtime_s=None, nominated=True)
+    )
+    gone = state.rows.pop(removed)
+    added = dataclasses.replace(
+        gone, info=dataclasses.replace(gone.info, name="zz/added"), id=gone.id + 10_000
+    )
+    state.rows["zz/added"] = added
+    state.names[added.id] = "zz/added"
+    overlay = {kept: dataclasses.replace(state.rows[kept].info, missing_pods=1)}
+    built = state.snapshot(NOW, overlay, leave_out={changed}).snapshot
+    assert built.workloads == expected(overlay, {changed})  # type: ignore[arg-type]
+    assert state.rows.unestimated >= {changed}
+    assert [w.name for w in built.workloads] == sorted(
+        set(names) - {removed, changed} | {"zz/added"}
+    )
+    assert state.snapshot(NOW).snapshot.workloads == expected({}, set())  # type: ignore[arg-type]
+    del state.rows["zz/added"]
+    state.rows[removed] = gone
+    state.rows[changed] = row
+    assert state.snapshot(NOW).snapshot == first
+    _indexes_equal_a_fresh_build(state.rows, "after undoing")
+
+
+def test_the_policy_tables_are_read_again_only_when_their_digest_changes(pool: Pool) -> None:
+    """Flavors, queues and classes are not read again while the digest of their tables' rows
+    stays; any change to a row (a queue's weight, a class's value) changes it."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        assert policy_fingerprint() is None  # read every time
+        return
+    state = LoopState(POLICY)
+    state.refresh(NOW)
+    before = policy_fingerprint()
+    assert before is not None and state._policy_seen == before
+    state.refresh(NOW)
+    assert policy_fingerprint() == before
+    team = pool.queues["team-a"]
+    team.weight = team.weight * 2 + 1
+    do_save_queue(team, acting_user=None)
+    assert policy_fingerprint() != before
+    state.refresh(NOW)
+    assert {q.name: q.weight for q in state.queues}["team-a"] == float(team.weight)
+    klass = pool.classes["high"]
+    klass.value += 1
+    do_save_priority_class(klass, acting_user=None)
+    assert policy_fingerprint() != state._policy_seen
+    state.refresh(NOW)
+    assert {c.name: c.value for c in state.classes}["high"] == klass.value
+    assert state.snapshot(NOW).snapshot == build_snapshot(now=NOW, policy=POLICY).snapshot

@@ -21,6 +21,7 @@ import random
 import pytest
 from loop_builders import World, build_world
 
+from gpupool.control.cluster import holds_node
 from gpupool.control.snapshot import build_snapshot, read_workloads
 from gpupool.control.state import LoopState
 from gpupool.control.sync import moment
@@ -109,6 +110,11 @@ def test_the_loops_state_holds_its_own_writes_as_the_database_reads_them(seed: i
         after = f"step {step} ({did})"
         _held_rows_equal_the_database(world.loop.state, world, after)
         _refreshed_equals_a_full_read(world.loop.state, world, after)
+        mirror = world.loop.mirror
+        holding = {
+            str(k): k for k, pods in mirror.pods.items() if any(map(holds_node, pods.values()))
+        }
+        assert mirror.holders == holding, after
     assert held > 0, "no write of the loop was taken without a read"
 
 
