@@ -92,7 +92,7 @@ from gpupool.control.record import (
     Explanation,
     decide_record,
 )
-from gpupool.control.snapshot import DatabaseSnapshot, WorkloadRow
+from gpupool.control.snapshot import DatabaseSnapshot, WorkloadRow, name_list
 from gpupool.control.state import LoopState, stepped
 from gpupool.control.sync import (
     CLUSTER_UNHEALTHY,
@@ -564,7 +564,7 @@ class ControlLoop:
         unhealthy: dict[int, int] = {}
         counts: dict[int, int] = {}
         for node_id, count, marked in (
-            Gpu.objects.filter(node__name__in=names)
+            Gpu.objects.filter(node__name__in=name_list(names))
             .values_list("node_id")
             .annotate(
                 count=Count("id"),
@@ -574,7 +574,7 @@ class ControlLoop:
         ):
             counts[node_id], unhealthy[node_id] = count, marked
         known: dict[str, dict[str, object]] = {}
-        for row in Node.objects.filter(name__in=names).values(
+        for row in Node.objects.filter(name__in=name_list(names)).values(
             "id",
             "name",
             "flavor_id",
