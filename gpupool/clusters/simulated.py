@@ -39,6 +39,7 @@ when somebody looks: every call first lets the controllers catch up with the clo
 
 from __future__ import annotations
 
+import operator
 import re
 import time
 import uuid
@@ -915,11 +916,16 @@ class SimulatedCluster:
 
 
 _POD_FIELDS = tuple(f.name for f in fields(PodFacts))
+_POD_POSITION = {name: position for position, name in enumerate(_POD_FIELDS)}
+_POD_VALUES = operator.attrgetter(*_POD_FIELDS)
 
 
 def _pod_with(facts: PodFacts, **changes: Any) -> PodFacts:
     """Facts with some fields changed (``dataclasses.replace``, without its cost)."""
-    return PodFacts(*(changes[n] if n in changes else getattr(facts, n) for n in _POD_FIELDS))
+    values = list(_POD_VALUES(facts))
+    for name, value in changes.items():
+        values[_POD_POSITION[name]] = value
+    return PodFacts(*values)
 
 
 @dataclass(slots=True)

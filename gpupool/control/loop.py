@@ -536,9 +536,11 @@ class ControlLoop:
             nodes = nodes | set(self.mirror.nodes) | set(state.nodes)
         if nodes:
             decide_nodes(decision, self.mirror, nodes, self._known_nodes(nodes), state.flavor_rows)
-        if self.first:
+        if self.first:  # every row (those re-read, ``state.changed``, among them)
             keys = keys | set(self.mirror.pods) | {key_of(name) for name in state.rows}
-        keys = keys | {key_of(name) for name in state.changed} | self._held_back
+        else:
+            keys = keys | {key_of(name) for name in state.changed}
+        keys = keys | self._held_back
         self._held_back = set()
         if self.handed_on is not None:
             in_flight = self.handed_on.work.bind
@@ -954,9 +956,9 @@ class ControlLoop:
         victims: dict[str, tuple[list[str], list[PodRef], str]] = {}
         for name in sorted(names):
             row = rows.get(name)
-            key = key_of(name)
             if row is not None and row.state == WorkloadState.RUNNING and not row.eviction_reason:
                 continue  # running where it was placed: nothing to do
+            key = key_of(name)
             pods = self._as_bound(self.mirror.pods_of(key))
             if row is None:
                 self._delete_if_cancelled(name, pods, work)
