@@ -39,11 +39,12 @@ when somebody looks: every call first lets the controllers catch up with the clo
 
 from __future__ import annotations
 
+import operator
 import re
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any, Protocol
 
@@ -79,6 +80,7 @@ from gpupool.clusters.inventory import GPU_COUNT_LABEL
 from gpupool.clusters.matching import affinity_matches, selector_matches
 from gpupool.clusters.simulated_store import (
     MemoryStore,
+    ObjectKey,
     SimulatedStore,
     StoredObject,
     StoreTransaction,
@@ -598,26 +600,48 @@ class SimulatedCluster:
         """Bind a whole gang or nothing: every member is checked before any is bound."""
         if not gang:
             return BindOutcome()
+        return self.bind_many({"": gang})[""]
+
+    def bind_many(self, gangs: Mapping[str, Sequence[PodBinding]]) -> dict[str, BindOutcome]:
+        """Bind gangs in order, each whole or not at all (as ``bind``), in one transaction of
+        the store: the controllers catch up once, and the kubelets' admissions keep what
+        each node's pods take (``_NodeLoad``) instead of listing them for every pod bound."""
+        outcomes: dict[str, BindOutcome] = {key: BindOutcome() for key in gangs}
+        if not any(gangs.values()):
+            return outcomes
         now = self.clock.now()
+        loads: dict[str, _NodeLoad] = {}
         with self.store.transaction() as tx:
             self._advance(tx, now)
-            pods = {b.pod.key: tx.get("Pod", b.pod.namespace, b.pod.name) for b in gang}
-            for binding in gang:
-                why = self._unbindable(tx, binding, pods[binding.pod.key])
-                if why is not None:
-                    return BindOutcome(failed=binding.pod, error=why)
-            for binding in gang:
-                obj = pods[binding.pod.key]
-                assert obj is not None
-                if _pod(obj).node_name == binding.node:
-                    continue  # bound there already: done
-                node = tx.get("Node", "", binding.node)
-                assert node is not None
-                bound = obj.evolve(node=binding.node)
-                spec = {**obj.body["spec"], "nodeName": binding.node}
-                bound = bound.evolve(body={**obj.body, "spec": spec},
-                                facts=_pod_with(_pod(obj), node_name=binding.node))  # fmt: skip
-                self._start(tx, bound, _node(node), now)
+            for key, gang in gangs.items():
+                if gang:
+                    outcomes[key] = self._bind(tx, gang, now, loads)
+        return outcomes
+
+    def _bind(
+        self,
+        tx: StoreTransaction,
+        gang: Sequence[PodBinding],
+        now: float,
+        loads: dict[str, _NodeLoad],
+    ) -> BindOutcome:
+        pods = {b.pod.key: tx.get("Pod", b.pod.namespace, b.pod.name) for b in gang}
+        for binding in gang:
+            why = self._unbindable(tx, binding, pods[binding.pod.key])
+            if why is not None:
+                return BindOutcome(failed=binding.pod, error=why)
+        for binding in gang:
+            obj = pods[binding.pod.key]
+            assert obj is not None
+            facts = _pod(obj)
+            if facts.node_name == binding.node:
+                continue  # bound there already: done
+            node = tx.get("Node", "", binding.node)
+            assert node is not None
+            spec = {**obj.body["spec"], "nodeName": binding.node}
+            bound = obj.evolve(node=binding.node, body={**obj.body, "spec": spec},
+                               facts=_pod_with(facts, node_name=binding.node))  # fmt: skip
+            self._start(tx, bound, _node(node), now, loads)
         return BindOutcome(bound=tuple(b.pod for b in gang))
 
     def _unbindable(
@@ -796,15 +820,28 @@ class SimulatedCluster:
 
     # - the kubelet -
 
-    def _start(self, tx: StoreTransaction, pod: StoredObject, node: NodeFacts, now: float) -> None:
-        """The node's kubelet admits a bound pod and runs it, or rejects it (``Failed``)."""
+    def _start(
+        self,
+        tx: StoreTransaction,
+        pod: StoredObject,
+        node: NodeFacts,
+        now: float,
+        loads: dict[str, _NodeLoad] | None = None,
+    ) -> None:
+        """The node's kubelet admits a bound pod and runs it, or rejects it (``Failed``).
+        ``loads``: what the nodes' pods take, kept through one transaction (``bind_many``)
+        and updated here with what this pod takes."""
         facts = _pod(pod)
         sim = dict(pod.sim)
         if not node.ready:  # nobody there to start it; evicted if the node stays away
             sim["evict_at"] = now + self.not_ready_eviction_s
             tx.put(pod.evolve(sim=sim, due_at=_next_due(sim, facts)))
+            if loads is not None:
+                _took(loads, node.name, pod.key, facts.requests, {})
             return
-        rejection = self._admission(tx, pod, facts, node)
+        rejection = self._admission(tx, pod, facts, node, loads)
+        if loads is not None:
+            _took(loads, node.name, pod.key, facts.requests, rejection)
         if isinstance(rejection, tuple):
             reason, message = rejection
             self._fail(tx, pod, reason, message)
@@ -825,7 +862,12 @@ class SimulatedCluster:
         )
 
     def _admission(
-        self, tx: StoreTransaction, pod: StoredObject, facts: PodFacts, node: NodeFacts
+        self,
+        tx: StoreTransaction,
+        pod: StoredObject,
+        facts: PodFacts,
+        node: NodeFacts,
+        loads: dict[str, _NodeLoad] | None = None,
     ) -> dict[str, list[int]] | tuple[str, str]:
         """The device slots the kubelet gives the pod, or why it rejects it."""
         if not (
@@ -833,45 +875,34 @@ class SimulatedCluster:
             and affinity_matches(facts.required_node_affinity, node.name, node.labels)
         ):
             return "NodeAffinity", "Pod was rejected: Predicate NodeAffinity failed"
-        others = [
-            _pod(p)
-            for p in tx.select("Pod", node=node.name)
-            if p.key != pod.key and _pod(p).phase not in TERMINAL_PHASES
-        ]
-        used = ResourceAmounts()
-        for other in others:
-            used = used.plus(other.requests)
+        load = _load_of(tx, node.name, pod.key, loads)
         for resource, asked, have, taken in (
-            ("cpu", facts.requests.cpu_milli, node.allocatable.cpu_milli, used.cpu_milli),
-            ("memory", facts.requests.memory_mib, node.allocatable.memory_mib, used.memory_mib),
-            ("pods", 1, node.max_pods or 110, len(others)),
+            ("cpu", facts.requests.cpu_milli, node.allocatable.cpu_milli, load.cpu_milli),
+            ("memory", facts.requests.memory_mib, node.allocatable.memory_mib, load.memory_mib),
+            ("pods", 1, node.max_pods or 110, len(load.members)),
         ):
             if asked and taken + asked > have:
                 return f"OutOf{resource}", (
                     f"Pod was rejected: Node didn't have enough resource: {resource}, "
                     f"requested: {asked}, used: {taken}, capacity: {have}"
                 )
-        held: dict[str, set[int]] = {}
-        for other_pod in tx.select("Pod", node=node.name):
-            if other_pod.key == pod.key or _pod(other_pod).phase in TERMINAL_PHASES:
-                continue
-            for resource, slots in other_pod.sim.get("devices", {}).items():
-                held.setdefault(resource, set()).update(slots)
+        held = load.held
         unhealthy = {int(i) for i in _node_sim(tx, node.name).get("unhealthy", {})}
         devices: dict[str, list[int]] = {}
         capacity = _gpu_resources(node.capacity)
         for resource, asked in _requested(facts.requests).items():
             per_gpu = _slots_per_gpu(node, resource)
+            taken_slots = held.get(resource, set())
             free = [
                 slot
                 for slot in range(capacity.get(resource, 0))
-                if slot not in held.get(resource, set()) and slot // per_gpu not in unhealthy
+                if slot not in taken_slots and slot // per_gpu not in unhealthy
             ]
             if len(free) < asked:
                 total = capacity.get(resource, 0) - per_gpu * len(unhealthy)
                 return f"OutOf{resource}", (
                     f"Pod was rejected: Node didn't have enough resource: {resource}, "
-                    f"requested: {asked}, used: {len(held.get(resource, ()))}, capacity: {total}"
+                    f"requested: {asked}, used: {len(taken_slots)}, capacity: {total}"
                 )
             devices[resource] = free[:asked]
         return devices
@@ -886,11 +917,83 @@ class SimulatedCluster:
 
 
 _POD_FIELDS = tuple(f.name for f in fields(PodFacts))
+_POD_POSITION = {name: position for position, name in enumerate(_POD_FIELDS)}
+_POD_VALUES = operator.attrgetter(*_POD_FIELDS)
 
 
 def _pod_with(facts: PodFacts, **changes: Any) -> PodFacts:
     """Facts with some fields changed (``dataclasses.replace``, without its cost)."""
-    return PodFacts(*(changes[n] if n in changes else getattr(facts, n) for n in _POD_FIELDS))
+    values = list(_POD_VALUES(facts))
+    for name, value in changes.items():
+        values[_POD_POSITION[name]] = value
+    return PodFacts(*values)
+
+
+@dataclass(slots=True)
+class _NodeLoad:
+    """What the live pods bound to a node take there, as the kubelet's admission counts it:
+    CPU, memory, the pods (``members``, by store key) and the device slots held."""
+
+    cpu_milli: int = 0
+    memory_mib: int = 0
+    members: set[ObjectKey] = field(default_factory=set)
+    held: dict[str, set[int]] = field(default_factory=dict)
+
+    def add(
+        self, key: ObjectKey, requests: ResourceAmounts, devices: Mapping[str, Iterable[int]]
+    ) -> None:
+        """Count one more pod."""
+        self.cpu_milli += requests.cpu_milli
+        self.memory_mib += requests.memory_mib
+        self.members.add(key)
+        for resource, slots in devices.items():
+            self.held.setdefault(resource, set()).update(slots)
+
+
+def _node_load(tx: StoreTransaction, node: str, leave_out: ObjectKey | None = None) -> _NodeLoad:
+    """What the node's live pods (but ``leave_out``) take, from the store."""
+    load = _NodeLoad()
+    for other in tx.select("Pod", node=node):
+        if other.key == leave_out:
+            continue
+        facts = _pod(other)
+        if facts.phase not in TERMINAL_PHASES:
+            load.add(other.key, facts.requests, other.sim.get("devices", {}))
+    return load
+
+
+def _load_of(
+    tx: StoreTransaction, node: str, pod: ObjectKey, loads: dict[str, _NodeLoad] | None
+) -> _NodeLoad:
+    """What the node's other live pods take: kept in ``loads`` through a transaction (read
+    from the store the first time), else read now."""
+    if loads is None:
+        return _node_load(tx, node, pod)
+    load = loads.get(node)
+    if load is None:
+        load = loads[node] = _node_load(tx, node)
+    if pod in load.members:  # counted already (bound there before): leave it out
+        return _node_load(tx, node, pod)
+    return load
+
+
+def _took(
+    loads: dict[str, _NodeLoad],
+    node: str,
+    pod: ObjectKey,
+    requests: ResourceAmounts,
+    devices: Mapping[str, Iterable[int]] | tuple[str, str],
+) -> None:
+    """A pod bound to the node, admitted with ``devices`` (or rejected: the kubelet's
+    reason), into the node's kept load: counted while it lives. A pod counted already
+    drops the load, read again from the store when next needed."""
+    load = loads.get(node)
+    if load is None:
+        return  # not read yet: the store has the pod when it is
+    if pod in load.members:
+        del loads[node]
+    elif not isinstance(devices, tuple):
+        load.add(pod, requests, devices)
 
 
 def _seconds(now: float) -> float:
@@ -1087,8 +1190,15 @@ class SimulatedBackend:
             return BindOutcome(failed=first, error=f"the simulated cluster failed: {exc}")
 
     def bind_many(self, gangs: Mapping[str, Sequence[PodBinding]]) -> dict[str, BindOutcome]:
-        """Bind gangs one after another (its store is not shared between threads)."""
-        return {key: self.bind(gang) for key, gang in gangs.items()}
+        """Bind gangs one after another, in one transaction of the store (see
+        ``SimulatedCluster.bind_many``; the store is not shared between threads). Should the
+        store fail there, each gang is bound again in a transaction of its own, so one
+        gang's failure is that gang's only (gangs bound already count as done)."""
+        self._check_open()
+        try:
+            return self.cluster.bind_many(gangs)
+        except Exception:
+            return {key: self.bind(gang) for key, gang in gangs.items()}
 
     def wait_for_change(self, timeout_s: float) -> bool:
         """Wait ``timeout_s`` of wall-clock time and say False: the simulated cluster moves

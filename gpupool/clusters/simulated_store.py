@@ -198,11 +198,12 @@ class MemoryStore:
     def _write(self, obj: StoredObject) -> StoredObject:
         self.revision += 1
         previous = self._objects.get(obj.key)
-        stored = obj.evolve(revision=self.revision)
         if obj.kind in ("Node", "Pod") and not obj.deleted:
-            body = stored.body
+            body = obj.body
             metadata = {**body.get("metadata", {}), "resourceVersion": str(self.revision)}
-            stored = stored.evolve(body={**body, "metadata": metadata}, facts=obj.facts)
+            stored = obj.evolve(revision=self.revision, body={**body, "metadata": metadata})
+        else:
+            stored = obj.evolve(revision=self.revision)
         self._objects[obj.key] = stored
         if previous is None:
             self._by_kind.setdefault(obj.kind, {})[obj.key] = None
@@ -273,7 +274,7 @@ class _MemoryTransaction:
         return [store._objects[key] for key in sorted(found, key=lambda k: (found[k], k))]
 
     def put(self, obj: StoredObject) -> StoredObject:
-        return self._store._write(obj.evolve(deleted=False))
+        return self._store._write(obj.evolve(deleted=False) if obj.deleted else obj)
 
     def remove(self, obj: StoredObject) -> None:
         self._store._write(obj.evolve(deleted=True, due_at=None, node="", facts=None))

@@ -112,20 +112,19 @@ def simulated_cluster(
     backend = simulated_pool(manifests, virtual_clock(now))
     cluster = backend.cluster
     tenant_of = {q.name: q.tenant or "default" for q in snapshot.queues}
+    gangs: dict[str, list[PodBinding]] = {}
     for workload in snapshot.workloads:
         run = _run_of(workload, tenant_of[workload.queue])
         pods: list[NewPod] = new_pods(run, ())
         refs: list[PodRef] = [cluster.add_pod(pod_manifest(pod)) for pod in pods]
         if workload.state == "running":
-            gang = [
+            gangs[workload.name] = [
                 PodBinding(ref, placed.node)
                 for ref, placed in zip(refs, workload.placement, strict=False)
             ]
-            outcome = backend.bind(gang)
-            if not outcome.ok:
-                raise RuntimeError(
-                    f"cannot run {workload.name} on the simulated cluster: {outcome.error}"
-                )
+    for name, outcome in backend.bind_many(gangs).items():
+        if not outcome.ok:
+            raise RuntimeError(f"cannot run {name} on the simulated cluster: {outcome.error}")
     return cast(ClusterBackend, backend)
 
 

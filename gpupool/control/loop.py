@@ -92,7 +92,7 @@ from gpupool.control.record import (
     Explanation,
     decide_record,
 )
-from gpupool.control.snapshot import DatabaseSnapshot, WorkloadRow, id_list
+from gpupool.control.snapshot import DatabaseSnapshot, WorkloadRow, id_list, name_list
 from gpupool.control.state import LoopState, stepped
 from gpupool.control.sync import (
     CLUSTER_UNHEALTHY,
@@ -551,9 +551,11 @@ class ControlLoop:
             nodes = nodes | set(self.mirror.nodes) | set(state.nodes)
         if nodes:
             decide_nodes(decision, self.mirror, nodes, self._known_nodes(nodes), state.flavor_rows)
-        if self.first:
+        if self.first:  # every row (those re-read, ``state.changed``, among them)
             keys = keys | set(self.mirror.pods) | {key_of(name) for name in state.rows}
-        keys = keys | {key_of(name) for name in state.changed} | self._held_back
+        else:
+            keys = keys | {key_of(name) for name in state.changed}
+        keys = keys | self._held_back
         self._held_back = set()
         if self.handed_on is not None:
             in_flight = self.handed_on.work.bind
@@ -580,7 +582,7 @@ class ControlLoop:
         unhealthy: dict[int, int] = {}
         counts: dict[int, int] = {}
         for node_id, count, marked in (
-            Gpu.objects.filter(node__name__in=names)
+            Gpu.objects.filter(node__name__in=name_list(names))
             .values_list("node_id")
             .annotate(
                 count=Count("id"),
@@ -590,7 +592,7 @@ class ControlLoop:
         ):
             counts[node_id], unhealthy[node_id] = count, marked
         known: dict[str, dict[str, object]] = {}
-        for row in Node.objects.filter(name__in=names).values(
+        for row in Node.objects.filter(name__in=name_list(names)).values(
             "id",
             "name",
             "flavor_id",

@@ -52,12 +52,12 @@ from collections import defaultdict
 from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import Q, Sum
+from django.db.models import F, FloatField, Func, Q, Sum
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -104,6 +104,13 @@ def id_list(ids: Collection[int]) -> Any:
     if connection.vendor == "postgresql":
         return RawSQL("SELECT unnest(%s::bigint[])", (list(ids),))
     return list(ids)
+
+
+def name_list(names: Collection[str]) -> Any:
+    """Names for an ``__in`` filter: one text array parameter on PostgreSQL (as ``id_list``)."""
+    if connection.vendor == "postgresql":
+        return RawSQL("SELECT unnest(%s::text[])", (list(names),))
+    return list(names)
 
 
 class SnapshotError(Exception):
@@ -198,6 +205,30 @@ def _milli(gpus: Decimal) -> int:
 
 def _seconds(moment: datetime | None) -> float | None:
     return None if moment is None else moment.timestamp()
+
+
+class _Epoch(Func):
+    """A timestamp as POSIX seconds, a float8 computed by PostgreSQL: exactly the float
+    ``datetime.timestamp()`` gives (both divide the microseconds since the epoch by a
+    million, correctly rounded), without decoding a ``datetime`` per value."""
+
+    template = "EXTRACT(EPOCH FROM %(expressions)s)::float8"
+    output_field = FloatField()
+
+
+def posix_seconds(expression: Any) -> Any:
+    """A timestamp column or expression to read as POSIX seconds: computed by PostgreSQL;
+    elsewhere read as a ``datetime`` (``_posix`` turns either into seconds)."""
+    return _Epoch(expression) if connection.vendor == "postgresql" else expression
+
+
+def _posix(value: float | datetime) -> float:
+    """A value read through ``posix_seconds`` as POSIX seconds."""
+    return value if isinstance(value, float) else value.timestamp()
+
+
+def _opt_posix(value: float | datetime | None) -> float | None:
+    return None if value is None else _posix(value)
 
 
 def _opt_float(value: int | None) -> float | None:
@@ -495,7 +526,13 @@ def read_workloads(now: datetime, only: Collection[int] | None = None) -> dict[s
     placements = _placements(only)
     rows = (
         Workload.objects.filter(selected)
-        .annotate(start=Coalesce("started_at", "admitted_at"))
+        .annotate(
+            submitted_s=posix_seconds(F("submitted_at")),
+            start_s=posix_seconds(Coalesce("started_at", "admitted_at")),
+            checkpoint_s=posix_seconds(F("last_checkpoint_at")),
+            idle_since_s=posix_seconds(F("idle_since")),
+            idle_alerted_s=posix_seconds(F("idle_alerted_since")),
+        )
         .values_list(
             "id",
             "namespace",
@@ -507,18 +544,19 @@ def read_workloads(now: datetime, only: Collection[int] | None = None) -> dict[s
             "topology",
             "protected_runtime_s",
             "expected_runtime_s",
-            "submitted_at",
-            "start",
-            "last_checkpoint_at",
+            "submitted_s",
+            "start_s",
+            "checkpoint_s",
             "nominated",
             "evicting_for_id",
             "origin",
             "eviction_reason",
-            "idle_since",
-            "idle_alerted_since",
+            "idle_since_s",
+            "idle_alerted_s",
         )
         .order_by()
     )
+    now_s = now.timestamp()
     found: dict[str, WorkloadRow] = {}
     for row in sorted(rows, key=lambda row: (row[1], row[2])):  # errors name the first by name
         (
@@ -554,23 +592,24 @@ def read_workloads(now: datetime, only: Collection[int] | None = None) -> dict[s
         if placed:
             if start is None:
                 raise SnapshotError(f"workload {name} is {state} but has no admission time")
-            if start > now:
+            started = _posix(start)
+            if started > now_s:
                 raise SnapshotError(
-                    f"workload {name} started at {start.isoformat()}, after the snapshot's "
+                    f"workload {name} started at "
+                    f"{datetime.fromtimestamp(started, UTC).isoformat()}, after the snapshot's "
                     f"time {now.isoformat()}"
                 )
-            started = start.timestamp()
-            checkpoint = _seconds(checkpoint_at)
+            checkpoint = _opt_posix(checkpoint_at)
             placement = _placement(name, sets, placements.get(workload_id, []))
-            idle_since = _seconds(idle_since_at)
-            if idle_since is not None and not started <= idle_since <= now.timestamp():
+            idle_since = _opt_posix(idle_since_at)
+            if idle_since is not None and not started <= idle_since <= now_s:
                 idle_since = None  # from an earlier run, or a clock ahead
         info = WorkloadInfo(
             name=name,
             queue=queue,
             priority_class=priority_class,
             pod_sets=tuple(info for _, info in sets),
-            submitted_at=submitted_at.timestamp(),
+            submitted_at=_posix(submitted_at),
             state="running" if placed else "pending",
             min_member=min_member,
             topology=core_topology(topology),
@@ -591,7 +630,7 @@ def read_workloads(now: datetime, only: Collection[int] | None = None) -> dict[s
             state,
             origin,
             eviction_reason,
-            _seconds(idle_alerted_at),
+            _opt_posix(idle_alerted_at),
         )
     return found
 

@@ -304,6 +304,93 @@ def test_the_cached_facts_always_equal_a_decode_of_the_stored_object() -> None:
     assert set(view.pods) == {PodKey(o.namespace, o.name) for o in stored if o.kind == "Pod"}
 
 
+def _twin_worlds(seed: int) -> tuple[SimulatedWorld, SimulatedWorld, list[list[tuple[str, str]]]]:
+    """Two simulated clusters in the same state (nodes, some lost or with a failed GPU, pods
+    waiting or bound already), and random gangs over them: (pod name, node) per member."""
+    rng = random.Random(seed)
+    worlds = (SimulatedWorld(), SimulatedWorld())
+    nodes: list[str] = []
+    for _ in range(4):
+        gpus = rng.choice([2, 4, 8])
+        (name,) = {world.node(gpus=gpus) for world in worlds}  # the same name in both
+        nodes.append(name)
+    lost, broken = rng.sample(nodes, 2)
+    names = [f"p-{i}" for i in range(40)]
+    for world in worlds:
+        world.cluster.set_node_ready(lost, False)
+        world.cluster.set_gpu_health(broken, 0, healthy=False, reason="XID 79")
+    shapes = {name: (rng.choice([1, 1, 2, 4]), rng.choice([8, 64, 200])) for name in names}
+    picky = set(rng.sample(names, 3))
+    for world in worlds:
+        for name in names:
+            gpus, cpu = shapes[name]
+            selector = {"nvidia.com/gpu.product": "NVIDIA-GB200"} if name in picky else {}
+            submitted(world, name, gpus=gpus, cpu_milli=cpu * 1000, node_selector=selector)
+        world.backend.sync()
+    early = [(name, rng.choice(nodes)) for name in rng.sample(names, 6)]
+    for world in worlds:  # bound before: in the nodes' loads when the batch starts
+        for name, node in early:
+            world.backend.bind([PodBinding(PodRef(world.namespace, name), node)])
+    gangs: list[list[tuple[str, str]]] = []
+    for _ in range(25):
+        members = rng.sample(names, rng.choice([1, 1, 2, 3]))
+        gangs.append([(name, rng.choice(nodes)) for name in members])
+    return worlds[0], worlds[1], gangs
+
+
+def _pods_as_stored(world: SimulatedWorld) -> dict[str, tuple[object, ...]]:
+    with world.cluster.store.transaction() as tx:
+        return {
+            obj.name: (
+                obj.node,
+                obj.body.get("status", {}).get("phase"),
+                obj.body.get("status", {}).get("reason"),
+                obj.body.get("status", {}).get("message"),
+                dict(obj.sim.get("devices", {})),
+                obj.sim.get("evict_at"),
+            )
+            for obj in tx.select("Pod")
+        }
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_gangs_bound_in_one_batch_end_as_gangs_bound_one_by_one(seed: int) -> None:
+    """``bind_many`` keeps each node's load through its transaction instead of listing the
+    node's pods per pod admitted: the kubelets give the same devices, reject the same pods
+    (out of GPUs, CPU, pods; a selector the node fails) and leave pods of a lost node waiting
+    exactly as gangs bound one at a time do; each gang is still whole or not at all."""
+    batch, alone, gangs = _twin_worlds(seed)
+
+    def refs(world: SimulatedWorld, gang: list[tuple[str, str]]) -> list[PodBinding]:
+        return [PodBinding(PodRef(world.namespace, name), node) for name, node in gang]
+
+    outcomes = batch.backend.bind_many({f"g{i}": refs(batch, g) for i, g in enumerate(gangs)})
+    one_by_one = [alone.backend.bind(refs(alone, gang)) for gang in gangs]
+
+    assert [(o.ok, o.error) for o in outcomes.values()] == [(o.ok, o.error) for o in one_by_one]
+    assert _pods_as_stored(batch) == _pods_as_stored(alone)
+    phases = [state[1] for state in _pods_as_stored(batch).values()]
+    assert "Running" in phases and "Failed" in phases  # both kinds of admission were judged
+
+
+def test_a_batch_gives_two_gangs_on_one_node_different_devices(world: SimulatedWorld) -> None:
+    node = world.node(gpus=8)
+    first, second, third = (submitted(world, f"four-{i}", gpus=4) for i in range(3))
+    world.backend.sync()
+
+    outcomes = world.backend.bind_many(
+        {name: [PodBinding(pod, node)] for name, pod in (("a", first), ("b", second), ("c", third))}
+    )
+
+    assert all(outcome.ok for outcome in outcomes.values())  # the binding API does not count
+    with world.cluster.store.transaction() as tx:
+        devices = {p.name: p.sim.get("devices", {}) for p in tx.select("Pod")}
+    assert devices["four-0"] == {"nvidia.com/gpu": [0, 1, 2, 3]}
+    assert devices["four-1"] == {"nvidia.com/gpu": [4, 5, 6, 7]}
+    assert devices["four-2"] == {}  # rejected by the kubelet: no device left
+    assert phase(world, third) == "Failed"
+
+
 def test_a_scaled_clock_runs_speed_times_faster_from_its_origin() -> None:
     wall = [1000.0]
     clock = ScaledClock(origin=START, wall_origin=1000.0, speed=60.0, wall=lambda: wall[0])

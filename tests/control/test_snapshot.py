@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -20,7 +21,12 @@ from control_builders import (
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from gpupool.control.snapshot import DatabaseSnapshot, SnapshotError, build_snapshot
+from gpupool.control.snapshot import (
+    DatabaseSnapshot,
+    SnapshotError,
+    build_snapshot,
+    read_workloads,
+)
 from gpupool.quotas.models import PriorityClass
 from gpupool.scheduler import plan
 from gpupool.scheduler.scenario import scenario_from_dict, snapshot_to_dict
@@ -163,6 +169,35 @@ def test_times_are_posix_seconds_and_an_admitted_workload_starts_at_admission(
     assert victim.started_at == minutes_before_now(49).timestamp()
     mig_slice = workload_info(database, "default/slice")
     assert mig_slice.started_at == minutes_before_now(5).timestamp()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_times_read_as_seconds_equal_the_rows_datetimes_to_the_microsecond(
+    pool: Pool, seed: int
+) -> None:
+    """``read_workloads`` has PostgreSQL turn timestamps into POSIX seconds (no ``datetime``
+    decoded per value): every time must be the very float ``datetime.timestamp()`` gives."""
+    rng = random.Random(seed)
+    victim = pool.workloads["default/victim"]
+    for _ in range(40):
+        span = int((NOW - datetime(1999, 1, 1, tzinfo=UTC)).total_seconds() * 1e6)
+        start = NOW - timedelta(microseconds=rng.randrange(1, span))
+        times = sorted(start + (NOW - start) * rng.random() for _ in range(3))
+        submitted = start - timedelta(microseconds=rng.randrange(0, 10**12))
+        loop_sets(
+            victim,
+            submitted_at=submitted,
+            started_at=start,
+            last_checkpoint_at=times[0],
+            idle_since=times[1],
+            idle_alerted_since=times[2],
+        )
+        row = read_workloads(NOW, [victim.pk])["default/victim"]
+        assert row.info.submitted_at == submitted.timestamp()
+        assert row.info.started_at == start.timestamp()
+        assert row.info.last_checkpoint_at == times[0].timestamp()
+        assert row.info.idle_since == times[1].timestamp()
+        assert row.idle_alerted_since == times[2].timestamp()
 
 
 def test_the_loop_fields_reach_the_core(pool: Pool) -> None:
