@@ -52,6 +52,27 @@ def waited(
     return time.monotonic()
 
 
+def waited_in_stream(*, every_s: float) -> tuple[float, float]:
+    """A pod arrives now and then every ``every_s`` until the wait ends: (start, end)."""
+    changes = Changes()
+    stop_arriving = threading.Event()
+
+    def arrive() -> None:
+        while not stop_arriving.wait(every_s):
+            changes.change(arrival=True)
+
+    started = time.monotonic()
+    changes.change(arrival=True)
+    arrivals = threading.Thread(target=arrive)
+    arrivals.start()
+    try:
+        ended = waited(changes, started=started, due=started + 60.0)
+    finally:
+        stop_arriving.set()
+        arrivals.join()
+    return started, ended
+
+
 def test_nothing_changing_waits_for_the_interval() -> None:
     started = time.monotonic()
     ended = waited(Changes(), started=started, due=started + 0.8)
@@ -70,22 +91,7 @@ def test_a_lone_pod_starts_a_cycle_quiet_s_after_it_arrives() -> None:
 
 def test_a_burst_of_pods_is_batched_until_the_window_ends() -> None:
     """Pods arriving every 20 ms (never a pause of QUIET_S): one cycle per BATCH_S."""
-    changes = Changes()
-    stop_arriving = threading.Event()
-
-    def arrive() -> None:
-        while not stop_arriving.wait(0.02):
-            changes.change(arrival=True)
-
-    started = time.monotonic()
-    changes.change(arrival=True)
-    arrivals = threading.Thread(target=arrive)
-    arrivals.start()
-    try:
-        ended = waited(changes, started=started, due=started + 60.0)
-    finally:
-        stop_arriving.set()
-        arrivals.join()
+    started, ended = waited_in_stream(every_s=0.02)
     assert started + BATCH_S <= ended < started + BATCH_S + 0.5
 
 
@@ -103,22 +109,7 @@ def test_the_end_of_a_burst_starts_the_cycle_before_the_window_ends() -> None:
 def test_a_slow_stream_s_ordinary_gaps_do_not_end_the_window() -> None:
     """Pods every 40 ms (each gap longer than QUIET_S): a pause is PAUSE_GAPS mean gaps, so
     the window runs its length; once the stream stops, the cycle starts that pause later."""
-    changes = Changes()
-    stop_arriving = threading.Event()
-
-    def arrive() -> None:
-        while not stop_arriving.wait(0.04):
-            changes.change(arrival=True)
-
-    started = time.monotonic()
-    changes.change(arrival=True)
-    arrivals = threading.Thread(target=arrive)
-    arrivals.start()
-    try:
-        ended = waited(changes, started=started, due=started + 60.0)
-    finally:
-        stop_arriving.set()
-        arrivals.join()
+    started, ended = waited_in_stream(every_s=0.04)
     assert ended >= started + BATCH_S
     assert PAUSE_GAPS * 0.04 > QUIET_S  # the rule this test is about
 
