@@ -190,6 +190,13 @@ CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
 CELERY_TIMEZONE = "UTC"
 CELERY_TASK_ACKS_LATE = False  # a cycle lost with its worker is simply the next beat's
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# The loop's tasks (the cycle, and the estimated starts that reuse its latest snapshot) go to a
+# queue of their own, taken by one worker process (`celery -A gpupool worker -Q cycle
+# --concurrency 1`, docs/operations.md): the loop's state stays in that process from cycle to
+# cycle, and a cycle never waits behind a what-if replay or a roll-up, which other workers take
+# from Celery's default queue.
+GPUPOOL_CYCLE_QUEUE = "cycle"
+CELERY_TASK_ROUTES = {"gpupool.control.*": {"queue": GPUPOOL_CYCLE_QUEUE}}
 
 # The scheduling loop: a cycle every GPUPOOL_CYCLE_INTERVAL_S (beat with a broker, a timer in
 # `gpupool loop` without), one at a time cluster-wide; one past GPUPOOL_CYCLE_TIME_LIMIT_S is

@@ -8,7 +8,7 @@
 # 2. The plane: DEMO_KUBECONFIG if set; else the one `make k8s-up` started, if it runs; else
 #    `make k8s-up` now (the default profile), stopped again when the demo stops.
 # 3. migrate, seed-demo, a namespace for each demo tenant, then `gpupool demo --celery`: the web
-#    server, a Celery worker and beat running the control loop on the plane, and the workload
+#    server, Celery workers and beat running the control loop on the plane, and the workload
 #    generator. Ctrl-C (or SIGTERM) stops all of them, and the plane if it was started here.
 set -euo pipefail
 cd "$(dirname "$0")/.."

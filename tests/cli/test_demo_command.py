@@ -27,11 +27,16 @@ def test_the_commands_are_the_server_the_loop_and_the_generator() -> None:
     ]  # fmt: skip
 
 
-def test_with_celery_a_worker_and_beat_run_the_loop_instead_of_gpupool_loop() -> None:
+def test_with_celery_workers_and_beat_run_the_loop_instead_of_gpupool_loop() -> None:
     commands = demo._children({**OPTIONS, "celery": True})
-    assert set(commands) == {"web", "worker", "beat", "generator"}
-    assert commands["worker"][1:5] == ["-m", "celery", "-A", "gpupool"]
-    assert commands["worker"][5] == "worker" and commands["beat"][5] == "beat"
+    assert set(commands) == {"web", "scheduler", "worker", "beat", "generator"}
+    for name in ("scheduler", "worker", "beat"):
+        assert commands[name][1:5] == ["-m", "celery", "-A", "gpupool"], name
+    assert commands["scheduler"][5] == commands["worker"][5] == "worker"
+    assert commands["beat"][5] == "beat"
+    # The loop's queue in one process of its own; every other task in the other worker.
+    assert {"--queues=cycle", "--concurrency=1"} <= set(commands["scheduler"])
+    assert "--queues=celery" in commands["worker"]
 
 
 def test_with_celery_and_no_broker_the_demo_refuses_to_start(

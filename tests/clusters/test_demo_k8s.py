@@ -1,6 +1,7 @@
-"""`make demo-k8s` (hack/demo_k8s.sh) starts: on the session's plane, with PostgreSQL and a
-Celery worker and beat on Redis, the loop runs cycles, the generator's work becomes pods in
-the teams' namespaces, the web server answers, and Ctrl-C stops every process."""
+"""`make demo-k8s` (hack/demo_k8s.sh) starts: on the session's plane, with PostgreSQL, and
+Celery workers (the loop's queue, the other tasks) and beat on Redis, the loop runs cycles,
+the generator's work becomes pods in the teams' namespaces, the web server answers, and
+Ctrl-C stops every process."""
 
 from __future__ import annotations
 

@@ -124,6 +124,25 @@ def test_the_celery_task_is_a_shim_over_one_cycle(configured: World) -> None:
     assert run_cycle_task.expires and run_cycle_task.time_limit
 
 
+def test_the_loops_tasks_go_to_the_cycle_queue_and_the_rest_to_the_default_one() -> None:
+    """The cycle and the estimated starts (which reuse the loop's snapshot) are taken by the
+    one worker process of the loop's queue; a what-if replay or a roll-up never holds them up."""
+    from gpupool.celery import app
+    from gpupool.quotas.tasks import run_what_if_task
+
+    def queue(task: str) -> str:
+        return str(app.amqp.router.route({}, task)["queue"].name)
+
+    assert queue("gpupool.control.run_cycle") == "cycle"
+    assert queue("gpupool.control.refresh_estimates") == "cycle"
+    for other in (
+        run_what_if_task.name,
+        "gpupool.accounting.roll_up_usage",
+        "gpupool.utilization.prune_activity",
+    ):
+        assert queue(other) == app.conf.task_default_queue == "celery", other
+
+
 def test_metrics_are_read_from_the_cycles(configured: World, client: Client) -> None:
     configured.submit("big", gpus=64)  # above its queue's capability: pending for quota
     gpupool("cycle")

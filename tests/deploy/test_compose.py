@@ -21,11 +21,12 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
+from django.conf import settings as django_settings
 from django.urls import resolve
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
-GPUPOOL_SERVICES = ("migrate", "web", "worker", "beat")
+GPUPOOL_SERVICES = ("migrate", "web", "scheduler", "worker", "beat")
 # The variables a production deployment must set (README "Configuration").
 REQUIRED = {
     "DATABASE_URL",
@@ -110,14 +111,25 @@ def test_the_stack_runs_web_worker_and_beat_after_migrations() -> None:
     assert services["migrate"]["command"] == ["python", "manage.py", "migrate", "--noinput"]
     assert services["migrate"]["depends_on"] == {"postgres": {"condition": "service_healthy"}}
     assert services["web"]["command"][:2] == ["gunicorn", "gpupool.wsgi"]
-    assert services["worker"]["command"][:4] == ["celery", "-A", "gpupool", "worker"]
+    for name in ("scheduler", "worker"):
+        assert services[name]["command"][:4] == ["celery", "-A", "gpupool", "worker"], name
     assert services["beat"]["command"][:4] == ["celery", "-A", "gpupool", "beat"]
-    for name in ("web", "worker", "beat"):
+    # The loop's queue is taken by one process; the other worker takes the default queue.
+    scheduler, worker = services["scheduler"]["command"], services["worker"]["command"]
+    assert scheduler[scheduler.index("--queues") + 1] == django_settings.GPUPOOL_CYCLE_QUEUE
+    assert scheduler[scheduler.index("--concurrency") + 1] == "1"
+    assert worker[worker.index("--queues") + 1] == "celery"
+    for name in ("scheduler", "worker"):
+        # the health probe pings the worker under the node name it runs as
+        command, probe = services[name]["command"], services[name]["healthcheck"]["test"][1]
+        node = command[command.index("--hostname") + 1] if "--hostname" in command else "celery@%h"
+        assert f"--destination {node.replace('%h', '$$HOSTNAME')}" in probe, name
+    for name in ("web", "scheduler", "worker", "beat"):
         assert services[name]["depends_on"] == {
             "migrate": {"condition": "service_completed_successfully"},
             "redis": {"condition": "service_healthy"},
         }
-    for name in ("postgres", "redis", "web", "worker"):
+    for name in ("postgres", "redis", "web", "scheduler", "worker"):
         assert services[name]["healthcheck"]["test"], name
 
 

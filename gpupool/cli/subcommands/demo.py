@@ -9,8 +9,9 @@ of trace in a minute). Then three processes share the database, each as it would
 production: ``runserver`` on 127.0.0.1, ``gpupool loop`` (the control loop on the configured
 cluster, the simulated one by default) and the workload generator (this command with
 ``--generator-only``), which submits the demo teams' work through the product as it falls
-due. With ``--celery`` (``make demo-k8s``) a Celery worker and beat run the loop instead of
-``gpupool loop``, on the broker of ``REDIS_URL``. Ctrl-C (or SIGTERM) stops all of them; if
+due. With ``--celery`` (``make demo-k8s``) Celery runs the loop instead of ``gpupool loop``,
+on the broker of ``REDIS_URL``: beat, a worker of one process on the loop's queue and a
+worker of the other tasks (what-if replays, roll-ups). Ctrl-C (or SIGTERM) stops all of them; if
 one of them dies, the others are stopped and the command exits 1 naming it. Faults go in from
 another terminal: ``gpupool sim ...``.
 """
@@ -119,7 +120,23 @@ def _children(options: dict[str, Any]) -> dict[str, list[str]]:
     beat_schedule = Path(tempfile.gettempdir()) / "gpupool-demo-celerybeat"  # beat's bookkeeping
     loop = (
         {
-            "worker": [*celery, "worker", "--loglevel=INFO", "--concurrency=1"],
+            # The loop's queue in one process (its state stays warm), the rest in another.
+            "scheduler": [
+                *celery,
+                "worker",
+                "--loglevel=INFO",
+                "--concurrency=1",
+                f"--queues={settings.GPUPOOL_CYCLE_QUEUE}",
+                "--hostname=scheduler@%h",
+            ],
+            "worker": [
+                *celery,
+                "worker",
+                "--loglevel=INFO",
+                "--concurrency=1",
+                "--queues=celery",
+                "--hostname=tasks@%h",
+            ],
             "beat": [*celery, "beat", "--loglevel=INFO", f"--schedule={beat_schedule}"],
         }
         if options.get("celery")
