@@ -540,6 +540,13 @@ class ClusterBackend(Protocol):
         None counted when none did, or the backend cannot tell (the window runs its length)."""
         ...
 
+    def allowance_full_at(self) -> float | None:
+        """When (``time.monotonic()``) the client's request allowance -- a token bucket, as
+        Kubernetes clients limit themselves -- will be full if no request starts before; now
+        or earlier when it is full. Turns the bucket cannot hold are lost, so the loop starts
+        a cycle for new pods before then (``runner.wait_next_cycle``). None: no such limit."""
+        ...
+
     def evict(self, pods: Sequence[PodRef], reason: str) -> EvictOutcome:
         """Evict one victim set, honouring disruption budgets; ``reason`` goes in an Event."""
         ...

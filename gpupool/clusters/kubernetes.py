@@ -118,6 +118,14 @@ class RateLimiter:
             self._tokens -= 1.0
             return 0.0 if self._tokens >= 0 else -self._tokens / self.qps
 
+    def full_at(self) -> float:
+        """When (on its clock) the bucket will be full if no request starts before: now or
+        earlier when it is full already. Requests not started by then are turns lost."""
+        with self._lock:
+            now = self._clock()
+            tokens = min(self.burst, self._tokens + (now - self._updated) * self.qps)
+            return now + (self.burst - tokens) / self.qps
+
     def acquire(self) -> None:
         """Wait until this request may start."""
         delay = self.wait_time()
@@ -731,6 +739,11 @@ class KubernetesBackend:
         """gpupool's pods waiting for a node made since the last ``sync()``, as the pods
         informer saw them come."""
         return self._arrivals
+
+    def allowance_full_at(self) -> float | None:
+        """When the client limit's bucket will be full (``RateLimiter.full_at``); None
+        without a limit."""
+        return None if self._limiter is None else self._limiter.full_at()
 
     def _pod_event(self, kind: str, key: PodKey, pod: PodFacts | None) -> None:
         """The pods informer's events as they come (its thread): a new pod with no node is

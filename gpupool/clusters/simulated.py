@@ -1211,6 +1211,10 @@ class SimulatedBackend:
         """None counted: pods appear at ``sync()``, on the simulated clock."""
         return Arrivals()
 
+    def allowance_full_at(self) -> float | None:
+        """No client limit here."""
+        return None
+
     def evict(self, pods: Sequence[PodRef], reason: str) -> EvictOutcome:
         """Evict one victim set under the disruption budgets (see ``SimulatedCluster.evict``)."""
         self._check_open()

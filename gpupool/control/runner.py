@@ -189,6 +189,7 @@ def _run_cycles(
         if loop.handed_on is None:  # never while the lock is kept on this connection
             fresh_connections()
         result = loop.run_cycle(pipeline=pipeline)
+        took = time.monotonic() - started  # to its bindings handed on (or made)
         cycles += 1
         if on_cycle is not None:
             on_cycle(result)
@@ -224,6 +225,7 @@ def _run_cycles(
             started + interval,
             settings.GPUPOOL_CYCLE_ON_CHANGE if on_change is None else on_change,
             started=started,
+            lead_s=took,
         )
     return cycles
 
@@ -237,6 +239,7 @@ def wait_next_cycle(
     started: float | None = None,
     batch_s: float | None = None,
     quiet_s: float | None = None,
+    lead_s: float = 0.0,
 ) -> None:
     """Wait until the next cycle: ``due`` (monotonic); at once when ``stop`` is set. With
     ``on_change``, a change of the cluster's pods since the last sync opens a batching window
@@ -246,7 +249,15 @@ def wait_next_cycle(
     none for ``quiet_s``, and none for ``PAUSE_GAPS`` times their mean gap in this window. So a
     burst of pods is taken in cycles at most every ``batch_s``, its last pods soon after it
     ends, a lone pod ``quiet_s`` after it is made; pods bound or ended start a cycle only when
-    the window is over; and nothing changing costs nothing."""
+    the window is over; and nothing changing costs nothing.
+
+    New pods also end the window once waiting longer would lose the client's requests: when
+    the backend's request allowance (``ClusterBackend.allowance_full_at``) will be full
+    within ``lead_s`` (about what the next cycle takes to its bindings: the last one's
+    length), turns would go unused while the pods wait. So after an idle spell, the bucket
+    full, the first new pod starts a cycle at once, and while a burst's bindings have not yet
+    drawn the bucket down the cycles follow each other; once they have, the window runs as
+    above (the bindings wait for the limit anyway)."""
     batch = max(settings.GPUPOOL_CYCLE_BATCH_S if batch_s is None else batch_s, 0.0)
     quiet = max(settings.GPUPOOL_CYCLE_QUIET_S if quiet_s is None else quiet_s, 0.0)
     while not stop.is_set():
@@ -258,21 +269,26 @@ def wait_next_cycle(
         elif backend.wait_for_change(min(left, STOP_CHECK_S)):
             woke = time.monotonic()
             opened = woke if started is None else started
-            _batching_window(backend, stop, min(due, max(opened + batch, woke + quiet)), quiet)
+            until = min(due, max(opened + batch, woke + quiet))
+            _batching_window(backend, stop, until, quiet, max(lead_s, 0.0))
             return
 
 
 def _batching_window(
-    backend: ClusterBackend, stop: threading.Event, until: float, quiet: float
+    backend: ClusterBackend, stop: threading.Event, until: float, quiet: float, lead: float
 ) -> None:
-    """Wait until ``until`` (monotonic), or until the pods arriving have paused, whichever is
-    first (``wait_next_cycle``)."""
+    """Wait until ``until`` (monotonic), until the pods arriving have paused, or until the
+    client's allowance is ``lead`` from full with pods arriving, whichever is first
+    (``wait_next_cycle``)."""
     while not stop.is_set():
         now = time.monotonic()
         arrivals = backend.arrivals()
         end = until
         if arrivals.count:
             end = min(until, arrivals.last + max(quiet, PAUSE_GAPS * arrivals.mean_gap))
+            full_at = backend.allowance_full_at()
+            if full_at is not None:
+                end = min(end, full_at - lead)
         if now >= end:
             return
         stop.wait(min(end - now, max(quiet, POLL_S), STOP_CHECK_S))

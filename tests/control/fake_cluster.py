@@ -244,6 +244,10 @@ class FakeCluster:
         """Nothing arrives by itself here."""
         return Arrivals()
 
+    def allowance_full_at(self) -> float | None:
+        """No client limit here."""
+        return None
+
     def evict(self, pods: Sequence[PodRef], reason: str) -> EvictOutcome:
         """A budget's refusal of one pod aborts the set; evicted pods are gone at once."""
         self.calls["evict"] += 1

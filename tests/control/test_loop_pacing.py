@@ -9,6 +9,7 @@ import time
 from typing import cast
 
 from gpupool.clusters.base import Arrivals, ClusterBackend
+from gpupool.clusters.kubernetes import RateLimiter
 from gpupool.control.runner import PAUSE_GAPS, wait_next_cycle
 
 BATCH_S = 0.6
@@ -20,9 +21,10 @@ class Changes:
     (``wait_for_change``) and which new pods arrived (``arrivals``), set by the test as a
     watch would."""
 
-    def __init__(self) -> None:
+    def __init__(self, limiter: RateLimiter | None = None) -> None:
         self.changed = threading.Event()
         self.arrived = Arrivals()
+        self.limiter = limiter  # the client's allowance, as the Kubernetes backend's
 
     def change(self, *, arrival: bool) -> None:
         if arrival:
@@ -35,9 +37,17 @@ class Changes:
     def arrivals(self) -> Arrivals:
         return self.arrived
 
+    def allowance_full_at(self) -> float | None:
+        return None if self.limiter is None else self.limiter.full_at()
+
 
 def waited(
-    changes: Changes, *, started: float, due: float, stop: threading.Event | None = None
+    changes: Changes,
+    *,
+    started: float,
+    due: float,
+    stop: threading.Event | None = None,
+    lead_s: float = 0.0,
 ) -> float:
     """When the wait ended (monotonic)."""
     wait_next_cycle(
@@ -48,13 +58,16 @@ def waited(
         started=started,
         batch_s=BATCH_S,
         quiet_s=QUIET_S,
+        lead_s=lead_s,
     )
     return time.monotonic()
 
 
-def waited_in_stream(*, every_s: float) -> tuple[float, float]:
+def waited_in_stream(
+    *, every_s: float, limiter: RateLimiter | None = None, lead_s: float = 0.0
+) -> tuple[float, float]:
     """A pod arrives now and then every ``every_s`` until the wait ends: (start, end)."""
-    changes = Changes()
+    changes = Changes(limiter)
     stop_arriving = threading.Event()
 
     def arrive() -> None:
@@ -66,7 +79,7 @@ def waited_in_stream(*, every_s: float) -> tuple[float, float]:
     arrivals = threading.Thread(target=arrive)
     arrivals.start()
     try:
-        ended = waited(changes, started=started, due=started + 60.0)
+        ended = waited(changes, started=started, due=started + 60.0, lead_s=lead_s)
     finally:
         stop_arriving.set()
         arrivals.join()
@@ -142,3 +155,46 @@ def test_stop_ends_the_wait_at_once() -> None:
     threading.Timer(0.1, stop.set).start()
     ended = waited(changes, started=started, due=started + 60.0, stop=stop)
     assert ended < started + BATCH_S
+
+
+def drained(qps: float, burst: int, taken: int) -> RateLimiter:
+    """A client limit whose bucket ``taken`` requests have just drawn on."""
+    limiter = RateLimiter(qps, burst)
+    for _ in range(taken):
+        limiter.wait_time()
+    return limiter
+
+
+def test_after_an_idle_spell_the_first_new_pod_starts_a_cycle_at_once() -> None:
+    """The client's allowance is full: every moment waited is requests lost, so no window."""
+    changes = Changes(RateLimiter(100.0, 200))
+    started = time.monotonic() - 10.0  # the last cycle was long ago
+    timer = threading.Timer(0.2, changes.change, kwargs={"arrival": True})
+    timer.start()
+    ended = waited(changes, started=started, due=started + 60.0, lead_s=0.3)
+    assert changes.arrived.count == 1
+    assert changes.arrived.last <= ended < changes.arrived.last + QUIET_S
+
+
+def test_new_pods_end_the_window_lead_s_before_the_allowance_is_full() -> None:
+    """A stream that never pauses, the bucket 0.5 s from full, the next cycle 0.2 s long:
+    the cycle starts 0.3 s in, before the window's BATCH_S, so its bindings find the turns."""
+    limiter = drained(100.0, 200, 50)
+    started, ended = waited_in_stream(every_s=0.02, limiter=limiter, lead_s=0.2)
+    assert started + 0.3 - 0.05 <= ended < started + BATCH_S
+
+
+def test_a_burst_is_batched_once_its_bindings_have_drawn_the_allowance_down() -> None:
+    """The bucket far from full (the bindings wait for the limit anyway): the window runs."""
+    limiter = drained(100.0, 200, 200)
+    started, ended = waited_in_stream(every_s=0.02, limiter=limiter, lead_s=0.2)
+    assert started + BATCH_S <= ended < started + BATCH_S + 0.5
+
+
+def test_pods_bound_or_ended_do_not_hurry_for_a_full_allowance() -> None:
+    """No new pod waits for a node: nothing to bind, the window runs its length."""
+    changes = Changes(RateLimiter(100.0, 200))
+    started = time.monotonic()
+    changes.change(arrival=False)
+    ended = waited(changes, started=started, due=started + 60.0, lead_s=0.3)
+    assert ended >= started + BATCH_S
