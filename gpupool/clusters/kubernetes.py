@@ -44,6 +44,7 @@ from kubernetes.client.exceptions import ApiException
 from gpupool.clusters import api_objects
 from gpupool.clusters.base import (
     SCHEDULER_NAME,
+    Allowance,
     Arrivals,
     BindOutcome,
     ClusterDelta,
@@ -740,10 +741,13 @@ class KubernetesBackend:
         informer saw them come."""
         return self._arrivals
 
-    def allowance_full_at(self) -> float | None:
-        """When the client limit's bucket will be full (``RateLimiter.full_at``); None
-        without a limit."""
-        return None if self._limiter is None else self._limiter.full_at()
+    def allowance(self) -> Allowance | None:
+        """The client limit (``GPUPOOL_KUBE_API_QPS``/``BURST``) and when its bucket will be
+        full (``RateLimiter.full_at``); None without a limit."""
+        limiter = self._limiter
+        if limiter is None:
+            return None
+        return Allowance(limiter.qps, limiter.burst, limiter.full_at())
 
     def _pod_event(self, kind: str, key: PodKey, pod: PodFacts | None) -> None:
         """The pods informer's events as they come (its thread): a new pod with no node is

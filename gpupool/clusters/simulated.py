@@ -54,6 +54,7 @@ from gpupool.clusters.base import (
     MIG_RESOURCE_PREFIX,
     SCHEDULER_NAME,
     TERMINAL_PHASES,
+    Allowance,
     Arrivals,
     BindOutcome,
     ClusterDelta,
@@ -1211,7 +1212,7 @@ class SimulatedBackend:
         """None counted: pods appear at ``sync()``, on the simulated clock."""
         return Arrivals()
 
-    def allowance_full_at(self) -> float | None:
+    def allowance(self) -> Allowance | None:
         """No client limit here."""
         return None
 

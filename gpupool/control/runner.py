@@ -33,7 +33,7 @@ from django.db.models import Max
 
 from gpupool.accounting.actions import RollUp, do_roll_up_usage
 from gpupool.accounting.models import RollUpState
-from gpupool.clusters.base import ClusterBackend
+from gpupool.clusters.base import Allowance, Arrivals, ClusterBackend
 from gpupool.control.backends import backend_from_settings
 from gpupool.control.estimates import EstimateRefresher, EstimateRun
 from gpupool.control.loop import ControlLoop, CycleResult
@@ -252,12 +252,14 @@ def wait_next_cycle(
     the window is over; and nothing changing costs nothing.
 
     New pods also end the window once waiting longer would lose the client's requests: when
-    the backend's request allowance (``ClusterBackend.allowance_full_at``) will be full
-    within ``lead_s`` (about what the next cycle takes to its bindings: the last one's
-    length), turns would go unused while the pods wait. So after an idle spell, the bucket
-    full, the first new pod starts a cycle at once, and while a burst's bindings have not yet
-    drawn the bucket down the cycles follow each other; once they have, the window runs as
-    above (the bindings wait for the limit anyway)."""
+    the backend's request allowance (``ClusterBackend.allowance``) will be full within
+    ``lead_s`` (about what the next cycle takes to its bindings: the last one's length) and
+    the pods come at least as fast as the limit binds them (``outruns``), turns would go
+    unused that the stream needs. So after an idle spell, the bucket full, the first new pod
+    starts a cycle at once, and while a fast burst's bindings have not yet drawn the bucket
+    down the cycles follow each other; once they have, the window runs as above (the
+    bindings wait for the limit anyway). A stream slower than the limit is batched as
+    before: its bucket stays full whatever the loop does."""
     batch = max(settings.GPUPOOL_CYCLE_BATCH_S if batch_s is None else batch_s, 0.0)
     quiet = max(settings.GPUPOOL_CYCLE_QUIET_S if quiet_s is None else quiet_s, 0.0)
     while not stop.is_set():
@@ -274,6 +276,14 @@ def wait_next_cycle(
             return
 
 
+def outruns(arrivals: Arrivals, allowance: Allowance) -> bool:
+    """Whether requests the client's bucket loses while these new pods wait would be missed:
+    they come at least as fast as the limit lets pods be bound (so its turns, once lost,
+    are never made up), or this is the first after a quiet spell. Pods slower than the limit
+    leave the bucket full whatever the loop does: they are batched as before."""
+    return arrivals.count == 1 or arrivals.mean_gap * allowance.rate <= 1.0
+
+
 def _batching_window(
     backend: ClusterBackend, stop: threading.Event, until: float, quiet: float, lead: float
 ) -> None:
@@ -286,9 +296,9 @@ def _batching_window(
         end = until
         if arrivals.count:
             end = min(until, arrivals.last + max(quiet, PAUSE_GAPS * arrivals.mean_gap))
-            full_at = backend.allowance_full_at()
-            if full_at is not None:
-                end = min(end, full_at - lead)
+            allowance = backend.allowance()
+            if allowance is not None and outruns(arrivals, allowance):
+                end = min(end, allowance.full_at - lead)
         if now >= end:
             return
         stop.wait(min(end - now, max(quiet, POLL_S), STOP_CHECK_S))

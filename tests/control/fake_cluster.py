@@ -21,6 +21,7 @@ from gpupool.clusters.base import (
     MANAGED_BY_LABEL,
     PRODUCT_LABEL,
     SCHEDULER_NAME,
+    Allowance,
     Arrivals,
     BindOutcome,
     Change,
@@ -244,7 +245,7 @@ class FakeCluster:
         """Nothing arrives by itself here."""
         return Arrivals()
 
-    def allowance_full_at(self) -> float | None:
+    def allowance(self) -> Allowance | None:
         """No client limit here."""
         return None
 

@@ -8,7 +8,7 @@ import threading
 import time
 from typing import cast
 
-from gpupool.clusters.base import Arrivals, ClusterBackend
+from gpupool.clusters.base import Allowance, Arrivals, ClusterBackend
 from gpupool.clusters.kubernetes import RateLimiter
 from gpupool.control.runner import PAUSE_GAPS, wait_next_cycle
 
@@ -37,8 +37,9 @@ class Changes:
     def arrivals(self) -> Arrivals:
         return self.arrived
 
-    def allowance_full_at(self) -> float | None:
-        return None if self.limiter is None else self.limiter.full_at()
+    def allowance(self) -> Allowance | None:
+        limiter = self.limiter
+        return None if limiter is None else Allowance(limiter.qps, limiter.burst, limiter.full_at())
 
 
 def waited(
@@ -64,10 +65,14 @@ def waited(
 
 
 def waited_in_stream(
-    *, every_s: float, limiter: RateLimiter | None = None, lead_s: float = 0.0
+    *, every_s: float, limiter: RateLimiter | None = None, lead_s: float = 0.0, before: int = 0
 ) -> tuple[float, float]:
-    """A pod arrives now and then every ``every_s`` until the wait ends: (start, end)."""
+    """A pod arrives now and then every ``every_s`` until the wait ends: (start, end); with
+    ``before``, that many came at the same pace since the last sync."""
     changes = Changes(limiter)
+    if before:
+        now = time.monotonic()
+        changes.arrived = Arrivals(before, now - before * every_s, now - every_s)
     stop_arriving = threading.Event()
 
     def arrive() -> None:
@@ -177,17 +182,26 @@ def test_after_an_idle_spell_the_first_new_pod_starts_a_cycle_at_once() -> None:
 
 
 def test_new_pods_end_the_window_lead_s_before_the_allowance_is_full() -> None:
-    """A stream that never pauses, the bucket 0.5 s from full, the next cycle 0.2 s long:
-    the cycle starts 0.3 s in, before the window's BATCH_S, so its bindings find the turns."""
-    limiter = drained(100.0, 200, 50)
-    started, ended = waited_in_stream(every_s=0.02, limiter=limiter, lead_s=0.2)
+    """A stream faster than the limit (50 a second against 20) that never pauses, the bucket
+    0.5 s from full, the next cycle 0.2 s long: the cycle starts 0.3 s in, before the
+    window's BATCH_S, so its bindings find the turns."""
+    limiter = drained(20.0, 40, 10)
+    started, ended = waited_in_stream(every_s=0.02, limiter=limiter, lead_s=0.2, before=5)
     assert started + 0.3 - 0.05 <= ended < started + BATCH_S
 
 
 def test_a_burst_is_batched_once_its_bindings_have_drawn_the_allowance_down() -> None:
     """The bucket far from full (the bindings wait for the limit anyway): the window runs."""
-    limiter = drained(100.0, 200, 200)
-    started, ended = waited_in_stream(every_s=0.02, limiter=limiter, lead_s=0.2)
+    limiter = drained(20.0, 40, 40)
+    started, ended = waited_in_stream(every_s=0.02, limiter=limiter, lead_s=0.2, before=5)
+    assert started + BATCH_S <= ended < started + BATCH_S + 0.5
+
+
+def test_a_stream_slower_than_the_limit_is_batched_with_the_allowance_full() -> None:
+    """50 pods a second against a limit of 100: the bucket stays full whatever the loop does
+    (its lost turns are never needed), so the cycles keep their window."""
+    limiter = RateLimiter(100.0, 200)
+    started, ended = waited_in_stream(every_s=0.02, limiter=limiter, lead_s=0.2, before=5)
     assert started + BATCH_S <= ended < started + BATCH_S + 0.5
 
 
