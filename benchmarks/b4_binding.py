@@ -646,8 +646,8 @@ def process_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def wait_settled(pid: int, quiet_s: float = 0.5, timeout: float = 60.0) -> None:
-    """Wait until the binder is idle -- under 10 ms of CPU in ``quiet_s`` -- as a binder
+def wait_settled(pid: int, quiet_s: float = 0.5, timeout: float = 30.0) -> None:
+    """Wait until the binder is idle -- under 5% of a core over ``quiet_s`` -- as a binder
     meeting a burst after a quiet spell would be: gpupool's loop rolls usage up and
     refreshes its estimates after its first cycle, kube-scheduler warms up after it is ready."""
     deadline = time.monotonic() + timeout
@@ -655,7 +655,7 @@ def wait_settled(pid: int, quiet_s: float = 0.5, timeout: float = 60.0) -> None:
     while time.monotonic() < deadline:
         time.sleep(quiet_s)
         now = process_cpu_s(pid)
-        if now - before < 0.01:
+        if now - before < 0.05 * quiet_s:
             return
         before = now
 
