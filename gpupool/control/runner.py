@@ -257,11 +257,12 @@ def wait_next_cycle(
     the backend's request allowance (``ClusterBackend.allowance``) will be full within
     ``lead_s`` (about what the next cycle takes to its bindings: the last one's length) and
     the pods come at least as fast as the limit binds them (``outruns``), turns would go
-    unused that the stream needs. So after an idle spell, the bucket full, the first new pod
-    starts a cycle at once, and while a fast burst's bindings have not yet drawn the bucket
-    down the cycles follow each other; once they have, the window runs as above (the
-    bindings wait for the limit anyway). A stream slower than the limit is batched as
-    before: its bucket stays full whatever the loop does."""
+    unused that the stream needs. So after an idle spell (no cycle for ``batch_s``), the
+    bucket full, the first new pod starts a cycle at once, and while a fast burst's
+    bindings have not yet drawn the bucket down the cycles follow each other; once they
+    have, the window runs as above (the bindings wait for the limit anyway). A stream
+    slower than the limit is batched as before: its bucket stays full whatever the loop
+    does."""
     batch = max(settings.GPUPOOL_CYCLE_BATCH_S if batch_s is None else batch_s, 0.0)
     quiet = max(settings.GPUPOOL_CYCLE_QUIET_S if quiet_s is None else quiet_s, 0.0)
     while not stop.is_set():
@@ -274,20 +275,29 @@ def wait_next_cycle(
             woke = time.monotonic()
             opened = woke if started is None else started
             until = min(due, max(opened + batch, woke + quiet))
-            _batching_window(backend, stop, until, quiet, max(lead_s, 0.0))
+            quiet_spell = woke - opened >= batch  # no cycle for a window's length
+            _batching_window(backend, stop, until, quiet, max(lead_s, 0.0), quiet_spell)
             return
 
 
-def outruns(arrivals: Arrivals, allowance: Allowance) -> bool:
+def outruns(arrivals: Arrivals, allowance: Allowance, *, quiet_spell: bool) -> bool:
     """Whether requests the client's bucket loses while these new pods wait would be missed:
     they come at least as fast as the limit lets pods be bound (so its turns, once lost,
-    are never made up), or this is the first after a quiet spell. Pods slower than the limit
-    leave the bucket full whatever the loop does: they are batched as before."""
-    return arrivals.count == 1 or arrivals.mean_gap * allowance.rate <= 1.0
+    are never made up), or this is the first after a ``quiet_spell`` (no cycle for a
+    window's length: a burst may be starting). Pods slower than the limit leave the bucket
+    full whatever the loop does: they are batched as before."""
+    if arrivals.count == 1:
+        return quiet_spell
+    return arrivals.count > 1 and arrivals.mean_gap * allowance.rate <= 1.0
 
 
 def _batching_window(
-    backend: ClusterBackend, stop: threading.Event, until: float, quiet: float, lead: float
+    backend: ClusterBackend,
+    stop: threading.Event,
+    until: float,
+    quiet: float,
+    lead: float,
+    quiet_spell: bool,
 ) -> None:
     """Wait until ``until`` (monotonic), until the pods arriving have paused, or until the
     client's allowance is ``lead`` from full with pods arriving, whichever is first
@@ -299,7 +309,7 @@ def _batching_window(
         if arrivals.count:
             end = min(until, arrivals.last + max(quiet, PAUSE_GAPS * arrivals.mean_gap))
             allowance = backend.allowance()
-            if allowance is not None and outruns(arrivals, allowance):
+            if allowance is not None and outruns(arrivals, allowance, quiet_spell=quiet_spell):
                 end = min(end, allowance.full_at - lead)
         if now >= end:
             return

@@ -181,6 +181,16 @@ def test_after_an_idle_spell_the_first_new_pod_starts_a_cycle_at_once() -> None:
     assert changes.arrived.last <= ended < changes.arrived.last + QUIET_S
 
 
+def test_a_lone_pod_soon_after_a_cycle_waits_quiet_s_with_the_allowance_full() -> None:
+    """No quiet spell (the last cycle started 0.1 s ago): one pod is no stream faster than
+    the limit, so it is batched as before (a slow stream's cycles do not follow each other)."""
+    changes = Changes(RateLimiter(100.0, 200))
+    started = time.monotonic() - 0.1
+    changes.change(arrival=True)
+    ended = waited(changes, started=started, due=started + 60.0, lead_s=0.3)
+    assert ended >= changes.arrived.last + QUIET_S
+
+
 def test_new_pods_end_the_window_lead_s_before_the_allowance_is_full() -> None:
     """A stream faster than the limit (50 a second against 20) that never pauses, the bucket
     0.5 s from full, the next cycle 0.2 s long: the cycle starts 0.3 s in, before the
