@@ -50,6 +50,9 @@ STOP_CHECK_S = 0.5  # the longest a wait goes without looking at ``stop``
 # batching window, only the end of the stream does.
 PAUSE_GAPS = 6.0
 POLL_S = 0.01  # the shortest look at the arrivals in a window (a QUIET_S of 0 does not spin)
+# The fewest new pods whose mean gap is taken for their stream's rate (``outruns``): pods
+# made by several clients come in clumps, and two or three of a clump look like a flood.
+STREAM_MIN = 8
 
 _shared: ControlLoop | None = None
 _shared_lock = threading.Lock()
@@ -257,14 +260,15 @@ def wait_next_cycle(
     the backend's request allowance (``ClusterBackend.allowance``) will be full within
     ``lead_s`` (about what the next cycle takes to its bindings: the last one's length) and
     the pods come at least as fast as the limit binds them (``outruns``), turns would go
-    unused that the stream needs. So after an idle spell (no cycle for ``batch_s``), the
-    bucket full, the first new pod starts a cycle at once, and while a fast burst's
+    unused that the stream needs. So after an idle spell (a wait of ``batch_s`` with no
+    change), the bucket full, the first new pod starts a cycle at once, and while a fast burst's
     bindings have not yet drawn the bucket down the cycles follow each other; once they
     have, the window runs as above (the bindings wait for the limit anyway). A stream
     slower than the limit is batched as before: its bucket stays full whatever the loop
     does."""
     batch = max(settings.GPUPOOL_CYCLE_BATCH_S if batch_s is None else batch_s, 0.0)
     quiet = max(settings.GPUPOOL_CYCLE_QUIET_S if quiet_s is None else quiet_s, 0.0)
+    entered = time.monotonic()
     while not stop.is_set():
         left = due - time.monotonic()
         if left <= 0:
@@ -275,7 +279,7 @@ def wait_next_cycle(
             woke = time.monotonic()
             opened = woke if started is None else started
             until = min(due, max(opened + batch, woke + quiet))
-            quiet_spell = woke - opened >= batch  # no cycle for a window's length
+            quiet_spell = woke - entered >= batch  # nothing changed for a window's length
             _batching_window(backend, stop, until, quiet, max(lead_s, 0.0), quiet_spell)
             return
 
@@ -283,12 +287,13 @@ def wait_next_cycle(
 def outruns(arrivals: Arrivals, allowance: Allowance, *, quiet_spell: bool) -> bool:
     """Whether requests the client's bucket loses while these new pods wait would be missed:
     they come at least as fast as the limit lets pods be bound (so its turns, once lost,
-    are never made up), or this is the first after a ``quiet_spell`` (no cycle for a
-    window's length: a burst may be starting). Pods slower than the limit leave the bucket
-    full whatever the loop does: they are batched as before."""
+    are never made up: judged on ``STREAM_MIN`` of them at least), or this is the first
+    after a ``quiet_spell`` (the loop waited a window's length with nothing changing: a
+    burst may be starting). Pods slower than the limit leave the bucket full whatever the
+    loop does: they are batched as before."""
     if arrivals.count == 1:
         return quiet_spell
-    return arrivals.count > 1 and arrivals.mean_gap * allowance.rate <= 1.0
+    return arrivals.count >= STREAM_MIN and arrivals.mean_gap * allowance.rate <= 1.0
 
 
 def _batching_window(

@@ -10,7 +10,7 @@ from typing import cast
 
 from gpupool.clusters.base import Allowance, Arrivals, ClusterBackend
 from gpupool.clusters.kubernetes import RateLimiter
-from gpupool.control.runner import PAUSE_GAPS, wait_next_cycle
+from gpupool.control.runner import PAUSE_GAPS, STREAM_MIN, wait_next_cycle
 
 BATCH_S = 0.6
 QUIET_S = 0.1
@@ -174,7 +174,8 @@ def test_after_an_idle_spell_the_first_new_pod_starts_a_cycle_at_once() -> None:
     """The client's allowance is full: every moment waited is requests lost, so no window."""
     changes = Changes(RateLimiter(100.0, 200))
     started = time.monotonic() - 10.0  # the last cycle was long ago
-    timer = threading.Timer(0.2, changes.change, kwargs={"arrival": True})
+    # The loop has waited a window's length (and more) with nothing changing.
+    timer = threading.Timer(BATCH_S + 0.1, changes.change, kwargs={"arrival": True})
     timer.start()
     ended = waited(changes, started=started, due=started + 60.0, lead_s=0.3)
     assert changes.arrived.count == 1
@@ -182,12 +183,25 @@ def test_after_an_idle_spell_the_first_new_pod_starts_a_cycle_at_once() -> None:
 
 
 def test_a_lone_pod_soon_after_a_cycle_waits_quiet_s_with_the_allowance_full() -> None:
-    """No quiet spell (the last cycle started 0.1 s ago): one pod is no stream faster than
-    the limit, so it is batched as before (a slow stream's cycles do not follow each other)."""
+    """No quiet spell (the pod came as the wait began, after a cycle of 2 s): one pod is no
+    stream faster than the limit, so it is batched as before (a slow stream's cycles do not
+    follow each other)."""
     changes = Changes(RateLimiter(100.0, 200))
-    started = time.monotonic() - 0.1
+    started = time.monotonic() - 2.0
     changes.change(arrival=True)
     ended = waited(changes, started=started, due=started + 60.0, lead_s=0.3)
+    assert ended >= changes.arrived.last + QUIET_S
+
+
+def test_a_clump_of_a_few_pods_is_no_stream_faster_than_the_limit() -> None:
+    """Three pods at once (clients make pods in clumps) after a cycle: fewer than STREAM_MIN
+    say nothing of a rate, so the window runs as before (the end of the clump ends it)."""
+    changes = Changes(RateLimiter(100.0, 200))
+    started = time.monotonic()
+    for _ in range(3):
+        changes.change(arrival=True)
+    ended = waited(changes, started=started, due=started + 60.0, lead_s=0.3)
+    assert STREAM_MIN > 3  # the rule this test is about
     assert ended >= changes.arrived.last + QUIET_S
 
 
@@ -196,14 +210,14 @@ def test_new_pods_end_the_window_lead_s_before_the_allowance_is_full() -> None:
     0.5 s from full, the next cycle 0.2 s long: the cycle starts 0.3 s in, before the
     window's BATCH_S, so its bindings find the turns."""
     limiter = drained(20.0, 40, 10)
-    started, ended = waited_in_stream(every_s=0.02, limiter=limiter, lead_s=0.2, before=5)
+    started, ended = waited_in_stream(every_s=0.02, limiter=limiter, lead_s=0.2, before=STREAM_MIN)
     assert started + 0.3 - 0.05 <= ended < started + BATCH_S
 
 
 def test_a_burst_is_batched_once_its_bindings_have_drawn_the_allowance_down() -> None:
     """The bucket far from full (the bindings wait for the limit anyway): the window runs."""
     limiter = drained(20.0, 40, 40)
-    started, ended = waited_in_stream(every_s=0.02, limiter=limiter, lead_s=0.2, before=5)
+    started, ended = waited_in_stream(every_s=0.02, limiter=limiter, lead_s=0.2, before=STREAM_MIN)
     assert started + BATCH_S <= ended < started + BATCH_S + 0.5
 
 
@@ -211,7 +225,7 @@ def test_a_stream_slower_than_the_limit_is_batched_with_the_allowance_full() -> 
     """50 pods a second against a limit of 100: the bucket stays full whatever the loop does
     (its lost turns are never needed), so the cycles keep their window."""
     limiter = RateLimiter(100.0, 200)
-    started, ended = waited_in_stream(every_s=0.02, limiter=limiter, lead_s=0.2, before=5)
+    started, ended = waited_in_stream(every_s=0.02, limiter=limiter, lead_s=0.2, before=STREAM_MIN)
     assert started + BATCH_S <= ended < started + BATCH_S + 0.5
 
 
