@@ -31,6 +31,7 @@ each run. Prints JSON with ``--json``.
 from __future__ import annotations
 
 import argparse
+import bisect
 import contextlib
 import json
 import math
@@ -60,6 +61,7 @@ if str(ROOT) not in sys.path:
 
 H100_PRODUCT = "NVIDIA-H100-80GB-HBM3"  # the b4 profile's nodes (hack/k8s-testenv/profiles)
 NAMESPACE = "b4-bench"
+CURVE_S = (0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0, 30.0)  # created_and_bound_by_s
 QUEUE = "bench"
 GPUPOOL = "gpupool"
 KUBE_SCHEDULER = "kube-scheduler"
@@ -110,6 +112,11 @@ class RunResult:
     phase_s: dict[str, float] = field(default_factory=dict)
     load: list[float] = field(default_factory=list)  # the 1-minute load average, every 5 s
     cycle_log: list[dict[str, Any]] = field(default_factory=list)  # gpupool: each cycle
+    started_wall: float = 0.0  # the first creation, on the wall clock (the cycles' times)
+    qps: float = 0.0
+    burst: int = 0
+    # How many pods had been created and bound that many seconds after the first creation.
+    curve: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def pods_per_s(self) -> float:
@@ -142,6 +149,13 @@ class RunResult:
             if self.pods
             else 0.0,
             "last_bind_after_last_creation_s": round(self.seconds - self.create_s, 3),
+            # The client limit's allowance left unused: the seconds over the least that
+            # ``pods`` requests take at ``qps`` with a full bucket of ``burst`` at the first
+            # creation (both binders' limiters sit full then).
+            "unused_allowance_s": round(self.seconds - max(self.pods - self.burst, 0) / self.qps, 3)
+            if self.qps
+            else None,
+            "created_and_bound_by_s": {k: list(v) for k, v in self.curve.items()},
             "load_1m": {
                 "median": round(statistics.median(self.load), 1) if self.load else None,
                 "min": min(self.load, default=None),
@@ -489,7 +503,7 @@ def run_once(binder: str, kind: str, count: int, gang_size: int, setup: Setup) -
     ensure_namespace(api, setup.namespace)
     clear_pods(api, setup.namespace)
     pods = manifests(binder, kind, count, gang_size, setup)
-    result = RunResult(binder, kind, len(pods))
+    result = RunResult(binder, kind, len(pods), qps=setup.qps, burst=setup.burst)
     print(f"b4: {kind} run of {len(pods)} pods by {binder}", file=sys.stderr, flush=True)
     try:
         children, itself = cpu_s(resource.RUSAGE_CHILDREN), cpu_s(resource.RUSAGE_SELF)
@@ -600,6 +614,7 @@ def _bind_with_gpupool(api: Any, pods: list[Any], setup: Setup, result: RunResul
                 result.cycle_log.append(
                     {
                         "started_at": cycle.started_at.isoformat(),
+                        "at_s": round(cycle.started_at.timestamp() - result.started_wall, 3),
                         "phase_s": {
                             "sync": round(cycle.sync_s or 0.0, 3),
                             "snapshot": round(cycle.snapshot_s or 0.0, 3),
@@ -629,6 +644,20 @@ def process_cpu_s(pid: int) -> float:
     """User and system CPU seconds of a running process so far (Linux ``/proc``)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_settled(pid: int, quiet_s: float = 0.5, timeout: float = 30.0) -> None:
+    """Wait until the binder is idle -- under 5% of a core over ``quiet_s`` -- as a binder
+    meeting a burst after a quiet spell would be: gpupool's loop rolls usage up and
+    refreshes its estimates after its first cycle, kube-scheduler warms up after it is ready."""
+    deadline = time.monotonic() + timeout
+    before = process_cpu_s(pid)
+    while time.monotonic() < deadline:
+        time.sleep(quiet_s)
+        now = process_cpu_s(pid)
+        if now - before < 0.05 * quiet_s:
+            return
+        before = now
 
 
 class DatabaseCpu:
@@ -729,10 +758,12 @@ def _bind(
             result.load.append(round(os.getloadavg()[0], 2))
 
     stopped = threading.Event()
+    wait_settled(binder_pid)
     database = DatabaseCpu()
     database.start()
     cpu_before = process_cpu_s(binder_pid)
     started = time.monotonic()
+    result.started_wall = time.time()
     result.load.append(round(os.getloadavg()[0], 2))
     sampler = threading.Thread(target=sample_load, name="b4-load", daemon=True)
     sampler.start()
@@ -758,6 +789,12 @@ def _bind(
     result.seconds = (bound[-1] if bound else time.monotonic()) - started
     result.first_bind_s = (bound[0] - started) if bound else 0.0
     result.create_s = max(created.values(), default=started) - started
+    made = sorted(created.values())
+    for mark in CURVE_S:
+        result.curve[f"{mark:g}"] = (
+            bisect.bisect_right(made, started + mark),
+            bisect.bisect_right(bound, started + mark),
+        )
     result.removed_while_bound = watch.removed
     if result.kind == "gangs":
         _gang_timing(pods, created, watch.bound_at, result)

@@ -77,6 +77,18 @@ class Arrivals:
 
 
 @dataclass(frozen=True, slots=True)
+class Allowance:
+    """A client's limit on the requests it starts, a token bucket as Kubernetes clients keep:
+    ``rate`` a second on average, up to ``burst`` kept, and when (``time.monotonic()``) the
+    bucket will be full if no request starts before (now or earlier: full already). Turns
+    the full bucket cannot hold are lost for good."""
+
+    rate: float
+    burst: int
+    full_at: float
+
+
+@dataclass(frozen=True, slots=True)
 class PodRef:
     """One pod to act on; ``uid`` makes the action refuse a newer pod of the same name."""
 
@@ -538,6 +550,12 @@ class ClusterBackend(Protocol):
         """The pods waiting for a node that appeared since the last ``sync()`` (how many, the
         first's and the latest's time): the loop's batching window ends once they pause.
         None counted when none did, or the backend cannot tell (the window runs its length)."""
+        ...
+
+    def allowance(self) -> Allowance | None:
+        """The client's request allowance now (its rate, burst and when its bucket will be
+        full): the loop starts a cycle for a stream of new pods before turns are lost
+        (``runner.wait_next_cycle``). None: no such limit."""
         ...
 
     def evict(self, pods: Sequence[PodRef], reason: str) -> EvictOutcome:

@@ -44,6 +44,7 @@ from kubernetes.client.exceptions import ApiException
 from gpupool.clusters import api_objects
 from gpupool.clusters.base import (
     SCHEDULER_NAME,
+    Allowance,
     Arrivals,
     BindOutcome,
     ClusterDelta,
@@ -117,6 +118,14 @@ class RateLimiter:
             self._updated = now
             self._tokens -= 1.0
             return 0.0 if self._tokens >= 0 else -self._tokens / self.qps
+
+    def full_at(self) -> float:
+        """When (on its clock) the bucket will be full if no request starts before: now or
+        earlier when it is full already. Requests not started by then are turns lost."""
+        with self._lock:
+            now = self._clock()
+            tokens = min(self.burst, self._tokens + (now - self._updated) * self.qps)
+            return now + (self.burst - tokens) / self.qps
 
     def acquire(self) -> None:
         """Wait until this request may start."""
@@ -731,6 +740,14 @@ class KubernetesBackend:
         """gpupool's pods waiting for a node made since the last ``sync()``, as the pods
         informer saw them come."""
         return self._arrivals
+
+    def allowance(self) -> Allowance | None:
+        """The client limit (``GPUPOOL_KUBE_API_QPS``/``BURST``) and when its bucket will be
+        full (``RateLimiter.full_at``); None without a limit."""
+        limiter = self._limiter
+        if limiter is None:
+            return None
+        return Allowance(limiter.qps, limiter.burst, limiter.full_at())
 
     def _pod_event(self, kind: str, key: PodKey, pod: PodFacts | None) -> None:
         """The pods informer's events as they come (its thread): a new pod with no node is

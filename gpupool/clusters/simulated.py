@@ -54,6 +54,7 @@ from gpupool.clusters.base import (
     MIG_RESOURCE_PREFIX,
     SCHEDULER_NAME,
     TERMINAL_PHASES,
+    Allowance,
     Arrivals,
     BindOutcome,
     ClusterDelta,
@@ -1210,6 +1211,10 @@ class SimulatedBackend:
     def arrivals(self) -> Arrivals:
         """None counted: pods appear at ``sync()``, on the simulated clock."""
         return Arrivals()
+
+    def allowance(self) -> Allowance | None:
+        """No client limit here."""
+        return None
 
     def evict(self, pods: Sequence[PodRef], reason: str) -> EvictOutcome:
         """Evict one victim set under the disruption budgets (see ``SimulatedCluster.evict``)."""

@@ -33,7 +33,7 @@ from django.db.models import Max
 
 from gpupool.accounting.actions import RollUp, do_roll_up_usage
 from gpupool.accounting.models import RollUpState
-from gpupool.clusters.base import ClusterBackend
+from gpupool.clusters.base import Allowance, Arrivals, ClusterBackend
 from gpupool.control.backends import backend_from_settings
 from gpupool.control.estimates import EstimateRefresher, EstimateRun
 from gpupool.control.loop import ControlLoop, CycleResult
@@ -50,6 +50,9 @@ STOP_CHECK_S = 0.5  # the longest a wait goes without looking at ``stop``
 # batching window, only the end of the stream does.
 PAUSE_GAPS = 6.0
 POLL_S = 0.01  # the shortest look at the arrivals in a window (a QUIET_S of 0 does not spin)
+# The fewest new pods whose mean gap is taken for their stream's rate (``outruns``): pods
+# made by several clients come in clumps, and two or three of a clump look like a flood.
+STREAM_MIN = 8
 
 _shared: ControlLoop | None = None
 _shared_lock = threading.Lock()
@@ -189,6 +192,9 @@ def _run_cycles(
         if loop.handed_on is None:  # never while the lock is kept on this connection
             fresh_connections()
         result = loop.run_cycle(pipeline=pipeline)
+        # Its own length to its bindings handed on (or made), less the wait for the last
+        # cycle's bindings: about what the next one takes before its bindings start.
+        took = time.monotonic() - started - result.timings.get("apply_wait", 0.0)
         cycles += 1
         if on_cycle is not None:
             on_cycle(result)
@@ -224,6 +230,7 @@ def _run_cycles(
             started + interval,
             settings.GPUPOOL_CYCLE_ON_CHANGE if on_change is None else on_change,
             started=started,
+            lead_s=took,
         )
     return cycles
 
@@ -237,6 +244,7 @@ def wait_next_cycle(
     started: float | None = None,
     batch_s: float | None = None,
     quiet_s: float | None = None,
+    lead_s: float = 0.0,
 ) -> None:
     """Wait until the next cycle: ``due`` (monotonic); at once when ``stop`` is set. With
     ``on_change``, a change of the cluster's pods since the last sync opens a batching window
@@ -246,9 +254,21 @@ def wait_next_cycle(
     none for ``quiet_s``, and none for ``PAUSE_GAPS`` times their mean gap in this window. So a
     burst of pods is taken in cycles at most every ``batch_s``, its last pods soon after it
     ends, a lone pod ``quiet_s`` after it is made; pods bound or ended start a cycle only when
-    the window is over; and nothing changing costs nothing."""
+    the window is over; and nothing changing costs nothing.
+
+    New pods also end the window once waiting longer would lose the client's requests: when
+    the backend's request allowance (``ClusterBackend.allowance``) will be full within
+    ``lead_s`` (about what the next cycle takes to its bindings: the last one's length) and
+    the pods come at least as fast as the limit binds them (``outruns``), turns would go
+    unused that the stream needs. So after an idle spell (a wait of ``batch_s`` with no
+    change), the bucket full, the first new pod starts a cycle at once, and while a fast burst's
+    bindings have not yet drawn the bucket down the cycles follow each other; once they
+    have, the window runs as above (the bindings wait for the limit anyway). A stream
+    slower than the limit is batched as before: its bucket stays full whatever the loop
+    does."""
     batch = max(settings.GPUPOOL_CYCLE_BATCH_S if batch_s is None else batch_s, 0.0)
     quiet = max(settings.GPUPOOL_CYCLE_QUIET_S if quiet_s is None else quiet_s, 0.0)
+    entered = time.monotonic()
     while not stop.is_set():
         left = due - time.monotonic()
         if left <= 0:
@@ -258,21 +278,44 @@ def wait_next_cycle(
         elif backend.wait_for_change(min(left, STOP_CHECK_S)):
             woke = time.monotonic()
             opened = woke if started is None else started
-            _batching_window(backend, stop, min(due, max(opened + batch, woke + quiet)), quiet)
+            until = min(due, max(opened + batch, woke + quiet))
+            quiet_spell = woke - entered >= batch  # nothing changed for a window's length
+            _batching_window(backend, stop, until, quiet, max(lead_s, 0.0), quiet_spell)
             return
 
 
+def outruns(arrivals: Arrivals, allowance: Allowance, *, quiet_spell: bool) -> bool:
+    """Whether requests the client's bucket loses while these new pods wait would be missed:
+    they come at least as fast as the limit lets pods be bound (so its turns, once lost,
+    are never made up: judged on ``STREAM_MIN`` of them at least), or this is the first
+    after a ``quiet_spell`` (the loop waited a window's length with nothing changing: a
+    burst may be starting). Pods slower than the limit leave the bucket full whatever the
+    loop does: they are batched as before."""
+    if arrivals.count == 1:
+        return quiet_spell
+    return arrivals.count >= STREAM_MIN and arrivals.mean_gap * allowance.rate <= 1.0
+
+
 def _batching_window(
-    backend: ClusterBackend, stop: threading.Event, until: float, quiet: float
+    backend: ClusterBackend,
+    stop: threading.Event,
+    until: float,
+    quiet: float,
+    lead: float,
+    quiet_spell: bool,
 ) -> None:
-    """Wait until ``until`` (monotonic), or until the pods arriving have paused, whichever is
-    first (``wait_next_cycle``)."""
+    """Wait until ``until`` (monotonic), until the pods arriving have paused, or until the
+    client's allowance is ``lead`` from full with pods arriving, whichever is first
+    (``wait_next_cycle``)."""
     while not stop.is_set():
         now = time.monotonic()
         arrivals = backend.arrivals()
         end = until
         if arrivals.count:
             end = min(until, arrivals.last + max(quiet, PAUSE_GAPS * arrivals.mean_gap))
+            allowance = backend.allowance()
+            if allowance is not None and outruns(arrivals, allowance, quiet_spell=quiet_spell):
+                end = min(end, allowance.full_at - lead)
         if now >= end:
             return
         stop.wait(min(end - now, max(quiet, POLL_S), STOP_CHECK_S))

@@ -60,6 +60,13 @@ def test_b4_binds_every_pod_with_both_binders_and_every_gang_whole(
         assert (run["pods"], run["bound"], run["removed_while_bound"]) == (16, 16, 0)
         assert 0 < run["first_bind_s"] <= run["seconds"] and run["pods_per_s"] > 0
         assert run["binder_cpu_s"] > 0  # the binder's own process, waited for
+        # 16 requests fit the burst of 100: every second of the run is allowance unused.
+        assert run["unused_allowance_s"] == run["seconds"]
+        curve = run["created_and_bound_by_s"]
+        for what in (0, 1):  # created, bound: counts that only grow, all 16 within 180 s
+            counts = [curve[mark][what] for mark in sorted(curve, key=float)]
+            assert counts == sorted(counts) and counts[-1] <= 16
+        assert curve["30"][0] == 16 or run["create_s"] > 30
     # The database's side: the PostgreSQL backends serving gpupool's loop worked in the
     # window (tens of milliseconds here); kube-scheduler keeps no database.
     (ours,) = report["single"]["gpupool"]["runs"]

@@ -518,6 +518,35 @@ def test_bindings_keep_to_the_client_rate_limit(
     assert took >= floor - 0.05
 
 
+def test_the_allowance_says_what_the_client_limit_has_left(
+    k8s_api: Any,
+    core: client.CoreV1Api,
+    k8s_namespace: str,
+    k8s_fake_node: Callable[..., str],
+) -> None:
+    """``allowance``: what the loop's pacing asks before it lets new pods wait. The bucket is
+    full once the informers are idle, and bindings draw it down by one request each."""
+    qps, burst, count = 5.0, 20, 10
+    node = k8s_fake_node(gpus=count)
+    pods = [gpu_pod(core, k8s_namespace, f"allowed-{i}") for i in range(count)]
+    with KubernetesBackend(k8s_api.configuration, qps=qps, burst=burst) as backend:
+        Follower(backend).until("the pods", lambda v: in_view(v, *pods) and node in v.nodes)
+        full = wait_for(
+            "a full bucket",
+            lambda: (a := backend.allowance()) is not None and a.full_at <= time.monotonic() and a,
+        )
+        assert (full.rate, full.burst) == (qps, burst)
+        outcomes = backend.bind_many({p.name: [PodBinding(p, node)] for p in pods})
+        after = backend.allowance()
+        now = time.monotonic()
+
+    assert all(outcome.ok for outcome in outcomes.values())
+    assert after is not None
+    # Ten requests out of twenty (the watches may have taken one more meanwhile): about two
+    # seconds of refill at five a second, less what refilled while they went.
+    assert now + 1.0 < after.full_at <= now + (count + 2) / qps
+
+
 def test_an_eviction_under_a_budget_is_refused_for_the_pod_it_protects(
     backend: KubernetesBackend,
     core: client.CoreV1Api,

@@ -51,3 +51,18 @@ def test_requests_through_a_wrapped_call_are_paced_at_the_rate() -> None:
 def test_a_limit_without_rate_or_burst_is_refused() -> None:
     with pytest.raises(ValueError, match="qps > 0"):
         RateLimiter(0.0, 1)
+
+
+def test_the_bucket_says_when_it_will_be_full_again() -> None:
+    """What the loop's pacing asks (``allowance_full_at``): full now when nothing was sent,
+    else after the missing turns refill at the rate; turns owed count as missing too."""
+    time = FakeTime()
+    limiter = RateLimiter(10.0, 3, clock=time.clock, sleep=time.sleep)
+    assert limiter.full_at() == pytest.approx(0.0)
+    time.now = 5.0
+    assert limiter.full_at() == pytest.approx(5.0)  # full: nothing to wait for
+    for _ in range(5):  # three from the bucket, two owed
+        limiter.wait_time()
+    assert limiter.full_at() == pytest.approx(5.5)
+    time.now = 5.2
+    assert limiter.full_at() == pytest.approx(5.5)  # asking takes nothing

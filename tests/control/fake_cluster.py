@@ -21,6 +21,7 @@ from gpupool.clusters.base import (
     MANAGED_BY_LABEL,
     PRODUCT_LABEL,
     SCHEDULER_NAME,
+    Allowance,
     Arrivals,
     BindOutcome,
     Change,
@@ -243,6 +244,10 @@ class FakeCluster:
     def arrivals(self) -> Arrivals:
         """Nothing arrives by itself here."""
         return Arrivals()
+
+    def allowance(self) -> Allowance | None:
+        """No client limit here."""
+        return None
 
     def evict(self, pods: Sequence[PodRef], reason: str) -> EvictOutcome:
         """A budget's refusal of one pod aborts the set; evicted pods are gone at once."""

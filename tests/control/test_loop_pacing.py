@@ -8,8 +8,9 @@ import threading
 import time
 from typing import cast
 
-from gpupool.clusters.base import Arrivals, ClusterBackend
-from gpupool.control.runner import PAUSE_GAPS, wait_next_cycle
+from gpupool.clusters.base import Allowance, Arrivals, ClusterBackend
+from gpupool.clusters.kubernetes import RateLimiter
+from gpupool.control.runner import PAUSE_GAPS, STREAM_MIN, wait_next_cycle
 
 BATCH_S = 0.6
 QUIET_S = 0.1
@@ -20,9 +21,10 @@ class Changes:
     (``wait_for_change``) and which new pods arrived (``arrivals``), set by the test as a
     watch would."""
 
-    def __init__(self) -> None:
+    def __init__(self, limiter: RateLimiter | None = None) -> None:
         self.changed = threading.Event()
         self.arrived = Arrivals()
+        self.limiter = limiter  # the client's allowance, as the Kubernetes backend's
 
     def change(self, *, arrival: bool) -> None:
         if arrival:
@@ -35,9 +37,18 @@ class Changes:
     def arrivals(self) -> Arrivals:
         return self.arrived
 
+    def allowance(self) -> Allowance | None:
+        limiter = self.limiter
+        return None if limiter is None else Allowance(limiter.qps, limiter.burst, limiter.full_at())
+
 
 def waited(
-    changes: Changes, *, started: float, due: float, stop: threading.Event | None = None
+    changes: Changes,
+    *,
+    started: float,
+    due: float,
+    stop: threading.Event | None = None,
+    lead_s: float = 0.0,
 ) -> float:
     """When the wait ended (monotonic)."""
     wait_next_cycle(
@@ -48,13 +59,20 @@ def waited(
         started=started,
         batch_s=BATCH_S,
         quiet_s=QUIET_S,
+        lead_s=lead_s,
     )
     return time.monotonic()
 
 
-def waited_in_stream(*, every_s: float) -> tuple[float, float]:
-    """A pod arrives now and then every ``every_s`` until the wait ends: (start, end)."""
-    changes = Changes()
+def waited_in_stream(
+    *, every_s: float, limiter: RateLimiter | None = None, lead_s: float = 0.0, before: int = 0
+) -> tuple[float, float]:
+    """A pod arrives now and then every ``every_s`` until the wait ends: (start, end); with
+    ``before``, that many came at the same pace since the last sync."""
+    changes = Changes(limiter)
+    if before:
+        now = time.monotonic()
+        changes.arrived = Arrivals(before, now - before * every_s, now - every_s)
     stop_arriving = threading.Event()
 
     def arrive() -> None:
@@ -66,7 +84,7 @@ def waited_in_stream(*, every_s: float) -> tuple[float, float]:
     arrivals = threading.Thread(target=arrive)
     arrivals.start()
     try:
-        ended = waited(changes, started=started, due=started + 60.0)
+        ended = waited(changes, started=started, due=started + 60.0, lead_s=lead_s)
     finally:
         stop_arriving.set()
         arrivals.join()
@@ -142,3 +160,79 @@ def test_stop_ends_the_wait_at_once() -> None:
     threading.Timer(0.1, stop.set).start()
     ended = waited(changes, started=started, due=started + 60.0, stop=stop)
     assert ended < started + BATCH_S
+
+
+def drained(qps: float, burst: int, taken: int) -> RateLimiter:
+    """A client limit whose bucket ``taken`` requests have just drawn on."""
+    limiter = RateLimiter(qps, burst)
+    for _ in range(taken):
+        limiter.wait_time()
+    return limiter
+
+
+def test_after_an_idle_spell_the_first_new_pod_starts_a_cycle_at_once() -> None:
+    """The client's allowance is full: every moment waited is requests lost, so no window."""
+    changes = Changes(RateLimiter(100.0, 200))
+    started = time.monotonic() - 10.0  # the last cycle was long ago
+    # The loop has waited a window's length (and more) with nothing changing.
+    timer = threading.Timer(BATCH_S + 0.1, changes.change, kwargs={"arrival": True})
+    timer.start()
+    ended = waited(changes, started=started, due=started + 60.0, lead_s=0.3)
+    assert changes.arrived.count == 1
+    assert changes.arrived.last <= ended < changes.arrived.last + QUIET_S
+
+
+def test_a_lone_pod_soon_after_a_cycle_waits_quiet_s_with_the_allowance_full() -> None:
+    """No quiet spell (the pod came as the wait began, after a cycle of 2 s): one pod is no
+    stream faster than the limit, so it is batched as before (a slow stream's cycles do not
+    follow each other)."""
+    changes = Changes(RateLimiter(100.0, 200))
+    started = time.monotonic() - 2.0
+    changes.change(arrival=True)
+    ended = waited(changes, started=started, due=started + 60.0, lead_s=0.3)
+    assert ended >= changes.arrived.last + QUIET_S
+
+
+def test_a_clump_of_a_few_pods_is_no_stream_faster_than_the_limit() -> None:
+    """Three pods at once (clients make pods in clumps) after a cycle: fewer than STREAM_MIN
+    say nothing of a rate, so the window runs as before (the end of the clump ends it)."""
+    changes = Changes(RateLimiter(100.0, 200))
+    started = time.monotonic()
+    for _ in range(3):
+        changes.change(arrival=True)
+    ended = waited(changes, started=started, due=started + 60.0, lead_s=0.3)
+    assert STREAM_MIN > 3  # the rule this test is about
+    assert ended >= changes.arrived.last + QUIET_S
+
+
+def test_new_pods_end_the_window_lead_s_before_the_allowance_is_full() -> None:
+    """A stream faster than the limit (50 a second against 20) that never pauses, the bucket
+    0.5 s from full, the next cycle 0.2 s long: the cycle starts 0.3 s in, before the
+    window's BATCH_S, so its bindings find the turns."""
+    limiter = drained(20.0, 40, 10)
+    started, ended = waited_in_stream(every_s=0.02, limiter=limiter, lead_s=0.2, before=STREAM_MIN)
+    assert started + 0.3 - 0.05 <= ended < started + BATCH_S
+
+
+def test_a_burst_is_batched_once_its_bindings_have_drawn_the_allowance_down() -> None:
+    """The bucket far from full (the bindings wait for the limit anyway): the window runs."""
+    limiter = drained(20.0, 40, 40)
+    started, ended = waited_in_stream(every_s=0.02, limiter=limiter, lead_s=0.2, before=STREAM_MIN)
+    assert started + BATCH_S <= ended < started + BATCH_S + 0.5
+
+
+def test_a_stream_slower_than_the_limit_is_batched_with_the_allowance_full() -> None:
+    """50 pods a second against a limit of 100: the bucket stays full whatever the loop does
+    (its lost turns are never needed), so the cycles keep their window."""
+    limiter = RateLimiter(100.0, 200)
+    started, ended = waited_in_stream(every_s=0.02, limiter=limiter, lead_s=0.2, before=STREAM_MIN)
+    assert started + BATCH_S <= ended < started + BATCH_S + 0.5
+
+
+def test_pods_bound_or_ended_do_not_hurry_for_a_full_allowance() -> None:
+    """No new pod waits for a node: nothing to bind, the window runs its length."""
+    changes = Changes(RateLimiter(100.0, 200))
+    started = time.monotonic()
+    changes.change(arrival=False)
+    ended = waited(changes, started=started, due=started + 60.0, lead_s=0.3)
+    assert ended >= started + BATCH_S
