@@ -125,13 +125,14 @@ class ClusterMirror:
                     self._job_workloads.setdefault(job, set()).add(workload)
                     self._workload_jobs.setdefault(workload, set()).add(job)
                     touched.add(workload)
+        groups, holders = self._groups, self.holders
         for workload in touched:
-            self._groups.pop(workload, None)
-            members = self.pods.get(workload)
+            groups.pop(workload, None)
+            members = pods.get(workload)
             if members is not None and any(map(holds_node, members.values())):
-                self.holders[str(workload)] = workload
+                holders[str(workload)] = workload
             else:
-                self.holders.pop(str(workload), None)
+                holders.pop(str(workload), None)
         return touched, nodes
 
     def pods_of(self, key: WorkloadKey) -> list[PodFacts]:
