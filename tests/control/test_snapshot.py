@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from gpupool.control.snapshot import (
+    WORKLOAD_INFO_ORDER,
     DatabaseSnapshot,
     SnapshotError,
     build_snapshot,
@@ -251,6 +253,10 @@ def test_an_only_placed_pod_that_is_not_the_first_of_its_pod_set_is_refused(pool
     pool.workloads["default/notebook"].placements.update(pod_index=1)
     with pytest.raises(SnapshotError, match="default/notebook: its placed pods are not the first"):
         built()
+
+
+def test_read_workloads_passes_the_core_s_fields_in_their_order() -> None:
+    assert tuple(f.name for f in dataclasses.fields(WorkloadInfo)) == WORKLOAD_INFO_ORDER
 
 
 def test_plain_rows_are_the_rows_django_gives_but_for_json_left_as_text(pool: Pool) -> None:
