@@ -56,6 +56,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from django.core.exceptions import EmptyResultSet
 from django.db import connection, transaction
 from django.db.models import F, FloatField, Func, Q, Sum
 from django.db.models.expressions import RawSQL
@@ -122,7 +123,10 @@ def plain_rows(rows: Any) -> Iterable[tuple[Any, ...]]:
     (65,000 rows). Elsewhere the query as it is, its values converted."""
     if connection.vendor != "postgresql":
         return rows  # type: ignore[no-any-return]
-    sql, params = rows.query.sql_with_params()
+    try:
+        sql, params = rows.query.sql_with_params()
+    except EmptyResultSet:  # a filter that selects nothing (``pk__in=[]``): no query to run
+        return []
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchall()  # type: ignore[no-any-return]

@@ -270,6 +270,7 @@ def test_plain_rows_are_the_rows_django_gives_but_for_json_left_as_text(pool: Po
     assert plain == list(rows)
     assert len(plain) == 7  # every placed pod of the pool
     assert (1, "n1", [6, 7], None) in [row[1:] for row in plain]  # the gang's second worker
+    assert list(plain_rows(Placement.objects.filter(pk__in=[]).values_list("id"))) == []
 
 
 def test_budgets_of_the_current_period_count_spending_and_open_reservations(
