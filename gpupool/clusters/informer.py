@@ -140,6 +140,11 @@ class Store(Generic[K, V]):
             if item.key in self.items:
                 self._touch(item.key)
                 del self.items[item.key]
+        elif not self.items and not self._before:  # the first list: every object is new
+            self.items.update(
+                (key, value) for key, value in item.items.items() if value is not None
+            )
+            self._before = dict.fromkeys(self.items)
         else:
             for key in [key for key in self.items if key not in item.items]:
                 self._touch(key)

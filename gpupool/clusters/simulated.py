@@ -39,6 +39,7 @@ when somebody looks: every call first lets the controllers catch up with the clo
 
 from __future__ import annotations
 
+import functools
 import operator
 import re
 import time
@@ -228,7 +229,8 @@ def _allocatable_json(
 # --- the cluster ----------------------------------------------------------------------------
 
 
-def _format(posix: float) -> str:
+@functools.lru_cache(maxsize=64)
+def _format(posix: float) -> str:  # a batch of bindings starts its pods at one time
     return api_objects.format_time(posix)
 
 
@@ -888,11 +890,20 @@ class SimulatedCluster:
                     f"requested: {asked}, used: {taken}, capacity: {have}"
                 )
         held = load.held
-        unhealthy = {int(i) for i in _node_sim(tx, node.name).get("unhealthy", {})}
+        slots = load.slots if loads is not None else None
+        if slots is None:  # the node's device slots (kept through a transaction: bind_many)
+            slots = _DeviceSlots(
+                _gpu_resources(node.capacity),
+                {int(i) for i in _node_sim(tx, node.name).get("unhealthy", {})},
+            )
+            if loads is not None:
+                load.slots = slots
+        capacity, unhealthy = slots.capacity, slots.unhealthy
         devices: dict[str, list[int]] = {}
-        capacity = _gpu_resources(node.capacity)
         for resource, asked in _requested(facts.requests).items():
-            per_gpu = _slots_per_gpu(node, resource)
+            per_gpu = slots.per_gpu.get(resource)
+            if per_gpu is None:
+                per_gpu = slots.per_gpu[resource] = _slots_per_gpu(node, resource)
             taken_slots = held.get(resource, set())
             free = [
                 slot
@@ -931,14 +942,27 @@ def _pod_with(facts: PodFacts, **changes: Any) -> PodFacts:
 
 
 @dataclass(slots=True)
+class _DeviceSlots:
+    """A node's device slots as the kubelet's admission counts them: per device resource,
+    how many (``capacity``) and how many to a physical GPU (``per_gpu``, filled as asked
+    for); the GPUs marked unhealthy. Fixed while a transaction binds pods (``bind_many``)."""
+
+    capacity: dict[str, int]
+    unhealthy: set[int]
+    per_gpu: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
 class _NodeLoad:
     """What the live pods bound to a node take there, as the kubelet's admission counts it:
-    CPU, memory, the pods (``members``, by store key) and the device slots held."""
+    CPU, memory, the pods (``members``, by store key) and the device slots held; and the
+    node's device slots (``slots``, once the first admission there has read them)."""
 
     cpu_milli: int = 0
     memory_mib: int = 0
     members: set[ObjectKey] = field(default_factory=set)
     held: dict[str, set[int]] = field(default_factory=dict)
+    slots: _DeviceSlots | None = None
 
     def add(
         self, key: ObjectKey, requests: ResourceAmounts, devices: Mapping[str, Iterable[int]]

@@ -85,21 +85,26 @@ class ClusterMirror:
             else:
                 self.foreign_usage[name] = usage
         touched: set[WorkloadKey] = set()
+        pods = self.pods
         for key, pod_change in view.delta.pods.items():
-            for side in (pod_change.before, pod_change.after):
-                if side is not None:
-                    touched.add(workload_key(side))
-            if pod_change.before is not None:
-                old = workload_key(pod_change.before)
-                members = self.pods.get(old)
+            before, after = pod_change.before, pod_change.after
+            if before is not None:
+                old = workload_key(before)
+                touched.add(old)
+                members = pods.get(old)
                 if members is not None:
                     members.pop(key, None)
                     if not members:
-                        del self.pods[old]
-            if pod_change.after is not None:
-                workload = workload_key(pod_change.after)
-                self.pods.setdefault(workload, {})[key] = pod_change.after
-                job = pod_change.after.job
+                        del pods[old]
+            if after is not None:
+                workload = workload_key(after)
+                touched.add(workload)
+                members = pods.get(workload)
+                if members is None:
+                    pods[workload] = {key: after}
+                else:
+                    members[key] = after
+                job = after.job
                 if job is not None:
                     self._job_workloads.setdefault(job, set()).add(workload)
                     self._workload_jobs.setdefault(workload, set()).add(job)
@@ -120,13 +125,14 @@ class ClusterMirror:
                     self._job_workloads.setdefault(job, set()).add(workload)
                     self._workload_jobs.setdefault(workload, set()).add(job)
                     touched.add(workload)
+        groups, holders = self._groups, self.holders
         for workload in touched:
-            self._groups.pop(workload, None)
-            members = self.pods.get(workload)
+            groups.pop(workload, None)
+            members = pods.get(workload)
             if members is not None and any(map(holds_node, members.values())):
-                self.holders[str(workload)] = workload
+                holders[str(workload)] = workload
             else:
-                self.holders.pop(str(workload), None)
+                holders.pop(str(workload), None)
         return touched, nodes
 
     def pods_of(self, key: WorkloadKey) -> list[PodFacts]:

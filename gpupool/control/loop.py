@@ -92,7 +92,14 @@ from gpupool.control.record import (
     Explanation,
     decide_record,
 )
-from gpupool.control.snapshot import DatabaseSnapshot, WorkloadRow, id_list, name_list
+from gpupool.control.snapshot import (
+    DatabaseSnapshot,
+    WorkloadRow,
+    id_list,
+    json_of,
+    name_list,
+    plain_rows,
+)
 from gpupool.control.state import LoopState, stepped
 from gpupool.control.sync import (
     CLUSTER_UNHEALTHY,
@@ -592,7 +599,7 @@ class ControlLoop:
         ):
             counts[node_id], unhealthy[node_id] = count, marked
         known: dict[str, dict[str, object]] = {}
-        for row in Node.objects.filter(name__in=name_list(names)).values(
+        rows = Node.objects.filter(name__in=name_list(names)).values_list(
             "id",
             "name",
             "flavor_id",
@@ -604,19 +611,32 @@ class ControlLoop:
             "mig_layout",
             "cluster_exclusion",
             "gone_at",
-        ):
-            known[row["name"]] = {
-                "flavor_id": row["flavor_id"],
-                "gpus": counts.get(row["id"], 0),
-                "unhealthy_in_cluster": unhealthy.get(row["id"], 0),
-                "cpu": row["cpu"],
-                "memory_gb": row["memory_gb"],
-                "nvlink_domain": row["nvlink_domain"],
-                "zone": row["zone"],
-                "labels": dict(row["labels"] or {}),
-                "mig_layout": dict(row["mig_layout"] or {}),
-                "exclusion": row["cluster_exclusion"],
-                "gone": row["gone_at"] is not None,
+        )
+        for (
+            pk,
+            name,
+            flavor_id,
+            cpu,
+            memory_gb,
+            nvlink_domain,
+            zone,
+            labels,
+            mig_layout,
+            exclusion,
+            gone_at,
+        ) in plain_rows(rows):  # JSON as text on PostgreSQL: a node's own dicts either way
+            known[name] = {
+                "flavor_id": flavor_id,
+                "gpus": counts.get(pk, 0),
+                "unhealthy_in_cluster": unhealthy.get(pk, 0),
+                "cpu": cpu,
+                "memory_gb": memory_gb,
+                "nvlink_domain": nvlink_domain,
+                "zone": zone,
+                "labels": dict(json_of(labels) or {}),
+                "mig_layout": dict(json_of(mig_layout) or {}),
+                "exclusion": exclusion,
+                "gone": gone_at is not None,
             }
         return known
 

@@ -122,8 +122,14 @@ class WorkloadRows(dict[str, WorkloadRow]):
         self.touched: set[str] = set()
         self.placed: set[str] = set()
         self.unestimated: set[str] = set()
-        if rows:
-            self.update(rows)
+        if rows:  # at once (the first read: 30,000 rows), as ``update`` would index them
+            super().update(rows)
+            self.touched.update(rows)
+            pending = WorkloadState.PENDING
+            self.placed.update(name for name, row in rows.items() if row.state != pending)
+            self.unestimated.update(
+                name for name, row in rows.items() if row.info.expected_runtime_s is None
+            )
 
     def __reduce__(self) -> tuple[Any, ...]:  # copy and deepcopy: the rows, indexes rebuilt
         return (type(self), (dict(self),))

@@ -328,11 +328,20 @@ def decide_workloads(
     leaf_tenants = {q.name: q.tenant for q in state.queues if q.name not in parents}
     classes = {c.name for c in state.classes}
     at = moment(now)
+    rows, overlays, running = state.rows, memory.overlays, WorkloadState.RUNNING
     for key in sorted(keys):
         name = str(key)
-        row = state.rows.get(name)
+        row = rows.get(name)
         pods = mirror.pods_of(key)
         grouped = mirror.grouped(key, now) if _needs_grouping(row, pods) else None
+        if (
+            grouped is None
+            and row is not None
+            and row.state == running
+            and any(map(holds_node, pods))
+        ):
+            overlays.pop(name, None)  # as ``_known``: running where it was placed, no checkpoint
+            continue
         if row is None:
             memory.overlays.pop(name, None)
             if key in ended:

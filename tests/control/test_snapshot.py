@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 from collections.abc import Callable
@@ -22,9 +23,11 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from gpupool.control.snapshot import (
+    WORKLOAD_INFO_ORDER,
     DatabaseSnapshot,
     SnapshotError,
     build_snapshot,
+    plain_rows,
     read_workloads,
 )
 from gpupool.quotas.models import PriorityClass
@@ -39,6 +42,7 @@ from gpupool.scheduler.types import (
     QuotaInfo,
     WorkloadInfo,
 )
+from gpupool.workloads.models import Placement
 
 pytestmark = pytest.mark.django_db
 
@@ -243,6 +247,30 @@ def test_placed_pods_that_are_not_a_prefix_of_the_gang_are_refused(pool: Pool) -
     pool.workloads["default/gang"].placements.filter(pod_set__name="workers", pod_index=0).delete()
     with pytest.raises(SnapshotError, match="default/gang: its placed pods are not the first 2"):
         built()
+
+
+def test_an_only_placed_pod_that_is_not_the_first_of_its_pod_set_is_refused(pool: Pool) -> None:
+    pool.workloads["default/notebook"].placements.update(pod_index=1)
+    with pytest.raises(SnapshotError, match="default/notebook: its placed pods are not the first"):
+        built()
+
+
+def test_read_workloads_passes_the_core_s_fields_in_their_order() -> None:
+    assert tuple(f.name for f in dataclasses.fields(WorkloadInfo)) == WORKLOAD_INFO_ORDER
+
+
+def test_plain_rows_are_the_rows_django_gives_but_for_json_left_as_text(pool: Pool) -> None:
+    rows = Placement.objects.values_list(
+        "workload_id", "pod_index", "node__name", "gpu_indices", "milli"
+    ).order_by("workload_id", "pod_set_id", "pod_index")
+    plain = [
+        (*row[:3], json.loads(row[3]) if isinstance(row[3], str) else row[3], row[4])
+        for row in plain_rows(rows)
+    ]
+    assert plain == list(rows)
+    assert len(plain) == 7  # every placed pod of the pool
+    assert (1, "n1", [6, 7], None) in [row[1:] for row in plain]  # the gang's second worker
+    assert list(plain_rows(Placement.objects.filter(pk__in=[]).values_list("id"))) == []
 
 
 def test_budgets_of_the_current_period_count_spending_and_open_reservations(
