@@ -429,6 +429,7 @@ class ControlLoop:
                 now,
             )
             stamps: Stamps = {}
+            nominations: Stamps = {}
             cycle = do_record_cycle(
                 record,
                 started_at=started,
@@ -436,9 +437,10 @@ class ControlLoop:
                 workloads=len(database.snapshot.workloads),
                 budget_moves=moves,
                 stamps=stamps,
+                quiet_stamps=nominations,
             )
             result.cycle_id = self.ranked_in = cycle.pk
-            self._remember(moved, decided, record, stamps)
+            self._remember(moved, decided, record, stamps, nominations)
             timings["record"] = time.perf_counter() - clock
 
             phase, clock = "apply", time.perf_counter()
@@ -815,12 +817,20 @@ class ControlLoop:
         return self.ranks
 
     def _remember(
-        self, moved: Snapshot, decided: Plan, record: CycleRecord, stamps: Stamps
+        self,
+        moved: Snapshot,
+        decided: Plan,
+        record: CycleRecord,
+        stamps: Stamps,
+        nominations: Stamps,
     ) -> None:
         """The state as the record wrote it, so that apply acts on what was just decided
         (``moved``: the snapshot after the plan, ``lifecycle.apply_plan``), and the next
         refresh need not read the rows back (``LoopState.own_writes``): each row as
-        ``read_workloads`` gives it back, not as the snapshot's overlays showed it."""
+        ``read_workloads`` gives it back, not as the snapshot's overlays showed it. The
+        nominations (``nominations``: their rows' stamps) are held quiet: neither the sync nor
+        apply has anything to do for a pending workload's nomination, so the next cycle does
+        not look at those rows again (a few hundred to thousands a cycle at B1's size)."""
         after = {w.name: w for w in moved.workloads}
         rows = self.state.rows
         started = record.at.timestamp()
@@ -857,12 +867,13 @@ class ControlLoop:
             name = names.get(workload_id)
             pending = rows.get(name) if name is not None else None
             if (
-                workload_id in stamps
+                workload_id in nominations
                 and pending is not None
                 and pending.state == WorkloadState.PENDING
             ):
                 self.state.put(replace(pending, info=replace(pending.info, nominated=nominated)))
         self.state.own_writes(stamps)
+        self.state.own_writes(nominations, quiet=True)
         self.written.update(record.explanations)
         self.written_at.update(dict.fromkeys(record.explanations, time.monotonic()))
         for workload_id in record.new_reasons:  # an Event only when the reason is new

@@ -49,7 +49,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections import defaultdict
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -102,8 +102,15 @@ def id_list(ids: Collection[int]) -> Any:
     (``IN (SELECT unnest(%s::bigint[]))``): Django prepares a list's every value on its own,
     about 0.4 ms per thousand ids, and the statement's text grows with them."""
     if connection.vendor == "postgresql":
-        return RawSQL("SELECT unnest(%s::bigint[])", (list(ids),))
+        return RawSQL("SELECT unnest(%s::bigint[])", (int_array(ids),))
     return list(ids)
+
+
+def int_array(ids: Iterable[int]) -> str:
+    """Integers as one PostgreSQL array literal (``{1,2,3}``) for a ``%s::bigint[]``
+    parameter: the driver quotes one string, where a list is adapted element by element in
+    Python (Django's client-side binding: a few hundred microseconds per thousand ids)."""
+    return "{" + ",".join(map(str, map(int, ids))) + "}"
 
 
 def name_list(names: Collection[str]) -> Any:
