@@ -842,25 +842,20 @@ def _record_evictions(
         {e.victim_id: (e.preemptor_id, e.reason, stamp) for e in record.evictions},
     )
     _stamped(stamps, before, stamp)
-    insert_objects(
+    insert_values(
         PreemptionEvent,
+        ("at", "reason", "victim_id", "victim_queue_id", "victim_tenant_id", "preemptor_id",
+         "preemptor_queue_id", "preemptor_tenant_id", "gpus_freed", "lost_gpu_hours",
+         "cycle_id"),
         [
-            PreemptionEvent(
-                at=at,
-                reason=e.reason,
-                victim_id=e.victim_id,
-                victim_queue_id=facts[e.victim_id][1],
-                victim_tenant_id=facts[e.victim_id][2],
-                preemptor_id=e.preemptor_id,
-                preemptor_queue_id=None if e.preemptor_id is None else facts[e.preemptor_id][1],
-                preemptor_tenant_id=None if e.preemptor_id is None else facts[e.preemptor_id][2],
-                gpus_freed=e.gpus_freed,
-                lost_gpu_hours=e.lost_gpu_hours,
-                cycle=cycle,
-            )
+            (at, e.reason, e.victim_id, facts[e.victim_id][1], facts[e.victim_id][2],
+             e.preemptor_id,
+             None if e.preemptor_id is None else facts[e.preemptor_id][1],
+             None if e.preemptor_id is None else facts[e.preemptor_id][2],
+             e.gpus_freed, e.lost_gpu_hours, cycle.pk)
             for e in record.evictions
         ],
-    )
+    )  # fmt: skip
 
 
 def _record_explanations(record: CycleRecord) -> None:
