@@ -547,7 +547,7 @@ class ControlLoop:
         (members bound, or evicted again by a failed gang's roll-back) is read only once the
         apply's outcome is recorded, so a roll-back is never taken for a lost workload."""
         state = self.state
-        state.refresh(at)
+        state.refresh(at, rows_only=True)  # budgets and history: the snapshot's refresh
         decision = SyncDecision(at=at)
         if self.first:  # everything, not only the delta: a dry run or a failure took it
             nodes = nodes | set(self.mirror.nodes) | set(state.nodes)
