@@ -830,8 +830,9 @@ class ControlLoop:
         ``read_workloads`` gives it back, not as the snapshot's overlays showed it. The
         nominations (``nominations``: their rows' stamps) are held quiet: neither the sync nor
         apply has anything to do for a pending workload's nomination, so the next cycle does
-        not look at those rows again (a few hundred to thousands a cycle at B1's size)."""
-        after = {w.name: w for w in moved.workloads}
+        not look at those rows again (about a hundred a cycle at B1's size)."""
+        placed = {admission.workload for admission in decided.admit}
+        after = {w.name: w for w in moved.workloads if w.name in placed}
         rows = self.state.rows
         started = record.at.timestamp()
         for admission in decided.admit:
