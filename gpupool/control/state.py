@@ -362,13 +362,17 @@ class LoopState:
         *,
         unsure: Collection[int] = (),
         quiet: bool = False,
+        seen: bool = False,
     ) -> None:
         """Take the loop's writes (id -> (``updated_at`` before, the stamp written), the rows
         already ``put`` as written): a row whose earlier version the state knew is owned until
         someone else writes it; others, and those in ``unsure`` (rows the write did not
         describe whole), are read again at the next refresh. ``quiet``: writes of nothing the
         sync or apply look at; a refresh does not count such a version as changed when the
-        version before was not to be looked at either (older than the horizon, or quiet)."""
+        version before was not to be looked at either (older than the horizon, or quiet) --
+        or, with ``seen``, was looked at already: the sync's own writes, made after its
+        refresh counted every version since the horizon (the caller has this cycle's apply
+        look at the rows written)."""
         horizon = self.horizon
         held, silent = self.held, self.quiet
         for pk, (before, stamp) in stamps.items():
@@ -376,7 +380,7 @@ class LoopState:
             known = older or held.get(pk) == before
             if known and pk not in unsure:
                 held[pk] = stamp
-                if quiet and (older or silent.get(pk) == before):
+                if quiet and (older or seen or silent.get(pk) == before):
                     silent[pk] = stamp
                 else:
                     silent.pop(pk, None)
