@@ -13,8 +13,10 @@ from django.core.exceptions import ValidationError
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models, transaction
 from django.db.models import ProtectedError
+from django.utils import timezone
 
 from gpupool.audit.models import AuditEvent
+from gpupool.bulk import insert_values
 
 M = TypeVar("M", bound=models.Model)
 
@@ -34,6 +36,29 @@ def model_snapshot(instance: models.Model, exclude: Iterable[str] = ()) -> dict[
     # Round-trip through JSON so Decimal, date and datetime compare equal to what is stored.
     result: dict[str, Any] = json.loads(json.dumps(data, cls=DjangoJSONEncoder))
     return result
+
+
+def record_system_audit_events(
+    action: str,
+    entries: Iterable[tuple[models.Model, dict[str, Any] | None, dict[str, Any] | None, str]],
+    *,
+    at: Any = None,
+) -> int:
+    """Write one audit row per (instance, before, after, reason) of ``entries``, all made by
+    the system (the control loop) for ``action``, at once (``bulk.insert_values``: by
+    ``COPY`` on PostgreSQL, no model instance per row); ``at`` defaults to now. Returns how
+    many. For a cycle's hundreds of rows, where ``record_audit_event`` writes one."""
+    when = at if at is not None else timezone.now()
+    return insert_values(
+        AuditEvent,
+        ("actor_id", "actor_name", "at", "action", "object_type", "object_id", "object_repr",
+         "before", "after", "reason"),
+        (
+            (None, "", when, action, instance._meta.label_lower, str(instance.pk),
+             str(instance)[:200], before, after, reason)
+            for instance, before, after, reason in entries
+        ),
+    )  # fmt: skip
 
 
 def _actor_of(user: Any) -> Any:

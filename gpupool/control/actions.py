@@ -40,7 +40,7 @@ from gpupool.clusters.base import ZONE_LABEL
 from gpupool.control.choices import CycleStatus
 from gpupool.control.models import SchedulingCycle
 from gpupool.control.record import CycleRecord
-from gpupool.control.snapshot import id_list
+from gpupool.control.snapshot import id_list, int_array
 from gpupool.control.sync import (
     CLUSTER_UNHEALTHY,
     NodeUpdate,
@@ -539,7 +539,7 @@ def _record_steps(steps: Sequence[Step], at: datetime, stamps: Stamps | None = N
         current[pk] = dict(
             zip(("id", *_STEP_FIELDS[:-1], "queue_id", "tenant_id", "checkpoint"), row, strict=True)
         )
-    transitions: list[WorkloadTransition] = []
+    transitions: list[tuple[int, str, str, datetime, str]] = []  # as ``insert_values`` takes
     released: set[int] = set()
     leaving: set[int] = set()
     lost: dict[int, str] = {}
@@ -551,13 +551,7 @@ def _record_steps(steps: Sequence[Step], at: datetime, stamps: Stamps | None = N
                 {"state": f"{step.name} is {row['state']}; it cannot move to {step.to_state}"}
             )
         transitions.append(
-            WorkloadTransition(
-                workload_id=step.workload_id,
-                from_state=row["state"],
-                to_state=step.to_state,
-                at=step.at,
-                reason=step.reason[:500],
-            )
+            (step.workload_id, row["state"], step.to_state, step.at, step.reason[:500])
         )
         if step.lost:
             lost[step.workload_id] = step.lost
@@ -588,7 +582,9 @@ def _record_steps(steps: Sequence[Step], at: datetime, stamps: Stamps | None = N
         {pk: (*(row[f] for f in _STEP_FIELDS[:-1]), stamp) for pk, row in current.items()},
     )
     _stamped(stamps, before, stamp)
-    insert_objects(WorkloadTransition, transitions)
+    insert_values(
+        WorkloadTransition, ("workload_id", "from_state", "to_state", "at", "reason"), transitions
+    )
     if leaving:
         UsageInterval.objects.filter(
             workload_id__in=id_list(leaving), ended_at__isnull=True
@@ -657,11 +653,13 @@ def do_record_cycle(
     workloads: int,
     budget_moves: Sequence[BudgetMove] = (),
     stamps: Stamps | None = None,
+    quiet_stamps: Stamps | None = None,
 ) -> SchedulingCycle:
     """Write one cycle's decisions (``record.py``), its budget moves and its
     ``SchedulingCycle`` row. ``stamps``, when given, receives the workload rows written
-    (``Stamps``): admissions, evictions and nominations (explanations do not stamp a row: no
-    field of the core's is in them)."""
+    (``Stamps``): admissions and evictions, and nominations unless ``quiet_stamps`` is given,
+    which then receives those (a nomination changes nothing the sync or apply look at);
+    explanations do not stamp a row: no field of the core's is in them."""
     at = record.at
     cycle = SchedulingCycle.objects.create(
         started_at=started_at,
@@ -674,7 +672,7 @@ def do_record_cycle(
     )
     _record_admissions(record, at, stamps)
     _record_evictions(record, at, cycle, stamps)
-    _record_nominations(record.nominated, stamps)
+    _record_nominations(record.nominated, stamps if quiet_stamps is None else quiet_stamps)
     _record_explanations(record)
     _record_idle_alerts(record, at)
     do_record_budget_moves(budget_moves, at=at)
@@ -844,25 +842,20 @@ def _record_evictions(
         {e.victim_id: (e.preemptor_id, e.reason, stamp) for e in record.evictions},
     )
     _stamped(stamps, before, stamp)
-    insert_objects(
+    insert_values(
         PreemptionEvent,
+        ("at", "reason", "victim_id", "victim_queue_id", "victim_tenant_id", "preemptor_id",
+         "preemptor_queue_id", "preemptor_tenant_id", "gpus_freed", "lost_gpu_hours",
+         "cycle_id"),
         [
-            PreemptionEvent(
-                at=at,
-                reason=e.reason,
-                victim_id=e.victim_id,
-                victim_queue_id=facts[e.victim_id][1],
-                victim_tenant_id=facts[e.victim_id][2],
-                preemptor_id=e.preemptor_id,
-                preemptor_queue_id=None if e.preemptor_id is None else facts[e.preemptor_id][1],
-                preemptor_tenant_id=None if e.preemptor_id is None else facts[e.preemptor_id][2],
-                gpus_freed=e.gpus_freed,
-                lost_gpu_hours=e.lost_gpu_hours,
-                cycle=cycle,
-            )
+            (at, e.reason, e.victim_id, facts[e.victim_id][1], facts[e.victim_id][2],
+             e.preemptor_id,
+             None if e.preemptor_id is None else facts[e.preemptor_id][1],
+             None if e.preemptor_id is None else facts[e.preemptor_id][2],
+             e.gpus_freed, e.lost_gpu_hours, cycle.pk)
             for e in record.evictions
         ],
-    )
+    )  # fmt: skip
 
 
 def _record_explanations(record: CycleRecord) -> None:
@@ -912,7 +905,7 @@ def _record_ranks(record: CycleRecord) -> None:
             f"UPDATE {table} SET queue_rank = t.rank "  # noqa: S608
             "FROM unnest(%s::bigint[], %s::float8[]) AS t(id, rank) "
             f"WHERE {table}.id = t.id",
-            [list(ranks), list(ranks.values())],
+            [int_array(ranks), list(ranks.values())],
         )
 
 

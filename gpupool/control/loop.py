@@ -436,6 +436,7 @@ class ControlLoop:
                 now,
             )
             stamps: Stamps = {}
+            nominations: Stamps = {}
             cycle = do_record_cycle(
                 record,
                 started_at=started,
@@ -443,9 +444,10 @@ class ControlLoop:
                 workloads=len(database.snapshot.workloads),
                 budget_moves=moves,
                 stamps=stamps,
+                quiet_stamps=nominations,
             )
             result.cycle_id = self.ranked_in = cycle.pk
-            self._remember(moved, decided, record, stamps)
+            self._remember(moved, decided, record, stamps, nominations)
             timings["record"] = time.perf_counter() - clock
 
             phase, clock = "apply", time.perf_counter()
@@ -552,7 +554,7 @@ class ControlLoop:
         (members bound, or evicted again by a failed gang's roll-back) is read only once the
         apply's outcome is recorded, so a roll-back is never taken for a lost workload."""
         state = self.state
-        state.refresh(at)
+        state.refresh(at, rows_only=True)  # budgets and history: the snapshot's refresh
         decision = SyncDecision(at=at)
         if self.first:  # everything, not only the delta: a dry run or a failure took it
             nodes = nodes | set(self.mirror.nodes) | set(state.nodes)
@@ -675,7 +677,11 @@ class ControlLoop:
 
     def _put_steps(self, decision: SyncDecision, stamps: Stamps) -> None:
         """The pod-driven transitions just written, into the state (so the snapshot's read
-        need not read them back): starts and requeues; the rest is read again."""
+        need not read them back): starts and requeues; the rest is read again. They are held
+        quiet (``own_writes(..., seen=True)``): the sync wrote them from what the cluster
+        says, so the next cycle's sync and apply need not look at them again (400-750 rows a
+        steady cycle at B1's size) unless their pods change; this cycle's apply looks at them
+        (``outstanding``: a requeued workload's pods are made again)."""
         steps: dict[int, list[tuple[str, datetime]]] = {}
         names: dict[int, str] = {}
         for step in decision.steps:
@@ -689,7 +695,8 @@ class ControlLoop:
                 unsure.add(workload_id)
             elif workload_id not in unsure:
                 self.state.put(after)
-        self.state.own_writes(stamps, unsure=unsure)
+        self.outstanding.update(names.values())
+        self.state.own_writes(stamps, unsure=unsure, quiet=True, seen=True)
 
     def _emit_sync_events(self, decision: SyncDecision) -> None:
         """The sync's Events, sent together (``record_events``)."""
@@ -835,13 +842,22 @@ class ControlLoop:
         return self.ranks
 
     def _remember(
-        self, moved: Snapshot, decided: Plan, record: CycleRecord, stamps: Stamps
+        self,
+        moved: Snapshot,
+        decided: Plan,
+        record: CycleRecord,
+        stamps: Stamps,
+        nominations: Stamps,
     ) -> None:
         """The state as the record wrote it, so that apply acts on what was just decided
         (``moved``: the snapshot after the plan, ``lifecycle.apply_plan``), and the next
         refresh need not read the rows back (``LoopState.own_writes``): each row as
-        ``read_workloads`` gives it back, not as the snapshot's overlays showed it."""
-        after = {w.name: w for w in moved.workloads}
+        ``read_workloads`` gives it back, not as the snapshot's overlays showed it. The
+        nominations (``nominations``: their rows' stamps) are held quiet: neither the sync nor
+        apply has anything to do for a pending workload's nomination, so the next cycle does
+        not look at those rows again (about a hundred a cycle at B1's size)."""
+        placed = {admission.workload for admission in decided.admit}
+        after = {w.name: w for w in moved.workloads if w.name in placed}
         rows = self.state.rows
         started = record.at.timestamp()
         for admission in decided.admit:
@@ -877,12 +893,13 @@ class ControlLoop:
             name = names.get(workload_id)
             pending = rows.get(name) if name is not None else None
             if (
-                workload_id in stamps
+                workload_id in nominations
                 and pending is not None
                 and pending.state == WorkloadState.PENDING
             ):
                 self.state.put(replace(pending, info=replace(pending.info, nominated=nominated)))
         self.state.own_writes(stamps)
+        self.state.own_writes(nominations, quiet=True)
         self.written.update(record.explanations)
         self.written_at.update(dict.fromkeys(record.explanations, time.monotonic()))
         for workload_id in record.new_reasons:  # an Event only when the reason is new

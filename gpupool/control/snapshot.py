@@ -103,8 +103,15 @@ def id_list(ids: Collection[int]) -> Any:
     (``IN (SELECT unnest(%s::bigint[]))``): Django prepares a list's every value on its own,
     about 0.4 ms per thousand ids, and the statement's text grows with them."""
     if connection.vendor == "postgresql":
-        return RawSQL("SELECT unnest(%s::bigint[])", (list(ids),))
+        return RawSQL("SELECT unnest(%s::bigint[])", (int_array(ids),))
     return list(ids)
+
+
+def int_array(ids: Iterable[int]) -> str:
+    """Integers as one PostgreSQL array literal (``{1,2,3}``) for a ``%s::bigint[]``
+    parameter: the driver quotes one string, where a list is adapted element by element in
+    Python (Django's client-side binding: a few hundred microseconds per thousand ids)."""
+    return "{" + ",".join(map(str, map(int, ids))) + "}"
 
 
 def name_list(names: Collection[str]) -> Any:

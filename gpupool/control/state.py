@@ -248,8 +248,12 @@ class LoopState:
         self.ended = []
         self.skipped = self.reread = 0
 
-    def refresh(self, now: datetime) -> None:
-        """Bring the state up to date with the database as of ``now`` (first time: all of it)."""
+    def refresh(self, now: datetime, *, rows_only: bool = False) -> None:
+        """Bring the state up to date with the database as of ``now`` (first time: all of it).
+        ``rows_only``: the workloads, nodes and policy tables, not the budgets and the
+        preemption history -- the sync's refresh, which decides from rows alone; the
+        snapshot's refresh after it reads those (one read of each a cycle, not two)."""
+        rows_only = rows_only and self.horizon is not None
         with _one_state_of_the_database():
             horizon = read_horizon()
             flavors_changed = False
@@ -261,7 +265,8 @@ class LoopState:
                 self.queues, self.queue_ids = _queues()
                 self.classes = _priority_classes()
                 self._policy_seen = policy
-            self.budgets = read_budgets(now, {q.tenant for q in self.queues if q.tenant})
+            if not rows_only:
+                self.budgets = read_budgets(now, {q.tenant for q in self.queues if q.tenant})
             if self.horizon is None or flavors_changed:
                 self._read_all_nodes()
             else:
@@ -270,7 +275,8 @@ class LoopState:
                 self._read_all_workloads(now)
             else:
                 self._read_changed_workloads(self.horizon, now)
-            self._read_history(now)
+            if not rows_only:
+                self._read_history(now)
         self.horizon = horizon
         # A stamp older than the horizon is never seen by a refresh again, and a row stamped
         # before the horizon is known anyway (``own_writes``).
@@ -362,13 +368,17 @@ class LoopState:
         *,
         unsure: Collection[int] = (),
         quiet: bool = False,
+        seen: bool = False,
     ) -> None:
         """Take the loop's writes (id -> (``updated_at`` before, the stamp written), the rows
         already ``put`` as written): a row whose earlier version the state knew is owned until
         someone else writes it; others, and those in ``unsure`` (rows the write did not
         describe whole), are read again at the next refresh. ``quiet``: writes of nothing the
         sync or apply look at; a refresh does not count such a version as changed when the
-        version before was not to be looked at either (older than the horizon, or quiet)."""
+        version before was not to be looked at either (older than the horizon, or quiet) --
+        or, with ``seen``, was looked at already: the sync's own writes, made after its
+        refresh counted every version since the horizon (the caller has this cycle's apply
+        look at the rows written)."""
         horizon = self.horizon
         held, silent = self.held, self.quiet
         for pk, (before, stamp) in stamps.items():
@@ -376,7 +386,7 @@ class LoopState:
             known = older or held.get(pk) == before
             if known and pk not in unsure:
                 held[pk] = stamp
-                if quiet and (older or silent.get(pk) == before):
+                if quiet and (older or seen or silent.get(pk) == before):
                     silent[pk] = stamp
                 else:
                     silent.pop(pk, None)

@@ -22,9 +22,9 @@ from gpupool.audit.actions import (
     model_snapshot,
     record_audit_change,
     record_audit_event,
+    record_system_audit_events,
     save_audited,
 )
-from gpupool.audit.models import AuditEvent
 from gpupool.bulk import insert_values
 from gpupool.inventory.models import Flavor
 from gpupool.notifications.notify import notify_quota_request
@@ -830,19 +830,19 @@ def do_record_budget_moves(moves: Sequence[BudgetMove], *, at: datetime) -> int:
     for budget_id, _, gpu_hours, *_ in rows:
         counts[budget_id] = counts.get(budget_id, 0) + 1
         after[budget_id] += gpu_hours
-    AuditEvent.objects.bulk_create(
-        AuditEvent(
-            actor=None,
-            actor_name="",
-            action="quotas.cycle_budget",
-            object_type=budget._meta.label_lower,
-            object_id=str(pk),
-            object_repr=str(budget)[:200],
-            before=model_snapshot(budget) | {"remaining_gpu_hours": str(balances[pk])},
-            after=model_snapshot(budget) | {"remaining_gpu_hours": str(after[pk])},
-            reason=f"{counts[pk]} movements of the scheduling loop",
-        )
-        for pk, budget in budgets.items()
+    snapshots = {pk: model_snapshot(budget) for pk, budget in budgets.items()}
+    record_system_audit_events(
+        "quotas.cycle_budget",
+        (
+            (
+                budget,
+                snapshots[pk] | {"remaining_gpu_hours": str(balances[pk])},
+                snapshots[pk] | {"remaining_gpu_hours": str(after[pk])},
+                f"{counts[pk]} movements of the scheduling loop",
+            )
+            for pk, budget in budgets.items()
+        ),
+        at=timezone.now(),
     )
     return len(moves)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from fractions import Fraction
 from typing import Any
 
@@ -14,6 +15,7 @@ from gpupool.clusters.api_objects import (
     job_facts,
     node_facts,
     pod_facts,
+    pod_requests,
     pod_resource_requests,
     resource_amounts,
 )
@@ -89,6 +91,39 @@ def test_pod_requests_follow_kube_schedulers_rule(
     spec: dict[str, Any], expected: dict[str, Fraction]
 ) -> None:
     assert pod_resource_requests(spec) == expected
+
+
+@pytest.mark.parametrize(
+    "spec", [case[1] for case in REQUEST_CASES], ids=[case[0] for case in REQUEST_CASES]
+)
+def test_requests_remembered_for_pods_that_ask_alike_equal_requests_worked_out(
+    spec: dict[str, Any],
+) -> None:
+    worked_out = resource_amounts(pod_resource_requests(spec), round_up=True)
+    assert pod_requests(spec) == worked_out
+    assert pod_requests(copy.deepcopy(spec)) == worked_out  # the second: remembered
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"containers": containers({"cpu": True})},  # equal to 1 as a key, no quantity
+        {"containers": containers({"cpu": "1x"})},
+        {"containers": [{"name": "c", "resources": ""}]},
+        {"containers": [{"name": "c", "resources": {"requests": ["cpu"]}}]},
+        {"containers": {"name": "c"}},
+        {"containers": containers({"cpu": "1"}), "overhead": "1"},
+    ],
+)
+def test_requests_of_a_malformed_spec_are_refused_even_after_a_like_valid_one(
+    spec: dict[str, Any],
+) -> None:
+    assert pod_requests({"containers": containers({"cpu": 1})}).cpu_milli == 1000
+    assert pod_requests({"containers": containers({"cpu": "1"})}).cpu_milli == 1000
+    with pytest.raises((ValueError, quantities.QuantityError)):
+        resource_amounts(pod_resource_requests(spec), round_up=True)
+    with pytest.raises((ValueError, quantities.QuantityError)):
+        pod_requests(spec)
 
 
 def test_mig_resources_are_counted_by_profile() -> None:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from loop_builders import World, build_world
 
 from gpupool.accounting.models import PreemptionEvent, UsageInterval
+from gpupool.control.sync import moment
 from gpupool.inventory.actions import do_drain_node, do_end_drain, do_set_node_cordoned
 from gpupool.inventory.models import Node
 from gpupool.quotas.models import PriorityClass
@@ -210,3 +213,30 @@ def test_an_eviction_counts_once_in_the_history_the_contracts_read(world: World)
         world.cycle()
     victims = [e.victim for e in world.loop.state.history]
     assert victims == ["team-a/filler"]
+
+
+def test_a_nomination_is_held_quiet_and_not_looked_at_again_by_the_next_cycle(
+    world: World,
+) -> None:
+    """The record nominates the preemptor; the next refresh holds that version quiet (the
+    sync and apply have nothing to do for a nomination), while the victim's eviction, whose
+    pods are to go, still counts as changed. (The version before the nomination must be
+    behind the refresh's horizon, 2 s behind the clock: else it might be one no cycle looked
+    at yet, and the nomination counts as changed after all.)"""
+    fill_with_low(world)
+    world.cluster.tick(3600)
+    world.submit("urgent", gpus=8, priority_class=PriorityClass.objects.get(name="high"))
+    world.cycle()  # its pods are created
+    time.sleep(2.5)  # the submission's version falls behind the next horizon
+    world.cycle()  # the victim is evicted; the preemptor waits, nominated
+    urgent, filler = world.workload("urgent"), world.workload("filler")
+    assert urgent.nominated
+    state = world.loop.state
+    assert state.held.get(urgent.pk) == urgent.updated_at
+    assert state.quiet.get(urgent.pk) == urgent.updated_at
+    assert state.rows["team-a/urgent"].info.nominated
+    state.begin_cycle()
+    state.refresh(moment(world.cluster.now()))
+    assert "team-a/urgent" not in state.changed
+    assert "team-a/filler" in state.changed
+    assert filler.evicting_for_id == urgent.pk

@@ -133,3 +133,23 @@ def test_a_row_someone_else_wrote_while_the_loop_held_it_is_read_again() -> None
     state.begin_cycle()
     state.refresh(moment(world.cluster.now()))
     assert state.rows["team-a/train"].info.expected_runtime_s == 7200
+
+
+def test_the_syncs_own_start_is_not_looked_at_again_by_the_next_cycle() -> None:
+    """The sync writes a start (its pods run); this cycle's apply looks at it, and the next
+    cycle's refresh holds that version quiet: nothing for the next sync or apply to look at
+    (its pods did not change since)."""
+    world = build_world()
+    world.submit("train", gpus=2)
+    world.cycle()  # makes its pods
+    world.cycle()  # admits and binds it
+    world.cluster.run()
+    world.cycle()  # the sync writes admitted -> running
+    train = world.workload("train")
+    state = world.loop.state
+    assert train.state == "running" and state.held.get(train.pk) == train.updated_at
+    assert state.quiet.get(train.pk) == train.updated_at
+    state.begin_cycle()
+    state.refresh(moment(world.cluster.now()))
+    assert "team-a/train" not in state.changed
+    assert state.rows["team-a/train"].info.state == "running"

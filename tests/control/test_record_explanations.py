@@ -7,9 +7,12 @@ database."""
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from datetime import UTC, datetime
+from decimal import Decimal
+from types import MappingProxyType
 
 import pytest
 
@@ -26,6 +29,7 @@ from gpupool.scheduler.cycle import plan_of, run_cycle
 from gpupool.scheduler.explain import Verdict, explanation
 from gpupool.scheduler.types import PendingExplanation, Plan, PodSetInfo, Snapshot, WorkloadInfo
 from gpupool.simulation.scale_pool import synthetic_snapshot
+from gpupool.workloads.choices import WorkloadState
 from gpupool.workloads.queries import says_position, sentence
 
 NOW = 1_800_000_000.0
@@ -184,3 +188,21 @@ def test_a_reader_says_the_cores_sentence_at_the_position_it_counts() -> None:
                 "as written"
             )
     assert "behind" in seen and len(seen) >= 3
+
+
+@pytest.mark.parametrize(
+    "facts",
+    [
+        {"queue": "q", "asked_gpus": 16.0, "never_fits": False, "nodes": ("n1", "n2")},
+        {"b": 1, "a": [1, (2, 3)], "nested": {"z": None, "y": "é"}, "big": 2**70},
+        {"inf": float("inf"), "nan_free": 1.5},
+        {"decimal": Decimal("1.50"), "when": datetime(2026, 1, 1, tzinfo=UTC)},
+        {"keys": {1: "one", 2: "two"}, "flag": True},
+        {"enum": WorkloadState.PENDING, "proxy": MappingProxyType({"a": 1})},
+    ],
+)
+def test_facts_in_their_json_form_equal_a_json_round_trip(facts: dict[str, object]) -> None:
+    expected = json.loads(json.dumps(facts, default=str, sort_keys=True))
+    got = json_facts(facts)
+    assert got == expected
+    assert json.dumps(got) == json.dumps(expected)  # the same keys in the same order

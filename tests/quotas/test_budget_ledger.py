@@ -10,7 +10,9 @@ from domain_builders import priority_class, tenant, user
 
 from gpupool.audit.models import AuditEvent
 from gpupool.quotas.actions import (
+    BudgetMove,
     do_grant_budget,
+    do_record_budget_moves,
     do_reserve_budget,
     do_settle_reservation,
     do_spend_budget,
@@ -125,3 +127,25 @@ def test_the_database_refuses_a_ledger_sign_that_contradicts_the_kind(setup: dic
         BudgetLedgerEntry.objects.create(budget=budget, kind="spend", gpu_hours=5, at=NOW)
     with pytest.raises(IntegrityError), transaction.atomic():
         BudgetLedgerEntry.objects.create(budget=budget, kind="settle", gpu_hours=-5, at=NOW)
+
+
+def test_the_loops_moves_are_one_audit_row_per_budget_with_its_balance_before_and_after(
+    setup: dict,
+) -> None:
+    budget = grant(setup, 100)
+    moves = [
+        BudgetMove(budget.pk, "reserve", Decimal("-16"), None, "protected window"),
+        BudgetMove(budget.pk, "spend", Decimal("-2.5"), None, "ran at the class"),
+    ]
+    assert do_record_budget_moves(moves, at=NOW) == 2
+    assert budget.remaining_gpu_hours() == Decimal("81.5")
+    (event,) = AuditEvent.objects.filter(action="quotas.cycle_budget")
+    assert event.actor is None and event.actor_name == ""
+    assert (event.object_type, event.object_id) == ("quotas.prioritybudget", str(budget.pk))
+    assert event.object_repr == str(budget)
+    assert event.before is not None and event.after is not None
+    assert event.before["remaining_gpu_hours"] == "100.0000"
+    assert event.after["remaining_gpu_hours"] == "81.5000"
+    assert event.before["gpu_hours"] == event.after["gpu_hours"] == "100.000"
+    assert event.reason == "2 movements of the scheduling loop"
+    assert event.changed_fields() == ["remaining_gpu_hours"]
