@@ -788,6 +788,10 @@ class BudgetMove:
     note: str = ""
 
 
+# The ledger's precision (``BudgetLedgerEntry.gpu_hours``: four decimal places).
+_LEDGER_QUANTUM = Decimal("0.0001")
+
+
 @transaction.atomic
 def do_record_budget_moves(moves: Sequence[BudgetMove], *, at: datetime) -> int:
     """Write the loop's ledger movements of one cycle in bulk, and one audit row per budget
@@ -815,9 +819,8 @@ def do_record_budget_moves(moves: Sequence[BudgetMove], *, at: datetime) -> int:
     balances = _balances(budgets)
     # By COPY on PostgreSQL (gpupool.bulk): a steady cycle spends for every running workload
     # of a budgeted class, thousands of rows, which Django's bulk_create prepared value by value.
-    quantum = Decimal("0.0001")
     rows = [
-        (move.budget_id, move.kind, move.gpu_hours.quantize(quantum), move.workload_id, at,
+        (move.budget_id, move.kind, move.gpu_hours.quantize(_LEDGER_QUANTUM), move.workload_id, at,
          move.note[:200])
         for move in moves
     ]  # fmt: skip
@@ -855,4 +858,5 @@ def _balances(budgets: Mapping[int, PriorityBudget]) -> dict[int, Decimal]:
         .annotate(total=Sum("gpu_hours"))
         .values_list("budget_id", "total")
     )
-    return {pk: Decimal(totals.get(pk) or 0) for pk in budgets}
+    # At the ledger's precision on every database (SQLite's SUM drops the trailing zeros).
+    return {pk: Decimal(totals.get(pk) or 0).quantize(_LEDGER_QUANTUM) for pk in budgets}

@@ -8,6 +8,7 @@ import pytest
 from loop_builders import World, build_world
 
 from gpupool.accounting.models import PreemptionEvent, UsageInterval
+from gpupool.control import state as state_module
 from gpupool.control.sync import moment
 from gpupool.inventory.actions import do_drain_node, do_end_drain, do_set_node_cordoned
 from gpupool.inventory.models import Node
@@ -216,18 +217,21 @@ def test_an_eviction_counts_once_in_the_history_the_contracts_read(world: World)
 
 
 def test_a_nomination_is_held_quiet_and_not_looked_at_again_by_the_next_cycle(
-    world: World,
+    world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The record nominates the preemptor; the next refresh holds that version quiet (the
     sync and apply have nothing to do for a nomination), while the victim's eviction, whose
     pods are to go, still counts as changed. (The version before the nomination must be
-    behind the refresh's horizon, 2 s behind the clock: else it might be one no cycle looked
-    at yet, and the nomination counts as changed after all.)"""
+    behind the refresh's horizon, a margin behind the clock -- 2 s on PostgreSQL, 5 s on
+    SQLite, 0.5 s here: else it might be one no cycle looked at yet, and the nomination
+    counts as changed after all.)"""
+    monkeypatch.setattr(state_module, "CLOCK_MARGIN_S", 0.5)
+    monkeypatch.setattr(state_module, "SQLITE_MARGIN_S", 0.5)
     fill_with_low(world)
     world.cluster.tick(3600)
     world.submit("urgent", gpus=8, priority_class=PriorityClass.objects.get(name="high"))
     world.cycle()  # its pods are created
-    time.sleep(2.5)  # the submission's version falls behind the next horizon
+    time.sleep(1.0)  # the submission's version falls behind the next horizon
     world.cycle()  # the victim is evicted; the preemptor waits, nominated
     urgent, filler = world.workload("urgent"), world.workload("filler")
     assert urgent.nominated
