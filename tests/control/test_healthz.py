@@ -1,4 +1,5 @@
-"""/healthz reports the database, the broker and the last cycle; 503 when the database is down."""
+"""/healthz reports the database, the broker, whether cycles run and the last one; 503 when the
+database is down."""
 
 import os
 import socket
@@ -8,9 +9,11 @@ from typing import Any
 import pytest
 from django.db import connections
 from django.test import Client
+from django.utils import timezone
 
 from gpupool.control import views
 from gpupool.control.actions import do_finish_cycle, do_start_cycle
+from gpupool.control.models import SchedulingCycle
 
 T0 = datetime.fromisoformat("2026-11-29T10:00:00+00:00")
 
@@ -34,6 +37,7 @@ def test_healthy_without_broker_and_before_any_cycle(client: Client, settings: A
     assert body["database"]["vendor"] == connections["default"].vendor
     assert body["broker"] == {"ok": True, "kind": "none (in-process)"}
     assert body["last_cycle"] is None
+    assert body["scheduler"]["ok"] is True and body["scheduler"]["age_s"] is None
 
 
 @pytest.mark.django_db
@@ -96,3 +100,26 @@ def test_an_unreachable_database_answers_503(
     assert body["database"]["ok"] is False
     assert body["database"]["error"]
     assert body["last_cycle"] is None
+
+
+@pytest.mark.django_db
+def test_a_loop_that_stopped_degrades_and_says_what_to_check(client: Client, settings: Any) -> None:
+    """No cycle for longer than a cycle's time limit and three intervals: degraded (200),
+    naming the loop's Celery queue; a skipped cycle (the lock held) does not count as one."""
+    settings.REDIS_URL = ""
+    settings.GPUPOOL_CYCLE_INTERVAL_S, settings.GPUPOOL_CYCLE_TIME_LIMIT_S = 5.0, 120.0
+    now = timezone.now()
+    ran = do_start_cycle(at=now - timedelta(seconds=100))
+    do_finish_cycle(ran, at=now - timedelta(seconds=99), status="succeeded")
+    body = client.get("/healthz").json()
+    assert body["status"] == "ok" and body["scheduler"]["ok"] is True
+    assert 100 <= body["scheduler"]["age_s"] < 135 == body["scheduler"]["stale_after_s"]
+    SchedulingCycle.objects.filter(pk=ran.pk).update(started_at=now - timedelta(seconds=140))
+    skipped = do_start_cycle(at=now - timedelta(seconds=1))
+    do_finish_cycle(skipped, at=now, status="skipped")
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["status"] == "degraded" and body["scheduler"]["ok"] is False
+    assert "queue 'cycle'" in body["scheduler"]["error"]
+    assert body["last_cycle"]["status"] == "skipped"  # the newest row is still reported
