@@ -560,8 +560,11 @@ class ControlLoop:
             nodes = nodes | set(self.mirror.nodes) | set(state.nodes)
         if nodes:
             decide_nodes(decision, self.mirror, nodes, self._known_nodes(nodes), state.flavor_rows)
-        if self.first:  # every row (those re-read, ``state.changed``, among them)
-            keys = keys | set(self.mirror.pods) | {key_of(name) for name in state.rows}
+        if self.first:  # every row (those re-read, ``state.changed``, among them); a holder's
+            # key is among the mirror's already
+            holders = self.mirror.holders
+            keys = keys | set(self.mirror.pods)
+            keys |= {key_of(name) for name in state.rows if name not in holders}
         else:
             keys = keys | {key_of(name) for name in state.changed}
         keys = keys | self._held_back

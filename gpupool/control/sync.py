@@ -41,7 +41,6 @@ from typing import Literal
 
 from gpupool.clusters.base import JobFacts, JobKey, NodeFacts, PodFacts, PodRef, ResourceAmounts
 from gpupool.clusters.grouping import (
-    LAST_CHECKPOINT,
     PROTECTED_RUNTIME,
     WORKLOAD_LABEL,
     InvalidWorkload,
@@ -329,19 +328,20 @@ def decide_workloads(
     classes = {c.name for c in state.classes}
     at = moment(now)
     rows, overlays, running = state.rows, memory.overlays, WorkloadState.RUNNING
+    holders, checkpointed = mirror.holders, mirror.checkpointed
     for key in sorted(keys):
         name = str(key)
         row = rows.get(name)
-        pods = mirror.pods_of(key)
-        grouped = mirror.grouped(key, now) if _needs_grouping(row, pods) else None
         if (
-            grouped is None
-            and row is not None
+            row is not None
             and row.state == running
-            and any(map(holds_node, pods))
+            and name in holders  # a pod of it holds a node
+            and key not in checkpointed  # none reports a checkpoint: nothing to group
         ):
             overlays.pop(name, None)  # as ``_known``: running where it was placed, no checkpoint
             continue
+        pods = mirror.pods_of(key)
+        grouped = mirror.grouped(key, now) if _needs_grouping(row, key, mirror) else None
         if row is None:
             memory.overlays.pop(name, None)
             if key in ended:
@@ -380,13 +380,13 @@ def decide_workloads(
         )
 
 
-def _needs_grouping(row: WorkloadRow | None, pods: Sequence[PodFacts]) -> bool:
+def _needs_grouping(row: WorkloadRow | None, key: WorkloadKey, mirror: ClusterMirror) -> bool:
     """Whether what the pods say matters beyond their phases and nodes: pods of a workload
     the database does not know, the pods of a pending one from the cluster (its pod sets), or
     pods that report a checkpoint. Grouping 30,000 workloads costs seconds; most need none."""
     if row is None or (row.origin != Origin.GPUPOOL and row.state == WorkloadState.PENDING):
         return True
-    return any(LAST_CHECKPOINT in pod.annotations for pod in pods)
+    return key in mirror.checkpointed
 
 
 def _ended_pods(
