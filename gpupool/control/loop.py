@@ -96,6 +96,7 @@ from gpupool.control.snapshot import (
     DatabaseSnapshot,
     WorkloadRow,
     id_list,
+    info_with,
     json_of,
     name_list,
     plain_rows,
@@ -865,7 +866,7 @@ class ControlLoop:
         started = record.at.timestamp()
         for admission in decided.admit:
             row = rows[admission.workload]
-            info = replace(
+            info = info_with(
                 row.info,
                 state="running",
                 placement=after[admission.workload].placement,
@@ -873,7 +874,18 @@ class ControlLoop:
                 last_checkpoint_at=None,
                 nominated=False,
             )
-            self.state.put(replace(row, info=info, state=WorkloadState.ADMITTED))
+            self.state.put(
+                WorkloadRow(  # by position, as ``info_with``
+                    row.id,
+                    info,
+                    row.pod_set_ids,
+                    row.evicting_for_id,
+                    WorkloadState.ADMITTED,
+                    row.origin,
+                    row.eviction_reason,
+                    row.idle_alerted_since,
+                )
+            )
             self.outstanding.add(admission.workload)
             self.written.pop(row.id, None)
             self.written_at.pop(row.id, None)
@@ -882,7 +894,7 @@ class ControlLoop:
             row = rows[eviction.name]
             rows[eviction.name] = replace(
                 row,
-                info=replace(row.info, leaving=eviction.preemptor_id is None),
+                info=info_with(row.info, leaving=eviction.preemptor_id is None),
                 eviction_reason=eviction.reason,
                 evicting_for_id=eviction.preemptor_id,
             )
@@ -900,7 +912,7 @@ class ControlLoop:
                 and pending is not None
                 and pending.state == WorkloadState.PENDING
             ):
-                self.state.put(replace(pending, info=replace(pending.info, nominated=nominated)))
+                self.state.put(replace(pending, info=info_with(pending.info, nominated=nominated)))
         self.state.own_writes(stamps)
         self.state.own_writes(nominations, quiet=True)
         self.written.update(record.explanations)

@@ -27,7 +27,9 @@ from gpupool.control.snapshot import (
     WORKLOAD_INFO_ORDER,
     DatabaseSnapshot,
     SnapshotError,
+    WorkloadRow,
     build_snapshot,
+    info_with,
     plain_rows,
     pod_set_info,
     pod_set_infos,
@@ -261,6 +263,32 @@ def test_an_only_placed_pod_that_is_not_the_first_of_its_pod_set_is_refused(pool
 
 def test_read_workloads_passes_the_core_s_fields_in_their_order() -> None:
     assert tuple(f.name for f in dataclasses.fields(WorkloadInfo)) == WORKLOAD_INFO_ORDER
+
+
+def test_info_with_changes_the_fields_named_as_dataclasses_replace_does(pool: Pool) -> None:
+    infos = built().snapshot.workloads
+    changes: list[dict[str, Any]] = [
+        {},
+        {"state": "running", "started_at": 5.0, "nominated": False, "last_checkpoint_at": None},
+        {"leaving": True},
+        {"nominated": True, "placement": (), "evicting_for": "ml/victim"},
+    ]
+    for info in infos:
+        for change in changes:
+            assert info_with(info, **change) == dataclasses.replace(info, **change)
+    with pytest.raises(KeyError):
+        info_with(infos[0], no_such_field=1)
+    # the row fields the loop's ``_remember`` builds by position: WorkloadRow's, in order
+    assert [f.name for f in dataclasses.fields(WorkloadRow)] == [
+        "id",
+        "info",
+        "pod_set_ids",
+        "evicting_for_id",
+        "state",
+        "origin",
+        "eviction_reason",
+        "idle_alerted_since",
+    ]
 
 
 def test_pod_set_resources_computed_by_the_database_equal_pod_set_info_s(pool: Pool) -> None:
