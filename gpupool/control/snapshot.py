@@ -243,9 +243,12 @@ def _seconds(moment: datetime | None) -> float | None:
 class _Epoch(Func):
     """A timestamp as POSIX seconds, a float8 computed by PostgreSQL: exactly the float
     ``datetime.timestamp()`` gives (both divide the microseconds since the epoch by a
-    million, correctly rounded), without decoding a ``datetime`` per value."""
+    million, correctly rounded), without decoding a ``datetime`` per value. ``date_part``
+    computes it in float8; ``EXTRACT`` (numeric since PostgreSQL 14) then a cast to float8
+    gave the same values at three times the server's time (the first read's five times of
+    30,000 workloads: 45 against 15 ms)."""
 
-    template = "EXTRACT(EPOCH FROM %(expressions)s)::float8"
+    template = "date_part('epoch', %(expressions)s)"
     output_field = FloatField()
 
 
