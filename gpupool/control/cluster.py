@@ -137,10 +137,11 @@ class ClusterMirror:
         for workload in touched:
             groups.pop(workload, None)
             members = pods.get(workload)
+            name = str(workload)
             if members is not None and any(map(holds_node, members.values())):
-                holders[str(workload)] = workload
+                holders[name] = workload
             else:
-                holders.pop(str(workload), None)
+                holders.pop(name, None)
             if workload in flagged or workload in checkpointed:
                 if members is not None and any(
                     LAST_CHECKPOINT in pod.annotations for pod in members.values()

@@ -51,6 +51,7 @@ from gpupool.clusters.grouping import (
 )
 from gpupool.clusters.inventory import (
     REPLICAS_LABEL,
+    FlavorMatches,
     FlavorSelector,
     NodeInventory,
     node_inventory,
@@ -240,6 +241,7 @@ def decide_nodes(
     """Nodes the delta touched whose inventory differs from the database (``known``: the
     database's nodes by name, as ``inventory_of`` describes them)."""
     selectors = flavor_selectors(flavors)
+    matches = FlavorMatches(selectors)
     ids = {f.name: pk for pk, f in flavors.items()}
     for name in sorted(touched):
         facts = mirror.nodes.get(name)
@@ -247,7 +249,7 @@ def decide_nodes(
             if name in known and not known[name].get("gone"):
                 decision.gone.append(name)
             continue
-        inventory = node_inventory(facts, selectors)
+        inventory = node_inventory(facts, selectors, matches)
         if inventory.flavor is None:
             continue  # not a GPU node of a known flavor: not inventory
         flavor = flavors[ids[inventory.flavor]]
