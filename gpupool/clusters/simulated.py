@@ -834,12 +834,12 @@ class SimulatedCluster:
         ``loads``: what the nodes' pods take, kept through one transaction (``bind_many``)
         and updated here with what this pod takes. ``bind``: the pod is bound to ``node``
         first, in the same write (a binding and its start as one new object, not two)."""
-        facts = _pod(pod)
+        facts = _pod(pod)  # before a binding here: the admission reads no node name
         body = pod.body
         if bind:
             body = {**body, "spec": {**body["spec"], "nodeName": node.name}}
-            facts = _pod_with(facts, node_name=node.name)
             if not node.ready:  # bound, and not started: as written by a binding alone
+                facts = _pod_with(facts, node_name=node.name)
                 pod = pod.evolve(node=node.name, body=body, facts=facts)
         sim = dict(pod.sim)
         if not node.ready:  # nobody there to start it; evicted if the node stays away
@@ -854,7 +854,8 @@ class SimulatedCluster:
         if isinstance(rejection, tuple):
             reason, message = rejection
             if bind:
-                pod = pod.evolve(node=node.name, body=body, facts=facts)
+                bound = _pod_with(facts, node_name=node.name)
+                pod = pod.evolve(node=node.name, body=body, facts=bound)
             self._fail(tx, pod, reason, message)
             return
         runtime = sim.get("runtime_s")
@@ -862,7 +863,12 @@ class SimulatedCluster:
         sim["ends_at"] = None if runtime is None else now + float(runtime)
         status = {"phase": "Running", "startTime": _format(now),
                   "conditions": [{"type": "Ready", "status": "True"}]}  # fmt: skip
-        running = _pod_with(facts, phase="Running", started_at=_seconds(now))
+        running = _pod_with(
+            facts,
+            node_name=node.name if bind else facts.node_name,
+            phase="Running",
+            started_at=_seconds(now),
+        )
         tx.put(
             pod.evolve(
                 body={**body, "status": status},
