@@ -560,7 +560,8 @@ class ControlLoop:
         if self.first:  # everything, not only the delta: a dry run or a failure took it
             nodes = nodes | set(self.mirror.nodes) | set(state.nodes)
         if nodes:
-            decide_nodes(decision, self.mirror, nodes, self._known_nodes(nodes), state.flavor_rows)
+            known = self._known_nodes(None if self.first else nodes)
+            decide_nodes(decision, self.mirror, nodes, known, state.flavor_rows)
         if self.first:  # every row (those re-read, ``state.changed``, among them); a holder's
             # key is among the mirror's already
             holders = self.mirror.holders
@@ -589,14 +590,18 @@ class ControlLoop:
         )
         return decision
 
-    def _known_nodes(self, names: Iterable[str]) -> dict[str, dict[str, object]]:
-        """The database's nodes by name, as ``sync.inventory_of`` describes them."""
-        names = list(names)
+    def _known_nodes(self, names: Iterable[str] | None) -> dict[str, dict[str, object]]:
+        """The database's nodes by name, as ``sync.inventory_of`` describes them: those named,
+        or (None) every node -- the first sync looks at them all, and a filter by 5,000 names
+        took the server longer than the reads themselves."""
+        gpus, nodes = Gpu.objects.all(), Node.objects.all()
+        if names is not None:
+            wanted = name_list(list(names))
+            gpus, nodes = gpus.filter(node__name__in=wanted), nodes.filter(name__in=wanted)
         unhealthy: dict[int, int] = {}
         counts: dict[int, int] = {}
         for node_id, count, marked in (
-            Gpu.objects.filter(node__name__in=name_list(names))
-            .values_list("node_id")
+            gpus.values_list("node_id")
             .annotate(
                 count=Count("id"),
                 marked=Count("id", filter=Q(healthy=False, unhealthy_reason=CLUSTER_UNHEALTHY)),
@@ -605,7 +610,7 @@ class ControlLoop:
         ):
             counts[node_id], unhealthy[node_id] = count, marked
         known: dict[str, dict[str, object]] = {}
-        rows = Node.objects.filter(name__in=name_list(names)).values_list(
+        rows = nodes.values_list(
             "id",
             "name",
             "flavor_id",
