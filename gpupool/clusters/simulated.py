@@ -994,11 +994,12 @@ def _node_load(tx: StoreTransaction, node: str, leave_out: ObjectKey | None = No
     """What the node's live pods (but ``leave_out``) take, from the store."""
     load = _NodeLoad()
     for other in tx.select("Pod", node=node):
-        if other.key == leave_out:
+        key = other.key
+        if key == leave_out:
             continue
         facts = _pod(other)
         if facts.phase not in TERMINAL_PHASES:
-            load.add(other.key, facts.requests, other.sim.get("devices", {}))
+            load.add(key, facts.requests, other.sim.get("devices", {}))
     return load
 
 
