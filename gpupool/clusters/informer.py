@@ -157,9 +157,13 @@ class Store(Generic[K, V]):
     def take_changes(self) -> dict[K, Change[V]]:
         """What differs from the state at the previous call (no-op changes left out)."""
         changes: dict[K, Change[V]] = {}
+        items = self.items
         for key, before in self._before.items():
-            after = self.items.get(key)
-            if before != after:
+            after = items.get(key)
+            if before is None:  # added (a first list: every object), or added and removed
+                if after is not None:
+                    changes[key] = Change(None, after)
+            elif before != after:
                 changes[key] = Change(before, after)
         self._before = {}
         return changes

@@ -641,10 +641,7 @@ class SimulatedCluster:
                 continue  # bound there already: done
             node = tx.get("Node", "", binding.node)
             assert node is not None
-            spec = {**obj.body["spec"], "nodeName": binding.node}
-            bound = obj.evolve(node=binding.node, body={**obj.body, "spec": spec},
-                               facts=_pod_with(facts, node_name=binding.node))  # fmt: skip
-            self._start(tx, bound, _node(node), now, loads)
+            self._start(tx, obj, _node(node), now, loads, bind=True)
         return BindOutcome(bound=tuple(b.pod for b in gang))
 
     def _unbindable(
@@ -830,11 +827,20 @@ class SimulatedCluster:
         node: NodeFacts,
         now: float,
         loads: dict[str, _NodeLoad] | None = None,
+        *,
+        bind: bool = False,
     ) -> None:
         """The node's kubelet admits a bound pod and runs it, or rejects it (``Failed``).
         ``loads``: what the nodes' pods take, kept through one transaction (``bind_many``)
-        and updated here with what this pod takes."""
-        facts = _pod(pod)
+        and updated here with what this pod takes. ``bind``: the pod is bound to ``node``
+        first, in the same write (a binding and its start as one new object, not two)."""
+        facts = _pod(pod)  # before a binding here: the admission reads no node name
+        body = pod.body
+        if bind:
+            body = {**body, "spec": {**body["spec"], "nodeName": node.name}}
+            if not node.ready:  # bound, and not started: as written by a binding alone
+                facts = _pod_with(facts, node_name=node.name)
+                pod = pod.evolve(node=node.name, body=body, facts=facts)
         sim = dict(pod.sim)
         if not node.ready:  # nobody there to start it; evicted if the node stays away
             sim["evict_at"] = now + self.not_ready_eviction_s
@@ -847,6 +853,9 @@ class SimulatedCluster:
             _took(loads, node.name, pod.key, facts.requests, rejection)
         if isinstance(rejection, tuple):
             reason, message = rejection
+            if bind:
+                bound = _pod_with(facts, node_name=node.name)
+                pod = pod.evolve(node=node.name, body=body, facts=bound)
             self._fail(tx, pod, reason, message)
             return
         runtime = sim.get("runtime_s")
@@ -854,12 +863,18 @@ class SimulatedCluster:
         sim["ends_at"] = None if runtime is None else now + float(runtime)
         status = {"phase": "Running", "startTime": _format(now),
                   "conditions": [{"type": "Ready", "status": "True"}]}  # fmt: skip
-        running = _pod_with(facts, phase="Running", started_at=_seconds(now))
+        running = _pod_with(
+            facts,
+            node_name=node.name if bind else facts.node_name,
+            phase="Running",
+            started_at=_seconds(now),
+        )
         tx.put(
             pod.evolve(
-                body={**pod.body, "status": status},
+                body={**body, "status": status},
                 sim=sim,
                 due_at=_next_due(sim, running),
+                node=node.name if bind else pod.node,
                 facts=running,
             )
         )
@@ -979,11 +994,12 @@ def _node_load(tx: StoreTransaction, node: str, leave_out: ObjectKey | None = No
     """What the node's live pods (but ``leave_out``) take, from the store."""
     load = _NodeLoad()
     for other in tx.select("Pod", node=node):
-        if other.key == leave_out:
+        key = other.key
+        if key == leave_out:
             continue
         facts = _pod(other)
         if facts.phase not in TERMINAL_PHASES:
-            load.add(other.key, facts.requests, other.sim.get("devices", {}))
+            load.add(key, facts.requests, other.sim.get("devices", {}))
     return load
 
 

@@ -197,28 +197,29 @@ class MemoryStore:
 
     def _write(self, obj: StoredObject) -> StoredObject:
         self.revision += 1
-        previous = self._objects.get(obj.key)
+        key = obj.key  # a new tuple each time it is asked for
+        previous = self._objects.get(key)
         if obj.kind in ("Node", "Pod") and not obj.deleted:
             body = obj.body
             metadata = {**body.get("metadata", {}), "resourceVersion": str(self.revision)}
             stored = obj.evolve(revision=self.revision, body={**body, "metadata": metadata})
         else:
             stored = obj.evolve(revision=self.revision)
-        self._objects[obj.key] = stored
+        self._objects[key] = stored
         if previous is None:
-            self._by_kind.setdefault(obj.kind, {})[obj.key] = None
+            self._by_kind.setdefault(obj.kind, {})[key] = None
         if previous is not None and previous.node:
-            self._by_node.get(previous.node, set()).discard(obj.key)
+            self._by_node.get(previous.node, set()).discard(key)
         if stored.node and not stored.deleted:
-            self._by_node.setdefault(stored.node, set()).add(obj.key)
+            self._by_node.setdefault(stored.node, set()).add(key)
         if stored.due_at is not None and not stored.deleted:
-            if self._due.get(obj.key) != stored.due_at:
-                heapq.heappush(self._due_heap, (stored.due_at, obj.key))
-            self._due[obj.key] = stored.due_at
+            if self._due.get(key) != stored.due_at:
+                heapq.heappush(self._due_heap, (stored.due_at, key))
+            self._due[key] = stored.due_at
         else:
-            self._due.pop(obj.key, None)
+            self._due.pop(key, None)
         self._history_revisions.append(self.revision)
-        self._history_keys.append(obj.key)
+        self._history_keys.append(key)
         if len(self._history_keys) > self._history_limit:
             self._compact()
         return stored

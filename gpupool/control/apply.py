@@ -188,7 +188,8 @@ def pods_by_set(
             if index is not None:
                 by_set[index].append(pod)
     for group in by_set.values():
-        group.sort(key=_pod_order)
+        if len(group) > 1:
+            group.sort(key=_pod_order)
     return by_set
 
 

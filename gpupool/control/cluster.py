@@ -25,6 +25,7 @@ from gpupool.clusters.base import (
     ResourceAmounts,
 )
 from gpupool.clusters.grouping import (
+    LAST_CHECKPOINT,
     InvalidWorkload,
     WorkloadKey,
     WorkloadRequest,
@@ -64,6 +65,10 @@ class ClusterMirror:
     # The workloads (by core name) with a pod that holds a node, kept as their pods change:
     # the loop counts what those the database does not place hold without looking at all.
     holders: dict[str, WorkloadKey] = field(default_factory=dict)
+    # The workloads with a pod that carries a checkpoint annotation (``LAST_CHECKPOINT``),
+    # kept as their pods change: the sync groups those pods to read it, and need not look at
+    # every running workload's pods to find the few that report one.
+    checkpointed: set[WorkloadKey] = field(default_factory=set)
 
     def apply(self, view: ClusterView) -> tuple[set[WorkloadKey], set[str]]:
         """Take in a view's delta; returns the workloads and the nodes it touched."""
@@ -85,6 +90,7 @@ class ClusterMirror:
             else:
                 self.foreign_usage[name] = usage
         touched: set[WorkloadKey] = set()
+        flagged: set[WorkloadKey] = set()  # a pod with a checkpoint came or changed
         pods = self.pods
         for key, pod_change in view.delta.pods.items():
             before, after = pod_change.before, pod_change.after
@@ -104,6 +110,8 @@ class ClusterMirror:
                     pods[workload] = {key: after}
                 else:
                     members[key] = after
+                if LAST_CHECKPOINT in after.annotations:
+                    flagged.add(workload)
                 job = after.job
                 if job is not None:
                     self._job_workloads.setdefault(job, set()).add(workload)
@@ -125,14 +133,22 @@ class ClusterMirror:
                     self._job_workloads.setdefault(job, set()).add(workload)
                     self._workload_jobs.setdefault(workload, set()).add(job)
                     touched.add(workload)
-        groups, holders = self._groups, self.holders
+        groups, holders, checkpointed = self._groups, self.holders, self.checkpointed
         for workload in touched:
             groups.pop(workload, None)
             members = pods.get(workload)
+            name = str(workload)
             if members is not None and any(map(holds_node, members.values())):
-                holders[str(workload)] = workload
+                holders[name] = workload
             else:
-                holders.pop(str(workload), None)
+                holders.pop(name, None)
+            if workload in flagged or workload in checkpointed:
+                if members is not None and any(
+                    LAST_CHECKPOINT in pod.annotations for pod in members.values()
+                ):
+                    checkpointed.add(workload)
+                else:
+                    checkpointed.discard(workload)
         return touched, nodes
 
     def pods_of(self, key: WorkloadKey) -> list[PodFacts]:

@@ -96,6 +96,7 @@ from gpupool.control.snapshot import (
     DatabaseSnapshot,
     WorkloadRow,
     id_list,
+    info_with,
     json_of,
     name_list,
     plain_rows,
@@ -559,9 +560,13 @@ class ControlLoop:
         if self.first:  # everything, not only the delta: a dry run or a failure took it
             nodes = nodes | set(self.mirror.nodes) | set(state.nodes)
         if nodes:
-            decide_nodes(decision, self.mirror, nodes, self._known_nodes(nodes), state.flavor_rows)
-        if self.first:  # every row (those re-read, ``state.changed``, among them)
-            keys = keys | set(self.mirror.pods) | {key_of(name) for name in state.rows}
+            known = self._known_nodes(None if self.first else nodes)
+            decide_nodes(decision, self.mirror, nodes, known, state.flavor_rows)
+        if self.first:  # every row (those re-read, ``state.changed``, among them); a holder's
+            # key is among the mirror's already
+            holders = self.mirror.holders
+            keys = keys | set(self.mirror.pods)
+            keys |= {key_of(name) for name in state.rows if name not in holders}
         else:
             keys = keys | {key_of(name) for name in state.changed}
         keys = keys | self._held_back
@@ -585,14 +590,18 @@ class ControlLoop:
         )
         return decision
 
-    def _known_nodes(self, names: Iterable[str]) -> dict[str, dict[str, object]]:
-        """The database's nodes by name, as ``sync.inventory_of`` describes them."""
-        names = list(names)
+    def _known_nodes(self, names: Iterable[str] | None) -> dict[str, dict[str, object]]:
+        """The database's nodes by name, as ``sync.inventory_of`` describes them: those named,
+        or (None) every node -- the first sync looks at them all, and a filter by 5,000 names
+        took the server longer than the reads themselves."""
+        gpus, nodes = Gpu.objects.all(), Node.objects.all()
+        if names is not None:
+            wanted = name_list(list(names))
+            gpus, nodes = gpus.filter(node__name__in=wanted), nodes.filter(name__in=wanted)
         unhealthy: dict[int, int] = {}
         counts: dict[int, int] = {}
         for node_id, count, marked in (
-            Gpu.objects.filter(node__name__in=name_list(names))
-            .values_list("node_id")
+            gpus.values_list("node_id")
             .annotate(
                 count=Count("id"),
                 marked=Count("id", filter=Q(healthy=False, unhealthy_reason=CLUSTER_UNHEALTHY)),
@@ -601,7 +610,7 @@ class ControlLoop:
         ):
             counts[node_id], unhealthy[node_id] = count, marked
         known: dict[str, dict[str, object]] = {}
-        rows = Node.objects.filter(name__in=name_list(names)).values_list(
+        rows = nodes.values_list(
             "id",
             "name",
             "flavor_id",
@@ -862,7 +871,7 @@ class ControlLoop:
         started = record.at.timestamp()
         for admission in decided.admit:
             row = rows[admission.workload]
-            info = replace(
+            info = info_with(
                 row.info,
                 state="running",
                 placement=after[admission.workload].placement,
@@ -870,7 +879,18 @@ class ControlLoop:
                 last_checkpoint_at=None,
                 nominated=False,
             )
-            self.state.put(replace(row, info=info, state=WorkloadState.ADMITTED))
+            self.state.put(
+                WorkloadRow(  # by position, as ``info_with``
+                    row.id,
+                    info,
+                    row.pod_set_ids,
+                    row.evicting_for_id,
+                    WorkloadState.ADMITTED,
+                    row.origin,
+                    row.eviction_reason,
+                    row.idle_alerted_since,
+                )
+            )
             self.outstanding.add(admission.workload)
             self.written.pop(row.id, None)
             self.written_at.pop(row.id, None)
@@ -879,7 +899,7 @@ class ControlLoop:
             row = rows[eviction.name]
             rows[eviction.name] = replace(
                 row,
-                info=replace(row.info, leaving=eviction.preemptor_id is None),
+                info=info_with(row.info, leaving=eviction.preemptor_id is None),
                 eviction_reason=eviction.reason,
                 evicting_for_id=eviction.preemptor_id,
             )
@@ -897,7 +917,7 @@ class ControlLoop:
                 and pending is not None
                 and pending.state == WorkloadState.PENDING
             ):
-                self.state.put(replace(pending, info=replace(pending.info, nominated=nominated)))
+                self.state.put(replace(pending, info=info_with(pending.info, nominated=nominated)))
         self.state.own_writes(stamps)
         self.state.own_writes(nominations, quiet=True)
         self.written.update(record.explanations)

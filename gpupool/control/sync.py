@@ -41,7 +41,6 @@ from typing import Literal
 
 from gpupool.clusters.base import JobFacts, JobKey, NodeFacts, PodFacts, PodRef, ResourceAmounts
 from gpupool.clusters.grouping import (
-    LAST_CHECKPOINT,
     PROTECTED_RUNTIME,
     WORKLOAD_LABEL,
     InvalidWorkload,
@@ -52,6 +51,7 @@ from gpupool.clusters.grouping import (
 )
 from gpupool.clusters.inventory import (
     REPLICAS_LABEL,
+    FlavorMatches,
     FlavorSelector,
     NodeInventory,
     node_inventory,
@@ -241,6 +241,7 @@ def decide_nodes(
     """Nodes the delta touched whose inventory differs from the database (``known``: the
     database's nodes by name, as ``inventory_of`` describes them)."""
     selectors = flavor_selectors(flavors)
+    matches = FlavorMatches(selectors)
     ids = {f.name: pk for pk, f in flavors.items()}
     for name in sorted(touched):
         facts = mirror.nodes.get(name)
@@ -248,7 +249,7 @@ def decide_nodes(
             if name in known and not known[name].get("gone"):
                 decision.gone.append(name)
             continue
-        inventory = node_inventory(facts, selectors)
+        inventory = node_inventory(facts, selectors, matches)
         if inventory.flavor is None:
             continue  # not a GPU node of a known flavor: not inventory
         flavor = flavors[ids[inventory.flavor]]
@@ -329,19 +330,20 @@ def decide_workloads(
     classes = {c.name for c in state.classes}
     at = moment(now)
     rows, overlays, running = state.rows, memory.overlays, WorkloadState.RUNNING
+    holders, checkpointed = mirror.holders, mirror.checkpointed
     for key in sorted(keys):
         name = str(key)
         row = rows.get(name)
-        pods = mirror.pods_of(key)
-        grouped = mirror.grouped(key, now) if _needs_grouping(row, pods) else None
         if (
-            grouped is None
-            and row is not None
+            row is not None
             and row.state == running
-            and any(map(holds_node, pods))
+            and name in holders  # a pod of it holds a node
+            and key not in checkpointed  # none reports a checkpoint: nothing to group
         ):
             overlays.pop(name, None)  # as ``_known``: running where it was placed, no checkpoint
             continue
+        pods = mirror.pods_of(key)
+        grouped = mirror.grouped(key, now) if _needs_grouping(row, key, mirror) else None
         if row is None:
             memory.overlays.pop(name, None)
             if key in ended:
@@ -380,13 +382,13 @@ def decide_workloads(
         )
 
 
-def _needs_grouping(row: WorkloadRow | None, pods: Sequence[PodFacts]) -> bool:
+def _needs_grouping(row: WorkloadRow | None, key: WorkloadKey, mirror: ClusterMirror) -> bool:
     """Whether what the pods say matters beyond their phases and nodes: pods of a workload
     the database does not know, the pods of a pending one from the cluster (its pod sets), or
     pods that report a checkpoint. Grouping 30,000 workloads costs seconds; most need none."""
     if row is None or (row.origin != Origin.GPUPOOL and row.state == WorkloadState.PENDING):
         return True
-    return any(LAST_CHECKPOINT in pod.annotations for pod in pods)
+    return key in mirror.checkpointed
 
 
 def _ended_pods(

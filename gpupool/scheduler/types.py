@@ -155,6 +155,12 @@ class PodPlacement:
     gpus: tuple[int, ...]
     milli: int | None = None
 
+    # Written out, as ``WorkloadInfo.__init__`` (the first read builds one per placed pod).
+    def __init__(self, node: str, gpus: tuple[int, ...], milli: int | None = None) -> None:
+        object.__setattr__(self, "node", node)
+        object.__setattr__(self, "gpus", gpus)
+        object.__setattr__(self, "milli", milli)
+
 
 @dataclass(frozen=True, slots=True)
 class WorkloadInfo:
@@ -184,6 +190,52 @@ class WorkloadInfo:
     idle_since: float | None = None
     # Running and being evicted with no preemptor (idle, a drain): its pods are on their way.
     leaving: bool = False
+
+    # Written out, not generated: compiled, this sets each field natively (0.2 against 3
+    # microseconds a workload, the control loop's first read builds 30,000). The same
+    # parameters and defaults as the fields above
+    # (tests/scheduler/test_types.py::test_the_written_initialisers_match_the_fields).
+    def __init__(
+        self,
+        name: str,
+        queue: str,
+        priority_class: str,
+        pod_sets: tuple[PodSetInfo, ...],
+        submitted_at: float,
+        state: WorkloadState = "pending",
+        min_member: int | None = None,
+        topology: Topology | None = None,
+        protected_runtime_s: float = 0.0,
+        expected_runtime_s: float | None = None,
+        started_at: float | None = None,
+        last_checkpoint_at: float | None = None,
+        placement: tuple[PodPlacement, ...] = (),
+        missing_pods: int = 0,
+        nominated: bool = False,
+        evicting_for: str | None = None,
+        backfilled_for: str | None = None,
+        idle_since: float | None = None,
+        leaving: bool = False,
+    ) -> None:
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "queue", queue)
+        object.__setattr__(self, "priority_class", priority_class)
+        object.__setattr__(self, "pod_sets", pod_sets)
+        object.__setattr__(self, "submitted_at", submitted_at)
+        object.__setattr__(self, "state", state)
+        object.__setattr__(self, "min_member", min_member)
+        object.__setattr__(self, "topology", topology)
+        object.__setattr__(self, "protected_runtime_s", protected_runtime_s)
+        object.__setattr__(self, "expected_runtime_s", expected_runtime_s)
+        object.__setattr__(self, "started_at", started_at)
+        object.__setattr__(self, "last_checkpoint_at", last_checkpoint_at)
+        object.__setattr__(self, "placement", placement)
+        object.__setattr__(self, "missing_pods", missing_pods)
+        object.__setattr__(self, "nominated", nominated)
+        object.__setattr__(self, "evicting_for", evicting_for)
+        object.__setattr__(self, "backfilled_for", backfilled_for)
+        object.__setattr__(self, "idle_since", idle_since)
+        object.__setattr__(self, "leaving", leaving)
 
     @property
     def pod_count(self) -> int:

@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 from cluster_builders import node, taint
 
-from gpupool.clusters.inventory import FlavorSelector, identify_flavor, node_inventory
+from gpupool.clusters.inventory import (
+    FlavorMatches,
+    FlavorSelector,
+    identify_flavor,
+    node_inventory,
+)
 
 H100 = FlavorSelector("h100", {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"})
 GB200 = FlavorSelector("gb200", {"nvidia.com/gpu.product": "NVIDIA-GB200"})
@@ -94,6 +99,31 @@ def test_a_node_no_flavor_names_is_left_out() -> None:
     facts = node_inventory(node("cpu-0", gpus=0, product=None), FLAVORS)
     assert (facts.flavor, facts.schedulable) == (None, False)
     assert facts.exclusion == "no flavor's node labels match this node"
+
+
+def test_flavor_matches_remembered_across_nodes_are_identify_flavor_s() -> None:
+    twins = [*FLAVORS, FlavorSelector("h100-again", dict(H100.node_labels))]
+    nodes = [
+        node("h100-4"),
+        node("h100-5", labels={"topology.kubernetes.io/zone": "z2"}),
+        node("gb200-0", product="NVIDIA-GB200"),
+        node("l40s-1", product="NVIDIA-L40S-SHARED"),
+        node("l40s-2", product="NVIDIA-L40S-SHARED",
+             labels={"nvidia.com/gpu.sharing-strategy": "time-slicing"}),
+        node("a100-0", product="NVIDIA-A100", labels={"nvidia.com/mig.config": "all-3g.40gb"}),
+        node("other-0", product="NVIDIA-T4"),  # no flavor: its product named in the error
+        node("other-1", product="NVIDIA-V100"),
+        node("cpu-1", gpus=0, product=None),
+    ]  # fmt: skip
+    for flavors in (FLAVORS, twins):
+        matches = FlavorMatches(flavors)
+        for _ in range(2):  # the second time from what was remembered
+            for each in nodes:
+                assert matches.of(each) == identify_flavor(each, flavors), each.name
+                assert node_inventory(each, flavors, matches) == node_inventory(each, flavors)
+    assert FlavorMatches(FLAVORS).of(nodes[6]).error == (
+        "no flavor's node labels match this node (nvidia.com/gpu.product=NVIDIA-T4)"
+    )
 
 
 def test_a_flavor_without_labels_matches_nothing() -> None:

@@ -103,7 +103,7 @@ def test_the_loops_state_holds_its_own_writes_as_the_database_reads_them(seed: i
     rng = random.Random(seed)
     world = build_world()
     world.cycle()
-    held = 0
+    held = reported = 0
     for step in range(20):
         did = _step(world, rng, step)
         held += world.cycle().counts["rows_held"]
@@ -115,7 +115,15 @@ def test_the_loops_state_holds_its_own_writes_as_the_database_reads_them(seed: i
             str(k): k for k, pods in mirror.pods.items() if any(map(holds_node, pods.values()))
         }
         assert mirror.holders == holding, after
+        reporting = {
+            k
+            for k, pods in mirror.pods.items()
+            if any(CHECKPOINT in p.annotations for p in pods.values())
+        }
+        assert mirror.checkpointed == reporting, after
+        reported += len(reporting)
     assert held > 0, "no write of the loop was taken without a read"
+    assert reported > 0, "no pod reported a checkpoint"
 
 
 def test_a_row_someone_else_wrote_while_the_loop_held_it_is_read_again() -> None:

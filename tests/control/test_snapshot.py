@@ -7,6 +7,7 @@ import json
 import random
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -26,8 +27,12 @@ from gpupool.control.snapshot import (
     WORKLOAD_INFO_ORDER,
     DatabaseSnapshot,
     SnapshotError,
+    WorkloadRow,
     build_snapshot,
+    info_with,
     plain_rows,
+    pod_set_info,
+    pod_set_infos,
     read_workloads,
 )
 from gpupool.quotas.models import PriorityClass
@@ -42,7 +47,8 @@ from gpupool.scheduler.types import (
     QuotaInfo,
     WorkloadInfo,
 )
-from gpupool.workloads.models import Placement
+from gpupool.workloads.choices import LIVE_STATES
+from gpupool.workloads.models import Placement, PodSet
 
 pytestmark = pytest.mark.django_db
 
@@ -257,6 +263,54 @@ def test_an_only_placed_pod_that_is_not_the_first_of_its_pod_set_is_refused(pool
 
 def test_read_workloads_passes_the_core_s_fields_in_their_order() -> None:
     assert tuple(f.name for f in dataclasses.fields(WorkloadInfo)) == WORKLOAD_INFO_ORDER
+
+
+def test_info_with_changes_the_fields_named_as_dataclasses_replace_does(pool: Pool) -> None:
+    infos = built().snapshot.workloads
+    changes: list[dict[str, Any]] = [
+        {},
+        {"state": "running", "started_at": 5.0, "nominated": False, "last_checkpoint_at": None},
+        {"leaving": True},
+        {"nominated": True, "placement": (), "evicting_for": "ml/victim"},
+    ]
+    for info in infos:
+        for change in changes:
+            assert info_with(info, **change) == dataclasses.replace(info, **change)
+    with pytest.raises(KeyError):
+        info_with(infos[0], no_such_field=1)
+    # the row fields the loop's ``_remember`` builds by position: WorkloadRow's, in order
+    assert [f.name for f in dataclasses.fields(WorkloadRow)] == [
+        "id",
+        "info",
+        "pod_set_ids",
+        "evicting_for_id",
+        "state",
+        "origin",
+        "eviction_reason",
+        "idle_alerted_since",
+    ]
+
+
+def test_pod_set_resources_computed_by_the_database_equal_pod_set_info_s(pool: Pool) -> None:
+    # On PostgreSQL ``pod_set_infos`` reads CPU in milli-CPU and memory in MiB as computed by
+    # the server (rounding half away from zero); ``pod_set_info`` rounds half to even. They
+    # agree on every value the columns hold (three decimals): none is half-way.
+    pod_sets = list(PodSet.objects.filter(workload__state__in=LIVE_STATES).order_by("id"))
+    rng = random.Random(5)
+    values = [Decimal("0.001"), Decimal("0.5"), Decimal("1023.999"), Decimal("99999.999")]
+    values += [Decimal(rng.randrange(0, 10**7)) / 1000 for _ in range(4 * len(pod_sets))]
+    for step in range(0, len(values), len(pod_sets)):
+        batch = values[step : step + len(pod_sets)]
+        for pod_set, cpu, memory in zip(pod_sets, batch, reversed(batch), strict=False):
+            PodSet.objects.filter(pk=pod_set.pk).update(cpu=cpu, memory_gb=memory)
+        expected = {
+            p.pk: pod_set_info(p.count, p.gpus, p.gpu_milli, (), p.cpu, p.memory_gb)
+            for p in PodSet.objects.filter(pk__in=[p.pk for p in pod_sets])
+        }
+        read = {pk: info for sets in pod_set_infos().values() for pk, info in sets}
+        assert {pk: (i.cpu_milli, i.memory_mib) for pk, i in read.items()} == {
+            pk: (i.cpu_milli, i.memory_mib) for pk, i in expected.items()
+        }
 
 
 def test_plain_rows_are_the_rows_django_gives_but_for_json_left_as_text(pool: Pool) -> None:
