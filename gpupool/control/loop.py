@@ -60,6 +60,7 @@ from gpupool.clusters.base import (
 from gpupool.clusters.grouping import WorkloadKey, WorkloadRequest
 from gpupool.control import metrics
 from gpupool.control.actions import (
+    Registered,
     Stamps,
     do_finish_cycle,
     do_record_apply_outcome,
@@ -95,6 +96,7 @@ from gpupool.control.record import (
 from gpupool.control.snapshot import (
     DatabaseSnapshot,
     WorkloadRow,
+    core_topology,
     id_list,
     json_of,
     name_list,
@@ -111,6 +113,7 @@ from gpupool.control.sync import (
     moment,
     node_with_usage,
     replicas_of,
+    shape_info,
 )
 from gpupool.inventory.models import Gpu, Node
 from gpupool.inventory.queries import fragmentation_sample
@@ -337,12 +340,14 @@ class ControlLoop:
                     leaving = [s.workload_id for s in decision.steps if s.leaves]
                     moves = self.budgets.leave(leaving, now)
                     written: Stamps = {}
+                    registered: list[Registered] = []
                     complaints = do_record_cluster_sync(
-                        decision, budget_moves=moves, stamps=written
+                        decision, budget_moves=moves, stamps=written, registered=registered
                     )
                     self._learn(decision, now)
                     self._notify(decision)
                     self._put_steps(decision, written)
+                    self._put_registered(registered)
                     for complaint in complaints:
                         logger.warning("could not register a workload: %s", complaint)
                 self._emit_sync_events(decision)
@@ -697,6 +702,41 @@ class ControlLoop:
                 self.state.put(after)
         self.outstanding.update(names.values())
         self.state.own_writes(stamps, unsure=unsure, quiet=True, seen=True)
+
+    def _put_registered(self, registered: list[Registered]) -> None:
+        """The workloads the sync just registered, into the state as ``read_workloads``
+        would read them back (``LoopState.put_registered``): the snapshot's refresh need not
+        read them (their pod sets, placements and rows: four queries and a row each)."""
+        if not registered:
+            return
+        flavors = self.state.flavor_rows
+        rows: list[tuple[WorkloadRow, datetime]] = []
+        for made in registered:
+            registration = made.registration
+            name = str(registration.key)
+            info = WorkloadInfo(
+                name=name,
+                queue=registration.queue,
+                priority_class=made.priority_class,
+                pod_sets=tuple(shape_info(shape, flavors) for shape in registration.pod_sets),
+                submitted_at=registration.submitted_at.timestamp(),
+                state="pending",
+                min_member=registration.min_member,
+                topology=core_topology(registration.topology),
+                protected_runtime_s=float(made.protected_runtime_s),
+                expected_runtime_s=None
+                if registration.expected_runtime_s is None
+                else float(registration.expected_runtime_s),
+            )
+            row = WorkloadRow(
+                made.workload_id,
+                info,
+                made.pod_set_ids,
+                state=WorkloadState.PENDING,
+                origin=registration.origin,
+            )
+            rows.append((row, made.stamp))
+        self.state.put_registered(rows)
 
     def _emit_sync_events(self, decision: SyncDecision) -> None:
         """The sync's Events, sent together (``record_events``)."""

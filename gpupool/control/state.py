@@ -362,6 +362,16 @@ class LoopState:
         self.rows[name] = row
         self.names[row.id] = name
 
+    def put_registered(self, rows: Collection[tuple[WorkloadRow, datetime]]) -> None:
+        """Workloads the loop just inserted (the sync's registrations), each as
+        ``read_workloads`` reads it back, with its ``updated_at``: held, so the refresh after
+        the sync does not read them again (a write by anyone else stamps them anew, and they
+        are read again)."""
+        for row, stamp in rows:
+            self.put(row)
+            self.held[row.id] = stamp
+            self.quiet.pop(row.id, None)
+
     def own_writes(
         self,
         stamps: Mapping[int, tuple[datetime, datetime]],

@@ -560,7 +560,7 @@ def _flavor_ids(pod_set: PodSetRequest, rows: Mapping[int, Flavor]) -> tuple[int
     return tuple(f.pk for f in kind)
 
 
-def _shape_info(shape: PodSetShape, rows: Mapping[int, Flavor]) -> PodSetInfo:
+def shape_info(shape: PodSetShape, rows: Mapping[int, Flavor]) -> PodSetInfo:
     """The core's form of a pod set shape (to compare with what the database holds)."""
     return PodSetInfo(
         count=shape.count,
@@ -825,7 +825,7 @@ def _pending(
         return
     memory.complaints.pop(key, None)
     shapes = pod_set_shapes(grouped, state, memory, key)
-    wanted = tuple(_shape_info(shape, state.flavor_rows) for shape in shapes)
+    wanted = tuple(shape_info(shape, state.flavor_rows) for shape in shapes)
     min_member = stored_min_member(grouped)
     if wanted != info.pod_sets or min_member != info.min_member:
         decision.pod_sets[row.id] = (shapes, min_member)

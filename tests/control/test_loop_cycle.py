@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from django.utils import timezone
+from domain_builders import flavor
 from loop_builders import World, build_world
 
 from gpupool.accounting.models import UsageInterval
@@ -14,7 +15,8 @@ from gpupool.audit.models import AuditEvent
 from gpupool.clusters.grouping import WorkloadKey
 from gpupool.control.actions import do_record_cluster_sync
 from gpupool.control.models import SchedulingCycle
-from gpupool.control.sync import PodSetShape, Registration, SyncDecision
+from gpupool.control.snapshot import read_workloads
+from gpupool.control.sync import PodSetShape, Registration, SyncDecision, moment
 from gpupool.inventory.models import Node
 from gpupool.workloads.models import Workload
 
@@ -85,6 +87,33 @@ def test_a_gang_whose_pods_arrive_one_by_one_waits_for_the_missing_ones_then_is_
     assert (ring.state, ring.min_member) == ("admitted", 4)
     assert [p.count for p in ring.pod_sets.all()] == [4]
     assert all(p.node_name for p in world.cluster.pods_of("ring"))
+
+
+def test_the_workloads_a_sync_registers_are_held_as_the_database_reads_them_not_read_back(
+    world: World,
+) -> None:
+    flavor("h100-spare", node_labels={"nvidia.com/gpu.product": "NVIDIA-H100-SPARE"})
+    world.cycle()
+    world.cluster.add_pod("big-0", workload="big", gpus=16)  # fits no node: stays pending
+    world.cluster.add_pod("big-1", workload="big", gpus=16)
+    world.cluster.add_pod(
+        "late",
+        gpus=16,
+        annotations={
+            "gpupool.io/expected-runtime": "600",
+            "gpupool.io/min-member": "1",
+            "gpupool.io/priority-class": "high",
+        },
+    )
+    counts = world.cycle().counts
+    assert counts["rows_reread"] == 0  # the sync put them into the state as it wrote them
+    state = world.loop.state
+    database = read_workloads(moment(world.cluster.now()))
+    for name in ("team-a/big", "team-a/late"):
+        assert state.rows[name] == database[name]
+        assert len(state.rows[name].info.pod_sets[0].flavors) == 2  # a further choice too
+    late = world.workload("late")
+    assert (late.priority_class.name, late.expected_runtime_s) == ("high", 600)
 
 
 def test_the_pods_of_a_sync_are_registered_in_one_audited_action_and_a_bad_one_is_refused(
