@@ -220,6 +220,10 @@ class LoopState:
     # Workload id -> the ``updated_at`` of the version of its row the state holds (read, or
     # written by the loop itself); a refresh does not read that version again.
     held: dict[int, datetime] = field(default_factory=dict)
+    # Node id -> the ``updated_at`` of the version the state holds (read since the horizon):
+    # a node stamped once (the sync writing the inventory) is read once, not at every refresh
+    # until the horizon passes its stamp.
+    nodes_held: dict[int, datetime] = field(default_factory=dict)
     # Held versions whose write the sync and apply need not look at (id -> the stamp).
     quiet: dict[int, datetime] = field(default_factory=dict)
     # Since ``begin_cycle``: rows the refreshes found changed but held already, and rows they
@@ -281,6 +285,7 @@ class LoopState:
         # A stamp older than the horizon is never seen by a refresh again, and a row stamped
         # before the horizon is known anyway (``own_writes``).
         self.held = {pk: stamp for pk, stamp in self.held.items() if stamp >= horizon}
+        self.nodes_held = {pk: at for pk, at in self.nodes_held.items() if at >= horizon}
         self.quiet = {pk: stamp for pk, stamp in self.quiet.items() if stamp >= horizon}
 
     # -- nodes ----------------------------------------------------------------------------
@@ -289,13 +294,20 @@ class LoopState:
         nodes, ids = read_nodes(self.flavor_rows)
         self.nodes = {node.name: node for node in nodes}
         self.node_ids = ids
+        self.nodes_held = {}
         self._node_order = None
 
     def _read_changed_nodes(self, since: datetime) -> None:
-        changed = list(Node.objects.filter(updated_at__gte=since).values_list("id", flat=True))
-        if not changed:
+        """The nodes stamped since ``since`` but at a version the state does not hold (read
+        in the same state of the database as their stamps on PostgreSQL; elsewhere after
+        them, so no older)."""
+        changed = dict(Node.objects.filter(updated_at__gte=since).values_list("id", "updated_at"))
+        held = self.nodes_held
+        fresh = [pk for pk, stamp in changed.items() if held.get(pk) != stamp]
+        held.update(changed)
+        if not fresh:
             return
-        nodes, ids = read_nodes(self.flavor_rows, changed)
+        nodes, ids = read_nodes(self.flavor_rows, fresh)
         for node in nodes:
             self.nodes[node.name] = node
         self.node_ids.update(ids)
