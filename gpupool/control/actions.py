@@ -30,6 +30,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from gpupool.accounting.actions import do_close_usage
@@ -286,13 +287,11 @@ def _register_all(
         return []
     queues = {
         q.name: q
-        for q in Queue.objects.select_related("tenant").filter(
-            name__in={r.queue for r in registrations}
-        )
+        for q in Queue.objects.select_related("tenant")
+        .filter(name__in={r.queue for r in registrations})
+        .annotate(inner=Exists(Queue.objects.filter(parent=OuterRef("pk"))))
     }
-    inner = set(
-        Queue.objects.filter(parent__name__in=list(queues)).values_list("parent__name", flat=True)
-    )
+    inner = {name for name, queue in queues.items() if queue.inner}
     classes = {c.name: c for c in PriorityClass.objects.all()}
     default = next((c for c in classes.values() if c.default), None)
     owned: dict[int, set[str]] = defaultdict(set)
@@ -342,8 +341,9 @@ def _register_all(
 
 # Foreign keys a registration sets from rows it read (``clean_fields`` would query each).
 _RELATIONS = ["workload", "queue", "priority_class", "submitter", "evicting_for", "flavor"]
-# The fields that differ from one registration to the next of a sync (the rest repeat).
-_OWN_FIELDS = ("name", "namespace", "submitted_at")
+# The fields from the pods that differ from one registration to the next of a sync (the rest
+# repeat; the submission time is the sync's own datetime).
+_OWN_FIELDS = ("name", "namespace")
 
 
 def _checked_pod_set(
@@ -371,7 +371,7 @@ class _RegistrationCheck:
     pods of a burst mostly share their queue, class, protection and pod set shapes, so a
     workload's other fields and a pod set's shape are checked by ``Workload`` and ``PodSet``'s
     own field and ``clean`` rules the first time they are met, and then only the fields of
-    its own (its name, namespace and submission) are."""
+    its own (its name and namespace) are."""
 
     def __init__(self, flavors: Mapping[int, Flavor]) -> None:
         self.flavors = flavors

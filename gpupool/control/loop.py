@@ -219,6 +219,9 @@ class ControlLoop:
         # ``ranked_in``); None when unknown: the next record writes them all.
         self.ranks: dict[int, float] | None = None
         self.ranked_in = 0
+        # The counters this loop's last cycle row carries (``metrics``), while no other process
+        # has recorded a cycle since (as for ``ranks``); None: read them from the last row.
+        self.totals: dict[str, Any] | None = None
         self.latest: Planned | None = None  # what the last cycle planned on (the estimates')
         self.estimates = EstimateRefresher(self.policy)
         self.fragmentation_sampled_at = -math.inf  # cluster time of the last sample
@@ -873,12 +876,12 @@ class ControlLoop:
     def _known_ranks(self) -> dict[int, float] | None:
         """The queue ranks this loop wrote, unless another process recorded a cycle since
         (Celery workers each keep a loop): then unknown, and the record writes them all."""
-        if self.ranks is not None and (
+        if (self.ranks is not None or self.totals is not None) and (
             SchedulingCycle.objects.filter(pk__gt=self.ranked_in)
             .exclude(status=CycleStatus.SKIPPED)
             .exists()
         ):
-            self.ranks = None
+            self.ranks = self.totals = None  # the counters too: the other's row carries them
         return self.ranks
 
     def _remember(
@@ -1226,7 +1229,9 @@ class ControlLoop:
         shares: Mapping[str, Mapping[str, QueueShare]],
         fragmentation: Mapping[str, Mapping[str, float]] | None,
     ) -> None:
-        totals = metrics.add_to_totals(metrics.carried_totals(), result, record)
+        carried = self.totals if self.totals is not None else metrics.carried_totals()
+        totals = metrics.add_to_totals(carried, result, record)
+        self.totals = None  # until the row carrying them is written
         do_finish_cycle(
             cycle,
             at=timezone.now(),
@@ -1254,6 +1259,7 @@ class ControlLoop:
             ),
             totals=totals,
         )
+        self.totals = totals
 
     def _forget_everything(self) -> None:
         """After a failed cycle, read everything again next time (the state may be partial)."""
@@ -1261,6 +1267,7 @@ class ControlLoop:
         self.budgets = BudgetBook()
         self.latest = None
         self.ranks = None
+        self.totals = None
         self.first = True
 
     def refresh_estimates(self) -> EstimateRun:

@@ -127,9 +127,11 @@ def test_the_pods_of_a_sync_are_registered_in_one_audited_action_and_a_bad_one_i
 
     at = timezone.now()
     good = [registration(f"p{i}") for i in range(3)]
-    decision = SyncDecision(at=at, registrations=[*good, registration("lost", queue="nope")])
+    bad = [registration("lost", queue="nope"), registration("inner", queue="root")]
+    decision = SyncDecision(at=at, registrations=[*good, *bad])
     complaints = do_record_cluster_sync(decision)
-    assert complaints == ["team-a/lost: Queue matching query does not exist."]
+    assert complaints[0] == "team-a/lost: Queue matching query does not exist."
+    assert complaints[1].startswith("team-a/inner: ") and "child queues" in complaints[1]
     made = Workload.objects.filter(namespace="team-a").order_by("name")
     assert [(w.name, w.origin, w.state) for w in made] == [
         (f"p{i}", "bare", "pending") for i in range(3)
