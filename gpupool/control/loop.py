@@ -668,7 +668,11 @@ class ControlLoop:
 
     def _overlay_registered(self, decision: SyncDecision, at: datetime) -> None:
         """What the cluster adds to the workloads the sync just registered (their allowed
-        nodes, missing pods), so they are planned in this cycle already."""
+        nodes, missing pods), so they are planned in this cycle already: decided by the sync
+        (``sync._unknown``) on the nodes the state held then, and again here on the nodes
+        the refresh read when the sync wrote nodes too."""
+        if not (decision.nodes or decision.gone):
+            return
         keys = {r.key for r in decision.registrations if str(r.key) in self.state.rows}
         if keys:
             scratch = SyncDecision(at=at)

@@ -329,6 +329,7 @@ def decide_workloads(
     classes = {c.name for c in state.classes}
     at = moment(now)
     rows, overlays, running = state.rows, memory.overlays, WorkloadState.RUNNING
+    known_nodes = frozenset(state.nodes)
     for key in sorted(keys):
         name = str(key)
         row = rows.get(name)
@@ -354,6 +355,7 @@ def decide_workloads(
             _unknown(
                 decision,
                 memory,
+                mirror,
                 key,
                 grouped,
                 pods,
@@ -361,6 +363,7 @@ def decide_workloads(
                 leaf_tenants,
                 namespace_tenants,
                 classes,
+                known_nodes,
             )
             continue
         _known(
@@ -448,6 +451,7 @@ def _errors(
 def _unknown(
     decision: SyncDecision,
     memory: SyncMemory,
+    mirror: ClusterMirror,
     key: WorkloadKey,
     grouped: WorkloadRequest | InvalidWorkload,
     pods: Sequence[PodFacts],
@@ -455,8 +459,11 @@ def _unknown(
     leaf_tenants: Mapping[str, str | None],
     namespace_tenants: Mapping[str, str],
     classes: Iterable[str],
+    known_nodes: frozenset[str],
 ) -> None:
-    """Pods of a workload the database does not know: register it, or say why not."""
+    """Pods of a workload the database does not know: register it, or say why not. A
+    registered workload's overlay is decided here already, as ``_pending`` decides it for a
+    pending one (``known_nodes``: the state's nodes), so it is planned in this cycle."""
     errors = _errors(grouped, leaf_tenants, namespace_tenants, classes)
     if errors or not isinstance(grouped, WorkloadRequest):
         _complain(
@@ -495,6 +502,13 @@ def _unknown(
             else max(round(grouped.expected_runtime_s), 1),
         )
     )
+    # As ``_pending`` decides once it is a row (a registration refused leaves an overlay of no
+    # row, dropped by the next sync that looks at it: ``decide_workloads``).
+    memory.complaints.pop(key, None)
+    allowed = tuple(mirror.allowed_nodes(ps.constraints, known_nodes) for ps in grouped.pod_sets)
+    overlay = Overlay(missing_pods=grouped.missing_pods, allowed=allowed)
+    if overlay != Overlay(allowed=tuple(None for _ in allowed)):
+        memory.overlays[str(key)] = overlay
 
 
 def stored_min_member(request: WorkloadRequest) -> int | None:
