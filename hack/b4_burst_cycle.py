@@ -92,6 +92,13 @@ def main() -> int:
     parser.add_argument("--profile", default="", help="cProfile (wall) of the first cycles")
     parser.add_argument("--profile-cpu", action="store_true", help="profile CPU time, not wall")
     parser.add_argument("--sites", type=int, default=0, help="print the N busiest call sites")
+    parser.add_argument(
+        "--idle",
+        type=float,
+        default=0.0,
+        help="after the inventory, do what the runner does after a cycle (estimates, roll-up) "
+        "and wait this long before the first burst, as the loop meets B4's burst",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gpupool.settings")
@@ -161,6 +168,14 @@ def main() -> int:
         try:
             cycle("inventory")
             loop.finish_apply()
+            if args.idle:
+                from gpupool.control import runner
+
+                loop.refresh_estimates()
+                runner.roll_up_usage(loop)
+                runner.prune_activity(loop)
+                time.sleep(args.idle)
+                runner.fresh_connections()
             for size in sizes:
                 for trial in range(args.repeat):
                     pods = b4.manifests(b4.GPUPOOL, "single", size, 1, setup)

@@ -9,9 +9,11 @@ and what the next cycle does about it.
 1. **sync** -- ``backend.sync()``; the delta goes into the mirror; ``sync.decide_*`` decide
    what the database must learn (nodes, new workloads, pod-driven transitions, checkpoints),
    ``do_record_cluster_sync`` writes it, then its Events are emitted.
-2. **snapshot** -- the state re-reads what changed since its last read and assembles the
-   core's snapshot, with what the cluster adds (missing pods, allowed nodes, other schedulers'
-   usage, refused victims' protection).
+2. **snapshot** -- the state re-reads what changed since its last read (unless the sync's
+   own read, moments before, and what the sync wrote and put into the state are all there is:
+   a burst's new workloads and its pods' starts) and assembles the core's snapshot, with what
+   the cluster adds (missing pods, allowed nodes, other schedulers' usage, refused victims'
+   protection).
 3. **plan** -- ``plan(snapshot, policy, now)``; the snapshot is kept (``latest``) for the
    estimated starts, which ``refresh_estimates`` computes between cycles (``estimates.py``).
 
@@ -338,6 +340,9 @@ class ControlLoop:
             if self.first:
                 self.budgets.load(self.state.rows.values(), self.state.snapshot(at).snapshot)
                 self.runtimes.load()
+            # Whether the snapshot must read the database again after the sync: not when
+            # the sync wrote nothing, or only rows the loop put into its state as written.
+            reread = self.first
             if not dry_run:
                 if decision.writes:
                     leaving = [s.workload_id for s in decision.steps if s.leaves]
@@ -349,10 +354,16 @@ class ControlLoop:
                     )
                     self._learn(decision, now)
                     self._notify(decision)
-                    self._put_steps(decision, written)
+                    steps_put = self._put_steps(decision, written)
                     self._put_registered(registered)
                     for complaint in complaints:
                         logger.warning("could not register a workload: %s", complaint)
+                    reread = reread or not (
+                        steps_put
+                        and len(registered) == len(decision.registrations)
+                        and not (moves or decision.nodes or decision.gone)
+                        and not (decision.pod_sets or decision.checkpoints)
+                    )
                 self._emit_sync_events(decision)
             timings["sync"] = time.perf_counter() - clock
 
@@ -360,7 +371,9 @@ class ControlLoop:
             applied: ApplyOutcome | None = None  # the last cycle's apply, if handed on
             while True:
                 phase, clock = "snapshot", time.perf_counter()
-                self.state.refresh(at)
+                if reread:  # else the sync's refresh, moments ago, and what the loop put
+                    self.state.refresh(at)
+                reread = True  # after an apply handed on taught something: read it
                 self._drop_ended_overlays()
                 self._overlay_registered(decision, at)
                 overlay = self._overlay(now)
@@ -562,7 +575,9 @@ class ControlLoop:
         (members bound, or evicted again by a failed gang's roll-back) is read only once the
         apply's outcome is recorded, so a roll-back is never taken for a lost workload."""
         state = self.state
-        state.refresh(at, rows_only=True)  # budgets and history: the snapshot's refresh
+        # Everything the snapshot reads too: the snapshot's refresh after the sync reads the
+        # database again only when the sync wrote what the loop cannot put into its state.
+        state.refresh(at)
         decision = SyncDecision(at=at)
         if self.first:  # everything, not only the delta: a dry run or a failure took it
             nodes = nodes | set(self.mirror.nodes) | set(state.nodes)
@@ -687,13 +702,14 @@ class ControlLoop:
                 at.timestamp(),
             )
 
-    def _put_steps(self, decision: SyncDecision, stamps: Stamps) -> None:
+    def _put_steps(self, decision: SyncDecision, stamps: Stamps) -> bool:
         """The pod-driven transitions just written, into the state (so the snapshot's read
         need not read them back): starts and requeues; the rest is read again. They are held
         quiet (``own_writes(..., seen=True)``): the sync wrote them from what the cluster
         says, so the next cycle's sync and apply need not look at them again (400-750 rows a
         steady cycle at B1's size) unless their pods change; this cycle's apply looks at them
-        (``outstanding``: a requeued workload's pods are made again)."""
+        (``outstanding``: a requeued workload's pods are made again). Whether every row
+        written was put (then the snapshot need not read the database again)."""
         steps: dict[int, list[tuple[str, datetime]]] = {}
         names: dict[int, str] = {}
         for step in decision.steps:
@@ -709,6 +725,7 @@ class ControlLoop:
                 self.state.put(after)
         self.outstanding.update(names.values())
         self.state.own_writes(stamps, unsure=unsure, quiet=True, seen=True)
+        return not unsure and all(pk in self.state.held for pk in stamps)
 
     def _put_registered(self, registered: list[Registered]) -> None:
         """The workloads the sync just registered, into the state as ``read_workloads``

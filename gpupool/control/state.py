@@ -252,12 +252,10 @@ class LoopState:
         self.ended = []
         self.skipped = self.reread = 0
 
-    def refresh(self, now: datetime, *, rows_only: bool = False) -> None:
+    def refresh(self, now: datetime) -> None:
         """Bring the state up to date with the database as of ``now`` (first time: all of it).
-        ``rows_only``: the workloads, nodes and policy tables, not the budgets and the
-        preemption history -- the sync's refresh, which decides from rows alone; the
-        snapshot's refresh after it reads those (one read of each a cycle, not two)."""
-        rows_only = rows_only and self.horizon is not None
+        The loop refreshes before its sync, and again for its snapshot only when the sync
+        wrote rows it could not put into the state as written (``ControlLoop._cycle``)."""
         with _one_state_of_the_database():
             horizon = read_horizon()
             flavors_changed = False
@@ -269,8 +267,7 @@ class LoopState:
                 self.queues, self.queue_ids = _queues()
                 self.classes = _priority_classes()
                 self._policy_seen = policy
-            if not rows_only:
-                self.budgets = read_budgets(now, {q.tenant for q in self.queues if q.tenant})
+            self.budgets = read_budgets(now, {q.tenant for q in self.queues if q.tenant})
             if self.horizon is None or flavors_changed:
                 self._read_all_nodes()
             else:
@@ -279,8 +276,7 @@ class LoopState:
                 self._read_all_workloads(now)
             else:
                 self._read_changed_workloads(self.horizon, now)
-            if not rows_only:
-                self._read_history(now)
+            self._read_history(now)
         self.horizon = horizon
         # A stamp older than the horizon is never seen by a refresh again, and a row stamped
         # before the horizon is known anyway (``own_writes``).

@@ -16,6 +16,7 @@ from gpupool.clusters.grouping import WorkloadKey
 from gpupool.control.actions import do_record_cluster_sync
 from gpupool.control.models import SchedulingCycle
 from gpupool.control.snapshot import read_workloads
+from gpupool.control.state import LoopState
 from gpupool.control.sync import PodSetShape, Registration, SyncDecision, moment
 from gpupool.inventory.models import Node
 from gpupool.workloads.models import Workload
@@ -114,6 +115,40 @@ def test_the_workloads_a_sync_registers_are_held_as_the_database_reads_them_not_
         assert len(state.rows[name].info.pod_sets[0].flavors) == 2  # a further choice too
     late = world.workload("late")
     assert (late.priority_class.name, late.expected_runtime_s) == ("high", 600)
+
+
+def test_the_snapshot_reads_the_database_again_only_when_the_sync_wrote_what_it_cannot_put(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A burst's cycle -- new workloads registered, earlier ones starting -- puts all the sync
+    wrote into the loop's state: one read of the database a cycle (the sync's). A gang's
+    new member (its pod sets written again) is read back by the snapshot's refresh."""
+    refreshes: list[Any] = []
+    real = LoopState.refresh
+
+    def counted(self: LoopState, now: Any) -> None:
+        refreshes.append(now)
+        real(self, now)
+
+    world.cycle()
+    monkeypatch.setattr(LoopState, "refresh", counted)
+    gang = {"gpupool.io/min-member": "2"}
+    world.cluster.add_pod("ring-0", workload="ring", annotations=gang)
+    world.cluster.add_pod("solo-0", workload="solo")
+    world.cycle()  # registers both, admits solo
+    assert len(refreshes) == 1
+    world.cluster.run()  # solo's pod runs: the next sync starts it
+    world.cluster.add_pod("ring-1", workload="ring", annotations=gang)  # ring's pod sets anew
+    refreshes.clear()
+    world.cycle()
+    assert len(refreshes) == 2
+    assert world.workload("ring").state == "admitted"
+    refreshes.clear()
+    world.cluster.run()
+    world.cycle()  # ring starts: put as written
+    assert len(refreshes) == 1
+    assert world.workload("ring").state == world.workload("solo").state == "running"
+    assert world.loop.state.rows["team-a/ring"].state == "running"
 
 
 def test_the_pods_of_a_sync_are_registered_in_one_audited_action_and_a_bad_one_is_refused(
