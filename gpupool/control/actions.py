@@ -297,12 +297,9 @@ def _register_all(
     owned: dict[int, set[str]] = defaultdict(set)
     for tenant_id, name in TenantNamespace.objects.values_list("tenant_id", "name"):
         owned[tenant_id].add(name)
-    taken = set(
-        Workload.objects.filter(
-            namespace__in={r.key.namespace for r in registrations},
-            name__in={r.key.name for r in registrations},
-        ).values_list("namespace", "name")
-    )
+    # A name taken already (by a row made since the loop's sync looked, or twice in the
+    # batch) fails the bulk insert on the unique constraint: all go one by one, as ever.
+    taken: set[tuple[str, str]] = set()
     slow: list[Registration] = []
     built: list[_Checked] = []
     check = _RegistrationCheck(flavors)
@@ -676,14 +673,17 @@ def do_record_cluster_sync(
     budget_moves: Sequence[BudgetMove] = (),
     stamps: Stamps | None = None,
     registered: list[Registered] | None = None,
+    flavors: Mapping[int, Flavor] | None = None,
 ) -> list[str]:
     """Write what the cluster said (and the budget moves of the work that stopped); returns
     complaints about pods that could not become workloads. ``stamps``, when given, receives
     the rows the pod-driven transitions wrote (``Stamps``); ``registered`` the workloads
-    registered in bulk (``Registered``: those registered one by one are not in it)."""
+    registered in bulk (``Registered``: those registered one by one are not in it).
+    ``flavors``: every flavor by id, as the caller read them this cycle (else read here)."""
     at = decision.at
     do_record_budget_moves(budget_moves, at=at)
-    flavors = {f.pk: f for f in Flavor.objects.all()}
+    if flavors is None:
+        flavors = {f.pk: f for f in Flavor.objects.all()}
     for update in _add_nodes(decision.nodes, flavors, at):
         _sync_node(update, flavors, at)
     if decision.gone:

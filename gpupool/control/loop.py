@@ -350,7 +350,11 @@ class ControlLoop:
                     written: Stamps = {}
                     registered: list[Registered] = []
                     complaints = do_record_cluster_sync(
-                        decision, budget_moves=moves, stamps=written, registered=registered
+                        decision,
+                        budget_moves=moves,
+                        stamps=written,
+                        registered=registered,
+                        flavors=self.state.flavor_rows,  # as the sync's refresh read them
                     )
                     self._learn(decision, now)
                     self._notify(decision)

@@ -257,9 +257,8 @@ class LoopState:
         The loop refreshes before its sync, and again for its snapshot only when the sync
         wrote rows it could not put into the state as written (``ControlLoop._cycle``)."""
         with _one_state_of_the_database():
-            horizon = read_horizon()
+            horizon, policy = read_horizon_and_fingerprint()
             flavors_changed = False
-            policy = policy_fingerprint()
             if policy is None or policy != self._policy_seen:
                 flavors, flavor_ids, flavor_rows = _flavors()
                 flavors_changed = flavors != self.flavors
@@ -609,13 +608,18 @@ def policy_fingerprint() -> str | None:
     Budgets are read every time (the loop's own ledger entries move them most cycles)."""
     if connection.vendor != "postgresql":
         return None
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {_fingerprint_sql()}")
+        digest: str = cursor.fetchone()[0]
+    return digest
+
+
+def _fingerprint_sql() -> str:
+    """``policy_fingerprint``'s expression (PostgreSQL): over the models' own tables."""
     tables = [model._meta.db_table for model in (Flavor, Queue, QueueQuota, PriorityClass, Tenant)]
     select = "coalesce((SELECT string_agg(t::text, ',' ORDER BY t.id) FROM {} t), '')"
     parts = ", ".join(select.format(connection.ops.quote_name(table)) for table in tables)
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT md5(concat_ws('|', {parts}))")  # the models' own tables
-        digest: str = cursor.fetchone()[0]
-    return digest
+    return f"md5(concat_ws('|', {parts}))"
 
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -636,15 +640,34 @@ def _same(moment: datetime) -> datetime:
     return moment
 
 
+# The database's clock and the start of the oldest transaction open on it (PostgreSQL).
+_CLOCK_SQL = (
+    "SELECT clock_timestamp(), min(xact_start){} FROM pg_stat_activity "
+    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+)
+
+
 def read_horizon() -> datetime:
     """The earliest time a row committed after this read may carry (see the module's doc)."""
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT clock_timestamp(), min(xact_start) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            )
+            cursor.execute(_CLOCK_SQL.format(""))
             clock, oldest = cursor.fetchone()
-        moment: datetime = clock if oldest is None else min(clock, oldest)
-        return moment - timedelta(seconds=CLOCK_MARGIN_S)
+        return _horizon(clock, oldest)
     return timezone.now() - timedelta(seconds=SQLITE_MARGIN_S)
+
+
+def read_horizon_and_fingerprint() -> tuple[datetime, str | None]:
+    """``read_horizon()`` and ``policy_fingerprint()``: one statement on PostgreSQL (a
+    refresh's first two questions, asked every cycle)."""
+    if connection.vendor != "postgresql":
+        return read_horizon(), None
+    with connection.cursor() as cursor:
+        cursor.execute(_CLOCK_SQL.format(f", {_fingerprint_sql()}"))
+        clock, oldest, digest = cursor.fetchone()
+    return _horizon(clock, oldest), digest
+
+
+def _horizon(clock: datetime, oldest: datetime | None) -> datetime:
+    moment = clock if oldest is None else min(clock, oldest)
+    return moment - timedelta(seconds=CLOCK_MARGIN_S)

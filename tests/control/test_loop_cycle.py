@@ -176,6 +176,32 @@ def test_the_pods_of_a_sync_are_registered_in_one_audited_action_and_a_bad_one_i
     assert audit.after["workloads"] == 3
 
 
+def test_a_registration_whose_name_was_taken_meanwhile_is_refused_and_the_others_registered(
+    world: World,
+) -> None:
+    """The bulk path does not look for the names first: the unique constraint refuses the
+    batch, and each registration goes one by one, the taken one refused with its reason."""
+    world.submit("taken")
+    shape = PodSetShape("set-0", 1, 1, (world.h100.pk,), None, Decimal(1), Decimal(1))
+    at = timezone.now()
+    decision = SyncDecision(
+        at=at,
+        registrations=[
+            Registration(WorkloadKey("team-a", n), "team-a", None, (shape,), "bare", at, None, "",
+                         None, None)
+            for n in ("fresh-0", "taken", "fresh-1")
+        ],
+    )  # fmt: skip
+    registered: list[Any] = []
+    complaints = do_record_cluster_sync(decision, registered=registered)
+    assert len(complaints) == 1 and complaints[0].startswith("team-a/taken: ")
+    assert "already has a workload of this name" in complaints[0]
+    assert registered == []  # none in bulk: read back by the next refresh
+    made = Workload.objects.filter(name__startswith="fresh").order_by("name")
+    assert [(w.name, w.origin) for w in made] == [("fresh-0", "bare"), ("fresh-1", "bare")]
+    assert world.workload("taken").origin == "gpupool"
+
+
 def test_pods_that_name_another_tenants_queue_are_never_scheduled_and_told_why(
     world: World,
 ) -> None:
