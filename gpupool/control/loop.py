@@ -126,7 +126,6 @@ from gpupool.scheduler.cycle import plan_of, run_cycle
 from gpupool.scheduler.lifecycle import apply_plan
 from gpupool.scheduler.shares import QueueShare, queue_shares
 from gpupool.scheduler.types import MILLI, NodeInfo, Plan, PolicyInfo, Snapshot, WorkloadInfo
-from gpupool.tenancy.models import TenantNamespace
 from gpupool.utilization.sampling import IdleWrite, UtilizationSampler, source_for
 from gpupool.workloads.choices import Origin, WorkloadState
 from gpupool.workloads.models import PodSet, Workload
@@ -598,7 +597,7 @@ class ControlLoop:
             self._held_back = {key for key in keys if str(key) in in_flight}
             keys = keys - self._held_back
         unknown = [key for key in keys if str(key) not in state.rows]
-        namespaces = dict(TenantNamespace.objects.values_list("name", "tenant__name"))
+        namespaces = state.namespaces  # read with the policy tables (their digest)
         self._namespaces = namespaces  # the registered workloads' overlay reads them too
         decide_workloads(
             decision,
@@ -833,7 +832,14 @@ class ControlLoop:
             WorkloadState.PREEMPTED: WorkloadEvent.PREEMPTED,
             WorkloadState.FAILED: WorkloadEvent.FAILED,
         }
-        told = [s for s in decision.steps if s.to_state in events]
+        rows = self.state.rows
+        told = [
+            s
+            for s in decision.steps
+            if s.to_state in events
+            # Only work submitted through gpupool has a submitter (not the cluster's own).
+            and getattr(rows.get(s.name), "origin", Origin.GPUPOOL) == Origin.GPUPOOL
+        ]
         if not told:
             return
         people = Workload.objects.filter(

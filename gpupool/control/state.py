@@ -81,7 +81,7 @@ from gpupool.scheduler.types import (
     Snapshot,
     WorkloadInfo,
 )
-from gpupool.tenancy.models import Tenant
+from gpupool.tenancy.models import Tenant, TenantNamespace
 from gpupool.workloads.choices import LIVE_STATES, WorkloadState
 from gpupool.workloads.models import Workload, qualified_name
 
@@ -206,6 +206,7 @@ class LoopState:
     queues: tuple[QueueInfo, ...] = ()
     queue_ids: dict[str, int] = field(default_factory=dict)
     classes: tuple[PriorityClassInfo, ...] = ()
+    namespaces: dict[str, str] = field(default_factory=dict)  # namespace -> its tenant's name
     budgets: tuple[BudgetInfo, ...] = ()
     rows: WorkloadRows = field(default_factory=WorkloadRows)
     names: dict[int, str] = field(default_factory=dict)  # workload id -> core name
@@ -265,6 +266,7 @@ class LoopState:
                 self.flavors, self.flavor_ids, self.flavor_rows = flavors, flavor_ids, flavor_rows
                 self.queues, self.queue_ids = _queues()
                 self.classes = _priority_classes()
+                self.namespaces = dict(TenantNamespace.objects.values_list("name", "tenant__name"))
                 self._policy_seen = policy
             self.budgets = read_budgets(now, {q.tenant for q in self.queues if q.tenant})
             if self.horizon is None or flavors_changed:
@@ -603,9 +605,10 @@ def stepped(row: WorkloadRow, steps: Sequence[tuple[str, datetime]]) -> Workload
 
 def policy_fingerprint() -> str | None:
     """A digest of every row of the tables the snapshot's flavors, queues (with their quotas
-    and tenants) and priority classes are read from, or None where the database cannot say
-    (SQLite: read them every time). The same digest means the same rows: not read again.
-    Budgets are read every time (the loop's own ledger entries move them most cycles)."""
+    and tenants) and priority classes, and the namespaces' tenants, are read from, or None
+    where the database cannot say (SQLite: read them every time). The same digest means the
+    same rows: not read again. Budgets are read every time (the loop's own ledger entries
+    move them most cycles)."""
     if connection.vendor != "postgresql":
         return None
     with connection.cursor() as cursor:
@@ -616,7 +619,8 @@ def policy_fingerprint() -> str | None:
 
 def _fingerprint_sql() -> str:
     """``policy_fingerprint``'s expression (PostgreSQL): over the models' own tables."""
-    tables = [model._meta.db_table for model in (Flavor, Queue, QueueQuota, PriorityClass, Tenant)]
+    models = (Flavor, Queue, QueueQuota, PriorityClass, Tenant, TenantNamespace)
+    tables = [model._meta.db_table for model in models]
     select = "coalesce((SELECT string_agg(t::text, ',' ORDER BY t.id) FROM {} t), '')"
     parts = ", ".join(select.format(connection.ops.quote_name(table)) for table in tables)
     return f"md5(concat_ws('|', {parts}))"

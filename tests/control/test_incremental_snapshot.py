@@ -265,7 +265,8 @@ def test_a_node_stamped_once_is_read_once_not_at_every_refresh_until_the_horizon
     state = LoopState(POLICY)
     state.refresh(NOW)  # the first read: every node
     monkeypatch.setattr(state_module, "read_nodes", counted)
-    state.refresh(NOW)  # the pool's nodes were made just now, after the horizon: read once
+    Node.objects.update(updated_at=timezone.now())  # as the sync writing the inventory
+    state.refresh(NOW)  # every node stamped after the horizon: read once
     every = sorted(Node.objects.values_list("id", flat=True))
     assert reads == [every]
     state.refresh(NOW)

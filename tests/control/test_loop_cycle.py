@@ -19,6 +19,7 @@ from gpupool.control.snapshot import read_workloads
 from gpupool.control.state import LoopState
 from gpupool.control.sync import PodSetShape, Registration, SyncDecision, moment
 from gpupool.inventory.models import Node
+from gpupool.tenancy.actions import do_save_tenant
 from gpupool.workloads.models import Workload
 
 pytestmark = pytest.mark.django_db
@@ -214,6 +215,20 @@ def test_pods_that_name_another_tenants_queue_are_never_scheduled_and_told_why(
     (event,) = world.cluster.events_on(intruder)
     assert event[0] == "FailedScheduling" and event[2] == "Warning"
     assert "belongs to tenant b, not to a, which owns namespace team-a" in event[1]
+
+
+def test_a_namespace_given_to_another_tenant_between_two_cycles_is_seen_by_the_next(
+    world: World,
+) -> None:
+    """The namespaces' tenants are read with the policy tables, when their digest changes:
+    a namespace moved between cycles changes it, and the next sync decides on the new owner."""
+    world.cycle()
+    team_b = world.queues["team-b"].tenant
+    assert team_b is not None
+    do_save_tenant(team_b, namespaces=("team-b", "shared"), acting_user=None)
+    world.cluster.add_pod("moved", namespace="shared", queue="team-b")
+    world.cycle()
+    assert world.workload("moved", "shared").state == "admitted"
 
 
 def test_a_malformed_annotation_is_named_and_the_others_are_still_scheduled(
