@@ -30,6 +30,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from gpupool.accounting.actions import do_close_usage
@@ -247,37 +248,61 @@ def _register(registration: Registration, flavors: Mapping[int, Flavor]) -> Work
     return workload
 
 
+@dataclass(frozen=True, slots=True)
+class Registered:
+    """A workload the bulk registration inserted, as its rows say (the loop puts it into its
+    state from this, so the snapshot need not read it back: ``LoopState.put_registered``)."""
+
+    registration: Registration
+    workload_id: int
+    pod_set_ids: tuple[int, ...]
+    priority_class: str  # the class it runs at (the default when the pods name none)
+    protected_runtime_s: int  # as stored (the queue's default when the pods say none)
+    stamp: datetime  # its ``updated_at``
+
+
+@dataclass(frozen=True, slots=True)
+class _Checked:
+    """A registration the bulk path takes, with the rows it read for it."""
+
+    registration: Registration
+    queue: Queue
+    klass: PriorityClass
+    protected_runtime_s: int
+    pod_sets: tuple[tuple[PodSetShape, Flavor | None, tuple[Flavor, ...]], ...]
+
+
 def _register_all(
-    registrations: Sequence[Registration], flavors: Mapping[int, Flavor], at: datetime
+    registrations: Sequence[Registration],
+    flavors: Mapping[int, Flavor],
+    at: datetime,
+    registered: list[Registered] | None = None,
 ) -> list[Registration]:
-    """Register many workloads from the cluster at once (bulk inserts, one audit row), each
-    checked in Python by its models' own ``clean`` rules against rows read once; returns those
-    the bulk path does not take -- anything doubtful -- for ``_register`` one by one, which
-    refuses a bad one with the same message as ever."""
+    """Register many workloads from the cluster at once (a few statements for them all, one
+    audit row), each checked in Python by its models' own field and ``clean`` rules against
+    rows read once; returns those the bulk path does not take -- anything doubtful -- for
+    ``_register`` one by one, which refuses a bad one with the same message as ever. What it
+    inserted goes into ``registered`` when given."""
     if not registrations:
         return []
     queues = {
         q.name: q
-        for q in Queue.objects.select_related("tenant").filter(
-            name__in={r.queue for r in registrations}
-        )
+        for q in Queue.objects.select_related("tenant")
+        .filter(name__in={r.queue for r in registrations})
+        .annotate(inner=Exists(Queue.objects.filter(parent=OuterRef("pk"))))
     }
-    inner = set(
-        Queue.objects.filter(parent__name__in=list(queues)).values_list("parent__name", flat=True)
-    )
+    inner = {name for name, queue in queues.items() if queue.inner}
     classes = {c.name: c for c in PriorityClass.objects.all()}
     default = next((c for c in classes.values() if c.default), None)
     owned: dict[int, set[str]] = defaultdict(set)
     for tenant_id, name in TenantNamespace.objects.values_list("tenant_id", "name"):
         owned[tenant_id].add(name)
-    taken = set(
-        Workload.objects.filter(
-            namespace__in={r.key.namespace for r in registrations},
-            name__in={r.key.name for r in registrations},
-        ).values_list("namespace", "name")
-    )
+    # A name taken already (by a row made since the loop's sync looked, or twice in the
+    # batch) fails the bulk insert on the unique constraint: all go one by one, as ever.
+    taken: set[tuple[str, str]] = set()
     slow: list[Registration] = []
-    built: list[tuple[Registration, Workload, list[tuple[PodSet, list[Flavor]]]]] = []
+    built: list[_Checked] = []
+    check = _RegistrationCheck(flavors)
     for registration in registrations:
         queue = queues.get(registration.queue)
         klass = classes.get(registration.priority_class or "") or (
@@ -294,23 +319,28 @@ def _register_all(
         ):
             slow.append(registration)
             continue
-        made = _registered(registration, queue, klass, flavors)
+        made = check(registration, queue, klass)
         if made is None:
             slow.append(registration)
             continue
         taken.add(key)
-        built.append((registration, *made))
+        built.append(made)
     if built:
         try:
             with transaction.atomic():
-                _insert_registered([(w, sets) for _, w, sets in built], at)
+                inserted = _insert_registered(built, at)
         except IntegrityError:  # a rule only the database checks: one by one, as ever
-            return [*slow, *(r for r, _, _ in built)]
+            return [*slow, *(c.registration for c in built)]
+        if registered is not None:
+            registered.extend(inserted)
     return slow
 
 
 # Foreign keys a registration sets from rows it read (``clean_fields`` would query each).
 _RELATIONS = ["workload", "queue", "priority_class", "submitter", "evicting_for", "flavor"]
+# The fields from the pods that differ from one registration to the next of a sync (the rest
+# repeat; the submission time is the sync's own datetime).
+_OWN_FIELDS = ("name", "namespace")
 
 
 def _checked_pod_set(
@@ -333,61 +363,249 @@ def _checked_pod_set(
     return pod_set, [flavors[pk] for pk in shape.flavor_ids[1:]]
 
 
-def _registered(
-    registration: Registration, queue: Queue, klass: PriorityClass, flavors: Mapping[int, Flavor]
-) -> tuple[Workload, list[tuple[PodSet, list[Flavor]]]] | None:
-    """The unsaved rows of one registration, or None when a model's rule refuses them."""
-    workload = Workload(
-        name=registration.key.name,
-        namespace=registration.key.namespace,
-        queue=queue,
-        priority_class=klass,
-        min_member=registration.min_member,
-        topology=registration.topology,
-        protected_runtime_s=(
+class _RegistrationCheck:
+    """The models' rules over a sync's registrations, each distinct thing checked once: the
+    pods of a burst mostly share their queue, class, protection and pod set shapes, so a
+    workload's other fields and a pod set's shape are checked by ``Workload`` and ``PodSet``'s
+    own field and ``clean`` rules the first time they are met, and then only the fields of
+    its own (its name and namespace) are."""
+
+    def __init__(self, flavors: Mapping[int, Flavor]) -> None:
+        self.flavors = flavors
+        self.workloads: dict[tuple[object, ...], bool] = {}
+        self.pod_sets: dict[PodSetShape, tuple[Flavor | None, tuple[Flavor, ...]] | None] = {}
+        self.fields = [f for f in Workload._meta.concrete_fields if f.name in _OWN_FIELDS]
+
+    def __call__(
+        self, registration: Registration, queue: Queue, klass: PriorityClass
+    ) -> _Checked | None:
+        """The registration with its rows, or None when a model's rule refuses it."""
+        protected = (
             queue.default_protected_runtime_s
             if registration.protected_runtime_s is None
             else registration.protected_runtime_s
-        ),
-        expected_runtime_s=registration.expected_runtime_s,
-        state=WorkloadState.PENDING,
-        submitted_at=registration.submitted_at,
-        origin=registration.origin,
-    )
-    sets: list[tuple[PodSet, list[Flavor]]] = []
-    try:
-        workload.clean_fields(exclude=_RELATIONS)  # related rows were just read: no SELECT each
-        if workload.rule_errors(queue_has_children=False):  # inner queues took the slow path
+        )
+        workload = Workload(
+            name=registration.key.name,
+            namespace=registration.key.namespace,
+            queue=queue,
+            priority_class=klass,
+            min_member=registration.min_member,
+            topology=registration.topology,
+            protected_runtime_s=protected,
+            expected_runtime_s=registration.expected_runtime_s,
+            state=WorkloadState.PENDING,
+            submitted_at=registration.submitted_at,
+            origin=registration.origin,
+        )
+        common = (
+            queue.pk,
+            klass.pk,
+            registration.min_member,
+            registration.topology,
+            protected,
+            registration.expected_runtime_s,
+            registration.origin,
+        )
+        try:
+            ok = self.workloads.get(common)
+            if ok is None:
+                ok = self._workload(workload)
+                self.workloads[common] = ok
+            else:
+                for field in self.fields:  # the rest is the same as a workload checked
+                    field.clean(getattr(workload, field.attname), workload)
+        except ValidationError:
             return None
+        if not ok:
+            return None
+        sets: list[tuple[PodSetShape, Flavor | None, tuple[Flavor, ...]]] = []
         for shape in registration.pod_sets:
-            pod_set, choices = _checked_pod_set(workload, shape, flavors)
-            if pod_set.flavor_choices_errors(choices):
+            if shape not in self.pod_sets:
+                self.pod_sets[shape] = self._pod_set(workload, shape)
+            flavors = self.pod_sets[shape]
+            if flavors is None:
                 return None
-            sets.append((pod_set, choices))
-    except ValidationError:
-        return None
-    total = sum(pod_set.count for pod_set, _ in sets)
-    if not sets or (registration.min_member or 0) > total:
-        return None
-    return workload, sets
+            sets.append((shape, *flavors))
+        total = sum(shape.count for shape in registration.pod_sets)
+        if not sets or (registration.min_member or 0) > total:
+            return None
+        return _Checked(registration, queue, klass, protected, tuple(sets))
+
+    @staticmethod
+    def _workload(workload: Workload) -> bool:
+        """``Workload``'s field rules (related rows were just read: no SELECT each) and its
+        ``clean`` rules; inner queues took the slow path. ``ValidationError`` when a field's
+        rule refuses it."""
+        workload.clean_fields(exclude=_RELATIONS)
+        return not workload.rule_errors(queue_has_children=False)
+
+    def _pod_set(
+        self, workload: Workload, shape: PodSetShape
+    ) -> tuple[Flavor | None, tuple[Flavor, ...]] | None:
+        """The shape's flavor and further choices, or None when ``PodSet``'s rules refuse it."""
+        try:
+            pod_set, choices = _checked_pod_set(workload, shape, self.flavors)
+        except ValidationError:
+            return None
+        if pod_set.flavor_choices_errors(choices):
+            return None
+        return pod_set.flavor, tuple(choices)
 
 
-def _insert_registered(
-    rows: Sequence[tuple[Workload, list[tuple[PodSet, list[Flavor]]]]], at: datetime
-) -> None:
+def _insert_registered(checked: Sequence[_Checked], at: datetime) -> list[Registered]:
     """Insert checked registrations in bulk: workloads, pod sets, flavor choices, their
-    ``submitted`` transitions, and one audit row for them all."""
-    workloads = Workload.objects.bulk_create([w for w, _ in rows])
-    pod_sets: list[PodSet] = []
-    for workload, sets in rows:
-        for pod_set, _ in sets:
-            pod_set.workload = workload
-            pod_sets.append(pod_set)
-    PodSet.objects.bulk_create(pod_sets)
+    ``submitted`` transitions, and one audit row for them all. On PostgreSQL the rows' ids are
+    drawn from their sequences in one statement and the rows go in by ``COPY`` (a statement a
+    table, no model instance or SQL text per row); elsewhere by ``bulk_create``."""
+    copy = connection.vendor == "postgresql"
+    if copy:
+        workload_ids, pod_set_ids = _draw_ids(len(checked), sum(len(c.pod_sets) for c in checked))
+        stamps = [timezone.now()] * len(checked)  # ``updated_at``, as ``auto_now`` stamps it
+    else:
+        workload_ids, pod_set_ids, stamps = _insert_with_models(checked)
+    sets_of: list[tuple[int, ...]] = []
+    drawn = iter(pod_set_ids)
+    for entry in checked:
+        sets_of.append(tuple(next(drawn) for _ in entry.pod_sets))
+    if copy:
+        with connection.wrap_database_errors:  # COPY's errors as Django's (IntegrityError)
+            _copy_registered(checked, workload_ids, sets_of, stamps[0])
+    first = checked[0].registration.key
+    record_audit_event(
+        acting_user=None,
+        action="control.register_workloads",
+        instance=Workload(pk=workload_ids[0], namespace=first.namespace, name=first.name),
+        before=None,
+        after={
+            "workloads": len(checked),
+            "names": [str(c.registration.key) for c in checked[:50]],
+        },
+        reason=f"pods made outside gpupool, registered by the cluster sync at {at.isoformat()}",
+    )
+    return [
+        Registered(
+            registration=entry.registration,
+            workload_id=workload_id,
+            pod_set_ids=sets,
+            priority_class=entry.klass.name,
+            protected_runtime_s=entry.protected_runtime_s,
+            stamp=stamp,
+        )
+        for entry, workload_id, sets, stamp in zip(
+            checked, workload_ids, sets_of, stamps, strict=True
+        )
+    ]
+
+
+def _draw_ids(workloads: int, pod_sets: int) -> tuple[list[int], list[int]]:
+    """Ids for that many new workloads and pod sets, from their tables' sequences (PostgreSQL,
+    one statement)."""
+    draw = "ARRAY(SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s))"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {draw}, {draw}",
+            [Workload._meta.db_table, workloads, PodSet._meta.db_table, pod_sets],
+        )
+        workload_ids, pod_set_ids = cursor.fetchone()
+    return list(workload_ids), list(pod_set_ids)
+
+
+def _copy_registered(
+    checked: Sequence[_Checked],
+    workload_ids: Sequence[int],
+    pod_set_ids: Sequence[tuple[int, ...]],
+    stamp: datetime,
+) -> None:
+    """The rows of checked registrations, with their drawn ids, by ``COPY`` (PostgreSQL)."""
+    insert_values(
+        Workload,
+        ("id", "name", "namespace", "queue_id", "priority_class_id", "min_member", "topology",
+         "protected_runtime_s", "expected_runtime_s", "state", "submitted_at", "origin",
+         "updated_at"),
+        [
+            (pk, c.registration.key.name, c.registration.key.namespace, c.queue.pk, c.klass.pk,
+             c.registration.min_member, c.registration.topology, c.protected_runtime_s,
+             c.registration.expected_runtime_s, WorkloadState.PENDING,
+             c.registration.submitted_at, c.registration.origin, stamp)
+            for pk, c in zip(workload_ids, checked, strict=True)
+        ],
+    )  # fmt: skip
+    rows = [
+        (set_id, workload_id, shape, flavor, choices)
+        for workload_id, c, set_ids in zip(workload_ids, checked, pod_set_ids, strict=True)
+        for set_id, (shape, flavor, choices) in zip(set_ids, c.pod_sets, strict=True)
+    ]
+    insert_values(
+        PodSet,
+        ("id", "workload_id", "name", "count", "gpus", "flavor_id", "gpu_milli", "cpu",
+         "memory_gb"),
+        [
+            (set_id, workload_id, shape.name, shape.count, shape.gpus,
+             None if flavor is None else flavor.pk, shape.gpu_milli, shape.cpu, shape.memory_gb)
+            for set_id, workload_id, shape, flavor, _ in rows
+        ],
+    )  # fmt: skip
+    further = [
+        (set_id, rank, flavor.pk)
+        for set_id, _, _, _, choices in rows
+        for rank, flavor in enumerate(choices, start=1)
+    ]
+    if further:
+        insert_values(PodSetFlavorChoice, ("pod_set_id", "rank", "flavor_id"), further)
+    insert_values(
+        WorkloadTransition,
+        ("workload_id", "from_state", "to_state", "at", "reason"),
+        [
+            (pk, "", WorkloadState.PENDING, c.registration.submitted_at, "submitted")
+            for pk, c in zip(workload_ids, checked, strict=True)
+        ],
+    )
+
+
+def _insert_with_models(
+    checked: Sequence[_Checked],
+) -> tuple[list[int], list[int], list[datetime]]:
+    """The rows of checked registrations by ``bulk_create`` (not PostgreSQL: SQLite); the
+    ids of the workloads and of their pod sets, in order, and the workloads' stamps."""
+    workloads = [
+        Workload(
+            name=c.registration.key.name,
+            namespace=c.registration.key.namespace,
+            queue=c.queue,
+            priority_class=c.klass,
+            min_member=c.registration.min_member,
+            topology=c.registration.topology,
+            protected_runtime_s=c.protected_runtime_s,
+            expected_runtime_s=c.registration.expected_runtime_s,
+            state=WorkloadState.PENDING,
+            submitted_at=c.registration.submitted_at,
+            origin=c.registration.origin,
+        )
+        for c in checked
+    ]
+    Workload.objects.bulk_create(workloads)  # stamps each ``updated_at`` (``auto_now``)
+    pod_sets: list[tuple[PodSet, tuple[Flavor, ...]]] = [
+        (
+            PodSet(
+                workload=workload,
+                name=shape.name,
+                count=shape.count,
+                gpus=shape.gpus,
+                flavor=flavor,
+                gpu_milli=shape.gpu_milli,
+                cpu=shape.cpu,
+                memory_gb=shape.memory_gb,
+            ),
+            choices,
+        )
+        for workload, c in zip(workloads, checked, strict=True)
+        for shape, flavor, choices in c.pod_sets
+    ]
+    PodSet.objects.bulk_create([pod_set for pod_set, _ in pod_sets])
     PodSetFlavorChoice.objects.bulk_create(
         PodSetFlavorChoice(pod_set=pod_set, rank=rank, flavor=flavor)
-        for _, sets in rows
-        for pod_set, choices in sets
+        for pod_set, choices in pod_sets
         for rank, flavor in enumerate(choices, start=1)
     )
     WorkloadTransition.objects.bulk_create(
@@ -400,14 +618,7 @@ def _insert_registered(
         )
         for workload in workloads
     )
-    record_audit_event(
-        acting_user=None,
-        action="control.register_workloads",
-        instance=workloads[0],
-        before=None,
-        after={"workloads": len(workloads), "names": [str(w) for w in workloads[:50]]},
-        reason=f"pods made outside gpupool, registered by the cluster sync at {at.isoformat()}",
-    )
+    return [w.pk for w in workloads], [p.pk for p, _ in pod_sets], [w.updated_at for w in workloads]
 
 
 def _replace_pod_sets(
@@ -461,19 +672,24 @@ def do_record_cluster_sync(
     *,
     budget_moves: Sequence[BudgetMove] = (),
     stamps: Stamps | None = None,
+    registered: list[Registered] | None = None,
+    flavors: Mapping[int, Flavor] | None = None,
 ) -> list[str]:
     """Write what the cluster said (and the budget moves of the work that stopped); returns
     complaints about pods that could not become workloads. ``stamps``, when given, receives
-    the rows the pod-driven transitions wrote (``Stamps``)."""
+    the rows the pod-driven transitions wrote (``Stamps``); ``registered`` the workloads
+    registered in bulk (``Registered``: those registered one by one are not in it).
+    ``flavors``: every flavor by id, as the caller read them this cycle (else read here)."""
     at = decision.at
     do_record_budget_moves(budget_moves, at=at)
-    flavors = {f.pk: f for f in Flavor.objects.all()}
+    if flavors is None:
+        flavors = {f.pk: f for f in Flavor.objects.all()}
     for update in _add_nodes(decision.nodes, flavors, at):
         _sync_node(update, flavors, at)
     if decision.gone:
         do_mark_nodes_gone(decision.gone, at=at)
     complaints: list[str] = []
-    for registration in _register_all(decision.registrations, flavors, at):
+    for registration in _register_all(decision.registrations, flavors, at, registered):
         try:
             with transaction.atomic():
                 _register(registration, flavors)

@@ -9,9 +9,11 @@ and what the next cycle does about it.
 1. **sync** -- ``backend.sync()``; the delta goes into the mirror; ``sync.decide_*`` decide
    what the database must learn (nodes, new workloads, pod-driven transitions, checkpoints),
    ``do_record_cluster_sync`` writes it, then its Events are emitted.
-2. **snapshot** -- the state re-reads what changed since its last read and assembles the
-   core's snapshot, with what the cluster adds (missing pods, allowed nodes, other schedulers'
-   usage, refused victims' protection).
+2. **snapshot** -- the state re-reads what changed since its last read (unless the sync's
+   own read, moments before, and what the sync wrote and put into the state are all there is:
+   a burst's new workloads and its pods' starts) and assembles the core's snapshot, with what
+   the cluster adds (missing pods, allowed nodes, other schedulers' usage, refused victims'
+   protection).
 3. **plan** -- ``plan(snapshot, policy, now)``; the snapshot is kept (``latest``) for the
    estimated starts, which ``refresh_estimates`` computes between cycles (``estimates.py``).
 
@@ -60,6 +62,7 @@ from gpupool.clusters.base import (
 from gpupool.clusters.grouping import WorkloadKey, WorkloadRequest
 from gpupool.control import metrics
 from gpupool.control.actions import (
+    Registered,
     Stamps,
     do_finish_cycle,
     do_record_apply_outcome,
@@ -95,6 +98,7 @@ from gpupool.control.record import (
 from gpupool.control.snapshot import (
     DatabaseSnapshot,
     WorkloadRow,
+    core_topology,
     id_list,
     info_with,
     json_of,
@@ -112,6 +116,7 @@ from gpupool.control.sync import (
     moment,
     node_with_usage,
     replicas_of,
+    shape_info,
 )
 from gpupool.inventory.models import Gpu, Node
 from gpupool.inventory.queries import fragmentation_sample
@@ -122,7 +127,6 @@ from gpupool.scheduler.cycle import plan_of, run_cycle
 from gpupool.scheduler.lifecycle import apply_plan
 from gpupool.scheduler.shares import QueueShare, queue_shares
 from gpupool.scheduler.types import MILLI, NodeInfo, Plan, PolicyInfo, Snapshot, WorkloadInfo
-from gpupool.tenancy.models import TenantNamespace
 from gpupool.utilization.sampling import IdleWrite, UtilizationSampler, source_for
 from gpupool.workloads.choices import Origin, WorkloadState
 from gpupool.workloads.models import PodSet, Workload
@@ -217,6 +221,9 @@ class ControlLoop:
         # ``ranked_in``); None when unknown: the next record writes them all.
         self.ranks: dict[int, float] | None = None
         self.ranked_in = 0
+        # The counters this loop's last cycle row carries (``metrics``), while no other process
+        # has recorded a cycle since (as for ``ranks``); None: read them from the last row.
+        self.totals: dict[str, Any] | None = None
         self.latest: Planned | None = None  # what the last cycle planned on (the estimates')
         self.estimates = EstimateRefresher(self.policy)
         self.fragmentation_sampled_at = -math.inf  # cluster time of the last sample
@@ -333,19 +340,34 @@ class ControlLoop:
             if self.first:
                 self.budgets.load(self.state.rows.values(), self.state.snapshot(at).snapshot)
                 self.runtimes.load()
+            # Whether the snapshot must read the database again after the sync: not when
+            # the sync wrote nothing, or only rows the loop put into its state as written.
+            reread = self.first
             if not dry_run:
                 if decision.writes:
                     leaving = [s.workload_id for s in decision.steps if s.leaves]
                     moves = self.budgets.leave(leaving, now)
                     written: Stamps = {}
+                    registered: list[Registered] = []
                     complaints = do_record_cluster_sync(
-                        decision, budget_moves=moves, stamps=written
+                        decision,
+                        budget_moves=moves,
+                        stamps=written,
+                        registered=registered,
+                        flavors=self.state.flavor_rows,  # as the sync's refresh read them
                     )
                     self._learn(decision, now)
                     self._notify(decision)
-                    self._put_steps(decision, written)
+                    steps_put = self._put_steps(decision, written)
+                    self._put_registered(registered)
                     for complaint in complaints:
                         logger.warning("could not register a workload: %s", complaint)
+                    reread = reread or not (
+                        steps_put
+                        and len(registered) == len(decision.registrations)
+                        and not (moves or decision.nodes or decision.gone)
+                        and not (decision.pod_sets or decision.checkpoints)
+                    )
                 self._emit_sync_events(decision)
             timings["sync"] = time.perf_counter() - clock
 
@@ -353,7 +375,9 @@ class ControlLoop:
             applied: ApplyOutcome | None = None  # the last cycle's apply, if handed on
             while True:
                 phase, clock = "snapshot", time.perf_counter()
-                self.state.refresh(at)
+                if reread:  # else the sync's refresh, moments ago, and what the loop put
+                    self.state.refresh(at)
+                reread = True  # after an apply handed on taught something: read it
                 self._drop_ended_overlays()
                 self._overlay_registered(decision, at)
                 overlay = self._overlay(now)
@@ -555,7 +579,9 @@ class ControlLoop:
         (members bound, or evicted again by a failed gang's roll-back) is read only once the
         apply's outcome is recorded, so a roll-back is never taken for a lost workload."""
         state = self.state
-        state.refresh(at, rows_only=True)  # budgets and history: the snapshot's refresh
+        # Everything the snapshot reads too: the snapshot's refresh after the sync reads the
+        # database again only when the sync wrote what the loop cannot put into its state.
+        state.refresh(at)
         decision = SyncDecision(at=at)
         if self.first:  # everything, not only the delta: a dry run or a failure took it
             nodes = nodes | set(self.mirror.nodes) | set(state.nodes)
@@ -576,7 +602,7 @@ class ControlLoop:
             self._held_back = {key for key in keys if str(key) in in_flight}
             keys = keys - self._held_back
         unknown = [key for key in keys if str(key) not in state.rows]
-        namespaces = dict(TenantNamespace.objects.values_list("name", "tenant__name"))
+        namespaces = state.namespaces  # read with the policy tables (their digest)
         self._namespaces = namespaces  # the registered workloads' overlay reads them too
         decide_workloads(
             decision,
@@ -669,7 +695,11 @@ class ControlLoop:
 
     def _overlay_registered(self, decision: SyncDecision, at: datetime) -> None:
         """What the cluster adds to the workloads the sync just registered (their allowed
-        nodes, missing pods), so they are planned in this cycle already."""
+        nodes, missing pods), so they are planned in this cycle already: decided by the sync
+        (``sync._unknown``) on the nodes the state held then, and again here on the nodes
+        the refresh read when the sync wrote nodes too."""
+        if not (decision.nodes or decision.gone):
+            return
         keys = {r.key for r in decision.registrations if str(r.key) in self.state.rows}
         if keys:
             scratch = SyncDecision(at=at)
@@ -684,13 +714,14 @@ class ControlLoop:
                 at.timestamp(),
             )
 
-    def _put_steps(self, decision: SyncDecision, stamps: Stamps) -> None:
+    def _put_steps(self, decision: SyncDecision, stamps: Stamps) -> bool:
         """The pod-driven transitions just written, into the state (so the snapshot's read
         need not read them back): starts and requeues; the rest is read again. They are held
         quiet (``own_writes(..., seen=True)``): the sync wrote them from what the cluster
         says, so the next cycle's sync and apply need not look at them again (400-750 rows a
         steady cycle at B1's size) unless their pods change; this cycle's apply looks at them
-        (``outstanding``: a requeued workload's pods are made again)."""
+        (``outstanding``: a requeued workload's pods are made again). Whether every row
+        written was put (then the snapshot need not read the database again)."""
         steps: dict[int, list[tuple[str, datetime]]] = {}
         names: dict[int, str] = {}
         for step in decision.steps:
@@ -706,6 +737,42 @@ class ControlLoop:
                 self.state.put(after)
         self.outstanding.update(names.values())
         self.state.own_writes(stamps, unsure=unsure, quiet=True, seen=True)
+        return not unsure and all(pk in self.state.held for pk in stamps)
+
+    def _put_registered(self, registered: list[Registered]) -> None:
+        """The workloads the sync just registered, into the state as ``read_workloads``
+        would read them back (``LoopState.put_registered``): the snapshot's refresh need not
+        read them (their pod sets, placements and rows: four queries and a row each)."""
+        if not registered:
+            return
+        flavors = self.state.flavor_rows
+        rows: list[tuple[WorkloadRow, datetime]] = []
+        for made in registered:
+            registration = made.registration
+            name = str(registration.key)
+            info = WorkloadInfo(
+                name=name,
+                queue=registration.queue,
+                priority_class=made.priority_class,
+                pod_sets=tuple(shape_info(shape, flavors) for shape in registration.pod_sets),
+                submitted_at=registration.submitted_at.timestamp(),
+                state="pending",
+                min_member=registration.min_member,
+                topology=core_topology(registration.topology),
+                protected_runtime_s=float(made.protected_runtime_s),
+                expected_runtime_s=None
+                if registration.expected_runtime_s is None
+                else float(registration.expected_runtime_s),
+            )
+            row = WorkloadRow(
+                made.workload_id,
+                info,
+                made.pod_set_ids,
+                state=WorkloadState.PENDING,
+                origin=registration.origin,
+            )
+            rows.append((row, made.stamp))
+        self.state.put_registered(rows)
 
     def _emit_sync_events(self, decision: SyncDecision) -> None:
         """The sync's Events, sent together (``record_events``)."""
@@ -774,7 +841,14 @@ class ControlLoop:
             WorkloadState.PREEMPTED: WorkloadEvent.PREEMPTED,
             WorkloadState.FAILED: WorkloadEvent.FAILED,
         }
-        told = [s for s in decision.steps if s.to_state in events]
+        rows = self.state.rows
+        told = [
+            s
+            for s in decision.steps
+            if s.to_state in events
+            # Only work submitted through gpupool has a submitter (not the cluster's own).
+            and getattr(rows.get(s.name), "origin", Origin.GPUPOOL) == Origin.GPUPOOL
+        ]
         if not told:
             return
         people = Workload.objects.filter(
@@ -842,12 +916,12 @@ class ControlLoop:
     def _known_ranks(self) -> dict[int, float] | None:
         """The queue ranks this loop wrote, unless another process recorded a cycle since
         (Celery workers each keep a loop): then unknown, and the record writes them all."""
-        if self.ranks is not None and (
+        if (self.ranks is not None or self.totals is not None) and (
             SchedulingCycle.objects.filter(pk__gt=self.ranked_in)
             .exclude(status=CycleStatus.SKIPPED)
             .exists()
         ):
-            self.ranks = None
+            self.ranks = self.totals = None  # the counters too: the other's row carries them
         return self.ranks
 
     def _remember(
@@ -1206,7 +1280,9 @@ class ControlLoop:
         shares: Mapping[str, Mapping[str, QueueShare]],
         fragmentation: Mapping[str, Mapping[str, float]] | None,
     ) -> None:
-        totals = metrics.add_to_totals(metrics.carried_totals(), result, record)
+        carried = self.totals if self.totals is not None else metrics.carried_totals()
+        totals = metrics.add_to_totals(carried, result, record)
+        self.totals = None  # until the row carrying them is written
         do_finish_cycle(
             cycle,
             at=timezone.now(),
@@ -1234,6 +1310,7 @@ class ControlLoop:
             ),
             totals=totals,
         )
+        self.totals = totals
 
     def _forget_everything(self) -> None:
         """After a failed cycle, read everything again next time (the state may be partial)."""
@@ -1241,6 +1318,7 @@ class ControlLoop:
         self.budgets = BudgetBook()
         self.latest = None
         self.ranks = None
+        self.totals = None
         self.first = True
 
     def refresh_estimates(self) -> EstimateRun:

@@ -81,7 +81,7 @@ from gpupool.scheduler.types import (
     Snapshot,
     WorkloadInfo,
 )
-from gpupool.tenancy.models import Tenant
+from gpupool.tenancy.models import Tenant, TenantNamespace
 from gpupool.workloads.choices import LIVE_STATES, WorkloadState
 from gpupool.workloads.models import Workload, qualified_name
 
@@ -206,6 +206,7 @@ class LoopState:
     queues: tuple[QueueInfo, ...] = ()
     queue_ids: dict[str, int] = field(default_factory=dict)
     classes: tuple[PriorityClassInfo, ...] = ()
+    namespaces: dict[str, str] = field(default_factory=dict)  # namespace -> its tenant's name
     budgets: tuple[BudgetInfo, ...] = ()
     rows: WorkloadRows = field(default_factory=WorkloadRows)
     names: dict[int, str] = field(default_factory=dict)  # workload id -> core name
@@ -220,6 +221,10 @@ class LoopState:
     # Workload id -> the ``updated_at`` of the version of its row the state holds (read, or
     # written by the loop itself); a refresh does not read that version again.
     held: dict[int, datetime] = field(default_factory=dict)
+    # Node id -> the ``updated_at`` of the version the state holds (read since the horizon):
+    # a node stamped once (the sync writing the inventory) is read once, not at every refresh
+    # until the horizon passes its stamp.
+    nodes_held: dict[int, datetime] = field(default_factory=dict)
     # Held versions whose write the sync and apply need not look at (id -> the stamp).
     quiet: dict[int, datetime] = field(default_factory=dict)
     # Since ``begin_cycle``: rows the refreshes found changed but held already, and rows they
@@ -248,25 +253,22 @@ class LoopState:
         self.ended = []
         self.skipped = self.reread = 0
 
-    def refresh(self, now: datetime, *, rows_only: bool = False) -> None:
+    def refresh(self, now: datetime) -> None:
         """Bring the state up to date with the database as of ``now`` (first time: all of it).
-        ``rows_only``: the workloads, nodes and policy tables, not the budgets and the
-        preemption history -- the sync's refresh, which decides from rows alone; the
-        snapshot's refresh after it reads those (one read of each a cycle, not two)."""
-        rows_only = rows_only and self.horizon is not None
+        The loop refreshes before its sync, and again for its snapshot only when the sync
+        wrote rows it could not put into the state as written (``ControlLoop._cycle``)."""
         with _one_state_of_the_database():
-            horizon = read_horizon()
+            horizon, policy = read_horizon_and_fingerprint()
             flavors_changed = False
-            policy = policy_fingerprint()
             if policy is None or policy != self._policy_seen:
                 flavors, flavor_ids, flavor_rows = _flavors()
                 flavors_changed = flavors != self.flavors
                 self.flavors, self.flavor_ids, self.flavor_rows = flavors, flavor_ids, flavor_rows
                 self.queues, self.queue_ids = _queues()
                 self.classes = _priority_classes()
+                self.namespaces = dict(TenantNamespace.objects.values_list("name", "tenant__name"))
                 self._policy_seen = policy
-            if not rows_only:
-                self.budgets = read_budgets(now, {q.tenant for q in self.queues if q.tenant})
+            self.budgets = read_budgets(now, {q.tenant for q in self.queues if q.tenant})
             if self.horizon is None or flavors_changed:
                 self._read_all_nodes()
             else:
@@ -275,12 +277,12 @@ class LoopState:
                 self._read_all_workloads(now)
             else:
                 self._read_changed_workloads(self.horizon, now)
-            if not rows_only:
-                self._read_history(now)
+            self._read_history(now)
         self.horizon = horizon
         # A stamp older than the horizon is never seen by a refresh again, and a row stamped
         # before the horizon is known anyway (``own_writes``).
         self.held = {pk: stamp for pk, stamp in self.held.items() if stamp >= horizon}
+        self.nodes_held = {pk: at for pk, at in self.nodes_held.items() if at >= horizon}
         self.quiet = {pk: stamp for pk, stamp in self.quiet.items() if stamp >= horizon}
 
     # -- nodes ----------------------------------------------------------------------------
@@ -289,13 +291,20 @@ class LoopState:
         nodes, ids = read_nodes(self.flavor_rows)
         self.nodes = {node.name: node for node in nodes}
         self.node_ids = ids
+        self.nodes_held = {}
         self._node_order = None
 
     def _read_changed_nodes(self, since: datetime) -> None:
-        changed = list(Node.objects.filter(updated_at__gte=since).values_list("id", flat=True))
-        if not changed:
+        """The nodes stamped since ``since`` but at a version the state does not hold (read
+        in the same state of the database as their stamps on PostgreSQL; elsewhere after
+        them, so no older)."""
+        changed = dict(Node.objects.filter(updated_at__gte=since).values_list("id", "updated_at"))
+        held = self.nodes_held
+        fresh = [pk for pk, stamp in changed.items() if held.get(pk) != stamp]
+        held.update(changed)
+        if not fresh:
             return
-        nodes, ids = read_nodes(self.flavor_rows, changed)
+        nodes, ids = read_nodes(self.flavor_rows, fresh)
         for node in nodes:
             self.nodes[node.name] = node
         self.node_ids.update(ids)
@@ -361,6 +370,16 @@ class LoopState:
         name = row.info.name
         self.rows[name] = row
         self.names[row.id] = name
+
+    def put_registered(self, rows: Collection[tuple[WorkloadRow, datetime]]) -> None:
+        """Workloads the loop just inserted (the sync's registrations), each as
+        ``read_workloads`` reads it back, with its ``updated_at``: held, so the refresh after
+        the sync does not read them again (a write by anyone else stamps them anew, and they
+        are read again)."""
+        for row, stamp in rows:
+            self.put(row)
+            self.held[row.id] = stamp
+            self.quiet.pop(row.id, None)
 
     def own_writes(
         self,
@@ -586,18 +605,25 @@ def stepped(row: WorkloadRow, steps: Sequence[tuple[str, datetime]]) -> Workload
 
 def policy_fingerprint() -> str | None:
     """A digest of every row of the tables the snapshot's flavors, queues (with their quotas
-    and tenants) and priority classes are read from, or None where the database cannot say
-    (SQLite: read them every time). The same digest means the same rows: not read again.
-    Budgets are read every time (the loop's own ledger entries move them most cycles)."""
+    and tenants) and priority classes, and the namespaces' tenants, are read from, or None
+    where the database cannot say (SQLite: read them every time). The same digest means the
+    same rows: not read again. Budgets are read every time (the loop's own ledger entries
+    move them most cycles)."""
     if connection.vendor != "postgresql":
         return None
-    tables = [model._meta.db_table for model in (Flavor, Queue, QueueQuota, PriorityClass, Tenant)]
-    select = "coalesce((SELECT string_agg(t::text, ',' ORDER BY t.id) FROM {} t), '')"
-    parts = ", ".join(select.format(connection.ops.quote_name(table)) for table in tables)
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT md5(concat_ws('|', {parts}))")  # the models' own tables
+        cursor.execute(f"SELECT {_fingerprint_sql()}")
         digest: str = cursor.fetchone()[0]
     return digest
+
+
+def _fingerprint_sql() -> str:
+    """``policy_fingerprint``'s expression (PostgreSQL): over the models' own tables."""
+    models = (Flavor, Queue, QueueQuota, PriorityClass, Tenant, TenantNamespace)
+    tables = [model._meta.db_table for model in models]
+    select = "coalesce((SELECT string_agg(t::text, ',' ORDER BY t.id) FROM {} t), '')"
+    parts = ", ".join(select.format(connection.ops.quote_name(table)) for table in tables)
+    return f"md5(concat_ws('|', {parts}))"
 
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -618,15 +644,34 @@ def _same(moment: datetime) -> datetime:
     return moment
 
 
+# The database's clock and the start of the oldest transaction open on it (PostgreSQL).
+_CLOCK_SQL = (
+    "SELECT clock_timestamp(), min(xact_start){} FROM pg_stat_activity "
+    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+)
+
+
 def read_horizon() -> datetime:
     """The earliest time a row committed after this read may carry (see the module's doc)."""
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT clock_timestamp(), min(xact_start) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            )
+            cursor.execute(_CLOCK_SQL.format(""))
             clock, oldest = cursor.fetchone()
-        moment: datetime = clock if oldest is None else min(clock, oldest)
-        return moment - timedelta(seconds=CLOCK_MARGIN_S)
+        return _horizon(clock, oldest)
     return timezone.now() - timedelta(seconds=SQLITE_MARGIN_S)
+
+
+def read_horizon_and_fingerprint() -> tuple[datetime, str | None]:
+    """``read_horizon()`` and ``policy_fingerprint()``: one statement on PostgreSQL (a
+    refresh's first two questions, asked every cycle)."""
+    if connection.vendor != "postgresql":
+        return read_horizon(), None
+    with connection.cursor() as cursor:
+        cursor.execute(_CLOCK_SQL.format(f", {_fingerprint_sql()}"))
+        clock, oldest, digest = cursor.fetchone()
+    return _horizon(clock, oldest), digest
+
+
+def _horizon(clock: datetime, oldest: datetime | None) -> datetime:
+    moment = clock if oldest is None else min(clock, oldest)
+    return moment - timedelta(seconds=CLOCK_MARGIN_S)

@@ -331,6 +331,7 @@ def decide_workloads(
     at = moment(now)
     rows, overlays, running = state.rows, memory.overlays, WorkloadState.RUNNING
     holders, checkpointed = mirror.holders, mirror.checkpointed
+    known_nodes = frozenset(state.nodes)
     for key in sorted(keys):
         name = str(key)
         row = rows.get(name)
@@ -356,6 +357,7 @@ def decide_workloads(
             _unknown(
                 decision,
                 memory,
+                mirror,
                 key,
                 grouped,
                 pods,
@@ -363,6 +365,7 @@ def decide_workloads(
                 leaf_tenants,
                 namespace_tenants,
                 classes,
+                known_nodes,
             )
             continue
         _known(
@@ -450,6 +453,7 @@ def _errors(
 def _unknown(
     decision: SyncDecision,
     memory: SyncMemory,
+    mirror: ClusterMirror,
     key: WorkloadKey,
     grouped: WorkloadRequest | InvalidWorkload,
     pods: Sequence[PodFacts],
@@ -457,8 +461,11 @@ def _unknown(
     leaf_tenants: Mapping[str, str | None],
     namespace_tenants: Mapping[str, str],
     classes: Iterable[str],
+    known_nodes: frozenset[str],
 ) -> None:
-    """Pods of a workload the database does not know: register it, or say why not."""
+    """Pods of a workload the database does not know: register it, or say why not. A
+    registered workload's overlay is decided here already, as ``_pending`` decides it for a
+    pending one (``known_nodes``: the state's nodes), so it is planned in this cycle."""
     errors = _errors(grouped, leaf_tenants, namespace_tenants, classes)
     if errors or not isinstance(grouped, WorkloadRequest):
         _complain(
@@ -497,6 +504,13 @@ def _unknown(
             else max(round(grouped.expected_runtime_s), 1),
         )
     )
+    # As ``_pending`` decides once it is a row (a registration refused leaves an overlay of no
+    # row, dropped by the next sync that looks at it: ``decide_workloads``).
+    memory.complaints.pop(key, None)
+    allowed = tuple(mirror.allowed_nodes(ps.constraints, known_nodes) for ps in grouped.pod_sets)
+    overlay = Overlay(missing_pods=grouped.missing_pods, allowed=allowed)
+    if overlay != Overlay(allowed=tuple(None for _ in allowed)):
+        memory.overlays[str(key)] = overlay
 
 
 def stored_min_member(request: WorkloadRequest) -> int | None:
@@ -562,7 +576,7 @@ def _flavor_ids(pod_set: PodSetRequest, rows: Mapping[int, Flavor]) -> tuple[int
     return tuple(f.pk for f in kind)
 
 
-def _shape_info(shape: PodSetShape, rows: Mapping[int, Flavor]) -> PodSetInfo:
+def shape_info(shape: PodSetShape, rows: Mapping[int, Flavor]) -> PodSetInfo:
     """The core's form of a pod set shape (to compare with what the database holds)."""
     return PodSetInfo(
         count=shape.count,
@@ -827,7 +841,7 @@ def _pending(
         return
     memory.complaints.pop(key, None)
     shapes = pod_set_shapes(grouped, state, memory, key)
-    wanted = tuple(_shape_info(shape, state.flavor_rows) for shape in shapes)
+    wanted = tuple(shape_info(shape, state.flavor_rows) for shape in shapes)
     min_member = stored_min_member(grouped)
     if wanted != info.pod_sets or min_member != info.min_member:
         decision.pod_sets[row.id] = (shapes, min_member)

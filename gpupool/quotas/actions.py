@@ -792,16 +792,21 @@ class BudgetMove:
 _LEDGER_QUANTUM = Decimal("0.0001")
 
 
-@transaction.atomic
 def do_record_budget_moves(moves: Sequence[BudgetMove], *, at: datetime) -> int:
     """Write the loop's ledger movements of one cycle in bulk, and one audit row per budget
     they touch (its balance before and after, and what moved): the system's doing.
 
     The signs are checked here (the ledger's constraint holds them too); the loop reserves
-    only what the core found covered and never spends past the grant.
+    only what the core found covered and never spends past the grant. No movement, no
+    transaction (most cycles have none: no savepoint round trips inside the cycle's own).
     """
     if not moves:
         return 0
+    with transaction.atomic():
+        return _record_budget_moves(moves, at)
+
+
+def _record_budget_moves(moves: Sequence[BudgetMove], at: datetime) -> int:
     kinds = frozenset(LedgerEntryKind.values)  # a new list each time it is asked for
     for move in moves:
         negative = move.kind in (LedgerEntryKind.RESERVE, LedgerEntryKind.SPEND)

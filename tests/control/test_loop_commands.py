@@ -15,6 +15,7 @@ from loop_builders import PRODUCT, World, build_world
 
 from gpupool.control import runner
 from gpupool.control.lock import cycle_lock
+from gpupool.control.loop import ControlLoop
 from gpupool.control.models import SchedulingCycle
 from gpupool.workloads.models import Workload
 
@@ -153,6 +154,20 @@ def test_metrics_are_read_from_the_cycles(configured: World, client: Client) -> 
     assert 'gpupool_pending_workloads{reason="quota"} 1.0' in body
     assert 'gpupool_queue_gpus_allocated{flavor="h100",queue="team-a"} 0.0' in body
     assert "gpupool_bind_errors_total 0.0" in body
+
+
+@pytest.mark.django_db
+def test_the_counters_add_up_over_loops_of_two_processes_taking_turns() -> None:
+    """A loop carries its counters from its own last row without reading it back, until
+    another process (a second Celery worker's loop) records a cycle: then it reads them."""
+    world = build_world()
+    other = ControlLoop(world.cluster)
+    for loop in (world.loop, world.loop, other, world.loop, other, other, world.loop):
+        assert loop.run_cycle().status == "succeeded"
+    last = SchedulingCycle.objects.order_by("-id").first()
+    assert last is not None
+    assert last.totals["cycles"] == {"succeeded": 7}
+    assert last.totals["phase_seconds"]["plan"]["count"] == 7
 
 
 @pytest.mark.django_db

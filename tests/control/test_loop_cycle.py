@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from django.utils import timezone
+from domain_builders import flavor
 from loop_builders import World, build_world
 
 from gpupool.accounting.models import UsageInterval
@@ -14,8 +15,11 @@ from gpupool.audit.models import AuditEvent
 from gpupool.clusters.grouping import WorkloadKey
 from gpupool.control.actions import do_record_cluster_sync
 from gpupool.control.models import SchedulingCycle
-from gpupool.control.sync import PodSetShape, Registration, SyncDecision
+from gpupool.control.snapshot import read_workloads
+from gpupool.control.state import LoopState
+from gpupool.control.sync import PodSetShape, Registration, SyncDecision, moment
 from gpupool.inventory.models import Node
+from gpupool.tenancy.actions import do_save_tenant
 from gpupool.workloads.models import Workload
 
 pytestmark = pytest.mark.django_db
@@ -87,6 +91,67 @@ def test_a_gang_whose_pods_arrive_one_by_one_waits_for_the_missing_ones_then_is_
     assert all(p.node_name for p in world.cluster.pods_of("ring"))
 
 
+def test_the_workloads_a_sync_registers_are_held_as_the_database_reads_them_not_read_back(
+    world: World,
+) -> None:
+    flavor("h100-spare", node_labels={"nvidia.com/gpu.product": "NVIDIA-H100-SPARE"})
+    world.cycle()
+    world.cluster.add_pod("big-0", workload="big", gpus=16)  # fits no node: stays pending
+    world.cluster.add_pod("big-1", workload="big", gpus=16)
+    world.cluster.add_pod(
+        "late",
+        gpus=16,
+        annotations={
+            "gpupool.io/expected-runtime": "600",
+            "gpupool.io/min-member": "1",
+            "gpupool.io/priority-class": "high",
+        },
+    )
+    counts = world.cycle().counts
+    assert counts["rows_reread"] == 0  # the sync put them into the state as it wrote them
+    state = world.loop.state
+    database = read_workloads(moment(world.cluster.now()))
+    for name in ("team-a/big", "team-a/late"):
+        assert state.rows[name] == database[name]
+        assert len(state.rows[name].info.pod_sets[0].flavors) == 2  # a further choice too
+    late = world.workload("late")
+    assert (late.priority_class.name, late.expected_runtime_s) == ("high", 600)
+
+
+def test_the_snapshot_reads_the_database_again_only_when_the_sync_wrote_what_it_cannot_put(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A burst's cycle -- new workloads registered, earlier ones starting -- puts all the sync
+    wrote into the loop's state: one read of the database a cycle (the sync's). A gang's
+    new member (its pod sets written again) is read back by the snapshot's refresh."""
+    refreshes: list[Any] = []
+    real = LoopState.refresh
+
+    def counted(self: LoopState, now: Any) -> None:
+        refreshes.append(now)
+        real(self, now)
+
+    world.cycle()
+    monkeypatch.setattr(LoopState, "refresh", counted)
+    gang = {"gpupool.io/min-member": "2"}
+    world.cluster.add_pod("ring-0", workload="ring", annotations=gang)
+    world.cluster.add_pod("solo-0", workload="solo")
+    world.cycle()  # registers both, admits solo
+    assert len(refreshes) == 1
+    world.cluster.run()  # solo's pod runs: the next sync starts it
+    world.cluster.add_pod("ring-1", workload="ring", annotations=gang)  # ring's pod sets anew
+    refreshes.clear()
+    world.cycle()
+    assert len(refreshes) == 2
+    assert world.workload("ring").state == "admitted"
+    refreshes.clear()
+    world.cluster.run()
+    world.cycle()  # ring starts: put as written
+    assert len(refreshes) == 1
+    assert world.workload("ring").state == world.workload("solo").state == "running"
+    assert world.loop.state.rows["team-a/ring"].state == "running"
+
+
 def test_the_pods_of_a_sync_are_registered_in_one_audited_action_and_a_bad_one_is_refused(
     world: World,
 ) -> None:
@@ -98,9 +163,11 @@ def test_the_pods_of_a_sync_are_registered_in_one_audited_action_and_a_bad_one_i
 
     at = timezone.now()
     good = [registration(f"p{i}") for i in range(3)]
-    decision = SyncDecision(at=at, registrations=[*good, registration("lost", queue="nope")])
+    bad = [registration("lost", queue="nope"), registration("inner", queue="root")]
+    decision = SyncDecision(at=at, registrations=[*good, *bad])
     complaints = do_record_cluster_sync(decision)
-    assert complaints == ["team-a/lost: Queue matching query does not exist."]
+    assert complaints[0] == "team-a/lost: Queue matching query does not exist."
+    assert complaints[1].startswith("team-a/inner: ") and "child queues" in complaints[1]
     made = Workload.objects.filter(namespace="team-a").order_by("name")
     assert [(w.name, w.origin, w.state) for w in made] == [
         (f"p{i}", "bare", "pending") for i in range(3)
@@ -108,6 +175,32 @@ def test_the_pods_of_a_sync_are_registered_in_one_audited_action_and_a_bad_one_i
     assert all(w.transitions.get().reason == "submitted" for w in made)
     (audit,) = AuditEvent.objects.filter(action="control.register_workloads")
     assert audit.after["workloads"] == 3
+
+
+def test_a_registration_whose_name_was_taken_meanwhile_is_refused_and_the_others_registered(
+    world: World,
+) -> None:
+    """The bulk path does not look for the names first: the unique constraint refuses the
+    batch, and each registration goes one by one, the taken one refused with its reason."""
+    world.submit("taken")
+    shape = PodSetShape("set-0", 1, 1, (world.h100.pk,), None, Decimal(1), Decimal(1))
+    at = timezone.now()
+    decision = SyncDecision(
+        at=at,
+        registrations=[
+            Registration(WorkloadKey("team-a", n), "team-a", None, (shape,), "bare", at, None, "",
+                         None, None)
+            for n in ("fresh-0", "taken", "fresh-1")
+        ],
+    )  # fmt: skip
+    registered: list[Any] = []
+    complaints = do_record_cluster_sync(decision, registered=registered)
+    assert len(complaints) == 1 and complaints[0].startswith("team-a/taken: ")
+    assert "already has a workload of this name" in complaints[0]
+    assert registered == []  # none in bulk: read back by the next refresh
+    made = Workload.objects.filter(name__startswith="fresh").order_by("name")
+    assert [(w.name, w.origin) for w in made] == [("fresh-0", "bare"), ("fresh-1", "bare")]
+    assert world.workload("taken").origin == "gpupool"
 
 
 def test_pods_that_name_another_tenants_queue_are_never_scheduled_and_told_why(
@@ -122,6 +215,20 @@ def test_pods_that_name_another_tenants_queue_are_never_scheduled_and_told_why(
     (event,) = world.cluster.events_on(intruder)
     assert event[0] == "FailedScheduling" and event[2] == "Warning"
     assert "belongs to tenant b, not to a, which owns namespace team-a" in event[1]
+
+
+def test_a_namespace_given_to_another_tenant_between_two_cycles_is_seen_by_the_next(
+    world: World,
+) -> None:
+    """The namespaces' tenants are read with the policy tables, when their digest changes:
+    a namespace moved between cycles changes it, and the next sync decides on the new owner."""
+    world.cycle()
+    team_b = world.queues["team-b"].tenant
+    assert team_b is not None
+    do_save_tenant(team_b, namespaces=("team-b", "shared"), acting_user=None)
+    world.cluster.add_pod("moved", namespace="shared", queue="team-b")
+    world.cycle()
+    assert world.workload("moved", "shared").state == "admitted"
 
 
 def test_a_malformed_annotation_is_named_and_the_others_are_still_scheduled(
