@@ -10,7 +10,7 @@ writes for that reason): a bulk insert is a step of an audited action, never an 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -192,6 +192,7 @@ def update_rows(
     only_keys: Mapping[str, Sequence[str]] | None = None,
     where: tuple[str, str] | None = None,
     prepared: bool = False,
+    unset: Collection[str] = (),
 ) -> int:
     """Set ``columns`` of many rows at once, each to its own values (``rows``: id -> values).
 
@@ -199,6 +200,8 @@ def update_rows(
     only when the row has them); ``only_keys``: for a JSON column, the keys the new value
     sets (or removes, when it lacks them), every other key being kept.
     ``where``: (column, value) that the rows written must have (others are left alone).
+    ``unset``: columns (field names) whose ``None`` leaves the row's value as it is, so that
+    one write can set a column on some of its rows only (no row of those gets NULL).
     ``prepared`` (PostgreSQL only): the values are already as ``COPY`` takes them -- JSON as
     its text, the rest as the driver adapts them -- and skip the fields' own preparation
     (Django's JSON adaptation cost more than the ``COPY`` of the row).
@@ -213,7 +216,7 @@ def update_rows(
     fields: list[Any] = [meta.get_field(column) for column in columns]
     table = connection.ops.quote_name(meta.db_table)
     if connection.vendor != "postgresql":
-        _update_rows_elsewhere(model, fields, rows, keep_keys, only_keys, where)
+        _update_rows_elsewhere(model, fields, rows, keep_keys, only_keys, where, unset)
         return len(rows)
     temporary = "gpupool_rows"
     prepare = [_preparer(f) for f in fields]
@@ -251,6 +254,8 @@ def update_rows(
                     f"(COALESCE({table}.{column}, '{{}}'::jsonb){removed}) "
                     f"|| COALESCE(t.c{i}, '{{}}'::jsonb)"
                 )
+            elif f.name in unset:
+                value = f"COALESCE(t.c{i}, {table}.{column})"
             assignments.append(f"{column} = {value}")
         condition, params = "", []
         if where is not None:
@@ -272,15 +277,17 @@ def _update_rows_elsewhere(
     keep_keys: Mapping[str, Sequence[str]],
     only_keys: Mapping[str, Sequence[str]],
     where: tuple[str, str] | None,
+    unset: Collection[str] = (),
 ) -> None:
-    """``update_rows`` without PostgreSQL: kept keys read first, then ``bulk_update``."""
+    """``update_rows`` without PostgreSQL: kept keys (and the ``unset`` columns' values)
+    read first, then ``bulk_update``."""
     manager: Any = model.objects  # type: ignore[attr-defined]
     ids = list(rows)
     if where is not None:
         ids = list(manager.filter(pk__in=ids, **{where[0]: where[1]}).values_list("pk", flat=True))
     current: dict[str, dict[int, Any]] = {
         name: dict(manager.filter(pk__in=ids).values_list("pk", name))
-        for name in {*keep_keys, *only_keys}
+        for name in {*keep_keys, *only_keys, *unset}
     }
     objects = []
     for pk in ids:
@@ -292,6 +299,8 @@ def _update_rows_elsewhere(
                 value = {**(value or {}), **{k: before[k] for k in kept if k in before}}
             elif only:
                 value = {**{k: v for k, v in before.items() if k not in only}, **(value or {})}
+            elif value is None and field_.name in unset:
+                value = current[field_.name][pk]
             setattr(obj, field_.attname, value)
         objects.append(obj)
     manager.bulk_update(objects, [f.name for f in fields], batch_size=500)
