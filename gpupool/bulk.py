@@ -9,13 +9,14 @@ writes for that reason): a bulk insert is a step of an audited action, never an 
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import (
     BooleanField,
     CharField,
@@ -206,8 +207,10 @@ def update_rows(
     its text, the rest as the driver adapts them -- and skip the fields' own preparation
     (Django's JSON adaptation cost more than the ``COPY`` of the row).
     On PostgreSQL the values go into a temporary table by ``COPY``, then one ``UPDATE ...
-    FROM`` it; elsewhere the JSON columns' current values are read first, then
-    ``bulk_update``. Returns the number of rows given.
+    FROM`` it (``_staging_table``: one per session and set of column types, emptied after
+    use and at each commit, so no call creates or drops a table but the session's first);
+    elsewhere the JSON columns' current values are read first, then ``bulk_update``.
+    Returns the number of rows given.
     """
     if not rows:
         return 0
@@ -218,14 +221,9 @@ def update_rows(
     if connection.vendor != "postgresql":
         _update_rows_elsewhere(model, fields, rows, keep_keys, only_keys, where, unset)
         return len(rows)
-    temporary = "gpupool_rows"
     prepare = [_preparer(f) for f in fields]
-    typed = ", ".join(f"c{i} {f.db_type(connection)}" for i, f in enumerate(fields))
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"CREATE TEMPORARY TABLE IF NOT EXISTS {temporary} (id bigint, {typed}) ON COMMIT DROP"
-        )
-        cursor.execute(f"TRUNCATE {temporary}")
+    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
+        temporary = _staging_table(cursor, [f.db_type(connection) for f in fields])
         copy_rows(
             cursor,
             temporary,
@@ -266,8 +264,23 @@ def update_rows(
             f"WHERE {table}.id = t.id{condition}",
             params,
         )
-        cursor.execute(f"DROP TABLE {temporary}")
+        cursor.execute(f"DELETE FROM {temporary}")  # noqa: S608 (empty for the next call)
     return len(rows)
+
+
+def _staging_table(cursor: Any, types: Sequence[str]) -> str:
+    """The name of the session's temporary table for ``update_rows`` with columns of
+    ``types`` (``id bigint, c0, c1, ...``), made when the session has none yet: it lives as
+    long as the session and is emptied at each commit (``ON COMMIT DELETE ROWS``), so the
+    cycle's writes do not create and drop a table each -- catalog rows written and removed
+    every call (a table made in a transaction that is rolled back goes with it, and the next
+    call makes it again)."""
+    typed = ", ".join(f"c{i} {kind}" for i, kind in enumerate(types))
+    name = "gpupool_rows_" + hashlib.sha1(typed.encode(), usedforsecurity=False).hexdigest()[:12]
+    cursor.execute(
+        f"CREATE TEMPORARY TABLE IF NOT EXISTS {name} (id bigint, {typed}) ON COMMIT DELETE ROWS"
+    )
+    return name
 
 
 def _update_rows_elsewhere(

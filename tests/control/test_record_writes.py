@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from control_builders import Pool
 from django.db import connection, transaction
 
+from gpupool.bulk import update_rows
 from gpupool.control.actions import Stamps, do_record_cycle
 from gpupool.control.record import CycleRecord, Explanation
 from gpupool.workloads.choices import WorkloadState
@@ -89,3 +90,40 @@ def test_a_nomination_of_a_row_no_longer_pending_is_not_written(pool: Pool) -> N
     assert set(quiet) == {waiting.pk}
     assert not Workload.objects.get(pk=gone.pk).nominated
     assert Workload.objects.get(pk=waiting.pk).nominated
+
+
+def test_rows_updated_twice_in_one_transaction_and_after_a_roll_back_take_their_own_values(
+    pool: Pool,
+) -> None:
+    """``bulk.update_rows`` stages rows in a temporary table kept for the session: a second
+    call in the same transaction sees none of the first call's rows, a call after a
+    transaction that was rolled back (and took a newly made table with it) works, and so
+    does one in the next transaction."""
+    first, second = _pending()[:2]
+    columns = ["pending_reason", "pending_detail"]
+    with transaction.atomic():
+        update_rows(Workload, columns, {first.pk: ("quota", "first")})
+        update_rows(Workload, columns, {second.pk: ("capacity", "second")})
+    details = dict(
+        Workload.objects.filter(pk__in=[first.pk, second.pk]).values_list("pk", "pending_detail")
+    )
+    assert details == {first.pk: "first", second.pk: "second"}
+
+    class Undone(Exception):
+        pass
+
+    try:
+        with transaction.atomic():
+            update_rows(Workload, ["pending_reason", "queue_rank"], {first.pk: ("quota", 7.0)})
+            raise Undone
+    except Undone:
+        pass
+    assert Workload.objects.get(pk=first.pk).queue_rank != 7.0
+    with transaction.atomic():
+        update_rows(Workload, ["pending_reason", "queue_rank"], {second.pk: ("quota", 8.0)})
+    with transaction.atomic():
+        update_rows(Workload, ["pending_reason", "queue_rank"], {first.pk: ("behind", 9.0)})
+    ranks = dict(
+        Workload.objects.filter(pk__in=[first.pk, second.pk]).values_list("pk", "queue_rank")
+    )
+    assert ranks == {first.pk: 9.0, second.pk: 8.0}
