@@ -224,7 +224,7 @@ def update_rows(
     prepare = [_preparer(f) for f in fields]
     with transaction.atomic(savepoint=False), connection.cursor() as cursor:
         temporary = _staging_table(cursor, [f.db_type(connection) for f in fields])
-        copy_rows(
+        staged = copy_rows(
             cursor,
             temporary,
             ["id", *(f"c{i}" for i in range(len(fields)))],
@@ -260,7 +260,12 @@ def update_rows(
             condition = f" AND {table}.{connection.ops.quote_name(where[0])} = %s"
             params.append(where[1])
         cursor.execute(
-            f"UPDATE {table} SET {', '.join(assignments)} FROM {temporary} t "  # noqa: S608
+            # ``LIMIT``: the table holds exactly the rows just staged (emptied after each use
+            # and at commit; a roll-back takes the rows with it), and saying how many lets the
+            # planner probe the key's index for a few hundred rows instead of hashing a scan of
+            # the whole table (the staging table has no statistics).
+            f"UPDATE {table} SET {', '.join(assignments)} "  # noqa: S608
+            f"FROM (SELECT * FROM {temporary} LIMIT {int(staged)}) t "
             f"WHERE {table}.id = t.id{condition}",
             params,
         )
