@@ -9,13 +9,14 @@ writes for that reason): a bulk insert is a step of an audited action, never an 
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import (
     BooleanField,
     CharField,
@@ -192,6 +193,7 @@ def update_rows(
     only_keys: Mapping[str, Sequence[str]] | None = None,
     where: tuple[str, str] | None = None,
     prepared: bool = False,
+    unset: Collection[str] = (),
 ) -> int:
     """Set ``columns`` of many rows at once, each to its own values (``rows``: id -> values).
 
@@ -199,12 +201,16 @@ def update_rows(
     only when the row has them); ``only_keys``: for a JSON column, the keys the new value
     sets (or removes, when it lacks them), every other key being kept.
     ``where``: (column, value) that the rows written must have (others are left alone).
+    ``unset``: columns (field names) whose ``None`` leaves the row's value as it is, so that
+    one write can set a column on some of its rows only (no row of those gets NULL).
     ``prepared`` (PostgreSQL only): the values are already as ``COPY`` takes them -- JSON as
     its text, the rest as the driver adapts them -- and skip the fields' own preparation
     (Django's JSON adaptation cost more than the ``COPY`` of the row).
     On PostgreSQL the values go into a temporary table by ``COPY``, then one ``UPDATE ...
-    FROM`` it; elsewhere the JSON columns' current values are read first, then
-    ``bulk_update``. Returns the number of rows given.
+    FROM`` it (``_staging_table``: one per session and set of column types, emptied after
+    use and at each commit, so no call creates or drops a table but the session's first);
+    elsewhere the JSON columns' current values are read first, then ``bulk_update``.
+    Returns the number of rows given.
     """
     if not rows:
         return 0
@@ -213,17 +219,12 @@ def update_rows(
     fields: list[Any] = [meta.get_field(column) for column in columns]
     table = connection.ops.quote_name(meta.db_table)
     if connection.vendor != "postgresql":
-        _update_rows_elsewhere(model, fields, rows, keep_keys, only_keys, where)
+        _update_rows_elsewhere(model, fields, rows, keep_keys, only_keys, where, unset)
         return len(rows)
-    temporary = "gpupool_rows"
     prepare = [_preparer(f) for f in fields]
-    typed = ", ".join(f"c{i} {f.db_type(connection)}" for i, f in enumerate(fields))
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"CREATE TEMPORARY TABLE IF NOT EXISTS {temporary} (id bigint, {typed}) ON COMMIT DROP"
-        )
-        cursor.execute(f"TRUNCATE {temporary}")
-        copy_rows(
+    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
+        temporary = _staging_table(cursor, [f.db_type(connection) for f in fields])
+        staged = copy_rows(
             cursor,
             temporary,
             ["id", *(f"c{i}" for i in range(len(fields)))],
@@ -251,18 +252,40 @@ def update_rows(
                     f"(COALESCE({table}.{column}, '{{}}'::jsonb){removed}) "
                     f"|| COALESCE(t.c{i}, '{{}}'::jsonb)"
                 )
+            elif f.name in unset:
+                value = f"COALESCE(t.c{i}, {table}.{column})"
             assignments.append(f"{column} = {value}")
         condition, params = "", []
         if where is not None:
             condition = f" AND {table}.{connection.ops.quote_name(where[0])} = %s"
             params.append(where[1])
         cursor.execute(
-            f"UPDATE {table} SET {', '.join(assignments)} FROM {temporary} t "  # noqa: S608
+            # ``LIMIT``: the table holds exactly the rows just staged (emptied after each use
+            # and at commit; a roll-back takes the rows with it), and saying how many lets the
+            # planner probe the key's index for a few hundred rows instead of hashing a scan of
+            # the whole table (the staging table has no statistics).
+            f"UPDATE {table} SET {', '.join(assignments)} "  # noqa: S608
+            f"FROM (SELECT * FROM {temporary} LIMIT {int(staged)}) t "
             f"WHERE {table}.id = t.id{condition}",
             params,
         )
-        cursor.execute(f"DROP TABLE {temporary}")
+        cursor.execute(f"DELETE FROM {temporary}")  # noqa: S608 (empty for the next call)
     return len(rows)
+
+
+def _staging_table(cursor: Any, types: Sequence[str]) -> str:
+    """The name of the session's temporary table for ``update_rows`` with columns of
+    ``types`` (``id bigint, c0, c1, ...``), made when the session has none yet: it lives as
+    long as the session and is emptied at each commit (``ON COMMIT DELETE ROWS``), so the
+    cycle's writes do not create and drop a table each -- catalog rows written and removed
+    every call (a table made in a transaction that is rolled back goes with it, and the next
+    call makes it again)."""
+    typed = ", ".join(f"c{i} {kind}" for i, kind in enumerate(types))
+    name = "gpupool_rows_" + hashlib.sha1(typed.encode(), usedforsecurity=False).hexdigest()[:12]
+    cursor.execute(
+        f"CREATE TEMPORARY TABLE IF NOT EXISTS {name} (id bigint, {typed}) ON COMMIT DELETE ROWS"
+    )
+    return name
 
 
 def _update_rows_elsewhere(
@@ -272,15 +295,17 @@ def _update_rows_elsewhere(
     keep_keys: Mapping[str, Sequence[str]],
     only_keys: Mapping[str, Sequence[str]],
     where: tuple[str, str] | None,
+    unset: Collection[str] = (),
 ) -> None:
-    """``update_rows`` without PostgreSQL: kept keys read first, then ``bulk_update``."""
+    """``update_rows`` without PostgreSQL: kept keys (and the ``unset`` columns' values)
+    read first, then ``bulk_update``."""
     manager: Any = model.objects  # type: ignore[attr-defined]
     ids = list(rows)
     if where is not None:
         ids = list(manager.filter(pk__in=ids, **{where[0]: where[1]}).values_list("pk", flat=True))
     current: dict[str, dict[int, Any]] = {
         name: dict(manager.filter(pk__in=ids).values_list("pk", name))
-        for name in {*keep_keys, *only_keys}
+        for name in {*keep_keys, *only_keys, *unset}
     }
     objects = []
     for pk in ids:
@@ -292,6 +317,8 @@ def _update_rows_elsewhere(
                 value = {**(value or {}), **{k: before[k] for k in kept if k in before}}
             elif only:
                 value = {**{k: v for k, v in before.items() if k not in only}, **(value or {})}
+            elif value is None and field_.name in unset:
+                value = current[field_.name][pk]
             setattr(obj, field_.attname, value)
         objects.append(obj)
     manager.bulk_update(objects, [f.name for f in fields], batch_size=500)

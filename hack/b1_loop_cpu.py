@@ -13,6 +13,11 @@ one line per cycle: its CPU, its phases' CPU and its counts.
 
 ``--profile out`` also writes cProfile data (CPU time) of the first cycle to ``out-first.prof``
 and of the steady cycles from ``--profile-from`` (2 by default) on to ``out-steady.prof``.
+
+``--statements`` prints, for each cycle's record (``do_record_cycle``), the workload row
+versions its ``UPDATE``s wrote, its statements (``COPY`` included) and the slowest of them in
+wall-clock time; with ``--commit`` the deferred foreign-key checks are run apart, just before
+the commit (``SET CONSTRAINTS ALL IMMEDIATE``), and timed, then the commit itself.
 """
 
 from __future__ import annotations
@@ -60,6 +65,11 @@ def main() -> None:
         action="store_true",
         help="profile in wall-clock time (the database's answers included) instead of CPU",
     )
+    parser.add_argument(
+        "--statements",
+        action="store_true",
+        help="time each statement of the record (wall clock) and count its row versions",
+    )
     args = parser.parse_args()
 
     import django
@@ -73,6 +83,8 @@ def main() -> None:
     from gpupool.control.loop import ControlLoop
     from gpupool.simulation.scale_pool import synthetic_snapshot
 
+    if args.statements:
+        _time_statements(loop_module, commit=args.commit)
     # The loop times its phases with ``time.perf_counter``: CPU seconds here instead.
     cpu_clock = types.SimpleNamespace(perf_counter=time.process_time, monotonic=time.monotonic)
     setattr(loop_module, "time", cpu_clock)  # noqa: B010
@@ -126,6 +138,67 @@ def main() -> None:
     if args.profile:
         first_profile.dump_stats(f"{args.profile}-first.prof")
         steady_profile.dump_stats(f"{args.profile}-steady.prof")
+
+
+def _time_statements(loop_module: types.ModuleType, *, commit: bool) -> None:
+    """Wrap the loop's ``do_record_cycle`` so that it prints its statements (``--statements``)."""
+    from django.db import connection, transaction
+
+    import gpupool.bulk as bulk
+
+    record_cycle = loop_module.do_record_cycle
+    copy_rows = bulk.copy_rows
+    timed: list[tuple[float, str]] = []
+    versions = [0]
+    table = 'UPDATE "workloads_workload"'
+
+    def statement(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
+        started = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            timed.append((time.perf_counter() - started, " ".join(sql.split())[:100]))
+            if sql.startswith(table):
+                versions[0] += max(context["cursor"].rowcount, 0)
+
+    def copied(cursor, name, columns, rows):  # type: ignore[no-untyped-def]
+        started = time.perf_counter()
+        count = copy_rows(cursor, name, columns, rows)
+        timed.append((time.perf_counter() - started, f"COPY {name} ({count} rows)"))
+        return count
+
+    def recorded(record, **kwargs):  # type: ignore[no-untyped-def]
+        timed.clear()
+        versions[0] = 0
+        started = time.perf_counter()
+        bulk.copy_rows = copied
+        try:
+            with connection.execute_wrapper(statement):
+                # An outer transaction (the record's own becomes a savepoint) so that the
+                # deferred checks and the commit can be timed apart.
+                atomic = transaction.atomic() if commit else contextlib.nullcontext()
+                with atomic:
+                    cycle = record_cycle(record, **kwargs)
+                    if commit:
+                        with connection.cursor() as cursor:
+                            cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+                        timed[-1] = (timed[-1][0], "deferred foreign-key checks")
+                    closing = time.perf_counter()
+            if commit:
+                timed.append((time.perf_counter() - closing, "COMMIT"))
+        finally:
+            bulk.copy_rows = copy_rows
+        wall = time.perf_counter() - started
+        print(
+            f"  record: wall {wall:.3f}, statements {len(timed)} (their wall "
+            f"{sum(t for t, _ in timed):.3f}), workload row versions {versions[0]}",
+            flush=True,
+        )
+        for seconds, text in sorted(timed, reverse=True)[:8]:
+            print(f"    {seconds:.4f} {text}", flush=True)
+        return cycle
+
+    loop_module.do_record_cycle = recorded  # type: ignore[attr-defined]
 
 
 if __name__ == "__main__":

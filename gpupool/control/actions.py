@@ -875,7 +875,8 @@ def do_record_cycle(
     ``SchedulingCycle`` row. ``stamps``, when given, receives the workload rows written
     (``Stamps``): admissions and evictions, and nominations unless ``quiet_stamps`` is given,
     which then receives those (a nomination changes nothing the sync or apply look at);
-    explanations do not stamp a row: no field of the core's is in them."""
+    explanations do not stamp a row: no field of the core's is in them (a row both explained
+    and nominated is written once, its nomination stamped)."""
     at = record.at
     cycle = SchedulingCycle.objects.create(
         started_at=started_at,
@@ -888,8 +889,7 @@ def do_record_cycle(
     )
     _record_admissions(record, at, stamps)
     _record_evictions(record, at, cycle, stamps)
-    _record_nominations(record.nominated, stamps if quiet_stamps is None else quiet_stamps)
-    _record_explanations(record)
+    _record_explanations(record, stamps if quiet_stamps is None else quiet_stamps)
     _record_idle_alerts(record, at)
     do_record_budget_moves(budget_moves, at=at)
     return cycle
@@ -924,21 +924,27 @@ def _record_idle_alerts(record: CycleRecord, at: datetime) -> None:
     )
 
 
-def _record_nominations(nominated: Mapping[int, bool], stamps: Stamps | None) -> None:
-    """Pending workloads nominated (or no longer): those still pending."""
+def _lock_nominations(nominated: Mapping[int, bool]) -> dict[int, datetime]:
+    """The rows of the nominations (or withdrawn ones) that are still pending, locked: id ->
+    their ``updated_at`` before the write."""
     if not nominated:
-        return
-    before = dict(
+        return {}
+    return dict(
         Workload.objects.select_for_update()
         .filter(pk__in=id_list(list(nominated)), state=WorkloadState.PENDING)
         .values_list("id", "updated_at")
     )
-    stamp = timezone.now()
+
+
+def _record_nominations(
+    nominated: Mapping[int, bool], before: Mapping[int, datetime], stamp: datetime
+) -> None:
+    """Pending workloads nominated (or no longer) whose row no explanation writes: ``before``
+    holds those still pending (``_lock_nominations``)."""
     for value in (True, False):
         ids = [pk for pk in before if nominated[pk] is value]
         if ids:
             Workload.objects.filter(pk__in=id_list(ids)).update(nominated=value, updated_at=stamp)
-    _stamped(stamps, before, stamp)
 
 
 def _record_admissions(record: CycleRecord, at: datetime, stamps: Stamps | None) -> None:
@@ -1074,29 +1080,47 @@ def _record_evictions(
     )  # fmt: skip
 
 
-def _record_explanations(record: CycleRecord) -> None:
-    """The explanations that changed, each with its row's queue rank (written or kept: one
-    write of the row), then the ranks that changed alone (``_record_ranks``)."""
+def _record_explanations(record: CycleRecord, stamps: Stamps | None) -> None:
+    """The explanations that changed, each with its row's queue rank (written or kept) and,
+    when the row is nominated (or no longer) too, its nomination stamped: one write of the
+    row. Then the nominations of rows no explanation wrote (``_record_nominations``), and
+    the ranks that changed alone (``_record_ranks``)."""
     explanations = record.explanations
+    pending = _lock_nominations(record.nominated)
+    stamp = timezone.now()
+    both = {pk for pk in pending if pk in explanations}
     if explanations:
         # On PostgreSQL the facts go to COPY as their JSON text (``prepared``): they are
         # plain JSON values already (``record.json_facts``).
         text = connection.vendor == "postgresql"
+        columns = ["pending_reason", "pending_detail", "pending_facts", "queue_rank"]
+        rows: dict[int, tuple[Any, ...]] = {
+            pk: (
+                e.reason,
+                e.detail,
+                json.dumps(e.facts) if text else e.facts,
+                record.ranked.get(pk),
+            )
+            for pk, e in explanations.items()
+        }
+        if both:  # None: the row's nomination and stamp stay as they are
+            columns += ["nominated", "updated_at"]
+            rows = {
+                pk: (*values, record.nominated[pk], stamp) if pk in both else (*values, None, None)
+                for pk, values in rows.items()
+            }
         update_rows(
             Workload,
-            ["pending_reason", "pending_detail", "pending_facts", "queue_rank"],
-            {
-                pk: (
-                    e.reason,
-                    e.detail,
-                    json.dumps(e.facts) if text else e.facts,
-                    record.ranked.get(pk),
-                )
-                for pk, e in explanations.items()
-            },
+            columns,
+            rows,
             keep_keys={"pending_facts": ESTIMATE_FACTS},
             prepared=text,
+            unset=("nominated", "updated_at"),
         )
+    _record_nominations(
+        record.nominated, {pk: at for pk, at in pending.items() if pk not in both}, stamp
+    )
+    _stamped(stamps, pending, stamp)
     _record_ranks(record)
 
 

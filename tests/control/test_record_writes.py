@@ -1,0 +1,129 @@
+"""How ``do_record_cycle`` writes a cycle's decisions: a pending row both explained and
+nominated in one cycle is one write of the row (its nomination stamped), a nomination with no
+explanation is written on its own, and an explanation alone leaves the row's nomination and
+stamp as they were."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from control_builders import Pool
+from django.db import connection, transaction
+
+from gpupool.bulk import update_rows
+from gpupool.control.actions import Stamps, do_record_cycle
+from gpupool.control.record import CycleRecord, Explanation
+from gpupool.workloads.choices import WorkloadState
+from gpupool.workloads.models import Workload
+
+AT = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+
+
+def _updates_of_workloads() -> int:
+    """Row versions written to the workload table by this transaction so far (PostgreSQL)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT n_tup_upd FROM pg_stat_xact_user_tables WHERE relname = %s",
+            [Workload._meta.db_table],
+        )
+        return int(cursor.fetchone()[0])
+
+
+def _pending() -> list[Workload]:
+    return list(
+        Workload.objects.filter(state=WorkloadState.PENDING, nominated=False).order_by("pk")
+    )
+
+
+def test_a_row_explained_and_nominated_in_one_cycle_is_written_once(pool: Pool) -> None:
+    both, explained, nominated = _pending()[:3]
+    was = {w.pk: w.updated_at for w in (both, explained, nominated)}
+    record = CycleRecord(at=AT)
+    record.explanations = {
+        both.pk: Explanation("waiting-for-preemption", "waits for its victims", {"victims": 1}),
+        explained.pk: Explanation("quota", "waits for quota", {"asked": 2, "available": 1}),
+    }
+    record.new_reasons = set(record.explanations)
+    record.nominated = {both.pk: True, nominated.pk: True}
+    record.ranked = {both.pk: 1.0, explained.pk: 2.0}
+    record.ranks = dict(record.ranked)
+    record.pending_by_reason = {"waiting-for-preemption": 1, "quota": 1}
+    stamps: Stamps = {}
+    quiet: Stamps = {}
+    with transaction.atomic():
+        before = _updates_of_workloads() if connection.vendor == "postgresql" else 0
+        do_record_cycle(
+            record, started_at=AT, nodes=0, workloads=3, stamps=stamps, quiet_stamps=quiet
+        )
+        if connection.vendor == "postgresql":
+            # One version each: the explained-and-nominated row is not written twice.
+            assert _updates_of_workloads() - before == 3
+    rows = {w.pk: w for w in Workload.objects.filter(pk__in=was)}
+    assert rows[both.pk].nominated and rows[nominated.pk].nominated
+    assert not rows[explained.pk].nominated
+    assert rows[both.pk].pending_reason == "waiting-for-preemption"
+    assert rows[both.pk].pending_facts == {"victims": 1}
+    assert rows[both.pk].queue_rank == 1.0
+    assert rows[explained.pk].pending_facts == {"asked": 2, "available": 1}
+    assert rows[explained.pk].queue_rank == 2.0
+    assert rows[nominated.pk].pending_reason == nominated.pending_reason
+    # The nominations are stamped, quietly; the explanation alone stamps nothing.
+    assert stamps == {}
+    assert set(quiet) == {both.pk, nominated.pk}
+    for pk in (both.pk, nominated.pk):
+        assert quiet[pk] == (was[pk], rows[pk].updated_at)
+        assert rows[pk].updated_at > was[pk]
+    assert rows[explained.pk].updated_at == was[explained.pk]
+
+
+def test_a_nomination_of_a_row_no_longer_pending_is_not_written(pool: Pool) -> None:
+    gone, waiting = _pending()[:2]
+    Workload.objects.filter(pk=gone.pk).update(state=WorkloadState.CANCELLED)
+    record = CycleRecord(at=AT)
+    record.explanations = {
+        pk: Explanation("waiting-for-preemption", "waits for its victims", {})
+        for pk in (gone.pk, waiting.pk)
+    }
+    record.nominated = {gone.pk: True, waiting.pk: True}
+    quiet: Stamps = {}
+    do_record_cycle(record, started_at=AT, nodes=0, workloads=2, stamps={}, quiet_stamps=quiet)
+    assert set(quiet) == {waiting.pk}
+    assert not Workload.objects.get(pk=gone.pk).nominated
+    assert Workload.objects.get(pk=waiting.pk).nominated
+
+
+def test_rows_updated_twice_in_one_transaction_and_after_a_roll_back_take_their_own_values(
+    pool: Pool,
+) -> None:
+    """``bulk.update_rows`` stages rows in a temporary table kept for the session: a second
+    call in the same transaction sees none of the first call's rows, a call after a
+    transaction that was rolled back (and took a newly made table with it) works, and so
+    does one in the next transaction."""
+    first, second = _pending()[:2]
+    columns = ["pending_reason", "pending_detail"]
+    with transaction.atomic():
+        update_rows(Workload, columns, {first.pk: ("quota", "first")})
+        update_rows(Workload, columns, {second.pk: ("capacity", "second")})
+    details = dict(
+        Workload.objects.filter(pk__in=[first.pk, second.pk]).values_list("pk", "pending_detail")
+    )
+    assert details == {first.pk: "first", second.pk: "second"}
+
+    class Undone(Exception):
+        pass
+
+    try:
+        with transaction.atomic():
+            update_rows(Workload, ["pending_reason", "queue_rank"], {first.pk: ("quota", 7.0)})
+            raise Undone
+    except Undone:
+        pass
+    assert Workload.objects.get(pk=first.pk).queue_rank != 7.0
+    with transaction.atomic():
+        update_rows(Workload, ["pending_reason", "queue_rank"], {second.pk: ("quota", 8.0)})
+    with transaction.atomic():
+        update_rows(Workload, ["pending_reason", "queue_rank"], {first.pk: ("behind", 9.0)})
+    ranks = dict(
+        Workload.objects.filter(pk__in=[first.pk, second.pk]).values_list("pk", "queue_rank")
+    )
+    assert ranks == {first.pk: 9.0, second.pk: 8.0}
