@@ -34,6 +34,21 @@ from django.utils import timezone
 BATCH = 5000
 
 
+def check_deferred_constraints() -> None:
+    """Check the foreign keys deferred until COMMIT now, when this transaction is nested in
+    another (its end is a savepoint's release, which checks nothing): an action that writes
+    many rows then pays for, and fails on, its checks where it ends, as it does when it
+    commits -- as in a benchmark run that is rolled back, whose time would otherwise leave
+    out what a commit costs. A no-op outside an outer transaction and on SQLite (whose
+    checks are immediate). Django declares every foreign key DEFERRABLE INITIALLY DEFERRED
+    and nothing else deferrable, so deferring them all again restores the default."""
+    if connection.vendor != "postgresql" or not connection.savepoint_ids:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        cursor.execute("SET CONSTRAINTS ALL DEFERRED")
+
+
 def copy_rows(
     cursor: Any, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]
 ) -> int:

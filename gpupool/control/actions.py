@@ -36,7 +36,7 @@ from django.utils import timezone
 from gpupool.accounting.actions import do_close_usage
 from gpupool.accounting.models import PreemptionEvent, UsageInterval
 from gpupool.audit.actions import record_audit_event
-from gpupool.bulk import insert_objects, insert_values, update_rows
+from gpupool.bulk import check_deferred_constraints, insert_objects, insert_values, update_rows
 from gpupool.clusters.base import ZONE_LABEL
 from gpupool.control.choices import CycleStatus
 from gpupool.control.models import SchedulingCycle
@@ -703,6 +703,7 @@ def do_record_cluster_sync(
             ["last_checkpoint_at", "updated_at"],
             {pk: (moment, timezone.now()) for pk, moment in decision.checkpoints.items()},
         )
+    check_deferred_constraints()
     return complaints
 
 
@@ -892,6 +893,7 @@ def do_record_cycle(
     _record_explanations(record, stamps if quiet_stamps is None else quiet_stamps)
     _record_idle_alerts(record, at)
     do_record_budget_moves(budget_moves, at=at)
+    check_deferred_constraints()
     return cycle
 
 

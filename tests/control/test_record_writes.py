@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
 from control_builders import Pool
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 
-from gpupool.bulk import update_rows
+from gpupool.bulk import check_deferred_constraints, update_rows
 from gpupool.control.actions import Stamps, do_record_cycle
 from gpupool.control.record import CycleRecord, Explanation
 from gpupool.workloads.choices import WorkloadState
@@ -127,3 +128,21 @@ def test_rows_updated_twice_in_one_transaction_and_after_a_roll_back_take_their_
         Workload.objects.filter(pk__in=[first.pk, second.pk]).values_list("pk", "queue_rank")
     )
     assert ranks == {first.pk: 9.0, second.pk: 8.0}
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="SQLite checks foreign keys at once")
+def test_deferred_foreign_keys_are_checked_where_a_nested_action_ends(pool: Pool) -> None:
+    """A record nested in an outer transaction (a benchmark's rolled-back run, a test) pays
+    for its foreign-key checks where it ends, as a commit would make it, and the keys stay
+    deferred after the check."""
+    workload = _pending()[0]
+    missing_queue = 987_654_321
+    with transaction.atomic():
+        Workload.objects.filter(pk=workload.pk).update(queue_id=missing_queue)  # deferred
+        Workload.objects.filter(pk=workload.pk).update(queue_id=workload.queue_id)
+        check_deferred_constraints()  # nothing left dangling: no error
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Workload.objects.filter(pk=workload.pk).update(queue_id=missing_queue)  # still deferred
+        check_deferred_constraints()
+    workload.refresh_from_db()
+    assert workload.queue_id != missing_queue
