@@ -17,7 +17,7 @@ from gpupool.accounting.choices import REASONS_WITH_PREEMPTOR, PreemptionReason
 from gpupool.inventory.models import Flavor
 from gpupool.quotas.models import PriorityClass, Queue
 from gpupool.tenancy.models import Tenant
-from gpupool.workloads.models import Workload
+from gpupool.workloads.models import Workload, copied_from_workload
 
 SECONDS_PER_HOUR = Decimal(3600)
 
@@ -26,14 +26,10 @@ class UsageInterval(models.Model):
     """GPUs of one flavor held by one workload from start to end (open while it runs)."""
 
     workload = models.ForeignKey(Workload, on_delete=models.PROTECT, related_name="usage")
-    tenant = models.ForeignKey(
-        Tenant, null=True, blank=True, on_delete=models.PROTECT, related_name="usage"
-    )
-    queue = models.ForeignKey(Queue, on_delete=models.PROTECT, related_name="usage")
+    tenant = copied_from_workload(Tenant, null=True, related_name="usage")
+    queue = copied_from_workload(Queue, related_name="usage")
     flavor = models.ForeignKey(Flavor, on_delete=models.PROTECT, related_name="usage")
-    priority_class = models.ForeignKey(
-        PriorityClass, on_delete=models.PROTECT, related_name="usage"
-    )
+    priority_class = copied_from_workload(PriorityClass, related_name="usage")
     gpus = models.DecimalField(
         max_digits=10,
         decimal_places=3,
@@ -93,10 +89,8 @@ class PreemptionEvent(models.Model):
     at = models.DateTimeField(db_index=True)
     reason = models.CharField(max_length=16, choices=PreemptionReason.choices)
     victim = models.ForeignKey(Workload, on_delete=models.PROTECT, related_name="preempted_by")
-    victim_queue = models.ForeignKey(Queue, on_delete=models.PROTECT, related_name="+")
-    victim_tenant = models.ForeignKey(
-        Tenant, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
-    )
+    victim_queue = copied_from_workload(Queue, related_name="+")
+    victim_tenant = copied_from_workload(Tenant, null=True, related_name="+")
     preemptor = models.ForeignKey(
         Workload,
         null=True,
@@ -104,12 +98,8 @@ class PreemptionEvent(models.Model):
         on_delete=models.PROTECT,
         related_name="preemptions_caused",
     )
-    preemptor_queue = models.ForeignKey(
-        Queue, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
-    )
-    preemptor_tenant = models.ForeignKey(
-        Tenant, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
-    )
+    preemptor_queue = copied_from_workload(Queue, null=True, related_name="+")
+    preemptor_tenant = copied_from_workload(Tenant, null=True, related_name="+")
     gpus_freed = models.DecimalField(
         max_digits=10, decimal_places=3, validators=[MinValueValidator(Decimal(0))]
     )

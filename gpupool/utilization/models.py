@@ -7,17 +7,15 @@ from django.db.models import F, Q
 
 from gpupool.quotas.models import Queue
 from gpupool.tenancy.models import Tenant
-from gpupool.workloads.models import Workload
+from gpupool.workloads.models import Workload, copied_from_workload
 
 
 class ActivityWindow(models.Model):
     """What one workload's GPUs did in one sampling window: GPU-seconds seen and active."""
 
     workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="activity")
-    tenant = models.ForeignKey(
-        Tenant, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
-    )
-    queue = models.ForeignKey(Queue, on_delete=models.PROTECT, related_name="+")
+    tenant = copied_from_workload(Tenant, null=True, related_name="+")
+    queue = copied_from_workload(Queue, related_name="+")
     started_at = models.DateTimeField()
     ended_at = models.DateTimeField()
     gpus = models.PositiveIntegerField(help_text="GPUs the source saw the workload hold.")

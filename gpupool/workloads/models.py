@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from decimal import Decimal
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -37,6 +38,24 @@ validate_namespace = RegexValidator(
 def qualified_name(namespace: str, name: str) -> str:
     """A workload's name in the decision core and in scenario files: ``namespace/name``."""
     return f"{namespace}/{name}"
+
+
+def copied_from_workload(to: type[models.Model], *, related_name: str, null: bool = False) -> Any:
+    """A reference copied from the workload a row is about (its queue, tenant or class), kept
+    on the row so usage and history are summed by them without a join: indexed, protected by
+    the ORM (``PROTECT``: a referenced row is not deleted through Django while it is
+    referenced), and without a database constraint, since the row's own key to its workload
+    is constrained and the workload's keys are: a second check of the same fact at every
+    COMMIT cost about 10 us a key, a fifth of the first cycle's record (docs/benchmarks.md,
+    B1-loop round 7)."""
+    return models.ForeignKey(
+        to,
+        null=null,
+        blank=null,
+        on_delete=models.PROTECT,
+        related_name=related_name,
+        db_constraint=False,
+    )
 
 
 class Workload(models.Model):

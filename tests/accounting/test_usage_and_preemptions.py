@@ -11,6 +11,8 @@ from domain_builders import flavor, priority_class, queue, tenant
 from gpupool.accounting.actions import do_close_usage, do_open_usage, do_record_preemption
 from gpupool.accounting.models import PreemptionEvent, UsageInterval
 from gpupool.control.actions import do_start_cycle
+from gpupool.quotas.actions import do_delete_queue
+from gpupool.quotas.models import Queue
 from gpupool.workloads.actions import PodSetSpec, do_submit_workload
 from gpupool.workloads.models import Workload
 
@@ -123,3 +125,17 @@ def test_a_workload_cannot_preempt_itself(jobs: dict) -> None:
             at=T0, reason="preempt", victim=jobs["victim"], victim_queue=jobs["victim"].queue,
             preemptor=jobs["victim"], gpus_freed=1, lost_gpu_hours=0,
         )  # fmt: skip
+
+
+def test_a_queue_named_only_by_usage_is_not_deleted_though_the_copy_has_no_database_key(
+    jobs: dict,
+) -> None:
+    """An interval's queue, tenant and class are copies of its workload's, without a database
+    constraint (one check a key at every commit of the loop's record); the ORM still refuses
+    to delete a queue that usage names, and says which rows name it."""
+    interval = do_open_usage(jobs["victim"], flavor=jobs["h100"], gpus=4, at=T0)
+    emptied = queue("emptied", parent=jobs["victim"].queue.parent)
+    UsageInterval.objects.filter(pk=interval.pk).update(queue=emptied)  # as history would
+    with pytest.raises(ValidationError, match="usage intervals"):
+        do_delete_queue(emptied, acting_user=None, reason="tidy up")
+    assert Queue.objects.filter(pk=emptied.pk).exists()
