@@ -343,20 +343,46 @@ _RELATIONS = ["workload", "queue", "priority_class", "submitter", "evicting_for"
 _OWN_FIELDS = ("name", "namespace")
 
 
+def _unsaved_workload(
+    registration: Registration, queue: Queue, klass: PriorityClass, protected_runtime_s: int
+) -> Workload:
+    """The pending workload a registration makes, unsaved (checked and written by callers)."""
+    return Workload(
+        name=registration.key.name,
+        namespace=registration.key.namespace,
+        queue=queue,
+        priority_class=klass,
+        min_member=registration.min_member,
+        topology=registration.topology,
+        protected_runtime_s=protected_runtime_s,
+        expected_runtime_s=registration.expected_runtime_s,
+        state=WorkloadState.PENDING,
+        submitted_at=registration.submitted_at,
+        origin=registration.origin,
+    )
+
+
+def _unsaved_pod_set(workload: Workload, shape: PodSetShape, flavor: Flavor | None) -> PodSet:
+    """A pod set of a registration's shape on its first flavor, unsaved."""
+    return PodSet(
+        workload=workload,
+        name=shape.name,
+        count=shape.count,
+        gpus=shape.gpus,
+        flavor=flavor,
+        gpu_milli=shape.gpu_milli,
+        cpu=shape.cpu,
+        memory_gb=shape.memory_gb,
+    )
+
+
 def _checked_pod_set(
     workload: Workload, shape: PodSetShape, flavors: Mapping[int, Flavor]
 ) -> tuple[PodSet, list[Flavor]]:
     """The unsaved pod set of a shape and its further flavor choices, checked by the model's
     own field and ``clean`` rules without a query (``ValidationError`` when they refuse it)."""
-    pod_set = PodSet(
-        workload=workload,
-        name=shape.name,
-        count=shape.count,
-        gpus=shape.gpus,
-        flavor=flavors[shape.flavor_ids[0]] if shape.flavor_ids else None,
-        gpu_milli=shape.gpu_milli,
-        cpu=shape.cpu,
-        memory_gb=shape.memory_gb,
+    pod_set = _unsaved_pod_set(
+        workload, shape, flavors[shape.flavor_ids[0]] if shape.flavor_ids else None
     )
     pod_set.clean_fields(exclude=_RELATIONS)
     pod_set.clean()
@@ -385,19 +411,7 @@ class _RegistrationCheck:
             if registration.protected_runtime_s is None
             else registration.protected_runtime_s
         )
-        workload = Workload(
-            name=registration.key.name,
-            namespace=registration.key.namespace,
-            queue=queue,
-            priority_class=klass,
-            min_member=registration.min_member,
-            topology=registration.topology,
-            protected_runtime_s=protected,
-            expected_runtime_s=registration.expected_runtime_s,
-            state=WorkloadState.PENDING,
-            submitted_at=registration.submitted_at,
-            origin=registration.origin,
-        )
+        workload = _unsaved_workload(registration, queue, klass, protected)
         common = (
             queue.pk,
             klass.pk,
@@ -569,36 +583,11 @@ def _insert_with_models(
     """The rows of checked registrations by ``bulk_create`` (not PostgreSQL: SQLite); the
     ids of the workloads and of their pod sets, in order, and the workloads' stamps."""
     workloads = [
-        Workload(
-            name=c.registration.key.name,
-            namespace=c.registration.key.namespace,
-            queue=c.queue,
-            priority_class=c.klass,
-            min_member=c.registration.min_member,
-            topology=c.registration.topology,
-            protected_runtime_s=c.protected_runtime_s,
-            expected_runtime_s=c.registration.expected_runtime_s,
-            state=WorkloadState.PENDING,
-            submitted_at=c.registration.submitted_at,
-            origin=c.registration.origin,
-        )
-        for c in checked
+        _unsaved_workload(c.registration, c.queue, c.klass, c.protected_runtime_s) for c in checked
     ]
     Workload.objects.bulk_create(workloads)  # stamps each ``updated_at`` (``auto_now``)
     pod_sets: list[tuple[PodSet, tuple[Flavor, ...]]] = [
-        (
-            PodSet(
-                workload=workload,
-                name=shape.name,
-                count=shape.count,
-                gpus=shape.gpus,
-                flavor=flavor,
-                gpu_milli=shape.gpu_milli,
-                cpu=shape.cpu,
-                memory_gb=shape.memory_gb,
-            ),
-            choices,
-        )
+        (_unsaved_pod_set(workload, shape, flavor), choices)
         for workload, c in zip(workloads, checked, strict=True)
         for shape, flavor, choices in c.pod_sets
     ]
