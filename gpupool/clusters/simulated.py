@@ -640,18 +640,18 @@ class SimulatedCluster:
         changes = tx.changes_since(self._loads_seen)
         if changes.relist:
             return {}
-        pods = [obj for obj in changes.objects if obj.kind == "Pod"]
-        if pods:
-            # A deleted pod's tombstone names no node: the load that counts it does.
-            counted = {key: node for node, load in loads.items() for key in load.members}
-            for obj in pods:
-                loads.pop(obj.node, None)
-                node = counted.get(obj.key)
-                if node is not None:
-                    loads.pop(node, None)
+        pods: set[ObjectKey] = set()
         for obj in changes.objects:
             if obj.kind == "Node":
                 loads.pop(obj.name, None)
+            elif obj.kind == "Pod":
+                pods.add(obj.key)
+                loads.pop(obj.node, None)
+        if pods:
+            # And the nodes whose loads count a pod written since: a deleted pod's tombstone
+            # names no node, and a pod of the same name made again may be bound elsewhere.
+            for node in [n for n, load in loads.items() if not pods.isdisjoint(load.members)]:
+                del loads[node]
         return loads
 
     def _bind(

@@ -421,6 +421,10 @@ def test_loads_kept_from_batch_to_batch_admit_as_loads_read_afresh(seed: int) ->
             victim = rng.choice(names)
             for world in worlds:
                 world.backend.evict([PodRef(world.namespace, victim)], "preempt")
+                if victim.endswith("0"):
+                    # made again under the same name (to be bound anywhere)
+                    world.backend.sync()
+                    submitted(world, victim, gpus=1)
         elif choice < 0.75:
             node, ready = rng.choice(nodes), rng.random() < 0.6
             for world in worlds:
@@ -465,6 +469,22 @@ def test_a_batch_reads_only_the_loads_of_nodes_changed_since_the_last(
         devices = {p.name: p.sim.get("devices", {}) for p in tx.select("Pod")}
     assert devices["second-0"] == {"nvidia.com/gpu": [2, 3]}  # beside first-0's [0, 1]
     assert devices["second-1"] == {"nvidia.com/gpu": [0, 1]}  # first-1's, evicted
+
+
+def test_a_pod_made_again_under_its_name_leaves_its_old_node_s_kept_load(
+    world: SimulatedWorld,
+) -> None:
+    node = world.node(gpus=8)
+    whole = submitted(world, "whole", gpus=8)
+    assert world.backend.bind_many({"a": [PodBinding(whole, node)]})["a"].ok
+    assert phase(world, whole) == "Running"
+    world.backend.evict([whole], "preempt")
+    submitted(world, "whole", gpus=8)  # made again: the store's change is a pod, not a tombstone
+    other = submitted(world, "other", gpus=8)
+
+    assert world.backend.bind_many({"b": [PodBinding(other, node)]})["b"].ok
+
+    assert phase(world, other) == "Running"  # the node's load no longer counts the old "whole"
 
 
 def test_a_batch_gives_two_gangs_on_one_node_different_devices(world: SimulatedWorld) -> None:
