@@ -253,6 +253,12 @@ class SimulatedCluster:
         # the store revision it reflects (a read at B1's size decoded 30,000 pods each time).
         self._holdings: dict[PodKey, GpuHolding] = {}
         self._holdings_seen = 0
+        # What each node's live pods take as the kubelet's admission counts it, kept from one
+        # ``bind_many`` to the next with the store revision it reflects (``_kept_loads``): the
+        # first admission on a node otherwise reads its pods (2,000 nodes in B1-loop's first
+        # cycle, whose pods the pool's load bound).
+        self._loads: dict[str, _NodeLoad] = {}
+        self._loads_seen = 0
 
     # - the controllers -
 
@@ -613,13 +619,40 @@ class SimulatedCluster:
         if not any(gangs.values()):
             return outcomes
         now = self.clock.now()
-        loads: dict[str, _NodeLoad] = {}
         with self.store.transaction() as tx:
             self._advance(tx, now)
+            loads = self._kept_loads(tx)
+            self._loads = {}  # kept again only once every gang is through
             for key, gang in gangs.items():
                 if gang:
                     outcomes[key] = self._bind(tx, gang, now, loads)
+            revision = tx.revision
+        # Kept once the transaction is through (a store in the database may yet fail to commit).
+        self._loads, self._loads_seen = loads, revision
         return outcomes
+
+    def _kept_loads(self, tx: StoreTransaction) -> dict[str, _NodeLoad]:
+        """The loads kept from the last ``bind_many``, less those of the nodes written since
+        and of the nodes a pod written since was (or is) bound to; none after a re-list."""
+        loads = self._loads
+        if not loads:
+            return {}
+        changes = tx.changes_since(self._loads_seen)
+        if changes.relist:
+            return {}
+        pods: set[ObjectKey] = set()
+        for obj in changes.objects:
+            if obj.kind == "Node":
+                loads.pop(obj.name, None)
+            elif obj.kind == "Pod":
+                pods.add(obj.key)
+                loads.pop(obj.node, None)
+        if pods:
+            # And the nodes whose loads count a pod written since: a deleted pod's tombstone
+            # names no node, and a pod of the same name made again may be bound elsewhere.
+            for node in [n for n, load in loads.items() if not pods.isdisjoint(load.members)]:
+                del loads[node]
+        return loads
 
     def _bind(
         self,

@@ -126,6 +126,16 @@ class StoreTransaction(Protocol):
         """Delete an object, leaving a tombstone with the next revision."""
         ...
 
+    def changes_since(self, revision: int) -> StoreChanges:
+        """The store's ``changes_since``, read inside the transaction (its writes so far
+        included)."""
+        ...
+
+    @property
+    def revision(self) -> int:
+        """The store's revision now: its last write's, this transaction's included."""
+        ...
+
 
 class SimulatedStore(Protocol):
     """Storage of the simulated cluster: atomic transactions, revisions, change reads."""
@@ -279,3 +289,10 @@ class _MemoryTransaction:
 
     def remove(self, obj: StoredObject) -> None:
         self._store._write(obj.evolve(deleted=True, due_at=None, node="", facts=None))
+
+    def changes_since(self, revision: int) -> StoreChanges:
+        return self._store.changes_since(revision)  # (the store's lock is re-entrant)
+
+    @property
+    def revision(self) -> int:
+        return self._store.revision

@@ -1118,10 +1118,15 @@ class ControlLoop:
         rows = self.state.rows
         runs_wanted: list[WorkloadRow] = []
         victims: dict[str, tuple[list[str], list[PodRef], str]] = {}
-        for name in sorted(names):
+        running = WorkloadState.RUNNING
+        # Running where it was placed: nothing to do (left out before the sort: most rows of
+        # a first cycle, 20,000 of 30,000 at B1-loop's size).
+        for name in sorted(
+            name
+            for name in names
+            if (row := rows.get(name)) is None or row.state != running or row.eviction_reason
+        ):
             row = rows.get(name)
-            if row is not None and row.state == WorkloadState.RUNNING and not row.eviction_reason:
-                continue  # running where it was placed: nothing to do
             key = key_of(name)
             pods = self._as_bound(self.mirror.pods_of(key))
             if row is None:

@@ -66,6 +66,29 @@ class NodeInfo:
     cordoned: bool = False
     physical_gpus: int | None = None
 
+    # Written out, as ``WorkloadInfo.__init__`` (the first read builds one per node).
+    def __init__(
+        self,
+        name: str,
+        flavor: str,
+        gpus: int,
+        cpu_milli: int,
+        memory_mib: int,
+        domain: str,
+        unhealthy_gpus: frozenset[int] = frozenset(),
+        cordoned: bool = False,
+        physical_gpus: int | None = None,
+    ) -> None:
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "flavor", flavor)
+        object.__setattr__(self, "gpus", gpus)
+        object.__setattr__(self, "cpu_milli", cpu_milli)
+        object.__setattr__(self, "memory_mib", memory_mib)
+        object.__setattr__(self, "domain", domain)
+        object.__setattr__(self, "unhealthy_gpus", unhealthy_gpus)
+        object.__setattr__(self, "cordoned", cordoned)
+        object.__setattr__(self, "physical_gpus", physical_gpus)
+
     @property
     def healthy_gpus(self) -> int:
         """GPUs that may be allocated (a cordoned node has none)."""
@@ -353,6 +376,11 @@ class PodRef:
     pod_set: int
     index: int
 
+    # Written out, as ``WorkloadInfo.__init__`` (one per pod admitted or placed).
+    def __init__(self, pod_set: int, index: int) -> None:
+        object.__setattr__(self, "pod_set", pod_set)
+        object.__setattr__(self, "index", index)
+
 
 @dataclass(frozen=True, slots=True)
 class Admission:
@@ -368,6 +396,19 @@ class Admission:
     pod_refs: tuple[PodRef, ...]
     backfill_for: str | None = None
 
+    # Written out, as ``WorkloadInfo.__init__`` (one per workload admitted).
+    def __init__(
+        self,
+        workload: str,
+        placement: tuple[PodPlacement, ...],
+        pod_refs: tuple[PodRef, ...],
+        backfill_for: str | None = None,
+    ) -> None:
+        object.__setattr__(self, "workload", workload)
+        object.__setattr__(self, "placement", placement)
+        object.__setattr__(self, "pod_refs", pod_refs)
+        object.__setattr__(self, "backfill_for", backfill_for)
+
 
 @dataclass(frozen=True, slots=True)
 class Eviction:
@@ -376,6 +417,12 @@ class Eviction:
     workload: str
     reason: EvictReason
     preemptor: str | None
+
+    # Written out, as ``WorkloadInfo.__init__`` (one per workload evicted).
+    def __init__(self, workload: str, reason: EvictReason, preemptor: str | None) -> None:
+        object.__setattr__(self, "workload", workload)
+        object.__setattr__(self, "reason", reason)
+        object.__setattr__(self, "preemptor", preemptor)
 
 
 @dataclass(frozen=True, slots=True)
@@ -387,6 +434,22 @@ class PendingExplanation:
     detail: str
     position: int
     facts: Mapping[str, object] = field(default_factory=dict)
+
+    # Written out, as ``WorkloadInfo.__init__`` (one per pending workload a cycle). ``facts``
+    # left out is a new empty dict each time, as the field's factory makes it.
+    def __init__(
+        self,
+        workload: str,
+        reason: PendingReason,
+        detail: str,
+        position: int,
+        facts: Mapping[str, object] | None = None,
+    ) -> None:
+        object.__setattr__(self, "workload", workload)
+        object.__setattr__(self, "reason", reason)
+        object.__setattr__(self, "detail", detail)
+        object.__setattr__(self, "position", position)
+        object.__setattr__(self, "facts", {} if facts is None else facts)
 
 
 @dataclass(frozen=True, slots=True)

@@ -78,8 +78,9 @@ def _compact(state_id: int, up_to: int) -> None:
 class _DatabaseTransaction:
     """``StoreTransaction`` inside a database transaction holding the writers' lock."""
 
-    def __init__(self, revision: int) -> None:
+    def __init__(self, revision: int, store: DatabaseStore | None = None) -> None:
         self.revision = revision
+        self._store = store
 
     def get(self, kind: str, namespace: str, name: str) -> StoredObject | None:
         row = SimulatedObject.objects.filter(
@@ -115,6 +116,10 @@ class _DatabaseTransaction:
         tombstone = obj.evolve(deleted=True, due_at=None, node="", facts=None)
         _write_object(tombstone, self.revision)
 
+    def changes_since(self, revision: int) -> StoreChanges:
+        assert self._store is not None, "a transaction of a DatabaseStore"
+        return self._store.changes_since(revision)  # (inside this database transaction)
+
 
 class DatabaseStore:
     """``SimulatedStore`` in the database (see the module docstring)."""
@@ -139,7 +144,7 @@ class DatabaseStore:
             with transaction.atomic():
                 _write_state(self.state_id, revision=F("revision"))
                 state = SimulatedClusterState.objects.get(pk=self.state_id)
-                tx = _DatabaseTransaction(state.revision)
+                tx = _DatabaseTransaction(state.revision, self)
                 yield tx
                 if tx.revision != state.revision:
                     reading = self.clock.now() if self.clock is not None else state.last_reading

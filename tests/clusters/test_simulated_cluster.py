@@ -373,6 +373,120 @@ def test_gangs_bound_in_one_batch_end_as_gangs_bound_one_by_one(seed: int) -> No
     assert "Running" in phases and "Failed" in phases  # both kinds of admission were judged
 
 
+@pytest.mark.parametrize("seed", range(10))
+def test_loads_kept_from_batch_to_batch_admit_as_loads_read_afresh(seed: int) -> None:
+    """``bind_many`` keeps the nodes' loads for the next batch, less those of the nodes whose
+    pods (created, bound, ended, evicted) or node (lost, a GPU failed) changed in between: the
+    kubelets admit, reject and give devices exactly as in a cluster that reads every load
+    afresh for each batch."""
+    rng = random.Random(seed)
+    kept, fresh = SimulatedWorld(), SimulatedWorld()
+    worlds = (kept, fresh)
+    nodes: list[str] = []
+    for _ in range(3):
+        gpus = rng.choice([2, 4, 8])
+        (name,) = {world.node(gpus=gpus) for world in worlds}  # the same name in both
+        nodes.append(name)
+    names: list[str] = []
+    batches = 0
+    for step in range(250):
+        choice = rng.random()
+        if choice < 0.3:
+            names.append(f"p-{step}")
+            gpus, runtime = rng.choice([1, 2, 4]), str(rng.randint(10, 900))
+            for world in worlds:
+                submitted(world, names[-1], gpus=gpus, command=("sleep", runtime))
+        elif choice < 0.6 and names:
+            gangs = {
+                f"g{i}": [(n, rng.choice(nodes)) for n in rng.sample(names, min(len(names), 2))]
+                for i in range(rng.randint(1, 3))
+            }
+            fresh.cluster._loads = {}  # read afresh, as before loads were kept
+            outcomes = [
+                {
+                    key: (outcome.ok, outcome.error)
+                    for key, outcome in world.backend.bind_many(
+                        {
+                            key: [PodBinding(PodRef(world.namespace, n), node) for n, node in gang]
+                            for key, gang in gangs.items()
+                        }
+                    ).items()
+                }
+                for world in worlds
+            ]
+            assert outcomes[0] == outcomes[1], step
+            assert _pods_as_stored(kept) == _pods_as_stored(fresh), step
+            batches += 1
+        elif choice < 0.7 and names:
+            victim = rng.choice(names)
+            for world in worlds:
+                world.backend.evict([PodRef(world.namespace, victim)], "preempt")
+                if victim.endswith("0"):
+                    # made again under the same name (to be bound anywhere)
+                    world.backend.sync()
+                    submitted(world, victim, gpus=1)
+        elif choice < 0.75:
+            node, ready = rng.choice(nodes), rng.random() < 0.6
+            for world in worlds:
+                world.cluster.set_node_ready(node, ready)
+        elif choice < 0.8:
+            node, gpu, healthy = rng.choice(nodes), rng.randrange(2), rng.random() < 0.5
+            for world in worlds:
+                world.cluster.set_gpu_health(node, gpu, healthy)
+        else:
+            seconds = rng.uniform(0, 400)
+            for world in worlds:
+                world.clock.advance(seconds)
+    assert batches > 30
+    assert _pods_as_stored(kept) == _pods_as_stored(fresh)
+
+
+def test_a_batch_reads_only_the_loads_of_nodes_changed_since_the_last(
+    world: SimulatedWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gpupool.clusters.simulated as simulated
+
+    quiet, busy = world.node(gpus=8), world.node(gpus=8)
+    first = [submitted(world, f"first-{i}", gpus=2) for i in range(2)]
+    world.backend.bind_many({"a": [PodBinding(first[0], quiet)], "b": [PodBinding(first[1], busy)]})
+    read: list[str] = []
+    node_load = simulated._node_load
+
+    def counted(tx: object, node: str, leave_out: object = None) -> object:
+        read.append(node)
+        return node_load(tx, node, leave_out)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(simulated, "_node_load", counted)
+    world.backend.evict([first[1]], "preempt")  # the busy node's pods change
+    second = [submitted(world, f"second-{i}", gpus=2) for i in range(2)]
+    outcomes = world.backend.bind_many(
+        {"c": [PodBinding(second[0], quiet)], "d": [PodBinding(second[1], busy)]}
+    )
+
+    assert all(outcome.ok for outcome in outcomes.values())
+    assert read == [busy]  # the quiet node's load was kept from the first batch
+    with world.cluster.store.transaction() as tx:
+        devices = {p.name: p.sim.get("devices", {}) for p in tx.select("Pod")}
+    assert devices["second-0"] == {"nvidia.com/gpu": [2, 3]}  # beside first-0's [0, 1]
+    assert devices["second-1"] == {"nvidia.com/gpu": [0, 1]}  # first-1's, evicted
+
+
+def test_a_pod_made_again_under_its_name_leaves_its_old_node_s_kept_load(
+    world: SimulatedWorld,
+) -> None:
+    node = world.node(gpus=8)
+    whole = submitted(world, "whole", gpus=8)
+    assert world.backend.bind_many({"a": [PodBinding(whole, node)]})["a"].ok
+    assert phase(world, whole) == "Running"
+    world.backend.evict([whole], "preempt")
+    submitted(world, "whole", gpus=8)  # made again: the store's change is a pod, not a tombstone
+    other = submitted(world, "other", gpus=8)
+
+    assert world.backend.bind_many({"b": [PodBinding(other, node)]})["b"].ok
+
+    assert phase(world, other) == "Running"  # the node's load no longer counts the old "whole"
+
+
 def test_a_batch_gives_two_gangs_on_one_node_different_devices(world: SimulatedWorld) -> None:
     node = world.node(gpus=8)
     first, second, third = (submitted(world, f"four-{i}", gpus=4) for i in range(3))

@@ -8,16 +8,26 @@ import dataclasses
 
 import pytest
 
-from gpupool.scheduler.types import PodPlacement, PodSetInfo, WorkloadInfo
+from gpupool.scheduler.types import (
+    Admission,
+    Eviction,
+    NodeInfo,
+    PendingExplanation,
+    PodPlacement,
+    PodRef,
+    PodSetInfo,
+    WorkloadInfo,
+)
 
 POD_SETS = (PodSetInfo(count=1, gpus=8, flavors=("h100",)),)
 
 
 def _defaults(cls: type) -> dict[str, object]:
+    """Each optional field's default (a default factory's value for one that has one)."""
     return {
-        f.name: f.default
+        f.name: f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
         for f in dataclasses.fields(cls)
-        if f.default is not dataclasses.MISSING  # (none of these has a default factory)
+        if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
     }
 
 
@@ -29,6 +39,11 @@ EVERY_FIELD = {
         5.0, (PodPlacement("n1", (0,)),), 1, True, "team/c", "team/d", 6.0, False,
     ),
     PodPlacement: ("n2", (3,), 500),
+    NodeInfo: ("n3", "h100", 8, 96_000, 1_048_576, "nvl-1", frozenset({2}), True, 9),
+    PodRef: (1, 2),
+    Admission: ("team/e", (PodPlacement("n4", (1,)),), (PodRef(0, 0),), "team/f"),
+    Eviction: ("team/g", "preempt", "team/h"),
+    PendingExplanation: ("team/i", "quota", "Waits for quota.", 3, {"asked": 8}),
 }  # fmt: skip
 
 
@@ -37,12 +52,24 @@ EVERY_FIELD = {
     [
         (WorkloadInfo, ("team/a", "team-a", "normal", POD_SETS, 12.5)),
         (PodPlacement, ("n1", (0, 1))),
+        (NodeInfo, ("n1", "a100", 4, 32_000, 262_144, "rack-1")),
+        (PodRef, (0, 1)),
+        (Admission, ("team/a", (PodPlacement("n1", (0,)),), (PodRef(0, 0),))),
+        (Eviction, ("team/a", "idle", None)),
+        (PendingExplanation, ("team/a", "capacity", "Waits for capacity.", 1)),
     ],
-    ids=["WorkloadInfo", "PodPlacement"],
+    ids=[
+        "WorkloadInfo",
+        "PodPlacement",
+        "NodeInfo",
+        "PodRef",
+        "Admission",
+        "Eviction",
+        "PendingExplanation",
+    ],
 )
 def test_the_written_initialisers_match_the_fields(cls: type, required: tuple[object, ...]) -> None:
     fields = dataclasses.fields(cls)
-    assert all(f.default_factory is dataclasses.MISSING for f in fields)
     # Only the required fields given: every other field takes its declared default.
     built = cls(*required)
     names = [f.name for f in fields]
@@ -57,10 +84,19 @@ def test_the_written_initialisers_match_the_fields(cls: type, required: tuple[ob
     assert by_name == by_position
     # What the dataclass still generates: replace, equality, hashing, frozen fields (pickling
     # the compiled core's values: tests/control/test_cached_core_values_pickle.py).
-    changed = dataclasses.replace(built, **{names[0]: "other"})
-    assert getattr(changed, names[0]) == "other" and changed != built
-    assert hash(cls(*required)) == hash(built)
+    changed = dataclasses.replace(built, **{names[0]: values[0]})
+    assert getattr(changed, names[0]) == values[0] and changed != built
+    if cls is not PendingExplanation:  # (its facts are a dict: it has no hash)
+        assert hash(cls(*required)) == hash(built)
     with pytest.raises(dataclasses.FrozenInstanceError):
         setattr(built, names[0], "other")
     with pytest.raises(TypeError):
         cls(*values, "one too many")
+
+
+def test_an_explanation_left_without_facts_gets_an_empty_dict_of_its_own() -> None:
+    # As the field's default factory: never one dict shared by every explanation.
+    first = PendingExplanation("team/a", "capacity", "Waits.", 1)
+    second = PendingExplanation("team/b", "capacity", "Waits.", 2)
+    assert first.facts == {} and isinstance(first.facts, dict)
+    assert first.facts is not second.facts
