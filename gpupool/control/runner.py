@@ -47,8 +47,11 @@ logger = logging.getLogger(__name__)
 STOP_CHECK_S = 0.5  # the longest a wait goes without looking at ``stop``
 # New pods have paused when none came for this many of the window's mean gaps between them
 # (and for ``GPUPOOL_CYCLE_QUIET_S`` at least): a slow stream's ordinary gaps do not end the
-# batching window, only the end of the stream does.
-PAUSE_GAPS = 6.0
+# batching window, only the end of the stream does. Its clients stall now and then (B4's
+# creating threads on a loaded machine for 6-10 gaps, two windows in three ended so): each
+# stall taken for an end costs a cycle's fixed cost for the few pods before it, where a
+# stream's real end waits these few gaps more (``docs/benchmarks.md`` B4, round 8).
+PAUSE_GAPS = 12.0
 POLL_S = 0.01  # the shortest look at the arrivals in a window (a QUIET_S of 0 does not spin)
 # The fewest new pods whose mean gap is taken for their stream's rate (``outruns``): pods
 # made by several clients come in clumps, and two or three of a clump look like a flood.
@@ -290,10 +293,16 @@ def outruns(arrivals: Arrivals, allowance: Allowance, *, quiet_spell: bool) -> b
     are never made up: judged on ``STREAM_MIN`` of them at least), or this is the first
     after a ``quiet_spell`` (the loop waited a window's length with nothing changing: a
     burst may be starting). Pods slower than the limit leave the bucket full whatever the
-    loop does: they are batched as before."""
+    loop does: they are batched as before.
+
+    The pace is the stream's since the last sync (``Arrivals.stream_gap``), not the gaps
+    within the pods seen: a slow stream comes in clumps (the watch hands pods on so, clients
+    make them so), and a clump's own gaps would call it fast. After a quiet spell the
+    stretch before the burst is no part of its pace: the gaps between its pods are."""
     if arrivals.count == 1:
         return quiet_spell
-    return arrivals.count >= STREAM_MIN and arrivals.mean_gap * allowance.rate <= 1.0
+    gap = arrivals.mean_gap if quiet_spell else arrivals.stream_gap
+    return arrivals.count >= STREAM_MIN and gap * allowance.rate <= 1.0
 
 
 def _batching_window(
