@@ -45,13 +45,6 @@ from gpupool.utilization.actions import do_prune_activity
 logger = logging.getLogger(__name__)
 
 STOP_CHECK_S = 0.5  # the longest a wait goes without looking at ``stop``
-# New pods have paused when none came for this many of the window's mean gaps between them
-# (and for ``GPUPOOL_CYCLE_QUIET_S`` at least): a slow stream's ordinary gaps do not end the
-# batching window, only the end of the stream does. Its clients stall now and then (B4's
-# creating threads on a loaded machine for 6-10 gaps, two windows in three ended so): each
-# stall taken for an end costs a cycle's fixed cost for the few pods before it, where a
-# stream's real end waits these few gaps more (``docs/benchmarks.md`` B4, round 8).
-PAUSE_GAPS = 12.0
 POLL_S = 0.01  # the shortest look at the arrivals in a window (a QUIET_S of 0 does not spin)
 # The fewest new pods whose mean gap is taken for their stream's rate (``outruns``): pods
 # made by several clients come in clumps, and two or three of a clump look like a flood.
@@ -247,6 +240,7 @@ def wait_next_cycle(
     started: float | None = None,
     batch_s: float | None = None,
     quiet_s: float | None = None,
+    pause_gaps: float | None = None,
     lead_s: float = 0.0,
 ) -> None:
     """Wait until the next cycle: ``due`` (monotonic); at once when ``stop`` is set. With
@@ -254,7 +248,8 @@ def wait_next_cycle(
     instead: the cycle starts ``batch_s`` (``GPUPOOL_CYCLE_BATCH_S``) after the last one
     ``started``, but never sooner than ``quiet_s`` (``GPUPOOL_CYCLE_QUIET_S``) after the change
     -- and as soon as new pods waiting for a node (``ClusterBackend.arrivals``) have paused:
-    none for ``quiet_s``, and none for ``PAUSE_GAPS`` times their mean gap in this window. So a
+    none for ``quiet_s``, and none for ``pause_gaps`` (``GPUPOOL_CYCLE_PAUSE_GAPS``) times their
+    mean gap in this window (a slow stream's ordinary gaps do not end the window). So a
     burst of pods is taken in cycles at most every ``batch_s``, its last pods soon after it
     ends, a lone pod ``quiet_s`` after it is made; pods bound or ended start a cycle only when
     the window is over; and nothing changing costs nothing.
@@ -271,6 +266,7 @@ def wait_next_cycle(
     does."""
     batch = max(settings.GPUPOOL_CYCLE_BATCH_S if batch_s is None else batch_s, 0.0)
     quiet = max(settings.GPUPOOL_CYCLE_QUIET_S if quiet_s is None else quiet_s, 0.0)
+    gaps = max(settings.GPUPOOL_CYCLE_PAUSE_GAPS if pause_gaps is None else pause_gaps, 0.0)
     entered = time.monotonic()
     while not stop.is_set():
         left = due - time.monotonic()
@@ -283,7 +279,7 @@ def wait_next_cycle(
             opened = woke if started is None else started
             until = min(due, max(opened + batch, woke + quiet))
             quiet_spell = woke - entered >= batch  # nothing changed for a window's length
-            _batching_window(backend, stop, until, quiet, max(lead_s, 0.0), quiet_spell)
+            _batching_window(backend, stop, until, quiet, gaps, max(lead_s, 0.0), quiet_spell)
             return
 
 
@@ -310,6 +306,7 @@ def _batching_window(
     stop: threading.Event,
     until: float,
     quiet: float,
+    gaps: float,
     lead: float,
     quiet_spell: bool,
 ) -> None:
@@ -321,7 +318,7 @@ def _batching_window(
         arrivals = backend.arrivals()
         end = until
         if arrivals.count:
-            end = min(until, arrivals.last + max(quiet, PAUSE_GAPS * arrivals.mean_gap))
+            end = min(until, arrivals.last + max(quiet, gaps * arrivals.mean_gap))
             allowance = backend.allowance()
             if allowance is not None and outruns(arrivals, allowance, quiet_spell=quiet_spell):
                 end = min(end, allowance.full_at - lead)

@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import cast
+from typing import Any, cast
 
 import pytest
+from django.conf import settings as django_settings
 
 from gpupool.clusters.base import Allowance, Arrivals, ClusterBackend
 from gpupool.clusters.kubernetes import RateLimiter
-from gpupool.control.runner import PAUSE_GAPS, STREAM_MIN, wait_next_cycle
+from gpupool.control.runner import STREAM_MIN, wait_next_cycle
 
 BATCH_S = 0.6
 QUIET_S = 0.1
+PAUSE_GAPS = 6.0  # GPUPOOL_CYCLE_PAUSE_GAPS's default
 
 
 class Changes:
@@ -51,6 +53,7 @@ def waited(
     due: float,
     stop: threading.Event | None = None,
     lead_s: float = 0.0,
+    pause_gaps: float | None = PAUSE_GAPS,
 ) -> float:
     """When the wait ended (monotonic)."""
     wait_next_cycle(
@@ -61,6 +64,7 @@ def waited(
         started=started,
         batch_s=BATCH_S,
         quiet_s=QUIET_S,
+        pause_gaps=pause_gaps,
         lead_s=lead_s,
     )
     return time.monotonic()
@@ -134,16 +138,15 @@ def test_a_slow_stream_s_ordinary_gaps_do_not_end_the_window() -> None:
     assert PAUSE_GAPS * 0.04 > QUIET_S  # the rule this test is about
 
 
-def test_a_stream_s_stall_of_a_few_gaps_does_not_end_the_window() -> None:
-    """Pods every 20 ms, then none for 8 gaps (longer than QUIET_S), then again: a client's
-    stall, not the stream's end; the window runs its length (each stall taken for an end
-    would cost a cycle for the few pods before it)."""
+def waited_over_a_stall() -> tuple[float, float]:
+    """Pods every 20 ms, then none for 10 gaps (longer than QUIET_S), then again every 20 ms
+    until the wait ends, with ``GPUPOOL_CYCLE_PAUSE_GAPS``: (start, end)."""
     changes = Changes()
     started = time.monotonic()
     stop_arriving = threading.Event()
 
     def arrive() -> None:
-        for at in [*range(0, 160, 20), *range(160 + 8 * 20, 1000, 20)]:
+        for at in [*range(0, 160, 20), *range(160 + 10 * 20, 1000, 20)]:
             if stop_arriving.wait(max(started + at / 1000 - time.monotonic(), 0.0)):
                 return
             changes.change(arrival=True)
@@ -151,11 +154,26 @@ def test_a_stream_s_stall_of_a_few_gaps_does_not_end_the_window() -> None:
     arrivals = threading.Thread(target=arrive)
     arrivals.start()
     try:
-        ended = waited(changes, started=started, due=started + 60.0)
+        ended = waited(changes, started=started, due=started + 60.0, pause_gaps=None)
     finally:
         stop_arriving.set()
         arrivals.join()
-    assert QUIET_S < 8 * 0.02 and PAUSE_GAPS > 8  # the case this test is about
+    return started, ended
+
+
+def test_a_stall_of_more_than_pause_gaps_ends_the_window_as_an_end_would() -> None:
+    """10 gaps without a pod, over the default 6: the window ends at the stall (the loop
+    cannot tell a client's stall from the stream's end; the end is bound soon)."""
+    started, ended = waited_over_a_stall()
+    assert QUIET_S < 10 * 0.02 and django_settings.GPUPOOL_CYCLE_PAUSE_GAPS == PAUSE_GAPS < 10
+    assert started + 0.14 + QUIET_S <= ended < started + BATCH_S
+
+
+def test_more_pause_gaps_let_a_stall_pass_without_a_cycle(settings: Any) -> None:
+    """``GPUPOOL_CYCLE_PAUSE_GAPS`` 12: the same stall of 10 gaps does not end the window,
+    which runs its length (a cycle saved for the few pods before the stall)."""
+    settings.GPUPOOL_CYCLE_PAUSE_GAPS = 12.0
+    started, ended = waited_over_a_stall()
     assert ended >= started + BATCH_S
 
 
