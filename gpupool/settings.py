@@ -206,11 +206,13 @@ GPUPOOL_CYCLE_TIME_LIMIT_S = float(os.environ.get("GPUPOOL_CYCLE_TIME_LIMIT_S", 
 # `gpupool loop` also starts a cycle when the cluster's pods change (a pod made with kubectl, a
 # pod bound or ended) instead of waiting out the interval: GPUPOOL_CYCLE_BATCH_S after the last
 # cycle started, never sooner than GPUPOOL_CYCLE_QUIET_S after the change, and as soon as new
-# pods have paused (GPUPOOL_CYCLE_QUIET_S, and runner.PAUSE_GAPS of their gaps): a burst in few
-# cycles, its end at once (docs/control-loop.md, "Running it").
+# pods have paused (GPUPOOL_CYCLE_QUIET_S, and GPUPOOL_CYCLE_PAUSE_GAPS of their mean gaps): a
+# burst in few cycles, its end at once (docs/control-loop.md, "Running it"). More pause gaps:
+# fewer cycles when the clients making pods stall now and then, a later cycle at the real end.
 GPUPOOL_CYCLE_ON_CHANGE = env_bool("GPUPOOL_CYCLE_ON_CHANGE", True)
 GPUPOOL_CYCLE_BATCH_S = float(os.environ.get("GPUPOOL_CYCLE_BATCH_S", "0.5"))
 GPUPOOL_CYCLE_QUIET_S = float(os.environ.get("GPUPOOL_CYCLE_QUIET_S", "0.05"))
+GPUPOOL_CYCLE_PAUSE_GAPS = float(os.environ.get("GPUPOOL_CYCLE_PAUSE_GAPS", "6"))
 # `gpupool loop` hands a cycle's bindings on to a thread of their own: the next cycle syncs and
 # plans while they are in flight, and records their outcome before its own (docs/control-loop.md
 # "The pipeline"; only on a backend that allows it: Kubernetes). Off: each cycle waits for them.

@@ -59,21 +59,33 @@ class JobKey(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class Arrivals:
-    """The pods waiting for a node that appeared since the last ``sync()``: how many, and when
-    (``time.monotonic()``) the first and the latest did."""
+    """The pods waiting for a node that appeared since the last ``sync()``: how many, when
+    (``time.monotonic()``) the first and the latest did, and ``since`` when the counting
+    began (the sync; 0: not known)."""
 
     count: int = 0
     first: float = 0.0
     last: float = 0.0
+    since: float = 0.0
 
     def then(self, at: float) -> Arrivals:
         """These and one more, at ``at``."""
-        return Arrivals(self.count + 1, self.first if self.count else at, at)
+        return Arrivals(self.count + 1, self.first if self.count else at, at, self.since)
 
     @property
     def mean_gap(self) -> float:
         """The mean time between two of them (0 with fewer than two)."""
         return (self.last - self.first) / (self.count - 1) if self.count > 1 else 0.0
+
+    @property
+    def stream_gap(self) -> float:
+        """The mean time each took to come, counted from ``since`` (the stretch before the
+        first included): a stream's pace that a clump does not speed up (a watch hands pods
+        on in clumps, clients make them so), where ``mean_gap`` between the first and the
+        last of a clump is near 0. ``mean_gap`` when ``since`` is not known."""
+        if self.since <= 0.0 or self.count == 0:
+            return self.mean_gap
+        return max(self.last - self.since, 0.0) / self.count
 
 
 @dataclass(frozen=True, slots=True)

@@ -700,7 +700,7 @@ class KubernetesBackend:
                         f"{self._first_sync_timeout_s:.0f} s ({informer.failures} failures)"
                     )
         self._changed.clear()  # what comes after this drain is for the next sync
-        self._arrivals = Arrivals()
+        self._arrivals = Arrivals(since=time.monotonic())
         nodes = self._nodes.drain()
         pods = self._pods.drain()
         foreign = self._foreign.drain()

@@ -45,10 +45,6 @@ from gpupool.utilization.actions import do_prune_activity
 logger = logging.getLogger(__name__)
 
 STOP_CHECK_S = 0.5  # the longest a wait goes without looking at ``stop``
-# New pods have paused when none came for this many of the window's mean gaps between them
-# (and for ``GPUPOOL_CYCLE_QUIET_S`` at least): a slow stream's ordinary gaps do not end the
-# batching window, only the end of the stream does.
-PAUSE_GAPS = 6.0
 POLL_S = 0.01  # the shortest look at the arrivals in a window (a QUIET_S of 0 does not spin)
 # The fewest new pods whose mean gap is taken for their stream's rate (``outruns``): pods
 # made by several clients come in clumps, and two or three of a clump look like a flood.
@@ -244,6 +240,7 @@ def wait_next_cycle(
     started: float | None = None,
     batch_s: float | None = None,
     quiet_s: float | None = None,
+    pause_gaps: float | None = None,
     lead_s: float = 0.0,
 ) -> None:
     """Wait until the next cycle: ``due`` (monotonic); at once when ``stop`` is set. With
@@ -251,7 +248,8 @@ def wait_next_cycle(
     instead: the cycle starts ``batch_s`` (``GPUPOOL_CYCLE_BATCH_S``) after the last one
     ``started``, but never sooner than ``quiet_s`` (``GPUPOOL_CYCLE_QUIET_S``) after the change
     -- and as soon as new pods waiting for a node (``ClusterBackend.arrivals``) have paused:
-    none for ``quiet_s``, and none for ``PAUSE_GAPS`` times their mean gap in this window. So a
+    none for ``quiet_s``, and none for ``pause_gaps`` (``GPUPOOL_CYCLE_PAUSE_GAPS``) times their
+    mean gap in this window (a slow stream's ordinary gaps do not end the window). So a
     burst of pods is taken in cycles at most every ``batch_s``, its last pods soon after it
     ends, a lone pod ``quiet_s`` after it is made; pods bound or ended start a cycle only when
     the window is over; and nothing changing costs nothing.
@@ -268,6 +266,7 @@ def wait_next_cycle(
     does."""
     batch = max(settings.GPUPOOL_CYCLE_BATCH_S if batch_s is None else batch_s, 0.0)
     quiet = max(settings.GPUPOOL_CYCLE_QUIET_S if quiet_s is None else quiet_s, 0.0)
+    gaps = max(settings.GPUPOOL_CYCLE_PAUSE_GAPS if pause_gaps is None else pause_gaps, 0.0)
     entered = time.monotonic()
     while not stop.is_set():
         left = due - time.monotonic()
@@ -280,7 +279,7 @@ def wait_next_cycle(
             opened = woke if started is None else started
             until = min(due, max(opened + batch, woke + quiet))
             quiet_spell = woke - entered >= batch  # nothing changed for a window's length
-            _batching_window(backend, stop, until, quiet, max(lead_s, 0.0), quiet_spell)
+            _batching_window(backend, stop, until, quiet, gaps, max(lead_s, 0.0), quiet_spell)
             return
 
 
@@ -290,10 +289,16 @@ def outruns(arrivals: Arrivals, allowance: Allowance, *, quiet_spell: bool) -> b
     are never made up: judged on ``STREAM_MIN`` of them at least), or this is the first
     after a ``quiet_spell`` (the loop waited a window's length with nothing changing: a
     burst may be starting). Pods slower than the limit leave the bucket full whatever the
-    loop does: they are batched as before."""
+    loop does: they are batched as before.
+
+    The pace is the stream's since the last sync (``Arrivals.stream_gap``), not the gaps
+    within the pods seen: a slow stream comes in clumps (the watch hands pods on so, clients
+    make them so), and a clump's own gaps would call it fast. After a quiet spell the
+    stretch before the burst is no part of its pace: the gaps between its pods are."""
     if arrivals.count == 1:
         return quiet_spell
-    return arrivals.count >= STREAM_MIN and arrivals.mean_gap * allowance.rate <= 1.0
+    gap = arrivals.mean_gap if quiet_spell else arrivals.stream_gap
+    return arrivals.count >= STREAM_MIN and gap * allowance.rate <= 1.0
 
 
 def _batching_window(
@@ -301,6 +306,7 @@ def _batching_window(
     stop: threading.Event,
     until: float,
     quiet: float,
+    gaps: float,
     lead: float,
     quiet_spell: bool,
 ) -> None:
@@ -312,7 +318,7 @@ def _batching_window(
         arrivals = backend.arrivals()
         end = until
         if arrivals.count:
-            end = min(until, arrivals.last + max(quiet, PAUSE_GAPS * arrivals.mean_gap))
+            end = min(until, arrivals.last + max(quiet, gaps * arrivals.mean_gap))
             allowance = backend.allowance()
             if allowance is not None and outruns(arrivals, allowance, quiet_spell=quiet_spell):
                 end = min(end, allowance.full_at - lead)

@@ -410,6 +410,7 @@ def test_new_pods_of_ours_waiting_for_a_node_are_arrivals_until_the_next_sync(
     second = gpu_pod(core, k8s_namespace, "second")
     arrived = wait_for("the arrivals", lambda: backend.arrivals().count == 2 and backend.arrivals())
     assert before <= arrived.first <= arrived.last <= time.monotonic()
+    assert 0.0 < arrived.since <= before  # counted from the last sync (the stream's pace)
     assert arrived.mean_gap == arrived.last - arrived.first
     follower.until("the pods in the cache", lambda v: in_view(v, first, second))
     assert backend.arrivals().count == 0  # the sync took them

@@ -6,14 +6,18 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import cast
+from typing import Any, cast
+
+import pytest
+from django.conf import settings as django_settings
 
 from gpupool.clusters.base import Allowance, Arrivals, ClusterBackend
 from gpupool.clusters.kubernetes import RateLimiter
-from gpupool.control.runner import PAUSE_GAPS, STREAM_MIN, wait_next_cycle
+from gpupool.control.runner import STREAM_MIN, wait_next_cycle
 
 BATCH_S = 0.6
 QUIET_S = 0.1
+PAUSE_GAPS = 6.0  # GPUPOOL_CYCLE_PAUSE_GAPS's default
 
 
 class Changes:
@@ -21,9 +25,9 @@ class Changes:
     (``wait_for_change``) and which new pods arrived (``arrivals``), set by the test as a
     watch would."""
 
-    def __init__(self, limiter: RateLimiter | None = None) -> None:
+    def __init__(self, limiter: RateLimiter | None = None, *, since: float = 0.0) -> None:
         self.changed = threading.Event()
-        self.arrived = Arrivals()
+        self.arrived = Arrivals(since=since)  # ``since``: the last sync, as a backend's
         self.limiter = limiter  # the client's allowance, as the Kubernetes backend's
 
     def change(self, *, arrival: bool) -> None:
@@ -49,6 +53,7 @@ def waited(
     due: float,
     stop: threading.Event | None = None,
     lead_s: float = 0.0,
+    pause_gaps: float | None = PAUSE_GAPS,
 ) -> float:
     """When the wait ended (monotonic)."""
     wait_next_cycle(
@@ -59,6 +64,7 @@ def waited(
         started=started,
         batch_s=BATCH_S,
         quiet_s=QUIET_S,
+        pause_gaps=pause_gaps,
         lead_s=lead_s,
     )
     return time.monotonic()
@@ -130,6 +136,45 @@ def test_a_slow_stream_s_ordinary_gaps_do_not_end_the_window() -> None:
     started, ended = waited_in_stream(every_s=0.04)
     assert ended >= started + BATCH_S
     assert PAUSE_GAPS * 0.04 > QUIET_S  # the rule this test is about
+
+
+def waited_over_a_stall() -> tuple[float, float]:
+    """Pods every 20 ms, then none for 10 gaps (longer than QUIET_S), then again every 20 ms
+    until the wait ends, with ``GPUPOOL_CYCLE_PAUSE_GAPS``: (start, end)."""
+    changes = Changes()
+    started = time.monotonic()
+    stop_arriving = threading.Event()
+
+    def arrive() -> None:
+        for at in [*range(0, 160, 20), *range(160 + 10 * 20, 1000, 20)]:
+            if stop_arriving.wait(max(started + at / 1000 - time.monotonic(), 0.0)):
+                return
+            changes.change(arrival=True)
+
+    arrivals = threading.Thread(target=arrive)
+    arrivals.start()
+    try:
+        ended = waited(changes, started=started, due=started + 60.0, pause_gaps=None)
+    finally:
+        stop_arriving.set()
+        arrivals.join()
+    return started, ended
+
+
+def test_a_stall_of_more_than_pause_gaps_ends_the_window_as_an_end_would() -> None:
+    """10 gaps without a pod, over the default 6: the window ends at the stall (the loop
+    cannot tell a client's stall from the stream's end; the end is bound soon)."""
+    started, ended = waited_over_a_stall()
+    assert QUIET_S < 10 * 0.02 and django_settings.GPUPOOL_CYCLE_PAUSE_GAPS == PAUSE_GAPS < 10
+    assert started + 0.14 + QUIET_S <= ended < started + BATCH_S
+
+
+def test_more_pause_gaps_let_a_stall_pass_without_a_cycle(settings: Any) -> None:
+    """``GPUPOOL_CYCLE_PAUSE_GAPS`` 12: the same stall of 10 gaps does not end the window,
+    which runs its length (a cycle saved for the few pods before the stall)."""
+    settings.GPUPOOL_CYCLE_PAUSE_GAPS = 12.0
+    started, ended = waited_over_a_stall()
+    assert ended >= started + BATCH_S
 
 
 def test_pods_bound_or_ended_start_a_cycle_when_the_window_ends() -> None:
@@ -236,3 +281,56 @@ def test_pods_bound_or_ended_do_not_hurry_for_a_full_allowance() -> None:
     changes.change(arrival=False)
     ended = waited(changes, started=started, due=started + 60.0, lead_s=0.3)
     assert ended >= started + BATCH_S
+
+
+def waited_in_clumps(
+    *, clump: int, every_s: float, limiter: RateLimiter, lead_s: float
+) -> tuple[float, float]:
+    """``clump`` pods at once every ``every_s``, the first clump ``every_s`` after the last
+    cycle's sync (as a watch hands pods on), until the wait ends: (start, end)."""
+    started = time.monotonic()
+    changes = Changes(limiter, since=started)
+    stop_arriving = threading.Event()
+
+    def arrive() -> None:
+        while not stop_arriving.wait(every_s):
+            for _ in range(clump):
+                changes.change(arrival=True)
+
+    arrivals = threading.Thread(target=arrive)
+    arrivals.start()
+    try:
+        ended = waited(changes, started=started, due=started + 60.0, lead_s=lead_s)
+    finally:
+        stop_arriving.set()
+        arrivals.join()
+    return started, ended
+
+
+def test_the_pace_of_arrivals_counts_from_the_sync_not_from_the_first_of_a_clump() -> None:
+    clump = Arrivals(count=8, first=10.0, last=10.007, since=9.9)
+    assert clump.mean_gap == pytest.approx(0.001)  # within the clump
+    assert clump.stream_gap == pytest.approx(0.107 / 8)  # the stream's: 75 a second
+    assert Arrivals(8, 10.0, 10.007).stream_gap == clump.mean_gap  # no sync known
+
+
+def test_a_stream_slower_than_the_limit_in_clumps_is_batched_with_the_allowance_full() -> None:
+    """7 pods at once every 40 ms (175 a second) against a limit of 200, the bucket full:
+    between the first and the last pod seen the gaps are shorter than the limit's (the
+    stretch before the first clump and within the last are left out), but the stream is
+    slower than the limit, so its lost turns are never needed and the window runs (B4's
+    trickle: otherwise a cycle every few clumps, each with its fixed cost)."""
+    started, ended = waited_in_clumps(
+        clump=7, every_s=0.04, limiter=RateLimiter(200.0, 400), lead_s=0.2
+    )
+    assert 7 / 0.04 < 200.0 and STREAM_MIN <= 2 * 7  # the case this test is about
+    assert started + BATCH_S <= ended < started + BATCH_S + 0.5
+
+
+def test_a_stream_faster_than_the_limit_in_clumps_ends_the_window_lead_s_before_full() -> None:
+    """The same clumps against a limit of 20 whose bucket is 0.5 s from full, the next cycle
+    0.2 s long: the cycle starts 0.3 s in, as for an even stream."""
+    started, ended = waited_in_clumps(
+        clump=5, every_s=0.04, limiter=drained(20.0, 40, 10), lead_s=0.2
+    )
+    assert started + 0.3 - 0.05 <= ended < started + BATCH_S
