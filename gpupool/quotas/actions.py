@@ -182,9 +182,15 @@ def do_delete_priority_class(
 # ----------------------------------------------------------------------------- budgets
 
 
+# The kept balance is in a budget's audit rows as ``remaining_gpu_hours``, not twice.
+_KEPT = ("balance_gpu_hours",)
+
+
 def _budget_snapshot(budget: PriorityBudget) -> dict[str, Any]:
     """A budget's fields plus its ledger balance, for the audit log."""
-    return model_snapshot(budget) | {"remaining_gpu_hours": str(budget.remaining_gpu_hours())}
+    return model_snapshot(budget, _KEPT) | {
+        "remaining_gpu_hours": str(budget.remaining_gpu_hours())
+    }
 
 
 @transaction.atomic
@@ -820,13 +826,13 @@ def _record_budget_moves(moves: Sequence[BudgetMove], at: datetime) -> int:
         .in_bulk({m.budget_id for m in moves})
     )
     balances = _balances(budgets)
+    snapshots = {pk: model_snapshot(budget, _KEPT) for pk, budget in budgets.items()}
     after = write_ledger_entries(
         [(m.budget_id, m.kind, m.gpu_hours, m.workload_id, at, m.note) for m in moves], budgets
     )
     counts: dict[int, int] = {}
     for move in moves:
         counts[move.budget_id] = counts.get(move.budget_id, 0) + 1
-    snapshots = {pk: model_snapshot(budget) for pk, budget in budgets.items()}
     record_system_audit_events(
         "quotas.cycle_budget",
         (

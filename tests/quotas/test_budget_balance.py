@@ -12,6 +12,7 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from domain_builders import priority_class, tenant
 
+from gpupool.audit.models import AuditEvent
 from gpupool.control.snapshot import read_budgets
 from gpupool.quotas.actions import (
     BudgetMove,
@@ -78,6 +79,14 @@ def test_a_cycles_bulk_moves_move_each_budgets_kept_balance(
     assert kept(nlp) == Decimal("81.5")
     # each entry is quantized to the ledger's precision before it moves the balance
     assert kept(vision) == Decimal("38.7654")
+    # the audit row says the balance once, before and after, as before it was kept
+    event = AuditEvent.objects.get(action="quotas.cycle_budget", object_id=str(vision.pk))
+    assert event.before is not None and event.after is not None
+    assert (event.before["remaining_gpu_hours"], event.after["remaining_gpu_hours"]) == (
+        "40.0000",
+        "38.7654",
+    )
+    assert "balance_gpu_hours" not in event.before | event.after
 
 
 def test_a_refused_or_rolled_back_movement_leaves_the_kept_balance(
