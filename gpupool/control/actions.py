@@ -52,9 +52,9 @@ from gpupool.control.sync import (
 )
 from gpupool.inventory.actions import do_add_nodes, do_mark_nodes_gone, do_sync_node
 from gpupool.inventory.models import Flavor, Gpu, Node
-from gpupool.quotas.actions import BudgetMove, do_record_budget_moves
+from gpupool.quotas.actions import BudgetMove, do_record_budget_moves, write_ledger_entries
+from gpupool.quotas.choices import LedgerEntryKind
 from gpupool.quotas.models import (
-    BudgetLedgerEntry,
     PriorityBudget,
     PriorityClass,
     Queue,
@@ -1397,9 +1397,9 @@ def do_load_pool(
         if b.tenant in tenants
     ]
     PriorityBudget.objects.bulk_create(budgets)
-    BudgetLedgerEntry.objects.bulk_create(
-        BudgetLedgerEntry(budget=b, kind="grant", gpu_hours=b.gpu_hours, at=at, note="bench")
-        for b in budgets
+    write_ledger_entries(
+        [(b.pk, LedgerEntryKind.GRANT, b.gpu_hours, None, at, "bench") for b in budgets],
+        {b.pk: b for b in budgets},
     )
     counts = {
         "flavors": len(flavors),

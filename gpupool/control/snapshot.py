@@ -59,7 +59,7 @@ from typing import Any
 
 from django.core.exceptions import EmptyResultSet
 from django.db import connection, transaction
-from django.db.models import BigIntegerField, F, FloatField, Func, IntegerField, Q, Sum
+from django.db.models import BigIntegerField, F, FloatField, Func, IntegerField, Q
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast, Coalesce, Round
 from django.utils import timezone
@@ -794,13 +794,12 @@ def _placement(
 
 
 def read_budgets(now: datetime, tenants: set[str]) -> tuple[BudgetInfo, ...]:
-    """The budgets of the period containing ``now``, with what the ledger says is used."""
+    """The budgets of the period containing ``now``, with what the ledger says is used (its
+    balance as kept on each budget's row: no month of entries summed every cycle)."""
     today = timezone.localdate(now)
     totals: dict[tuple[str, str], tuple[Decimal, Decimal]] = {}
-    rows = (
-        PriorityBudget.objects.filter(period_start__lte=today, period_end__gt=today)
-        .annotate(balance=Sum("entries__gpu_hours"))
-        .values_list("tenant__name", "priority_class__name", "gpu_hours", "balance")
+    rows = PriorityBudget.objects.filter(period_start__lte=today, period_end__gt=today).values_list(
+        "tenant__name", "priority_class__name", "gpu_hours", "balance_gpu_hours"
     )
     for tenant, priority_class, granted, balance in rows:
         if tenant not in tenants:

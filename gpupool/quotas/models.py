@@ -12,7 +12,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, validate_slug
 from django.db import models
-from django.db.models import F, Q, Sum
+from django.db.models import F, Q
 
 from gpupool.inventory.models import Flavor, healthy_capacity
 from gpupool.quotas.choices import (
@@ -25,6 +25,8 @@ from gpupool.quotas.choices import (
 from gpupool.tenancy.models import Tenant
 
 ZERO = Decimal(0)
+# The ledger's precision (``BudgetLedgerEntry.gpu_hours``: four decimal places).
+LEDGER_QUANTUM = Decimal("0.0001")
 
 
 def fmt(value: Decimal | int | None) -> str:
@@ -483,6 +485,17 @@ class PriorityBudget(models.Model):
         validators=[MinValueValidator(ZERO)],
         help_text="Granted GPU-hours of budget (the sum of the ledger's grant entries).",
     )
+    # The ledger's sum, kept: every write of entries moves it in the same transaction
+    # (quotas.actions.write_ledger_entries), so that the loop reads one column per budget
+    # every cycle, not a month of entries. The ledger stays the source of truth
+    # (quotas.queries.ledger_mismatches checks the two agree).
+    balance_gpu_hours = models.DecimalField(
+        max_digits=12,
+        decimal_places=4,
+        default=ZERO,
+        editable=False,
+        help_text="Remaining GPU-hours: the sum of the ledger's entries, kept as they are written.",
+    )
 
     class Meta:
         ordering = ["tenant__name", "priority_class__name", "-period_start"]
@@ -532,11 +545,13 @@ class PriorityBudget(models.Model):
             raise ValidationError(errors)
 
     def remaining_gpu_hours(self) -> Decimal:
-        """Granted minus spent minus held in open reservations: the ledger's balance."""
+        """Granted minus spent minus held in open reservations: the ledger's balance now, as
+        kept on the budget's row (one row read, not the ledger summed; this instance's own
+        ``balance_gpu_hours`` is as of when it was read)."""
         if self.pk is None:
             return Decimal(self.gpu_hours or 0)
-        total = self.entries.aggregate(total=Sum("gpu_hours"))["total"]
-        return Decimal(total or 0)
+        kept = PriorityBudget.objects.filter(pk=self.pk).values_list("balance_gpu_hours", flat=True)
+        return Decimal(kept.first() or 0)
 
 
 class BudgetLedgerEntry(models.Model):

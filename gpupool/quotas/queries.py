@@ -21,7 +21,14 @@ from gpupool.api.access import Access
 from gpupool.control.queries import pool_figures
 from gpupool.control.snapshot import SnapshotError
 from gpupool.quotas.choices import LedgerEntryKind
-from gpupool.quotas.models import PriorityBudget, PriorityClass, Queue, QueueQuota, QuotaRequest
+from gpupool.quotas.models import (
+    LEDGER_QUANTUM,
+    PriorityBudget,
+    PriorityClass,
+    Queue,
+    QueueQuota,
+    QuotaRequest,
+)
 from gpupool.scheduler.shares import QueueShare
 from gpupool.scheduler.types import MILLI
 from gpupool.workloads.choices import PLACED_STATES, WorkloadState
@@ -185,6 +192,23 @@ def budget_rows() -> QuerySet[PriorityBudget]:
         )
         .order_by("tenant__name", "priority_class__name", "-period_start")
     )
+
+
+def ledger_mismatches() -> list[tuple[PriorityBudget, Decimal]]:
+    """The budgets whose kept balance (``balance_gpu_hours``) differs from the sum of their
+    ledger entries, each with that sum (empty when every balance is right): the check that
+    the ledger, the source of truth, and the balance the loop reads agree. Sums every entry
+    once (``manage.py gpupool check-ledger``)."""
+    rows = (
+        PriorityBudget.objects.select_related("tenant", "priority_class")
+        .annotate(ledger=Coalesce(Sum("entries__gpu_hours"), ZERO))
+        .order_by("pk")
+    )
+    # At the ledger's precision on every database (SQLite's SUM drops the trailing zeros).
+    sums = ((budget, Decimal(budget.ledger).quantize(LEDGER_QUANTUM)) for budget in rows)
+    return [
+        (budget, ledger) for budget, ledger in sums if ledger != Decimal(budget.balance_gpu_hours)
+    ]
 
 
 def quota_request_rows() -> QuerySet[QuotaRequest]:

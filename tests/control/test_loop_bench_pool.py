@@ -11,6 +11,7 @@ from gpupool.control.apply import new_pods
 from gpupool.control.bench import PRODUCT, _moment, _run_of, node_labels
 from gpupool.control.loop import ControlLoop
 from gpupool.control.snapshot import build_snapshot
+from gpupool.quotas.queries import ledger_mismatches
 from gpupool.simulation.scale_pool import synthetic_snapshot
 from gpupool.workloads.models import Workload
 
@@ -20,7 +21,9 @@ pytestmark = pytest.mark.django_db
 def test_a_pool_loads_at_once_and_reads_back_as_the_same_snapshot() -> None:
     snapshot, policy, now = synthetic_snapshot(50, 7)
     do_load_pool(snapshot, at=_moment(now), node_labels=node_labels())
+    assert ledger_mismatches() == []  # the grants moved the budgets' kept balances
     read = build_snapshot(now=_moment(now), policy=policy).snapshot
+    assert read.budgets == snapshot.budgets
     tenant = {q.name: q.tenant for q in snapshot.queues}
     assert [n.name for n in read.nodes] == sorted(n.name for n in snapshot.nodes)
     assert {w.name for w in read.workloads} == {

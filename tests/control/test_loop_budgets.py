@@ -13,6 +13,7 @@ from loop_builders import World, build_world
 from gpupool.accounting.models import PreemptionEvent
 from gpupool.quotas.actions import do_grant_budget
 from gpupool.quotas.models import BudgetLedgerEntry, PriorityBudget, PriorityClass
+from gpupool.quotas.queries import ledger_mismatches
 from gpupool.tenancy.models import Tenant
 
 pytestmark = pytest.mark.django_db
@@ -36,7 +37,9 @@ def world(db: None) -> World:
 
 
 def balance() -> Decimal:
-    """What is left of tenant a's urgent budget, by the ledger."""
+    """What is left of tenant a's urgent budget, by the ledger (the balance kept on the
+    budget's row agreeing with the ledger's sum)."""
+    assert ledger_mismatches() == []
     return PriorityBudget.objects.get().remaining_gpu_hours()
 
 
