@@ -110,6 +110,7 @@ def insert_values(model: type[Model], columns: Sequence[str], rows: Iterable[Seq
         count = 0
         batch: list[Model] = []
         for row in rows:
+            _check_width(row, len(columns))
             batch.append(model(**dict(zip(columns, row, strict=True))))
             if len(batch) >= BATCH:
                 count += insert_objects(model, batch)
@@ -138,14 +139,19 @@ def _copy_row(
     """A row of ``insert_values`` as COPY takes it: its JSON columns (positions ``json_at``) as
     text, then the model's other columns' values (``fixed``). Most rows have no JSON column
     and are copied as they are, not value by value."""
-    if len(row) != width:
-        raise ValueError(f"a row of {len(row)} values for {width} columns: {row!r}"[:300])
+    _check_width(row, width)
     if not json_at:
         return (*row, *fixed)
     values = [*row, *fixed]
     for position in json_at:
         values[position] = as_json_text(values[position])
     return values
+
+
+def _check_width(row: Sequence[Any], width: int) -> None:
+    """Refuse a row of ``insert_values`` whose values do not match its columns."""
+    if len(row) != width:
+        raise ValueError(f"a row of {len(row)} values for {width} columns: {row!r}"[:300])
 
 
 def _other_columns(model: type[Model], columns: Sequence[str]) -> tuple[list[str], list[Any]]:
