@@ -721,8 +721,10 @@ def pending_explanations(cycle: Cycle) -> list[PendingExplanation]:
 
 
 class _AdmittedAhead:
-    """A queue's work admitted ahead of the workload explained, and the GPUs it took per
-    flavor (summed when first asked, then as the queue's list goes on)."""
+    """A queue's work admitted ahead of the workload explained, in the queue's final order,
+    and the GPUs it took per flavor (summed when first asked, then as the queue's list goes
+    on). A nominated preemptor is admitted before allocate's order: one ranked behind the
+    workload is not counted (rare: a preemptor outranks the work it evicts)."""
 
     __slots__ = ("cycle", "names", "summed", "taken")
 
