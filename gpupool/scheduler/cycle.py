@@ -164,6 +164,7 @@ def allocate(cycle: Cycle) -> None:
     # free is held for it); one whose victims are gone is served before anyone else.
     for name in sorted(cycle.leaving):
         cycle.keep_promise(cycle.pending[name])
+    cycle.remember_quota_room()
     nominated = sorted(
         (w for w in cycle.pending.values() if w.info.nominated and w.schedulable),
         key=lambda w: w.rank,
@@ -695,11 +696,15 @@ def pending_explanations(cycle: Cycle) -> list[PendingExplanation]:
     out: list[PendingExplanation] = []
     for works in cycle.by_queue.values():
         position = 0
+        ahead = _AdmittedAhead(cycle)  # its queue's work admitted ahead of it
         for work in works:
             if work.name in cycle.admitted:
+                ahead.names.append(work.name)
                 continue
             position += 1
             verdict = work.verdict or Verdict("behind", {"queue": work.info.queue})
+            if verdict.reason == "quota":
+                verdict = _quota_or_behind(cycle, work, verdict, ahead)
             lent = lent_facts(cycle, work, verdict)
             if lent:
                 verdict = Verdict(verdict.reason, {**verdict.facts, **lent})
@@ -713,6 +718,62 @@ def pending_explanations(cycle: Cycle) -> list[PendingExplanation]:
                 verdict = _scaled_guarantee_verdict(cycle, work, verdict)
             out.append(explanation(work.name, verdict, position))
     return sorted(out, key=lambda e: e.workload)
+
+
+class _AdmittedAhead:
+    """A queue's work admitted ahead of the workload explained, in the queue's final order,
+    and the GPUs it took per flavor (summed when first asked, then as the queue's list goes
+    on). A nominated preemptor is admitted before allocate's order: one ranked behind the
+    workload is not counted (rare: a preemptor outranks the work it evicts)."""
+
+    __slots__ = ("cycle", "names", "summed", "taken")
+
+    def __init__(self, cycle: Cycle) -> None:
+        self.cycle = cycle
+        self.names: list[str] = []
+        self.summed = 0
+        self.taken: dict[str, int] = defaultdict(int)
+
+    def gpus(self) -> dict[str, int]:
+        cycle = self.cycle
+        for name in self.names[self.summed :]:
+            for pod in cycle.admitted[name]:
+                self.taken[cycle.nodes[pod.node].flavor] += pod.shape.gpu_milli_total
+        self.summed = len(self.names)
+        return self.taken
+
+
+def _quota_or_behind(
+    cycle: Cycle, work: PendingWork, verdict: Verdict, ahead: _AdmittedAhead
+) -> Verdict:
+    """``quota`` as the cycle found it, not as its turn found it: a workload whose queue had
+    quota room for its minimum once the promises were kept, before any admission, less what
+    its own queue's work admitted ahead of it took, was stopped by work of other queues served
+    first (that borrowed the room it could use, or used their own share of it): ``behind``,
+    with capacity-``behind``'s facts (``resource: "quota"``, ``free`` the room left at its
+    turn). Presentation only: ``work.verdict``, which backfill and the holds read, stays
+    ``quota``; its queue's own use of its room is its quota's business, and stays ``quota``.
+    """
+    start = cycle.start_room
+    if start is None or verdict.facts.get("never_fits"):
+        return verdict
+    room = start.get(work.info.queue)
+    need = cycle.minimum_need(work)
+    if not room or not any(need.values()):
+        return verdict
+    taken = ahead.gpus()
+    for flavor, amount in need.items():
+        if amount > 0 and room.get(flavor, 0) - taken.get(flavor, 0) < amount:
+            return verdict
+    flavor = str(verdict.facts.get("flavor", ""))
+    facts: dict[str, object] = {
+        "queue": work.info.queue,
+        "flavor": flavor,
+        "resource": "quota",
+        "asked": need.get(flavor, 0) / MILLI,
+        "free": verdict.facts.get("available_gpus", 0),
+    }
+    return Verdict("behind", facts)
 
 
 def lent_facts(cycle: Cycle, work: PendingWork, verdict: Verdict) -> dict[str, object]:

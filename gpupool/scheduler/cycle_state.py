@@ -188,6 +188,10 @@ class Cycle:
             self.leaving[running.info.evicting_for or ""].append(running)
         self.start_classes: dict[str, dict[CanonKey, int]] = {}
         self.start_free: dict[str, tuple[int, int, int]] = {}
+        # Per leaf queue with pending work, per flavor of its quota: the room its path allowed
+        # once the promises were kept, before any other admission (``remember_quota_room``);
+        # None until allocate remembers it.
+        self.start_room: dict[str, dict[str, int]] | None = None
         self._failed: dict[tuple[object, ...], tuple[int, int, Verdict]] = {}
         self._totals: dict[tuple[int, int], list[tuple[str, int, int, int]]] = {}
         self._minimum_needs: dict[tuple[int, int], dict[str, int]] = {}
@@ -564,6 +568,16 @@ class Cycle:
                 self.cluster.free_memory[flavor],
             )
             for flavor in self.cluster.free_gpu
+        }
+
+    def remember_quota_room(self) -> None:
+        """Remember each queue's quota room before allocate's admissions (after the promises
+        are kept), to tell ``quota`` from ``behind`` as free capacity tells ``capacity`` from
+        ``behind`` (``cycle.pending_explanations``)."""
+        quota = self.quota
+        self.start_room = {
+            queue: {flavor: quota.available(queue, flavor) for flavor in quota.queues[queue].quota}
+            for queue in self.by_queue
         }
 
     def admit(

@@ -233,6 +233,14 @@ def _reason_sentence(verdict: Verdict, position: int) -> str:
             f"Capacity is held for {holder}, which has starved since "
             f"{when(facts.get('starving_since'))}: position {position}."
         )
+    if facts.get("resource") == "quota":
+        return (
+            f"Work of other queues, served first, took the quota room it could use this cycle "
+            f"(queue {facts.get('queue')} had it when the cycle began): "
+            f"{number(facts.get('free'))} {facts.get('flavor')} GPUs of quota left, "
+            f"{number(facts.get('asked'))} asked; position {position} in queue "
+            f"{facts.get('queue')}."
+        )
     return (
         f"Higher-ranked work holds the capacity it needs: position {position} in queue "
         f"{facts.get('queue')}."

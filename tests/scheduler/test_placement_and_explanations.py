@@ -128,6 +128,44 @@ def test_quota_explanation_names_queue_flavor_asked_and_available() -> None:
     assert "team-a" in pending.detail and "4" in pending.detail
 
 
+def test_quota_room_taken_by_other_queues_reads_behind_with_the_quota_facts() -> None:
+    """Room team-a could borrow when the cycle began, taken by team-b's work served first:
+    ``behind`` on quota, with capacity-``behind``'s facts and the position; the decision (not
+    admitted, 8 GPUs left free) is the one ``quota`` gave."""
+    _, result = planned(
+        pool(2),
+        [
+            queue("team-a", deserved=4, capability=16),
+            queue("team-b", deserved=4, capability=16),
+            queue("team-c", deserved=8, capability=16, lending_limit=0),
+        ],
+        [
+            workload("a-run", gpus=4, on=[("n1", [0, 1, 2, 3])]),
+            workload("a1", gpus=4, submitted="08:00"),
+            workload("a2", gpus=2, submitted="08:30"),
+            workload("b1", gpus=4, queue="team-b", submitted="09:00"),
+        ],
+    )
+    assert {a.workload for a in result.admit} == {"b1"}
+    pending = {p.workload: p for p in result.pending}
+    first = pending["a1"]
+    assert first.reason == "behind"
+    assert first.facts == {
+        "queue": "team-a",
+        "flavor": "h100",
+        "resource": "quota",
+        "asked": 4,
+        "free": 0,
+    }
+    assert first.position == 1
+    assert first.detail == (
+        "Work of other queues, served first, took the quota room it could use this cycle "
+        "(queue team-a had it when the cycle began): 0 h100 GPUs of quota left, 4 asked; "
+        "position 1 in queue team-a."
+    )
+    assert (pending["a2"].reason, pending["a2"].position) == ("behind", 2)
+
+
 def test_fragmentation_explanation_gives_the_largest_placeable_gang() -> None:
     """Three 8-GPU pods, one whole free node: at most one pod fits."""
     _, result = planned(

@@ -47,7 +47,11 @@ ALLOCATE = [
         ],
         want_admitted={"b1"},
         want_not_admitted={"a1"},
-        want_reasons={"a1": "quota"},
+        # team-a had 4 GPUs of room to borrow when the cycle began (team-b lent its idle
+        # share); b1, of another queue and served first, took it: ``behind`` (with
+        # ``resource: "quota"``), not ``quota`` -- quota is judged as the cycle found it, as
+        # capacity is, so the reason does not turn on which queue the order served first.
+        want_reasons={"a1": "behind"},
     ),
     Case(
         "splits idle capacity between borrowers by weight",
@@ -71,7 +75,7 @@ ALLOCATE = [
         ],
         want_admitted={"w-interactive"},
         want_not_admitted={"w-normal"},
-        want_reasons={"w-normal": "quota"},
+        want_reasons={"w-normal": "quota"},  # its own queue's work ahead took the room
     ),
     Case(
         "serves earlier submit time first at equal priority",
@@ -690,6 +694,51 @@ EXPLAIN = [
         [workload("w1", submitted="08:00"), workload("w2", submitted="09:00")],
         want_admitted={"w1"},
         want_reasons={"w2": "behind"},
+    ),
+    Case(
+        "says quota when its own queue's work ahead took the room it could borrow",
+        pool(1),
+        [queue("team-a", deserved=4, capability=8), queue("team-b", deserved=4, capability=8)],
+        [
+            workload("a-run", gpus=4, on=[("n1", HALF_A)]),
+            workload("a1", gpus=4, priority="interactive", submitted="09:00"),
+            workload("a2", gpus=4, submitted="08:00"),
+        ],
+        want_admitted={"a1"},
+        want_not_admitted={"a2"},
+        want_reasons={"a2": "quota"},
+    ),
+    Case(
+        "says quota when its queue had no room when the cycle began",
+        pool(2),
+        [queue("team-a", deserved=4, capability=16), queue("team-b", deserved=12)],
+        [
+            workload("a-run", gpus=4, on=[("n1", HALF_A)]),
+            workload("b-run", gpus=4, queue="team-b", on=[("n1", HALF_B)]),
+            workload("b-run2", queue="team-b", on=[("n2", FULL)]),
+            workload("a1", gpus=4),
+        ],
+        want_not_admitted={"a1"},
+        want_reasons={"a1": "quota"},
+    ),
+    Case(
+        "says behind when other queues' work took the quota room it could borrow",
+        pool(2),
+        [
+            queue("team-a", deserved=4, capability=16),
+            queue("team-b", deserved=4, capability=16),
+            queue("team-c", deserved=8, capability=16, lending_limit=0),
+        ],
+        [
+            workload("a-run", gpus=4, on=[("n1", HALF_A)]),
+            workload("a1", gpus=4, submitted="08:00"),
+            workload("b1", gpus=4, queue="team-b", submitted="09:00"),
+        ],
+        want_admitted={"b1"},
+        want_not_admitted={"a1"},
+        # team-b's idle share was team-a's to borrow when the cycle began; b1, within team-b's
+        # share and served first, took it back: 8 GPUs stay free, and a1 waits on others' work
+        want_reasons={"a1": "behind"},
     ),
     Case(
         "says fragmentation when free GPUs are scattered",
