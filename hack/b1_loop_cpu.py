@@ -145,9 +145,11 @@ def _time_statements(loop_module: types.ModuleType, *, commit: bool) -> None:
     from django.db import connection, transaction
 
     import gpupool.bulk as bulk
+    import gpupool.control.actions as actions
 
     record_cycle = loop_module.do_record_cycle
     copy_rows = bulk.copy_rows
+    overlapped = actions.overlapped
     timed: list[tuple[float, str]] = []
     versions = [0]
     table = 'UPDATE "workloads_workload"'
@@ -167,11 +169,22 @@ def _time_statements(loop_module: types.ModuleType, *, commit: bool) -> None:
         timed.append((time.perf_counter() - started, f"COPY {name} ({count} rows)"))
         return count
 
+    @contextlib.contextmanager
+    def window():  # type: ignore[no-untyped-def]
+        # Statements sent in a pipeline return at once: the wait is where the block ends.
+        started = time.perf_counter()
+        with overlapped():
+            yield
+            ending = time.perf_counter()
+        timed.append((time.perf_counter() - ending, "pipeline's wait at its end"))
+        timed.append((0.0, f"(pipeline window, wall {time.perf_counter() - started:.4f})"))
+
     def recorded(record, **kwargs):  # type: ignore[no-untyped-def]
         timed.clear()
         versions[0] = 0
         started = time.perf_counter()
         bulk.copy_rows = copied
+        actions.overlapped = window
         try:
             with connection.execute_wrapper(statement):
                 # An outer transaction (the record's own becomes a savepoint) so that the
@@ -188,6 +201,7 @@ def _time_statements(loop_module: types.ModuleType, *, commit: bool) -> None:
                 timed.append((time.perf_counter() - closing, "COMMIT"))
         finally:
             bulk.copy_rows = copy_rows
+            actions.overlapped = overlapped
         wall = time.perf_counter() - started
         print(
             f"  record: wall {wall:.3f}, statements {len(timed)} (their wall "
@@ -196,6 +210,9 @@ def _time_statements(loop_module: types.ModuleType, *, commit: bool) -> None:
         )
         for seconds, text in sorted(timed, reverse=True)[:8]:
             print(f"    {seconds:.4f} {text}", flush=True)
+        for _, text in timed:
+            if text.startswith("(pipeline"):
+                print(f"    {text}", flush=True)
         return cycle
 
     loop_module.do_record_cycle = recorded  # type: ignore[attr-defined]
