@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -34,6 +35,35 @@ from django.utils import timezone
 BATCH = 5000
 
 
+@contextmanager
+def overlapped() -> Iterator[None]:
+    """Let the server execute the statements sent in the block while the block's Python goes
+    on (PostgreSQL: psycopg's pipeline mode, left -- and waited for -- where the block ends);
+    elsewhere an ordinary block. The block must not read a statement's result (a fetch waits
+    for the server first), nor ``COPY`` (not allowed in a pipeline). An error of a statement
+    sent in the block is raised where the block ends, as Django's error (``DatabaseError``
+    and its kin), and the transaction is then aborted as after any failed statement."""
+    if connection.vendor != "postgresql":
+        yield
+        return
+    connection.ensure_connection()
+    with connection.wrap_database_errors, connection.connection.pipeline():
+        yield
+
+
+def check_constraints_now() -> None:
+    """Check the foreign keys deferred so far now (``SET CONSTRAINTS ALL IMMEDIATE``, then
+    ``DEFERRED`` again: the rows written later are checked at the commit, as before). On
+    PostgreSQL only (SQLite's checks are immediate). Django declares every foreign key
+    DEFERRABLE INITIALLY DEFERRED and nothing else deferrable, so deferring them all again
+    restores the default."""
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        cursor.execute("SET CONSTRAINTS ALL DEFERRED")
+
+
 def check_deferred_constraints() -> None:
     """Check the foreign keys deferred until COMMIT now, when this transaction is nested in
     another (its end is a savepoint's release, which checks nothing): an action that writes
@@ -42,11 +72,8 @@ def check_deferred_constraints() -> None:
     out what a commit costs. A no-op outside an outer transaction and on SQLite (whose
     checks are immediate). Django declares every foreign key DEFERRABLE INITIALLY DEFERRED
     and nothing else deferrable, so deferring them all again restores the default."""
-    if connection.vendor != "postgresql" or not connection.savepoint_ids:
-        return
-    with connection.cursor() as cursor:
-        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
-        cursor.execute("SET CONSTRAINTS ALL DEFERRED")
+    if connection.savepoint_ids:
+        check_constraints_now()
 
 
 def copy_rows(

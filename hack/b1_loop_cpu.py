@@ -145,12 +145,23 @@ def _time_statements(loop_module: types.ModuleType, *, commit: bool) -> None:
     from django.db import connection, transaction
 
     import gpupool.bulk as bulk
+    import gpupool.control.actions as actions
 
     record_cycle = loop_module.do_record_cycle
     copy_rows = bulk.copy_rows
+    overlapped = actions.overlapped
     timed: list[tuple[float, str]] = []
-    versions = [0]
-    table = 'UPDATE "workloads_workload"'
+
+    def versions() -> int:
+        # The workload table's row versions written by this transaction so far (an update
+        # sent in a pipeline has no row count of its own).
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT n_tup_upd FROM pg_stat_xact_user_tables WHERE relname = %s",
+                ["workloads_workload"],
+            )
+            timed.pop()  # not one of the record's statements
+            return int(cursor.fetchone()[0])
 
     def statement(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
         started = time.perf_counter()
@@ -158,8 +169,6 @@ def _time_statements(loop_module: types.ModuleType, *, commit: bool) -> None:
             return execute(sql, params, many, context)
         finally:
             timed.append((time.perf_counter() - started, " ".join(sql.split())[:100]))
-            if sql.startswith(table):
-                versions[0] += max(context["cursor"].rowcount, 0)
 
     def copied(cursor, name, columns, rows):  # type: ignore[no-untyped-def]
         started = time.perf_counter()
@@ -167,18 +176,32 @@ def _time_statements(loop_module: types.ModuleType, *, commit: bool) -> None:
         timed.append((time.perf_counter() - started, f"COPY {name} ({count} rows)"))
         return count
 
+    @contextlib.contextmanager
+    def window():  # type: ignore[no-untyped-def]
+        # Statements sent in a pipeline return at once: the wait is where the block ends.
+        started = time.perf_counter()
+        with overlapped():
+            yield
+            ending = time.perf_counter()
+        timed.append((time.perf_counter() - ending, "pipeline's wait at its end"))
+        timed.append((0.0, f"(pipeline window, wall {time.perf_counter() - started:.4f})"))
+
     def recorded(record, **kwargs):  # type: ignore[no-untyped-def]
         timed.clear()
-        versions[0] = 0
         started = time.perf_counter()
+        written = 0
         bulk.copy_rows = copied
+        actions.overlapped = window
         try:
             with connection.execute_wrapper(statement):
                 # An outer transaction (the record's own becomes a savepoint) so that the
                 # deferred checks and the commit can be timed apart.
                 atomic = transaction.atomic() if commit else contextlib.nullcontext()
                 with atomic:
+                    written = -versions()
+                    started = time.perf_counter()
                     cycle = record_cycle(record, **kwargs)
+                    written += versions()
                     if commit:
                         with connection.cursor() as cursor:
                             cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
@@ -188,14 +211,18 @@ def _time_statements(loop_module: types.ModuleType, *, commit: bool) -> None:
                 timed.append((time.perf_counter() - closing, "COMMIT"))
         finally:
             bulk.copy_rows = copy_rows
+            actions.overlapped = overlapped
         wall = time.perf_counter() - started
         print(
             f"  record: wall {wall:.3f}, statements {len(timed)} (their wall "
-            f"{sum(t for t, _ in timed):.3f}), workload row versions {versions[0]}",
+            f"{sum(t for t, _ in timed):.3f}), workload row versions {written}",
             flush=True,
         )
         for seconds, text in sorted(timed, reverse=True)[:8]:
             print(f"    {seconds:.4f} {text}", flush=True)
+        for _, text in timed:
+            if text.startswith("(pipeline"):
+                print(f"    {text}", flush=True)
         return cycle
 
     loop_module.do_record_cycle = recorded  # type: ignore[attr-defined]

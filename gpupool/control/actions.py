@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
@@ -36,7 +37,14 @@ from django.utils import timezone
 from gpupool.accounting.actions import do_close_usage
 from gpupool.accounting.models import PreemptionEvent, UsageInterval
 from gpupool.audit.actions import record_audit_event
-from gpupool.bulk import check_deferred_constraints, insert_objects, insert_values, update_rows
+from gpupool.bulk import (
+    check_constraints_now,
+    check_deferred_constraints,
+    insert_objects,
+    insert_values,
+    overlapped,
+    update_rows,
+)
 from gpupool.clusters.base import ZONE_LABEL
 from gpupool.control.choices import CycleStatus
 from gpupool.control.models import SchedulingCycle
@@ -838,6 +846,7 @@ def _record_losses(
 # else changes them before the commit: the loop's state can take what it wrote as the row's
 # content, and skip reading the row again (``LoopState.own_writes``).
 Stamps = dict[int, tuple[datetime, datetime]]
+_T = TypeVar("_T")
 
 
 def _stamped(stamps: Stamps | None, before: Mapping[int, datetime], stamp: datetime) -> None:
@@ -877,9 +886,10 @@ def do_record_cycle(
         evicted=len(record.evictions),
         pending=sum(record.pending_by_reason.values()),
     )
-    _record_admissions(record, at, stamps)
+    # The explanations' rows (their facts as JSON text) are built while the server admits.
+    explained = _record_admissions(record, at, stamps, partial(_explanation_rows, record))
     _record_evictions(record, at, cycle, stamps)
-    _record_explanations(record, stamps if quiet_stamps is None else quiet_stamps)
+    _record_explanations(record, stamps if quiet_stamps is None else quiet_stamps, explained)
     _record_idle_alerts(record, at)
     do_record_budget_moves(budget_moves, at=at)
     check_deferred_constraints()
@@ -938,10 +948,15 @@ def _record_nominations(
             Workload.objects.filter(pk__in=id_list(ids)).update(nominated=value, updated_at=stamp)
 
 
-def _record_admissions(record: CycleRecord, at: datetime, stamps: Stamps | None) -> None:
+def _record_admissions(
+    record: CycleRecord, at: datetime, stamps: Stamps | None, meanwhile: Callable[[], _T]
+) -> _T:
+    """Admit: the rows locked and checked to be pending, their placements, transitions and
+    usage inserted, then the rows updated. Returns ``meanwhile()``: Python run while the
+    server executes the update (``bulk.overlapped``; at once when nothing is admitted)."""
     admitted = [a.workload_id for a in record.admissions]
     if not admitted:
-        return
+        return meanwhile()
     before: dict[int, datetime] = {}
     rows = {}
     for pk, updated_at, queue, tenant, klass in (
@@ -971,21 +986,6 @@ def _record_admissions(record: CycleRecord, at: datetime, stamps: Stamps | None)
             for pod in admission.pods
         ],
     )
-    stamp = timezone.now()
-    Workload.objects.filter(pk__in=id_list(admitted)).update(
-        state=WorkloadState.ADMITTED,
-        admitted_at=at,
-        nominated=False,
-        # A checkpoint of an earlier run is no progress of this one.
-        last_checkpoint_at=None,
-        pending_reason="",
-        pending_detail="",
-        pending_facts={},
-        queue_rank=None,
-        estimated_start_at=None,
-        updated_at=stamp,
-    )
-    _stamped(stamps, before, stamp)
     insert_values(
         WorkloadTransition,
         ("workload_id", "from_state", "to_state", "at", "reason"),
@@ -1025,6 +1025,29 @@ def _record_admissions(record: CycleRecord, at: datetime, stamps: Stamps | None)
             for flavor_id, gpus in admission.usage
         ],
     )
+    stamp = timezone.now()
+    with overlapped():
+        # The inserts' keys are checked while the admitted rows are still the versions this
+        # record locked (``FOR UPDATE``): a check finds its row locked already, where after
+        # the update it would lock the new version (a write of the row); and the server
+        # checks, then updates, while the next rows are built (``meanwhile``).
+        check_constraints_now()
+        Workload.objects.filter(pk__in=id_list(admitted)).update(
+            state=WorkloadState.ADMITTED,
+            admitted_at=at,
+            nominated=False,
+            # A checkpoint of an earlier run is no progress of this one.
+            last_checkpoint_at=None,
+            pending_reason="",
+            pending_detail="",
+            pending_facts={},
+            queue_rank=None,
+            estimated_start_at=None,
+            updated_at=stamp,
+        )
+        prepared = meanwhile()
+    _stamped(stamps, before, stamp)
+    return prepared
 
 
 def _record_evictions(
@@ -1071,29 +1094,37 @@ def _record_evictions(
     )  # fmt: skip
 
 
-def _record_explanations(record: CycleRecord, stamps: Stamps | None) -> None:
-    """The explanations that changed, each with its row's queue rank (written or kept) and,
-    when the row is nominated (or no longer) too, its nomination stamped: one write of the
-    row. Then the nominations of rows no explanation wrote (``_record_nominations``), and
-    the ranks that changed alone (``_record_ranks``)."""
+def _explanation_rows(record: CycleRecord) -> dict[int, tuple[Any, ...]]:
+    """The explanations' rows as ``_record_explanations`` writes them: reason, sentence,
+    facts and queue rank. On PostgreSQL the facts go to COPY as their JSON text
+    (``update_rows(prepared=...)``): they are plain JSON values already
+    (``record.json_facts``)."""
+    text = connection.vendor == "postgresql"
+    return {
+        pk: (
+            e.reason,
+            e.detail,
+            json.dumps(e.facts) if text else e.facts,
+            record.ranked.get(pk),
+        )
+        for pk, e in record.explanations.items()
+    }
+
+
+def _record_explanations(
+    record: CycleRecord, stamps: Stamps | None, rows: dict[int, tuple[Any, ...]]
+) -> None:
+    """The explanations that changed (``rows``: ``_explanation_rows``), each with its row's
+    queue rank (written or kept) and, when the row is nominated (or no longer) too, its
+    nomination stamped: one write of the row. Then the nominations of rows no explanation
+    wrote (``_record_nominations``), and the ranks that changed alone (``_record_ranks``)."""
     explanations = record.explanations
     pending = _lock_nominations(record.nominated)
     stamp = timezone.now()
     both = {pk for pk in pending if pk in explanations}
     if explanations:
-        # On PostgreSQL the facts go to COPY as their JSON text (``prepared``): they are
-        # plain JSON values already (``record.json_facts``).
         text = connection.vendor == "postgresql"
         columns = ["pending_reason", "pending_detail", "pending_facts", "queue_rank"]
-        rows: dict[int, tuple[Any, ...]] = {
-            pk: (
-                e.reason,
-                e.detail,
-                json.dumps(e.facts) if text else e.facts,
-                record.ranked.get(pk),
-            )
-            for pk, e in explanations.items()
-        }
         if both:  # None: the row's nomination and stamp stay as they are
             columns += ["nominated", "updated_at"]
             rows = {

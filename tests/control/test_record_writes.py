@@ -6,16 +6,19 @@ stamp as they were."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from decimal import Decimal
 
 import pytest
 from control_builders import Pool
 from django.db import IntegrityError, connection, transaction
 
+from gpupool.accounting.models import UsageInterval
 from gpupool.bulk import check_deferred_constraints, update_rows
 from gpupool.control.actions import Stamps, do_record_cycle
-from gpupool.control.record import CycleRecord, Explanation
+from gpupool.control.models import SchedulingCycle
+from gpupool.control.record import AdmissionRecord, CycleRecord, Explanation, PodPlace
 from gpupool.workloads.choices import WorkloadState
-from gpupool.workloads.models import Workload
+from gpupool.workloads.models import Placement, Workload, WorkloadTransition
 
 AT = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 
@@ -146,3 +149,73 @@ def test_deferred_foreign_keys_are_checked_where_a_nested_action_ends(pool: Pool
         check_deferred_constraints()
     workload.refresh_from_db()
     assert workload.queue_id != missing_queue
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="SQLite checks foreign keys at once")
+def test_an_admission_whose_keys_fail_in_the_overlapped_check_leaves_the_data_as_it_was(
+    pool: Pool,
+) -> None:
+    """The admissions' inserts are checked, and the rows updated, in a pipeline while the
+    explanations' rows are built (``bulk.overlapped``): a key that fails there fails the
+    record with Django's ``IntegrityError``, where the window ends, and nothing of the record
+    is left -- no cycle row, placement, transition or usage, the workload still pending, the
+    explanation not written."""
+    admitted, explained = _pending()[:2]
+    pod_set = admitted.pod_sets.order_by("pk").first()
+    assert pod_set is not None
+    flavor = next(iter(pool.flavors.values()))
+    record = CycleRecord(at=AT)
+    record.admissions = [
+        AdmissionRecord(
+            workload_id=admitted.pk,
+            name=admitted.name,
+            pods=(PodPlace(pod_set.pk, 0, 987_654_321, (0,), None),),  # no such node
+            usage=((flavor.pk, Decimal(1)),),
+        )
+    ]
+    record.explanations = {explained.pk: Explanation("quota", "waits for quota", {"asked": 9})}
+    record.ranked = {explained.pk: 1.0}
+    counts = [
+        (model, model.objects.count())
+        for model in (SchedulingCycle, Placement, WorkloadTransition, UsageInterval)
+    ]
+    with pytest.raises(IntegrityError), transaction.atomic():
+        do_record_cycle(record, started_at=AT, nodes=0, workloads=2)
+    for model, count in counts:
+        assert model.objects.count() == count, model
+    admitted.refresh_from_db()
+    assert admitted.state == WorkloadState.PENDING
+    assert Workload.objects.get(pk=explained.pk).pending_facts == explained.pending_facts
+
+
+def test_an_admission_and_an_explanation_in_one_record_are_both_written(pool: Pool) -> None:
+    """The explanations' rows built while the server admits (``_record_admissions``'s
+    ``meanwhile``) are written as before, and the admission's row, placement, transition and
+    usage with them (PostgreSQL's pipeline, SQLite's plain path)."""
+    admitted, explained = _pending()[:2]
+    pod_set = admitted.pod_sets.order_by("pk").first()
+    assert pod_set is not None
+    node = next(iter(pool.nodes.values()))
+    record = CycleRecord(at=AT)
+    record.admissions = [
+        AdmissionRecord(
+            workload_id=admitted.pk,
+            name=admitted.name,
+            pods=(PodPlace(pod_set.pk, 0, node.pk, (0,), None),),
+            usage=((node.flavor_id, Decimal(1)),),
+        )
+    ]
+    record.explanations = {explained.pk: Explanation("quota", "waits for quota", {"asked": 9})}
+    record.ranked = {explained.pk: 1.0}
+    stamps: Stamps = {}
+    do_record_cycle(record, started_at=AT, nodes=1, workloads=2, stamps=stamps)
+    admitted.refresh_from_db()
+    assert admitted.state == WorkloadState.ADMITTED and admitted.admitted_at == AT
+    assert set(stamps) == {admitted.pk} and stamps[admitted.pk][1] == admitted.updated_at
+    assert list(Placement.objects.filter(workload=admitted).values_list("node_id", flat=True)) == [
+        node.pk
+    ]
+    assert WorkloadTransition.objects.filter(workload=admitted, to_state="admitted").exists()
+    assert UsageInterval.objects.filter(workload=admitted, ended_at=None).count() == 1
+    row = Workload.objects.get(pk=explained.pk)
+    assert (row.pending_reason, row.pending_facts, row.queue_rank) == ("quota", {"asked": 9}, 1.0)
