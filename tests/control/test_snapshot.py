@@ -30,6 +30,7 @@ from gpupool.control.snapshot import (
     DatabaseSnapshot,
     SnapshotError,
     WorkloadRow,
+    _by_name,
     build_snapshot,
     info_with,
     plain_rows,
@@ -294,6 +295,15 @@ def test_info_with_changes_the_fields_named_as_dataclasses_replace_does(pool: Po
         "eviction_reason",
         "idle_alerted_since",
     ]
+
+
+def test_read_workloads_sorts_by_namespace_then_name_as_the_pairs_sort() -> None:
+    # ``_by_name`` keys a row by one string (namespace, NUL, name): the same order as the
+    # (namespace, name) pairs, a namespace before those it is a prefix of included.
+    words = ["a", "a-b", "a.b", "a0", "ab", "b", "team-a", "team-a-1", "team", "z9", "0"]
+    rng = random.Random(3)
+    rows = [(i, rng.choice(words), rng.choice(words)) for i in range(400)]
+    assert sorted(rows, key=_by_name) == sorted(rows, key=lambda row: (row[1], row[2]))
 
 
 def test_workload_row_builds_what_the_constructor_builds(pool: Pool) -> None:
