@@ -803,8 +803,8 @@ def read_workloads(now: datetime, only: Collection[int] | None = None) -> dict[s
 
 
 def _by_name(row: tuple[Any, ...]) -> str:
-    """A ``read_workloads`` row's sort key: by namespace, then name, as one string. Neither
-    holds a NUL (PostgreSQL's text cannot; they are Kubernetes names), the lowest code
+    """A ``read_workloads`` row's sort key: by namespace, then name, as one string. A
+    namespace holds no NUL (PostgreSQL's text cannot; it is a DNS label), the lowest code
     point, so this orders as the pair does (a namespace before those it is a prefix of), and
     a sort compares strings three times as fast as pairs (30,000 rows: 9 against 25 ms)."""
     return f"{row[1]}\0{row[2]}"

@@ -24,6 +24,7 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from domain_builders import node
 
+from gpupool.clusters.grouping import WorkloadKey
 from gpupool.control.loop import ControlLoop
 from gpupool.control.snapshot import (
     WORKLOAD_INFO_ORDER,
@@ -40,6 +41,7 @@ from gpupool.control.snapshot import (
     read_workloads,
     workload_row,
 )
+from gpupool.control.sync import key_order
 from gpupool.inventory.models import Flavor, Node
 from gpupool.quotas.models import PriorityClass
 from gpupool.scheduler import plan
@@ -297,13 +299,16 @@ def test_info_with_changes_the_fields_named_as_dataclasses_replace_does(pool: Po
     ]
 
 
-def test_read_workloads_sorts_by_namespace_then_name_as_the_pairs_sort() -> None:
+def test_read_workloads_and_the_sync_sort_by_namespace_then_name_as_the_pairs_sort() -> None:
     # ``_by_name`` keys a row by one string (namespace, NUL, name): the same order as the
     # (namespace, name) pairs, a namespace before those it is a prefix of included.
     words = ["a", "a-b", "a.b", "a0", "ab", "b", "team-a", "team-a-1", "team", "z9", "0"]
     rng = random.Random(3)
     rows = [(i, rng.choice(words), rng.choice(words)) for i in range(400)]
     assert sorted(rows, key=_by_name) == sorted(rows, key=lambda row: (row[1], row[2]))
+    # the sync's order of workload keys (``sync.key_order``): the same rule
+    keys = [WorkloadKey(namespace, name) for _, namespace, name in rows]
+    assert sorted(keys, key=key_order) == sorted(keys)
 
 
 def test_workload_row_builds_what_the_constructor_builds(pool: Pool) -> None:
