@@ -47,7 +47,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from gpupool.clusters import api_objects
 from gpupool.clusters.base import (
@@ -1192,8 +1192,17 @@ class SimulatedBackend:
             nodes: dict[str, NodeFacts] = {}
             pods: dict[PodKey, PodFacts] = {}
             foreign: dict[PodKey, tuple[str, ResourceAmounts]] = {}
-            for obj in changes.objects:
-                self._sort(obj, nodes, pods, foreign)
+            ours = self._scheduler_name
+            for obj in changes.objects:  # ``_sort``, inlined: a re-list is every object
+                kind = obj.kind
+                if kind == "Pod":
+                    facts = cast(PodFacts, obj.decoded())
+                    if facts.scheduler_name == ours:
+                        pods[PodKey(facts.namespace, facts.name)] = facts
+                    elif (usage := _usage_of(facts)) is not None:
+                        foreign[facts.key] = usage
+                elif kind == "Node":
+                    nodes[obj.name] = cast(NodeFacts, obj.decoded())
             self._nodes.apply(Replace(nodes))
             self._pods.apply(Replace(pods))
             self._foreign.apply(Replace(foreign))
@@ -1221,23 +1230,6 @@ class SimulatedBackend:
             stale=False,
             synced_at=self.cluster.clock.now(),
         )
-
-    def _sort(
-        self,
-        obj: StoredObject,
-        nodes: dict[str, NodeFacts],
-        pods: dict[PodKey, PodFacts],
-        foreign: dict[PodKey, tuple[str, ResourceAmounts]],
-    ) -> None:
-        """Put one live object of a re-list where the cache keeps it."""
-        if obj.kind == "Node":
-            nodes[obj.name] = _node(obj)
-        elif obj.kind == "Pod":
-            facts = _pod(obj)
-            if facts.scheduler_name == self._scheduler_name:
-                pods[facts.key] = facts
-            elif (usage := _usage_of(facts)) is not None:
-                foreign[facts.key] = usage
 
     def _apply(self, obj: StoredObject) -> None:
         """Apply one changed object (or tombstone) to the cache."""

@@ -16,6 +16,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from gpupool.clusters.base import (
+    JOB_KIND,
+    TERMINAL_PHASES,
+    WORKLOAD_LABEL,
     ClusterView,
     JobFacts,
     JobKey,
@@ -92,6 +95,7 @@ class ClusterMirror:
         touched: set[WorkloadKey] = set()
         flagged: set[WorkloadKey] = set()  # a pod with a checkpoint came or changed
         pods = self.pods
+        new_key, label = tuple.__new__, WORKLOAD_LABEL  # ``workload_key``, inlined
         for key, pod_change in view.delta.pods.items():
             before, after = pod_change.before, pod_change.after
             if before is not None:
@@ -103,7 +107,9 @@ class ClusterMirror:
                     if not members:
                         del pods[old]
             if after is not None:
-                workload = workload_key(after)
+                workload = new_key(
+                    WorkloadKey, (after.namespace, after.labels.get(label) or after.name)
+                )
                 touched.add(workload)
                 members = pods.get(workload)
                 if members is None:
@@ -112,8 +118,7 @@ class ClusterMirror:
                     members[key] = after
                 if LAST_CHECKPOINT in after.annotations:
                     flagged.add(workload)
-                job = after.job
-                if job is not None:
+                if after.owner_kind == JOB_KIND and (job := after.job) is not None:
                     self._job_workloads.setdefault(job, set()).add(workload)
                     self._workload_jobs.setdefault(workload, set()).add(job)
         for job, job_change in view.delta.jobs.items():
@@ -134,11 +139,18 @@ class ClusterMirror:
                     self._workload_jobs.setdefault(workload, set()).add(job)
                     touched.add(workload)
         groups, holders, checkpointed = self._groups, self.holders, self.checkpointed
+        ended = TERMINAL_PHASES
         for workload in touched:
             groups.pop(workload, None)
             members = pods.get(workload)
-            name = str(workload)
-            if members is not None and any(map(holds_node, members.values())):
+            name = f"{workload[0]}/{workload[1]}"  # str(workload)
+            held = False
+            if members is not None:
+                for pod in members.values():  # any(map(holds_node, ...)), inlined
+                    if pod.node_name is not None and pod.phase not in ended:
+                        held = True
+                        break
+            if held:
                 holders[name] = workload
             else:
                 holders.pop(name, None)

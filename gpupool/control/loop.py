@@ -38,6 +38,7 @@ cycle snapshots and plans again on it. The cycle lock stays held while an apply 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import math
 import time
@@ -192,6 +193,17 @@ def idle_message(idle_since: datetime, reclaim_at: datetime | None) -> str:
         f"; if they stay idle it is reclaimed at {reclaim_at.isoformat(timespec='seconds')}"
         " and ends"
     )
+
+
+def _layout(decoded: dict[str, dict[str, Any]], value: Any) -> dict[str, Any]:
+    """A node's MIG layout from ``plain_rows`` as a dict of its own: JSON text decoded once
+    per distinct text (most nodes share one of a few), or as Django decoded it (elsewhere)."""
+    if not isinstance(value, str):
+        return dict(value or {})
+    found = decoded.get(value)
+    if found is None:
+        found = decoded[value] = json.loads(value) or {}
+    return dict(found)
 
 
 class ControlLoop:
@@ -636,6 +648,7 @@ class ControlLoop:
         ):
             counts[node_id], unhealthy[node_id] = count, marked
         known: dict[str, dict[str, object]] = {}
+        layouts: dict[str, dict[str, Any]] = {}  # decoded MIG layouts, by their JSON text
         rows = nodes.values_list(
             "id",
             "name",
@@ -671,7 +684,7 @@ class ControlLoop:
                 "nvlink_domain": nvlink_domain,
                 "zone": zone,
                 "labels": dict(json_of(labels) or {}),
-                "mig_layout": dict(json_of(mig_layout) or {}),
+                "mig_layout": _layout(layouts, mig_layout),
                 "exclusion": exclusion,
                 "gone": gone_at is not None,
             }

@@ -22,19 +22,27 @@ from control_builders import (
 )
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
+from domain_builders import node
 
+from gpupool.clusters.grouping import WorkloadKey
+from gpupool.control.loop import ControlLoop
 from gpupool.control.snapshot import (
     WORKLOAD_INFO_ORDER,
     DatabaseSnapshot,
     SnapshotError,
     WorkloadRow,
+    _by_name,
     build_snapshot,
     info_with,
     plain_rows,
     pod_set_info,
     pod_set_infos,
+    read_nodes,
     read_workloads,
+    workload_row,
 )
+from gpupool.control.sync import key_order
+from gpupool.inventory.models import Flavor, Node
 from gpupool.quotas.models import PriorityClass
 from gpupool.scheduler import plan
 from gpupool.scheduler.scenario import scenario_from_dict, snapshot_to_dict
@@ -289,6 +297,63 @@ def test_info_with_changes_the_fields_named_as_dataclasses_replace_does(pool: Po
         "eviction_reason",
         "idle_alerted_since",
     ]
+
+
+def test_read_workloads_and_the_sync_sort_by_namespace_then_name_as_the_pairs_sort() -> None:
+    # ``_by_name`` keys a row by one string (namespace, NUL, name): the same order as the
+    # (namespace, name) pairs, a namespace before those it is a prefix of included.
+    words = ["a", "a-b", "a.b", "a0", "ab", "b", "team-a", "team-a-1", "team", "z9", "0"]
+    rng = random.Random(3)
+    rows = [(i, rng.choice(words), rng.choice(words)) for i in range(400)]
+    assert sorted(rows, key=_by_name) == sorted(rows, key=lambda row: (row[1], row[2]))
+    # the sync's order of workload keys (``sync.key_order``): the same rule
+    keys = [WorkloadKey(namespace, name) for _, namespace, name in rows]
+    assert sorted(keys, key=key_order) == sorted(keys)
+
+
+def test_workload_row_builds_what_the_constructor_builds(pool: Pool) -> None:
+    rows = read_workloads(NOW)
+    assert rows
+    for row in rows.values():
+        fields = [getattr(row, f.name) for f in dataclasses.fields(WorkloadRow)]
+        assert type(row) is WorkloadRow
+        assert row == WorkloadRow(*fields)
+        assert workload_row(*fields) == WorkloadRow(*fields)
+        assert hash(workload_row(*fields)) == hash(WorkloadRow(*fields))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        workload_row(*fields).state = "running"  # type: ignore[misc]
+
+
+def test_nodes_of_one_flavor_but_other_mig_layouts_count_their_own_instances(pool: Pool) -> None:
+    # read_nodes knows a MIG node's instances per GPU by its flavor and layout: the layout's
+    # JSON text on PostgreSQL (jsonb's text is canonical), its sorted dump elsewhere.
+    mig = pool.flavors["a100-3g.40gb"]
+    node("m2", mig, gpus=2, mig_layout={"1g.10gb": 1, "3g.40gb": 1})
+    node("m3", mig, gpus=2, mig_layout={"3g.40gb": 1, "1g.10gb": 1})
+    node("m4", mig, gpus=3, mig_layout={"3g.40gb": 2})
+    flavors = {f.pk: f for f in Flavor.objects.all()}
+    nodes, ids = read_nodes(flavors)
+    read = {n.name: n for n in nodes}
+    assert [n.name for n in nodes] == sorted(read)
+    for row in Node.objects.select_related("flavor"):
+        physical = row.gpus.count()
+        assert ids[row.name] == row.pk
+        assert read[row.name].gpus == physical * row.devices_per_gpu(), row.name
+    assert [read[name].gpus for name in ("m1", "m2", "m3", "m4")] == [4, 2, 2, 6]
+
+
+def test_the_sync_s_known_nodes_give_each_node_its_own_mig_layout(pool: Pool) -> None:
+    # ``ControlLoop._known_nodes`` decodes a layout's JSON text once for the nodes that share
+    # it; each node still gets a dict of its own, equal to its row's.
+    mig = pool.flavors["a100-3g.40gb"]
+    node("m2", mig, gpus=2, mig_layout={"3g.40gb": 2})
+    node("m3", mig, gpus=2, mig_layout={"1g.10gb": 1, "3g.40gb": 1})
+    known = ControlLoop._known_nodes(ControlLoop.__new__(ControlLoop), None)
+    for row in Node.objects.all():
+        assert known[row.name]["mig_layout"] == (row.mig_layout or {}), row.name
+    assert known["m1"]["mig_layout"] is not known["m2"]["mig_layout"]
+    known["m1"]["mig_layout"]["3g.40gb"] = 1  # type: ignore[index]
+    assert known["m2"]["mig_layout"] == {"3g.40gb": 2}
 
 
 def test_pod_set_resources_computed_by_the_database_equal_pod_set_info_s(pool: Pool) -> None:
