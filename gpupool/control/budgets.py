@@ -247,10 +247,12 @@ class BudgetBook:
         classes = {queue: by_tenant.get(tenant or "", set()) for queue, tenant in tenants.items()}
         names = {w.name for _, w in budgeted}
         unknown = by_tenant.get("", set())  # a queue the snapshot does not know: no tenant
+        wanted = {klass for _, klass in keys}  # most work is at another class: asked first
         relevant = []
         earlier: dict[str, WorkloadInfo] = {}
         for w in snapshot.workloads:
-            if w.priority_class in classes.get(w.queue, unknown):
+            klass = w.priority_class
+            if klass in wanted and klass in classes.get(w.queue, unknown):
                 relevant.append(w)
                 if w.name in names:
                     earlier[w.name] = w
@@ -342,11 +344,12 @@ def budget_ids(keys: Iterable[Key], now: float) -> dict[Key, int]:
     if not wanted:
         return {}
     today = timezone.localdate(datetime.fromtimestamp(now, tz=timezone.get_current_timezone()))
+    # The period's budgets of the wanted classes, the tenants picked here: a flush wants every
+    # budget of the period, and a list of a hundred tenant names was bound and split in Python.
     rows = PriorityBudget.objects.filter(
         period_start__lte=today,
         period_end__gt=today,
-        tenant__name__in={t for t, _ in wanted},
-        priority_class__name__in={c for _, c in wanted},
+        priority_class__name__in=sorted({c for _, c in wanted}),
     ).values_list("tenant__name", "priority_class__name", "id")
     return {(t, c): pk for t, c, pk in rows if (t, c) in wanted}
 
