@@ -83,7 +83,7 @@ from gpupool.control.apply import (
     new_pods,
     run_apply,
 )
-from gpupool.control.budgets import BudgetBook
+from gpupool.control.budgets import BudgetBook, named
 from gpupool.control.choices import CycleStatus
 from gpupool.control.cluster import ClusterMirror, holds_node, is_live
 from gpupool.control.estimates import EstimateRefresher, EstimateRun, Planned
@@ -467,7 +467,7 @@ class ControlLoop:
             moves += self.budgets.spend(spends, now)
             moves += self.budgets.settle_due(now)
             moves += self.budgets.admit(
-                [(database.workload_ids[w.name], w) for w in moved.workloads if w.name in admitted],
+                [(database.workload_ids[w.name], w) for w in named(moved.workloads, admitted)],
                 database.snapshot,
                 self.policy,
                 now,

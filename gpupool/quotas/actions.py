@@ -6,15 +6,16 @@ object's fields before and after; a refused action leaves the database unchanged
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import Any, Protocol
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import connection, transaction
 from django.db.models import F, Value
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from gpupool.audit.actions import (
@@ -22,8 +23,10 @@ from gpupool.audit.actions import (
     model_snapshot,
     record_audit_change,
     record_audit_event,
-    record_system_audit_events,
+    record_system_audit_rows,
     save_audited,
+    snapshot_fields,
+    values_snapshots,
 )
 from gpupool.bulk import insert_values
 from gpupool.inventory.models import Flavor
@@ -820,36 +823,58 @@ def _record_budget_moves(moves: Sequence[BudgetMove], at: datetime) -> int:
             or ((move.gpu_hours > 0) if negative else (move.gpu_hours < 0))
         ):
             raise ValidationError({"gpu_hours": f"{move.kind} of {move.gpu_hours}: wrong sign"})
-    budgets = (
+    # The budgets locked and read as values (hundreds a cycle: no model instance each, and
+    # one JSON round trip for all their audit snapshots); in id order, so writers lock alike.
+    fields = snapshot_fields(PriorityBudget, _KEPT)
+    rows = list(
         PriorityBudget.objects.select_for_update(of=("self",))
-        .select_related("tenant", "priority_class")
-        .in_bulk({m.budget_id for m in moves})
+        .filter(pk__in=_ids_param({m.budget_id for m in moves}))
+        .order_by("pk")
+        .values(*fields, "balance_gpu_hours", "tenant__name", "priority_class__name")
     )
+    budgets = {row["id"]: _LockedBudget(row["balance_gpu_hours"]) for row in rows}
     balances = _balances(budgets)
-    snapshots = {pk: model_snapshot(budget, _KEPT) for pk, budget in budgets.items()}
+    snapshots = dict(zip(budgets, values_snapshots(PriorityBudget, rows, _KEPT), strict=True))
     after = write_ledger_entries(
         [(m.budget_id, m.kind, m.gpu_hours, m.workload_id, at, m.note) for m in moves], budgets
     )
     counts: dict[int, int] = {}
     for move in moves:
         counts[move.budget_id] = counts.get(move.budget_id, 0) + 1
-    record_system_audit_events(
+    label = PriorityBudget._meta.label_lower
+    record_system_audit_rows(
         "quotas.cycle_budget",
         (
             (
-                budget,
-                snapshots[pk] | {"remaining_gpu_hours": str(balances[pk])},
-                snapshots[pk] | {"remaining_gpu_hours": str(after[pk])},
-                f"{counts[pk]} movements of the scheduling loop",
+                label,
+                str(row["id"]),
+                # str(budget), as PriorityBudget.__str__ writes it
+                f"{row['tenant__name']}/{row['priority_class__name']} "
+                f"{row['period_start']}..{row['period_end']}",
+                snapshots[row["id"]] | {"remaining_gpu_hours": str(balances[row["id"]])},
+                snapshots[row["id"]] | {"remaining_gpu_hours": str(after[row["id"]])},
+                f"{counts[row['id']]} movements of the scheduling loop",
             )
-            for pk, budget in budgets.items()
+            for row in rows
         ),
         at=timezone.now(),
     )
     return len(moves)
 
 
-def _balances(budgets: Mapping[int, PriorityBudget]) -> dict[int, Decimal]:
+@dataclass(slots=True)
+class _LockedBudget:
+    """A budget locked by ``_record_budget_moves``, its kept balance as read (and moved by
+    ``write_ledger_entries``): all that function reads or writes of a budget."""
+
+    balance_gpu_hours: Decimal
+
+
+class _Balanced(Protocol):
+    balance_gpu_hours: Any
+
+
+def _balances(budgets: Mapping[int, _Balanced]) -> dict[int, Decimal]:
     """The kept balance of each budget (``remaining_gpu_hours`` for many), at the ledger's
     precision on every database (SQLite drops a decimal's trailing zeros)."""
     return {
@@ -863,7 +888,7 @@ LedgerRow = tuple[int, str, Decimal, int | None, datetime, str]
 
 
 def write_ledger_entries(
-    rows: Sequence[LedgerRow], budgets: Mapping[int, PriorityBudget]
+    rows: Sequence[LedgerRow], budgets: Mapping[int, _Balanced]
 ) -> dict[int, Decimal]:
     """Write ledger entries and move each budget's kept balance (``balance_gpu_hours``) by
     what its entries carry, in the caller's transaction: the one way entries are written.
@@ -913,10 +938,27 @@ def _move_balances(moved: Mapping[int, Decimal]) -> None:
             cursor.execute(
                 f"UPDATE {table} AS b SET balance_gpu_hours = b.balance_gpu_hours + m.delta "  # noqa: S608
                 "FROM unnest(%s::bigint[], %s::numeric[]) AS m(id, delta) WHERE b.id = m.id",
-                [list(moved), list(moved.values())],
+                # as array literals: the driver adapted a list's every Decimal in Python
+                [_array_literal(moved), _array_literal(moved.values())],
             )
         return
     for pk, delta in moved.items():
         PriorityBudget.objects.filter(pk=pk).update(
             balance_gpu_hours=F("balance_gpu_hours") + Value(delta)
         )
+
+
+def _array_literal(values: Iterable[int | Decimal]) -> str:
+    """Integers or decimals as one PostgreSQL array literal (``{1,2.5}``) for a ``%s::bigint[]``
+    or ``%s::numeric[]`` parameter: one string for the driver to quote, where a list is adapted
+    element by element in Python (as ``control.snapshot.int_array``)."""
+    return "{" + ",".join(map(str, values)) + "}"
+
+
+def _ids_param(ids: Collection[int]) -> Any:
+    """Row ids for an ``__in`` filter: one array parameter on PostgreSQL (as
+    ``control.snapshot.id_list``: Django binds a list's every id on its own, and the driver
+    splits a statement of hundreds of placeholders in Python), the list elsewhere."""
+    if connection.vendor == "postgresql":
+        return RawSQL("SELECT unnest(%s::bigint[])", (_array_literal(map(int, ids)),))
+    return list(ids)

@@ -11,9 +11,11 @@ from domain_builders import priority_class
 from loop_builders import World, build_world
 
 from gpupool.accounting.models import PreemptionEvent
+from gpupool.control.budgets import named
 from gpupool.quotas.actions import do_grant_budget
 from gpupool.quotas.models import BudgetLedgerEntry, PriorityBudget, PriorityClass
 from gpupool.quotas.queries import ledger_mismatches
+from gpupool.scheduler.types import PodSetInfo, WorkloadInfo
 from gpupool.tenancy.models import Tenant
 
 pytestmark = pytest.mark.django_db
@@ -134,3 +136,16 @@ def test_a_flush_spends_once_per_budget_and_a_restarted_loop_charges_from_it(
     world.cluster.tick(360)
     world.cycle()
     assert abs((Decimal(2) - balance()) - spent - Decimal("0.8")) < Decimal("0.01")
+
+
+def test_named_finds_workloads_by_bisection_in_their_order_or_by_a_pass() -> None:
+    """``budgets.named``: the workloads named, in the snapshot's order, whether the snapshot
+    is in name order (bisection) or not (one pass), and none for a name not there."""
+    infos = [
+        WorkloadInfo(name, "q", "normal", (PodSetInfo(1, 1, ("h100",)),), 0.0)
+        for name in ("a/1", "a/2", "b/1", "c/9")
+    ]
+    assert [w.name for w in named(tuple(infos), {"c/9", "a/1"})] == ["a/1", "c/9"]
+    assert [w.name for w in named(tuple(infos[::-1]), {"c/9", "a/1"})] == ["c/9", "a/1"]
+    assert [w.name for w in named(tuple(infos), {"b/1", "x/0"})] == ["b/1"]
+    assert named((), {"a/1"}) == []

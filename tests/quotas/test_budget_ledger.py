@@ -8,8 +8,10 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from domain_builders import priority_class, tenant, user
 
+from gpupool.audit.actions import model_snapshot, snapshot_fields, values_snapshots
 from gpupool.audit.models import AuditEvent
 from gpupool.quotas.actions import (
+    _KEPT,
     BudgetMove,
     do_grant_budget,
     do_record_budget_moves,
@@ -149,3 +151,31 @@ def test_the_loops_moves_are_one_audit_row_per_budget_with_its_balance_before_an
     assert event.before["gpu_hours"] == event.after["gpu_hours"] == "100.000"
     assert event.reason == "2 movements of the scheduling loop"
     assert event.changed_fields() == ["remaining_gpu_hours"]
+
+
+def test_the_loops_audit_rows_read_as_values_equal_the_model_snapshots(setup: dict) -> None:
+    """The loop's moves read their budgets as values, not model instances; the audit rows
+    say what ``model_snapshot`` and ``str(budget)`` of each budget would."""
+    budget = grant(setup, Decimal("12.5"))
+    other = do_grant_budget(
+        tenant("vision"), setup["high"], gpu_hours=7, acting_user=setup["admin"], at=NOW,
+        **NOVEMBER,
+    )  # fmt: skip
+    moves = [
+        BudgetMove(other.pk, "spend", Decimal("-1.5"), None, "ran at the class"),
+        BudgetMove(budget.pk, "spend", Decimal("-0.25"), None, "ran at the class"),
+    ]
+    rows = list(PriorityBudget.objects.values(*snapshot_fields(PriorityBudget, _KEPT)))
+    assert values_snapshots(PriorityBudget, rows, _KEPT) == [
+        model_snapshot(PriorityBudget.objects.get(pk=row["id"]), _KEPT) for row in rows
+    ]
+    assert do_record_budget_moves(moves, at=NOW) == 2
+    for granted in (budget, other):
+        granted.refresh_from_db()
+        event = AuditEvent.objects.get(action="quotas.cycle_budget", object_id=str(granted.pk))
+        assert event.object_repr == str(granted)
+        assert event.before is not None and event.after is not None
+        assert event.before == model_snapshot(granted, _KEPT) | {
+            "remaining_gpu_hours": event.before["remaining_gpu_hours"]
+        }
+        assert event.after["remaining_gpu_hours"] == str(granted.remaining_gpu_hours())

@@ -9,9 +9,12 @@ work reserved from it this cycle.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from scheduler_builders import Case, pool, queue, run_case, workload
+from scheduler_builders import Case, at, pool, queue, run_case, workload
+
+from gpupool.scheduler.contracts import Contracts
 
 FULL = list(range(8))
 HALF_A = [0, 1, 2, 3]
@@ -78,3 +81,49 @@ def test_the_explanation_gives_the_real_remaining_hours_and_who_reserved_them() 
     assert second.facts["reserved_by"] == ["first"]
     assert second.facts["reserved_gpu_hours"] == 8
     assert "10 GPU-hours left" in second.detail and "first" in second.detail
+
+
+def test_a_workloads_standing_on_budget_does_not_depend_on_the_other_work() -> None:
+    """The contracts decide each workload's standing on budget (demoted or not, what it would
+    reserve) from its own class and window and its tenant's budget as the snapshot found it,
+    whatever other work or preemption history the snapshot holds: the control loop's budget
+    book settles an admitted workload's reservation on a snapshot of that workload alone
+    (``control.budgets.BudgetBook.admit``)."""
+    case = blocked_then_ready(
+        [
+            workload("tiny", gpus=1, priority="high", protected_s=600),
+            workload("huge", gpus=8, count=2, priority="high", protected_s=36000),
+        ],
+        history=[
+            {
+                "at": at("09:5" + str(i)),
+                "victim": "old",
+                "preemptor": name,
+                "preemptor_tenant": "team-a",
+            }
+            for i, name in enumerate(["small", "big", "small"])
+        ],
+        policy={
+            "placement": "gpupool",
+            "preemption_backoff": {"max_preemptions": 1, "window_s": 3600, "cooldown_s": 3600},
+        },
+    )
+    loaded = case.load()
+    whole = Contracts(loaded.snapshot, loaded.policy, loaded.now)
+    for alone in loaded.snapshot.workloads:
+        by_itself = Contracts(
+            replace(loaded.snapshot, workloads=(alone,), preemption_history=()),
+            loaded.policy,
+            loaded.now,
+        )
+        got, want = by_itself.standing[alone.name], whole.standing[alone.name]
+        assert (got.budget_demoted, got.budget_reservation, got.budget_remaining) == (
+            want.budget_demoted,
+            want.budget_reservation,
+            want.budget_remaining,
+        ), alone.name
+    assert {w.name for w in loaded.snapshot.workloads if whole.standing[w.name].budget_demoted} == {
+        "huge"
+    }
+    # the history did back the preemptors off in the whole snapshot (a standing's value)
+    assert whole.standing["small"].backed_off and whole.standing["big"].backed_off
