@@ -117,6 +117,8 @@ class RunResult:
     burst: int = 0
     # How many pods had been created and bound that many seconds after the first creation.
     curve: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # The turns a full bucket lost by then (seconds of the limit), replayed from the bindings.
+    lost: dict[str, float] = field(default_factory=dict)
 
     @property
     def pods_per_s(self) -> float:
@@ -156,6 +158,7 @@ class RunResult:
             if self.qps
             else None,
             "created_and_bound_by_s": {k: list(v) for k, v in self.curve.items()},
+            "allowance_lost_by_s": {k: round(v, 3) for k, v in self.lost.items()},
             "load_1m": {
                 "median": round(statistics.median(self.load), 1) if self.load else None,
                 "min": min(self.load, default=None),
@@ -795,9 +798,44 @@ def _bind(
             bisect.bisect_right(made, started + mark),
             bisect.bisect_right(bound, started + mark),
         )
+    if result.qps:
+        lost = allowance_lost([b - started for b in bound], result.qps, result.burst)
+        result.lost = {f"{mark:g}": lost(mark) for mark in (*CURVE_S, math.inf)}
     result.removed_while_bound = watch.removed
     if result.kind == "gangs":
         _gang_timing(pods, created, watch.bound_at, result)
+
+
+def allowance_lost(bound: list[float], qps: float, burst: int) -> Any:
+    """The client bucket replayed over the bindings (seconds after the first creation, in
+    order; each one a token at the time the watch saw it, a little after its request): how
+    many seconds of its turns a full bucket had lost by a moment, as a function of it.
+    The bucket is full at 0. Where the run's ``unused_allowance_s`` went: lost at the
+    start (before the bindings drew the bucket down), in the middle (a stall of the binder
+    long enough to fill it again), or not lost but late (the last bindings' own latency)."""
+    marks: list[tuple[float, float]] = [(0.0, 0.0)]  # (time, seconds lost by then)
+    tokens, last, lost = float(burst), 0.0, 0.0
+    for at in bound:
+        tokens += (at - last) * qps
+        if tokens > burst:
+            lost += (tokens - burst) / qps
+            tokens = float(burst)
+            marks.append((at, lost))
+        tokens -= 1.0
+        last = at
+
+    def by(moment: float) -> float:
+        index = bisect.bisect_right(marks, (moment, math.inf)) - 1
+        before_at, before = marks[index]
+        following = marks[index + 1] if index + 1 < len(marks) else None
+        if following is None or moment <= before_at:
+            return before
+        # The bucket was full for the last (following - before) seconds up to the next
+        # binding, losing a second of turns a second.
+        full_from = following[0] - (following[1] - before)
+        return before + max(0.0, moment - full_from)
+
+    return by
 
 
 def _gang_timing(

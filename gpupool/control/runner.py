@@ -49,6 +49,13 @@ POLL_S = 0.01  # the shortest look at the arrivals in a window (a QUIET_S of 0 d
 # The fewest new pods whose mean gap is taken for their stream's rate (``outruns``): pods
 # made by several clients come in clumps, and two or three of a clump look like a flood.
 STREAM_MIN = 8
+# How far ahead of the client's bucket filling up the next cycle starts while new pods
+# outrun the limit (``wait_next_cycle``'s ``lead_s``), in lengths of the last cycle to its
+# bindings: the next one takes the pods that came meanwhile, more than the last one took
+# while a burst's pace grows, and its length varies; a bucket full a moment before its
+# bindings loses the turns of that moment for good, a cycle started a moment early costs
+# only its fixed cost (B4 round 9: the turns a burst's early seconds lost).
+LEAD_FACTOR = 2.0
 
 _shared: ControlLoop | None = None
 _shared_lock = threading.Lock()
@@ -189,7 +196,7 @@ def _run_cycles(
             fresh_connections()
         result = loop.run_cycle(pipeline=pipeline)
         # Its own length to its bindings handed on (or made), less the wait for the last
-        # cycle's bindings: about what the next one takes before its bindings start.
+        # cycle's bindings: what the next one's is reckoned from (``next_cycle_lead``).
         took = time.monotonic() - started - result.timings.get("apply_wait", 0.0)
         cycles += 1
         if on_cycle is not None:
@@ -226,9 +233,15 @@ def _run_cycles(
             started + interval,
             settings.GPUPOOL_CYCLE_ON_CHANGE if on_change is None else on_change,
             started=started,
-            lead_s=took,
+            lead_s=next_cycle_lead(took),
         )
     return cycles
+
+
+def next_cycle_lead(took: float) -> float:
+    """How long before the client's bucket is full the next cycle should start, the last
+    one having taken ``took`` to its bindings: ``LEAD_FACTOR`` times that."""
+    return LEAD_FACTOR * max(took, 0.0)
 
 
 def wait_next_cycle(
@@ -317,11 +330,16 @@ def _batching_window(
         now = time.monotonic()
         arrivals = backend.arrivals()
         end = until
+        look = max(quiet, POLL_S)
         if arrivals.count:
             end = min(until, arrivals.last + max(quiet, gaps * arrivals.mean_gap))
             allowance = backend.allowance()
-            if allowance is not None and outruns(arrivals, allowance, quiet_spell=quiet_spell):
-                end = min(end, allowance.full_at - lead)
+            if allowance is not None:
+                if outruns(arrivals, allowance, quiet_spell=quiet_spell):
+                    end = min(end, allowance.full_at - lead)
+                # The next pods may make a stream of this (``STREAM_MIN``) while the bucket
+                # is full: seen a poll later, not a quiet_s later (turns lost meanwhile).
+                look = POLL_S
         if now >= end:
             return
-        stop.wait(min(end - now, max(quiet, POLL_S), STOP_CHECK_S))
+        stop.wait(min(end - now, look, STOP_CHECK_S))

@@ -13,7 +13,7 @@ from django.conf import settings as django_settings
 
 from gpupool.clusters.base import Allowance, Arrivals, ClusterBackend
 from gpupool.clusters.kubernetes import RateLimiter
-from gpupool.control.runner import STREAM_MIN, wait_next_cycle
+from gpupool.control.runner import LEAD_FACTOR, STREAM_MIN, next_cycle_lead, wait_next_cycle
 
 BATCH_S = 0.6
 QUIET_S = 0.1
@@ -334,3 +334,34 @@ def test_a_stream_faster_than_the_limit_in_clumps_ends_the_window_lead_s_before_
         clump=5, every_s=0.04, limiter=drained(20.0, 40, 10), lead_s=0.2
     )
     assert started + 0.3 - 0.05 <= ended < started + BATCH_S
+
+
+def test_the_pod_that_makes_a_stream_ends_the_window_a_poll_after_it_not_quiet_s() -> None:
+    """After a cycle (no quiet spell), the bucket full: a clump of STREAM_MIN - 1 pods says
+    nothing of a rate, but the next pod makes them a stream faster than the limit, and its
+    turns are being lost: the window ends a poll after it (POLL_S), not at the next look a
+    QUIET_S later."""
+    started = time.monotonic()
+    changes = Changes(RateLimiter(100.0, 200), since=started)
+    for _ in range(STREAM_MIN - 1):
+        changes.change(arrival=True)
+    timer = threading.Timer(0.02, changes.change, kwargs={"arrival": True})
+    timer.start()
+    ended = waited(changes, started=started, due=started + 60.0, lead_s=0.1)
+    timer.join()
+    assert changes.arrived.count == STREAM_MIN
+    assert ended < changes.arrived.last + QUIET_S / 2
+
+
+def test_a_next_cycle_longer_than_the_last_still_binds_before_the_bucket_is_full() -> None:
+    """A stream faster than the limit, the bucket 0.5 s from full, the last cycle 0.2 s to
+    its bindings; the next one takes the pods that came meanwhile and runs 0.3 s. Reckoned
+    at the last cycle's length it would start 0.3 s in and bind at 0.6 s, 0.1 s of turns
+    after the bucket filled; reckoned twice over (``next_cycle_lead``) it starts by 0.1 s
+    in and binds before."""
+    assert next_cycle_lead(0.2) == pytest.approx(LEAD_FACTOR * 0.2) == pytest.approx(0.4)
+    limiter = drained(20.0, 40, 10)
+    started, ended = waited_in_stream(
+        every_s=0.02, limiter=limiter, lead_s=next_cycle_lead(0.2), before=STREAM_MIN
+    )
+    assert ended + 0.3 <= started + 0.5  # the longer cycle's bindings find the turns
