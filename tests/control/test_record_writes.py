@@ -39,6 +39,28 @@ def _pending() -> list[Workload]:
     )
 
 
+def _admission_and_explanation(
+    node_id: int, flavor_id: int
+) -> tuple[Workload, Workload, CycleRecord]:
+    """A record admitting the first pending workload (one pod on ``node_id``) and explaining
+    the second (``quota``, ranked first)."""
+    admitted, explained = _pending()[:2]
+    pod_set = admitted.pod_sets.order_by("pk").first()
+    assert pod_set is not None
+    record = CycleRecord(at=AT)
+    record.admissions = [
+        AdmissionRecord(
+            workload_id=admitted.pk,
+            name=admitted.name,
+            pods=(PodPlace(pod_set.pk, 0, node_id, (0,), None),),
+            usage=((flavor_id, Decimal(1)),),
+        )
+    ]
+    record.explanations = {explained.pk: Explanation("quota", "waits for quota", {"asked": 9})}
+    record.ranked = {explained.pk: 1.0}
+    return admitted, explained, record
+
+
 def test_a_row_explained_and_nominated_in_one_cycle_is_written_once(pool: Pool) -> None:
     both, explained, nominated = _pending()[:3]
     was = {w.pk: w.updated_at for w in (both, explained, nominated)}
@@ -160,21 +182,8 @@ def test_an_admission_whose_keys_fail_in_the_overlapped_check_leaves_the_data_as
     record with Django's ``IntegrityError``, where the window ends, and nothing of the record
     is left -- no cycle row, placement, transition or usage, the workload still pending, the
     explanation not written."""
-    admitted, explained = _pending()[:2]
-    pod_set = admitted.pod_sets.order_by("pk").first()
-    assert pod_set is not None
     flavor = next(iter(pool.flavors.values()))
-    record = CycleRecord(at=AT)
-    record.admissions = [
-        AdmissionRecord(
-            workload_id=admitted.pk,
-            name=admitted.name,
-            pods=(PodPlace(pod_set.pk, 0, 987_654_321, (0,), None),),  # no such node
-            usage=((flavor.pk, Decimal(1)),),
-        )
-    ]
-    record.explanations = {explained.pk: Explanation("quota", "waits for quota", {"asked": 9})}
-    record.ranked = {explained.pk: 1.0}
+    admitted, explained, record = _admission_and_explanation(987_654_321, flavor.pk)  # no node
     counts = [
         (model, model.objects.count())
         for model in (SchedulingCycle, Placement, WorkloadTransition, UsageInterval)
@@ -192,21 +201,8 @@ def test_an_admission_and_an_explanation_in_one_record_are_both_written(pool: Po
     """The explanations' rows built while the server admits (``_record_admissions``'s
     ``meanwhile``) are written as before, and the admission's row, placement, transition and
     usage with them (PostgreSQL's pipeline, SQLite's plain path)."""
-    admitted, explained = _pending()[:2]
-    pod_set = admitted.pod_sets.order_by("pk").first()
-    assert pod_set is not None
     node = next(iter(pool.nodes.values()))
-    record = CycleRecord(at=AT)
-    record.admissions = [
-        AdmissionRecord(
-            workload_id=admitted.pk,
-            name=admitted.name,
-            pods=(PodPlace(pod_set.pk, 0, node.pk, (0,), None),),
-            usage=((node.flavor_id, Decimal(1)),),
-        )
-    ]
-    record.explanations = {explained.pk: Explanation("quota", "waits for quota", {"asked": 9})}
-    record.ranked = {explained.pk: 1.0}
+    admitted, explained, record = _admission_and_explanation(node.pk, node.flavor_id)
     stamps: Stamps = {}
     do_record_cycle(record, started_at=AT, nodes=1, workloads=2, stamps=stamps)
     admitted.refresh_from_db()
