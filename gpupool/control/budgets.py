@@ -1,8 +1,9 @@
 """Priority budgets as the loop spends them (DESIGN section 2, "Priority budget").
 
 A workload running at a class with ``budget_rate > 0`` spends ``rate x GPUs x hours``. Its
-protected window is reserved up front when it is admitted (the core's ``Standing`` says how
-much, and whether the budget covered it), and settled when the window ends or the workload
+protected window is reserved up front when it is admitted (the plan says how much the core
+reserved, ``Admission.budget_reservation``: nothing for work it admitted demoted because the
+cycle's earlier admissions spent the budget), and settled when the window ends or the workload
 leaves: the reservation goes back and what really ran inside the window is spent. After the
 window, spending accrues with time.
 
@@ -35,12 +36,11 @@ from gpupool.control.snapshot import WorkloadRow
 from gpupool.quotas.actions import BudgetMove
 from gpupool.quotas.choices import LedgerEntryKind
 from gpupool.quotas.models import BudgetLedgerEntry, PriorityBudget, PriorityClass
-from gpupool.scheduler.contracts import Contracts, gpu_count
+from gpupool.scheduler.contracts import gpu_count
 from gpupool.scheduler.types import (
     MILLI,
     SECONDS_PER_HOUR,
     BudgetInfo,
-    PolicyInfo,
     Snapshot,
     WorkloadInfo,
 )
@@ -231,45 +231,32 @@ class BudgetBook:
 
     def admit(
         self,
-        admitted: Iterable[tuple[int, WorkloadInfo]],
+        admitted: Iterable[tuple[int, WorkloadInfo, float]],
         snapshot: Snapshot,
-        policy: PolicyInfo,
         now: float,
     ) -> list[BudgetMove]:
-        """Reservations of newly admitted workloads at budgeted classes the core elevated."""
+        """Charges of newly admitted workloads at budgeted classes, and the reservations of
+        their protected windows: ``admitted`` is (id, the workload as admitted, what the core
+        reserved for it: ``Admission.budget_reservation``). The core spends the budget as it
+        admits within a cycle and demotes work it no longer covers (``Cycle.spend_budget``,
+        ``Cycle.demote``), so the ledger reserves exactly what the plan says it reserved --
+        never a standing derived again from the snapshot, which would find every admission
+        covered on its own and reserve for all of them. An elastic gang admitted with fewer
+        pods than it asks reserves for the GPUs it holds."""
         rates = {c.name: c.budget_rate for c in snapshot.priority_classes}
-        budgeted = [(pk, w) for pk, w in admitted if rates.get(w.priority_class, 0) > 0]
+        budgeted = [(pk, w, r) for pk, w, r in admitted if rates.get(w.priority_class, 0) > 0]
         if not budgeted:
             return []
         tenants = {q.name: q.tenant for q in snapshot.queues}
-        keys = {(tenants.get(w.queue) or "", w.priority_class) for _, w in budgeted}
-        # A pending workload's standing on budget is decided by its own class and reservation
-        # and its tenant's budget as the snapshot found it, whatever other work there is (the
-        # cycle spends the budget as it admits, not the standings: ``Contracts._settle``;
-        # tests/scheduler/test_budget_earmarks.py pins it), so the contracts need only the
-        # admitted workloads as they were before the cycle -- found by name, not by a pass
-        # over the 30,000 of B1's size -- and no preemption history: that only backs
-        # preemptors off (a standing's value), never what a standing says of the budget.
-        earlier = {w.name: w for w in named(snapshot.workloads, {w.name for _, w in budgeted})}
-        contracts = Contracts(
-            replace(snapshot, workloads=tuple(earlier.values()), preemption_history=()),
-            policy,
-            now,
-        )
+        keys = {(tenants.get(w.queue) or "", w.priority_class) for _, w, r in budgeted if r > 0}
         ids = budget_ids(keys, now)
         moves: list[BudgetMove] = []
-        for pk, workload in budgeted:
-            before = earlier[workload.name]
-            standing = contracts.standing[before.name]
+        for pk, workload, reservation in budgeted:
             key = (tenants.get(workload.queue) or "", workload.priority_class)
             rate = rates[workload.priority_class]
             gpus = held_gpus(workload)
-            elevated = not standing.budget_demoted
-            reserved = (
-                standing.budget_reservation * gpus / gpu_count(before)
-                if elevated and gpu_count(before)
-                else 0.0
-            )
+            asked = gpu_count(workload)
+            reserved = reservation * gpus / asked if reservation > 0 and asked else 0.0
             window = reserved / (rate * gpus) * SECONDS_PER_HOUR if reserved and gpus else 0.0
             self.charges[pk] = Charge(pk, key, rate, gpus, now, now + window, reserved, now)
             if reserved > 0 and key in ids:

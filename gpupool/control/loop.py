@@ -463,13 +463,15 @@ class ControlLoop:
                 }
                 return result
             moved = apply_plan(database.snapshot, decided, now, evictions_take_time=True)
-            admitted = {a.workload for a in decided.admit}
+            reserved = {a.workload: a.budget_reservation for a in decided.admit}
             moves += self.budgets.spend(spends, now)
             moves += self.budgets.settle_due(now)
             moves += self.budgets.admit(
-                [(database.workload_ids[w.name], w) for w in named(moved.workloads, admitted)],
+                [
+                    (database.workload_ids[w.name], w, reserved[w.name])
+                    for w in named(moved.workloads, reserved)
+                ],
                 database.snapshot,
-                self.policy,
                 now,
             )
             stamps: Stamps = {}

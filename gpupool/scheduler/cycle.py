@@ -903,14 +903,21 @@ def _scaled_guarantee_verdict(cycle: Cycle, work: PendingWork, verdict: Verdict)
 
 
 def _admission(cycle: Cycle, name: str) -> Admission:
-    """Where each placed pod goes, which pod of the workload it is, and whose hold it uses."""
+    """Where each placed pod goes, which pod of the workload it is, whose hold it uses, and
+    what it reserved of its budget."""
     placement: list[PodPlacement] = []
     pods = cycle.admitted[name]
     for pod in pods:
         shared = cycle.nodes[pod.node].flavor in cycle.shared_flavors
         placement.append(PodPlacement(pod.node, pod.gpus, pod.shape.milli if shared else None))
     refs = tuple(PodRef(pod.pod_set, pod.index) for pod in pods)
-    return Admission(name, tuple(placement), refs, cycle.backfilled.get(name))
+    return Admission(
+        name,
+        tuple(placement),
+        refs,
+        cycle.backfilled.get(name),
+        cycle.budget_reserved.get(name, 0.0),
+    )
 
 
 __all__ = ["PHASES", "plan", "plan_of", "run_cycle"]

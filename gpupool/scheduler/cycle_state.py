@@ -173,6 +173,8 @@ class Cycle:
         # Budgets as this cycle spends them: left per (tenant, class), and who reserved what.
         self.budget_left: dict[tuple[str, str], float] = dict(self.contracts.budget)
         self.budget_spent: dict[tuple[str, str], list[tuple[str, float]]] = defaultdict(list)
+        # What each admission reserved of its budget as it was admitted (none: nothing).
+        self.budget_reserved: dict[str, float] = {}
         self.evicted: dict[str, Eviction] = {}
         self.idle_alerts: list[IdleAlert] = []  # running work idle past its alert timeout
         self.waiting: set[str] = set()
@@ -590,7 +592,9 @@ class Cycle:
         """Record an admission (the statement holding it is committed by the caller), and the
         starving workload whose held capacity backfill gave it, if any."""
         self.admitted[work.name] = placed
-        self.spend_budget(work)
+        reserved = self.spend_budget(work)
+        if reserved:
+            self.budget_reserved[work.name] = reserved
         if backfill_for is not None:
             self.backfilled[work.name] = backfill_for
         vector = assignment.vector
@@ -735,15 +739,17 @@ class Cycle:
         left = self.budget_left.get(self.contracts.budget_key(work.info), 0.0)
         return left > 0 and left >= standing.budget_reservation
 
-    def spend_budget(self, work: PendingWork) -> None:
+    def spend_budget(self, work: PendingWork) -> float:
         """Reserve the work's protected window from its budget, as it is admitted or its
-        place reserved (the caller checked ``budget_covers``)."""
+        place reserved (the caller checked ``budget_covers``): the GPU-hours reserved (0 for
+        work that spends no budget or that the budget no longer covered: demoted)."""
         standing = work.standing
         if standing.budget_demoted or standing.declared.budget_rate == 0:
-            return
+            return 0.0
         key = self.contracts.budget_key(work.info)
         self.budget_left[key] = self.budget_left.get(key, 0.0) - standing.budget_reservation
         self.budget_spent[key].append((work.name, standing.budget_reservation))
+        return standing.budget_reservation
 
     def demote(self, work: PendingWork) -> None:
         """The budget no longer covers the work: it competes at the default class now."""

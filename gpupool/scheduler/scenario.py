@@ -1167,6 +1167,8 @@ def _admission_json(admission: Admission) -> dict[str, object]:
     }
     if admission.backfill_for is not None:
         out["backfill_for"] = admission.backfill_for
+    if admission.budget_reservation:
+        out["budget_reservation_gpu_hours"] = round(admission.budget_reservation, 3)
     return out
 
 

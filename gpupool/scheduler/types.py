@@ -389,12 +389,18 @@ class Admission:
     An elastic gang (``min_member`` below its pod count) may be admitted with fewer pods than
     it has: the first ones in pod-set order. ``backfill_for`` names the starving workload on
     whose held capacity backfill placed it, and which may evict it later (None: none).
+    ``budget_reservation`` is the GPU-hours the cycle reserved from its tenant's budget for
+    its protected window as it admitted it (``Cycle.spend_budget``): 0 for work at a class
+    that costs no budget, with no protected window, or that the budget no longer covered
+    when its turn came (admitted demoted, at the default class). The loop reserves exactly
+    this on the ledger (``BudgetBook.admit``), never a standing derived again.
     """
 
     workload: str
     placement: tuple[PodPlacement, ...]
     pod_refs: tuple[PodRef, ...]
     backfill_for: str | None = None
+    budget_reservation: float = 0.0
 
     # Written out, as ``WorkloadInfo.__init__`` (one per workload admitted).
     def __init__(
@@ -403,11 +409,13 @@ class Admission:
         placement: tuple[PodPlacement, ...],
         pod_refs: tuple[PodRef, ...],
         backfill_for: str | None = None,
+        budget_reservation: float = 0.0,
     ) -> None:
         object.__setattr__(self, "workload", workload)
         object.__setattr__(self, "placement", placement)
         object.__setattr__(self, "pod_refs", pod_refs)
         object.__setattr__(self, "backfill_for", backfill_for)
+        object.__setattr__(self, "budget_reservation", budget_reservation)
 
 
 @dataclass(frozen=True, slots=True)

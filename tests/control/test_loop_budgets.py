@@ -149,3 +149,57 @@ def test_named_finds_workloads_by_bisection_in_their_order_or_by_a_pass() -> Non
     assert [w.name for w in named(tuple(infos[::-1]), {"c/9", "a/1"})] == ["c/9", "a/1"]
     assert [w.name for w in named(tuple(infos), {"b/1", "x/0"})] == ["b/1"]
     assert named((), {"a/1"}) == []
+
+
+def test_one_cycle_reserves_only_for_the_admissions_its_budget_covered(world: World) -> None:
+    """Two urgent workloads of one tenant admitted in one cycle, the budget (2 GPU-hours)
+    covering one protected window (4 GPUs x 22.5 min = 1.5 GPU-hours) but not both: the core
+    spends the budget as it admits and demotes the second to the default class; the ledger
+    holds exactly the reservation the core made, and the second's charge is not elevated."""
+    urgent = PriorityClass.objects.get(name="urgent")
+    for name in ("urgent-a", "urgent-b"):
+        world.submit(name, gpus=4, priority_class=urgent, protected_runtime_s=1350)
+    world.cycle()
+    world.cycle()
+    assert {world.workload(n).state for n in ("urgent-a", "urgent-b")} == {"admitted"}
+    reserves = list(
+        BudgetLedgerEntry.objects.filter(kind="reserve").values_list("workload__name", "gpu_hours")
+    )
+    assert reserves == [("urgent-a", Decimal("-1.5000"))]
+    assert balance() == Decimal("0.5000")
+    charges = {world.workload(n).pk: n for n in ("urgent-a", "urgent-b")}
+    book = {charges[pk]: c for pk, c in world.loop.budgets.charges.items() if pk in charges}
+    assert book["urgent-a"].reserved == 1.5
+    assert book["urgent-b"].reserved == 0.0
+    assert book["urgent-b"].window_end == book["urgent-b"].start  # accrues as it runs
+
+
+def test_a_preemptor_reserves_its_window_once_when_admitted_not_while_it_waits(
+    world: World,
+) -> None:
+    """The core spends the budget for a preemptor whose place it reserves (so that nothing
+    later in that cycle is elevated on the same hours), but the preemptor is not admitted:
+    the ledger reserves nothing while its victim leaves, and exactly one window (4 GPUs x
+    15 min = 1 GPU-hour) in the cycle that admits it."""
+    world.submit("filler", gpus=8, priority_class=PriorityClass.objects.get(name="low"))
+    world.cycle()
+    world.cycle()
+    world.cluster.run()
+    world.cycle()
+    assert world.workload("filler").state == "running"
+    world.cluster.tick(600)
+    urgent = PriorityClass.objects.get(name="urgent")
+    world.submit("urgent-job", gpus=4, priority_class=urgent, protected_runtime_s=900)
+    world.cycle()  # its pods are created
+    world.cycle()  # the victim is chosen and evicted; the preemptor waits, nominated
+    assert world.workload("urgent-job").nominated
+    assert world.workload("filler").eviction_reason == "preempt"
+    assert not BudgetLedgerEntry.objects.filter(kind="reserve").exists()
+    assert balance() == Decimal("2.0000")
+    world.cycle()  # the victim is gone: the preemptor is admitted
+    assert world.workload("urgent-job").state == "admitted"
+    reserves = list(
+        BudgetLedgerEntry.objects.filter(kind="reserve").values_list("workload__name", "gpu_hours")
+    )
+    assert reserves == [("urgent-job", Decimal("-1.0000"))]
+    assert balance() == Decimal("1.0000")

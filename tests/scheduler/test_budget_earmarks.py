@@ -10,11 +10,12 @@ work reserved from it this cycle.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 from scheduler_builders import Case, at, pool, queue, run_case, workload
 
 from gpupool.scheduler.contracts import Contracts
+from gpupool.scheduler.scenario import plan_to_dict
 
 FULL = list(range(8))
 HALF_A = [0, 1, 2, 3]
@@ -86,9 +87,9 @@ def test_the_explanation_gives_the_real_remaining_hours_and_who_reserved_them() 
 def test_a_workloads_standing_on_budget_does_not_depend_on_the_other_work() -> None:
     """The contracts decide each workload's standing on budget (demoted or not, what it would
     reserve) from its own class and window and its tenant's budget as the snapshot found it,
-    whatever other work or preemption history the snapshot holds: the control loop's budget
-    book settles an admitted workload's reservation on a snapshot of that workload alone
-    (``control.budgets.BudgetBook.admit``)."""
+    whatever other work or preemption history the snapshot holds. (The control loop's budget
+    book no longer reads standings at all: the cycle spends the budget as it admits, and the
+    plan says what each admission reserved, ``Admission.budget_reservation``.)"""
     case = blocked_then_ready(
         [
             workload("tiny", gpus=1, priority="high", protected_s=600),
@@ -127,3 +128,48 @@ def test_a_workloads_standing_on_budget_does_not_depend_on_the_other_work() -> N
     }
     # the history did back the preemptors off in the whole snapshot (a standing's value)
     assert whole.standing["small"].backed_off and whole.standing["big"].backed_off
+
+
+def test_the_plan_says_what_each_admission_reserved_of_its_budget() -> None:
+    """Two workloads of one tenant at a budgeted class, both admitted in one cycle, the
+    budget (10 GPU-hours) covering each alone but not both: first (4 GPUs x 1 h = 4) is
+    admitted elevated and reserves 4; second (4 GPUs x 2 h = 8) finds 6 left and is admitted
+    demoted (there is room at the default class too), reserving nothing; work at a class
+    that costs no budget reserves nothing. The plan carries it (``Admission.
+    budget_reservation``, in the JSON only where it is not 0): the loop's ledger reserves
+    exactly that (tests/control/test_loop_budgets.py)."""
+    result = run_case(
+        Case(
+            "one cycle spends the budget as it admits",
+            pool(2),
+            [queue("team-a", deserved=16)],
+            [
+                workload("first", gpus=4, priority="high", protected_s=3600, submitted="08:00"),
+                workload("second", gpus=4, priority="high", protected_s=7200),
+                workload("plain", gpus=4, protected_s=3600),
+            ],
+            budgets=BUDGET,
+            want_admitted={"first", "second", "plain"},
+        )
+    )
+    reserved = {a.workload: a.budget_reservation for a in result.admit}
+    assert reserved == {"first": 4.0, "second": 0.0, "plain": 0.0}
+    admits = cast("list[dict[str, object]]", plan_to_dict(result)["admit"])
+    admitted = {a["workload"]: a for a in admits}
+    assert admitted["first"]["budget_reservation_gpu_hours"] == 4
+    assert "budget_reservation_gpu_hours" not in admitted["second"]
+    assert "budget_reservation_gpu_hours" not in admitted["plain"]
+
+
+def test_a_preemptor_whose_place_is_reserved_reserves_nothing_in_the_plan() -> None:
+    """small spends the budget in the cycle as it evicts for its place (so nothing later in
+    the cycle is elevated on it), but it is not admitted: the plan has no admission for it,
+    so nothing is reserved on the ledger until the cycle that admits it."""
+    result = run_case(
+        blocked_then_ready(
+            want_evicted={"old": "preempt"},
+            want_reasons={"small": "waiting-for-preemption"},
+        )
+    )
+    assert "small" not in {a.workload for a in result.admit}
+    assert all(a.budget_reservation == 0 for a in result.admit)

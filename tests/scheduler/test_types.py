@@ -41,7 +41,7 @@ EVERY_FIELD = {
     PodPlacement: ("n2", (3,), 500),
     NodeInfo: ("n3", "h100", 8, 96_000, 1_048_576, "nvl-1", frozenset({2}), True, 9),
     PodRef: (1, 2),
-    Admission: ("team/e", (PodPlacement("n4", (1,)),), (PodRef(0, 0),), "team/f"),
+    Admission: ("team/e", (PodPlacement("n4", (1,)),), (PodRef(0, 0),), "team/f", 1.5),
     Eviction: ("team/g", "preempt", "team/h"),
     PendingExplanation: ("team/i", "quota", "Waits for quota.", 3, {"asked": 8}),
 }  # fmt: skip
