@@ -151,24 +151,37 @@ def _time_statements(loop_module: types.ModuleType, *, commit: bool) -> None:
     copy_rows = bulk.copy_rows
     overlapped = actions.overlapped
     timed: list[tuple[float, str]] = []
+    piped = [False]
 
-    def versions() -> int:
+    def versions() -> tuple[int, int]:
         # The workload table's row versions written by this transaction so far (an update
-        # sent in a pipeline has no row count of its own).
+        # sent in a pipeline has no row count of its own), and how many of them were HOT
+        # (heap-only: no index entry written).
         with connection.cursor() as cursor:
             cursor.execute(
-                "SELECT n_tup_upd FROM pg_stat_xact_user_tables WHERE relname = %s",
+                "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables WHERE relname = %s",
                 ["workloads_workload"],
             )
             timed.pop()  # not one of the record's statements
-            return int(cursor.fetchone()[0])
+            upd, hot = cursor.fetchone()
+            return int(upd), int(hot)
 
     def statement(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
+        # An UPDATE of workload rows outside a pipeline is followed by its row versions
+        # and HOT ones (a second statement, not timed).
+        counted = not piped[0] and sql.lstrip().startswith('UPDATE "workloads_workload"')
+        before = versions() if counted else (0, 0)
         started = time.perf_counter()
         try:
             return execute(sql, params, many, context)
         finally:
-            timed.append((time.perf_counter() - started, " ".join(sql.split())[:100]))
+            took = time.perf_counter() - started
+            text = " ".join(sql.split())[:100]
+            if counted:
+                after = versions()
+                upd, hot = after[0] - before[0], after[1] - before[1]
+                text = f"[{upd} versions, {hot} HOT] {text}"
+            timed.append((took, text))
 
     def copied(cursor, name, columns, rows):  # type: ignore[no-untyped-def]
         started = time.perf_counter()
@@ -181,7 +194,11 @@ def _time_statements(loop_module: types.ModuleType, *, commit: bool) -> None:
         # Statements sent in a pipeline return at once: the wait is where the block ends.
         started = time.perf_counter()
         with overlapped():
-            yield
+            piped[0] = True
+            try:
+                yield
+            finally:
+                piped[0] = False
             ending = time.perf_counter()
         timed.append((time.perf_counter() - ending, "pipeline's wait at its end"))
         timed.append((0.0, f"(pipeline window, wall {time.perf_counter() - started:.4f})"))
@@ -189,7 +206,7 @@ def _time_statements(loop_module: types.ModuleType, *, commit: bool) -> None:
     def recorded(record, **kwargs):  # type: ignore[no-untyped-def]
         timed.clear()
         started = time.perf_counter()
-        written = 0
+        written, hot = 0, 0
         bulk.copy_rows = copied
         actions.overlapped = window
         try:
@@ -198,10 +215,11 @@ def _time_statements(loop_module: types.ModuleType, *, commit: bool) -> None:
                 # deferred checks and the commit can be timed apart.
                 atomic = transaction.atomic() if commit else contextlib.nullcontext()
                 with atomic:
-                    written = -versions()
+                    written, hot = versions()
                     started = time.perf_counter()
                     cycle = record_cycle(record, **kwargs)
-                    written += versions()
+                    after = versions()
+                    written, hot = after[0] - written, after[1] - hot
                     if commit:
                         with connection.cursor() as cursor:
                             cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
@@ -215,14 +233,17 @@ def _time_statements(loop_module: types.ModuleType, *, commit: bool) -> None:
         wall = time.perf_counter() - started
         print(
             f"  record: wall {wall:.3f}, statements {len(timed)} (their wall "
-            f"{sum(t for t, _ in timed):.3f}), workload row versions {written}",
+            f"{sum(t for t, _ in timed):.3f}), workload row versions {written} "
+            f"({hot} HOT)",
             flush=True,
         )
         for seconds, text in sorted(timed, reverse=True)[:8]:
             print(f"    {seconds:.4f} {text}", flush=True)
-        for _, text in timed:
+        for seconds, text in timed:
             if text.startswith("(pipeline"):
                 print(f"    {text}", flush=True)
+            elif text.startswith("["):
+                print(f"    update {seconds:.4f} {text}", flush=True)
         return cycle
 
     loop_module.do_record_cycle = recorded  # type: ignore[attr-defined]

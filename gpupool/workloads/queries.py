@@ -239,11 +239,15 @@ def queue_positions(pending: Iterable[tuple[int, int, float]]) -> dict[int, int]
     if not wanted:
         return {}
     ranks: dict[int, list[float]] = defaultdict(list)
-    for queue_id, rank in Workload.objects.filter(
-        queue_id__in={queue_id for _, queue_id, _ in wanted},
-        state=WorkloadState.PENDING,
-        queue_rank__isnull=False,
-    ).values_list("queue_id", "queue_rank"):
+    for queue_id, rank in (
+        Workload.objects.filter(
+            queue_id__in={queue_id for _, queue_id, _ in wanted},
+            state=WorkloadState.PENDING,
+            queue_rank__isnull=False,
+        )
+        .order_by()  # no sort in the server: sorted below, by queue
+        .values_list("queue_id", "queue_rank")
+    ):
         if rank is not None:
             ranks[queue_id].append(rank)
     for queue_ranks in ranks.values():

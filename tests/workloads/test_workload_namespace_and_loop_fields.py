@@ -6,9 +6,10 @@ from typing import get_args
 
 import pytest
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from domain_builders import flavor, priority_class, queue
 
+from gpupool.bulk import update_rows
 from gpupool.scheduler.types import PendingReason
 from gpupool.workloads.actions import PodSetSpec, do_submit_workload
 from gpupool.workloads.models import Workload
@@ -67,6 +68,52 @@ def test_queue_positions_count_from_one_among_the_queues_ranked_pending_work(
     assert Workload.objects.get(pk=train.pk).queue_position == 1
     Workload.objects.filter(pk=train.pk).update(state="cancelled")
     assert Workload.objects.get(pk=train.pk).queue_position is None  # not pending
+
+
+# What a cycle's explanation or rank writes; no index may hold any of them, so that on
+# PostgreSQL those writes are heap-only (HOT) updates where the page has room.
+EXPLANATION_COLUMNS = {"pending_reason", "pending_detail", "pending_facts", "queue_rank"}
+
+
+def test_no_index_holds_a_column_only_explanations_and_ranks_write() -> None:
+    with connection.cursor() as cursor:
+        constraints = connection.introspection.get_constraints(cursor, Workload._meta.db_table)
+    indexed = {
+        column
+        for constraint in constraints.values()
+        if constraint["index"] or constraint["unique"] or constraint["primary_key"]
+        for column in constraint["columns"] or ()
+    }
+    assert indexed  # the table has indexes, and none of these columns is in one
+    assert not indexed & EXPLANATION_COLUMNS
+
+
+@pytest.mark.skipif("connection.vendor != 'postgresql'")
+def test_explanation_and_rank_writes_are_hot_updates_on_postgresql(train: Workload) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT reloptions FROM pg_class WHERE relname = %s", [Workload._meta.db_table]
+        )
+        assert "fillfactor=85" in cursor.fetchone()[0]
+
+        def versions() -> tuple[int, int]:
+            cursor.execute(
+                "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables WHERE relname = %s",
+                [Workload._meta.db_table],
+            )
+            upd, hot = cursor.fetchone()
+            return upd, hot
+
+        before = versions()
+        update_rows(
+            Workload,
+            ["pending_reason", "pending_detail", "pending_facts", "queue_rank"],
+            {train.pk: ("behind", "Work ahead holds it.", {"position": 1}, 1.5)},
+        )
+        Workload.objects.filter(pk=train.pk).update(queue_rank=2.5)
+        after = versions()
+    assert (after[0] - before[0], after[1] - before[1]) == (2, 2)  # two versions, both HOT
+    assert Workload.objects.get(pk=train.pk).queue_position == 1
 
 
 def test_a_workload_is_never_evicted_for_itself(train: Workload) -> None:
