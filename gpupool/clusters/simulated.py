@@ -1143,11 +1143,11 @@ def pod_ref(pod: NewPod) -> PodRef:
 def _next_due(sim: Mapping[str, Any], facts: PodFacts) -> float | None:
     """When a controller next acts on a pod on its own: eviction from a lost node, or the end
     of its run."""
-    times = [sim.get("evict_at")]
-    if facts.phase == "Running" and sim.get("evict_at") is None:
-        times.append(sim.get("ends_at"))
-    present = [float(t) for t in times if t is not None]
-    return min(present, default=None)
+    evict_at = sim.get("evict_at")
+    if evict_at is not None:  # a lost node's pod: evicted then, whether it runs or not
+        return float(evict_at)
+    ends_at = sim.get("ends_at")
+    return float(ends_at) if ends_at is not None and facts.phase == "Running" else None
 
 
 def _holds_gpu(pod: StoredObject, node: NodeFacts, index: int) -> bool:

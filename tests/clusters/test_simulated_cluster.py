@@ -586,3 +586,23 @@ def test_stored_objects_evolved_and_written_are_what_the_constructor_builds() ->
     assert fields_of(stored) == fields_of(
         dataclasses.replace(written, revision=2, deleted=True, due_at=None, node="")
     )
+
+
+@pytest.mark.parametrize("phase", ["Pending", "Running", "Succeeded", "Failed"])
+def test_a_pod_is_due_at_its_eviction_else_at_the_end_of_its_run(phase: str) -> None:
+    from gpupool.clusters.base import PodFacts
+    from gpupool.clusters.simulated import _next_due
+
+    facts = PodFacts("ns", "p", "u", phase=phase)
+    for evict_at in (None, 30, 90.5):
+        for ends_at in (None, 60, 10.0):
+            sim = {"evict_at": evict_at, "ends_at": ends_at}
+            due = _next_due(sim, facts)
+            if evict_at is not None:
+                assert due == float(evict_at)
+            elif phase == "Running" and ends_at is not None:
+                assert due == float(ends_at)
+            else:
+                assert due is None
+            assert due is None or type(due) is float
+    assert _next_due({}, facts) is None
