@@ -661,13 +661,13 @@ class SimulatedCluster:
         now: float,
         loads: dict[str, _NodeLoad],
     ) -> BindOutcome:
-        pods = {b.pod.key: tx.get("Pod", b.pod.namespace, b.pod.name) for b in gang}
-        for binding in gang:
-            why = self._unbindable(tx, binding, pods[binding.pod.key])
+        get = tx.get
+        pods = [get("Pod", b.pod.namespace, b.pod.name) for b in gang]  # read before any write
+        for binding, obj in zip(gang, pods, strict=True):
+            why = self._unbindable(tx, binding, obj)
             if why is not None:
                 return BindOutcome(failed=binding.pod, error=why)
-        for binding in gang:
-            obj = pods[binding.pod.key]
+        for binding, obj in zip(gang, pods, strict=True):
             assert obj is not None
             facts = _pod(obj)
             if facts.node_name == binding.node:
@@ -981,12 +981,44 @@ _POD_POSITION = {name: position for position, name in enumerate(_POD_FIELDS)}
 _POD_VALUES = operator.attrgetter(*_POD_FIELDS)
 
 
+_NEW = object.__new__
+# The slots' own setters, in the fields' order: a frozen dataclass's ``__init__`` sets each
+# of PodFacts' 17 fields through an ``object.__setattr__`` call, about twice the cost (every
+# pod bound, started, ended or failed gets new facts).
+(_SET_NAMESPACE, _SET_NAME, _SET_UID, _SET_SCHEDULER_NAME, _SET_NODE_NAME, _SET_PHASE,
+ _SET_LABELS, _SET_ANNOTATIONS, _SET_REQUESTS, _SET_NODE_SELECTOR, _SET_AFFINITY,
+ _SET_TOLERATIONS, _SET_OWNER_KIND, _SET_OWNER_NAME, _SET_DELETING, _SET_CREATED_AT,
+ _SET_STARTED_AT) = (getattr(PodFacts, name).__set__ for name in _POD_FIELDS)  # fmt: skip
+
+
 def _pod_with(facts: PodFacts, **changes: Any) -> PodFacts:
-    """Facts with some fields changed (``dataclasses.replace``, without its cost)."""
+    """Facts with some fields changed (``dataclasses.replace``, without its cost; held equal
+    to it by ``test_simulated_cluster.py::test_pod_with_is_dataclasses_replace``)."""
     values = list(_POD_VALUES(facts))
     for name, value in changes.items():
         values[_POD_POSITION[name]] = value
-    return PodFacts(*values)
+    (namespace, name, uid, scheduler_name, node_name, phase, labels, annotations, requests,
+     node_selector, affinity, tolerations, owner_kind, owner_name, deleting, created_at,
+     started_at) = values  # fmt: skip
+    pod: PodFacts = _NEW(PodFacts)
+    _SET_NAMESPACE(pod, namespace)
+    _SET_NAME(pod, name)
+    _SET_UID(pod, uid)
+    _SET_SCHEDULER_NAME(pod, scheduler_name)
+    _SET_NODE_NAME(pod, node_name)
+    _SET_PHASE(pod, phase)
+    _SET_LABELS(pod, labels)
+    _SET_ANNOTATIONS(pod, annotations)
+    _SET_REQUESTS(pod, requests)
+    _SET_NODE_SELECTOR(pod, node_selector)
+    _SET_AFFINITY(pod, affinity)
+    _SET_TOLERATIONS(pod, tolerations)
+    _SET_OWNER_KIND(pod, owner_kind)
+    _SET_OWNER_NAME(pod, owner_name)
+    _SET_DELETING(pod, deleting)
+    _SET_CREATED_AT(pod, created_at)
+    _SET_STARTED_AT(pod, started_at)
+    return pod
 
 
 @dataclass(slots=True)
@@ -1111,11 +1143,11 @@ def pod_ref(pod: NewPod) -> PodRef:
 def _next_due(sim: Mapping[str, Any], facts: PodFacts) -> float | None:
     """When a controller next acts on a pod on its own: eviction from a lost node, or the end
     of its run."""
-    times = [sim.get("evict_at")]
-    if facts.phase == "Running" and sim.get("evict_at") is None:
-        times.append(sim.get("ends_at"))
-    present = [float(t) for t in times if t is not None]
-    return min(present, default=None)
+    evict_at = sim.get("evict_at")
+    if evict_at is not None:  # a lost node's pod: evicted then, whether it runs or not
+        return float(evict_at)
+    ends_at = sim.get("ends_at")
+    return float(ends_at) if ends_at is not None and facts.phase == "Running" else None
 
 
 def _holds_gpu(pod: StoredObject, node: NodeFacts, index: int) -> bool:

@@ -65,7 +65,7 @@ class StoredObject:
     def evolve(self, **changes: Any) -> StoredObject:
         """A copy with some fields changed (``dataclasses.replace``, without its cost)."""
         get = changes.get
-        return StoredObject(
+        return _built(
             get("kind", self.kind),
             get("namespace", self.namespace),
             get("name", self.name),
@@ -89,6 +89,50 @@ class StoredObject:
             facts = api_objects.pod_facts(self.body)
         object.__setattr__(self, "facts", facts)  # a cache of what body says, not state
         return facts
+
+
+_NEW = object.__new__
+# The slots' own setters: a frozen dataclass's ``__init__`` sets each field through
+# ``object.__setattr__``, about three times the cost (a bound pod is written twice).
+(
+    _SET_KIND,
+    _SET_NAMESPACE,
+    _SET_NAME,
+    _SET_BODY,
+    _SET_SIM,
+    _SET_REVISION,
+    _SET_DUE_AT,
+    _SET_NODE,
+    _SET_DELETED,
+    _SET_FACTS,
+) = (getattr(StoredObject, name).__set__ for name in StoredObject.__slots__)
+
+
+def _built(
+    kind: str,
+    namespace: str,
+    name: str,
+    body: JsonObject,
+    sim: JsonObject,
+    revision: int,
+    due_at: float | None,
+    node: str,
+    deleted: bool,
+    facts: NodeFacts | PodFacts | None,
+) -> StoredObject:
+    """A ``StoredObject`` of these fields, every one given (its initialiser, cheaper)."""
+    obj: StoredObject = _NEW(StoredObject)
+    _SET_KIND(obj, kind)
+    _SET_NAMESPACE(obj, namespace)
+    _SET_NAME(obj, name)
+    _SET_BODY(obj, body)
+    _SET_SIM(obj, sim)
+    _SET_REVISION(obj, revision)
+    _SET_DUE_AT(obj, due_at)
+    _SET_NODE(obj, node)
+    _SET_DELETED(obj, deleted)
+    _SET_FACTS(obj, facts)
+    return obj
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,12 +253,12 @@ class MemoryStore:
         self.revision += 1
         key = obj.key  # a new tuple each time it is asked for
         previous = self._objects.get(key)
+        body = obj.body
         if obj.kind in ("Node", "Pod") and not obj.deleted:
-            body = obj.body
             metadata = {**body.get("metadata", {}), "resourceVersion": str(self.revision)}
-            stored = obj.evolve(revision=self.revision, body={**body, "metadata": metadata})
-        else:
-            stored = obj.evolve(revision=self.revision)
+            body = {**body, "metadata": metadata}
+        stored = _built(obj.kind, obj.namespace, obj.name, body, obj.sim, self.revision,
+                        obj.due_at, obj.node, obj.deleted, obj.facts)  # fmt: skip
         self._objects[key] = stored
         if previous is None:
             self._by_kind.setdefault(obj.kind, {})[key] = None

@@ -205,13 +205,14 @@ def gang_bindings(
     node. Pods already on a placement's node keep it; the others take what is left of their
     pod set's placements, in order. None also when pods are missing: nothing to bind yet."""
     info = row.info
-    wanted: dict[int, list[str]] = defaultdict(list)
+    placement = info.placement
+    wanted: dict[int, list[str]] = {}  # pod set -> its placements' nodes, in order
     cursor = 0
     for set_index, pod_set in enumerate(info.pod_sets):
-        for _ in range(pod_set.count):
-            if cursor < len(info.placement):
-                wanted[set_index].append(info.placement[cursor].node)
-            cursor += 1
+        placed = [p.node for p in placement[cursor : cursor + pod_set.count]]
+        if placed:
+            wanted[set_index] = placed
+        cursor += pod_set.count
     by_set = pods_by_set(row, pods, grouped)
     gang: list[PodBinding] = []
     unbound = False

@@ -1038,8 +1038,8 @@ class ControlLoop:
         examine = set(self.outstanding)
         self.outstanding = set()
         if self.first:
-            examine |= set(self.state.rows)
-        examine |= {str(key) for key in keys}
+            examine.update(self.state.rows)
+        examine.update(map(str, keys))
         examine |= self.state.changed
         work = self._work(examine, now)
         if hand_on and work.bind and self.backend.concurrent_apply:
@@ -1070,9 +1070,15 @@ class ControlLoop:
                 for binding in gang:
                     self.bound[binding.pod.key] = (binding.pod.uid, binding.node)
         at = moment(now)
-        ids = {name: row.id for name, row in self.state.rows.items()}
-        bind_failed = {ids[n]: why for n, why in outcome.bind_failed.items() if n in ids}
-        refused = {ids[n]: why for n, why in outcome.refused.items() if n in ids}
+        rows = self.state.rows  # (the names apply failed for only: not a map of every row)
+        bind_failed = {
+            row.id: why
+            for n, why in outcome.bind_failed.items()
+            if (row := rows.get(n)) is not None
+        }
+        refused = {
+            row.id: why for n, why in outcome.refused.items() if (row := rows.get(n)) is not None
+        }
         for name in outcome.refused:
             self.refused_until[name] = now + REFUSAL_BACKOFF_S
             self.evictions_sent.pop(name, None)

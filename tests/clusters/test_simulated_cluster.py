@@ -511,3 +511,98 @@ def test_a_scaled_clock_runs_speed_times_faster_from_its_origin() -> None:
     twin = ScaledClock(origin=START, wall_origin=1000.0, speed=60.0, wall=lambda: wall[0])
     wall[0] += 60.0
     assert clock.now() == twin.now() == START + 3600.0
+
+
+def test_pod_with_is_dataclasses_replace() -> None:
+    # ``_pod_with`` builds the facts through PodFacts' slots' own setters: every field as
+    # ``dataclasses.replace`` sets it, equal and hashed alike, and still frozen.
+    import dataclasses
+
+    from gpupool.clusters.base import NodeSelectorTerm, PodFacts, ResourceAmounts, Toleration
+    from gpupool.clusters.simulated import _pod_with
+
+    facts = PodFacts(
+        "ns", "p-0", "uid-1", node_name=None, phase="Pending", labels={"a": "b"},
+        annotations={"gpupool.io/queue": "q"}, requests=ResourceAmounts(gpus=2, cpu_milli=500),
+        node_selector={"zone": "z1"}, required_node_affinity=(NodeSelectorTerm(),),
+        tolerations=(Toleration(key="k"),), owner_kind="Job", owner_name="j", deleting=False,
+        created_at=5.0, started_at=None,
+    )  # fmt: skip
+    changes: list[dict[str, object]] = [
+        {},
+        {"node_name": "n1"},
+        {"node_name": "n1", "phase": "Running", "started_at": 60.0},
+        {"phase": "Failed"},
+        {field.name: None for field in dataclasses.fields(facts) if field.name != "namespace"},
+    ]
+    for changed in changes:
+        built = _pod_with(facts, **changed)
+        expected = dataclasses.replace(facts, **changed)
+        assert type(built) is type(expected)
+        for field in dataclasses.fields(expected):
+            assert getattr(built, field.name) is getattr(expected, field.name)
+        assert built == expected
+        assert repr(built) == repr(expected)
+    plain = PodFacts("ns", "p-1", "uid-2", labels=(), annotations=(), node_selector=())  # type: ignore[arg-type]
+    assert plain.requests.mig == {}
+    hashable = dataclasses.replace(plain, requests=None)
+    assert hash(_pod_with(hashable, phase="Running")) == hash(
+        dataclasses.replace(hashable, phase="Running")
+    )
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        built.phase = "Running"  # type: ignore[misc]
+
+
+def test_stored_objects_evolved_and_written_are_what_the_constructor_builds() -> None:
+    # ``evolve`` and the memory store's writes build objects through the slots' own setters:
+    # each field as ``StoredObject(...)`` sets it, and the object still frozen.
+    import dataclasses
+
+    from gpupool.clusters.simulated_store import StoredObject
+
+    def fields_of(obj: StoredObject) -> list[object]:
+        return [getattr(obj, field.name) for field in dataclasses.fields(StoredObject)]
+
+    body = {"metadata": {"name": "p", "namespace": "ns"}, "spec": {}}
+    obj = StoredObject("Pod", "ns", "p", body, {"runtime_s": 60}, 3, 90.0, "n1", False, None)
+    values = ["Node", "", "n2", {"b": 1}, {}, 9, None, "", True, None]
+    everything = dict(zip([f.name for f in dataclasses.fields(StoredObject)], values, strict=True))
+    for changes in ({}, {"revision": 4}, {"due_at": None, "node": ""}, everything):
+        evolved = obj.evolve(**changes)
+        expected = dataclasses.replace(obj, **changes)
+        assert type(evolved) is StoredObject
+        assert all(a is b for a, b in zip(fields_of(evolved), fields_of(expected), strict=True))
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            evolved.revision = 1  # type: ignore[misc]
+    store = MemoryStore()
+    with store.transaction() as tx:
+        written = tx.put(obj)
+        tx.remove(written)
+    stored = store._objects[obj.key]
+    assert fields_of(written) == fields_of(
+        dataclasses.replace(obj, revision=1, body={**body, "metadata": {**body["metadata"],
+                                                                          "resourceVersion": "1"}})
+    )  # fmt: skip
+    assert fields_of(stored) == fields_of(
+        dataclasses.replace(written, revision=2, deleted=True, due_at=None, node="")
+    )
+
+
+@pytest.mark.parametrize("phase", ["Pending", "Running", "Succeeded", "Failed"])
+def test_a_pod_is_due_at_its_eviction_else_at_the_end_of_its_run(phase: str) -> None:
+    from gpupool.clusters.base import PodFacts
+    from gpupool.clusters.simulated import _next_due
+
+    facts = PodFacts("ns", "p", "u", phase=phase)
+    for evict_at in (None, 30, 90.5):
+        for ends_at in (None, 60, 10.0):
+            sim = {"evict_at": evict_at, "ends_at": ends_at}
+            due = _next_due(sim, facts)
+            if evict_at is not None:
+                assert due == float(evict_at)
+            elif phase == "Running" and ends_at is not None:
+                assert due == float(ends_at)
+            else:
+                assert due is None
+            assert due is None or type(due) is float
+    assert _next_due({}, facts) is None
