@@ -120,6 +120,20 @@ class Delete(Generic[K]):
 Decoder = Callable[[JsonObject], tuple[K, V | None]]  # None: treat as absent
 
 
+_NEW = object.__new__
+_SET_BEFORE, _SET_AFTER = (getattr(Change, name).__set__ for name in ("before", "after"))
+
+
+def added(after: V) -> Change[V]:
+    """``Change(None, after)`` built through its slots: a frozen dataclass's ``__init__``
+    calls ``object.__setattr__`` per field (0.6 against 0.4 us; a first list adds 35,000
+    objects at B1's size). Equal, and equally hashed and frozen."""
+    change: Change[V] = _NEW(Change)
+    _SET_BEFORE(change, None)
+    _SET_AFTER(change, after)
+    return change
+
+
 class Store(Generic[K, V]):
     """The consumer's copy of the objects, and their net changes since the last ``take``."""
 
@@ -162,7 +176,7 @@ class Store(Generic[K, V]):
             after = items.get(key)
             if before is None:  # added (a first list: every object), or added and removed
                 if after is not None:
-                    changes[key] = Change(None, after)
+                    changes[key] = added(after)
             elif before != after:
                 changes[key] = Change(before, after)
         self._before = {}

@@ -38,7 +38,6 @@ cycle snapshots and plans again on it. The cycle lock stays held while an apply 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import math
 import time
@@ -104,6 +103,7 @@ from gpupool.control.snapshot import (
     info_with,
     json_of,
     name_list,
+    own_layout,
     plain_rows,
 )
 from gpupool.control.state import LoopState, stepped
@@ -193,17 +193,6 @@ def idle_message(idle_since: datetime, reclaim_at: datetime | None) -> str:
         f"; if they stay idle it is reclaimed at {reclaim_at.isoformat(timespec='seconds')}"
         " and ends"
     )
-
-
-def _layout(decoded: dict[str, dict[str, Any]], value: Any) -> dict[str, Any]:
-    """A node's MIG layout from ``plain_rows`` as a dict of its own: JSON text decoded once
-    per distinct text (most nodes share one of a few), or as Django decoded it (elsewhere)."""
-    if not isinstance(value, str):
-        return dict(value or {})
-    found = decoded.get(value)
-    if found is None:
-        found = decoded[value] = json.loads(value) or {}
-    return dict(found)
 
 
 class ControlLoop:
@@ -599,8 +588,12 @@ class ControlLoop:
         decision = SyncDecision(at=at)
         if self.first:  # everything, not only the delta: a dry run or a failure took it
             nodes = nodes | set(self.mirror.nodes) | set(state.nodes)
+        # A refresh that read every node (the first) described them for this comparison too.
+        inventory, state.node_inventory = state.node_inventory, None
         if nodes:
-            known = self._known_nodes(None if self.first else nodes)
+            known = inventory
+            if known is None:
+                known = self._known_nodes(None if self.first else nodes)
             decide_nodes(decision, self.mirror, nodes, known, state.flavor_rows)
         if self.first:  # every row (those re-read, ``state.changed``, among them); a holder's
             # key is among the mirror's already
@@ -686,7 +679,7 @@ class ControlLoop:
                 "nvlink_domain": nvlink_domain,
                 "zone": zone,
                 "labels": dict(json_of(labels) or {}),
-                "mig_layout": _layout(layouts, mig_layout),
+                "mig_layout": own_layout(layouts, mig_layout),
                 "exclusion": exclusion,
                 "gone": gone_at is not None,
             }

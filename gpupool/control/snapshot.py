@@ -300,26 +300,47 @@ def _nodes(flavors: Mapping[int, Flavor]) -> tuple[tuple[NodeInfo, ...], dict[st
     return tuple(nodes), ids
 
 
+# The reason a GPU the device plugin reports unhealthy is marked with (``sync``'s).
+CLUSTER_UNHEALTHY = "not allocatable in the cluster (the device plugin reports it unhealthy)"
+
+
 def read_nodes(
-    flavors: Mapping[int, Flavor], only: Collection[int] | None = None
+    flavors: Mapping[int, Flavor],
+    only: Collection[int] | None = None,
+    *,
+    inventory: dict[str, dict[str, object]] | None = None,
 ) -> tuple[list[NodeInfo], dict[str, int]]:
     """The nodes (all, or those with the ids in ``only``) in name order, and their ids.
 
     A node takes no new pods (``cordoned`` in the core) when an admin cordoned it (a drain
     cordons it too, and ends when it is uncordoned), or when the cluster excludes it (not Ready,
     cordoned there, gone: ``cluster_exclusion``).
+
+    ``inventory``, when given, also gets each node as the sync compares it with the cluster
+    (``ControlLoop._known_nodes``' dicts, by name), from the same two queries: the first sync
+    reads every node once, not twice.
     """
     nodes_of = Node.objects.all() if only is None else Node.objects.filter(pk__in=list(only))
     gpus_of = Gpu.objects.all() if only is None else Gpu.objects.filter(node_id__in=list(only))
     health: dict[int, dict[int, bool]] = defaultdict(dict)
-    for node_id, index, healthy in plain_rows(
-        gpus_of.values_list("node_id", "index", "healthy").order_by()
-    ):
-        health[node_id][index] = healthy
+    marked: dict[int, int] = {}  # GPUs the cluster reports unhealthy, per node (``inventory``)
+    if inventory is None:
+        for node_id, index, healthy in plain_rows(
+            gpus_of.values_list("node_id", "index", "healthy").order_by()
+        ):
+            health[node_id][index] = healthy
+    else:
+        for node_id, index, healthy, reason in plain_rows(
+            gpus_of.values_list("node_id", "index", "healthy", "unhealthy_reason").order_by()
+        ):
+            health[node_id][index] = healthy
+            if not healthy and reason == CLUSTER_UNHEALTHY:
+                marked[node_id] = marked.get(node_id, 0) + 1
     devices: dict[tuple[int, str], int] = {}
+    layouts: dict[str, dict[str, Any]] = {}  # decoded MIG layouts, by their JSON text
     nodes: list[NodeInfo] = []
     ids: dict[str, int] = {}
-    rows = nodes_of.values_list(
+    fields = [
         "id",
         "name",
         "flavor_id",
@@ -329,12 +350,16 @@ def read_nodes(
         "cordoned",
         "mig_layout",
         "cluster_exclusion",
-    ).order_by("name")
+    ]
+    if inventory is not None:
+        fields += ["zone", "labels", "gone_at"]
+    rows = nodes_of.values_list(*fields).order_by("name")
     # JSON as text on PostgreSQL (``plain_rows``): jsonb's text is canonical, so equal
     # layouts give one text; elsewhere decoded, and keyed by its sorted dump.
     for row in plain_rows(rows):
         node_id, name, flavor_id, cpu, memory_gb, domain, cordoned, layout = row[:8]
-        cordoned = cordoned or bool(row[8])
+        exclusion = row[8]
+        cordoned = cordoned or bool(exclusion)
         flavor = flavors[flavor_id]
         # Node.devices_per_gpu() is the rule; nodes of one flavor and layout share its answer.
         text = layout if isinstance(layout, str) else json.dumps(layout, sort_keys=True)
@@ -364,8 +389,34 @@ def read_nodes(
             )
         )
         ids[name] = node_id
+        if inventory is not None:
+            zone, labels, gone_at = row[9:]
+            inventory[name] = {
+                "flavor_id": flavor_id,
+                "gpus": len(gpus),
+                "unhealthy_in_cluster": marked.get(node_id, 0),
+                "cpu": cpu,
+                "memory_gb": memory_gb,
+                "nvlink_domain": domain,
+                "zone": zone,
+                "labels": dict(json_of(labels) or {}),
+                "mig_layout": own_layout(layouts, layout),
+                "exclusion": exclusion,
+                "gone": gone_at is not None,
+            }
     nodes.sort(key=lambda node: node.name)  # Python's order, whatever the database's collation
     return nodes, ids
+
+
+def own_layout(decoded: dict[str, dict[str, Any]], value: Any) -> dict[str, Any]:
+    """A node's MIG layout from ``plain_rows`` as a dict of its own: JSON text decoded once
+    per distinct text (most nodes share one of a few), or as Django decoded it (elsewhere)."""
+    if not isinstance(value, str):
+        return dict(value or {})
+    found = decoded.get(value)
+    if found is None:
+        found = decoded[value] = json.loads(value) or {}
+    return dict(found)
 
 
 def _queues() -> tuple[tuple[QueueInfo, ...], dict[str, int]]:

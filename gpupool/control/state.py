@@ -241,6 +241,9 @@ class LoopState:
     _pod_set_ids: dict[str, tuple[int, ...]] = field(default_factory=dict)
     _node_order: tuple[NodeInfo, ...] | None = None  # the nodes by name (None: sort again)
     _policy_seen: str | None = None  # the policy tables' fingerprint as last read
+    # Every node as the sync compares it with the cluster (``read_nodes``' ``inventory``),
+    # when the last refresh read all nodes; the sync takes it (None: read them for it).
+    node_inventory: dict[str, dict[str, object]] | None = None
 
     @property
     def loaded(self) -> bool:
@@ -257,6 +260,7 @@ class LoopState:
         """Bring the state up to date with the database as of ``now`` (first time: all of it).
         The loop refreshes before its sync, and again for its snapshot only when the sync
         wrote rows it could not put into the state as written (``ControlLoop._cycle``)."""
+        self.node_inventory = None
         with _one_state_of_the_database():
             horizon, policy = read_horizon_and_fingerprint()
             flavors_changed = False
@@ -288,7 +292,8 @@ class LoopState:
     # -- nodes ----------------------------------------------------------------------------
 
     def _read_all_nodes(self) -> None:
-        nodes, ids = read_nodes(self.flavor_rows)
+        self.node_inventory = {}
+        nodes, ids = read_nodes(self.flavor_rows, inventory=self.node_inventory)
         self.nodes = {node.name: node for node in nodes}
         self.node_ids = ids
         self.nodes_held = {}

@@ -39,7 +39,15 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Literal
 
-from gpupool.clusters.base import JobFacts, JobKey, NodeFacts, PodFacts, PodRef, ResourceAmounts
+from gpupool.clusters.base import (
+    JobFacts,
+    JobKey,
+    NodeFacts,
+    PodFacts,
+    PodKey,
+    PodRef,
+    ResourceAmounts,
+)
 from gpupool.clusters.grouping import (
     PROTECTED_RUNTIME,
     WORKLOAD_LABEL,
@@ -57,6 +65,7 @@ from gpupool.clusters.inventory import (
     node_inventory,
 )
 from gpupool.control.cluster import ClusterMirror, holds_node, is_live
+from gpupool.control.snapshot import CLUSTER_UNHEALTHY as CLUSTER_UNHEALTHY
 from gpupool.control.snapshot import WorkloadRow
 from gpupool.control.state import LoopState
 from gpupool.inventory.choices import Sharing
@@ -64,9 +73,6 @@ from gpupool.inventory.models import Flavor
 from gpupool.scheduler.lifecycle import ENDING_REASONS
 from gpupool.scheduler.types import MIB_PER_GB, MILLI, NodeInfo, PodSetInfo, WorkloadInfo
 from gpupool.workloads.choices import Origin, WorkloadState
-
-CLUSTER_UNHEALTHY = "not allocatable in the cluster (the device plugin reports it unhealthy)"
-
 
 # -- what the sync decides ---------------------------------------------------------------------
 
@@ -330,19 +336,25 @@ def decide_workloads(
     classes = {c.name for c in state.classes}
     at = moment(now)
     rows, overlays, running = state.rows, memory.overlays, WorkloadState.RUNNING
-    holders, checkpointed = mirror.holders, mirror.checkpointed
+    pending, ours = WorkloadState.PENDING, Origin.GPUPOOL
+    holders, checkpointed, pods_by_key = mirror.holders, mirror.checkpointed, mirror.pods
     known_nodes = frozenset(state.nodes)
     for key in sorted(keys, key=key_order):
         name = str(key)
         row = rows.get(name)
-        if (
-            row is not None
-            and row.state == running
-            and name in holders  # a pod of it holds a node
-            and key not in checkpointed  # none reports a checkpoint: nothing to group
-        ):
-            overlays.pop(name, None)  # as ``_known``: running where it was placed, no checkpoint
-            continue
+        if row is not None and key not in checkpointed:  # none reports a checkpoint
+            state_now = row.state
+            if state_now == running and name in holders:  # a pod of it holds a node
+                overlays.pop(name, None)  # as ``_known``: running where it was placed
+                continue
+            if state_now == pending and row.origin == ours:
+                # As ``_known`` and ``_pending`` decide a pending workload of gpupool's own
+                # (10,000 in B1's first sync): only its overlay, the pods it still lacks.
+                overlays.pop(name, None)
+                missing = row.info.pod_count - _waiting(pods_by_key.get(key))
+                if missing > 0:
+                    overlays[name] = Overlay(missing_pods=missing)
+                continue
         pods = mirror.pods_of(key)
         grouped = mirror.grouped(key, now) if _needs_grouping(row, key, mirror) else None
         if row is None:
@@ -383,6 +395,15 @@ def decide_workloads(
             now,
             at,
         )
+
+
+def _waiting(pods: Mapping[PodKey, PodFacts] | None) -> int:
+    """How many of a workload's pods are live and bound to no node yet."""
+    if not pods:
+        return 0
+    return sum(
+        1 for p in pods.values() if p.node_name is None and not p.finished and not p.deleting
+    )
 
 
 def key_order(key: WorkloadKey) -> str:

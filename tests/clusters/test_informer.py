@@ -6,6 +6,7 @@ same against the real API server (410 after a restart, a restart mid-watch).
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import threading
 import time
@@ -24,6 +25,7 @@ from gpupool.clusters.informer import (
     Store,
     Upsert,
     WatchFailed,
+    added,
 )
 
 FAST = Backoff(initial_s=0.01, maximum_s=0.05, jitter=0.0)
@@ -252,3 +254,15 @@ def test_backoff_grows_to_its_bound() -> None:
     backoff = Backoff(initial_s=0.2, factor=2.0, maximum_s=1.0, jitter=0.0)
     rng = random.Random(0)
     assert [backoff.delay(n, rng) for n in (1, 2, 3, 4, 10)] == [0.2, 0.4, 0.8, 1.0, 1.0]
+
+
+def test_an_added_change_built_through_its_slots_is_the_constructor_s() -> None:
+    # ``added`` (a first list's 35,000 objects) skips the frozen dataclass's ``__init__``.
+    for after in ("pod", 3, ("a", "b")):
+        made = added(after)
+        assert type(made) is Change
+        assert made == Change(None, after)
+        assert hash(made) == hash(Change(None, after))
+        assert (made.before, made.after, made.kind) == (None, after, "added")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        added("pod").after = "other"  # type: ignore[misc]

@@ -27,6 +27,7 @@ from domain_builders import node
 from gpupool.clusters.grouping import WorkloadKey
 from gpupool.control.loop import ControlLoop
 from gpupool.control.snapshot import (
+    CLUSTER_UNHEALTHY,
     WORKLOAD_INFO_ORDER,
     DatabaseSnapshot,
     SnapshotError,
@@ -41,8 +42,9 @@ from gpupool.control.snapshot import (
     read_workloads,
     workload_row,
 )
+from gpupool.control.state import LoopState
 from gpupool.control.sync import key_order
-from gpupool.inventory.models import Flavor, Node
+from gpupool.inventory.models import Flavor, Gpu, Node
 from gpupool.quotas.models import PriorityClass
 from gpupool.scheduler import plan
 from gpupool.scheduler.scenario import scenario_from_dict, snapshot_to_dict
@@ -354,6 +356,36 @@ def test_the_sync_s_known_nodes_give_each_node_its_own_mig_layout(pool: Pool) ->
     assert known["m1"]["mig_layout"] is not known["m2"]["mig_layout"]
     known["m1"]["mig_layout"]["3g.40gb"] = 1  # type: ignore[index]
     assert known["m2"]["mig_layout"] == {"3g.40gb": 2}
+
+
+def test_read_nodes_describes_every_node_as_the_sync_s_known_nodes_do(pool: Pool) -> None:
+    # The first refresh reads every node; with ``inventory`` it also describes each as the
+    # sync compares it with the cluster, so the first sync does not read the nodes again.
+    mig = pool.flavors["a100-3g.40gb"]
+    node("m2", mig, gpus=2, mig_layout={"3g.40gb": 2}, zone="z1", labels={"a": "b"})
+    node("m3", mig, gpus=2, mig_layout={"1g.10gb": 1, "3g.40gb": 1}, cluster_exclusion="gone")
+    Node.objects.filter(name="m3").update(gone_at=NOW)
+    Gpu.objects.filter(node__name="m2", index=0).update(
+        healthy=False, unhealthy_reason=CLUSTER_UNHEALTHY
+    )
+    Gpu.objects.filter(node__name="m3", index=1).update(healthy=False, unhealthy_reason="admin")
+    flavors = {f.pk: f for f in Flavor.objects.all()}
+    inventory: dict[str, dict[str, object]] = {}
+    nodes, ids = read_nodes(flavors, inventory=inventory)
+    assert (nodes, ids) == read_nodes(flavors)
+    known = ControlLoop._known_nodes(ControlLoop.__new__(ControlLoop), None)
+    assert inventory == known
+    assert (inventory["m2"]["unhealthy_in_cluster"], inventory["m3"]["gone"]) == (1, True)
+    assert inventory["m2"]["labels"] == {"a": "b"}
+    assert inventory["m1"]["mig_layout"] is not inventory["m2"]["mig_layout"]
+
+
+def test_only_a_refresh_that_read_every_node_leaves_their_inventory(pool: Pool) -> None:
+    state = LoopState(POLICY)
+    state.refresh(NOW)
+    assert state.node_inventory == ControlLoop._known_nodes(ControlLoop.__new__(ControlLoop), None)
+    state.refresh(NOW)  # reads the nodes changed since: no inventory of them all
+    assert state.node_inventory is None
 
 
 def test_pod_set_resources_computed_by_the_database_equal_pod_set_info_s(pool: Pool) -> None:
