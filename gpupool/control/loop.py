@@ -76,6 +76,7 @@ from gpupool.control.apply import (
     ApplyWork,
     PodSetRun,
     WorkloadRun,
+    explanations_due,
     gang_bindings,
     gpu_resource,
     key_of,
@@ -1196,7 +1197,7 @@ class ControlLoop:
         if runs_wanted:
             work.create = self._new_pods(runs_wanted)
         budget = EVENTS_PER_CYCLE
-        for name in list(self.explain_queue):
+        for name in explanations_due(list(self.explain_queue)):
             if budget <= 0:
                 break
             detail = self.explain_queue.pop(name)
@@ -1204,7 +1205,7 @@ class ControlLoop:
             if row is None or row.state != WorkloadState.PENDING:
                 continue
             for pod in self.mirror.pods_of(key_of(name)):
-                if is_live(pod) and pod.node_name is None and budget > 0:
+                if is_live(pod) and pod.node_name is None:  # a gang's pods all in one cycle
                     work.events.append((pod.ref, "Waiting", detail))
                     budget -= 1
         return work
