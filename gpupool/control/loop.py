@@ -19,8 +19,8 @@ and what the next cycle does about it.
 
 The whole cycle runs with the garbage collector paused: the state holds hundreds of
 thousands of objects at B1's size, and each full collection in a cycle walked them all.
-4. **record** -- ``record.decide_record`` then ``do_record_cycle``: one transaction, while
-   whose admissions the server writes the apply is prepared (``_prepare_apply``: no database,
+4. **record** -- ``record.decide_record`` then ``do_record_cycle``: one transaction; while
+   the server writes its admissions, the apply is prepared (``_prepare_apply``: no database,
    nothing of the loop changed until the commit).
 5. **apply** -- after the commit: create, bind, evict, delete and explain, from the
    database's state and the cluster's pods (``apply.py``); its outcome is recorded, and the
