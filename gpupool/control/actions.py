@@ -869,13 +869,17 @@ def do_record_cycle(
     budget_moves: Sequence[BudgetMove] = (),
     stamps: Stamps | None = None,
     quiet_stamps: Stamps | None = None,
+    meanwhile: Callable[[], None] | None = None,
 ) -> SchedulingCycle:
     """Write one cycle's decisions (``record.py``), its budget moves and its
     ``SchedulingCycle`` row. ``stamps``, when given, receives the workload rows written
     (``Stamps``): admissions and evictions, and nominations unless ``quiet_stamps`` is given,
     which then receives those (a nomination changes nothing the sync or apply look at);
     explanations do not stamp a row: no field of the core's is in them (a row both explained
-    and nominated is written once, its nomination stamped)."""
+    and nominated is written once, its nomination stamped). ``meanwhile``, when given, is
+    called once, while the server writes the admissions (``_record_admissions``): Python of
+    the caller's that must not use the database (the loop prepares its apply there); it runs
+    inside the transaction, so what it prepares must wait for the commit to take effect."""
     at = record.at
     cycle = SchedulingCycle.objects.create(
         started_at=started_at,
@@ -887,13 +891,24 @@ def do_record_cycle(
         pending=sum(record.pending_by_reason.values()),
     )
     # The explanations' rows (their facts as JSON text) are built while the server admits.
-    explained = _record_admissions(record, at, stamps, partial(_explanation_rows, record))
+    explained = _record_admissions(record, at, stamps, partial(_overlapped, record, meanwhile))
     _record_evictions(record, at, cycle, stamps)
     _record_explanations(record, stamps if quiet_stamps is None else quiet_stamps, explained)
     _record_idle_alerts(record, at)
     do_record_budget_moves(budget_moves, at=at)
     check_deferred_constraints()
     return cycle
+
+
+def _overlapped(
+    record: CycleRecord, meanwhile: Callable[[], None] | None
+) -> dict[int, tuple[Any, ...]]:
+    """What runs while the server writes the admissions: the explanations' rows are built,
+    then the caller's ``meanwhile``."""
+    explained = _explanation_rows(record)
+    if meanwhile is not None:
+        meanwhile()
+    return explained
 
 
 def _record_idle_alerts(record: CycleRecord, at: datetime) -> None:

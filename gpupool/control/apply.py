@@ -28,6 +28,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from gpupool.clusters.base import (
     GPU_RESOURCE,
@@ -58,9 +59,10 @@ from gpupool.workloads.choices import Origin, WorkloadState
 POD_SET_ANNOTATION = "gpupool.io/pod-set"  # which pod set a pod gpupool created belongs to
 EVENTS_PER_CYCLE = 200
 _POD_INDEX = re.compile(r"-(\d+)$")
+T = TypeVar("T")
 
 
-def explanations_due(queued: Sequence[str]) -> Iterator[str]:
+def explanations_due(queued: Sequence[T]) -> Iterator[T]:
     """The workloads whose new reason waits for its Event (``queued``, oldest first), in the
     order their Events go out: the newest, the oldest, the next newest, the next oldest, ...
 

@@ -19,7 +19,9 @@ and what the next cycle does about it.
 
 The whole cycle runs with the garbage collector paused: the state holds hundreds of
 thousands of objects at B1's size, and each full collection in a cycle walked them all.
-4. **record** -- ``record.decide_record`` then ``do_record_cycle``: one transaction.
+4. **record** -- ``record.decide_record`` then ``do_record_cycle``: one transaction; while
+   the server writes its admissions, the apply is prepared (``_prepare_apply``: no database,
+   nothing of the loop changed until the commit).
 5. **apply** -- after the commit: create, bind, evict, delete and explain, from the
    database's state and the cluster's pods (``apply.py``); its outcome is recorded, and the
    cycle row gets its timings, counts and running totals (for ``/metrics``).
@@ -42,10 +44,11 @@ import logging
 import math
 import time
 import traceback
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from itertools import chain
 from typing import Any
 
 from django.db.models import Count, Q
@@ -154,6 +157,22 @@ class HandedOn:
     outcome: Future[ApplyOutcome]
     now: float
     work: ApplyWork
+
+
+@dataclass
+class PreparedApply:
+    """A cycle's apply as prepared while its record is written (``_prepare_apply``), nothing
+    of it taken into the loop yet: the loop takes it after the record's commit
+    (``_remember_written``, then ``_apply``). A record that fails leaves it unused: nothing
+    reaches the cluster, and the loop is as it was."""
+
+    rows: dict[str, WorkloadRow]  # name -> its row as the record writes it
+    work: ApplyWork  # the bindings, evictions and Events to send
+    outstanding: set[str]  # workloads whose apply is not confirmed yet: looked at next cycle
+    sent: dict[str, float]  # victims whose eviction goes out now -> when
+    explained: list[str]  # taken from the explanation queue (their Events are in ``work``)
+    runs_wanted: list[WorkloadRow]  # pods to create (their pod sets are read after the commit)
+    unknown: dict[str, list[Any]]  # pods of workloads without a row: deleted if cancelled
 
 
 @dataclass
@@ -466,6 +485,11 @@ class ControlLoop:
             )
             stamps: Stamps = {}
             nominations: Stamps = {}
+            prepared: list[PreparedApply] = []
+
+            def prepare() -> None:  # while the server writes the admissions: no database
+                prepared.append(self._prepare_apply(moved, decided, record, now, keys))
+
             cycle = do_record_cycle(
                 record,
                 started_at=started,
@@ -474,13 +498,15 @@ class ControlLoop:
                 budget_moves=moves,
                 stamps=stamps,
                 quiet_stamps=nominations,
+                meanwhile=prepare,
             )
+            # Committed: the loop takes what was prepared, and the cluster hears of it.
             result.cycle_id = self.ranked_in = cycle.pk
-            self._remember(moved, decided, record, stamps, nominations)
+            self._remember_written(prepared[0], record, stamps, nominations)
             timings["record"] = time.perf_counter() - clock
 
             phase, clock = "apply", time.perf_counter()
-            outcome = self._apply(now, keys, hand_on=pipeline)
+            outcome = self._apply(prepared[0], now, hand_on=pipeline)
             self._alert_idle(record)
             timings["apply"] = time.perf_counter() - clock
             result.counts = {
@@ -933,24 +959,18 @@ class ControlLoop:
             self.ranks = self.totals = None  # the counters too: the other's row carries them
         return self.ranks
 
-    def _remember(
-        self,
-        moved: Snapshot,
-        decided: Plan,
-        record: CycleRecord,
-        stamps: Stamps,
-        nominations: Stamps,
-    ) -> None:
-        """The state as the record wrote it, so that apply acts on what was just decided
-        (``moved``: the snapshot after the plan, ``lifecycle.apply_plan``), and the next
-        refresh need not read the rows back (``LoopState.own_writes``): each row as
-        ``read_workloads`` gives it back, not as the snapshot's overlays showed it. The
-        nominations (``nominations``: their rows' stamps) are held quiet: neither the sync nor
-        apply has anything to do for a pending workload's nomination, so the next cycle does
-        not look at those rows again (about a hundred a cycle at B1's size)."""
+    def _remember_decided(
+        self, moved: Snapshot, decided: Plan, record: CycleRecord
+    ) -> dict[str, WorkloadRow]:
+        """The rows the record writes, as the state is to hold them (name -> row), so that
+        apply acts on what was just decided (``moved``: the snapshot after the plan,
+        ``lifecycle.apply_plan``): each row as ``read_workloads`` gives it back, not as the
+        snapshot's overlays showed it. Taken by the state after the commit only
+        (``_remember_written``)."""
         placed = {admission.workload for admission in decided.admit}
         after = {w.name: w for w in moved.workloads if w.name in placed}
         rows = self.state.rows
+        written: dict[str, WorkloadRow] = {}
         started = record.at.timestamp()
         for admission in decided.admit:
             row = rows[admission.workload]
@@ -962,35 +982,55 @@ class ControlLoop:
                 last_checkpoint_at=None,
                 nominated=False,
             )
-            self.state.put(
-                WorkloadRow(  # by position, as ``info_with``
-                    row.id,
-                    info,
-                    row.pod_set_ids,
-                    row.evicting_for_id,
-                    WorkloadState.ADMITTED,
-                    row.origin,
-                    row.eviction_reason,
-                    row.idle_alerted_since,
-                )
+            written[admission.workload] = WorkloadRow(  # by position, as ``info_with``
+                row.id,
+                info,
+                row.pod_set_ids,
+                row.evicting_for_id,
+                WorkloadState.ADMITTED,
+                row.origin,
+                row.eviction_reason,
+                row.idle_alerted_since,
             )
-            self.outstanding.add(admission.workload)
-            self.written.pop(row.id, None)
-            self.written_at.pop(row.id, None)
-            self.facts_cache.pop(row.id, None)
         for eviction in record.evictions:
-            row = rows[eviction.name]
-            rows[eviction.name] = replace(
+            name = eviction.name
+            row = written[name] if name in written else rows[name]
+            written[name] = replace(
                 row,
                 info=info_with(row.info, leaving=eviction.preemptor_id is None),
                 eviction_reason=eviction.reason,
                 evicting_for_id=eviction.preemptor_id,
             )
-            self.outstanding.add(eviction.name)
-            self.evictions_sent.pop(eviction.name, None)
         for alert in record.idle_alerts:  # written unstamped: read again at the next refresh
-            row = rows[alert.name]
-            rows[alert.name] = replace(row, idle_alerted_since=alert.idle_since.timestamp())
+            row = written[alert.name] if alert.name in written else rows[alert.name]
+            written[alert.name] = replace(row, idle_alerted_since=alert.idle_since.timestamp())
+        return written
+
+    def _remember_written(
+        self,
+        prepared: PreparedApply,
+        record: CycleRecord,
+        stamps: Stamps,
+        nominations: Stamps,
+    ) -> None:
+        """After the record's commit: the state takes the rows as written
+        (``_remember_decided``), and the next refresh need not read them back
+        (``LoopState.own_writes``); the loop takes what preparing the apply looked at
+        (``_work``). The nominations (``nominations``: their rows' stamps) are held quiet:
+        neither the sync nor apply has anything to do for a pending workload's nomination, so
+        the next cycle does not look at those rows again (about a hundred a cycle at B1's
+        size)."""
+        for row in prepared.rows.values():
+            self.state.put(row)
+        for admission in record.admissions:
+            self.written.pop(admission.workload_id, None)
+            self.written_at.pop(admission.workload_id, None)
+            self.facts_cache.pop(admission.workload_id, None)
+        for eviction in record.evictions:
+            self.evictions_sent.pop(eviction.name, None)
+        self.evictions_sent.update(prepared.sent)
+        self.outstanding = prepared.outstanding
+        rows = self.state.rows
         names = self.state.names
         for workload_id, nominated in record.nominated.items():
             name = names.get(workload_id)
@@ -1010,6 +1050,8 @@ class ControlLoop:
             if name is not None:
                 self.explain_queue.pop(name, None)
                 self.explain_queue[name] = record.explanations[workload_id].detail
+        for name in prepared.explained:  # their Events are this cycle's
+            self.explain_queue.pop(name, None)
         ranks = {} if self.ranks is None else self.ranks
         for admitted in record.admissions:
             ranks.pop(admitted.workload_id, None)
@@ -1024,18 +1066,46 @@ class ControlLoop:
 
     # -- 5 apply ---------------------------------------------------------------------------
 
-    def _apply(self, now: float, keys: set[WorkloadKey], *, hand_on: bool) -> ApplyOutcome | None:
-        """Make the cluster match the database; record what it taught. With ``hand_on``
-        (the pipeline) and bindings to make, on a backend that allows it, the work goes to
-        the applier's thread instead (``handed_on``) and None comes back: the next cycle
-        records its outcome (``_join_apply``)."""
+    def _prepare_apply(
+        self,
+        moved: Snapshot,
+        decided: Plan,
+        record: CycleRecord,
+        now: float,
+        keys: set[WorkloadKey],
+    ) -> PreparedApply:
+        """The apply of what the record decides, prepared while the server writes it
+        (``do_record_cycle``'s ``meanwhile``): no database, and nothing of the loop changed
+        (``PreparedApply``). The workloads looked at: those whose apply is not confirmed yet,
+        those decided now, every one at a first cycle, those whose pods or rows changed."""
+        rows = self._remember_decided(moved, decided, record)
+        evicted = {eviction.name for eviction in record.evictions}
         examine = set(self.outstanding)
-        self.outstanding = set()
+        examine.update(admission.workload for admission in decided.admit)
+        examine |= evicted
         if self.first:
             examine.update(self.state.rows)
         examine.update(map(str, keys))
         examine |= self.state.changed
-        work = self._work(examine, now)
+        names = self.state.names
+        fresh = {  # explanations whose reason is new: queued last (``_remember_written``)
+            name: record.explanations[workload_id].detail
+            for workload_id in record.new_reasons
+            if (name := names.get(workload_id)) is not None
+        }
+        return self._work(examine, now, rows=rows, evicted=evicted, fresh=fresh)
+
+    def _apply(self, prepared: PreparedApply, now: float, *, hand_on: bool) -> ApplyOutcome | None:
+        """Make the cluster match the database (after the record's commit, ``prepared``
+        while it was written); record what it taught. With ``hand_on`` (the pipeline) and
+        bindings to make, on a backend that allows it, the work goes to the applier's thread
+        instead (``handed_on``) and None comes back: the next cycle records its outcome
+        (``_join_apply``)."""
+        work = prepared.work
+        for name, pods in prepared.unknown.items():
+            self._delete_if_cancelled(name, pods, work)
+        if prepared.runs_wanted:
+            work.create = self._new_pods(prepared.runs_wanted)
         if hand_on and work.bind and self.backend.concurrent_apply:
             if self._applier is None:
                 self._applier = ThreadPoolExecutor(1, thread_name_prefix="gpupool-apply")
@@ -1127,11 +1197,26 @@ class ControlLoop:
         except Exception:
             logger.exception("idle alerts failed")
 
-    def _work(self, names: Iterable[str], now: float) -> ApplyWork:
-        """What apply is to do for these workloads (those that need nothing drop out)."""
+    def _work(
+        self,
+        names: Iterable[str],
+        now: float,
+        *,
+        rows: dict[str, WorkloadRow],
+        evicted: Collection[str],
+        fresh: Mapping[str, str],
+    ) -> PreparedApply:
+        """What apply is to do for these workloads (those that need nothing drop out), as the
+        state will be once the record is committed: ``rows`` (name -> row) as it writes them,
+        ``evicted`` the victims it chooses (none of their evictions sent yet), ``fresh`` the
+        explanations whose reason is new (workload -> sentence, queued after the others).
+        Pure: no database, nothing of the loop changed (``PreparedApply``)."""
+        held_rows = self.state.rows
         work = ApplyWork()
-        rows = self.state.rows
+        outstanding: set[str] = set()
+        sent: dict[str, float] = {}
         runs_wanted: list[WorkloadRow] = []
+        unknown: dict[str, list[Any]] = {}
         victims: dict[str, tuple[list[str], list[PodRef], str]] = {}
         running = WorkloadState.RUNNING
         # Running where it was placed: nothing to do (left out before the sort: most rows of
@@ -1139,30 +1224,33 @@ class ControlLoop:
         for name in sorted(
             name
             for name in names
-            if (row := rows.get(name)) is None or row.state != running or row.eviction_reason
+            if (row := held_rows.get(name)) is None
+            or row.state != running
+            or row.eviction_reason
+            or name in rows
         ):
-            row = rows.get(name)
+            row = rows[name] if name in rows else held_rows.get(name)
             key = key_of(name)
             pods = self._as_bound(self.mirror.pods_of(key))
             if row is None:
-                self._delete_if_cancelled(name, pods, work)
+                unknown[name] = pods
                 continue
             if row.state == WorkloadState.PENDING:
                 if row.origin == Origin.GPUPOOL:
                     live = [p for p in pods if is_live(p)]
                     if len(live) < row.info.pod_count:
                         runs_wanted.append(row)
-                        self.outstanding.add(name)
+                        outstanding.add(name)
                 continue
             held = [p for p in pods if holds_node(p)]
             if row.eviction_reason:
                 if not held:
                     continue
-                self.outstanding.add(name)
-                sent = self.evictions_sent.get(name)
-                if sent is not None and now - sent < EVICT_RESEND_S:
+                outstanding.add(name)
+                before = None if name in evicted else self.evictions_sent.get(name)
+                if before is not None and now - before < EVICT_RESEND_S:
                     continue
-                self.evictions_sent[name] = now
+                sent[name] = now
                 group = (
                     f"for {self.state.names.get(row.evicting_for_id, row.evicting_for_id)}"
                     if row.evicting_for_id is not None
@@ -1177,38 +1265,42 @@ class ControlLoop:
                     # Requeued and admitted again in one cycle: its pods are made first, and
                     # bound at the next cycle (else it looks lost, and is requeued, forever).
                     runs_wanted.append(row)
-                    self.outstanding.add(name)
+                    outstanding.add(name)
                     continue
                 if not any(p.node_name is None and is_live(p) for p in pods):
                     # No pod waits for a node, so no gang to bind (``gang_bindings`` would say
                     # None): its pods are not grouped again for nothing.
                     if len(held) < len(row.info.placement):
-                        self.outstanding.add(name)  # pods on their way: look again next cycle
+                        outstanding.add(name)  # pods on their way: look again next cycle
                     continue
                 grouped = None if row.origin == Origin.GPUPOOL else self.mirror.grouped(key, now)
                 request = grouped if isinstance(grouped, WorkloadRequest) else None
                 gang = gang_bindings(row, pods, request)
                 if gang is not None:
                     work.bind[name] = gang
-                    self.outstanding.add(name)
+                    outstanding.add(name)
                 elif len(held) < len(row.info.placement):
-                    self.outstanding.add(name)  # pods on their way: look again next cycle
+                    outstanding.add(name)  # pods on their way: look again next cycle
         work.evict = victims
-        if runs_wanted:
-            work.create = self._new_pods(runs_wanted)
+        # The explanation queue as ``_remember_written`` leaves it: the new reasons moved last.
+        queued = chain(
+            ((name, detail) for name, detail in self.explain_queue.items() if name not in fresh),
+            fresh.items(),
+        )
+        explained: list[str] = []
         budget = EVENTS_PER_CYCLE
-        for name in explanations_due(list(self.explain_queue)):
+        for name, detail in explanations_due(list(queued)):
             if budget <= 0:
                 break
-            detail = self.explain_queue.pop(name)
-            row = rows.get(name)
+            explained.append(name)
+            row = rows[name] if name in rows else held_rows.get(name)
             if row is None or row.state != WorkloadState.PENDING:
                 continue
             for pod in self.mirror.pods_of(key_of(name)):
                 if is_live(pod) and pod.node_name is None:  # a gang's pods all in one cycle
                     work.events.append((pod.ref, "Waiting", detail))
                     budget -= 1
-        return work
+        return PreparedApply(rows, work, outstanding, sent, explained, runs_wanted, unknown)
 
     def _delete_if_cancelled(self, name: str, pods: list[Any], work: ApplyWork) -> None:
         live = [p for p in pods if is_live(p) or holds_node(p)]

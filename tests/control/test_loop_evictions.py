@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 from loop_builders import World, build_world
@@ -244,3 +245,101 @@ def test_a_nomination_is_held_quiet_and_not_looked_at_again_by_the_next_cycle(
     assert "team-a/urgent" not in state.changed
     assert "team-a/filler" in state.changed
     assert filler.evicting_for_id == urgent.pk
+
+
+def test_the_apply_is_prepared_while_the_record_is_written_and_binds_after_its_commit(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The apply's work is worked out while the server writes the admissions (the loop as it
+    was: the workload still pending in its state), and the gang is bound only once the record
+    that admitted it has returned, committed."""
+    from gpupool.control import loop as loop_module
+
+    world.submit("train", gpus=4, count=2)
+    world.cycle()  # its pods are created
+    order: list[str] = []
+    record_cycle = loop_module.do_record_cycle
+    work = loop_module.ControlLoop._work
+    bind_many = world.cluster.bind_many
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        order.append("record")
+        cycle = record_cycle(*args, **kwargs)
+        order.append("committed")
+        return cycle
+
+    def prepared(loop: Any, *args: Any, **kwargs: Any) -> Any:
+        order.append(f"prepared while {loop.state.rows['team-a/train'].state}")
+        return work(loop, *args, **kwargs)
+
+    def bound(gangs: Any) -> Any:
+        order.append(f"bind {sorted(gangs)}")
+        return bind_many(gangs)
+
+    monkeypatch.setattr(loop_module, "do_record_cycle", recorded)
+    monkeypatch.setattr(loop_module.ControlLoop, "_work", prepared)
+    monkeypatch.setattr(world.cluster, "bind_many", bound)
+    result = world.cycle()
+    assert result.admitted == ["team-a/train"]
+    assert order == ["record", "prepared while pending", "committed", "bind ['team-a/train']"]
+    assert world.workload("train").state == "admitted"
+    assert all(p.node_name for p in world.cluster.pods_of("train"))
+    assert world.loop.state.rows["team-a/train"].state == "admitted"
+    assert "team-a/train" in world.loop.outstanding  # bound: confirmed by a later sync
+
+
+def test_a_record_failing_after_the_apply_was_prepared_leaves_cluster_and_loop_as_they_were(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The record fails after its admissions were written and the apply prepared: it rolls
+    back, nothing reaches the cluster, and what the loop keeps between cycles is unchanged;
+    the next cycle admits and binds the gang once."""
+    from gpupool.control import actions
+    from gpupool.control import loop as loop_module
+
+    world.submit("train", gpus=4, count=2)
+    world.submit("waits", gpus=8, queue="team-b", priority_class=None)
+    world.cycle()  # their pods are created
+    world.cluster.run()
+    loop = world.loop
+    kept = (
+        set(loop.outstanding),
+        dict(loop.explain_queue),
+        dict(loop.evictions_sent),
+        dict(loop.written),
+    )
+    applied = ("create_pods", "bind", "evict", "delete_pods")
+    calls = [world.cluster.calls[what] for what in applied]
+    events = len(world.cluster.events)
+    work = loop_module.ControlLoop._work
+    prepared: list[Any] = []
+
+    def preparing(self: Any, *args: Any, **kwargs: Any) -> Any:
+        prepared.append(work(self, *args, **kwargs))
+        return prepared[-1]
+
+    def fail(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("the database went away")
+
+    monkeypatch.setattr(loop_module.ControlLoop, "_work", preparing)
+    monkeypatch.setattr(actions, "do_record_budget_moves", fail)
+    failed = loop.run_cycle()
+    assert failed.status == "failed" and "the database went away" in failed.error
+    assert len(prepared) == 1 and "team-a/train" in prepared[0].work.bind  # prepared, not sent
+    assert world.workload("train").state == "pending"  # rolled back
+    assert not any(p.node_name for p in world.cluster.pods_of("train"))
+    assert [world.cluster.calls[what] for what in applied] == calls
+    assert prepared[0].work.events  # the explanation of "waits", not sent
+    assert not [e for e in world.cluster.events[events:] if e[1] == "Waiting"]
+    assert kept == (
+        loop.outstanding,
+        loop.explain_queue,
+        loop.evictions_sent,
+        loop.written,
+    )
+    monkeypatch.undo()
+    world.cycle()
+    assert world.workload("train").state == "admitted"
+    pods = world.cluster.pods_of("train")
+    assert all(p.node_name for p in pods)
+    assert all(world.cluster.bound[p.key] == 1 for p in pods)
