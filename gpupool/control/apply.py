@@ -13,8 +13,9 @@ between its record and its apply is completed by the next one:
 - a workload being evicted whose pods still hold nodes is evicted, one victim set per
   preemptor (``evict``: a budget's refusal aborts that set);
 - a cancelled workload's pods are deleted;
-- pending pods whose explanation changed get an Event with it (at most ``EVENTS_PER_CYCLE``
-  a cycle: the rest wait for the next ones, newest explanation first).
+- pending pods whose explanation changed get an Event with it: about ``EVENTS_PER_CYCLE`` a
+  cycle, taken alternately from the newest reasons and the oldest (``explanations_due``), a
+  workload's waiting pods all in one cycle; the rest wait for the next ones.
 
 It returns an ``ApplyOutcome`` that ``actions.do_record_apply_outcome`` writes: gangs that
 could not be bound go back to pending with the error as the reason, refused victim sets are
@@ -25,8 +26,9 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from gpupool.clusters.base import (
     GPU_RESOURCE,
@@ -57,6 +59,24 @@ from gpupool.workloads.choices import Origin, WorkloadState
 POD_SET_ANNOTATION = "gpupool.io/pod-set"  # which pod set a pod gpupool created belongs to
 EVENTS_PER_CYCLE = 200
 _POD_INDEX = re.compile(r"-(\d+)$")
+T = TypeVar("T")
+
+
+def explanations_due(queued: Sequence[T]) -> Iterator[T]:
+    """The workloads whose new reason waits for its Event (``queued``, oldest first), in the
+    order their Events go out: the newest, the oldest, the next newest, the next oldest, ...
+
+    After a first cycle that explains thousands of workloads, the budget of Events a cycle
+    would take minutes to drain oldest first, and a workload submitted meanwhile would wait
+    that long for its first Event; newest first alone would starve the backlog while reasons
+    keep changing. Alternating gives each half of the budget."""
+    low, high = 0, len(queued) - 1
+    while low <= high:
+        yield queued[high]
+        high -= 1
+        if low <= high:
+            yield queued[low]
+            low += 1
 
 
 @dataclass(frozen=True, slots=True)

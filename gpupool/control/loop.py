@@ -79,6 +79,7 @@ from gpupool.control.apply import (
     ApplyWork,
     PodSetRun,
     WorkloadRun,
+    explanations_due,
     gang_bindings,
     gpu_resource,
     key_of,
@@ -1288,7 +1289,7 @@ class ControlLoop:
         )
         explained: list[str] = []
         budget = EVENTS_PER_CYCLE
-        for name, detail in queued:
+        for name, detail in explanations_due(list(queued)):
             if budget <= 0:
                 break
             explained.append(name)
@@ -1296,7 +1297,7 @@ class ControlLoop:
             if row is None or row.state != WorkloadState.PENDING:
                 continue
             for pod in self.mirror.pods_of(key_of(name)):
-                if is_live(pod) and pod.node_name is None and budget > 0:
+                if is_live(pod) and pod.node_name is None:  # a gang's pods all in one cycle
                     work.events.append((pod.ref, "Waiting", detail))
                     budget -= 1
         return PreparedApply(rows, work, outstanding, sent, explained, runs_wanted, unknown)
