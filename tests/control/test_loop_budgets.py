@@ -11,6 +11,7 @@ from domain_builders import priority_class
 from loop_builders import World, build_world
 
 from gpupool.accounting.models import PreemptionEvent
+from gpupool.control import budgets
 from gpupool.control.budgets import FLUSHED_NOTE, BudgetBook, Charge, named
 from gpupool.quotas.actions import do_grant_budget
 from gpupool.quotas.models import BudgetLedgerEntry, PriorityBudget, PriorityClass
@@ -149,6 +150,28 @@ def test_named_finds_workloads_by_bisection_in_their_order_or_by_a_pass() -> Non
     assert [w.name for w in named(tuple(infos[::-1]), {"c/9", "a/1"})] == ["c/9", "a/1"]
     assert [w.name for w in named(tuple(infos), {"b/1", "x/0"})] == ["b/1"]
     assert named((), {"a/1"}) == []
+    many = tuple(  # in name order, few named: by bisection
+        WorkloadInfo(f"q/{n:03}", "q", "normal", (PodSetInfo(1, 1, ("h100",)),), 0.0)
+        for n in range(300)
+    )
+    assert [w.name for w in named(many, {"q/250", "q/007"})] == ["q/007", "q/250"]
+    assert [w.name for w in named(many[::-1], {"q/250", "q/007"})] == ["q/250", "q/007"]
+
+
+def test_named_takes_one_pass_when_many_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    """More than a thirtieth of the workloads named: one pass, no bisection (15 steps a name
+    at B1's size cost more than the pass)."""
+    many = tuple(
+        WorkloadInfo(f"q/{n:03}", "q", "normal", (PodSetInfo(1, 1, ("h100",)),), 0.0)
+        for n in range(300)
+    )
+
+    def refused(*args: object, **kwargs: object) -> int:
+        raise AssertionError("bisected")
+
+    monkeypatch.setattr(budgets, "bisect_left", refused)
+    wanted = {f"q/{n:03}" for n in range(0, 300, 20)}  # 15 of 300
+    assert [w.name for w in named(many, wanted)] == sorted(wanted)
 
 
 def test_one_cycle_reserves_only_for_the_admissions_its_budget_covered(world: World) -> None:
