@@ -409,14 +409,13 @@ def decide_record(
 
     refreshed: list[tuple[float, int, PendingExplanation]] = []
     queues: dict[str, list[tuple[int, int]]] = defaultdict(list)  # queue -> (position, id)
+    workload_ids, by_reason = database.workload_ids, record.pending_by_reason
     for pending in plan.pending:
-        workload_id = database.workload_ids[pending.workload]
-        queues[by_name[pending.workload].queue].append((pending.position, workload_id))
-        record.pending_by_reason[pending.reason] = (
-            record.pending_by_reason.get(pending.reason, 0) + 1
-        )
-        waiting = pending.reason == "waiting-for-preemption"
-        if waiting and not by_name[pending.workload].nominated:
+        workload_id = workload_ids[pending.workload]
+        workload = by_name[pending.workload]
+        queues[workload.queue].append((pending.position, workload_id))
+        by_reason[pending.reason] = by_reason.get(pending.reason, 0) + 1
+        if pending.reason == "waiting-for-preemption" and not workload.nominated:
             record.nominated[workload_id] = True
         before = written.get(workload_id)
         if before is not None and before.reason == pending.reason:
@@ -430,7 +429,7 @@ def decide_record(
             continue
         record.explanations[workload_id] = explained(pending, workload_id)
         record.new_reasons.add(workload_id)
-    refreshed.sort(key=lambda entry: (entry[0], entry[1]))
+    refreshed.sort()  # by when, then id (ids differ: the explanations are not compared)
     taken = 0
     for _, workload_id, pending in refreshed:
         if taken >= REFRESHED_PER_CYCLE:
@@ -459,9 +458,10 @@ def _decide_ranks(
         order = [pk for _, pk in entries]
         written = queue_ranks(order, before)
         record.ranks.update(written)
-        for pk in order:
-            ranked[pk] = written[pk] if pk in written else before[pk]
+        if written:
+            for pk in order:
+                ranked[pk] = written[pk] if pk in written else before[pk]
+        else:  # every key kept (most queues of a steady cycle)
+            ranked.update(zip(order, map(before.__getitem__, order), strict=True))
     admitted = {admission.workload_id for admission in record.admissions}
-    for pk in before:
-        if pk not in ranked and pk not in admitted:
-            record.ranks[pk] = None
+    record.ranks.update(dict.fromkeys(sorted(before.keys() - ranked.keys() - admitted)))
