@@ -97,6 +97,7 @@ from gpupool.control.record import (
     FACTS_REFRESH_S,
     CycleRecord,
     Explanation,
+    acted_on,
     decide_record,
 )
 from gpupool.control.snapshot import (
@@ -471,7 +472,9 @@ class ControlLoop:
                     "workloads": len(database.snapshot.workloads),
                 }
                 return result
-            moved = apply_plan(database.snapshot, decided, now, evictions_take_time=True)
+            moved = apply_plan(
+                acted_on(database.snapshot, decided), decided, now, evictions_take_time=True
+            )
             reserved = {a.workload: a.budget_reservation for a in decided.admit}
             moves += self.budgets.spend(spends, now)
             moves += self.budgets.settle_due(now)

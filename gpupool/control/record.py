@@ -33,11 +33,12 @@ import math
 from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from decimal import Decimal
 from itertools import pairwise
 
+from gpupool.control.budgets import named
 from gpupool.control.snapshot import DatabaseSnapshot, WorkloadRow
 from gpupool.scheduler.types import (
     MILLI,
@@ -145,6 +146,21 @@ def lost_gpu_hours(workload: WorkloadInfo, now: float) -> float:
     return max(now - since, 0.0) / SECONDS_PER_HOUR * gpus
 
 
+def acted_on(snapshot: Snapshot, plan: Plan) -> Snapshot:
+    """The snapshot with only the workloads ``plan`` admits or evicts, and their preemptors:
+    ``lifecycle.apply_plan`` moves each of those as it would in the whole snapshot (what
+    becomes of a workload depends on the plan and itself, an eviction's preemptor's tenant
+    on the preemptor's queue), the preemption history too. The loop reads back only the
+    admitted from the result (their placements, their budgets): applying the plan to the
+    whole snapshot passed over tens of thousands of workloads at B1's size."""
+    names = {admission.workload for admission in plan.admit}
+    for eviction in plan.evict:
+        names.add(eviction.workload)
+        if eviction.preemptor is not None:
+            names.add(eviction.preemptor)
+    return replace(snapshot, workloads=tuple(named(snapshot.workloads, names)))
+
+
 def json_facts(facts: Mapping[str, object]) -> dict[str, object]:
     """Facts as the database's JSON gives them back (tuples become lists), so an unchanged
     explanation compares equal to the one written: ``json.loads(json.dumps(facts,
@@ -201,6 +217,8 @@ def queue_ranks(order: Sequence[int], before: Mapping[int, float]) -> dict[int, 
     the whole queue is numbered 1, 2, ... again. So work admitted ahead writes nothing
     behind it, and a new workload writes its own key only."""
     keys: list[float | None] = [before.get(pk) for pk in order]
+    if None not in keys and all(a < b for a, b in pairwise(keys)):  # type: ignore[operator]
+        return {}  # every key kept, in order (most queues of a steady cycle)
     known = [(index, key) for index, key in enumerate(keys) if key is not None]
     if any(a[1] >= b[1] for a, b in pairwise(known)):
         # Not all in order (a steady cycle usually is): keep a longest increasing run.
@@ -296,7 +314,7 @@ def decide_record(
     snapshot: Snapshot = database.snapshot
     now = database.now
     record = CycleRecord(at=at)
-    by_name = {w.name: w for w in snapshot.workloads}
+    by_name = database.by_name
     flavor_of_node = {node.name: node.flavor for node in snapshot.nodes}
     flavor_ids = database.flavor_ids
     node_ids = database.node_ids
@@ -391,14 +409,13 @@ def decide_record(
 
     refreshed: list[tuple[float, int, PendingExplanation]] = []
     queues: dict[str, list[tuple[int, int]]] = defaultdict(list)  # queue -> (position, id)
+    workload_ids, by_reason = database.workload_ids, record.pending_by_reason
     for pending in plan.pending:
-        workload_id = database.workload_ids[pending.workload]
-        queues[by_name[pending.workload].queue].append((pending.position, workload_id))
-        record.pending_by_reason[pending.reason] = (
-            record.pending_by_reason.get(pending.reason, 0) + 1
-        )
-        waiting = pending.reason == "waiting-for-preemption"
-        if waiting and not by_name[pending.workload].nominated:
+        workload_id = workload_ids[pending.workload]
+        workload = by_name[pending.workload]
+        queues[workload.queue].append((pending.position, workload_id))
+        by_reason[pending.reason] = by_reason.get(pending.reason, 0) + 1
+        if pending.reason == "waiting-for-preemption" and not workload.nominated:
             record.nominated[workload_id] = True
         before = written.get(workload_id)
         if before is not None and before.reason == pending.reason:
@@ -412,7 +429,7 @@ def decide_record(
             continue
         record.explanations[workload_id] = explained(pending, workload_id)
         record.new_reasons.add(workload_id)
-    refreshed.sort(key=lambda entry: (entry[0], entry[1]))
+    refreshed.sort()  # by when, then id (ids differ: the explanations are not compared)
     taken = 0
     for _, workload_id, pending in refreshed:
         if taken >= REFRESHED_PER_CYCLE:
@@ -441,9 +458,10 @@ def _decide_ranks(
         order = [pk for _, pk in entries]
         written = queue_ranks(order, before)
         record.ranks.update(written)
-        for pk in order:
-            ranked[pk] = written[pk] if pk in written else before[pk]
+        if written:
+            for pk in order:
+                ranked[pk] = written[pk] if pk in written else before[pk]
+        else:  # every key kept (most queues of a steady cycle)
+            ranked.update(zip(order, map(before.__getitem__, order), strict=True))
     admitted = {admission.workload_id for admission in record.admissions}
-    for pk in before:
-        if pk not in ranked and pk not in admitted:
-            record.ranks[pk] = None
+    record.ranks.update(dict.fromkeys(sorted(before.keys() - ranked.keys() - admitted)))

@@ -161,6 +161,7 @@ class DatabaseSnapshot:
     node_ids: Mapping[str, int]
     flavor_ids: Mapping[str, int]
     queue_ids: Mapping[str, int]
+    by_name: Mapping[str, WorkloadInfo]  # the snapshot's workloads by name
 
     def pod_set_id(self, workload: str, pod_set_index: int) -> int:
         """The PodSet row of a workload's pod set, by its index in the core's pod sets."""
@@ -216,6 +217,7 @@ def build_snapshot(*, now: datetime, policy: PolicyInfo) -> DatabaseSnapshot:
         node_ids=node_ids,
         flavor_ids=flavor_ids,
         queue_ids=queue_ids,
+        by_name={w.name: w for w in workloads},
     )
 
 

@@ -551,6 +551,11 @@ class LoopState:
         history = tuple(e for e in self.history if oldest <= e.at <= moment)
         if self._node_order is None:
             self._node_order = tuple(self.nodes[name] for name in sorted(self.nodes))
+        # By name: the workloads kept by name (``_catch_up``), as replaced and left out here.
+        by_name = dict(self._infos)
+        by_name.update(replaced)
+        for name in leave_out:
+            by_name.pop(name, None)
         snapshot = Snapshot(
             flavors=self.flavors,
             nodes=self._node_order,
@@ -568,6 +573,7 @@ class LoopState:
             node_ids=dict(self.node_ids),
             flavor_ids=dict(self.flavor_ids),
             queue_ids=dict(self.queue_ids),
+            by_name=by_name,
         )
 
 

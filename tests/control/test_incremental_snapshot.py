@@ -31,6 +31,7 @@ from gpupool.quotas.actions import (
     do_set_queue_quota,
 )
 from gpupool.quotas.models import PriorityBudget
+from gpupool.scheduler.types import WorkloadInfo
 from gpupool.utilization.actions import do_record_activity
 from gpupool.workloads.actions import PlacementSpec, PodSetSpec, do_transition_workload
 from gpupool.workloads.models import Workload
@@ -161,10 +162,15 @@ def test_the_incremental_snapshot_equals_a_full_rebuild_after_random_changes(
         assert incremental.snapshot == full.snapshot, f"after step {step} ({did})"
         assert incremental.workload_ids == full.workload_ids
         assert incremental.pod_set_ids == full.pod_set_ids
+        assert incremental.by_name == full.by_name == _by_name(full.snapshot.workloads)
         _indexes_equal_a_fresh_build(state.rows, f"after step {step} ({did})")
         copied = copy.copy(state.rows)  # as the loop's state is copied (its indexes rebuilt)
         assert copied == state.rows and type(copied) is WorkloadRows
         _indexes_equal_a_fresh_build(copied, f"a copy after step {step}")
+
+
+def _by_name(workloads: tuple[WorkloadInfo, ...]) -> dict[str, WorkloadInfo]:
+    return {w.name: w for w in workloads}
 
 
 def _indexes_equal_a_fresh_build(rows: WorkloadRows, after: str) -> None:
@@ -204,13 +210,18 @@ def test_the_kept_snapshot_follows_rows_changed_in_place_overlaid_and_left_out(p
     state.rows["zz/added"] = added
     state.names[added.id] = "zz/added"
     overlay = {kept: dataclasses.replace(state.rows[kept].info, missing_pods=1)}
-    built = state.snapshot(NOW, overlay, leave_out={changed}).snapshot
+    database = state.snapshot(NOW, overlay, leave_out={changed})
+    built = database.snapshot
     assert built.workloads == expected(overlay, {changed})  # type: ignore[arg-type]
+    assert database.by_name == _by_name(built.workloads)  # overlaid, left out
+    assert database.by_name[kept].missing_pods == 1
     assert state.rows.unestimated >= {changed}
     assert [w.name for w in built.workloads] == sorted(
         set(names) - {removed, changed} | {"zz/added"}
     )
-    assert state.snapshot(NOW).snapshot.workloads == expected({}, set())  # type: ignore[arg-type]
+    again = state.snapshot(NOW)
+    assert again.snapshot.workloads == expected({}, set())  # type: ignore[arg-type]
+    assert again.by_name == _by_name(again.snapshot.workloads)
     del state.rows["zz/added"]
     state.rows[removed] = gone
     state.rows[changed] = row

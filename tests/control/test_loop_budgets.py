@@ -11,11 +11,12 @@ from domain_builders import priority_class
 from loop_builders import World, build_world
 
 from gpupool.accounting.models import PreemptionEvent
-from gpupool.control.budgets import named
+from gpupool.control import budgets
+from gpupool.control.budgets import FLUSHED_NOTE, BudgetBook, Charge, named
 from gpupool.quotas.actions import do_grant_budget
 from gpupool.quotas.models import BudgetLedgerEntry, PriorityBudget, PriorityClass
 from gpupool.quotas.queries import ledger_mismatches
-from gpupool.scheduler.types import PodSetInfo, WorkloadInfo
+from gpupool.scheduler.types import BudgetInfo, PodSetInfo, WorkloadInfo
 from gpupool.tenancy.models import Tenant
 
 pytestmark = pytest.mark.django_db
@@ -149,6 +150,28 @@ def test_named_finds_workloads_by_bisection_in_their_order_or_by_a_pass() -> Non
     assert [w.name for w in named(tuple(infos[::-1]), {"c/9", "a/1"})] == ["c/9", "a/1"]
     assert [w.name for w in named(tuple(infos), {"b/1", "x/0"})] == ["b/1"]
     assert named((), {"a/1"}) == []
+    many = tuple(  # in name order, few named: by bisection
+        WorkloadInfo(f"q/{n:03}", "q", "normal", (PodSetInfo(1, 1, ("h100",)),), 0.0)
+        for n in range(300)
+    )
+    assert [w.name for w in named(many, {"q/250", "q/007"})] == ["q/007", "q/250"]
+    assert [w.name for w in named(many[::-1], {"q/250", "q/007"})] == ["q/250", "q/007"]
+
+
+def test_named_takes_one_pass_when_many_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    """More than a thirtieth of the workloads named: one pass, no bisection (15 steps a name
+    at B1's size cost more than the pass)."""
+    many = tuple(
+        WorkloadInfo(f"q/{n:03}", "q", "normal", (PodSetInfo(1, 1, ("h100",)),), 0.0)
+        for n in range(300)
+    )
+
+    def refused(*args: object, **kwargs: object) -> int:
+        raise AssertionError("bisected")
+
+    monkeypatch.setattr(budgets, "bisect_left", refused)
+    wanted = {f"q/{n:03}" for n in range(0, 300, 20)}  # 15 of 300
+    assert [w.name for w in named(many, wanted)] == sorted(wanted)
 
 
 def test_one_cycle_reserves_only_for_the_admissions_its_budget_covered(world: World) -> None:
@@ -203,3 +226,65 @@ def test_a_preemptor_reserves_its_window_once_when_admitted_not_while_it_waits(
     )
     assert reserves == [("urgent-job", Decimal("-1.0000"))]
     assert balance() == Decimal("1.0000")
+
+
+def test_the_run_after_a_window_is_spent_once_when_a_flush_falls_in_the_cycle_that_settles_it(
+    world: World,
+) -> None:
+    """A 15-minute window (4 GPUs: 1 GPU-hour reserved) ends; the cycle 20 minutes after the
+    admission both flushes (the 5 minutes past the window: 1/3 GPU-hour) and settles the
+    window (1 GPU-hour spent in it). The next flush, 6 minutes later, spends those 6 minutes
+    (0.4 GPU-hour) only -- not the 5 minutes after the window again."""
+    run_urgent(world, protected_runtime_s=900)
+    assert balance() == Decimal("1.0000")
+    world.cluster.tick(1200)
+    world.cycle()  # flushes and settles
+    settled = balance()
+    assert abs(settled - (Decimal(2) - 1 - Decimal(1) / 3)) < Decimal("0.01")
+    world.cluster.tick(360)
+    world.cycle()  # flushes the 6 minutes since
+    assert abs(settled - balance() - Decimal("0.4")) < Decimal("0.01")
+
+
+def test_accruals_are_spent_per_budget_and_a_spend_charges_its_running_work_up_to_then(
+    world: World,
+) -> None:
+    """``BudgetBook`` on its own: a flush writes one spend per budget, the sum of its running
+    work's accruals; from then on each of them accrues from the flush -- a window that ended
+    before the flush and is settled after it (the same cycle) too, not from its end again."""
+    do_grant_budget(
+        Tenant.objects.get(name="b"),
+        PriorityClass.objects.get(name="urgent"),
+        period_start=timezone.localdate() - timedelta(days=1),
+        period_end=timezone.localdate() + timedelta(days=30),
+        gpu_hours=2,
+        acting_user=None,
+    )
+    ids = {b.tenant.name: b.pk for b in PriorityBudget.objects.select_related("tenant")}
+    t = timezone.now().timestamp() - 3600
+    book = BudgetBook()
+    book.charges = {  # 4 GPUs past any window, 2 GPUs in a 10-minute window; 1 GPU of b's
+        1: Charge(1, ("a", "urgent"), 1.0, 4.0, t, t, 0.0, t),
+        2: Charge(2, ("a", "urgent"), 1.0, 2.0, t, t + 600, 2 * 600 / 3600, t),
+        3: Charge(3, ("b", "urgent"), 1.0, 1.0, t, t, 0.0, t),
+    }
+    budgets = (BudgetInfo("a", "urgent", 2.0), BudgetInfo("b", "urgent", 2.0))
+    accrued, spends = book.with_accrual(budgets, t + 900)  # the first cycle flushes
+    assert [b.used for b in accrued] == pytest.approx([1.0 + 300 * 2 / 3600, 900 / 3600])
+    moves = book.spend(spends, t + 900)
+    assert [(m.budget_id, m.kind, m.gpu_hours, m.workload_id) for m in moves] == [
+        (ids["a"], "spend", Decimal("-1.1667"), None),
+        (ids["b"], "spend", Decimal("-0.25"), None),
+    ]
+    assert [m.note for m in moves] == [
+        f"{FLUSHED_NOTE}: 2 running workloads",
+        f"{FLUSHED_NOTE}: 1 running workloads",
+    ]
+    settled = book.settle_due(t + 900)  # the window: its reservation back, its run spent
+    assert [(m.kind, m.gpu_hours, m.workload_id) for m in settled] == [
+        ("settle", Decimal("0.3333"), 2),
+        ("spend", Decimal("-0.3333"), 2),
+    ]
+    accrued, spends = book.with_accrual(budgets, t + 1100)  # no flush: 200 s since the last
+    assert [b.used for b in accrued] == pytest.approx([200 * 6 / 3600, 200 / 3600])
+    assert spends == []

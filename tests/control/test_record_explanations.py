@@ -51,6 +51,7 @@ def database() -> DatabaseSnapshot:
         {},
         {},
         {},
+        {w.name: w for w in workloads},
     )
 
 
