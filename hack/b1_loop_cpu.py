@@ -17,7 +17,10 @@ and of the steady cycles from ``--profile-from`` (2 by default) on to ``out-stea
 ``--statements`` prints, for each cycle's record (``do_record_cycle``), the workload row
 versions its ``UPDATE``s wrote, its statements (``COPY`` included) and the slowest of them in
 wall-clock time; with ``--commit`` the deferred foreign-key checks are run apart, just before
-the commit (``SET CONSTRAINTS ALL IMMEDIATE``), and timed, then the commit itself.
+the commit (``SET CONSTRAINTS ALL IMMEDIATE``), and timed, then the commit itself. It also
+prints the CPU the PostgreSQL backend serving the connection spent on the record (its
+``/proc/<pid>/stat``, ``pg_backend_pid()``; the database runs on this machine): the record's
+cost is mostly the server's, which the process's own CPU does not show.
 """
 
 from __future__ import annotations
@@ -183,6 +186,12 @@ def _time_statements(loop_module: types.ModuleType, *, commit: bool) -> None:
                 text = f"[{upd} versions, {hot} HOT] {text}"
             timed.append((took, text))
 
+    def backend_cpu(pid: int) -> float:
+        # CPU seconds (user + system) the server process ``pid`` has used so far.
+        # The command (field 2) is in parentheses and may hold spaces: count after it.
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def copied(cursor, name, columns, rows):  # type: ignore[no-untyped-def]
         started = time.perf_counter()
         count = copy_rows(cursor, name, columns, rows)
@@ -205,6 +214,9 @@ def _time_statements(loop_module: types.ModuleType, *, commit: bool) -> None:
 
     def recorded(record, **kwargs):  # type: ignore[no-untyped-def]
         timed.clear()
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            backend = int(cursor.fetchone()[0])
         started = time.perf_counter()
         written, hot = 0, 0
         bulk.copy_rows = copied
@@ -216,6 +228,7 @@ def _time_statements(loop_module: types.ModuleType, *, commit: bool) -> None:
                 atomic = transaction.atomic() if commit else contextlib.nullcontext()
                 with atomic:
                     written, hot = versions()
+                    server = backend_cpu(backend)
                     started = time.perf_counter()
                     cycle = record_cycle(record, **kwargs)
                     after = versions()
@@ -231,9 +244,10 @@ def _time_statements(loop_module: types.ModuleType, *, commit: bool) -> None:
             bulk.copy_rows = copy_rows
             actions.overlapped = overlapped
         wall = time.perf_counter() - started
+        server = backend_cpu(backend) - server
         print(
-            f"  record: wall {wall:.3f}, statements {len(timed)} (their wall "
-            f"{sum(t for t, _ in timed):.3f}), workload row versions {written} "
+            f"  record: wall {wall:.3f}, server CPU {server:.2f}, statements {len(timed)} "
+            f"(their wall {sum(t for t, _ in timed):.3f}), workload row versions {written} "
             f"({hot} HOT)",
             flush=True,
         )

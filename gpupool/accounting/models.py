@@ -26,8 +26,9 @@ class UsageInterval(models.Model):
     """GPUs of one flavor held by one workload from start to end (open while it runs)."""
 
     workload = models.ForeignKey(Workload, on_delete=models.PROTECT, related_name="usage")
-    tenant = copied_from_workload(Tenant, null=True, related_name="usage")
-    queue = copied_from_workload(Queue, related_name="usage")
+    # Not indexed alone: usage_tenant_start_idx and usage_queue_start_idx lead with them.
+    tenant = copied_from_workload(Tenant, null=True, related_name="usage", db_index=False)
+    queue = copied_from_workload(Queue, related_name="usage", db_index=False)
     flavor = models.ForeignKey(Flavor, on_delete=models.PROTECT, related_name="usage")
     priority_class = copied_from_workload(PriorityClass, related_name="usage")
     gpus = models.DecimalField(

@@ -40,9 +40,12 @@ def qualified_name(namespace: str, name: str) -> str:
     return f"{namespace}/{name}"
 
 
-def copied_from_workload(to: type[models.Model], *, related_name: str, null: bool = False) -> Any:
+def copied_from_workload(
+    to: type[models.Model], *, related_name: str, null: bool = False, db_index: bool = True
+) -> Any:
     """A reference copied from the workload a row is about (its queue, tenant or class), kept
-    on the row so usage and history are summed by them without a join: indexed, protected by
+    on the row so usage and history are summed by them without a join: indexed (unless
+    ``db_index`` is False because a composite index of the model leads with it), protected by
     the ORM (``PROTECT``: a referenced row is not deleted through Django while it is
     referenced), and without a database constraint, since the row's own key to its workload
     is constrained and the workload's keys are: a second check of the same fact at every
@@ -55,6 +58,7 @@ def copied_from_workload(to: type[models.Model], *, related_name: str, null: boo
         on_delete=models.PROTECT,
         related_name=related_name,
         db_constraint=False,
+        db_index=db_index,
     )
 
 
@@ -79,6 +83,8 @@ class Workload(models.Model):
         blank=True,
         on_delete=models.SET_NULL,
         related_name="workloads",
+        # Indexed only where set (``workload_submitter_idx``): the loop's workloads have none.
+        db_index=False,
     )
     min_member = models.PositiveIntegerField(
         null=True,
@@ -120,6 +126,8 @@ class Workload(models.Model):
         blank=True,
         on_delete=models.SET_NULL,
         related_name="victims_leaving",
+        # Indexed only where set (``workload_evicting_for_idx``): a few rows at a time are.
+        db_index=False,
         help_text="Running, being evicted to make room for this pending workload, and not "
         "gone yet (written by the control loop).",
     )
@@ -201,6 +209,21 @@ class Workload(models.Model):
                 fields=["queue"],
                 condition=Q(state=WorkloadState.PENDING),
                 name="workload_pending_queue_idx",
+            ),
+            # Keys almost always empty are indexed only where set (migration 0009): a full
+            # index costs an entry for every row written, the loop's included. Every lookup
+            # by them (``submitter=``, ``victims_leaving``, the database's key checks when a
+            # user or a workload is deleted) is an equality, which implies NOT NULL, so these
+            # serve it.
+            models.Index(
+                fields=["submitter"],
+                condition=Q(submitter__isnull=False),
+                name="workload_submitter_idx",
+            ),
+            models.Index(
+                fields=["evicting_for"],
+                condition=Q(evicting_for__isnull=False),
+                name="workload_evicting_for_idx",
             ),
         ]
         constraints = [
@@ -521,7 +544,10 @@ class Placement(models.Model):
     """Where one pod of a pod set runs: its node, the GPU indices, and the milli share."""
 
     workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="placements")
-    pod_set = models.ForeignKey(PodSet, on_delete=models.CASCADE, related_name="placements")
+    # Not indexed alone: ``placement_unique_pod`` (pod_set, pod_index) leads with it.
+    pod_set = models.ForeignKey(
+        PodSet, on_delete=models.CASCADE, related_name="placements", db_index=False
+    )
     pod_index = models.PositiveIntegerField(default=0)
     node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="placements")
     gpu_indices = models.JSONField(default=list, blank=True)
@@ -602,10 +628,19 @@ class WorkloadTransition(models.Model):
         blank=True,
         on_delete=models.SET_NULL,
         related_name="workload_transitions",
+        # Indexed only where set (``workloadtransition_actor_idx``): the loop's have none.
+        db_index=False,
     )
 
     class Meta:
         ordering = ["at", "id"]
+        indexes = [
+            models.Index(
+                fields=["actor"],
+                condition=Q(actor__isnull=False),
+                name="workloadtransition_actor_idx",
+            ),
+        ]
         constraints = [
             models.CheckConstraint(
                 condition=~Q(from_state=F("to_state")), name="workloadtransition_changes_state"
