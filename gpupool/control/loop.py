@@ -491,7 +491,12 @@ class ControlLoop:
             prepared: list[PreparedApply] = []
 
             def prepare() -> None:  # while the server writes the admissions: no database
-                prepared.append(self._prepare_apply(moved, decided, record, now, keys))
+                try:
+                    prepared.append(self._prepare_apply(moved, decided, record, now, keys))
+                except Exception:  # prepared again below, after the commit
+                    # A fault of the apply's must not undo the record, as it could not
+                    # before the preparation moved here: the next cycle completes an apply.
+                    logger.exception("the apply's preparation failed; prepared after the commit")
 
             cycle = do_record_cycle(
                 record,
@@ -505,6 +510,10 @@ class ControlLoop:
             )
             # Committed: the loop takes what was prepared, and the cluster hears of it.
             result.cycle_id = self.ranked_in = cycle.pk
+            if not prepared:  # its preparation failed during the record: once more, here
+                phase = "apply"
+                prepared.append(self._prepare_apply(moved, decided, record, now, keys))
+                phase = "record"
             self._remember_written(prepared[0], record, stamps, nominations)
             timings["record"] = time.perf_counter() - clock
 

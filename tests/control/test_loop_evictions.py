@@ -343,3 +343,46 @@ def test_a_record_failing_after_the_apply_was_prepared_leaves_cluster_and_loop_a
     pods = world.cluster.pods_of("train")
     assert all(p.node_name for p in pods)
     assert all(world.cluster.bound[p.key] == 1 for p in pods)
+
+
+def test_a_preparation_failing_while_the_record_is_written_is_prepared_again_after_its_commit(
+    db: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fault of the apply's preparation does not undo the record (as a fault of the apply
+    could not before the preparation moved into it): the record commits, the apply is
+    prepared again after it, and the gang binds in the same cycle; a fault that stays fails
+    the cycle in its apply, with the record kept, as before."""
+    from gpupool.control import loop as loop_module
+
+    world = build_world(nodes=2)
+    world.submit("train", gpus=4, count=2)
+    world.cycle()  # its pods are created
+    work = loop_module.ControlLoop._work
+    calls: list[bool] = []
+
+    def fails_once(self: Any, *args: Any, **kwargs: Any) -> Any:
+        calls.append(True)
+        if len(calls) == 1:
+            raise RuntimeError("a bug in the apply's preparation")
+        return work(self, *args, **kwargs)
+
+    monkeypatch.setattr(loop_module.ControlLoop, "_work", fails_once)
+    world.cycle()
+    assert len(calls) == 2
+    assert world.workload("train").state == "admitted"
+    assert all(p.node_name for p in world.cluster.pods_of("train"))
+
+    world.submit("later", gpus=4, queue="team-b")  # in its own quota, in the room left
+    world.cycle()  # its pods are created
+
+    def always_fails(self: Any, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("a bug in the apply's preparation")
+
+    monkeypatch.setattr(loop_module.ControlLoop, "_work", always_fails)
+    failed = world.loop.run_cycle()
+    assert failed.status == "failed" and "a bug in the apply's preparation" in failed.error
+    assert world.workload("later", "team-b").state == "admitted"  # the record stands
+    assert not any(p.node_name for p in world.cluster.pods_of("later"))
+    monkeypatch.undo()
+    world.cycle()  # the next cycle completes the apply
+    assert all(p.node_name for p in world.cluster.pods_of("later"))
