@@ -162,12 +162,10 @@ class BudgetBook:
         and every accrual once ``FLUSH_S`` has passed since the last flush."""
         by_key: dict[Key, list[tuple[Charge, float]]] = defaultdict(list)
         flushed = self.flushed
-        for charge in self.charges.values():  # ``Charge.accrued``, written out (10,000 at B1)
-            since = max(charge.charged_until, charge.window_end, flushed.get(charge.key, 0.0))
-            if since < now:
-                amount = (now - since) / SECONDS_PER_HOUR * charge.gpus * charge.rate
-                if amount > 0:
-                    by_key[charge.key].append((charge, amount))
+        for charge in self.charges.values():
+            amount = charge.accrued(now, flushed.get(charge.key, 0.0))
+            if amount > 0:
+                by_key[charge.key].append((charge, amount))
         flush = self.last_flush is None or now - self.last_flush >= FLUSH_S
         if flush:
             self.last_flush = now

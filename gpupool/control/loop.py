@@ -172,6 +172,7 @@ class PreparedApply:
     outstanding: set[str]  # workloads whose apply is not confirmed yet: looked at next cycle
     sent: dict[str, float]  # victims whose eviction goes out now -> when
     explained: list[str]  # taken from the explanation queue (their Events are in ``work``)
+    fresh: dict[str, str]  # workloads whose reason is new -> sentence: queued last
     runs_wanted: list[WorkloadRow]  # pods to create (their pod sets are read after the commit)
     unknown: dict[str, list[Any]]  # pods of workloads without a row: deleted if cancelled
 
@@ -1057,11 +1058,9 @@ class ControlLoop:
         self.state.own_writes(nominations, quiet=True)
         self.written.update(record.explanations)
         self.written_at.update(dict.fromkeys(record.explanations, time.monotonic()))
-        for workload_id in record.new_reasons:  # an Event only when the reason is new
-            name = names.get(workload_id)
-            if name is not None:
-                self.explain_queue.pop(name, None)
-                self.explain_queue[name] = record.explanations[workload_id].detail
+        for name, detail in prepared.fresh.items():  # an Event only when the reason is new
+            self.explain_queue.pop(name, None)
+            self.explain_queue[name] = detail
         for name in prepared.explained:  # their Events are this cycle's
             self.explain_queue.pop(name, None)
         ranks = {} if self.ranks is None else self.ranks
@@ -1216,7 +1215,7 @@ class ControlLoop:
         *,
         rows: dict[str, WorkloadRow],
         evicted: Collection[str],
-        fresh: Mapping[str, str],
+        fresh: dict[str, str],
     ) -> PreparedApply:
         """What apply is to do for these workloads (those that need nothing drop out), as the
         state will be once the record is committed: ``rows`` (name -> row) as it writes them,
@@ -1312,7 +1311,7 @@ class ControlLoop:
                 if is_live(pod) and pod.node_name is None:  # a gang's pods all in one cycle
                     work.events.append((pod.ref, "Waiting", detail))
                     budget -= 1
-        return PreparedApply(rows, work, outstanding, sent, explained, runs_wanted, unknown)
+        return PreparedApply(rows, work, outstanding, sent, explained, fresh, runs_wanted, unknown)
 
     def _delete_if_cancelled(self, name: str, pods: list[Any], work: ApplyWork) -> None:
         live = [p for p in pods if is_live(p) or holds_node(p)]
