@@ -227,6 +227,10 @@ GPUPOOL_ACTIVITY_RETENTION_DAYS = float(os.environ.get("GPUPOOL_ACTIVITY_RETENTI
 GPUPOOL_ACTIVITY_PRUNE_INTERVAL_S = float(
     os.environ.get("GPUPOOL_ACTIVITY_PRUNE_INTERVAL_S", "3600")
 )
+# The cycle log (a row per scheduling cycle, every few seconds) is kept whole this many days;
+# older hours are thinned by the same retention run to the cycle per hour that the charts over
+# time read (control.actions.do_thin_cycles).
+GPUPOOL_CYCLE_RETENTION_DAYS = float(os.environ.get("GPUPOOL_CYCLE_RETENTION_DAYS", "7"))
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "scheduling-cycle": {
         "task": "gpupool.control.run_cycle",

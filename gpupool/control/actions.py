@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Exists, OuterRef
+from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q
 from django.utils import timezone
 
 from gpupool.accounting.actions import do_close_usage
@@ -661,6 +661,88 @@ def _replace_pod_sets(
         ["min_member", "updated_at"],
         {workload_id: (min_member, now) for workload_id, (_, min_member) in replaced.items()},
     )
+
+
+# What a thinned hour of the cycle log keeps: for each part of the record that a chart over
+# time reads (``queries.sampled_cycles``), the last succeeded cycle of the hour that has it.
+KEPT_PARTS = ("queues", "fragmentation")
+
+
+def do_thin_cycles(
+    *, before: datetime, batch: int = 5_000, batches: int = 10, page: int = 20_000
+) -> int:
+    """Thin the cycle log before ``before`` (rounded down to the hour) to what the pages and
+    ``/metrics`` read of it, oldest hours first; returns how many rows went. An hour keeps,
+    for each of ``KEPT_PARTS``, its last succeeded cycle with that part of the record (the
+    point a chart over time draws for the hour); the newest cycle of each kind that something
+    reads the last of (any, finished, succeeded, not skipped, carrying the counters) is kept
+    whatever its age. Preemption events keep their data and lose their link to a deleted
+    cycle. Bounded: the old rows are read ``page`` at a time (their ids, hours and parts; the
+    hours already thinned are a few rows each), decided on whole hours only, and at most
+    ``batch * batches`` are deleted, ``batch`` per transaction; the next call goes on."""
+    before = _hour_of(before)
+    cycles = SchedulingCycle.objects.all()
+    latest = cycles.order_by("-started_at", "-id").values_list("id", flat=True)
+    newest = {
+        latest.first(),
+        latest.filter(finished_at__isnull=False).first(),
+        latest.filter(status=CycleStatus.SUCCEEDED).first(),
+        latest.exclude(status=CycleStatus.SKIPPED).first(),
+        latest.exclude(totals={}).first(),
+    }
+    old = (
+        cycles.filter(started_at__lt=before)
+        .annotate(
+            **{
+                f"has_{part}": ExpressionWrapper(Q(outcome__has_key=part), BooleanField())
+                for part in KEPT_PARTS
+            }
+        )
+        .order_by("started_at", "id")
+        .values_list("id", "started_at", "status", *(f"has_{part}" for part in KEPT_PARTS))
+    )
+    limit = batch * batches
+    doomed: list[int] = []
+    since: datetime | None = None  # the hours before it are decided
+    while len(doomed) < limit:
+        unread = old if since is None else old.filter(started_at__gte=since)
+        rows = list(unread[:page])
+        if len(rows) < page:  # every old row read: their hours are whole
+            doomed += _thinned(rows, newest)
+            break
+        since = _hour_of(rows[-1][1])  # the last hour read may go on: read again from it
+        rows = [row for row in rows if row[1] < since]
+        if not rows:  # one hour of more than a page of cycles: read it whole
+            since += timedelta(hours=1)
+            rows = list(unread.filter(started_at__lt=since))
+        doomed += _thinned(rows, newest)
+    deleted = 0
+    for start in range(0, min(len(doomed), limit), batch):
+        ids = doomed[start : start + batch]
+        with transaction.atomic():
+            PreemptionEvent.objects.filter(cycle_id__in=id_list(ids)).update(cycle=None)
+            gone, _ = SchedulingCycle.objects.filter(id__in=id_list(ids)).only("id").delete()
+            deleted += gone
+    return deleted
+
+
+def _hour_of(at: datetime) -> datetime:
+    return at.replace(minute=0, second=0, microsecond=0)
+
+
+def _thinned(rows: Sequence[tuple[Any, ...]], newest: set[int | None]) -> list[int]:
+    """Of whole hours of the cycle log (id, start, status, has each of ``KEPT_PARTS``, by
+    start), the ids that go: all but the hours' last succeeded cycle of each part and
+    ``newest``."""
+    kept: dict[tuple[datetime, int], int] = {}  # (hour, part) -> its last cycle with it
+    for cycle_id, started_at, status, *has in rows:
+        if status == CycleStatus.SUCCEEDED:
+            hour = _hour_of(started_at)
+            for part, present in enumerate(has):
+                if present:
+                    kept[hour, part] = cycle_id  # by start: the last one stays
+    keep = newest | set(kept.values())
+    return [row[0] for row in rows if row[0] not in keep]
 
 
 @transaction.atomic

@@ -13,7 +13,8 @@ cluster's in the demo). After a cycle, once
 ``estimates.ESTIMATE_REFRESH_S`` has passed since the last refresh, the same thread refreshes
 the estimated starts from that cycle's snapshot; and every
 ``GPUPOOL_ACTIVITY_PRUNE_INTERVAL_S`` it deletes the activity windows past their retention
-(what beat's ``prune_activity_task`` does with a broker). With ``GPUPOOL_APPLY_PIPELINE`` its
+and thins the cycle log's hours past ``GPUPOOL_CYCLE_RETENTION_DAYS`` (what beat's
+``prune_activity_task`` does with a broker). With ``GPUPOOL_APPLY_PIPELINE`` its
 cycles are pipelined (``ControlLoop.run_cycle``): a cycle's bindings may still be in flight
 while the next one syncs and plans; when the loop stops it waits for them. A Celery
 task runs one whole cycle, its apply included (the lock is let go when the task ends).
@@ -30,10 +31,12 @@ from datetime import timedelta
 from django.conf import settings
 from django.db import close_old_connections, connection
 from django.db.models import Max
+from django.utils import timezone
 
 from gpupool.accounting.actions import RollUp, do_roll_up_usage
 from gpupool.accounting.models import RollUpState
 from gpupool.clusters.base import Allowance, Arrivals, ClusterBackend
+from gpupool.control.actions import do_thin_cycles
 from gpupool.control.backends import backend_from_settings
 from gpupool.control.estimates import EstimateRefresher, EstimateRun
 from gpupool.control.loop import ControlLoop, CycleResult
@@ -112,11 +115,26 @@ def prune_activity(loop: ControlLoop) -> int:
     return do_prune_activity(before=min(retained, rolled["until"]))
 
 
+def thin_cycles() -> int:
+    """Thin the cycle log older than ``GPUPOOL_CYCLE_RETENTION_DAYS`` to what the charts over
+    time read (a bounded batch; the next run goes on); returns how many cycles went. On the
+    wall clock, which stamps the cycles (a simulated cluster's clock runs ahead of it)."""
+    retained = timezone.now() - timedelta(days=settings.GPUPOOL_CYCLE_RETENTION_DAYS)
+    return do_thin_cycles(before=retained)
+
+
+def prune(loop: ControlLoop) -> tuple[int, int]:
+    """One retention run: the activity windows past theirs, then the cycle log's old hours
+    thinned; how many of each went."""
+    return prune_activity(loop), thin_cycles()
+
+
 def run_shared_prune() -> int:
-    """One retention run on this process's loop's clock (what the beat's task runs)."""
+    """One retention run on this process's loop's clock (what the beat's task runs); how many
+    rows went, activity windows and cycles."""
     fresh_connections()
     try:
-        return prune_activity(shared_loop())
+        return sum(prune(shared_loop()))
     finally:
         fresh_connections()
 
@@ -221,12 +239,16 @@ def _run_cycles(
         if time.monotonic() >= prune_due:
             prune_due = time.monotonic() + prune_every
             try:
-                pruned = prune_activity(loop)
+                windows, cycles_thinned = prune(loop)
             except Exception:
-                logger.exception("activity retention failed (the next run tries again)")
+                logger.exception("retention failed (the next run tries again)")
             else:
-                if pruned:
-                    logger.info("activity retention: %d window(s) deleted", pruned)
+                if windows or cycles_thinned:
+                    logger.info(
+                        "retention: %d activity window(s), %d old cycle(s) deleted",
+                        windows,
+                        cycles_thinned,
+                    )
         wait_next_cycle(
             loop.backend,
             stop,

@@ -23,6 +23,7 @@ from gpupool.cli.subcommands.seed_demo import seed
 from gpupool.clusters.simulated import SimulatedBackend, SimulatedCluster, VirtualClock
 from gpupool.control import runner
 from gpupool.control.loop import ControlLoop, CycleResult
+from gpupool.control.models import SchedulingCycle
 from gpupool.control.sync import moment
 from gpupool.simcluster.store import DatabaseStore, cluster_state
 from gpupool.simulation.demo_submissions import DemoWorkloadFeed
@@ -170,6 +171,33 @@ def test_the_in_process_loop_deletes_activity_past_its_retention(
 
     left = ActivityWindow.objects.filter(started_at__lt=now - timedelta(days=1))
     assert [now - window.ended_at for window in left] == [timedelta(days=10)]
+
+
+def test_the_in_process_loop_thins_the_cycle_log_past_its_retention(
+    world: World, settings: Any
+) -> None:
+    """Its retention step also thins the cycle log's hours older than
+    ``GPUPOOL_CYCLE_RETENTION_DAYS`` on the wall clock (which stamps the rows), keeping what
+    the charts over time read: an hour's last succeeded cycle."""
+    world.cycle()
+    hour = (timezone.now() - timedelta(days=9)).replace(minute=0, second=0, microsecond=0)
+    old = [
+        SchedulingCycle.objects.create(
+            started_at=hour + timedelta(minutes=m),
+            finished_at=hour + timedelta(minutes=m, seconds=1),
+            status="succeeded",
+            outcome={"queues": {}},
+        ).pk
+        for m in (5, 10, 15)
+    ]
+    settings.GPUPOOL_CYCLE_RETENTION_DAYS = 7
+    stop = threading.Event()
+
+    runner.run_forever(world.loop, stop, interval_s=0, roll_up_interval_s=0, prune_interval_s=0,
+                       on_cycle=lambda result: stop.set())  # fmt: skip
+
+    assert set(SchedulingCycle.objects.filter(pk__in=old).values_list("pk", flat=True)) == {old[-1]}
+    assert SchedulingCycle.objects.filter(started_at__gt=hour + timedelta(days=1)).count() == 2
 
 
 def test_activity_the_roll_up_has_not_counted_is_kept_whatever_its_age(
