@@ -8,6 +8,8 @@ class PreemptionReason(models.TextChoices):
 
     PREEMPT = "preempt", "preempt (a higher-priority workload needed the GPUs)"
     RECLAIM = "reclaim", "reclaim (the lending queue wanted its quota back)"
+    # Only in rows of earlier releases: a budget that runs out now demotes its work to the
+    # default class and never evicts it (DESIGN §2).
     BUDGET = "budget", "budget (its priority budget ran out)"
     IDLE = "idle", "idle (its GPUs sat idle past its idle timeout; it ends)"
     NODE_FAILURE = "node-failure", "node failure"

@@ -20,7 +20,8 @@ Sharing = Literal["exclusive", "shared"]
 Topology = Literal["domain", "preferred"]
 PreemptionPolicy = Literal["PreemptLowerPriority", "Never"]
 WorkloadState = Literal["pending", "running"]
-EvictReason = Literal["preempt", "reclaim", "budget", "idle"]
+# DESIGN §2: a budget that runs out demotes its work, never evicts it.
+EvictReason = Literal["preempt", "reclaim", "idle"]
 PendingReason = Literal[
     "budget",
     "quota",

@@ -80,6 +80,13 @@ def test_the_year_has_the_asked_sizes(year: dict) -> None:
     assert (last.status, last.finished_at) == ("succeeded", datetime(2026, 3, 15, tzinfo=UTC))
 
 
+def test_the_year_s_preemptions_have_only_the_reasons_the_design_names(year: dict) -> None:
+    """DESIGN §2: a budget that runs out demotes its work and never evicts it; an idle
+    workload's end is not drawn by the generator."""
+    reasons = set(PreemptionEvent.objects.values_list("reason", flat=True))
+    assert reasons and reasons <= {"preempt", "reclaim", "node-failure", "admin"}
+
+
 def test_every_loaded_row_passes_its_models_rules(year: dict) -> None:
     for model in (Workload, PodSet, UsageInterval, PreemptionEvent, WorkloadTransition):
         for row in model.objects.all()[:100]:  # type: ignore[attr-defined]

@@ -108,8 +108,9 @@ SIZES = np.array([1, 2, 4, 8, 16, 32])
 SIZE_SHARES = np.array([0.50, 0.15, 0.15, 0.15, 0.04, 0.01])
 CLASSES = ("normal", "high", "interactive")
 CLASS_SHARES = (0.85, 0.10, 0.05)
-REASONS = ("preempt", "reclaim", "node-failure", "admin", "budget")
-REASON_SHARES = (0.50, 0.30, 0.10, 0.05, 0.05)
+# DESIGN §2's reasons (a budget demotes, never evicts); an idle workload's end is not drawn here.
+REASONS = ("preempt", "reclaim", "node-failure", "admin")
+REASON_SHARES = (0.50, 0.30, 0.12, 0.08)
 PENDING_REASONS = ("quota", "capacity", "behind", "fragmentation")
 
 
