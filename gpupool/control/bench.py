@@ -30,7 +30,7 @@ from typing import Any, cast
 
 from django.db import transaction
 
-from gpupool.cli.subcommands.bench import peak_rss_mib
+from gpupool.cli.subcommands.bench import peak_rss_mib, yardstick_s
 from gpupool.clusters.base import ClusterBackend, NewPod, PodBinding, PodRef
 from gpupool.clusters.grouping import WorkloadKey
 from gpupool.control.actions import do_load_pool
@@ -154,6 +154,7 @@ class _Rollback(Exception):
 
 def bench_loop(nodes: int, runs: int, steady: int, seed: int) -> dict[str, Any]:
     """Load the pool, time first cycles and steady cycles; B1-loop's figures."""
+    yardstick_before = yardstick_s()
     snapshot, policy, now = synthetic_snapshot(nodes, seed)
     started = time.perf_counter()
     manifests = node_manifests(snapshot)
@@ -238,6 +239,9 @@ def bench_loop(nodes: int, runs: int, steady: int, seed: int) -> dict[str, Any]:
         },
         "load_s": round(load_s, 2),
         "peak_rss_mib": round(peak_rss_mib(), 1),
+        # The machine's speed before the pool was loaded and after the last cycle
+        # (``yardstick_s``): compare runs of different days by it.
+        "yardstick_s": [yardstick_before, yardstick_s()],
         "native_core": NATIVE,
     }
 

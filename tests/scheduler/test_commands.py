@@ -95,3 +95,5 @@ def test_bench_cycle_reports_the_b1_figures() -> None:
     # Process CPU per run, and the command's whole CPU, which covers at least the runs.
     assert len(figures["runs_cpu_s"]) == 2 and all(cpu > 0 for cpu in figures["runs_cpu_s"])
     assert figures["cpu_s"] >= sum(figures["runs_cpu_s"])
+    # The machine's speed beside the figures: a plain loop's seconds, a fraction of the CPU.
+    assert 0 < figures["yardstick_s"] < figures["cpu_s"] * 10

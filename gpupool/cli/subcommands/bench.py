@@ -62,6 +62,25 @@ def peak_rss_mib() -> float:
     return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
 
 
+YARDSTICK_ADDITIONS = 2_000_000
+
+
+def yardstick_s() -> float:
+    """Seconds this machine takes, now, for a plain Python loop of 10 million additions (the
+    best of three runs of 2 million, times five): the benchmarks print it beside their figures
+    so that runs on machines of different speeds, or on one whose speed drifts (a shared
+    host), can be compared by the ratio (``docs/benchmarks.md``, B1-loop). A loop in a
+    function, on local names: not comparable with one typed at a prompt (global names)."""
+    best = float("inf")
+    for _ in range(3):
+        started = time.process_time()
+        total = 0
+        for i in range(YARDSTICK_ADDITIONS):
+            total += i
+        best = min(best, time.process_time() - started)
+    return round(best * 10_000_000 / YARDSTICK_ADDITIONS, 3)
+
+
 def bench_cycle(nodes: int, runs: int, seed: int) -> dict[str, Any]:
     """Build the snapshot, time plan() and report B1's figures."""
     started = time.perf_counter()
@@ -100,6 +119,7 @@ def bench_cycle(nodes: int, runs: int, seed: int) -> dict[str, Any]:
         "cold_s": round(cold_s, 4),
         "build_s": round(build_s, 3),
         "peak_rss_mib": round(peak_rss_mib(), 1),
+        "yardstick_s": yardstick_s(),
         "python": platform.python_version(),
         "native_core": NATIVE,
     }
