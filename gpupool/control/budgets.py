@@ -166,7 +166,10 @@ class BudgetBook:
             amount = charge.accrued(now, flushed.get(charge.key, 0.0))
             if amount > 0:
                 by_key[charge.key].append((charge, amount))
-        flush = self.last_flush is None or now - self.last_flush >= FLUSH_S
+        # A cycle that plans again (after an apply handed on taught it something) asks
+        # again at the same moment: the same flush, not one skipped until ``FLUSH_S`` later.
+        last = self.last_flush
+        flush = last is None or last == now or now - last >= FLUSH_S
         if flush:
             self.last_flush = now
         spends: list[tuple[Charge, float]] = []

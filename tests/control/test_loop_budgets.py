@@ -246,6 +246,20 @@ def test_the_run_after_a_window_is_spent_once_when_a_flush_falls_in_the_cycle_th
     assert abs(settled - balance() - Decimal("0.4")) < Decimal("0.01")
 
 
+def test_a_cycle_that_plans_again_keeps_its_flush() -> None:
+    """The loop plans a cycle again when the apply it handed on taught it something, and asks
+    for the accruals again at the same moment: that second answer still flushes, or the
+    ledger would lag by twice ``FLUSH_S`` (the flush being taken as done)."""
+    t = 1_800_000_000.0
+    book = BudgetBook()
+    book.charges = {1: Charge(1, ("a", "urgent"), 1.0, 4.0, t, t, 0.0, t)}
+    budgets = (BudgetInfo("a", "urgent", 10.0),)
+    first = book.with_accrual(budgets, t + 900)[1]
+    again = book.with_accrual(budgets, t + 900)[1]
+    assert [amount for _, amount in again] == [amount for _, amount in first] == [1.0]
+    assert book.with_accrual(budgets, t + 901)[1] == []  # a second later: not due
+
+
 def test_accruals_are_spent_per_budget_and_a_spend_charges_its_running_work_up_to_then(
     world: World,
 ) -> None:
