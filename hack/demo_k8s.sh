@@ -6,7 +6,8 @@
 #    default gpupool_demo on that server) and Redis database (DEMO_REDIS_URL, default /5, so
 #    no other Celery worker on the server takes its tasks).
 # 2. The plane: DEMO_KUBECONFIG if set; else the one `make k8s-up` started, if it runs; else
-#    `make k8s-up` now (the default profile), stopped again when the demo stops.
+#    `make k8s-up` now with the demo's node profile (`demo`: the 64 nodes `make demo` runs on,
+#    for which seed-demo sizes the quotas), stopped again when the demo stops.
 # 3. migrate, seed-demo, a namespace for each demo tenant, then `gpupool demo --celery`: the web
 #    server, Celery workers and beat running the control loop on the plane, and the workload
 #    generator. Ctrl-C (or SIGTERM) stops all of them, and the plane if it was started here.
@@ -39,11 +40,17 @@ EOF
 started_plane=0
 if [ -n "${DEMO_KUBECONFIG:-}" ]; then
   kubeconfig=$DEMO_KUBECONFIG
-elif "$PY" -m hack.k8s_plane status 2>/dev/null | grep -q '"running": true'; then
+elif status=$("$PY" -m hack.k8s_plane status 2>/dev/null) && grep -q '"running": true' <<<"$status"; then
   kubeconfig=$PWD/.k8s/kubeconfig
   log "using the running plane ($kubeconfig)"
+  if ! grep -q '"profile": "demo"' <<<"$status"; then
+    # The demo's quotas are sized for the demo's nodes; on other nodes seed-demo refuses.
+    log "the running plane was not started with the demo's nodes (\`--profile demo\`):" \
+      "stop it with \`make k8s-down\` and run \`make demo-k8s\` again, which starts one"
+    exit 2
+  fi
 else
-  make --no-print-directory k8s-up
+  make --no-print-directory k8s-up K8S_UP_ARGS="--profile demo"
   started_plane=1
   kubeconfig=$PWD/.k8s/kubeconfig
 fi
@@ -66,11 +73,14 @@ trap 'exit 0' INT TERM
 
 "$PY" manage.py migrate --noinput
 "$PY" manage.py gpupool seed-demo
-# Each demo tenant owns the namespace of its name; the pods gpupool creates live there.
+# Each demo tenant owns the namespace of its name; the pods gpupool creates live there. The
+# demo's broken GPUs (seed_demo.UNHEALTHY_GPUS) are left out of their nodes' allocatable, as
+# NVIDIA's device plugin leaves out a GPU it finds unhealthy (KWOK keeps the node's status).
 "$PY" manage.py shell -c '
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from django.conf import settings
+from gpupool.cli.subcommands.seed_demo import UNHEALTHY_GPUS
 from gpupool.tenancy.models import Tenant
 
 config.load_kube_config(config_file=settings.GPUPOOL_KUBECONFIG)
@@ -81,6 +91,15 @@ for namespace in sorted({n for t in Tenant.objects.all() for n in t.namespace_na
     except ApiException as error:
         if error.status != 409:
             raise
+for name, broken in UNHEALTHY_GPUS.items():
+    try:
+        capacity = int(core.read_node(name).status.capacity["nvidia.com/gpu"])
+    except ApiException as error:
+        if error.status != 404:
+            raise
+        continue  # not the demo profile (DEMO_KUBECONFIG): nothing to break
+    healthy = {"nvidia.com/gpu": str(capacity - len(broken))}
+    core.patch_node_status(name, {"status": {"allocatable": healthy}})
 '
 log "database ${DATABASE_URL##*/}, broker $REDIS_URL, plane $kubeconfig"
 "$PY" manage.py gpupool demo --celery ${DEMO_ARGS:-} &

@@ -873,13 +873,20 @@ def _post_json(url: str, body: dict[str, Any]) -> dict[str, Any]:
 # --- fake GPU nodes -------------------------------------------------------------------------
 
 
+PROFILE_FOLDERS = (TESTENV / "profiles", node_profiles.PACKAGED)
+
+
 def load_profile(name_or_path: str) -> dict[str, Any]:
-    """A node profile by name (hack/k8s-testenv/profiles/<name>.yaml) or path."""
+    """A node profile by path, or by name: hack/k8s-testenv/profiles/<name>.yaml (the tests'
+    and B4's), else one gpupool ships (gpupool/clusters/profiles/<name>.yaml: ``demo``)."""
     path = Path(name_or_path)
     if not path.is_file():
-        path = TESTENV / "profiles" / f"{name_or_path}.yaml"
+        path = next(
+            (p for p in (f / f"{name_or_path}.yaml" for f in PROFILE_FOLDERS) if p.is_file()),
+            path,
+        )
     if not path.is_file():
-        known = sorted(p.stem for p in (TESTENV / "profiles").glob("*.yaml"))
+        known = sorted({p.stem for folder in PROFILE_FOLDERS for p in folder.glob("*.yaml")})
         raise PlaneError(f"unknown node profile {name_or_path!r}; known: {', '.join(known)}")
     profile = yaml.safe_load(path.read_text())
     if not isinstance(profile, dict) or not isinstance(profile.get("nodeGroups"), list):

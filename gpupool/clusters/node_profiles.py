@@ -37,6 +37,9 @@ from gpupool.scheduler.mig import mig_layout_errors, mig_profile
 
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 GROUP_KINDS = ("hgx", "rack", "shared", "mig")
+# Profiles gpupool itself runs on (the demo's pool), shipped with the package; the local
+# plane's test profiles live in hack/k8s-testenv/profiles/ and it finds these too.
+PACKAGED = Path(__file__).resolve().parent / "profiles"
 
 
 class ProfileError(ValueError):
@@ -72,6 +75,11 @@ def load_profile(path: Path) -> dict[str, Any]:
     if not isinstance(profile, dict) or not isinstance(profile.get("nodeGroups"), list):
         raise ProfileError(f"{path}: a profile needs a `nodeGroups` list")
     return profile
+
+
+def packaged_profile(name: str) -> dict[str, Any]:
+    """A profile shipped with gpupool (``PACKAGED``), by name: ``demo``."""
+    return load_profile(PACKAGED / f"{name}.yaml")
 
 
 def _serial_length(count: int) -> int:

@@ -11,10 +11,12 @@ from django.db.models import Count, F
 from domain_builders import DOMAIN_APPS
 
 from gpupool.audit.models import AuditEvent
+from gpupool.clusters.node_profiles import packaged_profile
 from gpupool.inventory.models import Flavor, Gpu, Node, healthy_capacity
 from gpupool.quotas.actions import do_apply_quota_request, do_approve_quota_request
 from gpupool.quotas.models import PriorityClass, Queue, QueueQuota, QuotaRequest
 from gpupool.tenancy.models import Membership, SiteRole, Tenant
+from hack import k8s_plane
 
 pytestmark = pytest.mark.django_db
 
@@ -108,6 +110,22 @@ def test_the_demo_pool_is_the_promised_one() -> None:
     assert set(SiteRole.objects.values_list("role", flat=True)) == {"admin", "finance"}
     assert Membership.objects.filter(role="lead").count() == 6
     assert QuotaRequest.objects.filter(state="submitted").count() == 1
+
+
+def test_the_local_planes_demo_profile_is_the_demo_pool() -> None:
+    # `make demo-k8s` starts the plane with `--profile demo`: its KWOK nodes are the nodes
+    # seed-demo gives the simulated cluster, by name and labels, so the demo's quotas fit the
+    # plane's pool as they fit the simulated one's (they were sized for 320 H100 GPUs and the
+    # plane's default profile has 32).
+    seed()
+    profile = k8s_plane.load_profile("demo")
+    assert profile == packaged_profile("demo")
+    plane = {m["metadata"]["name"]: m for m in k8s_plane.node_manifests(profile)}
+    assert set(plane) == set(Node.objects.values_list("name", flat=True))
+    for node in Node.objects.all():
+        labels = plane[node.name]["metadata"]["labels"]
+        assert {k: labels.get(k) for k in node.labels} == node.labels, node.name
+    assert sum(n.startswith("h100-") for n in plane) == 40
 
 
 def test_the_demo_users_can_log_in(client: Any) -> None:

@@ -1,7 +1,8 @@
-"""`make demo-k8s` (hack/demo_k8s.sh) starts: on the session's plane, with PostgreSQL, and
-Celery workers (the loop's queue, the other tasks) and beat on Redis, the loop runs cycles,
-the generator's work becomes pods in the teams' namespaces, the web server answers, and
-Ctrl-C stops every process."""
+"""`make demo-k8s` (hack/demo_k8s.sh) starts: on a plane with the demo's nodes (profile
+`demo`, as the script starts one), with PostgreSQL, and Celery workers (the loop's queue, the
+other tasks) and beat on Redis, the loop runs cycles, the generator's work becomes pods in the
+teams' namespaces, the inventory is the plane's nodes, the web server answers, and Ctrl-C
+stops every process."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import signal
 import subprocess
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -57,6 +59,23 @@ def counts(database: str) -> tuple[int, int]:
     return (cycles[0] if cycles else 0), (workloads[0] if workloads else 0)
 
 
+def inventory(database: str) -> dict[str, bool]:
+    """The inventory's nodes: whether each is gone from the cluster, by name."""
+    with psycopg.connect(database, connect_timeout=3) as connection:
+        rows = connection.execute("SELECT name, gone_at IS NOT NULL FROM inventory_node")
+        return dict(rows.fetchall())
+
+
+def broken_gpus(database: str) -> dict[str, int]:
+    """The inventory's unhealthy GPUs, counted by node."""
+    with psycopg.connect(database, connect_timeout=3) as connection:
+        rows = connection.execute(
+            "SELECT n.name, count(*) FROM inventory_gpu g JOIN inventory_node n ON n.id = "
+            "g.node_id WHERE NOT g.healthy GROUP BY n.name"
+        )
+        return dict(rows.fetchall())
+
+
 def web_answers(port: int) -> bool:
     """Whether the demo's web server serves its login page."""
     try:
@@ -74,15 +93,36 @@ def gpupool_pods(api: Any) -> list[dict[str, Any]]:
     return list(json.loads(answer.data)["items"])
 
 
+@pytest.fixture
+def demo_plane(k8s_plane_info: Any, tmp_path: Path) -> Iterator[tuple[Path, Any]]:
+    """A plane of the test's own with the demo's 64 nodes (the session's has other nodes,
+    which the demo's quotas do not fit): its kubeconfig and an API client."""
+    from kubernetes import config
+
+    if k8s_plane_info.assets is None:
+        pytest.fail("the local plane's binaries are not built (`make k8s-build`)")
+    plane = k8s_plane.Plane(tmp_path / "plane", k8s_plane_info.assets, tie_to_parent=True)
+    try:
+        state = plane.up(profile="demo", controllers=True, scheduler=True)
+        api = config.new_client_from_config(config_file=state.kubeconfig)
+        try:
+            yield Path(state.kubeconfig), api
+        finally:
+            api.close()
+    finally:
+        plane.down()
+
+
 def test_the_kubernetes_demo_starts_runs_the_loop_on_celery_and_stops_on_ctrl_c(
-    k8s_plane_info: Any, k8s_api: Any, tmp_path: Path
+    demo_plane: tuple[Path, Any], tmp_path: Path
 ) -> None:
+    kubeconfig, k8s_api = demo_plane
     urls = server_urls()
     database = fresh_database(urls["DATABASE_URL"])
     (port,) = k8s_plane.free_ports(("web",)).values()
     env = {
         **os.environ,
-        "DEMO_KUBECONFIG": str(k8s_plane_info.kubeconfig),
+        "DEMO_KUBECONFIG": str(kubeconfig),
         "DEMO_DATABASE_URL": database,
         "DEMO_REDIS_URL": urls["REDIS_URL"].rsplit("/", 1)[0] + "/6",
         "DEMO_ARGS": f"--port {port}",
@@ -111,6 +151,13 @@ def test_the_kubernetes_demo_starts_runs_the_loop_on_celery_and_stops_on_ctrl_c(
             time.sleep(2)
         assert demo.poll() is None, f"the demo exited early:\n{log.read_text()[-3000:]}"
         assert all(seen.values()), f"not seen in time: {seen}\n{log.read_text()[-3000:]}"
+        # The inventory is the plane's nodes, none other: seed-demo read them from the
+        # plane, not from the simulated cluster's profile (whose nodes the first cycle
+        # would have marked gone).
+        plane_nodes = {n.metadata.name for n in client.CoreV1Api(k8s_api).list_node().items}
+        assert inventory(database) == dict.fromkeys(plane_nodes, False)
+        # The demo's two broken GPUs: left out of allocatable by the script, marked by the loop.
+        assert broken_gpus(database) == {"h100-07": 1, "h100-23": 1}
         os.killpg(demo.pid, signal.SIGINT)  # Ctrl-C reaches the terminal's whole group
         assert demo.wait(60) == 0, log.read_text()[-3000:]
         assert "demo: stopped" in log.read_text()

@@ -1,11 +1,13 @@
 """``gpupool seed-demo``: build a realistic demo pool. Running it again changes nothing.
 
-The pool is the simulated cluster's (``DEMO_PROFILE``, a node profile in the local plane's
-format, so its nodes carry the labels the plane's KWOK nodes carry): 40 HGX H100 nodes (8
-GPUs, each node its own NVLink domain), one GB200 NVL72 rack of 18 nodes of 4 GPUs (one
-72-GPU domain), 4 time-sliced L40S nodes and 2 A100 nodes cut into MIG 3g.40gb instances: 64
-nodes, two of them with a broken GPU. The flavors pick their nodes by those labels, and the
-inventory is read from the cluster through the backend protocol, as the control loop reads it.
+The pool is the node profile ``demo`` (``gpupool/clusters/profiles/demo.yaml``, in the local
+plane's format): 40 HGX H100 nodes (8 GPUs, each node its own NVLink domain), one GB200 NVL72
+rack of 18 nodes of 4 GPUs (one 72-GPU domain), 4 time-sliced L40S nodes and 2 A100 nodes cut
+into MIG 3g.40gb instances: 64 nodes. On the simulated cluster (``make demo``) seed-demo makes
+them, two with a broken GPU; ``make demo-k8s`` starts the local plane with the same profile
+(``--profile demo``), whose KWOK nodes carry the same labels. The flavors pick their nodes by
+those labels, and the inventory is read from the cluster ``GPUPOOL_CLUSTER`` names, through
+the backend protocol, as the control loop reads it.
 Then two organizations of three teams each (each team owns the Kubernetes namespace of its
 name), a queue tree with quotas, the priority classes normal / high (budgeted) / interactive
 (Never; with an idle policy: alerted after 20 idle minutes, reclaimed after an idle hour), this
@@ -23,12 +25,15 @@ from decimal import Decimal
 from typing import Any, TextIO, cast
 
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from gpupool.clusters.base import NodeFacts
+from gpupool.clusters.base import ClusterBackend, NodeFacts
 from gpupool.clusters.inventory import FlavorSelector, FlavorSharing, node_inventory
-from gpupool.clusters.node_profiles import node_manifests
+from gpupool.clusters.node_profiles import node_manifests, packaged_profile
+from gpupool.clusters.simulated import SimulatedBackend, SimulatedCluster
+from gpupool.control.backends import backend_from_settings
 from gpupool.inventory.actions import do_save_flavor, do_sync_node
 from gpupool.inventory.choices import Sharing
 from gpupool.inventory.models import Flavor
@@ -42,7 +47,6 @@ from gpupool.quotas.actions import (
 )
 from gpupool.quotas.choices import PreemptionPolicy, QuotaRequestKind
 from gpupool.quotas.models import PriorityClass, Queue, QuotaRequest
-from gpupool.simcluster.store import open_simulated_backend, open_simulated_cluster
 from gpupool.tenancy.actions import do_grant_site_role, do_save_tenant, do_set_membership
 from gpupool.tenancy.choices import MembershipRole, SiteRoleName
 from gpupool.tenancy.models import Tenant
@@ -108,25 +112,6 @@ FLAVORS: list[dict[str, Any]] = [
     },
 ]
 
-
-# The demo's simulated cluster, in the local plane's profile format (node_profiles).
-DEMO_PROFILE: dict[str, Any] = {
-    "nodeGroups": [
-        {"kind": "hgx", "prefix": "h100", "count": 40, "gpus": 8,
-         "product": "NVIDIA-H100-80GB-HBM3", "family": "hopper", "gpuMemoryMiB": 81559,
-         "cpu": "192", "memory": "2Ti", "zone": "zone-a"},
-        {"kind": "rack", "prefix": "gb200", "racks": 1, "nodesPerRack": 18, "gpus": 4,
-         "product": "NVIDIA-GB200", "family": "blackwell", "gpuMemoryMiB": 189471,
-         "cpu": "144", "memory": "960Gi", "arch": "arm64", "zone": "zone-b"},
-        {"kind": "shared", "prefix": "l40s-shared", "count": 4, "gpus": 4, "replicas": 4,
-         "product": "NVIDIA-L40S", "family": "ada-lovelace", "gpuMemoryMiB": 46068,
-         "cpu": "64", "memory": "512Gi", "zone": "zone-a"},
-        {"kind": "mig", "prefix": "a100-mig", "count": 2, "gpus": 8,
-         "product": "NVIDIA-A100-SXM4-80GB", "family": "ampere", "gpuMemoryMiB": 81920,
-         "migModel": "A100-80GB", "migConfig": "all-3g.40gb", "migLayout": {"3g.40gb": 2},
-         "cpu": "128", "memory": "1Ti", "zone": "zone-a"},
-    ]
-}  # fmt: skip
 
 # GPUs that are broken in the demo, and why, so health shows up in capacity and the admin.
 UNHEALTHY_GPUS = {
@@ -263,12 +248,16 @@ def _tenant(name: str, organization: str) -> Tenant:
     return do_save_tenant(tenant, namespaces=sorted(namespaces), acting_user=None, reason=REASON)
 
 
-def _cluster_nodes() -> None:
+DEMO_PROFILE = "demo"  # the demo's pool: gpupool/clusters/profiles/demo.yaml
+
+
+def _cluster_nodes(cluster: SimulatedCluster) -> None:
     """Give the simulated cluster the demo profile's nodes it lacks, and the broken GPUs."""
-    cluster = open_simulated_cluster()
     present = {node.name for node in cluster.nodes()}
     cluster.add_nodes(
-        m for m in node_manifests(DEMO_PROFILE) if m["metadata"]["name"] not in present
+        m
+        for m in node_manifests(packaged_profile(DEMO_PROFILE))
+        if m["metadata"]["name"] not in present
     )
     for name, broken in UNHEALTHY_GPUS.items():
         known = cluster.unhealthy_gpus(name)
@@ -277,19 +266,21 @@ def _cluster_nodes() -> None:
                 cluster.set_gpu_health(name, index, healthy=False, reason=why)
 
 
-def _inventory(flavors: dict[str, Flavor]) -> int:
-    """Sync the inventory with the cluster's nodes, read through the backend protocol."""
-    backend = open_simulated_backend()
+def _inventory(flavors: dict[str, Flavor], backend: ClusterBackend) -> int:
+    """Sync the inventory with the cluster's nodes, read through the backend protocol. Only
+    the simulated cluster says why a GPU is broken; on Kubernetes the device plugin leaves a
+    broken GPU out of allocatable, which the loop's sync counts."""
     selectors = [
         # Sharing's choices are the selector's sharing words.
         FlavorSelector(f.name, f.node_labels, cast(FlavorSharing, f.sharing), f.mig_profile or None)
         for f in flavors.values()
     ]
+    cluster = backend.cluster if isinstance(backend, SimulatedBackend) else None
     count = 0
     nodes = backend.sync().nodes
     for facts in sorted(nodes.values(), key=lambda node: node.name):
-        _sync_node(facts, selectors, flavors, backend.cluster.unhealthy_gpus(facts.name))
-        count += 1
+        unhealthy = cluster.unhealthy_gpus(facts.name) if cluster is not None else {}
+        count += _sync_node(facts, selectors, flavors, unhealthy)
     return count
 
 
@@ -298,10 +289,12 @@ def _sync_node(
     selectors: list[FlavorSelector],
     flavors: dict[str, Flavor],
     unhealthy: dict[int, str],
-) -> None:
+) -> bool:
+    """Whether the node is one of the demo's flavors (then synced); a cluster's other nodes
+    (no GPU, a model the demo has no flavor for) are the loop's to take in, excluded."""
     inventory = node_inventory(facts, selectors)
     if inventory.flavor is None:
-        raise ValueError(f"node {facts.name}: {inventory.exclusion}")
+        return False
     do_sync_node(
         facts.name,
         flavor=flavors[inventory.flavor],
@@ -315,6 +308,7 @@ def _sync_node(
         mig_layout=dict(inventory.mig_layout),
         reason=REASON,
     )
+    return True
 
 
 def _queue(name: str, *, parent: Queue | None, tenant: Tenant | None, **settings: Any) -> Queue:
@@ -359,8 +353,16 @@ def _priority_classes() -> dict[str, PriorityClass]:
 def seed(*, reset_passwords: bool = False, today: date | None = None) -> dict[str, Any]:
     """Build or refresh the demo data; returns what was made and the demo users."""
     flavors = _flavors()
-    _cluster_nodes()
-    nodes = _inventory(flavors)
+    # The cluster the loop runs on (GPUPOOL_CLUSTER): the simulated one is the demo's to
+    # fill; a Kubernetes cluster's nodes are its own (`make demo-k8s` starts the local plane
+    # with the same profile), and the inventory is read from it, not from the profile.
+    backend = backend_from_settings()
+    try:
+        if isinstance(backend, SimulatedBackend):
+            _cluster_nodes(backend.cluster)
+        nodes = _inventory(flavors, backend)
+    finally:
+        backend.close()
     classes = _priority_classes()
 
     users: list[tuple[str, str]] = []
@@ -429,7 +431,17 @@ def seed(*, reset_passwords: bool = False, today: date | None = None) -> dict[st
 
 def run(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
     """Seed, then print what exists and the demo passwords."""
-    result = seed(reset_passwords=bool(options.get("reset_passwords")))
+    try:
+        result = seed(reset_passwords=bool(options.get("reset_passwords")))
+    except ValidationError as error:  # nothing was written: seed() is one transaction
+        stderr.write(
+            f"seed-demo: the demo does not fit this cluster ({'; '.join(error.messages)}). "
+            f"Its quotas are sized for the node profile `{DEMO_PROFILE}` "
+            "(gpupool/clusters/profiles/demo.yaml: 40 H100 nodes, a GB200 rack, L40S and MIG "
+            "A100 nodes): `make demo` puts them on the simulated cluster, `make demo-k8s` "
+            "starts the local plane with them.\n"
+        )
+        return 2
     stdout.write(
         f"Demo pool ready: {result['nodes']} nodes, {result['flavors']} flavors, "
         f"{len(ORGANIZATIONS)} organizations, "
