@@ -888,10 +888,10 @@ def load_profile(name_or_path: str) -> dict[str, Any]:
     if not path.is_file():
         known = sorted({p.stem for folder in PROFILE_FOLDERS for p in folder.glob("*.yaml")})
         raise PlaneError(f"unknown node profile {name_or_path!r}; known: {', '.join(known)}")
-    profile = yaml.safe_load(path.read_text())
-    if not isinstance(profile, dict) or not isinstance(profile.get("nodeGroups"), list):
-        raise PlaneError(f"{path}: a profile needs a `nodeGroups` list")
-    return profile
+    try:
+        return node_profiles.load_profile(path)
+    except node_profiles.ProfileError as exc:
+        raise PlaneError(str(exc)) from exc
 
 
 NAME_PLACEHOLDER = "{{ Name }}"  # what kwokctl's template engine replaces with each node's name

@@ -320,19 +320,26 @@ def _queue(name: str, *, parent: Queue | None, tenant: Tenant | None, **settings
     return do_save_queue(queue, acting_user=None, reason=REASON)
 
 
+class DemoDoesNotFit(ValueError):
+    """The cluster's pool cannot hold the demo's quotas (it is not the ``demo`` profile's)."""
+
+
 def _quotas(
     queue: Queue, flavors: dict[str, Flavor], quotas: dict[str, tuple[int, int, int]]
 ) -> None:
     for flavor_name, (guarantee, deserved, capability) in quotas.items():
-        do_set_queue_quota(
-            queue,
-            flavors[flavor_name],
-            guarantee=guarantee,
-            deserved=deserved,
-            capability=capability,
-            acting_user=None,
-            reason=REASON,
-        )
+        try:
+            do_set_queue_quota(
+                queue,
+                flavors[flavor_name],
+                guarantee=guarantee,
+                deserved=deserved,
+                capability=capability,
+                acting_user=None,
+                reason=REASON,
+            )
+        except ValidationError as error:  # the guarantees checked against the pool
+            raise DemoDoesNotFit("; ".join(error.messages)) from error
 
 
 def _priority_classes() -> dict[str, PriorityClass]:
@@ -433,9 +440,9 @@ def run(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
     """Seed, then print what exists and the demo passwords."""
     try:
         result = seed(reset_passwords=bool(options.get("reset_passwords")))
-    except ValidationError as error:  # nothing was written: seed() is one transaction
+    except DemoDoesNotFit as error:  # nothing was written: seed() is one transaction
         stderr.write(
-            f"seed-demo: the demo does not fit this cluster ({'; '.join(error.messages)}). "
+            f"seed-demo: the demo does not fit this cluster ({error}). "
             f"Its quotas are sized for the node profile `{DEMO_PROFILE}` "
             "(gpupool/clusters/profiles/demo.yaml: 40 H100 nodes, a GB200 rack, L40S and MIG "
             "A100 nodes): `make demo` puts them on the simulated cluster, `make demo-k8s` "
