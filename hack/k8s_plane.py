@@ -41,6 +41,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -317,11 +318,10 @@ def _argv(pid: int, settle: float = 1.0) -> list[bytes] | None:
 
     kwokctl writes a pid file as soon as exec has passed its point of no return (Go's
     ``cmd.Start`` returns when the close-on-exec pipe closes), which is before the kernel
-    has set up the new program's arguments: read then, ``/proc/<pid>/cmdline`` is empty.
-    On a loaded machine that window is long enough to be caught (CI did, once, and took
-    the starting kube-apiserver for one that had exited), so an empty answer is read
-    again for up to ``settle`` seconds. A kernel thread, whose cmdline stays empty, is
-    then nobody's component.
+    has set up the new program's arguments: read then, ``/proc/<pid>/cmdline`` is empty,
+    and a starting component would be taken for one that had exited. The window is short
+    (the new program's mapping), so an empty answer is read again for up to ``settle``
+    seconds; a kernel thread, whose cmdline stays empty, is then nobody's component.
     """
     deadline = time.monotonic() + settle
     while True:
@@ -334,15 +334,33 @@ def _argv(pid: int, settle: float = 1.0) -> list[bytes] | None:
         time.sleep(0.02)
 
 
-def running_components(workdir: Path) -> list[Component]:
+def processes_under(folder: Path) -> list[int]:
+    """The live processes running a binary from under ``folder`` (as argv[0], or argv[1] when
+    an interpreter runs a script): a plane's components, recorded or not."""
+    prefix = f"{folder}{os.sep}"
+    found = []
+    for entry in PROC.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")[:2]
+        except OSError:
+            continue
+        ours = any(arg.decode(errors="replace").startswith(prefix) for arg in argv)
+        if ours and process_start_time(int(entry.name)) is not None:
+            found.append(int(entry.name))
+    return found
+
+
+def running_components(workdir: Path, pids: Mapping[str, int] | None = None) -> list[Component]:
     """The live processes kwokctl started from ``workdir``, in start order.
 
     kwokctl runs each binary as ``<workdir>/bin/<name>`` (argv[1] when an interpreter runs a
     script); a recorded pid whose process runs anything else (a pid reused after a crash) is
-    not ours.
+    not ours. ``pids``: the pid files as already read (``recorded_pids``), else read here.
     """
     found = []
-    for name, pid in recorded_pids(workdir).items():
+    for name, pid in (recorded_pids(workdir) if pids is None else pids).items():
         binary = str(workdir / "bin" / KWOKCTL_NAMES.get(name, name))
         argv = _argv(pid)
         if argv is None:
@@ -700,8 +718,12 @@ class Plane:
 
     @staticmethod
     def _fail_if_one_died(workdir: Path) -> None:
-        alive = {c.name for c in running_components(workdir)}
-        for name in recorded_pids(workdir):
+        # One reading of the pid files for both questions: kwokctl writes them while we
+        # look, and a pid file that appeared between two readings made a component just
+        # started look exited (CI failed so, twice, on components whose logs were empty).
+        pids = recorded_pids(workdir)
+        alive = {c.name for c in running_components(workdir, pids)}
+        for name in pids:
             if name not in alive:
                 log = component_log(workdir, name)
                 raise PlaneError(
@@ -866,6 +888,12 @@ class Plane:
             stop_component(component, sig=signal.SIGKILL)
         for component in running:  # so that `ps` right after shows none of them
             _wait_reaped(component.pid, 10.0)
+        # A component kwokctl started but had not recorded yet when it was killed (a failed
+        # start-up kills `kwokctl create cluster` at once) has no pid file: found by its binary.
+        for pid in processes_under(workdir / "bin"):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            _wait_reaped(pid, 10.0)
         if not keep_files:
             shutil.rmtree(self.home / "kwok", ignore_errors=True)
             for name in ("state.json", "kubeconfig", "env", "kwokctl.yaml", "nodes.yaml"):
