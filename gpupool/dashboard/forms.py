@@ -188,9 +188,13 @@ class GpuHealthForm(forms.Form):
 
 
 class AuditFilterForm(forms.Form):
-    """Filters of the audit log: actor, action, object type and a span of days (in the
-    viewer's zone)."""
+    """Filters of the audit log: people or the system (the loop's budget flushes and the
+    cluster sync outnumber people's changes by far), actor, action, object type and a span
+    of days (in the viewer's zone)."""
 
+    MADE_BY = (("", "anyone"), ("people", "people"), ("system", "the system"))
+
+    made_by = forms.ChoiceField(required=False, choices=MADE_BY, label="Made by")
     actor = forms.CharField(required=False, label="Actor (username, or system)")
     action = forms.ChoiceField(required=False)
     object_type = forms.ChoiceField(required=False, label="Object type")

@@ -1893,7 +1893,8 @@ def day_start(day: Any) -> datetime:
 
 @dashboard_page("audit")
 def audit(request: HttpRequest, access: Access) -> HttpResponse:
-    """The audit log, newest first, filtered by actor, action, object type and days."""
+    """The audit log, newest first, filtered by who made the changes (people or the system),
+    actor, action, object type and days."""
     actions = list(
         AuditEvent.objects.order_by("action").values_list("action", flat=True).distinct()
     )
@@ -1904,6 +1905,10 @@ def audit(request: HttpRequest, access: Access) -> HttpResponse:
     events = AuditEvent.objects.select_related("actor").order_by("-at", "-id")
     if form.is_bound and form.is_valid():
         data = form.cleaned_data
+        if data.get("made_by") == "people":
+            events = events.exclude(actor_name="")
+        elif data.get("made_by") == "system":
+            events = events.filter(actor_name="")
         actor = (data.get("actor") or "").strip()
         if actor.lower() == "system":
             events = events.filter(actor_name="")

@@ -49,6 +49,26 @@ def test_the_log_filters_by_actor_action_and_object_type(pool: Any, page_as: Any
     assert "No change matches these filters" in nothing
 
 
+def test_peoples_changes_apart_from_the_systems(pool: Any, page_as: Any) -> None:
+    """The loop's budget flushes and the cluster sync outnumber people's changes by far:
+    "Made by people" shows only changes someone made, "the system" only the others."""
+    do_set_node_cordoned(
+        Node.objects.get(name="n2"), cordoned=True, acting_user=pool.users["ada"], reason="rma"
+    )
+    client = page_as("ada")
+    people = text(client.get("/audit/?made_by=people"))
+    assert "1 change match" in people
+    assert "inventory.set_node_cordoned" in rows(people)
+    assert "inventory.sync_node" not in rows(people)
+    system = text(client.get("/audit/?made_by=system"))
+    total = AuditEvent.objects.count()
+    assert f"{total - 1} changes match" in system
+    assert "inventory.sync_node" in rows(system) and "set_node_cordoned" not in rows(system)
+    assert '<option value="people" selected>people</option>' in people
+    refused = text(client.get("/audit/?made_by=robots"))
+    assert "Select a valid choice" in refused and "No change matches these filters" in refused
+
+
 def test_days_are_the_viewers_days(pool: Any, page_as: Any) -> None:
     # 23:30 on 1 March in Tokyo is 14:30 UTC the same day; at 00:30 on 2 March in Tokyo
     # it is still 1 March in UTC.
