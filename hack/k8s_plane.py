@@ -233,13 +233,10 @@ def log_tail(path: Path, lines: int = 30) -> str:
     return "\n".join(text[-lines:]) or f"({path} is empty)"
 
 
-PROC = Path("/proc")  # where processes are read from (a test points it elsewhere)
-
-
 def process_start_time(pid: int) -> int | None:
     """The start time of a live process in clock ticks since boot, None if gone or a zombie."""
     try:
-        stat = (PROC / str(pid) / "stat").read_text()
+        stat = Path(f"/proc/{pid}/stat").read_text()
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return None
     fields = stat[stat.rindex(")") + 2 :].split()  # the fields after "pid (comm)"
@@ -313,33 +310,12 @@ def recorded_pids(workdir: Path) -> dict[str, int]:
     return pids
 
 
-def _argv(pid: int, settle: float = 1.0) -> list[bytes] | None:
-    """A live process's first two arguments; None once it has gone.
-
-    kwokctl writes a pid file as soon as exec has passed its point of no return (Go's
-    ``cmd.Start`` returns when the close-on-exec pipe closes), which is before the kernel
-    has set up the new program's arguments: read then, ``/proc/<pid>/cmdline`` is empty,
-    and a starting component would be taken for one that had exited. The window is short
-    (the new program's mapping), so an empty answer is read again for up to ``settle``
-    seconds; a kernel thread, whose cmdline stays empty, is then nobody's component.
-    """
-    deadline = time.monotonic() + settle
-    while True:
-        try:
-            raw = (PROC / str(pid) / "cmdline").read_bytes()
-        except (FileNotFoundError, ProcessLookupError):
-            return None
-        if raw or time.monotonic() > deadline or process_start_time(pid) is None:
-            return raw.split(b"\0")[:2]
-        time.sleep(0.02)
-
-
 def processes_under(folder: Path) -> list[int]:
     """The live processes running a binary from under ``folder`` (as argv[0], or argv[1] when
     an interpreter runs a script): a plane's components, recorded or not."""
     prefix = f"{folder}{os.sep}"
     found = []
-    for entry in PROC.iterdir():
+    for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
@@ -362,8 +338,9 @@ def running_components(workdir: Path, pids: Mapping[str, int] | None = None) -> 
     found = []
     for name, pid in (recorded_pids(workdir) if pids is None else pids).items():
         binary = str(workdir / "bin" / KWOKCTL_NAMES.get(name, name))
-        argv = _argv(pid)
-        if argv is None:
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:2]
+        except (FileNotFoundError, ProcessLookupError):
             continue
         started = process_start_time(pid)
         if started is not None and binary in (arg.decode(errors="replace") for arg in argv):

@@ -13,7 +13,6 @@ import socket
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -393,54 +392,6 @@ def test_a_component_that_never_gets_ready_times_out_and_is_stopped(
     assert "waiting forever" in message
     assert not (tmp_path / "home" / "state.json").exists()
     assert _processes_under(tmp_path / "home") == []
-
-
-def _fake_proc(root: Path, pid: int, cmdline: bytes, state: str = "S") -> Path:
-    """/proc/<pid> with a stat line (start time 777) and a cmdline."""
-    folder = root / str(pid)
-    folder.mkdir(parents=True, exist_ok=True)
-    tail = " ".join(["0"] * 18 + ["777", "0"])  # fields 4-23; field 22 is the start time
-    (folder / "stat").write_text(f"{pid} (python3) {state} {tail}\n")
-    (folder / "cmdline").write_bytes(cmdline)
-    return folder
-
-
-def test_a_component_caught_mid_exec_is_not_taken_for_one_that_exited(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """kwokctl writes the pid before the kernel has set the new program's arguments.
-
-    Read then, /proc/<pid>/cmdline is empty, and a starting component would look exited. An
-    empty cmdline is read again until it settles; one that stays empty (a kernel thread) is
-    nobody's component.
-    """
-    proc = tmp_path / "proc"
-    monkeypatch.setattr(k8s_plane, "PROC", proc)
-    workdir = tmp_path / "cluster"
-    (workdir / "pids").mkdir(parents=True)
-    (workdir / "pids" / "kube-apiserver.pid").write_text("4242")
-    binary = str(workdir / "bin" / "kube-apiserver").encode()
-    folder = _fake_proc(proc, 4242, b"")
-
-    def exec_finishes() -> None:
-        time.sleep(0.3)
-        (folder / "cmdline").write_bytes(b"/usr/bin/python3\0" + binary + b"\0--etcd\0")
-
-    finishing = threading.Thread(target=exec_finishes)
-    finishing.start()
-    found = k8s_plane.running_components(workdir)
-    finishing.join()
-    assert [(c.name, c.pid, c.started) for c in found] == [("kube-apiserver", 4242, 777)]
-
-    (folder / "cmdline").write_bytes(b"")  # stays empty: not ours, after the settling time
-    begun = time.monotonic()
-    assert k8s_plane.running_components(workdir) == []
-    assert time.monotonic() - begun >= 0.9
-
-    _fake_proc(proc, 4242, b"", state="Z")  # a zombie's is empty too: gone, at once
-    begun = time.monotonic()
-    assert k8s_plane.running_components(workdir) == []
-    assert time.monotonic() - begun < 0.5
 
 
 def test_free_ports_are_distinct_and_bindable() -> None:
