@@ -416,8 +416,10 @@ def check(facts: Mapping[str, Any]) -> tuple[list[str], list[str]]:
         f"  topo -m: {len({a for a, _ in links})} GPU(s), pairs over NVLink "
         f"{len(pairs) - len(not_nvlink)} of {len(pairs)}"
     )
-    if not_nvlink and "nvidia.com/gpu.clique" not in labels:
-        # gpupool takes a node without a clique label for one NVLink domain (HGX boards)
+    if 0 < len(not_nvlink) < len(pairs) and "nvidia.com/gpu.clique" not in labels:
+        # gpupool takes a node without a clique label for one NVLink domain (HGX boards);
+        # GPUs joined in part (bridged pairs of PCIe cards) are not one. None joined (PCIe
+        # cards alone) is no domain to respect, and no disagreement.
         problems.append(f"GPUs of this node are not all joined by NVLink: {not_nvlink}")
     for gpu in gpus:
         active = sum(1 for state in gpu["nvlink_state"] if state == 1)

@@ -125,7 +125,8 @@ def test_a_mig_table_unlike_the_hardware_is_reported(
 
 
 def test_the_topology_matrix_is_read_through_its_underlining(h200: dict[str, Any]) -> None:
-    """nvidia-smi underlines the header with escape codes; pairs not on NVLink are reported."""
+    """nvidia-smi underlines the header with escape codes; a node whose GPUs are joined by
+    NVLink only in part is reported (gpupool takes the node for one domain); PCIe alone is not."""
     assert gpu_discovery.topology_links(h200["nvidia_smi"]["topo"]["out"]) == {
         ("GPU0", "GPU0"): "X"
     }
@@ -141,6 +142,10 @@ def test_the_topology_matrix_is_read_through_its_underlining(h200: dict[str, Any
         "GPUs of this node are not all joined by NVLink: "
         "['GPU0-GPU2 SYS', 'GPU1-GPU2 SYS', 'GPU2-GPU0 SYS', 'GPU2-GPU1 SYS']"
     ]
+    pcie_only = "\n".join(rows).replace("NV18", "PHB")  # PCIe cards: no NVLink at all
+    h200["nvidia_smi"]["topo"]["out"] = pcie_only
+    report, problems = gpu_discovery.check(h200)
+    assert problems == [] and "  topo -m: 3 GPU(s), pairs over NVLink 0 of 6" in report
 
 
 def test_check_exits_1_on_a_disagreement_and_2_on_an_unreadable_file(
