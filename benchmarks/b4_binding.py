@@ -79,6 +79,7 @@ class Setup:
     qps: float = 100.0
     burst: int = 200
     creators: int = 8
+    keep_alive: bool = False  # creators reuse their connections, as a controller's client does
     seed: int = 4
     timeout_s: float = 900.0
     kube_scheduler_name: str = "default-scheduler"
@@ -367,15 +368,23 @@ def pods_now(api: Any, namespace: str) -> list[dict[str, Any]]:
     return list(json.loads(answer.data)["items"])
 
 
-def create_all(api: Any, namespace: str, pods: list[Any], creators: int) -> dict[str, float]:
-    """Create the pods with ``creators`` threads; when each creation was answered."""
+def create_all(
+    api: Any, namespace: str, pods: list[Any], creators: int, *, keep_alive: bool = False
+) -> dict[str, float]:
+    """Create the pods with ``creators`` threads; when each creation was answered. By default
+    as ``kubectl create`` does, one TLS connection a pod (the answer is not read, so its
+    connection is never reused); with ``keep_alive`` as a controller's client does, each
+    answer read and its connection handed back to the pool for the next creation."""
     from kubernetes import client
 
     core = client.CoreV1Api(api)
     created: dict[str, float] = {}
 
     def create(pod: Any) -> None:
-        core.create_namespaced_pod(namespace, pod, _preload_content=False)
+        answer = core.create_namespaced_pod(namespace, pod, _preload_content=False)
+        if keep_alive:
+            answer.read()
+            answer.release_conn()
         created[pod["metadata"]["name"]] = time.monotonic()
 
     with ThreadPoolExecutor(creators, thread_name_prefix="b4-create") as pool:
@@ -750,7 +759,9 @@ def _bind(
 
     def create() -> None:
         try:
-            created.update(create_all(api, setup.namespace, pods, setup.creators))
+            created.update(
+                create_all(api, setup.namespace, pods, setup.creators, keep_alive=setup.keep_alive)
+            )
         except BaseException as exc:
             failure.append(exc)
         finally:
@@ -895,6 +906,7 @@ def benchmark(
         "qps": setup.qps,
         "burst": setup.burst,
         "creators": setup.creators,
+        "keep_alive": setup.keep_alive,
         "product": setup.product,
         "nodes": count_nodes(setup),
     }
@@ -940,6 +952,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--qps", type=float, default=100.0, help="client QPS of both (100)")
     parser.add_argument("--burst", type=int, default=200, help="client burst of both (200)")
     parser.add_argument("--creators", type=int, default=8, help="pod-creating threads (8)")
+    parser.add_argument(
+        "--keep-alive",
+        action="store_true",
+        help="creators reuse their connections (a controller's client) instead of one TLS "
+        "connection a pod (kubectl's)",
+    )
     parser.add_argument("--seed", type=int, default=4, help="creation order seed (4)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per run (900)")
     parser.add_argument(
@@ -980,6 +998,7 @@ def main(argv: list[str] | None = None) -> int:
         qps=args.qps,
         burst=args.burst,
         creators=args.creators,
+        keep_alive=args.keep_alive,
         seed=args.seed,
         timeout_s=args.timeout,
         cycle_log=args.cycle_log,

@@ -78,3 +78,31 @@ def test_b4_binds_every_pod_with_both_binders_and_every_gang_whole(
     assert gangs["gangs_bound_before_complete"] == 0 and gangs["bind_errors"] == 0
     assert report["gangs_all_whole"] is True
     assert isinstance(report["single_target_met"], bool)  # both binders ran: a verdict
+
+
+@pytest.mark.parametrize(("keep_alive", "most_connections"), [(False, 12), (True, 3)])
+def test_creators_reuse_their_connections_only_with_keep_alive(
+    k8s_plane_info: Any, k8s_namespace: str, keep_alive: bool, most_connections: int
+) -> None:
+    """By default each creation is a new TLS connection (``kubectl create``'s: the answer is
+    not read); with ``--keep-alive`` each creator's connection serves its next creation, as a
+    controller's client does (on a 2-core machine the handshakes held the creators below the
+    client limit, and B4 then measured creation)."""
+    b4 = b4_module()
+    setup = b4.Setup(
+        kubeconfig=Path(k8s_plane_info.kubeconfig),
+        namespace=k8s_namespace,
+        kube_scheduler_name=f"b4-none-{secrets.token_hex(3)}",  # no scheduler takes them
+    )
+    api = b4.api_client(setup.kubeconfig, pool=8)
+    pods = [b4.pod_manifest(f"b4-keep-{i}", "kube-scheduler", setup) for i in range(12)]
+    created = b4.create_all(api, k8s_namespace, pods, 3, keep_alive=keep_alive)
+
+    assert sorted(created) == sorted(p["metadata"]["name"] for p in pods)
+    # The client's pool for the API server (the one its requests went through).
+    pool = api.rest_client.pool_manager.connection_from_url(api.configuration.host)
+    opened = pool.num_connections
+    if keep_alive:
+        assert 1 <= opened <= most_connections  # one per creator at most
+    else:
+        assert opened == most_connections  # one per pod
