@@ -59,6 +59,14 @@ STREAM_MIN = 8
 # bindings loses the turns of that moment for good, a cycle started a moment early costs
 # only its fixed cost (B4 round 9: the turns a burst's early seconds lost).
 LEAD_FACTOR = 2.0
+# A stream of new pods at least 1 / RAMP_FACTOR of the client's limit, slower than the limit,
+# the bucket full: a burst's ramp, as clients speed up (``ramps``). Its pods wait at most
+# ``lead_s`` instead of a whole window: the turns a binder loses in a burst come to the most
+# its bindings ever fell behind the limit's refill, and that is reached where the stream's
+# pace passes the limit's, so a binder late there is late by its lag for good (B4 of
+# 2026-12-04: windows of 0.5 s in the first second lost 0.9 s of turns against
+# kube-scheduler's 0.3-0.6 s).
+RAMP_FACTOR = 2.0
 
 _shared: ControlLoop | None = None
 _shared_lock = threading.Lock()
@@ -297,7 +305,10 @@ def wait_next_cycle(
     change), the bucket full, the first new pod starts a cycle at once, and while a fast burst's
     bindings have not yet drawn the bucket down the cycles follow each other; once they
     have, the window runs as above (the bindings wait for the limit anyway). A stream
-    slower than the limit is batched as before: its bucket stays full whatever the loop
+    slower than the limit but at least 1 / ``RAMP_FACTOR`` of it (``ramps``: a burst's ramp)
+    has its first pod wait ``lead_s`` at most while the bucket is full, not a whole window:
+    a binder that lags where the stream's pace passes the limit's loses that lag's turns for
+    good. A slower stream is batched as before: its bucket stays full whatever the loop
     does."""
     batch = max(settings.GPUPOOL_CYCLE_BATCH_S if batch_s is None else batch_s, 0.0)
     quiet = max(settings.GPUPOOL_CYCLE_QUIET_S if quiet_s is None else quiet_s, 0.0)
@@ -324,7 +335,8 @@ def outruns(arrivals: Arrivals, allowance: Allowance, *, quiet_spell: bool) -> b
     are never made up: judged on ``STREAM_MIN`` of them at least), or this is the first
     after a ``quiet_spell`` (the loop waited a window's length with nothing changing: a
     burst may be starting). Pods slower than the limit leave the bucket full whatever the
-    loop does: they are batched as before.
+    loop does: they are batched as before, or waited for a lead at most when they may be a
+    burst's ramp (``ramps``).
 
     The pace is the stream's since the last sync (``Arrivals.stream_gap``), not the gaps
     within the pods seen: a slow stream comes in clumps (the watch hands pods on so, clients
@@ -332,8 +344,22 @@ def outruns(arrivals: Arrivals, allowance: Allowance, *, quiet_spell: bool) -> b
     stretch before the burst is no part of its pace: the gaps between its pods are."""
     if arrivals.count == 1:
         return quiet_spell
-    gap = arrivals.mean_gap if quiet_spell else arrivals.stream_gap
-    return arrivals.count >= STREAM_MIN and gap * allowance.rate <= 1.0
+    return arrivals.count >= STREAM_MIN and _pace_gap(arrivals, quiet_spell) * allowance.rate <= 1.0
+
+
+def ramps(arrivals: Arrivals, allowance: Allowance, *, quiet_spell: bool) -> bool:
+    """Whether these new pods, though no faster than the limit (``outruns``), come at least
+    at 1 / ``RAMP_FACTOR`` of its pace (judged as ``outruns`` judges): a burst speeding up
+    may soon outrun it, and turns a full bucket loses now are then missed for good. A
+    slower stream is batched as before."""
+    gap = _pace_gap(arrivals, quiet_spell)
+    return arrivals.count >= STREAM_MIN and gap * allowance.rate <= RAMP_FACTOR
+
+
+def _pace_gap(arrivals: Arrivals, quiet_spell: bool) -> float:
+    """The new pods' gap as their pace is judged (``outruns``): the stream's since the last
+    sync; after a quiet spell the gaps between them (the stretch before is no part of it)."""
+    return arrivals.mean_gap if quiet_spell else arrivals.stream_gap
 
 
 def _batching_window(
@@ -359,6 +385,10 @@ def _batching_window(
             if allowance is not None:
                 if outruns(arrivals, allowance, quiet_spell=quiet_spell):
                     end = min(end, allowance.full_at - lead)
+                elif ramps(arrivals, allowance, quiet_spell=quiet_spell):
+                    # The first pod waits a lead at most, unless the bucket will still
+                    # have room a lead after that.
+                    end = min(end, max(arrivals.first + lead, allowance.full_at - lead))
                 # The next pods may make a stream of this (``STREAM_MIN``) while the bucket
                 # is full: seen a poll later, not a quiet_s later (turns lost meanwhile).
                 look = POLL_S

@@ -13,7 +13,13 @@ from django.conf import settings as django_settings
 
 from gpupool.clusters.base import Allowance, Arrivals, ClusterBackend
 from gpupool.clusters.kubernetes import RateLimiter
-from gpupool.control.runner import LEAD_FACTOR, STREAM_MIN, next_cycle_lead, wait_next_cycle
+from gpupool.control.runner import (
+    LEAD_FACTOR,
+    RAMP_FACTOR,
+    STREAM_MIN,
+    next_cycle_lead,
+    wait_next_cycle,
+)
 
 BATCH_S = 0.6
 QUIET_S = 0.1
@@ -267,10 +273,49 @@ def test_a_burst_is_batched_once_its_bindings_have_drawn_the_allowance_down() ->
 
 
 def test_a_stream_slower_than_the_limit_is_batched_with_the_allowance_full() -> None:
-    """50 pods a second against a limit of 100: the bucket stays full whatever the loop does
-    (its lost turns are never needed), so the cycles keep their window."""
+    """40 pods a second against a limit of 100, less than half of it: the bucket stays full
+    whatever the loop does (its lost turns are never needed), so the cycles keep their
+    window."""
     limiter = RateLimiter(100.0, 200)
-    started, ended = waited_in_stream(every_s=0.02, limiter=limiter, lead_s=0.2, before=STREAM_MIN)
+    assert RAMP_FACTOR < 0.025 * 100.0  # no ramp: the case this test is about
+    started, ended = waited_in_stream(every_s=0.025, limiter=limiter, lead_s=0.2, before=STREAM_MIN)
+    assert started + BATCH_S <= ended < started + BATCH_S + 0.5
+
+
+def test_a_burst_s_ramp_waits_a_lead_at_most_with_the_allowance_full() -> None:
+    """60 pods a second against a limit of 100, the bucket full: slower than the limit but
+    more than half of it, as a burst's first moments are while its clients speed up. The
+    first pod waits the lead (0.2 s), not the window (B4: a binder late where the stream's
+    pace passes the limit's is late by that for good)."""
+    limiter = RateLimiter(100.0, 200)
+    every_s = 1 / 60
+    assert 1.0 < every_s * 100.0 <= RAMP_FACTOR  # a ramp: the case this test is about
+    started = time.monotonic()
+    changes = Changes(limiter, since=started)
+    stop_arriving = threading.Event()
+
+    def arrive() -> None:
+        while not stop_arriving.wait(every_s):
+            changes.change(arrival=True)
+
+    arrivals = threading.Thread(target=arrive)
+    arrivals.start()
+    try:
+        ended = waited(changes, started=started, due=started + 60.0, lead_s=0.2)
+    finally:
+        stop_arriving.set()
+        arrivals.join()
+    first = changes.arrived.first
+    assert first + 0.2 - 0.02 <= ended < first + 0.2 + 0.1 < started + BATCH_S
+
+
+def test_a_ramp_with_room_in_the_bucket_is_batched() -> None:
+    """The same ramp, the bucket drawn far from full (the bindings wait for the limit
+    anyway): the window runs its length."""
+    limiter = drained(100.0, 200, 150)
+    started, ended = waited_in_stream(
+        every_s=1 / 60, limiter=limiter, lead_s=0.2, before=STREAM_MIN
+    )
     assert started + BATCH_S <= ended < started + BATCH_S + 0.5
 
 
@@ -315,15 +360,15 @@ def test_the_pace_of_arrivals_counts_from_the_sync_not_from_the_first_of_a_clump
 
 
 def test_a_stream_slower_than_the_limit_in_clumps_is_batched_with_the_allowance_full() -> None:
-    """7 pods at once every 40 ms (175 a second) against a limit of 200, the bucket full:
+    """7 pods at once every 40 ms (175 a second) against a limit of 400, the bucket full:
     between the first and the last pod seen the gaps are shorter than the limit's (the
     stretch before the first clump and within the last are left out), but the stream is
-    slower than the limit, so its lost turns are never needed and the window runs (B4's
-    trickle: otherwise a cycle every few clumps, each with its fixed cost)."""
+    slower than half the limit (no ramp), so its lost turns are never needed and the window
+    runs (B4's trickle: otherwise a cycle every few clumps, each with its fixed cost)."""
     started, ended = waited_in_clumps(
-        clump=7, every_s=0.04, limiter=RateLimiter(200.0, 400), lead_s=0.2
+        clump=7, every_s=0.04, limiter=RateLimiter(400.0, 800), lead_s=0.2
     )
-    assert 7 / 0.04 < 200.0 and STREAM_MIN <= 2 * 7  # the case this test is about
+    assert 400.0 / RAMP_FACTOR > 7 / 0.04 and STREAM_MIN <= 2 * 7  # the case of this test
     assert started + BATCH_S <= ended < started + BATCH_S + 0.5
 
 
