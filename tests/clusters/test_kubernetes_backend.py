@@ -450,6 +450,37 @@ class BindCounter:
                 self.in_flight -= 1
 
 
+def test_the_first_sync_opens_the_bind_workers_connections_before_the_bindings(
+    k8s_api: Any,
+    core: client.CoreV1Api,
+    k8s_namespace: str,
+    k8s_fake_node: Callable[..., str],
+) -> None:
+    """A burst's first bindings find their connections open: the first sync has the bind
+    workers' connections opened (``_warm_connections``), so binding as many pods at once
+    as there are workers opens no new connection, no TLS handshake each."""
+    node = k8s_fake_node(gpus=6)
+    pods = [gpu_pod(core, k8s_namespace, f"warm-{i}") for i in range(6)]
+    with KubernetesBackend(k8s_api.configuration, bind_workers=6) as backend:
+        Follower(backend).until("the pods", lambda v: in_view(v, *pods) and node in v.nodes)
+        assert backend.connections_warm(30.0) == 6  # six held at once: six connections
+        pool = backend._api.rest_client.pool_manager.connection_from_url(k8s_api.configuration.host)
+        connections = pool.num_connections
+        outcomes = backend.bind_many({p.name: [PodBinding(p, node)] for p in pods})
+        opened = pool.num_connections - connections
+
+    assert all(outcome.ok for outcome in outcomes.values())
+    assert opened == 0
+
+
+def test_under_a_client_limit_half_the_burst_is_warmed_at_most(k8s_api: Any) -> None:
+    """The warming's requests wait for the limit's tokens as any request does: with a burst
+    of 4, two connections, so the first bindings still find tokens in the bucket."""
+    with KubernetesBackend(k8s_api.configuration, bind_workers=6, qps=5.0, burst=4) as backend:
+        backend.sync()
+        assert backend.connections_warm(30.0) == 2
+
+
 def test_many_gangs_are_bound_at_once_and_a_failing_gang_is_still_rolled_back(
     k8s_api: Any,
     core: client.CoreV1Api,
@@ -472,6 +503,7 @@ def test_many_gangs_are_bound_at_once_and_a_failing_gang_is_still_rolled_back(
         gangs = {f"one-{i}": [PodBinding(p, nodes[i % 2])] for i, p in enumerate(singles)}
         gangs["gang"] = [PodBinding(p, nodes[2]) for p in gang]
         gangs["broken"] = [PodBinding(p, nodes[2]) for p in broken]
+        backend.connections_warm(30.0)  # the first sync's warming done: counted before
         pool = backend._api.rest_client.pool_manager.connection_from_url(k8s_api.configuration.host)
         connections = pool.num_connections
 
