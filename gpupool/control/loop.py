@@ -1099,9 +1099,11 @@ class ControlLoop:
         examine.update(map(str, keys))
         examine |= self.state.changed
         names = self.state.names
-        fresh = {  # explanations whose reason is new: queued last (``_remember_written``)
+        fresh = {  # explanations whose reason is new: queued last (``_remember_written``),
+            # oldest first (by id: a set of ids iterates by their hashes, which wrap around
+            # the table's size, so the "newest" half of the Events went to arbitrary ones)
             name: record.explanations[workload_id].detail
-            for workload_id in record.new_reasons
+            for workload_id in sorted(record.new_reasons)
             if (name := names.get(workload_id)) is not None
         }
         return self._work(examine, now, rows=rows, evicted=evicted, fresh=fresh)

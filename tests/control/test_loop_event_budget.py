@@ -6,10 +6,12 @@ the oldest, and a workload's waiting pods get theirs in the same cycle."""
 from __future__ import annotations
 
 import pytest
+from django.db import connection
 from loop_builders import World, build_world
 
 from gpupool.control import loop as loop_module
 from gpupool.control.apply import explanations_due
+from gpupool.workloads.models import Workload
 
 pytestmark = pytest.mark.django_db
 
@@ -32,13 +34,35 @@ def test_explanations_go_out_newest_then_oldest_alternately() -> None:
     assert list(explanations_due([])) == []
 
 
+def _next_workload_ids_straddle_a_multiple_of_32() -> None:
+    """The next six workloads made get ids 32k - 2 to 32k + 3, above every id there is:
+    a set of them (32 slots) iterates 32k ... 32k + 3, then 32k - 2, 32k - 1 -- out of
+    their order (PostgreSQL's sequence, SQLite's AUTOINCREMENT counter, set by hand)."""
+    table = Workload._meta.db_table
+    largest = Workload.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
+    last = (largest // 32 + 2) * 32 - 3  # the id before the first of the six
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SELECT setval(pg_get_serial_sequence(%s, 'id'), %s)", [table, last])
+        else:
+            cursor.execute("UPDATE sqlite_sequence SET seq = %s WHERE name = %s", [last, table])
+
+
+# Ids as the database gives them, and ids whose set iterates out of their order, which made
+# the "newest" of a cycle's new reasons whichever hashed last.
+@pytest.mark.parametrize("wrapping", [False, True], ids=["ids as given", "ids out of set order"])
 def test_a_new_workload_s_event_is_not_held_behind_the_backlog_which_still_drains(
-    world: World,
+    world: World, wrapping: bool
 ) -> None:
+    if wrapping:
+        _next_workload_ids_straddle_a_multiple_of_32()
     backlog = {
         f"w{i}": world.cluster.add_pod(f"w{i}-0", workload=f"w{i}", gpus=8) for i in range(6)
     }
     world.cycle()  # six new reasons, two Events: the newest and the oldest
+    if wrapping:
+        ids = list(Workload.objects.filter(name__in=backlog).order_by("name").values_list("pk"))
+        assert [pk % 32 for (pk,) in ids] == [30, 31, 0, 1, 2, 3]
     sent = {name for name, key in backlog.items() if world.cluster.events_on(key)}
     assert sent == {"w0", "w5"}
 
