@@ -325,18 +325,47 @@ def update_rows(
         if where is not None:
             condition = f" AND {table}.{connection.ops.quote_name(where[0])} = %s"
             params.append(where[1])
-        cursor.execute(
-            # ``LIMIT``: the table holds exactly the rows just staged (emptied after each use
-            # and at commit; a roll-back takes the rows with it), and saying how many lets the
-            # planner probe the key's index for a few hundred rows instead of hashing a scan of
-            # the whole table (the staging table has no statistics).
-            f"UPDATE {table} SET {', '.join(assignments)} "  # noqa: S608
-            f"FROM (SELECT * FROM {temporary} LIMIT {int(staged)}) t "
-            f"WHERE {table}.id = t.id{condition}",
-            params,
-        )
+        with _probing_the_key(cursor):
+            cursor.execute(
+                # ``LIMIT``: the table holds exactly the rows just staged (emptied after each
+                # use and at commit; a roll-back takes the rows with it); the staging table has
+                # no statistics, and this tells the planner how many.
+                f"UPDATE {table} SET {', '.join(assignments)} "  # noqa: S608
+                f"FROM (SELECT * FROM {temporary} LIMIT {int(staged)}) t "
+                f"WHERE {table}.id = t.id{condition}",
+                params,
+            )
         cursor.execute(f"DELETE FROM {temporary}")  # noqa: S608 (empty for the next call)
     return len(rows)
+
+
+@contextmanager
+def _probing_the_key(cursor: Any) -> Iterator[None]:
+    """The statements of the block joined by probing the key's index, row by row (a nested
+    loop), not by hashing or sorting a scan of the whole table: hash and merge joins off for
+    the block, then set back to what they were. Without it the planner, which prices a probe
+    as a page read from disk (``random_page_cost`` 4) where these tables' pages are in
+    memory, hashed a scan of all ~31,000 workload rows (about 14 ms) for any batch above 500
+    rows or so: at B1-loop's size, 800 explanations staged by hand took 19-23 ms that way and
+    7-9 ms by the index; in the loop's steady cycles the explanations' update (550-1,060
+    rows) took a median of 20 against 26 ms (``docs/benchmarks.md``, B1-loop "sixth
+    session"); the first cycle's 5,180 rows gain nothing measurable. The settings are the
+    transaction's own (``set_config(..., true)``); a statement that fails aborts the
+    transaction, whose end undoes them, so they are set back only after one that succeeds.
+    The values before are read in a subquery (``OFFSET 0`` keeps the planner from folding it
+    into the outer list, whose ``set_config`` calls run on the row it returns)."""
+    cursor.execute(
+        "SELECT h, m, set_config('enable_hashjoin', 'off', true), "
+        "set_config('enable_mergejoin', 'off', true) FROM (SELECT "
+        "current_setting('enable_hashjoin') AS h, current_setting('enable_mergejoin') AS m "
+        "OFFSET 0) AS before"
+    )
+    hashjoin, mergejoin, _, _ = cursor.fetchone()
+    yield
+    cursor.execute(
+        "SELECT set_config('enable_hashjoin', %s, true), set_config('enable_mergejoin', %s, true)",
+        [hashjoin, mergejoin],
+    )
 
 
 def _staging_table(cursor: Any, types: Sequence[str]) -> str:

@@ -1,6 +1,7 @@
 """``bulk.insert_values`` writes what Django's own insert writes: JSON columns as JSON (one
 shared encoder), the model's other columns their defaults; a row of the wrong width is refused
-and nothing of the call is written."""
+and nothing of the call is written. ``bulk.update_rows`` joins its staged rows by the key's
+index, and leaves the planner's settings as they were."""
 
 from __future__ import annotations
 
@@ -8,13 +9,14 @@ import datetime
 import json
 import uuid
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import transaction
+from django.db import connection, transaction
 
 from gpupool.audit.models import AuditEvent
-from gpupool.bulk import as_json_text, insert_values
+from gpupool.bulk import _probing_the_key, as_json_text, insert_values, update_rows
 
 pytestmark = pytest.mark.django_db
 
@@ -76,3 +78,60 @@ def test_a_row_of_the_wrong_width_is_refused_and_nothing_is_written(json_column:
     with pytest.raises(ValueError, match="a row of"), transaction.atomic():
         insert_values(AuditEvent, columns, [good, short])
     assert not AuditEvent.objects.filter(action="short").exists()
+
+
+def _join_plan(cursor: Any, table: str, staged: str, rows: int) -> str:
+    cursor.execute(
+        f"EXPLAIN UPDATE {table} SET reason = t.reason "  # noqa: S608
+        f"FROM (SELECT * FROM {staged} LIMIT {rows}) t WHERE {table}.id = t.id"
+    )
+    return "\n".join(line for (line,) in cursor.fetchall())
+
+
+def _join_settings(cursor: Any) -> tuple[str, str]:
+    cursor.execute("SELECT current_setting('enable_hashjoin'), current_setting('enable_mergejoin')")
+    return tuple(cursor.fetchone())
+
+
+@pytest.mark.skipif("connection.vendor != 'postgresql'")
+def test_staged_rows_are_joined_by_the_key_s_index_not_by_hashing_the_table() -> None:
+    # Without the probe the planner hashes a scan of the whole table for a few thousand staged
+    # rows (it prices each probe as a disk read); with it, a nested loop on the primary key.
+    insert_values(
+        AuditEvent,
+        ("action", "object_type", "object_id", "object_repr", "at", "reason"),
+        (("many", "t", str(i), "r", AT, "why") for i in range(20_000)),
+    )
+    table = AuditEvent._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE " + table)
+        cursor.execute(
+            "CREATE TEMPORARY TABLE probe_staged ON COMMIT DROP AS "  # noqa: S608
+            f"SELECT id, 'again' AS reason FROM {table} ORDER BY id DESC LIMIT 3000"
+        )
+        assert "Hash Join" in _join_plan(cursor, table, "probe_staged", 3000)
+        before = _join_settings(cursor)
+        with _probing_the_key(cursor):
+            plan = _join_plan(cursor, table, "probe_staged", 3000)
+            assert _join_settings(cursor) == ("off", "off")
+        assert "Nested Loop" in plan and f"Index Scan using {table}_pkey" in plan
+        assert "Hash" not in plan and "Merge" not in plan
+        assert _join_settings(cursor) == before
+
+
+@pytest.mark.skipif("connection.vendor != 'postgresql'")
+def test_update_rows_sets_the_planner_back_as_it_found_it() -> None:
+    insert_values(
+        AuditEvent,
+        ("action", "object_type", "object_id", "object_repr", "at", "reason"),
+        (("few", "t", str(i), "r", AT, "why") for i in range(5)),
+    )
+    ids = list(AuditEvent.objects.filter(action="few").values_list("pk", flat=True))
+    with connection.cursor() as cursor:
+        for hashjoin in ("on", "off"):  # a session that turned hash joins off keeps them off
+            cursor.execute("SELECT set_config('enable_hashjoin', %s, true)", [hashjoin])
+            update_rows(AuditEvent, ["reason"], dict.fromkeys(ids, (f"why {hashjoin}",)))
+            assert _join_settings(cursor) == (hashjoin, "on")
+            assert set(AuditEvent.objects.filter(pk__in=ids).values_list("reason", flat=True)) == {
+                f"why {hashjoin}"
+            }
