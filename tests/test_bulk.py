@@ -45,6 +45,15 @@ def _stored(action: str) -> list[tuple[object, ...]]:
     )
 
 
+def _plain_events(action: str, count: int) -> int:
+    """``count`` audit rows of ``action`` with no JSON column given (``insert_values``)."""
+    return insert_values(
+        AuditEvent,
+        ("action", "object_type", "object_id", "object_repr", "at", "reason"),
+        ((action, "t", str(i), "r", AT, "why") for i in range(count)),
+    )
+
+
 def test_rows_with_json_columns_and_without_are_stored_as_django_stores_them() -> None:
     for index, value in enumerate(PLAIN):
         AuditEvent.objects.create(
@@ -59,12 +68,7 @@ def test_rows_with_json_columns_and_without_are_stored_as_django_stores_them() -
     assert with_json == len(PLAIN)
     assert _stored("bulk") == _stored("django")
     # No JSON column given: the rows go in as they are, the others take their defaults.
-    plain = insert_values(
-        AuditEvent,
-        ("action", "object_type", "object_id", "object_repr", "at", "reason"),
-        (("plain", "t", str(i), "r", AT, "why") for i in range(3)),
-    )
-    assert plain == 3
+    assert _plain_events("plain", 3) == 3
     assert _stored("plain") == [(str(i), AT, None, None, "why", "") for i in range(3)]
 
 
@@ -97,11 +101,7 @@ def _join_settings(cursor: Any) -> tuple[str, str]:
 def test_staged_rows_are_joined_by_the_key_s_index_not_by_hashing_the_table() -> None:
     # Without the probe the planner hashes a scan of the whole table for a few thousand staged
     # rows (it prices each probe as a disk read); with it, a nested loop on the primary key.
-    insert_values(
-        AuditEvent,
-        ("action", "object_type", "object_id", "object_repr", "at", "reason"),
-        (("many", "t", str(i), "r", AT, "why") for i in range(20_000)),
-    )
+    _plain_events("many", 20_000)
     table = AuditEvent._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE " + table)
@@ -121,11 +121,7 @@ def test_staged_rows_are_joined_by_the_key_s_index_not_by_hashing_the_table() ->
 
 @pytest.mark.skipif("connection.vendor != 'postgresql'")
 def test_update_rows_sets_the_planner_back_as_it_found_it() -> None:
-    insert_values(
-        AuditEvent,
-        ("action", "object_type", "object_id", "object_repr", "at", "reason"),
-        (("few", "t", str(i), "r", AT, "why") for i in range(5)),
-    )
+    _plain_events("few", 5)
     ids = list(AuditEvent.objects.filter(action="few").values_list("pk", flat=True))
     with connection.cursor() as cursor:
         for hashjoin in ("on", "off"):  # a session that turned hash joins off keeps them off
