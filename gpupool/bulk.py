@@ -287,20 +287,8 @@ def update_rows(
     if connection.vendor != "postgresql":
         _update_rows_elsewhere(model, fields, rows, keep_keys, only_keys, where, unset)
         return len(rows)
-    prepare = [_preparer(f) for f in fields]
     with transaction.atomic(savepoint=False), connection.cursor() as cursor:
-        temporary = _staging_table(cursor, [f.db_type(connection) for f in fields])
-        staged = copy_rows(
-            cursor,
-            temporary,
-            ["id", *(f"c{i}" for i in range(len(fields)))],
-            ((pk, *values) for pk, values in rows.items())
-            if prepared
-            else (
-                (pk, *(p(v) for p, v in zip(prepare, values, strict=True)))
-                for pk, values in rows.items()
-            ),
-        )
+        temporary, staged = _staged(cursor, fields, rows, prepared)
         assignments = []
         for i, f in enumerate(fields):
             column = connection.ops.quote_name(f.column)
@@ -325,6 +313,7 @@ def update_rows(
         if where is not None:
             condition = f" AND {table}.{connection.ops.quote_name(where[0])} = %s"
             params.append(where[1])
+        key = connection.ops.quote_name(meta.pk.column)
         with _probing_the_key(cursor):
             cursor.execute(
                 # ``LIMIT``: the table holds exactly the rows just staged (emptied after each
@@ -332,11 +321,83 @@ def update_rows(
                 # no statistics, and this tells the planner how many.
                 f"UPDATE {table} SET {', '.join(assignments)} "  # noqa: S608
                 f"FROM (SELECT * FROM {temporary} LIMIT {int(staged)}) t "
-                f"WHERE {table}.id = t.id{condition}",
+                f"WHERE {table}.{key} = t.id{condition}",
                 params,
             )
         cursor.execute(f"DELETE FROM {temporary}")  # noqa: S608 (empty for the next call)
     return len(rows)
+
+
+def upsert_rows(
+    model: type[Model],
+    columns: Sequence[str],
+    rows: Mapping[int, Sequence[Any]],
+    *,
+    keep_keys: Mapping[str, Sequence[str]] | None = None,
+    prepared: bool = False,
+) -> int:
+    """Insert many rows keyed by their primary key, each with its own values (``rows``:
+    key -> values in ``columns`` order, every column an insert needs), or set those columns
+    where a row of the key is there already. ``keep_keys`` and ``prepared`` as in
+    ``update_rows`` (kept keys only from a row that was there). On PostgreSQL the values are
+    staged as ``update_rows`` stages them, then one ``INSERT ... ON CONFLICT DO UPDATE``;
+    elsewhere the kept keys are read first, then ``bulk_create`` with ``update_conflicts``.
+    Returns the number of rows given."""
+    if not rows:
+        return 0
+    keep_keys = keep_keys or {}
+    meta = model._meta
+    fields: list[Any] = [meta.get_field(column) for column in columns]
+    if connection.vendor != "postgresql":
+        _upsert_rows_elsewhere(model, fields, rows, keep_keys)
+        return len(rows)
+    quote = connection.ops.quote_name
+    table, key = quote(meta.db_table), quote(meta.pk.column)
+    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
+        temporary, staged = _staged(cursor, fields, rows, prepared)
+        names = ", ".join(quote(f.column) for f in fields)
+        values = ", ".join(f"t.c{i}" for i in range(len(fields)))
+        assignments = []
+        for f in fields:
+            column = quote(f.column)
+            value = f"EXCLUDED.{column}"
+            kept = keep_keys.get(f.name, ())
+            if kept:
+                pairs = ", ".join(f"'{k}', {table}.{column} -> '{k}'" for k in kept)
+                value = (
+                    f"COALESCE({value}, '{{}}'::jsonb) "
+                    f"|| jsonb_strip_nulls(jsonb_build_object({pairs}))"
+                )
+            assignments.append(f"{column} = {value}")
+        cursor.execute(
+            f"INSERT INTO {table} ({key}, {names}) "  # noqa: S608
+            f"SELECT t.id, {values} FROM (SELECT * FROM {temporary} LIMIT {int(staged)}) t "
+            f"ON CONFLICT ({key}) DO UPDATE SET {', '.join(assignments)}"
+        )
+        cursor.execute(f"DELETE FROM {temporary}")  # noqa: S608 (empty for the next call)
+    return len(rows)
+
+
+def _staged(
+    cursor: Any, fields: Sequence[Any], rows: Mapping[int, Sequence[Any]], prepared: bool
+) -> tuple[str, int]:
+    """``rows`` (key -> values of ``fields``) copied into the session's staging table for
+    their column types (``_staging_table``: ``id``, then ``c0``, ``c1``, ...); returns its
+    name and how many rows went in. ``prepared``: as ``update_rows`` says."""
+    temporary = _staging_table(cursor, [f.db_type(connection) for f in fields])
+    prepare = [_preparer(f) for f in fields]
+    staged = copy_rows(
+        cursor,
+        temporary,
+        ["id", *(f"c{i}" for i in range(len(fields)))],
+        ((pk, *values) for pk, values in rows.items())
+        if prepared
+        else (
+            (pk, *(p(v) for p, v in zip(prepare, values, strict=True)))
+            for pk, values in rows.items()
+        ),
+    )
+    return temporary, staged
 
 
 @contextmanager
@@ -417,3 +478,34 @@ def _update_rows_elsewhere(
             setattr(obj, field_.attname, value)
         objects.append(obj)
     manager.bulk_update(objects, [f.name for f in fields], batch_size=500)
+
+
+def _upsert_rows_elsewhere(
+    model: type[Model],
+    fields: Sequence[Any],
+    rows: Mapping[int, Sequence[Any]],
+    keep_keys: Mapping[str, Sequence[str]],
+) -> None:
+    """``upsert_rows`` without PostgreSQL: the kept keys of the rows there read first, then
+    one ``bulk_create`` that updates the rows whose key is taken."""
+    manager: Any = model.objects  # type: ignore[attr-defined]
+    current: dict[str, dict[int, Any]] = {
+        name: dict(manager.filter(pk__in=list(rows)).values_list("pk", name)) for name in keep_keys
+    }
+    objects = []
+    for pk, values in rows.items():
+        obj = model(pk=pk)
+        for field_, value in zip(fields, values, strict=True):
+            kept = keep_keys.get(field_.name, ())
+            if kept:
+                before = current[field_.name].get(pk) or {}
+                value = {**(value or {}), **{k: before[k] for k in kept if k in before}}
+            setattr(obj, field_.attname, value)
+        objects.append(obj)
+    manager.bulk_create(
+        objects,
+        batch_size=500,
+        update_conflicts=True,
+        unique_fields=[model._meta.pk.name],
+        update_fields=[f.name for f in fields],
+    )

@@ -54,6 +54,10 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         "the bulk update that actions call (recording a cycle, the utilisation read's idle "
         "spells) where there is no COPY; only actions import gpupool.bulk"
     ),
+    ("gpupool/bulk.py", "_upsert_rows_elsewhere", "bulk_create"): (
+        "the bulk insert-or-update that actions call (recording a cycle's explanations) where "
+        "there is no COPY; only actions import gpupool.bulk"
+    ),
     # The simulated cluster's storage is what etcd is to a Kubernetes cluster, not domain
     # state: the loop reaches it only through the ClusterBackend protocol, as it reaches a
     # real cluster, and records what it sees there through the domain's actions.
