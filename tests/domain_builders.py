@@ -88,3 +88,30 @@ def tenant(
     for member in members:
         do_set_membership(member, made, role="member", acting_user=None)
     return made
+
+
+def explained(
+    workload: Any,
+    reason: str = "",
+    detail: str = "",
+    facts: dict[str, Any] | None = None,
+    queue_rank: float | None = None,
+) -> Any:
+    """Give ``workload`` (a ``Workload`` or its id) the explanation a cycle would have
+    written, replacing any it has (``WorkloadExplanation``); returns the row."""
+    from gpupool.workloads.models import WorkloadExplanation
+
+    pk = getattr(workload, "pk", workload)
+    row, _ = WorkloadExplanation.objects.update_or_create(
+        workload_id=pk,
+        defaults={
+            "reason": reason,
+            "detail": detail,
+            "facts": facts or {},
+            "queue_rank": queue_rank,
+        },
+    )
+    if hasattr(workload, "_state"):  # the instance reads the new row, not one it kept
+        workload.__dict__.pop("_queue_position", None)
+        workload._state.fields_cache.pop("explanation", None)
+    return row

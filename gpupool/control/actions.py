@@ -44,6 +44,7 @@ from gpupool.bulk import (
     insert_values,
     overlapped,
     update_rows,
+    upsert_rows,
 )
 from gpupool.clusters.base import ZONE_LABEL
 from gpupool.control.choices import CycleStatus
@@ -77,6 +78,7 @@ from gpupool.workloads.models import (
     PodSet,
     PodSetFlavorChoice,
     Workload,
+    WorkloadExplanation,
     WorkloadTransition,
 )
 from gpupool.workloads.queries import ESTIMATE_LEARNED_FACT, ESTIMATE_NOT_BEFORE_FACT
@@ -1037,8 +1039,8 @@ def _lock_nominations(nominated: Mapping[int, bool]) -> dict[int, datetime]:
 def _record_nominations(
     nominated: Mapping[int, bool], before: Mapping[int, datetime], stamp: datetime
 ) -> None:
-    """Pending workloads nominated (or no longer) whose row no explanation writes: ``before``
-    holds those still pending (``_lock_nominations``)."""
+    """Pending workloads nominated (or no longer): ``before`` holds those still pending
+    (``_lock_nominations``)."""
     for value in (True, False):
         ids = [pk for pk in before if nominated[pk] is value]
         if ids:
@@ -1123,6 +1125,8 @@ def _record_admissions(
         ],
     )
     stamp = timezone.now()
+    # Admitted work waits no more: its explanation goes (none, at a first cycle's start).
+    WorkloadExplanation.objects.filter(workload_id__in=id_list(admitted)).delete()
     with overlapped():
         # The inserts' keys are checked while the admitted rows are still the versions this
         # record locked (``FOR UPDATE``): a check finds its row locked already, where after
@@ -1135,10 +1139,6 @@ def _record_admissions(
             nominated=False,
             # A checkpoint of an earlier run is no progress of this one.
             last_checkpoint_at=None,
-            pending_reason="",
-            pending_detail="",
-            pending_facts={},
-            queue_rank=None,
             estimated_start_at=None,
             updated_at=stamp,
         )
@@ -1194,7 +1194,7 @@ def _record_evictions(
 def _explanation_rows(record: CycleRecord) -> dict[int, tuple[Any, ...]]:
     """The explanations' rows as ``_record_explanations`` writes them: reason, sentence,
     facts and queue rank. On PostgreSQL the facts go to COPY as their JSON text
-    (``update_rows(prepared=...)``): they are plain JSON values already
+    (``upsert_rows(prepared=...)``): they are plain JSON values already
     (``record.json_facts``)."""
     text = connection.vendor == "postgresql"
     return {
@@ -1211,34 +1211,21 @@ def _explanation_rows(record: CycleRecord) -> dict[int, tuple[Any, ...]]:
 def _record_explanations(
     record: CycleRecord, stamps: Stamps | None, rows: dict[int, tuple[Any, ...]]
 ) -> None:
-    """The explanations that changed (``rows``: ``_explanation_rows``), each with its row's
-    queue rank (written or kept) and, when the row is nominated (or no longer) too, its
-    nomination stamped: one write of the row. Then the nominations of rows no explanation
-    wrote (``_record_nominations``), and the ranks that changed alone (``_record_ranks``)."""
-    explanations = record.explanations
+    """The explanations that changed (``rows``: ``_explanation_rows``), each with its queue
+    rank (written or kept), into ``WorkloadExplanation`` (a first one inserted, the estimate's
+    facts of one there kept); then the nominations (``_record_nominations``), and the ranks
+    that changed alone (``_record_ranks``)."""
     pending = _lock_nominations(record.nominated)
     stamp = timezone.now()
-    both = {pk for pk in pending if pk in explanations}
-    if explanations:
-        text = connection.vendor == "postgresql"
-        columns = ["pending_reason", "pending_detail", "pending_facts", "queue_rank"]
-        if both:  # None: the row's nomination and stamp stay as they are
-            columns += ["nominated", "updated_at"]
-            rows = {
-                pk: (*values, record.nominated[pk], stamp) if pk in both else (*values, None, None)
-                for pk, values in rows.items()
-            }
-        update_rows(
-            Workload,
-            columns,
+    if record.explanations:
+        upsert_rows(
+            WorkloadExplanation,
+            ["reason", "detail", "facts", "queue_rank"],
             rows,
-            keep_keys={"pending_facts": ESTIMATE_FACTS},
-            prepared=text,
-            unset=("nominated", "updated_at"),
+            keep_keys={"facts": ESTIMATE_FACTS},
+            prepared=connection.vendor == "postgresql",
         )
-    _record_nominations(
-        record.nominated, {pk: at for pk, at in pending.items() if pk not in both}, stamp
-    )
+    _record_nominations(record.nominated, pending, stamp)
     _stamped(stamps, pending, stamp)
     _record_ranks(record)
 
@@ -1246,24 +1233,26 @@ def _record_explanations(
 def _record_ranks(record: CycleRecord) -> None:
     """The queue ranks that changed (``record.ranks``) of rows no explanation wrote; with
     ``ranks_whole``, every other pending workload's rank cleared (a loop that does not know
-    what the database holds). Like explanations, ranks do not stamp ``updated_at``: the core
-    does not read them."""
+    what the database holds). Like explanations, ranks do not stamp the workload's
+    ``updated_at``: the core does not read them."""
     if record.ranks_whole:
-        Workload.objects.filter(state=WorkloadState.PENDING, queue_rank__isnull=False).exclude(
-            pk__in=id_list(list(record.ranked))
-        ).update(queue_rank=None)
+        WorkloadExplanation.objects.filter(
+            workload__state=WorkloadState.PENDING, queue_rank__isnull=False
+        ).exclude(workload_id__in=id_list(list(record.ranked))).update(queue_rank=None)
     ranks = {pk: rank for pk, rank in record.ranks.items() if pk not in record.explanations}
     if not ranks:
         return
     if connection.vendor != "postgresql":
-        update_rows(Workload, ["queue_rank"], {pk: (rank,) for pk, rank in ranks.items()})
+        update_rows(
+            WorkloadExplanation, ["queue_rank"], {pk: (rank,) for pk, rank in ranks.items()}
+        )
         return
-    table = connection.ops.quote_name(Workload._meta.db_table)
+    table = connection.ops.quote_name(WorkloadExplanation._meta.db_table)
     with connection.cursor() as cursor:  # one float column: two array parameters
         cursor.execute(
             f"UPDATE {table} SET queue_rank = t.rank "  # noqa: S608
             "FROM unnest(%s::bigint[], %s::float8[]) AS t(id, rank) "
-            f"WHERE {table}.id = t.id",
+            f"WHERE {table}.workload_id = t.id",
             [int_array(ranks), list(ranks.values())],
         )
 
@@ -1280,34 +1269,45 @@ class EstimateRow:
 
 
 def do_record_estimates(estimates: Mapping[int, EstimateRow]) -> int:
-    """Write pending workloads' estimated starts (``estimated_start_at``, and the facts
-    ``ESTIMATE_FACTS``; the rest of the explanation is kept). Workloads no longer pending are
-    left alone, and ``updated_at`` is not stamped: an estimate is no change the loop's state
-    must read again. Returns how many were given."""
+    """Write pending workloads' estimated starts (``estimated_start_at``, and into their
+    explanations the facts ``ESTIMATE_FACTS``; the rest of the explanation is kept, and a
+    workload no cycle has explained yet has no facts to keep them in). Workloads no longer
+    pending are left alone, and ``updated_at`` is not stamped: an estimate is no change the
+    loop's state must read again. Returns how many were given."""
     with transaction.atomic():
-        return update_rows(
+        pending = set(
+            Workload.objects.filter(
+                pk__in=id_list(list(estimates)), state=WorkloadState.PENDING
+            ).values_list("pk", flat=True)
+        )
+        update_rows(
             Workload,
-            ["estimated_start_at", "pending_facts"],
-            {
-                pk: (
-                    row.at,
-                    {
-                        key: value
-                        for key, value in (
-                            (ESTIMATE_LEARNED_FACT, row.learned),
-                            (
-                                ESTIMATE_NOT_BEFORE_FACT,
-                                None if row.not_before is None else row.not_before.isoformat(),
-                            ),
-                        )
-                        if value is not None
-                    },
-                )
-                for pk, row in estimates.items()
-            },
-            only_keys={"pending_facts": ESTIMATE_FACTS},
+            ["estimated_start_at"],
+            {pk: (row.at,) for pk, row in estimates.items() if pk in pending},
             where=("state", WorkloadState.PENDING),
         )
+        update_rows(
+            WorkloadExplanation,
+            ["facts"],
+            {pk: (_estimate_facts(row),) for pk, row in estimates.items() if pk in pending},
+            only_keys={"facts": ESTIMATE_FACTS},
+        )
+        return len(estimates)
+
+
+def _estimate_facts(row: EstimateRow) -> dict[str, Any]:
+    """An estimate's facts as its explanation keeps them (``ESTIMATE_FACTS``)."""
+    return {
+        key: value
+        for key, value in (
+            (ESTIMATE_LEARNED_FACT, row.learned),
+            (
+                ESTIMATE_NOT_BEFORE_FACT,
+                None if row.not_before is None else row.not_before.isoformat(),
+            ),
+        )
+        if value is not None
+    }
 
 
 # -- what applying it taught --------------------------------------------------------------

@@ -310,11 +310,11 @@ def overview(request: HttpRequest, access: Access) -> HttpResponse:
         .values_list("state", "n")
     )
     pending = dict(
-        Workload.objects.filter(state=WorkloadState.PENDING)
-        .exclude(pending_reason="")
-        .values_list("pending_reason")
+        Workload.objects.filter(state=WorkloadState.PENDING, explanation__isnull=False)
+        .exclude(explanation__reason="")
+        .values_list("explanation__reason")
         .annotate(n=Count("id"))
-        .values_list("pending_reason", "n")
+        .values_list("explanation__reason", "n")
     )
     cycles = list(SchedulingCycle.objects.order_by("-started_at", "-id")[:CYCLES_SHOWN])
     now = timezone.now()
@@ -451,11 +451,11 @@ def workload_list(rows: QuerySet[Workload]) -> list[dict[str, Any]]:
             "priority_class__name",
             "state",
             "queue_id",
-            "queue_rank",
+            "explanation__queue_rank",
             "estimated_start_at",
-            "pending_reason",
-            "pending_detail",
-            "pending_facts",
+            "explanation__reason",
+            "explanation__detail",
+            "explanation__facts",
             "submitted_at",
         )
     )
@@ -502,8 +502,10 @@ def workload_list(rows: QuerySet[Workload]) -> list[dict[str, Any]]:
                 "position": NO_VALUE if position is None else position,
                 "estimated": local_time(estimated) if pending else NO_VALUE,
                 "pending": pending,
-                "reason": reason,
-                "detail": sentence(reason, facts or {}, position, detail) if pending else detail,
+                "reason": reason or "",  # None: no explanation kept
+                "detail": sentence(reason or "", facts or {}, position, detail or "")
+                if pending
+                else detail or "",
                 "submitted": local_time(submitted),
             }
         )
@@ -1425,7 +1427,7 @@ def blocked_gangs(
     ).distinct()
     found = list(  # as values, with the GPUs of the flavor's pod sets: no model instance
         pending.order_by("submitted_at", "id").values_list(
-            "id", "namespace", "name", "pending_reason", "submitted_at"
+            "id", "namespace", "name", "explanation__reason", "submitted_at"
         )[:BLOCKED_SHOWN]
     )
     needed: dict[int, Decimal] = defaultdict(Decimal)
@@ -1438,7 +1440,7 @@ def blocked_gangs(
             "workload": {
                 "namespace": namespace,
                 "name": name,
-                "pending_reason": reason,
+                "pending_reason": reason or "",  # None: no explanation kept
                 "submitted_at": submitted,
             },
             "gpus": needed[workload_id],

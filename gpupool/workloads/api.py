@@ -549,7 +549,7 @@ class WorkloadFilter(filters.FilterSet):  # type: ignore[misc]
     tenant = filters.CharFilter(field_name="queue__tenant__name")
     namespace = filters.CharFilter()
     submitter = filters.CharFilter(field_name="submitter__username")
-    reason = filters.ChoiceFilter(field_name="pending_reason", choices=PENDING_REASON_CHOICES)
+    reason = filters.ChoiceFilter(field_name="explanation__reason", choices=PENDING_REASON_CHOICES)
 
     class Meta:
         model = Workload
@@ -566,7 +566,10 @@ class WorkloadOrdering(OrderingFilter):
         ordering = super().get_ordering(request, queryset, view)
         if not ordering:
             return ordering
-        ranked = {"queue_position": "queue_rank", "-queue_position": "-queue_rank"}
+        ranked = {
+            "queue_position": "explanation__queue_rank",
+            "-queue_position": "-explanation__queue_rank",
+        }
         return [ranked.get(term, term) for term in ordering]
 
     def filter_queryset(self, request: Request, queryset: QuerySet[Any], view: Any) -> Any:
@@ -578,9 +581,9 @@ class WorkloadOrdering(OrderingFilter):
 
 
 def _nulls_last(term: str) -> Any:
-    if term.lstrip("-") != "queue_rank":
+    if term.lstrip("-") != "explanation__queue_rank":
         return term
-    column = F("queue_rank")
+    column = F("explanation__queue_rank")
     return column.desc(nulls_last=True) if term.startswith("-") else column.asc(nulls_last=True)
 
 

@@ -131,31 +131,6 @@ class Workload(models.Model):
         help_text="Running, being evicted to make room for this pending workload, and not "
         "gone yet (written by the control loop).",
     )
-    pending_reason = models.CharField(
-        max_length=32,
-        choices=PENDING_REASON_CHOICES,
-        blank=True,
-        default="",
-        help_text="Why it is pending, as the last cycle explained it: the decision core's "
-        "reason (written by the control loop; empty when not pending).",
-    )
-    pending_detail = models.TextField(
-        blank=True, help_text="The explanation as a sentence (written by the control loop)."
-    )
-    pending_facts = models.JSONField(
-        default=dict,
-        blank=True,
-        help_text="The explanation's facts, e.g. asked and available GPUs (written by the "
-        "control loop).",
-    )
-    queue_rank = models.FloatField(
-        null=True,
-        blank=True,
-        help_text="Its place in its queue's order as the last cycle served it: a key compared "
-        "only within the queue, kept while the order around it holds (written by the control "
-        "loop; empty when not pending or not seen by a cycle yet). The position is counted "
-        "from it when read (queue_position).",
-    )
     origin = models.CharField(
         max_length=16,
         choices=Origin.choices,
@@ -200,11 +175,9 @@ class Workload(models.Model):
             models.Index(fields=["state", "queue"], name="workload_state_queue_idx"),
             # Lists page through workloads in this order (the API, the pages).
             models.Index(fields=["submitted_at", "name"], name="workload_submitted_idx"),
-            # "The pending workloads of a queue": positions are counted on it (their ranks
-            # read and sorted, a few hundred a queue at most). No index holds ``queue_rank``
-            # (nor any other column only explanations write): the loop's explanation and
-            # rank writes are then heap-only (HOT) updates, with no index entry, where the
-            # page has room (the table's fill factor, migration 0008).
+            # "The pending workloads of a queue": positions are counted on it (their ranks,
+            # ``WorkloadExplanation.queue_rank``, read and sorted, a few hundred a queue at
+            # most).
             models.Index(
                 fields=["queue"],
                 condition=Q(state=WorkloadState.PENDING),
@@ -231,10 +204,6 @@ class Workload(models.Model):
                 fields=["namespace", "name"],
                 name="workload_unique_namespace_name",
                 violation_error_message="The namespace already has a workload of this name.",
-            ),
-            models.CheckConstraint(
-                condition=Q(pending_reason="") | Q(pending_reason__in=PENDING_REASONS),
-                name="workload_pending_reason_valid",
             ),
             models.CheckConstraint(
                 condition=Q(evicting_for__isnull=True) | ~Q(evicting_for=F("id")),
@@ -268,6 +237,43 @@ class Workload(models.Model):
     def qualified_name(self) -> str:
         """``namespace/name``: how the decision core and scenario files name this workload."""
         return qualified_name(self.namespace, self.name)
+
+    # -- the last cycle's explanation (``WorkloadExplanation``), read as the workload's own
+
+    def explanation_row(self) -> WorkloadExplanation | None:
+        """The explanation the loop last wrote for this workload, None when none is kept (not
+        pending, or not seen by a cycle yet). A list reads it with its rows
+        (``select_related("explanation")``); otherwise one query, then kept on the instance."""
+        try:
+            return self.explanation
+        except WorkloadExplanation.DoesNotExist:
+            return None
+
+    @property
+    def pending_reason(self) -> str:
+        """Why it is pending, as the last cycle explained it: the decision core's reason
+        (empty when none is kept)."""
+        row = self.explanation_row()
+        return "" if row is None else row.reason
+
+    @property
+    def pending_detail(self) -> str:
+        """The explanation as a sentence (empty when none is kept)."""
+        row = self.explanation_row()
+        return "" if row is None else row.detail
+
+    @property
+    def pending_facts(self) -> dict[str, Any]:
+        """The explanation's facts, e.g. asked and available GPUs ({} when none is kept)."""
+        row = self.explanation_row()
+        return {} if row is None else dict(row.facts or {})
+
+    @property
+    def queue_rank(self) -> float | None:
+        """Its place in its queue's order as the last cycle served it (None when none is
+        kept): a key compared only within the queue (``WorkloadExplanation.queue_rank``)."""
+        row = self.explanation_row()
+        return None if row is None else row.queue_rank
 
     @property
     def queue_position(self) -> int | None:
@@ -346,18 +352,67 @@ _POSITION = "_queue_position"
 
 def _position_of(workload: Workload) -> int | None:
     """The workload's position counted from the ranks of its queue's pending workloads."""
-    if workload.state != WorkloadState.PENDING or workload.queue_rank is None:
+    rank = workload.queue_rank
+    if workload.state != WorkloadState.PENDING or rank is None:
         return None
     return Workload.objects.filter(
         queue_id=workload.queue_id,
         state=WorkloadState.PENDING,
-        queue_rank__lte=workload.queue_rank,
+        explanation__queue_rank__lte=rank,
     ).count()
 
 
 def set_position(workload: Workload, position: int | None) -> None:
     """Give ``workload`` its position as counted for a whole list at once."""
     workload.__dict__[_POSITION] = position
+
+
+class WorkloadExplanation(models.Model):
+    """Why a pending workload waits, as the last cycle explained it, and its place in its
+    queue's order (written by the control loop; the workload's ``pending_reason``,
+    ``pending_detail``, ``pending_facts`` and ``queue_rank`` read it).
+
+    A table of its own, keyed by the workload and with no other index: the loop rewrites
+    hundreds of explanations a cycle and a first cycle explains every pending workload
+    (5,180 at B1's size). On the workload's own row each was a wider row version with an
+    entry in every one of its indexes (no room on a full page for a heap-only update);
+    here a first explanation is an insert and a rewrite stays on its page (the table's fill
+    factor, migration 0010). A workload admitted loses its explanation (the row is deleted);
+    readers ask the workload's state before its explanation, as a workload that ended while
+    pending may keep its last one."""
+
+    workload = models.OneToOneField(
+        Workload, on_delete=models.CASCADE, primary_key=True, related_name="explanation"
+    )
+    reason = models.CharField(
+        max_length=32,
+        choices=PENDING_REASON_CHOICES,
+        blank=True,
+        default="",
+        help_text="The decision core's reason it waits.",
+    )
+    detail = models.TextField(blank=True, help_text="The explanation as a sentence.")
+    facts = models.JSONField(
+        default=dict, blank=True, help_text="The explanation's facts, e.g. asked and free GPUs."
+    )
+    queue_rank = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="Its place in its queue's order as the last cycle served it: a key compared "
+        "only within the queue, kept while the order around it holds (empty when not ranked). "
+        "The position is counted from it when read (queue_position).",
+    )
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(reason="") | Q(reason__in=PENDING_REASONS),
+                name="explanation_reason_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.workload_id}: {self.reason or '-'}"
 
 
 class PodSet(models.Model):

@@ -55,7 +55,11 @@ ESTIMATE_NOT_BEFORE_FACT = "estimate_not_before"
 
 
 def _with_names() -> QuerySet[Workload]:
-    return Workload.objects.select_related("queue", "queue__tenant", "priority_class", "submitter")
+    """Workloads with their names and their explanations (``Workload.pending_reason`` and the
+    rest read it) joined in."""
+    return Workload.objects.select_related(
+        "queue", "queue__tenant", "priority_class", "submitter", "explanation"
+    )
 
 
 def workload_rows() -> QuerySet[Workload]:
@@ -82,8 +86,8 @@ LIST_COLUMNS = (
     "admitted_at",
     "started_at",
     "finished_at",
-    "pending_reason",
-    "queue_rank",
+    "explanation__reason",
+    "explanation__queue_rank",
     "estimated_start_at",
     "idle_since",
     "queue__name",
@@ -243,10 +247,10 @@ def queue_positions(pending: Iterable[tuple[int, int, float]]) -> dict[int, int]
         Workload.objects.filter(
             queue_id__in={queue_id for _, queue_id, _ in wanted},
             state=WorkloadState.PENDING,
-            queue_rank__isnull=False,
+            explanation__queue_rank__isnull=False,
         )
         .order_by()  # no sort in the server: sorted below, by queue
-        .values_list("queue_id", "queue_rank")
+        .values_list("queue_id", "explanation__queue_rank")
     ):
         if rank is not None:
             ranks[queue_id].append(rank)

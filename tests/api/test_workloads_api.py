@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from django.utils import timezone
-from domain_builders import flavor
+from domain_builders import explained, flavor
 from resources_pool import pool, submit
 
 from gpupool.accounting.actions import do_open_usage, do_record_preemption
@@ -142,7 +142,7 @@ def test_the_list_shows_only_the_callers_tenants_and_filters(api_as: Any, resour
     submit("sweep-1", resources["nlp"], resources["own_workload"].submitter, gpus=1)
     running = submit("serve", resources["nlp"], resources["own_workload"].submitter, gpus=2)
     run_on(running, "n1", [0, 1])
-    Workload.objects.filter(name="sweep-1").update(pending_reason="quota", queue_rank=1.0)
+    explained(Workload.objects.get(name="sweep-1"), "quota", queue_rank=1.0)
 
     def names(role: str, query: str = "") -> list[str]:
         response = api_as(role).get(URL + query)
@@ -168,7 +168,7 @@ def test_the_list_counts_positions_and_orders_by_them_unranked_work_last(
     lead = resources["own_workload"].submitter
     for name, rank in (("c", 30.0), ("a", -2.0), ("b", 7.25)):  # keys, not positions
         made = submit(name, resources["nlp"], lead, gpus=1)
-        Workload.objects.filter(pk=made.pk).update(pending_reason="behind", queue_rank=rank)
+        explained(made, "behind", queue_rank=rank)
     # train-1 is pending too, but no cycle ranked it yet: it has no position.
     answer = api_as("member").get(URL + "?queue=nlp-train&state=pending&ordering=queue_position")
     assert answer.status_code == 200, answer.content
@@ -191,11 +191,13 @@ def test_another_tenants_workload_answers_404(api_as: Any, resources: dict) -> N
 def test_the_detail_explains_where_a_pending_workload_stands(api_as: Any, resources: dict) -> None:
     start = timezone.now() + timedelta(hours=2)
     ahead = submit("sweep-1", resources["nlp"], resources["own_workload"].submitter, gpus=1)
-    Workload.objects.filter(pk=ahead.pk).update(pending_reason="behind", queue_rank=1.0)
-    Workload.objects.filter(pk=resources["own_workload"].pk).update(
-        pending_reason="quota",
-        pending_detail="Queue nlp-train has 0 h100 GPUs of quota available, 4 asked.",
-        pending_facts={
+    explained(ahead, "behind", queue_rank=1.0)
+    Workload.objects.filter(pk=resources["own_workload"].pk).update(estimated_start_at=start)
+    explained(
+        resources["own_workload"],
+        "quota",
+        "Queue nlp-train has 0 h100 GPUs of quota available, 4 asked.",
+        {
             "queue": "nlp-train",
             "flavor": "h100",
             "asked_gpus": 4,
@@ -205,7 +207,6 @@ def test_the_detail_explains_where_a_pending_workload_stands(api_as: Any, resour
             "estimate_learned": True,
         },
         queue_rank=2.0,
-        estimated_start_at=start,
     )
     detail = api_as("member").get(URL + "nlp/train-1/").json()
     explanation = detail["explanation"]

@@ -13,6 +13,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 from django.utils import timezone
+from domain_builders import explained
 
 from gpupool.accounting.actions import do_record_preemption
 from gpupool.cli.subcommands.seed_demo import demo_password, seed
@@ -79,10 +80,8 @@ def wait(
         expected_runtime_s=4 * 3600,
         at=at,
     )
-    # What the control loop writes on a pending workload each cycle (its own fields).
-    Workload.objects.filter(pk=workload.pk).update(
-        pending_reason=reason, pending_detail=detail, queue_rank=float(workload.pk)
-    )
+    # What the control loop writes for a pending workload each cycle (its explanation).
+    explained(workload, reason, detail, queue_rank=float(workload.pk))
     return workload
 
 

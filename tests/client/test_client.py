@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from django.core.cache import cache
 from django.utils import timezone
-from domain_builders import flavor, node, priority_class, queue, quota, tenant, user
+from domain_builders import explained, flavor, node, priority_class, queue, quota, tenant, user
 
 from gpupool.api.actions import do_issue_token
 from gpupool.client.main import main
@@ -105,11 +105,14 @@ def test_a_user_submits_and_follows_work_from_the_command_line(
     assert pod_set.command == ["python", "train.py", "--lr", "3e-4"]
     assert pod_set.env == {"EPOCHS": "3"}
     Workload.objects.filter(name="bert").update(
-        pending_reason="quota",
-        pending_detail="Queue nlp-train has 0 h100 GPUs of quota available, 4 asked.",
-        pending_facts={"asked_gpus": 4, "available_gpus": 0},
+        estimated_start_at=timezone.now() + timedelta(hours=1)
+    )
+    explained(
+        Workload.objects.get(name="bert"),
+        "quota",
+        "Queue nlp-train has 0 h100 GPUs of quota available, 4 asked.",
+        {"asked_gpus": 4, "available_gpus": 0},
         queue_rank=7.5,  # the only pending workload a cycle ranked in its queue: position 1
-        estimated_start_at=timezone.now() + timedelta(hours=1),
     )
     status, out, _ = run("status")
     assert status == 0

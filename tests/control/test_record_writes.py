@@ -1,7 +1,7 @@
-"""How ``do_record_cycle`` writes a cycle's decisions: a pending row both explained and
-nominated in one cycle is one write of the row (its nomination stamped), a nomination with no
-explanation is written on its own, and an explanation alone leaves the row's nomination and
-stamp as they were."""
+"""How ``do_record_cycle`` writes a cycle's decisions: explanations go to their own table
+(``WorkloadExplanation``: a first one inserted), never to the workload's row; a nomination is
+one write of the workload's row (stamped); an explanation alone leaves the row's nomination
+and stamp as they were; an admission takes the workload's explanation away."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from decimal import Decimal
 import pytest
 from control_builders import Pool
 from django.db import IntegrityError, connection, transaction
+from django.db.models import Model
+from domain_builders import explained
 
 from gpupool.accounting.models import UsageInterval
 from gpupool.bulk import check_deferred_constraints, update_rows
@@ -18,19 +20,27 @@ from gpupool.control.actions import Stamps, do_record_cycle
 from gpupool.control.models import SchedulingCycle
 from gpupool.control.record import AdmissionRecord, CycleRecord, Explanation, PodPlace
 from gpupool.workloads.choices import WorkloadState
-from gpupool.workloads.models import Placement, Workload, WorkloadTransition
+from gpupool.workloads.models import (
+    Placement,
+    Workload,
+    WorkloadExplanation,
+    WorkloadTransition,
+)
+from gpupool.workloads.queries import ESTIMATE_LEARNED_FACT
 
 AT = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 
 
-def _updates_of_workloads() -> int:
-    """Row versions written to the workload table by this transaction so far (PostgreSQL)."""
+def _writes(model: type[Model]) -> tuple[int, int]:
+    """Rows inserted into and row versions updated in ``model``'s table by this transaction
+    so far (PostgreSQL)."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT n_tup_upd FROM pg_stat_xact_user_tables WHERE relname = %s",
-            [Workload._meta.db_table],
+            "SELECT n_tup_ins, n_tup_upd FROM pg_stat_xact_user_tables WHERE relname = %s",
+            [model._meta.db_table],
         )
-        return int(cursor.fetchone()[0])
+        inserted, updated = cursor.fetchone()
+        return int(inserted), int(updated)
 
 
 def _pending() -> list[Workload]:
@@ -61,7 +71,9 @@ def _admission_and_explanation(
     return admitted, explained, record
 
 
-def test_a_row_explained_and_nominated_in_one_cycle_is_written_once(pool: Pool) -> None:
+def test_explanations_go_to_their_own_table_and_nominations_are_one_write_each(
+    pool: Pool,
+) -> None:
     both, explained, nominated = _pending()[:3]
     was = {w.pk: w.updated_at for w in (both, explained, nominated)}
     record = CycleRecord(at=AT)
@@ -76,14 +88,17 @@ def test_a_row_explained_and_nominated_in_one_cycle_is_written_once(pool: Pool) 
     record.pending_by_reason = {"waiting-for-preemption": 1, "quota": 1}
     stamps: Stamps = {}
     quiet: Stamps = {}
+    postgresql = connection.vendor == "postgresql"
     with transaction.atomic():
-        before = _updates_of_workloads() if connection.vendor == "postgresql" else 0
+        before = [_writes(m) for m in (Workload, WorkloadExplanation)] if postgresql else []
         do_record_cycle(
             record, started_at=AT, nodes=0, workloads=3, stamps=stamps, quiet_stamps=quiet
         )
-        if connection.vendor == "postgresql":
-            # One version each: the explained-and-nominated row is not written twice.
-            assert _updates_of_workloads() - before == 3
+        if postgresql:
+            after = [_writes(m) for m in (Workload, WorkloadExplanation)]
+            # The two nominated rows once each; the two explanations inserted, apart.
+            assert after[0][1] - before[0][1] == 2
+            assert (after[1][0] - before[1][0], after[1][1] - before[1][1]) == (2, 0)
     rows = {w.pk: w for w in Workload.objects.filter(pk__in=was)}
     assert rows[both.pk].nominated and rows[nominated.pk].nominated
     assert not rows[explained.pk].nominated
@@ -126,13 +141,14 @@ def test_rows_updated_twice_in_one_transaction_and_after_a_roll_back_take_their_
     transaction that was rolled back (and took a newly made table with it) works, and so
     does one in the next transaction."""
     first, second = _pending()[:2]
-    columns = ["pending_reason", "pending_detail"]
+    for workload in (first, second):
+        explained(workload, "gang")
+    rows = WorkloadExplanation.objects.filter(pk__in=[first.pk, second.pk])
+    columns = ["reason", "detail"]
     with transaction.atomic():
-        update_rows(Workload, columns, {first.pk: ("quota", "first")})
-        update_rows(Workload, columns, {second.pk: ("capacity", "second")})
-    details = dict(
-        Workload.objects.filter(pk__in=[first.pk, second.pk]).values_list("pk", "pending_detail")
-    )
+        update_rows(WorkloadExplanation, columns, {first.pk: ("quota", "first")})
+        update_rows(WorkloadExplanation, columns, {second.pk: ("capacity", "second")})
+    details = dict(rows.values_list("pk", "detail"))
     assert details == {first.pk: "first", second.pk: "second"}
 
     class Undone(Exception):
@@ -140,19 +156,16 @@ def test_rows_updated_twice_in_one_transaction_and_after_a_roll_back_take_their_
 
     try:
         with transaction.atomic():
-            update_rows(Workload, ["pending_reason", "queue_rank"], {first.pk: ("quota", 7.0)})
+            update_rows(WorkloadExplanation, ["reason", "queue_rank"], {first.pk: ("quota", 7.0)})
             raise Undone
     except Undone:
         pass
     assert Workload.objects.get(pk=first.pk).queue_rank != 7.0
     with transaction.atomic():
-        update_rows(Workload, ["pending_reason", "queue_rank"], {second.pk: ("quota", 8.0)})
+        update_rows(WorkloadExplanation, ["reason", "queue_rank"], {second.pk: ("quota", 8.0)})
     with transaction.atomic():
-        update_rows(Workload, ["pending_reason", "queue_rank"], {first.pk: ("behind", 9.0)})
-    ranks = dict(
-        Workload.objects.filter(pk__in=[first.pk, second.pk]).values_list("pk", "queue_rank")
-    )
-    assert ranks == {first.pk: 9.0, second.pk: 8.0}
+        update_rows(WorkloadExplanation, ["reason", "queue_rank"], {first.pk: ("behind", 9.0)})
+    assert dict(rows.values_list("pk", "queue_rank")) == {first.pk: 9.0, second.pk: 8.0}
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="SQLite checks foreign keys at once")
@@ -215,3 +228,26 @@ def test_an_admission_and_an_explanation_in_one_record_are_both_written(pool: Po
     assert UsageInterval.objects.filter(workload=admitted, ended_at=None).count() == 1
     row = Workload.objects.get(pk=explained.pk)
     assert (row.pending_reason, row.pending_facts, row.queue_rank) == ("quota", {"asked": 9}, 1.0)
+
+
+def test_an_admission_takes_the_workload_s_explanation_away(pool: Pool) -> None:
+    node = next(iter(pool.nodes.values()))
+    admitted, explained_too, record = _admission_and_explanation(node.pk, node.flavor_id)
+    explained(admitted, "capacity", "waited for a node", {"asked": 1}, queue_rank=0.5)
+    do_record_cycle(record, started_at=AT, nodes=1, workloads=2)
+    assert not WorkloadExplanation.objects.filter(pk=admitted.pk).exists()
+    row = Workload.objects.get(pk=admitted.pk)
+    assert (row.state, row.pending_reason, row.queue_rank) == (WorkloadState.ADMITTED, "", None)
+    assert Workload.objects.get(pk=explained_too.pk).pending_reason == "quota"
+
+
+def test_an_explanation_written_again_keeps_the_estimate_s_facts(pool: Pool) -> None:
+    waiting = _pending()[0]
+    explained(waiting, "quota", "old words", {"asked": 1, ESTIMATE_LEARNED_FACT: True}, 2.0)
+    record = CycleRecord(at=AT)
+    record.explanations = {waiting.pk: Explanation("capacity", "new words", {"asked": 2})}
+    record.ranked = {waiting.pk: 3.0}
+    do_record_cycle(record, started_at=AT, nodes=0, workloads=1)
+    row = WorkloadExplanation.objects.get(pk=waiting.pk)
+    assert (row.reason, row.detail, row.queue_rank) == ("capacity", "new words", 3.0)
+    assert row.facts == {"asked": 2, ESTIMATE_LEARNED_FACT: True}

@@ -11,7 +11,7 @@ from dashboard_pages import live, rows, text
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
-from domain_builders import user
+from domain_builders import explained, user
 from two_teams import submit
 
 from gpupool.accounting.actions import do_record_preemption
@@ -61,9 +61,7 @@ def test_the_overview_lists_the_last_cycles_and_pending_work_by_reason(
     pool: Any, page_as: Any
 ) -> None:
     workload = submit(pool, "nlp-train", pool.nlp_queue, "max")
-    type(workload).objects.filter(pk=workload.pk).update(
-        pending_reason="capacity", pending_detail="needs 8, 7 free"
-    )
+    explained(workload, "capacity", "needs 8, 7 free")
     now = timezone.now()
     SchedulingCycle.objects.create(
         started_at=now, finished_at=now, status="succeeded", nodes=2, workloads=1, pending=1

@@ -12,6 +12,7 @@ import pytest
 from dashboard_pages import live, text
 from django.core import mail
 from django.utils import timezone
+from domain_builders import explained
 from two_teams import submit
 
 from gpupool.accounting.actions import do_record_preemption
@@ -26,13 +27,9 @@ def test_a_pending_workload_says_its_position_its_start_and_why_it_waits(
     workload = submit(pool, "train", pool.nlp_queue, "max")
     for rank, name in enumerate(("first", "second"), start=1):  # two ahead of it
         ahead = submit(pool, name, pool.nlp_queue, "max")
-        Workload.objects.filter(pk=ahead.pk).update(pending_reason="behind", queue_rank=rank)
-    Workload.objects.filter(pk=workload.pk).update(
-        pending_reason="capacity",
-        pending_detail="Needs 8 GPUs of h100 together; 7 are free.",
-        queue_rank=3.5,
-        estimated_start_at=timezone.now(),
-    )
+        explained(ahead, "behind", queue_rank=rank)
+    Workload.objects.filter(pk=workload.pk).update(estimated_start_at=timezone.now())
+    explained(workload, "capacity", "Needs 8 GPUs of h100 together; 7 are free.", queue_rank=3.5)
     page = text(page_as("max").get("/workloads/nlp/train/"))
     assert "Needs 8 GPUs of h100 together; 7 are free." in page
     assert "Position 3 in queue nlp" in page

@@ -7,12 +7,13 @@ from typing import get_args
 import pytest
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
-from domain_builders import flavor, priority_class, queue
+from django.db.models import Model
+from domain_builders import explained, flavor, priority_class, queue
 
-from gpupool.bulk import update_rows
+from gpupool.bulk import upsert_rows
 from gpupool.scheduler.types import PendingReason
 from gpupool.workloads.actions import PodSetSpec, do_submit_workload
-from gpupool.workloads.models import Workload
+from gpupool.workloads.models import Workload, WorkloadExplanation
 
 pytestmark = pytest.mark.django_db
 
@@ -50,69 +51,98 @@ def test_a_namespace_must_be_a_kubernetes_name(train: Workload) -> None:
 
 def test_a_pending_reason_is_one_of_the_decision_cores(train: Workload) -> None:
     for reason in get_args(PendingReason):
-        train.pending_reason = reason
-        train.full_clean()
-    train.pending_reason = "bored"
+        WorkloadExplanation(workload=train, reason=reason).full_clean(validate_unique=False)
     with pytest.raises(ValidationError) as refused:
-        train.full_clean()
-    assert "pending_reason" in refused.value.message_dict
+        WorkloadExplanation(workload=train, reason="bored").full_clean(validate_unique=False)
+    assert "reason" in refused.value.message_dict
+    explained(train, "quota")
     with transaction.atomic(), pytest.raises(IntegrityError):
-        Workload.objects.filter(pk=train.pk).update(pending_reason="bored")
+        WorkloadExplanation.objects.filter(pk=train.pk).update(reason="bored")
+
+
+def test_the_workload_reads_its_explanation_and_has_none_before_a_cycle(train: Workload) -> None:
+    fresh = Workload.objects.get(pk=train.pk)
+    assert (fresh.pending_reason, fresh.pending_detail, fresh.pending_facts) == ("", "", {})
+    assert fresh.queue_rank is None and fresh.explanation_row() is None
+    explained(train, "capacity", "Needs 8 GPUs; 7 are free.", {"asked": 8}, queue_rank=3.0)
+    fresh = Workload.objects.get(pk=train.pk)
+    assert (fresh.pending_reason, fresh.pending_detail) == ("capacity", "Needs 8 GPUs; 7 are free.")
+    assert (fresh.pending_facts, fresh.queue_rank) == ({"asked": 8}, 3.0)
+    Workload.objects.filter(pk=train.pk).delete()  # the workload's explanation goes with it
+    assert not WorkloadExplanation.objects.filter(pk=train.pk).exists()
 
 
 def test_queue_positions_count_from_one_among_the_queues_ranked_pending_work(
     train: Workload,
 ) -> None:
     assert Workload.objects.get(pk=train.pk).queue_position is None  # no cycle ranked it
-    Workload.objects.filter(pk=train.pk).update(queue_rank=-4.5)  # a key, not a position
+    explained(train, queue_rank=-4.5)  # a key, not a position
     assert Workload.objects.get(pk=train.pk).queue_position == 1
     Workload.objects.filter(pk=train.pk).update(state="cancelled")
     assert Workload.objects.get(pk=train.pk).queue_position is None  # not pending
 
 
-# What a cycle's explanation or rank writes; no index may hold any of them, so that on
-# PostgreSQL those writes are heap-only (HOT) updates where the page has room.
+# What a cycle's explanation or rank writes lives apart from the workload's row, in a table
+# whose only index is its key: a first explanation is an insert, a rewrite a heap-only (HOT)
+# update on PostgreSQL where the page has room.
 EXPLANATION_COLUMNS = {"pending_reason", "pending_detail", "pending_facts", "queue_rank"}
 
 
-def test_no_index_holds_a_column_only_explanations_and_ranks_write() -> None:
+def _indexed(model: type[Model]) -> set[str]:
     with connection.cursor() as cursor:
-        constraints = connection.introspection.get_constraints(cursor, Workload._meta.db_table)
-    indexed = {
+        constraints = connection.introspection.get_constraints(cursor, model._meta.db_table)
+    return {
         column
         for constraint in constraints.values()
         if constraint["index"] or constraint["unique"] or constraint["primary_key"]
         for column in constraint["columns"] or ()
     }
-    assert indexed  # the table has indexes, and none of these columns is in one
-    assert not indexed & EXPLANATION_COLUMNS
+
+
+def test_explanations_are_no_column_of_the_workload_and_only_their_key_is_indexed() -> None:
+    with connection.cursor() as cursor:
+        columns = {
+            c.name
+            for c in connection.introspection.get_table_description(cursor, Workload._meta.db_table)
+        }
+    assert columns and not columns & EXPLANATION_COLUMNS
+    assert _indexed(WorkloadExplanation) == {"workload_id"}
 
 
 @pytest.mark.skipif("connection.vendor != 'postgresql'")
-def test_explanation_and_rank_writes_are_hot_updates_on_postgresql(train: Workload) -> None:
+def test_explanation_rewrites_and_rank_writes_are_hot_updates_on_postgresql(
+    train: Workload,
+) -> None:
+    table = WorkloadExplanation._meta.db_table
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT reloptions FROM pg_class WHERE relname = %s", [Workload._meta.db_table]
-        )
-        assert "fillfactor=85" in cursor.fetchone()[0]
+        cursor.execute("SELECT reloptions FROM pg_class WHERE relname = %s", [table])
+        assert "fillfactor=70" in cursor.fetchone()[0]
 
-        def versions() -> tuple[int, int]:
+        def versions() -> tuple[int, int, int]:
             cursor.execute(
-                "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables WHERE relname = %s",
-                [Workload._meta.db_table],
+                "SELECT n_tup_ins, n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables "
+                "WHERE relname = %s",
+                [table],
             )
-            upd, hot = cursor.fetchone()
-            return upd, hot
+            ins, upd, hot = cursor.fetchone()
+            return ins, upd, hot
 
+        columns = ["reason", "detail", "facts", "queue_rank"]
         before = versions()
-        update_rows(
-            Workload,
-            ["pending_reason", "pending_detail", "pending_facts", "queue_rank"],
+        upsert_rows(
+            WorkloadExplanation,
+            columns,
             {train.pk: ("behind", "Work ahead holds it.", {"position": 1}, 1.5)},
         )
-        Workload.objects.filter(pk=train.pk).update(queue_rank=2.5)
+        upsert_rows(
+            WorkloadExplanation,
+            columns,
+            {train.pk: ("quota", "Queue team has no quota left for it.", {"free": 0}, 1.5)},
+        )
+        WorkloadExplanation.objects.filter(pk=train.pk).update(queue_rank=2.5)
         after = versions()
-    assert (after[0] - before[0], after[1] - before[1]) == (2, 2)  # two versions, both HOT
+    # One insert, then two versions, both HOT.
+    assert tuple(a - b for a, b in zip(after, before, strict=True)) == (1, 2, 2)
     assert Workload.objects.get(pk=train.pk).queue_position == 1
 
 

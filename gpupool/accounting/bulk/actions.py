@@ -45,7 +45,13 @@ from gpupool.tenancy.actions import do_grant_site_role, do_save_tenant, do_set_m
 from gpupool.tenancy.choices import MembershipRole, SiteRoleName
 from gpupool.tenancy.models import Tenant
 from gpupool.workloads.choices import PLACED_STATES
-from gpupool.workloads.models import Placement, PodSet, Workload, WorkloadTransition
+from gpupool.workloads.models import (
+    Placement,
+    PodSet,
+    Workload,
+    WorkloadExplanation,
+    WorkloadTransition,
+)
 
 
 def reset_sequences(*tables: type[models.Model]) -> None:
@@ -415,9 +421,6 @@ def _load_workloads(
         "admitted_at",
         "started_at",
         "finished_at",
-        "pending_reason",
-        "pending_detail",
-        "queue_rank",
     )
     rows = (
         (
@@ -433,13 +436,18 @@ def _load_workloads(
             started[i],
             started[i],
             finished[i] if w["state"][i] != "running" else None,
-            reasons[i] if pending[i] else "",
-            f"waiting: {reasons[i]}" if pending[i] else "",
-            float(position[i]) if pending[i] else None,
         )
         for i in range(len(submitted))
     )
     count = insert_values(Workload, columns, rows)
+    insert_values(  # the pending ones' explanations, as a cycle would have left them
+        WorkloadExplanation,
+        ("workload_id", "reason", "detail", "facts", "queue_rank"),
+        (
+            (first + i, reasons[i], f"waiting: {reasons[i]}", {}, float(position[i]))
+            for i in np.flatnonzero(pending).tolist()
+        ),
+    )
     insert_values(
         PodSet,
         ("id", "workload_id", "name", "count", "gpus", "flavor_id", "cpu", "memory_gb"),
