@@ -13,10 +13,13 @@ from typing import Any
 
 import pytest
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
+from domain_builders import explained, flavor, priority_class, queue
 
 from gpupool.audit.models import AuditEvent
-from gpupool.bulk import _probing_the_key, as_json_text, insert_values, update_rows
+from gpupool.bulk import _probing_the_key, as_json_text, insert_values, update_rows, upsert_rows
+from gpupool.workloads.actions import PodSetSpec, do_submit_workload
+from gpupool.workloads.models import WorkloadExplanation
 
 pytestmark = pytest.mark.django_db
 
@@ -131,3 +134,61 @@ def test_update_rows_sets_the_planner_back_as_it_found_it() -> None:
             assert set(AuditEvent.objects.filter(pk__in=ids).values_list("reason", flat=True)) == {
                 f"why {hashjoin}"
             }
+
+
+@pytest.fixture
+def two_workloads() -> tuple[Any, Any]:
+    """Two pending workloads, neither explained yet."""
+    priority_class("normal", default=True)
+    team, h100 = queue("team", parent=queue("root")), flavor()
+    return tuple(  # type: ignore[return-value]
+        do_submit_workload(name, queue=team, pod_sets=[PodSetSpec(1, gpus=1, flavor=h100)])
+        for name in ("a", "b")
+    )
+
+
+EXPLANATION = ["reason", "detail", "facts", "queue_rank"]
+
+
+def _explanations() -> dict[int, tuple[Any, ...]]:
+    return {
+        row[0]: row[1:]
+        for row in WorkloadExplanation.objects.values_list("pk", *EXPLANATION).order_by("pk")
+    }
+
+
+def test_upsert_rows_inserts_new_keys_and_updates_taken_ones_keeping_only_their_keys(
+    two_workloads: tuple[Any, Any],
+) -> None:
+    taken, new = two_workloads
+    explained(taken, "quota", "old", {"asked": 1, "kept": "yes", "dropped": 2}, 1.0)
+    assert upsert_rows(WorkloadExplanation, EXPLANATION, {}) == 0
+    given = upsert_rows(
+        WorkloadExplanation,
+        EXPLANATION,
+        {
+            taken.pk: ("capacity", "new", {"asked": 2}, 2.0),
+            new.pk: ("gang", "first", {"asked": 3, "kept": None}, None),
+        },
+        keep_keys={"facts": ["kept", "absent"]},
+    )
+    assert given == 2
+    assert _explanations() == {
+        taken.pk: ("capacity", "new", {"asked": 2, "kept": "yes"}, 2.0),
+        new.pk: ("gang", "first", {"asked": 3, "kept": None}, None),  # nothing there to keep
+    }
+
+
+def test_an_upsert_refused_by_the_database_leaves_every_row_as_it_was(
+    two_workloads: tuple[Any, Any],
+) -> None:
+    taken, new = two_workloads
+    explained(taken, "quota", "old", {"asked": 1}, 1.0)
+    before = _explanations()
+    with pytest.raises(IntegrityError), transaction.atomic():
+        upsert_rows(
+            WorkloadExplanation,
+            EXPLANATION,
+            {taken.pk: ("capacity", "new", {}, 2.0), new.pk: ("bored", "no such reason", {}, None)},
+        )
+    assert _explanations() == before
