@@ -295,11 +295,7 @@ def update_rows(
             value = f"t.c{i}"
             kept, only = keep_keys.get(f.name, ()), only_keys.get(f.name, ())
             if kept:
-                pairs = ", ".join(f"'{key}', {table}.{column} -> '{key}'" for key in kept)
-                value = (
-                    f"COALESCE(t.c{i}, '{{}}'::jsonb) "
-                    f"|| jsonb_strip_nulls(jsonb_build_object({pairs}))"
-                )
+                value = _keeping(f"t.c{i}", f"{table}.{column}", kept)
             elif only:
                 removed = "".join(f" - '{key}'" for key in only)
                 value = (
@@ -363,11 +359,7 @@ def upsert_rows(
             value = f"EXCLUDED.{column}"
             kept = keep_keys.get(f.name, ())
             if kept:
-                pairs = ", ".join(f"'{k}', {table}.{column} -> '{k}'" for k in kept)
-                value = (
-                    f"COALESCE({value}, '{{}}'::jsonb) "
-                    f"|| jsonb_strip_nulls(jsonb_build_object({pairs}))"
-                )
+                value = _keeping(value, f"{table}.{column}", kept)
             assignments.append(f"{column} = {value}")
         cursor.execute(
             f"INSERT INTO {table} ({key}, {names}) "  # noqa: S608
@@ -376,6 +368,13 @@ def upsert_rows(
         )
         cursor.execute(f"DELETE FROM {temporary}")  # noqa: S608 (empty for the next call)
     return len(rows)
+
+
+def _keeping(new: str, old: str, kept: Sequence[str]) -> str:
+    """SQL for a JSON column's ``new`` value with the ``kept`` keys of its ``old`` value laid
+    over it (where the old value has them: a key it lacks is not set)."""
+    pairs = ", ".join(f"'{key}', {old} -> '{key}'" for key in kept)
+    return f"COALESCE({new}, '{{}}'::jsonb) || jsonb_strip_nulls(jsonb_build_object({pairs}))"
 
 
 def _staged(
