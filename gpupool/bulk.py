@@ -469,7 +469,7 @@ def _update_rows_elsewhere(
             kept, only = keep_keys.get(field_.name, ()), only_keys.get(field_.name, ())
             before = current[field_.name].get(pk) or {} if kept or only else {}
             if kept:
-                value = {**(value or {}), **{k: before[k] for k in kept if k in before}}
+                value = _kept_in(value, before, kept)
             elif only:
                 value = {**{k: v for k, v in before.items() if k not in only}, **(value or {})}
             elif value is None and field_.name in unset:
@@ -497,8 +497,7 @@ def _upsert_rows_elsewhere(
         for field_, value in zip(fields, values, strict=True):
             kept = keep_keys.get(field_.name, ())
             if kept:
-                before = current[field_.name].get(pk) or {}
-                value = {**(value or {}), **{k: before[k] for k in kept if k in before}}
+                value = _kept_in(value, current[field_.name].get(pk) or {}, kept)
             setattr(obj, field_.attname, value)
         objects.append(obj)
     manager.bulk_create(
@@ -508,3 +507,9 @@ def _upsert_rows_elsewhere(
         unique_fields=[model._meta.pk.name],
         update_fields=[f.name for f in fields],
     )
+
+
+def _kept_in(value: Any, before: Mapping[str, Any], kept: Sequence[str]) -> dict[str, Any]:
+    """A JSON column's new ``value`` with the ``kept`` keys of ``before`` laid over it (those
+    it has): ``_keeping``'s SQL, in Python, for the databases without it."""
+    return {**(value or {}), **{key: before[key] for key in kept if key in before}}

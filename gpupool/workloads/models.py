@@ -352,8 +352,10 @@ _POSITION = "_queue_position"
 
 def _position_of(workload: Workload) -> int | None:
     """The workload's position counted from the ranks of its queue's pending workloads."""
+    if workload.state != WorkloadState.PENDING:
+        return None  # no explanation read: it would not count
     rank = workload.queue_rank
-    if workload.state != WorkloadState.PENDING or rank is None:
+    if rank is None:
         return None
     return Workload.objects.filter(
         queue_id=workload.queue_id,
