@@ -38,6 +38,7 @@ from gpupool.accounting.actions import do_close_usage
 from gpupool.accounting.models import PreemptionEvent, UsageInterval
 from gpupool.audit.actions import record_audit_event
 from gpupool.bulk import (
+    analyze,
     check_constraints_now,
     check_deferred_constraints,
     insert_objects,
@@ -1544,6 +1545,10 @@ def do_load_pool(
         after=counts,
         reason="a whole pool loaded at once (benchmark setup)",
     )
+    # Planned by what was loaded from the first cycle on, not by an empty database's
+    # statistics until autovacuum comes by (a pool loaded into production's database would
+    # be read by the loop within seconds too).
+    analyze(Node, Gpu, Queue, QueueQuota, Workload, PodSet, Placement)
     return counts
 
 

@@ -31,7 +31,7 @@ from gpupool.accounting.bulk.year import (
     pack_gangs,
 )
 from gpupool.accounting.models import CapacitySample, PreemptionEvent, UsageInterval
-from gpupool.bulk import insert_objects, insert_values
+from gpupool.bulk import analyze, insert_objects, insert_values
 from gpupool.control.actions import do_finish_cycle, do_start_cycle
 from gpupool.control.choices import CycleStatus
 from gpupool.control.models import SchedulingCycle
@@ -181,17 +181,7 @@ def do_load_year(plan: YearPlan, *, password: str, acting_user: Any = None) -> L
     _load_last_cycle(plan, loaded.counts["nodes"])
     del w
     reset_sequences(Workload, PodSet, WorkloadTransition, UsageInterval, PreemptionEvent)
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            for model in (
-                Workload,
-                PodSet,
-                WorkloadTransition,
-                UsageInterval,
-                PreemptionEvent,
-                Placement,
-            ):
-                cursor.execute(f"ANALYZE {connection.ops.quote_name(model._meta.db_table)}")
+    analyze(Workload, PodSet, WorkloadTransition, UsageInterval, PreemptionEvent, Placement)
     return loaded
 
 
