@@ -45,7 +45,7 @@ def test_with_celery_and_no_broker_the_demo_refuses_to_start(
     settings.REDIS_URL = ""
     monkeypatch.setattr(demo.subprocess, "Popen", lambda command: pytest.fail("started"))
     err = StringIO()
-    code = demo._supervise({**OPTIONS, "celery": True}, demo._Stop(), StringIO(), err)
+    code = demo._supervise({**OPTIONS, "celery": True}, threading.Event(), StringIO(), err)
     assert code == demo.EXIT_CHILD_FAILED and "REDIS_URL" in err.getvalue()
 
 
@@ -59,8 +59,8 @@ def test_a_stop_stops_every_process_and_sets_the_clock(monkeypatch: pytest.Monke
 
     monkeypatch.setattr(demo, "_children", lambda options: dict.fromkeys(("a", "b"), SLEEPER))
     monkeypatch.setattr(demo.subprocess, "Popen", tracked)
-    stop = demo._Stop()
-    threading.Timer(1.0, stop).start()
+    stop = threading.Event()
+    threading.Timer(1.0, stop.set).start()
     out = StringIO()
 
     assert demo._supervise(OPTIONS, stop, out, StringIO()) == 0
@@ -77,6 +77,6 @@ def test_a_process_that_dies_stops_the_others_and_is_named(monkeypatch: pytest.M
     monkeypatch.setattr(demo, "_children", lambda options: {"loop": dying, "web": SLEEPER})
     err = StringIO()
 
-    assert demo._supervise(OPTIONS, demo._Stop(), StringIO(), err) == 1
+    assert demo._supervise(OPTIONS, threading.Event(), StringIO(), err) == 1
 
     assert "the loop process exited (3)" in err.getvalue()

@@ -26,12 +26,12 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from types import FrameType
 from typing import Any, TextIO
 
 from django.conf import settings
 
 from gpupool.cli.arguments import positive_float
+from gpupool.cli.signals import stop_on_signals
 from gpupool.clusters.simulated import Clock, ScaledClock
 from gpupool.simcluster.store import open_simulated_cluster, restart_clock
 
@@ -69,20 +69,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-class _Stop:
-    """Set by SIGINT or SIGTERM; what the generator and the supervisor poll."""
-
-    def __init__(self) -> None:
-        self.event = threading.Event()
-
-    def __call__(self, signum: int = 0, frame: FrameType | None = None) -> None:
-        self.event.set()
-
-    def install(self) -> None:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, self)
-
-
 def demo_clock() -> Clock:
     """The clock the loop reads: the simulated cluster's (the wall clock on Kubernetes)."""
     if settings.GPUPOOL_CLUSTER == "simulated":
@@ -92,14 +78,14 @@ def demo_clock() -> Clock:
 
 def run(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
     """Run the generator alone, or the three processes of the demo."""
-    stop = _Stop()
-    stop.install()
+    stop = threading.Event()  # set by SIGINT or SIGTERM; what the generator and supervisor poll
+    stop_on_signals(stop)
     if options["generator_only"]:
         return _generator(options, stop, stdout)
     return _supervise(options, stop, stdout, stderr)
 
 
-def _generator(options: dict[str, Any], stop: _Stop, stdout: TextIO) -> int:
+def _generator(options: dict[str, Any], stop: threading.Event, stdout: TextIO) -> int:
     from gpupool.simulation.demo_submissions import run_generator
 
     clock = demo_clock()
@@ -107,7 +93,7 @@ def _generator(options: dict[str, Any], stop: _Stop, stdout: TextIO) -> int:
     stdout.write(f"generator: seed {options['seed']}, load {options['load']:g}\n")
     stdout.flush()
     submitted = run_generator(
-        clock, seed=options["seed"], load=options["load"], speed=speed, stop=stop.event.is_set
+        clock, seed=options["seed"], load=options["load"], speed=speed, stop=stop.is_set
     )
     stdout.write(f"generator: stopped after {submitted} submissions\n")
     return 0
@@ -152,7 +138,9 @@ def _children(options: dict[str, Any]) -> dict[str, list[str]]:
     }  # fmt: skip
 
 
-def _supervise(options: dict[str, Any], stop: _Stop, stdout: TextIO, stderr: TextIO) -> int:
+def _supervise(
+    options: dict[str, Any], stop: threading.Event, stdout: TextIO, stderr: TextIO
+) -> int:
     if options.get("celery") and not settings.REDIS_URL:
         stderr.write("demo: --celery needs a broker: set REDIS_URL\n")
         return EXIT_CHILD_FAILED
@@ -174,11 +162,11 @@ def _supervise(options: dict[str, Any], stop: _Stop, stdout: TextIO, stderr: Tex
     )
     stdout.flush()
     failed = None
-    while not stop.event.is_set():
+    while not stop.is_set():
         failed = next((n for n, p in processes.items() if p.poll() is not None), None)
         if failed is not None:
             break
-        stop.event.wait(0.5)
+        stop.wait(0.5)
     _stop_all(processes)
     if failed is not None:
         stderr.write(f"demo: the {failed} process exited ({processes[failed].returncode}); "

@@ -13,13 +13,13 @@ from __future__ import annotations
 import argparse
 import signal
 import threading
-from types import FrameType
 from typing import Any, TextIO
 
 from django.core.exceptions import ImproperlyConfigured
 
 from gpupool.accounting.actions import RollUp
 from gpupool.cli.arguments import positive_int
+from gpupool.cli.signals import stop_on_signals
 from gpupool.control.loop import CycleResult
 from gpupool.control.runner import run_forever, shared_loop
 
@@ -48,11 +48,10 @@ def run(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
     """Run cycles until a signal (or --cycles) stops the loop."""
     stop = threading.Event()
 
-    def handle(signum: int, frame: FrameType | None) -> None:
-        stderr.write(f"stopping after this cycle ({signal.Signals(signum).name})\n")
-        stop.set()
+    def announce(signum: signal.Signals) -> None:
+        stderr.write(f"stopping after this cycle ({signum.name})\n")
 
-    previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGINT, signal.SIGTERM)}
+    restore_signals = stop_on_signals(stop, announce)
     limit = options.get("cycles")
     done = 0
 
@@ -89,7 +88,6 @@ def run(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
             on_roll_up=report_roll_up,
         )
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        restore_signals()
         loop.close()
     return 0
