@@ -21,9 +21,10 @@ kube-scheduler's ``clientConnection.qps``/``burst`` (what ``--kube-api-qps``/``-
 set). The pods are the same for both but for ``schedulerName``, created by ``--creators``
 threads of this process in a seeded order (gang members interleaved, so gangs arrive in
 pieces). Time runs from the first creation to the last binding, as a watch of bound pods in
-the namespace sees it; pods/s is the pods over that. The runs alternate between the binders;
-medians over ``--runs``. Each run also reports the CPU seconds of the binder's process
-(``binder_cpu_s``) and of this one (``bench_cpu_s``: the creators and the watch). The gpupool
+the namespace sees it (in a process of its own, so the creators never delay its stamps);
+pods/s is the pods over that. The runs alternate between the binders; medians over
+``--runs``. Each run also reports the CPU seconds of the binder's process (``binder_cpu_s``)
+and of this one (``bench_cpu_s``: the creators, and the watch's process). The gpupool
 runs need an empty PostgreSQL database (``manage.py migrate`` done), which they flush after
 each run. Prints JSON with ``--json``.
 """
@@ -65,7 +66,8 @@ CURVE_S = (0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0, 30.0)  # created_and_
 QUEUE = "bench"
 GPUPOOL = "gpupool"
 KUBE_SCHEDULER = "kube-scheduler"
-WATCH_TIMEOUT_S = 20  # a stopped watch ends by this
+WATCH_TIMEOUT_S = 20  # the watch of bound pods is opened again after this
+WATCH_CHILD = "--watch-bound"  # this script as the watch process of ``BoundWatch``
 CLEAR_RETRY_S = 30.0  # the deletion of the pods is asked again after this while some remain
 
 
@@ -108,6 +110,7 @@ class RunResult:
     # The PostgreSQL server processes serving the binder's connections, in the same window.
     database_window_cpu_s: float = 0.0
     bench_cpu_s: float = 0.0
+    watch_cpu_s: float = 0.0  # the watch process's, within bench_cpu_s (not reported apart)
     cycles: int = 0
     bind_errors: int = 0
     phase_s: dict[str, float] = field(default_factory=dict)
@@ -245,82 +248,133 @@ def manifests(binder: str, kind: str, count: int, gang_size: int, setup: Setup) 
 
 
 class BoundWatch:
-    """Watches the namespace's bound pods: when each was first seen bound, and removals."""
+    """Watches the namespace's bound pods: when each was first seen bound, and removals.
 
-    def __init__(self, api: Any, namespace: str) -> None:
-        from kubernetes import client
+    The watch runs in a process of its own (this script with ``WATCH_CHILD``), which stamps
+    each event as its chunk arrives (``time.monotonic()``: the machine's clock, the same in
+    both processes) and hands the stamps over a pipe. In this process it shared the
+    interpreter with the creating threads and saw the first bindings of a burst up to
+    0.17 s after the API server had answered them (docs/benchmarks.md B4, 2026-12-05, third
+    session): the first second's figures were partly the harness's own lag."""
 
-        self._core = client.CoreV1Api(api)
-        self._namespace = namespace
+    def __init__(self, kubeconfig: Path, namespace: str) -> None:
         self.bound_at: dict[str, float] = {}
         self.removed = 0
-        self._stop = threading.Event()
-        listed = json.loads(
-            self._core.list_namespaced_pod(namespace, limit=1, _preload_content=False).data
+        self.cpu_s = 0.0  # the watch process's CPU, once closed
+        command = [sys.executable, str(Path(__file__).resolve()), WATCH_CHILD]
+        self._process = subprocess.Popen(
+            [*command, str(kubeconfig), namespace], stdout=subprocess.PIPE, text=True
         )
-        self._version = listed["metadata"]["resourceVersion"]
-        self._thread = threading.Thread(target=self._run, name="b4-watch", daemon=True)
-        self._thread.start()
+        assert self._process.stdout is not None
+        self._lines = self._process.stdout
+        ready = self._lines.readline().strip()
+        if ready != "watching":
+            self._process.kill()
+            self._process.wait()
+            raise RuntimeError(f"the watch of bound pods did not start (it said {ready!r})")
+        self._reader = threading.Thread(target=self._read, name="b4-watch", daemon=True)
+        self._reader.start()
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                response = self._core.list_namespaced_pod(
-                    self._namespace,
-                    watch=True,
-                    field_selector="spec.nodeName!=",
-                    resource_version=self._version,
-                    timeout_seconds=WATCH_TIMEOUT_S,
-                    _preload_content=False,
-                )
-                buffer = b""
-                for chunk in response.stream(65536):
-                    buffer += chunk
-                    *lines, buffer = buffer.split(b"\n")
-                    if self._stop.is_set():
-                        return
-                    for line in lines:
-                        if line.strip():
-                            self._seen(json.loads(line), time.monotonic())
-            except Exception as exc:  # a dropped watch resumes from the last version seen
-                if self._stop.is_set():
-                    return
-                if getattr(exc, "status", None) == 410:
-                    with contextlib.suppress(Exception):
-                        self._relist()
-                time.sleep(0.2)
+    def _read(self) -> None:
+        for line in self._lines:
+            kind, *rest = line.split()
+            if kind == "bound":
+                name, at = rest
+                self.bound_at.setdefault(name, float(at))
+            elif kind == "removed":
+                self.removed += 1
 
-    def _relist(self) -> None:
-        """After a 410 (the version was compacted away): the bound pods now, and a new version
-        to watch from; pods first seen bound here are stamped now (a little late, never lost)."""
+    def close(self) -> None:
+        """Stop the watch process, once every stamp it sent has been read."""
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            self.cpu_s = process_cpu_s(self._process.pid)
+        self._process.terminate()
+        try:
+            self._process.wait(10)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        self._reader.join(10)
+        self._lines.close()
+
+
+def watch_bound(kubeconfig: Path, namespace: str) -> int:
+    """The watch process of ``BoundWatch``: says ``watching`` once its watch of the
+    namespace's bound pods is open, then ``bound NAME T`` the first time it sees each pod
+    bound (``T``: ``time.monotonic()`` when the event's chunk arrived) and ``removed`` for each
+    bound pod deleted, until it is terminated. A dropped watch resumes from the last version
+    seen; after a 410 (the version was compacted away) the bound pods are listed, those not
+    seen yet stamped then (a little late, never lost)."""
+    from kubernetes import client
+
+    core = client.CoreV1Api(api_client(kubeconfig, pool=2))
+    out = sys.stdout
+    seen: set[str] = set()
+
+    def relist() -> str:
         listed = json.loads(
-            self._core.list_namespaced_pod(
-                self._namespace, field_selector="spec.nodeName!=", _preload_content=False
+            core.list_namespaced_pod(
+                namespace, field_selector="spec.nodeName!=", _preload_content=False
             ).data
         )
         now = time.monotonic()
         for pod in listed["items"]:
-            self.bound_at.setdefault(pod["metadata"]["name"], now)
-        self._version = listed["metadata"]["resourceVersion"]
+            name = pod["metadata"]["name"]
+            if name not in seen:
+                seen.add(name)
+                out.write(f"bound {name} {now:.6f}\n")
+        out.flush()
+        return str(listed["metadata"]["resourceVersion"])
 
-    def _seen(self, event: dict[str, Any], now: float) -> None:
-        pod = event.get("object") or {}
-        if event.get("type") == "ERROR":  # in-stream: a Status, 410 when the version expired
-            if pod.get("code") == 410:
-                self._relist()
-            return
-        metadata = pod.get("metadata") or {}
-        self._version = metadata.get("resourceVersion", self._version)
-        name = metadata.get("name")
-        if event.get("type") == "DELETED":
-            self.removed += 1
-        elif name and name not in self.bound_at:
-            self.bound_at[name] = now
-
-    def close(self) -> None:
-        """Stop watching (at the end of the current watch: closing a TLS stream that another
-        thread reads blocks)."""
-        self._stop.set()
+    # Watched from the namespace's version now: pods bound before are not this run's.
+    version = str(
+        json.loads(core.list_namespaced_pod(namespace, limit=1, _preload_content=False).data)[
+            "metadata"
+        ]["resourceVersion"]
+    )
+    announced = False
+    while True:
+        try:
+            response = core.list_namespaced_pod(
+                namespace,
+                watch=True,
+                field_selector="spec.nodeName!=",
+                resource_version=version,
+                timeout_seconds=WATCH_TIMEOUT_S,
+                _preload_content=False,
+            )
+            if not announced:
+                out.write("watching\n")
+                out.flush()
+                announced = True
+            buffer = b""
+            for chunk in response.stream(65536):
+                now = time.monotonic()
+                buffer += chunk
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    if not line.strip():
+                        continue
+                    event = json.loads(line)
+                    pod = event.get("object") or {}
+                    if event.get("type") == "ERROR":  # a Status; 410: the version expired
+                        if pod.get("code") == 410:
+                            version = relist()
+                        continue
+                    metadata = pod.get("metadata") or {}
+                    version = metadata.get("resourceVersion", version)
+                    name = metadata.get("name")
+                    if event.get("type") == "DELETED":
+                        out.write("removed\n")
+                    elif name and name not in seen:
+                        seen.add(name)
+                        out.write(f"bound {name} {now:.6f}\n")
+                out.flush()
+        except Exception as exc:  # a dropped watch resumes from the last version seen
+            if getattr(exc, "status", None) == 410:
+                with contextlib.suppress(Exception):
+                    version = relist()
+            time.sleep(0.2)
 
 
 def ensure_namespace(api: Any, namespace: str) -> None:
@@ -525,8 +579,9 @@ def run_once(binder: str, kind: str, count: int, gang_size: int, setup: Setup) -
             with kube_scheduler(setup) as process:
                 _bind(api, pods, setup, result, lambda done: done.wait(0.05), process.pid)
         # The binder's process has ended (and was waited for): its CPU, start to stop.
-        result.binder_cpu_s = cpu_s(resource.RUSAGE_CHILDREN) - children
-        result.bench_cpu_s = cpu_s(resource.RUSAGE_SELF) - itself
+        # The watch's process was one of this one's children: its CPU is the benchmark's.
+        result.binder_cpu_s = cpu_s(resource.RUSAGE_CHILDREN) - children - result.watch_cpu_s
+        result.bench_cpu_s = cpu_s(resource.RUSAGE_SELF) - itself + result.watch_cpu_s
         _check(api, setup.namespace, pods, result)
         print(f"b4: {json.dumps(result.as_json())}", file=sys.stderr, flush=True)
     finally:
@@ -752,7 +807,7 @@ def _bind(
 ) -> None:
     """Create the pods while ``step`` runs the binder, until all are bound; time it, and the
     binder's CPU from the first creation to the last binding seen."""
-    watch = BoundWatch(api, setup.namespace)
+    watch = BoundWatch(setup.kubeconfig, setup.namespace)
     created: dict[str, float] = {}
     done = threading.Event()
     failure: list[BaseException] = []
@@ -813,6 +868,7 @@ def _bind(
         lost = allowance_lost([b - started for b in bound], result.qps, result.burst)
         result.lost = {f"{mark:g}": lost(mark) for mark in (*CURVE_S, math.inf)}
     result.removed_while_bound = watch.removed
+    result.watch_cpu_s = watch.cpu_s
     if result.kind == "gangs":
         _gang_timing(pods, created, watch.bound_at, result)
 
@@ -942,7 +998,11 @@ def count_nodes(setup: Setup) -> dict[str, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: set Django up, run B4, print the report."""
+    """Entry point: set Django up, run B4, print the report (or, as ``WATCH_CHILD``, be the
+    watch process of ``BoundWatch``)."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == [WATCH_CHILD] and len(argv) == 3:
+        return watch_bound(Path(argv[1]), argv[2])
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--kubeconfig", type=Path, default=ROOT / ".k8s" / "kubeconfig")
     parser.add_argument("--runs", type=int, default=3, help="runs of each kind (3)")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import secrets
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -106,3 +107,60 @@ def test_creators_reuse_their_connections_only_with_keep_alive(
         assert 1 <= opened <= most_connections  # one per creator at most
     else:
         assert opened == most_connections  # one per pod
+
+
+def test_the_bound_watch_stamps_in_a_process_of_its_own_and_counts_removals(
+    k8s_plane_info: Any, k8s_namespace: str, k8s_fake_node: Callable[..., str]
+) -> None:
+    """The watch that times the bindings runs in a process of its own (in the benchmark's
+    process the creating threads delayed its stamps by up to 0.17 s): each pod bound after it
+    started is stamped once, on the machine's monotonic clock, between its binding's request
+    and answer (a pod bound before is not this run's); a bound pod deleted counts as removed;
+    and closing it leaves no process behind."""
+    from kubernetes import client
+
+    b4 = b4_module()
+    node = k8s_fake_node(gpus=8)
+    setup = b4.Setup(
+        kubeconfig=Path(k8s_plane_info.kubeconfig),
+        namespace=k8s_namespace,
+        kube_scheduler_name=f"b4-none-{secrets.token_hex(3)}",  # no scheduler takes them
+    )
+    api = b4.api_client(setup.kubeconfig, pool=4)
+    core = client.CoreV1Api(api)
+    pods = [b4.pod_manifest(f"b4-watch-{i}", "kube-scheduler", setup) for i in range(4)]
+    b4.create_all(api, k8s_namespace, pods, 1, keep_alive=True)
+    names = [pod["metadata"]["name"] for pod in pods]
+
+    def bind(name: str) -> tuple[float, float]:
+        asked = time.monotonic()
+        core.create_namespaced_pod_binding(
+            name,
+            k8s_namespace,
+            {
+                "apiVersion": "v1",
+                "kind": "Binding",
+                "metadata": {"name": name},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+            },
+            _preload_content=False,
+        ).read()
+        return asked, time.monotonic()
+
+    bind(names[3])  # before the watch: not stamped
+    watch = b4.BoundWatch(setup.kubeconfig, k8s_namespace)
+    try:
+        answered = {name: bind(name) for name in names[:2]}  # names[2] stays unbound
+        core.delete_namespaced_pod(names[0], k8s_namespace, grace_period_seconds=0)
+        deadline = time.monotonic() + 30
+        while (len(watch.bound_at) < 2 or watch.removed < 1) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        watch.close()
+
+    assert sorted(watch.bound_at) == sorted(answered)
+    for name, (asked, answer) in answered.items():
+        assert asked <= watch.bound_at[name] <= answer + 5.0  # this process's clock
+    assert watch.removed == 1
+    assert watch._process.poll() is not None  # no watch process left running
+    assert watch.cpu_s >= 0
