@@ -285,15 +285,17 @@ class BoundWatch:
                 self.removed += 1
 
     def close(self) -> None:
-        """Stop the watch process, once every stamp it sent has been read."""
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            self.cpu_s = process_cpu_s(self._process.pid)
+        """Stop the watch process, once every stamp it sent has been read; its CPU is what
+        waiting for it adds to this process's children's (no other child ends meanwhile:
+        the binder's process is waited for after the watch is closed)."""
+        children = cpu_s(resource.RUSAGE_CHILDREN)
         self._process.terminate()
         try:
             self._process.wait(10)
         except subprocess.TimeoutExpired:
             self._process.kill()
             self._process.wait()
+        self.cpu_s = cpu_s(resource.RUSAGE_CHILDREN) - children
         self._reader.join(10)
         self._lines.close()
 

@@ -163,4 +163,4 @@ def test_the_bound_watch_stamps_in_a_process_of_its_own_and_counts_removals(
         assert asked <= watch.bound_at[name] <= answer + 5.0  # this process's clock
     assert watch.removed == 1
     assert watch._process.poll() is not None  # no watch process left running
-    assert watch.cpu_s >= 0
+    assert watch.cpu_s > 0  # its CPU, counted when it was waited for
