@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -269,7 +269,7 @@ class Registered:
     pod_set_ids: tuple[int, ...]
     priority_class: str  # the class it runs at (the default when the pods name none)
     protected_runtime_s: int  # as stored (the queue's default when the pods say none)
-    stamp: datetime  # its ``updated_at``
+    stamp: datetime | None  # its ``updated_at`` (None: not written yet, ``PendingRegistrations``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,31 +283,86 @@ class _Checked:
     pod_sets: tuple[tuple[PodSetShape, Flavor | None, tuple[Flavor, ...]], ...]
 
 
+@dataclass(frozen=True, slots=True)
+class RegistrationPolicy:
+    """The policy rows a registration is checked against: the queues (``inner`` annotated:
+    whether it has child queues) with their tenants, the priority classes and the default one,
+    and the namespaces each tenant owns. Read once per change of the policy tables by the
+    loop (their fingerprint: ``LoopState.policy_reads``), else per registration batch."""
+
+    queues: Mapping[str, Queue]
+    inner: frozenset[str]  # the queues with child queues (workloads go to leaves)
+    classes: Mapping[str, PriorityClass]
+    default: PriorityClass | None
+    owned: Mapping[int, frozenset[str]]
+
+    @classmethod
+    def read(cls, queues: Collection[str] | None = None) -> RegistrationPolicy:
+        """The rows as the database holds them now (only the queues named, when given)."""
+        rows = Queue.objects.select_related("tenant").annotate(
+            inner=Exists(Queue.objects.filter(parent=OuterRef("pk")))
+        )
+        if queues is not None:
+            rows = rows.filter(name__in=set(queues))
+        classes = {c.name: c for c in PriorityClass.objects.all()}
+        owned: dict[int, set[str]] = defaultdict(set)
+        for tenant_id, name in TenantNamespace.objects.values_list("tenant_id", "name"):
+            owned[tenant_id].add(name)
+        found = {q.name: q for q in rows}
+        return cls(
+            queues=found,
+            inner=frozenset(name for name, queue in found.items() if queue.inner),
+            classes=classes,
+            default=next((c for c in classes.values() if c.default), None),
+            owned={tenant: frozenset(names) for tenant, names in owned.items()},
+        )
+
+
 def _register_all(
     registrations: Sequence[Registration],
     flavors: Mapping[int, Flavor],
     at: datetime,
     registered: list[Registered] | None = None,
+    *,
+    policy: RegistrationPolicy | None = None,
+    deferred: list[PendingRegistrations] | None = None,
 ) -> list[Registration]:
     """Register many workloads from the cluster at once (a few statements for them all, one
     audit row), each checked in Python by its models' own field and ``clean`` rules against
-    rows read once; returns those the bulk path does not take -- anything doubtful -- for
-    ``_register`` one by one, which refuses a bad one with the same message as ever. What it
-    inserted goes into ``registered`` when given."""
+    the ``policy`` rows (read here when not given); returns those the bulk path does not
+    take -- anything doubtful -- for ``_register`` one by one, which refuses a bad one with
+    the same message as ever. What it inserted goes into ``registered`` when given.
+
+    With ``deferred`` (PostgreSQL), the rows are not inserted here: their ids are drawn, and
+    what would be inserted goes into ``deferred`` for the caller's next transaction to write
+    (``do_record_cycle``'s: the loop registers a burst's first pods in the transaction that
+    admits them, one transaction less before its first binding)."""
     if not registrations:
         return []
-    queues = {
-        q.name: q
-        for q in Queue.objects.select_related("tenant")
-        .filter(name__in={r.queue for r in registrations})
-        .annotate(inner=Exists(Queue.objects.filter(parent=OuterRef("pk"))))
-    }
-    inner = {name for name, queue in queues.items() if queue.inner}
-    classes = {c.name: c for c in PriorityClass.objects.all()}
-    default = next((c for c in classes.values() if c.default), None)
-    owned: dict[int, set[str]] = defaultdict(set)
-    for tenant_id, name in TenantNamespace.objects.values_list("tenant_id", "name"):
-        owned[tenant_id].add(name)
+    if policy is None:
+        policy = RegistrationPolicy.read({r.queue for r in registrations})
+    built, slow = _check_registrations(registrations, flavors, policy)
+    if not built:
+        return slow
+    if deferred is not None and connection.vendor == "postgresql":
+        deferred.append(PendingRegistrations.draw(built, at))
+        return slow
+    try:
+        with transaction.atomic():
+            inserted = _insert_registered(built, at)
+    except IntegrityError:  # a rule only the database checks: one by one, as ever
+        return [*slow, *(c.registration for c in built)]
+    if registered is not None:
+        registered.extend(inserted)
+    return slow
+
+
+def _check_registrations(
+    registrations: Sequence[Registration],
+    flavors: Mapping[int, Flavor],
+    policy: RegistrationPolicy,
+) -> tuple[list[_Checked], list[Registration]]:
+    """The registrations the bulk path takes, checked, and those it leaves to the slow one."""
     # A name taken already (by a row made since the loop's sync looked, or twice in the
     # batch) fails the bulk insert on the unique constraint: all go one by one, as ever.
     taken: set[tuple[str, str]] = set()
@@ -315,16 +370,20 @@ def _register_all(
     built: list[_Checked] = []
     check = _RegistrationCheck(flavors)
     for registration in registrations:
-        queue = queues.get(registration.queue)
-        klass = classes.get(registration.priority_class or "") or (
-            None if registration.priority_class else default
+        queue = policy.queues.get(registration.queue)
+        klass = policy.classes.get(registration.priority_class or "") or (
+            None if registration.priority_class else policy.default
         )
         key = (registration.key.namespace, registration.key.name)
-        namespaces = owned.get(queue.tenant_id, set()) if queue and queue.tenant_id else set()
+        namespaces = (
+            policy.owned.get(queue.tenant_id, frozenset())
+            if queue and queue.tenant_id
+            else frozenset()
+        )
         if (
             queue is None
             or klass is None
-            or registration.queue in inner
+            or registration.queue in policy.inner
             or key in taken
             or (namespaces and key[0] not in namespaces)
         ):
@@ -336,15 +395,7 @@ def _register_all(
             continue
         taken.add(key)
         built.append(made)
-    if built:
-        try:
-            with transaction.atomic():
-                inserted = _insert_registered(built, at)
-        except IntegrityError:  # a rule only the database checks: one by one, as ever
-            return [*slow, *(c.registration for c in built)]
-        if registered is not None:
-            registered.extend(inserted)
-    return slow
+    return built, slow
 
 
 # Foreign keys a registration sets from rows it read (``clean_fields`` would query each).
@@ -482,32 +533,64 @@ def _insert_registered(checked: Sequence[_Checked], at: datetime) -> list[Regist
     """Insert checked registrations in bulk: workloads, pod sets, flavor choices, their
     ``submitted`` transitions, and one audit row for them all. On PostgreSQL the rows' ids are
     drawn from their sequences in one statement and the rows go in by ``COPY`` (a statement a
-    table, no model instance or SQL text per row); elsewhere by ``bulk_create``."""
-    copy = connection.vendor == "postgresql"
-    if copy:
+    table, no model instance or SQL text per row: ``PendingRegistrations``); elsewhere by
+    ``bulk_create``."""
+    if connection.vendor == "postgresql":
+        return PendingRegistrations.draw(checked, at).write()
+    workload_ids, pod_set_ids, stamps = _insert_with_models(checked)
+    made = _registered(checked, workload_ids, _per_workload(checked, pod_set_ids), stamps)
+    _audit_registered(made, at)
+    return made
+
+
+@dataclass(frozen=True, slots=True)
+class PendingRegistrations:
+    """Checked registrations with the ids drawn for their rows (PostgreSQL), not yet
+    inserted: ``write`` inserts them, in the transaction it is called in."""
+
+    checked: Sequence[_Checked]
+    workload_ids: Sequence[int]
+    pod_set_ids: Sequence[tuple[int, ...]]  # each workload's pod sets'
+    at: datetime  # the sync's time (the audit row's reason names it)
+
+    @classmethod
+    def draw(cls, checked: Sequence[_Checked], at: datetime) -> PendingRegistrations:
+        """The ids for their rows, from the tables' sequences (one statement, no transaction
+        needed: a sequence never gives an id twice, and one drawn and not used is a gap)."""
         workload_ids, pod_set_ids = _draw_ids(len(checked), sum(len(c.pod_sets) for c in checked))
-        stamps = [timezone.now()] * len(checked)  # ``updated_at``, as ``auto_now`` stamps it
-    else:
-        workload_ids, pod_set_ids, stamps = _insert_with_models(checked)
-    sets_of: list[tuple[int, ...]] = []
-    drawn = iter(pod_set_ids)
-    for entry in checked:
-        sets_of.append(tuple(next(drawn) for _ in entry.pod_sets))
-    if copy:
+        return cls(checked, workload_ids, _per_workload(checked, pod_set_ids), at)
+
+    def unwritten(self) -> list[Registered]:
+        """What ``write`` will insert, as ``Registered`` without its stamp (the loop plans
+        on it before the rows are written)."""
+        return _registered(
+            self.checked, self.workload_ids, self.pod_set_ids, [None] * len(self.checked)
+        )
+
+    def write(self) -> list[Registered]:
+        """Insert the rows by ``COPY`` and audit them; the ``Registered`` with their stamp."""
+        stamp = timezone.now()  # ``updated_at``, as ``auto_now`` stamps it
         with connection.wrap_database_errors:  # COPY's errors as Django's (IntegrityError)
-            _copy_registered(checked, workload_ids, sets_of, stamps[0])
-    first = checked[0].registration.key
-    record_audit_event(
-        acting_user=None,
-        action="control.register_workloads",
-        instance=Workload(pk=workload_ids[0], namespace=first.namespace, name=first.name),
-        before=None,
-        after={
-            "workloads": len(checked),
-            "names": [str(c.registration.key) for c in checked[:50]],
-        },
-        reason=f"pods made outside gpupool, registered by the cluster sync at {at.isoformat()}",
-    )
+            _copy_registered(self.checked, self.workload_ids, self.pod_set_ids, stamp)
+        made = _registered(
+            self.checked, self.workload_ids, self.pod_set_ids, [stamp] * len(self.checked)
+        )
+        _audit_registered(made, self.at)
+        return made
+
+
+def _per_workload(checked: Sequence[_Checked], pod_set_ids: Sequence[int]) -> list[tuple[int, ...]]:
+    """Pod set ids in order, cut into each registration's own."""
+    drawn = iter(pod_set_ids)
+    return [tuple(next(drawn) for _ in entry.pod_sets) for entry in checked]
+
+
+def _registered(
+    checked: Sequence[_Checked],
+    workload_ids: Sequence[int],
+    pod_set_ids: Sequence[tuple[int, ...]],
+    stamps: Sequence[datetime | None],
+) -> list[Registered]:
     return [
         Registered(
             registration=entry.registration,
@@ -518,9 +601,25 @@ def _insert_registered(checked: Sequence[_Checked], at: datetime) -> list[Regist
             stamp=stamp,
         )
         for entry, workload_id, sets, stamp in zip(
-            checked, workload_ids, sets_of, stamps, strict=True
+            checked, workload_ids, pod_set_ids, stamps, strict=True
         )
     ]
+
+
+def _audit_registered(made: Sequence[Registered], at: datetime) -> None:
+    """One audit row for the workloads a sync registered in bulk."""
+    first = made[0].registration.key
+    record_audit_event(
+        acting_user=None,
+        action="control.register_workloads",
+        instance=Workload(pk=made[0].workload_id, namespace=first.namespace, name=first.name),
+        before=None,
+        after={
+            "workloads": len(made),
+            "names": [str(m.registration.key) for m in made[:50]],
+        },
+        reason=f"pods made outside gpupool, registered by the cluster sync at {at.isoformat()}",
+    )
 
 
 def _draw_ids(workloads: int, pod_sets: int) -> tuple[list[int], list[int]]:
@@ -756,12 +855,17 @@ def do_record_cluster_sync(
     stamps: Stamps | None = None,
     registered: list[Registered] | None = None,
     flavors: Mapping[int, Flavor] | None = None,
+    policy: RegistrationPolicy | None = None,
+    deferred: list[PendingRegistrations] | None = None,
 ) -> list[str]:
     """Write what the cluster said (and the budget moves of the work that stopped); returns
     complaints about pods that could not become workloads. ``stamps``, when given, receives
     the rows the pod-driven transitions wrote (``Stamps``); ``registered`` the workloads
     registered in bulk (``Registered``: those registered one by one are not in it).
-    ``flavors``: every flavor by id, as the caller read them this cycle (else read here)."""
+    ``flavors``: every flavor by id, as the caller read them this cycle (else read here);
+    ``policy``: the rows registrations are checked against, as the caller holds them (else
+    read here). With ``deferred`` (PostgreSQL), the registrations the bulk path takes are
+    not written here but go into it, for the caller's next transaction (``_register_all``)."""
     at = decision.at
     do_record_budget_moves(budget_moves, at=at)
     if flavors is None:
@@ -771,7 +875,10 @@ def do_record_cluster_sync(
     if decision.gone:
         do_mark_nodes_gone(decision.gone, at=at)
     complaints: list[str] = []
-    for registration in _register_all(decision.registrations, flavors, at, registered):
+    slow = _register_all(
+        decision.registrations, flavors, at, registered, policy=policy, deferred=deferred
+    )
+    for registration in slow:
         try:
             with transaction.atomic():
                 _register(registration, flavors)
@@ -955,6 +1062,8 @@ def do_record_cycle(
     stamps: Stamps | None = None,
     quiet_stamps: Stamps | None = None,
     meanwhile: Callable[[], None] | None = None,
+    registrations: PendingRegistrations | None = None,
+    registered: list[Registered] | None = None,
 ) -> SchedulingCycle:
     """Write one cycle's decisions (``record.py``), its budget moves and its
     ``SchedulingCycle`` row. ``stamps``, when given, receives the workload rows written
@@ -964,8 +1073,14 @@ def do_record_cycle(
     and nominated is written once, its nomination stamped). ``meanwhile``, when given, is
     called once, while the server writes the admissions (``_record_admissions``): Python of
     the caller's that must not use the database (the loop prepares its apply there); it runs
-    inside the transaction, so what it prepares must wait for the commit to take effect."""
+    inside the transaction, so what it prepares must wait for the commit to take effect.
+    ``registrations``: workloads the sync registered without writing them (``_register_all``
+    deferred), written first; ``registered``, when given, receives them as written."""
     at = record.at
+    if registrations is not None:
+        made = registrations.write()
+        if registered is not None:
+            registered.extend(made)
     cycle = SchedulingCycle.objects.create(
         started_at=started_at,
         status=CycleStatus.RUNNING,

@@ -65,7 +65,9 @@ from gpupool.clusters.base import (
 from gpupool.clusters.grouping import WorkloadKey, WorkloadRequest
 from gpupool.control import metrics
 from gpupool.control.actions import (
+    PendingRegistrations,
     Registered,
+    RegistrationPolicy,
     Stamps,
     do_finish_cycle,
     do_record_apply_outcome,
@@ -351,6 +353,9 @@ class ControlLoop:
         result = CycleResult(CycleStatus.RUNNING, started_at=started.isoformat())
         phase = "sync"
         cycle: SchedulingCycle | None = None
+        # Workloads the sync registered for the record to write (PostgreSQL): they are in the
+        # state from the sync on, so a cycle that fails before its record forgets the state.
+        deferred: list[PendingRegistrations] = []
         try:
             clock = time.perf_counter()
             self.state.begin_cycle()
@@ -378,11 +383,17 @@ class ControlLoop:
                         stamps=written,
                         registered=registered,
                         flavors=self.state.flavor_rows,  # as the sync's refresh read them
+                        policy=self._policy_rows() if decision.registrations else None,
+                        deferred=deferred,
                     )
                     self._learn(decision, now)
                     self._notify(decision)
                     steps_put = self._put_steps(decision, written)
                     self._put_registered(registered)
+                    if deferred:  # planned on now, written by the record (held from then)
+                        unwritten = deferred[0].unwritten()
+                        self._put_registered(unwritten)
+                        registered += unwritten
                     for complaint in complaints:
                         logger.warning("could not register a workload: %s", complaint)
                     reread = reread or not (
@@ -490,6 +501,7 @@ class ControlLoop:
             stamps: Stamps = {}
             nominations: Stamps = {}
             prepared: list[PreparedApply] = []
+            inserted: list[Registered] = []
 
             def prepare() -> None:  # while the server writes the admissions: no database
                 try:
@@ -508,9 +520,14 @@ class ControlLoop:
                 stamps=stamps,
                 quiet_stamps=nominations,
                 meanwhile=prepare,
+                registrations=deferred[0] if deferred else None,
+                registered=inserted,
             )
+            deferred.clear()  # written
             # Committed: the loop takes what was prepared, and the cluster hears of it.
             result.cycle_id = self.ranked_in = cycle.pk
+            # The rows registered, held as written (before the record's own writes of them).
+            self.state.hold({made.workload_id: made.stamp for made in inserted if made.stamp})
             if not prepared:  # its preparation failed during the record: once more, here
                 phase = "apply"
                 prepared.append(self._prepare_apply(moved, decided, record, now, keys))
@@ -572,7 +589,7 @@ class ControlLoop:
                 except Exception:
                     logger.exception("the apply handed on failed too")
                     joined = False
-            if not isinstance(error, ClusterUnavailable) or not joined:
+            if not isinstance(error, ClusterUnavailable) or not joined or deferred:
                 self._forget_everything()
             return result
 
@@ -787,6 +804,13 @@ class ControlLoop:
         self.state.own_writes(stamps, unsure=unsure, quiet=True, seen=True)
         return not unsure and all(pk in self.state.held for pk in stamps)
 
+    def _policy_rows(self) -> RegistrationPolicy:
+        """The rows registrations are checked against: read once after each read of the
+        policy tables (on PostgreSQL, when their fingerprint changes; elsewhere every cycle)."""
+        if self.state.registration_policy is None:
+            self.state.registration_policy = RegistrationPolicy.read()
+        return self.state.registration_policy
+
     def _put_registered(self, registered: list[Registered]) -> None:
         """The workloads the sync just registered, into the state as ``read_workloads``
         would read them back (``LoopState.put_registered``): the snapshot's refresh need not
@@ -794,7 +818,7 @@ class ControlLoop:
         if not registered:
             return
         flavors = self.state.flavor_rows
-        rows: list[tuple[WorkloadRow, datetime]] = []
+        rows: list[tuple[WorkloadRow, datetime | None]] = []
         for made in registered:
             registration = made.registration
             name = str(registration.key)

@@ -49,7 +49,7 @@ from bisect import bisect_left
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import connection
 from django.db.models.expressions import RawSQL
@@ -84,6 +84,9 @@ from gpupool.scheduler.types import (
 from gpupool.tenancy.models import Tenant, TenantNamespace
 from gpupool.workloads.choices import LIVE_STATES, WorkloadState
 from gpupool.workloads.models import Workload, qualified_name
+
+if TYPE_CHECKING:
+    from gpupool.control.actions import RegistrationPolicy
 
 # The states a workload leaves the live ones by.
 LEFT = frozenset(
@@ -207,6 +210,9 @@ class LoopState:
     queue_ids: dict[str, int] = field(default_factory=dict)
     classes: tuple[PriorityClassInfo, ...] = ()
     namespaces: dict[str, str] = field(default_factory=dict)  # namespace -> its tenant's name
+    # The rows the sync's registrations are checked against, read once after the policy
+    # tables were (the loop reads them when it first registers: ``ControlLoop._policy_rows``).
+    registration_policy: RegistrationPolicy | None = None
     budgets: tuple[BudgetInfo, ...] = ()
     rows: WorkloadRows = field(default_factory=WorkloadRows)
     names: dict[int, str] = field(default_factory=dict)  # workload id -> core name
@@ -271,6 +277,7 @@ class LoopState:
                 self.queues, self.queue_ids = _queues()
                 self.classes = _priority_classes()
                 self.namespaces = dict(TenantNamespace.objects.values_list("name", "tenant__name"))
+                self.registration_policy = None
                 self._policy_seen = policy
             self.budgets = read_budgets(now, {q.tenant for q in self.queues if q.tenant})
             if self.horizon is None or flavors_changed:
@@ -376,15 +383,20 @@ class LoopState:
         self.rows[name] = row
         self.names[row.id] = name
 
-    def put_registered(self, rows: Collection[tuple[WorkloadRow, datetime]]) -> None:
+    def put_registered(self, rows: Collection[tuple[WorkloadRow, datetime | None]]) -> None:
         """Workloads the loop just inserted (the sync's registrations), each as
         ``read_workloads`` reads it back, with its ``updated_at``: held, so the refresh after
         the sync does not read them again (a write by anyone else stamps them anew, and they
-        are read again)."""
-        for row, stamp in rows:
+        are read again). A stamp of None: not written yet (held once it is: ``hold``)."""
+        for row, _ in rows:
             self.put(row)
-            self.held[row.id] = stamp
-            self.quiet.pop(row.id, None)
+        self.hold({row.id: stamp for row, stamp in rows if stamp is not None})
+
+    def hold(self, stamps: Mapping[int, datetime]) -> None:
+        """Rows the loop just inserted as the state holds them (id -> their ``updated_at``)."""
+        for pk, stamp in stamps.items():
+            self.held[pk] = stamp
+            self.quiet.pop(pk, None)
 
     def own_writes(
         self,

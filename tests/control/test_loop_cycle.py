@@ -6,21 +6,26 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from django.db import connection
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
-from domain_builders import flavor
+from domain_builders import flavor, queue
 from loop_builders import World, build_world
 
 from gpupool.accounting.models import UsageInterval
 from gpupool.audit.models import AuditEvent
 from gpupool.clusters.grouping import WorkloadKey
+from gpupool.control import loop as loop_module
 from gpupool.control.actions import do_record_cluster_sync
 from gpupool.control.models import SchedulingCycle
 from gpupool.control.snapshot import read_workloads
 from gpupool.control.state import LoopState
 from gpupool.control.sync import PodSetShape, Registration, SyncDecision, moment
 from gpupool.inventory.models import Node
+from gpupool.quotas.actions import do_save_priority_class
+from gpupool.quotas.models import PriorityClass
 from gpupool.tenancy.actions import do_save_tenant
-from gpupool.workloads.models import Workload
+from gpupool.workloads.models import Workload, WorkloadTransition
 
 pytestmark = pytest.mark.django_db
 
@@ -201,6 +206,88 @@ def test_a_registration_whose_name_was_taken_meanwhile_is_refused_and_the_others
     made = Workload.objects.filter(name__startswith="fresh").order_by("name")
     assert [(w.name, w.origin) for w in made] == [("fresh-0", "bare"), ("fresh-1", "bare")]
     assert world.workload("taken").origin == "gpupool"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_bursts_new_workloads_are_written_in_the_transaction_that_admits_them(
+    world: World,
+) -> None:
+    """On PostgreSQL the sync checks the new pods' workloads and draws their ids, and the
+    cycle's record inserts them with their admissions: one transaction before the first
+    binding, not two. Its rows and the loop's state agree (nothing is read back)."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the registrations are written by the sync's own transaction elsewhere")
+    world.cycle()
+    world.cluster.add_pod("solo-0", workload="solo")
+    world.cluster.add_pod("big-0", workload="big", gpus=16)  # fits no node: stays pending
+    counts = world.cycle().counts
+    assert counts["admitted"] == 1
+    solo, big = world.workload("solo"), world.workload("big")
+    assert (solo.state, big.state) == ("admitted", "pending")
+
+    def xmin(model: Any, **lookup: Any) -> int:
+        """The transaction that wrote the row (PostgreSQL's system column)."""
+        written = model.objects.filter(**lookup).annotate(by=RawSQL("xmin::text", ()))
+        return int(written.values_list("by", flat=True).get())
+
+    registered = xmin(WorkloadTransition, workload=solo, to_state="pending")
+    assert registered == xmin(WorkloadTransition, workload=solo, to_state="admitted")
+    assert registered == xmin(WorkloadTransition, workload=big, to_state="pending")
+    (audit,) = AuditEvent.objects.filter(action="control.register_workloads")
+    assert audit.after["workloads"] == 2
+    assert world.cycle().counts["rows_reread"] == 0  # held as written, admission included
+    database = read_workloads(moment(world.cluster.now()))
+    for name in ("team-a/solo", "team-a/big"):
+        assert world.loop.state.rows[name] == database[name]
+
+
+def test_a_cycle_that_fails_before_its_record_leaves_no_half_registration(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sync's registrations are in the loop's state before the record writes them (on
+    PostgreSQL): a cycle failing in between writes none of them and forgets its state, and
+    the next cycle registers them, once."""
+    world.cycle()
+    world.cluster.add_pod("solo-0", workload="solo")
+    real = loop_module.run_cycle
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("the plan broke")
+
+    monkeypatch.setattr(loop_module, "run_cycle", broken)
+    failed = world.loop.run_cycle()
+    assert failed.status == "failed" and "the plan broke" in (failed.error or "")
+    if connection.vendor == "postgresql":  # elsewhere the sync's own transaction wrote it
+        assert not Workload.objects.filter(name="solo").exists()
+        assert not AuditEvent.objects.filter(action="control.register_workloads").exists()
+    assert "team-a/solo" not in world.loop.state.rows  # forgotten with the state
+    monkeypatch.setattr(loop_module, "run_cycle", real)
+    world.cycle()
+    assert world.workload("solo").state == "admitted"
+    assert Workload.objects.filter(name="solo").count() == 1
+    assert AuditEvent.objects.filter(action="control.register_workloads").count() == 1
+
+
+def test_registrations_are_checked_against_the_policy_as_it_is_when_they_come(
+    world: World,
+) -> None:
+    """The loop keeps the rows registrations are checked against from one cycle to the next
+    and reads them again when the policy tables change: a new default class, a queue that
+    gained a child queue (workloads go to leaves) are seen by the next registration."""
+    world.cluster.add_pod("before-0", workload="before")
+    world.cycle()
+    assert world.workload("before").priority_class.name == "normal"
+    normal, high = PriorityClass.objects.get(name="normal"), PriorityClass.objects.get(name="high")
+    normal.default, high.default = False, True
+    do_save_priority_class(normal, acting_user=None)
+    do_save_priority_class(high, acting_user=None)
+    queue("team-a-child", parent=world.queues["team-a"])
+    world.cluster.add_pod("after-0", workload="after", queue="team-b", namespace="team-b")
+    intruder = world.cluster.add_pod("leafless-0", workload="leafless")
+    world.cycle()
+    assert world.workload("after", "team-b").priority_class.name == "high"
+    assert not Workload.objects.filter(name="leafless").exists()
+    assert not world.cluster.pods[intruder].node_name
 
 
 def test_pods_that_name_another_tenants_queue_are_never_scheduled_and_told_why(
