@@ -8,11 +8,15 @@
   ``read_nodes``), so a row means the same thing whichever way it was read. Rows that left the
   live states (finished, cancelled, preempted for good) are dropped.
 - **flavors, queues, priority classes and budgets**: small tables, read whole -- flavors,
-  queues and classes only when a digest of their tables' rows (``policy_fingerprint``, one
-  query on PostgreSQL) changed, budgets every time (a change of flavors re-reads every node,
-  whose core form depends on them).
+  queues and classes only when a digest of their tables' rows (``policy_fingerprint``)
+  changed, budgets when the digest of the current period's rows did (a change of flavors
+  re-reads every node, whose core form depends on them).
 - **preemption history**: events with a larger id than the last one read (only the loop writes
   them, under its lock), trimmed to the contracts' horizon at each cycle.
+
+On PostgreSQL a refresh first asks, in one statement, for the horizon, both digests and
+whether any node, workload or event is newer than what it holds (``read_probe``), and reads
+only those; elsewhere it reads them all.
 
 The horizon makes "changed since" safe against transactions that commit after the read but
 stamped their rows before it: on PostgreSQL it is the earlier of the database's clock and the
@@ -48,7 +52,7 @@ import dataclasses
 from bisect import bisect_left
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.db import connection
@@ -68,7 +72,7 @@ from gpupool.control.snapshot import (
     read_workloads,
 )
 from gpupool.inventory.models import Flavor, Node
-from gpupool.quotas.models import PriorityClass, Queue, QueueQuota
+from gpupool.quotas.models import PriorityBudget, PriorityClass, Queue, QueueQuota
 from gpupool.scheduler.contracts import history_horizon
 from gpupool.scheduler.types import (
     BudgetInfo,
@@ -247,6 +251,7 @@ class LoopState:
     _pod_set_ids: dict[str, tuple[int, ...]] = field(default_factory=dict)
     _node_order: tuple[NodeInfo, ...] | None = None  # the nodes by name (None: sort again)
     _policy_seen: str | None = None  # the policy tables' fingerprint as last read
+    _budgets_seen: str | None = None  # the current budgets' digest as last read
     # Every node as the sync compares it with the cluster (``read_nodes``' ``inventory``),
     # when the last refresh read all nodes; the sync takes it (None: read them for it).
     node_inventory: dict[str, dict[str, object]] | None = None
@@ -265,12 +270,33 @@ class LoopState:
     def refresh(self, now: datetime) -> None:
         """Bring the state up to date with the database as of ``now`` (first time: all of it).
         The loop refreshes before its sync, and again for its snapshot only when the sync
-        wrote rows it could not put into the state as written (``ControlLoop._cycle``)."""
+        wrote rows it could not put into the state as written (``ControlLoop._cycle``).
+
+        On PostgreSQL one statement first asks what changed (``read_probe``): the horizon,
+        the policy tables' digest, whether any node or workload was stamped since the last
+        horizon, whether a newer preemption event exists, and the current budgets' digest;
+        only what changed is read, in one state of the database. A quiet pool (the first
+        cycle of a burst) costs that one statement."""
         self.node_inventory = None
+        today = timezone.localdate(now)
+        probe = read_probe(self.horizon, self.history_last_id, today)
+        horizon, policy = probe.horizon, probe.policy
+        first = self.horizon is None
+        policy_changed = policy is None or policy != self._policy_seen
+        if not (
+            first
+            or policy_changed
+            or probe.nodes
+            or probe.workloads
+            or probe.events
+            or probe.budgets is None
+            or probe.budgets != self._budgets_seen
+        ):
+            self._advance(horizon)
+            return
         with _one_state_of_the_database():
-            horizon, policy = read_horizon_and_fingerprint()
             flavors_changed = False
-            if policy is None or policy != self._policy_seen:
+            if policy_changed:
                 flavors, flavor_ids, flavor_rows = _flavors()
                 flavors_changed = flavors != self.flavors
                 self.flavors, self.flavor_ids, self.flavor_rows = flavors, flavor_ids, flavor_rows
@@ -279,16 +305,23 @@ class LoopState:
                 self.namespaces = dict(TenantNamespace.objects.values_list("name", "tenant__name"))
                 self.registration_policy = None
                 self._policy_seen = policy
-            self.budgets = read_budgets(now, {q.tenant for q in self.queues if q.tenant})
+            if policy_changed or probe.budgets is None or probe.budgets != self._budgets_seen:
+                self.budgets = read_budgets(now, {q.tenant for q in self.queues if q.tenant})
+                self._budgets_seen = probe.budgets
             if self.horizon is None or flavors_changed:
                 self._read_all_nodes()
-            else:
+            elif probe.nodes:
                 self._read_changed_nodes(self.horizon)
             if self.horizon is None:
                 self._read_all_workloads(now)
-            else:
+            elif probe.workloads:
                 self._read_changed_workloads(self.horizon, now)
-            self._read_history(now)
+            if probe.events:
+                self._read_history(now)
+        self._advance(horizon)
+
+    def _advance(self, horizon: datetime) -> None:
+        """The refresh is done up to ``horizon``: what is stamped before it is known."""
         self.horizon = horizon
         # A stamp older than the horizon is never seen by a refresh again, and a row stamped
         # before the horizon is known anyway (``own_writes``).
@@ -630,8 +663,8 @@ def policy_fingerprint() -> str | None:
     """A digest of every row of the tables the snapshot's flavors, queues (with their quotas
     and tenants) and priority classes, and the namespaces' tenants, are read from, or None
     where the database cannot say (SQLite: read them every time). The same digest means the
-    same rows: not read again. Budgets are read every time (the loop's own ledger entries
-    move them most cycles)."""
+    same rows: not read again. Budgets have a digest of their own (``read_probe``): the
+    loop's own ledger entries move them most busy cycles."""
     if connection.vendor != "postgresql":
         return None
     with connection.cursor() as cursor:
@@ -684,15 +717,55 @@ def read_horizon() -> datetime:
     return timezone.now() - timedelta(seconds=SQLITE_MARGIN_S)
 
 
-def read_horizon_and_fingerprint() -> tuple[datetime, str | None]:
-    """``read_horizon()`` and ``policy_fingerprint()``: one statement on PostgreSQL (a
-    refresh's first two questions, asked every cycle)."""
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """What a refresh asks before it reads (``read_probe``). A question the database cannot
+    answer in one statement (SQLite) is answered "changed": read."""
+
+    horizon: datetime
+    policy: str | None  # the policy tables' digest (``policy_fingerprint``); None: unknown
+    nodes: bool = True  # a node stamped at or after the last horizon
+    workloads: bool = True  # a workload stamped at or after the last horizon
+    events: bool = True  # a preemption event newer than the last one read
+    budgets: str | None = None  # the digest of the budgets of today's period; None: unknown
+
+
+# The refresh's first question, in one statement (PostgreSQL): the database's clock and the
+# start of the oldest transaction open on it, the policy digest, what changed since.
+_PROBE_SQL = (
+    "SELECT clock_timestamp(), min(xact_start), {policy}, "
+    "EXISTS (SELECT 1 FROM {node} WHERE updated_at >= %(since)s), "
+    "EXISTS (SELECT 1 FROM {workload} WHERE updated_at >= %(since)s), "
+    "EXISTS (SELECT 1 FROM {event} WHERE id > %(last_event)s), "
+    "md5(coalesce((SELECT string_agg(t::text, ',' ORDER BY t.id) FROM {budget} t "
+    "WHERE period_start <= %(today)s AND period_end > %(today)s), '')) "
+    "FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+)
+
+
+def read_probe(since: datetime | None, last_event: int, today: date) -> Probe:
+    """The horizon, the policy digest and what changed: whether nodes or workloads were
+    stamped at or after ``since`` (the last horizon), whether a preemption event's id is
+    above ``last_event``, and the digest of the budgets whose period holds ``today``.
+
+    On PostgreSQL one statement, outside any transaction the reads then open: a row
+    committed after it carries a stamp at or after the horizon it returns (see the module's
+    doc), so the next refresh sees what this one may have missed. Elsewhere only the
+    horizon, and everything counts as changed."""
     if connection.vendor != "postgresql":
-        return read_horizon(), None
+        return Probe(read_horizon(), None)
+    quote = connection.ops.quote_name
+    sql = _PROBE_SQL.format(
+        policy=_fingerprint_sql(),
+        node=quote(Node._meta.db_table),
+        workload=quote(Workload._meta.db_table),
+        event=quote(PreemptionEvent._meta.db_table),
+        budget=quote(PriorityBudget._meta.db_table),
+    )
     with connection.cursor() as cursor:
-        cursor.execute(_CLOCK_SQL.format(f", {_fingerprint_sql()}"))
-        clock, oldest, digest = cursor.fetchone()
-    return _horizon(clock, oldest), digest
+        cursor.execute(sql, {"since": since or EPOCH, "last_event": last_event, "today": today})
+        clock, oldest, digest, nodes, workloads, events, budgets = cursor.fetchone()
+    return Probe(_horizon(clock, oldest), digest, nodes, workloads, events, budgets)
 
 
 def _horizon(clock: datetime, oldest: datetime | None) -> datetime:

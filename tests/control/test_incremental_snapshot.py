@@ -292,3 +292,71 @@ def test_a_node_stamped_once_is_read_once_not_at_every_refresh_until_the_horizon
     state.refresh(NOW)
     assert reads == [every, [node.pk], [node.pk]] and not state.nodes[node.name].cordoned
     assert state.snapshot(NOW).snapshot == build_snapshot(now=NOW, policy=POLICY).snapshot
+
+
+def test_a_refresh_of_a_quiet_pool_is_one_statement_and_reads_only_what_changed(
+    pool: Pool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On PostgreSQL a refresh first asks what changed since its last horizon, in one
+    statement (``read_probe``): nothing changed, nothing more is read (a burst's first cycle
+    after a quiet spell); a workload submitted, only the workloads are read; a budget
+    granted, only the budgets; a preemption recorded, only the history."""
+    import time
+
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    import gpupool.control.state as state_module
+
+    if connection.vendor != "postgresql":
+        pytest.skip("elsewhere a refresh reads everything it keeps up to date")
+    monkeypatch.setattr(state_module, "CLOCK_MARGIN_S", 0.0)  # the horizon passes at once
+
+    def refresh(state: LoopState) -> list[str]:
+        time.sleep(0.002)  # the database's clock past every stamp so far
+        with CaptureQueriesContext(connection) as queries:
+            state.refresh(NOW)
+        return [q["sql"] for q in queries.captured_queries]
+
+    def tables(statements: list[str]) -> set[str]:
+        """The tables the reads after the probe read from (their first FROM)."""
+        return {
+            sql.split('FROM "', 1)[1].split('"', 1)[0]
+            for sql in statements[1:]
+            if 'FROM "' in sql and not sql.startswith(("SAVEPOINT", "RELEASE"))
+        }
+
+    state = LoopState(POLICY)
+    state.refresh(NOW)
+    refresh(state)  # what the first read stamped meanwhile
+    assert len(refresh(state)) == 1
+    submit("late", pool.queues["team-a"], PodSetSpec(1, gpus=1, flavor=pool.flavors["h100"]))
+    read = refresh(state)
+    assert "default/late" in state.rows
+    assert {t.split("_")[0] for t in tables(read)} == {"workloads"}  # rows, pod sets, placements
+    assert len(refresh(state)) == 1
+    budget = PriorityBudget.objects.select_related("tenant", "priority_class").get(
+        period_start__lte=timezone.localdate(NOW),
+        period_end__gt=timezone.localdate(NOW),
+        tenant__name="a",
+        priority_class__name="high",
+    )
+    do_grant_budget(
+        budget.tenant,
+        budget.priority_class,
+        period_start=budget.period_start,
+        period_end=budget.period_end,
+        gpu_hours=budget.gpu_hours + 7,
+        acting_user=None,
+    )
+    read = refresh(state)
+    assert tables(read) == {"quotas_prioritybudget"}
+    granted = {(b.tenant, b.priority_class): b.gpu_hours for b in state.budgets}
+    assert granted[("a", "high")] == float(budget.gpu_hours + 7)
+    assert len(refresh(state)) == 1
+    victim = Workload.objects.get(namespace="default", name="victim")
+    do_record_preemption(victim, reason="node-failure", at=NOW, gpus_freed=1, lost_gpu_hours=0)
+    read = refresh(state)
+    assert tables(read) == {"accounting_preemptionevent"}
+    assert len(refresh(state)) == 1
+    assert state.snapshot(NOW).snapshot == build_snapshot(now=NOW, policy=POLICY).snapshot
