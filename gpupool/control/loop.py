@@ -564,6 +564,10 @@ class ControlLoop:
             result.status, result.timings = CycleStatus.SUCCEEDED, timings
             self._finish(cycle, result, record, database, shares, fragmentation)
             self.first = False
+            if self.state.registration_policy is None and self.state.policy_digest is not None:
+                # Read between cycles while the policy tables stay (PostgreSQL), not by the
+                # first cycle of the next burst, which registers its pods.
+                self._policy_rows()
             return result
         except Exception as error:  # the cycle fails whole; the next one starts over
             logger.exception("scheduling cycle failed in %s", phase)

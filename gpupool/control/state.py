@@ -257,6 +257,11 @@ class LoopState:
     node_inventory: dict[str, dict[str, object]] | None = None
 
     @property
+    def policy_digest(self) -> str | None:
+        """The policy tables' digest as last read (None: not read, or no digest: SQLite)."""
+        return self._policy_seen
+
+    @property
     def loaded(self) -> bool:
         """Whether the first, full read has happened."""
         return self.horizon is not None

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from django.db import connection
 from django.db.models.expressions import RawSQL
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from domain_builders import flavor, queue
 from loop_builders import World, build_world
@@ -288,6 +289,28 @@ def test_registrations_are_checked_against_the_policy_as_it_is_when_they_come(
     assert world.workload("after", "team-b").priority_class.name == "high"
     assert not Workload.objects.filter(name="leafless").exists()
     assert not world.cluster.pods[intruder].node_name
+
+
+def test_the_rows_registrations_are_checked_against_are_read_between_cycles(
+    world: World,
+) -> None:
+    """On PostgreSQL the loop reads them after a cycle while the policy tables stay, so the
+    first cycle of a burst, which registers its pods, does not read them."""
+    if connection.vendor != "postgresql":
+        pytest.skip("elsewhere the policy tables are read every cycle")
+    world.cycle()
+    assert world.loop.state.registration_policy is not None
+    world.cluster.add_pod("solo-0", workload="solo")
+    with CaptureQueriesContext(connection) as queries:
+        world.cycle()
+    assert world.workload("solo").state == "admitted"
+    policy = (
+        'FROM "quotas_queue"',
+        'FROM "quotas_priorityclass"',
+        'FROM "tenancy_tenantnamespace"',
+    )
+    reads = [q["sql"] for q in queries.captured_queries if "clock_timestamp()" not in q["sql"]]
+    assert not [sql for sql in reads if any(table in sql for table in policy)]  # but the digest
 
 
 def test_pods_that_name_another_tenants_queue_are_never_scheduled_and_told_why(
