@@ -325,27 +325,19 @@ def _register_all(
     registered: list[Registered] | None = None,
     *,
     policy: RegistrationPolicy | None = None,
-    deferred: list[PendingRegistrations] | None = None,
 ) -> list[Registration]:
     """Register many workloads from the cluster at once (a few statements for them all, one
     audit row), each checked in Python by its models' own field and ``clean`` rules against
     the ``policy`` rows (read here when not given); returns those the bulk path does not
     take -- anything doubtful -- for ``_register`` one by one, which refuses a bad one with
-    the same message as ever. What it inserted goes into ``registered`` when given.
-
-    With ``deferred`` (PostgreSQL), the rows are not inserted here: their ids are drawn, and
-    what would be inserted goes into ``deferred`` for the caller's next transaction to write
-    (``do_record_cycle``'s: the loop registers a burst's first pods in the transaction that
-    admits them, one transaction less before its first binding)."""
+    the same message as ever. What it inserted goes into ``registered`` when given. (The
+    loop, on PostgreSQL, has its record write them instead: ``defer_registrations``.)"""
     if not registrations:
         return []
     if policy is None:
         policy = RegistrationPolicy.read({r.queue for r in registrations})
     built, slow = _check_registrations(registrations, flavors, policy)
     if not built:
-        return slow
-    if deferred is not None and connection.vendor == "postgresql":
-        deferred.append(PendingRegistrations.draw(built, at))
         return slow
     try:
         with transaction.atomic():
@@ -355,6 +347,22 @@ def _register_all(
     if registered is not None:
         registered.extend(inserted)
     return slow
+
+
+def defer_registrations(
+    registrations: Sequence[Registration],
+    flavors: Mapping[int, Flavor],
+    at: datetime,
+    policy: RegistrationPolicy,
+) -> tuple[PendingRegistrations | None, list[Registration]]:
+    """The registrations the bulk path takes, checked and given ids (one statement, in no
+    transaction: a sequence never gives an id twice), for the caller's next transaction to
+    write (``do_record_cycle``: PostgreSQL); and those left to the slow path, which
+    ``do_record_cluster_sync`` takes. Elsewhere none is deferred."""
+    if not registrations or connection.vendor != "postgresql":
+        return None, list(registrations)
+    built, slow = _check_registrations(registrations, flavors, policy)
+    return (PendingRegistrations.draw(built, at) if built else None), slow
 
 
 def _check_registrations(
@@ -856,7 +864,6 @@ def do_record_cluster_sync(
     registered: list[Registered] | None = None,
     flavors: Mapping[int, Flavor] | None = None,
     policy: RegistrationPolicy | None = None,
-    deferred: list[PendingRegistrations] | None = None,
 ) -> list[str]:
     """Write what the cluster said (and the budget moves of the work that stopped); returns
     complaints about pods that could not become workloads. ``stamps``, when given, receives
@@ -864,8 +871,7 @@ def do_record_cluster_sync(
     registered in bulk (``Registered``: those registered one by one are not in it).
     ``flavors``: every flavor by id, as the caller read them this cycle (else read here);
     ``policy``: the rows registrations are checked against, as the caller holds them (else
-    read here). With ``deferred`` (PostgreSQL), the registrations the bulk path takes are
-    not written here but go into it, for the caller's next transaction (``_register_all``)."""
+    read here)."""
     at = decision.at
     do_record_budget_moves(budget_moves, at=at)
     if flavors is None:
@@ -875,10 +881,9 @@ def do_record_cluster_sync(
     if decision.gone:
         do_mark_nodes_gone(decision.gone, at=at)
     complaints: list[str] = []
-    slow = _register_all(
-        decision.registrations, flavors, at, registered, policy=policy, deferred=deferred
-    )
-    for registration in slow:
+    for registration in _register_all(
+        decision.registrations, flavors, at, registered, policy=policy
+    ):
         try:
             with transaction.atomic():
                 _register(registration, flavors)

@@ -69,6 +69,7 @@ from gpupool.control.actions import (
     Registered,
     RegistrationPolicy,
     Stamps,
+    defer_registrations,
     do_finish_cycle,
     do_record_apply_outcome,
     do_record_cluster_sync,
@@ -377,22 +378,35 @@ class ControlLoop:
                     moves = self.budgets.leave(leaving, now)
                     written: Stamps = {}
                     registered: list[Registered] = []
-                    complaints = do_record_cluster_sync(
-                        decision,
-                        budget_moves=moves,
-                        stamps=written,
-                        registered=registered,
-                        flavors=self.state.flavor_rows,  # as the sync's refresh read them
-                        policy=self._policy_rows() if decision.registrations else None,
-                        deferred=deferred,
+                    flavors = self.state.flavor_rows  # as the sync's refresh read them
+                    policy = self._policy_rows() if decision.registrations else None
+                    pending, slow = (
+                        defer_registrations(decision.registrations, flavors, at, policy)
+                        if policy is not None
+                        else (None, [])
+                    )
+                    rest = replace(decision, registrations=slow)
+                    # Nothing but new workloads (a burst's first cycle): no transaction here.
+                    complaints = (
+                        do_record_cluster_sync(
+                            rest,
+                            budget_moves=moves,
+                            stamps=written,
+                            registered=registered,
+                            flavors=flavors,
+                            policy=policy,
+                        )
+                        if rest.writes or moves
+                        else []
                     )
                     self._learn(decision, now)
                     self._notify(decision)
                     steps_put = self._put_steps(decision, written)
                     self._put_registered(registered)
-                    if deferred:  # planned on now, written by the record (held from then)
-                        unwritten = deferred[0].unwritten()
-                        self._put_registered(unwritten)
+                    if pending is not None:  # planned on now, written by the record
+                        deferred.append(pending)
+                        unwritten = pending.unwritten()
+                        self._put_registered(unwritten)  # held from the record's commit
                         registered += unwritten
                     for complaint in complaints:
                         logger.warning("could not register a workload: %s", complaint)

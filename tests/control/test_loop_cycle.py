@@ -211,17 +211,26 @@ def test_a_registration_whose_name_was_taken_meanwhile_is_refused_and_the_others
 
 @pytest.mark.django_db(transaction=True)
 def test_a_bursts_new_workloads_are_written_in_the_transaction_that_admits_them(
-    world: World,
+    world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """On PostgreSQL the sync checks the new pods' workloads and draws their ids, and the
-    cycle's record inserts them with their admissions: one transaction before the first
-    binding, not two. Its rows and the loop's state agree (nothing is read back)."""
+    """On PostgreSQL the sync checks the new pods' workloads and draws their ids (in no
+    transaction), and the cycle's record inserts them with their admissions: one transaction
+    before the first binding, not two. Its rows and the loop's state agree (nothing is read
+    back)."""
     if connection.vendor != "postgresql":
         pytest.skip("the registrations are written by the sync's own transaction elsewhere")
     world.cycle()
+    synced: list[object] = []
+    real = loop_module.do_record_cluster_sync
+    monkeypatch.setattr(
+        loop_module,
+        "do_record_cluster_sync",
+        lambda decision, **options: synced.append(decision) or real(decision, **options),
+    )
     world.cluster.add_pod("solo-0", workload="solo")
     world.cluster.add_pod("big-0", workload="big", gpus=16)  # fits no node: stays pending
     counts = world.cycle().counts
+    assert synced == []  # nothing but new workloads: the sync wrote nothing itself
     assert counts["admitted"] == 1
     solo, big = world.workload("solo"), world.workload("big")
     assert (solo.state, big.state) == ("admitted", "pending")
