@@ -287,8 +287,8 @@ class _Checked:
 class RegistrationPolicy:
     """The policy rows a registration is checked against: the queues (``inner`` annotated:
     whether it has child queues) with their tenants, the priority classes and the default one,
-    and the namespaces each tenant owns. Read once per change of the policy tables by the
-    loop (their fingerprint: ``LoopState.policy_reads``), else per registration batch."""
+    and the namespaces each tenant owns. The loop keeps them while the policy tables' digest
+    stays (``LoopState.registration_policy``); ``_register_all`` alone reads them per batch."""
 
     queues: Mapping[str, Queue]
     inner: frozenset[str]  # the queues with child queues (workloads go to leaves)
@@ -1079,8 +1079,9 @@ def do_record_cycle(
     called once, while the server writes the admissions (``_record_admissions``): Python of
     the caller's that must not use the database (the loop prepares its apply there); it runs
     inside the transaction, so what it prepares must wait for the commit to take effect.
-    ``registrations``: workloads the sync registered without writing them (``_register_all``
-    deferred), written first; ``registered``, when given, receives them as written."""
+    ``registrations``: workloads the sync checked without writing them
+    (``defer_registrations``), written first; ``registered``, when given, receives them as
+    written."""
     at = record.at
     if registrations is not None:
         made = registrations.write()

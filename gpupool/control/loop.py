@@ -356,7 +356,7 @@ class ControlLoop:
         cycle: SchedulingCycle | None = None
         # Workloads the sync registered for the record to write (PostgreSQL): they are in the
         # state from the sync on, so a cycle that fails before its record forgets the state.
-        deferred: list[PendingRegistrations] = []
+        deferred: PendingRegistrations | None = None
         try:
             clock = time.perf_counter()
             self.state.begin_cycle()
@@ -404,7 +404,7 @@ class ControlLoop:
                     steps_put = self._put_steps(decision, written)
                     self._put_registered(registered)
                     if pending is not None:  # planned on now, written by the record
-                        deferred.append(pending)
+                        deferred = pending
                         unwritten = pending.unwritten()
                         self._put_registered(unwritten)  # held from the record's commit
                         registered += unwritten
@@ -534,10 +534,10 @@ class ControlLoop:
                 stamps=stamps,
                 quiet_stamps=nominations,
                 meanwhile=prepare,
-                registrations=deferred[0] if deferred else None,
+                registrations=deferred,
                 registered=inserted,
             )
-            deferred.clear()  # written
+            deferred = None  # written
             # Committed: the loop takes what was prepared, and the cluster hears of it.
             result.cycle_id = self.ranked_in = cycle.pk
             # The rows registered, held as written (before the record's own writes of them).
@@ -607,7 +607,7 @@ class ControlLoop:
                 except Exception:
                     logger.exception("the apply handed on failed too")
                     joined = False
-            if not isinstance(error, ClusterUnavailable) or not joined or deferred:
+            if not isinstance(error, ClusterUnavailable) or not joined or deferred is not None:
                 self._forget_everything()
             return result
 

@@ -215,7 +215,7 @@ class LoopState:
     classes: tuple[PriorityClassInfo, ...] = ()
     namespaces: dict[str, str] = field(default_factory=dict)  # namespace -> its tenant's name
     # The rows the sync's registrations are checked against, read once after the policy
-    # tables were (the loop reads them when it first registers: ``ControlLoop._policy_rows``).
+    # tables were (by the loop, between cycles or when it registers: ``_policy_rows``).
     registration_policy: RegistrationPolicy | None = None
     budgets: tuple[BudgetInfo, ...] = ()
     rows: WorkloadRows = field(default_factory=WorkloadRows)
