@@ -9,9 +9,7 @@ capacity report is the pool's and every role reads it.
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import json
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -48,6 +46,7 @@ from gpupool.api.access import request_access
 from gpupool.api.filters import UtcDateTimeFilter
 from gpupool.api.permissions import COST_ROLES, ActionRoles, TenantScoped
 from gpupool.api.rows import PlannedRows
+from gpupool.api.tables import CSVRenderer, attachment, csv_lines
 from gpupool.control.queries import pool_now
 from gpupool.inventory.models import Flavor
 from gpupool.quotas.models import Queue
@@ -55,42 +54,6 @@ from gpupool.tenancy.models import Tenant
 
 # The longest span a report covers, in days (a daily report of it is still paged).
 LONGEST_SPAN_DAYS = 3 * 366
-
-
-class CSVRenderer(renderers.BaseRenderer):
-    """Tables as CSV (``?format=csv``): a header of the columns, then one line per row."""
-
-    media_type = "text/csv"
-    format = "csv"
-    charset = "utf-8"
-
-    def render(
-        self,
-        data: Any,
-        accepted_media_type: str | None = None,
-        renderer_context: Any = None,
-    ) -> bytes:
-        """Rows (a list of dicts), or an error body as one row of its fields."""
-        if isinstance(data, dict) and "error" in data:
-            data = [{k: v for k, v in data["error"].items() if k != "fields"}]
-        elif isinstance(data, dict):
-            data = [data]
-        rows = list(data or [])
-        columns = list(rows[0]) if rows else []
-        return "".join(csv_lines(columns, rows)).encode(self.charset)
-
-
-def csv_lines(columns: Sequence[str], rows: Any) -> Iterator[str]:
-    """The CSV text of ``rows`` (dicts) under a header of ``columns``, a line at a time."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer)
-    writer.writerow(columns)
-    yield buffer.getvalue()
-    for row in rows:
-        buffer.seek(0)
-        buffer.truncate()
-        writer.writerow(["" if row.get(c) is None else row.get(c) for c in columns])
-        yield buffer.getvalue()
 
 
 class NameList(serializers.CharField):
@@ -341,7 +304,7 @@ class CSVExport:
     def csv_response(self, columns: Sequence[str], rows: Iterator[dict[str, Any]]) -> Any:
         """Every row as a CSV attachment, streamed."""
         response = StreamingHttpResponse(csv_lines(columns, rows), content_type="text/csv")
-        response["Content-Disposition"] = f'attachment; filename="{self.csv_name}.csv"'
+        response["Content-Disposition"] = attachment(self.csv_name)
         return response
 
 

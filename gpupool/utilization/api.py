@@ -9,9 +9,6 @@ facts.
 
 from __future__ import annotations
 
-import csv
-import io
-from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -26,41 +23,11 @@ from rest_framework.routers import BaseRouter
 
 from gpupool.api.access import Access
 from gpupool.api.permissions import COST_ROLES, ActionRoles, TenantScoped
+from gpupool.api.tables import CSVRenderer
 from gpupool.control.queries import pool_clock
 from gpupool.utilization.queries import tenant_utilization, top_wasters
 
 MAX_WINDOW = timedelta(days=92)
-
-
-class CsvRenderer(renderers.BaseRenderer):
-    """Rows as CSV under a header of the view's ``csv_fields`` (an error: its fields and
-    messages)."""
-
-    media_type = "text/csv"
-    format = "csv"
-    charset = "utf-8"
-
-    def render(
-        self,
-        data: Any,
-        accepted_media_type: str | None = None,
-        renderer_context: Mapping[str, Any] | None = None,
-    ) -> bytes:
-        """``data`` (a list of flat rows, or an error's mapping) as CSV."""
-        view = (renderer_context or {}).get("view")
-        if isinstance(data, Mapping):
-            fields: Sequence[str] = ("field", "detail")
-            rows: Sequence[Mapping[str, Any]] = [
-                {"field": key, "detail": value} for key, value in data.items()
-            ]
-        else:
-            fields = getattr(view, "csv_fields", ()) or (list(data[0]) if data else ())
-            rows = data
-        out = io.StringIO()
-        writer = csv.DictWriter(out, fieldnames=list(fields), lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
-        return out.getvalue().encode()
 
 
 def _time(request: Request, name: str) -> datetime | None:
@@ -123,13 +90,14 @@ WINDOW_PARAMETERS = [
 class _UtilizationViewSet(TenantScoped, viewsets.ViewSet):
     permission_classes = (ActionRoles,)
     default_roles = COST_ROLES
-    renderer_classes = (renderers.JSONRenderer, renderers.BrowsableAPIRenderer, CsvRenderer)
+    renderer_classes = (renderers.JSONRenderer, renderers.BrowsableAPIRenderer, CSVRenderer)
 
 
 class TenantUtilizationViewSet(_UtilizationViewSet):
     """Allocated, active and idle GPU-hours per tenant in a window."""
 
     csv_fields = tuple(TenantUtilizationRowSerializer().fields)
+    csv_name = "utilization-teams"
 
     @extend_schema(parameters=WINDOW_PARAMETERS, responses=TenantUtilizationRowSerializer)
     def list(self, request: Request) -> Response:
@@ -142,6 +110,7 @@ class WasterViewSet(_UtilizationViewSet):
     """The workloads that held GPUs idle longest in a window."""
 
     csv_fields = tuple(WasterRowSerializer().fields)
+    csv_name = "utilization-wasters"
 
     @extend_schema(
         parameters=[

@@ -116,6 +116,17 @@ def test_a_bad_query_is_a_400_that_names_the_field(
     assert field in answer.json()["error"]["fields"]
 
 
+def test_a_bad_query_asked_as_csv_is_refused_in_a_row_that_names_the_field(
+    pool: Pool, client_as: ClientAs
+) -> None:
+    answer = client_as("finance").get("/api/v1/reports/attribution/?start=yesterday&format=csv")
+    assert answer.status_code == 400
+    assert answer["Content-Type"].startswith("text/csv")
+    (row,) = csv.DictReader(io.StringIO(answer.content.decode()))
+    assert (row["status"], row["code"]) == ("400", "invalid")
+    assert row["message"].startswith("start: ")
+
+
 def test_without_days_a_report_covers_this_month_to_date(pool: Pool, client_as: ClientAs) -> None:
     answer = client_as("finance").get("/api/v1/reports/usage/")
     assert answer.status_code == 200

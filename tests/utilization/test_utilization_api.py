@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 from datetime import timedelta
 
 import pytest
@@ -89,7 +91,20 @@ def test_no_rows_still_come_as_csv_with_their_header(teams: dict) -> None:
     answer = get(teams["fin"], "/api/v1/utilization/wasters/?format=csv&until=2000-01-01T00:00:00Z")
 
     assert answer.status_code == 200
-    assert answer.content.decode() == "workload,queue,tenant,held_gpu_hours,idle_gpu_hours\n"
+    assert answer.content.decode() == "workload,queue,tenant,held_gpu_hours,idle_gpu_hours\r\n"
+    assert answer["Content-Disposition"] == 'attachment; filename="utilization-wasters.csv"'
+
+
+def test_a_bad_window_asked_as_csv_is_refused_in_a_row_that_says_why(teams: dict) -> None:
+    """The error's fields as the reports' CSV gives them, not the JSON body's text."""
+    answer = get(teams["fin"], "/api/v1/utilization/tenants/?since=yesterday&format=csv")
+
+    assert answer.status_code == 400
+    assert answer["Content-Type"].startswith("text/csv")
+    assert "Content-Disposition" not in answer  # an error is no download
+    (row,) = csv.DictReader(io.StringIO(answer.content.decode()))
+    assert row["status"] == "400" and row["code"] == "invalid"
+    assert row["message"].startswith("since: an ISO 8601 time with a zone")
 
 
 def test_a_bad_window_is_refused_with_the_field(teams: dict) -> None:

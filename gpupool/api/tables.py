@@ -1,0 +1,65 @@
+"""Tables as CSV, the one way every ``?format=csv`` of the API answers (the reports, the usage
+list, utilisation): RFC 4180 text (``csv`` module defaults, CRLF line ends) under a header of
+the columns, downloaded as a file. An error answers the same fields as JSON's
+``{"error": {...}}`` (``errors.py``) as one row, so a script reading the CSV sees why."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from rest_framework import renderers
+
+# The error body's fields a CSV row carries (``fields`` is in ``message`` already: "since: ...").
+ERROR_COLUMNS = ("status", "code", "message")
+
+
+def csv_lines(columns: Sequence[str], rows: Any) -> Iterator[str]:
+    """The CSV text of ``rows`` (mappings; a missing or None value is empty) under a header of
+    ``columns``, a line at a time (a streamed answer sends each as it is made)."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(columns)
+    yield buffer.getvalue()
+    for row in rows:
+        buffer.seek(0)
+        buffer.truncate()
+        writer.writerow(["" if row.get(c) is None else row.get(c) for c in columns])
+        yield buffer.getvalue()
+
+
+def attachment(name: str) -> str:
+    """The ``Content-Disposition`` of a CSV download named ``name``."""
+    return f'attachment; filename="{name}.csv"'
+
+
+class CSVRenderer(renderers.BaseRenderer):
+    """``?format=csv``: a list of rows under the view's ``csv_fields`` (else the first row's
+    keys), as a download named by the view's ``csv_name``; an error body as one row of
+    ``ERROR_COLUMNS``; any other mapping as one row of its keys."""
+
+    media_type = "text/csv"
+    format = "csv"
+    charset = "utf-8"
+
+    def render(
+        self,
+        data: Any,
+        accepted_media_type: str | None = None,
+        renderer_context: Mapping[str, Any] | None = None,
+    ) -> bytes:
+        """``data`` as CSV text."""
+        context = renderer_context or {}
+        view = context.get("view")
+        response = context.get("response")
+        columns: Sequence[str]
+        if isinstance(data, Mapping) and isinstance(data.get("error"), Mapping):
+            columns, rows = ERROR_COLUMNS, [data["error"]]
+        else:
+            rows = [data] if isinstance(data, Mapping) else list(data or [])
+            columns = getattr(view, "csv_fields", ()) or (list(rows[0]) if rows else [])
+            if response is not None and not response.has_header("Content-Disposition"):
+                response["Content-Disposition"] = attachment(getattr(view, "csv_name", "table"))
+        return "".join(csv_lines(columns, rows)).encode(self.charset)
