@@ -1,8 +1,8 @@
 """API of preemption events (``/api/v1/preemptions/``): who was stopped, why, by which queue
-and class, and the GPU-hours it cost. A tenant sees the events whose victim is one of its
-workloads; the preemptor's workload name and owner show only to admins and the preemptor's
-own tenant (``workloads.queries.sees_preemptor``). The control loop records the events
-(``do_record_preemption``); nobody writes them here.
+and class, and the GPU-hours it cost; ``?format=csv`` downloads every event the filters keep. A
+tenant sees the events whose victim is one of its workloads; the preemptor's workload name and
+owner show only to admins and the preemptor's own tenant (``workloads.queries.sees_preemptor``).
+The control loop records the events (``do_record_preemption``); nobody writes them here.
 
 (Usage and cost live in this app's ``api.py``; preemptions are apart so that each has one
 owner.)
@@ -18,6 +18,7 @@ from gpupool.accounting.choices import PreemptionReason
 from gpupool.accounting.models import PreemptionEvent
 from gpupool.api.filters import UtcDateTimeFilter
 from gpupool.api.permissions import TENANT_ROLES, ActionRoles, TenantScoped
+from gpupool.api.tables import CSVExport
 from gpupool.workloads.api import PreemptionEventSerializer
 from gpupool.workloads.queries import preemption_list
 
@@ -50,6 +51,7 @@ class PreemptionFilter(filters.FilterSet):  # type: ignore[misc]
 
 
 class PreemptionEventViewSet(
+    CSVExport,
     TenantScoped,
     mixins.ListModelMixin,
     mixins.RetrieveModelMixin,
@@ -64,6 +66,7 @@ class PreemptionEventViewSet(
     permission_classes = (ActionRoles,)
     default_roles = TENANT_ROLES
     tenant_field = "victim_tenant"
+    csv_name = "preemptions"
 
 
 def register(router: BaseRouter) -> None:

@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from django.core.cache import cache
 from django.db.models import Model, QuerySet, Subquery
-from django.http import StreamingHttpResponse
 from django_filters import rest_framework as filters
 from drf_spectacular.utils import extend_schema
-from rest_framework import renderers, serializers, viewsets
+from rest_framework import serializers, viewsets
 from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -46,7 +45,7 @@ from gpupool.api.access import request_access
 from gpupool.api.filters import UtcDateTimeFilter
 from gpupool.api.permissions import COST_ROLES, ActionRoles, TenantScoped
 from gpupool.api.rows import PlannedRows
-from gpupool.api.tables import CSVRenderer, attachment, csv_lines
+from gpupool.api.tables import CSVExport
 from gpupool.control.queries import pool_now
 from gpupool.inventory.models import Flavor
 from gpupool.quotas.models import Queue
@@ -283,31 +282,6 @@ class WorkloadCostSerializer(RowSerializer):
     idle_gpu_hours = _gpu_hours("Of gpu_hours, those allocated but idle (wasted).")
 
 
-class CSVExport:
-    """Viewset mixin: ``?format=csv`` streams every row of the list as CSV, JSON is paged."""
-
-    renderer_classes: Sequence[type[renderers.BaseRenderer]] = (
-        renderers.JSONRenderer,
-        renderers.BrowsableAPIRenderer,
-        CSVRenderer,
-    )
-    csv_name = "report"
-    request: Any
-    paginator: Any
-    get_serializer_class: Any
-
-    def wants_csv(self) -> bool:
-        """Whether the client asked for CSV."""
-        renderer = getattr(self.request, "accepted_renderer", None)
-        return getattr(renderer, "format", None) == "csv"
-
-    def csv_response(self, columns: Sequence[str], rows: Iterator[dict[str, Any]]) -> Any:
-        """Every row as a CSV attachment, streamed."""
-        response = StreamingHttpResponse(csv_lines(columns, rows), content_type="text/csv")
-        response["Content-Disposition"] = attachment(self.csv_name)
-        return response
-
-
 class ReportViewSet(CSVExport, viewsets.GenericViewSet[Any]):
     """A report: every cost role reads it; rows of the caller's tenants only (finance all)."""
 
@@ -536,16 +510,6 @@ class UsageIntervalViewSet(CSVExport, TenantScoped, viewsets.ReadOnlyModelViewSe
     pagination_class = NewestFirst
     filter_backends = (filters.DjangoFilterBackend,)
     csv_name = "usage-intervals"
-
-    def list(self, request: Request, *args: Any, **kwargs: Any) -> Any:
-        """A page of intervals, newest first, or all of them (as filtered) as CSV."""
-        rows: QuerySet[UsageInterval] = self.filter_queryset(self.get_queryset())
-        if self.wants_csv():
-            columns = list(UsageIntervalSerializer.Meta.fields)
-            data = (UsageIntervalSerializer(row).data for row in rows.iterator(chunk_size=2000))
-            return self.csv_response(columns, data)
-        page = self.paginate_queryset(rows)
-        return self.get_paginated_response(UsageIntervalSerializer(page, many=True).data)
 
 
 def register(router: BaseRouter) -> None:

@@ -7,10 +7,16 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from itertools import islice
 from typing import Any
 
+from django.http import StreamingHttpResponse
 from rest_framework import renderers
+from rest_framework.request import Request
+
+# Rows a streamed CSV reads and renders at a time: one query and one serializer per batch.
+CSV_BATCH = 2000
 
 # The error body's fields a CSV row carries (``fields`` is in ``message`` already: "since: ...").
 ERROR_COLUMNS = ("status", "code", "message")
@@ -63,3 +69,46 @@ class CSVRenderer(renderers.BaseRenderer):
             if response is not None and not response.has_header("Content-Disposition"):
                 response["Content-Disposition"] = attachment(getattr(view, "csv_name", "table"))
         return "".join(csv_lines(columns, rows)).encode(self.charset)
+
+
+class CSVExport:
+    """Viewset mixin: ``?format=csv`` answers every row of the list (filtered and scoped as
+    its JSON pages are) as a streamed download of the serializer's fields; JSON stays paged.
+    A viewset whose list is not a queryset (a report) builds its rows and calls
+    ``csv_response`` itself."""
+
+    renderer_classes: Sequence[type[renderers.BaseRenderer]] = (
+        renderers.JSONRenderer,
+        renderers.BrowsableAPIRenderer,
+        CSVRenderer,
+    )
+    csv_name = "table"
+    request: Any
+    get_serializer: Any
+    get_serializer_class: Any
+    filter_queryset: Any
+    get_queryset: Any
+
+    def wants_csv(self) -> bool:
+        """Whether the client asked for CSV."""
+        renderer = getattr(self.request, "accepted_renderer", None)
+        return getattr(renderer, "format", None) == "csv"
+
+    def csv_response(self, columns: Sequence[str], rows: Iterable[Mapping[str, Any]]) -> Any:
+        """Every row as a CSV attachment, streamed."""
+        response = StreamingHttpResponse(csv_lines(columns, rows), content_type="text/csv")
+        response["Content-Disposition"] = attachment(self.csv_name)
+        return response
+
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Any:
+        """The JSON page (the viewset's own list), or with ``?format=csv`` every row."""
+        if not self.wants_csv():
+            return super().list(request, *args, **kwargs)  # type: ignore[misc]
+        rows = self.filter_queryset(self.get_queryset())
+        columns = list(self.get_serializer().fields)
+        return self.csv_response(columns, self._rendered(rows.iterator(chunk_size=CSV_BATCH)))
+
+    def _rendered(self, rows: Iterator[Any]) -> Iterator[Mapping[str, Any]]:
+        """The rows as the serializer renders a page of them, a batch at a time."""
+        while batch := list(islice(rows, CSV_BATCH)):
+            yield from self.get_serializer(batch, many=True).data

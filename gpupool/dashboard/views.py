@@ -1151,6 +1151,7 @@ def preemptions(request: HttpRequest, access: Access) -> HttpResponse:
     context = {
         "events": shown,
         "shown_limit": PREEMPTIONS_SHOWN,
+        "csv_url": reverse("api:preemption-list") + "?format=csv",
         "lost": sum((event["lost_gpu_hours"] for event, _ in shown), Decimal(0)),
         "all_tenants": access.admin,
         "classes": classes,

@@ -4,6 +4,8 @@ which show a victim's tenant who caused them only at the queue level."""
 
 from __future__ import annotations
 
+import csv
+import io
 from datetime import timedelta
 from typing import Any
 
@@ -16,6 +18,7 @@ from domain_builders import node
 from resources_pool import pool, submit
 
 from gpupool.accounting.actions import do_record_preemption
+from gpupool.api import tables
 from gpupool.audit.models import AuditEvent
 from gpupool.control.actions import do_finish_cycle, do_start_cycle
 from gpupool.control.queries import pool_snapshot
@@ -249,6 +252,57 @@ def test_a_preemption_inside_ones_own_tenant_names_the_preemptor(
     )
     [event] = api_as("member").get("/api/v1/preemptions/?reason=preempt").json()["results"]
     assert (event["preemptor"], event["preemptor_owner"]) == ("nlp/urgent-1", "lena")
+
+
+def csv_of(client: Any, url: str) -> list[dict[str, str]]:
+    """A CSV download of ``url``, as rows."""
+    answer = client.get(url + ("&" if "?" in url else "?") + "format=csv")
+    assert answer.status_code == 200
+    assert answer["Content-Type"].startswith("text/csv")
+    assert answer["Content-Disposition"] == 'attachment; filename="preemptions.csv"'
+    text = b"".join(answer.streaming_content).decode()
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def paged(client: Any, url: str) -> list[dict[str, str]]:
+    """Every JSON page of ``url`` (two rows a page), each value as CSV writes it."""
+    rows: list[dict[str, Any]] = []
+    page: str | None = url + ("&" if "?" in url else "?") + "page_size=2"
+    while page:
+        answer = client.get(page).json()
+        rows += answer["results"]
+        page = answer["next"]
+    return [{k: "" if v is None else str(v) for k, v in row.items()} for row in rows]
+
+
+def test_the_preemption_history_downloads_as_csv_scoped_and_filtered_as_its_pages(
+    api_as: Any, resources: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every event the filters keep, however many pages they fill (and however many batches
+    the download renders), with the same values as the JSON; a victim's tenant still sees
+    the preemptor's queue, not its name."""
+    monkeypatch.setattr(tables, "CSV_BATCH", 2)
+    now = timezone.now()
+    for minutes, reason in enumerate(["reclaim", "reclaim", "preempt", "reclaim", "reclaim"]):
+        do_record_preemption(
+            resources["own_workload"],
+            reason=reason,
+            at=now - timedelta(minutes=minutes),
+            gpus_freed=4,
+            lost_gpu_hours=minutes,
+            preemptor=resources["other_workload"],
+        )
+    member, admin = api_as("member"), api_as("admin")
+
+    rows = csv_of(member, "/api/v1/preemptions/?reason=reclaim")
+
+    assert len(rows) == 4 and rows == paged(member, "/api/v1/preemptions/?reason=reclaim")
+    assert {(row["preemptor"], row["preemptor_queue"]) for row in rows} == {("", "vision-train")}
+    every = csv_of(admin, "/api/v1/preemptions/")
+    assert every == paged(admin, "/api/v1/preemptions/")
+    mine = [row for row in every if row["reason"] in ("reclaim", "preempt")]
+    assert [row["preemptor"] for row in mine] == ["vision/train-1"] * 5
+    assert csv_of(member, "/api/v1/preemptions/?tenant=vision") == []
 
 
 @pytest.mark.parametrize("extra", [0, 10])

@@ -81,3 +81,21 @@ def test_queues_of_the_same_protection_share_a_row_that_names_them(
     monkeypatch.setattr(views, "PROTECTION_NAMES_SHOWN", 0)  # more queues than it names
     folded = text(page_as("max").get("/preemptions/")).split("<tr data-protection>")[1]
     assert folded.startswith("<td><details><summary>1 queue</summary>nlp</details></td>")
+
+
+def test_the_page_links_the_whole_history_as_the_apis_csv_scoped_as_the_page(
+    pool: Any, page_as: Any
+) -> None:
+    """The page shows the newest events; its link downloads every one the viewer may see."""
+    victim = submit(pool, "sweep", pool.vision_queue, "vic")
+    preemptor = submit(pool, "secret-run", pool.nlp_queue, "max")
+    preempt(victim, preemptor, 20, lost="1.5")
+    client = page_as("vic")
+    page = text(client.get("/preemptions/"))
+    link = page.split('id="csv-preemptions" href="')[1].split('"')[0]
+    assert link == "/api/v1/preemptions/?format=csv"
+    answer = client.get(link)
+    lines = b"".join(answer.streaming_content).decode().splitlines()
+    assert lines[0].startswith("id,at,reason,victim,victim_queue,victim_tenant,preemptor,")
+    [row] = lines[1:]
+    assert ",vision/sweep," in row and ",1.5000," in row and "secret-run" not in row
