@@ -159,6 +159,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["gpupool.api.permissions.ActionRoles"],
     "DEFAULT_PAGINATION_CLASS": "gpupool.api.pagination.Pages",
     "EXCEPTION_HANDLER": "gpupool.api.errors.api_exception_handler",
+    # An unknown ?format= is a 406 naming the formats offered, not DRF's 404.
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "gpupool.api.negotiation.Negotiation",
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",

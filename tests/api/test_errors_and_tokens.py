@@ -41,6 +41,16 @@ def test_an_action_s_refusal_is_a_400_naming_the_field(api_as: Any) -> None:
     assert "mig_profile" in response.json()["error"]["fields"]
 
 
+def test_a_format_a_resource_does_not_offer_is_a_406_naming_those_it_does(api_as: Any) -> None:
+    """Not DRF's 404 "Not found.": the address is right, the format is not."""
+    response = api_as("admin").get("/api/v1/flavors/?format=csv")
+    assert response.status_code == 406
+    error = response.json()["error"]
+    assert error["code"] == "not_acceptable"
+    assert error["message"] == "format: 'csv' is not offered here; it answers json, api"
+    assert api_as("admin").get("/api/v1/preemptions/?format=csv").status_code == 200
+
+
 def test_anonymous_callers_are_asked_to_authenticate(api_as: Any) -> None:
     response = api_as("anonymous").get("/api/v1/flavors/")
     assert response.status_code == 401
