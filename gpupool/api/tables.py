@@ -89,6 +89,14 @@ class CSVExport:
     filter_queryset: Any
     get_queryset: Any
 
+    def get_renderers(self) -> list[renderers.BaseRenderer]:
+        """CSV for the list only: a detail, a submission or an action's answer is no table
+        (asked as CSV: a 406 naming the formats it answers)."""
+        offered: list[renderers.BaseRenderer] = super().get_renderers()  # type: ignore[misc]
+        if getattr(self, "action", "list") == "list":
+            return offered
+        return [renderer for renderer in offered if not isinstance(renderer, CSVRenderer)]
+
     def wants_csv(self) -> bool:
         """Whether the client asked for CSV."""
         renderer = getattr(self.request, "accepted_renderer", None)

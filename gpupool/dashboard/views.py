@@ -408,12 +408,16 @@ def workloads(
         Workload.objects.order_by("-submitted_at", "-id"), access, WorkloadViewSet.tenant_field
     )
     state = request.GET.get("state", "")
+    # The API's CSV of every workload the page would list, newest first as here.
+    csv_query = {"format": "csv", "ordering": "-submitted_at"}
     if state in WorkloadState.values:
         rows = rows.filter(state=state)
+        csv_query["state"] = state
     queues = submit_queues(access)
     context = {
         "workloads": workload_list(rows[:WORKLOADS_SHOWN]),
         "shown_limit": WORKLOADS_SHOWN,
+        "csv_url": reverse("api:workload-list") + "?" + urlencode(csv_query),
         "state": state,
         "state_choices": WorkloadState.choices,
         "all_tenants": access.admin,

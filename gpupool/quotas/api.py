@@ -23,6 +23,7 @@ from rest_framework.routers import BaseRouter
 from gpupool.api.fields import NameRelatedField
 from gpupool.api.permissions import ADMINS, EVERYONE, ActionRoles, TenantScoped
 from gpupool.api.rows import PlannedRows
+from gpupool.api.tables import CSVExport
 from gpupool.inventory.models import Flavor
 from gpupool.quotas.actions import (
     do_delete_priority_class,
@@ -394,14 +395,16 @@ class BudgetFilter(filters.FilterSet):  # type: ignore[misc]
 
 
 class BudgetViewSet(
+    CSVExport,
     TenantScoped,
     mixins.ListModelMixin,
     mixins.RetrieveModelMixin,
     mixins.CreateModelMixin,
     viewsets.GenericViewSet[PriorityBudget],
 ):
-    """Priority budgets with their ledger: a tenant's leads and members and finance read them;
-    admins grant (``do_grant_budget``: the grant is set, the ledger records the difference)."""
+    """Priority budgets with their ledger (the list also as CSV, ``?format=csv``): a tenant's
+    leads and members and finance read them; admins grant (``do_grant_budget``: the grant is
+    set, the ledger records the difference)."""
 
     queryset = budget_rows()
     serializer_class = BudgetSerializer
@@ -412,6 +415,7 @@ class BudgetViewSet(
     action_roles = {"create": ADMINS}
     tenant_field = "tenant"
     finance_sees_all = True
+    csv_name = "budgets"
 
     def get_serializer_class(self) -> type[serializers.BaseSerializer[Any]]:
         """The grant's shape on create, the ledger's on ``ledger``."""

@@ -33,6 +33,7 @@ from gpupool.api.access import request_access
 from gpupool.api.fields import NameRelatedField
 from gpupool.api.permissions import TENANT_ROLES, ActionRoles, TenantScoped
 from gpupool.api.rows import PlannedRows
+from gpupool.api.tables import CSVExport
 from gpupool.control.api import PoolNotPlannable
 from gpupool.control.snapshot import SnapshotError
 from gpupool.inventory.models import Flavor
@@ -588,9 +589,14 @@ def _nulls_last(term: str) -> Any:
 
 
 class WorkloadViewSet(
-    TenantScoped, mixins.ListModelMixin, mixins.CreateModelMixin, viewsets.GenericViewSet[Workload]
+    CSVExport,
+    TenantScoped,
+    mixins.ListModelMixin,
+    mixins.CreateModelMixin,
+    viewsets.GenericViewSet[Workload],
 ):
-    """The caller's tenants' workloads (admins: all); submit one, or try one (dry-run)."""
+    """The caller's tenants' workloads (admins: all), every one as CSV with ``?format=csv``;
+    submit one, or try one (dry-run)."""
 
     queryset = workload_list()
     serializer_class = WorkloadSerializer
@@ -600,6 +606,7 @@ class WorkloadViewSet(
     permission_classes = (ActionRoles,)
     default_roles = TENANT_ROLES
     tenant_field = "queue__tenant"
+    csv_name = "workloads"
 
     def get_serializer_class(self) -> type[serializers.BaseSerializer[Any]]:
         """Input shapes for submit and dry-run."""

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from cost_builders import T0, H, Pool, use
+from csv_exports import downloaded, json_pages, paged_as_csv
 from rest_framework.test import APIClient
 
 from gpupool.accounting.actions import do_roll_up_usage
@@ -29,44 +30,18 @@ REPORTS = [
 ClientAs = Callable[[str], APIClient]
 
 
-def every_row(client: APIClient, url: str) -> list[dict[str, Any]]:
-    """All pages of a JSON list."""
-    rows: list[dict[str, Any]] = []
-    page: str | None = url
-    while page:
-        answer = client.get(page)
-        assert answer.status_code == 200, answer.content
-        rows += answer.json()["results"]
-        page = answer.json()["next"]
-    return rows
-
-
-def csv_rows(client: APIClient, url: str) -> list[dict[str, str]]:
-    """The CSV export of ``url``."""
-    answer = client.get(url + ("&" if "?" in url else "?") + "format=csv")
-    assert answer.status_code == 200
-    assert answer["Content-Type"].startswith("text/csv")
-    assert "attachment" in answer["Content-Disposition"]
-    text = b"".join(answer.streaming_content).decode()
-    return list(csv.DictReader(io.StringIO(text)))
-
-
 @pytest.mark.parametrize("url", REPORTS)
 def test_the_csv_export_holds_the_same_rows_as_the_json(
     period: Pool, client_as: ClientAs, url: str
 ) -> None:
     client = client_as("finance")
-    json_rows = every_row(client, url + ("&" if "?" in url else "?") + "page_size=2")
+    json_rows = paged_as_csv(client, url)
     assert json_rows
-    as_text = [
-        {key: "" if value is None else str(value) for key, value in row.items()}
-        for row in json_rows
-    ]
-    assert csv_rows(client, url) == as_text
+    assert downloaded(client, url) == json_rows
 
 
 def test_finance_reads_every_tenants_cost(period: Pool, client_as: ClientAs) -> None:
-    rows = every_row(client_as("finance"), f"/api/v1/reports/usage/?{MARCH}&by=tenant")
+    rows = json_pages(client_as("finance"), f"/api/v1/reports/usage/?{MARCH}&by=tenant")
     assert [(row["tenant"], row["gpu_hours"], row["cost"]) for row in rows] == [
         ("a", "16.0000", "40.0000"),
         ("b", "12.0000", "34.0000"),
@@ -82,7 +57,7 @@ def test_leads_and_members_read_only_their_tenants_cost(
     for url in REPORTS:
         if "capacity" in url:
             continue
-        rows = every_row(client, url)
+        rows = json_pages(client, url)
         assert rows and {row["tenant"] for row in rows} == {tenant}, url
 
 
@@ -90,7 +65,7 @@ def test_the_capacity_report_is_the_pools_and_every_role_reads_it(
     period: Pool, client_as: ClientAs
 ) -> None:
     answers = [
-        every_row(client_as(role), f"/api/v1/reports/capacity/?{MARCH}")
+        json_pages(client_as(role), f"/api/v1/reports/capacity/?{MARCH}")
         for role in ("admin", "finance", "lead", "member")
     ]
     assert all(rows == answers[0] for rows in answers)
@@ -136,9 +111,9 @@ def test_without_days_a_report_covers_this_month_to_date(pool: Pool, client_as: 
 def test_the_usage_intervals_of_another_tenant_are_hidden(
     period: Pool, client_as: ClientAs
 ) -> None:
-    rows = every_row(client_as("lead"), "/api/v1/usage/?queue=team-b")
+    rows = json_pages(client_as("lead"), "/api/v1/usage/?queue=team-b")
     assert rows == []
-    mine = every_row(client_as("lead"), "/api/v1/usage/?open=true")
+    mine = json_pages(client_as("lead"), "/api/v1/usage/?open=true")
     assert [(row["workload"], row["gpus"], row["ended_at"]) for row in mine] == [
         ("job-1", "4.000", None)
     ]

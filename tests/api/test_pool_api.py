@@ -4,12 +4,11 @@ which show a victim's tenant who caused them only at the queue level."""
 
 from __future__ import annotations
 
-import csv
-import io
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from csv_exports import downloaded, paged_as_csv
 from django.core.cache import cache
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -254,27 +253,6 @@ def test_a_preemption_inside_ones_own_tenant_names_the_preemptor(
     assert (event["preemptor"], event["preemptor_owner"]) == ("nlp/urgent-1", "lena")
 
 
-def csv_of(client: Any, url: str) -> list[dict[str, str]]:
-    """A CSV download of ``url``, as rows."""
-    answer = client.get(url + ("&" if "?" in url else "?") + "format=csv")
-    assert answer.status_code == 200
-    assert answer["Content-Type"].startswith("text/csv")
-    assert answer["Content-Disposition"] == 'attachment; filename="preemptions.csv"'
-    text = b"".join(answer.streaming_content).decode()
-    return list(csv.DictReader(io.StringIO(text)))
-
-
-def paged(client: Any, url: str) -> list[dict[str, str]]:
-    """Every JSON page of ``url`` (two rows a page), each value as CSV writes it."""
-    rows: list[dict[str, Any]] = []
-    page: str | None = url + ("&" if "?" in url else "?") + "page_size=2"
-    while page:
-        answer = client.get(page).json()
-        rows += answer["results"]
-        page = answer["next"]
-    return [{k: "" if v is None else str(v) for k, v in row.items()} for row in rows]
-
-
 def test_the_preemption_history_downloads_as_csv_scoped_and_filtered_as_its_pages(
     api_as: Any, resources: dict, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -294,15 +272,18 @@ def test_the_preemption_history_downloads_as_csv_scoped_and_filtered_as_its_page
         )
     member, admin = api_as("member"), api_as("admin")
 
-    rows = csv_of(member, "/api/v1/preemptions/?reason=reclaim")
+    rows = downloaded(member, "/api/v1/preemptions/?reason=reclaim", "preemptions")
 
-    assert len(rows) == 4 and rows == paged(member, "/api/v1/preemptions/?reason=reclaim")
+    assert len(rows) == 4 and rows == paged_as_csv(member, "/api/v1/preemptions/?reason=reclaim")
     assert {(row["preemptor"], row["preemptor_queue"]) for row in rows} == {("", "vision-train")}
-    every = csv_of(admin, "/api/v1/preemptions/")
-    assert every == paged(admin, "/api/v1/preemptions/")
+    every = downloaded(admin, "/api/v1/preemptions/")
+    assert every == paged_as_csv(admin, "/api/v1/preemptions/")
     mine = [row for row in every if row["reason"] in ("reclaim", "preempt")]
     assert [row["preemptor"] for row in mine] == ["vision/train-1"] * 5
-    assert csv_of(member, "/api/v1/preemptions/?tenant=vision") == []
+    assert downloaded(member, "/api/v1/preemptions/?tenant=vision") == []
+    # One event is no table: its detail answers JSON, and CSV is refused, naming the formats.
+    detail = admin.get(f"/api/v1/preemptions/{every[0]['id']}/?format=csv")
+    assert detail.status_code == 406 and "json" in detail.json()["error"]["message"]
 
 
 @pytest.mark.parametrize("extra", [0, 10])

@@ -8,6 +8,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from csv_exports import downloaded, paged_as_csv
 from django.utils import timezone
 from domain_builders import queue
 from resources_pool import pool, submit
@@ -182,6 +183,21 @@ def test_a_tenant_reads_its_budgets_and_their_ledger_and_finance_reads_all(
     assert len(api_as("finance").get("/api/v1/budgets/").json()["results"]) == 2
     other = resources["budgets"]["vision"].pk
     assert api_as("member").get(f"/api/v1/budgets/{other}/ledger/").status_code == 404
+
+
+def test_budgets_download_as_csv_as_each_role_reads_them(api_as: Any, resources: dict) -> None:
+    do_spend_budget(
+        resources["budgets"]["nlp"],
+        gpu_hours=5,
+        workload=resources["own_workload"],
+        at=timezone.now(),
+    )
+    for role, tenants in (("member", ["nlp"]), ("finance", ["nlp", "vision"])):
+        client = api_as(role)
+        rows = downloaded(client, "/api/v1/budgets/?ordering=tenant__name", "budgets")
+        assert rows == paged_as_csv(client, "/api/v1/budgets/?ordering=tenant__name")
+        assert [row["tenant"] for row in rows] == tenants
+    assert rows[0]["spent_gpu_hours"] == "5.0000"
 
 
 def test_an_admin_grants_a_budget_through_the_ledger(api_as: Any, resources: dict) -> None:

@@ -8,11 +8,13 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from csv_exports import downloaded, paged_as_csv
 from django.utils import timezone
 from domain_builders import explained, flavor
 from resources_pool import pool, submit
 
 from gpupool.accounting.actions import do_open_usage, do_record_preemption
+from gpupool.api import tables
 from gpupool.inventory.models import Node
 from gpupool.quotas.actions import do_save_priority_class
 from gpupool.quotas.models import PriorityClass
@@ -179,6 +181,33 @@ def test_the_list_counts_positions_and_orders_by_them_unranked_work_last(
     Workload.objects.filter(name="a").update(state="cancelled")  # leaves: the rest move up
     detail = api_as("member").get(URL + "nlp/c/").json()
     assert detail["queue_position"] == detail["explanation"]["queue_position"] == 2
+
+
+def test_the_list_downloads_as_csv_scoped_filtered_and_positioned_as_its_pages(
+    api_as: Any, resources: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every workload the filters and the caller's scope keep, in batches (positions counted
+    per batch as per page), equal to the JSON pages."""
+    monkeypatch.setattr(tables, "CSV_BATCH", 2)
+    lead = resources["own_workload"].submitter
+    for name, rank in (("c", 30.0), ("a", -2.0), ("b", 7.25)):
+        explained(submit(name, resources["nlp"], lead, gpus=1), "behind", queue_rank=rank)
+    member = api_as("member")
+    query = "?state=pending&ordering=queue_position"
+
+    rows = downloaded(member, URL + query, "workloads")
+
+    assert rows == paged_as_csv(member, URL + query)
+    assert [(w["name"], w["queue_position"]) for w in rows] == [
+        ("a", "1"),
+        ("b", "2"),
+        ("c", "3"),
+        ("train-1", ""),
+    ]
+    everyone = downloaded(api_as("admin"), URL + "?ordering=name")
+    assert everyone == paged_as_csv(api_as("admin"), URL + "?ordering=name")
+    assert {w["tenant"] for w in everyone} == {"nlp", "vision"}
+    assert {w["tenant"] for w in downloaded(member, URL)} == {"nlp"}
 
 
 def test_another_tenants_workload_answers_404(api_as: Any, resources: dict) -> None:

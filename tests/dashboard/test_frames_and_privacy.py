@@ -40,6 +40,24 @@ def test_the_workloads_list_filters_by_state_and_refreshes_alone(pool: Any, page
     assert "not looked at by a cycle yet" in text(client.get("/workloads/"))
 
 
+def test_the_workloads_list_links_every_workload_in_its_state_as_the_apis_csv(
+    pool: Any, page_as: Any
+) -> None:
+    """The page shows the newest; its link downloads all of them, its state filter kept, as
+    the viewer's scope allows."""
+    submit(pool, "nlp-train", pool.nlp_queue, "max")
+    submit(pool, "vision-secret", pool.vision_queue, "vic")
+    client = page_as("max")
+    page = text(client.get("/workloads/?state=pending"))
+    link = page.split('id="csv-workloads" href="')[1].split('"')[0].replace("&amp;", "&")
+    assert link == "/api/v1/workloads/?format=csv&ordering=-submitted_at&state=pending"
+    lines = b"".join(client.get(link).streaming_content).decode().splitlines()
+    assert lines[0].startswith("namespace,name,queue,tenant,")
+    assert [line.split(",")[:2] for line in lines[1:]] == [["nlp", "nlp-train"]]
+    everything = text(client.get("/workloads/"))
+    assert 'href="/api/v1/workloads/?format=csv&amp;ordering=-submitted_at"' in everything
+
+
 def test_queues_are_public_at_the_queue_level(pool: Any, page_as: Any) -> None:
     page = rows(text(page_as("vic").get("/queues/")))
     assert 'data-queue="nlp"' in page and 'data-queue="vision"' in page
