@@ -692,6 +692,7 @@ def _bind_with_gpupool(api: Any, pods: list[Any], setup: Setup, result: RunResul
                             "apply": round(cycle.apply_s or 0.0, 3),
                             "apply_wait": round(cycle.outcome.get("apply_wait_s", 0.0), 3),
                         },
+                        "cpu_s": round(cycle.outcome.get("cpu_s", 0.0), 4),
                         "counts": cycle.outcome.get("counts", {}),
                     }
                 )

@@ -373,25 +373,46 @@ def _batching_window(
 ) -> None:
     """Wait until ``until`` (monotonic), until the pods arriving have paused, or until the
     client's allowance is ``lead`` from full with pods arriving, whichever is first
-    (``wait_next_cycle``)."""
+    (``wait_next_cycle``). At DEBUG the window's end is logged with what ended it."""
+    opened = time.monotonic()
     while not stop.is_set():
         now = time.monotonic()
         arrivals = backend.arrivals()
-        end = until
+        end, why = until, "the window's length"
         look = max(quiet, POLL_S)
+        allowance = None
         if arrivals.count:
-            end = min(until, arrivals.last + max(quiet, gaps * arrivals.mean_gap))
+            paused = arrivals.last + max(quiet, gaps * arrivals.mean_gap)
+            if paused < until:
+                end, why = paused, "the new pods paused"
             allowance = backend.allowance()
             if allowance is not None:
                 if outruns(arrivals, allowance, quiet_spell=quiet_spell):
-                    end = min(end, allowance.full_at - lead)
+                    hurried, kind = allowance.full_at - lead, "a stream faster than the limit"
                 elif ramps(arrivals, allowance, quiet_spell=quiet_spell):
                     # The first pod waits a lead at most, unless the bucket will still
                     # have room a lead after that.
-                    end = min(end, max(arrivals.first + lead, allowance.full_at - lead))
+                    hurried = max(arrivals.first + lead, allowance.full_at - lead)
+                    kind = "a ramp toward the limit"
+                else:
+                    hurried, kind = end, ""
+                if hurried < end:
+                    end, why = hurried, f"{kind}, the client's bucket full in under a lead"
                 # The next pods may make a stream of this (``STREAM_MIN``) while the bucket
                 # is full: seen a poll later, not a quiet_s later (turns lost meanwhile).
                 look = POLL_S
         if now >= end:
+            if logger.isEnabledFor(logging.DEBUG):
+                logger.debug(
+                    "window of %.3f s ended by %s: %d new pods (gaps: %.4f s mean, %.4f s "
+                    "since the sync), bucket full in %s, lead %.3f s",
+                    now - opened,
+                    why,
+                    arrivals.count,
+                    arrivals.mean_gap,
+                    arrivals.stream_gap,
+                    "-" if allowance is None else f"{max(allowance.full_at - now, 0.0):.3f} s",
+                    lead,
+                )
             return
         stop.wait(min(end - now, look, STOP_CHECK_S))

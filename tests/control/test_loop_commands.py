@@ -54,7 +54,11 @@ def test_gpupool_cycle_runs_one_cycle_and_prints_its_record(configured: World) -
     record = json.loads(out)
     assert status == 0 and record["status"] == "succeeded"
     assert set(record["timings_s"]) == {"sync", "snapshot", "plan", "record", "apply"}
-    assert SchedulingCycle.objects.get(pk=record["cycle"]).status == "succeeded"
+    # The cycle thread's CPU: some, and no more than its wall time (the rest is waiting).
+    assert 0 < record["cpu_s"] <= sum(record["timings_s"].values()) + 0.01
+    row = SchedulingCycle.objects.get(pk=record["cycle"])
+    assert row.status == "succeeded"
+    assert row.outcome["cpu_s"] == pytest.approx(record["cpu_s"], abs=1e-4)
 
 
 def test_gpupool_cycle_dry_run_plans_and_records_nothing(configured: World) -> None:

@@ -4,6 +4,7 @@ arrival of new pods cuts short (``docs/control-loop.md`` "Running it")."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Any, cast
@@ -410,3 +411,23 @@ def test_a_next_cycle_longer_than_the_last_still_binds_before_the_bucket_is_full
         every_s=0.02, limiter=limiter, lead_s=next_cycle_lead(0.2), before=STREAM_MIN
     )
     assert ended + 0.3 <= started + 0.5  # the longer cycle's bindings find the turns
+
+
+def test_the_window_logs_at_debug_what_ended_it(caplog: pytest.LogCaptureFixture) -> None:
+    """What an operator tuning GPUPOOL_CYCLE_* reads (LOG_LEVEL=DEBUG): why each cycle
+    started when it did."""
+    caplog.set_level(logging.DEBUG, logger="gpupool.control.runner")
+    waited_in_stream(every_s=0.02, limiter=drained(20.0, 40, 10), lead_s=0.2, before=STREAM_MIN)
+    changes = Changes()
+    changes.change(arrival=True)
+    waited(changes, started=time.monotonic() - 10.0, due=time.monotonic() + 60.0)
+    changes = Changes()
+    changes.change(arrival=False)
+    waited(changes, started=time.monotonic(), due=time.monotonic() + 60.0)
+
+    ends = [r.getMessage() for r in caplog.records if r.getMessage().startswith("window of ")]
+    assert len(ends) == 3
+    assert "ended by a stream faster than the limit, the client's bucket full" in ends[0]
+    assert "ended by the new pods paused: 1 new pods" in ends[1]
+    assert "ended by the window's length: 0 new pods" in ends[2]
+    assert "bucket full in -" in ends[1]  # no client limit: nothing to be full
