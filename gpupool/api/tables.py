@@ -1,7 +1,8 @@
-"""Tables as CSV, the one way every ``?format=csv`` of the API answers (the reports, the usage
-list, utilisation): RFC 4180 text (``csv`` module defaults, CRLF line ends) under a header of
-the columns, downloaded as a file. An error answers the same fields as JSON's
-``{"error": {...}}`` (``errors.py``) as one row, so a script reading the CSV sees why."""
+"""Tables as CSV, the one way every ``?format=csv`` of the API answers (the reports and the
+usage intervals, utilisation, preemptions, workloads, budgets): RFC 4180 text (``csv`` module
+defaults, CRLF line ends) under a header of the columns, downloaded as a file. An error
+answers the same fields as JSON's ``{"error": {...}}`` (``errors.py``) as one row, so a script
+reading the CSV sees why."""
 
 from __future__ import annotations
 
