@@ -46,7 +46,7 @@ from gpupool.api.filters import UtcDateTimeFilter
 from gpupool.api.permissions import COST_ROLES, ActionRoles, TenantScoped
 from gpupool.api.rows import PlannedRows
 from gpupool.api.tables import CSVExport
-from gpupool.control.queries import pool_now
+from gpupool.control.clock import pool_now
 from gpupool.inventory.models import Flavor
 from gpupool.quotas.models import Queue
 from gpupool.tenancy.models import Tenant

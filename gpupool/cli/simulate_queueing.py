@@ -356,11 +356,10 @@ def _trace_inputs(
 
 def _database_inputs(days: float) -> tuple[Any, ...]:
     """Demand of the database's recorded workloads over the last ``days`` days."""
-    from django.utils import timezone
-
+    from gpupool.control.clock import pool_now
     from gpupool.simulation.queueing.whatif_db import recorded_demand
 
-    demand = recorded_demand(days, timezone.now())
+    demand = recorded_demand(days, pool_now())
     skipped = ", ".join(f"{n} {why}" for why, n in sorted(demand.skipped.items()))
     note = f"{len(demand.jobs)} recorded workloads of the last {days:g} days"
     if skipped:

@@ -24,9 +24,10 @@ from typing import Generic, TypeVar, cast
 from django.core.cache import cache
 from django.db.models import Max
 from django.db.models.functions import TruncHour, TruncMinute
-from django.utils import timezone
 
 from gpupool.control.choices import CycleStatus
+from gpupool.control.clock import pool_clock as pool_clock  # (the pages import it here)
+from gpupool.control.clock import pool_now
 from gpupool.control.models import SchedulingCycle
 from gpupool.control.snapshot import DatabaseSnapshot, SnapshotError, build_snapshot
 from gpupool.inventory.queries import FlavorFragmentation, flavor_fragmentation
@@ -254,33 +255,3 @@ def fragmentation_of(cycle: SchedulingCycle) -> dict[str, dict[str, float]]:
     """Per flavor, the free and fragmented GPUs and the largest gang in one domain the cycle
     sampled (``inventory.queries.fragmentation_sample``; not every cycle samples)."""
     return dict((cycle.outcome or {}).get("fragmentation", {}))
-
-
-def pool_clock() -> datetime:
-    """The cluster's clock at the last finished cycle (the loop writes it in the cycle's
-    ``outcome``: a simulated cluster runs ahead of the wall clock that stamps the row), else
-    that cycle's end, else the wall clock. One indexed read, not the pool's snapshot: the
-    pages, the utilisation API and the CLI count back from it."""
-    last = (
-        SchedulingCycle.objects.filter(finished_at__isnull=False)
-        .order_by("-started_at", "-id")
-        .values_list("finished_at", "outcome__cluster_at")
-        .first()
-    )
-    if last is None:
-        return timezone.now()
-    finished, cluster_at = last
-    if isinstance(cluster_at, str):
-        try:
-            return datetime.fromisoformat(cluster_at)
-        except ValueError:
-            pass
-    return finished or timezone.now()
-
-
-def pool_now() -> datetime:
-    """What "now" is for the pool's own records: its clock, or the wall clock when that is
-    later (no cycle yet, or the loop stopped). A simulated cluster runs ahead of the wall
-    clock and stamps its usage in its own time, so "today" and "this month" of the cost
-    page and reports count from here."""
-    return max(pool_clock(), timezone.now())

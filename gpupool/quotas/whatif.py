@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db import connections
 from django.utils import timezone
 
+from gpupool.control.clock import pool_now
 from gpupool.quotas.actions import (
     do_begin_what_if,
     do_finish_what_if,
@@ -75,7 +76,9 @@ def run_what_if(run_id: int) -> WhatIfRun | None:
         do_record_what_if_progress(run, progress=fraction, message=message)
 
     try:
-        result = replay_request(run.request, days=run.days, now=run.started_at, progress=progress)
+        # The window ends at the pool's clock, which stamps the workloads it replays (a
+        # simulated cluster runs ahead of the wall clock that stamps the run).
+        result = replay_request(run.request, days=run.days, now=pool_now(), progress=progress)
     except ValueError as refused:  # the proposal cannot be replayed; the message says why
         return do_finish_what_if(run, at=timezone.now(), error=str(refused))
     except Exception as failure:

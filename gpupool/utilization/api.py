@@ -24,7 +24,7 @@ from rest_framework.routers import BaseRouter
 from gpupool.api.access import Access
 from gpupool.api.permissions import COST_ROLES, ActionRoles, TenantScoped
 from gpupool.api.tables import CSVRenderer
-from gpupool.control.queries import pool_clock
+from gpupool.control.clock import pool_clock
 from gpupool.utilization.queries import tenant_utilization, top_wasters
 
 MAX_WINDOW = timedelta(days=92)

@@ -11,9 +11,9 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
-from django.utils import timezone
 
 from gpupool.accounting.actions import do_close_usage
+from gpupool.control.clock import pool_now, pool_now_after
 from gpupool.inventory.models import Flavor, Node
 from gpupool.quotas.models import PriorityClass, Queue
 from gpupool.tenancy.models import Membership, is_site_admin, is_tenant_lead
@@ -88,7 +88,7 @@ def do_submit_workload(
         priority_class = PriorityClass.objects.filter(default=True).first()
         if priority_class is None:
             raise ValidationError({"priority_class": "no class given and none is the default"})
-    now = at or timezone.now()
+    now = at or pool_now()  # the pool's clock (``control.clock``)
     workload = Workload(
         name=name,
         namespace=namespace,
@@ -210,7 +210,7 @@ def do_transition_workload(
         )
     if not reason.strip():
         raise ValidationError({"reason": "every transition says why"})
-    now = at or timezone.now()
+    now = at or pool_now_after(workload.submitted_at, workload.admitted_at, workload.started_at)
     if to_state == WorkloadState.ADMITTED:
         _place(workload, placements, now)
         workload.admitted_at = now
@@ -293,7 +293,7 @@ def do_cancel_workload(
             f"Only its submitter, a lead of its tenant or an admin cancels {workload}."
         )
     current = Workload.objects.select_for_update().get(pk=workload.pk)
-    now = at or timezone.now()
+    now = at or pool_now_after(current.submitted_at, current.admitted_at, current.started_at)
     transition = do_transition_workload(
         current,
         WorkloadState.CANCELLED,

@@ -604,7 +604,7 @@ def test_the_pool_clock_is_the_clusters_time_at_the_last_cycle(world: World) -> 
     activity the loop records are stamped."""
     from datetime import UTC, datetime
 
-    from gpupool.control.queries import pool_clock
+    from gpupool.control.clock import pool_clock
 
     world.cluster.tick(6 * 3600)
     world.cycle()

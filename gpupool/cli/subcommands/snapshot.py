@@ -15,9 +15,8 @@ import json
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from django.utils import timezone
-
 from gpupool.cli.arguments import output_file
+from gpupool.control.queries import snapshot_time
 from gpupool.control.snapshot import SnapshotError, build_snapshot
 from gpupool.scheduler.scenario import ScenarioError, parse_time, snapshot_to_dict
 from gpupool.scheduler.types import PolicyInfo
@@ -47,7 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--at",
         type=cycle_time,
         metavar="TIME",
-        help="the cycle's time, ISO 8601 with a zone (default: now); it picks the budget "
+        help="the cycle's time, ISO 8601 with a zone (default: the pool's clock, as the pages' "
+        "snapshot); it picks the budget "
         "period and the preemption history, the rest is the pool as it is, so it may not be "
         "before a running workload's start",
     )
@@ -55,7 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
     """Build the snapshot and write it; exit 2 when the pool cannot be snapshotted."""
-    now = options.get("at") or timezone.now()
+    now = options.get("at") or snapshot_time()
     policy = PolicyInfo()
     try:
         database = build_snapshot(now=now, policy=policy)

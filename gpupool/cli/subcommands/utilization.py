@@ -14,7 +14,7 @@ from datetime import timedelta
 from typing import Any, TextIO
 
 from gpupool.clusters.grouping import AnnotationError, parse_duration
-from gpupool.control.queries import pool_clock
+from gpupool.control.clock import pool_clock
 from gpupool.utilization.queries import tenant_utilization
 
 HELP = "Allocated, active and idle GPU-hours per tenant over a recent window"
