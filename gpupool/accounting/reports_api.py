@@ -290,6 +290,11 @@ class ReportViewSet(CSVExport, viewsets.GenericViewSet[Any]):
     query_serializer_class: type[ReportQuerySerializer] = ReportQuerySerializer
     filter_backends = ()  # a report filters through its query serializer
 
+    def get_queryset(self) -> Any:
+        """No queryset: a report's rows come from ``build``. The browsable API asks for one
+        to draw its filter form (none: the report has no filter backends), so an empty list."""
+        return []
+
     def build(self, query: ReportQuery, options: dict[str, Any]) -> Report:
         """The report for ``query`` (each report says which)."""
         raise NotImplementedError

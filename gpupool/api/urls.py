@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from importlib import import_module
 
-from django.urls import include, path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import APIRootView, DefaultRouter
 
 from gpupool.api.permissions import EVERYONE
-from gpupool.api.views import TokenView
+from gpupool.api.views import NoSuchResource, TokenView
 
 API_MODULES = (
     "gpupool.tenancy.api",
@@ -52,4 +52,7 @@ urlpatterns = [
     path("tokens/", TokenView.as_view(), name="token"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
+    # Last: an address that matched nothing above is the API's 404, not the site's page.
+    # (Only addresses that end in a slash: one without is sent there first, as before.)
+    re_path(r"^.*/$", NoSuchResource.as_view()),  # (no name: no resource to reverse)
 ]

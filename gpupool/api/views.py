@@ -1,4 +1,5 @@
-"""API views that belong to no domain app: issuing a token for a username and password."""
+"""API views that belong to no domain app: issuing a token for a username and password, and
+the answer to an address that names no resource."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 from django.contrib.auth import authenticate
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
-from rest_framework.exceptions import AuthenticationFailed
+from rest_framework.exceptions import AuthenticationFailed, NotFound
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -68,3 +69,20 @@ class TokenView(APIView):
             TokenSerializer({"token": token.key, "username": user.get_username()}).data,
             status=status.HTTP_200_OK,
         )
+
+
+class NoSuchResource(APIView):
+    """Any address under ``/api/v1/`` that names no resource: a 404 in the API's error shape
+    (JSON, or as the client asked), not the site's HTML page, so a client's typo reads like
+    every other refusal. Every method, every caller: there is nothing there to guard."""
+
+    permission_classes = (AllowAny,)
+    authentication_classes = ()
+    schema = None  # not part of the API's description
+
+    def _refuse(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        raise NotFound(
+            f"No API resource at {request.path}; the index at /api/v1/ lists the resources."
+        )
+
+    get = post = put = patch = delete = head = options = _refuse

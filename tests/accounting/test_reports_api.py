@@ -165,3 +165,14 @@ def test_a_name_with_a_nul_character_is_a_400_not_a_database_error(
     answer = client_as("finance").get("/api/v1/reports/usage/?tenant=a%00b")
     assert answer.status_code == 400
     assert "tenant" in answer.json()["error"]["fields"]
+
+
+@pytest.mark.parametrize("url", REPORTS)
+def test_each_report_opens_in_the_browsable_api(
+    period: Pool, client_as: ClientAs, url: str
+) -> None:
+    """The API's HTML view of a report was a 500: it asked the report for a queryset."""
+    response = client_as("finance").get(url, HTTP_ACCEPT="text/html")
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/html")
+    assert b"&quot;results&quot;" in response.content  # the page of rows, as JSON text

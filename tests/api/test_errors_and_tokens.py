@@ -113,3 +113,23 @@ def test_rotating_a_token_retires_the_old_one(world: Any) -> None:
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {first.json()['token']}")
     assert client.get("/api/v1/flavors/").status_code == 401
+
+
+@pytest.mark.parametrize("role", ["admin", "anonymous"])
+@pytest.mark.parametrize("address", ["/api/v1/nope/", "/api/v1/workloads/nlp/"])
+def test_an_address_that_names_no_resource_is_a_404_in_the_one_shape(
+    api_as: Any, role: str, address: str
+) -> None:
+    """Not the site's HTML page: a client's typo reads like every other refusal."""
+    for method in ("get", "post", "delete"):
+        response = getattr(api_as(role), method)(address)
+        assert response.status_code == 404, (method, response.content[:200])
+        error = response.json()["error"]
+        assert error["code"] == "not_found"
+        assert address in error["message"] and "/api/v1/" in error["message"]
+
+
+def test_an_address_without_its_slash_is_still_sent_to_the_slashed_one(api_as: Any) -> None:
+    response = api_as("admin").get("/api/v1/flavors")
+    assert response.status_code == 301
+    assert response["Location"].endswith("/api/v1/flavors/")
