@@ -153,8 +153,8 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_FILTER_BACKENDS": [
-        "django_filters.rest_framework.DjangoFilterBackend",
-        "rest_framework.filters.OrderingFilter",
+        "gpupool.api.filters.StrictFilterBackend",
+        "gpupool.api.filters.StrictOrderingFilter",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["gpupool.api.permissions.ActionRoles"],
     "DEFAULT_PAGINATION_CLASS": "gpupool.api.pagination.Pages",

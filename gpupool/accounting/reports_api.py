@@ -42,7 +42,7 @@ from gpupool.accounting.reports import (
     workload_report,
 )
 from gpupool.api.access import request_access
-from gpupool.api.filters import UtcDateTimeFilter
+from gpupool.api.filters import StrictFilterBackend, UtcDateTimeFilter
 from gpupool.api.permissions import COST_ROLES, ActionRoles, TenantScoped
 from gpupool.api.rows import PlannedRows
 from gpupool.api.tables import CSVExport
@@ -89,7 +89,9 @@ class ReportQuerySerializer(serializers.Serializer[Any]):
             attrs["end"] = local_day(pool_now(), accounting_zone())
         attrs.setdefault("start", attrs["end"].replace(day=1))
         if attrs["end"] < attrs["start"]:
-            raise serializers.ValidationError({"end": "the last day comes after the first day"})
+            raise serializers.ValidationError(
+                {"end": f"must not be before start ({attrs['end']} is before {attrs['start']})"}
+            )
         if (attrs["end"] - attrs["start"]).days > LONGEST_SPAN_DAYS:
             raise serializers.ValidationError(
                 {"start": f"a report covers at most {LONGEST_SPAN_DAYS} days"}
@@ -513,7 +515,7 @@ class UsageIntervalViewSet(CSVExport, TenantScoped, viewsets.ReadOnlyModelViewSe
     tenant_field = "tenant"
     finance_sees_all = True
     pagination_class = NewestFirst
-    filter_backends = (filters.DjangoFilterBackend,)
+    filter_backends = (StrictFilterBackend,)
     csv_name = "usage-intervals"
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import NON_FIELD_ERRORS
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
@@ -50,9 +51,14 @@ def _fields(detail: Any, prefix: str = "") -> dict[str, list[str]]:
 
 
 def django_validation_detail(error: DjangoValidationError) -> Any:
-    """A Django ``ValidationError`` as DRF detail (a dict when it names fields)."""
+    """A Django ``ValidationError`` as DRF detail (a dict when it names fields); Django's
+    own key for errors of no field (``__all__``, a model's ``clean`` or constraint) is DRF's
+    ``non_field_errors``, as the API documents."""
     if hasattr(error, "error_dict"):
-        return {field: [str(m) for m in errors] for field, errors in error.message_dict.items()}
+        return {
+            NON_FIELD if field == NON_FIELD_ERRORS else field: [str(m) for m in errors]
+            for field, errors in error.message_dict.items()
+        }
     return {NON_FIELD: list(error.messages)}
 
 

@@ -46,7 +46,9 @@ def window_of(request: Request) -> tuple[datetime, datetime]:
     until = _time(request, "until") or pool_clock()
     since = _time(request, "since") or until - timedelta(hours=1)
     if since >= until:
-        raise ValidationError({"since": "the window starts before it ends"})
+        raise ValidationError(
+            {"since": f"must be before until ({since.isoformat()} >= {until.isoformat()})"}
+        )
     if until - since > MAX_WINDOW:
         raise ValidationError({"since": f"a window is at most {MAX_WINDOW.days} days"})
     return since, until
@@ -123,7 +125,9 @@ class WasterViewSet(_UtilizationViewSet):
         """The caller's tenants' workloads (admins and finance: all), most idle first."""
         since, until = window_of(request)
         try:
-            limit = min(max(int(request.query_params.get("limit", "10")), 1), 100)
+            limit = int(request.query_params.get("limit", "10"))
+            if not 1 <= limit <= 100:
+                raise ValueError(limit)
         except ValueError:
             raise ValidationError({"limit": "a whole number from 1 to 100"}) from None
         return Response(top_wasters(since, until, limit, tenants_of(self.access())))

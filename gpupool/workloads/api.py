@@ -23,7 +23,6 @@ from django_filters import rest_framework as filters
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.filters import OrderingFilter
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.routers import BaseRouter
@@ -31,6 +30,7 @@ from rest_framework.routers import BaseRouter
 from gpupool.accounting.models import PreemptionEvent
 from gpupool.api.access import request_access
 from gpupool.api.fields import NameRelatedField
+from gpupool.api.filters import StrictFilterBackend, StrictOrderingFilter
 from gpupool.api.permissions import TENANT_ROLES, ActionRoles, TenantScoped
 from gpupool.api.rows import PlannedRows
 from gpupool.api.tables import CSVExport
@@ -557,7 +557,7 @@ class WorkloadFilter(filters.FilterSet):  # type: ignore[misc]
         fields: tuple[str, ...] = ("state", "queue", "tenant", "namespace", "submitter", "reason")
 
 
-class WorkloadOrdering(OrderingFilter):
+class WorkloadOrdering(StrictOrderingFilter):
     """``?ordering=`` where ``queue_position`` orders by the queue rank it is counted from:
     within a queue, the order of positions (a position is no column: the loop keeps ranks,
     ``control/record.py``); pending work a cycle has not ranked yet comes last."""
@@ -601,7 +601,7 @@ class WorkloadViewSet(
     queryset = workload_list()
     serializer_class = WorkloadSerializer
     filterset_class = WorkloadFilter
-    filter_backends = (filters.DjangoFilterBackend, WorkloadOrdering)
+    filter_backends = (StrictFilterBackend, WorkloadOrdering)
     ordering_fields = ("submitted_at", "started_at", "queue_position", "estimated_start_at", "name")
     permission_classes = (ActionRoles,)
     default_roles = TENANT_ROLES

@@ -176,3 +176,14 @@ def test_each_report_opens_in_the_browsable_api(
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/html")
     assert b"&quot;results&quot;" in response.content  # the page of rows, as JSON text
+
+
+def test_a_span_that_ends_before_it_starts_says_which_way_round_it_must_be(
+    pool: Pool, client_as: ClientAs
+) -> None:
+    answer = client_as("finance").get(
+        "/api/v1/reports/attribution/?start=2026-12-31&end=2026-12-01"
+    )
+    assert answer.status_code == 400
+    (message,) = answer.json()["error"]["fields"]["end"]
+    assert message == "must not be before start (2026-12-01 is before 2026-12-31)"

@@ -133,3 +133,64 @@ def test_an_address_without_its_slash_is_still_sent_to_the_slashed_one(api_as: A
     response = api_as("admin").get("/api/v1/flavors")
     assert response.status_code == 301
     assert response["Location"].endswith("/api/v1/flavors/")
+
+
+@pytest.mark.parametrize(
+    ("address", "parameter"),
+    [
+        ("/api/v1/queues/?leaf=maybe", "leaf"),
+        ("/api/v1/nodes/?cordoned=maybe", "cordoned"),
+        ("/api/v1/nodes/?unhealthy=yes%20please", "unhealthy"),
+        ("/api/v1/flavors/?ordering=bogus", "ordering"),
+        ("/api/v1/workloads/?ordering=-submitted_at,bogus", "ordering"),
+        ("/api/v1/flavors/?page_size=-5", "page_size"),
+        ("/api/v1/flavors/?page_size=abc", "page_size"),
+        ("/api/v1/flavors/?page_size=5000", "page_size"),
+    ],
+)
+def test_a_query_value_a_list_cannot_read_is_a_400_naming_it(
+    api_as: Any, address: str, parameter: str
+) -> None:
+    """Not a list that looks filtered, sorted or sized as asked and is not."""
+    response = api_as("admin").get(address)
+    assert response.status_code == 400, response.content[:300]
+    assert set(response.json()["error"]["fields"]) == {parameter}
+
+
+def test_an_unknown_ordering_names_the_fields_the_list_sorts_by(api_as: Any) -> None:
+    message = api_as("admin").get("/api/v1/workloads/?ordering=bogus").json()["error"]["message"]
+    assert message.startswith("ordering: cannot sort by bogus; it sorts by ")
+    assert "queue_position" in message and "submitted_at" in message
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "/api/v1/queues/?leaf=TRUE",
+        "/api/v1/nodes/?cordoned=0",
+        "/api/v1/workloads/?ordering=-submitted_at,name",
+        "/api/v1/flavors/?ordering=-name&page_size=1000",
+        "/api/v1/queues/?leaf=",
+    ],
+)
+def test_what_a_list_reads_still_reads(api_as: Any, address: str) -> None:
+    assert api_as("admin").get(address).status_code == 200
+
+
+def test_an_error_of_no_one_field_is_under_non_field_errors_as_documented(api_as: Any) -> None:
+    """A model's rule across fields answered Django's ``__all__``."""
+    response = api_as("admin").post(
+        "/api/v1/flavors/",
+        {
+            "name": "f2",
+            "sharing": "mig",
+            "gpu_model": "A100",
+            "gpu_memory_gb": 20,
+            "hourly_price": "1.0",
+        },
+        format="json",
+    )
+    assert response.status_code == 400, response.content
+    fields = response.json()["error"]["fields"]
+    assert "__all__" not in fields
+    assert "non_field_errors" in fields, fields

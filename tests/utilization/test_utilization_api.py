@@ -118,3 +118,22 @@ def test_the_queries_do_not_grow_with_the_rows(teams: dict) -> None:
     with CaptureQueriesContext(connection) as queries:
         get(teams["fin"], "/api/v1/utilization/wasters/")
     assert len(queries) <= 8
+
+
+def test_a_window_that_ends_before_it_starts_says_which_way_round_it_must_be(teams: dict) -> None:
+    since, until = "2026-12-02T00:00:00Z", "2026-12-01T00:00:00Z"
+    answer = get(teams["fin"], f"/api/v1/utilization/tenants/?since={since}&until={until}")
+
+    assert answer.status_code == 400
+    (message,) = answer.json()["error"]["fields"]["since"]
+    assert (
+        message == "must be before until (2026-12-02T00:00:00+00:00 >= 2026-12-01T00:00:00+00:00)"
+    )
+
+
+@pytest.mark.parametrize("limit", ["-1", "0", "101", "abc"])
+def test_a_limit_outside_one_to_a_hundred_is_refused_not_clamped(teams: dict, limit: str) -> None:
+    answer = get(teams["fin"], f"/api/v1/utilization/wasters/?limit={limit}")
+
+    assert answer.status_code == 400
+    assert answer.json()["error"]["fields"] == {"limit": ["a whole number from 1 to 100"]}
