@@ -295,7 +295,7 @@ def run_whatif_mode(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> 
         inputs = _database_inputs(days)
     jobs, flavors, nodes, queues, classes, window_s, note = inputs
     try:
-        proposed = apply_changes(queues, changes)
+        proposed = apply_changes(queues, changes, {flavor.name for flavor in flavors})
     except ValueError as error:
         stderr.write(f"simulate whatif: {error}\n")
         return 2

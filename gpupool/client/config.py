@@ -8,6 +8,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 
@@ -23,6 +24,17 @@ class Settings:
     url: str
     token: str
     username: str = ""
+
+
+def server_url_problem(text: str) -> str | None:
+    """Why ``text`` is no server address (an http or https URL with a host), or None."""
+    try:
+        parts = urlsplit(text.strip())
+    except ValueError as error:
+        return f"{text!r} is not a server address: {error}"
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        return f"{text!r} is not a server address like https://gpupool.example.org"
+    return None
 
 
 def config_path() -> Path:
@@ -43,6 +55,9 @@ def load() -> Settings:
         if isinstance(found, dict):
             stored = {key: str(value) for key, value in found.items()}
     url = os.environ.get("GPUPOOL_URL") or stored.get("url") or DEFAULT_URL
+    if (problem := server_url_problem(url)) is not None:
+        where = "GPUPOOL_URL" if os.environ.get("GPUPOOL_URL") else str(path)
+        raise ConfigError(f"{where}: {problem}")
     token = os.environ.get("GPUPOOL_TOKEN") or stored.get("token", "")
     return Settings(url.rstrip("/"), token, stored.get("username", ""))
 

@@ -26,7 +26,14 @@ from typing import Any, TextIO
 
 import yaml
 
-from gpupool.client.config import ConfigError, Settings, config_path, load, save
+from gpupool.client.config import (
+    ConfigError,
+    Settings,
+    config_path,
+    load,
+    save,
+    server_url_problem,
+)
 from gpupool.client.http import Api, ApiError
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_WOULD_WAIT = 0, 1, 2, 3
@@ -55,6 +62,14 @@ def variable(text: str) -> tuple[str, str]:
     if not sep or not name:
         raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE")
     return name, value
+
+
+def server_url(text: str) -> str:
+    """``--url``: an http or https address with a host."""
+    problem = server_url_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return text.strip()
 
 
 def qualified(text: str) -> tuple[str, str]:
@@ -237,7 +252,12 @@ def add_workload_flags(parser: argparse.ArgumentParser) -> None:
 def do_login(api: Api, options: argparse.Namespace, out: TextIO) -> int:
     """Exchange a username and password for a token and store it (mode 0600)."""
     url = (options.url or api.settings.url).rstrip("/")
-    username = options.username or input("Username: ").strip()
+    try:
+        username = options.username or input("Username: ").strip()
+    except EOFError:
+        raise UsageError("login: no username: give --username, or type it when asked") from None
+    if not username:
+        raise UsageError("login: no username: give --username, or type it when asked")
     password = getpass.getpass("Password: ")
     login = Api(Settings(url, ""))
     answer = login.call("POST", "tokens/", {"username": username, "password": password}, auth=False)
@@ -358,7 +378,9 @@ def parser() -> argparse.ArgumentParser:
     top.add_argument("--json", action="store_true", help="print the API's JSON")
     commands = top.add_subparsers(dest="verb", required=True, metavar="COMMAND")
     login = commands.add_parser("login", help="store an API token for a username and password")
-    login.add_argument("--url", help="the server, e.g. https://gpupool.example.org")
+    login.add_argument(
+        "--url", type=server_url, help="the server, e.g. https://gpupool.example.org"
+    )
     login.add_argument("--username")
     login.set_defaults(run=do_login)
     status = commands.add_parser("status", help="your tenants' waiting and running workloads")

@@ -152,3 +152,36 @@ def test_a_refused_submission_names_the_field(logged_in: dict[str, Any]) -> None
     assert status == 1 and "Not found" in err
     status, _, err = run("why", "no-slash")
     assert status == 2
+
+
+def test_a_server_address_that_is_no_url_is_refused_naming_the_option(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """It was a traceback (urllib's "unknown url type")."""
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["login", "--url", "notaurl", "--username", "lena"], out=out, err=err) == 2
+    assert "--url: 'notaurl' is not a server address" in capsys.readouterr().err
+
+
+def test_a_bad_gpupool_url_in_the_environment_is_named(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    monkeypatch.setenv("GPUPOOL_URL", "ftp//nowhere")
+    monkeypatch.setenv("GPUPOOL_TOKEN", "t")
+    status, _, err = run("status")
+    assert status == 2
+    assert (
+        err
+        == "gpupool: GPUPOOL_URL: 'ftp//nowhere' is not a server address like https://gpupool.example.org\n"
+    )
+
+
+def test_login_without_a_username_to_read_says_how_to_give_one(
+    server: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))  # at its end: no username to type
+    status, _, err = run("login")
+    assert status == 2
+    assert "no username: give --username, or type it when asked" in err
+    assert not server["config"].exists()

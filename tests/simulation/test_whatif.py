@@ -74,6 +74,8 @@ def test_applying_quota_changes_keeps_the_order_and_checks_the_levels() -> None:
         apply_changes(QUEUES, [QuotaChange("a", "h100", deserved=4, capability=3)])
     with pytest.raises(ValueError, match="unknown queue"):
         apply_changes(QUEUES, [QuotaChange("zzz", "h100", deserved=1)])
+    with pytest.raises(ValueError, match="unknown flavor 'a100'"):
+        apply_changes(QUEUES, [QuotaChange("a", "a100", deserved=1)], flavors={"h100"})
 
 
 def test_the_whatif_shows_who_gains_and_who_pays() -> None:
@@ -298,6 +300,20 @@ def test_whatif_prints_tables_and_refuses_an_unknown_queue(
         )
     assert exit_info.value.code == 2
     assert "unknown queue" in err.getvalue()
+
+
+@pytest.mark.django_db
+def test_whatif_refuses_a_quota_of_a_flavor_the_pool_does_not_have(
+    recorded_pool: dict[str, object],
+) -> None:
+    """It ran and exited 0, proposing a quota that changes nothing."""
+    err = StringIO()
+    with pytest.raises(SystemExit) as exit_info:
+        call_command(
+            "gpupool", "simulate", "whatif", "--set-quota", "team-a:nope:deserved=5", stderr=err
+        )
+    assert exit_info.value.code == 2
+    assert "unknown flavor 'nope'; have ['h100']" in err.getvalue()
 
 
 @pytest.mark.django_db

@@ -16,7 +16,7 @@ import json
 import math
 import re
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
@@ -83,9 +83,13 @@ def parse_quota_change(text: str) -> QuotaChange:
 
 
 def apply_changes(
-    queues: Sequence[QueueInfo], changes: Sequence[QuotaChange]
+    queues: Sequence[QueueInfo],
+    changes: Sequence[QuotaChange],
+    flavors: Collection[str] | None = None,
 ) -> tuple[QueueInfo, ...]:
-    """The queue tree with the changes applied; refuses unknown queues or disordered levels.
+    """The queue tree with the changes applied; refuses unknown queues, flavors not among
+    ``flavors`` (when given: a quota of a flavor no node has changes nothing) or disordered
+    levels.
 
     A queue without quota for the flavor gets one (unset levels default to 0 guarantee and
     capability = deserved).
@@ -95,6 +99,8 @@ def apply_changes(
         queue = by_name.get(change.queue)
         if queue is None:
             raise ValueError(f"unknown queue {change.queue!r}; have {sorted(by_name)}")
+        if flavors is not None and change.flavor not in flavors:
+            raise ValueError(f"unknown flavor {change.flavor!r}; have {sorted(flavors)}")
         current = queue.quota.get(change.flavor)
         guarantee = _milli(change.guarantee, current.guarantee if current else 0)
         deserved = _milli(change.deserved, current.deserved if current else 0)
