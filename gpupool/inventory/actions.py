@@ -9,6 +9,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from gpupool.audit.actions import (
@@ -19,11 +20,16 @@ from gpupool.audit.actions import (
     save_audited,
 )
 from gpupool.inventory.models import Flavor, FlavorPriceChange, Gpu, Node
+from gpupool.workloads.choices import UNFINISHED_STATES
+from gpupool.workloads.models import Workload
 
 # The reason a GPU gets when the sync reports it unhealthy without saying why.
 UNHEALTHY_AT_SYNC = "reported unhealthy by the cluster sync"
 # Why a node that vanished from the cluster takes no pods.
 GONE = "gone from the cluster"
+# What a flavor's pod sets and placements mean: whole GPUs or milli shares, which MIG
+# instance (and so how many per card). Fixed while unfinished work asks for the flavor.
+PLACEMENT_FIELDS = ("sharing", "gpu_model", "mig_profile")
 
 
 @transaction.atomic
@@ -31,12 +37,56 @@ def do_save_flavor(
     flavor: Flavor, *, acting_user: Any, reason: str = "", at: datetime | None = None
 ) -> Flavor:
     """Create or update a flavor (sharing, card, MIG profile, labels, memory, price); a new
-    price enters the price history from ``at`` (default now), so past hours keep theirs."""
+    price enters the price history from ``at`` (default now), so past hours keep theirs.
+    Refused, naming the field, when it changes what a pod set or placement on the flavor
+    means (``PLACEMENT_FIELDS``) while unfinished workloads ask for it."""
+    problems = _placement_change_errors(flavor)
+    if problems:
+        raise ValidationError(problems)
     saved = save_audited(
         flavor, action="inventory.save_flavor", acting_user=acting_user, reason=reason
     )
     _record_price(saved, at or timezone.now())
     return saved
+
+
+def _placement_change_errors(flavor: Flavor) -> dict[str, str]:
+    """``{field: why}`` for each of ``PLACEMENT_FIELDS`` the save would change while unfinished
+    workloads ask for the flavor (first choice or a further one) or are placed on its nodes:
+    their pod sets and placements would stop meaning what the loop checks them against."""
+    if flavor.pk is None:
+        return {}
+    stored = Flavor.objects.filter(pk=flavor.pk).values(*PLACEMENT_FIELDS).first()
+    if stored is None:
+        return {}
+    changed = [field for field in PLACEMENT_FIELDS if getattr(flavor, field) != stored[field]]
+    if not changed:
+        return {}
+    using = (
+        Workload.objects.filter(state__in=UNFINISHED_STATES)
+        .filter(
+            Q(pod_sets__flavor=flavor)
+            | Q(pod_sets__flavor_choices__flavor=flavor)
+            | Q(placements__node__flavor=flavor)
+        )
+        .distinct()
+    )
+    count = using.count()
+    if not count:
+        return {}
+    examples = ", ".join(
+        f"{namespace}/{name}"
+        for namespace, name in using.order_by("namespace", "name").values_list("namespace", "name")[
+            :3
+        ]
+    )
+    return {
+        field: f"{field} cannot change from {stored[field]!r} while {count} unfinished "
+        f"workload{'s' * (count != 1)} ask for {flavor.name} ({examples}"
+        f"{', ...' if count > 3 else ''}): their pod sets and placements would no longer "
+        f"fit it; change it once they finish, or make a new flavor"
+        for field in changed
+    }
 
 
 def _record_price(flavor: Flavor, at: datetime) -> None:

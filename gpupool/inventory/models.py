@@ -12,6 +12,7 @@ from django.db.models import Count, Q
 
 from gpupool.inventory.choices import Sharing
 from gpupool.scheduler import mig
+from gpupool.tenancy.models import fixed_field_errors
 
 
 def _string_map_errors(value: Any) -> str | None:
@@ -76,8 +77,9 @@ class Flavor(models.Model):
         return self.name
 
     def clean(self) -> None:
-        """Check the labels, and that a MIG flavor names a known profile of its card."""
-        errors: dict[str, str] = {}
+        """Check the name stays as created (pods' flavor labels, quotas and the loop name it),
+        the labels, and that a MIG flavor names a known profile of its card."""
+        errors: dict[str, str] = fixed_field_errors(self, "name")
         label_error = _string_map_errors(self.node_labels)
         if label_error:
             errors["node_labels"] = label_error

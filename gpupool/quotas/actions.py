@@ -19,6 +19,7 @@ from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from gpupool.audit.actions import (
+    audited_change,
     delete_audited,
     model_snapshot,
     record_audit_change,
@@ -40,6 +41,7 @@ from gpupool.quotas.choices import (
 )
 from gpupool.quotas.models import (
     LEDGER_QUANTUM,
+    NO_DEFAULT_LEFT,
     BudgetLedgerEntry,
     PriorityBudget,
     PriorityClass,
@@ -158,7 +160,25 @@ def _record_quota(queue: Queue, flavor: Flavor, quota: QueueQuota | None, at: da
 def do_save_priority_class(
     priority_class: PriorityClass, *, acting_user: Any, reason: str = ""
 ) -> PriorityClass:
-    """Create or update a priority class (value, preemption policy, budget rate, default)."""
+    """Create or update a priority class (value, preemption policy, budget rate, default).
+    Making it the default moves the default from the class that had it (audited too); the
+    default class stops being the default only that way (there is always one)."""
+    previous = (
+        PriorityClass.objects.select_for_update().filter(default=True).exclude(pk=priority_class.pk)
+        if priority_class.default
+        else PriorityClass.objects.none()
+    ).first()
+    if previous is not None:
+        # Not through its clean(): it stops being the default because this class takes over,
+        # and this class's own full_clean below refuses what must not be (rolling this back).
+        with audited_change(
+            previous,
+            action="quotas.save_priority_class",
+            acting_user=acting_user,
+            reason=reason or f"{priority_class.name} is the default class now",
+        ):
+            previous.default = False
+            previous.save(update_fields=["default"])
     return save_audited(
         priority_class,
         action="quotas.save_priority_class",
@@ -171,7 +191,9 @@ def do_save_priority_class(
 def do_delete_priority_class(
     priority_class: PriorityClass, *, acting_user: Any, reason: str = ""
 ) -> None:
-    """Delete a priority class that no workload or budget uses."""
+    """Delete a priority class that no workload or budget uses and that is not the default."""
+    if PriorityClass.objects.filter(pk=priority_class.pk, default=True).exists():
+        raise ValidationError({"default": NO_DEFAULT_LEFT.format(name=priority_class.name)})
     if priority_class.workloads.exists() or priority_class.budgets.exists():
         raise ValidationError({"priority_class": f"{priority_class} is still in use"})
     delete_audited(

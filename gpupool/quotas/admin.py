@@ -143,9 +143,21 @@ class QueueQuotaAdmin(ActionModelAdmin):
         self.run_action(request, lambda: do_delete_queue_quota(obj, acting_user=request.user))
 
 
+class PriorityClassForm(forms.ModelForm):  # type: ignore[type-arg]
+    """A priority class's form: ticking ``default`` on another class moves the default to it
+    (``do_save_priority_class`` takes it from the class that had it), so the form does not
+    refuse it as a second default; the action checks every rule when it saves."""
+
+    # (ModelForm's hook for the fields its model validation leaves out; not in the stubs)
+    def _get_validation_exclusions(self) -> set[str]:
+        return {*super()._get_validation_exclusions(), "default"}  # type: ignore[misc]
+
+
 @admin.register(PriorityClass)
 class PriorityClassAdmin(ActionModelAdmin):
     """Priority classes: value, preemption policy, budget rate, the default."""
+
+    form = PriorityClassForm
 
     list_display = [
         "name",

@@ -253,7 +253,9 @@ class QueueViewSet(viewsets.ModelViewSet[Queue]):
 
 class PriorityClassSerializer(serializers.ModelSerializer[PriorityClass]):
     """A priority class: value, preemption policy, budget rate, whether it is the default, and
-    its idle policy (seconds idle before an alert, before a reclaim; null: never)."""
+    its idle policy (seconds idle before an alert, before a reclaim; null: never). Its name is
+    fixed once created; ``default: true`` moves the default to it, and the default class is
+    neither unticked nor deleted (another class takes over instead)."""
 
     class Meta:
         model = PriorityClass
@@ -267,6 +269,9 @@ class PriorityClassSerializer(serializers.ModelSerializer[PriorityClass]):
             "idle_reclaim_after_s",
             "description",
         )
+        # No "already exists" check of the one-default constraint: ``default: true`` moves
+        # the default (``do_save_priority_class``), which checks the rules.
+        extra_kwargs: dict[str, dict[str, Any]] = {"default": {"validators": []}}
 
 
 class PriorityClassViewSet(viewsets.ModelViewSet[PriorityClass]):

@@ -22,11 +22,15 @@ from gpupool.quotas.choices import (
     QuotaRequestState,
     WhatIfState,
 )
-from gpupool.tenancy.models import Tenant
+from gpupool.tenancy.models import Tenant, fixed_field_errors
+from gpupool.workloads.choices import UNFINISHED_STATES
 
 ZERO = Decimal(0)
 # The ledger's precision (``BudgetLedgerEntry.gpu_hours``: four decimal places).
 LEDGER_QUANTUM = Decimal("0.0001")
+# The most GPU-hours one grant may hold: ``BudgetLedgerEntry.gpu_hours`` and the kept balance
+# hold 12 digits with 4 decimal places (8 whole digits), a grant has 3 decimal places.
+MAX_GRANT_GPU_HOURS = Decimal("99999999.999")
 
 
 def fmt(value: Decimal | int | None) -> str:
@@ -145,11 +149,12 @@ class Queue(models.Model):
         return self.pk is not None and not self.children.exists()
 
     def clean(self) -> None:
-        """Check weight, protection bounds, the idle policy, that the tree has no cycle, and
-        that re-parenting keeps every guarantee inside its new ancestor's."""
+        """Check the name stays as created, weight, protection bounds, the idle policy, that
+        the tree has no cycle, that a new parent holds no unfinished work (workloads go to
+        leaves), and that re-parenting keeps every guarantee inside its new ancestor's."""
         errors: dict[str, str] = idle_policy_errors(
             self.idle_alert_after_s, self.idle_reclaim_after_s
-        )
+        ) | fixed_field_errors(self, "name")
         if self.weight is not None and self.weight <= 0:
             errors["weight"] = f"weight must be greater than 0, not {fmt(self.weight)}"
         if (
@@ -177,18 +182,27 @@ class Queue(models.Model):
                         break
                     seen.add(node)
                     node = parents.get(node)
-        if "parent" not in errors and self.pk is not None:
-            old_parent = (
-                Queue.objects.filter(pk=self.pk).values_list("parent_id", flat=True).first()
-            )
-            if old_parent != self.parent_id:
-                problems = []
-                for flavor in Flavor.objects.filter(quotas__queue__isnull=False).distinct():
-                    problems += guarantee_problems(
-                        flavor, parent_overrides={self.pk: self.parent_id}
-                    )
-                if problems:
-                    errors["parent"] = "; ".join(problems)
+        old_parent = (
+            Queue.objects.filter(pk=self.pk).values_list("parent_id", flat=True).first()
+            if self.pk is not None
+            else None
+        )
+        parent = self.parent if self.parent_id is not None else None
+        if "parent" not in errors and parent is not None and old_parent != parent.pk:
+            waiting = parent.workloads.filter(state__in=UNFINISHED_STATES).count()
+            if waiting:
+                errors["parent"] = (
+                    f"{parent} is a leaf queue holding {waiting} unfinished "
+                    f"workload{'s' * (waiting != 1)}; with a child it would stop taking them "
+                    f"(workloads go to leaf queues): choose another parent, or wait until they "
+                    f"finish"
+                )
+        if "parent" not in errors and self.pk is not None and old_parent != self.parent_id:
+            problems = []
+            for flavor in Flavor.objects.filter(quotas__queue__isnull=False).distinct():
+                problems += guarantee_problems(flavor, parent_overrides={self.pk: self.parent_id})
+            if problems:
+                errors["parent"] = "; ".join(problems)
         if errors:
             raise ValidationError(errors)
 
@@ -395,6 +409,13 @@ def guarantee_problems(
     return problems
 
 
+# Why the default class cannot stop being the default on its own (nor be deleted).
+NO_DEFAULT_LEFT = (
+    "{name} is the default priority class, which workloads that name no class get; there is "
+    "always one: make another class the default instead (default: true on it)"
+)
+
+
 class PriorityClass(models.Model):
     """A priority level: its value, whether it preempts, and what it costs in budget."""
 
@@ -452,20 +473,23 @@ class PriorityClass(models.Model):
         return self.name
 
     def clean(self) -> None:
-        """The default class is free, only one class is the default, and the idle policy's
+        """The name stays as created, the default class is free and stays the default until
+        another class takes over (``do_save_priority_class`` moves it), and the idle policy's
         timeouts are positive, the reclaim after the alert."""
         errors: dict[str, str] = idle_policy_errors(
             self.idle_alert_after_s, self.idle_reclaim_after_s
-        )
+        ) | fixed_field_errors(self, "name")
         if self.default and self.budget_rate:
             errors["budget_rate"] = (
                 f"the default class spends no budget: budget_rate must be 0, "
                 f"not {fmt(self.budget_rate)}"
             )
-        if self.default:
-            other = PriorityClass.objects.filter(default=True).exclude(pk=self.pk).first()
-            if other is not None:
-                errors["default"] = f"{other.name} is already the default priority class"
+        if (
+            not self.default
+            and self.pk is not None
+            and PriorityClass.objects.filter(pk=self.pk, default=True).exists()
+        ):
+            errors["default"] = NO_DEFAULT_LEFT.format(name=self.name)
         if errors:
             raise ValidationError(errors)
 
@@ -516,8 +540,14 @@ class PriorityBudget(models.Model):
         return f"{self.tenant}/{self.priority_class} {self.period_start}..{self.period_end}"
 
     def clean(self) -> None:
-        """The class is budgeted, the period is ordered and overlaps no other of the same class."""
+        """The class is budgeted, the grant fits the ledger, the period is ordered and overlaps
+        no other of the same class."""
         errors: dict[str, str] = {}
+        if self.gpu_hours is not None and Decimal(self.gpu_hours) > MAX_GRANT_GPU_HOURS:
+            errors["gpu_hours"] = (
+                f"a grant holds at most {fmt(MAX_GRANT_GPU_HOURS)} GPU-hours (what the ledger "
+                f"holds), not {fmt(self.gpu_hours)}"
+            )
         if self.priority_class_id is not None and self.priority_class.budget_rate <= 0:
             errors["priority_class"] = (
                 f"{self.priority_class.name} has budget_rate 0 and needs no budget"
@@ -589,10 +619,22 @@ class BudgetLedgerEntry(models.Model):
 
 QUEUE_QUOTA_KEYS = ("guarantee", "deserved", "capability")
 BUDGET_KEYS = ("gpu_hours",)
+# The largest amount and the decimal places a request may ask for, by payload key: what the
+# quota's columns hold (10 digits, 3 places), and for GPU-hours what one ledger entry and a
+# grant hold (``MAX_GRANT_GPU_HOURS``).
+PAYLOAD_LIMITS: dict[str, tuple[Decimal, int]] = {
+    "guarantee": (Decimal("9999999.999"), 3),
+    "deserved": (Decimal("9999999.999"), 3),
+    "capability": (Decimal("9999999.999"), 3),
+    "gpu_hours": (MAX_GRANT_GPU_HOURS, 3),
+}
+# The longest justification a request carries (it is mailed to the admins and shown whole).
+JUSTIFICATION_MAX_LENGTH = 4000
 
 
 def _payload_amount(payload: Mapping[str, Any], key: str) -> Decimal:
-    """``payload[key]`` as a non-negative Decimal, or ValueError saying why not."""
+    """``payload[key]`` as a non-negative Decimal the target's columns hold, or ValueError
+    saying why not."""
     value = payload.get(key)
     if isinstance(value, bool) or not isinstance(value, int | float | str | Decimal):
         raise ValueError(f"{key} must be a number")
@@ -602,6 +644,11 @@ def _payload_amount(payload: Mapping[str, Any], key: str) -> Decimal:
         raise ValueError(f"{key} must be a number, not {value!r}") from None
     if not amount.is_finite() or amount < 0:
         raise ValueError(f"{key} must be a number of at least 0, not {value!r}")
+    largest, places = PAYLOAD_LIMITS[key]
+    if amount > largest:
+        raise ValueError(f"{key} must be at most {fmt(largest)}, not {value!r}")
+    if amount != amount.quantize(Decimal(1).scaleb(-places)):
+        raise ValueError(f"{key} has at most {places} decimal places, not {value!r}")
     return amount
 
 
@@ -787,6 +834,10 @@ class QuotaRequest(models.Model):
                         )
         if not (self.justification or "").strip():
             errors["justification"] = "say why the change is needed"
+        elif len(self.justification) > JUSTIFICATION_MAX_LENGTH:
+            errors["justification"] = (
+                f"at most {JUSTIFICATION_MAX_LENGTH} characters, not {len(self.justification)}"
+            )
         if errors:
             raise ValidationError(errors)
 

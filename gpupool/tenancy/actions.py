@@ -17,6 +17,8 @@ from gpupool.audit.actions import (
     save_audited,
 )
 from gpupool.tenancy.models import Membership, SiteRole, Tenant, TenantNamespace
+from gpupool.workloads.choices import UNFINISHED_STATES
+from gpupool.workloads.models import Workload
 
 # created_at says when a row was made, not what it holds: left out of before/after.
 _fields_without_created_at = partial(model_snapshot, exclude=["created_at"])
@@ -42,7 +44,30 @@ def _namespace_errors(tenant: Tenant, names: list[str]) -> list[str]:
     if tenant.pk is not None:
         owned = owned.exclude(tenant=tenant)
     problems.extend(f"{taken.name!r} belongs to tenant {taken.tenant}" for taken in owned)
+    if tenant.pk is not None:
+        problems.extend(_busy_namespace_errors(tenant, set(names)))
     return problems
+
+
+def _busy_namespace_errors(tenant: Tenant, keeping: set[str]) -> list[str]:
+    """Why ``tenant`` cannot give up the namespaces it owns outside ``keeping``: unfinished
+    workloads live there (their pods would belong to no tenant, and the loop would refuse
+    them)."""
+    dropped = set(tenant.namespace_names()) - keeping
+    if not dropped:
+        return []
+    busy: dict[str, int] = {}
+    for namespace in (
+        Workload.objects.filter(namespace__in=sorted(dropped), state__in=UNFINISHED_STATES)
+        .values_list("namespace", flat=True)
+        .order_by("namespace")
+    ):
+        busy[namespace] = busy.get(namespace, 0) + 1
+    return [
+        f"{namespace!r} still holds {count} unfinished workload{'s' * (count != 1)} of "
+        f"{tenant}; they must finish or be cancelled before it is given up"
+        for namespace, count in busy.items()
+    ]
 
 
 @transaction.atomic

@@ -6,10 +6,28 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator, validate_slug
 from django.db import models
 
 from gpupool.tenancy.choices import MembershipRole, SiteRoleName
+
+
+def fixed_field_errors(instance: models.Model, *fields: str) -> dict[str, str]:
+    """``{field: why}`` for each of ``fields`` that ``instance`` would change from what is
+    stored: a name the scheduling loop, URLs and pods' labels address a row by stays as it was
+    created (a rename would leave them pointing at nothing). Nothing for a new row."""
+    if instance.pk is None:
+        return {}
+    stored = type(instance)._default_manager.filter(pk=instance.pk).values(*fields).first()
+    if stored is None:
+        return {}
+    return {
+        field: f"{field} cannot be changed once created (it is {stored[field]!r}): workloads, "
+        f"pods' labels and URLs refer to it by {field}; create a new one instead"
+        for field in fields
+        if getattr(instance, field) != stored[field]
+    }
 
 
 class Tenant(models.Model):
@@ -29,6 +47,12 @@ class Tenant(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        """The name stays as created (queues' tenants, namespaces and budgets name it)."""
+        errors = fixed_field_errors(self, "name")
+        if errors:
+            raise ValidationError(errors)
 
     def namespace_names(self) -> list[str]:
         """The Kubernetes namespaces this tenant owns, by name."""

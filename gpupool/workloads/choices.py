@@ -80,6 +80,10 @@ PLACED_STATES = frozenset({WorkloadState.ADMITTED, WorkloadState.RUNNING})
 # States of work not yet over: waiting, or holding its placements.
 LIVE_STATES = (WorkloadState.PENDING, *sorted(PLACED_STATES))
 
+# States of work not over yet, preempted work too (it is about to be requeued): what the
+# queue, namespace or flavor it names must keep meaning while it lasts.
+UNFINISHED_STATES = (*LIVE_STATES, WorkloadState.PREEMPTED)
+
 # Why a workload waits: the decision core's reasons (``scheduler.types.PendingReason``), read
 # from there so that the two lists cannot drift apart.
 PENDING_REASON_CHOICES: list[tuple[str, str]] = [

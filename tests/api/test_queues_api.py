@@ -149,10 +149,18 @@ def test_every_role_reads_the_priority_classes_and_admins_keep_one_default(
         ("urgent", 100, False),
         ("normal", 0, True),
     ]
+    # the default is never just dropped; a new default class takes it over
+    dropped = api_as("admin").patch(
+        "/api/v1/priority-classes/normal/", {"default": False}, format="json"
+    )
+    assert dropped.status_code == 400 and "default" in dropped.json()["error"]["fields"]
     second = api_as("admin").post(
         "/api/v1/priority-classes/", {"name": "also", "value": 1, "default": True}, format="json"
     )
-    assert second.status_code == 400 and "default" in second.json()["error"]["fields"]
+    assert second.status_code == 201 and second.json()["default"] is True
+    assert list(PriorityClass.objects.filter(default=True).values_list("name", flat=True)) == [
+        "also"
+    ]
     made = api_as("admin").post(
         "/api/v1/priority-classes/", {"name": "batch", "value": -10}, format="json"
     )

@@ -10,7 +10,7 @@ from django.db import connection
 from django.db.models.expressions import RawSQL
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
-from domain_builders import flavor, queue
+from domain_builders import flavor
 from loop_builders import World, build_world
 
 from gpupool.accounting.models import UsageInterval
@@ -24,7 +24,7 @@ from gpupool.control.state import LoopState
 from gpupool.control.sync import PodSetShape, Registration, SyncDecision, moment
 from gpupool.inventory.models import Node
 from gpupool.quotas.actions import do_save_priority_class
-from gpupool.quotas.models import PriorityClass
+from gpupool.quotas.models import PriorityClass, Queue
 from gpupool.tenancy.actions import do_save_tenant
 from gpupool.workloads.models import Workload, WorkloadTransition
 
@@ -287,11 +287,12 @@ def test_registrations_are_checked_against_the_policy_as_it_is_when_they_come(
     world.cluster.add_pod("before-0", workload="before")
     world.cycle()
     assert world.workload("before").priority_class.name == "normal"
-    normal, high = PriorityClass.objects.get(name="normal"), PriorityClass.objects.get(name="high")
-    normal.default, high.default = False, True
-    do_save_priority_class(normal, acting_user=None)
+    high = PriorityClass.objects.get(name="high")
+    high.default = True  # moves the default off normal (there is always one)
     do_save_priority_class(high, acting_user=None)
-    queue("team-a-child", parent=world.queues["team-a"])
+    # A busy leaf the actions refuse to make a parent (its work would be stranded), made one
+    # directly: the loop still must not register new work on a queue that is no leaf.
+    Queue.objects.create(name="team-a-child", parent=world.queues["team-a"])
     world.cluster.add_pod("after-0", workload="after", queue="team-b", namespace="team-b")
     intruder = world.cluster.add_pod("leafless-0", workload="leafless")
     world.cycle()

@@ -1,4 +1,5 @@
-"""Priority classes: exactly one default, the default is free, policies are known."""
+"""Priority classes: exactly one default (moved, never dropped), the default is free,
+policies are known."""
 
 from decimal import Decimal
 
@@ -14,11 +15,12 @@ from gpupool.quotas.models import PriorityClass
 pytestmark = pytest.mark.django_db
 
 
-def test_a_second_default_class_is_refused_naming_default() -> None:
+def test_a_second_default_class_takes_the_default_over() -> None:
     priority_class("normal", default=True)
-    with pytest.raises(ValidationError) as error:
-        priority_class("batch", value=-10, default=True)
-    assert "already the default" in error.value.message_dict["default"][0]
+    priority_class("batch", value=-10, default=True)
+    assert list(PriorityClass.objects.filter(default=True).values_list("name", flat=True)) == [
+        "batch"
+    ]
 
 
 def test_the_database_keeps_one_default_class() -> None:
