@@ -4,7 +4,7 @@ rules (as the API's serializers do), and a refusal comes back onto the form's fi
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import date
+from datetime import date, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -17,7 +17,9 @@ from django.utils.safestring import SafeString, mark_safe
 from gpupool.inventory.models import Flavor
 from gpupool.quotas.choices import QuotaRequestKind
 from gpupool.quotas.models import QUEUE_QUOTA_KEYS, PriorityClass, Queue
+from gpupool.scheduler.scenario import MAX_GPUS_PER_NODE
 from gpupool.tenancy.models import Tenant
+from gpupool.workloads.actions import PodSetSpec, pod_set_spec_errors
 from gpupool.workloads.choices import Topology
 
 
@@ -198,11 +200,15 @@ class AuditFilterForm(forms.Form):
     actor = forms.CharField(required=False, label="Actor (username, or system)")
     action = forms.ChoiceField(required=False)
     object_type = forms.ChoiceField(required=False, label="Object type")
-    since = forms.DateField(
-        required=False, widget=forms.DateInput(attrs={"type": "date"}), label="From"
-    )
+    # A day filters by its start and the next day's, in the viewer's zone (hours off UTC):
+    # the calendar's first and last days have no day before or after them to reach.
+    FIRST_DAY = date.min + timedelta(days=1)
+    LAST_DAY = date.max - timedelta(days=1)
+    DAYS = {"type": "date", "min": FIRST_DAY.isoformat(), "max": LAST_DAY.isoformat()}
+
+    since = forms.DateField(required=False, widget=forms.DateInput(attrs=DAYS), label="From")
     until = forms.DateField(
-        required=False, widget=forms.DateInput(attrs={"type": "date"}), label="Until (inclusive)"
+        required=False, widget=forms.DateInput(attrs=DAYS), label="Until (inclusive)"
     )
 
     def __init__(
@@ -217,8 +223,17 @@ class AuditFilterForm(forms.Form):
         type_field.choices = [("", "any"), *((name, name) for name in object_types)]
 
     def clean(self) -> dict[str, Any]:
-        """The span is ordered."""
+        """Each day is one whose start and end can be written as moments (``FIRST_DAY`` to
+        ``LAST_DAY``), and the span is ordered."""
         data = super().clean() or {}
+        for name in ("since", "until"):
+            day: date | None = data.get(name)
+            if day is not None and not self.FIRST_DAY <= day <= self.LAST_DAY:
+                self.add_error(
+                    name,
+                    f"{day.isoformat()} is out of range: pick a day from "
+                    f"{self.FIRST_DAY.isoformat()} to {self.LAST_DAY.isoformat()}.",
+                )
         since: date | None = data.get("since")
         until: date | None = data.get("until")
         if since and until and until < since:
@@ -249,7 +264,12 @@ class WorkloadForm(forms.Form):
     )
     pods = forms.IntegerField(min_value=1, max_value=100_000, initial=1)
     gpus_per_pod = forms.IntegerField(
-        min_value=0, max_value=1024, initial=1, label="GPUs per pod (MIG: instances)"
+        min_value=0,
+        max_value=MAX_GPUS_PER_NODE,
+        initial=1,
+        label="GPUs per pod (MIG: instances)",
+        help_text="At most the largest node of the flavor holds (a pod runs on one node); "
+        "0 for pods that need no GPU.",
     )
     topology = forms.ChoiceField(choices=Topology.choices, required=False, label="NVLink")
     expected_hours = forms.DecimalField(
@@ -268,6 +288,19 @@ class WorkloadForm(forms.Form):
         queue_field = self.fields["queue"]
         assert isinstance(queue_field, forms.ChoiceField)
         queue_field.choices = [("", "---------"), *((name, name) for name in queues)]
+
+    # The submission rule's pod set fields, as this form names them.
+    POD_SET_FIELDS = {"count": "pods", "gpus": "gpus_per_pod", "flavor": "flavor"}
+
+    def clean(self) -> dict[str, Any]:
+        """A pod set that could never run is refused on its field, by the submission's own
+        rule (``workloads.actions.pod_set_spec_errors``), before the dry-run or the submit."""
+        data = super().clean() or {}
+        if all(data.get(name) is not None for name in self.POD_SET_FIELDS.values()):
+            spec = PodSetSpec(count=data["pods"], gpus=data["gpus_per_pod"], flavor=data["flavor"])
+            for name, why in pod_set_spec_errors(spec).items():
+                self.add_error(self.POD_SET_FIELDS.get(name), why)
+        return data
 
     def body(self) -> dict[str, Any]:
         """The cleaned form as the workloads API's request body."""

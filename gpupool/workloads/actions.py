@@ -11,11 +11,19 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
+from django.db.models import Count
 
 from gpupool.accounting.actions import do_close_usage
 from gpupool.control.clock import pool_now, pool_now_after
-from gpupool.inventory.models import Flavor, Node
+from gpupool.inventory.models import Flavor, Node, devices_per_gpu
 from gpupool.quotas.models import PriorityClass, Queue
+from gpupool.scheduler.scenario import (
+    MAX_GPUS_PER_NODE,
+    MAX_NODE_CPU,
+    MAX_NODE_MEMORY_GB,
+    MAX_POD_SETS,
+    MAX_PODS_PER_WORKLOAD,
+)
 from gpupool.tenancy.models import Membership, is_site_admin, is_tenant_lead
 from gpupool.workloads.choices import ALLOWED_TRANSITIONS, WorkloadState
 from gpupool.workloads.models import (
@@ -42,6 +50,56 @@ class PodSetSpec:
     image: str = ""  # what the pods run (empty: pods Kubernetes created, gpupool only schedules)
     command: Sequence[str] = ()
     env: Mapping[str, str] = field(default_factory=dict)
+
+
+def pod_set_spec_errors(spec: PodSetSpec) -> dict[str, str]:
+    """Why a pod set of this size could never run, by field ({} when it could): one pod past
+    the decision core's bounds (``scheduler.scenario``: the snapshot of a pool holding it could
+    not be planned), or asking more GPUs than the largest node of every flavor it may run on
+    holds (a pod runs on one node). Flavors without nodes yet are not judged (the cluster's
+    sync brings them); unhealthy GPUs and cordoned nodes count (they come back). The one rule
+    of submission (``do_submit_workload``) and of the dashboard's submit form."""
+    errors: dict[str, str] = {}
+    if spec.gpus > MAX_GPUS_PER_NODE:
+        errors["gpus"] = (
+            f"{spec.gpus} GPUs per pod: at most {MAX_GPUS_PER_NODE} (MIG: instances), the most "
+            "one node may have; a pod runs on one node"
+        )
+    elif spec.gpus > 0 and spec.flavor is not None:
+        flavors = [spec.flavor, *spec.flavor_choices]
+        largest = largest_node_gpus(flavors)
+        if len(largest) == len({flavor.pk for flavor in flavors}):  # every flavor has nodes
+            most = max(largest.values())
+            if spec.gpus > most:
+                names = " or ".join(flavor.name for flavor in flavors)
+                errors["gpus"] = (
+                    f"{spec.gpus} GPUs per pod, and a pod runs on one node: the largest {names} "
+                    f"node has {most}"
+                )
+    if spec.cpu > MAX_NODE_CPU:
+        errors["cpu"] = f"{spec.cpu} CPU cores per pod: at most {MAX_NODE_CPU}, a node's most"
+    if spec.memory_gb > MAX_NODE_MEMORY_GB:
+        errors["memory_gb"] = (
+            f"{spec.memory_gb} GB per pod: at most {MAX_NODE_MEMORY_GB}, a node's most"
+        )
+    return errors
+
+
+def largest_node_gpus(flavors: Sequence[Flavor]) -> dict[int, int]:
+    """GPUs (MIG: instances) of the largest node of each of ``flavors`` that has nodes in the
+    cluster (gone ones aside), by flavor id; unhealthy GPUs and cordoned nodes count."""
+    by_id = {flavor.pk: flavor for flavor in flavors}
+    largest: dict[int, int] = {}
+    rows = (
+        Node.objects.filter(flavor_id__in=list(by_id), gone_at__isnull=True)
+        .annotate(gpu_count=Count("gpus"))
+        .values_list("flavor_id", "mig_layout", "gpu_count")
+        .order_by()
+    )
+    for flavor_id, layout, gpus in rows:
+        devices = gpus * devices_per_gpu(by_id[flavor_id], layout)
+        largest[flavor_id] = max(largest.get(flavor_id, 0), devices)
+    return largest
 
 
 @dataclass(frozen=True)
@@ -74,10 +132,19 @@ def do_submit_workload(
     the namespace its queue's tenant owns (the first by name; ``default`` when it owns none).
 
     A person submits only to a queue of a tenant they belong to (admins anywhere); the system
-    (``submitter`` None) anywhere. A pod set's errors are named ``pod_sets.<index>.<field>``.
+    (``submitter`` None) anywhere. A pod set's errors are named ``pod_sets.<index>.<field>``;
+    a pod set that could never run is refused (``pod_set_spec_errors``), and so are more pod
+    sets or pods than the decision core takes in one workload.
     """
     if not pod_sets:
         raise ValidationError({"pod_sets": "a workload has at least one pod set"})
+    if len(pod_sets) > MAX_POD_SETS:
+        raise ValidationError({"pod_sets": f"{len(pod_sets)} pod sets: at most {MAX_POD_SETS}"})
+    pods = sum(spec.count for spec in pod_sets)
+    if pods > MAX_PODS_PER_WORKLOAD:
+        raise ValidationError(
+            {"pod_sets": f"{pods} pods in all: at most {MAX_PODS_PER_WORKLOAD} a workload"}
+        )
     _require_member(submitter, queue)
     namespace = _namespace_for(queue, namespace)
     if Workload.objects.filter(namespace=namespace, name=name).exists():
@@ -137,6 +204,9 @@ def do_submit_workload(
             raise ValidationError(
                 {prefix + "flavor_choices": f"pod set {spec.name}: " + "; ".join(choice_errors)}
             )
+        size_errors = pod_set_spec_errors(spec)
+        if size_errors:
+            raise ValidationError({prefix + field: why for field, why in size_errors.items()})
         pod_set.save()
         PodSetFlavorChoice.objects.bulk_create(
             PodSetFlavorChoice(pod_set=pod_set, rank=rank, flavor=flavor)

@@ -38,6 +38,7 @@ from gpupool.control.api import PoolNotPlannable
 from gpupool.control.snapshot import SnapshotError
 from gpupool.inventory.models import Flavor
 from gpupool.quotas.models import PriorityClass, Queue
+from gpupool.scheduler.scenario import MAX_GPUS_PER_NODE, MAX_POD_SETS
 from gpupool.tenancy.models import Tenant
 from gpupool.workloads.actions import PodSetSpec, do_cancel_workload
 from gpupool.workloads.choices import PENDING_REASON_CHOICES, Topology, WorkloadState
@@ -65,7 +66,6 @@ from gpupool.workloads.queries import (
 NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 NAMESPACE_PATTERN = r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?"
 MAX_SECONDS = 2**31 - 1
-MAX_POD_SETS = 16
 
 
 # ----------------------------------------------------------------------------- input
@@ -79,7 +79,11 @@ class PodSetInputSerializer(serializers.Serializer[Any]):
     )
     count = serializers.IntegerField(min_value=1, max_value=100_000, help_text="Pods.")
     gpus = serializers.IntegerField(
-        min_value=0, max_value=1024, default=0, help_text="GPUs (MIG: instances) per pod."
+        min_value=0,
+        max_value=MAX_GPUS_PER_NODE,
+        default=0,
+        help_text="GPUs (MIG: instances) per pod, at most the largest node of its flavor's "
+        "(a pod runs on one node); 0 for pods that need none (e.g. a launcher).",
     )
     gpu_milli = serializers.IntegerField(
         min_value=1,
@@ -196,7 +200,8 @@ class WorkloadInputSerializer(serializers.Serializer[Any]):
     pod_sets = PodSetInputSerializer(many=True)
 
     def validate_pod_sets(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """One to MAX_POD_SETS pod sets (said here so that the error names ``pod_sets``)."""
+        """One to MAX_POD_SETS pod sets, the decision core's bound (said here so that the error
+        names ``pod_sets``)."""
         if not value:
             raise serializers.ValidationError("a workload has at least one pod set")
         if len(value) > MAX_POD_SETS:

@@ -16,7 +16,6 @@ from resources_pool import pool, submit
 from gpupool.accounting.actions import do_open_usage, do_record_preemption
 from gpupool.api import tables
 from gpupool.inventory.models import Node
-from gpupool.quotas.actions import do_save_priority_class
 from gpupool.quotas.models import PriorityClass
 from gpupool.workloads.actions import PlacementSpec, do_transition_workload
 from gpupool.workloads.models import Workload
@@ -121,6 +120,30 @@ def test_a_bad_submission_answers_400_naming_the_field(
     error = response.json()["error"]
     assert field in error["fields"], error
     assert not Workload.objects.filter(name="bert-large").exists()
+
+
+def test_a_pod_no_node_could_hold_is_refused_naming_the_field(api_as: Any, resources: dict) -> None:
+    """1000 GPUs per pod (past the decision core's bound), and 16 where the largest h100 node
+    has 8 (a pod runs on one node): 400 naming ``pod_sets.0.gpus``, submitted or tried."""
+    for gpus in (1000, 16):
+        for url in (URL, URL + "dry-run/"):
+            response = api_as("member").post(url, with_pod_set(gpus=gpus), format="json")
+            assert response.status_code == 400, response.content
+            assert "pod_sets.0.gpus" in response.json()["error"]["fields"], response.content
+    nine = body(pod_sets=[body()["pod_sets"][0] | {"name": f"p{i}"} for i in range(9)])
+    response = api_as("member").post(URL, nine, format="json")
+    assert response.status_code == 400 and "pod_sets" in response.json()["error"]["fields"]
+    assert not Workload.objects.filter(name="bert-large").exists()
+
+
+def test_a_pod_set_of_no_gpus_is_taken_as_the_model_takes_it(api_as: Any, resources: dict) -> None:
+    """A launcher's pod set: no GPUs, CPU only, with or without a flavor."""
+    launcher = {"name": "launcher", "count": 1, "gpus": 0, "cpu": "2", "image": "mpi:5"}
+    payload = body()
+    payload["pod_sets"].append(launcher)
+    response = api_as("member").post(URL, payload, format="json")
+    assert response.status_code == 201, response.content
+    assert response.json()["gpus"] == "4.000"
 
 
 def test_a_shared_flavor_pod_set_asks_a_fraction_and_may_list_further_choices(
@@ -427,9 +450,8 @@ def test_a_dry_run_checks_its_body_like_a_submission(api_as: Any, resources: dic
 def test_a_dry_run_on_a_pool_that_cannot_be_planned_answers_409(
     api_as: Any, resources: dict
 ) -> None:
-    normal = PriorityClass.objects.get(name="normal")
-    normal.default = False
-    do_save_priority_class(normal, acting_user=None)
+    # A state the actions refuse to make (there is always a default class), made directly.
+    PriorityClass.objects.filter(name="normal").update(default=False)
     response = api_as("member").post(URL + "dry-run/", body(priority_class="normal"), format="json")
     assert response.status_code == 409
     assert "no default priority class" in response.json()["error"]["message"]

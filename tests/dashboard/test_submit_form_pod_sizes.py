@@ -1,0 +1,52 @@
+"""The submit form refuses, on its GPUs-per-pod field, a pod no node of its flavor could hold
+(the submission action's own rule), so neither the dry-run nor the submit takes it; a pod of
+no GPUs is a CPU-only one, as the API and the model take it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from dashboard_pages import text
+
+from gpupool.dashboard.forms import WorkloadForm
+from gpupool.workloads.models import Workload
+
+FORM = {
+    "name": "big-1",
+    "queue": "nlp",
+    "priority_class": "",
+    "flavor": "h100",
+    "pods": "1",
+    "gpus_per_pod": "4",
+    "topology": "",
+    "expected_hours": "2",
+    "image": "python:3.12",
+}
+
+
+@pytest.mark.parametrize(
+    ("gpus", "why"),
+    [("16", "the largest h100 node has 8"), ("1000", "less than or equal to 64")],
+    ids=["more than the largest node", "past the core's bound"],
+)
+def test_gpus_no_node_holds_are_refused_on_the_field(pool: Any, gpus: str, why: str) -> None:
+    form = WorkloadForm(FORM | {"gpus_per_pod": gpus}, queues=["nlp"])
+    assert not form.is_valid()
+    assert list(form.errors) == ["gpus_per_pod"] and why in form.errors["gpus_per_pod"][0]
+
+
+def test_the_page_neither_tries_nor_submits_such_a_pod(pool: Any, page_as: Any) -> None:
+    client = page_as("max")
+    answer = text(client.post("/workloads/dry-run/", FORM | {"gpus_per_pod": "16"}))
+    assert "Not checked yet" in answer and "the largest h100 node has 8" in answer
+    page = client.post("/workloads/submit/", FORM | {"gpus_per_pod": "16"})
+    assert page.status_code == 400 and "the largest h100 node has 8" in text(page)
+    assert not Workload.objects.exists()
+
+
+def test_a_pod_of_no_gpus_is_taken_as_the_api_takes_it(pool: Any, page_as: Any) -> None:
+    assert WorkloadForm(FORM | {"gpus_per_pod": "0"}, queues=["nlp"]).is_valid()
+    response = page_as("max").post("/workloads/submit/", FORM | {"gpus_per_pod": "0"})
+    assert response.status_code == 302
+    assert Workload.objects.get(name="big-1").pod_sets.get().gpus == 0
