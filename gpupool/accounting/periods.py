@@ -71,5 +71,8 @@ def month_start(day: date) -> date:
 
 
 def next_month(first: date) -> date:
-    """The first day of the month after the one that starts on ``first``."""
+    """The first day of the month after the one that starts on ``first``. December 9999 has
+    none (the calendar ends with ``date.max``): OverflowError, saying so."""
+    if (first.year, first.month) == (date.max.year, date.max.month):
+        raise OverflowError(f"no month follows {first.isoformat()[:7]}: the calendar ends there")
     return (first.replace(day=28) + timedelta(days=4)).replace(day=1)

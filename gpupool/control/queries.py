@@ -26,7 +26,6 @@ from django.db.models import Max
 from django.db.models.functions import TruncHour, TruncMinute
 
 from gpupool.control.choices import CycleStatus
-from gpupool.control.clock import pool_clock as pool_clock  # (the pages import it here)
 from gpupool.control.clock import pool_now
 from gpupool.control.models import SchedulingCycle
 from gpupool.control.snapshot import DatabaseSnapshot, SnapshotError, build_snapshot

@@ -16,6 +16,11 @@ urlpatterns = [
     path("workloads/dry-run/", views.workload_dry_run, name="workload-dry-run"),
     path("workloads/submit/", views.workload_submit, name="workload-submit"),
     path("workloads/<str:namespace>/<str:name>/", views.workload_detail, name="workload"),
+    path(
+        "workloads/<str:namespace>/<str:name>/cancel/",
+        views.workload_cancel,
+        name="workload-cancel",
+    ),
     path("queues/", views.queues, name="queues"),
     path("cost/", views.cost, name="cost"),
     path("utilization/", views.utilization, name="utilization"),

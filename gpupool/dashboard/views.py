@@ -38,6 +38,7 @@ from django.shortcuts import get_object_or_404, redirect, render, resolve_url
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
+from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
@@ -56,13 +57,12 @@ from gpupool.api.access import Access, request_access
 from gpupool.api.permissions import tenant_scoped
 from gpupool.audit.models import AuditEvent
 from gpupool.cli.subcommands.seed_demo import demo_password, demo_users
+from gpupool.control.clock import pool_clock, pool_now
 from gpupool.control.models import SchedulingCycle
 from gpupool.control.queries import (
     allocated_by_queue,
     fragmentation_of,
-    pool_clock,
     pool_figures,
-    pool_now,
     pool_policy,
     pool_snapshot,
     sampled_cycles,
@@ -125,6 +125,7 @@ from gpupool.quotas.queries import (
     quota_rows,
     visible_quota_requests,
 )
+from gpupool.scheduler.lifecycle import ENDING_REASONS
 from gpupool.scheduler.shares import QueueShare
 from gpupool.scheduler.types import MILLI
 from gpupool.tenancy.models import Tenant
@@ -135,10 +136,17 @@ from gpupool.utilization.queries import (
     top_wasters,
     workload_sparkline,
 )
-from gpupool.workloads.api import DryRunInputSerializer, WorkloadInputSerializer, WorkloadViewSet
-from gpupool.workloads.choices import LIVE_STATES, WorkloadState
+from gpupool.workloads.actions import do_cancel_workload, may_cancel
+from gpupool.workloads.api import (
+    CancelInputSerializer,
+    DryRunInputSerializer,
+    WorkloadInputSerializer,
+    WorkloadViewSet,
+)
+from gpupool.workloads.choices import LIVE_STATES, Origin, WorkloadState
 from gpupool.workloads.models import PodSet, Workload, gpu_equivalent
 from gpupool.workloads.queries import (
+    Explanation,
     backoffs_in_force,
     dry_run_submission,
     explain,
@@ -237,14 +245,23 @@ def render_page(
     context: dict[str, Any],
     *,
     live: str | None = None,
+    live_url: str | None = None,
     status: int = 200,
 ) -> HttpResponse:
     """Render the page, or only its live part (``live``, a partial template) when htmx asks
-    for ``#live``."""
+    for ``#live``. The live part polls ``live_url``, by default the URL asked; a page that
+    is also the answer to a POST names its own (the POST's URL does not answer GET)."""
     htmx = getattr(request, "htmx", None)
     if live is not None and htmx and htmx.target == LIVE_TARGET:
         return render(request, live, context)
-    return render(request, template, context | {"live_template": live}, status=status)
+    frame = {"live_template": live, "live_url": live_url or request.get_full_path()}
+    return render(request, template, context | frame, status=status)
+
+
+def not_understood(value: str, expected: str, instead: str) -> str:
+    """What a page says of a value of its URL it did not take (``?month=2026-13``): what it
+    expected, and what it shows instead. The templates show it beside the field."""
+    return f"“{value}” was not understood: {expected}. Showing {instead} instead."
 
 
 class DashboardLoginView(LoginView):
@@ -407,19 +424,28 @@ def workloads(
     rows = tenant_scoped(
         Workload.objects.order_by("-submitted_at", "-id"), access, WorkloadViewSet.tenant_field
     )
-    state = request.GET.get("state", "")
+    asked = request.GET.get("state", "")
+    state = asked if asked in WorkloadState.values else ""
     # The API's CSV of every workload the page would list, newest first as here.
     csv_query = {"format": "csv", "ordering": "-submitted_at"}
-    if state in WorkloadState.values:
+    if state:
         rows = rows.filter(state=state)
         csv_query["state"] = state
     queues = submit_queues(access)
+    # The list's own URL: the live part polls it even when this page answers a failed
+    # submit (POST /workloads/submit/, which answers no GET).
+    list_url = reverse("dashboard:workloads") + (f"?{urlencode({'state': state})}" if state else "")
     context = {
         "workloads": workload_list(rows[:WORKLOADS_SHOWN]),
         "shown_limit": WORKLOADS_SHOWN,
         "csv_url": reverse("api:workload-list") + "?" + urlencode(csv_query),
         "state": state,
         "state_choices": WorkloadState.choices,
+        "state_not_understood": not_understood(
+            asked, f"a state is one of {', '.join(WorkloadState.values)}", "every state"
+        )
+        if asked and not state
+        else "",
         "all_tenants": access.admin,
         "form": form or (WorkloadForm(queues=queues) if queues else None),
     }
@@ -428,6 +454,7 @@ def workloads(
         "dashboard/workloads.html",
         context,
         live="dashboard/partials/workloads_live.html",
+        live_url=list_url,
         status=400 if form is not None else 200,
     )
 
@@ -629,7 +656,8 @@ def workload_detail(
     context = {
         "workload": workload,
         "gpus": total_gpus(workload),
-        "explanation": explain(workload),
+        "explanation": explained_story(workload, events),
+        "cancellable": cancellable(request.user, workload),
         "transitions": list(workload.transitions.all()),
         "timeline_figure": (
             charts.workload_timeline_figure(spans, WORKLOAD_STATE_COLOURS) if spans else None
@@ -645,6 +673,73 @@ def workload_detail(
         context,
         live="dashboard/partials/workload_detail_live.html",
     )
+
+
+def explained_story(workload: Workload, events: list[PreemptionEvent]) -> Explanation:
+    """``explain``'s words, save that a workload left preempted says why it ends there
+    rather than that it goes back to its queue: reclaimed for idleness (``ENDING_REASONS``),
+    or a bare pod, which nothing makes again (DESIGN 2, 4). Other preempted work is requeued
+    at once (``control.sync``), and ``explain`` says so."""
+    explanation = explain(workload)
+    if workload.state != WorkloadState.PREEMPTED:
+        return explanation
+    last = events[-1] if events else None
+    when = format_html(" at {}", local_time(last.at)) if last is not None else ""
+    if last is not None and last.reason in ENDING_REASONS:
+        said = format_html(
+            "Reclaimed{}: its GPUs sat idle past its idle timeout. It ends here and is not "
+            "requeued (it would only sit idle again).",
+            when,
+        )
+    elif workload.origin == Origin.BARE:
+        why = f" ({last.get_reason_display()})" if last is not None else ""
+        said = format_html(
+            "Preempted{}{}. A bare pod is gone once evicted, so it ends here and is not requeued.",
+            when,
+            why,
+        )
+    else:
+        return explanation
+    return dataclasses.replace(explanation, summary=said)
+
+
+def cancellable(user: Any, workload: Workload) -> bool:
+    """Whether the workload's page offers ``user`` to cancel it: work not yet over (waiting
+    or holding GPUs: ``LIVE_STATES``, each of which the state machine lets be cancelled), and
+    ``may_cancel`` lets ``user`` -- the rules ``do_cancel_workload`` applies. (Preempted work
+    that stays preempted has ended: reclaimed for idleness, or a bare pod.)"""
+    return workload.state in LIVE_STATES and may_cancel(user, workload)
+
+
+@require_POST
+@dashboard_page("workloads")
+def workload_cancel(
+    request: HttpRequest, access: Access, namespace: str, name: str
+) -> HttpResponse:
+    """Cancel the workload as the API's cancel does (the API's input shape,
+    ``do_cancel_workload``: its submitter, a lead of its tenant or an admin; waiting or running
+    work), recorded in its history with who and why; then its page, saying what happened or
+    why nothing did. Scoped as the workloads API (another team's: 404)."""
+    rows = tenant_scoped(
+        Workload.objects.select_related("queue"), access, WorkloadViewSet.tenant_field
+    )
+    workload = get_object_or_404(rows, namespace=namespace, name=name)
+    body = CancelInputSerializer(data=request.POST)
+    try:
+        if not body.is_valid():
+            raise ValidationError(api_errors(body.errors))
+        do_cancel_workload(workload, acting_user=request.user, reason=body.validated_data["reason"])
+    except (ValidationError, PermissionDenied) as refusal:
+        messages.error(
+            request, f"{workload.qualified_name()} was not cancelled: {refusal_text(refusal)}"
+        )
+    else:
+        messages.success(
+            request,
+            f"{workload.qualified_name()} is cancelled: its GPUs are released, and the control "
+            "loop deletes its pods at its next cycle.",
+        )
+    return redirect("dashboard:workload", namespace, name)
 
 
 # The workload page's sparkline: the workload's GPU utilisation over this last stretch.
@@ -907,7 +1002,7 @@ def cost(request: HttpRequest, access: Access) -> HttpResponse:
     lines adding up to its healthy capacity, the trend of the last months and CSV links to
     the reports API (``accounting.reports``: the queries the API serves, scoped alike)."""
     today = local_day(pool_now(), accounting_zone())
-    month = chosen_month(request.GET.get("month", ""), today)
+    month, month_not_understood = chosen_month(request.GET.get("month", ""), today)
     last_day = next_month(month) - timedelta(days=1)
     months = [month]
     for _ in range(COST_TREND_MONTHS - 1):
@@ -939,6 +1034,8 @@ def cost(request: HttpRequest, access: Access) -> HttpResponse:
     context = cached_by_roll_up("cost-page", [label, scoped], figures) | {
         "month": label,
         "month_name": month.strftime("%B %Y"),
+        "month_not_understood": month_not_understood,
+        "months_shown": [first.isoformat()[:7] for first in COST_MONTHS],
         "all_tenants": scope is None,
         "rolled_up": RollUpState.objects.filter(name="usage", rolled_until__isnull=False).exists(),
         "trend_months": COST_TREND_MONTHS,
@@ -982,12 +1079,31 @@ POOL_COLUMNS = (
 )
 
 
-def chosen_month(text: str, today: date) -> date:
-    """The first day of the month ``text`` names (``2026-03``), else of ``today``'s month."""
+# The months the Cost page counts (their first days): the trend's first month, and the days
+# either side of the span (an accounting zone's offset moves a day's start by hours), stay
+# inside the calendar of years 1 to 9999. (There is no month after December 9999 at all.)
+COST_MONTHS = (date(2, 1, 1), date(9999, 11, 1))
+
+
+def chosen_month(text: str, today: date) -> tuple[date, str]:
+    """The first day of the month ``text`` names (``2026-03``), and ""; or, when ``text``
+    names none or one out of ``COST_MONTHS``, the first day of ``today``'s month and why
+    ``text`` was not taken (``not_understood``). No ``text``: ``today``'s month, silently."""
+    this_month = month_start(today)
+    if not text:
+        return this_month, ""
+    instead = this_month.strftime("%B %Y")
     try:
-        return date.fromisoformat(f"{text}-01") if len(text) == 7 else month_start(today)
+        month = date.fromisoformat(f"{text}-01") if len(text) == 7 else None
     except ValueError:
-        return month_start(today)
+        month = None
+    if month is None:
+        return this_month, not_understood(text, "a month is written YYYY-MM (2026-03)", instead)
+    first, last = COST_MONTHS
+    if not first <= month <= last:
+        expected = f"the months shown run from {first.isoformat()[:7]} to {last.isoformat()[:7]}"
+        return this_month, not_understood(text, expected, instead)
+    return month, ""
 
 
 def column_totals(rows: list[dict[str, Any]], columns: Iterable[str]) -> dict[str, Decimal]:
@@ -1051,6 +1167,15 @@ def utilization(request: HttpRequest, access: Access) -> HttpResponse:
     queue level; CSV from the API."""
     chosen = request.GET.get("window", "")
     window = chosen if chosen in UTILIZATION_WINDOWS else UTILIZATION_DEFAULT_WINDOW
+    window_not_understood = (
+        not_understood(
+            chosen,
+            f"a window is one of {', '.join(UTILIZATION_WINDOWS)}",
+            f"the last {UTILIZATION_DEFAULT_WINDOW}",
+        )
+        if chosen and chosen != window
+        else ""
+    )
     until = pool_clock()
     since = until - UTILIZATION_WINDOWS[window]
     scope = None if access.admin or access.finance else access.tenant_ids
@@ -1064,6 +1189,7 @@ def utilization(request: HttpRequest, access: Access) -> HttpResponse:
     context = {
         "window": window,
         "windows": list(UTILIZATION_WINDOWS),
+        "window_not_understood": window_not_understood,
         "since": since,
         "until": until,
         "all_tenants": scope is None,
@@ -1214,6 +1340,7 @@ def preemption_list(
             "url": reverse("dashboard:workload", args=[victim_namespace, victim]),
             "victim": f"{victim_namespace}/{victim}",
             "victim_queue": victim_queue,
+            "reason": reason,
             "get_reason_display": reasons.get(reason, reason),
             "preemptor": None
             if preemptor is None

@@ -99,3 +99,18 @@ def test_the_page_links_the_whole_history_as_the_apis_csv_scoped_as_the_page(
     assert lines[0].startswith("id,at,reason,victim,victim_queue,victim_tenant,preemptor,")
     [row] = lines[1:]
     assert ",vision/sweep," in row and ",1.5000," in row and "secret-run" not in row
+
+
+def test_an_idle_reclaim_is_for_no_workload_without_repeating_why(pool: Any, page_as: Any) -> None:
+    """An idle reclaim has no preemptor: the "For" column says its GPUs went back to the
+    pool, and leaves the reason to the "Why" column (it read "no workload: idle (...)")."""
+    do_record_preemption(
+        submit(pool, "notebook", pool.nlp_queue, "max"),
+        reason="idle",
+        at=timezone.now(),
+        gpus_freed=8,
+        lost_gpu_hours=Decimal(0),
+    )
+    page = text(page_as("max").get("/preemptions/"))
+    assert "no workload: its GPUs went back to the pool" in page
+    assert page.count("its GPUs sat idle past its idle timeout") == 1  # the Why column only

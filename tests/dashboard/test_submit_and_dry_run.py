@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dashboard_pages import text
+from dashboard_pages import live, text
 
 from gpupool.control import queries
 from gpupool.workloads.models import Workload
@@ -91,3 +91,24 @@ def test_a_refused_submission_comes_back_onto_the_form(pool: Any, page_as: Any) 
 def test_finance_may_not_try_or_submit(pool: Any, page_as: Any) -> None:
     assert page_as("fin").post("/workloads/dry-run/", FORM).status_code == 403
     assert page_as("fin").post("/workloads/submit/", FORM).status_code == 403
+
+
+def test_a_refused_submissions_page_refreshes_and_filters_from_the_list(
+    pool: Any, page_as: Any
+) -> None:
+    """The page a refused submit answers stays at the POST's URL (``/workloads/submit/``),
+    which answers no GET: its live part and its state filter ask the list's own URL, or the
+    refresh said "This part could not be refreshed (405)"."""
+    client = page_as("max")
+    client.post("/workloads/submit/", FORM)
+    page = text(client.post("/workloads/submit/", FORM))
+    assert 'id="live" hx-get="/workloads/"' in page
+    assert '<form class="filters" method="get" action="/workloads/">' in page
+    assert "/workloads/submit/" not in page.split('id="live"', 1)[1].split(">", 1)[0]
+    assert live(client, "/workloads/").status_code == 200
+    assert client.get("/workloads/submit/").status_code == 405  # why the page must not ask it
+
+
+def test_the_live_part_keeps_the_state_shown(pool: Any, page_as: Any) -> None:
+    page = text(page_as("max").get("/workloads/?state=pending&junk=1"))
+    assert 'hx-get="/workloads/?state=pending"' in page

@@ -41,6 +41,7 @@ NOT_PAGES = {
     "workload": "test_workload_page.py",
     "workload-dry-run": "test_submit_and_dry_run.py",
     "workload-submit": "test_submit_and_dry_run.py",
+    "workload-cancel": "test_cancel_from_the_page.py",
     "approval": "test_requests_and_approvals.py",
     "approval-what-if": "test_requests_and_approvals.py",
 }

@@ -138,3 +138,41 @@ def test_the_timeline_is_drawn_in_the_viewers_zone(pool: Any, page_as: Any) -> N
     page = text(client.get("/workloads/nlp/train/"))
     tokyo = timezone.localtime(workload.submitted_at, zoneinfo.ZoneInfo("Asia/Tokyo"))
     assert f'"{tokyo.replace(tzinfo=None).isoformat()}"' in page
+
+
+def idle_reclaimed(pool: Any, name: str, origin: str = "gpupool") -> Workload:
+    """A workload the control loop reclaimed for idleness and left preempted (it ends)."""
+    workload = submit(pool, name, pool.nlp_queue, "max")
+    Workload.objects.filter(pk=workload.pk).update(state="preempted", origin=origin)
+    do_record_preemption(
+        workload, reason="idle", at=timezone.now(), gpus_freed=8, lost_gpu_hours=Decimal(0)
+    )
+    return workload
+
+
+def test_an_idle_reclaimed_workload_says_it_ends_and_is_not_requeued(
+    pool: Any, page_as: Any
+) -> None:
+    idle_reclaimed(pool, "notebook")
+    page = text(page_as("max").get("/workloads/nlp/notebook/"))
+    assert "Reclaimed at <time" in page
+    assert "It ends here and is not requeued (it would only sit idle again)." in page
+    assert "goes back to its queue" not in page
+    assert "no workload: its GPUs went back to the pool" in page
+
+
+def test_a_preempted_bare_pod_says_it_ends_and_is_not_requeued(pool: Any, page_as: Any) -> None:
+    workload = submit(pool, "by-hand", pool.nlp_queue, "max")
+    Workload.objects.filter(pk=workload.pk).update(state="preempted", origin="bare")
+    preemptor = submit(pool, "urgent", pool.nlp_queue, "lena")
+    do_record_preemption(
+        workload,
+        reason="preempt",
+        at=timezone.now(),
+        gpus_freed=8,
+        lost_gpu_hours=Decimal(1),
+        preemptor=preemptor,
+    )
+    page = text(page_as("max").get("/workloads/nlp/by-hand/"))
+    assert "A bare pod is gone once evicted, so it ends here and is not requeued." in page
+    assert "goes back to its queue" not in page
