@@ -15,12 +15,15 @@ behind than that re-lists, as an informer does after 410 Gone.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, transaction
 from django.db.models import F, Min
 
@@ -31,6 +34,12 @@ from gpupool.simcluster.models import SimulatedClusterState, SimulatedObject
 
 COMPACTION_HORIZON = 20_000  # revisions a tombstone outlives its deletion
 COMPACTION_EVERY = 1_000  # revisions between two compactions
+
+# The simulated clock's bounds: its speed, and the times it may read -- those Kubernetes'
+# RFC 3339 timestamps can write (years 1970 to 9999). At the fastest speed it reaches the
+# last one after about a month of wall-clock time, not within seconds.
+MAX_SPEED = 86_400.0  # simulated seconds per wall-clock second: a day a second
+LAST_TIME = datetime(9999, 12, 31, tzinfo=UTC).timestamp()
 
 
 def _stored(row: SimulatedObject) -> StoredObject:
@@ -184,13 +193,36 @@ class DatabaseStore:
 # --- opening the demo's cluster -------------------------------------------------------------
 
 
+def speed_error(speed: float) -> str | None:
+    """Why ``speed`` cannot be the simulated clock's (above 0, at most ``MAX_SPEED``), or None;
+    said as argparse's messages are, after the option's name."""
+    if not math.isfinite(speed) or speed <= 0:
+        return "must be above 0"
+    if speed > MAX_SPEED:
+        return f"must be at most {MAX_SPEED:g} (a simulated day a second)"
+    return None
+
+
+def _checked_speed(speed: float) -> float:
+    """``speed``, or ValueError saying why the clock cannot run at it (before any write)."""
+    error = speed_error(speed)
+    if error is not None:
+        raise ValueError(f"speed {error}, got {speed:g}")
+    return speed
+
+
+def time_in_range(posix: float) -> bool:
+    """Whether the simulated clock may read ``posix``: a date Kubernetes can write."""
+    return math.isfinite(posix) and 0 <= posix <= LAST_TIME
+
+
 def cluster_state(*, speed: float | None = None) -> SimulatedClusterState:
     """The state row, made on first use: simulated time starts at the wall clock's."""
     state = SimulatedClusterState.objects.order_by("pk").first()
     if state is not None:
         return state
     now = time.time()
-    return _new_state(now, speed if speed is not None else default_speed())
+    return _new_state(now, _checked_speed(speed) if speed is not None else default_speed())
 
 
 def _new_state(now: float, speed: float) -> SimulatedClusterState:
@@ -201,7 +233,11 @@ def _new_state(now: float, speed: float) -> SimulatedClusterState:
 
 def default_speed() -> float:
     """``GPUPOOL_SIM_SPEED``: simulated seconds per wall-clock second for a new cluster."""
-    return float(getattr(settings, "GPUPOOL_SIM_SPEED", 1.0))
+    speed = float(getattr(settings, "GPUPOOL_SIM_SPEED", 1.0))
+    error = speed_error(speed)
+    if error is not None:
+        raise ImproperlyConfigured(f"GPUPOOL_SIM_SPEED {error}, got {speed:g}")
+    return speed
 
 
 def clock_of(state: SimulatedClusterState) -> ScaledClock:
@@ -238,11 +274,16 @@ def restart_clock(speed: float) -> ScaledClock:
     """Resume the simulated time where the last write left it, at ``speed`` from now on.
 
     A demo that was stopped does not jump ahead by the hours it was off (times ``speed``):
-    its cluster was paused, and its pods run on from where they were.
+    its cluster was paused, and its pods run on from where they were. A speed out of bounds
+    (``speed_error``) is a ValueError and nothing is written; a time stored out of range
+    (``time_in_range``: a speed no longer taken ran it past any date) restarts from the wall
+    clock's, so that this is also how such a cluster is mended.
     """
-    state = cluster_state(speed=speed)
+    state = cluster_state(speed=_checked_speed(speed))
     now = time.time()
     resumed = max(state.last_reading, state.clock_origin)
+    if not time_in_range(resumed):
+        resumed = now
     _write_state(state.pk, clock_origin=resumed, wall_origin=now, speed=speed)
     state.refresh_from_db()
     return clock_of(state)

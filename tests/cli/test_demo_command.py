@@ -8,8 +8,11 @@ from io import StringIO
 from typing import Any
 
 import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
 
 from gpupool.cli.subcommands import demo
+from gpupool.simcluster.models import SimulatedClusterState
 from gpupool.simcluster.store import cluster_state
 
 pytestmark = pytest.mark.django_db
@@ -80,3 +83,25 @@ def test_a_process_that_dies_stops_the_others_and_is_named(monkeypatch: pytest.M
     assert demo._supervise(OPTIONS, threading.Event(), StringIO(), err) == 1
 
     assert "the loop process exited (3)" in err.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--port", "99999"], "argument --port: must be at most 65535, got 99999"),
+        (["--port", "0"], "argument --port: must be at least 1, got 0"),
+        (["--port", "-80"], "argument --port: must be at least 1, got -80"),
+        (["--speed", "1e308"], "argument --speed: must be at most 86400"),
+        (["--load", "1e308"], "argument --load: must be at most 100, got 1e308"),
+    ],
+)
+def test_bad_values_are_refused_by_option_before_anything_starts(
+    args: list[str], message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(demo, "_generator", lambda *a: pytest.fail("the generator started"))
+    monkeypatch.setattr(demo, "_supervise", lambda *a: pytest.fail("the demo started"))
+    with pytest.raises(CommandError, match=message):
+        call_command("gpupool", "demo", *args, "--generator-only", stdout=StringIO())
+    with pytest.raises(CommandError, match=message):
+        call_command("gpupool", "demo", *args, stdout=StringIO())
+    assert not SimulatedClusterState.objects.exists()  # no clock was set

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import re
+import time
 from io import StringIO
 
 import pytest
 from django.core.management import call_command
+from django.core.management.base import CommandError
 
 from gpupool.clusters.node_profiles import gpu_node_manifest
-from gpupool.simcluster.store import cluster_state, open_simulated_backend, open_simulated_cluster
+from gpupool.simcluster.models import SimulatedClusterState
+from gpupool.simcluster.store import (
+    clock_of,
+    cluster_state,
+    open_simulated_backend,
+    open_simulated_cluster,
+    restart_clock,
+    time_in_range,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -70,3 +81,42 @@ def test_the_clock_speed_is_set_for_every_process_from_the_state_row() -> None:
     status, out, _ = sim("clock", "--speed", "60")
     assert status == 0 and "speed 60" in out
     assert cluster_state().speed == 60.0
+
+
+@pytest.mark.parametrize(
+    ("speed", "message"),
+    [
+        ("1e308", "argument --speed: must be at most 86400 (a simulated day a second), got 1e308"),
+        ("0", "argument --speed: must be above 0, got 0"),
+        ("-60", "argument --speed: must be above 0, got -60"),
+        ("inf", "argument --speed: not a finite number: 'inf'"),
+    ],
+)
+def test_a_clock_speed_out_of_bounds_exits_2_naming_it_and_stores_nothing(
+    speed: str, message: str
+) -> None:
+    before = cluster_state()
+    with pytest.raises(CommandError, match=re.escape(message)):
+        sim("clock", "--speed", speed)
+    after = cluster_state()
+    assert (after.speed, after.clock_origin, after.wall_origin) == (
+        before.speed,
+        before.clock_origin,
+        before.wall_origin,
+    )
+    with pytest.raises(ValueError, match="speed must be at most"):  # past the parser, too
+        restart_clock(1e308)
+    assert cluster_state().speed == before.speed
+
+
+def test_a_clock_stored_out_of_range_is_shown_and_a_new_speed_mends_it(two_nodes: None) -> None:
+    # what `sim clock --speed 1e308` left behind before speeds were bounded
+    SimulatedClusterState.objects.update(speed=1e308, last_reading=float("inf"))
+    for action in ("status", "clock"):
+        status, out, _ = sim(action)
+        assert status == 0 and "simulated time out of range" in out, out
+    status, out, _ = sim("clock", "--speed", "60")
+    assert status == 0 and "out of range" not in out and "speed 60" in out
+    clock = clock_of(cluster_state())
+    assert time_in_range(clock.now()) and abs(clock.now() - time.time()) < 60
+    assert "2 nodes" in sim("status")[1]

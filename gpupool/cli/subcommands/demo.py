@@ -30,8 +30,9 @@ from typing import Any, TextIO
 
 from django.conf import settings
 
-from gpupool.cli.arguments import positive_float
+from gpupool.cli.arguments import positive_float, positive_int
 from gpupool.cli.signals import stop_on_signals
+from gpupool.cli.subcommands.sim import clock_speed
 from gpupool.clusters.simulated import Clock, ScaledClock
 from gpupool.simcluster.store import open_simulated_cluster, restart_clock
 
@@ -39,24 +40,46 @@ HELP = "Run the living demo: web server, control loop and workload generator (Ct
 
 STOP_GRACE_S = 15.0
 EXIT_CHILD_FAILED = 1
+MAX_PORT = 65_535
+MAX_LOAD = 100.0  # GPU-hours asked per hour, as a share of the pool's GPUs
+
+
+def port_number(text: str) -> int:
+    """``--port``: a TCP port, 1 to ``MAX_PORT``."""
+    value = positive_int(text)
+    if value > MAX_PORT:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_PORT}, got {text.strip()}")
+    return value
+
+
+def load_share(text: str) -> float:
+    """``--load``: above 0, at most ``MAX_LOAD`` times what the pool's GPUs can run."""
+    value = positive_float(text)
+    if value > MAX_LOAD:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_LOAD:g}, got {text.strip()}")
+    return value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """--speed, --load, --seed, --port, --celery, --generator-only."""
     parser.add_argument(
         "--speed",
-        type=positive_float,
+        type=clock_speed,
         default=60.0,
-        help="simulated seconds per wall-clock second (default 60: an hour a minute)",
+        help="simulated seconds per wall-clock second (default 60: an hour a minute; at most "
+        "86400, a day a second)",
     )
     parser.add_argument(
         "--load",
-        type=positive_float,
+        type=load_share,
         default=1.0,
-        help="GPU-hours the teams ask per hour, as a share of the pool's GPUs (default 1.0)",
+        help="GPU-hours the teams ask per hour, as a share of the pool's GPUs (default 1.0, "
+        "at most 100)",
     )
     parser.add_argument("--seed", type=int, default=42, help="the generator's seed")
-    parser.add_argument("--port", type=int, default=8000, help="the web server's port")
+    parser.add_argument(
+        "--port", type=port_number, default=8000, help="the web server's port (1 to 65535)"
+    )
     parser.add_argument(
         "--celery",
         action="store_true",

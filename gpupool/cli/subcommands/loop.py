@@ -18,22 +18,35 @@ from typing import Any, TextIO
 from django.core.exceptions import ImproperlyConfigured
 
 from gpupool.accounting.actions import RollUp
-from gpupool.cli.arguments import positive_int
+from gpupool.cli.arguments import positive_float, positive_int
 from gpupool.cli.signals import stop_on_signals
 from gpupool.control.loop import CycleResult
 from gpupool.control.runner import run_forever, shared_loop
 
 HELP = "Run the scheduling loop in this process until Ctrl-C / SIGTERM"
 
+MAX_INTERVAL_S = 86_400.0  # a day between cycles; past it a scheduling loop schedules nothing
+
+
+def interval_seconds(text: str) -> float:
+    """``--interval``: seconds above 0, at most ``MAX_INTERVAL_S``."""
+    value = positive_float(text)
+    if value > MAX_INTERVAL_S:
+        raise argparse.ArgumentTypeError(
+            f"must be at most {MAX_INTERVAL_S:g} (a day), got {text.strip()}"
+        )
+    return value
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """--interval, --cycles."""
     parser.add_argument(
         "--interval",
-        type=float,
+        type=interval_seconds,
         default=None,
         metavar="SECONDS",
-        help="seconds between cycle starts (default: GPUPOOL_CYCLE_INTERVAL_S)",
+        help="seconds between cycle starts, above 0, at most a day "
+        "(default: GPUPOOL_CYCLE_INTERVAL_S)",
     )
     parser.add_argument(
         "--cycles",

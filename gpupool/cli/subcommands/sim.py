@@ -12,6 +12,10 @@ control loop (which only sees the consequences, through the backend protocol):
     gpupool sim gpu-heal NODE INDEX        the GPU is healthy again
     gpupool sim cordon NODE / uncordon NODE
     gpupool sim clock [--speed S]          the simulated time; --speed resumes it at S
+                                           (above 0, at most a simulated day a second)
+
+A clock stored out of range (by a speed no longer taken) is shown as such, and ``gpupool sim
+clock --speed S`` restarts it from the wall clock's time.
 """
 
 from __future__ import annotations
@@ -23,11 +27,28 @@ from typing import Any, TextIO
 from gpupool.cli.arguments import positive_float
 from gpupool.clusters.api_objects import format_time
 from gpupool.clusters.base import SCHEDULER_NAME
-from gpupool.simcluster.store import clock_of, cluster_state, open_simulated_cluster, restart_clock
+from gpupool.clusters.simulated import Clock
+from gpupool.simcluster.store import (
+    clock_of,
+    cluster_state,
+    open_simulated_cluster,
+    restart_clock,
+    speed_error,
+    time_in_range,
+)
 
 HELP = "Show the simulated cluster, or inject faults: node-down/up, gpu-fail/heal, cordon"
 
 EXIT_INVALID = 2
+
+
+def clock_speed(text: str) -> float:
+    """``--speed``: a finite number above 0, at most the store's ``MAX_SPEED``."""
+    value = positive_float(text)
+    error = speed_error(value)
+    if error is not None:
+        raise argparse.ArgumentTypeError(f"{error}, got {text.strip()}")
+    return value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,8 +72,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     clock = actions.add_parser("clock", help="show the simulated time, or set its speed")
     clock.add_argument(
         "--speed",
-        type=positive_float,
-        help="simulated seconds per wall-clock second from now on (60: an hour a minute)",
+        type=clock_speed,
+        help="simulated seconds per wall-clock second from now on (60: an hour a minute; at "
+        "most 86400, a day a second)",
     )
 
 
@@ -63,12 +85,14 @@ def run(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
         _status(stdout)
         return 0
     if action == "clock":
-        state = cluster_state()
-        if options.get("speed"):
-            restart_clock(options["speed"])
-            state = cluster_state()
-        clock = clock_of(state)
-        stdout.write(f"simulated time {format_time(clock.now())}, speed {clock.speed:g}\n")
+        if options.get("speed") is not None:
+            try:
+                restart_clock(options["speed"])
+            except ValueError as error:  # a speed given past the parser (call_command)
+                stderr.write(f"gpupool sim clock: {error}\n")
+                return EXIT_INVALID
+        clock = clock_of(cluster_state())
+        stdout.write(f"simulated time {_time_of(clock)}, speed {clock.speed:g}\n")
         return 0
     cluster = open_simulated_cluster()
     node = options["node"]
@@ -88,9 +112,17 @@ def run(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
     return 0
 
 
+def _time_of(clock: Clock) -> str:
+    """The clock's time, or why it has none: one stored out of range survives being shown."""
+    now = clock.now()
+    if time_in_range(now):
+        return format_time(now)
+    return f"out of range ({now:g} s); `gpupool sim clock --speed S` restarts it from now"
+
+
 def _status(stdout: TextIO) -> None:
     cluster = open_simulated_cluster()
-    stdout.write(f"simulated time {format_time(cluster.clock.now())}\n")
+    stdout.write(f"simulated time {_time_of(cluster.clock)}\n")
     nodes = cluster.nodes()
     pods = cluster.pods()
     on_node = Counter(p.node_name for p in pods if p.node_name and not p.finished)
