@@ -89,7 +89,9 @@ def main() -> None:
     if args.statements:
         _time_statements(loop_module, commit=args.commit)
     # The loop times its phases with ``time.perf_counter``: CPU seconds here instead.
-    cpu_clock = types.SimpleNamespace(perf_counter=time.process_time, monotonic=time.monotonic)
+    cpu_clock = types.SimpleNamespace(
+        perf_counter=time.process_time, monotonic=time.monotonic, thread_time=time.thread_time
+    )
     setattr(loop_module, "time", cpu_clock)  # noqa: B010
     profile_clock = time.perf_counter if args.profile_wall else time.process_time
     first_profile = cProfile.Profile(profile_clock)

@@ -65,7 +65,10 @@ class TenantUtilizationRowSerializer(serializers.Serializer[dict[str, Any]]):
     tenant = serializers.CharField()
     allocated_gpu_hours = serializers.FloatField()
     active_gpu_hours = serializers.FloatField()
-    idle_gpu_hours = serializers.FloatField()
+    idle_gpu_hours = serializers.FloatField(help_text="Allocated less active.")
+    unobserved_gpu_hours = serializers.FloatField(
+        help_text="Of idle, those the utilisation source did not observe (allocated less observed)."
+    )
     active_share = serializers.FloatField(allow_null=True)
 
 
@@ -75,8 +78,11 @@ class WasterRowSerializer(serializers.Serializer[dict[str, Any]]):
     workload = serializers.CharField()
     queue = serializers.CharField()
     tenant = serializers.CharField()
-    held_gpu_hours = serializers.FloatField()
-    idle_gpu_hours = serializers.FloatField()
+    held_gpu_hours = serializers.FloatField(help_text="Allocated (usage intervals).")
+    idle_gpu_hours = serializers.FloatField(help_text="Held less active.")
+    unobserved_gpu_hours = serializers.FloatField(
+        help_text="Of idle, those the utilisation source did not observe (held less observed)."
+    )
 
 
 WINDOW_PARAMETERS = [

@@ -3,7 +3,10 @@ API and the dashboard's pages (allocated against used, top wasters, sparklines).
 
 Allocated GPU-hours come from accounting's usage intervals; active GPU-hours from the
 activity windows the sampler recorded. Both are clipped to the asked window (a window or an
-interval that straddles its edge counts its share inside it). Idle is allocated less active.
+interval that straddles its edge counts its share inside it). Idle is allocated less active,
+everywhere (teams, queues, workloads, and accounting's cost reports alike): time the source did
+not observe counts as idle, and each row says how much of it was unobserved (allocated less
+observed), so a gap in the source's samples reads as that and not as waste alone.
 
 Bounded whatever the pool: the windows wholly inside the asked one are summed by the database
 (one grouped query), and only those that straddle its two edges (at most two per workload) are
@@ -88,57 +91,103 @@ def seconds_by(
     return {name: (observed, active) for name, (observed, active) in totals.items()}
 
 
-def allocated_gpu_hours(
-    since: datetime, until: datetime, tenant_ids: Collection[int] | None = None
-) -> dict[str, float]:
-    """GPU-hours allocated per tenant name in the window (usage intervals clipped to it);
+def allocated_seconds_by(
+    key: str, since: datetime, until: datetime, tenant_ids: Collection[int] | None = None
+) -> dict[Any, float]:
+    """GPU-seconds allocated in the window per ``key`` (a usage interval's field path such as
+    ``tenant__name``, ``queue_id`` or ``workload_id``), the usage intervals clipped to it;
     ``tenant_ids`` limits it to those tenants (None: every tenant, and the pool's own)."""
-    totals: dict[str, float] = defaultdict(float)
+    totals: dict[Any, float] = defaultdict(float)
     intervals = UsageInterval.objects.filter(
         Q(ended_at__isnull=True) | Q(ended_at__gt=since), started_at__lt=until
     )
     if tenant_ids is not None:
         intervals = intervals.filter(tenant_id__in=tenant_ids)
-    # Each interval clipped to the window, summed by the database per tenant and GPU count
+    # Each interval clipped to the window, summed by the database per key and GPU count
     # (a handful of rows, not one per interval: a day of a busy pool has tens of thousands).
     inside = ExpressionWrapper(
         Least(Coalesce("ended_at", _at(until)), _at(until)) - Greatest("started_at", _at(since)),
         output_field=DurationField(),
     )
     rows = (
-        intervals.values_list("tenant__name", "gpus")
+        intervals.values_list(key, "gpus")
         .annotate(held=Sum(inside))
-        .values_list("tenant__name", "gpus", "held")
+        .values_list(key, "gpus", "held")
         .order_by()
     )
-    for tenant, gpus, held in rows:
+    for name, gpus, held in rows:
         seconds = max(held.total_seconds(), 0.0) if held is not None else 0.0
-        totals[tenant or NO_TENANT] += float(gpus) * seconds / 3600
+        totals[name] += float(gpus) * seconds
     return dict(totals)
+
+
+def allocated_gpu_hours(
+    since: datetime, until: datetime, tenant_ids: Collection[int] | None = None
+) -> dict[str, float]:
+    """GPU-hours allocated per tenant name in the window (usage intervals clipped to it);
+    ``tenant_ids`` limits it to those tenants (None: every tenant, and the pool's own)."""
+    totals: dict[str, float] = defaultdict(float)
+    for name, seconds in allocated_seconds_by("tenant__name", since, until, tenant_ids).items():
+        totals[name or NO_TENANT] += seconds / 3600
+    return dict(totals)
+
+
+def _idle_figures(held_s: float, observed_s: float, active_s: float) -> dict[str, float]:
+    """Idle GPU-hours (held less active) and, of them, unobserved ones (held less what the
+    source observed) of one row, from its GPU-seconds."""
+    return {
+        "idle_gpu_hours": round(max(held_s - active_s, 0.0) / 3600, 4),
+        "unobserved_gpu_hours": round(max(held_s - observed_s, 0.0) / 3600, 4),
+    }
 
 
 def tenant_utilization(
     since: datetime, until: datetime, tenant_ids: Collection[int] | None = None
 ) -> list[dict[str, Any]]:
-    """Per tenant: allocated, active and idle GPU-hours in the window, and the active share
-    of allocated; tenants by name (``tenant_ids``: only those)."""
-    allocated = allocated_gpu_hours(since, until, tenant_ids)
-    active: dict[str, float] = defaultdict(float)
-    for name, (_, seconds) in seconds_by("tenant__name", since, until, tenant_ids).items():
-        active[name or NO_TENANT] += seconds / 3600
+    """Per tenant: allocated, active and idle GPU-hours in the window (of idle, those the
+    source did not observe), and the active share of allocated; tenants by name
+    (``tenant_ids``: only those)."""
+    held: dict[str, float] = defaultdict(float)
+    for name, seconds in allocated_seconds_by("tenant__name", since, until, tenant_ids).items():
+        held[name or NO_TENANT] += seconds
+    seen: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for name, (observed, active) in seconds_by("tenant__name", since, until, tenant_ids).items():
+        seen[name or NO_TENANT][0] += observed
+        seen[name or NO_TENANT][1] += active
     rows = []
-    for tenant in sorted(set(allocated) | set(active)):
-        held, used = allocated.get(tenant, 0.0), active.get(tenant, 0.0)
+    for tenant in sorted(set(held) | set(seen)):
+        held_s, (observed_s, active_s) = held.get(tenant, 0.0), seen.get(tenant, (0.0, 0.0))
         rows.append(
             {
                 "tenant": tenant,
-                "allocated_gpu_hours": round(held, 4),
-                "active_gpu_hours": round(used, 4),
-                "idle_gpu_hours": round(max(held - used, 0.0), 4),
-                "active_share": round(used / held, 4) if held else None,
+                "allocated_gpu_hours": round(held_s / 3600, 4),
+                "active_gpu_hours": round(active_s / 3600, 4),
+                **_idle_figures(held_s, observed_s, active_s),
+                "active_share": round(active_s / held_s, 4) if held_s else None,
             }
         )
     return rows
+
+
+def _most_idle(
+    key: str, since: datetime, until: datetime, limit: int, tenant_ids: Collection[int] | None
+) -> list[tuple[Any, float, dict[str, float]]]:
+    """The ``limit`` values of ``key`` (``workload_id`` or ``queue_id``) that held GPUs idle
+    longest in the window, most first (ties by key), each with its GPU-seconds held and its
+    idle figures; those with no idle time are left out."""
+    held = allocated_seconds_by(key, since, until, tenant_ids)
+    seen = seconds_by(key, since, until, tenant_ids)
+    figures = {
+        pk: _idle_figures(held.get(pk, 0.0), *seen.get(pk, (0.0, 0.0)))
+        for pk in set(held) | set(seen)
+        if pk is not None
+    }
+    ranked = sorted(figures, key=lambda pk: (-figures[pk]["idle_gpu_hours"], pk))
+    return [
+        (pk, held.get(pk, 0.0), figures[pk])
+        for pk in ranked[:limit]
+        if figures[pk]["idle_gpu_hours"] > 0
+    ]
 
 
 def top_wasters(
@@ -149,19 +198,15 @@ def top_wasters(
     *,
     owners: bool = False,
 ) -> list[dict[str, Any]]:
-    """The workloads that held GPUs idle longest in the window (idle GPU-hours as the source
-    saw them), most first (``tenant_ids``: only those tenants' workloads; ``owners``: each
-    row also says who submitted it)."""
-    idle: dict[int, float] = {}
-    held: dict[int, float] = {}
-    for pk, (observed, active) in seconds_by("workload_id", since, until, tenant_ids).items():
-        held[pk], idle[pk] = observed / 3600, (observed - active) / 3600
-    ranked = sorted(idle, key=lambda pk: (-idle[pk], pk))[:limit]
-    workloads = Workload.objects.select_related("queue__tenant", "submitter").in_bulk(ranked)
+    """The workloads that held GPUs idle longest in the window (held less active, as the
+    team figures and the cost reports count it), most first (``tenant_ids``: only those
+    tenants' workloads; ``owners``: each row also says who submitted it)."""
+    ranked = _most_idle("workload_id", since, until, limit, tenant_ids)
+    workloads = Workload.objects.select_related("queue__tenant", "submitter").in_bulk(
+        [pk for pk, _, _ in ranked]
+    )
     rows = []
-    for pk in ranked:
-        if idle[pk] <= 0:
-            continue
+    for pk, held_s, figures in ranked:
         workload = workloads[pk]
         tenant = workload.queue.tenant
         rows.append(
@@ -169,8 +214,8 @@ def top_wasters(
                 "workload": workload.qualified_name(),
                 "queue": workload.queue.name,
                 "tenant": tenant.name if tenant is not None else NO_TENANT,
-                "held_gpu_hours": round(held[pk], 4),
-                "idle_gpu_hours": round(idle[pk], 4),
+                "held_gpu_hours": round(held_s / 3600, 4),
+                **figures,
             }
         )
         if owners:
@@ -179,23 +224,20 @@ def top_wasters(
 
 
 def queue_waste(since: datetime, until: datetime, limit: int = 10) -> list[dict[str, Any]]:
-    """Per queue, GPU-hours held and held idle in the window as the source saw them, the most
-    idle first (the level at which teams see each other: no workload names)."""
-    totals = seconds_by("queue_id", since, until)
-    ranked = sorted(totals, key=lambda pk: (-(totals[pk][0] - totals[pk][1]), pk))[:limit]
-    queues = Queue.objects.select_related("tenant").in_bulk(ranked)
+    """Per queue, GPU-hours held and held idle in the window (counted as for the teams), the
+    most idle first (the level at which teams see each other: no workload names)."""
+    ranked = _most_idle("queue_id", since, until, limit, None)
+    queues = Queue.objects.select_related("tenant").in_bulk([pk for pk, _, _ in ranked])
     rows = []
-    for pk in ranked:
-        observed, active = totals[pk]
-        if observed - active <= 0:
-            continue
+    for pk, held_s, figures in ranked:
         queue = queues[pk]
+        tenant = queue.tenant
         rows.append(
             {
                 "queue": queue.name,
-                "tenant": queue.tenant.name if queue.tenant is not None else NO_TENANT,
-                "held_gpu_hours": round(observed / 3600, 4),
-                "idle_gpu_hours": round((observed - active) / 3600, 4),
+                "tenant": tenant.name if tenant is not None else NO_TENANT,
+                "held_gpu_hours": round(held_s / 3600, 4),
+                **figures,
             }
         )
     return rows

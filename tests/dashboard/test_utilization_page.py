@@ -135,3 +135,26 @@ def test_a_workloads_page_draws_its_utilisation_sparkline(used: Any, page_as: An
 
     assert 'id="sparkline-chart-figure"' in page
     assert "30.0" in page.split('id="sparkline-chart-figure"')[1].split("</script>")[0]
+
+
+def test_the_team_and_queue_tables_count_idle_alike_when_the_source_missed_time(
+    pool: Any, page_as: Any
+) -> None:
+    """vision's 2-GPU ``wl-gap`` was held for two hours, but the source observed only its last
+    hour (idle): the team's idle and its queue's are both 4 GPU-h, 2 of them unobserved. The
+    queue table used to count only the observed hour (2 against the team's 4)."""
+    workload = running(pool, "wl-gap", pool.vision_queue, 2, "vic", busy=0.0)
+    ActivityWindow.objects.filter(
+        workload=workload, started_at__lt=timezone.now() - timedelta(minutes=61)
+    ).delete()
+
+    page = text(page_as("ada").get(URL))
+
+    teams = page.split('id="utilization-teams"')[1].split("</table>")[0]
+    vision = teams.split('data-tenant="vision"')[1].split("</tr>")[0]
+    assert 'data-column="idle_gpu_hours">4 GPU-h' in vision
+    assert 'data-column="unobserved_gpu_hours">2 GPU-h' in vision
+    queues = page.split('id="utilization-queues"')[1].split("</table>")[0]
+    row = queues.partition("<td>vision</td>")[2].split("</tr>")[0]
+    assert [cell.split("<")[0] for cell in row.split('class="number">')[1:]] == [
+        "4 GPU-h", "4 GPU-h", "2 GPU-h"]  # fmt: skip

@@ -73,8 +73,9 @@ def test_finance_sees_every_tenant_and_an_outsider_nothing(teams: dict) -> None:
 def test_the_top_wasters_of_a_leads_tenant(teams: dict) -> None:
     rows = get(teams["bob"], "/api/v1/utilization/wasters/").json()
 
-    assert [(r["workload"], r["idle_gpu_hours"]) for r in rows] == [
-        ("team-b/job", round(9_600 / 3600, 4))
+    # The last hour: held 4 GPU-h, never active; the source observed 9,600 GPU-s of it.
+    assert [(r["workload"], r["idle_gpu_hours"], r["unobserved_gpu_hours"]) for r in rows] == [
+        ("team-b/job", 4.0, round((14_400 - 9_600) / 3600, 4))
     ]
 
 
@@ -83,7 +84,10 @@ def test_the_figures_come_as_csv(teams: dict) -> None:
 
     assert answer["Content-Type"].startswith("text/csv")
     lines = answer.content.decode().splitlines()
-    assert lines[0] == "tenant,allocated_gpu_hours,active_gpu_hours,idle_gpu_hours,active_share"
+    assert lines[0] == (
+        "tenant,allocated_gpu_hours,active_gpu_hours,idle_gpu_hours,unobserved_gpu_hours,"
+        "active_share"
+    )
     assert [line.split(",")[0] for line in lines[1:]] == ["a", "b"]
 
 
@@ -91,7 +95,9 @@ def test_no_rows_still_come_as_csv_with_their_header(teams: dict) -> None:
     answer = get(teams["fin"], "/api/v1/utilization/wasters/?format=csv&until=2000-01-01T00:00:00Z")
 
     assert answer.status_code == 200
-    assert answer.content.decode() == "workload,queue,tenant,held_gpu_hours,idle_gpu_hours\r\n"
+    assert answer.content.decode() == (
+        "workload,queue,tenant,held_gpu_hours,idle_gpu_hours,unobserved_gpu_hours\r\n"
+    )
     assert answer["Content-Disposition"] == 'attachment; filename="utilization-wasters.csv"'
 
 

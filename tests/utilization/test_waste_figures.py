@@ -63,9 +63,9 @@ def test_the_last_hours_figures_per_tenant_match_the_hand_count(pool: dict) -> N
     # hour) plus 3,600 GPU-s = 7,200 GPU-s = 2 GPU-h; idle 2. b: 2 GPUs x 15 min, never active.
     assert rows == [
         {"tenant": "a", "allocated_gpu_hours": 4.0, "active_gpu_hours": 2.0,
-         "idle_gpu_hours": 2.0, "active_share": 0.5},
+         "idle_gpu_hours": 2.0, "unobserved_gpu_hours": 0.0, "active_share": 0.5},
         {"tenant": "b", "allocated_gpu_hours": 0.5, "active_gpu_hours": 0.0,
-         "idle_gpu_hours": 0.5, "active_share": 0.0},
+         "idle_gpu_hours": 0.5, "unobserved_gpu_hours": 0.0, "active_share": 0.0},
     ]  # fmt: skip
 
 
@@ -108,7 +108,8 @@ def test_gpupool_utilization_prints_a_table_by_default(pool: dict) -> None:
     call_command("gpupool", "utilization", "--since", "90m", stdout=out)
 
     lines = out.getvalue().splitlines()
-    assert lines[1].split() == ["tenant", "allocated", "active", "idle", "active", "%"]
+    assert lines[1].split() == [
+        "tenant", "allocated", "active", "idle", "unobserved", "active", "%"]  # fmt: skip
     assert lines[2].split()[0] == "a" and lines[3].split()[0] == "b"
 
 
@@ -116,9 +117,37 @@ def test_the_top_wasters_are_the_workloads_idle_longest(pool: dict) -> None:
     now = pool["now"]
     rows = top_wasters(now - timedelta(hours=2), now)
 
-    # train: 14,400 - 7,200 + 7,200 - 3,600 = 10,800 idle GPU-s = 3 h; notebook: 0.5 h.
-    assert [(r["workload"], r["tenant"], r["idle_gpu_hours"]) for r in rows] == [
-        ("team-a/train", "a", 3.0), ("team-b/notebook", "b", 0.5)]  # fmt: skip
+    # train: held 4 GPUs x 2 h = 8 GPU-h, active 7,200 + 3,600 GPU-s = 3 GPU-h: idle 5 GPU-h,
+    # of which the source did not observe 8 - (14,400 + 7,200) / 3,600 = 2. notebook: 0.5 h,
+    # all of it observed.
+    figures = [
+        (r["workload"], r["tenant"], r["held_gpu_hours"], r["idle_gpu_hours"],
+         r["unobserved_gpu_hours"]) for r in rows
+    ]  # fmt: skip
+    assert figures == [
+        ("team-a/train", "a", 8.0, 5.0, 2.0),
+        ("team-b/notebook", "b", 0.5, 0.5, 0.0),
+    ]
+
+
+def test_teams_queues_and_workloads_count_idle_alike(pool: dict) -> None:
+    """Idle is held less active in every table, as the cost reports count it: a team's idle
+    is its queues' idle and its workloads' idle, whether or not the source observed the time
+    (the Utilisation page showed 430 idle GPU-hours for a team and 406 for its one queue when
+    the queue table counted only the time the source had seen)."""
+    from gpupool.utilization.queries import queue_waste
+
+    now = pool["now"]
+    since = now - timedelta(hours=2)
+    teams = {row["tenant"]: row for row in tenant_utilization(since, now)}
+    queues = {row["tenant"]: row for row in queue_waste(since, now)}
+    workloads = {row["tenant"]: row for row in top_wasters(since, now)}
+
+    for name in ("a", "b"):
+        assert teams[name]["allocated_gpu_hours"] == queues[name]["held_gpu_hours"]
+        for field in ("idle_gpu_hours", "unobserved_gpu_hours"):
+            assert teams[name][field] == queues[name][field] == workloads[name][field]
+    assert teams["a"]["idle_gpu_hours"] == 5.0 and teams["a"]["unobserved_gpu_hours"] == 2.0
 
 
 def test_a_workloads_sparkline_is_its_mean_use_window_by_window(pool: dict) -> None:

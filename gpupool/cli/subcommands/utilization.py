@@ -3,7 +3,7 @@
 Allocated GPU-hours are accounting's usage intervals inside the window; active GPU-hours are
 what the utilisation source (DCGM through Prometheus, or the simulated cluster's profiles)
 saw the tenants' GPUs work, from the activity windows the control loop records; idle is the
-difference (docs/utilization.md).
+difference, and "unobserved" says how much of idle the source did not see (docs/utilization.md).
 """
 
 from __future__ import annotations
@@ -53,11 +53,15 @@ def run(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
         stdout.write(json.dumps(document, indent=2) + "\n")
         return 0
     stdout.write(f"GPU-hours from {since:%Y-%m-%d %H:%M} to {until:%H:%M} UTC\n")
-    stdout.write(f"{'tenant':<24} {'allocated':>10} {'active':>10} {'idle':>10} {'active %':>9}\n")
+    stdout.write(
+        f"{'tenant':<24} {'allocated':>10} {'active':>10} {'idle':>10} {'unobserved':>10} "
+        f"{'active %':>9}\n"
+    )
     for row in rows:
         share = "-" if row["active_share"] is None else f"{100 * row['active_share']:.0f}"
         stdout.write(
             f"{row['tenant']:<24} {row['allocated_gpu_hours']:>10.2f} "
-            f"{row['active_gpu_hours']:>10.2f} {row['idle_gpu_hours']:>10.2f} {share:>9}\n"
+            f"{row['active_gpu_hours']:>10.2f} {row['idle_gpu_hours']:>10.2f} "
+            f"{row['unobserved_gpu_hours']:>10.2f} {share:>9}\n"
         )
     return 0
