@@ -146,7 +146,7 @@ LOGIN_REDIRECT_URL = "dashboard:home"
 LOGOUT_REDIRECT_URL = "dashboard:login"
 
 REST_FRAMEWORK = {
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "gpupool.api.schema.ApiSchema",  # documents the error answers
     # The token class first: its WWW-Authenticate header makes an anonymous call a 401.
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "gpupool.api.authentication.BearerTokenAuthentication",

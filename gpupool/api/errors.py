@@ -14,11 +14,35 @@ from django.core.exceptions import NON_FIELD_ERRORS
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
-from rest_framework import exceptions, status
+from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
 NON_FIELD = "non_field_errors"
+
+
+class ErrorBodySerializer(serializers.Serializer[Any]):
+    """What went wrong: the HTTP status, a stable code and a message; on a 400, the fields."""
+
+    status = serializers.IntegerField(help_text="The answer's HTTP status, again.")
+    code = serializers.CharField(
+        help_text="A stable word for the kind of error: invalid (400), not_authenticated or "
+        "authentication_failed (401), permission_denied (403), not_found (404), ..."
+    )
+    message = serializers.CharField(help_text="What went wrong, for a person to read.")
+    # (declared fields leave the class, so this "fields" does not hide Serializer.fields)
+    fields = serializers.DictField(  # type: ignore[assignment]
+        child=serializers.ListField(child=serializers.CharField()),
+        required=False,
+        help_text="Each field that failed (dotted into nested ones: pod_sets.0.count; "
+        f"{NON_FIELD} for the request as a whole) with its messages. Always there on a 400.",
+    )
+
+
+class ErrorSerializer(serializers.Serializer[Any]):
+    """The body of every error the API answers (``api_exception_handler``)."""
+
+    error = ErrorBodySerializer()
 
 
 def _messages(detail: Any) -> list[str]:

@@ -87,3 +87,17 @@ class StrictOrderingFilter(OrderingFilter):
                     }
                 )
         return super().get_ordering(request, queryset, view)
+
+    def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
+        """``ordering`` as DRF documents it, naming the fields the list sorts by (where the
+        view lists them: ``ordering_fields``)."""
+        parameters: list[dict[str, Any]] = super().get_schema_operation_parameters(view)
+        fields = getattr(view, "ordering_fields", None)
+        if isinstance(fields, list | tuple) and fields:
+            names = ", ".join(field if isinstance(field, str) else field[0] for field in fields)
+            for parameter in parameters:
+                parameter["description"] = (
+                    f"Sort by {names} (comma-separated; '-' first for descending); "
+                    "any other field is a 400 naming ordering."
+                )
+        return parameters

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth import authenticate
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import AuthenticationFailed, NotFound
 from rest_framework.permissions import AllowAny
@@ -16,6 +16,7 @@ from rest_framework.throttling import AnonRateThrottle
 from rest_framework.views import APIView
 
 from gpupool.api.actions import do_issue_token
+from gpupool.api.errors import ErrorSerializer
 
 
 class TokenRequestSerializer(serializers.Serializer[Any]):
@@ -52,7 +53,13 @@ class TokenView(APIView):
         """A wrong password is a 401 that asks for credentials again."""
         return "Bearer"
 
-    @extend_schema(request=TokenRequestSerializer, responses={200: TokenSerializer})
+    @extend_schema(
+        request=TokenRequestSerializer,
+        responses={
+            200: TokenSerializer,
+            401: OpenApiResponse(ErrorSerializer, description="The username or password is wrong."),
+        },
+    )
     def post(self, request: Request) -> Response:
         """Check the password and answer the user's token (made on first use)."""
         form = TokenRequestSerializer(data=request.data)

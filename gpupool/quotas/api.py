@@ -12,16 +12,18 @@ from typing import Any
 
 from django.db.models import QuerySet
 from django_filters import rest_framework as filters
-from drf_spectacular.utils import extend_schema, extend_schema_field
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound
+from rest_framework.generics import get_object_or_404
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.routers import BaseRouter
 
 from gpupool.api.fields import NameRelatedField
-from gpupool.api.permissions import ADMINS, EVERYONE, ActionRoles, TenantScoped
+from gpupool.api.filters import UtcDateTimeFilter
+from gpupool.api.permissions import ADMINS, EVERYONE, ActionRoles, TenantScoped, tenant_scoped
 from gpupool.api.rows import PlannedRows
 from gpupool.api.tables import CSVExport
 from gpupool.inventory.models import Flavor
@@ -34,6 +36,7 @@ from gpupool.quotas.actions import (
     do_save_queue,
     do_set_queue_quota,
 )
+from gpupool.quotas.choices import LedgerEntryKind
 from gpupool.quotas.models import BudgetLedgerEntry, PriorityBudget, PriorityClass, Queue
 from gpupool.quotas.queries import (
     QueueUsage,
@@ -383,6 +386,19 @@ class LedgerEntrySerializer(serializers.ModelSerializer[BudgetLedgerEntry]):
         return None if entry.workload is None else entry.workload.qualified_name()
 
 
+class LedgerEntryFilter(filters.FilterSet):  # type: ignore[misc]
+    """Filter a budget's ledger by kind of movement and by time (``since`` inclusive,
+    ``until`` exclusive, ISO 8601 with any offset)."""
+
+    kind = filters.MultipleChoiceFilter(choices=LedgerEntryKind.choices)
+    since = UtcDateTimeFilter(field_name="at", lookup_expr="gte")
+    until = UtcDateTimeFilter(field_name="at", lookup_expr="lt")
+
+    class Meta:
+        model = BudgetLedgerEntry
+        fields = ("kind", "since", "until")
+
+
 class BudgetFilter(filters.FilterSet):  # type: ignore[misc]
     """Filter budgets by tenant, class and a day their period covers."""
 
@@ -448,14 +464,39 @@ class BudgetViewSet(
         found = self.get_queryset().get(pk=budget.pk)
         return Response(BudgetSerializer(found).data, status=status.HTTP_201_CREATED)
 
-    @extend_schema(responses={200: LedgerEntrySerializer(many=True)})
-    @action(detail=True, methods=["get"])
+    @extend_schema(
+        parameters=[OpenApiParameter("id", int, OpenApiParameter.PATH, description="The budget.")],
+        responses={200: LedgerEntrySerializer(many=True)},
+    )
+    @action(
+        detail=True,
+        methods=["get"],
+        # The action lists entries: the queryset, scope, filters and ordering are theirs (the
+        # schema offers these filters, and the list applies them).
+        queryset=BudgetLedgerEntry.objects.select_related("workload"),
+        tenant_field="budget__tenant",
+        filterset_class=LedgerEntryFilter,
+        ordering_fields=("at", "gpu_hours", "id"),
+    )
     def ledger(self, request: Request, pk: str) -> Response:
-        """The budget's ledger, oldest first, paginated."""
-        budget = self.get_object()
-        entries: QuerySet[BudgetLedgerEntry] = budget.entries.select_related("workload").order_by(
-            "at", "id"
+        """The budget's ledger, oldest first unless ``?ordering=`` says otherwise (``at``,
+        ``gpu_hours``, ``id``; ``-`` for descending), filtered by ``kind``, ``since`` and
+        ``until``, paginated. A budget the caller does not see answers 404."""
+        budgets = tenant_scoped(
+            PriorityBudget.objects.all(),
+            self.access(),
+            BudgetViewSet.tenant_field,
+            finance_sees_all=self.finance_sees_all,
         )
+        budget = get_object_or_404(budgets, pk=pk)
+        self.check_object_permissions(request, budget)
+        entries: QuerySet[BudgetLedgerEntry] = self.filter_queryset(
+            self.get_queryset().filter(budget=budget)
+        )
+        order = [str(term) for term in entries.query.order_by]  # none: at, then id
+        if order and not any(term.lstrip("-") == "id" for term in order):
+            # Entries of one moment (or one amount) keep one order from page to page.
+            entries = entries.order_by(*order, "-id" if order[0].startswith("-") else "id")
         page = self.paginate_queryset(entries)  # type: ignore[arg-type]
         serializer = LedgerEntrySerializer(page, many=True)
         return self.get_paginated_response(serializer.data)

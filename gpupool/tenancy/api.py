@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -9,6 +10,8 @@ from django.db.models import Prefetch
 from django_filters import rest_framework as filters
 from rest_framework import mixins, serializers, viewsets
 from rest_framework.exceptions import PermissionDenied
+from rest_framework.request import Request
+from rest_framework.response import Response
 from rest_framework.routers import BaseRouter
 
 from gpupool.api.fields import NameRelatedField
@@ -94,6 +97,30 @@ class MembershipSerializer(PlannedRows, serializers.ModelSerializer[Membership])
         fields = ("id", "user", "tenant", "role", "created_at")
         read_only_fields = ("id", "created_at")
 
+    def get_validators(self) -> list[Any]:
+        """The one-membership-per-user-and-tenant check on create; a change keeps its user and
+        tenant (``validate``), so it has none to make (and answers nothing about the pair
+        asked for: whether that user belongs to another tenant)."""
+        return super().get_validators() if self.instance is None else []
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """On a change, only the role: another user or tenant is another membership (remove
+        this one and add that one)."""
+        membership = self.instance
+        if membership is not None:
+            fixed = {
+                name: f"{name} cannot be changed once created (it is {current!r}); remove "
+                "this membership and add one instead"
+                for name, current in (
+                    ("user", membership.user.get_username()),
+                    ("tenant", membership.tenant.name),
+                )
+                if name in attrs and attrs[name] != getattr(membership, name)
+            }
+            if fixed:
+                raise serializers.ValidationError(fixed)
+        return attrs
+
 
 class MembershipFilter(filters.FilterSet):  # type: ignore[misc]
     """Filter memberships by tenant name, username and role."""
@@ -121,6 +148,24 @@ class MembershipViewSet(TenantScoped, viewsets.ModelViewSet[Membership]):
         if not self.access().leads(tenant.pk):
             raise PermissionDenied(f"Only a lead of {tenant} (or an admin) manages its members.")
 
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """Permission first, then validation: a caller who does not lead the tenant named is
+        refused (403) before the request is checked, so the answer says nothing about that
+        tenant's members (not whether the user already belongs). A body naming no tenant, or
+        one that does not exist, is the validation's to report (tenants are public)."""
+        named = request.data.get("tenant") if isinstance(request.data, Mapping) else None
+        if isinstance(named, str) and "\x00" not in named:
+            tenant = Tenant.objects.filter(name=named).first()
+            if tenant is not None:
+                self._require_lead(tenant)
+        return super().create(request, *args, **kwargs)
+
+    def update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """Permission first, then validation (as ``create``): only the tenant's lead (or an
+        admin) learns what a change would be refused for."""
+        self._require_lead(self.get_object().tenant)
+        return super().update(request, *args, **kwargs)
+
     def perform_create(self, serializer: MembershipSerializer) -> None:  # type: ignore[override]
         """Add a member through the audited action (leads of the tenant and admins)."""
         data = serializer.validated_data
@@ -130,10 +175,9 @@ class MembershipViewSet(TenantScoped, viewsets.ModelViewSet[Membership]):
         )
 
     def perform_update(self, serializer: MembershipSerializer) -> None:  # type: ignore[override]
-        """Change a member's role (the user and tenant stay)."""
+        """Change a member's role (the user and tenant stay: ``MembershipSerializer.validate``)."""
         membership = serializer.instance
         assert membership is not None
-        self._require_lead(membership.tenant)
         role = serializer.validated_data.get("role", membership.role)
         serializer.instance = do_set_membership(
             membership.user, membership.tenant, role=role, acting_user=self.request.user
