@@ -3,13 +3,13 @@ rules (as the API's serializers do), and a refusal comes back onto the form's fi
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import date, timedelta
 from decimal import Decimal
 from typing import Any
 
 from django import forms
-from django.core.exceptions import ValidationError
+from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.forms.utils import flatatt
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
@@ -54,6 +54,27 @@ class QuickSelect(forms.Select):
             flatatt(self.build_attrs(self.attrs, attrs)),
             options,
         )
+
+
+def refusal_fields(detail: Any, prefix: str = "") -> dict[str, list[str]]:
+    """A refusal's messages by the dotted field they name (``pod_sets.0.gpus``; "" for none):
+    a DRF serializer's nested errors, or a Django ``message_dict`` (whose keys are dotted
+    already); ``non_field_errors`` and ``__all__`` name no field."""
+    found: dict[str, list[str]] = {}
+    if isinstance(detail, Mapping):
+        for key, value in detail.items():
+            inner = "" if key in ("non_field_errors", NON_FIELD_ERRORS) else f"{prefix}{key}."
+            for name, messages in refusal_fields(value, inner or prefix).items():
+                found.setdefault(name, []).extend(messages)
+    elif isinstance(detail, list) and detail and all(isinstance(i, Mapping) for i in detail):
+        for index, item in enumerate(detail):
+            for name, messages in refusal_fields(item, f"{prefix}{index}.").items():
+                found.setdefault(name, []).extend(messages)
+    else:
+        items = detail if isinstance(detail, list) else [detail]
+        if items:
+            found[prefix.rstrip(".")] = [str(item) for item in items]
+    return found
 
 
 class QuotaRequestForm(forms.Form):
@@ -291,6 +312,19 @@ class WorkloadForm(forms.Form):
 
     # The submission rule's pod set fields, as this form names them.
     POD_SET_FIELDS = {"count": "pods", "gpus": "gpus_per_pod", "flavor": "flavor"}
+    # The fields of the API's body and of the submission action's refusals (a pod set's
+    # ``pod_sets.<index>.<field>``; this form's one pod set is index 0), as this form names
+    # them; ``pod_sets`` alone is the bound on pods in all. Others name no field here.
+    BODY_FIELDS = {
+        "name": "name",
+        "queue": "queue",
+        "priority_class": "priority_class",
+        "topology": "topology",
+        "expected_runtime_s": "expected_hours",
+        "pod_sets": "pods",
+        **{f"pod_sets.0.{key}": name for key, name in POD_SET_FIELDS.items()},
+        "pod_sets.0.image": "image",
+    }
 
     def clean(self) -> dict[str, Any]:
         """A pod set that could never run is refused on its field, by the submission's own
@@ -301,6 +335,17 @@ class WorkloadForm(forms.Form):
             for name, why in pod_set_spec_errors(spec).items():
                 self.add_error(self.POD_SET_FIELDS.get(name), why)
         return data
+
+    def add_refusal(self, detail: Any) -> None:
+        """Put a refusal of the API's serializer (its nested ``errors``) or of the submission
+        action (a ``ValidationError``'s ``message_dict``) beside the fields it names
+        (``BODY_FIELDS``); what names no field of this form goes on the form, with its name."""
+        for key, messages in refusal_fields(detail).items():
+            field = self.BODY_FIELDS.get(key)
+            if field is not None:
+                self.add_error(field, messages)
+            else:
+                self.add_error(None, [f"{key}: {m}" if key else m for m in messages])
 
     def body(self) -> dict[str, Any]:
         """The cleaned form as the workloads API's request body."""

@@ -484,16 +484,32 @@ def _locked(request: QuotaRequest) -> QuotaRequest:
     return QuotaRequest.objects.select_for_update().get(pk=request.pk)
 
 
+def _state_refusal(request: QuotaRequest, *states: str) -> ValidationError | None:
+    """Why a step that needs ``request`` in one of ``states`` is refused; None when it is."""
+    if request.state in states:
+        return None
+    return ValidationError(
+        {"state": f"request {request.pk} is {request.state}; this needs {' or '.join(states)}"}
+    )
+
+
 def _require_state(request: QuotaRequest, *states: str) -> None:
-    if request.state not in states:
-        raise ValidationError(
-            {"state": f"request {request.pk} is {request.state}; this needs {' or '.join(states)}"}
-        )
+    refusal = _state_refusal(request, *states)
+    if refusal is not None:
+        raise refusal
+
+
+def _admin_refusal(acting_user: Any, verb: str) -> PermissionDenied | None:
+    """Why someone who is not an admin may not ``verb`` a request; None for an admin."""
+    if is_site_admin(acting_user):
+        return None
+    return PermissionDenied(f"only admins {verb} quota requests")
 
 
 def _require_admin(acting_user: Any, verb: str) -> None:
-    if not is_site_admin(acting_user):
-        raise PermissionDenied(f"only admins {verb} quota requests")
+    refusal = _admin_refusal(acting_user, verb)
+    if refusal is not None:
+        raise refusal
 
 
 # What a draft's requester may still change before submitting it.
@@ -617,19 +633,38 @@ def quota_request_problems(request: QuotaRequest) -> list[str]:
     return []
 
 
-def _decide(request: QuotaRequest, *, acting_user: Any, state: str, note: str) -> QuotaRequest:
-    """Record an admin's decision on a submitted request (not their own), audited."""
-    verb = "approve" if state == QuotaRequestState.APPROVED else "reject"
-    request = _locked(request)
-    _require_admin(acting_user, verb)
-    _require_state(request, QuotaRequestState.SUBMITTED)
+def decision_refusal(
+    request: QuotaRequest, *, acting_user: Any, approve: bool
+) -> PermissionDenied | ValidationError | None:
+    """Why ``acting_user`` may not approve (``approve``) or reject ``request`` now, or None
+    when they may: only an admin decides, only a submitted request, never their own, and an
+    approval only of a change that fits the pool (``quota_request_problems``). The one rule
+    the decision actions enforce and the approval page shows (its Approve button is offered
+    only when this says None); a rejection's note is checked when it is given."""
+    verb = "approve" if approve else "reject"
+    refusal = _admin_refusal(acting_user, verb) or _state_refusal(
+        request, QuotaRequestState.SUBMITTED
+    )
+    if refusal is not None:
+        return refusal
     if acting_user.pk == request.requested_by_id:
-        raise ValidationError({"decided_by": f"nobody {verb}s their own request"})
-    if state == QuotaRequestState.APPROVED:
+        return ValidationError({"decided_by": f"nobody {verb}s their own request"})
+    if approve:
         problems = quota_request_problems(request)
         if problems:
-            raise ValidationError({"payload": "the change would not fit: " + "; ".join(problems)})
-    elif not note.strip():
+            return ValidationError({"payload": "the change would not fit: " + "; ".join(problems)})
+    return None
+
+
+def _decide(request: QuotaRequest, *, acting_user: Any, state: str, note: str) -> QuotaRequest:
+    """Record an admin's decision on a submitted request (not their own), audited."""
+    approve = state == QuotaRequestState.APPROVED
+    verb = "approve" if approve else "reject"
+    request = _locked(request)
+    refusal = decision_refusal(request, acting_user=acting_user, approve=approve)
+    if refusal is not None:
+        raise refusal
+    if not approve and not note.strip():
         raise ValidationError({"decision_note": "say why the request is rejected"})
     before = model_snapshot(request)
     request.state = state
@@ -731,10 +766,15 @@ WHAT_IF_TIME_LIMIT_S = 30 * 60
 @transaction.atomic
 def do_start_what_if(request: QuotaRequest, *, acting_user: Any, days: int = 30) -> WhatIfRun:
     """Queue a what-if replay of a queue-quota request's change over the last ``days`` days
-    (admins, before the decision); it starts in the background once this commits."""
+    (admins, before the decision; a draft only its requester, whose own it is until it is
+    submitted); it starts in the background once this commits."""
     request = _locked(request)
     _require_admin(acting_user, "replay")
     _require_state(request, QuotaRequestState.DRAFT, QuotaRequestState.SUBMITTED)
+    if request.state == QuotaRequestState.DRAFT and acting_user.pk != request.requested_by_id:
+        raise ValidationError(
+            {"state": f"request {request.pk} is a draft, its requester's own until submitted"}
+        )
     if request.kind != QuotaRequestKind.QUEUE_QUOTA:
         raise ValidationError(
             {"kind": "a what-if replays quota changes; budgets are not part of the replay"}

@@ -12,6 +12,7 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import QuerySet
 from django.forms import BaseModelFormSet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
@@ -38,6 +39,7 @@ from gpupool.quotas.models import (
     QueueQuota,
     QuotaRequest,
 )
+from gpupool.quotas.queries import without_others_drafts
 
 
 def _set_quota(request: HttpRequest, quota: QueueQuota) -> QueueQuota:
@@ -283,6 +285,11 @@ class QuotaRequestAdmin(ActionModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # requests are the history of decisions; reject one instead
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[QuotaRequest]:
+        """Every request but other people's drafts (a draft is its requester's until
+        submitted: ``quotas.queries.without_others_drafts``, as the API and pages scope it)."""
+        return without_others_drafts(super().get_queryset(request), request.user.pk)
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         editable = [

@@ -20,7 +20,7 @@ from django.db.models.functions import Coalesce
 from gpupool.api.access import Access
 from gpupool.control.queries import pool_figures
 from gpupool.control.snapshot import SnapshotError
-from gpupool.quotas.choices import LedgerEntryKind
+from gpupool.quotas.choices import LedgerEntryKind, QuotaRequestState
 from gpupool.quotas.models import (
     LEDGER_QUANTUM,
     PriorityBudget,
@@ -218,12 +218,23 @@ def quota_request_rows() -> QuerySet[QuotaRequest]:
     )
 
 
+def without_others_drafts(
+    requests: QuerySet[QuotaRequest], user_id: int | None
+) -> QuerySet[QuotaRequest]:
+    """The ``requests`` less the drafts of anyone but ``user_id``: a draft is its requester's
+    own until they submit it (DESIGN 2: ``draft -> submitted``; only the requester changes or
+    submits a draft), so neither the admins nor the tenant's other leads see it before."""
+    return requests.filter(~Q(state=QuotaRequestState.DRAFT) | Q(requested_by_id=user_id))
+
+
 def visible_quota_requests(
     requests: QuerySet[QuotaRequest], access: Access
 ) -> QuerySet[QuotaRequest]:
     """The ``requests`` that ``access`` may see: admins every one, leads their tenants' (a
-    member who leads no tenant of a request does not see it)."""
-    return requests if access.admin else requests.filter(tenant__in=access.lead_tenant_ids)
+    member who leads no tenant of a request does not see it); a draft only its requester
+    (``without_others_drafts``)."""
+    shown = without_others_drafts(requests, access.user_id)
+    return shown if access.admin else shown.filter(tenant__in=access.lead_tenant_ids)
 
 
 def queues_led_by(access: Access) -> QuerySet[Queue]:

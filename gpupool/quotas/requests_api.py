@@ -2,7 +2,8 @@
 
 One resource, ``/api/v1/quota-requests/``, for both kinds (``kind``: ``queue-quota`` or
 ``budget``), as the model and its state machine are one (``docs/governance.md`` says why).
-Leads see and file their tenants' requests; admins see all and decide. Every write calls an
+Leads see and file their tenants' requests; admins see all and decide; a draft is its
+requester's alone until submitted. Every write calls an
 action of ``quotas/actions.py``, which checks the rules, audits and sends the mails.
 """
 
@@ -77,7 +78,10 @@ class QuotaRequestSerializer(serializers.ModelSerializer[QuotaRequest]):
         slug_field="username", read_only=True
     )
     decided_by: serializers.SlugRelatedField[Any] = NameRelatedField(
-        slug_field="username", read_only=True
+        slug_field="username",
+        read_only=True,
+        allow_null=True,
+        help_text="The admin who approved or rejected it; null until decided.",
     )
     summary = serializers.CharField(read_only=True)
     submit = serializers.BooleanField(
@@ -263,7 +267,7 @@ class QuotaRequestViewSet(
 
     def scope(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
         """Requests of the tenants the caller leads (admins: all); a member who leads no
-        tenant of the request does not see it."""
+        tenant of the request does not see it, nor anyone but its requester a draft."""
         return visible_quota_requests(queryset, self.access())
 
     def perform_create(self, serializer: QuotaRequestSerializer) -> None:  # type: ignore[override]

@@ -154,9 +154,10 @@ ROWS: dict[str, Row] = {
 
 # ----------------------------------------------------------------------------- governance
 # Quota and budget requests: leads see and file their tenants' (drafts of nlp's lead and of
-# vision's lead are the targets); admins see all, decide, and see the impact. Only the
-# requester changes or submits a draft, so an admin is refused there. Notification
-# preferences are the caller's own: every role reads and changes theirs.
+# vision's lead are the targets); admins see all but other people's drafts, which are their
+# requesters' own until submitted (an admin is answered 404 there), and decide and see the
+# impact of submitted requests (the targets of those routes). Notification preferences are
+# the caller's own: every role reads and changes theirs.
 
 
 def _request_queues(world: Any) -> dict[str, Any]:
@@ -186,7 +187,7 @@ def _quota_request_payload(world: Any) -> Mapping[str, Any]:
     }
 
 
-def _quota_request(world: Any) -> Mapping[str, Mapping[str, str]]:
+def _quota_request(world: Any, *, submit: bool = False) -> Mapping[str, Mapping[str, str]]:
     from gpupool.inventory.models import Flavor
     from gpupool.quotas.actions import do_create_quota_request
     from gpupool.tenancy.models import Membership
@@ -203,15 +204,20 @@ def _quota_request(world: Any) -> Mapping[str, Mapping[str, str]]:
             payload={"guarantee": 0, "deserved": 0, "capability": 0},
             queue=queues[tenant.name],
             flavor=Flavor.objects.get(name="h100"),
+            submit=submit,
         )
     return {scope: {"pk": str(draft.pk)} for scope, draft in drafts.items()}
+
+
+def _submitted_quota_request(world: Any) -> Mapping[str, Mapping[str, str]]:
+    return _quota_request(world, submit=True)
 
 
 def _quota_request_with_what_if(world: Any) -> Mapping[str, Mapping[str, str]]:
     from gpupool.quotas.actions import do_start_what_if
     from gpupool.quotas.models import QuotaRequest
 
-    targets = _quota_request(world)
+    targets = _submitted_quota_request(world)
     for target in targets.values():
         request = QuotaRequest.objects.get(pk=target["pk"])
         do_start_what_if(request, acting_user=world.users["admin"], days=1)
@@ -223,9 +229,8 @@ def _notification_kind(world: Any) -> Mapping[str, Mapping[str, str]]:
 
 
 LEADS_READ = "admin=ok finance=forbidden lead=ok member=forbidden anonymous=unauthorized"
-LEAD_OWN = "admin=ok finance=forbidden lead=ok|hidden member=forbidden anonymous=unauthorized"
-REQUESTER_ONLY = (
-    "admin=forbidden finance=forbidden lead=ok|hidden member=forbidden anonymous=unauthorized"
+DRAFT_REQUESTER_ONLY = (
+    "admin=hidden finance=forbidden lead=ok|hidden member=forbidden anonymous=unauthorized"
 )
 OWN_ONLY = "admin=ok finance=ok lead=ok member=ok anonymous=unauthorized"
 
@@ -233,12 +238,14 @@ ROWS |= {
     "api:quota-request-list": Row(
         {"GET": LEADS_READ, "POST": LEADS_READ}, payload=_quota_request_payload
     ),
-    "api:quota-request-detail": Row({"GET": LEAD_OWN, "PATCH": REQUESTER_ONLY}, _quota_request),
-    "api:quota-request-submit": Row({"POST": REQUESTER_ONLY}, _quota_request),
-    "api:quota-request-approve": Row({"POST": ADMIN_ONLY}, _quota_request),
-    "api:quota-request-reject": Row({"POST": ADMIN_ONLY}, _quota_request),
-    "api:quota-request-apply": Row({"POST": ADMIN_ONLY}, _quota_request),
-    "api:quota-request-impact": Row({"GET": ADMIN_ONLY}, _quota_request),
+    "api:quota-request-detail": Row(
+        {"GET": DRAFT_REQUESTER_ONLY, "PATCH": DRAFT_REQUESTER_ONLY}, _quota_request
+    ),
+    "api:quota-request-submit": Row({"POST": DRAFT_REQUESTER_ONLY}, _quota_request),
+    "api:quota-request-approve": Row({"POST": ADMIN_ONLY}, _submitted_quota_request),
+    "api:quota-request-reject": Row({"POST": ADMIN_ONLY}, _submitted_quota_request),
+    "api:quota-request-apply": Row({"POST": ADMIN_ONLY}, _submitted_quota_request),
+    "api:quota-request-impact": Row({"GET": ADMIN_ONLY}, _submitted_quota_request),
     "api:quota-request-what-if": Row(
         {"GET": ADMIN_ONLY, "POST": ADMIN_ONLY}, _quota_request_with_what_if
     ),

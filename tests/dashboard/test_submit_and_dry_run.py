@@ -84,7 +84,9 @@ def test_a_refused_submission_comes_back_onto_the_form(pool: Any, page_as: Any) 
     client.post("/workloads/submit/", FORM)
     again = client.post("/workloads/submit/", FORM)
     assert again.status_code == 400
-    assert 'role="alert"' in text(again) and "train" in text(again)
+    # beside the name it refuses (tests/dashboard/test_submit_refusals_on_their_fields.py)
+    name_errors = text(again).split('id="id_name_error"', 1)[1].split("</ul>", 1)[0]
+    assert "already has a workload of this name: nlp/train" in name_errors
     assert Workload.objects.filter(name="train").count() == 1
 
 

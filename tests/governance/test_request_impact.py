@@ -60,7 +60,7 @@ def test_the_impact_of_a_change_beyond_the_healthy_pool_says_why_it_does_not_fit
 ) -> None:
     # given a node cordoned: 24 healthy GPUs, vision guaranteed 4 of them
     do_set_node_cordoned(Node.objects.get(name="n0"), cordoned=True, acting_user=None)
-    request = file_request(payload={"guarantee": 22, "deserved": 22, "capability": 24})
+    request = file_request(payload={"guarantee": 22, "deserved": 22, "capability": 24}, submit=True)
     impact = impact_of(api_as, request["id"])
     assert impact["fits"] is False
     assert impact["pool"]["healthy_gpus"] == "24"
@@ -79,6 +79,7 @@ def test_the_impact_of_a_budget_request_shows_the_grant_before_and_after(
         "period_end": "2027-01-01",
         "payload": {"gpu_hours": 40},
         "justification": "deadline",
+        "submit": True,
     }
     created = api_as("lena").post(URL, body, format="json").json()
     impact = impact_of(api_as, created["id"])

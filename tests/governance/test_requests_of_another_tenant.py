@@ -56,8 +56,8 @@ def test_a_member_sees_no_requests_and_files_none(api_as: Any, file_request: Any
 
 
 def test_an_admin_sees_every_tenant_s_requests(api_as: Any, file_request: Any) -> None:
-    file_request()
-    file_request(by="vera", queue="vision")
+    file_request(submit=True)
+    file_request(by="vera", queue="vision", submit=True)
     tenants = [r["tenant"] for r in api_as("ada").get(URL).json()["results"]]
     assert sorted(tenants) == ["nlp", "vision"]
 
@@ -69,5 +69,5 @@ def test_requests_are_filtered_by_state_and_tenant(api_as: Any, file_request: An
     admin = api_as("ada")
     waiting = admin.get(URL, {"state": "submitted", "tenant": "nlp"}).json()["results"]
     assert [r["id"] for r in waiting] == [submitted["id"]]
-    drafts = admin.get(URL, {"state": "draft"}).json()["results"]
+    drafts = api_as("lena").get(URL, {"state": "draft"}).json()["results"]
     assert [r["id"] for r in drafts] == [draft["id"]]

@@ -1,0 +1,101 @@
+"""A submission the form lets through but the API's serializer or the submission action
+refuses comes back beside the field the refusal names (``pod_sets.0.gpus`` on "GPUs per
+pod", ``name`` on the name, ``expected_runtime_s`` on the expected hours); a refusal that
+names no field of the form stays on the form, with its name."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from dashboard_pages import text
+from domain_builders import flavor
+
+from gpupool.dashboard.forms import WorkloadForm, refusal_fields
+from gpupool.workloads.models import Workload
+
+FORM = {
+    "name": "train",
+    "queue": "nlp",
+    "priority_class": "",
+    "flavor": "h100",
+    "pods": "1",
+    "gpus_per_pod": "4",
+    "topology": "",
+    "expected_hours": "2",
+    "image": "python:3.12",
+}
+
+
+def field_errors(page: str, name: str) -> str:
+    """The error list rendered beside the form's field ``name`` ("" when it has none)."""
+    marker = f'id="id_{name}_error"'
+    return page.split(marker, 1)[1].split("</ul>", 1)[0] if marker in page else ""
+
+
+def form_errors(page: str) -> str:
+    """The form's general errors ("" when it has none)."""
+    marker = '<div class="form-errors" role="alert">'
+    return page.split(marker, 1)[1].split("</div>", 1)[0] if marker in page else ""
+
+
+def test_the_actions_pod_set_refusal_shows_beside_gpus_per_pod(pool: Any, page_as: Any) -> None:
+    # given a shared flavor, whose pods ask for one GPU each (the form does not know it)
+    flavor("l40s-shared", sharing="shared", gpu_memory_gb=48)
+    body = FORM | {"flavor": "l40s-shared", "gpus_per_pod": "4"}
+    assert WorkloadForm(body, queues=["nlp"]).is_valid()
+    # when it is submitted
+    response = page_as("max").post("/workloads/submit/", body)
+    page = text(response)
+    # then the action's pod_sets.0.gpus is on the GPUs-per-pod field, not on the form
+    assert response.status_code == 400
+    assert "asks for 1 GPU, not 4" in field_errors(page, "gpus_per_pod")
+    assert "asks for 1 GPU, not 4" not in form_errors(page)
+    # and its pod_sets.0.gpu_milli, which no field of the form holds, stays on the form
+    assert "pod_sets.0.gpu_milli: l40s-shared is shared" in form_errors(page)
+    assert not Workload.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("changes", "field", "why"),
+    [
+        ({"name": "Train_1"}, "name", "does not match"),
+        ({"expected_hours": "999999.99"}, "expected_hours", "less than or equal to"),
+    ],
+    ids=["a name that is no DNS label", "a runtime past the API's bound"],
+)
+def test_the_serializers_refusal_shows_beside_its_field(
+    pool: Any, page_as: Any, changes: dict[str, str], field: str, why: str
+) -> None:
+    body = FORM | changes
+    assert WorkloadForm(body, queues=["nlp"]).is_valid()
+    page = text(page_as("max").post("/workloads/submit/", body))
+    assert why in field_errors(page, field)
+    assert form_errors(page) == ""
+    assert not Workload.objects.exists()
+
+
+def test_a_name_taken_shows_beside_the_name(pool: Any, page_as: Any) -> None:
+    client = page_as("max")
+    client.post("/workloads/submit/", FORM)
+    page = text(client.post("/workloads/submit/", FORM))
+    assert "already has a workload of this name: nlp/train" in field_errors(page, "name")
+    assert form_errors(page) == ""
+    assert Workload.objects.filter(name="train").count() == 1
+
+
+def test_refusals_are_read_by_the_field_they_name() -> None:
+    serializer_errors = {
+        "name": ["bad name"],
+        "pod_sets": [{}, {"gpus": ["too many"], "non_field_errors": ["whole pod set"]}],
+        "non_field_errors": ["the whole body"],
+    }
+    assert refusal_fields(serializer_errors) == {
+        "name": ["bad name"],
+        "pod_sets.1.gpus": ["too many"],
+        "pod_sets.1": ["whole pod set"],
+        "": ["the whole body"],
+    }
+    action_errors = {"pod_sets.0.gpus": ["one"], "__all__": ["general"]}
+    assert refusal_fields(action_errors) == {"pod_sets.0.gpus": ["one"], "": ["general"]}
+    assert refusal_fields(["no field named"]) == {"": ["no field named"]}
