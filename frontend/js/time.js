@@ -1,10 +1,15 @@
 // Times in the viewer's zone. The server writes <time datetime="ISO" data-local="datetime|date">
 // with the UTC (or last known zone's) text; this rewrites the text in the browser's zone and
 // remembers the zone in the gpupool_tz cookie, so the next pages come in that zone already.
+// Charts cannot be rewritten here (plotly.js draws the wall time the server gave): when the
+// page was rendered in another zone (a first visit, or a new zone), the live part that holds
+// them is fetched again at once, now in the viewer's zone.
 (function () {
   "use strict";
   var zone = Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
-  if (document.cookie.indexOf("gpupool_tz=" + encodeURIComponent(zone)) === -1) {
+  // Without the cookie naming this zone, the server rendered the page in another one.
+  var renderedElsewhere = document.cookie.indexOf("gpupool_tz=" + encodeURIComponent(zone)) === -1;
+  if (renderedElsewhere) {
     document.cookie = "gpupool_tz=" + encodeURIComponent(zone) + ";path=/;max-age=31536000;samesite=lax";
   }
   var dateTime = new Intl.DateTimeFormat(undefined, {
@@ -24,6 +29,16 @@
     root.querySelectorAll("[data-zone]").forEach(function (element) { element.textContent = zone; });
   }
 
-  document.addEventListener("DOMContentLoaded", function () { localise(document); });
+  function redrawLive() {
+    var live = document.getElementById("live");
+    if (!live || typeof htmx === "undefined" || !live.getAttribute("hx-get")) { return; }
+    if (!live.querySelector('script[type="application/json"][id$="-figure"]')) { return; }
+    htmx.ajax("GET", live.getAttribute("hx-get"), { target: live, swap: "innerHTML" });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    localise(document);
+    if (renderedElsewhere) { redrawLive(); }
+  });
   document.addEventListener("htmx:load", function (event) { localise(event.target); });
 })();

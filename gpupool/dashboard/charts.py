@@ -14,6 +14,7 @@ tenant alone on its share) is grey.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, tzinfo
 from typing import Any
 
 from plotly.colors import qualitative
@@ -174,6 +175,23 @@ def _page_layout(**fields: Any) -> dict[str, Any]:
     } | fields
 
 
+def wall_times(moments: Iterable[datetime], zone: tzinfo) -> list[str]:
+    """Moments as a date axis's x values in ``zone``: its wall time, ISO 8601 without an
+    offset (plotly.js draws the wall time it is given and ignores an offset, so a time in
+    UTC is drawn as UTC whatever the viewer's zone). The pages pass the zone their tables use
+    (Django's current one: the viewer's); ``time_axis`` names it."""
+    return [moment.astimezone(zone).replace(tzinfo=None).isoformat() for moment in moments]
+
+
+def time_axis(zone: str | None, **fields: Any) -> dict[str, Any]:
+    """A date axis whose title names the zone its times are in (``time (Europe/Berlin)``),
+    the zone ``wall_times`` was given; None: no title (a figure whose times are unzoned)."""
+    axis: dict[str, Any] = {"type": "date"}
+    if zone:
+        axis["title"] = {"text": f"time ({zone})", "standoff": 4}
+    return axis | fields
+
+
 def whole_step(largest: float, ticks: int = 5) -> int:
     """A tick step of 1, 2 or 5 times a power of ten giving at most about ``ticks`` ticks up
     to ``largest`` (counts of whole things: never a fraction)."""
@@ -258,10 +276,14 @@ def what_if_waits_figure(wait_changes: Mapping[str, Mapping[str, Any]]) -> Figur
 
 
 def allocation_area_figure(
-    times: Sequence[str], series: Mapping[str, Sequence[float]], colours: Mapping[str, str]
+    times: Sequence[str],
+    series: Mapping[str, Sequence[float]],
+    colours: Mapping[str, str],
+    zone: str | None = None,
 ) -> Figure:
     """GPUs allocated over time as a stacked area: one band per series (a tenant and flavor,
-    say ``nlp · h100``), at ``times`` (ISO 8601); ``colours`` by series name."""
+    say ``nlp · h100``), at ``times`` (``wall_times`` in ``zone``, which the axis names);
+    ``colours`` by series name."""
     data = [
         {
             "type": "scatter",
@@ -278,10 +300,10 @@ def allocation_area_figure(
     return {
         "data": data,
         "layout": _page_layout(
-            height=320,
-            xaxis={"type": "date"},
+            height=340,
+            xaxis=time_axis(zone),
             yaxis={"title": {"text": "GPUs allocated"}, "rangemode": "tozero"},
-            legend={"orientation": "h", "y": -0.25},
+            legend={"orientation": "h", "y": -0.3},
             hovermode="x unified",
         ),
     }
@@ -346,10 +368,11 @@ def preemptions_over_time_figure(
 
 
 def fragmentation_trend_figure(
-    times: Sequence[str], lines: Mapping[str, Sequence[float]]
+    times: Sequence[str], lines: Mapping[str, Sequence[float]], zone: str | None = None
 ) -> Figure:
-    """Lines over time (``times``, ISO 8601) of a flavor's fragmentation figures in GPUs, e.g.
-    free, fragmented and the largest gang in one NVLink domain."""
+    """Lines over time (``times``: ``wall_times`` in ``zone``, which the axis names) of a
+    flavor's fragmentation figures in GPUs, e.g. free, fragmented and the largest gang in one
+    NVLink domain."""
     colours = series_colours(lines)
     return {
         "data": [
@@ -365,10 +388,10 @@ def fragmentation_trend_figure(
             for name, values in lines.items()
         ],
         "layout": _page_layout(
-            height=280,
-            xaxis={"type": "date"},
+            height=300,
+            xaxis=time_axis(zone),
             yaxis={"title": {"text": "GPUs"}, "rangemode": "tozero"},
-            legend={"orientation": "h", "y": -0.3},
+            legend={"orientation": "h", "y": -0.35},
             hovermode="x unified",
         ),
     }
@@ -515,10 +538,12 @@ def allocated_vs_active_figure(
     allocated: Sequence[float],
     active: Sequence[float],
     capacity: float | None = None,
+    zone: str | None = None,
 ) -> Figure:
-    """The pool's GPUs allocated against those that worked, hour by hour (``times``, ISO
-    8601; each value an hour's mean GPUs): the allocated line, the active area under it (the
-    gap between them is the idle allocated), and the healthy capacity as a dotted line."""
+    """The pool's GPUs allocated against those that worked, hour by hour (``times``:
+    ``wall_times`` in ``zone``, which the axis names; each value an hour's mean GPUs): the
+    allocated line, the active area under it (the gap between them is the idle allocated),
+    and the healthy capacity as a dotted line."""
     data: list[dict[str, Any]] = [
         {
             "type": "scatter",
@@ -557,10 +582,10 @@ def allocated_vs_active_figure(
     return {
         "data": data,
         "layout": _page_layout(
-            height=300,
-            xaxis={"type": "date"},
+            height=320,
+            xaxis=time_axis(zone),
             yaxis={"title": {"text": "GPUs (hourly mean)"}, "rangemode": "tozero"},
-            legend={"orientation": "h", "y": -0.25},
+            legend={"orientation": "h", "y": -0.3},
             hovermode="x unified",
         ),
     }
@@ -571,9 +596,11 @@ def team_utilization_figure(
     allocated: Mapping[str, Sequence[float]],
     active: Mapping[str, Sequence[float]],
     colours: Mapping[str, str],
+    zone: str | None = None,
 ) -> Figure:
-    """Each team's GPUs allocated (solid) against active (dotted, same colour), hour by hour;
-    the teams of ``allocated`` in its order."""
+    """Each team's GPUs allocated (solid) against active (dotted, same colour), hour by hour
+    (``times``: ``wall_times`` in ``zone``, which the axis names); the teams of
+    ``allocated`` in its order."""
     data: list[dict[str, Any]] = []
     for team, values in allocated.items():
         colour = colours.get(team, UI["muted"])
@@ -604,10 +631,10 @@ def team_utilization_figure(
     return {
         "data": data,
         "layout": _page_layout(
-            height=300,
-            xaxis={"type": "date"},
+            height=320,
+            xaxis=time_axis(zone),
             yaxis={"title": {"text": "GPUs (hourly mean)"}, "rangemode": "tozero"},
-            legend={"orientation": "h", "y": -0.25},
+            legend={"orientation": "h", "y": -0.3},
             hovermode="x unified",
         ),
     }

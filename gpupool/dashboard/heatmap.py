@@ -6,6 +6,10 @@ keeps running), else held by the tenants whose running or admitted workloads the
 places on it (a shared GPU may hold several, each with its milli-GPU), else *free*. A
 workload's tenant is its queue's (the queue's own name when the queue has no tenant).
 
+What is free of each GPU is the decision core's own rule (``statement.initial_state``, what
+the Fragmentation figures count): the per-domain table and the figures' "free GPUs on N
+nodes in M domains" (``free_spread``) count the same GPUs.
+
 Pure: the core's ``Snapshot`` in, plain data out; no Django.
 """
 
@@ -16,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from gpupool.dashboard.templatetags.dashboard import gpus
+from gpupool.scheduler.statement import initial_state
 from gpupool.scheduler.types import MILLI, Snapshot
 
 FREE = "free"
@@ -31,6 +36,7 @@ class GpuCell:
     index: int
     state: str  # FREE, BROKEN, CORDONED, or "used"
     holders: tuple[tuple[str, int], ...] = ()  # (tenant, milli-GPU), most first
+    free_milli: int = 0  # what the scheduler may still place on it (a shared GPU's rest too)
 
     @property
     def main_holder(self) -> str | None:
@@ -70,10 +76,12 @@ class DomainSummary:
     flavor: str
     nodes: int = 0
     gpus: int = 0
-    free: int = 0
+    free: int = 0  # GPUs wholly free (the heatmap's free cells)
     broken: int = 0
     cordoned: int = 0
     by_tenant: dict[str, float] = field(default_factory=dict)
+    free_gpus: float = 0.0  # free GPUs as the scheduler counts them: shared GPUs' rests too
+    free_nodes: int = 0  # its nodes with any GPU free
 
     def held_by(self) -> str:
         """Who holds the domain's GPUs, in words (``nlp 4 GPUs, cv 0.5 GPUs``; empty: nobody):
@@ -94,6 +102,12 @@ def gpu_rows(snapshot: Snapshot) -> list[NodeRow]:
                 held[(pod.node, index)][tenant] += pod.milli if pod.milli is not None else MILLI
     rows = []
     for node in sorted(snapshot.nodes, key=lambda n: (n.flavor, n.domain, n.name)):
+        used = {
+            index: sum(by_tenant.values())
+            for index in range(node.gpus)
+            if (by_tenant := held.get((node.name, index)))
+        }
+        free = initial_state(node, (used, 0, 0)).gpu_free_milli
         cells = []
         for index in range(node.gpus):
             holders = tuple(
@@ -107,7 +121,7 @@ def gpu_rows(snapshot: Snapshot) -> list[NodeRow]:
                 state = "used"
             else:
                 state = FREE
-            cells.append(GpuCell(index, state, holders))
+            cells.append(GpuCell(index, state, holders, free[index]))
         rows.append(NodeRow(node.name, node.domain, node.flavor, tuple(cells), node.physical_gpus))
     return rows
 
@@ -121,6 +135,9 @@ def domain_summaries(rows: Iterable[NodeRow]) -> list[DomainSummary]:
         if summary is None:
             summary = summaries[key] = DomainSummary(row.domain, row.flavor)
         summary.nodes += 1
+        free_milli = sum(cell.free_milli for cell in row.cells)
+        summary.free_gpus += free_milli / MILLI
+        summary.free_nodes += free_milli > 0
         for cell in row.cells:
             summary.gpus += 1
             if cell.state == FREE:
@@ -132,6 +149,31 @@ def domain_summaries(rows: Iterable[NodeRow]) -> list[DomainSummary]:
             for tenant, milli in cell.holders:
                 summary.by_tenant[tenant] = summary.by_tenant.get(tenant, 0.0) + milli / MILLI
     return list(summaries.values())
+
+
+@dataclass(frozen=True, slots=True)
+class FreeSpread:
+    """Where a flavor's free GPUs are: how many, on how many of its nodes and NVLink domains
+    (those with any GPU free), of how many."""
+
+    gpus: float
+    nodes: int
+    domains: int
+    all_nodes: int
+    all_domains: int
+
+
+def free_spread(summaries: Iterable[DomainSummary]) -> FreeSpread:
+    """The free GPUs of the domains' table, and the nodes and domains they are on: what the
+    Fragmentation page's "Free" card says, so that the card and the table count the same."""
+    listed = list(summaries)
+    return FreeSpread(
+        gpus=sum(summary.free_gpus for summary in listed),
+        nodes=sum(summary.free_nodes for summary in listed),
+        domains=sum(1 for summary in listed if summary.free_nodes),
+        all_nodes=sum(summary.nodes for summary in listed),
+        all_domains=len(listed),
+    )
 
 
 def tenants_in(rows: Iterable[NodeRow]) -> list[str]:

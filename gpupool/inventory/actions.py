@@ -3,7 +3,7 @@ sync makes them. Each is atomic, validated and audited (``acting_user`` None is 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -346,7 +346,8 @@ def do_drain_node(node: Node, *, acting_user: Any, reason: str = "") -> Node:
     ):
         node.cordoned = True
         node.drain_requested_at = node.drain_requested_at or timezone.now()
-        node.save(update_fields=["cordoned", "drain_requested_at", "updated_at"])
+        node.drained_at = None  # the control loop says when it is empty (``do_record_drained``)
+        node.save(update_fields=["cordoned", "drain_requested_at", "drained_at", "updated_at"])
     return node
 
 
@@ -367,16 +368,48 @@ def do_end_drain(node: Node, *, acting_user: Any, reason: str = "") -> Node:
     ):
         node.cordoned = False
         node.drain_requested_at = None
-        node.save(update_fields=["cordoned", "drain_requested_at", "updated_at"])
+        node.drained_at = None
+        node.save(update_fields=["cordoned", "drain_requested_at", "drained_at", "updated_at"])
     return node
 
 
+@transaction.atomic
+def do_record_drained(empty: Collection[str], *, at: datetime) -> list[str]:
+    """The control loop's word on the nodes being drained (asked to, still cordoned, not
+    gone): those in ``empty`` -- no pod of gpupool's, no workload the database places there,
+    no other scheduler's pod holding a GPU -- are drained from ``at`` (they stay cordoned
+    until an admin uncordons them); a drained node not in ``empty`` has work on it again and
+    is draining once more. Only the nodes whose state changes are written and audited (the
+    system); returns their names."""
+    empty = set(empty)
+    changed: list[str] = []
+    for node in Node.objects.select_for_update().filter(
+        drain_requested_at__isnull=False, cordoned=True, gone_at=None
+    ):
+        drained = node.name in empty
+        if drained == (node.drained_at is not None):
+            continue
+        with audited_change(
+            node,
+            action="inventory.record_drained",
+            acting_user=None,
+            reason="nothing is left on it" if drained else "work is on it again",
+            snapshot=_drain_snapshot,
+        ):
+            node.drained_at = at if drained else None
+            # Not ``updated_at``: the scheduler's view of the node is the same (cordoned).
+            node.save(update_fields=["drained_at"])
+        changed.append(node.name)
+    return changed
+
+
 def _drain_snapshot(node: Node) -> dict[str, Any]:
-    """What a drain changes: the node's name, cordon and drain request."""
+    """What a drain changes: the node's name, cordon, drain request and whether it is empty."""
     return {
         "name": node.name,
         "cordoned": node.cordoned,
         "drain_requested": node.drain_requested_at is not None,
+        "drained": node.drained_at is not None,
     }
 
 

@@ -23,6 +23,7 @@ from gpupool.inventory.actions import (
     do_set_gpu_health,
     do_set_node_cordoned,
 )
+from gpupool.inventory.choices import NodeState
 from gpupool.inventory.models import Flavor, Gpu, Node
 
 
@@ -94,12 +95,20 @@ class NodeSerializer(serializers.ModelSerializer[Node]):
     gpus = GpuSerializer(many=True, read_only=True)
     healthy_gpus = serializers.SerializerMethodField()
     health = serializers.SerializerMethodField()
+    state = serializers.ChoiceField(
+        choices=NodeState.choices,
+        read_only=True,
+        help_text="In one word (``Node.state``, as the pages say it): ready, cordoned, "
+        "draining (its work is being evicted), drained (empty, cordoned until uncordoned), "
+        "excluded (the cluster takes no pods there) or gone.",
+    )
 
     class Meta:
         model = Node
         fields = (
             "name",
             "flavor",
+            "state",
             "gpus",
             "healthy_gpus",
             "health",
@@ -109,6 +118,8 @@ class NodeSerializer(serializers.ModelSerializer[Node]):
             "rack",
             "zone",
             "cordoned",
+            "drain_requested_at",
+            "drained_at",
             "labels",
             "mig_layout",
             "last_synced_at",
@@ -120,7 +131,8 @@ class NodeSerializer(serializers.ModelSerializer[Node]):
         return sum(1 for gpu in node.gpus.all() if gpu.healthy)
 
     def get_health(self, node: Node) -> list[str]:
-        """Why the node cannot give all its GPUs: cordoned, and each unhealthy GPU's reason."""
+        """Why the node cannot give all its GPUs: gone or excluded, draining or drained,
+        cordoned, and each unhealthy GPU's reason."""
         return node.health_reasons()
 
 

@@ -9,3 +9,17 @@ class Sharing(models.TextChoices):
     EXCLUSIVE = "exclusive", "exclusive (whole GPUs)"
     SHARED = "shared", "shared (milli-GPU fractions)"
     MIG = "mig", "MIG (one hardware partition profile)"
+
+
+class NodeState(models.TextChoices):
+    """What a node is doing, in one word (``Node.state``): what the pages and the nodes API
+    say of it. As Slurm and Kubernetes put it: a drain is *draining* while
+    work remains and *drained* once the node is empty, and the node stays cordoned until an
+    admin uncordons it."""
+
+    READY = "ready", "ready (takes placements)"
+    CORDONED = "cordoned", "cordoned (no new placements; what runs there stays)"
+    DRAINING = "draining", "draining (cordoned; its work is being evicted)"
+    DRAINED = "drained", "drained (cordoned and empty; back in service once uncordoned)"
+    EXCLUDED = "excluded", "excluded (the cluster takes no pods there)"
+    GONE = "gone", "gone from the cluster"

@@ -10,7 +10,7 @@ from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import Count, Q
 
-from gpupool.inventory.choices import Sharing
+from gpupool.inventory.choices import NodeState, Sharing
 from gpupool.scheduler import mig
 from gpupool.tenancy.models import fixed_field_errors
 
@@ -176,6 +176,13 @@ class Node(models.Model):
         help_text="An admin asked to drain it: cordoned, and its workloads evicted (reason "
         "admin, disruption budgets honoured) by the control loop.",
     )
+    drained_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When the control loop found the draining node empty: no pod of gpupool's "
+        "and no other scheduler's pod holding a GPU left there. It stays cordoned until an "
+        "admin uncordons it; cleared when the drain ends or work shows up there again.",
+    )
     updated_at = models.DateTimeField(
         auto_now=True,
         db_index=True,
@@ -246,16 +253,36 @@ class Node(models.Model):
         """Devices one physical GPU gives: MIG instances of the flavor's profile, else 1."""
         return devices_per_gpu(self.flavor, self.mig_layout)
 
+    @property
+    def state(self) -> NodeState:
+        """The node's state in one word, the only place it is decided (the pages and the nodes
+        API read it): gone from the cluster; else a drain, *draining* while work
+        remains and *drained* once the control loop found it empty (``drained_at``), both
+        cordoned until an admin uncordons it; else cordoned; else excluded by the cluster
+        (not Ready, cordoned there, a lifecycle taint); else ready."""
+        if self.gone_at is not None:
+            return NodeState.GONE
+        if self.cordoned and self.drain_requested_at is not None:
+            return NodeState.DRAINED if self.drained_at is not None else NodeState.DRAINING
+        if self.cordoned:
+            return NodeState.CORDONED
+        if self.cluster_exclusion:
+            return NodeState.EXCLUDED
+        return NodeState.READY
+
     def health_reasons(self) -> list[str]:
         """Why the node cannot give all its GPUs: gone from the cluster, excluded by it, a
-        drain under way, its cordon, then each unhealthy GPU's reason (reads ``gpus.all()``:
-        prefetch them for a list of nodes)."""
+        drain under way or done, its cordon, then each unhealthy GPU's reason (reads
+        ``gpus.all()``: prefetch them for a list of nodes)."""
         reasons = []
         if self.gone_at is not None:
             reasons.append("gone from the cluster")
         elif self.cluster_exclusion:
             reasons.append(f"the cluster takes no pods here: {self.cluster_exclusion}")
-        if self.cordoned and self.drain_requested_at is not None:
+        state = self.state
+        if state == NodeState.DRAINED:
+            reasons.append("drained: empty, and cordoned until an admin uncordons it")
+        elif state == NodeState.DRAINING:
             reasons.append("draining: its workloads are being evicted")
         elif self.cordoned:
             reasons.append("cordoned: no new placements")
