@@ -72,6 +72,7 @@ from gpupool.inventory.choices import Sharing
 from gpupool.inventory.models import Flavor
 from gpupool.scheduler.lifecycle import ENDING_REASONS
 from gpupool.scheduler.types import MIB_PER_GB, MILLI, NodeInfo, PodSetInfo, WorkloadInfo
+from gpupool.workloads.actions import PodSetSpec, pod_sets_errors
 from gpupool.workloads.choices import Origin, WorkloadState
 
 # -- what the sync decides ---------------------------------------------------------------------
@@ -191,6 +192,7 @@ class Overlay:
     missing_pods: int = 0
     allowed: tuple[frozenset[str] | None, ...] = ()
     excluded: bool = False
+    why: str = ""  # an excluded workload's pods no node could hold: what is wrong (``_refused``)
 
     def apply(self, info: WorkloadInfo) -> WorkloadInfo:
         """The workload with the cluster's additions."""
@@ -214,6 +216,10 @@ class SyncMemory:
 
     complaints: dict[WorkloadKey, str] = field(default_factory=dict)
     overlays: dict[str, Overlay] = field(default_factory=dict)
+    # The size verdicts of this sync (``_refused``), by distinct pod sets and by each pod
+    # set; ``decide_workloads`` starts them afresh (the nodes may have changed).
+    verdicts: dict[tuple[PodSetShape, ...], dict[str, str]] = field(default_factory=dict)
+    judged: dict[tuple[object, ...], dict[str, str]] = field(default_factory=dict)
 
 
 def flavor_selectors(flavors: Mapping[int, Flavor]) -> list[FlavorSelector]:
@@ -339,6 +345,8 @@ def decide_workloads(
     pending, ours = WorkloadState.PENDING, Origin.GPUPOOL
     holders, checkpointed, pods_by_key = mirror.holders, mirror.checkpointed, mirror.pods
     known_nodes = frozenset(state.nodes)
+    memory.verdicts.clear()
+    memory.judged.clear()
     for key in sorted(keys, key=key_order):
         name = str(key)
         row = rows.get(name)
@@ -533,6 +541,8 @@ def _unknown(
             else max(round(grouped.expected_runtime_s), 1),
         )
     )
+    if _refused(decision, memory, key, grouped, shapes, pods, state):
+        return
     # As ``_pending`` decides once it is a row (a registration refused leaves an overlay of no
     # row, dropped by the next sync that looks at it: ``decide_workloads``).
     memory.complaints.pop(key, None)
@@ -540,6 +550,59 @@ def _unknown(
     overlay = Overlay(missing_pods=grouped.missing_pods, allowed=allowed)
     if overlay != Overlay(allowed=tuple(None for _ in allowed)):
         memory.overlays[str(key)] = overlay
+
+
+def _refused(
+    decision: SyncDecision,
+    memory: SyncMemory,
+    key: WorkloadKey,
+    request: WorkloadRequest,
+    shapes: Sequence[PodSetShape],
+    pods: Sequence[PodFacts],
+    state: LoopState,
+) -> bool:
+    """Whether pods of a workload from the cluster ask what no node could hold: the rule of
+    submission (``workloads.actions.pod_sets_errors``: past the decision core's bounds, or
+    more GPUs than the largest node of every flavor it may use). Such a workload is kept
+    (registered, pending: it shows, and can be cancelled) but never planned: excluded from
+    the snapshot, with what is wrong as its overlay's ``why`` (the loop writes it as its
+    explanation) and in a Warning Event on its pods, once."""
+    shapes = tuple(shapes)
+    errors = memory.verdicts.get(shapes)
+    if errors is None:  # a burst's pods mostly repeat their shapes: judged once a sync
+        rows = state.flavor_rows
+        specs = [
+            PodSetSpec(
+                count=shape.count,
+                gpus=shape.gpus,
+                flavor=rows[shape.flavor_ids[0]] if shape.flavor_ids else None,
+                gpu_milli=shape.gpu_milli,
+                cpu=shape.cpu,
+                memory_gb=shape.memory_gb,
+                name=shape.name,
+                flavor_choices=tuple(rows[pk] for pk in shape.flavor_ids[1:]),
+            )
+            for shape in shapes
+        ]
+        errors = memory.verdicts[shapes] = pod_sets_errors(specs, memory.judged)
+    if not errors:
+        return False
+    words: list[str] = []
+    for field_name, why in errors.items():
+        index = field_name.split(".")[1] if field_name.count(".") == 2 else None
+        if index is None:  # the number of pod sets: each distinct request makes one
+            words.append(
+                f"the pods make {why} (pods with different requests or node constraints are "
+                "separate pod sets)"
+            )
+            continue
+        members = request.pod_sets[int(index)].pods
+        more = f" and {len(members) - 1} more like it" if len(members) > 1 else ""
+        words.append(f"pod {members[0].name}{more}: {why}")
+    why = "; ".join(words)
+    _complain(decision, memory, key, pods, "gpupool will not schedule these pods: " + why)
+    memory.overlays[str(key)] = Overlay(excluded=True, why=why)
+    return True
 
 
 def stored_min_member(request: WorkloadRequest) -> int | None:
@@ -868,12 +931,14 @@ def _pending(
         )
         memory.overlays[name] = Overlay(excluded=True)
         return
-    memory.complaints.pop(key, None)
     shapes = pod_set_shapes(grouped, state, memory, key)
     wanted = tuple(shape_info(shape, state.flavor_rows) for shape in shapes)
     min_member = stored_min_member(grouped)
     if wanted != info.pod_sets or min_member != info.min_member:
         decision.pod_sets[row.id] = (shapes, min_member)
+    if _refused(decision, memory, key, grouped, shapes, pods, state):
+        return
+    memory.complaints.pop(key, None)
     known = frozenset(state.nodes)
     allowed = tuple(mirror.allowed_nodes(ps.constraints, known) for ps in grouped.pod_sets)
     overlay = Overlay(missing_pods=grouped.missing_pods, allowed=allowed)

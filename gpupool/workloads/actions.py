@@ -58,7 +58,8 @@ def pod_set_spec_errors(spec: PodSetSpec) -> dict[str, str]:
     not be planned), or asking more GPUs than the largest node of every flavor it may run on
     holds (a pod runs on one node). Flavors without nodes yet are not judged (the cluster's
     sync brings them); unhealthy GPUs and cordoned nodes count (they come back). The one rule
-    of submission (``do_submit_workload``) and of the dashboard's submit form."""
+    of submission (``do_submit_workload``), of the dashboard's submit form, and of pods
+    registered from the cluster (``pod_sets_errors``)."""
     errors: dict[str, str] = {}
     if spec.gpus > MAX_GPUS_PER_NODE:
         errors["gpus"] = (
@@ -83,6 +84,50 @@ def pod_set_spec_errors(spec: PodSetSpec) -> dict[str, str]:
             f"{spec.memory_gb} GB per pod: at most {MAX_NODE_MEMORY_GB}, a node's most"
         )
     return errors
+
+
+def pod_sets_errors(
+    pod_sets: Sequence[PodSetSpec], judged: dict[tuple[object, ...], dict[str, str]] | None = None
+) -> dict[str, str]:
+    """Why a workload of these pod sets could never run, by field ({} when it could): its pod
+    sets' number and pods past the decision core's bounds (``pod_set_count_errors``), or a
+    pod set that could never run (``pod_set_spec_errors``, named
+    ``pod_sets.<index>.<field>``). ``judged`` (kept by a caller that judges many workloads at
+    once, the cluster's sync) remembers each distinct pod set's verdict, so equal pod sets
+    cost one look at the nodes. The rule of pods registered from the cluster
+    (``control.sync``), as ``do_submit_workload`` applies it at submission."""
+    errors = pod_set_count_errors(pod_sets)
+    if errors:
+        return errors
+    for index, spec in enumerate(pod_sets):
+        key = (
+            spec.gpus,
+            None if spec.flavor is None else spec.flavor.pk,
+            tuple(flavor.pk for flavor in spec.flavor_choices),
+            spec.cpu,
+            spec.memory_gb,
+        )
+        found = None if judged is None else judged.get(key)
+        if found is None:
+            found = pod_set_spec_errors(spec)
+            if judged is not None:
+                judged[key] = found
+        for name, why in found.items():
+            errors[f"pod_sets.{index}.{name}"] = why
+    return errors
+
+
+def pod_set_count_errors(pod_sets: Sequence[PodSetSpec]) -> dict[str, str]:
+    """Why a workload of this many pod sets and pods could not be planned (``pod_sets``; {}
+    when it could): none, more pod sets or more pods than the decision core takes in one."""
+    if not pod_sets:
+        return {"pod_sets": "a workload has at least one pod set"}
+    if len(pod_sets) > MAX_POD_SETS:
+        return {"pod_sets": f"{len(pod_sets)} pod sets: at most {MAX_POD_SETS}"}
+    pods = sum(spec.count for spec in pod_sets)
+    if pods > MAX_PODS_PER_WORKLOAD:
+        return {"pod_sets": f"{pods} pods in all: at most {MAX_PODS_PER_WORKLOAD} a workload"}
+    return {}
 
 
 def largest_node_gpus(flavors: Sequence[Flavor]) -> dict[int, int]:
@@ -136,15 +181,9 @@ def do_submit_workload(
     a pod set that could never run is refused (``pod_set_spec_errors``), and so are more pod
     sets or pods than the decision core takes in one workload.
     """
-    if not pod_sets:
-        raise ValidationError({"pod_sets": "a workload has at least one pod set"})
-    if len(pod_sets) > MAX_POD_SETS:
-        raise ValidationError({"pod_sets": f"{len(pod_sets)} pod sets: at most {MAX_POD_SETS}"})
-    pods = sum(spec.count for spec in pod_sets)
-    if pods > MAX_PODS_PER_WORKLOAD:
-        raise ValidationError(
-            {"pod_sets": f"{pods} pods in all: at most {MAX_PODS_PER_WORKLOAD} a workload"}
-        )
+    count_errors = pod_set_count_errors(pod_sets)
+    if count_errors:
+        raise ValidationError(count_errors)
     _require_member(submitter, queue)
     namespace = _namespace_for(queue, namespace)
     if Workload.objects.filter(namespace=namespace, name=name).exists():

@@ -243,7 +243,8 @@ def test_pods_created_with_kubectl_become_a_workload_and_the_waiting_ones_say_wh
     plane: Plane,
 ) -> None:
     plane.create_pod("fits", gpus=8)
-    plane.create_pod("too-big", gpus=32)  # above the queue's capability of 16
+    for index in range(3):  # 24 GPUs, above the queue's capability of 16 (each pod fits a node)
+        plane.create_pod(f"too-big-{index}", gpus=8, labels={"gpupool.io/workload": "too-big"})
     plane.until("the fitting pod running", lambda: plane.running_pod("fits"))
     assert plane.workload("fits").origin == "bare"
     big = plane.workload("too-big")
@@ -255,7 +256,7 @@ def test_pods_created_with_kubectl_become_a_workload_and_the_waiting_ones_say_wh
         str(plane.kubeconfig),
         "describe",
         "pod",
-        "too-big",
+        "too-big-0",
         "-n",
         plane.namespaces["team-a"],
     ]
@@ -272,6 +273,29 @@ def test_pods_created_with_kubectl_become_a_workload_and_the_waiting_ones_say_wh
         ),
     )
     assert "Waiting" in described and "gpupool" in described
+
+
+def test_a_kubectl_pod_no_node_could_hold_is_registered_never_planned_and_told_why(
+    plane: Plane,
+) -> None:
+    """The rule of submission (``workloads.actions.pod_sets_errors``) on pods from the cluster:
+    registered and left pending with the reason, a Warning Event names it; never planned."""
+    plane.create_pod("huge", gpus=16)  # the nodes have 8
+    plane.create_pod("fits", gpus=1)
+    plane.until("the fitting pod running", lambda: plane.running_pod("fits"))
+    huge = plane.until("the large pod explained", lambda: plane.workload("huge").pending_reason)
+    why = "pod huge: 16 GPUs per pod, and a pod runs on one node: the largest"
+    row = plane.workload("huge")
+    assert huge == "capacity" and row.state == "pending" and why in row.pending_detail
+    assert row.pending_facts["never_fits"] is True and row.queue_position is None
+    assert plane.loop.latest is not None
+    assert str(row.qualified_name) not in {w.name for w in plane.loop.latest.snapshot.workloads}
+    events = plane.core.list_namespaced_event(
+        plane.namespaces["team-a"], field_selector="involvedObject.name=huge"
+    ).items
+    warned = [e for e in events if e.type == "Warning" and e.reason == "FailedScheduling"]
+    assert len(warned) == 1 and why in warned[0].message
+    assert not plane.running_pod("huge")
 
 
 def test_reclaim_evicts_the_pods_the_plan_names_and_the_reclaimer_runs_after(
