@@ -392,6 +392,13 @@ def _print_whatif(document: dict[str, Any], stdout: TextIO) -> None:
     ]
     proposal += [f"{k}={json.dumps(v)}" for k, v in document["policy_changes"].items()]
     console.print("proposed: " + ("; ".join(proposal) if proposal else "no change"))
+    for label, run in (("before", "today"), ("after", "with the proposal")):
+        aside = document.get("set_aside", {}).get(label) or {}
+        if aside.get("count"):
+            reasons = ", ".join(f"{n} {why}" for why, n in aside["reasons"].items())
+            console.print(f"set aside as never fitting {run}: {aside['count']} ({reasons})")
+            for job in aside["jobs"]:
+                console.print(f"  {job['job']}: {job['detail']}", markup=False)
     pool = Table(title=f"what-if: {document['jobs']} jobs on {document['pool_gpus']} GPUs")
     for column in ("", "wait mean h", "wait p99 h", "JCT mean h", "util", "preemptions"):
         pool.add_column(column, justify="right")

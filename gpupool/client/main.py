@@ -132,7 +132,10 @@ def print_story(workload: dict[str, Any], out: TextIO) -> None:
         f"{workload['priority_class']}\n"
     )
     explanation = workload["explanation"]
-    if workload["state"] == "pending":
+    if explanation.get("never_fits"):  # set aside: no position, no estimate (its summary)
+        out.write(f"Why: {explanation['summary']}\n")
+        out.write(f"     (reason: {explanation['reason']}, never fits)\n")
+    elif workload["state"] == "pending":
         if explanation["reason"]:
             facts = ", ".join(f"{key}={value}" for key, value in explanation["facts"].items())
             out.write(f"Why: {explanation['detail']}\n")

@@ -28,6 +28,14 @@ end by the estimated start: running work at its start plus that runtime, pending
 own estimated start plus it. That is an upper bound of "rests on", cheap to compute, and never
 says "declared" of an estimate that a learned runtime moved.
 
+**Work that never fits** -- set aside by the core's enqueue because a capability on its path,
+or the pool, can never hold it (the fact ``never_fits``, ``scheduler.explain.never_fits``) --
+is left out of the replay, as the core leaves it out of every cycle: no replay step could
+admit it, and waiting for it kept the replay going to its bound. Which work that is comes
+from the last cycle's record (``never_fitting``: the explanations that say so, written at
+once when that changes, ``record.py``), not from a second reading of the quotas. Such work
+gets no estimate and no ``estimate_not_before`` (``NO_ESTIMATE``).
+
 Only estimates that changed since this process last wrote them are written
 (``actions.do_record_estimates``, one bulk statement): new ones, ones whose basis changed,
 and ones that moved by more than ``ESTIMATE_TOLERANCE_S``.
@@ -48,13 +56,17 @@ from gpupool.control.learning import RuntimeHistory
 from gpupool.control.state import LoopState
 from gpupool.runtime import gc_paused
 from gpupool.scheduler.estimate import estimate_starts
+from gpupool.scheduler.explain import NEVER_FITS_FACT
 from gpupool.scheduler.types import PolicyInfo, Snapshot
+from gpupool.workloads.choices import WorkloadState
+from gpupool.workloads.models import WorkloadExplanation
 
 logger = logging.getLogger(__name__)
 
 ESTIMATE_REFRESH_S = 60.0  # estimates are refreshed at least this often
 ESTIMATE_TOLERANCE_S = 120.0  # an estimate that moved less is not written again
 MAX_STEPS = 8  # replay steps (each a whole plan()): about 40 s at B1's size, compiled core
+NO_ESTIMATE = EstimateRow(None, None, None)  # never fits: no estimate, no moment either
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +92,7 @@ class EstimateRun:
     replay_s: float
     total_s: float
     source: str  # "loop": the cycle's snapshot; "state": this process's own read
+    never_fits: int = 0  # pending work left out of the replay: it never fits (not in pending)
 
     def as_json(self) -> dict[str, object]:
         """The run as JSON data."""
@@ -87,6 +100,7 @@ class EstimateRun:
             "pending": self.pending,
             "estimated": self.estimated,
             "unestimated": self.unestimated,
+            "never_fits": self.never_fits,
             "written": self.written,
             "replay_s": round(self.replay_s, 3),
             "total_s": round(self.total_s, 3),
@@ -164,6 +178,26 @@ def _pods_assumed(snapshot: Snapshot) -> Snapshot:
     return replace(snapshot, workloads=workloads)
 
 
+def never_fitting(planned: Planned) -> frozenset[str]:
+    """The pending workloads of ``planned`` whose recorded explanation says the core set
+    them aside as never fitting (one query)."""
+    ids = WorkloadExplanation.objects.filter(
+        workload__state=WorkloadState.PENDING, **{f"facts__{NEVER_FITS_FACT}": True}
+    ).values_list("workload_id", flat=True)
+    found = set(ids)
+    if not found:
+        return frozenset()
+    return frozenset(name for name, pk in planned.workload_ids.items() if pk in found)
+
+
+def _without(snapshot: Snapshot, names: Collection[str]) -> Snapshot:
+    """The snapshot without the workloads ``names``."""
+    if not names:
+        return snapshot
+    workloads = tuple(w for w in snapshot.workloads if w.name not in names)
+    return replace(snapshot, workloads=workloads)
+
+
 def _moment(seconds: float) -> datetime:
     return datetime.fromtimestamp(seconds, tz=UTC)
 
@@ -190,14 +224,20 @@ class EstimateRefresher:
         source = "loop"
         if planned is None or time.monotonic() - planned.taken > ESTIMATE_REFRESH_S:
             planned, source = self._own_snapshot(), "state"
+        never = never_fitting(planned)
         clock = time.perf_counter()
         with gc_paused():
             estimates = estimate_starts(
-                _pods_assumed(planned.snapshot), self.policy, planned.now, self.max_steps
+                _pods_assumed(_without(planned.snapshot, never)),
+                self.policy,
+                planned.now,
+                self.max_steps,
             )
         replay_s = time.perf_counter() - clock
         unknown = sum(1 for at in estimates.values() if at is None)
         rows = estimate_rows(planned, estimates)
+        for name in never:
+            rows[planned.workload_ids[name]] = NO_ESTIMATE
         changed = {pk: row for pk, row in rows.items() if _moved(self.written.get(pk), row)}
         do_record_estimates(changed)
         self.written = {pk: changed.get(pk) or self.written[pk] for pk in rows}
@@ -210,6 +250,7 @@ class EstimateRefresher:
             replay_s=replay_s,
             total_s=time.perf_counter() - started,
             source=source,
+            never_fits=len(never),
         )
 
     def _own_snapshot(self) -> Planned:
@@ -239,9 +280,11 @@ class EstimateRefresher:
 __all__ = [
     "ESTIMATE_REFRESH_S",
     "MAX_STEPS",
+    "NO_ESTIMATE",
     "EstimateRefresher",
     "EstimateRun",
     "Planned",
     "estimate_rows",
     "learned_basis",
+    "never_fitting",
 ]

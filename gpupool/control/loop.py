@@ -127,6 +127,7 @@ from gpupool.control.sync import (
     replicas_of,
     shape_info,
 )
+from gpupool.inventory.actions import do_record_drained
 from gpupool.inventory.models import Gpu, Node
 from gpupool.inventory.queries import fragmentation_sample
 from gpupool.notifications.choices import WorkloadEvent
@@ -237,6 +238,9 @@ class ControlLoop:
         self.written_at: dict[int, float] = {}
         self.explain_queue: dict[str, str] = {}  # workload -> sentence to put on its pods
         self.refused_until: dict[str, float] = {}
+        # Workloads left out of the snapshot because their pods ask what no node could hold
+        # (``sync._refused``): workload id -> what is wrong, explained as such by the record.
+        self.too_large: dict[int, str] = {}
         self.evictions_sent: dict[str, float] = {}
         self.outstanding: set[str] = set()  # workloads whose apply is not confirmed yet
         self.budgets = BudgetBook()
@@ -481,6 +485,7 @@ class ControlLoop:
                 learned=self.learned,
                 facts_cache=self.facts_cache,
                 ranks=self._known_ranks(),
+                too_large=self.too_large,
             )
             result.admitted = sorted(a.name for a in record.admissions)
             result.evicted = [
@@ -503,6 +508,8 @@ class ControlLoop:
                     "workloads": len(database.snapshot.workloads),
                 }
                 return result
+            if draining:  # which of them are empty now: drained (``Node.state``)
+                do_record_drained(self._emptied(draining), at=at)
             moved = apply_plan(
                 acted_on(database.snapshot, decided), decided, now, evictions_take_time=True
             )
@@ -802,6 +809,10 @@ class ControlLoop:
                 self._namespaces,
                 at.timestamp(),
             )
+            # Pods the nodes just written show no node could hold (``sync._refused``: a
+            # first sync judges them only once the nodes are rows) are told so now.
+            if scratch.events:
+                self._emit_sync_events(scratch)
 
     def _put_steps(self, decision: SyncDecision, stamps: Stamps) -> bool:
         """The pod-driven transitions just written, into the state (so the snapshot's read
@@ -909,8 +920,11 @@ class ControlLoop:
             info = overlaid.get(name) or row.resolve(names, now)
             protected = max(info.protected_runtime_s, until - row.info.started_at)
             overlaid[name] = replace(info, protected_runtime_s=protected)
-        excluded = [n for n, o in self.memory.overlays.items() if o.excluded]
+        excluded = {n: o.why for n, o in self.memory.overlays.items() if o.excluded}
         self.state.excluded = set(excluded)
+        self.too_large = {
+            rows[name].id: why for name, why in excluded.items() if why and name in rows
+        }
         self.learned = set()
         if self._medians_version != self.runtimes.version:
             self._medians, self._medians_version = {}, self.runtimes.version
@@ -1008,6 +1022,25 @@ class ControlLoop:
                 drain_requested_at__isnull=False, cordoned=True, gone_at=None
             ).values_list("name", flat=True)
         )
+
+    def _emptied(self, draining: Collection[str]) -> set[str]:
+        """The draining nodes nothing is left on: no pod of gpupool's holds them, the database
+        places no workload there, and no other scheduler's pod holds a GPU there (their other
+        pods, DaemonSets', stay through a drain, as with ``kubectl drain``)."""
+        held = {
+            pod.node_name
+            for pods in self.mirror.pods.values()
+            for pod in pods.values()
+            if holds_node(pod)
+        }
+        rows = self.state.rows
+        held.update(pod.node for name in rows.placed for pod in rows[name].info.placement)
+        held.update(
+            node
+            for node, usage in self.mirror.foreign_usage.items()
+            if usage.gpus or any(usage.mig.values())
+        )
+        return {name for name in draining if name not in held}
 
     def _known_ranks(self) -> dict[int, float] | None:
         """The queue ranks this loop wrote, unless another process recorded a cycle since

@@ -20,7 +20,9 @@
 - **ranks**: each queue's order as served, as ``Workload.queue_rank`` keys that are kept
   while the order around them holds (``queue_ranks``): when work ahead is admitted, nothing
   behind it is written; new work, and work the order moved past others, gets a key between
-  its neighbours'. Thousands of positions move every cycle; a few hundred keys do;
+  its neighbours'. Thousands of positions move every cycle; a few hundred keys do. Work the
+  core set aside as never fitting (``explain.never_fits``) is in no order and has no rank;
+  a change of that, like a change of reason, rewrites its explanation at once;
 - **idle alerts**: running workloads idle past their alert timeout whose idle spell was not
   alerted about yet (``Workload.idle_alerted_since`` differs from the spell's start): once per
   spell, however many cycles it lasts.
@@ -40,6 +42,7 @@ from itertools import pairwise
 
 from gpupool.control.budgets import named
 from gpupool.control.snapshot import DatabaseSnapshot, WorkloadRow
+from gpupool.scheduler.explain import NEVER_FITS_FACT, never_fits
 from gpupool.scheduler.types import (
     MILLI,
     SECONDS_PER_HOUR,
@@ -48,6 +51,11 @@ from gpupool.scheduler.types import (
     Snapshot,
     WorkloadInfo,
 )
+from gpupool.workloads.choices import Origin
+
+# The fact of a ``gang`` explanation saying gpupool is creating the pods it waits for (work
+# submitted through gpupool), not that a gang's members are missing.
+CREATING_PODS = "pods_being_created"
 
 FACTS_REFRESH_S = 30.0
 REFRESHED_PER_CYCLE = 500  # explanations whose facts alone moved, rewritten per cycle
@@ -294,6 +302,7 @@ def decide_record(
     learned: Collection[str] = (),
     facts_cache: dict[int, tuple[Mapping[str, object], dict[str, object]]] | None = None,
     ranks: Mapping[int, float] | None = None,
+    too_large: Mapping[int, str] | None = None,
 ) -> CycleRecord:
     """The rows the plan asks for.
 
@@ -309,6 +318,11 @@ def decide_record(
     ``facts_cache``: the core's facts of each pending workload as last seen and their JSON
     form (kept by the caller between cycles: most facts repeat, and their JSON round trip
     was a tenth of a steady record).
+    ``too_large``: workloads left out of the snapshot because their pods ask what no node
+    could hold (workload id -> what is wrong, ``sync._refused``), explained so (``capacity``,
+    never fits) when not written so already.
+    A workload submitted through gpupool that waits for its pods (``gang``) is told that its
+    pods are being created, not that its gang lacks them (``CREATING_PODS``).
     """
     written_at = written_at or {}
     snapshot: Snapshot = database.snapshot
@@ -405,7 +419,16 @@ def decide_record(
         if pending.workload in learned:
             facts["expected_runtime_s"] = by_name[pending.workload].expected_runtime_s
             facts["expected_runtime_learned"] = True
-        return Explanation(pending.reason, pending.detail, facts)
+        detail = pending.detail
+        if pending.reason == "gang":
+            row = rows.get(pending.workload)
+            if row is not None and row.origin == Origin.GPUPOOL:  # gpupool makes its pods
+                facts[CREATING_PODS] = True
+                detail = (
+                    f"Its pods are being created: gpupool makes the {facts.get('missing_pods')} "
+                    "it lacks now, and schedules it once they exist (the next cycle)."
+                )
+        return Explanation(pending.reason, detail, facts)
 
     refreshed: list[tuple[float, int, PendingExplanation]] = []
     queues: dict[str, list[tuple[int, int]]] = defaultdict(list)  # queue -> (position, id)
@@ -413,12 +436,17 @@ def decide_record(
     for pending in plan.pending:
         workload_id = workload_ids[pending.workload]
         workload = by_name[pending.workload]
-        queues[workload.queue].append((pending.position, workload_id))
+        if not never_fits(pending.facts):  # set aside at enqueue: in no queue's order
+            queues[workload.queue].append((pending.position, workload_id))
         by_reason[pending.reason] = by_reason.get(pending.reason, 0) + 1
         if pending.reason == "waiting-for-preemption" and not workload.nominated:
             record.nominated[workload_id] = True
         before = written.get(workload_id)
-        if before is not None and before.reason == pending.reason:
+        if (
+            before is not None
+            and before.reason == pending.reason
+            and never_fits(before.facts) == never_fits(pending.facts)  # readers show it at once
+        ):
             # At most its facts moved (free GPUs, quota available; its position is counted
             # when read): looked at again when the last write is older than
             # ``refresh_before``, the oldest first, at most ``REFRESHED_PER_CYCLE`` a cycle
@@ -438,6 +466,14 @@ def decide_record(
         if explanation.facts != written[workload_id].facts:
             record.explanations[workload_id] = explanation
             taken += 1
+    for workload_id, why in (too_large or {}).items():
+        refused = Explanation(
+            "capacity",
+            f"It can never run as asked, so gpupool does not schedule it: {why}.",
+            {NEVER_FITS_FACT: True, "refused": why},
+        )
+        if written.get(workload_id) != refused:
+            record.explanations[workload_id] = refused
     _decide_ranks(record, queues, ranks)
     return record
 

@@ -22,7 +22,7 @@ from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from functools import wraps
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import unquote, urlencode
 
 from django.conf import settings
 from django.contrib import messages
@@ -38,7 +38,6 @@ from django.shortcuts import get_object_or_404, redirect, render, resolve_url
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
-from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
@@ -88,6 +87,7 @@ from gpupool.dashboard.heatmap import (
     cell_reasons,
     describe,
     domain_summaries,
+    free_spread,
     gpu_rows,
     tenants_in,
 )
@@ -103,9 +103,11 @@ from gpupool.dashboard.templatetags.dashboard import NO_VALUE, local_time
 from gpupool.dashboard.templatetags.dashboard import gpu_hours as gpu_hours_text
 from gpupool.dashboard.templatetags.dashboard import gpus as gpus_text
 from gpupool.inventory.actions import do_drain_node, do_set_gpu_health, do_set_node_cordoned
+from gpupool.inventory.choices import NodeState
 from gpupool.inventory.models import Flavor, Gpu, Node, healthy_capacity
 from gpupool.inventory.queries import FlavorFragmentation
 from gpupool.quotas.actions import (
+    decision_refusal,
     do_approve_and_apply_quota_request,
     do_create_quota_request,
     do_reject_quota_request,
@@ -125,7 +127,6 @@ from gpupool.quotas.queries import (
     quota_rows,
     visible_quota_requests,
 )
-from gpupool.scheduler.lifecycle import ENDING_REASONS
 from gpupool.scheduler.shares import QueueShare
 from gpupool.scheduler.types import MILLI
 from gpupool.tenancy.models import Tenant
@@ -143,10 +144,9 @@ from gpupool.workloads.api import (
     WorkloadInputSerializer,
     WorkloadViewSet,
 )
-from gpupool.workloads.choices import LIVE_STATES, Origin, WorkloadState
+from gpupool.workloads.choices import LIVE_STATES, WorkloadState
 from gpupool.workloads.models import PodSet, Workload, gpu_equivalent
 from gpupool.workloads.queries import (
-    Explanation,
     backoffs_in_force,
     dry_run_submission,
     explain,
@@ -178,8 +178,9 @@ View = Callable[..., HttpResponse]
 
 
 def viewer_zone(request: HttpRequest) -> zoneinfo.ZoneInfo | None:
-    """The viewer's IANA time zone from the ``gpupool_tz`` cookie, if it names a real one."""
-    name = request.COOKIES.get(TZ_COOKIE, "")
+    """The viewer's IANA time zone from the ``gpupool_tz`` cookie, if it names a real one
+    (``time.js`` writes it URL-encoded: ``Europe%2FBerlin``)."""
+    name = unquote(request.COOKIES.get(TZ_COOKIE, ""))
     if not name or len(name) > 64:
         return None
     try:
@@ -234,9 +235,14 @@ def forbidden(request: HttpRequest, page: Page, refused: str = "") -> HttpRespon
 
 
 def chart_time(moment: datetime) -> str:
-    """A moment for a chart's time axis, in the viewer's zone (plotly.js draws the wall time
-    it is given and ignores an offset)."""
-    return timezone.localtime(moment).replace(tzinfo=None).isoformat()
+    """A moment for a chart's time axis, in the viewer's zone (``charts.wall_times``; the
+    axis names the zone: ``chart_zone``)."""
+    return charts.wall_times([moment], timezone.get_current_timezone())[0]
+
+
+def chart_zone() -> str:
+    """The zone ``chart_time`` writes in, for the time axis's title (the tables' zone)."""
+    return timezone.get_current_timezone_name()
 
 
 def render_page(
@@ -360,6 +366,7 @@ def overview(request: HttpRequest, access: Access) -> HttpResponse:
                 [chart_time(cycle.started_at) for cycle in history],
                 {names[name]: values for name, values in series.items()},
                 dict(zip(names.values(), tenant_colours(names.values()).values(), strict=True)),
+                zone=chart_zone(),
             )
             if series
             else None
@@ -605,14 +612,18 @@ def workload_dry_run(request: HttpRequest, access: Access) -> HttpResponse:
 @dashboard_page("workloads")
 def workload_submit(request: HttpRequest, access: Access) -> HttpResponse:
     """Submit the form's workload through the API's input shape and the submission action;
-    then its page. A refusal comes back onto the form."""
+    then its page. A refusal comes back onto the form, beside the fields it names."""
     form = WorkloadForm(request.POST, queues=submit_queues(access))
     if form.is_valid():
         body = WorkloadInputSerializer(data=form.body())
         if body.is_valid():
             try:
                 workload = body.submission().submit(submitter=request.user)
-            except (ValidationError, PermissionDenied) as refusal:
+            except ValidationError as refusal:
+                form.add_refusal(
+                    refusal.message_dict if hasattr(refusal, "error_dict") else refusal.messages
+                )
+            except PermissionDenied as refusal:
                 form.add_error(None, refusal_text(refusal))
             else:
                 messages.success(
@@ -622,7 +633,7 @@ def workload_submit(request: HttpRequest, access: Access) -> HttpResponse:
                 )
                 return redirect("dashboard:workload", workload.namespace, workload.name)
         else:
-            form.add_error(None, api_errors(body.errors))
+            form.add_refusal(body.errors)
     return workloads(request, form=form)
 
 
@@ -656,7 +667,7 @@ def workload_detail(
     context = {
         "workload": workload,
         "gpus": total_gpus(workload),
-        "explanation": explained_story(workload, events),
+        "explanation": explain(workload),
         "cancellable": cancellable(request.user, workload),
         "transitions": list(workload.transitions.all()),
         "timeline_figure": (
@@ -673,34 +684,6 @@ def workload_detail(
         context,
         live="dashboard/partials/workload_detail_live.html",
     )
-
-
-def explained_story(workload: Workload, events: list[PreemptionEvent]) -> Explanation:
-    """``explain``'s words, save that a workload left preempted says why it ends there
-    rather than that it goes back to its queue: reclaimed for idleness (``ENDING_REASONS``),
-    or a bare pod, which nothing makes again (DESIGN 2, 4). Other preempted work is requeued
-    at once (``control.sync``), and ``explain`` says so."""
-    explanation = explain(workload)
-    if workload.state != WorkloadState.PREEMPTED:
-        return explanation
-    last = events[-1] if events else None
-    when = format_html(" at {}", local_time(last.at)) if last is not None else ""
-    if last is not None and last.reason in ENDING_REASONS:
-        said = format_html(
-            "Reclaimed{}: its GPUs sat idle past its idle timeout. It ends here and is not "
-            "requeued (it would only sit idle again).",
-            when,
-        )
-    elif workload.origin == Origin.BARE:
-        why = f" ({last.get_reason_display()})" if last is not None else ""
-        said = format_html(
-            "Preempted{}{}. A bare pod is gone once evicted, so it ends here and is not requeued.",
-            when,
-            why,
-        )
-    else:
-        return explanation
-    return dataclasses.replace(explanation, summary=said)
 
 
 def cancellable(user: Any, workload: Workload) -> bool:
@@ -1247,7 +1230,7 @@ def utilization_figures(
     teams = {name: mean(values) for name, values in allocated.items() if name in visible}
     return {
         "pool_figure": charts.allocated_vs_active_figure(
-            times, mean(pool_allocated), mean(pool_active), healthy or None
+            times, mean(pool_allocated), mean(pool_active), healthy or None, zone=chart_zone()
         ),
         "team_figure": (
             charts.team_utilization_figure(
@@ -1255,6 +1238,7 @@ def utilization_figures(
                 teams,
                 {name: mean(active.get(name, [0.0] * len(starts))) for name in teams},
                 tenant_colours(list(teams)),
+                zone=chart_zone(),
             )
             if teams
             else None
@@ -1491,6 +1475,7 @@ def fragmentation(request: HttpRequest, access: Access) -> HttpResponse:
         colours,
     )
     counts = Counter(cell.category for row in shown for cell in row.cells)
+    summaries = domain_summaries(shown)
     context = {
         "flavors": flavors,
         "flavor": chosen,
@@ -1503,9 +1488,10 @@ def fragmentation(request: HttpRequest, access: Access) -> HttpResponse:
         # As dicts: the template reads a dict's keys directly, an object's attributes only
         # after a failed key lookup (227 domains of h100 on B5's year).
         "domains": [
-            dataclasses.asdict(summary) | {"held_by": summary.held_by()}
-            for summary in domain_summaries(shown)
+            dataclasses.asdict(summary) | {"held_by": summary.held_by()} for summary in summaries
         ],
+        # The "Free" card's where, from the table's own sums (they count the same GPUs).
+        "free_spread": free_spread(summaries),
         "fragmentation": [
             f for f in (figures.value.fragmentation if figures else ()) if f.flavor == chosen
         ],
@@ -1541,6 +1527,7 @@ def fragmentation_trend(flavor: str) -> dict[str, Any] | None:
     return charts.fragmentation_trend_figure(
         [at for at, _ in points],
         {label: [sample.get(key, 0.0) for _, sample in points] for key, label in names.items()},
+        zone=chart_zone(),
     )
 
 
@@ -1611,7 +1598,15 @@ def cluster(request: HttpRequest, access: Access) -> HttpResponse:
         domains = groups[-1]["domains"]
         if not domains or domains[-1]["name"] != node.nvlink_domain:
             domains.append({"name": node.nvlink_domain, "nodes": []})
-        domains[-1]["nodes"].append({"node": node, "health": node.health_reasons()})
+        state = node.state
+        domains[-1]["nodes"].append(
+            {
+                "node": node,
+                "state": state.value,
+                "state_label": state.label,
+                "health": node.health_reasons(),
+            }
+        )
     for group in groups:
         group["own_domains"] = all(len(domain["nodes"]) == 1 for domain in group["domains"])
     context = {
@@ -1680,7 +1675,7 @@ def cluster_cordon(request: HttpRequest, access: Access, name: str) -> HttpRespo
         messages.error(request, "The cordon form was not filled in right.")
         return back_to_cluster(request)
     cordoned = form.cleaned_data["cordoned"]
-    draining = node.drain_requested_at is not None
+    was = node.state
     try:
         do_set_node_cordoned(
             node, cordoned=cordoned, acting_user=request.user, reason=form.cleaned_data["reason"]
@@ -1689,8 +1684,10 @@ def cluster_cordon(request: HttpRequest, access: Access, name: str) -> HttpRespo
         messages.error(request, f"{node.name} was not changed: {refusal_text(refusal)}")
     else:
         verb = "cordoned: nothing new will be placed on it" if cordoned else "uncordoned"
-        if draining and not cordoned:
+        if was == NodeState.DRAINING and not cordoned:
             verb = "no longer draining, and uncordoned: nothing more is evicted from it"
+        elif was == NodeState.DRAINED and not cordoned:
+            verb = "uncordoned after its drain: back in service"
         messages.success(request, f"{node.name} is {verb}.")
     return back_to_cluster(request)
 
@@ -1931,15 +1928,40 @@ def approval_detail(request: HttpRequest, access: Access, pk: int) -> HttpRespon
         if decided is not None:
             return redirect("dashboard:approvals")
     impact = request_impact(quota_request).to_json()
+    # Whether the decision actions would take a decision, by their own rule: Approve is
+    # offered only when approving would go through (a change that does not fit is refused).
+    undecided = decision_refusal(quota_request, acting_user=request.user, approve=False)
+    approve_refusal = (
+        decision_refusal(quota_request, acting_user=request.user, approve=True)
+        if undecided is None
+        else None
+    )
     context = {
         "request_obj": quota_request,
         "impact": impact,
         "decision_form": form,
         "what_if_form": WhatIfForm(),
-        "own_request": quota_request.requested_by_id == request.user.pk,
-        "open": quota_request.state == QuotaRequestState.SUBMITTED,
+        "not_decided_here": "" if undecided is None else why_not_decided(quota_request, undecided),
+        "approve_refused": " ".join(approve_refusal.messages)
+        if isinstance(approve_refusal, ValidationError)
+        else str(approve_refusal or ""),
     } | what_if_context(quota_request)
     return render(request, "dashboard/approval_detail.html", context)
+
+
+def why_not_decided(
+    quota_request: QuotaRequest, refusal: ValidationError | PermissionDenied
+) -> str:
+    """Why the page offers no decision on the request (``decision_refusal``), in its words."""
+    fields = getattr(refusal, "error_dict", {})  # the fields a ValidationError names
+    if "decided_by" in fields:
+        return "You filed this request, so another admin decides it."
+    if "state" in fields:
+        return (
+            f"This request is {quota_request.get_state_display()}; "
+            "only submitted requests are decided."
+        )
+    return refusal_text(refusal)
 
 
 def decide(

@@ -5,7 +5,9 @@ to a Celery worker when a broker is configured (``run_what_if_task``), else to a
 web process (the embedded default). ``run_what_if`` then replays the workloads submitted in
 the run's last ``days`` days through the simulator twice -- today's queues, and today's with
 the request's quota -- recording its progress on the run, and keeps the result (pool and
-per-tenant figures, and the change in each tenant's waits) with the request
+per-tenant figures, what each replay set aside as never fitting its quotas -- the core's
+rule, so the request's own change may let such work in -- and the change in each tenant's
+waits) with the request
 (``docs/governance.md``, ``docs/whatif.md``).
 """
 

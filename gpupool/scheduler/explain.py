@@ -28,6 +28,18 @@ class Verdict:
     facts: Mapping[str, object] = field(default_factory=dict)
 
 
+# The fact by which enqueue sets a workload aside: a capability on its path, or the pool's
+# healthy GPUs or nodes, could never hold it, however idle the pool (``cycle.enqueue``).
+NEVER_FITS_FACT = "never_fits"
+
+
+def never_fits(facts: Mapping[str, object]) -> bool:
+    """Whether a verdict's facts say the work can never run as the pool and queues are set
+    up: it has no place in its queue's order and no estimated start, and a replay (the
+    estimates, a what-if) leaves it out."""
+    return bool(facts.get(NEVER_FITS_FACT))
+
+
 def when(value: object) -> str:
     """A time for sentences: POSIX seconds in the facts, UTC ISO 8601 here (pages show the
     facts' seconds in the viewer's zone); ``?`` when missing."""

@@ -331,6 +331,10 @@ class ExplanationSerializer(serializers.Serializer[Any]):
         allow_null=True,
         help_text="No estimated start: the estimates looked this far ahead without it starting.",
     )
+    never_fits = serializers.BooleanField(
+        help_text="Pending work its queue's capability or the pool can never hold as asked: "
+        "set aside, with no position and no estimated start."
+    )
     summary = serializers.CharField(help_text="One sentence for people.")
 
 

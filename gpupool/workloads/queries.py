@@ -27,7 +27,8 @@ from gpupool.control.queries import pool_policy, pool_snapshot
 from gpupool.control.snapshot import core_topology, pod_set_info
 from gpupool.scheduler.contracts import backoff_ends
 from gpupool.scheduler.estimate import dry_run
-from gpupool.scheduler.explain import Verdict, explanation
+from gpupool.scheduler.explain import Verdict, explanation, never_fits
+from gpupool.scheduler.lifecycle import ENDING_REASONS
 from gpupool.scheduler.types import (
     BackoffPolicy,
     PendingReason,
@@ -35,7 +36,7 @@ from gpupool.scheduler.types import (
     WorkloadInfo,
 )
 from gpupool.workloads.actions import PodSetSpec, do_submit_workload
-from gpupool.workloads.choices import WorkloadState
+from gpupool.workloads.choices import Origin, WorkloadState
 from gpupool.workloads.models import (
     Placement,
     PodSet,
@@ -207,26 +208,31 @@ class Explanation:
     estimated_start_at: datetime | None
     estimate_learned: bool | None
     estimate_not_before: datetime | None  # no estimate: the replay stopped here without it
+    never_fits: bool  # set aside: no position, no estimate (``scheduler.explain.never_fits``)
     summary: str
 
 
 def explain(workload: Workload) -> Explanation:
     """The workload's current explanation, as the last cycle recorded it, with one summary
-    sentence for people (the CLI prints it; the pages show it)."""
+    sentence for people (the API and the CLI say it; the pages show it). Work the core set
+    aside as never fitting has no position and no estimated start, whatever a row written
+    before it was set aside still holds."""
     facts = dict(workload.pending_facts or {})
     learned = facts.get(ESTIMATE_LEARNED_FACT)
     pending = workload.state == WorkloadState.PENDING
-    estimate_learned = bool(learned) if pending and learned is not None else None
-    not_before = not_before_of(workload) if pending else None
+    never = pending and never_fits(facts)
+    waits = pending and not never
+    estimate_learned = bool(learned) if waits and learned is not None else None
     return Explanation(
         state=workload.state,
         reason=workload.pending_reason if pending else "",
         detail=current_sentence(workload) if pending else "",
         facts=facts if pending else {},
-        queue_position=workload.queue_position if pending else None,
-        estimated_start_at=workload.estimated_start_at if pending else None,
+        queue_position=workload.queue_position if waits else None,
+        estimated_start_at=workload.estimated_start_at if waits else None,
         estimate_learned=estimate_learned,
-        estimate_not_before=not_before,
+        estimate_not_before=not_before_of(workload) if waits else None,
+        never_fits=never,
         summary=summary(workload, estimate_learned),
     )
 
@@ -322,12 +328,19 @@ def _when(moment: datetime | None) -> str:
 
 def summary(workload: Workload, estimate_learned: bool | None = None) -> str:
     """One sentence on where the workload stands: why it waits, its position and estimated
-    start; or since when it runs; or how it ended."""
+    start (work that never fits has neither, and says why); or since when it runs; or how it
+    ended (``preempted_summary``)."""
     state = workload.state
     if state == WorkloadState.PENDING:
         if not workload.pending_reason:
             return "Waiting for the next scheduling cycle to look at it."
-        parts = [current_sentence(workload).strip() or f"Pending: {workload.pending_reason}."]
+        said = current_sentence(workload).strip() or f"Pending: {workload.pending_reason}."
+        if never_fits(workload.pending_facts):
+            return (
+                f"Never fits: {said} It has no place in the queue and no estimated start "
+                "until its queue's quota or the pool changes."
+            )
+        parts = [said]
         if workload.queue_position is not None:
             parts.append(f"Position {workload.queue_position} in queue {workload.queue.name}.")
         if workload.estimated_start_at is not None:
@@ -352,8 +365,31 @@ def summary(workload: Workload, estimate_learned: bool | None = None) -> str:
     if state == WorkloadState.RUNNING:
         return f"Running since {_when(workload.started_at or workload.admitted_at)}."
     if state == WorkloadState.PREEMPTED:
-        return "Preempted; it goes back to its queue with its original submit time."
+        return preempted_summary(workload)
     return f"{state.capitalize()} at {_when(workload.finished_at)}."
+
+
+def preempted_summary(workload: Workload) -> str:
+    """Where a preempted workload stands: requeued with its original submit time, unless it
+    ends there -- reclaimed for idleness (the core's ``lifecycle.ENDING_REASONS``: it would
+    only sit idle again), or a bare pod, which nothing makes again (DESIGN 2, 4; the control
+    loop's ``sync`` requeues the rest at once). Reads its preemptions (prefetched by
+    ``workload_story``; else one query)."""
+    events = list(workload.preempted_by.all())
+    last = max(events, key=lambda event: (event.at, event.pk)) if events else None
+    when = f" at {_when(last.at)}" if last is not None else ""
+    if last is not None and last.reason in ENDING_REASONS:
+        return (
+            f"Reclaimed{when}: its GPUs sat idle past its idle timeout. It ends here and is "
+            "not requeued (it would only sit idle again)."
+        )
+    if workload.origin == Origin.BARE:
+        why = f" ({last.get_reason_display()})" if last is not None else ""
+        return (
+            f"Preempted{when}{why}. A bare pod is gone once evicted, so it ends here and is "
+            "not requeued."
+        )
+    return "Preempted; it goes back to its queue with its original submit time."
 
 
 def lost_gpu_hours(events: Iterable[PreemptionEvent]) -> Decimal:

@@ -104,17 +104,20 @@ def test_an_admin_starts_a_what_if_and_polls_its_progress_and_result(
 
 
 @pytest.mark.django_db
-def test_a_change_under_which_work_could_never_run_fails_saying_why(
+def test_a_change_under_which_work_could_never_run_sets_it_aside_saying_why(
     pool: Any, api_as: Any, file_request: Any, dispatched: list[int]
 ) -> None:
-    # nlp's 8-GPU jobs can never run under a capability of 4
+    # nlp's 8-GPU jobs can never run under a capability of 4: the replay with the change
+    # sets them aside, as the scheduler would, and says so
     record_demand(pool)
-    request = file_request(payload={"guarantee": 0, "deserved": 4, "capability": 4})
+    request = file_request(payload={"guarantee": 0, "deserved": 4, "capability": 4}, submit=True)
     run = api_as("ada").post(f"{URL}{request['id']}/what-if/", {"days": 2}).json()
     whatif.run_what_if(run["id"])
-    failed = WhatIfRun.objects.get(pk=run["id"])
-    assert failed.state == "failed" and failed.result is None
-    assert failed.error.startswith("proposed: 6 jobs never finish")
+    done = WhatIfRun.objects.get(pk=run["id"])
+    assert done.state == "succeeded" and done.result is not None, done.error
+    aside = done.result["set_aside"]
+    assert aside["before"]["count"] == 0
+    assert (aside["after"]["count"], aside["after"]["reasons"]) == (6, {"quota": 6})
 
 
 @pytest.mark.django_db
@@ -177,7 +180,7 @@ def test_a_run_is_run_once_even_if_delivered_twice(
 def test_a_what_if_that_cannot_start_answers_400_naming_the_field(
     api_as: Any, file_request: Any, dispatched: list[int], fields: dict, body: dict, named: str
 ) -> None:
-    request = file_request(**fields)
+    request = file_request(**fields, submit=True)
     response = api_as("ada").post(f"{URL}{request['id']}/what-if/", body, format="json")
     assert response.status_code == 400
     assert named in response.json()["error"]["fields"]
@@ -215,7 +218,7 @@ def test_without_a_broker_the_run_goes_to_a_thread_of_the_web_process(
     # the embedded default: no broker, so the committed start hands the run to a thread
     settings.REDIS_URL = ""
     record_demand(pool)
-    request = file_request(payload={"guarantee": 4, "deserved": 8, "capability": 24})
+    request = file_request(payload={"guarantee": 4, "deserved": 8, "capability": 24}, submit=True)
     run = api_as("ada").post(f"{URL}{request['id']}/what-if/", {"days": 2}).json()
     worker = next(t for t in threading.enumerate() if t.name == f"what-if-{run['id']}")
     worker.join(timeout=60)

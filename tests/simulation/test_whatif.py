@@ -189,20 +189,27 @@ def test_the_whatif_compares_two_policies() -> None:
     assert result.to_json()["policy_changes"] == {"queueing": "fifo"}
 
 
-def test_whatif_refuses_a_proposal_under_which_jobs_never_run() -> None:
+def test_whatif_sets_aside_the_jobs_a_proposal_could_never_run() -> None:
     """Capping a's capability below its 2-GPU jobs would leave them pending for ever: the
-    what-if says so (which setup, how many, which jobs) instead of inventing waits."""
+    proposed replay sets them aside as the core does and says so (how many, which, the core's
+    reason) instead of inventing waits for them."""
     pods = (PodSetInfo(count=1, gpus=2, flavors=("h100",)),)
     demand = [SimJob(f"a-{i}", "a", pods, submitted_at=0, duration_s=HOUR) for i in range(2)]
     proposed = apply_changes(QUEUES, [QuotaChange("a", "h100", deserved=1, capability=1)])
-    with pytest.raises(ValueError, match=r"proposed: 2 jobs never finish \(a-0, a-1\)"):
-        replay_whatif(
-            demand,
-            QUEUES,
-            proposed,
-            nodes=(NodeInfo("n1", "h100", 8, 96_000, 1 << 20, "n1"),),
-            flavors=(FlavorInfo("h100"),),
-        )
+    result = replay_whatif(
+        demand,
+        QUEUES,
+        proposed,
+        nodes=(NodeInfo("n1", "h100", 8, 96_000, 1 << 20, "n1"),),
+        flavors=(FlavorInfo("h100"),),
+    )
+    assert result.set_aside_before == ()
+    assert [(job.job, job.reason) for job in result.set_aside_after] == [
+        ("a-0", "quota"),
+        ("a-1", "quota"),
+    ]
+    assert "a" in result.tenants_before and "a" not in result.tenants_after
+    assert result.to_json()["set_aside"]["after"]["count"] == 2
 
 
 @pytest.fixture
@@ -350,12 +357,12 @@ def test_whatif_echoes_a_policy_change_and_refuses_bad_ones(
             "gpupool",
             "simulate",
             "whatif",
-            "--set-quota",
-            "team-a:h100:deserved=1,capability=1",
+            "--set-policy",
+            'phases=["enqueue"]',
             stderr=err,
         )
     assert exit_info.value.code == 2
-    assert "proposed: 3 jobs never finish" in err.getvalue()
+    assert "policy.phases" in err.getvalue()
 
 
 def whatif_on_the_philly_trace(*args: str) -> dict[str, Any]:

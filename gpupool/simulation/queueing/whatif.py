@@ -8,6 +8,17 @@ ones (quota changes, policy changes, or both), and per tenant the waits and GPU 
 side by side. Everything here is plain data: the API, the
 dashboard and ``manage.py gpupool simulate whatif`` build the demand and the queues (from the
 database, or from a trace) and call this.
+
+**Work that never fits.** Each replay leaves out the jobs that its own setup can never run,
+as the control loop's cycles do: the core's enqueue sets aside a gang that a capability on its
+queue's path, or the pool, could never hold (``scheduler.explain.never_fits``), and so does
+``set_aside`` here, by asking the core (one ``plan`` of the setup with every job pending and
+only the enqueue phase), never by reading the quotas a second time. So a job the pool's
+queues can never hold today is left out of today's replay, and counted with the core's reason
+(``WhatIfResult.set_aside_before``), instead of the replay failing with "jobs never finish";
+and a proposal that raises the capability it needs lets it in, which is what the what-if is
+asked to show. A proposal that lowers a capability below what a job needs sets that job aside
+in the proposed replay, and says so.
 """
 
 from __future__ import annotations
@@ -21,6 +32,8 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
+from gpupool.scheduler import plan
+from gpupool.scheduler.explain import never_fits
 from gpupool.scheduler.scenario import policy_from_dict
 from gpupool.scheduler.types import (
     MILLI,
@@ -31,6 +44,8 @@ from gpupool.scheduler.types import (
     PriorityClassInfo,
     QueueInfo,
     QuotaInfo,
+    Snapshot,
+    WorkloadInfo,
 )
 from gpupool.simulation.queueing.events import (
     DEFAULT_CHECKPOINT_S,
@@ -45,6 +60,7 @@ from gpupool.simulation.queueing.metrics import deserved_gpus, held_gpu_seconds,
 
 DEFAULT_POLICY = SimPolicy("gpupool", PolicyInfo())
 DEFAULT_PRIORITY_CLASSES = (PriorityClassInfo("normal", 0, default=True),)
+SET_ASIDE_NAMED = 20  # jobs a result names per replay (all are counted)
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,14 +238,22 @@ class WhatIfResult:
     tenants_after: Mapping[str, TenantFigures]
     changes: tuple[QuotaChange, ...] = field(default=())
     policy_changes: Mapping[str, object] = field(default_factory=dict)
+    # Jobs each replay left out as never fitting its setup (``set_aside``): today's, proposed.
+    set_aside_before: tuple[SetAside, ...] = field(default=())
+    set_aside_after: tuple[SetAside, ...] = field(default=())
 
     def to_json(self) -> dict[str, Any]:
-        """The comparison as JSON: pool figures, then per tenant before and after."""
+        """The comparison as JSON: pool figures, what each replay set aside as never
+        fitting, then per tenant before and after."""
         tenants = sorted(set(self.tenants_before) | set(self.tenants_after))
         return {
             "jobs": self.jobs,
             "window_s": self.window_s,
             "pool_gpus": self.pool_gpus,
+            "set_aside": {
+                "before": set_aside_json(self.set_aside_before),
+                "after": set_aside_json(self.set_aside_after),
+            },
             "changes": [
                 {k: v for k, v in vars_of(change).items() if v is not None}
                 for change in self.changes
@@ -302,6 +326,71 @@ def _figures(
     return pool, tenants
 
 
+@dataclass(frozen=True, slots=True)
+class SetAside:
+    """A job a replay left out because its setup can never run it: the core's reason
+    (``quota``: a capability on its queue's path; ``capacity``: the pool) and sentence."""
+
+    job: str
+    queue: str
+    reason: str
+    detail: str
+
+    def to_json(self) -> dict[str, str]:
+        """The job and why, as JSON."""
+        return {"job": self.job, "queue": self.queue, "reason": self.reason, "detail": self.detail}
+
+
+def set_aside(
+    demand: Sequence[SimJob], cluster: ClusterSetup, policy: PolicyInfo
+) -> tuple[SetAside, ...]:
+    """The jobs of ``demand`` that the core sets aside on ``cluster`` as never fitting, in
+    the demand's order: the enqueue phase of one cycle with every job pending (what it
+    decides depends only on the queue tree, the nodes and the job's shape, so it holds for
+    the whole replay). None when ``policy`` runs no enqueue phase: then the core sets nothing
+    aside, and neither does the replay."""
+    if not demand or "enqueue" not in policy.phases:
+        return ()
+    pending = tuple(
+        WorkloadInfo(
+            name=job.name,
+            queue=job.queue,
+            priority_class=job.priority_class,
+            pod_sets=job.pod_sets,
+            submitted_at=job.submitted_at,
+            topology=job.topology,
+        )
+        for job in demand
+    )
+    snapshot = Snapshot(
+        flavors=cluster.flavors,
+        nodes=cluster.nodes,
+        queues=cluster.queues,
+        priority_classes=cluster.priority_classes,
+        workloads=pending,
+    )
+    verdicts = plan(snapshot, replace(policy, phases=("enqueue",)), 0.0).pending
+    never = {p.workload: p for p in verdicts if never_fits(p.facts)}
+    return tuple(
+        SetAside(job.name, job.queue, never[job.name].reason, never[job.name].detail)
+        for job in demand
+        if job.name in never
+    )
+
+
+def set_aside_json(jobs: Sequence[SetAside]) -> dict[str, Any]:
+    """How many jobs a replay left out, how many for each of the core's reasons, and the
+    first ``SET_ASIDE_NAMED`` of them with the core's sentence."""
+    reasons: dict[str, int] = defaultdict(int)
+    for job in jobs:
+        reasons[job.reason] += 1
+    return {
+        "count": len(jobs),
+        "reasons": dict(sorted(reasons.items())),
+        "jobs": [job.to_json() for job in jobs[:SET_ASIDE_NAMED]],
+    }
+
+
 def replay_whatif(
     demand: Sequence[SimJob],
     baseline_queues: Sequence[QueueInfo],
@@ -325,12 +414,15 @@ def replay_whatif(
     at least one second). ``changes`` and ``policy_changes`` are only echoed in the result.
     ``on_progress(run, finished, total)`` is told, as each replay (``today``, then
     ``proposed``) goes, how many of its jobs have finished.
-    A setup under which some jobs could never run is refused (``ValueError`` saying which,
-    today's or the proposed, and the first jobs).
+    Each replay leaves out the jobs its own setup can never run (``set_aside``, the core's
+    rule) and the result says which (``set_aside_before``, ``set_aside_after``); a setup
+    under which some other jobs still never finish (a policy without the allocate phase) is
+    refused (``ValueError`` saying which, today's or the proposed, and the first jobs).
     """
     if window_s is None:
         window_s = max([job.submitted_at for job in demand] + [1.0])
     results: list[tuple[PoolFigures, dict[str, TenantFigures]]] = []
+    left_out: list[tuple[SetAside, ...]] = []
     pool_gpus = 0
     runs = (
         ("today", baseline_queues, policy),
@@ -344,9 +436,12 @@ def replay_whatif(
             priority_classes=tuple(priority_classes),
         )
         pool_gpus = cluster.gpus
+        never = set_aside(demand, cluster, run_policy.policy)
+        left_out.append(never)
+        names = {job.job for job in never}
         try:
             outcome = replay_jobs(
-                demand,
+                [job for job in demand if job.name not in names] if names else demand,
                 cluster,
                 run_policy,
                 checkpoint_s=checkpoint_s,
@@ -366,4 +461,6 @@ def replay_whatif(
         tenants_after=tenants_after,
         changes=tuple(changes),
         policy_changes=dict(policy_changes or {}),
+        set_aside_before=left_out[0],
+        set_aside_after=left_out[1],
     )

@@ -7,7 +7,9 @@ scheduler sees. A workload submitted in the window becomes a simulator job with 
 actual run time (finished minus started) when it has one, else its declared expected run
 time, else (still running) the time it has run so far. Workloads with none of these,
 cancelled ones, and pod sets asking no GPU (no quota is involved) are left out and counted.
-Jobs are named ``namespace/name``, as the core names workloads.
+Jobs are named ``namespace/name``, as the core names workloads. Pending work the control loop
+set aside as never fitting is read like any other: whether it fits is each replay's question,
+on its own queues (``whatif.set_aside``), so a proposal that raises its capability runs it.
 """
 
 from __future__ import annotations
