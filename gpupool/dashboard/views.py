@@ -79,6 +79,7 @@ from gpupool.dashboard.forms import (
     QuotaRequestForm,
     WhatIfForm,
     WorkloadForm,
+    refusal_fields,
 )
 from gpupool.dashboard.heatmap import (
     BROKEN,
@@ -559,23 +560,14 @@ def submit_queues(access: Access) -> list[str]:
     return list(leaves.order_by("name").values_list("name", flat=True))
 
 
-def api_errors(detail: Any, prefix: str = "") -> list[str]:
-    """A serializer's or an action's refusal as lines of "field: why"."""
-    if isinstance(detail, dict):
-        return [
-            line
-            for key, value in detail.items()
-            for line in api_errors(value, f"{prefix}{key}." if key != "non_field_errors" else "")
-        ]
-    if isinstance(detail, list):
-        if all(isinstance(item, dict) for item in detail):
-            return [
-                line
-                for index, item in enumerate(detail)
-                for line in api_errors(item, f"{prefix}{index}.")
-            ]
-        return [f"{prefix.rstrip('.')}: {item}" if prefix else str(item) for item in detail]
-    return [f"{prefix.rstrip('.')}: {detail}" if prefix else str(detail)]
+def api_errors(detail: Any) -> list[str]:
+    """A serializer's or an action's refusal as lines of "field: why" (the fields as
+    ``forms.refusal_fields`` names them for the submit form)."""
+    return [
+        f"{name}: {message}" if name else message
+        for name, messages in refusal_fields(detail).items()
+        for message in messages
+    ]
 
 
 @require_POST
