@@ -98,6 +98,17 @@ def run_shared_cycle(*, dry_run: bool = False) -> CycleResult:
         fresh_connections()
 
 
+def follow_up_s(result: CycleResult) -> float | None:
+    """How soon a Celery worker runs another cycle after this one, rather than at the next
+    beat: a cycle that made pods (work submitted through gpupool gets its pods in one cycle
+    and is bound in the next, once they exist) asks for the next after the batching window,
+    ``GPUPOOL_CYCLE_BATCH_S``, as the in-process loop's wake on the pods' change does; None:
+    the beat's."""
+    if result.status == "succeeded" and result.counts.get("created", 0) > 0:
+        return settings.GPUPOOL_CYCLE_BATCH_S
+    return None
+
+
 def roll_up_usage(loop: ControlLoop) -> RollUp:
     """Roll usage up to the last accounting hour finished on ``loop``'s cluster clock."""
     return do_roll_up_usage(until=moment(loop.backend.now()))

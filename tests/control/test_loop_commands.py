@@ -129,6 +129,38 @@ def test_the_celery_task_is_a_shim_over_one_cycle(configured: World) -> None:
     assert run_cycle_task.expires and run_cycle_task.time_limit
 
 
+def test_a_celery_cycle_that_made_pods_runs_the_next_one_soon_after(
+    configured: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Work submitted through gpupool gets its pods in one cycle and is bound in the next:
+    the task of the first queues the second on its own (eager here: it runs at once) rather
+    than leaving the work unbound until the beat's next cycle."""
+    from gpupool.celery import app
+    from gpupool.control.tasks import run_cycle_task
+
+    monkeypatch.setitem(app.conf, "task_always_eager", True)
+    configured.submit("train", gpus=2)
+    before = SchedulingCycle.objects.count()
+
+    record = run_cycle_task.apply().get()
+
+    assert record["counts"]["created"] == 1
+    assert SchedulingCycle.objects.count() == before + 2  # the follow-up, and no third
+    assert configured.workload("train").state in ("admitted", "running")
+
+
+def test_a_cycle_that_made_no_pods_leaves_the_next_to_the_beat(configured: World) -> None:
+    from gpupool.control.runner import follow_up_s
+    from gpupool.control.tasks import run_cycle_task
+
+    before = SchedulingCycle.objects.count()
+    record = run_cycle_task.apply().get()  # nothing submitted: nothing to make
+
+    assert record["status"] == "succeeded" and not record["counts"].get("created")
+    assert SchedulingCycle.objects.count() == before + 1
+    assert follow_up_s(runner.CycleResult("skipped", counts={"created": 3})) is None
+
+
 def test_the_loops_tasks_go_to_the_cycle_queue_and_the_rest_to_the_default_one() -> None:
     """The cycle and the estimated starts (which reuse the loop's snapshot) are taken by the
     one worker process of the loop's queue; a what-if replay or a roll-up never holds them up."""
