@@ -398,10 +398,11 @@ def fragmentation_trend_figure(
 
 
 def workload_timeline_figure(
-    spans: Sequence[tuple[str, str, str]], colours: Mapping[str, str]
+    spans: Sequence[tuple[str, str, str]], colours: Mapping[str, str], zone: str | None = None
 ) -> Figure:
     """A workload's life as one bar per state it was in, from ``spans`` of (state, start,
-    end) with ISO 8601 times in order; a state keeps one colour (``colours``)."""
+    end) with times in order (``wall_times`` in ``zone``, which the axis names); a state
+    keeps one colour (``colours``)."""
     data = [
         {
             "type": "scatter",
@@ -419,9 +420,9 @@ def workload_timeline_figure(
     return {
         "data": data,
         "layout": _page_layout(
-            height=140,
-            margin={"l": 20, "r": 20, "t": 10, "b": 40},
-            xaxis={"type": "date"},
+            height=160,
+            margin={"l": 20, "r": 20, "t": 10, "b": 60},
+            xaxis=time_axis(zone),
             yaxis={"visible": False},
             legend={"orientation": "h", "y": -0.5},
         ),
@@ -640,9 +641,12 @@ def team_utilization_figure(
     }
 
 
-def sparkline_figure(times: Sequence[str], utilization: Sequence[float]) -> Figure:
-    """A workload's GPU utilisation (percent, 0-100) window by window, as a small line with
-    no axes' furniture but the 0-100 range."""
+def sparkline_figure(
+    times: Sequence[str], utilization: Sequence[float], zone: str | None = None
+) -> Figure:
+    """A workload's GPU utilisation (percent, 0-100) window by window (``times``:
+    ``wall_times`` in ``zone``, which the axis names), as a small line with no axes'
+    furniture but the 0-100 range."""
     return {
         "data": [
             {
@@ -657,10 +661,10 @@ def sparkline_figure(times: Sequence[str], utilization: Sequence[float]) -> Figu
             }
         ],
         "layout": _page_layout(
-            height=110,
-            margin={"l": 50, "r": 10, "t": 12, "b": 25},
+            height=130,
+            margin={"l": 50, "r": 10, "t": 12, "b": 45},
             showlegend=False,
-            xaxis={"type": "date", "showgrid": False, "tickformat": "%H:%M"},
+            xaxis=time_axis(zone, showgrid=False, tickformat="%H:%M"),
             yaxis={"range": [0, 100], "tickvals": [0, 50, 100], "ticksuffix": " %"},
         ),
     }

@@ -659,11 +659,13 @@ def workload_detail(
     context = {
         "workload": workload,
         "gpus": total_gpus(workload),
-        "explanation": explain(workload),
+        "explanation": explain(workload, timezone.get_current_timezone()),  # the tables' zone
         "cancellable": cancellable(request.user, workload),
         "transitions": list(workload.transitions.all()),
         "timeline_figure": (
-            charts.workload_timeline_figure(spans, WORKLOAD_STATE_COLOURS) if spans else None
+            charts.workload_timeline_figure(spans, WORKLOAD_STATE_COLOURS, zone=chart_zone())
+            if spans
+            else None
         ),
         "events": [(event, sees_preemptor(access, event)) for event in events],
         "lost": lost_gpu_hours(events),
@@ -729,7 +731,9 @@ def utilization_sparkline(workload: Workload) -> dict[str, Any] | None:
     if not points:
         return None
     return charts.sparkline_figure(
-        [chart_time(point["at"]) for point in points], [point["utilization"] for point in points]
+        [chart_time(point["at"]) for point in points],
+        [point["utilization"] for point in points],
+        zone=chart_zone(),
     )
 
 

@@ -4,12 +4,14 @@ tenancy action, so it is validated and audited."""
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
 from django.db.models import Count, QuerySet
-from django.forms import BaseModelFormSet
+from django.forms import BaseModelFormSet, ModelForm, Widget
 from django.http import HttpRequest
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
 from gpupool.audit.admin import ActionModelAdmin, TabularInline
 from gpupool.tenancy.actions import (
@@ -22,6 +24,12 @@ from gpupool.tenancy.actions import (
 )
 from gpupool.tenancy.models import Membership, SiteRole, Tenant, TenantNamespace
 
+# django-stubs makes ModelForm generic; at run time it is not subscriptable.
+if TYPE_CHECKING:
+    MembershipModelForm = ModelForm[Membership]
+else:
+    MembershipModelForm = ModelForm
+
 
 class NamespaceInline(TabularInline):
     """The Kubernetes namespaces the tenant owns."""
@@ -31,10 +39,36 @@ class NamespaceInline(TabularInline):
     fields = ["name"]
 
 
+class ShownAsText(Widget):
+    """A fixed field's value as text, where the admin would offer to choose another."""
+
+    def __init__(self, shown: str) -> None:
+        super().__init__()
+        self.shown = shown
+
+    def render(self, name: str, value: Any, attrs: Any = None, renderer: Any = None) -> SafeString:
+        return format_html('<div class="readonly">{}</div>', self.shown)
+
+
+class MembershipInlineForm(MembershipModelForm):
+    """A row of the tenant's members: a new row chooses its user; an existing row's user is
+    fixed (``Membership.user`` is, as ``MembershipAdmin`` and the API hold it), so it is
+    shown as text and only the role changes in place. A disabled field keeps its stored
+    value whatever is posted."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk is not None and "user" in self.fields:
+            self.fields["user"].disabled = True
+            self.fields["user"].widget = ShownAsText(self.instance.user.get_username())
+
+
 class MembershipInline(TabularInline):
-    """The tenant's members and leads."""
+    """The tenant's members and leads: a new row names its user; on an existing one only the
+    role changes (``MembershipInlineForm``)."""
 
     model = Membership
+    form = MembershipInlineForm
     extra = 0
     autocomplete_fields = ["user"]
     fields = ["user", "role"]

@@ -13,7 +13,7 @@ from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from decimal import Decimal
 from typing import Any, cast, get_args
 
@@ -212,11 +212,12 @@ class Explanation:
     summary: str
 
 
-def explain(workload: Workload) -> Explanation:
+def explain(workload: Workload, zone: tzinfo = UTC) -> Explanation:
     """The workload's current explanation, as the last cycle recorded it, with one summary
-    sentence for people (the API and the CLI say it; the pages show it). Work the core set
-    aside as never fitting has no position and no estimated start, whatever a row written
-    before it was set aside still holds."""
+    sentence for people, its moments in ``zone`` (``summary``: the API and the CLI say it in
+    UTC; the workload page shows it in the viewer's zone). Work the core set aside as never
+    fitting has no position and no estimated start, whatever a row written before it was set
+    aside still holds."""
     facts = dict(workload.pending_facts or {})
     learned = facts.get(ESTIMATE_LEARNED_FACT)
     pending = workload.state == WorkloadState.PENDING
@@ -233,7 +234,7 @@ def explain(workload: Workload) -> Explanation:
         estimate_learned=estimate_learned,
         estimate_not_before=not_before_of(workload) if waits else None,
         never_fits=never,
-        summary=summary(workload, estimate_learned),
+        summary=summary(workload, estimate_learned, zone),
     )
 
 
@@ -322,14 +323,19 @@ def not_before_of(workload: Workload) -> datetime | None:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
-def _when(moment: datetime | None) -> str:
-    return "unknown" if moment is None else moment.strftime("%Y-%m-%d %H:%M %Z").strip()
+def _when(moment: datetime | None, zone: tzinfo) -> str:
+    """A moment of a summary as its wall time in ``zone``, named: ``2026-12-05 14:03 UTC``,
+    ``2026-12-05 15:03 CET``."""
+    if moment is None:
+        return "unknown"
+    return moment.astimezone(zone).strftime("%Y-%m-%d %H:%M %Z").strip()
 
 
-def summary(workload: Workload, estimate_learned: bool | None = None) -> str:
+def summary(workload: Workload, estimate_learned: bool | None = None, zone: tzinfo = UTC) -> str:
     """One sentence on where the workload stands: why it waits, its position and estimated
     start (work that never fits has neither, and says why); or since when it runs; or how it
-    ended (``preempted_summary``)."""
+    ended (``preempted_summary``). Its moments read in ``zone``: UTC for the API and the
+    CLI, the viewer's zone on the workload page (as its tables)."""
     state = workload.state
     if state == WorkloadState.PENDING:
         if not workload.pending_reason:
@@ -351,33 +357,33 @@ def summary(workload: Workload, estimate_learned: bool | None = None) -> str:
                 if estimate_learned is False
                 else ""
             )
-            parts.append(f"Estimated start: {_when(workload.estimated_start_at)}{basis}.")
+            parts.append(f"Estimated start: {_when(workload.estimated_start_at, zone)}{basis}.")
         elif (not_before := not_before_of(workload)) is not None:
             parts.append(
-                f"No estimated start yet: not before {_when(not_before)} (the estimate looks "
+                f"No estimated start yet: not before {_when(not_before, zone)} (the estimate looks "
                 "only so far ahead)."
             )
         else:
             parts.append("No estimated start yet: what it waits for has no expected end.")
         return " ".join(parts)
     if state == WorkloadState.ADMITTED:
-        return f"Admitted at {_when(workload.admitted_at)}; its pods are starting."
+        return f"Admitted at {_when(workload.admitted_at, zone)}; its pods are starting."
     if state == WorkloadState.RUNNING:
-        return f"Running since {_when(workload.started_at or workload.admitted_at)}."
+        return f"Running since {_when(workload.started_at or workload.admitted_at, zone)}."
     if state == WorkloadState.PREEMPTED:
-        return preempted_summary(workload)
-    return f"{state.capitalize()} at {_when(workload.finished_at)}."
+        return preempted_summary(workload, zone)
+    return f"{state.capitalize()} at {_when(workload.finished_at, zone)}."
 
 
-def preempted_summary(workload: Workload) -> str:
+def preempted_summary(workload: Workload, zone: tzinfo = UTC) -> str:
     """Where a preempted workload stands: requeued with its original submit time, unless it
     ends there -- reclaimed for idleness (the core's ``lifecycle.ENDING_REASONS``: it would
     only sit idle again), or a bare pod, which nothing makes again (DESIGN 2, 4; the control
     loop's ``sync`` requeues the rest at once). Reads its preemptions (prefetched by
-    ``workload_story``; else one query)."""
+    ``workload_story``; else one query). Its moment reads in ``zone`` (``summary``)."""
     events = list(workload.preempted_by.all())
     last = max(events, key=lambda event: (event.at, event.pk)) if events else None
-    when = f" at {_when(last.at)}" if last is not None else ""
+    when = f" at {_when(last.at, zone)}" if last is not None else ""
     if last is not None and last.reason in ENDING_REASONS:
         return (
             f"Reclaimed{when}: its GPUs sat idle past its idle timeout. It ends here and is "

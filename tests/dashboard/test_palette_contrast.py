@@ -76,3 +76,33 @@ def test_the_stylesheet_takes_every_colour_from_the_palette() -> None:
     assert used <= set(UI), f"unknown colours: {used - set(UI)}"
     declared = css_variables()
     assert all(f"--{name}:{value};" in declared for name, value in UI.items())
+
+
+def stylesheet_rules() -> dict[str, dict[str, str]]:
+    """The stylesheet's rules: each selector with its declarations (property -> value)."""
+    css = re.sub(r"/\*.*?\*/", "", STYLESHEET.read_text(), flags=re.DOTALL)
+    rules: dict[str, dict[str, str]] = {}
+    for selectors, body in re.findall(r"([^{}]+)\{([^{}]*)\}", css):
+        declared = {
+            name.strip(): value.strip()
+            for name, _, value in (line.partition(":") for line in body.split(";"))
+            if value.strip()
+        }
+        for selector in selectors.split(","):
+            rules.setdefault(" ".join(selector.split()), {}).update(declared)
+    return rules
+
+
+def test_a_disabled_button_looks_disabled_whatever_its_kind() -> None:
+    """A disabled button (Approve when the action would refuse it) is greyed, not the accent
+    of one that acts, with a not-allowed cursor, in a pairing checked for AA above."""
+    rules = stylesheet_rules()
+    enabled = rules["button"]
+    for selector in ("button:disabled", "button.secondary:disabled", "button.danger:disabled"):
+        disabled = rules[selector]
+        assert disabled["cursor"] == "not-allowed", selector
+        colour, background = (disabled[name] for name in ("color", "background"))
+        assert (colour, background) == ("var(--muted)", "var(--surface)"), selector
+        assert ("muted", "surface", TEXT_AA) in PAIRINGS
+        assert disabled["background"] != enabled["background"], selector
+        assert "border" in disabled and "opacity" not in disabled, selector
