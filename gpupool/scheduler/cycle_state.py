@@ -114,9 +114,13 @@ class Cycle:
         self._empty: ClusterState | None = None
         self._largest: dict[str, int] | None = None
         pool: dict[str, int] = defaultdict(int)
+        # What the pool holds once its cordons end (a cordon, a NotReady node, passes): what
+        # "never fits" is judged against, not the GPUs schedulable this cycle.
+        self._uncordoned: dict[str, int] = defaultdict(int)
         cpu = memory = 0
         for node in snapshot.nodes:
             pool[node.flavor] += node.healthy_gpus * MILLI
+            self._uncordoned[node.flavor] += (node.gpus - len(node.unhealthy_gpus)) * MILLI
             if not node.cordoned:
                 cpu += node.cpu_milli
                 memory += node.memory_mib
@@ -422,9 +426,10 @@ class Cycle:
         return dict(need)
 
     def larger_than_any_node(self, assignment: Assignment, minimum: int) -> Verdict | None:
-        """A pod of the gang's minimum that no node's healthy GPUs could hold even empty:
-        ``capacity`` with the largest pod a node of its flavor can hold (not fragmentation:
-        freeing GPUs elsewhere never helps)."""
+        """A pod of the gang's minimum that no node's healthy GPUs could hold even empty,
+        its cordon ended: ``capacity`` with the largest pod a node of its flavor can hold
+        (not fragmentation: freeing GPUs elsewhere never helps). A pod only a cordoned node
+        could hold waits for the cordon's end instead."""
         largest = self._largest_node_gpus()
         for pod in assignment.pods[: max(minimum, 1)]:
             most = largest.get(pod.flavor, 0)
@@ -440,19 +445,20 @@ class Cycle:
         return None
 
     def _largest_node_gpus(self) -> dict[str, int]:
-        """Per flavor, the most healthy GPUs one schedulable node has."""
+        """Per flavor, the most healthy GPUs one node has, cordoned or not."""
         if self._largest is None:
             self._largest = {}
             for node in self.snapshot.nodes:
                 self._largest[node.flavor] = max(
-                    self._largest.get(node.flavor, 0), node.healthy_gpus
+                    self._largest.get(node.flavor, 0), node.gpus - len(node.unhealthy_gpus)
                 )
         return self._largest
 
     def larger_than_pool(self, need: Mapping[str, int]) -> Verdict | None:
-        """A request larger than the pool's healthy GPUs of a flavor, even when idle."""
+        """A request larger than the pool's healthy GPUs of a flavor, even when idle and its
+        cordons ended (work that only cordons keep out waits, with its place in line)."""
         for flavor, amount in sorted(need.items()):
-            if amount > self.quota.pool.get(flavor, 0):
+            if amount > self._uncordoned.get(flavor, 0):
                 facts: dict[str, object] = {
                     "flavor": flavor,
                     "resource": "gpu",

@@ -146,6 +146,35 @@ def test_a_pod_no_node_can_ever_hold_is_capacity_with_the_largest_size() -> None
         assert f"no node has {asked} healthy h100 GPUs for one pod" in explained.detail
 
 
+def test_work_only_cordons_keep_out_waits_in_line_and_is_not_set_aside() -> None:
+    """Both nodes are cordoned for maintenance: an 8-GPU pod and a 16-GPU gang fit the pool
+    once the cordons end, so they wait (capacity, with a place in line), not "never fits"
+    (which sets work aside at enqueue, with no place and no estimate). A pod larger than any
+    node even uncordoned, and a gang larger than the whole pool, still never fit."""
+    result = run_case(
+        Case(
+            "cordons are not never",
+            [node("n1", cordoned=True), node("n2", cordoned=True)],
+            [queue("team-a", deserved=16, capability=64)],
+            [
+                workload("w1", submitted="09:00"),
+                workload("w2", gpus=8, count=2, submitted="09:01"),
+                workload("too-big-pod", gpus=16, submitted="09:02"),
+                workload("too-big-gang", gpus=8, count=3, submitted="09:03"),
+            ],
+        )
+    )
+    for name in ("w1", "w2"):
+        explained = pending(result, name)
+        assert explained.reason == "capacity", explained
+        assert not explained.facts.get("never_fits"), explained
+    assert [p.workload for p in result.pending if not p.facts.get("never_fits")] == ["w1", "w2"]
+    big_pod = pending(result, "too-big-pod")
+    assert big_pod.facts["never_fits"] and big_pod.facts["largest_pod_gpus"] == 8
+    big_gang = pending(result, "too-big-gang")
+    assert big_gang.facts["never_fits"] and big_gang.facts["healthy"] == 0
+
+
 def test_a_preemptor_is_told_how_many_victims_of_which_queue_but_not_their_names() -> None:
     """urgent takes back team-a's share from two borrowers, one each of team-b and team-c.
     The facts name the victims (admins see them); the sentence urgent's owner reads says two
