@@ -2,6 +2,7 @@
 
     gpupool login [--url URL] [--username NAME]
     gpupool status [--all] [--state S] [--queue Q] [--namespace N]
+    gpupool nodes [--flavor F] [--state S] [--unhealthy]
     gpupool submit [FILE] [--name ... flags] [-- COMMAND ARGS...]
     gpupool dry-run [FILE] [--name ... flags] [-- COMMAND ARGS...]
     gpupool why NAMESPACE/NAME
@@ -99,10 +100,11 @@ def gpus(value: Any) -> str:
 
 
 def table(rows: list[list[str]], out: TextIO) -> None:
-    """Rows as aligned columns (the first row is the header)."""
+    """Rows as aligned columns (the first row is the header), no spaces after the last."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
-        out.write("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
+        cells = (cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+        out.write("  ".join(cells).rstrip())
         out.write("\n")
 
 
@@ -318,6 +320,37 @@ def do_status(api: Api, options: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
+def do_nodes(api: Api, options: argparse.Namespace, out: TextIO) -> int:
+    """The pool's nodes: flavor, state in one word, healthy GPUs of all, and why not all."""
+    query: dict[str, Any] = {"ordering": "name"}
+    if options.flavor:
+        query["flavor"] = options.flavor
+    if options.state:
+        query["state"] = options.state
+    if options.unhealthy:
+        query["unhealthy"] = "true"
+    nodes = api.every("nodes/", query)
+    if options.json:
+        out.write(json.dumps(nodes, indent=1) + "\n")
+        return EXIT_OK
+    if not nodes:
+        out.write("No nodes.\n")
+        return EXIT_OK
+    rows = [["NODE", "FLAVOR", "STATE", "HEALTHY GPUS", "REASONS"]]
+    for n in nodes:
+        rows.append(
+            [
+                n["name"],
+                n["flavor"],
+                n["state"],
+                f"{n['healthy_gpus']}/{len(n['gpus'])}",
+                "; ".join(n["health"]) or "-",
+            ]
+        )
+    table(rows, out)
+    return EXIT_OK
+
+
 def do_submit(api: Api, options: argparse.Namespace, out: TextIO) -> int:
     """Submit a workload; print where it stands."""
     made = api.call("POST", "workloads/", workload_body(options, options.command))
@@ -392,6 +425,17 @@ def parser() -> argparse.ArgumentParser:
     status.add_argument("--queue")
     status.add_argument("--namespace")
     status.set_defaults(run=do_status)
+    nodes = commands.add_parser(
+        "nodes", help="the pool's nodes: flavor, state, healthy GPUs and why not all"
+    )
+    nodes.add_argument("--flavor")
+    nodes.add_argument(
+        "--state",
+        action="append",
+        help="ready, cordoned, draining, drained, excluded or gone (repeat for several)",
+    )
+    nodes.add_argument("--unhealthy", action="store_true", help="only nodes with a broken GPU")
+    nodes.set_defaults(run=do_nodes)
     submit = commands.add_parser(
         "submit", help="submit a workload from a file or flags (command after --)"
     )

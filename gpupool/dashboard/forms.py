@@ -14,10 +14,12 @@ from django.forms.utils import flatatt
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
+from gpupool.inventory.choices import Sharing
 from gpupool.inventory.models import Flavor
 from gpupool.quotas.choices import QuotaRequestKind
 from gpupool.quotas.models import QUEUE_QUOTA_KEYS, PriorityClass, Queue
 from gpupool.scheduler.scenario import MAX_GPUS_PER_NODE
+from gpupool.scheduler.types import MILLI
 from gpupool.tenancy.models import Tenant
 from gpupool.workloads.actions import PodSetSpec, pod_set_spec_errors
 from gpupool.workloads.choices import Topology
@@ -292,6 +294,14 @@ class WorkloadForm(forms.Form):
         help_text="At most the largest node of the flavor holds (a pod runs on one node); "
         "0 for pods that need no GPU.",
     )
+    gpu_milli = forms.IntegerField(
+        min_value=1,
+        max_value=MILLI,
+        required=False,
+        label="GPU share per pod (milli-GPU)",
+        help_text="Shared flavors only, and needed there: the fraction of one GPU each pod gets, "
+        "in thousandths (1 to 1000; 250 is a quarter of a GPU), with 1 GPU per pod.",
+    )
     topology = forms.ChoiceField(choices=Topology.choices, required=False, label="NVLink")
     expected_hours = forms.DecimalField(
         min_value=Decimal("0.01"),
@@ -310,6 +320,16 @@ class WorkloadForm(forms.Form):
         assert isinstance(queue_field, forms.ChoiceField)
         queue_field.choices = [("", "---------"), *((name, name) for name in queues)]
 
+    def shared_flavors(self) -> list[str]:
+        """The names of the flavors whose pods ask a GPU share (``gpu_milli``), for the page
+        to show the share's field only when one of them is chosen (the action's rule,
+        ``PodSet.clean``, decides: required on these, refused on the others)."""
+        flavor_field = self.fields["flavor"]
+        assert isinstance(flavor_field, forms.ModelChoiceField)
+        offered = flavor_field.queryset
+        assert offered is not None
+        return list(offered.filter(sharing=Sharing.SHARED).values_list("name", flat=True))
+
     # The submission rule's pod set fields, as this form names them.
     POD_SET_FIELDS = {"count": "pods", "gpus": "gpus_per_pod", "flavor": "flavor"}
     # The fields of the API's body and of the submission action's refusals (a pod set's
@@ -324,6 +344,7 @@ class WorkloadForm(forms.Form):
         "pod_sets": "pods",
         **{f"pod_sets.0.{key}": name for key, name in POD_SET_FIELDS.items()},
         "pod_sets.0.image": "image",
+        "pod_sets.0.gpu_milli": "gpu_milli",
     }
 
     def clean(self) -> dict[str, Any]:
@@ -363,6 +384,8 @@ class WorkloadForm(forms.Form):
                 }
             ],
         }
+        if data.get("gpu_milli") is not None:
+            body["pod_sets"][0]["gpu_milli"] = data["gpu_milli"]
         if data.get("name"):
             body["name"] = data["name"]
         if data.get("priority_class") is not None:

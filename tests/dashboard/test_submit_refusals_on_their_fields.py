@@ -51,8 +51,9 @@ def test_the_actions_pod_set_refusal_shows_beside_gpus_per_pod(pool: Any, page_a
     assert response.status_code == 400
     assert "asks for 1 GPU, not 4" in field_errors(page, "gpus_per_pod")
     assert "asks for 1 GPU, not 4" not in form_errors(page)
-    # and its pod_sets.0.gpu_milli, which no field of the form holds, stays on the form
-    assert "pod_sets.0.gpu_milli: l40s-shared is shared" in form_errors(page)
+    # and its pod_sets.0.gpu_milli is on the GPU share's field
+    assert "l40s-shared is shared" in field_errors(page, "gpu_milli")
+    assert "gpu_milli" not in form_errors(page)
     assert not Workload.objects.exists()
 
 
