@@ -21,6 +21,7 @@ the decision core's invariants and the database's constraints. Rows are stamped
 from __future__ import annotations
 
 import json
+import logging
 from collections import defaultdict
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -48,6 +49,7 @@ from gpupool.bulk import (
     upsert_rows,
 )
 from gpupool.clusters.base import ZONE_LABEL
+from gpupool.clusters.grouping import WorkloadKey
 from gpupool.control.choices import CycleStatus
 from gpupool.control.models import SchedulingCycle
 from gpupool.control.record import CycleRecord
@@ -83,6 +85,8 @@ from gpupool.workloads.models import (
     WorkloadTransition,
 )
 from gpupool.workloads.queries import ESTIMATE_LEARNED_FACT, ESTIMATE_NOT_BEFORE_FACT
+
+logger = logging.getLogger(__name__)
 
 # The facts of a pending workload's explanation that the estimates own (``estimates.py``):
 # the cycle's explanation writes keep them, the estimates' writes set only them.
@@ -575,6 +579,25 @@ class PendingRegistrations:
             self.checked, self.workload_ids, self.pod_set_ids, [None] * len(self.checked)
         )
 
+    def taken(self) -> set[WorkloadKey]:
+        """The names of these registrations that a workload holds now (one query): taken
+        since the sync checked them (a workload submitted through the API meanwhile)."""
+        keys = {entry.registration.key for entry in self.checked}
+        rows = Workload.objects.filter(
+            namespace__in={key.namespace for key in keys}, name__in={key.name for key in keys}
+        ).values_list("namespace", "name")
+        return {key for row in rows if (key := WorkloadKey(*row)) in keys}
+
+    def without(self, keys: Collection[WorkloadKey]) -> PendingRegistrations:
+        """These registrations less those of ``keys`` (the others keep their drawn ids)."""
+        kept = [i for i, entry in enumerate(self.checked) if entry.registration.key not in keys]
+        return PendingRegistrations(
+            [self.checked[i] for i in kept],
+            [self.workload_ids[i] for i in kept],
+            [self.pod_set_ids[i] for i in kept],
+            self.at,
+        )
+
     def write(self) -> list[Registered]:
         """Insert the rows by ``COPY`` and audit them; the ``Registered`` with their stamp."""
         stamp = timezone.now()  # ``updated_at``, as ``auto_now`` stamps it
@@ -866,8 +889,10 @@ def do_record_cluster_sync(
     policy: RegistrationPolicy | None = None,
 ) -> list[str]:
     """Write what the cluster said (and the budget moves of the work that stopped); returns
-    complaints about pods that could not become workloads. ``stamps``, when given, receives
-    the rows the pod-driven transitions wrote (``Stamps``); ``registered`` the workloads
+    complaints about pods that could not become workloads (refused by the slow path's checks,
+    or by the database: a name taken between its check and its insert; the others are
+    registered all the same). ``stamps``, when given, receives the rows the pod-driven
+    transitions wrote (``Stamps``); ``registered`` the workloads
     registered in bulk (``Registered``: those registered one by one are not in it).
     ``flavors``: every flavor by id, as the caller read them this cycle (else read here);
     ``policy``: the rows registrations are checked against, as the caller holds them (else
@@ -889,6 +914,8 @@ def do_record_cluster_sync(
                 _register(registration, flavors)
         except (ValidationError, Queue.DoesNotExist, PriorityClass.DoesNotExist) as error:
             complaints.append(f"{registration.key}: {error}")
+        except IntegrityError as error:  # its name taken between the check and the insert
+            complaints.append(f"{registration.key}: refused by the database: {error}")
     _replace_pod_sets(decision.pod_sets, flavors)
     _record_steps(decision.steps, at, stamps)
     if decision.checkpoints:
@@ -1069,6 +1096,7 @@ def do_record_cycle(
     meanwhile: Callable[[], None] | None = None,
     registrations: PendingRegistrations | None = None,
     registered: list[Registered] | None = None,
+    lost: list[Registered] | None = None,
 ) -> SchedulingCycle:
     """Write one cycle's decisions (``record.py``), its budget moves and its
     ``SchedulingCycle`` row. ``stamps``, when given, receives the workload rows written
@@ -1081,12 +1109,28 @@ def do_record_cycle(
     inside the transaction, so what it prepares must wait for the commit to take effect.
     ``registrations``: workloads the sync checked without writing them
     (``defer_registrations``), written first; ``registered``, when given, receives them as
-    written."""
+    written. One whose name a workload took since the sync checked it (submitted through the
+    API meanwhile) is not written, and the cycle is recorded without it: every part of
+    ``record`` that names it is taken out, in place (``_leave_out``: the caller's record then
+    says what was written), with its budget moves; a warning names it, and ``lost``, when
+    given, receives it (the caller forgets what it planned on it: its pods are seen again by
+    the next sync, under the name's workload)."""
     at = record.at
     if registrations is not None:
-        made = registrations.write()
+        made, left_out = _write_registrations(registrations)
         if registered is not None:
             registered.extend(made)
+        if left_out:
+            ids = {entry.workload_id for entry in left_out}
+            _leave_out(record, ids)
+            budget_moves = [move for move in budget_moves if move.workload_id not in ids]
+            logger.warning(
+                "not registered, their names taken since the sync checked them: %s; the cycle "
+                "is recorded without them",
+                ", ".join(sorted(str(entry.registration.key) for entry in left_out)),
+            )
+            if lost is not None:
+                lost.extend(left_out)
     cycle = SchedulingCycle.objects.create(
         started_at=started_at,
         status=CycleStatus.RUNNING,
@@ -1104,6 +1148,46 @@ def do_record_cycle(
     do_record_budget_moves(budget_moves, at=at)
     check_deferred_constraints()
     return cycle
+
+
+def _write_registrations(
+    pending: PendingRegistrations,
+) -> tuple[list[Registered], list[Registered]]:
+    """Write deferred registrations in a savepoint (its two statements are all the happy
+    path adds): a name taken since the sync checked it fails the insert on the unique
+    constraint, and then which names are taken is read (one query), their registrations are
+    left out and the rest written again. Returns those written and those left out; an
+    ``IntegrityError`` that no taken name explains is raised (the record fails, as ever)."""
+    lost: list[Registered] = []
+    while pending.checked:  # each retry leaves one out at least
+        try:
+            with transaction.atomic():
+                return pending.write(), lost
+        except IntegrityError:
+            taken = pending.taken()
+            if not taken:
+                raise
+            lost += [made for made in pending.unwritten() if made.registration.key in taken]
+            pending = pending.without(taken)
+    return [], lost
+
+
+def _leave_out(record: CycleRecord, ids: Collection[int]) -> None:
+    """Take every part of ``record`` that names the workloads ``ids`` out of it, in place:
+    registrations not written, so no row of theirs is there to admit, evict for, nominate,
+    explain, rank or alert about. An eviction for one of them goes too (its victim keeps
+    running). The counts of pending work by reason stay the plan's: their pods still wait."""
+    record.admissions = [a for a in record.admissions if a.workload_id not in ids]
+    record.evictions = [
+        e for e in record.evictions if e.victim_id not in ids and e.preemptor_id not in ids
+    ]
+    record.idle_alerts = [alert for alert in record.idle_alerts if alert.workload_id not in ids]
+    record.new_reasons.difference_update(ids)
+    for pk in ids:
+        record.nominated.pop(pk, None)
+        record.explanations.pop(pk, None)
+        record.ranks.pop(pk, None)
+        record.ranked.pop(pk, None)
 
 
 def _overlapped(
