@@ -52,11 +52,11 @@ from gpupool.clusters.grouping import (
     WorkloadKey,
     WorkloadRequest,
 )
+from gpupool.control.cluster import POD_SET_ANNOTATION as POD_SET_ANNOTATION
 from gpupool.control.cluster import ClusterMirror, holds_node, is_live
 from gpupool.control.snapshot import WorkloadRow
 from gpupool.workloads.choices import Origin, WorkloadState
 
-POD_SET_ANNOTATION = "gpupool.io/pod-set"  # which pod set a pod gpupool created belongs to
 EVENTS_PER_CYCLE = 200
 _POD_INDEX = re.compile(r"-(\d+)$")
 T = TypeVar("T")

@@ -48,6 +48,16 @@ def is_live(pod: PodFacts) -> bool:
     return not pod.finished and not pod.deleting
 
 
+POD_SET_ANNOTATION = "gpupool.io/pod-set"  # which pod set a pod gpupool created belongs to
+
+
+def made_by_gpupool(pod: PodFacts) -> bool:
+    """Whether gpupool created the pod for a workload submitted through it (its pod-set
+    annotation): pods made with kubectl that carry such a workload's name are not its pods --
+    they are neither counted nor bound as its own, and they are told so."""
+    return POD_SET_ANNOTATION in pod.annotations
+
+
 @dataclass
 class ClusterMirror:
     """What the loop keeps of the cluster between syncs."""

@@ -91,7 +91,7 @@ from gpupool.control.apply import (
 )
 from gpupool.control.budgets import BudgetBook, named
 from gpupool.control.choices import CycleStatus
-from gpupool.control.cluster import ClusterMirror, holds_node, is_live
+from gpupool.control.cluster import ClusterMirror, holds_node, is_live, made_by_gpupool
 from gpupool.control.estimates import EstimateRefresher, EstimateRun, Planned
 from gpupool.control.learning import RuntimeHistory
 from gpupool.control.lock import cycle_lock, read_lock
@@ -528,6 +528,7 @@ class ControlLoop:
             nominations: Stamps = {}
             prepared: list[PreparedApply] = []
             inserted: list[Registered] = []
+            lost: list[Registered] = []  # registrations whose name was taken meanwhile
 
             def prepare() -> None:  # while the server writes the admissions: no database
                 try:
@@ -548,6 +549,7 @@ class ControlLoop:
                 meanwhile=prepare,
                 registrations=deferred,
                 registered=inserted,
+                lost=lost,
             )
             deferred = None  # written
             # Committed: the loop takes what was prepared, and the cluster hears of it.
@@ -562,7 +564,10 @@ class ControlLoop:
             timings["record"] = time.perf_counter() - clock
 
             phase, clock = "apply", time.perf_counter()
-            outcome = self._apply(prepared[0], now, hand_on=pipeline)
+            # Prepared on a registration left out (``lost``): nothing applied this cycle.
+            outcome = None if lost else self._apply(prepared[0], now, hand_on=pipeline)
+            if lost:
+                result.admitted = sorted(a.name for a in record.admissions)
             self._alert_idle(record)
             timings["apply"] = time.perf_counter() - clock
             result.counts = {
@@ -591,6 +596,8 @@ class ControlLoop:
             result.cpu_s = time.thread_time() - cpu
             self._finish(cycle, result, record, database, shares, fragmentation)
             self.first = False
+            if lost:  # the next cycle reads everything again, and applies what was recorded
+                self._forget_everything()
             if self.state.registration_policy is None and self.state.policy_digest is not None:
                 # Read between cycles while the policy tables stay (PostgreSQL), not by the
                 # first cycle of the next burst, which registers its pods.
@@ -1331,7 +1338,7 @@ class ControlLoop:
                 continue
             if row.state == WorkloadState.PENDING:
                 if row.origin == Origin.GPUPOOL:
-                    live = [p for p in pods if is_live(p)]
+                    live = [p for p in pods if is_live(p) and made_by_gpupool(p)]
                     if len(live) < row.info.pod_count:
                         runs_wanted.append(row)
                         outstanding.add(name)
@@ -1355,7 +1362,9 @@ class ControlLoop:
                 entry[1].extend(p.ref for p in held)
                 continue
             if row.state == WorkloadState.ADMITTED:
-                if row.origin == Origin.GPUPOOL and sum(map(is_live, pods)) < row.info.pod_count:
+                if row.origin == Origin.GPUPOOL and (
+                    sum(1 for p in pods if is_live(p) and made_by_gpupool(p)) < row.info.pod_count
+                ):
                     # Requeued and admitted again in one cycle: its pods are made first, and
                     # bound at the next cycle (else it looks lost, and is requeued, forever).
                     runs_wanted.append(row)
@@ -1390,8 +1399,11 @@ class ControlLoop:
             row = rows[name] if name in rows else held_rows.get(name)
             if row is None or row.state != WorkloadState.PENDING:
                 continue
+            ours_only = row.origin == Origin.GPUPOOL  # others of its name are told otherwise
             for pod in self.mirror.pods_of(key_of(name)):
                 if is_live(pod) and pod.node_name is None:  # a gang's pods all in one cycle
+                    if ours_only and not made_by_gpupool(pod):
+                        continue
                     work.events.append((pod.ref, "Waiting", detail))
                     budget -= 1
         return PreparedApply(rows, work, outstanding, sent, explained, fresh, runs_wanted, unknown)

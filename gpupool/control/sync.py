@@ -64,7 +64,8 @@ from gpupool.clusters.inventory import (
     NodeInventory,
     node_inventory,
 )
-from gpupool.control.cluster import ClusterMirror, holds_node, is_live
+from gpupool.control.cluster import POD_SET_ANNOTATION as ANNOTATED
+from gpupool.control.cluster import ClusterMirror, holds_node, is_live, made_by_gpupool
 from gpupool.control.snapshot import CLUSTER_UNHEALTHY as CLUSTER_UNHEALTHY
 from gpupool.control.snapshot import WorkloadRow
 from gpupool.control.state import LoopState
@@ -359,9 +360,12 @@ def decide_workloads(
                 # As ``_known`` and ``_pending`` decide a pending workload of gpupool's own
                 # (10,000 in B1's first sync): only its overlay, the pods it still lacks.
                 overlays.pop(name, None)
-                missing = row.info.pod_count - _waiting(pods_by_key.get(key))
+                present = pods_by_key.get(key)
+                missing = row.info.pod_count - _waiting(present)
                 if missing > 0:
                     overlays[name] = Overlay(missing_pods=missing)
+                if present and any(ANNOTATED not in p.annotations for p in present.values()):
+                    _strangers(decision, memory, key, present.values())
                 continue
         pods = mirror.pods_of(key)
         grouped = mirror.grouped(key, now) if _needs_grouping(row, key, mirror) else None
@@ -406,12 +410,34 @@ def decide_workloads(
 
 
 def _waiting(pods: Mapping[PodKey, PodFacts] | None) -> int:
-    """How many of a workload's pods are live and bound to no node yet."""
+    """How many of the pods gpupool made for a workload submitted through it are live and
+    bound to no node yet (``made_by_gpupool``: others of its name are not its pods)."""
     if not pods:
         return 0
     return sum(
-        1 for p in pods.values() if p.node_name is None and not p.finished and not p.deleting
+        1
+        for p in pods.values()
+        if p.node_name is None and not p.finished and not p.deleting and ANNOTATED in p.annotations
     )
+
+
+def _strangers(
+    decision: SyncDecision, memory: SyncMemory, key: WorkloadKey, pods: Iterable[PodFacts]
+) -> None:
+    """Pods that name a workload submitted through gpupool but that gpupool did not make
+    (made with kubectl, say): never its pods, never scheduled; a Warning Event tells their
+    owner to name another workload. Before, they counted as its pods, so gpupool made none
+    of its own and the workload held its GPUs admitted with nothing bound, cycle after cycle."""
+    strangers = [p for p in pods if is_live(p) and not made_by_gpupool(p)]
+    if strangers:
+        _complain(
+            decision,
+            memory,
+            key,
+            strangers,
+            f"workload {key} was submitted through gpupool, which makes its pods: gpupool does "
+            "not schedule these pods; give them another gpupool.io/workload label",
+        )
 
 
 def key_order(key: WorkloadKey) -> str:
@@ -895,10 +921,11 @@ def _pending(
     info = row.info
     name = info.name
     if row.origin == Origin.GPUPOOL:
-        waiting = [p for p in live if p.node_name is None]
+        waiting = [p for p in live if p.node_name is None and made_by_gpupool(p)]
         missing = max(info.pod_count - len(waiting), 0)
         if missing:
             memory.overlays[name] = Overlay(missing_pods=missing)
+        _strangers(decision, memory, key, live)
         return
     if not live:
         jobs = known_jobs(mirror, key) if row.origin == Origin.CONTROLLER else None

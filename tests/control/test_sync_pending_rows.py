@@ -7,7 +7,7 @@ import itertools
 
 from gpupool.clusters.base import PodFacts, PodKey
 from gpupool.clusters.grouping import WorkloadKey
-from gpupool.control.cluster import ClusterMirror
+from gpupool.control.cluster import POD_SET_ANNOTATION, ClusterMirror
 from gpupool.control.snapshot import WorkloadRow
 from gpupool.control.state import LoopState, WorkloadRows
 from gpupool.control.sync import Overlay, SyncDecision, SyncMemory, _known, decide_workloads, moment
@@ -15,14 +15,17 @@ from gpupool.scheduler.types import PodSetInfo, PolicyInfo, WorkloadInfo
 from gpupool.workloads.choices import Origin, WorkloadState
 
 NOW = 1_000_000.0
-# A pod as the mirror may hold it: waiting, bound, ended, being deleted.
+OURS = {"annotations": {POD_SET_ANNOTATION: "0"}}  # made by gpupool (``made_by_gpupool``)
+# A pod as the mirror may hold it: waiting, bound, ended, being deleted; or waiting, but made
+# with kubectl under the workload's name (not its pod: counted by neither way, told so).
 KINDS = {
-    "waiting": {},
-    "bound": {"node_name": "n1", "phase": "Running"},
-    "done": {"node_name": "n1", "phase": "Succeeded"},
-    "failed": {"phase": "Failed"},
-    "deleting": {"deleting": True},
-    "bound-deleting": {"node_name": "n1", "deleting": True},
+    "waiting": OURS,
+    "stranger": {},
+    "bound": {**OURS, "node_name": "n1", "phase": "Running"},
+    "done": {**OURS, "node_name": "n1", "phase": "Succeeded"},
+    "failed": {**OURS, "phase": "Failed"},
+    "deleting": {**OURS, "deleting": True},
+    "bound-deleting": {**OURS, "node_name": "n1", "deleting": True},
 }
 
 
@@ -88,4 +91,13 @@ def test_a_pending_workload_of_gpupool_s_own_gets_the_overlay_the_full_path_deci
     assert short.overlays == full.overlays
     assert any(o.missing_pods for o in short.overlays.values())
     assert len(short.overlays) < len(keys)  # some lack no pod: no overlay
+    # The same decision both ways (the short way in its own order of keys): nothing but a
+    # Warning Event on the strangers of each workload that has some.
+    assert sorted(decided.events, key=repr) == sorted(expected.events, key=repr)
+    told = {event.pods[0].name.rsplit("-", 1)[0] for event in decided.events}
+    assert told == {
+        key.name for key in keys if any(not p.annotations for p in mirror.pods_of(key))
+    }
+    decided.events.clear()
+    expected.events.clear()
     assert decided == expected == SyncDecision(at=moment(NOW))
