@@ -95,9 +95,7 @@ def test_a_pending_workload_of_gpupool_s_own_gets_the_overlay_the_full_path_deci
     # Warning Event on the strangers of each workload that has some.
     assert sorted(decided.events, key=repr) == sorted(expected.events, key=repr)
     told = {event.pods[0].name.rsplit("-", 1)[0] for event in decided.events}
-    assert told == {
-        key.name for key in keys if any(not p.annotations for p in mirror.pods_of(key))
-    }
+    assert told == {key.name for key in keys if any(not p.annotations for p in mirror.pods_of(key))}
     decided.events.clear()
     expected.events.clear()
     assert decided == expected == SyncDecision(at=moment(NOW))
