@@ -74,7 +74,7 @@ from gpupool.quotas.models import (
 )
 from gpupool.scheduler.types import Snapshot
 from gpupool.tenancy.models import Tenant, TenantNamespace
-from gpupool.workloads.actions import PodSetSpec, do_submit_workload, do_transition_workload
+from gpupool.workloads.actions import do_submit_workload, do_transition_workload
 from gpupool.workloads.choices import ALLOWED_TRANSITIONS, WorkloadState
 from gpupool.workloads.models import (
     Placement,
@@ -234,19 +234,7 @@ def _register(registration: Registration, flavors: Mapping[int, Flavor]) -> Work
         if registration.priority_class
         else None
     )
-    specs = [
-        PodSetSpec(
-            count=shape.count,
-            gpus=shape.gpus,
-            flavor=flavors[shape.flavor_ids[0]] if shape.flavor_ids else None,
-            gpu_milli=shape.gpu_milli,
-            cpu=shape.cpu,
-            memory_gb=shape.memory_gb,
-            name=shape.name,
-            flavor_choices=[flavors[pk] for pk in shape.flavor_ids[1:]],
-        )
-        for shape in registration.pod_sets
-    ]
+    specs = [shape.spec(flavors) for shape in registration.pod_sets]
     workload = do_submit_workload(
         registration.key.name,
         queue=queue,

@@ -108,6 +108,20 @@ class PodSetShape:
     cpu: Decimal
     memory_gb: Decimal
 
+    def spec(self, flavors: Mapping[int, Flavor]) -> PodSetSpec:
+        """The pod set as a submission gives it (``workloads.actions.PodSetSpec``), its
+        flavors' rows from ``flavors`` (by id)."""
+        return PodSetSpec(
+            count=self.count,
+            gpus=self.gpus,
+            flavor=flavors[self.flavor_ids[0]] if self.flavor_ids else None,
+            gpu_milli=self.gpu_milli,
+            cpu=self.cpu,
+            memory_gb=self.memory_gb,
+            name=self.name,
+            flavor_choices=tuple(flavors[pk] for pk in self.flavor_ids[1:]),
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class Registration:
@@ -596,20 +610,7 @@ def _refused(
     shapes = tuple(shapes)
     errors = memory.verdicts.get(shapes)
     if errors is None:  # a burst's pods mostly repeat their shapes: judged once a sync
-        rows = state.flavor_rows
-        specs = [
-            PodSetSpec(
-                count=shape.count,
-                gpus=shape.gpus,
-                flavor=rows[shape.flavor_ids[0]] if shape.flavor_ids else None,
-                gpu_milli=shape.gpu_milli,
-                cpu=shape.cpu,
-                memory_gb=shape.memory_gb,
-                name=shape.name,
-                flavor_choices=tuple(rows[pk] for pk in shape.flavor_ids[1:]),
-            )
-            for shape in shapes
-        ]
+        specs = [shape.spec(state.flavor_rows) for shape in shapes]
         errors = memory.verdicts[shapes] = pod_sets_errors(specs, memory.judged)
     if not errors:
         return False
