@@ -241,6 +241,9 @@ class ControlLoop:
         # Workloads left out of the snapshot because their pods ask what no node could hold
         # (``sync._refused``): workload id -> what is wrong, explained as such by the record.
         self.too_large: dict[int, str] = {}
+        # Workloads left out because their pods' gpupool.io labels or annotations cannot be
+        # used (``sync._pending``): workload id -> what is wrong, explained as such.
+        self.malformed: dict[int, str] = {}
         self.evictions_sent: dict[str, float] = {}
         self.outstanding: set[str] = set()  # workloads whose apply is not confirmed yet
         self.budgets = BudgetBook()
@@ -486,6 +489,7 @@ class ControlLoop:
                 facts_cache=self.facts_cache,
                 ranks=self._known_ranks(),
                 too_large=self.too_large,
+                malformed=self.malformed,
             )
             result.admitted = sorted(a.name for a in record.admissions)
             result.evicted = [
@@ -927,10 +931,15 @@ class ControlLoop:
             info = overlaid.get(name) or row.resolve(names, now)
             protected = max(info.protected_runtime_s, until - row.info.started_at)
             overlaid[name] = replace(info, protected_runtime_s=protected)
-        excluded = {n: o.why for n, o in self.memory.overlays.items() if o.excluded}
+        excluded = {n: o for n, o in self.memory.overlays.items() if o.excluded}
         self.state.excluded = set(excluded)
         self.too_large = {
-            rows[name].id: why for name, why in excluded.items() if why and name in rows
+            rows[name].id: o.why for name, o in excluded.items() if o.why and name in rows
+        }
+        self.malformed = {
+            rows[name].id: o.malformed
+            for name, o in excluded.items()
+            if o.malformed and name in rows
         }
         self.learned = set()
         if self._medians_version != self.runtimes.version:

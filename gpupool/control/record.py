@@ -303,6 +303,7 @@ def decide_record(
     facts_cache: dict[int, tuple[Mapping[str, object], dict[str, object]]] | None = None,
     ranks: Mapping[int, float] | None = None,
     too_large: Mapping[int, str] | None = None,
+    malformed: Mapping[int, str] | None = None,
 ) -> CycleRecord:
     """The rows the plan asks for.
 
@@ -321,6 +322,8 @@ def decide_record(
     ``too_large``: workloads left out of the snapshot because their pods ask what no node
     could hold (workload id -> what is wrong, ``sync._refused``), explained so (``capacity``,
     never fits) when not written so already.
+    ``malformed``: workloads left out because their pods' gpupool.io labels or annotations
+    cannot be used (workload id -> what is wrong), explained so, with no reason of the core's.
     A workload submitted through gpupool that waits for its pods (``gang``) is told that its
     pods are being created, not that its gang lacks them (``CREATING_PODS``).
     """
@@ -474,6 +477,16 @@ def decide_record(
         )
         if written.get(workload_id) != refused:
             record.explanations[workload_id] = refused
+    for workload_id, why in (malformed or {}).items():
+        # No reason of the core's: it never saw the workload.
+        unreadable = Explanation(
+            "",
+            "gpupool does not schedule it: its pods' gpupool.io labels or annotations cannot "
+            f"be used ({why}). Fix them and it is looked at again.",
+            {"refused": why},
+        )
+        if written.get(workload_id) != unreadable:
+            record.explanations[workload_id] = unreadable
     _decide_ranks(record, queues, ranks)
     return record
 

@@ -208,6 +208,9 @@ class Overlay:
     allowed: tuple[frozenset[str] | None, ...] = ()
     excluded: bool = False
     why: str = ""  # an excluded workload's pods no node could hold: what is wrong (``_refused``)
+    # an excluded workload's pods whose gpupool.io labels or annotations cannot be used: what
+    # is wrong (``_pending``); the loop writes it as the workload's explanation
+    malformed: str = ""
 
     def apply(self, info: WorkloadInfo) -> WorkloadInfo:
         """The workload with the cluster's additions."""
@@ -957,7 +960,7 @@ def _pending(
             pods,
             "gpupool will not schedule these pods: " + "; ".join(errors),
         )
-        memory.overlays[name] = Overlay(excluded=True)
+        memory.overlays[name] = Overlay(excluded=True, malformed="; ".join(errors))
         return
     shapes = pod_set_shapes(grouped, state, memory, key)
     wanted = tuple(shape_info(shape, state.flavor_rows) for shape in shapes)

@@ -338,8 +338,9 @@ def summary(workload: Workload, estimate_learned: bool | None = None, zone: tzin
     CLI, the viewer's zone on the workload page (as its tables)."""
     state = workload.state
     if state == WorkloadState.PENDING:
-        if not workload.pending_reason:
-            return "Waiting for the next scheduling cycle to look at it."
+        if not workload.pending_reason:  # the core has not looked at it, or will not
+            refused = current_sentence(workload).strip()
+            return refused or "Waiting for the next scheduling cycle to look at it."
         said = current_sentence(workload).strip() or f"Pending: {workload.pending_reason}."
         if never_fits(workload.pending_facts):
             return (
