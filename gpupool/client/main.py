@@ -451,6 +451,10 @@ def parser() -> argparse.ArgumentParser:
     cancel.add_argument("workload", type=qualified, metavar="NAMESPACE/NAME")
     cancel.add_argument("--reason")
     cancel.set_defaults(run=do_cancel)
+    for command in commands.choices.values():  # also after the command: `gpupool nodes --json`
+        command.add_argument(
+            "--json", action="store_true", default=argparse.SUPPRESS, help="print the API's JSON"
+        )
     return top
 
 

@@ -19,6 +19,7 @@ from gpupool.audit.actions import (
     record_audit_event,
     save_audited,
 )
+from gpupool.control.clock import pool_now
 from gpupool.inventory.models import Flavor, FlavorPriceChange, Gpu, Node
 from gpupool.workloads.choices import UNFINISHED_STATES
 from gpupool.workloads.models import Workload
@@ -345,7 +346,9 @@ def do_drain_node(node: Node, *, acting_user: Any, reason: str = "") -> Node:
         snapshot=_drain_snapshot,
     ):
         node.cordoned = True
-        node.drain_requested_at = node.drain_requested_at or timezone.now()
+        # The pool's clock, which also stamps ``drained_at`` (a simulated cluster runs ahead
+        # of the wall clock: a minute's drain read as hours).
+        node.drain_requested_at = node.drain_requested_at or pool_now()
         node.drained_at = None  # the control loop says when it is empty (``do_record_drained``)
         node.save(update_fields=["cordoned", "drain_requested_at", "drained_at", "updated_at"])
     return node

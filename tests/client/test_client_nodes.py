@@ -90,6 +90,16 @@ def test_nodes_json_is_the_apis_rows(pool: None) -> None:
     assert n2["health"] == ["draining: its workloads are being evicted"]
 
 
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_json_may_follow_the_command_as_the_docs_write_it(pool: None, where: str) -> None:
+    """`gpupool nodes --json` (docs/api.md) was a usage error: only `gpupool --json nodes`."""
+    args = ["--json", "nodes"] if where == "before" else ["nodes", "--json"]
+    status, out, _ = run(*args, "--state", "draining")
+    assert status == 0 and [n["name"] for n in json.loads(out)] == ["n2"]
+    status, out, _ = run("status", "--json") if where == "after" else run("--json", "status")
+    assert status == 0 and isinstance(json.loads(out), list | dict)
+
+
 def test_nodes_pages_through_the_api(pool: None, monkeypatch: pytest.MonkeyPatch) -> None:
     asked: list[dict[str, Any]] = []
     call = http.Api.call

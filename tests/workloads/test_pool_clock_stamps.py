@@ -112,3 +112,16 @@ def test_without_a_cycle_the_stamp_is_the_wall_clock(pool: dict) -> None:
     before = timezone.now()
     workload = submit(pool, "train")
     assert before <= workload.submitted_at <= timezone.now()
+
+
+def test_a_drain_is_asked_on_the_pools_clock_as_its_end_is_recorded(pool: dict[str, Any]) -> None:
+    """The loop stamps ``drained_at`` on the cluster's clock; the drain's request was
+    stamped on the wall clock, so a drain of a minute read as hours in the demo."""
+    from gpupool.inventory.actions import do_drain_node, do_record_drained
+
+    cluster_at = cycle_with_cluster_clock(timedelta(hours=5))
+    node = do_drain_node(Node.objects.get(name="n1"), acting_user=None)
+    assert abs(node.drain_requested_at - cluster_at) < timedelta(seconds=5)
+    do_record_drained({"n1"}, at=cluster_at + timedelta(minutes=1))
+    node.refresh_from_db()
+    assert node.drained_at - node.drain_requested_at < timedelta(minutes=2)
