@@ -58,6 +58,10 @@ from gpupool.control.snapshot import WorkloadRow
 from gpupool.workloads.choices import Origin, WorkloadState
 
 EVENTS_PER_CYCLE = 200
+# Pods created a cycle at most: a workload of 100,000 pods (the API's bound) was made in one
+# cycle that never ended, the demo's SQLite locked for everyone else meanwhile. The rest are
+# made by the next cycles, their workloads kept outstanding until all exist.
+CREATES_PER_CYCLE = 2000
 _POD_INDEX = re.compile(r"-(\d+)$")
 T = TypeVar("T")
 
@@ -145,8 +149,9 @@ def pod_name(workload: str, pod_set: str, index: int) -> str:
     return f"{workload}-{pod_set}-{index}"
 
 
-def new_pods(run: WorkloadRun, existing: Iterable[str]) -> list[NewPod]:
-    """The pods of a workload submitted through gpupool that do not exist yet."""
+def new_pods(run: WorkloadRun, existing: Iterable[str], limit: int | None = None) -> list[NewPod]:
+    """The pods of a workload submitted through gpupool that do not exist yet (the first
+    ``limit`` of them)."""
     have = set(existing)
     labels = {QUEUE_LABEL: run.queue, WORKLOAD_LABEL: run.key.name}
     common = {PRIORITY_CLASS: run.priority_class, PROTECTED_RUNTIME: str(run.protected_runtime_s)}
@@ -162,6 +167,8 @@ def new_pods(run: WorkloadRun, existing: Iterable[str]) -> list[NewPod]:
         if pod_set.gpu_milli is not None:
             annotations[GPU_MILLI] = str(pod_set.gpu_milli)
         for index in range(pod_set.count):
+            if limit is not None and len(pods) >= limit:
+                return pods
             name = pod_name(run.key.name, pod_set.name, index)
             if name in have:
                 continue

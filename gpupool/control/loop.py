@@ -77,6 +77,7 @@ from gpupool.control.actions import (
     do_start_cycle,
 )
 from gpupool.control.apply import (
+    CREATES_PER_CYCLE,
     EVENTS_PER_CYCLE,
     ApplyOutcome,
     ApplyWork,
@@ -134,6 +135,7 @@ from gpupool.notifications.choices import WorkloadEvent
 from gpupool.notifications.notify import notify_idle_workload, notify_workload_event
 from gpupool.runtime import gc_paused
 from gpupool.scheduler.cycle import plan_of, run_cycle
+from gpupool.scheduler.explain import never_fits
 from gpupool.scheduler.lifecycle import apply_plan
 from gpupool.scheduler.shares import QueueShare, queue_shares
 from gpupool.scheduler.types import MILLI, NodeInfo, Plan, PolicyInfo, Snapshot, WorkloadInfo
@@ -1203,7 +1205,9 @@ class ControlLoop:
             for workload_id in sorted(record.new_reasons)
             if (name := names.get(workload_id)) is not None
         }
-        return self._work(examine, now, rows=rows, evicted=evicted, fresh=fresh)
+        # Work the core set aside as never fitting gets no pods made (``cycle.enqueue``).
+        never = {p.workload for p in decided.pending if never_fits(p.facts)}
+        return self._work(examine, now, rows=rows, evicted=evicted, fresh=fresh, never=never)
 
     def _apply(self, prepared: PreparedApply, now: float, *, hand_on: bool) -> ApplyOutcome | None:
         """Make the cluster match the database (after the record's commit, ``prepared``
@@ -1315,6 +1319,7 @@ class ControlLoop:
         rows: dict[str, WorkloadRow],
         evicted: Collection[str],
         fresh: dict[str, str],
+        never: Collection[str] = (),
     ) -> PreparedApply:
         """What apply is to do for these workloads (those that need nothing drop out), as the
         state will be once the record is committed: ``rows`` (name -> row) as it writes them,
@@ -1346,7 +1351,7 @@ class ControlLoop:
                 unknown[name] = pods
                 continue
             if row.state == WorkloadState.PENDING:
-                if row.origin == Origin.GPUPOOL:
+                if row.origin == Origin.GPUPOOL and name not in never:
                     live = [p for p in pods if is_live(p) and made_by_gpupool(p)]
                     if len(live) < row.info.pod_count:
                         runs_wanted.append(row)
@@ -1477,7 +1482,7 @@ class ControlLoop:
                     memory_mib=round(memory * 1024),
                 )
             )
-        pods = []
+        pods: list[Any] = []
         for row in rows:
             info = row.info
             key = key_of(info.name)
@@ -1493,7 +1498,10 @@ class ControlLoop:
                 else round(info.expected_runtime_s),
                 pod_sets=tuple(sets.get(row.id, ())),
             )
-            pods.extend(new_pods(run, (p.name for p in self.mirror.pods_of(key))))
+            room = CREATES_PER_CYCLE - len(pods)
+            if room <= 0:  # the rest at the next cycles (their workloads stay outstanding)
+                break
+            pods.extend(new_pods(run, (p.name for p in self.mirror.pods_of(key)), limit=room))
         return pods
 
     # -- the cycle row -----------------------------------------------------------------------

@@ -118,20 +118,23 @@ def enqueue(cycle: Cycle) -> None:
     never: dict[tuple[str, int, int], Verdict | None] = {}
     for work in cycle.pending.values():
         info = work.info
-        if info.missing_pods > 0:
+        # Never fitting first: the pods a gang lacks could only make it larger, and work that
+        # can never run is not worth its pods (gpupool made them for work submitted through
+        # it, at once: 100,000 pods for a request no capability allows).
+        memo = (info.queue, id(work.assignments), work.minimum)
+        if memo not in never:
+            never[memo] = _never_runs(cycle, info.queue, work.assignments, work.minimum)
+        verdict = never[memo]
+        if verdict is None and info.missing_pods > 0:
             work.schedulable = False
             work.verdict = Verdict("gang", {"missing_pods": info.missing_pods})
             continue
-        if info.name in leaving:
+        if verdict is None and info.name in leaving:
             work.schedulable = False
             cycle.waiting.add(info.name)
             work.victims = [victim.name for victim in leaving[info.name]]
             work.verdict = waiting_verdict({v.name: v.info.queue for v in leaving[info.name]})
             continue
-        memo = (info.queue, id(work.assignments), work.minimum)
-        if memo not in never:
-            never[memo] = _never_runs(cycle, info.queue, work.assignments, work.minimum)
-        verdict = never[memo]
         if verdict is not None:
             work.schedulable = False
             work.verdict = verdict

@@ -241,7 +241,12 @@ def test_a_bursts_new_workloads_are_written_in_the_transaction_that_admits_them(
         return int(written.values_list("by", flat=True).get())
 
     registered = xmin(WorkloadTransition, workload=solo, to_state="pending")
-    assert registered == xmin(WorkloadTransition, workload=solo, to_state="admitted")
+    admitted = xmin(WorkloadTransition, workload=solo, to_state="admitted")
+    # The record writes the registrations in a savepoint of its transaction (a name taken
+    # meanwhile leaves only that one out: ``actions._write_registrations``): their rows carry
+    # the savepoint's own id, which PostgreSQL draws after its transaction's, not a later
+    # transaction's (the sync wrote nothing: ``synced`` is empty).
+    assert admitted < registered <= admitted + 2
     assert registered == xmin(WorkloadTransition, workload=big, to_state="pending")
     (audit,) = AuditEvent.objects.filter(action="control.register_workloads")
     assert audit.after["workloads"] == 2
@@ -503,6 +508,7 @@ def test_pods_of_other_schedulers_count_as_occupied_capacity(world: World) -> No
     whole = world.workload("whole")
     assert whole.state == "pending" and whole.pending_reason == "capacity"
     world.cluster.foreign.clear()
+    world.cycle()  # its pods made: other schedulers' GPUs read as gone, so it "never fit"
     world.cycle()
     assert world.workload("whole").state == "admitted"
 

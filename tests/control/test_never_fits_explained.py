@@ -122,6 +122,11 @@ def test_raising_the_capability_ranks_it_and_says_why_it_waits_at_once(world: Wo
     quota(world.queues["team-a"], world.h100, 0, 8, 24)
     world.cycle()
     huge = world.workload("huge")
+    # Never fitting, it was given no pods: now it waits for them, with its place in line.
+    assert huge.pending_reason == "gang" and huge.pending_facts["pods_being_created"]
+    assert huge.queue_position == 1
+    world.cycle()
+    huge = world.workload("huge")
     # still quota (team-b holds 16 of the 24 GPUs), but no longer never: rewritten at once
     assert huge.state == "pending" and huge.pending_reason == "quota"
     assert huge.pending_facts["never_fits"] is False

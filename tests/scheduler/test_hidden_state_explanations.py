@@ -175,6 +175,28 @@ def test_work_only_cordons_keep_out_waits_in_line_and_is_not_set_aside() -> None
     assert big_gang.facts["never_fits"] and big_gang.facts["healthy"] == 0
 
 
+def test_work_that_never_fits_is_said_so_before_it_waits_for_its_pods() -> None:
+    """A gang of 3 x 8 GPUs in a queue capable of 16, two of its pods not made yet: it can never
+    run, and the pods it lacks could only make it larger. Enqueue says never fits first (gpupool
+    made the pods of work submitted through it while it read "gang": 100,000 at once for a
+    request no capability allowed); a gang that could fit still waits for its pods."""
+    result = run_case(
+        Case(
+            "never fits before gang",
+            pool(4),
+            [queue("team-a", deserved=8, capability=16)],
+            [
+                workload("too-big", gpus=8, count=3, missing_pods=2, submitted="09:00"),
+                workload("fits", gpus=8, count=2, missing_pods=1, submitted="09:01"),
+            ],
+        )
+    )
+    too_big = pending(result, "too-big")
+    assert too_big.reason == "quota" and too_big.facts["never_fits"], too_big
+    fits = pending(result, "fits")
+    assert fits.reason == "gang" and fits.facts == {"missing_pods": 1}
+
+
 def test_a_preemptor_is_told_how_many_victims_of_which_queue_but_not_their_names() -> None:
     """urgent takes back team-a's share from two borrowers, one each of team-b and team-c.
     The facts name the victims (admins see them); the sentence urgent's owner reads says two
