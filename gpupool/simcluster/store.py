@@ -25,7 +25,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, transaction
-from django.db.models import F, Min
+from django.db.models import F, Max, Min
 
 from gpupool.clusters.base import ClusterUnavailable
 from gpupool.clusters.simulated import Clock, ScaledClock, SimulatedBackend, SimulatedCluster
@@ -281,12 +281,27 @@ def restart_clock(speed: float) -> ScaledClock:
     """
     state = cluster_state(speed=_checked_speed(speed))
     now = time.time()
-    resumed = max(state.last_reading, state.clock_origin)
+    resumed = max(state.last_reading, state.clock_origin, _latest_stamp())
     if not time_in_range(resumed):
         resumed = now
     _write_state(state.pk, clock_origin=resumed, wall_origin=now, speed=speed)
     state.refresh_from_db()
     return clock_of(state)
+
+
+def _latest_stamp() -> float:
+    """The latest moment the pool's records hold (a submission, a transition), POSIX seconds;
+    0 when none. The cluster's clock resumes no earlier: cycles that failed before writing to
+    the cluster still moved the pool's clock, and work submitted meanwhile was stamped by it,
+    so a clock resumed at the cluster's last write admitted work before its submission, which
+    the database refuses -- every cycle after failed (a restarted demo wedged for good)."""
+    from gpupool.workloads.models import Workload, WorkloadTransition
+
+    stamps = [
+        Workload.objects.aggregate(at=Max("submitted_at"))["at"],
+        WorkloadTransition.objects.aggregate(at=Max("at"))["at"],
+    ]
+    return max((at.timestamp() for at in stamps if at is not None), default=0.0)
 
 
 def open_simulated_cluster() -> SimulatedCluster:

@@ -122,3 +122,28 @@ def test_a_new_speed_set_by_another_process_reaches_an_open_clock() -> None:
     restart_clock(speed=120.0)  # what `gpupool sim clock --speed 120` does in another process
 
     assert clock.now() >= before and clock.speed == 120.0
+
+
+def test_a_restarted_demo_resumes_no_earlier_than_the_work_the_pool_recorded() -> None:
+    """Cycles that failed before writing to the cluster still stamped the work submitted
+    meanwhile (on the pool's clock): resumed at the cluster's last write, the clock admitted
+    work before its submission, which the database refuses, and every cycle after failed."""
+    from datetime import UTC, datetime
+
+    from domain_builders import flavor, priority_class, queue, tenant
+
+    from gpupool.workloads.actions import PodSetSpec, do_submit_workload
+
+    state = cluster_state(speed=1.0)
+    SimulatedClusterState.objects.filter(pk=state.pk).update(
+        clock_origin=START, wall_origin=0.0, last_reading=START + 7200
+    )
+    h100 = flavor("h100")
+    priority_class("normal", default=True)
+    team = queue("team-a", parent=queue("root"), tenant=tenant("a", namespaces=("team-a",)))
+    later = datetime.fromtimestamp(START + 9000, tz=UTC)
+    do_submit_workload("late", queue=team, pod_sets=[PodSetSpec(1, gpus=1, flavor=h100)], at=later)
+
+    clock = restart_clock(speed=60.0)
+
+    assert START + 9000 <= clock.now() < START + 9000 + 600
