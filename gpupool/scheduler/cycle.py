@@ -123,7 +123,7 @@ def enqueue(cycle: Cycle) -> None:
         # it, at once: 100,000 pods for a request no capability allows).
         memo = (info.queue, id(work.assignments), work.minimum)
         if memo not in never:
-            never[memo] = _never_runs(cycle, info.queue, work.assignments, work.minimum)
+            never[memo] = never_runs(cycle, info.queue, work.assignments, work.minimum)
         verdict = never[memo]
         if verdict is None and info.missing_pods > 0:
             work.schedulable = False
@@ -140,7 +140,7 @@ def enqueue(cycle: Cycle) -> None:
             work.verdict = verdict
 
 
-def _never_runs(
+def never_runs(
     cycle: Cycle, queue: str, assignments: list[Assignment], minimum: int
 ) -> Verdict | None:
     """Quota (a capability on the path) or capacity (the pool) that can never hold the gang."""

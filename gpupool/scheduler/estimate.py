@@ -19,7 +19,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from gpupool.scheduler.cycle import plan
+from gpupool.scheduler.cycle import never_runs, plan
 from gpupool.scheduler.cycle_state import Cycle, PendingWork
 from gpupool.scheduler.explain import Verdict, quota_verdict, sentence
 from gpupool.scheduler.lifecycle import apply_plan, due, finish, next_change_at
@@ -75,6 +75,9 @@ class DryRun:
     workload: str
     layers: tuple[LayerAnswer, ...]
     first_failure: str | None
+    # Why it could never run as the queues and pool are set up (enqueue's rule: it would be
+    # set aside, with no place in line); "" when it could.
+    never: str = ""
 
 
 def dry_run(snapshot: Snapshot, policy: PolicyInfo, now: float, workload: WorkloadInfo) -> DryRun:
@@ -119,4 +122,5 @@ def dry_run(snapshot: Snapshot, policy: PolicyInfo, now: float, workload: Worklo
             verdict = Verdict("fragmentation", {**verdict.facts, "largest_placeable": 0})
         layers.append(LayerAnswer("placement", False, sentence(verdict, 0), dict(verdict.facts)))
     first = next((layer.layer for layer in layers if not layer.passes), None)
-    return DryRun(candidate.name, tuple(layers), first)
+    never = never_runs(cycle, candidate.queue, work.assignments, work.minimum)
+    return DryRun(candidate.name, tuple(layers), first, "" if never is None else sentence(never, 0))

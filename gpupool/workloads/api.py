@@ -546,6 +546,10 @@ class DryRunSerializer(serializers.Serializer[Any]):
         allow_null=True, help_text="The scheduling cycle whose view of the pool answered."
     )
     snapshot_at = serializers.DateTimeField()
+    never_fits = serializers.CharField(
+        help_text="Why it could never run as the queues and pool are set up (submitted, it "
+        "would have no place in line and no estimated start); empty when it could."
+    )
 
 
 # ----------------------------------------------------------------------------- views

@@ -457,6 +457,7 @@ class DryRunAnswer:
     layers: tuple[DryRunLayer, ...]
     cycle_id: int | None
     snapshot_at: datetime
+    never_fits: str = ""  # why it could never run as the pool is set up ("" when it could)
 
 
 class _Checked(Exception):
@@ -531,6 +532,7 @@ def dry_run_submission(submission: Submission, *, submitter: Any) -> DryRunAnswe
         layers=layers,
         cycle_id=view.cycle_id,
         snapshot_at=view.at,
+        never_fits=answer.never,
     )
 
 

@@ -420,6 +420,17 @@ def test_a_dry_run_over_quota_names_the_quota_layer_and_its_numbers(
     assert "Queue nlp-train has 8 h100 GPUs of quota available, 12 asked" in quota["detail"]
 
 
+def test_a_dry_run_says_when_the_work_could_never_run(api_as: Any, resources: dict) -> None:
+    """Above every capability on its queue's path, it would be set aside at once (no place in
+    line, no estimate): the dry-run said only that the quota layer failed, as for work that
+    waits its turn."""
+    answer = dry_run(api_as, with_pod_set(count=100))
+    assert answer["first_failure"] == "quota"
+    assert "can never hold 400 h100 GPUs" in answer["never_fits"]
+    occupy(resources, {"n2": list(range(8))})
+    assert dry_run(api_as, with_pod_set(count=3))["never_fits"] == ""  # waits its turn
+
+
 def test_a_dry_run_within_quota_but_beyond_free_gpus_names_capacity(
     api_as: Any, resources: dict
 ) -> None:

@@ -37,9 +37,19 @@ def test_a_fitting_workload_would_start_now_and_nothing_is_written(pool: Any, pa
 
 
 def test_a_too_big_workload_names_the_layer_that_fails(pool: Any, page_as: Any) -> None:
-    answer = dry_run(page_as("max"), pods="4", gpus_per_pod="8")
+    answer = dry_run(page_as("max"), pods="3", gpus_per_pod="4")
     assert "It would wait: the" in answer and 'class="failing"' in answer
     assert not Workload.objects.exists()
+
+
+def test_work_that_could_never_run_is_said_so_not_that_it_would_wait(
+    pool: Any, page_as: Any
+) -> None:
+    """Above every capability on its queue's path: submitted, it has no place in line (the
+    dry-run said "It would wait: the quota layer fails", as for work that waits its turn)."""
+    answer = dry_run(page_as("max"), pods="64", gpus_per_pod="8")
+    assert "It would never run" in answer and "It would wait" not in answer
+    assert "can never hold 512 h100 GPUs" in answer
 
 
 def test_a_half_filled_form_says_what_is_missing(pool: Any, page_as: Any) -> None:
