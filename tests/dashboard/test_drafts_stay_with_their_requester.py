@@ -41,6 +41,7 @@ def test_its_requester_sees_it_and_the_page_says_who_else_will(pool: Any, page_a
     assert f"/requests/{draft.pk}/" in text(lead.get("/requests/"))
     page = text(lead.get(f"/requests/{draft.pk}/"))
     assert "only you see it until you submit it" in page and "Submit for approval" in page
+    assert "The audit log, which admins read, records that it was made" in page
 
 
 def test_once_submitted_the_admin_opens_it(pool: Any, page_as: Any) -> None:
