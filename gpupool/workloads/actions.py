@@ -271,6 +271,9 @@ def _require_member(submitter: Any, queue: Queue) -> None:
         queue.tenant_id is None
         or not Membership.objects.filter(user=submitter, tenant_id=queue.tenant_id).exists()
     ):
+        if queue.children.exists():  # the queue tree is public: say what is wrong with it
+            leaf_rule = Workload(queue=queue).rule_errors(queue_has_children=True)
+            raise ValidationError({"queue": leaf_rule["queue"]})
         owner = f"tenant {queue.tenant}" if queue.tenant_id is not None else "no tenant"
         raise ValidationError(
             {"queue": f"queue {queue} belongs to {owner}, of which you are not a member"}

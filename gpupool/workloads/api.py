@@ -41,7 +41,12 @@ from gpupool.quotas.models import PriorityClass, Queue
 from gpupool.scheduler.scenario import MAX_GPUS_PER_NODE, MAX_POD_SETS
 from gpupool.tenancy.models import Tenant
 from gpupool.workloads.actions import PodSetSpec, do_cancel_workload
-from gpupool.workloads.choices import PENDING_REASON_CHOICES, Topology, WorkloadState
+from gpupool.workloads.choices import (
+    PENDING_REASON_CHOICES,
+    PLACED_STATES,
+    Topology,
+    WorkloadState,
+)
 from gpupool.workloads.models import (
     MAX_ARGUMENT_LENGTH,
     MAX_COMMAND_ITEMS,
@@ -427,6 +432,9 @@ class WorkloadListSerializer(serializers.ListSerializer[Workload]):
             del self.context[PAGE_GPUS]
 
 
+_MOMENT = serializers.DateTimeField()  # renders a moment as the API renders its fields
+
+
 class WorkloadSerializer(PlannedRows, serializers.ModelSerializer[Workload]):
     """A workload as a list shows it."""
 
@@ -451,6 +459,11 @@ class WorkloadSerializer(PlannedRows, serializers.ModelSerializer[Workload]):
         help_text="Rank among its queue's pending workloads, 1 first, in the order the last "
         "cycle served them (null unless pending and seen by a cycle).",
     )
+    idle_since = serializers.SerializerMethodField(
+        help_text="Placed, and its GPUs have done no work since then, as the utilisation "
+        "source last saw them; null while they work, when no source saw them, and once it no "
+        "longer holds them."
+    )
 
     class Meta:
         model = Workload
@@ -474,6 +487,14 @@ class WorkloadSerializer(PlannedRows, serializers.ModelSerializer[Workload]):
         )
         read_only_fields = fields
         list_serializer_class = WorkloadListSerializer
+
+    @extend_schema_field(serializers.DateTimeField(allow_null=True))
+    def get_idle_since(self, workload: Workload) -> str | None:
+        """Since when its GPUs sat idle, while it holds them (a finished workload kept the last
+        spell the sampler wrote)."""
+        if workload.idle_since is None or workload.state not in PLACED_STATES:
+            return None
+        return _MOMENT.to_representation(workload.idle_since)
 
     @extend_schema_field(serializers.CharField(allow_null=True))
     def get_tenant(self, workload: Workload) -> str | None:

@@ -93,7 +93,14 @@ def test_only_admins_set_an_idle_policy(api_as: Any, resources: dict) -> None:
 
 
 def test_a_workloads_idle_spell_is_in_the_workloads_api(api_as: Any, resources: dict) -> None:
+    from gpupool.inventory.models import Node
+    from gpupool.workloads.actions import PlacementSpec, do_transition_workload
+
     workload = resources["own_workload"]
+    start = timezone.now() - timedelta(hours=1)
+    placements = [PlacementSpec("main", 0, Node.objects.get(name="n1"), [0, 1, 2, 3])]
+    do_transition_workload(workload, "admitted", reason="fits", at=start, placements=placements)
+    do_transition_workload(workload, "running", reason="started", at=start)
     since = timezone.now() - timedelta(minutes=30)
     do_record_activity([], idle_since={workload.pk: since})  # the sampler's write
     body = api_as("member").get(f"/api/v1/workloads/{workload.namespace}/{workload.name}/")
@@ -102,3 +109,24 @@ def test_a_workloads_idle_spell_is_in_the_workloads_api(api_as: Any, resources: 
     do_record_activity([], idle_since={workload.pk: None})
     body = api_as("member").get(f"/api/v1/workloads/{workload.namespace}/{workload.name}/")
     assert body.json()["idle_since"] is None
+
+
+def test_a_finished_workload_has_no_idle_spell(api_as: Any, resources: dict) -> None:
+    """The sampler writes a spell while the GPUs are held; a workload that ended kept its
+    last one, and the API showed a succeeded workload idle since its admission."""
+    from gpupool.inventory.models import Node
+    from gpupool.workloads.actions import PlacementSpec, do_transition_workload
+
+    workload = resources["own_workload"]
+    start = timezone.now() - timedelta(hours=1)
+    placements = [PlacementSpec("main", 0, Node.objects.get(name="n1"), [0, 1, 2, 3])]
+    do_transition_workload(workload, "admitted", reason="fits", at=start, placements=placements)
+    do_transition_workload(workload, "running", reason="started", at=start)
+    do_record_activity([], idle_since={workload.pk: timezone.now() - timedelta(minutes=30)})
+    workload.refresh_from_db()
+    url = f"/api/v1/workloads/{workload.namespace}/{workload.name}/"
+    assert api_as("member").get(url).json()["idle_since"] is not None
+    do_transition_workload(workload, "succeeded", reason="its pods succeeded")
+    assert api_as("member").get(url).json()["idle_since"] is None
+    listed = api_as("member").get("/api/v1/workloads/?state=succeeded").json()["results"]
+    assert [row["idle_since"] for row in listed if row["name"] == workload.name] == [None]

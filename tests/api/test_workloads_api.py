@@ -122,6 +122,18 @@ def test_a_bad_submission_answers_400_naming_the_field(
     assert not Workload.objects.filter(name="bert-large").exists()
 
 
+def test_a_member_naming_an_inner_queue_is_told_it_is_not_a_leaf(
+    api_as: Any, resources: dict
+) -> None:
+    """The queue tree is public: a member was told the root "belongs to no tenant, of which
+    you are not a member" where an admin heard the truth."""
+    response = api_as("member").post(URL, body(queue="root"), format="json")
+    assert response.status_code == 400
+    assert response.json()["error"]["fields"]["queue"] == [
+        "root has child queues; workloads go to leaf queues"
+    ]
+
+
 def test_a_pod_no_node_could_hold_is_refused_naming_the_field(api_as: Any, resources: dict) -> None:
     """1000 GPUs per pod (past the decision core's bound), and 16 where the largest h100 node
     has 8 (a pod runs on one node): 400 naming ``pod_sets.0.gpus``, submitted or tried."""
