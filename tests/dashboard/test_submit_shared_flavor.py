@@ -96,7 +96,8 @@ def test_the_dry_run_answers_for_a_shared_flavor(shared: Any, page_as: Any) -> N
     answer = text(
         client.post("/workloads/dry-run/", FORM | {"gpu_milli": "600"}, HTTP_HX_REQUEST="true")
     )
-    assert "It would wait: the quota layer fails" in answer, answer
+    assert "It would never run" in answer, answer  # past its capability: never, not "wait"
+    assert "Queue nlp can never hold 1.2 l40s-shared GPUs" in answer, answer
     assert not Workload.objects.exists()
 
 
