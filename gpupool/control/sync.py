@@ -984,7 +984,8 @@ def node_with_usage(
     node: NodeInfo, usage: ResourceAmounts, used_gpus: set[int], replicas: int
 ) -> NodeInfo:
     """The node less what other schedulers' pods (or pods the database does not place) hold:
-    their CPU and memory, and as many GPUs as they ask, taken from the highest free indices."""
+    their CPU and memory, and as many GPUs as they ask, taken from the highest free indices
+    as its ``foreign_gpus`` (not free, but part of the node's size: they come back)."""
     devices = usage.gpus if replicas <= 1 else -(-usage.gpus // replicas)
     devices += sum(usage.mig.values())
     taken: set[int] = set()
@@ -997,7 +998,7 @@ def node_with_usage(
         node,
         cpu_milli=max(node.cpu_milli - usage.cpu_milli, 0),
         memory_mib=max(node.memory_mib - usage.memory_mib, 0),
-        unhealthy_gpus=node.unhealthy_gpus | frozenset(taken),
+        foreign_gpus=frozenset(taken),
     )
 
 

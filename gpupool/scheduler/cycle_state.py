@@ -114,13 +114,14 @@ class Cycle:
         self._empty: ClusterState | None = None
         self._largest: dict[str, int] | None = None
         pool: dict[str, int] = defaultdict(int)
-        # What the pool holds once its cordons end (a cordon, a NotReady node, passes): what
-        # "never fits" is judged against, not the GPUs schedulable this cycle.
+        # What the pool holds once its cordons end (a cordon, a NotReady node, passes) and
+        # other schedulers' pods leave: what "never fits" is judged against, not the GPUs
+        # schedulable this cycle.
         self._uncordoned: dict[str, int] = defaultdict(int)
         cpu = memory = 0
         for node in snapshot.nodes:
             pool[node.flavor] += node.healthy_gpus * MILLI
-            self._uncordoned[node.flavor] += (node.gpus - len(node.unhealthy_gpus)) * MILLI
+            self._uncordoned[node.flavor] += node.sound_gpus * MILLI
             if not node.cordoned:
                 cpu += node.cpu_milli
                 memory += node.memory_mib
@@ -445,13 +446,12 @@ class Cycle:
         return None
 
     def _largest_node_gpus(self) -> dict[str, int]:
-        """Per flavor, the most healthy GPUs one node has, cordoned or not."""
+        """Per flavor, the most healthy GPUs one node has, cordoned or not, other schedulers'
+        included."""
         if self._largest is None:
             self._largest = {}
             for node in self.snapshot.nodes:
-                self._largest[node.flavor] = max(
-                    self._largest.get(node.flavor, 0), node.gpus - len(node.unhealthy_gpus)
-                )
+                self._largest[node.flavor] = max(self._largest.get(node.flavor, 0), node.sound_gpus)
         return self._largest
 
     def larger_than_pool(self, need: Mapping[str, int]) -> Verdict | None:
@@ -464,7 +464,8 @@ class Cycle:
                     "resource": "gpu",
                     "asked": amount / MILLI,
                     "free": self.cluster.free_gpu[flavor] / MILLI,
-                    "healthy": self.quota.pool.get(flavor, 0) / MILLI,
+                    # The pool's size once cordons end and others' pods leave: why never.
+                    "healthy": self._uncordoned.get(flavor, 0) / MILLI,
                     "never_fits": True,
                 }
                 return Verdict("capacity", facts)

@@ -323,7 +323,7 @@ def _flavors(top: _Obj) -> dict[str, FlavorInfo]:
 def _nodes(top: _Obj, flavors: Mapping[str, FlavorInfo]) -> list[NodeInfo]:
     nodes: list[NodeInfo] = []
     keys = {"name", "flavor", "gpus", "unhealthy_gpus", "cpu", "memory_gb", "domain"}
-    keys |= {"cordoned", "physical_gpus", "rack", "zone"}
+    keys |= {"cordoned", "physical_gpus", "rack", "zone", "foreign_gpus"}
     for path, item in top.items("nodes", MAX_NODES):
         obj = _Obj(item, path, keys)
         name = obj.string("name")
@@ -338,6 +338,15 @@ def _nodes(top: _Obj, flavors: Mapping[str, FlavorInfo]) -> list[NodeInfo]:
             if index in unhealthy:
                 raise ScenarioError(f"{upath}: GPU {index} listed twice")
             unhealthy.add(index)
+        foreign: set[int] = set()
+        for fpath, index in obj.items("foreign_gpus", gpus):
+            if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < gpus:
+                raise ScenarioError(f"{fpath}: must be a GPU index in 0..{gpus - 1}")
+            if index in foreign:
+                raise ScenarioError(f"{fpath}: GPU {index} listed twice")
+            if index in unhealthy:
+                raise ScenarioError(f"{fpath}: GPU {index} is listed in unhealthy_gpus too")
+            foreign.add(index)
         physical = (
             obj.integer("physical_gpus", _REQUIRED, minimum=1, maximum=MAX_GPUS_PER_NODE)
             if obj.has("physical_gpus")
@@ -369,6 +378,7 @@ def _nodes(top: _Obj, flavors: Mapping[str, FlavorInfo]) -> list[NodeInfo]:
                 unhealthy_gpus=frozenset(unhealthy),
                 cordoned=obj.boolean("cordoned", False),
                 physical_gpus=physical,
+                foreign_gpus=frozenset(foreign),
             )
         )
     _unique([(f"nodes[{i}].name", n.name) for i, n in enumerate(nodes)], "node")
@@ -878,6 +888,11 @@ def _check_occupancy(
             where = f"{paths[workload.name]}.placement[{i}]"
             node = nodes[pod.node]
             for index in pod.gpus:
+                if index in node.foreign_gpus:
+                    raise ScenarioError(
+                        f"{where}.gpus: GPU {index} of {pod.node!r} is another scheduler's"
+                        " (foreign_gpus)"
+                    )
                 used = gpu_used.get((pod.node, index), 0) + (pod.milli or MILLI)
                 gpu_used[(pod.node, index)] = used
                 if used > MILLI:
@@ -1267,6 +1282,8 @@ def _node_json(node: NodeInfo) -> dict[str, object]:
     }
     if node.physical_gpus is not None:
         out["physical_gpus"] = node.physical_gpus
+    if node.foreign_gpus:
+        out["foreign_gpus"] = sorted(node.foreign_gpus)
     return out
 
 

@@ -70,7 +70,8 @@ class PlacedPod:
 def initial_state(
     node: NodeInfo, occupied: tuple[Mapping[int, int], int, int] | None = None
 ) -> NodeState:
-    """A node's free state: healthy GPUs less what runs there; unhealthy or cordoned is zero.
+    """A node's free state: healthy GPUs less what runs there; unhealthy, another
+    scheduler's, or cordoned is zero.
 
     ``occupied`` is (milli-GPU used per GPU index, milli-CPU used, MiB used).
     """
@@ -84,6 +85,9 @@ def initial_state(
         if 0 <= index < node.gpus:
             free[index] = max(0, MILLI - milli)
     for index in node.unhealthy_gpus:
+        if 0 <= index < node.gpus:
+            free[index] = 0
+    for index in node.foreign_gpus:
         if 0 <= index < node.gpus:
             free[index] = 0
     return NodeState(tuple(free), max(0, node.cpu_milli - cpu), max(0, node.memory_mib - memory))
@@ -115,11 +119,12 @@ class ClusterState:
         self.promised: set[str] = set()  # holders whose victims are still leaving (nominations)
         self.generation = 0
         # Nodes where a leaving pod frees less than it holds: per node, None when nothing it
-        # held can be allocated again (cordoned or NotReady), else its unhealthy GPUs.
+        # held can be allocated again (cordoned or NotReady), else its GPUs that cannot be
+        # (unhealthy, or another scheduler's).
         self.impaired: dict[str, frozenset[int] | None] = {
-            node.name: None if node.cordoned else node.unhealthy_gpus
+            node.name: None if node.cordoned else node.unhealthy_gpus | node.foreign_gpus
             for node in nodes
-            if node.cordoned or node.unhealthy_gpus
+            if node.cordoned or node.unhealthy_gpus or node.foreign_gpus
         }
         self._dirty: set[tuple[str, str]] = set()
         occupied = occupied or {}

@@ -55,7 +55,11 @@ class FlavorInfo:
 
 @dataclass(frozen=True, slots=True)
 class NodeInfo:
-    """One node of the pool as inventory: its GPUs, CPU, memory and NVLink domain."""
+    """One node of the pool as inventory: its GPUs, CPU, memory and NVLink domain.
+
+    ``foreign_gpus`` are GPUs that pods gpupool does not place hold (another scheduler's):
+    not free this cycle, like ``unhealthy_gpus``, but part of the node's size, since they
+    come back when those pods end (what "never fits" is judged against counts them)."""
 
     name: str
     flavor: str
@@ -66,6 +70,7 @@ class NodeInfo:
     unhealthy_gpus: frozenset[int] = frozenset()
     cordoned: bool = False
     physical_gpus: int | None = None
+    foreign_gpus: frozenset[int] = frozenset()
 
     # Written out, as ``WorkloadInfo.__init__`` (the first read builds one per node).
     def __init__(
@@ -79,6 +84,7 @@ class NodeInfo:
         unhealthy_gpus: frozenset[int] = frozenset(),
         cordoned: bool = False,
         physical_gpus: int | None = None,
+        foreign_gpus: frozenset[int] = frozenset(),
     ) -> None:
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "flavor", flavor)
@@ -89,11 +95,21 @@ class NodeInfo:
         object.__setattr__(self, "unhealthy_gpus", unhealthy_gpus)
         object.__setattr__(self, "cordoned", cordoned)
         object.__setattr__(self, "physical_gpus", physical_gpus)
+        object.__setattr__(self, "foreign_gpus", foreign_gpus)
 
     @property
     def healthy_gpus(self) -> int:
-        """GPUs that may be allocated (a cordoned node has none)."""
-        return 0 if self.cordoned else self.gpus - len(self.unhealthy_gpus)
+        """GPUs gpupool may allocate now: healthy and not another scheduler's (a cordoned
+        node has none)."""
+        if self.cordoned:
+            return 0
+        return self.gpus - len(self.unhealthy_gpus) - len(self.foreign_gpus)
+
+    @property
+    def sound_gpus(self) -> int:
+        """The GPUs the node holds once its cordon and other schedulers' pods are gone: the
+        healthy ones (what "never fits" is judged against)."""
+        return self.gpus - len(self.unhealthy_gpus)
 
 
 @dataclass(frozen=True, slots=True)

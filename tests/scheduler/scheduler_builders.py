@@ -41,8 +41,10 @@ def node(
     memory_gb: float = 2048,
     unhealthy: tuple[int, ...] = (),
     cordoned: bool = False,
+    foreign: tuple[int, ...] = (),
 ) -> dict[str, Any]:
-    """A node: ``node("n1", gpus=8, domain="d1")``; ``cordoned`` (or NotReady) takes it out."""
+    """A node: ``node("n1", gpus=8, domain="d1")``; ``cordoned`` (or NotReady) takes it out;
+    ``foreign`` GPUs are held by another scheduler's pods."""
     out = {
         "name": name,
         "flavor": flavor,
@@ -54,6 +56,8 @@ def node(
     }
     if cordoned:
         out["cordoned"] = True
+    if foreign:
+        out["foreign_gpus"] = list(foreign)
     return out
 
 
@@ -263,6 +267,7 @@ def check_invariants(loaded: Scenario, result: Plan) -> None:
                     exclusive_users[(pod.node, index)] += 1
                 if w.name in admitted:
                     assert index not in n.unhealthy_gpus and not n.cordoned
+                    assert index not in n.foreign_gpus, "placed on another scheduler's GPU"
             cpu[pod.node] += pod_set.cpu_milli
             memory[pod.node] += pod_set.memory_mib
             amount = milli * len(pod.gpus)
@@ -382,7 +387,7 @@ def _preemptors_fit_on_healthy_gpus(loaded: Scenario, result: Plan) -> None:
         for n in snapshot.nodes
         if not n.cordoned
         for i in range(n.gpus)
-        if i not in n.unhealthy_gpus
+        if i not in n.unhealthy_gpus and i not in n.foreign_gpus
     }
     for w in snapshot.workloads:
         placement = admitted.get(w.name, w.placement if w.name not in evicted else ())
@@ -509,6 +514,15 @@ def snapshots(draw: st.DrawFn) -> dict[str, Any]:
         elif failed["gpus"]:
             index = draw(st.integers(0, failed["gpus"] - 1))
             failed["unhealthy_gpus"] = sorted({*failed["unhealthy_gpus"], index})
+    # GPUs other schedulers' pods hold, taken from those still wholly free.
+    for held in draw(st.lists(st.sampled_from(nodes), max_size=2, unique_by=lambda n: n["name"])):
+        idle = [
+            g
+            for g, f in enumerate(free[held["name"]])
+            if f == 1000 and g not in held["unhealthy_gpus"]
+        ]
+        if idle:
+            held["foreign_gpus"] = draw(st.lists(st.sampled_from(idle), min_size=1, unique=True))
     for w in range(draw(st.integers(1, 8))):
         flavor = draw(st.sampled_from(RANDOM_FLAVORS))
         shared = flavor == "l4s"

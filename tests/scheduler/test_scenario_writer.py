@@ -69,7 +69,7 @@ def rich_scenario(policy: dict[str, Any]) -> dict[str, Any]:
         },
     ]
     nodes = [
-        node("n1", unhealthy=(3,), cpu=191.5, memory_gb=2047.25),
+        node("n1", unhealthy=(3,), cpu=191.5, memory_gb=2047.25, foreign=(6, 7)),
         {**node("n2"), "cordoned": True},
         node("g1", gpus=4, flavor="gb200", domain="nvl72"),
         node("g2", gpus=4, flavor="gb200", domain="nvl72"),
