@@ -26,13 +26,34 @@ class Blocking:
     gang_size: int | None
 
 
-def blocking_shape(needed: Decimal, figures: FlavorFragmentation) -> Blocking:
-    """Why a gang of ``needed`` GPUs of the flavor waits, as far as the pool's shape says."""
+def blocking_shape(
+    needed: Decimal, figures: FlavorFragmentation, share: Decimal | None = None
+) -> Blocking:
+    """Why a gang of ``needed`` GPUs of the flavor waits, as far as the pool's shape says.
+    ``share``: the share of one GPU each pod asks, on a shared flavor; such a pod needs that
+    much free on one GPU, not whole GPUs together in a domain."""
     column = next((gang.gpus for gang in figures.gangs if gang.gpus >= needed), None)
     free = Decimal(str(figures.free_gpus))
     largest = figures.largest_gang_gpus
     job = f"This {plain_number(needed)}-GPU job"
-    if needed <= largest:
+    if share is not None and share < 1:
+        most = Decimal(str(figures.most_free_on_one_gpu))
+        if share <= most and needed <= free:
+            return Blocking(
+                FITS,
+                f"{job} fits now: its pods ask {plain_number(share)} of a GPU each and a GPU "
+                f"has {gpus(most)} free: the pool's shape does not hold it back; the reason it "
+                "waits for does.",
+                column,
+            )
+        if needed <= free:
+            return Blocking(
+                SHAPE,
+                f"{job} waits although {gpus(free)} are free: no GPU has "
+                f"{plain_number(share)} free (the most free on one GPU is {gpus(most)}).",
+                column,
+            )
+    elif needed <= largest:
         return Blocking(
             FITS,
             f"{job} fits in one NVLink domain now (the largest free block is {gpus(largest)}): "

@@ -1546,10 +1546,14 @@ def blocked_gangs(
         )[:BLOCKED_SHOWN]
     )
     needed: dict[int, Decimal] = defaultdict(Decimal)
+    shares: dict[int, Decimal] = {}  # the largest share of one GPU a pod asks (shared flavors)
     for workload_id, count, gpus, milli in PodSet.objects.filter(
         workload_id__in=[row[0] for row in found], flavor__name=flavor
     ).values_list("workload_id", "count", "gpus", "gpu_milli"):
         needed[workload_id] += count * gpu_equivalent(gpus, milli)
+        if milli is not None:
+            share = gpu_equivalent(gpus, milli)
+            shares[workload_id] = max(share, shares.get(workload_id, share))
     rows = [
         {
             "workload": {
@@ -1559,7 +1563,7 @@ def blocked_gangs(
                 "submitted_at": submitted,
             },
             "gpus": needed[workload_id],
-            "why": blocking_shape(needed[workload_id], of_flavor),
+            "why": blocking_shape(needed[workload_id], of_flavor, shares.get(workload_id)),
         }
         for workload_id, namespace, name, reason, submitted in found
     ]

@@ -64,6 +64,8 @@ class FlavorFragmentation:
     stranded_gpus: float
     largest_gang_gpus: int  # whole GPUs one gang could take inside one domain now
     gangs: tuple[GangFit, ...]
+    # The most free on any one GPU (a shared GPU's rest): what a pod asking a share needs.
+    most_free_on_one_gpu: float = 0.0
 
 
 def _pods_that_fit(state: NodeState, shape: PodShape, known: dict[NodeState, int]) -> int:
@@ -124,6 +126,10 @@ def flavor_fragmentation(
                     default=0,
                 ),
                 gangs=tuple(gangs),
+                most_free_on_one_gpu=max(
+                    (max(state.gpu_free_milli, default=0) for state in states), default=0
+                )
+                / MILLI_PER_GPU,
             )
         )
     return tuple(report)
