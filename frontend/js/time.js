@@ -13,9 +13,17 @@
     document.cookie = "gpupool_tz=" + encodeURIComponent(zone) + ";path=/;max-age=31536000;samesite=lax";
   }
   var dateTime = new Intl.DateTimeFormat(undefined, {
-    year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit",
-    timeZoneName: "short"
+    year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit"
   });
+  // The zone by its offset, as the server names it (workloads.queries.zone_name): UTC, UTC+1,
+  // UTC+5:30, UTC-3 -- not the browser's own abbreviation (GMT+1 here, CET in a summary).
+  function zoneName(moment) {
+    var minutes = -moment.getTimezoneOffset();
+    if (minutes === 0) { return "UTC"; }
+    var rest = Math.abs(minutes) % 60;
+    return "UTC" + (minutes > 0 ? "+" : "-") + Math.floor(Math.abs(minutes) / 60) +
+      (rest ? ":" + (rest < 10 ? "0" : "") + rest : "");
+  }
   var dateOnly = new Intl.DateTimeFormat(undefined, { year: "numeric", month: "short", day: "numeric" });
 
   function localise(root) {
@@ -23,7 +31,8 @@
       var moment = new Date(element.getAttribute("datetime"));
       if (isNaN(moment.getTime())) { return; }
       var style = element.getAttribute("data-local");
-      element.textContent = (style === "date" ? dateOnly : dateTime).format(moment);
+      element.textContent = style === "date" ? dateOnly.format(moment)
+        : dateTime.format(moment) + " " + zoneName(moment);
       element.title = moment.toISOString();
     });
     root.querySelectorAll("[data-zone]").forEach(function (element) { element.textContent = zone; });

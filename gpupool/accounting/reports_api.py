@@ -316,7 +316,7 @@ class ReportViewSet(CSVExport, viewsets.GenericViewSet[Any]):
         report = self.build(query, options)
         serializer = self.get_serializer_class()
         if self.wants_csv():
-            self.csv_name = f"{self.csv_name}-{query.start}-{query.end}"
+            self.csv_name = csv_file_name(self.csv_name, report, query, options)
             rows = (serializer(row).data for row in report.stream())
             return self.csv_response(_present(report.columns, serializer), rows)
         key = _page_key(request, self.csv_name, query.tenants)
@@ -328,6 +328,21 @@ class ReportViewSet(CSVExport, viewsets.GenericViewSet[Any]):
         if key:
             cache.set(key, response.data, REPORT_CACHE_S)
         return response
+
+
+def csv_file_name(name: str, report: Report, query: ReportQuery, options: dict[str, Any]) -> str:
+    """A report's CSV download name: the report, its grouping when asked, its period when its
+    rows have one, shared idle, and its days -- so that two downloads of different tables
+    never share a name (the Cost page's "per team, the month" and "per team, day by day"
+    were both ``attribution-<start>-<end>.csv``)."""
+    parts = [name]
+    if options.get("by"):
+        parts.append("by-" + "-".join(options["by"]))
+    if "period" in report.columns:
+        parts.append(f"per-{query.period}")
+    if options.get("share_idle"):
+        parts.append("idle-shared")
+    return "-".join([*parts, str(query.start), str(query.end)])
 
 
 def _page_key(request: Request, report: str, tenants: Any) -> str | None:
@@ -407,7 +422,7 @@ class WorkloadReportViewSet(ReportViewSet):
     """GPU-hours and cost per workload, the costliest first."""
 
     serializer_class = WorkloadCostSerializer
-    csv_name = "workloads"
+    csv_name = "workload-costs"  # not "workloads", the workloads list's download
 
     def build(self, query: ReportQuery, options: dict[str, Any]) -> Report:
         """The per-workload report."""

@@ -3,6 +3,8 @@
     gpupool login [--url URL] [--username NAME]
     gpupool status [--all] [--state S] [--queue Q] [--namespace N]
     gpupool nodes [--flavor F] [--state S] [--unhealthy]
+    gpupool nodes drain NAME [--reason TEXT]        (admins)
+    gpupool nodes end-drain NAME [--reason TEXT]    (admins)
     gpupool submit [FILE] [--name ... flags] [-- COMMAND ARGS...]
     gpupool dry-run [FILE] [--name ... flags] [-- COMMAND ARGS...]
     gpupool why NAMESPACE/NAME
@@ -10,7 +12,8 @@
 
 The server and token come from ``GPUPOOL_URL`` / ``GPUPOOL_TOKEN``, else from what ``gpupool
 login`` stored. Exit status: 0 done, 1 the server refused (the message names the field),
-2 a usage error, 3 a dry-run that would not start now.
+2 a usage error, 3 a dry-run that would not start now, 141 the reader of the output went
+away (``gpupool status | head -1``: the status a shell gives a tool SIGPIPE stopped).
 """
 
 from __future__ import annotations
@@ -18,8 +21,10 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
+import os
 import re
 import sys
+import urllib.parse
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
@@ -38,6 +43,7 @@ from gpupool.client.config import (
 from gpupool.client.http import Api, ApiError
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_WOULD_WAIT = 0, 1, 2, 3
+EXIT_BROKEN_PIPE = 128 + 13  # as a shell reports a tool stopped by SIGPIPE
 LIVE_STATES = ("pending", "admitted", "running")
 DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 
@@ -351,6 +357,38 @@ def do_nodes(api: Api, options: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
+def do_drain(api: Api, options: argparse.Namespace, out: TextIO) -> int:
+    """Drain a node (admins): cordoned, its workloads evicted by the control loop."""
+    path = f"nodes/{urllib.parse.quote(options.node, safe='')}/drain/"
+    node = api.call("POST", path, {"reason": options.reason or ""})
+    if options.json:
+        out.write(json.dumps(node, indent=1) + "\n")
+        return EXIT_OK
+    since = when(node["drain_requested_at"])
+    if node["state"] == "drained":
+        out.write(f"{node['name']} is drained (asked {since}): nothing is left on it.\n")
+    else:
+        out.write(
+            f"{node['name']} is {node['state']} (asked {since}): cordoned, and the control "
+            "loop evicts its workloads at its next cycles.\n"
+        )
+    return EXIT_OK
+
+
+def do_end_drain(api: Api, options: argparse.Namespace, out: TextIO) -> int:
+    """End a node's drain (admins): uncordoned, nothing more evicted from it."""
+    path = f"nodes/{urllib.parse.quote(options.node, safe='')}/end-drain/"
+    node = api.call("POST", path, {"reason": options.reason or ""})
+    if options.json:
+        out.write(json.dumps(node, indent=1) + "\n")
+        return EXIT_OK
+    if node["state"] == "cordoned":
+        out.write(f"{node['name']} was not draining; it stays cordoned (`uncordon` lifts it).\n")
+    else:
+        out.write(f"{node['name']} is {node['state']}: no drain, nothing more is evicted.\n")
+    return EXIT_OK
+
+
 def do_submit(api: Api, options: argparse.Namespace, out: TextIO) -> int:
     """Submit a workload; print where it stands."""
     made = api.call("POST", "workloads/", workload_body(options, options.command))
@@ -436,6 +474,18 @@ def parser() -> argparse.ArgumentParser:
     )
     nodes.add_argument("--unhealthy", action="store_true", help="only nodes with a broken GPU")
     nodes.set_defaults(run=do_nodes)
+    node_commands = nodes.add_subparsers(dest="node_verb", metavar="{drain,end-drain}")
+    drain = node_commands.add_parser(
+        "drain", help="admins: cordon a node and have the control loop evict its work"
+    )
+    drain.set_defaults(run=do_drain)
+    end_drain = node_commands.add_parser(
+        "end-drain", help="admins: end a node's drain; it is uncordoned, back in service"
+    )
+    end_drain.set_defaults(run=do_end_drain)
+    for each in (drain, end_drain):
+        each.add_argument("node", metavar="NAME")
+        each.add_argument("--reason", help="kept in the audit log")
     submit = commands.add_parser(
         "submit", help="submit a workload from a file or flags (command after --)"
     )
@@ -451,7 +501,8 @@ def parser() -> argparse.ArgumentParser:
     cancel.add_argument("workload", type=qualified, metavar="NAMESPACE/NAME")
     cancel.add_argument("--reason")
     cancel.set_defaults(run=do_cancel)
-    for command in commands.choices.values():  # also after the command: `gpupool nodes --json`
+    # Also after the command: `gpupool nodes --json`, `gpupool nodes drain n1 --json`.
+    for command in [*commands.choices.values(), *node_commands.choices.values()]:
         command.add_argument(
             "--json", action="store_true", default=argparse.SUPPRESS, help="print the API's JSON"
         )
@@ -461,7 +512,32 @@ def parser() -> argparse.ArgumentParser:
 def main(
     argv: Sequence[str] | None = None, out: TextIO = sys.stdout, err: TextIO = sys.stderr
 ) -> int:
-    """Run one command; returns the exit status."""
+    """Run one command; returns the exit status. A reader that stops reading early
+    (``gpupool status | head -1``) ends it quietly, as it does a Unix tool: no traceback."""
+    try:
+        status = run(argv, out, err)
+        out.flush()  # inside: what is still buffered may meet the closed pipe too
+    except BrokenPipeError:
+        return reader_gone(out)
+    return status
+
+
+def reader_gone(out: TextIO) -> int:
+    """The reader of ``out`` went away: point its descriptor at /dev/null, so the flush at
+    exit writes nowhere instead of raising again, and say so by the exit status
+    (the recipe of Python's signal module documentation, "Note on SIGPIPE")."""
+    try:
+        descriptor = out.fileno()
+    except (AttributeError, OSError, ValueError):
+        return EXIT_BROKEN_PIPE  # not a file (a test's buffer): nothing will flush it
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, descriptor)
+    os.close(devnull)
+    return EXIT_BROKEN_PIPE
+
+
+def run(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
+    """Parse the command line and run the command; returns the exit status."""
     arguments = list(sys.argv[1:] if argv is None else argv)
     command: list[str] = []
     if "--" in arguments:

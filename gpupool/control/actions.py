@@ -636,8 +636,10 @@ def _audit_registered(made: Sequence[Registered], at: datetime) -> None:
         after={
             "workloads": len(made),
             "names": [str(m.registration.key) for m in made[:50]],
+            "at": at.isoformat(),  # when, on the pool's clock (a demo's runs ahead of the row's)
         },
-        reason=f"pods made outside gpupool, registered by the cluster sync at {at.isoformat()}",
+        # No moment in the words: the row's own time says when, in the reader's zone.
+        reason="pods made outside gpupool, registered by the cluster sync",
     )
 
 
@@ -1121,6 +1123,7 @@ def do_record_cycle(
                 lost.extend(left_out)
     cycle = SchedulingCycle.objects.create(
         started_at=started_at,
+        cluster_at=at,  # the pool's clock (``control.clock``); started_at is the wall's
         status=CycleStatus.RUNNING,
         nodes=nodes,
         workloads=workloads,
@@ -1213,8 +1216,10 @@ def _record_idle_alerts(record: CycleRecord, at: datetime) -> None:
                 {"workload": alert.name, "idle_since": alert.idle_since.isoformat()}
                 for alert in record.idle_alerts[:50]
             ],
+            "at": at.isoformat(),  # when, on the pool's clock (a demo's runs ahead of the row's)
         },
-        reason=f"idle past their idle alert timeout at {at.isoformat()}",
+        # No moment in the words: the row's own time says when, in the reader's zone.
+        reason="idle past their idle alert timeout",
     )
 
 

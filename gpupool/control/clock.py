@@ -17,25 +17,19 @@ from gpupool.control.models import SchedulingCycle
 
 
 def pool_clock() -> datetime:
-    """The cluster's clock at the last finished cycle (the loop writes it in the cycle's
-    ``outcome``: a simulated cluster runs ahead of the wall clock that stamps the row), else
+    """The cluster's clock at the last finished cycle (the cycle row's ``cluster_at``: a
+    simulated cluster runs ahead of the wall clock that stamps its start and end), else
     that cycle's end, else the wall clock. One indexed read, not the pool's snapshot: the
     pages, the utilisation API and the CLI count back from it."""
     last = (
         SchedulingCycle.objects.filter(finished_at__isnull=False)
         .order_by("-started_at", "-id")
-        .values_list("finished_at", "outcome__cluster_at")
+        .values_list("cluster_at", "finished_at")
         .first()
     )
     if last is None:
         return timezone.now()
-    finished, cluster_at = last
-    if isinstance(cluster_at, str):
-        try:
-            return datetime.fromisoformat(cluster_at)
-        except ValueError:
-            pass
-    return finished or timezone.now()
+    return last[0] or last[1] or timezone.now()
 
 
 def pool_now() -> datetime:

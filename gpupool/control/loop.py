@@ -1529,9 +1529,6 @@ class ControlLoop:
             pending=sum(record.pending_by_reason.values()),
             timings=result.timings,
             outcome={
-                # The cluster's clock at the cycle (a simulated cluster runs ahead of the
-                # wall, which stamps the row): ``control.queries.pool_clock``.
-                "cluster_at": record.at.isoformat(),
                 "counts": dict(result.counts),
                 "pending_by_reason": dict(record.pending_by_reason),
                 # The pipeline: how long the cycle waited for the last cycle's apply.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.db import models
 from django.db.models import F, Q
 
@@ -13,6 +15,14 @@ class SchedulingCycle(models.Model):
 
     started_at = models.DateTimeField(db_index=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    cluster_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        db_index=True,
+        help_text="The cluster's clock when the cycle read it, which stamps what it recorded "
+        "(the pool's clock: a simulated cluster runs ahead of the wall clock that stamps "
+        "started_at and finished_at); empty for a cycle that recorded nothing.",
+    )
     status = models.CharField(
         max_length=16, choices=CycleStatus.choices, default=CycleStatus.RUNNING
     )
@@ -54,6 +64,12 @@ class SchedulingCycle(models.Model):
 
     def __str__(self) -> str:
         return f"cycle {self.pk} at {self.started_at:%Y-%m-%d %H:%M:%S} ({self.status})"
+
+    def pool_time(self) -> datetime:
+        """When the cycle ran on the pool's clock (``control.clock``): the cluster's clock it
+        read, or, for a cycle that recorded nothing (skipped, or failed before its record),
+        its start. The pages name a cycle by this time, as they name what it recorded."""
+        return self.cluster_at or self.started_at
 
     def duration_s(self) -> float | None:
         """Seconds from start to finish, or None while running."""

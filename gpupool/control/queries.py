@@ -215,27 +215,28 @@ HISTORY_POINTS = 120
 def sampled_cycles(
     since: datetime, until: datetime, recording: str = "queues"
 ) -> list[SchedulingCycle]:
-    """Succeeded cycles that started in [``since``, ``until``] and whose record has the
-    ``recording`` part, oldest first, thinned to the last one of each minute (or hour, over
-    a window longer than ``HISTORY_POINTS`` minutes), so that a chart over time reads a
-    bounded number of rows whatever the cycles' pace."""
+    """Succeeded cycles that ran in [``since``, ``until``] on the pool's clock (their
+    ``cluster_at``: a simulated cluster's runs ahead of the wall clock of their start) and
+    whose record has the ``recording`` part, oldest first, thinned to the last one of each
+    minute (or hour, over a window longer than ``HISTORY_POINTS`` minutes) of that clock, so
+    that a chart over time reads a bounded number of rows whatever the cycles' pace."""
     window = SchedulingCycle.objects.filter(
         status=CycleStatus.SUCCEEDED,
-        started_at__gte=since,
-        started_at__lte=until,
+        cluster_at__gte=since,
+        cluster_at__lte=until,
         outcome__has_key=recording,
     )
     minutes = (until - since).total_seconds() / 60
     slice_of = TruncMinute if minutes <= HISTORY_POINTS else TruncHour
     last_ids = (
-        window.annotate(slice=slice_of("started_at", tzinfo=UTC))
+        window.annotate(slice=slice_of("cluster_at", tzinfo=UTC))
         .values("slice")
         .annotate(last=Max("id"))
         .values_list("last", flat=True)
     )
     return list(
         SchedulingCycle.objects.filter(pk__in=list(last_ids))
-        .only("id", "started_at", "outcome")
+        .only("id", "started_at", "cluster_at", "outcome")
         .order_by("started_at", "id")
     )
 

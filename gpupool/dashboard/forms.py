@@ -3,17 +3,19 @@ rules (as the API's serializers do), and a refusal comes back onto the form's fi
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import date, timedelta
 from decimal import Decimal
 from typing import Any
 
 from django import forms
-from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
+from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, ValidationError
 from django.forms.utils import flatatt
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
+from django.utils.text import capfirst
 
+from gpupool.clusters.grouping import MAX_PODS
 from gpupool.inventory.choices import Sharing
 from gpupool.inventory.models import Flavor
 from gpupool.quotas.choices import QuotaRequestKind
@@ -77,6 +79,41 @@ def refusal_fields(detail: Any, prefix: str = "") -> dict[str, list[str]]:
         if items:
             found[prefix.rstrip(".")] = [str(item) for item in items]
     return found
+
+
+# Fields of the actions' refusals that a page holds no field of, in words (``readable_field``):
+# a quota request's ``payload`` is what it asks for.
+FIELD_WORDS = {"payload": "requested amounts"}
+
+
+def readable_field(path: str) -> str:
+    """A refusal's dotted field path (``refusal_fields``) in words, for a page that shows no
+    field of that name: ``FIELD_WORDS``' words, each name's underscores as spaces and an index
+    counted from 1 (``pod_sets.1.node_selector`` is "pod sets #2 node selector")."""
+    return " ".join(
+        f"#{int(part) + 1}" if part.isdigit() else FIELD_WORDS.get(part, part.replace("_", " "))
+        for part in path.split(".")
+        if part
+    )
+
+
+def refusal_lines(detail: Any, label: Callable[[str], str] = readable_field) -> list[str]:
+    """A refusal (a serializer's nested errors, a ``message_dict``, a list of messages) as
+    lines of "field: why", each field named by ``label`` (a form's label; "" names none)."""
+    return [
+        f"{label(name)}: {message}" if name and label(name) else message
+        for name, messages in refusal_fields(detail).items()
+        for message in messages
+    ]
+
+
+def refusal_detail(refusal: ValidationError | PermissionDenied) -> Any:
+    """What an action's refusal says, for ``refusal_fields``: a ``ValidationError``'s
+    ``message_dict`` (or its messages, when it names no field); a ``PermissionDenied``'s
+    sentence."""
+    if isinstance(refusal, ValidationError):
+        return refusal.message_dict if hasattr(refusal, "error_dict") else refusal.messages
+    return str(refusal) or "not allowed"
 
 
 class QuotaRequestForm(forms.Form):
@@ -162,13 +199,13 @@ class QuotaRequestForm(forms.Form):
         )
         for name, messages in refusal.message_dict.items():
             if name == "payload":
-                self.add_error(None, "Amounts: " + " ".join(messages))
+                self.add_error(None, f"{capfirst(readable_field(name))}: {' '.join(messages)}")
                 for field in amount_fields:
                     self.add_error(field, "see above")
             elif name in self.fields:
                 self.add_error(name, messages)
             else:
-                self.add_error(None, f"{name}: {' '.join(messages)}")
+                self.add_error(None, refusal_lines({name: messages}))
 
 
 class DecisionForm(forms.Form):
@@ -182,6 +219,16 @@ class DecisionForm(forms.Form):
         label="Comment",
         help_text="Sent to the requester. Required to reject.",
     )
+
+    def add_refusal(self, refusal: ValidationError | PermissionDenied) -> None:
+        """Put a decision action's refusal beside the field it names (``decision_note`` on the
+        Comment); what names no field of this form goes on the form, its field in words
+        (``readable_field``: ``payload`` is the requested amounts)."""
+        for name, messages in refusal_fields(refusal_detail(refusal)).items():
+            if name in self.fields:
+                self.add_error(name, messages)
+            else:
+                self.add_error(None, refusal_lines({name: messages} if name else messages))
 
 
 class WhatIfForm(forms.Form):
@@ -285,7 +332,7 @@ class WorkloadForm(forms.Form):
     flavor = forms.ModelChoiceField(
         queryset=Flavor.objects.order_by("name"), to_field_name="name", label="GPU flavor"
     )
-    pods = forms.IntegerField(min_value=1, max_value=100_000, initial=1)
+    pods = forms.IntegerField(min_value=1, max_value=MAX_PODS, initial=1)
     gpus_per_pod = forms.IntegerField(
         min_value=0,
         max_value=MAX_GPUS_PER_NODE,
@@ -357,16 +404,23 @@ class WorkloadForm(forms.Form):
                 self.add_error(self.POD_SET_FIELDS.get(name), why)
         return data
 
+    def refusal_label(self, key: str) -> str:
+        """How this form names a refusal's field (a body path, ``refusal_fields``): by the
+        label of the form's field it is (``BODY_FIELDS``), else in words (``readable_field``)."""
+        field = self.BODY_FIELDS.get(key)
+        return str(self[field].label) if field is not None else readable_field(key)
+
     def add_refusal(self, detail: Any) -> None:
         """Put a refusal of the API's serializer (its nested ``errors``) or of the submission
         action (a ``ValidationError``'s ``message_dict``) beside the fields it names
-        (``BODY_FIELDS``); what names no field of this form goes on the form, with its name."""
+        (``BODY_FIELDS``); what names no field of this form goes on the form, its field in
+        words (``readable_field``)."""
         for key, messages in refusal_fields(detail).items():
             field = self.BODY_FIELDS.get(key)
             if field is not None:
                 self.add_error(field, messages)
             else:
-                self.add_error(None, [f"{key}: {m}" if key else m for m in messages])
+                self.add_error(None, refusal_lines({key: messages} if key else messages))
 
     def body(self) -> dict[str, Any]:
         """The cleaned form as the workloads API's request body."""

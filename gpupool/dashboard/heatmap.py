@@ -176,6 +176,25 @@ def free_spread(summaries: Iterable[DomainSummary]) -> FreeSpread:
     )
 
 
+def legend_counts(rows: Iterable[NodeRow]) -> dict[str, float]:
+    """GPUs of each colour of the heatmap, counted as the cells and their hovers count them:
+    free, what the scheduler may still place (``free_milli``: a shared GPU's unused rest too,
+    as the per-domain table and the "Free" card count); each tenant, what it holds of the GPUs
+    in use (its fraction of a shared one); broken and cordoned, their cells. A GPU's parts
+    add up to it, so the counts add up to the cells (but GPUs another scheduler holds, which
+    the core counts as not free)."""
+    counts: dict[str, float] = defaultdict(float)
+    for row in rows:
+        for cell in row.cells:
+            if cell.state in (BROKEN, CORDONED):
+                counts[cell.state] += 1
+                continue
+            counts[FREE] += cell.free_milli / MILLI
+            for tenant, milli in cell.holders:
+                counts[tenant] += milli / MILLI
+    return dict(counts)
+
+
 def tenants_in(rows: Iterable[NodeRow]) -> list[str]:
     """The tenants holding GPUs in the rows, by name."""
     return sorted({tenant for row in rows for cell in row.cells for tenant, _ in cell.holders})
@@ -197,7 +216,8 @@ def cell_reasons(
 
 def describe(row: NodeRow, cell: GpuCell, reasons: dict[str, dict[int, str]] | None = None) -> str:
     """One cell in words, for its hover and the details panel: ``h100-07 GPU 3 (domain
-    h100-07): nlp 1 GPU``, ``... broken: XID 79``, ``... free``."""
+    h100-07): nlp 1 GPU``, ``... nlp 0.5 GPUs, 0.5 GPUs free`` (a shared GPU's rest, which
+    the legend's "free" counts), ``... broken: XID 79``, ``... free``."""
     where = f"{row.node} GPU {cell.index} (domain {row.domain})"
     if cell.state == BROKEN:
         why = (reasons or {}).get(row.node, {}).get(cell.index, "")
@@ -206,5 +226,6 @@ def describe(row: NodeRow, cell: GpuCell, reasons: dict[str, dict[int, str]] | N
         return f"{where}: on a cordoned node"
     if cell.state == FREE:
         return f"{where}: free"
-    held = ", ".join(f"{tenant} {milli / MILLI:g} GPU" for tenant, milli in cell.holders)
-    return f"{where}: {held}"
+    held = ", ".join(f"{tenant} {gpus(milli / MILLI)}" for tenant, milli in cell.holders)
+    rest = f", {gpus(cell.free_milli / MILLI)} free" if cell.free_milli else ""
+    return f"{where}: {held}{rest}"

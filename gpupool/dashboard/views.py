@@ -79,7 +79,10 @@ from gpupool.dashboard.forms import (
     QuotaRequestForm,
     WhatIfForm,
     WorkloadForm,
+    readable_field,
+    refusal_detail,
     refusal_fields,
+    refusal_lines,
 )
 from gpupool.dashboard.heatmap import (
     BROKEN,
@@ -90,6 +93,7 @@ from gpupool.dashboard.heatmap import (
     domain_summaries,
     free_spread,
     gpu_rows,
+    legend_counts,
     tenants_in,
 )
 from gpupool.dashboard.navigation import PAGES_BY_KEY, Page, home_page
@@ -100,7 +104,7 @@ from gpupool.dashboard.palette import (
     WORKLOAD_STATE_COLOURS,
     tenant_colours,
 )
-from gpupool.dashboard.templatetags.dashboard import NO_VALUE, local_time
+from gpupool.dashboard.templatetags.dashboard import NO_VALUE, field_value, local_time
 from gpupool.dashboard.templatetags.dashboard import gpu_hours as gpu_hours_text
 from gpupool.dashboard.templatetags.dashboard import gpus as gpus_text
 from gpupool.inventory.actions import do_drain_node, do_set_gpu_health, do_set_node_cordoned
@@ -131,6 +135,7 @@ from gpupool.quotas.queries import (
 from gpupool.scheduler.shares import QueueShare
 from gpupool.scheduler.types import MILLI
 from gpupool.tenancy.models import Tenant
+from gpupool.utilization.api import WINDOWS as UTILIZATION_API_WINDOWS
 from gpupool.utilization.queries import (
     hourly_utilization,
     queue_waste,
@@ -145,7 +150,7 @@ from gpupool.workloads.api import (
     WorkloadInputSerializer,
     WorkloadViewSet,
 )
-from gpupool.workloads.choices import LIVE_STATES, WorkloadState
+from gpupool.workloads.choices import LIVE_STATES, PLACED_STATES, Origin, WorkloadState
 from gpupool.workloads.models import PodSet, Workload, gpu_equivalent
 from gpupool.workloads.queries import (
     backoffs_in_force,
@@ -341,7 +346,7 @@ def overview(request: HttpRequest, access: Access) -> HttpResponse:
         .values_list("explanation__reason", "n")
     )
     cycles = list(SchedulingCycle.objects.order_by("-started_at", "-id")[:CYCLES_SHOWN])
-    now = timezone.now()
+    now = pool_clock()  # the window is the pool's day: a simulated cluster runs ahead
     history = sampled_cycles(now - OVERVIEW_WINDOW, now)
     teams = team_of_leaf_queue()
     series = allocation_series(history, teams)
@@ -364,7 +369,7 @@ def overview(request: HttpRequest, access: Access) -> HttpResponse:
         "pending_figure": charts.pending_reasons_figure(pending) if pending else None,
         "allocation_figure": (
             charts.allocation_area_figure(
-                [chart_time(cycle.started_at) for cycle in history],
+                [chart_time(cycle.pool_time()) for cycle in history],
                 {names[name]: values for name, values in series.items()},
                 dict(zip(names.values(), tenant_colours(names.values()).values(), strict=True)),
                 zone=chart_zone(),
@@ -411,7 +416,7 @@ def cycle_phases(cycles: list[SchedulingCycle]) -> dict[str, Any] | None:
     finished = [cycle for cycle in reversed(cycles) if cycle.finished_at is not None]
     if not finished:
         return None
-    labels = [timezone.localtime(cycle.started_at).strftime("%H:%M:%S") for cycle in finished]
+    labels = [timezone.localtime(cycle.pool_time()).strftime("%H:%M:%S") for cycle in finished]
     phases = {
         phase: [getattr(cycle, f"{phase}_s") for cycle in finished]
         for phase in ("sync", "snapshot", "plan", "record", "apply")
@@ -560,14 +565,10 @@ def submit_queues(access: Access) -> list[str]:
     return list(leaves.order_by("name").values_list("name", flat=True))
 
 
-def api_errors(detail: Any) -> list[str]:
-    """A serializer's or an action's refusal as lines of "field: why" (the fields as
-    ``forms.refusal_fields`` names them for the submit form)."""
-    return [
-        f"{name}: {message}" if name else message
-        for name, messages in refusal_fields(detail).items()
-        for message in messages
-    ]
+def api_errors(detail: Any, label: Callable[[str], str] = readable_field) -> list[str]:
+    """A serializer's or an action's refusal as lines of "field: why", each field named by
+    ``label`` (a form's ``refusal_label``; by default its path in words)."""
+    return refusal_lines(detail, label)
 
 
 @require_POST
@@ -589,12 +590,12 @@ def workload_dry_run(request: HttpRequest, access: Access) -> HttpResponse:
         return render(request, "dashboard/partials/dry_run.html", context)
     body = DryRunInputSerializer(data=form.body())
     if not body.is_valid():
-        context["errors"] = api_errors(body.errors)
+        context["errors"] = api_errors(body.errors, form.refusal_label)
         return render(request, "dashboard/partials/dry_run.html", context)
     try:
         context["answer"] = dry_run_submission(body.submission(), submitter=request.user)
     except (ValidationError, PermissionDenied) as refusal:
-        context["errors"] = [refusal_text(refusal)]
+        context["errors"] = api_errors(refusal_detail(refusal), form.refusal_label)
     except SnapshotError as failure:
         context["errors"] = [f"The pool cannot be planned now: {failure}"]
     return render(request, "dashboard/partials/dry_run.html", context)
@@ -671,6 +672,7 @@ def workload_detail(
         "lost": lost_gpu_hours(events),
         "placements": list(workload.placements.all()),
         "sparkline_figure": utilization_sparkline(workload),
+        "submitted_by": submitted_by(workload),
     }
     return render_page(
         request,
@@ -678,6 +680,19 @@ def workload_detail(
         context,
         live="dashboard/partials/workload_detail_live.html",
     )
+
+
+def submitted_by(workload: Workload) -> str:
+    """Who submitted work whose first transition names no person: its pods' maker for pods
+    made in the cluster (``Workload.origin``: a bare pod, made with kubectl; a controller's),
+    in its namespace; else the system (its transition's reason says which part of it: the
+    demo's generator writes "submitted by the demo generator"). Never the scheduler, which
+    only admits what others submit."""
+    if workload.origin == Origin.BARE:
+        return f"kubectl (namespace {workload.namespace})"
+    if workload.origin == Origin.CONTROLLER:
+        return f"a controller (namespace {workload.namespace})"
+    return "the system"
 
 
 def cancellable(user: Any, workload: Workload) -> bool:
@@ -705,16 +720,21 @@ def workload_cancel(
     try:
         if not body.is_valid():
             raise ValidationError(api_errors(body.errors))
-        do_cancel_workload(workload, acting_user=request.user, reason=body.validated_data["reason"])
-    except (ValidationError, PermissionDenied) as refusal:
-        messages.error(
-            request, f"{workload.qualified_name()} was not cancelled: {refusal_text(refusal)}"
+        cancel = do_cancel_workload(
+            workload, acting_user=request.user, reason=body.validated_data["reason"]
         )
+    except (ValidationError, PermissionDenied) as refusal:
+        # The state refused is the workload's own, which the refusal's sentence names.
+        why = refusal_text(refusal, lambda name: "" if name == "state" else readable_field(name))
+        messages.error(request, f"{workload.qualified_name()} was not cancelled: {why}")
     else:
         messages.success(
             request,
             f"{workload.qualified_name()} is cancelled: its GPUs are released, and the control "
-            "loop deletes its pods at its next cycle.",
+            "loop deletes its pods at its next cycle."
+            if cancel.from_state in PLACED_STATES
+            else f"{workload.qualified_name()} is cancelled: it leaves queue "
+            f"{workload.queue.name} and will not be admitted (it held no GPUs).",
         )
     return redirect("dashboard:workload", namespace, name)
 
@@ -1128,11 +1148,7 @@ def price_list() -> list[dict[str, Any]]:
 # ----------------------------------------------------------------------------- utilisation
 
 # The Utilisation page's windows: the last hours or days, by their name in ``?window=``.
-UTILIZATION_WINDOWS = {
-    "6h": timedelta(hours=6),
-    "24h": timedelta(hours=24),
-    "7d": timedelta(days=7),
-}
+UTILIZATION_WINDOWS = UTILIZATION_API_WINDOWS  # the API's ``?window=``, one list
 UTILIZATION_DEFAULT_WINDOW = "24h"
 WASTERS_SHOWN = 10
 
@@ -1470,7 +1486,7 @@ def fragmentation(request: HttpRequest, access: Access) -> HttpResponse:
         [[describe(row, cell, reasons) for cell in row.cells] for row in shown],
         colours,
     )
-    counts = Counter(cell.category for row in shown for cell in row.cells)
+    counts = legend_counts(shown)  # the cells' own count: a shared GPU's free rest too
     summaries = domain_summaries(shown)
     context = {
         "flavors": flavors,
@@ -1479,7 +1495,7 @@ def fragmentation(request: HttpRequest, access: Access) -> HttpResponse:
         "legend": [
             {"name": name, "colour": colour, "gpus": counts[name]}
             for name, colour in colours.items()
-            if counts[name]
+            if counts.get(name)
         ],
         # As dicts: the template reads a dict's keys directly, an object's attributes only
         # after a failed key lookup (227 domains of h100 on B5's year).
@@ -1510,10 +1526,10 @@ def fragmentation(request: HttpRequest, access: Access) -> HttpResponse:
 def fragmentation_trend(flavor: str) -> dict[str, Any] | None:
     """The figure of the flavor's free and fragmented GPUs and largest gang in one domain
     over the last day, from the cycles' samples (None without any)."""
-    now = timezone.now()
+    now = pool_clock()  # the pool's day, as the cycles' times (``sampled_cycles``)
     cycles = sampled_cycles(now - FRAGMENTATION_WINDOW, now, recording="fragmentation")
     points = [
-        (chart_time(cycle.started_at), fragmentation_of(cycle)[flavor])
+        (chart_time(cycle.pool_time()), fragmentation_of(cycle)[flavor])
         for cycle in cycles
         if flavor in fragmentation_of(cycle)
     ]
@@ -1747,13 +1763,15 @@ def form_problems(form: Any) -> str:
     )
 
 
-def refusal_text(refusal: PermissionDenied | ValidationError) -> str:
-    """An action's refusal in one line, naming its fields."""
-    if isinstance(refusal, ValidationError) and hasattr(refusal, "error_dict"):
-        return "; ".join(f"{k}: {' '.join(v)}" for k, v in refusal.message_dict.items())
-    if isinstance(refusal, ValidationError):
-        return " ".join(refusal.messages)
-    return str(refusal) or "not allowed"
+def refusal_text(
+    refusal: PermissionDenied | ValidationError, label: Callable[[str], str] = readable_field
+) -> str:
+    """An action's refusal in one line, each field named by ``label`` (a page's label for it;
+    by default its path in words, ``forms.readable_field``; "" names none)."""
+    return "; ".join(
+        f"{label(name)}: {' '.join(messages)}" if name and label(name) else " ".join(messages)
+        for name, messages in refusal_fields(refusal_detail(refusal)).items()
+    )
 
 
 # ----------------------------------------------------------------------------- requests
@@ -1871,8 +1889,9 @@ def request_detail(request: HttpRequest, access: Access, pk: int) -> HttpRespons
 
 
 def request_steps(quota_request: QuotaRequest) -> list[dict[str, Any]]:
-    """The request's steps so far: filed, submitted, decided, applied."""
-    steps = [{"what": "filed", "at": quota_request.created_at, "who": quota_request.requested_by}]
+    """The request's steps so far: drafted (every request starts as a draft:
+    ``do_create_quota_request``; it is filed when submitted), submitted, decided, applied."""
+    steps = [{"what": "drafted", "at": quota_request.created_at, "who": quota_request.requested_by}]
     if quota_request.submitted_at:
         steps.append(
             {
@@ -1978,7 +1997,7 @@ def decide(
         else:
             decided = do_reject_quota_request(quota_request, acting_user=request.user, note=note)
     except (ValidationError, PermissionDenied) as refusal:
-        form.add_error(None, refusal_text(refusal))
+        form.add_refusal(refusal)
         return None
     if approve:
         messages.success(
@@ -2081,7 +2100,10 @@ def audit(request: HttpRequest, access: Access) -> HttpResponse:
     elif form.is_bound:
         events = events.none()
     page = Paginator(events, AUDIT_PAGE_SIZE).get_page(request.GET.get("page"))
-    rows = [{"event": event, "changes": event_changes(event)} for event in page.object_list]
+    rows = [
+        {"event": event, "changes": event_changes(event), "pool_at": pool_moment(event)}
+        for event in page.object_list
+    ]
     query = request.GET.copy()
     query.pop("page", None)
     context = {
@@ -2094,11 +2116,28 @@ def audit(request: HttpRequest, access: Access) -> HttpResponse:
     return render(request, "dashboard/audit.html", context)
 
 
+def pool_moment(event: AuditEvent) -> datetime | None:
+    """When the control loop's row says it acted, on the pool's clock (``after["at"]``:
+    registrations, idle alerts), for the page to show in the viewer's zone; None if none."""
+    written = event.after.get("at") if isinstance(event.after, dict) else None
+    try:
+        moment = parse_datetime(written) if isinstance(written, str) else None
+    except ValueError:  # well formed, but no real moment
+        return None
+    return moment if moment is not None and timezone.is_aware(moment) else None
+
+
 def event_changes(event: AuditEvent) -> list[dict[str, Any]]:
-    """The fields an audit event changed, each with its value before and after."""
+    """The fields an audit event changed, each with its value before and after; GPUs and
+    GPU-hours in the pages' format (``field_value``: a budget's ``gpu_hours``, kept with 3
+    places, and its ``remaining_gpu_hours``, with 4, read alike)."""
     before = event.before or {}
     after = event.after or {}
     return [
-        {"field": name, "before": before.get(name), "after": after.get(name)}
+        {
+            "field": name,
+            "before": field_value(name, before.get(name)),
+            "after": field_value(name, after.get(name)),
+        }
         for name in event.changed_fields()
     ]

@@ -1,5 +1,6 @@
 """API of the inventory, the pool's public state: flavors (admins change them) and nodes with
-their GPUs, health and NVLink domain (admins cordon them and set GPU health)."""
+their GPUs, health and NVLink domain (admins cordon, drain and end drains, and set GPU
+health)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from gpupool.api.fields import NameRelatedField
 from gpupool.api.permissions import ADMINS, EVERYONE, ActionRoles
 from gpupool.inventory.actions import (
     do_delete_flavor,
+    do_drain_node,
+    do_end_drain,
     do_save_flavor,
     do_set_gpu_health,
     do_set_node_cordoned,
@@ -168,7 +171,8 @@ class NodeFilter(filters.FilterSet):  # type: ignore[misc]
 
 
 class CordonSerializer(serializers.Serializer[Any]):
-    """Why the node is cordoned or uncordoned (kept in the audit log)."""
+    """Why the node is cordoned, uncordoned, drained or back from a drain (kept in the audit
+    log)."""
 
     reason = serializers.CharField(max_length=400, required=False, allow_blank=True, default="")
 
@@ -187,8 +191,8 @@ class GpuHealthSerializer(serializers.Serializer[Any]):
 
 
 class NodeViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet[Node]):
-    """Nodes, the pool's public state: every role reads them; admins cordon and uncordon them
-    and set a GPU's health (the cluster sync owns the rest)."""
+    """Nodes, the pool's public state: every role reads them; admins cordon and uncordon them,
+    drain them and end drains, and set a GPU's health (the cluster sync owns the rest)."""
 
     queryset = Node.objects.select_related("flavor").prefetch_related(
         Prefetch("gpus", queryset=Gpu.objects.order_by("index"))
@@ -211,6 +215,15 @@ class NodeViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         )
         return Response(self.get_serializer(self.get_queryset().get(pk=node.pk)).data)
 
+    def _drain(self, request: Request, change: Any) -> Response:
+        """``change`` (``do_drain_node`` or ``do_end_drain``) on the node, with the reason
+        given; the node as it is afterwards."""
+        node = self.get_object()
+        form = CordonSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        change(node, acting_user=request.user, reason=form.validated_data["reason"])
+        return Response(self.get_serializer(self.get_queryset().get(pk=node.pk)).data)
+
     @extend_schema(request=CordonSerializer, responses={200: NodeSerializer})
     @action(detail=True, methods=["post"])
     def cordon(self, request: Request, name: str) -> Response:
@@ -222,6 +235,23 @@ class NodeViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
     def uncordon(self, request: Request, name: str) -> Response:
         """Uncordon the node: its healthy GPUs take placements again."""
         return self._cordon(request, False)
+
+    @extend_schema(request=CordonSerializer, responses={200: NodeSerializer})
+    @action(detail=True, methods=["post"])
+    def drain(self, request: Request, name: str) -> Response:
+        """Drain the node (``do_drain_node``, as the Cluster page does): cordon it and have the
+        control loop evict its workloads (reason ``admin``, disruption budgets honoured); its
+        ``state`` reads draining, then drained once it is empty. Draining a node that is
+        draining or drained changes nothing (``drain_requested_at`` keeps the first ask)."""
+        return self._drain(request, do_drain_node)
+
+    @extend_schema(request=CordonSerializer, responses={200: NodeSerializer})
+    @action(detail=True, methods=["post"], url_path="end-drain", url_name="end-drain")
+    def end_drain(self, request: Request, name: str) -> Response:
+        """End the node's drain (``do_end_drain``, as uncordoning a draining node does): it is
+        uncordoned and nothing more is evicted from it. A node that is not draining or
+        drained is left as it is (a plain cordon stays: ``uncordon/`` lifts it)."""
+        return self._drain(request, do_end_drain)
 
     @extend_schema(request=GpuHealthSerializer, responses={200: NodeSerializer})
     @action(detail=True, methods=["post"], url_path=r"gpus/(?P<index>[0-9]{1,4})/health")

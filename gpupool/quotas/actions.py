@@ -30,6 +30,7 @@ from gpupool.audit.actions import (
     values_snapshots,
 )
 from gpupool.bulk import insert_values
+from gpupool.control.clock import pool_now
 from gpupool.inventory.models import Flavor
 from gpupool.notifications.notify import notify_quota_request
 from gpupool.quotas.choices import (
@@ -557,6 +558,10 @@ def do_create_quota_request(
     )
     request.full_clean()
     request.save()
+    # Filed on the pool's clock, like every step of the request (``auto_now_add`` stamps
+    # the wall clock's, hours behind a simulated cluster's).
+    request.created_at = pool_now()
+    request.save(update_fields=["created_at"])
     _audit_request(request, None, "create", requested_by)
     if submit:
         return do_submit_quota_request(request, acting_user=requested_by)
@@ -595,7 +600,7 @@ def do_submit_quota_request(request: QuotaRequest, *, acting_user: Any) -> Quota
         raise PermissionDenied("only the requester submits a request")
     before = model_snapshot(request)
     request.state = QuotaRequestState.SUBMITTED
-    request.submitted_at = timezone.now()
+    request.submitted_at = pool_now()  # the pool's clock (``control.clock``)
     request.full_clean()
     request.save()
     _audit_request(request, before, "submit", acting_user)
@@ -669,7 +674,7 @@ def _decide(request: QuotaRequest, *, acting_user: Any, state: str, note: str) -
     before = model_snapshot(request)
     request.state = state
     request.decided_by = acting_user
-    request.decided_at = timezone.now()
+    request.decided_at = pool_now()
     request.decision_note = note
     request.full_clean()
     request.save()
@@ -710,7 +715,7 @@ def _apply(request: QuotaRequest, *, acting_user: Any) -> QuotaRequest:
         )
     before = model_snapshot(request)
     request.state = QuotaRequestState.APPLIED
-    request.applied_at = timezone.now()
+    request.applied_at = pool_now()
     request.save()
     _audit_request(request, before, "apply", acting_user)
     return request

@@ -36,6 +36,8 @@ from gpupool.workloads.models import Workload
 logger = logging.getLogger(__name__)
 GENERATED_NAME = re.compile(r"^(train|notebook)-(\d+)$")
 DEMO_IMAGE = "nvcr.io/nvidia/pytorch:24.05-py3"  # never pulled: the simulated kubelet runs it
+# Its workloads' first transition: no person submitted them, the generator did.
+SUBMITTED_BY_GENERATOR = "submitted by the demo generator"
 
 
 def demo_team_queues() -> dict[str, Queue]:
@@ -106,6 +108,7 @@ class DemoSubmitter:
                 topology=submission.topology,
                 expected_runtime_s=submission.expected_runtime_s,
                 at=datetime.fromtimestamp(submission.at, tz=UTC),
+                reason=SUBMITTED_BY_GENERATOR,
             )
         except ValidationError as error:
             logger.warning("demo: %s/%s not submitted: %s", submission.team, name, error)

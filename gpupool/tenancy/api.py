@@ -98,16 +98,29 @@ class MembershipSerializer(PlannedRows, serializers.ModelSerializer[Membership])
         read_only_fields = ("id", "created_at")
 
     def get_validators(self) -> list[Any]:
-        """The one-membership-per-user-and-tenant check on create; a change keeps its user and
-        tenant (``validate``), so it has none to make (and answers nothing about the pair
-        asked for: whether that user belongs to another tenant)."""
-        return super().get_validators() if self.instance is None else []
+        """None of DRF's: its one-membership-per-user-and-tenant check answers "The fields
+        user, tenant must make a unique set."; ``validate`` makes it on create, in words. A
+        change keeps its user and tenant, so it has none to make (and answers nothing about the
+        pair asked for: whether that user belongs to another tenant)."""
+        return []
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        """On a change, only the role: another user or tenant is another membership (remove
-        this one and add that one)."""
+        """On create, a user not yet in the tenant (a 400 naming ``user``, saying so). On a
+        change, only the role: another user or tenant is another membership (remove this one
+        and add that one)."""
         membership = self.instance
-        if membership is not None:
+        if membership is None:
+            user, tenant = attrs["user"], attrs["tenant"]  # both required on create
+            existing = Membership.objects.filter(user=user, tenant=tenant).first()
+            if existing is not None:
+                raise serializers.ValidationError(
+                    {
+                        "user": f"{user.get_username()} is already a member of {tenant.name} "
+                        f"(role {existing.role}); to change the role, PATCH "
+                        f"memberships/{existing.pk}/"
+                    }
+                )
+        else:
             fixed = {
                 name: f"{name} cannot be changed once created (it is {current!r}); remove "
                 "this membership and add one instead"

@@ -2,7 +2,9 @@
 
 ``tenants/``: allocated, active and idle GPU-hours per tenant; ``wasters/``: the workloads
 that held GPUs idle longest. Each answers a list of rows over ``?since=&until=`` (ISO 8601;
-default: the last hour), for the caller's tenants (admins and finance: every tenant);
+default: the last hour) or ``?window=`` (the Utilisation page's ``6h``, ``24h``, ``7d``: that
+long before ``until``; any other value is a 400 naming ``window`` and those it takes, never
+the default hour), for the caller's tenants (admins and finance: every tenant);
 ``?format=csv`` gives the same rows as CSV. Read-only: the control loop's sampler writes the
 facts.
 """
@@ -28,6 +30,12 @@ from gpupool.control.clock import pool_clock
 from gpupool.utilization.queries import tenant_utilization, top_wasters
 
 MAX_WINDOW = timedelta(days=92)
+# ``?window=``: the last hours or days before ``until``, by name (the Utilisation page's).
+WINDOWS = {
+    "6h": timedelta(hours=6),
+    "24h": timedelta(hours=24),
+    "7d": timedelta(days=7),
+}
 
 
 def _time(request: Request, name: str) -> datetime | None:
@@ -40,11 +48,30 @@ def _time(request: Request, name: str) -> datetime | None:
     return value
 
 
+def _named_window(request: Request) -> timedelta | None:
+    """``?window=``: one of ``WINDOWS`` (None when not given or empty), else a 400 naming it
+    and the windows it takes (before, the API did not read it: any value gave the last hour)."""
+    name = request.query_params.get("window")
+    if not name:  # as an empty since: the default
+        return None
+    if name not in WINDOWS:
+        raise ValidationError(
+            {
+                "window": f"{name!r} is not a window: one of {', '.join(WINDOWS)} "
+                "(or give since and until)"
+            }
+        )
+    if request.query_params.get("since"):
+        raise ValidationError({"window": "give window or since, not both"})
+    return WINDOWS[name]
+
+
 def window_of(request: Request) -> tuple[datetime, datetime]:
     """``since`` and ``until`` from the query (default: the hour to the pool's clock, the end
-    of the last finished cycle), checked."""
+    of the last finished cycle; ``window``: that long before ``until``), checked."""
+    length = _named_window(request) or timedelta(hours=1)
     until = _time(request, "until") or pool_clock()
-    since = _time(request, "since") or until - timedelta(hours=1)
+    since = _time(request, "since") or until - length
     if since >= until:
         raise ValidationError(
             {"since": f"must be before until ({since.isoformat()} >= {until.isoformat()})"}
@@ -87,6 +114,12 @@ class WasterRowSerializer(serializers.Serializer[dict[str, Any]]):
 
 WINDOW_PARAMETERS = [
     OpenApiParameter("since", OpenApiTypes.DATETIME, description="default: an hour before until"),
+    OpenApiParameter(
+        "window",
+        str,
+        enum=list(WINDOWS),
+        description="instead of since: this long before until; any other value is a 400",
+    ),
     OpenApiParameter(
         "until",
         OpenApiTypes.DATETIME,

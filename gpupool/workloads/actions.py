@@ -14,6 +14,7 @@ from django.db import transaction
 from django.db.models import Count
 
 from gpupool.accounting.actions import do_close_usage
+from gpupool.clusters.grouping import MAX_PODS
 from gpupool.control.clock import pool_now, pool_now_after
 from gpupool.inventory.models import Flavor, Node, devices_per_gpu
 from gpupool.quotas.models import PriorityClass, Queue
@@ -22,7 +23,6 @@ from gpupool.scheduler.scenario import (
     MAX_NODE_CPU,
     MAX_NODE_MEMORY_GB,
     MAX_POD_SETS,
-    MAX_PODS_PER_WORKLOAD,
 )
 from gpupool.tenancy.models import Membership, is_site_admin, is_tenant_lead
 from gpupool.workloads.choices import ALLOWED_TRANSITIONS, WorkloadState
@@ -117,16 +117,26 @@ def pod_sets_errors(
     return errors
 
 
+# A submission's pods in all, ``clusters.grouping.MAX_PODS`` (10,000): the most the control
+# loop takes from the cluster as one workload (one made with kubectl of more is refused), and
+# gpupool makes a submission's pods there too (the core's own bound, 100,000, is a whole
+# scenario's: 50 cycles of pod creation at ``control.apply.CREATES_PER_CYCLE``).
+TOO_MANY_PODS = (
+    f"at most {MAX_PODS} pods a workload: the most gpupool reads from the cluster as one workload"
+)
+
+
 def pod_set_count_errors(pod_sets: Sequence[PodSetSpec]) -> dict[str, str]:
     """Why a workload of this many pod sets and pods could not be planned (``pod_sets``; {}
-    when it could): none, more pod sets or more pods than the decision core takes in one."""
+    when it could): none, more pod sets than the decision core takes in one, or more pods
+    than the loop reads from the cluster as one (``TOO_MANY_PODS``)."""
     if not pod_sets:
         return {"pod_sets": "a workload has at least one pod set"}
     if len(pod_sets) > MAX_POD_SETS:
         return {"pod_sets": f"{len(pod_sets)} pod sets: at most {MAX_POD_SETS}"}
     pods = sum(spec.count for spec in pod_sets)
-    if pods > MAX_PODS_PER_WORKLOAD:
-        return {"pod_sets": f"{pods} pods in all: at most {MAX_PODS_PER_WORKLOAD} a workload"}
+    if pods > MAX_PODS:
+        return {"pod_sets": f"{pods} pods in all; {TOO_MANY_PODS}"}
     return {}
 
 
@@ -172,9 +182,12 @@ def do_submit_workload(
     expected_runtime_s: int | None = None,
     at: datetime | None = None,
     namespace: str | None = None,
+    reason: str = "submitted",
 ) -> Workload:
     """Queue a new workload; defaults: the default class, the queue's protected runtime, and
     the namespace its queue's tenant owns (the first by name; ``default`` when it owns none).
+    ``reason`` is its first transition's: the system names there what submitted it (the
+    demo's generator: "submitted by the demo generator").
 
     A person submits only to a queue of a tenant they belong to (admins anywhere); the system
     (``submitter`` None) anywhere. A pod set's errors are named ``pod_sets.<index>.<field>``;
@@ -257,7 +270,7 @@ def do_submit_workload(
         from_state="",
         to_state=WorkloadState.PENDING,
         at=now,
-        reason="submitted",
+        reason=reason[:500],
         actor=submitter if getattr(submitter, "is_authenticated", False) else None,
     )
     return workload
@@ -394,9 +407,9 @@ def may_cancel(user: Any, workload: Workload) -> bool:
 def do_cancel_workload(
     workload: Workload, *, acting_user: Any, reason: str = "", at: datetime | None = None
 ) -> WorkloadTransition:
-    """Cancel a workload that is waiting or running: record the transition (the state machine
-    refuses finished work; placements are released) and close its usage now; the control loop
-    then deletes its pods.
+    """Cancel a workload that is waiting or running: record the transition (placements are
+    released) and close its usage now; the control loop then deletes its pods. Work that has
+    ended (the state machine lets it move nowhere) is refused, saying so and its state.
 
     ``acting_user`` None is the system; a person must be allowed by ``may_cancel``.
     """
@@ -405,6 +418,13 @@ def do_cancel_workload(
             f"Only its submitter, a lead of its tenant or an admin cancels {workload}."
         )
     current = Workload.objects.select_for_update().get(pk=workload.pk)
+    if not ALLOWED_TRANSITIONS.get(current.state):  # a final state: it moves nowhere
+        raise ValidationError(
+            {
+                "state": f"{current.qualified_name()} has already ended: it is {current.state}. "
+                "Nothing was changed."
+            }
+        )
     now = at or pool_now_after(current.submitted_at, current.admitted_at, current.started_at)
     transition = do_transition_workload(
         current,

@@ -34,13 +34,14 @@ from gpupool.api.filters import StrictFilterBackend, StrictOrderingFilter
 from gpupool.api.permissions import TENANT_ROLES, ActionRoles, TenantScoped
 from gpupool.api.rows import PlannedRows
 from gpupool.api.tables import CSVExport
+from gpupool.clusters.grouping import MAX_PODS
 from gpupool.control.api import PoolNotPlannable
 from gpupool.control.snapshot import SnapshotError
 from gpupool.inventory.models import Flavor
 from gpupool.quotas.models import PriorityClass, Queue
 from gpupool.scheduler.scenario import MAX_GPUS_PER_NODE, MAX_POD_SETS
 from gpupool.tenancy.models import Tenant
-from gpupool.workloads.actions import PodSetSpec, do_cancel_workload
+from gpupool.workloads.actions import TOO_MANY_PODS, PodSetSpec, do_cancel_workload
 from gpupool.workloads.choices import (
     PENDING_REASON_CHOICES,
     PLACED_STATES,
@@ -70,6 +71,12 @@ from gpupool.workloads.queries import (
 # A workload's name becomes its pods' label and the stem of their names: a DNS label.
 NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 NAMESPACE_PATTERN = r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?"
+# What the refusal of a name (or namespace) that is no DNS label says: the rule of the two
+# patterns above, with the fields' max_length of 63.
+NOT_A_DNS_LABEL: dict[str, Any] = {
+    "invalid": "Enter a DNS label (RFC 1123): 1 to 63 characters, each a lower-case letter "
+    "a-z, a digit 0-9 or '-', starting and ending with a letter or digit."
+}
 MAX_SECONDS = 2**31 - 1
 
 
@@ -80,9 +87,18 @@ class PodSetInputSerializer(serializers.Serializer[Any]):
     """One group of identical pods: how many, what each asks for, and what it runs."""
 
     name = serializers.RegexField(
-        NAME_PATTERN, max_length=63, default="main", help_text="Unique within the workload."
+        NAME_PATTERN,
+        max_length=63,
+        default="main",
+        error_messages=NOT_A_DNS_LABEL,
+        help_text="Unique within the workload.",
     )
-    count = serializers.IntegerField(min_value=1, max_value=100_000, help_text="Pods.")
+    count = serializers.IntegerField(
+        min_value=1,
+        max_value=MAX_PODS,
+        error_messages={"max_value": TOO_MANY_PODS},
+        help_text=f"Pods; at most {MAX_PODS} in all the workload's pod sets.",
+    )
     gpus = serializers.IntegerField(
         min_value=0,
         max_value=MAX_GPUS_PER_NODE,
@@ -158,10 +174,14 @@ class WorkloadInputSerializer(serializers.Serializer[Any]):
         f"^{NAMESPACE_PATTERN}$",
         max_length=63,
         required=False,
+        error_messages=NOT_A_DNS_LABEL,
         help_text="A namespace the queue's tenant owns (default: its first).",
     )
     name = serializers.RegexField(
-        NAME_PATTERN, max_length=63, help_text="Unique in its namespace; a DNS label."
+        NAME_PATTERN,
+        max_length=63,
+        error_messages=NOT_A_DNS_LABEL,
+        help_text="Unique in its namespace; a DNS label.",
     )
     queue = NameRelatedField(
         slug_field="name",
@@ -177,7 +197,7 @@ class WorkloadInputSerializer(serializers.Serializer[Any]):
     )
     min_member = serializers.IntegerField(
         min_value=1,
-        max_value=MAX_SECONDS,
+        max_value=MAX_PODS,
         required=False,
         allow_null=True,
         help_text="Pods that must run together (default: all).",
@@ -206,11 +226,14 @@ class WorkloadInputSerializer(serializers.Serializer[Any]):
 
     def validate_pod_sets(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """One to MAX_POD_SETS pod sets, the decision core's bound (said here so that the error
-        names ``pod_sets``)."""
+        names ``pod_sets``), of MAX_PODS pods in all."""
         if not value:
             raise serializers.ValidationError("a workload has at least one pod set")
         if len(value) > MAX_POD_SETS:
             raise serializers.ValidationError(f"at most {MAX_POD_SETS} pod sets")
+        pods = sum(pod_set["count"] for pod_set in value)
+        if pods > MAX_PODS:
+            raise serializers.ValidationError(f"{pods} pods in all; {TOO_MANY_PODS}")
         return value
 
     def submission(self) -> Submission:
@@ -252,6 +275,7 @@ class DryRunInputSerializer(WorkloadInputSerializer):
         NAME_PATTERN,
         max_length=63,
         required=False,
+        error_messages=NOT_A_DNS_LABEL,
         help_text="Optional: a name that is not taken in the namespace.",
     )
 

@@ -323,12 +323,28 @@ def not_before_of(workload: Workload) -> datetime | None:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
+def zone_name(moment: datetime) -> str:
+    """The zone of an aware moment by its offset from UTC: ``UTC``, ``UTC+1``, ``UTC+5:30``,
+    ``UTC-3`` (empty for a naive one). The one way a time's zone is named, in the summaries
+    and on the pages (an abbreviation such as CET is ambiguous, and many zones have none;
+    the browser's ``frontend/js/time.js`` names it the same way)."""
+    offset = moment.utcoffset()
+    if offset is None:
+        return ""
+    minutes = round(offset.total_seconds() / 60)
+    if minutes == 0:
+        return "UTC"
+    hours, rest = divmod(abs(minutes), 60)
+    return f"UTC{'+' if minutes > 0 else '-'}{hours}" + (f":{rest:02d}" if rest else "")
+
+
 def _when(moment: datetime | None, zone: tzinfo) -> str:
-    """A moment of a summary as its wall time in ``zone``, named: ``2026-12-05 14:03 UTC``,
-    ``2026-12-05 15:03 CET``."""
+    """A moment of a summary as its wall time in ``zone``, named (``zone_name``):
+    ``2026-12-05 14:03 UTC``, ``2026-12-05 15:03 UTC+1``."""
     if moment is None:
         return "unknown"
-    return moment.astimezone(zone).strftime("%Y-%m-%d %H:%M %Z").strip()
+    shown = moment.astimezone(zone)
+    return f"{shown:%Y-%m-%d %H:%M} {zone_name(shown)}".strip()
 
 
 def summary(workload: Workload, estimate_learned: bool | None = None, zone: tzinfo = UTC) -> str:

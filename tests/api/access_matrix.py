@@ -124,6 +124,8 @@ ROWS: dict[str, Row] = {
     "api:node-detail": Row({"GET": EVERYONE_READS}, resources_pool.nodes),
     "api:node-cordon": Row({"POST": ADMIN_ONLY}, resources_pool.nodes),
     "api:node-uncordon": Row({"POST": ADMIN_ONLY}, resources_pool.nodes),
+    "api:node-drain": Row({"POST": ADMIN_ONLY}, resources_pool.nodes),
+    "api:node-end-drain": Row({"POST": ADMIN_ONLY}, resources_pool.nodes),
     "api:node-gpu-health": Row({"POST": ADMIN_ONLY}, resources_pool.gpus),
     # Queues and classes are public at the queue level; admins change them.
     "api:queue-list": Row({"GET": EVERYONE_READS, "POST": ADMIN_ONLY}, resources_pool.pool_only),

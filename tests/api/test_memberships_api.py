@@ -111,7 +111,7 @@ def test_the_tenants_lead_still_hears_that_the_user_already_belongs(
         MEMBERSHIPS, {"user": "max", "tenant": "nlp", "role": "lead"}, format="json"
     )
     assert response.status_code == 400
-    assert "non_field_errors" in response.json()["error"]["fields"]
+    assert list(response.json()["error"]["fields"]) == ["user"]
     assert membership_of(world, "max").role == "member"
 
 

@@ -126,6 +126,7 @@ def demo_world() -> World:
     held |= {"speech": {"h100": 8.0}, "search": {"h100": 16.0}, "ads": {"h100": 4.0}}
     for minutes in (50, 40, 30, 20, 10, 3, 2, 1):
         cycle = do_start_cycle(at=now - timedelta(minutes=minutes))
+        cycle.cluster_at = cycle.started_at  # the cluster's clock the loop records
         recsys = {"recsys": {"h100": 8.0 if minutes > 10 else 0.0}}
         queues = {
             queue: {f: {"allocated": gpus, "borrowed": 0.0, "lent": 0.0} for f, gpus in by.items()}

@@ -104,3 +104,4 @@ def test_the_page_judges_a_shared_pod_by_one_gpus_rest(pool: Any, page_as: Any) 
     assert 'href="/workloads/nlp/notebook/"' in page
     assert "its pods ask 0.5 of a GPU each and a GPU has 0.7 GPUs free" in page
     assert "no NVLink domain has 0.5 free together" not in page
+    assert "See gangs of 1 GPU</a>" in page  # (it said "1 GPUs")

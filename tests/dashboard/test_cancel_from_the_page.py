@@ -61,7 +61,7 @@ def test_finished_work_is_not_offered_and_a_late_cancel_says_why(pool: Any, page
     client = page_as("max")
     client.post(CANCEL_URL)
     page = text(client.post(CANCEL_URL, follow=True))
-    assert "nlp/train was not cancelled: state: " in page and "it can move to nothing" in page
+    assert "nlp/train was not cancelled: nlp/train has already ended: it is cancelled." in page
     assert OFFERED not in page
     assert WorkloadTransition.objects.filter(to_state="cancelled").count() == 1
 

@@ -48,6 +48,7 @@ def cycle(minutes_ago: float) -> SchedulingCycle:
     at = timezone.now() - timedelta(minutes=minutes_ago)
     return SchedulingCycle.objects.create(
         started_at=at,
+        cluster_at=at,  # the loop's cycles carry the cluster's clock (here the wall's)
         finished_at=at + timedelta(seconds=1),
         status="succeeded",
         outcome={

@@ -74,6 +74,7 @@ def test_the_trend_draws_the_cycles_samples(pool: Any, page_as: Any) -> None:
         at = timezone.now() - timedelta(minutes=minutes)
         SchedulingCycle.objects.create(
             started_at=at,
+            cluster_at=at,
             finished_at=at,
             status="succeeded",
             outcome={

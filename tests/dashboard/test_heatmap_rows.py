@@ -72,7 +72,9 @@ def test_a_shared_gpu_goes_to_the_tenant_holding_most_of_it() -> None:
     (cell,) = rows[0].cells
     assert cell.holders == (("misc", 600), ("nlp", 300))
     assert cell.category == "misc"  # a queue without a tenant stands for itself
-    assert describe(rows[0], cell) == "a GPU 0 (domain a): misc 0.6 GPU, nlp 0.3 GPU"
+    assert describe(rows[0], cell) == (
+        "a GPU 0 (domain a): misc 0.6 GPUs, nlp 0.3 GPUs, 0.1 GPUs free"
+    )
     assert tenants_in(rows) == ["misc", "nlp"]
 
 

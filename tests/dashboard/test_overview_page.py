@@ -28,6 +28,7 @@ def cycle(minutes_ago: float, **allocated: float) -> SchedulingCycle:
     }
     return SchedulingCycle.objects.create(
         started_at=at,
+        cluster_at=at,  # the loop's cycles carry the cluster's clock (here the wall's)
         finished_at=at + timedelta(seconds=1),
         status="succeeded",
         plan_s=0.25,

@@ -6,22 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from dashboard_pages import live, text
+from dashboard_pages import SUBMIT_FORM, live, text
 
 from gpupool.control import queries
 from gpupool.workloads.models import Workload
 
-FORM = {
-    "name": "train",
-    "queue": "nlp",
-    "priority_class": "",
-    "flavor": "h100",
-    "pods": "1",
-    "gpus_per_pod": "4",
-    "topology": "",
-    "expected_hours": "2",
-    "image": "python:3.12",
-}
+FORM = SUBMIT_FORM
 
 
 def dry_run(client: Any, **changes: str) -> str:

@@ -7,22 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from dashboard_pages import text
+from dashboard_pages import SUBMIT_FORM, text
 
 from gpupool.dashboard.forms import WorkloadForm
 from gpupool.workloads.models import Workload
 
-FORM = {
-    "name": "big-1",
-    "queue": "nlp",
-    "priority_class": "",
-    "flavor": "h100",
-    "pods": "1",
-    "gpus_per_pod": "4",
-    "topology": "",
-    "expected_hours": "2",
-    "image": "python:3.12",
-}
+FORM = SUBMIT_FORM | {"name": "big-1"}
 
 
 @pytest.mark.parametrize(

@@ -8,35 +8,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from dashboard_pages import text
+from dashboard_pages import SUBMIT_FORM, field_errors, form_errors, text
 from domain_builders import flavor
 
 from gpupool.dashboard.forms import WorkloadForm, refusal_fields
 from gpupool.workloads.models import Workload
 
-FORM = {
-    "name": "train",
-    "queue": "nlp",
-    "priority_class": "",
-    "flavor": "h100",
-    "pods": "1",
-    "gpus_per_pod": "4",
-    "topology": "",
-    "expected_hours": "2",
-    "image": "python:3.12",
-}
-
-
-def field_errors(page: str, name: str) -> str:
-    """The error list rendered beside the form's field ``name`` ("" when it has none)."""
-    marker = f'id="id_{name}_error"'
-    return page.split(marker, 1)[1].split("</ul>", 1)[0] if marker in page else ""
-
-
-def form_errors(page: str) -> str:
-    """The form's general errors ("" when it has none)."""
-    marker = '<div class="form-errors" role="alert">'
-    return page.split(marker, 1)[1].split("</div>", 1)[0] if marker in page else ""
+FORM = SUBMIT_FORM
 
 
 def test_the_actions_pod_set_refusal_shows_beside_gpus_per_pod(pool: Any, page_as: Any) -> None:
@@ -60,7 +38,7 @@ def test_the_actions_pod_set_refusal_shows_beside_gpus_per_pod(pool: Any, page_a
 @pytest.mark.parametrize(
     ("changes", "field", "why"),
     [
-        ({"name": "Train_1"}, "name", "does not match"),
+        ({"name": "Train_1"}, "name", "Enter a DNS label (RFC 1123)"),
         ({"expected_hours": "999999.99"}, "expected_hours", "less than or equal to"),
     ],
     ids=["a name that is no DNS label", "a runtime past the API's bound"],

@@ -9,23 +9,19 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from dashboard_pages import text
+from dashboard_pages import SUBMIT_FORM, field_errors, form_errors, text
 from domain_builders import flavor, node, quota
 
 from gpupool.dashboard.forms import WorkloadForm
 from gpupool.workloads.models import Workload
 
-FORM = {
+FORM = SUBMIT_FORM | {
     "name": "infer",
-    "queue": "nlp",
-    "priority_class": "",
     "flavor": "l40s-shared",
     "pods": "2",
     "gpus_per_pod": "1",
     "gpu_milli": "250",
-    "topology": "",
     "expected_hours": "1",
-    "image": "python:3.12",
 }
 
 
@@ -36,18 +32,6 @@ def shared(pool: Any) -> Any:
     node("s1", l40s, gpus=4)
     quota(pool.nlp_queue, l40s, "0.5", 1, 1)
     return pool
-
-
-def field_errors(page: str, name: str) -> str:
-    """The error list rendered beside the form's field ``name`` ("" when it has none)."""
-    marker = f'id="id_{name}_error"'
-    return page.split(marker, 1)[1].split("</ul>", 1)[0] if marker in page else ""
-
-
-def form_errors(page: str) -> str:
-    """The form's general errors ("" when it has none)."""
-    marker = '<div class="form-errors" role="alert">'
-    return page.split(marker, 1)[1].split("</div>", 1)[0] if marker in page else ""
 
 
 def test_a_shared_flavor_submission_from_the_form_asks_its_share(shared: Any, page_as: Any) -> None:

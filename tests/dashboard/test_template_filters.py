@@ -76,12 +76,12 @@ def test_a_time_is_a_machine_readable_moment_shown_in_the_active_zone() -> None:
         html = local_time(moment)
     assert html == (
         '<time datetime="2026-03-01T14:30:00+00:00" data-local="datetime">'
-        "2026-03-01 23:30 JST</time>"
+        "2026-03-01 23:30 UTC+9</time>"
     )
     assert 'data-local="date">2026-03-01 UTC<' in local_time(moment, "date")
     assert local_time(None) == "\u2013"
 
 
-def test_gpus_may_be_rounded_for_a_summary() -> None:
-    assert gpus(16.9414, 1) == "16.9 GPUs"
-    assert gpus(Decimal("0.0004"), 1) == "0 GPUs"
+def test_gpus_are_rounded_to_the_milli_gpu_everywhere() -> None:
+    assert gpus(16.9414) == "16.941 GPUs"
+    assert gpus(Decimal("0.0004")) == "0 GPUs"

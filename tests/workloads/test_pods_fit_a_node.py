@@ -9,12 +9,12 @@ import pytest
 from django.core.exceptions import ValidationError
 from domain_builders import flavor, node, priority_class, queue, quota
 
+from gpupool.clusters.grouping import MAX_PODS
 from gpupool.inventory.models import Node
 from gpupool.scheduler.scenario import (
     MAX_GPUS_PER_NODE,
     MAX_NODE_CPU,
     MAX_POD_SETS,
-    MAX_PODS_PER_WORKLOAD,
 )
 from gpupool.workloads.actions import PodSetSpec, do_submit_workload
 from gpupool.workloads.models import PodSet, Workload, WorkloadTransition
@@ -125,9 +125,9 @@ def test_more_pod_sets_or_pods_than_the_core_takes_are_refused(pool: dict) -> No
         PodSetSpec(1, gpus=1, flavor=pool["h100"], name=f"p{i}") for i in range(MAX_POD_SETS + 1)
     ]
     assert "pod_sets" in refusal(pool, *many)
-    half = MAX_PODS_PER_WORKLOAD // 2 + 1
+    half = MAX_PODS // 2 + 1
     fields = refusal(pool, PodSetSpec(half, name="a"), PodSetSpec(half, name="b"))
-    assert f"at most {MAX_PODS_PER_WORKLOAD}" in fields["pod_sets"][0]
+    assert f"{2 * half} pods in all; at most {MAX_PODS} pods a workload" in fields["pod_sets"][0]
 
 
 def test_a_workload_over_its_queues_capability_waits_as_the_design_says(pool: dict) -> None:

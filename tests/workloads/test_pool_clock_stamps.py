@@ -54,7 +54,7 @@ def cycle_with_cluster_clock(ahead: timedelta) -> Any:
         started_at=wall,
         finished_at=wall,
         status=CycleStatus.SUCCEEDED,
-        outcome={"cluster_at": cluster_at.isoformat()},
+        cluster_at=cluster_at,
     )
     return cluster_at
 

@@ -1,5 +1,9 @@
 """Template filters and tags of the dashboard: numbers with their units, times the browser
-shows in the viewer's zone, and the page's live-refresh attributes."""
+shows in the viewer's zone, and the page's live-refresh attributes.
+
+One format per quantity, on every page (docs/dashboard.md, "Numbers and times"): GPUs to the
+milli-GPU (``GPU_PLACES``), GPU-hours to the hundredth (``GPU_HOURS_PLACES``), trailing zeros
+dropped; a moment's zone named by its offset (``workloads.queries.zone_name``)."""
 
 from __future__ import annotations
 
@@ -11,11 +15,15 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from gpupool.workloads.queries import zone_name
+
 register = template.Library()
 
 Number = int | float | Decimal
 NO_VALUE = "\u2013"  # an en dash where there is no value
 MINUS = "\u2212"  # the minus sign, as wide as the plus
+GPU_PLACES = 3  # GPUs: to the milli-GPU, the finest share a pod asks
+GPU_HOURS_PLACES = 2  # GPU-hours: to the hundredth (36 GPU-seconds)
 
 
 def plain_number(value: Number | str, places: int = 2) -> str:
@@ -41,16 +49,50 @@ def with_unit(value: Number | str | None, singular: str, plural: str, places: in
 
 
 @register.filter
-def gpus(value: Number | str | None, places: int = 3) -> str:
-    """A number of GPUs: ``8 GPUs``, ``1 GPU``, ``0.5 GPUs`` (to ``places`` decimals, the
-    milli-GPU by default)."""
-    return with_unit(value, "GPU", "GPUs", places=int(places))
+def gpus(value: Number | str | None) -> str:
+    """A number of GPUs: ``8 GPUs``, ``1 GPU``, ``0.125 GPUs`` (to the milli-GPU)."""
+    return with_unit(value, "GPU", "GPUs", places=GPU_PLACES)
+
+
+@register.filter
+def gpu_number(value: Number | str | None) -> str:
+    """A number of GPUs without its unit, for a column whose header names it (``0.125``)."""
+    return number_or_dash(value, GPU_PLACES)
 
 
 @register.filter
 def gpu_hours(value: Number | str | None) -> str:
-    """GPU-hours: ``12.5 GPU-h``."""
-    return with_unit(value, "GPU-h", "GPU-h")
+    """GPU-hours: ``12.5 GPU-h``, ``129.78 GPU-h`` (to the hundredth)."""
+    return with_unit(value, "GPU-h", "GPU-h", places=GPU_HOURS_PLACES)
+
+
+def number_or_dash(value: Number | str | None, places: int) -> str:
+    """``plain_number``, an en dash for no value, and a value that is no number as it is."""
+    if value is None or value == "":
+        return NO_VALUE
+    try:
+        return plain_number(value, places)
+    except InvalidOperation:
+        return str(value)
+
+
+# Audited fields that hold a quantity, by name: the Audit page shows their values in its
+# format. Budgets' GPU-hours end in ``gpu_hours``; quotas' levels are GPUs.
+GPU_FIELDS = frozenset(
+    {"guarantee", "deserved", "capability", "lending_limit", "gpus", "gpus_freed", "healthy_gpus"}
+)
+
+
+def field_value(field: str, value: object) -> object:
+    """An audited field's value, in its quantity's format when the field holds GPUs or
+    GPU-hours (``remaining_gpu_hours``: ``129.78 GPU-h``), else as it is."""
+    if value is None or isinstance(value, bool) or not isinstance(value, int | float | str):
+        return value
+    if field.endswith("gpu_hours"):
+        return gpu_hours(value)
+    if field in GPU_FIELDS:
+        return gpus(value)
+    return value
 
 
 @register.filter
@@ -112,7 +154,7 @@ def local_time(moment: datetime | None, style: str = "datetime") -> SafeString:
         return format_html("{}", NO_VALUE)
     shown = timezone.localtime(moment) if timezone.is_aware(moment) else moment
     text = shown.strftime("%Y-%m-%d") if style == "date" else shown.strftime("%Y-%m-%d %H:%M")
-    zone = shown.tzname() or ""
+    zone = zone_name(shown)
     return format_html(
         '<time datetime="{}" data-local="{}">{} {}</time>',
         moment.isoformat(),
