@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Generic, Literal, NamedTuple, Protocol, TypeVar
+from typing import Any, Generic, Literal, NamedTuple, Protocol, TypeVar
 
 SCHEDULER_NAME = "gpupool"
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -147,6 +147,30 @@ class ResourceAmounts:
     def is_zero(self) -> bool:
         """Whether nothing at all is asked or offered."""
         return not (self.cpu_milli or self.memory_mib or self.gpus or any(self.mig.values()))
+
+    def as_json(self) -> dict[str, object]:
+        """The amounts as a JSON object (``Node.foreign_usage``); ``{}`` when zero."""
+        if self.is_zero:
+            return {}
+        out: dict[str, object] = {
+            "cpu_milli": self.cpu_milli,
+            "memory_mib": self.memory_mib,
+            "gpus": self.gpus,
+        }
+        if self.mig:
+            out["mig"] = dict(sorted(self.mig.items()))
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ResourceAmounts:
+        """The amounts ``as_json`` wrote (missing keys are zero)."""
+        mig = {str(p): int(c) for p, c in dict(data.get("mig") or {}).items() if int(c)}
+        return cls(
+            int(data.get("cpu_milli", 0)),
+            int(data.get("memory_mib", 0)),
+            int(data.get("gpus", 0)),
+            MappingProxyType(mig) if mig else _EMPTY,
+        )
 
 
 @dataclass(frozen=True, slots=True)

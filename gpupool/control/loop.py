@@ -124,11 +124,10 @@ from gpupool.control.sync import (
     decide_nodes,
     decide_workloads,
     moment,
-    node_with_usage,
-    replicas_of,
     shape_info,
+    with_foreign_usage,
 )
-from gpupool.inventory.actions import do_record_drained
+from gpupool.inventory.actions import do_record_drained, do_record_foreign_usage
 from gpupool.inventory.models import Gpu, Node
 from gpupool.inventory.queries import fragmentation_sample
 from gpupool.notifications.choices import WorkloadEvent
@@ -138,7 +137,7 @@ from gpupool.scheduler.cycle import plan_of, run_cycle
 from gpupool.scheduler.explain import never_fits
 from gpupool.scheduler.lifecycle import apply_plan
 from gpupool.scheduler.shares import QueueShare, queue_shares
-from gpupool.scheduler.types import MILLI, NodeInfo, Plan, PolicyInfo, Snapshot, WorkloadInfo
+from gpupool.scheduler.types import MILLI, Plan, PolicyInfo, Snapshot, WorkloadInfo
 from gpupool.utilization.sampling import IdleWrite, UtilizationSampler, source_for
 from gpupool.workloads.choices import Origin, WorkloadState
 from gpupool.workloads.models import PodSet, Workload
@@ -267,6 +266,9 @@ class ControlLoop:
         self.estimates = EstimateRefresher(self.policy)
         self.fragmentation_sampled_at = -math.inf  # cluster time of the last sample
         self.first = True
+        # Other schedulers' usage as the nodes' rows hold it (``_record_foreign_usage``): name
+        # -> ``ResourceAmounts.as_json``; None until read.
+        self.foreign_recorded: dict[str, dict[str, object]] | None = None
         self.utilization = UtilizationSampler(source_for(backend))
         self.handed_on: HandedOn | None = None  # the last cycle's apply, still running
         # Pods bound by an apply that the mirror does not show bound yet: key -> (uid, node)
@@ -431,6 +433,7 @@ class ControlLoop:
                         and not (decision.pod_sets or decision.checkpoints)
                     )
                 self._emit_sync_events(decision)
+                self._record_foreign_usage(view.delta.foreign_usage)
             timings["sync"] = time.perf_counter() - clock
 
             moves = []
@@ -999,6 +1002,33 @@ class ControlLoop:
                 finished.append((row.info, step.at.timestamp() - started))
         self.runtimes.add(finished)
 
+    def _record_foreign_usage(self, changed: Iterable[str]) -> None:
+        """What other schedulers' pods hold, onto the rows of the nodes where it changed
+        (``changed``: the sync's delta; every node the first time, from the rows), for the
+        pages' view of the pool (``control.queries``); the loop's own applies the mirror's."""
+        usage = self.mirror.foreign_usage
+        recorded = self.foreign_recorded
+        if recorded is None:
+            recorded = self.foreign_recorded = dict(
+                Node.objects.exclude(foreign_usage={}).values_list("name", "foreign_usage")
+            )
+            names: Iterable[str] = recorded.keys() | usage.keys()
+        else:
+            names = changed
+        writes: dict[str, dict[str, object]] = {}
+        for name in names:
+            amounts = usage.get(name)
+            now = amounts.as_json() if amounts is not None else {}
+            if recorded.get(name, {}) != now:
+                writes[name] = now
+        if writes:
+            do_record_foreign_usage(writes)
+            for name, now in writes.items():
+                if now:
+                    recorded[name] = now
+                else:
+                    recorded.pop(name, None)
+
     def _with_cluster_usage(self, snapshot: Snapshot) -> Snapshot:
         """Nodes less what other schedulers' pods, and ours the database does not place, hold
         (the workloads with a pod on a node, ``ClusterMirror.holders``, less those placed)."""
@@ -1008,24 +1038,12 @@ class ControlLoop:
             pods = self.mirror.pods.get(holders[name], {})
             for held_on, held in self.mirror.held_usage(pods).items():
                 usage[held_on] = usage[held_on].plus(held) if held_on in usage else held
-        if not usage:
-            return snapshot
-        workloads = snapshot.workloads
-        used: dict[str, set[int]] = {}
-        for workload in workloads:
-            for pod in workload.placement:
-                if pod.node in usage:
-                    used.setdefault(pod.node, set()).update(pod.gpus)
-        nodes: list[NodeInfo] = []
-        for node in snapshot.nodes:
-            amounts = usage.get(node.name)
-            if amounts is None:
-                nodes.append(node)
-                continue
-            facts = self.mirror.nodes.get(node.name)
-            replicas = replicas_of(facts.labels) if facts is not None else 1
-            nodes.append(node_with_usage(node, amounts, used.get(node.name, set()), replicas))
-        return replace(snapshot, nodes=tuple(nodes), workloads=workloads)
+        labels = {
+            name: facts.labels
+            for name in usage
+            if (facts := self.mirror.nodes.get(name)) is not None
+        }
+        return with_foreign_usage(snapshot, usage, labels)
 
     # -- 4 record --------------------------------------------------------------------------
 
@@ -1553,6 +1571,7 @@ class ControlLoop:
         self.ranks = None
         self.totals = None
         self.first = True
+        self.foreign_recorded = None
 
     def refresh_estimates(self) -> EstimateRun:
         """Estimated starts of every pending workload, from the last cycle's snapshot

@@ -25,10 +25,13 @@ from django.core.cache import cache
 from django.db.models import Max
 from django.db.models.functions import TruncHour, TruncMinute
 
+from gpupool.clusters.base import ResourceAmounts
 from gpupool.control.choices import CycleStatus
 from gpupool.control.clock import pool_now
 from gpupool.control.models import SchedulingCycle
 from gpupool.control.snapshot import DatabaseSnapshot, SnapshotError, build_snapshot
+from gpupool.control.sync import with_foreign_usage
+from gpupool.inventory.models import Node
 from gpupool.inventory.queries import FlavorFragmentation, flavor_fragmentation
 from gpupool.scheduler import shares, types
 from gpupool.scheduler.cycle_state import Cycle
@@ -140,7 +143,26 @@ def _cached(name: str, cycle_id: int | None, build: Callable[[], T]) -> T:
 
 def _snapshot(cycle_id: int | None) -> DatabaseSnapshot:
     return _cached(
-        "snapshot", cycle_id, lambda: build_snapshot(now=snapshot_time(), policy=pool_policy())
+        "snapshot",
+        cycle_id,
+        lambda: with_recorded_usage(build_snapshot(now=snapshot_time(), policy=pool_policy())),
+    )
+
+
+def with_recorded_usage(database: DatabaseSnapshot) -> DatabaseSnapshot:
+    """The pool less what other schedulers' pods hold, as the control loop last recorded it
+    on the nodes (``Node.foreign_usage``), taken off as the loop's own view takes the
+    cluster's (``sync.with_foreign_usage``): the pages, the dry-run and the what-if see the
+    GPUs they hold as taken, not free."""
+    rows = Node.objects.exclude(foreign_usage={}).values_list("name", "foreign_usage", "labels")
+    usage, labels = {}, {}
+    for name, amounts, node_labels in rows:
+        usage[name] = ResourceAmounts.from_json(amounts)
+        labels[name] = node_labels
+    if not usage:
+        return database
+    return dataclasses.replace(
+        database, snapshot=with_foreign_usage(database.snapshot, usage, labels)
     )
 
 

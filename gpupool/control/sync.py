@@ -72,7 +72,7 @@ from gpupool.control.state import LoopState
 from gpupool.inventory.choices import Sharing
 from gpupool.inventory.models import Flavor
 from gpupool.scheduler.lifecycle import ENDING_REASONS
-from gpupool.scheduler.types import MIB_PER_GB, MILLI, NodeInfo, PodSetInfo, WorkloadInfo
+from gpupool.scheduler.types import MIB_PER_GB, MILLI, NodeInfo, PodSetInfo, Snapshot, WorkloadInfo
 from gpupool.workloads.actions import PodSetSpec, pod_sets_errors
 from gpupool.workloads.choices import Origin, WorkloadState
 
@@ -1000,6 +1000,34 @@ def node_with_usage(
         memory_mib=max(node.memory_mib - usage.memory_mib, 0),
         foreign_gpus=frozenset(taken),
     )
+
+
+def with_foreign_usage(
+    snapshot: Snapshot,
+    usage: Mapping[str, ResourceAmounts],
+    labels: Mapping[str, Mapping[str, str]],
+) -> Snapshot:
+    """The snapshot's nodes less what pods it does not place hold (``usage``, per node): each
+    such node ``node_with_usage``, its GPUs taken around those its workloads are placed on
+    (``labels``: the nodes' labels, for a shared GPU's replicas). The loop's view applies the
+    cluster's usage (``ControlLoop._with_cluster_usage``), the pages' the recorded one
+    (``Node.foreign_usage``, ``control.queries``)."""
+    if not usage:
+        return snapshot
+    used: dict[str, set[int]] = {}
+    for workload in snapshot.workloads:
+        for pod in workload.placement:
+            if pod.node in usage:
+                used.setdefault(pod.node, set()).update(pod.gpus)
+    nodes: list[NodeInfo] = []
+    for node in snapshot.nodes:
+        amounts = usage.get(node.name)
+        if amounts is None:
+            nodes.append(node)
+            continue
+        replicas = replicas_of(labels.get(node.name, {}))
+        nodes.append(node_with_usage(node, amounts, used.get(node.name, set()), replicas))
+    return dataclasses.replace(snapshot, nodes=tuple(nodes))
 
 
 def replicas_of(labels: Mapping[str, str]) -> int:

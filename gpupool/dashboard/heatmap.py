@@ -26,7 +26,8 @@ from gpupool.scheduler.types import MILLI, Snapshot
 FREE = "free"
 BROKEN = "broken"
 CORDONED = "cordoned"
-STATES = (FREE, BROKEN, CORDONED)
+OTHER = "another scheduler"  # held by pods gpupool does not place (``NodeInfo.foreign_gpus``)
+STATES = (FREE, BROKEN, CORDONED, OTHER)
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +35,7 @@ class GpuCell:
     """One GPU (a MIG instance on a MIG node): its state and who holds it, in milli-GPU."""
 
     index: int
-    state: str  # FREE, BROKEN, CORDONED, or "used"
+    state: str  # FREE, BROKEN, CORDONED, OTHER, or "used"
     holders: tuple[tuple[str, int], ...] = ()  # (tenant, milli-GPU), most first
     free_milli: int = 0  # what the scheduler may still place on it (a shared GPU's rest too)
 
@@ -117,6 +118,8 @@ def gpu_rows(snapshot: Snapshot) -> list[NodeRow]:
                 state = BROKEN
             elif node.cordoned:
                 state = CORDONED
+            elif index in node.foreign_gpus:
+                state = OTHER
             elif holders:
                 state = "used"
             else:
@@ -180,13 +183,12 @@ def legend_counts(rows: Iterable[NodeRow]) -> dict[str, float]:
     """GPUs of each colour of the heatmap, counted as the cells and their hovers count them:
     free, what the scheduler may still place (``free_milli``: a shared GPU's unused rest too,
     as the per-domain table and the "Free" card count); each tenant, what it holds of the GPUs
-    in use (its fraction of a shared one); broken and cordoned, their cells. A GPU's parts
-    add up to it, so the counts add up to the cells (but GPUs another scheduler holds, which
-    the core counts as not free)."""
+    in use (its fraction of a shared one); broken, cordoned and another scheduler's, their
+    cells. A GPU's parts add up to it, so the counts add up to the cells."""
     counts: dict[str, float] = defaultdict(float)
     for row in rows:
         for cell in row.cells:
-            if cell.state in (BROKEN, CORDONED):
+            if cell.state in (BROKEN, CORDONED, OTHER):
                 counts[cell.state] += 1
                 continue
             counts[FREE] += cell.free_milli / MILLI
@@ -224,6 +226,8 @@ def describe(row: NodeRow, cell: GpuCell, reasons: dict[str, dict[int, str]] | N
         return f"{where}: broken" + (f": {why}" if why else "")
     if cell.state == CORDONED:
         return f"{where}: on a cordoned node"
+    if cell.state == OTHER:
+        return f"{where}: held by another scheduler's pods"
     if cell.state == FREE:
         return f"{where}: free"
     held = ", ".join(f"{tenant} {gpus(milli / MILLI)}" for tenant, milli in cell.holders)

@@ -95,6 +95,7 @@ TENANT_COLOURS: tuple[str, ...] = (
 FREE_GPU = "#e9edf2"
 UNHEALTHY_GPU = "#111827"
 CORDONED_GPU = "#7f7f7f"
+OTHER_SCHEDULER_GPU = "#b8c0cc"  # held by another scheduler's pods: taken, not a tenant's
 
 
 def _channel(value: int) -> float:

@@ -88,6 +88,7 @@ from gpupool.dashboard.heatmap import (
     BROKEN,
     CORDONED,
     FREE,
+    OTHER,
     cell_reasons,
     describe,
     domain_summaries,
@@ -100,6 +101,7 @@ from gpupool.dashboard.navigation import PAGES_BY_KEY, Page, home_page
 from gpupool.dashboard.palette import (
     CORDONED_GPU,
     FREE_GPU,
+    OTHER_SCHEDULER_GPU,
     UNHEALTHY_GPU,
     WORKLOAD_STATE_COLOURS,
     tenant_colours,
@@ -1472,7 +1474,12 @@ def fragmentation(request: HttpRequest, access: Access) -> HttpResponse:
         wanted if wanted in flavors else min(flavors, key=lambda f: (-gpus_of[f], f), default="")
     )
     shown = [row for row in rows if row.flavor == chosen]
-    colours = {FREE: FREE_GPU, BROKEN: UNHEALTHY_GPU, CORDONED: CORDONED_GPU}
+    colours = {
+        FREE: FREE_GPU,
+        BROKEN: UNHEALTHY_GPU,
+        CORDONED: CORDONED_GPU,
+        OTHER: OTHER_SCHEDULER_GPU,
+    }
     colours |= tenant_colours(tenants_in(rows))
     reasons = cell_reasons(
         shown,

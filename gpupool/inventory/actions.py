@@ -3,6 +3,8 @@ sync makes them. Each is atomic, validated and audited (``acting_user`` None is 
 
 from __future__ import annotations
 
+import json
+from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -404,6 +406,23 @@ def do_record_drained(empty: Collection[str], *, at: datetime) -> list[str]:
             node.save(update_fields=["drained_at"])
         changed.append(node.name)
     return changed
+
+
+@transaction.atomic
+def do_record_foreign_usage(usage: Mapping[str, Mapping[str, Any]]) -> int:
+    """The control loop's word on what other schedulers' pods hold on the nodes named
+    (``Node.foreign_usage``: ``ResourceAmounts.as_json``, ``{}`` for none), written as the
+    cluster says it, unaudited (an observation, as a GPU's health from the device plugin
+    is) and without ``updated_at``: the loop's own view takes it from the cluster; only the
+    pages' view reads it back. The nodes of one amount in one statement (a Job's pods
+    spread over many nodes ask the same). Returns how many rows were written."""
+    groups: dict[str, list[str]] = defaultdict(list)
+    for name, amounts in usage.items():
+        groups[json.dumps(amounts, sort_keys=True)].append(name)
+    return sum(
+        Node.objects.filter(name__in=sorted(names)).update(foreign_usage=json.loads(text))
+        for text, names in sorted(groups.items())
+    )
 
 
 def _drain_snapshot(node: Node) -> dict[str, Any]:

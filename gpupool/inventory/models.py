@@ -183,6 +183,13 @@ class Node(models.Model):
         "and no other scheduler's pod holding a GPU left there. It stays cordoned until an "
         "admin uncordons it; cleared when the drain ends or work shows up there again.",
     )
+    foreign_usage = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="What other schedulers' live pods on the node ask (cpu_milli, memory_mib, "
+        "gpus, mig), as the control loop last saw it; empty when none. The pages' view of the "
+        "pool takes it off the node as the loop's own does.",
+    )
     updated_at = models.DateTimeField(
         auto_now=True,
         db_index=True,
