@@ -148,6 +148,13 @@ class ResourceAmounts:
         """Whether nothing at all is asked or offered."""
         return not (self.cpu_milli or self.memory_mib or self.gpus or any(self.mig.values()))
 
+    def devices(self, replicas: int = 1) -> int:
+        """The GPU devices these amounts take on a node whose GPUs are shared ``replicas``
+        ways (``nvidia.com/gpu.replicas``: pods asking one each share a GPU), MIG instances
+        included."""
+        gpus = self.gpus if replicas <= 1 else -(-self.gpus // replicas)
+        return gpus + sum(self.mig.values())
+
     def as_json(self) -> dict[str, object]:
         """The amounts as a JSON object (``Node.foreign_usage``); ``{}`` when zero."""
         if self.is_zero:

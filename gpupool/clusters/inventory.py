@@ -113,6 +113,14 @@ def _label_int(node: NodeFacts, label: str, limit: int) -> int | None:
     return value if 1 <= value <= limit else None
 
 
+def replicas_of(labels: Mapping[str, str]) -> int:
+    """How many pods the device plugin lets share one GPU (``nvidia.com/gpu.replicas``; 1
+    without the label or with one that is no real sharing configuration)."""
+    text = labels.get(REPLICAS_LABEL, "")
+    value = int(text) if text.isdigit() else 0
+    return value if 1 <= value <= MAX_REPLICAS else 1
+
+
 def exclusion(node: NodeFacts) -> str | None:
     """Why a node takes no new pods (cordoned, not Ready, deleting, lifecycle taint), or None."""
     if node.unschedulable:
@@ -170,7 +178,7 @@ def node_inventory(
     layout: dict[str, int] = {}
     why = match.error
     if flavor is not None:
-        replicas = _label_int(node, REPLICAS_LABEL, MAX_REPLICAS) or 1
+        replicas = replicas_of(node.labels)
         total = _devices(flavor, node.capacity, replicas)
         allocatable = min(_devices(flavor, node.allocatable, replicas), total)
         if flavor.sharing == "mig":

@@ -58,11 +58,11 @@ from gpupool.clusters.grouping import (
     reference_errors,
 )
 from gpupool.clusters.inventory import (
-    REPLICAS_LABEL,
     FlavorMatches,
     FlavorSelector,
     NodeInventory,
     node_inventory,
+    replicas_of,
 )
 from gpupool.control.cluster import POD_SET_ANNOTATION as ANNOTATED
 from gpupool.control.cluster import ClusterMirror, holds_node, is_live, made_by_gpupool
@@ -986,8 +986,7 @@ def node_with_usage(
     """The node less what other schedulers' pods (or pods the database does not place) hold:
     their CPU and memory, and as many GPUs as they ask, taken from the highest free indices
     as its ``foreign_gpus`` (not free, but part of the node's size: they come back)."""
-    devices = usage.gpus if replicas <= 1 else -(-usage.gpus // replicas)
-    devices += sum(usage.mig.values())
+    devices = usage.devices(replicas)
     taken: set[int] = set()
     for index in range(node.gpus - 1, -1, -1):
         if len(taken) >= devices:
@@ -1028,9 +1027,3 @@ def with_foreign_usage(
         replicas = replicas_of(labels.get(node.name, {}))
         nodes.append(node_with_usage(node, amounts, used.get(node.name, set()), replicas))
     return dataclasses.replace(snapshot, nodes=tuple(nodes))
-
-
-def replicas_of(labels: Mapping[str, str]) -> int:
-    """How many pods the device plugin lets share one GPU (``nvidia.com/gpu.replicas``)."""
-    text = labels.get(REPLICAS_LABEL, "")
-    return int(text) if text.isdigit() and int(text) > 0 else 1

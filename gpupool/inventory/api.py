@@ -97,6 +97,11 @@ class NodeSerializer(serializers.ModelSerializer[Node]):
     )
     gpus = GpuSerializer(many=True, read_only=True)
     healthy_gpus = serializers.SerializerMethodField()
+    foreign_gpus = serializers.IntegerField(
+        read_only=True,
+        help_text="GPUs (MIG: instances) other schedulers' pods hold here, as the control loop "
+        "last recorded them: taken, not free.",
+    )
     health = serializers.SerializerMethodField()
     state = serializers.ChoiceField(
         choices=NodeState.choices,
@@ -114,6 +119,7 @@ class NodeSerializer(serializers.ModelSerializer[Node]):
             "state",
             "gpus",
             "healthy_gpus",
+            "foreign_gpus",
             "health",
             "cpu",
             "memory_gb",

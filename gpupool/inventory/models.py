@@ -10,6 +10,8 @@ from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import Count, Q
 
+from gpupool.clusters.base import ResourceAmounts
+from gpupool.clusters.inventory import replicas_of
 from gpupool.inventory.choices import NodeState, Sharing
 from gpupool.scheduler import mig
 from gpupool.tenancy.models import fixed_field_errors
@@ -296,7 +298,18 @@ class Node(models.Model):
         reasons += [
             f"gpu {gpu.index}: {gpu.unhealthy_reason}" for gpu in self.gpus.all() if not gpu.healthy
         ]
+        if held := self.foreign_gpus:
+            reasons.append(f"{held} GPU{'' if held == 1 else 's'} held by other schedulers' pods")
         return reasons
+
+    @property
+    def foreign_gpus(self) -> int:
+        """GPUs (MIG: instances) other schedulers' pods hold here, as the control loop last
+        recorded them (``foreign_usage``), counted as the loop takes them off the node."""
+        if not self.foreign_usage:
+            return 0
+        usage = ResourceAmounts.from_json(self.foreign_usage)
+        return usage.devices(replicas_of(self.labels or {}))
 
 
 class Gpu(models.Model):

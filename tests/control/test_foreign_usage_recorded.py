@@ -94,3 +94,32 @@ def test_amounts_read_back_as_written() -> None:
     amounts = ResourceAmounts(1500, 2048, 2, {"3g.40gb": 1})
     assert ResourceAmounts.from_json(amounts.as_json()) == amounts
     assert ResourceAmounts().as_json() == {} and ResourceAmounts.from_json({}).is_zero
+
+
+def test_the_nodes_api_and_health_say_what_other_schedulers_hold(world: World) -> None:
+    """The API's ``foreign_gpus`` and the node's health reasons (the Cluster page, the
+    nodes API and ``gpupool nodes`` show them) count what the loop takes off the node: on a
+    node sharing each GPU 4 ways, 6 pods asking one each hold 2 GPUs."""
+    from django.contrib.auth import get_user_model
+    from rest_framework.test import APIClient
+
+    world.cluster.foreign["n1"] = ResourceAmounts(0, 0, 3)
+    world.cycle()
+    n1 = Node.objects.get(name="n1")
+    assert n1.foreign_gpus == 3
+    assert "3 GPUs held by other schedulers' pods" in n1.health_reasons()
+    client = APIClient()
+    client.force_authenticate(get_user_model().objects.create_superuser("root", "", "x"))
+    body = client.get("/api/v1/nodes/n1/").json()
+    assert (body["foreign_gpus"], body["health"][-1]) == (
+        3,
+        "3 GPUs held by other schedulers' pods",
+    )
+    assert client.get("/api/v1/nodes/n2/").json()["foreign_gpus"] == 0
+
+    shared = Node(foreign_usage={"gpus": 6}, labels={"nvidia.com/gpu.replicas": "4"})
+    assert shared.foreign_gpus == 2
+    assert (
+        Node(foreign_usage={"gpus": 6}, labels={"nvidia.com/gpu.replicas": "99999"}).foreign_gpus
+        == 6
+    )
