@@ -7,34 +7,62 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
+from dataclasses import dataclass
 from typing import Any
 
 from gpupool.client.config import Settings
 
 TIMEOUT_S = 30.0
+PAGE_SIZE = 500  # rows a list call asks per page (the API allows up to 1,000)
+MAX_ROWS = 10_000  # rows a list reads at most; past it the client says so and how to narrow
 
 
 class ApiError(Exception):
     """The server refused or failed a call; the message says why, naming fields."""
 
-    def __init__(self, status: int, message: str, fields: dict[str, list[str]] | None = None):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        fields: dict[str, list[str]] | None = None,
+        body: dict[str, Any] | None = None,
+    ):
         super().__init__(message)
         self.status = status
         self.fields = fields or {}
+        # The API's error object as it sent it (``{"status", "code", "message", "fields"}``),
+        # or one in its shape for an answer that had none (no server, no JSON): ``--json``
+        # prints it.
+        self.body: dict[str, Any] = body or {
+            "status": status or None,
+            "code": "unreachable" if status == 0 else "error",
+            "message": message,
+        }
 
 
 def _message(status: int, body: bytes) -> ApiError:
     """The API's error body (``{"error": {...}}``) as an ApiError."""
     try:
         error = json.loads(body)["error"]
+        if not isinstance(error, dict):
+            raise TypeError
     except (ValueError, KeyError, TypeError):
         text = body.decode(errors="replace").strip()[:300]
         return ApiError(status, f"HTTP {status}: {text or 'no details'}")
     fields = error.get("fields") or {}
     if fields:
         lines = [f"{name}: {' '.join(messages)}" for name, messages in fields.items()]
-        return ApiError(status, "\n".join(lines), fields)
-    return ApiError(status, str(error.get("message") or f"HTTP {status}"))
+        return ApiError(status, "\n".join(lines), fields, error)
+    return ApiError(status, str(error.get("message") or f"HTTP {status}"), body=error)
+
+
+@dataclass(frozen=True)
+class Listing:
+    """The rows of a paginated list the client read, and how many the API has in all."""
+
+    rows: list[Any]
+    count: int  # the API's ``count``
+    capped: bool  # more rows than ``MAX_ROWS``: the rest were not read
 
 
 class Api:
@@ -65,20 +93,30 @@ class Api:
         try:
             with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:  # noqa: S310
                 payload = response.read()
+                code = response.status
         except urllib.error.HTTPError as error:
             raise _message(error.code, error.read()) from None
         except urllib.error.URLError as error:
             raise ApiError(0, f"cannot reach {self.settings.url}: {error.reason}") from None
-        return json.loads(payload) if payload else None
+        try:
+            return json.loads(payload) if payload else None
+        except ValueError:
+            text = payload.decode(errors="replace").strip()[:300]
+            raise ApiError(code, f"HTTP {code}: the answer is not JSON: {text}") from None
 
-    def every(self, path: str, query: dict[str, Any] | None = None, limit: int = 1000) -> list[Any]:
-        """All results of a paginated list, up to ``limit``."""
+    def every(self, path: str, query: dict[str, Any] | None = None) -> Listing:
+        """Every row of a paginated list, page after page, up to ``MAX_ROWS``."""
         found: list[Any] = []
         page = 1
-        while len(found) < limit:
-            answer = self.call("GET", path, query={**(query or {}), "page": page, "page_size": 200})
+        while True:
+            answer = self.call(
+                "GET", path, query={**(query or {}), "page": page, "page_size": PAGE_SIZE}
+            )
             found.extend(answer["results"])
-            if not answer.get("next"):
+            more = bool(answer.get("next"))
+            if not more or len(found) >= MAX_ROWS:
                 break
             page += 1
-        return found[:limit]
+        count = max(int(answer.get("count", len(found))), len(found))
+        capped = len(found) > MAX_ROWS or (more and len(found) >= MAX_ROWS)
+        return Listing(found[:MAX_ROWS], count, capped)

@@ -5,8 +5,8 @@
     gpupool nodes [--flavor F] [--state S] [--unhealthy]
     gpupool nodes drain NAME [--reason TEXT]        (admins)
     gpupool nodes end-drain NAME [--reason TEXT]    (admins)
-    gpupool submit [FILE] [--name ... flags] [-- COMMAND ARGS...]
-    gpupool dry-run [FILE] [--name ... flags] [-- COMMAND ARGS...]
+    gpupool submit [FILE|-] [--name ... flags] [-- COMMAND ARGS...]
+    gpupool dry-run [FILE|-] [--name ... flags] [-- COMMAND ARGS...]
     gpupool why NAMESPACE/NAME
     gpupool cancel NAMESPACE/NAME [--reason TEXT]
 
@@ -14,6 +14,11 @@ The server and token come from ``GPUPOOL_URL`` / ``GPUPOOL_TOKEN``, else from wh
 login`` stored. Exit status: 0 done, 1 the server refused (the message names the field),
 2 a usage error, 3 a dry-run that would not start now, 141 the reader of the output went
 away (``gpupool status | head -1``: the status a shell gives a tool SIGPIPE stopped).
+With ``--json`` an error is one line of JSON on standard error, the API's error object
+(``{"error": {"status", "code", "message", "fields"}}``), the exit status unchanged. A list
+(``status``, ``nodes``) is read page after page up to ``http.MAX_ROWS`` (10,000) rows; past
+it a warning on standard error says how many of how many it shows and which filters narrow
+it (as ``{"warning": {...}}`` with ``--json``), and the exit status stays 0.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import urllib.parse
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 import yaml
 
@@ -40,7 +45,7 @@ from gpupool.client.config import (
     save,
     server_url_problem,
 )
-from gpupool.client.http import Api, ApiError
+from gpupool.client.http import Api, ApiError, Listing
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_WOULD_WAIT = 0, 1, 2, 3
 EXIT_BROKEN_PIPE = 128 + 13  # as a shell reports a tool stopped by SIGPIPE
@@ -50,6 +55,18 @@ DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 
 class UsageError(Exception):
     """The command line or the workload file is wrong; the message says how."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser; with ``json_errors`` a command-line error is raised as a
+    ``UsageError`` (printed as JSON by ``run``) instead of printed as text."""
+
+    json_errors = False
+
+    def error(self, message: str) -> NoReturn:
+        if self.json_errors:
+            raise UsageError(f"{self.prog}: {message}")
+        super().error(message)
 
 
 def seconds(text: str) -> int:
@@ -105,6 +122,13 @@ def gpus(value: Any) -> str:
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 
+def counted(number: Any, noun: str, plural: str | None = None) -> str:
+    """A number and its noun, singular for exactly one: ``1 GPU``, ``4 GPUs``, ``0.5 GPUs``,
+    ``1 GPU-hour``, ``2 times`` (the number written as ``gpus`` writes it)."""
+    text = gpus(number)
+    return f"{text} {noun if text == '1' else plural or noun + 's'}"
+
+
 def table(rows: list[list[str]], out: TextIO) -> None:
     """Rows as aligned columns (the first row is the header), no spaces after the last."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
@@ -136,7 +160,7 @@ def print_story(workload: dict[str, Any], out: TextIO) -> None:
     name = f"{workload['namespace']}/{workload['name']}"
     out.write(
         f"{name}: {workload['state']} in queue {workload['queue']} (tenant "
-        f"{workload['tenant']}), {gpus(workload['gpus'])} GPUs, class "
+        f"{workload['tenant']}), {counted(workload['gpus'], 'GPU')}, class "
         f"{workload['priority_class']}\n"
     )
     explanation = workload["explanation"]
@@ -165,8 +189,8 @@ def print_story(workload: dict[str, Any], out: TextIO) -> None:
     events = workload.get("preemptions", [])
     if events:
         out.write(
-            f"Preempted {len(events)} time{'s' if len(events) != 1 else ''}, "
-            f"{gpus(workload['lost_gpu_hours'])} GPU-hours of progress lost:\n"
+            f"Preempted {counted(len(events), 'time')}, "
+            f"{counted(workload['lost_gpu_hours'], 'GPU-hour')} of progress lost:\n"
         )
         for event in events:
             cause = event["reason"]
@@ -177,8 +201,8 @@ def print_story(workload: dict[str, Any], out: TextIO) -> None:
                     f"(class {event['preemptor_class']})"
                 )
             out.write(
-                f"  {when(event['at'])}  {cause}; {gpus(event['gpus_freed'])} GPUs freed, "
-                f"{gpus(event['lost_gpu_hours'])} GPU-hours lost\n"
+                f"  {when(event['at'])}  {cause}; {counted(event['gpus_freed'], 'GPU')} freed, "
+                f"{counted(event['lost_gpu_hours'], 'GPU-hour')} lost\n"
             )
     out.write("History:\n")
     for step in workload["timeline"]:
@@ -190,18 +214,38 @@ def print_story(workload: dict[str, Any], out: TextIO) -> None:
 # ----------------------------------------------------------------------------- workload body
 
 
+WORKLOAD_SHAPE = "a YAML or JSON object with name, queue and pod_sets"
+
+
+def _kind(value: Any) -> str:
+    """What a file holds instead of one workload, in words."""
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "text"
+    return "something else"
+
+
 def workload_body(options: argparse.Namespace, command: list[str]) -> dict[str, Any]:
-    """The submission: the file's, with the flags on top; or one pod set from the flags."""
+    """The submission: the file's (``-``: standard input's), with the flags on top; or one
+    pod set from the flags."""
     body: dict[str, Any] = {}
     if options.file:
-        path = Path(options.file)
+        source = "standard input" if options.file == "-" else options.file
         try:
-            loaded = yaml.safe_load(path.read_text())
-        except (OSError, yaml.YAMLError) as error:
-            raise UsageError(f"cannot read {path}: {error}") from None
+            text = sys.stdin.read() if options.file == "-" else Path(options.file).read_text()
+            loaded = yaml.safe_load(text)
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+            raise UsageError(f"cannot read {source}: {error}") from None
+        if loaded is None:
+            raise UsageError(f"{source} is empty: expected {WORKLOAD_SHAPE}")
         if not isinstance(loaded, dict):
             raise UsageError(
-                f"{path} must hold one workload (a mapping), not {type(loaded).__name__}"
+                f"{source} must hold one workload, {WORKLOAD_SHAPE}; it holds {_kind(loaded)}"
             )
         body = loaded
     top = {
@@ -238,7 +282,11 @@ def workload_body(options: argparse.Namespace, command: list[str]) -> dict[str, 
 
 def add_workload_flags(parser: argparse.ArgumentParser) -> None:
     """The flags of ``submit`` and ``dry-run``."""
-    parser.add_argument("file", nargs="?", help="a workload as YAML or JSON (the API's body)")
+    parser.add_argument(
+        "file",
+        nargs="?",
+        help="a workload as YAML or JSON (the API's body); - reads it from standard input",
+    )
     parser.add_argument("--name", help="a DNS label, unique in the namespace")
     parser.add_argument("--queue", help="a leaf queue of your tenant")
     parser.add_argument("--namespace", help="default: the queue's tenant's first")
@@ -277,6 +325,27 @@ def do_login(api: Api, options: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
+def warn_if_capped(listing: Listing, noun: str, narrow: str, options: argparse.Namespace) -> None:
+    """A list cut at ``http.MAX_ROWS``: say on standard error how many of how many are shown and
+    which filters narrow it (with ``--json`` as a JSON object: the output stays a list)."""
+    if not listing.capped:
+        return
+    message = (
+        f"showing the first {len(listing.rows):,} of {listing.count:,} {noun}, the most the "
+        f"client reads; narrow the list with {narrow}"
+    )
+    if options.json:
+        warning = {
+            "code": "truncated",
+            "message": message,
+            "shown": len(listing.rows),
+            "count": listing.count,
+        }
+        options.err.write(json.dumps({"warning": warning}) + "\n")
+    else:
+        options.err.write(f"gpupool: {message}.\n")
+
+
 def do_status(api: Api, options: argparse.Namespace, out: TextIO) -> int:
     """Your tenants' workloads: state, position, estimated start and reason."""
     query: dict[str, Any] = {"ordering": "submitted_at"}
@@ -287,7 +356,12 @@ def do_status(api: Api, options: argparse.Namespace, out: TextIO) -> int:
     for key in ("queue", "namespace"):
         if getattr(options, key):
             query[key] = getattr(options, key)
-    workloads = api.every("workloads/", query)
+    listing = api.every("workloads/", query)
+    workloads = listing.rows
+    narrow = "--state, --queue or --namespace"
+    if options.all and not options.state:
+        narrow += ", or leave out --all"
+    warn_if_capped(listing, "workloads", narrow, options)
     if options.json:
         out.write(json.dumps(workloads, indent=1) + "\n")
         return EXIT_OK
@@ -335,7 +409,9 @@ def do_nodes(api: Api, options: argparse.Namespace, out: TextIO) -> int:
         query["state"] = options.state
     if options.unhealthy:
         query["unhealthy"] = "true"
-    nodes = api.every("nodes/", query)
+    listing = api.every("nodes/", query)
+    nodes = listing.rows
+    warn_if_capped(listing, "nodes", "--flavor, --state or --unhealthy", options)
     if options.json:
         out.write(json.dumps(nodes, indent=1) + "\n")
         return EXIT_OK
@@ -397,7 +473,7 @@ def do_submit(api: Api, options: argparse.Namespace, out: TextIO) -> int:
         return EXIT_OK
     out.write(
         f"Submitted {made['namespace']}/{made['name']} to queue {made['queue']} "
-        f"({gpus(made['gpus'])} GPUs, class {made['priority_class']}).\n"
+        f"({counted(made['gpus'], 'GPU')}, class {made['priority_class']}).\n"
     )
     out.write(f"{made['explanation']['summary']}\n")
     out.write(f"`gpupool why {made['namespace']}/{made['name']}` follows it.\n")
@@ -441,9 +517,9 @@ def do_cancel(api: Api, options: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
-def parser() -> argparse.ArgumentParser:
-    """The command line."""
-    top = argparse.ArgumentParser(
+def parser(json_errors: bool = False) -> argparse.ArgumentParser:
+    """The command line; ``json_errors``: its errors raised as ``UsageError`` (``--json``)."""
+    top = Parser(
         prog="gpupool",
         description="Submit GPU work to a gpupool pool, see where it stands and why.",
         epilog=f"Server and token: GPUPOOL_URL, GPUPOOL_TOKEN, else {config_path()} "
@@ -506,6 +582,9 @@ def parser() -> argparse.ArgumentParser:
         command.add_argument(
             "--json", action="store_true", default=argparse.SUPPRESS, help="print the API's JSON"
         )
+    for each in [top, *commands.choices.values(), *node_commands.choices.values()]:
+        if isinstance(each, Parser):
+            each.json_errors = json_errors
     return top
 
 
@@ -536,6 +615,18 @@ def reader_gone(out: TextIO) -> int:
     return EXIT_BROKEN_PIPE
 
 
+def report(error: dict[str, Any], as_json: bool, err: TextIO, status: int, text: str) -> int:
+    """Print an error on standard error -- with ``--json`` the API's error object as one line
+    of ``{"error": {...}}``, else ``gpupool: TEXT`` -- and return ``status``."""
+    err.write(json.dumps({"error": error}) + "\n" if as_json else f"gpupool: {text}\n")
+    return status
+
+
+def usage(error: Exception) -> dict[str, Any]:
+    """A usage error (the command line, the workload file, the settings) in the API's shape."""
+    return {"status": None, "code": "usage", "message": str(error)}
+
+
 def run(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
     """Parse the command line and run the command; returns the exit status."""
     arguments = list(sys.argv[1:] if argv is None else argv)
@@ -543,22 +634,24 @@ def run(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
     if "--" in arguments:
         split = arguments.index("--")
         arguments, command = arguments[:split], arguments[split + 1 :]
+    as_json = "--json" in arguments
     try:
-        options = parser().parse_args(arguments)
+        options = parser(json_errors=as_json).parse_args(arguments)
     except SystemExit as stop:
         return int(stop.code or 0)
+    except UsageError as error:
+        return report(usage(error), as_json, err, EXIT_USAGE, str(error))
     options.command = command
+    options.err = err
     try:
         api = Api(load())
         if options.verb != "login" and not api.settings.token:
             raise UsageError("not logged in: run `gpupool login` or set GPUPOOL_TOKEN")
         return int(options.run(api, options, out))
     except (UsageError, ConfigError) as error:
-        err.write(f"gpupool: {error}\n")
-        return EXIT_USAGE
+        return report(usage(error), options.json, err, EXIT_USAGE, str(error))
     except ApiError as error:
-        err.write(f"gpupool: {error}\n")
-        return EXIT_REFUSED
+        return report(error.body, options.json, err, EXIT_REFUSED, str(error))
     except (KeyboardInterrupt, EOFError):
         err.write("\n")
         return EXIT_USAGE

@@ -20,7 +20,7 @@ import pytest
 
 from gpupool.client.main import EXIT_BROKEN_PIPE, main
 
-NODES = 1000  # the client reads at most 1,000 rows; a line of each is ~250 bytes, 4x a pipe
+NODES = 1000  # a line of each is ~250 bytes: 4x what a pipe holds
 NODE = {
     "flavor": "h100",
     "state": "cordoned",

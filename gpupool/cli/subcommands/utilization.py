@@ -21,13 +21,14 @@ HELP = "Allocated, active and idle GPU-hours per tenant over a recent window"
 
 
 def window(text: str) -> float:
-    """A duration: seconds, or Go form such as ``1h`` or ``90m``."""
+    """A duration: seconds, or Go form such as ``1h`` or ``90m``. argparse names the option
+    (``argument --since: ...``), so the message says only what is wrong with the value."""
     try:
-        seconds = parse_duration("--since", text)
+        seconds = parse_duration("value", text)
     except AnnotationError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
+        raise argparse.ArgumentTypeError(str(error).removeprefix("value: ")) from None
     if seconds <= 0:
-        raise argparse.ArgumentTypeError("--since must be longer than nothing")
+        raise argparse.ArgumentTypeError(f"must be longer than nothing, got {text.strip()}")
     return seconds
 
 

@@ -1,0 +1,55 @@
+"""``gpupool --json`` against a live test server: a refusal is the API's own error body, one
+line of JSON on standard error, with the exit status of the words (1); standard output stays
+empty, so a tool reads the one or the other."""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+import pytest
+from django.core.cache import cache
+from domain_builders import tenant, user
+
+from gpupool.api.actions import do_issue_token
+from gpupool.client.main import main
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def lena(live_server: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """lena leads tenant nlp (no queue); the client talks to the live server with her token."""
+    cache.clear()
+    lead = user("lena")
+    tenant("nlp", lead=lead, namespaces=("nlp",))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    monkeypatch.setenv("GPUPOOL_URL", live_server.url)
+    monkeypatch.setenv("GPUPOOL_TOKEN", do_issue_token(lead).key)
+
+
+def run(*argv: str) -> tuple[int, str, str]:
+    """The client's exit status, standard output and standard error."""
+    out, err = io.StringIO(), io.StringIO()
+    status = main(list(argv), out=out, err=err)
+    return status, out.getvalue(), err.getvalue()
+
+
+def test_with_json_a_refused_submission_is_the_apis_error_body(lena: None) -> None:
+    status, out, err = run(
+        "--json", "submit", "--name", "x", "--queue", "nope", "--gpus", "1", "--image", "i"
+    )
+    assert (status, out) == (1, "")
+    assert err.count("\n") == 1  # one line
+    error = json.loads(err)["error"]
+    assert (error["status"], error["code"]) == (400, "invalid")
+    assert "queue" in error["fields"]
+
+
+def test_with_json_a_missing_workload_is_the_apis_404_body(lena: None) -> None:
+    status, out, err = run("why", "nlp/missing", "--json")
+    assert (status, out) == (1, "")
+    assert json.loads(err) == {
+        "error": {"status": 404, "code": "not_found", "message": "Not found."}
+    }
