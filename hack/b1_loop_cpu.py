@@ -73,6 +73,11 @@ def main() -> None:
         action="store_true",
         help="time each statement of the record (wall clock) and count its row versions",
     )
+    parser.add_argument(
+        "--every-statement",
+        action="store_true",
+        help="with --statements: print every statement of the record in order, not the 8 slowest",
+    )
     args = parser.parse_args()
 
     import django
@@ -87,7 +92,7 @@ def main() -> None:
     from gpupool.simulation.scale_pool import synthetic_snapshot
 
     if args.statements:
-        _time_statements(loop_module, commit=args.commit)
+        _time_statements(loop_module, commit=args.commit, every=args.every_statement)
     # The loop times its phases with ``time.perf_counter``: CPU seconds here instead.
     cpu_clock = types.SimpleNamespace(
         perf_counter=time.process_time, monotonic=time.monotonic, thread_time=time.thread_time
@@ -145,7 +150,7 @@ def main() -> None:
         steady_profile.dump_stats(f"{args.profile}-steady.prof")
 
 
-def _time_statements(loop_module: types.ModuleType, *, commit: bool) -> None:
+def _time_statements(loop_module: types.ModuleType, *, commit: bool, every: bool) -> None:
     """Wrap the loop's ``do_record_cycle`` so that it prints its statements (``--statements``)."""
     from django.db import connection, transaction
 
@@ -253,7 +258,7 @@ def _time_statements(loop_module: types.ModuleType, *, commit: bool) -> None:
             f"({hot} HOT)",
             flush=True,
         )
-        for seconds, text in sorted(timed, reverse=True)[:8]:
+        for seconds, text in timed if every else sorted(timed, reverse=True)[:8]:
             print(f"    {seconds:.4f} {text}", flush=True)
         for seconds, text in timed:
             if text.startswith("(pipeline"):

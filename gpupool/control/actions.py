@@ -927,6 +927,7 @@ _STEP_FIELDS = (
     "evicting_for",
     "eviction_reason",
     "nominated",
+    "idle_since",
     "updated_at",
 )
 _LEAVING = frozenset(
@@ -995,12 +996,14 @@ def _record_steps(steps: Sequence[Step], at: datetime, stamps: Stamps | None = N
             released.add(step.workload_id)
         if step.to_state == WorkloadState.PENDING:
             row["admitted_at"] = row["started_at"] = None
-        if step.to_state in _ENDED:
+        if step.to_state in _ENDED or step.ends:  # (a preemption not requeued ends it)
             row["finished_at"] = step.at
         if step.to_state in _LEAVING or step.to_state == WorkloadState.PENDING:
-            # Back to pending it holds nothing either (a requeue: its usage closes).
+            # Back to pending it holds nothing either (a requeue: its usage closes). Its
+            # idle spell ends with its hold on the GPUs (the sampler's, written while placed).
             leaving.add(step.workload_id)
             row["evicting_for"], row["eviction_reason"], row["nominated"] = None, "", False
+            row["idle_since"] = None
     if lost:
         _record_losses(lost, current, at)
     stamp = timezone.now()
@@ -1223,27 +1226,38 @@ def _record_idle_alerts(record: CycleRecord, at: datetime) -> None:
     )
 
 
-def _lock_nominations(nominated: Mapping[int, bool]) -> dict[int, datetime]:
-    """The rows of the nominations (or withdrawn ones) that are still pending, locked: id ->
-    their ``updated_at`` before the write."""
+def _record_nominations(nominated: Mapping[int, bool], stamp: datetime) -> dict[int, datetime]:
+    """Pending workloads nominated (or no longer), their rows locked and written; those no
+    longer pending are left alone. Returns the rows written: id -> their ``updated_at``
+    before the write. On PostgreSQL one statement locks, writes and returns them (the
+    locking sub-select gives each row's latest ``updated_at``, as ``SELECT ... FOR UPDATE``
+    before the write did); elsewhere the lock, then one write per value."""
     if not nominated:
         return {}
-    return dict(
+    if connection.vendor == "postgresql":
+        table = connection.ops.quote_name(Workload._meta.db_table)
+        ids = list(nominated)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {table} AS w SET nominated = t.value, updated_at = %s "  # noqa: S608
+                "FROM unnest(%s::bigint[], %s::boolean[]) AS t(id, value) "
+                f"JOIN (SELECT id, updated_at FROM {table} WHERE id = ANY(%s::bigint[]) "
+                "AND state = %s FOR UPDATE) AS old ON old.id = t.id "
+                "WHERE w.id = t.id RETURNING w.id, old.updated_at",
+                [stamp, int_array(ids), [nominated[pk] for pk in ids], int_array(ids),
+                 WorkloadState.PENDING],
+            )  # fmt: skip
+            return dict(cursor.fetchall())
+    before: dict[int, datetime] = dict(
         Workload.objects.select_for_update()
         .filter(pk__in=id_list(list(nominated)), state=WorkloadState.PENDING)
         .values_list("id", "updated_at")
     )
-
-
-def _record_nominations(
-    nominated: Mapping[int, bool], before: Mapping[int, datetime], stamp: datetime
-) -> None:
-    """Pending workloads nominated (or no longer): ``before`` holds those still pending
-    (``_lock_nominations``)."""
     for value in (True, False):
         ids = [pk for pk in before if nominated[pk] is value]
         if ids:
             Workload.objects.filter(pk__in=id_list(ids)).update(nominated=value, updated_at=stamp)
+    return before
 
 
 def _record_admissions(
@@ -1412,10 +1426,12 @@ def _record_explanations(
 ) -> None:
     """The explanations that changed (``rows``: ``_explanation_rows``), each with its queue
     rank (written or kept), into ``WorkloadExplanation`` (a first one inserted, the estimate's
-    facts of one there kept); then the nominations (``_record_nominations``), and the ranks
+    facts of one there kept), after the nominations (``_record_nominations``); then the ranks
     that changed alone (``_record_ranks``)."""
-    pending = _lock_nominations(record.nominated)
     stamp = timezone.now()
+    # The workload rows first, then the explanations' (the order the estimates' writes
+    # take them in: ``do_record_estimates``).
+    _stamped(stamps, _record_nominations(record.nominated, stamp), stamp)
     if record.explanations:
         upsert_rows(
             WorkloadExplanation,
@@ -1424,8 +1440,6 @@ def _record_explanations(
             keep_keys={"facts": ESTIMATE_FACTS},
             prepared=connection.vendor == "postgresql",
         )
-    _record_nominations(record.nominated, pending, stamp)
-    _stamped(stamps, pending, stamp)
     _record_ranks(record)
 
 

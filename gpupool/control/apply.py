@@ -28,6 +28,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import TypeVar
 
 from gpupool.clusters.base import (
@@ -74,13 +75,33 @@ def explanations_due(queued: Sequence[T]) -> Iterator[T]:
     would take minutes to drain oldest first, and a workload submitted meanwhile would wait
     that long for its first Event; newest first alone would starve the backlog while reasons
     keep changing. Alternating gives each half of the budget."""
-    low, high = 0, len(queued) - 1
-    while low <= high:
-        yield queued[high]
-        high -= 1
-        if low <= high:
-            yield queued[low]
-            low += 1
+    return _from_both_ends(iter(queued), reversed(queued), len(queued))
+
+
+def queued_explanations_due(
+    older: dict[str, str], fresh: dict[str, str]
+) -> Iterator[tuple[str, str]]:
+    """``explanations_due`` of the queue ``older`` (workload -> sentence, oldest first) with
+    the workloads of ``fresh`` moved last, in its order (as ``ControlLoop._remember_written``
+    leaves the queue), without building that queue: a cycle sends about
+    ``EVENTS_PER_CYCLE`` Events and stops, while thousands may wait (B1's first cycle
+    explains 5,000), so only the entries taken from either end are looked at."""
+    kept = len(older) - sum(1 for name in fresh if name in older)
+    oldest = chain(
+        ((name, detail) for name, detail in older.items() if name not in fresh), fresh.items()
+    )
+    newest = chain(
+        reversed(fresh.items()),
+        ((name, older[name]) for name in reversed(older) if name not in fresh),
+    )
+    return _from_both_ends(oldest, newest, kept + len(fresh))
+
+
+def _from_both_ends(oldest: Iterator[T], newest: Iterator[T], count: int) -> Iterator[T]:
+    """The ``count`` entries of a queue given from its oldest end and from its newest,
+    newest first, alternately (``explanations_due``)."""
+    for index in range(count):
+        yield next(newest) if index % 2 == 0 else next(oldest)
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,7 +48,6 @@ from collections.abc import Collection, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from itertools import chain
 from typing import Any
 
 from django.db.models import Count, Q
@@ -83,11 +82,11 @@ from gpupool.control.apply import (
     ApplyWork,
     PodSetRun,
     WorkloadRun,
-    explanations_due,
     gang_bindings,
     gpu_resource,
     key_of,
     new_pods,
+    queued_explanations_due,
     run_apply,
 )
 from gpupool.control.budgets import BudgetBook, named
@@ -626,7 +625,9 @@ class ControlLoop:
                     status=CycleStatus.FAILED,
                     error=message + "\n" + traceback.format_exc(limit=8),
                     timings=timings,
-                    totals=metrics.carried_totals(),
+                    # Counted as failed (the phases it ran in the histograms): the counters
+                    # went on from the last row that carried them.
+                    totals=metrics.add_to_totals(metrics.carried_totals(), result, None),
                 )
                 result.cycle_id = failed.pk
             joined = True
@@ -1418,13 +1419,9 @@ class ControlLoop:
                     outstanding.add(name)  # pods on their way: look again next cycle
         work.evict = victims
         # The explanation queue as ``_remember_written`` leaves it: the new reasons moved last.
-        queued = chain(
-            ((name, detail) for name, detail in self.explain_queue.items() if name not in fresh),
-            fresh.items(),
-        )
         explained: list[str] = []
         budget = EVENTS_PER_CYCLE
-        for name, detail in explanations_due(list(queued)):
+        for name, detail in queued_explanations_due(self.explain_queue, fresh):
             if budget <= 0:
                 break
             explained.append(name)

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from django.db.models import Count, Max
 from django.http import HttpRequest, HttpResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import (
@@ -56,8 +57,9 @@ def carried_totals() -> dict[str, Any]:
 def add_to_totals(
     totals: Mapping[str, Any], result: CycleResult, record: CycleRecord | None
 ) -> dict[str, Any]:
-    """The counters with one more cycle in them."""
-    out: dict[str, Any] = dict(totals)
+    """The counters with one more cycle in them (succeeded or failed), and the cycles other
+    processes skipped since they were last counted (``with_skipped``)."""
+    out: dict[str, Any] = with_skipped(totals)
     phases: dict[str, Any] = {k: dict(v) for k, v in dict(out.get("phase_seconds", {})).items()}
     for phase, seconds in result.timings.items():
         entry = phases.setdefault(phase, {"buckets": [0] * len(BUCKETS), "sum": 0.0, "count": 0})
@@ -78,6 +80,24 @@ def add_to_totals(
     out["preemptions"] = preemptions
     for counter in ("bind_errors", "evict_errors"):
         out[counter] = int(out.get(counter, 0)) + int(result.counts.get(counter, 0))
+    return out
+
+
+def with_skipped(totals: Mapping[str, Any]) -> dict[str, Any]:
+    """The counters with the cycles skipped since they last counted skips: a process that
+    finds the lock held writes a skipped row and no counters (the cycle running meanwhile
+    carries them forward from its own), so the next cycle that runs counts the skipped rows
+    after the last one counted (``skipped_seen``, a row id: one indexed look-up a cycle)."""
+    out = dict(totals)
+    seen = int(out.get("skipped_seen", 0))
+    found = SchedulingCycle.objects.filter(pk__gt=seen, status=CycleStatus.SKIPPED).aggregate(
+        count=Count("id"), last=Max("id")
+    )
+    if found["count"]:
+        cycles = dict(out.get("cycles", {}))
+        cycles[CycleStatus.SKIPPED] = int(cycles.get(CycleStatus.SKIPPED, 0)) + found["count"]
+        out["cycles"] = cycles
+        out["skipped_seen"] = found["last"]
     return out
 
 

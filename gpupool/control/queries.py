@@ -29,7 +29,12 @@ from gpupool.clusters.base import ResourceAmounts
 from gpupool.control.choices import CycleStatus
 from gpupool.control.clock import pool_now
 from gpupool.control.models import SchedulingCycle
-from gpupool.control.snapshot import DatabaseSnapshot, SnapshotError, build_snapshot
+from gpupool.control.snapshot import (
+    DatabaseSnapshot,
+    SnapshotError,
+    build_snapshot,
+    one_state_of_the_database,
+)
 from gpupool.control.sync import with_foreign_usage
 from gpupool.inventory.models import Node
 from gpupool.inventory.queries import FlavorFragmentation, flavor_fragmentation
@@ -142,11 +147,15 @@ def _cached(name: str, cycle_id: int | None, build: Callable[[], T]) -> T:
 
 
 def _snapshot(cycle_id: int | None) -> DatabaseSnapshot:
-    return _cached(
-        "snapshot",
-        cycle_id,
-        lambda: with_recorded_usage(build_snapshot(now=snapshot_time(), policy=pool_policy())),
-    )
+    return _cached("snapshot", cycle_id, read_pool_snapshot)
+
+
+def read_pool_snapshot() -> DatabaseSnapshot:
+    """The pages' snapshot, its time and its rows read in one state of the database: read
+    apart, an admission committed between the two started "after the snapshot's time", and
+    the pages could not plan the pool until the next cycle."""
+    with one_state_of_the_database():
+        return with_recorded_usage(build_snapshot(now=snapshot_time(), policy=pool_policy()))
 
 
 def with_recorded_usage(database: DatabaseSnapshot) -> DatabaseSnapshot:

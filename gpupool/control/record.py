@@ -433,22 +433,28 @@ def decide_record(
                 )
         return Explanation(pending.reason, detail, facts)
 
-    refreshed: list[tuple[float, int, PendingExplanation]] = []
+    # The refresh's candidates by when they were last written (a cycle writes all of its
+    # explanations at one moment, so there are few such moments): the oldest moments first,
+    # by id within one, without sorting thousands of (when, id, explanation) triples.
+    refreshed: dict[float, list[tuple[int, PendingExplanation]]] = {}
     queues: dict[str, list[tuple[int, int]]] = defaultdict(list)  # queue -> (position, id)
     workload_ids, by_reason = database.workload_ids, record.pending_by_reason
+    nominated, explanations, new_reasons = record.nominated, record.explanations, record.new_reasons
     for pending in plan.pending:
-        workload_id = workload_ids[pending.workload]
-        workload = by_name[pending.workload]
-        if not never_fits(pending.facts):  # set aside at enqueue: in no queue's order
+        name, reason = pending.workload, pending.reason
+        workload_id = workload_ids[name]
+        workload = by_name[name]
+        never = never_fits(pending.facts)
+        if not never:  # set aside at enqueue: in no queue's order
             queues[workload.queue].append((pending.position, workload_id))
-        by_reason[pending.reason] = by_reason.get(pending.reason, 0) + 1
-        if pending.reason == "waiting-for-preemption" and not workload.nominated:
-            record.nominated[workload_id] = True
+        by_reason[reason] = by_reason.get(reason, 0) + 1
+        if reason == "waiting-for-preemption" and not workload.nominated:
+            nominated[workload_id] = True
         before = written.get(workload_id)
         if (
             before is not None
-            and before.reason == pending.reason
-            and never_fits(before.facts) == never_fits(pending.facts)  # readers show it at once
+            and before.reason == reason
+            and never_fits(before.facts) == never  # readers show it at once
         ):
             # At most its facts moved (free GPUs, quota available; its position is counted
             # when read): looked at again when the last write is older than
@@ -456,19 +462,26 @@ def decide_record(
             # (its JSON form only then).
             when = written_at.get(workload_id, 0.0)
             if when <= refresh_before:
-                refreshed.append((when, workload_id, pending))
+                group = refreshed.get(when)
+                if group is None:
+                    refreshed[when] = group = []
+                group.append((workload_id, pending))
             continue
-        record.explanations[workload_id] = explained(pending, workload_id)
-        record.new_reasons.add(workload_id)
-    refreshed.sort()  # by when, then id (ids differ: the explanations are not compared)
+        explanations[workload_id] = explained(pending, workload_id)
+        new_reasons.add(workload_id)
     taken = 0
-    for _, workload_id, pending in refreshed:
+    for when in sorted(refreshed):
         if taken >= REFRESHED_PER_CYCLE:
             break
-        explanation = explained(pending, workload_id)
-        if explanation.facts != written[workload_id].facts:
-            record.explanations[workload_id] = explanation
-            taken += 1
+        group = refreshed[when]
+        group.sort()  # by id (ids differ: the explanations are not compared)
+        for workload_id, pending in group:
+            if taken >= REFRESHED_PER_CYCLE:
+                break
+            explanation = explained(pending, workload_id)
+            if explanation.facts != written[workload_id].facts:
+                explanations[workload_id] = explanation
+                taken += 1
     for workload_id, why in (too_large or {}).items():
         refused = Explanation(
             "capacity",

@@ -181,7 +181,7 @@ class Pool:
 
 def build_pool() -> Pool:
     """The pool's flavors, nodes, queues and priority classes as the core sees them."""
-    with _one_state_of_the_database():
+    with one_state_of_the_database():
         flavors, _, flavor_rows = _flavors()
         nodes, _ = _nodes(flavor_rows)
         queues, _ = _queues()
@@ -190,7 +190,7 @@ def build_pool() -> Pool:
 
 def build_snapshot(*, now: datetime, policy: PolicyInfo) -> DatabaseSnapshot:
     """The pool as the core sees it at ``now``, read in a fixed number of queries."""
-    with _one_state_of_the_database():
+    with one_state_of_the_database():
         flavors, flavor_ids, flavor_rows = _flavors()
         nodes, node_ids = _nodes(flavor_rows)
         queues, queue_ids = _queues()
@@ -222,14 +222,17 @@ def build_snapshot(*, now: datetime, policy: PolicyInfo) -> DatabaseSnapshot:
 
 
 @contextmanager
-def _one_state_of_the_database() -> Iterator[None]:
-    """On PostgreSQL outside a transaction, a read-only repeatable-read one for the reads."""
-    if connection.in_atomic_block or connection.vendor != "postgresql":
+def one_state_of_the_database() -> Iterator[None]:
+    """Outside a transaction, one for the reads, so that they see one state of the database:
+    on PostgreSQL read-only and repeatable-read; on SQLite (WAL) a read transaction sees the
+    database as of its first read. Inside one, the caller's."""
+    if connection.in_atomic_block:
         yield
         return
     with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         yield
 
 

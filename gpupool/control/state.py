@@ -64,9 +64,9 @@ from gpupool.control.snapshot import (
     DatabaseSnapshot,
     WorkloadRow,
     _flavors,
-    _one_state_of_the_database,
     _priority_classes,
     _queues,
+    one_state_of_the_database,
     read_budgets,
     read_nodes,
     read_workloads,
@@ -299,7 +299,7 @@ class LoopState:
         ):
             self._advance(horizon)
             return
-        with _one_state_of_the_database():
+        with one_state_of_the_database():
             flavors_changed = False
             if policy_changed:
                 flavors, flavor_ids, flavor_rows = _flavors()
@@ -644,7 +644,8 @@ def stepped(row: WorkloadRow, steps: Sequence[tuple[str, datetime]]) -> Workload
         elif to_state in LEFT:
             left, state = True, to_state
         elif to_state == WorkloadState.PENDING and left and state == WorkloadState.PREEMPTED:
-            # Leaving cleared the eviction and the nomination (``_record_steps``).
+            # Leaving cleared the eviction, the nomination and the idle spell
+            # (``_record_steps``).
             info = dataclasses.replace(
                 info,
                 state="pending",
@@ -653,6 +654,7 @@ def stepped(row: WorkloadRow, steps: Sequence[tuple[str, datetime]]) -> Workload
                 last_checkpoint_at=None,
                 nominated=False,
                 evicting_for=None,
+                idle_since=None,
             )
             state = to_state
         else:

@@ -150,6 +150,9 @@ class Step:
     reason: str
     at: datetime
     lost: str = ""
+    # A preemption that ends the workload (a bare pod, nothing makes again; or reclaimed for
+    # sitting idle, ``lifecycle.ENDING_REASONS``): not requeued, so it is finished there.
+    ends: bool = False
 
     @property
     def leaves(self) -> bool:
@@ -808,8 +811,11 @@ def _known(
     ends = row.eviction_reason in ENDING_REASONS
     if ends:
         why = f"evicted ({row.eviction_reason}): reclaimed, it ends and is not requeued"
-    decision.steps.append(Step(row.id, name, WorkloadState.PREEMPTED, why, at, lost=lost))
-    if row.origin != Origin.BARE and not ends:
+    ends = ends or row.origin == Origin.BARE
+    decision.steps.append(
+        Step(row.id, name, WorkloadState.PREEMPTED, why, at, lost=lost, ends=ends)
+    )
+    if not ends:
         decision.steps.append(
             Step(row.id, name, WorkloadState.PENDING, "requeued after its eviction", at)
         )

@@ -23,7 +23,7 @@ from gpupool.audit.actions import (
 )
 from gpupool.control.clock import pool_now
 from gpupool.inventory.models import Flavor, FlavorPriceChange, Gpu, Node
-from gpupool.workloads.choices import UNFINISHED_STATES
+from gpupool.workloads.choices import unfinished
 from gpupool.workloads.models import Workload
 
 # The reason a GPU gets when the sync reports it unhealthy without saying why.
@@ -49,7 +49,7 @@ def do_save_flavor(
     saved = save_audited(
         flavor, action="inventory.save_flavor", acting_user=acting_user, reason=reason
     )
-    _record_price(saved, at or timezone.now())
+    _record_price(saved, at or pool_now())
     return saved
 
 
@@ -66,7 +66,7 @@ def _placement_change_errors(flavor: Flavor) -> dict[str, str]:
     if not changed:
         return {}
     using = (
-        Workload.objects.filter(state__in=UNFINISHED_STATES)
+        Workload.objects.filter(unfinished())
         .filter(
             Q(pod_sets__flavor=flavor)
             | Q(pod_sets__flavor_choices__flavor=flavor)

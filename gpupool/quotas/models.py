@@ -23,7 +23,7 @@ from gpupool.quotas.choices import (
     WhatIfState,
 )
 from gpupool.tenancy.models import Tenant, fixed_field_errors
-from gpupool.workloads.choices import UNFINISHED_STATES
+from gpupool.workloads.choices import unfinished
 
 ZERO = Decimal(0)
 # The ledger's precision (``BudgetLedgerEntry.gpu_hours``: four decimal places).
@@ -189,7 +189,7 @@ class Queue(models.Model):
         )
         parent = self.parent if self.parent_id is not None else None
         if "parent" not in errors and parent is not None and old_parent != parent.pk:
-            waiting = parent.workloads.filter(state__in=UNFINISHED_STATES).count()
+            waiting = parent.workloads.filter(unfinished()).count()
             if waiting:
                 errors["parent"] = (
                     f"{parent} is a leaf queue holding {waiting} unfinished "

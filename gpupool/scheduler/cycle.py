@@ -115,15 +115,17 @@ def idle(cycle: Cycle) -> None:
 def enqueue(cycle: Cycle) -> None:
     """# 1 Settle what keeps a workload out of this cycle: missing pods, quota, victims."""
     leaving = cycle.leaving
-    never: dict[tuple[str, int, int], Verdict | None] = {}
+    never: dict[tuple[str, int, int, str | None], Verdict | None] = {}
     for work in cycle.pending.values():
         info = work.info
         # Never fitting first: the pods a gang lacks could only make it larger, and work that
         # can never run is not worth its pods (gpupool made them for work submitted through
         # it, at once: 100,000 pods for a request no capability allows).
-        memo = (info.queue, id(work.assignments), work.minimum)
+        memo = (info.queue, id(work.assignments), work.minimum, info.topology)
         if memo not in never:
-            never[memo] = never_runs(cycle, info.queue, work.assignments, work.minimum)
+            never[memo] = never_runs(
+                cycle, info.queue, work.assignments, work.minimum, info.topology
+            )
         verdict = never[memo]
         if verdict is None and info.missing_pods > 0:
             work.schedulable = False
@@ -141,15 +143,22 @@ def enqueue(cycle: Cycle) -> None:
 
 
 def never_runs(
-    cycle: Cycle, queue: str, assignments: list[Assignment], minimum: int
+    cycle: Cycle,
+    queue: str,
+    assignments: list[Assignment],
+    minimum: int,
+    topology: str | None = None,
 ) -> Verdict | None:
-    """Quota (a capability on the path) or capacity (the pool) that can never hold the gang."""
+    """Quota (a capability on the path) or capacity (a node, the pool, or for a gang bound to
+    one NVLink domain the largest domain) that can never hold the gang."""
     needs = [prefix_need(a.pods, minimum) for a in assignments]
     shortfalls = [cycle.quota.never_fits(queue, need) for need in needs]
     if shortfalls and all(s is not None for s in shortfalls) and shortfalls[0] is not None:
         return quota_verdict(shortfalls[0])
     too_big = [
-        cycle.larger_than_any_node(assignment, minimum) or cycle.larger_than_pool(need)
+        cycle.larger_than_any_node(assignment, minimum)
+        or cycle.larger_than_pool(need)
+        or cycle.larger_than_any_domain(need, topology)
         for need, assignment in zip(needs, assignments, strict=True)
     ]
     if too_big and all(v is not None for v in too_big):

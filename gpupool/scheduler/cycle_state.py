@@ -113,6 +113,7 @@ class Cycle:
         self._empty_classes: dict[str, dict[CanonKey, int]] | None = None
         self._empty: ClusterState | None = None
         self._largest: dict[str, int] | None = None
+        self._largest_domain: dict[str, int] | None = None
         pool: dict[str, int] = defaultdict(int)
         # What the pool holds once its cordons end (a cordon, a NotReady node, passes) and
         # other schedulers' pods leave: what "never fits" is judged against, not the GPUs
@@ -453,6 +454,35 @@ class Cycle:
             for node in self.snapshot.nodes:
                 self._largest[node.flavor] = max(self._largest.get(node.flavor, 0), node.sound_gpus)
         return self._largest
+
+    def larger_than_any_domain(
+        self, need: Mapping[str, int], topology: str | None
+    ) -> Verdict | None:
+        """A gang that must sit in one NVLink domain (``topology: domain``: its minimum) and
+        asks more GPUs of a flavor than its largest domain holds, even idle, its cordons ended
+        and others' pods gone: ``capacity``, never fits (it would otherwise wait in line for
+        ever, "no single NVLink domain holds its pods")."""
+        if topology != "domain":
+            return None
+        if self._largest_domain is None:
+            sizes: dict[tuple[str, str], int] = defaultdict(int)
+            for node in self.snapshot.nodes:
+                sizes[(node.flavor, node.domain)] += node.sound_gpus
+            self._largest_domain = {}
+            for (flavor, _), gpus in sizes.items():
+                self._largest_domain[flavor] = max(self._largest_domain.get(flavor, 0), gpus)
+        for flavor, amount in sorted(need.items()):
+            most = self._largest_domain.get(flavor, 0)
+            if amount > most * MILLI:
+                facts: dict[str, object] = {
+                    "flavor": flavor,
+                    "resource": "gpu",
+                    "asked": amount / MILLI,
+                    "largest_domain_gpus": most,
+                    "never_fits": True,
+                }
+                return Verdict("capacity", facts)
+        return None
 
     def larger_than_pool(self, need: Mapping[str, int]) -> Verdict | None:
         """A request larger than the pool's healthy GPUs of a flavor, even when idle and its

@@ -122,5 +122,5 @@ def dry_run(snapshot: Snapshot, policy: PolicyInfo, now: float, workload: Worklo
             verdict = Verdict("fragmentation", {**verdict.facts, "largest_placeable": 0})
         layers.append(LayerAnswer("placement", False, sentence(verdict, 0), dict(verdict.facts)))
     first = next((layer.layer for layer in layers if not layer.passes), None)
-    never = never_runs(cycle, candidate.queue, work.assignments, work.minimum)
+    never = never_runs(cycle, candidate.queue, work.assignments, work.minimum, candidate.topology)
     return DryRun(candidate.name, tuple(layers), first, "" if never is None else sentence(never, 0))

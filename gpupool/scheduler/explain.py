@@ -149,6 +149,12 @@ def _capacity_sentence(facts: Mapping[str, object]) -> str:
     unit = _UNITS.get(str(facts.get("resource", "gpu")), "{flavor}").format(
         flavor=facts.get("flavor")
     )
+    if "largest_domain_gpus" in facts:
+        return (
+            f"It can never run as asked: it must sit in one NVLink domain, and the largest "
+            f"{facts.get('flavor')} domain has {number(facts.get('largest_domain_gpus'))} "
+            f"healthy GPUs; it asks {number(facts.get('asked'))}."
+        )
     if "largest_pod_gpus" in facts:
         return (
             f"It can never run as asked: no node has {number(facts.get('asked_pod_gpus'))} "

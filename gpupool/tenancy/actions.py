@@ -17,7 +17,7 @@ from gpupool.audit.actions import (
     save_audited,
 )
 from gpupool.tenancy.models import Membership, SiteRole, Tenant, TenantNamespace
-from gpupool.workloads.choices import UNFINISHED_STATES
+from gpupool.workloads.choices import unfinished
 from gpupool.workloads.models import Workload
 
 # created_at says when a row was made, not what it holds: left out of before/after.
@@ -58,7 +58,7 @@ def _busy_namespace_errors(tenant: Tenant, keeping: set[str]) -> list[str]:
         return []
     busy: dict[str, int] = {}
     for namespace in (
-        Workload.objects.filter(namespace__in=sorted(dropped), state__in=UNFINISHED_STATES)
+        Workload.objects.filter(unfinished(), namespace__in=sorted(dropped))
         .values_list("namespace", flat=True)
         .order_by("namespace")
     ):

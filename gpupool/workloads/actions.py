@@ -25,7 +25,7 @@ from gpupool.scheduler.scenario import (
     MAX_POD_SETS,
 )
 from gpupool.tenancy.models import Membership, is_site_admin, is_tenant_lead
-from gpupool.workloads.choices import ALLOWED_TRANSITIONS, WorkloadState
+from gpupool.workloads.choices import ALLOWED_TRANSITIONS, PLACED_STATES, WorkloadState
 from gpupool.workloads.models import (
     Placement,
     PodSet,
@@ -350,6 +350,8 @@ def do_transition_workload(
             workload.started_at = None
     if to_state in {WorkloadState.SUCCEEDED, WorkloadState.FAILED, WorkloadState.CANCELLED}:
         workload.finished_at = now
+    if to_state not in PLACED_STATES:
+        workload.idle_since = None  # its idle spell ends with its hold on the GPUs
     workload.state = to_state
     workload.full_clean()
     workload.save()

@@ -3,6 +3,7 @@
 from typing import get_args
 
 from django.db import models
+from django.db.models import Q
 
 from gpupool.scheduler.types import PendingReason
 
@@ -80,9 +81,14 @@ PLACED_STATES = frozenset({WorkloadState.ADMITTED, WorkloadState.RUNNING})
 # States of work not yet over: waiting, or holding its placements.
 LIVE_STATES = (WorkloadState.PENDING, *sorted(PLACED_STATES))
 
-# States of work not over yet, preempted work too (it is about to be requeued): what the
-# queue, namespace or flavor it names must keep meaning while it lasts.
-UNFINISHED_STATES = (*LIVE_STATES, WorkloadState.PREEMPTED)
+
+def unfinished() -> Q:
+    """Work not over yet: live, or preempted and about to be requeued -- what the queue,
+    namespace or flavor it names must keep meaning while it lasts. Preempted work that is not
+    requeued (a bare pod, or work reclaimed for sitting idle) ended there: it has its
+    ``finished_at``."""
+    return Q(state__in=LIVE_STATES) | Q(state=WorkloadState.PREEMPTED, finished_at__isnull=True)
+
 
 # Why a workload waits: the decision core's reasons (``scheduler.types.PendingReason``), read
 # from there so that the two lists cannot drift apart.

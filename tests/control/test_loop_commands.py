@@ -115,6 +115,38 @@ def test_two_workers_run_one_cycle_at_a_time(settings: Any) -> None:
     assert results == ["skipped", "succeeded"]
 
 
+@pytest.mark.django_db(transaction=True)
+def test_skipped_and_failed_cycles_are_counted_in_the_metrics(
+    settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A skipped row carries no counters (another process held the lock): the next cycle
+    that runs counts it, once. A failed cycle counts itself. /metrics said only succeeded."""
+    from gpupool.control import metrics
+
+    world = build_world()
+    other, release = holding_the_lock()
+    try:
+        assert world.loop.run_cycle().status == "skipped"
+        assert world.loop.run_cycle().status == "skipped"
+    finally:
+        release.set()
+        other.join()
+    assert world.loop.run_cycle().status == "succeeded"
+    assert world.loop.run_cycle().status == "succeeded"
+    from gpupool.control import loop as loop_module
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("the plan broke")
+
+    monkeypatch.setattr(loop_module, "run_cycle", broken)
+    assert world.loop.run_cycle().status == "failed"
+    cycles = metrics.carried_totals()["cycles"]
+    assert cycles == {"skipped": 2, "succeeded": 2, "failed": 1}, cycles
+    body = Client().get("/metrics").content.decode()
+    assert 'gpupool_cycles_total{status="skipped"} 2.0' in body
+    assert 'gpupool_cycles_total{status="failed"} 1.0' in body
+
+
 def test_gpupool_loop_runs_cycles_until_told_to_stop(configured: World) -> None:
     status, out, _ = gpupool("loop", "--interval", "0.01", "--cycles", "3")
     assert status == 0

@@ -14,6 +14,8 @@ from gpupool.control.sync import moment
 from gpupool.inventory.actions import do_drain_node, do_end_drain, do_set_node_cordoned
 from gpupool.inventory.models import Node
 from gpupool.quotas.models import PriorityClass
+from gpupool.workloads.choices import unfinished
+from gpupool.workloads.models import Workload
 
 pytestmark = pytest.mark.django_db
 
@@ -178,6 +180,11 @@ def test_a_bare_pod_lost_with_its_node_ends_as_preempted(world: World) -> None:
     solo = world.workload("solo")
     assert solo.state == "preempted"
     assert PreemptionEvent.objects.get(victim=solo).reason == "node-failure"
+    # It ended there (nothing makes a bare pod again): finished, so it no longer holds its
+    # namespace, queue or flavor as unfinished work does (it read unfinished for ever).
+    last = solo.transitions.order_by("-id").first()
+    assert last is not None and solo.finished_at == last.at
+    assert not Workload.objects.filter(unfinished(), pk=solo.pk).exists()
 
 
 def test_a_not_ready_node_takes_no_new_placements(world: World) -> None:

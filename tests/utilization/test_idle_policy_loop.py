@@ -116,6 +116,10 @@ def test_an_idle_notebook_is_alerted_once_then_reclaimed_and_ends(
     world.run(5, django_capture_on_commit_callbacks)
     assert world.workload("idle-nb").state == WorkloadState.PREEMPTED
     assert PreemptionEvent.objects.filter(victim__name="idle-nb").count() == 1
+    # Ended where it was reclaimed: finished then (it read unfinished for ever, holding its
+    # namespace, queue and flavor).
+    ended = world.workload("idle-nb")
+    assert ended.finished_at == ended.transitions.order_by("-id")[0].at
 
 
 def test_a_busy_notebook_is_neither_alerted_nor_reclaimed(
