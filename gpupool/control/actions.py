@@ -72,6 +72,7 @@ from gpupool.quotas.models import (
     Queue,
     QueueQuota,
 )
+from gpupool.scheduler.explain import NEVER_FITS_FACT
 from gpupool.scheduler.types import Snapshot
 from gpupool.tenancy.models import Tenant, TenantNamespace
 from gpupool.workloads.actions import do_submit_workload, do_transition_workload
@@ -1433,13 +1434,24 @@ def _record_explanations(
     # take them in: ``do_record_estimates``).
     _stamped(stamps, _record_nominations(record.nominated, stamp), stamp)
     if record.explanations:
-        upsert_rows(
-            WorkloadExplanation,
-            ["reason", "detail", "facts", "queue_rank"],
-            rows,
-            keep_keys={"facts": ESTIMATE_FACTS},
-            prepared=connection.vendor == "postgresql",
-        )
+        # Work set aside as never fitting has no estimate: its last one is not kept (the
+        # estimates' next refresh clears it too, a minute later; the page showed "starts not
+        # before ..." beside "never fits" meanwhile).
+        never = {
+            pk for pk, e in record.explanations.items() if e.facts.get(NEVER_FITS_FACT) is True
+        }
+        for chosen, keep in (
+            ({pk: row for pk, row in rows.items() if pk not in never}, ESTIMATE_FACTS),
+            ({pk: row for pk, row in rows.items() if pk in never}, ()),
+        ):
+            if chosen:
+                upsert_rows(
+                    WorkloadExplanation,
+                    ["reason", "detail", "facts", "queue_rank"],
+                    chosen,
+                    keep_keys={"facts": keep} if keep else None,
+                    prepared=connection.vendor == "postgresql",
+                )
     _record_ranks(record)
 
 

@@ -7,15 +7,18 @@ capability is raised so that it could fit, it is ranked and explained again at o
 from __future__ import annotations
 
 import io
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.utils import timezone
 from domain_builders import quota, user
 from loop_builders import World, build_world
 from rest_framework.test import APIClient
 
 from gpupool.client.main import print_story
+from gpupool.control.actions import EstimateRow, do_record_estimates
 from gpupool.workloads.queries import ESTIMATE_NOT_BEFORE_FACT
 
 pytestmark = pytest.mark.django_db
@@ -109,8 +112,15 @@ def test_an_estimate_written_before_the_work_stopped_fitting_is_cleared(world: W
     world.cycle()
     world.loop.refresh_estimates()
     assert world.workload("huge").estimated_start_at is not None
+    # As a replay that could not estimate it writes it: a moment it starts no earlier than.
+    huge = world.workload("huge")
+    do_record_estimates({huge.pk: EstimateRow(None, None, timezone.now() + timedelta(hours=3))})
+    assert ESTIMATE_NOT_BEFORE_FACT in world.workload("huge").pending_facts
     quota(world.queues["team-a"], world.h100, 0, 8, 16)  # never again
     world.cycle()
+    # The cycle's record already drops the estimate's facts (the next refresh is a minute
+    # away: the page said "starts not before ..." beside "never fits" meanwhile).
+    assert ESTIMATE_NOT_BEFORE_FACT not in world.workload("huge").pending_facts
     world.loop.refresh_estimates()
     huge = world.workload("huge")
     assert huge.estimated_start_at is None and huge.queue_position is None
