@@ -179,6 +179,8 @@ SPECTACULAR_SETTINGS = {
     # Choice sets that share a field name get a name of their own.
     "ENUM_NAME_OVERRIDES": {
         "QuotaRequestKindEnum": "gpupool.quotas.choices.QuotaRequestKind",
+        # a request's list and detail serializers share it (``quotas.requests_api``)
+        "QuotaRequestStateEnum": "gpupool.quotas.choices.QuotaRequestState",
         "NotificationKindEnum": "gpupool.notifications.choices.NotificationKind",
         "WorkloadStateEnum": "gpupool.workloads.choices.WorkloadState",
     },

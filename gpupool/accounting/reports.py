@@ -63,6 +63,11 @@ NAME_OF = {
     "priority_class": "priority_class__name",
 }
 
+# What the Cost page and the reports' CSVs write for the rows of the queues of no tenant (JSON
+# keeps null): the pool's own queues, an organization's parent queue most often, whose reserved
+# idle is the part of its guarantee its teams' guarantees do not hold (docs/cost.md).
+NO_TEAM = "(no team: the pool's own queues)"
+
 QUEUE_LINES = ("used_within_guarantee", "reserved_idle", "used_above_guarantee")
 FLAVOR_LINES = (*QUEUE_LINES, "pool_idle")
 # Each allocated line split into the part the GPUs worked and the part they sat idle.
@@ -180,6 +185,26 @@ def _named(query: ReportQuery, rows: QuerySet[Any], *, scoped: bool = True) -> Q
     return rows
 
 
+def _whole_months(start: date, end: date) -> tuple[date, date, date] | None:
+    """The months that the days ``start`` to ``end`` (both included) cover whole: the first
+    one's first day, the last one's first day and its last day; None when they cover none.
+    Correct to the calendar's two ends (no month before January 1, none after December 9999)."""
+    if start.day == 1:
+        first = start
+    elif (start.year, start.month) == (date.max.year, date.max.month):
+        return None
+    else:
+        first = next_month(month_start(start))
+    if end == date.max or (end + timedelta(days=1)).day == 1:
+        last, last_day = month_start(end), end
+    elif month_start(end) == date.min:
+        return None
+    else:
+        last_day = month_start(end) - timedelta(days=1)
+        last = month_start(last_day)
+    return (first, last, last_day) if first <= last else None
+
+
 def _grouped(
     query: ReportQuery,
     tables: tuple[type[Model], type[Model]],
@@ -193,21 +218,19 @@ def _grouped(
     monthly table; the days of a month cut by ``start`` or ``end`` from the daily one."""
     daily, monthly = tables
     parts: list[tuple[QuerySet[Any], Any]] = []
-    after_end = query.end + timedelta(days=1)
     if query.period == "month":
-        whole_from = query.start if query.start.day == 1 else next_month(month_start(query.start))
-        whole_to = month_start(after_end)
-        if whole_from < whole_to:
-            months = monthly._default_manager.filter(month__gte=whole_from, month__lt=whole_to)
+        # Inclusive bounds throughout: the calendar ends on date.max, so no "day after".
+        whole = _whole_months(query.start, query.end)
+        if whole is not None:
+            first, last, last_day = whole
+            months = monthly._default_manager.filter(month__gte=first, month__lte=last)
             parts.append((months, F("month")))
-            edges = Q(day__gte=query.start, day__lt=whole_from) | Q(
-                day__gte=whole_to, day__lt=after_end
-            )
+            edges = Q(day__gte=query.start, day__lt=first) | Q(day__gt=last_day, day__lte=query.end)
         else:
-            edges = Q(day__gte=query.start, day__lt=after_end)
+            edges = Q(day__gte=query.start, day__lte=query.end)
         parts.append((daily._default_manager.filter(edges), TruncMonth("day")))
     else:
-        days = daily._default_manager.filter(day__gte=query.start, day__lt=after_end)
+        days = daily._default_manager.filter(day__gte=query.start, day__lte=query.end)
         parts.append((days, F("day")))
     names = {f"by_{d}": F(NAME_OF[d]) for d in dimensions}
     grouped = [

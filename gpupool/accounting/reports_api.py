@@ -19,7 +19,6 @@ from django.db.models import Model, QuerySet, Subquery
 from django_filters import rest_framework as filters
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, viewsets
-from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.routers import BaseRouter
@@ -29,6 +28,7 @@ from gpupool.accounting.periods import accounting_zone, local_day
 from gpupool.accounting.reports import (
     ATTRIBUTION_DIMENSIONS,
     FILTERS,
+    NO_TEAM,
     PERIODS,
     REPORT_CACHE_S,
     USAGE_DIMENSIONS,
@@ -43,6 +43,7 @@ from gpupool.accounting.reports import (
 )
 from gpupool.api.access import request_access
 from gpupool.api.filters import StrictFilterBackend, UtcDateTimeFilter
+from gpupool.api.pagination import Cursors
 from gpupool.api.permissions import COST_ROLES, ActionRoles, TenantScoped
 from gpupool.api.rows import PlannedRows
 from gpupool.api.tables import CSVExport
@@ -67,7 +68,11 @@ class NameList(serializers.CharField):
 
 
 class ReportQuerySerializer(serializers.Serializer[Any]):
-    """What a report covers: days (accounting time zone, both included), period and filters."""
+    """What a report covers: days (accounting time zone, both included), period and filters.
+
+    A report takes the filters (of ``reports.FILTERS``) its query declares as fields; a
+    subclass drops one its report cannot apply (``tenant = None``), and asking it is a 400
+    naming the parameter (``to_internal_value``), never a table that only looks filtered."""
 
     start = serializers.DateField(
         required=False, help_text="First day (default: the first of this month)."
@@ -79,9 +84,27 @@ class ReportQuerySerializer(serializers.Serializer[Any]):
     tenant = NameList(required=False, help_text="Only these tenants (comma-separated names).")
     queue = NameList(required=False, help_text="Only these queues (comma-separated names).")
     flavor = NameList(required=False, help_text="Only these flavors (comma-separated names).")
-    priority_class = NameList(
-        required=False, help_text="Only these priority classes (usage report)."
-    )
+    priority_class = NameList(required=False, help_text="Only these priority classes.")
+
+    def to_internal_value(self, data: Any) -> Any:
+        """The query; a filter this report does not take is a 400 naming it."""
+        refused = {
+            name: [f"this report does not filter by {name}; it filters by {self._takes()}"]
+            for name in FILTERS
+            if name in data and name not in self.fields
+        }
+        try:
+            value = super().to_internal_value(data)
+        except serializers.ValidationError as error:
+            if refused and isinstance(error.detail, dict):
+                raise serializers.ValidationError({**error.detail, **refused}) from None
+            raise
+        if refused:
+            raise serializers.ValidationError(refused)
+        return value
+
+    def _takes(self) -> str:
+        return ", ".join(name for name in FILTERS if name in self.fields) or "nothing"
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         """Fill in this month to date; the span runs forwards and is at most three years."""
@@ -106,6 +129,13 @@ def _dimensions_field(choices: Sequence[str]) -> NameList:
     )
 
 
+class WorkloadQuerySerializer(ReportQuerySerializer):
+    """A per-workload report's days and filters (a workload runs at one class or another over
+    the days: its cost is not split by class)."""
+
+    priority_class = None  # type: ignore[assignment]
+
+
 class UsageQuerySerializer(ReportQuerySerializer):
     """A usage report's days, period, filters and grouping."""
 
@@ -117,7 +147,10 @@ class UsageQuerySerializer(ReportQuerySerializer):
 
 
 class AttributionQuerySerializer(ReportQuerySerializer):
-    """An attribution report's days, period, filters, grouping and idle sharing."""
+    """An attribution report's days, period, filters, grouping and idle sharing (guarantees
+    are per queue and flavor, not per class: no ``priority_class``)."""
+
+    priority_class = None  # type: ignore[assignment]
 
     by = _dimensions_field(ATTRIBUTION_DIMENSIONS)
     share_idle = serializers.BooleanField(
@@ -130,7 +163,12 @@ class AttributionQuerySerializer(ReportQuerySerializer):
 
 
 class CapacityQuerySerializer(ReportQuerySerializer):
-    """A capacity report's days, period, flavors and idle sharing."""
+    """A capacity report's days, period, flavors and idle sharing: the capacity is the pool's,
+    so no tenant, queue or class."""
+
+    tenant = None  # type: ignore[assignment]
+    queue = None  # type: ignore[assignment]
+    priority_class = None  # type: ignore[assignment]
 
     share_idle = serializers.BooleanField(
         default=False, help_text="Also say how much of the pool idle was shared out."
@@ -317,7 +355,7 @@ class ReportViewSet(CSVExport, viewsets.GenericViewSet[Any]):
         serializer = self.get_serializer_class()
         if self.wants_csv():
             self.csv_name = csv_file_name(self.csv_name, report, query, options)
-            rows = (serializer(row).data for row in report.stream())
+            rows = (no_team_named(serializer(row).data) for row in report.stream())
             return self.csv_response(_present(report.columns, serializer), rows)
         key = _page_key(request, self.csv_name, query.tenants)
         cached = cache.get(key) if key else None
@@ -328,6 +366,14 @@ class ReportViewSet(CSVExport, viewsets.GenericViewSet[Any]):
         if key:
             cache.set(key, response.data, REPORT_CACHE_S)
         return response
+
+
+def no_team_named(row: dict[str, Any]) -> dict[str, Any]:
+    """A CSV row whose tenant is none (a queue of no tenant's) naming it in words,
+    ``reports.NO_TEAM``, as the Cost page does, not a blank cell (JSON keeps null)."""
+    if "tenant" in row and row["tenant"] is None:
+        row["tenant"] = NO_TEAM
+    return row
 
 
 def csv_file_name(name: str, report: Report, query: ReportQuery, options: dict[str, Any]) -> str:
@@ -422,13 +468,14 @@ class WorkloadReportViewSet(ReportViewSet):
     """GPU-hours and cost per workload, the costliest first."""
 
     serializer_class = WorkloadCostSerializer
+    query_serializer_class = WorkloadQuerySerializer
     csv_name = "workload-costs"  # not "workloads", the workloads list's download
 
     def build(self, query: ReportQuery, options: dict[str, Any]) -> Report:
         """The per-workload report."""
         return workload_report(query)
 
-    @extend_schema(parameters=[ReportQuerySerializer])
+    @extend_schema(parameters=[WorkloadQuerySerializer])
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Any:
         """Each workload's GPU-hours and cost over the days asked."""
         return super().list(request, *args, **kwargs)
@@ -491,15 +538,12 @@ class UsageIntervalFilter(filters.FilterSet):  # type: ignore[misc]
         fields = ("tenant", "queue", "flavor", "namespace", "workload")
 
 
-class NewestFirst(CursorPagination):
+class NewestFirst(Cursors):
     """Pages of a long log, newest first, that never count it (5,000,000 usage intervals
     are too many to count per page): ``?cursor=`` from ``next`` and ``previous``,
-    ``?page_size=`` (100 by default, at most 1,000)."""
+    ``?page_size=`` as every list reads it (``gpupool.api.pagination``)."""
 
     ordering = ("-started_at", "-id")
-    page_size = 100
-    page_size_query_param = "page_size"
-    max_page_size = 1000
 
 
 class UsageIntervalViewSet(CSVExport, TenantScoped, viewsets.ReadOnlyModelViewSet[UsageInterval]):

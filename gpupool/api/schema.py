@@ -5,9 +5,17 @@ the API's shared machinery instead, so they are documented here, once, for every
 the one shape ``errors.py`` gives them (``ErrorSerializer``):
 
 - **400** for any write (a request body, or a refusal of the action's rules) and for any read
-  that takes query parameters (a filter, ``ordering`` or ``page_size`` it cannot read);
+  that takes query parameters (a filter, ``ordering``, ``page``, ``page_size`` or ``cursor``
+  it cannot read);
 - **401** and **403** wherever a caller must be logged in and hold a role (``ActionRoles``);
-- **404** wherever the path names an object, or the list is paged (a page past the last).
+- **404** wherever the path names an object, or the list is paged by number (a page past
+  the last);
+- **406** everywhere: a ``?format=`` (or ``Accept``) the operation does not answer in
+  (``negotiation.py``);
+- **409** where the view says its action plans the pool (``plans_the_pool``: the actions
+  that ask the decision core, which answer 409 when the pool cannot be planned);
+- **415** for a write whose body is in a type the API does not read;
+- **429** where the view is throttled (``throttle_classes``: ``POST tokens/``).
 
 A view that declares one of these codes itself keeps its own.
 """
@@ -27,11 +35,25 @@ WHY = {
     "401": "Not logged in: no token, or an unknown one.",
     "403": "Logged in, but the caller's role does not allow this.",
     "404": "No such object, or one the caller may not see (another tenant's); or no such page.",
+    "406": "The format asked (`?format=` or `Accept`) is not one this operation answers in; "
+    "the message names those it does.",
+    "409": "The pool cannot be planned now (e.g. no default priority class).",
+    "415": "The body is in a type the API does not read (send application/json).",
+    "429": "Too many requests from this client; `Retry-After` says when to try again.",
 }
+WRITES = frozenset({"POST", "PUT", "PATCH"})
 
 
-def error_codes(method: str, operation: dict[str, Any], guarded: bool) -> list[str]:
-    """The error statuses an operation may answer (see the module's doc)."""
+def error_codes(
+    method: str,
+    operation: dict[str, Any],
+    guarded: bool,
+    *,
+    plans: bool = False,
+    throttled: bool = False,
+) -> list[str]:
+    """The error statuses an operation may answer (see the module's doc): ``guarded`` when a
+    caller needs a role, ``plans`` when it plans the pool, ``throttled`` when it is."""
     parameters = operation.get("parameters", [])
     codes = []
     if method != "GET" or any(each.get("in") == "query" for each in parameters):
@@ -41,7 +63,20 @@ def error_codes(method: str, operation: dict[str, Any], guarded: bool) -> list[s
     paged = any(each.get("in") == "query" and each.get("name") == "page" for each in parameters)
     if paged or any(each.get("in") == "path" for each in parameters):
         codes.append("404")
+    codes.append("406")
+    if plans:
+        codes.append("409")
+    if method in WRITES:
+        codes.append("415")
+    if throttled:
+        codes.append("429")
     return codes
+
+
+def plans_the_pool(view: Any) -> bool:
+    """Whether the view's action asks the decision core about the pool now (its view names
+    the actions in ``plans_the_pool``), and so answers 409 when the pool cannot be planned."""
+    return getattr(view, "action", None) in getattr(view, "plans_the_pool", ())
 
 
 class ApiSchema(AutoSchema):
@@ -59,7 +94,14 @@ class ApiSchema(AutoSchema):
             for permission in getattr(self.view, "permission_classes", ())
         )
         responses = operation.setdefault("responses", {})
-        for code in error_codes(self.method, operation, guarded):
+        codes = error_codes(
+            self.method,
+            operation,
+            guarded,
+            plans=plans_the_pool(self.view),
+            throttled=bool(getattr(self.view, "throttle_classes", ())),
+        )
+        for code in codes:
             if code not in responses:
                 responses[code] = self._get_response_for_code(  # type: ignore[no-untyped-call]
                     OpenApiResponse(ErrorSerializer, description=WHY[code]),

@@ -1,6 +1,7 @@
 """Tables as CSV, the one way every ``?format=csv`` of the API answers (the reports and the
 usage intervals, utilisation, preemptions, workloads, budgets): RFC 4180 text (``csv`` module
-defaults, CRLF line ends) under a header of the columns, downloaded as a file. An error
+defaults, CRLF line ends) in UTF-8, typed ``text/csv; charset=utf-8`` whether rendered or
+streamed (``CSV_CONTENT_TYPE``), under a header of the columns, downloaded as a file. An error
 answers the same fields as JSON's ``{"error": {...}}`` (``errors.py``) as one row, so a script
 reading the CSV sees why."""
 
@@ -21,6 +22,11 @@ CSV_BATCH = 2000
 
 # The error body's fields a CSV row carries (``fields`` is in ``message`` already: "since: ...").
 ERROR_COLUMNS = ("status", "code", "message")
+
+# Every CSV answer's type, rendered (``CSVRenderer``) or streamed (``CSVExport``) alike.
+CSV_MEDIA_TYPE = "text/csv"
+CSV_CHARSET = "utf-8"
+CSV_CONTENT_TYPE = f"{CSV_MEDIA_TYPE}; charset={CSV_CHARSET}"
 
 
 def csv_lines(columns: Sequence[str], rows: Any) -> Iterator[str]:
@@ -47,9 +53,9 @@ class CSVRenderer(renderers.BaseRenderer):
     keys), as a download named by the view's ``csv_name``; an error body as one row of
     ``ERROR_COLUMNS``; any other mapping as one row of its keys."""
 
-    media_type = "text/csv"
+    media_type = CSV_MEDIA_TYPE
     format = "csv"
-    charset = "utf-8"
+    charset = CSV_CHARSET  # DRF adds it to the answer's type: CSV_CONTENT_TYPE
 
     def render(
         self,
@@ -105,7 +111,7 @@ class CSVExport:
 
     def csv_response(self, columns: Sequence[str], rows: Iterable[Mapping[str, Any]]) -> Any:
         """Every row as a CSV attachment, streamed."""
-        response = StreamingHttpResponse(csv_lines(columns, rows), content_type="text/csv")
+        response = StreamingHttpResponse(csv_lines(columns, rows), content_type=CSV_CONTENT_TYPE)
         response["Content-Disposition"] = attachment(self.csv_name)
         return response
 

@@ -17,9 +17,10 @@ from rest_framework.views import APIView
 
 from gpupool.api.actions import do_issue_token
 from gpupool.api.errors import ErrorSerializer
+from gpupool.api.strict import StrictInput
 
 
-class TokenRequestSerializer(serializers.Serializer[Any]):
+class TokenRequestSerializer(StrictInput, serializers.Serializer[Any]):
     """A username and password to exchange for an API token."""
 
     username = serializers.CharField()

@@ -32,15 +32,24 @@ class PoolNotPlannable(APIException):
 
 
 class CycleSummarySerializer(serializers.ModelSerializer[SchedulingCycle]):
-    """When a cycle ran, how long it took, and what it decided (counts)."""
+    """When a cycle ran (the wall clock, and the pool's), how long it took, and what it
+    decided (counts)."""
 
     duration_s = serializers.FloatField(allow_null=True, read_only=True)
+    cluster_at = serializers.DateTimeField(
+        allow_null=True,
+        read_only=True,
+        help_text="The pool's clock at the cycle (the cluster's, which stamps what it recorded; "
+        "started_at and finished_at are the wall clock's); null for a cycle that recorded "
+        "nothing.",
+    )
 
     class Meta:
         model = SchedulingCycle
         fields: tuple[str, ...] = (
             "id",
             "started_at",
+            "cluster_at",
             "finished_at",
             "duration_s",
             "status",
@@ -147,6 +156,7 @@ class FragmentationViewSet(viewsets.ViewSet):
     permission_classes = (ActionRoles,)
     default_roles = EVERYONE
     serializer_class = FragmentationSerializer
+    plans_the_pool = ("list",)  # 409 when the pool cannot be planned (api.schema)
 
     @extend_schema(responses={200: FragmentationSerializer})
     def list(self, request: Request) -> Response:

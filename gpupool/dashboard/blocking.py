@@ -7,8 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
-from gpupool.dashboard.templatetags.dashboard import gpus, plain_number
+from gpupool.dashboard.templatetags.dashboard import gpus
 from gpupool.inventory.queries import FlavorFragmentation
+from gpupool.number_formats import plain_number
 
 FITS = "fits"
 SHAPE = "shape"

@@ -20,8 +20,14 @@ from typing import Any
 from plotly.colors import qualitative
 
 from gpupool.dashboard.palette import FREE_GPU, UI
+from gpupool.number_formats import GPU_HOURS_PLACES, GPU_PLACES
 
 Figure = dict[str, Any]
+
+# The pages' number rule in a hover (plotly.js's d3-format): GPUs to the milli-GPU, GPU-hours
+# to the hundredth, thousands separated; ``~`` drops the trailing zeros (8, 0.5, 1,234.25).
+GPU_HOVER = f",.{GPU_PLACES}~f"
+GPU_HOURS_HOVER = f",.{GPU_HOURS_PLACES}~f"
 
 PALETTE: tuple[str, ...] = tuple(qualitative.Plotly)  # plotly.js's default colour sequence
 BASELINE_COLOUR = "#9e9e9e"
@@ -293,7 +299,7 @@ def allocation_area_figure(
             "y": list(values),
             "name": name,
             "line": {"width": 0.5, "color": colours.get(name, UI["muted"])},
-            "hovertemplate": f"{name}: %{{y}} GPUs<extra></extra>",
+            "hovertemplate": f"{name}: %{{y:{GPU_HOVER}}} GPUs<extra></extra>",
         }
         for name, values in series.items()
     ]
@@ -383,7 +389,7 @@ def fragmentation_trend_figure(
                 "y": list(values),
                 "name": name,
                 "line": {"color": colours[name]},
-                "hovertemplate": f"{name}: %{{y:.1f}} GPUs<extra></extra>",
+                "hovertemplate": f"{name}: %{{y:{GPU_HOVER}}} GPUs<extra></extra>",
             }
             for name, values in lines.items()
         ],
@@ -509,7 +515,7 @@ def cost_trend_figure(
             "y": list(values),
             "name": team,
             "marker": {"color": colours.get(team, UI["muted"])},
-            "hovertemplate": f"{team}: %{{y:.1f}} GPU-h<extra>%{{x}}</extra>",
+            "hovertemplate": f"{team}: %{{y:{GPU_HOURS_HOVER}}} GPU-h<extra>%{{x}}</extra>",
         }
         for team, values in charged.items()
     ]
@@ -520,7 +526,7 @@ def cost_trend_figure(
         "y": list(capacity),
         "name": "healthy capacity",
         "line": {"color": UI["text"], "dash": "dot"},
-        "hovertemplate": "healthy capacity: %{y:.1f} GPU-h<extra>%{x}</extra>",
+        "hovertemplate": f"healthy capacity: %{{y:{GPU_HOURS_HOVER}}} GPU-h<extra>%{{x}}</extra>",
     }
     return {
         "data": [*bars, line],
@@ -554,7 +560,7 @@ def allocated_vs_active_figure(
             "name": "active",
             "fill": "tozeroy",
             "line": {"color": UI["ok"], "width": 2},
-            "hovertemplate": "active: %{y:.1f} GPUs<extra></extra>",
+            "hovertemplate": f"active: %{{y:{GPU_HOVER}}} GPUs<extra></extra>",
         },
         {
             "type": "scatter",
@@ -565,7 +571,7 @@ def allocated_vs_active_figure(
             "fill": "tonexty",
             "fillcolor": "rgba(138, 90, 0, 0.25)",
             "line": {"color": UI["warn"], "width": 2},
-            "hovertemplate": "allocated: %{y:.1f} GPUs<extra></extra>",
+            "hovertemplate": f"allocated: %{{y:{GPU_HOVER}}} GPUs<extra></extra>",
         },
     ]
     if capacity is not None:
@@ -577,7 +583,7 @@ def allocated_vs_active_figure(
                 "y": [capacity] * len(times),
                 "name": "healthy capacity",
                 "line": {"color": UI["text"], "dash": "dot", "width": 1},
-                "hovertemplate": "healthy capacity: %{y:.0f} GPUs<extra></extra>",
+                "hovertemplate": f"healthy capacity: %{{y:{GPU_HOVER}}} GPUs<extra></extra>",
             }
         )
     return {
@@ -614,7 +620,7 @@ def team_utilization_figure(
                 "name": f"{team} allocated",
                 "legendgroup": team,
                 "line": {"color": colour, "width": 2},
-                "hovertemplate": f"{team} allocated: %{{y:.1f}} GPUs<extra></extra>",
+                "hovertemplate": f"{team} allocated: %{{y:{GPU_HOVER}}} GPUs<extra></extra>",
             }
         )
         data.append(
@@ -626,7 +632,7 @@ def team_utilization_figure(
                 "name": f"{team} active",
                 "legendgroup": team,
                 "line": {"color": colour, "width": 2, "dash": "dot"},
-                "hovertemplate": f"{team} active: %{{y:.1f}} GPUs<extra></extra>",
+                "hovertemplate": f"{team} active: %{{y:{GPU_HOVER}}} GPUs<extra></extra>",
             }
         )
     return {

@@ -1,6 +1,8 @@
 """The fairness explainer of the Queues page: each team queue's standing in one flavor, in
 plain words with its numbers ("team-b holds 18 GPUs: 12 deserved, 6 borrowed from team-c,
-which is idle"), and who is starved and who borrows. Pure: the page passes the numbers in
+which is idle"), and who is starved and who borrows. A borrower names where its borrowed GPUs
+come from as the core counts them (``scheduler.shares``: nearest first, each source a queue of
+its own part of the tree, with what it lends to this borrower). Pure: the page passes the numbers in
 (the core's quota tree at the last cycle, ``quotas.queries.queue_usage``, and the pending
 work per queue)."""
 
@@ -20,6 +22,18 @@ WITHIN = "within"
 
 
 @dataclass(frozen=True, slots=True)
+class Lender:
+    """Part of a borrower's borrowed GPUs and where it comes from: ``queue``'s idle deserved
+    share, or with ``unassigned`` the share of ``queue`` that none of its children deserves
+    ("": the pool's GPUs no queue deserves; without ``unassigned``, use beyond the pool's
+    healthy GPUs)."""
+
+    queue: str
+    amount: Decimal
+    unassigned: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Standing:
     """One team queue in one flavor: its deserved quota, what it holds, borrows and lends
     now, and how many of its workloads wait."""
@@ -31,6 +45,7 @@ class Standing:
     borrowed: Decimal
     lent: Decimal
     waiting: int
+    lenders: tuple[Lender, ...] = ()  # where its borrowed GPUs come from, nearest first
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,10 +64,45 @@ def _lender_words(lender: Standing) -> str:
     return f"{lender.queue}, which uses {gpus(lender.allocated)} of its {gpus(lender.deserved)}"
 
 
-# A borrower's verdict names at most this many of the queues it borrows from (the largest
-# lenders first), then counts the rest: on B5's year 150 queues lend at once, and a sentence
-# naming them all, for each of 60 borrowers, made the Queues page 500 kB.
+def _source_words(source: Lender) -> str:
+    """One source of a borrower's GPUs with what it gives it."""
+    if source.unassigned and not source.queue:
+        return f"the pool's unclaimed GPUs ({gpus(source.amount)})"
+    if source.unassigned:
+        return f"{source.queue}'s share that none of its queues deserves ({gpus(source.amount)})"
+    if not source.queue:
+        return f"beyond the pool's healthy GPUs ({gpus(source.amount)})"
+    return f"{source.queue} ({gpus(source.amount)})"
+
+
+# A borrower's verdict names at most this many of the sources it borrows from (nearest
+# first), then counts the rest: on B5's year 150 queues lend at once, and a sentence naming
+# them all, for each of 60 borrowers, made the Queues page 500 kB.
 LENDERS_NAMED = 3
+
+
+def _sources(standing: Standing, by_queue: dict[str, Standing]) -> str:
+    """Where a borrower's GPUs come from, nearest first, with what each source gives it."""
+    sources = standing.lenders
+    if not sources:
+        return ""
+    [first, *_] = sources
+    if len(sources) == 1 and not first.unassigned and first.queue in by_queue:
+        return f" from {_lender_words(by_queue[first.queue])}"
+    if len(sources) == 1 and first.unassigned and not first.queue:
+        return " from the pool's unclaimed GPUs"
+    if len(sources) == 1 and not first.unassigned and first.queue:
+        return f" from the idle share of {first.queue}"
+    named = sources[:LENDERS_NAMED]
+    words = " from " + ", ".join(_source_words(source) for source in named)
+    if len(sources) > 1:
+        words = ", nearest first," + words
+    if len(sources) > len(named):
+        more = len(sources) - len(named)
+        rest = sum((source.amount for source in sources[len(named) :]), Decimal(0))
+        queues = "source" if more == 1 else "sources"
+        words += f" and {more} other {queues} ({gpus(rest)} in all)"
+    return words
 
 
 def explain_fairness(
@@ -69,13 +119,7 @@ def explain_fairness(
     waits for room that fits it (a node, an NVLink domain, a gang's members at once) or for
     its own limits, and calling that starvation would send its team looking for the wrong
     cause."""
-    lenders = sorted((s for s in standings if s.lent > 0), key=lambda s: (-s.lent, s.queue))
-    lending = {lender.queue for lender in lenders}
-    lends = {  # the words of the lenders a borrower may name
-        lender.queue: f"{lender.queue} (lends {gpus(lender.lent)})"
-        for lender in lenders[: LENDERS_NAMED + 1]
-    }
-    lent_in_all = sum((lender.lent for lender in lenders), Decimal(0))
+    by_queue = {standing.queue: standing for standing in standings}
     borrowers = {s.queue for s in standings if s.borrowed > 0}
     verdicts: list[Verdict] = []
     for standing in sorted(standings, key=lambda s: s.queue):
@@ -86,24 +130,8 @@ def explain_fairness(
         held = f"{standing.queue} holds {gpus(standing.allocated)}"
         if standing.borrowed > 0:
             within = standing.allocated - standing.borrowed
-            others = [lender for lender in lenders[: LENDERS_NAMED + 1] if lender is not standing]
-            count = len(lenders) - (standing.queue in lending)
-            if count == 1:
-                source = f"from {_lender_words(others[0])}"
-            elif count:
-                named = others[:LENDERS_NAMED]
-                source = "from the idle shares of " + ", ".join(lends[n.queue] for n in named)
-                if count > len(named):
-                    rest = lent_in_all - sum((n.lent for n in named), Decimal(0))
-                    if standing.queue in lending:
-                        rest -= standing.lent
-                    more = count - len(named)
-                    queues = "queue" if more == 1 else "queues"
-                    source += f" and {more} other {queues} (lending {gpus(rest)} in all)"
-
-            else:
-                source = "from the pool's unclaimed GPUs"
-            text = f"{held}: {gpus(within)} deserved, {gpus(standing.borrowed)} borrowed {source}."
+            source = _sources(standing, by_queue)
+            text = f"{held}: {gpus(within)} deserved, {gpus(standing.borrowed)} borrowed{source}."
             text += " Borrowed GPUs are taken back when their owner wants them."
             verdicts.append(Verdict(standing.queue, BORROWING, text))
         elif starved:

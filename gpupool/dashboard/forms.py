@@ -3,6 +3,7 @@ rules (as the API's serializers do), and a refusal comes back onto the form's fi
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping
 from datetime import date, timedelta
 from decimal import Decimal
@@ -18,8 +19,15 @@ from django.utils.text import capfirst
 from gpupool.clusters.grouping import MAX_PODS
 from gpupool.inventory.choices import Sharing
 from gpupool.inventory.models import Flavor
+from gpupool.quotas.actions import PROBLEM_FIELD_WORDS
 from gpupool.quotas.choices import QuotaRequestKind
-from gpupool.quotas.models import QUEUE_QUOTA_KEYS, PriorityClass, Queue
+from gpupool.quotas.models import (
+    PAYLOAD_LIMITS,
+    QUEUE_QUOTA_KEYS,
+    PriorityClass,
+    Queue,
+    QuotaRequest,
+)
 from gpupool.scheduler.scenario import MAX_GPUS_PER_NODE
 from gpupool.scheduler.types import MILLI
 from gpupool.tenancy.models import Tenant
@@ -145,7 +153,16 @@ class QuotaRequestForm(forms.Form):
         widget=forms.DateInput(attrs={"type": "date"}),
         label="Period until (exclusive)",
     )
-    gpu_hours = amount("GPU-hours to add")
+    # More than 0: a grant of 0 changes nothing (``quotas.actions.no_change_refusal`` refuses
+    # it); the smallest amount a request holds (``PAYLOAD_LIMITS``) is the field's minimum.
+    gpu_hours = forms.DecimalField(
+        required=False,
+        label="GPU-hours to add",
+        min_value=Decimal(1).scaleb(-PAYLOAD_LIMITS["gpu_hours"][1]),
+        max_digits=12,
+        decimal_places=PAYLOAD_LIMITS["gpu_hours"][1],
+        error_messages={"min_value": "add more than 0 GPU-hours"},
+    )
     justification = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 3}),
         help_text="Why the team needs it: the admins read this first.",
@@ -156,9 +173,17 @@ class QuotaRequestForm(forms.Form):
         *args: Any,
         queues: Iterable[Queue] = (),
         tenants: Iterable[Tenant] = (),
+        draft: QuotaRequest | None = None,
         **kwargs: Any,
     ) -> None:
+        if draft is not None:
+            kwargs["initial"] = self.initial_of(draft) | kwargs.get("initial", {})
         super().__init__(*args, **kwargs)
+        if draft is not None:
+            # What a draft's requester may not change (``REQUEST_DRAFT_FIELDS``): its kind
+            # and its team; the fields show them, and a posted value is ignored.
+            self.fields["kind"].disabled = True
+            self.fields["tenant"].disabled = True
         queue_field = self.fields["queue"]
         tenant_field = self.fields["tenant"]
         assert isinstance(queue_field, forms.ModelChoiceField)
@@ -180,9 +205,40 @@ class QuotaRequestForm(forms.Form):
         else:
             needed = ()
         for name in needed:
-            if data.get(name) in (None, ""):
+            # A value given but not understood has its own error already: one is enough.
+            if data.get(name) in (None, "") and name not in self.errors:
                 self.add_error(name, "needed for this kind of request")
         return data
+
+    @staticmethod
+    def initial_of(draft: QuotaRequest) -> dict[str, Any]:
+        """The form's fields as ``draft`` has them, to change it with the same form."""
+        amounts = draft.payload if isinstance(draft.payload, dict) else {}
+        return {
+            "kind": draft.kind,
+            "queue": draft.queue_id,
+            "flavor": draft.flavor_id,
+            "tenant": draft.tenant_id,
+            "priority_class": draft.priority_class_id,
+            "period_start": draft.period_start,
+            "period_end": draft.period_end,
+            "justification": draft.justification,
+        } | {key: amounts[key] for key in (*QUEUE_QUOTA_KEYS, "gpu_hours") if key in amounts}
+
+    def changes(self) -> dict[str, Any]:
+        """The draft's fields as ``do_update_quota_request`` takes them: the target, period,
+        amounts and justification of the form's kind (the other kind's left empty)."""
+        data = self.cleaned_data
+        is_quota = data["kind"] == QuotaRequestKind.QUEUE_QUOTA
+        return {
+            "queue": data["queue"] if is_quota else None,
+            "flavor": data["flavor"] if is_quota else None,
+            "priority_class": None if is_quota else data["priority_class"],
+            "period_start": None if is_quota else data["period_start"],
+            "period_end": None if is_quota else data["period_end"],
+            "payload": self.payload(),
+            "justification": data["justification"],
+        }
 
     def payload(self) -> dict[str, str]:
         """The request's amounts as the action takes them (decimal strings)."""
@@ -191,21 +247,39 @@ class QuotaRequestForm(forms.Form):
         return {key: str(data[key]) for key in keys}
 
     def add_refusal(self, refusal: ValidationError) -> None:
-        """Put an action's refusal on the fields it names (``payload`` on the amounts)."""
+        """Put an action's refusal on the fields it names (``payload`` on the amounts); what
+        names no field of this form, a refusal that names no field at all included (a plain
+        ``ValidationError("...")``, ``refusal_detail``), goes on the form."""
         amount_fields = (
             QUEUE_QUOTA_KEYS
             if self.cleaned_data.get("kind") == QuotaRequestKind.QUEUE_QUOTA
             else ("gpu_hours",)
         )
-        for name, messages in refusal.message_dict.items():
+        for name, found in refusal_fields(refusal_detail(refusal)).items():
+            messages = [in_label_words(message) for message in found]
             if name == "payload":
-                self.add_error(None, f"{capfirst(readable_field(name))}: {' '.join(messages)}")
-                for field in amount_fields:
-                    self.add_error(field, "see above")
+                # Said once, beside the first amount; the others point to it.
+                first, *others = amount_fields
+                self.add_error(first, messages)
+                for field in others:
+                    self.add_error(field, f"see the error under {self.fields[first].label}")
             elif name in self.fields:
                 self.add_error(name, messages)
             else:
-                self.add_error(None, refusal_lines({name: messages}))
+                self.add_error(None, refusal_lines({name: messages} if name else messages))
+
+
+# A request's field names, as an action's refusal writes them (``period_end``, ``gpu_hours``).
+_REQUEST_FIELD_NAMES = re.compile(r"\b(" + "|".join(PROBLEM_FIELD_WORDS) + r")\b")
+
+
+def in_label_words(message: str) -> str:
+    """An action's refusal of a request with its field names as the form's labels read
+    (``quotas.actions.PROBLEM_FIELD_WORDS``): "period_end (2026-12-01) must be after
+    period_start (2026-12-10)" reads "Period until (2026-12-01) must be after period from
+    (2026-12-10)" (capitalised when it starts with one)."""
+    worded = _REQUEST_FIELD_NAMES.sub(lambda match: PROBLEM_FIELD_WORDS[match[1]], message)
+    return capfirst(worded) if worded != message and _REQUEST_FIELD_NAMES.match(message) else worded
 
 
 class DecisionForm(forms.Form):

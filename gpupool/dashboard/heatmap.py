@@ -6,6 +6,14 @@ keeps running), else held by the tenants whose running or admitted workloads the
 places on it (a shared GPU may hold several, each with its milli-GPU), else *free*. A
 workload's tenant is its queue's (the queue's own name when the queue has no tenant).
 
+A GPU that work holds is its holder's until the work leaves, broken or cordoned too: the
+core's quota tree counts it in the holder's usage (what the Queues page reads), so the
+cell's colour, the legend and the per-domain table count it to the holder as well. Of such
+a GPU nothing is free (``initial_state``); "broken" and "cordoned" count what nobody holds
+of a broken GPU or a cordoned node's, and its hover and the table's "Held by" say which held
+GPUs are broken or cordoned. So every GPU is counted once: its holders' parts, its free
+part, and the rest under its state.
+
 What is free of each GPU is the decision core's own rule (``statement.initial_state``, what
 the Fragmentation figures count): the per-domain table and the figures' "free GPUs on N
 nodes in M domains" (``free_spread``) count the same GPUs.
@@ -20,6 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from gpupool.dashboard.templatetags.dashboard import gpus
+from gpupool.number_formats import GPU_PLACES, plain_number
 from gpupool.scheduler.statement import initial_state
 from gpupool.scheduler.types import MILLI, Snapshot
 
@@ -46,8 +55,17 @@ class GpuCell:
 
     @property
     def category(self) -> str:
-        """What colours the cell: its main holder, or its state."""
-        return self.main_holder if self.state == "used" and self.main_holder else self.state
+        """What colours the cell: its main holder (a broken GPU or a cordoned node's that
+        work still holds too), or its state."""
+        return self.main_holder or self.state
+
+    @property
+    def rest_milli(self) -> int:
+        """What neither its holders hold nor the scheduler may place: the broken, cordoned or
+        another scheduler's part (a whole such GPU nobody holds; nothing of a used one)."""
+        if self.state not in (BROKEN, CORDONED, OTHER):
+            return 0
+        return max(0, MILLI - sum(milli for _, milli in self.holders) - self.free_milli)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,16 +96,28 @@ class DomainSummary:
     nodes: int = 0
     gpus: int = 0
     free: int = 0  # GPUs wholly free (the heatmap's free cells)
-    broken: int = 0
-    cordoned: int = 0
+    broken: float = 0.0  # broken GPUs nobody holds (a held one is its holder's)
+    cordoned: float = 0.0  # GPUs of cordoned nodes nobody holds
     by_tenant: dict[str, float] = field(default_factory=dict)
+    impaired_by_tenant: dict[str, dict[str, float]] = field(default_factory=dict)
+    # of ``by_tenant``, per tenant, what it holds of broken GPUs and cordoned nodes
     free_gpus: float = 0.0  # free GPUs as the scheduler counts them: shared GPUs' rests too
     free_nodes: int = 0  # its nodes with any GPU free
 
     def held_by(self) -> str:
-        """Who holds the domain's GPUs, in words (``nlp 4 GPUs, cv 0.5 GPUs``; empty: nobody):
-        one string, not a template loop per domain (B5's h100 has 227 domains)."""
-        return ", ".join(f"{tenant} {gpus(held)}" for tenant, held in self.by_tenant.items())
+        """Who holds the domain's GPUs, in words (``nlp 4 GPUs (1 broken), cv 0.5 GPUs``;
+        empty: nobody): one string, not a template loop per domain (B5's h100 has 227
+        domains)."""
+        words = []
+        for tenant, held in self.by_tenant.items():
+            impaired = self.impaired_by_tenant.get(tenant, {})
+            notes = ", ".join(
+                f"{plain_number(amount, GPU_PLACES)} {state}"
+                for state, amount in impaired.items()
+                if amount
+            )
+            words.append(f"{tenant} {gpus(held)}" + (f" ({notes})" if notes else ""))
+        return ", ".join(words)
 
 
 def gpu_rows(snapshot: Snapshot) -> list[NodeRow]:
@@ -146,11 +176,14 @@ def domain_summaries(rows: Iterable[NodeRow]) -> list[DomainSummary]:
             if cell.state == FREE:
                 summary.free += 1
             elif cell.state == BROKEN:
-                summary.broken += 1
+                summary.broken += cell.rest_milli / MILLI
             elif cell.state == CORDONED:
-                summary.cordoned += 1
+                summary.cordoned += cell.rest_milli / MILLI
             for tenant, milli in cell.holders:
                 summary.by_tenant[tenant] = summary.by_tenant.get(tenant, 0.0) + milli / MILLI
+                if cell.state in (BROKEN, CORDONED):
+                    impaired = summary.impaired_by_tenant.setdefault(tenant, {})
+                    impaired[cell.state] = impaired.get(cell.state, 0.0) + milli / MILLI
     return list(summaries.values())
 
 
@@ -183,17 +216,19 @@ def legend_counts(rows: Iterable[NodeRow]) -> dict[str, float]:
     """GPUs of each colour of the heatmap, counted as the cells and their hovers count them:
     free, what the scheduler may still place (``free_milli``: a shared GPU's unused rest too,
     as the per-domain table and the "Free" card count); each tenant, what it holds of the GPUs
-    in use (its fraction of a shared one); broken, cordoned and another scheduler's, their
-    cells. A GPU's parts add up to it, so the counts add up to the cells."""
+    in use (its fraction of a shared one), a broken GPU or a cordoned node's that its work
+    still holds too (as the quota tree and the Queues page count it); broken, cordoned and
+    another scheduler's, what nobody holds of their cells (``GpuCell.rest_milli``). A GPU's
+    parts add up to it, so the counts add up to the cells."""
     counts: dict[str, float] = defaultdict(float)
     for row in rows:
         for cell in row.cells:
-            if cell.state in (BROKEN, CORDONED, OTHER):
-                counts[cell.state] += 1
-                continue
-            counts[FREE] += cell.free_milli / MILLI
+            if cell.free_milli:
+                counts[FREE] += cell.free_milli / MILLI
             for tenant, milli in cell.holders:
                 counts[tenant] += milli / MILLI
+            if rest := cell.rest_milli:
+                counts[cell.state] += rest / MILLI
     return dict(counts)
 
 
@@ -221,15 +256,16 @@ def describe(row: NodeRow, cell: GpuCell, reasons: dict[str, dict[int, str]] | N
     h100-07): nlp 1 GPU``, ``... nlp 0.5 GPUs, 0.5 GPUs free`` (a shared GPU's rest, which
     the legend's "free" counts), ``... broken: XID 79``, ``... free``."""
     where = f"{row.node} GPU {cell.index} (domain {row.domain})"
+    held = ", ".join(f"{tenant} {gpus(milli / MILLI)}" for tenant, milli in cell.holders)
+    until = f"; {held} until its work leaves" if held else ""
     if cell.state == BROKEN:
         why = (reasons or {}).get(row.node, {}).get(cell.index, "")
-        return f"{where}: broken" + (f": {why}" if why else "")
+        return f"{where}: broken" + (f": {why}" if why else "") + until
     if cell.state == CORDONED:
-        return f"{where}: on a cordoned node"
+        return f"{where}: on a cordoned node{until}"
     if cell.state == OTHER:
         return f"{where}: held by another scheduler's pods"
     if cell.state == FREE:
         return f"{where}: free"
-    held = ", ".join(f"{tenant} {gpus(milli / MILLI)}" for tenant, milli in cell.holders)
     rest = f", {gpus(cell.free_milli / MILLI)} free" if cell.free_milli else ""
     return f"{where}: {held}{rest}"

@@ -36,6 +36,7 @@ urlpatterns = [
     ),
     path("requests/", views.requests_page, name="requests"),
     path("requests/<int:pk>/", views.request_detail, name="request"),
+    path("requests/<int:pk>/edit/", views.request_edit, name="request-edit"),
     path("approvals/", views.approvals, name="approvals"),
     path("approvals/<int:pk>/", views.approval_detail, name="approval"),
     path("approvals/<int:pk>/what-if/", views.approval_what_if, name="approval-what-if"),

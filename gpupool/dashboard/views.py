@@ -46,6 +46,7 @@ from gpupool.accounting.models import PreemptionEvent, RollUpState
 from gpupool.accounting.periods import accounting_zone, local_day, month_start, next_month
 from gpupool.accounting.preemptions_api import PreemptionEventViewSet
 from gpupool.accounting.reports import (
+    NO_TEAM,
     ReportQuery,
     attribution_report,
     cached_by_roll_up,
@@ -70,7 +71,8 @@ from gpupool.control.snapshot import SnapshotError
 from gpupool.dashboard import charts
 from gpupool.dashboard.blocking import blocking_shape
 from gpupool.dashboard.charts import series_colours
-from gpupool.dashboard.fairness import Standing, Verdict, explain_fairness
+from gpupool.dashboard.facts import fact_rows
+from gpupool.dashboard.fairness import Lender, Standing, Verdict, explain_fairness
 from gpupool.dashboard.forms import (
     AuditFilterForm,
     CordonForm,
@@ -114,12 +116,15 @@ from gpupool.inventory.choices import NodeState
 from gpupool.inventory.models import Flavor, Gpu, Node, healthy_capacity
 from gpupool.inventory.queries import FlavorFragmentation
 from gpupool.quotas.actions import (
+    approval_refusal,
     decision_refusal,
     do_approve_and_apply_quota_request,
     do_create_quota_request,
     do_reject_quota_request,
     do_start_what_if,
     do_submit_quota_request,
+    do_update_quota_request,
+    do_withdraw_quota_request,
 )
 from gpupool.quotas.choices import ACTIVE_WHAT_IF_STATES, QuotaRequestKind, QuotaRequestState
 from gpupool.quotas.impact import current_deserved_shares, request_impact
@@ -359,6 +364,8 @@ def overview(request: HttpRequest, access: Access) -> HttpResponse:
         fraction = allocated / float(healthy) if healthy else None
         utilisation.append({"flavor": flavor, "allocated": allocated, "fraction": fraction})
     names = {name: f"{name[0]} · {name[1]}" for name in series}
+    pending_figure = charts.pending_reasons_figure(pending) if pending else None
+    bars = pending_figure["data"][0] if pending_figure else {"y": [], "x": []}
     context = {
         "capacity": capacity,
         "utilisation": utilisation if history else [],
@@ -368,7 +375,8 @@ def overview(request: HttpRequest, access: Access) -> HttpResponse:
             if state in LIVE_STATES
         ],
         "any_workloads": any(states.values()),
-        "pending_figure": charts.pending_reasons_figure(pending) if pending else None,
+        "pending_figure": pending_figure,
+        "pending_rows": list(zip(bars["y"], bars["x"], strict=True)),  # the chart's order
         "allocation_figure": (
             charts.allocation_area_figure(
                 [chart_time(cycle.pool_time()) for cycle in history],
@@ -591,6 +599,7 @@ def workload_dry_run(request: HttpRequest, access: Access) -> HttpResponse:
         ]
         return render(request, "dashboard/partials/dry_run.html", context)
     body = DryRunInputSerializer(data=form.body())
+    context["errors_heading"] = "Refused:"  # the API's refusal, as a submission would get
     if not body.is_valid():
         context["errors"] = api_errors(body.errors, form.refusal_label)
         return render(request, "dashboard/partials/dry_run.html", context)
@@ -599,6 +608,7 @@ def workload_dry_run(request: HttpRequest, access: Access) -> HttpResponse:
     except (ValidationError, PermissionDenied) as refusal:
         context["errors"] = api_errors(refusal_detail(refusal), form.refusal_label)
     except SnapshotError as failure:
+        context["errors_heading"] = "Could not check now:"
         context["errors"] = [f"The pool cannot be planned now: {failure}"]
     return render(request, "dashboard/partials/dry_run.html", context)
 
@@ -612,6 +622,7 @@ def workload_submit(request: HttpRequest, access: Access) -> HttpResponse:
     if form.is_valid():
         body = WorkloadInputSerializer(data=form.body())
         if body.is_valid():
+            never = never_fits_as_asked(body.submission(), request.user)
             try:
                 workload = body.submission().submit(submitter=request.user)
             except ValidationError as refusal:
@@ -623,13 +634,26 @@ def workload_submit(request: HttpRequest, access: Access) -> HttpResponse:
             else:
                 messages.success(
                     request,
-                    f"{workload.qualified_name()} is queued: the next scheduling cycle places it "
-                    "or says why it waits.",
+                    f"{workload.qualified_name()} is queued, but it will not run as asked: "
+                    f"{never} It has no place in line until its queue's quota or the pool "
+                    "changes."
+                    if never
+                    else f"{workload.qualified_name()} is queued: the next scheduling cycle "
+                    "starts it or says here why it waits.",
                 )
                 return redirect("dashboard:workload", workload.namespace, workload.name)
         else:
             form.add_refusal(body.errors)
     return workloads(request, form=form)
+
+
+def never_fits_as_asked(submission: Any, submitter: Any) -> str:
+    """Why the dry-run says a submission could never run as the pool is set up ("" when it
+    could, or when the dry-run cannot answer: the submission's own refusal then speaks)."""
+    try:
+        return dry_run_submission(submission, submitter=submitter).never_fits
+    except (ValidationError, PermissionDenied, SnapshotError):
+        return ""
 
 
 def state_spans(workload: Workload, now: datetime) -> list[tuple[str, str, str]]:
@@ -659,10 +683,12 @@ def workload_detail(
     workload = get_object_or_404(stories, namespace=namespace, name=name)
     spans = state_spans(workload, pool_now())
     events = list(workload.preempted_by.all())
+    explanation = explain(workload, timezone.get_current_timezone())  # the tables' zone
     context = {
         "workload": workload,
         "gpus": total_gpus(workload),
-        "explanation": explain(workload, timezone.get_current_timezone()),  # the tables' zone
+        "explanation": explanation,
+        "facts": fact_rows(explanation.facts),
         "cancellable": cancellable(request.user, workload),
         "transitions": list(workload.transitions.all()),
         "timeline_figure": (
@@ -931,7 +957,7 @@ def queues(request: HttpRequest, access: Access) -> HttpResponse:
             [
                 dataclasses.asdict(verdict)
                 for verdict in fairness_verdicts(
-                    chosen, usage, {queue.name for queue in shown}, capacity
+                    chosen, usage, {queue.name for queue in shown}, capacity, core_free(chosen)
                 )
             ]
             if chosen and capacity is not None and not usage.unavailable
@@ -949,8 +975,23 @@ def queues(request: HttpRequest, access: Access) -> HttpResponse:
     )
 
 
+def core_free(flavor: Flavor) -> Decimal | None:
+    """The flavor's free GPUs as the core counts them at the last finished cycle (what the
+    Fragmentation page's "Free" card says); None when the pool cannot be planned now."""
+    try:
+        figures = pool_figures().value.fragmentation
+    except SnapshotError:
+        return None
+    found = next((f for f in figures if f.flavor == flavor.name), None)
+    return None if found is None else Decimal(str(found.free_gpus))
+
+
 def fairness_verdicts(
-    flavor: Flavor, usage: QueueUsage, shown: set[str], capacity: Decimal
+    flavor: Flavor,
+    usage: QueueUsage,
+    shown: set[str],
+    capacity: Decimal,
+    free: Decimal | None = None,
 ) -> list[Verdict]:
     """The fairness explainer of the Queues page for one flavor: each team's leaf queue with
     a quota or a holding of it, with the workloads it has waiting for that flavor; of them,
@@ -988,10 +1029,17 @@ def fairness_verdicts(
                 borrowed=Decimal(share.borrowed) / MILLI,
                 lent=Decimal(share.lent) / MILLI if name in deserved else Decimal(0),
                 waiting=waiting.get(name, 0),
+                lenders=tuple(
+                    Lender(source.queue, Decimal(source.amount) / MILLI, source.unassigned)
+                    for source in share.lenders
+                ),
             )
         )
-    taken = sum((standing.allocated for standing in standings), Decimal(0))
-    return explain_fairness(standings, shown, free=max(capacity - taken, Decimal(0)))
+    if free is None:  # else the core's: a broken or cordoned GPU that work holds is
+        # neither in the healthy capacity nor free, and capacity less holdings took it twice
+        taken = sum((standing.allocated for standing in standings), Decimal(0))
+        free = max(capacity - taken, Decimal(0))
+    return explain_fairness(standings, shown, free=free)
 
 
 # ----------------------------------------------------------------------------- cost
@@ -1021,8 +1069,22 @@ def cost(request: HttpRequest, access: Access) -> HttpResponse:
         for row in this_month:
             row["charged"] = row["used"] + row["reserved_idle"]
             row["charged_cost"] = row["used_cost"] + row["reserved_idle_cost"]
+        # The queues of no team charged this month (the row ``NO_TEAM`` names), by name.
+        no_team = (
+            [
+                row["queue"]
+                for row in attribution_report(
+                    ReportQuery(start=month, end=last_day, period="month", tenants=scope),
+                    by=["tenant", "queue"],
+                ).rows()
+                if row["tenant"] is None and (row["used"] or row["reserved_idle"])
+            ]
+            if any(row["tenant"] is None for row in this_month)
+            else []
+        )
         return {
             "teams": this_month,
+            "no_team_queues": no_team,
             "team_totals": column_totals(this_month, TEAM_COLUMNS),
             "flavors": flavors,
             "pool_totals": column_totals(flavors, POOL_COLUMNS),
@@ -1053,6 +1115,7 @@ def cost(request: HttpRequest, access: Access) -> HttpResponse:
             "workloads": reverse("api:report-workloads-list") + "?" + urlencode(csv_query),
         },
         "prices": price_list(),
+        "no_team": NO_TEAM,
     }
     return render(request, "dashboard/cost.html", context)
 
@@ -1125,7 +1188,7 @@ def cost_trend(
     position = {month: index for index, month in enumerate(months)}
     charged: dict[str, list[float]] = {}
     for row in teams:
-        name = row["tenant"] or "no team"
+        name = row["tenant"] or NO_TEAM
         values = charged.setdefault(name, [0.0] * len(months))
         values[position[row["period"]]] += float(row["used"] + row["reserved_idle"])
     capacity: list[float | None] = [None] * len(months)  # a gap where nothing is rolled up
@@ -1275,7 +1338,9 @@ def preemptions(request: HttpRequest, access: Access) -> HttpResponse:
     classes = list(PriorityClass.objects.order_by("-value", "name"))
     now = pool_clock()
     policy = pool_policy()
-    since = now - PREEMPTION_WINDOW
+    # The last 14 days are today and the 13 before it, whole days in the viewer's zone.
+    today = timezone.localtime(now).date()
+    since = day_start(today - timedelta(days=PREEMPTION_WINDOW.days - 1))
     context = {
         "events": shown,
         "shown_limit": PREEMPTIONS_SHOWN,
@@ -1406,7 +1471,7 @@ def preemption_history(
     if not found:
         return None
     first = timezone.localtime(since).date()
-    days = [first + timedelta(days=offset) for offset in range(PREEMPTION_WINDOW.days + 1)]
+    days = [first + timedelta(days=offset) for offset in range(PREEMPTION_WINDOW.days)]
     position = {day: index for index, day in enumerate(days)}
     counts: dict[str, list[int]] = {}
     for day, reason, n in found:
@@ -1615,6 +1680,19 @@ def cluster(request: HttpRequest, access: Access) -> HttpResponse:
     paginator = Paginator(nodes, NODES_PAGE_SIZE)
     page = paginator.get_page(request.GET.get("page"))
     groups: list[dict[str, Any]] = []
+    # What a drain of each node would evict (its confirmation says so): the workloads placed
+    # there, one query for the page's nodes.
+    placed = (
+        dict(
+            Workload.objects.filter(placements__node__in=page.object_list, state__in=PLACED_STATES)
+            .values_list("placements__node_id")
+            .annotate(n=Count("id", distinct=True))
+            .values_list("placements__node_id", "n")
+            .order_by()
+        )
+        if access.admin
+        else {}
+    )
     for node in page.object_list:
         if not groups or groups[-1]["flavor"] != node.flavor:
             groups.append({"flavor": node.flavor, "domains": []})
@@ -1628,6 +1706,7 @@ def cluster(request: HttpRequest, access: Access) -> HttpResponse:
                 "state": state.value,
                 "state_label": state.label,
                 "health": node.health_reasons(),
+                "workloads": placed.get(node.pk, 0),
             }
         )
     for group in groups:
@@ -1718,14 +1797,18 @@ def cluster_cordon(request: HttpRequest, access: Access, name: str) -> HttpRespo
 @require_POST
 @dashboard_page("cluster")
 def cluster_drain(request: HttpRequest, access: Access, name: str) -> HttpResponse:
-    """Drain a node (admins): cordon it and have the control loop evict its workloads
-    (``do_drain_node``; reason ``admin``, disruption budgets honoured)."""
+    """Drain a node (admins), confirmed on the Cluster page with an optional reason kept in
+    the audit log (as cancelling a workload, and the nodes API's drain): cordon it and have
+    the control loop evict its workloads (``do_drain_node``; reason ``admin``, disruption
+    budgets honoured)."""
     if not access.admin:
         return forbidden(request, PAGES_BY_KEY["cluster"], "Only admins drain nodes.")
     node = get_object_or_404(Node, name=name)
     form = CordonForm(request.POST)
-    reason = form.cleaned_data["reason"] if form.is_valid() else ""
-    do_drain_node(node, acting_user=request.user, reason=reason)
+    if not form.is_valid():
+        messages.error(request, f"{node.name} was not drained: {form_problems(form)}")
+        return back_to_cluster(request)
+    do_drain_node(node, acting_user=request.user, reason=form.cleaned_data["reason"])
     messages.success(
         request,
         f"{node.name} is draining: it is cordoned, and the control loop evicts its workloads "
@@ -1818,8 +1901,11 @@ def requests_page(request: HttpRequest, access: Access) -> HttpResponse:
             if created is not None:
                 messages.success(
                     request,
-                    f"Request #{created.pk} is {created.state}: {created.summary()}.",
+                    f"Request #{created.pk} is "
+                    f"{'a draft' if created.state == QuotaRequestState.DRAFT else created.state}: "
+                    f"{created.summary()}.",
                 )
+                warn_if_not_approvable(request, created)
                 return redirect("dashboard:request", pk=created.pk)
     else:
         initial: dict[str, Any] = {"kind": QuotaRequestKind.QUEUE_QUOTA}
@@ -1875,9 +1961,22 @@ def file_request(request: HttpRequest, form: QuotaRequestForm) -> QuotaRequest |
 
 @dashboard_page("requests")
 def request_detail(request: HttpRequest, access: Access, pk: int) -> HttpResponse:
-    """One request and where it stands (another tenant's request is not found); POST sends
-    a draft to the admins (``do_submit_quota_request``: its requester only)."""
+    """One request and where it stands (another tenant's request is not found), with the
+    verdict an admin would get on approving it (``approval_verdict``); POST sends a draft to
+    the admins (``do_submit_quota_request``), or with ``withdraw`` deletes it
+    (``do_withdraw_quota_request``): its requester only."""
     quota_request = get_object_or_404(visible_requests(access), pk=pk)
+    if request.method == "POST" and "withdraw" in request.POST:
+        summary = quota_request.summary()
+        try:
+            do_withdraw_quota_request(quota_request, acting_user=request.user)
+        except (ValidationError, PermissionDenied) as refusal:
+            messages.error(
+                request, f"Request #{quota_request.pk} was not withdrawn: {refusal_text(refusal)}"
+            )
+            return redirect("dashboard:request", pk=quota_request.pk)
+        messages.success(request, f"Draft #{pk} is withdrawn: {summary}.")
+        return redirect("dashboard:requests")
     if request.method == "POST":
         try:
             submitted = do_submit_quota_request(quota_request, acting_user=request.user)
@@ -1888,11 +1987,72 @@ def request_detail(request: HttpRequest, access: Access, pk: int) -> HttpRespons
         else:
             messages.success(request, f"Request #{submitted.pk} is submitted to the admins.")
         return redirect("dashboard:request", pk=quota_request.pk)
-    return render(
-        request,
-        "dashboard/request_detail.html",
-        {"request_obj": quota_request, "steps": request_steps(quota_request)},
+    context = {
+        "request_obj": quota_request,
+        "steps": request_steps(quota_request),
+        "not_approvable": approval_verdict(quota_request),
+    }
+    return render(request, "dashboard/request_detail.html", context)
+
+
+def approval_verdict(quota_request: QuotaRequest) -> str:
+    """Why an admin could not approve an open request (a draft or a submitted one) as things
+    stand, in the approval's own words (``quotas.actions.approval_refusal``, the rule the
+    approval page and the decision actions apply); "" when they could, or once decided."""
+    if quota_request.state not in (QuotaRequestState.DRAFT, QuotaRequestState.SUBMITTED):
+        return ""
+    refusal = approval_refusal(quota_request)
+    return "" if refusal is None else " ".join(refusal.messages)
+
+
+def warn_if_not_approvable(request: HttpRequest, quota_request: QuotaRequest) -> None:
+    """After filing or changing a request: say at once when an admin could not approve it."""
+    verdict = approval_verdict(quota_request)
+    if verdict:
+        messages.warning(request, f"As things stand an admin could not approve this: {verdict}")
+
+
+@dashboard_page("requests")
+def request_edit(request: HttpRequest, access: Access, pk: int) -> HttpResponse:
+    """Change a draft with the request form, prefilled (``do_update_quota_request``: its
+    requester only, while it is a draft); ``submit`` in the POST submits it too. Anyone else,
+    or a request no longer a draft, is sent back to the request with the action's refusal."""
+    quota_request = get_object_or_404(visible_requests(access), pk=pk)
+    form = QuotaRequestForm(
+        request.POST or None,
+        queues=led_queues(access),
+        tenants=led_tenants(access),
+        draft=quota_request,
     )
+    if request.method == "POST" and form.is_valid():
+        try:
+            changed = do_update_quota_request(
+                quota_request, acting_user=request.user, **form.changes()
+            )
+            if "submit" in request.POST:
+                changed = do_submit_quota_request(changed, acting_user=request.user)
+        except ValidationError as refusal:
+            if "state" not in getattr(refusal, "error_dict", {}):
+                form.add_refusal(refusal)
+            else:
+                messages.error(request, f"Request #{pk} was not changed: {refusal_text(refusal)}")
+                return redirect("dashboard:request", pk=pk)
+        except PermissionDenied as refusal:
+            messages.error(request, f"Request #{pk} was not changed: {refusal}")
+            return redirect("dashboard:request", pk=pk)
+        else:
+            state = "a draft" if changed.state == QuotaRequestState.DRAFT else changed.state
+            messages.success(request, f"Request #{pk} is {state}: {changed.summary()}.")
+            warn_if_not_approvable(request, changed)
+            return redirect("dashboard:request", pk=pk)
+    elif request.method != "POST" and not (
+        quota_request.state == QuotaRequestState.DRAFT
+        and quota_request.requested_by_id == request.user.pk
+    ):
+        messages.error(request, f"Request #{pk} is not your draft: only its requester changes one.")
+        return redirect("dashboard:request", pk=pk)
+    context = {"request_obj": quota_request, "form": form}
+    return render(request, "dashboard/request_edit.html", context)
 
 
 def request_steps(quota_request: QuotaRequest) -> list[dict[str, Any]]:

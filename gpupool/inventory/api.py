@@ -18,6 +18,7 @@ from rest_framework.routers import BaseRouter
 
 from gpupool.api.fields import NameRelatedField
 from gpupool.api.permissions import ADMINS, EVERYONE, ActionRoles
+from gpupool.api.strict import StrictInput
 from gpupool.inventory.actions import (
     do_delete_flavor,
     do_drain_node,
@@ -30,7 +31,7 @@ from gpupool.inventory.choices import NodeState
 from gpupool.inventory.models import Flavor, Gpu, Node
 
 
-class FlavorSerializer(serializers.ModelSerializer[Flavor]):
+class FlavorSerializer(StrictInput, serializers.ModelSerializer[Flavor]):
     """A kind of GPU resource: sharing mode, card, MIG profile, labels, memory and price."""
 
     class Meta:
@@ -176,14 +177,14 @@ class NodeFilter(filters.FilterSet):  # type: ignore[misc]
         return queryset.filter(pk__in=broken) if value else queryset.exclude(pk__in=broken)
 
 
-class CordonSerializer(serializers.Serializer[Any]):
+class CordonSerializer(StrictInput, serializers.Serializer[Any]):
     """Why the node is cordoned, uncordoned, drained or back from a drain (kept in the audit
     log)."""
 
     reason = serializers.CharField(max_length=400, required=False, allow_blank=True, default="")
 
 
-class GpuHealthSerializer(serializers.Serializer[Any]):
+class GpuHealthSerializer(StrictInput, serializers.Serializer[Any]):
     """A GPU's new health; marking it unhealthy says why."""
 
     healthy = serializers.BooleanField()

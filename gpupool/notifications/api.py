@@ -12,12 +12,13 @@ from rest_framework.response import Response
 from rest_framework.routers import BaseRouter
 
 from gpupool.api.permissions import EVERYONE, ActionRoles
+from gpupool.api.strict import StrictInput
 from gpupool.notifications.actions import do_set_notification_preference
 from gpupool.notifications.choices import NotificationKind
 from gpupool.notifications.models import NotificationPreference
 
 
-class NotificationPreferenceSerializer(serializers.Serializer[Any]):
+class NotificationPreferenceSerializer(StrictInput, serializers.Serializer[Any]):
     """Whether the caller gets mails of one kind (every kind is on until turned off)."""
 
     kind = serializers.ChoiceField(choices=NotificationKind.choices, read_only=True)

@@ -12,7 +12,7 @@ from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any, Protocol
 
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, ValidationError
 from django.db import connection, transaction
 from django.db.models import F, Value
 from django.db.models.expressions import RawSQL
@@ -91,7 +91,8 @@ def do_set_queue_quota(
     at: datetime | None = None,
 ) -> QueueQuota:
     """Create or change ``queue``'s quota of ``flavor``; refused if it breaks a tree rule. The
-    new levels enter the quota history from ``at`` (default now)."""
+    new levels enter the quota history from ``at`` (default the pool's clock, ``pool_now``:
+    the history is read beside the usage the loop stamps with it)."""
     # Serialize quota changes so two concurrent edits cannot both fit separately.
     Queue.objects.select_for_update().filter(pk=queue.pk).first()
     quota = QueueQuota.objects.filter(queue=queue, flavor=flavor).first()
@@ -102,7 +103,7 @@ def do_set_queue_quota(
     quota.capability = Decimal(str(capability))
     save_audited(quota, action="quotas.set_queue_quota", acting_user=acting_user, reason=reason)
     quota.refresh_from_db()
-    _record_quota(queue, flavor, quota, at or timezone.now())
+    _record_quota(queue, flavor, quota, at or pool_now())
     return quota
 
 
@@ -111,7 +112,7 @@ def do_delete_queue_quota(
     quota: QueueQuota, *, acting_user: Any, reason: str = "", at: datetime | None = None
 ) -> None:
     """Remove a queue's quota of one flavor (its children then count against the next holder);
-    the history records zero levels from ``at`` (default now)."""
+    the history records zero levels from ``at`` (default the pool's clock)."""
     problems = guarantee_problems(quota.flavor, quota_overrides={quota.queue_id: None})
     if problems:
         raise ValidationError({"guarantee": "; ".join(problems)})
@@ -119,7 +120,7 @@ def do_delete_queue_quota(
     delete_audited(
         quota, action="quotas.delete_queue_quota", acting_user=acting_user, reason=reason
     )
-    _record_quota(queue, flavor, None, at or timezone.now())
+    _record_quota(queue, flavor, None, at or pool_now())
 
 
 def _record_quota(queue: Queue, flavor: Flavor, quota: QueueQuota | None, at: datetime) -> None:
@@ -232,7 +233,8 @@ def do_grant_budget(
     at: datetime | None = None,
 ) -> PriorityBudget:
     """Set the GPU-hours granted to ``tenant`` at ``priority_class`` for a period; the change
-    is written to the ledger as a grant entry."""
+    is written to the ledger as a grant entry at ``at`` (default the pool's clock, which
+    stamps the loop's own entries)."""
     budget = (
         PriorityBudget.objects.select_for_update()
         .filter(tenant=tenant, priority_class=priority_class, period_start=period_start)
@@ -251,7 +253,7 @@ def do_grant_budget(
     delta = budget.gpu_hours - granted_before
     if delta:
         write_ledger_entries(
-            [(budget.pk, LedgerEntryKind.GRANT, delta, None, at or timezone.now(), reason)],
+            [(budget.pk, LedgerEntryKind.GRANT, delta, None, at or pool_now(), reason)],
             {budget.pk: budget},
         )
     after = _budget_snapshot(budget)
@@ -525,6 +527,46 @@ REQUEST_DRAFT_FIELDS = (
 )
 
 
+def budget_target_refusal(request: QuotaRequest) -> ValidationError | None:
+    """Why a budget request names no period it can add to, keyed by the request's field, or
+    None: the period's budget ends on another day (``period_end``) or the period overlaps
+    another budget of the class (``period_start``). The check approval runs
+    (``quota_request_problems``, through ``_budget_with_addition``), made when the request is
+    filed, edited and submitted, so a wrong period is refused then and not only at approval.
+    None for a queue-quota request, or one missing its target (``QuotaRequest.clean`` says)."""
+    if (
+        request.kind != QuotaRequestKind.BUDGET
+        or request.priority_class is None
+        or request.period_start is None
+        or request.period_end is None
+    ):
+        return None
+    try:
+        budget = _budget_with_addition(
+            request.tenant,
+            request.priority_class,
+            period_start=request.period_start,
+            period_end=request.period_end,
+            gpu_hours=0,
+        )
+        budget.full_clean(exclude=["gpu_hours"])
+    except ValidationError as error:
+        found = error.message_dict if hasattr(error, "error_dict") else {}
+        named = {
+            field: " ".join(messages)
+            for field, messages in found.items()
+            if field in ("period_start", "period_end")
+        }
+        return ValidationError(named) if named else None
+    return None
+
+
+def _require_budget_target(request: QuotaRequest) -> None:
+    refusal = budget_target_refusal(request)
+    if refusal is not None:
+        raise refusal
+
+
 @transaction.atomic
 def do_create_quota_request(
     *,
@@ -557,6 +599,8 @@ def do_create_quota_request(
         requested_by=requested_by,
     )
     request.full_clean()
+    _require_budget_target(request)
+    _require_a_new_request(request)
     request.save()
     # Filed on the pool's clock, like every step of the request (``auto_now_add`` stamps
     # the wall clock's, hours behind a simulated cluster's).
@@ -584,6 +628,8 @@ def do_update_quota_request(
     for name, value in changes.items():
         setattr(request, name, value)
     request.full_clean()
+    _require_budget_target(request)
+    _require_a_new_request(request)
     if model_snapshot(request) == before:
         return request  # nothing changed: nothing to write or audit
     request.save()
@@ -602,14 +648,30 @@ def do_submit_quota_request(request: QuotaRequest, *, acting_user: Any) -> Quota
     request.state = QuotaRequestState.SUBMITTED
     request.submitted_at = pool_now()  # the pool's clock (``control.clock``)
     request.full_clean()
+    _require_budget_target(request)
+    _require_a_new_request(request)
     request.save()
     _audit_request(request, before, "submit", acting_user)
     notify_quota_request(request, "submitted", acting_user=acting_user)
     return request
 
 
+# The fields a quota request's feasibility check may name (a queue's quota, a budget), in the
+# words of the request form's labels: its problems are sentences for people, while the API's
+# error keys stay the field names (``payload``). A field not listed: its underscores as spaces.
+PROBLEM_FIELD_WORDS = {
+    "gpu_hours": "GPU-hours",
+    "period_start": "period from",
+    "period_end": "period until",
+    "priority_class": "priority class",
+    "tenant": "team",
+}
+
+
 def quota_request_problems(request: QuotaRequest) -> list[str]:
-    """Why applying ``request`` now would be refused (feasibility against the pool); [] if not."""
+    """Why applying ``request`` now would be refused (feasibility against the pool), each
+    problem "<field in words>: why" (``PROBLEM_FIELD_WORDS``; one that names no field, just
+    why); [] if none."""
     amounts = request.requested_amounts()
     if request.kind == QuotaRequestKind.QUEUE_QUOTA:
         assert request.queue is not None and request.flavor is not None
@@ -634,8 +696,115 @@ def quota_request_problems(request: QuotaRequest) -> list[str]:
                 gpu_hours=amounts["gpu_hours"],
             ).full_clean()
     except ValidationError as error:
-        return [f"{field}: {' '.join(msgs)}" for field, msgs in error.message_dict.items()]
+        found = error.message_dict if hasattr(error, "error_dict") else {"": error.messages}
+        return [
+            f"{_problem_field(field)}: {' '.join(messages)}"
+            if field not in ("", NON_FIELD_ERRORS)
+            else " ".join(messages)
+            for field, messages in found.items()
+        ]
     return []
+
+
+def _problem_field(field: str) -> str:
+    """A field a feasibility problem names, in words (``PROBLEM_FIELD_WORDS``)."""
+    return PROBLEM_FIELD_WORDS.get(field, field.replace("_", " "))
+
+
+def open_request_refusal(request: QuotaRequest) -> ValidationError | None:
+    """Why ``request`` may not be filed, changed or submitted beside another open request for the
+    same target, keyed by the field it names, or None. The same target is a queue's quota of one
+    flavor (``queue``), or a team's budget at one class for an overlapping period
+    (``period_start``). Open are the submitted requests (anyone's: the team's leads and the
+    admins see them) and the requester's own drafts (another person's draft is theirs alone,
+    ``quotas.queries.without_others_drafts``, so it neither counts nor shows). Two open
+    requests for one target would leave the admins to guess which one stands (queue levels
+    replace each other) or add GPU-hours twice (budget requests add)."""
+    rows = QuotaRequest.objects.filter(kind=request.kind).exclude(pk=request.pk)
+    others = rows.filter(state=QuotaRequestState.SUBMITTED) | rows.filter(
+        state=QuotaRequestState.DRAFT, requested_by_id=request.requested_by_id
+    )
+    if request.kind == QuotaRequestKind.QUEUE_QUOTA:
+        assert request.queue_id is not None and request.flavor_id is not None
+        field, target = "queue", "this queue and flavor"
+        others = others.filter(queue_id=request.queue_id, flavor_id=request.flavor_id)
+    else:
+        field, target = "period_start", "this team, class and period"
+        others = others.filter(
+            tenant_id=request.tenant_id,
+            priority_class_id=request.priority_class_id,
+            period_start__lt=request.period_end,
+            period_end__gt=request.period_start,
+        )
+    other = others.order_by("id").first()
+    if other is None:
+        return None
+    if other.state == QuotaRequestState.DRAFT:
+        why = f"request #{other.pk} for {target} is open (your draft): change or withdraw it first"
+    else:
+        why = (
+            f"request #{other.pk} for {target} is open (submitted, waiting for an admin's "
+            "decision): ask again once it is decided"
+        )
+    return ValidationError({field: why})
+
+
+def no_change_refusal(request: QuotaRequest) -> ValidationError | None:
+    """Why ``request`` would change nothing, keyed ``payload``, or None: a queue-quota request
+    for the levels the queue holds already (no quota entry holds 0 / 0 / 0: it may use none
+    of the flavor), or a budget request adding 0 GPU-hours."""
+    amounts = request.requested_amounts()
+    if request.kind == QuotaRequestKind.BUDGET:
+        if amounts["gpu_hours"] > 0:
+            return None
+        return ValidationError({"payload": "adding 0 GPU-hours changes nothing: ask for more"})
+    assert request.queue_id is not None and request.flavor_id is not None
+    target = QueueQuota.objects.filter(queue_id=request.queue_id, flavor_id=request.flavor_id)
+    quota = target.first()
+    now = {key: Decimal(getattr(quota, key)) if quota else Decimal(0) for key in amounts}
+    if now != amounts:
+        return None
+    levels = ", ".join(f"{key} {fmt(level)}" for key, level in now.items())
+    return ValidationError(
+        {"payload": f"these are the queue's levels already ({levels}): ask for a change"}
+    )
+
+
+def _require_a_new_request(request: QuotaRequest) -> None:
+    """Refuse a request that changes nothing or repeats an open one (``no_change_refusal``,
+    ``open_request_refusal``); the target's row is locked first, so two filings for it at
+    once cannot both pass (PostgreSQL; SQLite writes one at a time anyway)."""
+    if request.kind == QuotaRequestKind.QUEUE_QUOTA:
+        assert request.queue_id is not None
+        Queue.objects.select_for_update().filter(pk=request.queue_id).first()
+    else:
+        Tenant.objects.select_for_update().filter(pk=request.tenant_id).first()
+    refusal = no_change_refusal(request) or open_request_refusal(request)
+    if refusal is not None:
+        raise refusal
+
+
+def approval_refusal(request: QuotaRequest) -> ValidationError | None:
+    """Why no admin could approve ``request`` as things stand, keyed ``payload``, or None: its
+    change would not fit the pool (``quota_request_problems``). The part of
+    ``decision_refusal`` that does not depend on who decides, so the requester's page and the
+    API's request detail give the verdict the approval page gives."""
+    problems = quota_request_problems(request)
+    if problems:
+        return ValidationError({"payload": "the change would not fit: " + "; ".join(problems)})
+    return None
+
+
+@transaction.atomic
+def do_withdraw_quota_request(request: QuotaRequest, *, acting_user: Any) -> None:
+    """Delete a draft, audited with its last state (``quotas.withdraw_quota_request``); only
+    its requester may, and only while it is a draft (a submitted request is the admins' to
+    decide)."""
+    request = _locked(request)
+    _require_state(request, QuotaRequestState.DRAFT)
+    if acting_user is None or acting_user.pk != request.requested_by_id:
+        raise PermissionDenied("only the requester withdraws a draft")
+    delete_audited(request, action="quotas.withdraw_quota_request", acting_user=acting_user)
 
 
 def decision_refusal(
@@ -654,11 +823,7 @@ def decision_refusal(
         return refusal
     if acting_user.pk == request.requested_by_id:
         return ValidationError({"decided_by": f"nobody {verb}s their own request"})
-    if approve:
-        problems = quota_request_problems(request)
-        if problems:
-            return ValidationError({"payload": "the change would not fit: " + "; ".join(problems)})
-    return None
+    return approval_refusal(request) if approve else None
 
 
 def _decide(request: QuotaRequest, *, acting_user: Any, state: str, note: str) -> QuotaRequest:
@@ -690,6 +855,7 @@ def _apply(request: QuotaRequest, *, acting_user: Any) -> QuotaRequest:
     _require_state(request, QuotaRequestState.APPROVED)
     amounts = request.requested_amounts()
     reason = f"quota request #{request.pk}: {request.justification}"[:500]
+    at = pool_now()  # one instant: the change's place in its history, and the request's step
     if request.kind == QuotaRequestKind.QUEUE_QUOTA:
         assert request.queue is not None and request.flavor is not None
         do_set_queue_quota(
@@ -700,6 +866,7 @@ def _apply(request: QuotaRequest, *, acting_user: Any) -> QuotaRequest:
             capability=amounts["capability"],
             acting_user=acting_user,
             reason=reason,
+            at=at,
         )
     else:
         assert request.priority_class is not None
@@ -712,10 +879,11 @@ def _apply(request: QuotaRequest, *, acting_user: Any) -> QuotaRequest:
             gpu_hours=amounts["gpu_hours"],
             acting_user=acting_user,
             reason=reason,
+            at=at,
         )
     before = model_snapshot(request)
     request.state = QuotaRequestState.APPLIED
-    request.applied_at = pool_now()
+    request.applied_at = at
     request.save()
     _audit_request(request, before, "apply", acting_user)
     return request
@@ -920,7 +1088,8 @@ def _record_budget_moves(moves: Sequence[BudgetMove], at: datetime) -> int:
                 f"{row['period_start']}..{row['period_end']}",
                 snapshots[row["id"]] | {"remaining_gpu_hours": str(balances[row["id"]])},
                 snapshots[row["id"]] | {"remaining_gpu_hours": str(after[row["id"]])},
-                f"{counts[row['id']]} movements of the scheduling loop",
+                f"{counts[row['id']]} movement{'' if counts[row['id']] == 1 else 's'} "
+                "of the scheduling loop",
             )
             for row in rows
         ),

@@ -25,6 +25,7 @@ from gpupool.api.fields import NameRelatedField
 from gpupool.api.filters import UtcDateTimeFilter
 from gpupool.api.permissions import ADMINS, EVERYONE, ActionRoles, TenantScoped, tenant_scoped
 from gpupool.api.rows import PlannedRows
+from gpupool.api.strict import StrictInput
 from gpupool.api.tables import CSVExport
 from gpupool.inventory.models import Flavor
 from gpupool.quotas.actions import (
@@ -73,7 +74,7 @@ class QuotaRowSerializer(PlannedRows, serializers.Serializer[Any]):
 QUOTA_ROWS = "quota_row_serializer"
 
 
-class QueueSerializer(PlannedRows, serializers.ModelSerializer[Queue]):
+class QueueSerializer(StrictInput, PlannedRows, serializers.ModelSerializer[Queue]):
     """A queue of the tree: parent and children, tenant, weight, lending and protection
     limits, its quotas with what it holds, borrows and lends now, and its queue lengths."""
 
@@ -161,7 +162,7 @@ class QueueFilter(filters.FilterSet):  # type: ignore[misc]
         fields = ("tenant", "parent", "leaf")
 
 
-class QuotaInputSerializer(serializers.Serializer[Any]):
+class QuotaInputSerializer(StrictInput, serializers.Serializer[Any]):
     """A queue's quota of one flavor: guarantee <= deserved <= capability (GPUs)."""
 
     guarantee = gpus_field(min_value=Decimal(0))
@@ -254,7 +255,7 @@ class QueueViewSet(viewsets.ModelViewSet[Queue]):
 # ----------------------------------------------------------------------------- classes
 
 
-class PriorityClassSerializer(serializers.ModelSerializer[PriorityClass]):
+class PriorityClassSerializer(StrictInput, serializers.ModelSerializer[PriorityClass]):
     """A priority class: value, preemption policy, budget rate, whether it is the default, and
     its idle policy (seconds idle before an alert, before a reclaim; null: never). Its name is
     fixed once created; ``default: true`` moves the default to it, and the default class is
@@ -357,7 +358,7 @@ class BudgetSerializer(serializers.ModelSerializer[PriorityBudget]):
         return f"{-budget.reserved:.4f}"
 
 
-class GrantSerializer(serializers.Serializer[Any]):
+class GrantSerializer(StrictInput, serializers.Serializer[Any]):
     """Set the GPU-hours granted to a tenant at a class for a period (written to the ledger
     as the difference)."""
 

@@ -15,6 +15,7 @@ from django.db import models
 from django.db.models import F, Q
 
 from gpupool.inventory.models import Flavor, healthy_capacity
+from gpupool.number_formats import GPU_HOURS_PLACES, GPU_PLACES, plain_number
 from gpupool.quotas.choices import (
     LedgerEntryKind,
     PreemptionPolicy,
@@ -148,13 +149,39 @@ class Queue(models.Model):
         """True when no queue has this one as its parent."""
         return self.pk is not None and not self.children.exists()
 
+    def tenant_change_errors(self) -> dict[str, str]:
+        """``{"tenant": why}`` when the queue would move to another tenant (or to none) while
+        it has any workload, finished ones included: who sees a workload, and whose cost and
+        history it is, follow its queue's tenant, so a move would hand the old tenant's work
+        to the new one. A queue that never held work may move. Nothing for a new queue."""
+        if self.pk is None:
+            return {}
+        stored = Queue.objects.filter(pk=self.pk).values_list("tenant_id", flat=True).first()
+        if stored == self.tenant_id:
+            return {}
+        held = self.workloads.count()
+        if not held:
+            return {}
+        owner = Tenant.objects.filter(pk=stored).first() if stored is not None else None
+        asked = f"tenant {self.tenant}" if self.tenant_id is not None else "no tenant"
+        return {
+            "tenant": f"queue {self.name} belongs to "
+            f"{f'tenant {owner}' if owner is not None else 'no tenant'} and has held {held} "
+            f"workload{'s' * (held != 1)} (finished ones count): who sees them and whose cost "
+            f"and history they are follow the queue's tenant, so it stays; for {asked}, "
+            f"create a new queue"
+        }
+
     def clean(self) -> None:
         """Check the name stays as created, weight, protection bounds, the idle policy, that
         the tree has no cycle, that a new parent holds no unfinished work (workloads go to
-        leaves), and that re-parenting keeps every guarantee inside its new ancestor's."""
-        errors: dict[str, str] = idle_policy_errors(
-            self.idle_alert_after_s, self.idle_reclaim_after_s
-        ) | fixed_field_errors(self, "name")
+        leaves), that re-parenting keeps every guarantee inside its new ancestor's, and that
+        the tenant stays once the queue has held work (``tenant_change_errors``)."""
+        errors: dict[str, str] = (
+            idle_policy_errors(self.idle_alert_after_s, self.idle_reclaim_after_s)
+            | fixed_field_errors(self, "name")
+            | self.tenant_change_errors()
+        )
         if self.weight is not None and self.weight <= 0:
             errors["weight"] = f"weight must be greater than 0, not {fmt(self.weight)}"
         if (
@@ -741,16 +768,25 @@ class QuotaRequest(models.Model):
         return f"#{self.pk} {self.kind} {target} ({self.state})"
 
     def summary(self) -> str:
-        """What the request asks, in a line: ``queue nlp h100: guarantee 8, deserved 16,
-        capability 32`` or ``budget of nlp at high, 2026-12-01 to 2027-01-01: 200 GPU-hours
-        more``."""
+        """What the request asks, in a line, its amounts in the pages' format
+        (``number_formats``: GPUs to the milli-GPU, GPU-hours to the hundredth): ``queue nlp
+        h100: guarantee 8, deserved 16, capability 32.5`` or ``budget of nlp at high,
+        2026-12-01 to 2027-01-01: 1,212.5 GPU-hours more``; an amount that is no number as
+        the payload holds it."""
         amounts = self.payload if isinstance(self.payload, dict) else {}
+
+        def amount(key: str, places: int) -> str:
+            try:
+                return plain_number(amounts[key], places)
+            except (KeyError, InvalidOperation):
+                return str(amounts.get(key))
+
         if self.kind == QuotaRequestKind.QUEUE_QUOTA:
-            levels = ", ".join(f"{key} {amounts.get(key)}" for key in QUEUE_QUOTA_KEYS)
+            levels = ", ".join(f"{key} {amount(key, GPU_PLACES)}" for key in QUEUE_QUOTA_KEYS)
             return f"queue {self.queue} {self.flavor}: {levels}"
         return (
             f"budget of {self.tenant} at {self.priority_class}, {self.period_start} to "
-            f"{self.period_end}: {amounts.get('gpu_hours')} GPU-hours more"
+            f"{self.period_end}: {amount('gpu_hours', GPU_HOURS_PLACES)} GPU-hours more"
         )
 
     def latest_what_if(self) -> WhatIfRun | None:

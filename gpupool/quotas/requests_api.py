@@ -24,8 +24,10 @@ from rest_framework.routers import BaseRouter
 from gpupool.api.access import ADMIN, LEAD, request_access
 from gpupool.api.fields import NameRelatedField
 from gpupool.api.permissions import ADMINS, ActionRoles, TenantScoped
+from gpupool.api.strict import StrictInput, refuse_a_body
 from gpupool.inventory.models import Flavor
 from gpupool.quotas.actions import (
+    approval_refusal,
     do_apply_quota_request,
     do_approve_and_apply_quota_request,
     do_create_quota_request,
@@ -33,6 +35,7 @@ from gpupool.quotas.actions import (
     do_start_what_if,
     do_submit_quota_request,
     do_update_quota_request,
+    do_withdraw_quota_request,
 )
 from gpupool.quotas.choices import QuotaRequestKind, QuotaRequestState
 from gpupool.quotas.impact import request_impact
@@ -52,7 +55,7 @@ class LedQueues(serializers.SlugRelatedField[Queue]):
         return queues_led_by(request_access(self.context["request"]))
 
 
-class QuotaRequestSerializer(serializers.ModelSerializer[QuotaRequest]):
+class QuotaRequestSerializer(StrictInput, serializers.ModelSerializer[QuotaRequest]):
     """A request to change a queue's quota of a flavor (``payload``: the new ``guarantee``,
     ``deserved`` and ``capability`` in GPUs) or to add GPU-hours to a tenant's priority budget
     for a period (``payload``: ``gpu_hours``)."""
@@ -92,7 +95,7 @@ class QuotaRequestSerializer(serializers.ModelSerializer[QuotaRequest]):
 
     class Meta:
         model = QuotaRequest
-        fields = (
+        fields: tuple[str, ...] = (
             "id",
             "kind",
             "state",
@@ -153,7 +156,43 @@ class QuotaRequestSerializer(serializers.ModelSerializer[QuotaRequest]):
         return attrs
 
 
-class DecisionSerializer(serializers.Serializer[Any]):
+class QuotaRequestDetailSerializer(QuotaRequestSerializer):
+    """A request as its detail shows it (``GET .../<id>/``, and the answers to filing, changing
+    and submitting it): with the verdict the approval page gives, so a lead learns at once
+    that a request could never be approved as things stand (``quotas.actions.approval_refusal``,
+    the fit part of ``decision_refusal``). Not in the list, where it would cost a fit check a
+    row."""
+
+    approvable = serializers.SerializerMethodField(
+        help_text="Whether an admin could approve it as things stand (its change fits the "
+        "pool); null once it is decided."
+    )
+    approval_refusal = serializers.SerializerMethodField(
+        help_text="Why an admin could not approve it as things stand, as the approval would "
+        "say; null when it could, or once it is decided."
+    )
+
+    class Meta(QuotaRequestSerializer.Meta):
+        fields = (*QuotaRequestSerializer.Meta.fields, "approvable", "approval_refusal")
+
+    def _refusal(self, request: QuotaRequest) -> str | None:
+        """``approval_refusal``'s sentence for an open request ("" when it would fit)."""
+        if request.state not in (QuotaRequestState.DRAFT, QuotaRequestState.SUBMITTED):
+            return None
+        refusal = approval_refusal(request)
+        return "" if refusal is None else " ".join(refusal.messages)
+
+    def get_approvable(self, request: QuotaRequest) -> bool | None:
+        """True or False for a draft or a submitted request; null once decided."""
+        refusal = self._refusal(request)
+        return None if refusal is None else refusal == ""
+
+    def get_approval_refusal(self, request: QuotaRequest) -> str | None:
+        """The approval's refusal, or null."""
+        return self._refusal(request) or None
+
+
+class DecisionSerializer(StrictInput, serializers.Serializer[Any]):
     """An admin's comment on approving or rejecting a request (required to reject)."""
 
     decision_note = serializers.CharField(allow_blank=True, default="", max_length=10_000)
@@ -199,7 +238,7 @@ class WhatIfRunSerializer(serializers.ModelSerializer[WhatIfRun]):
         read_only_fields = fields
 
 
-class WhatIfStartSerializer(serializers.Serializer[Any]):
+class WhatIfStartSerializer(StrictInput, serializers.Serializer[Any]):
     """How many days of recorded demand to replay."""
 
     days = serializers.IntegerField(min_value=1, max_value=90, default=30)
@@ -244,10 +283,12 @@ class QuotaRequestViewSet(
     mixins.RetrieveModelMixin,
     mixins.CreateModelMixin,
     mixins.UpdateModelMixin,
+    mixins.DestroyModelMixin,
     viewsets.GenericViewSet[QuotaRequest],
 ):
-    """Quota and budget requests: leads file and submit their tenants' requests; admins see
-    every request, its impact and a what-if replay, and approve (which applies) or reject."""
+    """Quota and budget requests: leads file, change, withdraw (``DELETE``, a draft) and
+    submit their tenants' requests; admins see every request, its impact and a what-if
+    replay, and approve (which applies) or reject."""
 
     queryset = quota_request_rows()
     serializer_class = QuotaRequestSerializer
@@ -263,7 +304,15 @@ class QuotaRequestViewSet(
         "what_if": ADMINS,
     }
     tenant_field = "tenant"
-    http_method_names = ("get", "post", "patch", "head", "options")
+    http_method_names = ("get", "post", "patch", "delete", "head", "options")
+    # The actions whose answer is one open request, with the approval's verdict on it.
+    detail_actions = frozenset({"retrieve", "create", "partial_update", "submit"})
+
+    def get_serializer_class(self) -> type[QuotaRequestSerializer]:
+        """The detail's serializer (``approvable``, ``approval_refusal``) for one request."""
+        if self.action in self.detail_actions:
+            return QuotaRequestDetailSerializer
+        return QuotaRequestSerializer
 
     def scope(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
         """Requests of the tenants the caller leads (admins: all); a member who leads no
@@ -296,13 +345,18 @@ class QuotaRequestViewSet(
             request, acting_user=self.request.user, **changes
         )
 
+    def perform_destroy(self, instance: QuotaRequest) -> None:
+        """Withdraw a draft through the action (its requester only; audited)."""
+        do_withdraw_quota_request(instance, acting_user=self.request.user)
+
     def _answer(self, request: QuotaRequest) -> Response:
         return Response(self.get_serializer(request).data)
 
-    @extend_schema(request=None, responses={200: QuotaRequestSerializer})
+    @extend_schema(request=None, responses={200: QuotaRequestDetailSerializer})
     @action(detail=True, methods=["post"])
     def submit(self, request: Request, pk: str | None = None) -> Response:
         """Send a draft to the admins (its requester only)."""
+        refuse_a_body(request.data)
         return self._answer(do_submit_quota_request(self.get_object(), acting_user=request.user))
 
     @extend_schema(request=DecisionSerializer, responses={200: QuotaRequestSerializer})
@@ -339,6 +393,7 @@ class QuotaRequestViewSet(
     @action(detail=True, methods=["post"])
     def apply(self, request: Request, pk: str | None = None) -> Response:
         """Make the change of a request approved without it (in the admin site)."""
+        refuse_a_body(request.data)
         return self._answer(do_apply_quota_request(self.get_object(), acting_user=request.user))
 
     @extend_schema(responses={200: ImpactSerializer})

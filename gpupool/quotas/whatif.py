@@ -21,9 +21,8 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connections
-from django.utils import timezone
 
-from gpupool.control.clock import pool_now
+from gpupool.control.clock import pool_now, pool_now_after
 from gpupool.quotas.actions import (
     do_begin_what_if,
     do_finish_what_if,
@@ -69,24 +68,27 @@ def _run_in_thread(run_id: int) -> None:
 def run_what_if(run_id: int) -> WhatIfRun | None:
     """Run a queued what-if to its end, recording progress and the result (or why it failed);
     None when the run was not queued (another worker took it, or it is done)."""
-    run = do_begin_what_if(run_id, at=timezone.now())
+    # One clock for the run and its window: the pool's, which stamps the workloads it
+    # replays (a simulated cluster runs ahead of the wall clock). The window ends at the
+    # run's start; its end is never before that.
+    run = do_begin_what_if(run_id, at=pool_now())
     if run is None:
         return None
-    assert run.started_at is not None
+    started = run.started_at
+    assert started is not None
 
     def progress(fraction: float, message: str) -> None:
         do_record_what_if_progress(run, progress=fraction, message=message)
 
     try:
-        # The window ends at the pool's clock, which stamps the workloads it replays (a
-        # simulated cluster runs ahead of the wall clock that stamps the run).
-        result = replay_request(run.request, days=run.days, now=pool_now(), progress=progress)
+        result = replay_request(run.request, days=run.days, now=started, progress=progress)
     except ValueError as refused:  # the proposal cannot be replayed; the message says why
-        return do_finish_what_if(run, at=timezone.now(), error=str(refused))
+        return do_finish_what_if(run, at=pool_now_after(started), error=str(refused))
     except Exception as failure:
         logger.exception("what-if #%s failed", run.pk)
-        return do_finish_what_if(run, at=timezone.now(), error=f"the replay failed: {failure!r}")
-    return do_finish_what_if(run, at=timezone.now(), result=result)
+        error = f"the replay failed: {failure!r}"
+        return do_finish_what_if(run, at=pool_now_after(started), error=error)
+    return do_finish_what_if(run, at=pool_now_after(started), result=result)
 
 
 def replay_request(
@@ -141,7 +143,11 @@ def replay_progress(progress: Progress) -> Callable[[str, int, int], None]:
         fraction = READ + (REPLAYED - READ) * (index + finished / max(total, 1)) / 2
         if fraction - noted >= PROGRESS_STEP:
             noted = fraction
-            progress(fraction, f"replaying {what}: {finished} of {total} workloads done")
+            progress(
+                fraction,
+                f"replaying {what}: {finished:,} of {total:,} workloads done "
+                f"(replay {index + 1} of {len(REPLAYS)})",
+            )
 
     return note
 

@@ -17,6 +17,7 @@ from rest_framework.routers import BaseRouter
 from gpupool.api.fields import NameRelatedField
 from gpupool.api.permissions import ADMINS, EVERYONE, TENANT_ROLES, ActionRoles, TenantScoped
 from gpupool.api.rows import PlannedRows
+from gpupool.api.strict import StrictInput
 from gpupool.tenancy.actions import do_remove_membership, do_save_tenant, do_set_membership
 from gpupool.tenancy.choices import MembershipRole
 from gpupool.tenancy.models import Membership, Tenant, TenantNamespace
@@ -30,7 +31,7 @@ class NamespaceNames(serializers.ListField):
         return sorted(namespace.name for namespace in data.all())
 
 
-class TenantSerializer(PlannedRows, serializers.ModelSerializer[Tenant]):
+class TenantSerializer(StrictInput, PlannedRows, serializers.ModelSerializer[Tenant]):
     """A team: its slug, display name, organization and the namespaces it owns."""
 
     namespaces = NamespaceNames(
@@ -85,7 +86,7 @@ class TenantViewSet(
         )
 
 
-class MembershipSerializer(PlannedRows, serializers.ModelSerializer[Membership]):
+class MembershipSerializer(StrictInput, PlannedRows, serializers.ModelSerializer[Membership]):
     """A user's membership of a tenant, as member or lead."""
 
     user = NameRelatedField(slug_field="username", queryset=get_user_model().objects.all())

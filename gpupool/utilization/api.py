@@ -11,9 +11,10 @@ facts.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django import forms
 from django.utils.dateparse import parse_datetime
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -24,6 +25,7 @@ from rest_framework.response import Response
 from rest_framework.routers import BaseRouter
 
 from gpupool.api.access import Access
+from gpupool.api.filters import UtcDateTimeField
 from gpupool.api.permissions import COST_ROLES, ActionRoles, TenantScoped
 from gpupool.api.tables import CSVRenderer
 from gpupool.control.clock import pool_clock
@@ -45,7 +47,11 @@ def _time(request: Request, name: str) -> datetime | None:
     value = parse_datetime(text.replace(" ", "+"))
     if value is None or value.tzinfo is None:
         raise ValidationError({name: "an ISO 8601 time with a zone, e.g. 2026-12-01T10:00:00Z"})
-    return value
+    try:  # in UTC, by the lists' rule: a time outside UTC's calendar is a 400 naming it
+        in_utc = UtcDateTimeField().to_python(value)
+    except forms.ValidationError as error:
+        raise ValidationError({name: error.messages}) from None
+    return in_utc or value
 
 
 def _named_window(request: Request) -> timedelta | None:
@@ -71,7 +77,7 @@ def window_of(request: Request) -> tuple[datetime, datetime]:
     of the last finished cycle; ``window``: that long before ``until``), checked."""
     length = _named_window(request) or timedelta(hours=1)
     until = _time(request, "until") or pool_clock()
-    since = _time(request, "since") or until - length
+    since = _time(request, "since") or _before(until, length)
     if since >= until:
         raise ValidationError(
             {"since": f"must be before until ({since.isoformat()} >= {until.isoformat()})"}
@@ -79,6 +85,13 @@ def window_of(request: Request) -> tuple[datetime, datetime]:
     if until - since > MAX_WINDOW:
         raise ValidationError({"since": f"a window is at most {MAX_WINDOW.days} days"})
     return since, until
+
+
+def _before(until: datetime, length: timedelta) -> datetime:
+    """``length`` before ``until``, or the calendar's first moment (UTC) when that is
+    earlier: the default window of an ``until`` in year 1 is what there is of it."""
+    earliest = datetime.min.replace(tzinfo=UTC)
+    return until - length if until - earliest > length else earliest
 
 
 def tenants_of(access: Access) -> frozenset[int] | None:

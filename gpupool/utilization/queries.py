@@ -10,7 +10,9 @@ observed), so a gap in the source's samples reads as that and not as waste alone
 
 Bounded whatever the pool: the windows wholly inside the asked one are summed by the database
 (one grouped query), and only those that straddle its two edges (at most two per workload) are
-read and clipped here. ``hourly_utilization``, the Utilisation page's time series, reads the
+read and clipped here. An open usage interval (work still running) counts up to the pool's
+clock (``open_until``), as in the cost reports: a window reaching into the future holds only
+what has happened. ``hourly_utilization``, the Utilisation page's time series, reads the
 hours the usage roll-up has counted from its hourly table (``accounting.UsageHour``) and only
 the hours since from the intervals and windows.
 """
@@ -35,6 +37,7 @@ from django.db.models.functions import Coalesce, Greatest, Least, Trunc
 
 from gpupool.accounting.models import RollUpState, UsageHour, UsageInterval
 from gpupool.accounting.periods import accounting_zone, hour_start, hours
+from gpupool.control.clock import pool_now
 from gpupool.quotas.models import Queue
 from gpupool.utilization.models import ActivityWindow
 from gpupool.workloads.models import Workload
@@ -91,22 +94,44 @@ def seconds_by(
     return {name: (observed, active) for name, (observed, active) in totals.items()}
 
 
+def open_until(until: datetime, now: datetime | None = None) -> datetime:
+    """Where an open usage interval (work still running) ends inside a window that ends at
+    ``until``: ``now`` (default the pool's clock, ``pool_now``) when that comes first. As the
+    cost reports count it (an open interval covers the hours up to the roll-up's end, never
+    one still to come), so a window in the future holds no GPU-hours that have not happened."""
+    return min(until, now if now is not None else pool_now())
+
+
+def _intervals(since: datetime, until: datetime, open_end: datetime) -> Any:
+    """The usage intervals with time inside ``[since, until]``, an open one counted up to
+    ``open_end`` (``open_until``)."""
+    held = Q(ended_at__gt=since)
+    if open_end > since:
+        held |= Q(ended_at__isnull=True, started_at__lt=open_end)
+    return UsageInterval.objects.filter(held, started_at__lt=until)
+
+
 def allocated_seconds_by(
-    key: str, since: datetime, until: datetime, tenant_ids: Collection[int] | None = None
+    key: str,
+    since: datetime,
+    until: datetime,
+    tenant_ids: Collection[int] | None = None,
+    *,
+    now: datetime | None = None,
 ) -> dict[Any, float]:
     """GPU-seconds allocated in the window per ``key`` (a usage interval's field path such as
-    ``tenant__name``, ``queue_id`` or ``workload_id``), the usage intervals clipped to it;
-    ``tenant_ids`` limits it to those tenants (None: every tenant, and the pool's own)."""
+    ``tenant__name``, ``queue_id`` or ``workload_id``), the usage intervals clipped to it, an
+    open one ending at ``now`` (``open_until``: default the pool's clock); ``tenant_ids``
+    limits it to those tenants (None: every tenant, and the pool's own)."""
     totals: dict[Any, float] = defaultdict(float)
-    intervals = UsageInterval.objects.filter(
-        Q(ended_at__isnull=True) | Q(ended_at__gt=since), started_at__lt=until
-    )
+    open_end = open_until(until, now)
+    intervals = _intervals(since, until, open_end)
     if tenant_ids is not None:
         intervals = intervals.filter(tenant_id__in=tenant_ids)
     # Each interval clipped to the window, summed by the database per key and GPU count
     # (a handful of rows, not one per interval: a day of a busy pool has tens of thousands).
     inside = ExpressionWrapper(
-        Least(Coalesce("ended_at", _at(until)), _at(until)) - Greatest("started_at", _at(since)),
+        Least(Coalesce("ended_at", _at(open_end)), _at(until)) - Greatest("started_at", _at(since)),
         output_field=DurationField(),
     )
     rows = (
@@ -285,9 +310,8 @@ def _add_recent(
 ) -> None:
     """Add the hours not rolled up yet, from the intervals and the windows themselves."""
     zone = accounting_zone()
-    intervals = UsageInterval.objects.filter(
-        Q(ended_at__isnull=True) | Q(ended_at__gt=since), started_at__lt=until
-    )
+    open_end = open_until(until)
+    intervals = _intervals(since, until, open_end)
     if tenant_ids is not None:
         intervals = intervals.filter(tenant_id__in=tenant_ids)
     ordered = sorted(position)
@@ -300,7 +324,7 @@ def _add_recent(
         "tenant__name", "gpus", "started_at", "ended_at"
     ):
         for index, low, high in spans:
-            seconds = _overlap_s(started, ended or until, low, high)
+            seconds = _overlap_s(started, ended or open_end, low, high)
             if seconds > 0:
                 allocated[tenant or NO_TENANT][index] += float(gpus) * seconds / 3600
     windows = _windows(since, until, tenant_ids).annotate(

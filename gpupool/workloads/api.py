@@ -29,10 +29,11 @@ from rest_framework.routers import BaseRouter
 
 from gpupool.accounting.models import PreemptionEvent
 from gpupool.api.access import request_access
-from gpupool.api.fields import NameRelatedField
+from gpupool.api.fields import NameRelatedField, StrictCharField
 from gpupool.api.filters import StrictFilterBackend, StrictOrderingFilter
 from gpupool.api.permissions import TENANT_ROLES, ActionRoles, TenantScoped
 from gpupool.api.rows import PlannedRows
+from gpupool.api.strict import StrictInput
 from gpupool.api.tables import CSVExport
 from gpupool.clusters.grouping import MAX_PODS
 from gpupool.control.api import PoolNotPlannable
@@ -83,7 +84,7 @@ MAX_SECONDS = 2**31 - 1
 # ----------------------------------------------------------------------------- input
 
 
-class PodSetInputSerializer(serializers.Serializer[Any]):
+class PodSetInputSerializer(StrictInput, serializers.Serializer[Any]):
     """One group of identical pods: how many, what each asks for, and what it runs."""
 
     name = serializers.RegexField(
@@ -143,21 +144,21 @@ class PodSetInputSerializer(serializers.Serializer[Any]):
     )
     image = serializers.CharField(max_length=512, help_text="The container image its pods run.")
     command = serializers.ListField(
-        child=serializers.CharField(
+        child=StrictCharField(
             max_length=MAX_ARGUMENT_LENGTH, allow_blank=True, trim_whitespace=False
         ),
         required=False,
         default=list,
         max_length=MAX_COMMAND_ITEMS,
-        help_text="The command and its arguments (empty: the image's entrypoint).",
+        help_text="The command and its arguments, strings (empty: the image's entrypoint).",
     )
     env = serializers.DictField(
-        child=serializers.CharField(
+        child=StrictCharField(
             max_length=MAX_ARGUMENT_LENGTH, allow_blank=True, trim_whitespace=False
         ),
         required=False,
         default=dict,
-        help_text="Environment variables: names to values.",
+        help_text="Environment variables: names to values, strings.",
     )
 
     def validate_env(self, value: dict[str, str]) -> dict[str, str]:
@@ -167,7 +168,7 @@ class PodSetInputSerializer(serializers.Serializer[Any]):
         return value
 
 
-class WorkloadInputSerializer(serializers.Serializer[Any]):
+class WorkloadInputSerializer(StrictInput, serializers.Serializer[Any]):
     """A workload to submit: where it queues, its contract and its pod sets."""
 
     namespace = serializers.RegexField(
@@ -285,7 +286,7 @@ class DryRunInputSerializer(WorkloadInputSerializer):
         return attrs
 
 
-class CancelInputSerializer(serializers.Serializer[Any]):
+class CancelInputSerializer(StrictInput, serializers.Serializer[Any]):
     """Why the workload is cancelled (optional)."""
 
     reason = serializers.CharField(max_length=400, required=False, allow_blank=True, default="")
@@ -665,6 +666,7 @@ class WorkloadViewSet(
     default_roles = TENANT_ROLES
     tenant_field = "queue__tenant"
     csv_name = "workloads"
+    plans_the_pool = ("dry_run",)  # 409 when the pool cannot be planned (api.schema)
 
     def get_serializer_class(self) -> type[serializers.BaseSerializer[Any]]:
         """Input shapes for submit and dry-run."""

@@ -184,7 +184,7 @@ def _quota_request_payload(world: Any) -> Mapping[str, Any]:
         "kind": "queue-quota",
         "queue": world.own.name,
         "flavor": "h100",
-        "payload": {"guarantee": 0, "deserved": 0, "capability": 0},
+        "payload": {"guarantee": 0, "deserved": 0, "capability": 1},
         "justification": "the matrix asks",
     }
 
@@ -203,7 +203,7 @@ def _quota_request(world: Any, *, submit: bool = False) -> Mapping[str, Mapping[
             tenant=tenant,
             requested_by=lead,
             justification="the matrix asks",
-            payload={"guarantee": 0, "deserved": 0, "capability": 0},
+            payload={"guarantee": 0, "deserved": 0, "capability": 1},
             queue=queues[tenant.name],
             flavor=Flavor.objects.get(name="h100"),
             submit=submit,
@@ -241,7 +241,12 @@ ROWS |= {
         {"GET": LEADS_READ, "POST": LEADS_READ}, payload=_quota_request_payload
     ),
     "api:quota-request-detail": Row(
-        {"GET": DRAFT_REQUESTER_ONLY, "PATCH": DRAFT_REQUESTER_ONLY}, _quota_request
+        {
+            "GET": DRAFT_REQUESTER_ONLY,
+            "PATCH": DRAFT_REQUESTER_ONLY,
+            "DELETE": DRAFT_REQUESTER_ONLY,
+        },
+        _quota_request,
     ),
     "api:quota-request-submit": Row({"POST": DRAFT_REQUESTER_ONLY}, _quota_request),
     "api:quota-request-approve": Row({"POST": ADMIN_ONLY}, _submitted_quota_request),

@@ -55,7 +55,7 @@ def test_every_null_in_a_real_answer_is_nullable_in_the_schema(
         tenant=world.own,
         requested_by=world.users["lead"],
         justification="more",
-        payload={"guarantee": 0, "deserved": 8, "capability": 16},
+        payload={"guarantee": 0, "deserved": 8, "capability": 24},
         queue=made["nlp"],
         flavor=made["h100"],
         submit=True,

@@ -197,7 +197,7 @@ def test_history_is_not_deleted_in_the_admin(admin_client: Client, pool: dict, m
         tenant=pool["team"],
         requested_by=pool["team"].memberships.get().user,
         justification="more",
-        payload={"guarantee": 0, "deserved": 8, "capability": 8},
+        payload={"guarantee": 0, "deserved": 8, "capability": 16},
         queue=pool["nlp"],
         flavor=pool["h100"],
     )

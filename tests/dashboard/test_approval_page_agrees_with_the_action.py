@@ -20,7 +20,7 @@ from gpupool.quotas.actions import (
     do_create_quota_request,
     do_grant_budget,
 )
-from gpupool.quotas.models import QueueQuota, QuotaRequest
+from gpupool.quotas.models import PriorityBudget, QueueQuota, QuotaRequest
 
 ENABLED_APPROVE = '<button type="submit" name="decision" value="approve">'
 DISABLED_APPROVE = '<button type="submit" name="decision" value="approve" disabled'
@@ -124,7 +124,9 @@ CASES = [
     ("a quota change past its parent's guarantee is neither", "quota", "lena", 6, False),
     ("one's own request is neither offered nor taken", "quota", "ada", 4, False),
     ("a budget addition to its period is offered and taken", "budget", "lena", 0, True),
-    ("a budget addition naming another period end is neither", "budget", "lena", 1, False),
+    # Filing refuses a wrong period end now; the budget's end moving after submission is what
+    # approval still finds.
+    ("a budget addition whose budget's end moved since is neither", "budget", "lena", 1, False),
 ]
 
 
@@ -140,7 +142,11 @@ def test_the_page_offers_approve_exactly_when_the_action_takes_it(
     if kind == "quota":
         request = quota_request(pool, by, guarantee=amount)
     else:
-        request = budget_request(pool, by, date(2027, 1 + amount, 1))
+        request = budget_request(pool, by, DECEMBER[1])
+        if amount:  # the budget now ends a month later than the request says
+            PriorityBudget.objects.filter(tenant=pool.nlp, priority_class=pool.high).update(
+                period_end=date(2027, 2, 1)
+            )
     admin = pool.users["ada"]
     refusal = decision_refusal(request, acting_user=admin, approve=True)
     offered = ENABLED_APPROVE in text(page_as("ada").get(f"/approvals/{request.pk}/"))

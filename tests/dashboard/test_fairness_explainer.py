@@ -8,14 +8,20 @@ from typing import Any
 
 from dashboard_pages import live, text
 
-from gpupool.dashboard.fairness import Standing, explain_fairness
+from gpupool.dashboard.fairness import Lender, Standing, explain_fairness
 from gpupool.workloads.actions import PodSetSpec, do_submit_workload
 
 
 def standing(
-    queue: str, deserved: int, allocated: int, borrowed: int = 0, lent: int = 0, waiting: int = 0
+    queue: str,
+    deserved: int,
+    allocated: int,
+    borrowed: int = 0,
+    lent: int = 0,
+    waiting: int = 0,
+    lenders: tuple[tuple[str, int], ...] = (),
 ) -> Standing:
-    """A team queue's standing in whole GPUs."""
+    """A team queue's standing in whole GPUs (``lenders``: its sources, nearest first)."""
     return Standing(
         queue,
         queue,
@@ -24,12 +30,16 @@ def standing(
         Decimal(borrowed),
         Decimal(lent),
         waiting,
+        tuple(Lender(name, Decimal(amount)) for name, amount in lenders),
     )
 
 
 def test_a_borrower_is_told_how_much_it_deserves_and_from_whom_it_borrows() -> None:
     verdicts = explain_fairness(
-        [standing("team-b", 12, 18, borrowed=6), standing("team-c", 6, 0, lent=6)]
+        [
+            standing("team-b", 12, 18, borrowed=6, lenders=(("team-c", 6),)),
+            standing("team-c", 6, 0, lent=6),
+        ]
     )
     assert verdicts[0].kind == "borrowing"
     assert verdicts[0].text.startswith(
@@ -41,12 +51,12 @@ def test_a_borrower_is_told_how_much_it_deserves_and_from_whom_it_borrows() -> N
 def test_several_lenders_are_named_with_what_each_lends() -> None:
     verdicts = explain_fairness(
         [
-            standing("a", 4, 10, borrowed=6),
+            standing("a", 4, 10, borrowed=6, lenders=(("b", 4), ("c", 2))),
             standing("b", 4, 0, lent=4),
             standing("c", 4, 2, lent=2),
         ]
     )
-    assert "from the idle shares of b (lends 4 GPUs), c (lends 2 GPUs)" in verdicts[0].text
+    assert "6 GPUs borrowed, nearest first, from b (4 GPUs), c (2 GPUs)." in verdicts[0].text
 
 
 def test_a_queue_below_its_share_with_work_waiting_is_starved() -> None:
@@ -113,9 +123,10 @@ def test_the_queues_page_does_not_call_a_queue_starved_while_its_flavor_has_free
 
 def test_a_borrower_names_the_three_largest_lenders_and_counts_the_rest() -> None:
     lenders = [standing(f"l{i}", 8, 8 - i, lent=i) for i in range(1, 7)]  # lend 1..6
-    verdicts = explain_fairness([standing("a", 4, 10, borrowed=6), *lenders])
+    sources = tuple((f"l{i}", i) for i in range(6, 0, -1))
+    verdicts = explain_fairness([standing("a", 4, 25, borrowed=21, lenders=sources), *lenders])
     assert verdicts[0].kind == "borrowing"
     assert (
-        "from the idle shares of l6 (lends 6 GPUs), l5 (lends 5 GPUs), l4 (lends 4 GPUs) "
-        "and 3 other queues (lending 6 GPUs in all)." in verdicts[0].text
+        "from l6 (6 GPUs), l5 (5 GPUs), l4 (4 GPUs) and 3 other sources (6 GPUs in all)."
+        in verdicts[0].text
     )

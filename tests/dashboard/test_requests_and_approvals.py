@@ -158,7 +158,17 @@ def test_a_member_who_leads_nothing_may_not_open_requests(pool: Any, page_as: An
 
 
 def test_the_approvals_page_lists_what_waits_oldest_first(pool: Any, page_as: Any) -> None:
-    first, second = filed(pool), filed(pool, capability=20)
+    first = filed(pool)
+    second = do_create_quota_request(  # another queue's: one open request a queue and flavor
+        kind="queue-quota",
+        tenant=pool.vision,
+        requested_by=pool.users["vera"],
+        justification="more guaranteed GPUs",
+        payload={"guarantee": 6, "deserved": 10, "capability": 20},
+        queue=pool.vision_queue,
+        flavor=pool.h100,
+        submit=True,
+    )
     page = text(page_as("ada").get("/approvals/"))
     assert page.index(f"/approvals/{first.pk}/") < page.index(f"/approvals/{second.pk}/")
     assert "more guaranteed GPUs" in page

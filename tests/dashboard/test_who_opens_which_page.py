@@ -38,6 +38,7 @@ NOT_PAGES = {
     "cluster-gpu-health": "test_cluster_page.py",
     "cluster-drain": "test_cluster_page.py",
     "request": "test_requests_and_approvals.py",
+    "request-edit": "test_request_governance_pages.py",
     "workload": "test_workload_page.py",
     "workload-dry-run": "test_submit_and_dry_run.py",
     "workload-submit": "test_submit_and_dry_run.py",

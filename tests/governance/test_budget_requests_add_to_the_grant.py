@@ -58,6 +58,8 @@ def test_a_budget_request_for_a_period_without_a_budget_starts_one(pool: Any) ->
 
 
 def test_an_addition_to_a_budget_with_another_end_is_refused(pool: Any) -> None:
+    """Filed naming another end than the budget's, it is refused at once, naming the period's
+    end; a budget whose end moved after the request was filed is refused at approval."""
     do_grant_budget(
         pool.nlp,
         pool.high,
@@ -66,8 +68,12 @@ def test_an_addition_to_a_budget_with_another_end_is_refused(pool: Any) -> None:
         period_start=date(2026, 12, 1),
         period_end=date(2026, 12, 15),
     )
-    request = ask_for(pool, 50)
+    with pytest.raises(ValidationError) as refused:
+        ask_for(pool, 50)
+    assert "ends on 2026-12-15" in refused.value.message_dict["period_end"][0]
+    request = ask_for(pool, 50, period_end=date(2026, 12, 15))
+    PriorityBudget.objects.filter(tenant=pool.nlp).update(period_end=date(2026, 12, 20))
     with pytest.raises(ValidationError) as refused:
         do_approve_and_apply_quota_request(request, acting_user=pool.users["ada"])
-    assert "ends on 2026-12-15" in refused.value.message_dict["payload"][0]
+    assert "ends on 2026-12-20" in refused.value.message_dict["payload"][0]
     assert PriorityBudget.objects.get(tenant=pool.nlp).gpu_hours == 100

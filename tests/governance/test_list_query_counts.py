@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from domain_builders import queue
 
 from gpupool.notifications.actions import do_set_notification_preference
 from gpupool.notifications.choices import NotificationKind
@@ -18,6 +19,8 @@ MAX_QUERIES = 4
 
 
 def file_many(pool: Any, count: int) -> None:
+    """``count`` requests of nlp, each for a queue of its own (one open request a queue and
+    flavor: ``quotas.actions.open_request_refusal``)."""
     for index in range(count):
         do_create_quota_request(
             kind="queue-quota",
@@ -25,7 +28,7 @@ def file_many(pool: Any, count: int) -> None:
             requested_by=pool.users["lena"],
             justification=f"ask {index}",
             payload={"guarantee": 1, "deserved": 2, "capability": 4},
-            queue=pool.nlp_queue,
+            queue=queue(f"nlp-{index}", parent=pool.nlp_queue.parent, tenant=pool.nlp),
             flavor=pool.h100,
             submit=index % 2 == 0,
         )

@@ -84,8 +84,8 @@ def test_an_admin_starts_a_what_if_and_polls_its_progress_and_result(
     assert {state for state, _, _ in seen} == {"running"}
     messages = [message for _, _, message in seen]
     assert messages[1] == "replaying 7 workloads, today and with the change"
-    assert "replaying with today's quotas: 7 of 7 workloads done" in messages
-    assert "replaying with the change: 7 of 7 workloads done" in messages
+    assert "replaying with today's quotas: 7 of 7 workloads done (replay 1 of 2)" in messages
+    assert "replaying with the change: 7 of 7 workloads done (replay 2 of 2)" in messages
     # then polling answers the result: nlp's mean wait falls from 1 h to 0.5 h, vision's
     # stays 0
     polled = admin.get(f"{URL}{request['id']}/what-if/").json()

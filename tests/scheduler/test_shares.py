@@ -114,14 +114,16 @@ CASES = [
         pool=20,
         used={"a": 8, "b": 4, "c": 8},
         # Inside org1 (share 10): a takes 3 above its 5; b's idle 1 is used, the other 2 come
-        # from org1 borrowing 2 of org2's idle 2 (c uses 8 of its org's 10).
+        # from org1 borrowing 2 of org2's idle 2 (c uses 8 of its org's 10). Those 2 are c's
+        # idle deserved share, so c lends them (test_shares_reconcile: the lending reaches
+        # the leaves whose share it is).
         want={
             "root": (20, 0, 0),
             "org1": (12, 2, 0),
             "org2": (8, 0, 2),
             "a": (8, 3, 0),
             "b": (4, 0, 1),
-            "c": (8, 0, 0),
+            "c": (8, 0, 2),
         },
     ),
     Case(

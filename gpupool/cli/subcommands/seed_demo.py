@@ -1,4 +1,5 @@
-"""``gpupool seed-demo``: build a realistic demo pool. Running it again changes nothing.
+"""``gpupool seed-demo``: build a realistic demo pool. Running it again changes nothing: it
+only makes what is missing.
 
 The pool is the node profile ``demo`` (``gpupool/clusters/profiles/demo.yaml``, in the local
 plane's format): 40 HGX H100 nodes (8 GPUs, each node its own NVLink domain), one GB200 NVL72
@@ -11,10 +12,13 @@ the backend protocol, as the control loop reads it.
 Then two organizations of three teams each (each team owns the Kubernetes namespace of its
 name), a queue tree with quotas, the priority classes normal / high (budgeted) / interactive
 (Never; with an idle policy: alerted after 20 idle minutes, reclaimed after an idle hour), this
-month's budgets, and one user per role. Everything is looked up by its natural
-key and changed through the actions (the cluster's nodes are added only when missing), so a
-second run finds nothing to change and writes no audit rows. (Demo users are Django accounts,
-made here directly.)
+month's budgets, and one user per role. Everything is looked up by its natural key and
+**made only when missing**, through the actions: a flavor, class, tenant, queue or node that
+exists is left as it is, a queue's quotas are set only when seed-demo makes the queue, a
+budget only when the month has none, a user's roles and memberships only when seed-demo makes
+the user. So a second run (``make demo`` resuming the pool) keeps every change made since (an
+approved quota, a new price, a revoked role, a repaired GPU) and writes no audit rows. (Demo
+users are Django accounts, made here directly.)
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from gpupool.clusters.simulated import SimulatedBackend, SimulatedCluster
 from gpupool.control.backends import backend_from_settings
 from gpupool.inventory.actions import do_save_flavor, do_sync_node
 from gpupool.inventory.choices import Sharing
-from gpupool.inventory.models import Flavor
+from gpupool.inventory.models import Flavor, Node
 from gpupool.quotas.actions import (
     do_create_quota_request,
     do_grant_budget,
@@ -46,7 +50,7 @@ from gpupool.quotas.actions import (
     do_submit_quota_request,
 )
 from gpupool.quotas.choices import PreemptionPolicy, QuotaRequestKind
-from gpupool.quotas.models import PriorityClass, Queue, QuotaRequest
+from gpupool.quotas.models import PriorityBudget, PriorityClass, Queue, QuotaRequest
 from gpupool.tenancy.actions import do_grant_site_role, do_save_tenant, do_set_membership
 from gpupool.tenancy.choices import MembershipRole, SiteRoleName
 from gpupool.tenancy.models import Tenant
@@ -211,58 +215,59 @@ def month_period(today: date) -> tuple[date, date]:
     return start, end
 
 
-def _user(username: str, *, reset_password: bool, **flags: Any) -> Any:
-    """Get or create a demo user; set the demo password when new (or when asked to).
+def _user(username: str, *, reset_password: bool, **flags: Any) -> tuple[Any, bool]:
+    """Get or create a demo user (``flags`` only for a new one: an existing account is left
+    as it is) and whether it was created; set the demo password when new (or when asked to).
 
     Users are Django's accounts, not domain state: no action owns them, so this writes them
     directly (their roles and memberships go through the tenancy actions)."""
     user_model = get_user_model()
     user, created = user_model.objects.get_or_create(username=username, defaults=flags)
-    changed = [name for name, value in flags.items() if getattr(user, name) != value]
-    for name in changed:
-        setattr(user, name, flags[name])
     if created or reset_password:
         user.set_password(demo_password(username))
-        changed.append("password")
-    if changed:
         user.save()
-    return user
+    return user, created
 
 
 def _flavors() -> dict[str, Flavor]:
+    """The demo's flavors: those that exist as they are (a price changed since stays), the
+    missing ones made."""
     flavors = {}
     for spec in FLAVORS:
-        flavor = Flavor.objects.filter(name=spec["name"]).first() or Flavor(name=spec["name"])
-        for key, value in spec.items():
-            setattr(flavor, key, value)
-        flavors[flavor.name] = do_save_flavor(flavor, acting_user=None, reason=REASON)
+        flavor = Flavor.objects.filter(name=spec["name"]).first()
+        if flavor is None:
+            flavor = Flavor(**spec)
+            flavor = do_save_flavor(flavor, acting_user=None, reason=REASON)
+        flavors[flavor.name] = flavor
     return flavors
 
 
 def _tenant(name: str, organization: str) -> Tenant:
-    """The team's tenant; it owns the namespace of its name (and keeps any others it has)."""
-    tenant = Tenant.objects.filter(name=name).first() or Tenant(name=name)
-    tenant.display_name = name.upper()
-    tenant.organization = organization
-    namespaces = {name, *(tenant.namespace_names() if tenant.pk is not None else [])}
-    return do_save_tenant(tenant, namespaces=sorted(namespaces), acting_user=None, reason=REASON)
+    """The team's tenant as it is, or made when missing, owning the namespace of its name."""
+    tenant = Tenant.objects.filter(name=name).first()
+    if tenant is not None:
+        return tenant
+    tenant = Tenant(name=name, display_name=name.upper(), organization=organization)
+    return do_save_tenant(tenant, namespaces=[name], acting_user=None, reason=REASON)
 
 
 DEMO_PROFILE = "demo"  # the demo's pool: gpupool/clusters/profiles/demo.yaml
 
 
 def _cluster_nodes(cluster: SimulatedCluster) -> None:
-    """Give the simulated cluster the demo profile's nodes it lacks, and the broken GPUs."""
+    """Give the simulated cluster the demo profile's nodes it lacks, with their broken GPUs
+    (a node it has keeps its GPUs' health: a GPU repaired since stays repaired)."""
     present = {node.name for node in cluster.nodes()}
-    cluster.add_nodes(
+    missing = [
         m
         for m in node_manifests(packaged_profile(DEMO_PROFILE))
         if m["metadata"]["name"] not in present
-    )
+    ]
+    cluster.add_nodes(missing)
+    added = {m["metadata"]["name"] for m in missing}
     for name, broken in UNHEALTHY_GPUS.items():
-        known = cluster.unhealthy_gpus(name)
-        for index, why in broken.items():
-            if known.get(index) != why:
+        if name in added:
+            for index, why in broken.items():
                 cluster.set_gpu_health(name, index, healthy=False, reason=why)
 
 
@@ -278,7 +283,11 @@ def _inventory(flavors: dict[str, Flavor], backend: ClusterBackend) -> int:
     cluster = backend.cluster if isinstance(backend, SimulatedBackend) else None
     count = 0
     nodes = backend.sync().nodes
+    known = set(Node.objects.values_list("name", flat=True))
     for facts in sorted(nodes.values(), key=lambda node: node.name):
+        if facts.name in known:  # the loop's sync keeps it up to date, not seed-demo
+            count += node_inventory(facts, selectors).flavor is not None
+            continue
         unhealthy = cluster.unhealthy_gpus(facts.name) if cluster is not None else {}
         count += _sync_node(facts, selectors, flavors, unhealthy)
     return count
@@ -311,13 +320,16 @@ def _sync_node(
     return True
 
 
-def _queue(name: str, *, parent: Queue | None, tenant: Tenant | None, **settings: Any) -> Queue:
-    queue = Queue.objects.filter(name=name).first() or Queue(name=name)
-    queue.parent = parent
-    queue.tenant = tenant
-    for key, value in settings.items():
-        setattr(queue, key, value)
-    return do_save_queue(queue, acting_user=None, reason=REASON)
+def _queue(
+    name: str, *, parent: Queue | None, tenant: Tenant | None, **settings: Any
+) -> tuple[Queue, bool]:
+    """The queue as it is (its parent, tenant and settings changed since stay), or made when
+    missing; and whether it was made."""
+    queue = Queue.objects.filter(name=name).first()
+    if queue is not None:
+        return queue, False
+    queue = Queue(name=name, parent=parent, tenant=tenant, **settings)
+    return do_save_queue(queue, acting_user=None, reason=REASON), True
 
 
 class DemoDoesNotFit(ValueError):
@@ -343,17 +355,36 @@ def _quotas(
 
 
 def _priority_classes() -> dict[str, PriorityClass]:
+    """The demo's classes: those that exist as they are, the missing ones made."""
     classes = {}
     for spec in PRIORITY_CLASSES:
-        priority_class = PriorityClass.objects.filter(name=spec["name"]).first() or PriorityClass(
-            name=spec["name"]
-        )
-        for key, value in spec.items():
-            setattr(priority_class, key, value)
-        classes[spec["name"]] = do_save_priority_class(
-            priority_class, acting_user=None, reason=REASON
-        )
+        priority_class = PriorityClass.objects.filter(name=spec["name"]).first()
+        if priority_class is None:
+            priority_class = do_save_priority_class(
+                PriorityClass(**spec), acting_user=None, reason=REASON
+            )
+        classes[spec["name"]] = priority_class
     return classes
+
+
+def _budget(
+    tenant: Tenant, priority_class: PriorityClass, start: date, end: date, gpu_hours: Decimal
+) -> None:
+    """Grant the month's budget when the tenant has none of the class in that month (one
+    granted, added to or edited since stays as it is)."""
+    if PriorityBudget.objects.filter(
+        tenant=tenant, priority_class=priority_class, period_start__lt=end, period_end__gt=start
+    ).exists():
+        return
+    do_grant_budget(
+        tenant,
+        priority_class,
+        period_start=start,
+        period_end=end,
+        gpu_hours=gpu_hours,
+        acting_user=None,
+        reason=REASON,
+    )
 
 
 @transaction.atomic
@@ -373,24 +404,31 @@ def seed(*, reset_passwords: bool = False, today: date | None = None) -> dict[st
     classes = _priority_classes()
 
     users: list[tuple[str, str]] = []
-    admin = _user(
+    # A user's roles and memberships come with the user: an existing one keeps what it has
+    # (a role revoked since stays revoked).
+    admin, created = _user(
         "admin", reset_password=reset_passwords, is_staff=True, is_superuser=True,
         email="admin@gpupool.example",
     )  # fmt: skip
-    do_grant_site_role(admin, role=SiteRoleName.ADMIN, acting_user=None, reason=REASON)
+    if created:
+        do_grant_site_role(admin, role=SiteRoleName.ADMIN, acting_user=None, reason=REASON)
     users.append(("admin", "site admin (Django superuser)"))
-    finance = _user("finance", reset_password=reset_passwords, email="finance@gpupool.example")
-    do_grant_site_role(finance, role=SiteRoleName.FINANCE, acting_user=None, reason=REASON)
+    finance, created = _user(
+        "finance", reset_password=reset_passwords, email="finance@gpupool.example"
+    )
+    if created:
+        do_grant_site_role(finance, role=SiteRoleName.FINANCE, acting_user=None, reason=REASON)
     users.append(("finance", "site finance"))
 
-    root = _queue("root", parent=None, tenant=None, description="The whole pool.")
+    root, _ = _queue("root", parent=None, tenant=None, description="The whole pool.")
     period_start, period_end = month_period(today or timezone.localdate())
     for organization, teams in ORGANIZATIONS.items():
-        org_queue = _queue(organization, parent=root, tenant=None, description=organization)
-        _quotas(org_queue, flavors, ORG_QUOTAS[organization])
+        org_queue, made = _queue(organization, parent=root, tenant=None, description=organization)
+        if made:
+            _quotas(org_queue, flavors, ORG_QUOTAS[organization])
         for team in teams:
             tenant = _tenant(team, organization)
-            queue = _queue(
+            queue, made = _queue(
                 team,
                 parent=org_queue,
                 tenant=tenant,
@@ -401,21 +439,17 @@ def seed(*, reset_passwords: bool = False, today: date | None = None) -> dict[st
                 max_protected_runtime_s=7200,
                 description=f"Team {team}'s workloads.",
             )
-            _quotas(queue, flavors, TEAM_QUOTAS[team] | TEAM_SHARED_QUOTAS)
-            do_grant_budget(
-                tenant,
-                classes["high"],
-                period_start=period_start,
-                period_end=period_end,
-                gpu_hours=BUDGET_GPU_HOURS[organization],
-                acting_user=None,
-                reason=REASON,
+            if made:
+                _quotas(queue, flavors, TEAM_QUOTAS[team] | TEAM_SHARED_QUOTAS)
+            _budget(
+                tenant, classes["high"], period_start, period_end, BUDGET_GPU_HOURS[organization]
             )
             for role in (MembershipRole.LEAD, MembershipRole.MEMBER):
                 username = f"{team}-{role}"
-                user = _user(username, reset_password=reset_passwords,
-                             email=f"{username}@gpupool.example")  # fmt: skip
-                do_set_membership(user, tenant, role=role, acting_user=None, reason=REASON)
+                user, created = _user(username, reset_password=reset_passwords,
+                                      email=f"{username}@gpupool.example")  # fmt: skip
+                if created:
+                    do_set_membership(user, tenant, role=role, acting_user=None, reason=REASON)
                 users.append((username, f"{role} of {team}"))
 
     # One request waiting for the admin, to show the approval flow.

@@ -3,7 +3,9 @@ shows in the viewer's zone, and the page's live-refresh attributes.
 
 One format per quantity, on every page (docs/dashboard.md, "Numbers and times"): GPUs to the
 milli-GPU (``GPU_PLACES``), GPU-hours to the hundredth (``GPU_HOURS_PLACES``), trailing zeros
-dropped; a moment's zone named by its offset (``workloads.queries.zone_name``)."""
+dropped, money to the cent (``money``; a price per GPU-hour ``price``) (the rule is
+``gpupool.number_formats``', which the models' summaries use too); a moment's zone named by
+its offset (``workloads.queries.zone_name``)."""
 
 from __future__ import annotations
 
@@ -15,25 +17,21 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from gpupool.number_formats import (
+    GPU_HOURS_PLACES,
+    GPU_PLACES,
+    MONEY_PLACES,
+    PRICE_PLACES,
+    Number,
+    money,
+    plain_number,
+)
 from gpupool.workloads.queries import zone_name
 
 register = template.Library()
 
-Number = int | float | Decimal
 NO_VALUE = "\u2013"  # an en dash where there is no value
 MINUS = "\u2212"  # the minus sign, as wide as the plus
-GPU_PLACES = 3  # GPUs: to the milli-GPU, the finest share a pod asks
-GPU_HOURS_PLACES = 2  # GPU-hours: to the hundredth (36 GPU-seconds)
-
-
-def plain_number(value: Number | str, places: int = 2) -> str:
-    """``value`` with thousands separators and at most ``places`` decimals, trailing zeros
-    dropped (12, 0.5, 1,234.25)."""
-    rounded = round(Decimal(str(value)), places)
-    text = f"{rounded:,.{places}f}"
-    if "." in text:
-        text = text.rstrip("0").rstrip(".")
-    return "0" if text in {"-0", ""} else text
 
 
 def with_unit(value: Number | str | None, singular: str, plural: str, places: int = 2) -> str:
@@ -64,6 +62,31 @@ def gpu_number(value: Number | str | None) -> str:
 def gpu_hours(value: Number | str | None) -> str:
     """GPU-hours: ``12.5 GPU-h``, ``129.78 GPU-h`` (to the hundredth)."""
     return with_unit(value, "GPU-h", "GPU-h", places=GPU_HOURS_PLACES)
+
+
+@register.filter(name="money")
+def money_filter(value: Number | str | None) -> str:
+    """Money, to the cent with thousands separators: ``13,418.23``, ``0.00`` (unit-less: the
+    product has no currency setting; an en dash for no value)."""
+    return money_or_dash(value, MONEY_PLACES)
+
+
+@register.filter
+def price(value: Number | str | None) -> str:
+    """A price per GPU-hour, as money but to the places the price list keeps: ``2.50``,
+    ``0.0125`` (the column or sentence says "per GPU-hour")."""
+    return money_or_dash(value, PRICE_PLACES)
+
+
+def money_or_dash(value: Number | str | None, places: int) -> str:
+    """``number_formats.money``, an en dash for no value, and a value that is no number as
+    it is."""
+    if value is None or value == "":
+        return NO_VALUE
+    try:
+        return money(value, places)
+    except InvalidOperation:
+        return str(value)
 
 
 def number_or_dash(value: Number | str | None, places: int) -> str:

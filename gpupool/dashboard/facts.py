@@ -1,0 +1,182 @@
+"""The scheduler's facts behind a verdict, as the workload page shows them: each known key
+with a label and its kind, its value in the pages' formats (GPUs and GPU-hours as the number
+rule writes them, times in the viewer's zone, yes/no). The one mapping of fact key to label
+and kind; the raw facts stay the API's (``explanation.facts``, docs/api.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import Enum
+
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+
+from gpupool.dashboard.templatetags.dashboard import (
+    NO_VALUE,
+    duration,
+    gpu_hours,
+    gpus,
+    local_time,
+    number_or_dash,
+)
+from gpupool.number_formats import GPU_PLACES
+
+
+class Kind(Enum):
+    """How a fact's value is written."""
+
+    TEXT = "text"
+    COUNT = "count"  # a plain number (pods)
+    GPUS = "gpus"  # GPUs: the number rule, with the unit
+    GPU_HOURS = "gpu_hours"
+    AMOUNT = "amount"  # of the fact ``resource``: GPUs, else CPU cores or GB of memory
+    TIME = "time"  # ISO 8601 text or POSIX seconds, shown in the viewer's zone
+    SECONDS = "seconds"  # a duration
+    YES_NO = "yes_no"
+    LIST = "list"
+    FACTS = "facts"  # nested facts, written by this same mapping
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """A fact's label for people and the kind of its value."""
+
+    label: str
+    kind: Kind = Kind.TEXT
+
+
+FACTS: dict[str, Fact] = {
+    "queue": Fact("queue"),
+    "flavor": Fact("flavor"),
+    "tenant": Fact("team"),
+    "priority_class": Fact("priority class"),
+    "resource": Fact("what runs short"),
+    "asked": Fact("asked", Kind.AMOUNT),
+    "free": Fact("free", Kind.AMOUNT),
+    "healthy": Fact("healthy in the pool", Kind.AMOUNT),
+    "asked_gpus": Fact("GPUs asked", Kind.GPUS),
+    "available_gpus": Fact("quota available", Kind.GPUS),
+    "free_gpus": Fact("GPUs free", Kind.GPUS),
+    "asked_pod_gpus": Fact("GPUs asked per pod", Kind.GPUS),
+    "largest_pod_gpus": Fact("most healthy GPUs on one node", Kind.GPUS),
+    "lent_gpus": Fact("of its share lent to others", Kind.GPUS),
+    "lent_to": Fact("lent to", Kind.LIST),
+    "borrowers": Fact("queues borrowing it", Kind.COUNT),
+    "cannot_reclaim": Fact("why it cannot be taken back now"),
+    "reclaimable_at": Fact("may be taken back from", Kind.TIME),
+    "borrowing_capped": Fact("borrowing capped by its capability", Kind.YES_NO),
+    "never_fits": Fact("never fits as asked", Kind.YES_NO),
+    "refused": Fact("refused because"),
+    "no_nodes": Fact("no node of a flavor it may use", Kind.YES_NO),
+    "any_node": Fact("may run on any node", Kind.YES_NO),
+    "pods": Fact("pods", Kind.COUNT),
+    "minimum": Fact("pods needed at least", Kind.COUNT),
+    "largest_placeable": Fact("most of its pods that fit", Kind.COUNT),
+    "missing_pods": Fact("pods not created yet", Kind.COUNT),
+    "pods_being_created": Fact("pods being created", Kind.YES_NO),
+    "blocked_by": Fact("behind (strict FIFO)"),
+    "held_for": Fact("room held for"),
+    "held_because": Fact("held because"),
+    "holding_capacity": Fact("holds room for itself", Kind.YES_NO),
+    "held_nodes": Fact("nodes held", Kind.LIST),
+    "starving_since": Fact("starving since", Kind.TIME),
+    "victims": Fact("workloads leaving for it", Kind.LIST),
+    "victim_queues": Fact("workloads leaving for it, by queue", Kind.FACTS),
+    "remaining_gpu_hours": Fact("budget left", Kind.GPU_HOURS),
+    "reservation_gpu_hours": Fact("budget needed to reserve its protected time", Kind.GPU_HOURS),
+    "reserved_gpu_hours": Fact("budget reserved by others this cycle", Kind.GPU_HOURS),
+    "reserved_by": Fact("reserved by", Kind.LIST),
+    "then": Fact("then stopped by"),
+    "then_facts": Fact("then", Kind.FACTS),
+    "backoff": Fact("backed off", Kind.FACTS),
+    "until": Fact("until", Kind.TIME),
+    "caused_by": Fact("for preemptions caused by its"),
+    "preemptions": Fact("preemptions in the window", Kind.COUNT),
+    "window_s": Fact("window", Kind.SECONDS),
+    "scaled_guarantee": Fact("guarantee scaled down", Kind.FACTS),
+    "guarantee_gpus": Fact("guarantee", Kind.GPUS),
+    "scaled_gpus": Fact("scaled to", Kind.GPUS),
+    "backed_by": Fact("backed by"),
+    "backing_gpus": Fact("backing", Kind.GPUS),
+    "guaranteed_gpus": Fact("guaranteed", Kind.GPUS),
+    "estimate_not_before": Fact("starts not before", Kind.TIME),
+    "estimate_learned": Fact("estimate from similar finished work", Kind.YES_NO),
+    "expected_runtime_s": Fact("expected runtime", Kind.SECONDS),
+    "expected_runtime_learned": Fact("runtime learned from similar finished work", Kind.YES_NO),
+}
+
+# The other units of ``asked`` and ``free`` by the fact ``resource`` (GPUs otherwise:
+# ``gpu``, and ``quota``, the room left in a queue's quota).
+AMOUNT_UNITS = {"cpu": "CPU cores", "memory": "GB of memory"}
+
+
+@dataclass(frozen=True, slots=True)
+class FactRow:
+    """One fact as a row: its key (the API's), label and value as written for people."""
+
+    key: str
+    label: str
+    value: SafeString | str
+
+
+def moment(value: object) -> datetime | None:
+    """A fact's time: ISO 8601 text (naive read as UTC) or POSIX seconds."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return datetime.fromtimestamp(value, UTC)
+    if isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value)
+        except ValueError:
+            return None
+        return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+    return None
+
+
+def fact_value(key: str, value: object, facts: Mapping[str, object]) -> SafeString | str:
+    """One fact's value in the pages' format, by its kind (``facts``: the others, for the
+    unit of an amount); an unknown key's value as it is."""
+    kind = FACTS[key].kind if key in FACTS else None
+    if value is None:
+        return NO_VALUE
+    if kind is Kind.YES_NO or isinstance(value, bool):
+        return "yes" if value else "no"
+    if kind is Kind.GPUS:
+        return gpus(value)  # type: ignore[arg-type]
+    if kind is Kind.GPU_HOURS:
+        return gpu_hours(value)  # type: ignore[arg-type]
+    if kind is Kind.AMOUNT:
+        unit = AMOUNT_UNITS.get(str(facts.get("resource", "")))
+        if unit is None:
+            return gpus(value)  # type: ignore[arg-type]
+        return f"{number_or_dash(value, GPU_PLACES)} {unit}"  # type: ignore[arg-type]
+    if kind is Kind.COUNT:
+        return number_or_dash(value, GPU_PLACES)  # type: ignore[arg-type]
+    if kind is Kind.SECONDS and isinstance(value, int | float):
+        return duration(value)
+    if kind is Kind.TIME:
+        when = moment(value)
+        return str(value) if when is None else local_time(when)
+    if isinstance(value, Mapping):
+        return format_html_join("; ", "{} {}", ((row.label, row.value) for row in fact_rows(value)))
+    if isinstance(value, list | tuple):
+        return ", ".join(str(item) for item in value) or NO_VALUE
+    return str(value)
+
+
+def fact_rows(facts: Mapping[str, object]) -> list[FactRow]:
+    """The facts as rows for people: known keys first in the mapping's order, then any
+    other as it is (its key as its label)."""
+    known = [key for key in FACTS if key in facts]
+    others = sorted(key for key in facts if key not in FACTS)
+    return [
+        FactRow(
+            key,
+            FACTS[key].label if key in FACTS else key,
+            format_html("{}", fact_value(key, facts[key], facts)),
+        )
+        for key in [*known, *others]
+    ]

@@ -1,0 +1,39 @@
+"""How gpupool writes a quantity for people, one format per quantity wherever it is read: the
+pages' filters (``dashboard.templatetags.dashboard``) and a quota request's summary in the
+messages and mails (``quotas.models.QuotaRequest.summary``). GPUs to the milli-GPU
+(``GPU_PLACES``), GPU-hours to the hundredth (``GPU_HOURS_PLACES``), thousands separated,
+trailing zeros dropped; money to the cent (``MONEY_PLACES``), thousands separated, its cents
+always written, a price per GPU-hour to the places the price list keeps (``PRICE_PLACES``)
+where it has them (docs/dashboard.md, "Numbers with units"). The product has no currency
+setting, so money is unit-less: its column or sentence names what it is ("per GPU-hour").
+Stdlib only: a model reaches it without importing the dashboard."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+Number = int | float | Decimal
+GPU_PLACES = 3  # GPUs: to the milli-GPU, the finest share a pod asks
+GPU_HOURS_PLACES = 2  # GPU-hours: to the hundredth (36 GPU-seconds)
+MONEY_PLACES = 2  # money: to the cent, cents always written (13,418.20)
+PRICE_PLACES = 4  # a price per GPU-hour: what ``Flavor.hourly_price`` keeps (0.0125)
+
+
+def plain_number(value: Number | str, places: int = 2) -> str:
+    """``value`` with thousands separators and at most ``places`` decimals, trailing zeros
+    dropped (12, 0.5, 1,234.25); ``decimal.InvalidOperation`` for what is no number."""
+    rounded = round(Decimal(str(value)), places)
+    text = f"{rounded:,.{places}f}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return "0" if text in {"-0", ""} else text
+
+
+def money(value: Number | str, places: int = MONEY_PLACES) -> str:
+    """``value`` as money: thousands separators and the cents always written (13,418.23,
+    2.50), at most ``places`` decimals, zeros past the cents dropped (a price ``0.0125`` keeps
+    its fourth place); ``decimal.InvalidOperation`` for what is no number."""
+    rounded = round(Decimal(str(value)), max(places, MONEY_PLACES))
+    whole, _, decimals = f"{rounded:,.{max(places, MONEY_PLACES)}f}".partition(".")
+    text = f"{whole}.{decimals[:MONEY_PLACES]}{decimals[MONEY_PLACES:].rstrip('0')}"
+    return text.removeprefix("-") if rounded == 0 else text
