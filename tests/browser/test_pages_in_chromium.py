@@ -114,10 +114,11 @@ def test_a_lead_asks_for_quota_and_an_admin_approves_it_with_its_impact_in_view(
 ) -> None:
     server = live_server.url
     page, problems = open_page(browser)
-    # the lead files the request on Requests
-    log_in(page, server, "nlp-lead", world.password("nlp-lead"))
+    # the lead files the request on Requests (vision's: the demo keeps nlp's own h100 request
+    # open, and a second open request for one queue and flavor is refused)
+    log_in(page, server, "vision-lead", world.password("vision-lead"))
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Requests").click()
-    page.get_by_label("Queue", exact=True).select_option(label="nlp")
+    page.get_by_label("Queue", exact=True).select_option(label="vision")
     page.get_by_label("Flavor").select_option(label="h100")
     page.get_by_label("Guarantee (GPUs)").fill("34")
     page.get_by_label("Deserved (GPUs)").fill("53")
@@ -154,14 +155,14 @@ def test_a_lead_asks_for_quota_and_an_admin_approves_it_with_its_impact_in_view(
     # the queue's quota changed on the Queues page
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Queues").click()
     page.get_by_role("link", name="h100").click()
-    row = page.locator('tr[data-queue="nlp"]')
+    row = page.locator('tr[data-queue="vision"]')
     assert row.locator('[data-level="guarantee"]').inner_text() == "34 GPUs"
-    assert QueueQuota.objects.get(queue__name="nlp", flavor__name="h100").guarantee == 34
+    assert QueueQuota.objects.get(queue__name="vision", flavor__name="h100").guarantee == 34
     shoot(page, screenshots, "admin-queues-after-approval")
     log_out(page)
 
     # the lead follows it to the end
-    log_in(page, server, "nlp-lead", world.password("nlp-lead"))
+    log_in(page, server, "vision-lead", world.password("vision-lead"))
     page.goto(f"{server}/requests/{asked.pk}/")
     assert "applied" in page.locator("h1").inner_text()
     assert page.get_by_text("revisit in June").first.is_visible()
