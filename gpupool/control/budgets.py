@@ -29,10 +29,10 @@ from functools import cache
 from operator import attrgetter
 
 from django.db import connection
-from django.db.models import Max, Q, Sum
+from django.db.models import F, Max, Q, Sum
 from django.utils import timezone
 
-from gpupool.control.snapshot import WorkloadRow
+from gpupool.control.snapshot import DatabaseSnapshot, WorkloadRow
 from gpupool.quotas.actions import BudgetMove
 from gpupool.quotas.choices import LedgerEntryKind
 from gpupool.quotas.models import BudgetLedgerEntry, PriorityBudget, PriorityClass
@@ -72,6 +72,47 @@ class Charge:
         (``BudgetBook.flushed``)."""
         since = max(self.charged_until, self.window_end, flushed)
         return max(now - since, 0.0) / SECONDS_PER_HOUR * self.gpus * self.rate
+
+
+def window_open(workload: WorkloadInfo, now: float) -> bool:
+    """Whether running work is still inside the protected window it declares: the work whose
+    ``window_reserved`` the core must be told (past it, paid or not, it is no protection)."""
+    started = workload.started_at
+    return (
+        workload.state == "running"
+        and started is not None
+        and started + workload.protected_runtime_s > now
+    )
+
+
+def reserved_windows(database: DatabaseSnapshot) -> DatabaseSnapshot:
+    """The snapshot with ``window_reserved`` on running work at a class that costs budget
+    inside its declared window, from the ledger: a reservation for it since its admission (the
+    loop keeps the same from its ``BudgetBook``, ``ControlLoop._overlay``). For the pages'
+    snapshot, so their dry-run protects what the loop's next cycle protects."""
+    snapshot, now = database.snapshot, database.now
+    rates = {c.name: c.budget_rate for c in snapshot.priority_classes}
+    open_work = {
+        database.workload_ids[w.name]: w
+        for w in snapshot.workloads
+        if rates.get(w.priority_class, 0) > 0 and window_open(w, now)
+    }
+    if not open_work:
+        return database
+    reserved = set(
+        BudgetLedgerEntry.objects.filter(
+            kind=LedgerEntryKind.RESERVE,
+            workload_id__in=list(open_work),
+            at__gte=F("workload__admitted_at"),
+        ).values_list("workload_id", flat=True)
+    )
+    changed = {w.name: replace(w, window_reserved=pk in reserved) for pk, w in open_work.items()}
+    workloads = tuple(changed.get(w.name, w) for w in snapshot.workloads)
+    return replace(
+        database,
+        snapshot=replace(snapshot, workloads=workloads),
+        by_name={**database.by_name, **changed},
+    )
 
 
 def held_gpus(workload: WorkloadInfo) -> float:

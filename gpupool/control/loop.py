@@ -89,7 +89,7 @@ from gpupool.control.apply import (
     queued_explanations_due,
     run_apply,
 )
-from gpupool.control.budgets import BudgetBook, named
+from gpupool.control.budgets import BudgetBook, named, window_open
 from gpupool.control.choices import CycleStatus
 from gpupool.control.cluster import ClusterMirror, holds_node, is_live, made_by_gpupool
 from gpupool.control.estimates import EstimateRefresher, EstimateRun, Planned
@@ -935,8 +935,18 @@ class ControlLoop:
                 self.refused_until.pop(name, None)
                 continue
             info = overlaid.get(name) or row.resolve(names, now)
-            protected = max(info.protected_runtime_s, until - row.info.started_at)
-            overlaid[name] = replace(info, protected_runtime_s=protected)
+            overlaid[name] = replace(info, eviction_refused_until=until)
+        # Running work at a class that costs budget, inside the window it declares: whether
+        # its admission reserved that window (the ledger's word, ``BudgetBook``; the pages'
+        # snapshot reads it so, ``budgets.reserved_windows``) -- a window beyond its queue's
+        # cap is protection only if it was paid for.
+        for charge in self.budgets.charges.values():
+            charged = names.get(charge.workload_id)
+            row = rows.get(charged) if charged is not None else None
+            if charged is None or row is None or not window_open(row.info, now):
+                continue
+            info = overlaid.get(charged) or row.resolve(names, now)
+            overlaid[charged] = replace(info, window_reserved=charge.window_end > charge.start)
         excluded = {n: o for n, o in self.memory.overlays.items() if o.excluded}
         self.state.excluded = set(excluded)
         self.too_large = {

@@ -26,6 +26,7 @@ from django.db.models import Max
 from django.db.models.functions import TruncHour, TruncMinute
 
 from gpupool.clusters.base import ResourceAmounts
+from gpupool.control.budgets import reserved_windows
 from gpupool.control.choices import CycleStatus
 from gpupool.control.clock import pool_now
 from gpupool.control.models import SchedulingCycle
@@ -155,7 +156,8 @@ def read_pool_snapshot() -> DatabaseSnapshot:
     apart, an admission committed between the two started "after the snapshot's time", and
     the pages could not plan the pool until the next cycle."""
     with one_state_of_the_database():
-        return with_recorded_usage(build_snapshot(now=snapshot_time(), policy=pool_policy()))
+        database = build_snapshot(now=snapshot_time(), policy=pool_policy())
+        return with_recorded_usage(reserved_windows(database))
 
 
 def with_recorded_usage(database: DatabaseSnapshot) -> DatabaseSnapshot:

@@ -640,6 +640,8 @@ WORKLOAD_INFO_ORDER = (
     "backfilled_for",
     "idle_since",
     "leaving",
+    "window_reserved",
+    "eviction_refused_until",
 )
 
 

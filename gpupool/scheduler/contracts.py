@@ -9,8 +9,10 @@ Contracts are filters plugged into the phases, not branches inside them (KAI's
   that is not admitted holds nothing back); otherwise the workload is treated as the
   default class and preempts nobody.
 - **protected window** — a running workload cannot be evicted until ``started_at`` plus its
-  protected runtime (capped by the queue's ``max_protected_runtime_s`` at a class that costs no
-  budget); a workload evicted often recently earns a minimum protection.
+  protected runtime (capped by the queue's ``max_protected_runtime_s`` unless a budget paid
+  for it: at admission, for running work at a class that costs budget, ``window_paid``); a
+  workload evicted often recently earns a minimum protection, and one whose eviction a
+  disruption budget refused is left alone until ``eviction_refused_until``.
 - **back-off** — a pending workload that caused, or whose tenant caused, more than N
   preemptions within W is treated one priority step lower for D after the last of them
   (back-off throttles preemptors; it never lowers running work, which would make victims
@@ -267,13 +269,30 @@ class Contracts:
         return seconds
 
     def _own_protection(self, workload: WorkloadInfo) -> float:
-        """The protected runtime the workload declares, capped by its queue at a free class."""
-        standing = self.standing[workload.name]
+        """The protected runtime the workload declares, capped by its queue unless a budget
+        paid for it (``window_paid``)."""
         seconds = workload.protected_runtime_s
         cap = self.queues[workload.queue].max_protected_runtime_s
-        if standing.effective.budget_rate == 0 and cap is not None:
-            seconds = min(seconds, cap)
+        if cap is not None and seconds > cap and not self.window_paid(workload):
+            seconds = cap
         return seconds
+
+    def window_paid(self, workload: WorkloadInfo) -> bool:
+        """Whether a budget pays for the workload's protection beyond its queue's cap. Running
+        work at a class that costs budget: whether its admission reserved the window
+        (``WorkloadInfo.window_reserved``), not how the budget stands now -- work admitted
+        demoted never bought its window, and work that did keeps it when the budget is spent
+        to nothing meanwhile. Otherwise (pending work, a free class, or not known): whether
+        it competes at a class that costs budget now."""
+        standing = self.standing[workload.name]
+        reserved = workload.window_reserved
+        if (
+            reserved is not None
+            and workload.state == "running"
+            and standing.declared.budget_rate > 0
+        ):
+            return reserved
+        return standing.effective.budget_rate > 0
 
     def _recent_evictions(self, workload: WorkloadInfo) -> list[float]:
         """When the workload was evicted within the victim-protection window, oldest first."""
@@ -287,9 +306,12 @@ class Contracts:
         )
 
     def protected_until(self, workload: WorkloadInfo) -> float:
-        """When the workload's protected window ends (its start if it has none)."""
+        """When the workload's protected window ends (its start if it has none), or a
+        disruption budget's refusal of its eviction, if that ends later."""
         start = workload.started_at if workload.started_at is not None else self.now
-        return start + self.protected_runtime(workload)
+        until = start + self.protected_runtime(workload)
+        refused = workload.eviction_refused_until
+        return until if refused is None or refused <= until else refused
 
     def evictable(self, workload: WorkloadInfo) -> bool:
         """Victim filter: running, not already leaving, outside its protected window."""
@@ -299,6 +321,7 @@ class Contracts:
             workload.protected_runtime_s == 0
             and workload.name not in self.victim_times
             and workload.evicting_for is None
+            and workload.eviction_refused_until is None
             and workload.state == "running"
         ):
             return (workload.started_at or self.now) <= self.now  # no window to wait for

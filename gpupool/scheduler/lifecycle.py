@@ -45,7 +45,8 @@ def apply_plan(
 
     Admitted workloads run from ``now`` on the admission's placement (in pod-set order), not
     nominated, with no checkpoint yet, ``backfilled_for`` the workload whose held capacity
-    backfill gave them (a workload admitted now leaves nothing held for it). Evicted
+    backfill gave them (a workload admitted now leaves nothing held for it), and, at a class
+    that costs budget, ``window_reserved`` when the admission reserved their window. Evicted
     workloads are pending again, keeping their submit time, with no placement, start or
     checkpoint (idle-reclaimed ones end: they leave the snapshot) -- or, with
     ``evictions_take_time`` (the control loop, whose evictions take a
@@ -57,6 +58,7 @@ def apply_plan(
     """
     admitted = {admission.workload: admission for admission in plan.admit}
     evicted = {eviction.workload: eviction for eviction in plan.evict}
+    budgeted = {c.name for c in snapshot.priority_classes if c.budget_rate > 0}
     waiting = {p.workload for p in plan.pending if p.reason == "waiting-for-preemption"}
     found: set[str] = set()
     workloads: list[WorkloadInfo] = []
@@ -67,7 +69,9 @@ def apply_plan(
         if admission is not None:
             found.add(name)
             _require(workload, "pending", "admit")
-            workloads.append(_started(workload, admission, now))
+            workloads.append(
+                _started(workload, admission, now, workload.priority_class in budgeted)
+            )
         elif eviction is not None:
             found.add(name)
             _require(workload, "running", "evict")
@@ -123,8 +127,11 @@ def _require(workload: WorkloadInfo, state: str, action: str) -> None:
         raise ValueError(f"cannot {action} {workload.name!r}: it is {workload.state}")
 
 
-def _started(workload: WorkloadInfo, admission: Admission, now: float) -> WorkloadInfo:
-    """The workload running on its admission, its pods stored in pod-set order."""
+def _started(
+    workload: WorkloadInfo, admission: Admission, now: float, budgeted: bool
+) -> WorkloadInfo:
+    """The workload running on its admission, its pods stored in pod-set order; at a class
+    that costs budget (``budgeted``), whether the admission reserved its window."""
     refs = admission.pod_refs
     if len(refs) != len(admission.placement) or len(set(refs)) != len(refs):
         raise ValueError(f"admission of {workload.name!r}: one pod reference per placed pod")
@@ -151,6 +158,8 @@ def _started(workload: WorkloadInfo, admission: Admission, now: float) -> Worklo
         backfilled_for=admission.backfill_for,
         idle_since=None,
         leaving=False,
+        window_reserved=admission.budget_reservation > 0 if budgeted else None,
+        eviction_refused_until=None,
     )
 
 
@@ -167,6 +176,8 @@ def _requeued(workload: WorkloadInfo) -> WorkloadInfo:
         backfilled_for=None,
         idle_since=None,
         leaving=False,
+        window_reserved=None,
+        eviction_refused_until=None,
     )
 
 

@@ -682,6 +682,8 @@ _WORKLOAD_KEYS = {
     "backfilled_for",
     "idle_since",
     "leaving",
+    "window_reserved",
+    "eviction_refused_until",
     "submitter",
 }
 
@@ -780,6 +782,11 @@ def _workload(obj: _Obj, context: _WorkloadContext) -> WorkloadInfo:
             raise ScenarioError(f"{obj.at('last_checkpoint_at')}: before started_at")
         if obj.has("idle_since") and obj.time("idle_since") < started:
             raise ScenarioError(f"{obj.at('idle_since')}: before started_at")
+        if obj.has("window_reserved") and context.classes[klass].budget_rate == 0:
+            raise ScenarioError(
+                f"{obj.at('window_reserved')}: {klass!r} costs no budget, so there is "
+                "no window to reserve"
+            )
     else:
         for key in (
             "placement",
@@ -789,6 +796,8 @@ def _workload(obj: _Obj, context: _WorkloadContext) -> WorkloadInfo:
             "backfilled_for",
             "idle_since",
             "leaving",
+            "window_reserved",
+            "eviction_refused_until",
         ):
             if obj.has(key):
                 raise ScenarioError(f"{obj.at(key)}: only a running workload has one")
@@ -821,6 +830,12 @@ def _workload(obj: _Obj, context: _WorkloadContext) -> WorkloadInfo:
         backfilled_for=obj.opt_string("backfilled_for"),
         idle_since=obj.time("idle_since") if obj.has("idle_since") else None,
         leaving=obj.boolean("leaving", False),
+        window_reserved=(
+            obj.boolean("window_reserved", False) if obj.has("window_reserved") else None
+        ),
+        eviction_refused_until=(
+            obj.time("eviction_refused_until") if obj.has("eviction_refused_until") else None
+        ),
     )
 
 
@@ -1402,6 +1417,10 @@ def _workload_json(workload: WorkloadInfo) -> dict[str, object]:
         out["idle_since"] = format_time(workload.idle_since)
     if workload.leaving:
         out["leaving"] = True
+    if workload.window_reserved is not None:
+        out["window_reserved"] = workload.window_reserved
+    if workload.eviction_refused_until is not None:
+        out["eviction_refused_until"] = format_time(workload.eviction_refused_until)
     return out
 
 

@@ -230,6 +230,16 @@ class WorkloadInfo:
     idle_since: float | None = None
     # Running and being evicted with no preemptor (idle, a drain): its pods are on their way.
     leaving: bool = False
+    # Running at a class that costs budget: whether its admission reserved its protected
+    # window (the plan's ``Admission.budget_reservation``; the loop reads it from the
+    # ledger). False: admitted demoted, it reserved nothing and keeps the window its queue
+    # caps for its whole run, even once its budget elevates it again; True: paid for, its
+    # window holds even when the budget is spent to nothing meanwhile. None: not known (a
+    # scenario that does not say): the budget's standing now decides, as for pending work.
+    window_reserved: bool | None = None
+    # A disruption budget refused its eviction: not chosen as a victim again before this
+    # time, whatever its window (the loop's back-off, ``REFUSAL_BACKOFF_S``).
+    eviction_refused_until: float | None = None
 
     # Written out, not generated: compiled, this sets each field natively (0.2 against 3
     # microseconds a workload, the control loop's first read builds 30,000). The same
@@ -256,6 +266,8 @@ class WorkloadInfo:
         backfilled_for: str | None = None,
         idle_since: float | None = None,
         leaving: bool = False,
+        window_reserved: bool | None = None,
+        eviction_refused_until: float | None = None,
     ) -> None:
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "queue", queue)
@@ -276,6 +288,8 @@ class WorkloadInfo:
         object.__setattr__(self, "backfilled_for", backfilled_for)
         object.__setattr__(self, "idle_since", idle_since)
         object.__setattr__(self, "leaving", leaving)
+        object.__setattr__(self, "window_reserved", window_reserved)
+        object.__setattr__(self, "eviction_refused_until", eviction_refused_until)
 
     @property
     def pod_count(self) -> int:

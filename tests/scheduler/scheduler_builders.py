@@ -467,6 +467,7 @@ def snapshots(draw: st.DrawFn) -> dict[str, Any]:
                     "quota": quota,
                     "reclaimable": draw(st.booleans()),
                     "weight": draw(st.sampled_from([1, 2])),
+                    "max_protected_runtime_s": draw(st.sampled_from([None, 1800])),
                 }
             )
             leaves.append(name)
@@ -494,19 +495,26 @@ def snapshots(draw: st.DrawFn) -> dict[str, Any]:
             pod_set["gpu_milli"] = milli
             placement["milli"] = milli
         started = draw(st.sampled_from(TIMES))
-        workloads.append(
-            {
-                "name": f"r{w}",
-                "queue": draw(st.sampled_from(leaves)),
-                "priority_class": draw(st.sampled_from([c["name"] for c in CLASSES])),
-                "pod_sets": [pod_set],
-                "state": "running",
-                "submitted_at": at(started),
-                "started_at": at(started),
-                "protected_runtime_s": draw(st.sampled_from([0, 1800, 3600 * 3])),
-                "placement": [placement],
-            }
-        )
+        klass = draw(st.sampled_from([c["name"] for c in CLASSES]))
+        running = {
+            "name": f"r{w}",
+            "queue": draw(st.sampled_from(leaves)),
+            "priority_class": klass,
+            "pod_sets": [pod_set],
+            "state": "running",
+            "submitted_at": at(started),
+            "started_at": at(started),
+            "protected_runtime_s": draw(st.sampled_from([0, 1800, 3600 * 3])),
+            "placement": [placement],
+        }
+        # What the loop tells the core: whether a budgeted admission reserved its window,
+        # and a disruption budget's refusal of an eviction (before or after now, 10:00).
+        if klass == "high" and draw(st.booleans()):
+            running["window_reserved"] = draw(st.booleans())
+        refused = draw(st.sampled_from([None, "09:55", "10:30"]))
+        if refused is not None:
+            running["eviction_refused_until"] = at(refused)
+        workloads.append(running)
     # GPUs that fail, and nodes cordoned, under running work (what a cycle sees after it).
     for failed in draw(st.lists(st.sampled_from(nodes), max_size=2, unique_by=lambda n: n["name"])):
         if draw(st.booleans()):

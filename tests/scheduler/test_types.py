@@ -36,7 +36,8 @@ def _defaults(cls: type) -> dict[str, object]:
 EVERY_FIELD = {
     WorkloadInfo: (
         "team/b", "team-b", "high", POD_SETS, 3.5, "running", 2, "domain", 60.0, 7200.0, 4.0,
-        5.0, (PodPlacement("n1", (0,)),), 1, True, "team/c", "team/d", 6.0, False,
+        5.0, (PodPlacement("n1", (0,)),), 1, True, "team/c", "team/d", 6.0, False, True,
+        8.0,
     ),
     PodPlacement: ("n2", (3,), 500),
     NodeInfo: (
