@@ -74,28 +74,33 @@ class Charge:
         return max(now - since, 0.0) / SECONDS_PER_HOUR * self.gpus * self.rate
 
 
-def window_open(workload: WorkloadInfo, now: float) -> bool:
-    """Whether running work is still inside the protected window it declares: the work whose
-    ``window_reserved`` the core must be told (past it, paid or not, it is no protection)."""
+def window_at_stake(workload: WorkloadInfo, cap: float | None, now: float) -> bool:
+    """Whether running work's protection depends on having paid for its window: it is still
+    inside the window it declares, and that window is longer than its queue's ``cap``
+    (``max_protected_runtime_s``) -- the work whose ``window_reserved`` the core must be told."""
     started = workload.started_at
     return (
         workload.state == "running"
         and started is not None
         and started + workload.protected_runtime_s > now
+        and cap is not None
+        and workload.protected_runtime_s > cap
     )
 
 
 def reserved_windows(database: DatabaseSnapshot) -> DatabaseSnapshot:
     """The snapshot with ``window_reserved`` on running work at a class that costs budget
-    inside its declared window, from the ledger: a reservation for it since its admission (the
-    loop keeps the same from its ``BudgetBook``, ``ControlLoop._overlay``). For the pages'
-    snapshot, so their dry-run protects what the loop's next cycle protects."""
+    whose window is at stake (``window_at_stake``), from the ledger: a reservation for it
+    since its admission (the loop keeps the same from its ``BudgetBook``,
+    ``ControlLoop._overlay``). For the pages' snapshot, so that their dry-run protects what
+    the loop's next cycle protects."""
     snapshot, now = database.snapshot, database.now
     rates = {c.name: c.budget_rate for c in snapshot.priority_classes}
+    caps = {q.name: q.max_protected_runtime_s for q in snapshot.queues}
     open_work = {
         database.workload_ids[w.name]: w
         for w in snapshot.workloads
-        if rates.get(w.priority_class, 0) > 0 and window_open(w, now)
+        if rates.get(w.priority_class, 0) > 0 and window_at_stake(w, caps.get(w.queue), now)
     }
     if not open_work:
         return database

@@ -89,7 +89,7 @@ from gpupool.control.apply import (
     queued_explanations_due,
     run_apply,
 )
-from gpupool.control.budgets import BudgetBook, named, window_open
+from gpupool.control.budgets import BudgetBook, named, window_at_stake
 from gpupool.control.choices import CycleStatus
 from gpupool.control.cluster import ClusterMirror, holds_node, is_live, made_by_gpupool
 from gpupool.control.estimates import EstimateRefresher, EstimateRun, Planned
@@ -939,11 +939,17 @@ class ControlLoop:
         # Running work at a class that costs budget, inside the window it declares: whether
         # its admission reserved that window (the ledger's word, ``BudgetBook``; the pages'
         # snapshot reads it so, ``budgets.reserved_windows``) -- a window beyond its queue's
-        # cap is protection only if it was paid for.
+        # cap is protection only if it was paid for (``window_at_stake``: work its queue's
+        # cap does not cut is left as it is, the flag could not change its window).
+        caps = {q.name: q.max_protected_runtime_s for q in self.state.queues}
         for charge in self.budgets.charges.values():
             charged = names.get(charge.workload_id)
             row = rows.get(charged) if charged is not None else None
-            if charged is None or row is None or not window_open(row.info, now):
+            if (
+                charged is None
+                or row is None
+                or not window_at_stake(row.info, caps.get(row.info.queue, 0.0), now)
+            ):
                 continue
             info = overlaid.get(charged) or row.resolve(names, now)
             overlaid[charged] = replace(info, window_reserved=charge.window_end > charge.start)
