@@ -320,6 +320,22 @@ def _flavors(top: _Obj) -> dict[str, FlavorInfo]:
     return flavors
 
 
+def _gpu_indices(obj: _Obj, key: str, gpus: int, taken: frozenset[int]) -> frozenset[int]:
+    """A node's list of GPU indices under ``key``: each in 0..gpus-1, listed once, and none
+    of ``taken`` (the indices another of its lists names: a GPU is failed or another
+    scheduler's, not both)."""
+    indices: set[int] = set()
+    for path, index in obj.items(key, gpus):
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < gpus:
+            raise ScenarioError(f"{path}: must be a GPU index in 0..{gpus - 1}")
+        if index in indices:
+            raise ScenarioError(f"{path}: GPU {index} listed twice")
+        if index in taken:
+            raise ScenarioError(f"{path}: GPU {index} is listed in unhealthy_gpus too")
+        indices.add(index)
+    return frozenset(indices)
+
+
 def _nodes(top: _Obj, flavors: Mapping[str, FlavorInfo]) -> list[NodeInfo]:
     nodes: list[NodeInfo] = []
     keys = {"name", "flavor", "gpus", "unhealthy_gpus", "cpu", "memory_gb", "domain"}
@@ -331,22 +347,8 @@ def _nodes(top: _Obj, flavors: Mapping[str, FlavorInfo]) -> list[NodeInfo]:
         if flavor not in flavors:
             raise ScenarioError(f"{obj.at('flavor')}: unknown flavor {flavor!r}")
         gpus = obj.integer("gpus", _REQUIRED, maximum=MAX_GPUS_PER_NODE)
-        unhealthy: set[int] = set()
-        for upath, index in obj.items("unhealthy_gpus", gpus):
-            if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < gpus:
-                raise ScenarioError(f"{upath}: must be a GPU index in 0..{gpus - 1}")
-            if index in unhealthy:
-                raise ScenarioError(f"{upath}: GPU {index} listed twice")
-            unhealthy.add(index)
-        foreign: set[int] = set()
-        for fpath, index in obj.items("foreign_gpus", gpus):
-            if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < gpus:
-                raise ScenarioError(f"{fpath}: must be a GPU index in 0..{gpus - 1}")
-            if index in foreign:
-                raise ScenarioError(f"{fpath}: GPU {index} listed twice")
-            if index in unhealthy:
-                raise ScenarioError(f"{fpath}: GPU {index} is listed in unhealthy_gpus too")
-            foreign.add(index)
+        unhealthy = _gpu_indices(obj, "unhealthy_gpus", gpus, frozenset())
+        foreign = _gpu_indices(obj, "foreign_gpus", gpus, unhealthy)
         physical = (
             obj.integer("physical_gpus", _REQUIRED, minimum=1, maximum=MAX_GPUS_PER_NODE)
             if obj.has("physical_gpus")
@@ -375,10 +377,10 @@ def _nodes(top: _Obj, flavors: Mapping[str, FlavorInfo]) -> list[NodeInfo]:
                     obj.number("memory_gb", 0.0, maximum=MAX_NODE_MEMORY_GB) * MIB_PER_GB
                 ),
                 domain=obj.string("domain", name),
-                unhealthy_gpus=frozenset(unhealthy),
+                unhealthy_gpus=unhealthy,
                 cordoned=obj.boolean("cordoned", False),
                 physical_gpus=physical,
-                foreign_gpus=frozenset(foreign),
+                foreign_gpus=foreign,
             )
         )
     _unique([(f"nodes[{i}].name", n.name) for i, n in enumerate(nodes)], "node")
