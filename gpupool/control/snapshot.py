@@ -51,7 +51,7 @@ import json
 import operator
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -224,15 +224,31 @@ def build_snapshot(*, now: datetime, policy: PolicyInfo) -> DatabaseSnapshot:
 @contextmanager
 def one_state_of_the_database() -> Iterator[None]:
     """Outside a transaction, one for the reads, so that they see one state of the database:
-    on PostgreSQL read-only and repeatable-read; on SQLite (WAL) a read transaction sees the
-    database as of its first read. Inside one, the caller's."""
+    on PostgreSQL read-only and repeatable-read; on SQLite (WAL) a deferred read transaction,
+    which sees the database as of its first read. Inside one, the caller's.
+
+    SQLite's transactions begin ``IMMEDIATE`` here (the settings: a writer takes the write
+    lock at once instead of failing to upgrade later), which for reads took the write lock
+    too: a page building its snapshot held up the loop's record, and waited behind it. Its
+    reads begin ``DEFERRED``, taking no lock a writer waits for."""
     if connection.in_atomic_block:
         yield
         return
-    with transaction.atomic():
-        if connection.vendor == "postgresql":
+    if connection.vendor != "sqlite":
+        with transaction.atomic():
             with connection.cursor() as cursor:
                 cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            yield
+        return
+    connection.ensure_connection()  # (connecting sets the mode from the settings again)
+    sqlite: Any = connection  # Django's SQLite wrapper: ``transaction_mode`` is its own
+    writers_mode = sqlite.transaction_mode
+    with ExitStack() as reading:
+        sqlite.transaction_mode = "DEFERRED"
+        try:
+            reading.enter_context(transaction.atomic())  # BEGIN DEFERRED
+        finally:
+            sqlite.transaction_mode = writers_mode
         yield
 
 
