@@ -163,8 +163,8 @@ def read_pool_snapshot() -> DatabaseSnapshot:
 def with_recorded_usage(database: DatabaseSnapshot) -> DatabaseSnapshot:
     """The pool less what other schedulers' pods hold, as the control loop last recorded it
     on the nodes (``Node.foreign_usage``), taken off as the loop's own view takes the
-    cluster's (``sync.with_foreign_usage``): the pages and the dry-run see the GPUs they
-    hold as taken, not free (the what-if replays on the inventory's nodes and does not)."""
+    cluster's (``sync.with_foreign_usage``): the pages, the dry-run and the what-if see the
+    GPUs they hold as taken, not free."""
     rows = Node.objects.exclude(foreign_usage={}).values_list("name", "foreign_usage", "labels")
     usage, labels = {}, {}
     for name, amounts, node_labels in rows:

@@ -2,13 +2,13 @@
 
 An admin starts a run (``do_start_what_if``); once that commits, ``dispatch_what_if`` hands it
 to a Celery worker when a broker is configured (``run_what_if_task``), else to a thread of the
-web process (the embedded default). ``run_what_if`` then replays the workloads submitted in
-the run's last ``days`` days through the simulator twice -- today's queues, and today's with
-the request's quota -- recording its progress on the run, and keeps the result (pool and
-per-tenant figures, what each replay set aside as never fitting its quotas -- the core's
-rule, so the request's own change may let such work in -- and the change in each tenant's
-waits) with the request
-(``docs/governance.md``, ``docs/whatif.md``).
+web process (the embedded default). ``run_what_if`` then replays the workloads submitted in the
+run's last ``days`` days through the simulator twice -- today's queues, and today's with the
+request's quota, both on the nodes as the pages see them (what other schedulers' pods hold
+taken, ``foreign_gpus`` in the result) -- recording its progress on the run, and keeps the
+result (pool and per-tenant figures, what each replay set aside as never fitting its quotas --
+the core's rule, so the request's own change may let such work in -- and the change in each
+tenant's waits) with the request (``docs/governance.md``, ``docs/whatif.md``).
 """
 
 from __future__ import annotations
@@ -128,6 +128,10 @@ def replay_request(
         "window_start": demand.start.isoformat(),
         "window_end": demand.end.isoformat(),
         "left_out": dict(sorted(demand.skipped.items())),
+        # On the nodes as the pages see them: the GPUs other schedulers' pods hold (as the
+        # loop last recorded them) are taken for the whole of both replays, and not part of
+        # ``pool_gpus``.
+        "foreign_gpus": demand.foreign_gpus,
         "wait_changes": wait_changes(result["tenants"]),
     }
 

@@ -1,15 +1,18 @@
 """Build what-if inputs from the database: recorded workloads as demand, on the pool as it is.
 
-The pool (flavors, nodes, queues, priority classes) comes from the control loop's one database
-reader, ``gpupool.control.snapshot.build_pool``, so the what-if replays on exactly what the
-scheduler sees. A workload submitted in the window becomes a simulator job with its pod sets
-(read by the same reader), submit time, priority class and protected runtime; it runs for its
-actual run time (finished minus started) when it has one, else its declared expected run
-time, else (still running) the time it has run so far. Workloads with none of these,
-cancelled ones, and pod sets asking no GPU (no quota is involved) are left out and counted.
-Jobs are named ``namespace/name``, as the core names workloads. Pending work the control loop
-set aside as never fitting is read like any other: whether it fits is each replay's question,
-on its own queues (``whatif.set_aside``), so a proposal that raises its capability runs it.
+The pool (flavors, nodes, queues, priority classes) is the pages' view of it, read fresh
+(``gpupool.control.queries.read_pool_snapshot``: the control loop's one database reader, less
+what other schedulers' pods hold on the nodes as the loop last recorded it,
+``with_recorded_usage``), so the what-if replays on exactly what the scheduler and the pages
+see: GPUs another scheduler holds are taken for the whole replay, not free. A workload
+submitted in the window becomes a simulator job with its pod sets (read by the same reader),
+submit time, priority class and protected runtime; it runs for its actual run time (finished
+minus started) when it has one, else its declared expected run time, else (still running) the
+time it has run so far. Workloads with none of these, cancelled ones, and pod sets asking no
+GPU (no quota is involved) are left out and counted. Jobs are named ``namespace/name``, as the
+core names workloads. Pending work the control loop set aside as never fitting is read like any
+other: whether it fits is each replay's question, on its own queues (``whatif.set_aside``), so
+a proposal that raises its capability runs it.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from datetime import datetime, timedelta
 
 from django.db.models import Q
 
-from gpupool.control.snapshot import build_pool, pod_set_infos
+from gpupool.control.queries import read_pool_snapshot
+from gpupool.control.snapshot import pod_set_infos
 from gpupool.scheduler.types import FlavorInfo, NodeInfo, PriorityClassInfo, QueueInfo
 from gpupool.simulation.queueing.events import SimJob
 from gpupool.workloads.choices import WorkloadState
@@ -45,11 +49,18 @@ class RecordedDemand:
         """The window's length in seconds."""
         return (self.end - self.start).total_seconds()
 
+    @property
+    def foreign_gpus(self) -> int:
+        """GPUs other schedulers' pods hold on the nodes, which the replays count as taken."""
+        return sum(len(node.foreign_gpus) for node in self.nodes)
+
 
 def recorded_demand(days: float, now: datetime) -> RecordedDemand:
-    """The workloads submitted in the ``days`` before ``now`` as jobs, and the pool today."""
+    """The workloads submitted in the ``days`` before ``now`` as jobs, and the pool today as
+    the pages see it (other schedulers' GPUs taken; ``SnapshotError`` when it cannot be read
+    as the core sees it)."""
     start = now - timedelta(days=days)
-    pool = build_pool()
+    pool = read_pool_snapshot().snapshot
     default_class = next(c.name for c in pool.priority_classes if c.default)
     window = Q(submitted_at__gte=start, submitted_at__lt=now)
     pod_sets_of = pod_set_infos(window & ~Q(state=WorkloadState.CANCELLED))
