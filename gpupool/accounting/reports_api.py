@@ -88,11 +88,7 @@ class ReportQuerySerializer(serializers.Serializer[Any]):
 
     def to_internal_value(self, data: Any) -> Any:
         """The query; a filter this report does not take is a 400 naming it."""
-        refused = {
-            name: [f"this report does not filter by {name}; it filters by {self._takes()}"]
-            for name in FILTERS
-            if name in data and name not in self.fields
-        }
+        refused = {name: [why] for name in FILTERS if name in data and (why := self.refusal(name))}
         try:
             value = super().to_internal_value(data)
         except serializers.ValidationError as error:
@@ -102,6 +98,13 @@ class ReportQuerySerializer(serializers.Serializer[Any]):
         if refused:
             raise serializers.ValidationError(refused)
         return value
+
+    def refusal(self, name: str) -> str | None:
+        """Why the report refuses ``name``: a filter (of ``reports.FILTERS``) it does not apply
+        (None: one it applies, or no filter)."""
+        if name in FILTERS and name not in self.fields:
+            return f"this report does not filter by {name}; it filters by {self._takes()}"
+        return None
 
     def _takes(self) -> str:
         return ", ".join(name for name in FILTERS if name in self.fields) or "nothing"
@@ -334,6 +337,11 @@ class ReportViewSet(CSVExport, viewsets.GenericViewSet[Any]):
         """No queryset: a report's rows come from ``build``. The browsable API asks for one
         to draw its filter form (none: the report has no filter backends), so an empty list."""
         return []
+
+    def query_parameter_refusal(self, name: str) -> str | None:
+        """Why the report refuses the query parameter ``name`` when it does not take it
+        (``gpupool.api.parameters``): a filter it does not apply says so."""
+        return self.query_serializer_class().refusal(name)
 
     def build(self, query: ReportQuery, options: dict[str, Any]) -> Report:
         """The report for ``query`` (each report says which)."""

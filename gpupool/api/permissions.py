@@ -18,6 +18,7 @@ from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 
 from gpupool.api.access import ADMIN, FINANCE, LEAD, MEMBER, Access, request_access
+from gpupool.api.parameters import refuse_unknown_query_parameters
 
 EVERYONE: frozenset[str] = frozenset({ADMIN, FINANCE, LEAD, MEMBER})
 TENANT_ROLES: frozenset[str] = frozenset({ADMIN, LEAD, MEMBER})
@@ -33,16 +34,24 @@ def allowed_roles(view: Any) -> frozenset[str]:
 
 
 class ActionRoles(BasePermission):
-    """Allows an authenticated caller holding one of the action's roles (admins always)."""
+    """Allows an authenticated caller holding one of the action's roles (admins always).
+
+    Every API view has this permission, so it is also where a read's query parameters are
+    checked, once the caller is allowed: one the endpoint does not take is a 400 naming it
+    (``gpupool.api.parameters``)."""
 
     message = "Your role does not allow this."
 
     def has_permission(self, request: Request, view: Any) -> bool:
-        """Logged in, and one of the caller's roles is among the action's."""
+        """Logged in, and one of the caller's roles is among the action's; then a read's
+        query parameters are all ones it takes (else a 400)."""
         if not (request.user and request.user.is_authenticated):
             return False
         access = request_access(request)
-        return access.admin or bool(access.roles & allowed_roles(view))
+        if not (access.admin or bool(access.roles & allowed_roles(view))):
+            return False
+        refuse_unknown_query_parameters(request, view)
+        return True
 
 
 def tenant_scoped(

@@ -6,7 +6,8 @@ the one shape ``errors.py`` gives them (``ErrorSerializer``):
 
 - **400** for any write (a request body, or a refusal of the action's rules) and for any read
   that takes query parameters (a filter, ``ordering``, ``page``, ``page_size`` or ``cursor``
-  it cannot read);
+  it cannot read) or refuses those it does not take (every read an ``ActionRoles`` view
+  answers: ``parameters.py``);
 - **401** and **403** wherever a caller must be logged in and hold a role (``ActionRoles``);
 - **404** wherever the path names an object, or the list is paged by number (a page past
   the last);
@@ -29,9 +30,11 @@ from drf_spectacular.utils import OpenApiResponse
 from rest_framework.permissions import AllowAny
 
 from gpupool.api.errors import ErrorSerializer
+from gpupool.api.permissions import ActionRoles
 
 WHY = {
-    "400": "The request cannot be read or breaks a rule; `fields` names what failed.",
+    "400": "The request cannot be read or breaks a rule, or names a query parameter the "
+    "operation does not take; `fields` names what failed.",
     "401": "Not logged in: no token, or an unknown one.",
     "403": "Logged in, but the caller's role does not allow this.",
     "404": "No such object, or one the caller may not see (another tenant's); or no such page.",
@@ -51,12 +54,14 @@ def error_codes(
     *,
     plans: bool = False,
     throttled: bool = False,
+    strict_query: bool = False,
 ) -> list[str]:
     """The error statuses an operation may answer (see the module's doc): ``guarded`` when a
-    caller needs a role, ``plans`` when it plans the pool, ``throttled`` when it is."""
+    caller needs a role, ``plans`` when it plans the pool, ``throttled`` when it is,
+    ``strict_query`` when a read refuses a query parameter it does not take."""
     parameters = operation.get("parameters", [])
     codes = []
-    if method != "GET" or any(each.get("in") == "query" for each in parameters):
+    if method != "GET" or strict_query or any(each.get("in") == "query" for each in parameters):
         codes.append("400")
     if guarded:
         codes += ["401", "403"]
@@ -89,10 +94,8 @@ class ApiSchema(AutoSchema):
         operation = super().get_operation(path, path_regex, path_prefix, method, registry)
         if operation is None:
             return None
-        guarded = any(
-            not issubclass(permission, AllowAny)
-            for permission in getattr(self.view, "permission_classes", ())
-        )
+        permissions = getattr(self.view, "permission_classes", ())
+        guarded = any(not issubclass(permission, AllowAny) for permission in permissions)
         responses = operation.setdefault("responses", {})
         codes = error_codes(
             self.method,
@@ -100,6 +103,8 @@ class ApiSchema(AutoSchema):
             guarded,
             plans=plans_the_pool(self.view),
             throttled=bool(getattr(self.view, "throttle_classes", ())),
+            # (the check of a read's query parameters is ActionRoles')
+            strict_query=any(issubclass(permission, ActionRoles) for permission in permissions),
         )
         for code in codes:
             if code not in responses:
