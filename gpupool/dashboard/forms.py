@@ -42,6 +42,33 @@ def amount(label: str) -> forms.DecimalField:
     )
 
 
+class GroupBoundField(forms.BoundField):
+    """A field whose widget is a group of inputs (radios) that the page writes in a group of
+    its own, not in Django's fieldset: each input is described by the field's help and error
+    list as a single input is (``BoundField.aria_describedby``: "<auto_id>_helptext",
+    "<auto_id>_error"; Django leaves that to the fieldset it would write), so a screen reader
+    reads why the choice was refused with each radio, as it does for the other fields
+    (``templates/dashboard/partials/field.html``)."""
+
+    def build_widget_attrs(
+        self, attrs: dict[str, Any], widget: forms.Widget | None = None
+    ) -> dict[str, Any]:
+        """Django's attributes, with ``aria-describedby`` on each input of the group."""
+        built: dict[str, Any] = super().build_widget_attrs(attrs, widget)
+        if not built.get("aria-describedby") and (described := self.aria_describedby):
+            built["aria-describedby"] = described
+        return built
+
+
+class GroupChoiceField(forms.ChoiceField):
+    """A choice written as a group of radios, each described by the field's help and error
+    list (``GroupBoundField``)."""
+
+    def get_bound_field(self, form: forms.BaseForm, field_name: str) -> forms.BoundField:
+        """The field on ``form`` as ``GroupBoundField`` writes it."""
+        return GroupBoundField(form, self, field_name)
+
+
 class QuickSelect(forms.Select):
     """A select written in Python: Django's renders each option through its own template,
     which for an admin's 379 queues cost about 15 ms of a My workloads page (B5), and as
@@ -127,7 +154,7 @@ def refusal_detail(refusal: ValidationError | PermissionDenied) -> Any:
 class QuotaRequestForm(forms.Form):
     """A lead's request: a queue's new quota of a flavor, or GPU-hours added to a budget."""
 
-    kind = forms.ChoiceField(
+    kind = GroupChoiceField(
         choices=QuotaRequestKind.choices, widget=forms.RadioSelect, label="What to ask for"
     )
     queue = forms.ModelChoiceField(

@@ -31,8 +31,8 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import LoginView, redirect_to_login
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
-from django.db.models import Count, Prefetch, Q, QuerySet, Sum
-from django.db.models.functions import TruncDate
+from django.db.models import Count, F, Prefetch, Q, QuerySet, Sum
+from django.db.models.functions import Coalesce, TruncDate
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect, render, resolve_url
 from django.urls import reverse
@@ -71,6 +71,7 @@ from gpupool.control.snapshot import SnapshotError
 from gpupool.dashboard import charts
 from gpupool.dashboard.blocking import blocking_shape
 from gpupool.dashboard.charts import series_colours
+from gpupool.dashboard.estimates import estimated_start_cell, estimated_start_detail
 from gpupool.dashboard.facts import fact_rows
 from gpupool.dashboard.fairness import Lender, Standing, Verdict, explain_fairness
 from gpupool.dashboard.forms import (
@@ -125,6 +126,7 @@ from gpupool.quotas.actions import (
     do_submit_quota_request,
     do_update_quota_request,
     do_withdraw_quota_request,
+    withdrawal_refusal,
 )
 from gpupool.quotas.choices import ACTIVE_WHAT_IF_STATES, QuotaRequestKind, QuotaRequestState
 from gpupool.quotas.impact import current_deserved_shares, request_impact
@@ -491,10 +493,12 @@ STATE_BADGES: dict[str, str] = {
 
 
 def workload_list(rows: QuerySet[Workload]) -> list[dict[str, Any]]:
-    """The rows of the My workloads table as values, each cell ready to print: three queries
+    """The rows of the My workloads table as values, each cell ready to print: four queries
     (the workloads with their names, their pod sets' GPUs, the ranks their positions are
-    counted from) and no model instance, so that the page's 100 rows cost a few milliseconds
-    (B5). The sentence is said with the current position (``queries.sentence``)."""
+    counted from, the pool's clock) and no model instance, so that the page's 100 rows cost a
+    few milliseconds (B5). The sentence is said with the current position
+    (``queries.sentence``); an estimated start before the pool's now is said to be due
+    (``dashboard.estimates``)."""
     found = list(
         rows.values_list(
             "id",
@@ -524,6 +528,7 @@ def workload_list(rows: QuerySet[Workload]) -> list[dict[str, Any]]:
     ).values_list("workload_id", "count", "gpus", "gpu_milli"):
         asked[workload_id] += count * gpu_equivalent(gpus, milli)
     labels = dict(WorkloadState.choices)
+    now = pool_now()  # an estimate before it is said to be due (``dashboard.estimates``)
     listed = []
     for (
         workload_id,
@@ -554,7 +559,7 @@ def workload_list(rows: QuerySet[Workload]) -> list[dict[str, Any]]:
                 "state": labels.get(state, state),
                 "badge": STATE_BADGES.get(state, ""),
                 "position": NO_VALUE if position is None else position,
-                "estimated": local_time(estimated) if pending else NO_VALUE,
+                "estimated": estimated_start_cell(estimated, now) if pending else NO_VALUE,
                 "pending": pending,
                 "reason": reason or "",  # None: no explanation kept
                 "detail": sentence(reason or "", facts or {}, position, detail or "")
@@ -681,13 +686,17 @@ def workload_detail(
     admins and its team) and the GPU-hours lost. Scoped as the workloads API."""
     stories = tenant_scoped(workload_story(), access, WorkloadViewSet.tenant_field)
     workload = get_object_or_404(stories, namespace=namespace, name=name)
-    spans = state_spans(workload, pool_now())
+    now = pool_now()
+    spans = state_spans(workload, now)
     events = list(workload.preempted_by.all())
     explanation = explain(workload, timezone.get_current_timezone())  # the tables' zone
     context = {
         "workload": workload,
         "gpus": total_gpus(workload),
         "explanation": explanation,
+        "start_estimate": estimated_start_detail(
+            explanation.estimated_start_at, explanation.estimate_not_before, now
+        ),
         "facts": fact_rows(explanation.facts),
         "cancellable": cancellable(request.user, workload),
         "transitions": list(workload.transitions.all()),
@@ -1963,20 +1972,28 @@ def file_request(request: HttpRequest, form: QuotaRequestForm) -> QuotaRequest |
 def request_detail(request: HttpRequest, access: Access, pk: int) -> HttpResponse:
     """One request and where it stands (another tenant's request is not found), with the
     verdict an admin would get on approving it (``approval_verdict``); POST sends a draft to
-    the admins (``do_submit_quota_request``), or with ``withdraw`` deletes it
-    (``do_withdraw_quota_request``): its requester only."""
+    the admins (``do_submit_quota_request``), or with ``withdraw`` withdraws it
+    (``do_withdraw_quota_request``: a draft is deleted, a submitted request not yet decided
+    is kept, withdrawn): its requester only."""
     quota_request = get_object_or_404(visible_requests(access), pk=pk)
     if request.method == "POST" and "withdraw" in request.POST:
         summary = quota_request.summary()
         try:
-            do_withdraw_quota_request(quota_request, acting_user=request.user)
+            withdrawn = do_withdraw_quota_request(quota_request, acting_user=request.user)
         except (ValidationError, PermissionDenied) as refusal:
             messages.error(
                 request, f"Request #{quota_request.pk} was not withdrawn: {refusal_text(refusal)}"
             )
             return redirect("dashboard:request", pk=quota_request.pk)
-        messages.success(request, f"Draft #{pk} is withdrawn: {summary}.")
-        return redirect("dashboard:requests")
+        if withdrawn is None:
+            messages.success(request, f"Draft #{pk} is withdrawn: {summary}.")
+            return redirect("dashboard:requests")
+        messages.success(
+            request,
+            f"Request #{pk} is withdrawn: {summary}. It stays listed as withdrawn; no admin "
+            "will decide it, and you may file a new request for its target.",
+        )
+        return redirect("dashboard:request", pk=pk)
     if request.method == "POST":
         try:
             submitted = do_submit_quota_request(quota_request, acting_user=request.user)
@@ -1991,6 +2008,8 @@ def request_detail(request: HttpRequest, access: Access, pk: int) -> HttpRespons
         "request_obj": quota_request,
         "steps": request_steps(quota_request),
         "not_approvable": approval_verdict(quota_request),
+        "can_withdraw": quota_request.state == QuotaRequestState.SUBMITTED
+        and withdrawal_refusal(quota_request, acting_user=request.user) is None,
     }
     return render(request, "dashboard/request_detail.html", context)
 
@@ -2057,7 +2076,8 @@ def request_edit(request: HttpRequest, access: Access, pk: int) -> HttpResponse:
 
 def request_steps(quota_request: QuotaRequest) -> list[dict[str, Any]]:
     """The request's steps so far: drafted (every request starts as a draft:
-    ``do_create_quota_request``; it is filed when submitted), submitted, decided, applied."""
+    ``do_create_quota_request``; it is filed when submitted), submitted, decided, applied, or
+    withdrawn by its requester before a decision."""
     steps = [{"what": "drafted", "at": quota_request.created_at, "who": quota_request.requested_by}]
     if quota_request.submitted_at:
         steps.append(
@@ -2080,6 +2100,14 @@ def request_steps(quota_request: QuotaRequest) -> list[dict[str, Any]]:
         )
     if quota_request.applied_at:
         steps.append({"what": "applied", "at": quota_request.applied_at, "who": None})
+    if quota_request.withdrawn_at:
+        steps.append(
+            {
+                "what": "withdrawn",
+                "at": quota_request.withdrawn_at,
+                "who": quota_request.requested_by,
+            }
+        )
     return steps
 
 
@@ -2088,16 +2116,17 @@ def request_steps(quota_request: QuotaRequest) -> list[dict[str, Any]]:
 
 @dashboard_page("approvals")
 def approvals(request: HttpRequest, access: Access) -> HttpResponse:
-    """Requests waiting for a decision (oldest first), then the latest decided ones."""
+    """Requests waiting for a decision (oldest first), then the latest decided ones and those
+    their requesters withdrew before a decision (latest step first)."""
     rows = visible_requests(access)
     context = {
         "pending": list(
             rows.filter(state=QuotaRequestState.SUBMITTED).order_by("submitted_at", "id")
         ),
         "decided": list(
-            rows.exclude(state__in=[QuotaRequestState.SUBMITTED, QuotaRequestState.DRAFT]).order_by(
-                "-decided_at", "-id"
-            )[:20]
+            rows.exclude(state__in=[QuotaRequestState.SUBMITTED, QuotaRequestState.DRAFT])
+            .annotate(last_step_at=Coalesce("decided_at", "withdrawn_at"))
+            .order_by(F("last_step_at").desc(nulls_last=True), "-id")[:20]
         ),
     }
     return render(request, "dashboard/approvals.html", context)
@@ -2142,6 +2171,11 @@ def why_not_decided(
     fields = getattr(refusal, "error_dict", {})  # the fields a ValidationError names
     if "decided_by" in fields:
         return "You filed this request, so another admin decides it."
+    if quota_request.state == QuotaRequestState.WITHDRAWN:
+        return (
+            f"{quota_request.requested_by.get_username()} withdrew this request before a "
+            "decision; there is nothing to decide."
+        )
     if "state" in fields:
         return (
             f"This request is {quota_request.get_state_display()}; "

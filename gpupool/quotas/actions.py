@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any, Protocol
 
@@ -795,29 +795,83 @@ def approval_refusal(request: QuotaRequest) -> ValidationError | None:
     return None
 
 
-@transaction.atomic
-def do_withdraw_quota_request(request: QuotaRequest, *, acting_user: Any) -> None:
-    """Delete a draft, audited with its last state (``quotas.withdraw_quota_request``); only
-    its requester may, and only while it is a draft (a submitted request is the admins' to
-    decide)."""
-    request = _locked(request)
-    _require_state(request, QuotaRequestState.DRAFT)
+def withdrawn_refusal(request: QuotaRequest) -> ValidationError | None:
+    """Why a withdrawn request can take no further step (no decision, no change), keyed
+    ``state``, in words that say it was withdrawn and when; None for any other request."""
+    if request.state != QuotaRequestState.WITHDRAWN:
+        return None
+    when = (
+        f" at {request.withdrawn_at.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+        if request.withdrawn_at is not None
+        else ""
+    )
+    return ValidationError(
+        {
+            "state": f"request #{request.pk} was withdrawn by its requester{when} before a "
+            "decision: there is nothing to decide or change"
+        }
+    )
+
+
+def withdrawal_refusal(
+    request: QuotaRequest, *, acting_user: Any
+) -> PermissionDenied | ValidationError | None:
+    """Why ``acting_user`` may not withdraw ``request`` now, or None when they may: only its
+    requester, and only a draft (which is deleted) or a submitted request no admin has decided
+    yet (which is kept, withdrawn). The rule ``do_withdraw_quota_request`` enforces and the
+    request's page asks before it offers Withdraw."""
+    refusal = withdrawn_refusal(request)
+    if refusal is not None:
+        return refusal
+    if request.state not in (QuotaRequestState.DRAFT, QuotaRequestState.SUBMITTED):
+        return ValidationError(
+            {
+                "state": f"request #{request.pk} is {request.state}: an admin has decided it, "
+                "so it can no longer be withdrawn"
+            }
+        )
     if acting_user is None or acting_user.pk != request.requested_by_id:
-        raise PermissionDenied("only the requester withdraws a draft")
-    delete_audited(request, action="quotas.withdraw_quota_request", acting_user=acting_user)
+        return PermissionDenied("only the requester withdraws a request")
+    return None
+
+
+@transaction.atomic
+def do_withdraw_quota_request(request: QuotaRequest, *, acting_user: Any) -> QuotaRequest | None:
+    """Withdraw a request; only its requester may (``withdrawal_refusal``). A draft is
+    deleted, audited with its last state (``quotas.withdraw_quota_request``): None. A submitted
+    request no admin has decided yet is kept, ``withdrawn`` at the pool's clock (the admins
+    may have seen it), audited the same way: it is no longer open (a new request for its
+    target may be filed) and can no longer be approved or rejected; the request."""
+    request = _locked(request)
+    refusal = withdrawal_refusal(request, acting_user=acting_user)
+    if refusal is not None:
+        raise refusal
+    if request.state == QuotaRequestState.DRAFT:
+        delete_audited(request, action="quotas.withdraw_quota_request", acting_user=acting_user)
+        return None
+    before = model_snapshot(request)
+    request.state = QuotaRequestState.WITHDRAWN
+    request.withdrawn_at = pool_now()  # the pool's clock (``control.clock``)
+    request.full_clean()
+    request.save()
+    _audit_request(request, before, "withdraw", acting_user)
+    return request
 
 
 def decision_refusal(
     request: QuotaRequest, *, acting_user: Any, approve: bool
 ) -> PermissionDenied | ValidationError | None:
     """Why ``acting_user`` may not approve (``approve``) or reject ``request`` now, or None
-    when they may: only an admin decides, only a submitted request, never their own, and an
-    approval only of a change that fits the pool (``quota_request_problems``). The one rule
-    the decision actions enforce and the approval page shows (its Approve button is offered
-    only when this says None); a rejection's note is checked when it is given."""
+    when they may: only an admin decides, only a submitted request (a withdrawn one says so:
+    ``withdrawn_refusal``), never their own, and an approval only of a change that fits the
+    pool (``quota_request_problems``). The one rule the decision actions enforce and the
+    approval page shows (its Approve button is offered only when this says None); a
+    rejection's note is checked when it is given."""
     verb = "approve" if approve else "reject"
-    refusal = _admin_refusal(acting_user, verb) or _state_refusal(
-        request, QuotaRequestState.SUBMITTED
+    refusal = (
+        _admin_refusal(acting_user, verb)
+        or withdrawn_refusal(request)
+        or _state_refusal(request, QuotaRequestState.SUBMITTED)
     )
     if refusal is not None:
         return refusal

@@ -27,13 +27,16 @@ class QuotaRequestKind(models.TextChoices):
 
 
 class QuotaRequestState(models.TextChoices):
-    """A quota request's life: draft -> submitted -> approved | rejected; approved -> applied."""
+    """A quota request's life: draft -> submitted -> approved | rejected | withdrawn;
+    approved -> applied. A draft its requester withdraws is deleted; a submitted one they
+    withdraw before an admin decides is kept, withdrawn (the admins may have seen it)."""
 
     DRAFT = "draft", "draft"
     SUBMITTED = "submitted", "submitted"
     APPROVED = "approved", "approved"
     REJECTED = "rejected", "rejected"
     APPLIED = "applied", "applied"
+    WITHDRAWN = "withdrawn", "withdrawn"
 
 
 class WhatIfState(models.TextChoices):

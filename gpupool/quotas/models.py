@@ -49,16 +49,27 @@ def idle_timeout_field(what: str) -> models.PositiveIntegerField[int | None, int
     )
 
 
+# The idle policy's timeouts in the words of the pages (the Queues page's "Alert after idle"
+# and "Reclaim after idle" columns), for the messages that name them.
+IDLE_POLICY_WORDS = {
+    "idle_alert_after_s": "alert after idle",
+    "idle_reclaim_after_s": "reclaim after idle",
+}
+
+
 def idle_policy_errors(alert_after_s: int | None, reclaim_after_s: int | None) -> dict[str, str]:
-    """The idle policy's rules, by field: positive timeouts, and the reclaim after the alert
-    when both are set (an alert after the reclaim would tell nobody anything)."""
+    """The idle policy's rules, by field, said in the pages' words (``IDLE_POLICY_WORDS``):
+    positive timeouts, and the reclaim after the alert when both are set (an alert after the
+    reclaim would tell nobody anything)."""
     errors: dict[str, str] = {}
     for field, value in (
         ("idle_alert_after_s", alert_after_s),
         ("idle_reclaim_after_s", reclaim_after_s),
     ):
         if value is not None and value <= 0:
-            errors[field] = f"{field} must be a positive number of seconds, not {value}"
+            errors[field] = (
+                f"{IDLE_POLICY_WORDS[field]} must be a positive number of seconds, not {value}"
+            )
     if (
         not errors
         and alert_after_s is not None
@@ -66,8 +77,8 @@ def idle_policy_errors(alert_after_s: int | None, reclaim_after_s: int | None) -
         and reclaim_after_s <= alert_after_s
     ):
         errors["idle_reclaim_after_s"] = (
-            f"idle_reclaim_after_s ({reclaim_after_s}s) must come after idle_alert_after_s "
-            f"({alert_after_s}s): the alert warns before the reclaim"
+            f"reclaim after idle ({reclaim_after_s} s) must be longer than alert after idle "
+            f"({alert_after_s} s): the alert warns before the reclaim"
         )
     return errors
 
@@ -190,8 +201,8 @@ class Queue(models.Model):
             and self.default_protected_runtime_s > self.max_protected_runtime_s
         ):
             errors["default_protected_runtime_s"] = (
-                f"default protected runtime {self.default_protected_runtime_s}s exceeds the "
-                f"maximum of {self.max_protected_runtime_s}s"
+                f"the default protected runtime ({self.default_protected_runtime_s} s) is above "
+                f"the queue's maximum of {self.max_protected_runtime_s} s"
             )
         if self.parent_id is not None and self.pk is not None:
             if self.parent_id == self.pk:
@@ -508,7 +519,7 @@ class PriorityClass(models.Model):
         ) | fixed_field_errors(self, "name")
         if self.default and self.budget_rate:
             errors["budget_rate"] = (
-                f"the default class spends no budget: budget_rate must be 0, "
+                f"the default class spends no budget: its budget rate must be 0, "
                 f"not {fmt(self.budget_rate)}"
             )
         if (
@@ -577,12 +588,12 @@ class PriorityBudget(models.Model):
             )
         if self.priority_class_id is not None and self.priority_class.budget_rate <= 0:
             errors["priority_class"] = (
-                f"{self.priority_class.name} has budget_rate 0 and needs no budget"
+                f"{self.priority_class.name} has a budget rate of 0 and needs no budget"
             )
         if self.period_start and self.period_end:
             if self.period_end <= self.period_start:
                 errors["period_end"] = (
-                    f"period_end ({self.period_end}) must be after period_start "
+                    f"the period's end ({self.period_end}) must be after its start "
                     f"({self.period_start})"
                 )
             elif self.tenant_id is not None and self.priority_class_id is not None:
@@ -723,6 +734,11 @@ class QuotaRequest(models.Model):
     decided_at = models.DateTimeField(null=True, blank=True)
     decision_note = models.TextField(blank=True)
     applied_at = models.DateTimeField(null=True, blank=True)
+    withdrawn_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When its requester withdrew it, submitted and not yet decided.",
+    )
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -739,9 +755,21 @@ class QuotaRequest(models.Model):
                 violation_error_message="Nobody decides their own request.",
             ),
             models.CheckConstraint(
-                condition=Q(state__in=[QuotaRequestState.DRAFT, QuotaRequestState.SUBMITTED])
+                condition=Q(
+                    state__in=[
+                        QuotaRequestState.DRAFT,
+                        QuotaRequestState.SUBMITTED,
+                        QuotaRequestState.WITHDRAWN,
+                    ]
+                )
                 | Q(decided_by__isnull=False, decided_at__isnull=False),
                 name="quotarequest_decision_recorded",
+            ),
+            models.CheckConstraint(
+                condition=~Q(state=QuotaRequestState.WITHDRAWN)
+                | Q(withdrawn_at__isnull=False, decided_by__isnull=True),
+                name="quotarequest_withdrawal_recorded",
+                violation_error_message="A withdrawn request says when, and nobody decided it.",
             ),
             models.CheckConstraint(
                 condition=~Q(kind=QuotaRequestKind.QUEUE_QUOTA)
@@ -840,7 +868,7 @@ class QuotaRequest(models.Model):
                 priority_class = PriorityClass.objects.get(pk=self.priority_class_id)
                 if priority_class.budget_rate <= 0:
                     errors["priority_class"] = (
-                        f"{priority_class.name} has budget_rate 0 and needs no budget"
+                        f"{priority_class.name} has a budget rate of 0 and needs no budget"
                     )
             if self.period_start is None:
                 errors["period_start"] = "a budget request names the period's first day"
@@ -848,7 +876,7 @@ class QuotaRequest(models.Model):
                 errors["period_end"] = "a budget request names the period's end"
             elif self.period_start is not None and self.period_end <= self.period_start:
                 errors["period_end"] = (
-                    f"period_end ({self.period_end}) must be after period_start "
+                    f"the period's end ({self.period_end}) must be after its start "
                     f"({self.period_start})"
                 )
         if self.kind in QuotaRequestKind.values:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import QuerySet
 from django_filters import rest_framework as filters
 from drf_spectacular.utils import extend_schema
@@ -115,6 +116,7 @@ class QuotaRequestSerializer(StrictInput, serializers.ModelSerializer[QuotaReque
             "decided_at",
             "decision_note",
             "applied_at",
+            "withdrawn_at",
             "submit",
         )
         read_only_fields = (
@@ -125,6 +127,7 @@ class QuotaRequestSerializer(StrictInput, serializers.ModelSerializer[QuotaReque
             "decided_at",
             "decision_note",
             "applied_at",
+            "withdrawn_at",
         )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
@@ -286,8 +289,9 @@ class QuotaRequestViewSet(
     mixins.DestroyModelMixin,
     viewsets.GenericViewSet[QuotaRequest],
 ):
-    """Quota and budget requests: leads file, change, withdraw (``DELETE``, a draft) and
-    submit their tenants' requests; admins see every request, its impact and a what-if
+    """Quota and budget requests: leads file, change, submit and withdraw their tenants'
+    requests (``DELETE`` deletes a draft; ``POST .../withdraw/`` keeps a submitted one,
+    withdrawn); admins see every request, its impact and a what-if
     replay, and approve (which applies) or reject."""
 
     queryset = quota_request_rows()
@@ -346,7 +350,17 @@ class QuotaRequestViewSet(
         )
 
     def perform_destroy(self, instance: QuotaRequest) -> None:
-        """Withdraw a draft through the action (its requester only; audited)."""
+        """Withdraw a draft through the action, which deletes it (its requester only;
+        audited). A submitted request is kept when withdrawn, so it is not deleted: that is
+        ``POST .../withdraw/``."""
+        if instance.state == QuotaRequestState.SUBMITTED:
+            raise DjangoValidationError(
+                {
+                    "state": f"request #{instance.pk} is submitted: withdraw it with POST "
+                    f"quota-requests/{instance.pk}/withdraw/ (it is kept, withdrawn; only a "
+                    "draft is deleted)"
+                }
+            )
         do_withdraw_quota_request(instance, acting_user=self.request.user)
 
     def _answer(self, request: QuotaRequest) -> Response:
@@ -358,6 +372,25 @@ class QuotaRequestViewSet(
         """Send a draft to the admins (its requester only)."""
         refuse_a_body(request.data)
         return self._answer(do_submit_quota_request(self.get_object(), acting_user=request.user))
+
+    @extend_schema(request=None, responses={200: QuotaRequestSerializer})
+    @action(detail=True, methods=["post"])
+    def withdraw(self, request: Request, pk: str | None = None) -> Response:
+        """Withdraw a submitted request before an admin decides it (its requester only): it
+        is kept, ``withdrawn``, no longer open, and can no longer be decided. A draft is
+        withdrawn with ``DELETE`` (it is deleted)."""
+        refuse_a_body(request.data)
+        quota_request = self.get_object()
+        if quota_request.state == QuotaRequestState.DRAFT:
+            raise DjangoValidationError(
+                {
+                    "state": f"request #{quota_request.pk} is a draft: withdraw it with DELETE "
+                    f"quota-requests/{quota_request.pk}/ (a draft is deleted)"
+                }
+            )
+        withdrawn = do_withdraw_quota_request(quota_request, acting_user=request.user)
+        assert withdrawn is not None  # only a draft is deleted
+        return self._answer(withdrawn)
 
     @extend_schema(request=DecisionSerializer, responses={200: QuotaRequestSerializer})
     @action(detail=True, methods=["post"])

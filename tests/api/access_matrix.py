@@ -235,6 +235,10 @@ DRAFT_REQUESTER_ONLY = (
     "admin=hidden finance=forbidden lead=ok|hidden member=forbidden anonymous=unauthorized"
 )
 OWN_ONLY = "admin=ok finance=ok lead=ok member=ok anonymous=unauthorized"
+# A submitted request is withdrawn by its requester only: an admin sees it but may not.
+SUBMITTED_REQUESTER_ONLY = (
+    "admin=forbidden finance=forbidden lead=ok|hidden member=forbidden anonymous=unauthorized"
+)
 
 ROWS |= {
     "api:quota-request-list": Row(
@@ -249,6 +253,7 @@ ROWS |= {
         _quota_request,
     ),
     "api:quota-request-submit": Row({"POST": DRAFT_REQUESTER_ONLY}, _quota_request),
+    "api:quota-request-withdraw": Row({"POST": SUBMITTED_REQUESTER_ONLY}, _submitted_quota_request),
     "api:quota-request-approve": Row({"POST": ADMIN_ONLY}, _submitted_quota_request),
     "api:quota-request-reject": Row({"POST": ADMIN_ONLY}, _submitted_quota_request),
     "api:quota-request-apply": Row({"POST": ADMIN_ONLY}, _submitted_quota_request),

@@ -175,7 +175,9 @@ def test_the_draft_page_offers_its_author_edit_and_withdraw(pool: Any, page_as: 
     assert "withdraw" not in submitted  # an admin's draft: lena does not even see it
     do_submit_quota_request(request, acting_user=pool.users["lena"])
     page = text(page_as("lena").get(f"/requests/{request.pk}/"))
-    assert "/edit/" not in page and 'name="withdraw"' not in page
+    # Submitted: no edit; withdrawing it keeps it, behind a confirmation
+    # (test_walk_s16_withdraw_submitted.py).
+    assert "/edit/" not in page and 'id="withdraw-confirm"' in page
 
 
 def test_the_draft_s_author_changes_it_with_the_same_form_prefilled(
@@ -224,13 +226,12 @@ def test_the_draft_s_author_withdraws_it_and_the_withdrawal_is_audited(
     assert event.before is not None and event.before["state"] == "draft"
 
 
-def test_a_submitted_request_is_neither_changed_nor_withdrawn(pool: Any, page_as: Any) -> None:
+def test_a_submitted_request_is_not_changed(pool: Any, page_as: Any) -> None:
+    """(Withdrawing a submitted request keeps it, withdrawn: test_walk_s16_withdraw_submitted.)"""
     request = draft(pool, submit=True)
     client = page_as("lena")
     assert client.get(f"/requests/{request.pk}/edit/").status_code == 302
     client.post(f"/requests/{request.pk}/edit/", ask(pool, deserved="12"))
-    response = client.post(f"/requests/{request.pk}/", {"withdraw": "1"}, follow=True)
-    assert "was not withdrawn" in text(response)
     request.refresh_from_db()
     assert request.state == "submitted" and request.payload["deserved"] == 10
 
@@ -252,7 +253,7 @@ def test_a_period_until_before_period_from_reads_as_the_labels(pool: Any, page_a
         "/requests/", ask_budget(pool, period_start="2026-12-10", period_end="2026-12-01")
     )
     assert errors(response)["period_end"] == [
-        "Period until (2026-12-01) must be after period from (2026-12-10)"
+        "the period's end (2026-12-01) must be after its start (2026-12-10)"
     ]
     page = text(response)
     assert "period_end (" not in page and "period_start (" not in page
