@@ -66,7 +66,15 @@ logger = logging.getLogger(__name__)
 ESTIMATE_REFRESH_S = 60.0  # estimates are refreshed at least this often
 ESTIMATE_TOLERANCE_S = 120.0  # an estimate that moved less is not written again
 MAX_STEPS = 8  # replay steps (each a whole plan()): about 40 s at B1's size, compiled core
+
 NO_ESTIMATE = EstimateRow(None, None, None)  # never fits: no estimate, no moment either
+
+
+def refresh_words() -> str:
+    """How often estimates are refreshed, in words (``every minute``, ``every 2 minutes``):
+    what a page, a summary or the CLI says beside an estimate that has already passed."""
+    minutes = max(1, round(ESTIMATE_REFRESH_S / 60))
+    return "every minute" if minutes == 1 else f"every {minutes} minutes"
 
 
 @dataclass(frozen=True, slots=True)
