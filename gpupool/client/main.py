@@ -139,10 +139,15 @@ def table(rows: list[list[str]], out: TextIO) -> None:
 
 
 def estimate(explanation: dict[str, Any]) -> str:
-    """The estimated start in words, with what it rests on."""
+    """The estimated start in words, with what it rests on; one that has already passed
+    (``estimate_passed``: before the pool's clock, which the client does not know) is due."""
+    passed = explanation.get("estimate_passed")
     if not explanation.get("estimated_start_at"):
         if explanation.get("estimate_not_before"):
-            return f"not before {when(explanation['estimate_not_before'])} (looked no further)"
+            looked = when(explanation["estimate_not_before"])
+            if passed:
+                return f"none yet (the last estimate looked ahead to {looked}, which has passed)"
+            return f"not before {looked} (looked no further)"
         return "unknown (what it waits for has no expected end)"
     basis = explanation.get("estimate_learned")
     suffix = (
@@ -152,7 +157,23 @@ def estimate(explanation: dict[str, Any]) -> str:
         if basis is False
         else ""
     )
+    if passed:
+        return f"due now (estimated for {when(explanation['estimated_start_at'])}{suffix})"
     return when(explanation["estimated_start_at"]) + suffix
+
+
+def estimated_cell(estimated: str | None, clock: str | None) -> str:
+    """A list's estimated start: its time, ``due now`` once it is before the pool's
+    ``clock`` (the last cycle's cluster time), ``-`` when there is none."""
+    if not estimated:
+        return "-"
+    if clock is not None and _moment(estimated) < _moment(clock):
+        return f"due now ({when(estimated)})"
+    return when(estimated)
+
+
+def _moment(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
 def print_story(workload: dict[str, Any], out: TextIO) -> None:
@@ -365,6 +386,15 @@ def do_status(api: Api, options: argparse.Namespace, out: TextIO) -> int:
     if options.json:
         out.write(json.dumps(workloads, indent=1) + "\n")
         return EXIT_OK
+    try:
+        cycle: dict[str, Any] | None = api.call("GET", "scheduling-cycles/latest/")
+    except ApiError as error:
+        if error.status != 404:
+            raise
+        cycle = None
+    # The pool's clock (a simulated cluster's runs ahead of the wall clock): the cycle's
+    # cluster time. An estimate before it is due, not still to come.
+    clock = (cycle.get("cluster_at") or cycle["finished_at"]) if cycle is not None else None
     if not workloads:
         out.write("No workloads.\n")
     else:
@@ -378,21 +408,17 @@ def do_status(api: Api, options: argparse.Namespace, out: TextIO) -> int:
                     w["state"],
                     gpus(w["gpus"]),
                     str(w["queue_position"] or "-") if pending else "-",
-                    when(w["estimated_start_at"]) if pending and w["estimated_start_at"] else "-",
+                    estimated_cell(w["estimated_start_at"], clock) if pending else "-",
                     (w["pending_reason"] or "not seen yet") if pending else "-",
                 ]
             )
         table(rows, out)
-    try:
-        cycle = api.call("GET", "scheduling-cycles/latest/")
-    except ApiError as error:
-        if error.status != 404:
-            raise
+    if cycle is None:
         out.write("No scheduling cycle has finished yet.\n")
     else:
         duration = cycle["duration_s"]
         out.write(
-            f"Last scheduling cycle: {when(cycle['finished_at'])}, "
+            f"Last scheduling cycle: {when(clock)} (the pool's clock), "
             f"{duration:.2f} s, {cycle['admitted']} admitted, {cycle['evicted']} evicted, "
             f"{cycle['pending']} pending.\n"
         )

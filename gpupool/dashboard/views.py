@@ -689,7 +689,7 @@ def workload_detail(
     now = pool_now()
     spans = state_spans(workload, now)
     events = list(workload.preempted_by.all())
-    explanation = explain(workload, timezone.get_current_timezone())  # the tables' zone
+    explanation = explain(workload, timezone.get_current_timezone(), now)  # the tables' zone
     context = {
         "workload": workload,
         "gpus": total_gpus(workload),

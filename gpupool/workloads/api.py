@@ -361,6 +361,11 @@ class ExplanationSerializer(serializers.Serializer[Any]):
         allow_null=True,
         help_text="No estimated start: the estimates looked this far ahead without it starting.",
     )
+    estimate_passed = serializers.BooleanField(
+        help_text="The estimated start (or estimate_not_before) is already before the pool's "
+        "clock: estimates are refreshed about once a minute, so the work is due to start, "
+        "not still to come."
+    )
     never_fits = serializers.BooleanField(
         help_text="Pending work its queue's capability or the pool can never hold as asked: "
         "set aside, with no position and no estimated start."

@@ -23,6 +23,7 @@ from django.db.models import Count, Prefetch, QuerySet
 
 from gpupool.accounting.models import PreemptionEvent
 from gpupool.api.access import Access
+from gpupool.control.clock import pool_now
 from gpupool.control.queries import pool_policy, pool_snapshot
 from gpupool.control.snapshot import core_topology, pod_set_info
 from gpupool.scheduler.contracts import backoff_ends
@@ -208,11 +209,14 @@ class Explanation:
     estimated_start_at: datetime | None
     estimate_learned: bool | None
     estimate_not_before: datetime | None  # no estimate: the replay stopped here without it
+    # The estimate (or where the replay stopped) is before the pool's now: estimates are
+    # refreshed off the cycle, about once a minute, so it is due, not still to come.
+    estimate_passed: bool
     never_fits: bool  # set aside: no position, no estimate (``scheduler.explain.never_fits``)
     summary: str
 
 
-def explain(workload: Workload, zone: tzinfo = UTC) -> Explanation:
+def explain(workload: Workload, zone: tzinfo = UTC, now: datetime | None = None) -> Explanation:
     """The workload's current explanation, as the last cycle recorded it, with one summary
     sentence for people, its moments in ``zone`` (``summary``: the API and the CLI say it in
     UTC; the workload page shows it in the viewer's zone). Work the core set aside as never
@@ -224,17 +228,23 @@ def explain(workload: Workload, zone: tzinfo = UTC) -> Explanation:
     never = pending and never_fits(facts)
     waits = pending and not never
     estimate_learned = bool(learned) if waits and learned is not None else None
+    estimated = workload.estimated_start_at if waits else None
+    not_before = not_before_of(workload) if waits else None
+    moment = estimated or not_before
+    if moment is not None and now is None:
+        now = pool_now()  # (one query, only for an estimate to compare)
     return Explanation(
         state=workload.state,
         reason=workload.pending_reason if pending else "",
         detail=current_sentence(workload) if pending else "",
         facts=facts if pending else {},
         queue_position=workload.queue_position if waits else None,
-        estimated_start_at=workload.estimated_start_at if waits else None,
+        estimated_start_at=estimated,
         estimate_learned=estimate_learned,
-        estimate_not_before=not_before_of(workload) if waits else None,
+        estimate_not_before=not_before,
+        estimate_passed=moment is not None and now is not None and moment < now,
         never_fits=never,
-        summary=summary(workload, estimate_learned, zone),
+        summary=summary(workload, estimate_learned, zone, now),
     )
 
 
@@ -347,11 +357,19 @@ def _when(moment: datetime | None, zone: tzinfo) -> str:
     return f"{shown:%Y-%m-%d %H:%M} {zone_name(shown)}".strip()
 
 
-def summary(workload: Workload, estimate_learned: bool | None = None, zone: tzinfo = UTC) -> str:
+def summary(
+    workload: Workload,
+    estimate_learned: bool | None = None,
+    zone: tzinfo = UTC,
+    now: datetime | None = None,
+) -> str:
     """One sentence on where the workload stands: why it waits, its position and estimated
-    start (work that never fits has neither, and says why); or since when it runs; or how it
+    start (work that never fits has neither, and says why; an estimate before ``now``, the
+    pool's clock, is due: said so, not as a time to come); or since when it runs; or how it
     ended (``preempted_summary``). Its moments read in ``zone``: UTC for the API and the
     CLI, the viewer's zone on the workload page (as its tables)."""
+    from gpupool.control.estimates import refresh_words  # (it imports this module)
+
     state = workload.state
     if state == WorkloadState.PENDING:
         if not workload.pending_reason:  # the core has not looked at it, or will not
@@ -374,12 +392,26 @@ def summary(workload: Workload, estimate_learned: bool | None = None, zone: tzin
                 if estimate_learned is False
                 else ""
             )
-            parts.append(f"Estimated start: {_when(workload.estimated_start_at, zone)}{basis}.")
+            estimated = _when(workload.estimated_start_at, zone)
+            if now is not None and workload.estimated_start_at < now:
+                parts.append(
+                    f"Estimated start: due now (estimated for {estimated}{basis}; estimates "
+                    f"are refreshed {refresh_words()})."
+                )
+            else:
+                parts.append(f"Estimated start: {estimated}{basis}.")
         elif (not_before := not_before_of(workload)) is not None:
-            parts.append(
-                f"No estimated start yet: not before {_when(not_before, zone)} (the estimate looks "
-                "only so far ahead)."
-            )
+            if now is not None and not_before < now:
+                parts.append(
+                    f"No estimated start yet: the last estimate looked ahead to "
+                    f"{_when(not_before, zone)}, which has passed (estimates are refreshed "
+                    f"{refresh_words()})."
+                )
+            else:
+                parts.append(
+                    f"No estimated start yet: not before {_when(not_before, zone)} (the "
+                    "estimate looks only so far ahead)."
+                )
         else:
             parts.append("No estimated start yet: what it waits for has no expected end.")
         return " ".join(parts)

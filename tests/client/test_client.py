@@ -18,6 +18,7 @@ from domain_builders import explained, flavor, node, priority_class, queue, quot
 from gpupool.api.actions import do_issue_token
 from gpupool.client.main import main
 from gpupool.control.actions import do_finish_cycle, do_start_cycle
+from gpupool.control.models import SchedulingCycle
 from gpupool.workloads.models import Workload
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -185,3 +186,33 @@ def test_login_without_a_username_to_read_says_how_to_give_one(
     assert status == 2
     assert "no username: give --username, or type it when asked" in err
     assert not server["config"].exists()
+
+
+def test_an_estimate_the_pool_has_passed_is_due_in_the_list_the_story_and_the_api(
+    logged_in: dict[str, Any],
+) -> None:
+    """Estimates are refreshed about once a minute: one already before the pool's clock (the
+    last cycle's cluster time) reads "due now", not as a time still to come; the status line
+    gives the pool's clock, which a simulated cluster runs ahead of the wall clock."""
+    status, _, err = run(
+        "submit", "--name", "late", "--queue", "nlp-train", "--image", "pytorch:24",
+        "--gpus", "4", "--flavor", "h100",
+    )  # fmt: skip
+    assert status == 0, err
+    ahead = timezone.now() + timedelta(hours=5)  # the simulated cluster's clock
+    cycle = do_start_cycle(at=timezone.now())
+    do_finish_cycle(cycle, at=timezone.now(), status="succeeded")
+    SchedulingCycle.objects.filter(pk=cycle.pk).update(cluster_at=ahead)  # as a record does
+    late = Workload.objects.get(name="late")
+    explained(late, "quota", "Queue nlp-train has 0 h100 GPUs of quota available.", queue_rank=1)
+    Workload.objects.filter(pk=late.pk).update(estimated_start_at=ahead - timedelta(hours=1))
+    status, out, _ = run("status")
+    assert status == 0
+    assert "due now (" in out and f"Last scheduling cycle: {ahead:%Y-%m-%d %H:%M} UTC" in out
+    status, out, _ = run("why", "nlp/late")
+    assert "Estimated start: due now (estimated for " in out
+    Workload.objects.filter(pk=late.pk).update(estimated_start_at=ahead + timedelta(hours=1))
+    status, out, _ = run("why", "nlp/late")
+    assert "due now" not in out and "Estimated start: " in out
+    status, out, _ = run("status")
+    assert "due now" not in out
