@@ -382,7 +382,10 @@ def summary(
                 "until its queue's quota or the pool changes."
             )
         parts = [said]
-        if workload.queue_position is not None:
+        reason, facts = workload.pending_reason, workload.pending_facts or {}
+        if workload.queue_position is not None and not (  # the sentence says it already
+            facts and reason in get_args(PendingReason) and says_position(reason, facts)
+        ):
             parts.append(f"Position {workload.queue_position} in queue {workload.queue.name}.")
         if workload.estimated_start_at is not None:
             basis = (

@@ -478,3 +478,22 @@ def test_a_dry_run_on_a_pool_that_cannot_be_planned_answers_409(
     response = api_as("member").post(URL + "dry-run/", body(priority_class="normal"), format="json")
     assert response.status_code == 409
     assert "no default priority class" in response.json()["error"]["message"]
+
+
+def test_a_summary_whose_sentence_says_the_position_does_not_say_it_again(
+    api_as: Any, resources: dict
+) -> None:
+    """Work behind others: the core's sentence names its position ("position 2 in queue
+    nlp-train"); the summary adds no second "Position 2 in queue nlp-train."."""
+    ahead = submit("sweep-1", resources["nlp"], resources["own_workload"].submitter, gpus=1)
+    explained(ahead, "quota", "Queue nlp-train has no quota left.", queue_rank=1.0)
+    explained(
+        resources["own_workload"],
+        "behind",
+        "Higher-ranked work holds the capacity it needs: position 9 in queue nlp-train.",
+        {"queue": "nlp-train"},
+        queue_rank=2.0,
+    )
+    summary = api_as("member").get(URL + "nlp/train-1/").json()["explanation"]["summary"]
+    assert "position 2 in queue nlp-train" in summary  # rendered again: where it is now
+    assert summary.lower().count("position 2") == 1 and "position 9" not in summary
