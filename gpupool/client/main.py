@@ -519,6 +519,8 @@ def do_dry_run(api: Api, options: argparse.Namespace, out: TextIO) -> int:
             out.write(f"  {layer['layer']:<10} {verdict}  {layer['detail']}\n")
         if answer["fits"]:
             out.write("It would start now.\n")
+        elif answer.get("never_fits"):
+            out.write(f"It could never run as asked: {answer['never_fits']}\n")
         else:
             out.write(f"It would not start now: {answer['first_failure']}.\n")
     return EXIT_OK if answer["fits"] else EXIT_WOULD_WAIT

@@ -139,7 +139,9 @@ def test_a_dry_run_from_a_file_says_which_layer_stops_it(
     status, out, err = run("dry-run", str(job))
     assert status == 3, err
     assert "quota      FAILS" in out and "16 h100 GPUs of quota available, 24 asked" in out
-    assert "It would not start now: quota." in out
+    # more than its queue's capability: never, not "not now" (as the API and the page say)
+    assert "It could never run as asked: Queue nlp-train can never hold 24 h100 GPUs" in out
+    assert "would not start now" not in out
     status, out, _ = run("dry-run", str(job), "--count", "1")
     assert status == 0 and "It would start now." in out
     assert not Workload.objects.exists()
