@@ -32,6 +32,7 @@ from gpupool.scheduler.scenario import MAX_GPUS_PER_NODE
 from gpupool.scheduler.types import MILLI
 from gpupool.tenancy.models import Tenant
 from gpupool.workloads.actions import PodSetSpec, pod_set_spec_errors
+from gpupool.workloads.api import NAME_PATTERN, NOT_A_DNS_LABEL
 from gpupool.workloads.choices import Topology
 
 
@@ -417,9 +418,12 @@ class WorkloadForm(forms.Form):
     the workloads API takes (``WorkloadForm.body``); the API's serializer and the submission
     action check the rest."""
 
-    name = forms.CharField(
+    # The API's rule, here too: refused with the form's other problems, not after them.
+    name = forms.RegexField(
+        regex=NAME_PATTERN,
         max_length=63,
         required=False,
+        error_messages=NOT_A_DNS_LABEL,
         help_text="A DNS label, unique in the namespace (a dry-run may leave it out).",
     )
     queue = forms.ChoiceField(widget=QuickSelect)

@@ -35,13 +35,22 @@ def test_the_actions_pod_set_refusal_shows_beside_gpus_per_pod(pool: Any, page_a
     assert not Workload.objects.exists()
 
 
+def test_a_name_that_is_no_dns_label_is_refused_with_the_forms_other_problems(
+    pool: Any, page_as: Any
+) -> None:
+    """In one pass: the name was the API's to refuse, so it came back only once the form's
+    own problems were fixed (the form now holds the API's rule, ``NAME_PATTERN``)."""
+    body = FORM | {"name": "X X", "pods": "0", "image": ""}
+    page = text(page_as("max").post("/workloads/submit/", body))
+    assert "Enter a DNS label (RFC 1123)" in field_errors(page, "name")
+    assert field_errors(page, "pods") and field_errors(page, "image")
+    assert not Workload.objects.exists()
+
+
 @pytest.mark.parametrize(
     ("changes", "field", "why"),
-    [
-        ({"name": "Train_1"}, "name", "Enter a DNS label (RFC 1123)"),
-        ({"expected_hours": "999999.99"}, "expected_hours", "less than or equal to"),
-    ],
-    ids=["a name that is no DNS label", "a runtime past the API's bound"],
+    [({"expected_hours": "999999.99"}, "expected_hours", "less than or equal to")],
+    ids=["a runtime past the API's bound"],
 )
 def test_the_serializers_refusal_shows_beside_its_field(
     pool: Any, page_as: Any, changes: dict[str, str], field: str, why: str
