@@ -74,6 +74,7 @@ FACTS: dict[str, Fact] = {
     "pods": Fact("pods", Kind.COUNT),
     "minimum": Fact("pods needed at least", Kind.COUNT),
     "largest_placeable": Fact("most of its pods that fit", Kind.COUNT),
+    "gpu_share": Fact("share of one GPU each pod asks", Kind.GPUS),
     "missing_pods": Fact("pods not created yet", Kind.COUNT),
     "pods_being_created": Fact("pods being created", Kind.YES_NO),
     "blocked_by": Fact("behind (strict FIFO)"),

@@ -595,6 +595,9 @@ class Cycle:
         if at_start >= work.minimum:
             return self._behind(work, facts)
         facts["largest_placeable"] = self.placer.largest_placeable(statement, pods)
+        shares = {pod.shape.milli for pod in pods}
+        if len(shares) == 1 and (share := shares.pop()) < MILLI:
+            facts["gpu_share"] = share / MILLI  # each pod asks this much of one GPU
         return Verdict("fragmentation", facts)
 
     def snapshot_start(self) -> None:

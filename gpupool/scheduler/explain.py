@@ -212,11 +212,7 @@ def _reason_sentence(verdict: Verdict, position: int) -> str:
     if reason == "capacity":
         return _capacity_sentence(facts)
     if reason == "fragmentation":
-        return (
-            f"{number(facts.get('free_gpus'))} {facts.get('flavor')} GPUs are free, but no set of "
-            f"nodes holds the gang: at most {facts.get('largest_placeable')} of its "
-            f"{facts.get('pods')} pods fit (minimum {facts.get('minimum')})."
-        )
+        return _fragmentation_sentence(facts)
     if reason == "topology":
         return (
             f"No single NVLink domain holds its {facts.get('pods')} pods; it would fit across "
@@ -262,6 +258,26 @@ def _reason_sentence(verdict: Verdict, position: int) -> str:
     return (
         f"Higher-ranked work holds the capacity it needs: position {position} in queue "
         f"{facts.get('queue')}."
+    )
+
+
+def _fragmentation_sentence(facts: Mapping[str, object]) -> str:
+    """Enough GPUs free in all, but not where the pods could use them: no node has room for a
+    lone pod (its GPUs, or its share of one, ``gpu_share``, with its CPU and memory), or no
+    set of nodes holds the gang."""
+    amount = number(facts.get("free_gpus"))
+    noun = "GPU is" if amount == "1" else "GPUs are"
+    free = f"{amount} {facts.get('flavor')} {noun} free in all"
+    pods = facts.get("pods")
+    share = facts.get("gpu_share")
+    asks = "" if share is None else f" ({number(share)} of one GPU each)"
+    if pods == 1:
+        asks = "" if share is None else f" ({number(share)} of one GPU)"
+        return f"{free}, but no node has room for its pod{asks} with its CPU and memory."
+    return (
+        f"{free}, but no set of nodes holds the gang{asks}: at most "
+        f"{facts.get('largest_placeable')} of its {pods} pods fit (minimum "
+        f"{facts.get('minimum')})."
     )
 
 

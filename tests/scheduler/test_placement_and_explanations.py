@@ -180,6 +180,49 @@ def test_fragmentation_explanation_gives_the_largest_placeable_gang() -> None:
     (pending,) = result.pending
     assert pending.reason == "fragmentation"
     assert pending.facts["largest_placeable"] == 1
+    assert pending.detail == (
+        "16 h100 GPUs are free in all, but no set of nodes holds the gang: at most 1 of its "
+        "2 pods fit (minimum 2)."
+    )
+
+
+def test_a_lone_pod_that_no_node_holds_is_not_told_of_a_gang() -> None:
+    """One 8-GPU pod, two half-full nodes: 8 GPUs free in all, none whole. Its sentence said
+    "no set of nodes holds the gang: at most 0 of its 1 pods fit"."""
+    _, result = planned(
+        pool(2),
+        [queue("team-a", deserved=16)],
+        [
+            workload("r1", gpus=4, on=[("n1", [0, 1, 2, 3])]),
+            workload("r2", gpus=4, on=[("n2", [0, 1, 2, 3])]),
+            workload("w1"),
+        ],
+    )
+    (pending,) = result.pending
+    assert pending.reason == "fragmentation" and "gpu_share" not in pending.facts
+    assert pending.detail == (
+        "8 h100 GPUs are free in all, but no node has room for its pod with its CPU and memory."
+    )
+
+
+def test_a_share_of_a_gpu_that_no_gpu_has_free_says_its_share() -> None:
+    """Two shared GPUs with 0.5 free each: 1 GPU free in all, but a pod asking 0.8 of one GPU
+    fits on neither."""
+    _, result = planned(
+        [node("s1", gpus=2, flavor="l4s")],
+        [queue("team-a", deserved=2, flavor="l4s")],
+        [
+            workload("r1", gpus=1, flavor="l4s", gpu_milli=500, on=[("s1", [0])]),
+            workload("r2", gpus=1, flavor="l4s", gpu_milli=500, on=[("s1", [1])]),
+            workload("w1", gpus=1, flavor="l4s", gpu_milli=800),
+        ],
+    )
+    (pending,) = result.pending
+    assert pending.reason == "fragmentation" and pending.facts["gpu_share"] == 0.8
+    assert pending.detail == (
+        "1 l4s GPU is free in all, but no node has room for its pod (0.8 of one GPU) with its "
+        "CPU and memory."
+    )
 
 
 def test_positions_follow_the_queue_order() -> None:
