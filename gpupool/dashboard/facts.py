@@ -168,6 +168,18 @@ def fact_value(key: str, value: object, facts: Mapping[str, object]) -> SafeStri
     return str(value)
 
 
+# Labels that depend on the verdict: a quota verdict of work that never fits gives, as its
+# available GPUs, what the capabilities on its path allow at most, not what is free of it now.
+NEVER_FITS_LABELS = {"available_gpus": "most the capabilities on its path allow"}
+
+
+def fact_label(key: str, facts: Mapping[str, object]) -> str:
+    """How the facts table names ``key`` among ``facts``."""
+    if facts.get("never_fits") and key in NEVER_FITS_LABELS:
+        return NEVER_FITS_LABELS[key]
+    return FACTS[key].label if key in FACTS else key
+
+
 def fact_rows(facts: Mapping[str, object]) -> list[FactRow]:
     """The facts as rows for people: known keys first in the mapping's order, then any
     other as it is (its key as its label)."""
@@ -176,7 +188,7 @@ def fact_rows(facts: Mapping[str, object]) -> list[FactRow]:
     return [
         FactRow(
             key,
-            FACTS[key].label if key in FACTS else key,
+            fact_label(key, facts),
             format_html("{}", fact_value(key, facts[key], facts)),
         )
         for key in [*known, *others]
