@@ -218,12 +218,22 @@ class EstimateRefresher:
     max_steps: int = MAX_STEPS
     written: dict[int, EstimateRow] = field(default_factory=dict)
     last_at: float | None = None  # monotonic time of the last refresh
+    last_pool_at: float | None = None  # the pool's time it replayed from (POSIX seconds)
     _state: LoopState | None = None
     _runtimes: RuntimeHistory | None = None
 
-    def due(self) -> bool:
-        """Whether ``ESTIMATE_REFRESH_S`` has passed since the last refresh."""
-        return self.last_at is None or time.monotonic() - self.last_at >= ESTIMATE_REFRESH_S
+    def due(self, pool_at: float | None = None) -> bool:
+        """Whether ``ESTIMATE_REFRESH_S`` has passed since the last refresh, on the wall
+        clock or on the pool's (``pool_at``: the latest cycle's time): a simulated cluster
+        runs ahead of the wall clock (the demo: an hour a minute), and estimates refreshed
+        once a wall minute lay an hour of the pool's time behind it."""
+        if self.last_at is None or time.monotonic() - self.last_at >= ESTIMATE_REFRESH_S:
+            return True
+        return (
+            pool_at is not None
+            and self.last_pool_at is not None
+            and pool_at - self.last_pool_at >= ESTIMATE_REFRESH_S
+        )
 
     def refresh(self, planned: Planned | None) -> EstimateRun:
         """Replay from ``planned`` when a cycle planned it less than ``ESTIMATE_REFRESH_S``
@@ -250,6 +260,7 @@ class EstimateRefresher:
         do_record_estimates(changed)
         self.written = {pk: changed.get(pk) or self.written[pk] for pk in rows}
         self.last_at = time.monotonic()
+        self.last_pool_at = planned.now
         return EstimateRun(
             pending=len(estimates),
             estimated=len(estimates) - unknown,

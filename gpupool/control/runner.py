@@ -240,7 +240,10 @@ def _run_cycles(
             on_cycle(result)
         if result.status == "failed":
             logger.warning("cycle failed: %s", result.error)
-        elif loop.estimates.due() and not stop.is_set():
+        elif (
+            loop.estimates.due(loop.latest.now if loop.latest is not None else None)
+            and not stop.is_set()
+        ):
             try:
                 run = loop.refresh_estimates()
                 logger.info("estimated starts refreshed: %s", run.as_json())

@@ -169,3 +169,28 @@ def test_the_in_process_loop_refreshes_estimates_after_a_cycle_once_due(world: W
     assert world.loop.estimates.last_at is not None
     assert world.workload("next").estimated_start_at is not None
     assert not world.loop.estimates.due()  # the second cycle did not refresh again
+
+
+def test_estimates_are_refreshed_once_the_pools_clock_moved_a_minute_not_only_the_walls(
+    world: World,
+) -> None:
+    """A simulated cluster runs ahead of the wall clock (the demo: an hour a minute):
+    estimates refreshed once a wall minute lay an hour of the pool's time behind, and read
+    as starts long past. Each cycle here moves the pool's clock 10 minutes."""
+    running(world, "hog", 8, expected_runtime_s=2 * HOUR)
+    world.submit("next", gpus=4, expected_runtime_s=HOUR)
+    stop, cycles = threading.Event(), []
+
+    def tick(result: object) -> None:
+        cycles.append(result)
+        world.cluster.tick(600)
+        if len(cycles) == 3:
+            stop.set()
+
+    run_forever(world.loop, stop, interval_s=0.0, on_cycle=tick)
+    refreshed = world.loop.estimates.last_pool_at
+    assert refreshed is not None and world.loop.latest is not None
+    # refreshed after the second cycle too (the third stops the loop), within a wall minute
+    assert abs(refreshed - (world.loop.latest.now - 600)) < 5
+    assert not world.loop.estimates.due(refreshed + 59)
+    assert world.loop.estimates.due(refreshed + 60)
