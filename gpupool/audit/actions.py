@@ -125,9 +125,15 @@ def record_audit_event(
     after: dict[str, Any] | None,
     reason: str = "",
 ) -> AuditEvent:
-    """Write one audit row for a change to ``instance`` made by ``acting_user``."""
+    """Write one audit row for a change to ``instance`` made by ``acting_user``, stamped with
+    the pool's clock (``control.clock.pool_now``) as the records the action changes are: a
+    simulated cluster runs ahead of the wall clock (the demo), and a request "decided at
+    16:00" was audited at 09:37. On a real cluster it is the wall clock."""
+    from gpupool.control.clock import pool_now  # (the control app's models import this app)
+
     actor = _actor_of(acting_user)
     return AuditEvent.objects.create(
+        at=pool_now(),
         actor=actor,
         actor_name=actor.get_username() if actor is not None else "",
         action=action,

@@ -92,3 +92,25 @@ def test_the_actor_name_survives_the_users_deletion(team: tuple) -> None:
     admin.delete()
     event = AuditEvent.objects.get(action="quotas.set_queue_quota")
     assert event.actor is None and event.actor_name == "gone"
+
+
+def test_a_persons_change_is_audited_on_the_pools_clock_as_the_record_it_changes(
+    team: tuple,
+) -> None:
+    """A simulated cluster runs ahead of the wall clock (the demo: an hour a minute): a
+    quota request decided "at 16:00" on its page was audited at 09:37. People's actions stamp
+    their records with the pool's clock (``control.clock.pool_now``); their audit rows too."""
+    from gpupool.control.actions import do_finish_cycle, do_start_cycle
+    from gpupool.control.clock import pool_now
+    from gpupool.control.models import SchedulingCycle
+
+    cycle = do_start_cycle(at=timezone.now())
+    do_finish_cycle(cycle, at=timezone.now(), status="succeeded")
+    ahead = timezone.now() + timedelta(hours=6)
+    SchedulingCycle.objects.filter(pk=cycle.pk).update(cluster_at=ahead)  # as a record does
+    admin = user("root-admin", admin=True)
+    quota(team[0], team[1], 2, 4, 8)
+    do_set_queue_quota(team[0], team[1], guarantee=4, deserved=4, capability=8, acting_user=admin)
+    event = AuditEvent.objects.filter(action="quotas.set_queue_quota").order_by("-id").first()
+    assert event is not None
+    assert abs((event.at - ahead).total_seconds()) < 1 and pool_now() >= event.at
