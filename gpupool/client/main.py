@@ -162,6 +162,20 @@ def estimate(explanation: dict[str, Any]) -> str:
     return when(explanation["estimated_start_at"]) + suffix
 
 
+def fact_value(value: Any) -> str:
+    """A fact's value as ``gpupool why`` writes it: ``yes``/``no``, numbers as ``gpus``
+    writes them (``112``, not ``112.0``), lists joined, objects as ``key=value`` pairs."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int | float):
+        return gpus(f"{value:.3f}") if isinstance(value, float) else str(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(fact_value(item) for item in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}={fact_value(v)}" for k, v in value.items()) + "}"
+    return "-" if value is None else str(value)
+
+
 def estimated_cell(estimated: str | None, clock: str | None) -> str:
     """A list's estimated start: its time, ``due now`` once it is before the pool's
     ``clock`` (the last cycle's cluster time), ``-`` when there is none."""
@@ -190,7 +204,9 @@ def print_story(workload: dict[str, Any], out: TextIO) -> None:
         out.write(f"     (reason: {explanation['reason']}, never fits)\n")
     elif workload["state"] == "pending":
         if explanation["reason"]:
-            facts = ", ".join(f"{key}={value}" for key, value in explanation["facts"].items())
+            facts = ", ".join(
+                f"{key}={fact_value(value)}" for key, value in explanation["facts"].items()
+            )
             out.write(f"Why: {explanation['detail']}\n")
             out.write(f"     (reason: {explanation['reason']}{'; ' + facts if facts else ''})\n")
         else:

@@ -218,3 +218,31 @@ def test_an_estimate_the_pool_has_passed_is_due_in_the_list_the_story_and_the_ap
     assert "due now" not in out and "Estimated start: " in out
     status, out, _ = run("status")
     assert "due now" not in out
+
+
+def test_why_writes_the_facts_numbers_and_flags_as_people_read_them() -> None:
+    """``(reason: quota; borrowing_capped=False, asked_gpus=112.0)`` read as Python."""
+    from gpupool.client.main import print_story
+
+    out = io.StringIO()
+    print_story(
+        {
+            "namespace": "nlp",
+            "name": "big",
+            "state": "pending",
+            "queue": "nlp-train",
+            "tenant": "nlp",
+            "gpus": "112.000",
+            "priority_class": "normal",
+            "explanation": {
+                "reason": "quota",
+                "detail": "Queue nlp-train has 0 h100 GPUs of quota available, 112 asked.",
+                "facts": {"asked_gpus": 112.0, "borrowing_capped": False, "share": 0.47},
+                "queue_position": 3,
+                "estimated_start_at": None,
+                "estimate_not_before": None,
+            },
+        },
+        out,
+    )
+    assert "(reason: quota; asked_gpus=112, borrowing_capped=no, share=0.47)" in out.getvalue()
