@@ -242,6 +242,7 @@ def test_why_writes_the_facts_numbers_and_flags_as_people_read_them() -> None:
                 "estimated_start_at": None,
                 "estimate_not_before": None,
             },
+            "timeline": [],
         },
         out,
     )
