@@ -487,17 +487,45 @@ def _locked(request: QuotaRequest) -> QuotaRequest:
     return QuotaRequest.objects.select_for_update().get(pk=request.pk)
 
 
-def _state_refusal(request: QuotaRequest, *states: str) -> ValidationError | None:
-    """Why a step that needs ``request`` in one of ``states`` is refused; None when it is."""
+def _state_moment(request: QuotaRequest) -> datetime | None:
+    """When ``request`` reached its state (submitted, decided, applied, withdrawn); None for
+    a draft or a state without its stamp."""
+    return {
+        QuotaRequestState.SUBMITTED: request.submitted_at,
+        QuotaRequestState.APPROVED: request.decided_at,
+        QuotaRequestState.REJECTED: request.decided_at,
+        QuotaRequestState.APPLIED: request.applied_at,
+        QuotaRequestState.WITHDRAWN: request.withdrawn_at,
+    }.get(QuotaRequestState(request.state))
+
+
+def _state_refusal(request: QuotaRequest, *states: str, step: str) -> ValidationError | None:
+    """Why ``request`` cannot be ``step`` (its past participle in words: "approved or
+    rejected", "changed") because it is not in one of ``states``, keyed ``state`` (the API's
+    key), as a sentence: where the request stands, since when, and what may still be done;
+    None when it is in one of them."""
     if request.state in states:
         return None
-    return ValidationError(
-        {"state": f"request {request.pk} is {request.state}; this needs {' or '.join(states)}"}
-    )
+    name = f"request #{request.pk}"
+    if request.state == QuotaRequestState.DRAFT:
+        after = " and an admin approves it" if QuotaRequestState.APPROVED in states else ""
+        why = f"{name} is a draft: it can be {step} only once its requester submits it{after}"
+    elif request.state == QuotaRequestState.SUBMITTED and QuotaRequestState.DRAFT in states:
+        why = (
+            f"{name} is submitted, not a draft, so it can no longer be {step}: to change it, "
+            "withdraw it with Withdraw (it is kept, withdrawn) and file a new request"
+        )
+    elif request.state == QuotaRequestState.SUBMITTED:
+        why = f"{name} is submitted, not yet approved: it can be {step} once an admin approves it"
+    else:
+        moment = _state_moment(request)
+        on = f" on {timezone.localdate(moment):%Y-%m-%d}" if moment is not None else ""
+        why = f"{name} was {request.state}{on}, so it can no longer be {step}"
+    return ValidationError({"state": why})
 
 
-def _require_state(request: QuotaRequest, *states: str) -> None:
-    refusal = _state_refusal(request, *states)
+def _require_state(request: QuotaRequest, *states: str, step: str) -> None:
+    refusal = _state_refusal(request, *states, step=step)
     if refusal is not None:
         raise refusal
 
@@ -527,11 +555,33 @@ REQUEST_DRAFT_FIELDS = (
 )
 
 
+def past_period_refusal(request: QuotaRequest) -> ValidationError | None:
+    """Why a budget request's period is over, keyed ``period_end``, or None: its end (the
+    first day after it) is on or before the pool's today (``pool_now`` in the project's time
+    zone, the day the loop picks a budget by, ``control.budgets.budget_ids``), so no work
+    could ever spend what it grants. The one rule filing, editing, submitting
+    (``budget_target_refusal``), approving (``approval_refusal``) and applying (``_apply``)
+    a budget request use. None for a queue-quota request or one without its end."""
+    if request.kind != QuotaRequestKind.BUDGET or request.period_end is None:
+        return None
+    today = timezone.localdate(pool_now())
+    if request.period_end > today:
+        return None
+    return ValidationError(
+        {
+            "period_end": f"the period ended on {request.period_end:%Y-%m-%d}: a budget for a "
+            f"past period grants nothing (today is {today:%Y-%m-%d}); ask for a period that "
+            "ends after today"
+        }
+    )
+
+
 def budget_target_refusal(request: QuotaRequest) -> ValidationError | None:
     """Why a budget request names no period it can add to, keyed by the request's field, or
-    None: the period's budget ends on another day (``period_end``) or the period overlaps
-    another budget of the class (``period_start``). The check approval runs
-    (``quota_request_problems``, through ``_budget_with_addition``), made when the request is
+    None: the period is over (``past_period_refusal``, ``period_end``), the period's budget
+    ends on another day (``period_end``) or the period overlaps another budget of the class
+    (``period_start``). The check approval runs (``approval_refusal``, and
+    ``quota_request_problems`` through ``_budget_with_addition``), made when the request is
     filed, edited and submitted, so a wrong period is refused then and not only at approval.
     None for a queue-quota request, or one missing its target (``QuotaRequest.clean`` says)."""
     if (
@@ -541,6 +591,9 @@ def budget_target_refusal(request: QuotaRequest) -> ValidationError | None:
         or request.period_end is None
     ):
         return None
+    past = past_period_refusal(request)
+    if past is not None:
+        return past
     try:
         budget = _budget_with_addition(
             request.tenant,
@@ -618,7 +671,7 @@ def do_update_quota_request(
 ) -> QuotaRequest:
     """Change a draft's target, amounts, period or justification; only its requester may."""
     request = _locked(request)
-    _require_state(request, QuotaRequestState.DRAFT)
+    _require_state(request, QuotaRequestState.DRAFT, step="changed")
     if acting_user is None or acting_user.pk != request.requested_by_id:
         raise PermissionDenied("only the requester changes a draft")
     unknown = sorted(set(changes) - set(REQUEST_DRAFT_FIELDS))
@@ -641,7 +694,7 @@ def do_update_quota_request(
 def do_submit_quota_request(request: QuotaRequest, *, acting_user: Any) -> QuotaRequest:
     """Send a draft to the admins (who are told by mail); only its requester submits it."""
     request = _locked(request)
-    _require_state(request, QuotaRequestState.DRAFT)
+    _require_state(request, QuotaRequestState.DRAFT, step="submitted again")
     if acting_user is None or acting_user.pk != request.requested_by_id:
         raise PermissionDenied("only the requester submits a request")
     before = model_snapshot(request)
@@ -785,10 +838,14 @@ def _require_a_new_request(request: QuotaRequest) -> None:
 
 
 def approval_refusal(request: QuotaRequest) -> ValidationError | None:
-    """Why no admin could approve ``request`` as things stand, keyed ``payload``, or None: its
-    change would not fit the pool (``quota_request_problems``). The part of
+    """Why no admin could approve ``request`` as things stand, or None: a budget request's
+    period is over (``past_period_refusal``, keyed ``period_end``), or its change would not
+    fit the pool (``quota_request_problems``, keyed ``payload``). The part of
     ``decision_refusal`` that does not depend on who decides, so the requester's page and the
     API's request detail give the verdict the approval page gives."""
+    past = past_period_refusal(request)
+    if past is not None:
+        return past
     problems = quota_request_problems(request)
     if problems:
         return ValidationError({"payload": "the change would not fit: " + "; ".join(problems)})
@@ -871,7 +928,7 @@ def decision_refusal(
     refusal = (
         _admin_refusal(acting_user, verb)
         or withdrawn_refusal(request)
-        or _state_refusal(request, QuotaRequestState.SUBMITTED)
+        or _state_refusal(request, QuotaRequestState.SUBMITTED, step="approved or rejected")
     )
     if refusal is not None:
         return refusal
@@ -906,7 +963,10 @@ def _apply(request: QuotaRequest, *, acting_user: Any) -> QuotaRequest:
     and mark it applied, audited; the caller holds the transaction."""
     request = _locked(request)
     _require_admin(acting_user, "apply")
-    _require_state(request, QuotaRequestState.APPROVED)
+    _require_state(request, QuotaRequestState.APPROVED, step="applied")
+    past = past_period_refusal(request)  # approved before its period ended, applied after
+    if past is not None:
+        raise past
     amounts = request.requested_amounts()
     reason = f"quota request #{request.pk}: {request.justification}"[:500]
     at = pool_now()  # one instant: the change's place in its history, and the request's step
@@ -997,7 +1057,12 @@ def do_start_what_if(request: QuotaRequest, *, acting_user: Any, days: int = 30)
     submitted); it starts in the background once this commits."""
     request = _locked(request)
     _require_admin(acting_user, "replay")
-    _require_state(request, QuotaRequestState.DRAFT, QuotaRequestState.SUBMITTED)
+    _require_state(
+        request,
+        QuotaRequestState.DRAFT,
+        QuotaRequestState.SUBMITTED,
+        step="replayed in a what-if",
+    )
     if request.state == QuotaRequestState.DRAFT and acting_user.pk != request.requested_by_id:
         raise ValidationError(
             {"state": f"request {request.pk} is a draft, its requester's own until submitted"}

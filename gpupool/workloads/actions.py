@@ -3,6 +3,7 @@ placements."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -50,6 +51,45 @@ class PodSetSpec:
     image: str = ""  # what the pods run (empty: pods Kubernetes created, gpupool only schedules)
     command: Sequence[str] = ()
     env: Mapping[str, str] = field(default_factory=dict)
+
+
+# A container image reference, written from the grammar in the comment at the top of
+# reference.go in github.com/distribution/reference (the reference the OCI distribution
+# spec's registries take): [host[:port]/]path[:tag][@digest].
+#   host:  DNS labels joined by "." (letters, digits, inner "-"), or [IPv6]; port: digits
+#   path:  components joined by "/", each lowercase letters and digits with "_", "__", "."
+#          or any run of "-" only between them
+#   tag:   a word character, then up to 127 of letters, digits, "_", "." and "-"
+#   digest: here sha256 only, 64 hex digits
+# The whole name (host and path) is at most 255 characters (the grammar's NameTotalLengthMax).
+_HOST_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+_IMAGE_HOST = rf"(?:{_HOST_LABEL}(?:\.{_HOST_LABEL})*|\[[0-9A-Fa-f:.]+\])(?::[0-9]+)?"
+_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[_.]|__|-+)[a-z0-9]+)*"
+IMAGE_REFERENCE = re.compile(
+    rf"(?P<name>(?:{_IMAGE_HOST}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*)"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"
+    r"(?:@sha256:[0-9a-f]{64})?",
+    re.ASCII,
+)
+IMAGE_NAME_MAX = 255
+IMAGE_EXAMPLE = "ghcr.io/team/train:1.4"
+
+
+def image_reference_error(image: str) -> str | None:
+    """Why ``image`` is not a container image reference (``IMAGE_REFERENCE``), or None; an
+    empty image is none to check (pods Kubernetes created run their own). The one rule of
+    submission (``do_submit_workload``), and so of the API, the submit form and the dry-run."""
+    if not image:
+        return None
+    found = IMAGE_REFERENCE.fullmatch(image)
+    if found is not None and len(found["name"]) <= IMAGE_NAME_MAX:
+        return None
+    why = f"{image!r} is not a container image reference (e.g. {IMAGE_EXAMPLE})"
+    if found is not None:
+        return f"{why}: its name is longer than {IMAGE_NAME_MAX} characters"
+    if image != image.lower() and IMAGE_REFERENCE.fullmatch(image.lower()):
+        return f"{why}: a repository's path is lowercase"
+    return why
 
 
 def pod_set_spec_errors(spec: PodSetSpec) -> dict[str, str]:
@@ -245,6 +285,9 @@ def do_submit_workload(
             env=dict(spec.env),
         )
         prefix = f"pod_sets.{index}."
+        image_error = image_reference_error(spec.image)
+        if image_error is not None:
+            raise ValidationError({prefix + "image": image_error})
         try:
             pod_set.full_clean()
         except ValidationError as error:
