@@ -11,7 +11,8 @@ the hours rolled up so far (every finished hour, once the beat has run).
 - ``attribution_report``: per tenant or queue and flavor, the lines its usage and guarantees
   take: used within guarantee, reserved idle (charged to the queue holding the guarantee), used
   above guarantee, and optionally its share of the pool idle (in proportion to use); each used
-  line also split into its active and idle allocated parts;
+  line also split into its active and idle allocated parts; and what it is charged (used plus
+  reserved idle, ``charged`` and ``charged_cost``);
 - ``capacity_report``: per flavor, the healthy capacity and the four lines adding up to it,
   the used ones split the same way;
 - ``workload_report``: GPU-hours, cost, active and idle GPU-hours per workload.
@@ -28,6 +29,7 @@ import uuid
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, timedelta
+from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any, Literal, TypeVar
 
 from django.core.cache import cache
@@ -64,9 +66,19 @@ NAME_OF = {
 }
 
 # What the Cost page and the reports' CSVs write for the rows of the queues of no tenant (JSON
-# keeps null): the pool's own queues, an organization's parent queue most often, whose reserved
-# idle is the part of its guarantee its teams' guarantees do not hold (docs/cost.md).
+# keeps null, a machine value, as docs/api.md says): the pool's own queues, an organization's
+# parent queue most often, whose reserved idle is the part of its guarantee its teams'
+# guarantees do not hold (docs/cost.md).
 NO_TEAM = "(no team: the pool's own queues)"
+
+# The longest span a report covers: its end at most this many days after its start (a daily
+# report of it is still paged). The reports API and the Cost page's range both refuse more.
+LONGEST_SPAN_DAYS = 3 * 366
+
+# The decimal places the reports write each GPU-hour and cost figure with (JSON and CSV), half
+# to even: the Cost page shows the figures so written, so its cells are the CSVs' to the places
+# it rounds to (``gpupool.number_formats``), rather than rounding the exact cost twice apart.
+REPORT_PLACES = 4
 
 QUEUE_LINES = ("used_within_guarantee", "reserved_idle", "used_above_guarantee")
 FLAVOR_LINES = (*QUEUE_LINES, "pool_idle")
@@ -123,6 +135,26 @@ def cost_scope(access: Access) -> frozenset[int] | None:
     if access.admin or access.finance:
         return None
     return access.tenant_ids
+
+
+def span_refusal(start: date, end: date) -> dict[str, str]:
+    """What is wrong with the days ``start`` to ``end`` as a report's span, by the parameter
+    to blame (``start``, ``end``): an end before the start, or more than
+    ``LONGEST_SPAN_DAYS`` between them. Empty when the span is fine. The one rule the reports
+    API (a 400) and the Cost page's range (beside its fields) both apply."""
+    if end < start:
+        return {"end": f"must not be before start ({end} is before {start})"}
+    if (end - start).days > LONGEST_SPAN_DAYS:
+        return {
+            "start": f"a report covers at most {LONGEST_SPAN_DAYS} days from start to end "
+            f"({(end - start).days} asked)"
+        }
+    return {}
+
+
+def written(value: Decimal) -> Decimal:
+    """A report's figure as the reports write it: to ``REPORT_PLACES``, half to even."""
+    return value.quantize(Decimal(1).scaleb(-REPORT_PLACES), rounding=ROUND_HALF_EVEN)
 
 
 @dataclass(frozen=True)
@@ -294,11 +326,28 @@ def attribution_report(
     filters = {k: v for k, v in query.filters.items() if k != "priority_class"}
     scoped = ReportQuery(query.start, query.end, query.period, filters, query.tenants)
     rows = _grouped(scoped, (QueueDay, QueueMonth), dimensions, sums)
+    renamed = _renamed(dimensions, sums, query.period)
+
+    def finish(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [charged(row) for row in renamed(batch)]
+
     return Report(
-        columns=("period", *dimensions, *sums),
+        columns=("period", *dimensions, *sums, *CHARGED),
         query=rows,
-        finish=_renamed(dimensions, sums, query.period),
+        finish=finish,
     )
+
+
+# What a tenant or queue is charged: the GPU-hours it used plus its reserved idle, and their
+# cost (the Cost page's "Charged GPU-hours" and "Cost charged"; the attribution report's).
+CHARGED = ("charged", "charged_cost")
+
+
+def charged(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` (an attribution row) with its ``CHARGED`` figures: used plus reserved idle."""
+    row["charged"] = row["used"] + row["reserved_idle"]
+    row["charged_cost"] = row["used_cost"] + row["reserved_idle_cost"]
+    return row
 
 
 def capacity_report(query: ReportQuery, *, share_idle: bool = False) -> Report:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
+from decimal import ROUND_HALF_EVEN
 from typing import Any
 
 from django.core.cache import cache
@@ -31,6 +32,7 @@ from gpupool.accounting.reports import (
     NO_TEAM,
     PERIODS,
     REPORT_CACHE_S,
+    REPORT_PLACES,
     USAGE_DIMENSIONS,
     Report,
     ReportQuery,
@@ -38,6 +40,7 @@ from gpupool.accounting.reports import (
     capacity_report,
     cost_scope,
     roll_up_version,
+    span_refusal,
     usage_report,
     workload_report,
 )
@@ -51,9 +54,6 @@ from gpupool.control.clock import pool_now
 from gpupool.inventory.models import Flavor
 from gpupool.quotas.models import Queue
 from gpupool.tenancy.models import Tenant
-
-# The longest span a report covers, in days (a daily report of it is still paged).
-LONGEST_SPAN_DAYS = 3 * 366
 
 
 class NameList(serializers.CharField):
@@ -110,18 +110,14 @@ class ReportQuerySerializer(serializers.Serializer[Any]):
         return ", ".join(name for name in FILTERS if name in self.fields) or "nothing"
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        """Fill in this month to date; the span runs forwards and is at most three years."""
+        """Fill in this month to date; the span runs forwards and is at most three years
+        (``reports.span_refusal``, the Cost page's rule too)."""
         if "end" not in attrs:  # the pool's today: one query, only when it is needed
             attrs["end"] = local_day(pool_now(), accounting_zone())
         attrs.setdefault("start", attrs["end"].replace(day=1))
-        if attrs["end"] < attrs["start"]:
-            raise serializers.ValidationError(
-                {"end": f"must not be before start ({attrs['end']} is before {attrs['start']})"}
-            )
-        if (attrs["end"] - attrs["start"]).days > LONGEST_SPAN_DAYS:
-            raise serializers.ValidationError(
-                {"start": f"a report covers at most {LONGEST_SPAN_DAYS} days"}
-            )
+        refused = span_refusal(attrs["start"], attrs["end"])
+        if refused:
+            raise serializers.ValidationError(refused)
         return attrs
 
 
@@ -189,13 +185,21 @@ def _known(value: list[str], choices: Sequence[str]) -> list[str]:
 
 def _gpu_hours(help_text: str = "") -> serializers.DecimalField:
     return serializers.DecimalField(
-        max_digits=20, decimal_places=4, required=False, help_text=help_text
+        max_digits=20,
+        decimal_places=REPORT_PLACES,
+        rounding=ROUND_HALF_EVEN,  # as ``reports.written``, which the Cost page shows
+        required=False,
+        help_text=help_text,
     )
 
 
 def _cost(help_text: str = "") -> serializers.DecimalField:
     return serializers.DecimalField(
-        max_digits=24, decimal_places=4, required=False, help_text=help_text
+        max_digits=24,
+        decimal_places=REPORT_PLACES,
+        rounding=ROUND_HALF_EVEN,
+        required=False,
+        help_text=help_text,
     )
 
 
@@ -215,11 +219,18 @@ class RowSerializer(serializers.Serializer[Any]):
         }
 
 
+# What a report's tenant of null means (docs/api.md): the CSV writes ``reports.NO_TEAM``.
+NO_TEAM_HELP = (
+    "The tenant; null for the pool's own queues, which belong to no team (the CSV writes "
+    f"{NO_TEAM!r} there)."
+)
+
+
 class UsageRowSerializer(RowSerializer):
     """GPU-hours and cost of one period (and tenant, queue, flavor, class when grouped so)."""
 
     period = serializers.CharField(help_text="2026-03 (month) or 2026-03-10 (day).")
-    tenant = _name("The tenant (empty for a queue of no tenant).")
+    tenant = _name(NO_TEAM_HELP)
     queue = _name("The queue.")
     flavor = _name("The flavor.")
     priority_class = _name("The priority class.")
@@ -238,6 +249,7 @@ LINE_HELP = {
     "pool_idle": "Healthy GPU-hours nobody used or reserved.",
     "pool_idle_share": "Its share of the pool idle, in proportion to its use (share_idle).",
     "pool_idle_shared": "The part of the pool idle shared out in proportion to use.",
+    "charged": "GPU-hours charged: used plus reserved idle (the Cost page's Charged GPU-hours).",
     "used_active": "Of used, the GPU-hours in which the GPUs worked.",
     "used_idle": "Of used, the GPU-hours allocated but idle.",
     "used_within_guarantee_active": "Of used within guarantee, the active part.",
@@ -251,7 +263,7 @@ class AttributionRowSerializer(RowSerializer):
     """One period's lines of a tenant, queue and flavor (as grouped), in GPU-hours and cost."""
 
     period = serializers.CharField(help_text="2026-03 (month) or 2026-03-10 (day).")
-    tenant = _name("The tenant (empty for a queue of no tenant).")
+    tenant = _name(NO_TEAM_HELP)
     queue = _name("The queue.")
     flavor = _name("The flavor.")
     guarantee = _gpu_hours("GPU-hours guaranteed (scaled to the healthy capacity).")
@@ -260,6 +272,7 @@ class AttributionRowSerializer(RowSerializer):
     reserved_idle = _gpu_hours(LINE_HELP["reserved_idle"])
     used_above_guarantee = _gpu_hours(LINE_HELP["used_above_guarantee"])
     pool_idle_share = _gpu_hours(LINE_HELP["pool_idle_share"])
+    charged = _gpu_hours(LINE_HELP["charged"])
     used_active = _gpu_hours(LINE_HELP["used_active"])
     used_idle = _gpu_hours(LINE_HELP["used_idle"])
     used_within_guarantee_active = _gpu_hours(LINE_HELP["used_within_guarantee_active"])
@@ -271,6 +284,7 @@ class AttributionRowSerializer(RowSerializer):
     reserved_idle_cost = _cost()
     used_above_guarantee_cost = _cost()
     pool_idle_share_cost = _cost()
+    charged_cost = _cost("The cost charged: of used plus of reserved idle.")
     used_active_cost = _cost()
     used_idle_cost = _cost()
     used_within_guarantee_active_cost = _cost()
