@@ -16,6 +16,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import capfirst
 
+from gpupool.accounting.reports import span_refusal
 from gpupool.clusters.grouping import MAX_PODS
 from gpupool.inventory.choices import Sharing
 from gpupool.inventory.models import Flavor
@@ -119,7 +120,8 @@ def refusal_fields(detail: Any, prefix: str = "") -> dict[str, list[str]]:
 
 # Fields of the actions' refusals that a page holds no field of, in words (``readable_field``):
 # a quota request's ``payload`` is what it asks for.
-FIELD_WORDS = {"payload": "requested amounts"}
+# ``state``: an action's refusal of a step in its state says the state in its own sentence.
+FIELD_WORDS = {"payload": "requested amounts", "state": ""}
 
 
 def readable_field(path: str) -> str:
@@ -410,6 +412,49 @@ class AuditFilterForm(forms.Form):
         until: date | None = data.get("until")
         if since and until and until < since:
             self.add_error("until", "must not be before From")
+        return data
+
+
+class CostRangeForm(forms.Form):
+    """The Cost page's custom span: its first and last accounting days (``?start=&end=``, the
+    reports API's parameters, both included). The span is the reports' (``span_refusal``, the
+    API's rule: an end before the start, more than ``LONGEST_SPAN_DAYS``), inside the days the
+    page counts (``first`` to ``last``: its trend of months before the end stays inside the
+    calendar)."""
+
+    start = forms.DateField(
+        label="Start",
+        widget=forms.DateInput(attrs={"type": "date"}),
+        error_messages={"required": "give the first day too (YYYY-MM-DD)"},
+    )
+    end = forms.DateField(
+        label="End (included)",
+        widget=forms.DateInput(attrs={"type": "date"}),
+        error_messages={"required": "give the last day too (YYYY-MM-DD)"},
+    )
+
+    def __init__(self, *args: Any, first: date, last: date, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.first, self.last = first, last
+        for field in self.fields.values():
+            field.widget.attrs |= {"min": first.isoformat(), "max": last.isoformat()}
+
+    def clean(self) -> dict[str, Any]:
+        """Each day inside the days the page counts, and the span one a report covers."""
+        data = super().clean() or {}
+        for name in ("start", "end"):
+            day: date | None = data.get(name)
+            if day is not None and not self.first <= day <= self.last:
+                self.add_error(
+                    name,
+                    f"{day.isoformat()} is out of range: pick a day from "
+                    f"{self.first.isoformat()} to {self.last.isoformat()}.",
+                )
+        start: date | None = data.get("start")
+        end: date | None = data.get("end")
+        if start and end and not self.errors:
+            for name, why in span_refusal(start, end).items():
+                self.add_error(name, why)
         return data
 
 

@@ -10,7 +10,14 @@ app_name = "dashboard"
 urlpatterns = [
     path("", views.home, name="home"),
     path("login/", views.DashboardLoginView.as_view(), name="login"),
-    path("logout/", LogoutView.as_view(), name="logout"),
+    # GET asks (a "Log out" button, or a link to log in once logged out); POST logs out.
+    path(
+        "logout/",
+        LogoutView.as_view(
+            http_method_names=["get", "post", "options"], template_name="dashboard/logout.html"
+        ),
+        name="logout",
+    ),
     path("overview/", views.overview, name="overview"),
     path("workloads/", views.workloads, name="workloads"),
     path("workloads/dry-run/", views.workload_dry_run, name="workload-dry-run"),

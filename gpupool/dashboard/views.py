@@ -33,6 +33,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.db.models import Count, F, Prefetch, Q, QuerySet, Sum
 from django.db.models.functions import Coalesce, TruncDate
+from django.forms import ChoiceField
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect, render, resolve_url
 from django.urls import reverse
@@ -52,10 +53,12 @@ from gpupool.accounting.reports import (
     cached_by_roll_up,
     capacity_report,
     cost_scope,
+    written,
 )
 from gpupool.api.access import Access, request_access
 from gpupool.api.permissions import tenant_scoped
 from gpupool.audit.models import AuditEvent
+from gpupool.audit.words import action_label, field_label, names_a_user, object_kind
 from gpupool.cli.subcommands.seed_demo import demo_password, demo_users
 from gpupool.control.clock import pool_clock, pool_now
 from gpupool.control.models import SchedulingCycle
@@ -77,6 +80,7 @@ from gpupool.dashboard.fairness import Lender, Standing, Verdict, explain_fairne
 from gpupool.dashboard.forms import (
     AuditFilterForm,
     CordonForm,
+    CostRangeForm,
     DecisionForm,
     GpuHealthForm,
     QuotaRequestForm,
@@ -130,9 +134,10 @@ from gpupool.quotas.actions import (
 )
 from gpupool.quotas.choices import ACTIVE_WHAT_IF_STATES, QuotaRequestKind, QuotaRequestState
 from gpupool.quotas.impact import current_deserved_shares, request_impact
-from gpupool.quotas.models import PriorityClass, Queue, QueueQuota, QuotaRequest
+from gpupool.quotas.models import PriorityBudget, PriorityClass, Queue, QueueQuota, QuotaRequest
 from gpupool.quotas.queries import (
     QueueUsage,
+    budget_rows,
     idle_policy_in_force,
     queue_usage,
     queues_led_by,
@@ -164,6 +169,8 @@ from gpupool.workloads.models import PodSet, Workload, gpu_equivalent
 from gpupool.workloads.queries import (
     backoffs_in_force,
     dry_run_submission,
+    eviction_drain_words,
+    eviction_drains,
     explain,
     lost_gpu_hours,
     protections_in_force,
@@ -171,6 +178,7 @@ from gpupool.workloads.queries import (
     sees_preemptor,
     sees_preemptor_of,
     sentence,
+    timeline_drain_words,
     total_gpus,
     workload_story,
 )
@@ -283,6 +291,18 @@ def not_understood(value: str, expected: str, instead: str) -> str:
     """What a page says of a value of its URL it did not take (``?month=2026-13``): what it
     expected, and what it shows instead. The templates show it beside the field."""
     return f"“{value}” was not understood: {expected}. Showing {instead} instead."
+
+
+def choice_not_understood(asked: str, known: Iterable[str], what: str, instead: str) -> str:
+    """What a page says of ``asked``, its URL's value for a ``what`` ("flavor"), when it is
+    none of the values ``known`` (``?flavor=bogus``): ``not_understood``, naming the values it
+    takes and what it shows instead. "" when nothing was asked or the value is known. The
+    Queues, Fragmentation and Cluster pages' filters say so through this one function."""
+    names = list(known)
+    if not asked or asked in names:
+        return ""
+    expected = f"a {what} is one of {', '.join(names)}" if names else f"there is no {what} yet"
+    return not_understood(asked, expected, instead)
 
 
 class DashboardLoginView(LoginView):
@@ -689,6 +709,8 @@ def workload_detail(
     now = pool_now()
     spans = state_spans(workload, now)
     events = list(workload.preempted_by.all())
+    drains = eviction_drains(workload, events)  # who drained which node, and why (one query)
+    moves = list(workload.transitions.all())
     explanation = explain(workload, timezone.get_current_timezone(), now)  # the tables' zone
     context = {
         "workload": workload,
@@ -699,13 +721,16 @@ def workload_detail(
         ),
         "facts": fact_rows(explanation.facts),
         "cancellable": cancellable(request.user, workload),
-        "transitions": list(workload.transitions.all()),
+        "transitions": list(zip(moves, timeline_drain_words(moves, events, drains), strict=True)),
         "timeline_figure": (
             charts.workload_timeline_figure(spans, WORKLOAD_STATE_COLOURS, zone=chart_zone())
             if spans
             else None
         ),
-        "events": [(event, sees_preemptor(access, event)) for event in events],
+        "events": [
+            (event, sees_preemptor(access, event), eviction_drain_words(drains.get(event.pk, ())))
+            for event in events
+        ],
         "lost": lost_gpu_hours(events),
         "placements": list(workload.placements.all()),
         "sparkline_figure": utilization_sparkline(workload),
@@ -908,16 +933,29 @@ def queues(request: HttpRequest, access: Access) -> HttpResponse:
     the usage are the queues API's (``quotas.queries``). A large tree comes folded
     (``fold_queues``): only the rows shown are read with their quotas."""
     flavors = list(Flavor.objects.order_by("name"))
-    chosen = next((f for f in flavors if f.name == request.GET.get("flavor")), None)
+    asked = request.GET.get("flavor", "")
+    chosen = next((f for f in flavors if f.name == asked), None)
     if chosen is None and flavors:
         chosen = largest_flavor(flavors)
+    flavor_not_understood = choice_not_understood(
+        asked,
+        (f.name for f in flavors),
+        "flavor",
+        f"{chosen.name}, the flavor with the most GPUs" if chosen else "the queues alone",
+    )
     mine = Queue.objects.filter(tenant_id__in=access.tenant_ids).values_list("pk", flat=True)
     fold = fold_queues(request.GET.get("open"), list(mine) if access.tenant_ids else [])
     if not fold.shown:  # nothing to show, and the core plans no pool without a queue tree
         return render_page(
             request,
             "dashboard/queues.html",
-            {"rows": [], "flavors": flavors, "flavor": chosen, "idle": idle_policy_in_force()},
+            {
+                "rows": [],
+                "flavors": flavors,
+                "flavor": chosen,
+                "flavor_not_understood": flavor_not_understood,
+                "idle": idle_policy_in_force(),
+            },
             live="dashboard/partials/queues_live.html",
         )
     shares: dict[tuple[str, str], float] = {}
@@ -974,6 +1012,7 @@ def queues(request: HttpRequest, access: Access) -> HttpResponse:
         ),
         "flavors": flavors,
         "flavor": chosen,
+        "flavor_not_understood": flavor_not_understood,
         "shares_error": shares_error,
         "usage": usage,
         "capacity": capacity,
@@ -1056,45 +1095,58 @@ def fairness_verdicts(
 
 @dashboard_page("cost")
 def cost(request: HttpRequest, access: Access) -> HttpResponse:
-    """Per team, the month's GPU-hours and cost in the attribution lines, the pool's four
-    lines adding up to its healthy capacity, the trend of the last months and CSV links to
-    the reports API (``accounting.reports``: the queries the API serves, scoped alike)."""
-    today = local_day(pool_now(), accounting_zone())
+    """Per team, the month's (or the range's: ``?start=&end=``, the reports API's days) GPU-hours
+    and cost in the attribution lines, the pool's four lines adding up to its healthy
+    capacity, the trend of the last months and CSV links to the reports API for the same days
+    (``accounting.reports``: the queries the API serves, scoped alike). A span not begun on the
+    pool's clock says so; one not ended says it counts up to now."""
+    now = pool_now()
+    today = local_day(now, accounting_zone())
     month, month_not_understood = chosen_month(request.GET.get("month", ""), today)
     last_day = next_month(month) - timedelta(days=1)
-    months = [month]
+    span_first, span_last = COST_MONTHS[0], next_month(COST_MONTHS[1]) - timedelta(days=1)
+    asks_range = bool(request.GET.get("start") or request.GET.get("end"))
+    range_form = CostRangeForm(
+        request.GET if asks_range else None, first=span_first, last=span_last
+    )
+    ranged = asks_range and range_form.is_valid()
+    start, end = (
+        (range_form.cleaned_data["start"], range_form.cleaned_data["end"])
+        if ranged
+        else (month, last_day)
+    )
+    months = [month_start(end)]
     for _ in range(COST_TREND_MONTHS - 1):
         months.insert(0, month_start(months[0] - timedelta(days=1)))
     first = months[0]
     scope = cost_scope(access)
-    span = ReportQuery(start=first, end=last_day, period="month", tenants=scope)
-    label = month.strftime("%Y-%m")
+    span = ReportQuery(start=start, end=end, period="month", tenants=scope)
+    label = f"{start.isoformat()}..{end.isoformat()}" if ranged else month.strftime("%Y-%m")
 
     def figures() -> dict[str, Any]:
-        teams = attribution_report(span, by=["tenant"]).rows()
-        pool_rows = capacity_report(span).rows()
-        this_month = [row for row in teams if row["period"] == label]
-        flavors = [row for row in pool_rows if row["period"] == label]
-        for row in this_month:
-            row["charged"] = row["used"] + row["reserved_idle"]
-            row["charged_cost"] = row["used_cost"] + row["reserved_idle_cost"]
-        # The queues of no team charged this month (the row ``NO_TEAM`` names), by name.
+        trend = ReportQuery(
+            start=first, end=next_month(months[-1]) - timedelta(days=1), tenants=scope
+        )
+        teams = attribution_report(trend, by=["tenant"]).rows()
+        pool_rows = capacity_report(trend).rows()
+        # The span's rows as the CSVs write them (``reports.written``), a span of months
+        # summed per team and flavor: the CSVs' rows add up to the page's.
+        shown = summed(attribution_report(span, by=["tenant"]).rows(), "tenant", TEAM_COLUMNS)
+        flavors = summed(capacity_report(span).rows(), "flavor", POOL_COLUMNS)
+        # The queues of no team charged in the span (the row ``NO_TEAM`` names), by name.
         no_team = (
             [
                 row["queue"]
-                for row in attribution_report(
-                    ReportQuery(start=month, end=last_day, period="month", tenants=scope),
-                    by=["tenant", "queue"],
-                ).rows()
+                for row in attribution_report(span, by=["tenant", "queue"]).rows()
                 if row["tenant"] is None and (row["used"] or row["reserved_idle"])
             ]
-            if any(row["tenant"] is None for row in this_month)
+            if any(row["tenant"] is None for row in shown)
             else []
         )
         return {
-            "teams": this_month,
-            "no_team_queues": no_team,
-            "team_totals": column_totals(this_month, TEAM_COLUMNS),
+            "teams": shown,
+            "no_team_queues": sorted(set(no_team)),
+            "team_totals": column_totals(shown, TEAM_COLUMNS),
             "flavors": flavors,
             "pool_totals": column_totals(flavors, POOL_COLUMNS),
             "trend_figure": cost_trend([m.strftime("%Y-%m") for m in months], teams, pool_rows),
@@ -1102,12 +1154,25 @@ def cost(request: HttpRequest, access: Access) -> HttpResponse:
 
     # A year of roll-ups summed (0.1-0.2 s) changes only with the next roll-up.
     scoped = None if scope is None else sorted(scope)
-    csv_query = {"start": month.isoformat(), "end": last_day.isoformat(), "format": "csv"}
+    csv_query = {"start": start.isoformat(), "end": end.isoformat(), "format": "csv"}
+    span_name = f"{start.isoformat()} to {end.isoformat()}" if ranged else month.strftime("%B %Y")
     context = cached_by_roll_up("cost-page", [label, scoped], figures) | {
-        "month": label,
+        "month": month.strftime("%Y-%m"),
         "month_name": month.strftime("%B %Y"),
         "month_not_understood": month_not_understood,
         "months_shown": [first.isoformat()[:7] for first in COST_MONTHS],
+        "range_form": range_form,
+        "ranged": ranged,
+        "range_instead": (
+            f"Showing {month.strftime('%B %Y')} instead." if asks_range and not ranged else ""
+        ),
+        "span_name": span_name,
+        "span_words": f"from {span_name}" if ranged else f"in {span_name}",
+        "months_in_span": month_start(start) != month_start(end),
+        # Whether the span has begun and ended on the pool's clock (its accounting day).
+        "not_begun": start > today,
+        "not_ended": start <= today < end,
+        "pool_now": now,
         "all_tenants": scope is None,
         "rolled_up": RollUpState.objects.filter(name="usage", rolled_until__isnull=False).exists(),
         "trend_months": COST_TREND_MONTHS,
@@ -1127,6 +1192,18 @@ def cost(request: HttpRequest, access: Access) -> HttpResponse:
         "no_team": NO_TEAM,
     }
     return render(request, "dashboard/cost.html", context)
+
+
+def summed(rows: list[dict[str, Any]], key: str, columns: Iterable[str]) -> list[dict[str, Any]]:
+    """``rows`` (a report's, a row per month) as one row per ``key`` (tenant or flavor), by
+    name (the row of no team last), with each of ``columns`` the sum of its figures as the
+    reports write them (``reports.written``): a span's row is the sum of the CSV's rows."""
+    merged: dict[Any, dict[str, Any]] = {}
+    for row in rows:
+        into = merged.setdefault(row[key], {key: row[key]} | dict.fromkeys(columns, Decimal(0)))
+        for name in columns:
+            into[name] += written(row[name])
+    return sorted(merged.values(), key=lambda row: (row[key] is None, row[key] or ""))
 
 
 # The Cost page's trend: this many months, ending with the month shown.
@@ -1547,6 +1624,12 @@ def fragmentation(request: HttpRequest, access: Access) -> HttpResponse:
     chosen = (
         wanted if wanted in flavors else min(flavors, key=lambda f: (-gpus_of[f], f), default="")
     )
+    flavor_not_understood = choice_not_understood(
+        wanted,
+        flavors,
+        "flavor",
+        f"{chosen}, the flavor with the most GPUs" if chosen else "no GPU",
+    )
     shown = [row for row in rows if row.flavor == chosen]
     colours = {
         FREE: FREE_GPU,
@@ -1572,6 +1655,7 @@ def fragmentation(request: HttpRequest, access: Access) -> HttpResponse:
     context = {
         "flavors": flavors,
         "flavor": chosen,
+        "flavor_not_understood": flavor_not_understood,
         "figure": figure if shown else None,
         "legend": [
             {"name": name, "colour": colour, "gpus": counts[name]}
@@ -1670,6 +1754,10 @@ def blocked_gangs(
 # ----------------------------------------------------------------------------- cluster
 
 
+# The Cluster page's ``?show=``: which nodes it lists (none asked: every node).
+CLUSTER_SHOWS = ("problems",)
+
+
 @dashboard_page("cluster")
 def cluster(request: HttpRequest, access: Access) -> HttpResponse:
     """Nodes and GPUs by flavor and NVLink domain, with health and cordons; admins cordon,
@@ -1680,6 +1768,14 @@ def cluster(request: HttpRequest, access: Access) -> HttpResponse:
     flavors = list(Flavor.objects.order_by("name"))
     flavor_name = request.GET.get("flavor", "")
     show = request.GET.get("show", "")
+    flavor_not_understood = choice_not_understood(
+        flavor_name, (f.name for f in flavors), "flavor", "every flavor"
+    )
+    show_not_understood = choice_not_understood(
+        show, CLUSTER_SHOWS, "choice of nodes (show)", "every node"
+    )
+    flavor_name = "" if flavor_not_understood else flavor_name
+    show = "" if show_not_understood else show
     if flavor_name:
         nodes = nodes.filter(flavor__name=flavor_name)
     if show == "problems":
@@ -1726,7 +1822,9 @@ def cluster(request: HttpRequest, access: Access) -> HttpResponse:
         "page": page,
         "flavors": flavors,
         "flavor_name": flavor_name,
+        "flavor_not_understood": flavor_not_understood,
         "show": show,
+        "show_not_understood": show_not_understood,
         "can_change": access.admin,
         "query": request.GET.urlencode(),
     }
@@ -1928,8 +2026,50 @@ def requests_page(request: HttpRequest, access: Access) -> HttpResponse:
         "form": form,
         "can_file": bool(queues),
         "quotas": current_quotas(queues),
+        "shows_budgets": bool(tenants),
+        "all_budgets": access.admin,
+        "budgets": current_budgets(tenants),
+        "budgets_shown": BUDGETS_SHOWN,
+        "budgets_url": reverse("api:budget-list")
+        + f"?covers={timezone.localdate(pool_now()):%Y-%m-%d}",
     }
     return render(request, "dashboard/requests.html", context)
+
+
+# The most budgets the Requests page lists (an admin's: every team's); the budgets API
+# (``/api/v1/budgets/?covers=<today>``) has them all.
+BUDGETS_SHOWN = 100
+
+
+@dataclass(frozen=True)
+class BudgetNow:
+    """A budget of the current period as the Requests page shows it: GPU-hours granted,
+    spent, held for running protected windows (reserved up front, settled when they end) and
+    remaining (the kept balance: granted less spent and reserved)."""
+
+    budget: PriorityBudget
+    spent: Decimal
+    reserved: Decimal
+
+    @property
+    def remaining(self) -> Decimal:
+        return self.budget.balance_gpu_hours
+
+
+def current_budgets(tenants: Iterable[Tenant]) -> list[BudgetNow]:
+    """The budgets of ``tenants`` whose period covers the pool's today (the day the loop picks
+    a budget by), by team and class, at most ``BUDGETS_SHOWN`` (one more says there are more),
+    with their ledger's spent and reserved sums (``quotas.queries.budget_rows``: one query)."""
+    today = timezone.localdate(pool_now())
+    rows = budget_rows().filter(
+        tenant__in=[tenant.pk for tenant in tenants],
+        period_start__lte=today,
+        period_end__gt=today,
+    )
+    found: list[Any] = list(
+        rows.order_by("tenant__name", "priority_class__name")[: BUDGETS_SHOWN + 1]
+    )  # annotated with the ledger's sums (``spent``, ``reserved``: negative or 0)
+    return [BudgetNow(budget, spent=-budget.spent, reserved=-budget.reserved) for budget in found]
 
 
 def current_quotas(queues: Iterable[Queue]) -> list[QueueQuota]:
@@ -2270,14 +2410,15 @@ def day_start(day: Any) -> datetime:
 @dashboard_page("audit")
 def audit(request: HttpRequest, access: Access) -> HttpResponse:
     """The audit log, newest first, filtered by who made the changes (people or the system),
-    actor, action, object type and days."""
+    actor, action, object type and days; in words (``gpupool.audit.words``). A filter's value
+    the page does not take is said beside its field and ignored (``audit_filters``)."""
     actions = list(
         AuditEvent.objects.order_by("action").values_list("action", flat=True).distinct()
     )
     object_types = list(
         AuditEvent.objects.order_by("object_type").values_list("object_type", flat=True).distinct()
     )
-    form = AuditFilterForm(request.GET or None, actions=actions, object_types=object_types)
+    form, refused = audit_filters(request.GET, actions, object_types)
     events = AuditEvent.objects.select_related("actor").order_by("-at", "-id")
     if form.is_bound and form.is_valid():
         data = form.cleaned_data
@@ -2288,6 +2429,8 @@ def audit(request: HttpRequest, access: Access) -> HttpResponse:
         actor = (data.get("actor") or "").strip()
         if actor.lower() == "system":
             events = events.filter(actor_name="")
+        elif actor and not known_actor(actor):
+            refused["actor"] = not_understood(actor, AUDIT_EXPECTED["actor"], "changes by anyone")
         elif actor:
             events = events.filter(actor_name=actor)
         if data.get("action"):
@@ -2301,20 +2444,111 @@ def audit(request: HttpRequest, access: Access) -> HttpResponse:
     elif form.is_bound:
         events = events.none()
     page = Paginator(events, AUDIT_PAGE_SIZE).get_page(request.GET.get("page"))
+    shown = list(page.object_list)
+    users = audit_usernames(shown)
     rows = [
-        {"event": event, "changes": event_changes(event), "pool_at": pool_moment(event)}
-        for event in page.object_list
+        {
+            "event": event,
+            "action": action_label(event.action),
+            "kind": object_kind(event.object_type),
+            "changes": event_changes(event, users),
+            "pool_at": pool_moment(event),
+        }
+        for event in shown
     ]
+    for name in refused:
+        described = f"{form[name].id_for_label}-not-understood"
+        form.fields[name].widget.attrs |= {"aria-invalid": "true", "aria-describedby": described}
     query = request.GET.copy()
     query.pop("page", None)
     context = {
         "form": form,
-        "filtered": any(request.GET.get(name) for name in form.fields),
+        "fields": [(form[name], refused.get(name, "")) for name in form.fields],
+        "filtered": form.is_bound
+        and any(name not in refused and form.data.get(name) for name in form.fields),
         "page": page,
         "rows": rows,
         "query": query.urlencode(),
     }
     return render(request, "dashboard/audit.html", context)
+
+
+# What each audit filter takes, for a value it does not (``not_understood``), and what the
+# page shows instead.
+AUDIT_EXPECTED = {
+    "made_by": "pick people or the system",
+    "actor": "the username of someone who made a change, or system",
+    "action": "pick an action from the list",
+    "object_type": "pick an object type from the list",
+    "since": "a day is written YYYY-MM-DD (2026-03-01)",
+    "until": "a day is written YYYY-MM-DD (2026-03-01)",
+}
+AUDIT_INSTEAD = {
+    "made_by": "changes made by anyone",
+    "action": "every action",
+    "object_type": "every object type",
+    "since": "changes from the first one on",
+    "until": "changes up to the latest",
+}
+
+
+def audit_filters(
+    query: Any, actions: list[str], object_types: list[str]
+) -> tuple[AuditFilterForm, dict[str, str]]:
+    """The audit page's filter form, its options in words (their values the names stored, so
+    links keep working), and what it did not understand by field: a value that is no choice
+    or no day is said (``not_understood``) and left out; the other filters still apply."""
+    refused: dict[str, str] = {}
+
+    def make(data: Any) -> AuditFilterForm:
+        form = AuditFilterForm(data or None, actions=actions, object_types=object_types)
+        action_field = form.fields["action"]
+        type_field = form.fields["object_type"]
+        assert isinstance(action_field, ChoiceField) and isinstance(type_field, ChoiceField)
+        by_action = sorted((action_label(name), name) for name in actions)
+        by_type = sorted((object_kind(name), name) for name in object_types)
+        action_field.choices = [("", "any"), *((name, label) for label, name in by_action)]
+        type_field.choices = [("", "any"), *((name, kind) for kind, name in by_type)]
+        return form
+
+    form = make(query)
+    if not form.is_bound or form.is_valid():
+        return form, refused
+    kept = query.copy()
+    for name, errors in form.errors.as_data().items():
+        if name in AUDIT_INSTEAD and {e.code for e in errors} & {"invalid", "invalid_choice"}:
+            refused[name] = not_understood(
+                query.get(name, ""), AUDIT_EXPECTED[name], AUDIT_INSTEAD[name]
+            )
+            kept.pop(name, None)
+    return (make(kept), refused) if refused else (form, refused)
+
+
+def known_actor(name: str) -> bool:
+    """Whether ``name`` made a change in the log, or is a user's (who may have made none)."""
+    return (
+        AuditEvent.objects.filter(actor_name=name).exists()
+        or get_user_model().objects.filter(username=name).exists()
+    )
+
+
+def audit_usernames(events: Iterable[AuditEvent]) -> dict[int, str]:
+    """The usernames of the users the events' recorded fields name (``decided_by_id``), in
+    one query for the page."""
+    ids = {
+        value
+        for event in events
+        for snapshot in (event.before, event.after)
+        if isinstance(snapshot, dict)
+        for key, value in snapshot.items()
+        if isinstance(value, int)
+        and not isinstance(value, bool)
+        and names_a_user(event.object_type, key)
+    }
+    if not ids:
+        return {}
+    users = get_user_model().objects.filter(pk__in=ids)
+    return {int(pk): str(name) for pk, name in users.values_list("pk", "username")}
 
 
 def pool_moment(event: AuditEvent) -> datetime | None:
@@ -2328,17 +2562,46 @@ def pool_moment(event: AuditEvent) -> datetime | None:
     return moment if moment is not None and timezone.is_aware(moment) else None
 
 
-def event_changes(event: AuditEvent) -> list[dict[str, Any]]:
-    """The fields an audit event changed, each with its value before and after; GPUs and
-    GPU-hours in the pages' format (``field_value``: a budget's ``gpu_hours``, kept with 3
-    places, and its ``remaining_gpu_hours``, with 4, read alike)."""
+def event_changes(event: AuditEvent, users: dict[int, str]) -> list[dict[str, Any]]:
+    """The fields an audit event changed, each by its label in words and its value before and
+    after as the page shows it (``audit_value``); a field whose two values read the same
+    (``499.42 GPU-h`` written at two scales) is no change and left out."""
     before = event.before or {}
     after = event.after or {}
-    return [
-        {
-            "field": name,
-            "before": field_value(name, before.get(name)),
-            "after": field_value(name, after.get(name)),
-        }
-        for name in event.changed_fields()
-    ]
+    changes = []
+    for name in event.changed_fields():
+        old = audit_value(event.object_type, name, before.get(name), users)
+        new = audit_value(event.object_type, name, after.get(name), users)
+        if old != new:
+            label = field_label(event.object_type, name)
+            changes.append({"field": label, "name": name, "before": old, "after": new})
+    return changes
+
+
+def audit_value(object_type: str, name: str, value: Any, users: dict[int, str]) -> dict[str, Any]:
+    """A recorded value as the page shows it: ``moment`` for a date and time (shown in the
+    viewer's zone by ``local_time``), else ``text``: a user's id as their username, yes/no,
+    GPUs and GPU-hours in the pages' format (``field_value``: a budget's ``gpu_hours``, kept
+    with 3 places, and its ``remaining_gpu_hours``, with 4, read alike), lists joined; an
+    empty value as none (the page's dash)."""
+    if isinstance(value, str) and len(value) >= 16 and value[:4].isdigit():
+        try:
+            moment = parse_datetime(value)
+        except ValueError:  # well formed, but no real moment
+            moment = None
+        if moment is not None and timezone.is_aware(moment):
+            return {"text": None, "moment": moment}
+    text: Any
+    if value == "" or value == [] or value == {}:
+        text = None  # nothing: the page's dash, as for no value
+    elif isinstance(value, bool):
+        text = "yes" if value else "no"
+    elif isinstance(value, int) and names_a_user(object_type, name):
+        text = users.get(value, f"user #{value} (deleted)")
+    elif isinstance(value, list):
+        text = ", ".join(str(item) for item in value)
+    elif isinstance(value, dict):
+        text = ", ".join(f"{key}: {item}" for key, item in value.items())
+    else:
+        text = field_value(name, value)
+    return {"text": text, "moment": None}

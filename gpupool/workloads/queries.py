@@ -455,6 +455,136 @@ def lost_gpu_hours(events: Iterable[PreemptionEvent]) -> Decimal:
     return sum((event.lost_gpu_hours for event in events), Decimal(0))
 
 
+# The audit actions that start and end a node's drain (``inventory.actions.do_drain_node``,
+# ``do_end_drain``): the node's row keeps only when its drain was asked, the audit row who
+# asked and why.
+DRAIN_ACTIONS = ("inventory.drain_node", "inventory.end_drain")
+
+
+@dataclass(frozen=True, slots=True)
+class EvictionDrain:
+    """A node's drain that explains an eviction for ``admin``: the node, who asked (their
+    username; "the system" for none) and why, and when."""
+
+    node: str
+    by: str
+    reason: str
+    at: datetime
+
+    def words(self) -> str:
+        """The drain in one phrase: "node gpu-3, drained by alice: firmware update"."""
+        why = f": {self.reason}" if self.reason.strip() else " (no reason given)"
+        return f"node {self.node}, drained by {self.by}{why}"
+
+
+def eviction_drains(
+    workload: Workload, events: Sequence[PreemptionEvent]
+) -> dict[int, tuple[EvictionDrain, ...]]:
+    """The drains that explain each of ``events`` evicted for ``admin`` (by the event's id;
+    an event no drain explains is left out): the drains (audit rows ``DRAIN_ACTIONS``, which
+    say who asked and why) in force when the eviction was decided -- asked at or before it
+    and not ended by then -- on the nodes the workload is placed on, or, once its placements
+    are gone (an evicted workload holds none), on the nodes of the flavors its pod sets run
+    on; not a drain still going that was asked before the workload was last admitted (a
+    draining node is cordoned: it was not placed there). Audit rows are stamped by the wall
+    clock, the evictions and the node's ``drain_requested_at`` by the pool's (ahead of it on
+    a simulated cluster), so each is compared only with its own clock's. Reads its pod sets,
+    placements and transitions as prefetched (``workload_story``) and one query of audit
+    rows, none when no event is an admin eviction."""
+    from django.db.models import CharField, OuterRef, Subquery
+    from django.db.models.functions import Cast
+
+    from gpupool.audit.models import AuditEvent
+    from gpupool.inventory.models import Node
+
+    admin = [event for event in events if event.reason == "admin"]
+    if not admin:
+        return {}
+    keyed = Node.objects.annotate(key=Cast("pk", CharField()))
+    rows = AuditEvent.objects.filter(
+        object_type="inventory.node",
+        action__in=DRAIN_ACTIONS,
+        at__lte=max(event.at for event in admin),
+    )
+    placed = {placement.node_id for placement in workload.placements.all()}
+    if placed:
+        rows = rows.filter(object_id__in=[str(pk) for pk in placed])
+    else:
+        flavors = {
+            flavor_id
+            for pod_set in workload.pod_sets.all()
+            for flavor_id in (
+                pod_set.flavor_id,
+                *(choice.flavor_id for choice in pod_set.flavor_choices.all()),
+            )
+            if flavor_id is not None
+        }
+        if not flavors:
+            return {}
+        rows = rows.filter(object_id__in=keyed.filter(flavor_id__in=flavors).values("key"))
+    current = keyed.filter(key=OuterRef("object_id")).values("drain_requested_at")[:1]
+    history = list(
+        rows.annotate(draining_since=Subquery(current))
+        .order_by("at", "id")
+        .values_list(
+            "object_id", "object_repr", "action", "at", "actor_name", "reason", "draining_since"
+        )
+    )
+    admissions = [
+        move.at for move in workload.transitions.all() if move.to_state == WorkloadState.ADMITTED
+    ]
+    found: dict[int, tuple[EvictionDrain, ...]] = {}
+    for event in admin:
+        placed_at = max((at for at in admissions if at <= event.at), default=None)
+        in_force: dict[str, EvictionDrain] = {}
+        for node_id, node, action, at, actor, reason, since in history:
+            if at > event.at:
+                break
+            if action != DRAIN_ACTIONS[0]:
+                in_force.pop(node_id, None)
+            elif placed_at is not None and since is not None and since < placed_at:
+                in_force.pop(node_id, None)  # draining since before it was placed
+            else:
+                in_force.setdefault(node_id, EvictionDrain(node, actor or "the system", reason, at))
+        if in_force:
+            found[event.pk] = tuple(sorted(in_force.values(), key=lambda drain: drain.node))
+    return found
+
+
+def timeline_drain_words(
+    moves: Sequence[WorkloadTransition],
+    events: Sequence[PreemptionEvent],
+    drains: Mapping[int, Sequence[EvictionDrain]],
+) -> list[str]:
+    """For each of ``moves`` (a workload's transitions, oldest first), the drain that caused
+    it in words (``eviction_drain_words``), "" for most: a move to preempted for ``admin``
+    ("evicted (admin)") follows the last admin eviction decided at or before it, and
+    ``drains`` (``eviction_drains``) says which drain that was."""
+    admin = sorted((e for e in events if e.reason == "admin"), key=lambda e: (e.at, e.pk))
+    words = []
+    for move in moves:
+        said = ""
+        if move.to_state == WorkloadState.PREEMPTED and move.reason.startswith("evicted (admin)"):
+            decided = [event for event in admin if event.at <= move.at]
+            if decided:
+                said = eviction_drain_words(drains.get(decided[-1].pk, ()))
+        words.append(said)
+    return words
+
+
+def eviction_drain_words(drains: Sequence[EvictionDrain]) -> str:
+    """Which drain evicted the workload, in words ("" for none): "for the drain of node gpu-3,
+    drained by alice: firmware update", or of one of several nodes of its flavors drained at
+    that moment."""
+    if not drains:
+        return ""
+    if len(drains) == 1:
+        return f"for the drain of {drains[0].words()}"
+    return "for the drain of one of its flavors' nodes: " + "; ".join(
+        drain.words() for drain in drains
+    )
+
+
 # ----------------------------------------------------------------------------- dry-run
 
 

@@ -9,7 +9,7 @@ import pytest
 from dashboard_pages import live, text
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
-from domain_builders import node
+from domain_builders import flavor, node
 
 from gpupool.audit.models import AuditEvent
 from gpupool.inventory.models import Gpu, Node
@@ -100,6 +100,7 @@ def test_the_filters_show_only_nodes_with_problems(pool: Any, page_as: Any) -> N
 
 
 def test_no_node_matching_says_so_and_offers_every_node(pool: Any, page_as: Any) -> None:
+    flavor("nothing")  # a flavor of no node (an unknown one is "not understood": every node)
     page = text(page_as("ada").get("/cluster/?flavor=nothing"))
     assert "No node matches" in page and "Show all nodes" in page
 
