@@ -46,6 +46,15 @@ class Standing:
     lent: Decimal
     waiting: int
     lenders: tuple[Lender, ...] = ()  # where its borrowed GPUs come from, nearest first
+    guarantee: Decimal = Decimal(0)  # never lent
+    lending_limit: Decimal | None = None  # the most of its idle share it lends (None: all)
+
+    @property
+    def may_lend(self) -> Decimal:
+        """What of its idle share the scheduler lends: its idle deserved beyond its guarantee,
+        at most its lending limit (docs/scheduler.md, "Quota")."""
+        idle = max(self.deserved - max(self.allocated, self.guarantee), Decimal(0))
+        return idle if self.lending_limit is None else min(idle, self.lending_limit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +88,35 @@ def _source_words(source: Lender) -> str:
 # first), then counts the rest: on B5's year 150 queues lend at once, and a sentence naming
 # them all, for each of 60 borrowers, made the Queues page 500 kB.
 LENDERS_NAMED = 3
+
+
+def _lending_text(held: str, standing: Standing) -> str:
+    """A lender's sentence. What others use of its idle share beyond what it lends -- its
+    guarantee, or past its lending limit -- is counted where it is used (the figures add up,
+    ``scheduler.shares``), but said apart: the queue does not lend it, and takes it back
+    when it wants it."""
+    lends = min(standing.lent, standing.may_lend)
+    beyond = standing.lent - lends
+    deserves = f"{held} of the {gpus(standing.deserved)} it deserves"
+    if beyond < Decimal("0.001"):
+        return (
+            f"{deserves} and lends {gpus(standing.lent)} to busier teams while it does not "
+            "need them."
+        )
+    kept = []
+    if standing.guarantee > standing.allocated:
+        kept.append(f"its guarantee of {gpus(standing.guarantee)}")
+    idle = max(standing.deserved - max(standing.allocated, standing.guarantee), Decimal(0))
+    if standing.lending_limit is not None and idle > standing.lending_limit:
+        kept.append(f"what is past its lending limit of {gpus(standing.lending_limit)}")
+    which = " or ".join(kept) or "what it does not lend"
+    lent = (
+        f" and lends {gpus(lends)} to busier teams while it does not need them" if lends > 0 else ""
+    )
+    return (
+        f"{deserves}{lent}; {gpus(beyond)} more of its idle share ({which}, which it does not "
+        "lend) are in use by others until it wants them back."
+    )
 
 
 def _sources(standing: Standing, by_queue: dict[str, Standing]) -> str:
@@ -160,11 +198,7 @@ def explain_fairness(
             )
             verdicts.append(Verdict(standing.queue, STARVED, text))
         elif standing.lent > 0:
-            text = (
-                f"{held} of the {gpus(standing.deserved)} it deserves and lends "
-                f"{gpus(standing.lent)} to busier teams while it does not need them."
-            )
-            verdicts.append(Verdict(standing.queue, LENDING, text))
+            verdicts.append(Verdict(standing.queue, LENDING, _lending_text(held, standing)))
         else:
             text = f"{held}, within the {gpus(standing.deserved)} it deserves."
             verdicts.append(Verdict(standing.queue, WITHIN, text))

@@ -1048,14 +1048,15 @@ def fairness_verdicts(
     one query each for the leaves, their quotas and the waiting work, whatever the tree's
     size."""
     leaves = team_of_leaf_queue()
-    deserved = {  # every quota of the flavor (one per queue), then the leaves': no list of
+    levels = {  # every quota of the flavor (one per queue), then the leaves': no list of
         # 380 names sent as parameters (B5's year: 2.4 ms, 1.0 ms so)
-        name: level
-        for name, level in QueueQuota.objects.filter(flavor=flavor).values_list(
-            "queue__name", "deserved"
+        name: (level, guarantee, limit)
+        for name, level, guarantee, limit in QueueQuota.objects.filter(flavor=flavor).values_list(
+            "queue__name", "deserved", "guarantee", "queue__lending_limit"
         )
         if name in leaves
     }
+    deserved = {name: level for name, (level, _, _) in levels.items()}
     waiting = dict(
         Workload.objects.filter(state=WorkloadState.PENDING, pod_sets__flavor=flavor)
         .values_list("queue__name")
@@ -1081,6 +1082,8 @@ def fairness_verdicts(
                     Lender(source.queue, Decimal(source.amount) / MILLI, source.unassigned)
                     for source in share.lenders
                 ),
+                guarantee=levels[name][1] if name in levels else Decimal(0),
+                lending_limit=levels[name][2] if name in levels else None,
             )
         )
     if free is None:  # else the core's: a broken or cordoned GPU that work holds is

@@ -130,3 +130,28 @@ def test_a_borrower_names_the_three_largest_lenders_and_counts_the_rest() -> Non
         "from l6 (6 GPUs), l5 (5 GPUs), l4 (4 GPUs) and 3 other sources (6 GPUs in all)."
         in verdicts[0].text
     )
+
+
+def test_what_others_use_beyond_what_a_queue_lends_is_said_apart() -> None:
+    """A walk-through read "ads holds 18 of the 53 it deserves and lends 35 GPUs" beside ads's
+    lending limit of 8 and "Guarantee is never lent": the figures count, where they are used,
+    GPUs the queue does not lend (its guarantee, what is past its lending limit); the
+    sentence says what it lends and the rest apart."""
+    ads = Standing(
+        "ads", "ads", Decimal(53), Decimal(18), Decimal(0), Decimal(35), 0,
+        guarantee=Decimal(32), lending_limit=Decimal(8),
+    )  # fmt: skip
+    assert ads.may_lend == 8  # idle beyond its guarantee (53 - 32 = 21), at most its limit
+    (verdict,) = explain_fairness([ads])
+    assert verdict.kind == "lending"
+    assert verdict.text == (
+        "ads holds 18 GPUs of the 53 GPUs it deserves and lends 8 GPUs to busier teams while it "
+        "does not need them; 27 GPUs more of its idle share (its guarantee of 32 GPUs or what "
+        "is past its lending limit of 8 GPUs, which it does not lend) are in use by others "
+        "until it wants them back."
+    )
+    free = Standing("free", "free", Decimal(16), Decimal(4), Decimal(0), Decimal(6), 0)
+    assert explain_fairness([free])[0].text == (
+        "free holds 4 GPUs of the 16 GPUs it deserves and lends 6 GPUs to busier teams while "
+        "it does not need them."
+    )
