@@ -54,7 +54,9 @@ def test_the_navs_log_out_stays_a_post_form(pool: Any, page_as: Any) -> None:
     assert '<form method="post" action="/logout/">' in who and "csrfmiddlewaretoken" in who
 
 
-def test_staff_users_find_the_admin_site_in_the_navigation(pool: Any, page_as: Any) -> None:
+def test_staff_users_find_the_admin_site_beside_their_name(pool: Any, page_as: Any) -> None:
+    """Beside the user's name and Log out, not in the Main navigation: its links are the
+    pages of the dashboard, each marked current on its own page."""
     ada = pool.users["ada"]
     assert ADMIN_LINK not in text(page_as("ada").get("/overview/"))  # an admin, but no staff
     assert ADMIN_LINK not in text(page_as("lena").get("/workloads/"))
@@ -62,4 +64,5 @@ def test_staff_users_find_the_admin_site_in_the_navigation(pool: Any, page_as: A
     ada.save(update_fields=["is_staff"])
     page = text(page_as("ada").get("/overview/"))
     nav = page.split('<nav aria-label="Main">', 1)[1].split("</nav>", 1)[0]
-    assert ADMIN_LINK in nav
+    who = page.split('<div class="who">', 1)[1].split("</div>", 1)[0]
+    assert ADMIN_LINK in who and ADMIN_LINK not in nav
