@@ -942,7 +942,9 @@ class ControlLoop:
         # cap is protection only if it was paid for (``window_at_stake``: work its queue's
         # cap does not cut is left as it is, the flag could not change its window).
         caps = {q.name: q.max_protected_runtime_s for q in self.state.queues}
-        for charge in self.budgets.charges.values():
+        # (no queue caps a window, as in B1's pool: nothing to tell of its ~3,000 charges)
+        capped = any(cap is not None for cap in caps.values())
+        for charge in self.budgets.charges.values() if capped else ():
             charged = names.get(charge.workload_id)
             row = rows.get(charged) if charged is not None else None
             if (
