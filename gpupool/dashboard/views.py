@@ -1174,7 +1174,7 @@ def cost(request: HttpRequest, access: Access) -> HttpResponse:
         "months_in_span": month_start(start) != month_start(end),
         # Whether the span has begun and ended on the pool's clock (its accounting day).
         "not_begun": start > today,
-        "not_ended": start <= today < end,
+        "not_ended": start <= today <= end,  # (``end`` is a day included)
         "pool_now": now,
         "all_tenants": scope is None,
         "rolled_up": RollUpState.objects.filter(name="usage", rolled_until__isnull=False).exists(),

@@ -213,6 +213,10 @@ def test_a_span_not_ended_counts_up_to_now_and_a_past_one_says_nothing(
     assert "have not ended: the figures count up to now" in text(client.get(f"/cost/?{days}"))
     past = text(client.get("/cost/?month=2001-01"))
     assert "not ended" not in past and "not begun" not in past
+    # a span whose last day (included) is today has not ended either: on a month's last day
+    # its page stopped saying so
+    ending = f"start={today - timedelta(days=3)}&end={today}"
+    assert "have not ended: the figures count up to now" in text(client.get(f"/cost/?{ending}"))
 
 
 def test_begun_and_ended_are_read_on_the_pools_clock(pool: Any, page_as: Any) -> None:
