@@ -6,10 +6,12 @@ has passed the same validation.
 
 from __future__ import annotations
 
+from datetime import date, timedelta
 from decimal import Decimal
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.utils import timezone
 
 from gpupool.inventory.actions import do_save_flavor, do_sync_node
 from gpupool.inventory.models import Flavor, Node
@@ -29,6 +31,24 @@ DOMAIN_APPS = (
     "control",
     "notifications",
 )
+
+
+def this_month(today: date | None = None, *, months: int = 0) -> tuple[date, date]:
+    """The month holding ``today`` (the project's today, ``timezone.localdate()``, unless told)
+    as a period: its first day and the first day of the next month (a period's end is the day
+    after it). ``months`` moves that many months on (``-1``: last month, ended today or
+    before; ``1``: next month), so a test's dates stay where it means them whatever the day."""
+    first = (today or timezone.localdate()).replace(day=1)
+    index = first.year * 12 + first.month - 1 + months
+    start = date(index // 12, index % 12 + 1, 1)
+    return start, (start + timedelta(days=31)).replace(day=1)
+
+
+def period_fields(today: date | None = None, *, months: int = 0) -> dict[str, str]:
+    """``this_month``'s period as the API, the forms and the CLI take it: ``period_start`` and
+    ``period_end`` in ``YYYY-MM-DD``."""
+    start, end = this_month(today, months=months)
+    return {"period_start": start.isoformat(), "period_end": end.isoformat()}
 
 
 def flavor(name: str = "h100", **fields: Any) -> Flavor:

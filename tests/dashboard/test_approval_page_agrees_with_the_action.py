@@ -6,13 +6,12 @@ guarantees at the top of the tree stay as they are)."""
 
 from __future__ import annotations
 
-from datetime import date
 from typing import Any
 
 import pytest
 from dashboard_pages import text
 from django.core.exceptions import PermissionDenied, ValidationError
-from domain_builders import quota, user
+from domain_builders import quota, this_month, user
 
 from gpupool.quotas.actions import (
     decision_refusal,
@@ -24,7 +23,6 @@ from gpupool.quotas.models import PriorityBudget, QueueQuota, QuotaRequest
 
 ENABLED_APPROVE = '<button type="submit" name="decision" value="approve">'
 DISABLED_APPROVE = '<button type="submit" name="decision" value="approve" disabled'
-DECEMBER = (date(2026, 12, 1), date(2027, 1, 1))
 
 
 @pytest.fixture
@@ -48,14 +46,15 @@ def quota_request(pool: Any, by: str, guarantee: int) -> QuotaRequest:
     )
 
 
-def budget_request(pool: Any, by: str, period_end: date) -> QuotaRequest:
-    """A submitted request adding 10 GPU-hours to nlp's December budget at class high,
-    which exists and ends on 2027-01-01."""
+def budget_request(pool: Any, by: str) -> QuotaRequest:
+    """A submitted request adding 10 GPU-hours to nlp's budget of this month at class high,
+    which exists and ends on the first day of next month."""
+    start, end = this_month()
     do_grant_budget(
         pool.nlp,
         pool.high,
-        period_start=DECEMBER[0],
-        period_end=DECEMBER[1],
+        period_start=start,
+        period_end=end,
         gpu_hours=20,
         acting_user=None,
     )
@@ -66,8 +65,8 @@ def budget_request(pool: Any, by: str, period_end: date) -> QuotaRequest:
         justification="a deadline",
         payload={"gpu_hours": "10"},
         priority_class=pool.high,
-        period_start=DECEMBER[0],
-        period_end=period_end,
+        period_start=start,
+        period_end=end,
         submit=True,
     )
 
@@ -142,10 +141,10 @@ def test_the_page_offers_approve_exactly_when_the_action_takes_it(
     if kind == "quota":
         request = quota_request(pool, by, guarantee=amount)
     else:
-        request = budget_request(pool, by, DECEMBER[1])
+        request = budget_request(pool, by)
         if amount:  # the budget now ends a month later than the request says
             PriorityBudget.objects.filter(tenant=pool.nlp, priority_class=pool.high).update(
-                period_end=date(2027, 2, 1)
+                period_end=this_month(months=1)[1]
             )
     admin = pool.users["ada"]
     refusal = decision_refusal(request, acting_user=admin, approve=True)

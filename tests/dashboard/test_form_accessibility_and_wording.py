@@ -7,7 +7,6 @@ hovers write GPUs and GPU-hours in the pages' format (``gpupool.number_formats``
 
 from __future__ import annotations
 
-from datetime import date
 from html.parser import HTMLParser
 from typing import Any
 
@@ -15,6 +14,7 @@ import pytest
 from dashboard_pages import SUBMIT_FORM, form_errors, text
 from django.core import mail
 from django.core.exceptions import ValidationError
+from domain_builders import period_fields, this_month
 
 from gpupool.dashboard import charts, views
 from gpupool.dashboard.forms import QuotaRequestForm
@@ -27,8 +27,6 @@ from gpupool.quotas.actions import (
     quota_request_problems,
 )
 from gpupool.quotas.models import MAX_GRANT_GPU_HOURS, PriorityBudget, QuotaRequest
-
-DECEMBER = (date(2026, 12, 1), date(2027, 1, 1))
 
 
 class DescribedBy(HTMLParser):
@@ -79,26 +77,26 @@ def ask(pool: Any, **changes: Any) -> dict[str, Any]:
 
 
 def budget_ask(pool: Any, **changes: Any) -> dict[str, Any]:
-    """The request form for GPU-hours added to nlp's December budget at class high."""
+    """The request form for GPU-hours added to nlp's budget of this month at class high."""
     return {
         "kind": "budget",
         "tenant": pool.nlp.pk,
         "priority_class": pool.high.pk,
-        "period_start": DECEMBER[0].isoformat(),
-        "period_end": DECEMBER[1].isoformat(),
+        **period_fields(),
         "gpu_hours": "10",
         "justification": "a deadline",
     } | changes
 
 
-def budget_request(pool: Any, *, granted: Any, asked: str, period_end: date) -> QuotaRequest:
-    """lena's submitted request adding ``asked`` GPU-hours to nlp's December budget at high,
-    which exists, grants ``granted`` and ends on 2027-01-01."""
+def budget_request(pool: Any, *, granted: Any, asked: str) -> QuotaRequest:
+    """lena's submitted request adding ``asked`` GPU-hours to nlp's budget of this month at
+    high, which exists, grants ``granted`` and ends on the first day of next month."""
+    start, end = this_month()
     do_grant_budget(
         pool.nlp,
         pool.high,
-        period_start=DECEMBER[0],
-        period_end=DECEMBER[1],
+        period_start=start,
+        period_end=end,
         gpu_hours=granted,
         acting_user=None,
     )
@@ -109,8 +107,8 @@ def budget_request(pool: Any, *, granted: Any, asked: str, period_end: date) -> 
         justification="a deadline",
         payload={"gpu_hours": asked},
         priority_class=pool.high,
-        period_start=DECEMBER[0],
-        period_end=period_end,
+        period_start=start,
+        period_end=end,
         submit=True,
     )
 
@@ -213,10 +211,8 @@ def test_a_plain_refusal_of_the_filing_action_shows_on_the_page_and_files_nothin
 def test_a_grant_past_what_the_ledger_holds_is_a_problem_of_gpu_hours_in_words(
     pool: Any,
 ) -> None:
-    # given nlp's December budget granting all but 5 GPU-hours of what a grant may hold
-    request = budget_request(
-        pool, granted=MAX_GRANT_GPU_HOURS - 5, asked="10", period_end=DECEMBER[1]
-    )
+    # given nlp's budget of this month granting all but 5 GPU-hours of what a grant may hold
+    request = budget_request(pool, granted=MAX_GRANT_GPU_HOURS - 5, asked="10")
     # when the feasibility check and the approval's refusal say why it does not fit
     problems = quota_request_problems(request)
     refusal = decision_refusal(request, acting_user=pool.users["ada"], approve=True)
@@ -233,19 +229,20 @@ def test_a_grant_past_what_the_ledger_holds_is_a_problem_of_gpu_hours_in_words(
 def test_an_addition_naming_another_period_end_is_a_problem_of_the_period_in_words(
     pool: Any,
 ) -> None:
-    request = budget_request(pool, granted=20, asked="10", period_end=DECEMBER[1])
+    request = budget_request(pool, granted=20, asked="10")
     # Filing refuses another end at once; the budget's end moving since is what is left.
-    PriorityBudget.objects.filter(tenant=pool.nlp).update(period_end=date(2027, 2, 1))
+    PriorityBudget.objects.filter(tenant=pool.nlp).update(period_end=this_month(months=1)[1])
     problems = quota_request_problems(request)
     assert len(problems) == 1
-    assert problems[0].startswith("period until: the budget of nlp at high from 2026-12-01")
+    start = this_month()[0]
+    assert problems[0].startswith(f"period until: the budget of nlp at high from {start:%Y-%m-%d}")
     assert "period_end" not in problems[0]
 
 
 def test_a_problem_that_names_no_field_is_said_without_a_field(
     pool: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    request = budget_request(pool, granted=20, asked="10", period_end=DECEMBER[1])
+    request = budget_request(pool, granted=20, asked="10")
 
     def closed(*args: Any, **kwargs: Any) -> Any:
         raise ValidationError("the ledger is closed for the month")
@@ -258,9 +255,10 @@ def test_a_problem_that_names_no_field_is_said_without_a_field(
 
 
 def test_a_requests_summary_writes_its_amounts_in_the_pages_format(pool: Any) -> None:
-    budget = budget_request(pool, granted=20, asked="1234.567", period_end=DECEMBER[1])
+    budget = budget_request(pool, granted=20, asked="1234.567")
+    start, end = this_month()
     assert budget.summary() == (
-        "budget of nlp at high, 2026-12-01 to 2027-01-01: 1,234.57 GPU-hours more"
+        f"budget of nlp at high, {start:%Y-%m-%d} to {end:%Y-%m-%d}: 1,234.57 GPU-hours more"
     )
     assert gpu_hours("1234.567") == "1,234.57 GPU-h"  # the pages' number, the same
     quota = do_create_quota_request(
@@ -281,8 +279,8 @@ def test_a_summary_keeps_an_amount_that_is_no_number_as_the_payload_holds_it(poo
         kind="budget",
         tenant=pool.nlp,
         priority_class=pool.high,
-        period_start=DECEMBER[0],
-        period_end=DECEMBER[1],
+        period_start=this_month()[0],
+        period_end=this_month()[1],
         payload={"gpu_hours": "lots"},
     )
     assert request.summary().endswith(": lots GPU-hours more")
@@ -294,7 +292,7 @@ def test_the_message_and_the_admins_mail_of_a_filed_budget_request_round_its_gpu
     # when a lead files 12.500 GPU-hours from the page
     response = page_as("lena").post("/requests/", budget_ask(pool, gpu_hours="12.500"), follow=True)
     # then the page's message and the admins' mail say 12.5, as the pages write GPU-hours
-    assert "2027-01-01: 12.5 GPU-hours more" in text(response)
+    assert f"{this_month()[1]:%Y-%m-%d}: 12.5 GPU-hours more" in text(response)
     assert "12.500" not in text(response)
     bodies = [message.body for message in mail.outbox]
     assert any("12.5 GPU-hours more" in body for body in bodies)

@@ -7,13 +7,14 @@ nlp, ``vera`` vision, ``ada`` is an admin.
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import timedelta
 from html import unescape
 from typing import Any
 
 import pytest
 from dashboard_pages import text
 from django.core.exceptions import ValidationError
+from domain_builders import period_fields, this_month
 
 from gpupool.audit.models import AuditEvent
 from gpupool.quotas.actions import (
@@ -31,10 +32,10 @@ QUOTA = {
     "capability": "16",
     "justification": "the new model needs more guaranteed GPUs",
 }
+# A budget request's period is the month three months on (still to come), from ``ask_budget``.
+AHEAD = 3
 BUDGET = {
     "kind": "budget",
-    "period_start": "2027-03-01",
-    "period_end": "2027-04-01",
     "gpu_hours": "100",
     "justification": "the launch needs protected runs",
 }
@@ -46,8 +47,10 @@ def ask(pool: Any, **changes: Any) -> dict[str, Any]:
 
 
 def ask_budget(pool: Any, **changes: Any) -> dict[str, Any]:
-    """The form's fields for GPU-hours added to nlp's budget at high, with ``changes``."""
-    return BUDGET | {"tenant": pool.nlp.pk, "priority_class": pool.high.pk} | changes
+    """The form's fields for GPU-hours added to nlp's budget at high for the month ``AHEAD``
+    months on, with ``changes``."""
+    fields = BUDGET | period_fields(months=AHEAD)
+    return fields | {"tenant": pool.nlp.pk, "priority_class": pool.high.pk} | changes
 
 
 def draft(pool: Any, by: str = "lena", submit: bool = False, **levels: Any) -> QuotaRequest:
@@ -155,7 +158,8 @@ def test_a_second_open_budget_request_for_an_overlapping_period_is_refused(
     client = page_as("lena")
     client.post("/requests/", ask_budget(pool, save_draft="1"))
     first = QuotaRequest.objects.get()
-    response = client.post("/requests/", ask_budget(pool, period_start="2027-03-15"))
+    overlapping = this_month(months=AHEAD)[0] + timedelta(days=14)
+    response = client.post("/requests/", ask_budget(pool, period_start=overlapping.isoformat()))
     assert QuotaRequest.objects.count() == 1
     assert errors(response)["period_start"] == [
         f"request #{first.pk} for this team, class and period is open (your draft): change or "
@@ -277,8 +281,8 @@ def test_zero_gpu_hours_are_refused_on_the_form_and_by_the_action(pool: Any, pag
             justification="nothing",
             payload={"gpu_hours": 0},
             priority_class=pool.high,
-            period_start=date(2027, 3, 1),
-            period_end=date(2027, 4, 1),
+            period_start=this_month(months=AHEAD)[0],
+            period_end=this_month(months=AHEAD)[1],
         )
     assert refused.value.message_dict == {
         "payload": ["adding 0 GPU-hours changes nothing: ask for more"]

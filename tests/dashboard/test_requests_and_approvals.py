@@ -11,6 +11,7 @@ import pytest
 from dashboard_pages import live, text
 from django.core import mail
 from django.utils import timezone
+from domain_builders import period_fields, this_month
 
 from gpupool.audit.models import AuditEvent
 from gpupool.quotas import whatif
@@ -88,10 +89,9 @@ def test_a_lead_asks_for_budget_for_a_period(pool: Any, page_as: Any) -> None:
         "kind": "budget",
         "tenant": pool.nlp.pk,
         "priority_class": pool.high.pk,
-        "period_start": "2026-12-01",
-        "period_end": "2027-01-01",
+        **period_fields(),
         "gpu_hours": "200",
-        "justification": "a deadline in December",
+        "justification": "a deadline this month",
     }
     response = page_as("lena").post("/requests/", fields)
     assert response.status_code == 302, text(response)
@@ -328,6 +328,7 @@ def test_a_failed_what_if_says_why(pool: Any, page_as: Any, dispatched: list[int
 
 
 def test_a_budget_request_offers_no_what_if(pool: Any, page_as: Any) -> None:
+    start, end = this_month()
     request = do_create_quota_request(
         kind="budget",
         tenant=pool.nlp,
@@ -335,8 +336,8 @@ def test_a_budget_request_offers_no_what_if(pool: Any, page_as: Any) -> None:
         justification="deadline",
         payload={"gpu_hours": "50"},
         priority_class=pool.high,
-        period_start=timezone.localdate().replace(day=1),
-        period_end=timezone.localdate().replace(day=1) + timedelta(days=31),
+        period_start=start,
+        period_end=end,
         submit=True,
     )
     page = text(page_as("ada").get(f"/approvals/{request.pk}/"))

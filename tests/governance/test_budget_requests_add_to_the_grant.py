@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime
+from datetime import date, timedelta
 from typing import Any
 
 import pytest
 from django.core.exceptions import ValidationError
+from django.utils import timezone
+from domain_builders import this_month
 
 from gpupool.quotas.actions import (
     do_approve_and_apply_quota_request,
@@ -19,7 +21,11 @@ from gpupool.quotas.models import PriorityBudget
 
 pytestmark = pytest.mark.django_db
 
-DECEMBER = {"period_start": date(2026, 12, 1), "period_end": date(2027, 1, 1)}
+
+def month() -> dict[str, date]:
+    """This month's period, as the actions take it."""
+    start, end = this_month()
+    return {"period_start": start, "period_end": end}
 
 
 def ask_for(pool: Any, gpu_hours: int, **period: date) -> Any:
@@ -31,16 +37,16 @@ def ask_for(pool: Any, gpu_hours: int, **period: date) -> Any:
         payload={"gpu_hours": gpu_hours},
         priority_class=pool.high,
         submit=True,
-        **(DECEMBER | period),
+        **(month() | period),
     )
 
 
 def test_an_approved_budget_request_adds_to_what_was_granted(pool: Any) -> None:
-    # given 100 GPU-hours granted for December, 30 of them spent
+    # given 100 GPU-hours granted for this month, 30 of them spent
     budget = do_grant_budget(
-        pool.nlp, pool.high, gpu_hours=100, acting_user=pool.users["ada"], **DECEMBER
+        pool.nlp, pool.high, gpu_hours=100, acting_user=pool.users["ada"], **month()
     )
-    do_spend_budget(budget, gpu_hours=30, workload=None, at=datetime(2026, 12, 2, tzinfo=UTC))
+    do_spend_budget(budget, gpu_hours=30, workload=None, at=timezone.now())
     # when a request for 50 more is approved
     do_approve_and_apply_quota_request(ask_for(pool, 50), acting_user=pool.users["ada"])
     # then 150 are granted, 120 remain, and the ledger shows the grant and the addition
@@ -54,26 +60,29 @@ def test_an_approved_budget_request_adds_to_what_was_granted(pool: Any) -> None:
 def test_a_budget_request_for_a_period_without_a_budget_starts_one(pool: Any) -> None:
     do_approve_and_apply_quota_request(ask_for(pool, 80), acting_user=pool.users["ada"])
     budget = PriorityBudget.objects.get(tenant=pool.nlp)
-    assert (budget.gpu_hours, budget.period_end) == (80, date(2027, 1, 1))
+    assert (budget.gpu_hours, budget.period_end) == (80, month()["period_end"])
 
 
 def test_an_addition_to_a_budget_with_another_end_is_refused(pool: Any) -> None:
     """Filed naming another end than the budget's, it is refused at once, naming the period's
-    end; a budget whose end moved after the request was filed is refused at approval."""
+    end; a budget whose end moved after the request was filed is refused at approval. The
+    other ends are after this month's, still to come (a past end is refused for that)."""
+    start, end = this_month()
+    other_end, moved_end = end + timedelta(days=14), end + timedelta(days=19)
     do_grant_budget(
         pool.nlp,
         pool.high,
         gpu_hours=100,
         acting_user=pool.users["ada"],
-        period_start=date(2026, 12, 1),
-        period_end=date(2026, 12, 15),
+        period_start=start,
+        period_end=other_end,
     )
     with pytest.raises(ValidationError) as refused:
         ask_for(pool, 50)
-    assert "ends on 2026-12-15" in refused.value.message_dict["period_end"][0]
-    request = ask_for(pool, 50, period_end=date(2026, 12, 15))
-    PriorityBudget.objects.filter(tenant=pool.nlp).update(period_end=date(2026, 12, 20))
+    assert f"ends on {other_end:%Y-%m-%d}" in refused.value.message_dict["period_end"][0]
+    request = ask_for(pool, 50, period_end=other_end)
+    PriorityBudget.objects.filter(tenant=pool.nlp).update(period_end=moved_end)
     with pytest.raises(ValidationError) as refused:
         do_approve_and_apply_quota_request(request, acting_user=pool.users["ada"])
-    assert "ends on 2026-12-20" in refused.value.message_dict["payload"][0]
+    assert f"ends on {moved_end:%Y-%m-%d}" in refused.value.message_dict["payload"][0]
     assert PriorityBudget.objects.get(tenant=pool.nlp).gpu_hours == 100

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from django.core import mail
+from domain_builders import period_fields
 
 from gpupool.audit.models import AuditEvent
 from gpupool.quotas.models import QueueQuota
@@ -204,8 +205,7 @@ def test_a_budget_request_goes_through_the_same_states(pool: Any, api_as: Any) -
             "kind": "budget",
             "tenant": "nlp",
             "priority_class": "high",
-            "period_start": "2026-12-01",
-            "period_end": "2027-01-01",
+            **period_fields(),
             "payload": {"gpu_hours": 200},
             "justification": "deadline in December",
             "submit": True,

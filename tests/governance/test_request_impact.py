@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from domain_builders import period_fields
 
 from gpupool.control.actions import do_finish_cycle, do_start_cycle
 from gpupool.inventory.actions import do_set_node_cordoned
@@ -75,8 +76,7 @@ def test_the_impact_of_a_budget_request_shows_the_grant_before_and_after(
         "kind": "budget",
         "tenant": "nlp",
         "priority_class": "high",
-        "period_start": "2026-12-01",
-        "period_end": "2027-01-01",
+        **period_fields(),
         "payload": {"gpu_hours": 40},
         "justification": "deadline",
         "submit": True,

@@ -10,14 +10,24 @@ a day before the loop's own entries of the same moment.
 
 from __future__ import annotations
 
-from datetime import date, datetime, timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 import pytest
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
-from domain_builders import flavor, node, priority_class, queue, quota, tenant, user
+from domain_builders import (
+    flavor,
+    node,
+    period_fields,
+    priority_class,
+    queue,
+    quota,
+    tenant,
+    this_month,
+    user,
+)
 from rest_framework.test import APIClient
 
 from gpupool.accounting.rollup import Histories, microseconds
@@ -89,7 +99,9 @@ def quota_request(world: dict[str, Any], **payload: int) -> QuotaRequest:
     )
 
 
-def budget_request(world: dict[str, Any]) -> QuotaRequest:
+def budget_request(world: dict[str, Any], pool_clock: datetime) -> QuotaRequest:
+    """A submitted budget request for the month the pool's clock is in."""
+    start, end = this_month(timezone.localdate(pool_clock))
     return do_create_quota_request(
         kind="budget",
         tenant=world["team"],
@@ -97,8 +109,8 @@ def budget_request(world: dict[str, Any]) -> QuotaRequest:
         justification="deadline this month",
         payload={"gpu_hours": 200},
         priority_class=world["high"],
-        period_start=date(2026, 12, 1),
-        period_end=date(2027, 1, 1),
+        period_start=start,
+        period_end=end,
         submit=True,
     )
 
@@ -189,7 +201,9 @@ def test_an_applied_budget_request_writes_its_grant_to_the_ledger_on_the_pools_c
     world: dict[str, Any],
 ) -> None:
     pool_clock = cluster_ahead()
-    applied = do_approve_and_apply_quota_request(budget_request(world), acting_user=world["admin"])
+    applied = do_approve_and_apply_quota_request(
+        budget_request(world, pool_clock), acting_user=world["admin"]
+    )
     grant = BudgetLedgerEntry.objects.get(budget__tenant=world["team"], kind=LedgerEntryKind.GRANT)
     assert grant.gpu_hours == 200
     assert grant.at == applied.applied_at and grant.at >= pool_clock
@@ -225,8 +239,7 @@ def test_an_admins_budget_grant_through_the_api_is_on_the_pools_clock(
         {
             "tenant": "nlp",
             "priority_class": "high",
-            "period_start": "2026-12-01",
-            "period_end": "2027-01-01",
+            **period_fields(timezone.localdate(pool_clock)),
             "gpu_hours": "50",
             "reason": "December",
         },

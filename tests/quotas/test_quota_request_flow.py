@@ -1,13 +1,12 @@
 """Quota requests: a lead asks, an admin decides (never their own), the change is applied."""
 
-from datetime import date
 from decimal import Decimal
 
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
-from domain_builders import flavor, node, priority_class, queue, quota, tenant, user
+from domain_builders import flavor, node, priority_class, queue, quota, tenant, this_month, user
 
 from gpupool.audit.models import AuditEvent
 from gpupool.quotas.actions import (
@@ -183,6 +182,7 @@ def test_a_queue_of_another_tenant_is_refused_naming_queue(world: dict) -> None:
 
 
 def test_a_budget_request_grants_the_budget_when_applied(world: dict) -> None:
+    start, end = this_month()
     request = do_create_quota_request(
         kind="budget",
         tenant=world["team"],
@@ -190,8 +190,8 @@ def test_a_budget_request_grants_the_budget_when_applied(world: dict) -> None:
         justification="deadline in December",
         payload={"gpu_hours": 200},
         priority_class=world["high"],
-        period_start=date(2026, 12, 1),
-        period_end=date(2027, 1, 1),
+        period_start=start,
+        period_end=end,
     )
     do_submit_quota_request(request, acting_user=world["lead"])
     do_approve_quota_request(request, acting_user=world["admin"])

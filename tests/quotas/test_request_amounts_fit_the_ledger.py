@@ -3,14 +3,13 @@ grant), a queue quota fits its columns, a justification fits what the admins rea
 refused when the request is filed (400 naming the field, nothing created, nobody mailed), not
 when an admin approves it."""
 
-from datetime import date
 from decimal import Decimal
 from typing import Any
 
 import pytest
 from django.core import mail
 from django.core.exceptions import ValidationError
-from domain_builders import flavor, priority_class, queue, tenant, user
+from domain_builders import flavor, period_fields, priority_class, queue, tenant, this_month, user
 from rest_framework.test import APIClient
 
 from gpupool.quotas.actions import do_grant_budget
@@ -35,12 +34,12 @@ def lead_api() -> dict[str, Any]:
 
 
 def budget_request(gpu_hours: Any, **fields: Any) -> dict[str, Any]:
+    """A submitted budget request for this month, as the API takes it."""
     return {
         "kind": "budget",
         "tenant": "nlp",
         "priority_class": "high",
-        "period_start": "2026-12-01",
-        "period_end": "2027-01-01",
+        **period_fields(),
         "payload": {"gpu_hours": gpu_hours},
         "justification": "the deadline",
         "submit": True,
@@ -105,12 +104,13 @@ def test_an_over_long_justification_is_refused_saying_the_limit(lead_api: dict) 
 
 
 def test_a_grant_beyond_the_ledger_is_refused_naming_gpu_hours(lead_api: dict) -> None:
+    start, end = this_month()
     with pytest.raises(ValidationError) as error:
         do_grant_budget(
             lead_api["team"],
             lead_api["high"],
-            period_start=date(2026, 12, 1),
-            period_end=date(2027, 1, 1),
+            period_start=start,
+            period_end=end,
             gpu_hours=Decimal("100000000"),
             acting_user=None,
         )

@@ -4,6 +4,7 @@ class ``normal``; node ``u-1`` of 8 GPUs, labelled as GPU feature discovery labe
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from domain_builders import flavor, priority_class, queue, quota, tenant
@@ -17,7 +18,10 @@ from gpupool.quotas.models import Queue
 from gpupool.workloads.actions import PodSetSpec, do_submit_workload
 from gpupool.workloads.models import Workload
 
-START = 1_800_000_000.0
+# The virtual clock starts on a whole hour some 40 days after the wall clock, ahead of it as
+# a simulated cluster runs (a workload gpupool stamps submitted on the wall clock starts after
+# that on the cluster's); a fixed moment fell behind the wall clock once that day had passed.
+START = float((int(time.time()) // 3600 + 40 * 24) * 3600)
 PRODUCT = "NVIDIA-H100-80GB-HBM3"
 
 
