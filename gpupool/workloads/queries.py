@@ -486,11 +486,11 @@ def eviction_drains(
     and not ended by then -- on the nodes the workload is placed on, or, once its placements
     are gone (an evicted workload holds none), on the nodes of the flavors its pod sets run
     on; not a drain still going that was asked before the workload was last admitted (a
-    draining node is cordoned: it was not placed there). Audit rows are stamped by the wall
-    clock, the evictions and the node's ``drain_requested_at`` by the pool's (ahead of it on
-    a simulated cluster), so each is compared only with its own clock's. Reads its pod sets,
-    placements and transitions as prefetched (``workload_story``) and one query of audit
-    rows, none when no event is an admin eviction."""
+    draining node is cordoned: it was not placed there). The drains' audit rows, the
+    evictions and the node's ``drain_requested_at`` are all on the pool's clock (a person's
+    change is audited on it, ``audit.actions.record_audit_event``), so they compare. Reads
+    its pod sets, placements and transitions as prefetched (``workload_story``) and one
+    query of audit rows, none when no event is an admin eviction."""
     from django.db.models import CharField, OuterRef, Subquery
     from django.db.models.functions import Cast
 
