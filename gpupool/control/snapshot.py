@@ -67,7 +67,7 @@ from django.utils import timezone
 from gpupool.accounting.models import PreemptionEvent
 from gpupool.inventory.choices import Sharing
 from gpupool.inventory.models import Flavor, Gpu, Node
-from gpupool.quotas.models import PriorityBudget, PriorityClass, Queue, QueueQuota
+from gpupool.quotas.models import PriorityBudget, PriorityClass, Queue, QueueQuota, covering
 from gpupool.scheduler.contracts import history_horizon
 from gpupool.scheduler.types import (
     MIB_PER_GB,
@@ -927,7 +927,7 @@ def read_budgets(now: datetime, tenants: set[str]) -> tuple[BudgetInfo, ...]:
     balance as kept on each budget's row: no month of entries summed every cycle)."""
     today = timezone.localdate(now)
     totals: dict[tuple[str, str], tuple[Decimal, Decimal]] = {}
-    rows = PriorityBudget.objects.filter(period_start__lte=today, period_end__gt=today).values_list(
+    rows = PriorityBudget.objects.filter(covering(today)).values_list(
         "tenant__name", "priority_class__name", "gpu_hours", "balance_gpu_hours"
     )
     for tenant, priority_class, granted, balance in rows:

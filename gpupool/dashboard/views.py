@@ -134,7 +134,14 @@ from gpupool.quotas.actions import (
 )
 from gpupool.quotas.choices import ACTIVE_WHAT_IF_STATES, QuotaRequestKind, QuotaRequestState
 from gpupool.quotas.impact import current_deserved_shares, request_impact
-from gpupool.quotas.models import PriorityBudget, PriorityClass, Queue, QueueQuota, QuotaRequest
+from gpupool.quotas.models import (
+    PriorityBudget,
+    PriorityClass,
+    Queue,
+    QueueQuota,
+    QuotaRequest,
+    covering,
+)
 from gpupool.quotas.queries import (
     QueueUsage,
     budget_rows,
@@ -2064,11 +2071,7 @@ def current_budgets(tenants: Iterable[Tenant]) -> list[BudgetNow]:
     a budget by), by team and class, at most ``BUDGETS_SHOWN`` (one more says there are more),
     with their ledger's spent and reserved sums (``quotas.queries.budget_rows``: one query)."""
     today = timezone.localdate(pool_now())
-    rows = budget_rows().filter(
-        tenant__in=[tenant.pk for tenant in tenants],
-        period_start__lte=today,
-        period_end__gt=today,
-    )
+    rows = budget_rows().filter(covering(today), tenant__in=[tenant.pk for tenant in tenants])
     found: list[Any] = list(
         rows.order_by("tenant__name", "priority_class__name")[: BUDGETS_SHOWN + 1]
     )  # annotated with the ledger's sums (``spent``, ``reserved``: negative or 0)

@@ -38,7 +38,7 @@ from gpupool.quotas.actions import (
     do_set_queue_quota,
 )
 from gpupool.quotas.choices import LedgerEntryKind
-from gpupool.quotas.models import BudgetLedgerEntry, PriorityBudget, PriorityClass, Queue
+from gpupool.quotas.models import BudgetLedgerEntry, PriorityBudget, PriorityClass, Queue, covering
 from gpupool.quotas.queries import (
     QueueUsage,
     budget_rows,
@@ -413,7 +413,7 @@ class BudgetFilter(filters.FilterSet):  # type: ignore[misc]
 
     def filter_covers(self, queryset: Any, name: str, value: Any) -> Any:
         """Budgets whose period contains the day."""
-        return queryset.filter(period_start__lte=value, period_end__gt=value)
+        return queryset.filter(covering(value))
 
 
 class BudgetViewSet(

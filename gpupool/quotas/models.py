@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
+from datetime import date
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -530,6 +531,12 @@ class PriorityClass(models.Model):
             errors["default"] = NO_DEFAULT_LEFT.format(name=self.name)
         if errors:
             raise ValidationError(errors)
+
+
+def covering(day: date) -> Q:
+    """Budgets whose period contains ``day`` (its start included, its end not): the one rule
+    by which the loop, the pages and the API pick the budget in force on a day."""
+    return Q(period_start__lte=day, period_end__gt=day)
 
 
 class PriorityBudget(models.Model):
