@@ -8,23 +8,16 @@ from typing import Any
 import pytest
 from dashboard_pages import text
 from django.utils import timezone
-from test_requests_and_approvals import filed
+from test_requests_and_approvals import dispatched, filed  # noqa: F401 (a fixture)
 
-from gpupool.quotas import whatif
 from gpupool.quotas.actions import do_begin_what_if, do_finish_what_if
 from gpupool.quotas.models import WhatIfRun
 
 
-@pytest.fixture
-def dispatched(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    runs: list[int] = []
-    monkeypatch.setattr(whatif, "dispatch_what_if", runs.append)
-    return runs
-
-
+@pytest.mark.usefixtures("dispatched")  # the what-if runs are the test's to drive
 @pytest.mark.parametrize(("held", "said"), [(16, "16 GPUs held"), (1, "1 GPU held"), (0, None)])
 def test_the_result_says_what_other_schedulers_held(
-    pool: Any, page_as: Any, dispatched: list[int], held: int, said: str | None
+    pool: Any, page_as: Any, held: int, said: str | None
 ) -> None:
     request = filed(pool)
     client = page_as("ada")
