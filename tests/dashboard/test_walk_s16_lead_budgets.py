@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from gpupool.quotas.actions import do_grant_budget, do_reserve_budget, do_spend_budget
 
-NO_BUDGET = "No priority budget: your work runs at the default class; request one below."
+NO_BUDGET = "No priority budget: your work runs at the default class; request one with the form."
 
 
 def grant(pool: Any, team: Any, start: date, end: date, gpu_hours: str) -> Any:
