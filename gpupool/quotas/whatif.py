@@ -49,7 +49,14 @@ def dispatch_what_if(run_id: int) -> None:
     if settings.REDIS_URL:
         from gpupool.quotas.tasks import run_what_if_task
 
-        run_what_if_task.delay(run_id)
+        try:
+            run_what_if_task.delay(run_id)
+        except Exception as failure:  # the broker is down: the run must not stay queued
+            logger.exception("what-if #%s could not be sent to a worker", run_id)
+            run = do_begin_what_if(run_id, at=pool_now())
+            if run is not None:
+                error = f"it could not be sent to a worker (the broker at REDIS_URL): {failure}"
+                do_finish_what_if(run, at=pool_now_after(run.started_at), error=error)
         return
     thread = threading.Thread(
         target=_run_in_thread, args=(run_id,), name=f"what-if-{run_id}", daemon=True

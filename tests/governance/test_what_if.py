@@ -18,6 +18,7 @@ from gpupool.workloads.actions import PodSetSpec, do_submit_workload
 
 URL = "/api/v1/quota-requests/"
 HOUR = 3600
+SEND_TO_BACKGROUND = whatif.dispatch_what_if  # the real one (``dispatched`` replaces it)
 
 
 def record_demand(pool: Any) -> None:
@@ -226,3 +227,49 @@ def test_without_a_broker_the_run_goes_to_a_thread_of_the_web_process(
     assert not worker.is_alive()
     finished = QuotaRequest.objects.get(pk=request["id"]).latest_what_if()
     assert finished is not None and finished.state == "succeeded", finished and finished.error
+
+
+def test_a_web_process_sends_tasks_through_gpupools_celery_app() -> None:
+    # Only a worker imports ``gpupool.celery`` itself (``-A gpupool``): a process that merely
+    # sets Django up (the web server) sent ``.delay()`` to Celery's default app, amqp on
+    # localhost, and the demo's what-if runs stayed queued for good.
+    import os
+    import subprocess
+    import sys
+
+    probe = (
+        "import django; django.setup(); from celery import current_app; "
+        "from gpupool.quotas.tasks import run_what_if_task as task; "
+        "print(current_app.main, task.app.main, current_app.conf.broker_url)"
+    )
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "gpupool.settings"}
+    env["REDIS_URL"] = "redis://127.0.0.1:6399/3"
+    answer = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True
+    )
+    assert answer.stdout.split() == ["gpupool", "gpupool", "redis://127.0.0.1:6399/3"]
+
+
+@pytest.mark.django_db
+def test_a_run_no_worker_could_be_sent_fails_saying_why(
+    pool: Any,
+    api_as: Any,
+    file_request: Any,
+    dispatched: list[int],
+    settings: Any,
+) -> None:
+    from gpupool.celery import app
+
+    request = file_request(submit=True)
+    run = api_as("ada").post(f"{URL}{request['id']}/what-if/", {"days": 2}).json()
+    assert dispatched == [run["id"]]
+    # a broker that answers nobody: the send fails after the publisher's few quick retries
+    settings.REDIS_URL = "redis://127.0.0.1:9/0"
+    saved = app.conf.task_always_eager, app.conf.broker_url
+    app.conf.task_always_eager, app.conf.broker_url = False, settings.REDIS_URL
+    try:
+        SEND_TO_BACKGROUND(run["id"])
+    finally:
+        app.conf.task_always_eager, app.conf.broker_url = saved
+    failed = WhatIfRun.objects.get(pk=run["id"])
+    assert failed.state == "failed" and "could not be sent to a worker" in failed.error
