@@ -149,6 +149,10 @@ EVICT_RESEND_S = 30.0  # an eviction sent is not sent again sooner (its pods are
 # The fragmentation figures go into a cycle's record at most this often (cluster time): a
 # sample for the dashboard's trend, about 40 ms at B1's 5,000 nodes in pure Python.
 FRAGMENTATION_SAMPLE_S = 60.0
+# A waiting pod's Event is sent when its reason is new, and again when the explanation's
+# numbers moved and the last Event is this old (``ControlLoop._stale_events``, looked at this
+# often): ``kubectl describe pod`` never reads ten-minute-old figures as today's.
+EVENT_REFRESH_S, EVENT_RECHECK_S = 300.0, 30.0
 # The image of a pod set that names none (a placeholder that runs nothing: on the local plane
 # and the simulated cluster the pods only need to exist).
 DEFAULT_IMAGE = "registry.k8s.io/pause:3.10"
@@ -237,6 +241,11 @@ class ControlLoop:
         self.written: dict[int, Explanation] = {}
         self.written_at: dict[int, float] = {}
         self.explain_queue: dict[str, str] = {}  # workload -> sentence to put on its pods
+        # The sentence each waiting workload's pods were last told, and when (monotonic): a
+        # sentence whose numbers moved since is told again once EVENT_REFRESH_S have passed
+        # (``_stale_events``), as kube-scheduler repeats FailedScheduling on each retry.
+        self.evented: dict[str, tuple[str, float]] = {}
+        self.events_checked_at = -math.inf
         self.refused_until: dict[str, float] = {}
         # Workloads left out of the snapshot because their pods ask what no node could hold
         # (``sync._refused``): workload id -> what is wrong, explained as such by the record.
@@ -1197,8 +1206,11 @@ class ControlLoop:
         for name, detail in prepared.fresh.items():  # an Event only when the reason is new
             self.explain_queue.pop(name, None)
             self.explain_queue[name] = detail
+        told_at = time.monotonic()
         for name in prepared.explained:  # their Events are this cycle's
-            self.explain_queue.pop(name, None)
+            told = self.explain_queue.pop(name, None)
+            if told is not None:
+                self.evented[name] = (told, told_at)
         ranks = {} if self.ranks is None else self.ranks
         for admitted in record.admissions:
             ranks.pop(admitted.workload_id, None)
@@ -1242,9 +1254,40 @@ class ControlLoop:
             for workload_id in sorted(record.new_reasons)
             if (name := names.get(workload_id)) is not None
         }
+        fresh.update(self._stale_events(fresh))
         # Work the core set aside as never fitting gets no pods made (``cycle.enqueue``).
         never = {p.workload for p in decided.pending if never_fits(p.facts)}
         return self._work(examine, now, rows=rows, evicted=evicted, fresh=fresh, never=never)
+
+    def _stale_events(self, fresh: Mapping[str, str]) -> dict[str, str]:
+        """Waiting workloads whose pods were told a sentence EVENT_REFRESH_S ago or more that
+        the explanation written since no longer reads (the same reason, its numbers moved:
+        "124 GPUs of quota available" when 103 are): told again, after the new reasons
+        (``fresh``). Looked at every EVENT_RECHECK_S; workloads no longer waiting are
+        forgotten."""
+        now = time.monotonic()
+        if now - self.events_checked_at < EVENT_RECHECK_S:
+            return {}
+        self.events_checked_at = now
+        rows, written = self.state.rows, self.written
+        stale: dict[str, str] = {}
+        gone: list[str] = []
+        for name, (told, told_at) in self.evented.items():
+            row = rows.get(name)
+            if row is None or row.state != WorkloadState.PENDING:
+                gone.append(name)
+                continue
+            explanation = written.get(row.id)
+            if (
+                explanation is not None
+                and told_at <= now - EVENT_REFRESH_S
+                and explanation.detail != told
+                and name not in fresh
+            ):
+                stale[name] = explanation.detail
+        for name in gone:
+            del self.evented[name]
+        return stale
 
     def _apply(self, prepared: PreparedApply, now: float, *, hand_on: bool) -> ApplyOutcome | None:
         """Make the cluster match the database (after the record's commit, ``prepared``
