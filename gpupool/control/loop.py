@@ -153,6 +153,9 @@ FRAGMENTATION_SAMPLE_S = 60.0
 # numbers moved and the last Event is this old (``ControlLoop._stale_events``, looked at this
 # often): ``kubectl describe pod`` never reads ten-minute-old figures as today's.
 EVENT_REFRESH_S, EVENT_RECHECK_S = 300.0, 30.0
+# Pods gpupool will not schedule (a queue of another tenant, a malformed label, a namespace no
+# tenant owns...) are named in each cycle's record, at most this many (``_refused_pods``).
+REFUSED_PODS_KEPT = 100
 # The image of a pod set that names none (a placeholder that runs nothing: on the local plane
 # and the simulated cluster the pods only need to exist).
 DEFAULT_IMAGE = "registry.k8s.io/pause:3.10"
@@ -1611,6 +1614,7 @@ class ControlLoop:
                 "apply_wait_s": round(result.timings.get("apply_wait", 0.0), 6),
                 "cpu_s": round(result.cpu_s, 6),
                 "queues": metrics.queue_gauges(shares),
+                "refused_pods": self._refused_pods(),
             }
             | (
                 {}
@@ -1620,6 +1624,33 @@ class ControlLoop:
             totals=totals,
         )
         self.totals = totals
+
+    def _refused_pods(self) -> dict[str, Any]:
+        """The workloads whose waiting pods gpupool will not schedule, and why: the sync's
+        complaints (each sent once as a Warning Event) about pods that are no live workload of
+        the database (refused at registration, or of a workload that has ended), while such
+        pods wait; the first ``REFUSED_PODS_KEPT`` by name, and how many there are. The pages
+        read them from the cycle's record (``control.queries.refused_pods``): such pods are no
+        workload, so nothing else shows them. Complaints about pods that are gone are
+        forgotten (the same pods made again are complained about again)."""
+        rows = self.state.rows
+        refused: list[dict[str, Any]] = []
+        gone = []
+        for key, why in self.memory.complaints.items():
+            name = str(key)
+            if name in rows:
+                continue  # a live workload (its protected runtime capped): it is scheduled
+            pods = self.mirror.pods_of(key)
+            if not pods:
+                gone.append(key)
+                continue
+            waiting = sum(1 for pod in pods if is_live(pod) and pod.node_name is None)
+            if waiting:
+                refused.append({"workload": name, "pods": waiting, "why": why})
+        for key in gone:
+            del self.memory.complaints[key]
+        refused.sort(key=lambda entry: entry["workload"])
+        return {"count": len(refused), "workloads": refused[:REFUSED_PODS_KEPT]}
 
     def _forget_everything(self) -> None:
         """After a failed cycle, read everything again next time (the state may be partial)."""

@@ -288,3 +288,30 @@ def fragmentation_of(cycle: SchedulingCycle) -> dict[str, dict[str, float]]:
     """Per flavor, the free and fragmented GPUs and the largest gang in one domain the cycle
     sampled (``inventory.queries.fragmentation_sample``; not every cycle samples)."""
     return dict((cycle.outcome or {}).get("fragmentation", {}))
+
+
+@dataclass(frozen=True, slots=True)
+class RefusedPods:
+    """Waiting pods gpupool will not schedule, as a cycle recorded them."""
+
+    count: int  # every such workload the viewer may see (beyond those listed, for an admin)
+    workloads: list[dict[str, object]]  # {"workload": "ns/name", "pods": n, "why": sentence}
+
+
+def refused_pods(namespaces: frozenset[str] | None) -> RefusedPods:
+    """The workloads whose pods gpupool will not schedule, and why, as the last succeeded
+    cycle recorded them (``ControlLoop._refused_pods``, ``outcome["refused_pods"]``): every
+    one (``namespaces`` None, an admin's view) or those in ``namespaces`` (a team's). Such
+    pods are no workload of the database, so only this and their Events say why they wait."""
+    outcome = (
+        SchedulingCycle.objects.filter(status=CycleStatus.SUCCEEDED)
+        .order_by("-started_at", "-id")
+        .values_list("outcome", flat=True)
+        .first()
+    )
+    recorded = (outcome or {}).get("refused_pods") or {}
+    listed = list(recorded.get("workloads", ()))
+    if namespaces is None:
+        return RefusedPods(int(recorded.get("count", len(listed))), listed)
+    mine = [w for w in listed if str(w["workload"]).partition("/")[0] in namespaces]
+    return RefusedPods(len(mine), mine)

@@ -68,6 +68,7 @@ from gpupool.control.queries import (
     pool_figures,
     pool_policy,
     pool_snapshot,
+    refused_pods,
     sampled_cycles,
 )
 from gpupool.control.snapshot import SnapshotError
@@ -155,7 +156,7 @@ from gpupool.quotas.queries import (
 )
 from gpupool.scheduler.shares import QueueShare
 from gpupool.scheduler.types import MILLI
-from gpupool.tenancy.models import Tenant
+from gpupool.tenancy.models import Tenant, TenantNamespace
 from gpupool.utilization.api import WINDOWS as UTILIZATION_API_WINDOWS
 from gpupool.utilization.queries import (
     hourly_utilization,
@@ -500,6 +501,7 @@ def workloads(
         else "",
         "all_tenants": access.admin,
         "form": form or (WorkloadForm(queues=queues) if queues else None),
+        "refused": refused_pods(None if access.admin else viewer_namespaces(access)),
     }
     return render_page(
         request,
@@ -508,6 +510,15 @@ def workloads(
         live="dashboard/partials/workloads_live.html",
         live_url=list_url,
         status=400 if form is not None else 200,
+    )
+
+
+def viewer_namespaces(access: Access) -> frozenset[str]:
+    """The Kubernetes namespaces the viewer's teams own."""
+    return frozenset(
+        TenantNamespace.objects.filter(tenant_id__in=access.tenant_ids).values_list(
+            "name", flat=True
+        )
     )
 
 
