@@ -27,6 +27,7 @@ API_MODULES = (
     "gpupool.notifications.api",
     "gpupool.utilization.api",
     "gpupool.accounting.reports_api",
+    "gpupool.audit.api",
 )
 
 

@@ -151,7 +151,18 @@ ROWS: dict[str, Row] = {
     "api:scheduling-cycle-detail": Row({"GET": ADMIN_ONLY}, resources_pool.cycles),
     "api:scheduling-cycle-latest": Row({"GET": EVERYONE_READS}, resources_pool.pool_only),
     "api:fragmentation-list": Row({"GET": EVERYONE_READS}, resources_pool.pool_only),
+    # The audit log: admins only, as its page.
+    "api:audit-event-list": Row({"GET": ADMIN_ONLY}),
+    "api:audit-event-detail": Row({"GET": ADMIN_ONLY}, lambda world: _audit_event()),
 }
+
+
+def _audit_event() -> Mapping[str, Mapping[str, str]]:
+    """Matrix target: the latest audited change (making the world's tenants recorded some)."""
+    from gpupool.audit.models import AuditEvent
+
+    latest = AuditEvent.objects.order_by("-id").values_list("pk", flat=True).first()
+    return {"own": {"pk": str(latest)}, "other": {"pk": str(latest)}}
 
 
 # ----------------------------------------------------------------------------- governance
