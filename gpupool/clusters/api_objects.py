@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 from collections.abc import Mapping
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from fractions import Fraction
 from types import MappingProxyType
 from typing import Any
@@ -24,6 +24,7 @@ from gpupool.clusters.base import (
     SCHEDULER_NAME,
     TERMINAL_PHASES,
     WORKLOAD_LABEL,
+    Change,
     JobFacts,
     JobKey,
     JobState,
@@ -31,6 +32,7 @@ from gpupool.clusters.base import (
     NodeFacts,
     NodeSelectorTerm,
     PodFacts,
+    PodKey,
     PodRef,
     ResourceAmounts,
     SelectorRequirement,
@@ -41,6 +43,14 @@ from gpupool.clusters.base import (
 GPUPOOL_ANNOTATION_PREFIX = "gpupool.io/"
 DEFAULT_SCHEDULER = "default-scheduler"
 EVENT_MESSAGE_LIMIT = 1024  # what events.k8s.io allows; core/v1 Events are cut the same
+# Not an annotation anyone sets: ``pod_facts`` puts under this key of ``PodFacts.annotations``
+# the reason of the pod's ``DisruptionTarget`` condition (status True), which Kubernetes sets
+# before it deletes a pod it evicts: the Eviction API (``EvictionByEvictionAPI``: a drain, a
+# manual eviction, gpupool's own), the taint manager (``DeletionByTaintManager``: a lost
+# node), the scheduler's preemption, the pod garbage collector, the kubelet. A plain delete
+# (``kubectl delete pod``, a Job's cleanup) sets none. One set on the object is dropped.
+DISRUPTED_BY = "gpupool.io/disrupted-by"
+DISRUPTION_CONDITION = "DisruptionTarget"
 
 JsonObject = Mapping[str, Any]
 
@@ -356,8 +366,11 @@ def pod_facts(obj: JsonObject) -> PodFacts:
     annotations = {
         key: value
         for key, value in _strings(metadata.get("annotations"), "annotations").items()
-        if key.startswith(GPUPOOL_ANNOTATION_PREFIX)
+        if key.startswith(GPUPOOL_ANNOTATION_PREFIX) and key != DISRUPTED_BY
     }
+    disruption = disruption_reason(status)
+    if disruption is not None:
+        annotations[DISRUPTED_BY] = disruption
     owner_kind, owner_name = _controller(metadata)
     return PodFacts(
         namespace=str(metadata.get("namespace", "")),
@@ -378,6 +391,61 @@ def pod_facts(obj: JsonObject) -> PodFacts:
         created_at=parse_time(metadata.get("creationTimestamp")) or 0.0,
         started_at=parse_time(status.get("startTime")),
     )
+
+
+def disruption_reason(status: JsonObject) -> str | None:
+    """The reason of a pod status's ``DisruptionTarget`` condition when it is True ("" when
+    it gives none), else None: the pod is being evicted, not merely deleted."""
+    for item in _list(status.get("conditions"), "status.conditions"):
+        condition = _object(item, "status.conditions[]")
+        if condition.get("type") == DISRUPTION_CONDITION and str(condition.get("status")) == "True":
+            return str(condition.get("reason") or "")
+    return None
+
+
+def disruption_status(status: JsonObject, reason: str, message: str, at: str) -> dict[str, Any]:
+    """A pod status with the ``DisruptionTarget`` condition the API server adds before it
+    deletes a pod it evicts (the simulated cluster writes it as Kubernetes does)."""
+    conditions = [
+        c
+        for c in _list(status.get("conditions"), "status.conditions")
+        if _object(c, "status.conditions[]").get("type") != DISRUPTION_CONDITION
+    ]
+    conditions.append(
+        {
+            "type": DISRUPTION_CONDITION,
+            "status": "True",
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": at,
+        }
+    )
+    return {**status, "conditions": conditions}
+
+
+def with_last_states(
+    changes: Mapping[PodKey, Change[PodFacts]], last: Mapping[PodKey, PodFacts]
+) -> dict[PodKey, Change[PodFacts]]:
+    """A sync's pod changes, each removed pod's ``before`` its last state where the backend
+    saw it (``last``: the object of the watch's DELETED event, a store's tombstone): whether
+    it was evicted (``DISRUPTED_BY``) or ended is known only there; such a ``before`` is
+    ``deleting``. The same pod only (its uid) and the same workload label (the mirror finds
+    the pod by it)."""
+    out = dict(changes)
+    for key, change in changes.items():
+        final = last.get(key)
+        before = change.before
+        if (
+            change.after is None
+            and final is not None
+            and before is not None
+            and final.uid == before.uid
+            and final.labels.get(WORKLOAD_LABEL) == before.labels.get(WORKLOAD_LABEL)
+        ):
+            # Deleted, whatever its last object says (a forced delete may set no deletion
+            # time): ``deleting`` tells a last state from a ``before`` of an earlier sync.
+            out[key] = Change(final if final.deleting else replace(final, deleting=True), None)
+    return out
 
 
 # A Job's conditions, in the order they decide its verdict: the controller sets FailureTarget

@@ -550,6 +550,25 @@ class EventRequest:
     event_type: EventType = "Normal"
 
 
+# On a node gpupool cordoned (``set_node_unschedulable``): its own cordon, the only one it
+# lifts; a node cordoned by anyone else (``kubectl cordon``) stays so.
+CORDONED_BY_GPUPOOL = "gpupool.io/cordoned"
+
+NodeCordonStatus = Literal["cordoned", "uncordoned", "unchanged", "kept", "gone", "failed"]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeCordonResult:
+    """What ``set_node_unschedulable`` did: ``cordoned`` or ``uncordoned`` (the node's
+    ``spec.unschedulable`` changed), ``unchanged`` (it already was so), ``kept`` (asked to
+    lift a cordon gpupool did not make: left cordoned), ``gone`` (no such node) or
+    ``failed`` (the API refused or was unreachable; ``message`` says why)."""
+
+    node: str
+    status: NodeCordonStatus
+    message: str = ""
+
+
 class ClusterBackend(Protocol):
     """What the control loop needs from a cluster; the Kubernetes and simulated backends.
 
@@ -607,6 +626,12 @@ class ClusterBackend(Protocol):
 
     def create_pods(self, pods: Sequence[NewPod]) -> PodsOutcome:
         """Create the pods of a workload submitted through gpupool (an existing one is fine)."""
+        ...
+
+    def set_node_unschedulable(self, node: str, unschedulable: bool) -> NodeCordonResult:
+        """Cordon the node in the cluster (``spec.unschedulable``, as ``kubectl cordon``,
+        marked ``CORDONED_BY_GPUPOOL``) or lift gpupool's own cordon; a cordon someone else
+        made is neither taken over nor lifted. Idempotent; a conflicting write is retried."""
         ...
 
     def delete_pods(self, pods: Sequence[PodRef], reason: str) -> PodsOutcome:

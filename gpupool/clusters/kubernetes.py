@@ -24,6 +24,7 @@ success, an Event or pod that already exists is reused.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import logging
 import os
@@ -43,6 +44,7 @@ from kubernetes.client.exceptions import ApiException
 
 from gpupool.clusters import api_objects
 from gpupool.clusters.base import (
+    CORDONED_BY_GPUPOOL,
     SCHEDULER_NAME,
     Allowance,
     Arrivals,
@@ -57,6 +59,7 @@ from gpupool.clusters.base import (
     JobFacts,
     JobKey,
     NewPod,
+    NodeCordonResult,
     NodeFacts,
     PodBinding,
     PodFacts,
@@ -80,6 +83,7 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 RETRIABLE_STATUSES = frozenset({500, 502, 503, 504})
 DISRUPTION_BUDGET_CAUSE = "DisruptionBudget"
+CORDON_ATTEMPTS = 4  # a node's cordon read and written again after a conflict, at most
 WATCH_READ_MARGIN_S = 60  # a watch silent this long past its server timeout is dead
 
 
@@ -631,6 +635,10 @@ class KubernetesBackend:
         # Our pods waiting for a node that appeared since the last sync (``arrivals``: the
         # loop's batching window ends when they pause); replaced whole, never changed.
         self._arrivals = Arrivals()
+        # The last state of our pods deleted since the last sync, as their DELETED events
+        # gave it (``_pod_event``): whether a pod was evicted (``DisruptionTarget``) or
+        # merely deleted shows only there. Replaced whole at each sync.
+        self._last_states: dict[PodKey, PodFacts] = {}
         self._pods: Informer[PodKey, PodFacts] = Informer(
             "pods",
             _ApiSource(self._core.list_pod_for_all_namespaces, ours, self._retry),
@@ -703,6 +711,7 @@ class KubernetesBackend:
             self._warming = self._workers().submit(self._warm_connections)
         self._changed.clear()  # what comes after this drain is for the next sync
         self._arrivals = Arrivals(since=time.monotonic())
+        last_states, self._last_states = self._last_states, {}
         nodes = self._nodes.drain()
         pods = self._pods.drain()
         foreign = self._foreign.drain()
@@ -711,7 +720,7 @@ class KubernetesBackend:
         usage_changed = apply_usage_changes(self._usage, foreign.changes)
         delta = ClusterDelta(
             nodes=nodes.changes,
-            pods=pods.changes,
+            pods=api_objects.with_last_states(pods.changes, last_states),
             foreign_usage=usage_changed,
             relisted=nodes.relisted or pods.relisted or foreign.relisted or jobs.relisted,
             jobs=jobs.changes,
@@ -753,9 +762,12 @@ class KubernetesBackend:
 
     def _pod_event(self, kind: str, key: PodKey, pod: PodFacts | None) -> None:
         """The pods informer's events as they come (its thread): a new pod with no node is
-        an arrival."""
+        an arrival; a deleted pod's last state is kept for the next sync's delta (the
+        ``before`` of its removal, ``api_objects.with_last_states``)."""
         if kind == "ADDED" and pod is not None and pod.node_name is None:
             self._arrivals = self._arrivals.then(time.monotonic())
+        elif kind == "DELETED" and pod is not None:
+            self._last_states[key] = pod  # its last state: evicted or merely deleted
 
     # - bind -
 
@@ -1086,6 +1098,67 @@ class KubernetesBackend:
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             return PodResult(pod, "failed", _describe(exc))
         return PodResult(pod, "deleted")
+
+    # - node cordons -
+
+    def set_node_unschedulable(self, node: str, unschedulable: bool) -> NodeCordonResult:
+        """Cordon the node (``spec.unschedulable: true``, marked ``CORDONED_BY_GPUPOOL``) or
+        lift gpupool's own cordon. Read first, then patched with the resourceVersion read: a
+        write that conflicts (409, the node changed meanwhile: a kubelet's status, someone's
+        cordon) is read and decided again, a few times. A node already cordoned by someone
+        else is left as it is, unmarked: gpupool neither takes over nor lifts that cordon."""
+        self._ensure_started()
+        for _ in range(CORDON_ATTEMPTS):
+            try:
+                body = _json(
+                    call_with_retries(
+                        lambda: self._core.read_node(
+                            node,
+                            _preload_content=False,
+                            _request_timeout=self._retry.request_timeout_s,
+                        ),
+                        self._retry,
+                    )
+                )
+                metadata = body.get("metadata") or {}
+                ours = CORDONED_BY_GPUPOOL in (metadata.get("annotations") or {})
+                cordoned = bool((body.get("spec") or {}).get("unschedulable"))
+                if unschedulable and cordoned:
+                    return NodeCordonResult(node, "unchanged")
+                if not unschedulable and not ours:
+                    if cordoned:
+                        return NodeCordonResult(
+                            node, "kept", "cordoned by someone else: left cordoned"
+                        )
+                    return NodeCordonResult(node, "unchanged")
+                patch = {
+                    "metadata": {
+                        "resourceVersion": metadata.get("resourceVersion"),
+                        "annotations": {CORDONED_BY_GPUPOOL: "true" if unschedulable else None},
+                    },
+                    "spec": {"unschedulable": True if unschedulable else None},
+                }
+                write = functools.partial(
+                    self._core.patch_node,
+                    node,
+                    patch,
+                    _content_type="application/strategic-merge-patch+json",
+                    _preload_content=False,
+                    _request_timeout=self._retry.request_timeout_s,
+                )
+                _consume(call_with_retries(write, self._retry))
+            except ApiException as exc:
+                if exc.status == 404:
+                    return NodeCordonResult(node, "gone", "the node no longer exists")
+                if exc.status == 409:
+                    continue  # changed since it was read: read it again
+                return NodeCordonResult(node, "failed", _describe(exc))
+            except (urllib3.exceptions.HTTPError, OSError) as exc:
+                return NodeCordonResult(node, "failed", _describe(exc))
+            return NodeCordonResult(node, "cordoned" if unschedulable else "uncordoned")
+        return NodeCordonResult(
+            node, "failed", f"the node kept changing: {CORDON_ATTEMPTS} conflicting writes"
+        )
 
     # - events, clock, lifecycle -
 

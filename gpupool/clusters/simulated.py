@@ -51,6 +51,7 @@ from typing import Any, Protocol, cast
 
 from gpupool.clusters import api_objects
 from gpupool.clusters.base import (
+    CORDONED_BY_GPUPOOL,
     GPU_RESOURCE,
     MIG_RESOURCE_PREFIX,
     SCHEDULER_NAME,
@@ -66,6 +67,7 @@ from gpupool.clusters.base import (
     EventType,
     EvictOutcome,
     NewPod,
+    NodeCordonResult,
     NodeFacts,
     PodBinding,
     PodFacts,
@@ -288,7 +290,13 @@ class SimulatedCluster:
         evict_at = sim.get("evict_at")
         if evict_at is not None and evict_at <= now:
             # The taint eviction controller deletes the pods of a node lost for too long.
-            tx.remove(obj)
+            tx.remove(
+                _deleted(
+                    obj,
+                    evict_at,
+                    ("DeletionByTaintManager", "Taint manager: deleting due to NoExecute taint"),
+                )
+            )
             self._event(tx, _ref(obj), "TaintManagerEviction",
                         f"Marking for deletion Pod {obj.namespace}/{obj.name}", "Normal",
                         evict_at)  # fmt: skip
@@ -387,6 +395,36 @@ class SimulatedCluster:
             if not cordoned:
                 spec.pop("unschedulable")
             tx.put(node.evolve(body={**node.body, "spec": spec}, facts=None))
+
+    def set_unschedulable(self, name: str, unschedulable: bool) -> NodeCordonResult:
+        """gpupool's cordon of a node, as the Kubernetes backend makes it (``ClusterBackend.
+        set_node_unschedulable``): marked ``CORDONED_BY_GPUPOOL``; only that cordon is lifted,
+        one made by ``cordon`` (someone else's) is neither taken over nor lifted."""
+        with self.store.transaction() as tx:
+            node = tx.get("Node", "", name)
+            if node is None:
+                return NodeCordonResult(name, "gone", "the node no longer exists")
+            metadata = dict(node.body.get("metadata") or {})
+            annotations = dict(metadata.get("annotations") or {})
+            spec = dict(node.body.get("spec") or {})
+            ours = CORDONED_BY_GPUPOOL in annotations
+            cordoned = bool(spec.get("unschedulable"))
+            if unschedulable and cordoned:
+                return NodeCordonResult(name, "unchanged")
+            if not unschedulable and not ours:
+                if cordoned:
+                    return NodeCordonResult(name, "kept", "cordoned by someone else: left cordoned")
+                return NodeCordonResult(name, "unchanged")
+            if unschedulable:
+                spec["unschedulable"] = True
+                annotations[CORDONED_BY_GPUPOOL] = "true"
+            else:
+                spec.pop("unschedulable", None)
+                annotations.pop(CORDONED_BY_GPUPOOL, None)
+            metadata["annotations"] = annotations
+            body = {**node.body, "metadata": metadata, "spec": spec}
+            tx.put(node.evolve(body=body, facts=None))
+        return NodeCordonResult(name, "cordoned" if unschedulable else "uncordoned")
 
     def set_gpu_health(self, name: str, index: int, healthy: bool, reason: str = "") -> None:
         """GPU ``index`` of a node turns unhealthy (its devices leave allocatable and the pod
@@ -720,7 +758,10 @@ class SimulatedCluster:
                 if result.status == "evicted":
                     obj = tx.get("Pod", pod.namespace, pod.name)
                     assert obj is not None
-                    tx.remove(obj)
+                    # As the API server: the DisruptionTarget condition first, then the delete.
+                    tx.remove(
+                        _deleted(obj, now, ("EvictionByEvictionAPI", "Eviction API: evicting"))
+                    )
                     self._event(tx, pod, "Preempted", f"evicted by gpupool: {reason}", "Normal",
                                 now, uid=_pod(obj).uid)  # fmt: skip
                 results.append(result)
@@ -796,7 +837,7 @@ class SimulatedCluster:
                     continue
                 self._event(tx, pod, "Deleted", f"deleted by gpupool: {reason}", "Normal", now,
                             uid=_pod(obj).uid)  # fmt: skip
-                tx.remove(obj)
+                tx.remove(_deleted(obj, now))
                 results.append(PodResult(pod, "deleted"))
         return PodsOutcome(tuple(results))
 
@@ -1114,6 +1155,23 @@ def _ready_condition(ready: bool) -> dict[str, str]:
             "message": "Kubelet stopped posting node status."}  # fmt: skip
 
 
+def _deleted(
+    obj: StoredObject, now: float, disruption: tuple[str, str] | None = None
+) -> StoredObject:
+    """A pod as its last watch event shows it when it is deleted: its deletion time set and,
+    when it is evicted (``disruption``: the reason and message), the ``DisruptionTarget``
+    condition the API server (or the taint manager) adds first; a plain delete adds none."""
+    stamp = _format(now)
+    metadata = {**obj.body.get("metadata", {}), "deletionTimestamp": stamp}
+    body = {**obj.body, "metadata": metadata}
+    if disruption is not None:
+        reason, message = disruption
+        body["status"] = api_objects.disruption_status(
+            obj.body.get("status") or {}, reason, message, stamp
+        )
+    return obj.evolve(body=body, facts=None)
+
+
 def _pod(obj: StoredObject) -> PodFacts:
     facts = obj.decoded()
     assert isinstance(facts, PodFacts)
@@ -1201,6 +1259,9 @@ class SimulatedBackend:
         self._foreign: Store[PodKey, tuple[str, ResourceAmounts]] = Store()
         self._usage: dict[str, ResourceAmounts] = {}
         self._seen = 0  # the store revision the cache reflects
+        # Deleted pods' last states since the last sync (their tombstones): the ``before`` of
+        # their removal, as the Kubernetes backend gives it from the DELETED event.
+        self._last_states: dict[PodKey, PodFacts] = {}
         self._revision = 0
         self._sent: dict[PodKey, dict[str, _Sent]] = {}
         self._closed = False
@@ -1242,9 +1303,10 @@ class SimulatedBackend:
             for obj in changes.objects:
                 self._apply(obj)
         foreign_changes = self._foreign.take_changes()
+        last_states, self._last_states = self._last_states, {}
         delta = ClusterDelta(
             nodes=self._nodes.take_changes(),
-            pods=self._pods.take_changes(),
+            pods=api_objects.with_last_states(self._pods.take_changes(), last_states),
             foreign_usage=apply_usage_changes(self._usage, foreign_changes),
             relisted=changes.relist,
         )
@@ -1273,6 +1335,10 @@ class SimulatedBackend:
         elif obj.kind == "Pod":
             key = PodKey(obj.namespace, obj.name)
             facts = None if obj.deleted else _pod(obj)
+            if obj.deleted and obj.body:  # its last state: evicted, or merely deleted
+                last = api_objects.pod_facts(obj.body)
+                if last.scheduler_name == self._scheduler_name:
+                    self._last_states[key] = last
             ours = facts is not None and facts.scheduler_name == self._scheduler_name
             usage = _usage_of(facts) if facts is not None and not ours else None
             self._pods.apply(Upsert(key, facts) if ours and facts else Delete(key))
@@ -1320,6 +1386,14 @@ class SimulatedBackend:
             return self.cluster.evict(pods, reason)
         except Exception as exc:
             return EvictOutcome(tuple(PodResult(p, "failed", str(exc)) for p in pods))
+
+    def set_node_unschedulable(self, node: str, unschedulable: bool) -> NodeCordonResult:
+        """gpupool's cordon of the node (see ``SimulatedCluster.set_unschedulable``)."""
+        self._check_open()
+        try:
+            return self.cluster.set_unschedulable(node, unschedulable)
+        except Exception as exc:
+            return NodeCordonResult(node, "failed", str(exc))
 
     def create_pods(self, pods: Sequence[NewPod]) -> PodsOutcome:
         """Create pods submitted through gpupool, labelled managed-by gpupool."""

@@ -42,6 +42,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import re
 import time
 import traceback
 from collections.abc import Collection, Iterable, Mapping
@@ -123,6 +124,7 @@ from gpupool.control.sync import (
     decide_nodes,
     decide_workloads,
     moment,
+    note_departed,
     shape_info,
     with_foreign_usage,
 )
@@ -146,6 +148,9 @@ logger = logging.getLogger(__name__)
 PHASES = ("sync", "snapshot", "plan", "record", "apply")
 REFUSAL_BACKOFF_S = 60.0  # a victim a disruption budget protected is not chosen again for this
 EVICT_RESEND_S = 30.0  # an eviction sent is not sent again sooner (its pods are leaving)
+# The cause the API (and the simulated cluster) gives when a disruption budget refuses.
+BUDGET_CAUSE = re.compile(r"The disruption budget (\S+) needs (.*)$")
+CORDON_RESEND_S = 30.0  # a node's cordon asked is not asked again sooner (the watch shows it)
 # The fragmentation figures go into a cycle's record at most this often (cluster time): a
 # sample for the dashboard's trend, about 40 ms at B1's 5,000 nodes in pure Python.
 FRAGMENTATION_SAMPLE_S = 60.0
@@ -232,6 +237,20 @@ def idle_message(idle_since: datetime, reclaim_at: datetime | None) -> str:
     )
 
 
+def refusal_words(why: str, namespace: str, reason: str = "") -> str:
+    """A disruption budget's refusal of an eviction in words for the pods' Event: the budget
+    by namespace and name, from the cause the API gives ("The disruption budget guard needs
+    1 healthy pods and has 1 currently"), and that gpupool retries (``why``: the apply's)."""
+    found = BUDGET_CAUSE.search(why)
+    budget = f"PodDisruptionBudget {namespace}/{found.group(1)}" if found else "a disruption budget"
+    needs = f", which needs {found.group(2).strip().rstrip('.')}" if found else ""
+    kind = {"admin": " (a drain)", "preempt": " (a preemption)", "reclaim": " (a reclaim)"}
+    return (
+        f"Eviction{kind.get(reason, '')} refused by {budget}{needs}; retried while gpupool "
+        "still wants the pod evicted."
+    )
+
+
 class ControlLoop:
     """Runs scheduling cycles against one cluster backend, keeping its state in between."""
 
@@ -257,6 +276,11 @@ class ControlLoop:
         # used (``sync._pending``): workload id -> what is wrong, explained as such.
         self.malformed: dict[int, str] = {}
         self.evictions_sent: dict[str, float] = {}
+        # What each victim's pods were told of its refused eviction (``_tell_refusals``).
+        self.refusals_told: dict[str, str] = {}
+        # Nodes whose cordon in the cluster was asked for (``_push_cordons``): name -> (the
+        # cordon asked, when: monotonic; inf: settled, not asked again while it stays so).
+        self.cordons_sent: dict[str, tuple[bool, float]] = {}
         self.outstanding: set[str] = set()  # workloads whose apply is not confirmed yet
         self.budgets = BudgetBook()
         self.runtimes = RuntimeHistory()
@@ -391,6 +415,7 @@ class ControlLoop:
             now = self.backend.now()
             at = moment(now)
             keys, nodes = self.mirror.apply(view)
+            note_departed(self.memory, view.delta.pods)
             self._forget_seen_bindings(view.delta.pods)
             decision = self._decide_sync(at, keys, nodes)
             if self.first:
@@ -530,6 +555,7 @@ class ControlLoop:
                 return result
             if draining:  # which of them are empty now: drained (``Node.state``)
                 do_record_drained(self._emptied(draining), at=at)
+            self._push_cordons()
             moved = apply_plan(
                 acted_on(database.snapshot, decided), decided, now, evictions_take_time=True
             )
@@ -921,11 +947,14 @@ class ControlLoop:
                 for pod in event.pods
             ]
         )
+        for release in decision.release:  # a gang's members left: no half-gangs
+            self.backend.delete_pods(release.pods, release.reason)
 
     # -- 2 snapshot ------------------------------------------------------------------------
 
     def _drop_ended_overlays(self) -> None:
         for ended in self.state.ended:
+            self.refusals_told.pop(ended.name, None)
             self.memory.overlays.pop(ended.name, None)
             self._medians.pop(ended.name, None)
             self.facts_cache.pop(ended.id, None)
@@ -1091,9 +1120,11 @@ class ControlLoop:
         )
 
     def _emptied(self, draining: Collection[str]) -> set[str]:
-        """The draining nodes nothing is left on: no pod of gpupool's holds them, the database
-        places no workload there, and no other scheduler's pod holds a GPU there (their other
-        pods, DaemonSets', stay through a drain, as with ``kubectl drain``)."""
+        """The draining nodes nothing of gpupool's is left on: no pod of gpupool's holds them
+        and the database places no workload there. Other schedulers' pods do not keep a node
+        draining: gpupool never evicts them, so the drain has done all it will (the node's
+        ``foreign_usage`` says what they still hold, and the pages say so); the cluster's
+        cordon (``_push_cordons``) keeps new ones away."""
         held = {
             pod.node_name
             for pods in self.mirror.pods.values()
@@ -1102,12 +1133,44 @@ class ControlLoop:
         }
         rows = self.state.rows
         held.update(pod.node for name in rows.placed for pod in rows[name].info.placement)
-        held.update(
-            node
-            for node, usage in self.mirror.foreign_usage.items()
-            if usage.gpus or any(usage.mig.values())
-        )
         return {name for name in draining if name not in held}
+
+    def _push_cordons(self) -> None:
+        """The cluster's cordons follow gpupool's (DESIGN section 4): a node an admin cordoned
+        or drains is cordoned in the cluster too (``set_node_unschedulable``: other
+        schedulers place nothing there either), and gpupool's own cordon is lifted once the
+        admin uncordons it. Asked only where the cluster differs (a query a cycle only while
+        some node is cordoned), at most every ``CORDON_RESEND_S`` per node; a node someone
+        else cordoned is asked about once (the backend leaves that cordon: ``kept``). A
+        backend that cannot cordon nodes (a test double) is left alone."""
+        push = getattr(self.backend, "set_node_unschedulable", None)
+        nodes = self.mirror.nodes
+        if push is None or not nodes:
+            return
+        wanted: set[str] = set()
+        if any(node.cordoned for node in self.state.nodes.values()):
+            wanted = set(
+                Node.objects.filter(cordoned=True, gone_at=None).values_list("name", flat=True)
+            )
+        sent = self.cordons_sent
+        for name in [name for name in sent if name not in nodes]:
+            del sent[name]
+        clock = time.monotonic()
+        for name, facts in nodes.items():
+            want = name in wanted
+            if want == facts.unschedulable:
+                sent.pop(name, None)
+                continue
+            last = sent.get(name)
+            if last is not None and last[0] == want and clock - last[1] < CORDON_RESEND_S:
+                continue  # asked moments ago (the watch has not shown it yet), or settled
+            result = push(name, want)
+            settled = result.status in ("kept", "gone")
+            sent[name] = (want, math.inf if settled else clock)
+            if result.status == "failed":
+                logger.warning("cordon of node %s in the cluster failed: %s", name, result.message)
+            elif result.status != "unchanged":
+                logger.info("node %s %s in the cluster %s", name, result.status, result.message)
 
     def _known_ranks(self) -> dict[int, float] | None:
         """The queue ranks this loop wrote, unless another process recorded a cycle since
@@ -1343,6 +1406,7 @@ class ControlLoop:
         for name in outcome.refused:
             self.refused_until[name] = now + REFUSAL_BACKOFF_S
             self.evictions_sent.pop(name, None)
+        self._tell_refusals(outcome, work)
         if bind_failed or refused:
             moves = self.budgets.leave(list(bind_failed), now)
             do_record_apply_outcome(
@@ -1351,6 +1415,29 @@ class ControlLoop:
             self.state.forget_events(outcome.refused)
             return True
         return False
+
+    def _tell_refusals(self, outcome: ApplyOutcome, work: ApplyWork) -> None:
+        """A Warning Event on the pods of each victim whose eviction a disruption budget
+        refused, naming the budget (``refusal_words``): once per change of what it says, not
+        at each retry (a drain retries every cycle). A victim evicted at last is forgotten."""
+        told = self.refusals_told
+        for victims, _, _ in work.evict.values():
+            for name in victims:
+                if name not in outcome.refused:
+                    told.pop(name, None)
+        events: list[EventRequest] = []
+        for name, why in sorted(outcome.refused.items()):
+            group = work.evict.get(outcome.refused_for.get(name, ""))
+            pods = [pod for pod in self.mirror.pods_of(key_of(name)) if is_live(pod)]
+            if not pods:
+                continue
+            message = refusal_words(why, pods[0].namespace, group[2] if group else "")
+            if told.get(name) == message:
+                continue
+            told[name] = message
+            events += [EventRequest(pod.ref, "EvictionRefused", message, "Warning") for pod in pods]
+        if events:
+            self.backend.record_events(events)
 
     def _forget_seen_bindings(self, pods: Mapping[PodKey, Any]) -> None:
         """Bindings made that the mirror now shows (or whose pods are gone): not kept."""

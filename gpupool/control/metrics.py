@@ -5,10 +5,11 @@ processes: several processes, possibly on several hosts. Rather than prometheus-
 multiprocess mode (a shared directory of per-process files, which ties the web and the workers
 to one host and loses counters when a worker's files are cleaned), every cycle carries its
 counters forward in its own row (``SchedulingCycle.totals``: phase-duration histograms,
-preemptions by reason, bind and evict errors, cycles by outcome) and stores its gauges
-(``outcome``: pending workloads by reason, GPUs allocated, borrowed and lent per queue). A
-scrape reads two rows, whichever process serves it, and the counters survive restarts. A
-custom collector turns them into metric families (the exporter pattern of prometheus-client).
+preemptions recorded by reason (``with_preemptions``), bind and evict errors, cycles by
+outcome) and stores its gauges (``outcome``: pending workloads by reason, GPUs allocated,
+borrowed and lent per queue). A scrape reads two rows, whichever process serves it, and the
+counters survive restarts. A custom collector turns them into metric families (the exporter
+pattern of prometheus-client).
 
 Metric names follow Prometheus' conventions: the ``gpupool_`` prefix, base units
 (``_seconds``), ``_total`` for counters.
@@ -30,6 +31,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from gpupool.accounting.models import PreemptionEvent
 from gpupool.control.choices import CycleStatus
 from gpupool.control.models import SchedulingCycle
 from gpupool.scheduler.shares import QueueShare
@@ -74,12 +76,42 @@ def add_to_totals(
     cycles = dict(out.get("cycles", {}))
     cycles[result.status] = int(cycles.get(result.status, 0)) + 1
     out["cycles"] = cycles
-    preemptions = dict(out.get("preemptions", {}))
-    for eviction in record.evictions if record is not None else ():
-        preemptions[eviction.reason] = int(preemptions.get(eviction.reason, 0)) + 1
-    out["preemptions"] = preemptions
+    if record is not None:  # a cycle that recorded: its preemptions are in the database
+        out = with_preemptions(out)
     for counter in ("bind_errors", "evict_errors"):
         out[counter] = int(out.get(counter, 0)) + int(result.counts.get(counter, 0))
+    return out
+
+
+def with_preemptions(totals: Mapping[str, Any]) -> dict[str, Any]:
+    """The counters with the preemptions recorded since they last counted them, by reason:
+    one per workload preempted (``PreemptionEvent``: an eviction decided, a drain's, work
+    lost with its node). An eviction a disruption budget refuses is called off and its
+    event deleted (``do_record_apply_outcome``), perhaps only at the next cycle (an apply
+    handed on); so a cycle counts the events up to the last id the cycle before it saw
+    (``preemptions_due``), once they can no longer be called off, and remembers the
+    newest id for the next. A refusal, retried each time, counts in the evict errors only.
+    Counters carried from a release that counted decided evictions start from the
+    newest event (nothing counted twice)."""
+    out = dict(totals)
+    newest = PreemptionEvent.objects.aggregate(last=Max("id"))["last"] or 0
+    if "preemptions_seen" not in out and out.get("preemptions"):
+        out["preemptions_seen"] = out["preemptions_due"] = newest
+        return out
+    seen, due = int(out.get("preemptions_seen", 0)), int(out.get("preemptions_due", 0))
+    if due > seen:
+        preemptions = dict(out.get("preemptions", {}))
+        for reason, count in (
+            PreemptionEvent.objects.filter(pk__gt=seen, pk__lte=due)
+            .values_list("reason")
+            .annotate(n=Count("id"))
+            .values_list("reason", "n")
+            .order_by()
+        ):
+            preemptions[reason] = int(preemptions.get(reason, 0)) + count
+        out["preemptions"] = preemptions
+        seen = due
+    out["preemptions_seen"], out["preemptions_due"] = seen, max(newest, seen)
     return out
 
 
@@ -154,7 +186,10 @@ class CycleCollector(Collector):
             cycles.add_metric([status], float(count))
         yield cycles
         preemptions = CounterMetricFamily(
-            "gpupool_preemptions", "Evictions decided, by reason.", labels=["reason"]
+            "gpupool_preemptions",
+            "Workloads preempted (preemption records), by reason; refused evictions count "
+            "in gpupool_evict_errors_total only.",
+            labels=["reason"],
         )
         for reason, count in sorted(dict(totals.get("preemptions", {})).items()):
             preemptions.add_metric([reason], float(count))

@@ -20,9 +20,14 @@ transaction, and the loop emits its Events after that commits. It decides:
   with the Job's reason, or succeeded) once the Job gives it; one being evicted whose pods are gone
   is preempted, and requeued unless it was a bare pod or reclaimed for sitting idle (reason
   ``idle``: it ends, ``lifecycle.ENDING_REASONS``); a running one whose pods vanished without
-  an eviction was lost (its node failed, or someone deleted them: reason ``node-failure`` or
-  ``admin``); a pending one from the cluster whose pods are all gone is cancelled (unless its
-  Job is active: it waits for the Job's next pod; or the Job failed: it fails); a pending one
+  an eviction of gpupool's was lost (its node failed: ``node-failure``; someone evicted them,
+  the ``DisruptionTarget`` of their last state: ``admin``) or deleted (``kubectl delete``:
+  no preemption; a bare pod's workload is cancelled, others are requeued and made again) --
+  the removed pods' last states come from the delta (``note_departed``); a running gang
+  with a member gone below its minimum leaves the same way as a whole, and its members left
+  are deleted after the write (``SyncDecision.release``: no half-gangs); a pending one from
+  the cluster whose pods are all gone is cancelled (unless its Job is active: it waits for
+  the Job's next pod; or the Job failed: it fails); a pending one
   from the cluster whose pods changed gets its pod sets again; checkpoints come from the pods.
 - **the overlay**: what the cluster adds to the database's workloads in the snapshot -- pods a
   gang still waits for (``missing_pods``), each pod set's allowed nodes, and workloads left out
@@ -39,7 +44,9 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Literal
 
+from gpupool.clusters.api_objects import DISRUPTED_BY
 from gpupool.clusters.base import (
+    Change,
     JobFacts,
     JobKey,
     NodeFacts,
@@ -56,6 +63,7 @@ from gpupool.clusters.grouping import (
     WorkloadKey,
     WorkloadRequest,
     reference_errors,
+    workload_key,
 )
 from gpupool.clusters.inventory import (
     FlavorMatches,
@@ -177,9 +185,19 @@ class PodEvent:
     warning: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class Release:
+    """Pods to delete once the sync is written: the members left of a gang that lost one
+    below its minimum, whose workload left (no half-gangs, DESIGN §4)."""
+
+    pods: tuple[PodRef, ...]
+    reason: str
+
+
 @dataclass
 class SyncDecision:
-    """Everything one sync decided to write, and the Events to emit after."""
+    """Everything one sync decided to write, and the Events to emit (and the pods to
+    release) after."""
 
     at: datetime
     nodes: list[NodeUpdate] = field(default_factory=list)
@@ -189,6 +207,7 @@ class SyncDecision:
     steps: list[Step] = field(default_factory=list)
     checkpoints: dict[int, datetime] = field(default_factory=dict)
     events: list[PodEvent] = field(default_factory=list)
+    release: list[Release] = field(default_factory=list)
 
     @property
     def writes(self) -> bool:
@@ -241,6 +260,19 @@ class SyncMemory:
     # set; ``decide_workloads`` starts them afresh (the nodes may have changed).
     verdicts: dict[tuple[PodSetShape, ...], dict[str, str]] = field(default_factory=dict)
     judged: dict[tuple[object, ...], dict[str, str]] = field(default_factory=dict)
+    # The last states of placed workloads' bound pods that are gone (``note_departed``), by
+    # workload name, kept while the workload is placed: whether a pod was evicted (and by
+    # whom), merely deleted, or had ended shows only there.
+    departed: dict[str, list[PodFacts]] = field(default_factory=dict)
+
+
+def note_departed(memory: SyncMemory, changes: Mapping[PodKey, Change[PodFacts]]) -> None:
+    """Remember the last state of each bound pod a delta removes (its ``before``: the
+    backends give a removed pod's last state there, ``api_objects.with_last_states``)."""
+    for change in changes.values():
+        before = change.before
+        if change.after is None and before is not None and before.node_name is not None:
+            memory.departed.setdefault(str(workload_key(before)), []).append(before)
 
 
 def flavor_selectors(flavors: Mapping[int, Flavor]) -> list[FlavorSelector]:
@@ -373,7 +405,13 @@ def decide_workloads(
         row = rows.get(name)
         if row is not None and key not in checkpointed:  # none reports a checkpoint
             state_now = row.state
-            if state_now == running and name in holders:  # a pod of it holds a node
+            if (
+                state_now == running
+                and name in holders  # a pod of it holds a node
+                and not _gone_members(
+                    row, (pods_by_key.get(key) or {}).values(), memory.departed.get(name)
+                )
+            ):
                 overlays.pop(name, None)  # as ``_known``: running where it was placed
                 continue
             if state_now == pending and row.origin == ours:
@@ -389,6 +427,8 @@ def decide_workloads(
                 continue
         pods = mirror.pods_of(key)
         grouped = mirror.grouped(key, now) if _needs_grouping(row, key, mirror) else None
+        if row is None or row.state == pending:
+            memory.departed.pop(name, None)  # placed no more: what its pods left is moot
         if row is None:
             memory.overlays.pop(name, None)
             if key in ended:
@@ -427,6 +467,20 @@ def decide_workloads(
             now,
             at,
         )
+    if memory.departed:  # workloads that left by other ways (cancelled through gpupool, ...)
+        for name in [n for n in memory.departed if n not in rows]:
+            del memory.departed[name]
+
+
+def _gone_members(
+    row: WorkloadRow, pods: Iterable[PodFacts], departed: Sequence[PodFacts] | None
+) -> int:
+    """How many of a placed workload's pods are gone without having ended: its placements
+    less the pods the cluster still has bound (ended ones too) and those gone after they
+    ended. Nonzero: a member pod vanished (deleted, evicted, lost with its node)."""
+    bound = sum(1 for p in pods if p.node_name is not None)
+    ended = sum(1 for p in departed if p.finished) if departed else 0
+    return max(len(row.info.placement) - bound - ended, 0)
 
 
 def _waiting(pods: Mapping[PodKey, PodFacts] | None) -> int:
@@ -741,10 +795,17 @@ def _known(
             and checkpoint != info.last_checkpoint_at
         ):
             decision.checkpoints[row.id] = moment(checkpoint)
+    departed = memory.departed.get(name, [])
     if held and row.state == WorkloadState.RUNNING:
-        return  # running where it was placed (most of a sync's work): nothing to decide
+        if row.eviction_reason or not _gone_members(row, pods, departed):
+            return  # running where it was placed (most of a sync's work): nothing to decide
+        _lost_member(decision, memory, mirror, row, key, pods, held, departed, at)
+        return
     live = [p for p in pods if is_live(p)]
-    ended = [p for p in pods if p.finished]
+    # Pods that ended and were deleted before a sync saw them end count as ended; a pod
+    # deleted (or evicted) while it ran did not end.
+    vanished = [p for p in departed if not p.finished]
+    ended = [p for p in pods if p.finished] + [p for p in departed if p.finished]
     if row.state == WorkloadState.PENDING:
         _pending(
             decision,
@@ -777,7 +838,8 @@ def _known(
         return
     if live and not row.eviction_reason and row.state == WorkloadState.ADMITTED:
         return  # pods there, not bound yet: apply binds them
-    if ended and not live and not row.eviction_reason:
+    if ended and not live and not vanished and not row.eviction_reason:
+        memory.departed.pop(name, None)
         if row.state == WorkloadState.ADMITTED:  # it ran and ended between two syncs
             starts = [p.started_at for p in ended if p.started_at is not None]
             begun = max([info.started_at or now, *starts])
@@ -796,18 +858,17 @@ def _known(
                 Step(row.id, name, WorkloadState.SUCCEEDED, "all its pods succeeded", at)
             )
         return
-    # Its pods hold no node any more: evicted, or lost.
+    # Its pods hold no node any more: evicted, deleted, or lost.
+    memory.departed.pop(name, None)
     if row.eviction_reason:
         why = f"evicted ({row.eviction_reason})"
         lost = ""
     else:
         failed_nodes = [p.node for p in info.placement if _node_failed(mirror.nodes.get(p.node))]
-        lost = "node-failure" if failed_nodes else "admin"
-        why = (
-            f"lost: node {failed_nodes[0]} failed"
-            if failed_nodes
-            else "its pods were removed outside gpupool"
-        )
+        lost, why = _vanished(failed_nodes, vanished)
+        if lost == DELETED:
+            _deleted_steps(decision, memory, mirror, row, key, why, at)
+            return
     ends = row.eviction_reason in ENDING_REASONS
     if ends:
         why = f"evicted ({row.eviction_reason}): reclaimed, it ends and is not requeued"
@@ -818,6 +879,120 @@ def _known(
     if not ends:
         decision.steps.append(
             Step(row.id, name, WorkloadState.PENDING, "requeued after its eviction", at)
+        )
+
+
+# Why placed pods vanished without an eviction of gpupool's (``_vanished``): a preemption
+# event's reason (their node was lost; someone evicted them), or a plain delete (no event).
+NODE_FAILURE, ADMIN, DELETED = "node-failure", "admin", "deleted"
+# ``DisruptionTarget`` reasons that say the node was lost, not that someone evicted the pod.
+_NODE_LOSS = frozenset({"DeletionByTaintManager", "DeletionByPodGC"})
+
+
+def _vanished(failed_nodes: Sequence[str], vanished: Sequence[PodFacts]) -> tuple[str, str]:
+    """Why a placed workload's pods vanished without an eviction of gpupool's, and the words
+    of its transition: ``node-failure`` (a node of its placement failed, or the taint manager
+    or the pod garbage collector deleted them), ``admin`` (someone evicted them: the Eviction
+    API's ``DisruptionTarget``, a drain, a manual eviction), or ``deleted``: deleted (a
+    ``kubectl delete``, their owner's cleanup) -- not a preemption. Without their last states
+    (``vanished``: a loop that started after they went) it cannot tell: ``admin``."""
+    disrupted = [
+        (p, p.annotations[DISRUPTED_BY]) for p in vanished if DISRUPTED_BY in p.annotations
+    ]
+    node_lost = [p for p, reason in disrupted if reason in _NODE_LOSS]
+    if failed_nodes or node_lost:
+        node = failed_nodes[0] if failed_nodes else node_lost[0].node_name
+        return NODE_FAILURE, f"lost: node {node} failed"
+    if disrupted:
+        pod, reason = disrupted[0]
+        return ADMIN, f"pod {pod.name} was evicted outside gpupool ({reason or 'DisruptionTarget'})"
+    deleted = [p for p in vanished if p.deleting]
+    if deleted:
+        more = f" (and {len(deleted) - 1} more)" if len(deleted) > 1 else ""
+        return DELETED, f"pod {deleted[0].name}{more} was deleted (not evicted)"
+    return ADMIN, "its pods were removed outside gpupool"
+
+
+def _deleted_steps(
+    decision: SyncDecision,
+    memory: SyncMemory,
+    mirror: ClusterMirror,
+    row: WorkloadRow,
+    key: WorkloadKey,
+    why: str,
+    at: datetime,
+) -> None:
+    """A placed workload whose pods were deleted, not evicted: no preemption. A bare pod's
+    workload is cancelled (its owner deleted it; nothing makes it again), and so is a
+    controller's whose Job was deleted; a controller's other pods are made again by it, and
+    a workload submitted through gpupool gets its pods from gpupool again: requeued as
+    itself, waiting for its pods (``running -> pending``, as a Job's retry)."""
+    name = row.info.name
+    gone = [job for job, facts in mirror.jobs_of(key).items() if facts is None]
+    if row.origin == Origin.BARE or gone:
+        reason = f"{why}; its Job {gone[0]} was deleted" if gone else why
+        decision.steps.append(Step(row.id, name, WorkloadState.CANCELLED, reason, at))
+        return
+    maker = (
+        "its controller makes it again"
+        if row.origin == Origin.CONTROLLER
+        else "gpupool makes it again"
+    )
+    decision.steps.append(Step(row.id, name, WorkloadState.PENDING, f"{why}; {maker}", at))
+    memory.overlays[name] = Overlay(missing_pods=max(row.info.pod_count, 1))
+
+
+def _lost_member(
+    decision: SyncDecision,
+    memory: SyncMemory,
+    mirror: ClusterMirror,
+    row: WorkloadRow,
+    key: WorkloadKey,
+    pods: Sequence[PodFacts],
+    held: Sequence[PodFacts],
+    departed: Sequence[PodFacts],
+    at: datetime,
+) -> None:
+    """A running gang with a member pod gone (deleted, evicted outside gpupool, or lost with
+    its node) while others still hold their nodes. The cluster is the truth about what runs:
+    with fewer pods running than its minimum the gang cannot run, so it leaves as a whole --
+    its placements, GPUs and usage released, the transitions ``_vanished`` and
+    ``_deleted_steps`` say (preempted, and requeued unless it was a bare pod; cancelled or
+    requeued when deleted) -- and its members left are deleted once that is written (no
+    half-gangs). At its minimum or above (an elastic gang) it goes on running."""
+    info = row.info
+    name = info.name
+    running = [p for p in held if not p.deleting]
+    if len(running) >= info.gang_minimum:
+        return  # an elastic gang still at its minimum: it runs on
+    bound_nodes = [p.node_name for p in pods if p.node_name is not None]
+    gone_nodes: list[str] = []
+    for placement in info.placement:  # its placements no pod holds any more
+        if placement.node in bound_nodes:
+            bound_nodes.remove(placement.node)
+        else:
+            gone_nodes.append(placement.node)
+    failed_nodes = [n for n in gone_nodes if _node_failed(mirror.nodes.get(n))]
+    vanished = [p for p in departed if not p.finished]
+    lost, why = _vanished(failed_nodes, vanished)
+    memory.departed.pop(name, None)
+    short = f"{why}: {len(running)} of its pods run, below its minimum of {info.gang_minimum}"
+    if lost == DELETED:
+        _deleted_steps(decision, memory, mirror, row, key, short, at)
+    else:
+        ends = row.origin == Origin.BARE
+        decision.steps.append(
+            Step(row.id, name, WorkloadState.PREEMPTED, short, at, lost=lost, ends=ends)
+        )
+        if not ends:
+            decision.steps.append(
+                Step(row.id, name, WorkloadState.PENDING, "requeued: its gang lost a member", at)
+            )
+            memory.overlays[name] = Overlay(missing_pods=max(info.pod_count, 1))
+    rest = tuple(p.ref for p in held if not p.deleting)
+    if rest:
+        decision.release.append(
+            Release(rest, f"{name} lost a member pod ({why}); no half-gangs: the rest go too")
         )
 
 

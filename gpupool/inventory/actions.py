@@ -22,6 +22,7 @@ from gpupool.audit.actions import (
     save_audited,
 )
 from gpupool.control.clock import pool_now
+from gpupool.control.snapshot import CLUSTER_UNHEALTHY
 from gpupool.inventory.models import Flavor, FlavorPriceChange, Gpu, Node
 from gpupool.workloads.choices import unfinished
 from gpupool.workloads.models import Workload
@@ -116,6 +117,15 @@ def do_delete_flavor(flavor: Flavor, *, acting_user: Any, reason: str = "") -> N
     delete_audited(flavor, action="inventory.delete_flavor", acting_user=acting_user, reason=reason)
 
 
+def reported_unhealthy_refusal(gpu: Gpu) -> str:
+    """Why a GPU the cluster reports unhealthy cannot be marked healthy (``do_set_gpu_health``)."""
+    return (
+        f"GPU {gpu.index} of {gpu.node.name} is not allocatable in the cluster (the device "
+        "plugin does not offer it in the node's allocatable); it becomes healthy at the "
+        "first sync after the cluster offers it again"
+    )
+
+
 def _node_snapshot(node: Node) -> dict[str, Any]:
     """A node's fields, its GPU count and its unhealthy GPUs with their reasons."""
     gpus = list(node.gpus.order_by("index").values_list("index", "healthy", "unhealthy_reason"))
@@ -144,7 +154,8 @@ def do_sync_node(
     acting_user: Any = None,
     reason: str = "",
 ) -> Node:
-    """Create or update node ``name`` and make its GPU rows match ``gpus`` and their health.
+    """Create or update node ``name`` and make its GPU rows match ``gpus`` and their health;
+    ``last_synced_at`` is when its facts were last recorded (``at``, or now for a new node).
 
     ``unhealthy_gpus`` maps GPU indices to why they are unhealthy (DCGM, XID errors); given as
     bare indices, a GPU keeps the reason it has or gets ``UNHEALTHY_AT_SYNC``. The cluster sync
@@ -197,8 +208,14 @@ def do_sync_node(
         if cluster_exclusion is not None:
             node.cluster_exclusion = cluster_exclusion[:200]
             node.gone_at = None
+        # When the node's facts were last recorded: at each sync that changes them (``at``),
+        # and when it is made (by a seed as well): an unchanged node is not written again
+        # each cycle (5,000 nodes), so this is when they last changed, never a heartbeat
+        # (the loop's is its last cycle's time).
         if at is not None:
             node.last_synced_at = at
+        elif node.pk is None:
+            node.last_synced_at = pool_now()
         node.full_clean()
         # An unchanged node keeps its updated_at: the control loop re-reads changed ones only.
         changed = node.pk is None or before != tuple(getattr(node, name) for name in fields)
@@ -444,7 +461,15 @@ def _cordon_snapshot(node: Node) -> dict[str, Any]:
 def do_set_gpu_health(gpu: Gpu, *, healthy: bool, reason: str = "", acting_user: Any) -> Gpu:
     """Mark one GPU unhealthy, saying why (a DCGM health check, an XID error, an admin's
     finding), or healthy again (recovery: the reason is cleared). Only healthy GPUs are
-    allocatable."""
+    allocatable.
+
+    The cluster's allocatable wins: a GPU the cluster sync marked because the device plugin
+    does not offer it (``CLUSTER_UNHEALTHY``) cannot be marked healthy -- a pod bound to it
+    would be refused by the kubelet. It is healthy again when the node's allocatable counts
+    it (the next sync after the device plugin offers it). An admin's or DCGM's mark is
+    theirs to lift."""
+    if healthy and not gpu.healthy and gpu.unhealthy_reason == CLUSTER_UNHEALTHY:
+        raise ValidationError({"healthy": reported_unhealthy_refusal(gpu)})
     gpu.healthy = healthy
     gpu.unhealthy_reason = "" if healthy else reason.strip()[:200]
     with audited_change(

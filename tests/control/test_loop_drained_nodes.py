@@ -61,16 +61,17 @@ def test_an_empty_node_is_drained_at_the_first_cycle_after_the_drain(world: Worl
     assert state_of() == NodeState.DRAINED
 
 
-def test_another_schedulers_gpu_pod_keeps_the_node_draining_until_it_ends(world: World) -> None:
+def test_another_schedulers_gpu_pod_does_not_keep_the_node_draining(world: World) -> None:
+    # gpupool never evicts other schedulers' pods, so its drain is done once its own work is
+    # gone: "draining: its workloads are being evicted" read on for as long as they ran. The
+    # node is drained; the node's foreign usage (and the Cluster page) says what they hold.
     world.cluster.foreign["n1"] = ResourceAmounts(cpu_milli=1000, memory_mib=1024, gpus=1)
     world.cycle()
     do_drain_node(Node.objects.get(name="n1"), acting_user=None, reason="maintenance")
     world.cycle()
     world.cycle()
-    assert state_of() == NodeState.DRAINING
-    del world.cluster.foreign["n1"]
-    world.cycle()
     assert state_of() == NodeState.DRAINED
+    assert Node.objects.get(name="n1").foreign_usage["gpus"] == 1
 
 
 def test_a_daemonset_pod_without_gpus_does_not_keep_the_node_draining(world: World) -> None:
@@ -81,15 +82,16 @@ def test_a_daemonset_pod_without_gpus_does_not_keep_the_node_draining(world: Wor
     assert state_of() == NodeState.DRAINED
 
 
-def test_a_gpu_pod_arriving_on_a_drained_node_makes_it_draining_again(world: World) -> None:
+def test_a_foreign_gpu_pod_arriving_on_a_drained_node_leaves_it_drained(world: World) -> None:
     world.cycle()
     do_drain_node(Node.objects.get(name="n1"), acting_user=None, reason="maintenance")
     world.cycle()
-    assert state_of() == NodeState.DRAINED
-    world.cluster.foreign["n1"] = ResourceAmounts(gpus=2)
+    drained = Node.objects.get(name="n1")
+    assert drained.state == NodeState.DRAINED
+    world.cluster.foreign["n1"] = ResourceAmounts(gpus=2)  # one that tolerates the cordon
     world.cycle()
     node = Node.objects.get(name="n1")
-    assert (node.state, node.drained_at) == (NodeState.DRAINING, None)
+    assert (node.state, node.drained_at) == (NodeState.DRAINED, drained.drained_at)
 
 
 def test_uncordoning_a_drained_node_puts_it_back_in_service(world: World) -> None:

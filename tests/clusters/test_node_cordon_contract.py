@@ -1,0 +1,68 @@
+"""gpupool's cordon of a node, on both backends (``ClusterBackend.set_node_unschedulable``):
+the node's ``spec.unschedulable`` is set, as ``kubectl cordon`` does, so other schedulers
+place nothing there either; idempotent; gpupool lifts only its own cordon, never one made by
+someone else, and a node that does not exist is ``gone``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from cluster_worlds import KubernetesWorld, SimulatedWorld, World
+
+from gpupool.clusters.inventory import exclusion
+
+
+@pytest.fixture(
+    params=[
+        "simulated",
+        pytest.param("simulated-in-the-database", marks=pytest.mark.django_db),
+        pytest.param("kubernetes", marks=pytest.mark.k8s),
+    ],
+)
+def world(request: pytest.FixtureRequest) -> Iterator[World]:
+    """The simulated cluster (in memory, then in the database), then the local plane."""
+    if request.param.startswith("simulated"):
+        yield SimulatedWorld(database=request.param != "simulated")
+        return
+    kubernetes = KubernetesWorld(
+        request.getfixturevalue("k8s_api"),
+        request.getfixturevalue("k8s_namespace"),
+        request.getfixturevalue("k8s_fake_node"),
+    )
+    try:
+        yield kubernetes
+    finally:
+        kubernetes.close()
+
+
+def test_gpupool_cordons_a_node_in_the_cluster_and_lifts_its_own_cordon(world: World) -> None:
+    node = world.node()
+    world.until("the node", lambda v: node in v.nodes)
+    backend = world.backend
+    assert backend.set_node_unschedulable(node, True).status == "cordoned"
+    view = world.until("the cordon", lambda v: v.nodes[node].unschedulable)
+    assert exclusion(view.nodes[node]) == "cordoned"
+    assert backend.set_node_unschedulable(node, True).status == "unchanged"
+    assert backend.set_node_unschedulable(node, False).status == "uncordoned"
+    view = world.until("the cordon lifted", lambda v: not v.nodes[node].unschedulable)
+    assert exclusion(view.nodes[node]) is None
+    assert backend.set_node_unschedulable(node, False).status == "unchanged"
+
+
+def test_someone_elses_cordon_is_neither_taken_over_nor_lifted(world: World) -> None:
+    node = world.node()
+    world.until("the node", lambda v: node in v.nodes)
+    world.cordon(node)
+    world.until("kubectl's cordon", lambda v: v.nodes[node].unschedulable)
+    backend = world.backend
+    assert backend.set_node_unschedulable(node, True).status == "unchanged"
+    lifted = backend.set_node_unschedulable(node, False)
+    assert (lifted.status, lifted.message) == ("kept", "cordoned by someone else: left cordoned")
+    view = world.until("still cordoned", lambda v: v.nodes[node].unschedulable)
+    assert view.nodes[node].unschedulable
+
+
+def test_a_node_that_does_not_exist_is_gone(world: World) -> None:
+    world.until("the cluster", lambda v: True)
+    assert world.backend.set_node_unschedulable("no-such-node-anywhere", True).status == "gone"
