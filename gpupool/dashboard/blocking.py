@@ -27,16 +27,31 @@ class Blocking:
     gang_size: int | None
 
 
+# Pending reasons that are not about the pool's shape or capacity: a workload waiting on
+# one of these is not held back by fragmentation, whatever the free GPUs look like.
+NOT_SHAPE_REASONS = frozenset({"quota", "budget", "behind", "waiting-for-preemption"})
+
+
 def blocking_shape(
-    needed: Decimal, figures: FlavorFragmentation, share: Decimal | None = None
+    needed: Decimal,
+    figures: FlavorFragmentation,
+    share: Decimal | None = None,
+    reason: str | None = None,
 ) -> Blocking:
     """Why a gang of ``needed`` GPUs of the flavor waits, as far as the pool's shape says.
     ``share``: the share of one GPU each pod asks, on a shared flavor; such a pod needs that
-    much free on one GPU, not whole GPUs together in a domain."""
+    much free on one GPU, not whole GPUs together in a domain. ``reason``: the workload's
+    pending reason; one that is not about shape (quota, ...) is never blamed on shape."""
     column = next((gang.gpus for gang in figures.gangs if gang.gpus >= needed), None)
     free = Decimal(str(figures.free_gpus))
     largest = figures.largest_gang_gpus
     job = f"This {plain_number(needed)}-GPU job"
+    if reason in NOT_SHAPE_REASONS:
+        return Blocking(
+            FITS,
+            f"{job} waits for its reason ({reason}), not for the pool's shape.",
+            column,
+        )
     if share is not None and share < 1:
         most = Decimal(str(figures.most_free_on_one_gpu))
         if share <= most and needed <= free:

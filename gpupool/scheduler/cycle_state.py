@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter, defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -433,7 +433,11 @@ class Cycle:
         (not fragmentation: freeing GPUs elsewhere never helps). A pod only a cordoned node
         could hold waits for the cordon's end instead."""
         largest = self._largest_node_gpus()
-        for pod in assignment.pods[: max(minimum, 1)]:
+        gang = assignment.pods[: max(minimum, 1)]
+        restricted = self._outside_allowed_nodes(gang)
+        if restricted is not None:
+            return restricted
+        for pod in gang:
             most = largest.get(pod.flavor, 0)
             if pod.shape.gpus > most:
                 facts: dict[str, object] = {
@@ -443,6 +447,31 @@ class Cycle:
                     "largest_pod_gpus": most,
                     "never_fits": True,
                 }
+                return Verdict("capacity", facts)
+        return None
+
+    def _outside_allowed_nodes(self, pods: Sequence[PodRequest]) -> Verdict | None:
+        """Pods restricted to some nodes (node selector, required affinity, tolerations:
+        DESIGN section 4) where no node of their flavor is allowed, or the allowed nodes'
+        healthy GPUs, even idle, cannot hold them: ``capacity``, never fits (not a place in
+        line: freeing other nodes never helps)."""
+        asked: dict[tuple[str, frozenset[str]], int] = defaultdict(int)
+        for pod in pods:
+            if pod.allowed is not None:
+                asked[(pod.flavor, pod.allowed)] += pod.shape.gpus
+        for (flavor, allowed), gpus in sorted(asked.items(), key=lambda i: (i[0][0], -i[1])):
+            nodes = [n for n in self.snapshot.nodes if n.flavor == flavor and n.name in allowed]
+            facts: dict[str, object] = {
+                "flavor": flavor,
+                "resource": "node",
+                "allowed_nodes": len(nodes),
+                "never_fits": True,
+            }
+            if not nodes:
+                return Verdict("capacity", facts)
+            healthy = sum(node.sound_gpus for node in nodes)
+            if gpus > healthy:
+                facts.update(resource="gpu", asked=gpus, allowed_gpus=healthy)
                 return Verdict("capacity", facts)
         return None
 

@@ -139,6 +139,19 @@ _UNITS = {
 def _capacity_sentence(facts: Mapping[str, object]) -> str:
     if facts.get("no_nodes"):
         return "The pool has no node of a flavor it may run on."
+    if "allowed_nodes" in facts:
+        flavor = facts.get("flavor")
+        if not facts.get("allowed_nodes"):
+            return (
+                f"It can never run as asked: no {flavor} node matches its node selector, "
+                "node affinity and tolerations."
+            )
+        return (
+            f"It can never run as asked: the {number(facts.get('allowed_nodes'))} {flavor} "
+            "nodes its node selector, node affinity and tolerations allow have "
+            f"{number(facts.get('allowed_gpus'))} healthy GPUs; it asks "
+            f"{number(facts.get('asked'))}."
+        )
     if facts.get("any_node"):
         what = "GB of memory" if facts.get("resource") == "memory" else "CPU cores"
         return (
