@@ -98,8 +98,13 @@ def do_record_preemption(
     lost_gpu_hours: Decimal | int,
     preemptor: Workload | None = None,
     cycle: SchedulingCycle | None = None,
+    nodes: Sequence[str] | None = None,
 ) -> PreemptionEvent:
-    """Record that ``victim`` was stopped, by whom or why, and what it lost."""
+    """Record that ``victim`` was stopped, by whom or why, what it lost, and on which nodes
+    it ran (``nodes``; by default the nodes it is placed on now, one query)."""
+    names = (
+        set(victim.placements.values_list("node__name", flat=True)) if nodes is None else set(nodes)
+    )
     event = PreemptionEvent(
         at=at,
         reason=reason,
@@ -112,6 +117,7 @@ def do_record_preemption(
         gpus_freed=Decimal(str(gpus_freed)),
         lost_gpu_hours=Decimal(str(lost_gpu_hours)),
         cycle=cycle,
+        nodes=sorted(names),
     )
     event.full_clean()
     event.save()

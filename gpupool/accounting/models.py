@@ -117,6 +117,12 @@ class PreemptionEvent(models.Model):
         on_delete=models.SET_NULL,
         related_name="preemptions",
     )
+    nodes = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Names of the nodes the victim ran on when it was stopped, sorted (empty in "
+        "events recorded before they were kept): which node's drain an admin eviction was.",
+    )
 
     class Meta:
         ordering = ["-at", "-id"]
@@ -147,6 +153,10 @@ class PreemptionEvent(models.Model):
             errors["preemptor"] = f"a {self.reason} eviction has no preemptor"
         if self.preemptor_id is not None and self.preemptor_id == self.victim_id:
             errors["preemptor"] = "a workload cannot preempt itself"
+        if not isinstance(self.nodes, list) or not all(
+            isinstance(node, str) and node for node in self.nodes
+        ):
+            errors["nodes"] = "a list of node names"
         if errors:
             raise ValidationError(errors)
 

@@ -71,7 +71,7 @@ from gpupool.control.queries import (
     refused_pods,
     sampled_cycles,
 )
-from gpupool.control.snapshot import SnapshotError
+from gpupool.control.snapshot import CLUSTER_UNHEALTHY, SnapshotError
 from gpupool.dashboard import charts
 from gpupool.dashboard.blocking import blocking_shape
 from gpupool.dashboard.charts import series_colours
@@ -181,6 +181,7 @@ from gpupool.workloads.queries import (
     eviction_drains,
     explain,
     lost_gpu_hours,
+    node_drains,
     protections_in_force,
     queue_positions,
     sees_preemptor,
@@ -1435,13 +1436,21 @@ def utilization_figures(
 
 @dashboard_page("preemptions")
 def preemptions(request: HttpRequest, access: Access) -> HttpResponse:
-    """Preemptions of the user's teams' workloads (admins: all), newest first, with who
-    preempted them -- the preemptor's queue and class, its name and owner only to admins and
-    its own team (``workloads.queries.sees_preemptor``) -- and the protection in force."""
+    """Preemptions of the user's teams' workloads and those their work caused (admins: all),
+    newest first, with who preempted them -- the preemptor's queue and class, its name and
+    owner only to admins and its own team (``workloads.queries.sees_preemptor``), as the
+    victim's name only to its own team -- and the protection in force."""
     events = tenant_scoped(
         PreemptionEvent.objects.order_by("-at", "-id"), access, PreemptionEventViewSet.tenant_field
     )
-    shown = preemption_list(events[:PREEMPTIONS_SHOWN], access)
+    listed = (
+        PreemptionEvent.objects.order_by("-at", "-id")
+        if access.admin
+        else PreemptionEvent.objects.filter(
+            Q(victim_tenant__in=access.tenant_ids) | Q(preemptor_tenant__in=access.tenant_ids)
+        ).order_by("-at", "-id")
+    )
+    shown = preemption_list(listed[:PREEMPTIONS_SHOWN], access)
     classes = list(PriorityClass.objects.order_by("-value", "name"))
     now = pool_clock()
     policy = pool_policy()
@@ -1452,7 +1461,10 @@ def preemptions(request: HttpRequest, access: Access) -> HttpResponse:
         "events": shown,
         "shown_limit": PREEMPTIONS_SHOWN,
         "csv_url": reverse("api:preemption-list") + "?format=csv",
-        "lost": sum((event["lost_gpu_hours"] for event, _ in shown), Decimal(0)),
+        "lost": sum(
+            (event["lost_gpu_hours"] for event, _ in shown if event["side"] != "caused"),
+            Decimal(0),
+        ),
         "all_tenants": access.admin,
         "classes": classes,
         "protection_groups": protection_groups(),
@@ -1472,46 +1484,74 @@ def preemption_list(
 ) -> list[tuple[dict[str, Any], bool]]:
     """The Preemptions page's rows as values, each with whether the viewer may see the
     preemptor's name (``sees_preemptor_of``): one query and no model instance (B5: 50 events
-    with seven related rows each were a third of the page's CPU). A row has the attributes
-    ``partials/preemptor.html`` reads (``preemptor.name``, ``preemptor_queue.name``, ...)."""
+    with seven related rows each were a third of the page's CPU), and one of the drains of
+    the admin evictions' nodes (``node_drains``). A row has the attributes
+    ``partials/preemptor.html`` reads (``preemptor.name``, ``preemptor_queue.name``, ...),
+    which side the viewer's teams were on (``side``: "suffered", "caused" or "both"), and the
+    victim's name only where the viewer may see it (else "a workload of team nlp")."""
     reasons = dict(PreemptionReason.choices)
     rows = []
+    values = list(
+        events.values_list(
+            "pk",
+            "at",
+            "reason",
+            "victim__namespace",
+            "victim__name",
+            "victim_queue__name",
+            "victim_tenant_id",
+            "victim_tenant__name",
+            "nodes",
+            "preemptor__namespace",
+            "preemptor__name",
+            "preemptor__submitter__username",
+            "preemptor_queue__name",
+            "preemptor__priority_class__name",
+            "preemptor_tenant_id",
+            "preemptor_tenant__name",
+            "gpus_freed",
+            "lost_gpu_hours",
+        )
+    )
+    drains = node_drains((row[0], row[2], row[1], row[8]) for row in values)
     for (
+        pk,
         at,
         reason,
         victim_namespace,
         victim,
         victim_queue,
+        victim_tenant,
+        victim_team,
+        nodes,
         preemptor_namespace,
         preemptor,
         submitter,
         preemptor_queue,
         preemptor_class,
         preemptor_tenant,
+        preemptor_team,
         gpus_freed,
         lost,
-    ) in events.values_list(
-        "at",
-        "reason",
-        "victim__namespace",
-        "victim__name",
-        "victim_queue__name",
-        "preemptor__namespace",
-        "preemptor__name",
-        "preemptor__submitter__username",
-        "preemptor_queue__name",
-        "preemptor__priority_class__name",
-        "preemptor_tenant_id",
-        "gpus_freed",
-        "lost_gpu_hours",
-    ):
+    ) in values:
+        ours = access.admin or victim_tenant in access.tenant_ids
+        caused = preemptor_tenant is not None and preemptor_tenant in access.tenant_ids
         event = {
             "at": local_time(at),
-            "url": reverse("dashboard:workload", args=[victim_namespace, victim]),
-            "victim": f"{victim_namespace}/{victim}",
+            "url": reverse("dashboard:workload", args=[victim_namespace, victim]) if ours else "",
+            "victim": f"{victim_namespace}/{victim}"
+            if ours
+            else f"a workload of team {victim_team}"
+            if victim_team
+            else "a workload of no team",
             "victim_queue": victim_queue,
+            "victim_team": victim_team,
+            "preemptor_team": preemptor_team,
+            "side": "" if access.admin else _side(victim_tenant in access.tenant_ids, caused),
             "reason": reason,
             "get_reason_display": reasons.get(reason, reason),
+            "nodes": nodes,
+            "drain": eviction_drain_words(drains.get(pk, ())),
             "preemptor": None
             if preemptor is None
             else {
@@ -1527,6 +1567,12 @@ def preemption_list(
         }
         rows.append((event, sees_preemptor_of(access, preemptor_tenant)))
     return rows
+
+
+def _side(suffered: bool, caused: bool) -> str:
+    """Which side of a preemption the viewer's teams were on: their work was stopped
+    ("suffered"), their work caused it ("caused"), or both."""
+    return "both" if suffered and caused else "caused" if caused else "suffered"
 
 
 # A group of queues of the same protection names them all when it has at most this many,
@@ -1765,7 +1811,7 @@ def blocked_gangs(
                 "submitted_at": submitted,
             },
             "gpus": needed[workload_id],
-            "why": blocking_shape(needed[workload_id], of_flavor, shares.get(workload_id)),
+            "why": blocking_shape(needed[workload_id], of_flavor, shares.get(workload_id), reason),
         }
         for workload_id, namespace, name, reason, submitted in found
     ]
@@ -1848,6 +1894,8 @@ def cluster(request: HttpRequest, access: Access) -> HttpResponse:
         "show_not_understood": show_not_understood,
         "can_change": access.admin,
         "query": request.GET.urlencode(),
+        # A GPU the cluster does not offer cannot be marked healthy (``do_set_gpu_health``).
+        "cluster_unhealthy": CLUSTER_UNHEALTHY,
     }
     return render_page(
         request, "dashboard/cluster.html", context, live="dashboard/partials/cluster_live.html"

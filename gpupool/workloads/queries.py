@@ -143,6 +143,7 @@ def preemption_list() -> QuerySet[PreemptionEvent]:
         "preemptor__submitter__username",
         "preemptor_queue__name",
         "preemptor_tenant__name",
+        "nodes",
     )
 
 
@@ -432,7 +433,9 @@ def preempted_summary(workload: Workload, zone: tzinfo = UTC) -> str:
     ends there -- reclaimed for idleness (the core's ``lifecycle.ENDING_REASONS``: it would
     only sit idle again), or a bare pod, which nothing makes again (DESIGN 2, 4; the control
     loop's ``sync`` requeues the rest at once). Reads its preemptions (prefetched by
-    ``workload_story``; else one query). Its moment reads in ``zone`` (``summary``)."""
+    ``workload_story``; else one query). Its moment reads in ``zone`` (``summary``). A drain
+    that evicted it says which node, who drained it and why (``eviction_drains``: one more
+    query, only for an admin eviction)."""
     events = list(workload.preempted_by.all())
     last = max(events, key=lambda event: (event.at, event.pk)) if events else None
     when = f" at {_when(last.at, zone)}" if last is not None else ""
@@ -441,12 +444,17 @@ def preempted_summary(workload: Workload, zone: tzinfo = UTC) -> str:
             f"Reclaimed{when}: its GPUs sat idle past its idle timeout. It ends here and is "
             "not requeued (it would only sit idle again)."
         )
+    drain = ""
+    if last is not None and last.reason == "admin":
+        drain = eviction_drain_words(eviction_drains(workload, [last]).get(last.pk, ()))
     if workload.origin == Origin.BARE:
-        why = f" ({last.get_reason_display()})" if last is not None else ""
+        why = f" ({last.get_reason_display()})" if last is not None and not drain else ""
         return (
-            f"Preempted{when}{why}. A bare pod is gone once evicted, so it ends here and is "
-            "not requeued."
+            f"Preempted{when}{why}{' ' + drain if drain else ''}. A bare pod is gone once "
+            "evicted, so it ends here and is not requeued."
         )
+    if drain:
+        return f"Preempted{when} {drain}; it goes back to its queue with its original submit time."
     return "Preempted; it goes back to its queue with its original submit time."
 
 
@@ -470,11 +478,61 @@ class EvictionDrain:
     by: str
     reason: str
     at: datetime
+    # Matched on a node the victim is recorded to have run on (``PreemptionEvent.nodes``),
+    # not guessed among its flavors' nodes (events recorded before the nodes were kept).
+    exact: bool = False
 
     def words(self) -> str:
         """The drain in one phrase: "node gpu-3, drained by alice: firmware update"."""
         why = f": {self.reason}" if self.reason.strip() else " (no reason given)"
         return f"node {self.node}, drained by {self.by}{why}"
+
+
+def node_drains(
+    evictions: Iterable[tuple[int, str, datetime, Sequence[str]]],
+) -> dict[int, tuple[EvictionDrain, ...]]:
+    """The drains that explain admin evictions recorded with their victims' nodes:
+    ``evictions`` as (event id, reason, decided at, node names), any number of workloads'
+    (a list's rows). For each admin one, the drains (audit rows ``DRAIN_ACTIONS``: who asked
+    and why) of its own nodes in force when it was decided -- asked at or before it and not
+    ended by then -- by the event's id; an event no drain explains, or with no nodes (recorded
+    before they were kept: ``eviction_drains`` guesses those), is left out. One query of audit
+    rows, none when no event is such an eviction. The audit rows name the node as it was
+    called then (``object_repr``), as the event does."""
+    from gpupool.audit.models import AuditEvent
+
+    admin = [
+        (pk, at, set(nodes)) for pk, reason, at, nodes in evictions if reason == "admin" and nodes
+    ]
+    if not admin:
+        return {}
+    history = list(
+        AuditEvent.objects.filter(
+            object_type="inventory.node",
+            action__in=DRAIN_ACTIONS,
+            at__lte=max(at for _, at, _ in admin),
+            object_repr__in=sorted(set().union(*(nodes for _, _, nodes in admin))),
+        )
+        .order_by("at", "id")
+        .values_list("object_repr", "action", "at", "actor_name", "reason")
+    )
+    found: dict[int, tuple[EvictionDrain, ...]] = {}
+    for pk, decided, nodes in admin:
+        in_force: dict[str, EvictionDrain] = {}
+        for node, action, at, actor, reason in history:
+            if at > decided:
+                break
+            if node not in nodes:
+                continue
+            if action != DRAIN_ACTIONS[0]:
+                in_force.pop(node, None)
+            else:
+                in_force.setdefault(
+                    node, EvictionDrain(node, actor or "the system", reason, at, exact=True)
+                )
+        if in_force:
+            found[pk] = tuple(sorted(in_force.values(), key=lambda drain: drain.node))
+    return found
 
 
 def eviction_drains(
@@ -497,9 +555,11 @@ def eviction_drains(
     from gpupool.audit.models import AuditEvent
     from gpupool.inventory.models import Node
 
-    admin = [event for event in events if event.reason == "admin"]
+    found = node_drains((e.pk, e.reason, e.at, e.nodes) for e in events)
+    # Events recorded with their nodes are matched on them alone (``node_drains``).
+    admin = [event for event in events if event.reason == "admin" and not event.nodes]
     if not admin:
-        return {}
+        return found
     keyed = Node.objects.annotate(key=Cast("pk", CharField()))
     rows = AuditEvent.objects.filter(
         object_type="inventory.node",
@@ -520,7 +580,7 @@ def eviction_drains(
             if flavor_id is not None
         }
         if not flavors:
-            return {}
+            return found
         rows = rows.filter(object_id__in=keyed.filter(flavor_id__in=flavors).values("key"))
     current = keyed.filter(key=OuterRef("object_id")).values("drain_requested_at")[:1]
     history = list(
@@ -533,7 +593,6 @@ def eviction_drains(
     admissions = [
         move.at for move in workload.transitions.all() if move.to_state == WorkloadState.ADMITTED
     ]
-    found: dict[int, tuple[EvictionDrain, ...]] = {}
     for event in admin:
         placed_at = max((at for at in admissions if at <= event.at), default=None)
         in_force: dict[str, EvictionDrain] = {}
@@ -580,9 +639,8 @@ def eviction_drain_words(drains: Sequence[EvictionDrain]) -> str:
         return ""
     if len(drains) == 1:
         return f"for the drain of {drains[0].words()}"
-    return "for the drain of one of its flavors' nodes: " + "; ".join(
-        drain.words() for drain in drains
-    )
+    which = "its nodes" if all(drain.exact for drain in drains) else "one of its flavors' nodes"
+    return f"for the drain of {which}: " + "; ".join(drain.words() for drain in drains)
 
 
 # ----------------------------------------------------------------------------- dry-run
