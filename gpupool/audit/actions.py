@@ -13,9 +13,9 @@ from django.core.exceptions import ValidationError
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models, transaction
 from django.db.models import ProtectedError
-from django.utils import timezone
 
 from gpupool.audit.models import AuditEvent
+from gpupool.audit.stamps import pool_time
 from gpupool.bulk import insert_values
 
 M = TypeVar("M", bound=models.Model)
@@ -76,7 +76,8 @@ def record_system_audit_events(
 ) -> int:
     """Write one audit row per (instance, before, after, reason) of ``entries``, all made by
     the system (the control loop) for ``action``, at once (``bulk.insert_values``: by
-    ``COPY`` on PostgreSQL, no model instance per row); ``at`` defaults to now. Returns how
+    ``COPY`` on PostgreSQL, no model instance per row); ``at`` defaults to the pool's clock
+    (``audit.stamps.pool_time``), as every audit row's. Returns how
     many. For a cycle's hundreds of rows, where ``record_audit_event`` writes one."""
     return record_system_audit_rows(
         action,
@@ -96,7 +97,7 @@ def record_system_audit_rows(
 ) -> int:
     """``record_system_audit_events`` for objects not read as model instances: each entry is
     (object type as ``app_label.model``, object id, its ``str``, before, after, reason)."""
-    when = at if at is not None else timezone.now()
+    when = at if at is not None else pool_time()
     return insert_values(
         AuditEvent,
         ("actor_id", "actor_name", "at", "action", "object_type", "object_id", "object_repr",
@@ -129,11 +130,9 @@ def record_audit_event(
     the pool's clock (``control.clock.pool_now``) as the records the action changes are: a
     simulated cluster runs ahead of the wall clock (the demo), and a request "decided at
     16:00" was audited at 09:37. On a real cluster it is the wall clock."""
-    from gpupool.control.clock import pool_now  # (the control app's models import this app)
-
     actor = _actor_of(acting_user)
     return AuditEvent.objects.create(
-        at=pool_now(),
+        at=pool_time(),
         actor=actor,
         actor_name=actor.get_username() if actor is not None else "",
         action=action,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
-from django.utils import timezone
+
+from gpupool.audit.stamps import pool_time
 
 
 class AuditEvent(models.Model):
@@ -23,7 +24,7 @@ class AuditEvent(models.Model):
         blank=True,
         help_text="The actor's username at the time, kept if the user is deleted later.",
     )
-    at = models.DateTimeField(default=timezone.now, db_index=True)
+    at = models.DateTimeField(default=pool_time, db_index=True)
     action = models.CharField(max_length=80, help_text="e.g. quotas.set_queue_quota")
     object_type = models.CharField(max_length=100, help_text="app_label.model of the object")
     object_id = models.CharField(max_length=64)

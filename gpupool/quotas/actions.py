@@ -62,15 +62,40 @@ from gpupool.workloads.models import Workload
 
 @transaction.atomic
 def do_save_queue(queue: Queue, *, acting_user: Any, reason: str = "") -> Queue:
-    """Create or update a queue (parent, tenant, weight, lending and protection settings)."""
+    """Create or update a queue (parent, tenant, weight, lending and protection settings);
+    the tree has one root (DESIGN §2: a root per pool), so a queue without a parent is
+    refused while another root exists."""
+    if queue.parent_id is None:
+        # Locked, so two roots created at once cannot both see none.
+        roots = Queue.objects.select_for_update().filter(parent__isnull=True)
+        if queue.pk is not None:
+            roots = roots.exclude(pk=queue.pk)
+        root = roots.order_by("pk").first()
+        if root is not None:
+            raise ValidationError(
+                {
+                    "parent": f"queue {queue.name} needs a parent: the pool's queue tree has "
+                    f"one root, {root.name}, which stands for the whole pool (name it, or one "
+                    f"of its descendants, as parent)"
+                }
+            )
     return save_audited(queue, action="quotas.save_queue", acting_user=acting_user, reason=reason)
 
 
 @transaction.atomic
 def do_delete_queue(queue: Queue, *, acting_user: Any, reason: str = "") -> None:
     """Delete a queue without children or workloads, with its quotas."""
-    if queue.children.exists():
-        raise ValidationError({"parent": f"{queue} still has child queues"})
+    children = list(queue.children.order_by("name").values_list("name", flat=True))
+    if children:
+        what = "the root of the queue tree" if queue.parent_id is None else "a parent queue"
+        raise ValidationError(
+            {
+                "queue": f"queue {queue.name} is {what} with "
+                f"{len(children)} child queue{'s' * (len(children) != 1)} "
+                f"({', '.join(children[:10])}{', ...' if len(children) > 10 else ''}): a queue "
+                f"is deleted only once it has no children; delete or move them first"
+            }
+        )
     if queue.workloads.exists():
         raise ValidationError({"queue": f"{queue} still has workloads"})
     for quota in list(queue.quotas.select_related("flavor")):
@@ -654,11 +679,7 @@ def do_create_quota_request(
     request.full_clean()
     _require_budget_target(request)
     _require_a_new_request(request)
-    request.save()
-    # Filed on the pool's clock, like every step of the request (``auto_now_add`` stamps
-    # the wall clock's, hours behind a simulated cluster's).
-    request.created_at = pool_now()
-    request.save(update_fields=["created_at"])
+    request.save()  # filed on the pool's clock, as every step of it (``created_at``'s default)
     _audit_request(request, None, "create", requested_by)
     if submit:
         return do_submit_quota_request(request, acting_user=requested_by)
@@ -1071,9 +1092,9 @@ def do_start_what_if(request: QuotaRequest, *, acting_user: Any, days: int = 30)
         raise ValidationError(
             {"kind": "a what-if replays quota changes; budgets are not part of the replay"}
         )
-    since = timezone.now() - timedelta(seconds=WHAT_IF_TIME_LIMIT_S)
+    since = timezone.now() - timedelta(seconds=WHAT_IF_TIME_LIMIT_S)  # the worker's limit
     active = request.what_if_runs.filter(
-        state__in=ACTIVE_WHAT_IF_STATES, created_at__gte=since
+        state__in=ACTIVE_WHAT_IF_STATES, queued_wall_at__gte=since
     ).first()
     if active is not None:
         raise ValidationError({"state": f"what-if #{active.pk} of this request is {active.state}"})
@@ -1212,7 +1233,7 @@ def _record_budget_moves(moves: Sequence[BudgetMove], at: datetime) -> int:
             )
             for row in rows
         ),
-        at=timezone.now(),
+        at=at,  # the ledger entries' own time (the loop's clock), not the wall clock's
     )
     return len(moves)
 

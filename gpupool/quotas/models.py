@@ -14,7 +14,9 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, validate_slug
 from django.db import models
 from django.db.models import F, Q
+from django.utils import timezone
 
+from gpupool.audit.stamps import pool_time
 from gpupool.inventory.models import Flavor, healthy_capacity
 from gpupool.number_formats import GPU_HOURS_PLACES, GPU_PLACES, plain_number
 from gpupool.quotas.choices import (
@@ -729,7 +731,7 @@ class QuotaRequest(models.Model):
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="quota_requests"
     )
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = models.DateTimeField(default=pool_time, editable=False)
     submitted_at = models.DateTimeField(null=True, blank=True)
     decided_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,
@@ -933,9 +935,13 @@ class WhatIfRun(models.Model):
     started_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="what_if_runs"
     )
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = models.DateTimeField(default=pool_time, editable=False)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Its age on the wall clock, which the worker's time limit counts: a run still queued or
+    # running that long after is lost (its worker died), and another may start. Not on the
+    # pool's clock, which runs ahead in a simulation and stands still when the loop stops.
+    queued_wall_at = models.DateTimeField(default=timezone.now, editable=False)
 
     class Meta:
         ordering = ["-created_at", "-id"]

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
-from datetime import datetime
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import connections
+from django.db.models import Min
 
 from gpupool.control.clock import pool_now, pool_now_after
 from gpupool.quotas.actions import (
@@ -29,8 +30,10 @@ from gpupool.quotas.actions import (
     do_record_what_if_progress,
 )
 from gpupool.quotas.models import QuotaRequest, WhatIfRun
+from gpupool.scheduler.types import MILLI, QueueInfo
 from gpupool.simulation.queueing.whatif import QuotaChange, apply_changes, replay_whatif
 from gpupool.simulation.queueing.whatif_db import recorded_demand
+from gpupool.workloads.models import Workload
 
 logger = logging.getLogger(__name__)
 
@@ -106,7 +109,15 @@ def replay_request(
     change in waits (``ValueError`` when the change cannot be replayed, saying why)."""
     assert request.queue is not None and request.flavor is not None
     progress(0.0, f"reading the workloads of the last {days} days")
-    demand = recorded_demand(days, now)
+    asked_start = now - timedelta(days=days)
+    first = first_submission(asked_start, now)
+    # A pool younger than the window asked: replay its history, not days before it began
+    # (30 days over 5 hours of work read as a pool 0.6 % used).
+    short = first is not None and not Workload.objects.filter(submitted_at__lt=asked_start).exists()
+    span_days = (
+        ((now - first) + timedelta(seconds=1)) / timedelta(days=1) if short and first else days
+    )
+    demand = recorded_demand(span_days, now)
     amounts = request.requested_amounts()
     change = QuotaChange(
         request.queue.name,
@@ -130,10 +141,16 @@ def replay_request(
     )
     progress(REPLAYED, "keeping the result")
     result = comparison.to_json()
+    add_deserved_by_flavor(result["tenants"], demand.queues, proposed)
     return result | {
         "days": days,
         "window_start": demand.start.isoformat(),
         "window_end": demand.end.isoformat(),
+        # The history the window held: its first recorded submission (None: no work in it),
+        # and whether the window was cut to it (the pool is younger than ``days``).
+        "first_submission": first.isoformat() if first is not None else None,
+        "history_s": (now - first).total_seconds() if first is not None else None,
+        "window_shortened": short,
         "left_out": dict(sorted(demand.skipped.items())),
         # On the nodes as the pages see them: the GPUs other schedulers' pods hold (as the
         # loop last recorded them) are taken for the whole of both replays, and not part of
@@ -141,6 +158,43 @@ def replay_request(
         "foreign_gpus": demand.foreign_gpus,
         "wait_changes": wait_changes(result["tenants"]),
     }
+
+
+def first_submission(start: datetime, end: datetime) -> datetime | None:
+    """The first recorded submission from ``start`` to ``end`` (None: no workload)."""
+    window = Workload.objects.filter(submitted_at__gte=start, submitted_at__lt=end)
+    first: datetime | None = window.aggregate(first=Min("submitted_at"))["first"]
+    return first
+
+
+def deserved_by_flavor(queues: Iterable[QueueInfo]) -> dict[str, dict[str, float]]:
+    """Per tenant and flavor, the deserved GPUs of its leaf queues: GPUs of different flavors
+    (an H100, a MIG slice) are not added together (``deserved_gpus`` is their sum)."""
+    listed = list(queues)
+    parents = {q.parent for q in listed if q.parent is not None}
+    result: dict[str, dict[str, float]] = {}
+    for queue in listed:
+        if queue.name in parents:
+            continue
+        mine = result.setdefault(queue.tenant or queue.name, {})
+        for flavor, quota in queue.quota.items():
+            mine[flavor] = mine.get(flavor, 0.0) + quota.deserved / MILLI
+    return {
+        tenant: {flavor: round(gpus, 3) for flavor, gpus in sorted(flavors.items()) if gpus}
+        for tenant, flavors in result.items()
+    }
+
+
+def add_deserved_by_flavor(
+    tenants: dict[str, Any], today: Iterable[QueueInfo], proposed: Iterable[QueueInfo]
+) -> None:
+    """Beside each tenant's ``deserved_gpus`` (all flavors together), the same per flavor:
+    ``deserved_gpus_by_flavor`` in its figures today and with the change."""
+    for side, queues in (("before", today), ("after", proposed)):
+        shares = deserved_by_flavor(queues)
+        for tenant, figures in tenants.items():
+            if figures.get(side) is not None:
+                figures[side]["deserved_gpus_by_flavor"] = shares.get(tenant, {})
 
 
 def replay_progress(progress: Progress) -> Callable[[str, int, int], None]:

@@ -16,6 +16,7 @@ from gpupool.audit.actions import (
     model_snapshot,
     save_audited,
 )
+from gpupool.tenancy.choices import MembershipRole
 from gpupool.tenancy.models import Membership, SiteRole, Tenant, TenantNamespace
 from gpupool.workloads.choices import unfinished
 from gpupool.workloads.models import Workload
@@ -117,7 +118,12 @@ def do_delete_tenant(tenant: Tenant, *, acting_user: Any, reason: str = "") -> N
     if in_use:
         raise ValidationError({"tenant": f"{tenant} still has {', '.join(in_use)}"})
     for membership in list(tenant.memberships.select_related("user")):
-        do_remove_membership(membership, acting_user=acting_user, reason=f"tenant {tenant} deleted")
+        do_remove_membership(
+            membership,
+            acting_user=acting_user,
+            reason=f"tenant {tenant} deleted",
+            tenant_deleted=True,
+        )
     delete_audited(
         tenant,
         action="tenancy.delete_tenant",
@@ -127,14 +133,43 @@ def do_delete_tenant(tenant: Tenant, *, acting_user: Any, reason: str = "") -> N
     )
 
 
+def _require_another_lead(membership: Membership, *, leaving: str) -> None:
+    """Refuse to take away the last lead of a tenant that has other members: its leads file
+    its requests and manage its members, so without one the team is locked out (an admin
+    would have to step in). The same rule for everyone, admins included, on every path (API,
+    pages, admin site): to hand the team over, make another member a lead first. A tenant's
+    only member may leave it (no one is locked out), and deleting the tenant removes all.
+    The tenant row is locked, so two leads stepping down at once cannot both go."""
+    if membership.pk is None:
+        return
+    stored = Membership.objects.filter(pk=membership.pk).values_list("role", flat=True).first()
+    if stored != MembershipRole.LEAD:
+        return
+    tenant = Tenant.objects.select_for_update().get(pk=membership.tenant_id)
+    others = tenant.memberships.exclude(pk=membership.pk)
+    if not others.exists() or others.filter(role=MembershipRole.LEAD).exists():
+        return
+    raise ValidationError(
+        {
+            "role": f"{membership.user} is the only lead of {tenant}, and cannot be "
+            f"{leaving} while it has other members: a tenant's lead files its requests and "
+            f"manages its members, so without one the team is locked out. Make another "
+            f"member a lead first."
+        }
+    )
+
+
 @transaction.atomic
 def do_set_membership(
     user: Any, tenant: Tenant, *, role: str, acting_user: Any, reason: str = ""
 ) -> Membership:
-    """Add ``user`` to ``tenant`` with ``role``, or change the role of an existing membership."""
+    """Add ``user`` to ``tenant`` with ``role``, or change the role of an existing membership
+    (not the last lead's to another role: ``_require_another_lead``)."""
     membership = Membership.objects.filter(user=user, tenant=tenant).first()
     if membership is None:
         membership = Membership(user=user, tenant=tenant)
+    elif role != MembershipRole.LEAD:
+        _require_another_lead(membership, leaving=f"made a {role}")
     membership.role = role
     return save_audited(
         membership,
@@ -146,8 +181,13 @@ def do_set_membership(
 
 
 @transaction.atomic
-def do_remove_membership(membership: Membership, *, acting_user: Any, reason: str = "") -> None:
-    """Remove a user from a tenant."""
+def do_remove_membership(
+    membership: Membership, *, acting_user: Any, reason: str = "", tenant_deleted: bool = False
+) -> None:
+    """Remove a user from a tenant (not its last lead while others remain,
+    ``_require_another_lead``, unless the tenant itself is being deleted)."""
+    if not tenant_deleted:
+        _require_another_lead(membership, leaving="removed")
     delete_audited(
         membership,
         action="tenancy.remove_membership",

@@ -22,6 +22,7 @@ from gpupool.tenancy.actions import (
     do_save_tenant,
     do_set_membership,
 )
+from gpupool.tenancy.choices import MembershipRole
 from gpupool.tenancy.models import Membership, SiteRole, Tenant, TenantNamespace
 
 # django-stubs makes ModelForm generic; at run time it is not subscriptable.
@@ -124,11 +125,26 @@ class TenantAdmin(ActionModelAdmin):
             super().save_formset(request, form, formset, change)
             return
         changed = formset.save(commit=False)
+        # New leads first, then removals, then the other changes: a form that hands the lead
+        # to another member and demotes or removes the old one in one save is not refused as
+        # leaving the tenant without a lead (``do_set_membership``).
+        leads = [m for m in changed if m.role == MembershipRole.LEAD]
+        for membership in leads:
+            self.run_action(
+                request,
+                partial(
+                    do_set_membership,
+                    membership.user,
+                    form.instance,
+                    role=membership.role,
+                    acting_user=request.user,
+                ),
+            )
         for membership in formset.deleted_objects:
             self.run_action(
                 request, partial(do_remove_membership, membership, acting_user=request.user)
             )
-        for membership in changed:
+        for membership in (m for m in changed if m.role != MembershipRole.LEAD):
             self.run_action(
                 request,
                 partial(

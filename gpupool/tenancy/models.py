@@ -10,6 +10,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator, validate_slug
 from django.db import models
 
+from gpupool.audit.stamps import pool_time
 from gpupool.tenancy.choices import MembershipRole, SiteRoleName
 
 
@@ -40,7 +41,7 @@ class Tenant(models.Model):
     organization = models.CharField(
         max_length=100, blank=True, help_text="The organization the team belongs to."
     )
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = models.DateTimeField(default=pool_time, editable=False)
 
     class Meta:
         ordering = ["organization", "name"]
@@ -77,7 +78,7 @@ class TenantNamespace(models.Model):
         error_messages={"unique": "This namespace already belongs to a tenant."},
         help_text="A namespace belongs to at most one tenant.",
     )
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = models.DateTimeField(default=pool_time, editable=False)
 
     class Meta:
         ordering = ["name"]
@@ -96,7 +97,7 @@ class Membership(models.Model):
     role = models.CharField(
         max_length=16, choices=MembershipRole.choices, default=MembershipRole.MEMBER
     )
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = models.DateTimeField(default=pool_time, editable=False)
 
     class Meta:
         ordering = ["tenant__name", "user__username"]
@@ -120,7 +121,7 @@ class SiteRole(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="site_roles"
     )
     role = models.CharField(max_length=16, choices=SiteRoleName.choices)
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = models.DateTimeField(default=pool_time, editable=False)
 
     class Meta:
         ordering = ["role", "user__username"]

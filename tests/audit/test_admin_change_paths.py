@@ -69,12 +69,15 @@ def pool() -> dict[str, Any]:
     node("n1", h100, gpus=8)
     normal = priority_class("normal", default=True)
     team = tenant("nlp", lead=user("lead"))
+    root = queue("root")
     return {
         "h100": h100,
         "normal": normal,
         "team": team,
-        "root": queue("root"),
-        "nlp": queue("nlp", parent=queue("research", parent=queue("org")), tenant=team),
+        "root": root,
+        "nlp": queue(
+            "nlp", parent=queue("research", parent=queue("org", parent=root)), tenant=team
+        ),
     }
 
 

@@ -142,7 +142,9 @@ def test_a_run_lost_with_its_process_does_not_block_a_new_one(
     request = file_request(submit=True)
     url = f"{URL}{request['id']}/what-if/"
     lost = api_as("ada").post(url, {"days": 1}).json()
-    WhatIfRun.objects.filter(pk=lost["id"]).update(created_at=timezone.now() - timedelta(hours=1))
+    WhatIfRun.objects.filter(pk=lost["id"]).update(
+        queued_wall_at=timezone.now() - timedelta(hours=1)
+    )
     assert api_as("ada").post(url, {"days": 1}).status_code == 202
 
 

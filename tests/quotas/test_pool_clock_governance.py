@@ -143,7 +143,7 @@ def test_a_what_if_run_and_its_window_are_stamped_on_the_pools_clock(
     assert parse_datetime(done.result["window_end"]) == done.started_at
     assert parse_datetime(done.result["window_start"]) == done.started_at - timedelta(days=2)
     # and the run's age, which frees a lost run after 30 minutes, stays on the wall clock
-    assert done.created_at < pool_clock - timedelta(hours=1)
+    assert done.queued_wall_at < pool_clock - timedelta(hours=1)
 
 
 def test_a_failed_what_if_finishes_on_the_pools_clock(
