@@ -159,6 +159,12 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["gpupool.api.permissions.ActionRoles"],
     "DEFAULT_PAGINATION_CLASS": "gpupool.api.pagination.Pages",
     "EXCEPTION_HANDLER": "gpupool.api.errors.api_exception_handler",
+    # JSON nested deeper than a bound is a 400, not a RecursionError (gpupool/api/parsers.py).
+    "DEFAULT_PARSER_CLASSES": [
+        "gpupool.api.parsers.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     # An unknown ?format= is a 406 naming the formats offered, not DRF's 404.
     "DEFAULT_CONTENT_NEGOTIATION_CLASS": "gpupool.api.negotiation.Negotiation",
     "DEFAULT_RENDERER_CLASSES": [

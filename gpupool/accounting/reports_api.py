@@ -45,6 +45,7 @@ from gpupool.accounting.reports import (
     workload_report,
 )
 from gpupool.api.access import request_access
+from gpupool.api.fields import CalendarDateField
 from gpupool.api.filters import StrictFilterBackend, UtcDateTimeFilter
 from gpupool.api.pagination import Cursors
 from gpupool.api.permissions import COST_ROLES, ActionRoles, TenantScoped
@@ -74,10 +75,10 @@ class ReportQuerySerializer(serializers.Serializer[Any]):
     subclass drops one its report cannot apply (``tenant = None``), and asking it is a 400
     naming the parameter (``to_internal_value``), never a table that only looks filtered."""
 
-    start = serializers.DateField(
+    start = CalendarDateField(
         required=False, help_text="First day (default: the first of this month)."
     )
-    end = serializers.DateField(required=False, help_text="Last day, included (default: today).")
+    end = CalendarDateField(required=False, help_text="Last day, included (default: today).")
     period = serializers.ChoiceField(
         choices=PERIODS, default="month", help_text="Rows per day or per month."
     )

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.exceptions import NON_FIELD_ERRORS
+from django.conf import settings
+from django.core.exceptions import NON_FIELD_ERRORS, RequestDataTooBig, TooManyFieldsSent
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
@@ -19,6 +20,19 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
 NON_FIELD = "non_field_errors"
+
+
+class BodyTooLarge(exceptions.APIException):
+    """A body over ``DATA_UPLOAD_MAX_MEMORY_SIZE``: Django refuses to read it (413)."""
+
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_code = "too_large"
+
+
+def body_too_large() -> BodyTooLarge:
+    """The 413 for a body over the size the API reads, naming that size."""
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    return BodyTooLarge(f"the body is larger than {limit:,} bytes, the most the API reads")
 
 
 class ErrorBodySerializer(serializers.Serializer[Any]):
@@ -94,6 +108,12 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         exc = exceptions.PermissionDenied(str(exc) or None)
     elif isinstance(exc, Http404):
         exc = exceptions.NotFound()
+    elif isinstance(exc, RequestDataTooBig):  # else Django's HTML page naming settings
+        exc = body_too_large()
+    elif isinstance(exc, TooManyFieldsSent):
+        exc = exceptions.ParseError(
+            f"the body has more than {settings.DATA_UPLOAD_MAX_NUMBER_FIELDS:,} form fields"
+        )
     response = exception_handler(exc, context)
     if response is None:
         return None

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import calendar
+import re
+from datetime import date
 from typing import Any
 
 from rest_framework import serializers
+
+DAY_SHAPE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
 class NameRelatedField(serializers.SlugRelatedField):  # type: ignore[type-arg]
@@ -36,3 +41,28 @@ class StrictCharField(serializers.CharField):
         if not isinstance(data, str):
             self.fail("invalid")
         return str(super().to_internal_value(data))
+
+
+class CalendarDateField(serializers.DateField):
+    """A day as ``YYYY-MM-DD``; one written right that is no day of the calendar
+    (``2026-02-30``) is refused as such, not as "Date has wrong format" (DRF's words)."""
+
+    default_error_messages = {"not_a_day": "{value} is not a real date: {why}."}
+
+    def to_internal_value(self, value: Any) -> Any:
+        """The day; a well-formed ``YYYY-MM-DD`` that names no day says which part is wrong."""
+        if isinstance(value, str) and DAY_SHAPE.fullmatch(value.strip()):
+            text = value.strip()
+            year, month, day = (int(part) for part in text.split("-"))
+            try:
+                date(year, month, day)
+            except ValueError:
+                if not 1 <= year <= 9999:
+                    why = "the year must be from 1 to 9999"
+                elif not 1 <= month <= 12:
+                    why = "the month must be from 01 to 12"
+                else:
+                    days = calendar.monthrange(year, month)[1]
+                    why = f"{calendar.month_name[month]} {year} has {days} days"
+                self.fail("not_a_day", value=text, why=why)
+        return super().to_internal_value(value)

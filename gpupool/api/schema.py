@@ -15,10 +15,14 @@ the one shape ``errors.py`` gives them (``ErrorSerializer``):
   (``negotiation.py``);
 - **409** where the view says its action plans the pool (``plans_the_pool``: the actions
   that ask the decision core, which answer 409 when the pool cannot be planned);
+- **413** for a write whose body is larger than the API reads (``DATA_UPLOAD_MAX_MEMORY_SIZE``);
 - **415** for a write whose body is in a type the API does not read;
 - **429** where the view is throttled (``throttle_classes``: ``POST tokens/``).
 
-A view that declares one of these codes itself keeps its own.
+A view that declares one of these codes itself keeps its own. Every read documents the
+``format`` query parameter it takes (``format_parameter``): drf-spectacular documents it only
+where a view offers more than one format (the CSV lists), while every read takes it
+(``parameters.py`` lists it in its refusals).
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from typing import Any
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework.permissions import AllowAny
+from rest_framework.renderers import BrowsableAPIRenderer
+from rest_framework.settings import api_settings
 
 from gpupool.api.errors import ErrorSerializer
 from gpupool.api.permissions import ActionRoles
@@ -41,6 +47,7 @@ WHY = {
     "406": "The format asked (`?format=` or `Accept`) is not one this operation answers in; "
     "the message names those it does.",
     "409": "The pool cannot be planned now (e.g. no default priority class).",
+    "413": "The body is larger than the API reads; the message says how large it may be.",
     "415": "The body is in a type the API does not read (send application/json).",
     "429": "Too many requests from this client; `Retry-After` says when to try again.",
 }
@@ -72,7 +79,7 @@ def error_codes(
     if plans:
         codes.append("409")
     if method in WRITES:
-        codes.append("415")
+        codes += ["413", "415"]
     if throttled:
         codes.append("429")
     return codes
@@ -82,6 +89,25 @@ def plans_the_pool(view: Any) -> bool:
     """Whether the view's action asks the decision core about the pool now (its view names
     the actions in ``plans_the_pool``), and so answers 409 when the pool cannot be planned."""
     return getattr(view, "action", None) in getattr(view, "plans_the_pool", ())
+
+
+def format_parameter(view: Any) -> dict[str, Any] | None:
+    """The ``format`` query parameter of a read: the formats its renderers answer in (the
+    browsable API's HTML left out, as drf-spectacular leaves it out)."""
+    name = api_settings.URL_FORMAT_OVERRIDE
+    if not name:
+        return None
+    formats = [
+        renderer.format
+        for renderer in view.get_renderers()
+        if not isinstance(renderer, BrowsableAPIRenderer)
+    ]
+    return {
+        "in": "query",
+        "name": name,
+        "schema": {"type": "string", "enum": sorted(set(formats))},
+        "description": "The answer's format; any other is a 406 naming those offered.",
+    }
 
 
 class ApiSchema(AutoSchema):
@@ -94,6 +120,12 @@ class ApiSchema(AutoSchema):
         operation = super().get_operation(path, path_regex, path_prefix, method, registry)
         if operation is None:
             return None
+        if self.method == "GET":
+            parameters = operation.setdefault("parameters", [])
+            given = {(each.get("in"), each.get("name")) for each in parameters}
+            format_ = format_parameter(self.view)
+            if format_ is not None and ("query", format_["name"]) not in given:
+                parameters.append(format_)
         permissions = getattr(self.view, "permission_classes", ())
         guarded = any(not issubclass(permission, AllowAny) for permission in permissions)
         responses = operation.setdefault("responses", {})

@@ -50,6 +50,15 @@ from gpupool.client.http import Api, ApiError, Listing
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_WOULD_WAIT = 0, 1, 2, 3
 EXIT_BROKEN_PIPE = 128 + 13  # as a shell reports a tool stopped by SIGPIPE
 LIVE_STATES = ("pending", "admitted", "running")
+# The words of the API's ``state`` filters (``WorkloadState``, ``NodeState``; the client has no
+# Django: tests/client/test_client_bad_input.py checks them against the server's): a word
+# outside them is a usage error here, not a round trip to a 400.
+WORKLOAD_STATES = (*LIVE_STATES, "succeeded", "failed", "preempted", "cancelled")
+NODE_STATES = ("ready", "cordoned", "draining", "drained", "excluded", "gone")
+# A workload file: at most this many bytes, arrays and mappings at most this deep, and no
+# YAML aliases (``*name``: a self-referring one, ``a: &a [*a]``, or a "billion laughs" bomb).
+MAX_FILE_BYTES = 1024 * 1024
+MAX_FILE_DEPTH = 32
 DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 
 
@@ -254,6 +263,59 @@ def print_story(workload: dict[str, Any], out: TextIO) -> None:
 WORKLOAD_SHAPE = "a YAML or JSON object with name, queue and pod_sets"
 
 
+class WorkloadLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, bounded: an alias (``*name``) is refused, and so is nesting
+    deeper than ``MAX_FILE_DEPTH`` (checked as the document is composed, before Python's
+    stack could run out). No workload needs either; without the bounds a self-referring
+    alias crashes the loader, a nested one ("billion laughs") takes it forever and a deep
+    document exhausts its recursion."""
+
+    depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        """The next node, once it is known to be no alias and not too deep."""
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()  # type: ignore[no-untyped-call]
+            raise yaml.composer.ComposerError(
+                None,
+                None,
+                f"found an alias (*{event.anchor}): write the value out instead",
+                event.start_mark,
+            )
+        self.depth += 1
+        try:
+            if self.depth > MAX_FILE_DEPTH:
+                raise yaml.composer.ComposerError(
+                    None,
+                    None,
+                    f"nests more than {MAX_FILE_DEPTH} levels deep",
+                    self.peek_event().start_mark,  # type: ignore[no-untyped-call]
+                )
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+
+def read_workload_file(name: str) -> Any:
+    """The value of a workload file (``-``: standard input), read by ``WorkloadLoader``; a
+    file that cannot be read, is too large or is no bounded YAML is a ``UsageError``."""
+    source = "standard input" if name == "-" else name
+    try:
+        if name == "-":
+            text = sys.stdin.read(MAX_FILE_BYTES + 1)
+        else:
+            with Path(name).open(encoding="utf-8") as file:
+                text = file.read(MAX_FILE_BYTES + 1)
+    except (OSError, UnicodeDecodeError) as error:
+        raise UsageError(f"cannot read {source}: {error}") from None
+    if len(text.encode("utf-8", "surrogatepass")) > MAX_FILE_BYTES:
+        raise UsageError(f"cannot read {source}: it is larger than {MAX_FILE_BYTES:,} bytes")
+    try:
+        return yaml.load(text, Loader=WorkloadLoader)  # noqa: S506 (a safe loader, bounded)
+    except (yaml.YAMLError, RecursionError, ValueError) as error:
+        raise UsageError(f"cannot read {source}: {error}") from None
+
+
 def _kind(value: Any) -> str:
     """What a file holds instead of one workload, in words."""
     if isinstance(value, list):
@@ -273,11 +335,7 @@ def workload_body(options: argparse.Namespace, command: list[str]) -> dict[str, 
     body: dict[str, Any] = {}
     if options.file:
         source = "standard input" if options.file == "-" else options.file
-        try:
-            text = sys.stdin.read() if options.file == "-" else Path(options.file).read_text()
-            loaded = yaml.safe_load(text)
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
-            raise UsageError(f"cannot read {source}: {error}") from None
+        loaded = read_workload_file(options.file)
         if loaded is None:
             raise UsageError(f"{source} is empty: expected {WORKLOAD_SHAPE}")
         if not isinstance(loaded, dict):
@@ -579,7 +637,14 @@ def parser(json_errors: bool = False) -> argparse.ArgumentParser:
     login.set_defaults(run=do_login)
     status = commands.add_parser("status", help="your tenants' waiting and running workloads")
     status.add_argument("--all", action="store_true", help="finished ones too")
-    status.add_argument("--state", action="append")
+    status.add_argument(
+        "--state",
+        action="append",
+        choices=WORKLOAD_STATES,
+        metavar="STATE",
+        help=f"{', '.join(WORKLOAD_STATES[:-1])} or {WORKLOAD_STATES[-1]} (repeat for several; "
+        "default: pending, admitted and running)",
+    )
     status.add_argument("--queue")
     status.add_argument("--namespace")
     status.set_defaults(run=do_status)
@@ -590,7 +655,9 @@ def parser(json_errors: bool = False) -> argparse.ArgumentParser:
     nodes.add_argument(
         "--state",
         action="append",
-        help="ready, cordoned, draining, drained, excluded or gone (repeat for several)",
+        choices=NODE_STATES,
+        metavar="STATE",
+        help=f"{', '.join(NODE_STATES[:-1])} or {NODE_STATES[-1]} (repeat for several)",
     )
     nodes.add_argument("--unhealthy", action="store_true", help="only nodes with a broken GPU")
     nodes.set_defaults(run=do_nodes)

@@ -154,12 +154,22 @@ class QueueFilter(filters.FilterSet):  # type: ignore[misc]
     """Filter queues by tenant, parent and whether they are leaves."""
 
     tenant = filters.CharFilter(field_name="tenant__name")
-    parent = filters.CharFilter(field_name="parent__name")
+    parent = filters.CharFilter(
+        method="filter_parent",
+        help_text="The parent queue's name; null: the root (a queue without a parent).",
+    )
     leaf = filters.BooleanFilter(field_name="children", lookup_expr="isnull", distinct=True)
 
     class Meta:
         model = Queue
         fields = ("tenant", "parent", "leaf")
+
+    def filter_parent(self, queryset: Any, name: str, value: str) -> Any:
+        """Children of the queue named ``value``; ``null`` (as the API writes a root's
+        parent) the root. An empty value filters nothing, as every filter here."""
+        if value == "null":
+            return queryset.filter(parent__isnull=True)
+        return queryset.filter(parent__name=value)
 
 
 class QuotaInputSerializer(StrictInput, serializers.Serializer[Any]):
@@ -255,6 +265,10 @@ class QueueViewSet(viewsets.ModelViewSet[Queue]):
 # ----------------------------------------------------------------------------- classes
 
 
+# The largest value Kubernetes lets a user's PriorityClass have (larger ones are the system's).
+MAX_PRIORITY_VALUE = 1_000_000_000
+
+
 class PriorityClassSerializer(StrictInput, serializers.ModelSerializer[PriorityClass]):
     """A priority class: value, preemption policy, budget rate, whether it is the default, and
     its idle policy (seconds idle before an alert, before a reclaim; null: never). Its name is
@@ -275,7 +289,12 @@ class PriorityClassSerializer(StrictInput, serializers.ModelSerializer[PriorityC
         )
         # No "already exists" check of the one-default constraint: ``default: true`` moves
         # the default (``do_save_priority_class``), which checks the rules.
-        extra_kwargs: dict[str, dict[str, Any]] = {"default": {"validators": []}}
+        extra_kwargs: dict[str, dict[str, Any]] = {
+            "default": {"validators": []},
+            # Kubernetes' bound on a user's priority class (and int32 on PostgreSQL): a value
+            # outside it is a 400 naming value, not a 500 at the database.
+            "value": {"min_value": -MAX_PRIORITY_VALUE, "max_value": MAX_PRIORITY_VALUE},
+        }
 
 
 class PriorityClassViewSet(viewsets.ModelViewSet[PriorityClass]):

@@ -83,7 +83,7 @@ def test_the_ledgers_schema_offers_the_filters_it_applies(db: Any) -> None:
     schema = SchemaGenerator().get_schema(request=None, public=True)
     parameters = schema["paths"][LEDGER]["get"]["parameters"]
     query = {p["name"]: p for p in parameters if p["in"] == "query"}
-    assert set(query) == {"kind", "since", "until", "ordering", "page", "page_size"}
+    assert set(query) == {"kind", "since", "until", "ordering", "page", "page_size", "format"}
     assert "at, gpu_hours, id" in query["ordering"]["description"]
     (path,) = [p for p in parameters if p["in"] == "path"]
     assert "budget" in path["description"]

@@ -246,7 +246,7 @@ def test_the_list_downloads_as_csv_scoped_filtered_and_positioned_as_its_pages(
     # A bad filter asked as CSV: the 400 as one row that names the field, and no download.
     refused = member.get(URL + "?state=asleep&format=csv")
     assert refused.status_code == 400 and "Content-Disposition" not in refused
-    assert refused.content.decode().splitlines()[1].startswith("400,invalid,state: ")
+    assert refused.content.decode().splitlines()[1].startswith('400,invalid,"state: ')
 
 
 def test_another_tenants_workload_answers_404(api_as: Any, resources: dict) -> None:

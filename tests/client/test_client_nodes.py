@@ -118,10 +118,15 @@ def test_nodes_pages_through_the_api(pool: None, monkeypatch: pytest.MonkeyPatch
     assert [query["page"] for query in asked] == [1, 2, 3, 4]
 
 
-def test_a_state_that_is_none_is_refused_naming_it(pool: None) -> None:
-    status, out, err = run("nodes", "--state", "broken")
-    assert (status, out) == (1, "")
-    assert err.startswith("gpupool: state: ") and "broken" in err
+def test_a_state_that_is_none_is_refused_naming_it(
+    pool: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # refused before any request, as bad input (exit 2, argparse's usage error on stderr),
+    # naming the option and the states
+    status, out, _ = run("nodes", "--state", "broken")
+    err = capsys.readouterr().err
+    assert (status, out) == (2, "")
+    assert "--state" in err and "broken" in err and "draining" in err
 
 
 def test_nodes_without_a_token_says_how_to_log_in(
