@@ -114,6 +114,9 @@ class Cycle:
         self._empty: ClusterState | None = None
         self._largest: dict[str, int] | None = None
         self._largest_domain: dict[str, int] | None = None
+        # (flavor, allowed nodes) -> (allowed nodes of the flavor, their healthy GPUs): pods
+        # of one set of constraints share one frozenset, looked up once a cycle
+        self._allowed_capacity: dict[tuple[str, frozenset[str]], tuple[int, int]] = {}
         pool: dict[str, int] = defaultdict(int)
         # What the pool holds once its cordons end (a cordon, a NotReady node, passes) and
         # other schedulers' pods leave: what "never fits" is judged against, not the GPUs
@@ -460,20 +463,34 @@ class Cycle:
             if pod.allowed is not None:
                 asked[(pod.flavor, pod.allowed)] += pod.shape.gpus
         for (flavor, allowed), gpus in sorted(asked.items(), key=lambda i: (i[0][0], -i[1])):
-            nodes = [n for n in self.snapshot.nodes if n.flavor == flavor and n.name in allowed]
+            count, healthy = self._allowed_capacity_of(flavor, allowed)
             facts: dict[str, object] = {
                 "flavor": flavor,
                 "resource": "node",
-                "allowed_nodes": len(nodes),
+                "allowed_nodes": count,
                 "never_fits": True,
             }
-            if not nodes:
+            if not count:
                 return Verdict("capacity", facts)
-            healthy = sum(node.sound_gpus for node in nodes)
             if gpus > healthy:
                 facts.update(resource="gpu", asked=gpus, allowed_gpus=healthy)
                 return Verdict("capacity", facts)
         return None
+
+    def _allowed_capacity_of(self, flavor: str, allowed: frozenset[str]) -> tuple[int, int]:
+        """How many of the ``allowed`` nodes are of ``flavor``, and their healthy GPUs (by
+        name through ``self.nodes``: not a walk of every node for each restricted pod)."""
+        key = (flavor, allowed)
+        known = self._allowed_capacity.get(key)
+        if known is None:
+            count = healthy = 0
+            for name in allowed:
+                node = self.nodes.get(name)
+                if node is not None and node.flavor == flavor:
+                    count += 1
+                    healthy += node.sound_gpus
+            known = self._allowed_capacity[key] = (count, healthy)
+        return known
 
     def _largest_node_gpus(self) -> dict[str, int]:
         """Per flavor, the most healthy GPUs one node has, cordoned or not, other schedulers'
