@@ -37,3 +37,9 @@ def money(value: Number | str, places: int = MONEY_PLACES) -> str:
     whole, _, decimals = f"{rounded:,.{max(places, MONEY_PLACES)}f}".partition(".")
     text = f"{whole}.{decimals[:MONEY_PLACES]}{decimals[MONEY_PLACES:].rstrip('0')}"
     return text.removeprefix("-") if rounded == 0 else text
+
+
+def counted(number: int, noun: str, plural: str | None = None) -> str:
+    """A whole count and its noun, singular for exactly one: ``1 pod``, ``3 pods``, ``0 nodes``
+    (the client's own ``counted`` writes fractions too)."""
+    return f"{number} {noun if number == 1 else plural or noun + 's'}"

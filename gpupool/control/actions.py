@@ -64,6 +64,7 @@ from gpupool.control.sync import (
 )
 from gpupool.inventory.actions import do_add_nodes, do_mark_nodes_gone, do_sync_node
 from gpupool.inventory.models import Flavor, Gpu, Node
+from gpupool.number_formats import counted
 from gpupool.quotas.actions import BudgetMove, do_record_budget_moves, write_ledger_entries
 from gpupool.quotas.choices import LedgerEntryKind
 from gpupool.quotas.models import (
@@ -765,7 +766,10 @@ def _replace_pod_sets(
             workload.clean_fields(exclude=_RELATIONS)
             if min_member is not None and min_member > total:
                 raise ValidationError(
-                    {"min_member": f"min_member ({min_member}) exceeds the workload's {total} pods"}
+                    {
+                        "min_member": f"min_member ({min_member}) exceeds the workload's "
+                        f"{counted(total, 'pod')}"
+                    }
                 )
             for shape in shapes:
                 pod_set, further = _checked_pod_set(workload, shape, flavors)

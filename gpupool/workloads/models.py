@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from gpupool.inventory.choices import Sharing
 from gpupool.inventory.models import Flavor, Node
+from gpupool.number_formats import counted
 from gpupool.quotas.models import PriorityClass, Queue
 from gpupool.workloads.choices import PENDING_REASON_CHOICES, Origin, Topology, WorkloadState
 
@@ -314,7 +315,7 @@ class Workload(models.Model):
             total = self.total_pods()
             if total and self.min_member > total:
                 errors["min_member"] = (
-                    f"min_member ({self.min_member}) exceeds the workload's {total} pods"
+                    f"min_member ({self.min_member}) exceeds the workload's {counted(total, 'pod')}"
                 )
         if (
             self.queue_id is not None
@@ -637,7 +638,7 @@ class Placement(models.Model):
             if self.pod_index is not None and self.pod_index >= pod_set.count:
                 errors["pod_index"] = (
                     f"pod index {self.pod_index} is outside pod set {pod_set.name}'s "
-                    f"{pod_set.count} pods"
+                    f"{counted(pod_set.count, 'pod')}"
                 )
         indices = self.gpu_indices
         if not isinstance(indices, list) or not all(

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 import time
 from io import StringIO
+from pathlib import Path
 
 import pytest
 from django.core.management import call_command
@@ -120,3 +124,27 @@ def test_a_clock_stored_out_of_range_is_shown_and_a_new_speed_mends_it(two_nodes
     clock = clock_of(cluster_state())
     assert time_in_range(clock.now()) and abs(clock.now() - time.time()) < 60
     assert "2 nodes" in sim("status")[1]
+
+
+def test_the_status_counts_in_words() -> None:
+    open_simulated_cluster().add_nodes([gpu_node_manifest("h100-0", H100)])
+    status = sim("status")[1]
+    assert "\n1 node; " in status and "1 nodes" not in status  # "1 nodes" before
+
+
+def test_a_reader_that_leaves_gets_no_traceback() -> None:
+    # `manage.py gpupool plan x.json | head -1` ended in a BrokenPipeError's traceback; now
+    # the exit status a shell gives a tool stopped by SIGPIPE, and nothing on stderr
+    root = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    child = subprocess.Popen(
+        [sys.executable, "manage.py", "gpupool", "plan", "scenarios/budget-gates-priority.json"],
+        cwd=root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    assert child.stdout is not None
+    child.stdout.close()  # the reader leaves before the first line
+    _, err = child.communicate(timeout=120)
+    assert (child.returncode, err.decode()) == (128 + 13, "")

@@ -65,6 +65,15 @@ def test_min_member_may_not_exceed_the_pods(pool: dict) -> None:
     assert submit(pool, min_member=1).effective_min_member() == 1
 
 
+def test_a_min_member_above_one_pod_says_pod(pool: dict) -> None:
+    one = [PodSetSpec(1, gpus=8, flavor=pool["h100"])]
+    with pytest.raises(ValidationError) as error:
+        submit(pool, pod_sets=one, min_member=2)
+    assert error.value.message_dict["min_member"] == [
+        "min_member (2) exceeds the workload's 1 pod"  # "1 pods" before
+    ]
+
+
 def test_free_protection_is_capped_by_the_queue(pool: dict) -> None:
     with pytest.raises(ValidationError) as error:
         submit(pool, protected_runtime_s=7200)

@@ -28,6 +28,7 @@ from gpupool.cli.arguments import positive_float
 from gpupool.clusters.api_objects import format_time
 from gpupool.clusters.base import SCHEDULER_NAME
 from gpupool.clusters.simulated import Clock
+from gpupool.number_formats import counted
 from gpupool.simcluster.store import (
     clock_of,
     cluster_state,
@@ -134,8 +135,11 @@ def _status(stdout: TextIO) -> None:
         flags += [f"GPU {index} unhealthy ({why})" for index, why in sorted(broken.items())]
         if flags or on_node[node.name]:
             state = ", ".join(flags) or "Ready"
-            stdout.write(f"  {node.name:<16} {on_node[node.name]:>3} pods  {state}\n")
+            pods_here = counted(on_node[node.name], "pod")
+            stdout.write(f"  {node.name:<16} {pods_here:>8}  {state}\n")
     ours = Counter(p.phase for p in pods if p.scheduler_name == SCHEDULER_NAME)
     others = sum(1 for p in pods if p.scheduler_name != SCHEDULER_NAME)
     phases = ", ".join(f"{count} {phase}" for phase, count in sorted(ours.items())) or "none"
-    stdout.write(f"{len(nodes)} nodes; gpupool's pods: {phases}; other schedulers': {others}\n")
+    stdout.write(
+        f"{counted(len(nodes), 'node')}; gpupool's pods: {phases}; other schedulers': {others}\n"
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import pkgutil
+import sys
 from types import ModuleType
 from typing import Any
 
@@ -45,6 +46,11 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         """Run the chosen subcommand; a non-zero status is the process's exit status."""
         module: ModuleType = options.pop("_module")
-        status = module.run(options, self.stdout, self.stderr)
+        try:
+            status = module.run(options, self.stdout, self.stderr)
+        except BrokenPipeError:  # `... | head`: the reader left; no traceback for it
+            from gpupool.client.main import reader_gone
+
+            raise SystemExit(reader_gone(sys.stdout)) from None
         if status:
             raise SystemExit(status)
