@@ -251,15 +251,20 @@ def sampled_cycles(
     """Succeeded cycles that ran in [``since``, ``until``] on the pool's clock (their
     ``cluster_at``: a simulated cluster's runs ahead of the wall clock of their start) and
     whose record has the ``recording`` part, oldest first, thinned to the last one of each
-    minute (or hour, over a window longer than ``HISTORY_POINTS`` minutes) of that clock, so
-    that a chart over time reads a bounded number of rows whatever the cycles' pace."""
+    minute (or hour, where the history in the window spans more than ``HISTORY_POINTS``
+    minutes) of that clock, so that a chart over time reads a bounded number of rows whatever
+    the cycles' pace. A pool younger than the window (its first hour of a day's chart) is
+    sampled by the minute, so its chart shows what there is rather than one point."""
     window = SchedulingCycle.objects.filter(
         status=CycleStatus.SUCCEEDED,
         cluster_at__gte=since,
         cluster_at__lte=until,
         outcome__has_key=recording,
     )
-    minutes = (until - since).total_seconds() / 60
+    first = window.order_by("cluster_at").values_list("cluster_at", flat=True).first()
+    if first is None:
+        return []
+    minutes = (until - max(since, first)).total_seconds() / 60
     slice_of = TruncMinute if minutes <= HISTORY_POINTS else TruncHour
     last_ids = (
         window.annotate(slice=slice_of("cluster_at", tzinfo=UTC))

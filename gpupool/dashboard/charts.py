@@ -189,10 +189,28 @@ def wall_times(moments: Iterable[datetime], zone: tzinfo) -> list[str]:
     return [moment.astimezone(zone).replace(tzinfo=None).isoformat() for moment in moments]
 
 
+# A date axis's tick labels by the distance between ticks (milliseconds): seconds only when
+# ticks are seconds apart, hours and minutes within a day, the date beyond; never plotly's
+# fractions of a second ("14:37:35.0185", which it draws around a lone point).
+TIME_TICKS = (
+    {"dtickrange": [None, 60_000], "value": "%H:%M:%S"},
+    {"dtickrange": [60_000, 86_400_000], "value": "%H:%M"},
+    {"dtickrange": [86_400_000, None], "value": "%b %d"},
+)
+# The moment a hover names: to the minute, as the pages' tables.
+TIME_HOVER = "%Y-%m-%d %H:%M"
+# Lines over time also mark each point, so that a lone one (a pool's first minutes, a flavor
+# sampled once) shows where "lines" alone draws nothing.
+LINE_MARKER = {"size": 4}
+
+
 def time_axis(zone: str | None, **fields: Any) -> dict[str, Any]:
     """A date axis whose title names the zone its times are in (``time (Europe/Berlin)``),
-    the zone ``wall_times`` was given; None: no title (a figure whose times are unzoned)."""
-    axis: dict[str, Any] = {"type": "date"}
+    the zone ``wall_times`` was given; None: no title (a figure whose times are unzoned).
+    Its ticks read as times (``TIME_TICKS``), unless ``fields`` gives a ``tickformat``."""
+    axis: dict[str, Any] = {"type": "date", "hoverformat": TIME_HOVER}
+    if "tickformat" not in fields:
+        axis["tickformatstops"] = [dict(stop) for stop in TIME_TICKS]
     if zone:
         axis["title"] = {"text": f"time ({zone})", "standoff": 4}
     return axis | fields
@@ -293,7 +311,8 @@ def allocation_area_figure(
     data = [
         {
             "type": "scatter",
-            "mode": "lines",
+            "mode": "lines+markers",
+            "marker": LINE_MARKER,
             "stackgroup": "allocated",
             "x": list(times),
             "y": list(values),
@@ -384,7 +403,8 @@ def fragmentation_trend_figure(
         "data": [
             {
                 "type": "scatter",
-                "mode": "lines",
+                "mode": "lines+markers",
+                "marker": LINE_MARKER,
                 "x": list(times),
                 "y": list(values),
                 "name": name,
@@ -543,37 +563,51 @@ def cost_trend_figure(
 def allocated_vs_active_figure(
     times: Sequence[str],
     allocated: Sequence[float],
-    active: Sequence[float],
+    active: Sequence[float] | None,
     capacity: float | None = None,
     zone: str | None = None,
 ) -> Figure:
     """The pool's GPUs allocated against those that worked, hour by hour (``times``:
     ``wall_times`` in ``zone``, which the axis names; each value an hour's mean GPUs): the
     allocated line, the active area under it (the gap between them is the idle allocated),
-    and the healthy capacity as a dotted line."""
-    data: list[dict[str, Any]] = [
-        {
-            "type": "scatter",
-            "mode": "lines",
-            "x": list(times),
-            "y": list(active),
-            "name": "active",
-            "fill": "tozeroy",
-            "line": {"color": UI["ok"], "width": 2},
-            "hovertemplate": f"active: %{{y:{GPU_HOVER}}} GPUs<extra></extra>",
-        },
-        {
-            "type": "scatter",
-            "mode": "lines",
-            "x": list(times),
-            "y": list(allocated),
-            "name": "allocated",
-            "fill": "tonexty",
-            "fillcolor": "rgba(138, 90, 0, 0.25)",
-            "line": {"color": UI["warn"], "width": 2},
-            "hovertemplate": f"allocated: %{{y:{GPU_HOVER}}} GPUs<extra></extra>",
-        },
-    ]
+    and the healthy capacity as a dotted line. ``active`` None: not measured (no utilisation
+    source), so the allocated line alone, with no gap drawn as idle."""
+    if active is None:
+        data: list[dict[str, Any]] = [
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "x": list(times),
+                "y": list(allocated),
+                "name": "allocated (use not measured)",
+                "line": {"color": UI["warn"], "width": 2},
+                "hovertemplate": f"allocated: %{{y:{GPU_HOVER}}} GPUs<extra></extra>",
+            }
+        ]
+    else:
+        data = [
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "x": list(times),
+                "y": list(active),
+                "name": "active",
+                "fill": "tozeroy",
+                "line": {"color": UI["ok"], "width": 2},
+                "hovertemplate": f"active: %{{y:{GPU_HOVER}}} GPUs<extra></extra>",
+            },
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "x": list(times),
+                "y": list(allocated),
+                "name": "allocated",
+                "fill": "tonexty",
+                "fillcolor": "rgba(138, 90, 0, 0.25)",
+                "line": {"color": UI["warn"], "width": 2},
+                "hovertemplate": f"allocated: %{{y:{GPU_HOVER}}} GPUs<extra></extra>",
+            },
+        ]
     if capacity is not None:
         data.append(
             {
@@ -601,13 +635,14 @@ def allocated_vs_active_figure(
 def team_utilization_figure(
     times: Sequence[str],
     allocated: Mapping[str, Sequence[float]],
-    active: Mapping[str, Sequence[float]],
+    active: Mapping[str, Sequence[float]] | None,
     colours: Mapping[str, str],
     zone: str | None = None,
 ) -> Figure:
     """Each team's GPUs allocated (solid) against active (dotted, same colour), hour by hour
     (``times``: ``wall_times`` in ``zone``, which the axis names); the teams of
-    ``allocated`` in its order."""
+    ``allocated`` in its order. ``active`` None: not measured (no utilisation source), no
+    active lines."""
     data: list[dict[str, Any]] = []
     for team, values in allocated.items():
         colour = colours.get(team, UI["muted"])
@@ -623,6 +658,8 @@ def team_utilization_figure(
                 "hovertemplate": f"{team} allocated: %{{y:{GPU_HOVER}}} GPUs<extra></extra>",
             }
         )
+        if active is None:
+            continue
         data.append(
             {
                 "type": "scatter",

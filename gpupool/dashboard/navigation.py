@@ -8,7 +8,7 @@ Requests), never what may be opened.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpupool.api.access import ADMIN, FINANCE, LEAD, MEMBER, ROLES, Access
 
@@ -25,6 +25,7 @@ class Page:
     roles: frozenset[str]
     summary: str
     nav_roles: frozenset[str] | None = None  # None: everyone who may open it
+    admin_title: str | None = None  # the title an admin sees (the page shows every team's)
 
     def allows(self, access: Access) -> bool:
         """Whether the user may open the page (admins open every page)."""
@@ -36,6 +37,10 @@ class Page:
             return False
         wanted = self.nav_roles if self.nav_roles is not None else self.roles
         return bool(access.roles & wanted)
+
+    def title_for(self, access: Access) -> str:
+        """The page's title as the user sees it: an admin's page of every team's work says so."""
+        return self.admin_title if access.admin and self.admin_title else self.title
 
 
 PAGES: tuple[Page, ...] = (
@@ -50,6 +55,7 @@ PAGES: tuple[Page, ...] = (
         "My workloads",
         TENANT_ROLES,
         "your teams' workloads: where each waits in line, when it should start and why it waits",
+        admin_title="Workloads",
     ),
     Page(
         "queues",
@@ -122,8 +128,11 @@ HOME_BY_ROLE: tuple[tuple[str, str], ...] = (
 
 
 def pages_for(access: Access) -> list[Page]:
-    """The pages the navigation offers the user, in order."""
-    return [page for page in PAGES if page.offered_to(access)]
+    """The pages the navigation offers the user, in order, each titled as the user sees it
+    (an admin's "Workloads", every team's, where the others read "My workloads")."""
+    return [
+        replace(page, title=page.title_for(access)) for page in PAGES if page.offered_to(access)
+    ]
 
 
 def home_page(access: Access) -> Page | None:

@@ -165,6 +165,7 @@ from gpupool.utilization.queries import (
     top_wasters,
     workload_sparkline,
 )
+from gpupool.utilization.sampling import source_configured
 from gpupool.workloads.actions import do_cancel_workload, may_cancel
 from gpupool.workloads.api import (
     CancelInputSerializer,
@@ -1354,6 +1355,7 @@ def utilization(request: HttpRequest, access: Access) -> HttpResponse:
         else set(Tenant.objects.filter(pk__in=scope).values_list("name", flat=True))
     )
     csv_window = {"since": since.isoformat(), "until": until.isoformat(), "format": "csv"}
+    measured = source_configured()
     context = {
         "window": window,
         "windows": list(UTILIZATION_WINDOWS),
@@ -1363,15 +1365,17 @@ def utilization(request: HttpRequest, access: Access) -> HttpResponse:
         "all_tenants": scope is None,
         "named": access.admin,
         "teams": tenant_utilization(since, until, scope),
+        # Without a source no GPU-hour was measured: nothing is listed as idle.
+        "source_configured": measured,
         "wasters": (
             []
-            if access.finance and not access.admin
+            if not measured or (access.finance and not access.admin)
             else top_wasters(since, until, WASTERS_SHOWN, scope, owners=True)
         ),
-        "queues": queue_waste(since, until, WASTERS_SHOWN),
+        "queues": queue_waste(since, until, WASTERS_SHOWN) if measured else [],
         "shown_limit": WASTERS_SHOWN,
         "any_allocation": bool(allocated),
-        **utilization_figures(starts, until, allocated, active, visible),
+        **utilization_figures(starts, until, allocated, active, visible, measured=measured),
         "csv": {
             "teams": reverse("api:utilization-tenant-list") + "?" + urlencode(csv_window),
             "wasters": reverse("api:utilization-waster-list")
@@ -1393,9 +1397,11 @@ def utilization_figures(
     allocated: dict[str, list[float]],
     active: dict[str, list[float]],
     visible: set[str],
+    measured: bool = True,
 ) -> dict[str, Any]:
     """The page's two figures: the pool's GPUs allocated against active, and each visible
-    team's; hours' GPU-hours turned into mean GPUs (the current hour over its part so far)."""
+    team's; hours' GPU-hours turned into mean GPUs (the current hour over its part so far).
+    Not ``measured`` (no utilisation source): allocation alone, nothing drawn as idle."""
     if not allocated:
         return {"pool_figure": None, "team_figure": None}
     lengths = [
@@ -1415,13 +1421,21 @@ def utilization_figures(
     teams = {name: mean(values) for name, values in allocated.items() if name in visible}
     return {
         "pool_figure": charts.allocated_vs_active_figure(
-            times, mean(pool_allocated), mean(pool_active), healthy or None, zone=chart_zone()
+            times,
+            mean(pool_allocated),
+            mean(pool_active) if measured else None,
+            healthy or None,
+            zone=chart_zone(),
         ),
         "team_figure": (
             charts.team_utilization_figure(
                 times,
                 teams,
-                {name: mean(active.get(name, [0.0] * len(starts))) for name in teams},
+                (
+                    {name: mean(active.get(name, [0.0] * len(starts))) for name in teams}
+                    if measured
+                    else None
+                ),
                 tenant_colours(list(teams)),
                 zone=chart_zone(),
             )

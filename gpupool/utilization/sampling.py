@@ -67,6 +67,14 @@ def source_for(backend: ClusterBackend) -> UtilizationSource | None:
     return source
 
 
+def source_configured() -> bool:
+    """Whether ``GPUPOOL_UTILIZATION_SOURCE`` names a source that measures (not ``none``,
+    nor ``kubernetes``'s lack of one, nor a name the table does not hold): without one no
+    GPU-hour is measured, and the pages must not call the unmeasured hours idle."""
+    path = settings.GPUPOOL_UTILIZATION_SOURCES.get(settings.GPUPOOL_UTILIZATION_SOURCE)
+    return path is not None and import_string(path) is not no_source
+
+
 def moment(posix: float) -> datetime:
     """POSIX seconds as an aware UTC datetime."""
     return datetime.fromtimestamp(posix, tz=UTC)

@@ -67,7 +67,7 @@ def test_the_overview_draws_allocation_utilisation_and_phases(pool: Any, page_as
     page = text(live(page_as("max"), "/overview/"))
     assert 'id="allocation-chart-figure"' in page and "nlp · h100" in page
     assert "73%" in page  # 11 of 15 healthy GPUs allocated at the last cycle
-    assert 'id="phases-chart-figure"' in page and "plan 0.250 s" in page
+    assert 'id="phases-chart-figure"' in page and "plan 250 ms" in page
 
 
 def test_the_overview_reads_a_fixed_number_of_queries_whatever_the_number_of_cycles(

@@ -52,7 +52,7 @@ def test_gpu_hours_and_changes_carry_their_unit_and_sign() -> None:
     ("seconds", "shown"),
     [
         (45, "45 s"),
-        (0.5, "0.5 s"),
+        (0.5, "500 ms"),
         (720, "12 min"),
         (9000, "2 h 30 min"),
         (7200, "2 h"),

@@ -132,12 +132,15 @@ def signed_gpus(value: Number | None) -> str:
 
 @register.filter
 def duration(seconds: Number | None) -> str:
-    """Seconds as a person reads them: ``45 s``, ``12 min``, ``2 h 30 min``, ``3 d 4 h``."""
+    """Seconds as a person reads them: ``45 ms`` (below a second), ``45 s``, ``12 min``,
+    ``2 h 30 min``, ``3 d 4 h``."""
     if seconds is None:
         return NO_VALUE
     total = float(seconds)
     sign = MINUS if total < 0 else ""
     total = abs(total)
+    if 0 < total < 1 and round(total * 1000) < 1000:
+        return f"{sign}{plain_number(total * 1000, 0 if total >= 0.001 else 2)} ms"
     if total < 60:
         return f"{sign}{plain_number(total, 1)} s"
     minutes = round(total / 60)
