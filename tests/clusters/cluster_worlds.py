@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import secrets
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol, TypeVar
 
 import pytest
@@ -426,3 +426,28 @@ class KubernetesWorld:
 
     def cordon(self, node: str, cordoned: bool = True) -> None:
         self.core.patch_node(node, {"spec": {"unschedulable": cordoned or None}})
+
+
+# The contract suites' backends: the simulated cluster in memory, then kept in the database as
+# the demo keeps it, then the local plane (``k8s``), each test with a namespace of its own.
+EVERY_BACKEND = [
+    "simulated",
+    pytest.param("simulated-in-the-database", marks=pytest.mark.django_db),
+    pytest.param("kubernetes", marks=pytest.mark.k8s),
+]
+
+
+def open_world(request: pytest.FixtureRequest) -> Iterator[World]:
+    """The world of a ``params=EVERY_BACKEND`` fixture's ``request``, closed after its test."""
+    if request.param.startswith("simulated"):
+        yield SimulatedWorld(database=request.param != "simulated")
+        return
+    kubernetes = KubernetesWorld(
+        request.getfixturevalue("k8s_api"),
+        request.getfixturevalue("k8s_namespace"),
+        request.getfixturevalue("k8s_fake_node"),
+    )
+    try:
+        yield kubernetes
+    finally:
+        kubernetes.close()

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from cluster_worlds import KubernetesWorld, SimulatedWorld, World
+from cluster_worlds import EVERY_BACKEND, KubernetesWorld, SimulatedWorld, World, open_world
 
 from gpupool.clusters.base import (
     ClusterView,
@@ -27,28 +27,10 @@ from gpupool.clusters.base import (
 from gpupool.clusters.inventory import exclusion
 
 
-@pytest.fixture(
-    params=[
-        "simulated",
-        pytest.param("simulated-in-the-database", marks=pytest.mark.django_db),
-        pytest.param("kubernetes", marks=pytest.mark.k8s),
-    ],
-)
+@pytest.fixture(params=EVERY_BACKEND)
 def world(request: pytest.FixtureRequest) -> Iterator[World]:
-    """The simulated cluster (in memory, then in the database as the demo keeps it), then
-    the local plane with a namespace of the test's own."""
-    if request.param.startswith("simulated"):
-        yield SimulatedWorld(database=request.param != "simulated")
-        return
-    kubernetes = KubernetesWorld(
-        request.getfixturevalue("k8s_api"),
-        request.getfixturevalue("k8s_namespace"),
-        request.getfixturevalue("k8s_fake_node"),
-    )
-    try:
-        yield kubernetes
-    finally:
-        kubernetes.close()
+    """The contract's backends (``cluster_worlds.EVERY_BACKEND``)."""
+    yield from open_world(request)
 
 
 def in_view(view: ClusterView, *pods: PodRef) -> bool:

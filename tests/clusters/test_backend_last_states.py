@@ -9,26 +9,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from cluster_worlds import KubernetesWorld, SimulatedWorld, World
+from cluster_worlds import EVERY_BACKEND, World, open_world
 
 from gpupool.clusters.api_objects import DISRUPTED_BY, pod_facts
 from gpupool.clusters.base import ClusterView, PodFacts, PodKey
 
 
-@pytest.fixture(params=["simulated", pytest.param("kubernetes", marks=pytest.mark.k8s)])
+@pytest.fixture(params=EVERY_BACKEND)
 def world(request: pytest.FixtureRequest) -> Iterator[World]:
-    if request.param == "simulated":
-        yield SimulatedWorld()
-        return
-    kubernetes = KubernetesWorld(
-        request.getfixturevalue("k8s_api"),
-        request.getfixturevalue("k8s_namespace"),
-        request.getfixturevalue("k8s_fake_node"),
-    )
-    try:
-        yield kubernetes
-    finally:
-        kubernetes.close()
+    """The contract's backends (``cluster_worlds.EVERY_BACKEND``)."""
+    yield from open_world(request)
 
 
 def test_a_removed_pods_last_state_tells_an_eviction_from_a_delete(world: World) -> None:

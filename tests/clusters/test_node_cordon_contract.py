@@ -8,32 +8,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from cluster_worlds import KubernetesWorld, SimulatedWorld, World
+from cluster_worlds import EVERY_BACKEND, World, open_world
 
 from gpupool.clusters.inventory import exclusion
 
 
-@pytest.fixture(
-    params=[
-        "simulated",
-        pytest.param("simulated-in-the-database", marks=pytest.mark.django_db),
-        pytest.param("kubernetes", marks=pytest.mark.k8s),
-    ],
-)
+@pytest.fixture(params=EVERY_BACKEND)
 def world(request: pytest.FixtureRequest) -> Iterator[World]:
-    """The simulated cluster (in memory, then in the database), then the local plane."""
-    if request.param.startswith("simulated"):
-        yield SimulatedWorld(database=request.param != "simulated")
-        return
-    kubernetes = KubernetesWorld(
-        request.getfixturevalue("k8s_api"),
-        request.getfixturevalue("k8s_namespace"),
-        request.getfixturevalue("k8s_fake_node"),
-    )
-    try:
-        yield kubernetes
-    finally:
-        kubernetes.close()
+    """The contract's backends (``cluster_worlds.EVERY_BACKEND``)."""
+    yield from open_world(request)
 
 
 def test_gpupool_cordons_a_node_in_the_cluster_and_lifts_its_own_cordon(world: World) -> None:
