@@ -265,10 +265,6 @@ class QueueViewSet(viewsets.ModelViewSet[Queue]):
 # ----------------------------------------------------------------------------- classes
 
 
-# The largest value Kubernetes lets a user's PriorityClass have (larger ones are the system's).
-MAX_PRIORITY_VALUE = 1_000_000_000
-
-
 class PriorityClassSerializer(StrictInput, serializers.ModelSerializer[PriorityClass]):
     """A priority class: value, preemption policy, budget rate, whether it is the default, and
     its idle policy (seconds idle before an alert, before a reclaim; null: never). Its name is
@@ -291,9 +287,6 @@ class PriorityClassSerializer(StrictInput, serializers.ModelSerializer[PriorityC
         # the default (``do_save_priority_class``), which checks the rules.
         extra_kwargs: dict[str, dict[str, Any]] = {
             "default": {"validators": []},
-            # Kubernetes' bound on a user's priority class (and int32 on PostgreSQL): a value
-            # outside it is a 400 naming value, not a 500 at the database.
-            "value": {"min_value": -MAX_PRIORITY_VALUE, "max_value": MAX_PRIORITY_VALUE},
         }
 
 

@@ -26,6 +26,7 @@ from gpupool.quotas.choices import (
     QuotaRequestState,
     WhatIfState,
 )
+from gpupool.scheduler.scenario import MAX_PRIORITY_VALUE
 from gpupool.tenancy.models import Tenant, fixed_field_errors
 from gpupool.workloads.choices import unfinished
 
@@ -461,7 +462,12 @@ class PriorityClass(models.Model):
     """A priority level: its value, whether it preempts, and what it costs in budget."""
 
     name = models.CharField(max_length=63, unique=True, validators=[validate_slug])
-    value = models.IntegerField(help_text="Higher runs first and may preempt lower.")
+    # Kubernetes' bound on a user's priority class (and int32 on PostgreSQL): the core's
+    # scenario files take the same (``scenario.MAX_PRIORITY_VALUE``)
+    value = models.IntegerField(
+        validators=[MinValueValidator(-MAX_PRIORITY_VALUE), MaxValueValidator(MAX_PRIORITY_VALUE)],
+        help_text="Higher runs first and may preempt lower (at most 1,000,000,000 either way).",
+    )
     preemption_policy = models.CharField(
         max_length=32,
         choices=PreemptionPolicy.choices,

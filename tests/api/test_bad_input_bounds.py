@@ -181,3 +181,17 @@ def test_every_read_documents_the_format_it_takes(api_as: Any) -> None:
         p for p in schema["paths"]["/api/v1/nodes/"]["get"]["parameters"] if p["name"] == "format"
     )
     assert nodes["schema"]["enum"] == ["json"]
+
+
+@pytest.mark.django_db
+def test_a_priority_value_past_kubernetes_bound_is_refused_by_the_action_too() -> None:
+    # the admin site and the pages save through the action, which checks the model's fields
+    from django.core.exceptions import ValidationError
+
+    from gpupool.quotas.actions import do_save_priority_class
+    from gpupool.quotas.models import PriorityClass
+
+    with pytest.raises(ValidationError) as refused:
+        do_save_priority_class(PriorityClass(name="huge", value=2_000_000_000), acting_user=None)
+    assert "value" in refused.value.message_dict
+    assert not PriorityClass.objects.filter(name="huge").exists()
