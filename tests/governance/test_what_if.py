@@ -269,9 +269,19 @@ def test_a_run_no_worker_could_be_sent_fails_saying_why(
     settings.REDIS_URL = "redis://127.0.0.1:9/0"
     saved = app.conf.task_always_eager, app.conf.broker_url
     app.conf.task_always_eager, app.conf.broker_url = False, settings.REDIS_URL
+    forget_connections(app)  # a suite with a broker has connected to it already
     try:
         SEND_TO_BACKGROUND(run["id"])
     finally:
         app.conf.task_always_eager, app.conf.broker_url = saved
+        forget_connections(app)
     failed = WhatIfRun.objects.get(pk=run["id"])
     assert failed.state == "failed" and "could not be sent to a worker" in failed.error
+
+
+def forget_connections(app: Any) -> None:
+    """Drop the app's broker connections, so the next send connects to its broker_url now."""
+    if app._pool is not None:
+        app._pool.force_close_all()
+        app._pool = None
+    app.amqp._producer_pool = None
