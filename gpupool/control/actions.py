@@ -1393,15 +1393,6 @@ def _record_evictions(
         {e.victim_id: (e.preemptor_id, e.reason, stamp) for e in record.evictions},
     )
     _stamped(stamps, before, stamp)
-    # The nodes each victim runs on (its placements stay until its pods are gone): one query
-    # for the cycle, so that an admin eviction names its node's drain.
-    nodes: dict[int, set[str]] = defaultdict(set)
-    for pk, node in (
-        Placement.objects.filter(workload_id__in=id_list(victims))
-        .values_list("workload_id", "node__name")
-        .order_by()
-    ):
-        nodes[pk].add(node)
     insert_values(
         PreemptionEvent,
         ("at", "reason", "victim_id", "victim_queue_id", "victim_tenant_id", "preemptor_id",
@@ -1412,7 +1403,7 @@ def _record_evictions(
              e.preemptor_id,
              None if e.preemptor_id is None else facts[e.preemptor_id][1],
              None if e.preemptor_id is None else facts[e.preemptor_id][2],
-             e.gpus_freed, e.lost_gpu_hours, cycle.pk, sorted(nodes[e.victim_id]))
+             e.gpus_freed, e.lost_gpu_hours, cycle.pk, list(e.nodes))
             for e in record.evictions
         ],
     )  # fmt: skip

@@ -92,6 +92,12 @@ class EvictionRecord:
     preemptor_id: int | None
     gpus_freed: Decimal
     lost_gpu_hours: Decimal
+    nodes: tuple[str, ...] = ()  # the nodes it runs on, by name (its drain's, for ``admin``)
+
+
+def _nodes_of(info: WorkloadInfo) -> tuple[str, ...]:
+    """The names of the nodes a workload's placement holds, sorted."""
+    return tuple(sorted({pod.node for pod in info.placement}))
 
 
 @dataclass(frozen=True, slots=True)
@@ -374,6 +380,7 @@ def decide_record(
                 None if eviction.preemptor is None else database.workload_ids[eviction.preemptor],
                 _decimal(sum(placed_gpus(victim, flavor_of_node).values()), "0.001"),
                 _decimal(lost_gpu_hours(victim, now), "0.0001"),
+                _nodes_of(victim),
             )
         )
     if draining:
@@ -393,6 +400,7 @@ def decide_record(
                         None,
                         _decimal(sum(placed_gpus(info, flavor_of_node).values()), "0.001"),
                         _decimal(lost_gpu_hours(info, now), "0.0001"),
+                        _nodes_of(info),
                     )
                 )
     for alert in plan.idle_alerts:

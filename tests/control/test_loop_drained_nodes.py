@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from loop_builders import World, build_world
 
+from gpupool.accounting.models import PreemptionEvent
 from gpupool.audit.models import AuditEvent
 from gpupool.clusters.base import ResourceAmounts
 from gpupool.inventory.actions import do_drain_node, do_set_node_cordoned
@@ -41,6 +42,8 @@ def test_a_drained_node_whose_work_has_gone_is_drained_and_stays_cordoned(world:
     do_drain_node(Node.objects.get(name="n1"), acting_user=None, reason="maintenance")
     world.cycle()  # the filler is evicted: its pods were still there when the cycle looked
     assert state_of() == NodeState.DRAINING
+    # the preemption keeps the node it ran on, from the loop's own view of its placement
+    assert list(PreemptionEvent.objects.values_list("reason", "nodes")) == [("admin", ["n1"])]
     world.cycle()
     world.cycle()
     node = Node.objects.get(name="n1")

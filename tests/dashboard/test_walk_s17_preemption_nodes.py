@@ -45,27 +45,45 @@ def drain(pool: Any, name: str, reason: str) -> None:
     do_drain_node(Node.objects.get(name=name), acting_user=pool.users["ada"], reason=reason)
 
 
-def record_drain_evictions(*victims: Workload) -> None:
-    """What the loop writes when it evicts ``victims`` for a drain (reason ``admin``)."""
-    now = timezone.now()
-    record = CycleRecord(
-        at=now,
+def drain_record(*victims: Workload) -> CycleRecord:
+    """What the loop decides when it evicts ``victims`` for a drain (reason ``admin``), with
+    the nodes it knows they run on."""
+    return CycleRecord(
+        at=timezone.now(),
         evictions=[
-            EvictionRecord(v.pk, v.qualified_name(), "admin", None, Decimal(8), Decimal(1))
+            EvictionRecord(
+                v.pk,
+                v.qualified_name(),
+                "admin",
+                None,
+                Decimal(8),
+                Decimal(1),
+                tuple(sorted(v.placements.values_list("node__name", flat=True))),
+            )
             for v in victims
         ],
     )
-    do_record_cycle(record, started_at=now, nodes=2, workloads=len(victims))
 
 
-def test_the_loop_records_the_victims_nodes_in_one_query_for_all(pool: Any) -> None:
+def write(record: CycleRecord) -> None:
+    """What the loop writes for it."""
+    do_record_cycle(record, started_at=record.at, nodes=2, workloads=len(record.evictions))
+
+
+def record_drain_evictions(*victims: Workload) -> None:
+    write(drain_record(*victims))
+
+
+def test_the_victims_nodes_are_recorded_without_a_query_of_their_own(pool: Any) -> None:
     one = run_on(pool, "one", "n1")
+    decided = drain_record(one)
     with CaptureQueriesContext(connection) as single:
-        record_drain_evictions(one)
+        write(decided)
     do_transition_workload(one, "preempted", reason="evicted (admin)")  # its pods gone
     two, three = run_on(pool, "two", "n2"), run_on(pool, "three", "n1")
+    decided = drain_record(two, three)
     with CaptureQueriesContext(connection) as double:
-        record_drain_evictions(two, three)
+        write(decided)
     nodes = dict(PreemptionEvent.objects.values_list("victim__name", "nodes"))
     assert nodes == {"one": ["n1"], "two": ["n2"], "three": ["n1"]}
     assert len(double.captured_queries) == len(single.captured_queries)
