@@ -125,11 +125,11 @@ class TenantAdmin(ActionModelAdmin):
             super().save_formset(request, form, formset, change)
             return
         changed = formset.save(commit=False)
+
         # New leads first, then removals, then the other changes: a form that hands the lead
         # to another member and demotes or removes the old one in one save is not refused as
         # leaving the tenant without a lead (``do_set_membership``).
-        leads = [m for m in changed if m.role == MembershipRole.LEAD]
-        for membership in leads:
+        def set_role(membership: Membership) -> None:
             self.run_action(
                 request,
                 partial(
@@ -140,21 +140,17 @@ class TenantAdmin(ActionModelAdmin):
                     acting_user=request.user,
                 ),
             )
+
+        for membership in changed:
+            if membership.role == MembershipRole.LEAD:
+                set_role(membership)
         for membership in formset.deleted_objects:
             self.run_action(
                 request, partial(do_remove_membership, membership, acting_user=request.user)
             )
-        for membership in (m for m in changed if m.role != MembershipRole.LEAD):
-            self.run_action(
-                request,
-                partial(
-                    do_set_membership,
-                    membership.user,
-                    form.instance,
-                    role=membership.role,
-                    acting_user=request.user,
-                ),
-            )
+        for membership in changed:
+            if membership.role != MembershipRole.LEAD:
+                set_role(membership)
 
 
 @admin.register(Membership)
