@@ -6,7 +6,9 @@ workload"), per flavor:
 
 - **free GPUs**: healthy and free (shared flavors count their free fractions);
 - **fragmented GPUs**: FGD's measure, the free GPUs the usual work could not use where they
-  are (``fragmentation.node_fragmentation``, Weng et al., ATC'23);
+  are (Weng et al., ATC'23), each node weighed over the GPU shapes it could ever hold
+  (``fragmentation.fitting_node_fragmentation``: an 8-GPU pod that may also use a flavor of
+  4-GPU nodes does not make its idle nodes fragmented);
 - **stranded GPUs**: free GPUs on nodes without the CPU the usual work brings along with them
   (``fragmentation.cpu_stranded_milli``);
 - **the largest gang** placeable now inside one NVLink domain, in whole GPUs, and for each
@@ -30,12 +32,14 @@ from gpupool.scheduler.fragmentation import (
     PodShape,
     ShapeDistribution,
     cpu_stranded_milli,
+    empty_node,
     fits,
-    node_fragmentation,
+    fitting_node_fragmentation,
     pick_gpus,
     take,
 )
 from gpupool.scheduler.statement import ClusterState
+from gpupool.scheduler.types import NodeInfo
 
 GANG_SIZES = (1, 2, 4, 8, 16, 72)
 NO_SHAPES = ShapeDistribution(())
@@ -83,6 +87,12 @@ def _pods_that_fit(state: NodeState, shape: PodShape, known: dict[NodeState, int
     return found
 
 
+def _empty(node: NodeInfo) -> NodeState:
+    """The node with nothing on it: its sound GPUs (healthy, others' pods gone), CPU and
+    memory; what the shapes it could ever hold are judged against."""
+    return empty_node(node.sound_gpus, node.cpu_milli, node.memory_mib)
+
+
 def flavor_fragmentation(
     cluster: ClusterState, distributions: dict[str, ShapeDistribution]
 ) -> tuple[FlavorFragmentation, ...]:
@@ -119,7 +129,13 @@ def flavor_fragmentation(
                 domains=len(domains),
                 healthy_gpus=sum(cluster.nodes[name].healthy_gpus for name in names),
                 free_gpus=sum(state.free_milli for state in states) / MILLI_PER_GPU,
-                fragmented_gpus=sum(node_fragmentation(s, dist) for s in states) / MILLI_PER_GPU,
+                fragmented_gpus=sum(
+                    fitting_node_fragmentation(
+                        cluster.state[name], _empty(cluster.nodes[name]), dist
+                    )
+                    for name in names
+                )
+                / MILLI_PER_GPU,
                 stranded_gpus=sum(cpu_stranded_milli(s, dist) for s in states) / MILLI_PER_GPU,
                 largest_gang_gpus=max(
                     (sum(whole[name] for name in members) for members in domains.values()),
@@ -141,7 +157,7 @@ def fragmentation_sample(
     """Per flavor, the free and fragmented GPUs and the largest gang in one domain: the part
     of ``flavor_fragmentation`` a scheduling cycle records for the trend, cheap enough for
     every cycle (each distinct node state is measured once)."""
-    measured: dict[tuple[str, NodeState], float] = {}
+    measured: dict[tuple[str, NodeState, int, int, int], float] = {}
     sample: dict[str, dict[str, float]] = {}
     for (flavor, _), names in sorted(cluster.domain_nodes.items()):
         dist = distributions.get(flavor, NO_SHAPES)
@@ -151,9 +167,10 @@ def fragmentation_sample(
             state = cluster.state[name]
             if not state.free_milli:  # a full node fragments nothing
                 continue
-            key = (flavor, state)
+            node = cluster.nodes[name]
+            key = (flavor, state, node.sound_gpus, node.cpu_milli, node.memory_mib)
             if key not in measured:
-                measured[key] = node_fragmentation(state, dist)
+                measured[key] = fitting_node_fragmentation(state, _empty(node), dist)
             figures["free"] += state.free_milli / MILLI_PER_GPU
             figures["fragmented"] += measured[key] / MILLI_PER_GPU
             whole += sum(1 for free in state.gpu_free_milli if free >= MILLI_PER_GPU)

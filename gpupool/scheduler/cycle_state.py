@@ -20,7 +20,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpupool.scheduler.contracts import Contracts, Standing
-from gpupool.scheduler.explain import Verdict, quota_verdict, waiting_verdict
+from gpupool.scheduler.explain import (
+    IN_ONE_DOMAIN_FACT,
+    TOPOLOGY_FACT,
+    Verdict,
+    quota_verdict,
+    waiting_verdict,
+)
 from gpupool.scheduler.fairshare import CPU, MEMORY, DominantShares, gpu_resource
 from gpupool.scheduler.fragmentation import PodShape, ShapeDistribution
 from gpupool.scheduler.placement import Placer, PodRequest, count_placeable
@@ -114,6 +120,9 @@ class Cycle:
         self._empty: ClusterState | None = None
         self._largest: dict[str, int] | None = None
         self._largest_domain: dict[str, int] | None = None
+        # Per flavor: its domains' signatures when last measured, and the most free milli-GPU
+        # inside one of them then (``free_in_one_domain``).
+        self._in_one_domain: dict[str, tuple[tuple[tuple[CanonKey, ...], ...], int]] = {}
         # (flavor, allowed nodes) -> (allowed nodes of the flavor, their healthy GPUs): pods
         # of one set of constraints share one frozenset, looked up once a cycle
         self._allowed_capacity: dict[tuple[str, frozenset[str]], tuple[int, int]] = {}
@@ -392,6 +401,8 @@ class Cycle:
                     "queue": info.queue,
                     "free_gpus": self.cluster.free_gpu[flavor] / MILLI,
                 }
+                if TOPOLOGY_FACT in facts:
+                    facts[IN_ONE_DOMAIN_FACT] = self.free_in_one_domain(flavor) / MILLI
                 first = first or Verdict(cached[2].reason, facts)
                 continue
             trial = statement.child()
@@ -626,6 +637,8 @@ class Cycle:
             "free_gpus": self.cluster.free_gpu[flavor] / MILLI,
         }
         if info.topology == "domain":
+            facts[TOPOLOGY_FACT] = "domain"
+            facts[IN_ONE_DOMAIN_FACT] = self.free_in_one_domain(flavor) / MILLI
             trial = statement.child()
             spread = self.placer.place(trial, pods, work.minimum, None)
             trial.discard()
@@ -645,6 +658,23 @@ class Cycle:
         if len(shares) == 1 and (share := shares.pop()) < MILLI:
             facts["gpu_share"] = share / MILLI  # each pod asks this much of one GPU
         return Verdict("fragmentation", facts)
+
+    def free_in_one_domain(self, flavor: str) -> int:
+        """The most free milli-GPU of the flavor inside one NVLink domain now (held nodes
+        counted, as in ``free_gpu``): what a gang bound to one domain could use. Measured
+        again only when the flavor's set of domain signatures changed (kept here, the same
+        key objects mean the same signatures), not per workload."""
+        by_signature = self.cluster.domains(flavor)
+        known = self._in_one_domain.get(flavor)
+        if (
+            known is not None
+            and len(known[0]) == len(by_signature)
+            and all(old is new for old, new in zip(known[0], by_signature, strict=True))
+        ):
+            return known[1]
+        most = max((sum(sum(key[0]) for key in signature) for signature in by_signature), default=0)
+        self._in_one_domain[flavor] = (tuple(by_signature), most)
+        return most
 
     def snapshot_start(self) -> None:
         """Remember free capacity before any admission (to tell ``capacity`` from ``behind``)."""

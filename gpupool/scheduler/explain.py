@@ -32,6 +32,12 @@ class Verdict:
 # healthy GPUs or nodes, could never hold it, however idle the pool (``cycle.enqueue``).
 NEVER_FITS_FACT = "never_fits"
 
+# The facts of a workload bound to one NVLink domain (``topology: domain``) that waits on
+# placement: its topology, and the most GPUs of its flavor free inside any one domain -- what
+# it could use, where the flavor's ``free_gpus`` count GPUs scattered over every domain.
+TOPOLOGY_FACT = "topology"
+IN_ONE_DOMAIN_FACT = "free_in_one_domain_gpus"
+
 
 def never_fits(facts: Mapping[str, object]) -> bool:
     """Whether a verdict's facts say the work can never run as the pool and queues are set
@@ -227,9 +233,14 @@ def _reason_sentence(verdict: Verdict, position: int) -> str:
     if reason == "fragmentation":
         return _fragmentation_sentence(facts)
     if reason == "topology":
+        most = ""
+        if IN_ONE_DOMAIN_FACT in facts:
+            amount = number(facts.get(IN_ONE_DOMAIN_FACT))
+            noun = "GPU is" if amount == "1" else "GPUs are"
+            most = f" (at most {amount} {facts.get('flavor')} {noun} free in one)"
         return (
-            f"No single NVLink domain holds its {facts.get('pods')} pods; it would fit across "
-            "domains, but it requires one."
+            f"No single NVLink domain holds its {facts.get('pods')} pods{most}; it would fit "
+            "across domains, but it requires one."
         )
     if reason == "gang":
         return f"{facts.get('missing_pods')} of its pods do not exist yet."
@@ -277,10 +288,18 @@ def _reason_sentence(verdict: Verdict, position: int) -> str:
 def _fragmentation_sentence(facts: Mapping[str, object]) -> str:
     """Enough GPUs free in all, but not where the pods could use them: no node has room for a
     lone pod (its GPUs, or its share of one, ``gpu_share``, with its CPU and memory), or no
-    set of nodes holds the gang."""
+    set of nodes holds the gang. A gang bound to one NVLink domain is told the most free in
+    one domain first (``IN_ONE_DOMAIN_FACT``), the GPUs it could use, when that is fewer."""
     amount = number(facts.get("free_gpus"))
     noun = "GPU is" if amount == "1" else "GPUs are"
     free = f"{amount} {facts.get('flavor')} {noun} free in all"
+    most = number(facts.get(IN_ONE_DOMAIN_FACT))
+    if facts.get(TOPOLOGY_FACT) == "domain" and most not in ("?", amount):
+        noun = "GPU is" if most == "1" else "GPUs are"
+        free = (
+            f"At most {most} {facts.get('flavor')} {noun} free in one NVLink domain "
+            f"({amount} in all)"
+        )
     pods = facts.get("pods")
     share = facts.get("gpu_share")
     asks = "" if share is None else f" ({number(share)} of one GPU each)"

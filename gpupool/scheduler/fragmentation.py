@@ -13,6 +13,13 @@ request -- and everything else on the node counts as fragment. Shapes that ask n
 and shapes whose GPU model the node does not have (no access) see all free GPU capacity as
 fragment.
 
+The pool's own figure (the Fragmentation page, the trend each cycle samples) weighs a node's
+fragments only over the GPU shapes that node could ever hold (`fitting_node_fragmentation`):
+a shape it cannot hold even empty -- more GPUs than it has, more CPU or memory, another GPU
+model -- would otherwise count all its free GPUs as fragmented for ever (an idle flavor of
+4-GPU nodes read as wholly fragmented while 8-GPU pods that may also use it waited). Placement
+and the FGD replays keep the paper's measure over the whole distribution (`node_fragmentation`).
+
 All functions are pure and deterministic; inputs are frozen and hashable so the decision core,
 which sees many nodes in the same state, can reuse results.
 """
@@ -292,6 +299,36 @@ def node_fragmentation(node: NodeState, dist: ShapeDistribution) -> float:
     if not dist.shapes:
         return 0.0
     return sum(weight * shape_fragment(node, shape) for shape, weight in dist.shapes)
+
+
+def empty_node(gpus: int, cpu_milli: int, memory_mib: int, gpu_model: str = "") -> NodeState:
+    """A node of this size with nothing on it: every GPU whole, all its CPU and memory free."""
+    return NodeState((MILLI,) * gpus, cpu_milli, memory_mib, gpu_model)
+
+
+@lru_cache(maxsize=4096)
+def gpu_shapes_that_fit(dist: ShapeDistribution, empty: NodeState) -> ShapeDistribution:
+    """The shapes of the distribution that ask GPUs and fit `empty` (a node with nothing on
+    it, `empty_node`), their weights renormalised: the work that could ever run on such a
+    node. No shape when none does.
+
+    A shape that asks no GPU cannot use any GPU wherever it goes, and one the node cannot hold
+    even empty never will: neither says anything about how the node's free GPUs lie.
+    """
+    kept = [(shape, weight) for shape, weight in dist.shapes if shape.gpus and fits(empty, shape)]
+    if len(kept) == len(dist.shapes):
+        return dist
+    return ShapeDistribution.from_counts(dict(kept))
+
+
+def fitting_node_fragmentation(node: NodeState, empty: NodeState, dist: ShapeDistribution) -> float:
+    """Expected fragmented milli-GPU of the node for the GPU work that could run on it.
+
+    FGD's measure (`node_fragmentation`: a free GPU is fragmented for a pod that cannot use
+    it) over `gpu_shapes_that_fit(dist, empty)`, where `empty` is the node with nothing on
+    it: 0 on an idle node, and 0 when no shape of the distribution could ever run there.
+    """
+    return node_fragmentation(node, gpu_shapes_that_fit(dist, empty))
 
 
 def fragmentation_gradient(
