@@ -1,7 +1,8 @@
 """Who the caller is to the pool: site roles and tenant memberships, read once per request.
 
 Roles (DESIGN section 2): **admin** sees and does everything; **finance** reads cost and usage
-of every tenant and nothing else that is private; a tenant's **lead** manages its requests,
+of every tenant, and its quota and budget requests (never deciding them), and nothing else
+that is private; a tenant's **lead** manages its requests,
 members and workloads; a **member** sees its tenants' queues and workloads and the pool's
 public state. Private objects of another tenant answer 404, not 403, so their existence is
 not disclosed.
@@ -20,6 +21,9 @@ FINANCE = "finance"
 LEAD = "lead"
 MEMBER = "member"
 ROLES = (ADMIN, FINANCE, LEAD, MEMBER)
+# Who reads quota and budget requests (DESIGN section 2): a tenant's leads their tenants',
+# admins and finance every tenant's (``Access.reads_every_request``); only admins decide them.
+REQUEST_READERS = frozenset({ADMIN, FINANCE, LEAD})
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +53,12 @@ class Access:
     def sees_tenant(self, tenant_id: int | None) -> bool:
         """Whether the tenant's private data is visible (admins see every tenant)."""
         return self.admin or (tenant_id is not None and tenant_id in self.tenant_ids)
+
+    @property
+    def reads_every_request(self) -> bool:
+        """Whether every tenant's quota and budget requests are visible (admins; finance,
+        who reads them and never decides), not only those of the tenants the user leads."""
+        return self.admin or self.finance
 
     def leads(self, tenant_id: int | None) -> bool:
         """Whether the user may act as the tenant's lead (admins may)."""

@@ -9,6 +9,13 @@
     gpupool dry-run [FILE|-] [--name ... flags] [-- COMMAND ARGS...]
     gpupool why NAMESPACE/NAME
     gpupool cancel NAMESPACE/NAME [--reason TEXT]
+    gpupool requests [--state S] [--kind K] [--tenant T]
+    gpupool request quota --queue Q --flavor F --guarantee N --deserved N --capability N
+        --justification TEXT [--draft]                              (leads)
+    gpupool request budget --tenant T --priority-class C --period-start DAY --period-end DAY
+        --gpu-hours N --justification TEXT [--draft]                (leads)
+    gpupool approve REQUEST [--reason TEXT]                         (admins)
+    gpupool reject REQUEST --reason TEXT                            (admins)
 
 The server and token come from ``GPUPOOL_URL`` / ``GPUPOOL_TOKEN``, else from what ``gpupool
 login`` stored. Exit status: 0 done, 1 the server refused (the message names the field),
@@ -16,9 +23,10 @@ login`` stored. Exit status: 0 done, 1 the server refused (the message names the
 away (``gpupool status | head -1``: the status a shell gives a tool SIGPIPE stopped).
 With ``--json`` an error is one line of JSON on standard error, the API's error object
 (``{"error": {"status", "code", "message", "fields"}}``), the exit status unchanged. A list
-(``status``, ``nodes``) is read page after page up to ``http.MAX_ROWS`` (10,000) rows; past
-it a warning on standard error says how many of how many it shows and which filters narrow
-it (as ``{"warning": {...}}`` with ``--json``), and the exit status stays 0.
+(``status``, ``nodes``, ``requests``) is read page after page up to ``http.MAX_ROWS``
+(10,000) rows; past it a warning on standard error says how many of how many it shows and
+which filters narrow it (as ``{"warning": {...}}`` with ``--json``), and the exit status
+stays 0.
 """
 
 from __future__ import annotations
@@ -31,7 +39,8 @@ import re
 import sys
 import urllib.parse
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import date, datetime
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
@@ -55,6 +64,17 @@ LIVE_STATES = ("pending", "admitted", "running")
 # outside them is a usage error here, not a round trip to a 400.
 WORKLOAD_STATES = (*LIVE_STATES, "succeeded", "failed", "preempted", "cancelled")
 NODE_STATES = ("ready", "cordoned", "draining", "drained", "excluded", "gone")
+# Quota and budget requests as the requests API words and bounds them (``QuotaRequestState``,
+# ``QuotaRequestKind``, ``quotas.models.PAYLOAD_LIMITS``, ``JUSTIFICATION_MAX_LENGTH``;
+# tests/client/test_client_requests.py checks them against the server's): input outside them
+# is a usage error naming the flag, not a round trip to a 400.
+REQUEST_STATES = ("draft", "submitted", "approved", "rejected", "applied", "withdrawn")
+REQUEST_KINDS = ("queue-quota", "budget")
+MAX_REQUEST_GPUS = Decimal("9999999.999")
+MAX_REQUEST_GPU_HOURS = Decimal("99999999.999")
+REQUEST_AMOUNT_PLACES = 3
+JUSTIFICATION_MAX_LENGTH = 4000
+DECISION_NOTE_MAX_LENGTH = 10_000
 # A workload file: at most this many bytes, arrays and mappings at most this deep, and no
 # YAML aliases (``*name``: a self-referring one, ``a: &a [*a]``, or a "billion laughs" bomb).
 MAX_FILE_BYTES = 1024 * 1024
@@ -103,6 +123,45 @@ def server_url(text: str) -> str:
     if problem is not None:
         raise argparse.ArgumentTypeError(problem)
     return text.strip()
+
+
+def request_amount(largest: Decimal) -> Any:
+    """An amount a request may ask for (``--guarantee``, ``--gpu-hours``): a number of at
+    least 0, at most ``largest``, with at most ``REQUEST_AMOUNT_PLACES`` decimal places, as the
+    requests API takes it; kept as the decimal text the API is sent."""
+
+    def parse(text: str) -> str:
+        try:
+            amount = Decimal(text.strip())
+        except InvalidOperation:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not amount.is_finite() or amount < 0:
+            raise argparse.ArgumentTypeError(f"must be a number of at least 0, not {text!r}")
+        if amount > largest:
+            raise argparse.ArgumentTypeError(f"must be at most {largest}, not {text!r}")
+        if amount != amount.quantize(Decimal(1).scaleb(-REQUEST_AMOUNT_PLACES)):
+            raise argparse.ArgumentTypeError(
+                f"has at most {REQUEST_AMOUNT_PLACES} decimal places, not {text!r}"
+            )
+        return f"{(amount + 0).normalize():f}"  # 8, 0.5, 10 (not 1E+1), 0 (not -0)
+
+    return parse
+
+
+def day(text: str) -> date:
+    """A day as ``2026-12-01`` (``--period-start``, ``--period-end``)."""
+    try:
+        return date.fromisoformat(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a day like 2026-12-01") from None
+
+
+def request_number(text: str) -> int:
+    """A request's number, as the pages write it (``12`` or ``#12``)."""
+    digits = text.strip().removeprefix("#")
+    if not digits.isdigit() or int(digits) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a request number like 12")
+    return int(digits)
 
 
 def qualified(text: str) -> tuple[str, str]:
@@ -565,6 +624,120 @@ def do_end_drain(api: Api, options: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
+def do_requests(api: Api, options: argparse.Namespace, out: TextIO) -> int:
+    """The quota and budget requests you see (a lead: your teams'; admins and finance: every
+    team's; a draft only its requester), newest first, with where each stands."""
+    query: dict[str, Any] = {}
+    for key in ("state", "kind", "tenant"):
+        if getattr(options, key):
+            query[key] = getattr(options, key)
+    listing = api.every("quota-requests/", query)
+    found = listing.rows
+    warn_if_capped(listing, "requests", "--state, --kind or --tenant", options)
+    if options.json:
+        out.write(json.dumps(found, indent=1) + "\n")
+        return EXIT_OK
+    if not found:
+        out.write("No requests.\n")
+        return EXIT_OK
+    rows = [["REQUEST", "KIND", "STATE", "TENANT", "BY", "SUBMITTED", "WHAT"]]
+    for r in found:
+        rows.append(
+            [
+                f"#{r['id']}",
+                r["kind"],
+                r["state"],
+                r["tenant"],
+                r["requested_by"],
+                when(r["submitted_at"]) if r["submitted_at"] else "-",
+                r["summary"],
+            ]
+        )
+    table(rows, out)
+    return EXIT_OK
+
+
+def request_body(options: argparse.Namespace) -> dict[str, Any]:
+    """The requests API's body for ``gpupool request quota|budget``, checked as the API checks
+    it (amounts in order, a period that ends after it starts, a justification); a flag that
+    breaks a rule is a ``UsageError`` naming it."""
+    justification = options.justification
+    if not justification.strip():
+        raise UsageError("--justification: say why the change is needed")
+    if len(justification) > JUSTIFICATION_MAX_LENGTH:
+        raise UsageError(
+            f"--justification: at most {JUSTIFICATION_MAX_LENGTH} characters, "
+            f"not {len(justification)}"
+        )
+    body: dict[str, Any] = {"justification": justification, "submit": not options.draft}
+    if options.request_kind == "quota":
+        levels = {key: getattr(options, key) for key in ("guarantee", "deserved", "capability")}
+        for low, high in (("guarantee", "deserved"), ("deserved", "capability")):
+            if Decimal(levels[low]) > Decimal(levels[high]):
+                raise UsageError(
+                    f"--{low} ({levels[low]}) must not exceed --{high} ({levels[high]})"
+                )
+        return body | {
+            "kind": "queue-quota",
+            "queue": options.queue,
+            "flavor": options.flavor,
+            "payload": levels,
+        }
+    if options.period_end <= options.period_start:
+        raise UsageError(
+            f"--period-end ({options.period_end}) must be after --period-start "
+            f"({options.period_start}): it is the first day after the period"
+        )
+    if Decimal(options.gpu_hours) == 0:
+        raise UsageError("--gpu-hours: 0 GPU-hours would change nothing")
+    return body | {
+        "kind": "budget",
+        "tenant": options.tenant,
+        "priority_class": options.priority_class,
+        "period_start": options.period_start.isoformat(),
+        "period_end": options.period_end.isoformat(),
+        "payload": {"gpu_hours": options.gpu_hours},
+    }
+
+
+def do_request(api: Api, options: argparse.Namespace, out: TextIO) -> int:
+    """File a quota or budget request (leads), submitted to the admins unless ``--draft``."""
+    made = api.call("POST", "quota-requests/", request_body(options))
+    if options.json:
+        out.write(json.dumps(made, indent=1) + "\n")
+        return EXIT_OK
+    state = "a draft" if made["state"] == "draft" else made["state"]
+    out.write(f"Request #{made['id']} is {state}: {made['summary']}.\n")
+    if made.get("approval_refusal"):
+        out.write(f"As things stand an admin could not approve this: {made['approval_refusal']}\n")
+    if made["state"] == "draft":
+        out.write(
+            "Only you see a draft: submit it on the Requests page, or with POST "
+            f"/api/v1/quota-requests/{made['id']}/submit/.\n"
+        )
+    return EXIT_OK
+
+
+def do_decide(api: Api, options: argparse.Namespace, out: TextIO) -> int:
+    """Approve (which applies its change) or reject a submitted request (admins; never one's
+    own). A rejection says why."""
+    reason = options.reason or ""
+    if options.verb == "reject" and not reason.strip():
+        raise UsageError("--reason: say why the request is rejected")
+    if len(reason) > DECISION_NOTE_MAX_LENGTH:
+        raise UsageError(
+            f"--reason: at most {DECISION_NOTE_MAX_LENGTH:,} characters, not {len(reason):,}"
+        )
+    decided = api.call(
+        "POST", f"quota-requests/{options.request}/{options.verb}/", {"decision_note": reason}
+    )
+    if options.json:
+        out.write(json.dumps(decided, indent=1) + "\n")
+        return EXIT_OK
+    out.write(f"Request #{decided['id']} is {decided['state']}: {decided['summary']}.\n")
+    return EXIT_OK
+
+
 def do_submit(api: Api, options: argparse.Namespace, out: TextIO) -> int:
     """Submit a workload; print where it stands."""
     made = api.call("POST", "workloads/", workload_body(options, options.command))
@@ -617,6 +790,106 @@ def do_cancel(api: Api, options: argparse.Namespace, out: TextIO) -> int:
     api.call("POST", f"workloads/{namespace}/{name}/cancel/", {"reason": options.reason or ""})
     out.write(f"Cancelled {namespace}/{name}.\n")
     return EXIT_OK
+
+
+def add_request_commands(commands: Any) -> Any:
+    """``requests``, ``request quota|budget``, ``approve`` and ``reject``: quota and budget
+    requests, as the requests API (``/api/v1/quota-requests/``) and the Requests and Approvals
+    pages have them; returns the subcommands of ``request``."""
+    listed = commands.add_parser(
+        "requests",
+        help="quota and budget requests and where each stands (leads: your teams'; admins "
+        "and finance: every team's)",
+    )
+    listed.add_argument(
+        "--state",
+        action="append",
+        choices=REQUEST_STATES,
+        metavar="STATE",
+        help=f"{', '.join(REQUEST_STATES[:-1])} or {REQUEST_STATES[-1]} (repeat for several; "
+        "default: all)",
+    )
+    listed.add_argument("--kind", choices=REQUEST_KINDS, help="queue-quota or budget")
+    listed.add_argument("--tenant", help="the tenant that asks")
+    listed.set_defaults(run=do_requests)
+    file = commands.add_parser(
+        "request",
+        help="leads: ask for a queue's quota or a team's priority budget (submitted to the "
+        "admins unless --draft)",
+    )
+    kinds = file.add_subparsers(dest="request_kind", required=True, metavar="{quota,budget}")
+    quota = kinds.add_parser(
+        "quota", help="new guarantee, deserved and capability of a queue's flavor (GPUs)"
+    )
+    quota.add_argument("--queue", required=True, help="a queue of a team you lead")
+    quota.add_argument("--flavor", required=True)
+    gpus_amount = request_amount(MAX_REQUEST_GPUS)
+    for level, meaning in (
+        ("guarantee", "reserved for the queue, never lent"),
+        ("deserved", "its fair share, lent while idle"),
+        ("capability", "its hard cap"),
+    ):
+        quota.add_argument(
+            f"--{level}", required=True, type=gpus_amount, metavar="GPUS", help=meaning
+        )
+    budget = kinds.add_parser(
+        "budget", help="GPU-hours added to a team's priority budget at a class for a period"
+    )
+    budget.add_argument("--tenant", required=True, help="a team you lead")
+    budget.add_argument(
+        "--priority-class",
+        dest="priority_class",
+        required=True,
+        help="a class with a budget rate above 0",
+    )
+    budget.add_argument(
+        "--period-start",
+        dest="period_start",
+        required=True,
+        type=day,
+        metavar="DAY",
+        help="the period's first day, e.g. 2026-12-01",
+    )
+    budget.add_argument(
+        "--period-end",
+        dest="period_end",
+        required=True,
+        type=day,
+        metavar="DAY",
+        help="the first day after the period, e.g. 2027-01-01",
+    )
+    budget.add_argument(
+        "--gpu-hours",
+        dest="gpu_hours",
+        required=True,
+        type=request_amount(MAX_REQUEST_GPU_HOURS),
+        metavar="GPU_HOURS",
+        help="added to the period's grant",
+    )
+    for each in (quota, budget):
+        each.add_argument(
+            "--justification",
+            required=True,
+            metavar="TEXT",
+            help="why the change is needed (the admins read it)",
+        )
+        each.add_argument("--draft", action="store_true", help="keep it a draft, seen by you only")
+        each.set_defaults(run=do_request)
+    approve = commands.add_parser(
+        "approve", help="admins: approve a submitted request, which applies its change"
+    )
+    reject = commands.add_parser("reject", help="admins: reject a submitted request, saying why")
+    for each, required in ((approve, False), (reject, True)):
+        each.add_argument("request", type=request_number, metavar="REQUEST", help="e.g. 12")
+        each.add_argument(
+            "--reason",
+            required=required,
+            metavar="TEXT",
+            help="the decision's comment (the API's decision_note), sent to the requester"
+            + ("" if not required else "; required"),
+        )
+        each.set_defaults(run=do_decide)
+    return kinds
 
 
 def parser(json_errors: bool = False) -> argparse.ArgumentParser:
@@ -688,12 +961,14 @@ def parser(json_errors: bool = False) -> argparse.ArgumentParser:
     cancel.add_argument("workload", type=qualified, metavar="NAMESPACE/NAME")
     cancel.add_argument("--reason")
     cancel.set_defaults(run=do_cancel)
+    request_kinds = add_request_commands(commands)
     # Also after the command: `gpupool nodes --json`, `gpupool nodes drain n1 --json`.
-    for command in [*commands.choices.values(), *node_commands.choices.values()]:
+    subcommands = [*node_commands.choices.values(), *request_kinds.choices.values()]
+    for command in [*commands.choices.values(), *subcommands]:
         command.add_argument(
             "--json", action="store_true", default=argparse.SUPPRESS, help="print the API's JSON"
         )
-    for each in [top, *commands.choices.values(), *node_commands.choices.values()]:
+    for each in [top, *commands.choices.values(), *subcommands]:
         if isinstance(each, Parser):
             each.json_errors = json_errors
     return top

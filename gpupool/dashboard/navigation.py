@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from gpupool.api.access import ADMIN, FINANCE, LEAD, MEMBER, ROLES, Access
+from gpupool.api.access import ADMIN, FINANCE, LEAD, MEMBER, REQUEST_READERS, ROLES, Access
 
 EVERYONE = frozenset(ROLES)
 TENANT_ROLES = frozenset({ADMIN, LEAD, MEMBER})
@@ -67,9 +67,9 @@ PAGES: tuple[Page, ...] = (
     Page(
         "requests",
         "Requests",
-        frozenset({ADMIN, LEAD}),
-        "your teams' quota and budget requests and where each stands",
-        nav_roles=frozenset({LEAD}),
+        REQUEST_READERS,
+        "your teams' quota and budget requests and where each stands (finance: every team's)",
+        nav_roles=frozenset({FINANCE, LEAD}),
     ),
     Page(
         "approvals",

@@ -2081,7 +2081,9 @@ def led_queues(access: Access) -> list[Queue]:
 @dashboard_page("requests")
 def requests_page(request: HttpRequest, access: Access) -> HttpResponse:
     """A lead's requests, newest first, and the form to file one (GET shows, POST files
-    through ``do_create_quota_request``)."""
+    through ``do_create_quota_request``); admins and finance read every team's requests
+    (``visible_requests``); the form offers only what the user may ask for (``led_queues``,
+    ``led_tenants``: finance, as such, nothing)."""
     queues = led_queues(access)
     tenants = led_tenants(access)
     if request.method == "POST":
@@ -2111,6 +2113,7 @@ def requests_page(request: HttpRequest, access: Access) -> HttpResponse:
         "quotas": current_quotas(queues),
         "shows_budgets": bool(tenants),
         "all_budgets": access.admin,
+        "every_team": access.reads_every_request,
         "budgets": current_budgets(tenants),
         "budgets_shown": BUDGETS_SHOWN,
         "budgets_url": reverse("api:budget-list")
@@ -2229,6 +2232,9 @@ def request_detail(request: HttpRequest, access: Access, pk: int) -> HttpRespons
         "not_approvable": approval_verdict(quota_request),
         "can_withdraw": quota_request.state == QuotaRequestState.SUBMITTED
         and withdrawal_refusal(quota_request, acting_user=request.user) is None,
+        # Mailed when it is decided: its requester and its team's leads (not finance).
+        "told_of_decision": quota_request.requested_by_id == request.user.pk
+        or quota_request.tenant_id in access.lead_tenant_ids,
     }
     return render(request, "dashboard/request_detail.html", context)
 

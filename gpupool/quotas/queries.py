@@ -230,11 +230,13 @@ def without_others_drafts(
 def visible_quota_requests(
     requests: QuerySet[QuotaRequest], access: Access
 ) -> QuerySet[QuotaRequest]:
-    """The ``requests`` that ``access`` may see: admins every one, leads their tenants' (a
-    member who leads no tenant of a request does not see it); a draft only its requester
-    (``without_others_drafts``)."""
+    """The ``requests`` that ``access`` may see: admins and finance every one
+    (``Access.reads_every_request``), leads their tenants' (a member who leads no tenant of a
+    request does not see it); a draft only its requester (``without_others_drafts``)."""
     shown = without_others_drafts(requests, access.user_id)
-    return shown if access.admin else shown.filter(tenant__in=access.lead_tenant_ids)
+    if access.reads_every_request:
+        return shown
+    return shown.filter(tenant__in=access.lead_tenant_ids)
 
 
 def queues_led_by(access: Access) -> QuerySet[Queue]:

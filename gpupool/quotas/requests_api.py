@@ -2,8 +2,9 @@
 
 One resource, ``/api/v1/quota-requests/``, for both kinds (``kind``: ``queue-quota`` or
 ``budget``), as the model and its state machine are one (``docs/governance.md`` says why).
-Leads see and file their tenants' requests; admins see all and decide; a draft is its
-requester's alone until submitted. Every write calls an
+Leads see and file their tenants' requests; admins see all and decide; finance reads
+every tenant's and never decides (``access.REQUEST_READERS``); a draft is its requester's
+alone until submitted. Every write calls an
 action of ``quotas/actions.py``, which checks the rules, audits and sends the mails.
 """
 
@@ -22,7 +23,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.routers import BaseRouter
 
-from gpupool.api.access import ADMIN, LEAD, request_access
+from gpupool.api.access import ADMIN, LEAD, REQUEST_READERS, request_access
 from gpupool.api.fields import NameRelatedField
 from gpupool.api.permissions import ADMINS, ActionRoles, TenantScoped
 from gpupool.api.strict import StrictInput, refuse_a_body
@@ -292,7 +293,8 @@ class QuotaRequestViewSet(
     """Quota and budget requests: leads file, change, submit and withdraw their tenants'
     requests (``DELETE`` deletes a draft; ``POST .../withdraw/`` keeps a submitted one,
     withdrawn); admins see every request, its impact and a what-if
-    replay, and approve (which applies) or reject."""
+    replay, and approve (which applies) or reject; finance reads every tenant's requests
+    (list and detail) and changes none."""
 
     queryset = quota_request_rows()
     serializer_class = QuotaRequestSerializer
@@ -301,6 +303,8 @@ class QuotaRequestViewSet(
     permission_classes = (ActionRoles,)
     default_roles = LEADS
     action_roles = {
+        "list": REQUEST_READERS,
+        "retrieve": REQUEST_READERS,
         "approve": ADMINS,
         "reject": ADMINS,
         "apply": ADMINS,
@@ -319,8 +323,9 @@ class QuotaRequestViewSet(
         return QuotaRequestSerializer
 
     def scope(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        """Requests of the tenants the caller leads (admins: all); a member who leads no
-        tenant of the request does not see it, nor anyone but its requester a draft."""
+        """Requests of the tenants the caller leads (admins and finance: all); a member who
+        leads no tenant of the request does not see it, nor anyone but its requester a
+        draft."""
         return visible_quota_requests(queryset, self.access())
 
     def perform_create(self, serializer: QuotaRequestSerializer) -> None:  # type: ignore[override]

@@ -242,6 +242,10 @@ def _notification_kind(world: Any) -> Mapping[str, Mapping[str, str]]:
 
 
 LEADS_READ = "admin=ok finance=forbidden lead=ok member=forbidden anonymous=unauthorized"
+# Finance reads every tenant's requests and never files or decides one (a draft is its
+# requester's alone: hidden from finance as from the admins).
+REQUEST_READERS = "admin=ok finance=ok lead=ok member=forbidden anonymous=unauthorized"
+DRAFT_READ = "admin=hidden finance=hidden lead=ok|hidden member=forbidden anonymous=unauthorized"
 DRAFT_REQUESTER_ONLY = (
     "admin=hidden finance=forbidden lead=ok|hidden member=forbidden anonymous=unauthorized"
 )
@@ -253,11 +257,11 @@ SUBMITTED_REQUESTER_ONLY = (
 
 ROWS |= {
     "api:quota-request-list": Row(
-        {"GET": LEADS_READ, "POST": LEADS_READ}, payload=_quota_request_payload
+        {"GET": REQUEST_READERS, "POST": LEADS_READ}, payload=_quota_request_payload
     ),
     "api:quota-request-detail": Row(
         {
-            "GET": DRAFT_REQUESTER_ONLY,
+            "GET": DRAFT_READ,
             "PATCH": DRAFT_REQUESTER_ONLY,
             "DELETE": DRAFT_REQUESTER_ONLY,
         },

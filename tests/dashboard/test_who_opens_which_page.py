@@ -24,7 +24,7 @@ MATRIX: dict[str, tuple[int, int, int, int]] = {
     "preemptions": (OK, NO, OK, OK),
     "fragmentation": (OK, NO, OK, OK),
     "cluster": (OK, NO, OK, OK),
-    "requests": (OK, NO, OK, NO),
+    "requests": (OK, OK, OK, NO),
     "approvals": (OK, NO, NO, NO),
     "audit": (OK, NO, NO, NO),
 }
