@@ -131,7 +131,10 @@ class ActionModelAdmin(ModelAdmin):
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
         """Bulk delete goes through delete_model, one object at a time, so each is audited;
-        one refusal rolls back the whole batch."""
+        one refusal rolls back the whole batch (and ends it: the transaction is doomed, and a
+        further query in it would fail)."""
         with transaction.atomic():
             for obj in queryset:
                 self.delete_model(request, obj)
+                if self.action_refused(request):
+                    break

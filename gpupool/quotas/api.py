@@ -193,7 +193,7 @@ class QueueViewSet(viewsets.ModelViewSet[Queue]):
     default_roles = ADMINS
     action_roles = {"list": EVERYONE, "retrieve": EVERYONE}
     lookup_field = "name"
-    lookup_value_regex = r"[-a-zA-Z0-9_]+"
+    lookup_value_regex = r"[-a-zA-Z0-9_.]+"
     http_method_names = ("get", "post", "put", "patch", "delete", "head", "options")
 
     def get_serializer_context(self) -> dict[str, Any]:
@@ -301,7 +301,7 @@ class PriorityClassViewSet(viewsets.ModelViewSet[PriorityClass]):
     default_roles = ADMINS
     action_roles = {"list": EVERYONE, "retrieve": EVERYONE}
     lookup_field = "name"
-    lookup_value_regex = r"[-a-zA-Z0-9_]+"
+    lookup_value_regex = r"[-a-zA-Z0-9_.]+"
     http_method_names = ("get", "post", "patch", "delete", "head", "options")
 
     def perform_create(self, serializer: PriorityClassSerializer) -> None:  # type: ignore[override]

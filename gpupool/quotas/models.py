@@ -11,7 +11,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import MaxValueValidator, MinValueValidator, validate_slug
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import F, Q
 from django.utils import timezone
@@ -26,6 +26,7 @@ from gpupool.quotas.choices import (
     QuotaRequestState,
     WhatIfState,
 )
+from gpupool.quotas.validators import validate_label_value
 from gpupool.scheduler.scenario import MAX_PRIORITY_VALUE
 from gpupool.tenancy.models import Tenant, fixed_field_errors
 from gpupool.workloads.choices import unfinished
@@ -90,7 +91,7 @@ def idle_policy_errors(alert_after_s: int | None, reclaim_after_s: int | None) -
 class Queue(models.Model):
     """A node of the queue tree: the root stands for the pool, leaves receive workloads."""
 
-    name = models.CharField(max_length=63, unique=True, validators=[validate_slug])
+    name = models.CharField(max_length=63, unique=True, validators=[validate_label_value])
     parent = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.PROTECT, related_name="children"
     )
@@ -461,7 +462,7 @@ NO_DEFAULT_LEFT = (
 class PriorityClass(models.Model):
     """A priority level: its value, whether it preempts, and what it costs in budget."""
 
-    name = models.CharField(max_length=63, unique=True, validators=[validate_slug])
+    name = models.CharField(max_length=63, unique=True, validators=[validate_label_value])
     # Kubernetes' bound on a user's priority class (and int32 on PostgreSQL): the core's
     # scenario files take the same (``scenario.MAX_PRIORITY_VALUE``)
     value = models.IntegerField(

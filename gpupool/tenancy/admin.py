@@ -1,12 +1,17 @@
 """Admin for tenants with their namespaces, memberships and site roles; every change runs a
-tenancy action, so it is validated and audited."""
+tenancy action, so it is validated and audited. Users are deleted here too: their memberships
+and site roles go through the same actions first (``PoolUserAdmin``)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
+from django.contrib.auth import get_user_model
+from django.contrib.auth.admin import UserAdmin
+from django.db import transaction
 from django.db.models import Count, QuerySet
 from django.forms import BaseModelFormSet, ModelForm, Widget
 from django.http import HttpRequest
@@ -28,8 +33,10 @@ from gpupool.tenancy.models import Membership, SiteRole, Tenant, TenantNamespace
 # django-stubs makes ModelForm generic; at run time it is not subscriptable.
 if TYPE_CHECKING:
     MembershipModelForm = ModelForm[Membership]
+    BaseUserAdmin = UserAdmin[Any]
 else:
     MembershipModelForm = ModelForm
+    BaseUserAdmin = UserAdmin
 
 
 class NamespaceInline(TabularInline):
@@ -202,3 +209,102 @@ class SiteRoleAdmin(ActionModelAdmin):
 
     def delete_model(self, request: HttpRequest, obj: SiteRole) -> None:
         self.run_action(request, lambda: do_revoke_site_role(obj, acting_user=request.user))
+
+
+# ----------------------------------------------------------------------------- users
+
+
+def leads_lost(users: Iterable[Any]) -> list[str]:
+    """Why deleting ``users`` together would leave a tenant without a lead, one line per such
+    tenant naming its lead memberships (none when the delete may go ahead): the rule of
+    ``do_remove_membership``, for the batch as a whole. A tenant whose members all go with
+    them may lose its lead with them."""
+    ids = [account.pk for account in users]
+    leaving: dict[Tenant, list[Membership]] = {}
+    for membership in (
+        Membership.objects.filter(user__in=ids, role=MembershipRole.LEAD)
+        .select_related("tenant", "user")
+        .order_by("tenant__name", "user__username")
+    ):
+        leaving.setdefault(membership.tenant, []).append(membership)
+    problems = []
+    for tenant, leads in leaving.items():
+        staying = tenant.memberships.exclude(user__in=ids)
+        if not staying.exists() or staying.filter(role=MembershipRole.LEAD).exists():
+            continue
+        one = len(leads) == 1
+        problems.append(
+            f"{'Membership' if one else 'Memberships'}: {' and '.join(map(str, leads))}, "
+            f"{'the only lead' if one else 'the only leads'} of tenant {tenant}, which has "
+            f"other members: a tenant's lead files its requests and manages its members, so "
+            f"make another member of {tenant} a lead first"
+        )
+    return problems
+
+
+def remove_from_tenancy(users: Sequence[Any], *, acting_user: Any) -> None:
+    """Take ``users``' memberships and site roles away through their audited actions, before
+    the users are deleted (a cascade would drop them unrecorded, and past the last-lead rule).
+    Members' memberships go before leads', so the rule judges the batch as ``leads_lost``
+    does; a refusal rolls back all."""
+    ids = [account.pk for account in users]
+    with transaction.atomic():
+        memberships = list(Membership.objects.filter(user__in=ids).select_related("tenant", "user"))
+        memberships.sort(
+            key=lambda m: (m.role == MembershipRole.LEAD, m.tenant.name, m.user.get_username())
+        )
+        for membership in memberships:
+            do_remove_membership(
+                membership, acting_user=acting_user, reason=f"user {membership.user} deleted"
+            )
+        for site_role in SiteRole.objects.filter(user__in=ids).select_related("user"):
+            do_revoke_site_role(
+                site_role, acting_user=acting_user, reason=f"user {site_role.user} deleted"
+            )
+
+
+User = get_user_model()
+
+
+class PoolUserAdmin(ActionModelAdmin, BaseUserAdmin):
+    """Django's user admin, except that deleting a user (one, or the selected ones) is refused
+    while it would leave a tenant without a lead, and removes the user's memberships and site
+    roles through the tenancy actions, so each removal is audited."""
+
+    def get_deleted_objects(
+        self, objs: Sequence[Any] | QuerySet[Any], request: HttpRequest
+    ) -> tuple[list[Any], dict[Any, Any], set[Any], list[Any]]:
+        """The confirmation page lists a tenant that would lose its last lead as something
+        protected, so the delete is refused there (and on the post that confirms it)."""
+        deletable, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        return deletable, counts, perms_needed, [*protected, *leads_lost(objs)]
+
+    def delete_model(self, request: HttpRequest, obj: Any) -> None:
+        """The user's memberships and site roles through the tenancy actions, then the user
+        (an account, not domain state: Django's own delete)."""
+        delete_user = super().delete_model
+
+        def delete() -> None:
+            with transaction.atomic():
+                remove_from_tenancy([obj], acting_user=request.user)
+                delete_user(request, obj)
+
+        self.run_action(request, delete)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+        """The selected users as one batch (not one by one, as ``ActionModelAdmin`` deletes):
+        the last-lead rule judges them together, and one refusal keeps them all."""
+        delete_users = super(ActionModelAdmin, self).delete_queryset
+
+        def delete() -> None:
+            with transaction.atomic():
+                remove_from_tenancy(list(queryset), acting_user=request.user)
+                delete_users(request, queryset)
+
+        with transaction.atomic():
+            self.run_action(request, delete)
+
+
+if admin.site.is_registered(User):
+    admin.site.unregister(User)
+admin.site.register(User, PoolUserAdmin)
