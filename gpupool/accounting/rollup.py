@@ -8,6 +8,13 @@ and per flavor the four attribution lines (``attribution.attribute_hour``) with 
 capacity, prices and guarantees then in force. A change of price, guarantee or capacity inside
 an hour counts for the part of the hour it was in force (time-weighted).
 
+A flavor's healthy capacity is known from the samples each run records (``CapacitySample``):
+it counts from the flavor's first sample, or from its first usage when that came earlier
+(usage recorded before the roll-up first ran: the first sample's capacity stands for that
+time too), and is nothing before. A pool, or a flavor, that begins mid-hour so has capacity,
+and pool idle, for the part of its first hour it existed, not the whole hour
+(``capacity_steps``).
+
 Active GPU-hours (docs/cost.md, "Active and idle allocated"): the activity windows the
 utilisation sampler recorded (``utilization.ActivityWindow``: a workload's GPU-seconds active in
 a window of about a minute) are split into the same hours, each window's active GPU-seconds
@@ -29,7 +36,7 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
 import numpy as np
-from django.db.models import F, Q, Sum
+from django.db.models import F, Min, Q, Sum
 from django.db.models.functions import Trunc
 
 from gpupool.accounting.attribution import (
@@ -170,6 +177,17 @@ def activity_between(start: datetime, end: datetime) -> list[Activity]:
     return found
 
 
+def capacity_steps(samples: Sequence[tuple[int, Decimal]], first_use: int | None) -> Steps:
+    """A flavor's healthy capacity over time from its samples (instants in microseconds):
+    nothing before the flavor is known to exist -- its first sample, or ``first_use`` (its
+    first usage) when earlier, from which the first sample's value stands."""
+    first_at, first_value = min(samples, key=lambda sample: sample[0])
+    changes = list(samples)
+    if first_use is not None and first_use < first_at:
+        changes.append((first_use, first_value))
+    return Steps(changes, before=ZERO)
+
+
 @dataclass
 class Histories:
     """Prices, guarantees and capacities over time, and the queue tree, for one roll-up run."""
@@ -195,6 +213,13 @@ class Histories:
             "flavor_id", "observed_at", "healthy_gpus"
         ):
             capacities[flavor_id].append((microseconds(at), healthy))
+        first_use = {
+            flavor_id: microseconds(first)
+            for flavor_id, first in UsageInterval.objects.values("flavor_id")
+            .annotate(first=Min("started_at"))
+            .values_list("flavor_id", "first")
+            .order_by()
+        }
         guarantees: dict[int, dict[int, list[tuple[int, Decimal]]]] = defaultdict(
             lambda: defaultdict(list)
         )
@@ -212,7 +237,10 @@ class Histories:
                 flavor: {queue: Steps(steps, before=ZERO) for queue, steps in by_queue.items()}
                 for flavor, by_queue in guarantees.items()
             },
-            capacities={flavor: Steps(steps) for flavor, steps in capacities.items()},
+            capacities={
+                flavor: capacity_steps(steps, first_use.get(flavor))
+                for flavor, steps in capacities.items()
+            },
             parents={queue: parent for queue, parent, _ in tree},
             tenant_of_queue={queue: tenant for queue, _, tenant in tree},
             flavors=sorted(current_price),

@@ -7,6 +7,13 @@ long before ``until``; any other value is a 400 naming ``window`` and those it t
 the default hour), for the caller's tenants (admins and finance: every tenant);
 ``?format=csv`` gives the same rows as CSV. Read-only: the control loop's sampler writes the
 facts.
+
+Without a utilisation source (``GPUPOOL_UTILIZATION_SOURCE`` names none: ``none``, or
+``kubernetes`` without Prometheus) no GPU-hour was measured, and none is reported as idle, as
+the Utilisation page says: each ``tenants/`` row says ``"source": "none"`` and its active, idle
+and unobserved GPU-hours and active share are null (empty in the CSV), allocation alone being
+known; ``wasters/`` answers 409 ``not_measured`` (in the CSV, the error's row) rather than rank
+unmeasured hours as idle.
 """
 
 from __future__ import annotations
@@ -15,21 +22,24 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.utils.dateparse import parse_datetime
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import renderers, serializers, viewsets
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.routers import BaseRouter
 
 from gpupool.api.access import Access
+from gpupool.api.errors import ErrorSerializer
 from gpupool.api.filters import UtcDateTimeField
 from gpupool.api.permissions import COST_ROLES, ActionRoles, TenantScoped
 from gpupool.api.tables import CSVRenderer
 from gpupool.control.clock import pool_clock
 from gpupool.utilization.queries import tenant_utilization, top_wasters
+from gpupool.utilization.sampling import source_configured
 
 MAX_WINDOW = timedelta(days=92)
 # ``?window=``: the last hours or days before ``until``, by name (the Utilisation page's).
@@ -99,17 +109,56 @@ def tenants_of(access: Access) -> frozenset[int] | None:
     return None if access.admin or access.finance else access.tenant_ids
 
 
+# A row's figures that only a utilisation source measures: null without one.
+MEASURED_FIELDS = ("active_gpu_hours", "idle_gpu_hours", "unobserved_gpu_hours", "active_share")
+NO_SOURCE = "none"
+NOT_MEASURED = " Null when no utilisation source is configured (source none): not measured."
+
+
+def source_name() -> str:
+    """The utilisation source that measured the figures (``GPUPOOL_UTILIZATION_SOURCE``), or
+    ``none`` when it names none (``none``, or a cluster's lack of one)."""
+    return str(settings.GPUPOOL_UTILIZATION_SOURCE) if source_configured() else NO_SOURCE
+
+
+class NotMeasured(APIException):
+    """No utilisation source is configured, so no GPU's use was measured: 409."""
+
+    status_code = 409
+    default_code = "not_measured"
+    default_detail = (
+        "not known: no utilisation source is configured (GPUPOOL_UTILIZATION_SOURCE names "
+        "none), so no workload's GPUs were measured, idle or not; docs/utilization.md says "
+        "how to point it at one"
+    )
+
+
 class TenantUtilizationRowSerializer(serializers.Serializer[dict[str, Any]]):
     """One tenant's GPU-hours in the window."""
 
     tenant = serializers.CharField()
     allocated_gpu_hours = serializers.FloatField()
-    active_gpu_hours = serializers.FloatField()
-    idle_gpu_hours = serializers.FloatField(help_text="Allocated less active.")
-    unobserved_gpu_hours = serializers.FloatField(
-        help_text="Of idle, those the utilisation source did not observe (allocated less observed)."
+    active_gpu_hours = serializers.FloatField(
+        allow_null=True, help_text="Allocated and seen active by the source." + NOT_MEASURED
     )
-    active_share = serializers.FloatField(allow_null=True)
+    idle_gpu_hours = serializers.FloatField(
+        allow_null=True, help_text="Allocated less active." + NOT_MEASURED
+    )
+    unobserved_gpu_hours = serializers.FloatField(
+        allow_null=True,
+        help_text="Of idle, those the utilisation source did not observe (allocated less "
+        "observed)." + NOT_MEASURED,
+    )
+    active_share = serializers.FloatField(
+        allow_null=True,
+        help_text="Active of allocated; null when nothing was allocated, or not measured.",
+    )
+    # (declared fields leave the class, so this "source" does not hide Field.source)
+    source = serializers.CharField(  # type: ignore[assignment]
+        help_text="The utilisation source that measured the row (GPUPOOL_UTILIZATION_SOURCE), "
+        f"or {NO_SOURCE!r} when none is configured: then only allocated GPU-hours are known, "
+        "and none is counted as active or idle."
+    )
 
 
 class WasterRowSerializer(serializers.Serializer[dict[str, Any]]):
@@ -155,9 +204,16 @@ class TenantUtilizationViewSet(_UtilizationViewSet):
 
     @extend_schema(parameters=WINDOW_PARAMETERS, responses=TenantUtilizationRowSerializer)
     def list(self, request: Request) -> Response:
-        """The caller's tenants' figures (admins and finance: all)."""
+        """The caller's tenants' figures (admins and finance: all); without a utilisation
+        source, allocation alone (``source`` ``none``, the measured figures null)."""
         since, until = window_of(request)
-        return Response(tenant_utilization(since, until, tenants_of(self.access())))
+        rows = tenant_utilization(since, until, tenants_of(self.access()))
+        source = source_name()
+        for row in rows:
+            row["source"] = source
+            if source == NO_SOURCE:
+                row.update(dict.fromkeys(MEASURED_FIELDS))
+        return Response(rows)
 
 
 class WasterViewSet(_UtilizationViewSet):
@@ -171,10 +227,18 @@ class WasterViewSet(_UtilizationViewSet):
             *WINDOW_PARAMETERS,
             OpenApiParameter("limit", int, description="how many workloads, 1-100 (10)"),
         ],
-        responses=WasterRowSerializer,
+        responses={
+            200: WasterRowSerializer,
+            409: OpenApiResponse(
+                ErrorSerializer,
+                description="No utilisation source is configured (code not_measured): no "
+                "workload's GPUs were measured, so none is listed as idle.",
+            ),
+        },
     )
     def list(self, request: Request) -> Response:
-        """The caller's tenants' workloads (admins and finance: all), most idle first."""
+        """The caller's tenants' workloads (admins and finance: all), most idle first; 409
+        without a utilisation source (nothing measured: none is listed as idle)."""
         since, until = window_of(request)
         try:
             limit = int(request.query_params.get("limit", "10"))
@@ -182,6 +246,8 @@ class WasterViewSet(_UtilizationViewSet):
                 raise ValueError(limit)
         except ValueError:
             raise ValidationError({"limit": "a whole number from 1 to 100"}) from None
+        if not source_configured():
+            raise NotMeasured()
         return Response(top_wasters(since, until, limit, tenants_of(self.access())))
 
 

@@ -86,7 +86,7 @@ def test_the_figures_come_as_csv(teams: dict) -> None:
     lines = answer.content.decode().splitlines()
     assert lines[0] == (
         "tenant,allocated_gpu_hours,active_gpu_hours,idle_gpu_hours,unobserved_gpu_hours,"
-        "active_share"
+        "active_share,source"
     )
     assert [line.split(",")[0] for line in lines[1:]] == ["a", "b"]
 
