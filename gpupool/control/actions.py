@@ -59,6 +59,7 @@ from gpupool.control.sync import (
     NodeUpdate,
     PodSetShape,
     Registration,
+    Shrink,
     Step,
     SyncDecision,
 )
@@ -913,6 +914,7 @@ def do_record_cluster_sync(
             complaints.append(f"{registration.key}: refused by the database: {error}")
     _replace_pod_sets(decision.pod_sets, flavors)
     _record_steps(decision.steps, at, stamps)
+    _record_shrinks(decision.shrinks)
     if decision.checkpoints:
         update_rows(
             Workload,
@@ -1027,6 +1029,64 @@ def _record_steps(steps: Sequence[Step], at: datetime, stamps: Stamps | None = N
         ).update(ended_at=at)
     if released:
         Placement.objects.filter(workload_id__in=id_list(released)).delete()
+
+
+def _record_shrinks(shrinks: Sequence[Shrink]) -> None:
+    """Elastic gangs that go on with the pods left (``sync.Shrink``): the placements of the
+    pods gone deleted and those kept renumbered as the first of their pod sets; their open
+    usage closed at the shrink and opened again for the GPUs they still hold, per flavor (as
+    an admission opens it). The rows are stamped anew but not in the loop's ``Stamps``: the
+    loop reads them again, placements and all, at its next refresh. A workload no longer
+    placed, or whose placements are not those the sync saw, is left alone."""
+    if not shrinks:
+        return
+    rows = {
+        pk: (queue, tenant, klass)
+        for pk, queue, tenant, klass in Workload.objects.select_for_update(of=("self",))
+        .filter(
+            pk__in=id_list([s.workload_id for s in shrinks]),
+            state__in=(WorkloadState.ADMITTED, WorkloadState.RUNNING),
+        )
+        .values_list("id", "queue_id", "queue__tenant_id", "priority_class_id")
+    }
+    opened: list[tuple[Any, ...]] = []
+    shrunk: list[int] = []
+    for shrink in shrinks:
+        pk = shrink.workload_id
+        if pk not in rows:
+            continue
+        placed = {
+            (pod_set, index): (row_id, flavor, milli, indices)
+            for row_id, pod_set, index, flavor, milli, indices in Placement.objects.filter(
+                workload_id=pk
+            ).values_list(
+                "id", "pod_set_id", "pod_index", "node__flavor_id", "milli", "gpu_indices"
+            )
+        }
+        kept = {(pod_set, index): new for pod_set, index, new in shrink.keep}
+        if not kept.keys() <= placed.keys():
+            continue
+        Placement.objects.filter(pk__in=[v[0] for k, v in placed.items() if k not in kept]).delete()
+        held: dict[int, Decimal] = defaultdict(Decimal)
+        for (pod_set, index), new in sorted(kept.items()):  # a lower index is free by then
+            row_id, flavor, milli, indices = placed[pod_set, index]
+            if new != index:
+                Placement.objects.filter(pk=row_id).update(pod_index=new)
+            held[flavor] += Decimal(milli) / 1000 if milli is not None else Decimal(len(indices))
+        UsageInterval.objects.filter(workload_id=pk, ended_at__isnull=True).update(
+            ended_at=shrink.at
+        )
+        queue, tenant, klass = rows[pk]
+        opened += [
+            (pk, tenant, queue, flavor, klass, gpus.quantize(Decimal("0.001")), shrink.at)
+            for flavor, gpus in sorted(held.items())
+        ]
+        shrunk.append(pk)
+    if not shrunk:
+        return
+    columns = ("workload_id", "tenant_id", "queue_id", "flavor_id", "priority_class_id")
+    insert_values(UsageInterval, (*columns, "gpus", "started_at"), opened)
+    Workload.objects.filter(pk__in=id_list(shrunk)).update(updated_at=timezone.now())
 
 
 def _record_losses(

@@ -466,7 +466,7 @@ class ControlLoop:
                         steps_put
                         and len(registered) == len(decision.registrations)
                         and not (moves or decision.nodes or decision.gone)
-                        and not (decision.pod_sets or decision.checkpoints)
+                        and not (decision.pod_sets or decision.checkpoints or decision.shrinks)
                     )
                 self._emit_sync_events(decision)
                 self._record_foreign_usage(view.delta.foreign_usage)

@@ -23,9 +23,12 @@ transaction, and the loop emits its Events after that commits. It decides:
   an eviction of gpupool's was lost (its node failed: ``node-failure``; someone evicted them,
   the ``DisruptionTarget`` of their last state: ``admin``) or deleted (``kubectl delete``:
   no preemption; a bare pod's workload is cancelled, others are requeued and made again) --
-  the removed pods' last states come from the delta (``note_departed``); a running gang
-  with a member gone below its minimum leaves the same way as a whole, and its members left
-  are deleted after the write (``SyncDecision.release``: no half-gangs); a pending one from
+  the removed pods' last states come from the delta (``note_departed``); a placed gang
+  (running, or admitted with its pods not all running yet) with a member gone below its
+  minimum leaves the same way as a whole, and its members left are deleted after the write
+  (``SyncDecision.release``: no half-gangs); at or above its minimum (an elastic gang) it
+  goes on, its placement and usage shrunk to the pods left (``SyncDecision.shrinks``: the
+  GPUs of the pods gone are free for others); a pending one from
   the cluster whose pods are all gone is cancelled (unless its Job is active: it waits for
   the Job's next pod; or the Job failed: it fails); a pending one
   from the cluster whose pods changed gets its pod sets again; checkpoints come from the pods.
@@ -56,6 +59,7 @@ from gpupool.clusters.base import (
     ResourceAmounts,
 )
 from gpupool.clusters.grouping import (
+    GPU_MILLI,
     PROTECTED_RUNTIME,
     WORKLOAD_LABEL,
     InvalidWorkload,
@@ -194,6 +198,21 @@ class Release:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class Shrink:
+    """A placed gang that lost member pods and still has its minimum (an elastic gang): it
+    goes on with the pods left, and holds only their placements from ``at`` -- its usage
+    (quota, cost) counts only their GPUs, and the GPUs of the pods gone are free for others.
+    ``keep``: each placement kept, as (pod set id, its pod index, the pod index it takes):
+    the pods left are the first of their pod sets (``_kept_placements``), the form the
+    snapshot reads a placement in (``snapshot._placement``); the others are deleted."""
+
+    workload_id: int
+    name: str
+    keep: tuple[tuple[int, int, int], ...]
+    at: datetime
+
+
 @dataclass
 class SyncDecision:
     """Everything one sync decided to write, and the Events to emit (and the pods to
@@ -208,6 +227,7 @@ class SyncDecision:
     checkpoints: dict[int, datetime] = field(default_factory=dict)
     events: list[PodEvent] = field(default_factory=list)
     release: list[Release] = field(default_factory=list)
+    shrinks: list[Shrink] = field(default_factory=list)
 
     @property
     def writes(self) -> bool:
@@ -219,6 +239,7 @@ class SyncDecision:
             or self.pod_sets
             or self.steps
             or self.checkpoints
+            or self.shrinks
         )
 
 
@@ -397,6 +418,7 @@ def decide_workloads(
     rows, overlays, running = state.rows, memory.overlays, WorkloadState.RUNNING
     pending, ours = WorkloadState.PENDING, Origin.GPUPOOL
     holders, checkpointed, pods_by_key = mirror.holders, mirror.checkpointed, mirror.pods
+    departed = memory.departed
     known_nodes = frozenset(state.nodes)
     memory.verdicts.clear()
     memory.judged.clear()
@@ -418,6 +440,8 @@ def decide_workloads(
                 # As ``_known`` and ``_pending`` decide a pending workload of gpupool's own
                 # (10,000 in B1's first sync): only its overlay, the pods it still lacks.
                 overlays.pop(name, None)
+                if departed:  # placed no more: what its pods left is moot (as below)
+                    departed.pop(name, None)
                 present = pods_by_key.get(key)
                 missing = row.info.pod_count - _waiting(present)
                 if missing > 0:
@@ -476,11 +500,25 @@ def _gone_members(
     row: WorkloadRow, pods: Iterable[PodFacts], departed: Sequence[PodFacts] | None
 ) -> int:
     """How many of a placed workload's pods are gone without having ended: its placements
-    less the pods the cluster still has bound (ended ones too) and those gone after they
-    ended. Nonzero: a member pod vanished (deleted, evicted, lost with its node)."""
-    bound = sum(1 for p in pods if p.node_name is not None)
+    less the pods the cluster still has bound (ended ones too), those gone after they
+    ended, and -- for an admitted one -- the pods apply is to bind (``_to_bind``: not bound
+    yet, or made again by their Job). Nonzero: a member pod vanished (deleted, evicted, lost
+    with its node)."""
+    bound = waiting = 0
+    admitted, ours = row.state == WorkloadState.ADMITTED, row.origin == Origin.GPUPOOL
+    for p in pods:
+        if p.node_name is not None:
+            bound += 1
+        elif admitted and _to_bind(p, ours):
+            waiting += 1
     ended = sum(1 for p in departed if p.finished) if departed else 0
-    return max(len(row.info.placement) - bound - ended, 0)
+    return max(len(row.info.placement) - bound - waiting - ended, 0)
+
+
+def _to_bind(pod: PodFacts, ours: bool) -> bool:
+    """Whether an unbound pod of an admitted workload is one apply binds to its placements
+    (``ours``: the workload was submitted through gpupool, whose pods only are its own)."""
+    return pod.node_name is None and is_live(pod) and (not ours or made_by_gpupool(pod))
 
 
 def _waiting(pods: Mapping[PodKey, PodFacts] | None) -> int:
@@ -796,11 +834,15 @@ def _known(
         ):
             decision.checkpoints[row.id] = moment(checkpoint)
     departed = memory.departed.get(name, [])
-    if held and row.state == WorkloadState.RUNNING:
-        if row.eviction_reason or not _gone_members(row, pods, departed):
+    if held and row.state in _PLACED and not row.eviction_reason:
+        gone = _gone_members(row, pods, departed)
+        if gone:  # a member pod vanished while others hold their nodes
+            _lost_member(decision, memory, mirror, row, key, pods, held, departed, gone, at)
+            return
+        if row.state == WorkloadState.RUNNING:
             return  # running where it was placed (most of a sync's work): nothing to decide
-        _lost_member(decision, memory, mirror, row, key, pods, held, departed, at)
-        return
+    elif held and row.state == WorkloadState.RUNNING:
+        return  # being evicted: its pods' going is gpupool's own
     live = [p for p in pods if is_live(p)]
     # Pods that ended and were deleted before a sync saw them end count as ended; a pod
     # deleted (or evicted) while it ran did not end.
@@ -885,6 +927,8 @@ def _known(
 # Why placed pods vanished without an eviction of gpupool's (``_vanished``): a preemption
 # event's reason (their node was lost; someone evicted them), or a plain delete (no event).
 NODE_FAILURE, ADMIN, DELETED = "node-failure", "admin", "deleted"
+# The states of placed work, whose lost member pods the sync looks for (``_lost_member``).
+_PLACED = frozenset({WorkloadState.ADMITTED, WorkloadState.RUNNING})
 # ``DisruptionTarget`` reasons that say the node was lost, not that someone evicted the pod.
 _NODE_LOSS = frozenset({"DeletionByTaintManager", "DeletionByPodGC"})
 
@@ -951,20 +995,27 @@ def _lost_member(
     pods: Sequence[PodFacts],
     held: Sequence[PodFacts],
     departed: Sequence[PodFacts],
+    gone: int,
     at: datetime,
 ) -> None:
-    """A running gang with a member pod gone (deleted, evicted outside gpupool, or lost with
-    its node) while others still hold their nodes. The cluster is the truth about what runs:
-    with fewer pods running than its minimum the gang cannot run, so it leaves as a whole --
-    its placements, GPUs and usage released, the transitions ``_vanished`` and
-    ``_deleted_steps`` say (preempted, and requeued unless it was a bare pod; cancelled or
-    requeued when deleted) -- and its members left are deleted once that is written (no
-    half-gangs). At its minimum or above (an elastic gang) it goes on running."""
+    """A placed gang -- running, or admitted with its pods not all running yet -- with
+    ``gone`` member pods gone (deleted, evicted outside gpupool, or lost with their node)
+    while others still hold their nodes. The cluster is the truth about what runs: with
+    fewer pods left than its minimum (those running, and an admitted one's pods apply is to
+    bind) the gang cannot run, so it leaves as a whole -- its placements, GPUs and usage
+    released, the transitions ``_vanished`` and ``_deleted_steps`` say (preempted, and
+    requeued unless it was a bare pod; cancelled or requeued when deleted) -- and its
+    members left are deleted once that is written (no half-gangs). At its minimum or above
+    (an elastic gang) it goes on with the pods left, holding only their placements
+    (``Shrink``); unless those cannot be written as a placement (``_kept_placements``):
+    then it leaves as a whole too."""
     info = row.info
     name = info.name
     running = [p for p in held if not p.deleting]
-    if len(running) >= info.gang_minimum:
-        return  # an elastic gang still at its minimum: it runs on
+    left = len(running)
+    if row.state == WorkloadState.ADMITTED:
+        ours = row.origin == Origin.GPUPOOL
+        left += sum(1 for p in pods if _to_bind(p, ours))
     bound_nodes = [p.node_name for p in pods if p.node_name is not None]
     gone_nodes: list[str] = []
     for placement in info.placement:  # its placements no pod holds any more
@@ -975,8 +1026,33 @@ def _lost_member(
     failed_nodes = [n for n in gone_nodes if _node_failed(mirror.nodes.get(n))]
     vanished = [p for p in departed if not p.finished]
     lost, why = _vanished(failed_nodes, vanished)
+    if left >= info.gang_minimum:
+        keep = _kept_placements(row, pods, departed, len(info.placement) - gone)
+        if keep is not None:
+            decision.shrinks.append(Shrink(row.id, name, keep, at))
+            ended = [p for p in departed if p.finished]  # their placements stay counted
+            if ended:
+                memory.departed[name] = ended
+            else:
+                memory.departed.pop(name, None)
+            if running:
+                decision.events.append(
+                    PodEvent(
+                        tuple(p.ref for p in running),
+                        "GangShrunk",
+                        f"{name} lost a member pod ({why}): it goes on with {left} pods, at "
+                        f"or above its minimum of {info.gang_minimum}, and holds only their "
+                        "GPUs",
+                    )
+                )
+            return
+        short = (
+            f"{why}: its {left} pods left are not the first of each of its pod sets, which "
+            "is all a placement can hold"
+        )
+    else:
+        short = f"{why}: {left} of its pods left, below its minimum of {info.gang_minimum}"
     memory.departed.pop(name, None)
-    short = f"{why}: {len(running)} of its pods run, below its minimum of {info.gang_minimum}"
     if lost == DELETED:
         _deleted_steps(decision, memory, mirror, row, key, short, at)
     else:
@@ -994,6 +1070,87 @@ def _lost_member(
         decision.release.append(
             Release(rest, f"{name} lost a member pod ({why}); no half-gangs: the rest go too")
         )
+
+
+def _kept_placements(
+    row: WorkloadRow, pods: Sequence[PodFacts], departed: Sequence[PodFacts], keep: int
+) -> tuple[tuple[int, int, int], ...] | None:
+    """The ``keep`` placements a gang that lost members keeps, as ``Shrink.keep`` gives
+    them: those of its pods still bound, and of those that ended (their placements stay
+    counted, as ``_gone_members`` counts them), each on its pod's node and in its pod set
+    (``_pod_sets_of``); then, for the pods apply is to bind, the first others of their pod
+    set. The pods kept become the first of each pod set, renumbered in order. None when no placement
+    is kept, or when a pod set before one that keeps pods lost a pod: the snapshot reads a
+    placement as the first of a workload's pods in pod-set order (``snapshot._placement``),
+    and that cannot hold it."""
+    info = row.info
+    placement = info.placement
+    slots: list[tuple[int, int]] = []  # each placement's (pod set index, pod index)
+    for set_index, pod_set in enumerate(info.pod_sets):
+        slots.extend((set_index, index) for index in range(pod_set.count))
+    del slots[len(placement) :]
+    free: dict[str, list[int]] = {}  # node -> the placements on it not taken yet, in order
+    for position, placed in enumerate(placement):
+        free.setdefault(placed.node, []).append(position)
+    taken: set[int] = set()
+    ours = row.origin == Origin.GPUPOOL
+    holders = [p for p in pods if p.node_name is not None] + [p for p in departed if p.finished]
+    for pod in holders:
+        on_node = free.get(pod.node_name or "")
+        if not on_node:
+            continue
+        sets = _pod_sets_of(pod, info.pod_sets, ours)
+        mine = [i for i in on_node if slots[i][0] in sets]
+        position = (mine or on_node)[0]
+        on_node.remove(position)
+        taken.add(position)
+    # The pods apply is to bind (an admitted gang's): the first placements left of their
+    # pod set; then (a pod bound off its placements) the first placements left.
+    waiting = [p for p in pods if _to_bind(p, ours)] if row.state == WorkloadState.ADMITTED else []
+    for pod in waiting:
+        sets = _pod_sets_of(pod, info.pod_sets, ours)
+        position = next((i for i, s in enumerate(slots) if i not in taken and s[0] in sets), -1)
+        if position >= 0 and len(taken) < keep:
+            taken.add(position)
+    for position in range(len(placement)):
+        if len(taken) >= keep:
+            break
+        taken.add(position)
+    if not taken:
+        return None
+    counts = [0] * len(info.pod_sets)
+    for position in taken:
+        counts[slots[position][0]] += 1
+    last = max(index for index, count in enumerate(counts) if count)
+    if any(counts[index] != info.pod_sets[index].count for index in range(last)):
+        return None
+    renumbered = [0] * len(info.pod_sets)
+    kept: list[tuple[int, int, int]] = []
+    for position in sorted(taken):
+        set_index, index = slots[position]
+        kept.append((row.pod_set_ids[set_index], index, renumbered[set_index]))
+        renumbered[set_index] += 1
+    return tuple(kept)
+
+
+def _pod_sets_of(pod: PodFacts, pod_sets: Sequence[PodSetInfo], ours: bool) -> set[int]:
+    """The pod sets (by index) a placed pod may be of: the one gpupool made it for (``ours``:
+    its pod-set annotation), else those whose pods ask what it asks -- GPUs (or MIG
+    instances), milli-GPU, CPU, and memory to the MiB the database's GB round it to. Pod
+    sets alike in all that hold the same on a node, so which of them does not matter."""
+    if ours:
+        text = pod.annotations.get(ANNOTATED, "")
+        return {int(text)} if text.isdigit() else set()
+    asked = pod.requests
+    gpus = asked.gpus or sum(asked.mig.values())
+    text = pod.annotations.get(GPU_MILLI, "")
+    milli = int(text) if text.isdigit() else MILLI
+    return {
+        index
+        for index, pod_set in enumerate(pod_sets)
+        if (pod_set.gpus, pod_set.gpu_milli, pod_set.cpu_milli) == (gpus, milli, asked.cpu_milli)
+        and abs(pod_set.memory_mib - asked.memory_mib) <= 1
+    }
 
 
 def _failed(failed: Sequence[PodFacts]) -> str:
