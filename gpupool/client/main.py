@@ -258,8 +258,23 @@ def _moment(value: str) -> datetime:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
+def drain_words(drains: list[dict[str, Any]]) -> str:
+    """The drains that evicted a workload (a preemption's ``drains``) in the words of its
+    page and summary (the server's ``workloads.queries.eviction_drain_words``): "for the
+    drain of node n1, drained by ada: swap PSU"; "" for none."""
+    said = [
+        f"node {drain['node']}, drained by {drain['drained_by']}"
+        + (f": {drain['reason']}" if drain["reason"].strip() else " (no reason given)")
+        for drain in drains
+    ]
+    if len(said) < 2:
+        return "".join(f"for the drain of {one}" for one in said)
+    return "for the drain of its nodes: " + "; ".join(said)  # the API's are its own nodes'
+
+
 def print_story(workload: dict[str, Any], out: TextIO) -> None:
-    """``gpupool why``: state, the reason in plain words, position, estimate, preemptions."""
+    """``gpupool why``: state, the reason in plain words, position, estimate, preemptions
+    (under one a drain caused: which node, who drained it and why, ``drain_words``)."""
     name = f"{workload['namespace']}/{workload['name']}"
     out.write(
         f"{name}: {workload['state']} in queue {workload['queue']} (tenant "
@@ -309,6 +324,8 @@ def print_story(workload: dict[str, Any], out: TextIO) -> None:
                 f"  {when(event['at'])}  {cause}; {counted(event['gpus_freed'], 'GPU')} freed, "
                 f"{counted(event['lost_gpu_hours'], 'GPU-hour')} lost\n"
             )
+            if drain := drain_words(event.get("drains") or []):  # below, as the page has it
+                out.write(f"  {' ' * len(when(event['at']))}  {drain}\n")
     out.write("History:\n")
     for step in workload["timeline"]:
         actor = f" by {step['actor']}" if step.get("actor") else ""

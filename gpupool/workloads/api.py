@@ -7,7 +7,8 @@ and name (``/api/v1/workloads/<namespace>/<name>/``).
   fit now, with the same body (quota, then capacity, then placement, from the core);
 - ``GET /workloads/<namespace>/<name>/``: its story: pod sets, placements, the timeline of
   transitions, the current explanation with its numbers, position and estimated start, and
-  who preempted it, why and what it cost;
+  who preempted it, why and what it cost (each preemption as the preemptions API says it,
+  ``PreemptionEventSerializer``: for a drain, which node, who drained it and why);
 - ``POST /workloads/<namespace>/<name>/cancel/``: cancel, running work included
   (``do_cancel_workload``: its submitter, a lead of its tenant or an admin).
 """
@@ -57,12 +58,14 @@ from gpupool.workloads.models import (
     Workload,
 )
 from gpupool.workloads.queries import (
+    EvictionDrain,
     Submission,
     dry_run_submission,
     explain,
     fill_positions,
     gpus_by_workload,
     lost_gpu_hours,
+    node_drains,
     sees_preemptor,
     total_gpus,
     workload_list,
@@ -373,10 +376,44 @@ class ExplanationSerializer(serializers.Serializer[Any]):
     summary = serializers.CharField(help_text="One sentence for people.")
 
 
+# Where a list of preemptions keeps, in its serializer context, the drains of its events by
+# event id (``node_drains``) while it renders.
+PAGE_DRAINS = "page_drains"
+
+
+class DrainSerializer(serializers.Serializer[EvictionDrain]):
+    """A node's drain that evicted the victim: the node, who drained it, why and when."""
+
+    node = serializers.CharField()
+    drained_by = serializers.CharField(source="by")
+    reason = serializers.CharField()
+    drained_at = serializers.DateTimeField(source="at")
+
+
+class PreemptionListSerializer(serializers.ListSerializer[PreemptionEvent]):
+    """Preemptions (a page of the Preemptions API, a workload's in its detail): the drains
+    that explain their admin evictions read for all of them in one query (none when none is
+    an admin eviction with its nodes)."""
+
+    def to_representation(self, data: Any) -> list[Any]:
+        """The rows, with ``PAGE_DRAINS`` in the context while they render."""
+        rows = list(data.all() if isinstance(data, Manager) else data)
+        self.context[PAGE_DRAINS] = node_drains(
+            (row.pk, row.reason, row.at, row.nodes) for row in rows
+        )
+        try:
+            return super().to_representation(rows)
+        finally:
+            del self.context[PAGE_DRAINS]
+
+
 class PreemptionEventSerializer(PlannedRows, serializers.ModelSerializer[PreemptionEvent]):
-    """A preemption: when, why, what it freed and cost, and who caused it -- the preemptor's
-    queue, tenant and class for everyone who sees the event; its name and owner only for admins
-    and the preemptor's own tenant."""
+    """A preemption, as the Preemptions API and a workload's detail both say it: when, why,
+    what it freed and cost, and who caused it -- the preemptor's queue, tenant and class for
+    everyone who sees the event; its name and owner only for admins and the preemptor's own
+    tenant -- with the nodes the victim ran on and, for an admin eviction, the drain of those
+    nodes that caused it: which node, who drained it and why (empty for an eviction no drain
+    explains, and for events recorded before their nodes were kept)."""
 
     victim = serializers.SerializerMethodField()
     victim_queue: serializers.SlugRelatedField[Queue] = NameRelatedField(
@@ -394,6 +431,8 @@ class PreemptionEventSerializer(PlannedRows, serializers.ModelSerializer[Preempt
         slug_field="name", read_only=True, allow_null=True
     )
     preemptor_class = serializers.SerializerMethodField()
+    nodes = serializers.ListField(child=serializers.CharField(), read_only=True)
+    drains = serializers.SerializerMethodField()
 
     class Meta:
         model = PreemptionEvent
@@ -412,8 +451,11 @@ class PreemptionEventSerializer(PlannedRows, serializers.ModelSerializer[Preempt
             "gpus_freed",
             "lost_gpu_hours",
             "cycle",
+            "nodes",
+            "drains",
         )
         read_only_fields = fields
+        list_serializer_class = PreemptionListSerializer
 
     def _shows_preemptor(self, event: PreemptionEvent) -> bool:
         return event.preemptor is not None and sees_preemptor(
@@ -441,6 +483,15 @@ class PreemptionEventSerializer(PlannedRows, serializers.ModelSerializer[Preempt
     def get_preemptor_class(self, event: PreemptionEvent) -> str | None:
         """The preemptor's priority class."""
         return None if event.preemptor is None else event.preemptor.priority_class.name
+
+    @extend_schema_field(DrainSerializer(many=True))
+    def get_drains(self, event: PreemptionEvent) -> list[dict[str, Any]]:
+        """The drains that evicted it (an admin eviction), oldest node name first."""
+        page = self.context.get(PAGE_DRAINS)
+        if page is None:  # one event (its detail)
+            page = node_drains([(event.pk, event.reason, event.at, event.nodes)])
+        drains = DrainSerializer(page.get(event.pk, ()), many=True)  # type: ignore[arg-type]
+        return list(drains.data)
 
 
 # Where a list's serializer context keeps its page's GPUs per workload id.
