@@ -274,7 +274,8 @@ def drain_words(drains: list[dict[str, Any]]) -> str:
 
 def print_story(workload: dict[str, Any], out: TextIO) -> None:
     """``gpupool why``: state, the reason in plain words, position, estimate, preemptions
-    (under one a drain caused: which node, who drained it and why, ``drain_words``)."""
+    (under one a drain caused: which node, who drained it and why, ``drain_words``), and an
+    eviction a disruption budget refused while it is current."""
     name = f"{workload['namespace']}/{workload['name']}"
     out.write(
         f"{name}: {workload['state']} in queue {workload['queue']} (tenant "
@@ -306,6 +307,9 @@ def print_story(workload: dict[str, Any], out: TextIO) -> None:
             out.write("Estimated start: not estimated yet\n")
     else:
         out.write(f"{explanation['summary']}\n")
+    refusal = workload.get("eviction_refusal")
+    if refusal:  # an eviction a disruption budget refused, while current (as its page says)
+        out.write(f"Eviction refused at {when(refusal['at'])}: {refusal['detail']}\n")
     events = workload.get("preemptions", [])
     if events:
         out.write(

@@ -1609,11 +1609,20 @@ def do_record_apply_outcome(
     bind_failed: Mapping[int, str],
     refused: Mapping[int, str],
     budget_moves: Sequence[BudgetMove] = (),
+    refusals: Mapping[int, Mapping[str, Any]] | None = None,
+    refusals_over: Collection[int] = (),
 ) -> None:
     """Gangs that could not be bound go back to pending (their usage closes); victims whose
     eviction a disruption budget refused keep running: the eviction and its preemption event
-    are called off, and their preemptor is no longer nominated."""
+    are called off, and their preemptor is no longer nominated. Each such victim's row keeps
+    the refusal (``refusals``: what the loop knows of it, ``Workload.eviction_refusal``) with
+    the preemptor it was for (``preemptor``, ``namespace/name``, and its tenant's id, for
+    the readers' rule on who may see it); ``refusals_over``: rows whose recorded refusal is
+    over (an eviction accepted since, or none wanted), cleared without touching
+    ``updated_at`` (the loop does not read it)."""
     do_record_budget_moves(budget_moves, at=at)
+    if refusals_over:
+        Workload.objects.filter(pk__in=list(refusals_over)).update(eviction_refusal=None)
     for workload in Workload.objects.filter(pk__in=list(bind_failed), state=WorkloadState.ADMITTED):
         do_transition_workload(
             workload,
@@ -1625,11 +1634,19 @@ def do_record_apply_outcome(
     if not refused:
         return
     preemptors: dict[int, list[int]] = defaultdict(list)
-    for pk, preemptor in Workload.objects.filter(pk__in=list(refused)).values_list(
-        "id", "evicting_for_id"
+    refused_for: dict[int, tuple[str, int | None]] = {}  # victim -> its preemptor, tenant
+    for pk, preemptor, namespace, name, tenant_id in Workload.objects.filter(
+        pk__in=list(refused)
+    ).values_list(
+        "id",
+        "evicting_for_id",
+        "evicting_for__namespace",
+        "evicting_for__name",
+        "evicting_for__queue__tenant_id",
     ):
         if preemptor is not None:
             preemptors[preemptor].append(pk)
+            refused_for[pk] = (f"{namespace}/{name}", tenant_id)
     for pk, admitted_at in Workload.objects.filter(pk__in=list(refused)).values_list(
         "id", "admitted_at"
     ):
@@ -1641,6 +1658,16 @@ def do_record_apply_outcome(
     Workload.objects.filter(pk__in=list(refused)).update(
         evicting_for=None, eviction_reason="", updated_at=timezone.now()
     )
+    for pk, refusal in sorted((refusals or {}).items()):  # rare: one write each
+        if pk in refused:
+            for_name, for_tenant = refused_for.get(pk, (None, None))
+            Workload.objects.filter(pk=pk).update(
+                eviction_refusal={
+                    **refusal,
+                    "preemptor": for_name,
+                    "preemptor_tenant_id": for_tenant,
+                }
+            )
     if preemptors:
         Workload.objects.filter(pk__in=list(preemptors), state=WorkloadState.PENDING).update(
             nominated=False, updated_at=timezone.now()

@@ -237,13 +237,23 @@ def idle_message(idle_since: datetime, reclaim_at: datetime | None) -> str:
     )
 
 
+def refused_budget(why: str, namespace: str) -> tuple[str, str]:
+    """The disruption budget that refused an eviction, as ``namespace/name``, and what it
+    needs ("1 healthy pods and has 1 currently"), from the cause the API gives (``why``:
+    the apply's); empty strings where the cause names none."""
+    found = BUDGET_CAUSE.search(why)
+    if found is None:
+        return "", ""
+    return f"{namespace}/{found.group(1)}", found.group(2).strip().rstrip(".")
+
+
 def refusal_words(why: str, namespace: str, reason: str = "") -> str:
     """A disruption budget's refusal of an eviction in words for the pods' Event: the budget
     by namespace and name, from the cause the API gives ("The disruption budget guard needs
     1 healthy pods and has 1 currently"), and that gpupool retries (``why``: the apply's)."""
-    found = BUDGET_CAUSE.search(why)
-    budget = f"PodDisruptionBudget {namespace}/{found.group(1)}" if found else "a disruption budget"
-    needs = f", which needs {found.group(2).strip().rstrip('.')}" if found else ""
+    budget, needs = refused_budget(why, namespace)
+    budget = f"PodDisruptionBudget {budget}" if budget else "a disruption budget"
+    needs = f", which needs {needs}" if needs else ""
     kind = {"admin": " (a drain)", "preempt": " (a preemption)", "reclaim": " (a reclaim)"}
     return (
         f"Eviction{kind.get(reason, '')} refused by {budget}{needs}; retried while gpupool "
@@ -278,6 +288,10 @@ class ControlLoop:
         self.evictions_sent: dict[str, float] = {}
         # What each victim's pods were told of its refused eviction (``_tell_refusals``).
         self.refusals_told: dict[str, str] = {}
+        # Workloads whose row holds a refused eviction (``Workload.eviction_refusal``), cleared
+        # once an eviction is accepted or no longer wanted (``_settle``); None until read
+        # (once, at the first apply settled).
+        self.refusals_recorded: set[str] | None = None
         # Nodes whose cordon in the cluster was asked for (``_push_cordons``): name -> (the
         # cordon asked, when: monotonic; inf: settled, not asked again while it stays so).
         self.cordons_sent: dict[str, tuple[bool, float]] = {}
@@ -1407,19 +1421,89 @@ class ControlLoop:
             self.refused_until[name] = now + REFUSAL_BACKOFF_S
             self.evictions_sent.pop(name, None)
         self._tell_refusals(outcome, work)
+        over = self._refusals_over(outcome, work)
         if bind_failed or refused:
             moves = self.budgets.leave(list(bind_failed), now)
             do_record_apply_outcome(
-                at=at, bind_failed=bind_failed, refused=refused, budget_moves=moves
+                at=at,
+                bind_failed=bind_failed,
+                refused=refused,
+                budget_moves=moves,
+                refusals=self._refusals(outcome, work, at),
+                refusals_over=over,
             )
             self.state.forget_events(outcome.refused)
             return True
+        if over:  # nothing the loop plans on changed: no need to plan again
+            do_record_apply_outcome(at=at, bind_failed={}, refused={}, refusals_over=over)
         return False
+
+    def _refusals(
+        self, outcome: ApplyOutcome, work: ApplyWork, at: datetime
+    ) -> dict[int, dict[str, Any]]:
+        """What each refused victim's row keeps of the refusal (``Workload.eviction_refusal``;
+        the record adds for whom): when, the budget and what it needs, why it was evicted
+        (``admin``: a drain), the nodes it holds, and the sentence its pods were told."""
+        refusals: dict[int, dict[str, Any]] = {}
+        rows = self.state.rows
+        for name, why in outcome.refused.items():
+            row = rows.get(name)
+            if row is None:
+                continue
+            namespace = key_of(name).namespace
+            group = work.evict.get(outcome.refused_for.get(name, ""))
+            reason = group[2] if group else row.eviction_reason
+            budget, needs = refused_budget(why, namespace)
+            refusals[row.id] = {
+                "at": at.isoformat(),
+                "budget": budget,
+                "needs": needs,
+                "reason": reason,
+                "nodes": sorted({pod.node for pod in row.info.placement}),
+                "detail": refusal_words(why, namespace, reason),
+            }
+        return refusals
+
+    def _refusals_over(self, outcome: ApplyOutcome, work: ApplyWork) -> list[int]:
+        """The rows whose recorded refusal is over (ids): an eviction of theirs was accepted
+        since, or none is wanted any more -- not running, or past the refusal's back-off
+        (``refused_until``) with no eviction decided. Remembers the victims refused now. The
+        rows that hold one are read once (at the first apply settled); after that nothing is
+        read, and nothing looked at while no refusal is recorded."""
+        recorded = self.refusals_recorded
+        if recorded is None:
+            recorded = self.refusals_recorded = {
+                f"{namespace}/{name}"
+                for namespace, name in Workload.objects.filter(
+                    eviction_refusal__isnull=False
+                ).values_list("namespace", "name")
+            }
+        if not recorded and not outcome.refused:
+            return []
+        sent = {name for victims, _, _ in work.evict.values() for name in victims}
+        rows = self.state.rows
+        over: list[int] = []
+        for name in sorted(recorded):
+            if name in outcome.refused:
+                continue
+            row = rows.get(name)
+            if (
+                row is None
+                or name in sent  # accepted (not refused)
+                or row.state != WorkloadState.RUNNING
+                or (name not in self.refused_until and not row.eviction_reason)
+            ):
+                recorded.discard(name)
+                if row is not None:
+                    over.append(row.id)
+        recorded.update(name for name in outcome.refused if name in rows)
+        return over
 
     def _tell_refusals(self, outcome: ApplyOutcome, work: ApplyWork) -> None:
         """A Warning Event on the pods of each victim whose eviction a disruption budget
         refused, naming the budget (``refusal_words``): once per change of what it says, not
-        at each retry (a drain retries every cycle). A victim evicted at last is forgotten."""
+        at each retry (a drain retries once the refusal's back-off has passed). A victim
+        evicted at last is forgotten."""
         told = self.refusals_told
         for victims, _, _ in work.evict.values():
             for name in victims:

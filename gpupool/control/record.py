@@ -8,7 +8,8 @@
   per flavor (GPUs; a shared flavor counts milli / 1000);
 - **evictions**: each victim with its reason and preemptor, the GPUs it frees and the progress
   it loses (GPU-hours since its start, or since its last checkpoint); a drained node's running
-  workloads too (reason ``admin``, no preemptor). A victim stays running, marked
+  workloads too (reason ``admin``, no preemptor; not one a disruption budget refused within
+  the refusal's back-off, ``eviction_refused_until``). A victim stays running, marked
   ``evicting_for`` its preemptor, until its pods are gone (``lifecycle.apply_plan`` with
   ``evictions_take_time``); the preemptor waits nominated;
 - **nominations** that changed, and **explanations** (reason, sentence, facts) of pending
@@ -93,6 +94,15 @@ class EvictionRecord:
     gpus_freed: Decimal
     lost_gpu_hours: Decimal
     nodes: tuple[str, ...] = ()  # the nodes it runs on, by name (its drain's, for ``admin``)
+
+
+def _refused_recently(info: WorkloadInfo | None, now: float) -> bool:
+    """Whether a disruption budget refused the workload's eviction within the refusal's
+    back-off: the snapshot's ``eviction_refused_until``, set by the loop from the refusal
+    (``loop.REFUSAL_BACKOFF_S``), which the core's victim search honours too
+    (``contracts.protected_until``). A drain asks again once it has passed."""
+    refused = None if info is None else info.eviction_refused_until
+    return refused is not None and refused > now
 
 
 def _nodes_of(info: WorkloadInfo) -> tuple[str, ...]:
@@ -391,6 +401,7 @@ def decide_record(
                 and not row.eviction_reason
                 and name not in evicted
                 and any(pod.node in draining for pod in info.placement)
+                and not _refused_recently(by_name.get(name), now)
             ):
                 record.evictions.append(
                     EvictionRecord(

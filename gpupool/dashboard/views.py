@@ -180,6 +180,7 @@ from gpupool.workloads.queries import (
     dry_run_submission,
     eviction_drain_words,
     eviction_drains,
+    eviction_refusal,
     explain,
     lost_gpu_hours,
     node_drains,
@@ -752,6 +753,7 @@ def workload_detail(
             for event in events
         ],
         "lost": lost_gpu_hours(events),
+        "refusal": eviction_refusal(workload, access),  # an eviction a budget refused
         "placements": list(workload.placements.all()),
         "sparkline_figure": utilization_sparkline(workload),
         "submitted_by": submitted_by(workload),

@@ -61,6 +61,7 @@ from gpupool.workloads.queries import (
     EvictionDrain,
     Submission,
     dry_run_submission,
+    eviction_refusal,
     explain,
     fill_positions,
     gpus_by_workload,
@@ -591,6 +592,30 @@ class WorkloadSerializer(PlannedRows, serializers.ModelSerializer[Workload]):
         return f"{gpus:.3f}"
 
 
+class EvictionRefusalSerializer(serializers.Serializer[Any]):
+    """An eviction of the workload a PodDisruptionBudget refused, while it is current."""
+
+    at = serializers.DateTimeField(allow_null=True, help_text="When the budget refused it.")
+    budget = serializers.CharField(
+        help_text="The PodDisruptionBudget as namespace/name; empty when the refusal named none."
+    )
+    needs = serializers.CharField(
+        help_text='What the budget needs, as it said ("1 healthy pods and has 1 currently").'
+    )
+    reason = serializers.CharField(
+        help_text="Why gpupool evicts it: admin for a drain, preempt, reclaim, idle."
+    )
+    nodes = serializers.ListField(
+        child=serializers.CharField(), help_text="The nodes it holds (a drain's among them)."
+    )
+    preemptor = serializers.CharField(
+        allow_null=True,
+        help_text="The workload it was evicted for, as namespace/name; null for a drain, and "
+        "where the caller may not see it (as a preemption's preemptor).",
+    )
+    detail = serializers.CharField(help_text="The sentence its pods were told (EvictionRefused).")
+
+
 class WorkloadDetailSerializer(WorkloadSerializer):
     """A workload's whole story."""
 
@@ -600,6 +625,7 @@ class WorkloadDetailSerializer(WorkloadSerializer):
     timeline = TransitionSerializer(many=True, read_only=True, source="transitions")
     preemptions = PreemptionEventSerializer(many=True, read_only=True, source="preempted_by")
     lost_gpu_hours = serializers.SerializerMethodField()
+    eviction_refusal = serializers.SerializerMethodField()
 
     class Meta(WorkloadSerializer.Meta):
         fields = (
@@ -614,8 +640,15 @@ class WorkloadDetailSerializer(WorkloadSerializer):
             "timeline",
             "preemptions",
             "lost_gpu_hours",
+            "eviction_refusal",
         )
         read_only_fields = fields
+
+    @extend_schema_field(EvictionRefusalSerializer(allow_null=True))
+    def get_eviction_refusal(self, workload: Workload) -> dict[str, Any] | None:
+        """The eviction a disruption budget refused, while current (null otherwise)."""
+        refusal = eviction_refusal(workload, request_access(self.context["request"]))
+        return None if refusal is None else dict(EvictionRefusalSerializer(refusal).data)
 
     @extend_schema_field(ExplanationSerializer)
     def get_explanation(self, workload: Workload) -> dict[str, Any]:

@@ -145,6 +145,15 @@ class Workload(models.Model):
         help_text="Running and being evicted (preempt, reclaim, idle, admin, ...) until its "
         "pods are gone; empty otherwise (written by the control loop).",
     )
+    eviction_refusal = models.JSONField(
+        null=True,
+        blank=True,
+        default=None,
+        help_text="Running, and the eviction gpupool last asked for was refused by a "
+        "PodDisruptionBudget: when, the budget, why it was evicted (admin for a drain) and for "
+        "whom, on which nodes. Cleared once an eviction is accepted or no longer wanted "
+        "(written by the control loop).",
+    )
     idle_since = models.DateTimeField(
         null=True,
         blank=True,

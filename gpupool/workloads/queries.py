@@ -198,6 +198,29 @@ def sees_preemptor_of(access: Access, preemptor_tenant_id: int | None) -> bool:
     )
 
 
+def eviction_refusal(workload: Workload, access: Access) -> dict[str, Any] | None:
+    """The eviction of the workload a PodDisruptionBudget refused last, while it is current
+    (the control loop keeps it on the row, ``Workload.eviction_refusal``, until an eviction
+    is accepted or no longer wanted; shown only while the workload runs): when, the budget
+    (``namespace/name``, empty when the refusal named none) and what it needs, why it was
+    evicted (``admin``: a drain), the nodes it holds, the preemptor where the caller may see
+    it (``sees_preemptor_of``), and the sentence its pods were told. None otherwise."""
+    refusal = workload.eviction_refusal
+    if not isinstance(refusal, dict) or workload.state != WorkloadState.RUNNING:
+        return None
+    at = refusal.get("at")
+    named = sees_preemptor_of(access, refusal.get("preemptor_tenant_id"))
+    return {
+        "at": datetime.fromisoformat(at) if isinstance(at, str) else None,
+        "budget": str(refusal.get("budget") or ""),
+        "needs": str(refusal.get("needs") or ""),
+        "reason": str(refusal.get("reason") or ""),
+        "nodes": [str(node) for node in refusal.get("nodes") or ()],
+        "preemptor": refusal.get("preemptor") if named else None,
+        "detail": str(refusal.get("detail") or ""),
+    }
+
+
 @dataclass(frozen=True, slots=True)
 class Explanation:
     """Where a workload stands, in plain words and with the loop's numbers."""

@@ -130,3 +130,36 @@ def test_why_names_each_drained_node_and_a_missing_reason_as_the_page_does(pool:
     assert "node n2, drained by ada (no reason given)" in words  # the page's own words
     out = why("wide")
     assert under(out, " admin; 8 GPUs freed").strip() == words, out
+
+
+def test_why_says_an_eviction_a_disruption_budget_refused_while_it_is_current(
+    pool: Pool,
+) -> None:
+    """A running workload whose drain eviction a PodDisruptionBudget refused: ``why`` says
+    when and the sentence its pods were told (``eviction_refusal``), as its page does."""
+    from gpupool.control.actions import do_record_apply_outcome
+
+    workload = running_on(pool, "guarded", "n1")
+    Workload.objects.filter(pk=workload.pk).update(eviction_reason="admin")
+    at = timezone.now()
+    sentence = "Eviction (a drain) refused by PodDisruptionBudget nlp/guard, which needs 1"
+    do_record_apply_outcome(
+        at=at,
+        bind_failed={},
+        refused={workload.pk: "refused"},
+        refusals={
+            workload.pk: {
+                "at": at.isoformat(),
+                "budget": "nlp/guard",
+                "needs": "1 healthy pods and has 1 currently",
+                "reason": "admin",
+                "nodes": ["n1"],
+                "detail": sentence,
+            }
+        },
+    )
+    said = why("guarded")
+    assert f": {sentence}\n" in said
+    assert said.count("Eviction refused at ") == 1
+    Workload.objects.filter(pk=workload.pk).update(eviction_refusal=None)
+    assert "Eviction refused" not in why("guarded")
