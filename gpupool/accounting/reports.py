@@ -17,6 +17,11 @@ the hours rolled up so far (every finished hour, once the beat has run).
   the used ones split the same way;
 - ``workload_report``: GPU-hours, cost, active and idle GPU-hours per workload.
 
+Without a utilisation source (``utilization.queries.measured``: ``GPUPOOL_UTILIZATION_SOURCE``
+names none) no GPU-hour was measured, so none is called active or idle: every report's
+active and idle allocated columns (``MEASURED_COLUMNS``) are null -- "not measured" -- rather
+than all its usage idle; the other figures are as ever.
+
 ``cost_scope`` says whose rows a caller reads: finance and admins every tenant's, leads and
 members their own tenants'. The capacity report is the pool's, and every caller reads it.
 """
@@ -48,6 +53,7 @@ from gpupool.accounting.models import (
 )
 from gpupool.accounting.periods import month_start, next_month
 from gpupool.api.access import Access
+from gpupool.utilization.queries import not_measured, source_name
 from gpupool.workloads.models import Workload
 
 Period = Literal["day", "month"]
@@ -99,6 +105,13 @@ USAGE_AMOUNTS = (
     "active_cost",
     "idle_cost",
 )
+# The columns only a utilisation source measures (the active and idle allocated parts and
+# their cost, of every report): null without one (``utilization.queries.not_measured``).
+MEASURED_COLUMNS = (
+    *ACTIVE_LINES,
+    *(f"{line}_cost" for line in ACTIVE_LINES),
+    *USAGE_AMOUNTS[2:],
+)
 
 
 # How long a value read from the roll-ups is cached at most: a new roll-up version (every
@@ -115,12 +128,13 @@ def roll_up_version() -> uuid.UUID | None:
 
 def cached_by_roll_up(name: str, parts: Sequence[Any], build: Callable[[], T]) -> T:
     """``build()``, kept in Django's cache under ``name``, the ``parts`` (JSON) and the
-    roll-ups' version: what is read from the roll-ups cannot change before the next roll-up.
-    Built afresh, and not kept, before anything is rolled up."""
+    roll-ups' version: what is read from the roll-ups cannot change before the next roll-up
+    (nor, measured or not, before the utilisation source does: ``source_name``). Built
+    afresh, and not kept, before anything is rolled up."""
     version = roll_up_version()
     if version is None:
         return build()
-    text = json.dumps([str(version), name, list(parts)], default=str)
+    text = json.dumps([str(version), source_name(), name, list(parts)], default=str)
     key = "gpupool:rolled:" + hashlib.sha256(text.encode()).hexdigest()
     found: T | None = cache.get(key)
     if found is None:
@@ -175,15 +189,20 @@ Finish = Callable[[list[dict[str, Any]]], list[dict[str, Any]]]
 @dataclass(frozen=True)
 class Report:
     """A report's columns and its rows: a query of plain dicts, finished a batch at a time
-    by ``finish`` (which may read what the rows name, once per batch)."""
+    by ``finish`` (which may read what the rows name, once per batch); without a utilisation
+    source its ``MEASURED_COLUMNS`` are null (not measured)."""
 
     columns: tuple[str, ...]
     query: QuerySet[Any, dict[str, Any]]
     finish: Finish
 
+    def finished(self, batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """A batch of the query's rows finished, the unmeasured figures null."""
+        return not_measured(self.finish(batch), MEASURED_COLUMNS)
+
     def rows(self, query: Any = None) -> list[dict[str, Any]]:
         """The rows (of ``query``, a page of this report's query, when given)."""
-        return self.finish(list(self.query if query is None else query))
+        return self.finished(list(self.query if query is None else query))
 
     def stream(self, chunk_size: int = 2000) -> Iterator[dict[str, Any]]:
         """Every row, fetched in chunks (for CSV exports of long reports)."""
@@ -191,9 +210,9 @@ class Report:
         for row in self.query.iterator(chunk_size=chunk_size):
             batch.append(row)
             if len(batch) >= chunk_size:
-                yield from self.finish(batch)
+                yield from self.finished(batch)
                 batch = []
-        yield from self.finish(batch)
+        yield from self.finished(batch)
 
 
 def _label(period: Period) -> Callable[[dict[str, Any]], dict[str, Any]]:

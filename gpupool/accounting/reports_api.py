@@ -5,6 +5,10 @@ same rows and values). A report page is cached (Django's cache) per version of t
 it cannot change until the next roll-up counts an hour, which gives a new version. Finance and
 admins read every tenant; leads and members their own tenants (``reports.cost_scope``); the
 capacity report is the pool's and every role reads it.
+
+Without a utilisation source (``GPUPOOL_UTILIZATION_SOURCE`` names none) no GPU-hour was
+measured: the active and idle allocated columns (``reports.MEASURED_COLUMNS``) are null in JSON
+and empty in the CSV -- not measured -- never the whole usage as idle.
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ from gpupool.control.clock import pool_now
 from gpupool.inventory.models import Flavor
 from gpupool.quotas.models import Queue
 from gpupool.tenancy.models import Tenant
+from gpupool.utilization.queries import source_name
 
 
 class NameList(serializers.CharField):
@@ -184,8 +189,9 @@ def _known(value: list[str], choices: Sequence[str]) -> list[str]:
     return value
 
 
-def _gpu_hours(help_text: str = "") -> serializers.DecimalField:
+def _gpu_hours(help_text: str = "", *, allow_null: bool = False) -> serializers.DecimalField:
     return serializers.DecimalField(
+        allow_null=allow_null,
         max_digits=20,
         decimal_places=REPORT_PLACES,
         rounding=ROUND_HALF_EVEN,  # as ``reports.written``, which the Cost page shows
@@ -194,14 +200,29 @@ def _gpu_hours(help_text: str = "") -> serializers.DecimalField:
     )
 
 
-def _cost(help_text: str = "") -> serializers.DecimalField:
+def _cost(help_text: str = "", *, allow_null: bool = False) -> serializers.DecimalField:
     return serializers.DecimalField(
+        allow_null=allow_null,
         max_digits=24,
         decimal_places=REPORT_PLACES,
         rounding=ROUND_HALF_EVEN,
         required=False,
         help_text=help_text,
     )
+
+
+# Said of each figure only a utilisation source measures (``reports.MEASURED_COLUMNS``).
+NOT_MEASURED = " Null when no utilisation source is configured: not measured."
+
+
+def _measured_gpu_hours(help_text: str = "") -> serializers.DecimalField:
+    """GPU-hours only a utilisation source measures: null without one."""
+    return _gpu_hours(help_text + NOT_MEASURED, allow_null=True)
+
+
+def _measured_cost(help_text: str = "") -> serializers.DecimalField:
+    """The cost of GPU-hours only a utilisation source measures: null without one."""
+    return _cost(help_text + NOT_MEASURED, allow_null=True)
 
 
 def _name(help_text: str) -> serializers.CharField:
@@ -237,10 +258,10 @@ class UsageRowSerializer(RowSerializer):
     priority_class = _name("The priority class.")
     gpu_hours = _gpu_hours()
     cost = _cost("GPU-hours times the price in force each hour.")
-    active_gpu_hours = _gpu_hours("Of gpu_hours, those in which the GPUs worked.")
-    idle_gpu_hours = _gpu_hours("Of gpu_hours, those allocated but idle (wasted).")
-    active_cost = _cost()
-    idle_cost = _cost("The cost of the idle allocated GPU-hours.")
+    active_gpu_hours = _measured_gpu_hours("Of gpu_hours, those in which the GPUs worked.")
+    idle_gpu_hours = _measured_gpu_hours("Of gpu_hours, those allocated but idle (wasted).")
+    active_cost = _measured_cost()
+    idle_cost = _measured_cost("The cost of the idle allocated GPU-hours.")
 
 
 LINE_HELP = {
@@ -274,24 +295,24 @@ class AttributionRowSerializer(RowSerializer):
     used_above_guarantee = _gpu_hours(LINE_HELP["used_above_guarantee"])
     pool_idle_share = _gpu_hours(LINE_HELP["pool_idle_share"])
     charged = _gpu_hours(LINE_HELP["charged"])
-    used_active = _gpu_hours(LINE_HELP["used_active"])
-    used_idle = _gpu_hours(LINE_HELP["used_idle"])
-    used_within_guarantee_active = _gpu_hours(LINE_HELP["used_within_guarantee_active"])
-    used_within_guarantee_idle = _gpu_hours(LINE_HELP["used_within_guarantee_idle"])
-    used_above_guarantee_active = _gpu_hours(LINE_HELP["used_above_guarantee_active"])
-    used_above_guarantee_idle = _gpu_hours(LINE_HELP["used_above_guarantee_idle"])
+    used_active = _measured_gpu_hours(LINE_HELP["used_active"])
+    used_idle = _measured_gpu_hours(LINE_HELP["used_idle"])
+    used_within_guarantee_active = _measured_gpu_hours(LINE_HELP["used_within_guarantee_active"])
+    used_within_guarantee_idle = _measured_gpu_hours(LINE_HELP["used_within_guarantee_idle"])
+    used_above_guarantee_active = _measured_gpu_hours(LINE_HELP["used_above_guarantee_active"])
+    used_above_guarantee_idle = _measured_gpu_hours(LINE_HELP["used_above_guarantee_idle"])
     used_cost = _cost()
     used_within_guarantee_cost = _cost()
     reserved_idle_cost = _cost()
     used_above_guarantee_cost = _cost()
     pool_idle_share_cost = _cost()
     charged_cost = _cost("The cost charged: of used plus of reserved idle.")
-    used_active_cost = _cost()
-    used_idle_cost = _cost()
-    used_within_guarantee_active_cost = _cost()
-    used_within_guarantee_idle_cost = _cost()
-    used_above_guarantee_active_cost = _cost()
-    used_above_guarantee_idle_cost = _cost()
+    used_active_cost = _measured_cost()
+    used_idle_cost = _measured_cost()
+    used_within_guarantee_active_cost = _measured_cost()
+    used_within_guarantee_idle_cost = _measured_cost()
+    used_above_guarantee_active_cost = _measured_cost()
+    used_above_guarantee_idle_cost = _measured_cost()
 
 
 class CapacityRowSerializer(RowSerializer):
@@ -306,12 +327,12 @@ class CapacityRowSerializer(RowSerializer):
     used_above_guarantee = _gpu_hours(LINE_HELP["used_above_guarantee"])
     pool_idle = _gpu_hours(LINE_HELP["pool_idle"])
     pool_idle_shared = _gpu_hours(LINE_HELP["pool_idle_shared"])
-    used_active = _gpu_hours(LINE_HELP["used_active"])
-    used_idle = _gpu_hours(LINE_HELP["used_idle"])
-    used_within_guarantee_active = _gpu_hours(LINE_HELP["used_within_guarantee_active"])
-    used_within_guarantee_idle = _gpu_hours(LINE_HELP["used_within_guarantee_idle"])
-    used_above_guarantee_active = _gpu_hours(LINE_HELP["used_above_guarantee_active"])
-    used_above_guarantee_idle = _gpu_hours(LINE_HELP["used_above_guarantee_idle"])
+    used_active = _measured_gpu_hours(LINE_HELP["used_active"])
+    used_idle = _measured_gpu_hours(LINE_HELP["used_idle"])
+    used_within_guarantee_active = _measured_gpu_hours(LINE_HELP["used_within_guarantee_active"])
+    used_within_guarantee_idle = _measured_gpu_hours(LINE_HELP["used_within_guarantee_idle"])
+    used_above_guarantee_active = _measured_gpu_hours(LINE_HELP["used_above_guarantee_active"])
+    used_above_guarantee_idle = _measured_gpu_hours(LINE_HELP["used_above_guarantee_idle"])
     capacity_cost = _cost()
     used_cost = _cost()
     used_within_guarantee_cost = _cost()
@@ -319,12 +340,12 @@ class CapacityRowSerializer(RowSerializer):
     used_above_guarantee_cost = _cost()
     pool_idle_cost = _cost()
     pool_idle_shared_cost = _cost()
-    used_active_cost = _cost()
-    used_idle_cost = _cost()
-    used_within_guarantee_active_cost = _cost()
-    used_within_guarantee_idle_cost = _cost()
-    used_above_guarantee_active_cost = _cost()
-    used_above_guarantee_idle_cost = _cost()
+    used_active_cost = _measured_cost()
+    used_idle_cost = _measured_cost()
+    used_within_guarantee_active_cost = _measured_cost()
+    used_within_guarantee_idle_cost = _measured_cost()
+    used_above_guarantee_active_cost = _measured_cost()
+    used_above_guarantee_idle_cost = _measured_cost()
 
 
 class WorkloadCostSerializer(RowSerializer):
@@ -336,8 +357,8 @@ class WorkloadCostSerializer(RowSerializer):
     queue = serializers.CharField()
     gpu_hours = _gpu_hours()
     cost = _cost()
-    active_gpu_hours = _gpu_hours("Of gpu_hours, those in which the GPUs worked.")
-    idle_gpu_hours = _gpu_hours("Of gpu_hours, those allocated but idle (wasted).")
+    active_gpu_hours = _measured_gpu_hours("Of gpu_hours, those in which the GPUs worked.")
+    idle_gpu_hours = _measured_gpu_hours("Of gpu_hours, those allocated but idle (wasted).")
 
 
 class ReportViewSet(CSVExport, viewsets.GenericViewSet[Any]):
@@ -416,13 +437,14 @@ def csv_file_name(name: str, report: Report, query: ReportQuery, options: dict[s
 
 def _page_key(request: Request, report: str, tenants: Any) -> str | None:
     """The cache key of a report page: the roll-ups' version, the report, its parameters and
-    the caller's scope (None before anything is rolled up: nothing to cache)."""
+    the caller's scope, and the utilisation source (measured or not: ``source_name``); None
+    before anything is rolled up: nothing to cache."""
     version = roll_up_version()
     if version is None:
         return None
     parameters = sorted((name, sorted(values)) for name, values in request.query_params.lists())
     scope = None if tenants is None else sorted(tenants)
-    text = json.dumps([str(version), report, parameters, scope, request.get_host()])
+    text = json.dumps([str(version), source_name(), report, parameters, scope, request.get_host()])
     return "gpupool:report:" + hashlib.sha256(text.encode()).hexdigest()
 
 

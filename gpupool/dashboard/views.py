@@ -1222,12 +1222,14 @@ def cost(request: HttpRequest, access: Access) -> HttpResponse:
 def summed(rows: list[dict[str, Any]], key: str, columns: Iterable[str]) -> list[dict[str, Any]]:
     """``rows`` (a report's, a row per month) as one row per ``key`` (tenant or flavor), by
     name (the row of no team last), with each of ``columns`` the sum of its figures as the
-    reports write them (``reports.written``): a span's row is the sum of the CSV's rows."""
+    reports write them (``reports.written``): a span's row is the sum of the CSV's rows. A
+    figure the reports leave null (not measured: no utilisation source) stays null."""
     merged: dict[Any, dict[str, Any]] = {}
     for row in rows:
         into = merged.setdefault(row[key], {key: row[key]} | dict.fromkeys(columns, Decimal(0)))
         for name in columns:
-            into[name] += written(row[name])
+            unknown = row[name] is None or into[name] is None
+            into[name] = None if unknown else into[name] + written(row[name])
     return sorted(merged.values(), key=lambda row: (row[key] is None, row[key] or ""))
 
 
@@ -1281,10 +1283,14 @@ def chosen_month(text: str, today: date) -> tuple[date, str]:
     return month, ""
 
 
-def column_totals(rows: list[dict[str, Any]], columns: Iterable[str]) -> dict[str, Decimal]:
-    """Each column's sum over ``rows`` (a missing figure counts as none)."""
+def column_totals(rows: list[dict[str, Any]], columns: Iterable[str]) -> dict[str, Decimal | None]:
+    """Each column's sum over ``rows`` (a missing figure counts as none; a column a row has
+    null, not measured, is null)."""
     return {
-        name: sum((row.get(name) or Decimal(0) for row in rows), Decimal(0)) for name in columns
+        name: None
+        if any(name in row and row[name] is None for row in rows)
+        else sum((row.get(name) or Decimal(0) for row in rows), Decimal(0))
+        for name in columns
     }
 
 

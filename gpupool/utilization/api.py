@@ -22,7 +22,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django import forms
-from django.conf import settings
 from django.utils.dateparse import parse_datetime
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -38,8 +37,7 @@ from gpupool.api.filters import UtcDateTimeField
 from gpupool.api.permissions import COST_ROLES, ActionRoles, TenantScoped
 from gpupool.api.tables import CSVRenderer
 from gpupool.control.clock import pool_clock
-from gpupool.utilization.queries import tenant_utilization, top_wasters
-from gpupool.utilization.sampling import source_configured
+from gpupool.utilization.queries import NO_SOURCE, measured, tenant_utilization, top_wasters
 
 MAX_WINDOW = timedelta(days=92)
 # ``?window=``: the last hours or days before ``until``, by name (the Utilisation page's).
@@ -109,16 +107,7 @@ def tenants_of(access: Access) -> frozenset[int] | None:
     return None if access.admin or access.finance else access.tenant_ids
 
 
-# A row's figures that only a utilisation source measures: null without one.
-MEASURED_FIELDS = ("active_gpu_hours", "idle_gpu_hours", "unobserved_gpu_hours", "active_share")
-NO_SOURCE = "none"
 NOT_MEASURED = " Null when no utilisation source is configured (source none): not measured."
-
-
-def source_name() -> str:
-    """The utilisation source that measured the figures (``GPUPOOL_UTILIZATION_SOURCE``), or
-    ``none`` when it names none (``none``, or a cluster's lack of one)."""
-    return str(settings.GPUPOOL_UTILIZATION_SOURCE) if source_configured() else NO_SOURCE
 
 
 class NotMeasured(APIException):
@@ -207,13 +196,9 @@ class TenantUtilizationViewSet(_UtilizationViewSet):
         """The caller's tenants' figures (admins and finance: all); without a utilisation
         source, allocation alone (``source`` ``none``, the measured figures null)."""
         since, until = window_of(request)
-        rows = tenant_utilization(since, until, tenants_of(self.access()))
-        source = source_name()
-        for row in rows:
-            row["source"] = source
-            if source == NO_SOURCE:
-                row.update(dict.fromkeys(MEASURED_FIELDS))
-        return Response(rows)
+        return Response(
+            tenant_utilization(since, until, tenants_of(self.access()), with_source=True)
+        )
 
 
 class WasterViewSet(_UtilizationViewSet):
@@ -246,7 +231,7 @@ class WasterViewSet(_UtilizationViewSet):
                 raise ValueError(limit)
         except ValueError:
             raise ValidationError({"limit": "a whole number from 1 to 100"}) from None
-        if not source_configured():
+        if not measured():
             raise NotMeasured()
         return Response(top_wasters(since, until, limit, tenants_of(self.access())))
 

@@ -15,6 +15,14 @@ clock (``open_until``), as in the cost reports: a window reaching into the futur
 what has happened. ``hourly_utilization``, the Utilisation page's time series, reads the
 hours the usage roll-up has counted from its hourly table (``accounting.UsageHour``) and only
 the hours since from the intervals and windows.
+
+Measured or not, one rule (``measured``, ``source_name``) for every view: without a
+utilisation source (``GPUPOOL_UTILIZATION_SOURCE`` names none: ``none``, or ``kubernetes``
+without Prometheus) no GPU-hour was measured, so none is called active or idle. The API, the
+Utilisation and Cost pages, the cost reports and ``manage.py gpupool utilization`` then give
+allocation alone: ``tenant_utilization``'s rows have their measured figures
+(``MEASURED_FIELDS``) null (and, ``with_source``, say ``"source": "none"``), and the cost
+reports' active and idle allocated columns are null (``not_measured``).
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.db.models import (
     DateTimeField,
     DurationField,
@@ -40,9 +49,36 @@ from gpupool.accounting.periods import accounting_zone, hour_start, hours
 from gpupool.control.clock import pool_now
 from gpupool.quotas.models import Queue
 from gpupool.utilization.models import ActivityWindow
+from gpupool.utilization.sampling import source_configured
 from gpupool.workloads.models import Workload
 
 NO_TENANT = "-"  # usage charged to a queue without a tenant (the pool's own)
+
+# The source named when none measures (``GPUPOOL_UTILIZATION_SOURCE`` names none).
+NO_SOURCE = "none"
+# A team row's figures that only a utilisation source measures: null without one.
+MEASURED_FIELDS = ("active_gpu_hours", "idle_gpu_hours", "unobserved_gpu_hours", "active_share")
+
+
+def measured() -> bool:
+    """Whether a utilisation source measures what the GPUs do (``source_configured``): without
+    one every view gives allocation alone and calls no GPU-hour active or idle."""
+    return source_configured()
+
+
+def source_name() -> str:
+    """The utilisation source that measures the figures (``GPUPOOL_UTILIZATION_SOURCE``), or
+    ``none`` (``NO_SOURCE``) when it names none (``none``, or a cluster's lack of one)."""
+    return str(settings.GPUPOOL_UTILIZATION_SOURCE) if measured() else NO_SOURCE
+
+
+def not_measured(rows: list[dict[str, Any]], fields: Collection[str]) -> list[dict[str, Any]]:
+    """``rows`` as they are when a source measures; without one, each row's ``fields`` (those
+    only a source measures) null: not measured, rather than all idle."""
+    if not measured():
+        for row in rows:
+            row.update(dict.fromkeys(name for name in fields if name in row))
+    return rows
 
 
 def _overlap_s(start: datetime, end: datetime, since: datetime, until: datetime) -> float:
@@ -167,11 +203,18 @@ def _idle_figures(held_s: float, observed_s: float, active_s: float) -> dict[str
 
 
 def tenant_utilization(
-    since: datetime, until: datetime, tenant_ids: Collection[int] | None = None
+    since: datetime,
+    until: datetime,
+    tenant_ids: Collection[int] | None = None,
+    *,
+    with_source: bool = False,
 ) -> list[dict[str, Any]]:
     """Per tenant: allocated, active and idle GPU-hours in the window (of idle, those the
     source did not observe), and the active share of allocated; tenants by name
-    (``tenant_ids``: only those)."""
+    (``tenant_ids``: only those; ``with_source``: each row also names the source that measured
+    it, ``source_name``, as the API and the command line write it). Without a source the
+    measured figures (``MEASURED_FIELDS``) are null: allocation alone is known, and no
+    GPU-hour is called idle."""
     held: dict[str, float] = defaultdict(float)
     for name, seconds in allocated_seconds_by("tenant__name", since, until, tenant_ids).items():
         held[name or NO_TENANT] += seconds
@@ -179,6 +222,7 @@ def tenant_utilization(
     for name, (observed, active) in seconds_by("tenant__name", since, until, tenant_ids).items():
         seen[name or NO_TENANT][0] += observed
         seen[name or NO_TENANT][1] += active
+    source = source_name()
     rows = []
     for tenant in sorted(set(held) | set(seen)):
         held_s, (observed_s, active_s) = held.get(tenant, 0.0), seen.get(tenant, (0.0, 0.0))
@@ -191,7 +235,9 @@ def tenant_utilization(
                 "active_share": round(active_s / held_s, 4) if held_s else None,
             }
         )
-    return rows
+        if with_source:
+            rows[-1]["source"] = source
+    return not_measured(rows, MEASURED_FIELDS)
 
 
 def _most_idle(

@@ -4,6 +4,11 @@ Allocated GPU-hours are accounting's usage intervals inside the window; active G
 what the utilisation source (DCGM through Prometheus, or the simulated cluster's profiles)
 saw the tenants' GPUs work, from the activity windows the control loop records; idle is the
 difference, and "unobserved" says how much of idle the source did not see (docs/utilization.md).
+
+Without a utilisation source (``GPUPOOL_UTILIZATION_SOURCE`` names none) nothing was measured:
+the table says so and gives allocation alone, active and idle "not measured", never idle;
+``--json`` gives the API's rows (``"source": "none"``, the measured figures null) and
+``"source"`` beside the window.
 """
 
 from __future__ import annotations
@@ -15,9 +20,12 @@ from typing import Any, TextIO
 
 from gpupool.clusters.grouping import AnnotationError, parse_duration
 from gpupool.control.clock import pool_clock
-from gpupool.utilization.queries import tenant_utilization
+from gpupool.utilization.queries import NO_SOURCE, source_name, tenant_utilization
 
-HELP = "Allocated, active and idle GPU-hours per tenant over a recent window"
+HELP = (
+    "Allocated GPU-hours per tenant over a recent window, and active and idle where a "
+    "utilisation source measures them"
+)
 
 
 def window(text: str) -> float:
@@ -48,12 +56,21 @@ def run(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
     """Print the figures per tenant for the window that ends now."""
     until = pool_clock()  # the cluster's time: a simulated one runs ahead of the wall
     since = until - timedelta(seconds=options["since"])
-    rows = tenant_utilization(since, until)
+    source = source_name()
+    rows = tenant_utilization(since, until, with_source=True)
     if options["json"]:
-        document = {"since": since.isoformat(), "until": until.isoformat(), "tenants": rows}
+        document = {
+            "since": since.isoformat(),
+            "until": until.isoformat(),
+            "source": source,
+            "tenants": rows,
+        }
         stdout.write(json.dumps(document, indent=2) + "\n")
         return 0
     stdout.write(f"GPU-hours from {since:%Y-%m-%d %H:%M} to {until:%H:%M} UTC\n")
+    if source == NO_SOURCE:
+        write_allocation_alone(rows, stdout)
+        return 0
     stdout.write(
         f"{'tenant':<24} {'allocated':>10} {'active':>10} {'idle':>10} {'unobserved':>10} "
         f"{'active %':>9}\n"
@@ -66,3 +83,17 @@ def run(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
             f"{row['unobserved_gpu_hours']:>10.2f} {share:>9}\n"
         )
     return 0
+
+
+def write_allocation_alone(rows: list[dict[str, Any]], stdout: TextIO) -> None:
+    """The table without a utilisation source: allocated GPU-hours, and active and idle said
+    not to be measured (never counted as idle)."""
+    stdout.write(
+        "No utilisation source is configured (GPUPOOL_UTILIZATION_SOURCE names none): active "
+        "and idle GPU-hours are not measured, only allocation is known (docs/utilization.md).\n"
+    )
+    stdout.write(f"{'tenant':<24} {'allocated':>10}  active and idle\n")
+    for row in rows:
+        stdout.write(
+            f"{row['tenant']:<24} {row['allocated_gpu_hours']:>10.2f}  not measured (source none)\n"
+        )
