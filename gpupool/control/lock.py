@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,6 +39,10 @@ def lock_file(suffix: str = "cycle") -> Path:
     not PostgreSQL."""
     name = str(connection.settings_dict.get("NAME") or "")
     if not name or name == ":memory:" or name.startswith("file:"):
+        # A database in memory lives in this process only: another process's, of the same
+        # name, is another database, and must not share its lock (test runs side by side).
+        if not name or name == ":memory:" or "mode=memory" in name:
+            name = f"{name}#{os.getpid()}"
         digest = hashlib.sha256(name.encode()).hexdigest()[:16]
         return Path(tempfile.gettempdir()) / f"gpupool-{suffix}-{digest}.lock"
     return Path(f"{name}.{suffix}.lock")
