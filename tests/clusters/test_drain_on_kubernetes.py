@@ -1,8 +1,9 @@
 """A drain against the local kube-apiserver with KWOK nodes: the Kubernetes node is cordoned
 (``spec.unschedulable``, seen with the API as ``kubectl get node`` sees it) and uncordoned
 again; an eviction a PodDisruptionBudget refuses leaves the pod running and tells it, once, in
-a Warning Event naming the budget. The plane and a loop per test come from
-``test_control_loop_k8s`` (its ``plane`` fixture)."""
+a Warning Event naming the budget, is kept on the workload (``eviction_refusal``) and not asked
+again within its back-off; the budget gone, the drain evicts and the record is cleared. The
+plane and a loop per test come from ``test_control_loop_k8s`` (its ``plane`` fixture)."""
 
 from __future__ import annotations
 
@@ -76,10 +77,30 @@ def test_a_drain_eviction_a_budget_refuses_is_told_on_the_pod_once(plane: Plane)
 
     do_drain_node(Node.objects.get(name=node), acting_user=None, reason="maintenance")
     (event,) = plane.until("the refusal told on the pod", refusals)
-    for _ in range(4):  # a drain retries each cycle: the pod is not told again
+    # Kept on the workload while current (its page, API and ``gpupool why`` say it).
+    refusal = plane.workload("guarded").eviction_refusal
+    assert refusal["budget"] == f"{namespace}/guard" and refusal["reason"] == "admin"
+    assert refusal["nodes"] == [node]
+    backend, asked = plane.loop.backend, []
+    evict = backend.evict
+
+    def counted(pods: Any, reason: str) -> Any:
+        asked.extend(p.name for p in pods)
+        return evict(pods, reason)
+
+    backend.evict = counted  # type: ignore[method-assign]
+    for _ in range(4):  # within the refusal's back-off the drain does not ask again
         plane.cycle()
     (event,) = refusals()
     assert event.type == "Warning" and (event.count or 1) == 1
     assert f"refused by PodDisruptionBudget {namespace}/guard" in event.message
     assert plane.bound("guarded") == [node]
     assert plane.workload("guarded").state == "running"
+    assert pod_name not in asked
+    # The budget gone and the back-off over, the drain evicts it, and the refusal is cleared.
+    policy.delete_namespaced_pod_disruption_budget("guard", namespace)
+    plane.loop.refused_until.clear()  # the back-off (60 s) over, without waiting it out
+    plane.until("evicted by the drain", lambda: plane.workload("guarded").state != "running")
+    assert pod_name in asked
+    assert plane.workload("guarded").eviction_refusal is None
+    plane.until("drained", lambda: Node.objects.get(name=node).state == "drained")
