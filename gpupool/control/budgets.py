@@ -5,7 +5,8 @@ protected window is reserved up front when it is admitted (the plan says how muc
 reserved, ``Admission.budget_reservation``: nothing for work it admitted demoted because the
 cycle's earlier admissions spent the budget), and settled when the window ends or the workload
 leaves: the reservation goes back and what really ran inside the window is spent. After the
-window, spending accrues with time.
+window, spending accrues with time. An elastic gang that shrinks (a member pod gone, its
+minimum kept) is charged for the GPUs it still holds from the shrink on (``shrink``).
 
 Writing a ledger entry every cycle for every such workload would flood the ledger; instead the
 loop keeps, per workload, until when it was charged (``Charge``), and the snapshot's ``used``
@@ -27,6 +28,7 @@ from datetime import datetime
 from decimal import Decimal
 from functools import cache
 from operator import attrgetter
+from typing import TYPE_CHECKING
 
 from django.db import connection
 from django.db.models import F, Max, Q, Sum
@@ -46,10 +48,15 @@ from gpupool.scheduler.types import (
 )
 from gpupool.tenancy.models import Tenant
 
+if TYPE_CHECKING:
+    from gpupool.control.sync import Shrink
+
 FLUSH_S = 300.0
 _NAME_OF = attrgetter("name")
 # The note of a budget's flushed spending (one entry for all its running work, no workload).
 FLUSHED_NOTE = "ran at the class"
+# The note of a shrunk gang's moves (``BudgetBook.shrink``).
+SHRUNK_NOTE = "gang shrank"
 Key = tuple[str, str]  # (tenant, priority class)
 
 
@@ -333,6 +340,61 @@ class BudgetBook:
                 )
         return moves
 
+    def shrink(
+        self, shrinks: Iterable[Shrink], rows: Mapping[str, WorkloadRow], now: float
+    ) -> list[BudgetMove]:
+        """Elastic gangs that go on with fewer pods (``sync.Shrink``, written with these
+        moves): from ``now`` each is charged for the GPUs it still holds. What it ran until
+        now at the GPUs it held is spent (after its window, the accrual; inside it, the gone
+        pods' share of what ran in the window), and a window not over yet keeps the
+        reservation of the GPUs left, the rest settled back -- so the window, settled when it
+        ends, spends what the GPUs left ran in it, and ``load`` reads the same window back
+        from the ledger. ``rows``: the state's rows as the sync saw them (before the shrink).
+        Only the shrunk workloads at budgeted classes are touched."""
+        changed: list[tuple[Charge, float]] = []
+        for shrink in shrinks:
+            charge = self.charges.get(shrink.workload_id)
+            row = rows.get(shrink.name)
+            if charge is None or row is None:
+                continue
+            gpus = kept_gpus(row, shrink.keep)
+            if 0 < gpus < charge.gpus:
+                changed.append((charge, gpus))
+        if not changed:
+            return []
+        ids = budget_ids({charge.key for charge, _ in changed}, now)
+        moves: list[BudgetMove] = []
+        for charge, gpus in changed:
+            budget = ids.get(charge.key)
+            gone = charge.gpus - gpus
+            spent = self.accrued(charge, now)  # after its window, at the GPUs it held
+            reserved = charge.reserved
+            if reserved > 0 and charge.window_end > now:
+                reserved = charge.reserved * gpus / charge.gpus
+                ran = max(now - charge.start, 0.0) / SECONDS_PER_HOUR
+                spent += min(ran * gone * charge.rate, charge.reserved - reserved)
+                back = _hours(charge.reserved) - _hours(reserved)
+                if budget is not None and back > 0:
+                    moves.append(
+                        BudgetMove(
+                            budget, LedgerEntryKind.SETTLE, back, charge.workload_id, SHRUNK_NOTE
+                        )
+                    )
+            if budget is not None and _hours(spent) > 0:
+                moves.append(
+                    BudgetMove(
+                        budget,
+                        LedgerEntryKind.SPEND,
+                        -_hours(spent),
+                        charge.workload_id,
+                        SHRUNK_NOTE,
+                    )
+                )
+            self.charges[charge.workload_id] = replace(
+                charge, gpus=gpus, reserved=reserved, charged_until=max(charge.charged_until, now)
+            )
+        return moves
+
     def _settle(self, charges: list[Charge], now: float, *, leaving: bool) -> list[BudgetMove]:
         ids = budget_ids({c.key for c in charges}, now)
         moves: list[BudgetMove] = []
@@ -365,6 +427,26 @@ class BudgetBook:
                     charge, reserved=0.0, charged_until=max(charge.charged_until, charge.window_end)
                 )
         return moves
+
+
+def kept_gpus(row: WorkloadRow, keep: Iterable[tuple[int, int, int]]) -> float:
+    """The GPUs a shrunk gang still holds: those of the placements ``keep`` names (as
+    ``Shrink.keep``: pod set id, pod index, ...), found in ``row``'s placements as the
+    snapshot orders them (by pod set, then pod index; ``snapshot._placement``)."""
+    info = row.info
+    first: dict[int, int] = {}  # pod set id -> the position of its first pod
+    position = 0
+    for pod_set_id, pod_set in zip(row.pod_set_ids, info.pod_sets, strict=False):
+        first[pod_set_id] = position
+        position += pod_set.count
+    placement = info.placement
+    held = 0.0
+    for pod_set_id, index, _ in keep:
+        at = first.get(pod_set_id)
+        if at is not None and at + index < len(placement):
+            placed = placement[at + index]
+            held += placed.milli / MILLI if placed.milli is not None else len(placed.gpus)
+    return held
 
 
 def _hours(amount: float) -> Decimal:

@@ -442,6 +442,7 @@ class ControlLoop:
                 if decision.writes:
                     leaving = [s.workload_id for s in decision.steps if s.leaves]
                     moves = self.budgets.leave(leaving, now)
+                    moves += self.budgets.shrink(decision.shrinks, self.state.rows, now)
                     written: Stamps = {}
                     registered: list[Registered] = []
                     flavors = self.state.flavor_rows  # as the sync's refresh read them
