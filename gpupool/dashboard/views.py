@@ -1812,15 +1812,19 @@ def blocked_gangs(
     ).distinct()
     found = list(  # as values, with the GPUs of the flavor's pod sets: no model instance
         pending.order_by("submitted_at", "id").values_list(
-            "id", "namespace", "name", "explanation__reason", "submitted_at"
+            "id", "namespace", "name", "explanation__reason", "submitted_at", "topology"
         )[:BLOCKED_SHOWN]
     )
     needed: dict[int, Decimal] = defaultdict(Decimal)
     shares: dict[int, Decimal] = {}  # the largest share of one GPU a pod asks (shared flavors)
+    pods: dict[int, int] = defaultdict(int)  # its pods of the flavor
+    pod_gpus: dict[int, int] = defaultdict(int)  # the most whole GPUs one of them asks
     for workload_id, count, gpus, milli in PodSet.objects.filter(
         workload_id__in=[row[0] for row in found], flavor__name=flavor
     ).values_list("workload_id", "count", "gpus", "gpu_milli"):
         needed[workload_id] += count * gpu_equivalent(gpus, milli)
+        pods[workload_id] += count
+        pod_gpus[workload_id] = max(pod_gpus[workload_id], gpus)
         if milli is not None:
             share = gpu_equivalent(gpus, milli)
             shares[workload_id] = max(share, shares.get(workload_id, share))
@@ -1833,9 +1837,17 @@ def blocked_gangs(
                 "submitted_at": submitted,
             },
             "gpus": needed[workload_id],
-            "why": blocking_shape(needed[workload_id], of_flavor, shares.get(workload_id), reason),
+            "why": blocking_shape(
+                needed[workload_id],
+                of_flavor,
+                shares.get(workload_id),
+                reason,
+                topology=topology,
+                pods=pods[workload_id],
+                pod_gpus=pod_gpus[workload_id],
+            ),
         }
-        for workload_id, namespace, name, reason, submitted in found
+        for workload_id, namespace, name, reason, submitted, topology in found
     ]
     return sorted(rows, key=lambda row: (-row["gpus"], row["workload"]["submitted_at"]))
 

@@ -10,7 +10,8 @@ workload"), per flavor:
   (``fragmentation.fitting_node_fragmentation``: an 8-GPU pod that may also use a flavor of
   4-GPU nodes does not make its idle nodes fragmented);
 - **stranded GPUs**: free GPUs on nodes without the CPU the usual work brings along with them
-  (``fragmentation.cpu_stranded_milli``);
+  (``fragmentation.cpu_stranded_milli``), the usual work of each node being, as above, the
+  GPU shapes it could ever hold (``fragmentation.gpu_shapes_that_fit``);
 - **the largest gang** placeable now inside one NVLink domain, in whole GPUs, and for each
   gang size of ``GANG_SIZES`` GPUs how many such gangs fit now at once, each inside one domain.
   A gang of ``S`` GPUs is ``ceil(S / p)`` pods of ``p = min(S, GPUs of the flavor's largest
@@ -35,6 +36,7 @@ from gpupool.scheduler.fragmentation import (
     empty_node,
     fits,
     fitting_node_fragmentation,
+    gpu_shapes_that_fit,
     pick_gpus,
     take,
 )
@@ -136,7 +138,14 @@ def flavor_fragmentation(
                     for name in names
                 )
                 / MILLI_PER_GPU,
-                stranded_gpus=sum(cpu_stranded_milli(s, dist) for s in states) / MILLI_PER_GPU,
+                stranded_gpus=sum(
+                    cpu_stranded_milli(
+                        cluster.state[name],
+                        gpu_shapes_that_fit(dist, _empty(cluster.nodes[name])),
+                    )
+                    for name in names
+                )
+                / MILLI_PER_GPU,
                 largest_gang_gpus=max(
                     (sum(whole[name] for name in members) for members in domains.values()),
                     default=0,
