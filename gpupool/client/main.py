@@ -555,15 +555,22 @@ def do_status(api: Api, options: argparse.Namespace, out: TextIO) -> int:
         rows = [["WORKLOAD", "QUEUE", "STATE", "GPUS", "POSITION", "ESTIMATED START", "REASON"]]
         for w in workloads:
             pending = w["state"] == "pending"
+            never = pending and bool(w.get("never_fits"))  # set aside, as `why` says
             rows.append(
                 [
                     f"{w['namespace']}/{w['name']}",
                     w["queue"],
                     w["state"],
                     gpus(w["gpus"]),
-                    str(w["queue_position"] or "-") if pending else "-",
-                    estimated_cell(w["estimated_start_at"], clock) if pending else "-",
-                    (w["pending_reason"] or "not seen yet") if pending else "-",
+                    str(w["queue_position"] or "-") if pending and not never else "-",
+                    estimated_cell(w["estimated_start_at"], clock)
+                    if pending and not never
+                    else "-",
+                    f"{w['pending_reason']}, never fits"
+                    if never
+                    else (w["pending_reason"] or "not seen yet")
+                    if pending
+                    else "-",
                 ]
             )
         table(rows, out)

@@ -10,18 +10,20 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from gpupool.dashboard.templatetags.dashboard import gpus
-from gpupool.inventory.queries import FlavorFragmentation
+from gpupool.inventory.queries import FlavorFragmentation, GangFit
 from gpupool.number_formats import plain_number
 
 FITS = "fits"
 SHAPE = "shape"
 CAPACITY = "capacity"
+NEVER = "never"  # it can never run as asked (``scheduler.explain.never_fits``)
 
 
 @dataclass(frozen=True, slots=True)
 class Blocking:
     """What keeps a pending gang out: nothing in the pool's shape (``fits``: it waits for
-    something else), the shape (free GPUs enough, but not together), or capacity; and the
+    something else), the shape (free GPUs enough, but not together), capacity, or nothing
+    the pool could free (``never``: it can never run as asked, its explanation says); and the
     gang size of the page's table that shows it (None when no column does)."""
 
     kind: str
@@ -30,8 +32,10 @@ class Blocking:
 
 
 # Pending reasons that are not about the pool's shape or capacity: a workload waiting on
-# one of these is not held back by fragmentation, whatever the free GPUs look like.
-NOT_SHAPE_REASONS = frozenset({"quota", "budget", "behind", "waiting-for-preemption"})
+# one of these is never blamed on fragmentation; it is told the shape would hold it back as
+# well only when it would (but not while room is being made for it by preemption).
+MAKING_ROOM = "waiting-for-preemption"
+NOT_SHAPE_REASONS = frozenset({"quota", "budget", "behind", MAKING_ROOM})
 
 
 # The workload topology that binds a gang to one NVLink domain (``Workload.topology``; the
@@ -48,27 +52,73 @@ def blocking_shape(
     topology: str | None = None,
     pods: int | None = None,
     pod_gpus: int | None = None,
+    never: str | None = None,
+    in_one_domain: float | None = None,
+    nvlink: bool = True,
 ) -> Blocking:
     """Why a gang of ``needed`` GPUs of the flavor waits, as far as the pool's shape says.
     ``share``: the share of one GPU each pod asks, on a shared flavor; such a pod needs that
     much free on one GPU, not whole GPUs together in a domain. ``reason``: the workload's
-    pending reason; one that is not about shape (quota, ...) is never blamed on shape.
+    pending reason; one that is not about shape (quota, ...) is never blamed on shape, but a
+    gang the shape would hold back as well is told so (a 32-GPU gang bound to one domain
+    waiting on quota while no domain has 32 free is not "fits").
 
     ``topology``: the workload's (``""``, ``preferred`` or ``domain``); None when the caller
     does not know it, judged as bound to one domain (the strictest reading). A gang that may
     spread is told whether its ``pods`` pods of (at most) ``pod_gpus`` whole GPUs each fit
     on the flavor's nodes now (the page's column for gangs of ``pod_gpus``, which counts such
-    pods over every domain), never that no NVLink domain holds it."""
+    pods over every domain), never that no NVLink domain holds it.
+
+    ``never``: the workload's explanation when its facts say it can never run as asked
+    (``scheduler.explain.never_fits``): that sentence, not the free GPUs, is why it waits, and
+    no defragmenting would help. ``in_one_domain``: the most GPUs free together in one domain
+    (the page's per-domain table), what a gang bound to one domain is judged against (default:
+    the figures' largest gang in one domain). ``nvlink``: False for a flavor whose every
+    domain is one node (no ``nvidia.com/gpu.clique``): its domains are called nodes."""
     column = next((gang.gpus for gang in figures.gangs if gang.gpus >= needed), None)
-    free = Decimal(str(figures.free_gpus))
-    largest = figures.largest_gang_gpus
     job = f"This {plain_number(needed)}-GPU job"
-    if reason in NOT_SHAPE_REASONS:
+    if never is not None:
         return Blocking(
-            FITS,
-            f"{job} waits for its reason ({reason}), not for the pool's shape.",
-            column,
+            NEVER,
+            never.strip() or f"{job} can never run as asked, however free the pool.",
+            None,
         )
+    verdict = _shape(
+        needed, figures, share, topology, pods, pod_gpus, in_one_domain, column, job, nvlink
+    )
+    if reason in NOT_SHAPE_REASONS:
+        # Room is being made for it (its victims are leaving): what is free now is not
+        # what it will get, so only the others are judged by the shape as well.
+        if verdict.kind == FITS or reason == MAKING_ROOM:
+            return Blocking(
+                FITS,
+                f"{job} waits for its reason ({reason}), not for the pool's shape.",
+                verdict.gang_size,
+            )
+        return Blocking(
+            verdict.kind,
+            f"{verdict.text} It waits for its reason ({reason}) too.",
+            verdict.gang_size,
+        )
+    return verdict
+
+
+def _shape(
+    needed: Decimal,
+    figures: FlavorFragmentation,
+    share: Decimal | None,
+    topology: str | None,
+    pods: int | None,
+    pod_gpus: int | None,
+    in_one_domain: float | None,
+    column: int | None,
+    job: str,
+    nvlink: bool,
+) -> Blocking:
+    """What the pool's shape alone says of the gang (``blocking_shape``, its reason aside)."""
+    free = Decimal(str(figures.free_gpus))
+    largest = Decimal(str(figures.largest_gang_gpus if in_one_domain is None else in_one_domain))
+    one, many = ("NVLink domain", "NVLink domains") if nvlink else ("node", "nodes")
     if share is not None and share < 1:
         most = Decimal(str(figures.most_free_on_one_gpu))
         if share <= most and needed <= free:
@@ -87,18 +137,18 @@ def blocking_shape(
                 column,
             )
     elif topology is not None and topology != IN_ONE_DOMAIN and needed <= free:
-        return _spread(job, needed, free, largest, figures, column, pods, pod_gpus)
+        return _spread(job, needed, free, largest, figures, column, pods, pod_gpus, many)
     elif needed <= largest:
         return Blocking(
             FITS,
-            f"{job} fits in one NVLink domain now (the largest free block is {gpus(largest)}): "
+            f"{job} fits in one {one} now (the largest free block is {gpus(largest)}): "
             "the pool's shape does not hold it back; the reason it waits for does.",
             column,
         )
     if needed <= free:
         return Blocking(
             SHAPE,
-            f"{job} waits although {gpus(free)} are free: no NVLink domain has "
+            f"{job} waits although {gpus(free)} are free: no {one} has "
             f"{plain_number(needed)} free together (the largest free block is {gpus(largest)}).",
             column,
         )
@@ -113,11 +163,12 @@ def _spread(
     job: str,
     needed: Decimal,
     free: Decimal,
-    largest: int,
+    largest: Decimal,
     figures: FlavorFragmentation,
     column: int | None,
     pods: int | None,
     pod_gpus: int | None,
+    many: str = "NVLink domains",
 ) -> Blocking:
     """A gang that may spread over NVLink domains, ``needed`` at most the flavor's free GPUs:
     whether its pods find nodes now, by the column of single pods of ``pod_gpus`` GPUs (how
@@ -136,27 +187,40 @@ def _spread(
         if single.gangs >= pods:
             return Blocking(
                 FITS,
-                f"{job} fits now across NVLink domains (its {each} may spread; the nodes have "
+                f"{job} fits now across {many} (its {each} may spread; the nodes have "
                 f"room for {room}): the pool's shape does not hold it back; the reason it "
                 "waits for does.",
                 single.gpus,
             )
         return Blocking(
             SHAPE,
-            f"{job} waits although {gpus(free)} are free: its {each} may spread over NVLink "
-            f"domains, but the nodes have room for {room} only.",
+            f"{job} waits although {gpus(free)} are free: its {each} may spread over "
+            f"{many}, but the nodes have room for {room} only.",
             single.gpus,
         )
     if needed <= largest:
         return Blocking(
             FITS,
-            f"{job} fits in one NVLink domain now (the largest free block is {gpus(largest)}): "
+            f"{job} fits in one {many[:-1]} now (the largest free block is {gpus(largest)}): "
             "the pool's shape does not hold it back; the reason it waits for does.",
             column,
         )
     return Blocking(
         SHAPE,
-        f"{job} waits although {gpus(free)} are free: it may spread over NVLink domains, but "
+        f"{job} waits although {gpus(free)} are free: it may spread over {many}, but "
         "the free GPUs are not on nodes where its pods fit.",
         column,
     )
+
+
+TIMES = "\N{MULTIPLICATION SIGN}"  # as the page's table writes pods: 2 x 8
+
+
+def gang_pods(gang: GangFit) -> str:
+    """The pods a gang of the page's table is, adding up to its GPUs: 2 x 8 for 16 GPUs on
+    8-GPU nodes, 4 x 16 + 1 x 8 for 72 on 16-GPU nodes (``inventory.queries`` sizes each pod
+    at most a node's GPUs, and counts room for ``gang.pods`` pods of that size)."""
+    whole, rest = divmod(gang.gpus, gang.gpus_per_pod) if gang.gpus_per_pod else (0, 0)
+    if not rest or not whole:
+        return f"{gang.pods} {TIMES} {gang.gpus_per_pod}"
+    return f"{whole} {TIMES} {gang.gpus_per_pod} + 1 {TIMES} {rest}"

@@ -103,6 +103,18 @@ class DomainSummary:
     # of ``by_tenant``, per tenant, what it holds of broken GPUs and cordoned nodes
     free_gpus: float = 0.0  # free GPUs as the scheduler counts them: shared GPUs' rests too
     free_nodes: int = 0  # its nodes with any GPU free
+    first_node: str = ""  # its first node by name (the rows' order): what names a clique
+
+    @property
+    def own_node(self) -> bool:
+        """Whether the domain is one node outside any clique (no ``nvidia.com/gpu.clique``:
+        the node is its own domain, named after it; a PCIe flavor's every node)."""
+        return self.nodes == 1 and self.domain == self.first_node
+
+    @property
+    def label(self) -> str:
+        """The domain as the page names it (``domain_label``)."""
+        return domain_label(self.domain, self.first_node, self.nodes)
 
     def held_by(self) -> str:
         """Who holds the domain's GPUs, in words (``nlp 4 GPUs (1 broken), cv 0.5 GPUs``;
@@ -118,6 +130,23 @@ class DomainSummary:
             )
             words.append(f"{tenant} {gpus(held)}" + (f" ({notes})" if notes else ""))
         return ", ".join(words)
+
+
+# A domain name at most this long reads as it is (``nvl72-rack3``, a node's own name); a
+# longer one is a clique id (``<cluster UUID>.<clique>``, 38 characters and more).
+READABLE_DOMAIN = 24
+
+
+def domain_label(domain: str, first_node: str, nodes: int) -> str:
+    """An NVLink domain's name for people, stable while its nodes are: the name itself when
+    short, else (a clique id such as ``24758309-…-….1``) its first node by name and how many
+    more it holds (``gb200-001 and 17 more nodes``). The full id goes in a title beside it."""
+    if len(domain) <= READABLE_DOMAIN or not first_node:
+        return domain
+    more = nodes - 1
+    if more < 1:
+        return f"{first_node}'s clique"
+    return f"{first_node} and {more} more node{'s' if more != 1 else ''}"
 
 
 def gpu_rows(snapshot: Snapshot) -> list[NodeRow]:
@@ -166,7 +195,7 @@ def domain_summaries(rows: Iterable[NodeRow]) -> list[DomainSummary]:
         key = (row.flavor, row.domain)
         summary = summaries.get(key)
         if summary is None:
-            summary = summaries[key] = DomainSummary(row.domain, row.flavor)
+            summary = summaries[key] = DomainSummary(row.domain, row.flavor, first_node=row.node)
         summary.nodes += 1
         free_milli = sum(cell.free_milli for cell in row.cells)
         summary.free_gpus += free_milli / MILLI
@@ -197,6 +226,7 @@ class FreeSpread:
     domains: int
     all_nodes: int
     all_domains: int
+    nvlink: bool = True  # False: every domain is one node of its own (no NVLink between nodes)
 
 
 def free_spread(summaries: Iterable[DomainSummary]) -> FreeSpread:
@@ -209,7 +239,14 @@ def free_spread(summaries: Iterable[DomainSummary]) -> FreeSpread:
         domains=sum(1 for summary in listed if summary.free_nodes),
         all_nodes=sum(summary.nodes for summary in listed),
         all_domains=len(listed),
+        nvlink=has_nvlink(listed),
     )
+
+
+def has_nvlink(summaries: Iterable[DomainSummary]) -> bool:
+    """Whether any of the domains is more than one node's own (a clique,
+    ``nvidia.com/gpu.clique``): without one the page calls the flavor's domains nodes."""
+    return any(not summary.own_node for summary in summaries)
 
 
 def legend_counts(rows: Iterable[NodeRow]) -> dict[str, float]:
@@ -251,11 +288,18 @@ def cell_reasons(
     return dict(reasons)
 
 
-def describe(row: NodeRow, cell: GpuCell, reasons: dict[str, dict[int, str]] | None = None) -> str:
+def describe(
+    row: NodeRow,
+    cell: GpuCell,
+    reasons: dict[str, dict[int, str]] | None = None,
+    domain_names: dict[str, str] | None = None,
+) -> str:
     """One cell in words, for its hover and the details panel: ``h100-07 GPU 3 (domain
     h100-07): nlp 1 GPU``, ``... nlp 0.5 GPUs, 0.5 GPUs free`` (a shared GPU's rest, which
-    the legend's "free" counts), ``... broken: XID 79``, ``... free``."""
-    where = f"{row.node} GPU {cell.index} (domain {row.domain})"
+    the legend's "free" counts), ``... broken: XID 79``, ``... free``. ``domain_names``: the
+    domains' labels as the per-domain table names them (``DomainSummary.label``)."""
+    domain = (domain_names or {}).get(row.domain, row.domain)
+    where = f"{row.node} GPU {cell.index} (domain {domain})"
     held = ", ".join(f"{tenant} {gpus(milli / MILLI)}" for tenant, milli in cell.holders)
     until = f"; {held} until its work leaves" if held else ""
     if cell.state == BROKEN:

@@ -73,7 +73,7 @@ from gpupool.control.queries import (
 )
 from gpupool.control.snapshot import CLUSTER_UNHEALTHY, SnapshotError
 from gpupool.dashboard import charts
-from gpupool.dashboard.blocking import blocking_shape
+from gpupool.dashboard.blocking import blocking_shape, gang_pods
 from gpupool.dashboard.charts import series_colours
 from gpupool.dashboard.estimates import estimated_start_cell, estimated_start_detail
 from gpupool.dashboard.facts import fact_rows
@@ -154,6 +154,7 @@ from gpupool.quotas.queries import (
     quota_rows,
     visible_quota_requests,
 )
+from gpupool.scheduler.explain import never_fits
 from gpupool.scheduler.shares import QueueShare
 from gpupool.scheduler.types import MILLI
 from gpupool.tenancy.models import Tenant, TenantNamespace
@@ -1733,14 +1734,16 @@ def fragmentation(request: HttpRequest, access: Access) -> HttpResponse:
             "node__name", "index", "unhealthy_reason"
         ),
     )
+    summaries = domain_summaries(shown)
+    names = {summary.domain: summary.label for summary in summaries}  # a clique's short name
     figure = charts.gpu_heatmap_figure(
         [row.node for row in shown],
         [[cell.category for cell in row.cells] for row in shown],
-        [[describe(row, cell, reasons) for cell in row.cells] for row in shown],
+        [[describe(row, cell, reasons, names) for cell in row.cells] for row in shown],
         colours,
     )
     counts = legend_counts(shown)  # the cells' own count: a shared GPU's free rest too
-    summaries = domain_summaries(shown)
+    spread = free_spread(summaries)
     context = {
         "flavors": flavors,
         "flavor": chosen,
@@ -1754,12 +1757,20 @@ def fragmentation(request: HttpRequest, access: Access) -> HttpResponse:
         # As dicts: the template reads a dict's keys directly, an object's attributes only
         # after a failed key lookup (227 domains of h100 on B5's year).
         "domains": [
-            dataclasses.asdict(summary) | {"held_by": summary.held_by()} for summary in summaries
+            dataclasses.asdict(summary) | {"held_by": summary.held_by(), "label": summary.label}
+            for summary in summaries
         ],
         # The "Free" card's where, from the table's own sums (they count the same GPUs).
-        "free_spread": free_spread(summaries),
+        "free_spread": spread,
         "fragmentation": [
             f for f in (figures.value.fragmentation if figures else ()) if f.flavor == chosen
+        ],
+        # Each gang column's pods, adding up to its GPUs (72 on 16-GPU nodes: 4 x 16 + 1 x 8)
+        "gang_pods": [
+            gang_pods(gang)
+            for f in (figures.value.fragmentation if figures else ())
+            if f.flavor == chosen
+            for gang in f.gangs
         ],
         "no_queues": figures is None,
         "cycle_id": snapshot.cycle_id,
@@ -1767,7 +1778,14 @@ def fragmentation(request: HttpRequest, access: Access) -> HttpResponse:
         "trend_figure": fragmentation_trend(chosen),
         "all_tenants": access.admin,
         "trend_hours": round(FRAGMENTATION_WINDOW.total_seconds() / 3600),
-        "blocked": blocked_gangs(access, chosen, figures.value.fragmentation if figures else ()),
+        "blocked": blocked_gangs(
+            access,
+            chosen,
+            figures.value.fragmentation if figures else (),
+            # a gang bound to one domain is judged by the table's most free in one domain
+            in_one_domain=max((summary.free for summary in summaries), default=0),
+            nvlink=spread.nvlink,
+        ),
     }
     return render_page(
         request,
@@ -1798,10 +1816,18 @@ def fragmentation_trend(flavor: str) -> dict[str, Any] | None:
 
 
 def blocked_gangs(
-    access: Access, flavor: str, figures: Iterable[FlavorFragmentation]
+    access: Access,
+    flavor: str,
+    figures: Iterable[FlavorFragmentation],
+    *,
+    in_one_domain: float | None = None,
+    nvlink: bool = True,
 ) -> list[dict[str, Any]]:
     """The user's teams' (admins: all) pending workloads of the flavor, each with the shape
-    that blocks it, the largest first."""
+    that blocks it, the largest first; one its explanation says can never run as asked
+    (``explain.never_fits``) with that sentence. ``in_one_domain``: the most whole GPUs free
+    together in one domain (the page's per-domain table); ``nvlink``: False when each of the
+    flavor's domains is one node (``blocking.blocking_shape``)."""
     of_flavor = next((f for f in figures if f.flavor == flavor), None)
     if of_flavor is None:
         return []
@@ -1812,7 +1838,14 @@ def blocked_gangs(
     ).distinct()
     found = list(  # as values, with the GPUs of the flavor's pod sets: no model instance
         pending.order_by("submitted_at", "id").values_list(
-            "id", "namespace", "name", "explanation__reason", "submitted_at", "topology"
+            "id",
+            "namespace",
+            "name",
+            "explanation__reason",
+            "submitted_at",
+            "topology",
+            "explanation__facts",
+            "explanation__detail",
         )[:BLOCKED_SHOWN]
     )
     needed: dict[int, Decimal] = defaultdict(Decimal)
@@ -1845,9 +1878,12 @@ def blocked_gangs(
                 topology=topology,
                 pods=pods[workload_id],
                 pod_gpus=pod_gpus[workload_id],
+                never=(detail or "") if never_fits(facts or {}) else None,
+                in_one_domain=in_one_domain,
+                nvlink=nvlink,
             ),
         }
-        for workload_id, namespace, name, reason, submitted, topology in found
+        for workload_id, namespace, name, reason, submitted, topology, facts, detail in found
     ]
     return sorted(rows, key=lambda row: (-row["gpus"], row["workload"]["submitted_at"]))
 

@@ -41,6 +41,7 @@ from gpupool.control.api import PoolNotPlannable
 from gpupool.control.snapshot import SnapshotError
 from gpupool.inventory.models import Flavor
 from gpupool.quotas.models import PriorityClass, Queue
+from gpupool.scheduler.explain import NEVER_FITS_FACT, never_fits
 from gpupool.scheduler.scenario import MAX_GPUS_PER_NODE, MAX_POD_SETS
 from gpupool.tenancy.models import Tenant
 from gpupool.workloads.actions import TOO_MANY_PODS, PodSetSpec, do_cancel_workload
@@ -56,6 +57,7 @@ from gpupool.workloads.models import (
     MAX_ENV_VARS,
     PodSet,
     Workload,
+    WorkloadExplanation,
 )
 from gpupool.workloads.queries import (
     EvictionDrain,
@@ -497,6 +499,8 @@ class PreemptionEventSerializer(PlannedRows, serializers.ModelSerializer[Preempt
 
 # Where a list's serializer context keeps its page's GPUs per workload id.
 PAGE_GPUS = "page_gpus"
+# And the ids of its pending workloads the core set aside as never fitting.
+PAGE_NEVER_FITS = "page_never_fits"
 
 
 class WorkloadListSerializer(serializers.ListSerializer[Workload]):
@@ -508,10 +512,17 @@ class WorkloadListSerializer(serializers.ListSerializer[Workload]):
         rows = list(data.all() if isinstance(data, Manager) else data)
         fill_positions(rows)
         self.context[PAGE_GPUS] = gpus_by_workload(row.pk for row in rows)
+        self.context[PAGE_NEVER_FITS] = set(  # one query: the facts are not in the list's rows
+            WorkloadExplanation.objects.filter(
+                workload_id__in=[row.pk for row in rows if row.state == WorkloadState.PENDING],
+                **{f"facts__{NEVER_FITS_FACT}": True},
+            ).values_list("workload_id", flat=True)
+        )
         try:
             return super().to_representation(rows)
         finally:
             del self.context[PAGE_GPUS]
+            del self.context[PAGE_NEVER_FITS]
 
 
 _MOMENT = serializers.DateTimeField()  # renders a moment as the API renders its fields
@@ -541,6 +552,10 @@ class WorkloadSerializer(PlannedRows, serializers.ModelSerializer[Workload]):
         help_text="Rank among its queue's pending workloads, 1 first, in the order the last "
         "cycle served them (null unless pending and seen by a cycle).",
     )
+    never_fits = serializers.SerializerMethodField(
+        help_text="Pending work its queue's capability or the pool can never hold as asked "
+        "(its explanation's never_fits): set aside, with no position and no estimated start."
+    )
     idle_since = serializers.SerializerMethodField(
         help_text="Placed, and its GPUs have done no work since then, as the utilisation "
         "source last saw them; null while they work, when no source saw them, and once it no "
@@ -565,10 +580,20 @@ class WorkloadSerializer(PlannedRows, serializers.ModelSerializer[Workload]):
             "pending_reason",
             "queue_position",
             "estimated_start_at",
+            "never_fits",
             "idle_since",
         )
         read_only_fields = fields
         list_serializer_class = WorkloadListSerializer
+
+    @extend_schema_field(serializers.BooleanField())
+    def get_never_fits(self, workload: Workload) -> bool:
+        """Whether it is pending and the core set it aside as never fitting
+        (``explain.never_fits``, as its explanation's ``never_fits`` says)."""
+        page: set[int] | None = self.context.get(PAGE_NEVER_FITS)
+        if page is not None:
+            return workload.pk in page
+        return workload.state == WorkloadState.PENDING and never_fits(workload.pending_facts)
 
     @extend_schema_field(serializers.DateTimeField(allow_null=True))
     def get_idle_since(self, workload: Workload) -> str | None:

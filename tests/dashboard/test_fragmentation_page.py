@@ -42,7 +42,7 @@ def test_each_gpu_is_coloured_by_the_tenant_holding_it_and_summed_per_domain(
     assert 'id="gpu-heatmap-figure"' in page
     assert "n2 GPU 0 (domain n2): nlp 1 GPU" in page
     assert "n1 GPU 3 (domain n1): broken: XID 79" in page
-    table = rows(page.split("Per NVLink domain", 1)[1])
+    table = rows(page.split("Per node", 1)[1])  # each node its own domain: no NVLink
     n2 = table.split("<td>n2</td>", 1)[1].split("</tr>", 1)[0]
     assert "nlp 4 GPUs, vision 2 GPUs" in n2
     assert '<td class="number">2</td>' in n2  # two free

@@ -152,7 +152,7 @@ def test_the_heatmap_legend_counts_a_shared_gpus_free_rest_as_the_cells_do(
     assert 'free <span class="muted">(1.75)</span>' in page
     assert 'nlp <span class="muted">(0.25)</span>' in page
     assert "s1 GPU 0 (domain s1): nlp 0.25 GPUs, 0.75 GPUs free" in page
-    table = page.split("Per NVLink domain", 1)[1].split("</table>", 1)[0]
+    table = page.split("Per node", 1)[1].split("</table>", 1)[0]  # l40s: no NVLink
     assert '<td class="number">1.75</td>' in table
 
 

@@ -1,0 +1,89 @@
+"""``gpupool status`` says a workload the core set aside as never fitting never fits, as
+``gpupool why`` does (``explanation.never_fits``), instead of its bare reason ("capacity"),
+a queue position or an estimate: the workloads list API carries ``never_fits`` for it."""
+
+from __future__ import annotations
+
+import io
+import json
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.core.cache import cache
+from django.utils import timezone
+from domain_builders import explained, flavor, node, priority_class, queue, quota, tenant, user
+
+from gpupool.api.actions import do_issue_token
+from gpupool.client.main import main
+from gpupool.control.actions import do_finish_cycle, do_start_cycle
+from gpupool.workloads.actions import PodSetSpec, do_submit_workload
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+NEVER = (
+    "It can never run as asked: it must sit in one NVLink domain, and the largest h100 domain "
+    "has 8 healthy GPUs; it asks 16."
+)
+
+
+def run(*argv: str) -> tuple[int, str, str]:
+    """The client's exit status, standard output and standard error."""
+    out, err = io.StringIO(), io.StringIO()
+    status = main(list(argv), out=out, err=err)
+    return status, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture
+def pending_pair(live_server: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two 8-GPU h100 nodes, each its own domain; lena's queue holds ``dom-big`` (2 x 8 bound
+    to one domain: never fits) and ``small`` (waits for quota, position 1)."""
+    cache.clear()
+    h100 = flavor("h100")
+    node("n1", h100, gpus=8)
+    node("n2", h100, gpus=8)
+    priority_class("normal", default=True)
+    lena = user("lena")
+    nlp = tenant("nlp", lead=lena, namespaces=("nlp",))
+    train = queue("nlp-train", parent=queue("root"), tenant=nlp)
+    quota(train, h100, 0, 16, 16)
+    big = do_submit_workload(
+        "dom-big",
+        queue=train,
+        pod_sets=[PodSetSpec(count=2, gpus=8, flavor=h100)],
+        topology="domain",
+    )
+    explained(
+        big,
+        "capacity",
+        NEVER,
+        {"never_fits": True, "flavor": "h100", "largest_domain_gpus": 8, "asked": 16},
+    )
+    small = do_submit_workload(
+        "small", queue=train, pod_sets=[PodSetSpec(count=1, gpus=4, flavor=h100)]
+    )
+    explained(small, "quota", "Queue nlp-train has 0 h100 GPUs of quota available.", {}, 1.0)
+    now = timezone.now()
+    do_finish_cycle(do_start_cycle(at=now - timedelta(seconds=1)), at=now, status="succeeded")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    monkeypatch.setenv("GPUPOOL_URL", live_server.url)
+    monkeypatch.setenv("GPUPOOL_TOKEN", do_issue_token(lena).key)
+
+
+def test_status_says_a_workload_never_fits_as_why_does(pending_pair: None) -> None:
+    status, out, err = run("status")
+    assert status == 0, err
+    lines = {line.split()[0]: line for line in out.splitlines() if line.startswith("nlp/")}
+    assert lines["nlp/dom-big"].rstrip().endswith("capacity, never fits")
+    assert lines["nlp/small"].rstrip().endswith("quota")
+    assert "never fits" not in lines["nlp/small"]
+    # the same words as `gpupool why`
+    status, out, _ = run("why", "nlp/dom-big")
+    assert status == 0 and "(reason: capacity, never fits)" in out
+
+
+def test_the_workloads_list_carries_never_fits(pending_pair: None) -> None:
+    status, out, err = run("status", "--json")
+    assert status == 0, err
+    never = {row["name"]: row["never_fits"] for row in json.loads(out)}
+    assert never == {"dom-big": True, "small": False}
