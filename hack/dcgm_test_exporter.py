@@ -91,7 +91,10 @@ class DcgmTestExporter:
                 self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                self.wfile.write(body)
+                try:
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):
+                    return  # the scraper gave up (its timeout): nobody is left to answer
 
             def log_message(self, format: str, *args: object) -> None:
                 return

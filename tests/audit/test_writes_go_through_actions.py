@@ -243,9 +243,22 @@ class _Walker(ast.NodeVisitor):
         self.generic_visit(node)
 
 
+def parsed(source: str, filename: str = "<unknown>") -> ast.Module:
+    """``ast.parse``, once more if CPython 3.11 says "AST constructor recursion depth
+    mismatch": its AST builder's depth counter is shared by the interpreter's threads
+    (python/cpython#106905, fixed in 3.12), so a traceback another thread prints meanwhile
+    (3.11's tracebacks parse source lines for their carets) can upset this parse."""
+    try:
+        return ast.parse(source, filename=filename)
+    except SystemError as error:
+        if "recursion depth mismatch" not in str(error):
+            raise
+        return ast.parse(source, filename=filename)
+
+
 def writes_in(source: str, path: str, accessors: frozenset[str]) -> list[Write]:
     """The model writes in one module's source (``path`` as it is reported)."""
-    tree = ast.parse(source)
+    tree = parsed(source)
     walker = _Walker(path, accessors if _imports_django(tree) else frozenset())
     walker.visit(tree)
     return walker.writes
@@ -378,7 +391,7 @@ def test_only_actions_use_the_bulk_inserts() -> None:
     for path in sorted(PACKAGE.rglob("*.py")):
         if path.name == "actions.py" or "migrations" in path.parts or path.name == "bulk.py":
             continue
-        tree = ast.parse(path.read_text(), filename=str(path))
+        tree = parsed(path.read_text(), filename=str(path))
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom):
                 names = [node.module or ""]
