@@ -159,6 +159,7 @@ from gpupool.scheduler.shares import QueueShare
 from gpupool.scheduler.types import MILLI
 from gpupool.tenancy.models import Tenant, TenantNamespace
 from gpupool.utilization.api import WINDOWS as UTILIZATION_API_WINDOWS
+from gpupool.utilization.api import named_tenants_of
 from gpupool.utilization.queries import (
     hourly_utilization,
     queue_waste,
@@ -166,7 +167,7 @@ from gpupool.utilization.queries import (
     top_wasters,
     workload_sparkline,
 )
-from gpupool.utilization.sampling import source_configured
+from gpupool.utilization.sampling import source_configured, unknown_source
 from gpupool.workloads.actions import do_cancel_workload, may_cancel
 from gpupool.workloads.api import (
     CancelInputSerializer,
@@ -1365,6 +1366,7 @@ def utilization(request: HttpRequest, access: Access) -> HttpResponse:
     )
     csv_window = {"since": since.isoformat(), "until": until.isoformat(), "format": "csv"}
     measured = source_configured()
+    named_scope = named_tenants_of(access)  # whose workloads by name: the API's rule
     context = {
         "window": window,
         "windows": list(UTILIZATION_WINDOWS),
@@ -1376,10 +1378,11 @@ def utilization(request: HttpRequest, access: Access) -> HttpResponse:
         "teams": tenant_utilization(since, until, scope),
         # Without a source no GPU-hour was measured: nothing is listed as idle.
         "source_configured": measured,
+        "unknown_source": unknown_source(),
         "wasters": (
-            []
-            if not measured or (access.finance and not access.admin)
-            else top_wasters(since, until, WASTERS_SHOWN, scope, owners=True)
+            top_wasters(since, until, WASTERS_SHOWN, named_scope, owners=True)
+            if measured and (named_scope is None or named_scope)
+            else []
         ),
         "queues": queue_waste(since, until, WASTERS_SHOWN) if measured else [],
         "shown_limit": WASTERS_SHOWN,

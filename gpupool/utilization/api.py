@@ -1,12 +1,13 @@
 """API of GPU use against allocation (``/api/v1/utilization/...``), JSON or CSV.
 
 ``tenants/``: allocated, active and idle GPU-hours per tenant; ``wasters/``: the workloads
-that held GPUs idle longest. Each answers a list of rows over ``?since=&until=`` (ISO 8601;
-default: the last hour) or ``?window=`` (the Utilisation page's ``6h``, ``24h``, ``7d``: that
-long before ``until``; any other value is a 400 naming ``window`` and those it takes, never
-the default hour), for the caller's tenants (admins and finance: every tenant);
-``?format=csv`` gives the same rows as CSV. Read-only: the control loop's sampler writes the
-facts.
+that held GPUs idle longest, named only to admins and to the workload's own team
+(``named_tenants_of``, the Utilisation page's rule: finance gets none). Each answers a list of
+rows over ``?since=&until=`` (ISO 8601; default: the last hour) or ``?window=`` (the
+Utilisation page's ``6h``, ``24h``, ``7d``: that long before ``until``; any other value is a
+400 naming ``window`` and those it takes, never the default hour), for the caller's tenants
+(``tenants/``: admins and finance every tenant); ``?format=csv`` gives the same rows as
+CSV. Read-only: the control loop's sampler writes the facts.
 
 Without a utilisation source (``GPUPOOL_UTILIZATION_SOURCE`` names none: ``none``, or
 ``kubernetes`` without Prometheus) no GPU-hour was measured, and none is reported as idle, as
@@ -105,6 +106,16 @@ def _before(until: datetime, length: timedelta) -> datetime:
 def tenants_of(access: Access) -> frozenset[int] | None:
     """The tenants whose figures the caller may see (None: all of them)."""
     return None if access.admin or access.finance else access.tenant_ids
+
+
+def named_tenants_of(access: Access) -> frozenset[int] | None:
+    """The tenants whose workloads the caller may see by name (and owner) in the lists of
+    work holding GPUs idle (None: every tenant's): admins every team's, leads and members
+    their own teams', finance none (every team's idle at queue level only; docs/dashboard.md,
+    Utilisation). The one rule of the Utilisation page and of ``wasters/``."""
+    if access.admin:
+        return None
+    return frozenset() if access.finance else access.tenant_ids
 
 
 NOT_MEASURED = " Null when no utilisation source is configured (source none): not measured."
@@ -222,8 +233,9 @@ class WasterViewSet(_UtilizationViewSet):
         },
     )
     def list(self, request: Request) -> Response:
-        """The caller's tenants' workloads (admins and finance: all), most idle first; 409
-        without a utilisation source (nothing measured: none is listed as idle)."""
+        """The workloads the caller sees by name (``named_tenants_of``: admins every team's,
+        leads and members their own teams', finance none), most idle first; 409 without a
+        utilisation source (nothing measured: none is listed as idle)."""
         since, until = window_of(request)
         try:
             limit = int(request.query_params.get("limit", "10"))
@@ -233,7 +245,10 @@ class WasterViewSet(_UtilizationViewSet):
             raise ValidationError({"limit": "a whole number from 1 to 100"}) from None
         if not measured():
             raise NotMeasured()
-        return Response(top_wasters(since, until, limit, tenants_of(self.access())))
+        named = named_tenants_of(self.access())
+        if named is not None and not named:
+            return Response([])
+        return Response(top_wasters(since, until, limit, named))
 
 
 def register(router: BaseRouter) -> None:

@@ -9,3 +9,11 @@ class UtilizationConfig(AppConfig):
     name = "gpupool.utilization"
     label = "utilization"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        """Register the utilisation settings' system check."""
+        from django.core import checks
+
+        from gpupool.utilization.checks import check_utilization_source
+
+        checks.register(check_utilization_source)

@@ -6,7 +6,10 @@ activity windows the sampler recorded. Both are clipped to the asked window (a w
 interval that straddles its edge counts its share inside it). Idle is allocated less active,
 everywhere (teams, queues, workloads, and accounting's cost reports alike): time the source did
 not observe counts as idle, and each row says how much of it was unobserved (allocated less
-observed), so a gap in the source's samples reads as that and not as waste alone.
+observed), so a gap in the source's samples reads as that and not as waste alone. Active
+never exceeds allocated: a workload's seconds seen are counted at its share of the GPUs it
+held (``within_allocation``; a shared flavor's pod holds a fraction of the GPU the source
+sees whole), as the cost reports cap them.
 
 Bounded whatever the pool: the windows wholly inside the asked one are summed by the database
 (one grouped query), and only those that straddle its two edges (at most two per workload) are
@@ -103,30 +106,86 @@ def _windows(since: datetime, until: datetime, tenant_ids: Collection[int] | Non
     return windows if tenant_ids is None else windows.filter(tenant_id__in=tenant_ids)
 
 
-def seconds_by(
-    key: str, since: datetime, until: datetime, tenant_ids: Collection[int] | None = None
-) -> dict[Any, tuple[float, float]]:
-    """GPU-seconds (observed, active) of the activity windows in ``[since, until]`` per
-    ``key`` (a field path such as ``tenant__name`` or ``workload_id``), clipped to the window:
-    one grouped query over the windows inside, and the edge windows read one by one."""
+def within_allocation(held_s: float, observed_s: float, active_s: float) -> tuple[float, float]:
+    """A workload's (observed, active) GPU-seconds counted at its share of the GPUs it held:
+    the one rule by which a source's seconds meet the allocation. A source sees whole GPUs,
+    but a pod of a shared flavor holds a fraction of one (0.65 of a GPU counts 0.65 GPU-hours
+    an hour in the usage intervals): where the source observed more GPU-seconds than the
+    workload held, both are weighted by held / observed (its share), so active never exceeds
+    allocated -- as the cost reports cap a workload's active GPU-hours at its allocated ones
+    (``accounting.rollup.active_amounts``). Seen outside any allocation: nothing."""
+    if observed_s <= held_s:
+        return observed_s, min(active_s, observed_s)
+    weight = held_s / observed_s
+    return held_s, min(active_s, observed_s) * weight
+
+
+def _seen_seconds(
+    fields: tuple[str, ...],
+    since: datetime,
+    until: datetime,
+    tenant_ids: Collection[int] | None = None,
+) -> dict[tuple[Any, ...], list[float]]:
+    """GPU-seconds (observed, active) as the source recorded them per ``fields`` (field
+    paths), the windows clipped to ``[since, until]``: one grouped query over the windows
+    inside, and the edge windows read one by one."""
     windows = _windows(since, until, tenant_ids)
-    totals: dict[Any, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    totals: dict[tuple[Any, ...], list[float]] = defaultdict(lambda: [0.0, 0.0])
     inside = (
         windows.filter(started_at__gte=since, ended_at__lte=until)
-        .values_list(key)
+        .values_list(*fields)
         .annotate(observed=Sum("observed_gpu_seconds"), active=Sum("active_gpu_seconds"))
         .order_by()
     )
-    for name, observed, active in inside:
-        totals[name][0] += observed or 0.0
-        totals[name][1] += active or 0.0
+    width = len(fields)
+    for row in inside:
+        totals[tuple(row[:width])][0] += row[width] or 0.0
+        totals[tuple(row[:width])][1] += row[width + 1] or 0.0
     edges = windows.filter(Q(started_at__lt=since) | Q(ended_at__gt=until)).values_list(
-        key, "started_at", "ended_at", "observed_gpu_seconds", "active_gpu_seconds"
+        *fields, "started_at", "ended_at", "observed_gpu_seconds", "active_gpu_seconds"
     )
-    for name, start, end, observed, active in edges:
+    for row in edges:
+        start, end, observed, active = row[width:]
         share = _share(start, end, since, until)
-        totals[name][0] += observed * share
-        totals[name][1] += active * share
+        totals[tuple(row[:width])][0] += observed * share
+        totals[tuple(row[:width])][1] += active * share
+    return totals
+
+
+def seconds_by(
+    key: str,
+    since: datetime,
+    until: datetime,
+    tenant_ids: Collection[int] | None = None,
+    *,
+    held: dict[Any, float] | None = None,
+) -> dict[Any, tuple[float, float]]:
+    """GPU-seconds (observed, active) of the activity windows in ``[since, until]`` per
+    ``key`` (a field path such as ``tenant__name`` or ``workload_id``), clipped to the window,
+    each workload's counted at its share of the GPUs it held there (``within_allocation``:
+    a shared GPU's pod is active for its fraction of the GPU, never more than allocated;
+    ``held``: the workloads' allocated GPU-seconds in the window, when already read)."""
+    fields = ("workload_id",) if key == "workload_id" else ("workload_id", key)
+    seen = _seen_seconds(fields, since, until, tenant_ids)
+    if not seen:
+        return {}
+    if held is None:
+        held = allocated_seconds_by("workload_id", since, until, tenant_ids)
+    per_workload: dict[int, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for (workload, *_), (observed, active) in seen.items():
+        per_workload[workload][0] += observed
+        per_workload[workload][1] += active
+    totals: dict[Any, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for row, (observed, active) in seen.items():
+        workload_observed, workload_active = per_workload[row[0]]
+        counted_observed, counted_active = within_allocation(
+            held.get(row[0], 0.0), workload_observed, workload_active
+        )
+        # The workload's counted seconds, shared among its rows as it was seen in them.
+        totals[row[-1]][0] += (
+            counted_observed * observed / workload_observed if workload_observed else 0.0
+        )
+        totals[row[-1]][1] += counted_active * active / workload_active if workload_active else 0.0
     return {name: (observed, active) for name, (observed, active) in totals.items()}
 
 
@@ -247,7 +306,7 @@ def _most_idle(
     longest in the window, most first (ties by key), each with its GPU-seconds held and its
     idle figures; those with no idle time are left out."""
     held = allocated_seconds_by(key, since, until, tenant_ids)
-    seen = seconds_by(key, since, until, tenant_ids)
+    seen = seconds_by(key, since, until, tenant_ids, held=held if key == "workload_id" else None)
     figures = {
         pk: _idle_figures(held.get(pk, 0.0), *seen.get(pk, (0.0, 0.0)))
         for pk in set(held) | set(seen)
@@ -354,7 +413,9 @@ def _add_recent(
     allocated: dict[str, list[float]],
     active: dict[str, list[float]],
 ) -> None:
-    """Add the hours not rolled up yet, from the intervals and the windows themselves."""
+    """Add the hours not rolled up yet, from the intervals and the windows themselves: each
+    workload's active GPU-seconds of an hour counted at its share of what it held in that
+    hour (``within_allocation``, as the roll-up's hours cap them)."""
     zone = accounting_zone()
     open_end = open_until(until)
     intervals = _intervals(since, until, open_end)
@@ -366,37 +427,51 @@ def _add_recent(
         for hour, later in zip(ordered, [*ordered[1:], until], strict=True)
         if hour >= hour_start(since, zone)
     ]
-    for tenant, gpus, started, ended in intervals.values_list(
-        "tenant__name", "gpus", "started_at", "ended_at"
+    held: dict[tuple[int, int], float] = defaultdict(float)  # (workload, hour) -> GPU-s
+    for workload, tenant, gpus, started, ended in intervals.values_list(
+        "workload_id", "tenant__name", "gpus", "started_at", "ended_at"
     ):
         for index, low, high in spans:
             seconds = _overlap_s(started, ended or open_end, low, high)
             if seconds > 0:
                 allocated[tenant or NO_TENANT][index] += float(gpus) * seconds / 3600
+                held[(workload, index)] += float(gpus) * seconds
     windows = _windows(since, until, tenant_ids).annotate(
         first=Trunc("started_at", "hour", tzinfo=zone),
         last=Trunc("ended_at", "hour", tzinfo=zone),
     )
+    # (workload, hour) -> tenant, observed and active GPU-seconds the source saw.
+    seen: dict[tuple[int, int], list[Any]] = {}
+
+    def add(workload: int, index: int, tenant: str | None, observed: float, busy: float) -> None:
+        row = seen.setdefault((workload, index), [tenant or NO_TENANT, 0.0, 0.0])
+        row[1] += observed
+        row[2] += busy
+
     # Windows inside one hour, summed by the database; those across an hour's edge (at most
     # one per workload and edge) read and split in proportion to the time.
     within = (
         windows.filter(started_at__gte=since, first=F("last"))
-        .values_list("first", "tenant__name")
-        .annotate(seconds=Sum("active_gpu_seconds"))
+        .values_list("first", "workload_id", "tenant__name")
+        .annotate(observed=Sum("observed_gpu_seconds"), seconds=Sum("active_gpu_seconds"))
         .order_by()
     )
-    for hour, tenant, seconds in within:
+    for hour, workload, tenant, observed, seconds in within:
         found = position.get(hour_start(hour, zone))
         if found is not None:
-            active[tenant or NO_TENANT][found] += (seconds or 0.0) / 3600
+            add(workload, found, tenant, observed or 0.0, seconds or 0.0)
     across = windows.filter(Q(started_at__lt=since) | ~Q(first=F("last"))).values_list(
-        "tenant__name", "started_at", "ended_at", "active_gpu_seconds"
-    )
-    for tenant, start, end, seconds in across:
+        "workload_id", "tenant__name", "started_at", "ended_at", "observed_gpu_seconds",
+        "active_gpu_seconds",
+    )  # fmt: skip
+    for workload, tenant, start, end, observed, seconds in across:
         for index, low, high in spans:
             share = _share(start, end, low, high)
             if share > 0 and low < end and start < high:
-                active[tenant or NO_TENANT][index] += seconds * share / 3600
+                add(workload, index, tenant, observed * share, seconds * share)
+    for (workload, index), (tenant, observed, busy) in seen.items():
+        _, counted = within_allocation(held.get((workload, index), 0.0), observed, busy)
+        active[tenant][index] += counted / 3600
 
 
 def workload_sparkline(

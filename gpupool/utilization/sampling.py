@@ -53,24 +53,44 @@ def no_source(backend: ClusterBackend) -> UtilizationSource | None:
     return None
 
 
-def source_for(backend: ClusterBackend) -> UtilizationSource | None:
-    """The source ``GPUPOOL_UTILIZATION_SOURCE`` names, built for ``backend``."""
+def source_names() -> list[str]:
+    """The names ``GPUPOOL_UTILIZATION_SOURCE`` may give: the table's (sorted)."""
+    return sorted(settings.GPUPOOL_UTILIZATION_SOURCES)
+
+
+def unknown_source() -> str | None:
+    """What is wrong with ``GPUPOOL_UTILIZATION_SOURCE`` when the table of sources
+    (``GPUPOOL_UTILIZATION_SOURCES``) holds no source by its name -- a clear error naming
+    the setting and the names it takes, never taken for ``none`` -- else None. The system
+    check (``utilization.checks``), the sampler (``source_for``) and the Utilisation page say
+    it alike."""
     name = settings.GPUPOOL_UTILIZATION_SOURCE
-    path = settings.GPUPOOL_UTILIZATION_SOURCES.get(name)
-    if path is None:
-        raise ValueError(
-            f"GPUPOOL_UTILIZATION_SOURCE {name!r} is none of "
-            f"{sorted(settings.GPUPOOL_UTILIZATION_SOURCES)}"
-        )
-    factory = import_string(path)
+    if name in settings.GPUPOOL_UTILIZATION_SOURCES:
+        return None
+    return (
+        f"GPUPOOL_UTILIZATION_SOURCE is {name!r}, which is not a utilisation source: it must "
+        f"be one of {', '.join(source_names())} (docs/utilization.md)"
+    )
+
+
+def source_for(backend: ClusterBackend) -> UtilizationSource | None:
+    """The source ``GPUPOOL_UTILIZATION_SOURCE`` names, built for ``backend``; a name the
+    table does not hold is an error (``unknown_source``), not ``none``."""
+    problem = unknown_source()
+    if problem is not None:
+        raise ValueError(problem)
+    factory = import_string(
+        settings.GPUPOOL_UTILIZATION_SOURCES[settings.GPUPOOL_UTILIZATION_SOURCE]
+    )
     source: UtilizationSource | None = factory(backend)
     return source
 
 
 def source_configured() -> bool:
     """Whether ``GPUPOOL_UTILIZATION_SOURCE`` names a source that measures (not ``none``,
-    nor ``kubernetes``'s lack of one, nor a name the table does not hold): without one no
-    GPU-hour is measured, and the pages must not call the unmeasured hours idle."""
+    nor ``kubernetes``'s lack of one, nor a name the table does not hold -- that one an
+    error besides, ``unknown_source``): without one no GPU-hour is measured, and the pages
+    must not call the unmeasured hours idle."""
     path = settings.GPUPOOL_UTILIZATION_SOURCES.get(settings.GPUPOOL_UTILIZATION_SOURCE)
     return path is not None and import_string(path) is not no_source
 

@@ -121,8 +121,10 @@ def test_a_bad_window_is_refused_with_the_field(teams: dict) -> None:
 
 
 def test_the_queries_do_not_grow_with_the_rows(teams: dict) -> None:
+    # A team's own member: finance is given no workload names, and asks nothing for them.
     with CaptureQueriesContext(connection) as queries:
-        get(teams["fin"], "/api/v1/utilization/wasters/")
+        answer = get(teams["ann"], "/api/v1/utilization/wasters/")
+    assert answer.status_code == 200 and answer.json()
     assert len(queries) <= 8
 
 
