@@ -5,9 +5,13 @@ from __future__ import annotations
 import calendar
 import re
 from datetime import date
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
+from django.core.exceptions import ObjectDoesNotExist
 from rest_framework import serializers
+
+if TYPE_CHECKING:
+    from django.db.models import QuerySet
 
 DAY_SHAPE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
@@ -21,13 +25,22 @@ class NameRelatedField(serializers.SlugRelatedField):  # type: ignore[type-arg]
 
     default_error_messages = {
         "null_characters": "Null characters are not allowed.",
+        "does_not_exist": "No {what} named {value}.",
     }
 
     def to_internal_value(self, data: Any) -> Any:
-        """The object named ``data``; refuses a name holding a NUL character."""
+        """The object named ``data``; refuses a name holding a NUL character, and says what
+        kind of object no such name was found among ("No priority class named nope.")."""
         if isinstance(data, str) and "\x00" in data:
             self.fail("null_characters")
-        return super().to_internal_value(data)
+        # A writable field has a queryset (DRF's ``RelatedField`` insists on one).
+        queryset = cast("QuerySet[Any]", self.get_queryset())
+        try:
+            return queryset.get(**{self.slug_field: data})
+        except ObjectDoesNotExist:
+            self.fail("does_not_exist", what=queryset.model._meta.verbose_name, value=data)
+        except (TypeError, ValueError):
+            self.fail("invalid")
 
 
 class StrictCharField(serializers.CharField):

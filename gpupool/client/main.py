@@ -70,6 +70,8 @@ NODE_STATES = ("ready", "cordoned", "draining", "drained", "excluded", "gone")
 # is a usage error naming the flag, not a round trip to a 400.
 REQUEST_STATES = ("draft", "submitted", "approved", "rejected", "applied", "withdrawn")
 REQUEST_KINDS = ("queue-quota", "budget")
+# The client's word for each kind, as its ``request quota|budget`` subcommands say them.
+CLIENT_REQUEST_KINDS = {"queue-quota": "quota", "budget": "budget"}
 MAX_REQUEST_GPUS = Decimal("9999999.999")
 MAX_REQUEST_GPU_HOURS = Decimal("99999999.999")
 REQUEST_AMOUNT_PLACES = 3
@@ -639,16 +641,34 @@ def do_drain(api: Api, options: argparse.Namespace, out: TextIO) -> int:
 
 
 def do_end_drain(api: Api, options: argparse.Namespace, out: TextIO) -> int:
-    """End a node's drain (admins): uncordoned, nothing more evicted from it."""
-    path = f"nodes/{urllib.parse.quote(options.node, safe='')}/end-drain/"
-    node = api.call("POST", path, {"reason": options.reason or ""})
+    """End a node's drain (admins): uncordoned, nothing more evicted from it. The node is read
+    first, as the answer alone does not tell whether there was a drain to end (ending none
+    changes nothing, and is said so)."""
+    path = f"nodes/{urllib.parse.quote(options.node, safe='')}/"
+    before = api.call("GET", path)
+    node = api.call("POST", f"{path}end-drain/", {"reason": options.reason or ""})
     if options.json:
         out.write(json.dumps(node, indent=1) + "\n")
         return EXIT_OK
-    if node["state"] == "cordoned":
-        out.write(f"{node['name']} was not draining; it stays cordoned (`uncordon` lifts it).\n")
+    name, state = node["name"], node["state"]
+    if before["drain_requested_at"] is None:
+        kept = (
+            " (its cordon stays: the Cluster page or the nodes API's uncordon lifts it)"
+            if node["cordoned"]
+            else ""
+        )
+        out.write(
+            f"{name} was not draining: no drain to end, nothing changed; it is {state}{kept}.\n"
+        )
+    elif state == "ready":
+        out.write(
+            f"{name}'s drain is ended: uncordoned, back in service; nothing more is evicted.\n"
+        )
     else:
-        out.write(f"{node['name']} is {node['state']}: no drain, nothing more is evicted.\n")
+        out.write(
+            f"{name}'s drain is ended: uncordoned, nothing more is evicted; but it is {state}, "
+            "so it takes no placements yet.\n"
+        )
     return EXIT_OK
 
 
@@ -659,6 +679,9 @@ def do_requests(api: Api, options: argparse.Namespace, out: TextIO) -> int:
     for key in ("state", "kind", "tenant"):
         if getattr(options, key):
             query[key] = getattr(options, key)
+    if options.kind:  # the client's word (``quota``) to the API's (``queue-quota``)
+        words = {word: kind for kind, word in CLIENT_REQUEST_KINDS.items()}
+        query["kind"] = words.get(options.kind, options.kind)
     listing = api.every("quota-requests/", query)
     found = listing.rows
     warn_if_capped(listing, "requests", "--state, --kind or --tenant", options)
@@ -673,7 +696,7 @@ def do_requests(api: Api, options: argparse.Namespace, out: TextIO) -> int:
         rows.append(
             [
                 f"#{r['id']}",
-                r["kind"],
+                CLIENT_REQUEST_KINDS.get(r["kind"], r["kind"]),
                 r["state"],
                 r["tenant"],
                 r["requested_by"],
@@ -795,7 +818,9 @@ def do_dry_run(api: Api, options: argparse.Namespace, out: TextIO) -> int:
         if answer["fits"]:
             out.write("It would start now.\n")
         elif answer.get("never_fits"):
-            out.write(f"It could never run as asked: {answer['never_fits']}\n")
+            # Some of the server's reasons open with its own "It can never run as asked: ".
+            why = str(answer["never_fits"]).removeprefix("It can never run as asked: ")
+            out.write(f"It could never run as asked: {why}\n")
         else:
             out.write(f"It would not start now: {answer['first_failure']}.\n")
     return EXIT_OK if answer["fits"] else EXIT_WOULD_WAIT
@@ -837,7 +862,12 @@ def add_request_commands(commands: Any) -> Any:
         help=f"{', '.join(REQUEST_STATES[:-1])} or {REQUEST_STATES[-1]} (repeat for several; "
         "default: all)",
     )
-    listed.add_argument("--kind", choices=REQUEST_KINDS, help="queue-quota or budget")
+    listed.add_argument(
+        "--kind",
+        choices=tuple(CLIENT_REQUEST_KINDS.values()),
+        type=lambda word: CLIENT_REQUEST_KINDS.get(word, word),  # the API's word works too
+        help="quota or budget (as `request quota|budget` files them)",
+    )
     listed.add_argument("--tenant", help="the tenant that asks")
     listed.set_defaults(run=do_requests)
     file = commands.add_parser(
@@ -968,7 +998,8 @@ def parser(json_errors: bool = False) -> argparse.ArgumentParser:
     )
     drain.set_defaults(run=do_drain)
     end_drain = node_commands.add_parser(
-        "end-drain", help="admins: end a node's drain; it is uncordoned, back in service"
+        "end-drain",
+        help="admins: end a node's drain; it is uncordoned and nothing more is evicted",
     )
     end_drain.set_defaults(run=do_end_drain)
     for each in (drain, end_drain):

@@ -55,6 +55,7 @@ from gpupool.quotas.models import (
     guarantee_problems,
 )
 from gpupool.tenancy.models import Tenant, is_site_admin, is_tenant_lead
+from gpupool.workloads.choices import unfinished
 from gpupool.workloads.models import Workload
 
 # ----------------------------------------------------------------------------- queues
@@ -82,9 +83,38 @@ def do_save_queue(queue: Queue, *, acting_user: Any, reason: str = "") -> Queue:
     return save_audited(queue, action="quotas.save_queue", acting_user=acting_user, reason=reason)
 
 
+def queue_history_refusal(queue: Queue) -> str:
+    """Why ``queue`` cannot be deleted because of the work it holds or held (empty when it
+    never held any): its workloads, usage and preemptions are accounting history, which is
+    kept (DESIGN 2, usage and cost), so such a queue is retired by removing its quotas (a
+    queue with no quota for a flavor may use none of its GPUs) instead of being deleted."""
+    from gpupool.accounting.models import UsageInterval  # accounting builds on quotas
+
+    workloads = queue.workloads.count()
+    if not workloads:
+        return ""
+    unfinished_count = queue.workloads.filter(unfinished()).count()
+    if unfinished_count:
+        return (
+            f"queue {queue.name} still has {unfinished_count} workload"
+            f"{'s' * (unfinished_count != 1)} that {'have' if unfinished_count != 1 else 'has'} "
+            f"not ended, and its history is kept once they have: it cannot be deleted; to "
+            f"retire it, remove its quotas (a queue with no quota gets no GPUs) and let its "
+            f"work end or cancel it"
+        )
+    first = UsageInterval.objects.filter(queue=queue).order_by("started_at").first()
+    since = f", usage since {first.started_at:%Y-%m-%d}" if first is not None else ""
+    return (
+        f"queue {queue.name} has history ({workloads} workload{'s' * (workloads != 1)}{since}), "
+        f"which accounting keeps: it cannot be deleted; remove its quotas to retire it (a "
+        f"queue with no quota gets no GPUs)"
+    )
+
+
 @transaction.atomic
 def do_delete_queue(queue: Queue, *, acting_user: Any, reason: str = "") -> None:
-    """Delete a queue without children or workloads, with its quotas."""
+    """Delete a queue without children or history (``queue_history_refusal``), with its
+    quotas."""
     children = list(queue.children.order_by("name").values_list("name", flat=True))
     if children:
         what = "the root of the queue tree" if queue.parent_id is None else "a parent queue"
@@ -96,8 +126,9 @@ def do_delete_queue(queue: Queue, *, acting_user: Any, reason: str = "") -> None
                 f"is deleted only once it has no children; delete or move them first"
             }
         )
-    if queue.workloads.exists():
-        raise ValidationError({"queue": f"{queue} still has workloads"})
+    kept = queue_history_refusal(queue)
+    if kept:
+        raise ValidationError({"queue": kept})
     for quota in list(queue.quotas.select_related("flavor")):
         do_delete_queue_quota(quota, acting_user=acting_user, reason=f"queue {queue} deleted")
     delete_audited(queue, action="quotas.delete_queue", acting_user=acting_user, reason=reason)

@@ -30,6 +30,7 @@ from gpupool.quotas.actions import (
     do_save_queue,
     do_set_queue_quota,
     do_submit_quota_request,
+    queue_history_refusal,
 )
 from gpupool.quotas.models import (
     BudgetLedgerEntry,
@@ -106,6 +107,16 @@ class QueueAdmin(ActionModelAdmin):
         self.adopt(
             obj, self.run_action(request, lambda: do_save_queue(obj, acting_user=request.user))
         )
+
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> Any:
+        """A queue that holds or held work is kept with its history (``queue_history_refusal``):
+        the confirmation page says so and how to retire it, instead of listing its workloads
+        and usage as objects nobody may delete."""
+        deletable, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        kept = [line for line in map(queue_history_refusal, objs) if line]
+        if kept:
+            return deletable, counts, set(), kept
+        return deletable, counts, perms_needed, protected
 
     def delete_model(self, request: HttpRequest, obj: Queue) -> None:
         self.run_action(request, lambda: do_delete_queue(obj, acting_user=request.user))

@@ -219,7 +219,7 @@ class QueueViewSet(viewsets.ModelViewSet[Queue]):
         serializer.instance = self._saved(do_save_queue(queue, acting_user=self.request.user))
 
     def perform_destroy(self, instance: Queue) -> None:
-        """Delete through the audited action (refused while it has children or workloads)."""
+        """Delete through the audited action (refused while it has children or history)."""
         do_delete_queue(Queue.objects.get(pk=instance.pk), acting_user=self.request.user)
 
     def _flavor(self, name: str) -> Flavor:

@@ -48,13 +48,23 @@ from gpupool.tenancy.models import Tenant
 LEADS: frozenset[str] = frozenset({ADMIN, LEAD})
 
 
-class LedQueues(serializers.SlugRelatedField[Queue]):
+class LedQueues(NameRelatedField):
     """A queue by name, among the queues of tenants the caller leads (admins: every queue);
-    another tenant's queue is unknown, as a 404 would say."""
+    another tenant's queue is unknown, as a 404 would say: a lead is told they lead no team
+    owning a queue of that name, whether or not another team has one."""
+
+    default_error_messages = {"not_led": "You lead no team that owns a queue named {value}."}
 
     def get_queryset(self) -> QuerySet[Queue]:
         """The queues the caller may ask quota for."""
         return queues_led_by(request_access(self.context["request"]))
+
+    def fail(self, key: str, **kwargs: Any) -> Any:
+        """As the shared field fails, except that a queue a lead does not lead is "not led"
+        (an admin, who may ask for every queue, is told there is no such queue)."""
+        if key == "does_not_exist" and not request_access(self.context["request"]).admin:
+            key = "not_led"
+        return super().fail(key, **kwargs)
 
 
 class QuotaRequestSerializer(StrictInput, serializers.ModelSerializer[QuotaRequest]):

@@ -242,6 +242,51 @@ def leads_lost(users: Iterable[Any]) -> list[str]:
     return problems
 
 
+def _numbers(ids: Sequence[int]) -> str:
+    """``#3``, ``#3 and #5`` or ``#3, #5 and #8`` (the first 10, then how many more)."""
+    shown = [f"#{number}" for number in ids[:10]]
+    if len(ids) > 10:
+        shown.append(f"{len(ids) - 10} more")
+    return shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} and {shown[-1]}"
+
+
+def history_kept(users: Iterable[Any]) -> list[str]:
+    """Why each of ``users`` that filed or decided a quota or budget request, or started a
+    what-if run, cannot be deleted, one line per such user (none when the delete may go
+    ahead): those records name the account and are kept as history, so the account is
+    deactivated instead (``is_active`` off: it can no longer sign in)."""
+    from gpupool.quotas.models import QuotaRequest, WhatIfRun  # quotas builds on tenancy
+
+    lines = []
+    for account in users:
+        parts = []
+        filed = list(
+            QuotaRequest.objects.filter(requested_by=account)
+            .order_by("pk")
+            .values_list("pk", flat=True)
+        )
+        decided = list(
+            QuotaRequest.objects.filter(decided_by=account)
+            .order_by("pk")
+            .values_list("pk", flat=True)
+        )
+        runs = WhatIfRun.objects.filter(started_by=account).count()
+        if filed:
+            parts.append(f"filed request{'s' * (len(filed) != 1)} {_numbers(filed)}")
+        if decided:
+            parts.append(f"decided request{'s' * (len(decided) != 1)} {_numbers(decided)}")
+        if runs:
+            parts.append(f"started {runs} what-if run{'s' * (runs != 1)}")
+        if not parts:
+            continue
+        lines.append(
+            f"User {account.get_username()} {' and '.join(parts)}, which are kept as history "
+            f"and keep the account: deactivate it instead (untick Active on its page), so it "
+            f"can no longer sign in"
+        )
+    return lines
+
+
 def remove_from_tenancy(users: Sequence[Any], *, acting_user: Any) -> None:
     """Take ``users``' memberships and site roles away through their audited actions, before
     the users are deleted (a cascade would drop them unrecorded, and past the last-lead rule).
@@ -268,7 +313,8 @@ User = get_user_model()
 
 class PoolUserAdmin(ActionModelAdmin, BaseUserAdmin):
     """Django's user admin, except that deleting a user (one, or the selected ones) is refused
-    while it would leave a tenant without a lead, and removes the user's memberships and site
+    while it would leave a tenant without a lead or while requests or what-if runs name it
+    (``history_kept``: deactivate it instead), and removes the user's memberships and site
     roles through the tenancy actions, so each removal is audited."""
 
     def get_deleted_objects(
@@ -277,7 +323,18 @@ class PoolUserAdmin(ActionModelAdmin, BaseUserAdmin):
         """The confirmation page lists a tenant that would lose its last lead as something
         protected, so the delete is refused there (and on the post that confirms it)."""
         deletable, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
-        return deletable, counts, perms_needed, [*protected, *leads_lost(objs)]
+        kept = history_kept(objs)
+        if kept:
+            # Said here instead of as objects nobody may delete (the request admin deletes
+            # none): Django's page would name the permission, not the way out.
+            from gpupool.quotas.models import QuotaRequest, WhatIfRun
+
+            explained = {str(model._meta.verbose_name) for model in (QuotaRequest, WhatIfRun)}
+            perms_needed = {name for name in perms_needed if str(name) not in explained}
+            # They are the only records that protect a user (the others let it go), and
+            # ``kept`` names them.
+            protected = []
+        return deletable, counts, perms_needed, [*kept, *protected, *leads_lost(objs)]
 
     def delete_model(self, request: HttpRequest, obj: Any) -> None:
         """The user's memberships and site roles through the tenancy actions, then the user

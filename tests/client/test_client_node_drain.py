@@ -54,7 +54,7 @@ def test_an_admin_drains_a_node_and_ends_the_drain(
 
     status, out, err = run(pool["admin"], monkeypatch, "nodes", "end-drain", "n1")
     assert status == 0, err
-    assert out == "n1 is ready: no drain, nothing more is evicted.\n"
+    assert out == "n1's drain is ended: uncordoned, back in service; nothing more is evicted.\n"
     assert Node.objects.get(name="n1").state == "ready"
 
 
