@@ -129,10 +129,12 @@ def test_the_hourly_figures_not_rolled_up_count_a_shared_pod_at_its_share() -> N
 
     starts, allocated, active = hourly_utilization(now - timedelta(hours=1), now)
 
-    # Whole accounting hours: the pod held 0.65 GPU and its GPU worked throughout, so each
-    # hour's active is its allocated where the source saw it (the GPU's whole hour, 1.0,
-    # before), never more.
+    # The pod held 0.65 GPU all along and the source saw its GPU busy for the last hour, which
+    # spans two accounting hours unless now is on the hour (the figures depend on the minute):
+    # no hour's active exceeds what the pod held in it (the hour ending now was credited the
+    # whole GPU's busy seconds before), and the seen hour gives at least its 0.65 GPU-hours.
+    # (An hour the source saw in part is capped, not weighted: docs/utilization.md.)
     assert starts and set(allocated) == {"search"}
     for held, worked in zip(allocated["search"], active["search"], strict=True):
-        assert worked == pytest.approx(held, abs=1e-3) and worked <= held + 1e-9
-    assert sum(active["search"]) >= 0.6
+        assert worked <= held + 1e-9
+    assert float(SHARE) - 1e-3 <= sum(active["search"]) <= sum(allocated["search"]) + 1e-9
