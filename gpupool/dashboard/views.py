@@ -159,9 +159,9 @@ from gpupool.scheduler.shares import QueueShare
 from gpupool.scheduler.types import MILLI
 from gpupool.tenancy.models import Tenant, TenantNamespace
 from gpupool.utilization.api import WINDOWS as UTILIZATION_API_WINDOWS
-from gpupool.utilization.api import named_tenants_of
 from gpupool.utilization.queries import (
     hourly_utilization,
+    named_tenants_of,
     queue_waste,
     tenant_utilization,
     top_wasters,

@@ -38,7 +38,13 @@ from gpupool.api.filters import UtcDateTimeField
 from gpupool.api.permissions import COST_ROLES, ActionRoles, TenantScoped
 from gpupool.api.tables import CSVRenderer
 from gpupool.control.clock import pool_clock
-from gpupool.utilization.queries import NO_SOURCE, measured, tenant_utilization, top_wasters
+from gpupool.utilization.queries import (
+    NO_SOURCE,
+    measured,
+    named_tenants_of,
+    tenant_utilization,
+    top_wasters,
+)
 
 MAX_WINDOW = timedelta(days=92)
 # ``?window=``: the last hours or days before ``until``, by name (the Utilisation page's).
@@ -106,16 +112,6 @@ def _before(until: datetime, length: timedelta) -> datetime:
 def tenants_of(access: Access) -> frozenset[int] | None:
     """The tenants whose figures the caller may see (None: all of them)."""
     return None if access.admin or access.finance else access.tenant_ids
-
-
-def named_tenants_of(access: Access) -> frozenset[int] | None:
-    """The tenants whose workloads the caller may see by name (and owner) in the lists of
-    work holding GPUs idle (None: every tenant's): admins every team's, leads and members
-    their own teams', finance none (every team's idle at queue level only; docs/dashboard.md,
-    Utilisation). The one rule of the Utilisation page and of ``wasters/``."""
-    if access.admin:
-        return None
-    return frozenset() if access.finance else access.tenant_ids
 
 
 NOT_MEASURED = " Null when no utilisation source is configured (source none): not measured."

@@ -49,6 +49,7 @@ from django.db.models.functions import Coalesce, Greatest, Least, Trunc
 
 from gpupool.accounting.models import RollUpState, UsageHour, UsageInterval
 from gpupool.accounting.periods import accounting_zone, hour_start, hours
+from gpupool.api.access import Access
 from gpupool.control.clock import pool_now
 from gpupool.quotas.models import Queue
 from gpupool.utilization.models import ActivityWindow
@@ -499,3 +500,13 @@ def idle_since(workload: Workload) -> datetime | None:
     if last is not None:
         return last.last_active_at
     return workload.started_at if windows.exists() else None
+
+
+def named_tenants_of(access: Access) -> frozenset[int] | None:
+    """The tenants whose workloads the caller may see by name (and owner) in the lists of
+    work holding GPUs idle (None: every tenant's): admins every team's, leads and members
+    their own teams', finance none (every team's idle at queue level only; docs/dashboard.md,
+    Utilisation). The one rule of the Utilisation page and of ``wasters/``."""
+    if access.admin:
+        return None
+    return frozenset() if access.finance else access.tenant_ids

@@ -1,5 +1,5 @@
 """``/api/v1/utilization/wasters/`` names workloads by the Utilisation page's rule
-(``utilization.api.named_tenants_of``): admins every team's, leads and members their own
+(``utilization.queries.named_tenants_of``): admins every team's, leads and members their own
 teams', finance none (finance sees every team's idle at queue level, on the page)."""
 
 from __future__ import annotations
