@@ -633,10 +633,13 @@ def do_drain(api: Api, options: argparse.Namespace, out: TextIO) -> int:
     if node["state"] == "drained":
         out.write(f"{node['name']} is drained (asked {since}): nothing is left on it.\n")
     else:
-        out.write(
-            f"{node['name']} is {node['state']} (asked {since}): cordoned, and the control "
-            "loop evicts its workloads at its next cycles.\n"
-        )
+        # Draining already, with an eviction a disruption budget refused: its health says so.
+        refused = [
+            r for r in node.get("health") or [] if r.startswith("draining: ") and "refused" in r
+        ]
+        evicts = "the control loop evicts its workloads at its next cycles"
+        said = refused[0].removeprefix("draining: ") if refused else evicts
+        out.write(f"{node['name']} is {node['state']} (asked {since}): cordoned, and {said}.\n")
     return EXIT_OK
 
 

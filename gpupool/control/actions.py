@@ -55,7 +55,9 @@ from gpupool.control.models import SchedulingCycle
 from gpupool.control.record import CycleRecord
 from gpupool.control.snapshot import id_list, int_array
 from gpupool.control.sync import (
+    ADMIN,
     CLUSTER_UNHEALTHY,
+    NODE_FAILURE,
     NodeUpdate,
     PodSetShape,
     Registration,
@@ -1037,46 +1039,67 @@ def _record_shrinks(shrinks: Sequence[Shrink]) -> None:
     usage closed at the shrink and opened again for the GPUs they still hold, per flavor (as
     an admission opens it). The rows are stamped anew but not in the loop's ``Stamps``: the
     loop reads them again, placements and all, at its next refresh. A workload no longer
-    placed, or whose placements are not those the sync saw, is left alone."""
+    placed, or whose placements are not those the sync saw, is left alone. Members lost as a
+    gang lost whole would be -- with their node, or evicted outside gpupool -- cost what such
+    a gang does: a preemption event of theirs (``_record_shrink_losses``)."""
     if not shrinks:
         return
     rows = {
-        pk: (queue, tenant, klass)
-        for pk, queue, tenant, klass in Workload.objects.select_for_update(of=("self",))
-        .filter(
-            pk__in=id_list([s.workload_id for s in shrinks]),
-            state__in=(WorkloadState.ADMITTED, WorkloadState.RUNNING),
+        pk: (queue, tenant, klass, started or admitted, checkpoint)
+        for pk, queue, tenant, klass, started, admitted, checkpoint in (
+            Workload.objects.select_for_update(of=("self",))
+            .filter(
+                pk__in=id_list([s.workload_id for s in shrinks]),
+                state__in=(WorkloadState.ADMITTED, WorkloadState.RUNNING),
+            )
+            .values_list(
+                "id",
+                "queue_id",
+                "queue__tenant_id",
+                "priority_class_id",
+                "started_at",
+                "admitted_at",
+                "last_checkpoint_at",
+            )
         )
-        .values_list("id", "queue_id", "queue__tenant_id", "priority_class_id")
     }
     opened: list[tuple[Any, ...]] = []
     shrunk: list[int] = []
+    gone: list[tuple[Shrink, list[tuple[int, Decimal]]]] = []  # each, its lost (node, GPUs)
     for shrink in shrinks:
         pk = shrink.workload_id
         if pk not in rows:
             continue
         placed = {
-            (pod_set, index): (row_id, flavor, milli, indices)
-            for row_id, pod_set, index, flavor, milli, indices in Placement.objects.filter(
+            (pod_set, index): (row_id, flavor, milli, indices, node)
+            for row_id, pod_set, index, flavor, milli, indices, node in Placement.objects.filter(
                 workload_id=pk
             ).values_list(
-                "id", "pod_set_id", "pod_index", "node__flavor_id", "milli", "gpu_indices"
+                "id",
+                "pod_set_id",
+                "pod_index",
+                "node__flavor_id",
+                "milli",
+                "gpu_indices",
+                "node_id",
             )
         }
         kept = {(pod_set, index): new for pod_set, index, new in shrink.keep}
         if not kept.keys() <= placed.keys():
             continue
-        Placement.objects.filter(pk__in=[v[0] for k, v in placed.items() if k not in kept]).delete()
+        lost = [v for k, v in placed.items() if k not in kept]
+        gone.append((shrink, [(v[4], _gpus(v[2], v[3])) for v in lost]))  # (node, GPUs)
+        Placement.objects.filter(pk__in=[v[0] for v in lost]).delete()
         held: dict[int, Decimal] = defaultdict(Decimal)
         for (pod_set, index), new in sorted(kept.items()):  # a lower index is free by then
-            row_id, flavor, milli, indices = placed[pod_set, index]
+            row_id, flavor, milli, indices, _ = placed[pod_set, index]
             if new != index:
                 Placement.objects.filter(pk=row_id).update(pod_index=new)
-            held[flavor] += Decimal(milli) / 1000 if milli is not None else Decimal(len(indices))
+            held[flavor] += _gpus(milli, indices)
         UsageInterval.objects.filter(workload_id=pk, ended_at__isnull=True).update(
             ended_at=shrink.at
         )
-        queue, tenant, klass = rows[pk]
+        queue, tenant, klass = rows[pk][:3]
         opened += [
             (pk, tenant, queue, flavor, klass, gpus.quantize(Decimal("0.001")), shrink.at)
             for flavor, gpus in sorted(held.items())
@@ -1087,6 +1110,55 @@ def _record_shrinks(shrinks: Sequence[Shrink]) -> None:
     columns = ("workload_id", "tenant_id", "queue_id", "flavor_id", "priority_class_id")
     insert_values(UsageInterval, (*columns, "gpus", "started_at"), opened)
     Workload.objects.filter(pk__in=id_list(shrunk)).update(updated_at=timezone.now())
+    _record_shrink_losses(gone, rows)
+
+
+def _gpus(milli: int | None, indices: Sequence[int]) -> Decimal:
+    """The GPUs one placement holds: its share of one GPU, or its whole GPUs."""
+    return Decimal(milli) / 1000 if milli is not None else Decimal(len(indices))
+
+
+def _record_shrink_losses(
+    gone: Sequence[tuple[Shrink, Sequence[tuple[int, Decimal]]]],
+    rows: Mapping[int, tuple[Any, ...]],
+) -> None:
+    """Shrunk gangs whose members were lost as a gang lost whole would be (``Shrink.lost``:
+    a node failure, or an eviction outside gpupool; not a deletion): a preemption event for
+    those members, as ``_record_losses`` writes for a gang lost whole -- its reason, the GPUs
+    the members held, and their GPU-hours since the gang's start or last checkpoint;
+    ``nodes``: the nodes the members held."""
+    losses = [(shrink, lost) for shrink, lost in gone if lost and shrink.lost in _LOST_REASONS]
+    if not losses:
+        return
+    names = dict(
+        Node.objects.filter(
+            pk__in=id_list(sorted({node for _, lost in losses for node, _ in lost}))
+        ).values_list("id", "name")
+    )
+    events = []
+    for shrink, lost in losses:
+        queue, tenant, _, start, checkpoint = rows[shrink.workload_id]
+        start = start or shrink.at
+        since = max(start, checkpoint or start)
+        hours = Decimal(max((shrink.at - since).total_seconds(), 0.0)) / Decimal(3600)
+        held = sum((gpus for _, gpus in lost), Decimal(0))
+        events.append(
+            PreemptionEvent(
+                at=shrink.at,
+                reason=shrink.lost,
+                victim_id=shrink.workload_id,
+                victim_queue_id=queue,
+                victim_tenant_id=tenant,
+                gpus_freed=held,
+                lost_gpu_hours=(held * hours).quantize(Decimal("0.0001")),
+                nodes=sorted({names[node] for node, _ in lost if node in names}),
+            )
+        )
+    insert_objects(PreemptionEvent, events)
+
+
+# The ways of losing pods that cost a preemption event (``sync._vanished``): not a deletion.
+_LOST_REASONS = frozenset({NODE_FAILURE, ADMIN})
 
 
 def _record_losses(
@@ -1647,13 +1719,16 @@ def do_record_apply_outcome(
         if preemptor is not None:
             preemptors[preemptor].append(pk)
             refused_for[pk] = (f"{namespace}/{name}", tenant_id)
-    for pk, admitted_at in Workload.objects.filter(pk__in=list(refused)).values_list(
-        "id", "admitted_at"
+    for pk, admitted_at, reason in Workload.objects.filter(pk__in=list(refused)).values_list(
+        "id", "admitted_at", "eviction_reason"
     ):
-        # The events of this run's eviction (a run starts at its admission).
+        # The events of this run's eviction (a run starts at its admission), of its reason:
+        # not those of members it lost meanwhile (``_record_shrink_losses``), which stand.
         events = PreemptionEvent.objects.filter(victim_id=pk)
         if admitted_at is not None:
             events = events.filter(at__gte=admitted_at)
+        if reason:
+            events = events.filter(reason=reason)
         events.delete()
     Workload.objects.filter(pk__in=list(refused)).update(
         evicting_for=None, eviction_reason="", updated_at=timezone.now()

@@ -211,6 +211,9 @@ class Shrink:
     name: str
     keep: tuple[tuple[int, int, int], ...]
     at: datetime
+    # Why the members went, as a gang lost whole says it (``_vanished``): ``node-failure``
+    # or ``admin`` cost a preemption event, as they do for a whole gang; ``deleted`` none.
+    lost: str = ""
 
 
 @dataclass
@@ -1029,7 +1032,7 @@ def _lost_member(
     if left >= info.gang_minimum:
         keep = _kept_placements(row, pods, departed, len(info.placement) - gone)
         if keep is not None:
-            decision.shrinks.append(Shrink(row.id, name, keep, at))
+            decision.shrinks.append(Shrink(row.id, name, keep, at, lost))
             ended = [p for p in departed if p.finished]  # their placements stay counted
             if ended:
                 memory.departed[name] = ended

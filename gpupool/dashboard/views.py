@@ -119,6 +119,7 @@ from gpupool.dashboard.templatetags.dashboard import gpu_hours as gpu_hours_text
 from gpupool.dashboard.templatetags.dashboard import gpus as gpus_text
 from gpupool.inventory.actions import do_drain_node, do_set_gpu_health, do_set_node_cordoned
 from gpupool.inventory.choices import NodeState
+from gpupool.inventory.drains import drain_waits, drain_words
 from gpupool.inventory.models import Flavor, Gpu, Node, healthy_capacity
 from gpupool.inventory.queries import FlavorFragmentation
 from gpupool.quotas.actions import (
@@ -1938,6 +1939,8 @@ def cluster(request: HttpRequest, access: Access) -> HttpResponse:
         if access.admin
         else {}
     )
+    # What each draining node waits on: evictions a disruption budget refused (one read).
+    drains = drain_waits(n.pk for n in page.object_list if n.state == NodeState.DRAINING)
     for node in page.object_list:
         if not groups or groups[-1]["flavor"] != node.flavor:
             groups.append({"flavor": node.flavor, "domains": []})
@@ -1945,13 +1948,21 @@ def cluster(request: HttpRequest, access: Access) -> HttpResponse:
         if not domains or domains[-1]["name"] != node.nvlink_domain:
             domains.append({"name": node.nvlink_domain, "nodes": []})
         state = node.state
+        drain = drains.get(node.pk)
+        health = node.health_reasons(drain)
         domains[-1]["nodes"].append(
             {
                 "node": node,
                 "state": state.value,
-                "state_label": state.label,
-                "health": node.health_reasons(),
+                # A draining node whose evictions were refused says so, not "being evicted".
+                "state_label": drain_words(drain) if drain and drain.refused else state.label,
+                "health": health,
                 "workloads": placed.get(node.pk, 0),
+                "refused": [  # (admins) each with the workload page's words for its refusal
+                    (workload, eviction_refusal(workload, access))
+                    for workload in (drain.refused if drain and access.admin else ())
+                ],
+                "evicting": drain.others if drain else 0,
             }
         )
     for group in groups:

@@ -28,6 +28,7 @@ from gpupool.inventory.actions import (
     do_set_node_cordoned,
 )
 from gpupool.inventory.choices import NodeState
+from gpupool.inventory.drains import DrainWait, drain_waits
 from gpupool.inventory.models import Flavor, Gpu, Node
 
 
@@ -89,6 +90,18 @@ class GpuSerializer(serializers.ModelSerializer[Gpu]):
         read_only_fields = fields
 
 
+class NodeList(serializers.ListSerializer[Node]):
+    """Nodes, with what their draining ones wait on read in one go (``drain_waits``) rather
+    than once per draining node."""
+
+    def to_representation(self, data: Any) -> list[Any]:
+        """The nodes, once the drains of those draining are read."""
+        nodes = list(data.all() if hasattr(data, "all") else data)
+        draining = [node.pk for node in nodes if node.state == NodeState.DRAINING]
+        self.context["drains"] = drain_waits(draining)
+        return super().to_representation(nodes)
+
+
 class NodeSerializer(serializers.ModelSerializer[Node]):
     """A node: flavor, GPUs one by one with their health, CPU, memory, NVLink domain, rack,
     zone, cordon and MIG layout, as the cluster sync last saw it."""
@@ -108,12 +121,14 @@ class NodeSerializer(serializers.ModelSerializer[Node]):
         choices=NodeState.choices,
         read_only=True,
         help_text="In one word (``Node.state``, as the pages say it): ready, cordoned, "
-        "draining (its work is being evicted), drained (empty, cordoned until uncordoned), "
+        "draining (its work is being evicted, or waits on an eviction a PodDisruptionBudget "
+        "refused: ``health`` says which), drained (empty, cordoned until uncordoned), "
         "excluded (the cluster takes no pods there) or gone.",
     )
 
     class Meta:
         model = Node
+        list_serializer_class = NodeList
         fields = (
             "name",
             "flavor",
@@ -141,9 +156,11 @@ class NodeSerializer(serializers.ModelSerializer[Node]):
         return sum(1 for gpu in node.gpus.all() if gpu.healthy)
 
     def get_health(self, node: Node) -> list[str]:
-        """Why the node cannot give all its GPUs: gone or excluded, draining or drained,
-        cordoned, and each unhealthy GPU's reason."""
-        return node.health_reasons()
+        """Why the node cannot give all its GPUs: gone or excluded, draining (its workloads
+        being evicted, or an eviction a disruption budget refused) or drained, cordoned, and
+        each unhealthy GPU's reason."""
+        drains: dict[int, DrainWait] = self.context.get("drains") or {}
+        return node.health_reasons(drains.get(node.pk))
 
 
 class NodeFilter(filters.FilterSet):  # type: ignore[misc]

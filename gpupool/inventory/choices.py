@@ -19,7 +19,13 @@ class NodeState(models.TextChoices):
 
     READY = "ready", "ready (takes placements)"
     CORDONED = "cordoned", "cordoned (no new placements; what runs there stays)"
-    DRAINING = "draining", "draining (cordoned; its work is being evicted)"
+    DRAINING = (
+        "draining",
+        (
+            "draining (cordoned; its work is being evicted, or waits on an eviction a "
+            "PodDisruptionBudget refused)"
+        ),
+    )
     DRAINED = "drained", "drained (cordoned and empty; back in service once uncordoned)"
     EXCLUDED = "excluded", "excluded (the cluster takes no pods there)"
     GONE = "gone", "gone from the cluster"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, RegexValidator
@@ -15,6 +15,9 @@ from gpupool.clusters.inventory import replicas_of
 from gpupool.inventory.choices import NodeState, Sharing
 from gpupool.scheduler import mig
 from gpupool.tenancy.models import fixed_field_errors
+
+if TYPE_CHECKING:
+    from gpupool.inventory.drains import DrainWait
 
 
 def _string_map_errors(value: Any) -> str | None:
@@ -279,10 +282,11 @@ class Node(models.Model):
             return NodeState.EXCLUDED
         return NodeState.READY
 
-    def health_reasons(self) -> list[str]:
+    def health_reasons(self, drain: DrainWait | None = None) -> list[str]:
         """Why the node cannot give all its GPUs: gone from the cluster, excluded by it, a
-        drain under way or done, its cordon, then each unhealthy GPU's reason (reads
-        ``gpus.all()``: prefetch them for a list of nodes)."""
+        drain under way (what it waits on: ``drains.drain_words``; ``drain``, when the caller
+        read it for many nodes, else one query here) or done, its cordon, then each unhealthy
+        GPU's reason (reads ``gpus.all()``: prefetch them for a list of nodes)."""
         reasons = []
         if self.gone_at is not None:
             reasons.append("gone from the cluster")
@@ -292,7 +296,9 @@ class Node(models.Model):
         if state == NodeState.DRAINED:
             reasons.append("drained: empty, and cordoned until an admin uncordons it")
         elif state == NodeState.DRAINING:
-            reasons.append("draining: its workloads are being evicted")
+            from gpupool.inventory.drains import drain_waits, drain_words  # (reads workloads)
+
+            reasons.append(drain_words(drain or drain_waits([self.pk])[self.pk]))
         elif self.cordoned:
             reasons.append("cordoned: no new placements")
         reasons += [

@@ -14,17 +14,23 @@ workload"), per flavor:
   GPU shapes it could ever hold (``fragmentation.gpu_shapes_that_fit``);
 - **the largest gang** placeable now inside one NVLink domain, in whole GPUs, and for each
   gang size of ``GANG_SIZES`` GPUs how many such gangs fit now at once, each inside one domain.
-  A gang of ``S`` GPUs is ``ceil(S / p)`` pods of ``p = min(S, GPUs of the flavor's largest
-  node)`` GPUs (an 8-GPU node takes a 16-GPU gang as two pods of 8; an NVL72 domain of 4-GPU
-  nodes a 72-GPU one as 18 pods of 4); a domain holds as many gangs as the pods that fit on
-  its nodes (``fragmentation.fits`` / ``pick_gpus`` / ``take``, counted once per node state)
-  divided by the pods a gang needs.
+  A gang of ``S`` GPUs is ``S // p`` pods of ``p = min(S, GPUs of the flavor's largest node)``
+  GPUs and, when ``p`` does not divide ``S``, one pod of the rest (an 8-GPU node takes a
+  16-GPU gang as two pods of 8; an NVL72 domain of 4-GPU nodes a 72-GPU one as 18 pods of 4;
+  16-GPU nodes a 72-GPU one as 4 pods of 16 and 1 of 8 -- not 5 of 16, which is 80). The
+  placer places a gang pod by pod, and a pod takes only its GPUs: the node of the pod of 8
+  keeps its other GPUs for other pods (another gang's pod of 8 among them), so no gang is
+  counted as holding whole nodes. A domain holds as many gangs as the pods that fit on its
+  nodes (``fragmentation.fits`` / ``pick_gpus`` / ``take``, counted once per node state)
+  allow: the pods of ``p`` where they leave the most room for the pods of the rest
+  (``_gangs_with_a_rest``).
 
 Plain functions over the core's objects: no Django here.
 """
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
 from gpupool.scheduler.fragmentation import (
@@ -49,7 +55,9 @@ NO_SHAPES = ShapeDistribution(())
 
 @dataclass(frozen=True, slots=True)
 class GangFit:
-    """How many gangs of ``gpus`` GPUs, each inside one NVLink domain, fit now."""
+    """How many gangs of ``gpus`` GPUs, each inside one NVLink domain, fit now: gangs of
+    ``pods`` pods of ``gpus_per_pod`` GPUs, the last one of the rest where they do not divide
+    (72 on 16-GPU nodes: 4 x 16 + 1 x 8)."""
 
     gpus: int
     pods: int  # pods of the gang
@@ -89,6 +97,48 @@ def _pods_that_fit(state: NodeState, shape: PodShape, known: dict[NodeState, int
     return found
 
 
+def _rooms(
+    state: NodeState, big: PodShape, small: PodShape, known: dict[NodeState, tuple[int, ...]]
+) -> tuple[int, ...]:
+    """For ``k`` = 0, 1, ... up to the pods of ``big`` the node takes, one after another as the
+    placer would: how many pods of ``small`` it still takes after ``k`` pods of ``big``."""
+    found = known.get(state)
+    if found is None:
+        rooms: list[int] = []
+        smalls: dict[NodeState, int] = {}
+        current = state
+        while True:
+            rooms.append(_pods_that_fit(current, small, smalls))
+            gpus = pick_gpus(current, big) if fits(current, big) else None
+            if gpus is None:
+                break
+            current = take(current, big, gpus)
+        found = known[state] = tuple(rooms)
+    return found
+
+
+def _gangs_with_a_rest(rooms: list[tuple[int, ...]], pods_of_p: int) -> int:
+    """How many gangs of ``pods_of_p`` big pods and one small pod (the rest) the nodes hold
+    at once, given each node's ``_rooms``: each big pod goes where it takes the fewest small
+    pods' room, and a gang more fits while the small pods' room left is at least the gangs."""
+    losses = [(room[0] - room[1], node, 1) for node, room in enumerate(rooms) if len(room) > 1]
+    heapq.heapify(losses)
+    small = sum(room[0] for room in rooms)
+    gangs = 0
+    while True:
+        for _ in range(pods_of_p):
+            if not losses:
+                return gangs
+            loss, node, taken = heapq.heappop(losses)
+            small -= loss
+            room = rooms[node]
+            if taken + 1 < len(room):
+                heapq.heappush(losses, (room[taken] - room[taken + 1], node, taken + 1))
+        if small < gangs + 1:
+            return gangs
+        gangs += 1
+
+
 def _empty(node: NodeInfo) -> NodeState:
     """The node with nothing on it: its sound GPUs (healthy, others' pods gone), CPU and
     memory; what the shapes it could ever hold are judged against."""
@@ -116,14 +166,20 @@ def flavor_fragmentation(
         gangs: list[GangFit] = []
         for size in GANG_SIZES:
             per_pod = max(1, min(size, largest_node))
-            pods_needed = -(-size // per_pod)
+            pods_of_p, rest = divmod(size, per_pod)
             shape = PodShape(per_pod)
             known: dict[NodeState, int] = {}
+            rooms: dict[NodeState, tuple[int, ...]] = {}
+            last = PodShape(rest) if rest else None
             count = 0
             for members in domains.values():
+                if last is not None:  # pods of ``per_pod`` and one of the rest, side by side
+                    each = [_rooms(cluster.state[name], shape, last, rooms) for name in members]
+                    count += _gangs_with_a_rest(each, pods_of_p)
+                    continue
                 pods = sum(_pods_that_fit(cluster.state[name], shape, known) for name in members)
-                count += pods // pods_needed
-            gangs.append(GangFit(size, pods_needed, per_pod, count))
+                count += pods // pods_of_p
+            gangs.append(GangFit(size, pods_of_p + (1 if rest else 0), per_pod, count))
         report.append(
             FlavorFragmentation(
                 flavor=flavor,

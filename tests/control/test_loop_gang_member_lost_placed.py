@@ -28,6 +28,8 @@ from gpupool.control.cluster import ClusterMirror
 from gpupool.control.loop import ControlLoop
 from gpupool.control.snapshot import WorkloadRow
 from gpupool.control.sync import SyncDecision, SyncMemory, _gone_members, _lost_member, moment
+from gpupool.inventory.actions import do_drain_node
+from gpupool.inventory.models import Node
 from gpupool.scheduler.types import PodPlacement, PodSetInfo, WorkloadInfo
 from gpupool.workloads.actions import PodSetSpec, do_submit_workload
 from gpupool.workloads.models import Placement, Workload
@@ -320,3 +322,89 @@ def test_an_admitted_gangs_pod_to_bind_keeps_a_placement_of_its_own_pod_set() ->
     decision, _ = decide_loss(row, pods, member("worker-1", "n-2"))
     (shrink,) = decision.shrinks
     assert shrink.keep == ((11, 0, 0), (11, 1, 1), (12, 0, 0), (12, 1, 1))
+
+
+def test_an_elastic_gang_losing_members_with_a_failed_node_records_their_gpu_hours_lost(
+    pool: Pool,
+) -> None:
+    """At or above its minimum the gang shrinks (it runs on), and what went with the failed
+    node is a preemption event as a gang lost whole to a node failure records: reason
+    ``node-failure``, the lost members' GPUs, and their GPU-hours since the gang started --
+    so the Preemptions history and the cost reports count them."""
+    for index in range(4):  # four pods of 4 GPUs, minimum two: two on each 8-GPU node
+        pool.pod(f"elastic-{index}", 4, "elastic", minimum=2)
+    running = pool.until("elastic", "running")
+    assert running.started_at is not None
+    pool.clock.advance(1800)
+    pool.cluster.set_node_ready("g-2", False)
+    pool.clock.advance(pool.cluster.not_ready_eviction_s + 1)  # its pods deleted meanwhile
+    pool.cycle()
+
+    shrunk = pool.workload("elastic")
+    assert shrunk.state == "running"  # two pods left, at its minimum: it runs on
+    assert sorted(p.node.name for p in Placement.objects.filter(workload=shrunk)) == ["g-1"] * 2
+    event = PreemptionEvent.objects.get(victim=shrunk)
+    hours = Decimal((event.at - running.started_at).total_seconds()) / Decimal(3600)
+    assert (event.reason, event.gpus_freed, event.nodes) == ("node-failure", 8, ["g-2"])
+    assert event.lost_gpu_hours == (8 * hours).quantize(Decimal("0.0001")) > 0
+    assert (event.victim_queue_id, event.victim_tenant_id) == (
+        shrunk.queue_id,
+        shrunk.queue.tenant_id,
+    )
+    assert event.preemptor_id is None
+    pool.cycle()  # recorded once, not again at the next sync
+    assert PreemptionEvent.objects.filter(victim=shrunk).count() == 1
+
+
+def test_an_elastic_gang_member_evicted_outside_gpupool_is_an_admin_preemption(
+    pool: Pool,
+) -> None:
+    """A member evicted by someone else (the Eviction API's ``DisruptionTarget``: a drain, a
+    manual eviction) costs what it does for a gang lost whole: an ``admin`` preemption event
+    for its GPUs, though the gang runs on; a member deleted with kubectl costs none (the first
+    test of this file)."""
+    for index in range(4):
+        pool.pod(f"elastic-{index}", 4, "elastic", minimum=2)
+    running = pool.until("elastic", "running")
+    pool.clock.advance(900)
+    evicted = pool.ref("elastic-3")
+    node = next(p.node_name for p in pool.cluster.pods() if p.name == "elastic-3")
+    outcome = pool.cluster.evict([evicted], "drain")
+    assert [r.status for r in outcome.results] == ["evicted"]
+    pool.cycle()
+
+    shrunk = pool.workload("elastic")
+    assert shrunk.state == "running"  # three pods left, above its minimum
+    event = PreemptionEvent.objects.get(victim=shrunk)
+    assert (event.reason, event.gpus_freed, event.nodes) == ("admin", 4, [node])
+    hours = Decimal((event.at - running.started_at).total_seconds()) / Decimal(3600)
+    assert event.lost_gpu_hours == (4 * hours).quantize(Decimal("0.0001")) > 0
+
+
+def test_a_refused_eviction_of_a_shrunk_gang_keeps_the_event_of_its_lost_members(
+    pool: Pool,
+) -> None:
+    """A drain's eviction that a PodDisruptionBudget refuses takes back the preemption event
+    the eviction recorded -- and only that one: the node-failure event of the members the
+    gang lost before stands (before, every event of the run was deleted)."""
+    for index in range(4):
+        pool.pod(f"elastic-{index}", 4, "elastic", minimum=2)
+    pool.until("elastic", "running")
+    pool.clock.advance(1800)
+    pool.cluster.set_node_ready("g-2", False)
+    pool.clock.advance(pool.cluster.not_ready_eviction_s + 1)
+    pool.cycle()
+    shrunk = pool.workload("elastic")
+    assert list(PreemptionEvent.objects.filter(victim=shrunk).values_list("reason", flat=True)) == [
+        "node-failure"
+    ]
+    pool.cluster.add_disruption_budget(
+        "team-a", "guard", {"gpupool.io/workload": "elastic"}, min_available=2
+    )
+    do_drain_node(Node.objects.get(name="g-1"), acting_user=None, reason="maintenance")
+    pool.cycle()
+
+    refused = pool.workload("elastic")
+    assert refused.state == "running" and refused.eviction_refusal  # the budget said no
+    reasons = PreemptionEvent.objects.filter(victim=refused).values_list("reason", flat=True)
+    assert list(reasons) == ["node-failure"]
