@@ -26,7 +26,7 @@ from gpupool.quotas.choices import (
     QuotaRequestState,
     WhatIfState,
 )
-from gpupool.quotas.validators import validate_label_value
+from gpupool.quotas.validators import validate_label_value, whole_gpu_errors
 from gpupool.scheduler.scenario import MAX_PRIORITY_VALUE
 from gpupool.tenancy.models import Tenant, fixed_field_errors
 from gpupool.workloads.choices import unfinished
@@ -300,18 +300,28 @@ class QueueQuota(models.Model):
         )
 
     def clean(self) -> None:
-        """guarantee <= deserved <= capability; the guarantee fits its ancestors and the pool."""
-        errors: dict[str, str] = {}
+        """Whole numbers on a flavor given whole (``whole_gpu_errors``); guarantee <= deserved
+        <= capability; the guarantee fits its ancestors and the pool."""
         guarantee, deserved, capability = self.guarantee, self.deserved, self.capability
         if guarantee is None or deserved is None or capability is None:
             return  # the missing field has its own error
+        errors: dict[str, str] = (
+            whole_gpu_errors(
+                self.flavor,
+                {"guarantee": guarantee, "deserved": deserved, "capability": capability},
+            )
+            if self.flavor_id is not None
+            else {}
+        )
         if guarantee > deserved:
-            errors["guarantee"] = (
-                f"guarantee ({fmt(guarantee)}) must not exceed deserved ({fmt(deserved)})"
+            errors.setdefault(
+                "guarantee",
+                f"guarantee ({fmt(guarantee)}) must not exceed deserved ({fmt(deserved)})",
             )
         if deserved > capability:
-            errors["deserved"] = (
-                f"deserved ({fmt(deserved)}) must not exceed capability ({fmt(capability)})"
+            errors.setdefault(
+                "deserved",
+                f"deserved ({fmt(deserved)}) must not exceed capability ({fmt(capability)})",
             )
         if not errors and self.queue_id is not None and self.flavor_id is not None:
             problems = guarantee_problems(
@@ -860,7 +870,10 @@ class QuotaRequest(models.Model):
 
     def clean(self) -> None:
         """The request names a target of its kind, belongs to its tenant, and asks for
-        well-formed amounts; nobody decides their own request."""
+        well-formed amounts (a queue quota's in whole numbers on a flavor given whole,
+        ``whole_gpu_errors``, checked while it is filed: a request filed before that rule can
+        still be rejected or withdrawn, and its approval is refused by the quota's own
+        ``clean``); nobody decides their own request."""
         errors: dict[str, str] = {}
         if (
             self.decided_by_id is not None
@@ -901,7 +914,16 @@ class QuotaRequest(models.Model):
             except ValidationError as error:
                 errors["payload"] = " ".join(error.message_dict["payload"])
             else:
-                if self.kind == QuotaRequestKind.QUEUE_QUOTA:
+                whole = (
+                    whole_gpu_errors(self.flavor, amounts)
+                    if self.kind == QuotaRequestKind.QUEUE_QUOTA
+                    and self.flavor is not None
+                    and self.state in (QuotaRequestState.DRAFT, QuotaRequestState.SUBMITTED)
+                    else {}
+                )
+                if whole:
+                    errors["payload"] = "; ".join(whole.values())
+                elif self.kind == QuotaRequestKind.QUEUE_QUOTA:
                     if amounts["guarantee"] > amounts["deserved"]:
                         errors["payload"] = (
                             f"guarantee ({fmt(amounts['guarantee'])}) must not exceed deserved "

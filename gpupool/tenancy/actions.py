@@ -3,7 +3,7 @@ atomic and audited."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from functools import partial
 from typing import Any
 
@@ -222,3 +222,24 @@ def do_revoke_site_role(site_role: SiteRole, *, acting_user: Any, reason: str = 
         reason=reason,
         snapshot=_fields_without_created_at,
     )
+
+
+def remove_from_tenancy(users: Sequence[Any], *, acting_user: Any) -> None:
+    """Take ``users``' memberships and site roles away through their audited actions, before
+    the users are deleted (a cascade would drop them unrecorded, and past the last-lead rule).
+    Members' memberships go before leads', so the rule judges the batch as ``admin.leads_lost``
+    does; a refusal rolls back all."""
+    ids = [account.pk for account in users]
+    with transaction.atomic():
+        memberships = list(Membership.objects.filter(user__in=ids).select_related("tenant", "user"))
+        memberships.sort(
+            key=lambda m: (m.role == MembershipRole.LEAD, m.tenant.name, m.user.get_username())
+        )
+        for membership in memberships:
+            do_remove_membership(
+                membership, acting_user=acting_user, reason=f"user {membership.user} deleted"
+            )
+        for site_role in SiteRole.objects.filter(user__in=ids).select_related("user"):
+            do_revoke_site_role(
+                site_role, acting_user=acting_user, reason=f"user {site_role.user} deleted"
+            )

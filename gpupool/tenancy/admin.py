@@ -26,6 +26,7 @@ from gpupool.tenancy.actions import (
     do_revoke_site_role,
     do_save_tenant,
     do_set_membership,
+    remove_from_tenancy,
 )
 from gpupool.tenancy.choices import MembershipRole
 from gpupool.tenancy.models import Membership, SiteRole, Tenant, TenantNamespace
@@ -95,6 +96,11 @@ class TenantAdmin(ActionModelAdmin):
         """Tenants with their namespaces and member counts, in two queries for the list."""
         queryset: QuerySet[Tenant] = super().get_queryset(request)
         return queryset.prefetch_related("namespaces").annotate(members=Count("memberships"))
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        """The name is fixed once created (``Tenant.clean``): shown, not offered for editing,
+        so a tenant made before the name rule (``tenancy.W001``) can still be edited."""
+        return ["name"] if obj is not None else []
 
     @admin.display(description="namespaces")
     def namespace_list(self, obj: Tenant) -> str:
@@ -285,27 +291,6 @@ def history_kept(users: Iterable[Any]) -> list[str]:
             f"can no longer sign in"
         )
     return lines
-
-
-def remove_from_tenancy(users: Sequence[Any], *, acting_user: Any) -> None:
-    """Take ``users``' memberships and site roles away through their audited actions, before
-    the users are deleted (a cascade would drop them unrecorded, and past the last-lead rule).
-    Members' memberships go before leads', so the rule judges the batch as ``leads_lost``
-    does; a refusal rolls back all."""
-    ids = [account.pk for account in users]
-    with transaction.atomic():
-        memberships = list(Membership.objects.filter(user__in=ids).select_related("tenant", "user"))
-        memberships.sort(
-            key=lambda m: (m.role == MembershipRole.LEAD, m.tenant.name, m.user.get_username())
-        )
-        for membership in memberships:
-            do_remove_membership(
-                membership, acting_user=acting_user, reason=f"user {membership.user} deleted"
-            )
-        for site_role in SiteRole.objects.filter(user__in=ids).select_related("user"):
-            do_revoke_site_role(
-                site_role, acting_user=acting_user, reason=f"user {site_role.user} deleted"
-            )
 
 
 User = get_user_model()

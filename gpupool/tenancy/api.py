@@ -20,7 +20,7 @@ from gpupool.api.rows import PlannedRows
 from gpupool.api.strict import StrictInput
 from gpupool.tenancy.actions import do_remove_membership, do_save_tenant, do_set_membership
 from gpupool.tenancy.choices import MembershipRole
-from gpupool.tenancy.models import Membership, Tenant, TenantNamespace
+from gpupool.tenancy.models import Membership, Tenant, TenantNamespace, validate_tenant_name
 
 
 class NamespaceNames(serializers.ListField):
@@ -44,6 +44,18 @@ class TenantSerializer(StrictInput, PlannedRows, serializers.ModelSerializer[Ten
         model = Tenant
         fields = ("name", "display_name", "organization", "namespaces", "created_at")
         read_only_fields = ("created_at",)
+
+    def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
+        """On a change, the name rule (``validate_tenant_name``) is the model's to apply
+        (``Tenant.clean_fields``): a tenant made before the rule may still be changed with
+        its own name in the body, and another name is refused as a rename (400 naming
+        ``name``)."""
+        fields = super().get_fields()
+        if isinstance(self.instance, Tenant) and "name" in fields:
+            fields["name"].validators = [
+                check for check in fields["name"].validators if check is not validate_tenant_name
+            ]
+        return fields
 
 
 class TenantViewSet(

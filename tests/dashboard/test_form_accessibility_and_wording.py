@@ -266,11 +266,12 @@ def test_a_requests_summary_writes_its_amounts_in_the_pages_format(pool: Any) ->
         tenant=pool.nlp,
         requested_by=pool.users["lena"],
         justification="more guaranteed GPUs",
-        payload={"guarantee": "6.000", "deserved": 10.5, "capability": "16.125"},
+        # Whole GPUs on an exclusive flavor (``whole_gpu_errors``): the trailing zeros go.
+        payload={"guarantee": "6.000", "deserved": 10, "capability": "16.000"},
         queue=pool.nlp_queue,
         flavor=pool.h100,
     )
-    assert quota.summary() == "queue nlp h100: guarantee 6, deserved 10.5, capability 16.125"
+    assert quota.summary() == "queue nlp h100: guarantee 6, deserved 10, capability 16"
     assert gpus("16.125") == "16.125 GPUs"
 
 

@@ -24,9 +24,9 @@ def pool() -> dict[str, object]:
 
 @pytest.mark.parametrize(
     "levels",
-    [(0, 0, 0), (0, 8, 16), (8, 8, 8), (4, 8, 32), ("0.5", "1.5", "2.25")],
-    ids=["all zero", "nothing guaranteed", "all equal", "strictly increasing", "fractional"],
-)
+    [(0, 0, 0), (0, 8, 16), (8, 8, 8), (4, 8, 32)],
+    ids=["all zero", "nothing guaranteed", "all equal", "strictly increasing"],
+)  # fractions: on shared flavors only (tests/quotas/test_whole_gpu_quotas.py)
 def test_ordered_levels_are_accepted(pool: dict, levels: tuple) -> None:
     made = quota(pool["team"], pool["h100"], *levels)
     assert (made.guarantee, made.deserved, made.capability) == tuple(

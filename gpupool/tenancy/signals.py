@@ -1,0 +1,51 @@
+"""A user's memberships and site roles are taken away through the tenancy actions whenever the
+user is deleted, not only on the admin site: a delete from ``manage.py shell`` (``user.delete()``
+or ``User.objects.filter(...).delete()``) or any other code would otherwise cascade them away
+with no audit row and past the last-lead rule.
+
+The receiver runs before Django deletes anything (``pre_delete``, inside the delete's
+transaction): each membership and site role goes through ``remove_from_tenancy``, so it is
+audited as the admin's user delete audits it (``tenancy.remove_membership`` and
+``tenancy.revoke_site_role``, reason ``user <name> deleted``), by the system (no acting user
+is known here). A delete that would leave a tenant with members but no lead is refused with
+the action's ``ValidationError`` (naming ``role``), and nothing is deleted. A queryset's
+delete is judged as one batch, as the admin's "delete selected" is. On the admin site the
+memberships are gone before the delete starts, so the receiver finds nothing to do."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db.models import QuerySet
+from django.db.models.signals import pre_delete
+
+from gpupool.tenancy.actions import remove_from_tenancy
+from gpupool.tenancy.models import Membership, SiteRole
+
+DISPATCH_UID = "gpupool.tenancy.remove_deleted_user_from_tenancy"
+
+
+def remove_deleted_user_from_tenancy(
+    sender: Any, instance: Any, origin: Any = None, **kwargs: Any
+) -> None:
+    """Before ``instance`` (a user) is deleted, take its memberships and site roles away
+    through the audited actions. When the delete started from a queryset of users
+    (``origin``), all of them are taken together, so the last-lead rule judges the batch (the
+    others' receivers then find nothing left)."""
+    if not (
+        Membership.objects.filter(user=instance).exists()
+        or SiteRole.objects.filter(user=instance).exists()
+    ):
+        return
+    batch = [instance]
+    if isinstance(origin, QuerySet) and origin.model is sender:
+        batch = list(origin)
+    remove_from_tenancy(batch, acting_user=None)
+
+
+def connect() -> None:
+    """Connect the receiver to the user model's deletes (``TenancyConfig.ready``)."""
+    pre_delete.connect(
+        remove_deleted_user_from_tenancy, sender=get_user_model(), dispatch_uid=DISPATCH_UID
+    )
