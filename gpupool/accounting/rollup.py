@@ -17,10 +17,12 @@ and pool idle, for the part of its first hour it existed, not the whole hour
 
 Active GPU-hours (docs/cost.md, "Active and idle allocated"): the activity windows the
 utilisation sampler recorded (``utilization.ActivityWindow``: a workload's GPU-seconds active in
-a window of about a minute) are split into the same hours, each window's active GPU-seconds
-going to the hours it covers in proportion to the time. A workload's active GPU-hours of an hour
-are shared among its intervals of that hour in proportion to their GPU-hours, and never exceed
-them (activity the sampler saw outside any allocation counts nowhere). Every allocated line then
+a window of about a minute, a shared GPU's pod weighed at its share of the GPU) are split into
+the same hours, each window's active GPU-seconds going to the hours it covers in proportion to
+the time. A workload's active GPU-hours of an hour are capped at what it held in that hour by
+the rule the Utilisation page and API apply (``utilization.activity.counted_within_allocation``)
+and shared among its intervals of that hour in proportion to their GPU-hours (activity the
+sampler saw outside any allocation counts nowhere). Every allocated line then
 splits into an active and an idle allocated part (``attribution.split_active``).
 
 Amounts are GPU-hours to 1/10,000 (``attribution.GPU_HOURS``); a cost is GPU-hours times the
@@ -53,6 +55,7 @@ from gpupool.accounting.models import CapacitySample, UsageInterval
 from gpupool.accounting.periods import accounting_zone, hour_start, next_hour
 from gpupool.inventory.models import Flavor, FlavorPriceChange
 from gpupool.quotas.models import Queue, QueueQuotaChange
+from gpupool.utilization.activity import counted_within_allocation
 from gpupool.utilization.models import ActivityWindow
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -360,8 +363,10 @@ def active_amounts(
     """Active GPU-hours of each interval in each hour (n x hours, like ``amounts``).
 
     Each window's active GPU-seconds go to the hours it covers in proportion to the time;
-    a workload's active GPU-hours of an hour are shared among its intervals of that hour in
-    proportion to their GPU-hours, each capped at its own."""
+    a workload's active GPU-hours of an hour count up to what it held in that hour
+    (``utilization.activity.counted_within_allocation``, the Utilisation page's and API's
+    rule too) and are shared among its intervals of that hour in proportion to their
+    GPU-hours, each so within its own."""
     active = np.zeros_like(amounts)
     if not activity:
         return active
@@ -386,9 +391,10 @@ def active_amounts(
     np.add.at(per_workload, place[known], hours)
     held = np.zeros_like(per_workload)
     np.add.at(held, owner_index, amounts)
+    counted = counted_within_allocation(held, per_workload)
     with np.errstate(divide="ignore", invalid="ignore"):
         share = np.where(held[owner_index] > 0, amounts / held[owner_index], 0.0)
-    result: np.ndarray = np.minimum(per_workload[owner_index] * share, amounts)
+    result: np.ndarray = np.minimum(counted[owner_index] * share, amounts)
     return result
 
 

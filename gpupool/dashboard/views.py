@@ -159,7 +159,6 @@ from gpupool.scheduler.explain import never_fits
 from gpupool.scheduler.shares import QueueShare
 from gpupool.scheduler.types import MILLI
 from gpupool.tenancy.models import Tenant, TenantNamespace
-from gpupool.utilization.api import WINDOWS as UTILIZATION_API_WINDOWS
 from gpupool.utilization.queries import (
     hourly_utilization,
     named_tenants_of,
@@ -169,6 +168,8 @@ from gpupool.utilization.queries import (
     workload_sparkline,
 )
 from gpupool.utilization.sampling import source_configured, unknown_source
+from gpupool.utilization.windows import DEFAULT_WINDOW as UTILIZATION_DEFAULT_WINDOW
+from gpupool.utilization.windows import WINDOWS as UTILIZATION_WINDOWS
 from gpupool.workloads.actions import do_cancel_workload, may_cancel
 from gpupool.workloads.api import (
     CancelInputSerializer,
@@ -1332,9 +1333,8 @@ def price_list() -> list[dict[str, Any]]:
 
 # ----------------------------------------------------------------------------- utilisation
 
-# The Utilisation page's windows: the last hours or days, by their name in ``?window=``.
-UTILIZATION_WINDOWS = UTILIZATION_API_WINDOWS  # the API's ``?window=``, one list
-UTILIZATION_DEFAULT_WINDOW = "24h"
+# The Utilisation page's windows (the last hours or days, by their name in ``?window=``)
+# and its default are ``utilization.windows``': the API's and the command line's too.
 WASTERS_SHOWN = 10
 
 

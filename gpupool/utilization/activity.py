@@ -10,10 +10,32 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+import numpy as np
+
 from gpupool.clusters.base import PodKey
 from gpupool.utilization.source import UtilizationReadout, UtilizationSource, XidReport
 
 DEFAULT_IDLE_UTILIZATION_PERCENT = 1.0
+
+
+def counted_within_allocation(held: np.ndarray, seen: np.ndarray) -> np.ndarray:
+    """The one rule by which what a source saw meets the allocation, for the Utilisation
+    page, the API, the command line and the cost roll-up alike: of each workload's
+    GPU-seconds (or GPU-hours) ``seen`` -- observed, or active -- over a stretch of time,
+    those that count are at most what it ``held`` there. A workload is never more active
+    than what it held, and activity seen outside any allocation counts nothing.
+
+    The share of a shared GPU is weighed where the sampler records the seconds, not here
+    (``share_of_gpu``: a pod at 650 milli-GPU counts 0.65 of each second its GPU was seen),
+    so what is seen of a pod is already in the allocation's unit when it is capped."""
+    counted: np.ndarray = np.minimum(np.maximum(np.asarray(seen, dtype=np.float64), 0.0), held)
+    return counted
+
+
+def share_of_gpu(milli: int | None) -> float:
+    """What one GPU-second of a pod's GPU counts for the pod: its placement's share of the
+    GPU (``gpu_milli`` / 1000 on a shared flavor), else the whole second."""
+    return 1.0 if milli is None else milli / 1000
 
 
 @dataclass(frozen=True, slots=True)

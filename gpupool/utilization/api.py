@@ -3,10 +3,11 @@
 ``tenants/``: allocated, active and idle GPU-hours per tenant; ``wasters/``: the workloads
 that held GPUs idle longest, named only to admins and to the workload's own team
 (``named_tenants_of``, the Utilisation page's rule: finance gets none). Each answers a list of
-rows over ``?since=&until=`` (ISO 8601; default: the last hour) or ``?window=`` (the
-Utilisation page's ``6h``, ``24h``, ``7d``: that long before ``until``; any other value is a
-400 naming ``window`` and those it takes, never the default hour), for the caller's tenants
-(``tenants/``: admins and finance every tenant); ``?format=csv`` gives the same rows as
+rows over ``?since=&until=`` (ISO 8601) or ``?window=`` (``windows.WINDOWS``, the Utilisation
+page's and the command line's: ``6h``, ``24h``, ``7d`` before ``until``; any other value
+is a 400 naming ``window`` and those it takes, never the default); asked for neither, the
+default window (``windows.DEFAULT_WINDOW``: the last 24 hours, as the page). For the caller's
+tenants (``tenants/``: admins and finance every tenant); ``?format=csv`` gives the same rows as
 CSV. Read-only: the control loop's sampler writes the facts.
 
 Without a utilisation source (``GPUPOOL_UTILIZATION_SOURCE`` names none: ``none``, or
@@ -45,14 +46,7 @@ from gpupool.utilization.queries import (
     tenant_utilization,
     top_wasters,
 )
-
-MAX_WINDOW = timedelta(days=92)
-# ``?window=``: the last hours or days before ``until``, by name (the Utilisation page's).
-WINDOWS = {
-    "6h": timedelta(hours=6),
-    "24h": timedelta(hours=24),
-    "7d": timedelta(days=7),
-}
+from gpupool.utilization.windows import DEFAULT_WINDOW, MAX_WINDOW, WINDOWS, not_a_window
 
 
 def _time(request: Request, name: str) -> datetime | None:
@@ -76,21 +70,17 @@ def _named_window(request: Request) -> timedelta | None:
     if not name:  # as an empty since: the default
         return None
     if name not in WINDOWS:
-        raise ValidationError(
-            {
-                "window": f"{name!r} is not a window: one of {', '.join(WINDOWS)} "
-                "(or give since and until)"
-            }
-        )
+        raise ValidationError({"window": f"{not_a_window(name)} (or give since and until)"})
     if request.query_params.get("since"):
         raise ValidationError({"window": "give window or since, not both"})
     return WINDOWS[name]
 
 
 def window_of(request: Request) -> tuple[datetime, datetime]:
-    """``since`` and ``until`` from the query (default: the hour to the pool's clock, the end
-    of the last finished cycle; ``window``: that long before ``until``), checked."""
-    length = _named_window(request) or timedelta(hours=1)
+    """``since`` and ``until`` from the query (``window``: that long before ``until``; until
+    defaults to the pool's clock, the end of the last finished cycle, and since to the
+    default window, ``DEFAULT_WINDOW``, before it), checked."""
+    length = _named_window(request) or WINDOWS[DEFAULT_WINDOW]
     until = _time(request, "until") or pool_clock()
     since = _time(request, "since") or _before(until, length)
     if since >= until:
@@ -171,12 +161,18 @@ class WasterRowSerializer(serializers.Serializer[dict[str, Any]]):
 
 
 WINDOW_PARAMETERS = [
-    OpenApiParameter("since", OpenApiTypes.DATETIME, description="default: an hour before until"),
+    OpenApiParameter(
+        "since",
+        OpenApiTypes.DATETIME,
+        description=f"default: the default window ({DEFAULT_WINDOW}) before until",
+    ),
     OpenApiParameter(
         "window",
         str,
         enum=list(WINDOWS),
-        description="instead of since: this long before until; any other value is a 400",
+        default=DEFAULT_WINDOW,
+        description="instead of since: this long before until (the Utilisation page's and "
+        "the command line's windows); any other value is a 400 naming window",
     ),
     OpenApiParameter(
         "until",

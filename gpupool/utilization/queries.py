@@ -7,9 +7,10 @@ interval that straddles its edge counts its share inside it). Idle is allocated 
 everywhere (teams, queues, workloads, and accounting's cost reports alike): time the source did
 not observe counts as idle, and each row says how much of it was unobserved (allocated less
 observed), so a gap in the source's samples reads as that and not as waste alone. Active
-never exceeds allocated: a workload's seconds seen are counted at its share of the GPUs it
-held (``within_allocation``; a shared flavor's pod holds a fraction of the GPU the source
-sees whole), as the cost reports cap them.
+never exceeds allocated: the sampler records a shared flavor's pod at its share of the GPU
+the source sees whole, and a workload's seconds seen count up to what it held
+(``within_allocation``: ``activity.counted_within_allocation``, the rule the cost roll-up
+applies too).
 
 Bounded whatever the pool: the windows wholly inside the asked one are summed by the database
 (one grouped query), and only those that straddle its two edges (at most two per workload) are
@@ -35,6 +36,7 @@ from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
+import numpy as np
 from django.conf import settings
 from django.db.models import (
     DateTimeField,
@@ -52,6 +54,7 @@ from gpupool.accounting.periods import accounting_zone, hour_start, hours
 from gpupool.api.access import Access
 from gpupool.control.clock import pool_now
 from gpupool.quotas.models import Queue
+from gpupool.utilization.activity import counted_within_allocation
 from gpupool.utilization.models import ActivityWindow
 from gpupool.utilization.sampling import source_configured
 from gpupool.workloads.models import Workload
@@ -108,17 +111,13 @@ def _windows(since: datetime, until: datetime, tenant_ids: Collection[int] | Non
 
 
 def within_allocation(held_s: float, observed_s: float, active_s: float) -> tuple[float, float]:
-    """A workload's (observed, active) GPU-seconds counted at its share of the GPUs it held:
-    the one rule by which a source's seconds meet the allocation. A source sees whole GPUs,
-    but a pod of a shared flavor holds a fraction of one (0.65 of a GPU counts 0.65 GPU-hours
-    an hour in the usage intervals): where the source observed more GPU-seconds than the
-    workload held, both are weighted by held / observed (its share), so active never exceeds
-    allocated -- as the cost reports cap a workload's active GPU-hours at its allocated ones
-    (``accounting.rollup.active_amounts``). Seen outside any allocation: nothing."""
-    if observed_s <= held_s:
-        return observed_s, min(active_s, observed_s)
-    weight = held_s / observed_s
-    return held_s, min(active_s, observed_s) * weight
+    """A workload's (observed, active) GPU-seconds that count against the ``held_s`` it was
+    allocated: each at most that (``activity.counted_within_allocation``, the one rule the
+    cost roll-up's ``active_amounts`` applies too), active at most observed."""
+    observed, active = counted_within_allocation(
+        np.array([held_s]), np.array([observed_s, min(active_s, observed_s)])
+    )
+    return float(observed), float(active)
 
 
 def _seen_seconds(
@@ -163,9 +162,9 @@ def seconds_by(
 ) -> dict[Any, tuple[float, float]]:
     """GPU-seconds (observed, active) of the activity windows in ``[since, until]`` per
     ``key`` (a field path such as ``tenant__name`` or ``workload_id``), clipped to the window,
-    each workload's counted at its share of the GPUs it held there (``within_allocation``:
-    a shared GPU's pod is active for its fraction of the GPU, never more than allocated;
-    ``held``: the workloads' allocated GPU-seconds in the window, when already read)."""
+    each workload's counted up to what it held there (``within_allocation``: never more
+    than allocated; ``held``: the workloads' allocated GPU-seconds in the window, when
+    already read)."""
     fields = ("workload_id",) if key == "workload_id" else ("workload_id", key)
     seen = _seen_seconds(fields, since, until, tenant_ids)
     if not seen:
@@ -176,12 +175,19 @@ def seconds_by(
     for (workload, *_), (observed, active) in seen.items():
         per_workload[workload][0] += observed
         per_workload[workload][1] += active
+    ids = list(per_workload)
+    counted_observed_of, counted_active_of = counted_within_allocation(
+        np.fromiter((held.get(pk, 0.0) for pk in ids), dtype=np.float64, count=len(ids)),
+        np.array([per_workload[pk] for pk in ids], dtype=np.float64).reshape(-1, 2).T,
+    )
+    counted = {
+        pk: (float(o), float(a))
+        for pk, o, a in zip(ids, counted_observed_of, counted_active_of, strict=True)
+    }
     totals: dict[Any, list[float]] = defaultdict(lambda: [0.0, 0.0])
     for row, (observed, active) in seen.items():
         workload_observed, workload_active = per_workload[row[0]]
-        counted_observed, counted_active = within_allocation(
-            held.get(row[0], 0.0), workload_observed, workload_active
-        )
+        counted_observed, counted_active = counted[row[0]]
         # The workload's counted seconds, shared among its rows as it was seen in them.
         totals[row[-1]][0] += (
             counted_observed * observed / workload_observed if workload_observed else 0.0
@@ -415,8 +421,8 @@ def _add_recent(
     active: dict[str, list[float]],
 ) -> None:
     """Add the hours not rolled up yet, from the intervals and the windows themselves: each
-    workload's active GPU-seconds of an hour counted at its share of what it held in that
-    hour (``within_allocation``, as the roll-up's hours cap them)."""
+    workload's active GPU-seconds of an hour counted up to what it held in that hour
+    (``activity.counted_within_allocation``, as the roll-up's hours count them)."""
     zone = accounting_zone()
     open_end = open_until(until)
     intervals = _intervals(since, until, open_end)
@@ -470,9 +476,13 @@ def _add_recent(
             share = _share(start, end, low, high)
             if share > 0 and low < end and start < high:
                 add(workload, index, tenant, observed * share, seconds * share)
-    for (workload, index), (tenant, observed, busy) in seen.items():
-        _, counted = within_allocation(held.get((workload, index), 0.0), observed, busy)
-        active[tenant][index] += counted / 3600
+    keys = list(seen)
+    counted = counted_within_allocation(
+        np.fromiter((held.get(key, 0.0) for key in keys), dtype=np.float64, count=len(keys)),
+        np.fromiter((seen[key][2] for key in keys), dtype=np.float64, count=len(keys)),
+    )
+    for (workload, index), seconds in zip(keys, counted, strict=True):
+        active[seen[(workload, index)][0]][index] += float(seconds) / 3600
 
 
 def workload_sparkline(

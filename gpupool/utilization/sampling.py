@@ -21,13 +21,18 @@ from django.utils.module_loading import import_string
 from gpupool.clusters.base import ClusterBackend, PodKey
 from gpupool.clusters.grouping import WorkloadKey
 from gpupool.utilization.actions import WindowValues, do_record_activity
-from gpupool.utilization.activity import PodActivity, idle_spell_start, read_activity
+from gpupool.utilization.activity import (
+    PodActivity,
+    idle_spell_start,
+    read_activity,
+    share_of_gpu,
+)
 from gpupool.utilization.health import FailingGpu, mark_failing_gpus
 from gpupool.utilization.models import ActivityWindow
 from gpupool.utilization.prometheus import PrometheusSource
 from gpupool.utilization.simulated import HoldsGpus, SimulatedSource
 from gpupool.utilization.source import UtilizationSource, UtilizationUnavailable
-from gpupool.workloads.models import Workload
+from gpupool.workloads.models import PodSet, Workload
 
 logger = logging.getLogger(__name__)
 
@@ -188,6 +193,31 @@ class UtilizationSampler:
         return result
 
 
+def pod_shares(workload_ids: set[int]) -> dict[int, list[tuple[str, int | None]]]:
+    """Per workload, its GPU pod sets' names and milli-GPU shares (None: whole GPUs), the
+    longest name first (a pod's name begins ``<workload>-<pod set>-``)."""
+    shares: dict[int, list[tuple[str, int | None]]] = defaultdict(list)
+    for workload_id, name, milli in PodSet.objects.filter(
+        workload_id__in=workload_ids, gpus__gt=0
+    ).values_list("workload_id", "name", "gpu_milli"):
+        shares[workload_id].append((name, milli))
+    for sets in shares.values():
+        sets.sort(key=lambda item: -len(item[0]))
+    return shares
+
+
+def pod_share(pod: PodKey, workload: str, sets: list[tuple[str, int | None]]) -> float:
+    """What one GPU-second the source saw of ``pod`` counts for it: its pod set's share of
+    the GPU (``activity.share_of_gpu``), found by the pod's name; a pod whose name names no
+    pod set counts at the share all the workload's GPU pod sets have, or whole when they
+    differ (or it has none)."""
+    for name, milli in sets:
+        if pod.name.startswith(f"{workload}-{name}-"):
+            return share_of_gpu(milli)
+    known = {milli for _, milli in sets}
+    return share_of_gpu(known.pop()) if len(known) == 1 else 1.0
+
+
 # A workload's row as the sampler reads it: id, tenant, queue, idle since, started, admitted.
 _Row = tuple[int, int | None, int, datetime | None, datetime | None, datetime | None]
 
@@ -202,7 +232,9 @@ def record_activity(
 ) -> int:
     """One ``ActivityWindow`` per workload whose pods the readout saw, and each such
     workload's idle spell (``Workload.idle_since``, where it changed: the idle policy's fact,
-    ``activity.idle_spell_start``); returns how many windows. ``idle``, when given, receives
+    ``activity.idle_spell_start``); returns how many windows. A pod's GPU-seconds are
+    recorded at its share of the GPU (``pod_share``: a shared flavor's pod at its milli-GPU
+    fraction), so a window is in the allocation's unit. ``idle``, when given, receives
     the idle spells written (workload id -> ``IdleWrite``)."""
     by_workload: dict[WorkloadKey, list[PodActivity]] = defaultdict(list)
     for pod, pod_seen in activity.items():
@@ -225,6 +257,7 @@ def record_activity(
         "admitted_at",
     )
     rows: dict[tuple[str, str], _Row] = {(row[0], row[1]): row[2:] for row in found}
+    shares = pod_shares({row[0] for row in rows.values()})
     windows: list[WindowValues] = []
     spells: dict[int, datetime | None] = {}
     started_at, ended_at = moment(start), moment(end)
@@ -233,9 +266,16 @@ def record_activity(
         if row is None:
             continue
         workload_id, tenant_id, queue_id, idle_since, began_at, admitted_at = row
-        observed = sum(s.observed_gpu_seconds for s in seen)
-        active = sum(s.active_gpu_seconds for s in seen)
-        weighted = sum(s.mean_utilization * s.observed_gpu_seconds for s in seen)
+        # Weighed where it is recorded: a pod of a shared flavor holds its share of the GPU
+        # the source sees whole, so each of its GPU-seconds counts that share (the unit of
+        # the allocation), as the figures and the cost roll-up then count it.
+        weights = [pod_share(s.pod, key.name, shares.get(workload_id, [])) for s in seen]
+        observed = sum(s.observed_gpu_seconds * w for s, w in zip(seen, weights, strict=True))
+        active = sum(s.active_gpu_seconds * w for s, w in zip(seen, weights, strict=True))
+        weighted = sum(
+            s.mean_utilization * s.observed_gpu_seconds * w
+            for s, w in zip(seen, weights, strict=True)
+        )
         last = max((s.last_active_at for s in seen if s.last_active_at is not None), default=None)
         last_seen = max((s.last_seen_at for s in seen if s.last_seen_at is not None), default=end)
         windows.append(

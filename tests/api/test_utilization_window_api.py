@@ -48,8 +48,9 @@ def allocated(answer: Any) -> float:
 
 def test_a_named_window_reaches_that_far_back(finance: APIClient) -> None:
     url = "/api/v1/utilization/tenants/"
-    assert allocated(finance.get(url)) == pytest.approx(4.0, abs=0.05)  # the default hour
-    assert allocated(finance.get(url + "?window=")) == pytest.approx(4.0, abs=0.05)  # as since=
+    # The default window, the page's 24 hours (utilization.windows): all 10 hours of use.
+    assert allocated(finance.get(url)) == pytest.approx(40.0, abs=0.05)
+    assert allocated(finance.get(url + "?window=")) == pytest.approx(40.0, abs=0.05)  # as since=
     assert allocated(finance.get(url + "?window=6h")) == pytest.approx(24.0, abs=0.05)
     assert allocated(finance.get(url + "?window=24h")) == pytest.approx(40.0, abs=0.05)
     until = (pool_clock() - timedelta(hours=8)).isoformat().replace("+00:00", "Z")

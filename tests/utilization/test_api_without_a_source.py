@@ -55,7 +55,8 @@ def test_a_teams_row_without_a_source_says_so_and_counts_nothing_idle(finance: A
 
     assert answer.status_code == 200
     (row,) = answer.json()
-    assert row["allocated_gpu_hours"] == pytest.approx(4.0, abs=0.01)
+    # The default window, the last 24 hours (utilization.windows), holds both hours of it.
+    assert row["allocated_gpu_hours"] == pytest.approx(8.0, abs=0.01)
     assert row["source"] == "none"
     assert {name: row[name] for name in MEASURED} == dict.fromkeys(MEASURED)
 
@@ -67,7 +68,7 @@ def test_the_teams_csv_without_a_source_leaves_idle_empty_and_names_no_source(
     answer = finance.get("/api/v1/utilization/tenants/?format=csv")
 
     (row,) = csv.DictReader(io.StringIO(answer.content.decode()))
-    assert row["tenant"] == "a" and float(row["allocated_gpu_hours"]) == pytest.approx(4.0, 0.01)
+    assert row["tenant"] == "a" and float(row["allocated_gpu_hours"]) == pytest.approx(8.0, 0.01)
     assert row["source"] == "none"
     assert [row[name] for name in MEASURED] == [""] * len(MEASURED)
 
@@ -91,7 +92,7 @@ def test_with_a_source_the_row_names_it_and_unmeasured_time_is_idle(
     (row,) = finance.get("/api/v1/utilization/tenants/").json()
 
     assert row["source"] == "simulated"
-    assert row["idle_gpu_hours"] == row["unobserved_gpu_hours"] == pytest.approx(4.0, abs=0.01)
+    assert row["idle_gpu_hours"] == row["unobserved_gpu_hours"] == pytest.approx(8.0, abs=0.01)
 
 
 @pytest.mark.usefixtures("no_source")

@@ -1,6 +1,7 @@
 """A pod of a shared flavor holds a fraction of one GPU, while the source sees the whole GPU
-busy: its active GPU-hours count at its share (``queries.within_allocation``), never more than
-allocated, in the team figures, the idle lists and the API alike."""
+busy: the sampler records its seconds at its share (``activity.share_of_gpu``), and its active
+GPU-hours count never more than allocated (``queries.within_allocation``), in the team
+figures, the idle lists and the API alike."""
 
 from __future__ import annotations
 
@@ -31,7 +32,8 @@ SHARE = Decimal("0.65")
 
 def shared_pod(busy_seconds: float) -> datetime:
     """Now T. Team search's one pod holds 0.65 of an l40s-shared GPU from T-2h on; in the
-    last hour the source saw that GPU (the whole of it: 3,600 GPU-s) busy ``busy_seconds``."""
+    last hour the source saw that GPU (the whole of it: 3,600 GPU-s) busy ``busy_seconds``,
+    which the sampler records at the pod's share (``activity.share_of_gpu``)."""
     now = timezone.now()
     l40s = flavor("l40s-shared", sharing="shared", gpu_memory_gb=48)
     priority_class("normal", default=True)
@@ -46,7 +48,8 @@ def shared_pod(busy_seconds: float) -> datetime:
     do_open_usage(workload, flavor=l40s, gpus=SHARE, at=now - timedelta(hours=2))
     ActivityWindow.objects.create(
         workload=workload, tenant=team, queue=on, started_at=now - timedelta(hours=1),
-        ended_at=now, gpus=1, observed_gpu_seconds=3_600, active_gpu_seconds=busy_seconds,
+        ended_at=now, gpus=1, observed_gpu_seconds=3_600 * float(SHARE),
+        active_gpu_seconds=busy_seconds * float(SHARE),
         mean_utilization=100.0 * busy_seconds / 3_600, last_active_at=now,
     )  # fmt: skip
     return now
@@ -97,8 +100,7 @@ def test_the_api_never_gives_a_shared_pod_more_active_than_allocated() -> None:
 
 
 def test_a_whole_gpu_workload_is_counted_as_the_source_saw_it() -> None:
-    """The share only weights what the source saw beyond the allocation: a whole GPU held
-    and seen half busy is half active, as before."""
+    """No share to weigh: a whole GPU held and seen half busy is half active, as before."""
     now = timezone.now()
     h100 = flavor("h100")
     priority_class("normal", default=True)

@@ -58,7 +58,8 @@ def test_a_member_sees_only_their_tenants_figures(teams: dict) -> None:
     assert answer.status_code == 200
     (row,) = answer.json()
     assert row["tenant"] == "a"
-    assert row["allocated_gpu_hours"] == pytest.approx(4.0, abs=0.01)
+    # The default window, the last 24 hours (utilization.windows): both hours of the usage.
+    assert row["allocated_gpu_hours"] == pytest.approx(8.0, abs=0.01)
     assert row["active_gpu_hours"] == pytest.approx(4_800 / 3600, abs=0.01)
 
 
@@ -73,10 +74,11 @@ def test_finance_sees_every_tenant_and_an_outsider_nothing(teams: dict) -> None:
 def test_the_top_wasters_of_a_leads_tenant(teams: dict) -> None:
     rows = get(teams["bob"], "/api/v1/utilization/wasters/").json()
 
-    # The last hour: held 4 GPU-h, never active; the source observed 9,600 GPU-s of it.
+    # The last 24 hours: held 8 GPU-h, never active; the source observed 9,600 GPU-s of it.
+    # (The usage began inside the window: the few milliseconds since the fixture ran count.)
     assert [(r["workload"], r["idle_gpu_hours"], r["unobserved_gpu_hours"]) for r in rows] == [
-        ("team-b/job", 4.0, round((14_400 - 9_600) / 3600, 4))
-    ]
+        ("team-b/job", pytest.approx(8.0, abs=0.01), pytest.approx(19_200 / 3600, abs=0.01))
+    ]  # held 28,800 GPU-s, observed 9,600
 
 
 def test_the_figures_come_as_csv(teams: dict) -> None:

@@ -1,4 +1,10 @@
-"""``gpupool utilization [--since 1h] [--json]``: allocated, active and idle GPU-hours per tenant.
+"""``gpupool utilization [--window 24h | --since DURATION] [--json]``: allocated, active and
+idle GPU-hours per tenant.
+
+The window ends at the pool's clock: ``--window`` one of the Utilisation page's and the API's
+(``utilization.windows``: ``6h``, ``24h``, ``7d``; default ``24h``, as they), or
+``--since`` any length (seconds, Go form such as ``90m``, or days such as ``7d``) up to the
+API's longest window.
 
 Allocated GPU-hours are accounting's usage intervals inside the window; active GPU-hours are
 what the utilisation source (DCGM through Prometheus, or the simulated cluster's profiles)
@@ -15,12 +21,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from datetime import timedelta
 from typing import Any, TextIO
 
 from gpupool.clusters.grouping import AnnotationError, parse_duration
 from gpupool.control.clock import pool_clock
 from gpupool.utilization.queries import NO_SOURCE, source_name, tenant_utilization
+from gpupool.utilization.windows import DEFAULT_WINDOW, MAX_WINDOW, WINDOWS, window_length
 
 HELP = (
     "Allocated GPU-hours per tenant over a recent window, and active and idle where a "
@@ -28,26 +36,58 @@ HELP = (
 )
 
 
+_DAYS = re.compile(r"(\d+(?:\.\d+)?)d")
+
+
 def window(text: str) -> float:
-    """A duration: seconds, or Go form such as ``1h`` or ``90m``. argparse names the option
+    """A duration: seconds, Go form such as ``1h`` or ``90m``, or days such as ``7d`` (a
+    window's name reads as its length), at most ``MAX_WINDOW``. argparse names the option
     (``argument --since: ...``), so the message says only what is wrong with the value."""
+    days = _DAYS.fullmatch(text.strip())
     try:
-        seconds = parse_duration("value", text)
+        seconds = float(days.group(1)) * 86_400 if days else parse_duration("value", text)
     except AnnotationError as error:
-        raise argparse.ArgumentTypeError(str(error).removeprefix("value: ")) from None
+        wrong = str(error).removeprefix("value: ")
+        raise argparse.ArgumentTypeError(
+            f"{wrong}, nor days like 7d" if "is not a duration" in wrong else wrong
+        ) from None
     if seconds <= 0:
         raise argparse.ArgumentTypeError(f"must be longer than nothing, got {text.strip()}")
+    if seconds > MAX_WINDOW.total_seconds():
+        raise argparse.ArgumentTypeError(
+            f'"{text.strip()}" is longer than a window may be ({MAX_WINDOW.days} days)'
+        )
     return seconds
 
 
+def window_name(text: str) -> str:
+    """One of the windows' names (``utilization.windows.WINDOWS``), else a message naming
+    them (argparse names the option: ``argument --window: ...``)."""
+    try:
+        window_length(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """--since, --json."""
-    parser.add_argument(
+    """--window or --since, --json."""
+    reach = parser.add_mutually_exclusive_group()
+    reach.add_argument(
+        "--window",
+        type=window_name,
+        default=DEFAULT_WINDOW,
+        metavar="NAME",
+        help=f"the window before now, one of {', '.join(WINDOWS)} (default {DEFAULT_WINDOW}; "
+        "the Utilisation page's and the API's ?window=)",
+    )
+    reach.add_argument(
         "--since",
         type=window,
-        default=3600.0,
+        default=None,
         metavar="DURATION",
-        help="how far back the window reaches (default 1h; e.g. 90m, 24h, 3600)",
+        help="instead of --window, how far back the window reaches: seconds, Go form or days "
+        f"(e.g. 90m, 36h, 7d, 3600; at most {MAX_WINDOW.days} days)",
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
@@ -55,7 +95,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
     """Print the figures per tenant for the window that ends now."""
     until = pool_clock()  # the cluster's time: a simulated one runs ahead of the wall
-    since = until - timedelta(seconds=options["since"])
+    seconds = options.get("since")
+    length = (
+        window_length(options.get("window") or DEFAULT_WINDOW)
+        if seconds is None
+        else timedelta(seconds=seconds)
+    )
+    since = until - length
     source = source_name()
     rows = tenant_utilization(since, until, with_source=True)
     if options["json"]:
