@@ -57,6 +57,20 @@ def number(value: object) -> str:
     return f"{value:g}" if isinstance(value, int | float) else "?"
 
 
+def counted(amount: str, one: str, many: str) -> str:
+    """A count as ``number`` writes it with its noun: ``one`` for exactly 1, else ``many``
+    ("1 h100 GPU", "0 h100 GPUs", "? GPUs")."""
+    return f"{amount} {one if amount == '1' else many}"
+
+
+def gpus(amount: str, flavor: object = None, healthy: bool = False) -> str:
+    """``amount`` GPUs in words: "1 healthy h100 GPU", "8 h100 GPUs", "2 GPUs"."""
+    noun = "GPU" if flavor is None else f"{flavor} GPU"
+    if healthy:
+        noun = f"healthy {noun}"
+    return counted(amount, noun, noun + "s")
+
+
 def waiting_verdict(victims: Mapping[str, str], held_nodes: Sequence[str] = ()) -> Verdict:
     """The verdict of a preemptor whose victims (name -> queue) are leaving.
 
@@ -107,15 +121,19 @@ def _scaled_guarantee_sentence(facts: Mapping[str, object]) -> str:
     flavor, backed_by = facts.get("flavor"), facts.get("backed_by")
     backing, guaranteed = number(facts.get("backing_gpus")), number(facts.get("guaranteed_gpus"))
     if backed_by is None:
-        why = f"the pool's {backing} healthy {flavor} GPUs cannot back the {guaranteed} guaranteed"
+        why = (
+            f"the pool's {gpus(backing, flavor, healthy=True)} cannot back the {guaranteed} "
+            "guaranteed"
+        )
     else:
         why = (
-            f"the {backing} {flavor} GPUs guaranteed to {backed_by} cannot back the "
+            f"the {gpus(backing, flavor)} guaranteed to {backed_by} cannot back the "
             f"{guaranteed} guaranteed under it"
         )
     return (
-        f"Queue {facts.get('queue')}'s guarantee of {number(facts.get('guarantee_gpus'))} "
-        f"{flavor} GPUs is scaled down to {number(facts.get('scaled_gpus'))} while {why}."
+        f"Queue {facts.get('queue')}'s guarantee of "
+        f"{gpus(number(facts.get('guarantee_gpus')), flavor)} is scaled down to "
+        f"{number(facts.get('scaled_gpus'))} while {why}."
     )
 
 
@@ -124,10 +142,10 @@ def _quota_sentence(facts: Mapping[str, object]) -> str:
     asked, available = number(facts.get("asked_gpus")), number(facts.get("available_gpus"))
     if facts.get("never_fits"):
         return (
-            f"Queue {queue} can never hold {asked} {flavor} GPUs: the capabilities on its path "
+            f"Queue {queue} can never hold {gpus(asked, flavor)}: the capabilities on its path "
             f"allow {available}."
         )
-    text = f"Queue {queue} has {available} {flavor} GPUs of quota available, {asked} asked"
+    text = f"Queue {queue} has {gpus(available, flavor)} of quota available, {asked} asked"
     if facts.get("borrowing_capped"):
         text += "; borrowing is capped by its capability"
     else:
@@ -135,10 +153,11 @@ def _quota_sentence(facts: Mapping[str, object]) -> str:
     return text + "."
 
 
+# A resource's unit, for one and for more than one.
 _UNITS = {
-    "gpu": "{flavor} GPUs",
-    "cpu": "CPU cores on {flavor} nodes",
-    "memory": "GB of memory on {flavor} nodes",
+    "gpu": ("{flavor} GPU", "{flavor} GPUs"),
+    "cpu": ("CPU core on {flavor} nodes", "CPU cores on {flavor} nodes"),
+    "memory": ("GB of memory on {flavor} nodes", "GB of memory on {flavor} nodes"),
 }
 
 
@@ -152,41 +171,52 @@ def _capacity_sentence(facts: Mapping[str, object]) -> str:
                 f"It can never run as asked: no {flavor} node matches its node selector, "
                 "node affinity and tolerations."
             )
+        allowed = number(facts.get("allowed_nodes"))
+        nodes = counted(allowed, f"{flavor} node", f"{flavor} nodes")
         return (
-            f"It can never run as asked: the {number(facts.get('allowed_nodes'))} {flavor} "
-            "nodes its node selector, node affinity and tolerations allow have "
-            f"{number(facts.get('allowed_gpus'))} healthy GPUs; it asks "
+            f"It can never run as asked: the {nodes} its node selector, node affinity and "
+            "tolerations allow "
+            f"{'has' if allowed == '1' else 'have'} "
+            f"{gpus(number(facts.get('allowed_gpus')), healthy=True)}; it asks "
             f"{number(facts.get('asked'))}."
         )
     if facts.get("any_node"):
-        what = "GB of memory" if facts.get("resource") == "memory" else "CPU cores"
-        return (
-            f"It may run on any node, but no kind of node has {number(facts.get('asked'))} "
-            f"{what} free: the most is {number(facts.get('free'))} on {facts.get('flavor')} "
-            "nodes."
+        one, many = (
+            ("GB of memory", "GB of memory")
+            if facts.get("resource") == "memory"
+            else ("CPU core", "CPU cores")
         )
-    unit = _UNITS.get(str(facts.get("resource", "gpu")), "{flavor}").format(
-        flavor=facts.get("flavor")
-    )
+        return (
+            "It may run on any node, but no kind of node has "
+            f"{counted(number(facts.get('asked')), one, many)} free: the most is "
+            f"{number(facts.get('free'))} on {facts.get('flavor')} nodes."
+        )
+    units = _UNITS.get(str(facts.get("resource", "gpu")), ("{flavor}", "{flavor}"))
+    one = units[0].format(flavor=facts.get("flavor"))
+    many = units[1].format(flavor=facts.get("flavor"))
     if "largest_domain_gpus" in facts:
         return (
             f"It can never run as asked: it must sit in one NVLink domain, and the largest "
-            f"{facts.get('flavor')} domain has {number(facts.get('largest_domain_gpus'))} "
-            f"healthy GPUs; it asks {number(facts.get('asked'))}."
+            f"{facts.get('flavor')} domain has "
+            f"{gpus(number(facts.get('largest_domain_gpus')), healthy=True)}; it asks "
+            f"{number(facts.get('asked'))}."
         )
     if "largest_pod_gpus" in facts:
         return (
-            f"It can never run as asked: no node has {number(facts.get('asked_pod_gpus'))} "
-            f"healthy {facts.get('flavor')} GPUs for one pod; the largest has "
+            "It can never run as asked: no node has "
+            f"{gpus(number(facts.get('asked_pod_gpus')), facts.get('flavor'), healthy=True)} "
+            "for one pod; the largest has "
             f"{number(facts.get('largest_pod_gpus'))}."
         )
     if facts.get("never_fits"):
         return (
-            f"The pool has only {number(facts.get('healthy'))} healthy {unit}; "
+            "The pool has only "
+            f"{counted(number(facts.get('healthy')), 'healthy ' + one, 'healthy ' + many)}; "
             f"{number(facts.get('asked'))} asked."
         )
     return (
-        f"The pool has {number(facts.get('free'))} healthy free {unit}, "
+        "The pool has "
+        f"{counted(number(facts.get('free')), 'healthy free ' + one, 'healthy free ' + many)}, "
         f"{number(facts.get('asked'))} asked."
     )
 
@@ -222,7 +252,8 @@ def _reason_sentence(verdict: Verdict, position: int) -> str:
             )
         return (
             f"Out of {facts.get('priority_class')} budget (tenant {facts.get('tenant')}: "
-            f"{number(facts.get('remaining_gpu_hours'))} GPU-hours left{reserved}; "
+            f"{counted(number(facts.get('remaining_gpu_hours')), 'GPU-hour', 'GPU-hours')} "
+            f"left{reserved}; "
             f"{number(facts.get('reservation_gpu_hours'))} needed to reserve its protected "
             f"window): it competes at the default class.{after}"
         )
@@ -239,11 +270,12 @@ def _reason_sentence(verdict: Verdict, position: int) -> str:
             noun = "GPU is" if amount == "1" else "GPUs are"
             most = f" (at most {amount} {facts.get('flavor')} {noun} free in one)"
         return (
-            f"No single NVLink domain holds its {facts.get('pods')} pods{most}; it would fit "
-            "across domains, but it requires one."
+            f"No single NVLink domain holds its {counted(number(facts.get('pods')), 'pod', 'pods')}"
+            f"{most}; it would fit across domains, but it requires one."
         )
     if reason == "gang":
-        return f"{facts.get('missing_pods')} of its pods do not exist yet."
+        missing = number(facts.get("missing_pods"))
+        return f"{missing} of its pods {'does' if missing == '1' else 'do'} not exist yet."
     if reason == "waiting-for-preemption":
         nodes = facts.get("held_nodes")
         where = f" on {', '.join(map(str, nodes))}" if isinstance(nodes, list) and nodes else ""
@@ -275,7 +307,7 @@ def _reason_sentence(verdict: Verdict, position: int) -> str:
         return (
             f"Work of other queues, served first, took the quota room it could use this cycle "
             f"(queue {facts.get('queue')} had it when the cycle began): "
-            f"{number(facts.get('free'))} {facts.get('flavor')} GPUs of quota left, "
+            f"{gpus(number(facts.get('free')), facts.get('flavor'))} of quota left, "
             f"{number(facts.get('asked'))} asked; position {position} in queue "
             f"{facts.get('queue')}."
         )
@@ -306,10 +338,11 @@ def _fragmentation_sentence(facts: Mapping[str, object]) -> str:
     if pods == 1:
         asks = "" if share is None else f" ({number(share)} of one GPU)"
         return f"{free}, but no node has room for its pod{asks} with its CPU and memory."
+    placeable = number(facts.get("largest_placeable"))
     return (
-        f"{free}, but no set of nodes holds the gang{asks}: at most "
-        f"{facts.get('largest_placeable')} of its {pods} pods fit (minimum "
-        f"{facts.get('minimum')})."
+        f"{free}, but no set of nodes holds the gang{asks}: at most {placeable} of its "
+        f"{number(pods)} pods {'fits' if placeable == '1' else 'fit'} (minimum "
+        f"{number(facts.get('minimum'))})."
     )
 
 
@@ -365,14 +398,16 @@ def hidden_state(facts: Mapping[str, object]) -> str:
             more = others - len(lent_to) if isinstance(others, int) else 0
             to = f" to {', '.join(map(str, lent_to))}" + (f" and {more} more" if more else "")
         out += (
-            f" Its queue lent {number(facts.get('lent_gpus'))} GPUs of its share{to} that "
+            f" Its queue lent {gpus(number(facts.get('lent_gpus')))} of its share{to} that "
             f"cannot be taken back now: {reason}."
         )
     backoff = facts.get("backoff")
     if isinstance(backoff, dict):
         who = "Its tenant" if backoff.get("caused_by") == "tenant" else "It"
         out += (
-            f" {who} caused {number(backoff.get('preemptions'))} preemptions in the last "
+            f" {who} caused "
+            f"{counted(number(backoff.get('preemptions')), 'preemption', 'preemptions')} "
+            "in the last "
             f"{duration(backoff.get('window_s'))}: it competes one priority step lower until "
             f"{when(backoff.get('until'))}."
         )

@@ -182,7 +182,7 @@ def test_fragmentation_explanation_gives_the_largest_placeable_gang() -> None:
     assert pending.facts["largest_placeable"] == 1
     assert pending.detail == (
         "16 h100 GPUs are free in all, but no set of nodes holds the gang: at most 1 of its "
-        "2 pods fit (minimum 2)."
+        "2 pods fits (minimum 2)."
     )
 
 
