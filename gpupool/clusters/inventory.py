@@ -18,7 +18,11 @@ GPU counts come from the device plugin's resources (DESIGN section 4):
   plugin's *mixed* strategy); the physical cards are the ``nvidia.com/gpu.count`` label of GPU
   feature discovery.
 
-GPUs in capacity but not allocatable are the ones the device plugin reports unhealthy.
+GPUs in capacity but not allocatable are the ones the device plugin reports unhealthy. The
+device plugin says how many, not which: a health source that knows the index (the simulated
+cluster; a node health checker) names them in the label ``gpupool.io/unhealthy-gpus``,
+indices joined by ``_`` (``2_5``; ``named_unhealthy_gpus``). The sync marks those first, then
+GPUs already known broken (an admin's or DCGM's finding), so a GPU is never counted twice.
 
 A node is left out of scheduling (``schedulable`` False, with ``exclusion`` saying why) when it
 is cordoned, not Ready, being deleted, or carries a NoSchedule/NoExecute taint of the node
@@ -31,7 +35,7 @@ that keeps most pods away is usually there to reserve the node for the pods that
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -41,6 +45,7 @@ FlavorSharing = Literal["exclusive", "shared", "mig"]
 REPLICAS_LABEL = "nvidia.com/gpu.replicas"
 GPU_COUNT_LABEL = "nvidia.com/gpu.count"
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+UNHEALTHY_GPUS_LABEL = "gpupool.io/unhealthy-gpus"
 LIFECYCLE_TAINT_PREFIX = "node.kubernetes.io/"
 UNINITIALIZED_TAINT = "node.cloudprovider.kubernetes.io/uninitialized"
 MAX_REPLICAS = 1024  # a label beyond this is not a real sharing configuration
@@ -119,6 +124,19 @@ def replicas_of(labels: Mapping[str, str]) -> int:
     text = labels.get(REPLICAS_LABEL, "")
     value = int(text) if text.isdigit() else 0
     return value if 1 <= value <= MAX_REPLICAS else 1
+
+
+def named_unhealthy_gpus(labels: Mapping[str, str]) -> tuple[int, ...]:
+    """The GPU indices a health source names unhealthy (label ``gpupool.io/unhealthy-gpus``:
+    ``2_5`` names GPUs 2 and 5), in order, each once; none without the label. A part that is
+    no index is skipped: the label is a hint, the device plugin's count stays the measure."""
+    text = labels.get(UNHEALTHY_GPUS_LABEL, "")
+    return tuple(dict.fromkeys(int(part) for part in text.split("_") if part.isdigit()))
+
+
+def unhealthy_gpus_label(indices: Iterable[int]) -> str:
+    """The label value naming these GPU indices (``named_unhealthy_gpus`` reads it back)."""
+    return "_".join(str(index) for index in sorted(set(indices)))
 
 
 def exclusion(node: NodeFacts) -> str | None:

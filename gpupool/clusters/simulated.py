@@ -80,7 +80,11 @@ from gpupool.clusters.base import (
 )
 from gpupool.clusters.grouping import EXPECTED_RUNTIME, AnnotationError, parse_duration
 from gpupool.clusters.informer import Delete, Replace, Store, Upsert
-from gpupool.clusters.inventory import GPU_COUNT_LABEL
+from gpupool.clusters.inventory import (
+    GPU_COUNT_LABEL,
+    UNHEALTHY_GPUS_LABEL,
+    unhealthy_gpus_label,
+)
 from gpupool.clusters.matching import affinity_matches, selector_matches
 from gpupool.clusters.simulated_store import (
     MemoryStore,
@@ -445,9 +449,16 @@ class SimulatedCluster:
                 unhealthy[str(index)] = reason or "unhealthy"
             allocatable = _allocatable_json(facts, node.body["status"]["capacity"], len(unhealthy))
             status = {**node.body["status"], "allocatable": allocatable}
+            # As a node health checker does: the label names the GPUs (the device plugin's
+            # allocatable says only how many).
+            metadata = dict(node.body["metadata"])
+            labels = metadata["labels"] = dict(metadata.get("labels") or {})
+            labels.pop(UNHEALTHY_GPUS_LABEL, None)
+            if unhealthy:
+                labels[UNHEALTHY_GPUS_LABEL] = unhealthy_gpus_label(int(i) for i in unhealthy)
             tx.put(
                 node.evolve(
-                    body={**node.body, "status": status},
+                    body={**node.body, "metadata": metadata, "status": status},
                     sim={**node.sim, "unhealthy": unhealthy},
                     facts=None,
                 )

@@ -32,7 +32,17 @@ from typing import Any, TypeVar
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
-from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q
+from django.db.models import (
+    BooleanField,
+    Case,
+    DateTimeField,
+    Exists,
+    ExpressionWrapper,
+    OuterRef,
+    Q,
+    Value,
+    When,
+)
 from django.utils import timezone
 
 from gpupool.accounting.actions import do_close_usage
@@ -50,6 +60,7 @@ from gpupool.bulk import (
 )
 from gpupool.clusters.base import ZONE_LABEL
 from gpupool.clusters.grouping import WorkloadKey
+from gpupool.clusters.inventory import named_unhealthy_gpus
 from gpupool.control.choices import CycleStatus
 from gpupool.control.models import SchedulingCycle
 from gpupool.control.record import CycleRecord
@@ -154,23 +165,24 @@ def do_finish_cycle(
 # -- what the cluster said ------------------------------------------------------------------
 
 
-def _unhealthy_indices(gpus: Sequence[Gpu], count: int, in_cluster: int) -> dict[int, str]:
-    """Which GPUs are unhealthy after a sync: an admin's findings stay; the cluster's count of
-    unhealthy devices is met with the GPUs it already marked, then the highest others."""
+def _unhealthy_indices(
+    gpus: Sequence[Gpu], count: int, in_cluster: int, labels: Mapping[str, str]
+) -> dict[int, str]:
+    """Which GPUs are unhealthy after a sync. An admin's or DCGM's findings stay, with their
+    reasons. The cluster's count of GPUs it does not offer (``in_cluster``) is met, each GPU
+    once, by the GPUs a health source names (``named_unhealthy_gpus`` of the node's labels),
+    then those already known broken (findings first: a broken GPU is not counted again as one
+    more not offered), then the highest others; those without a finding get
+    ``CLUSTER_UNHEALTHY``."""
+    broken = [gpu for gpu in gpus if not gpu.healthy and gpu.index < count]
     reasons = {
-        gpu.index: gpu.unhealthy_reason
-        for gpu in gpus
-        if not gpu.healthy and gpu.index < count and gpu.unhealthy_reason != CLUSTER_UNHEALTHY
+        g.index: g.unhealthy_reason for g in broken if g.unhealthy_reason != CLUSTER_UNHEALTHY
     }
-    marked = sorted(
-        (g.index for g in gpus if not g.healthy and g.unhealthy_reason == CLUSTER_UNHEALTHY),
-        reverse=True,
-    )
-    candidates = [i for i in marked if i < count] + [
-        i for i in range(count - 1, -1, -1) if i not in reasons and i not in marked
-    ]
-    for index in candidates[:in_cluster]:
-        reasons[index] = CLUSTER_UNHEALTHY
+    marked = sorted((g.index for g in broken if g.index not in reasons), reverse=True)
+    named = [index for index in named_unhealthy_gpus(labels) if index < count]
+    order = dict.fromkeys([*named, *sorted(reasons), *marked, *range(count - 1, -1, -1)])
+    for index in list(order)[:in_cluster]:
+        reasons.setdefault(index, CLUSTER_UNHEALTHY)
     return reasons
 
 
@@ -201,7 +213,7 @@ def _add_nodes(
                     cluster_exclusion=update.exclusion[:200],
                 ),
                 update.gpus,
-                _unhealthy_indices([], update.gpus, update.unhealthy_in_cluster),
+                _unhealthy_indices([], update.gpus, update.unhealthy_in_cluster, update.labels),
             )
             for update in new
         ],
@@ -219,7 +231,9 @@ def _sync_node(update: NodeUpdate, flavors: Mapping[int, Flavor], at: datetime) 
         gpus=update.gpus,
         cpu=update.cpu,
         memory_gb=update.memory_gb,
-        unhealthy_gpus=_unhealthy_indices(gpus, update.gpus, update.unhealthy_in_cluster),
+        unhealthy_gpus=_unhealthy_indices(
+            gpus, update.gpus, update.unhealthy_in_cluster, update.labels
+        ),
         nvlink_domain=update.nvlink_domain,
         zone=update.zone,
         labels=update.labels,
@@ -971,11 +985,16 @@ def _record_steps(steps: Sequence[Step], at: datetime, stamps: Stamps | None = N
             "queue_id",
             "queue__tenant_id",
             "last_checkpoint_at",
+            "submitted_at",
         )
     ):
         before[pk] = updated_at
         current[pk] = dict(
-            zip(("id", *_STEP_FIELDS[:-1], "queue_id", "tenant_id", "checkpoint"), row, strict=True)
+            zip(
+                ("id", *_STEP_FIELDS[:-1], "queue_id", "tenant_id", "checkpoint", "submitted"),
+                row,
+                strict=True,
+            )
         )
     transitions: list[tuple[int, str, str, datetime, str]] = []  # as ``insert_values`` takes
     released: set[int] = set()
@@ -988,15 +1007,17 @@ def _record_steps(steps: Sequence[Step], at: datetime, stamps: Stamps | None = N
             raise ValidationError(
                 {"state": f"{step.name} is {row['state']}; it cannot move to {step.to_state}"}
             )
-        transitions.append(
-            (step.workload_id, row["state"], step.to_state, step.at, step.reason[:500])
-        )
+        # Never before what the row holds (its submission, admission, start): a submitter's
+        # clock ahead of the cluster's, or work admitted at its submission, after the moment
+        # of the cycle that admitted it (``_record_admissions``).
+        when = max(step.at, *(row[f] for f in ("submitted", "admitted_at", "started_at") if row[f]))
+        transitions.append((step.workload_id, row["state"], step.to_state, when, step.reason[:500]))
         if step.lost:
             lost[step.workload_id] = step.lost
             row["lost_start"] = row["started_at"] or row["admitted_at"]
         row["state"] = step.to_state
         if step.to_state == WorkloadState.RUNNING:
-            row["started_at"] = step.at
+            row["started_at"] = when
         if step.to_state in (
             WorkloadState.PREEMPTED,
             WorkloadState.CANCELLED,
@@ -1006,7 +1027,7 @@ def _record_steps(steps: Sequence[Step], at: datetime, stamps: Stamps | None = N
         if step.to_state == WorkloadState.PENDING:
             row["admitted_at"] = row["started_at"] = None
         if step.to_state in _ENDED or step.ends:  # (a preemption not requeued ends it)
-            row["finished_at"] = step.at
+            row["finished_at"] = when
         if step.to_state in _LEAVING or step.to_state == WorkloadState.PENDING:
             # Back to pending it holds nothing either (a requeue: its usage closes). Its
             # idle spell ends with its hold on the GPUs (the sampler's, written while placed).
@@ -1165,13 +1186,15 @@ def _record_losses(
     lost: Mapping[int, str], rows: Mapping[int, dict[str, Any]], at: datetime
 ) -> None:
     """Work that vanished without an eviction: preemption events with what it lost (GPU-hours
-    since its start or last checkpoint)."""
+    since its start or last checkpoint) and ``nodes``, the nodes it ran on, as its placements
+    held them (read before ``_record_steps`` releases them): a failed node among them."""
     gpus: dict[int, Decimal] = {}
-    for workload_id, milli, indices in Placement.objects.filter(
+    nodes: dict[int, set[str]] = {}
+    for workload_id, milli, indices, node in Placement.objects.filter(
         workload_id__in=list(lost)
-    ).values_list("workload_id", "milli", "gpu_indices"):
-        held = Decimal(milli) / 1000 if milli is not None else Decimal(len(indices))
-        gpus[workload_id] = gpus.get(workload_id, Decimal(0)) + held
+    ).values_list("workload_id", "milli", "gpu_indices", "node__name"):
+        gpus[workload_id] = gpus.get(workload_id, Decimal(0)) + _gpus(milli, indices)
+        nodes.setdefault(workload_id, set()).add(node)
     events = []
     for pk, reason in lost.items():
         row = rows[pk]
@@ -1188,6 +1211,7 @@ def _record_losses(
                 victim_tenant_id=row["tenant_id"],
                 gpus_freed=held,
                 lost_gpu_hours=(held * hours).quantize(Decimal("0.0001")),
+                nodes=sorted(nodes.get(pk, ())),
             )
         )
     insert_objects(PreemptionEvent, events)
@@ -1397,27 +1421,57 @@ def _record_nominations(nominated: Mapping[int, bool], stamp: datetime) -> dict[
     return before
 
 
+def _late_admissions(submitted: Mapping[int, datetime], at: datetime) -> dict[int, datetime]:
+    """The admitted workloads submitted after the cycle's moment ``at``: id -> their
+    submission, the moment of their admission (none before it; rare, so the rest go on at
+    ``at`` alone)."""
+    return {pk: moment for pk, moment in submitted.items() if moment > at}
+
+
+def _moment_of(late: Mapping[int, datetime], at: datetime) -> datetime | Case:
+    """``admitted_at`` of one update of many rows: ``at``, or each late row's own moment."""
+    if not late:
+        return at
+    return Case(
+        *(When(pk=pk, then=Value(moment)) for pk, moment in sorted(late.items())),
+        default=Value(at),
+        output_field=DateTimeField(),
+    )
+
+
 def _record_admissions(
     record: CycleRecord, at: datetime, stamps: Stamps | None, meanwhile: Callable[[], _T]
 ) -> _T:
     """Admit: the rows locked and checked to be pending, their placements, transitions and
     usage inserted, then the rows updated. Returns ``meanwhile()``: Python run while the
-    server executes the update (``bulk.overlapped``; at once when nothing is admitted)."""
+    server executes the update (``bulk.overlapped``; at once when nothing is admitted).
+
+    The cycle reads its clock (``at``) before it reads the pending work: a submission that
+    landed in between, stamped after ``at``, is admitted (``admitted_at`` and its transition)
+    at its own submission, never before it (``_late_admissions``). Its placements and usage
+    keep the cycle's moment, as the loop's budget book, the ledger and a bind failure's close
+    of the usage count them."""
     admitted = [a.workload_id for a in record.admissions]
     if not admitted:
         return meanwhile()
     before: dict[int, datetime] = {}
     rows = {}
-    for pk, updated_at, queue, tenant, klass in (
+    submitted: dict[int, datetime] = {}
+    for pk, updated_at, queue, tenant, klass, submitted_at in (
         Workload.objects.select_for_update(of=("self",))
         .filter(pk__in=id_list(admitted), state=WorkloadState.PENDING)
-        .values_list("id", "updated_at", "queue_id", "queue__tenant_id", "priority_class_id")
+        .values_list(
+            "id", "updated_at", "queue_id", "queue__tenant_id", "priority_class_id", "submitted_at"
+        )
     ):
         before[pk] = updated_at
         rows[pk] = (queue, tenant, klass)
+        submitted[pk] = submitted_at
     missing = sorted(set(admitted) - set(rows))
     if missing:
         raise ValidationError({"state": f"workloads {missing} are not pending: not admitted"})
+    # Most are admitted at ``at``; those submitted after it, at their submission.
+    late = _late_admissions(submitted, at)
     insert_values(
         Placement,
         ("workload_id", "pod_set_id", "pod_index", "node_id", "gpu_indices", "milli", "created_at"),
@@ -1443,7 +1497,7 @@ def _record_admissions(
                 pk,
                 WorkloadState.PENDING,
                 WorkloadState.ADMITTED,
-                at,
+                late.get(pk, at),
                 "admitted: quota and capacity allow it",
             )
             for pk in admitted
@@ -1485,7 +1539,7 @@ def _record_admissions(
         check_constraints_now()
         Workload.objects.filter(pk__in=id_list(admitted)).update(
             state=WorkloadState.ADMITTED,
-            admitted_at=at,
+            admitted_at=_moment_of(late, at),
             nominated=False,
             # A checkpoint of an earlier run is no progress of this one.
             last_checkpoint_at=None,

@@ -111,11 +111,15 @@ def reserved_windows(database: DatabaseSnapshot) -> DatabaseSnapshot:
     }
     if not open_work:
         return database
+    # A reservation of this run: made at its admission or later -- or, for a first run
+    # admitted at its very submission (a submission stamped after the admitting cycle's
+    # moment: ``actions._late_admissions``), any, since no earlier run made one.
     reserved = set(
         BudgetLedgerEntry.objects.filter(
+            Q(at__gte=F("workload__admitted_at"))
+            | Q(workload__admitted_at=F("workload__submitted_at")),
             kind=LedgerEntryKind.RESERVE,
             workload_id__in=list(open_work),
-            at__gte=F("workload__admitted_at"),
         ).values_list("workload_id", flat=True)
     )
     changed = {w.name: replace(w, window_reserved=pk in reserved) for pk, w in open_work.items()}

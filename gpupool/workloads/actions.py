@@ -378,7 +378,11 @@ def do_transition_workload(
         )
     if not reason.strip():
         raise ValidationError({"reason": "every transition says why"})
-    now = at or pool_now_after(workload.submitted_at, workload.admitted_at, workload.started_at)
+    # Never before the stamps it holds, ``at`` given or not: a cycle's moment is read before
+    # the work it planned on was submitted, and one it admitted late is admitted at its
+    # submission (``control.actions._record_admissions``); a bind failure then comes after.
+    held = (workload.submitted_at, workload.admitted_at, workload.started_at)
+    now = pool_now_after(*held) if at is None else max(at, *(m for m in held if m is not None))
     if to_state == WorkloadState.ADMITTED:
         _place(workload, placements, now)
         workload.admitted_at = now

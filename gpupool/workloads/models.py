@@ -234,6 +234,10 @@ class Workload(models.Model):
                 name="workload_started_after_submitted",
             ),
             models.CheckConstraint(
+                condition=Q(admitted_at__isnull=True) | Q(admitted_at__gte=F("submitted_at")),
+                name="workload_admitted_after_submitted",
+            ),
+            models.CheckConstraint(
                 condition=Q(finished_at__isnull=True)
                 | Q(started_at__isnull=True)
                 | Q(finished_at__gte=F("started_at")),
@@ -341,6 +345,8 @@ class Workload(models.Model):
                     f"{self.protected_runtime_s}s exceeds queue {self.queue}'s free maximum of "
                     f"{cap}s; longer protection needs a budgeted priority class"
                 )
+        if self.admitted_at and self.submitted_at and self.admitted_at < self.submitted_at:
+            errors["admitted_at"] = "a workload cannot be admitted before it was submitted"
         if self.started_at and self.submitted_at and self.started_at < self.submitted_at:
             errors["started_at"] = "a workload cannot start before it was submitted"
         if self.finished_at and self.started_at and self.finished_at < self.started_at:

@@ -9,7 +9,7 @@ just protected is left alone for the refusal's back-off whatever its queue's cap
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 import pytest
@@ -22,6 +22,7 @@ from gpupool.control.queries import read_pool_snapshot
 from gpupool.quotas.actions import do_grant_budget
 from gpupool.quotas.models import PriorityClass, Queue
 from gpupool.tenancy.models import Tenant
+from gpupool.workloads.actions import PodSetSpec, do_submit_workload
 
 pytestmark = pytest.mark.django_db
 
@@ -118,3 +119,38 @@ def test_a_refused_victim_is_left_alone_for_the_back_off_past_its_queues_cap(
     world.cycle()
     world.cycle()  # not chosen again while the refusal is fresh
     assert world.cluster.calls["evict"] == 1
+
+
+def test_a_paid_window_of_work_admitted_at_its_late_submission_is_reserved_in_the_pages(
+    world: World,
+) -> None:
+    """Work whose submission is stamped after the moment of the cycle that admits it is
+    admitted at its submission (``actions._late_admissions``), while its budget reservation
+    keeps the cycle's moment: the pages' snapshot still counts the reservation as this run's
+    (its first: admitted at its submission), as the loop's budget book does."""
+    grant(100)
+    world.cycle()
+    state, original = world.loop.state, world.loop.state.refresh
+    submitted: list[bool] = []
+
+    def refresh(now: datetime) -> None:
+        if not submitted:
+            submitted.append(True)
+            do_submit_workload(
+                "paid",
+                queue=world.queues["team-a"],
+                pod_sets=[PodSetSpec(1, gpus=8, flavor=world.h100)],
+                priority_class=PriorityClass.objects.get(name="urgent"),
+                protected_runtime_s=3600,
+                at=now + timedelta(seconds=46),
+            )
+        original(now)
+
+    state.refresh = refresh  # type: ignore[method-assign]
+    world.cycle()
+    world.cycle()
+    world.cluster.run()
+    world.cycle()
+    paid = world.workload("paid")
+    assert paid.state == "running" and paid.admitted_at == paid.submitted_at
+    assert reserved_in_pages("paid") is True
