@@ -19,23 +19,26 @@ from rest_framework.routers import BaseRouter
 
 from gpupool.accounting.choices import PreemptionReason
 from gpupool.accounting.models import PreemptionEvent
-from gpupool.api.filters import UtcDateTimeFilter
+from gpupool.api.filters import NameFilter, UtcDateTimeFilter
 from gpupool.api.permissions import TENANT_ROLES, ActionRoles, TenantScoped
 from gpupool.api.tables import CSVExport
+from gpupool.quotas.models import Queue
+from gpupool.tenancy.models import Tenant
 from gpupool.workloads.api import PreemptionEventSerializer
 from gpupool.workloads.queries import preemption_list
 
 
 class PreemptionFilter(filters.FilterSet):  # type: ignore[misc]
     """Filter events by reason, victim's queue, tenant and namespace, preemptor's queue and
-    tenant, and time."""
+    tenant, and time (a queue or tenant that names nothing is a 400 naming it:
+    ``NameFilter``)."""
 
     reason = filters.MultipleChoiceFilter(choices=PreemptionReason.choices)
-    queue = filters.CharFilter(field_name="victim_queue__name")
-    tenant = filters.CharFilter(field_name="victim_tenant__name")
+    queue = NameFilter(field_name="victim_queue__name", names=Queue)
+    tenant = NameFilter(field_name="victim_tenant__name", names=Tenant)
     namespace = filters.CharFilter(field_name="victim__namespace")
-    preemptor_queue = filters.CharFilter(field_name="preemptor_queue__name")
-    preemptor_tenant = filters.CharFilter(field_name="preemptor_tenant__name")
+    preemptor_queue = NameFilter(field_name="preemptor_queue__name", names=Queue)
+    preemptor_tenant = NameFilter(field_name="preemptor_tenant__name", names=Tenant)
     since = UtcDateTimeFilter(field_name="at", lookup_expr="gte")
     until = UtcDateTimeFilter(field_name="at", lookup_expr="lt")
 

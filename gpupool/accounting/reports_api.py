@@ -49,8 +49,8 @@ from gpupool.accounting.reports import (
     workload_report,
 )
 from gpupool.api.access import request_access
-from gpupool.api.fields import CalendarDateField
-from gpupool.api.filters import StrictFilterBackend, UtcDateTimeFilter
+from gpupool.api.fields import CalendarDateField, NamedChoiceField
+from gpupool.api.filters import NameFilter, StrictFilterBackend, UtcDateTimeFilter
 from gpupool.api.pagination import Cursors
 from gpupool.api.permissions import COST_ROLES, ActionRoles, TenantScoped
 from gpupool.api.rows import PlannedRows
@@ -84,7 +84,7 @@ class ReportQuerySerializer(serializers.Serializer[Any]):
         required=False, help_text="First day (default: the first of this month)."
     )
     end = CalendarDateField(required=False, help_text="Last day, included (default: today).")
-    period = serializers.ChoiceField(
+    period = NamedChoiceField(
         choices=PERIODS, default="month", help_text="Rows per day or per month."
     )
     tenant = NameList(required=False, help_text="Only these tenants (comma-separated names).")
@@ -567,11 +567,12 @@ def _named(model: type[Model]) -> Any:
 
 
 class UsageIntervalFilter(filters.FilterSet):  # type: ignore[misc]
-    """Filter usage intervals by names, workload and time."""
+    """Filter usage intervals by names, workload and time (a tenant, queue or flavor that
+    names nothing is a 400 naming it: ``NameFilter``)."""
 
-    tenant = filters.CharFilter(field_name="tenant", method=_named(Tenant))
-    queue = filters.CharFilter(field_name="queue", method=_named(Queue))
-    flavor = filters.CharFilter(field_name="flavor", method=_named(Flavor))
+    tenant = NameFilter(field_name="tenant", method=_named(Tenant), names=Tenant)
+    queue = NameFilter(field_name="queue", method=_named(Queue), names=Queue)
+    flavor = NameFilter(field_name="flavor", method=_named(Flavor), names=Flavor)
     namespace = filters.CharFilter(field_name="workload__namespace")
     workload = filters.CharFilter(field_name="workload__name")
     started_after = UtcDateTimeFilter(field_name="started_at", lookup_expr="gte")

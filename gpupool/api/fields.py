@@ -1,11 +1,20 @@
-"""Serializer fields the API shares."""
+"""Serializer fields the API shares, and the one refusal of a value outside a field's choices.
+
+Every choice field of the API (DRF's ``ChoiceField`` and ``MultipleChoiceField``, declared or
+made by a model serializer from a model field's choices) refuses a value outside its choices
+naming the values it takes (``"week" is not a valid choice: one of day, month.``), as a
+choice filter does (``api.filters.choice_refusals``); DRF alone says only ``"week" is not a
+valid choice.``. The API's choice fields are ``NamedChoiceField`` (declared, or made by a model
+serializer through ``StrictInput.serializer_choice_field``); a field given its own
+``invalid_choice`` message keeps it.
+"""
 
 from __future__ import annotations
 
 import calendar
 import re
 from datetime import date
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from django.core.exceptions import ObjectDoesNotExist
 from rest_framework import serializers
@@ -79,3 +88,37 @@ class CalendarDateField(serializers.DateField):
                     why = f"{calendar.month_name[month]} {year} has {days} days"
                 self.fail("not_a_day", value=text, why=why)
         return super().to_internal_value(value)
+
+
+# DRF's own refusal of a value outside a choice field's choices, which names none of them.
+DRF_INVALID_CHOICE = serializers.ChoiceField.default_error_messages["invalid_choice"]
+INVALID_CHOICE = '"{input}" is not a valid choice: one of {choices}.'
+
+
+def choice_refusal(field: serializers.ChoiceField, value: Any) -> str:
+    """Why ``value`` is refused by ``field``: it is not one of the field's choices, each named
+    as a client sends it (a group's choices each on their own)."""
+    choices = ", ".join(field.choice_strings_to_values) or "none"
+    return INVALID_CHOICE.format(input=value, choices=choices)
+
+
+class _NamesItsChoices:
+    """A choice field whose refusal of a value outside its choices names them
+    (``choice_refusal``), unless the field was given a message of its own for it."""
+
+    def fail(self, key: str, **kwargs: Any) -> NoReturn:
+        field = cast("serializers.ChoiceField", self)
+        if key == "invalid_choice" and field.error_messages.get(key) == DRF_INVALID_CHOICE:
+            raise serializers.ValidationError(choice_refusal(field, kwargs.get("input")), code=key)
+        super().fail(key, **kwargs)  # type: ignore[misc]
+        raise AssertionError("unreachable: Field.fail raises")  # pragma: no cover
+
+
+class NamedChoiceField(_NamesItsChoices, serializers.ChoiceField):
+    """DRF's ``ChoiceField``, its refusal naming the choices: the API's choice field (declared
+    ones, and those a model serializer makes from a model field's choices through
+    ``StrictInput.serializer_choice_field``)."""
+
+
+class NamedMultipleChoiceField(_NamesItsChoices, serializers.MultipleChoiceField):
+    """DRF's ``MultipleChoiceField``, its refusal naming the choices."""

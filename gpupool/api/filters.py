@@ -11,6 +11,16 @@ choices such as ``sharing`` or ``role``) refuses a value outside it with a 400 n
 parameter and listing the values it takes (``choice_refusals``), as ``window``, ``ordering``
 and the booleans do; django-filter alone says only "Select a valid choice".
 
+A filter by the name of a thing the pool keeps (``NameFilter``: ``tenant``, ``queue``,
+``flavor``, ``priority_class``, a user as ``submitter``, ``user`` or ``requested_by``) refuses
+a name that names nothing with a 400 naming the filter, in the words a body gets for the same
+name (``NameRelatedField``: "No tenant named nosuch."), every unknown name at once
+(``unknown_names``): an empty list would read as "nothing there". These names are not secret
+from anyone who may read the list (tenants, queues, flavors and classes are readable to every
+role, and a user is named to add a member), so the check is against every row, not the
+caller's. A name that is data without a table of its own (a workload's ``namespace``, an
+audit event's ``actor`` as it was at the change) stays a plain filter.
+
 ``UtcDateTimeFilter`` takes an ISO 8601 time with a UTC offset (``Z``, ``+02:00``) and compares
 in UTC: the database need not accept the offset itself (PostgreSQL refuses offsets beyond
 15:59), and a time that does not exist in UTC (year 1 minus a few hours) is a 400 naming the
@@ -24,12 +34,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django import forms
+from django.apps import apps
+from django.db.models import Model
 from django.utils.dateparse import parse_datetime
 from django_filters import rest_framework as filters
 from django_filters.fields import IsoDateTimeField
 from rest_framework.exceptions import ValidationError
 from rest_framework.filters import OrderingFilter
 from rest_framework.request import Request
+
+from gpupool.api.fields import NameRelatedField
 
 # What django-filter's boolean widget reads (any case); anything else it takes as "no filter".
 BOOLEAN_WORDS = frozenset({"true", "false", "1", "0"})
@@ -75,6 +89,70 @@ def choice_refusals(filterset: Any, query: Any) -> dict[str, str]:
     return refused
 
 
+class NameFilter(filters.CharFilter):  # type: ignore[misc]
+    """A filter by the name of a ``names`` row (a model, or ``"app_label.Model"`` such as
+    ``settings.AUTH_USER_MODEL``), found by its ``name_field``; ``besides``: values the filter
+    reads as words of its own, not names (``parent=null``: the root). It filters as a
+    ``CharFilter`` does (or through its ``method``); ``StrictFilterBackend`` refuses a name
+    that names nothing (``unknown_names``)."""
+
+    def __init__(
+        self,
+        *args: Any,
+        names: type[Model] | str,
+        name_field: str = "name",
+        besides: tuple[str, ...] = (),
+        **kwargs: Any,
+    ) -> None:
+        # What the schema says it takes ("A tenant's name ..."; a user model as its class name).
+        if isinstance(names, str):
+            what = names.rpartition(".")[2].lower()
+        else:
+            what = str(names._meta.verbose_name)
+        kwargs.setdefault(
+            "help_text", f"A {what}'s {name_field} (exact); one that names no {what} is a 400."
+        )
+        super().__init__(*args, **kwargs)
+        self.names = names
+        self.name_field = name_field
+        self.besides = besides
+
+    def named_model(self) -> type[Model]:
+        """The model whose rows the filter names."""
+        if isinstance(self.names, str):
+            return apps.get_model(self.names)
+        return self.names
+
+    def unknown(self, value: str) -> str | None:
+        """Why ``value`` names nothing ("No tenant named nosuch."), or None when it names a
+        row (or is one of the filter's own words)."""
+        if value in self.besides:
+            return None
+        model = self.named_model()
+        if model._default_manager.filter(**{self.name_field: value}).exists():
+            return None
+        said = NameRelatedField.default_error_messages["does_not_exist"]
+        return said.format(what=model._meta.verbose_name, value=value)
+
+
+def unknown_names(filterset: Any) -> dict[str, str]:
+    """Each ``NameFilter`` of ``filterset`` whose value names nothing, with the refusal (a value
+    the filter's form refused itself, such as one holding a NUL character, is the form's to
+    report)."""
+    if not filterset.is_bound:
+        return {}
+    form = filterset.form
+    form.is_valid()  # (cleans the form once; the backend reads its errors after this)
+    cleaned = getattr(form, "cleaned_data", {})
+    refused: dict[str, str] = {}
+    for name, each in filterset.filters.items():
+        value = cleaned.get(name)
+        why = each.unknown(value) if isinstance(each, NameFilter) and value else None
+        if why is not None:
+            refused[name] = why
+    return refused
+
+
 class UtcDateTimeField(IsoDateTimeField):  # type: ignore[misc]
     """An ISO 8601 time, converted to UTC."""
 
@@ -104,11 +182,13 @@ class UtcDateTimeFilter(filters.IsoDateTimeFilter):  # type: ignore[misc]
 
 class StrictFilterBackend(filters.DjangoFilterBackend):  # type: ignore[misc]
     """django-filter's backend, refusing a boolean filter's value it cannot read (400 naming
-    the parameter) instead of leaving the list unfiltered, and a choice filter's value outside
-    its vocabulary with a 400 naming the values it takes."""
+    the parameter) instead of leaving the list unfiltered, a choice filter's value outside
+    its vocabulary with a 400 naming the values it takes, and a name that names nothing
+    ("No tenant named nosuch.")."""
 
     def get_filterset(self, request: Request, queryset: Any, view: Any) -> Any:
-        """The list's filter set, once its boolean parameters are known to be readable."""
+        """The list's filter set, once its boolean parameters are known to be readable, its
+        choices among their words and its names among the pool's."""
         filterset = super().get_filterset(request, queryset, view)
         if filterset is not None:
             unreadable = {
@@ -119,6 +199,7 @@ class StrictFilterBackend(filters.DjangoFilterBackend):  # type: ignore[misc]
                 and raw.strip().lower() not in BOOLEAN_WORDS
             }
             unreadable |= choice_refusals(filterset, request.query_params)
+            unreadable |= unknown_names(filterset)
             if unreadable:
                 raise ValidationError(unreadable)
         return filterset

@@ -17,9 +17,11 @@ the URL conf, so a new endpoint whose serializer is not strict fails it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from rest_framework import serializers
+
+from gpupool.api.fields import NamedChoiceField
 
 # Keys of a body that are no field of any resource: Django's CSRF token, which the browsable
 # API's HTML forms post with the fields.
@@ -37,7 +39,13 @@ def unknown_keys(serializer: serializers.Serializer[Any], data: Any) -> dict[str
 
 class StrictInput:
     """Serializer mixin (first among the bases): a key of the body that names no field is a
-    400 naming it, together with the body's other errors."""
+    400 naming it, together with the body's other errors; a model field's choices become a
+    field whose refusal names them (``NamedChoiceField``)."""
+
+    # Read by ModelSerializer.build_standard_field for a model field with choices.
+    serializer_choice_field: ClassVar[type[serializers.Field[Any, Any, Any, Any]]] = (
+        NamedChoiceField
+    )
 
     def to_internal_value(self, data: Any) -> Any:
         """The validated fields; a 400 naming every unknown key (and every failed field)."""

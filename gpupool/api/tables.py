@@ -1,7 +1,10 @@
 """Tables as CSV, the one way every ``?format=csv`` of the API answers (the reports and the
 usage intervals, utilisation, preemptions, workloads, budgets): RFC 4180 text (``csv`` module
 defaults, CRLF line ends) in UTF-8, typed ``text/csv; charset=utf-8`` whether rendered or
-streamed (``CSV_CONTENT_TYPE``), under a header of the columns, downloaded as a file. An error
+streamed (``CSV_CONTENT_TYPE``), under a header of the columns, downloaded as a file. A cell
+holding a list or an object (a preemption's ``nodes`` and ``drains``) is its JSON text, as the
+JSON answer has it (``csv_cell``); a boolean stays as every CSV writes one (``True``/``False``),
+and None is empty. An error
 answers the same fields as JSON's ``{"error": {...}}`` (``errors.py``) as one row, so a script
 reading the CSV sees why."""
 
@@ -9,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import islice
 from typing import Any
@@ -16,6 +20,7 @@ from typing import Any
 from django.http import StreamingHttpResponse
 from rest_framework import renderers
 from rest_framework.request import Request
+from rest_framework.utils.encoders import JSONEncoder
 
 # Rows a streamed CSV reads and renders at a time: one query and one serializer per batch.
 CSV_BATCH = 2000
@@ -29,8 +34,19 @@ CSV_CHARSET = "utf-8"
 CSV_CONTENT_TYPE = f"{CSV_MEDIA_TYPE}; charset={CSV_CHARSET}"
 
 
+def csv_cell(value: Any) -> Any:
+    """``value`` as a CSV cell: None (or missing) empty, a list or an object its JSON text (in
+    the JSON answer's order, written by DRF's encoder as the JSON answer is), anything else as
+    the ``csv`` module writes it."""
+    if value is None:
+        return ""
+    if isinstance(value, list | tuple | Mapping):
+        return json.dumps(value, cls=JSONEncoder, ensure_ascii=False)
+    return value
+
+
 def csv_lines(columns: Sequence[str], rows: Any) -> Iterator[str]:
-    """The CSV text of ``rows`` (mappings; a missing or None value is empty) under a header of
+    """The CSV text of ``rows`` (mappings; each value a cell: ``csv_cell``) under a header of
     ``columns``, a line at a time (a streamed answer sends each as it is made)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer)
@@ -39,7 +55,7 @@ def csv_lines(columns: Sequence[str], rows: Any) -> Iterator[str]:
     for row in rows:
         buffer.seek(0)
         buffer.truncate()
-        writer.writerow(["" if row.get(c) is None else row.get(c) for c in columns])
+        writer.writerow([csv_cell(row.get(c)) for c in columns])
         yield buffer.getvalue()
 
 

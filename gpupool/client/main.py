@@ -14,6 +14,9 @@
         --justification TEXT [--draft]                              (leads)
     gpupool request budget --tenant T --priority-class C --period-start DAY --period-end DAY
         --gpu-hours N --justification TEXT [--draft]                (leads)
+    gpupool request submit REQUEST                  (your draft: to the admins)
+    gpupool request withdraw REQUEST                (your draft, deleted; or your submitted
+                                                     request before its decision, kept)
     gpupool approve REQUEST [--reason TEXT]                         (admins)
     gpupool reject REQUEST --reason TEXT                            (admins)
 
@@ -69,9 +72,9 @@ NODE_STATES = ("ready", "cordoned", "draining", "drained", "excluded", "gone")
 # tests/client/test_client_requests.py checks them against the server's): input outside them
 # is a usage error naming the flag, not a round trip to a 400.
 REQUEST_STATES = ("draft", "submitted", "approved", "rejected", "applied", "withdrawn")
+# The kinds are the API's words everywhere the client names one (``--kind``, the KIND column,
+# ``--json``); ``request quota`` is only the command that files a queue-quota request.
 REQUEST_KINDS = ("queue-quota", "budget")
-# The client's word for each kind, as its ``request quota|budget`` subcommands say them.
-CLIENT_REQUEST_KINDS = {"queue-quota": "quota", "budget": "budget"}
 MAX_REQUEST_GPUS = Decimal("9999999.999")
 MAX_REQUEST_GPU_HOURS = Decimal("99999999.999")
 REQUEST_AMOUNT_PLACES = 3
@@ -326,6 +329,8 @@ def print_story(workload: dict[str, Any], out: TextIO) -> None:
                     f" by {who} of queue {event['preemptor_queue']} "
                     f"(class {event['preemptor_class']})"
                 )
+            if event.get("nodes"):  # where it was stopped (a node failure's: the failed node)
+                cause += f" on {', '.join(event['nodes'])}"
             out.write(
                 f"  {when(event['at'])}  {cause}; {counted(event['gpus_freed'], 'GPU')} freed, "
                 f"{counted(event['lost_gpu_hours'], 'GPU-hour')} lost\n"
@@ -614,12 +619,22 @@ def do_nodes(api: Api, options: argparse.Namespace, out: TextIO) -> int:
                 n["name"],
                 n["flavor"],
                 n["state"],
-                f"{n['healthy_gpus']}/{len(n['gpus'])}",
+                _healthy_gpus(n),
                 "; ".join(n["health"]) or "-",
             ]
         )
     table(rows, out)
     return EXIT_OK
+
+
+def _healthy_gpus(node: dict[str, Any]) -> str:
+    """Healthy GPUs of all; on a MIG node also its MIG instances, the unit its flavor's quotas
+    and capacity count in: ``8/8 (16/16 MIG instances)``."""
+    said = f"{node['healthy_gpus']}/{len(node['gpus'])}"
+    instances = node.get("mig_instances")
+    if instances is not None:
+        said += f" ({node.get('healthy_mig_instances', 0)}/{instances} MIG instances)"
+    return said
 
 
 def do_drain(api: Api, options: argparse.Namespace, out: TextIO) -> int:
@@ -682,9 +697,6 @@ def do_requests(api: Api, options: argparse.Namespace, out: TextIO) -> int:
     for key in ("state", "kind", "tenant"):
         if getattr(options, key):
             query[key] = getattr(options, key)
-    if options.kind:  # the client's word (``quota``) to the API's (``queue-quota``)
-        words = {word: kind for kind, word in CLIENT_REQUEST_KINDS.items()}
-        query["kind"] = words.get(options.kind, options.kind)
     listing = api.every("quota-requests/", query)
     found = listing.rows
     warn_if_capped(listing, "requests", "--state, --kind or --tenant", options)
@@ -699,7 +711,7 @@ def do_requests(api: Api, options: argparse.Namespace, out: TextIO) -> int:
         rows.append(
             [
                 f"#{r['id']}",
-                CLIENT_REQUEST_KINDS.get(r["kind"], r["kind"]),
+                r["kind"],
                 r["state"],
                 r["tenant"],
                 r["requested_by"],
@@ -766,9 +778,47 @@ def do_request(api: Api, options: argparse.Namespace, out: TextIO) -> int:
         out.write(f"As things stand an admin could not approve this: {made['approval_refusal']}\n")
     if made["state"] == "draft":
         out.write(
-            "Only you see a draft: submit it on the Requests page, or with POST "
-            f"/api/v1/quota-requests/{made['id']}/submit/.\n"
+            f"Only you see a draft: submit it with `gpupool request submit {made['id']}`, or "
+            "on the Requests page.\n"
         )
+    return EXIT_OK
+
+
+def do_submit_request(api: Api, options: argparse.Namespace, out: TextIO) -> int:
+    """Send one's draft to the admins (``POST .../submit/``, as the request's page does)."""
+    submitted = api.call("POST", f"quota-requests/{options.request}/submit/")
+    if options.json:
+        out.write(json.dumps(submitted, indent=1) + "\n")
+        return EXIT_OK
+    out.write(f"Request #{submitted['id']} is submitted to the admins: {submitted['summary']}.\n")
+    if submitted.get("approval_refusal"):
+        out.write(
+            f"As things stand an admin could not approve this: {submitted['approval_refusal']}\n"
+        )
+    return EXIT_OK
+
+
+def do_withdraw_request(api: Api, options: argparse.Namespace, out: TextIO) -> int:
+    """Withdraw one's own request, as the request's page does: a draft is deleted (``DELETE
+    .../<id>/``); a submitted one not yet decided is kept, withdrawn (``POST .../withdraw/``).
+    With ``--json`` a deleted draft, of which the API answers nothing, is printed as it was
+    last read, with ``"deleted": true``."""
+    request = api.call("GET", f"quota-requests/{options.request}/")
+    if request["state"] == "draft":
+        api.call("DELETE", f"quota-requests/{options.request}/")
+        if options.json:
+            out.write(json.dumps(request | {"deleted": True}, indent=1) + "\n")
+        else:
+            out.write(f"Draft #{request['id']} is withdrawn: {request['summary']}.\n")
+        return EXIT_OK
+    withdrawn = api.call("POST", f"quota-requests/{options.request}/withdraw/")
+    if options.json:
+        out.write(json.dumps(withdrawn, indent=1) + "\n")
+        return EXIT_OK
+    out.write(
+        f"Request #{withdrawn['id']} is withdrawn: {withdrawn['summary']}. It stays listed as "
+        "withdrawn; no admin will decide it, and you may file a new request for its target.\n"
+    )
     return EXIT_OK
 
 
@@ -792,8 +842,16 @@ def do_decide(api: Api, options: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
+def never_runs(why: str) -> str:
+    """The line ``dry-run`` prints for work that could never run as asked, and ``submit``
+    prints as its warning: the server's reason (its ``never_fits``), some of which open with
+    its own "It can never run as asked: "."""
+    return f"It could never run as asked: {why.removeprefix('It can never run as asked: ')}"
+
+
 def do_submit(api: Api, options: argparse.Namespace, out: TextIO) -> int:
-    """Submit a workload; print where it stands."""
+    """Submit a workload; print where it stands, and warn, in dry-run's words, when it could
+    never run as asked (it is submitted all the same: the API's ``warning``)."""
     made = api.call("POST", "workloads/", workload_body(options, options.command))
     if options.json:
         out.write(json.dumps(made, indent=1) + "\n")
@@ -802,6 +860,11 @@ def do_submit(api: Api, options: argparse.Namespace, out: TextIO) -> int:
         f"Submitted {made['namespace']}/{made['name']} to queue {made['queue']} "
         f"({counted(made['gpus'], 'GPU')}, class {made['priority_class']}).\n"
     )
+    if made.get("warning"):
+        out.write(
+            f"Warning: {never_runs(made['warning'])} It waits, set aside, until a quota or the "
+            "pool changes so that it could fit.\n"
+        )
     out.write(f"{made['explanation']['summary']}\n")
     out.write(f"`gpupool why {made['namespace']}/{made['name']}` follows it.\n")
     return EXIT_OK
@@ -821,9 +884,7 @@ def do_dry_run(api: Api, options: argparse.Namespace, out: TextIO) -> int:
         if answer["fits"]:
             out.write("It would start now.\n")
         elif answer.get("never_fits"):
-            # Some of the server's reasons open with its own "It can never run as asked: ".
-            why = str(answer["never_fits"]).removeprefix("It can never run as asked: ")
-            out.write(f"It could never run as asked: {why}\n")
+            out.write(f"{never_runs(str(answer['never_fits']))}\n")
         else:
             out.write(f"It would not start now: {answer['first_failure']}.\n")
     return EXIT_OK if answer["fits"] else EXIT_WOULD_WAIT
@@ -849,9 +910,9 @@ def do_cancel(api: Api, options: argparse.Namespace, out: TextIO) -> int:
 
 
 def add_request_commands(commands: Any) -> Any:
-    """``requests``, ``request quota|budget``, ``approve`` and ``reject``: quota and budget
-    requests, as the requests API (``/api/v1/quota-requests/``) and the Requests and Approvals
-    pages have them; returns the subcommands of ``request``."""
+    """``requests``, ``request quota|budget|submit|withdraw``, ``approve`` and ``reject``:
+    quota and budget requests, as the requests API (``/api/v1/quota-requests/``) and the
+    Requests and Approvals pages have them; returns the subcommands of ``request``."""
     listed = commands.add_parser(
         "requests",
         help="quota and budget requests and where each stands (leads: your teams'; admins "
@@ -867,18 +928,20 @@ def add_request_commands(commands: Any) -> Any:
     )
     listed.add_argument(
         "--kind",
-        choices=tuple(CLIENT_REQUEST_KINDS.values()),
-        type=lambda word: CLIENT_REQUEST_KINDS.get(word, word),  # the API's word works too
-        help="quota or budget (as `request quota|budget` files them)",
+        choices=REQUEST_KINDS,
+        help="queue-quota or budget, as the API and the KIND column name them (`request "
+        "quota` files a queue-quota request)",
     )
     listed.add_argument("--tenant", help="the tenant that asks")
     listed.set_defaults(run=do_requests)
     file = commands.add_parser(
         "request",
         help="leads: ask for a queue's quota or a team's priority budget (submitted to the "
-        "admins unless --draft)",
+        "admins unless --draft); submit or withdraw your own request",
     )
-    kinds = file.add_subparsers(dest="request_kind", required=True, metavar="{quota,budget}")
+    kinds = file.add_subparsers(
+        dest="request_kind", required=True, metavar="{quota,budget,submit,withdraw}"
+    )
     quota = kinds.add_parser(
         "quota", help="new guarantee, deserved and capability of a queue's flavor (GPUs)"
     )
@@ -936,6 +999,16 @@ def add_request_commands(commands: Any) -> Any:
         )
         each.add_argument("--draft", action="store_true", help="keep it a draft, seen by you only")
         each.set_defaults(run=do_request)
+    submit = kinds.add_parser("submit", help="send your draft to the admins")
+    submit.set_defaults(run=do_submit_request)
+    withdraw = kinds.add_parser(
+        "withdraw",
+        help="withdraw your request before an admin decides it: a draft is deleted, a "
+        "submitted request is kept, withdrawn",
+    )
+    withdraw.set_defaults(run=do_withdraw_request)
+    for each in (submit, withdraw):
+        each.add_argument("request", type=request_number, metavar="REQUEST", help="e.g. 12")
     approve = commands.add_parser(
         "approve", help="admins: approve a submitted request, which applies its change"
     )

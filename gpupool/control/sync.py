@@ -83,6 +83,7 @@ from gpupool.control.snapshot import WorkloadRow
 from gpupool.control.state import LoopState
 from gpupool.inventory.choices import Sharing
 from gpupool.inventory.models import Flavor
+from gpupool.number_formats import counted
 from gpupool.scheduler.lifecycle import ENDING_REASONS
 from gpupool.scheduler.types import MIB_PER_GB, MILLI, NodeInfo, PodSetInfo, Snapshot, WorkloadInfo
 from gpupool.workloads.actions import PodSetSpec, pod_sets_errors
@@ -1043,9 +1044,9 @@ def _lost_member(
                     PodEvent(
                         tuple(p.ref for p in running),
                         "GangShrunk",
-                        f"{name} lost a member pod ({why}): it goes on with {left} pods, at "
-                        f"or above its minimum of {info.gang_minimum}, and holds only their "
-                        "GPUs",
+                        f"{name} lost a member pod ({why}): it goes on with "
+                        f"{counted(left, 'pod')}, at or above its minimum of "
+                        f"{info.gang_minimum}, and holds only their GPUs",
                     )
                 )
             return

@@ -181,7 +181,7 @@ class QuotaRequestForm(forms.Form):
     period_end = forms.DateField(
         required=False,
         widget=forms.DateInput(attrs={"type": "date"}),
-        label="Period until (exclusive)",
+        label="Period until (not included)",
     )
     # More than 0: a grant of 0 changes nothing (``quotas.actions.no_change_refusal`` refuses
     # it); the smallest amount a request holds (``PAYLOAD_LIMITS``) is the field's minimum.

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from functools import wraps
-from typing import Any
+from typing import Any, cast
 from urllib.parse import unquote, urlencode
 
 from django.conf import settings
@@ -33,7 +33,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.db.models import Count, F, Prefetch, Q, QuerySet, Sum
 from django.db.models.functions import Coalesce, TruncDate
-from django.forms import ChoiceField
+from django.forms import ChoiceField, ModelChoiceField
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect, render, resolve_url
 from django.urls import reverse
@@ -148,6 +148,7 @@ from gpupool.quotas.queries import (
     QueueUsage,
     budget_rows,
     idle_policy_in_force,
+    other_deciders,
     queue_usage,
     queues_led_by,
     queues_with_quotas,
@@ -202,7 +203,7 @@ TZ_COOKIE = "gpupool_tz"
 LIVE_TARGET = "live"
 AUDIT_PAGE_SIZE = 50
 NODES_PAGE_SIZE = 100
-WORKLOADS_SHOWN = 100
+WORKLOADS_PAGE_SIZE = 100
 PREEMPTIONS_SHOWN = 50
 CYCLES_SHOWN = 10
 PREEMPTION_WINDOW = timedelta(days=14)
@@ -478,9 +479,9 @@ def cycle_phases(cycles: list[SchedulingCycle]) -> dict[str, Any] | None:
 def workloads(
     request: HttpRequest, access: Access, form: WorkloadForm | None = None
 ) -> HttpResponse:
-    """The user's teams' workloads (admins: every workload), newest first, with where each
-    waits and why; the form to submit one, with its live dry-run (``form``: one sent back
-    with its refusals)."""
+    """The user's teams' workloads (admins: every workload), newest first, a page of them at a
+    time (``?page=``, the state filter kept across pages), with where each waits and why; the
+    form to submit one, with its live dry-run (``form``: one sent back with its refusals)."""
     rows = tenant_scoped(
         Workload.objects.order_by("-submitted_at", "-id"), access, WorkloadViewSet.tenant_field
     )
@@ -492,12 +493,17 @@ def workloads(
         rows = rows.filter(state=state)
         csv_query["state"] = state
     queues = submit_queues(access)
-    # The list's own URL: the live part polls it even when this page answers a failed
-    # submit (POST /workloads/submit/, which answers no GET).
-    list_url = reverse("dashboard:workloads") + (f"?{urlencode({'state': state})}" if state else "")
+    page = Paginator(rows, WORKLOADS_PAGE_SIZE).get_page(request.GET.get("page"))
+    # The filter the pages keep, and the list's own URL: the live part polls the page shown
+    # even when this page answers a failed submit (POST /workloads/submit/, which answers no
+    # GET).
+    kept = {"state": state} if state else {}
+    shown = urlencode(kept | ({"page": page.number} if page.number > 1 else {}))
+    list_url = reverse("dashboard:workloads") + (f"?{shown}" if shown else "")
     context = {
-        "workloads": workload_list(rows[:WORKLOADS_SHOWN]),
-        "shown_limit": WORKLOADS_SHOWN,
+        "workloads": workload_list(cast("QuerySet[Workload]", page.object_list)),
+        "page": page,
+        "query": urlencode(kept),
         "csv_url": reverse("api:workload-list") + "?" + urlencode(csv_query),
         "state": state,
         "state_choices": WorkloadState.choices,
@@ -2148,17 +2154,48 @@ def led_queues(access: Access) -> list[Queue]:
     return list(queues_led_by(access).filter(tenant__isnull=False).order_by("name"))
 
 
+def unfileable_kinds(
+    access: Access, queues: list[Queue], tenants: list[Tenant], form: QuotaRequestForm
+) -> dict[str, str]:
+    """Why a kind of request cannot be filed by a user who leads a team (admins: any), by
+    kind: no queue quota without a team queue to change; no budget without a class that
+    costs budget (the form's classes). A kind that may succeed is not named."""
+    if not tenants:
+        return {}  # leads no team: nothing to file, and the page offers no form
+    whose = "" if access.admin else "you lead "
+    reasons: dict[str, str] = {}
+    if not queues:
+        reasons[QuotaRequestKind.QUEUE_QUOTA] = (
+            f"No team {whose}has a queue, so there is no queue quota to ask for: a quota "
+            "request changes the quota of a team's queue, and an admin creates queues."
+        )
+    classes = form.fields["priority_class"]
+    assert isinstance(classes, ModelChoiceField)
+    if classes.queryset is None or not classes.queryset.exists():
+        reasons[QuotaRequestKind.BUDGET] = (
+            "No priority class has a budget rate above 0, so there is no priority budget to "
+            "ask for: work at every class runs without one."
+        )
+    return reasons
+
+
 @dashboard_page("requests")
 def requests_page(request: HttpRequest, access: Access) -> HttpResponse:
     """A lead's requests, newest first, and the form to file one (GET shows, POST files
     through ``do_create_quota_request``); admins and finance read every team's requests
     (``visible_requests``); the form offers only what the user may ask for (``led_queues``,
-    ``led_tenants``: finance, as such, nothing)."""
+    ``led_tenants``: finance, as such, nothing), and says why where a kind cannot be filed
+    (``unfileable_kinds``: a lead whose teams have no queue still asks for budget)."""
     queues = led_queues(access)
     tenants = led_tenants(access)
     if request.method == "POST":
         form = QuotaRequestForm(request.POST, queues=queues, tenants=tenants)
-        if form.is_valid():
+        unfileable = unfileable_kinds(access, queues, tenants, form)
+        valid = form.is_valid()
+        if form.data.get("kind") in unfileable:
+            form.add_error("kind", unfileable[form.data["kind"]])
+            valid = False
+        if valid:
             created = file_request(request, form)
             if created is not None:
                 messages.success(
@@ -2170,16 +2207,24 @@ def requests_page(request: HttpRequest, access: Access) -> HttpResponse:
                 warn_if_not_approvable(request, created)
                 return redirect("dashboard:request", pk=created.pk)
     else:
-        initial: dict[str, Any] = {"kind": QuotaRequestKind.QUEUE_QUOTA}
+        initial: dict[str, Any] = {
+            "kind": QuotaRequestKind.QUEUE_QUOTA if queues else QuotaRequestKind.BUDGET
+        }
         if len(queues) == 1:
             initial["queue"] = queues[0]
         if len(tenants) == 1:
             initial["tenant"] = tenants[0]
         form = QuotaRequestForm(initial=initial, queues=queues, tenants=tenants)
+        unfileable = unfileable_kinds(access, queues, tenants, form)
     context = {
         "requests": list(visible_requests(access).order_by("-created_at", "-id")[:100]),
         "form": form,
-        "can_file": bool(queues),
+        # A kind of request the user may file and could succeed with (a lead whose teams
+        # have no queue: budget); ``unfileable``: why the other kinds cannot be filed.
+        "can_file": bool(tenants) and len(unfileable) < len(QuotaRequestKind.values),
+        "unfileable": unfileable,
+        "no_quota_reason": unfileable.get(QuotaRequestKind.QUEUE_QUOTA, ""),
+        "no_budget_reason": unfileable.get(QuotaRequestKind.BUDGET, ""),
         "quotas": current_quotas(queues),
         "shows_budgets": bool(tenants),
         "all_budgets": access.admin,
@@ -2411,13 +2456,17 @@ def request_steps(quota_request: QuotaRequest) -> list[dict[str, Any]]:
 
 @dashboard_page("approvals")
 def approvals(request: HttpRequest, access: Access) -> HttpResponse:
-    """Requests waiting for a decision (oldest first), then the latest decided ones and those
-    their requesters withdrew before a decision (latest step first)."""
+    """Requests waiting for the admin's decision (oldest first); apart, the admin's own
+    submitted ones, which another admin decides (``other_deciders``; nobody approves their
+    own request); then the latest decided ones and those their requesters withdrew before a
+    decision (latest step first)."""
     rows = visible_requests(access)
+    submitted = rows.filter(state=QuotaRequestState.SUBMITTED).order_by("submitted_at", "id")
+    own = list(submitted.filter(requested_by_id=access.user_id))
     context = {
-        "pending": list(
-            rows.filter(state=QuotaRequestState.SUBMITTED).order_by("submitted_at", "id")
-        ),
+        "pending": list(submitted.exclude(requested_by_id=access.user_id)),
+        "own_pending": own,
+        "other_deciders": other_deciders(access.user_id) if own else [],
         "decided": list(
             rows.exclude(state__in=[QuotaRequestState.SUBMITTED, QuotaRequestState.DRAFT])
             .annotate(last_step_at=Coalesce("decided_at", "withdrawn_at"))
@@ -2465,7 +2514,13 @@ def why_not_decided(
     """Why the page offers no decision on the request (``decision_refusal``), in its words."""
     fields = getattr(refusal, "error_dict", {})  # the fields a ValidationError names
     if "decided_by" in fields:
-        return "You filed this request, so another admin decides it."
+        others = other_deciders(quota_request.requested_by_id)
+        return "You filed this request, so another admin decides it. " + (
+            f"Admins who can: {', '.join(others)}."
+            if others
+            else "You are the only admin, so nobody can: withdraw it on its request page; an "
+            "admin changes a quota or a budget directly in the admin site."
+        )
     if quota_request.state == QuotaRequestState.WITHDRAWN:
         return (
             f"{quota_request.requested_by.get_username()} withdrew this request before a "

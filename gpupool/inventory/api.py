@@ -16,7 +16,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.routers import BaseRouter
 
-from gpupool.api.fields import NameRelatedField
+from gpupool.api.fields import NamedChoiceField, NameRelatedField
+from gpupool.api.filters import NameFilter
 from gpupool.api.permissions import ADMINS, EVERYONE, ActionRoles
 from gpupool.api.strict import StrictInput
 from gpupool.inventory.actions import (
@@ -27,7 +28,7 @@ from gpupool.inventory.actions import (
     do_set_gpu_health,
     do_set_node_cordoned,
 )
-from gpupool.inventory.choices import NodeState
+from gpupool.inventory.choices import NodeState, Sharing
 from gpupool.inventory.drains import DrainWait, drain_waits
 from gpupool.inventory.models import Flavor, Gpu, Node
 
@@ -111,13 +112,15 @@ class NodeSerializer(serializers.ModelSerializer[Node]):
     )
     gpus = GpuSerializer(many=True, read_only=True)
     healthy_gpus = serializers.SerializerMethodField()
+    mig_instances = serializers.SerializerMethodField()
+    healthy_mig_instances = serializers.SerializerMethodField()
     foreign_gpus = serializers.IntegerField(
         read_only=True,
         help_text="GPUs (MIG: instances) other schedulers' pods hold here, as the control loop "
         "last recorded them: taken, not free.",
     )
     health = serializers.SerializerMethodField()
-    state = serializers.ChoiceField(
+    state = NamedChoiceField(
         choices=NodeState.choices,
         read_only=True,
         help_text="In one word (``Node.state``, as the pages say it): ready, cordoned, "
@@ -135,6 +138,8 @@ class NodeSerializer(serializers.ModelSerializer[Node]):
             "state",
             "gpus",
             "healthy_gpus",
+            "mig_instances",
+            "healthy_mig_instances",
             "foreign_gpus",
             "health",
             "cpu",
@@ -155,6 +160,20 @@ class NodeSerializer(serializers.ModelSerializer[Node]):
         """GPUs that are healthy (allocatable unless the node is cordoned)."""
         return sum(1 for gpu in node.gpus.all() if gpu.healthy)
 
+    def get_mig_instances(self, node: Node) -> int | None:
+        """On a MIG node, the instances of its flavor's profile its GPUs give (the unit of
+        the flavor's quotas and capacity: ``gpus`` counts physical cards); null elsewhere."""
+        if node.flavor.sharing != Sharing.MIG:
+            return None
+        return len(node.gpus.all()) * node.devices_per_gpu()
+
+    def get_healthy_mig_instances(self, node: Node) -> int | None:
+        """On a MIG node, the instances its healthy GPUs give (a broken GPU takes its
+        instances with it); null elsewhere."""
+        if node.flavor.sharing != Sharing.MIG:
+            return None
+        return self.get_healthy_gpus(node) * node.devices_per_gpu()
+
     def get_health(self, node: Node) -> list[str]:
         """Why the node cannot give all its GPUs: gone or excluded, draining (its workloads
         being evicted, or an eviction a disruption budget refused) or drained, cordoned, and
@@ -166,7 +185,7 @@ class NodeSerializer(serializers.ModelSerializer[Node]):
 class NodeFilter(filters.FilterSet):  # type: ignore[misc]
     """Filter nodes by flavor, state, NVLink domain, rack, zone, cordon and GPU health."""
 
-    flavor = filters.CharFilter(field_name="flavor__name")
+    flavor = NameFilter(field_name="flavor__name", names=Flavor)
     state = filters.MultipleChoiceFilter(
         choices=NodeState.choices,
         method="filter_state",

@@ -22,7 +22,7 @@ from rest_framework.response import Response
 from rest_framework.routers import BaseRouter
 
 from gpupool.api.fields import NameRelatedField
-from gpupool.api.filters import UtcDateTimeFilter
+from gpupool.api.filters import NameFilter, UtcDateTimeFilter
 from gpupool.api.permissions import ADMINS, EVERYONE, ActionRoles, TenantScoped, tenant_scoped
 from gpupool.api.rows import PlannedRows
 from gpupool.api.strict import StrictInput
@@ -151,12 +151,16 @@ class QueueSerializer(StrictInput, PlannedRows, serializers.ModelSerializer[Queu
 
 
 class QueueFilter(filters.FilterSet):  # type: ignore[misc]
-    """Filter queues by tenant, parent and whether they are leaves."""
+    """Filter queues by tenant, parent and whether they are leaves (a tenant or parent that
+    names nothing is a 400 naming it: ``NameFilter``)."""
 
-    tenant = filters.CharFilter(field_name="tenant__name")
-    parent = filters.CharFilter(
+    tenant = NameFilter(field_name="tenant__name", names=Tenant)
+    parent = NameFilter(
         method="filter_parent",
-        help_text="The parent queue's name; null: the root (a queue without a parent).",
+        names=Queue,
+        besides=("null",),
+        help_text="The parent queue's name; null: the root (a queue without a parent). A "
+        "name that names no queue is a 400.",
     )
     leaf = filters.BooleanFilter(field_name="children", lookup_expr="isnull", distinct=True)
 
@@ -413,10 +417,11 @@ class LedgerEntryFilter(filters.FilterSet):  # type: ignore[misc]
 
 
 class BudgetFilter(filters.FilterSet):  # type: ignore[misc]
-    """Filter budgets by tenant, class and a day their period covers."""
+    """Filter budgets by tenant, class and a day their period covers (a tenant or class that
+    names nothing is a 400 naming it: ``NameFilter``)."""
 
-    tenant = filters.CharFilter(field_name="tenant__name")
-    priority_class = filters.CharFilter(field_name="priority_class__name")
+    tenant = NameFilter(field_name="tenant__name", names=Tenant)
+    priority_class = NameFilter(field_name="priority_class__name", names=PriorityClass)
     covers = filters.DateFilter(method="filter_covers", label="A day inside the period")
 
     class Meta:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
-from datetime import date
+from datetime import date, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -603,6 +603,10 @@ class PriorityBudget(models.Model):
     def __str__(self) -> str:
         return f"{self.tenant}/{self.priority_class} {self.period_start}..{self.period_end}"
 
+    def period_text(self) -> str:
+        """Its period as the pages and the CLI show it (``period_words``)."""
+        return period_words(self.period_start, self.period_end)
+
     def clean(self) -> None:
         """The class is budgeted, the grant fits the ledger, the period is ordered and overlaps
         no other of the same class."""
@@ -681,6 +685,16 @@ class BudgetLedgerEntry(models.Model):
         return f"{self.budget} {self.kind} {fmt(self.gpu_hours)}"
 
 
+def period_words(start: date | None, end: date | None) -> str:
+    """A budget's period, stored with ``end`` the first day after it, as the pages, the CLI
+    and the mails show it: its first and last days, the last included, as the Cost page's
+    "End (included)" reads (``2026-12-01 to 2026-12-31 (included)``), so that nobody reads
+    the stored end as the period's last day. A missing day is shown as missing."""
+    if start is None or end is None:
+        return f"{start or '?'} to {end or '?'} (the first day after it)"
+    return f"{start:%Y-%m-%d} to {end - timedelta(days=1):%Y-%m-%d} (included)"
+
+
 QUEUE_QUOTA_KEYS = ("guarantee", "deserved", "capability")
 BUDGET_KEYS = ("gpu_hours",)
 # The largest amount and the decimal places a request may ask for, by payload key: what the
@@ -714,6 +728,32 @@ def _payload_amount(payload: Mapping[str, Any], key: str) -> Decimal:
     if amount != amount.quantize(Decimal(1).scaleb(-places)):
         raise ValueError(f"{key} has at most {places} decimal places, not {value!r}")
     return amount
+
+
+def payload_text(value: Any) -> Any:
+    """A requested amount as a request's payload stores it and the requests API writes it: a
+    decimal string, as the API writes every GPU amount (``"36"``, ``"12.5"``: no exponent, no
+    trailing zeros, so the amount reads as it was asked), whether it came as a JSON number
+    (``36``) or a string (``"36.0"``). A value that is no number stays as it is (the request's
+    ``clean`` says why)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str | Decimal):
+        return value
+    try:
+        amount = Decimal(str(value))
+    except InvalidOperation:
+        return value
+    if not amount.is_finite():
+        return value
+    return format(amount.normalize(), "f")
+
+
+def payload_texts(payload: Any) -> Any:
+    """``payload`` with each amount as ``payload_text`` writes it: how a request is saved
+    (``QuotaRequest.clean``) and shown (the requests API), so a request stored before that
+    (with numbers) reads as one filed now. Anything but a mapping stays as it is."""
+    if not isinstance(payload, Mapping):
+        return payload
+    return {key: payload_text(value) for key, value in payload.items()}
 
 
 class QuotaRequest(models.Model):
@@ -825,8 +865,8 @@ class QuotaRequest(models.Model):
         """What the request asks, in a line, its amounts in the pages' format
         (``number_formats``: GPUs to the milli-GPU, GPU-hours to the hundredth): ``queue nlp
         h100: guarantee 8, deserved 16, capability 32.5`` or ``budget of nlp at high,
-        2026-12-01 to 2027-01-01: 1,212.5 GPU-hours more``; an amount that is no number as
-        the payload holds it."""
+        2026-12-01 to 2026-12-31 (included): 1,212.5 GPU-hours more`` (the period's last
+        day, ``period_words``); an amount that is no number as the payload holds it."""
         amounts = self.payload if isinstance(self.payload, dict) else {}
 
         def amount(key: str, places: int) -> str:
@@ -839,9 +879,13 @@ class QuotaRequest(models.Model):
             levels = ", ".join(f"{key} {amount(key, GPU_PLACES)}" for key in QUEUE_QUOTA_KEYS)
             return f"queue {self.queue} {self.flavor}: {levels}"
         return (
-            f"budget of {self.tenant} at {self.priority_class}, {self.period_start} to "
-            f"{self.period_end}: {amount('gpu_hours', GPU_HOURS_PLACES)} GPU-hours more"
+            f"budget of {self.tenant} at {self.priority_class}, {self.period_text()}: "
+            f"{amount('gpu_hours', GPU_HOURS_PLACES)} GPU-hours more"
         )
+
+    def period_text(self) -> str:
+        """A budget request's period as the pages and the CLI show it (``period_words``)."""
+        return period_words(self.period_start, self.period_end)
 
     def latest_what_if(self) -> WhatIfRun | None:
         """The request's most recent what-if run, if one was started."""
@@ -873,7 +917,8 @@ class QuotaRequest(models.Model):
         well-formed amounts (a queue quota's in whole numbers on a flavor given whole,
         ``whole_gpu_errors``, checked while it is filed: a request filed before that rule can
         still be rejected or withdrawn, and its approval is refused by the quota's own
-        ``clean``); nobody decides their own request."""
+        ``clean``), stored as decimal strings (``payload_texts``); nobody decides their own
+        request."""
         errors: dict[str, str] = {}
         if (
             self.decided_by_id is not None
@@ -914,6 +959,8 @@ class QuotaRequest(models.Model):
             except ValidationError as error:
                 errors["payload"] = " ".join(error.message_dict["payload"])
             else:
+                # One form whoever filed it (a JSON number or a string): decimal strings.
+                self.payload = payload_texts(self.payload)
                 whole = (
                     whole_gpu_errors(self.flavor, amounts)
                     if self.kind == QuotaRequestKind.QUEUE_QUOTA

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
+from django.contrib.auth import get_user_model
 from django.db.models import Count, IntegerField, OuterRef, Prefetch, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
 
@@ -31,6 +32,7 @@ from gpupool.quotas.models import (
 )
 from gpupool.scheduler.shares import QueueShare
 from gpupool.scheduler.types import MILLI
+from gpupool.tenancy.choices import SiteRoleName
 from gpupool.workloads.choices import PLACED_STATES, WorkloadState
 from gpupool.workloads.models import Workload
 
@@ -237,6 +239,18 @@ def visible_quota_requests(
     if access.reads_every_request:
         return shown
     return shown.filter(tenant__in=access.lead_tenant_ids)
+
+
+def other_deciders(user_id: int | None) -> list[str]:
+    """The usernames of the admins (superusers and holders of the site ``admin`` role) who
+    could decide a request ``user_id`` filed: every active admin but them, since nobody
+    approves their own request (DESIGN 2). Empty where they are the only admin."""
+    admins = get_user_model().objects.filter(
+        Q(is_superuser=True) | Q(site_roles__role=SiteRoleName.ADMIN), is_active=True
+    )
+    if user_id is not None:
+        admins = admins.exclude(pk=user_id)
+    return sorted(set(admins.values_list("username", flat=True)))
 
 
 def queues_led_by(access: Access) -> QuerySet[Queue]:

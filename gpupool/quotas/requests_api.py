@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import QuerySet
 from django_filters import rest_framework as filters
@@ -24,7 +25,8 @@ from rest_framework.response import Response
 from rest_framework.routers import BaseRouter
 
 from gpupool.api.access import ADMIN, LEAD, REQUEST_READERS, request_access
-from gpupool.api.fields import NameRelatedField
+from gpupool.api.fields import NamedChoiceField, NameRelatedField
+from gpupool.api.filters import NameFilter
 from gpupool.api.permissions import ADMINS, ActionRoles, TenantScoped
 from gpupool.api.strict import StrictInput, refuse_a_body
 from gpupool.inventory.models import Flavor
@@ -41,7 +43,13 @@ from gpupool.quotas.actions import (
 )
 from gpupool.quotas.choices import QuotaRequestKind, QuotaRequestState
 from gpupool.quotas.impact import request_impact
-from gpupool.quotas.models import PriorityClass, Queue, QuotaRequest, WhatIfRun
+from gpupool.quotas.models import (
+    PriorityClass,
+    Queue,
+    QuotaRequest,
+    WhatIfRun,
+    payload_texts,
+)
 from gpupool.quotas.queries import queues_led_by, quota_request_rows, visible_quota_requests
 from gpupool.tenancy.models import Tenant
 
@@ -67,6 +75,14 @@ class LedQueues(NameRelatedField):
         return super().fail(key, **kwargs)
 
 
+class PayloadField(serializers.DictField):
+    """A request's amounts, written as decimal strings however the request was stored
+    (``quotas.models.payload_texts``: one filed before that holds JSON numbers)."""
+
+    def to_representation(self, value: Any) -> Any:
+        return payload_texts(super().to_representation(value))
+
+
 class QuotaRequestSerializer(StrictInput, serializers.ModelSerializer[QuotaRequest]):
     """A request to change a queue's quota of a flavor (``payload``: the new ``guarantee``,
     ``deserved`` and ``capability`` in GPUs) or to add GPU-hours to a tenant's priority budget
@@ -85,9 +101,11 @@ class QuotaRequestSerializer(StrictInput, serializers.ModelSerializer[QuotaReque
     priority_class = NameRelatedField(
         slug_field="name", queryset=PriorityClass.objects.all(), required=False, allow_null=True
     )
-    payload = serializers.DictField(
+    payload = PayloadField(
         help_text='queue-quota: {"guarantee", "deserved", "capability"} (the new levels, in '
-        'GPUs); budget: {"gpu_hours"} (added to the period\'s grant).'
+        'GPUs); budget: {"gpu_hours"} (added to the period\'s grant). Amounts are decimal '
+        'strings, as every GPU amount of the API ("36", "12.5"); a JSON number is taken and '
+        "stored as one."
     )
     requested_by: serializers.SlugRelatedField[Any] = NameRelatedField(
         slug_field="username", read_only=True
@@ -264,7 +282,7 @@ class ImpactSerializer(serializers.Serializer[Any]):
     moves."""
 
     request = serializers.IntegerField()
-    kind = serializers.ChoiceField(choices=QuotaRequestKind.choices)
+    kind = NamedChoiceField(choices=QuotaRequestKind.choices)
     fits = serializers.BooleanField()
     problems = serializers.ListField(child=serializers.CharField())
     current = serializers.DictField(child=serializers.CharField(), allow_null=True)
@@ -277,13 +295,18 @@ class ImpactSerializer(serializers.Serializer[Any]):
 
 
 class QuotaRequestFilter(filters.FilterSet):  # type: ignore[misc]
-    """Filter requests by state, kind, tenant, queue, flavor, class and requester."""
+    """Filter requests by state, kind, tenant, queue, flavor, class and requester. A name
+    that names nothing is a 400 naming its filter ("No tenant named nosuch."), as the same
+    name is in a request's body, not an empty list that reads as "no requests"
+    (``NameFilter``)."""
 
-    tenant = filters.CharFilter(field_name="tenant__name")
-    queue = filters.CharFilter(field_name="queue__name")
-    flavor = filters.CharFilter(field_name="flavor__name")
-    priority_class = filters.CharFilter(field_name="priority_class__name")
-    requested_by = filters.CharFilter(field_name="requested_by__username")
+    tenant = NameFilter(field_name="tenant__name", names=Tenant)
+    queue = NameFilter(field_name="queue__name", names=Queue)
+    flavor = NameFilter(field_name="flavor__name", names=Flavor)
+    priority_class = NameFilter(field_name="priority_class__name", names=PriorityClass)
+    requested_by = NameFilter(
+        field_name="requested_by__username", names=settings.AUTH_USER_MODEL, name_field="username"
+    )
     state = filters.MultipleChoiceFilter(choices=QuotaRequestState.choices)
 
     class Meta:

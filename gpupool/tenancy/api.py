@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db.models import Prefetch
 from django_filters import rest_framework as filters
@@ -14,7 +15,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.routers import BaseRouter
 
-from gpupool.api.fields import NameRelatedField
+from gpupool.api.fields import NamedChoiceField, NameRelatedField
+from gpupool.api.filters import NameFilter
 from gpupool.api.permissions import ADMINS, EVERYONE, TENANT_ROLES, ActionRoles, TenantScoped
 from gpupool.api.rows import PlannedRows
 from gpupool.api.strict import StrictInput
@@ -103,7 +105,7 @@ class MembershipSerializer(StrictInput, PlannedRows, serializers.ModelSerializer
 
     user = NameRelatedField(slug_field="username", queryset=get_user_model().objects.all())
     tenant = NameRelatedField(slug_field="name", queryset=Tenant.objects.all())
-    role = serializers.ChoiceField(choices=MembershipRole.choices)
+    role = NamedChoiceField(choices=MembershipRole.choices)
 
     class Meta:
         model = Membership
@@ -149,10 +151,13 @@ class MembershipSerializer(StrictInput, PlannedRows, serializers.ModelSerializer
 
 
 class MembershipFilter(filters.FilterSet):  # type: ignore[misc]
-    """Filter memberships by tenant name, username and role."""
+    """Filter memberships by tenant name, username and role (a tenant or user that names
+    nothing is a 400 naming it: ``NameFilter``)."""
 
-    tenant = filters.CharFilter(field_name="tenant__name")
-    user = filters.CharFilter(field_name="user__username")
+    tenant = NameFilter(field_name="tenant__name", names=Tenant)
+    user = NameFilter(
+        field_name="user__username", names=settings.AUTH_USER_MODEL, name_field="username"
+    )
 
     class Meta:
         model = Membership

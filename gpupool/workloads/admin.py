@@ -10,6 +10,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from gpupool.audit.admin import ModelAdmin, TabularInline, error_text
+from gpupool.number_formats import counted
 from gpupool.workloads.actions import do_transition_workload
 from gpupool.workloads.choices import WorkloadState
 from gpupool.workloads.models import Placement, PodSet, Workload, WorkloadTransition
@@ -95,4 +96,4 @@ class WorkloadAdmin(ModelAdmin):
                 self.message_user(request, f"{workload}: {error_text(error)}", messages.ERROR)
             else:
                 cancelled += 1
-        self.message_user(request, f"{cancelled} workloads cancelled")
+        self.message_user(request, f"{counted(cancelled, 'workload')} cancelled")

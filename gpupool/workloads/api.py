@@ -19,6 +19,8 @@ import uuid
 from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import F, Manager, QuerySet
 from django_filters import rest_framework as filters
 from drf_spectacular.utils import extend_schema, extend_schema_field
@@ -30,8 +32,8 @@ from rest_framework.routers import BaseRouter
 
 from gpupool.accounting.models import PreemptionEvent
 from gpupool.api.access import request_access
-from gpupool.api.fields import NameRelatedField, StrictCharField
-from gpupool.api.filters import StrictFilterBackend, StrictOrderingFilter
+from gpupool.api.fields import NamedChoiceField, NameRelatedField, StrictCharField
+from gpupool.api.filters import NameFilter, StrictFilterBackend, StrictOrderingFilter
 from gpupool.api.permissions import TENANT_ROLES, ActionRoles, TenantScoped
 from gpupool.api.rows import PlannedRows
 from gpupool.api.strict import StrictInput
@@ -209,7 +211,7 @@ class WorkloadInputSerializer(StrictInput, serializers.Serializer[Any]):
         allow_null=True,
         help_text="Pods that must run together (default: all).",
     )
-    topology = serializers.ChoiceField(
+    topology = NamedChoiceField(
         choices=Topology.choices,
         default="",
         help_text="'domain': all pods in one NVLink domain; 'preferred': one if possible.",
@@ -540,7 +542,7 @@ class WorkloadSerializer(PlannedRows, serializers.ModelSerializer[Workload]):
         slug_field="username", read_only=True, allow_null=True
     )
     gpus = serializers.SerializerMethodField()
-    pending_reason = serializers.ChoiceField(
+    pending_reason = NamedChoiceField(
         choices=PENDING_REASON_CHOICES,
         allow_blank=True,
         read_only=True,
@@ -686,10 +688,40 @@ class WorkloadDetailSerializer(WorkloadSerializer):
         return f"{lost_gpu_hours(workload.preempted_by.all()):.4f}"
 
 
+class SubmittedWorkloadSerializer(WorkloadDetailSerializer):
+    """A workload just submitted (the submit's 201): its story, and a warning when it could
+    never run as the queues and the pool are set up."""
+
+    warning = serializers.SerializerMethodField(
+        help_text="Why it could never run as asked, in the dry-run's words (its never_fits): "
+        "it is submitted all the same and waits, set aside, until a quota or the pool changes "
+        "so that it could fit; empty when it could (or when no scheduling cycle has looked at "
+        "the pool yet)."
+    )
+
+    class Meta(WorkloadDetailSerializer.Meta):
+        fields = (*WorkloadDetailSerializer.Meta.fields, "warning")
+        read_only_fields = fields
+
+    def get_warning(self, workload: Workload) -> str:
+        """The dry-run's ``never_fits`` of the submission (``never_fits_warning``)."""
+        return str(self.context.get("never_fits", ""))
+
+
+def never_fits_warning(submission: Submission, *, submitter: Any) -> str:
+    """Why ``submission`` could never run as asked, by the dry-run's own check
+    (``dry_run_submission``'s ``never_fits``, nothing written), or "": also when the pool
+    cannot be planned yet, or the dry-run refuses it (the submission itself then says why)."""
+    try:
+        return dry_run_submission(submission, submitter=submitter).never_fits
+    except (SnapshotError, DjangoValidationError):
+        return ""
+
+
 class DryRunLayerSerializer(serializers.Serializer[Any]):
     """One layer of a dry-run."""
 
-    layer = serializers.ChoiceField(choices=["quota", "capacity", "placement"])
+    layer = NamedChoiceField(choices=["quota", "capacity", "placement"])
     passes = serializers.BooleanField()
     detail = serializers.CharField()
     facts = serializers.DictField()
@@ -716,13 +748,16 @@ class DryRunSerializer(serializers.Serializer[Any]):
 
 
 class WorkloadFilter(filters.FilterSet):  # type: ignore[misc]
-    """Filter workloads by state, queue, tenant, namespace, submitter and pending reason."""
+    """Filter workloads by state, queue, tenant, namespace, submitter and pending reason (a
+    queue, tenant or submitter that names nothing is a 400 naming it: ``NameFilter``)."""
 
     state = filters.MultipleChoiceFilter(choices=WorkloadState.choices)
-    queue = filters.CharFilter(field_name="queue__name")
-    tenant = filters.CharFilter(field_name="queue__tenant__name")
+    queue = NameFilter(field_name="queue__name", names=Queue)
+    tenant = NameFilter(field_name="queue__tenant__name", names=Tenant)
     namespace = filters.CharFilter()
-    submitter = filters.CharFilter(field_name="submitter__username")
+    submitter = NameFilter(
+        field_name="submitter__username", names=settings.AUTH_USER_MODEL, name_field="username"
+    )
     reason = filters.ChoiceFilter(field_name="explanation__reason", choices=PENDING_REASON_CHOICES)
 
     class Meta:
@@ -790,14 +825,19 @@ class WorkloadViewSet(
             return DryRunInputSerializer
         return WorkloadSerializer
 
-    @extend_schema(request=WorkloadInputSerializer, responses={201: WorkloadDetailSerializer})
+    @extend_schema(request=WorkloadInputSerializer, responses={201: SubmittedWorkloadSerializer})
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        """Submit a workload to a leaf queue of your tenant."""
+        """Submit a workload to a leaf queue of your tenant. Work that could never run as the
+        queues and the pool are set up is submitted all the same (it waits, set aside, until
+        they change) and the answer's ``warning`` says why, as a dry-run would."""
         form = WorkloadInputSerializer(data=request.data)
         form.is_valid(raise_exception=True)
-        workload = form.submission().submit(submitter=request.user)
+        submission = form.submission()
+        warning = never_fits_warning(submission, submitter=request.user)
+        workload = submission.submit(submitter=request.user)
         story = workload_story().get(pk=workload.pk)
-        body = WorkloadDetailSerializer(story, context=self.get_serializer_context()).data
+        context = self.get_serializer_context() | {"never_fits": warning}
+        body = SubmittedWorkloadSerializer(story, context=context).data
         return Response(body, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=DryRunInputSerializer, responses={200: DryRunSerializer})

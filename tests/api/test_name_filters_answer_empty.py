@@ -1,6 +1,8 @@
-"""A filter that names a thing answers an empty list for a name that matches nothing, on every
-list alike (docs/api.md, "Errors"): ``nodes/?flavor=nope`` as ``workloads/?queue=nope``. A
-filter over a fixed vocabulary (``nodes/?state=``) is the one that answers 400 naming it."""
+"""A filter that names a thing of the pool answers a 400 naming the filter for a name that
+matches nothing, on every list alike (docs/api.md, "Errors"): ``nodes/?flavor=nope`` as
+``workloads/?queue=nope`` (an empty list would read as "nothing there";
+``test_list_filters_name_known_things.py`` has every such filter). A filter over a fixed
+vocabulary (``nodes/?state=``) answers 400 naming it too, listing the words it takes."""
 
 from __future__ import annotations
 
@@ -28,12 +30,13 @@ def resources(world: Any) -> dict[str, Any]:
         "/api/v1/usage/?flavor=nope",
     ],
 )
-def test_a_name_that_matches_nothing_is_an_empty_list(
+def test_a_name_that_matches_nothing_is_a_400_naming_the_filter(
     api_as: Any, resources: dict, url: str
 ) -> None:
     answer = api_as("admin").get(url)
-    assert answer.status_code == 200
-    assert answer.json()["results"] == []
+    assert answer.status_code == 400
+    [(field, [said])] = answer.json()["error"]["fields"].items()
+    assert url.endswith(f"?{field}=nope") and said.endswith(" named nope.")
 
 
 def test_the_same_filter_with_a_name_that_exists_filters(api_as: Any, resources: dict) -> None:

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from domain_builders import node
+from domain_builders import flavor, node
 
 from gpupool.inventory.models import Flavor, Node
 
@@ -51,6 +51,7 @@ def test_the_nodes_list_filters_by_the_state_it_shows(api_as: Any, nodes: None, 
 def test_several_states_and_other_filters_combine(api_as: Any, nodes: None) -> None:
     assert names(api_as, "state=draining&state=drained") == ["n-drained", "n-draining"]
     assert names(api_as, "state=ready&flavor=h100") == ["n-ready"]
+    flavor("a100")  # a flavor no node has (one that is no flavor is a 400)
     assert names(api_as, "state=ready&flavor=a100") == []
     assert len(names(api_as, "")) == 6
 

@@ -168,7 +168,7 @@ def test_pending_workloads_are_cancelled_from_the_list_through_the_state_machine
     response = admin_client.post(
         url, {"action": "cancel_pending", "_selected_action": [workload.pk]}, follow=True
     )
-    assert "1 workloads cancelled" in response.content.decode()
+    assert "1 workload cancelled" in response.content.decode()
     workload.refresh_from_db()
     assert workload.state == "cancelled"
     transition = workload.transitions.order_by("id").last()

@@ -120,7 +120,7 @@ def test_a_lead_files_a_quota_request_and_an_admin_approves_it(as_user: Any) -> 
     assert status == 0, err
     header, row = out.splitlines()
     assert header.split() == ["REQUEST", "KIND", "STATE", "TENANT", "BY", "SUBMITTED", "WHAT"]
-    assert row.startswith(f"#{filed.pk}") and "quota  submitted  nlp" in row
+    assert row.startswith(f"#{filed.pk}") and "queue-quota  submitted  nlp" in row
     assert "lena" in row and "guarantee 2, deserved 8, capability 24" in row
 
     status, out, err = as_user("ada", "approve", f"#{filed.pk}", "--reason", "fits the pool")
@@ -163,7 +163,7 @@ def test_finance_lists_every_team_s_requests_and_cannot_decide_one(as_user: Any)
     rows = out.splitlines()[1:]
     assert sorted(row.split()[1:4] for row in rows) == [
         ["budget", "submitted", "vision"],
-        ["quota", "submitted", "nlp"],
+        ["queue-quota", "submitted", "nlp"],
     ]
     status, out, _ = as_user("fin", "--json", "requests", "--kind", "budget")
     assert [(r["kind"], r["tenant"]) for r in json.loads(out)] == [("budget", "vision")]

@@ -1,5 +1,5 @@
-"""The client's words match what happened: ``requests --kind`` takes the word ``request``
-files with (``quota``, the API's ``queue-quota``) and lists kinds in it; a dry-run that could
+"""The client's words match what happened: ``requests --kind`` takes the API's word for a kind
+(``queue-quota``, also what ``request quota`` files) and lists kinds in it; a dry-run that could
 never run says so once; ``nodes end-drain`` says whether a drain was ended (and whether the
 node is back in service) or there was none to end."""
 
@@ -62,14 +62,14 @@ def run(token: str, monkeypatch: pytest.MonkeyPatch, *argv: str) -> tuple[int, s
     return status, out.getvalue(), err.getvalue()
 
 
-@pytest.mark.parametrize("word", ["quota", "queue-quota"])
+@pytest.mark.parametrize("word", ["queue-quota"])
 def test_requests_kind_takes_the_clients_word_and_lists_kinds_in_it(
     pool: dict[str, Any], monkeypatch: pytest.MonkeyPatch, word: str
 ) -> None:
     status, out, err = run(pool["lena"], monkeypatch, "requests", "--kind", word)
     assert status == 0, err
     _, row = out.splitlines()
-    assert row.split()[1:4] == ["quota", "submitted", "nlp"]
+    assert row.split()[1:4] == ["queue-quota", "submitted", "nlp"]
     status, out, err = run(pool["lena"], monkeypatch, "requests", "--kind", "budget")
     assert (status, out) == (0, "No requests.\n")
     status, out, err = run(pool["lena"], monkeypatch, "--json", "requests", "--kind", word)

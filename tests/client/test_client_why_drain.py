@@ -115,7 +115,7 @@ def test_why_says_which_node_was_drained_by_whom_and_why(pool: Pool) -> None:
     words = evicted_for_drain(workload)
     assert words == "for the drain of node n1, drained by ada: swap PSU"
     out = why("train")
-    assert under(out, " admin; 8 GPUs freed").strip() == words, out
+    assert under(out, " admin on n1; 8 GPUs freed").strip() == words, out
     # A preemption no drain explains says none; another team's preemptor stays unnamed.
     assert not under(out, " reclaim by a workload of queue vision").startswith("    "), out
     assert out.count("for the drain of") == 1 and "rack move" not in out
@@ -129,7 +129,7 @@ def test_why_names_each_drained_node_and_a_missing_reason_as_the_page_does(pool:
     words = evicted_for_drain(workload)
     assert "node n2, drained by ada (no reason given)" in words  # the page's own words
     out = why("wide")
-    assert under(out, " admin; 8 GPUs freed").strip() == words, out
+    assert under(out, " admin on n1, n2; 8 GPUs freed").strip() == words, out
 
 
 def test_why_says_an_eviction_a_disruption_budget_refused_while_it_is_current(

@@ -408,3 +408,20 @@ def test_a_refused_eviction_of_a_shrunk_gang_keeps_the_event_of_its_lost_members
     assert refused.state == "running" and refused.eviction_refusal  # the budget said no
     reasons = PreemptionEvent.objects.filter(victim=refused).values_list("reason", flat=True)
     assert list(reasons) == ["node-failure"]
+
+
+def test_a_gang_left_with_one_pod_says_one_pod() -> None:
+    """The ``GangShrunk`` Event counts the pods left in words: "1 pod", not "1 pods"."""
+    workers = PodSetInfo(count=2, gpus=8, flavors=("h100",))
+    info = WorkloadInfo(
+        "team-a/mixed", "team-a", "normal", (workers,), START, state="running", min_member=1,
+        started_at=START, placement=(PodPlacement("n-1", tuple(range(8))),
+                                     PodPlacement("n-2", tuple(range(8)))),
+    )  # fmt: skip
+    decision, _ = decide_loss(
+        WorkloadRow(7, info, (11,), state="running", origin="bare"),
+        [member("worker-0", "n-1")],
+        member("worker-1", "n-2"),
+    )
+    (event,) = decision.events
+    assert "it goes on with 1 pod, at or above its minimum of 1" in event.message

@@ -26,7 +26,7 @@ from gpupool.quotas.actions import (
     do_grant_budget,
     quota_request_problems,
 )
-from gpupool.quotas.models import MAX_GRANT_GPU_HOURS, PriorityBudget, QuotaRequest
+from gpupool.quotas.models import MAX_GRANT_GPU_HOURS, PriorityBudget, QuotaRequest, period_words
 
 
 class DescribedBy(HTMLParser):
@@ -258,7 +258,7 @@ def test_a_requests_summary_writes_its_amounts_in_the_pages_format(pool: Any) ->
     budget = budget_request(pool, granted=20, asked="1234.567")
     start, end = this_month()
     assert budget.summary() == (
-        f"budget of nlp at high, {start:%Y-%m-%d} to {end:%Y-%m-%d}: 1,234.57 GPU-hours more"
+        f"budget of nlp at high, {period_words(start, end)}: 1,234.57 GPU-hours more"
     )
     assert gpu_hours("1234.567") == "1,234.57 GPU-h"  # the pages' number, the same
     quota = do_create_quota_request(
@@ -293,7 +293,7 @@ def test_the_message_and_the_admins_mail_of_a_filed_budget_request_round_its_gpu
     # when a lead files 12.500 GPU-hours from the page
     response = page_as("lena").post("/requests/", budget_ask(pool, gpu_hours="12.500"), follow=True)
     # then the page's message and the admins' mail say 12.5, as the pages write GPU-hours
-    assert f"{this_month()[1]:%Y-%m-%d}: 12.5 GPU-hours more" in text(response)
+    assert f"{period_words(*this_month())}: 12.5 GPU-hours more" in text(response)
     assert "12.500" not in text(response)
     bodies = [message.body for message in mail.outbox]
     assert any("12.5 GPU-hours more" in body for body in bodies)

@@ -190,7 +190,7 @@ def test_the_draft_s_author_changes_it_with_the_same_form_prefilled(
     request = draft(pool)
     client = page_as("lena")
     form = client.get(f"/requests/{request.pk}/edit/").context["form"]
-    assert form["deserved"].value() == 10 and form["queue"].value() == pool.nlp_queue.pk
+    assert form["deserved"].value() == "10" and form["queue"].value() == pool.nlp_queue.pk
     response = client.post(
         f"/requests/{request.pk}/edit/", ask(pool, deserved="12", save="1"), follow=True
     )
@@ -237,7 +237,7 @@ def test_a_submitted_request_is_not_changed(pool: Any, page_as: Any) -> None:
     assert client.get(f"/requests/{request.pk}/edit/").status_code == 302
     client.post(f"/requests/{request.pk}/edit/", ask(pool, deserved="12"))
     request.refresh_from_db()
-    assert request.state == "submitted" and request.payload["deserved"] == 10
+    assert request.state == "submitted" and request.payload["deserved"] == "10"
 
 
 def test_nobody_else_edits_or_withdraws_a_draft(pool: Any, page_as: Any) -> None:

@@ -56,7 +56,7 @@ def test_a_lead_sees_granted_spent_reserved_and_remaining(pool: Any, page_as: An
     assert budget_row(page, "nlp/high") == [
         "nlp",
         "high",
-        f"{start:%Y-%m-%d} to {end:%Y-%m-%d}",
+        f"{start:%Y-%m-%d} to {end - timedelta(days=1):%Y-%m-%d} (included)",
         "1,234.5 GPU-h",
         "100.25 GPU-h",
         "34 GPU-h",

@@ -150,7 +150,7 @@ def test_a_budgets_period_is_written_in_the_pages_date_format(pool: Any, page_as
         submit=True,
     )
     page = text(page_as("ada").get(f"/approvals/{request.pk}/"))
-    assert f"{start:%Y-%m-%d} to {end:%Y-%m-%d}" in page
+    assert f"{start:%Y-%m-%d} to {end - timedelta(days=1):%Y-%m-%d} (included)" in page
     assert dateformat.format(start, "N j, Y") not in page  # Django's own date format
 
 
