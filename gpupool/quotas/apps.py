@@ -9,3 +9,11 @@ class QuotasConfig(AppConfig):
     name = "gpupool.quotas"
     label = "quotas"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        """Register the queue quotas' system check (a database check: ``migrate`` runs it)."""
+        from django.core import checks
+
+        from gpupool.quotas.checks import check_whole_gpu_quotas
+
+        checks.register(check_whole_gpu_quotas, checks.Tags.database)
