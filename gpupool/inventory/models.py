@@ -112,8 +112,36 @@ class Flavor(models.Model):
                     )
         elif self.mig_profile:
             errors["mig_profile"] = "only MIG flavors have a MIG profile"
+        fractional = self.fractional_quotas() if self.sharing != Sharing.SHARED else []
+        if fractional and "sharing" not in errors:
+            errors["sharing"] = (
+                f"a {self.sharing} flavor's quotas are whole numbers, and these of its queue "
+                f"quotas hold a fraction of a GPU: {', '.join(fractional)}; set them to whole "
+                "numbers first"
+            )
         if errors:
             raise ValidationError(errors)
+
+    def fractional_quotas(self) -> list[str]:
+        """The queues whose quota of this flavor, as stored, holds a fraction of a GPU that the
+        flavor's sharing (as set on this object) does not take (``whole_gpu_errors``): a shared
+        flavor made exclusive or MIG under them would leave quotas no pod can use."""
+        if self.pk is None:
+            return []
+        from gpupool.quotas.validators import whole_gpu_errors  # quotas build on inventory
+
+        return [
+            quota.queue.name
+            for quota in self.quotas.select_related("queue").order_by("queue__name")
+            if whole_gpu_errors(
+                self,
+                {
+                    "guarantee": quota.guarantee,
+                    "deserved": quota.deserved,
+                    "capability": quota.capability,
+                },
+            )
+        ]
 
 
 class FlavorPriceChange(models.Model):
