@@ -13,30 +13,19 @@ from django.core import checks
 from django.core.checks import CheckMessage
 from django.db import DatabaseError
 
-from gpupool.quotas.models import QueueQuota
-from gpupool.quotas.validators import whole_gpu_errors
+from gpupool.inventory.choices import Sharing
+from gpupool.inventory.models import Flavor
 
 # How many of the quotas a warning lists before it says how many more.
 SHOWN = 10
 
 
 def fractional_whole_gpu_quotas(using: str = "default") -> list[str]:
-    """Each stored quota that breaks ``whole_gpu_errors``, as "queue/flavor", sorted."""
-    found = []
-    rows = (
-        QueueQuota.objects.using(using)
-        .select_related("queue", "flavor")
-        .order_by("queue__name", "flavor__name")
-    )
-    for quota in rows:
-        levels = {
-            "guarantee": quota.guarantee,
-            "deserved": quota.deserved,
-            "capability": quota.capability,
-        }
-        if whole_gpu_errors(quota.flavor, levels):
-            found.append(f"{quota.queue.name}/{quota.flavor.name}")
-    return found
+    """Each stored quota that breaks ``whole_gpu_errors``, as "queue/flavor", sorted (the
+    flavor's own rule: ``Flavor.fractional_quotas``)."""
+    flavors = Flavor.objects.using(using).exclude(sharing=Sharing.SHARED).order_by("name")
+    found = [f"{queue}/{flavor.name}" for flavor in flavors for queue in flavor.fractional_quotas()]
+    return sorted(found)
 
 
 def check_whole_gpu_quotas(databases: Any = None, **kwargs: Any) -> list[CheckMessage]:
