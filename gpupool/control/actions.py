@@ -1806,6 +1806,23 @@ def do_record_apply_outcome(
 # -- a whole pool at once (benchmark B1-loop's setup) ----------------------------------------
 
 
+def _require_tenant_names(tenants: Mapping[str, Tenant]) -> None:
+    """Refuse, naming ``tenant``, the snapshot's tenants whose names break the tenant name
+    rule, which is the namespace rule (each owns the namespace of its name): bulk_create runs
+    no validator, so the loader runs the fields' own (``Tenant.name``,
+    ``TenantNamespace.name``)."""
+    fields = (Tenant._meta.get_field("name"), TenantNamespace._meta.get_field("name"))
+    problems: list[str] = []
+    for name in tenants:
+        try:
+            for field in fields:
+                field.run_validators(name)
+        except ValidationError as error:
+            problems.append(f"{name!r}: {' '.join(error.messages)}")
+    if problems:
+        raise ValidationError({"tenant": "; ".join(problems)})
+
+
 @transaction.atomic
 def do_load_pool(
     snapshot: Snapshot,
@@ -1859,6 +1876,7 @@ def do_load_pool(
         name: Tenant(name=name, organization="bench")
         for name in sorted({q.tenant for q in snapshot.queues if q.tenant})
     }
+    _require_tenant_names(tenants)
     Tenant.objects.bulk_create(tenants.values())
     TenantNamespace.objects.bulk_create(
         TenantNamespace(tenant=tenant, name=name) for name, tenant in tenants.items()

@@ -2340,6 +2340,7 @@ def request_detail(request: HttpRequest, access: Access, pk: int) -> HttpRespons
             )
         else:
             messages.success(request, f"Request #{submitted.pk} is submitted to the admins.")
+            warn_if_not_approvable(request, submitted)
         return redirect("dashboard:request", pk=quota_request.pk)
     context = {
         "request_obj": quota_request,

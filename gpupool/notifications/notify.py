@@ -81,12 +81,42 @@ def link(path: str) -> str:
 
 
 def site_admins() -> set[int]:
-    """The ids of every superuser and holder of the site admin role."""
+    """The ids of every active superuser and holder of the site admin role."""
     return set(
         get_user_model()
-        .objects.filter(Q(is_superuser=True) | Q(site_roles__role=SiteRoleName.ADMIN))
+        .objects.filter(
+            Q(is_superuser=True) | Q(site_roles__role=SiteRoleName.ADMIN), is_active=True
+        )
         .values_list("pk", flat=True)
     )
+
+
+def request_deciders(request: QuotaRequest) -> set[int]:
+    """The ids of the admins who can decide ``request``: every active admin but its requester,
+    since nobody decides their own request (as ``quotas.queries.other_deciders`` names them
+    on the Approvals page)."""
+    return site_admins() - {request.requested_by_id}
+
+
+def _nobody_decides(request: QuotaRequest) -> tuple[str, list[str]]:
+    """The mail that tells the requester nobody can decide their request: they are the only
+    admin (nobody decides their own request), or the pool has no admin at all."""
+    number = f"#{request.pk}"
+    if request.requested_by_id in site_admins():
+        why = (
+            "You are the only admin, and nobody decides their own request, so nobody can "
+            "decide it. Withdraw it on its page; an admin changes a quota or a budget "
+            "directly in the admin site, without a request."
+        )
+    else:
+        why = "The pool has no admin, so nobody can decide it until someone is made one."
+    lines = [
+        f"Request {number} of {request.tenant} ({request.summary()}) is submitted.",
+        why,
+        "",
+        f"The request: {link(reverse('dashboard:request', args=[request.pk]))}",
+    ]
+    return f"request {number} waits for a decision nobody can make", lines
 
 
 def request_parties(request: QuotaRequest) -> set[int]:
@@ -98,14 +128,15 @@ def request_parties(request: QuotaRequest) -> set[int]:
 
 
 def notify_quota_request(request: QuotaRequest, step: str, *, acting_user: Any) -> None:
-    """Tell the parties of ``request`` about ``step`` (``submitted``: the admins; ``approved``,
+    """Tell the parties of ``request`` about ``step`` (``submitted``: the admins who can decide
+    it, never its requester, or, where nobody can, the requester once; ``approved``,
     ``rejected``, ``applied``, ``approved-and-applied``: the requester and the tenant's leads),
     but not the person who took the step."""
     number = f"#{request.pk}"
     actor = getattr(acting_user, "pk", None)
     if step == "submitted":
         kind = NotificationKind.REQUEST_SUBMITTED
-        recipients = site_admins()
+        recipients = request_deciders(request)
         subject = f"request {number} from {request.tenant} waits for a decision"
         lines = [
             f"{request.requested_by} asks for {request.summary()}.",
@@ -114,6 +145,9 @@ def notify_quota_request(request: QuotaRequest, step: str, *, acting_user: Any) 
             "Its impact, and approve or reject it: "
             + link(reverse("dashboard:approval", args=[request.pk])),
         ]
+        if not recipients:  # submitted once: said once, to the one who submitted it
+            subject, lines = _nobody_decides(request)
+            actor, recipients = None, {request.requested_by_id}
     else:
         kind = (
             NotificationKind.REQUEST_APPLIED

@@ -177,7 +177,10 @@ class QueueFilter(filters.FilterSet):  # type: ignore[misc]
 
 
 class QuotaInputSerializer(StrictInput, serializers.Serializer[Any]):
-    """A queue's quota of one flavor: guarantee <= deserved <= capability (GPUs)."""
+    """A queue's quota of one flavor: guarantee <= deserved <= capability (GPUs). On a flavor
+    given whole (``exclusive``: whole GPUs; MIG: whole instances of its profile) every level
+    is a whole number ("4", not "4.5"); only ``shared`` flavors take fractions, to the
+    milli-GPU."""
 
     guarantee = gpus_field(min_value=Decimal(0))
     deserved = gpus_field(min_value=Decimal(0))
@@ -236,8 +239,10 @@ class QueueViewSet(viewsets.ModelViewSet[Queue]):
     @action(detail=True, methods=["put"], url_path=r"quotas/(?P<flavor>[a-z0-9][a-z0-9.\-]*)")
     def quota(self, request: Request, name: str, flavor: str) -> Response:
         """Set the queue's quota of a flavor; refused (400, naming the level) when it breaks a
-        tree rule: guarantee <= deserved <= capability, guarantees inside the parent's and the
-        pool's healthy capacity."""
+        rule: whole numbers on a flavor given whole (``exclusive``: whole GPUs; MIG: whole
+        instances; only ``shared`` flavors take fractions, to the milli-GPU), guarantee <=
+        deserved <= capability, guarantees inside the parent's and the pool's healthy
+        capacity (the refusal says what guarantee the queue can hold)."""
         queue = self.get_object()
         form = QuotaInputSerializer(data=request.data)
         form.is_valid(raise_exception=True)

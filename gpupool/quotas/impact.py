@@ -7,6 +7,8 @@
   budget periods), with the numbers they are checked against;
 - **whose deserved share moves, and by how much?** ``quotas.shares``: every queue's share of
   the flavor before and after, from the pool as the control loop's snapshot builder reads it;
+  none for a request that cannot be approved as it stands (``deserved_shares_error`` says
+  so, and why), whose "after" would be a tree approval refuses;
 - **what would recent history have looked like?** the latest what-if run kept with the
   request (``quotas.whatif``), if one was started.
 
@@ -173,6 +175,25 @@ def request_impact(request: QuotaRequest) -> RequestImpact:
     }
     changes: list[ShareChange] = []
     error = None
+    if problems:
+        # Approval would be refused, so no share moves: the shares of a tree whose guarantees
+        # do not fit (scaled down as the core scales them when GPUs fail) are not what
+        # approving it would give anyone.
+        error = (
+            f"request #{request.pk} cannot be approved as it stands, so no deserved share is "
+            f"shown: {'; '.join(problems)}"
+        )
+        return RequestImpact(
+            request_id=request.pk,
+            kind=request.kind,
+            fits=False,
+            problems=problems,
+            current=current,
+            requested=requested,
+            after=requested,
+            pool=pool,
+            shares_error=error,
+        )
     try:
         before = current_pool_shape()
         after = before.with_quota(

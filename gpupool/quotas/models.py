@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import date, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -328,7 +329,10 @@ class QueueQuota(models.Model):
                 self.flavor, quota_overrides={self.queue_id: Decimal(guarantee)}
             )
             if problems:
-                errors["guarantee"] = "; ".join(problems)
+                room = guarantee_room(self.flavor, self.queue_id)
+                errors["guarantee"] = "; ".join(problems) + room.words(
+                    self.queue.name, self.flavor.name
+                )
         if errors:
             raise ValidationError(errors)
 
@@ -460,6 +464,57 @@ def guarantee_problems(
                 f"more than its own guarantee of {fmt(changed[holder])}"
             )
     return problems
+
+
+@dataclass(frozen=True)
+class GuaranteeRoom:
+    """The guarantees of one flavor a queue can hold as the tree stands (``guarantee_room``):
+    at least ``least`` (what its child queues guarantee inside it), at most ``most`` (what
+    its nearest quota-holding ancestor, or the pool, has left beside the other guarantees
+    in it). ``most`` below ``least``: none fits."""
+
+    least: Decimal
+    most: Decimal
+
+    def words(self, queue: str, flavor: str) -> str:
+        """The room as the clause a guarantee's refusal ends with ("; as the tree stands,
+        nlp can hold a guarantee of at most 28 h100 GPUs")."""
+        if self.most < self.least:
+            return (
+                f"; as the tree stands, no guarantee of {queue} fits: its child queues "
+                f"guarantee {fmt(self.least)} {flavor} GPUs inside it, more than the "
+                f"{fmt(self.most)} it can hold"
+            )
+        if self.least > 0:
+            amount = f"between {fmt(self.least)} and {fmt(self.most)}"
+        else:
+            amount = f"of at most {fmt(self.most)}"
+        return f"; as the tree stands, {queue} can hold a guarantee {amount} {flavor} GPUs"
+
+
+def guarantee_room(flavor: Flavor, queue_id: int) -> GuaranteeRoom:
+    """The guarantees of ``flavor`` the queue ``queue_id`` can hold without breaking a tree
+    rule ``guarantee_problems`` checks, all else as it is: its guarantee counts against its
+    nearest ancestor holding quota of the flavor (none: the pool's healthy capacity) beside
+    the other guarantees there, and holds its children's. As there, a rule already broken
+    (a pool that lost GPUs) only bars what would worsen it, so the guarantee it holds now
+    is always in the room."""
+    parents, current, tree, changed = _guarantees(flavor, {queue_id: ZERO})
+    before = _totals_by_holder(parents, current)
+    after = _totals_by_holder(tree, changed)  # the queue holding 0: the others' part
+    holder = tree.get(queue_id)
+    seen = {queue_id}
+    while holder is not None and holder not in changed and holder not in seen:
+        seen.add(holder)
+        holder = tree.get(holder)
+    top = holder if holder in changed else None
+    capacity = healthy_capacity(flavor) if top is None else changed[top]
+    others = after.get(top, ZERO)
+    most = max(capacity, before.get(top, ZERO)) - others
+    inside = after.get(queue_id, ZERO)  # its children's guarantees, held by it
+    held = current.get(queue_id)
+    already_over = max(ZERO, before.get(queue_id, ZERO) - held) if held is not None else ZERO
+    return GuaranteeRoom(least=max(ZERO, inside - already_over), most=max(ZERO, most))
 
 
 # Why the default class cannot stop being the default on its own (nor be deleted).

@@ -289,8 +289,17 @@ class ImpactSerializer(serializers.Serializer[Any]):
     requested = serializers.DictField(child=serializers.CharField())
     after = serializers.DictField(child=serializers.CharField())
     pool = serializers.DictField(child=serializers.CharField())
-    deserved_shares = ShareChangeSerializer(many=True)
-    deserved_shares_error = serializers.CharField(allow_null=True)
+    deserved_shares = ShareChangeSerializer(
+        many=True,
+        help_text="Every queue whose deserved share of the flavor the change moves; empty "
+        "for a budget request, and for one that cannot be approved as it stands.",
+    )
+    deserved_shares_error = serializers.CharField(
+        allow_null=True,
+        help_text="Why no deserved share is given: the request cannot be approved as it "
+        "stands (its problems, naming the field and the guarantee the queue can hold), or "
+        "the pool cannot be read; null when the shares are given.",
+    )
     what_if = WhatIfRunSerializer(allow_null=True, help_text="The latest what-if run, if any.")
 
 

@@ -104,10 +104,9 @@ def do_save_tenant(
     return tenant
 
 
-@transaction.atomic
-def do_delete_tenant(tenant: Tenant, *, acting_user: Any, reason: str = "") -> None:
-    """Delete a tenant with no queues, budgets, requests or usage: its memberships are removed
-    (each audited) and its namespaces freed with it."""
+def tenant_in_use_refusal(tenant: Tenant) -> ValidationError | None:
+    """Why ``tenant`` cannot be deleted, keyed ``tenant``, or None: it still has queues,
+    budgets, quota requests or usage (history its delete would lose)."""
     related_rows: list[tuple[str, Any]] = [
         ("queues", tenant.queues),
         ("budgets", tenant.budgets),
@@ -116,7 +115,14 @@ def do_delete_tenant(tenant: Tenant, *, acting_user: Any, reason: str = "") -> N
     ]
     in_use = [what for what, related in related_rows if related.exists()]
     if in_use:
-        raise ValidationError({"tenant": f"{tenant} still has {', '.join(in_use)}"})
+        return ValidationError({"tenant": f"{tenant} still has {', '.join(in_use)}"})
+    return None
+
+
+def remove_tenant_memberships(tenant: Tenant, *, acting_user: Any) -> None:
+    """Take every membership of ``tenant`` away through the audited action, as the tenant is
+    deleted (``tenancy.remove_membership``, reason ``tenant <name> deleted``; the last-lead
+    rule does not hold a team that goes)."""
     for membership in list(tenant.memberships.select_related("user")):
         do_remove_membership(
             membership,
@@ -124,6 +130,16 @@ def do_delete_tenant(tenant: Tenant, *, acting_user: Any, reason: str = "") -> N
             reason=f"tenant {tenant} deleted",
             tenant_deleted=True,
         )
+
+
+@transaction.atomic
+def do_delete_tenant(tenant: Tenant, *, acting_user: Any, reason: str = "") -> None:
+    """Delete a tenant with no queues, budgets, requests or usage (``tenant_in_use_refusal``):
+    its memberships are removed (each audited) and its namespaces freed with it."""
+    refusal = tenant_in_use_refusal(tenant)
+    if refusal is not None:
+        raise refusal
+    remove_tenant_memberships(tenant, acting_user=acting_user)
     delete_audited(
         tenant,
         action="tenancy.delete_tenant",

@@ -12,7 +12,8 @@ class TenancyConfig(AppConfig):
 
     def ready(self) -> None:
         """Register the tenant names' system check (a database check: ``migrate`` runs it)
-        and the receiver that audits the memberships a user's delete takes away."""
+        and the receivers that audit the memberships a user's or a tenant's delete takes
+        away."""
         from django.core import checks
 
         from gpupool.tenancy import signals
