@@ -304,10 +304,12 @@ def allocation_area_figure(
     series: Mapping[str, Sequence[float]],
     colours: Mapping[str, str],
     zone: str | None = None,
+    unit: str = "GPUs",
 ) -> Figure:
     """GPUs allocated over time as a stacked area: one band per series (a tenant and flavor,
     say ``nlp · h100``), at ``times`` (``wall_times`` in ``zone``, which the axis names);
-    ``colours`` by series name."""
+    ``colours`` by series name. ``unit``: what the series count, plural (``MIG instances``
+    for MIG flavors, stacked in a figure of their own: never on top of GPUs)."""
     data = [
         {
             "type": "scatter",
@@ -318,7 +320,7 @@ def allocation_area_figure(
             "y": list(values),
             "name": name,
             "line": {"width": 0.5, "color": colours.get(name, UI["muted"])},
-            "hovertemplate": f"{name}: %{{y:{GPU_HOVER}}} GPUs<extra></extra>",
+            "hovertemplate": f"{name}: %{{y:{GPU_HOVER}}} {unit}<extra></extra>",
         }
         for name, values in series.items()
     ]
@@ -327,7 +329,7 @@ def allocation_area_figure(
         "layout": _page_layout(
             height=340,
             xaxis=time_axis(zone),
-            yaxis={"title": {"text": "GPUs allocated"}, "rangemode": "tozero"},
+            yaxis={"title": {"text": f"{unit} allocated"}, "rangemode": "tozero"},
             legend={"orientation": "h", "y": -0.3},
             hovermode="x unified",
         ),
@@ -393,11 +395,14 @@ def preemptions_over_time_figure(
 
 
 def fragmentation_trend_figure(
-    times: Sequence[str], lines: Mapping[str, Sequence[float]], zone: str | None = None
+    times: Sequence[str],
+    lines: Mapping[str, Sequence[float]],
+    zone: str | None = None,
+    unit: str = "GPUs",
 ) -> Figure:
     """Lines over time (``times``: ``wall_times`` in ``zone``, which the axis names) of a
-    flavor's fragmentation figures in GPUs, e.g. free, fragmented and the largest gang in one
-    NVLink domain."""
+    flavor's fragmentation figures in ``unit`` (plural: GPUs, a MIG flavor's MIG instances),
+    e.g. free, fragmented and the largest gang in one NVLink domain."""
     colours = series_colours(lines)
     return {
         "data": [
@@ -409,14 +414,14 @@ def fragmentation_trend_figure(
                 "y": list(values),
                 "name": name,
                 "line": {"color": colours[name]},
-                "hovertemplate": f"{name}: %{{y:{GPU_HOVER}}} GPUs<extra></extra>",
+                "hovertemplate": f"{name}: %{{y:{GPU_HOVER}}} {unit}<extra></extra>",
             }
             for name, values in lines.items()
         ],
         "layout": _page_layout(
             height=300,
             xaxis=time_axis(zone),
-            yaxis={"title": {"text": "GPUs"}, "rangemode": "tozero"},
+            yaxis={"title": {"text": unit}, "rangemode": "tozero"},
             legend={"orientation": "h", "y": -0.35},
             hovermode="x unified",
         ),
@@ -461,9 +466,11 @@ def gpu_heatmap_figure(
     texts: Sequence[Sequence[str]],
     colours: Mapping[str, str],
     dim: str = FREE_GPU,
+    cell: str = "GPU",
 ) -> Figure:
     """Every GPU of ``nodes`` (one row each, top to bottom; a column per GPU index), coloured
-    by its category (a tenant, free, broken...) in ``colours``; ``texts`` is each cell's hover.
+    by its category (a tenant, free, broken...) in ``colours``; ``texts`` is each cell's hover;
+    ``cell``: what a column is, the x axis's title (a MIG flavor's: ``MIG instance``).
     Rows shorter than the widest are padded with empty cells. The categories and colours go
     into ``layout.meta`` for the page's highlighting (``frontend/js/heatmap.js``), with ``dim``,
     the colour the other categories take when one is highlighted."""
@@ -500,7 +507,7 @@ def gpu_heatmap_figure(
             height=max(160, 60 + 16 * len(nodes)),
             margin={"l": 110, "r": 10, "t": 10, "b": 40},
             xaxis={
-                "title": {"text": "GPU"},
+                "title": {"text": cell},
                 "dtick": 1,
                 "fixedrange": True,
                 "showgrid": False,

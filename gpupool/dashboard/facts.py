@@ -20,8 +20,10 @@ from gpupool.dashboard.templatetags.dashboard import (
     gpus,
     local_time,
     number_or_dash,
+    with_unit,
 )
-from gpupool.number_formats import GPU_PLACES
+from gpupool.inventory.choices import Sharing
+from gpupool.number_formats import GPU_PLACES, Number
 
 
 class Kind(Enum):
@@ -107,6 +109,25 @@ FACTS: dict[str, Fact] = {
     "expected_runtime_s": Fact("expected runtime", Kind.SECONDS),
     "expected_runtime_learned": Fact("runtime learned from similar finished work", Kind.YES_NO),
 }
+
+# The unit a flavor's capacity, quotas and use count in, singular (the plural adds an "s"), as
+# ``gpupool nodes`` and the nodes API (``mig_instances``) say it: a MIG flavor's are the MIG
+# instances of its profile, cut from its cards, never added to another flavor's GPUs.
+GPU_UNIT = "GPU"
+MIG_UNIT = "MIG instance"
+UNITS = (GPU_UNIT, MIG_UNIT)  # the pages' order: whole and shared GPUs first
+
+
+def flavor_unit(sharing: str) -> str:
+    """The unit of a flavor of ``sharing``: MIG instances for a MIG flavor, else GPUs."""
+    return MIG_UNIT if sharing == Sharing.MIG else GPU_UNIT
+
+
+def in_unit(value: Number | None, unit: str) -> str:
+    """An amount and its unit as the pages write GPUs (``8 GPUs``, ``1 MIG instance``,
+    ``0.5 GPUs``; an en dash for no value)."""
+    return with_unit(value, unit, f"{unit}s", places=GPU_PLACES)
+
 
 # The other units of ``asked`` and ``free`` by the fact ``resource`` (GPUs otherwise:
 # ``gpu``, and ``quota``, the room left in a queue's quota).

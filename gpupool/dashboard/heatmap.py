@@ -27,7 +27,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from gpupool.dashboard.templatetags.dashboard import gpus
+from gpupool.dashboard.facts import GPU_UNIT, MIG_UNIT, in_unit
 from gpupool.number_formats import GPU_PLACES, plain_number
 from gpupool.scheduler.statement import initial_state
 from gpupool.scheduler.types import MILLI, Snapshot
@@ -85,6 +85,16 @@ class NodeRow:
             return 1
         return max(1, len(self.cells) // self.physical_gpus)
 
+    @property
+    def cards(self) -> int:
+        """Its physical GPUs (a MIG node's cards, not the instances cut from them)."""
+        return self.physical_gpus or len(self.cells)
+
+    @property
+    def unit(self) -> str:
+        """What a cell is: a MIG instance on a MIG node, else a GPU (``facts.flavor_unit``)."""
+        return MIG_UNIT if self.physical_gpus else GPU_UNIT
+
 
 @dataclass
 class DomainSummary:
@@ -104,6 +114,7 @@ class DomainSummary:
     free_gpus: float = 0.0  # free GPUs as the scheduler counts them: shared GPUs' rests too
     free_nodes: int = 0  # its nodes with any GPU free
     first_node: str = ""  # its first node by name (the rows' order): what names a clique
+    unit: str = GPU_UNIT  # what it counts: a MIG flavor's MIG instances, else GPUs
 
     @property
     def own_node(self) -> bool:
@@ -117,9 +128,9 @@ class DomainSummary:
         return domain_label(self.domain, self.first_node, self.nodes)
 
     def held_by(self) -> str:
-        """Who holds the domain's GPUs, in words (``nlp 4 GPUs (1 broken), cv 0.5 GPUs``;
-        empty: nobody): one string, not a template loop per domain (B5's h100 has 227
-        domains)."""
+        """Who holds the domain's GPUs, in words (``nlp 4 GPUs (1 broken), cv 0.5 GPUs``; a
+        MIG flavor's in MIG instances; empty: nobody): one string, not a template loop per
+        domain (B5's h100 has 227 domains)."""
         words = []
         for tenant, held in self.by_tenant.items():
             impaired = self.impaired_by_tenant.get(tenant, {})
@@ -128,7 +139,7 @@ class DomainSummary:
                 for state, amount in impaired.items()
                 if amount
             )
-            words.append(f"{tenant} {gpus(held)}" + (f" ({notes})" if notes else ""))
+            words.append(f"{tenant} {in_unit(held, self.unit)}" + (f" ({notes})" if notes else ""))
         return ", ".join(words)
 
 
@@ -195,7 +206,9 @@ def domain_summaries(rows: Iterable[NodeRow]) -> list[DomainSummary]:
         key = (row.flavor, row.domain)
         summary = summaries.get(key)
         if summary is None:
-            summary = summaries[key] = DomainSummary(row.domain, row.flavor, first_node=row.node)
+            summary = summaries[key] = DomainSummary(
+                row.domain, row.flavor, first_node=row.node, unit=row.unit
+            )
         summary.nodes += 1
         free_milli = sum(cell.free_milli for cell in row.cells)
         summary.free_gpus += free_milli / MILLI
@@ -296,11 +309,18 @@ def describe(
 ) -> str:
     """One cell in words, for its hover and the details panel: ``h100-07 GPU 3 (domain
     h100-07): nlp 1 GPU``, ``... nlp 0.5 GPUs, 0.5 GPUs free`` (a shared GPU's rest, which
-    the legend's "free" counts), ``... broken: XID 79``, ``... free``. ``domain_names``: the
-    domains' labels as the per-domain table names them (``DomainSummary.label``)."""
+    the legend's "free" counts), ``... broken: XID 79``, ``... free``; on a MIG node the cell
+    is a MIG instance, named with its card (``m1 MIG instance 3 of GPU 1 (domain m1): nlp 1
+    MIG instance``). ``domain_names``: the domains' labels as the per-domain table names them
+    (``DomainSummary.label``)."""
     domain = (domain_names or {}).get(row.domain, row.domain)
-    where = f"{row.node} GPU {cell.index} (domain {domain})"
-    held = ", ".join(f"{tenant} {gpus(milli / MILLI)}" for tenant, milli in cell.holders)
+    unit = row.unit
+    if unit == MIG_UNIT:
+        where = f"{row.node} {unit} {cell.index} of GPU {cell.index // row.cells_per_gpu}"
+    else:
+        where = f"{row.node} {unit} {cell.index}"
+    where += f" (domain {domain})"
+    held = ", ".join(f"{tenant} {in_unit(milli / MILLI, unit)}" for tenant, milli in cell.holders)
     until = f"; {held} until its work leaves" if held else ""
     if cell.state == BROKEN:
         why = (reasons or {}).get(row.node, {}).get(cell.index, "")
@@ -311,5 +331,5 @@ def describe(
         return f"{where}: held by another scheduler's pods"
     if cell.state == FREE:
         return f"{where}: free"
-    rest = f", {gpus(cell.free_milli / MILLI)} free" if cell.free_milli else ""
+    rest = f", {in_unit(cell.free_milli / MILLI, unit)} free" if cell.free_milli else ""
     return f"{where}: {held}{rest}"

@@ -76,7 +76,7 @@ from gpupool.dashboard import charts
 from gpupool.dashboard.blocking import blocking_shape, gang_pods
 from gpupool.dashboard.charts import series_colours
 from gpupool.dashboard.estimates import estimated_start_cell, estimated_start_detail
-from gpupool.dashboard.facts import fact_rows
+from gpupool.dashboard.facts import GPU_UNIT, UNITS, fact_rows, flavor_unit
 from gpupool.dashboard.fairness import Lender, Standing, Verdict, explain_fairness
 from gpupool.dashboard.forms import (
     AuditFilterForm,
@@ -374,7 +374,12 @@ def overview(request: HttpRequest, access: Access) -> HttpResponse:
         ).order_by("name")
     )
     healthy_of = [(flavor, healthy_capacity(flavor)) for flavor in flavors if flavor.node_count]
-    capacity = [{"flavor": flavor, "healthy": healthy} for flavor, healthy in healthy_of]
+    # Each flavor's figures in its unit: a MIG flavor's MIG instances are never added to GPUs.
+    units = {flavor.name: flavor_unit(flavor.sharing) for flavor in flavors}
+    capacity = [
+        {"flavor": flavor, "healthy": healthy, "unit": units[flavor.name]}
+        for flavor, healthy in healthy_of
+    ]
     # The live states only, counted on the (state, queue) index: a year of finished work
     # (B5: 500,000 workloads) took 0.2 s to count on every refresh; the reports count it.
     states = dict(
@@ -400,7 +405,14 @@ def overview(request: HttpRequest, access: Access) -> HttpResponse:
     for flavor, healthy in healthy_of:
         allocated = sum(values[-1] for (_, of), values in latest.items() if of == flavor.name)
         fraction = allocated / float(healthy) if healthy else None
-        utilisation.append({"flavor": flavor, "allocated": allocated, "fraction": fraction})
+        utilisation.append(
+            {
+                "flavor": flavor,
+                "allocated": allocated,
+                "fraction": fraction,
+                "unit": units[flavor.name],
+            }
+        )
     names = {name: f"{name[0]} · {name[1]}" for name in series}
     pending_figure = charts.pending_reasons_figure(pending) if pending else None
     bars = pending_figure["data"][0] if pending_figure else {"y": [], "x": []}
@@ -415,17 +427,7 @@ def overview(request: HttpRequest, access: Access) -> HttpResponse:
         "any_workloads": any(states.values()),
         "pending_figure": pending_figure,
         "pending_rows": list(zip(bars["y"], bars["x"], strict=True)),  # the chart's order
-        "allocation_figure": (
-            charts.allocation_area_figure(
-                [chart_time(cycle.pool_time()) for cycle in history],
-                {names[name]: values for name, values in series.items()},
-                dict(zip(names.values(), tenant_colours(names.values()).values(), strict=True)),
-                zone=chart_zone(),
-            )
-            if series
-            else None
-        ),
-        "allocation_now": [(names[name], values[-1]) for name, values in series.items()],
+        "allocations": allocation_charts(history, series, names, units),
         "window_hours": round(OVERVIEW_WINDOW.total_seconds() / 3600),
         "cycles": cycles,
         "phases_figure": cycle_phases(cycles),
@@ -433,6 +435,44 @@ def overview(request: HttpRequest, access: Access) -> HttpResponse:
     return render_page(
         request, "dashboard/overview.html", context, live="dashboard/partials/overview_live.html"
     )
+
+
+def allocation_charts(
+    history: Iterable[SchedulingCycle],
+    series: dict[tuple[str, str], list[float]],
+    names: dict[tuple[str, str], str],
+    units: dict[str, str],
+) -> list[dict[str, Any]]:
+    """The Overview's allocation over time, a stacked figure per unit (GPUs, then MIG
+    instances: never stacked together), each with its series' values at the last cycle."""
+    colours = dict(zip(names.values(), tenant_colours(names.values()).values(), strict=True))
+    times = [chart_time(cycle.pool_time()) for cycle in history]
+    charts_of = []
+    for unit in UNITS:
+        of_unit = {
+            key: values for key, values in series.items() if units.get(key[1], GPU_UNIT) == unit
+        }
+        if not of_unit and (unit != GPU_UNIT or series):
+            continue  # (no series at all: the GPUs' heading says nothing was allocated)
+        chart_id = "allocation-chart" if unit == GPU_UNIT else "mig-allocation-chart"
+        charts_of.append(
+            {
+                "unit": unit,
+                "id": chart_id,
+                "figure_id": f"{chart_id}-figure",
+                "figure": charts.allocation_area_figure(
+                    times,
+                    {names[key]: values for key, values in of_unit.items()},
+                    colours,
+                    zone=chart_zone(),
+                    unit=f"{unit}s",
+                )
+                if of_unit
+                else None,
+                "now": [(names[key], values[-1]) for key, values in of_unit.items()],
+            }
+        )
+    return charts_of
 
 
 def team_of_leaf_queue() -> dict[str, str]:
@@ -1494,6 +1534,7 @@ def preemptions(request: HttpRequest, access: Access) -> HttpResponse:
         "events": shown,
         "shown_limit": PREEMPTIONS_SHOWN,
         "csv_url": reverse("api:preemption-list") + "?format=csv",
+        "csv_caused_url": reverse("api:preemption-list") + "?format=csv&side=caused",
         "lost": sum(
             (event["lost_gpu_hours"] for event, _ in shown if event["side"] != "caused"),
             Decimal(0),
@@ -1720,7 +1761,9 @@ def fragmentation(request: HttpRequest, access: Access) -> HttpResponse:
     rows = gpu_rows(snapshot.value.snapshot)
     flavors = sorted({row.flavor for row in rows})
     wanted = request.GET.get("flavor", "")
-    gpus_of = Counter(row.flavor for row in rows for _ in row.cells)
+    gpus_of: Counter[str] = Counter()  # physical GPUs: a MIG node's cards, not its instances
+    for row in rows:
+        gpus_of[row.flavor] += row.cards
     chosen = (
         wanted if wanted in flavors else min(flavors, key=lambda f: (-gpus_of[f], f), default="")
     )
@@ -1731,6 +1774,7 @@ def fragmentation(request: HttpRequest, access: Access) -> HttpResponse:
         f"{chosen}, the flavor with the most GPUs" if chosen else "no GPU",
     )
     shown = [row for row in rows if row.flavor == chosen]
+    unit = shown[0].unit if shown else GPU_UNIT  # a MIG flavor's figures: its MIG instances
     colours = {
         FREE: FREE_GPU,
         BROKEN: UNHEALTHY_GPU,
@@ -1751,6 +1795,7 @@ def fragmentation(request: HttpRequest, access: Access) -> HttpResponse:
         [[cell.category for cell in row.cells] for row in shown],
         [[describe(row, cell, reasons, names) for cell in row.cells] for row in shown],
         colours,
+        cell=unit,
     )
     counts = legend_counts(shown)  # the cells' own count: a shared GPU's free rest too
     spread = free_spread(summaries)
@@ -1758,6 +1803,7 @@ def fragmentation(request: HttpRequest, access: Access) -> HttpResponse:
         "flavors": flavors,
         "flavor": chosen,
         "flavor_not_understood": flavor_not_understood,
+        "unit": unit,
         "figure": figure if shown else None,
         "legend": [
             {"name": name, "colour": colour, "gpus": counts[name]}
@@ -1785,7 +1831,7 @@ def fragmentation(request: HttpRequest, access: Access) -> HttpResponse:
         "no_queues": figures is None,
         "cycle_id": snapshot.cycle_id,
         "as_of": snapshot.at,
-        "trend_figure": fragmentation_trend(chosen),
+        "trend_figure": fragmentation_trend(chosen, unit),
         "all_tenants": access.admin,
         "trend_hours": round(FRAGMENTATION_WINDOW.total_seconds() / 3600),
         "blocked": blocked_gangs(
@@ -1805,9 +1851,10 @@ def fragmentation(request: HttpRequest, access: Access) -> HttpResponse:
     )
 
 
-def fragmentation_trend(flavor: str) -> dict[str, Any] | None:
-    """The figure of the flavor's free and fragmented GPUs and largest gang in one domain
-    over the last day, from the cycles' samples (None without any)."""
+def fragmentation_trend(flavor: str, unit: str = GPU_UNIT) -> dict[str, Any] | None:
+    """The figure of the flavor's free and fragmented GPUs (``unit``: a MIG flavor's MIG
+    instances) and largest gang in one domain over the last day, from the cycles' samples
+    (None without any)."""
     now = pool_clock()  # the pool's day, as the cycles' times (``sampled_cycles``)
     cycles = sampled_cycles(now - FRAGMENTATION_WINDOW, now, recording="fragmentation")
     points = [
@@ -1822,6 +1869,7 @@ def fragmentation_trend(flavor: str) -> dict[str, Any] | None:
         [at for at, _ in points],
         {label: [sample.get(key, 0.0) for _, sample in points] for key, label in names.items()},
         zone=chart_zone(),
+        unit=f"{unit}s",
     )
 
 

@@ -418,7 +418,9 @@ class PreemptionEventSerializer(PlannedRows, serializers.ModelSerializer[Preempt
     everyone who sees the event; its name and owner only for admins and the preemptor's own
     tenant -- with the nodes the victim ran on and, for an admin eviction, the drain of those
     nodes that caused it: which node, who drained it and why (empty for an eviction no drain
-    explains, and for events recorded before their nodes were kept)."""
+    explains, and for events recorded before their nodes were kept). A victim of another
+    tenant (the preemptions the caller's work caused: ``?side=caused``) is shown as a victim's
+    tenant sees the preemptor: its queue and tenant, and neither its name nor its nodes."""
 
     victim = serializers.SerializerMethodField()
     victim_queue: serializers.SlugRelatedField[Queue] = NameRelatedField(
@@ -436,7 +438,7 @@ class PreemptionEventSerializer(PlannedRows, serializers.ModelSerializer[Preempt
         slug_field="name", read_only=True, allow_null=True
     )
     preemptor_class = serializers.SerializerMethodField()
-    nodes = serializers.ListField(child=serializers.CharField(), read_only=True)
+    nodes = serializers.SerializerMethodField()
     drains = serializers.SerializerMethodField()
 
     class Meta:
@@ -467,10 +469,19 @@ class PreemptionEventSerializer(PlannedRows, serializers.ModelSerializer[Preempt
             request_access(self.context["request"]), event
         )
 
-    @extend_schema_field(serializers.CharField())
-    def get_victim(self, event: PreemptionEvent) -> str:
-        """The victim as ``namespace/name``."""
-        return event.victim.qualified_name()
+    def _shows_victim(self, event: PreemptionEvent) -> bool:
+        return request_access(self.context["request"]).sees_tenant(event.victim_tenant_id)
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_victim(self, event: PreemptionEvent) -> str | None:
+        """The victim as ``namespace/name``, where the caller may see it (its own tenant's,
+        or admins)."""
+        return event.victim.qualified_name() if self._shows_victim(event) else None
+
+    @extend_schema_field(serializers.ListField(child=serializers.CharField()))
+    def get_nodes(self, event: PreemptionEvent) -> list[str]:
+        """The nodes the victim ran on, where the caller may see the victim (else empty)."""
+        return list(event.nodes or ()) if self._shows_victim(event) else []
 
     @extend_schema_field(serializers.CharField(allow_null=True))
     def get_preemptor(self, event: PreemptionEvent) -> str | None:
@@ -491,7 +502,10 @@ class PreemptionEventSerializer(PlannedRows, serializers.ModelSerializer[Preempt
 
     @extend_schema_field(DrainSerializer(many=True))
     def get_drains(self, event: PreemptionEvent) -> list[dict[str, Any]]:
-        """The drains that evicted it (an admin eviction), oldest node name first."""
+        """The drains that evicted it (an admin eviction), oldest node name first; none
+        where the caller may not see the victim (its nodes are not shown either)."""
+        if not self._shows_victim(event):
+            return []
         page = self.context.get(PAGE_DRAINS)
         if page is None:  # one event (its detail)
             page = node_drains([(event.pk, event.reason, event.at, event.nodes)])

@@ -97,4 +97,5 @@ def test_a_broken_card_takes_its_mig_instances_with_it_in_the_words() -> None:
     assert rows[0].cells_per_gpu == 2
     reasons = cell_reasons(rows, [("m", 1, "XID 79")])
     assert reasons == {"m": {2: "XID 79", 3: "XID 79"}}
-    assert describe(rows[0], rows[0].cells[3], reasons) == "m GPU 3 (domain m): broken: XID 79"
+    described = describe(rows[0], rows[0].cells[3], reasons)
+    assert described == "m MIG instance 3 of GPU 1 (domain m): broken: XID 79"

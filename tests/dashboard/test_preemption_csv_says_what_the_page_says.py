@@ -60,7 +60,8 @@ def test_the_csv_link_says_it_holds_what_the_teams_work_suffered_and_it_does(
     assert link is not None
     href, words = link.group(1).replace("&amp;", "&"), link.group(2)
     assert words == "Every preemption your teams' work suffered as CSV"
-    assert "those your teams' work caused to another team's are on this page only" in page
+    # What the teams' work caused has a CSV of its own now (the API's ``side=caused``).
+    assert re.search(r'<a id="csv-preemptions-caused" href="[^"]+" download>', page)
     rows = download(client, href)
     assert sorted(row["victim"] for row in rows) == ["nlp/big-run", "nlp/small"]
     assert len(rows) == sides.count("suffered") + sides.count("both")
