@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
-from gpupool.dashboard.templatetags.dashboard import gpus
+from gpupool.dashboard.facts import GPU_UNIT, in_unit
 from gpupool.inventory.queries import FlavorFragmentation, GangFit
 from gpupool.number_formats import plain_number
 
@@ -55,6 +55,7 @@ def blocking_shape(
     never: str | None = None,
     in_one_domain: float | None = None,
     nvlink: bool = True,
+    unit: str = GPU_UNIT,
 ) -> Blocking:
     """Why a gang of ``needed`` GPUs of the flavor waits, as far as the pool's shape says.
     ``share``: the share of one GPU each pod asks, on a shared flavor; such a pod needs that
@@ -74,9 +75,12 @@ def blocking_shape(
     no defragmenting would help. ``in_one_domain``: the most GPUs free together in one domain
     (the page's per-domain table), what a gang bound to one domain is judged against (default:
     the figures' largest gang in one domain). ``nvlink``: False for a flavor whose every
-    domain is one node (no ``nvidia.com/gpu.clique``): its domains are called nodes."""
+    domain is one node (no ``nvidia.com/gpu.clique``): its domains are called nodes.
+    ``unit``: what the flavor's figures count (``facts.flavor_unit``: a MIG flavor's MIG
+    instances), the unit every amount of the sentence is said in."""
     column = next((gang.gpus for gang in figures.gangs if gang.gpus >= needed), None)
-    job = f"This {plain_number(needed)}-GPU job"
+    amount = Amounts(unit)
+    job = amount.job(needed)
     if never is not None:
         return Blocking(
             NEVER,
@@ -84,7 +88,7 @@ def blocking_shape(
             None,
         )
     verdict = _shape(
-        needed, figures, share, topology, pods, pod_gpus, in_one_domain, column, job, nvlink
+        needed, figures, share, topology, pods, pod_gpus, in_one_domain, column, job, nvlink, amount
     )
     if reason in NOT_SHAPE_REASONS:
         # Room is being made for it (its victims are leaving): what is free now is not
@@ -114,8 +118,10 @@ def _shape(
     column: int | None,
     job: str,
     nvlink: bool,
+    amount: Amounts,
 ) -> Blocking:
     """What the pool's shape alone says of the gang (``blocking_shape``, its reason aside)."""
+    gpus = amount.of
     free = Decimal(str(figures.free_gpus))
     largest = Decimal(str(figures.largest_gang_gpus if in_one_domain is None else in_one_domain))
     one, many = ("NVLink domain", "NVLink domains") if nvlink else ("node", "nodes")
@@ -137,7 +143,7 @@ def _shape(
                 column,
             )
     elif topology is not None and topology != IN_ONE_DOMAIN and needed <= free:
-        return _spread(job, needed, free, largest, figures, column, pods, pod_gpus, many)
+        return _spread(job, needed, free, largest, figures, column, pods, pod_gpus, many, amount)
     elif needed <= largest:
         return Blocking(
             FITS,
@@ -169,10 +175,13 @@ def _spread(
     pods: int | None,
     pod_gpus: int | None,
     many: str = "NVLink domains",
+    amount: Amounts | None = None,
 ) -> Blocking:
     """A gang that may spread over NVLink domains, ``needed`` at most the flavor's free GPUs:
     whether its pods find nodes now, by the column of single pods of ``pod_gpus`` GPUs (how
     many fit at once over the whole flavor), or, without one, only what the figures tell."""
+    amount = amount or Amounts(GPU_UNIT)
+    gpus = amount.of
     single = next(
         (
             gang
@@ -208,9 +217,29 @@ def _spread(
     return Blocking(
         SHAPE,
         f"{job} waits although {gpus(free)} are free: it may spread over {many}, but "
-        "the free GPUs are not on nodes where its pods fit.",
+        f"the free {amount.plural} are not on nodes where its pods fit.",
         column,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Amounts:
+    """How the sentences say amounts of one flavor: in its unit (GPUs, or a MIG flavor's MIG
+    instances: "This 16-GPU job", "This job of 2 MIG instances")."""
+
+    unit: str
+
+    @property
+    def plural(self) -> str:
+        return f"{self.unit}s"
+
+    def of(self, value: Decimal | float | int | None) -> str:
+        return in_unit(value, self.unit)
+
+    def job(self, needed: Decimal) -> str:
+        if self.unit == GPU_UNIT:
+            return f"This {plain_number(needed)}-GPU job"
+        return f"This job of {self.of(needed)}"
 
 
 TIMES = "\N{MULTIPLICATION SIGN}"  # as the page's table writes pods: 2 x 8

@@ -1841,6 +1841,7 @@ def fragmentation(request: HttpRequest, access: Access) -> HttpResponse:
             # a gang bound to one domain is judged by the table's most free in one domain
             in_one_domain=max((summary.free for summary in summaries), default=0),
             nvlink=spread.nvlink,
+            unit=unit,
         ),
     }
     return render_page(
@@ -1880,6 +1881,7 @@ def blocked_gangs(
     *,
     in_one_domain: float | None = None,
     nvlink: bool = True,
+    unit: str = GPU_UNIT,
 ) -> list[dict[str, Any]]:
     """The user's teams' (admins: all) pending workloads of the flavor, each with the shape
     that blocks it, the largest first; one its explanation says can never run as asked
@@ -1939,6 +1941,7 @@ def blocked_gangs(
                 never=(detail or "") if never_fits(facts or {}) else None,
                 in_one_domain=in_one_domain,
                 nvlink=nvlink,
+                unit=unit,
             ),
         }
         for workload_id, namespace, name, reason, submitted, topology, facts, detail in found
