@@ -701,7 +701,8 @@ class ControlLoop:
             if not self.utilization.due(now):
                 return False
             pods = {pod: key for key, members in self.mirror.pods.items() for pod in members}
-            sampled = self.utilization.sample(now, pods)
+            # With the pods as the cluster says them: each one's share of its GPU is its milli.
+            sampled = self.utilization.sample(now, pods, self.mirror.pods)
         except Exception:
             logger.exception("utilisation sampling failed")
             return True

@@ -18,8 +18,9 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils.module_loading import import_string
 
-from gpupool.clusters.base import ClusterBackend, PodKey
-from gpupool.clusters.grouping import WorkloadKey
+from gpupool.clusters.base import ClusterBackend, PodFacts, PodKey
+from gpupool.clusters.grouping import GPU_MILLI, AnnotationError, WorkloadKey, parse_whole
+from gpupool.scheduler.types import MILLI
 from gpupool.utilization.actions import WindowValues, do_record_activity
 from gpupool.utilization.activity import (
     PodActivity,
@@ -37,6 +38,9 @@ from gpupool.workloads.models import PodSet, Workload
 logger = logging.getLogger(__name__)
 
 MAX_CATCH_UP_S = 3600.0  # after a long pause the sampler reads the last hour, not all of it
+
+# What the loop knows of each workload's pods, as the cluster says it (``ClusterMirror.pods``).
+PodFactsByWorkload = Mapping[WorkloadKey, Mapping[PodKey, PodFacts]]
 
 
 def prometheus_source(backend: ClusterBackend) -> UtilizationSource | None:
@@ -164,10 +168,17 @@ class UtilizationSampler:
         """Whether a read is due (never without a source)."""
         return self.source is not None and now - self._since(now) >= self.interval_s
 
-    def sample(self, now: float, pods: Mapping[PodKey, WorkloadKey]) -> SampleResult | None:
+    def sample(
+        self,
+        now: float,
+        pods: Mapping[PodKey, WorkloadKey],
+        facts: PodFactsByWorkload | None = None,
+    ) -> SampleResult | None:
         """Read the window since the last read (whole steps), record the activity of the
         workloads whose pods (``pods``: pod -> workload) held GPUs, mark failing GPUs. None
-        when there is no source or the source is unavailable (the next read tries again)."""
+        when there is no source or the source is unavailable (the next read tries again).
+        ``facts``: those pods as the cluster says them, whence each pod's share of its GPU
+        (``record_activity``; the loop gives its mirror, ``ClusterMirror.pods``)."""
         if self.source is None:
             return None
         start = self._since(now, fresh=True)
@@ -186,16 +197,39 @@ class UtilizationSampler:
         result = SampleResult(start, end, readout.queries)
         with transaction.atomic():
             result.windows = record_activity(
-                readout.activity, pods, start=start, end=end, idle=result.idle
+                readout.activity,
+                pods,
+                start=start,
+                end=end,
+                idle=result.idle,
+                facts=facts,
             )
             result.failing = mark_failing_gpus(readout.xid_errors)
         self.sampled_until = end
         return result
 
 
+def cluster_share(pod: PodFacts) -> float | None:
+    """What one GPU-second of its GPU counts for ``pod``, as the cluster says it: its
+    ``gpupool.io/gpu-milli`` on a pod that asks one whole ``nvidia.com/gpu`` (DESIGN §4),
+    whatever its name, by ``activity.share_of_gpu``; 1 for a pod without one. None where
+    the pod does not say a share the grouping would take (a malformed milli, or one on a pod
+    asking other than one GPU): then its name decides (``pod_share``)."""
+    text = pod.annotations.get(GPU_MILLI)
+    if text is None:
+        return share_of_gpu(None)
+    if pod.requests.gpus != 1 or any(pod.requests.mig.values()):
+        return None
+    try:
+        return share_of_gpu(parse_whole(GPU_MILLI, text, 1, MILLI))
+    except AnnotationError:
+        return None
+
+
 def pod_shares(workload_ids: set[int]) -> dict[int, list[tuple[str, int | None]]]:
     """Per workload, its GPU pod sets' names and milli-GPU shares (None: whole GPUs), the
-    longest name first (a pod's name begins ``<workload>-<pod set>-``)."""
+    longest name first (a pod's name begins ``<workload>-<pod set>-``): the fallback of a
+    pod the caller gives no cluster facts of (``record_activity``)."""
     shares: dict[int, list[tuple[str, int | None]]] = defaultdict(list)
     for workload_id, name, milli in PodSet.objects.filter(
         workload_id__in=workload_ids, gpus__gt=0
@@ -207,10 +241,11 @@ def pod_shares(workload_ids: set[int]) -> dict[int, list[tuple[str, int | None]]
 
 
 def pod_share(pod: PodKey, workload: str, sets: list[tuple[str, int | None]]) -> float:
-    """What one GPU-second the source saw of ``pod`` counts for it: its pod set's share of
-    the GPU (``activity.share_of_gpu``), found by the pod's name; a pod whose name names no
-    pod set counts at the share all the workload's GPU pod sets have, or whole when they
-    differ (or it has none)."""
+    """What one GPU-second the source saw of ``pod`` counts for it when the caller gives no
+    cluster facts of it (``cluster_share`` is the rule): its pod set's share of the GPU
+    (``activity.share_of_gpu``), found by the pod's name as gpupool names the pods it makes;
+    a pod whose name names no pod set (one made with kubectl) counts at the share all the
+    workload's GPU pod sets have, or whole when they differ (or it has none)."""
     for name, milli in sets:
         if pod.name.startswith(f"{workload}-{name}-"):
             return share_of_gpu(milli)
@@ -229,18 +264,28 @@ def record_activity(
     start: float,
     end: float,
     idle: dict[int, IdleWrite] | None = None,
+    facts: PodFactsByWorkload | None = None,
 ) -> int:
     """One ``ActivityWindow`` per workload whose pods the readout saw, and each such
     workload's idle spell (``Workload.idle_since``, where it changed: the idle policy's fact,
     ``activity.idle_spell_start``); returns how many windows. A pod's GPU-seconds are
-    recorded at its share of the GPU (``pod_share``: a shared flavor's pod at its milli-GPU
-    fraction), so a window is in the allocation's unit. ``idle``, when given, receives
-    the idle spells written (workload id -> ``IdleWrite``)."""
+    recorded at its share of the GPU (a shared flavor's pod at its milli-GPU fraction), so a
+    window is in the allocation's unit: the share the cluster says of the pod (``facts``,
+    the loop's mirror: ``cluster_share``), whatever its name. Only a pod ``facts`` does not
+    hold (a caller that gives none; the loop's reads give every pod they tie to a workload)
+    is weighed by its name (``pod_share``), the one case that reads the pod sets.
+    ``idle``, when given, receives the idle spells written (workload id -> ``IdleWrite``)."""
     by_workload: dict[WorkloadKey, list[PodActivity]] = defaultdict(list)
+    weights: dict[PodKey, float] = {}
     for pod, pod_seen in activity.items():
         key = pods.get(pod)
-        if key is not None:
-            by_workload[key].append(pod_seen)
+        if key is None:
+            continue
+        by_workload[key].append(pod_seen)
+        known = facts.get(key, {}).get(pod) if facts is not None else None
+        share = None if known is None else cluster_share(known)
+        if share is not None:
+            weights[pod] = share
     if not by_workload:
         return 0
     namespaces = {key.namespace for key in by_workload}
@@ -257,7 +302,14 @@ def record_activity(
         "admitted_at",
     )
     rows: dict[tuple[str, str], _Row] = {(row[0], row[1]): row[2:] for row in found}
-    shares = pod_shares({row[0] for row in rows.values()})
+    unknown = {key for key, seen in by_workload.items() if any(s.pod not in weights for s in seen)}
+    if unknown:
+        logger.debug("%d workloads' pods weighed by their names (no cluster facts)", len(unknown))
+    shares = (
+        pod_shares({row[0] for key, row in rows.items() if WorkloadKey(*key) in unknown})
+        if unknown
+        else {}
+    )
     windows: list[WindowValues] = []
     spells: dict[int, datetime | None] = {}
     started_at, ended_at = moment(start), moment(end)
@@ -269,12 +321,17 @@ def record_activity(
         # Weighed where it is recorded: a pod of a shared flavor holds its share of the GPU
         # the source sees whole, so each of its GPU-seconds counts that share (the unit of
         # the allocation), as the figures and the cost roll-up then count it.
-        weights = [pod_share(s.pod, key.name, shares.get(workload_id, [])) for s in seen]
-        observed = sum(s.observed_gpu_seconds * w for s, w in zip(seen, weights, strict=True))
-        active = sum(s.active_gpu_seconds * w for s, w in zip(seen, weights, strict=True))
+        shared = [
+            weights[s.pod]
+            if s.pod in weights
+            else pod_share(s.pod, key.name, shares.get(workload_id, []))
+            for s in seen
+        ]
+        observed = sum(s.observed_gpu_seconds * w for s, w in zip(seen, shared, strict=True))
+        active = sum(s.active_gpu_seconds * w for s, w in zip(seen, shared, strict=True))
         weighted = sum(
             s.mean_utilization * s.observed_gpu_seconds * w
-            for s, w in zip(seen, weights, strict=True)
+            for s, w in zip(seen, shared, strict=True)
         )
         last = max((s.last_active_at for s in seen if s.last_active_at is not None), default=None)
         last_seen = max((s.last_seen_at for s in seen if s.last_seen_at is not None), default=end)

@@ -92,11 +92,11 @@ def test_the_read_follows_the_cycle_off_its_lock_and_skips_when_another_reads() 
     seen: list[tuple[str, bool]] = []
     sample = world.loop.utilization.sample
 
-    def watched(now: float, pods: object) -> object:
+    def watched(now: float, pods: object, facts: object = None) -> object:
         latest = SchedulingCycle.objects.latest("id")
         with cycle_lock() if connection.vendor != "postgresql" else nullcontext(True) as free:
             seen.append((latest.status, free))
-        return sample(now, pods)  # type: ignore[arg-type]
+        return sample(now, pods, facts)  # type: ignore[arg-type]
 
     world.loop.utilization.sample = watched  # type: ignore[method-assign]
     world.clock.advance(300)
