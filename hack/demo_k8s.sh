@@ -75,13 +75,18 @@ trap 'exit 0' INT TERM
 "$PY" manage.py gpupool seed-demo
 # Each demo tenant owns the namespace of its name; the pods gpupool creates live there. The
 # demo's broken GPUs (seed_demo.UNHEALTHY_GPUS) are left out of their nodes' allocatable, as
-# NVIDIA's device plugin leaves out a GPU it finds unhealthy (KWOK keeps the node's status).
+# NVIDIA's device plugin leaves out a GPU it finds unhealthy (KWOK keeps the node's status),
+# and named in the label gpupool.io/unhealthy-gpus, so the sync marks those GPUs
+# (hack.k8s_plane.mark_unhealthy_gpus); their reasons are recorded as a health source would
+# (demo.record_gpu_findings).
 "$PY" manage.py shell -c '
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from django.conf import settings
+from gpupool.cli.subcommands.demo import record_gpu_findings
 from gpupool.cli.subcommands.seed_demo import UNHEALTHY_GPUS
 from gpupool.tenancy.models import Tenant
+from hack.k8s_plane import mark_unhealthy_gpus
 
 config.load_kube_config(config_file=settings.GPUPOOL_KUBECONFIG)
 core = client.CoreV1Api()
@@ -91,15 +96,8 @@ for namespace in sorted({n for t in Tenant.objects.all() for n in t.namespace_na
     except ApiException as error:
         if error.status != 409:
             raise
-for name, broken in UNHEALTHY_GPUS.items():
-    try:
-        capacity = int(core.read_node(name).status.capacity["nvidia.com/gpu"])
-    except ApiException as error:
-        if error.status != 404:
-            raise
-        continue  # not the demo profile (DEMO_KUBECONFIG): nothing to break
-    healthy = {"nvidia.com/gpu": str(capacity - len(broken))}
-    core.patch_node_status(name, {"status": {"allocatable": healthy}})
+broken = mark_unhealthy_gpus(core, UNHEALTHY_GPUS)  # none where the demo profile is not
+record_gpu_findings({name: UNHEALTHY_GPUS[name] for name in broken})
 '
 log "database ${DATABASE_URL##*/}, broker $REDIS_URL, plane $kubeconfig"
 "$PY" manage.py gpupool demo --celery ${DEMO_ARGS:-} &

@@ -41,7 +41,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,6 +49,7 @@ from typing import Any
 import yaml
 
 from gpupool.clusters import node_profiles
+from gpupool.clusters.inventory import UNHEALTHY_GPUS_LABEL, unhealthy_gpus_label
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTENV = ROOT / "hack" / "k8s-testenv"
@@ -1005,6 +1006,34 @@ def _api(kubeconfig: Path) -> Any:
 
     loader: Any = config  # the kubernetes package is untyped
     return client.CoreV1Api(loader.new_client_from_config(config_file=str(kubeconfig)))
+
+
+def mark_unhealthy_gpus(core: Any, broken: Mapping[str, Iterable[int]]) -> list[str]:
+    """Break GPUs of the plane's nodes as a GPU node shows a broken GPU: its ``nvidia.com/gpu``
+    allocatable is the capacity less the broken ones (NVIDIA's device plugin leaves out a GPU
+    it finds unhealthy; written through the status subresource, which KWOK keeps), and the
+    label ``gpupool.io/unhealthy-gpus`` names them (``3``, ``2_5``: a node health checker's
+    word, docs/clusters.md), so that the control loop's sync marks those GPUs, not the
+    highest ones. ``core`` is a ``CoreV1Api``; ``broken`` maps node names to GPU indices. A
+    node that is not there is skipped. Returns the names of the nodes changed."""
+    from kubernetes.client.exceptions import ApiException
+
+    changed = []
+    for name, indices in broken.items():
+        gpus = sorted(set(indices))
+        try:
+            capacity = int(core.read_node(name).status.capacity["nvidia.com/gpu"])
+        except ApiException as error:
+            if error.status != 404:
+                raise
+            continue
+        core.patch_node(
+            name, {"metadata": {"labels": {UNHEALTHY_GPUS_LABEL: unhealthy_gpus_label(gpus)}}}
+        )
+        healthy = {"nvidia.com/gpu": str(capacity - len(gpus))}
+        core.patch_node_status(name, {"status": {"allocatable": healthy}})
+        changed.append(name)
+    return changed
 
 
 def wait_nodes_ready(kubeconfig: Path, names: set[str], timeout: float) -> None:

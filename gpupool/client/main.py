@@ -606,6 +606,15 @@ def do_nodes(api: Api, options: argparse.Namespace, out: TextIO) -> int:
     listing = api.every("nodes/", query)
     nodes = listing.rows
     warn_if_capped(listing, "nodes", "--flavor, --state or --unhealthy", options)
+    if "cordoned" in (options.state or ()) and "excluded" not in options.state:
+        # ``cordoned`` is gpupool's own cordon; one made in the cluster (kubectl cordon) is
+        # the cluster's exclusion, ``excluded`` (``NodeState``): said where it is missed.
+        said = (
+            "nodes cordoned in the cluster (kubectl cordon), not by gpupool, are excluded: "
+            "--state excluded lists them"
+        )
+        note = {"warning": {"code": "cluster-cordons-excluded", "message": said}}
+        options.err.write(json.dumps(note) + "\n" if options.json else f"gpupool: {said}.\n")
     if options.json:
         out.write(json.dumps(nodes, indent=1) + "\n")
         return EXIT_OK
@@ -684,10 +693,35 @@ def do_end_drain(api: Api, options: argparse.Namespace, out: TextIO) -> int:
         )
     else:
         out.write(
-            f"{name}'s drain is ended: uncordoned, nothing more is evicted; but it is {state}, "
-            "so it takes no placements yet.\n"
+            f"{name}'s drain is ended: uncordoned, nothing more is evicted; but "
+            f"{_why_not_back(node)}.\n"
         )
     return EXIT_OK
+
+
+EXCLUSION_PREFIX = "the cluster takes no pods here: "  # ``Node.health_reasons``' word
+
+
+def _why_not_back(node: dict[str, Any]) -> str:
+    """Why a node whose drain just ended takes no placements yet, and when that clears. The
+    cluster's exclusion is as the control loop's last sync saw it: gpupool's own cordon in the
+    cluster (pushed while the node drained) is lifted at the loop's next cycle."""
+    why = next(
+        (r[len(EXCLUSION_PREFIX) :] for r in node["health"] if r.startswith(EXCLUSION_PREFIX)), ""
+    )
+    if node["state"] != "excluded" or not why:
+        return f"it is {node['state']}, so it takes no placements yet"
+    if why == "cordoned":
+        return (
+            "the cluster still has it cordoned (state excluded), as the control loop's last "
+            "sync saw it: the loop lifts the cordon gpupool put there at its next cycle, and "
+            "the node is ready from the sync after (a cordon made in the cluster, as with "
+            "kubectl cordon, stays until it is lifted there)"
+        )
+    return (
+        f"it is excluded: the cluster takes no pods there ({why}), as the control loop's last "
+        "sync saw it; it takes placements from the first sync after the cluster does again"
+    )
 
 
 def do_requests(api: Api, options: argparse.Namespace, out: TextIO) -> int:
@@ -1064,7 +1098,8 @@ def parser(json_errors: bool = False) -> argparse.ArgumentParser:
         action="append",
         choices=NODE_STATES,
         metavar="STATE",
-        help=f"{', '.join(NODE_STATES[:-1])} or {NODE_STATES[-1]} (repeat for several)",
+        help=f"{', '.join(NODE_STATES[:-1])} or {NODE_STATES[-1]} (repeat for several; "
+        "cordoned is gpupool's cordon, a cordon made in the cluster is excluded)",
     )
     nodes.add_argument("--unhealthy", action="store_true", help="only nodes with a broken GPU")
     nodes.set_defaults(run=do_nodes)

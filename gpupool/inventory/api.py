@@ -123,10 +123,11 @@ class NodeSerializer(serializers.ModelSerializer[Node]):
     state = NamedChoiceField(
         choices=NodeState.choices,
         read_only=True,
-        help_text="In one word (``Node.state``, as the pages say it): ready, cordoned, "
-        "draining (its work is being evicted, or waits on an eviction a PodDisruptionBudget "
-        "refused: ``health`` says which), drained (empty, cordoned until uncordoned), "
-        "excluded (the cluster takes no pods there) or gone.",
+        help_text="In one word (``Node.state``, as the pages say it): ready, cordoned (by "
+        "gpupool), draining (its work is being evicted, or waits on an eviction a "
+        "PodDisruptionBudget refused: ``health`` says which), drained (empty, cordoned until "
+        "uncordoned), excluded (the cluster takes no pods there: cordoned in the cluster, not "
+        "Ready, a lifecycle taint; ``health`` says which) or gone.",
     )
 
     class Meta:
@@ -189,7 +190,9 @@ class NodeFilter(filters.FilterSet):  # type: ignore[misc]
     state = filters.MultipleChoiceFilter(
         choices=NodeState.choices,
         method="filter_state",
-        label="In one of these states (``Node.state``; repeat it for several)",
+        label="In one of these states (``Node.state``; repeat it for several): ``cordoned`` "
+        "is gpupool's own cordon, a node cordoned in the cluster (kubectl cordon) is "
+        "``excluded``",
     )
     unhealthy = filters.BooleanFilter(
         method="filter_unhealthy", label="Has at least one unhealthy GPU"

@@ -106,8 +106,9 @@ def test_end_drain_of_a_node_excluded_by_the_cluster_says_it_takes_nothing_yet(
     status, out, err = run(pool["ada"], monkeypatch, "nodes", "end-drain", "n1")
     assert status == 0, err
     assert out == (
-        "n1's drain is ended: uncordoned, nothing more is evicted; but it is excluded, so it "
-        "takes no placements yet.\n"
+        "n1's drain is ended: uncordoned, nothing more is evicted; but it is excluded: the "
+        "cluster takes no pods there (not Ready), as the control loop's last sync saw it; it "
+        "takes placements from the first sync after the cluster does again.\n"
     )
 
 

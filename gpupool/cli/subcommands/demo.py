@@ -19,12 +19,14 @@ another terminal: ``gpupool sim ...``.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -34,6 +36,9 @@ from gpupool.cli.arguments import positive_float, positive_int
 from gpupool.cli.signals import stop_on_signals
 from gpupool.cli.subcommands.sim import clock_speed
 from gpupool.clusters.simulated import Clock, ScaledClock
+from gpupool.control.snapshot import CLUSTER_UNHEALTHY
+from gpupool.inventory.actions import do_set_gpu_health
+from gpupool.inventory.models import Gpu
 from gpupool.simcluster.store import open_simulated_cluster, restart_clock
 
 HELP = "Run the living demo: web server, control loop and workload generator (Ctrl-C stops)"
@@ -99,6 +104,23 @@ def demo_clock() -> Clock:
     return ScaledClock(origin=0.0, wall_origin=0.0)  # the wall clock itself
 
 
+def record_gpu_findings(broken: Mapping[str, Mapping[int, str]]) -> list[str]:
+    """On the Kubernetes plane (``hack/demo_k8s.sh``), the demo's broken GPUs with their
+    reasons, as a health source (DCGM's XIDs and health checks) would report them: the plane
+    says only which GPUs its nodes do not offer (allocatable and the ``gpupool.io/unhealthy-gpus``
+    label), so the sync alone would mark them with ``CLUSTER_UNHEALTHY``. Each GPU gpupool knows
+    that is healthy, or marked only by the sync, gets its reason (``do_set_gpu_health``, by the
+    system); one with a finding of its own keeps it. Returns ``node/index`` of those marked."""
+    marked = []
+    for name, reasons in broken.items():
+        gpus = Gpu.objects.select_related("node").filter(node__name=name, index__in=list(reasons))
+        for gpu in gpus.order_by("index"):
+            if gpu.healthy or gpu.unhealthy_reason == CLUSTER_UNHEALTHY:
+                do_set_gpu_health(gpu, healthy=False, reason=reasons[gpu.index], acting_user=None)
+                marked.append(f"{name}/{gpu.index}")
+    return marked
+
+
 def run(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
     """Run the generator alone, or the three processes of the demo."""
     stop = threading.Event()  # set by SIGINT or SIGTERM; what the generator and supervisor poll
@@ -123,10 +145,15 @@ def _generator(options: dict[str, Any], stop: threading.Event, stdout: TextIO) -
 
 
 def _children(options: dict[str, Any]) -> dict[str, list[str]]:
+    """The demo's processes by name. ``options["state"]`` is this demo's own folder
+    (``_supervise`` makes it and removes it when the demo stops): Celery beat keeps its
+    schedule there, so two demos on one machine never share one, and a demo never reads a
+    stale one."""
     manage = str(Path(settings.BASE_DIR) / "manage.py")
     python = sys.executable
     celery = [python, "-m", "celery", "-A", "gpupool"]
-    beat_schedule = Path(tempfile.gettempdir()) / "gpupool-demo-celerybeat"  # beat's bookkeeping
+    state = options.get("state") or Path(tempfile.gettempdir()) / f"gpupool-demo-{os.getpid()}"
+    beat_schedule = Path(state) / "celerybeat-schedule"  # beat's bookkeeping
     loop = (
         {
             # The loop's queue in one process (its state stays warm), the rest in another.
@@ -171,6 +198,14 @@ def _supervise(
         clock = restart_clock(options["speed"])
         stdout.write(f"simulated cluster: speed {clock.speed:g} (an hour in "
                      f"{3600 / clock.speed:.0f} s)\n")  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="gpupool-demo-") as state:
+        return _run_children({**options, "state": Path(state)}, stop, stdout, stderr)
+
+
+def _run_children(
+    options: dict[str, Any], stop: threading.Event, stdout: TextIO, stderr: TextIO
+) -> int:
+    """Start the processes, wait for a stop or a death, and stop them all."""
     processes: dict[str, subprocess.Popen[bytes]] = {}
     for name, command in _children(options).items():
         processes[name] = subprocess.Popen(command)

@@ -14,8 +14,9 @@ control loop (which only sees the consequences, through the backend protocol):
     gpupool sim clock [--speed S]          the simulated time; --speed resumes it at S
                                            (above 0, at most a simulated day a second)
 
-A clock stored out of range (by a speed no longer taken) is shown as such, and ``gpupool sim
-clock --speed S`` restarts it from the wall clock's time.
+Every action refuses (exit status 2) when the configured cluster (``GPUPOOL_CLUSTER``) is not
+the simulated one. A clock stored out of range (by a speed no longer taken) is shown as such,
+and ``gpupool sim clock --speed S`` restarts it from the wall clock's time.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from __future__ import annotations
 import argparse
 from collections import Counter
 from typing import Any, TextIO
+
+from django.conf import settings
 
 from gpupool.cli.arguments import positive_float
 from gpupool.clusters.api_objects import format_time
@@ -80,8 +83,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
-    """Do the action; an unknown node or GPU exits 2 saying so."""
+    """Do the action; an unknown node or GPU exits 2 saying so, and so does every action
+    when the configured cluster is not the simulated one (there is nothing here to show or
+    break)."""
     action = options["action"]
+    if settings.GPUPOOL_CLUSTER != "simulated":
+        stderr.write(
+            f"gpupool sim {action}: the configured cluster is {settings.GPUPOOL_CLUSTER!r} "
+            "(GPUPOOL_CLUSTER), not the simulated one; `gpupool sim` acts only on the "
+            "simulated cluster. On Kubernetes, faults go in through the cluster's API "
+            "(kubectl cordon, a node's Ready condition: docs/kubernetes-testenv.md)\n"
+        )
+        return EXIT_INVALID
     if action == "status":
         _status(stdout)
         return 0
