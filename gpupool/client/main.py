@@ -216,6 +216,16 @@ def estimate(explanation: dict[str, Any]) -> str:
     (``estimate_passed``: before the pool's clock, which the client does not know) is due."""
     passed = explanation.get("estimate_passed")
     if not explanation.get("estimated_start_at"):
+        facts = explanation.get("facts") or {}
+        missing = facts.get("missing_pods")
+        if (
+            explanation.get("reason") == "gang"
+            and isinstance(missing, int)
+            and missing > 0
+            and not facts.get("pods_being_created")  # gpupool's own: made at once
+        ):
+            # The cluster has not made all its pods: no time to promise (control.estimates).
+            return f"none: it waits for its pods ({missing} not created yet)"
         if explanation.get("estimate_not_before"):
             looked = when(explanation["estimate_not_before"])
             if passed:

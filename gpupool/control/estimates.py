@@ -36,6 +36,16 @@ from the last cycle's record (``never_fitting``: the explanations that say so, w
 once when that changes, ``record.py``), not from a second reading of the quotas. Such work
 gets no estimate and no ``estimate_not_before`` (``NO_ESTIMATE``).
 
+**Work that waits for its pods** -- a gang the cluster has not made every pod of yet (its
+``missing_pods``, reason ``gang``), and whose pods are not gpupool's to make (work from the
+cluster: a Job, a JobSet, bare pods) -- cannot start when GPUs free: it waits for pods nothing
+here can promise. It is left out of the replay as never-fitting work is, and gets no estimate
+and no ``estimate_not_before`` (``NO_ESTIMATE``); its explanation (``gang``, ``missing_pods``)
+says what it waits for, and the API, the CLI and the pages say "waits for its pods" rather
+than a time. Before, the replay assumed every missing pod made, and a gang of 3 with 2 pods
+read "Estimated start: due now". Work submitted through gpupool is different: the loop makes
+its pods itself, at once, so those are assumed made (``_pods_assumed``).
+
 Only estimates that changed since this process last wrote them are written
 (``actions.do_record_estimates``, one bulk statement): new ones, ones whose basis changed,
 and ones that moved by more than ``ESTIMATE_TOLERANCE_S``.
@@ -58,8 +68,8 @@ from gpupool.runtime import gc_paused
 from gpupool.scheduler.estimate import estimate_starts
 from gpupool.scheduler.explain import NEVER_FITS_FACT
 from gpupool.scheduler.types import PolicyInfo, Snapshot
-from gpupool.workloads.choices import WorkloadState
-from gpupool.workloads.models import WorkloadExplanation
+from gpupool.workloads.choices import Origin, WorkloadState
+from gpupool.workloads.models import Workload, WorkloadExplanation
 
 logger = logging.getLogger(__name__)
 
@@ -101,6 +111,7 @@ class EstimateRun:
     total_s: float
     source: str  # "loop": the cycle's snapshot; "state": this process's own read
     never_fits: int = 0  # pending work left out of the replay: it never fits (not in pending)
+    waiting_for_pods: int = 0  # left out too: it waits for pods the cluster has not made
 
     def as_json(self) -> dict[str, object]:
         """The run as JSON data."""
@@ -109,6 +120,7 @@ class EstimateRun:
             "estimated": self.estimated,
             "unestimated": self.unestimated,
             "never_fits": self.never_fits,
+            "waiting_for_pods": self.waiting_for_pods,
             "written": self.written,
             "replay_s": round(self.replay_s, 3),
             "total_s": round(self.total_s, 3),
@@ -176,8 +188,9 @@ def _moved(before: EstimateRow | None, after: EstimateRow) -> bool:
 
 
 def _pods_assumed(snapshot: Snapshot) -> Snapshot:
-    """The snapshot with every pod a gang still waits for assumed made (the loop makes its
-    own at once, a controller's in seconds): the estimate says when the GPUs are free."""
+    """The snapshot with every pod a gang still waits for assumed made: the estimate says when
+    the GPUs are free. Only for work whose pods the loop makes itself, at once (work waiting
+    for the cluster's pods is left out first: ``waiting_for_pods``)."""
     if not any(w.missing_pods for w in snapshot.workloads):
         return snapshot
     workloads = tuple(
@@ -196,6 +209,25 @@ def never_fitting(planned: Planned) -> frozenset[str]:
     if not found:
         return frozenset()
     return frozenset(name for name, pk in planned.workload_ids.items() if pk in found)
+
+
+def waiting_for_pods(planned: Planned) -> frozenset[str]:
+    """The pending workloads of ``planned`` that lack pods (``missing_pods``) which gpupool
+    does not make itself: the cluster's (a Job's, bare pods'), with no time to promise (one
+    query, only when some workload lacks pods)."""
+    lacking = {
+        planned.workload_ids[w.name]: w.name
+        for w in planned.snapshot.workloads
+        if w.state == "pending" and w.missing_pods > 0 and w.name in planned.workload_ids
+    }
+    if not lacking:
+        return frozenset()
+    ours = set(
+        Workload.objects.filter(pk__in=list(lacking), origin=Origin.GPUPOOL).values_list(
+            "pk", flat=True
+        )
+    )
+    return frozenset(name for pk, name in lacking.items() if pk not in ours)
 
 
 def _without(snapshot: Snapshot, names: Collection[str]) -> Snapshot:
@@ -243,10 +275,11 @@ class EstimateRefresher:
         if planned is None or time.monotonic() - planned.taken > ESTIMATE_REFRESH_S:
             planned, source = self._own_snapshot(), "state"
         never = never_fitting(planned)
+        lacking = waiting_for_pods(planned) - never
         clock = time.perf_counter()
         with gc_paused():
             estimates = estimate_starts(
-                _pods_assumed(_without(planned.snapshot, never)),
+                _pods_assumed(_without(planned.snapshot, never | lacking)),
                 self.policy,
                 planned.now,
                 self.max_steps,
@@ -254,7 +287,7 @@ class EstimateRefresher:
         replay_s = time.perf_counter() - clock
         unknown = sum(1 for at in estimates.values() if at is None)
         rows = estimate_rows(planned, estimates)
-        for name in never:
+        for name in never | lacking:
             rows[planned.workload_ids[name]] = NO_ESTIMATE
         changed = {pk: row for pk, row in rows.items() if _moved(self.written.get(pk), row)}
         do_record_estimates(changed)
@@ -270,6 +303,7 @@ class EstimateRefresher:
             total_s=time.perf_counter() - started,
             source=source,
             never_fits=len(never),
+            waiting_for_pods=len(lacking),
         )
 
     def _own_snapshot(self) -> Planned:
@@ -306,4 +340,5 @@ __all__ = [
     "estimate_rows",
     "learned_basis",
     "never_fitting",
+    "waiting_for_pods",
 ]

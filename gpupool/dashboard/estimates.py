@@ -18,13 +18,23 @@ from gpupool.dashboard.templatetags.dashboard import NO_VALUE, local_time
 
 
 def estimated_start_detail(
-    estimated_start_at: datetime | None, estimate_not_before: datetime | None, now: datetime
+    estimated_start_at: datetime | None,
+    estimate_not_before: datetime | None,
+    now: datetime,
+    missing_pods: object = None,
 ) -> SafeString:
     """The workload card's line on when a pending workload starts: ``estimated start <time>``;
     ``due to start now (estimated <time>; ...)`` once that time is before ``now``;
     ``estimated start not before <time>`` (the replay looked no further), or, once that has
-    passed, that there is no estimate yet; ``estimated start unknown``."""
+    passed, that there is no estimate yet; ``estimated start unknown``. A gang that waits for
+    pods the cluster has not made (``missing_pods``: its explanation's, reason ``gang``) has
+    no time to promise (``control.estimates``): ``no estimated start: it waits for its pods
+    (1 not created yet)``, as the CLI says it."""
     refreshed = refresh_words()
+    if estimated_start_at is None and isinstance(missing_pods, int) and missing_pods > 0:
+        return format_html(
+            "no estimated start: it waits for its pods ({} not created yet)", missing_pods
+        )
     if estimated_start_at is not None:
         if estimated_start_at < now:
             return format_html(

@@ -52,6 +52,7 @@ class Fact:
 FACTS: dict[str, Fact] = {
     "queue": Fact("queue"),
     "flavor": Fact("flavor"),
+    "flavors": Fact("flavors it may use", Kind.LIST),
     "tenant": Fact("team"),
     "priority_class": Fact("priority class"),
     "resource": Fact("what runs short"),

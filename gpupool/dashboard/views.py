@@ -788,7 +788,12 @@ def workload_detail(
         "gpus": total_gpus(workload),
         "explanation": explanation,
         "start_estimate": estimated_start_detail(
-            explanation.estimated_start_at, explanation.estimate_not_before, now
+            explanation.estimated_start_at,
+            explanation.estimate_not_before,
+            now,
+            None  # gpupool makes its own pods at once: estimated as usual
+            if explanation.reason != "gang" or explanation.facts.get("pods_being_created")
+            else explanation.facts.get("missing_pods"),
         ),
         "facts": fact_rows(explanation.facts),
         "cancellable": cancellable(request.user, workload),

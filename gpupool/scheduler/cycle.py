@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from gpupool.scheduler.cycle_state import Assignment, Cycle, PendingWork, prefix_need
 from gpupool.scheduler.explain import (
     Verdict,
+    across_flavors,
     explanation,
     quota_verdict,
     waiting_verdict,
@@ -162,7 +163,8 @@ def never_runs(
         for need, assignment in zip(needs, assignments, strict=True)
     ]
     if too_big and all(v is not None for v in too_big):
-        return too_big[0]
+        # Every flavor choice named where they all stop it alike ("no h100 or gb200 node").
+        return across_flavors([v for v in too_big if v is not None])
     return None
 
 

@@ -39,6 +39,47 @@ TOPOLOGY_FACT = "topology"
 IN_ONE_DOMAIN_FACT = "free_in_one_domain_gpus"
 
 
+# The flavors a never-fitting workload may use, in its choices' order, when every one of them
+# gives the same verdict (``across_flavors``): its sentence names them all, where ``flavor``
+# (kept: what the pages and the loop read) names the first.
+FLAVORS_FACT = "flavors"
+
+
+def across_flavors(verdicts: Sequence[Verdict]) -> Verdict:
+    """One verdict for a workload that each of its flavor choices stops (``verdicts``: one per
+    choice, most preferred first): the first, and where every choice gives the same verdict
+    but for its flavor (a node selector no node of any of them matches), with every flavor
+    named (``FLAVORS_FACT``): "no h100 or gb200 node matches", not only the first's. Verdicts
+    that differ in more than their flavor keep the first's words (its numbers are its own)."""
+    first = verdicts[0]
+    flavors: list[str] = []
+    for verdict in verdicts:
+        flavor = verdict.facts.get("flavor")
+        if verdict.reason != first.reason or not isinstance(flavor, str):
+            return first
+        if _without_flavor(verdict.facts) != _without_flavor(first.facts):
+            return first
+        if flavor not in flavors:
+            flavors.append(flavor)
+    if len(flavors) < 2:
+        return first
+    return Verdict(first.reason, {**first.facts, FLAVORS_FACT: flavors})
+
+
+def _without_flavor(facts: Mapping[str, object]) -> dict[str, object]:
+    return {key: value for key, value in facts.items() if key not in ("flavor", FLAVORS_FACT)}
+
+
+def flavor_words(facts: Mapping[str, object]) -> str:
+    """The flavor a verdict names, or all it names (``FLAVORS_FACT``): ``h100``,
+    ``h100 or gb200``, ``h100, gb200 or l40s``."""
+    named = facts.get(FLAVORS_FACT)
+    if isinstance(named, list) and len(named) > 1:
+        names = [str(flavor) for flavor in named]
+        return f"{', '.join(names[:-1])} or {names[-1]}"
+    return str(facts.get("flavor"))
+
+
 def never_fits(facts: Mapping[str, object]) -> bool:
     """Whether a verdict's facts say the work can never run as the pool and queues are set
     up: it has no place in its queue's order and no estimated start, and a replay (the
@@ -164,8 +205,8 @@ _UNITS = {
 def _capacity_sentence(facts: Mapping[str, object]) -> str:
     if facts.get("no_nodes"):
         return "The pool has no node of a flavor it may run on."
+    flavor = flavor_words(facts)
     if "allowed_nodes" in facts:
-        flavor = facts.get("flavor")
         if not facts.get("allowed_nodes"):
             return (
                 f"It can never run as asked: no {flavor} node matches its node selector, "
@@ -192,19 +233,19 @@ def _capacity_sentence(facts: Mapping[str, object]) -> str:
             f"{number(facts.get('free'))} on {facts.get('flavor')} nodes."
         )
     units = _UNITS.get(str(facts.get("resource", "gpu")), ("{flavor}", "{flavor}"))
-    one = units[0].format(flavor=facts.get("flavor"))
-    many = units[1].format(flavor=facts.get("flavor"))
+    one = units[0].format(flavor=flavor)
+    many = units[1].format(flavor=flavor)
     if "largest_domain_gpus" in facts:
         return (
             f"It can never run as asked: it must sit in one NVLink domain, and the largest "
-            f"{facts.get('flavor')} domain has "
+            f"{flavor} domain has "
             f"{gpus(number(facts.get('largest_domain_gpus')), healthy=True)}; it asks "
             f"{number(facts.get('asked'))}."
         )
     if "largest_pod_gpus" in facts:
         return (
             "It can never run as asked: no node has "
-            f"{gpus(number(facts.get('asked_pod_gpus')), facts.get('flavor'), healthy=True)} "
+            f"{gpus(number(facts.get('asked_pod_gpus')), flavor, healthy=True)} "
             "for one pod; the largest has "
             f"{number(facts.get('largest_pod_gpus'))}."
         )
