@@ -322,6 +322,7 @@ def print_story(workload: dict[str, Any], out: TextIO) -> None:
             out.write("Estimated start: not estimated yet\n")
     else:
         out.write(f"{explanation['summary']}\n")
+    print_checkpoint(workload, out)
     refusal = workload.get("eviction_refusal")
     if refusal:  # an eviction a disruption budget refused, while current (as its page says)
         out.write(f"Eviction refused at {when(refusal['at'])}: {refusal['detail']}\n")
@@ -351,7 +352,58 @@ def print_story(workload: dict[str, Any], out: TextIO) -> None:
     for step in workload["timeline"]:
         actor = f" by {step['actor']}" if step.get("actor") else ""
         move = f"{step['from_state']} -> " if step["from_state"] else ""
-        out.write(f"  {when(step['at'])}  {move}{step['to_state']}: {step['reason']}{actor}\n")
+        out.write(f"  {when(step['at'])}  {move}{transition_words(step)}{actor}\n")
+
+
+def transition_words(step: dict[str, Any]) -> str:
+    """A move's new state and why, the state said once: ``admitted: quota and capacity allow
+    it`` (the API's reason no longer repeats it); a reason that opens with the state's own
+    word reads on from it (``cancelled by user``, not ``cancelled: cancelled by user``)."""
+    state, reason = step["to_state"], step["reason"]
+    if reason == state or reason.startswith((f"{state} ", f"{state}: ")):
+        return str(reason)
+    return f"{state}: {reason}"
+
+
+def no_such(error: ApiError, what: str) -> ApiError:
+    """A 404 of a call that named one thing, said naming it (the API's 404 says only "Not
+    found."): ``Not found: no node nosuch.``, ``Not found: no workload nlp/x among those you
+    may see.`` (another team's answers 404 too); any other error as it came. With ``--json`` the
+    error object stays the API's, as the server sent it."""
+    if error.status != 404:
+        return error
+    return ApiError(404, f"Not found: no {what}.", error.fields, error.body)
+
+
+def named_call(api: Api, what: str, method: str, path: str, body: Any = None) -> Any:
+    """``api.call`` of a path that names one thing (a workload, a node, a request): a 404 is
+    the ``no_such`` error naming ``what``."""
+    try:
+        return api.call(method, path, body)
+    except ApiError as error:
+        raise no_such(error, what) from None
+
+
+def workload_call(api: Api, workload: tuple[str, str], method: str, suffix: str = "") -> Any:
+    """A call on ``workloads/<namespace>/<name>/``; a 404 names the workload."""
+    namespace, name = workload
+    path = f"workloads/{_segment(namespace)}/{_segment(name)}/{suffix}"
+    what = f"workload {namespace}/{name} among those you may see"
+    return named_call(api, what, method, path)
+
+
+def _segment(text: str) -> str:
+    return urllib.parse.quote(text, safe="")
+
+
+def print_checkpoint(workload: dict[str, Any], out: TextIO) -> None:
+    """The last checkpoint its pods reported (``gpupool.io/last-checkpoint``), when one did:
+    a preemption loses only the progress since then."""
+    if workload.get("last_checkpoint_at"):
+        out.write(
+            f"Last checkpoint: {when(workload['last_checkpoint_at'])} (a preemption loses only "
+            "the progress since then)\n"
+        )
 
 
 # ----------------------------------------------------------------------------- workload body
@@ -658,8 +710,8 @@ def _healthy_gpus(node: dict[str, Any]) -> str:
 
 def do_drain(api: Api, options: argparse.Namespace, out: TextIO) -> int:
     """Drain a node (admins): cordoned, its workloads evicted by the control loop."""
-    path = f"nodes/{urllib.parse.quote(options.node, safe='')}/drain/"
-    node = api.call("POST", path, {"reason": options.reason or ""})
+    path = f"nodes/{_segment(options.node)}/drain/"
+    node = named_call(api, f"node {options.node}", "POST", path, {"reason": options.reason or ""})
     if options.json:
         out.write(json.dumps(node, indent=1) + "\n")
         return EXIT_OK
@@ -681,9 +733,11 @@ def do_end_drain(api: Api, options: argparse.Namespace, out: TextIO) -> int:
     """End a node's drain (admins): uncordoned, nothing more evicted from it. The node is read
     first, as the answer alone does not tell whether there was a drain to end (ending none
     changes nothing, and is said so)."""
-    path = f"nodes/{urllib.parse.quote(options.node, safe='')}/"
-    before = api.call("GET", path)
-    node = api.call("POST", f"{path}end-drain/", {"reason": options.reason or ""})
+    path = f"nodes/{_segment(options.node)}/"
+    before = named_call(api, f"node {options.node}", "GET", path)
+    node = named_call(
+        api, f"node {options.node}", "POST", f"{path}end-drain/", {"reason": options.reason or ""}
+    )
     if options.json:
         out.write(json.dumps(node, indent=1) + "\n")
         return EXIT_OK
@@ -828,9 +882,16 @@ def do_request(api: Api, options: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
+def _request(options: argparse.Namespace) -> str:
+    """A request named in a "no such" error (``no_such``)."""
+    return f"request #{options.request} among those you may see"
+
+
 def do_submit_request(api: Api, options: argparse.Namespace, out: TextIO) -> int:
     """Send one's draft to the admins (``POST .../submit/``, as the request's page does)."""
-    submitted = api.call("POST", f"quota-requests/{options.request}/submit/")
+    submitted = named_call(
+        api, _request(options), "POST", f"quota-requests/{options.request}/submit/"
+    )
     if options.json:
         out.write(json.dumps(submitted, indent=1) + "\n")
         return EXIT_OK
@@ -847,15 +908,17 @@ def do_withdraw_request(api: Api, options: argparse.Namespace, out: TextIO) -> i
     .../<id>/``); a submitted one not yet decided is kept, withdrawn (``POST .../withdraw/``).
     With ``--json`` a deleted draft, of which the API answers nothing, is printed as it was
     last read, with ``"deleted": true``."""
-    request = api.call("GET", f"quota-requests/{options.request}/")
+    request = named_call(api, _request(options), "GET", f"quota-requests/{options.request}/")
     if request["state"] == "draft":
-        api.call("DELETE", f"quota-requests/{options.request}/")
+        named_call(api, _request(options), "DELETE", f"quota-requests/{options.request}/")
         if options.json:
             out.write(json.dumps(request | {"deleted": True}, indent=1) + "\n")
         else:
             out.write(f"Draft #{request['id']} is withdrawn: {request['summary']}.\n")
         return EXIT_OK
-    withdrawn = api.call("POST", f"quota-requests/{options.request}/withdraw/")
+    withdrawn = named_call(
+        api, _request(options), "POST", f"quota-requests/{options.request}/withdraw/"
+    )
     if options.json:
         out.write(json.dumps(withdrawn, indent=1) + "\n")
         return EXIT_OK
@@ -876,8 +939,12 @@ def do_decide(api: Api, options: argparse.Namespace, out: TextIO) -> int:
         raise UsageError(
             f"--reason: at most {DECISION_NOTE_MAX_LENGTH:,} characters, not {len(reason):,}"
         )
-    decided = api.call(
-        "POST", f"quota-requests/{options.request}/{options.verb}/", {"decision_note": reason}
+    decided = named_call(
+        api,
+        _request(options),
+        "POST",
+        f"quota-requests/{options.request}/{options.verb}/",
+        {"decision_note": reason},
     )
     if options.json:
         out.write(json.dumps(decided, indent=1) + "\n")
@@ -936,8 +1003,12 @@ def do_dry_run(api: Api, options: argparse.Namespace, out: TextIO) -> int:
 
 def do_why(api: Api, options: argparse.Namespace, out: TextIO) -> int:
     """Where one workload stands, why, and what happened to it."""
-    namespace, name = options.workload
-    workload = api.call("GET", f"workloads/{namespace}/{name}/")
+    try:
+        workload = workload_call(api, options.workload, "GET")
+    except ApiError as error:
+        if error.status != 404:
+            raise
+        raise refused_or(api, options.workload, error) from None
     if options.json:
         out.write(json.dumps(workload, indent=1) + "\n")
     else:
@@ -945,10 +1016,37 @@ def do_why(api: Api, options: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
+def refused_or(api: Api, workload: tuple[str, str], error: ApiError) -> ApiError:
+    """Why no workload has this name, when pods of that name wait refused (a queue of
+    another tenant, a malformed annotation: ``workloads/refused/``, what the My workloads
+    page lists): "not a workload: ..." with the refusal (with ``--json``, the API's 404 as
+    it was sent); else ``error`` as it is."""
+    namespace, name = workload
+    try:
+        refused = api.call(
+            "GET", "workloads/refused/", query={"namespace": namespace, "name": name}
+        )
+    except ApiError:
+        return error  # (a server without the list: the "no workload" said already)
+    rows = refused.get("results") or []
+    if not rows:
+        return error
+    row = rows[0]
+    pods = int(row["pods"])
+    why = str(row["why"]).removeprefix("gpupool will not schedule these pods: ")
+    message = (
+        f"{namespace}/{name} is not a workload: the {counted(pods, 'pod')} waiting under that "
+        f"name {'is' if pods == 1 else 'are'} refused: {why}"
+    )
+    return ApiError(404, message, None, error.body)
+
+
 def do_cancel(api: Api, options: argparse.Namespace, out: TextIO) -> int:
     """Cancel a workload, running or not."""
     namespace, name = options.workload
-    api.call("POST", f"workloads/{namespace}/{name}/cancel/", {"reason": options.reason or ""})
+    path = f"workloads/{_segment(namespace)}/{_segment(name)}/cancel/"
+    what = f"workload {namespace}/{name} among those you may see"
+    named_call(api, what, "POST", path, {"reason": options.reason or ""})
     out.write(f"Cancelled {namespace}/{name}.\n")
     return EXIT_OK
 

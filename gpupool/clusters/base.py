@@ -550,6 +550,21 @@ class EventRequest:
     event_type: EventType = "Normal"
 
 
+JobSuspendStatus = Literal["suspended", "gone", "failed"]
+
+
+@dataclass(frozen=True, slots=True)
+class JobSuspendResult:
+    """What ``suspend_job`` did: ``suspended`` (the Job's ``spec.suspend`` is true now, or
+    already was: its controller deletes its active pods and makes none until it is resumed),
+    ``gone`` (no such Job) or ``failed`` (the API refused or was unreachable; ``message``
+    says why)."""
+
+    job: JobKey
+    status: JobSuspendStatus
+    message: str = ""
+
+
 # On a node gpupool cordoned (``set_node_unschedulable``): its own cordon, the only one it
 # lifts; a node cordoned by anyone else (``kubectl cordon``) stays so.
 CORDONED_BY_GPUPOOL = "gpupool.io/cordoned"
@@ -636,6 +651,14 @@ class ClusterBackend(Protocol):
 
     def delete_pods(self, pods: Sequence[PodRef], reason: str) -> PodsOutcome:
         """Delete pods (a cancelled workload); a pod already gone counts as deleted."""
+        ...
+
+    def suspend_job(self, job: JobKey) -> JobSuspendResult:
+        """Suspend a batch/v1 Job (``spec.suspend: true``, as Kueue does to a Job it does not
+        admit): its controller deletes the Job's active pods and makes no new ones, so a
+        cancelled workload's pods are removed with the controller rather than against it
+        (deleting them, the controller made them again and counted each as a failure until
+        the Job failed). Idempotent: a suspended Job is ``suspended`` again."""
         ...
 
     def record_event(

@@ -58,6 +58,7 @@ from gpupool.clusters.base import (
     EvictOutcome,
     JobFacts,
     JobKey,
+    JobSuspendResult,
     NewPod,
     NodeCordonResult,
     NodeFacts,
@@ -1098,6 +1099,31 @@ class KubernetesBackend:
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             return PodResult(pod, "failed", _describe(exc))
         return PodResult(pod, "deleted")
+
+    # - a cancelled workload's Job -
+
+    def suspend_job(self, job: JobKey) -> JobSuspendResult:
+        """Set the Job's ``spec.suspend`` (a merge patch through batch/v1, idempotent): its
+        controller deletes the Job's active pods and makes no more, where deleting the pods
+        had it make them again and count each as a failed try."""
+        write = functools.partial(
+            self._batch.patch_namespaced_job,
+            job.name,
+            job.namespace,
+            {"spec": {"suspend": True}},
+            _content_type="application/merge-patch+json",
+            _preload_content=False,
+            _request_timeout=self._retry.request_timeout_s,
+        )
+        try:
+            _consume(call_with_retries(write, self._retry))
+        except ApiException as exc:
+            if exc.status == 404:
+                return JobSuspendResult(job, "gone", status_message(exc))
+            return JobSuspendResult(job, "failed", _describe(exc))
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            return JobSuspendResult(job, "failed", _describe(exc))
+        return JobSuspendResult(job, "suspended")
 
     # - node cordons -
 

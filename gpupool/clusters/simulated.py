@@ -66,6 +66,8 @@ from gpupool.clusters.base import (
     EventRequest,
     EventType,
     EvictOutcome,
+    JobKey,
+    JobSuspendResult,
     NewPod,
     NodeCordonResult,
     NodeFacts,
@@ -485,6 +487,9 @@ class SimulatedCluster:
         with self.store.transaction() as tx:
             self._advance(tx, now)
             obj = self._new_pod(tx, manifest, now)
+            job = _pod(obj).job
+            if job is not None and _suspended(tx, job):
+                raise ValueError(f"Job {job} is suspended: its controller makes no pods")
             node_name = obj.body.get("spec", {}).get("nodeName")
             if node_name:
                 node = tx.get("Node", "", str(node_name))
@@ -852,6 +857,34 @@ class SimulatedCluster:
                 results.append(PodResult(pod, "deleted"))
         return PodsOutcome(tuple(results))
 
+    def suspend_job(self, job: JobKey) -> JobSuspendResult:
+        """Suspend a Job as its controller does: the Job is marked suspended (a ``Job`` object
+        of the store, ``spec.suspend``) and its pods that have not ended are deleted; it makes
+        no pod again (``add_pod`` refuses one of a suspended Job's). The simulated cluster
+        keeps no Job otherwise: a Job exists while a pod names it its controller (``gone``
+        when none does and it was never suspended)."""
+        now = self.clock.now()
+        with self.store.transaction() as tx:
+            self._advance(tx, now)
+            pods = [
+                obj for obj in tx.select("Pod", namespace=job.namespace) if _pod(obj).job == job
+            ]
+            if not pods and not _suspended(tx, job):
+                return JobSuspendResult(job, "gone", f'jobs.batch "{job.name}" not found')
+            body = {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": {"name": job.name, "namespace": job.namespace},
+                "spec": {"suspend": True},
+            }
+            tx.put(StoredObject("Job", job.namespace, job.name, body))
+            for obj in pods:
+                if not _pod(obj).finished:
+                    self._event(tx, _ref(obj), "Killing", f"Stopping container: Job {job} "
+                                "is suspended", "Normal", now)  # fmt: skip
+                    tx.remove(_deleted(obj, now))
+        return JobSuspendResult(job, "suspended")
+
     def record_event(
         self, pod: PodRef, reason: str, message: str, event_type: EventType = "Normal"
     ) -> EventOutcome:
@@ -1183,6 +1216,12 @@ def _deleted(
     return obj.evolve(body=body, facts=None)
 
 
+def _suspended(tx: StoreTransaction, job: JobKey) -> bool:
+    """Whether the Job was suspended (``SimulatedCluster.suspend_job``)."""
+    obj = tx.get("Job", job.namespace, job.name)
+    return obj is not None and bool(obj.body.get("spec", {}).get("suspend"))
+
+
 def _pod(obj: StoredObject) -> PodFacts:
     facts = obj.decoded()
     assert isinstance(facts, PodFacts)
@@ -1424,6 +1463,15 @@ class SimulatedBackend:
             return self.cluster.delete_pods(pods, reason)
         except Exception as exc:
             return PodsOutcome(tuple(PodResult(p, "failed", str(exc)) for p in pods))
+
+    def suspend_job(self, job: JobKey) -> JobSuspendResult:
+        """Suspend the Job: its pods that have not ended are deleted, and none made again
+        (see ``SimulatedCluster.suspend_job``)."""
+        self._check_open()
+        try:
+            return self.cluster.suspend_job(job)
+        except Exception as exc:
+            return JobSuspendResult(job, "failed", str(exc))
 
     def record_event(
         self, pod: PodRef, reason: str, message: str, event_type: EventType = "Normal"

@@ -12,7 +12,11 @@ between its record and its apply is completed by the next one:
   all or none);
 - a workload being evicted whose pods still hold nodes is evicted, one victim set per
   preemptor (``evict``: a budget's refusal aborts that set);
-- a cancelled workload's pods are deleted;
+- a cancelled workload's pods are removed (``cancel_pods``): a Job's by suspending the Job,
+  whose controller deletes them and makes no more (deleting them, it made them again and
+  counted each as a failed try until the Job failed); a bare pod's and gpupool's are deleted;
+  those of another controller (which gpupool cannot suspend) are deleted while they hold a
+  node, and one it makes again waits, never scheduled, told why;
 - pending pods whose explanation changed get an Event with it: about ``EVENTS_PER_CYCLE`` a
   cycle, taken alternately from the newest reasons and the oldest (``explanations_due``), a
   workload's waiting pods all in one cycle; the rest wait for the next ones.
@@ -24,6 +28,7 @@ cancelled (the victims keep running, their preemptor waits again).
 
 from __future__ import annotations
 
+import logging
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -36,6 +41,7 @@ from gpupool.clusters.base import (
     MIG_RESOURCE_PREFIX,
     ClusterBackend,
     EventRequest,
+    JobKey,
     NewPod,
     PodBinding,
     PodFacts,
@@ -64,6 +70,7 @@ EVENTS_PER_CYCLE = 200
 # made by the next cycles, their workloads kept outstanding until all exist.
 CREATES_PER_CYCLE = 2000
 _POD_INDEX = re.compile(r"-(\d+)$")
+logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
@@ -142,6 +149,11 @@ class ApplyWork:
     bind: dict[str, list[PodBinding]] = field(default_factory=dict)  # workload -> gang
     evict: dict[str, tuple[list[str], list[PodRef], str]] = field(default_factory=dict)
     delete: list[PodRef] = field(default_factory=list)
+    # A cancelled workload's Jobs to suspend, each with its pods (deleted if it cannot be).
+    suspend: dict[JobKey, list[PodRef]] = field(default_factory=dict)
+    # Per workload evicted for a drain, the drain in words (``drain_words``): read from the
+    # database before the work may go to the applier's thread, which reads none.
+    drained: dict[str, str] = field(default_factory=dict)
     events: list[tuple[PodRef, str, str]] = field(default_factory=list)
 
 
@@ -297,18 +309,95 @@ def explanation_events(
     return events
 
 
+CANCELLED = "its workload was cancelled"
+
+
+def cancel_pods(work: ApplyWork, pods: Iterable[PodFacts]) -> None:
+    """Add the removal of a cancelled workload's pods (live or holding a node, not being
+    deleted) to ``work``. A pod a batch/v1 Job controls is removed by suspending the Job
+    (``spec.suspend``, as Kueue does to a Job it does not admit): its controller deletes the
+    Job's active pods and makes none again; deleted, they were made again, deleted again, and
+    each counted as a failed try until the Job failed with ``BackoffLimitExceeded``. A bare
+    pod, or one gpupool made, is deleted: nothing makes it again. Another controller's
+    (a ReplicaSet, a StatefulSet, an operator that owns its pods itself: nothing gpupool can
+    suspend; a JobSet's pods are its child Jobs', so those are suspended) is
+    deleted while it holds a node, so its GPUs come back; the pod its controller may make
+    again is not deleted in turn (that was a fight with no end) but waits, never scheduled,
+    with the Event that its workload has ended, until its owner stops the controller."""
+    for pod in pods:
+        job = pod.job
+        if job is not None:
+            work.suspend.setdefault(job, []).append(pod.ref)
+        elif pod.owner_kind is None or holds_node(pod):  # gpupool's pods have no owner
+            work.delete.append(pod.ref)
+
+
+def _suspend_jobs(backend: ClusterBackend, work: ApplyWork, outcome: ApplyOutcome) -> list[PodRef]:
+    """Suspend the cancelled workloads' Jobs, telling their pods why first; the pods of those
+    that could not be suspended (gone, or refused: deleted as before, so their GPUs come
+    back), to delete."""
+    backend.record_events(
+        [
+            EventRequest(pod, "Cancelled", f"gpupool suspends its Job {job}: {CANCELLED}")
+            for job, pods in sorted(work.suspend.items())
+            for pod in pods
+        ]
+    )
+    delete: list[PodRef] = []
+    for job, pods in sorted(work.suspend.items()):
+        result = backend.suspend_job(job)
+        if result.status == "suspended":
+            outcome.count("suspended")
+            continue
+        if result.status == "failed":
+            logger.warning("could not suspend Job %s (%s): its pods are deleted", job,
+                           result.message)  # fmt: skip
+        delete.extend(pods)
+    return delete
+
+
+# An eviction's words in its pods' ``Preempted`` Event, at most (the Event is cut at 1,024).
+EVICTION_WORDS_MAX = 900
+
+
+def drain_words(work: ApplyWork) -> dict[str, str]:
+    """For the workloads evicted for ``admin``, the drain that caused it in the pages' words
+    ("for the drain of node h100-04, drained by ada: swap PSU": who drained it and why are
+    the audit log's, ``workloads.queries.drain_words_of``, two queries); none when no set is
+    an admin eviction. The evictions' records are committed before apply runs; the loop reads
+    them into ``ApplyWork.drained`` in its own thread, before the work may be handed on."""
+    admin = [name for victims, _, reason in work.evict.values() if reason == "admin"
+             for name in victims]  # fmt: skip
+    if not admin:
+        return {}
+    from gpupool.workloads.queries import drain_words_of  # (a Django app's queries)
+
+    return drain_words_of(admin)
+
+
+def eviction_words(reason: str, victims: Sequence[str], drained: Mapping[str, str]) -> str:
+    """What the evicted pods are told after "evicted by gpupool: ": the reason, and for a
+    drain which one (``drain_words``), within ``EVICTION_WORDS_MAX`` characters."""
+    said = next((drained[name] for name in victims if name in drained), "")
+    words = f"{reason}, {said}" if said else reason
+    return words if len(words) <= EVICTION_WORDS_MAX else words[: EVICTION_WORDS_MAX - 3] + "..."
+
+
 def run_apply(backend: ClusterBackend, work: ApplyWork) -> ApplyOutcome:
     """Do the work through the backend; every refusal or failure comes back in the outcome."""
     outcome = ApplyOutcome()
-    if work.delete:
-        result = backend.delete_pods(work.delete, "its workload was cancelled")
+    delete = list(work.delete)
+    if work.suspend:
+        delete.extend(_suspend_jobs(backend, work, outcome))
+    if delete:
+        result = backend.delete_pods(delete, CANCELLED)
         outcome.count("deleted", sum(1 for r in result.results if r.status == "deleted"))
     if work.create:
         created = backend.create_pods(work.create)
         outcome.count("created", sum(1 for r in created.results if r.status == "created"))
         outcome.count("create_errors", sum(1 for r in created.results if r.status == "failed"))
     for victims_key, (victims, pods, reason) in sorted(work.evict.items()):
-        evicted = backend.evict(pods, reason)
+        evicted = backend.evict(pods, eviction_words(reason, victims, work.drained))
         refused = evicted.refused
         failed = [r for r in evicted.results if r.status == "failed"]
         outcome.count("evicted", sum(1 for r in evicted.results if r.status == "evicted"))

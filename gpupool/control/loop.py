@@ -83,6 +83,8 @@ from gpupool.control.apply import (
     ApplyWork,
     PodSetRun,
     WorkloadRun,
+    cancel_pods,
+    drain_words,
     gang_bindings,
     gpu_resource,
     key_of,
@@ -150,6 +152,7 @@ REFUSAL_BACKOFF_S = 60.0  # a victim a disruption budget protected is not chosen
 EVICT_RESEND_S = 30.0  # an eviction sent is not sent again sooner (its pods are leaving)
 # The cause the API (and the simulated cluster) gives when a disruption budget refuses.
 BUDGET_CAUSE = re.compile(r"The disruption budget (\S+) needs (.*)$")
+ONE_HEALTHY_PODS = re.compile(r"^(1) healthy pods\b(.*)$")
 CORDON_RESEND_S = 30.0  # a node's cordon asked is not asked again sooner (the watch shows it)
 # The fragmentation figures go into a cycle's record at most this often (cluster time): a
 # sample for the dashboard's trend, about 40 ms at B1's 5,000 nodes in pure Python.
@@ -239,12 +242,14 @@ def idle_message(idle_since: datetime, reclaim_at: datetime | None) -> str:
 
 def refused_budget(why: str, namespace: str) -> tuple[str, str]:
     """The disruption budget that refused an eviction, as ``namespace/name``, and what it
-    needs ("1 healthy pods and has 1 currently"), from the cause the API gives (``why``:
-    the apply's); empty strings where the cause names none."""
+    needs ("1 healthy pod and has 1 currently"), from the cause the API gives (``why``:
+    the apply's); empty strings where the cause names none. The API server says "needs 1
+    healthy pods": one pod is said in the singular here (the Event, the API, CLI and pages)."""
     found = BUDGET_CAUSE.search(why)
     if found is None:
         return "", ""
-    return f"{namespace}/{found.group(1)}", found.group(2).strip().rstrip(".")
+    needs = ONE_HEALTHY_PODS.sub(r"\1 healthy pod\2", found.group(2).strip().rstrip("."))
+    return f"{namespace}/{found.group(1)}", needs
 
 
 def refusal_words(why: str, namespace: str, reason: str = "") -> str:
@@ -650,7 +655,15 @@ class ControlLoop:
             # (joined above) and this cycle's own, unless it is handed on in turn.
             for done in (applied, outcome):
                 for what, amount in (done.counts if done is not None else {}).items():
+                    # The apply counts pods; "evicted" counts the workloads evicted.
+                    what = "pods_evicted" if what == "evicted" else what
                     result.counts[what] = result.counts.get(what, 0) + amount
+            if outcome is not None and outcome.refused:
+                # Evictions a disruption budget refused did not happen (called off): a drain
+                # retried after each refusal counted one eviction a cycle.
+                off = {e.name for e in record.evictions} & outcome.refused.keys()
+                result.counts["evicted"] -= len(off)
+                result.evicted = [e for e in result.evicted if e["workload"] not in off]
             if self.handed_on is not None:
                 result.counts["handed_on"] = len(self.handed_on.work.bind)
             result.status, result.timings = CycleStatus.SUCCEEDED, timings
@@ -1382,6 +1395,7 @@ class ControlLoop:
             self._delete_if_cancelled(name, pods, work)
         if prepared.runs_wanted:
             work.create = self._new_pods(prepared.runs_wanted)
+        work.drained = drain_words(work)  # in this thread: the applier's reads no database
         if hand_on and work.bind and self.backend.concurrent_apply:
             if self._applier is None:
                 self._applier = ThreadPoolExecutor(1, thread_name_prefix="gpupool-apply")
@@ -1682,7 +1696,7 @@ class ControlLoop:
             namespace=key_of(name).namespace, name=key_of(name).name, state=WorkloadState.CANCELLED
         ).exists()
         if cancelled:
-            work.delete.extend(p.ref for p in live if not p.deleting)
+            cancel_pods(work, (p for p in live if not p.deleting))
             self.outstanding.add(name)
 
     def _new_pods(self, rows: list[WorkloadRow]) -> list[Any]:
@@ -1777,7 +1791,7 @@ class ControlLoop:
             nodes=result.counts.get("nodes", 0),
             workloads=result.counts.get("workloads", 0),
             admitted=len(record.admissions),
-            evicted=len(record.evictions),
+            evicted=result.counts.get("evicted", 0),  # less those a budget refused
             pending=sum(record.pending_by_reason.values()),
             timings=result.timings,
             outcome={

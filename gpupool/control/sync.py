@@ -49,6 +49,8 @@ from typing import Literal
 
 from gpupool.clusters.api_objects import DISRUPTED_BY
 from gpupool.clusters.base import (
+    GPU_RESOURCE,
+    MIG_RESOURCE_PREFIX,
     Change,
     JobFacts,
     JobKey,
@@ -658,6 +660,10 @@ def _unknown(
     if any(holds_node(p) for p in pods):
         return  # bound already (a database that lost it): counted as occupied, not adopted
     shapes = pod_set_shapes(grouped, state, memory, key)
+    unoffered = _unoffered(grouped, shapes)
+    if unoffered:  # refused as malformed pods are: never a row, listed with refused pods
+        _complain(decision, memory, key, pods, "gpupool will not schedule these pods: " + unoffered)
+        return
     protected = grouped.protected_runtime_s
     capped = _capped(grouped, state, protected)
     if capped is not None and protected is not None:
@@ -665,7 +671,11 @@ def _unknown(
             f"{PROTECTED_RUNTIME}: {protected:g}s is capped to queue {grouped.queue}'s free "
             f"maximum of {capped:g}s (longer protection needs a budgeted priority class)"
         )
-        _complain(decision, memory, key, pods, message)
+        # Not a failure: the pods are scheduled, with the shorter window (DESIGN 2). Said
+        # once, with the registration (a Normal Event; it was a FailedScheduling Warning).
+        told = tuple(p.ref for p in pods if is_live(p))
+        if told:
+            decision.events.append(PodEvent(told, PROTECTED_RUNTIME_CAPPED, message))
         protected = capped
     decision.registrations.append(
         Registration(
@@ -692,6 +702,10 @@ def _unknown(
     overlay = Overlay(missing_pods=grouped.missing_pods, allowed=allowed)
     if overlay != Overlay(allowed=tuple(None for _ in allowed)):
         memory.overlays[str(key)] = overlay
+
+
+# The reason of the Normal Event that says a protected runtime was capped (``_unknown``).
+PROTECTED_RUNTIME_CAPPED = "ProtectedRuntimeCapped"
 
 
 def _refused(
@@ -782,6 +796,28 @@ def pod_set_shapes(
     return tuple(shapes)
 
 
+def _unoffered(request: WorkloadRequest, shapes: Sequence[PodSetShape]) -> str:
+    """What no flavor of the database offers among the pod sets' GPU requests (a MIG profile
+    no flavor has, a share of a GPU with no shared flavor, whole GPUs with no exclusive
+    flavor), said per pod set; "" when every pod set asking GPUs has a flavor. Such pods
+    cannot become a workload (a pod set asking GPUs names its flavor): before, the
+    registration failed with only a log line, and the pods waited without a word."""
+    words: list[str] = []
+    for pod_set, shape in zip(request.pod_sets, shapes, strict=True):
+        if not pod_set.gpus or shape.flavor_ids:
+            continue
+        if pod_set.mig_profile is not None:
+            what = f"no flavor offers {MIG_RESOURCE_PREFIX}{pod_set.mig_profile}"
+        elif pod_set.gpu_milli is not None:
+            what = f"no shared flavor offers a share of a GPU ({GPU_MILLI})"
+        else:
+            what = f"no exclusive flavor offers whole GPUs ({GPU_RESOURCE})"
+        members = pod_set.pods
+        more = f" and {len(members) - 1} more like it" if len(members) > 1 else ""
+        words.append(f"pod {members[0].name}{more}: {what}")
+    return "; ".join(words)
+
+
 def _flavor_ids(pod_set: PodSetRequest, rows: Mapping[int, Flavor]) -> tuple[int, ...]:
     if pod_set.mig_profile is not None:
         kind = [
@@ -837,6 +873,21 @@ def _known(
             and checkpoint != info.last_checkpoint_at
         ):
             decision.checkpoints[row.id] = moment(checkpoint)
+    elif isinstance(grouped, InvalidWorkload) and row.state != WorkloadState.PENDING:
+        # Placed work whose pods now say something malformed (a ``gpupool.io/last-checkpoint``
+        # that is no time): it keeps running, and its pods are told which annotation, once
+        # (a Warning, but no FailedScheduling: they are scheduled).
+        said = (
+            "gpupool cannot read these pods' labels or annotations: "
+            + "; ".join(grouped.errors)
+            + "; the workload keeps running as it was admitted (an unreadable checkpoint is "
+            "not counted: its last readable one is)"
+        )
+        if memory.complaints.get(key) != said:
+            memory.complaints[key] = said
+            told = tuple(p.ref for p in pods if is_live(p))
+            if told:
+                decision.events.append(PodEvent(told, "MalformedAnnotation", said, warning=True))
     departed = memory.departed.get(name, [])
     if held and row.state in _PLACED and not row.eviction_reason:
         gone = _gone_members(row, pods, departed)
@@ -909,6 +960,14 @@ def _known(
     if row.eviction_reason:
         why = f"evicted ({row.eviction_reason})"
         lost = ""
+    elif row.state == WorkloadState.ADMITTED and not departed:
+        # Admitted, and no pod of it was seen bound and gone: nothing ran, nothing was lost
+        # (a Job's pod not made yet, or made again after a requeue) -- not a preemption; it
+        # waits for its pods as work whose pods were deleted does. Before, each such cycle
+        # read "its pods were removed outside gpupool": a preemption a cycle.
+        why = "its pods were gone before gpupool bound them (nothing ran)"
+        _deleted_steps(decision, memory, mirror, row, key, why, at)
+        return
     else:
         failed_nodes = [p.node for p in info.placement if _node_failed(mirror.nodes.get(p.node))]
         lost, why = _vanished(failed_nodes, vanished)
@@ -926,6 +985,12 @@ def _known(
         decision.steps.append(
             Step(row.id, name, WorkloadState.PENDING, "requeued after its eviction", at)
         )
+        # It waits, out of the plan, for the pods its Job (or gpupool) makes again, as after
+        # a Job's failed pod: planned now, it was admitted with nothing to bind.
+        ours = row.origin == Origin.GPUPOOL
+        missing = info.pod_count - sum(1 for p in live if not ours or made_by_gpupool(p))
+        if missing > 0:
+            memory.overlays[name] = Overlay(missing_pods=missing)
 
 
 # Why placed pods vanished without an eviction of gpupool's (``_vanished``): a preemption
@@ -1305,6 +1370,12 @@ def _pending(
         memory.overlays[name] = Overlay(excluded=True, malformed="; ".join(errors))
         return
     shapes = pod_set_shapes(grouped, state, memory, key)
+    unoffered = _unoffered(grouped, shapes)
+    if unoffered:  # left out as pods too large are: it can never run as asked (no pod sets
+        # written: a pod set asking GPUs names a flavor), and its explanation says why
+        _complain(decision, memory, key, pods, "gpupool will not schedule these pods: " + unoffered)
+        memory.overlays[name] = Overlay(excluded=True, why=unoffered)
+        return
     wanted = tuple(shape_info(shape, state.flavor_rows) for shape in shapes)
     min_member = stored_min_member(grouped)
     if wanted != info.pod_sets or min_member != info.min_member:

@@ -196,6 +196,7 @@ from gpupool.workloads.queries import (
     sentence,
     timeline_drain_words,
     total_gpus,
+    transition_reason,
     workload_story,
 )
 
@@ -797,7 +798,10 @@ def workload_detail(
         ),
         "facts": fact_rows(explanation.facts),
         "cancellable": cancellable(request.user, workload),
-        "transitions": list(zip(moves, timeline_drain_words(moves, events, drains), strict=True)),
+        "transitions": [  # each move's reason said once (``transition_reason``), its drain
+            (move, transition_reason(move.to_state, move.reason), drain)
+            for move, drain in zip(moves, timeline_drain_words(moves, events, drains), strict=True)
+        ],
         "timeline_figure": (
             charts.workload_timeline_figure(spans, WORKLOAD_STATE_COLOURS, zone=chart_zone())
             if spans

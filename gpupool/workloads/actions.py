@@ -457,7 +457,9 @@ def do_cancel_workload(
     workload: Workload, *, acting_user: Any, reason: str = "", at: datetime | None = None
 ) -> WorkloadTransition:
     """Cancel a workload that is waiting or running: record the transition (placements are
-    released) and close its usage now; the control loop then deletes its pods. Work that has
+    released) and close its usage now; the control loop then removes its pods (a Job's by
+    suspending the Job, so its controller neither makes them again nor fails the Job:
+    ``control.apply.cancel_pods``). Work that has
     ended (the state machine lets it move nowhere) is refused, saying so and its state.
 
     ``acting_user`` None is the system; a person must be allowed by ``may_cancel``.

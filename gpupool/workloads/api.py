@@ -16,6 +16,7 @@ and name (``/api/v1/workloads/<namespace>/<name>/``).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -23,7 +24,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import F, Manager, QuerySet
 from django_filters import rest_framework as filters
-from drf_spectacular.utils import extend_schema, extend_schema_field
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
@@ -71,8 +72,10 @@ from gpupool.workloads.queries import (
     gpus_by_workload,
     lost_gpu_hours,
     node_drains,
+    refused_workloads,
     sees_preemptor,
     total_gpus,
+    transition_reason,
     workload_list,
     workload_story,
 )
@@ -349,8 +352,16 @@ class TransitionSerializer(PlannedRows, serializers.Serializer[Any]):
     from_state = serializers.CharField()
     to_state = serializers.CharField()
     at = serializers.DateTimeField()
-    reason = serializers.CharField()
+    reason = serializers.SerializerMethodField(
+        help_text="Why it moved, without repeating the state it moved to "
+        '(``transition_reason``): a move to admitted says "quota and capacity allow it".'
+    )
     actor = serializers.CharField(source="actor.username", allow_null=True, default=None)
+
+    @extend_schema_field(serializers.CharField())
+    def get_reason(self, move: Any) -> str:
+        """The recorded reason, said once (``transition_reason``)."""
+        return transition_reason(move.to_state, move.reason)
 
 
 class ExplanationSerializer(serializers.Serializer[Any]):
@@ -633,6 +644,37 @@ class WorkloadSerializer(PlannedRows, serializers.ModelSerializer[Workload]):
         return f"{gpus:.3f}"
 
 
+class RefusedPodsRowSerializer(serializers.Serializer[Any]):
+    """The waiting pods of one would-be workload gpupool will not schedule, and why."""
+
+    workload = serializers.CharField(
+        help_text="namespace/name: the pods' gpupool.io/workload label, else the pod's name."
+    )
+    namespace = serializers.SerializerMethodField()
+    name = serializers.SerializerMethodField()
+    pods = serializers.IntegerField(help_text="Its pods waiting for a node.")
+    why = serializers.CharField(help_text="The sentence of their Warning Event.")
+
+    def get_namespace(self, row: dict[str, Any]) -> str:
+        """The namespace of ``workload``."""
+        return str(row["workload"]).partition("/")[0]
+
+    def get_name(self, row: dict[str, Any]) -> str:
+        """The name of ``workload``."""
+        return str(row["workload"]).partition("/")[2]
+
+
+class RefusedPodsSerializer(serializers.Serializer[Any]):
+    """Pods gpupool will not schedule (as the My workloads page lists them): they ask for
+    gpupool but cannot become workloads as they are, so no workload lists them."""
+
+    count = serializers.IntegerField(
+        help_text="How many such workloads the caller may see (an admin's may be more than "
+        "are listed: the cycle records the first 100 by name)."
+    )
+    results = RefusedPodsRowSerializer(many=True, source="workloads")
+
+
 class EvictionRefusalSerializer(serializers.Serializer[Any]):
     """An eviction of the workload a PodDisruptionBudget refused, while it is current."""
 
@@ -641,7 +683,7 @@ class EvictionRefusalSerializer(serializers.Serializer[Any]):
         help_text="The PodDisruptionBudget as namespace/name; empty when the refusal named none."
     )
     needs = serializers.CharField(
-        help_text='What the budget needs, as it said ("1 healthy pods and has 1 currently").'
+        help_text='What the budget needs ("1 healthy pod and has 1 currently").'
     )
     reason = serializers.CharField(
         help_text="Why gpupool evicts it: admin for a drain, preempt, reclaim, idle."
@@ -675,6 +717,7 @@ class WorkloadDetailSerializer(WorkloadSerializer):
             "topology",
             "protected_runtime_s",
             "expected_runtime_s",
+            "last_checkpoint_at",
             "pod_sets",
             "placements",
             "explanation",
@@ -854,6 +897,28 @@ class WorkloadViewSet(
         body = SubmittedWorkloadSerializer(story, context=context).data
         return Response(body, status=status.HTTP_201_CREATED)
 
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("namespace", str, description="Only the pods of this namespace."),
+            OpenApiParameter("name", str, description="Only the would-be workload of this name."),
+        ],
+        responses={200: RefusedPodsSerializer},
+    )
+    @action(detail=False, methods=["get"])
+    def refused(self, request: Request) -> Response:
+        """Pods gpupool will not schedule -- a queue of another tenant or none, a malformed
+        gpupool.io label or annotation, a namespace no tenant owns, pods of a workload that
+        has ended -- and why, as the last succeeded cycle recorded them and the My workloads
+        page lists them: an admin sees all, anyone else those in their tenants' namespaces.
+        Such pods are no workload, so ``workloads/<namespace>/<name>/`` answers 404 for them."""
+        found = refused_workloads(request_access(request))
+        rows = [
+            row for row in found.workloads if _matches(str(row["workload"]), request.query_params)
+        ]
+        narrowed = len(rows) != len(found.workloads)
+        answer = {"count": len(rows) if narrowed else found.count, "workloads": rows}
+        return Response(RefusedPodsSerializer(answer).data)
+
     @extend_schema(request=DryRunInputSerializer, responses={200: DryRunSerializer})
     @action(detail=False, methods=["post"], url_path="dry-run")
     def dry_run(self, request: Request) -> Response:
@@ -867,6 +932,12 @@ class WorkloadViewSet(
         except SnapshotError as error:
             raise PoolNotPlannable(f"The pool cannot be planned: {error}") from None
         return Response(DryRunSerializer(answer).data)
+
+
+def _matches(workload: str, query: Mapping[str, str]) -> bool:
+    """Whether ``namespace/name`` is of the ``?namespace=`` and ``?name=`` asked."""
+    namespace, _, name = workload.partition("/")
+    return query.get("namespace", namespace) == namespace and query.get("name", name) == name
 
 
 class NamespacedWorkloadViewSet(

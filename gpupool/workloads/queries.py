@@ -19,12 +19,13 @@ from typing import Any, cast, get_args
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import Count, Prefetch, QuerySet
+from django.db.models import Count, Prefetch, Q, QuerySet
 
+from gpupool.accounting.choices import PreemptionReason
 from gpupool.accounting.models import PreemptionEvent
 from gpupool.api.access import Access
 from gpupool.control.clock import pool_now
-from gpupool.control.queries import pool_policy, pool_snapshot
+from gpupool.control.queries import RefusedPods, pool_policy, pool_snapshot, refused_pods
 from gpupool.control.snapshot import core_topology, pod_set_info
 from gpupool.scheduler.contracts import backoff_ends
 from gpupool.scheduler.estimate import dry_run
@@ -219,6 +220,24 @@ def eviction_refusal(workload: Workload, access: Access) -> dict[str, Any] | Non
         "preemptor": refusal.get("preemptor") if named else None,
         "detail": str(refusal.get("detail") or ""),
     }
+
+
+def refused_workloads(access: Access) -> RefusedPods:
+    """The pods gpupool will not schedule that the caller may see, as the last succeeded cycle
+    recorded them (``control.queries.refused_pods``, what the My workloads page lists): an
+    admin every one, anyone else those in the namespaces of their tenants (such pods are no
+    workload, so they have no queue to scope them by)."""
+    if access.admin:
+        return refused_pods(None)
+    from gpupool.tenancy.models import TenantNamespace
+
+    return refused_pods(
+        frozenset(
+            TenantNamespace.objects.filter(tenant_id__in=access.tenant_ids).values_list(
+                "name", flat=True
+            )
+        )
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -471,7 +490,7 @@ def preempted_summary(workload: Workload, zone: tzinfo = UTC) -> str:
     if last is not None and last.reason == "admin":
         drain = eviction_drain_words(eviction_drains(workload, [last]).get(last.pk, ()))
     if workload.origin == Origin.BARE:
-        why = f" ({last.get_reason_display()})" if last is not None and not drain else ""
+        why = f" ({reason_words(last.reason)})" if last is not None and not drain else ""
         return (
             f"Preempted{when}{why}{' ' + drain if drain else ''}. A bare pod is gone once "
             "evicted, so it ends here and is not requeued."
@@ -479,6 +498,25 @@ def preempted_summary(workload: Workload, zone: tzinfo = UTC) -> str:
     if drain:
         return f"Preempted{when} {drain}; it goes back to its queue with its original submit time."
     return "Preempted; it goes back to its queue with its original submit time."
+
+
+def reason_words(reason: str) -> str:
+    """A preemption's reason in words without parentheses of its own, so that a sentence can
+    put it in one pair: ``admin: drain or manual eviction``, ``preempt: a higher-priority
+    workload needed the GPUs``, ``node failure`` (the label ``PreemptionReason`` gives, whose
+    explanation is in parentheses: "Preempted at ... (admin (drain or manual eviction))" read
+    them twice)."""
+    label = str(PreemptionReason(reason).label) if reason in PreemptionReason.values else reason
+    code, sep, said = label.partition(" (")
+    return f"{code}: {said.removesuffix(')')}" if sep else label
+
+
+def transition_reason(to_state: str, reason: str) -> str:
+    """Why a workload moved to ``to_state``, as the API, the CLI and its page say it: the
+    recorded reason without a first word that repeats the state ("admitted: quota and capacity
+    allow it" is the reason of a move to admitted, read as "pending -> admitted: quota and
+    capacity allow it", not "... admitted: admitted: ...")."""
+    return reason.removeprefix(f"{to_state}: ") or reason
 
 
 def lost_gpu_hours(events: Iterable[PreemptionEvent]) -> Decimal:
@@ -556,6 +594,30 @@ def node_drains(
         if in_force:
             found[pk] = tuple(sorted(in_force.values(), key=lambda drain: drain.node))
     return found
+
+
+def drain_words_of(names: Iterable[str]) -> dict[str, str]:
+    """For workloads being evicted for ``admin`` (``namespace/name``), the drain that caused
+    each eviction in words (``eviction_drain_words``: "for the drain of node h100-04, drained
+    by ada: swap PSU"), from its latest admin preemption event and the nodes recorded with
+    it (``node_drains``); a name no drain explains is left out. Two queries, whatever the
+    number. Apply tells the evicted pods (their ``Preempted`` Event) what the pages say."""
+    keys = {tuple(name.split("/", 1)) for name in names if "/" in name}
+    if not keys:
+        return {}
+    which = Q()
+    for namespace, name in keys:
+        which |= Q(victim__namespace=namespace, victim__name=name)
+    latest: dict[str, tuple[int, str, datetime, Sequence[str]]] = {}
+    for pk, at, nodes, namespace, name in (
+        PreemptionEvent.objects.filter(which, reason="admin")
+        .order_by("at", "id")
+        .values_list("pk", "at", "nodes", "victim__namespace", "victim__name")
+    ):
+        latest[f"{namespace}/{name}"] = (pk, "admin", at, tuple(nodes or ()))
+    drains = node_drains(latest.values())
+    found = {name: eviction_drain_words(drains.get(event[0], ())) for name, event in latest.items()}
+    return {name: words for name, words in found.items() if words}
 
 
 def eviction_drains(

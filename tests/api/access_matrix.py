@@ -111,6 +111,7 @@ ROWS: dict[str, Row] = {
     # fragmentation (tests/api/resources_pool.py builds their objects)
     "api:workload-list": Row({"GET": TENANT_ROLES, "POST": TENANT_ROLES}),
     "api:workload-dry-run": Row({"POST": TENANT_ROLES}),
+    "api:workload-refused": Row({"GET": TENANT_ROLES}),
     "api:namespaced-workload-detail": Row({"GET": TENANT_OWN}, resources_pool.workloads),
     # train-1 was submitted by the lead: a member may cancel only what they submitted.
     "api:namespaced-workload-cancel": Row(

@@ -230,7 +230,10 @@ def test_with_json_an_api_error_is_the_apis_error_body_on_stderr(
     assert (status, out) == (1, "")
     assert json.loads(err) == NOT_FOUND
     status, out, err = run("why", "nlp/missing")  # without --json: the words, as before
-    assert (status, err) == (1, "gpupool: Not found.\n")
+    assert (status, err) == (
+        1,
+        "gpupool: Not found: no workload nlp/missing among those you may see.\n",
+    )
 
 
 def test_an_answer_that_is_not_the_apis_json_is_an_error_in_its_shape(

@@ -32,6 +32,7 @@ from gpupool.clusters.base import (
     EvictOutcome,
     JobFacts,
     JobKey,
+    JobSuspendResult,
     NewPod,
     NodeFacts,
     PodBinding,
@@ -60,6 +61,7 @@ class FakeCluster:
     calls: Counter[str] = field(default_factory=Counter)
     bound: Counter[PodKey] = field(default_factory=Counter)  # bindings that moved a pod
     created: list[NewPod] = field(default_factory=list)  # what create_pods was asked
+    suspended: set[JobKey] = field(default_factory=set)  # Jobs suspend_job suspended
     revision: int = 0
     _seen_nodes: dict[str, NodeFacts] = field(default_factory=dict)
     _seen_pods: dict[PodKey, PodFacts] = field(default_factory=dict)
@@ -312,6 +314,23 @@ class FakeCluster:
                 for ref in pods
             )
         )
+
+    def suspend_job(self, job: JobKey) -> JobSuspendResult:
+        """The Job suspended, as its controller does it: its pods are gone at once."""
+        self.calls["suspend_job"] += 1
+        owned = [
+            key
+            for key, pod in self.pods.items()
+            if pod.owner_kind == "Job"
+            and pod.owner_name == job.name
+            and key.namespace == job.namespace
+        ]
+        if job not in self.jobs and not owned:
+            return JobSuspendResult(job, "gone", f'jobs.batch "{job.name}" not found')
+        self.suspended.add(job)
+        for key in owned:
+            del self.pods[key]
+        return JobSuspendResult(job, "suspended")
 
     def record_event(
         self, pod: PodRef, reason: str, message: str, event_type: EventType = "Normal"

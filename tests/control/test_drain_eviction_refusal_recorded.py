@@ -24,7 +24,7 @@ from gpupool.quotas.models import PriorityClass
 pytestmark = pytest.mark.django_db
 
 # What the API adds to a budget's 429 (``clusters.simulated`` says it the same way).
-CAUSE = "The disruption budget guard needs 1 healthy pods and has 1 currently"
+CAUSE = "The disruption budget guard needs 1 healthy pod and has 1 currently"
 
 
 @pytest.fixture
@@ -96,7 +96,7 @@ def test_a_refused_drain_eviction_is_on_the_workload_page_and_api_naming_the_bud
         ["n1"],
         None,
     )
-    assert refusal["needs"] == "1 healthy pods and has 1 currently"
+    assert refusal["needs"] == "1 healthy pod and has 1 currently"
     assert refusal["at"] is not None
     assert refusal["detail"].startswith(
         "Eviction (a drain) refused by PodDisruptionBudget team-a/guard"

@@ -87,5 +87,5 @@ def test_the_event_names_the_budget_the_api_gives() -> None:
     )
     assert refusal_words(why, "speech", "admin") == (
         "Eviction (a drain) refused by PodDisruptionBudget speech/guard, which needs 1 healthy "
-        "pods and has 1 currently; retried while gpupool still wants the pod evicted."
+        "pod and has 1 currently; retried while gpupool still wants the pod evicted."
     )
