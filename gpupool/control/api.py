@@ -4,6 +4,7 @@ core once per finished cycle (``control.queries.pool_figures``)."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from django_filters import rest_framework as filters
@@ -22,6 +23,8 @@ from gpupool.control.choices import CycleStatus
 from gpupool.control.models import SchedulingCycle
 from gpupool.control.queries import last_finished_cycle_id, pool_figures
 from gpupool.control.snapshot import SnapshotError
+from gpupool.inventory.models import Flavor
+from gpupool.inventory.units import GPU_UNIT, MIG_UNIT, flavor_unit
 
 
 class PoolNotPlannable(APIException):
@@ -105,31 +108,45 @@ class SchedulingCycleViewSet(
         return Response(CycleSummarySerializer(SchedulingCycle.objects.get(pk=cycle_id)).data)
 
 
-class GangFitSerializer(serializers.Serializer[Any]):
-    """How many gangs of ``gpus`` GPUs, each inside one NVLink domain, fit now."""
+# What every amount of a flavor's figures counts, as their help texts say it.
+IN_UNIT = "in the flavor's unit (its unit field: GPUs, or a MIG flavor's MIG instances)"
 
-    gpus = serializers.IntegerField()
+
+class GangFitSerializer(serializers.Serializer[Any]):
+    """How many gangs of ``gpus`` GPUs (a MIG flavor's: MIG instances), each inside one
+    NVLink domain, fit now."""
+
+    gpus = serializers.IntegerField(help_text=f"The gang's size, {IN_UNIT}.")
     pods = serializers.IntegerField(help_text="Pods of the gang.")
-    gpus_per_pod = serializers.IntegerField()
-    gangs = serializers.IntegerField()
+    gpus_per_pod = serializers.IntegerField(help_text=f"Each pod's size, {IN_UNIT}.")
+    gangs = serializers.IntegerField(help_text="Gangs of this size that fit at once.")
 
 
 class FlavorFragmentationSerializer(serializers.Serializer[Any]):
-    """One flavor's free, fragmented and stranded GPUs, and the gangs that fit now."""
+    """One flavor's free, fragmented and stranded GPUs, and the gangs that fit now, each
+    amount in the flavor's ``unit`` (the fields keep their ``gpus`` names)."""
 
     flavor = serializers.CharField()
+    unit = serializers.ChoiceField(
+        choices=[GPU_UNIT, MIG_UNIT],
+        help_text='What the flavor\'s amounts count: "GPU", or "MIG instance" for a MIG flavor '
+        "(its MIG instances, never added to another flavor's GPUs).",
+    )
     nodes = serializers.IntegerField()
     domains = serializers.IntegerField(help_text="NVLink domains.")
-    healthy_gpus = serializers.IntegerField(help_text="Healthy GPUs of uncordoned nodes.")
-    free_gpus = serializers.FloatField()
+    healthy_gpus = serializers.IntegerField(
+        help_text=f"Healthy GPUs of uncordoned nodes, {IN_UNIT}."
+    )
+    free_gpus = serializers.FloatField(help_text=f"Free GPUs, {IN_UNIT}.")
     fragmented_gpus = serializers.FloatField(
-        help_text="Free GPUs the usual work cannot use where they are (FGD's measure)."
+        help_text=f"Free GPUs the usual work cannot use where they are (FGD's measure), {IN_UNIT}."
     )
     stranded_gpus = serializers.FloatField(
-        help_text="Free GPUs on nodes without the CPU the usual work brings along."
+        help_text=f"Free GPUs on nodes without the CPU the usual work brings along, {IN_UNIT}."
     )
     largest_gang_gpus = serializers.IntegerField(
-        help_text="The most whole GPUs one gang could take inside one NVLink domain now."
+        help_text=f"The most whole GPUs one gang could take inside one NVLink domain now, "
+        f"{IN_UNIT}."
     )
     gangs = GangFitSerializer(many=True)
 
@@ -160,13 +177,19 @@ class FragmentationViewSet(viewsets.ViewSet):
 
     @extend_schema(responses={200: FragmentationSerializer})
     def list(self, request: Request) -> Response:
-        """Per flavor: free, fragmented and stranded GPUs, the largest gang that fits in one
-        NVLink domain now, and how many gangs of 1, 2, 4, 8, 16 and 72 GPUs fit at once."""
+        """Per flavor, in its unit (GPUs, or a MIG flavor's MIG instances): free, fragmented
+        and stranded GPUs, the largest gang that fits in one NVLink domain now, and how many
+        gangs of 1, 2, 4, 8, 16 and 72 GPUs fit at once."""
         try:
             view = pool_figures()
         except SnapshotError as error:
             raise PoolNotPlannable(f"The pool cannot be planned: {error}") from None
-        body = {"cycle_id": view.cycle_id, "at": view.at, "flavors": view.value.fragmentation}
+        sharing = dict(Flavor.objects.values_list("name", "sharing"))  # one query
+        flavors = [
+            asdict(figures) | {"unit": flavor_unit(sharing.get(figures.flavor, ""))}
+            for figures in view.value.fragmentation
+        ]
+        body = {"cycle_id": view.cycle_id, "at": view.at, "flavors": flavors}
         return Response(FragmentationSerializer(body).data)
 
 

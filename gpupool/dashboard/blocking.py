@@ -76,7 +76,7 @@ def blocking_shape(
     (the page's per-domain table), what a gang bound to one domain is judged against (default:
     the figures' largest gang in one domain). ``nvlink``: False for a flavor whose every
     domain is one node (no ``nvidia.com/gpu.clique``): its domains are called nodes.
-    ``unit``: what the flavor's figures count (``facts.flavor_unit``: a MIG flavor's MIG
+    ``unit``: what the flavor's figures count (``inventory.units.flavor_unit``: a MIG flavor's MIG
     instances), the unit every amount of the sentence is said in."""
     column = next((gang.gpus for gang in figures.gangs if gang.gpus >= needed), None)
     amount = Amounts(unit)

@@ -22,7 +22,8 @@ from gpupool.dashboard.templatetags.dashboard import (
     number_or_dash,
     with_unit,
 )
-from gpupool.inventory.choices import Sharing
+from gpupool.inventory.units import GPU_UNIT as GPU_UNIT  # re-exported for the pages
+from gpupool.inventory.units import MIG_UNIT as MIG_UNIT
 from gpupool.number_formats import GPU_PLACES, Number
 
 
@@ -111,17 +112,9 @@ FACTS: dict[str, Fact] = {
     "expected_runtime_learned": Fact("runtime learned from similar finished work", Kind.YES_NO),
 }
 
-# The unit a flavor's capacity, quotas and use count in, singular (the plural adds an "s"), as
-# ``gpupool nodes`` and the nodes API (``mig_instances``) say it: a MIG flavor's are the MIG
-# instances of its profile, cut from its cards, never added to another flavor's GPUs.
-GPU_UNIT = "GPU"
-MIG_UNIT = "MIG instance"
+# The unit a flavor's capacity, quotas and use count in: ``inventory.units`` (GPU_UNIT,
+# MIG_UNIT, flavor_unit), the rule the API shares.
 UNITS = (GPU_UNIT, MIG_UNIT)  # the pages' order: whole and shared GPUs first
-
-
-def flavor_unit(sharing: str) -> str:
-    """The unit of a flavor of ``sharing``: MIG instances for a MIG flavor, else GPUs."""
-    return MIG_UNIT if sharing == Sharing.MIG else GPU_UNIT
 
 
 def in_unit(value: Number | None, unit: str) -> str:

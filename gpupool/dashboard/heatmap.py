@@ -92,7 +92,8 @@ class NodeRow:
 
     @property
     def unit(self) -> str:
-        """What a cell is: a MIG instance on a MIG node, else a GPU (``facts.flavor_unit``)."""
+        """What a cell is: a MIG instance on a MIG node, else a GPU (as
+        ``inventory.units.flavor_unit`` says a flavor's)."""
         return MIG_UNIT if self.physical_gpus else GPU_UNIT
 
 

@@ -76,7 +76,7 @@ from gpupool.dashboard import charts
 from gpupool.dashboard.blocking import blocking_shape, gang_pods
 from gpupool.dashboard.charts import series_colours
 from gpupool.dashboard.estimates import estimated_start_cell, estimated_start_detail
-from gpupool.dashboard.facts import GPU_UNIT, UNITS, fact_rows, flavor_unit
+from gpupool.dashboard.facts import GPU_UNIT, UNITS, fact_rows, in_unit
 from gpupool.dashboard.fairness import Lender, Standing, Verdict, explain_fairness
 from gpupool.dashboard.forms import (
     AuditFilterForm,
@@ -118,10 +118,11 @@ from gpupool.dashboard.templatetags.dashboard import NO_VALUE, field_value, loca
 from gpupool.dashboard.templatetags.dashboard import gpu_hours as gpu_hours_text
 from gpupool.dashboard.templatetags.dashboard import gpus as gpus_text
 from gpupool.inventory.actions import do_drain_node, do_set_gpu_health, do_set_node_cordoned
-from gpupool.inventory.choices import NodeState
+from gpupool.inventory.choices import NodeState, Sharing
 from gpupool.inventory.drains import drain_waits, drain_words
 from gpupool.inventory.models import Flavor, Gpu, Node, healthy_capacity
 from gpupool.inventory.queries import FlavorFragmentation
+from gpupool.inventory.units import MIG_UNIT, flavor_unit
 from gpupool.quotas.actions import (
     approval_refusal,
     decision_refusal,
@@ -729,15 +730,20 @@ def workload_submit(request: HttpRequest, access: Access) -> HttpResponse:
             except PermissionDenied as refusal:
                 form.add_error(None, refusal_text(refusal))
             else:
-                messages.success(
-                    request,
-                    f"{workload.qualified_name()} is queued, but it will not run as asked: "
-                    f"{never} It has no place in line until its queue's quota or the pool "
-                    "changes."
-                    if never
-                    else f"{workload.qualified_name()} is queued: the next scheduling cycle "
-                    "starts it or says here why it waits.",
-                )
+                name = workload.qualified_name()
+                if never:  # queued (done, a success), but it will not run: a warning
+                    messages.success(request, f"{name} is queued.")
+                    messages.warning(
+                        request,
+                        f"{name} will not run as asked: {never} It has no place in line until "
+                        "its queue's quota or the pool changes.",
+                    )
+                else:
+                    messages.success(
+                        request,
+                        f"{name} is queued: the next scheduling cycle starts it or says here "
+                        "why it waits.",
+                    )
                 return redirect("dashboard:workload", workload.namespace, workload.name)
         else:
             form.add_refusal(body.errors)
@@ -1597,6 +1603,12 @@ def preemption_list(
         )
     )
     drains = node_drains((row[0], row[2], row[1], row[8]) for row in values)
+    # The nodes of a MIG flavor among the victims' (one query): a victim that held only those
+    # freed MIG instances, said so ("2 MIG instances"); an event without its nodes (recorded
+    # before they were kept) is written as before, in GPUs.
+    named_nodes = {name for row in values for name in row[8]}
+    on_mig = Node.objects.filter(name__in=sorted(named_nodes), flavor__sharing=Sharing.MIG)
+    mig_nodes = set(on_mig.values_list("name", flat=True) if named_nodes else ())
     for (
         pk,
         at,
@@ -1644,7 +1656,9 @@ def preemption_list(
                 "priority_class": {"name": preemptor_class},
             },
             "preemptor_queue": {"name": preemptor_queue},
-            "gpus_freed": gpus_text(gpus_freed),
+            "gpus_freed": in_unit(gpus_freed, MIG_UNIT)
+            if nodes and mig_nodes.issuperset(nodes)
+            else gpus_text(gpus_freed),
             "lost": gpu_hours_text(lost),
             "lost_gpu_hours": lost,
         }

@@ -1106,7 +1106,8 @@ WHAT_IF_TIME_LIMIT_S = 30 * 60
 def do_start_what_if(request: QuotaRequest, *, acting_user: Any, days: int = 30) -> WhatIfRun:
     """Queue a what-if replay of a queue-quota request's change over the last ``days`` days
     (admins, before the decision; a draft only its requester, whose own it is until it is
-    submitted); it starts in the background once this commits."""
+    submitted; only a change that fits the pool, ``quota_request_problems``); it starts in
+    the background once this commits."""
     request = _locked(request)
     _require_admin(acting_user, "replay")
     _require_state(
@@ -1122,6 +1123,16 @@ def do_start_what_if(request: QuotaRequest, *, acting_user: Any, days: int = 30)
     if request.kind != QuotaRequestKind.QUEUE_QUOTA:
         raise ValidationError(
             {"kind": "a what-if replays quota changes; budgets are not part of the replay"}
+        )
+    # A change approval would refuse has no "after" to replay: its guarantees do not fit the
+    # tree. Keyed ``payload`` like the approval's refusal, in the impact's words.
+    problems = quota_request_problems(request)
+    if problems:
+        raise ValidationError(
+            {
+                "payload": "a what-if replays only a change that could be approved; this one "
+                "would not fit: " + "; ".join(problems)
+            }
         )
     since = timezone.now() - timedelta(seconds=WHAT_IF_TIME_LIMIT_S)  # the worker's limit
     active = request.what_if_runs.filter(

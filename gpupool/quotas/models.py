@@ -242,9 +242,15 @@ class Queue(models.Model):
                     f"finish"
                 )
         if "parent" not in errors and self.pk is not None and old_parent != self.parent_id:
+            moved = {self.pk: self.parent_id}
+            where = f"under {parent.name}" if parent is not None else "at the top of the tree"
             problems = []
             for flavor in Flavor.objects.filter(quotas__queue__isnull=False).distinct():
-                problems += guarantee_problems(flavor, parent_overrides={self.pk: self.parent_id})
+                found = guarantee_problems(flavor, parent_overrides=moved)
+                if found:  # each flavor's problems, then what this queue could hold there
+                    room = guarantee_room(flavor, self.pk, parent_overrides=moved)
+                    words = room.words(self.name, flavor.name, where=where)
+                    problems.append("; ".join(found) + words)
             if problems:
                 errors["parent"] = "; ".join(problems)
         if errors:
@@ -476,12 +482,13 @@ class GuaranteeRoom:
     least: Decimal
     most: Decimal
 
-    def words(self, queue: str, flavor: str) -> str:
+    def words(self, queue: str, flavor: str, *, where: str = "as the tree stands") -> str:
         """The room as the clause a guarantee's refusal ends with ("; as the tree stands,
-        nlp can hold a guarantee of at most 28 h100 GPUs")."""
+        nlp can hold a guarantee of at most 28 h100 GPUs"); ``where`` says which tree (a
+        re-parent's refusal: "under research")."""
         if self.most < self.least:
             return (
-                f"; as the tree stands, no guarantee of {queue} fits: its child queues "
+                f"; {where}, no guarantee of {queue} fits: its child queues "
                 f"guarantee {fmt(self.least)} {flavor} GPUs inside it, more than the "
                 f"{fmt(self.most)} it can hold"
             )
@@ -489,17 +496,20 @@ class GuaranteeRoom:
             amount = f"between {fmt(self.least)} and {fmt(self.most)}"
         else:
             amount = f"of at most {fmt(self.most)}"
-        return f"; as the tree stands, {queue} can hold a guarantee {amount} {flavor} GPUs"
+        return f"; {where}, {queue} can hold a guarantee {amount} {flavor} GPUs"
 
 
-def guarantee_room(flavor: Flavor, queue_id: int) -> GuaranteeRoom:
+def guarantee_room(
+    flavor: Flavor, queue_id: int, *, parent_overrides: Mapping[int, int | None] | None = None
+) -> GuaranteeRoom:
     """The guarantees of ``flavor`` the queue ``queue_id`` can hold without breaking a tree
-    rule ``guarantee_problems`` checks, all else as it is: its guarantee counts against its
-    nearest ancestor holding quota of the flavor (none: the pool's healthy capacity) beside
-    the other guarantees there, and holds its children's. As there, a rule already broken
-    (a pool that lost GPUs) only bars what would worsen it, so the guarantee it holds now
-    is always in the room."""
-    parents, current, tree, changed = _guarantees(flavor, {queue_id: ZERO})
+    rule ``guarantee_problems`` checks, all else as it is (or with the queues of
+    ``parent_overrides`` moved, as there): its guarantee counts against its nearest ancestor
+    holding quota of the flavor (none: the pool's healthy capacity) beside the other
+    guarantees there, and holds its children's. As there, a rule already broken (a pool that
+    lost GPUs) only bars what would worsen it, so the guarantee it holds now is always in
+    the room of a queue left where it is."""
+    parents, current, tree, changed = _guarantees(flavor, {queue_id: ZERO}, parent_overrides)
     before = _totals_by_holder(parents, current)
     after = _totals_by_holder(tree, changed)  # the queue holding 0: the others' part
     holder = tree.get(queue_id)

@@ -493,7 +493,8 @@ class QuotaRequestViewSet(
     def what_if(self, request: Request, pk: str | None = None) -> Response:
         """GET: the latest what-if replay of the request's change, to poll while it runs (404
         before the first). POST: start one over the last ``days`` days (admins; before the
-        decision; one at a time), in the background."""
+        decision; one at a time; only of a change that fits, else 400 naming ``payload`` with
+        the impact's problems), in the background."""
         quota_request = self.get_object()
         if request.method == "POST":
             form = WhatIfStartSerializer(data=request.data)

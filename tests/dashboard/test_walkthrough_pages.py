@@ -214,7 +214,7 @@ def test_submitting_work_that_never_fits_says_it_will_not_run_as_asked(
     client = page_as("max")
     huge = SUBMIT_FORM | {"name": "huge", "pods": "4", "gpus_per_pod": "8"}  # 32 > capability 16
     page = text(client.post("/workloads/submit/", huge, follow=True))
-    assert "nlp/huge is queued, but it will not run as asked:" in page
+    assert "nlp/huge will not run as asked:" in page  # a warning, beside "nlp/huge is queued."
     assert "places it" not in page
     fits = text(client.post("/workloads/submit/", SUBMIT_FORM, follow=True))
     assert "nlp/train is queued: the next scheduling cycle starts it or says here" in fits

@@ -272,9 +272,11 @@ def _cluster_nodes(cluster: SimulatedCluster) -> None:
 
 
 def _inventory(flavors: dict[str, Flavor], backend: ClusterBackend) -> int:
-    """Sync the inventory with the cluster's nodes, read through the backend protocol. Only
-    the simulated cluster says why a GPU is broken; on Kubernetes the device plugin leaves a
-    broken GPU out of allocatable, which the loop's sync counts."""
+    """Sync the inventory with the cluster's nodes, read through the backend protocol. A
+    simulated cluster's broken GPUs are recorded here with its reasons; on Kubernetes the
+    device plugin leaves a broken GPU out of allocatable, which the loop's sync counts, and
+    why it is broken comes from a health source: on the demo's plane (``hack/demo_k8s.sh``,
+    after this) ``demo.record_gpu_findings`` records the reasons, as DCGM would."""
     selectors = [
         # Sharing's choices are the selector's sharing words.
         FlavorSelector(f.name, f.node_labels, cast(FlavorSharing, f.sharing), f.mig_profile or None)
