@@ -1046,8 +1046,12 @@ def do_cancel(api: Api, options: argparse.Namespace, out: TextIO) -> int:
     namespace, name = options.workload
     path = f"workloads/{_segment(namespace)}/{_segment(name)}/cancel/"
     what = f"workload {namespace}/{name} among those you may see"
-    named_call(api, what, "POST", path, {"reason": options.reason or ""})
+    answer = named_call(api, what, "POST", path, {"reason": options.reason or ""})
     out.write(f"Cancelled {namespace}/{name}.\n")
+    # What becomes of its GPUs and pods (a Job's suspended, ...), as its page says it.
+    outcome = answer.get("outcome") if isinstance(answer, dict) else None
+    if outcome:
+        out.write(f"{outcome[:1].upper()}{outcome[1:]}\n")
     return EXIT_OK
 
 

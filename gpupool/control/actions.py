@@ -266,7 +266,11 @@ def _register(registration: Registration, flavors: Mapping[int, Flavor]) -> Work
         at=registration.submitted_at,
         namespace=registration.key.namespace,
     )
-    Workload.objects.filter(pk=workload.pk).update(origin=registration.origin)
+    Workload.objects.filter(pk=workload.pk).update(
+        origin=registration.origin,
+        controller_kind=registration.controller_kind,
+        controller_name=registration.controller_name,
+    )
     return workload
 
 
@@ -440,6 +444,8 @@ def _unsaved_workload(
         state=WorkloadState.PENDING,
         submitted_at=registration.submitted_at,
         origin=registration.origin,
+        controller_kind=registration.controller_kind,
+        controller_name=registration.controller_name,
     )
 
 
@@ -501,6 +507,9 @@ class _RegistrationCheck:
             protected,
             registration.expected_runtime_s,
             registration.origin,
+            # Its name differs from one to the next and is not checked again: a CharField
+            # checks only its length, which ``sync._controller`` keeps within the field's.
+            registration.controller_kind,
         )
         try:
             ok = self.workloads.get(common)
@@ -686,12 +695,13 @@ def _copy_registered(
         Workload,
         ("id", "name", "namespace", "queue_id", "priority_class_id", "min_member", "topology",
          "protected_runtime_s", "expected_runtime_s", "state", "submitted_at", "origin",
-         "updated_at"),
+         "controller_kind", "controller_name", "updated_at"),
         [
             (pk, c.registration.key.name, c.registration.key.namespace, c.queue.pk, c.klass.pk,
              c.registration.min_member, c.registration.topology, c.protected_runtime_s,
              c.registration.expected_runtime_s, WorkloadState.PENDING,
-             c.registration.submitted_at, c.registration.origin, stamp)
+             c.registration.submitted_at, c.registration.origin,
+             c.registration.controller_kind, c.registration.controller_name, stamp)
             for pk, c in zip(workload_ids, checked, strict=True)
         ],
     )  # fmt: skip

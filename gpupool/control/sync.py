@@ -90,6 +90,7 @@ from gpupool.scheduler.lifecycle import ENDING_REASONS
 from gpupool.scheduler.types import MIB_PER_GB, MILLI, NodeInfo, PodSetInfo, Snapshot, WorkloadInfo
 from gpupool.workloads.actions import PodSetSpec, pod_sets_errors
 from gpupool.workloads.choices import Origin, WorkloadState
+from gpupool.workloads.models import CONTROLLER_KIND_MAX, CONTROLLER_NAME_MAX
 
 # -- what the sync decides ---------------------------------------------------------------------
 
@@ -152,6 +153,10 @@ class Registration:
     topology: str
     protected_runtime_s: int | None
     expected_runtime_s: int | None
+    # The controller that owns its pods (origin ``controller``: a Job, a ReplicaSet, ...),
+    # kept on the workload so that cancelling it can say what becomes of its pods.
+    controller_kind: str = ""
+    controller_name: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -424,7 +429,7 @@ def decide_workloads(
     rows, overlays, running = state.rows, memory.overlays, WorkloadState.RUNNING
     pending, ours = WorkloadState.PENDING, Origin.GPUPOOL
     holders, checkpointed, pods_by_key = mirror.holders, mirror.checkpointed, mirror.pods
-    departed = memory.departed
+    departed, complaints = memory.departed, memory.complaints
     known_nodes = frozenset(state.nodes)
     memory.verdicts.clear()
     memory.judged.clear()
@@ -441,6 +446,8 @@ def decide_workloads(
                 )
             ):
                 overlays.pop(name, None)  # as ``_known``: running where it was placed
+                if complaints and key in complaints:  # its pods no longer say a checkpoint
+                    _readable_again(memory, key)
                 continue
             if state_now == pending and row.origin == ours:
                 # As ``_known`` and ``_pending`` decide a pending workload of gpupool's own
@@ -599,6 +606,20 @@ def _ended_pods(
         )
 
 
+# How the Warning Event on placed work's pods that say something malformed begins (``_known``,
+# reason ``MalformedAnnotation``).
+UNREADABLE = "gpupool cannot read these pods' labels or annotations: "
+
+
+def _readable_again(memory: SyncMemory, key: WorkloadKey) -> None:
+    """Placed work's pods read clean (fixed, or no annotation to read left): forget the
+    ``MalformedAnnotation`` complaint, so that the same bad value set again is told again.
+    (Other complaints stay: a stranger told while the workload waited is told once.)"""
+    said = memory.complaints.get(key)
+    if said is not None and said.startswith(UNREADABLE):
+        del memory.complaints[key]
+
+
 def _complain(
     decision: SyncDecision,
     memory: SyncMemory,
@@ -677,6 +698,7 @@ def _unknown(
         if told:
             decision.events.append(PodEvent(told, PROTECTED_RUNTIME_CAPPED, message))
         protected = capped
+    controller = _controller(grouped)
     decision.registrations.append(
         Registration(
             key=key,
@@ -691,6 +713,8 @@ def _unknown(
             expected_runtime_s=None
             if grouped.expected_runtime_s is None
             else max(round(grouped.expected_runtime_s), 1),
+            controller_kind=controller[0],
+            controller_name=controller[1],
         )
     )
     if _refused(decision, memory, key, grouped, shapes, pods, state):
@@ -702,6 +726,19 @@ def _unknown(
     overlay = Overlay(missing_pods=grouped.missing_pods, allowed=allowed)
     if overlay != Overlay(allowed=tuple(None for _ in allowed)):
         memory.overlays[str(key)] = overlay
+
+
+def _controller(request: WorkloadRequest) -> tuple[str, str]:
+    """The controller a registration keeps: its pods' controlling owner (a Job's pods' is the
+    Job), for pods of origin ``controller`` only; none when its kind or name is longer than
+    the workload keeps (an owner reference no controller could have: nothing is cut short)."""
+    owner = request.owner
+    if request.origin != "controller" or owner is None:
+        return "", ""
+    kind, name = owner
+    if not name or len(kind) > CONTROLLER_KIND_MAX or len(name) > CONTROLLER_NAME_MAX:
+        return "", ""
+    return kind, name
 
 
 # The reason of the Normal Event that says a protected runtime was capped (``_unknown``).
@@ -878,7 +915,7 @@ def _known(
         # that is no time): it keeps running, and its pods are told which annotation, once
         # (a Warning, but no FailedScheduling: they are scheduled).
         said = (
-            "gpupool cannot read these pods' labels or annotations: "
+            UNREADABLE
             + "; ".join(grouped.errors)
             + "; the workload keeps running as it was admitted (an unreadable checkpoint is "
             "not counted: its last readable one is)"
@@ -888,6 +925,8 @@ def _known(
             told = tuple(p.ref for p in pods if is_live(p))
             if told:
                 decision.events.append(PodEvent(told, "MalformedAnnotation", said, warning=True))
+    if row.state != WorkloadState.PENDING and not isinstance(grouped, InvalidWorkload):
+        _readable_again(memory, key)
     departed = memory.departed.get(name, [])
     if held and row.state in _PLACED and not row.eviction_reason:
         gone = _gone_members(row, pods, departed)

@@ -804,6 +804,8 @@ def workload_detail(
         ),
         "facts": fact_rows(explanation.facts),
         "cancellable": cancellable(request.user, workload),
+        # What cancelling it would do with its pods (its controller's, a Job's suspended).
+        "cancel_pods": workload.pods_when_cancelled(held_gpus=workload.state in PLACED_STATES),
         "transitions": [  # each move's reason said once (``transition_reason``), its drain
             (move, transition_reason(move.to_state, move.reason), drain)
             for move, drain in zip(moves, timeline_drain_words(moves, events, drains), strict=True)
@@ -840,6 +842,9 @@ def submitted_by(workload: Workload) -> str:
     if workload.origin == Origin.BARE:
         return f"kubectl (namespace {workload.namespace})"
     if workload.origin == Origin.CONTROLLER:
+        controller = workload.controller()  # "Job nlp/train-7"; empty when not kept
+        if controller:
+            return f"{controller} (a controller)"
         return f"a controller (namespace {workload.namespace})"
     return "the system"
 
@@ -877,14 +882,9 @@ def workload_cancel(
         why = refusal_text(refusal, lambda name: "" if name == "state" else readable_field(name))
         messages.error(request, f"{workload.qualified_name()} was not cancelled: {why}")
     else:
-        messages.success(
-            request,
-            f"{workload.qualified_name()} is cancelled: its GPUs are released, and the control "
-            "loop deletes its pods at its next cycle."
-            if cancel.from_state in PLACED_STATES
-            else f"{workload.qualified_name()} is cancelled: it leaves queue "
-            f"{workload.queue.name} and will not be admitted (it held no GPUs).",
-        )
+        # The API's cancel answer says the same (``outcome``): what becomes of its pods too.
+        words = workload.cancelled_words(held_gpus=cancel.from_state in PLACED_STATES)
+        messages.success(request, f"{workload.qualified_name()} is cancelled: {words}")
     return redirect("dashboard:workload", namespace, name)
 
 

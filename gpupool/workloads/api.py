@@ -718,6 +718,9 @@ class WorkloadDetailSerializer(WorkloadSerializer):
             "protected_runtime_s",
             "expected_runtime_s",
             "last_checkpoint_at",
+            "origin",
+            "controller_kind",
+            "controller_name",
             "pod_sets",
             "placements",
             "explanation",
@@ -763,6 +766,27 @@ class SubmittedWorkloadSerializer(WorkloadDetailSerializer):
     def get_warning(self, workload: Workload) -> str:
         """The dry-run's ``never_fits`` of the submission (``never_fits_warning``)."""
         return str(self.context.get("never_fits", ""))
+
+
+class CancelledWorkloadSerializer(WorkloadDetailSerializer):
+    """A workload just cancelled (the cancel's answer): its story, and what cancelling it does."""
+
+    outcome = serializers.SerializerMethodField(
+        help_text="What cancelling it does, as its page says it after 'is cancelled: ': its "
+        "GPUs released (or its queue left), and what the control loop does with its pods -- "
+        "deleted; a Job's Job suspended (its controller removes the pods and makes none "
+        "again); another controller's deleted where they hold a node, and those it makes "
+        "again left pending."
+    )
+
+    class Meta(WorkloadDetailSerializer.Meta):
+        fields = (*WorkloadDetailSerializer.Meta.fields, "outcome")
+        read_only_fields = fields
+
+    def get_outcome(self, workload: Workload) -> str:
+        """``Workload.cancelled_words``, from the state it was cancelled in (the context's
+        ``held_gpus``)."""
+        return workload.cancelled_words(held_gpus=bool(self.context.get("held_gpus")))
 
 
 def never_fits_warning(submission: Submission, *, submitter: Any) -> str:
@@ -957,17 +981,21 @@ class NamespacedWorkloadViewSet(
         """The caller's workloads in the namespace of the URL."""
         return super().get_queryset().filter(namespace=self.kwargs.get("namespace", ""))
 
-    @extend_schema(request=CancelInputSerializer, responses={200: WorkloadDetailSerializer})
+    @extend_schema(request=CancelInputSerializer, responses={200: CancelledWorkloadSerializer})
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, namespace: str, name: str) -> Response:
         """Cancel the workload, running work included (its submitter, a lead of its tenant or
-        an admin); the control loop then deletes its pods."""
+        an admin); the control loop then removes its pods (a Job's by suspending the Job), as
+        the answer's ``outcome`` says."""
         workload = self.get_object()
         form = CancelInputSerializer(data=request.data)
         form.is_valid(raise_exception=True)
-        do_cancel_workload(workload, acting_user=request.user, reason=form.validated_data["reason"])
+        cancel = do_cancel_workload(
+            workload, acting_user=request.user, reason=form.validated_data["reason"]
+        )
         story = self.get_queryset().get(pk=workload.pk)
-        return Response(self.get_serializer(story).data)
+        context = {**self.get_serializer_context(), "held_gpus": cancel.from_state in PLACED_STATES}
+        return Response(CancelledWorkloadSerializer(story, context=context).data)
 
 
 def register(router: BaseRouter) -> None:

@@ -14,6 +14,7 @@ from django.db import models
 from django.db.models import F, Q, Sum
 from django.utils import timezone
 
+from gpupool.clusters.base import JOB_KIND
 from gpupool.inventory.choices import Sharing
 from gpupool.inventory.models import Flavor, Node
 from gpupool.number_formats import counted
@@ -34,6 +35,12 @@ validate_namespace = RegexValidator(
     "A Kubernetes namespace: lowercase letters, digits and '-', starting and ending with a "
     "letter or digit, at most 63 characters.",
 )
+
+
+# The longest controller kind and name a workload keeps (a kind is a DNS label, lowercased; a
+# name a DNS subdomain): the cluster sync leaves longer ones out rather than fail to register.
+CONTROLLER_KIND_MAX = 63
+CONTROLLER_NAME_MAX = 253
 
 
 def qualified_name(namespace: str, name: str) -> str:
@@ -138,6 +145,21 @@ class Workload(models.Model):
         default=Origin.GPUPOOL,
         help_text="Who made its pods, and so who makes them again after an eviction: gpupool "
         "(submitted through the product), a controller such as a Job, or nobody (a bare pod).",
+    )
+    controller_kind = models.CharField(
+        max_length=CONTROLLER_KIND_MAX,
+        blank=True,
+        default="",
+        help_text="The kind of the controller that owns its pods (Job, ReplicaSet, ...), as "
+        "its pods' controlling owner reference said when the cluster sync registered it; empty "
+        "for a bare pod's and gpupool's own (written by the control loop).",
+    )
+    controller_name = models.CharField(
+        max_length=CONTROLLER_NAME_MAX,
+        blank=True,
+        default="",
+        help_text="The name of that controller, in the workload's namespace; empty with its "
+        "kind (written by the control loop).",
     )
     eviction_reason = models.CharField(
         max_length=16,
@@ -251,6 +273,52 @@ class Workload(models.Model):
     def qualified_name(self) -> str:
         """``namespace/name``: how the decision core and scenario files name this workload."""
         return qualified_name(self.namespace, self.name)
+
+    def controller(self) -> str:
+        """The controller that owns its pods, as "Job nlp/train-7" (its kind, its namespace and
+        name); empty for a bare pod's and gpupool's own, and for a controller's registered
+        before its kind was kept."""
+        if self.origin != Origin.CONTROLLER or not self.controller_kind:
+            return ""
+        return f"{self.controller_kind} {self.namespace}/{self.controller_name}"
+
+    def pods_when_cancelled(self, *, held_gpus: bool) -> str:
+        """What the control loop does with its pods once it is cancelled
+        (``control.apply.cancel_pods``), as the cancel's answer, its page and ``gpupool cancel``
+        say it (``held_gpus``: it was admitted or running, so its pods may hold nodes)."""
+        kind, name = self.controller_kind, self.controller_name
+        if self.origin != Origin.CONTROLLER:  # gpupool's own or a bare pod: nothing remakes them
+            return "the control loop deletes its pods at its next cycle"
+        if not kind:  # registered before the controller was kept
+            return (
+                "the control loop removes its pods at its next cycle (a Job's by suspending "
+                "the Job; another controller may make them again, and gpupool leaves those "
+                "pending)"
+            )
+        if kind == JOB_KIND:
+            return (
+                f"its Job {self.namespace}/{name} is suspended by the control loop at its next "
+                "cycle (its controller removes the pods and makes none again)"
+            )
+        if held_gpus:
+            return (
+                f"its pods are deleted; their controller {kind} {name} may make them again, "
+                "and gpupool leaves those pending"
+            )
+        return (
+            f"gpupool leaves its pods pending, never scheduled: their controller {kind} {name} "
+            "would make them again"
+        )
+
+    def cancelled_words(self, *, held_gpus: bool) -> str:
+        """What cancelling it does, after "<namespace/name> is cancelled: " (the cancel's
+        answer, the message on its page, ``gpupool cancel``'s line)."""
+        pods = self.pods_when_cancelled(held_gpus=held_gpus)
+        if held_gpus:
+            return f"its GPUs are released, and {pods}."
+        return (
+            f"it leaves queue {self.queue.name} and will not be admitted (it held no GPUs); {pods}."
+        )
 
     # -- the last cycle's explanation (``WorkloadExplanation``), read as the workload's own
 
