@@ -384,12 +384,14 @@ def named_call(api: Api, what: str, method: str, path: str, body: Any = None) ->
         raise no_such(error, what) from None
 
 
-def workload_call(api: Api, workload: tuple[str, str], method: str, suffix: str = "") -> Any:
-    """A call on ``workloads/<namespace>/<name>/``; a 404 names the workload."""
+def workload_call(
+    api: Api, workload: tuple[str, str], method: str, suffix: str = "", body: Any = None
+) -> Any:
+    """A call on ``workloads/<namespace>/<name>/<suffix>``; a 404 names the workload."""
     namespace, name = workload
     path = f"workloads/{_segment(namespace)}/{_segment(name)}/{suffix}"
     what = f"workload {namespace}/{name} among those you may see"
-    return named_call(api, what, method, path)
+    return named_call(api, what, method, path, body)
 
 
 def _segment(text: str) -> str:
@@ -1044,9 +1046,9 @@ def refused_or(api: Api, workload: tuple[str, str], error: ApiError) -> ApiError
 def do_cancel(api: Api, options: argparse.Namespace, out: TextIO) -> int:
     """Cancel a workload, running or not."""
     namespace, name = options.workload
-    path = f"workloads/{_segment(namespace)}/{_segment(name)}/cancel/"
-    what = f"workload {namespace}/{name} among those you may see"
-    answer = named_call(api, what, "POST", path, {"reason": options.reason or ""})
+    answer = workload_call(
+        api, options.workload, "POST", "cancel/", {"reason": options.reason or ""}
+    )
     out.write(f"Cancelled {namespace}/{name}.\n")
     # What becomes of its GPUs and pods (a Job's suspended, ...), as its page says it.
     outcome = answer.get("outcome") if isinstance(answer, dict) else None

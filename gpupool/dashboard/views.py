@@ -68,7 +68,6 @@ from gpupool.control.queries import (
     pool_figures,
     pool_policy,
     pool_snapshot,
-    refused_pods,
     sampled_cycles,
 )
 from gpupool.control.snapshot import CLUSTER_UNHEALTHY, SnapshotError
@@ -160,7 +159,7 @@ from gpupool.quotas.queries import (
 from gpupool.scheduler.explain import never_fits
 from gpupool.scheduler.shares import QueueShare
 from gpupool.scheduler.types import MILLI
-from gpupool.tenancy.models import Tenant, TenantNamespace
+from gpupool.tenancy.models import Tenant
 from gpupool.utilization.queries import (
     hourly_utilization,
     named_tenants_of,
@@ -192,6 +191,7 @@ from gpupool.workloads.queries import (
     node_drains,
     protections_in_force,
     queue_positions,
+    refused_workloads,
     sees_preemptor,
     sees_preemptor_of,
     sentence,
@@ -556,7 +556,7 @@ def workloads(
         else "",
         "all_tenants": access.admin,
         "form": form or (WorkloadForm(queues=queues) if queues else None),
-        "refused": refused_pods(None if access.admin else viewer_namespaces(access)),
+        "refused": refused_workloads(access),  # the API's rule (``workloads/refused/``)
     }
     return render_page(
         request,
@@ -565,15 +565,6 @@ def workloads(
         live="dashboard/partials/workloads_live.html",
         live_url=list_url,
         status=400 if form is not None else 200,
-    )
-
-
-def viewer_namespaces(access: Access) -> frozenset[str]:
-    """The Kubernetes namespaces the viewer's teams own."""
-    return frozenset(
-        TenantNamespace.objects.filter(tenant_id__in=access.tenant_ids).values_list(
-            "name", flat=True
-        )
     )
 
 

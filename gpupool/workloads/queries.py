@@ -37,6 +37,7 @@ from gpupool.scheduler.types import (
     VictimProtectionPolicy,
     WorkloadInfo,
 )
+from gpupool.tenancy.models import TenantNamespace
 from gpupool.workloads.actions import PodSetSpec, do_submit_workload
 from gpupool.workloads.choices import Origin, WorkloadState
 from gpupool.workloads.models import (
@@ -229,8 +230,6 @@ def refused_workloads(access: Access) -> RefusedPods:
     workload, so they have no queue to scope them by)."""
     if access.admin:
         return refused_pods(None)
-    from gpupool.tenancy.models import TenantNamespace
-
     return refused_pods(
         frozenset(
             TenantNamespace.objects.filter(tenant_id__in=access.tenant_ids).values_list(
