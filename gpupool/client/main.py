@@ -311,11 +311,13 @@ def print_story(workload: dict[str, Any], out: TextIO) -> None:
         else:
             out.write("Why: the next scheduling cycle has not looked at it yet.\n")
         position = explanation.get("queue_position")
-        out.write(
-            f"Position: {position} in queue {workload['queue']}\n"
-            if position
-            else "Position: not ranked yet\n"
-        )
+        if explanation.get("waits_for_pods"):  # no position until its pods exist
+            missing = (explanation.get("facts") or {}).get("missing_pods")
+            out.write(f"Position: none: it waits for its pods ({missing} not created yet)\n")
+        elif position:
+            out.write(f"Position: {position} in queue {workload['queue']}\n")
+        else:
+            out.write("Position: not ranked yet\n")
         if explanation["reason"]:
             out.write(f"Estimated start: {estimate(explanation)}\n")
         else:
@@ -343,7 +345,8 @@ def print_story(workload: dict[str, Any], out: TextIO) -> None:
             if event.get("nodes"):  # where it was stopped (a node failure's: the failed node)
                 cause += f" on {', '.join(event['nodes'])}"
             out.write(
-                f"  {when(event['at'])}  {cause}; {counted(event['gpus_freed'], 'GPU')} freed, "
+                f"  {when(event['at'])}  {cause}; "
+                f"{counted(event['gpus_freed'], event.get('unit') or 'GPU')} freed, "
                 f"{counted(event['lost_gpu_hours'], 'GPU-hour')} lost\n"
             )
             if drain := drain_words(event.get("drains") or []):  # below, as the page has it
@@ -633,7 +636,11 @@ def do_status(api: Api, options: argparse.Namespace, out: TextIO) -> int:
                     w["queue"],
                     w["state"],
                     gpus(w["gpus"]),
-                    str(w["queue_position"] or "-") if pending and not never else "-",
+                    "none: it waits for its pods"
+                    if pending and w.get("waits_for_pods")
+                    else str(w["queue_position"] or "-")
+                    if pending and not never
+                    else "-",
                     estimated_cell(w["estimated_start_at"], clock)
                     if pending and not never
                     else "-",

@@ -53,10 +53,11 @@ from gpupool.scheduler.types import (
     WorkloadInfo,
 )
 from gpupool.workloads.choices import Origin
+from gpupool.workloads.models import PODS_BEING_CREATED_FACT
 
 # The fact of a ``gang`` explanation saying gpupool is creating the pods it waits for (work
-# submitted through gpupool), not that a gang's members are missing.
-CREATING_PODS = "pods_being_created"
+# submitted through gpupool), not that a gang's members are missing (one name, the readers').
+CREATING_PODS = PODS_BEING_CREATED_FACT
 
 FACTS_REFRESH_S = 30.0
 REFRESHED_PER_CYCLE = 500  # explanations whose facts alone moved, rewritten per cycle

@@ -17,6 +17,13 @@ from gpupool.control.estimates import refresh_words
 from gpupool.dashboard.templatetags.dashboard import NO_VALUE, local_time
 
 
+def waits_for_pods_words(missing_pods: int) -> str:
+    """What a gang that waits for pods the cluster has not made waits for, as the workload
+    card, the My workloads table and the CLI say it: ``it waits for its pods (1 not created
+    yet)``."""
+    return f"it waits for its pods ({missing_pods} not created yet)"
+
+
 def estimated_start_detail(
     estimated_start_at: datetime | None,
     estimate_not_before: datetime | None,
@@ -32,9 +39,7 @@ def estimated_start_detail(
     (1 not created yet)``, as the CLI says it."""
     refreshed = refresh_words()
     if estimated_start_at is None and isinstance(missing_pods, int) and missing_pods > 0:
-        return format_html(
-            "no estimated start: it waits for its pods ({} not created yet)", missing_pods
-        )
+        return format_html("no estimated start: {}", waits_for_pods_words(missing_pods))
     if estimated_start_at is not None:
         if estimated_start_at < now:
             return format_html(

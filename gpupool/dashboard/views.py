@@ -74,7 +74,11 @@ from gpupool.control.snapshot import CLUSTER_UNHEALTHY, SnapshotError
 from gpupool.dashboard import charts
 from gpupool.dashboard.blocking import blocking_shape, gang_pods
 from gpupool.dashboard.charts import series_colours
-from gpupool.dashboard.estimates import estimated_start_cell, estimated_start_detail
+from gpupool.dashboard.estimates import (
+    estimated_start_cell,
+    estimated_start_detail,
+    waits_for_pods_words,
+)
 from gpupool.dashboard.facts import GPU_UNIT, UNITS, fact_rows, in_unit
 from gpupool.dashboard.fairness import Lender, Standing, Verdict, explain_fairness
 from gpupool.dashboard.forms import (
@@ -117,11 +121,11 @@ from gpupool.dashboard.templatetags.dashboard import NO_VALUE, field_value, loca
 from gpupool.dashboard.templatetags.dashboard import gpu_hours as gpu_hours_text
 from gpupool.dashboard.templatetags.dashboard import gpus as gpus_text
 from gpupool.inventory.actions import do_drain_node, do_set_gpu_health, do_set_node_cordoned
-from gpupool.inventory.choices import NodeState, Sharing
+from gpupool.inventory.choices import NodeState
 from gpupool.inventory.drains import drain_waits, drain_words
 from gpupool.inventory.models import Flavor, Gpu, Node, healthy_capacity
 from gpupool.inventory.queries import FlavorFragmentation
-from gpupool.inventory.units import MIG_UNIT, flavor_unit
+from gpupool.inventory.units import MIG_UNIT, flavor_unit, freed_unit, mig_node_names
 from gpupool.quotas.actions import (
     approval_refusal,
     decision_refusal,
@@ -132,6 +136,7 @@ from gpupool.quotas.actions import (
     do_submit_quota_request,
     do_update_quota_request,
     do_withdraw_quota_request,
+    quota_request_problems,
     withdrawal_refusal,
 )
 from gpupool.quotas.choices import ACTIVE_WHAT_IF_STATES, QuotaRequestKind, QuotaRequestState
@@ -179,7 +184,7 @@ from gpupool.workloads.api import (
     WorkloadViewSet,
 )
 from gpupool.workloads.choices import LIVE_STATES, PLACED_STATES, Origin, WorkloadState
-from gpupool.workloads.models import PodSet, Workload, gpu_equivalent
+from gpupool.workloads.models import PodSet, Workload, gpu_equivalent, pods_waited_for
 from gpupool.workloads.queries import (
     backoffs_in_force,
     dry_run_submission,
@@ -631,7 +636,10 @@ def workload_list(rows: QuerySet[Workload]) -> list[dict[str, Any]]:
         submitted,
     ) in found:
         pending = state == WorkloadState.PENDING
-        position = positions.get(workload_id)
+        # A gang that waits for pods its controller has not made has no position: its cell
+        # says what it waits for (``workloads.models.pods_waited_for``).
+        missing = pods_waited_for(reason or "", facts) if pending else 0
+        position = None if missing else positions.get(workload_id)
         listed.append(
             {
                 "url": reverse("dashboard:workload", args=[namespace, name]),
@@ -642,7 +650,11 @@ def workload_list(rows: QuerySet[Workload]) -> list[dict[str, Any]]:
                 "gpus": gpus_text(asked[workload_id]),
                 "state": labels.get(state, state),
                 "badge": STATE_BADGES.get(state, ""),
-                "position": NO_VALUE if position is None else position,
+                "position": f"none: {waits_for_pods_words(missing)}"
+                if missing
+                else NO_VALUE
+                if position is None
+                else position,
                 "estimated": estimated_start_cell(estimated, now) if pending else NO_VALUE,
                 "pending": pending,
                 "reason": reason or "",  # None: no explanation kept
@@ -789,9 +801,8 @@ def workload_detail(
             explanation.estimated_start_at,
             explanation.estimate_not_before,
             now,
-            None  # gpupool makes its own pods at once: estimated as usual
-            if explanation.reason != "gang" or explanation.facts.get("pods_being_created")
-            else explanation.facts.get("missing_pods"),
+            # None for gpupool's own pods: it makes them at once, estimated as usual.
+            pods_waited_for(explanation.reason, explanation.facts) or None,
         ),
         "facts": fact_rows(explanation.facts),
         "cancellable": cancellable(request.user, workload),
@@ -1595,11 +1606,8 @@ def preemption_list(
     )
     drains = node_drains((row[0], row[2], row[1], row[8]) for row in values)
     # The nodes of a MIG flavor among the victims' (one query): a victim that held only those
-    # freed MIG instances, said so ("2 MIG instances"); an event without its nodes (recorded
-    # before they were kept) is written as before, in GPUs.
-    named_nodes = {name for row in values for name in row[8]}
-    on_mig = Node.objects.filter(name__in=sorted(named_nodes), flavor__sharing=Sharing.MIG)
-    mig_nodes = set(on_mig.values_list("name", flat=True) if named_nodes else ())
+    # freed MIG instances, said so ("2 MIG instances"), as the API's ``unit`` says it.
+    mig_nodes = mig_node_names(name for row in values for name in row[8])
     for (
         pk,
         at,
@@ -1648,7 +1656,7 @@ def preemption_list(
             },
             "preemptor_queue": {"name": preemptor_queue},
             "gpus_freed": in_unit(gpus_freed, MIG_UNIT)
-            if nodes and mig_nodes.issuperset(nodes)
+            if freed_unit(nodes, mig_nodes) == MIG_UNIT
             else gpus_text(gpus_freed),
             "lost": gpu_hours_text(lost),
             "lost_gpu_hours": lost,
@@ -2570,7 +2578,7 @@ def approval_detail(request: HttpRequest, access: Access, pk: int) -> HttpRespon
         "approve_refused": " ".join(approve_refusal.messages)
         if isinstance(approve_refusal, ValidationError)
         else str(approve_refusal or ""),
-    } | what_if_context(quota_request)
+    } | what_if_context(quota_request, problems=impact["problems"])
     return render(request, "dashboard/approval_detail.html", context)
 
 
@@ -2625,12 +2633,24 @@ def decide(
     return decided
 
 
-def what_if_context(quota_request: QuotaRequest) -> dict[str, Any]:
+def what_if_context(
+    quota_request: QuotaRequest, *, problems: list[str] | None = None
+) -> dict[str, Any]:
     """The latest what-if run of the request, whether it is still running, and its result's
-    figure."""
+    figure; whether a replay is offered, and if not for a change that would not fit, why
+    (``replay_problems``: the impact's ``problems``, given or read by the rule the what-if
+    action refuses by, ``quota_request_problems``)."""
     run = quota_request.latest_what_if()
     result = run.result if run is not None and isinstance(run.result, dict) else None
     waits: dict[str, Any] = (result.get("wait_changes") if result else None) or {}
+    replayable = quota_request.kind == QuotaRequestKind.QUEUE_QUOTA and quota_request.state in (
+        QuotaRequestState.DRAFT,
+        QuotaRequestState.SUBMITTED,
+    )
+    if not replayable:
+        problems = []
+    elif problems is None:
+        problems = quota_request_problems(quota_request)
     window = [
         parse_datetime(result.get(key) or "") if result else None
         for key in ("window_start", "window_end")
@@ -2644,8 +2664,8 @@ def what_if_context(quota_request: QuotaRequest) -> dict[str, Any]:
         "waits_figure": charts.what_if_waits_figure(waits) if waits else None,
         "waits_unchanged": bool(waits)
         and not any((figures.get("wait_mean_s") or {}).get("change") for figures in waits.values()),
-        "can_replay": quota_request.kind == QuotaRequestKind.QUEUE_QUOTA
-        and quota_request.state in (QuotaRequestState.DRAFT, QuotaRequestState.SUBMITTED),
+        "can_replay": replayable and not problems,
+        "replay_problems": problems,
     }
 
 

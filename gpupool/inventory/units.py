@@ -1,10 +1,14 @@
 """The unit a flavor's capacity, quotas and use count in: the rule the pages
 (``dashboard.facts``) and the API (``control.api``'s fragmentation) share, so the API need
-not import the dashboard."""
+not import the dashboard; and the unit of what a preemption freed, which the Preemptions page
+and the preemptions API (its ``unit``, and so its CSVs) share."""
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable, Sequence
+
 from gpupool.inventory.choices import Sharing
+from gpupool.inventory.models import Node
 
 # Singular (the plural adds an "s"), as ``gpupool nodes`` and the nodes API
 # (``mig_instances``) say it: a MIG flavor's are the MIG instances of its profile, cut from
@@ -16,3 +20,19 @@ MIG_UNIT = "MIG instance"
 def flavor_unit(sharing: str) -> str:
     """The unit of a flavor of ``sharing``: MIG instances for a MIG flavor, else GPUs."""
     return MIG_UNIT if sharing == Sharing.MIG else GPU_UNIT
+
+
+def mig_node_names(names: Iterable[str]) -> set[str]:
+    """Which of the nodes ``names`` are of a MIG flavor (one query; none when no name)."""
+    named = sorted(set(names))
+    if not named:
+        return set()
+    on_mig = Node.objects.filter(name__in=named, flavor__sharing=Sharing.MIG)
+    return set(on_mig.values_list("name", flat=True))
+
+
+def freed_unit(nodes: Sequence[str], mig_nodes: Collection[str]) -> str:
+    """The unit of what a victim stopped on ``nodes`` freed: MIG instances where every one
+    of its nodes is of a MIG flavor (``mig_nodes``: ``mig_node_names`` of the events' nodes),
+    else GPUs -- an event without its nodes (recorded before they were kept) is in GPUs."""
+    return MIG_UNIT if nodes and all(node in mig_nodes for node in nodes) else GPU_UNIT

@@ -3,7 +3,9 @@ atomic and audited."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import partial
 from typing import Any
 
@@ -14,6 +16,7 @@ from gpupool.audit.actions import (
     audited_change,
     delete_audited,
     model_snapshot,
+    record_audit_event,
     save_audited,
 )
 from gpupool.tenancy.choices import MembershipRole
@@ -132,6 +135,39 @@ def remove_tenant_memberships(tenant: Tenant, *, acting_user: Any) -> None:
         )
 
 
+# The tenants ``do_delete_tenant`` is deleting now, by id: it audits their delete itself (with
+# its acting user and reason), so the delete receiver (``audit_tenant_delete``) does not.
+_deleted_by_the_action: ContextVar[frozenset[int]] = ContextVar(
+    "gpupool_tenants_deleted_by_the_action", default=frozenset()
+)
+
+
+@contextmanager
+def _deleting(tenant: Tenant) -> Iterator[None]:
+    """Mark ``tenant`` as being deleted by ``do_delete_tenant`` while the block runs."""
+    token = _deleted_by_the_action.set(_deleted_by_the_action.get() | {tenant.pk})
+    try:
+        yield
+    finally:
+        _deleted_by_the_action.reset(token)
+
+
+def audit_tenant_delete(tenant: Tenant) -> None:
+    """Audit a delete of ``tenant`` made outside ``do_delete_tenant`` (``tenant.delete()`` in
+    a shell, a queryset's delete) with the row the action writes (``tenancy.delete_tenant``,
+    its last state and namespaces as ``before``), by the system; nothing for the action's own
+    delete, which wrote that row already."""
+    if tenant.pk in _deleted_by_the_action.get():
+        return
+    record_audit_event(
+        acting_user=None,
+        action="tenancy.delete_tenant",
+        instance=tenant,
+        before=_tenant_snapshot(tenant),
+        after=None,
+    )
+
+
 @transaction.atomic
 def do_delete_tenant(tenant: Tenant, *, acting_user: Any, reason: str = "") -> None:
     """Delete a tenant with no queues, budgets, requests or usage (``tenant_in_use_refusal``):
@@ -140,13 +176,14 @@ def do_delete_tenant(tenant: Tenant, *, acting_user: Any, reason: str = "") -> N
     if refusal is not None:
         raise refusal
     remove_tenant_memberships(tenant, acting_user=acting_user)
-    delete_audited(
-        tenant,
-        action="tenancy.delete_tenant",
-        acting_user=acting_user,
-        reason=reason,
-        snapshot=_tenant_snapshot,
-    )
+    with _deleting(tenant):
+        delete_audited(
+            tenant,
+            action="tenancy.delete_tenant",
+            acting_user=acting_user,
+            reason=reason,
+            snapshot=_tenant_snapshot,
+        )
 
 
 def _require_another_lead(membership: Membership, *, leaving: str) -> None:

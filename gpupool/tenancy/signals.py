@@ -19,7 +19,9 @@ queues, budgets, quota requests or usage is refused with the action's ``Validati
 (naming ``tenant``: a cascade would drop its budgets and requests unrecorded), and each
 membership is removed through ``do_remove_membership`` (audited ``tenancy.remove_membership``,
 reason ``tenant <name> deleted``), by the system. ``do_delete_tenant`` removes them first, so
-there the receiver finds nothing to do."""
+there the receiver finds nothing to do. The delete itself is audited as the action audits it
+(``tenancy.delete_tenant``, the tenant's last state and namespaces), by the system, once: not
+again when the delete is the action's own (``audit_tenant_delete``)."""
 
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ from django.db.models import QuerySet
 from django.db.models.signals import pre_delete
 
 from gpupool.tenancy.actions import (
+    audit_tenant_delete,
     remove_from_tenancy,
     remove_tenant_memberships,
     tenant_in_use_refusal,
@@ -60,11 +63,13 @@ def remove_deleted_user_from_tenancy(
 
 def remove_deleted_tenant_s_memberships(sender: Any, instance: Tenant, **kwargs: Any) -> None:
     """Before ``instance`` (a tenant) is deleted, refuse it while it is in use
-    (``tenant_in_use_refusal``) and take its memberships away through the audited action."""
+    (``tenant_in_use_refusal``), take its memberships away through the audited action and
+    audit the delete (``audit_tenant_delete``: not twice when the action deletes it)."""
     refusal = tenant_in_use_refusal(instance)
     if refusal is not None:
         raise refusal
     remove_tenant_memberships(instance, acting_user=None)
+    audit_tenant_delete(instance)
 
 
 def connect() -> None:

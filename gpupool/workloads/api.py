@@ -43,8 +43,9 @@ from gpupool.clusters.grouping import MAX_PODS
 from gpupool.control.api import PoolNotPlannable
 from gpupool.control.snapshot import SnapshotError
 from gpupool.inventory.models import Flavor
+from gpupool.inventory.units import GPU_UNIT, MIG_UNIT, freed_unit, mig_node_names
 from gpupool.quotas.models import PriorityClass, Queue
-from gpupool.scheduler.explain import NEVER_FITS_FACT, never_fits
+from gpupool.scheduler.explain import never_fits
 from gpupool.scheduler.scenario import MAX_GPUS_PER_NODE, MAX_POD_SETS
 from gpupool.tenancy.models import Tenant
 from gpupool.workloads.actions import TOO_MANY_PODS, PodSetSpec, do_cancel_workload
@@ -60,7 +61,8 @@ from gpupool.workloads.models import (
     MAX_ENV_VARS,
     PodSet,
     Workload,
-    WorkloadExplanation,
+    pods_waited_for,
+    set_position,
 )
 from gpupool.workloads.queries import (
     EvictionDrain,
@@ -74,6 +76,7 @@ from gpupool.workloads.queries import (
     node_drains,
     refused_workloads,
     sees_preemptor,
+    set_aside_and_waiting,
     total_gpus,
     transition_reason,
     workload_list,
@@ -364,6 +367,14 @@ class TransitionSerializer(PlannedRows, serializers.Serializer[Any]):
         return transition_reason(move.to_state, move.reason)
 
 
+# What ``waits_for_pods`` says, in the explanation and in a list's row alike.
+WAITS_FOR_PODS_HELP = (
+    "A pending gang that waits for pods its controller has not created yet (a Job's, a "
+    "JobSet's, bare pods: reason gang, not gpupool's own pods, which it makes at once): it has "
+    "no position and no estimated start until they exist"
+)
+
+
 class ExplanationSerializer(serializers.Serializer[Any]):
     """Where the workload stands, as the last cycle explained it."""
 
@@ -389,12 +400,17 @@ class ExplanationSerializer(serializers.Serializer[Any]):
         help_text="Pending work its queue's capability or the pool can never hold as asked: "
         "set aside, with no position and no estimated start."
     )
+    waits_for_pods = serializers.BooleanField(
+        help_text=WAITS_FOR_PODS_HELP + " (facts.missing_pods: how many)."
+    )
     summary = serializers.CharField(help_text="One sentence for people.")
 
 
 # Where a list of preemptions keeps, in its serializer context, the drains of its events by
 # event id (``node_drains``) while it renders.
 PAGE_DRAINS = "page_drains"
+# And which of its events' nodes are of a MIG flavor (``inventory.units.mig_node_names``).
+PAGE_MIG_NODES = "page_mig_nodes"
 
 
 class DrainSerializer(serializers.Serializer[EvictionDrain]):
@@ -409,18 +425,24 @@ class DrainSerializer(serializers.Serializer[EvictionDrain]):
 class PreemptionListSerializer(serializers.ListSerializer[PreemptionEvent]):
     """Preemptions (a page of the Preemptions API, a workload's in its detail): the drains
     that explain their admin evictions read for all of them in one query (none when none is
-    an admin eviction with its nodes)."""
+    an admin eviction with its nodes), and which of their nodes are of a MIG flavor in one
+    more (none when no event has its nodes)."""
 
     def to_representation(self, data: Any) -> list[Any]:
-        """The rows, with ``PAGE_DRAINS`` in the context while they render."""
+        """The rows, with ``PAGE_DRAINS`` and ``PAGE_MIG_NODES`` in the context while they
+        render."""
         rows = list(data.all() if isinstance(data, Manager) else data)
         self.context[PAGE_DRAINS] = node_drains(
             (row.pk, row.reason, row.at, row.nodes) for row in rows
+        )
+        self.context[PAGE_MIG_NODES] = mig_node_names(
+            name for row in rows for name in row.nodes or ()
         )
         try:
             return super().to_representation(rows)
         finally:
             del self.context[PAGE_DRAINS]
+            del self.context[PAGE_MIG_NODES]
 
 
 class PreemptionEventSerializer(PlannedRows, serializers.ModelSerializer[PreemptionEvent]):
@@ -449,6 +471,11 @@ class PreemptionEventSerializer(PlannedRows, serializers.ModelSerializer[Preempt
         slug_field="name", read_only=True, allow_null=True
     )
     preemptor_class = serializers.SerializerMethodField()
+    unit = serializers.SerializerMethodField(
+        help_text='What gpus_freed counts: "MIG instance" for a victim stopped on a MIG '
+        'flavor\'s nodes only (the MIG instances it held, never added to GPUs), else "GPU" '
+        "(an event recorded before its nodes were kept too), as the Preemptions page says it."
+    )
     nodes = serializers.SerializerMethodField()
     drains = serializers.SerializerMethodField()
 
@@ -467,6 +494,7 @@ class PreemptionEventSerializer(PlannedRows, serializers.ModelSerializer[Preempt
             "preemptor_tenant",
             "preemptor_class",
             "gpus_freed",
+            "unit",
             "lost_gpu_hours",
             "cycle",
             "nodes",
@@ -493,6 +521,15 @@ class PreemptionEventSerializer(PlannedRows, serializers.ModelSerializer[Preempt
     def get_nodes(self, event: PreemptionEvent) -> list[str]:
         """The nodes the victim ran on, where the caller may see the victim (else empty)."""
         return list(event.nodes or ()) if self._shows_victim(event) else []
+
+    @extend_schema_field(serializers.ChoiceField(choices=[GPU_UNIT, MIG_UNIT]))
+    def get_unit(self, event: PreemptionEvent) -> str:
+        """The unit of ``gpus_freed`` (``inventory.units.freed_unit``, the page's rule)."""
+        nodes = list(event.nodes or ())
+        mig_nodes = self.context.get(PAGE_MIG_NODES)
+        if mig_nodes is None:  # one event (its detail)
+            mig_nodes = mig_node_names(nodes)
+        return freed_unit(nodes, mig_nodes)
 
     @extend_schema_field(serializers.CharField(allow_null=True))
     def get_preemptor(self, event: PreemptionEvent) -> str | None:
@@ -528,6 +565,8 @@ class PreemptionEventSerializer(PlannedRows, serializers.ModelSerializer[Preempt
 PAGE_GPUS = "page_gpus"
 # And the ids of its pending workloads the core set aside as never fitting.
 PAGE_NEVER_FITS = "page_never_fits"
+# And those of its gangs that wait for their pods (``models.pods_waited_for``).
+PAGE_WAITING_FOR_PODS = "page_waiting_for_pods"
 
 
 class WorkloadListSerializer(serializers.ListSerializer[Workload]):
@@ -539,17 +578,22 @@ class WorkloadListSerializer(serializers.ListSerializer[Workload]):
         rows = list(data.all() if isinstance(data, Manager) else data)
         fill_positions(rows)
         self.context[PAGE_GPUS] = gpus_by_workload(row.pk for row in rows)
-        self.context[PAGE_NEVER_FITS] = set(  # one query: the facts are not in the list's rows
-            WorkloadExplanation.objects.filter(
-                workload_id__in=[row.pk for row in rows if row.state == WorkloadState.PENDING],
-                **{f"facts__{NEVER_FITS_FACT}": True},
-            ).values_list("workload_id", flat=True)
+        # One query: the facts are not in the list's rows. A gang that waits for its pods has
+        # no position.
+        never, waiting = set_aside_and_waiting(
+            row.pk for row in rows if row.state == WorkloadState.PENDING
         )
+        self.context[PAGE_NEVER_FITS] = never
+        self.context[PAGE_WAITING_FOR_PODS] = waiting
+        for row in rows:
+            if row.pk in waiting:
+                set_position(row, None)
         try:
             return super().to_representation(rows)
         finally:
             del self.context[PAGE_GPUS]
             del self.context[PAGE_NEVER_FITS]
+            del self.context[PAGE_WAITING_FOR_PODS]
 
 
 _MOMENT = serializers.DateTimeField()  # renders a moment as the API renders its fields
@@ -577,11 +621,15 @@ class WorkloadSerializer(PlannedRows, serializers.ModelSerializer[Workload]):
         allow_null=True,
         read_only=True,
         help_text="Rank among its queue's pending workloads, 1 first, in the order the last "
-        "cycle served them (null unless pending and seen by a cycle).",
+        "cycle served them (null unless pending and seen by a cycle, and for a gang that waits "
+        "for its pods: waits_for_pods).",
     )
     never_fits = serializers.SerializerMethodField(
         help_text="Pending work its queue's capability or the pool can never hold as asked "
         "(its explanation's never_fits): set aside, with no position and no estimated start."
+    )
+    waits_for_pods = serializers.SerializerMethodField(
+        help_text=WAITS_FOR_PODS_HELP + " (its explanation's waits_for_pods)."
     )
     idle_since = serializers.SerializerMethodField(
         help_text="Placed, and its GPUs have done no work since then, as the utilisation "
@@ -608,6 +656,7 @@ class WorkloadSerializer(PlannedRows, serializers.ModelSerializer[Workload]):
             "queue_position",
             "estimated_start_at",
             "never_fits",
+            "waits_for_pods",
             "idle_since",
         )
         read_only_fields = fields
@@ -621,6 +670,17 @@ class WorkloadSerializer(PlannedRows, serializers.ModelSerializer[Workload]):
         if page is not None:
             return workload.pk in page
         return workload.state == WorkloadState.PENDING and never_fits(workload.pending_facts)
+
+    @extend_schema_field(serializers.BooleanField())
+    def get_waits_for_pods(self, workload: Workload) -> bool:
+        """Whether it is a pending gang that waits for its pods (``models.pods_waited_for``,
+        as its explanation's ``waits_for_pods`` says)."""
+        page: set[int] | None = self.context.get(PAGE_WAITING_FOR_PODS)
+        if page is not None:
+            return workload.pk in page
+        return workload.state == WorkloadState.PENDING and (
+            pods_waited_for(workload.pending_reason, workload.pending_facts) > 0
+        )
 
     @extend_schema_field(serializers.DateTimeField(allow_null=True))
     def get_idle_since(self, workload: Workload) -> str | None:

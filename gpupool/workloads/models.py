@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -432,12 +432,31 @@ def gpu_equivalent(gpus: int, gpu_milli: int | None) -> Decimal:
 
 # Where a workload instance keeps its position once counted (``Workload.queue_position``).
 _POSITION = "_queue_position"
+# The fact the loop writes on a gang whose pods gpupool makes itself, at once
+# (``control.record.CREATING_PODS``).
+PODS_BEING_CREATED_FACT = "pods_being_created"
+
+
+def pods_waited_for(reason: str, facts: Mapping[str, object] | None) -> int:
+    """The pods a pending gang waits for the cluster to make (its explanation's
+    ``missing_pods``, reason ``gang``: a Job's, a JobSet's, bare pods); 0 when it waits for
+    none, as a gang of gpupool's own does, whose pods the loop makes at once
+    (``pods_being_created``). Such a gang has no position and no estimated start
+    (``control.estimates``): nothing here can promise when its pods come."""
+    facts = facts or {}
+    missing = facts.get("missing_pods")
+    if reason != "gang" or facts.get(PODS_BEING_CREATED_FACT) or type(missing) is not int:
+        return 0
+    return max(missing, 0)
 
 
 def _position_of(workload: Workload) -> int | None:
-    """The workload's position counted from the ranks of its queue's pending workloads."""
+    """The workload's position counted from the ranks of its queue's pending workloads; none
+    for a gang that waits for its pods (``pods_waited_for``)."""
     if workload.state != WorkloadState.PENDING:
         return None  # no explanation read: it would not count
+    if pods_waited_for(workload.pending_reason, workload.pending_facts):
+        return None
     rank = workload.queue_rank
     if rank is None:
         return None

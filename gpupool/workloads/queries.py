@@ -29,7 +29,7 @@ from gpupool.control.queries import RefusedPods, pool_policy, pool_snapshot, ref
 from gpupool.control.snapshot import core_topology, pod_set_info
 from gpupool.scheduler.contracts import backoff_ends
 from gpupool.scheduler.estimate import dry_run
-from gpupool.scheduler.explain import Verdict, explanation, never_fits
+from gpupool.scheduler.explain import NEVER_FITS_FACT, Verdict, explanation, never_fits
 from gpupool.scheduler.lifecycle import ENDING_REASONS
 from gpupool.scheduler.types import (
     BackoffPolicy,
@@ -45,8 +45,10 @@ from gpupool.workloads.models import (
     PodSet,
     PodSetFlavorChoice,
     Workload,
+    WorkloadExplanation,
     WorkloadTransition,
     gpu_equivalent,
+    pods_waited_for,
     set_position,
 )
 
@@ -255,6 +257,9 @@ class Explanation:
     # refreshed off the cycle, about once a minute, so it is due, not still to come.
     estimate_passed: bool
     never_fits: bool  # set aside: no position, no estimate (``scheduler.explain.never_fits``)
+    # A gang waiting for pods the cluster has not made: no position, no estimate
+    # (``models.pods_waited_for``; its facts' ``missing_pods`` say how many).
+    waits_for_pods: bool
     summary: str
 
 
@@ -263,7 +268,7 @@ def explain(workload: Workload, zone: tzinfo = UTC, now: datetime | None = None)
     sentence for people, its moments in ``zone`` (``summary``: the API and the CLI say it in
     UTC; the workload page shows it in the viewer's zone). Work the core set aside as never
     fitting has no position and no estimated start, whatever a row written before it was set
-    aside still holds."""
+    aside still holds; nor has a gang that waits for its pods (``pods_waited_for``)."""
     facts = dict(workload.pending_facts or {})
     learned = facts.get(ESTIMATE_LEARNED_FACT)
     pending = workload.state == WorkloadState.PENDING
@@ -286,6 +291,7 @@ def explain(workload: Workload, zone: tzinfo = UTC, now: datetime | None = None)
         estimate_not_before=not_before,
         estimate_passed=moment is not None and now is not None and moment < now,
         never_fits=never,
+        waits_for_pods=waits and pods_waited_for(workload.pending_reason, facts) > 0,
         summary=summary(workload, estimate_learned, zone, now),
     )
 
@@ -329,6 +335,26 @@ def fill_positions(workloads: Iterable[Workload]) -> None:
     )
     for workload in listed:
         set_position(workload, counted.get(workload.pk))
+
+
+def set_aside_and_waiting(pending: Iterable[int]) -> tuple[set[int], set[int]]:
+    """Which of the pending workloads ``pending`` (ids) the core set aside as never fitting
+    (``scheduler.explain.never_fits``), and which are gangs that wait for their pods
+    (``pods_waited_for``): neither has a position or an estimated start. One query of their
+    explanations (none when no id is given): a list's rows do not carry the facts."""
+    ids = list(pending)
+    if not ids:
+        return set(), set()
+    rows = WorkloadExplanation.objects.filter(workload_id__in=ids).filter(
+        Q(**{f"facts__{NEVER_FITS_FACT}": True}) | Q(reason="gang")
+    )
+    never, waiting = set(), set()
+    for workload_id, reason, facts in rows.values_list("workload_id", "reason", "facts"):
+        if never_fits(facts):
+            never.add(workload_id)
+        elif pods_waited_for(reason, facts):
+            waiting.add(workload_id)
+    return never, waiting
 
 
 def says_position(reason: str, facts: Mapping[str, object]) -> bool:
@@ -406,7 +432,8 @@ def summary(
     now: datetime | None = None,
 ) -> str:
     """One sentence on where the workload stands: why it waits, its position and estimated
-    start (work that never fits has neither, and says why; an estimate before ``now``, the
+    start (work that never fits has neither, and says why, as a gang that waits for its pods
+    does, ``pods_waited_for``; an estimate before ``now``, the
     pool's clock, is due: said so, not as a time to come); or since when it runs; or how it
     ended (``preempted_summary``). Its moments read in ``zone``: UTC for the API and the
     CLI, the viewer's zone on the workload page (as its tables)."""
@@ -425,6 +452,12 @@ def summary(
             )
         parts = [said]
         reason, facts = workload.pending_reason, workload.pending_facts or {}
+        if missing := pods_waited_for(reason, facts):  # no position, no estimate to give
+            parts.append(
+                f"No position and no estimated start: it waits for its pods ({missing} not "
+                "created yet)."
+            )
+            return " ".join(parts)
         if workload.queue_position is not None and not (  # the sentence says it already
             facts and reason in get_args(PendingReason) and says_position(reason, facts)
         ):

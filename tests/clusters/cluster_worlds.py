@@ -328,8 +328,12 @@ class KubernetesWorld:
         template = {
             "metadata": {
                 "labels": pod["metadata"]["labels"],
-                # KWOK's stock pod-complete stage would end the Job's pod: not for an hour.
-                "annotations": {"pod-complete.stage.kwok.x-k8s.io/delay": "3600s"},
+                # KWOK's stock pod-complete stage would end the Job's pod: not for an hour
+                # (its delay waits no longer than its jitter-delay, 5 s unless set: both set).
+                "annotations": {
+                    "pod-complete.stage.kwok.x-k8s.io/delay": "3600s",
+                    "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "3600s",
+                },
             },
             "spec": {**pod["spec"], "restartPolicy": "Never"},
         }

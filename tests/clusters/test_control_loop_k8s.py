@@ -409,7 +409,8 @@ def test_a_jobs_evicted_pod_is_recreated_and_requeued_as_the_same_workload(plane
 
 def gpu_job(name: str, backoff_limit: int) -> dict[str, Any]:
     """A Job of one 8-GPU pod for gpupool that runs until the test ends it (KWOK's stock
-    pod-complete stage would end a Job's pod within seconds: its delay is set to an hour)."""
+    pod-complete stage would end a Job's pod within seconds: its delay is set to an hour, and
+    its jitter-delay with it, since the stage waits no longer than the jitter, 5 s unless set)."""
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -419,7 +420,10 @@ def gpu_job(name: str, backoff_limit: int) -> dict[str, Any]:
             "template": {
                 "metadata": {
                     "labels": {"gpupool.io/queue": "team-a", "gpupool.io/workload": name},
-                    "annotations": {"pod-complete.stage.kwok.x-k8s.io/delay": "3600s"},
+                    "annotations": {
+                        "pod-complete.stage.kwok.x-k8s.io/delay": "3600s",
+                        "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "3600s",
+                    },
                 },
                 "spec": {
                     "schedulerName": "gpupool",
@@ -716,7 +720,10 @@ def test_usage_intervals_and_gpu_hours_add_up_against_a_hand_count(plane: Plane)
             "template": {
                 "metadata": {
                     "labels": {"gpupool.io/queue": "team-a", "gpupool.io/workload": "short"},
-                    "annotations": {"pod-complete.stage.kwok.x-k8s.io/delay": "6s"},
+                    "annotations": {  # both: the jitter (5 s unless set) caps the delay
+                        "pod-complete.stage.kwok.x-k8s.io/delay": "6s",
+                        "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "6s",
+                    },
                 },
                 "spec": {
                     "schedulerName": "gpupool",
