@@ -17,6 +17,7 @@ from django.db import models
 # a quota request"; "system synced a node from the cluster").
 ACTION_LABELS: dict[str, str] = {
     "api.issue_token": "issued an API token",
+    "control.grow_workload": "grew an elastic gang into free capacity",
     "control.idle_alerts": "alerted on idle workloads",
     "control.load_pool": "loaded a whole pool",
     "control.register_workloads": "registered workloads made outside gpupool",

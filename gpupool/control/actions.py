@@ -47,7 +47,7 @@ from django.utils import timezone
 
 from gpupool.accounting.actions import do_close_usage
 from gpupool.accounting.models import PreemptionEvent, UsageInterval
-from gpupool.audit.actions import record_audit_event
+from gpupool.audit.actions import record_audit_event, record_system_audit_rows
 from gpupool.bulk import (
     analyze,
     check_constraints_now,
@@ -1094,8 +1094,7 @@ def _record_shrinks(shrinks: Sequence[Shrink]) -> None:
             )
         )
     }
-    opened: list[tuple[Any, ...]] = []
-    shrunk: list[int] = []
+    reopened: list[Reopened] = []
     gone: list[tuple[Shrink, list[tuple[int, Decimal]]]] = []  # each, its lost (node, GPUs)
     for shrink in shrinks:
         pk = shrink.workload_id
@@ -1127,21 +1126,49 @@ def _record_shrinks(shrinks: Sequence[Shrink]) -> None:
             if new != index:
                 Placement.objects.filter(pk=row_id).update(pod_index=new)
             held[flavor] += _gpus(milli, indices)
-        UsageInterval.objects.filter(workload_id=pk, ended_at__isnull=True).update(
-            ended_at=shrink.at
-        )
         queue, tenant, klass = rows[pk][:3]
-        opened += [
-            (pk, tenant, queue, flavor, klass, gpus.quantize(Decimal("0.001")), shrink.at)
-            for flavor, gpus in sorted(held.items())
-        ]
-        shrunk.append(pk)
-    if not shrunk:
+        reopened.append(Reopened(pk, shrink.at, queue, tenant, klass, tuple(sorted(held.items()))))
+    if not reopened:
         return
-    columns = ("workload_id", "tenant_id", "queue_id", "flavor_id", "priority_class_id")
-    insert_values(UsageInterval, (*columns, "gpus", "started_at"), opened)
-    Workload.objects.filter(pk__in=id_list(shrunk)).update(updated_at=timezone.now())
+    _reopen_usage(reopened)
+    Workload.objects.filter(pk__in=id_list([r.workload_id for r in reopened])).update(
+        updated_at=timezone.now()
+    )
     _record_shrink_losses(gone, rows)
+
+
+@dataclass(frozen=True, slots=True)
+class Reopened:
+    """A placed workload whose GPUs changed while it runs (an elastic gang shrunk or grown):
+    its open usage closes at ``at`` and opens again for ``held`` (flavor id, GPUs)."""
+
+    workload_id: int
+    at: datetime
+    queue_id: int
+    tenant_id: int | None
+    priority_class_id: int | None
+    held: tuple[tuple[int, Decimal], ...]
+
+
+def _reopen_usage(reopened: Sequence[Reopened]) -> None:
+    """Close each workload's open usage at its moment and open it again for the GPUs it holds
+    now, per flavor (as an admission opens it): a shrink's (``_record_shrinks``) and a
+    growth's (``_record_growths``)."""
+    for entry in reopened:
+        UsageInterval.objects.filter(workload_id=entry.workload_id, ended_at__isnull=True).update(
+            ended_at=entry.at
+        )
+    columns = ("workload_id", "tenant_id", "queue_id", "flavor_id", "priority_class_id")
+    insert_values(
+        UsageInterval,
+        (*columns, "gpus", "started_at"),
+        [
+            (e.workload_id, e.tenant_id, e.queue_id, flavor, e.priority_class_id,
+             gpus.quantize(Decimal("0.001")), e.at)
+            for e in reopened
+            for flavor, gpus in e.held
+        ],
+    )  # fmt: skip
 
 
 def _gpus(milli: int | None, indices: Sequence[int]) -> Decimal:
@@ -1264,8 +1291,8 @@ def do_record_cycle(
 ) -> SchedulingCycle:
     """Write one cycle's decisions (``record.py``), its budget moves and its
     ``SchedulingCycle`` row. ``stamps``, when given, receives the workload rows written
-    (``Stamps``): admissions and evictions, and nominations unless ``quiet_stamps`` is given,
-    which then receives those (a nomination changes nothing the sync or apply look at);
+    (``Stamps``): admissions, growths and evictions, and nominations unless ``quiet_stamps``
+    is given, which then receives those (a nomination changes nothing the sync or apply look at);
     explanations do not stamp a row: no field of the core's is in them (a row both explained
     and nominated is written once, its nomination stamped). ``meanwhile``, when given, is
     called once, while the server writes the admissions (``_record_admissions``): Python of
@@ -1307,6 +1334,7 @@ def do_record_cycle(
     )
     # The explanations' rows (their facts as JSON text) are built while the server admits.
     explained = _record_admissions(record, at, stamps, partial(_overlapped, record, meanwhile))
+    _record_growths(record, at, stamps)
     _record_evictions(record, at, cycle, stamps)
     _record_explanations(record, stamps if quiet_stamps is None else quiet_stamps, explained)
     _record_idle_alerts(record, at)
@@ -1343,6 +1371,7 @@ def _leave_out(record: CycleRecord, ids: Collection[int]) -> None:
     explain, rank or alert about. An eviction for one of them goes too (its victim keeps
     running). The counts of pending work by reason stay the plan's: their pods still wait."""
     record.admissions = [a for a in record.admissions if a.workload_id not in ids]
+    record.growths = [g for g in record.growths if g.workload_id not in ids]
     record.evictions = [
         e for e in record.evictions if e.victim_id not in ids and e.preemptor_id not in ids
     ]
@@ -1561,6 +1590,65 @@ def _record_admissions(
     return prepared
 
 
+def _record_growths(record: CycleRecord, at: datetime, stamps: Stamps | None) -> None:
+    """Running elastic gangs that add pods (``Plan.grow``): the rows locked and checked to be
+    placed (running, or admitted with their pods on their way: the core's "running"); the
+    added pods' placements inserted (numbered as the snapshot reads them, the next pods of
+    their pod sets); the open usage closed at ``at`` and opened again for all the GPUs each
+    now holds, per flavor (``_reopen_usage``, as a shrink's); the rows stamped. The state does
+    not change, so the history is no transition but an audit row of the workload
+    (``control.grow_workload``: the pods it ran and runs, and why in words). Its pods are
+    bound by apply, after the commit."""
+    if not record.growths:
+        return
+    grown = [g.workload_id for g in record.growths]
+    before: dict[int, datetime] = {}
+    rows: dict[int, tuple[int, int | None, int | None, str, str]] = {}
+    for pk, updated_at, queue, tenant, klass, namespace, name in (
+        Workload.objects.select_for_update(of=("self",))
+        .filter(pk__in=id_list(grown), state__in=(WorkloadState.ADMITTED, WorkloadState.RUNNING))
+        .values_list(
+            "id",
+            "updated_at",
+            "queue_id",
+            "queue__tenant_id",
+            "priority_class_id",
+            "namespace",
+            "name",
+        )
+    ):
+        before[pk] = updated_at
+        rows[pk] = (queue, tenant, klass, namespace, name)
+    missing = sorted(g.name for g in record.growths if g.workload_id not in rows)
+    if missing:
+        raise ValidationError({"state": f"workloads {missing} are not placed: not grown"})
+    insert_values(
+        Placement,
+        ("workload_id", "pod_set_id", "pod_index", "node_id", "gpu_indices", "milli", "created_at"),
+        [
+            (g.workload_id, pod.pod_set_id, pod.pod_index, pod.node_id, list(pod.gpu_indices),
+             pod.milli, at)
+            for g in record.growths
+            for pod in g.pods
+        ],
+    )  # fmt: skip
+    _reopen_usage(
+        [Reopened(g.workload_id, at, *rows[g.workload_id][:3], g.usage) for g in record.growths]
+    )
+    stamp = timezone.now()
+    Workload.objects.filter(pk__in=id_list(grown)).update(updated_at=stamp)
+    _stamped(stamps, before, stamp)
+    record_system_audit_rows(
+        "control.grow_workload",
+        (
+            ("workloads.workload", str(g.workload_id), rows[g.workload_id][4],
+             {"pods": g.ran}, {"pods": g.runs}, g.reason)
+            for g in record.growths
+        ),
+        at=at,
+    )  # fmt: skip
+
+
 def _record_evictions(
     record: CycleRecord, at: datetime, cycle: SchedulingCycle, stamps: Stamps | None
 ) -> None:
@@ -1747,8 +1835,12 @@ def do_record_apply_outcome(
     budget_moves: Sequence[BudgetMove] = (),
     refusals: Mapping[int, Mapping[str, Any]] | None = None,
     refusals_over: Collection[int] = (),
+    shrinks: Sequence[Shrink] = (),
 ) -> None:
-    """Gangs that could not be bound go back to pending (their usage closes); victims whose
+    """Gangs that could not be bound go back to pending (their usage closes); an elastic
+    gang whose growth could not be bound goes on with the pods it ran (``shrinks``: the
+    added pods' placements removed and its usage opened again for the GPUs it still holds,
+    as the sync writes a shrink, ``_record_shrinks``); victims whose
     eviction a disruption budget refused keep running: the eviction and its preemption event
     are called off, and their preemptor is no longer nominated. Each such victim's row keeps
     the refusal (``refusals``: what the loop knows of it, ``Workload.eviction_refusal``) with
@@ -1757,6 +1849,7 @@ def do_record_apply_outcome(
     over (an eviction accepted since, or none wanted), cleared without touching
     ``updated_at`` (the loop does not read it)."""
     do_record_budget_moves(budget_moves, at=at)
+    _record_shrinks(shrinks)
     if refusals_over:
         Workload.objects.filter(pk__in=list(refusals_over)).update(eviction_refusal=None)
     for workload in Workload.objects.filter(pk__in=list(bind_failed), state=WorkloadState.ADMITTED):

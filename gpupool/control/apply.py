@@ -9,7 +9,8 @@ between its record and its apply is completed by the next one:
 - an admitted workload whose pods are not all on the nodes of its placements is bound, whole:
   the pods already on their node count as done, the others take the remaining placements of
   their pod set (``bind_many``: all the cycle's gangs at once where the backend can, each
-  all or none);
+  all or none); a running elastic gang grown (``Plan.grow``) has the pods it added bound the
+  same way, as a gang of their own (``added_bindings``): a failure rolls back only them;
 - a workload being evicted whose pods still hold nodes is evicted, one victim set per
   preemptor (``evict``: a budget's refusal aborts that set);
 - a cancelled workload's pods are removed (``cancel_pods``): a Job's by suspending the Job,
@@ -294,6 +295,21 @@ def gang_bindings(
         if len(waiting) < len(free):
             return None  # a pod is bound elsewhere: the cluster decides, the sync will see
     return gang if unbound else None
+
+
+def added_bindings(
+    row: WorkloadRow, pods: Sequence[PodFacts], grouped: WorkloadRequest | None
+) -> list[PodBinding] | None:
+    """The pods a running elastic gang added (``Plan.grow``) to bind, as ``gang_bindings``
+    places them (pods already on a placement's node keep it; each waiting pod takes what is
+    left of its pod set's placements, in order), without the pods it runs: bound as a gang of
+    their own, all or none, so a binding that fails rolls back only them and never the pods
+    the workload ran. None when there is nothing to bind (see ``gang_bindings``)."""
+    gang = gang_bindings(row, pods, grouped)
+    if gang is None:
+        return None
+    on_nodes = {pod.key for pod in pods if pod.node_name is not None}
+    return [binding for binding in gang if binding.pod.key not in on_nodes] or None
 
 
 def explanation_events(

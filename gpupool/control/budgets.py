@@ -6,7 +6,9 @@ reserved, ``Admission.budget_reservation``: nothing for work it admitted demoted
 cycle's earlier admissions spent the budget), and settled when the window ends or the workload
 leaves: the reservation goes back and what really ran inside the window is spent. After the
 window, spending accrues with time. An elastic gang that shrinks (a member pod gone, its
-minimum kept) is charged for the GPUs it still holds from the shrink on (``shrink``).
+minimum kept) is charged for the GPUs it still holds from the shrink on (``shrink``); one
+that grows (``Plan.grow``) for all the GPUs it holds from the growth on (``grow``), its
+protected window's reservation never extended (the core reserves nothing for growth).
 
 Writing a ledger entry every cycle for every such workload would flood the ledger; instead the
 loop keeps, per workload, until when it was charged (``Charge``), and the snapshot's ``used``
@@ -57,6 +59,8 @@ _NAME_OF = attrgetter("name")
 FLUSHED_NOTE = "ran at the class"
 # The note of a shrunk gang's moves (``BudgetBook.shrink``).
 SHRUNK_NOTE = "gang shrank"
+# The note of a grown gang's moves (``BudgetBook.grow``).
+GREW_NOTE = "gang grew"
 Key = tuple[str, str]  # (tenant, priority class)
 
 
@@ -396,6 +400,58 @@ class BudgetBook:
                 )
             self.charges[charge.workload_id] = replace(
                 charge, gpus=gpus, reserved=reserved, charged_until=max(charge.charged_until, now)
+            )
+        return moves
+
+    def grow(self, grown: Iterable[tuple[int, float]], now: float) -> list[BudgetMove]:
+        """Elastic gangs that add pods (``Plan.grow``, written with these moves: ``grown`` is
+        (id, the GPUs each holds with them)): from ``now`` each is charged for all the GPUs
+        it holds -- the inverse of ``shrink``. What it ran until now at the GPUs it held is
+        spent: after its window, the accrual; inside a window not over yet, what ran in it
+        (its share of the reservation settled back and spent), and the rest of the
+        reservation, never extended, is the window of the GPUs it holds now, from now on
+        (ending sooner: as many GPU-hours over more GPUs). Only workloads at budgeted
+        classes (those with a charge) are touched."""
+        changed = [
+            (charge, gpus)
+            for pk, gpus in grown
+            if (charge := self.charges.get(pk)) is not None and gpus > charge.gpus
+        ]
+        if not changed:
+            return []
+        ids = budget_ids({charge.key for charge, _ in changed}, now)
+        moves: list[BudgetMove] = []
+        for charge, gpus in changed:
+            budget = ids.get(charge.key)
+            spent = self.accrued(charge, now)  # after its window, at the GPUs it held
+            start, reserved, window_end = charge.start, charge.reserved, charge.window_end
+            if reserved > 0 and window_end > now:
+                ran = min(max(now - start, 0.0) / SECONDS_PER_HOUR * charge.gpus * charge.rate,
+                          reserved)  # fmt: skip
+                back = _hours(reserved) - _hours(reserved - ran)
+                if budget is not None and back > 0:
+                    moves.append(
+                        BudgetMove(
+                            budget, LedgerEntryKind.SETTLE, back, charge.workload_id, GREW_NOTE
+                        )
+                    )
+                spent += ran
+                reserved -= ran
+                start = now
+                window_end = now + reserved / (charge.rate * gpus) * SECONDS_PER_HOUR
+            if budget is not None and _hours(spent) > 0:
+                moves.append(
+                    BudgetMove(
+                        budget, LedgerEntryKind.SPEND, -_hours(spent), charge.workload_id, GREW_NOTE
+                    )
+                )
+            self.charges[charge.workload_id] = replace(
+                charge,
+                gpus=gpus,
+                start=start,
+                window_end=window_end,
+                reserved=reserved,
+                charged_until=max(charge.charged_until, now),
             )
         return moves
 

@@ -45,6 +45,7 @@ import math
 import re
 import time
 import traceback
+from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -83,16 +84,18 @@ from gpupool.control.apply import (
     ApplyWork,
     PodSetRun,
     WorkloadRun,
+    added_bindings,
     cancel_pods,
     drain_words,
     gang_bindings,
     gpu_resource,
     key_of,
     new_pods,
+    pods_by_set,
     queued_explanations_due,
     run_apply,
 )
-from gpupool.control.budgets import BudgetBook, named, window_at_stake
+from gpupool.control.budgets import BudgetBook, held_gpus, named, window_at_stake
 from gpupool.control.choices import CycleStatus
 from gpupool.control.cluster import ClusterMirror, holds_node, is_live, made_by_gpupool
 from gpupool.control.estimates import EstimateRefresher, EstimateRun, Planned
@@ -121,6 +124,7 @@ from gpupool.control.state import LoopState, stepped
 from gpupool.control.sync import (
     CLUSTER_UNHEALTHY,
     Known,
+    Shrink,
     SyncDecision,
     SyncMemory,
     decide_nodes,
@@ -135,12 +139,13 @@ from gpupool.inventory.models import Gpu, Node
 from gpupool.inventory.queries import fragmentation_sample
 from gpupool.notifications.choices import WorkloadEvent
 from gpupool.notifications.notify import notify_idle_workload, notify_workload_event
+from gpupool.number_formats import counted
 from gpupool.runtime import gc_paused
 from gpupool.scheduler.cycle import plan_of, run_cycle
 from gpupool.scheduler.explain import never_fits
 from gpupool.scheduler.lifecycle import apply_plan
 from gpupool.scheduler.shares import QueueShare, queue_shares
-from gpupool.scheduler.types import MILLI, Plan, PolicyInfo, Snapshot, WorkloadInfo
+from gpupool.scheduler.types import MILLI, Admission, Plan, PolicyInfo, Snapshot, WorkloadInfo
 from gpupool.utilization.sampling import IdleWrite, UtilizationSampler, source_for
 from gpupool.workloads.choices import Origin, WorkloadState
 from gpupool.workloads.models import PodSet, Workload
@@ -150,6 +155,9 @@ logger = logging.getLogger(__name__)
 PHASES = ("sync", "snapshot", "plan", "record", "apply")
 REFUSAL_BACKOFF_S = 60.0  # a victim a disruption budget protected is not chosen again for this
 EVICT_RESEND_S = 30.0  # an eviction sent is not sent again sooner (its pods are leaving)
+# An elastic gang whose growth could not be bound is not grown again sooner (cluster time):
+# the same refusal, cycle after cycle, wrote a growth and its undoing each time.
+GROW_RETRY_S = 60.0
 # The cause the API (and the simulated cluster) gives when a disruption budget refuses.
 BUDGET_CAUSE = re.compile(r"The disruption budget (\S+) needs (.*)$")
 ONE_HEALTHY_PODS = re.compile(r"^(1) healthy pods\b(.*)$")
@@ -194,6 +202,8 @@ class PreparedApply:
     fresh: dict[str, str]  # workloads whose reason is new -> sentence: queued last
     runs_wanted: list[WorkloadRow]  # pods to create (their pod sets are read after the commit)
     unknown: dict[str, list[Any]]  # pods of workloads without a row: deleted if cancelled
+    # Running elastic gangs grown (``Plan.grow``) whose added pods are not all on their nodes.
+    growing: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -301,6 +311,12 @@ class ControlLoop:
         # cordon asked, when: monotonic; inf: settled, not asked again while it stays so).
         self.cordons_sent: dict[str, tuple[bool, float]] = {}
         self.outstanding: set[str] = set()  # workloads whose apply is not confirmed yet
+        # Running elastic gangs grown (``Plan.grow``) whose added pods the cluster does not
+        # show on their nodes yet: bound by apply, and left out of the sync meanwhile
+        # (``_decide_sync``), which would take the placements no pod holds for lost members.
+        self.growing: set[str] = set()
+        # Elastic gangs whose growth's binding failed -> not grown again before (cluster time).
+        self.grow_failed_until: dict[str, float] = {}
         self.budgets = BudgetBook()
         self.runtimes = RuntimeHistory()
         self.learned: set[str] = set()  # workloads whose expected runtime was learned
@@ -511,7 +527,7 @@ class ControlLoop:
 
                 phase, clock = "plan", time.perf_counter()
                 finished = run_cycle(database.snapshot, self.policy, now)
-                decided = plan_of(finished)
+                decided = self._possible_growths(plan_of(finished), now)
                 shares = queue_shares(finished.quota)
                 self.latest = Planned(
                     database.snapshot, now, database.workload_ids, frozenset(self.learned)
@@ -571,6 +587,7 @@ class ControlLoop:
                 result.counts = {
                     "nodes": len(database.snapshot.nodes),
                     "workloads": len(database.snapshot.workloads),
+                    "grown": len(record.growths),  # would grow: nothing is recorded
                 }
                 return result
             if draining:  # which of them are empty now: drained (``Node.state``)
@@ -588,6 +605,14 @@ class ControlLoop:
                     for w in named(moved.workloads, reserved)
                 ],
                 database.snapshot,
+                now,
+            )
+            grown = {growth.workload for growth in decided.grow}
+            moves += self.budgets.grow(
+                [
+                    (database.workload_ids[w.name], held_gpus(w))
+                    for w in named(moved.workloads, grown)
+                ],
                 now,
             )
             stamps: Stamps = {}
@@ -640,6 +665,7 @@ class ControlLoop:
                 "nodes": len(database.snapshot.nodes),
                 "workloads": len(database.snapshot.workloads),
                 "admitted": len(record.admissions),
+                "grown": len(record.growths),
                 "evicted": len(record.evictions),
                 "pending": sum(record.pending_by_reason.values()),
                 "explained": len(record.explanations),
@@ -780,6 +806,10 @@ class ControlLoop:
             in_flight = self.handed_on.work.bind
             self._held_back = {key for key in keys if str(key) in in_flight}
             keys = keys - self._held_back
+        growing = self._growing_keys() & keys
+        if growing:  # their added pods wait for apply's binding: synced once they are bound
+            self._held_back |= growing
+            keys = keys - growing
         unknown = [key for key in keys if str(key) not in state.rows]
         namespaces = state.namespaces  # read with the policy tables (their digest)
         self._namespaces = namespaces  # the registered workloads' overlay reads them too
@@ -794,6 +824,63 @@ class ControlLoop:
             at.timestamp(),
         )
         return decision
+
+    def _possible_growths(self, decided: Plan, now: float) -> Plan:
+        """The plan without the growths (``Plan.grow``) apply could not carry out: an elastic
+        gang made outside gpupool grows only onto its pods that exist and wait for a node, of
+        the pod sets it adds to (gpupool makes the pods of work submitted through it). The
+        core counts a gang's pods as its pod sets declare them, which a kubectl gang that lost
+        a member still does: growing it again onto a pod that is gone would shrink it at the
+        next sync, and grow it again, cycle after cycle. A growth left out leaves its
+        capacity free (the grow phase is the cycle's last). Nor is a gang whose last growth
+        could not be bound grown again within ``GROW_RETRY_S``."""
+        failed = self.grow_failed_until
+        for name in [n for n, until in failed.items() if until <= now]:
+            del failed[name]
+        if not decided.grow:
+            return decided
+        rows = self.state.rows
+        kept: list[Admission] = []
+        for growth in decided.grow:
+            row = rows.get(growth.workload)
+            if row is None or growth.workload in failed:
+                continue
+            if row.origin != Origin.GPUPOOL:
+                key = key_of(growth.workload)
+                grouped = self.mirror.grouped(key, now)
+                request = grouped if isinstance(grouped, WorkloadRequest) else None
+                pods = self._as_bound(self.mirror.pods_of(key))
+                waiting = {
+                    index: sum(1 for p in members if p.node_name is None and is_live(p))
+                    for index, members in pods_by_set(row, pods, request).items()
+                }
+                wanted = Counter(ref.pod_set for ref in growth.pod_refs)
+                if any(waiting.get(index, 0) < count for index, count in wanted.items()):
+                    continue
+            kept.append(growth)
+        if len(kept) == len(decided.grow):
+            return decided
+        return replace(decided, grow=tuple(kept))
+
+    def _growing_keys(self) -> set[WorkloadKey]:
+        """The grown elastic gangs (``growing``) whose added pods wait, live, for apply to bind
+        them (a crash between record and apply, a binding handed on): the sync leaves them to
+        a later cycle, as it does an apply in flight -- it would take the placements no pod
+        holds yet for lost members, and shrink the gang back. One with no pod waiting (made
+        by gpupool and not there yet, or gone) is the sync's to judge as usual."""
+        keys: set[WorkloadKey] = set()
+        for name in self.growing:
+            row = self.state.rows.get(name)
+            if row is None or row.state != WorkloadState.RUNNING:
+                continue
+            key = key_of(name)
+            pods = self._as_bound(self.mirror.pods_of(key))
+            on_nodes = sum(1 for p in pods if p.node_name is not None)
+            if on_nodes < len(row.info.placement) and any(
+                is_live(p) and p.node_name is None for p in pods
+            ):
+                keys.add(key)
+        return keys
 
     def _known_nodes(self, names: Iterable[str] | None) -> dict[str, dict[str, object]]:
         """The database's nodes by name, as ``sync.inventory_of`` describes them: those named,
@@ -1245,6 +1332,10 @@ class ControlLoop:
                 row.eviction_reason,
                 row.idle_alerted_since,
             )
+        grown = {growth.workload for growth in decided.grow}
+        for w in named(moved.workloads, grown):  # running still, with the pods it added
+            row = rows[w.name]
+            written[w.name] = replace(row, info=info_with(row.info, placement=w.placement))
         for eviction in record.evictions:
             name = eviction.name
             row = written[name] if name in written else rows[name]
@@ -1283,6 +1374,7 @@ class ControlLoop:
             self.evictions_sent.pop(eviction.name, None)
         self.evictions_sent.update(prepared.sent)
         self.outstanding = prepared.outstanding
+        self.growing = prepared.growing
         rows = self.state.rows
         names = self.state.names
         for workload_id, nominated in record.nominated.items():
@@ -1336,6 +1428,8 @@ class ControlLoop:
         evicted = {eviction.name for eviction in record.evictions}
         examine = set(self.outstanding)
         examine.update(admission.workload for admission in decided.admit)
+        examine.update(growth.workload for growth in decided.grow)
+        examine |= self.growing
         examine |= evicted
         if self.first:
             examine.update(self.state.rows)
@@ -1352,7 +1446,10 @@ class ControlLoop:
         fresh.update(self._stale_events(fresh))
         # Work the core set aside as never fitting gets no pods made (``cycle.enqueue``).
         never = {p.workload for p in decided.pending if never_fits(p.facts)}
-        return self._work(examine, now, rows=rows, evicted=evicted, fresh=fresh, never=never)
+        grown = {growth.workload for growth in decided.grow}
+        return self._work(
+            examine, now, rows=rows, evicted=evicted, fresh=fresh, never=never, grown=grown
+        )
 
     def _stale_events(self, fresh: Mapping[str, str]) -> dict[str, str]:
         """Waiting workloads whose pods were told a sentence EVENT_REFRESH_S ago or more that
@@ -1425,10 +1522,11 @@ class ControlLoop:
                     self.bound[binding.pod.key] = (binding.pod.uid, binding.node)
         at = moment(now)
         rows = self.state.rows  # (the names apply failed for only: not a map of every row)
+        shrinks = self._growths_failed(outcome, work, now, at)
         bind_failed = {
             row.id: why
             for n, why in outcome.bind_failed.items()
-            if (row := rows.get(n)) is not None
+            if (row := rows.get(n)) is not None and row.state != WorkloadState.RUNNING
         }
         refused = {
             row.id: why for n, why in outcome.refused.items() if (row := rows.get(n)) is not None
@@ -1438,8 +1536,9 @@ class ControlLoop:
             self.evictions_sent.pop(name, None)
         self._tell_refusals(outcome, work)
         over = self._refusals_over(outcome, work)
-        if bind_failed or refused:
+        if bind_failed or refused or shrinks:
             moves = self.budgets.leave(list(bind_failed), now)
+            moves += self.budgets.shrink(shrinks, rows, now)
             do_record_apply_outcome(
                 at=at,
                 bind_failed=bind_failed,
@@ -1447,12 +1546,51 @@ class ControlLoop:
                 budget_moves=moves,
                 refusals=self._refusals(outcome, work, at),
                 refusals_over=over,
+                shrinks=shrinks,
             )
             self.state.forget_events(outcome.refused)
             return True
         if over:  # nothing the loop plans on changed: no need to plan again
             do_record_apply_outcome(at=at, bind_failed={}, refused={}, refusals_over=over)
         return False
+
+    def _growths_failed(
+        self, outcome: ApplyOutcome, work: ApplyWork, now: float, at: datetime
+    ) -> list[Shrink]:
+        """Running elastic gangs whose added pods could not be bound (``added_bindings``: only
+        they were in the gang, so the pods the workload ran still run): each goes on with the
+        pods it ran, as a gang that lost members does (``sync.Shrink``: the added pods'
+        placements removed -- the last ones, in pod-set order -- its usage opened again for
+        the GPUs it still holds, its budget charged for those), and never leaves; the pods
+        not bound are told why, as waiting pods are, with an Event. It is not grown again
+        within ``GROW_RETRY_S``."""
+        shrinks: list[Shrink] = []
+        events: list[EventRequest] = []
+        for name, why in sorted(outcome.bind_failed.items()):
+            row = self.state.rows.get(name)
+            if row is None or row.state != WorkloadState.RUNNING:
+                continue
+            gang = work.bind.get(name, [])
+            ran = len(row.info.placement) - len(gang)
+            keep: list[tuple[int, int, int]] = []
+            for pod_set_id, pod_set in zip(row.pod_set_ids, row.info.pod_sets, strict=False):
+                taken = min(pod_set.count, ran - len(keep))
+                keep.extend((pod_set_id, index, index) for index in range(taken))
+            shrinks.append(Shrink(row.id, name, tuple(keep), at))
+            self.growing.discard(name)
+            self.grow_failed_until[name] = now + GROW_RETRY_S
+            said = (
+                f"gpupool could not bind it to grow {name} ({why}); {name} goes on with the "
+                f"{counted(ran, 'pod')} it ran; gpupool tries to grow it again after "
+                f"{GROW_RETRY_S:.0f} s"
+            )
+            events.extend(EventRequest(b.pod, "Waiting", said) for b in gang)
+        if events:
+            try:
+                self.backend.record_events(events)
+            except Exception:  # an Event is no part of the record
+                logger.exception("could not tell the pods of a failed growth")
+        return shrinks
 
     def _refusals(
         self, outcome: ApplyOutcome, work: ApplyWork, at: datetime
@@ -1590,11 +1728,13 @@ class ControlLoop:
         evicted: Collection[str],
         fresh: dict[str, str],
         never: Collection[str] = (),
+        grown: Collection[str] = (),
     ) -> PreparedApply:
         """What apply is to do for these workloads (those that need nothing drop out), as the
         state will be once the record is committed: ``rows`` (name -> row) as it writes them,
         ``evicted`` the victims it chooses (none of their evictions sent yet), ``fresh`` the
-        explanations whose reason is new (workload -> sentence, queued after the others).
+        explanations whose reason is new (workload -> sentence, queued after the others),
+        ``grown`` the running elastic gangs the record grows (``Plan.grow``).
         Pure: no database, nothing of the loop changed (``PreparedApply``)."""
         held_rows = self.state.rows
         work = ApplyWork()
@@ -1604,6 +1744,8 @@ class ControlLoop:
         unknown: dict[str, list[Any]] = {}
         victims: dict[str, tuple[list[str], list[PodRef], str]] = {}
         running = WorkloadState.RUNNING
+        growing: set[str] = set()
+        grows = set(grown) | self.growing
         # Running where it was placed: nothing to do (left out before the sort: most rows of
         # a first cycle, 20,000 of 30,000 at B1-loop's size).
         for name in sorted(
@@ -1613,6 +1755,7 @@ class ControlLoop:
             or row.state != running
             or row.eviction_reason
             or name in rows
+            or name in grows
         ):
             row = rows[name] if name in rows else held_rows.get(name)
             key = key_of(name)
@@ -1644,6 +1787,11 @@ class ControlLoop:
                 entry = victims.setdefault(group, ([], [], row.eviction_reason))
                 entry[0].append(name)
                 entry[1].extend(p.ref for p in held)
+                continue
+            if row.state == running:
+                if name in grows and self._grow_pods(row, pods, now, work, runs_wanted):
+                    growing.add(name)
+                    outstanding.add(name)
                 continue
             if row.state == WorkloadState.ADMITTED:
                 if row.origin == Origin.GPUPOOL and (
@@ -1686,7 +1834,39 @@ class ControlLoop:
                         continue
                     work.events.append((pod.ref, "Waiting", detail))
                     budget -= 1
-        return PreparedApply(rows, work, outstanding, sent, explained, fresh, runs_wanted, unknown)
+        return PreparedApply(
+            rows, work, outstanding, sent, explained, fresh, runs_wanted, unknown, growing
+        )
+
+    def _grow_pods(
+        self,
+        row: WorkloadRow,
+        pods: list[PodFacts],
+        now: float,
+        work: ApplyWork,
+        runs: list[WorkloadRow],
+    ) -> bool:
+        """The apply of a running elastic gang grown (``Plan.grow``), as an admission's: pods
+        of a workload submitted through gpupool that do not exist yet are made (``runs``),
+        and bound at the next cycle; the pods it added are bound as a gang of their own
+        (``added_bindings``: the pods it runs are not in it, so a binding that fails never
+        takes them down). Whether its added pods are still on their way (False: all are on
+        their nodes, or the cluster put a pod elsewhere and the sync decides)."""
+        placed = len(row.info.placement)
+        if sum(1 for p in pods if p.node_name is not None) >= placed:
+            return False  # every placed pod is on a node (ended ones hold theirs too)
+        if row.origin == Origin.GPUPOOL and (
+            sum(1 for p in pods if is_live(p) and made_by_gpupool(p)) < placed
+        ):
+            runs.append(row)
+            return True
+        key = key_of(row.info.name)
+        grouped = None if row.origin == Origin.GPUPOOL else self.mirror.grouped(key, now)
+        gang = added_bindings(row, pods, grouped if isinstance(grouped, WorkloadRequest) else None)
+        if gang is None:
+            return False
+        work.bind[row.info.name] = gang
+        return True
 
     def _delete_if_cancelled(self, name: str, pods: list[Any], work: ApplyWork) -> None:
         live = [p for p in pods if is_live(p) or holds_node(p)]

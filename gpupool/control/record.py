@@ -26,7 +26,10 @@
   a change of that, like a change of reason, rewrites its explanation at once;
 - **idle alerts**: running workloads idle past their alert timeout whose idle spell was not
   alerted about yet (``Workload.idle_alerted_since`` differs from the spell's start): once per
-  spell, however many cycles it lasts.
+  spell, however many cycles it lasts;
+- **growths**: running elastic gangs that add pods (``Plan.grow``): the added pods as an
+  admission's are, and the GPUs the gang holds per flavor with them (its usage is opened
+  again for all of them), with how many pods it ran, runs now and has.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from gpupool.scheduler.explain import NEVER_FITS_FACT, never_fits
 from gpupool.scheduler.types import (
     MILLI,
     SECONDS_PER_HOUR,
+    Admission,
     PendingExplanation,
     Plan,
     Snapshot,
@@ -82,6 +86,29 @@ class AdmissionRecord:
     name: str
     pods: tuple[PodPlace, ...]
     usage: tuple[tuple[int, Decimal], ...]  # (flavor id, GPUs)
+
+
+@dataclass(frozen=True, slots=True)
+class GrowthRecord:
+    """A running elastic gang that adds pods (``Plan.grow``): the pods added, the GPUs it
+    holds per flavor with them (all of them: its usage is closed and opened again), and why
+    in words ("grew from 4 to 6 of 8 pods: ...")."""
+
+    workload_id: int
+    name: str
+    pods: tuple[PodPlace, ...]
+    usage: tuple[tuple[int, Decimal], ...]  # (flavor id, GPUs held now)
+    ran: int  # pods it ran before
+    runs: int  # pods it runs now
+    reason: str
+
+
+def growth_words(ran: int, runs: int, of: int, queue: str) -> str:
+    """Why an elastic gang grew, as its history says it."""
+    return (
+        f"grew from {ran} to {runs} of {of} pods: free capacity within queue {queue}'s "
+        "deserved share"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +180,7 @@ class CycleRecord:
     ranked: dict[int, float] = field(default_factory=dict)
     pending_by_reason: dict[str, int] = field(default_factory=dict)
     idle_alerts: list[IdleAlertRecord] = field(default_factory=list)
+    growths: list[GrowthRecord] = field(default_factory=list)
 
 
 def placed_gpus(workload: WorkloadInfo, flavor_of_node: Mapping[str, str]) -> dict[str, float]:
@@ -172,13 +200,15 @@ def lost_gpu_hours(workload: WorkloadInfo, now: float) -> float:
 
 
 def acted_on(snapshot: Snapshot, plan: Plan) -> Snapshot:
-    """The snapshot with only the workloads ``plan`` admits or evicts, and their preemptors:
-    ``lifecycle.apply_plan`` moves each of those as it would in the whole snapshot (what
-    becomes of a workload depends on the plan and itself, an eviction's preemptor's tenant
-    on the preemptor's queue), the preemption history too. The loop reads back only the
-    admitted from the result (their placements, their budgets): applying the plan to the
-    whole snapshot passed over tens of thousands of workloads at B1's size."""
+    """The snapshot with only the workloads ``plan`` admits, grows or evicts, and their
+    preemptors: ``lifecycle.apply_plan`` moves each of those as it would in the whole
+    snapshot (what becomes of a workload depends on the plan and itself, an eviction's
+    preemptor's tenant on the preemptor's queue), the preemption history too. The loop reads
+    back only the admitted and grown from the result (their placements, their budgets):
+    applying the plan to the whole snapshot passed over tens of thousands of workloads at
+    B1's size."""
     names = {admission.workload for admission in plan.admit}
+    names.update(growth.workload for growth in plan.grow)
     for eviction in plan.evict:
         names.add(eviction.workload)
         if eviction.preemptor is not None:
@@ -306,6 +336,34 @@ def _decimal(value: float, places: str) -> Decimal:
     return Decimal(str(value)).quantize(Decimal(places))
 
 
+def _placed(
+    database: DatabaseSnapshot, admission: Admission, flavor_of_node: Mapping[str, str]
+) -> tuple[tuple[PodPlace, ...], defaultdict[str, float]]:
+    """The pods an admission (or a growth: ``Plan.grow``) places, as rows to write (the
+    core's ``PodRef`` says which pod each placement is), and the GPUs they take per flavor
+    (a shared flavor's milli / 1000)."""
+    pod_set_ids = database.pod_set_ids[admission.workload]
+    node_ids = database.node_ids
+    usage: defaultdict[str, float] = defaultdict(float)
+    pods: list[PodPlace] = []
+    for ref, pod in zip(admission.pod_refs, admission.placement, strict=True):
+        pods.append(
+            PodPlace(pod_set_ids[ref.pod_set], ref.index, node_ids[pod.node], pod.gpus, pod.milli)
+        )
+        gpus = pod.milli / MILLI if pod.milli is not None else len(pod.gpus)
+        usage[flavor_of_node[pod.node]] += gpus
+    return tuple(pods), usage
+
+
+def _usage_rows(
+    usage: Mapping[str, float], flavor_ids: Mapping[str, int]
+) -> tuple[tuple[int, Decimal], ...]:
+    """GPUs per flavor as the usage intervals hold them: (flavor id, GPUs), by flavor."""
+    return tuple(
+        (flavor_ids[flavor], _decimal(gpus, "0.001")) for flavor, gpus in sorted(usage.items())
+    )
+
+
 def decide_record(
     database: DatabaseSnapshot,
     plan: Plan,
@@ -351,34 +409,32 @@ def decide_record(
     by_name = database.by_name
     flavor_of_node = {node.name: node.flavor for node in snapshot.nodes}
     flavor_ids = database.flavor_ids
-    node_ids = database.node_ids
     for admission in plan.admit:
         workload_id = database.workload_ids[admission.workload]
-        pod_set_ids = database.pod_set_ids[admission.workload]
-        usage: dict[str, float] = defaultdict(float)
-        pods: list[PodPlace] = []
-        for ref, pod in zip(admission.pod_refs, admission.placement, strict=True):
-            pods.append(
-                PodPlace(
-                    pod_set_ids[ref.pod_set], ref.index, node_ids[pod.node], pod.gpus, pod.milli
-                )
-            )
-            usage[flavor_of_node[pod.node]] += (
-                pod.milli / MILLI if pod.milli is not None else len(pod.gpus)
-            )
+        pods, usage = _placed(database, admission, flavor_of_node)
         record.admissions.append(
-            AdmissionRecord(
-                workload_id,
-                admission.workload,
-                tuple(pods),
-                tuple(
-                    (flavor_ids[flavor], _decimal(gpus, "0.001"))
-                    for flavor, gpus in sorted(usage.items())
-                ),
-            )
+            AdmissionRecord(workload_id, admission.workload, pods, _usage_rows(usage, flavor_ids))
         )
         if by_name[admission.workload].nominated:
             record.nominated[workload_id] = False
+    for growth in plan.grow:
+        grown = by_name[growth.workload]
+        pods, usage = _placed(database, growth, flavor_of_node)
+        for flavor, gpus in placed_gpus(grown, flavor_of_node).items():
+            usage[flavor] += gpus  # what it ran already: its usage opens again for all
+        ran = len(grown.placement)
+        runs = ran + len(pods)
+        record.growths.append(
+            GrowthRecord(
+                database.workload_ids[growth.workload],
+                growth.workload,
+                pods,
+                _usage_rows(usage, flavor_ids),
+                ran,
+                runs,
+                growth_words(ran, runs, grown.pod_count, grown.queue),
+            )
+        )
     evicted: set[str] = set()
     for eviction in plan.evict:
         victim = by_name[eviction.workload]

@@ -1,6 +1,6 @@
 """One scheduling cycle: ``plan(snapshot, policy, now) -> Plan``.
 
-The cycle is five numbered phases (docs/scheduler.md), after the idle filter, each a function
+The cycle is six numbered phases (docs/scheduler.md), after the idle filter, each a function
 of the ``Cycle`` it works on (``cycle_state.py``), registered in ``PHASES`` in order so a
 policy can drop or reorder them (``policy.phases``):
 
@@ -13,6 +13,8 @@ policy can drop or reorder them (``policy.phases``):
     # 3 preempt   inside the queue: strictly lower priority, outside protected windows
     # 4 reclaim   across queues: from borrowers above deserved, never below it
     # 5 backfill  idle GPUs behind a hold, for work that can be evicted at any time
+    # 6 grow      running elastic gangs add the pods they lack, within their queue's
+                  deserved share, on capacity the cycle leaves free; nobody is evicted
 
 This file reads top to bottom: ``plan``, then each phase with the helpers only it uses, then
 how a finished cycle becomes a ``Plan``. Where the victims of phases 3 and 4 come from is
@@ -34,7 +36,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from gpupool.scheduler.cycle_state import Assignment, Cycle, PendingWork, prefix_need
+from gpupool.scheduler.cycle_state import Assignment, Cycle, PendingWork, pod_shape, prefix_need
 from gpupool.scheduler.explain import (
     Verdict,
     across_flavors,
@@ -43,8 +45,10 @@ from gpupool.scheduler.explain import (
     waiting_verdict,
     with_scaled_guarantee,
 )
+from gpupool.scheduler.fairshare import CPU, MEMORY, gpu_resource
+from gpupool.scheduler.placement import PodRequest
 from gpupool.scheduler.preemption import RunningWork, SearchOrders, find_victims
-from gpupool.scheduler.statement import Statement
+from gpupool.scheduler.statement import PlacedPod, Statement
 from gpupool.scheduler.types import (
     MILLI,
     Admission,
@@ -54,8 +58,10 @@ from gpupool.scheduler.types import (
     Plan,
     PodPlacement,
     PodRef,
+    PodSetInfo,
     PolicyInfo,
     Snapshot,
+    WorkloadInfo,
 )
 from gpupool.scheduler.victims import (
     ReclaimSearch,
@@ -678,6 +684,188 @@ def _hold_may_evict(cycle: Cycle, holder: PendingWork, work: PendingWork) -> boo
     )
 
 
+# -- 6 grow ---------------------------------------------------------------------------------------
+
+
+def grow(cycle: Cycle) -> None:
+    """# 6 Running elastic gangs add the pods they lack, within their queue's deserved share,
+    on capacity the cycle leaves free.
+
+    After every other phase: pending work is served first. Candidates run fewer pods than
+    they have (``min_member`` set), are not leaving or being evicted, not backfilled onto a
+    hold, not idle-alerted. They are served in allocate's queue order, then by effective
+    priority, start, name; each adds its next pods in pod-set order, one at a time, until one
+    does not fit: its queue (and every queue above it) would pass its deserved share, or the
+    placer finds no node. Held nodes (a starving workload's, a nominated preemptor's
+    promise) and nodes this cycle's evictions free for their preemptors are off limits;
+    nobody is evicted. The core evicts whole workloads, so a gang grown by borrowing would
+    become a reclaim target whole, losing pods it ran within its share.
+    """
+    alerted = {alert.workload for alert in cycle.idle_alerts}
+    by_queue: dict[str, list[RunningWork]] = defaultdict(list)
+    for running in cycle.running.values():
+        info = running.info
+        if (
+            info.min_member is not None
+            and len(info.placement) < info.pod_count
+            and not info.leaving
+            and info.evicting_for is None
+            and info.backfilled_for is None
+            and running.name not in cycle.evicted
+            and running.name not in alerted
+        ):
+            by_queue[info.queue].append(running)
+    if not by_queue:
+        return
+    for works in by_queue.values():
+        works.sort(key=_growth_rank)
+    # What this cycle's evictions free is on its way to their preemptors (placed there as
+    # reservations); an idle eviction's GPUs stay taken on the cluster state anyway.
+    fence = Statement(cycle.cluster, cycle.quota)
+    fence.fence(
+        sorted(
+            {
+                pod.node
+                for name, eviction in cycle.evicted.items()
+                if eviction.preemptor is not None and name in cycle.running
+                for pod in cycle.running[name].pods
+            }
+        )
+    )
+    order = GROW_ORDERS[cycle.policy.queue_order]
+    shares = cycle.shares
+    cursor: dict[str, int] = defaultdict(int)
+    heap: list[tuple[tuple[object, ...], str, tuple[int, ...]]] = [
+        (order(cycle, queue, works[0]), queue, shares.stamp(queue))
+        for queue, works in sorted(by_queue.items())
+    ]
+    heapq.heapify(heap)
+    while heap:
+        key, queue, stamp = heapq.heappop(heap)
+        works = by_queue[queue]
+        head = works[cursor[queue]]
+        now_stamp = shares.stamp(queue)
+        if stamp != now_stamp:
+            fresh = order(cycle, queue, head)
+            if fresh != key:
+                heapq.heappush(heap, (fresh, queue, now_stamp))
+                continue
+        cursor[queue] += 1
+        _grow_gang(cycle, head)
+        if cursor[queue] < len(works):
+            after = works[cursor[queue]]
+            heapq.heappush(heap, (order(cycle, queue, after), queue, shares.stamp(queue)))
+    fence.discard()
+
+
+def _growth_rank(running: RunningWork) -> tuple[int, float, str]:
+    """Within a queue: higher effective priority, then earlier start, then name."""
+    return (-running.value, running.info.started_at or 0.0, running.name)
+
+
+def _grow_by_share(cycle: Cycle, queue: str, head: RunningWork) -> tuple[object, ...]:
+    """``dominant-share``: the queue with the smallest hierarchical weighted dominant share
+    (allocate's order, ``_dominant_share``), then its best-ranked gang."""
+    return (cycle.shares.path_key(queue), _growth_rank(head))
+
+
+def _grow_by_rank(cycle: Cycle, queue: str, head: RunningWork) -> tuple[object, ...]:
+    """``head-rank``: the best-ranked gang of all queues (allocate's ``_head_rank``)."""
+    return (*_growth_rank(head), queue)
+
+
+# policy.queue_order -> the key of a queue and its best-ranked gang for the grow phase
+GROW_ORDERS: Mapping[str, Callable[[Cycle, str, RunningWork], tuple[object, ...]]] = {
+    "dominant-share": _grow_by_share,
+    "head-rank": _grow_by_rank,
+}
+
+
+def _grow_gang(cycle: Cycle, running: RunningWork) -> None:
+    """Add the gang's next pods in pod-set order, one at a time, until one does not fit."""
+    info = running.info
+    flavor_of: dict[int, str] = {}
+    for pod in running.pods:
+        flavor_of.setdefault(pod.pod_set, cycle.nodes[pod.node].flavor)
+    domains = {cycle.nodes[pod.node].domain for pod in running.pods}
+    added: list[PlacedPod] = []
+    first = len(info.placement)
+    for set_index, pod_set in enumerate(info.pod_sets):
+        if first >= pod_set.count:  # a pod set whose pods all run adds none
+            first -= pod_set.count
+            continue
+        known = flavor_of.get(set_index)
+        choices = (known,) if known is not None else pod_set.flavors or cycle.any_node_flavors
+        for index in range(first, pod_set.count):
+            placed: PlacedPod | None = None
+            for flavor in choices:
+                placed = _grow_pod(cycle, info, pod_set, set_index, index, flavor, domains)
+                if placed is not None:
+                    choices = (flavor,)
+                    break
+            if placed is None:
+                break
+            added.append(placed)
+            domains.add(cycle.nodes[placed.node].domain)
+        else:
+            first = 0
+            continue
+        break
+    if not added:
+        return
+    cycle.grown[running.name] = added
+    vector: dict[str, int] = defaultdict(int)
+    for pod in added:
+        flavor = cycle.nodes[pod.node].flavor
+        running.need[flavor] = running.need.get(flavor, 0) + pod.shape.gpu_milli_total
+        vector[gpu_resource(flavor)] += pod.shape.gpu_milli_total
+        vector[CPU] += pod.shape.cpu_milli
+        vector[MEMORY] += pod.shape.memory_mib
+    running.pods.extend(added)
+    cycle.shares.add(info.queue, vector)
+
+
+def _grow_pod(
+    cycle: Cycle,
+    info: WorkloadInfo,
+    pod_set: PodSetInfo,
+    set_index: int,
+    index: int,
+    flavor: str,
+    domains: set[str],
+) -> PlacedPod | None:
+    """One more pod of a running gang, on ``flavor``, committed with its quota charge: only
+    while its queue's path stays within its deserved share (never borrowing); a ``domain``
+    gang only inside the domain it runs in, a ``preferred`` one there first."""
+    shape = pod_shape(pod_set, flavor in cycle.shared_flavors)
+    need = {flavor: shape.gpu_milli_total} if shape.gpu_milli_total else {}
+    quota = cycle.quota
+    if not quota.within_deserved(info.queue, need) or quota.check(info.queue, need) is not None:
+        return None
+    allowed = pod_set.allowed_nodes
+    tries: list[frozenset[str] | None] = []
+    if info.topology is not None and domains:
+        inside = frozenset(
+            name
+            for domain in sorted(domains)
+            for name in cycle.cluster.domain_nodes.get((flavor, domain), ())
+        )
+        tries.append(inside if allowed is None else inside & allowed)
+    if info.topology != "domain":
+        tries.append(allowed)
+    for nodes in tries:
+        statement = Statement(cycle.cluster, quota)
+        placed = cycle.placer.place_one(
+            statement, PodRequest(shape, flavor, set_index, index, nodes), domains
+        )
+        if placed is not None:
+            statement.charge(info.queue, need)
+            statement.commit()
+            return placed
+        statement.discard()
+    return None
+
+
 Phase = Callable[[Cycle], None]
 
 PHASES: Mapping[str, Phase] = {
@@ -687,6 +875,7 @@ PHASES: Mapping[str, Phase] = {
     "preempt": preempt,
     "reclaim": reclaim,
     "backfill": backfill,
+    "grow": grow,
 }
 
 
@@ -697,11 +886,16 @@ def plan_of(cycle: Cycle) -> Plan:
     """The plan a finished cycle produced."""
     admit = tuple(_admission(cycle, name) for name in sorted(cycle.admitted))
     evict = tuple(cycle.evicted[name] for name in sorted(cycle.evicted))
+    grown = tuple(
+        Admission(name, _placements(cycle, cycle.grown[name]), _pod_refs(cycle.grown[name]))
+        for name in sorted(cycle.grown)
+    )
     return Plan(
         admit=admit,
         evict=evict,
         pending=tuple(pending_explanations(cycle)),
         idle_alerts=tuple(cycle.idle_alerts),
+        grow=grown,
     )
 
 
@@ -919,19 +1113,28 @@ def _scaled_guarantee_verdict(cycle: Cycle, work: PendingWork, verdict: Verdict)
 def _admission(cycle: Cycle, name: str) -> Admission:
     """Where each placed pod goes, which pod of the workload it is, whose hold it uses, and
     what it reserved of its budget."""
-    placement: list[PodPlacement] = []
     pods = cycle.admitted[name]
-    for pod in pods:
-        shared = cycle.nodes[pod.node].flavor in cycle.shared_flavors
-        placement.append(PodPlacement(pod.node, pod.gpus, pod.shape.milli if shared else None))
-    refs = tuple(PodRef(pod.pod_set, pod.index) for pod in pods)
     return Admission(
         name,
-        tuple(placement),
-        refs,
+        _placements(cycle, pods),
+        _pod_refs(pods),
         cycle.backfilled.get(name),
         cycle.budget_reserved.get(name, 0.0),
     )
+
+
+def _placements(cycle: Cycle, pods: list[PlacedPod]) -> tuple[PodPlacement, ...]:
+    """Where each placed pod goes (its milli-GPU on a shared flavor)."""
+    placement: list[PodPlacement] = []
+    for pod in pods:
+        shared = cycle.nodes[pod.node].flavor in cycle.shared_flavors
+        placement.append(PodPlacement(pod.node, pod.gpus, pod.shape.milli if shared else None))
+    return tuple(placement)
+
+
+def _pod_refs(pods: list[PlacedPod]) -> tuple[PodRef, ...]:
+    """Which pod of the workload each placed pod is."""
+    return tuple(PodRef(pod.pod_set, pod.index) for pod in pods)
 
 
 __all__ = ["PHASES", "plan", "plan_of", "run_cycle"]

@@ -188,6 +188,8 @@ class Cycle:
             self.by_queue[work.info.queue].append(work)
         self.admitted: dict[str, list[PlacedPod]] = {}
         self.backfilled: dict[str, str] = {}  # admitted by backfill -> the holder it may evict
+        # Running elastic gangs grown by the grow phase -> the pods each added (pod-set order).
+        self.grown: dict[str, list[PlacedPod]] = {}
         # Budgets as this cycle spends them: left per (tenant, class), and who reserved what.
         self.budget_left: dict[tuple[str, str], float] = dict(self.contracts.budget)
         self.budget_spent: dict[tuple[str, str], list[tuple[str, float]]] = defaultdict(list)

@@ -5,11 +5,12 @@ cycles -- the estimated starts (``estimate.py``), the queueing replay, the contr
 applies a plan the same way and agrees on when the next cycle could decide differently:
 
 - ``apply_plan(snapshot, plan, now)``: admitted workloads run from ``now`` where the plan put
-  them; evicted ones go back to pending with their submit time (or, with
-  ``evictions_take_time``, keep running marked ``evicting_for`` their preemptor until
-  ``requeue`` says they have left); each eviction is recorded in the preemption history with
-  the preemptor's tenant; a workload waiting for its victims becomes ``nominated``. An
-  idle-reclaimed workload (reason ``idle``) ends instead of going back to pending.
+  them; grown ones run their added pods too (their start kept); evicted ones go back to
+  pending with their submit time (or, with ``evictions_take_time``, keep running marked
+  ``evicting_for`` their preemptor until ``requeue`` says they have left); each eviction is
+  recorded in the preemption history with the preemptor's tenant; a workload waiting for its
+  victims becomes ``nominated``. An idle-reclaimed workload (reason ``idle``) ends instead of
+  going back to pending.
 - ``finish`` removes finished work, ``due`` names running work whose expected end has come,
   ``forget_history`` drops preemption events no contract looks back to.
 - ``next_change_at(snapshot, policy, now)``: the earliest instant after ``now`` at which
@@ -46,7 +47,9 @@ def apply_plan(
     Admitted workloads run from ``now`` on the admission's placement (in pod-set order), not
     nominated, with no checkpoint yet, ``backfilled_for`` the workload whose held capacity
     backfill gave them (a workload admitted now leaves nothing held for it), and, at a class
-    that costs budget, ``window_reserved`` when the admission reserved their window. Evicted
+    that costs budget, ``window_reserved`` when the admission reserved their window. Grown
+    workloads (``plan.grow``) keep running, their start and everything else kept, their
+    placement extended by the added pods (the next ones in pod-set order). Evicted
     workloads are pending again, keeping their submit time, with no placement, start or
     checkpoint (idle-reclaimed ones end: they leave the snapshot) -- or, with
     ``evictions_take_time`` (the control loop, whose evictions take a
@@ -58,6 +61,10 @@ def apply_plan(
     """
     admitted = {admission.workload: admission for admission in plan.admit}
     evicted = {eviction.workload: eviction for eviction in plan.evict}
+    grown = {admission.workload: admission for admission in plan.grow}
+    both = sorted(grown.keys() & (admitted.keys() | evicted.keys()))
+    if both:
+        raise ValueError(f"the plan grows workloads it also admits or evicts: {both}")
     budgeted = {c.name for c in snapshot.priority_classes if c.budget_rate > 0}
     waiting = {p.workload for p in plan.pending if p.reason == "waiting-for-preemption"}
     found: set[str] = set()
@@ -66,7 +73,12 @@ def apply_plan(
         name = workload.name
         admission = admitted.get(name)
         eviction = evicted.get(name)
-        if admission is not None:
+        growth = grown.get(name)
+        if growth is not None:
+            found.add(name)
+            _require(workload, "running", "grow")
+            workloads.append(_grown(workload, growth))
+        elif admission is not None:
             found.add(name)
             _require(workload, "pending", "admit")
             workloads.append(
@@ -92,7 +104,7 @@ def apply_plan(
             workloads.append(dataclasses.replace(workload, backfilled_for=None))
         else:
             workloads.append(workload)
-    missing = sorted((admitted.keys() | evicted.keys()) - found)
+    missing = sorted((admitted.keys() | evicted.keys() | grown.keys()) - found)
     if missing:
         raise ValueError(f"the plan names workloads the snapshot does not hold: {missing}")
     tenants = {queue.name: queue.tenant for queue in snapshot.queues}
@@ -160,6 +172,29 @@ def _started(
         leaving=False,
         window_reserved=admission.budget_reservation > 0 if budgeted else None,
         eviction_refused_until=None,
+    )
+
+
+def _grown(workload: WorkloadInfo, growth: Admission) -> WorkloadInfo:
+    """The running workload with the pods ``growth`` adds: the next ones in pod-set order
+    after those it runs, appended to its placement (which stays in pod-set order)."""
+    refs = growth.pod_refs
+    if len(refs) != len(growth.placement) or len(set(refs)) != len(refs):
+        raise ValueError(f"growth of {workload.name!r}: one pod reference per placed pod")
+    by_pod = dict(zip(refs, growth.placement, strict=True))
+    pods = [
+        PodRef(pod_set, index)
+        for pod_set, spec in enumerate(workload.pod_sets)
+        for index in range(spec.count)
+    ]
+    running = len(workload.placement)
+    added = pods[running : running + len(by_pod)]
+    if not by_pod or len(added) != len(by_pod) or set(by_pod) != set(added):
+        raise ValueError(
+            f"growth of {workload.name!r}: its added pods must be the next ones in pod-set order"
+        )
+    return dataclasses.replace(
+        workload, placement=workload.placement + tuple(by_pod[ref] for ref in added)
     )
 
 

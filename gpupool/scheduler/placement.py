@@ -166,6 +166,21 @@ class Placer:
                 return placed
         return self._place_spread(statement, pods, minimum)
 
+    def place_one(
+        self, statement: Statement, pod: PodRequest, domains: set[str]
+    ) -> PlacedPod | None:
+        """Place one more pod of a running gang on the statement, chosen as the spread
+        placement chooses each pod (a node in one of ``domains``, those the gang uses, wins a
+        tie on cost), or return None when no node may hold it."""
+        choice = self._best_node(pod, domains)
+        if choice is None:
+            return None
+        gpus = self.pick(pod.flavor, self.cluster.state[choice], pod.shape)
+        if gpus is None:  # pragma: no cover - the canonical state said it fits
+            return None
+        statement.place(choice, pod.shape, gpus)
+        return PlacedPod(choice, gpus, pod.shape, pod.pod_set, pod.index)
+
     def largest_placeable(self, statement: Statement, pods: Sequence[PodRequest]) -> int:
         """How many of the gang's pods fit now, ignoring topology (tried, then undone)."""
         trial = Statement(statement.cluster, statement.quota)

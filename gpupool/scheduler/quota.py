@@ -316,14 +316,21 @@ class QuotaTree:
                 return QuotaShortfall(name, flavor, amount, max(room, 0), capped)
         return None
 
-    def below_deserved(self, name: str, need: Mapping[str, int]) -> bool:
-        """Whether the queue stays within its deserved share after taking ``need``."""
+    def within_deserved(self, name: str, need: Mapping[str, int]) -> bool:
+        """Whether the leaf queue, and every queue above it with a quota for a flavor asked,
+        stays within its deserved share after taking ``need`` (a leaf with no quota for the
+        flavor has no share of it): then no queue on its path is above its deserved share
+        for what it took (``over_deserved_by`` stays 0), the test by which reclaim picks the
+        queues it takes from (``victims.ReclaimSearch.candidates``)."""
         for flavor, amount in need.items():
             if amount <= 0:
                 continue
-            quota = self.quota(name, flavor)
-            if quota is None or self.usage[name][flavor] + amount > quota.deserved:
+            if self.quota(name, flavor) is None:
                 return False
+            for node in self.path[name]:
+                quota = self.queues[node].quota.get(flavor)
+                if quota is not None and self.usage[node][flavor] + amount > quota.deserved:
+                    return False
         return True
 
     def borrow_level(self, name: str, need: Mapping[str, int]) -> int:

@@ -1206,7 +1206,8 @@ def _admission_json(admission: Admission) -> dict[str, object]:
 
 def plan_to_dict(plan: Plan) -> dict[str, object]:
     """The plan in the scenario format's output form (docs/scheduler.md), with ``facts``;
-    ``idle_alerts`` only when some running work is idle past its alert timeout."""
+    ``idle_alerts`` only when some running work is idle past its alert timeout, ``grow``
+    only when some running elastic gang adds pods (each entry its added pods only)."""
     out: dict[str, object] = {
         "admit": [_admission_json(a) for a in plan.admit],
         "evict": [
@@ -1222,6 +1223,11 @@ def plan_to_dict(plan: Plan) -> dict[str, object]:
                 "reclaim_at": None if alert.reclaim_at is None else format_time(alert.reclaim_at),
             }
             for alert in plan.idle_alerts
+        ]
+    if plan.grow:
+        out["grow"] = [
+            {"workload": growth.workload, "placement": _placement_json(growth.placement)}
+            for growth in plan.grow
         ]
     return out
 

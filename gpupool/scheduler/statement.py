@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import bisect
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from gpupool.scheduler.fragmentation import NodeState, PodShape, take
@@ -279,6 +279,13 @@ class Statement:
         del self.cluster.holds[holder]
         self.cluster.held.difference_update(nodes)
         self.cluster.promised.discard(holder)
+
+    def fence(self, nodes: Iterable[str]) -> None:
+        """Keep placement off ``nodes``, held for no one, until the statement is discarded."""
+        cluster = self.cluster
+        fenced = set(nodes) - cluster.held
+        cluster.held.update(fenced)
+        self._undo.append(lambda: cluster.held.difference_update(fenced))
 
     def open_holds(self, holders: list[str]) -> None:
         """Let placement use the nodes held for ``holders`` (the holds stay recorded)."""

@@ -337,6 +337,7 @@ DEFAULT_PHASES: tuple[str, ...] = (
     "preempt",
     "reclaim",
     "backfill",
+    "grow",
 )
 
 Queueing = Literal["best-effort", "fifo"]
@@ -354,7 +355,8 @@ class PolicyInfo:
     - ``placement``: "gpupool" (fragmentation-aware) or "bestfit".
     - ``starvation_limit_s``: a workload pending longer is held capacity for (None: never).
     - ``backoff``, ``victim_protection``: the contracts' timers (None: off).
-    - ``phases``: which of the five phases run, in order.
+    - ``phases``: which of the phases run, in order (``DEFAULT_PHASES``: all of them; a
+      policy without ``grow`` never grows a running elastic gang).
     - ``preemption_attempts_per_queue``: victim searches per queue per cycle, per phase.
     - ``queueing``: "best-effort" (a workload that cannot be admitted does not block the
       ones behind it) or "fifo" (strict order inside a queue: nothing behind a blocked head).
@@ -503,9 +505,15 @@ class IdleAlert:
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """The outcome of one cycle; each list sorted by workload name."""
+    """The outcome of one cycle; each list sorted by workload name.
+
+    ``grow`` lists running elastic gangs that add pods this cycle (the ``grow`` phase): each
+    ``Admission`` names only the pods added -- the next ones in pod-set order after those the
+    workload runs -- and where they go, with no ``backfill_for`` and no budget reservation. A
+    workload is never both admitted and grown, nor grown and evicted."""
 
     admit: tuple[Admission, ...]
     evict: tuple[Eviction, ...]
     pending: tuple[PendingExplanation, ...]
     idle_alerts: tuple[IdleAlert, ...] = ()
+    grow: tuple[Admission, ...] = ()

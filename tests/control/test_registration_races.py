@@ -349,4 +349,5 @@ def test_every_part_of_a_cycle_record_is_known_to_what_leaves_a_registration_out
         "ranked",
         "pending_by_reason",
         "idle_alerts",
+        "growths",
     }

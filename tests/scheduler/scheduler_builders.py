@@ -236,6 +236,16 @@ def check_invariants(loaded: Scenario, result: Plan) -> None:
     assert not evicted & set(admitted)
     for name in admitted:
         assert workloads[name].state == "pending"
+    # A grown workload is running, neither admitted nor evicted, and adds its next pods.
+    grown = {g.workload: g for g in result.grow}
+    assert not grown.keys() & (evicted | set(admitted)), "grown and admitted or evicted"
+    for name, growth in grown.items():
+        w = workloads[name]
+        assert w.state == "running" and w.min_member is not None
+        assert growth.backfill_for is None and growth.budget_reservation == 0
+        refs = [(i, j) for i, ps in enumerate(w.pod_sets) for j in range(ps.count)]
+        added = refs[len(w.placement) : len(w.placement) + len(growth.pod_refs)]
+        assert [(r.pod_set, r.index) for r in growth.pod_refs] == added, f"{name} grew out of order"
     pending_names = {p.workload for p in result.pending}
     assert pending_names == {
         w.name for w in snapshot.workloads if w.state == "pending" and w.name not in admitted
@@ -250,6 +260,10 @@ def check_invariants(loaded: Scenario, result: Plan) -> None:
     left: dict[tuple[str, str], int] = defaultdict(int)  # per leaf queue, once evictions are done
     for w in snapshot.workloads:
         placement = admitted.get(w.name, w.placement if w.state == "running" else ())
+        if w.name in grown:
+            placement = placement + grown[w.name].placement
+            if w.topology == "domain":
+                assert len({nodes[p.node].domain for p in placement}) == 1, f"{w.name} spread"
         pod_sets = [ps for ps in w.pod_sets for _ in range(ps.count)]
         if w.name in admitted:
             assert w.gang_minimum <= len(placement) <= w.pod_count, f"{w.name} split"
@@ -265,7 +279,7 @@ def check_invariants(loaded: Scenario, result: Plan) -> None:
                 gpu[(pod.node, index)] += milli
                 if not shared:
                     exclusive_users[(pod.node, index)] += 1
-                if w.name in admitted:
+                if w.name in admitted or (w.name in grown and pod in grown[w.name].placement):
                     assert index not in n.unhealthy_gpus and not n.cordoned
                     assert index not in n.foreign_gpus, "placed on another scheduler's GPU"
             cpu[pod.node] += pod_set.cpu_milli
@@ -275,7 +289,7 @@ def check_invariants(loaded: Scenario, result: Plan) -> None:
                 left[(w.queue, n.flavor)] += amount
             for q in _path(queues, w.queue):
                 usage[(q, n.flavor)] += amount
-                if w.name not in admitted:
+                if w.name not in admitted and (w.name not in grown or pod in w.placement):
                     before[(q, n.flavor)] += amount
     for (name, index), milli in gpu.items():
         assert milli <= MILLI, f"GPU {index} of {name} over capacity"
@@ -288,6 +302,16 @@ def check_invariants(loaded: Scenario, result: Plan) -> None:
         quota = queues[q].quota.get(flavor)
         if quota is not None:
             assert used <= max(quota.capability, before[(q, flavor)]), f"{q} over capability"
+    # Growth never borrows: every queue on a grown workload's path stays within its deserved
+    # share of what it grew (queues an eviction of the plan frees quota under are left out:
+    # the plan does not show the preemptor's reservation that replaces it).
+    freeing = {q for e in result.evict for q in _path(queues, workloads[e.workload].queue)}
+    for name, growth in grown.items():
+        for flavor in {nodes[pod.node].flavor for pod in growth.placement if pod.gpus}:
+            for q in _path(queues, workloads[name].queue):
+                quota = queues[q].quota.get(flavor)
+                if quota is not None and q not in freeing:
+                    assert usage[(q, flavor)] <= quota.deserved, f"{name} grew {q} past deserved"
     for eviction in result.evict:
         victim = workloads[eviction.workload]
         assert victim.state == "running"
@@ -371,6 +395,11 @@ def _holds_are_kept(loaded: Scenario, result: Plan) -> None:
             assert nodes & starving.get(admission.backfill_for, set()), (
                 f"{admission.workload} names {admission.backfill_for}, on none of its held nodes"
             )
+    # Growth runs after every hold is made: it takes no held node at all.
+    held = set(promised).union(*starving.values())
+    for growth in result.grow:
+        taken = sorted({pod.node for pod in growth.placement} & held)
+        assert not taken, f"{growth.workload} grew onto held {taken[0]}"
 
 
 def _preemptors_fit_on_healthy_gpus(loaded: Scenario, result: Plan) -> None:
@@ -514,6 +543,12 @@ def snapshots(draw: st.DrawFn) -> dict[str, Any]:
         refused = draw(st.sampled_from([None, "09:55", "10:30"]))
         if refused is not None:
             running["eviction_refused_until"] = at(refused)
+        # An elastic gang running its first pod of up to three (the grow phase may add more).
+        lacking = draw(st.integers(0, 2))
+        if lacking:
+            pod_set["count"] = 1 + lacking
+            running["min_member"] = 1
+            running["topology"] = draw(st.sampled_from([None, "domain", "preferred"]))
         workloads.append(running)
     # GPUs that fail, and nodes cordoned, under running work (what a cycle sees after it).
     for failed in draw(st.lists(st.sampled_from(nodes), max_size=2, unique_by=lambda n: n["name"])):

@@ -404,7 +404,7 @@ BAD_FILES = [
     BadFile(
         "more phases than there are",
         scenario_bytes(lambda d: d["policy"].update(phases=["allocate"] * 1000)),
-        "policy.phases: 1000 entries, at most 6",
+        "policy.phases: 1000 entries, at most 7",
     ),
     BadFile(
         "more unhealthy GPUs than the node has",

@@ -71,6 +71,8 @@ def test_a_scenario_meets_its_expectation(path: Path) -> None:
         assert reasons.get(name) == reason, f"{name}: {reasons.get(name)} != {reason}"
     for name in expect.get("same_domain", []):
         assert len({nodes[p.node].domain for p in admitted[name].placement}) == 1
+    if "grown" in expect:
+        assert {g.workload: len(g.pod_refs) for g in result.grow} == expect["grown"]
 
 
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])

@@ -1,12 +1,12 @@
 """``gpupool plan SCENARIO.json``: plan one cycle of a scenario file (DESIGN section 5).
 
-Prints the plan as JSON. ``--explain`` prints readable tables instead (admissions,
-evictions, and every pending workload with its reason, position and estimated start).
-``--dry-run WORKLOAD.json`` asks whether a hypothetical workload would fit now, layer by
-layer (quota, capacity, placement). A malformed scenario or dry-run workload is refused, exit
-status 2 and no plan, with a message naming the field (the workload file's own paths for the
-latter; docs/scheduler.md "Limits and errors"). The core runs with the garbage collector
-paused (``gpupool.runtime.gc_paused``).
+Prints the plan as JSON. ``--explain`` prints readable tables instead (admissions, running
+elastic gangs grown, evictions, and every pending workload with its reason, position and
+estimated start). ``--dry-run WORKLOAD.json`` asks whether a hypothetical workload would fit
+now, layer by layer (quota, capacity, placement). A malformed scenario or dry-run workload is
+refused, exit status 2 and no plan, with a message naming the field (the workload file's own
+paths for the latter; docs/scheduler.md "Limits and errors"). The core runs with the garbage
+collector paused (``gpupool.runtime.gc_paused``).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from gpupool.scheduler.scenario import (
     load_hypothetical_workload,
     load_scenario,
 )
-from gpupool.scheduler.types import Plan
+from gpupool.scheduler.types import Admission, Plan
 
 HELP = "Plan one scheduling cycle for a scenario file and print the plan (JSON or --explain)"
 
@@ -108,12 +108,21 @@ def explain_tables(loaded: Scenario, result: Plan) -> str:
     admitted.add_column("queue")
     admitted.add_column("placement")
     for admission in result.admit:
-        where = "; ".join(
-            f"{pod.node}:{','.join(map(str, pod.gpus))}" + (f"@{pod.milli}m" if pod.milli else "")
-            for pod in admission.placement
-        )
-        admitted.add_row(admission.workload, queues[admission.workload], where)
+        admitted.add_row(admission.workload, queues[admission.workload], _where(admission))
     console.print(admitted)
+
+    if result.grow:
+        # Running elastic gangs that add pods this cycle: the pods added, and where.
+        running = {w.name: len(w.placement) for w in loaded.snapshot.workloads}
+        grown = Table(title=f"Grown ({len(result.grow)})")
+        for column in ("workload", "queue", "pods added", "placement"):
+            grown.add_column(column)
+        for growth in result.grow:
+            name = growth.workload
+            added = len(growth.pod_refs)
+            pods = f"{added} ({running[name]} -> {running[name] + added})"
+            grown.add_row(name, queues[name], pods, _where(growth))
+        console.print(grown)
 
     evicted = Table(title=f"Evicted ({len(result.evict)})")
     for column in ("workload", "queue", "reason", "for"):
@@ -139,3 +148,11 @@ def explain_tables(loaded: Scenario, result: Plan) -> str:
         )
     console.print(pending)
     return buffer.getvalue()
+
+
+def _where(admission: Admission) -> str:
+    """An admission's (or growth's) pods as ``node:gpus`` (``@milli`` on a shared flavor)."""
+    return "; ".join(
+        f"{pod.node}:{','.join(map(str, pod.gpus))}" + (f"@{pod.milli}m" if pod.milli else "")
+        for pod in admission.placement
+    )

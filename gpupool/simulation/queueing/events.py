@@ -4,8 +4,9 @@ Jobs arrive, wait in their queue, run for their recorded duration and finish. Th
 never decides anything itself: at every instant something can change it builds a
 ``Snapshot`` of the cluster, calls ``gpupool.scheduler.plan`` and carries the plan out with
 the core's own ``lifecycle.apply_plan`` in virtual time (admissions start at once, evictions
-take effect at once); the replay's records only add what a trace needs on top (segments,
-progress lost to evictions, completion events).
+take effect at once, a running elastic gang the plan grows holds its added pods at once and
+ends when it would have); the replay's records only add what a trace needs on top
+(segments, progress lost to evictions, completion events).
 
 When cycles run. A cycle runs at every instant a job arrives or finishes, and at every
 instant a time-based condition of the policy changes while work is pending: a protected
@@ -82,6 +83,7 @@ class SimJob:
     priority_class: str = "normal"
     topology: Topology | None = None
     protected_runtime_s: float | None = None  # None: what the policy gives every job
+    min_member: int | None = None  # an elastic gang's minimum (None: all its pods together)
 
     @property
     def gpus(self) -> float:
@@ -132,6 +134,21 @@ class JobRecord:
     lost_s: float = 0.0
     nominated: bool = False
     info: WorkloadInfo | None = None
+    held_since: float | None = None  # since when it holds its pods now (it grew: not its start)
+
+    @property
+    def held_gpus(self) -> float:
+        """GPUs the running job holds: all of its gang's, or an elastic gang's first pods."""
+        job = self.job
+        placed = len(self.placement)
+        if placed >= sum(p.count for p in job.pod_sets):
+            return job.gpus
+        held = 0
+        for pod_set in job.pod_sets:
+            pods = min(placed, pod_set.count)
+            held += pods * pod_set.gpus * pod_set.gpu_milli
+            placed -= pods
+        return held / MILLI
 
     @property
     def jct_s(self) -> float:
@@ -214,6 +231,8 @@ class JobReplay:
             self._push(job.submitted_at, ARRIVAL, job.name)
         self.pending: dict[str, JobRecord] = {}
         self.running: dict[str, JobRecord] = {}
+        # Running elastic gangs with fewer pods than they have: a cycle may grow them.
+        self.partial: set[str] = set()
         self.history: deque[PreemptionEventInfo] = deque()
         self.segments: list[Segment] = []
         self.preemptions = 0
@@ -258,7 +277,7 @@ class JobReplay:
                     changed = True
             if changed:
                 self._request_cycle(now)
-            if cycle and self.pending:
+            if cycle and (self.pending or self.partial):
                 started = time.perf_counter()
                 self._cycles(now)
                 self.plan_s += time.perf_counter() - started
@@ -299,7 +318,7 @@ class JobReplay:
     def _cycles(self, now: float) -> None:
         """Run cycles at this instant until one does not evict."""
         evicting_rounds = 0
-        while self.pending and evicting_rounds < MAX_EVICTING_CYCLES_PER_INSTANT:
+        while (self.pending or self.partial) and evicting_rounds < MAX_EVICTING_CYCLES_PER_INSTANT:
             _, evicted = self._cycle(now)
             if not evicted:
                 return
@@ -317,6 +336,7 @@ class JobReplay:
         waiting = [p.workload for p in result.pending if p.reason == "waiting-for-preemption"]
         moved = {admission.workload for admission in result.admit}
         moved.update(eviction.workload for eviction in result.evict)
+        moved.update(growth.workload for growth in result.grow)
         moved.update(waiting)
         applied = {info.name: info for info in after.workloads if info.name in moved}
         for eviction in result.evict:
@@ -327,6 +347,8 @@ class JobReplay:
             record.info = applied[name]
         for admission in result.admit:
             self._start(self.pending[admission.workload], now, applied[admission.workload])
+        for growth in result.grow:
+            self._grow(self.running[growth.workload], now, applied[growth.workload])
         return len(result.admit), len(result.evict)
 
     # -- snapshot ----------------------------------------------------------------------------
@@ -375,6 +397,7 @@ class JobReplay:
                 submitted_at=job.submitted_at,
                 state="running" if running else "pending",
                 topology=job.topology,
+                min_member=job.min_member,
                 protected_runtime_s=self._protection(job),
                 expected_runtime_s=record.remaining_s,
                 started_at=record.segment_start if running else None,
@@ -401,18 +424,36 @@ class JobReplay:
         record.placement = info.placement
         record.nominated = False
         record.info = info
+        if len(info.placement) < info.pod_count:
+            self.partial.add(record.job.name)
         if record.first_started_at is None:
             record.first_started_at = now
         self._push(now + record.remaining_s, COMPLETION, record.job.name, record.segment)
+
+    def _grow(self, record: JobRecord, now: float, info: WorkloadInfo) -> None:
+        """A running elastic job adds the pods the plan grew it by: it holds more GPUs from
+        now (a new segment), and still ends when its run time is done (its completion event
+        stays: a trace's duration is its job's, whatever its pods)."""
+        assert record.segment_start is not None
+        since = record.segment_start if record.held_since is None else record.held_since
+        self.segments.append(Segment(since, now, record.held_gpus, record.job.queue))
+        record.held_since = now
+        record.placement = info.placement
+        record.info = info
+        if len(info.placement) >= info.pod_count:
+            self.partial.discard(record.job.name)
 
     def _stop(self, record: JobRecord, now: float) -> float:
         """End the running segment; return its length."""
         assert record.segment_start is not None
         ran = now - record.segment_start
         del self.running[record.job.name]
+        self.partial.discard(record.job.name)
         record.run_s += ran
-        self.segments.append(Segment(record.segment_start, now, record.job.gpus, record.job.queue))
+        since = record.segment_start if record.held_since is None else record.held_since
+        self.segments.append(Segment(since, now, record.held_gpus, record.job.queue))
         record.segment_start = None
+        record.held_since = None
         record.placement = ()
         record.info = None
         return ran
