@@ -32,6 +32,7 @@ from django.db import connection
 from kubernetes import client
 
 from gpupool.accounting.models import PreemptionEvent, UsageInterval
+from gpupool.audit.models import AuditEvent
 from gpupool.clusters.kubernetes import KubernetesBackend
 from gpupool.control.loop import ControlLoop, CycleResult
 from gpupool.control.models import SchedulingCycle
@@ -154,6 +155,7 @@ class Plane:
         team: str = "team-a",
         gpus: int = 1,
         labels: dict[str, str] | None = None,
+        annotations: dict[str, str] | None = None,
         **spec: Any,
     ) -> None:
         """A pod created with kubectl for gpupool, in the team's namespace."""
@@ -163,6 +165,7 @@ class Plane:
             "metadata": {
                 "name": name,
                 "labels": {"gpupool.io/queue": team, **(labels or {})},
+                "annotations": dict(annotations or {}),
             },
             "spec": {
                 "schedulerName": "gpupool",
@@ -296,6 +299,45 @@ def test_a_kubectl_pod_no_node_could_hold_is_registered_never_planned_and_told_w
     warned = [e for e in events if e.type == "Warning" and e.reason == "FailedScheduling"]
     assert len(warned) == 1 and why in warned[0].message
     assert not plane.running_pod("huge")
+
+
+def test_a_kubectl_elastic_gang_grows_onto_its_waiting_pods_when_capacity_frees(
+    plane: Plane,
+) -> None:
+    """An elastic gang made with kubectl (four pods of 2 GPUs, minimum 2) is admitted with
+    the two pods the free GPUs hold; its other two pods wait, bound to nothing, until
+    another team's pod goes; then the grow phase places them (its queue stays within its
+    deserved 8 GPUs) and the loop binds them through ``pods/binding``, the two it ran
+    untouched, its usage opened again for all 8 GPUs and the growth audited."""
+    plane.create_pod("b-whole", team="team-b", gpus=8)
+    plane.create_pod("b-half", team="team-b", gpus=4)
+    plane.until(
+        "team-b's pods running",
+        lambda: plane.running_pod("b-whole", "team-b") and plane.running_pod("b-half", "team-b"),
+    )
+    for index in range(4):
+        plane.create_pod(
+            f"elastic-{index}",
+            gpus=2,
+            labels={"gpupool.io/workload": "elastic"},
+            annotations={"gpupool.io/min-member": "2"},
+        )
+    plane.until("two of the gang's pods running", lambda: len(plane.bound("elastic")) == 2)
+    first = sorted(plane.bound("elastic"))
+    for _ in range(3):  # no free GPU: it runs on with two
+        plane.cycle()
+    gang = plane.workload("elastic")
+    assert gang.state == "running" and gang.placements.count() == 2
+    assert sorted(plane.bound("elastic")) == first
+    plane.core.delete_namespaced_pod("b-half", plane.namespaces["team-b"], grace_period_seconds=0)
+    plane.until("the gang grown to its four pods", lambda: len(plane.bound("elastic")) == 4)
+    gang = plane.workload("elastic")
+    assert gang.state == "running" and gang.placements.count() == 4
+    assert sorted(p.node.name for p in gang.placements.all()) == sorted(plane.bound("elastic"))
+    assert UsageInterval.objects.get(workload=gang, ended_at__isnull=True).gpus == 8
+    grown = AuditEvent.objects.filter(action="control.grow_workload", object_id=str(gang.pk))
+    assert grown.count() == 1
+    assert not PreemptionEvent.objects.filter(victim=gang).exists()
 
 
 def test_reclaim_evicts_the_pods_the_plan_names_and_the_reclaimer_runs_after(
