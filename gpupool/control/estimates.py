@@ -13,6 +13,12 @@ since the last refresh; otherwise (a Celery worker process that runs no cycles) 
 ``LoopState``, read once and then refreshed by what changed, with learned runtimes
 (``learning.RuntimeHistory``).
 
+**Work that outlived its expected runtime.** Both snapshots give running work whose end by its
+declared or learned runtime has passed the median of the similar runs that outlasted it, or no
+runtime when none did (``RuntimeHistory.expected_runtime``, one rule for the cycle, backfill
+and the replay): the replay would otherwise finish it at once, at every refresh, and what
+waits on it would read "due now" again and again.
+
 **The bound.** At B1's size a step costs a whole cycle's ``plan()`` (about 4.5 s with the
 compiled core, explanations of 10,000 pending included), so the core's 200 steps would take
 a quarter of an hour. The replay stops after ``MAX_STEPS`` steps; a workload the replay has
@@ -319,12 +325,12 @@ class EstimateRefresher:
         learned: set[str] = set()
         workloads = []
         for workload in database.snapshot.workloads:
-            runtime = None
-            if workload.expected_runtime_s is None:
-                runtime = self._runtimes.median(workload)
-            if runtime is not None:
+            # the loop's rule (``RuntimeHistory.expected_runtime``, as its ``_overlay``)
+            expected = self._runtimes.expected_runtime(workload, database.now)
+            if expected.learned:
                 learned.add(workload.name)
-                workload = replace(workload, expected_runtime_s=runtime)
+            if expected.runtime_s != workload.expected_runtime_s:
+                workload = replace(workload, expected_runtime_s=expected.runtime_s)
             workloads.append(workload)
         snapshot = replace(database.snapshot, workloads=tuple(workloads))
         return Planned(snapshot, database.now, database.workload_ids, frozenset(learned))

@@ -40,6 +40,7 @@ cycle snapshots and plans again on it. The cycle lock stays held while an apply 
 from __future__ import annotations
 
 import contextlib
+import heapq
 import logging
 import math
 import re
@@ -50,6 +51,7 @@ from collections.abc import Collection, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from itertools import chain
 from typing import Any
 
 from django.db.models import Count, Q
@@ -99,7 +101,7 @@ from gpupool.control.budgets import BudgetBook, held_gpus, named, window_at_stak
 from gpupool.control.choices import CycleStatus
 from gpupool.control.cluster import ClusterMirror, holds_node, is_live, made_by_gpupool
 from gpupool.control.estimates import EstimateRefresher, EstimateRun, Planned
-from gpupool.control.learning import RuntimeHistory
+from gpupool.control.learning import Expected, RuntimeHistory
 from gpupool.control.lock import cycle_lock, read_lock
 from gpupool.control.models import SchedulingCycle
 from gpupool.control.record import (
@@ -322,8 +324,15 @@ class ControlLoop:
         self.learned: set[str] = set()  # workloads whose expected runtime was learned
         # Each workload's learned runtime as last looked up, for the same info and the same
         # history (``RuntimeHistory.version``): not looked up again every cycle.
-        self._medians: dict[str, tuple[WorkloadInfo, float | None]] = {}
+        # (and until when it holds: ``Expected.until``)
+        self._medians: dict[str, tuple[WorkloadInfo, Expected]] = {}
         self._medians_version = -1
+        # Placed work's declared ends, soonest first (``_declared_passed``), the placed names
+        # looked at, and those whose declared end has come.
+        self._declared_ends: list[tuple[float, str]] = []
+        self._declared_watched: set[str] = set()
+        self._declared_past: set[str] = set()
+        self._declared_due: dict[str, float] = {}  # name -> its entry in the heap
         self.facts_cache: dict[int, tuple[Mapping[str, object], dict[str, object]]] = {}
         # The queue ranks as the database holds them since this loop's last record (cycle
         # ``ranked_in``); None when unknown: the next record writes them all.
@@ -1122,23 +1131,67 @@ class ControlLoop:
             for name, o in excluded.items()
             if o.malformed and name in rows
         }
+        # Expected runtimes by ``RuntimeHistory.expected_runtime`` (learning.py): learned for
+        # work that declares none; for running work past its end, the median of similar runs
+        # that lasted longer, else unknown -- not "ends now" at every cycle. Each answer is
+        # kept while it holds (``Expected.until``), for the same row and history (``_medians``).
         self.learned = set()
         if self._medians_version != self.runtimes.version:
             self._medians, self._medians_version = {}, self.runtimes.version
         medians = self._medians
-        for name in rows.unestimated:
+        for name in chain(rows.unestimated, self._declared_passed(now)):
             row = rows[name]
             known = medians.get(name)
-            if known is not None and known[0] is row.info:
-                learned = known[1]
+            if known is not None and known[0] is row.info and now < known[1].until:
+                expected = known[1]
             else:
-                learned = self.runtimes.median(row.info)
-                medians[name] = (row.info, learned)
-            if learned is not None:
+                expected = self.runtimes.expected_runtime(row.info, now)
+                medians[name] = (row.info, expected)
+            if expected.runtime_s != row.info.expected_runtime_s:
                 info = overlaid.get(name) or row.resolve(names, now)
-                overlaid[name] = replace(info, expected_runtime_s=learned)
+                overlaid[name] = replace(info, expected_runtime_s=expected.runtime_s)
+            if expected.learned:
                 self.learned.add(name)
         return overlaid
+
+    def _declared_passed(self, now: float) -> set[str]:
+        """Running work whose declared end (``started_at + expected_runtime_s``) has come, for
+        ``_overlay``. Kept up to date from what changed, not a scan of the 20,000 running at
+        B1's size each cycle: the names placed since the last cycle are looked at once, their
+        declared ends wait in a heap (one entry a name: ``_declared_due``), and only the ends
+        that came are looked at again. A name stays past while it stays placed: ``_overlay``'s
+        rule reads its row again whenever that changes (a runtime declared anew, a restart)."""
+        rows = self.state.rows
+        placed = rows.placed
+        watched, ends, due = self._declared_watched, self._declared_ends, self._declared_due
+        past = self._declared_past
+        for name in watched - placed:
+            watched.discard(name)
+            past.discard(name)
+            due.pop(name, None)
+        came = placed - watched
+        watched |= came
+        while came or (ends and ends[0][0] <= now):
+            if came:  # placed since the last cycle
+                name = came.pop()
+            else:
+                at, name = heapq.heappop(ends)
+                if due.get(name) != at:
+                    continue  # left the placed work, or looked at again since
+                del due[name]
+            info = rows[name].info
+            if info.expected_runtime_s is None:
+                continue  # declares nothing: learned (``unestimated``)
+            # admitted, not started yet: looked at again next cycle
+            end = (
+                now + 1.0 if info.started_at is None else info.started_at + info.expected_runtime_s
+            )
+            if end <= now:
+                past.add(name)
+            else:
+                due[name] = end
+                heapq.heappush(ends, (end, name))
+        return past
 
     def _notify(self, decision: SyncDecision) -> None:
         """Tell submitters that their workload started, was preempted or failed (their mail
