@@ -85,6 +85,14 @@ DECISION_NOTE_MAX_LENGTH = 10_000
 MAX_FILE_BYTES = 1024 * 1024
 MAX_FILE_DEPTH = 32
 DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+# The flags that take a duration (``seconds``): a value after them that starts with "-" and a
+# digit (``--expected-runtime -2h``) is read as the flag's value, so the duration's own check
+# says what is wrong with it, not argparse's "expected one argument".
+DURATION_FLAGS = ("--protected-runtime", "--expected-runtime")
+# A workload's expected runtime, as the workloads API bounds it
+# (``workloads.actions.MAX_EXPECTED_RUNTIME_S``; tests/client/test_client_durations.py checks
+# it against the server's): 366 days.
+MAX_EXPECTED_RUNTIME_S = 366 * 24 * 3600
 
 
 class UsageError(Exception):
@@ -107,11 +115,44 @@ def seconds(text: str) -> int:
     """A duration: seconds (``5400``) or hours, minutes and seconds (``1h30m``)."""
     if text.isdigit():
         return int(text)
+    if text.strip().startswith("-"):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is negative: a duration is 0 or more, like 5400, 90m or 1h30m"
+        )
     found = DURATION.match(text.strip())
     if not text.strip() or found is None:
         raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 5400, 90m or 1h30m")
     hours, minutes, secs = (int(part or 0) for part in found.groups())
     return hours * 3600 + minutes * 60 + secs
+
+
+def expected_runtime(text: str) -> int:
+    """``--expected-runtime``: a duration (``seconds``) of at most ``MAX_EXPECTED_RUNTIME_S``."""
+    value = seconds(text)
+    if value > MAX_EXPECTED_RUNTIME_S:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is longer than {MAX_EXPECTED_RUNTIME_S // 3600}h (366 days), the longest "
+            "expected runtime"
+        )
+    return value
+
+
+def duration_values_joined(arguments: list[str]) -> list[str]:
+    """``arguments`` with each duration flag (``DURATION_FLAGS``) followed by a value that
+    starts with "-" and a digit written as one ``--flag=value``: argparse takes such a value
+    for a flag, and would say only "expected one argument"."""
+    joined: list[str] = []
+    index = 0
+    while index < len(arguments):
+        word = arguments[index]
+        after = arguments[index + 1] if index + 1 < len(arguments) else ""
+        if word in DURATION_FLAGS and re.match(r"-[\d.]", after):
+            joined.append(f"{word}={after}")
+            index += 2
+        else:
+            joined.append(word)
+            index += 1
+    return joined
 
 
 def variable(text: str) -> tuple[str, str]:
@@ -259,11 +300,17 @@ def fact_value(value: Any) -> str:
     return "-" if value is None else str(value)
 
 
-def estimated_cell(estimated: str | None, clock: str | None) -> str:
+def estimated_cell(estimated: str | None, clock: str | None, not_before: str | None = None) -> str:
     """A list's estimated start: its time, ``due now`` once it is before the pool's
-    ``clock`` (the last cycle's cluster time), ``-`` when there is none."""
+    ``clock`` (the last cycle's cluster time); without one, ``not before <time>`` where the
+    estimates stopped looking ahead (``estimate_not_before``, as ``gpupool why`` says it),
+    ``none yet`` once that has passed; ``-`` when there is neither."""
     if not estimated:
-        return "-"
+        if not not_before:
+            return "-"
+        if clock is not None and _moment(not_before) < _moment(clock):
+            return f"none yet (looked ahead to {when(not_before)})"
+        return f"not before {when(not_before)}"
     if clock is not None and _moment(estimated) < _moment(clock):
         return f"due now ({when(estimated)})"
     return when(estimated)
@@ -541,7 +588,11 @@ def add_workload_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--namespace", help="default: the queue's tenant's first")
     parser.add_argument("--priority-class", dest="priority_class")
     parser.add_argument("--protected-runtime", type=seconds, help="e.g. 30m")
-    parser.add_argument("--expected-runtime", type=seconds, help="e.g. 4h")
+    parser.add_argument(
+        "--expected-runtime",
+        type=expected_runtime,
+        help=f"e.g. 4h; at most {MAX_EXPECTED_RUNTIME_S // 3600}h (366 days)",
+    )
     parser.add_argument("--topology", choices=["domain", "preferred"])
     parser.add_argument("--min-member", type=int, dest="min_member")
     parser.add_argument("--image")
@@ -641,7 +692,7 @@ def do_status(api: Api, options: argparse.Namespace, out: TextIO) -> int:
                     else str(w["queue_position"] or "-")
                     if pending and not never
                     else "-",
-                    estimated_cell(w["estimated_start_at"], clock)
+                    estimated_cell(w["estimated_start_at"], clock, w.get("estimate_not_before"))
                     if pending and not never
                     else "-",
                     f"{w['pending_reason']}, never fits"
@@ -1312,6 +1363,7 @@ def run(argv: Sequence[str] | None, out: TextIO, err: TextIO) -> int:
         split = arguments.index("--")
         arguments, command = arguments[:split], arguments[split + 1 :]
     as_json = "--json" in arguments
+    arguments = duration_values_joined(arguments)
     try:
         options = parser(json_errors=as_json).parse_args(arguments)
     except SystemExit as stop:

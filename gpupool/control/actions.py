@@ -100,7 +100,7 @@ from gpupool.workloads.models import (
     WorkloadExplanation,
     WorkloadTransition,
 )
-from gpupool.workloads.queries import ESTIMATE_LEARNED_FACT, ESTIMATE_NOT_BEFORE_FACT
+from gpupool.workloads.queries import ESTIMATE_LEARNED_FACT, ESTIMATE_NOT_BEFORE_FACT, GROW_ACTION
 
 logger = logging.getLogger(__name__)
 
@@ -1639,7 +1639,7 @@ def _record_growths(record: CycleRecord, at: datetime, stamps: Stamps | None) ->
     Workload.objects.filter(pk__in=id_list(grown)).update(updated_at=stamp)
     _stamped(stamps, before, stamp)
     record_system_audit_rows(
-        "control.grow_workload",
+        GROW_ACTION,
         (
             ("workloads.workload", str(g.workload_id), rows[g.workload_id][4],
              {"pods": g.ran}, {"pods": g.runs}, g.reason)

@@ -135,7 +135,8 @@ class FlavorFragmentationSerializer(serializers.Serializer[Any]):
     nodes = serializers.IntegerField()
     domains = serializers.IntegerField(help_text="NVLink domains.")
     healthy_gpus = serializers.IntegerField(
-        help_text=f"Healthy GPUs of uncordoned nodes, {IN_UNIT}."
+        help_text=f"Healthy GPUs of nodes that take pods (not cordoned, excluded or gone), "
+        f"{IN_UNIT}."
     )
     free_gpus = serializers.FloatField(help_text=f"Free GPUs, {IN_UNIT}.")
     fragmented_gpus = serializers.FloatField(

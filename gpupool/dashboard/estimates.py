@@ -8,13 +8,15 @@ estimates' replay stopped looking ahead (``estimate_not_before``)."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from collections.abc import Mapping
+from datetime import UTC, datetime
 
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from gpupool.control.estimates import refresh_words
 from gpupool.dashboard.templatetags.dashboard import NO_VALUE, local_time
+from gpupool.workloads.queries import ESTIMATE_NOT_BEFORE_FACT
 
 
 def waits_for_pods_words(missing_pods: int) -> str:
@@ -60,10 +62,37 @@ def estimated_start_detail(
     return format_html("{}", "estimated start unknown")
 
 
-def estimated_start_cell(estimated_start_at: datetime | None, now: datetime) -> SafeString:
+def not_before_in(facts: Mapping[str, object] | None) -> datetime | None:
+    """Where the estimates' replay stopped looking ahead without starting a pending workload,
+    from its explanation's facts (``estimate_not_before``, as ``workloads.queries.not_before_of``
+    reads it: an ISO time, UTC when it names no zone); None when they hold none."""
+    written = (facts or {}).get(ESTIMATE_NOT_BEFORE_FACT)
+    if not isinstance(written, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(written)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def estimated_start_cell(
+    estimated_start_at: datetime | None,
+    now: datetime,
+    estimate_not_before: datetime | None = None,
+) -> SafeString:
     """The workloads table's "Estimated start" cell of a pending workload: its time, or
-    ``due to start now`` with the time it was estimated for once that is before ``now``."""
+    ``due to start now`` with the time it was estimated for once that is before ``now``;
+    without one, ``not before <time>`` where the estimates stopped looking ahead (the card's
+    and ``gpupool why``'s words), ``none yet`` once that has passed."""
     if estimated_start_at is None:
+        if estimate_not_before is not None:
+            if estimate_not_before < now:
+                return format_html(
+                    'none yet <span class="muted">(looked ahead to {}, which has passed)</span>',
+                    local_time(estimate_not_before),
+                )
+            return format_html("not before {}", local_time(estimate_not_before))
         return format_html("{}", NO_VALUE)
     if estimated_start_at < now:
         return format_html(

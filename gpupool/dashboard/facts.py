@@ -8,18 +8,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from decimal import Decimal
 from enum import Enum
 
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from gpupool.dashboard.templatetags.dashboard import (
+    MINUS,
     NO_VALUE,
     duration,
     gpu_hours,
     gpus,
     local_time,
     number_or_dash,
+    signed_gpus,
     with_unit,
 )
 from gpupool.inventory.units import GPU_UNIT as GPU_UNIT  # re-exported for the pages
@@ -117,10 +120,19 @@ FACTS: dict[str, Fact] = {
 UNITS = (GPU_UNIT, MIG_UNIT)  # the pages' order: whole and shared GPUs first
 
 
-def in_unit(value: Number | None, unit: str) -> str:
+def in_unit(value: Number | str | None, unit: str) -> str:
     """An amount and its unit as the pages write GPUs (``8 GPUs``, ``1 MIG instance``,
-    ``0.5 GPUs``; an en dash for no value)."""
+    ``0.5 GPUs``; an en dash for no value; a decimal string, as JSON keeps one, read alike)."""
     return with_unit(value, unit, f"{unit}s", places=GPU_PLACES)
+
+
+def signed_in_unit(value: Number | None, unit: str) -> str:
+    """A change of an amount with its sign and unit, as ``signed_gpus`` writes GPUs
+    (``+2 MIG instances``, a minus sign for less, ``no change``; an en dash for no value)."""
+    if unit == GPU_UNIT or value is None or value == 0:
+        return signed_gpus(value)
+    sign = "+" if value > 0 else MINUS
+    return f"{sign}{in_unit(abs(Decimal(str(value))), unit)}"
 
 
 # The other units of ``asked`` and ``free`` by the fact ``resource`` (GPUs otherwise:

@@ -32,7 +32,7 @@ from gpupool.quotas.models import (
 from gpupool.scheduler.scenario import MAX_GPUS_PER_NODE
 from gpupool.scheduler.types import MILLI
 from gpupool.tenancy.models import Tenant
-from gpupool.workloads.actions import PodSetSpec, pod_set_spec_errors
+from gpupool.workloads.actions import MAX_EXPECTED_RUNTIME_S, PodSetSpec, pod_set_spec_errors
 from gpupool.workloads.api import NAME_PATTERN, NOT_A_DNS_LABEL
 from gpupool.workloads.choices import Topology
 
@@ -164,9 +164,10 @@ class QuotaRequestForm(forms.Form):
         queryset=Queue.objects.none(), required=False, widget=QuickSelect
     )
     flavor = forms.ModelChoiceField(queryset=Flavor.objects.all(), required=False)
-    guarantee = amount("Guarantee (GPUs)")
-    deserved = amount("Deserved (GPUs)")
-    capability = amount("Capability (GPUs)")
+    # The flavor is chosen on the same form: a MIG flavor's levels count its MIG instances.
+    guarantee = amount("Guarantee (GPUs or MIG instances)")
+    deserved = amount("Deserved (GPUs or MIG instances)")
+    capability = amount("Capability (GPUs or MIG instances)")
     tenant = forms.ModelChoiceField(
         queryset=Tenant.objects.none(), required=False, label="Team", widget=QuickSelect
     )
@@ -277,9 +278,10 @@ class QuotaRequestForm(forms.Form):
         return {key: str(data[key]) for key in keys}
 
     def add_refusal(self, refusal: ValidationError) -> None:
-        """Put an action's refusal on the fields it names (``payload`` on the amounts); what
-        names no field of this form, a refusal that names no field at all included (a plain
-        ``ValidationError("...")``, ``refusal_detail``), goes on the form."""
+        """Put an action's refusal on the fields it names (``payload``'s on the amount each
+        names, ``_add_payload_refusal``); what names no field of this form, a refusal that
+        names no field at all included (a plain ``ValidationError("...")``,
+        ``refusal_detail``), goes on the form."""
         amount_fields = (
             QUEUE_QUOTA_KEYS
             if self.cleaned_data.get("kind") == QuotaRequestKind.QUEUE_QUOTA
@@ -288,15 +290,50 @@ class QuotaRequestForm(forms.Form):
         for name, found in refusal_fields(refusal_detail(refusal)).items():
             messages = [in_label_words(message) for message in found]
             if name == "payload":
-                # Said once, beside the first amount; the others point to it.
-                first, *others = amount_fields
-                self.add_error(first, messages)
-                for field in others:
-                    self.add_error(field, f"see the error under {self.fields[first].label}")
+                self._add_payload_refusal(found, amount_fields)
             elif name in self.fields:
                 self.add_error(name, messages)
             else:
                 self.add_error(None, refusal_lines({name: messages} if name else messages))
+
+    def _add_payload_refusal(self, found: list[str], amount_fields: tuple[str, ...]) -> None:
+        """Put each refusal of the requested amounts beside the amount it is about: the one
+        its message starts with (``capability must be at most ...``; several joined with
+        "; ", as a flavor's whole-number rule writes them, each apart), with a pointer to it
+        beside each other amount it names (``guarantee (12) must not exceed deserved (10)``);
+        the only amount of a budget request takes all. One about the whole request (``these
+        are the queue's levels already ...``) goes on the form."""
+        pointed: set[str] = set()
+        for message in found:
+            for part in payload_parts(message):
+                named = [key for key in _AMOUNT_KEY.findall(part) if key in amount_fields]
+                starts = _AMOUNT_KEY.match(part)
+                if starts is not None and starts[1] in amount_fields:
+                    field = starts[1]
+                elif len(amount_fields) == 1:
+                    field = amount_fields[0]
+                else:
+                    self.add_error(None, refusal_lines({"payload": [in_label_words(part)]}))
+                    continue
+                self.add_error(field, in_label_words(part))
+                for other in dict.fromkeys(named):
+                    if other != field and other not in pointed:
+                        pointed.add(other)
+                        self.add_error(other, f"see the error under {self.fields[field].label}")
+
+
+# The requested amounts' keys, as a refusal of a request's ``payload`` names them.
+_AMOUNT_KEY = re.compile(r"\b(" + "|".join((*QUEUE_QUOTA_KEYS, "gpu_hours")) + r")\b")
+
+
+def payload_parts(message: str) -> list[str]:
+    """A refusal of a request's amounts, split where several were joined with "; ", each
+    about an amount it starts with (a flavor's whole-number rule, ``whole_gpu_errors``);
+    one that is not so joined (``the change would not fit: a; b``) stays whole."""
+    parts = message.split("; ")
+    if len(parts) > 1 and all(_AMOUNT_KEY.match(part) for part in parts):
+        return parts
+    return [message]
 
 
 # A request's field names, as an action's refusal writes them (``period_end``, ``gpu_hours``).
@@ -500,13 +537,20 @@ class WorkloadForm(forms.Form):
         "in thousandths (1 to 1000; 250 is a quarter of a GPU), with 1 GPU per pod.",
     )
     topology = forms.ChoiceField(choices=Topology.choices, required=False, label="NVLink")
+    # At most the API's bound (``workloads.actions.MAX_EXPECTED_RUNTIME_S``), in hours.
+    MAX_EXPECTED_HOURS = MAX_EXPECTED_RUNTIME_S // 3600
     expected_hours = forms.DecimalField(
         min_value=Decimal("0.01"),
+        max_value=Decimal(MAX_EXPECTED_HOURS),
         max_digits=8,
         decimal_places=2,
         required=False,
         label="Expected runtime (hours)",
-        help_text="Helps everyone's start estimates.",
+        help_text=f"Helps everyone's start estimates; at most {MAX_EXPECTED_HOURS} (366 days).",
+        error_messages={
+            "max_value": f"at most {MAX_EXPECTED_HOURS} hours (366 days): the longest runtime "
+            "gpupool reads from a pod's annotation"
+        },
     )
     image = forms.CharField(max_length=512, initial="python:3.12", label="Container image")
 

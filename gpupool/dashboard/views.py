@@ -77,9 +77,10 @@ from gpupool.dashboard.charts import series_colours
 from gpupool.dashboard.estimates import (
     estimated_start_cell,
     estimated_start_detail,
+    not_before_in,
     waits_for_pods_words,
 )
-from gpupool.dashboard.facts import GPU_UNIT, UNITS, fact_rows, in_unit
+from gpupool.dashboard.facts import GPU_UNIT, UNITS, fact_rows, in_unit, signed_in_unit
 from gpupool.dashboard.fairness import Lender, Standing, Verdict, explain_fairness
 from gpupool.dashboard.forms import (
     AuditFilterForm,
@@ -117,15 +118,27 @@ from gpupool.dashboard.palette import (
     WORKLOAD_STATE_COLOURS,
     tenant_colours,
 )
-from gpupool.dashboard.templatetags.dashboard import NO_VALUE, field_value, local_time
+from gpupool.dashboard.templatetags.dashboard import (
+    GPU_FIELDS,
+    NO_VALUE,
+    field_value,
+    local_time,
+)
 from gpupool.dashboard.templatetags.dashboard import gpu_hours as gpu_hours_text
 from gpupool.dashboard.templatetags.dashboard import gpus as gpus_text
 from gpupool.inventory.actions import do_drain_node, do_set_gpu_health, do_set_node_cordoned
 from gpupool.inventory.choices import NodeState
 from gpupool.inventory.drains import drain_waits, drain_words
-from gpupool.inventory.models import Flavor, Gpu, Node, healthy_capacity
+from gpupool.inventory.models import Flavor, Gpu, Node, healthy_capacity, takes_pods
 from gpupool.inventory.queries import FlavorFragmentation
-from gpupool.inventory.units import MIG_UNIT, flavor_unit, freed_unit, mig_node_names
+from gpupool.inventory.units import (
+    MIG_UNIT,
+    flavor_unit,
+    flavor_units,
+    flavor_units_by_id,
+    freed_unit,
+    mig_node_names,
+)
 from gpupool.quotas.actions import (
     approval_refusal,
     decision_refusal,
@@ -142,6 +155,7 @@ from gpupool.quotas.actions import (
 from gpupool.quotas.choices import ACTIVE_WHAT_IF_STATES, QuotaRequestKind, QuotaRequestState
 from gpupool.quotas.impact import current_deserved_shares, request_impact
 from gpupool.quotas.models import (
+    QUEUE_QUOTA_KEYS,
     PriorityBudget,
     PriorityClass,
     Queue,
@@ -169,6 +183,7 @@ from gpupool.utilization.queries import (
     hourly_utilization,
     named_tenants_of,
     queue_waste,
+    shows_owners,
     tenant_utilization,
     top_wasters,
     workload_sparkline,
@@ -176,7 +191,7 @@ from gpupool.utilization.queries import (
 from gpupool.utilization.sampling import source_configured, unknown_source
 from gpupool.utilization.windows import DEFAULT_WINDOW as UTILIZATION_DEFAULT_WINDOW
 from gpupool.utilization.windows import WINDOWS as UTILIZATION_WINDOWS
-from gpupool.workloads.actions import do_cancel_workload, may_cancel
+from gpupool.workloads.actions import cancel_refusal, do_cancel_workload, may_cancel
 from gpupool.workloads.api import (
     CancelInputSerializer,
     DryRunInputSerializer,
@@ -192,6 +207,7 @@ from gpupool.workloads.queries import (
     eviction_drains,
     eviction_refusal,
     explain,
+    growths,
     lost_gpu_hours,
     node_drains,
     protections_in_force,
@@ -655,7 +671,13 @@ def workload_list(rows: QuerySet[Workload]) -> list[dict[str, Any]]:
                 else NO_VALUE
                 if position is None
                 else position,
-                "estimated": estimated_start_cell(estimated, now) if pending else NO_VALUE,
+                "estimated": estimated_start_cell(
+                    estimated,
+                    now,
+                    None if missing or never_fits(facts or {}) else not_before_in(facts),
+                )
+                if pending
+                else NO_VALUE,
                 "pending": pending,
                 "reason": reason or "",  # None: no explanation kept
                 "detail": sentence(reason or "", facts or {}, position, detail or "")
@@ -824,6 +846,7 @@ def workload_detail(
         "lost": lost_gpu_hours(events),
         "refusal": eviction_refusal(workload, access),  # an eviction a budget refused
         "placements": list(workload.placements.all()),
+        "elastic": elastic_story(workload),
         "sparkline_figure": utilization_sparkline(workload),
         "submitted_by": submitted_by(workload),
     }
@@ -833,6 +856,22 @@ def workload_detail(
         context,
         live="dashboard/partials/workload_detail_live.html",
     )
+
+
+def elastic_story(workload: Workload) -> dict[str, Any] | None:
+    """An elastic gang's size: the pods it must run together, has and runs now, and each
+    time it grew (``workloads.queries.growths``); None for other work."""
+    if workload.min_member is None:
+        return None
+    pods = sum(pod_set.count for pod_set in workload.pod_sets.all())
+    placed = len(workload.placements.all())  # prefetched by ``workload_story``
+    return {
+        "minimum": workload.min_member,
+        "pods": pods,
+        "placed": placed,
+        "short": workload.state in PLACED_STATES and placed < pods,
+        "growths": growths(workload),
+    }
 
 
 def submitted_by(workload: Workload) -> str:
@@ -852,11 +891,10 @@ def submitted_by(workload: Workload) -> str:
 
 
 def cancellable(user: Any, workload: Workload) -> bool:
-    """Whether the workload's page offers ``user`` to cancel it: work not yet over (waiting
-    or holding GPUs: ``LIVE_STATES``, each of which the state machine lets be cancelled), and
-    ``may_cancel`` lets ``user`` -- the rules ``do_cancel_workload`` applies. (Preempted work
-    that stays preempted has ended: reclaimed for idleness, or a bare pod.)"""
-    return workload.state in LIVE_STATES and may_cancel(user, workload)
+    """Whether the workload's page offers ``user`` to cancel it: work not yet over
+    (``cancel_refusal`` finds no reason: preempted work that stays preempted has ended), and
+    ``may_cancel`` lets ``user`` -- the rules ``do_cancel_workload`` applies."""
+    return cancel_refusal(workload) is None and may_cancel(user, workload)
 
 
 @require_POST
@@ -1055,6 +1093,7 @@ def queues(request: HttpRequest, access: Access) -> HttpResponse:
         shares_error = str(failure)
     usage = queue_usage()
     shown = list(queues_with_quotas().filter(pk__in=sorted(fold.shown)))
+    unit = flavor_unit(chosen.sharing) if chosen else GPU_UNIT
     rows = []
     for queue, depth in queue_tree(shown):
         flavor_row = next(
@@ -1062,6 +1101,8 @@ def queues(request: HttpRequest, access: Access) -> HttpResponse:
             None,
         )
         under = fold.below.get(queue.pk, 0)
+        quota = dataclasses.asdict(flavor_row) if flavor_row else None
+        share = shares.get((queue.name, chosen.name)) if chosen else None
         rows.append(
             {  # dicts all the way: the template reads keys at once, attributes after a miss
                 "queue": {
@@ -1071,8 +1112,14 @@ def queues(request: HttpRequest, access: Access) -> HttpResponse:
                 },
                 "depth": depth,
                 "indent": depth * 1.25,
-                "quota": dataclasses.asdict(flavor_row) if flavor_row else None,
-                "share": shares.get((queue.name, chosen.name)) if chosen else None,
+                "quota": quota,
+                "share": share,
+                # Its figures as written, in the flavor's unit (a MIG flavor's: MIG instances).
+                "in_unit": {
+                    key: in_unit(value, unit)
+                    for key, value in ((quota or {}) | {"share": share}).items()
+                    if key != "flavor"
+                },
                 "mine": queue.tenant_id in access.tenant_ids,
                 "under": under,
                 "open": queue.pk in fold.open,
@@ -1105,6 +1152,8 @@ def queues(request: HttpRequest, access: Access) -> HttpResponse:
         "shares_error": shares_error,
         "usage": usage,
         "capacity": capacity,
+        "capacity_in_unit": in_unit(capacity, unit),
+        "unit": unit,
         "idle": idle_policy_in_force(),
     }
     return render_page(
@@ -1248,6 +1297,9 @@ def cost(request: HttpRequest, access: Access) -> HttpResponse:
     scoped = None if scope is None else sorted(scope)
     csv_query = {"start": start.isoformat(), "end": end.isoformat(), "format": "csv"}
     span_name = f"{start.isoformat()} to {end.isoformat()}" if ranged else month.strftime("%B %Y")
+    rolled_until = (
+        RollUpState.objects.filter(name="usage").values_list("rolled_until", flat=True).first()
+    )
     context = cached_by_roll_up("cost-page", [label, scoped], figures) | {
         "month": month.strftime("%Y-%m"),
         "month_name": month.strftime("%B %Y"),
@@ -1266,7 +1318,9 @@ def cost(request: HttpRequest, access: Access) -> HttpResponse:
         "not_ended": start <= today <= end,  # (``end`` is a day included)
         "pool_now": now,
         "all_tenants": scope is None,
-        "rolled_up": RollUpState.objects.filter(name="usage", rolled_until__isnull=False).exists(),
+        # The hour the figures are rolled up to (they stop there, not at the pool's now).
+        "rolled_until": rolled_until,
+        "rolled_up": rolled_until is not None,
         "trend_months": COST_TREND_MONTHS,
         "csv": {
             "teams": reverse("api:report-attribution-list")
@@ -1384,12 +1438,20 @@ def cost_trend(
 
 
 def price_list() -> list[dict[str, Any]]:
-    """Each flavor's price per GPU-hour, healthy capacity and what that capacity costs an hour."""
+    """Each flavor's price per GPU-hour, healthy capacity and what that capacity costs an hour;
+    a MIG flavor's price is per MIG instance-hour, its capacity its MIG instances (``unit``)."""
     prices = []
     for flavor in Flavor.objects.order_by("name"):
         healthy = healthy_capacity(flavor)
+        unit = flavor_unit(flavor.sharing)
         prices.append(
-            {"flavor": flavor, "healthy": healthy, "hourly": healthy * flavor.hourly_price}
+            {
+                "flavor": flavor,
+                "healthy": healthy,
+                "healthy_in_unit": in_unit(healthy, unit),
+                "unit": unit,
+                "hourly": healthy * flavor.hourly_price,
+            }
         )
     return prices
 
@@ -1406,8 +1468,9 @@ def utilization(request: HttpRequest, access: Access) -> HttpResponse:
     """GPU use against allocation over the last hours (``utilization.queries``, the
     functions the API and the command line call): the pool's GPUs allocated against active,
     each visible team's, the teams' allocated / active / idle GPU-hours, and who held GPUs
-    idle most -- workloads by name (and owner) to admins and to their own team, every team at
-    queue level; CSV from the API."""
+    idle most -- workloads by name to admins, finance and their own team (``named_tenants_of``,
+    the per-workload cost report's scope; owners to all but finance: ``shows_owners``), every
+    team at queue level; CSV from the API."""
     chosen = request.GET.get("window", "")
     window = chosen if chosen in UTILIZATION_WINDOWS else UTILIZATION_DEFAULT_WINDOW
     window_not_understood = (
@@ -1438,13 +1501,15 @@ def utilization(request: HttpRequest, access: Access) -> HttpResponse:
         "since": since,
         "until": until,
         "all_tenants": scope is None,
-        "named": access.admin,
+        "named": named_scope is None,  # every team's workloads by name
         "teams": tenant_utilization(since, until, scope),
         # Without a source no GPU-hour was measured: nothing is listed as idle.
         "source_configured": measured,
         "unknown_source": unknown_source(),
+        # Finance reads the lines, not the workloads (their pages answer it 403): no links.
+        "wasters_linked": shows_owners(access),
         "wasters": (
-            top_wasters(since, until, WASTERS_SHOWN, named_scope, owners=True)
+            top_wasters(since, until, WASTERS_SHOWN, named_scope, owners=shows_owners(access))
             if measured and (named_scope is None or named_scope)
             else []
         ),
@@ -1999,8 +2064,10 @@ def cluster(request: HttpRequest, access: Access) -> HttpResponse:
     if flavor_name:
         nodes = nodes.filter(flavor__name=flavor_name)
     if show == "problems":
+        # Every node that cannot give all its GPUs: one that takes no pods (cordoned, excluded
+        # by the cluster -- not Ready, unreachable --, gone: ``takes_pods``), or a broken GPU.
         broken = Gpu.objects.filter(healthy=False).values("node_id")
-        nodes = nodes.filter(Q(cordoned=True) | Q(pk__in=broken))
+        nodes = nodes.filter(~takes_pods() | Q(pk__in=broken))
     nodes = nodes.order_by("flavor__name", "nvlink_domain", "name")
     paginator = Paginator(nodes, NODES_PAGE_SIZE)
     page = paginator.get_page(request.GET.get("page"))
@@ -2066,7 +2133,8 @@ def cluster(request: HttpRequest, access: Access) -> HttpResponse:
 
 
 def cluster_summary() -> list[dict[str, Any]]:
-    """Per flavor: nodes, cordoned nodes, GPUs, unhealthy GPUs and healthy capacity."""
+    """Per flavor: nodes, cordoned nodes, nodes the cluster excludes (not Ready, gone: no
+    healthy capacity, ``takes_pods``), GPUs, unhealthy GPUs and healthy capacity."""
     gpus = dict(
         Gpu.objects.values_list("node__flavor_id")
         .annotate(n=Count("id"))
@@ -2082,15 +2150,24 @@ def cluster_summary() -> list[dict[str, Any]]:
     for flavor in Flavor.objects.annotate(
         node_count=Count("nodes", distinct=True),
         cordoned_nodes=Count("nodes", filter=Q(nodes__cordoned=True), distinct=True),
+        excluded_nodes=Count(
+            "nodes",
+            filter=Q(nodes__cordoned=False) & ~Q(nodes__cluster_exclusion=""),
+            distinct=True,
+        ),
     ).order_by("name"):
         if not flavor.node_count:
             continue
+        capacity = healthy_capacity(flavor)
         rows.append(
             {
                 "flavor": flavor,
                 "gpus": gpus.get(flavor.pk, 0),
                 "unhealthy": broken.get(flavor.pk, 0),
-                "healthy_capacity": healthy_capacity(flavor),
+                "healthy_capacity": capacity,
+                # A MIG flavor's capacity is its MIG instances, cut from its physical GPUs.
+                "unit": flavor_unit(flavor.sharing),
+                "capacity_in_unit": in_unit(capacity, flavor_unit(flavor.sharing)),
             }
         )
     return rows
@@ -2342,13 +2419,20 @@ def current_budgets(tenants: Iterable[Tenant]) -> list[BudgetNow]:
     return [BudgetNow(budget, spent=-budget.spent, reserved=-budget.reserved) for budget in found]
 
 
-def current_quotas(queues: Iterable[Queue]) -> list[QueueQuota]:
-    """The queues' quotas now, to show beside the form."""
-    return list(
-        QueueQuota.objects.filter(queue__in=list(queues))
-        .select_related("queue", "flavor")
-        .order_by("queue__name", "flavor__name")
+def current_quotas(queues: Iterable[Queue]) -> list[dict[str, Any]]:
+    """The queues' quotas now, to show beside the form: queue, flavor and each level as
+    written in the flavor's unit (a MIG flavor's in MIG instances)."""
+    found = QueueQuota.objects.filter(queue__in=list(queues)).order_by(
+        "queue__name", "flavor__name"
     )
+    rows = []
+    for queue, flavor, sharing, *levels in found.values_list(
+        "queue__name", "flavor__name", "flavor__sharing", *QUEUE_QUOTA_KEYS
+    ):
+        unit = flavor_unit(sharing)
+        written = zip(QUEUE_QUOTA_KEYS, (in_unit(value, unit) for value in levels), strict=True)
+        rows.append({"queue": queue, "flavor": flavor, **dict(written)})
+    return rows
 
 
 def file_request(request: HttpRequest, form: QuotaRequestForm) -> QuotaRequest | None:
@@ -2478,10 +2562,17 @@ def request_edit(request: HttpRequest, access: Access, pk: int) -> HttpResponse:
             messages.success(request, f"Request #{pk} is {state}: {changed.summary()}.")
             warn_if_not_approvable(request, changed)
             return redirect("dashboard:request", pk=pk)
-    elif request.method != "POST" and not (
-        quota_request.state == QuotaRequestState.DRAFT
-        and quota_request.requested_by_id == request.user.pk
-    ):
+    elif request.method != "POST" and quota_request.state != QuotaRequestState.DRAFT:
+        # Its state is the reason, its requester or not (as ``do_update_quota_request`` says).
+        why = f"Request #{pk} is {quota_request.state}, not a draft, so it can no longer be changed"
+        if quota_request.state == QuotaRequestState.SUBMITTED:
+            why += (
+                ": to change it, withdraw it with Withdraw (it is kept, withdrawn) and file a "
+                "new request"
+            )
+        messages.error(request, f"{why}.")
+        return redirect("dashboard:request", pk=pk)
+    elif request.method != "POST" and quota_request.requested_by_id != request.user.pk:
         messages.error(request, f"Request #{pk} is not your draft: only its requester changes one.")
         return redirect("dashboard:request", pk=pk)
     context = {"request_obj": quota_request, "form": form}
@@ -2561,6 +2652,7 @@ def approval_detail(request: HttpRequest, access: Access, pk: int) -> HttpRespon
         if decided is not None:
             return redirect("dashboard:approvals")
     impact = request_impact(quota_request).to_json()
+    impact["in_unit"] = impact_in_units(impact)
     # Whether the decision actions would take a decision, by their own rule: Approve is
     # offered only when approving would go through (a change that does not fit is refused).
     undecided = decision_refusal(quota_request, acting_user=request.user, approve=False)
@@ -2580,6 +2672,36 @@ def approval_detail(request: HttpRequest, access: Access, pk: int) -> HttpRespon
         else str(approve_refusal or ""),
     } | what_if_context(quota_request, problems=impact["problems"])
     return render(request, "dashboard/approval_detail.html", context)
+
+
+def impact_in_units(impact: dict[str, Any]) -> dict[str, Any]:
+    """A quota request's impact's amounts as the approval page writes them, each flavor's in
+    its unit (``inventory.units``: a MIG flavor's in MIG instances): the levels now and after,
+    the pool's figures, and each deserved share with its figures (its ``in_unit``), in one
+    query for their flavors; none for a budget request (GPU-hours)."""
+    if impact.get("kind") != QuotaRequestKind.QUEUE_QUOTA:
+        return {}
+    shares = impact.get("deserved_shares") or []
+    pool = dict(impact.get("pool") or {})
+    flavor = pool.pop("flavor", "")
+    units = flavor_units([flavor, *(change["flavor"] for change in shares)])
+
+    def written(amounts: dict[str, Any] | None, unit: str) -> dict[str, str]:
+        return {key: in_unit(value, unit) for key, value in (amounts or {}).items()}
+
+    def share(change: dict[str, Any]) -> dict[str, str]:
+        unit = units.get(change["flavor"], GPU_UNIT)
+        return written({"before": change["before"], "after": change["after"]}, unit) | {
+            "change": signed_in_unit(change["change"], unit)
+        }
+
+    unit = units.get(flavor, GPU_UNIT)
+    return {
+        "current": written(impact.get("current"), unit),
+        "after": written(impact.get("after"), unit),
+        "pool": written(pool, unit),
+        "deserved_shares": [change | {"in_unit": share(change)} for change in shares],
+    }
 
 
 def why_not_decided(
@@ -2742,12 +2864,13 @@ def audit(request: HttpRequest, access: Access) -> HttpResponse:
     page = Paginator(events, AUDIT_PAGE_SIZE).get_page(request.GET.get("page"))
     shown = list(page.object_list)
     users = audit_usernames(shown)
+    units = audited_quota_units(shown)
     rows = [
         {
             "event": event,
             "action": action_label(event.action),
             "kind": object_kind(event.object_type),
-            "changes": event_changes(event, users),
+            "changes": event_changes(event, users, units),
             "pool_at": pool_moment(event),
         }
         for event in shown
@@ -2847,6 +2970,23 @@ def audit_usernames(events: Iterable[AuditEvent]) -> dict[int, str]:
     return {int(pk): str(name) for pk, name in users.values_list("pk", "username")}
 
 
+# What an audited queue quota is (its snapshot keeps its flavor's id: ``flavor_id``).
+AUDITED_QUOTA = QueueQuota._meta.label_lower
+
+
+def audited_quota_units(events: Iterable[AuditEvent]) -> dict[int, str]:
+    """The unit of the flavor of each queue quota the events audit, by the flavor's id, in
+    one query for the page (``inventory.units``: a MIG flavor's levels are MIG instances)."""
+    ids = {
+        snapshot.get("flavor_id")
+        for event in events
+        if event.object_type == AUDITED_QUOTA
+        for snapshot in (event.before, event.after)
+        if isinstance(snapshot, dict)
+    }
+    return flavor_units_by_id(pk for pk in ids if isinstance(pk, int))
+
+
 def pool_moment(event: AuditEvent) -> datetime | None:
     """When the control loop's row says it acted, on the pool's clock (``after["at"]``:
     registrations, idle alerts), for the page to show in the viewer's zone; None if none."""
@@ -2858,28 +2998,38 @@ def pool_moment(event: AuditEvent) -> datetime | None:
     return moment if moment is not None and timezone.is_aware(moment) else None
 
 
-def event_changes(event: AuditEvent, users: dict[int, str]) -> list[dict[str, Any]]:
+def event_changes(
+    event: AuditEvent, users: dict[int, str], units: dict[int, str] | None = None
+) -> list[dict[str, Any]]:
     """The fields an audit event changed, each by its label in words and its value before and
-    after as the page shows it (``audit_value``); a field whose two values read the same
+    after as the page shows it (``audit_value``: a queue quota's levels in its flavor's unit,
+    ``units`` by flavor id, ``audited_quota_units``); a field whose two values read the same
     (``499.42 GPU-h`` written at two scales) is no change and left out."""
     before = event.before or {}
     after = event.after or {}
+    unit = GPU_UNIT
+    if event.object_type == AUDITED_QUOTA:
+        flavor_id = after.get("flavor_id", before.get("flavor_id"))
+        unit = (units or {}).get(flavor_id, GPU_UNIT) if isinstance(flavor_id, int) else GPU_UNIT
     changes = []
     for name in event.changed_fields():
-        old = audit_value(event.object_type, name, before.get(name), users)
-        new = audit_value(event.object_type, name, after.get(name), users)
+        old = audit_value(event.object_type, name, before.get(name), users, unit)
+        new = audit_value(event.object_type, name, after.get(name), users, unit)
         if old != new:
             label = field_label(event.object_type, name)
             changes.append({"field": label, "name": name, "before": old, "after": new})
     return changes
 
 
-def audit_value(object_type: str, name: str, value: Any, users: dict[int, str]) -> dict[str, Any]:
+def audit_value(
+    object_type: str, name: str, value: Any, users: dict[int, str], unit: str = GPU_UNIT
+) -> dict[str, Any]:
     """A recorded value as the page shows it: ``moment`` for a date and time (shown in the
     viewer's zone by ``local_time``), else ``text``: a user's id as their username, yes/no,
     GPUs and GPU-hours in the pages' format (``field_value``: a budget's ``gpu_hours``, kept
-    with 3 places, and its ``remaining_gpu_hours``, with 4, read alike), lists joined; an
-    empty value as none (the page's dash)."""
+    with 3 places, and its ``remaining_gpu_hours``, with 4, read alike; an amount of GPUs in
+    ``unit``, a MIG flavor's quota's in MIG instances), lists joined; an empty value as none
+    (the page's dash)."""
     if isinstance(value, str) and len(value) >= 16 and value[:4].isdigit():
         try:
             moment = parse_datetime(value)
@@ -2898,6 +3048,8 @@ def audit_value(object_type: str, name: str, value: Any, users: dict[int, str]) 
         text = ", ".join(str(item) for item in value)
     elif isinstance(value, dict):
         text = ", ".join(f"{key}: {item}" for key, item in value.items())
+    elif unit != GPU_UNIT and name in GPU_FIELDS and isinstance(value, int | float | str):
+        text = in_unit(value, unit)
     else:
         text = field_value(name, value)
     return {"text": text, "moment": None}

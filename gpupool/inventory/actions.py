@@ -22,7 +22,6 @@ from gpupool.audit.actions import (
     save_audited,
 )
 from gpupool.control.clock import pool_now
-from gpupool.control.snapshot import CLUSTER_UNHEALTHY
 from gpupool.inventory.models import Flavor, FlavorPriceChange, Gpu, Node
 from gpupool.workloads.choices import unfinished
 from gpupool.workloads.models import Workload
@@ -121,8 +120,9 @@ def reported_unhealthy_refusal(gpu: Gpu) -> str:
     """Why a GPU the cluster reports unhealthy cannot be marked healthy (``do_set_gpu_health``)."""
     return (
         f"GPU {gpu.index} of {gpu.node.name} is not allocatable in the cluster (the device "
-        "plugin does not offer it in the node's allocatable); it becomes healthy at the "
-        "first sync after the cluster offers it again"
+        "plugin does not offer it in the node's allocatable; the node's label "
+        "gpupool.io/unhealthy-gpus names it when a health checker says which); it becomes "
+        "healthy at the first sync after the cluster offers it again"
     )
 
 
@@ -463,13 +463,18 @@ def do_set_gpu_health(gpu: Gpu, *, healthy: bool, reason: str = "", acting_user:
     finding), or healthy again (recovery: the reason is cleared). Only healthy GPUs are
     allocatable.
 
-    The cluster's allocatable wins: a GPU the cluster sync marked because the device plugin
-    does not offer it (``CLUSTER_UNHEALTHY``) cannot be marked healthy -- a pod bound to it
-    would be refused by the kubelet. It is healthy again when the node's allocatable counts
-    it (the next sync after the device plugin offers it). An admin's or DCGM's mark is
-    theirs to lift."""
-    if healthy and not gpu.healthy and gpu.unhealthy_reason == CLUSTER_UNHEALTHY:
-        raise ValidationError({"healthy": reported_unhealthy_refusal(gpu)})
+    The cluster's verdict wins, whatever recorded the mark: a GPU the cluster reports
+    unhealthy (``Gpu.reported_by_cluster``: the sync's ``CLUSTER_UNHEALTHY``, or named by the
+    node's ``gpupool.io/unhealthy-gpus`` label, whose reason may be a health source's XID)
+    cannot be marked healthy -- a pod bound to it would be refused by the kubelet. It is
+    healthy again when the node's allocatable counts it (the next sync after the device
+    plugin offers it). An admin's or DCGM's mark on a GPU the cluster offers is theirs to
+    lift."""
+    # The GPU's mark and its node's labels as stored (the last sync's), not as the caller's
+    # copy says them: an admin form has already set its copy healthy.
+    stored = Gpu.objects.select_related("node").get(pk=gpu.pk) if gpu.pk else gpu
+    if healthy and stored.reported_by_cluster:
+        raise ValidationError({"healthy": reported_unhealthy_refusal(stored)})
     gpu.healthy = healthy
     gpu.unhealthy_reason = "" if healthy else reason.strip()[:200]
     with audited_change(

@@ -8,7 +8,8 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Count, Q, QuerySet
 from django.forms import BaseModelFormSet
@@ -196,9 +197,15 @@ class GpuAdmin(ActionModelAdmin):
     @admin.action(description="Mark selected GPUs healthy (recovered)")
     def mark_healthy(self, request: HttpRequest, queryset: QuerySet[Gpu]) -> None:
         gpus = list(queryset.filter(healthy=False).select_related("node"))
+        refused: list[str] = []
         with transaction.atomic():
             for gpu in gpus:
-                do_set_gpu_health(
-                    gpu, healthy=True, reason=RECOVERED_IN_THE_ADMIN, acting_user=request.user
-                )
-        self.message_user(request, f"{len(gpus)} GPUs marked healthy")
+                try:
+                    do_set_gpu_health(
+                        gpu, healthy=True, reason=RECOVERED_IN_THE_ADMIN, acting_user=request.user
+                    )
+                except ValidationError as error:  # the cluster's verdict wins
+                    refused.append("; ".join(error.messages))
+        self.message_user(request, f"{len(gpus) - len(refused)} GPUs marked healthy")
+        for why in refused:
+            self.message_user(request, why, level=messages.ERROR)

@@ -158,7 +158,7 @@ class NodeSerializer(serializers.ModelSerializer[Node]):
         read_only_fields = fields
 
     def get_healthy_gpus(self, node: Node) -> int:
-        """GPUs that are healthy (allocatable unless the node is cordoned)."""
+        """GPUs that are healthy (allocatable while the node takes pods: ``state`` ready)."""
         return sum(1 for gpu in node.gpus.all() if gpu.healthy)
 
     def get_mig_instances(self, node: Node) -> int | None:

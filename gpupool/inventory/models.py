@@ -11,7 +11,7 @@ from django.db import models
 from django.db.models import Count, Q
 
 from gpupool.clusters.base import ResourceAmounts
-from gpupool.clusters.inventory import replicas_of
+from gpupool.clusters.inventory import named_unhealthy_gpus, replicas_of
 from gpupool.inventory.choices import NodeState, Sharing
 from gpupool.scheduler import mig
 from gpupool.tenancy.models import fixed_field_errors
@@ -379,6 +379,20 @@ class Gpu(models.Model):
         if not self.healthy and not self.unhealthy_reason.strip():
             raise ValidationError({"unhealthy_reason": "say why the GPU is unhealthy"})
 
+    @property
+    def reported_by_cluster(self) -> bool:
+        """Whether the cluster reports this GPU unhealthy, whatever recorded its mark: the sync
+        marked it because the device plugin leaves it out of the node's allocatable
+        (``CLUSTER_UNHEALTHY``), or the node's label ``gpupool.io/unhealthy-gpus`` (as the last
+        sync recorded the node's labels) names it -- a health source's reason (an XID, the
+        demo's seeded findings) on such a GPU does not make it liftable. No mark lifts the
+        cluster's verdict (``do_set_gpu_health``); the sync does once the cluster offers it."""
+        from gpupool.control.snapshot import CLUSTER_UNHEALTHY  # (the snapshot reads models)
+
+        if self.unhealthy_reason == CLUSTER_UNHEALTHY:
+            return True
+        return self.index in named_unhealthy_gpus(self.node.labels or {})
+
 
 def devices_per_gpu(flavor: Flavor, mig_layout: dict[str, Any] | None) -> int:
     """Devices one physical GPU of a node of ``flavor`` with ``mig_layout`` gives: MIG
@@ -389,11 +403,22 @@ def devices_per_gpu(flavor: Flavor, mig_layout: dict[str, Any] | None) -> int:
     return 1
 
 
+def takes_pods() -> Q:
+    """The nodes that take new pods, as the control loop's snapshot decides it
+    (``control.snapshot.read_nodes``: a node is out when an admin cordoned it or the cluster
+    excludes it -- not Ready, cordoned there, a lifecycle taint, gone): not cordoned, no
+    ``cluster_exclusion``, not gone. ``Node.state`` READY says the same of one node. Healthy
+    capacity, the pages' and the API's, the quota checks' and the cost roll-up's, counts only
+    these nodes' healthy GPUs, so they agree with the scheduler."""
+    return Q(cordoned=False, cluster_exclusion="", gone_at__isnull=True)
+
+
 def healthy_capacity(flavor: Flavor) -> Decimal:
-    """GPUs (MIG: instances) of ``flavor`` that can be allocated: healthy, on uncordoned nodes.
-    One query of values per node (no model instance: 227 nodes cost 10-40 ms as models)."""
+    """GPUs (MIG: instances) of ``flavor`` that can be allocated: healthy, on nodes that take
+    pods (``takes_pods``: not cordoned, not excluded by the cluster, not gone). One query of
+    values per node (no model instance: 227 nodes cost 10-40 ms as models)."""
     nodes = (
-        Node.objects.filter(flavor=flavor, cordoned=False)
+        Node.objects.filter(takes_pods(), flavor=flavor)
         .values("pk", "mig_layout")
         .annotate(healthy_gpus=Count("gpus", filter=Q(gpus__healthy=True)))
         .values_list("mig_layout", "healthy_gpus")

@@ -1,8 +1,9 @@
 """The pool's fragmentation per flavor, read off the decision core's own view of the nodes.
 
-From the cluster state a cycle starts with (healthy GPUs of uncordoned nodes, less what runs
-there) and the pod shapes it places against (``Placer.distributions``, FGD's "target
-workload"), per flavor:
+From the cluster state a cycle starts with (healthy GPUs of nodes that take pods -- not
+cordoned, not excluded by the cluster, as ``models.takes_pods`` -- less what runs there) and
+the pod shapes it places against (``Placer.distributions``, FGD's "target workload"), per
+flavor:
 
 - **free GPUs**: healthy and free (shared flavors count their free fractions);
 - **fragmented GPUs**: FGD's measure, the free GPUs the usual work could not use where they

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 
 from gpupool.inventory.choices import Sharing
-from gpupool.inventory.models import Node
+from gpupool.inventory.models import Flavor, Node
 
 # Singular (the plural adds an "s"), as ``gpupool nodes`` and the nodes API
 # (``mig_instances``) say it: a MIG flavor's are the MIG instances of its profile, cut from
@@ -20,6 +20,25 @@ MIG_UNIT = "MIG instance"
 def flavor_unit(sharing: str) -> str:
     """The unit of a flavor of ``sharing``: MIG instances for a MIG flavor, else GPUs."""
     return MIG_UNIT if sharing == Sharing.MIG else GPU_UNIT
+
+
+def flavor_units(names: Iterable[str]) -> dict[str, str]:
+    """The unit of each of the flavors ``names``, by name (``flavor_unit``), in one query
+    for them all (none when no name); a name of no flavor is left out (its figures: GPUs)."""
+    named = sorted(set(names))
+    if not named:
+        return {}
+    sharing = Flavor.objects.filter(name__in=named).values_list("name", "sharing")
+    return {name: flavor_unit(of) for name, of in sharing}
+
+
+def flavor_units_by_id(ids: Iterable[int]) -> dict[int, str]:
+    """``flavor_units`` by the flavors' ids (an audited quota keeps its ``flavor_id``)."""
+    wanted = sorted(set(ids))
+    if not wanted:
+        return {}
+    sharing = Flavor.objects.filter(pk__in=wanted).values_list("pk", "sharing")
+    return {pk: flavor_unit(of) for pk, of in sharing}
 
 
 def mig_node_names(names: Iterable[str]) -> set[str]:

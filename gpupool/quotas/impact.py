@@ -29,12 +29,15 @@ from django.core.cache import cache
 from gpupool.control.models import SchedulingCycle
 from gpupool.control.snapshot import SnapshotError, build_pool
 from gpupool.inventory.models import healthy_capacity
+from gpupool.inventory.units import GPU_UNIT, flavor_unit
 from gpupool.quotas.actions import quota_request_problems
 from gpupool.quotas.choices import QuotaRequestKind
 from gpupool.quotas.models import PriorityBudget, QueueQuota, QuotaRequest, pool_guarantees
 from gpupool.quotas.shares import (
+    ParentCap,
     PoolShape,
     ShareChange,
+    capped_by_parent,
     deserved_shares,
     pool_shape,
     share_changes,
@@ -95,6 +98,7 @@ class RequestImpact:
     pool: dict[str, str] = field(default_factory=dict)
     share_changes: list[ShareChange] = field(default_factory=list)
     shares_error: str | None = None
+    notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """The impact as JSON (amounts as decimal strings, shares as numbers of GPUs)."""
@@ -119,6 +123,7 @@ class RequestImpact:
                 for change in self.share_changes
             ],
             "deserved_shares_error": self.shares_error,
+            "notes": self.notes,
         }
 
 
@@ -174,6 +179,7 @@ def request_impact(request: QuotaRequest) -> RequestImpact:
         ),
     }
     changes: list[ShareChange] = []
+    notes: list[str] = []
     error = None
     if problems:
         # Approval would be refused, so no share moves: the shares of a tree whose guarantees
@@ -204,6 +210,9 @@ def request_impact(request: QuotaRequest) -> RequestImpact:
             float(amounts["capability"]),
         )
         changes = share_changes(before, after)
+        capped = capped_by_parent(after, request.queue.name, request.flavor.name)
+        if capped is not None:
+            notes.append(parent_cap_note(capped, flavor_unit(request.flavor.sharing)))
     except SnapshotError as failure:
         error = f"the pool cannot be read: {failure}"
     except KeyError:
@@ -219,4 +228,22 @@ def request_impact(request: QuotaRequest) -> RequestImpact:
         pool=pool,
         share_changes=changes,
         shares_error=error,
+        notes=notes,
+    )
+
+
+def _gpus(amount: float) -> str:
+    return format(Decimal(str(amount)).normalize(), "f")
+
+
+def parent_cap_note(capped: ParentCap, unit: str = GPU_UNIT) -> str:
+    """The impact's note on a deserved quota the parent's deserved share absorbs, in the
+    flavor's ``unit`` (GPUs, or MIG instances)."""
+    return (
+        f"{capped.queue}'s deserved {_gpus(capped.deserved)} {capped.flavor} {unit}s are capped "
+        f"by its parent {capped.parent}: its children's deserved quotas would total "
+        f"{_gpus(capped.children_deserved)}, more than {capped.parent}'s deserved "
+        f"{_gpus(capped.parent_deserved)}, so {capped.queue}'s deserved share would be "
+        f"{_gpus(capped.share)}, not {_gpus(capped.deserved)}; raise {capped.parent}'s "
+        f"deserved quota for the change to take full effect"
     )

@@ -300,6 +300,12 @@ class ImpactSerializer(serializers.Serializer[Any]):
         "stands (its problems, naming the field and the guarantee the queue can hold), or "
         "the pool cannot be read; null when the shares are given.",
     )
+    notes = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="What else approving it would mean, though it fits: a raise of deserved that "
+        "the parent's deserved quota absorbs (its children's would total more), with the "
+        "queue's real deserved share.",
+    )
     what_if = WhatIfRunSerializer(allow_null=True, help_text="The latest what-if run, if any.")
 
 

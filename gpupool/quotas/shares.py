@@ -230,3 +230,47 @@ def share_changes(before: PoolShape, after: PoolShape) -> list[ShareChange]:
         if was != now:
             changes.append(ShareChange(queue, tenants.get(queue), flavor, was, now))
     return changes
+
+
+@dataclass(frozen=True)
+class ParentCap:
+    """A queue whose deserved quota of a flavor its deserved share cannot reach because its
+    parent's deserved quota is less than its children's together: the parent's share is
+    split among them (rule 1 of the module's docstring), so the raise is absorbed."""
+
+    queue: str
+    parent: str
+    flavor: str
+    deserved: float  # the queue's own deserved quota (within its capability)
+    parent_deserved: float  # the parent's (within what its children can hold)
+    children_deserved: float  # its children's together
+    share: float  # the queue's deserved share, below ``deserved``
+
+
+def capped_by_parent(pool: PoolShape, queue: str, flavor: str) -> ParentCap | None:
+    """Whether ``queue``'s deserved share of ``flavor`` falls short of its deserved quota
+    because its parent's deserved quota is less than its children's together (None: it does
+    not, or the queue has no parent; ``KeyError``: no such queue). Nothing refuses such a
+    tree (only guarantees must fit their parent's): the share is simply capped."""
+    by_name = {q.name: q for q in pool.queues}
+    parent = by_name[queue].parent
+    if parent not in by_name:
+        return None
+    children: dict[str | None, list[str]] = defaultdict(list)
+    for q in pool.queues:
+        children[q.parent if q.parent in by_name else None].append(q.name)
+    bounds = _tree_bounds(flavor, by_name, children)
+    together = sum(bounds[child].floor for child in children[parent])
+    share = deserved_shares(pool).get((queue, flavor), 0.0)
+    own = bounds[queue].floor
+    if together <= bounds[parent].floor or share >= round(own, PRECISION):
+        return None
+    return ParentCap(
+        queue=queue,
+        parent=parent,
+        flavor=flavor,
+        deserved=round(own, PRECISION),
+        parent_deserved=round(bounds[parent].floor, PRECISION),
+        children_deserved=round(together, PRECISION),
+        share=share,
+    )

@@ -1,8 +1,9 @@
 """API of GPU use against allocation (``/api/v1/utilization/...``), JSON or CSV.
 
 ``tenants/``: allocated, active and idle GPU-hours per tenant; ``wasters/``: the workloads
-that held GPUs idle longest, named only to admins and to the workload's own team
-(``named_tenants_of``, the Utilisation page's rule: finance gets none). Each answers a list of
+that held GPUs idle longest, named as the per-workload cost report names them
+(``named_tenants_of``, the Utilisation page's rule: admins and finance every team's, leads
+and members their own teams'; docs/cost.md, "Who reads what"). Each answers a list of
 rows over ``?since=&until=`` (ISO 8601) or ``?window=`` (``windows.WINDOWS``, the Utilisation
 page's and the command line's: ``6h``, ``24h``, ``7d`` before ``until``; any other value
 is a 400 naming ``window`` and those it takes, never the default); asked for neither, the
@@ -225,9 +226,10 @@ class WasterViewSet(_UtilizationViewSet):
         },
     )
     def list(self, request: Request) -> Response:
-        """The workloads the caller sees by name (``named_tenants_of``: admins every team's,
-        leads and members their own teams', finance none), most idle first; 409 without a
-        utilisation source (nothing measured: none is listed as idle)."""
+        """The workloads the caller sees by name (``named_tenants_of``, the per-workload cost
+        report's scope: admins and finance every team's, leads and members their own
+        teams'), most idle first; 409 without a utilisation source (nothing measured: none is
+        listed as idle)."""
         since, until = window_of(request)
         try:
             limit = int(request.query_params.get("limit", "10"))
@@ -237,10 +239,7 @@ class WasterViewSet(_UtilizationViewSet):
             raise ValidationError({"limit": "a whole number from 1 to 100"}) from None
         if not measured():
             raise NotMeasured()
-        named = named_tenants_of(self.access())
-        if named is not None and not named:
-            return Response([])
-        return Response(top_wasters(since, until, limit, named))
+        return Response(top_wasters(since, until, limit, named_tenants_of(self.access())))
 
 
 def register(router: BaseRouter) -> None:

@@ -513,10 +513,19 @@ def idle_since(workload: Workload) -> datetime | None:
 
 
 def named_tenants_of(access: Access) -> frozenset[int] | None:
-    """The tenants whose workloads the caller may see by name (and owner) in the lists of
-    work holding GPUs idle (None: every tenant's): admins every team's, leads and members
-    their own teams', finance none (every team's idle at queue level only; docs/dashboard.md,
-    Utilisation). The one rule of the Utilisation page and of ``wasters/``."""
-    if access.admin:
-        return None
-    return frozenset() if access.finance else access.tenant_ids
+    """The tenants whose workloads the caller may see by name in the lists of work holding
+    GPUs idle (None: every tenant's): the per-workload cost report's scope
+    (``accounting.reports.cost_scope``), since a workload's idle GPU-hours are a line of its
+    cost (``reports/workloads/`` gives them too): admins and finance every team's, leads and
+    members their own teams' (docs/cost.md, "Who reads what"). The one rule of the
+    Utilisation page and of ``wasters/``; who submitted each is ``shows_owners``'."""
+    from gpupool.accounting.reports import cost_scope  # (reports reads this module)
+
+    return cost_scope(access)
+
+
+def shows_owners(access: Access) -> bool:
+    """Whether the lists of work holding GPUs idle say who submitted each workload: to
+    admins, leads and members, not to finance (cost data, not the people behind it; the
+    cost reports name no submitter either)."""
+    return access.admin or not access.finance

@@ -15,9 +15,10 @@ from django.db import transaction
 from django.db.models import Count
 
 from gpupool.accounting.actions import do_close_usage
-from gpupool.clusters.grouping import MAX_PODS
+from gpupool.clusters.grouping import MAX_DURATION_S, MAX_PODS
 from gpupool.control.clock import pool_now, pool_now_after
 from gpupool.inventory.models import Flavor, Node, devices_per_gpu
+from gpupool.inventory.units import flavor_unit
 from gpupool.quotas.models import PriorityClass, Queue
 from gpupool.scheduler.scenario import (
     MAX_GPUS_PER_NODE,
@@ -26,7 +27,12 @@ from gpupool.scheduler.scenario import (
     MAX_POD_SETS,
 )
 from gpupool.tenancy.models import Membership, is_site_admin, is_tenant_lead
-from gpupool.workloads.choices import ALLOWED_TRANSITIONS, PLACED_STATES, WorkloadState
+from gpupool.workloads.choices import (
+    ALLOWED_TRANSITIONS,
+    PLACED_STATES,
+    WorkloadState,
+    is_unfinished,
+)
 from gpupool.workloads.models import (
     Placement,
     PodSet,
@@ -113,9 +119,12 @@ def pod_set_spec_errors(spec: PodSetSpec) -> dict[str, str]:
             most = max(largest.values())
             if spec.gpus > most:
                 names = " or ".join(flavor.name for flavor in flavors)
+                # In the unit its flavors count in (a MIG flavor's: its MIG instances).
+                units = {flavor_unit(flavor.sharing) for flavor in flavors}
+                asked = f"{units.pop()}s" if len(units) == 1 else "GPUs (MIG: instances)"
                 errors["gpus"] = (
-                    f"{spec.gpus} GPUs per pod, and a pod runs on one node: the largest {names} "
-                    f"node has {most}"
+                    f"{spec.gpus} {asked} per pod, and a pod runs on one node: the largest "
+                    f"{names} node has {most}"
                 )
     if spec.cpu > MAX_NODE_CPU:
         errors["cpu"] = f"{spec.cpu} CPU cores per pod: at most {MAX_NODE_CPU}, a node's most"
@@ -163,6 +172,17 @@ def pod_sets_errors(
 # scenario's: 50 cycles of pod creation at ``control.apply.CREATES_PER_CYCLE``).
 TOO_MANY_PODS = (
     f"at most {MAX_PODS} pods a workload: the most gpupool reads from the cluster as one workload"
+)
+
+
+# A workload's expected runtime: at most 366 days (8,784 hours), the longest duration gpupool
+# reads from a pod's annotation (``clusters.grouping.MAX_DURATION_S``, so the longest a
+# workload made with kubectl declares); the API, the submit form and the ``gpupool`` CLI
+# bound it so too.
+MAX_EXPECTED_RUNTIME_S = int(MAX_DURATION_S)
+TOO_LONG_RUNTIME = (
+    f"at most {MAX_EXPECTED_RUNTIME_S} seconds ({MAX_EXPECTED_RUNTIME_S // 3600} hours, 366 "
+    "days): the longest runtime gpupool reads from a pod's annotation"
 )
 
 
@@ -232,11 +252,14 @@ def do_submit_workload(
     A person submits only to a queue of a tenant they belong to (admins anywhere); the system
     (``submitter`` None) anywhere. A pod set's errors are named ``pod_sets.<index>.<field>``;
     a pod set that could never run is refused (``pod_set_spec_errors``), and so are more pod
-    sets or pods than the decision core takes in one workload.
+    sets or pods than the decision core takes in one workload, and an expected runtime past
+    ``MAX_EXPECTED_RUNTIME_S``.
     """
     count_errors = pod_set_count_errors(pod_sets)
     if count_errors:
         raise ValidationError(count_errors)
+    if expected_runtime_s is not None and expected_runtime_s > MAX_EXPECTED_RUNTIME_S:
+        raise ValidationError({"expected_runtime_s": f"{expected_runtime_s}: {TOO_LONG_RUNTIME}"})
     _require_member(submitter, queue)
     namespace = _namespace_for(queue, namespace)
     if Workload.objects.filter(namespace=namespace, name=name).exists():
@@ -452,6 +475,18 @@ def may_cancel(user: Any, workload: Workload) -> bool:
     return tenant is not None and is_tenant_lead(user, tenant)
 
 
+def cancel_refusal(workload: Workload) -> str | None:
+    """Why the workload can no longer be cancelled, or None while it can: work that has ended
+    -- a final state, or preempted and not requeued (reclaimed for sitting idle, or a bare
+    pod: it has its ``finished_at``, ``choices.unfinished``). Work waiting, holding GPUs, or
+    preempted and about to be requeued may be. The one rule of ``do_cancel_workload`` (so of
+    the API and the ``gpupool`` CLI) and of the workload page's Cancel."""
+    if is_unfinished(workload.state, workload.finished_at):
+        return None
+    how = ", and not requeued" if workload.state == WorkloadState.PREEMPTED else ""
+    return f"{workload.qualified_name()} has already ended: it is {workload.state}{how}."
+
+
 @transaction.atomic
 def do_cancel_workload(
     workload: Workload, *, acting_user: Any, reason: str = "", at: datetime | None = None
@@ -459,8 +494,8 @@ def do_cancel_workload(
     """Cancel a workload that is waiting or running: record the transition (placements are
     released) and close its usage now; the control loop then removes its pods (a Job's by
     suspending the Job, so its controller neither makes them again nor fails the Job:
-    ``control.apply.cancel_pods``). Work that has
-    ended (the state machine lets it move nowhere) is refused, saying so and its state.
+    ``control.apply.cancel_pods``). Work that has ended (``cancel_refusal``: a final state,
+    or preempted and not requeued) is refused, saying so and its state; nothing changes.
 
     ``acting_user`` None is the system; a person must be allowed by ``may_cancel``.
     """
@@ -469,13 +504,9 @@ def do_cancel_workload(
             f"Only its submitter, a lead of its tenant or an admin cancels {workload}."
         )
     current = Workload.objects.select_for_update().get(pk=workload.pk)
-    if not ALLOWED_TRANSITIONS.get(current.state):  # a final state: it moves nowhere
-        raise ValidationError(
-            {
-                "state": f"{current.qualified_name()} has already ended: it is {current.state}. "
-                "Nothing was changed."
-            }
-        )
+    refusal = cancel_refusal(current)
+    if refusal is not None:
+        raise ValidationError({"state": f"{refusal} Nothing was changed."})
     now = at or pool_now_after(current.submitted_at, current.admitted_at, current.started_at)
     transition = do_transition_workload(
         current,

@@ -16,7 +16,8 @@ and name (``/api/v1/workloads/<namespace>/<name>/``).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -48,7 +49,13 @@ from gpupool.quotas.models import PriorityClass, Queue
 from gpupool.scheduler.explain import never_fits
 from gpupool.scheduler.scenario import MAX_GPUS_PER_NODE, MAX_POD_SETS
 from gpupool.tenancy.models import Tenant
-from gpupool.workloads.actions import TOO_MANY_PODS, PodSetSpec, do_cancel_workload
+from gpupool.workloads.actions import (
+    MAX_EXPECTED_RUNTIME_S,
+    TOO_LONG_RUNTIME,
+    TOO_MANY_PODS,
+    PodSetSpec,
+    do_cancel_workload,
+)
 from gpupool.workloads.choices import (
     PENDING_REASON_CHOICES,
     PLACED_STATES,
@@ -61,10 +68,12 @@ from gpupool.workloads.models import (
     MAX_ENV_VARS,
     PodSet,
     Workload,
+    WorkloadExplanation,
     pods_waited_for,
     set_position,
 )
 from gpupool.workloads.queries import (
+    ESTIMATE_NOT_BEFORE_FACT,
     EvictionDrain,
     Submission,
     dry_run_submission,
@@ -72,8 +81,10 @@ from gpupool.workloads.queries import (
     explain,
     fill_positions,
     gpus_by_workload,
+    growths,
     lost_gpu_hours,
     node_drains,
+    not_before_of,
     refused_workloads,
     sees_preemptor,
     set_aside_and_waiting,
@@ -232,10 +243,12 @@ class WorkloadInputSerializer(StrictInput, serializers.Serializer[Any]):
     )
     expected_runtime_s = serializers.IntegerField(
         min_value=1,
-        max_value=MAX_SECONDS,
+        max_value=MAX_EXPECTED_RUNTIME_S,
+        error_messages={"max_value": TOO_LONG_RUNTIME},
         required=False,
         allow_null=True,
-        help_text="How long it runs, for everyone's start estimates.",
+        help_text="How long it runs, in seconds, for everyone's start estimates: at most "
+        f"{MAX_EXPECTED_RUNTIME_S} (366 days).",
     )
     pod_sets = PodSetInputSerializer(many=True)
 
@@ -347,6 +360,16 @@ class PlacementSerializer(PlannedRows, serializers.Serializer[Any]):
     node = serializers.CharField(source="node.name")
     gpu_indices = serializers.ListField(child=serializers.IntegerField())
     milli = serializers.IntegerField(allow_null=True)
+
+
+class GrowthSerializer(serializers.Serializer[Any]):
+    """An elastic gang grew into free capacity (the grow phase): when, from and to how many
+    pods, and why."""
+
+    at = serializers.DateTimeField()
+    from_pods = serializers.IntegerField()
+    to_pods = serializers.IntegerField()
+    reason = serializers.CharField()
 
 
 class TransitionSerializer(PlannedRows, serializers.Serializer[Any]):
@@ -567,6 +590,8 @@ PAGE_GPUS = "page_gpus"
 PAGE_NEVER_FITS = "page_never_fits"
 # And those of its gangs that wait for their pods (``models.pods_waited_for``).
 PAGE_WAITING_FOR_PODS = "page_waiting_for_pods"
+# ... and, of its pending rows without an estimate, where the estimates stopped looking ahead.
+PAGE_NOT_BEFORE = "page_not_before"
 
 
 class WorkloadListSerializer(serializers.ListSerializer[Workload]):
@@ -588,12 +613,41 @@ class WorkloadListSerializer(serializers.ListSerializer[Workload]):
         for row in rows:
             if row.pk in waiting:
                 set_position(row, None)
+        self.context[PAGE_NOT_BEFORE] = estimates_not_before(
+            row
+            for row in rows
+            if row.state == WorkloadState.PENDING
+            and row.estimated_start_at is None
+            and row.pk not in never | waiting
+        )
         try:
             return super().to_representation(rows)
         finally:
             del self.context[PAGE_GPUS]
             del self.context[PAGE_NEVER_FITS]
             del self.context[PAGE_WAITING_FOR_PODS]
+            del self.context[PAGE_NOT_BEFORE]
+
+
+def estimates_not_before(pending: Iterable[Workload]) -> dict[int, datetime]:
+    """Of pending workloads without an estimated start (neither set aside nor waiting for
+    pods), where the estimates stopped looking ahead without starting them
+    (``queries.not_before_of``, as ``explain`` says it): one query of the explanations that
+    hold one (none when no workload is given)."""
+    rows = {row.pk: row for row in pending}
+    if not rows:
+        return {}
+    held = WorkloadExplanation.objects.filter(
+        workload_id__in=list(rows), facts__has_key=ESTIMATE_NOT_BEFORE_FACT
+    )
+    found = {}
+    for explanation in held:
+        workload = rows[explanation.workload_id]
+        workload.explanation = explanation  # read by not_before_of, no query of its own
+        moment = not_before_of(workload)
+        if moment is not None:
+            found[workload.pk] = moment
+    return found
 
 
 _MOMENT = serializers.DateTimeField()  # renders a moment as the API renders its fields
@@ -631,6 +685,11 @@ class WorkloadSerializer(PlannedRows, serializers.ModelSerializer[Workload]):
     waits_for_pods = serializers.SerializerMethodField(
         help_text=WAITS_FOR_PODS_HELP + " (its explanation's waits_for_pods)."
     )
+    estimate_not_before = serializers.SerializerMethodField(
+        help_text="Pending with no estimated start: the estimates looked this far ahead "
+        "without it starting, so it starts no earlier (its explanation's estimate_not_before; "
+        "null otherwise)."
+    )
     idle_since = serializers.SerializerMethodField(
         help_text="Placed, and its GPUs have done no work since then, as the utilisation "
         "source last saw them; null while they work, when no source saw them, and once it no "
@@ -655,12 +714,22 @@ class WorkloadSerializer(PlannedRows, serializers.ModelSerializer[Workload]):
             "pending_reason",
             "queue_position",
             "estimated_start_at",
+            "estimate_not_before",
             "never_fits",
             "waits_for_pods",
             "idle_since",
         )
         read_only_fields = fields
         list_serializer_class = WorkloadListSerializer
+
+    def to_representation(self, instance: Workload) -> dict[str, Any]:
+        """The row; work that is not pending has no pending reason (the explanation the
+        loop last wrote may outlive its wait: read as ``explain`` reads it, and so as the
+        detail's ``explanation`` says it)."""
+        row = super().to_representation(instance)
+        if instance.state != WorkloadState.PENDING:
+            row["pending_reason"] = ""
+        return row
 
     @extend_schema_field(serializers.BooleanField())
     def get_never_fits(self, workload: Workload) -> bool:
@@ -681,6 +750,17 @@ class WorkloadSerializer(PlannedRows, serializers.ModelSerializer[Workload]):
         return workload.state == WorkloadState.PENDING and (
             pods_waited_for(workload.pending_reason, workload.pending_facts) > 0
         )
+
+    @extend_schema_field(serializers.DateTimeField(allow_null=True))
+    def get_estimate_not_before(self, workload: Workload) -> str | None:
+        """Where the estimates stopped looking ahead without starting it (a page's, read for
+        the whole page: ``estimates_not_before``; else its explanation's)."""
+        page: dict[int, datetime] | None = self.context.get(PAGE_NOT_BEFORE)
+        if page is not None:
+            moment = page.get(workload.pk)
+        else:
+            moment = explain(workload).estimate_not_before
+        return None if moment is None else _MOMENT.to_representation(moment)
 
     @extend_schema_field(serializers.DateTimeField(allow_null=True))
     def get_idle_since(self, workload: Workload) -> str | None:
@@ -769,6 +849,10 @@ class WorkloadDetailSerializer(WorkloadSerializer):
     preemptions = PreemptionEventSerializer(many=True, read_only=True, source="preempted_by")
     lost_gpu_hours = serializers.SerializerMethodField()
     eviction_refusal = serializers.SerializerMethodField()
+    growths = serializers.SerializerMethodField(
+        help_text="Each time an elastic gang (``min_member`` below its pods) grew into free "
+        "capacity within its queue's deserved share, oldest first; empty for other work."
+    )
 
     class Meta(WorkloadSerializer.Meta):
         fields = (
@@ -788,8 +872,14 @@ class WorkloadDetailSerializer(WorkloadSerializer):
             "preemptions",
             "lost_gpu_hours",
             "eviction_refusal",
+            "growths",
         )
         read_only_fields = fields
+
+    @extend_schema_field(GrowthSerializer(many=True))
+    def get_growths(self, workload: Workload) -> list[dict[str, Any]]:
+        """When it grew, from and to how many pods (``workloads.queries.growths``)."""
+        return list(GrowthSerializer(growths(workload), many=True).data)
 
     @extend_schema_field(EvictionRefusalSerializer(allow_null=True))
     def get_eviction_refusal(self, workload: Workload) -> dict[str, Any] | None:
@@ -899,11 +989,16 @@ class WorkloadFilter(filters.FilterSet):  # type: ignore[misc]
     submitter = NameFilter(
         field_name="submitter__username", names=settings.AUTH_USER_MODEL, name_field="username"
     )
-    reason = filters.ChoiceFilter(field_name="explanation__reason", choices=PENDING_REASON_CHOICES)
+    reason = filters.ChoiceFilter(choices=PENDING_REASON_CHOICES, method="filter_reason")
 
     class Meta:
         model = Workload
         fields: tuple[str, ...] = ("state", "queue", "tenant", "namespace", "submitter", "reason")
+
+    def filter_reason(self, queryset: QuerySet[Any], name: str, value: str) -> QuerySet[Any]:
+        """Pending work the last cycle gave this reason (work no longer pending has none, as
+        its row says: ``WorkloadSerializer.to_representation``)."""
+        return queryset.filter(state=WorkloadState.PENDING, explanation__reason=value)
 
 
 class WorkloadOrdering(StrictOrderingFilter):

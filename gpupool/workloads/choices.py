@@ -90,6 +90,11 @@ def unfinished() -> Q:
     return Q(state__in=LIVE_STATES) | Q(state=WorkloadState.PREEMPTED, finished_at__isnull=True)
 
 
+def is_unfinished(state: str, finished_at: object) -> bool:
+    """``unfinished`` read for one workload, from its state and its ``finished_at``."""
+    return state in LIVE_STATES or (state == WorkloadState.PREEMPTED and finished_at is None)
+
+
 # Why a workload waits: the decision core's reasons (``scheduler.types.PendingReason``), read
 # from there so that the two lists cannot drift apart.
 PENDING_REASON_CHOICES: list[tuple[str, str]] = [

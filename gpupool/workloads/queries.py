@@ -24,6 +24,7 @@ from django.db.models import Count, Prefetch, Q, QuerySet
 from gpupool.accounting.choices import PreemptionReason
 from gpupool.accounting.models import PreemptionEvent
 from gpupool.api.access import Access
+from gpupool.audit.models import AuditEvent
 from gpupool.control.clock import pool_now
 from gpupool.control.queries import RefusedPods, pool_policy, pool_snapshot, refused_pods
 from gpupool.control.snapshot import core_topology, pod_set_info
@@ -178,6 +179,35 @@ def workload_story() -> QuerySet[Workload]:
         ),
         Prefetch("preempted_by", queryset=preemption_rows().order_by("at", "id")),
     )
+
+
+# The audit action of an elastic gang that grew (``control.actions._record_growths``): its
+# history of growth, as the workload's page and API tell it (``growths``).
+GROW_ACTION = "control.grow_workload"
+
+
+@dataclass(frozen=True, slots=True)
+class Growth:
+    """An elastic gang grew: when, from and to how many pods, and why in words."""
+
+    at: datetime
+    from_pods: int
+    to_pods: int
+    reason: str
+
+
+def growths(workload: Workload) -> list[Growth]:
+    """The times an elastic gang grew into free capacity, oldest first (one query; none for
+    a workload that is no elastic gang)."""
+    if workload.min_member is None:
+        return []
+    rows = AuditEvent.objects.filter(
+        action=GROW_ACTION, object_type="workloads.workload", object_id=str(workload.pk)
+    ).order_by("at", "id")
+    return [
+        Growth(at, int((before or {}).get("pods", 0)), int((after or {}).get("pods", 0)), reason)
+        for at, before, after, reason in rows.values_list("at", "before", "after", "reason")
+    ]
 
 
 def total_gpus(workload: Workload) -> Decimal:

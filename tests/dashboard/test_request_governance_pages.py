@@ -119,11 +119,13 @@ def test_a_request_for_the_queue_s_levels_already_is_refused_beside_the_amounts(
 ) -> None:
     response = page_as("lena").post("/requests/", ask(pool, guarantee="4", deserved="8"))
     assert response.status_code == 200 and not QuotaRequest.objects.exists()
-    found = errors(response)
-    assert found["guarantee"] == [
-        "these are the queue's levels already (guarantee 4, deserved 8, capability 16): "
-        "ask for a change"
-    ]
+    found = errors(response)  # about the whole request, not one amount: above the form
+    assert found == {
+        "__all__": [
+            "requested amounts: these are the queue's levels already (guarantee 4, deserved 8, "
+            "capability 16): ask for a change"
+        ]
+    }
 
 
 def test_a_second_open_request_for_the_queue_and_flavor_is_refused_beside_the_queue(
@@ -215,7 +217,9 @@ def test_an_edit_refused_by_the_action_comes_back_beside_the_field(pool: Any, pa
     response = page_as("lena").post(
         f"/requests/{request.pk}/edit/", ask(pool, guarantee="4", deserved="8")
     )
-    assert errors(response)["guarantee"][0].startswith("these are the queue's levels already")
+    assert errors(response)["__all__"][0].startswith(
+        "requested amounts: these are the queue's levels already"
+    )
 
 
 def test_the_draft_s_author_withdraws_it_and_the_withdrawal_is_audited(
@@ -295,9 +299,8 @@ def test_a_guarantee_above_deserved_is_said_once_beside_the_guarantee(
     response = page_as("lena").post("/requests/", ask(pool, guarantee="12"))
     assert errors(response) == {
         "guarantee": ["guarantee (12) must not exceed deserved (10)"],
-        "deserved": ["see the error under Guarantee (GPUs)"],
-        "capability": ["see the error under Guarantee (GPUs)"],
-    }
+        "deserved": ["see the error under Guarantee (GPUs or MIG instances)"],
+    }  # capability is not named by the refusal: no pointer under it
     assert "see above" not in text(response)
 
 

@@ -202,21 +202,21 @@ def test_a_range_not_begun_says_so(fractional: str, page_as: Any) -> None:
     assert f"No GPU-hours from {start} to {end}: these days have not begun." in page
 
 
-def test_a_span_not_ended_counts_up_to_now_and_a_past_one_says_nothing(
+def test_a_span_not_ended_says_what_is_counted_and_a_past_one_says_nothing(
     pool: Any, page_as: Any
 ) -> None:
     client = page_as("fin")
     today = pool_day()
     month = text(client.get(f"/cost/?month={today:%Y-%m}"))
-    assert f"{today:%B %Y} has not ended: the figures count up to now" in month
+    assert f"{today:%B %Y} has not ended: nothing is rolled up yet" in month
     days = f"start={today - timedelta(days=1)}&end={today + timedelta(days=1)}"
-    assert "have not ended: the figures count up to now" in text(client.get(f"/cost/?{days}"))
+    assert "have not ended: nothing is rolled up yet" in text(client.get(f"/cost/?{days}"))
     past = text(client.get("/cost/?month=2001-01"))
     assert "not ended" not in past and "not begun" not in past
     # a span whose last day (included) is today has not ended either: on a month's last day
     # its page stopped saying so
     ending = f"start={today - timedelta(days=3)}&end={today}"
-    assert "have not ended: the figures count up to now" in text(client.get(f"/cost/?{ending}"))
+    assert "have not ended: nothing is rolled up yet" in text(client.get(f"/cost/?{ending}"))
 
 
 def test_begun_and_ended_are_read_on_the_pools_clock(pool: Any, page_as: Any) -> None:

@@ -33,11 +33,13 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from gpupool.cli.subcommands.demo import record_gpu_findings
 from gpupool.clusters.base import ClusterBackend, NodeFacts
 from gpupool.clusters.inventory import FlavorSelector, FlavorSharing, node_inventory
 from gpupool.clusters.node_profiles import node_manifests, packaged_profile
 from gpupool.clusters.simulated import SimulatedBackend, SimulatedCluster
 from gpupool.control.backends import backend_from_settings
+from gpupool.control.snapshot import CLUSTER_UNHEALTHY
 from gpupool.inventory.actions import do_save_flavor, do_sync_node
 from gpupool.inventory.choices import Sharing
 from gpupool.inventory.models import Flavor, Node
@@ -273,10 +275,12 @@ def _cluster_nodes(cluster: SimulatedCluster) -> None:
 
 def _inventory(flavors: dict[str, Flavor], backend: ClusterBackend) -> int:
     """Sync the inventory with the cluster's nodes, read through the backend protocol. A
-    simulated cluster's broken GPUs are recorded here with its reasons; on Kubernetes the
-    device plugin leaves a broken GPU out of allocatable, which the loop's sync counts, and
-    why it is broken comes from a health source: on the demo's plane (``hack/demo_k8s.sh``,
-    after this) ``demo.record_gpu_findings`` records the reasons, as DCGM would."""
+    broken GPU is recorded as the cluster's verdict, as the loop's sync records it
+    (``CLUSTER_UNHEALTHY``: the device plugin leaves it out of allocatable and the label
+    ``gpupool.io/unhealthy-gpus`` names it), so no mark lifts it while the cluster reports it;
+    why it is broken comes from a health source, one path for both clusters:
+    ``demo.record_gpu_findings`` records the reasons, as DCGM would -- here for the simulated
+    cluster's, on the demo's plane by ``hack/demo_k8s.sh`` after this."""
     selectors = [
         # Sharing's choices are the selector's sharing words.
         FlavorSelector(f.name, f.node_labels, cast(FlavorSharing, f.sharing), f.mig_profile or None)
@@ -286,12 +290,16 @@ def _inventory(flavors: dict[str, Flavor], backend: ClusterBackend) -> int:
     count = 0
     nodes = backend.sync().nodes
     known = set(Node.objects.values_list("name", flat=True))
+    findings: dict[str, dict[int, str]] = {}  # the simulated cluster's reasons, by node
     for facts in sorted(nodes.values(), key=lambda node: node.name):
         if facts.name in known:  # the loop's sync keeps it up to date, not seed-demo
             count += node_inventory(facts, selectors).flavor is not None
             continue
         unhealthy = cluster.unhealthy_gpus(facts.name) if cluster is not None else {}
-        count += _sync_node(facts, selectors, flavors, unhealthy)
+        if _sync_node(facts, selectors, flavors, dict.fromkeys(unhealthy, CLUSTER_UNHEALTHY)):
+            count += 1
+            findings[facts.name] = unhealthy
+    record_gpu_findings({name: reasons for name, reasons in findings.items() if reasons})
     return count
 
 

@@ -118,6 +118,10 @@ def run(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
         else:
             healthy = action == "gpu-heal"
             cluster.set_gpu_health(node, options["index"], healthy, options.get("reason", ""))
+            if not healthy:  # its reason, as a health source tells it (the demo's seeded ones)
+                from gpupool.cli.subcommands.demo import record_gpu_findings  # demo imports sim
+
+                record_gpu_findings({node: {options["index"]: options.get("reason", "")}})
     except (KeyError, ValueError) as error:
         stderr.write(f"gpupool sim {action}: {error.args[0]}\n")
         return EXIT_INVALID

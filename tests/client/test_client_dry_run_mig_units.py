@@ -1,0 +1,58 @@
+"""``gpupool dry-run`` of a pod that asks more of a MIG flavor than its largest node holds says
+the size in MIG instances, the unit the flavor's capacity and quotas count in
+(``inventory.units``), never GPUs: node m1 gives 16 3g.40gb instances (8 cards of two)."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import pytest
+from django.core.cache import cache
+from domain_builders import flavor, node, priority_class, queue, quota, tenant, user
+
+from gpupool.api.actions import do_issue_token
+from gpupool.client.main import main
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+MIG = "a100-3g.40gb"
+
+
+@pytest.fixture
+def pool(live_server: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """MIG node m1 (8 A100 cards of two 3g.40gb instances each) beside h100 node n1 (8 GPUs);
+    max, a member of nlp, whose queue nlp has a quota of both, is logged in."""
+    cache.clear()
+    priority_class("normal", default=True)
+    mig = flavor(MIG, sharing="mig", gpu_model="A100-80GB", mig_profile="3g.40gb", gpu_memory_gb=40)
+    h100 = flavor("h100")
+    node("m1", mig, gpus=8, mig_layout={"3g.40gb": 2})
+    node("n1", h100, gpus=8)
+    member = user("max")
+    team = tenant("nlp", lead=user("lena"), members=(member,), namespaces=("nlp",))
+    nlp = queue("nlp", parent=queue("pool"), tenant=team)
+    quota(nlp, mig, 0, 8, 16)
+    quota(nlp, h100, 0, 8, 16)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    monkeypatch.setenv("GPUPOOL_URL", live_server.url)
+    monkeypatch.setenv("GPUPOOL_TOKEN", do_issue_token(member).key)
+
+
+def run(*argv: str) -> tuple[int, str, str]:
+    """The client's exit status, standard output and standard error."""
+    out, err = io.StringIO(), io.StringIO()
+    status = main(list(argv), out=out, err=err)
+    return status, out.getvalue(), err.getvalue()
+
+
+# The sentence is the server's (``workloads.actions.pod_set_spec_errors``), in the unit its
+# flavors count in (``inventory.units.flavor_unit``).
+def test_a_mig_pod_larger_than_any_node_is_told_in_mig_instances(pool: None) -> None:
+    argv = ("dry-run", "--name", "big", "--queue", "nlp", "--image", "python:3.12")
+    status, out, err = run(*argv, "--flavor", MIG, "--gpus", "20", "--", "sleep", "1")
+    said = out + err
+    assert status != 0, said  # refused: it could never run
+    assert "20 MIG instances per pod" in said, said
+    assert "the largest a100-3g.40gb node has 16" in said, said
+    assert "GPUs per pod" not in said, said
