@@ -108,7 +108,9 @@ class PreemptionEvent(models.Model):
         max_digits=12,
         decimal_places=4,
         validators=[MinValueValidator(Decimal(0))],
-        help_text="Progress lost since the victim started (or last checkpointed).",
+        help_text="Progress lost since the victim started (or last checkpointed), in the "
+        "hours of what it freed (the API's unit): GPU-hours, or MIG instance-hours for a "
+        "victim stopped on a MIG flavor's nodes.",
     )
     cycle = models.ForeignKey(
         "control.SchedulingCycle",

@@ -243,6 +243,25 @@ def counted(number: Any, noun: str, plural: str | None = None) -> str:
     return f"{text} {noun if text == '1' else plural or noun + 's'}"
 
 
+def unit_hour(event: dict[str, Any]) -> str:
+    """The hour of what a preemption freed (its ``unit``): ``GPU-hour``, or ``MIG
+    instance-hour`` for a victim stopped on a MIG flavor's nodes (its ``lost_gpu_hours``
+    counts MIG instance-hours, as the page says)."""
+    return f"{event.get('unit') or 'GPU'}-hour"
+
+
+def lost_in_units(total: Any, events: list[dict[str, Any]]) -> str:
+    """The progress a workload's preemptions lost (the API's ``total``), in their unit's
+    hours; GPU-hours and MIG instance-hours said apart, never added."""
+    hours: dict[str, Decimal] = {}
+    for event in events:
+        noun = unit_hour(event)
+        hours[noun] = hours.get(noun, Decimal(0)) + Decimal(str(event["lost_gpu_hours"]))
+    if len(hours) <= 1:
+        return counted(total, next(iter(hours), "GPU-hour"))
+    return " and ".join(counted(amount, noun) for noun, amount in sorted(hours.items()))
+
+
 def table(rows: list[list[str]], out: TextIO) -> None:
     """Rows as aligned columns (the first row is the header), no spaces after the last."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
@@ -379,7 +398,7 @@ def print_story(workload: dict[str, Any], out: TextIO) -> None:
     if events:
         out.write(
             f"Preempted {counted(len(events), 'time')}, "
-            f"{counted(workload['lost_gpu_hours'], 'GPU-hour')} of progress lost:\n"
+            f"{lost_in_units(workload['lost_gpu_hours'], events)} of progress lost:\n"
         )
         for event in events:
             cause = event["reason"]
@@ -394,7 +413,7 @@ def print_story(workload: dict[str, Any], out: TextIO) -> None:
             out.write(
                 f"  {when(event['at'])}  {cause}; "
                 f"{counted(event['gpus_freed'], event.get('unit') or 'GPU')} freed, "
-                f"{counted(event['lost_gpu_hours'], 'GPU-hour')} lost\n"
+                f"{counted(event['lost_gpu_hours'], unit_hour(event))} lost\n"
             )
             if drain := drain_words(event.get("drains") or []):  # below, as the page has it
                 out.write(f"  {' ' * len(when(event['at']))}  {drain}\n")
@@ -672,8 +691,10 @@ def do_status(api: Api, options: argparse.Namespace, out: TextIO) -> int:
             raise
         cycle = None
     # The pool's clock (a simulated cluster's runs ahead of the wall clock): the cycle's
-    # cluster time. An estimate before it is due, not still to come.
-    clock = (cycle.get("cluster_at") or cycle["finished_at"]) if cycle is not None else None
+    # cluster time. An estimate before it is due, not still to come. A cycle that read no
+    # cluster time (it recorded nothing) has only the wall clock's ``finished_at``: said so.
+    pool_time = cycle.get("cluster_at") if cycle is not None else None
+    clock = (pool_time or cycle["finished_at"]) if cycle is not None else None
     if not workloads:
         out.write("No workloads.\n")
     else:
@@ -707,8 +728,10 @@ def do_status(api: Api, options: argparse.Namespace, out: TextIO) -> int:
         out.write("No scheduling cycle has finished yet.\n")
     else:
         duration = cycle["duration_s"]
+        # Which clock, as the Overview labels a cycle's time.
+        on = "the pool's clock" if pool_time else "wall clock: it read no cluster time"
         out.write(
-            f"Last scheduling cycle: {when(clock)} (the pool's clock), "
+            f"Last scheduling cycle: {when(clock)} ({on}), "
             f"{duration:.2f} s, {cycle['admitted']} admitted, {cycle['evicted']} evicted, "
             f"{cycle['pending']} pending.\n"
         )

@@ -4,19 +4,18 @@ Estimates are refreshed off the cycle, about once a minute (``control.estimates`
 docs/control-loop.md "Estimated starts"), so the one a page reads may already lie before the
 pool's now (``control.clock.pool_now``): it is then said in words ("due to start now"), not
 printed as a time that has passed as if it were still to come. The same for the moment the
-estimates' replay stopped looking ahead (``estimate_not_before``)."""
+estimates' replay stopped looking ahead (``estimate_not_before``, read from the facts by
+``workloads.queries.not_before_in`` alone)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from gpupool.control.estimates import refresh_words
 from gpupool.dashboard.templatetags.dashboard import NO_VALUE, local_time
-from gpupool.workloads.queries import ESTIMATE_NOT_BEFORE_FACT
 
 
 def waits_for_pods_words(missing_pods: int) -> str:
@@ -60,20 +59,6 @@ def estimated_start_detail(
             )
         return format_html("estimated start not before {}", local_time(estimate_not_before))
     return format_html("{}", "estimated start unknown")
-
-
-def not_before_in(facts: Mapping[str, object] | None) -> datetime | None:
-    """Where the estimates' replay stopped looking ahead without starting a pending workload,
-    from its explanation's facts (``estimate_not_before``, as ``workloads.queries.not_before_of``
-    reads it: an ISO time, UTC when it names no zone); None when they hold none."""
-    written = (facts or {}).get(ESTIMATE_NOT_BEFORE_FACT)
-    if not isinstance(written, str):
-        return None
-    try:
-        moment = datetime.fromisoformat(written)
-    except ValueError:
-        return None
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 def estimated_start_cell(

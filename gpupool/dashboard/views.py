@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from functools import wraps
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 from urllib.parse import unquote, urlencode
 
 from django.conf import settings
@@ -77,7 +77,6 @@ from gpupool.dashboard.charts import series_colours
 from gpupool.dashboard.estimates import (
     estimated_start_cell,
     estimated_start_detail,
-    not_before_in,
     waits_for_pods_words,
 )
 from gpupool.dashboard.facts import GPU_UNIT, UNITS, fact_rows, in_unit, signed_in_unit
@@ -123,6 +122,7 @@ from gpupool.dashboard.templatetags.dashboard import (
     NO_VALUE,
     field_value,
     local_time,
+    with_unit,
 )
 from gpupool.dashboard.templatetags.dashboard import gpu_hours as gpu_hours_text
 from gpupool.dashboard.templatetags.dashboard import gpus as gpus_text
@@ -139,6 +139,7 @@ from gpupool.inventory.units import (
     freed_unit,
     mig_node_names,
 )
+from gpupool.number_formats import GPU_HOURS_PLACES
 from gpupool.quotas.actions import (
     approval_refusal,
     decision_refusal,
@@ -208,8 +209,8 @@ from gpupool.workloads.queries import (
     eviction_refusal,
     explain,
     growths,
-    lost_gpu_hours,
     node_drains,
+    not_before_in,
     protections_in_force,
     queue_positions,
     refused_workloads,
@@ -221,6 +222,9 @@ from gpupool.workloads.queries import (
     transition_reason,
     workload_story,
 )
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
 
 TZ_COOKIE = "gpupool_tz"
 LIVE_TARGET = "live"
@@ -390,12 +394,7 @@ def home(request: HttpRequest) -> HttpResponse:
 def overview(request: HttpRequest, access: Access) -> HttpResponse:
     """The pool at a glance: capacity per flavor, workloads by state, pending work by
     reason and the last scheduling cycles."""
-    flavors = list(
-        Flavor.objects.annotate(
-            node_count=Count("nodes", distinct=True),
-            cordoned_nodes=Count("nodes", filter=Q(nodes__cordoned=True), distinct=True),
-        ).order_by("name")
-    )
+    flavors = list(flavors_with_nodes())  # the Cluster page's counts: cordoned, excluded
     healthy_of = [(flavor, healthy_capacity(flavor)) for flavor in flavors if flavor.node_count]
     # Each flavor's figures in its unit: a MIG flavor's MIG instances are never added to GPUs.
     units = {flavor.name: flavor_unit(flavor.sharing) for flavor in flavors}
@@ -813,6 +812,10 @@ def workload_detail(
     spans = state_spans(workload, now)
     events = list(workload.preempted_by.all())
     drains = eviction_drains(workload, events)  # who drained which node, and why (one query)
+    # What each eviction freed and lost, in its unit (``freed_unit``, the Preemptions page's
+    # rule): a MIG victim's in MIG instances and MIG instance-hours (one query).
+    mig_nodes = mig_node_names(name for event in events for name in event.nodes or ())
+    units = [freed_unit(list(event.nodes or ()), mig_nodes) for event in events]
     moves = list(workload.transitions.all())
     explanation = explain(workload, timezone.get_current_timezone(), now)  # the tables' zone
     context = {
@@ -840,10 +843,19 @@ def workload_detail(
             else None
         ),
         "events": [
-            (event, sees_preemptor(access, event), eviction_drain_words(drains.get(event.pk, ())))
-            for event in events
+            (
+                event,
+                sees_preemptor(access, event),
+                eviction_drain_words(drains.get(event.pk, ())),
+                in_unit(event.gpus_freed, unit),
+                unit_hours(event.lost_gpu_hours, unit),
+            )
+            for event, unit in zip(events, units, strict=True)
         ],
-        "lost": lost_gpu_hours(events),
+        "lost": lost_by_unit(
+            {"unit": unit, "lost_gpu_hours": event.lost_gpu_hours}
+            for event, unit in zip(events, units, strict=True)
+        ),
         "refusal": eviction_refusal(workload, access),  # an eviction a budget refused
         "placements": list(workload.placements.all()),
         "elastic": elastic_story(workload),
@@ -1228,7 +1240,7 @@ def fairness_verdicts(
         # neither in the healthy capacity nor free, and capacity less holdings took it twice
         taken = sum((standing.allocated for standing in standings), Decimal(0))
         free = max(capacity - taken, Decimal(0))
-    return explain_fairness(standings, shown, free=free)
+    return explain_fairness(standings, shown, free=free, unit=flavor_unit(flavor.sharing))
 
 
 # ----------------------------------------------------------------------------- cost
@@ -1271,9 +1283,27 @@ def cost(request: HttpRequest, access: Access) -> HttpResponse:
         teams = attribution_report(trend, by=["tenant"]).rows()
         pool_rows = capacity_report(trend).rows()
         # The span's rows as the CSVs write them (``reports.written``), a span of months
-        # summed per team and flavor: the CSVs' rows add up to the page's.
-        shown = summed(attribution_report(span, by=["tenant"]).rows(), "tenant", TEAM_COLUMNS)
-        flavors = summed(capacity_report(span).rows(), "flavor", POOL_COLUMNS)
+        # summed per team and flavor: the CSVs' rows add up to the page's. Hours of a MIG
+        # flavor count its MIG instances, never added to GPU-hours: the teams' table and the
+        # four lines' total are of the whole-GPU flavors; each MIG flavor's rows are apart,
+        # in MIG instance-hours; money adds up across every flavor (docs/cost.md).
+        by_flavor = attribution_report(span, by=["tenant", "flavor"]).rows()
+        pool_rows_span = capacity_report(span).rows()
+        units = flavor_units(row["flavor"] for row in [*by_flavor, *pool_rows_span])
+        mig = sorted({name for name, unit in units.items() if unit == MIG_UNIT})
+        whole = [row for row in by_flavor if row["flavor"] not in mig]
+        shown = summed(whole, "tenant", TEAM_COLUMNS)
+        mig_teams = [
+            team | {"flavor": name, "written": unit_hours_of(team, TEAM_HOURS, MIG_UNIT)}
+            for name in mig
+            for team in summed(
+                [row for row in by_flavor if row["flavor"] == name], "tenant", TEAM_COLUMNS
+            )
+        ]
+        flavors = [
+            row | {"written": unit_hours_of(row, POOL_HOURS, units.get(row["flavor"], GPU_UNIT))}
+            for row in summed(pool_rows_span, "flavor", POOL_COLUMNS)
+        ]
         # The queues of no team charged in the span (the row ``NO_TEAM`` names), by name.
         no_team = (
             [
@@ -1281,15 +1311,22 @@ def cost(request: HttpRequest, access: Access) -> HttpResponse:
                 for row in attribution_report(span, by=["tenant", "queue"]).rows()
                 if row["tenant"] is None and (row["used"] or row["reserved_idle"])
             ]
-            if any(row["tenant"] is None for row in shown)
+            if any(row["tenant"] is None for row in by_flavor)
             else []
         )
         return {
             "teams": shown,
+            "mig_teams": mig_teams,
+            "mig_flavors": mig,
+            # Money adds up across flavors, whatever their unit.
+            "charged_cost_all": sum((row["charged_cost"] for row in by_flavor), Decimal(0)),
             "no_team_queues": sorted(set(no_team)),
             "team_totals": column_totals(shown, TEAM_COLUMNS),
             "flavors": flavors,
-            "pool_totals": column_totals(flavors, POOL_COLUMNS),
+            "pool_totals": column_totals(
+                [row for row in flavors if row["flavor"] not in mig], POOL_COLUMNS
+            ),
+            "capacity_cost_all": sum((row["capacity_cost"] for row in flavors), Decimal(0)),
             "trend_figure": cost_trend([m.strftime("%Y-%m") for m in months], teams, pool_rows),
         }
 
@@ -1402,6 +1439,30 @@ def chosen_month(text: str, today: date) -> tuple[date, str]:
         expected = f"the months shown run from {first.isoformat()[:7]} to {last.isoformat()[:7]}"
         return this_month, not_understood(text, expected, instead)
     return month, ""
+
+
+# The Cost page's columns of hours (the others are money), written in a row's unit.
+TEAM_HOURS = (
+    "used",
+    "used_within_guarantee",
+    "reserved_idle",
+    "used_above_guarantee",
+    "used_idle",
+    "charged",
+)
+POOL_HOURS = (
+    "capacity",
+    "used_within_guarantee",
+    "reserved_idle",
+    "used_above_guarantee",
+    "pool_idle",
+)
+
+
+def unit_hours_of(row: dict[str, Any], columns: Iterable[str], unit: str) -> dict[str, str]:
+    """The ``columns`` of hours of a Cost row written in its flavor's ``unit`` (``unit_hours``:
+    a MIG flavor's in MIG instance-hours)."""
+    return {name: unit_hours(row.get(name), unit) for name in columns}
 
 
 def column_totals(rows: list[dict[str, Any]], columns: Iterable[str]) -> dict[str, Decimal | None]:
@@ -1617,10 +1678,8 @@ def preemptions(request: HttpRequest, access: Access) -> HttpResponse:
         "shown_limit": PREEMPTIONS_SHOWN,
         "csv_url": reverse("api:preemption-list") + "?format=csv",
         "csv_caused_url": reverse("api:preemption-list") + "?format=csv&side=caused",
-        "lost": sum(
-            (event["lost_gpu_hours"] for event, _ in shown if event["side"] != "caused"),
-            Decimal(0),
-        ),
+        # What the shown preemptions cost, GPU-hours and MIG instance-hours apart.
+        "lost": lost_by_unit(event for event, _ in shown if event["side"] != "caused"),
         "all_tenants": access.admin,
         "classes": classes,
         "protection_groups": protection_groups(),
@@ -1695,6 +1754,7 @@ def preemption_list(
     ) in values:
         ours = access.admin or victim_tenant in access.tenant_ids
         caused = preemptor_tenant is not None and preemptor_tenant in access.tenant_ids
+        unit = freed_unit(nodes, mig_nodes)
         event = {
             "at": local_time(at),
             "url": reverse("dashboard:workload", args=[victim_namespace, victim]) if ours else "",
@@ -1721,13 +1781,39 @@ def preemption_list(
             },
             "preemptor_queue": {"name": preemptor_queue},
             "gpus_freed": in_unit(gpus_freed, MIG_UNIT)
-            if freed_unit(nodes, mig_nodes) == MIG_UNIT
+            if unit == MIG_UNIT
             else gpus_text(gpus_freed),
-            "lost": gpu_hours_text(lost),
+            # In the unit's hours, as ``gpus_freed``: a MIG victim's in MIG instance-hours.
+            "lost": unit_hours(lost, unit),
             "lost_gpu_hours": lost,
+            "unit": unit,
         }
         rows.append((event, sees_preemptor_of(access, preemptor_tenant)))
     return rows
+
+
+def unit_hours(value: Decimal | float | None, unit: str) -> str:
+    """Hours of ``unit`` as the pages write them: GPU-hours as ``gpu_hours`` does
+    (``12.50 GPU-h``), a MIG flavor's in MIG instance-hours (``3.00 MIG instance-hours``),
+    never added to GPU-hours."""
+    if unit == GPU_UNIT:
+        return gpu_hours_text(value)
+    return with_unit(value, f"{unit}-hour", f"{unit}-hours", places=GPU_HOURS_PLACES)
+
+
+def lost_by_unit(events: Iterable[dict[str, Any]]) -> str:
+    """The progress the Preemptions page's ``events`` (``preemption_list``'s rows) lost, in
+    words: GPU-hours, and a MIG victim's MIG instance-hours apart, never added together."""
+    gpu_hours, mig_hours = Decimal(0), Decimal(0)
+    for event in events:
+        if event["unit"] == MIG_UNIT:
+            mig_hours += event["lost_gpu_hours"]
+        else:
+            gpu_hours += event["lost_gpu_hours"]
+    said = [unit_hours(gpu_hours, GPU_UNIT)] if gpu_hours or not mig_hours else []
+    if mig_hours:
+        said.append(unit_hours(mig_hours, MIG_UNIT))
+    return " and ".join(said)
 
 
 def _side(suffered: bool, caused: bool) -> str:
@@ -1798,15 +1884,25 @@ def preemption_history(
 
 
 def preemption_churn(since: datetime, now: datetime) -> list[dict[str, Any]]:
-    """Per team since ``since``: preemptions it suffered and the GPU-hours they cost, and
-    preemptions its work caused (teams see each other at this level, never workload names)."""
+    """Per team since ``since``: preemptions it suffered and the progress they cost (``lost``
+    in words: GPU-hours, a MIG victim's MIG instance-hours apart, ``lost_by_unit``), and
+    preemptions its work caused (teams see each other at this level, never workload names).
+    Summed per team and set of nodes in the database, so a unit is read per set (one query
+    of the MIG nodes among them)."""
     window = PreemptionEvent.objects.filter(at__gte=since, at__lte=now)
-    suffered = {
-        row["victim_tenant__name"]: row
-        for row in window.filter(victim_tenant__isnull=False)
-        .values("victim_tenant__name")
+    by_nodes = list(
+        window.filter(victim_tenant__isnull=False)
+        .values_list("victim_tenant__name", "nodes")
         .annotate(n=Count("id"), lost=Sum("lost_gpu_hours"))
-    }
+        .order_by()
+    )
+    mig_nodes = mig_node_names(name for _, nodes, _, _ in by_nodes for name in nodes or ())
+    suffered: dict[str, dict[str, Any]] = {}
+    for tenant, nodes, n, lost in by_nodes:
+        row = suffered.setdefault(tenant, {"n": 0, "events": []})
+        row["n"] += n
+        unit = freed_unit(list(nodes or ()), mig_nodes)
+        row["events"].append({"unit": unit, "lost_gpu_hours": lost or Decimal(0)})
     caused = dict(
         window.filter(preemptor_tenant__isnull=False)
         .values_list("preemptor_tenant__name")
@@ -1817,7 +1913,7 @@ def preemption_churn(since: datetime, now: datetime) -> list[dict[str, Any]]:
         {
             "tenant": tenant,
             "suffered": suffered.get(tenant, {}).get("n", 0),
-            "lost": suffered.get(tenant, {}).get("lost") or Decimal(0),
+            "lost": lost_by_unit(suffered.get(tenant, {}).get("events", [])),
             "caused": caused.get(tenant, 0),
         }
         for tenant in sorted(set(suffered) | set(caused))
@@ -2132,9 +2228,34 @@ def cluster(request: HttpRequest, access: Access) -> HttpResponse:
     )
 
 
+class NodeCounts(TypedDict):
+    """What ``flavors_with_nodes`` counts of a flavor's nodes."""
+
+    node_count: int
+    cordoned_nodes: int
+    excluded_nodes: int
+
+
+def flavors_with_nodes() -> QuerySet[WithAnnotations[Flavor, NodeCounts]]:
+    """The flavors by name, each with its nodes counted (``node_count``), its cordoned ones
+    (``cordoned_nodes``) and those the cluster excludes (``excluded_nodes``: not cordoned
+    here, but not Ready, unreachable or gone there: no healthy capacity, ``takes_pods``).
+    The Cluster page's and the Overview's counts, one rule."""
+    return Flavor.objects.annotate(
+        node_count=Count("nodes", distinct=True),
+        cordoned_nodes=Count("nodes", filter=Q(nodes__cordoned=True), distinct=True),
+        excluded_nodes=Count(
+            "nodes",
+            filter=Q(nodes__cordoned=False) & ~Q(nodes__cluster_exclusion=""),
+            distinct=True,
+        ),
+    ).order_by("name")
+
+
 def cluster_summary() -> list[dict[str, Any]]:
     """Per flavor: nodes, cordoned nodes, nodes the cluster excludes (not Ready, gone: no
-    healthy capacity, ``takes_pods``), GPUs, unhealthy GPUs and healthy capacity."""
+    healthy capacity, ``takes_pods``), GPUs, unhealthy GPUs and healthy capacity
+    (``flavors_with_nodes``)."""
     gpus = dict(
         Gpu.objects.values_list("node__flavor_id")
         .annotate(n=Count("id"))
@@ -2147,15 +2268,7 @@ def cluster_summary() -> list[dict[str, Any]]:
         .values_list("node__flavor_id", "n")
     )
     rows = []
-    for flavor in Flavor.objects.annotate(
-        node_count=Count("nodes", distinct=True),
-        cordoned_nodes=Count("nodes", filter=Q(nodes__cordoned=True), distinct=True),
-        excluded_nodes=Count(
-            "nodes",
-            filter=Q(nodes__cordoned=False) & ~Q(nodes__cluster_exclusion=""),
-            distinct=True,
-        ),
-    ).order_by("name"):
+    for flavor in flavors_with_nodes():
         if not flavor.node_count:
             continue
         capacity = healthy_capacity(flavor)
@@ -2777,7 +2890,18 @@ def what_if_context(
         parse_datetime(result.get(key) or "") if result else None
         for key in ("window_start", "window_end")
     ]
+    # The flavors of the deserved shares by team: a MIG flavor's are said in its MIG
+    # instances (``partials/what_if_deserved.html``), never as GPUs.
+    sides = [
+        side.get("deserved_gpus_by_flavor") or {}
+        for figures in ((result.get("tenants") if result else None) or {}).values()
+        if isinstance(figures, dict)
+        for side in (figures.get("before"), figures.get("after"))
+        if isinstance(side, dict)
+    ]
+    units = flavor_units(name for side in sides for name in side)
     return {
+        "mig_flavors": {name for name, unit in units.items() if unit == MIG_UNIT},
         "window_start": window[0],
         "window_end": window[1],
         "run": run,

@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from gpupool.audit.stamps import pool_time
 from gpupool.inventory.models import Flavor, healthy_capacity
+from gpupool.inventory.units import GPU_UNIT, flavor_unit
 from gpupool.number_formats import GPU_HOURS_PLACES, GPU_PLACES, plain_number
 from gpupool.quotas.choices import (
     LedgerEntryKind,
@@ -249,7 +250,8 @@ class Queue(models.Model):
                 found = guarantee_problems(flavor, parent_overrides=moved)
                 if found:  # each flavor's problems, then what this queue could hold there
                     room = guarantee_room(flavor, self.pk, parent_overrides=moved)
-                    words = room.words(self.name, flavor.name, where=where)
+                    unit = flavor_unit(flavor.sharing)
+                    words = room.words(self.name, flavor.name, where=where, unit=unit)
                     problems.append("; ".join(found) + words)
             if problems:
                 errors["parent"] = "; ".join(problems)
@@ -337,7 +339,7 @@ class QueueQuota(models.Model):
             if problems:
                 room = guarantee_room(self.flavor, self.queue_id)
                 errors["guarantee"] = "; ".join(problems) + room.words(
-                    self.queue.name, self.flavor.name
+                    self.queue.name, self.flavor.name, unit=flavor_unit(self.flavor.sharing)
                 )
         if errors:
             raise ValidationError(errors)
@@ -441,6 +443,7 @@ def guarantee_problems(
     )
     names: dict[int, str] = dict(Queue.objects.values_list("id", "name"))
     capacity = healthy_capacity(flavor)
+    units = f"{flavor_unit(flavor.sharing)}s"  # a MIG flavor's: MIG instances, never GPUs
 
     def excess(
         totals: Mapping[int | None, Decimal], quotas: Mapping[int, Decimal]
@@ -461,12 +464,13 @@ def guarantee_problems(
         total = fmt(after_totals[holder])
         if holder is None:
             problems.append(
-                f"the top-level {flavor.name} guarantees would total {total} GPUs, more than "
-                f"the pool's {fmt(capacity)} healthy {flavor.name} GPUs"
+                f"the top-level {flavor.name} guarantees would total {total} {units}, more "
+                f"than the pool's {fmt(capacity)} healthy {flavor.name} {units}"
             )
         else:
             problems.append(
-                f"the guarantees inside {names[holder]} would total {total} {flavor.name} GPUs, "
+                f"the guarantees inside {names[holder]} would total {total} {flavor.name} "
+                f"{units}, "
                 f"more than its own guarantee of {fmt(changed[holder])}"
             )
     return problems
@@ -482,21 +486,24 @@ class GuaranteeRoom:
     least: Decimal
     most: Decimal
 
-    def words(self, queue: str, flavor: str, *, where: str = "as the tree stands") -> str:
+    def words(
+        self, queue: str, flavor: str, *, where: str = "as the tree stands", unit: str = GPU_UNIT
+    ) -> str:
         """The room as the clause a guarantee's refusal ends with ("; as the tree stands,
         nlp can hold a guarantee of at most 28 h100 GPUs"); ``where`` says which tree (a
-        re-parent's refusal: "under research")."""
+        re-parent's refusal: "under research"); ``unit``, the flavor's (MIG instances for a
+        MIG flavor)."""
         if self.most < self.least:
             return (
                 f"; {where}, no guarantee of {queue} fits: its child queues "
-                f"guarantee {fmt(self.least)} {flavor} GPUs inside it, more than the "
+                f"guarantee {fmt(self.least)} {flavor} {unit}s inside it, more than the "
                 f"{fmt(self.most)} it can hold"
             )
         if self.least > 0:
             amount = f"between {fmt(self.least)} and {fmt(self.most)}"
         else:
             amount = f"of at most {fmt(self.most)}"
-        return f"; {where}, {queue} can hold a guarantee {amount} {flavor} GPUs"
+        return f"; {where}, {queue} can hold a guarantee {amount} {flavor} {unit}s"
 
 
 def guarantee_room(

@@ -16,7 +16,7 @@ and name (``/api/v1/workloads/<namespace>/<name>/``).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -68,12 +68,10 @@ from gpupool.workloads.models import (
     MAX_ENV_VARS,
     PodSet,
     Workload,
-    WorkloadExplanation,
     pods_waited_for,
     set_position,
 )
 from gpupool.workloads.queries import (
-    ESTIMATE_NOT_BEFORE_FACT,
     EvictionDrain,
     Submission,
     dry_run_submission,
@@ -84,7 +82,6 @@ from gpupool.workloads.queries import (
     growths,
     lost_gpu_hours,
     node_drains,
-    not_before_of,
     refused_workloads,
     sees_preemptor,
     set_aside_and_waiting,
@@ -604,22 +601,19 @@ class WorkloadListSerializer(serializers.ListSerializer[Workload]):
         fill_positions(rows)
         self.context[PAGE_GPUS] = gpus_by_workload(row.pk for row in rows)
         # One query: the facts are not in the list's rows. A gang that waits for its pods has
-        # no position.
-        never, waiting = set_aside_and_waiting(
-            row.pk for row in rows if row.state == WorkloadState.PENDING
-        )
-        self.context[PAGE_NEVER_FITS] = never
-        self.context[PAGE_WAITING_FOR_PODS] = waiting
+        # no position; of the others, one without an estimate may have where the estimates
+        # stopped looking ahead (``queries.not_before_of``'s rule).
+        aside = set_aside_and_waiting(row.pk for row in rows if row.state == WorkloadState.PENDING)
+        self.context[PAGE_NEVER_FITS] = aside.never
+        self.context[PAGE_WAITING_FOR_PODS] = aside.waiting
         for row in rows:
-            if row.pk in waiting:
+            if row.pk in aside.waiting:
                 set_position(row, None)
-        self.context[PAGE_NOT_BEFORE] = estimates_not_before(
-            row
+        self.context[PAGE_NOT_BEFORE] = {
+            row.pk: aside.not_before[row.pk]
             for row in rows
-            if row.state == WorkloadState.PENDING
-            and row.estimated_start_at is None
-            and row.pk not in never | waiting
-        )
+            if row.pk in aside.not_before and row.estimated_start_at is None
+        }
         try:
             return super().to_representation(rows)
         finally:
@@ -627,27 +621,6 @@ class WorkloadListSerializer(serializers.ListSerializer[Workload]):
             del self.context[PAGE_NEVER_FITS]
             del self.context[PAGE_WAITING_FOR_PODS]
             del self.context[PAGE_NOT_BEFORE]
-
-
-def estimates_not_before(pending: Iterable[Workload]) -> dict[int, datetime]:
-    """Of pending workloads without an estimated start (neither set aside nor waiting for
-    pods), where the estimates stopped looking ahead without starting them
-    (``queries.not_before_of``, as ``explain`` says it): one query of the explanations that
-    hold one (none when no workload is given)."""
-    rows = {row.pk: row for row in pending}
-    if not rows:
-        return {}
-    held = WorkloadExplanation.objects.filter(
-        workload_id__in=list(rows), facts__has_key=ESTIMATE_NOT_BEFORE_FACT
-    )
-    found = {}
-    for explanation in held:
-        workload = rows[explanation.workload_id]
-        workload.explanation = explanation  # read by not_before_of, no query of its own
-        moment = not_before_of(workload)
-        if moment is not None:
-            found[workload.pk] = moment
-    return found
 
 
 _MOMENT = serializers.DateTimeField()  # renders a moment as the API renders its fields
@@ -754,7 +727,8 @@ class WorkloadSerializer(PlannedRows, serializers.ModelSerializer[Workload]):
     @extend_schema_field(serializers.DateTimeField(allow_null=True))
     def get_estimate_not_before(self, workload: Workload) -> str | None:
         """Where the estimates stopped looking ahead without starting it (a page's, read for
-        the whole page: ``estimates_not_before``; else its explanation's)."""
+        the whole page with its other facts: ``queries.set_aside_and_waiting``; else its
+        explanation's)."""
         page: dict[int, datetime] | None = self.context.get(PAGE_NOT_BEFORE)
         if page is not None:
             moment = page.get(workload.pk)

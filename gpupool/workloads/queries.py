@@ -367,24 +367,41 @@ def fill_positions(workloads: Iterable[Workload]) -> None:
         set_position(workload, counted.get(workload.pk))
 
 
-def set_aside_and_waiting(pending: Iterable[int]) -> tuple[set[int], set[int]]:
+@dataclass(frozen=True, slots=True)
+class SetAside:
+    """Of a list's pending workloads, what their explanations' facts say the rows do not
+    carry (``set_aside_and_waiting``)."""
+
+    never: set[int]  # set aside as never fitting (``scheduler.explain.never_fits``)
+    waiting: set[int]  # gangs that wait for their pods (``models.pods_waited_for``)
+    # Of the others, where the estimates' replay stopped looking ahead without starting
+    # them (``not_before_in``; whether a row has an estimate is its own field: ``not_before_of``).
+    not_before: dict[int, datetime]
+
+
+def set_aside_and_waiting(pending: Iterable[int]) -> SetAside:
     """Which of the pending workloads ``pending`` (ids) the core set aside as never fitting
     (``scheduler.explain.never_fits``), and which are gangs that wait for their pods
-    (``pods_waited_for``): neither has a position or an estimated start. One query of their
+    (``pods_waited_for``): neither has a position or an estimated start; and, of the others,
+    where the estimates stopped looking ahead (``not_before_in``). One query of their
     explanations (none when no id is given): a list's rows do not carry the facts."""
     ids = list(pending)
+    found = SetAside(set(), set(), {})
     if not ids:
-        return set(), set()
+        return found
     rows = WorkloadExplanation.objects.filter(workload_id__in=ids).filter(
-        Q(**{f"facts__{NEVER_FITS_FACT}": True}) | Q(reason="gang")
+        Q(**{f"facts__{NEVER_FITS_FACT}": True})
+        | Q(reason="gang")
+        | Q(facts__has_key=ESTIMATE_NOT_BEFORE_FACT)
     )
-    never, waiting = set(), set()
     for workload_id, reason, facts in rows.values_list("workload_id", "reason", "facts"):
         if never_fits(facts):
-            never.add(workload_id)
+            found.never.add(workload_id)
         elif pods_waited_for(reason, facts):
-            waiting.add(workload_id)
-    return never, waiting
+            found.waiting.add(workload_id)
+        elif (moment := not_before_in(facts)) is not None:
+            found.not_before[workload_id] = moment
+    return found
 
 
 def says_position(reason: str, facts: Mapping[str, object]) -> bool:
@@ -416,12 +433,12 @@ def current_sentence(workload: Workload) -> str:
     )
 
 
-def not_before_of(workload: Workload) -> datetime | None:
-    """When a pending workload without an estimated start starts at the earliest: where the
-    estimates' replay stopped looking ahead (None when it has an estimate, or no bound)."""
-    if workload.estimated_start_at is not None:
-        return None
-    written = (workload.pending_facts or {}).get(ESTIMATE_NOT_BEFORE_FACT)
+def not_before_in(facts: Mapping[str, object] | None) -> datetime | None:
+    """Where the estimates' replay stopped looking ahead without starting a pending workload,
+    from its explanation's facts (``estimate_not_before``: an ISO time, UTC when it names no
+    zone); None when they hold none. The one reader of the fact: ``not_before_of``, a list's
+    rows (``set_aside_and_waiting``) and the My workloads table read it here."""
+    written = (facts or {}).get(ESTIMATE_NOT_BEFORE_FACT)
     if not isinstance(written, str):
         return None
     try:
@@ -429,6 +446,14 @@ def not_before_of(workload: Workload) -> datetime | None:
     except ValueError:
         return None
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def not_before_of(workload: Workload) -> datetime | None:
+    """When a pending workload without an estimated start starts at the earliest: where the
+    estimates' replay stopped looking ahead (None when it has an estimate, or no bound)."""
+    if workload.estimated_start_at is not None:
+        return None
+    return not_before_in(workload.pending_facts)
 
 
 def zone_name(moment: datetime) -> str:

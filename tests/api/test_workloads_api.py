@@ -361,8 +361,7 @@ def test_the_list_costs_the_same_queries_however_long(
     for index in range(extra):
         submit(f"job-{index}", resources["nlp"], lead, gpus=1)
     client = api_as("member")
-    # (7: one for the page's estimate_not_before, workloads.api.estimates_not_before)
-    with django_assert_max_num_queries(7):
+    with django_assert_max_num_queries(6):
         response = client.get(URL)
     assert response.json()["count"] == 1 + extra
 

@@ -134,4 +134,4 @@ def test_gpupool_why_says_the_mig_instances_a_victim_freed(pool: Any, mig_node: 
     assert detail.status_code == 200, detail.content
     out = io.StringIO()
     print_story(detail.json(), out)
-    assert "; 2 MIG instances freed, 1 GPU-hour lost" in out.getvalue()
+    assert "; 2 MIG instances freed, 1 MIG instance-hour lost" in out.getvalue()
