@@ -1442,21 +1442,8 @@ def chosen_month(text: str, today: date) -> tuple[date, str]:
 
 
 # The Cost page's columns of hours (the others are money), written in a row's unit.
-TEAM_HOURS = (
-    "used",
-    "used_within_guarantee",
-    "reserved_idle",
-    "used_above_guarantee",
-    "used_idle",
-    "charged",
-)
-POOL_HOURS = (
-    "capacity",
-    "used_within_guarantee",
-    "reserved_idle",
-    "used_above_guarantee",
-    "pool_idle",
-)
+TEAM_HOURS = tuple(column for column in TEAM_COLUMNS if not column.endswith("_cost"))
+POOL_HOURS = tuple(column for column in POOL_COLUMNS if not column.endswith("_cost"))
 
 
 def unit_hours_of(row: dict[str, Any], columns: Iterable[str], unit: str) -> dict[str, str]:

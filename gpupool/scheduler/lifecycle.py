@@ -31,6 +31,7 @@ from gpupool.scheduler.contracts import Contracts, history_horizon
 from gpupool.scheduler.types import (
     Admission,
     Plan,
+    PodPlacement,
     PodRef,
     PolicyInfo,
     PreemptionEventInfo,
@@ -144,15 +145,7 @@ def _started(
 ) -> WorkloadInfo:
     """The workload running on its admission, its pods stored in pod-set order; at a class
     that costs budget (``budgeted``), whether the admission reserved its window."""
-    refs = admission.pod_refs
-    if len(refs) != len(admission.placement) or len(set(refs)) != len(refs):
-        raise ValueError(f"admission of {workload.name!r}: one pod reference per placed pod")
-    by_pod = dict(zip(refs, admission.placement, strict=True))
-    pods = [
-        PodRef(pod_set, index)
-        for pod_set, spec in enumerate(workload.pod_sets)
-        for index in range(spec.count)
-    ]
+    by_pod, pods = _placed_pods(workload, admission, "admission")
     # A running workload's placement lists its pods in pod-set order; an elastic gang that
     # runs with fewer pods runs its first ones (as the placer admits them).
     if set(by_pod) != set(pods[: len(by_pod)]):
@@ -175,18 +168,26 @@ def _started(
     )
 
 
-def _grown(workload: WorkloadInfo, growth: Admission) -> WorkloadInfo:
-    """The running workload with the pods ``growth`` adds: the next ones in pod-set order
-    after those it runs, appended to its placement (which stays in pod-set order)."""
-    refs = growth.pod_refs
-    if len(refs) != len(growth.placement) or len(set(refs)) != len(refs):
-        raise ValueError(f"growth of {workload.name!r}: one pod reference per placed pod")
-    by_pod = dict(zip(refs, growth.placement, strict=True))
+def _placed_pods(
+    workload: WorkloadInfo, admission: Admission, what: str
+) -> tuple[dict[PodRef, PodPlacement], list[PodRef]]:
+    """Where each pod ``admission`` (an admission or a growth: ``what``) places goes, by pod,
+    checked one reference per placement; and every pod of the workload in pod-set order."""
+    refs = admission.pod_refs
+    if len(refs) != len(admission.placement) or len(set(refs)) != len(refs):
+        raise ValueError(f"{what} of {workload.name!r}: one pod reference per placed pod")
     pods = [
         PodRef(pod_set, index)
         for pod_set, spec in enumerate(workload.pod_sets)
         for index in range(spec.count)
     ]
+    return dict(zip(refs, admission.placement, strict=True)), pods
+
+
+def _grown(workload: WorkloadInfo, growth: Admission) -> WorkloadInfo:
+    """The running workload with the pods ``growth`` adds: the next ones in pod-set order
+    after those it runs, appended to its placement (which stays in pod-set order)."""
+    by_pod, pods = _placed_pods(workload, growth, "growth")
     running = len(workload.placement)
     added = pods[running : running + len(by_pod)]
     if not by_pod or len(added) != len(by_pod) or set(by_pod) != set(added):
