@@ -807,6 +807,11 @@ class ControlLoop:
             holders = self.mirror.holders
             keys = keys | set(self.mirror.pods)
             keys |= {key_of(name) for name in state.rows if name not in holders}
+            # A new process: a growth recorded before the last one stopped may still wait for
+            # its bindings; ``_growing_keys`` keeps the elastic gangs whose added pods wait,
+            # live, for a node (else the sync took their placements for lost members).
+            rows = state.rows
+            self.growing |= {n for n in rows.placed if rows[n].info.min_member is not None}
         else:
             keys = keys | {key_of(name) for name in state.changed}
         keys = keys | self._held_back

@@ -23,7 +23,7 @@ import pytest
 from django.utils import timezone
 from domain_builders import flavor, priority_class, queue, quota, tenant
 
-from gpupool.accounting.models import UsageInterval
+from gpupool.accounting.models import PreemptionEvent, UsageInterval
 from gpupool.audit.models import AuditEvent
 from gpupool.clusters.base import BindOutcome, PodBinding
 from gpupool.clusters.node_profiles import gpu_node_manifest
@@ -70,11 +70,16 @@ class Pool:
         self.cluster = SimulatedCluster(MemoryStore(), self.clock)
         group = {"kind": "hgx", "prefix": "g", "gpus": 8, "product": PRODUCT}
         self.cluster.add_nodes([gpu_node_manifest("g-1", group)])
-        self.backend = SimulatedBackend(self.cluster)
-        self.loop = ControlLoop(self.backend)
         # The gang's pods bound, each time one was bound (a pod already on its node, sent
         # again in a gang, is no new binding).
         self.bound: list[str] = []
+        self.restart()
+
+    def restart(self) -> None:
+        """A new loop process: its own backend (whose first sync lists the cluster) and loop,
+        nothing of the last one's memory."""
+        self.backend = SimulatedBackend(self.cluster)
+        self.loop = ControlLoop(self.backend)
         bind_many = self.backend.bind_many
 
         def counted(gangs: Mapping[str, Sequence[PodBinding]]) -> dict[str, BindOutcome]:
@@ -346,4 +351,37 @@ def test_a_crash_between_record_and_apply_binds_the_growth_once(
         f"elastic-{i}" for i in range(6)
     }
     assert sorted(pool.bound) == [f"elastic-{i}" for i in range(6)]  # each pod bound once
+    assert UsageInterval.objects.get(workload=elastic, ended_at__isnull=True).gpus == 6
+
+
+def test_a_restart_between_record_and_apply_binds_the_growth_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As above, but the process dies: a new loop (nothing of the old one's memory) binds the
+    two pods the record grew the gang by, and never takes their placements, which no pod
+    holds yet, for lost members (it did: the gang lost every placement and a preemption was
+    recorded while its four pods ran on)."""
+    pool = Pool()
+    pool.run_four()
+    pool.clock.advance(HOUR)
+    pool.free_two()
+
+    def crash(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("the worker died")
+
+    monkeypatch.setattr(loop_module, "run_apply", crash)
+    assert pool.loop.run_cycle().status == "failed"
+    assert Placement.objects.filter(workload=pool.elastic()).count() == 6  # recorded
+    monkeypatch.undo()
+    pool.restart()  # a new process: the old loop's memory is gone
+    for _ in range(3):
+        pool.cycle()
+    elastic = pool.elastic()
+    assert elastic.state == "running"
+    assert Placement.objects.filter(workload=elastic).count() == 6
+    assert {name for name, node in pool.nodes_of("elastic").items() if node} == {
+        f"elastic-{i}" for i in range(6)
+    }
+    assert sorted(pool.bound) == [f"elastic-{i}" for i in range(6)]  # each pod bound once
+    assert not PreemptionEvent.objects.filter(victim=elastic).exists()
     assert UsageInterval.objects.get(workload=elastic, ended_at__isnull=True).gpus == 6
