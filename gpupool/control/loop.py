@@ -324,8 +324,10 @@ class ControlLoop:
         self.learned: set[str] = set()  # workloads whose expected runtime was learned
         # Each workload's learned runtime as last looked up, for the same info and the same
         # history (``RuntimeHistory.version``): not looked up again every cycle.
-        # (and until when it holds: ``Expected.until``)
-        self._medians: dict[str, tuple[WorkloadInfo, Expected]] = {}
+        # (and until when it holds: ``Expected.until``), with the workload as the snapshot
+        # takes it when that is the row's own with the answer put in (kept, not made anew
+        # every cycle for the thousands of running workloads past a declared end).
+        self._medians: dict[str, tuple[WorkloadInfo, Expected, WorkloadInfo | None]] = {}
         self._medians_version = -1
         # Placed work's declared ends, soonest first (``_declared_passed``), the placed names
         # looked at, and those whose declared end has come.
@@ -1148,13 +1150,18 @@ class ControlLoop:
             row = rows[name]
             known = medians.get(name)
             if known is not None and known[0] is row.info and now < known[1].until:
-                expected = known[1]
+                expected, kept = known[1], known[2]
             else:
-                expected = self.runtimes.expected_runtime(row.info, now)
-                medians[name] = (row.info, expected)
+                expected, kept = self.runtimes.expected_runtime(row.info, now), None
             if expected.runtime_s != row.info.expected_runtime_s:
                 info = overlaid.get(name) or row.resolve(names, now)
-                overlaid[name] = replace(info, expected_runtime_s=expected.runtime_s)
+                if info is not row.info:  # overlaid already, or resolved anew: this cycle's
+                    overlaid[name] = replace(info, expected_runtime_s=expected.runtime_s)
+                else:
+                    if kept is None:
+                        kept = replace(info, expected_runtime_s=expected.runtime_s)
+                    overlaid[name] = kept
+            medians[name] = (row.info, expected, kept)
             if expected.learned:
                 self.learned.add(name)
         return overlaid
