@@ -193,6 +193,10 @@ def kwokctl_configuration(
         "options": {
             "runtime": "binary",
             "bindAddress": "127.0.0.1",
+            # RBAC, as a real cluster: the tests run gpupool's backend with the identity that
+            # deploy/kubernetes/rbac.yaml grants, so a call it does not allow fails them. The
+            # admin kubeconfig's certificate is in system:masters and may do anything.
+            "kubeAuthorization": True,
             "components": components,
             "etcdBinary": str(assets / "etcd"),
             "kubeApiserverBinary": str(assets / "kube-apiserver"),

@@ -247,14 +247,20 @@ class KubernetesWorld:
 
     TIMEOUT = 60.0  # seconds; 2 shared cores can be slow
 
-    def __init__(self, api: Any, namespace: str, fake_node: Callable[..., str]) -> None:
+    def __init__(
+        self, api: Any, namespace: str, fake_node: Callable[..., str], scheduler: Any
+    ) -> None:
+        """``api``: the admin's client, which the world acts with as users and the cluster
+        do; ``scheduler``: the Configuration of the scheduler's identity, which the backend
+        under test uses (``k8s_scheduler_config``: what deploy/kubernetes/rbac.yaml grants)."""
         from kubernetes import client
 
         from gpupool.clusters.kubernetes import KubernetesBackend
 
         self.core = client.CoreV1Api(api)
         self.policy = client.PolicyV1Api(api)
-        self.backend: ClusterBackend = KubernetesBackend(api.configuration)
+        self.scheduler = scheduler
+        self.backend: ClusterBackend = KubernetesBackend(scheduler)
         self.namespace = namespace
         self._fake_node = fake_node
         self._unmanaged: list[str] = []
@@ -450,6 +456,7 @@ def open_world(request: pytest.FixtureRequest) -> Iterator[World]:
         request.getfixturevalue("k8s_api"),
         request.getfixturevalue("k8s_namespace"),
         request.getfixturevalue("k8s_fake_node"),
+        request.getfixturevalue("k8s_scheduler_config"),
     )
     try:
         yield kubernetes

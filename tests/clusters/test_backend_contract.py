@@ -46,7 +46,7 @@ def another_backend(world: World) -> Any:
     from gpupool.clusters.kubernetes import KubernetesBackend
 
     assert isinstance(world, KubernetesWorld)
-    return KubernetesBackend(world.core.api_client.configuration)
+    return KubernetesBackend(world.scheduler)
 
 
 # --- the cache and its deltas ---------------------------------------------------------------

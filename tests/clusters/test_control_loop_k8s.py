@@ -79,7 +79,8 @@ class Plane:
     flavor: Flavor
     queues: dict[str, Queue]
     loop: ControlLoop
-    kubeconfig: Path
+    kubeconfig: Path  # the admin's, as a user's kubectl
+    scheduler_kubeconfig: Path  # the scheduler's identity (deploy/kubernetes/rbac.yaml)
 
     @property
     def core(self) -> client.CoreV1Api:
@@ -187,7 +188,11 @@ class Plane:
 
 @pytest.fixture
 def plane(
-    k8s_api: Any, k8s_namespace: str, k8s_fake_node: Callable[..., str], k8s_plane_info: Any
+    k8s_api: Any,
+    k8s_namespace: str,
+    k8s_fake_node: Callable[..., str],
+    k8s_plane_info: Any,
+    k8s_scheduler_kubeconfig: Path,
 ) -> Iterator[Plane]:
     """Two teams (each owning a namespace, each deserving 8 GPUs of capability 16) and two
     8-GPU KWOK nodes of a product only this test has."""
@@ -221,11 +226,18 @@ def plane(
         do_set_queue_quota(
             queues[team], flavor, guarantee=0, deserved=8, capability=16, acting_user=None
         )
-    backend = KubernetesBackend.connect(str(k8s_plane_info.kubeconfig))
+    backend = KubernetesBackend.connect(str(k8s_scheduler_kubeconfig))
     loop = ControlLoop(backend)
     try:
         yield Plane(
-            k8s_api, namespaces, nodes, flavor, queues, loop, Path(k8s_plane_info.kubeconfig)
+            k8s_api,
+            namespaces,
+            nodes,
+            flavor,
+            queues,
+            loop,
+            Path(k8s_plane_info.kubeconfig),
+            k8s_scheduler_kubeconfig,
         )
     finally:
         loop.close()
@@ -693,7 +705,7 @@ def test_two_celery_workers_run_one_cycle_at_a_time(plane: Plane) -> None:
         **os.environ,
         "DATABASE_URL": database,
         "GPUPOOL_CLUSTER": "kubernetes",
-        "GPUPOOL_KUBECONFIG": str(plane.kubeconfig),
+        "GPUPOOL_KUBECONFIG": str(plane.scheduler_kubeconfig),
         "GPUPOOL_TEST_QUEUE": queue,
     }
     plane.submit("by-celery", gpus=2)

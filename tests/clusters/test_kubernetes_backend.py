@@ -81,8 +81,8 @@ def core(k8s_api: Any) -> client.CoreV1Api:
 
 
 @pytest.fixture
-def backend(k8s_api: Any) -> Iterator[KubernetesBackend]:
-    the_backend = KubernetesBackend(k8s_api.configuration)
+def backend(k8s_scheduler_config: Any) -> Iterator[KubernetesBackend]:
+    the_backend = KubernetesBackend(k8s_scheduler_config)
     yield the_backend
     the_backend.close()
 
@@ -166,10 +166,10 @@ def test_the_cache_lists_then_follows_changes(
 
 
 def test_the_first_list_reads_every_page(
-    k8s_api: Any, core: client.CoreV1Api, k8s_namespace: str
+    k8s_scheduler_config: Any, core: client.CoreV1Api, k8s_namespace: str
 ) -> None:
     pods = [gpu_pod(core, k8s_namespace, f"paged-{i}") for i in range(5)]
-    with KubernetesBackend(k8s_api.configuration, page_size=2) as paged:
+    with KubernetesBackend(k8s_scheduler_config, page_size=2) as paged:
         view = paged.sync()
     listed = json.loads(core.list_node(_preload_content=False).data)["items"]
     assert set(view.nodes) >= {node["metadata"]["name"] for node in listed}
@@ -452,6 +452,7 @@ class BindCounter:
 
 def test_the_first_sync_opens_the_bind_workers_connections_before_the_bindings(
     k8s_api: Any,
+    k8s_scheduler_config: Any,
     core: client.CoreV1Api,
     k8s_namespace: str,
     k8s_fake_node: Callable[..., str],
@@ -461,7 +462,7 @@ def test_the_first_sync_opens_the_bind_workers_connections_before_the_bindings(
     as there are workers opens no new connection, no TLS handshake each."""
     node = k8s_fake_node(gpus=6)
     pods = [gpu_pod(core, k8s_namespace, f"warm-{i}") for i in range(6)]
-    with KubernetesBackend(k8s_api.configuration, bind_workers=6) as backend:
+    with KubernetesBackend(k8s_scheduler_config, bind_workers=6) as backend:
         Follower(backend).until("the pods", lambda v: in_view(v, *pods) and node in v.nodes)
         assert backend.connections_warm(30.0) == 6  # six held at once: six connections
         pool = backend._api.rest_client.pool_manager.connection_from_url(k8s_api.configuration.host)
@@ -473,16 +474,17 @@ def test_the_first_sync_opens_the_bind_workers_connections_before_the_bindings(
     assert opened == 0
 
 
-def test_under_a_client_limit_half_the_burst_is_warmed_at_most(k8s_api: Any) -> None:
+def test_under_a_client_limit_half_the_burst_is_warmed_at_most(k8s_scheduler_config: Any) -> None:
     """The warming's requests wait for the limit's tokens as any request does: with a burst
     of 4, two connections, so the first bindings still find tokens in the bucket."""
-    with KubernetesBackend(k8s_api.configuration, bind_workers=6, qps=5.0, burst=4) as backend:
+    with KubernetesBackend(k8s_scheduler_config, bind_workers=6, qps=5.0, burst=4) as backend:
         backend.sync()
         assert backend.connections_warm(30.0) == 2
 
 
 def test_many_gangs_are_bound_at_once_and_a_failing_gang_is_still_rolled_back(
     k8s_api: Any,
+    k8s_scheduler_config: Any,
     core: client.CoreV1Api,
     k8s_namespace: str,
     k8s_fake_node: Callable[..., str],
@@ -491,7 +493,7 @@ def test_many_gangs_are_bound_at_once_and_a_failing_gang_is_still_rolled_back(
     singles = [gpu_pod(core, k8s_namespace, f"one-{i}") for i in range(16)]
     gang = [gpu_pod(core, k8s_namespace, f"gang-{i}") for i in range(4)]
     broken = [gpu_pod(core, k8s_namespace, f"broken-{i}") for i in range(4)]
-    with KubernetesBackend(k8s_api.configuration, bind_workers=6) as backend:
+    with KubernetesBackend(k8s_scheduler_config, bind_workers=6) as backend:
         Follower(backend).until(
             "the pods and nodes",
             lambda v: in_view(v, *singles, *gang, *broken) and set(nodes) <= set(v.nodes),
@@ -526,7 +528,7 @@ def test_many_gangs_are_bound_at_once_and_a_failing_gang_is_still_rolled_back(
 
 
 def test_bindings_keep_to_the_client_rate_limit(
-    k8s_api: Any,
+    k8s_scheduler_config: Any,
     core: client.CoreV1Api,
     k8s_namespace: str,
     k8s_fake_node: Callable[..., str],
@@ -534,7 +536,7 @@ def test_bindings_keep_to_the_client_rate_limit(
     qps, burst, count = 10.0, 2, 16
     node = k8s_fake_node(gpus=count)
     pods = [gpu_pod(core, k8s_namespace, f"paced-{i}") for i in range(count)]
-    with KubernetesBackend(k8s_api.configuration, qps=qps, burst=burst) as backend:
+    with KubernetesBackend(k8s_scheduler_config, qps=qps, burst=burst) as backend:
         Follower(backend).until("the pods", lambda v: in_view(v, *pods) and node in v.nodes)
         counter = BindCounter(backend)
         started = time.monotonic()
@@ -552,7 +554,7 @@ def test_bindings_keep_to_the_client_rate_limit(
 
 
 def test_the_allowance_says_what_the_client_limit_has_left(
-    k8s_api: Any,
+    k8s_scheduler_config: Any,
     core: client.CoreV1Api,
     k8s_namespace: str,
     k8s_fake_node: Callable[..., str],
@@ -562,7 +564,7 @@ def test_the_allowance_says_what_the_client_limit_has_left(
     qps, burst, count = 5.0, 20, 10
     node = k8s_fake_node(gpus=count)
     pods = [gpu_pod(core, k8s_namespace, f"allowed-{i}") for i in range(count)]
-    with KubernetesBackend(k8s_api.configuration, qps=qps, burst=burst) as backend:
+    with KubernetesBackend(k8s_scheduler_config, qps=qps, burst=burst) as backend:
         Follower(backend).until("the pods", lambda v: in_view(v, *pods) and node in v.nodes)
         full = wait_for(
             "a full bucket",
@@ -638,14 +640,14 @@ def _budget_settled(policy: client.PolicyV1Api, namespace: str) -> bool:
 def test_record_event_shows_in_the_pods_events_and_repeats_are_counted_not_added(
     backend: KubernetesBackend,
     core: client.CoreV1Api,
-    k8s_api: Any,
+    k8s_scheduler_config: Any,
     k8s_namespace: str,
 ) -> None:
     pod = gpu_pod(core, k8s_namespace, "waiting")
     message = "quota: queue train has 0 of 8 h100 GPUs free (asked 8)"
     assert backend.record_event(pod, "Pending", message) == "created"
     assert backend.record_event(pod, "Pending", message) == "unchanged"  # no API call
-    with KubernetesBackend(k8s_api.configuration) as restarted:  # no memory of the first
+    with KubernetesBackend(k8s_scheduler_config) as restarted:  # no memory of the first
         assert restarted.record_event(pod, "Pending", message) == "updated"
 
     events = _events_of(core, pod)  # what `kubectl describe pod` lists

@@ -20,10 +20,10 @@ ORG_H100_GUARANTEES = 200  # seed_demo.ORG_QUOTAS: research 100 + product 100
 
 
 def test_seed_demo_on_kubernetes_reads_the_clusters_nodes_or_refuses_a_pool_too_small(
-    k8s_plane_info: Any, k8s_api: Any, settings: Any
+    k8s_scheduler_kubeconfig: Any, k8s_api: Any, settings: Any
 ) -> None:
     settings.GPUPOOL_CLUSTER = "kubernetes"
-    settings.GPUPOOL_KUBECONFIG = str(k8s_plane_info.kubeconfig)
+    settings.GPUPOOL_KUBECONFIG = str(k8s_scheduler_kubeconfig)
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     nodes = client.CoreV1Api(k8s_api).list_node().items
     h100 = {
