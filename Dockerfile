@@ -1,5 +1,6 @@
-# gpupool's production image. One image, three roles (docker-compose.yml): the web app under
-# gunicorn, the Celery worker that runs the scheduling cycle, and Celery beat that triggers it.
+# gpupool's production image. One image, every role (docker-compose.yml, deploy/kubernetes,
+# docs/operations.md): the web app under gunicorn, the Celery worker that runs the scheduling
+# cycle, the Celery worker of the other tasks, Celery beat that triggers them, and migrate.
 #   docker build -t gpupool .
 FROM python:3.11-slim
 

@@ -8,35 +8,20 @@ package), then its variables are checked against what gpupool/settings.py reads.
 
 from __future__ import annotations
 
-import ast
 import json
-import os
 import re
-import subprocess
-import sys
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
 import yaml
+from deployment_files import REQUIRED, ROOT, role_commands, run_with_settings, settings_reads
 from django.conf import settings as django_settings
 from django.urls import resolve
 
-ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
 GPUPOOL_SERVICES = ("migrate", "web", "scheduler", "worker", "beat")
-# The variables a production deployment must set (README "Configuration").
-REQUIRED = {
-    "DATABASE_URL",
-    "REDIS_URL",
-    "SECRET_KEY",
-    "DEBUG",
-    "ALLOWED_HOSTS",
-    "GPUPOOL_CLUSTER",
-    "GPUPOOL_KUBECONFIG",
-}
 SECRETS = {"SECRET_KEY": "test-secret-key", "POSTGRES_PASSWORD": "test-db-password"}
 
 
@@ -73,20 +58,6 @@ def interpolate(value: str, env: dict[str, str]) -> str:
         return argument if operator == ":-" else ""
 
     return re.sub(r"\$\{(\w+)(?:(:-|:\?)([^}]*))?\}", one, value).replace("$$", "$")
-
-
-def settings_reads() -> set[str]:
-    """The environment variables gpupool/settings.py reads, found in its source."""
-    tree = ast.parse((ROOT / "gpupool" / "settings.py").read_text())
-    names = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
-            function = ast.unparse(node.func)
-            if function in ("os.environ.get", "env_bool", "env_list"):
-                names.add(str(node.args[0].value))
-    if "dj_database_url.config" in ast.unparse(tree):
-        names.add("DATABASE_URL")  # dj_database_url.config() reads it by default
-    return names
 
 
 def test_the_compose_file_follows_the_compose_specification() -> None:
@@ -133,6 +104,16 @@ def test_the_stack_runs_web_worker_and_beat_after_migrations() -> None:
         assert services[name]["healthcheck"]["test"], name
 
 
+def test_each_role_runs_the_command_docs_operations_md_gives_it() -> None:
+    """Every role of docs/operations.md's table is a service whose command starts with the
+    table's (the service may add options after it, such as `--loglevel`)."""
+    services = compose()["services"]
+    commands = role_commands()
+    assert set(commands) == set(GPUPOOL_SERVICES)
+    for role, command in commands.items():
+        assert services[role]["command"][: len(command)] == command, role
+
+
 def test_the_web_healthcheck_asks_gpupools_healthz() -> None:
     """The probe's URL is the /healthz view on the port gunicorn binds."""
     web = compose()["services"]["web"]
@@ -146,7 +127,7 @@ def test_the_web_healthcheck_asks_gpupools_healthz() -> None:
 def test_every_gpupool_container_gets_exactly_variables_that_settings_read() -> None:
     """All that production needs is set, and nothing that settings.py would ignore."""
     read = settings_reads()
-    assert read >= REQUIRED  # the list above is still what settings.py reads
+    assert read >= REQUIRED  # deployment_files.REQUIRED is still what settings.py reads
     for name in GPUPOOL_SERVICES:
         environment = compose()["services"][name]["environment"]
         assert set(environment) >= REQUIRED, name
@@ -167,24 +148,13 @@ def test_settings_load_in_production_mode_from_the_compose_environment() -> None
     environment = compose()["services"]["worker"]["environment"]
     env = {key: interpolate(str(value), SECRETS) for key, value in environment.items()}
     probe = (
-        "import django, json; django.setup(); from django.conf import settings as s; "
+        "import json; from django.conf import settings as s; "
         "d = s.DATABASES['default']; print(json.dumps([s.DEBUG, d['ENGINE'], d['HOST'], "
         "d['NAME'], d['PASSWORD'], s.CELERY_BROKER_URL, s.CELERY_TASK_ALWAYS_EAGER, "
         "s.GPUPOOL_CLUSTER, s.GPUPOOL_KUBECONFIG, s.ALLOWED_HOSTS]))"
     )
-    keep = {k: v for k, v in os.environ.items() if k not in settings_reads()}
-    result = subprocess.run(
-        [sys.executable, "-c", probe],
-        env={**keep, **env, "DJANGO_SETTINGS_MODULE": "gpupool.settings"},
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
     debug, engine, host, database, password, broker, eager, cluster, kubeconfig, hosts = json.loads(
-        result.stdout
+        run_with_settings(env, probe)
     )
     assert debug is False
     assert (engine, host, database) == ("django.db.backends.postgresql", "postgres", "gpupool")
