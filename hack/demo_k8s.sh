@@ -99,7 +99,13 @@ for namespace in sorted({n for t in Tenant.objects.all() for n in t.namespace_na
 broken = mark_unhealthy_gpus(core, UNHEALTHY_GPUS)  # none where the demo profile is not
 record_gpu_findings({name: UNHEALTHY_GPUS[name] for name in broken})
 '
-log "database ${DATABASE_URL##*/}, broker $REDIS_URL, plane $kubeconfig"
+# The loop talks to the plane as an installed gpupool does: as the service account that
+# deploy/kubernetes/rbac.yaml grants what the scheduler calls (the admin's kubeconfig made
+# the namespaces and broke the GPUs above).
+scheduler_kubeconfig=$("$PY" -m hack.k8s_plane scheduler-kubeconfig --admin "$kubeconfig" \
+  --out "$(dirname "$kubeconfig")/scheduler-kubeconfig")
+export GPUPOOL_KUBECONFIG=$scheduler_kubeconfig
+log "database ${DATABASE_URL##*/}, broker $REDIS_URL, plane $kubeconfig (the loop as gpupool-scheduler)"
 "$PY" manage.py gpupool demo --celery ${DEMO_ARGS:-} &
 demo=$!
 wait "$demo"

@@ -41,7 +41,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,6 +52,7 @@ from gpupool.clusters import node_profiles
 from gpupool.clusters.inventory import UNHEALTHY_GPUS_LABEL, unhealthy_gpus_label
 
 ROOT = Path(__file__).resolve().parent.parent
+RBAC_MANIFEST = ROOT / "deploy" / "kubernetes" / "rbac.yaml"  # the scheduler's identity
 TESTENV = ROOT / "hack" / "k8s-testenv"
 DEFAULT_HOME = ROOT / ".k8s"
 BINARIES = (
@@ -1040,6 +1041,82 @@ def mark_unhealthy_gpus(core: Any, broken: Mapping[str, Iterable[int]]) -> list[
     return changed
 
 
+def scheduler_kubeconfig(admin: Path, out: Path, hours: int = 24) -> Path:
+    """Write to ``out`` a kubeconfig with the identity deploy/kubernetes/rbac.yaml gives
+    gpupool's scheduler on the cluster that the ``admin`` kubeconfig reaches.
+
+    The manifest's ServiceAccount, ClusterRole and ClusterRoleBinding are applied as they are
+    (its namespace made if missing; objects already there replaced), and a token of the
+    account valid ``hours`` is asked from the API server (TokenRequest). The plane authorizes
+    by RBAC, so a backend with this kubeconfig can do exactly what an installed gpupool can
+    (the tests' ``k8s_scheduler_kubeconfig``, and ``make demo-k8s``'s loop).
+    """
+    from kubernetes import client, config
+    from kubernetes.client.exceptions import ApiException
+
+    loader: Any = config  # the kubernetes package is untyped
+    api = loader.new_client_from_config(config_file=str(admin))
+    try:
+        # Any: raw JSON bodies, where the generated methods are typed for model objects.
+        core: Any = client.CoreV1Api(api)
+        rbac: Any = client.RbacAuthorizationV1Api(api)
+        documents = [d for d in yaml.safe_load_all(RBAC_MANIFEST.read_text()) if d]
+        account = next(d for d in documents if d["kind"] == "ServiceAccount")
+        name, namespace = account["metadata"]["name"], account["metadata"]["namespace"]
+        try:
+            core.create_namespace({"metadata": {"name": namespace}})
+        except ApiException as exc:
+            if exc.status != 409:  # there already
+                raise
+        kinds: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {
+            "ServiceAccount": (
+                lambda body: core.create_namespaced_service_account(namespace, body),
+                lambda body: core.replace_namespaced_service_account(
+                    body["metadata"]["name"], namespace, body
+                ),
+            ),
+            "ClusterRole": (
+                rbac.create_cluster_role,
+                lambda body: rbac.replace_cluster_role(body["metadata"]["name"], body),
+            ),
+            "ClusterRoleBinding": (
+                rbac.create_cluster_role_binding,
+                lambda body: rbac.replace_cluster_role_binding(body["metadata"]["name"], body),
+            ),
+        }
+        for document in documents:
+            if document["kind"] not in kinds:
+                raise PlaneError(f"{RBAC_MANIFEST}: cannot apply a {document['kind']}")
+            create, replace = kinds[document["kind"]]
+            try:
+                create(document)
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+                replace(document)
+        request = {"spec": {"audiences": [], "expirationSeconds": hours * 3600}}
+        answer = core.create_namespaced_service_account_token(name, namespace, request)
+    finally:
+        api.close()
+    given = yaml.safe_load(admin.read_text())
+    context = next(c for c in given["contexts"] if c["name"] == given["current-context"])
+    cluster = next(c for c in given["clusters"] if c["name"] == context["context"]["cluster"])
+    scheduler = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [cluster],
+        "users": [{"name": name, "user": {"token": answer.status.token}}],
+        "contexts": [{"name": name, "context": {"cluster": cluster["name"], "user": name}}],
+        "current-context": name,
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(yaml.safe_dump(scheduler))
+    tmp.chmod(0o600)  # a credential
+    tmp.replace(out)
+    return out
+
+
 def wait_nodes_ready(kubeconfig: Path, names: set[str], timeout: float) -> None:
     """Wait until KWOK has marked every named node Ready."""
     core = _api(kubeconfig)
@@ -1092,6 +1169,13 @@ def main(argv: list[str] | None = None) -> int:
     down = sub.add_parser("down", help="stop what `up` started")
     down.add_argument("--keep-files", action="store_true", help="keep logs and etcd data")
     sub.add_parser("status", help="show the recorded plane and which components run")
+    identity = sub.add_parser(
+        "scheduler-kubeconfig",
+        help="apply deploy/kubernetes/rbac.yaml and write a kubeconfig with its account's token",
+    )
+    identity.add_argument("--admin", type=Path, help="the admin kubeconfig (default: the plane's)")
+    identity.add_argument("--out", type=Path, help="default: scheduler-kubeconfig in --home")
+    identity.add_argument("--hours", type=int, default=24, help="how long the token is valid")
     watchdog = sub.add_parser("guard", help=argparse.SUPPRESS)
     watchdog.add_argument("workdir", type=Path)
     watchdog.add_argument("parent", type=int)
@@ -1112,6 +1196,10 @@ def main(argv: list[str] | None = None) -> int:
             print("kube-apiserver restarted")
         elif args.command == "compact-etcd":
             print(f"etcd compacted at revision {plane.compact_etcd()}")
+        elif args.command == "scheduler-kubeconfig":
+            admin = args.admin or args.home.resolve() / "kubeconfig"
+            out = args.out or args.home.resolve() / "scheduler-kubeconfig"
+            print(scheduler_kubeconfig(admin, out, args.hours))
         elif args.command == "down":
             stopped = plane.down(keep_files=args.keep_files)
             print("stopped " + ", ".join(stopped) if stopped else "nothing was running")

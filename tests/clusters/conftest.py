@@ -40,7 +40,6 @@ PLANE_FIXTURES = {
     "k8s_scheduler_kubeconfig",
     "k8s_scheduler_config",
 }
-RBAC_MANIFEST = ROOT / "deploy" / "kubernetes" / "rbac.yaml"
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects
@@ -139,65 +138,16 @@ def k8s_api(k8s_plane_info: K8sPlane) -> Iterator[Any]:
 
 @pytest.fixture(scope="session")
 def k8s_scheduler_kubeconfig(
-    k8s_api: Any, k8s_plane_info: K8sPlane, tmp_path_factory: pytest.TempPathFactory
+    k8s_plane_info: K8sPlane, tmp_path_factory: pytest.TempPathFactory
 ) -> Path:
-    """A kubeconfig with the identity deploy/kubernetes/rbac.yaml gives the scheduler.
-
-    The manifest's ServiceAccount, ClusterRole and ClusterRoleBinding are applied as they are
-    (replaced if there), and a token of the account is asked from the API server
-    (TokenRequest). The plane authorizes by RBAC, so a backend built from this kubeconfig can
+    """A kubeconfig with the identity deploy/kubernetes/rbac.yaml gives the scheduler
+    (``k8s_plane.scheduler_kubeconfig``: the manifest applied as it is, and a token of its
+    ServiceAccount). The plane authorizes by RBAC, so a backend built from this kubeconfig can
     do exactly what an installed gpupool can: a call the role lacks fails the test that makes
     it, and the test harness itself (making nodes and pods as users do) keeps the admin's.
     """
-    from kubernetes import client
-    from kubernetes.client.exceptions import ApiException
-
-    core, rbac = client.CoreV1Api(k8s_api), client.RbacAuthorizationV1Api(k8s_api)
-    documents = [d for d in yaml.safe_load_all(RBAC_MANIFEST.read_text()) if d]
-    account = next(d for d in documents if d["kind"] == "ServiceAccount")
-    name, namespace = account["metadata"]["name"], account["metadata"]["namespace"]
-    with contextlib.suppress(ApiException):  # 409: there already
-        core.create_namespace({"metadata": {"name": namespace}})
-    kinds: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {
-        "ServiceAccount": (
-            lambda body: core.create_namespaced_service_account(namespace, body),
-            lambda body: core.replace_namespaced_service_account(
-                body["metadata"]["name"], namespace, body
-            ),
-        ),
-        "ClusterRole": (
-            rbac.create_cluster_role,
-            lambda body: rbac.replace_cluster_role(body["metadata"]["name"], body),
-        ),
-        "ClusterRoleBinding": (
-            rbac.create_cluster_role_binding,
-            lambda body: rbac.replace_cluster_role_binding(body["metadata"]["name"], body),
-        ),
-    }
-    for document in documents:
-        create, replace = kinds[document["kind"]]  # a kind this fixture does not know: fail
-        try:
-            create(document)
-        except ApiException as exc:
-            if exc.status != 409:
-                raise
-            replace(document)
-    request = {"spec": {"audiences": [], "expirationSeconds": 24 * 3600}}
-    token = core.create_namespaced_service_account_token(name, namespace, request).status.token
-    admin = yaml.safe_load(k8s_plane_info.kubeconfig.read_text())
-    context = next(c for c in admin["contexts"] if c["name"] == admin["current-context"])
-    cluster = next(c for c in admin["clusters"] if c["name"] == context["context"]["cluster"])
-    scheduler = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [cluster],
-        "users": [{"name": name, "user": {"token": token}}],
-        "contexts": [{"name": name, "context": {"cluster": cluster["name"], "user": name}}],
-        "current-context": name,
-    }
-    path = tmp_path_factory.mktemp("k8s-scheduler") / "kubeconfig"
-    path.write_text(yaml.safe_dump(scheduler))
-    return path
+    out = tmp_path_factory.mktemp("k8s-scheduler") / "kubeconfig"
+    return k8s_plane.scheduler_kubeconfig(k8s_plane_info.kubeconfig, out)
 
 
 @pytest.fixture(scope="session")

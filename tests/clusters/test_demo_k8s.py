@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 
 import psycopg
 import pytest
+import yaml
 from kubernetes import client
 
 from hack import k8s_plane
@@ -113,6 +114,24 @@ def demo_plane(k8s_plane_info: Any, tmp_path: Path) -> Iterator[tuple[Path, Any]
         plane.down()
 
 
+def loop_kubeconfigs(group: int) -> set[str]:
+    """The GPUPOOL_KUBECONFIG of every Celery process in the process group ``group``."""
+    found = set()
+    for proc in Path("/proc").iterdir():
+        try:
+            if not proc.name.isdigit() or os.getpgid(int(proc.name)) != group:
+                continue
+            if b"celery" not in (proc / "cmdline").read_bytes():
+                continue
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except (OSError, ProcessLookupError):  # gone meanwhile
+            continue
+        for entry in environ:
+            if entry.startswith(b"GPUPOOL_KUBECONFIG="):
+                found.add(entry.split(b"=", 1)[1].decode())
+    return found
+
+
 def test_the_kubernetes_demo_starts_runs_the_loop_on_celery_and_stops_on_ctrl_c(
     demo_plane: tuple[Path, Any], tmp_path: Path
 ) -> None:
@@ -158,6 +177,12 @@ def test_the_kubernetes_demo_starts_runs_the_loop_on_celery_and_stops_on_ctrl_c(
         assert inventory(database) == dict.fromkeys(plane_nodes, False)
         # The demo's two broken GPUs: left out of allocatable by the script, marked by the loop.
         assert broken_gpus(database) == {"h100-07": 1, "h100-23": 1}
+        # The loop talks to the plane as the service account of deploy/kubernetes/rbac.yaml,
+        # as an installed gpupool does (the admin's kubeconfig only set the plane up).
+        scheduler = kubeconfig.parent / "scheduler-kubeconfig"
+        user = yaml.safe_load(scheduler.read_text())["users"][0]
+        assert user["name"] == "gpupool-scheduler" and user["user"]["token"]
+        assert loop_kubeconfigs(demo.pid) == {str(scheduler)}
         os.killpg(demo.pid, signal.SIGINT)  # Ctrl-C reaches the terminal's whole group
         assert demo.wait(60) == 0, log.read_text()[-3000:]
         assert "demo: stopped" in log.read_text()

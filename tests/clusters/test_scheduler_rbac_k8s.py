@@ -8,7 +8,6 @@ what the role does not grant (an API server that allowed everything would pass t
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,8 +15,9 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from hack import k8s_plane
+
 pytestmark = pytest.mark.k8s
-RBAC_MANIFEST = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes" / "rbac.yaml"
 
 
 def test_the_plane_refuses_the_scheduler_what_its_role_does_not_grant(
@@ -38,9 +38,8 @@ def test_the_plane_refuses_the_scheduler_what_its_role_does_not_grant(
 
 
 def test_the_scheduler_acts_as_the_manifests_service_account(k8s_scheduler_config: Any) -> None:
-    account = next(
-        d for d in yaml.safe_load_all(RBAC_MANIFEST.read_text()) if d["kind"] == "ServiceAccount"
-    )
+    documents = yaml.safe_load_all(k8s_plane.RBAC_MANIFEST.read_text())
+    account = next(d for d in documents if d["kind"] == "ServiceAccount")
     expected = (
         f"system:serviceaccount:{account['metadata']['namespace']}:{account['metadata']['name']}"
     )
