@@ -23,7 +23,9 @@
   behind it is written; new work, and work the order moved past others, gets a key between
   its neighbours'. Thousands of positions move every cycle; a few hundred keys do. Work the
   core set aside as never fitting (``explain.never_fits``) is in no order and has no rank;
-  a change of that, like a change of reason, rewrites its explanation at once;
+  a change of that, like a change of reason, rewrites its explanation at once. Nor has a
+  gang that waits for pods its controller has not made (``_waits_for_cluster_pods``): the
+  cycle does not serve it, so it is in no position and work behind it does not count it;
 - **idle alerts**: running workloads idle past their alert timeout whose idle spell was not
   alerted about yet (``Workload.idle_alerted_since`` differs from the spell's start): once per
   spell, however many cycles it lasts;
@@ -57,7 +59,7 @@ from gpupool.scheduler.types import (
     WorkloadInfo,
 )
 from gpupool.workloads.choices import Origin
-from gpupool.workloads.models import PODS_BEING_CREATED_FACT
+from gpupool.workloads.models import PODS_BEING_CREATED_FACT, pods_waited_for
 
 # The fact of a ``gang`` explanation saying gpupool is creating the pods it waits for (work
 # submitted through gpupool), not that a gang's members are missing (one name, the readers').
@@ -499,14 +501,12 @@ def decide_record(
             facts["expected_runtime_s"] = by_name[pending.workload].expected_runtime_s
             facts["expected_runtime_learned"] = True
         detail = pending.detail
-        if pending.reason == "gang":
-            row = rows.get(pending.workload)
-            if row is not None and row.origin == Origin.GPUPOOL:  # gpupool makes its pods
-                facts[CREATING_PODS] = True
-                detail = (
-                    f"Its pods are being created: gpupool makes the {facts.get('missing_pods')} "
-                    "it lacks now, and schedules it once they exist (the next cycle)."
-                )
+        if pending.reason == "gang" and _makes_its_pods(rows, pending.workload):
+            facts[CREATING_PODS] = True  # gpupool makes its pods
+            detail = (
+                f"Its pods are being created: gpupool makes the {facts.get('missing_pods')} "
+                "it lacks now, and schedules it once they exist (the next cycle)."
+            )
         return Explanation(pending.reason, detail, facts)
 
     # The refresh's candidates by when they were last written (a cycle writes all of its
@@ -521,7 +521,9 @@ def decide_record(
         workload_id = workload_ids[name]
         workload = by_name[name]
         never = never_fits(pending.facts)
-        if not never:  # set aside at enqueue: in no queue's order
+        # Set aside at enqueue, as is a gang that waits for the cluster's pods: in no queue's
+        # order (the cycle serves neither), so work behind does not count them.
+        if not never and not (reason == "gang" and _waits_for_cluster_pods(pending, rows)):
             queues[workload.queue].append((pending.position, workload_id))
         by_reason[reason] = by_reason.get(reason, 0) + 1
         if reason == "waiting-for-preemption" and not workload.nominated:
@@ -578,6 +580,23 @@ def decide_record(
             record.explanations[workload_id] = unreadable
     _decide_ranks(record, queues, ranks)
     return record
+
+
+def _makes_its_pods(rows: Mapping[str, WorkloadRow], name: str) -> bool:
+    """Whether gpupool makes the workload's pods itself, at once (submitted through it)."""
+    row = rows.get(name)
+    return row is not None and row.origin == Origin.GPUPOOL
+
+
+def _waits_for_cluster_pods(pending: PendingExplanation, rows: Mapping[str, WorkloadRow]) -> bool:
+    """Whether a pending gang waits for pods its controller has not made (the readers' rule,
+    ``workloads.models.pods_waited_for``): the core does not serve it until they exist
+    (DESIGN 3, enqueue), and nothing here can promise when, so it has no queue rank -- no
+    position, and work behind it does not count it ahead. A gang of gpupool's own is in
+    line as usual: the loop makes its pods at once."""
+    return pods_waited_for(pending.reason, pending.facts) > 0 and not _makes_its_pods(
+        rows, pending.workload
+    )
 
 
 def _decide_ranks(

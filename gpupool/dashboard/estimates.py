@@ -37,9 +37,10 @@ def estimated_start_detail(
     passed, that there is no estimate yet; ``estimated start unknown``. A gang that waits for
     pods the cluster has not made (``missing_pods``: its explanation's, reason ``gang``) has
     no time to promise (``control.estimates``): ``no estimated start: it waits for its pods
-    (1 not created yet)``, as the CLI says it."""
+    (1 not created yet)``, as the CLI says it -- also when handed a time its row kept from
+    before it lost a pod (the estimates' next refresh clears it)."""
     refreshed = refresh_words()
-    if estimated_start_at is None and isinstance(missing_pods, int) and missing_pods > 0:
+    if isinstance(missing_pods, int) and missing_pods > 0:
         return format_html("no estimated start: {}", waits_for_pods_words(missing_pods))
     if estimated_start_at is not None:
         if estimated_start_at < now:

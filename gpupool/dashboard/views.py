@@ -671,7 +671,7 @@ def workload_list(rows: QuerySet[Workload]) -> list[dict[str, Any]]:
                 if position is None
                 else position,
                 "estimated": estimated_start_cell(
-                    estimated,
+                    None if missing or never_fits(facts or {}) else estimated,
                     now,
                     None if missing or never_fits(facts or {}) else not_before_in(facts),
                 )

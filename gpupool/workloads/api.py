@@ -698,10 +698,14 @@ class WorkloadSerializer(PlannedRows, serializers.ModelSerializer[Workload]):
     def to_representation(self, instance: Workload) -> dict[str, Any]:
         """The row; work that is not pending has no pending reason (the explanation the
         loop last wrote may outlive its wait: read as ``explain`` reads it, and so as the
-        detail's ``explanation`` says it)."""
+        detail's ``explanation`` says it). Work set aside as never fitting, and a gang that
+        waits for its pods, has no estimated start, whatever its row kept until the
+        estimates' next refresh (``explain``'s rule)."""
         row = super().to_representation(instance)
         if instance.state != WorkloadState.PENDING:
             row["pending_reason"] = ""
+        if row.get("never_fits") or row.get("waits_for_pods"):
+            row["estimated_start_at"] = None
         return row
 
     @extend_schema_field(serializers.BooleanField())
@@ -978,7 +982,8 @@ class WorkloadFilter(filters.FilterSet):  # type: ignore[misc]
 class WorkloadOrdering(StrictOrderingFilter):
     """``?ordering=`` where ``queue_position`` orders by the queue rank it is counted from:
     within a queue, the order of positions (a position is no column: the loop keeps ranks,
-    ``control/record.py``); pending work a cycle has not ranked yet comes last."""
+    ``control/record.py``); work with no position comes last: not ranked yet, set aside as
+    never fitting, or a gang that waits for its pods (the record gives neither a rank)."""
 
     def get_ordering(self, request: Request, queryset: QuerySet[Any], view: Any) -> Any:
         """The ordering asked, with ``queue_position`` read as ``queue_rank``."""

@@ -303,10 +303,14 @@ def explain(workload: Workload, zone: tzinfo = UTC, now: datetime | None = None)
     learned = facts.get(ESTIMATE_LEARNED_FACT)
     pending = workload.state == WorkloadState.PENDING
     never = pending and never_fits(facts)
-    waits = pending and not never
-    estimate_learned = bool(learned) if waits and learned is not None else None
-    estimated = workload.estimated_start_at if waits else None
-    not_before = not_before_of(workload) if waits else None
+    for_pods = pending and not never and pods_waited_for(workload.pending_reason, facts) > 0
+    # In line: with a position and an estimate (or where the estimates stopped looking). A
+    # gang that waits for its pods has neither, whatever its row kept until the estimates'
+    # next refresh (the cycle's writes keep their facts).
+    in_line = pending and not never and not for_pods
+    estimate_learned = bool(learned) if in_line and learned is not None else None
+    estimated = workload.estimated_start_at if in_line else None
+    not_before = not_before_of(workload) if in_line else None
     moment = estimated or not_before
     if moment is not None and now is None:
         now = pool_now()  # (one query, only for an estimate to compare)
@@ -315,13 +319,13 @@ def explain(workload: Workload, zone: tzinfo = UTC, now: datetime | None = None)
         reason=workload.pending_reason if pending else "",
         detail=current_sentence(workload) if pending else "",
         facts=facts if pending else {},
-        queue_position=workload.queue_position if waits else None,
+        queue_position=workload.queue_position if in_line else None,
         estimated_start_at=estimated,
         estimate_learned=estimate_learned,
         estimate_not_before=not_before,
         estimate_passed=moment is not None and now is not None and moment < now,
         never_fits=never,
-        waits_for_pods=waits and pods_waited_for(workload.pending_reason, facts) > 0,
+        waits_for_pods=for_pods,
         summary=summary(workload, estimate_learned, zone, now),
     )
 

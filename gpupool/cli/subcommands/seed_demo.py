@@ -19,6 +19,12 @@ budget only when the month has none, a user's roles and memberships only when se
 the user. So a second run (``make demo`` resuming the pool) keeps every change made since (an
 approved quota, a new price, a revoked role, a repaired GPU) and writes no audit rows. (Demo
 users are Django accounts, made here directly.)
+
+The demo's quotas are not sized down for nodes that are down: a queue's guarantees must fit
+the healthy capacity of nodes that take pods (``inventory.models.takes_pods``), and they are
+set only when the queue is made, so a run that would make a queue while too many of the
+demo's nodes are NotReady, cordoned or gone refuses (exit 2), naming them, and writes
+nothing: run it again once they are back.
 """
 
 from __future__ import annotations
@@ -41,8 +47,8 @@ from gpupool.clusters.simulated import SimulatedBackend, SimulatedCluster
 from gpupool.control.backends import backend_from_settings
 from gpupool.control.snapshot import CLUSTER_UNHEALTHY
 from gpupool.inventory.actions import do_save_flavor, do_sync_node
-from gpupool.inventory.choices import Sharing
-from gpupool.inventory.models import Flavor, Node
+from gpupool.inventory.choices import NodeState, Sharing
+from gpupool.inventory.models import Flavor, Node, takes_pods
 from gpupool.quotas.actions import (
     do_create_quota_request,
     do_grant_budget,
@@ -346,6 +352,29 @@ class DemoDoesNotFit(ValueError):
     """The cluster's pool cannot hold the demo's quotas (it is not the ``demo`` profile's)."""
 
 
+class DemoNodesDown(DemoDoesNotFit):
+    """The demo's quotas do not fit while some of the flavor's nodes take no pods (not Ready,
+    cordoned, gone: ``inventory.models.takes_pods``), whose GPUs the guarantee rule does not
+    count: a re-run once they are back fits. ``nodes``: each such node, with why."""
+
+    def __init__(self, problems: str, nodes: list[str]) -> None:
+        super().__init__(problems)
+        self.problems = problems
+        self.nodes = nodes
+
+
+def nodes_down(flavor: Flavor) -> list[str]:
+    """The nodes of ``flavor`` that take no pods, each with why, by name: ``a100-mig-0 (not
+    Ready)`` -- the cluster's words where it excludes the node, else the node's state
+    (``cordoned``, ``draining``, ``drained``, ``gone``)."""
+    words = []
+    for node in Node.objects.filter(flavor=flavor).exclude(takes_pods()).order_by("name"):
+        state = node.state
+        why = node.cluster_exclusion if state == NodeState.EXCLUDED else str(state)
+        words.append(f"{node.name} ({why})")
+    return words
+
+
 def _quotas(
     queue: Queue, flavors: dict[str, Flavor], quotas: dict[str, tuple[int, int, int]]
 ) -> None:
@@ -361,7 +390,13 @@ def _quotas(
                 reason=REASON,
             )
         except ValidationError as error:  # the guarantees checked against the pool
-            raise DemoDoesNotFit("; ".join(error.messages)) from error
+            # The rule counts the healthy GPUs of nodes that take pods: a demo node that is
+            # down (a restarted plane's NotReady nodes) is no reason to size the demo's
+            # guarantees down for good -- they are set only when the queue is made.
+            problems = "; ".join(error.messages)
+            if down := nodes_down(flavors[flavor_name]):
+                raise DemoNodesDown(problems, down) from error
+            raise DemoDoesNotFit(problems) from error
 
 
 def _priority_classes() -> dict[str, PriorityClass]:
@@ -484,6 +519,14 @@ def run(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
     """Seed, then print what exists and the demo passwords."""
     try:
         result = seed(reset_passwords=bool(options.get("reset_passwords")))
+    except DemoNodesDown as error:  # nothing was written: seed() is one transaction
+        stderr.write(
+            "seed-demo: the demo's quotas do not fit while these nodes of the pool take no "
+            f"pods: {', '.join(error.nodes)} ({error.problems}). "
+            "Guarantees must fit the healthy capacity of nodes that take pods, so nothing was "
+            "written: run seed-demo again once they are back.\n"
+        )
+        return 2
     except DemoDoesNotFit as error:  # nothing was written: seed() is one transaction
         stderr.write(
             f"seed-demo: the demo does not fit this cluster ({error}). "
