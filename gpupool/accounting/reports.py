@@ -22,6 +22,10 @@ names none) no GPU-hour was measured, so none is called active or idle: every re
 active and idle allocated columns (``MEASURED_COLUMNS``) are null -- "not measured" -- rather
 than all its usage idle; the other figures are as ever.
 
+With ``units`` (the API asks for it) a report's rows are grouped by the unit of their hours
+too and say it (``unit``: GPU-hours, or a MIG flavor's MIG instance-hours, never added
+together; ``UNIT``).
+
 ``cost_scope`` says whose rows a caller reads: finance and admins every tenant's, leads and
 members their own tenants'. The capacity report is the pool's, and every caller reads it.
 """
@@ -38,7 +42,7 @@ from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any, Literal, TypeVar
 
 from django.core.cache import cache
-from django.db.models import F, Model, Q, QuerySet, Sum
+from django.db.models import Case, CharField, F, Model, Q, QuerySet, Sum, Value, When
 from django.db.models.functions import TruncMonth
 
 from gpupool.accounting.models import (
@@ -53,6 +57,8 @@ from gpupool.accounting.models import (
 )
 from gpupool.accounting.periods import month_start, next_month
 from gpupool.api.access import Access
+from gpupool.inventory.choices import Sharing
+from gpupool.inventory.units import GPU_UNIT, flavor_unit
 from gpupool.utilization.queries import not_measured, source_name
 from gpupool.workloads.models import Workload
 
@@ -118,6 +124,16 @@ MEASURED_COLUMNS = (
 # hour counted changes it) makes another key long before.
 REPORT_CACHE_S = 3600
 T = TypeVar("T")
+
+
+def _unit_of_rows() -> Case:
+    """In SQL, the unit a roll-up row's hours count: its flavor's (``flavor_unit`` of each
+    ``sharing``: a MIG flavor's are MIG instance-hours, never added to GPU-hours)."""
+    return Case(
+        *(When(flavor__sharing=of, then=Value(flavor_unit(of))) for of in Sharing.values),
+        default=Value(GPU_UNIT),
+        output_field=CharField(),
+    )
 
 
 def roll_up_version() -> uuid.UUID | None:
@@ -263,10 +279,12 @@ def _grouped(
     sums: Sequence[str],
     *,
     scoped: bool = True,
+    units: bool = False,
 ) -> QuerySet[Any, dict[str, Any]]:
     """The query's rows of a (daily, monthly) pair of roll-up tables, summed by period and
-    ``dimensions``, ordered by them. Months that the days cover whole are read from the
-    monthly table; the days of a month cut by ``start`` or ``end`` from the daily one."""
+    ``dimensions`` (and with ``units`` by the unit of their hours, ``by_unit``), ordered by
+    them. Months that the days cover whole are read from the monthly table; the days of a
+    month cut by ``start`` or ``end`` from the daily one."""
     daily, monthly = tables
     parts: list[tuple[QuerySet[Any], Any]] = []
     if query.period == "month":
@@ -283,7 +301,9 @@ def _grouped(
     else:
         days = daily._default_manager.filter(day__gte=query.start, day__lte=query.end)
         parts.append((days, F("day")))
-    names = {f"by_{d}": F(NAME_OF[d]) for d in dimensions}
+    names: dict[str, Any] = {f"by_{d}": F(NAME_OF[d]) for d in dimensions}
+    if units:
+        names["by_unit"] = _unit_of_rows()
     grouped = [
         _named(query, rows, scoped=scoped)
         .annotate(period=period, **names)
@@ -313,24 +333,40 @@ def _renamed(dimensions: Sequence[str], sums: Sequence[str], period: Period) -> 
     return finish
 
 
-def usage_report(query: ReportQuery, by: Sequence[str] = USAGE_DIMENSIONS) -> Report:
-    """GPU-hours and cost per period by the dimensions ``by`` (tenant, queue, flavor, class)."""
+# With ``units``, a report's rows are also grouped by the unit their hours count, its
+# ``unit`` column ("GPU", or "MIG instance" for a MIG flavor's): a row summed over flavors
+# (``by=tenant``) never adds MIG instance-hours to GPU-hours, a team of both has a row of each;
+# money still adds up across the rows. The reports API asks for it.
+UNIT = ("unit",)
+
+
+def usage_report(
+    query: ReportQuery, by: Sequence[str] = USAGE_DIMENSIONS, *, units: bool = False
+) -> Report:
+    """GPU-hours and cost per period by the dimensions ``by`` (tenant, queue, flavor, class)
+    (and ``units``: by the unit of the hours, ``UNIT``)."""
     dimensions = [d for d in USAGE_DIMENSIONS if d in by]
     sums = USAGE_AMOUNTS
-    rows = _grouped(query, (UsageDay, UsageMonth), dimensions, sums)
+    rows = _grouped(query, (UsageDay, UsageMonth), dimensions, sums, units=units)
+    grouped = [*dimensions, *(UNIT if units else ())]
     return Report(
-        columns=("period", *dimensions, *sums),
+        columns=("period", *grouped, *sums),
         query=rows,
-        finish=_renamed(dimensions, sums, query.period),
+        finish=_renamed(grouped, sums, query.period),
     )
 
 
 def attribution_report(
-    query: ReportQuery, by: Sequence[str] = ATTRIBUTION_DIMENSIONS, *, share_idle: bool = False
+    query: ReportQuery,
+    by: Sequence[str] = ATTRIBUTION_DIMENSIONS,
+    *,
+    share_idle: bool = False,
+    units: bool = False,
 ) -> Report:
-    """Per period and tenant or queue (and flavor), the GPU-hours and cost of each line: used
-    within guarantee, reserved idle, used above guarantee (and, with ``share_idle``, the
-    share of the pool idle in proportion to use); ``guarantee`` is the GPU-hours guaranteed."""
+    """Per period and tenant or queue (and flavor; and ``units``: unit of the hours, ``UNIT``),
+    the GPU-hours and cost of each line: used within guarantee, reserved idle, used above
+    guarantee (and, with ``share_idle``, the share of the pool idle in proportion to use);
+    ``guarantee`` is the GPU-hours guaranteed."""
     dimensions = [d for d in ATTRIBUTION_DIMENSIONS if d in by]
     lines = (*QUEUE_LINES, *(("pool_idle_share",) if share_idle else ()))
     sums = (
@@ -344,14 +380,15 @@ def attribution_report(
     )
     filters = {k: v for k, v in query.filters.items() if k != "priority_class"}
     scoped = ReportQuery(query.start, query.end, query.period, filters, query.tenants)
-    rows = _grouped(scoped, (QueueDay, QueueMonth), dimensions, sums)
-    renamed = _renamed(dimensions, sums, query.period)
+    rows = _grouped(scoped, (QueueDay, QueueMonth), dimensions, sums, units=units)
+    grouped = [*dimensions, *(UNIT if units else ())]
+    renamed = _renamed(grouped, sums, query.period)
 
     def finish(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return [charged(row) for row in renamed(batch)]
 
     return Report(
-        columns=("period", *dimensions, *sums, *CHARGED),
+        columns=("period", *grouped, *sums, *CHARGED),
         query=rows,
         finish=finish,
     )
@@ -369,9 +406,10 @@ def charged(row: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def capacity_report(query: ReportQuery, *, share_idle: bool = False) -> Report:
-    """Per period and flavor, the healthy GPU-hours and the four lines that add up to them,
-    with their cost (and, with ``share_idle``, how much of the pool idle was shared out)."""
+def capacity_report(query: ReportQuery, *, share_idle: bool = False, units: bool = False) -> Report:
+    """Per period and flavor (with ``units``, its unit too: ``UNIT``), the healthy GPU-hours
+    and the four lines that add up to them, with their cost (and, with ``share_idle``, how
+    much of the pool idle was shared out)."""
     lines = (*FLAVOR_LINES, *(("pool_idle_shared",) if share_idle else ()))
     sums = (
         "capacity",
@@ -385,11 +423,12 @@ def capacity_report(query: ReportQuery, *, share_idle: bool = False) -> Report:
     )
     filters = {k: v for k, v in query.filters.items() if k == "flavor"}
     pool = ReportQuery(query.start, query.end, query.period, filters, None)
-    rows = _grouped(pool, (FlavorDay, FlavorMonth), ["flavor"], sums, scoped=False)
+    rows = _grouped(pool, (FlavorDay, FlavorMonth), ["flavor"], sums, scoped=False, units=units)
+    grouped = ["flavor", *(UNIT if units else ())]
     return Report(
-        columns=("period", "flavor", *sums),
+        columns=("period", *grouped, *sums),
         query=rows,
-        finish=_renamed(["flavor"], sums, query.period),
+        finish=_renamed(grouped, sums, query.period),
     )
 
 
@@ -399,21 +438,24 @@ WORKLOAD_COLUMNS = (
 )
 
 
-def workload_report(query: ReportQuery) -> Report:
-    """GPU-hours and cost of each workload over the query's days, the costliest first."""
+def workload_report(query: ReportQuery, *, units: bool = False) -> Report:
+    """GPU-hours and cost of each workload over the query's days, the costliest first (with
+    ``units``, a row per workload and unit of its hours: ``UNIT``)."""
     filters = {k: v for k, v in query.filters.items() if k != "priority_class"}
     scoped = ReportQuery(query.start, query.end, query.period, filters, query.tenants)
     days = WorkloadDay.objects.filter(day__gte=query.start, day__lte=query.end)
+    if units:
+        days = days.annotate(by_unit=_unit_of_rows())
     rows = (
         _named(scoped, days)
-        .values("workload_id")
+        .values("workload_id", *(("by_unit",) if units else ()))
         .annotate(
             sum_gpu_hours=Sum("gpu_hours"),
             sum_cost=Sum("cost"),
             sum_active=Sum("active_gpu_hours"),
             sum_idle=Sum("idle_gpu_hours"),
         )
-        .order_by("-sum_cost", "workload_id")
+        .order_by("-sum_cost", "workload_id", *(("by_unit",) if units else ()))
     )
 
     def finish(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -426,6 +468,7 @@ def workload_report(query: ReportQuery) -> Report:
         return [
             dict(
                 zip(WORKLOAD_COLUMNS[:4], names[row["workload_id"]], strict=True),
+                **({"unit": row["by_unit"]} if units else {}),
                 gpu_hours=row["sum_gpu_hours"],
                 cost=row["sum_cost"],
                 active_gpu_hours=row["sum_active"],
@@ -434,4 +477,5 @@ def workload_report(query: ReportQuery) -> Report:
             for row in batch
         ]
 
-    return Report(columns=WORKLOAD_COLUMNS, query=rows, finish=finish)
+    columns = (*WORKLOAD_COLUMNS[:4], *(UNIT if units else ()), *WORKLOAD_COLUMNS[4:])
+    return Report(columns=columns, query=rows, finish=finish)

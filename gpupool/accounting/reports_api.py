@@ -57,6 +57,7 @@ from gpupool.api.rows import PlannedRows
 from gpupool.api.tables import CSVExport
 from gpupool.control.clock import pool_now
 from gpupool.inventory.models import Flavor
+from gpupool.inventory.units import GPU_UNIT, MIG_UNIT
 from gpupool.quotas.models import Queue
 from gpupool.tenancy.models import Tenant
 from gpupool.utilization.queries import source_name
@@ -248,6 +249,19 @@ NO_TEAM_HELP = (
 )
 
 
+# A row's ``unit`` (``reports.UNIT``): which hours its GPU-hour columns count; each row's
+# last column, so that the columns before it keep their places in the CSVs.
+UNIT_HELP = (
+    'What its hours count: "GPU", or "MIG instance" for a MIG flavor\'s (MIG instance-hours, '
+    "never added to GPU-hours: a row summed over flavors is one unit's, a team of both has a "
+    "row of each); its costs add up across units."
+)
+
+
+def _unit() -> serializers.ChoiceField:
+    return serializers.ChoiceField(choices=[GPU_UNIT, MIG_UNIT], help_text=UNIT_HELP)
+
+
 class UsageRowSerializer(RowSerializer):
     """GPU-hours and cost of one period (and tenant, queue, flavor, class when grouped so)."""
 
@@ -262,6 +276,7 @@ class UsageRowSerializer(RowSerializer):
     idle_gpu_hours = _measured_gpu_hours("Of gpu_hours, those allocated but idle (wasted).")
     active_cost = _measured_cost()
     idle_cost = _measured_cost("The cost of the idle allocated GPU-hours.")
+    unit = _unit()
 
 
 LINE_HELP = {
@@ -313,6 +328,7 @@ class AttributionRowSerializer(RowSerializer):
     used_within_guarantee_idle_cost = _measured_cost()
     used_above_guarantee_active_cost = _measured_cost()
     used_above_guarantee_idle_cost = _measured_cost()
+    unit = _unit()
 
 
 class CapacityRowSerializer(RowSerializer):
@@ -346,6 +362,7 @@ class CapacityRowSerializer(RowSerializer):
     used_within_guarantee_idle_cost = _measured_cost()
     used_above_guarantee_active_cost = _measured_cost()
     used_above_guarantee_idle_cost = _measured_cost()
+    unit = _unit()
 
 
 class WorkloadCostSerializer(RowSerializer):
@@ -359,6 +376,7 @@ class WorkloadCostSerializer(RowSerializer):
     cost = _cost()
     active_gpu_hours = _measured_gpu_hours("Of gpu_hours, those in which the GPUs worked.")
     idle_gpu_hours = _measured_gpu_hours("Of gpu_hours, those allocated but idle (wasted).")
+    unit = _unit()
 
 
 class ReportViewSet(CSVExport, viewsets.GenericViewSet[Any]):
@@ -463,7 +481,7 @@ class UsageReportViewSet(ReportViewSet):
 
     def build(self, query: ReportQuery, options: dict[str, Any]) -> Report:
         """The usage report, grouped as asked."""
-        return usage_report(query, by=options.get("by") or USAGE_DIMENSIONS)
+        return usage_report(query, by=options.get("by") or USAGE_DIMENSIONS, units=True)
 
     @extend_schema(parameters=[UsageQuerySerializer])
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Any:
@@ -484,6 +502,7 @@ class AttributionReportViewSet(ReportViewSet):
             query,
             by=options.get("by") or ATTRIBUTION_DIMENSIONS,
             share_idle=options.get("share_idle", False),
+            units=True,
         )
 
     @extend_schema(parameters=[AttributionQuerySerializer])
@@ -501,7 +520,7 @@ class CapacityReportViewSet(ReportViewSet):
 
     def build(self, query: ReportQuery, options: dict[str, Any]) -> Report:
         """The capacity report (the pool's: not limited to the caller's tenants)."""
-        return capacity_report(query, share_idle=options.get("share_idle", False))
+        return capacity_report(query, share_idle=options.get("share_idle", False), units=True)
 
     @extend_schema(parameters=[CapacityQuerySerializer])
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Any:
@@ -518,7 +537,7 @@ class WorkloadReportViewSet(ReportViewSet):
 
     def build(self, query: ReportQuery, options: dict[str, Any]) -> Report:
         """The per-workload report."""
-        return workload_report(query)
+        return workload_report(query, units=True)
 
     @extend_schema(parameters=[WorkloadQuerySerializer])
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Any:

@@ -243,6 +243,12 @@ def counted(number: Any, noun: str, plural: str | None = None) -> str:
     return f"{text} {noun if text == '1' else plural or noun + 's'}"
 
 
+def asked(workload: dict[str, Any]) -> str:
+    """What a workload asks in its unit's words (the API's ``unit``): ``4 GPUs``, or ``2 MIG
+    instances`` for work of MIG flavors (a server without ``unit`` counts GPUs)."""
+    return counted(workload["gpus"], workload.get("unit") or "GPU")
+
+
 def unit_hour(event: dict[str, Any]) -> str:
     """The hour of what a preemption freed (its ``unit``): ``GPU-hour``, or ``MIG
     instance-hour`` for a victim stopped on a MIG flavor's nodes (its ``lost_gpu_hours``
@@ -360,7 +366,7 @@ def print_story(workload: dict[str, Any], out: TextIO) -> None:
     name = f"{workload['namespace']}/{workload['name']}"
     out.write(
         f"{name}: {workload['state']} in queue {workload['queue']} (tenant "
-        f"{workload['tenant']}), {counted(workload['gpus'], 'GPU')}, class "
+        f"{workload['tenant']}), {asked(workload)}, class "
         f"{workload['priority_class']}\n"
     )
     explanation = workload["explanation"]
@@ -698,7 +704,9 @@ def do_status(api: Api, options: argparse.Namespace, out: TextIO) -> int:
     if not workloads:
         out.write("No workloads.\n")
     else:
-        rows = [["WORKLOAD", "QUEUE", "STATE", "GPUS", "POSITION", "ESTIMATED START", "REASON"]]
+        # ASKS: GPUs, or a MIG flavor's MIG instances, in words (the API's ``unit``), as the
+        # workload page's "Asks".
+        rows = [["WORKLOAD", "QUEUE", "STATE", "ASKS", "POSITION", "ESTIMATED START", "REASON"]]
         for w in workloads:
             pending = w["state"] == "pending"
             never = pending and bool(w.get("never_fits"))  # set aside, as `why` says
@@ -707,7 +715,7 @@ def do_status(api: Api, options: argparse.Namespace, out: TextIO) -> int:
                     f"{w['namespace']}/{w['name']}",
                     w["queue"],
                     w["state"],
-                    gpus(w["gpus"]),
+                    asked(w),
                     "none: it waits for its pods"
                     if pending and w.get("waits_for_pods")
                     else str(w["queue_position"] or "-")
@@ -1052,7 +1060,7 @@ def do_submit(api: Api, options: argparse.Namespace, out: TextIO) -> int:
         return EXIT_OK
     out.write(
         f"Submitted {made['namespace']}/{made['name']} to queue {made['queue']} "
-        f"({counted(made['gpus'], 'GPU')}, class {made['priority_class']}).\n"
+        f"({asked(made)}, class {made['priority_class']}).\n"
     )
     if made.get("warning"):
         out.write(

@@ -23,8 +23,8 @@ from gpupool.dashboard.templatetags.dashboard import (
     local_time,
     number_or_dash,
     signed_gpus,
-    with_unit,
 )
+from gpupool.dashboard.templatetags.dashboard import in_unit as in_unit  # for the pages
 from gpupool.inventory.units import GPU_UNIT as GPU_UNIT  # re-exported for the pages
 from gpupool.inventory.units import MIG_UNIT as MIG_UNIT
 from gpupool.number_formats import GPU_PLACES, Number
@@ -118,12 +118,6 @@ FACTS: dict[str, Fact] = {
 # The unit a flavor's capacity, quotas and use count in: ``inventory.units`` (GPU_UNIT,
 # MIG_UNIT, flavor_unit), the rule the API shares.
 UNITS = (GPU_UNIT, MIG_UNIT)  # the pages' order: whole and shared GPUs first
-
-
-def in_unit(value: Number | str | None, unit: str) -> str:
-    """An amount and its unit as the pages write GPUs (``8 GPUs``, ``1 MIG instance``,
-    ``0.5 GPUs``; an en dash for no value; a decimal string, as JSON keeps one, read alike)."""
-    return with_unit(value, unit, f"{unit}s", places=GPU_PLACES)
 
 
 def signed_in_unit(value: Number | None, unit: str) -> str:

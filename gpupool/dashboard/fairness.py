@@ -191,9 +191,12 @@ def explain_fairness(
                 else f"{standing.waiting} of its workloads wait"
             )
             if free is not None and free >= 1:
+                # The verb agrees with the amount as ``in_unit`` writes it ("1 MIG instance").
+                spare = in_unit(free, unit)
+                verb = "is" if spare == in_unit(1, unit) else "are"
                 text = (
                     f"{held} of the {in_unit(standing.deserved, unit)} it deserves while "
-                    f"{waiting}, though {in_unit(free, unit)} of this flavor are free: its work "
+                    f"{waiting}, though {spare} of this flavor {verb} free: its work "
                     "waits for room that fits it (whole nodes, an NVLink domain, a gang placed at "
                     "once) or for its own limits, not for its share. Each workload's reason says "
                     "which."

@@ -202,6 +202,7 @@ from gpupool.workloads.api import (
 from gpupool.workloads.choices import LIVE_STATES, PLACED_STATES, Origin, WorkloadState
 from gpupool.workloads.models import PodSet, Workload, gpu_equivalent, pods_waited_for
 from gpupool.workloads.queries import (
+    asks_by_workload,
     backoffs_in_force,
     dry_run_submission,
     eviction_drain_words,
@@ -220,6 +221,7 @@ from gpupool.workloads.queries import (
     timeline_drain_words,
     total_gpus,
     transition_reason,
+    unit_of_workload,
     workload_story,
 )
 
@@ -598,11 +600,11 @@ STATE_BADGES: dict[str, str] = {
 
 def workload_list(rows: QuerySet[Workload]) -> list[dict[str, Any]]:
     """The rows of the My workloads table as values, each cell ready to print: four queries
-    (the workloads with their names, their pod sets' GPUs, the ranks their positions are
-    counted from, the pool's clock) and no model instance, so that the page's 100 rows cost a
-    few milliseconds (B5). The sentence is said with the current position
-    (``queries.sentence``); an estimated start before the pool's now is said to be due
-    (``dashboard.estimates``)."""
+    (the workloads with their names, what they ask -- GPUs and unit, ``asks_by_workload`` --,
+    the ranks their positions are counted from, the pool's clock) and no model instance, so
+    that the page's 100 rows cost a few milliseconds (B5). The sentence is said with the
+    current position (``queries.sentence``); an estimated start before the pool's now is said
+    to be due (``dashboard.estimates``)."""
     found = list(
         rows.values_list(
             "id",
@@ -626,11 +628,7 @@ def workload_list(rows: QuerySet[Workload]) -> list[dict[str, Any]]:
         for row in found
         if row[6] == WorkloadState.PENDING and row[8] is not None
     )
-    asked: dict[int, Decimal] = defaultdict(Decimal)
-    for workload_id, count, gpus, milli in PodSet.objects.filter(
-        workload_id__in=[row[0] for row in found]
-    ).values_list("workload_id", "count", "gpus", "gpu_milli"):
-        asked[workload_id] += count * gpu_equivalent(gpus, milli)
+    asked = asks_by_workload(row[0] for row in found)
     labels = dict(WorkloadState.choices)
     now = pool_now()  # an estimate before it is said to be due (``dashboard.estimates``)
     listed = []
@@ -662,7 +660,7 @@ def workload_list(rows: QuerySet[Workload]) -> list[dict[str, Any]]:
                 "submitter": submitter,
                 "queue": queue,
                 "class": klass,
-                "gpus": gpus_text(asked[workload_id]),
+                "gpus": in_unit(asked[workload_id].gpus, asked[workload_id].unit),
                 "state": labels.get(state, state),
                 "badge": STATE_BADGES.get(state, ""),
                 "position": f"none: {waits_for_pods_words(missing)}"
@@ -821,6 +819,7 @@ def workload_detail(
     context = {
         "workload": workload,
         "gpus": total_gpus(workload),
+        "unit": unit_of_workload(workload),  # MIG instances for work on MIG flavors only
         "explanation": explanation,
         "start_estimate": estimated_start_detail(
             explanation.estimated_start_at,
@@ -1280,8 +1279,12 @@ def cost(request: HttpRequest, access: Access) -> HttpResponse:
         trend = ReportQuery(
             start=first, end=next_month(months[-1]) - timedelta(days=1), tenants=scope
         )
-        teams = attribution_report(trend, by=["tenant"]).rows()
-        pool_rows = capacity_report(trend).rows()
+        # The trend is in GPU-hours: a MIG flavor's hours (MIG instance-hours, the rows of
+        # its ``unit``) are left out, as from the teams' table and the four lines' total.
+        trend_teams = attribution_report(trend, by=["tenant"], units=True).rows()
+        trend_pool = capacity_report(trend, units=True).rows()
+        teams = [row for row in trend_teams if row["unit"] == GPU_UNIT]
+        pool_rows = [row for row in trend_pool if row["unit"] == GPU_UNIT]
         # The span's rows as the CSVs write them (``reports.written``), a span of months
         # summed per team and flavor: the CSVs' rows add up to the page's. Hours of a MIG
         # flavor count its MIG instances, never added to GPU-hours: the teams' table and the
@@ -1328,6 +1331,9 @@ def cost(request: HttpRequest, access: Access) -> HttpResponse:
             ),
             "capacity_cost_all": sum((row["capacity_cost"] for row in flavors), Decimal(0)),
             "trend_figure": cost_trend([m.strftime("%Y-%m") for m in months], teams, pool_rows),
+            "trend_leaves_out": sorted(
+                {row["flavor"] for row in trend_pool if row["unit"] == MIG_UNIT}
+            ),
         }
 
     # A year of roll-ups summed (0.1-0.2 s) changes only with the next roll-up.
@@ -2886,8 +2892,12 @@ def what_if_context(
         for side in (figures.get("before"), figures.get("after"))
         if isinstance(side, dict)
     ]
-    units = flavor_units(name for side in sides for name in side)
+    names = {name for side in sides for name in side}
+    units = flavor_units(names)
+    # What the shares count, for the table's caption: GPUs, MIG instances, or both.
+    shown_units = {units.get(name, GPU_UNIT) for name in names} or {GPU_UNIT}
     return {
+        "deserved_units": " and ".join(f"{unit}s" for unit in UNITS if unit in shown_units),
         "mig_flavors": {name for name, unit in units.items() if unit == MIG_UNIT},
         "window_start": window[0],
         "window_end": window[1],

@@ -72,13 +72,14 @@ from gpupool.workloads.models import (
     set_position,
 )
 from gpupool.workloads.queries import (
+    Asks,
     EvictionDrain,
     Submission,
+    asks_by_workload,
     dry_run_submission,
     eviction_refusal,
     explain,
     fill_positions,
-    gpus_by_workload,
     growths,
     lost_gpu_hours,
     node_drains,
@@ -87,6 +88,7 @@ from gpupool.workloads.queries import (
     set_aside_and_waiting,
     total_gpus,
     transition_reason,
+    unit_of_workload,
     workload_list,
     workload_story,
 )
@@ -599,7 +601,7 @@ class WorkloadListSerializer(serializers.ListSerializer[Workload]):
         """The rows, with ``PAGE_GPUS`` in the context while they render."""
         rows = list(data.all() if isinstance(data, Manager) else data)
         fill_positions(rows)
-        self.context[PAGE_GPUS] = gpus_by_workload(row.pk for row in rows)
+        self.context[PAGE_GPUS] = asks_by_workload(row.pk for row in rows)
         # One query: the facts are not in the list's rows. A gang that waits for its pods has
         # no position; of the others, one without an estimate may have where the estimates
         # stopped looking ahead (``queries.not_before_of``'s rule).
@@ -638,6 +640,10 @@ class WorkloadSerializer(PlannedRows, serializers.ModelSerializer[Workload]):
         slug_field="username", read_only=True, allow_null=True
     )
     gpus = serializers.SerializerMethodField()
+    unit = serializers.SerializerMethodField(
+        help_text='What gpus counts: "MIG instance" for work whose pod sets run on MIG flavors '
+        'only (their MIG instances, never added to GPUs), else "GPU".'
+    )
     pending_reason = NamedChoiceField(
         choices=PENDING_REASON_CHOICES,
         allow_blank=True,
@@ -680,6 +686,7 @@ class WorkloadSerializer(PlannedRows, serializers.ModelSerializer[Workload]):
             "submitter",
             "state",
             "gpus",
+            "unit",
             "submitted_at",
             "admitted_at",
             "started_at",
@@ -757,9 +764,15 @@ class WorkloadSerializer(PlannedRows, serializers.ModelSerializer[Workload]):
     @extend_schema_field(serializers.DecimalField(max_digits=12, decimal_places=3))
     def get_gpus(self, workload: Workload) -> str:
         """GPUs the whole workload asks (shared flavors count their fraction)."""
-        page: dict[int, Decimal] | None = self.context.get(PAGE_GPUS)
-        gpus = page[workload.pk] if page is not None else total_gpus(workload)
+        page: dict[int, Asks] | None = self.context.get(PAGE_GPUS)
+        gpus = page[workload.pk].gpus if page is not None else total_gpus(workload)
         return f"{gpus:.3f}"
+
+    @extend_schema_field(serializers.ChoiceField(choices=[GPU_UNIT, MIG_UNIT]))
+    def get_unit(self, workload: Workload) -> str:
+        """The unit of ``gpus`` (``queries.unit_of``; a list's rows from ``asks_by_workload``)."""
+        page: dict[int, Asks] | None = self.context.get(PAGE_GPUS)
+        return page[workload.pk].unit if page is not None else unit_of_workload(workload)
 
 
 class RefusedPodsRowSerializer(serializers.Serializer[Any]):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
 from decimal import Decimal
@@ -28,6 +28,7 @@ from gpupool.audit.models import AuditEvent
 from gpupool.control.clock import pool_now
 from gpupool.control.queries import RefusedPods, pool_policy, pool_snapshot, refused_pods
 from gpupool.control.snapshot import core_topology, pod_set_info
+from gpupool.inventory.units import GPU_UNIT, MIG_UNIT, flavor_unit
 from gpupool.scheduler.contracts import backoff_ends
 from gpupool.scheduler.estimate import dry_run
 from gpupool.scheduler.explain import NEVER_FITS_FACT, Verdict, explanation, never_fits
@@ -104,15 +105,54 @@ LIST_COLUMNS = (
 )
 
 
-def gpus_by_workload(ids: Iterable[int]) -> dict[int, Decimal]:
-    """GPUs each workload of ``ids`` asks (``total_gpus``, from its pod sets' values)."""
+@dataclass(frozen=True, slots=True)
+class Asks:
+    """What a workload asks: its GPUs (``total_gpus``) and what they count (``unit_of``)."""
+
+    gpus: Decimal
+    unit: str
+
+
+def asks_by_workload(ids: Iterable[int]) -> dict[int, Asks]:
+    """What each workload of ``ids`` asks (``Asks``), from its pod sets' values and their
+    flavors' and further choices' sharing, in one query for a whole page."""
     totals: dict[int, Decimal] = dict.fromkeys(ids, Decimal(0))
+    units: dict[int, set[str]] = defaultdict(set)
+    counted: set[int] = set()  # a pod set of several choices is one row per choice
     rows = PodSet.objects.filter(workload_id__in=list(totals)).order_by()
-    for workload_id, count, gpus, milli in rows.values_list(
-        "workload_id", "count", "gpus", "gpu_milli"
+    for pk, workload_id, count, gpus, milli, sharing, choice in rows.values_list(
+        "id",
+        "workload_id",
+        "count",
+        "gpus",
+        "gpu_milli",
+        "flavor__sharing",
+        "flavor_choices__flavor__sharing",
     ):
-        totals[workload_id] += count * gpu_equivalent(gpus, milli)
-    return totals
+        if pk not in counted:
+            counted.add(pk)
+            totals[workload_id] += count * gpu_equivalent(gpus, milli)
+        units[workload_id].update(flavor_unit(of) for of in (sharing, choice) if of is not None)
+    return {pk: Asks(total, unit_of(units[pk])) for pk, total in totals.items()}
+
+
+def unit_of(units: Collection[str]) -> str:
+    """What a workload's GPUs count (``gpus`` in the API, Asks on the pages), from the units
+    of every flavor its pod sets may run on (``inventory.units.flavor_unit``): "MIG instance"
+    where each is a MIG flavor, else "GPU" (flavors of both units, or none) -- the
+    preemptions' rule for what a victim freed (``inventory.units.freed_unit``)."""
+    return MIG_UNIT if set(units) == {MIG_UNIT} else GPU_UNIT
+
+
+def unit_of_workload(workload: Workload) -> str:
+    """``unit_of`` one workload, from its prefetched pod sets and their flavors."""
+    return unit_of(
+        {
+            flavor_unit(flavor.sharing)
+            for pod_set in workload.pod_sets.all()
+            for flavor in pod_set.flavors()
+        }
+    )
 
 
 def preemption_rows() -> QuerySet[PreemptionEvent]:

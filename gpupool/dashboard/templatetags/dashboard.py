@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
+from typing import Any
 
 from django import template
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from gpupool.inventory.units import flavor_unit
 from gpupool.number_formats import (
     GPU_HOURS_PLACES,
     GPU_PLACES,
@@ -50,6 +52,20 @@ def with_unit(value: Number | str | None, singular: str, plural: str, places: in
 def gpus(value: Number | str | None) -> str:
     """A number of GPUs: ``8 GPUs``, ``1 GPU``, ``0.125 GPUs`` (to the milli-GPU)."""
     return with_unit(value, "GPU", "GPUs", places=GPU_PLACES)
+
+
+@register.filter
+def in_unit(value: Number | str | None, unit: str) -> str:
+    """An amount and its unit as the pages write GPUs (``8 GPUs``, ``1 MIG instance``,
+    ``0.5 GPUs``; an en dash for no value; a decimal string, as JSON keeps one, read alike);
+    ``unit`` is ``inventory.units``' GPU_UNIT or MIG_UNIT."""
+    return with_unit(value, unit, f"{unit}s", places=GPU_PLACES)
+
+
+@register.filter
+def in_unit_of(value: Number | str | None, flavor: Any) -> str:
+    """``in_unit`` in the unit of ``flavor`` (a Flavor: ``inventory.units.flavor_unit``)."""
+    return in_unit(value, flavor_unit(flavor.sharing))
 
 
 @register.filter

@@ -1,0 +1,75 @@
+"""``gpupool submit``, ``status`` and ``why`` say what a workload of a MIG flavor asks in MIG
+instances (the workloads API's ``unit``, ``inventory.units``' rule), never ``N GPUs``: node m1
+gives 16 3g.40gb instances (8 A100 cards of two), h100 node n1 8 GPUs."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import pytest
+from django.core.cache import cache
+from domain_builders import flavor, node, priority_class, queue, quota, tenant, user
+
+from gpupool.api.actions import do_issue_token
+from gpupool.client.main import main
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+MIG = "a100-3g.40gb"
+
+
+@pytest.fixture
+def pool(live_server: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """MIG node m1 beside h100 node n1; max, a member of nlp, whose queue nlp has a quota of
+    both, is logged in."""
+    cache.clear()
+    priority_class("normal", default=True)
+    mig = flavor(MIG, sharing="mig", gpu_model="A100-80GB", mig_profile="3g.40gb", gpu_memory_gb=40)
+    h100 = flavor("h100")
+    node("m1", mig, gpus=8, mig_layout={"3g.40gb": 2})
+    node("n1", h100, gpus=8)
+    member = user("max")
+    team = tenant("nlp", lead=user("lena"), members=(member,), namespaces=("nlp",))
+    nlp = queue("nlp", parent=queue("pool"), tenant=team)
+    quota(nlp, mig, 0, 8, 16)
+    quota(nlp, h100, 0, 8, 16)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    monkeypatch.setenv("GPUPOOL_URL", live_server.url)
+    monkeypatch.setenv("GPUPOOL_TOKEN", do_issue_token(member).key)
+
+
+def run(*argv: str) -> tuple[int, str, str]:
+    """The client's exit status, standard output and standard error."""
+    out, err = io.StringIO(), io.StringIO()
+    status = main(list(argv), out=out, err=err)
+    return status, out.getvalue(), err.getvalue()
+
+
+def submit(name: str, of: str, gpus: int) -> str:
+    """What ``gpupool submit`` prints for ``name``: one pod of ``gpus`` of flavor ``of``."""
+    argv = ("submit", "--name", name, "--queue", "nlp", "--namespace", "nlp")
+    status, out, err = run(
+        *argv, "--image", "python:3.12", "--flavor", of, "--gpus", str(gpus), "--", "sleep", "1"
+    )
+    assert status == 0, err
+    return out
+
+
+def test_submit_status_and_why_say_a_mig_workloads_mig_instances(pool: None) -> None:
+    assert "to queue nlp (2 MIG instances, class normal)" in submit("slices", MIG, 2)
+    assert "to queue nlp (1 MIG instance, class normal)" in submit("slice", MIG, 1)
+    assert "to queue nlp (4 GPUs, class normal)" in submit("whole", "h100", 4)
+    status, out, err = run("status")
+    assert status == 0, err
+    header, *rows = out.splitlines()
+    column = header.index("ASKS")
+    asks = {row.split()[0]: row[column:].split("  ")[0] for row in rows if row.startswith("nlp/")}
+    assert asks == {
+        "nlp/slices": "2 MIG instances",
+        "nlp/slice": "1 MIG instance",
+        "nlp/whole": "4 GPUs",
+    }
+    status, out, err = run("why", "nlp/slices")
+    assert status == 0, err
+    assert "(tenant nlp), 2 MIG instances, class normal" in out.splitlines()[0], out
