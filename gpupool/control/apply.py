@@ -230,10 +230,18 @@ def gpu_resource(sharing: str, mig_profile: str) -> str:
 
 
 def pods_by_set(
-    row: WorkloadRow, pods: Sequence[PodFacts], grouped: WorkloadRequest | None
+    row: WorkloadRow,
+    pods: Sequence[PodFacts],
+    grouped: WorkloadRequest | None,
+    *,
+    ended: bool = False,
 ) -> dict[int, list[PodFacts]]:
-    """The workload's live or node-holding pods by the index of their pod set."""
-    members = [p for p in pods if is_live(p) or holds_node(p)]
+    """The workload's live or node-holding pods by the index of their pod set; with
+    ``ended`` (a running gang's), those that ended on their node too: such a pod keeps its
+    placement there, as the sync counts it (``sync._gone_members``), so no waiting pod is
+    bound onto it (``added_bindings``). An admission's are not: an earlier run's pods that
+    ended (a Job's failed pod) hold nothing of it."""
+    members = [p for p in pods if is_live(p) or holds_node(p) or (ended and p.node_name)]
     by_set: dict[int, list[PodFacts]] = defaultdict(list)
     if row.origin == Origin.GPUPOOL:
         for pod in members:
@@ -260,11 +268,16 @@ def _pod_order(pod: PodFacts) -> tuple[int, str]:
 
 
 def gang_bindings(
-    row: WorkloadRow, pods: Sequence[PodFacts], grouped: WorkloadRequest | None
+    row: WorkloadRow,
+    pods: Sequence[PodFacts],
+    grouped: WorkloadRequest | None,
+    *,
+    ended: bool = False,
 ) -> list[PodBinding] | None:
     """The gang to bind for an admitted workload, or None when every placed pod is on its
     node. Pods already on a placement's node keep it; the others take what is left of their
-    pod set's placements, in order. None also when pods are missing: nothing to bind yet."""
+    pod set's placements, in order. None also when pods are missing: nothing to bind yet.
+    ``ended``: pods that ended on a placement's node keep it too (``pods_by_set``)."""
     info = row.info
     placement = info.placement
     wanted: dict[int, list[str]] = {}  # pod set -> its placements' nodes, in order
@@ -274,7 +287,7 @@ def gang_bindings(
         if placed:
             wanted[set_index] = placed
         cursor += pod_set.count
-    by_set = pods_by_set(row, pods, grouped)
+    by_set = pods_by_set(row, pods, grouped, ended=ended)
     gang: list[PodBinding] = []
     unbound = False
     for set_index, nodes in wanted.items():
@@ -286,7 +299,8 @@ def gang_bindings(
         for pod in members:
             if pod.node_name is not None and pod.node_name in free:
                 free.remove(pod.node_name)
-                gang.append(PodBinding(pod.ref, pod.node_name))
+                if not pod.finished:  # one that ended holds its placement, and is not bound
+                    gang.append(PodBinding(pod.ref, pod.node_name))
             elif pod.node_name is None and is_live(pod):
                 waiting.append(pod)
         for pod, node in zip(waiting, free, strict=False):
@@ -304,8 +318,9 @@ def added_bindings(
     places them (pods already on a placement's node keep it; each waiting pod takes what is
     left of its pod set's placements, in order), without the pods it runs: bound as a gang of
     their own, all or none, so a binding that fails rolls back only them and never the pods
-    the workload ran. None when there is nothing to bind (see ``gang_bindings``)."""
-    gang = gang_bindings(row, pods, grouped)
+    the workload ran; a member that ended holds its placement (``ended``), never taken by a
+    waiting pod. None when there is nothing to bind (see ``gang_bindings``)."""
+    gang = gang_bindings(row, pods, grouped, ended=True)
     if gang is None:
         return None
     on_nodes = {pod.key for pod in pods if pod.node_name is not None}

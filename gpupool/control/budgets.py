@@ -157,7 +157,12 @@ class BudgetBook:
     # -- from the database -----------------------------------------------------------------
 
     def load(self, rows: Iterable[WorkloadRow], snapshot: Snapshot) -> None:
-        """Charges of the placed workloads at budgeted classes, from the ledger's entries."""
+        """Charges of the placed workloads at budgeted classes, from the ledger's entries: as
+        the loop that wrote them held them. A window's reservation is what the ledger still
+        holds for the workload, over the GPUs it holds now; it began when the workload
+        started, or at its last growth inside the window (``grow`` began a window of the GPUs
+        held then: its entry settling what ran before, ``GREW_NOTE``) -- a shrink changes
+        the GPUs and the reservation alike, never the window's start or end."""
         rates = {c.name: c.budget_rate for c in snapshot.priority_classes}
         tenants = {q.name: q.tenant for q in snapshot.queues}
         placed = {
@@ -177,6 +182,9 @@ class BudgetBook:
                     filter=Q(kind__in=[LedgerEntryKind.RESERVE, LedgerEntryKind.SETTLE]),
                 ),
                 spent_at=Max("at", filter=Q(kind=LedgerEntryKind.SPEND)),
+                # A growth inside the window settled what ran in it and began the window of
+                # the GPUs it holds then (``grow``); a shrink keeps the window's start.
+                grew_at=Max("at", filter=Q(kind=LedgerEntryKind.SETTLE, note=GREW_NOTE)),
             )
         )
         ledger = {e["workload_id"]: e for e in entries}
@@ -195,6 +203,9 @@ class BudgetBook:
             info = row.info
             start = info.started_at or 0.0
             found = ledger.get(pk, {})
+            grew_at = found.get("grew_at")
+            if grew_at is not None:  # (one of an earlier run began before this one started)
+                start = max(start, grew_at.timestamp())
             reserved = -float(found.get("held") or 0.0)
             rate = rates[info.priority_class]
             gpus = held_gpus(info)

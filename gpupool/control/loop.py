@@ -882,20 +882,36 @@ class ControlLoop:
         """The grown elastic gangs (``growing``) whose added pods wait, live, for apply to bind
         them (a crash between record and apply, a binding handed on): the sync leaves them to
         a later cycle, as it does an apply in flight -- it would take the placements no pod
-        holds yet for lost members, and shrink the gang back. One with no pod waiting (made
-        by gpupool and not there yet, or gone) is the sync's to judge as usual."""
+        holds yet for lost members, and shrink the gang back. So too one submitted through
+        gpupool whose added pods gpupool has still to make (their making died with the
+        apply; a new process cannot tell them from pods deleted while it was down, and makes
+        those again too). Not one a pod of which went from its node without ending, as the
+        sync saw it go: a member lost is the sync's to judge (held back, a waiting pod was
+        bound onto its placement and the loss recorded nowhere); nor one with no pod waiting
+        otherwise (gone)."""
         keys: set[WorkloadKey] = set()
+        departures = self.memory.departed
         for name in self.growing:
             row = self.state.rows.get(name)
             if row is None or row.state != WorkloadState.RUNNING:
                 continue
+            departed = departures.get(name, ())
+            if not all(p.finished for p in departed):
+                continue
             key = key_of(name)
             pods = self._as_bound(self.mirror.pods_of(key))
-            on_nodes = sum(1 for p in pods if p.node_name is not None)
-            if on_nodes < len(row.info.placement) and any(
-                is_live(p) and p.node_name is None for p in pods
-            ):
+            placed = len(row.info.placement)
+            if sum(1 for p in pods if p.node_name is not None) >= placed:
+                continue
+            if any(is_live(p) and p.node_name is None for p in pods):
                 keys.add(key)
+            elif row.origin == Origin.GPUPOOL:
+                # Its pods there, and those that ended (they hold their placements).
+                made = sum(
+                    1 for p in pods if made_by_gpupool(p) and (is_live(p) or p.node_name)
+                ) + sum(1 for p in departed if p.finished)
+                if made < placed:
+                    keys.add(key)
         return keys
 
     def _known_nodes(self, names: Iterable[str] | None) -> dict[str, dict[str, object]]:
@@ -1920,8 +1936,10 @@ class ControlLoop:
         placed = len(row.info.placement)
         if sum(1 for p in pods if p.node_name is not None) >= placed:
             return False  # every placed pod is on a node (ended ones hold theirs too)
-        if row.origin == Origin.GPUPOOL and (
-            sum(1 for p in pods if is_live(p) and made_by_gpupool(p)) < placed
+        if row.origin == Origin.GPUPOOL and (  # a member that ended on its node is no pod
+            # to make again: it holds its placement
+            sum(1 for p in pods if made_by_gpupool(p) and (is_live(p) or p.node_name is not None))
+            < placed
         ):
             runs.append(row)
             return True
