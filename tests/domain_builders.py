@@ -79,6 +79,24 @@ def quota(on: Queue, of: Flavor, guarantee: Any, deserved: Any, capability: Any)
     )
 
 
+MIG_FLAVOR = "a100-3g.40gb"  # the MIG flavor of ``mig_beside``
+
+
+def mig_beside(pool: Any, **node_fields: Any) -> Flavor:
+    """Add to the two-team pool (``nlp_queue``, ``vision_queue``) MIG node m1 of flavor
+    ``MIG_FLAVOR`` (8 A100 cards of two 3g.40gb instances each; ``node_fields`` such as
+    ``unhealthy_gpus``) and a quota of 4 / 8 / 16 instances of it for each team. Returns the
+    flavor, also kept as ``pool.mig``."""
+    mig = flavor(
+        MIG_FLAVOR, sharing="mig", gpu_model="A100-80GB", mig_profile="3g.40gb", gpu_memory_gb=40
+    )
+    node("m1", mig, gpus=8, mig_layout={"3g.40gb": 2}, **node_fields)
+    quota(pool.nlp_queue, mig, 4, 8, 16)
+    quota(pool.vision_queue, mig, 4, 8, 16)
+    pool.mig = mig
+    return mig
+
+
 def priority_class(name: str, value: int = 0, **fields: Any) -> PriorityClass:
     """A priority class (PreemptLowerPriority, free, not default unless told)."""
     return do_save_priority_class(PriorityClass(name=name, value=value, **fields), acting_user=None)

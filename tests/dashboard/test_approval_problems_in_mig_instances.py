@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from domain_builders import flavor, node, quota
+from domain_builders import MIG_FLAVOR, mig_beside
 
 from gpupool.inventory.models import Flavor
 from gpupool.quotas.actions import do_create_quota_request
@@ -20,15 +20,12 @@ from gpupool.quotas.impact import request_impact
 
 pytestmark = pytest.mark.django_db
 
-MIG = "a100-3g.40gb"
+MIG = MIG_FLAVOR
 
 
 @pytest.fixture
 def mig_pool(pool: Any) -> Any:
-    mig = flavor(MIG, sharing="mig", gpu_model="A100-80GB", mig_profile="3g.40gb", gpu_memory_gb=40)
-    node("m1", mig, gpus=8, mig_layout={"3g.40gb": 2})
-    quota(pool.nlp_queue, mig, 4, 8, 16)
-    quota(pool.vision_queue, mig, 4, 8, 16)
+    mig_beside(pool)
     return pool
 
 

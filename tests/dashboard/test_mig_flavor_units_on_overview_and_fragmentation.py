@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from dashboard_pages import live, text
 from django.utils import timezone
-from domain_builders import flavor, node, quota
+from domain_builders import MIG_FLAVOR, flavor, mig_beside, node
 
 from gpupool.control.models import SchedulingCycle
 from gpupool.dashboard import charts
@@ -28,16 +28,13 @@ from gpupool.workloads.actions import (
     do_transition_workload,
 )
 
-MIG = "a100-3g.40gb"
+MIG = MIG_FLAVOR
 
 
 @pytest.fixture
 def mig_pool(pool: Any) -> Any:
     """The pool with MIG node m1 beside the h100 nodes, and nlp's work on three instances."""
-    mig = flavor(MIG, sharing="mig", gpu_model="A100-80GB", mig_profile="3g.40gb", gpu_memory_gb=40)
-    node("m1", mig, gpus=8, mig_layout={"3g.40gb": 2}, unhealthy_gpus={5: "XID 79"})
-    quota(pool.nlp_queue, mig, 4, 8, 16)
-    quota(pool.vision_queue, mig, 4, 8, 16)
+    mig = mig_beside(pool, unhealthy_gpus={5: "XID 79"})
     workload = do_submit_workload(
         "slices", queue=pool.nlp_queue, pod_sets=[PodSetSpec(count=1, gpus=3, flavor=mig)]
     )

@@ -15,23 +15,21 @@ from typing import Any
 
 import pytest
 from dashboard_pages import live, text
-from domain_builders import flavor, node, quota
+from domain_builders import MIG_FLAVOR, mig_beside
 
 from gpupool.inventory.models import Flavor
 from gpupool.inventory.units import GPU_UNIT, MIG_UNIT, flavor_units
 from gpupool.quotas.actions import do_create_quota_request, do_set_queue_quota
 from gpupool.quotas.models import QuotaRequest
 
-MIG = "a100-3g.40gb"
+MIG = MIG_FLAVOR
 
 
 @pytest.fixture
 def mig_pool(pool: Any) -> Any:
-    """The pool with MIG node m1 beside the h100 nodes, and a quota of it for each team."""
-    mig = flavor(MIG, sharing="mig", gpu_model="A100-80GB", mig_profile="3g.40gb", gpu_memory_gb=40)
-    node("m1", mig, gpus=8, mig_layout={"3g.40gb": 2}, unhealthy_gpus={5: "XID 79"})
-    quota(pool.nlp_queue, mig, 4, 8, 16)
-    quota(pool.vision_queue, mig, 4, 8, 16)
+    """The pool with MIG node m1 beside the h100 nodes (one card broken), and a quota of it
+    for each team."""
+    mig_beside(pool, unhealthy_gpus={5: "XID 79"})
     return pool
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from dashboard_pages import text
 from django.utils import timezone
-from domain_builders import flavor, node, quota
+from domain_builders import MIG_FLAVOR, mig_beside
 from test_cost_page import day_after_tomorrow
 
 from gpupool.accounting.actions import do_close_usage, do_open_usage, do_roll_up_usage
@@ -31,17 +31,13 @@ from gpupool.workloads.actions import PodSetSpec, do_submit_workload
 
 pytestmark = pytest.mark.django_db
 
-MIG = "a100-3g.40gb"
+MIG = MIG_FLAVOR
 
 
 @pytest.fixture
 def mig_pool(pool: Any) -> Any:
     """The pool with MIG node m1 beside the h100 nodes, and a quota of it for each team."""
-    mig = flavor(MIG, sharing="mig", gpu_model="A100-80GB", mig_profile="3g.40gb", gpu_memory_gb=40)
-    node("m1", mig, gpus=8, mig_layout={"3g.40gb": 2})
-    quota(pool.nlp_queue, mig, 4, 8, 16)
-    quota(pool.vision_queue, mig, 4, 8, 16)
-    pool.mig = mig
+    mig_beside(pool)
     return pool
 
 

@@ -1,6 +1,8 @@
-"""``gpupool submit``, ``status`` and ``why`` say what a workload of a MIG flavor asks in MIG
-instances (the workloads API's ``unit``, ``inventory.units``' rule), never ``N GPUs``: node m1
-gives 16 3g.40gb instances (8 A100 cards of two), h100 node n1 8 GPUs."""
+"""The client says a MIG flavor's sizes in MIG instances, the unit the flavor's capacity and
+quotas count in (``inventory.units``), never GPUs: ``gpupool dry-run`` of a pod that asks more
+than its largest node holds, and ``gpupool submit``, ``status`` and ``why`` of a workload of
+it (the workloads API's ``unit``). Node m1 gives 16 3g.40gb instances (8 cards of two), h100
+node n1 8 GPUs."""
 
 from __future__ import annotations
 
@@ -21,8 +23,8 @@ MIG = "a100-3g.40gb"
 
 @pytest.fixture
 def pool(live_server: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """MIG node m1 beside h100 node n1; max, a member of nlp, whose queue nlp has a quota of
-    both, is logged in."""
+    """MIG node m1 (8 A100 cards of two 3g.40gb instances each) beside h100 node n1 (8 GPUs);
+    max, a member of nlp, whose queue nlp has a quota of both, is logged in."""
     cache.clear()
     priority_class("normal", default=True)
     mig = flavor(MIG, sharing="mig", gpu_model="A100-80GB", mig_profile="3g.40gb", gpu_memory_gb=40)
@@ -44,6 +46,18 @@ def run(*argv: str) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     status = main(list(argv), out=out, err=err)
     return status, out.getvalue(), err.getvalue()
+
+
+# The sentence is the server's (``workloads.actions.pod_set_spec_errors``), in the unit its
+# flavors count in (``inventory.units.flavor_unit``).
+def test_a_mig_pod_larger_than_any_node_is_told_in_mig_instances(pool: None) -> None:
+    argv = ("dry-run", "--name", "big", "--queue", "nlp", "--image", "python:3.12")
+    status, out, err = run(*argv, "--flavor", MIG, "--gpus", "20", "--", "sleep", "1")
+    said = out + err
+    assert status != 0, said  # refused: it could never run
+    assert "20 MIG instances per pod" in said, said
+    assert "the largest a100-3g.40gb node has 16" in said, said
+    assert "GPUs per pod" not in said, said
 
 
 def submit(name: str, of: str, gpus: int) -> str:
