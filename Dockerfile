@@ -2,6 +2,20 @@
 # docs/operations.md): the web app under gunicorn, the Celery worker that runs the scheduling
 # cycle, the Celery worker of the other tasks, Celery beat that triggers them, and migrate.
 #   docker build -t gpupool .
+
+# The decision core compiled to C with mypyc (gpupool/scheduler/native.py), as `make native`
+# builds it: in a stage with a C compiler and the `native` tools, of which the image keeps only
+# the build. Without it the image would run the core as plain Python, about three times
+# slower a cycle (docs/benchmarks.md, B1). The build's key hashes the core's sources and the
+# interpreter's ABI (cpython-311, Debian 12 on both stages), and the image loads it from
+# /app/build/native; `--require` fails the image's build rather than ship it uncompiled.
+FROM python:3.11 AS native-core
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+WORKDIR /app
+COPY . .
+RUN pip install ".[native]" && python hack/build_native.py --require
+
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -14,6 +28,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 COPY . .
+COPY --from=native-core /app/build/native build/native
 RUN pip install .
 
 # Static files are collected at build time and served by whitenoise (DEBUG=0). The key is a

@@ -70,6 +70,26 @@ def image_command() -> list[str]:
     raise AssertionError("the Dockerfile has no CMD")
 
 
+def dockerfile_stages() -> list[tuple[str, str, list[str]]]:
+    """The Dockerfile's stages, in order: (base image, name or "", instructions), comment
+    lines left out and continued lines joined (``ENV A=1 \\`` ... ``B=2``: one instruction)."""
+    found: list[tuple[str, str, list[str]]] = []
+    kept = [
+        line for line in DOCKERFILE.read_text().splitlines() if not line.lstrip().startswith("#")
+    ]
+    for line in re.sub(r"\\\n", " ", "\n".join(kept)).splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        if line.startswith("FROM "):
+            words = line.split()
+            name = words[3] if len(words) == 4 and words[2].upper() == "AS" else ""
+            found.append((words[1], name, []))
+        else:
+            found[-1][2].append(line)
+    return found
+
+
 def image_uid() -> int:
     """The uid of the user the image runs as (the Dockerfile's ``useradd --uid``)."""
     found = re.search(r"useradd\b[^\n]*--uid\s+(\d+)", DOCKERFILE.read_text())

@@ -16,7 +16,14 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
-from deployment_files import REQUIRED, ROOT, role_commands, run_with_settings, settings_reads
+from deployment_files import (
+    REQUIRED,
+    ROOT,
+    dockerfile_stages,
+    role_commands,
+    run_with_settings,
+    settings_reads,
+)
 from django.conf import settings as django_settings
 from django.urls import resolve
 
@@ -165,13 +172,10 @@ def test_settings_load_in_production_mode_from_the_compose_environment() -> None
 
 
 def test_the_image_installs_gpupool_and_collects_its_static_files() -> None:
-    """python:3.11-slim, `pip install .`, collectstatic at build time, not run as root."""
-    lines = [
-        line.strip()
-        for line in (ROOT / "Dockerfile").read_text().splitlines()
-        if line.strip() and not line.lstrip().startswith("#")
-    ]
-    assert lines[0] == "FROM python:3.11-slim"
+    """python:3.11-slim, `pip install .`, collectstatic at build time, not run as root (the
+    image's stage, the last: test_dockerfile.py checks the one before, which compiles)."""
+    base, _, lines = dockerfile_stages()[-1]
+    assert base == "python:3.11-slim"
     assert "RUN pip install ." in lines
     assert any("manage.py collectstatic --noinput" in line for line in lines)
     assert any(line.startswith("USER ") and line != "USER root" for line in lines)
