@@ -46,8 +46,9 @@ import math
 import re
 import time
 import traceback
-from collections import Counter
-from collections.abc import Collection, Iterable, Mapping
+from bisect import bisect_right
+from collections import Counter, defaultdict
+from collections.abc import Callable, Collection, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -151,6 +152,7 @@ from gpupool.scheduler.types import MILLI, Admission, Plan, PolicyInfo, Snapshot
 from gpupool.utilization.sampling import IdleWrite, UtilizationSampler, source_for
 from gpupool.workloads.choices import Origin, WorkloadState
 from gpupool.workloads.models import PodSet, Workload
+from gpupool.workloads.queries import says_position, sentence
 
 logger = logging.getLogger(__name__)
 
@@ -1529,8 +1531,60 @@ class ControlLoop:
         never = {p.workload for p in decided.pending if never_fits(p.facts)}
         grown = {growth.workload for growth in decided.grow}
         return self._work(
-            examine, now, rows=rows, evicted=evicted, fresh=fresh, never=never, grown=grown
+            examine,
+            now,
+            rows=rows,
+            evicted=evicted,
+            fresh=fresh,
+            never=never,
+            grown=grown,
+            told=self._told(record),
         )
+
+    def _told(self, record: CycleRecord) -> Callable[[WorkloadRow, str], str]:
+        """What a waiting workload's pods are told for its queued sentence: a sentence that
+        says the position, with the position the API says once ``record`` is committed
+        (counted as ``Workload.queue_position`` counts it: its queue's ranks up to its own,
+        ``CycleRecord.ranked``), rendered as the readers render it
+        (``workloads.queries.sentence``) from its explanation as now written. The core's own
+        sentence counts the work ahead that has no rank (a gang waiting for its pods, work
+        that never fits): ``kubectl describe pod`` said 3rd where the API said 2nd. Only the
+        words change: what was told, for ``_stale_events``, is the queued sentence, so a
+        position that moved alone sends no Event, as before."""
+        written, explanations, ranked = self.written, record.explanations, record.ranked
+        by_queue: dict[str, list[float]] = {}  # queue -> its ranks, ascending (when asked)
+
+        def told(row: WorkloadRow, detail: str) -> str:
+            explanation = explanations.get(row.id)
+            if explanation is None:
+                explanation = written.get(row.id)
+            rank = ranked.get(row.id)
+            if (
+                explanation is None
+                or rank is None  # no position: the API says the sentence as written
+                or not says_position(explanation.reason, explanation.facts)
+            ):
+                return detail
+            if not by_queue:
+                by_queue.update(self._ranks_by_queue(ranked))
+            position = bisect_right(by_queue.get(row.info.queue, []), rank)
+            return sentence(explanation.reason, explanation.facts, position, detail)
+
+        return told
+
+    def _ranks_by_queue(self, ranked: Mapping[int, float]) -> dict[str, list[float]]:
+        """The ranks of ``ranked`` (workload id -> rank) by their workloads' queues,
+        ascending."""
+        names, rows = self.state.names, self.state.rows
+        by_queue: dict[str, list[float]] = defaultdict(list)
+        for pk, rank in ranked.items():
+            name = names.get(pk)
+            row = None if name is None else rows.get(name)
+            if row is not None:
+                by_queue[row.info.queue].append(rank)
+        for ranks in by_queue.values():
+            ranks.sort()
+        return by_queue
 
     def _stale_events(self, fresh: Mapping[str, str]) -> dict[str, str]:
         """Waiting workloads whose pods were told a sentence EVENT_REFRESH_S ago or more that
@@ -1810,12 +1864,14 @@ class ControlLoop:
         fresh: dict[str, str],
         never: Collection[str] = (),
         grown: Collection[str] = (),
+        told: Callable[[WorkloadRow, str], str] | None = None,
     ) -> PreparedApply:
         """What apply is to do for these workloads (those that need nothing drop out), as the
         state will be once the record is committed: ``rows`` (name -> row) as it writes them,
         ``evicted`` the victims it chooses (none of their evictions sent yet), ``fresh`` the
         explanations whose reason is new (workload -> sentence, queued after the others),
-        ``grown`` the running elastic gangs the record grows (``Plan.grow``).
+        ``grown`` the running elastic gangs the record grows (``Plan.grow``), ``told`` what
+        a queued sentence becomes on the pods (``_told``; as queued when None).
         Pure: no database, nothing of the loop changed (``PreparedApply``)."""
         held_rows = self.state.rows
         work = ApplyWork()
@@ -1909,11 +1965,12 @@ class ControlLoop:
             if row is None or row.state != WorkloadState.PENDING:
                 continue
             ours_only = row.origin == Origin.GPUPOOL  # others of its name are told otherwise
+            message = detail if told is None else told(row, detail)
             for pod in self.mirror.pods_of(key_of(name)):
                 if is_live(pod) and pod.node_name is None:  # a gang's pods all in one cycle
                     if ours_only and not made_by_gpupool(pod):
                         continue
-                    work.events.append((pod.ref, "Waiting", detail))
+                    work.events.append((pod.ref, "Waiting", message))
                     budget -= 1
         return PreparedApply(
             rows, work, outstanding, sent, explained, fresh, runs_wanted, unknown, growing
