@@ -150,6 +150,9 @@ class ApplyWork:
     bind: dict[str, list[PodBinding]] = field(default_factory=dict)  # workload -> gang
     evict: dict[str, tuple[list[str], list[PodRef], str]] = field(default_factory=dict)
     delete: list[PodRef] = field(default_factory=list)
+    # Pods gpupool made that ended in an earlier run of a requeued workload: deleted, so that
+    # they can be made again under their names (``REMADE``).
+    remade: list[PodRef] = field(default_factory=list)
     # A cancelled workload's Jobs to suspend, each with its pods (deleted if it cannot be).
     suspend: dict[JobKey, list[PodRef]] = field(default_factory=dict)
     # Per workload evicted for a drain, the drain in words (``drain_words``): read from the
@@ -249,13 +252,35 @@ def pods_by_set(
             if text.isdigit():
                 by_set[int(text)].append(pod)
     elif grouped is not None:
-        position = {key: index for index, ps in enumerate(grouped.pod_sets) for key in ps.pods}
+        # Grouping keeps live pods only: a pod that ended is in none of its pod sets, and a
+        # pod set whose pods all ended is not among them (those left may be fewer than the
+        # row's, and numbered otherwise: they are ordered by their first live pod). So each
+        # pod set, and each pod in none, goes to the row's pod set of its shape where only
+        # one has it; else by the grouping's numbering, where that has as many pod sets.
+        sets = row.info.pod_sets
+        shapes: dict[tuple[int, int, int], list[int]] = defaultdict(list)
+        for index, pod_set in enumerate(sets):
+            shapes[(pod_set.gpus, pod_set.cpu_milli, pod_set.memory_mib)].append(index)
+
+        def of_shape(shape: tuple[int, int, int], otherwise: int | None) -> int | None:
+            matches = shapes.get(shape, [])
+            return matches[0] if len(matches) == 1 else otherwise
+
+        same = len(grouped.pod_sets) == len(sets)
+        position = {
+            key: of_shape((ps.gpus, ps.cpu_milli, ps.memory_mib), index if same else None)
+            for index, ps in enumerate(grouped.pod_sets)
+            for key in ps.pods
+        }
         for pod in members:
-            index = position.get(pod.key)
-            if index is None and len(grouped.pod_sets) == 1:
-                index = 0  # a node-holding pod of the only pod set (grouping keeps live ones)
-            if index is not None:
-                by_set[index].append(pod)
+            if pod.key in position:
+                found = position[pod.key]
+            else:  # ended on its node
+                asked = pod.requests
+                shape = (asked.gpus or sum(asked.mig.values()), asked.cpu_milli, asked.memory_mib)
+                found = of_shape(shape, 0 if len(sets) == 1 else None)
+            if found is not None:
+                by_set[found].append(pod)
     for group in by_set.values():
         if len(group) > 1:
             group.sort(key=_pod_order)
@@ -341,6 +366,7 @@ def explanation_events(
 
 
 CANCELLED = "its workload was cancelled"
+REMADE = "it ended in an earlier run of its workload, which was requeued: gpupool makes it again"
 
 
 def cancel_pods(work: ApplyWork, pods: Iterable[PodFacts]) -> None:
@@ -422,6 +448,9 @@ def run_apply(backend: ClusterBackend, work: ApplyWork) -> ApplyOutcome:
         delete.extend(_suspend_jobs(backend, work, outcome))
     if delete:
         result = backend.delete_pods(delete, CANCELLED)
+        outcome.count("deleted", sum(1 for r in result.results if r.status == "deleted"))
+    if work.remade:
+        result = backend.delete_pods(work.remade, REMADE)
         outcome.count("deleted", sum(1 for r in result.results if r.status == "deleted"))
     if work.create:
         created = backend.create_pods(work.create)

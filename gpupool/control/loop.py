@@ -1906,6 +1906,13 @@ class ControlLoop:
                     if len(live) < row.info.pod_count:
                         runs_wanted.append(row)
                         outstanding.add(name)
+                        # An earlier run's pods that ended keep their names, so none is made
+                        # again in their place: deleted now, made again at the next cycle.
+                        work.remade.extend(
+                            p.ref
+                            for p in pods
+                            if made_by_gpupool(p) and p.finished and not p.deleting
+                        )
                 continue
             held = [p for p in pods if holds_node(p)]
             if row.eviction_reason:
@@ -1931,8 +1938,10 @@ class ControlLoop:
                     outstanding.add(name)
                 continue
             if row.state == WorkloadState.ADMITTED:
-                if row.origin == Origin.GPUPOOL and (
-                    sum(1 for p in pods if is_live(p) and made_by_gpupool(p)) < row.info.pod_count
+                ours = row.origin == Origin.GPUPOOL
+                if ours and (  # a member that ended on its node is no pod to make again
+                    sum(1 for p in pods if made_by_gpupool(p) and (is_live(p) or p.node_name))
+                    < row.info.pod_count
                 ):
                     # Requeued and admitted again in one cycle: its pods are made first, and
                     # bound at the next cycle (else it looks lost, and is requeued, forever).
@@ -1947,7 +1956,10 @@ class ControlLoop:
                     continue
                 grouped = None if row.origin == Origin.GPUPOOL else self.mirror.grouped(key, now)
                 request = grouped if isinstance(grouped, WorkloadRequest) else None
-                gang = gang_bindings(row, pods, request)
+                # One of gpupool's that ended on its node ran in this admission (an earlier
+                # run's would have kept it pending: its name is taken, never made again), so
+                # it holds its placement (``pods_by_set``); a Job's earlier pods hold nothing.
+                gang = gang_bindings(row, pods, request, ended=ours)
                 if gang is not None:
                     work.bind[name] = gang
                     outstanding.add(name)

@@ -961,12 +961,20 @@ def _known(
         return
     placed = len(info.placement)
     if held:
+        # A member of gpupool's own that ended on its node ran in this admission (one of an
+        # earlier run is deleted and made again before the workload is admitted: ``_work``),
+        # so it counts as started; a Job's or kubectl's earlier pods that ended do not.
+        ran = (
+            [p for p in pods if p.finished and p.node_name is not None]
+            if row.origin == Origin.GPUPOOL
+            else []
+        )
         if (
             row.state == WorkloadState.ADMITTED
-            and len(held) >= placed
+            and len(held) + len(ran) >= placed
             and all(p.phase == "Running" for p in held)
         ):
-            starts = [p.started_at for p in held if p.started_at is not None]
+            starts = [p.started_at for p in [*held, *ran] if p.started_at is not None]
             begun = max([info.started_at or now, *starts])
             decision.steps.append(
                 Step(row.id, name, WorkloadState.RUNNING, "its pods run", moment(min(begun, now)))
