@@ -97,17 +97,23 @@ class Pool:
         assert result.status in ("succeeded", "dry-run"), result.error
         return result
 
-    def pod(self, name: str, workload: str, gpus: int, **annotations: str) -> None:
+    def pod(self, name: str, workload: str, gpus: int, *command: str, **annotations: str) -> None:
+        """A pod made with kubectl in team-a (``command``: what it runs, else until deleted)."""
         labels = {"gpupool.io/queue": "team-a", "gpupool.io/workload": workload}
         resources = {"nvidia.com/gpu": str(gpus), "cpu": "1", "memory": "1Gi"}
+        container: dict[str, Any] = {
+            "name": "main",
+            "image": "registry.invalid/train:1",
+            "resources": {"requests": resources, "limits": resources},
+        }
+        if command:
+            container["command"] = list(command)
         manifest: dict[str, Any] = {
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {"name": name, "namespace": "team-a", "labels": labels,
                          "annotations": annotations},
-            "spec": {"schedulerName": "gpupool", "containers": [
-                {"name": "main", "image": "registry.invalid/train:1",
-                 "resources": {"requests": resources, "limits": resources}}]},
+            "spec": {"schedulerName": "gpupool", "containers": [container]},
         }  # fmt: skip
         self.cluster.add_pod(manifest)
 

@@ -12,94 +12,30 @@ budget GPU-hour per GPU-hour (tenant a holds 100).
 
 from __future__ import annotations
 
-import time
-from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
 import pytest
-from django.utils import timezone
-from domain_builders import flavor, priority_class, queue, quota, tenant
+from test_loop_elastic_growth import Pool as GrowthPool
 
 from gpupool.accounting.models import PreemptionEvent, UsageInterval
-from gpupool.clusters.node_profiles import gpu_node_manifest
-from gpupool.clusters.simulated import SimulatedBackend, SimulatedCluster, VirtualClock
-from gpupool.clusters.simulated_store import MemoryStore
 from gpupool.control import loop as loop_module
-from gpupool.control.loop import ControlLoop
-from gpupool.quotas.actions import do_grant_budget
 from gpupool.quotas.models import BudgetLedgerEntry, PriorityBudget
 from gpupool.quotas.queries import ledger_mismatches
-from gpupool.tenancy.models import Tenant
 from gpupool.workloads.actions import PodSetSpec, do_submit_workload
 from gpupool.workloads.models import Placement, Workload, WorkloadTransition
 
 pytestmark = pytest.mark.django_db
 
-START = float((int(time.time()) // 3600 + 45 * 24) * 3600)
 PRODUCT = "NVIDIA-H100-80GB-HBM3"
 HOUR = 3600.0
 MINUTE = 60.0
 
 
-class Pool:
-    """The pool above, its simulated cluster, and the loop (``restart``: a new process)."""
-
-    def __init__(self) -> None:
-        self.h100 = flavor("h100", node_labels={"nvidia.com/gpu.product": PRODUCT})
-        priority_class("normal", 0, default=True)
-        urgent = priority_class("urgent", 2000, budget_rate=Decimal(1))
-        team = tenant("a", namespaces=("team-a",))
-        self.queue = queue("team-a", parent=queue("root"), tenant=team)
-        quota(self.queue, self.h100, 0, 8, 8)
-        self.clock = VirtualClock(START)
-        today = timezone.localdate()
-        do_grant_budget(
-            Tenant.objects.get(name="a"),
-            urgent,
-            period_start=today - timedelta(days=1),
-            period_end=today + timedelta(days=60),
-            gpu_hours=100,
-            acting_user=None,
-        )
-        self.cluster = SimulatedCluster(MemoryStore(), self.clock)
-        group = {"kind": "hgx", "prefix": "g", "gpus": 8, "product": PRODUCT}
-        self.cluster.add_nodes([gpu_node_manifest("g-1", group)])
-        self.restart()
-
-    def restart(self) -> None:
-        """A new loop process: its own backend and loop, nothing of the last one's memory."""
-        self.backend = SimulatedBackend(self.cluster)
-        self.loop = ControlLoop(self.backend)
-
-    def cycle(self) -> None:
-        result = self.loop.run_cycle()
-        assert result.status == "succeeded", result.error
-
-    def pod(self, name: str, workload: str, gpus: int, *command: str, **annotations: str) -> None:
-        """A pod made with kubectl in team-a (``command``: what it runs, else until deleted)."""
-        labels = {"gpupool.io/queue": "team-a", "gpupool.io/workload": workload}
-        resources = {"nvidia.com/gpu": str(gpus), "cpu": "1", "memory": "1Gi"}
-        container: dict[str, Any] = {
-            "name": "main",
-            "image": "registry.invalid/train:1",
-            "resources": {"requests": resources, "limits": resources},
-        }
-        if command:
-            container["command"] = list(command)
-        self.cluster.add_pod(
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {
-                    "name": name,
-                    "namespace": "team-a",
-                    "labels": labels,
-                    "annotations": annotations,
-                },
-                "spec": {"schedulerName": "gpupool", "containers": [container]},
-            }
-        )
+class Pool(GrowthPool):
+    """The elastic growth tests' pool (8 GPUs of h100 on node g-1, queue team-a deserving
+    them, class urgent with a budget), its simulated cluster and the loop (``restart``: a new
+    process)."""
 
     def fillers(self) -> None:
         """Two kubectl pods of 2 GPUs each, running."""
@@ -135,7 +71,7 @@ class Pool:
             or p.name.startswith(f"{workload}-")
         }
 
-    def bound(self, workload: str) -> set[str]:
+    def on_nodes(self, workload: str) -> set[str]:
         return {name for name, p in self.pods_of(workload).items() if p.node_name}
 
 
@@ -242,11 +178,11 @@ def test_a_crash_between_record_and_apply_makes_and_binds_a_submitted_gang_s_gro
     pool.until_running()
     for _ in range(2):
         pool.cycle()
-    assert len(pool.bound("elastic")) == 4
+    assert len(pool.on_nodes("elastic")) == 4
     if waiting == "deleted":
         pool.free(*(name for name, p in pool.pods_of("elastic").items() if not p.node_name))
         pool.cycle()
-        assert set(pool.pods_of("elastic")) == pool.bound("elastic")
+        assert set(pool.pods_of("elastic")) == pool.on_nodes("elastic")
     pool.clock.advance(HOUR)
     pool.free("filler-a")
 
@@ -276,7 +212,7 @@ def test_a_crash_between_record_and_apply_makes_and_binds_a_submitted_gang_s_gro
     elastic = pool.elastic()
     assert elastic.state == "running"
     assert Placement.objects.filter(workload=elastic).count() == 6
-    assert len(pool.bound("elastic")) == 6
+    assert len(pool.on_nodes("elastic")) == 6
     assert len(binds) == len(set(binds)) == 2  # the two added pods, each once
     assert not PreemptionEvent.objects.filter(victim=elastic).exists()
     assert not WorkloadTransition.objects.filter(workload=elastic, from_state="running").exists()
@@ -350,7 +286,7 @@ def test_a_submitted_gang_grows_to_its_full_size_past_a_member_that_succeeded() 
     pool.cycle()
     pods = pool.pods_of("elastic")
     made = set(pods)
-    assert len(made) == 8 and len(pool.bound("elastic")) == 4
+    assert len(made) == 8 and len(pool.on_nodes("elastic")) == 4
     pool.clock.advance(HOUR)
     pool.cycle()
     assert pool.elastic().state == "running"
@@ -383,7 +319,7 @@ def test_a_member_lost_just_after_a_growth_is_a_shrink_not_a_silent_swap() -> No
     pool.clock.advance(HOUR)
     pool.free("filler-a")
     pool.cycle()
-    assert pool.bound("elastic") == {f"elastic-{i}" for i in range(6)}
+    assert pool.on_nodes("elastic") == {f"elastic-{i}" for i in range(6)}
     assert "team-a/elastic" in pool.loop.growing
     pool.free("elastic-1")
     for _ in range(3):
@@ -393,4 +329,4 @@ def test_a_member_lost_just_after_a_growth_is_a_shrink_not_a_silent_swap() -> No
     ref = next(p.ref for p in pool.cluster.pods() if p.name == "elastic-0")
     told = [e["message"] for e in pool.cluster.events_of(ref) if e["reason"] == "GangShrunk"]
     assert told and "team-a/elastic lost a member pod" in told[0]
-    assert Placement.objects.filter(workload=elastic).count() == len(pool.bound("elastic")) == 6
+    assert Placement.objects.filter(workload=elastic).count() == len(pool.on_nodes("elastic")) == 6
