@@ -213,6 +213,7 @@ def test_the_workload_pages_say_a_mig_workloads_mig_instances(mig_pool: Any, pag
         for row in table.split("<tr>")
         if f"<code>nlp/{name}</code>" in row
     }
+    assert '<th scope="col" class="number">Asks</th>' in table  # as the CLI's ASKS, the card's
     assert ">2 MIG instances<" in cells["slices"] and "GPU" not in cells["slices"]
     assert ">2 GPUs<" in cells["either"]
     page = text(client.get("/workloads/nlp/slices/"))
