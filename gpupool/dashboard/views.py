@@ -668,10 +668,10 @@ def workload_list(rows: QuerySet[Workload]) -> list[dict[str, Any]]:
                 else NO_VALUE
                 if position is None
                 else position,
-                "estimated": estimated_start_cell(
-                    None if missing or never_fits(facts or {}) else estimated,
-                    now,
-                    None if missing or never_fits(facts or {}) else not_before_in(facts),
+                "estimated": (
+                    estimated_start_cell(None, now)
+                    if missing or never_fits(facts or {})  # out of line: no time to promise
+                    else estimated_start_cell(estimated, now, not_before_in(facts))
                 )
                 if pending
                 else NO_VALUE,

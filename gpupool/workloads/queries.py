@@ -209,7 +209,7 @@ def workload_story() -> QuerySet[Workload]:
         ),
         Prefetch(
             "placements",
-            queryset=Placement.objects.select_related("node", "pod_set").order_by(
+            queryset=Placement.objects.select_related("node__flavor", "pod_set").order_by(
                 "pod_set_id", "pod_index"
             ),
         ),

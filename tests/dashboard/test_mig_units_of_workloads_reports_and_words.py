@@ -23,11 +23,16 @@ from test_cost_page import day_after_tomorrow
 
 from gpupool.accounting.actions import do_close_usage, do_open_usage, do_roll_up_usage
 from gpupool.dashboard.fairness import Standing, explain_fairness
-from gpupool.inventory.models import Flavor
+from gpupool.inventory.models import Flavor, Node
 from gpupool.inventory.units import GPU_UNIT, MIG_UNIT
 from gpupool.quotas.actions import do_create_quota_request
 from gpupool.quotas.models import WhatIfRun
-from gpupool.workloads.actions import PodSetSpec, do_submit_workload
+from gpupool.workloads.actions import (
+    PlacementSpec,
+    PodSetSpec,
+    do_submit_workload,
+    do_transition_workload,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -204,7 +209,11 @@ def test_the_workload_pages_say_a_mig_workloads_mig_instances(mig_pool: Any, pag
         ("either", mig_pool.mig, [mig_pool.h100]),
     ):
         spec = PodSetSpec(count=1, gpus=2, flavor=first, flavor_choices=further)
-        do_submit_workload(name, queue=mig_pool.nlp_queue, pod_sets=[spec])
+        made = do_submit_workload(name, queue=mig_pool.nlp_queue, pod_sets=[spec])
+    m1 = Node.objects.get(name="m1")
+    do_transition_workload(  # "either" runs on the MIG node: its pod's 2 MIG instances
+        made, "admitted", reason="test", placements=[PlacementSpec("main", 0, m1, [0, 1])]
+    )
     client = page_as("ada")
     table = text(client.get("/workloads/"))
     cells = {
@@ -222,3 +231,5 @@ def test_the_workload_pages_say_a_mig_workloads_mig_instances(mig_pool: Any, pag
     assert f"1 pod \u00d7 2 MIG instances of {MIG}" in asks  # a multiplication sign
     either = text(client.get("/workloads/nlp/either/"))
     assert '<p class="value">2 GPUs</p>' in either.split('<p class="label">Asks</p>', 1)[1]
+    # Where its pod is: on the MIG node, in MIG instances (the node's flavor's unit).
+    assert '<td class="number" data-column="gpus">2 MIG instances</td>' in either
