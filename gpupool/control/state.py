@@ -281,8 +281,11 @@ class LoopState:
         the policy tables' digest, whether any node or workload was stamped since the last
         horizon, whether a newer preemption event exists, and the current budgets' digest;
         only what changed is read, in one state of the database. A quiet pool (the first
-        cycle of a burst) costs that one statement."""
-        self.node_inventory = None
+        cycle of a burst) costs that one statement.
+
+        ``node_inventory`` (every node as the sync compares it) stays while it is kept up to
+        date: the nodes read again are described again in it (a warm-up's full read serves
+        the first cycle's sync, ``ControlLoop._warm_up``)."""
         today = timezone.localdate(now)
         probe = read_probe(self.horizon, self.history_last_id, today)
         horizon, policy = probe.horizon, probe.policy
@@ -354,7 +357,7 @@ class LoopState:
         held.update(changed)
         if not fresh:
             return
-        nodes, ids = read_nodes(self.flavor_rows, fresh)
+        nodes, ids = read_nodes(self.flavor_rows, fresh, inventory=self.node_inventory)
         for node in nodes:
             self.nodes[node.name] = node
         self.node_ids.update(ids)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import random
+from typing import Any
 
 import pytest
 from control_builders import NOW, POLICY, Pool, loop_sets, minutes_before_now, submit
@@ -269,9 +270,9 @@ def test_a_node_stamped_once_is_read_once_not_at_every_refresh_until_the_horizon
     reads: list[list[int]] = []
     real = state_module.read_nodes
 
-    def counted(flavors: object, only: object = None) -> object:
+    def counted(flavors: object, only: object = None, **options: Any) -> object:
         reads.append(sorted(only) if only is not None else [])  # type: ignore[call-overload]
-        return real(flavors, only)  # type: ignore[arg-type]
+        return real(flavors, only, **options)  # type: ignore[arg-type]
 
     state = LoopState(POLICY)
     state.refresh(NOW)  # the first read: every node

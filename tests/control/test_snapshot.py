@@ -22,6 +22,7 @@ from control_builders import (
 )
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 from domain_builders import node
 
 from gpupool.clusters.grouping import WorkloadKey
@@ -380,12 +381,24 @@ def test_read_nodes_describes_every_node_as_the_sync_s_known_nodes_do(pool: Pool
     assert inventory["m1"]["mig_layout"] is not inventory["m2"]["mig_layout"]
 
 
-def test_only_a_refresh_that_read_every_node_leaves_their_inventory(pool: Pool) -> None:
+def test_the_nodes_inventory_stays_as_the_database_has_them_through_refreshes(
+    pool: Pool,
+) -> None:
+    """A refresh that read every node describes them for the sync (``node_inventory``); the
+    refreshes after it, reading only the nodes changed since, keep that description as the
+    database has the nodes (a warm-up's read serves the first cycle's sync)."""
     state = LoopState(POLICY)
     state.refresh(NOW)
-    assert state.node_inventory == ControlLoop._known_nodes(ControlLoop.__new__(ControlLoop), None)
-    state.refresh(NOW)  # reads the nodes changed since: no inventory of them all
-    assert state.node_inventory is None
+    known = ControlLoop._known_nodes(ControlLoop.__new__(ControlLoop), None)
+    assert state.node_inventory == known
+    node = Node.objects.get(name="n1")
+    Node.objects.filter(pk=node.pk).update(
+        labels={"zone-of": "elsewhere"}, zone="z9", updated_at=timezone.now()
+    )
+    state.refresh(NOW)  # reads the nodes changed since
+    known = ControlLoop._known_nodes(ControlLoop.__new__(ControlLoop), None)
+    assert known["n1"]["zone"] == "z9"
+    assert state.node_inventory == known
 
 
 def test_pod_set_resources_computed_by_the_database_equal_pod_set_info_s(pool: Pool) -> None:
