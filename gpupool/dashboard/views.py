@@ -1296,8 +1296,9 @@ def cost(request: HttpRequest, access: Access) -> HttpResponse:
         mig = sorted({name for name, unit in units.items() if unit == MIG_UNIT})
         whole = [row for row in by_flavor if row["flavor"] not in mig]
         shown = summed(whole, "tenant", TEAM_COLUMNS)
+        # (In MIG instance-hours, which their table's caption says, not each cell.)
         mig_teams = [
-            team | {"flavor": name, "written": unit_hours_of(team, TEAM_HOURS, MIG_UNIT)}
+            team | {"flavor": name}
             for name in mig
             for team in summed(
                 [row for row in by_flavor if row["flavor"] == name], "tenant", TEAM_COLUMNS
@@ -1447,8 +1448,7 @@ def chosen_month(text: str, today: date) -> tuple[date, str]:
     return month, ""
 
 
-# The Cost page's columns of hours (the others are money), written in a row's unit.
-TEAM_HOURS = tuple(column for column in TEAM_COLUMNS if not column.endswith("_cost"))
+# The Cost pool table's columns of hours (the others are money), written in a row's unit.
 POOL_HOURS = tuple(column for column in POOL_COLUMNS if not column.endswith("_cost"))
 
 

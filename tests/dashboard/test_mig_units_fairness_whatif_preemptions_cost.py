@@ -207,10 +207,12 @@ def test_the_cost_page_keeps_a_mig_flavors_hours_apart_from_gpu_hours(
     assert cells(page, "<tr><td>nlp</td>")[0] == "12 GPU-h"
     assert cells(page, '<tr id="team-totals">')[:3] == ["12 GPU-h", "8 GPU-h", "8 GPU-h"]
     mig = page.split('id="cost-teams-mig"', 1)[1].split("</table>", 1)[0]
+    # The hours in MIG instance-hours, as the table's caption and its Charged column say
+    # (not in each cell: eight cells of "MIG instance-hours" overflowed a laptop's window).
+    assert "<caption>MIG flavors, in MIG instance-hours</caption>" in mig
+    assert 'Charged <span class="nowrap">MIG instance-hours</span>' in mig
     assert cells(mig, "<tr><td>nlp</td>") == [
-        MIG, "4 MIG instance-hours", "4 MIG instance-hours", "4 MIG instance-hours",
-        "0 MIG instance-hours", "4 MIG instance-hours", "8 MIG instance-hours", "10.00",
-        "10.00", "20.00",
+        MIG, "4", "4", "4", "0", "4", "8", "10.00", "10.00", "20.00",
     ]  # fmt: skip
     # Money adds up across flavors: 30.00 + 20.00 (h100) + 20.00 + 20.00 (MIG).
     assert re.search(r'id="charged-cost-all">90\.00<', page)

@@ -80,6 +80,15 @@ def gpu_hours(value: Number | str | None) -> str:
     return with_unit(value, "GPU-h", "GPU-h", places=GPU_HOURS_PLACES)
 
 
+@register.filter
+def hours_number(value: Number | str | None) -> str:
+    """Hours of a unit without it (GPU-hours, MIG instance-hours: ``129.78``, to the
+    hundredth as ``gpu_hours``), for a table whose caption or header names the unit (the
+    Cost page's MIG table: "MIG instance-hours" in each of its eight cells made it twice
+    as wide as a laptop's window)."""
+    return number_or_dash(value, GPU_HOURS_PLACES)
+
+
 @register.filter(name="money")
 def money_filter(value: Number | str | None) -> str:
     """Money, to the cent with thousands separators: ``13,418.23``, ``0.00`` (unit-less: the
