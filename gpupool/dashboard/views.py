@@ -182,6 +182,7 @@ from gpupool.scheduler.types import MILLI
 from gpupool.tenancy.models import Tenant
 from gpupool.utilization.queries import (
     hourly_utilization,
+    left_out_flavors,
     named_tenants_of,
     queue_waste,
     shows_owners,
@@ -1570,6 +1571,8 @@ def utilization(request: HttpRequest, access: Access) -> HttpResponse:
         "queues": queue_waste(since, until, WASTERS_SHOWN) if measured else [],
         "shown_limit": WASTERS_SHOWN,
         "any_allocation": bool(allocated),
+        # The MIG flavors, whose MIG instance-hours the GPU-hours here leave out.
+        "left_out": left_out_flavors(),
         **utilization_figures(starts, until, allocated, active, visible, measured=measured),
         "csv": {
             "teams": reverse("api:utilization-tenant-list") + "?" + urlencode(csv_window),
@@ -1612,7 +1615,15 @@ def utilization_figures(
     pool_active = [sum(column) for column in zip(*active.values(), strict=True)] or [0.0] * len(
         starts
     )
-    healthy = float(sum(healthy_capacity(flavor) for flavor in Flavor.objects.all()))
+    # The capacity of the flavors whose GPU-hours are drawn (a MIG flavor's MIG instances are
+    # not GPUs, and its usage is left out: ``utilization.queries.WHOLE_GPU_USAGE``).
+    healthy = float(
+        sum(
+            healthy_capacity(flavor)
+            for flavor in Flavor.objects.all()
+            if flavor_unit(flavor.sharing) == GPU_UNIT
+        )
+    )
     teams = {name: mean(values) for name, values in allocated.items() if name in visible}
     return {
         "pool_figure": charts.allocated_vs_active_figure(

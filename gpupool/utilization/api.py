@@ -124,7 +124,10 @@ class TenantUtilizationRowSerializer(serializers.Serializer[dict[str, Any]]):
     """One tenant's GPU-hours in the window."""
 
     tenant = serializers.CharField()
-    allocated_gpu_hours = serializers.FloatField()
+    allocated_gpu_hours = serializers.FloatField(
+        help_text="Allocated (usage intervals) of the whole-GPU flavors: a MIG flavor's MIG "
+        "instance-hours are never added to them (the cost reports give them, in their unit)."
+    )
     active_gpu_hours = serializers.FloatField(
         allow_null=True, help_text="Allocated and seen active by the source." + NOT_MEASURED
     )

@@ -20,6 +20,13 @@ what has happened. ``hourly_utilization``, the Utilisation page's time series, r
 hours the usage roll-up has counted from its hourly table (``accounting.UsageHour``) and only
 the hours since from the intervals and windows.
 
+GPU-hours only: a MIG flavor's usage counts its MIG instances (``inventory.units``), never
+added to GPUs, so every figure here is of the whole-GPU flavors' usage (``WHOLE_GPU_USAGE``,
+one filter for the intervals and the roll-up's hours: a MIG workload holds nothing here, so
+its activity counts nothing either), and the views say which MIG flavors they leave out
+(``left_out_flavors``), as the Cost page's trend does; the cost reports count MIG
+instance-hours apart, in their ``unit``.
+
 Measured or not, one rule (``measured``, ``source_name``) for every view: without a
 utilisation source (``GPUPOOL_UTILIZATION_SOURCE`` names none: ``none``, or ``kubernetes``
 without Prometheus) no GPU-hour was measured, so none is called active or idle. The API, the
@@ -53,6 +60,8 @@ from gpupool.accounting.models import RollUpState, UsageHour, UsageInterval
 from gpupool.accounting.periods import accounting_zone, hour_start, hours
 from gpupool.api.access import Access
 from gpupool.control.clock import pool_now
+from gpupool.inventory.choices import Sharing
+from gpupool.inventory.models import Flavor
 from gpupool.quotas.models import Queue
 from gpupool.utilization.activity import counted_within_allocation
 from gpupool.utilization.models import ActivityWindow
@@ -65,6 +74,19 @@ NO_TENANT = "-"  # usage charged to a queue without a tenant (the pool's own)
 NO_SOURCE = "none"
 # A team row's figures that only a utilisation source measures: null without one.
 MEASURED_FIELDS = ("active_gpu_hours", "idle_gpu_hours", "unobserved_gpu_hours", "active_share")
+
+
+# The usage (intervals, the roll-up's hours) these figures count: the whole-GPU flavors'. A
+# MIG flavor's counts MIG instances, never added to GPU-hours (``left_out_flavors``).
+WHOLE_GPU_USAGE = ~Q(flavor__sharing=Sharing.MIG)
+
+
+def left_out_flavors() -> list[str]:
+    """The flavors whose usage the GPU-hours here leave out, by name: the MIG flavors, whose
+    hours count MIG instances (the cost reports give them apart, in their ``unit``)."""
+    return list(
+        Flavor.objects.filter(sharing=Sharing.MIG).order_by("name").values_list("name", flat=True)
+    )
 
 
 def measured() -> bool:
@@ -205,12 +227,12 @@ def open_until(until: datetime, now: datetime | None = None) -> datetime:
 
 
 def _intervals(since: datetime, until: datetime, open_end: datetime) -> Any:
-    """The usage intervals with time inside ``[since, until]``, an open one counted up to
-    ``open_end`` (``open_until``)."""
+    """The usage intervals of the whole-GPU flavors (``WHOLE_GPU_USAGE``) with time inside
+    ``[since, until]``, an open one counted up to ``open_end`` (``open_until``)."""
     held = Q(ended_at__gt=since)
     if open_end > since:
         held |= Q(ended_at__isnull=True, started_at__lt=open_end)
-    return UsageInterval.objects.filter(held, started_at__lt=until)
+    return UsageInterval.objects.filter(held, WHOLE_GPU_USAGE, started_at__lt=until)
 
 
 def allocated_seconds_by(
@@ -397,7 +419,7 @@ def hourly_utilization(
         return starts, {}, {}
     rolled = RollUpState.objects.filter(name="usage").values_list("rolled_until", flat=True)
     counted_until = min(max(rolled.first() or starts[0], starts[0]), until)
-    counted = UsageHour.objects.filter(hour__gte=starts[0], hour__lt=counted_until)
+    counted = UsageHour.objects.filter(WHOLE_GPU_USAGE, hour__gte=starts[0], hour__lt=counted_until)
     if tenant_ids is not None:
         counted = counted.filter(tenant_id__in=tenant_ids)
     for hour, tenant, held, worked in (
