@@ -1563,6 +1563,9 @@ def utilization(request: HttpRequest, access: Access) -> HttpResponse:
         "unknown_source": unknown_source(),
         # Finance reads the lines, not the workloads (their pages answer it 403): no links.
         "wasters_linked": shows_owners(access),
+        # Finance is not told who submitted them: no Owner column (it read a dash on every
+        # row, as if nobody had).
+        "wasters_owners": shows_owners(access),
         "wasters": (
             top_wasters(since, until, WASTERS_SHOWN, named_scope, owners=shows_owners(access))
             if measured and (named_scope is None or named_scope)

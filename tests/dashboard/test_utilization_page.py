@@ -165,3 +165,15 @@ def test_the_team_and_queue_tables_count_idle_alike_when_the_source_missed_time(
     row = queues.partition("<td>vision</td>")[2].split("</tr>")[0]
     assert [cell.split("<")[0] for cell in row.split('class="number">')[1:]] == [
         "4 GPU-h", "4 GPU-h", "2 GPU-h"]  # fmt: skip
+
+
+def test_finance_gets_no_owner_column_rather_than_a_dash_on_every_row(
+    used: Any, page_as: Any
+) -> None:
+    # (Walk s23: finance's list had an Owner column of dashes on every row, as if no workload
+    # had a submitter; finance is not told them, so the column is not there.)
+    wasters = text(page_as("fin").get(URL)).split('id="utilization-wasters"')[1]
+    head, body = wasters.split("</thead>")[0], wasters.split("</table>")[0]
+    assert '<th scope="col">Owner</th>' not in head and "<td>\u2013</td>" not in body
+    admins = text(page_as("ada").get(URL)).split('id="utilization-wasters"')[1]
+    assert '<th scope="col">Owner</th>' in admins.split("</thead>")[0]
