@@ -2344,7 +2344,11 @@ def cluster_drain(request: HttpRequest, access: Access, name: str) -> HttpRespon
     if not form.is_valid():
         messages.error(request, f"{node.name} was not drained: {form_problems(form)}")
         return back_to_cluster(request)
+    was = node.state
     do_drain_node(node, acting_user=request.user, reason=form.cleaned_data["reason"])
+    if was in (NodeState.DRAINING, NodeState.DRAINED):  # (the action changes nothing then)
+        messages.info(request, f"{node.name} was already {was.value}: nothing was changed.")
+        return back_to_cluster(request)
     messages.success(
         request,
         f"{node.name} is draining: it is cordoned, and the control loop evicts its workloads "

@@ -46,3 +46,19 @@ def test_uncordoning_a_drained_node_from_the_page_puts_it_back_in_service(
     assert "n2 is uncordoned after its drain: back in service." in text(response)
     node = Node.objects.get(name="n2")
     assert (node.state, node.cordoned, node.drained_at) == ("ready", False, None)
+
+
+def test_draining_a_node_again_says_nothing_changed_not_that_its_work_is_evicted(
+    pool: Any, page_as: Any
+) -> None:
+    # (Walk s23: a second "Yes, drain" -- a second tab, the back button -- said "n2 is
+    # draining: ... the control loop evicts its workloads", also of a node already drained,
+    # where the action changes nothing and audits nothing.)
+    drained("n2")
+    do_drain_node(Node.objects.get(name="n1"), acting_user=None, reason="firmware")
+    client = page_as("ada")
+    for name, state in (("n2", "drained"), ("n1", "draining")):
+        answer = client.post(f"/cluster/nodes/{name}/drain/", {"reason": ""}, follow=True)
+        said = [str(message) for message in answer.context["messages"]]
+        assert said == [f"{name} was already {state}: nothing was changed."], said
+        assert Node.objects.get(name=name).state == state
