@@ -26,7 +26,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import close_old_connections, connection
@@ -110,8 +110,23 @@ def follow_up_s(result: CycleResult) -> float | None:
 
 
 def roll_up_usage(loop: ControlLoop) -> RollUp:
-    """Roll usage up to the last accounting hour finished on ``loop``'s cluster clock."""
-    return do_roll_up_usage(until=moment(loop.backend.now()))
+    """Roll usage up to the last accounting hour finished on ``loop``'s cluster clock
+    (``roll_up_until``)."""
+    return do_roll_up_usage(until=roll_up_until(loop))
+
+
+def roll_up_until(loop: ControlLoop) -> datetime:
+    """Up to when the roll-up may make hours final on ``loop``'s cluster clock: now, or, with a
+    utilisation source, once the sampler has had time to read up to it -- it reads once an
+    interval, each read reaching within a step of its time -- so an hour's last minute of
+    activity is counted in that hour, not left out of it for good (a window written after
+    its hour is final is in no hour's active GPU-hours). A sampler down longer than that
+    still leaves its gap (docs/utilization.md)."""
+    now = loop.backend.now()
+    sampler = loop.utilization
+    if sampler.source is not None:
+        now -= sampler.interval_s + sampler.step_s
+    return moment(now)
 
 
 def run_shared_roll_up() -> RollUp:

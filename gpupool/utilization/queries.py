@@ -524,16 +524,6 @@ def workload_sparkline(
     ]
 
 
-def idle_since(workload: Workload) -> datetime | None:
-    """Since when the workload's GPUs have not worked, as the sampler saw it: its last active
-    window's last activity, else its start (None: never sampled)."""
-    windows = ActivityWindow.objects.filter(workload=workload)
-    last = windows.filter(last_active_at__isnull=False).order_by("-last_active_at").first()
-    if last is not None:
-        return last.last_active_at
-    return workload.started_at if windows.exists() else None
-
-
 def named_tenants_of(access: Access) -> frozenset[int] | None:
     """The tenants whose workloads the caller may see by name in the lists of work holding
     GPUs idle (None: every tenant's): the per-workload cost report's scope

@@ -28,6 +28,8 @@ from gpupool.control.sync import moment
 from gpupool.simcluster.store import DatabaseStore, cluster_state
 from gpupool.simulation.demo_submissions import DemoWorkloadFeed
 from gpupool.utilization.models import ActivityWindow
+from gpupool.utilization.prometheus import PrometheusSource
+from gpupool.utilization.sampling import UtilizationSampler
 
 pytestmark = pytest.mark.django_db
 
@@ -143,6 +145,28 @@ def test_beat_runs_the_roll_up_task_on_the_clusters_clock(world: World) -> None:
         moment(world.cluster.now()), accounting_zone()
     )
     assert roll_up_usage_task.expires
+
+
+def test_an_hour_is_final_only_once_the_sampler_could_have_read_its_end(world: World) -> None:
+    """With a utilisation source the roll-up makes an hour final only once the sampler, which
+    reads once an interval up to within a step of its time, has read past the hour's end:
+    the window of the hour's last minute, written after the hour ended, is counted in it."""
+    usage = running(world, "train", gpus=2)
+    sampler = UtilizationSampler(PrometheusSource("http://127.0.0.1:9"), interval_s=60, step_s=15)
+    world.loop.utilization = sampler
+    zone = accounting_zone()
+    hour = hour_start(moment(world.cluster.now()), zone) + timedelta(hours=2)
+    world.cluster.tick(hour.timestamp() - world.cluster.now() + 30)  # 30 s into an hour
+    runner.roll_up_usage(world.loop)
+    assert RollUpState.objects.get().rolled_until == hour - timedelta(hours=1)
+    # The sampler's read 45 s into the hour: the last minute, both GPUs working.
+    window = activity(usage, hour - timedelta(seconds=45), hour + timedelta(seconds=15))
+    ActivityWindow.objects.filter(pk=window.pk).update(active_gpu_seconds=120.0)
+    world.cluster.tick(60 + 15)  # the sampler's interval and step since
+    runner.roll_up_usage(world.loop)
+    assert RollUpState.objects.get().rolled_until == hour
+    last = UsageHour.objects.get(hour=hour - timedelta(hours=1))
+    assert last.active_gpu_hours == pytest.approx(Decimal(2 * 45) / 3600, abs=Decimal("0.0001"))
 
 
 def activity(usage: UsageInterval, start: Any, end: Any) -> ActivityWindow:
