@@ -42,7 +42,7 @@ import re
 import sys
 import urllib.parse
 from collections.abc import Sequence
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
@@ -57,10 +57,12 @@ from gpupool.client.config import (
     save,
     server_url_problem,
 )
-from gpupool.client.http import Api, ApiError, Listing
+from gpupool.client.http import Api, ApiError, Listing, field_lines
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_WOULD_WAIT = 0, 1, 2, 3
 EXIT_BROKEN_PIPE = 128 + 13  # as a shell reports a tool stopped by SIGPIPE
+# ``status``' REASON of pending work no cycle has explained yet: My workloads' words for it.
+NOT_LOOKED_AT = "not looked at by a cycle yet"
 LIVE_STATES = ("pending", "admitted", "running")
 # The words of the API's ``state`` filters (``WorkloadState``, ``NodeState``; the client has no
 # Django: tests/client/test_client_bad_input.py checks them against the server's): a word
@@ -311,18 +313,40 @@ def estimate(explanation: dict[str, Any]) -> str:
     return when(explanation["estimated_start_at"]) + suffix
 
 
-def fact_value(value: Any) -> str:
+# The facts that are moments (the workload page's ``dashboard.facts`` kind TIME; the client
+# has no Django: tests/client/test_client_walk_s23_says_it_as_the_pages.py checks the two agree),
+# written by the loop as POSIX seconds or ISO 8601: ``gpupool why`` says them as ``when``
+# does, not as ``until=1796741536.034``.
+TIME_FACTS = ("estimate_not_before", "reclaimable_at", "starving_since", "until")
+
+
+def fact_value(value: Any, key: str = "") -> str:
     """A fact's value as ``gpupool why`` writes it: ``yes``/``no``, numbers as ``gpus``
-    writes them (``112``, not ``112.0``), lists joined, objects as ``key=value`` pairs."""
+    writes them (``112``, not ``112.0``), lists joined, objects as ``key=value`` pairs, a
+    moment (``TIME_FACTS``) as ``2026-12-08 14:52 UTC``."""
     if isinstance(value, bool):
         return "yes" if value else "no"
+    if key in TIME_FACTS and isinstance(value, int | float | str) and value != "":
+        return fact_moment(value)
     if isinstance(value, int | float):
         return gpus(f"{value:.3f}") if isinstance(value, float) else str(value)
     if isinstance(value, list):
         return "[" + ", ".join(fact_value(item) for item in value) + "]"
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}={fact_value(v)}" for k, v in value.items()) + "}"
+        return "{" + ", ".join(f"{k}={fact_value(v, k)}" for k, v in value.items()) + "}"
     return "-" if value is None else str(value)
+
+
+def fact_moment(value: float | str) -> str:
+    """A moment fact (POSIX seconds, or ISO 8601 text, UTC when it names no zone) as ``when``
+    writes it; text that is no time as it is."""
+    if isinstance(value, int | float):
+        return when(datetime.fromtimestamp(value, UTC).isoformat())
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return value
+    return when((moment if moment.tzinfo else moment.replace(tzinfo=UTC)).isoformat())
 
 
 def estimated_cell(estimated: str | None, clock: str | None, not_before: str | None = None) -> str:
@@ -376,7 +400,7 @@ def print_story(workload: dict[str, Any], out: TextIO) -> None:
     elif workload["state"] == "pending":
         if explanation["reason"]:
             facts = ", ".join(
-                f"{key}={fact_value(value)}" for key, value in explanation["facts"].items()
+                f"{key}={fact_value(value, key)}" for key, value in explanation["facts"].items()
             )
             out.write(f"Why: {explanation['detail']}\n")
             out.write(f"     (reason: {explanation['reason']}{'; ' + facts if facts else ''})\n")
@@ -601,6 +625,46 @@ def workload_body(options: argparse.Namespace, command: list[str]) -> dict[str, 
     return body
 
 
+# The workloads API's fields that ``submit`` and ``dry-run`` set from flags (a pod set's under
+# its index 0, the one the pod-set flags apply to), by field: a refusal names the flag too.
+WORKLOAD_FLAGS = {
+    "name": "--name",
+    "queue": "--queue",
+    "namespace": "--namespace",
+    "priority_class": "--priority-class",
+    "protected_runtime_s": "--protected-runtime",
+    "expected_runtime_s": "--expected-runtime",
+    "topology": "--topology",
+    "min_member": "--min-member",
+    **{
+        f"pod_sets.0.{key}": f"--{key.replace('_', '-')}"
+        for key in ("count", "gpus", "gpu_milli", "flavor", "cpu", "memory_gb", "image", "env")
+    },
+}
+
+
+def post_workload(api: Api, path: str, options: argparse.Namespace) -> Any:
+    """POST the submission of ``options`` (``workload_body``) to ``path``; a refusal names,
+    beside the API's field, the flag that sets it where the flags are how it is given (no
+    file, or the flag given): ``pod_sets.0.image (--image): This field is required.``. With
+    ``--json`` the API's error object stays as it was sent."""
+    try:
+        return api.call("POST", path, workload_body(options, options.command))
+    except ApiError as error:
+        if not error.fields:
+            raise
+
+        def label(field: str) -> str:
+            flag = WORKLOAD_FLAGS.get(field)
+            if flag is None:
+                return field
+            given = getattr(options, flag[2:].replace("-", "_")) is not None
+            return f"{field} ({flag})" if given or not options.file else field
+
+        lines = field_lines(error.fields, label)
+        raise ApiError(error.status, lines, error.fields, error.body) from None
+
+
 def add_workload_flags(parser: argparse.ArgumentParser) -> None:
     """The flags of ``submit`` and ``dry-run``."""
     parser.add_argument(
@@ -620,7 +684,7 @@ def add_workload_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--topology", choices=["domain", "preferred"])
     parser.add_argument("--min-member", type=int, dest="min_member")
-    parser.add_argument("--image")
+    parser.add_argument("--image", help="the pods' container image (needed unless FILE names one)")
     parser.add_argument("--count", type=int, help="pods (default 1)")
     parser.add_argument("--gpus", type=int, help="GPUs per pod")
     parser.add_argument("--gpu-milli", type=int, dest="gpu_milli", help="shared flavors")
@@ -726,7 +790,7 @@ def do_status(api: Api, options: argparse.Namespace, out: TextIO) -> int:
                     else "-",
                     f"{w['pending_reason']}, never fits"
                     if never
-                    else (w["pending_reason"] or "not seen yet")
+                    else (w["pending_reason"] or NOT_LOOKED_AT)
                     if pending
                     else "-",
                 ]
@@ -1054,7 +1118,7 @@ def never_runs(why: str) -> str:
 def do_submit(api: Api, options: argparse.Namespace, out: TextIO) -> int:
     """Submit a workload; print where it stands, and warn, in dry-run's words, when it could
     never run as asked (it is submitted all the same: the API's ``warning``)."""
-    made = api.call("POST", "workloads/", workload_body(options, options.command))
+    made = post_workload(api, "workloads/", options)
     if options.json:
         out.write(json.dumps(made, indent=1) + "\n")
         return EXIT_OK
@@ -1074,7 +1138,7 @@ def do_submit(api: Api, options: argparse.Namespace, out: TextIO) -> int:
 
 def do_dry_run(api: Api, options: argparse.Namespace, out: TextIO) -> int:
     """Would it start now? Quota, then capacity, then placement."""
-    answer = api.call("POST", "workloads/dry-run/", workload_body(options, options.command))
+    answer = post_workload(api, "workloads/dry-run/", options)
     if options.json:
         out.write(json.dumps(answer, indent=1) + "\n")
     else:

@@ -5,11 +5,13 @@ and kind; the raw facts stay the API's (``explanation.facts``, docs/api.md)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
 from enum import Enum
+from typing import TYPE_CHECKING
 
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
@@ -19,7 +21,6 @@ from gpupool.dashboard.templatetags.dashboard import (
     NO_VALUE,
     duration,
     gpu_hours,
-    gpus,
     local_time,
     number_or_dash,
     signed_gpus,
@@ -28,6 +29,10 @@ from gpupool.dashboard.templatetags.dashboard import in_unit as in_unit  # for t
 from gpupool.inventory.units import GPU_UNIT as GPU_UNIT  # re-exported for the pages
 from gpupool.inventory.units import MIG_UNIT as MIG_UNIT
 from gpupool.number_formats import GPU_PLACES, Number
+from gpupool.tenancy.models import TenantNamespace
+
+if TYPE_CHECKING:
+    from gpupool.api.access import Access
 
 
 class Kind(Enum):
@@ -158,23 +163,26 @@ def moment(value: object) -> datetime | None:
     return None
 
 
-def fact_value(key: str, value: object, facts: Mapping[str, object]) -> SafeString | str:
+def fact_value(
+    key: str, value: object, facts: Mapping[str, object], unit: str = GPU_UNIT
+) -> SafeString | str:
     """One fact's value in the pages' format, by its kind (``facts``: the others, for the
-    unit of an amount); an unknown key's value as it is."""
+    unit of an amount; ``unit``: what its GPUs count, a MIG workload's MIG instances); an
+    unknown key's value as it is."""
     kind = FACTS[key].kind if key in FACTS else None
     if value is None:
         return NO_VALUE
     if kind is Kind.YES_NO or isinstance(value, bool):
         return "yes" if value else "no"
     if kind is Kind.GPUS:
-        return gpus(value)  # type: ignore[arg-type]
+        return in_unit(value, unit)  # type: ignore[arg-type]
     if kind is Kind.GPU_HOURS:
         return gpu_hours(value)  # type: ignore[arg-type]
     if kind is Kind.AMOUNT:
-        unit = AMOUNT_UNITS.get(str(facts.get("resource", "")))
-        if unit is None:
-            return gpus(value)  # type: ignore[arg-type]
-        return f"{number_or_dash(value, GPU_PLACES)} {unit}"  # type: ignore[arg-type]
+        other = AMOUNT_UNITS.get(str(facts.get("resource", "")))
+        if other is None:
+            return in_unit(value, unit)  # type: ignore[arg-type]
+        return f"{number_or_dash(value, GPU_PLACES)} {other}"  # type: ignore[arg-type]
     if kind is Kind.COUNT:
         return number_or_dash(value, GPU_PLACES)  # type: ignore[arg-type]
     if kind is Kind.SECONDS and isinstance(value, int | float):
@@ -183,7 +191,8 @@ def fact_value(key: str, value: object, facts: Mapping[str, object]) -> SafeStri
         when = moment(value)
         return str(value) if when is None else local_time(when)
     if isinstance(value, Mapping):
-        return format_html_join("; ", "{} {}", ((row.label, row.value) for row in fact_rows(value)))
+        rows = fact_rows(value, unit)
+        return format_html_join("; ", "{} {}", ((row.label, row.value) for row in rows))
     if isinstance(value, list | tuple):
         return ", ".join(str(item) for item in value) or NO_VALUE
     return str(value)
@@ -194,23 +203,54 @@ def fact_value(key: str, value: object, facts: Mapping[str, object]) -> SafeStri
 NEVER_FITS_LABELS = {"available_gpus": "most the capabilities on its path allow"}
 
 
-def fact_label(key: str, facts: Mapping[str, object]) -> str:
-    """How the facts table names ``key`` among ``facts``."""
+# A label's GPUs, for a workload whose GPUs are MIG instances ("GPUs asked": "MIG instances
+# asked"), as its value says them.
+_GPU_WORD = re.compile(r"\bGPU(s?)\b")
+
+
+def fact_label(key: str, facts: Mapping[str, object], unit: str = GPU_UNIT) -> str:
+    """How the facts table names ``key`` among ``facts``, its GPUs said in ``unit``."""
     if facts.get("never_fits") and key in NEVER_FITS_LABELS:
-        return NEVER_FITS_LABELS[key]
-    return FACTS[key].label if key in FACTS else key
+        label = NEVER_FITS_LABELS[key]
+    else:
+        label = FACTS[key].label if key in FACTS else key
+    if unit == GPU_UNIT or key not in FACTS:
+        return label
+    return _GPU_WORD.sub(lambda found: unit + found[1], label)
 
 
-def fact_rows(facts: Mapping[str, object]) -> list[FactRow]:
+def facts_seen_by(facts: Mapping[str, object], access: Access) -> Mapping[str, object]:
+    """``facts`` as the caller may see them: a preemptor's victims (``victims``,
+    ``namespace/name``) are named only to admins and to the victims' own teams (by their
+    namespaces), as a preemption's preemptor is (``workloads.queries.sees_preemptor``); how
+    many of which queue (``victim_queues``, the sentence's) is everyone's. One query, only
+    when another team's victim may be among them."""
+    victims = facts.get("victims")
+    if access.admin or not isinstance(victims, list) or not victims:
+        return facts
+    own = set(
+        TenantNamespace.objects.filter(tenant_id__in=access.tenant_ids).values_list(
+            "name", flat=True
+        )
+    )
+    named = [victim for victim in victims if str(victim).partition("/")[0] in own]
+    if len(named) == len(victims):
+        return facts
+    seen = {key: value for key, value in facts.items() if key != "victims"}
+    return seen | ({"victims": named} if named else {})
+
+
+def fact_rows(facts: Mapping[str, object], unit: str = GPU_UNIT) -> list[FactRow]:
     """The facts as rows for people: known keys first in the mapping's order, then any
-    other as it is (its key as its label)."""
+    other as it is (its key as its label); GPUs in ``unit``, the workload's (``in_unit``: a
+    MIG workload's facts count MIG instances, as its Asks card does)."""
     known = [key for key in FACTS if key in facts]
     others = sorted(key for key in facts if key not in FACTS)
     return [
         FactRow(
             key,
-            fact_label(key, facts),
-            format_html("{}", fact_value(key, facts[key], facts)),
+            fact_label(key, facts, unit),
+            format_html("{}", fact_value(key, facts[key], facts, unit)),
         )
         for key in [*known, *others]
     ]

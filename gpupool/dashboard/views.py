@@ -79,7 +79,14 @@ from gpupool.dashboard.estimates import (
     estimated_start_detail,
     waits_for_pods_words,
 )
-from gpupool.dashboard.facts import GPU_UNIT, UNITS, fact_rows, in_unit, signed_in_unit
+from gpupool.dashboard.facts import (
+    GPU_UNIT,
+    UNITS,
+    fact_rows,
+    facts_seen_by,
+    in_unit,
+    signed_in_unit,
+)
 from gpupool.dashboard.fairness import Lender, Standing, Verdict, explain_fairness
 from gpupool.dashboard.forms import (
     AuditFilterForm,
@@ -200,7 +207,13 @@ from gpupool.workloads.api import (
     WorkloadInputSerializer,
     WorkloadViewSet,
 )
-from gpupool.workloads.choices import LIVE_STATES, PLACED_STATES, Origin, WorkloadState
+from gpupool.workloads.choices import (
+    LIVE_STATES,
+    PLACED_STATES,
+    Origin,
+    WorkloadState,
+    is_unfinished,
+)
 from gpupool.workloads.models import PodSet, Workload, gpu_equivalent, pods_waited_for
 from gpupool.workloads.queries import (
     asks_by_workload,
@@ -758,8 +771,8 @@ def workload_submit(request: HttpRequest, access: Access) -> HttpResponse:
                     messages.success(request, f"{name} is queued.")
                     messages.warning(
                         request,
-                        f"{name} will not run as asked: {never} It has no place in line until "
-                        "its queue's quota or the pool changes.",
+                        f"{name} will not run as asked: {never_fits_reason(never)} It has no "
+                        "place in line until its queue's quota or the pool changes.",
                     )
                 else:
                     messages.success(
@@ -771,6 +784,18 @@ def workload_submit(request: HttpRequest, access: Access) -> HttpResponse:
         else:
             form.add_refusal(body.errors)
     return workloads(request, form=form)
+
+
+# How the core opens most of its never-fits sentences (``scheduler.explain``); a sentence
+# put after "will not run as asked: " reads on without it (as ``gpupool submit``'s warning).
+NEVER_AS_ASKED = "It can never run as asked: "
+
+
+def never_fits_reason(never: str) -> str:
+    """The dry-run's never-fits sentence without its opening "It can never run as asked: ",
+    for a sentence that says so itself ("nlp/x will not run as asked: it must sit in one
+    NVLink domain, ..."); a sentence that opens otherwise as it is."""
+    return never.removeprefix(NEVER_AS_ASKED)
 
 
 def never_fits_as_asked(submission: Any, submitter: Any) -> str:
@@ -785,12 +810,12 @@ def never_fits_as_asked(submission: Any, submitter: Any) -> str:
 def state_spans(workload: Workload, now: datetime) -> list[tuple[str, str, str]]:
     """The states a workload went through as (state, start, end) in ISO 8601, from its
     prefetched transitions; the state it is in lasts until ``now`` (or its own start, when a
-    cluster's clock ahead of ``now`` stamped it) unless it ended."""
+    cluster's clock ahead of ``now`` stamped it) unless it ended (``is_unfinished``, the
+    cancel's rule: a final state, or preempted and not requeued, which ends there too)."""
     moves = list(workload.transitions.all())
-    ended = {WorkloadState.SUCCEEDED, WorkloadState.FAILED, WorkloadState.CANCELLED}
     spans = []
     for move, after in zip(moves, [*moves[1:], None], strict=True):
-        if after is None and move.to_state in ended:
+        if after is None and not is_unfinished(move.to_state, workload.finished_at):
             break
         end = max(now, move.at) if after is None else after.at
         spans.append((move.to_state, chart_time(move.at), chart_time(end)))
@@ -817,10 +842,11 @@ def workload_detail(
     units = [freed_unit(list(event.nodes or ()), mig_nodes) for event in events]
     moves = list(workload.transitions.all())
     explanation = explain(workload, timezone.get_current_timezone(), now)  # the tables' zone
+    asked_unit = unit_of_workload(workload)  # MIG instances for work on MIG flavors only
     context = {
         "workload": workload,
         "gpus": total_gpus(workload),
-        "unit": unit_of_workload(workload),  # MIG instances for work on MIG flavors only
+        "unit": asked_unit,
         "explanation": explanation,
         "start_estimate": estimated_start_detail(
             explanation.estimated_start_at,
@@ -829,7 +855,8 @@ def workload_detail(
             # None for gpupool's own pods: it makes them at once, estimated as usual.
             pods_waited_for(explanation.reason, explanation.facts) or None,
         ),
-        "facts": fact_rows(explanation.facts),
+        # Its GPUs in its unit too; another team's victims are not named to this team.
+        "facts": fact_rows(facts_seen_by(explanation.facts, access), asked_unit),
         "cancellable": cancellable(request.user, workload),
         # What cancelling it would do with its pods (its controller's, a Job's suspended).
         "cancel_pods": workload.pods_when_cancelled(held_gpus=workload.state in PLACED_STATES),
@@ -837,9 +864,11 @@ def workload_detail(
             (move, transition_reason(move.to_state, move.reason), drain)
             for move, drain in zip(moves, timeline_drain_words(moves, events, drains), strict=True)
         ],
+        # No chart while no state has lasted yet (just submitted: its axis would repeat one
+        # moment, with no bar); the table below says the moment.
         "timeline_figure": (
             charts.workload_timeline_figure(spans, WORKLOAD_STATE_COLOURS, zone=chart_zone())
-            if spans
+            if any(start != end for _, start, end in spans)
             else None
         ),
         "events": [
@@ -852,10 +881,14 @@ def workload_detail(
             )
             for event, unit in zip(events, units, strict=True)
         ],
+        # Never preempted: none lost, in the hours of its own unit (a MIG workload's "0 MIG
+        # instance-hours", beside Asks' MIG instances).
         "lost": lost_by_unit(
             {"unit": unit, "lost_gpu_hours": event.lost_gpu_hours}
             for event, unit in zip(events, units, strict=True)
-        ),
+        )
+        if events
+        else unit_hours(0, asked_unit),
         "refusal": eviction_refusal(workload, access),  # an eviction a budget refused
         "placements": list(workload.placements.all()),
         "elastic": elastic_story(workload),
