@@ -145,6 +145,20 @@ def refusal_lines(detail: Any, label: Callable[[str], str] = readable_field) -> 
     ]
 
 
+def form_problems(form: forms.BaseForm) -> str:
+    """A form's errors in one line for a page's message, "<field>: why" (``refusal_lines``),
+    each field named by its label as the page shows it (``field_label``); an error of the
+    whole form as it is."""
+    return "; ".join(refusal_lines(form.errors, label=lambda name: field_label(form, name)))
+
+
+def field_label(form: forms.BaseForm, name: str) -> str:
+    """How a page names ``form``'s field ``name`` in an error: by its label ("Days to
+    replay", not ``days``); a refusal's field the form has not, in words (``readable_field``:
+    ``payload`` is the requested amounts)."""
+    return str(form[name].label) if name in form.fields else readable_field(name)
+
+
 def refusal_detail(refusal: ValidationError | PermissionDenied) -> Any:
     """What an action's refusal says, for ``refusal_fields``: a ``ValidationError``'s
     ``message_dict`` (or its messages, when it names no field); a ``PermissionDenied``'s
@@ -349,7 +363,24 @@ def in_label_words(message: str) -> str:
     return capfirst(worded) if worded != message and _REQUEST_FIELD_NAMES.match(message) else worded
 
 
-class DecisionForm(forms.Form):
+class RequestActionForm(forms.Form):
+    """A form of a step on a quota request (decide, replay in a what-if) whose action's
+    refusal comes back onto it (``add_refusal``)."""
+
+    def add_refusal(self, refusal: ValidationError | PermissionDenied) -> None:
+        """Put the action's refusal beside the field it names (``decision_note`` on the
+        Comment), the request's field names in its messages as the forms' labels read them
+        (``in_label_words``); what names no field of this form goes on the form, its field in
+        words (``readable_field``: ``payload`` is the requested amounts)."""
+        for name, found in refusal_fields(refusal_detail(refusal)).items():
+            messages = [in_label_words(message) for message in found]
+            if name in self.fields:
+                self.add_error(name, messages)
+            else:
+                self.add_error(None, refusal_lines({name: messages} if name else messages))
+
+
+class DecisionForm(RequestActionForm):
     """An admin's decision on a submitted request, with a comment (required to reject)."""
 
     decision = forms.ChoiceField(choices=[("approve", "Approve"), ("reject", "Reject")])
@@ -361,18 +392,8 @@ class DecisionForm(forms.Form):
         help_text="Sent to the requester. Required to reject.",
     )
 
-    def add_refusal(self, refusal: ValidationError | PermissionDenied) -> None:
-        """Put a decision action's refusal beside the field it names (``decision_note`` on the
-        Comment); what names no field of this form goes on the form, its field in words
-        (``readable_field``: ``payload`` is the requested amounts)."""
-        for name, messages in refusal_fields(refusal_detail(refusal)).items():
-            if name in self.fields:
-                self.add_error(name, messages)
-            else:
-                self.add_error(None, refusal_lines({name: messages} if name else messages))
 
-
-class WhatIfForm(forms.Form):
+class WhatIfForm(RequestActionForm):
     """How many days of recorded demand a what-if replays."""
 
     days = forms.IntegerField(min_value=1, max_value=90, initial=30, label="Days to replay")
@@ -382,7 +403,8 @@ class CordonForm(forms.Form):
     """Cordon or uncordon a node, saying why (kept in the audit log)."""
 
     cordoned = forms.BooleanField(required=False)
-    reason = forms.CharField(required=False, max_length=400)
+    # (The pages' label: "Why (optional, kept in the audit log)", "Why cordon n2".)
+    reason = forms.CharField(required=False, max_length=400, label="Why")
 
 
 class GpuHealthForm(forms.Form):

@@ -97,6 +97,7 @@ from gpupool.dashboard.forms import (
     QuotaRequestForm,
     WhatIfForm,
     WorkloadForm,
+    form_problems,
     readable_field,
     refusal_detail,
     refusal_fields,
@@ -428,10 +429,18 @@ def overview(request: HttpRequest, access: Access) -> HttpResponse:
     )
     pending = dict(
         Workload.objects.filter(state=WorkloadState.PENDING, explanation__isnull=False)
-        .exclude(explanation__reason="")
         .values_list("explanation__reason")
         .annotate(n=Count("id"))
         .values_list("explanation__reason", "n")
+    )
+    # The pending work of "Workloads now" that has no reason of the core's, so that the
+    # panel adds up to it: work whose pods' labels cannot be used (explained with no reason:
+    # ``control.record``), and work no cycle has looked at yet (submitted since the last one:
+    # no explanation at all), the rest of the pending count (never below 0 should a cycle
+    # explain work submitted between the two counts).
+    unreadable = pending.pop("", 0)
+    not_looked_at = max(
+        0, states.get(WorkloadState.PENDING.value, 0) - sum(pending.values()) - unreadable
     )
     cycles = list(SchedulingCycle.objects.order_by("-started_at", "-id")[:CYCLES_SHOWN])
     now = pool_clock()  # the window is the pool's day: a simulated cluster runs ahead
@@ -465,6 +474,9 @@ def overview(request: HttpRequest, access: Access) -> HttpResponse:
         "any_workloads": any(states.values()),
         "pending_figure": pending_figure,
         "pending_rows": list(zip(bars["y"], bars["x"], strict=True)),  # the chart's order
+        "pending_unreadable": unreadable,
+        "pending_not_looked_at": not_looked_at,
+        "pending_total": sum(pending.values()) + unreadable + not_looked_at,
         "allocations": allocation_charts(history, series, names, units),
         "window_hours": round(OVERVIEW_WINDOW.total_seconds() / 3600),
         "cycles": cycles,
@@ -1338,8 +1350,10 @@ def cost(request: HttpRequest, access: Access) -> HttpResponse:
                 [row for row in by_flavor if row["flavor"] == name], "tenant", TEAM_COLUMNS
             )
         ]
+        # Each flavor's hours in its unit, named once in its row (its ``unit``), not in each
+        # of its five cells: "MIG instance-hours" five times overflowed a laptop's window.
         flavors = [
-            row | {"written": unit_hours_of(row, POOL_HOURS, units.get(row["flavor"], GPU_UNIT))}
+            row | {"unit": units.get(row["flavor"], GPU_UNIT)}
             for row in summed(pool_rows_span, "flavor", POOL_COLUMNS)
         ]
         # The queues of no team charged in the span (the row ``NO_TEAM`` names), by name.
@@ -1480,16 +1494,6 @@ def chosen_month(text: str, today: date) -> tuple[date, str]:
         expected = f"the months shown run from {first.isoformat()[:7]} to {last.isoformat()[:7]}"
         return this_month, not_understood(text, expected, instead)
     return month, ""
-
-
-# The Cost pool table's columns of hours (the others are money), written in a row's unit.
-POOL_HOURS = tuple(column for column in POOL_COLUMNS if not column.endswith("_cost"))
-
-
-def unit_hours_of(row: dict[str, Any], columns: Iterable[str], unit: str) -> dict[str, str]:
-    """The ``columns`` of hours of a Cost row written in its flavor's ``unit`` (``unit_hours``:
-    a MIG flavor's in MIG instance-hours)."""
-    return {name: unit_hours(row.get(name), unit) for name in columns}
 
 
 def column_totals(rows: list[dict[str, Any]], columns: Iterable[str]) -> dict[str, Decimal | None]:
@@ -2418,14 +2422,6 @@ def cluster_gpu_health(request: HttpRequest, access: Access, name: str) -> HttpR
     return back_to_cluster(request)
 
 
-def form_problems(form: Any) -> str:
-    """A form's errors in one line, naming their fields."""
-    return "; ".join(
-        f"{name}: {' '.join(str(message) for message in errors)}"
-        for name, errors in form.errors.items()
-    )
-
-
 def refusal_text(
     refusal: PermissionDenied | ValidationError, label: Callable[[str], str] = readable_field
 ) -> str:
@@ -2968,23 +2964,26 @@ def approval_what_if(request: HttpRequest, access: Access, pk: int) -> HttpRespo
     """The what-if part of a request's page: POST starts a replay (``do_start_what_if``);
     GET is what htmx polls while it runs (its progress bar, then its result)."""
     quota_request = get_object_or_404(visible_requests(access), pk=pk)
-    error = ""
+    # A form refused shows again as it was filled in (the days typed kept), its error naming
+    # the field by its label (``forms.form_problems``).
+    form = WhatIfForm(request.POST if request.method == "POST" else None)
     if request.method == "POST":
-        form = WhatIfForm(request.POST)
         if form.is_valid():
             try:
                 do_start_what_if(
                     quota_request, acting_user=request.user, days=form.cleaned_data["days"]
                 )
             except (ValidationError, PermissionDenied) as refusal:
-                error = refusal_text(refusal)
-        else:
-            error = form_problems(form)
+                form.add_refusal(refusal)
         if not getattr(request, "htmx", None):
-            if error:
-                messages.error(request, f"The what-if did not start: {error}")
+            if form.errors:
+                messages.error(request, f"The what-if did not start: {form_problems(form)}")
             return redirect("dashboard:approval", pk=quota_request.pk)
-    context = {"request_obj": quota_request, "what_if_form": WhatIfForm(), "what_if_error": error}
+    context = {
+        "request_obj": quota_request,
+        "what_if_form": form,
+        "what_if_error": form_problems(form),  # ("" unless refused)
+    }
     context |= what_if_context(quota_request)
     return render(request, "dashboard/partials/what_if.html", context)
 

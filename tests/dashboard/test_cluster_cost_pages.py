@@ -182,7 +182,7 @@ def test_a_drain_whose_form_is_wrong_drains_nothing_and_says_why(pool: Any, page
     response = page_as("ada").post("/cluster/nodes/n2/drain/", {"reason": "x" * 401}, follow=True)
     assert Node.objects.get(name="n2").drain_requested_at is None
     assert not AuditEvent.objects.filter(action="inventory.drain_node").exists()
-    assert "n2 was not drained: reason:" in text(response)
+    assert "n2 was not drained: Why:" in text(response)
 
 
 # ----------------------------------------------------------------------------- money

@@ -83,7 +83,7 @@ def test_the_pools_four_lines_add_up_to_its_healthy_capacity(rolled: str, page_a
     page = text(page_as("fin").get(f"/cost/?month={rolled}"))
     pool_table = page.split('id="cost-pool"', 1)[1]
     assert cells(pool_table, "<tr><td>h100</td>") == [
-        "30 GPU-h", "10 GPU-h", "6 GPU-h", "4 GPU-h", "10 GPU-h", "75.00"
+        "GPU-hours", "30", "10", "6", "4", "10", "75.00"
     ]  # fmt: skip
     assert "The lines add up to <strong>30 GPU-h</strong> of healthy capacity" in page
     assert "worth 75.00" in page

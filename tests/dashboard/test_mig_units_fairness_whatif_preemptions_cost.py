@@ -219,7 +219,6 @@ def test_the_cost_page_keeps_a_mig_flavors_hours_apart_from_gpu_hours(
     line = words(page.split('id="reconciliation">', 1)[1].split("</p>", 1)[0])
     assert line.startswith("For the whole-GPU flavors, the lines add up to 30 GPU-h"), line
     assert "with them the capacity is worth 155.00" in line  # 75.00 + 32 x 2.50
-    assert cells(page, f"<tr><td>{MIG}</td>")[:2] == [
-        "32 MIG instance-hours", "4 MIG instance-hours"
-    ]  # fmt: skip
-    assert cells(page, "<tr><td>h100</td>")[0] == "30 GPU-h"
+    # The pool's lines: each flavor's hours in its unit, named once in its row.
+    assert cells(page, f"<tr><td>{MIG}</td>")[:3] == ["MIG instance-hours", "32", "4"]
+    assert cells(page, "<tr><td>h100</td>")[:2] == ["GPU-hours", "30"]
