@@ -35,6 +35,19 @@ def test_the_loops_cycle_row_carries_the_clusters_clock() -> None:
     assert pool_clock() == row.cluster_at == row.pool_time()
 
 
+def test_a_skipped_cycle_does_not_set_the_pools_clock_back_to_the_wall_clock() -> None:
+    """Another worker's turn skipped after the loop's cycle: the pool's clock is still the
+    cluster's (a simulated one three hours ahead), not the skipped row's wall-clock end."""
+    world = build_world()
+    world.cluster.tick(AHEAD_S)
+    clocked = SchedulingCycle.objects.get(pk=world.cycle().cycle_id).cluster_at
+    wall = timezone.now()
+    SchedulingCycle.objects.create(
+        started_at=wall, finished_at=wall, status="skipped", error="another cycle holds the lock"
+    )
+    assert clocked is not None and pool_clock() == clocked > wall
+
+
 def test_a_cycle_that_recorded_nothing_is_named_by_its_start() -> None:
     started = datetime(2026, 12, 6, 3, 0, tzinfo=UTC)
     skipped = SchedulingCycle.objects.create(started_at=started, status="skipped")
