@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from domain_builders import tenant
 
 from gpupool.cli.subcommands import demo
 from gpupool.simcluster.models import SimulatedClusterState
@@ -19,6 +20,44 @@ pytestmark = pytest.mark.django_db
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(120)"]
 OPTIONS = {"speed": 30.0, "load": 1.0, "seed": 42, "port": 8000, "generator_only": False}
+
+
+@pytest.fixture
+def a_pool() -> None:
+    """A migrated database holding a pool (as seed-demo leaves it: a tenant at least), which
+    the demo needs before it starts anything."""
+    tenant("nlp")
+
+
+def test_a_database_with_no_pool_starts_nothing_and_says_what_to_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(demo.subprocess, "Popen", lambda command: pytest.fail("started"))
+    err = StringIO()
+    code = demo._supervise(OPTIONS, threading.Event(), StringIO(), err)
+    assert code == demo.EXIT_UNPREPARED == 2
+    assert "run `python manage.py gpupool seed-demo` first" in err.getvalue()
+
+
+def test_an_unmigrated_database_starts_nothing_and_says_what_to_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from django.db.migrations.executor import MigrationExecutor
+
+    leaves = MigrationExecutor.migration_plan
+    monkeypatch.setattr(  # as if the newest migration were not applied yet
+        MigrationExecutor,
+        "migration_plan",
+        lambda self, targets, clean_start=False: (
+            [("a migration", False)]
+            if targets == self.loader.graph.leaf_nodes()
+            else leaves(self, targets, clean_start)
+        ),
+    )
+    monkeypatch.setattr(demo.subprocess, "Popen", lambda command: pytest.fail("started"))
+    err = StringIO()
+    assert demo._supervise(OPTIONS, threading.Event(), StringIO(), err) == 2
+    assert "the database is not migrated (migrations to apply: 1)" in err.getvalue()
 
 
 def test_the_commands_are_the_server_the_loop_and_the_generator() -> None:
@@ -43,7 +82,7 @@ def test_with_celery_workers_and_beat_run_the_loop_instead_of_gpupool_loop() -> 
 
 
 def test_with_celery_and_no_broker_the_demo_refuses_to_start(
-    settings: Any, monkeypatch: pytest.MonkeyPatch
+    settings: Any, monkeypatch: pytest.MonkeyPatch, a_pool: None
 ) -> None:
     settings.REDIS_URL = ""
     monkeypatch.setattr(demo.subprocess, "Popen", lambda command: pytest.fail("started"))
@@ -52,7 +91,9 @@ def test_with_celery_and_no_broker_the_demo_refuses_to_start(
     assert code == demo.EXIT_CHILD_FAILED and "REDIS_URL" in err.getvalue()
 
 
-def test_a_stop_stops_every_process_and_sets_the_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_stop_stops_every_process_and_sets_the_clock(
+    monkeypatch: pytest.MonkeyPatch, a_pool: None
+) -> None:
     started: list[Any] = []
     popen = demo.subprocess.Popen
 
@@ -75,7 +116,9 @@ def test_a_stop_stops_every_process_and_sets_the_clock(monkeypatch: pytest.Monke
     assert "gpupool sim --help" in out.getvalue()
 
 
-def test_a_process_that_dies_stops_the_others_and_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_process_that_dies_stops_the_others_and_is_named(
+    monkeypatch: pytest.MonkeyPatch, a_pool: None
+) -> None:
     dying = [sys.executable, "-c", "raise SystemExit(3)"]
     monkeypatch.setattr(demo, "_children", lambda options: {"loop": dying, "web": SLEEPER})
     err = StringIO()

@@ -3,16 +3,17 @@
     gpupool demo [--speed 60] [--load 1.0] [--seed 42] [--port 8000] [--celery]
     gpupool demo --generator-only [--seed 42] [--load 1.0]
 
-Run ``gpupool seed-demo`` first (``make demo`` does both). The simulated cluster's clock
-resumes where it stopped, at ``--speed`` simulated seconds per wall-clock second (60: an hour
-of trace in a minute). Then three processes share the database, each as it would run in
-production: ``runserver`` on 127.0.0.1, ``gpupool loop`` (the control loop on the configured
-cluster, the simulated one by default) and the workload generator (this command with
-``--generator-only``), which submits the demo teams' work through the product as it falls
+Run ``migrate`` and ``gpupool seed-demo`` first (``make demo`` does all three): on a database
+not migrated or holding no pool it starts nothing, says what to run and exits 2. The simulated
+cluster's clock resumes where it stopped, at ``--speed`` simulated seconds per wall-clock
+second (60: an hour of trace in a minute). Then three processes share the database, each as it
+would run in production: ``runserver`` on 127.0.0.1, ``gpupool loop`` (the control loop on the
+configured cluster, the simulated one by default) and the workload generator (this command
+with ``--generator-only``), which submits the demo teams' work through the product as it falls
 due. With ``--celery`` (``make demo-k8s``) Celery runs the loop instead of ``gpupool loop``,
-on the broker of ``REDIS_URL``: beat, a worker of one process on the loop's queue and a
-worker of the other tasks (what-if replays, roll-ups). Ctrl-C (or SIGTERM) stops all of them; if
-one of them dies, the others are stopped and the command exits 1 naming it. Faults go in from
+on the broker of ``REDIS_URL``: beat, a worker of one process on the loop's queue and a worker
+of the other tasks (what-if replays, roll-ups). Ctrl-C (or SIGTERM) stops all of them; if one
+of them dies, the others are stopped and the command exits 1 naming it. Faults go in from
 another terminal: ``gpupool sim ...``.
 """
 
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS
 
 from gpupool.cli.arguments import positive_float, positive_int
 from gpupool.cli.signals import stop_on_signals
@@ -45,6 +47,7 @@ HELP = "Run the living demo: web server, control loop and workload generator (Ct
 
 STOP_GRACE_S = 15.0
 EXIT_CHILD_FAILED = 1
+EXIT_UNPREPARED = 2  # the database is not migrated or seeded: nothing started
 MAX_PORT = 65_535
 MAX_LOAD = 100.0  # GPU-hours asked per hour, as a share of the pool's GPUs
 
@@ -188,9 +191,37 @@ def _children(options: dict[str, Any]) -> dict[str, list[str]]:
     }  # fmt: skip
 
 
+def unprepared(database: str = DEFAULT_DB_ALIAS) -> str | None:
+    """Why the database cannot hold the demo yet, in the words that say what to run (None:
+    it can): migrations not applied, or no demo pool seeded (no tenant)."""
+    from django.db import connections
+    from django.db.migrations.executor import MigrationExecutor
+
+    from gpupool.tenancy.models import Tenant
+
+    executor = MigrationExecutor(connections[database])
+    waiting = executor.migration_plan(executor.loader.graph.leaf_nodes())
+    if waiting:
+        return (
+            f"the database is not migrated (migrations to apply: {len(waiting)}): run "
+            "`python manage.py migrate` and `python manage.py gpupool seed-demo` first "
+            "(`make demo` runs all three)"
+        )
+    if not Tenant.objects.using(database).exists():
+        return (
+            "the database holds no pool yet: run `python manage.py gpupool seed-demo` first "
+            "(`make demo` runs it)"
+        )
+    return None
+
+
 def _supervise(
     options: dict[str, Any], stop: threading.Event, stdout: TextIO, stderr: TextIO
 ) -> int:
+    problem = unprepared()
+    if problem is not None:
+        stderr.write(f"demo: {problem}\n")
+        return EXIT_UNPREPARED
     if options.get("celery") and not settings.REDIS_URL:
         stderr.write("demo: --celery needs a broker: set REDIS_URL\n")
         return EXIT_CHILD_FAILED
