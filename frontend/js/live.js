@@ -3,8 +3,13 @@
 // part's aria-live region) only when a refresh failed, not on every poll.
 (function () {
   "use strict";
+  // The stamp sits in the page's head, outside the part that is swapped (#live): it is found
+  // in the document, and set when that part was refreshed.
   document.addEventListener("htmx:afterSwap", function (event) {
-    var stamp = event.target.querySelector ? event.target.querySelector("[data-updated]") : null;
+    if (!event.target || event.target.id !== "live") {
+      return;
+    }
+    var stamp = document.querySelector("[data-updated]");
     if (stamp) {
       stamp.textContent = " · updated " + new Date().toLocaleTimeString();
     }
