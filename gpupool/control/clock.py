@@ -19,16 +19,16 @@ from gpupool.control.models import SchedulingCycle
 def pool_clock() -> datetime:
     """The cluster's clock at the last finished cycle that read it (the cycle row's
     ``cluster_at``: a simulated cluster runs ahead of the wall clock that stamps its start
-    and end), else the last cycle's end, else the wall clock. A cycle skipped beside a
-    running one (or failed before its sync) read no cluster clock: its end is the wall
-    clock's, hours behind a simulated pool's, and stamped what people did in the wrong
-    hours. One indexed read, not the pool's snapshot: the pages, the utilisation API and
-    the CLI count back from it."""
-    cycles = SchedulingCycle.objects.filter(finished_at__isnull=False).order_by(
-        "-started_at", "-id"
+    and end), else the wall clock. A cycle skipped beside a running one (or failed before
+    its sync) read no cluster clock: its end is the wall clock's, hours behind a simulated
+    pool's, and stamped what people did in the wrong hours. One indexed read, not the pool's
+    snapshot: the pages, the utilisation API and the CLI count back from it."""
+    last = (
+        SchedulingCycle.objects.filter(finished_at__isnull=False, cluster_at__isnull=False)
+        .order_by("-started_at", "-id")
+        .values_list("cluster_at", flat=True)
+        .first()
     )
-    clocked = cycles.filter(cluster_at__isnull=False).values_list("cluster_at", flat=True)
-    last = clocked.first() or cycles.values_list("finished_at", flat=True).first()
     return last or timezone.now()
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from domain_builders import tenant
 
 from gpupool.cli.subcommands import demo
 
@@ -45,6 +46,7 @@ def test_each_demo_has_its_own_beat_schedule_removed_when_it_stops(
     monkeypatch: pytest.MonkeyPatch, settings: Any
 ) -> None:
     settings.REDIS_URL = "redis://127.0.0.1:6379/5"
+    tenant("nlp")  # a pool, as seed-demo leaves it: the demo starts nothing without one
     first = run_demo(monkeypatch)
     second = run_demo(monkeypatch)
     assert first.parent != second.parent
