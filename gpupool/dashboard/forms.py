@@ -15,6 +15,7 @@ from django.forms.utils import flatatt
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import capfirst
+from rest_framework import serializers
 
 from gpupool.accounting.reports import span_refusal
 from gpupool.clusters.grouping import MAX_PODS
@@ -33,7 +34,7 @@ from gpupool.scheduler.scenario import MAX_GPUS_PER_NODE
 from gpupool.scheduler.types import MILLI
 from gpupool.tenancy.models import Tenant
 from gpupool.workloads.actions import MAX_EXPECTED_RUNTIME_S, PodSetSpec, pod_set_spec_errors
-from gpupool.workloads.api import NAME_PATTERN, NOT_A_DNS_LABEL
+from gpupool.workloads.api import NAME_PATTERN, NOT_A_DNS_LABEL, WorkloadInputSerializer
 from gpupool.workloads.choices import Topology
 
 
@@ -517,6 +518,12 @@ class CostRangeForm(forms.Form):
         return data
 
 
+def api_field(name: str) -> serializers.Field[Any, Any, Any, Any]:
+    """The workloads API's input field ``name`` (``WorkloadInputSerializer``'s), to read a
+    form's value by the API's own rule and words."""
+    return WorkloadInputSerializer().fields[name]
+
+
 class WorkloadForm(forms.Form):
     """A workload of one pod set to submit, or to try first (the live dry-run), in the shape
     the workloads API takes (``WorkloadForm.body``); the API's serializer and the submission
@@ -574,14 +581,40 @@ class WorkloadForm(forms.Form):
             "gpupool reads from a pod's annotation"
         },
     )
+    # The API's field, in its unit and words (its help text): text here, read by the API's
+    # own field (``clean_protected_runtime_s``), so that what it refuses is refused in its
+    # words with the form's other problems; the queue's free maximum is the submission's
+    # rule (``Workload.rule_errors``), which comes back beside the field (``BODY_FIELDS``).
+    protected_runtime_s = forms.CharField(
+        required=False,
+        label="Protected runtime (seconds)",
+        widget=forms.TextInput(attrs={"inputmode": "numeric"}),
+        help_text=api_field("protected_runtime_s").help_text or "",
+    )
     image = forms.CharField(max_length=512, initial="python:3.12", label="Container image")
 
     def __init__(self, *args: Any, queues: Iterable[str] = (), **kwargs: Any) -> None:
-        """``queues``: the names of the queues the user may submit to."""
+        """``queues``: the names of the queues the user may submit to; the only one is
+        chosen already."""
         super().__init__(*args, **kwargs)
+        names = list(queues)
         queue_field = self.fields["queue"]
         assert isinstance(queue_field, forms.ChoiceField)
-        queue_field.choices = [("", "---------"), *((name, name) for name in queues)]
+        queue_field.choices = [("", "---------"), *((name, name) for name in names)]
+        if len(names) == 1:
+            queue_field.initial = names[0]
+
+    def clean_protected_runtime_s(self) -> int | None:
+        """The protected runtime as the API reads it (its serializer's own field: whole
+        seconds, 0 or more), or None for the queue's default."""
+        typed = self.cleaned_data.get("protected_runtime_s") or ""
+        if not typed:
+            return None
+        try:
+            seconds: int = api_field("protected_runtime_s").run_validation(typed)
+        except serializers.ValidationError as refusal:
+            raise ValidationError([str(message) for message in refusal.detail]) from None
+        return seconds
 
     def shared_flavors(self) -> list[str]:
         """The names of the flavors whose pods ask a GPU share (``gpu_milli``), for the page
@@ -604,6 +637,7 @@ class WorkloadForm(forms.Form):
         "priority_class": "priority_class",
         "topology": "topology",
         "expected_runtime_s": "expected_hours",
+        "protected_runtime_s": "protected_runtime_s",
         "pod_sets": "pods",
         **{f"pod_sets.0.{key}": name for key, name in POD_SET_FIELDS.items()},
         "pod_sets.0.image": "image",
@@ -662,4 +696,6 @@ class WorkloadForm(forms.Form):
             body["priority_class"] = data["priority_class"].name
         if hours is not None:
             body["expected_runtime_s"] = round(hours * 3600)
+        if data.get("protected_runtime_s") is not None:
+            body["protected_runtime_s"] = data["protected_runtime_s"]
         return body

@@ -603,6 +603,7 @@ def workloads(
         if asked and not state
         else "",
         "all_tenants": access.admin,
+        "none_in_state": none_in_state(state, access.admin) if state else "",
         "form": form or (WorkloadForm(queues=queues) if queues else None),
         "refused": refused_workloads(access),  # the API's rule (``workloads/refused/``)
     }
@@ -614,6 +615,26 @@ def workloads(
         live_url=list_url,
         status=400 if form is not None else 200,
     )
+
+
+# How the list of one state says that no workload is in it (work is not submitted in a
+# state: it waits, runs, has ended so): "No workload of your teams <words>."
+NONE_IN_STATE: dict[str, str] = {
+    WorkloadState.PENDING: "is pending",
+    WorkloadState.ADMITTED: "is admitted",
+    WorkloadState.RUNNING: "is running",
+    WorkloadState.SUCCEEDED: "has succeeded",
+    WorkloadState.FAILED: "has failed",
+    WorkloadState.PREEMPTED: "was preempted and is not requeued",
+    WorkloadState.CANCELLED: "was cancelled",
+}
+
+
+def none_in_state(state: str, admin: bool) -> str:
+    """The empty list's sentence for ``state``: none of the user's teams' workloads (an
+    admin's: any team's) is in it."""
+    whose = "any team" if admin else "your teams"
+    return f"No workload of {whose} {NONE_IN_STATE[state]}."
 
 
 STATE_BADGES: dict[str, str] = {
@@ -2347,7 +2368,7 @@ def cluster_cordon(request: HttpRequest, access: Access, name: str) -> HttpRespo
     node = get_object_or_404(Node, name=name)
     form = CordonForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "The cordon form was not filled in right.")
+        messages.error(request, f"{node.name} was not changed: {form_problems(form)}")
         return back_to_cluster(request)
     cordoned = form.cleaned_data["cordoned"]
     was = node.state
