@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
 from enum import Enum
-from typing import TYPE_CHECKING
 
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
@@ -29,10 +28,6 @@ from gpupool.dashboard.templatetags.dashboard import in_unit as in_unit  # for t
 from gpupool.inventory.units import GPU_UNIT as GPU_UNIT  # re-exported for the pages
 from gpupool.inventory.units import MIG_UNIT as MIG_UNIT
 from gpupool.number_formats import GPU_PLACES, Number
-from gpupool.tenancy.models import TenantNamespace
-
-if TYPE_CHECKING:
-    from gpupool.api.access import Access
 
 
 class Kind(Enum):
@@ -217,27 +212,6 @@ def fact_label(key: str, facts: Mapping[str, object], unit: str = GPU_UNIT) -> s
     if unit == GPU_UNIT or key not in FACTS:
         return label
     return _GPU_WORD.sub(lambda found: unit + found[1], label)
-
-
-def facts_seen_by(facts: Mapping[str, object], access: Access) -> Mapping[str, object]:
-    """``facts`` as the caller may see them: a preemptor's victims (``victims``,
-    ``namespace/name``) are named only to admins and to the victims' own teams (by their
-    namespaces), as a preemption's preemptor is (``workloads.queries.sees_preemptor``); how
-    many of which queue (``victim_queues``, the sentence's) is everyone's. One query, only
-    when another team's victim may be among them."""
-    victims = facts.get("victims")
-    if access.admin or not isinstance(victims, list) or not victims:
-        return facts
-    own = set(
-        TenantNamespace.objects.filter(tenant_id__in=access.tenant_ids).values_list(
-            "name", flat=True
-        )
-    )
-    named = [victim for victim in victims if str(victim).partition("/")[0] in own]
-    if len(named) == len(victims):
-        return facts
-    seen = {key: value for key, value in facts.items() if key != "victims"}
-    return seen | ({"victims": named} if named else {})
 
 
 def fact_rows(facts: Mapping[str, object], unit: str = GPU_UNIT) -> list[FactRow]:

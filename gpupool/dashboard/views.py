@@ -83,7 +83,6 @@ from gpupool.dashboard.facts import (
     GPU_UNIT,
     UNITS,
     fact_rows,
-    facts_seen_by,
     in_unit,
     signed_in_unit,
 )
@@ -217,6 +216,7 @@ from gpupool.workloads.choices import (
 )
 from gpupool.workloads.models import PodSet, Workload, gpu_equivalent, pods_waited_for
 from gpupool.workloads.queries import (
+    NamesSeen,
     asks_by_workload,
     backoffs_in_force,
     dry_run_submission,
@@ -225,6 +225,7 @@ from gpupool.workloads.queries import (
     eviction_refusal,
     explain,
     growths,
+    never_fits_reason,
     node_drains,
     not_before_in,
     protections_in_force,
@@ -591,7 +592,7 @@ def workloads(
     shown = urlencode(kept | ({"page": page.number} if page.number > 1 else {}))
     list_url = reverse("dashboard:workloads") + (f"?{shown}" if shown else "")
     context = {
-        "workloads": workload_list(cast("QuerySet[Workload]", page.object_list)),
+        "workloads": workload_list(cast("QuerySet[Workload]", page.object_list), access),
         "page": page,
         "query": urlencode(kept),
         "csv_url": reverse("api:workload-list") + "?" + urlencode(csv_query),
@@ -645,13 +646,15 @@ STATE_BADGES: dict[str, str] = {
 }
 
 
-def workload_list(rows: QuerySet[Workload]) -> list[dict[str, Any]]:
+def workload_list(rows: QuerySet[Workload], access: Access) -> list[dict[str, Any]]:
     """The rows of the My workloads table as values, each cell ready to print: four queries
     (the workloads with their names, what they ask -- GPUs and unit, ``asks_by_workload`` --,
     the ranks their positions are counted from, the pool's clock) and no model instance, so
     that the page's 100 rows cost a few milliseconds (B5). The sentence is said with the
     current position (``queries.sentence``); an estimated start before the pool's now is said
-    to be due (``dashboard.estimates``)."""
+    to be due (``dashboard.estimates``); another team's workload a sentence names is unnamed
+    to a reader not of it (``queries.NamesSeen``: one query, only when one is named)."""
+    seen = NamesSeen(access)
     found = list(
         rows.values_list(
             "id",
@@ -724,7 +727,7 @@ def workload_list(rows: QuerySet[Workload]) -> list[dict[str, Any]]:
                 else NO_VALUE,
                 "pending": pending,
                 "reason": reason or "",  # None: no explanation kept
-                "detail": sentence(reason or "", facts or {}, position, detail or "")
+                "detail": sentence(reason or "", facts or {}, position, detail or "", seen)
                 if pending
                 else detail or "",
                 "submitted": local_time(submitted),
@@ -771,7 +774,9 @@ def workload_dry_run(request: HttpRequest, access: Access) -> HttpResponse:
         context["errors"] = api_errors(body.errors, form.refusal_label)
         return render(request, "dashboard/partials/dry_run.html", context)
     try:
-        context["answer"] = dry_run_submission(body.submission(), submitter=request.user)
+        context["answer"] = dry_run_submission(
+            body.submission(), submitter=request.user, seen=NamesSeen(access)
+        )
     except (ValidationError, PermissionDenied) as refusal:
         context["errors"] = api_errors(refusal_detail(refusal), form.refusal_label)
     except SnapshotError as failure:
@@ -819,18 +824,6 @@ def workload_submit(request: HttpRequest, access: Access) -> HttpResponse:
     return workloads(request, form=form)
 
 
-# How the core opens most of its never-fits sentences (``scheduler.explain``); a sentence
-# put after "will not run as asked: " reads on without it (as ``gpupool submit``'s warning).
-NEVER_AS_ASKED = "It can never run as asked: "
-
-
-def never_fits_reason(never: str) -> str:
-    """The dry-run's never-fits sentence without its opening "It can never run as asked: ",
-    for a sentence that says so itself ("nlp/x will not run as asked: it must sit in one
-    NVLink domain, ..."); a sentence that opens otherwise as it is."""
-    return never.removeprefix(NEVER_AS_ASKED)
-
-
 def never_fits_as_asked(submission: Any, submitter: Any) -> str:
     """Why the dry-run says a submission could never run as the pool is set up ("" when it
     could, or when the dry-run cannot answer: the submission's own refusal then speaks)."""
@@ -874,7 +867,8 @@ def workload_detail(
     mig_nodes = mig_node_names(name for event in events for name in event.nodes or ())
     units = [freed_unit(list(event.nodes or ()), mig_nodes) for event in events]
     moves = list(workload.transitions.all())
-    explanation = explain(workload, timezone.get_current_timezone(), now)  # the tables' zone
+    # In the tables' zone; another team's workloads unnamed to this team (``facts_seen_by``).
+    explanation = explain(workload, timezone.get_current_timezone(), now, NamesSeen(access))
     asked_unit = unit_of_workload(workload)  # MIG instances for work on MIG flavors only
     context = {
         "workload": workload,
@@ -888,8 +882,7 @@ def workload_detail(
             # None for gpupool's own pods: it makes them at once, estimated as usual.
             pods_waited_for(explanation.reason, explanation.facts) or None,
         ),
-        # Its GPUs in its unit too; another team's victims are not named to this team.
-        "facts": fact_rows(facts_seen_by(explanation.facts, access), asked_unit),
+        "facts": fact_rows(explanation.facts, asked_unit),  # its GPUs in its unit too
         "cancellable": cancellable(request.user, workload),
         # What cancelling it would do with its pods (its controller's, a Job's suspended).
         "cancel_pods": workload.pods_when_cancelled(held_gpus=workload.state in PLACED_STATES),

@@ -74,6 +74,7 @@ from gpupool.workloads.models import (
 from gpupool.workloads.queries import (
     Asks,
     EvictionDrain,
+    NamesSeen,
     Submission,
     asks_by_workload,
     dry_run_submission,
@@ -403,7 +404,12 @@ class ExplanationSerializer(serializers.Serializer[Any]):
     state = serializers.CharField()
     reason = serializers.CharField(help_text="The core's reason code; empty unless pending.")
     detail = serializers.CharField(help_text="The reason as a sentence, with its numbers.")
-    facts = serializers.DictField(help_text="The numbers behind it (asked, available, ...).")
+    facts = serializers.DictField(
+        help_text="The numbers behind it (asked, available, ...). A workload is named only "
+        "to admins and its own team: another team's victims are left out of victims (how "
+        "many of which queue stays in victim_queues), and held_for is left out where it is "
+        "another team's, which detail and summary then call \"another team's workload\"."
+    )
     queue_position = serializers.IntegerField(allow_null=True)
     estimated_start_at = serializers.DateTimeField(allow_null=True)
     estimate_learned = serializers.BooleanField(
@@ -880,8 +886,12 @@ class WorkloadDetailSerializer(WorkloadSerializer):
 
     @extend_schema_field(ExplanationSerializer)
     def get_explanation(self, workload: Workload) -> dict[str, Any]:
-        """The current explanation, position and estimated start."""
-        return dict(ExplanationSerializer(explain(workload)).data)
+        """The current explanation, position and estimated start, as the caller may see it:
+        another team's workloads its facts name (a preemptor's victims, the workload capacity
+        is held for) left out, and unnamed in its sentences (``queries.facts_seen_by``,
+        ``sentence_seen_by``; the workload page's rule)."""
+        seen = NamesSeen(request_access(self.context["request"]))
+        return dict(ExplanationSerializer(explain(workload, seen=seen)).data)
 
     @extend_schema_field(serializers.DecimalField(max_digits=14, decimal_places=4))
     def get_lost_gpu_hours(self, workload: Workload) -> str:
@@ -1099,7 +1109,11 @@ class WorkloadViewSet(
         form = DryRunInputSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         try:
-            answer = dry_run_submission(form.submission(), submitter=request.user)
+            answer = dry_run_submission(
+                form.submission(),
+                submitter=request.user,
+                seen=NamesSeen(request_access(request)),  # another team's work unnamed
+            )
         except SnapshotError as error:
             raise PoolNotPlannable(f"The pool cannot be planned: {error}") from None
         return Response(DryRunSerializer(answer).data)

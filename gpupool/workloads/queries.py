@@ -9,6 +9,7 @@ the snapshot of the last finished cycle (``control.queries.pool_snapshot``).
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -272,6 +273,104 @@ def sees_preemptor_of(access: Access, preemptor_tenant_id: int | None) -> bool:
     )
 
 
+# How a sentence names a workload of a team the reader is not in (a preemption names such a
+# preemptor by its queue and class only): its name is that team's to see.
+ANOTHER_TEAMS_WORKLOAD = "another team's workload"
+
+
+class NamesSeen:
+    """Which workloads (``namespace/name``) a caller may see named in an explanation -- a
+    preemptor's victims, the workload capacity is held for: an admin every one, anyone else
+    those of their own teams, by their tenants' namespaces (``sees_preemptor``'s rule, for
+    names the facts give without a tenant). Reads the caller's namespaces once, the first
+    time another namespace's name is asked about: one query a request, none a row."""
+
+    def __init__(self, access: Access) -> None:
+        self.access = access
+        self._own: frozenset[str] | None = None
+
+    def sees(self, workload: object) -> bool:
+        """Whether the caller may see the workload ``namespace/name`` named."""
+        if self.access.admin:
+            return True
+        if self._own is None:
+            self._own = frozenset(
+                TenantNamespace.objects.filter(tenant_id__in=self.access.tenant_ids).values_list(
+                    "name", flat=True
+                )
+            )
+        return str(workload).partition("/")[0] in self._own
+
+
+def names_seen(viewer: Access | NamesSeen) -> NamesSeen:
+    """The caller's ``NamesSeen`` (one a request: pass it on rather than its ``Access``)."""
+    return viewer if isinstance(viewer, NamesSeen) else NamesSeen(viewer)
+
+
+# The facts that name workloads of any team: a preemptor's victims (a list), the workload
+# capacity is held for; and the facts nesting a verdict's own (a budget's next layer).
+VICTIMS_FACT = "victims"
+HELD_FOR_FACT = "held_for"
+NESTED_FACTS = ("then_facts",)
+
+
+def facts_seen_by(facts: Mapping[str, object], viewer: Access | NamesSeen) -> Mapping[str, object]:
+    """``facts`` as the caller may see them, wherever they leave the server (the API's
+    ``explanation.facts``, so ``gpupool why``; the workload page): a preemptor's victims
+    (``victims``, ``namespace/name``) are named only to admins and to the victims' own
+    teams, as a preemption's preemptor is (``sees_preemptor``), and the workload capacity is
+    held for (``held_for``) only to admins and its own team: another team's is left out; how
+    many of which queue (``victim_queues``, the sentence's) is everyone's. The same in the
+    facts of a budget's next layer (``then_facts``). No query for an admin, nor for facts
+    that name no workload (``NamesSeen``)."""
+    seen = names_seen(viewer)
+    if seen.access.admin:
+        return facts
+    shown: dict[str, object] = {}
+    changed = False
+    for key, value in facts.items():
+        if key == VICTIMS_FACT and isinstance(value, list):
+            named = [victim for victim in value if seen.sees(victim)]
+            changed = changed or len(named) != len(value)
+            if named or not value:
+                shown[key] = named
+        elif key == HELD_FOR_FACT and value and not seen.sees(value):
+            changed = True
+        elif key in NESTED_FACTS and isinstance(value, Mapping):
+            nested = facts_seen_by(value, seen)
+            changed = changed or nested is not value
+            shown[key] = nested
+        else:
+            shown[key] = value
+    return shown if changed else facts
+
+
+def _holders(facts: Mapping[str, object]) -> list[str]:
+    """The workloads the facts say capacity is held for (``held_for``, a budget's next
+    layer's too): what a sentence may name."""
+    found = [str(facts[HELD_FOR_FACT])] if facts.get(HELD_FOR_FACT) else []
+    for key in NESTED_FACTS:
+        nested = facts.get(key)
+        if isinstance(nested, Mapping):
+            found += _holders(nested)
+    return found
+
+
+def sentence_seen_by(text: str, facts: Mapping[str, object], seen: NamesSeen | None) -> str:
+    """An explanation's sentence as the caller may read it: where it names a workload
+    capacity is held for (the core's "Capacity is held for <namespace/name> ...") that the
+    caller may not see named (``NamesSeen``), "another team's workload" in its place. The
+    sentence as it is for ``seen`` None (its own team: the loop's Events to its pods)."""
+    if seen is None:
+        return text
+    for holder in _holders(facts):
+        if not seen.sees(holder):
+            # The name alone, not inside a longer one ("vision/a" in "vision/ab").
+            alone = rf"(?<![\w./-]){re.escape(holder)}(?![\w/-]|\.\w)"
+            text = re.sub(alone, ANOTHER_TEAMS_WORKLOAD, text)
+    return text
+
+
 def eviction_refusal(workload: Workload, access: Access) -> dict[str, Any] | None:
     """The eviction of the workload a PodDisruptionBudget refused last, while it is current
     (the control loop keeps it on the row, ``Workload.eviction_refusal``, until an eviction
@@ -333,12 +432,19 @@ class Explanation:
     summary: str
 
 
-def explain(workload: Workload, zone: tzinfo = UTC, now: datetime | None = None) -> Explanation:
+def explain(
+    workload: Workload,
+    zone: tzinfo = UTC,
+    now: datetime | None = None,
+    seen: NamesSeen | None = None,
+) -> Explanation:
     """The workload's current explanation, as the last cycle recorded it, with one summary
     sentence for people, its moments in ``zone`` (``summary``: the API and the CLI say it in
     UTC; the workload page shows it in the viewer's zone). Work the core set aside as never
     fitting has no position and no estimated start, whatever a row written before it was set
-    aside still holds; nor has a gang that waits for its pods (``pods_waited_for``)."""
+    aside still holds; nor has a gang that waits for its pods (``pods_waited_for``). Its
+    facts and sentences as the caller ``seen`` may see them (``facts_seen_by``,
+    ``sentence_seen_by``: another team's workloads unnamed); as written for None."""
     facts = dict(workload.pending_facts or {})
     learned = facts.get(ESTIMATE_LEARNED_FACT)
     pending = workload.state == WorkloadState.PENDING
@@ -357,8 +463,8 @@ def explain(workload: Workload, zone: tzinfo = UTC, now: datetime | None = None)
     return Explanation(
         state=workload.state,
         reason=workload.pending_reason if pending else "",
-        detail=current_sentence(workload) if pending else "",
-        facts=facts if pending else {},
+        detail=current_sentence(workload, seen) if pending else "",
+        facts=(facts if seen is None else dict(facts_seen_by(facts, seen))) if pending else {},
         queue_position=workload.queue_position if in_line else None,
         estimated_start_at=estimated,
         estimate_learned=estimate_learned,
@@ -366,7 +472,7 @@ def explain(workload: Workload, zone: tzinfo = UTC, now: datetime | None = None)
         estimate_passed=moment is not None and now is not None and moment < now,
         never_fits=never,
         waits_for_pods=for_pods,
-        summary=summary(workload, estimate_learned, zone, now),
+        summary=summary(workload, estimate_learned, zone, now, seen),
     )
 
 
@@ -454,26 +560,36 @@ def says_position(reason: str, facts: Mapping[str, object]) -> bool:
     return reason == "behind" or (reason == "budget" and facts.get("then") == "behind")
 
 
-def sentence(reason: str, facts: Mapping[str, object], position: int | None, written: str) -> str:
+def sentence(
+    reason: str,
+    facts: Mapping[str, object],
+    position: int | None,
+    written: str,
+    seen: NamesSeen | None = None,
+) -> str:
     """The explanation's sentence with the current position: for a sentence that says it,
     the core's words rendered again from the facts (``scheduler.explain``), as the cycle
     that wrote them would say it now; any other sentence as written (the explanation is
-    written again when its facts move; and one no cycle wrote facts for)."""
+    written again when its facts move; and one no cycle wrote facts for). For a reader
+    ``seen``, another team's workload it names is "another team's workload"
+    (``sentence_seen_by``)."""
     if position is None or not facts or reason not in get_args(PendingReason):
-        return written
+        return sentence_seen_by(written, facts, seen)
     if not says_position(reason, facts):
-        return written
+        return sentence_seen_by(written, facts, seen)
     verdict = Verdict(cast(PendingReason, reason), dict(facts))
-    return explanation("", verdict, position).detail
+    return sentence_seen_by(explanation("", verdict, position).detail, facts, seen)
 
 
-def current_sentence(workload: Workload) -> str:
-    """A pending workload's sentence with its current position (``sentence``)."""
+def current_sentence(workload: Workload, seen: NamesSeen | None = None) -> str:
+    """A pending workload's sentence with its current position (``sentence``), as the
+    reader ``seen`` may read it."""
     return sentence(
         workload.pending_reason,
         workload.pending_facts or {},
         workload.queue_position,
         workload.pending_detail,
+        seen,
     )
 
 
@@ -524,30 +640,46 @@ def _when(moment: datetime | None, zone: tzinfo) -> str:
     return f"{shown:%Y-%m-%d %H:%M} {zone_name(shown)}".strip()
 
 
+# How the core opens most of its never-fits sentences (``scheduler.explain``): a sentence
+# that says so itself ("Never fits: ", "nlp/x will not run as asked: ") reads on without it.
+NEVER_AS_ASKED = "It can never run as asked: "
+
+
+def never_fits_reason(never: str) -> str:
+    """A never-fits sentence (the core's, the dry-run's) without its opening "It can never
+    run as asked: ", for a sentence that says so itself ("Never fits: no h100 node matches
+    its node selector, ...", the submit warning's "nlp/x will not run as asked: it must sit
+    in one NVLink domain, ..."); a sentence that opens otherwise as it is."""
+    return never.removeprefix(NEVER_AS_ASKED)
+
+
 def summary(
     workload: Workload,
     estimate_learned: bool | None = None,
     zone: tzinfo = UTC,
     now: datetime | None = None,
+    seen: NamesSeen | None = None,
 ) -> str:
     """One sentence on where the workload stands: why it waits, its position and estimated
-    start (work that never fits has neither, and says why, as a gang that waits for its pods
-    does, ``pods_waited_for``; an estimate before ``now``, the
+    start (work that never fits has neither, and says why once: "Never fits: <why> ...",
+    ``never_fits_reason``; as a gang that waits for its pods does, ``pods_waited_for``; an
+    estimate before ``now``, the
     pool's clock, is due: said so, not as a time to come); or since when it runs; or how it
     ended (``preempted_summary``). Its moments read in ``zone``: UTC for the API and the
-    CLI, the viewer's zone on the workload page (as its tables)."""
+    CLI, the viewer's zone on the workload page (as its tables). Another team's workload
+    its sentence names is unnamed to a reader ``seen`` who may not see it (``sentence``)."""
     from gpupool.control.estimates import refresh_words  # (it imports this module)
 
     state = workload.state
     if state == WorkloadState.PENDING:
         if not workload.pending_reason:  # the core has not looked at it, or will not
-            refused = current_sentence(workload).strip()
+            refused = current_sentence(workload, seen).strip()
             return refused or "Waiting for the next scheduling cycle to look at it."
-        said = current_sentence(workload).strip() or f"Pending: {workload.pending_reason}."
+        said = current_sentence(workload, seen).strip() or f"Pending: {workload.pending_reason}."
         if never_fits(workload.pending_facts):
             return (
-                f"Never fits: {said} It has no place in the queue and no estimated start "
-                "until its queue's quota or the pool changes."
+                f"Never fits: {never_fits_reason(said)} It has no place in the queue and no "
+                "estimated start until its queue's quota or the pool changes."
             )
         parts = [said]
         reason, facts = workload.pending_reason, workload.pending_facts or {}
@@ -958,10 +1090,14 @@ def _flavor_names(spec: PodSetSpec) -> tuple[str, ...]:
     return (spec.flavor.name, *(choice.name for choice in spec.flavor_choices))
 
 
-def dry_run_submission(submission: Submission, *, submitter: Any) -> DryRunAnswer:
+def dry_run_submission(
+    submission: Submission, *, submitter: Any, seen: NamesSeen | None = None
+) -> DryRunAnswer:
     """Quota, then capacity, then placement for a workload that is not submitted: checked by
     the same action as a submission (inside a savepoint that is rolled back, so nothing is
-    written), then answered by the core on the last cycle's snapshot."""
+    written), then answered by the core on the last cycle's snapshot. Its layers' facts and
+    sentences as the caller ``seen`` may see them (``facts_seen_by``: the capacity held for
+    another team's workload is not named); as the core said them for None."""
     view = pool_snapshot()
     database = view.value
     try:
@@ -977,7 +1113,12 @@ def dry_run_submission(submission: Submission, *, submitter: Any) -> DryRunAnswe
     except ValueError as error:
         raise ValidationError({"name": str(error).removeprefix("name: ")}) from None
     layers = tuple(
-        DryRunLayer(layer.layer, layer.passes, layer.detail, dict(layer.facts))
+        DryRunLayer(
+            layer.layer,
+            layer.passes,
+            sentence_seen_by(layer.detail, layer.facts, seen),
+            dict(layer.facts if seen is None else facts_seen_by(layer.facts, seen)),
+        )
         for layer in answer.layers
     )
     return DryRunAnswer(
