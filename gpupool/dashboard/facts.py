@@ -69,6 +69,7 @@ FACTS: dict[str, Fact] = {
     "asked_pod_gpus": Fact("GPUs asked per pod", Kind.GPUS),
     "largest_pod_gpus": Fact("most healthy GPUs on one node", Kind.GPUS),
     "lent_gpus": Fact("of its share lent to others", Kind.GPUS),
+    "lent_flavor": Fact("of flavor"),  # the flavor lent (its unit: ``scheduler.explain``)
     "lent_to": Fact("lent to", Kind.LIST),
     "borrowers": Fact("queues borrowing it", Kind.COUNT),
     "cannot_reclaim": Fact("why it cannot be taken back now"),

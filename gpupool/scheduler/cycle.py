@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 from gpupool.scheduler.cycle_state import Assignment, Cycle, PendingWork, pod_shape, prefix_need
 from gpupool.scheduler.explain import (
+    LENT_FLAVOR_FACT,
     Verdict,
     across_flavors,
     explanation,
@@ -156,8 +157,8 @@ def never_runs(
     minimum: int,
     topology: str | None = None,
 ) -> Verdict | None:
-    """Quota (a capability on the path) or capacity (a node, the pool, or for a gang bound to
-    one NVLink domain the largest domain) that can never hold the gang."""
+    """Quota (a capability on the path), capacity (a node, the pool) or, for a gang bound to
+    one NVLink domain, topology (the largest domain) that can never hold the gang."""
     needs = [prefix_need(a.pods, minimum) for a in assignments]
     shortfalls = [cycle.quota.never_fits(queue, need) for need in needs]
     if shortfalls and all(s is not None for s in shortfalls) and shortfalls[0] is not None:
@@ -924,7 +925,7 @@ def pending_explanations(cycle: Cycle) -> list[PendingExplanation]:
                 verdict = _budget_verdict(cycle, work, verdict)
             if cycle.quota.scaled:
                 verdict = _scaled_guarantee_verdict(cycle, work, verdict)
-            out.append(explanation(work.name, verdict, position))
+            out.append(explanation(work.name, verdict, position, cycle.units))
     return sorted(out, key=lambda e: e.workload)
 
 
@@ -1044,6 +1045,7 @@ def _lent_share(cycle: Cycle, owner: str, flavor: str) -> dict[str, object]:
         return {}
     facts: dict[str, object] = {
         "lent_gpus": lent / MILLI,
+        LENT_FLAVOR_FACT: flavor,  # what the amount counts: a MIG flavor's MIG instances
         "lent_to": borrowers[:LENT_TO_NAMED],  # the queues furthest above their share
         "borrowers": len(borrowers),
     }

@@ -24,6 +24,7 @@ from gpupool.scheduler.explain import (
     IN_ONE_DOMAIN_FACT,
     TOPOLOGY_FACT,
     Verdict,
+    flavor_units,
     quota_verdict,
     waiting_verdict,
 )
@@ -112,6 +113,8 @@ class Cycle:
         self.nodes = {node.name: node for node in snapshot.nodes}
         self.running: dict[str, RunningWork] = {}
         self.shared_flavors = {f.name for f in snapshot.flavors if f.sharing == "shared"}
+        # What each flavor's quantities count in the sentences: MIG instances, else GPUs.
+        self.units = flavor_units(snapshot.flavors)
         self._shape_counts: Counter[tuple[str, PodShape]] = Counter()
         self._queue_usage: dict[str, tuple[dict[str, int], int, int]] = {}
         occupied = self._occupancy()
@@ -519,8 +522,10 @@ class Cycle:
     ) -> Verdict | None:
         """A gang that must sit in one NVLink domain (``topology: domain``: its minimum) and
         asks more GPUs of a flavor than its largest domain holds, even idle, its cordons ended
-        and others' pods gone: ``capacity``, never fits (it would otherwise wait in line for
-        ever, "no single NVLink domain holds its pods")."""
+        and others' pods gone: ``topology``, never fits (DESIGN 3: it could be placed were its
+        domain requirement dropped -- the pool and its nodes are checked first -- but no single
+        NVLink domain holds it; without ``never_fits`` it would wait in line for ever, "no
+        single NVLink domain holds its pods")."""
         if topology != "domain":
             return None
         if self._largest_domain is None:
@@ -540,7 +545,7 @@ class Cycle:
                     "largest_domain_gpus": most,
                     "never_fits": True,
                 }
-                return Verdict("capacity", facts)
+                return Verdict("topology", facts)
         return None
 
     def larger_than_pool(self, need: Mapping[str, int]) -> Verdict | None:

@@ -97,7 +97,9 @@ def dry_run(snapshot: Snapshot, policy: PolicyInfo, now: float, workload: Worklo
         layers.append(LayerAnswer("quota", True, "Quota passes.", {}))
     else:
         verdict = quota_verdict(shortfall)
-        layers.append(LayerAnswer("quota", False, sentence(verdict, 0), dict(verdict.facts)))
+        layers.append(
+            LayerAnswer("quota", False, sentence(verdict, 0, cycle.units), dict(verdict.facts))
+        )
 
     cycle.snapshot_start()
     capacity = cycle.capacity_verdict(work, assignment)
@@ -105,7 +107,9 @@ def dry_run(snapshot: Snapshot, policy: PolicyInfo, now: float, workload: Worklo
         layers.append(LayerAnswer("capacity", True, "Capacity exists.", {}))
     else:
         verdict = Verdict("capacity", capacity.facts)
-        layers.append(LayerAnswer("capacity", False, sentence(verdict, 0), dict(verdict.facts)))
+        layers.append(
+            LayerAnswer("capacity", False, sentence(verdict, 0, cycle.units), dict(verdict.facts))
+        )
 
     trial = Statement(cycle.cluster, cycle.quota)
     placed = cycle.placer.place(trial, assignment.pods, candidate.gang_minimum, candidate.topology)
@@ -120,7 +124,14 @@ def dry_run(snapshot: Snapshot, policy: PolicyInfo, now: float, workload: Worklo
         verdict = cycle.placement_verdict(work, assignment, Statement(cycle.cluster, cycle.quota))
         if verdict.reason == "behind":
             verdict = Verdict("fragmentation", {**verdict.facts, "largest_placeable": 0})
-        layers.append(LayerAnswer("placement", False, sentence(verdict, 0), dict(verdict.facts)))
+        layers.append(
+            LayerAnswer("placement", False, sentence(verdict, 0, cycle.units), dict(verdict.facts))
+        )
     first = next((layer.layer for layer in layers if not layer.passes), None)
     never = never_runs(cycle, candidate.queue, work.assignments, work.minimum, candidate.topology)
-    return DryRun(candidate.name, tuple(layers), first, "" if never is None else sentence(never, 0))
+    return DryRun(
+        candidate.name,
+        tuple(layers),
+        first,
+        "" if never is None else sentence(never, 0, cycle.units),
+    )

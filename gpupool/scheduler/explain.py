@@ -2,22 +2,27 @@
 
 A verdict is a value: the reason code of the first layer that stopped the workload and the
 facts behind it (queue, flavor, asked, available ...). The sentence people read -- the plan's
-``detail``, which the ``plan`` command prints -- is built here from those facts only, so
-whatever shows a reason shows the same one. Where a guarantee on the workload's path was
-scaled down to what the pool's healthy GPUs can back (``quota.scale_guarantees``), the facts
-carry ``scaled_guarantee`` and the sentence says so.
+``detail``, which the ``plan`` command prints -- is built here from those facts only (and
+the units of the flavors they name), so whatever shows a reason shows the same one. Where a
+guarantee on the workload's path was scaled down to what the pool's healthy GPUs can back
+(``quota.scale_guarantees``), the facts carry ``scaled_guarantee`` and the sentence says so.
+
+Quantities of a flavor are said in its unit (``flavor_amount``): a MIG flavor's count MIG
+instances, any other's GPUs -- what a flavor is comes from the snapshot (``flavor_units``,
+the one argument a sentence takes beside the facts). Times are said as people read them, as
+the pages and the CLI write them in UTC (``when``); the facts keep their POSIX seconds.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import cast, get_args
+from datetime import UTC, datetime
+from typing import Final, cast, get_args
 
 from gpupool.scheduler.quota import QuotaShortfall, ScaledGuarantee
-from gpupool.scheduler.scenario import format_time
-from gpupool.scheduler.types import MILLI, PendingExplanation, PendingReason
+from gpupool.scheduler.types import MILLI, FlavorInfo, PendingExplanation, PendingReason
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +42,11 @@ NEVER_FITS_FACT = "never_fits"
 # it could use, where the flavor's ``free_gpus`` count GPUs scattered over every domain.
 TOPOLOGY_FACT = "topology"
 IN_ONE_DOMAIN_FACT = "free_in_one_domain_gpus"
+
+
+# The flavor whose deserved share a workload's queue lent (``cycle.lent_facts``, beside
+# ``lent_gpus``): what the lent amount counts.
+LENT_FLAVOR_FACT = "lent_flavor"
 
 
 # The flavors a never-fitting workload may use, in its choices' order, when every one of them
@@ -70,14 +80,27 @@ def _without_flavor(facts: Mapping[str, object]) -> dict[str, object]:
     return {key: value for key, value in facts.items() if key not in ("flavor", FLAVORS_FACT)}
 
 
+def _flavors_of(facts: Mapping[str, object]) -> object:
+    """The flavor a verdict names, or the list of all it names (``FLAVORS_FACT``)."""
+    named = facts.get(FLAVORS_FACT)
+    if isinstance(named, list) and len(named) > 1:
+        return named
+    return facts.get("flavor")
+
+
+def _flavor_text(flavor: object) -> str:
+    """A flavor's name, or a list of them: ``h100``, ``h100 or gb200``, ``h100, gb200 or
+    l40s``."""
+    if isinstance(flavor, list) and flavor:
+        names = [str(name) for name in flavor]
+        return f"{', '.join(names[:-1])} or {names[-1]}" if len(names) > 1 else names[0]
+    return str(flavor)
+
+
 def flavor_words(facts: Mapping[str, object]) -> str:
     """The flavor a verdict names, or all it names (``FLAVORS_FACT``): ``h100``,
     ``h100 or gb200``, ``h100, gb200 or l40s``."""
-    named = facts.get(FLAVORS_FACT)
-    if isinstance(named, list) and len(named) > 1:
-        names = [str(flavor) for flavor in named]
-        return f"{', '.join(names[:-1])} or {names[-1]}"
-    return str(facts.get("flavor"))
+    return _flavor_text(_flavors_of(facts))
 
 
 def never_fits(facts: Mapping[str, object]) -> bool:
@@ -88,9 +111,17 @@ def never_fits(facts: Mapping[str, object]) -> bool:
 
 
 def when(value: object) -> str:
-    """A time for sentences: POSIX seconds in the facts, UTC ISO 8601 here (pages show the
-    facts' seconds in the viewer's zone); ``?`` when missing."""
-    return format_time(value) if isinstance(value, int | float) else "?"
+    """A time for sentences, as people read one and as the pages and the CLI write it in
+    UTC: ``2026-12-08 15:03 UTC`` (to the minute). The facts keep POSIX seconds (the pages
+    show them in the viewer's zone); ``?`` when missing or not a time. The one way the core
+    says a time in a sentence."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return "?"
+    try:
+        moment = datetime.fromtimestamp(value, UTC)
+    except (OverflowError, OSError, ValueError):  # out of the calendar, or not a number
+        return "?"
+    return f"{moment:%Y-%m-%d %H:%M} UTC"
 
 
 def number(value: object) -> str:
@@ -104,12 +135,76 @@ def counted(amount: str, one: str, many: str) -> str:
     return f"{amount} {one if amount == '1' else many}"
 
 
-def gpus(amount: str, flavor: object = None, healthy: bool = False) -> str:
-    """``amount`` GPUs in words: "1 healthy h100 GPU", "8 h100 GPUs", "2 GPUs"."""
-    noun = "GPU" if flavor is None else f"{flavor} GPU"
-    if healthy:
-        noun = f"healthy {noun}"
+# What a flavor's quantities count, in the product's words (``gpupool.inventory.units``: the
+# pages, the API and the CLI say the same): a MIG flavor's are its MIG instances, never added
+# to GPUs; any other flavor's are GPUs (whole, or shared in milli-GPU). Singular; the plural
+# adds an "s".
+GPU_UNIT: Final = "GPU"
+MIG_UNIT: Final = "MIG instance"
+# Flavor name -> its unit (``flavor_units``); a flavor it does not name counts GPUs.
+NO_UNITS: Final[Mapping[str, str]] = {}
+
+
+def flavor_units(flavors: Iterable[FlavorInfo]) -> dict[str, str]:
+    """The unit of each MIG flavor of ``flavors`` (``FlavorInfo.mig``), by name: what the
+    sentences count its quantities in (the others count GPUs, and are left out). Built once
+    per cycle or dry-run, from the snapshot; a reader that says a verdict again passes the
+    same mapping (``gpupool.inventory.units.flavor_units`` gives it from the database)."""
+    return {flavor.name: MIG_UNIT for flavor in flavors if flavor.mig is not None}
+
+
+def unit_of(flavor: object, units: Mapping[str, str]) -> str:
+    """The unit of a flavor the facts name (``units``: ``flavor_units``), or of a list of
+    flavors: MIG instances only where each is a MIG flavor, else GPUs (the pages' rule for a
+    workload of several flavors); GPUs for none."""
+    if isinstance(flavor, str):
+        return units.get(flavor, GPU_UNIT)
+    names: list[object] = flavor if isinstance(flavor, list) else []
+    if names and all(units.get(str(name), GPU_UNIT) == MIG_UNIT for name in names):
+        return MIG_UNIT
+    return GPU_UNIT
+
+
+def flavor_amount(
+    amount: str,
+    flavor: object,
+    units: Mapping[str, str],
+    what: str = "",
+    named: bool = True,
+) -> str:
+    """``amount`` (as ``number`` writes it) of a flavor in its unit (``unit_of``), singular
+    for exactly 1: the one way a sentence states a quantity of a flavor. "8 h100 GPUs",
+    "1 a100-3g.40gb MIG instance", "3 healthy free h100 GPUs" (``what``), "16 healthy GPUs"
+    (``named`` False: the sentence names the flavor elsewhere); ``flavor`` None: "2 GPUs"."""
+    words = [what] if what else []
+    if named and flavor is not None:
+        words.append(_flavor_text(flavor))
+    words.append(unit_of(flavor, units))
+    noun = " ".join(words)
     return counted(amount, noun, noun + "s")
+
+
+def _is_are(amount: str) -> str:
+    return "is" if amount == "1" else "are"
+
+
+def flavors_named(facts: Mapping[str, object]) -> set[str]:
+    """Every flavor a verdict's facts name, nested facts too (a budget's ``then_facts``, a
+    ``scaled_guarantee``) and the flavor of a lent share (``lent_flavor``): the flavors a
+    reader needs the units of (``flavor_units``) to say the verdict again."""
+    found: set[str] = set()
+    for key in ("flavor", LENT_FLAVOR_FACT):
+        name = facts.get(key)
+        if isinstance(name, str):
+            found.add(name)
+    named = facts.get(FLAVORS_FACT)
+    if isinstance(named, list):
+        found.update(str(name) for name in named)
+    for key in ("then_facts", "scaled_guarantee"):
+        nested = facts.get(key)
+        if isinstance(nested, Mapping):
+            found |= flavors_named(nested)
+    return found
 
 
 def waiting_verdict(victims: Mapping[str, str], held_nodes: Sequence[str] = ()) -> Verdict:
@@ -158,35 +253,38 @@ def with_scaled_guarantee(verdict: Verdict, scaled: ScaledGuarantee) -> Verdict:
     return Verdict(verdict.reason, facts)
 
 
-def _scaled_guarantee_sentence(facts: Mapping[str, object]) -> str:
+def _scaled_guarantee_sentence(facts: Mapping[str, object], units: Mapping[str, str]) -> str:
     flavor, backed_by = facts.get("flavor"), facts.get("backed_by")
     backing, guaranteed = number(facts.get("backing_gpus")), number(facts.get("guaranteed_gpus"))
     if backed_by is None:
         why = (
-            f"the pool's {gpus(backing, flavor, healthy=True)} cannot back the {guaranteed} "
-            "guaranteed"
+            f"the pool's {flavor_amount(backing, flavor, units, 'healthy')} cannot back the "
+            f"{guaranteed} guaranteed"
         )
     else:
         why = (
-            f"the {gpus(backing, flavor)} guaranteed to {backed_by} cannot back the "
-            f"{guaranteed} guaranteed under it"
+            f"the {flavor_amount(backing, flavor, units)} guaranteed to {backed_by} cannot "
+            f"back the {guaranteed} guaranteed under it"
         )
     return (
         f"Queue {facts.get('queue')}'s guarantee of "
-        f"{gpus(number(facts.get('guarantee_gpus')), flavor)} is scaled down to "
-        f"{number(facts.get('scaled_gpus'))} while {why}."
+        f"{flavor_amount(number(facts.get('guarantee_gpus')), flavor, units)} is scaled down "
+        f"to {number(facts.get('scaled_gpus'))} while {why}."
     )
 
 
-def _quota_sentence(facts: Mapping[str, object]) -> str:
+def _quota_sentence(facts: Mapping[str, object], units: Mapping[str, str]) -> str:
     queue, flavor = facts.get("queue"), facts.get("flavor")
     asked, available = number(facts.get("asked_gpus")), number(facts.get("available_gpus"))
     if facts.get("never_fits"):
         return (
-            f"Queue {queue} can never hold {gpus(asked, flavor)}: the capabilities on its path "
-            f"allow {available}."
+            f"Queue {queue} can never hold {flavor_amount(asked, flavor, units)}: the "
+            f"capabilities on its path allow {available}."
         )
-    text = f"Queue {queue} has {gpus(available, flavor)} of quota available, {asked} asked"
+    text = (
+        f"Queue {queue} has {flavor_amount(available, flavor, units)} of quota available, "
+        f"{asked} asked"
+    )
     if facts.get("borrowing_capped"):
         text += "; borrowing is capped by its capability"
     else:
@@ -194,18 +292,31 @@ def _quota_sentence(facts: Mapping[str, object]) -> str:
     return text + "."
 
 
-# A resource's unit, for one and for more than one.
+# The unit of a resource other than GPUs (``flavor_amount`` says those), for one and for
+# more than one.
 _UNITS = {
-    "gpu": ("{flavor} GPU", "{flavor} GPUs"),
     "cpu": ("CPU core on {flavor} nodes", "CPU cores on {flavor} nodes"),
     "memory": ("GB of memory on {flavor} nodes", "GB of memory on {flavor} nodes"),
 }
 
 
-def _capacity_sentence(facts: Mapping[str, object]) -> str:
+def _domain_never_sentence(facts: Mapping[str, object], units: Mapping[str, str]) -> str:
+    """A gang bound to one NVLink domain that asks more than the flavor's largest domain
+    holds (``largest_domain_gpus``)."""
+    largest = number(facts.get("largest_domain_gpus"))
+    return (
+        f"It can never run as asked: it must sit in one NVLink domain, and the largest "
+        f"{flavor_words(facts)} domain has "
+        f"{flavor_amount(largest, _flavors_of(facts), units, 'healthy', named=False)}; it "
+        f"asks {number(facts.get('asked'))}."
+    )
+
+
+def _capacity_sentence(facts: Mapping[str, object], units: Mapping[str, str]) -> str:
     if facts.get("no_nodes"):
         return "The pool has no node of a flavor it may run on."
     flavor = flavor_words(facts)
+    flavors = _flavors_of(facts)
     if "allowed_nodes" in facts:
         if not facts.get("allowed_nodes"):
             return (
@@ -213,13 +324,15 @@ def _capacity_sentence(facts: Mapping[str, object]) -> str:
                 "node affinity and tolerations."
             )
         allowed = number(facts.get("allowed_nodes"))
+        healthy = flavor_amount(
+            number(facts.get("allowed_gpus")), flavors, units, "healthy", named=False
+        )
         nodes = counted(allowed, f"{flavor} node", f"{flavor} nodes")
         return (
             f"It can never run as asked: the {nodes} its node selector, node affinity and "
             "tolerations allow "
             f"{'has' if allowed == '1' else 'have'} "
-            f"{gpus(number(facts.get('allowed_gpus')), healthy=True)}; it asks "
-            f"{number(facts.get('asked'))}."
+            f"{healthy}; it asks {number(facts.get('asked'))}."
         )
     if facts.get("any_node"):
         one, many = (
@@ -232,46 +345,41 @@ def _capacity_sentence(facts: Mapping[str, object]) -> str:
             f"{counted(number(facts.get('asked')), one, many)} free: the most is "
             f"{number(facts.get('free'))} on {facts.get('flavor')} nodes."
         )
-    units = _UNITS.get(str(facts.get("resource", "gpu")), ("{flavor}", "{flavor}"))
-    one = units[0].format(flavor=flavor)
-    many = units[1].format(flavor=flavor)
-    if "largest_domain_gpus" in facts:
-        return (
-            f"It can never run as asked: it must sit in one NVLink domain, and the largest "
-            f"{flavor} domain has "
-            f"{gpus(number(facts.get('largest_domain_gpus')), healthy=True)}; it asks "
-            f"{number(facts.get('asked'))}."
-        )
+    if "largest_domain_gpus" in facts:  # ``topology`` now; as explanations written before say
+        return _domain_never_sentence(facts, units)
     if "largest_pod_gpus" in facts:
         return (
             "It can never run as asked: no node has "
-            f"{gpus(number(facts.get('asked_pod_gpus')), flavor, healthy=True)} "
+            f"{flavor_amount(number(facts.get('asked_pod_gpus')), flavors, units, 'healthy')} "
             "for one pod; the largest has "
             f"{number(facts.get('largest_pod_gpus'))}."
         )
-    if facts.get("never_fits"):
-        return (
-            "The pool has only "
-            f"{counted(number(facts.get('healthy')), 'healthy ' + one, 'healthy ' + many)}; "
-            f"{number(facts.get('asked'))} asked."
+    resource = str(facts.get("resource", "gpu"))
+    key, what = ("healthy", "healthy") if facts.get("never_fits") else ("free", "healthy free")
+    amount = number(facts.get(key))
+    if resource == "gpu":
+        said = flavor_amount(amount, flavors, units, what)
+    else:
+        one, many = _UNITS.get(resource, ("{flavor}", "{flavor}"))
+        said = counted(
+            amount, f"{what} {one.format(flavor=flavor)}", f"{what} {many.format(flavor=flavor)}"
         )
-    return (
-        "The pool has "
-        f"{counted(number(facts.get('free')), 'healthy free ' + one, 'healthy free ' + many)}, "
-        f"{number(facts.get('asked'))} asked."
-    )
+    if facts.get("never_fits"):
+        return f"The pool has only {said}; {number(facts.get('asked'))} asked."
+    return f"The pool has {said}, {number(facts.get('asked'))} asked."
 
 
-def sentence(verdict: Verdict, position: int) -> str:
-    """The human sentence for a verdict."""
-    text = _reason_sentence(verdict, position)
+def sentence(verdict: Verdict, position: int, units: Mapping[str, str] = NO_UNITS) -> str:
+    """The human sentence for a verdict, each flavor's quantities in its unit (``units``:
+    ``flavor_units`` of the snapshot; a flavor it does not name counts GPUs)."""
+    text = _reason_sentence(verdict, position, units)
     scaled = verdict.facts.get("scaled_guarantee")
     if isinstance(scaled, dict):
-        text += " " + _scaled_guarantee_sentence(scaled)
+        text += " " + _scaled_guarantee_sentence(scaled, units)
     return text
 
 
-def _reason_sentence(verdict: Verdict, position: int) -> str:
+def _reason_sentence(verdict: Verdict, position: int, units: Mapping[str, str]) -> str:
     """The sentence for the verdict's reason."""
     facts = verdict.facts
     reason = verdict.reason
@@ -283,7 +391,7 @@ def _reason_sentence(verdict: Verdict, position: int) -> str:
             layer = Verdict(
                 cast(PendingReason, then), then_facts if isinstance(then_facts, dict) else {}
             )
-            after = " " + sentence(layer, position)
+            after = " " + sentence(layer, position, units)
         reserved = ""
         by = facts.get("reserved_by")
         if isinstance(by, list) and by:
@@ -299,17 +407,19 @@ def _reason_sentence(verdict: Verdict, position: int) -> str:
             f"window): it competes at the default class.{after}"
         )
     if reason == "quota":
-        return _quota_sentence(facts)
+        return _quota_sentence(facts, units)
     if reason == "capacity":
-        return _capacity_sentence(facts)
+        return _capacity_sentence(facts, units)
     if reason == "fragmentation":
-        return _fragmentation_sentence(facts)
+        return _fragmentation_sentence(facts, units)
     if reason == "topology":
+        if "largest_domain_gpus" in facts:  # never: no domain of the flavor is large enough
+            return _domain_never_sentence(facts, units)
         most = ""
         if IN_ONE_DOMAIN_FACT in facts:
             amount = number(facts.get(IN_ONE_DOMAIN_FACT))
-            noun = "GPU is" if amount == "1" else "GPUs are"
-            most = f" (at most {amount} {facts.get('flavor')} {noun} free in one)"
+            free = flavor_amount(amount, facts.get("flavor"), units)
+            most = f" (at most {free} {_is_are(amount)} free in one)"
         return (
             f"No single NVLink domain holds its {counted(number(facts.get('pods')), 'pod', 'pods')}"
             f"{most}; it would fit across domains, but it requires one."
@@ -348,7 +458,8 @@ def _reason_sentence(verdict: Verdict, position: int) -> str:
         return (
             f"Work of other queues, served first, took the quota room it could use this cycle "
             f"(queue {facts.get('queue')} had it when the cycle began): "
-            f"{gpus(number(facts.get('free')), facts.get('flavor'))} of quota left, "
+            f"{flavor_amount(number(facts.get('free')), facts.get('flavor'), units)} of quota "
+            "left, "
             f"{number(facts.get('asked'))} asked; position {position} in queue "
             f"{facts.get('queue')}."
         )
@@ -358,20 +469,19 @@ def _reason_sentence(verdict: Verdict, position: int) -> str:
     )
 
 
-def _fragmentation_sentence(facts: Mapping[str, object]) -> str:
+def _fragmentation_sentence(facts: Mapping[str, object], units: Mapping[str, str]) -> str:
     """Enough GPUs free in all, but not where the pods could use them: no node has room for a
     lone pod (its GPUs, or its share of one, ``gpu_share``, with its CPU and memory), or no
     set of nodes holds the gang. A gang bound to one NVLink domain is told the most free in
     one domain first (``IN_ONE_DOMAIN_FACT``), the GPUs it could use, when that is fewer."""
+    flavor = facts.get("flavor")
     amount = number(facts.get("free_gpus"))
-    noun = "GPU is" if amount == "1" else "GPUs are"
-    free = f"{amount} {facts.get('flavor')} {noun} free in all"
+    free = f"{flavor_amount(amount, flavor, units)} {_is_are(amount)} free in all"
     most = number(facts.get(IN_ONE_DOMAIN_FACT))
     if facts.get(TOPOLOGY_FACT) == "domain" and most not in ("?", amount):
-        noun = "GPU is" if most == "1" else "GPUs are"
         free = (
-            f"At most {most} {facts.get('flavor')} {noun} free in one NVLink domain "
-            f"({amount} in all)"
+            f"At most {flavor_amount(most, flavor, units)} {_is_are(most)} free in one NVLink "
+            f"domain ({amount} in all)"
         )
     pods = facts.get("pods")
     share = facts.get("gpu_share")
@@ -419,9 +529,10 @@ _WHY_NOT_RECLAIMED = {
 }
 
 
-def hidden_state(facts: Mapping[str, object]) -> str:
+def hidden_state(facts: Mapping[str, object], units: Mapping[str, str] = NO_UNITS) -> str:
     """Sentences for what else stands behind a verdict: a hold kept for the workload, lent
-    quota that cannot be taken back, back-off."""
+    quota that cannot be taken back (in the unit of the flavor lent, ``lent_flavor``),
+    back-off."""
     out = ""
     nodes = facts.get("held_nodes")
     if facts.get("holding_capacity") and isinstance(nodes, list) and nodes:
@@ -438,9 +549,10 @@ def hidden_state(facts: Mapping[str, object]) -> str:
             others = facts.get("borrowers", len(lent_to))
             more = others - len(lent_to) if isinstance(others, int) else 0
             to = f" to {', '.join(map(str, lent_to))}" + (f" and {more} more" if more else "")
+        lent = number(facts.get("lent_gpus"))
+        lent_of = flavor_amount(lent, facts.get(LENT_FLAVOR_FACT), units, named=False)
         out += (
-            f" Its queue lent {gpus(number(facts.get('lent_gpus')))} of its share{to} that "
-            f"cannot be taken back now: {reason}."
+            f" Its queue lent {lent_of} of its share{to} that cannot be taken back now: {reason}."
         )
     backoff = facts.get("backoff")
     if isinstance(backoff, dict):
@@ -455,15 +567,19 @@ def hidden_state(facts: Mapping[str, object]) -> str:
     return out
 
 
-def explanation(workload: str, verdict: Verdict, position: int) -> PendingExplanation:
-    """The pending entry of the plan for a workload."""
+def explanation(
+    workload: str, verdict: Verdict, position: int, units: Mapping[str, str] = NO_UNITS
+) -> PendingExplanation:
+    """The pending entry of the plan for a workload; ``units``: ``flavor_units`` of the
+    snapshot (a reader saying a recorded verdict again passes the same, for the flavors
+    ``flavors_named`` lists)."""
     facts = verdict.facts
     then = facts.get("then_facts") if verdict.reason == "budget" else None
-    extra = hidden_state(then if isinstance(then, Mapping) else facts)
+    extra = hidden_state(then if isinstance(then, Mapping) else facts, units)
     return PendingExplanation(
         workload=workload,
         reason=verdict.reason,
-        detail=sentence(verdict, position) + extra,
+        detail=sentence(verdict, position, units) + extra,
         position=position,
         facts=dict(facts),
     )

@@ -5,7 +5,8 @@ keeps off), a budget reserved by other pending work (test_budget_earmarks.py), l
 cannot be taken back and why, a size no node's healthy GPUs can ever hold, and victims on
 their way out (how many of which queue; their names only in the facts). Times are POSIX
 seconds in the facts (the pages show them in the viewer's zone); the sentence gives them in
-UTC ISO form.
+UTC as the pages and the CLI write a time, "2026-11-29 10:10 UTC"
+(test_sentences_say_times_as_people_read_them.py).
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ def test_a_backed_off_workload_is_told_how_many_preemptions_and_until_when() -> 
         "until": parse_time(at("10:10")),
     }
     assert "caused 4 preemptions in the last 1 h" in urgent.detail
-    assert "one priority step lower until 2026-11-29T10:10:00Z" in urgent.detail
+    assert "one priority step lower until 2026-11-29 10:10 UTC." in urgent.detail
 
 
 def test_a_hold_is_explained_to_its_holder_and_to_the_work_it_keeps_off() -> None:
@@ -79,7 +80,7 @@ def test_a_hold_is_explained_to_its_holder_and_to_the_work_it_keeps_off() -> Non
     assert "Capacity is being held for it on n1." in big.detail
     assert small.facts["held_for"] == "big"
     assert small.facts["starving_since"] == parse_time(at("07:00"))
-    assert "held for big, which has starved since 2026-11-29T07:00:00Z" in small.detail
+    assert "held for big, which has starved since 2026-11-29 07:00 UTC:" in small.detail
 
 
 def test_lent_quota_that_cannot_be_taken_back_says_why() -> None:
@@ -104,7 +105,7 @@ def test_lent_quota_that_cannot_be_taken_back_says_why() -> None:
     assert s1.facts["cannot_reclaim"] == "protected"
     assert s1.facts["reclaimable_at"] == parse_time(at("11:00"))
     assert "lent 8 GPUs of its share" in s1.detail
-    assert "protected until 2026-11-29T11:00:00Z" in s1.detail
+    assert "protected until 2026-11-29 11:00 UTC." in s1.detail
 
 
 def test_lent_quota_held_by_a_queue_that_is_not_reclaimable_says_so() -> None:
