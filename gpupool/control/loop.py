@@ -153,7 +153,7 @@ from gpupool.scheduler.types import MILLI, Admission, Plan, PolicyInfo, Snapshot
 from gpupool.utilization.sampling import IdleWrite, UtilizationSampler, source_for
 from gpupool.workloads.choices import Origin, WorkloadState
 from gpupool.workloads.models import PodSet, Workload
-from gpupool.workloads.queries import says_position, sentence
+from gpupool.workloads.queries import TeamSees, says_position, sentence, sentence_seen_by
 
 logger = logging.getLogger(__name__)
 
@@ -1590,21 +1590,25 @@ class ControlLoop:
         written, explanations, ranked = self.written, record.explanations, record.ranked
         by_queue: dict[str, list[float]] = {}  # queue -> its ranks, ascending (when asked)
 
+        namespaces = self._namespaces
+
         def told(row: WorkloadRow, detail: str) -> str:
             explanation = explanations.get(row.id)
             if explanation is None:
                 explanation = written.get(row.id)
-            rank = ranked.get(row.id)
-            if (
-                explanation is None
-                or rank is None  # no position: the API says the sentence as written
-                or not says_position(explanation.reason, explanation.facts)
-            ):
+            if explanation is None:
                 return detail
+            # Read by the workload's own team (``kubectl describe pod``): another team's
+            # workload the sentence names is not named (``TeamSees``, the API's rule).
+            team = TeamSees(namespaces.get(row.info.name.partition("/")[0]), namespaces)
+            rank = ranked.get(row.id)
+            if rank is None or not says_position(explanation.reason, explanation.facts):
+                # no position: the API says the sentence as written
+                return sentence_seen_by(detail, explanation.facts, team)
             if not by_queue:
                 by_queue.update(self._ranks_by_queue(ranked))
             position = bisect_right(by_queue.get(row.info.queue, []), rank)
-            return sentence(explanation.reason, explanation.facts, position, detail)
+            return sentence(explanation.reason, explanation.facts, position, detail, team)
 
         return told
 

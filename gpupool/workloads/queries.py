@@ -16,7 +16,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
 from decimal import Decimal
-from typing import Any, cast, get_args
+from typing import Any, Protocol, cast, get_args
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -302,6 +302,28 @@ class NamesSeen:
         return str(workload).partition("/")[0] in self._own
 
 
+class SeesNames(Protocol):
+    """Who reads an explanation, as far as the workloads it names go (``NamesSeen``,
+    ``TeamSees``)."""
+
+    def sees(self, workload: object) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class TeamSees:
+    """What a team reads where nobody signs in: the Events on its own pods (``kubectl
+    describe pod``, the control loop's). Workloads of its tenant's namespaces are named,
+    another team's are not, as ``NamesSeen`` rules for a member of that team.
+    ``namespaces``: namespace -> tenant (the loop's, as its sync read them)."""
+
+    tenant: str | None
+    namespaces: Mapping[str, str]
+
+    def sees(self, workload: object) -> bool:
+        namespace = str(workload).partition("/")[0]
+        return self.tenant is not None and self.namespaces.get(namespace) == self.tenant
+
+
 def names_seen(viewer: Access | NamesSeen) -> NamesSeen:
     """The caller's ``NamesSeen`` (one a request: pass it on rather than its ``Access``)."""
     return viewer if isinstance(viewer, NamesSeen) else NamesSeen(viewer)
@@ -356,11 +378,11 @@ def _holders(facts: Mapping[str, object]) -> list[str]:
     return found
 
 
-def sentence_seen_by(text: str, facts: Mapping[str, object], seen: NamesSeen | None) -> str:
+def sentence_seen_by(text: str, facts: Mapping[str, object], seen: SeesNames | None) -> str:
     """An explanation's sentence as the caller may read it: where it names a workload
     capacity is held for (the core's "Capacity is held for <namespace/name> ...") that the
-    caller may not see named (``NamesSeen``), "another team's workload" in its place. The
-    sentence as it is for ``seen`` None (its own team: the loop's Events to its pods)."""
+    caller may not see named (``NamesSeen``; a team's own pods: ``TeamSees``), "another
+    team's workload" in its place. The sentence as written for ``seen`` None."""
     if seen is None:
         return text
     for holder in _holders(facts):
@@ -565,7 +587,7 @@ def sentence(
     facts: Mapping[str, object],
     position: int | None,
     written: str,
-    seen: NamesSeen | None = None,
+    seen: SeesNames | None = None,
 ) -> str:
     """The explanation's sentence with the current position: for a sentence that says it,
     the core's words rendered again from the facts (``scheduler.explain``), as the cycle
