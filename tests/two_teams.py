@@ -16,7 +16,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.test import TestCase
-from domain_builders import flavor, priority_class, queue, quota, tenant, user
+from domain_builders import flavor, node, priority_class, queue, quota, tenant, user
 
 from gpupool.inventory.models import Flavor
 from gpupool.quotas.models import PriorityClass, Queue
@@ -112,3 +112,28 @@ class CommitsEachRequest:
         """Make the request, then run what it left for the commit."""
         with TestCase.captureOnCommitCallbacks(execute=True):
             return super().request(*args, **kwargs)  # type: ignore[misc]
+
+
+# Facts of nlp's waiting work that name workloads of both teams (the privacy tests of the
+# API, the CLI and the queries): capacity held for vision's starving workload, and victims
+# of both teams leaving; how the pages, the API and the CLI name a workload of a team the
+# reader is not in.
+STARVING_FOR_VISION = {
+    "queue": "nlp",
+    "flavor": "h100",
+    "held_for": "vision/big",
+    "held_because": "starving",
+    "starving_since": 1_765_000_000,
+}
+LEAVING_FROM_BOTH = {
+    "victims": ["nlp/sweep", "vision/seg"],
+    "victim_queues": {"nlp": 1, "vision": 1},
+}
+ANOTHER_TEAMS_WORKLOAD = "another team's workload"
+
+
+def nlp_and_vision() -> Pool:
+    """Teams nlp (lead lena, member max) and vision (lead vera), admin ada; one 8-GPU node."""
+    return two_teams(
+        lambda h100: node("n1", h100, gpus=8), ("fin", "lena", "max", "vera"), admins=("ada",)
+    )

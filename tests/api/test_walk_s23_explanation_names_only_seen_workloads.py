@@ -12,10 +12,17 @@ from typing import Any
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
-from domain_builders import explained, node
+from domain_builders import explained
 from resources_pool import pool as resources_pool
 from rest_framework.test import APIClient
-from two_teams import Pool, submit, two_teams
+from two_teams import (
+    ANOTHER_TEAMS_WORKLOAD,
+    LEAVING_FROM_BOTH,
+    STARVING_FOR_VISION,
+    Pool,
+    nlp_and_vision,
+    submit,
+)
 
 from gpupool.scheduler import estimate
 from gpupool.scheduler.explain import Verdict, explanation
@@ -23,17 +30,7 @@ from gpupool.workloads import queries
 
 pytestmark = pytest.mark.django_db
 
-# How the pages, the API and the CLI name a workload of a team the reader is not in.
-ANOTHER_TEAMS_WORKLOAD = "another team's workload"
-
-STARVING = {
-    "queue": "nlp",
-    "flavor": "h100",
-    "held_for": "vision/big",
-    "held_because": "starving",
-    "starving_since": 1_765_000_000,
-}
-LEAVING = {"victims": ["nlp/sweep", "vision/seg"], "victim_queues": {"nlp": 1, "vision": 1}}
+STARVING, LEAVING = STARVING_FOR_VISION, LEAVING_FROM_BOTH
 
 
 @pytest.fixture
@@ -41,9 +38,7 @@ def pool(db: Any) -> Pool:
     """Teams nlp (lead lena, member max) and vision (lead vera); admin ada. nlp's ``urgent``
     waits for nlp/sweep and vision/seg to leave; nlp's ``starved`` waits behind capacity
     held for vision/big; nlp's ``plain`` waits for quota (no workload named)."""
-    made = two_teams(
-        lambda h100: node("n1", h100, gpus=8), ("fin", "lena", "max", "vera"), admins=("ada",)
-    )
+    made = nlp_and_vision()
     urgent = submit(made, "urgent", made.nlp_queue, "max")
     leaving = "Evicting 1 workload of queue nlp and 1 of queue vision to make room."
     explained(urgent, "waiting-for-preemption", leaving, LEAVING, queue_rank=1.0)

@@ -10,35 +10,30 @@ import io
 from typing import Any
 
 import pytest
-from domain_builders import explained, node
+from domain_builders import explained
 from rest_framework.test import APIClient
-from two_teams import Pool, submit, two_teams
+from two_teams import (
+    ANOTHER_TEAMS_WORKLOAD,
+    LEAVING_FROM_BOTH,
+    STARVING_FOR_VISION,
+    Pool,
+    nlp_and_vision,
+    submit,
+)
 
 from gpupool.client.main import print_story
 from gpupool.scheduler.explain import Verdict, explanation
 
 pytestmark = pytest.mark.django_db
 
-# How the pages, the API and the CLI name a workload of a team the reader is not in.
-ANOTHER_TEAMS_WORKLOAD = "another team's workload"
-
-STARVING = {
-    "queue": "nlp",
-    "flavor": "h100",
-    "held_for": "vision/big",
-    "held_because": "starving",
-    "starving_since": 1_765_000_000,
-}
-LEAVING = {"victims": ["nlp/sweep", "vision/seg"], "victim_queues": {"nlp": 1, "vision": 1}}
+STARVING, LEAVING = STARVING_FOR_VISION, LEAVING_FROM_BOTH
 NEVER = {"flavor": "h100", "allowed_nodes": 0, "asked": 8, "never_fits": True}
 
 
 @pytest.fixture
 def pool(db: Any) -> Pool:
     """Teams nlp (member max) and vision; admin ada; three of nlp's workloads explained."""
-    made = two_teams(
-        lambda h100: node("n1", h100, gpus=8), ("fin", "lena", "max", "vera"), admins=("ada",)
-    )
+    made = nlp_and_vision()
     for name, reason, facts, rank in (
         ("urgent", "waiting-for-preemption", LEAVING, 1.0),
         ("starved", "behind", STARVING, 2.0),

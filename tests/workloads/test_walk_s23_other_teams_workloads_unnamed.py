@@ -15,8 +15,14 @@ import pytest
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
-from domain_builders import explained, node
-from two_teams import Pool, submit, two_teams
+from domain_builders import explained
+from two_teams import (
+    LEAVING_FROM_BOTH,
+    STARVING_FOR_VISION,
+    Pool,
+    nlp_and_vision,
+    submit,
+)
 
 from gpupool.api.access import access_of
 from gpupool.scheduler.explain import Verdict, explanation
@@ -32,22 +38,13 @@ from gpupool.workloads.queries import (
 
 pytestmark = pytest.mark.django_db
 
-STARVING = {
-    "queue": "nlp",
-    "flavor": "h100",
-    "held_for": "vision/big",
-    "held_because": "starving",
-    "starving_since": 1_765_000_000,
-}
-LEAVING = {"victims": ["nlp/sweep", "vision/seg"], "victim_queues": {"nlp": 1, "vision": 1}}
+STARVING, LEAVING = STARVING_FOR_VISION, LEAVING_FROM_BOTH
 
 
 @pytest.fixture
 def pool(db: Any) -> Pool:
     """Teams nlp (lead lena, member max) and vision (lead vera), admin ada; one 8-GPU node."""
-    return two_teams(
-        lambda h100: node("n1", h100, gpus=8), ("fin", "lena", "max", "vera"), admins=("ada",)
-    )
+    return nlp_and_vision()
 
 
 def seen_by(pool: Pool, name: str) -> NamesSeen:
