@@ -413,7 +413,7 @@ class GpuHealthForm(forms.Form):
 
     index = forms.IntegerField(min_value=0, label="GPU")
     healthy = forms.BooleanField(required=False)
-    reason = forms.CharField(required=False, max_length=200, label="Why")
+    reason = forms.CharField(required=False, max_length=200, label="Unhealthy because")
 
     def clean(self) -> dict[str, Any]:
         """Marking a GPU unhealthy needs a reason (the action says so too)."""

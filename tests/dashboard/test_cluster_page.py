@@ -72,7 +72,7 @@ def test_marking_a_gpu_unhealthy_without_a_reason_changes_nothing(pool: Any, pag
     response = page_as("ada").post(
         "/cluster/nodes/n2/gpu-health/", {"index": "5", "reason": " "}, follow=True
     )
-    assert "n2 was not changed: Why: say why the GPU is unhealthy" in text(response)
+    assert "n2 was not changed: Unhealthy because: say why the GPU is unhealthy" in text(response)
     assert Gpu.objects.get(node__name="n2", index=5).healthy
 
 
