@@ -47,7 +47,7 @@ import re
 import time
 import traceback
 from bisect import bisect_right
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -326,12 +326,12 @@ class ControlLoop:
         self.runtimes = RuntimeHistory()
         self.learned: set[str] = set()  # workloads whose expected runtime was learned
         # Each workload's learned runtime as last looked up, for the same info and the same
-        # history (``RuntimeHistory.version``): not looked up again every cycle.
+        # history (``RuntimeHistory.version``, the last item): not looked up again every cycle
         # (and until when it holds: ``Expected.until``), with the workload as the snapshot
         # takes it when that is the row's own with the answer put in (kept, not made anew
-        # every cycle for the thousands of running workloads past a declared end).
-        self._medians: dict[str, tuple[WorkloadInfo, Expected, WorkloadInfo | None]] = {}
-        self._medians_version = -1
+        # every cycle for the thousands of running workloads past a declared end; kept too
+        # when an answer looked up again, the history having moved, gives the same runtime).
+        self._medians: dict[str, tuple[WorkloadInfo, Expected, WorkloadInfo | None, int]] = {}
         # Placed work's declared ends, soonest first (``_declared_passed``), the placed names
         # looked at, and those whose declared end has come.
         self._declared_ends: list[tuple[float, str]] = []
@@ -595,12 +595,6 @@ class ControlLoop:
                 # off): snapshot and plan again on what it wrote.
 
             phase, clock = "record", time.perf_counter()
-            fragmentation = None
-            if now - self.fragmentation_sampled_at >= FRAGMENTATION_SAMPLE_S and not dry_run:
-                fragmentation = fragmentation_sample(
-                    finished.cluster, finished.placer.distributions
-                )
-                self.fragmentation_sampled_at = now
             draining = self._draining()
             record = decide_record(
                 database,
@@ -742,6 +736,14 @@ class ControlLoop:
             if self.handed_on is not None:
                 result.counts["handed_on"] = len(self.handed_on.work.bind)
             result.status, result.timings = CycleStatus.SUCCEEDED, timings
+            # The pool's fragmentation, sampled once a minute: after the apply, which does not
+            # wait for it (the cycle's row carries it).
+            fragmentation = None
+            if now - self.fragmentation_sampled_at >= FRAGMENTATION_SAMPLE_S:
+                fragmentation = fragmentation_sample(
+                    finished.cluster, finished.placer.distributions
+                )
+                self.fragmentation_sampled_at = now
             result.cpu_s = time.thread_time() - cpu
             self._finish(cycle, result, record, database, shares, fragmentation)
             self.first = False
@@ -1197,16 +1199,19 @@ class ControlLoop:
         # that lasted longer, else unknown -- not "ends now" at every cycle. Each answer is
         # kept while it holds (``Expected.until``), for the same row and history (``_medians``).
         self.learned = set()
-        if self._medians_version != self.runtimes.version:
-            self._medians, self._medians_version = {}, self.runtimes.version
-        medians = self._medians
+        medians, version = self._medians, self.runtimes.version
         for name in chain(rows.unestimated, self._declared_passed(now)):
             row = rows[name]
             known = medians.get(name)
-            if known is not None and known[0] is row.info and now < known[1].until:
+            if known is None or known[0] is not row.info:
+                expected, kept = self.runtimes.expected_runtime(row.info, now), None
+            elif known[3] == version and now < known[1].until:
                 expected, kept = known[1], known[2]
             else:
-                expected, kept = self.runtimes.expected_runtime(row.info, now), None
+                # Asked again (the history moved, or the answer's time ran out: most cycles,
+                # for most of them); the same runtime: the info made for it still serves.
+                expected = self.runtimes.expected_runtime(row.info, now)
+                kept = known[2] if known[1].runtime_s == expected.runtime_s else None
             if expected.runtime_s != row.info.expected_runtime_s:
                 info = overlaid.get(name) or row.resolve(names, now)
                 if info is not row.info:  # overlaid already, or resolved anew: this cycle's
@@ -1215,7 +1220,7 @@ class ControlLoop:
                     if kept is None:
                         kept = replace(info, expected_runtime_s=expected.runtime_s)
                     overlaid[name] = kept
-            medians[name] = (row.info, expected, kept)
+            medians[name] = (row.info, expected, kept, version)
             if expected.learned:
                 self.learned.add(name)
         return overlaid
@@ -1588,7 +1593,7 @@ class ControlLoop:
         words change: what was told, for ``_stale_events``, is the queued sentence, so a
         position that moved alone sends no Event, as before."""
         written, explanations, ranked = self.written, record.explanations, record.ranked
-        by_queue: dict[str, list[float]] = {}  # queue -> its ranks, ascending (when asked)
+        by_queue = record.queue_ranks  # queue -> its ranks, ascending
 
         namespaces = self._namespaces
 
@@ -1605,26 +1610,10 @@ class ControlLoop:
             if rank is None or not says_position(explanation.reason, explanation.facts):
                 # no position: the API says the sentence as written
                 return sentence_seen_by(detail, explanation.facts, team)
-            if not by_queue:
-                by_queue.update(self._ranks_by_queue(ranked))
             position = bisect_right(by_queue.get(row.info.queue, []), rank)
             return sentence(explanation.reason, explanation.facts, position, detail, team)
 
         return told
-
-    def _ranks_by_queue(self, ranked: Mapping[int, float]) -> dict[str, list[float]]:
-        """The ranks of ``ranked`` (workload id -> rank) by their workloads' queues,
-        ascending."""
-        names, rows = self.state.names, self.state.rows
-        by_queue: dict[str, list[float]] = defaultdict(list)
-        for pk, rank in ranked.items():
-            name = names.get(pk)
-            row = None if name is None else rows.get(name)
-            if row is not None:
-                by_queue[row.info.queue].append(rank)
-        for ranks in by_queue.values():
-            ranks.sort()
-        return by_queue
 
     def _stale_events(self, fresh: Mapping[str, str]) -> dict[str, str]:
         """Waiting workloads whose pods were told a sentence EVENT_REFRESH_S ago or more that

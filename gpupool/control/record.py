@@ -180,6 +180,8 @@ class CycleRecord:
     # Every ranked pending workload's rank after this cycle (written or kept): an
     # explanation's row gets its rank in the same write.
     ranked: dict[int, float] = field(default_factory=dict)
+    # The same ranks by queue, ascending (each queue's order): a position is counted in them.
+    queue_ranks: dict[str, list[float]] = field(default_factory=dict)
     pending_by_reason: dict[str, int] = field(default_factory=dict)
     idle_alerts: list[IdleAlertRecord] = field(default_factory=list)
     growths: list[GrowthRecord] = field(default_factory=list)
@@ -609,16 +611,17 @@ def _decide_ranks(
     its own) cleared."""
     before: Mapping[int, float] = {} if ranks is None else ranks
     record.ranks_whole = ranks is None
-    ranked = record.ranked
-    for entries in queues.values():
+    ranked, by_queue = record.ranked, record.queue_ranks
+    for queue, entries in queues.items():
         entries.sort()
         order = [pk for _, pk in entries]
         written = queue_ranks(order, before)
         record.ranks.update(written)
         if written:
-            for pk in order:
-                ranked[pk] = written[pk] if pk in written else before[pk]
+            keys = [written[pk] if pk in written else before[pk] for pk in order]
         else:  # every key kept (most queues of a steady cycle)
-            ranked.update(zip(order, map(before.__getitem__, order), strict=True))
+            keys = list(map(before.__getitem__, order))
+        ranked.update(zip(order, keys, strict=True))
+        by_queue[queue] = keys  # ascending: ``queue_ranks`` keeps the order's keys increasing
     admitted = {admission.workload_id for admission in record.admissions}
     record.ranks.update(dict.fromkeys(sorted(before.keys() - ranked.keys() - admitted)))

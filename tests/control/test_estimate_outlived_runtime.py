@@ -22,7 +22,7 @@ from gpupool.control.learning import RuntimeHistory
 from gpupool.scheduler import plan
 from gpupool.scheduler.lifecycle import due
 from gpupool.scheduler.scenario import scenario_from_dict
-from gpupool.scheduler.types import Snapshot
+from gpupool.scheduler.types import Snapshot, WorkloadInfo
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scheduler"))
 from scheduler_builders import pool, queue, scenario, workload
@@ -188,3 +188,35 @@ def test_backfill_sees_the_same_end_for_work_that_outlived_its_learned_runtime()
     result = plan(snapshot, loaded.policy, loaded.now)
     assert [a.workload for a in result.admit] == ["short"]
     assert result.admit[0].backfill_for is None  # in time, not as evictable work
+
+
+def test_work_past_its_declared_end_keeps_its_snapshot_info_while_its_runtime_holds(
+    db: None,
+) -> None:
+    """Running work past its declared end gets the conditional median in the snapshot: a
+    new info made once, kept while the answer's runtime stays the same -- also when the
+    history moved meanwhile (a run finished: B1-loop's every cycle), which made thousands of
+    them anew every cycle."""
+    world = build_world(nodes=2)
+    finish_runs(world, HISTORY)
+    start_running(world, "hog", expected_runtime_s=20 * MINUTE)
+    world.cluster.tick(35 * MINUTE)  # its declared 20 minutes passed: runs of 40 and 60 outlast it
+    world.cycle()
+
+    def hog() -> WorkloadInfo:
+        assert world.loop.latest is not None
+        (info,) = [w for w in world.loop.latest.snapshot.workloads if w.name == "team-a/hog"]
+        return info
+
+    before = hog()
+    assert before.expected_runtime_s is not None
+    assert abs(before.expected_runtime_s - 50 * MINUTE) < 2  # the median of 40 and 60
+    version = world.loop.runtimes.version
+    start_running(world, "short")  # a short similar run: the history moves, the answer not
+    world.cluster.tick(MINUTE)
+    for pod in world.cluster.pods_of("short"):
+        world.cluster.finish(pod.key)
+    world.cycle()
+    assert world.loop.runtimes.version != version
+    world.cycle()
+    assert hog() is before
