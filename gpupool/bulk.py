@@ -13,7 +13,7 @@ import hashlib
 import json
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
@@ -27,8 +27,10 @@ from django.db.models import (
     IntegerField,
     JSONField,
     Model,
+    QuerySet,
     TextField,
 )
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 # Rows per batched insert where there is no COPY (SQLite).
@@ -49,6 +51,48 @@ def overlapped() -> Iterator[None]:
     connection.ensure_connection()
     with connection.wrap_database_errors, connection.connection.pipeline():
         yield
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def values_timed(queryset: QuerySet[Any], *fields: str) -> list[tuple[Any, ...]]:
+    """``queryset.values_list(*fields)``, its model's own date-time fields read as whole
+    microseconds since the epoch on PostgreSQL and made aware times (UTC) here: exactly the
+    stored moments, without Django's ``timestamptz`` loader, which parses each value's text
+    in Python (about a tenth of a steady sync's transaction at B1-loop's size, seven times
+    per row). Elsewhere the ordinary ``values_list``."""
+    if connection.vendor != "postgresql":
+        return list(queryset.values_list(*fields))
+    meta = queryset.model._meta
+    table = connection.ops.quote_name(meta.db_table)
+    timed: list[int] = []
+    columns: list[Any] = []
+    for index, name in enumerate(fields):
+        field = None if "__" in name else meta.get_field(name)
+        if isinstance(field, DateTimeField):
+            timed.append(index)
+            column = connection.ops.quote_name(field.column)
+            sql = f"(extract(epoch from {table}.{column}) * 1000000)::bigint"  # names quoted
+            columns.append(RawSQL(sql, ()))  # noqa: S611
+        else:
+            columns.append(name)
+    if not timed:
+        return list(queryset.values_list(*fields))
+    names = {f"_timed_{i}": columns[i] for i in timed}
+    rows = queryset.annotate(**names).values_list(
+        *(f"_timed_{i}" if i in timed else name for i, name in enumerate(fields))
+    )
+    epoch, step = _EPOCH, timedelta
+    out: list[tuple[Any, ...]] = []
+    for row in rows:
+        values = list(row)
+        for i in timed:
+            value = values[i]
+            if value is not None:
+                values[i] = epoch + step(microseconds=value)
+        out.append(tuple(values))
+    return out
 
 
 def check_constraints_now() -> None:

@@ -17,9 +17,16 @@ from django.db import IntegrityError, connection, transaction
 from domain_builders import explained, flavor, priority_class, queue
 
 from gpupool.audit.models import AuditEvent
-from gpupool.bulk import _probing_the_key, as_json_text, insert_values, update_rows, upsert_rows
+from gpupool.bulk import (
+    _probing_the_key,
+    as_json_text,
+    insert_values,
+    update_rows,
+    upsert_rows,
+    values_timed,
+)
 from gpupool.workloads.actions import PodSetSpec, do_submit_workload
-from gpupool.workloads.models import WorkloadExplanation
+from gpupool.workloads.models import Workload, WorkloadExplanation
 
 pytestmark = pytest.mark.django_db
 
@@ -192,3 +199,24 @@ def test_an_upsert_refused_by_the_database_leaves_every_row_as_it_was(
             {taken.pk: ("capacity", "new", {}, 2.0), new.pk: ("bored", "no such reason", {}, None)},
         )
     assert _explanations() == before
+
+
+def test_values_timed_reads_every_moment_exactly_as_django_does(
+    two_workloads: tuple[Any, Any],
+) -> None:
+    """``values_timed`` reads the model's date-time fields as microseconds since the epoch
+    on PostgreSQL (no text parsed in Python): the same aware moments as ``values_list``, to
+    the microsecond, nulls kept, and fields across a relation and not date-times as they
+    are."""
+    first, second = two_workloads
+    odd = datetime.datetime(1999, 12, 31, 23, 59, 59, 999999, tzinfo=datetime.UTC)
+    Workload.objects.filter(pk=first.pk).update(
+        submitted_at=odd, admitted_at=AT + datetime.timedelta(microseconds=1)
+    )
+    fields = ("id", "submitted_at", "admitted_at", "finished_at", "queue__name", "state")
+    queryset = Workload.objects.filter(pk__in=[first.pk, second.pk]).order_by("pk")
+    timed = values_timed(queryset, *fields)
+    assert timed == list(queryset.values_list(*fields))
+    assert timed[0][1] == odd and timed[0][2] == AT + datetime.timedelta(microseconds=1)
+    assert timed[0][1].utcoffset() == datetime.timedelta(0)
+    assert timed[1][2] is None and timed[0][3] is None and timed[0][4] == "team"

@@ -57,6 +57,7 @@ from gpupool.bulk import (
     overlapped,
     update_rows,
     upsert_rows,
+    values_timed,
 )
 from gpupool.clusters.base import ZONE_LABEL
 from gpupool.clusters.grouping import WorkloadKey
@@ -984,25 +985,22 @@ def _record_steps(steps: Sequence[Step], at: datetime, stamps: Stamps | None = N
     ids = sorted({step.workload_id for step in steps})
     before: dict[int, datetime] = {}
     current = {}
-    for pk, updated_at, *row in (
-        Workload.objects.select_for_update(of=("self",))
-        .filter(pk__in=id_list(ids))
-        .values_list(
-            "id",
-            "updated_at",
-            "id",
-            *(f if f != "evicting_for" else "evicting_for_id" for f in _STEP_FIELDS[:-1]),
-            "queue_id",
-            "queue__tenant_id",
-            "last_checkpoint_at",
-            "submitted_at",
-        )
+    for pk, updated_at, *values in values_timed(
+        Workload.objects.select_for_update(of=("self",)).filter(pk__in=id_list(ids)),
+        "id",
+        "updated_at",
+        "id",
+        *(f if f != "evicting_for" else "evicting_for_id" for f in _STEP_FIELDS[:-1]),
+        "queue_id",
+        "queue__tenant_id",
+        "last_checkpoint_at",
+        "submitted_at",
     ):
         before[pk] = updated_at
         current[pk] = dict(
             zip(
                 ("id", *_STEP_FIELDS[:-1], "queue_id", "tenant_id", "checkpoint", "submitted"),
-                row,
+                values,
                 strict=True,
             )
         )
