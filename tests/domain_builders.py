@@ -153,3 +153,27 @@ def explained(
         workload.__dict__.pop("_queue_position", None)
         workload._state.fields_cache.pop("explanation", None)
     return row
+
+
+def core_explained(workload: Any, at: Any = None) -> Any:
+    """Give ``workload`` the explanation the decision core gives it on the pool as the
+    database holds it now (``control.snapshot.build_snapshot``, then ``scheduler.cycle.plan``):
+    its reason, sentence and facts, as a cycle would write them (``explained``; its rank the
+    core's position, none for work set aside as never fitting), so that a test's explanation
+    cannot drift from the core's. Returns the core's ``PendingExplanation``."""
+    from gpupool.control.queries import pool_policy
+    from gpupool.control.record import json_facts
+    from gpupool.control.snapshot import build_snapshot
+    from gpupool.scheduler.cycle import plan
+    from gpupool.scheduler.explain import never_fits
+
+    policy = pool_policy()
+    database = build_snapshot(now=at or timezone.now(), policy=policy)
+    name = workload.qualified_name()
+    told = next(
+        p for p in plan(database.snapshot, policy, database.now).pending if p.workload == name
+    )
+    facts = json_facts(told.facts)  # as the cycle writes them
+    rank = None if never_fits(facts) else float(told.position)
+    explained(workload, told.reason, told.detail, facts, queue_rank=rank)
+    return told

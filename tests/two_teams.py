@@ -16,10 +16,21 @@ from decimal import Decimal
 from typing import Any
 
 from django.test import TestCase
-from domain_builders import flavor, node, priority_class, queue, quota, tenant, user
+from domain_builders import (
+    MIG_FLAVOR,
+    explained,
+    flavor,
+    node,
+    priority_class,
+    queue,
+    quota,
+    tenant,
+    user,
+)
 
 from gpupool.inventory.models import Flavor
 from gpupool.quotas.models import PriorityClass, Queue
+from gpupool.scheduler.explain import MIG_UNIT, Verdict, explanation
 from gpupool.tenancy.actions import do_grant_site_role
 from gpupool.tenancy.models import Tenant
 from gpupool.workloads.actions import PodSetSpec, do_submit_workload
@@ -137,3 +148,38 @@ def nlp_and_vision() -> Pool:
     return two_teams(
         lambda h100: node("n1", h100, gpus=8), ("fin", "lena", "max", "vera"), admins=("ada",)
     )
+
+
+# Facts of nlp's MIG work waiting behind others of the pool for its quota room, with a share
+# nlp lent that cannot be taken back (``mig_behind``): the core's "behind" sentence says the
+# position, so every reader says it again with the current one (``workloads.queries.sentence``)
+# -- and must say it in MIG instances, as the core did (``MIG_BEHIND_SAYS``), not in GPUs.
+MIG_BEHIND = {
+    "queue": "nlp",
+    "resource": "quota",
+    "flavor": MIG_FLAVOR,
+    "free": 2,
+    "asked": 4,
+    "lent_gpus": 3,
+    "lent_flavor": MIG_FLAVOR,
+    "cannot_reclaim": "never",
+}
+MIG_BEHIND_SAYS = (
+    f"2 {MIG_FLAVOR} MIG instances of quota left, 4 asked",
+    "Its queue lent 3 MIG instances of its share",
+)
+
+
+def mig_behind(pool: Pool, name: str, rank: float = 1.0) -> Any:
+    """nlp's pending workload ``name`` (by max): one pod of 4 MIG instances of ``pool.mig``
+    (``domain_builders.mig_beside`` first), waiting behind others (``MIG_BEHIND``) as the
+    core says it, in the MIG flavor's unit; ranked ``rank`` in its queue."""
+    workload = do_submit_workload(
+        name,
+        queue=pool.nlp_queue,
+        pod_sets=[PodSetSpec(count=1, gpus=4, flavor=pool.mig)],  # type: ignore[attr-defined]
+        submitter=pool.users["max"],
+    )
+    said = explanation("", Verdict("behind", MIG_BEHIND), 1, {MIG_FLAVOR: MIG_UNIT}).detail
+    explained(workload, "behind", said, MIG_BEHIND, queue_rank=rank)
+    return workload

@@ -140,6 +140,7 @@ from gpupool.inventory.models import Flavor, Gpu, Node, healthy_capacity, takes_
 from gpupool.inventory.queries import FlavorFragmentation
 from gpupool.inventory.units import (
     MIG_UNIT,
+    FlavorUnits,
     flavor_unit,
     flavor_units,
     flavor_units_by_id,
@@ -216,6 +217,7 @@ from gpupool.workloads.choices import (
 )
 from gpupool.workloads.models import PodSet, Workload, gpu_equivalent, pods_waited_for
 from gpupool.workloads.queries import (
+    AS_WRITTEN,
     NamesSeen,
     asks_by_workload,
     backoffs_in_force,
@@ -653,8 +655,11 @@ def workload_list(rows: QuerySet[Workload], access: Access) -> list[dict[str, An
     that the page's 100 rows cost a few milliseconds (B5). The sentence is said with the
     current position (``queries.sentence``); an estimated start before the pool's now is said
     to be due (``dashboard.estimates``); another team's workload a sentence names is unnamed
-    to a reader not of it (``queries.NamesSeen``: one query, only when one is named)."""
+    to a reader not of it (``queries.NamesSeen``: one query, only when one is named); a
+    sentence said again counts a MIG flavor's quantities in MIG instances (the flavors' units,
+    ``FlavorUnits``: one query for the page, only when one is said again)."""
     seen = NamesSeen(access)
+    units = FlavorUnits()
     found = list(
         rows.values_list(
             "id",
@@ -727,7 +732,9 @@ def workload_list(rows: QuerySet[Workload], access: Access) -> list[dict[str, An
                 else NO_VALUE,
                 "pending": pending,
                 "reason": reason or "",  # None: no explanation kept
-                "detail": sentence(reason or "", facts or {}, position, detail or "", seen)
+                "detail": sentence(
+                    reason or "", facts or {}, position, detail or "", seen, units=units
+                )
                 if pending
                 else detail or "",
                 "submitted": local_time(submitted),
@@ -828,7 +835,8 @@ def never_fits_as_asked(submission: Any, submitter: Any) -> str:
     """Why the dry-run says a submission could never run as the pool is set up ("" when it
     could, or when the dry-run cannot answer: the submission's own refusal then speaks)."""
     try:
-        return dry_run_submission(submission, submitter=submitter).never_fits
+        # Only its never_fits is read: the core's sentence on the pool, naming no workload.
+        return dry_run_submission(submission, submitter=submitter, seen=AS_WRITTEN).never_fits
     except (ValidationError, PermissionDenied, SnapshotError):
         return ""
 
@@ -868,7 +876,14 @@ def workload_detail(
     units = [freed_unit(list(event.nodes or ()), mig_nodes) for event in events]
     moves = list(workload.transitions.all())
     # In the tables' zone; another team's workloads unnamed to this team (``facts_seen_by``).
-    explanation = explain(workload, timezone.get_current_timezone(), now, NamesSeen(access))
+    # Its quantities in their flavors' units (a MIG flavor's MIG instances).
+    explanation = explain(
+        workload,
+        timezone.get_current_timezone(),
+        now,
+        seen=NamesSeen(access),
+        units=FlavorUnits(),
+    )
     asked_unit = unit_of_workload(workload)  # MIG instances for work on MIG flavors only
     context = {
         "workload": workload,

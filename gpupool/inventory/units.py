@@ -5,7 +5,7 @@ and the preemptions API (its ``unit``, and so its CSVs) share."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 
 from gpupool.inventory.choices import Sharing
 from gpupool.inventory.models import Flavor, Node
@@ -30,6 +30,34 @@ def flavor_units(names: Iterable[str]) -> dict[str, str]:
         return {}
     sharing = Flavor.objects.filter(name__in=named).values_list("name", "sharing")
     return {name: flavor_unit(of) for name, of in sharing}
+
+
+class FlavorUnits(Mapping[str, str]):
+    """The unit of every flavor, by name (``flavor_unit``): the mapping the core's sentences
+    take (``scheduler.explain.flavor_units``), for a reader that says a recorded verdict
+    again (``workloads.queries.sentence``) so that a MIG flavor's quantities read in MIG
+    instances. The flavor table is small: it is read whole, in one query, the first time a
+    unit is asked, none before -- make one a request and pass it down, so that a list of 100
+    workloads costs the same one query as a list of one (and none where no sentence is said
+    again)."""
+
+    def __init__(self) -> None:
+        self._units: dict[str, str] | None = None
+
+    def _read(self) -> dict[str, str]:
+        if self._units is None:
+            rows = Flavor.objects.order_by().values_list("name", "sharing")
+            self._units = {name: flavor_unit(sharing) for name, sharing in rows}
+        return self._units
+
+    def __getitem__(self, name: str) -> str:
+        return self._read()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._read())
+
+    def __len__(self) -> int:
+        return len(self._read())
 
 
 def flavor_units_by_id(ids: Iterable[int]) -> dict[int, str]:

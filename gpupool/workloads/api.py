@@ -44,7 +44,7 @@ from gpupool.clusters.grouping import MAX_PODS
 from gpupool.control.api import PoolNotPlannable
 from gpupool.control.snapshot import SnapshotError
 from gpupool.inventory.models import Flavor
-from gpupool.inventory.units import GPU_UNIT, MIG_UNIT, freed_unit, mig_node_names
+from gpupool.inventory.units import GPU_UNIT, MIG_UNIT, FlavorUnits, freed_unit, mig_node_names
 from gpupool.quotas.models import PriorityClass, Queue
 from gpupool.scheduler.explain import never_fits
 from gpupool.scheduler.scenario import MAX_GPUS_PER_NODE, MAX_POD_SETS
@@ -72,12 +72,14 @@ from gpupool.workloads.models import (
     set_position,
 )
 from gpupool.workloads.queries import (
+    AS_WRITTEN,
     Asks,
     EvictionDrain,
     NamesSeen,
     Submission,
     asks_by_workload,
     dry_run_submission,
+    estimate_not_before,
     eviction_refusal,
     explain,
     fill_positions,
@@ -747,10 +749,7 @@ class WorkloadSerializer(PlannedRows, serializers.ModelSerializer[Workload]):
         the whole page with its other facts: ``queries.set_aside_and_waiting``; else its
         explanation's)."""
         page: dict[int, datetime] | None = self.context.get(PAGE_NOT_BEFORE)
-        if page is not None:
-            moment = page.get(workload.pk)
-        else:
-            moment = explain(workload).estimate_not_before
+        moment = page.get(workload.pk) if page is not None else estimate_not_before(workload)
         return None if moment is None else _MOMENT.to_representation(moment)
 
     @extend_schema_field(serializers.DateTimeField(allow_null=True))
@@ -891,7 +890,10 @@ class WorkloadDetailSerializer(WorkloadSerializer):
         is held for) left out, and unnamed in its sentences (``queries.facts_seen_by``,
         ``sentence_seen_by``; the workload page's rule)."""
         seen = NamesSeen(request_access(self.context["request"]))
-        return dict(ExplanationSerializer(explain(workload, seen=seen)).data)
+        # A sentence said again counts a MIG flavor's quantities in MIG instances, as the
+        # core said it (the flavors' units: one query, only when one is said again).
+        explained = explain(workload, seen=seen, units=FlavorUnits())
+        return dict(ExplanationSerializer(explained).data)
 
     @extend_schema_field(serializers.DecimalField(max_digits=14, decimal_places=4))
     def get_lost_gpu_hours(self, workload: Workload) -> str:
@@ -945,7 +947,8 @@ def never_fits_warning(submission: Submission, *, submitter: Any) -> str:
     (``dry_run_submission``'s ``never_fits``, nothing written), or "": also when the pool
     cannot be planned yet, or the dry-run refuses it (the submission itself then says why)."""
     try:
-        return dry_run_submission(submission, submitter=submitter).never_fits
+        # Only its never_fits is read: the core's sentence on the pool, naming no workload.
+        return dry_run_submission(submission, submitter=submitter, seen=AS_WRITTEN).never_fits
     except (SnapshotError, DjangoValidationError):
         return ""
 

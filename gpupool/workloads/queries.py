@@ -16,7 +16,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
 from decimal import Decimal
-from typing import Any, Protocol, cast, get_args
+from typing import Any, Final, Protocol, cast, get_args
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -32,7 +32,13 @@ from gpupool.control.snapshot import core_topology, pod_set_info
 from gpupool.inventory.units import GPU_UNIT, MIG_UNIT, flavor_unit
 from gpupool.scheduler.contracts import backoff_ends
 from gpupool.scheduler.estimate import dry_run
-from gpupool.scheduler.explain import NEVER_FITS_FACT, Verdict, explanation, never_fits
+from gpupool.scheduler.explain import (
+    NEVER_FITS_FACT,
+    NO_UNITS,
+    Verdict,
+    explanation,
+    never_fits,
+)
 from gpupool.scheduler.lifecycle import ENDING_REASONS
 from gpupool.scheduler.types import (
     BackoffPolicy,
@@ -324,6 +330,35 @@ class TeamSees:
         return self.tenant is not None and self.namespaces.get(namespace) == self.tenant
 
 
+class AsWritten:
+    """The reader who reads an explanation as written, every workload it names named: for the
+    internal callers that need the raw text (a cycle's own sentences, a reader that shows none
+    of a sentence's names), never for a person's page, API answer or CLI output -- pass
+    ``NamesSeen`` for those. Its one instance is ``AS_WRITTEN``."""
+
+    def sees(self, workload: object) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return "AS_WRITTEN"
+
+
+# Who reads, said outright: the readers of explanations (``sentence``, ``current_sentence``,
+# ``summary``, ``explain``, ``sentence_seen_by``, ``dry_run_submission``) take their reader
+# with no default, so that a new caller cannot forget it and show another team's workload
+# names by omission (``test_readers_say_who_reads``).
+AS_WRITTEN: Final = AsWritten()
+
+
+def _said_who_reads(seen: object) -> None:
+    """Refuse a reader given as None (the old "as written"): say ``AS_WRITTEN`` outright."""
+    if seen is None:
+        raise TypeError(
+            "an explanation's reader must say who reads: NamesSeen(access), TeamSees(...), "
+            "or AS_WRITTEN for the text as written"
+        )
+
+
 def names_seen(viewer: Access | NamesSeen) -> NamesSeen:
     """The caller's ``NamesSeen`` (one a request: pass it on rather than its ``Access``)."""
     return viewer if isinstance(viewer, NamesSeen) else NamesSeen(viewer)
@@ -378,12 +413,13 @@ def _holders(facts: Mapping[str, object]) -> list[str]:
     return found
 
 
-def sentence_seen_by(text: str, facts: Mapping[str, object], seen: SeesNames | None) -> str:
+def sentence_seen_by(text: str, facts: Mapping[str, object], seen: SeesNames) -> str:
     """An explanation's sentence as the caller may read it: where it names a workload
     capacity is held for (the core's "Capacity is held for <namespace/name> ...") that the
     caller may not see named (``NamesSeen``; a team's own pods: ``TeamSees``), "another
-    team's workload" in its place. The sentence as written for ``seen`` None."""
-    if seen is None:
+    team's workload" in its place. The sentence as written for ``AS_WRITTEN``."""
+    _said_who_reads(seen)
+    if isinstance(seen, AsWritten):
         return text
     for holder in _holders(facts):
         if not seen.sees(holder):
@@ -458,7 +494,9 @@ def explain(
     workload: Workload,
     zone: tzinfo = UTC,
     now: datetime | None = None,
-    seen: NamesSeen | None = None,
+    *,
+    seen: NamesSeen | AsWritten,
+    units: Mapping[str, str],
 ) -> Explanation:
     """The workload's current explanation, as the last cycle recorded it, with one summary
     sentence for people, its moments in ``zone`` (``summary``: the API and the CLI say it in
@@ -466,7 +504,10 @@ def explain(
     fitting has no position and no estimated start, whatever a row written before it was set
     aside still holds; nor has a gang that waits for its pods (``pods_waited_for``). Its
     facts and sentences as the caller ``seen`` may see them (``facts_seen_by``,
-    ``sentence_seen_by``: another team's workloads unnamed); as written for None."""
+    ``sentence_seen_by``: another team's workloads unnamed); as written for ``AS_WRITTEN``.
+    ``units``: the flavors' units (``inventory.units.FlavorUnits``, one a request), for the
+    sentences said again (``sentence``)."""
+    _said_who_reads(seen)
     facts = dict(workload.pending_facts or {})
     learned = facts.get(ESTIMATE_LEARNED_FACT)
     pending = workload.state == WorkloadState.PENDING
@@ -474,7 +515,7 @@ def explain(
     for_pods = pending and not never and pods_waited_for(workload.pending_reason, facts) > 0
     # In line: with a position and an estimate (or where the estimates stopped looking). A
     # gang that waits for its pods has neither, whatever its row kept until the estimates'
-    # next refresh (the cycle's writes keep their facts).
+    # next refresh (the cycle's writes keep their facts; ``waits_in_line``).
     in_line = pending and not never and not for_pods
     estimate_learned = bool(learned) if in_line and learned is not None else None
     estimated = workload.estimated_start_at if in_line else None
@@ -485,8 +526,10 @@ def explain(
     return Explanation(
         state=workload.state,
         reason=workload.pending_reason if pending else "",
-        detail=current_sentence(workload, seen) if pending else "",
-        facts=(facts if seen is None else dict(facts_seen_by(facts, seen))) if pending else {},
+        detail=current_sentence(workload, seen=seen, units=units) if pending else "",
+        facts=(facts if isinstance(seen, AsWritten) else dict(facts_seen_by(facts, seen)))
+        if pending
+        else {},
         queue_position=workload.queue_position if in_line else None,
         estimated_start_at=estimated,
         estimate_learned=estimate_learned,
@@ -494,8 +537,24 @@ def explain(
         estimate_passed=moment is not None and now is not None and moment < now,
         never_fits=never,
         waits_for_pods=for_pods,
-        summary=summary(workload, estimate_learned, zone, now, seen),
+        summary=summary(workload, estimate_learned, zone, now, seen=seen, units=units),
     )
+
+
+def waits_in_line(workload: Workload) -> bool:
+    """Whether a workload waits in line (``explain``'s rule): pending, with a position and an
+    estimate (or where the estimates stopped looking). Work the core set aside as never
+    fitting has neither, nor has a gang that waits for its pods."""
+    if workload.state != WorkloadState.PENDING:
+        return False
+    facts = workload.pending_facts or {}
+    return not never_fits(facts) and not pods_waited_for(workload.pending_reason, facts) > 0
+
+
+def estimate_not_before(workload: Workload) -> datetime | None:
+    """``explain``'s ``estimate_not_before`` alone (no sentence said, so no reader): where the
+    estimates stopped looking ahead without starting a workload in line (``not_before_of``)."""
+    return not_before_of(workload) if waits_in_line(workload) else None
 
 
 # ----------------------------------------------------------------------------- positions
@@ -587,31 +646,41 @@ def sentence(
     facts: Mapping[str, object],
     position: int | None,
     written: str,
-    seen: SeesNames | None = None,
+    seen: SeesNames,
+    *,
+    units: Mapping[str, str] = NO_UNITS,
 ) -> str:
     """The explanation's sentence with the current position: for a sentence that says it,
     the core's words rendered again from the facts (``scheduler.explain``), as the cycle
-    that wrote them would say it now; any other sentence as written (the explanation is
+    that wrote them would say it now, each flavor's quantities in its unit (``units``: the
+    flavors' units, ``inventory.units.FlavorUnits`` for a request -- a MIG flavor's in MIG
+    instances, as the core said them); any other sentence as written (the explanation is
     written again when its facts move; and one no cycle wrote facts for). For a reader
     ``seen``, another team's workload it names is "another team's workload"
-    (``sentence_seen_by``)."""
+    (``sentence_seen_by``); ``AS_WRITTEN`` for the words as the core says them.
+
+    ``seen`` has no default (say who reads). ``units`` keeps one, NO_UNITS (every flavor in
+    GPUs), only for the control loop's Events (``control.loop``'s ``_told``), which do not
+    pass their snapshot's units yet; every reader of a request passes its ``FlavorUnits``."""
+    _said_who_reads(seen)
     if position is None or not facts or reason not in get_args(PendingReason):
         return sentence_seen_by(written, facts, seen)
     if not says_position(reason, facts):
         return sentence_seen_by(written, facts, seen)
     verdict = Verdict(cast(PendingReason, reason), dict(facts))
-    return sentence_seen_by(explanation("", verdict, position).detail, facts, seen)
+    return sentence_seen_by(explanation("", verdict, position, units).detail, facts, seen)
 
 
-def current_sentence(workload: Workload, seen: NamesSeen | None = None) -> str:
+def current_sentence(workload: Workload, *, seen: SeesNames, units: Mapping[str, str]) -> str:
     """A pending workload's sentence with its current position (``sentence``), as the
-    reader ``seen`` may read it."""
+    reader ``seen`` may read it, its quantities in the flavors' ``units``."""
     return sentence(
         workload.pending_reason,
         workload.pending_facts or {},
         workload.queue_position,
         workload.pending_detail,
         seen,
+        units=units,
     )
 
 
@@ -680,7 +749,9 @@ def summary(
     estimate_learned: bool | None = None,
     zone: tzinfo = UTC,
     now: datetime | None = None,
-    seen: NamesSeen | None = None,
+    *,
+    seen: SeesNames,
+    units: Mapping[str, str],
 ) -> str:
     """One sentence on where the workload stands: why it waits, its position and estimated
     start (work that never fits has neither, and says why once: "Never fits: <why> ...",
@@ -689,15 +760,19 @@ def summary(
     pool's clock, is due: said so, not as a time to come); or since when it runs; or how it
     ended (``preempted_summary``). Its moments read in ``zone``: UTC for the API and the
     CLI, the viewer's zone on the workload page (as its tables). Another team's workload
-    its sentence names is unnamed to a reader ``seen`` who may not see it (``sentence``)."""
+    its sentence names is unnamed to a reader ``seen`` who may not see it (``sentence``);
+    its quantities in the flavors' ``units``."""
     from gpupool.control.estimates import refresh_words  # (it imports this module)
 
     state = workload.state
     if state == WorkloadState.PENDING:
         if not workload.pending_reason:  # the core has not looked at it, or will not
-            refused = current_sentence(workload, seen).strip()
+            refused = current_sentence(workload, seen=seen, units=units).strip()
             return refused or "Waiting for the next scheduling cycle to look at it."
-        said = current_sentence(workload, seen).strip() or f"Pending: {workload.pending_reason}."
+        said = (
+            current_sentence(workload, seen=seen, units=units).strip()
+            or f"Pending: {workload.pending_reason}."
+        )
         if never_fits(workload.pending_facts):
             return (
                 f"Never fits: {never_fits_reason(said)} It has no place in the queue and no "
@@ -1113,13 +1188,15 @@ def _flavor_names(spec: PodSetSpec) -> tuple[str, ...]:
 
 
 def dry_run_submission(
-    submission: Submission, *, submitter: Any, seen: NamesSeen | None = None
+    submission: Submission, *, submitter: Any, seen: NamesSeen | AsWritten
 ) -> DryRunAnswer:
     """Quota, then capacity, then placement for a workload that is not submitted: checked by
     the same action as a submission (inside a savepoint that is rolled back, so nothing is
-    written), then answered by the core on the last cycle's snapshot. Its layers' facts and
-    sentences as the caller ``seen`` may see them (``facts_seen_by``: the capacity held for
-    another team's workload is not named); as the core said them for None."""
+    written), then answered by the core on the last cycle's snapshot (its sentences in the
+    snapshot's units). Its layers' facts and sentences as the caller ``seen`` may see them
+    (``facts_seen_by``: the capacity held for another team's workload is not named); as the
+    core said them for ``AS_WRITTEN``."""
+    _said_who_reads(seen)
     view = pool_snapshot()
     database = view.value
     try:
@@ -1139,7 +1216,7 @@ def dry_run_submission(
             layer.layer,
             layer.passes,
             sentence_seen_by(layer.detail, layer.facts, seen),
-            dict(layer.facts if seen is None else facts_seen_by(layer.facts, seen)),
+            dict(layer.facts if isinstance(seen, AsWritten) else facts_seen_by(layer.facts, seen)),
         )
         for layer in answer.layers
     )

@@ -15,7 +15,7 @@ from resources_pool import pool, submit
 
 from gpupool.scheduler.explain import NEVER_FITS_FACT
 from gpupool.workloads.models import Workload
-from gpupool.workloads.queries import explain, not_before_in, set_aside_and_waiting
+from gpupool.workloads.queries import estimate_not_before, not_before_in, set_aside_and_waiting
 
 pytestmark = pytest.mark.django_db
 
@@ -50,9 +50,7 @@ def test_the_list_says_not_before_where_the_story_does_in_as_many_queries(
         for row in rows
     }  # fmt: skip
     names = ["bounded", "naive", "estimated", "never"]
-    stories = {
-        w.name: explain(w).estimate_not_before for w in Workload.objects.filter(name__in=names)
-    }
+    stories = {w.name: estimate_not_before(w) for w in Workload.objects.filter(name__in=names)}
     assert {name: said[name] for name in names} == stories
     assert stories["bounded"] == stories["naive"] == BOUND
     assert stories["estimated"] is stories["never"] is None

@@ -1,6 +1,10 @@
 """``gpupool status`` says a workload the core set aside as never fitting never fits, as
-``gpupool why`` does (``explanation.never_fits``), instead of its bare reason ("capacity"),
-a queue position or an estimate: the workloads list API carries ``never_fits`` for it."""
+``gpupool why`` does (``explanation.never_fits``), instead of its bare reason ("topology"),
+a queue position or an estimate: the workloads list API carries ``never_fits`` for it.
+
+The never-fitting gang's explanation is the core's own (``domain_builders.core_explained``):
+a gang bound to one NVLink domain that no domain could ever hold is ``topology`` (DESIGN 3),
+where a hand-written copy kept the ``capacity`` the core once said."""
 
 from __future__ import annotations
 
@@ -12,7 +16,17 @@ from typing import Any
 import pytest
 from django.core.cache import cache
 from django.utils import timezone
-from domain_builders import explained, flavor, node, priority_class, queue, quota, tenant, user
+from domain_builders import (
+    core_explained,
+    explained,
+    flavor,
+    node,
+    priority_class,
+    queue,
+    quota,
+    tenant,
+    user,
+)
 
 from gpupool.api.actions import do_issue_token
 from gpupool.client.main import main
@@ -20,11 +34,6 @@ from gpupool.control.actions import do_finish_cycle, do_start_cycle
 from gpupool.workloads.actions import PodSetSpec, do_submit_workload
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-NEVER = (
-    "It can never run as asked: it must sit in one NVLink domain, and the largest h100 domain "
-    "has 8 healthy GPUs; it asks 16."
-)
 
 
 def run(*argv: str) -> tuple[int, str, str]:
@@ -53,12 +62,8 @@ def pending_pair(live_server: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatc
         pod_sets=[PodSetSpec(count=2, gpus=8, flavor=h100)],
         topology="domain",
     )
-    explained(
-        big,
-        "capacity",
-        NEVER,
-        {"never_fits": True, "flavor": "h100", "largest_domain_gpus": 8, "asked": 16},
-    )
+    never = core_explained(big)  # the core's reason, sentence and facts
+    assert never.reason == "topology" and never.facts["never_fits"], never
     small = do_submit_workload(
         "small", queue=train, pod_sets=[PodSetSpec(count=1, gpus=4, flavor=h100)]
     )
@@ -74,12 +79,12 @@ def test_status_says_a_workload_never_fits_as_why_does(pending_pair: None) -> No
     status, out, err = run("status")
     assert status == 0, err
     lines = {line.split()[0]: line for line in out.splitlines() if line.startswith("nlp/")}
-    assert lines["nlp/dom-big"].rstrip().endswith("capacity, never fits")
+    assert lines["nlp/dom-big"].rstrip().endswith("topology, never fits")
     assert lines["nlp/small"].rstrip().endswith("quota")
     assert "never fits" not in lines["nlp/small"]
     # the same words as `gpupool why`
     status, out, _ = run("why", "nlp/dom-big")
-    assert status == 0 and "(reason: capacity, never fits)" in out
+    assert status == 0 and "(reason: topology, never fits)" in out
 
 
 def test_the_workloads_list_carries_never_fits(pending_pair: None) -> None:

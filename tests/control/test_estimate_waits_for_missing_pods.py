@@ -12,8 +12,9 @@ from loop_builders import World, build_world
 
 from gpupool.client.main import estimate
 from gpupool.dashboard.estimates import estimated_start_detail
+from gpupool.inventory.units import FlavorUnits
 from gpupool.workloads.api import ExplanationSerializer
-from gpupool.workloads.queries import ESTIMATE_NOT_BEFORE_FACT, explain
+from gpupool.workloads.queries import AS_WRITTEN, ESTIMATE_NOT_BEFORE_FACT, explain
 
 pytestmark = pytest.mark.django_db
 
@@ -37,7 +38,7 @@ def test_a_gang_waiting_for_the_clusters_pods_has_no_estimated_start(world: Worl
     assert gang.estimated_start_at is None
     assert ESTIMATE_NOT_BEFORE_FACT not in gang.pending_facts
     assert run.waiting_for_pods == 1 and run.as_json()["waiting_for_pods"] == 1
-    told = explain(gang)
+    told = explain(gang, seen=AS_WRITTEN, units=FlavorUnits())
     api = dict(ExplanationSerializer(told).data)
     assert api["estimated_start_at"] is None and api["estimate_not_before"] is None
     assert estimate(api) == "none: it waits for its pods (1 not created yet)"

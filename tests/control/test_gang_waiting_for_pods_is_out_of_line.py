@@ -20,7 +20,8 @@ from rest_framework.test import APIClient
 
 from gpupool.control.actions import EstimateRow, do_record_estimates
 from gpupool.dashboard.estimates import estimated_start_detail
-from gpupool.workloads.queries import ESTIMATE_NOT_BEFORE_FACT, explain
+from gpupool.inventory.units import FlavorUnits
+from gpupool.workloads.queries import AS_WRITTEN, ESTIMATE_NOT_BEFORE_FACT, explain
 
 pytestmark = pytest.mark.django_db
 
@@ -76,8 +77,9 @@ def test_work_behind_a_gang_waiting_for_its_pods_does_not_count_it(world: World)
     # w1 is first in line: the cycle serves it before anything else of team-a's pending work.
     assert (w1.queue_position, mine.queue_position) == (1, 2)
     assert (gang.queue_rank, gang.queue_position) == (None, None)
-    assert explain(w1).queue_position == 1
-    assert explain(mine).queue_position == 2  # its pods are being made: in line as usual
+    assert explain(w1, seen=AS_WRITTEN, units=FlavorUnits()).queue_position == 1
+    # its pods are being made: in line as usual
+    assert explain(mine, seen=AS_WRITTEN, units=FlavorUnits()).queue_position == 2
     rows = {row["name"]: row for row in listed("queue_position")}
     assert {name: rows[name]["queue_position"] for name in ("gang-b", "w1", "mine")} == {
         "gang-b": None,
@@ -112,7 +114,7 @@ def test_a_gang_waiting_for_its_pods_has_no_estimated_start_its_row_kept(world: 
     do_record_estimates({gang.pk: EstimateRow(soon, False, None)})
     gang = world.workload("gang-b")
     assert gang.estimated_start_at is not None
-    told = explain(gang)
+    told = explain(gang, seen=AS_WRITTEN, units=FlavorUnits())
     assert (told.estimated_start_at, told.estimate_learned, told.waits_for_pods) == (
         None,
         None,
@@ -135,7 +137,7 @@ def test_a_gang_waiting_for_its_pods_has_no_estimate_not_before(world: World) ->
     do_record_estimates({gang.pk: EstimateRow(None, None, later)})
     gang = world.workload("gang-b")
     assert isinstance(gang.pending_facts.get(ESTIMATE_NOT_BEFORE_FACT), str)
-    assert explain(gang).estimate_not_before is None
+    assert explain(gang, seen=AS_WRITTEN, units=FlavorUnits()).estimate_not_before is None
     body = get("/api/v1/workloads/team-a/gang-b/")
     assert body["explanation"]["estimate_not_before"] is None
     assert body["estimate_not_before"] is None

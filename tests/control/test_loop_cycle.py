@@ -376,7 +376,8 @@ def test_a_registered_workload_whose_annotation_turns_malformed_says_why_it_is_l
     """Its explanation (the API's, the CLI's, the page's) names what is wrong, where it said
     "Waiting for the next scheduling cycle to look at it" for as long as it stayed so; once
     the annotation is fixed, it is planned again."""
-    from gpupool.workloads.queries import summary
+    from gpupool.inventory.units import FlavorUnits
+    from gpupool.workloads.queries import AS_WRITTEN, summary
 
     for node in ("n1", "n2"):  # its queue's capability (16) taken, at its own priority
         world.submit(f"filler-{node}", gpus=8)
@@ -388,13 +389,15 @@ def test_a_registered_workload_whose_annotation_turns_malformed_says_why_it_is_l
     world.cluster.annotate(pod, **{"gpupool.io/min-member": "four"})
     world.cycle()
 
-    said = summary(world.workload("later-bad"))
+    said = summary(world.workload("later-bad"), seen=AS_WRITTEN, units=FlavorUnits())
     assert said.startswith("gpupool does not schedule it: its pods' gpupool.io labels")
     assert 'gpupool.io/min-member: "four" is not a whole number' in said
     assert world.workload("later-bad").queue_position is None
     world.cluster.annotate(pod, **{"gpupool.io/min-member": "1"})
     world.cycle()
-    assert "labels or annotations" not in summary(world.workload("later-bad"))
+    assert "labels or annotations" not in summary(
+        world.workload("later-bad"), seen=AS_WRITTEN, units=FlavorUnits()
+    )
 
 
 def test_a_protected_runtime_above_the_queues_free_maximum_is_capped_and_said(

@@ -14,8 +14,14 @@ from gpupool.control.estimates import EstimateRefresher
 from gpupool.control.learning import MIN_SAMPLES
 from gpupool.control.runner import run_forever
 from gpupool.control.tasks import refresh_estimates_task
+from gpupool.inventory.units import FlavorUnits
 from gpupool.workloads.api import ExplanationSerializer
-from gpupool.workloads.queries import ESTIMATE_LEARNED_FACT, ESTIMATE_NOT_BEFORE_FACT, explain
+from gpupool.workloads.queries import (
+    AS_WRITTEN,
+    ESTIMATE_LEARNED_FACT,
+    ESTIMATE_NOT_BEFORE_FACT,
+    explain,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -93,10 +99,10 @@ def test_work_the_replay_does_not_reach_gets_no_estimate_and_a_moment_it_starts_
     not_before = datetime.fromisoformat(second.pending_facts[ESTIMATE_NOT_BEFORE_FACT])
     assert not_before == first.estimated_start_at
     # and the people asking are told so: the summary, the API's explanation and the CLI
-    told = explain(second)
+    told = explain(second, seen=AS_WRITTEN, units=FlavorUnits())
     assert told.estimated_start_at is None and told.estimate_not_before == not_before
     assert "No estimated start yet: not before " in told.summary
-    assert explain(first).estimate_not_before is None
+    assert explain(first, seen=AS_WRITTEN, units=FlavorUnits()).estimate_not_before is None
     api = ExplanationSerializer(told).data
     assert estimate(dict(api)).startswith("not before ")
 

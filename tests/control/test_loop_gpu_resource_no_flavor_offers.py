@@ -19,8 +19,9 @@ from loop_builders import World, build_world
 from gpupool.clusters.base import PodKey, ResourceAmounts
 from gpupool.control.models import SchedulingCycle
 from gpupool.inventory.models import Flavor
+from gpupool.inventory.units import FlavorUnits
 from gpupool.workloads.models import Workload
-from gpupool.workloads.queries import summary
+from gpupool.workloads.queries import AS_WRITTEN, summary
 
 pytestmark = pytest.mark.django_db
 
@@ -90,6 +91,6 @@ def test_a_pending_workload_whose_new_pod_asks_an_unoffered_profile_is_left_out_
     later = world.workload("later")
     assert later.state == "pending"
     assert later.pod_sets.count() == 1  # the pod sets are not rewritten without a flavor
-    said = summary(later)
+    said = summary(later, seen=AS_WRITTEN, units=FlavorUnits())
     assert "gpupool does not schedule it" in said
     assert "pod later-1: no flavor offers nvidia.com/mig-1g.10gb" in said

@@ -8,8 +8,9 @@ import pytest
 from loop_builders import World, build_world
 
 from gpupool.control.loop import ControlLoop
+from gpupool.inventory.units import FlavorUnits
 from gpupool.workloads.models import Workload
-from gpupool.workloads.queries import explain, queue_positions
+from gpupool.workloads.queries import AS_WRITTEN, explain, queue_positions
 
 pytestmark = pytest.mark.django_db
 
@@ -54,7 +55,7 @@ def test_a_position_shown_after_a_cycle_in_which_only_others_moved_is_right(
         (w.pk, w.queue_id, w.queue_rank) for w in after.values() if w.state == "pending"
     )
     assert listed == {after["w2"].pk: 1, after["w3"].pk: 2}
-    summary = explain(after["w3"]).summary
+    summary = explain(after["w3"], seen=AS_WRITTEN, units=FlavorUnits()).summary
     assert "Position 2 in queue team-a." in summary, summary
 
 

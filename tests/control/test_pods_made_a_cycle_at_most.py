@@ -57,7 +57,8 @@ def test_work_that_never_fits_gets_no_pods_and_says_so_from_its_first_cycle() ->
     """Team a may take 16 GPUs at most (its capability): a gang of 3 x 8 can never run. Its
     pods were made at once (reason "its pods are being created", a place in line), and only
     then was it found never to fit; the core now says so before it asks for pods."""
-    from gpupool.workloads.queries import summary
+    from gpupool.inventory.units import FlavorUnits
+    from gpupool.workloads.queries import AS_WRITTEN, summary
 
     world: World = build_world()
     world.cycle()
@@ -66,6 +67,8 @@ def test_work_that_never_fits_gets_no_pods_and_says_so_from_its_first_cycle() ->
     for _ in range(2):
         world.cycle()
         too_big = world.workload("too-big")
-        assert summary(too_big).startswith("Never fits: Queue team-a can never hold 24")
+        assert summary(too_big, seen=AS_WRITTEN, units=FlavorUnits()).startswith(
+            "Never fits: Queue team-a can never hold 24"
+        )
         assert too_big.queue_position is None
         assert world.cluster.pods_of("too-big") == []

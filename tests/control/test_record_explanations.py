@@ -26,11 +26,11 @@ from gpupool.control.record import (
 )
 from gpupool.control.snapshot import DatabaseSnapshot
 from gpupool.scheduler.cycle import plan_of, run_cycle
-from gpupool.scheduler.explain import Verdict, explanation
+from gpupool.scheduler.explain import Verdict, explanation, flavor_units
 from gpupool.scheduler.types import PendingExplanation, Plan, PodSetInfo, Snapshot, WorkloadInfo
 from gpupool.simulation.scale_pool import synthetic_snapshot
 from gpupool.workloads.choices import WorkloadState
-from gpupool.workloads.queries import says_position, sentence
+from gpupool.workloads.queries import AS_WRITTEN, says_position, sentence
 
 NOW = 1_800_000_000.0
 NAMES = [f"team-a/w{index}" for index in range(6)]
@@ -174,20 +174,25 @@ def test_ranks_written_cycle_after_cycle_always_give_the_served_order() -> None:
 def test_a_reader_says_the_cores_sentence_at_the_position_it_counts() -> None:
     snapshot, policy, now = synthetic_snapshot(300, 7)
     plan = plan_of(run_cycle(snapshot, policy, now))
+    units = flavor_units(snapshot.flavors)  # as the core says them
     seen: set[str] = set()
     for pending in plan.pending:
         facts = json_facts(pending.facts)  # as the database gives them back
         seen.add(pending.reason)
         if says_position(pending.reason, facts):
-            assert sentence(pending.reason, facts, pending.position, "?") == pending.detail
-            moved = sentence(pending.reason, facts, pending.position + 3, "?")
+            said = sentence(pending.reason, facts, pending.position, "?", AS_WRITTEN, units=units)
+            assert said == pending.detail
+            moved = sentence(
+                pending.reason, facts, pending.position + 3, "?", AS_WRITTEN, units=units
+            )
             assert moved != pending.detail and str(pending.position + 3) in moved
         else:  # the sentence as written stays right: it does not say the position
             verdict = Verdict(pending.reason, pending.facts)
-            assert explanation("", verdict, pending.position + 3).detail == pending.detail
-            assert sentence(pending.reason, facts, pending.position + 3, "as written") == (
-                "as written"
-            )
+            again = explanation("", verdict, pending.position + 3, units)
+            assert again.detail == pending.detail
+            assert sentence(
+                pending.reason, facts, pending.position + 3, "as written", AS_WRITTEN, units=units
+            ) == ("as written")
     assert "behind" in seen and len(seen) >= 3
 
 

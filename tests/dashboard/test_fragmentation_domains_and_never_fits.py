@@ -16,7 +16,7 @@ from decimal import Decimal
 from typing import Any
 
 from dashboard_pages import live, text
-from domain_builders import explained, flavor, node, quota
+from domain_builders import core_explained, explained, flavor, node, quota
 
 from gpupool.dashboard.blocking import FITS, SHAPE, blocking_shape
 from gpupool.inventory.models import Node
@@ -31,6 +31,8 @@ from gpupool.workloads.actions import (
 X = "\N{MULTIPLICATION SIGN}"  # as the page writes pods: 2 x 8
 CLIQUE_A = "24758309-5d1c-4bde-9a0b-6f0e2c1d7a41.1"
 CLIQUE_B = "24758309-5d1c-4bde-9a0b-6f0e2c1d7a41.2"
+# What the core says of a 2 x 8 h100 gang bound to one domain where each domain is one 8-GPU
+# node (``test_the_page_tells_a_never_fitting_gang_its_explanation`` has it said by the core).
 NEVER = (
     "It can never run as asked: it must sit in one NVLink domain, and the largest h100 domain "
     "has 8 healthy GPUs; it asks 16."
@@ -84,7 +86,7 @@ def test_a_domain_gang_waiting_for_quota_is_not_told_it_fits_when_no_domain_hold
 
 def test_a_gang_that_never_fits_is_told_its_explanation_not_the_shape() -> None:
     why = blocking_shape(
-        Decimal(16), figures(63, 8), reason="capacity", topology="domain", never=NEVER
+        Decimal(16), figures(63, 8), reason="topology", topology="domain", never=NEVER
     )
     assert (why.kind, why.text, why.gang_size) == ("never", NEVER, None)
 
@@ -112,7 +114,9 @@ def test_the_page_tells_a_never_fitting_gang_its_explanation(pool: Any, page_as:
         topology="domain",
         submitter=pool.users["max"],
     )
-    explained(big, "capacity", NEVER, {"never_fits": True, "largest_domain_gpus": 8})
+    never = core_explained(big)  # the core's reason, sentence and facts, as a cycle writes them
+    assert (never.reason, never.detail) == ("topology", NEVER), never
+    assert never.facts["never_fits"] and never.facts["largest_domain_gpus"] == 8, never
     page = text(live(page_as("max"), "/fragmentation/"))
     blocked = page.split('id="blocked-title"', 1)[1]
     assert '<span class="badge danger">never fits</span>' in blocked

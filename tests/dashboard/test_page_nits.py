@@ -23,6 +23,7 @@ from gpupool.control.actions import do_record_cluster_sync
 from gpupool.control.sync import PodSetShape, Registration, SyncDecision
 from gpupool.dashboard.templatetags.dashboard import field_value, gpu_hours, gpus
 from gpupool.inventory.models import Node
+from gpupool.inventory.units import FlavorUnits
 from gpupool.quotas.actions import do_create_quota_request
 from gpupool.simulation.demo_submissions import SUBMITTED_BY_GENERATOR
 from gpupool.workloads.actions import (
@@ -32,7 +33,7 @@ from gpupool.workloads.actions import (
     do_transition_workload,
 )
 from gpupool.workloads.models import Workload
-from gpupool.workloads.queries import summary, zone_name
+from gpupool.workloads.queries import AS_WRITTEN, summary, zone_name
 
 BERLIN = ZoneInfo("Europe/Berlin")
 
@@ -84,7 +85,10 @@ def test_a_zone_is_named_by_its_offset_in_summaries_and_tables_alike(
         state="running", submitted_at=started, admitted_at=started, started_at=started
     )
     workload.transitions.update(at=started)
-    assert summary(Workload.objects.get(pk=workload.pk)) == "Running since 2026-12-05 14:03 UTC."
+    assert (
+        summary(Workload.objects.get(pk=workload.pk), seen=AS_WRITTEN, units=FlavorUnits())
+        == "Running since 2026-12-05 14:03 UTC."
+    )
     client = page_as("max")
     client.cookies["gpupool_tz"] = "Europe/Berlin"
     page = text(client.get("/workloads/nlp/train/"))

@@ -17,8 +17,9 @@ from two_teams import Pool, submit, two_teams
 
 from gpupool.accounting.actions import do_record_preemption
 from gpupool.client.main import print_story
+from gpupool.inventory.units import FlavorUnits
 from gpupool.workloads.models import Workload
-from gpupool.workloads.queries import explain
+from gpupool.workloads.queries import AS_WRITTEN, explain
 
 ENDS = "It ends here and is not requeued (it would only sit idle again)."
 REQUEUED = "goes back to its queue"
@@ -95,4 +96,4 @@ def test_an_evicted_bare_pod_ends_and_other_preempted_work_goes_back_to_its_queu
     requeued = preempted(pool, "sweep", "admin")
     assert REQUEUED in detail(pool, "sweep")["explanation"]["summary"]
     unprefetched = Workload.objects.get(pk=requeued.pk)  # the one rule reads its events itself
-    assert REQUEUED in explain(unprefetched).summary
+    assert REQUEUED in explain(unprefetched, seen=AS_WRITTEN, units=FlavorUnits()).summary

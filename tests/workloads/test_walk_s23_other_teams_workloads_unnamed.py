@@ -25,9 +25,11 @@ from two_teams import (
 )
 
 from gpupool.api.access import access_of
+from gpupool.inventory.units import FlavorUnits
 from gpupool.scheduler.explain import Verdict, explanation
 from gpupool.workloads.queries import (
     ANOTHER_TEAMS_WORKLOAD,
+    AS_WRITTEN,
     NEVER_AS_ASKED,
     NamesSeen,
     explain,
@@ -100,11 +102,11 @@ def test_the_sentence_says_another_teams_workload_not_its_name(pool: Pool) -> No
 def test_explain_and_summary_name_it_only_to_who_may_see_it(pool: Pool) -> None:
     waiting = submit(pool, "waiting", pool.nlp_queue, "max")
     explained(waiting, "behind", core_words("behind", STARVING), STARVING, queue_rank=1.0)
-    for_max = explain(waiting, seen=seen_by(pool, "max"))
+    for_max = explain(waiting, seen=seen_by(pool, "max"), units=FlavorUnits())
     assert "vision/big" not in for_max.detail + for_max.summary
     assert ANOTHER_TEAMS_WORKLOAD in for_max.summary
     assert "held_for" not in for_max.facts
-    for_ada = explain(waiting, seen=seen_by(pool, "ada"))
+    for_ada = explain(waiting, seen=seen_by(pool, "ada"), units=FlavorUnits())
     assert for_ada.facts["held_for"] == "vision/big" and "vision/big" in for_ada.summary
 
 
@@ -114,7 +116,7 @@ def test_a_never_fitting_summary_says_never_fits_once(pool: Pool) -> None:
     assert written.startswith(NEVER_AS_ASKED)  # the core's own opening
     huge = submit(pool, "huge", pool.nlp_queue, "max")
     explained(huge, "capacity", written, facts)
-    said = summary(huge)
+    said = summary(huge, seen=AS_WRITTEN, units=FlavorUnits())
     assert said.startswith("Never fits: no h100 node matches its node selector"), said
     assert "It can never run as asked" not in said
 
