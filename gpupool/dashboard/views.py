@@ -34,7 +34,7 @@ from django.core.paginator import Paginator
 from django.db.models import Count, F, Prefetch, Q, QuerySet, Sum
 from django.db.models.functions import Coalesce, TruncDate
 from django.forms import ChoiceField, ModelChoiceField
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render, resolve_url
 from django.urls import reverse
 from django.utils import timezone
@@ -102,6 +102,7 @@ from gpupool.dashboard.forms import (
     refusal_fields,
     refusal_lines,
 )
+from gpupool.dashboard.forms import field_label as form_field_label
 from gpupool.dashboard.heatmap import (
     BROKEN,
     CORDONED,
@@ -2201,12 +2202,37 @@ CLUSTER_SHOWS = ("problems",)
 def cluster(request: HttpRequest, access: Access) -> HttpResponse:
     """Nodes and GPUs by flavor and NVLink domain, with health and cordons; admins cordon,
     uncordon and mark GPU health here."""
+    return cluster_page(request, access, request.GET)
+
+
+@dataclass(frozen=True)
+class RefusedNodeForm:
+    """A form of a node on the Cluster page that the server refused (``cluster_refused``):
+    which form (``cordon``, ``drain``, ``gpu-health``), what was typed in it, and why."""
+
+    node: str
+    form: str
+    reason: str
+    index: str
+    message: str
+
+
+def cluster_page(
+    request: HttpRequest,
+    access: Access,
+    params: QueryDict,
+    *,
+    refused: RefusedNodeForm | None = None,
+) -> HttpResponse:
+    """The Cluster page with the filters ``params`` (its ``GET``, or those a node's form was
+    posted from); with ``refused``, that node's form open again as it was filled in, with
+    why it was refused, answered 400."""
     nodes = Node.objects.select_related("flavor").prefetch_related(
         Prefetch("gpus", queryset=Gpu.objects.order_by("index"))
     )
     flavors = list(Flavor.objects.order_by("name"))
-    flavor_name = request.GET.get("flavor", "")
-    show = request.GET.get("show", "")
+    flavor_name = params.get("flavor", "")
+    show = params.get("show", "")
     flavor_not_understood = choice_not_understood(
         flavor_name, (f.name for f in flavors), "flavor", "every flavor"
     )
@@ -2224,7 +2250,7 @@ def cluster(request: HttpRequest, access: Access) -> HttpResponse:
         nodes = nodes.filter(~takes_pods() | Q(pk__in=broken))
     nodes = nodes.order_by("flavor__name", "nvlink_domain", "name")
     paginator = Paginator(nodes, NODES_PAGE_SIZE)
-    page = paginator.get_page(request.GET.get("page"))
+    page = paginator.get_page(params.get("page"))
     groups: list[dict[str, Any]] = []
     # What a drain of each node would evict (its confirmation says so): the workloads placed
     # there, one query for the page's nodes.
@@ -2263,6 +2289,8 @@ def cluster(request: HttpRequest, access: Access) -> HttpResponse:
                     for workload in (drain.refused if drain and access.admin else ())
                 ],
                 "evicting": drain.others if drain else 0,
+                # (admins) this node's form the server refused, as it was filled in
+                "retry": refused if refused is not None and refused.node == node.name else None,
             }
         )
     for group in groups:
@@ -2277,12 +2305,20 @@ def cluster(request: HttpRequest, access: Access) -> HttpResponse:
         "show": show,
         "show_not_understood": show_not_understood,
         "can_change": access.admin,
-        "query": request.GET.urlencode(),
+        "query": params.urlencode(),
         # A GPU the cluster does not offer cannot be marked healthy (``do_set_gpu_health``).
         "cluster_unhealthy": CLUSTER_UNHEALTHY,
+        "refused": refused,
     }
+    # The live part polls the page's own URL, not a node form's (which answers no GET).
+    query = params.urlencode()
     return render_page(
-        request, "dashboard/cluster.html", context, live="dashboard/partials/cluster_live.html"
+        request,
+        "dashboard/cluster.html",
+        context,
+        live="dashboard/partials/cluster_live.html",
+        live_url=reverse("dashboard:cluster") + (f"?{query}" if query else ""),
+        status=400 if refused else 200,
     )
 
 
@@ -2351,6 +2387,22 @@ def back_to_cluster(request: HttpRequest) -> HttpResponseRedirect:
     return HttpResponseRedirect(f"{url}?{query}" if query else url)
 
 
+def cluster_refused(
+    request: HttpRequest, access: Access, node: Node, form: str, message: str
+) -> HttpResponse:
+    """The Cluster page again, with the filters the refused form of ``node`` was posted from,
+    that form open and filled in as it was sent (its reason, its GPU) and ``message`` saying
+    why it was refused (400): not a redirect that loses what was typed."""
+    refused = RefusedNodeForm(
+        node=node.name,
+        form=form,
+        reason=request.POST.get("reason", ""),
+        index=request.POST.get("index", ""),
+        message=message,
+    )
+    return cluster_page(request, access, QueryDict(request.POST.get("query", "")), refused=refused)
+
+
 @require_POST
 @dashboard_page("cluster")
 def cluster_cordon(request: HttpRequest, access: Access, name: str) -> HttpResponse:
@@ -2361,8 +2413,9 @@ def cluster_cordon(request: HttpRequest, access: Access, name: str) -> HttpRespo
     node = get_object_or_404(Node, name=name)
     form = CordonForm(request.POST)
     if not form.is_valid():
-        messages.error(request, f"{node.name} was not changed: {form_problems(form)}")
-        return back_to_cluster(request)
+        return cluster_refused(
+            request, access, node, "cordon", f"{node.name} was not changed: {form_problems(form)}"
+        )
     cordoned = form.cleaned_data["cordoned"]
     was = node.state
     try:
@@ -2370,14 +2423,16 @@ def cluster_cordon(request: HttpRequest, access: Access, name: str) -> HttpRespo
             node, cordoned=cordoned, acting_user=request.user, reason=form.cleaned_data["reason"]
         )
     except ValidationError as refusal:
-        messages.error(request, f"{node.name} was not changed: {refusal_text(refusal)}")
-    else:
-        verb = "cordoned: nothing new will be placed on it" if cordoned else "uncordoned"
-        if was == NodeState.DRAINING and not cordoned:
-            verb = "no longer draining, and uncordoned: nothing more is evicted from it"
-        elif was == NodeState.DRAINED and not cordoned:
-            verb = "uncordoned after its drain: back in service"
-        messages.success(request, f"{node.name} is {verb}.")
+        why = refusal_text(refusal, lambda field: form_field_label(form, field))
+        return cluster_refused(
+            request, access, node, "cordon", f"{node.name} was not changed: {why}"
+        )
+    verb = "cordoned: nothing new will be placed on it" if cordoned else "uncordoned"
+    if was == NodeState.DRAINING and not cordoned:
+        verb = "no longer draining, and uncordoned: nothing more is evicted from it"
+    elif was == NodeState.DRAINED and not cordoned:
+        verb = "uncordoned after its drain: back in service"
+    messages.success(request, f"{node.name} is {verb}.")
     return back_to_cluster(request)
 
 
@@ -2393,8 +2448,9 @@ def cluster_drain(request: HttpRequest, access: Access, name: str) -> HttpRespon
     node = get_object_or_404(Node, name=name)
     form = CordonForm(request.POST)
     if not form.is_valid():
-        messages.error(request, f"{node.name} was not drained: {form_problems(form)}")
-        return back_to_cluster(request)
+        return cluster_refused(
+            request, access, node, "drain", f"{node.name} was not drained: {form_problems(form)}"
+        )
     was = node.state
     do_drain_node(node, acting_user=request.user, reason=form.cleaned_data["reason"])
     if was in (NodeState.DRAINING, NodeState.DRAINED):  # (the action changes nothing then)
@@ -2417,22 +2473,28 @@ def cluster_gpu_health(request: HttpRequest, access: Access, name: str) -> HttpR
     node = get_object_or_404(Node, name=name)
     form = GpuHealthForm(request.POST)
     if not form.is_valid():
-        messages.error(request, f"{node.name} was not changed: {form_problems(form)}")
-        return back_to_cluster(request)
+        return cluster_refused(
+            request,
+            access,
+            node,
+            "gpu-health",
+            f"{node.name} was not changed: {form_problems(form)}",
+        )
     data = form.cleaned_data
     gpu = node.gpus.filter(index=data["index"]).first()
     if gpu is None:
-        messages.error(request, f"{node.name} has no GPU {data['index']}.")
-        return back_to_cluster(request)
+        return cluster_refused(
+            request, access, node, "gpu-health", f"{node.name} has no GPU {data['index']}."
+        )
     try:
         do_set_gpu_health(
             gpu, healthy=data["healthy"], reason=data["reason"], acting_user=request.user
         )
     except ValidationError as refusal:
-        messages.error(request, f"{gpu} was not changed: {refusal_text(refusal)}")
-    else:
-        state = "healthy again" if data["healthy"] else f"unhealthy ({data['reason']})"
-        messages.success(request, f"{node.name} GPU {gpu.index} is {state}.")
+        why = refusal_text(refusal, lambda field: form_field_label(form, field))
+        return cluster_refused(request, access, node, "gpu-health", f"{gpu} was not changed: {why}")
+    state = "healthy again" if data["healthy"] else f"unhealthy ({data['reason']})"
+    messages.success(request, f"{node.name} GPU {gpu.index} is {state}.")
     return back_to_cluster(request)
 
 
@@ -2818,6 +2880,21 @@ def approval_detail(request: HttpRequest, access: Access, pk: int) -> HttpRespon
         decided = decide(request, quota_request, form)
         if decided is not None:
             return redirect("dashboard:approvals")
+    return approval_page(request, quota_request, decision_form=form)
+
+
+def approval_page(
+    request: HttpRequest,
+    quota_request: QuotaRequest,
+    *,
+    decision_form: DecisionForm | None = None,
+    what_if_form: WhatIfForm | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    """A request's approval page: its impact, its what-if and the decision form; a form given
+    is shown as it was posted, with its refusal (``what_if_form``: a what-if refused without
+    htmx, its days kept and its error beside them)."""
+    form = decision_form or DecisionForm()
     impact = request_impact(quota_request).to_json()
     impact["in_unit"] = impact_in_units(impact)
     # Whether the decision actions would take a decision, by their own rule: Approve is
@@ -2832,13 +2909,14 @@ def approval_detail(request: HttpRequest, access: Access, pk: int) -> HttpRespon
         "request_obj": quota_request,
         "impact": impact,
         "decision_form": form,
-        "what_if_form": WhatIfForm(),
+        "what_if_form": what_if_form or WhatIfForm(),
+        "what_if_error": form_problems(what_if_form) if what_if_form else "",
         "not_decided_here": "" if undecided is None else why_not_decided(quota_request, undecided),
         "approve_refused": " ".join(approve_refusal.messages)
         if isinstance(approve_refusal, ValidationError)
         else str(approve_refusal or ""),
     } | what_if_context(quota_request, problems=impact["problems"])
-    return render(request, "dashboard/approval_detail.html", context)
+    return render(request, "dashboard/approval_detail.html", context, status=status)
 
 
 def impact_in_units(impact: dict[str, Any]) -> dict[str, Any]:
@@ -2979,7 +3057,8 @@ def approval_what_if(request: HttpRequest, access: Access, pk: int) -> HttpRespo
     GET is what htmx polls while it runs (its progress bar, then its result)."""
     quota_request = get_object_or_404(visible_requests(access), pk=pk)
     # A form refused shows again as it was filled in (the days typed kept), its error naming
-    # the field by its label (``forms.form_problems``).
+    # the field by its label (``forms.form_problems``): with htmx in its part of the page;
+    # without, on the whole approval page, answered 400 (the page is not left for another).
     form = WhatIfForm(request.POST if request.method == "POST" else None)
     if request.method == "POST":
         if form.is_valid():
@@ -2991,7 +3070,7 @@ def approval_what_if(request: HttpRequest, access: Access, pk: int) -> HttpRespo
                 form.add_refusal(refusal)
         if not getattr(request, "htmx", None):
             if form.errors:
-                messages.error(request, f"The what-if did not start: {form_problems(form)}")
+                return approval_page(request, quota_request, what_if_form=form, status=400)
             return redirect("dashboard:approval", pk=quota_request.pk)
     context = {
         "request_obj": quota_request,
