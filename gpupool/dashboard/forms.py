@@ -18,6 +18,7 @@ from django.utils.text import capfirst
 from rest_framework import serializers
 
 from gpupool.accounting.reports import span_refusal
+from gpupool.api.errors import SELF_NAMING_FIELDS
 from gpupool.clusters.grouping import MAX_PODS
 from gpupool.inventory.choices import Sharing
 from gpupool.inventory.models import Flavor
@@ -120,9 +121,10 @@ def refusal_fields(detail: Any, prefix: str = "") -> dict[str, list[str]]:
 
 
 # Fields of the actions' refusals that a page holds no field of, in words (``readable_field``):
-# a quota request's ``payload`` is what it asks for.
-# ``state``: an action's refusal of a step in its state says the state in its own sentence.
-FIELD_WORDS = {"payload": "requested amounts", "state": ""}
+# a quota request's ``payload`` is what it asks for. A field whose sentence names what it is
+# about itself (``state``: an action's refusal of a step in its state says the state in its
+# own sentence) is said as nothing, as the API's message says it (``SELF_NAMING_FIELDS``).
+FIELD_WORDS = {"payload": "requested amounts", **dict.fromkeys(SELF_NAMING_FIELDS, "")}
 
 
 def readable_field(path: str) -> str:
