@@ -148,11 +148,15 @@ def refusal_lines(detail: Any, label: Callable[[str], str] = readable_field) -> 
     ]
 
 
+def form_problem_lines(form: forms.BaseForm) -> list[str]:
+    """A form's errors as lines of "<field>: why" (``refusal_lines``), each field named by its
+    label as the page shows it (``field_label``); an error of the whole form as it is."""
+    return refusal_lines(form.errors, label=lambda name: field_label(form, name))
+
+
 def form_problems(form: forms.BaseForm) -> str:
-    """A form's errors in one line for a page's message, "<field>: why" (``refusal_lines``),
-    each field named by its label as the page shows it (``field_label``); an error of the
-    whole form as it is."""
-    return "; ".join(refusal_lines(form.errors, label=lambda name: field_label(form, name)))
+    """A form's errors in one line for a page's message (``form_problem_lines``)."""
+    return "; ".join(form_problem_lines(form))
 
 
 def field_label(form: forms.BaseForm, name: str) -> str:

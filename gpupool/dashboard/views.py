@@ -96,6 +96,7 @@ from gpupool.dashboard.forms import (
     QuotaRequestForm,
     WhatIfForm,
     WorkloadForm,
+    form_problem_lines,
     form_problems,
     readable_field,
     refusal_detail,
@@ -761,13 +762,8 @@ def workload_dry_run(request: HttpRequest, access: Access) -> HttpResponse:
     through the API's own input shape). Nothing is submitted."""
     form = WorkloadForm(request.POST, queues=submit_queues(access))
     context: dict[str, Any] = {"answer": None, "errors": []}
-    if not form.is_valid():
-        context["errors"] = [
-            f"{form[name].label}: {' '.join(str(error) for error in errors)}"
-            if name in form.fields
-            else " ".join(str(error) for error in errors)
-            for name, errors in form.errors.items()
-        ]
+    if not form.is_valid():  # each field named by its label, as the form's refusals are
+        context["errors"] = form_problem_lines(form)
         return render(request, "dashboard/partials/dry_run.html", context)
     body = DryRunInputSerializer(data=form.body())
     context["errors_heading"] = "Refused:"  # the API's refusal, as a submission would get
