@@ -599,7 +599,9 @@ def workloads(
         "query": urlencode(kept),
         "csv_url": reverse("api:workload-list") + "?" + urlencode(csv_query),
         "state": state,
-        "state_choices": WorkloadState.choices,
+        "state_choices": list(WORKLOAD_STATE_LABELS.items()),
+        # The state as the filter and the rows name it (its label), for the empty list.
+        "state_label": WORKLOAD_STATE_LABELS.get(state, state),
         "state_not_understood": not_understood(
             asked, f"a state is one of {', '.join(WorkloadState.values)}", "every state"
         )
@@ -619,6 +621,10 @@ def workloads(
         status=400 if form is not None else 200,
     )
 
+
+# A workload's state as My workloads names it: in its filter, its rows and its empty list's
+# heading (the choice's label, not its stored value).
+WORKLOAD_STATE_LABELS: dict[str, str] = dict(WorkloadState.choices)
 
 # How the list of one state says that no workload is in it (work is not submitted in a
 # state: it waits, runs, has ended so): "No workload of your teams <words>."
@@ -681,7 +687,6 @@ def workload_list(rows: QuerySet[Workload], access: Access) -> list[dict[str, An
         if row[6] == WorkloadState.PENDING and row[8] is not None
     )
     asked = asks_by_workload(row[0] for row in found)
-    labels = dict(WorkloadState.choices)
     now = pool_now()  # an estimate before it is said to be due (``dashboard.estimates``)
     listed = []
     for (
@@ -713,7 +718,7 @@ def workload_list(rows: QuerySet[Workload], access: Access) -> list[dict[str, An
                 "queue": queue,
                 "class": klass,
                 "gpus": in_unit(asked[workload_id].gpus, asked[workload_id].unit),
-                "state": labels.get(state, state),
+                "state": WORKLOAD_STATE_LABELS.get(state, state),
                 "badge": STATE_BADGES.get(state, ""),
                 "position": f"none: {waits_for_pods_words(missing)}"
                 if missing
