@@ -73,6 +73,32 @@ class GroupChoiceField(forms.ChoiceField):
         return GroupBoundField(form, self, field_name)
 
 
+class AlsoDescribedBoundField(forms.BoundField):
+    """A field that an element of the page beside it describes too (``AlsoDescribed``): its
+    id is added to the ids Django's ``aria-describedby`` names (the help, the error list)."""
+
+    def build_widget_attrs(
+        self, attrs: dict[str, Any], widget: forms.Widget | None = None
+    ) -> dict[str, Any]:
+        """Django's attributes, with the page's element added to ``aria-describedby``."""
+        built: dict[str, Any] = super().build_widget_attrs(attrs, widget)
+        also = getattr(self.field, "also_described_by", "")
+        built["aria-describedby"] = " ".join(filter(None, (built.get("aria-describedby"), also)))
+        return built
+
+
+class AlsoDescribedCharField(forms.CharField):
+    """A text field that the page's element ``also_described_by`` (an id) describes too."""
+
+    def __init__(self, *args: Any, also_described_by: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.also_described_by = also_described_by
+
+    def get_bound_field(self, form: forms.BaseForm, field_name: str) -> forms.BoundField:
+        """The field on ``form`` as ``AlsoDescribedBoundField`` writes it."""
+        return AlsoDescribedBoundField(form, self, field_name)
+
+
 class QuickSelect(forms.Select):
     """A select written in Python: Django's renders each option through its own template,
     which for an admin's 379 queues cost about 15 ms of a My workloads page (B5), and as
@@ -591,7 +617,10 @@ class WorkloadForm(forms.Form):
     # own field (``clean_protected_runtime_s``), so that what it refuses is refused in its
     # words with the form's other problems; the queue's free maximum is the submission's
     # rule (``Workload.rule_errors``), which comes back beside the field (``BODY_FIELDS``).
-    protected_runtime_s = forms.CharField(
+    # The chosen queue's default and free maximum are said beside it, by the page
+    # (``views.submit_protection``, ``partials/protected_limits.html``).
+    protected_runtime_s = AlsoDescribedCharField(
+        also_described_by="protected-runtime-limits",
         required=False,
         label="Protected runtime (seconds)",
         widget=forms.TextInput(attrs={"inputmode": "numeric"}),

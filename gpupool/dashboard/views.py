@@ -129,6 +129,7 @@ from gpupool.dashboard.palette import (
 from gpupool.dashboard.templatetags.dashboard import (
     GPU_FIELDS,
     NO_VALUE,
+    duration,
     field_value,
     local_time,
     with_unit,
@@ -343,11 +344,16 @@ def render_page(
     """Render the page, or only its live part (``live``, a partial template) when htmx asks
     for ``#live``. The live part polls ``live_url``, by default the URL asked; a page that
     is also the answer to a POST names its own (the POST's URL does not answer GET)."""
-    htmx = getattr(request, "htmx", None)
-    if live is not None and htmx and htmx.target == LIVE_TARGET:
+    if live is not None and is_live_refresh(request):
         return render(request, live, context)
     frame = {"live_template": live, "live_url": live_url or request.get_full_path()}
     return render(request, template, context | frame, status=status)
+
+
+def is_live_refresh(request: HttpRequest) -> bool:
+    """Whether htmx asks only for the page's live part (``#live``, ``render_page``)."""
+    htmx = getattr(request, "htmx", None)
+    return bool(htmx and htmx.target == LIVE_TARGET)
 
 
 def not_understood(value: str, expected: str, instead: str) -> str:
@@ -593,6 +599,7 @@ def workloads(
     kept = {"state": state} if state else {}
     shown = urlencode(kept | ({"page": page.number} if page.number > 1 else {}))
     list_url = reverse("dashboard:workloads") + (f"?{shown}" if shown else "")
+    shown_form = form or (WorkloadForm(queues=queues) if queues else None)
     context = {
         "workloads": workload_list(cast("QuerySet[Workload]", page.object_list), access),
         "page": page,
@@ -609,9 +616,11 @@ def workloads(
         else "",
         "all_tenants": access.admin,
         "none_in_state": none_in_state(state, access.admin) if state else "",
-        "form": form or (WorkloadForm(queues=queues) if queues else None),
+        "form": shown_form,
         "refused": refused_workloads(access),  # the API's rule (``workloads/refused/``)
     }
+    if shown_form is not None and not is_live_refresh(request):  # (the form is not live)
+        context["protection"] = submit_protection(shown_form, queues)
     return render_page(
         request,
         "dashboard/workloads.html",
@@ -765,8 +774,14 @@ def workload_dry_run(request: HttpRequest, access: Access) -> HttpResponse:
     placement, and the first layer that fails, answered by the decision core on the snapshot
     of the last finished cycle (cached once per cycle: ``workloads.queries.dry_run_submission``
     through the API's own input shape). Nothing is submitted."""
-    form = WorkloadForm(request.POST, queues=submit_queues(access))
-    context: dict[str, Any] = {"answer": None, "errors": []}
+    queues = submit_queues(access)
+    form = WorkloadForm(request.POST, queues=queues)
+    # The queue's protected window beside its field, swapped in as the queue changes.
+    context: dict[str, Any] = {
+        "answer": None,
+        "errors": [],
+        "protection": submit_protection(form, queues),
+    }
     if not form.is_valid():  # each field named by its label, as the form's refusals are
         context["errors"] = form_problem_lines(form)
         return render(request, "dashboard/partials/dry_run.html", context)
@@ -1887,17 +1902,16 @@ def _side(suffered: bool, caused: bool) -> str:
 PROTECTION_NAMES_SHOWN = 12
 
 
-def protection_groups() -> list[dict[str, Any]]:
-    """The teams' queues grouped by their protected window (default, cap, reclaimable), each
-    group with its queues' names: a row per setting in force, not per queue (B5's year has
-    379 team queues, all alike). One query of values."""
+def protection_groups(names: Iterable[str] | None = None) -> list[dict[str, Any]]:
+    """The teams' queues (those of ``names`` only, when given) grouped by their protected
+    window (default, cap, reclaimable), each group with its queues' names: a row per setting
+    in force, not per queue (B5's year has 379 team queues, all alike). One query of values."""
     groups: dict[tuple[int, int | None, bool], list[str]] = {}
-    settings_of = (
-        Queue.objects.filter(tenant__isnull=False)
-        .order_by("name")
-        .values_list(
-            "name", "default_protected_runtime_s", "max_protected_runtime_s", "reclaimable"
-        )
+    queues = Queue.objects.filter(tenant__isnull=False)
+    if names is not None:
+        queues = queues.filter(name__in=list(names))
+    settings_of = queues.order_by("name").values_list(
+        "name", "default_protected_runtime_s", "max_protected_runtime_s", "reclaimable"
     )
     for name, default, cap, reclaimable in settings_of:
         groups.setdefault((default, cap, reclaimable), []).append(name)
@@ -1913,6 +1927,50 @@ def protection_groups() -> list[dict[str, Any]]:
             groups.items(), key=lambda item: item[1][0]
         )
     ]
+
+
+def protection_words(default: int, cap: int | None) -> str:
+    """A queue's protected window as the Submit form says it (DESIGN 2, the protected-runtime
+    contract): what a workload gets when it gives none, and how long it may ask at a class
+    with no budget (past it the submission is refused: ``Workload.rule_errors``)."""
+    given = f"{duration(default)} ({default} s)" if default else "none (0 s)"
+    if cap is None:
+        limit = "free at any length (no maximum)"
+    elif cap == 0:
+        limit = "any protection needs a budgeted priority class"
+    else:
+        limit = (
+            f"at most {duration(cap)} ({cap} s) at a class with no budget; longer needs a "
+            "budgeted priority class"
+        )
+    return f"{given} when left empty; {limit}."
+
+
+def submit_protection(form: WorkloadForm, queues: list[str]) -> dict[str, Any]:
+    """What the Submit form says beside its protected runtime (``partials/protected_limits.html``):
+    the chosen queue's default and free maximum (``protection_words``; the queue the form was
+    sent with, or the only one), else each of the user's queues' when they are few
+    (``PROTECTION_NAMES_SHOWN``), else that the Preemptions page lists them (``elsewhere``).
+    One query, of the chosen queue's settings or of the user's queues'."""
+    chosen = str(form["queue"].value() or "")
+    if chosen in queues:
+        groups = protection_groups([chosen])
+    elif len(queues) <= PROTECTION_NAMES_SHOWN:
+        groups = protection_groups(queues)
+    else:
+        groups = []
+    # Queues alike in their window said together (the groups part on ``reclaimable`` too).
+    alike: dict[str, list[str]] = {}
+    for group in groups:
+        words = protection_words(
+            group["default_protected_runtime_s"], group["max_protected_runtime_s"]
+        )
+        alike.setdefault(words, []).extend(group["queues"])
+    said = [
+        f"{'Queue' if len(names) == 1 else 'Queues'} {', '.join(sorted(names))}: {words}"
+        for words, names in alike.items()
+    ]
+    return {"hint": " ".join(said), "elsewhere": not said}
 
 
 def preemption_history(
