@@ -2368,6 +2368,9 @@ def cluster_page(
         # A GPU the cluster does not offer cannot be marked healthy (``do_set_gpu_health``).
         "cluster_unhealthy": CLUSTER_UNHEALTHY,
         "refused": refused,
+        # (its node may be on another page of nodes, or filtered out)
+        "refused_on_page": refused is not None
+        and any(node.name == refused.node for node in page.object_list),
     }
     # The live part polls the page's own URL, not a node form's (which answers no GET).
     query = params.urlencode()

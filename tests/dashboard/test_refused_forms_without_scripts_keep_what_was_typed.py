@@ -133,3 +133,15 @@ def test_a_refused_gpu_health_mark_without_scripts_keeps_the_gpu_chosen(
     choices = tag(page, '<select id="gpu-n2"') + page.split('<select id="gpu-n2"', 1)[1]
     assert '<option value="3" selected>' in choices.split("</select>", 1)[0]
     assert Gpu.objects.filter(node__name="n2", healthy=False).count() == 0
+
+
+def test_a_refused_form_of_a_node_the_filters_hide_still_says_why(pool: Any, page_as: Any) -> None:
+    """Posted from a page whose filters no longer list the node: the refusal is said all the
+    same, without pointing to a form the page does not show."""
+    response = page_as("ada").post(
+        "/cluster/nodes/n2/drain/", {"reason": "z" * 401, "query": "show=problems"}
+    )
+    assert response.status_code == 400
+    page = text(response)
+    assert "n2 was not drained: Why: Ensure this value has at most 400 characters" in page
+    assert 'id="node-n2"' not in page and "Its form is below" not in page
