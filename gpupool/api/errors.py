@@ -20,6 +20,14 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
 NON_FIELD = "non_field_errors"
+# Fields of an action's refusal whose sentence says what it is about itself ("nlp/x has already
+# ended: it is cancelled. Nothing was changed.": a refusal of a step in the state its target is
+# in): the error's ``message`` says it without the field's name, as it says the
+# ``non_field_errors``; ``fields`` keeps the key. Only an action's (Django's ``ValidationError``):
+# a filter or a body's field of that name ("?state=asleep") is named as any other. The pages'
+# field words say it as nothing (``dashboard.forms.FIELD_WORDS``) and the CLI prints the
+# message: one rule, here.
+SELF_NAMING_FIELDS = frozenset({"state"})
 
 
 class BodyTooLarge(exceptions.APIException):
@@ -102,8 +110,10 @@ def django_validation_detail(error: DjangoValidationError) -> Any:
 
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """DRF's handler, with Django's errors translated and every body in the one shape."""
+    self_naming = frozenset[str]()
     if isinstance(exc, DjangoValidationError):
         exc = exceptions.ValidationError(django_validation_detail(exc))
+        self_naming = SELF_NAMING_FIELDS
     elif isinstance(exc, DjangoPermissionDenied):
         exc = exceptions.PermissionDenied(str(exc) or None)
     elif isinstance(exc, Http404):
@@ -126,7 +136,9 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         fields = _fields(detail)
         body["code"] = "invalid"
         body["message"] = "; ".join(
-            f"{name}: {', '.join(messages)}" if name != NON_FIELD else ", ".join(messages)
+            ", ".join(messages)
+            if name == NON_FIELD or name in self_naming
+            else f"{name}: {', '.join(messages)}"
             for name, messages in fields.items()
         )
         body["fields"] = fields

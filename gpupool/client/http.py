@@ -16,11 +16,6 @@ from gpupool.client.config import Settings
 TIMEOUT_S = 30.0
 PAGE_SIZE = 500  # rows a list call asks per page (the API allows up to 1,000)
 MAX_ROWS = 10_000  # rows a list reads at most; past it the client says so and how to narrow
-# Fields of a refusal whose sentence names what it is about itself ("nlp/x has already ended:
-# it is succeeded"): said without the field's name, as the pages say them (their field words,
-# ``dashboard.forms.FIELD_WORDS``; tests/client/test_client_walk_s23_says_it_as_the_pages.py checks
-# the two agree). The ``fields`` of ``--json`` keep it.
-SELF_NAMING_FIELDS = frozenset({"state"})
 
 
 class ApiError(Exception):
@@ -55,21 +50,16 @@ def _message(status: int, body: bytes) -> ApiError:
     except (ValueError, KeyError, TypeError):
         text = body.decode(errors="replace").strip()[:300]
         return ApiError(status, f"HTTP {status}: {text or 'no details'}")
-    fields = error.get("fields") or {}
-    if fields:
-        return ApiError(status, field_lines(fields), fields, error)
-    return ApiError(status, str(error.get("message") or f"HTTP {status}"), body=error)
+    # The API's message, as it says it (a field whose sentence names what it is about, such
+    # as ``state``, without its name: ``api.errors.SELF_NAMING_FIELDS``); ``fields`` as sent.
+    message = str(error.get("message") or f"HTTP {status}")
+    return ApiError(status, message, error.get("fields") or {}, error)
 
 
-def field_lines(
-    fields: dict[str, list[str]], label: Callable[[str], str] = lambda name: name
-) -> str:
+def field_lines(fields: dict[str, list[str]], label: Callable[[str], str]) -> str:
     """A refusal's messages by field as lines of "field: why", each field named by ``label``
-    (by default as the API names it); a ``SELF_NAMING_FIELDS`` field's without its name."""
-    return "\n".join(
-        " ".join(messages) if name in SELF_NAMING_FIELDS else f"{label(name)}: {' '.join(messages)}"
-        for name, messages in fields.items()
-    )
+    (a command's own words for the API's fields: the flag that sets it)."""
+    return "\n".join(f"{label(name)}: {' '.join(messages)}" for name, messages in fields.items())
 
 
 @dataclass(frozen=True)

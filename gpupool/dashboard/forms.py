@@ -18,6 +18,7 @@ from django.utils.text import capfirst
 from rest_framework import serializers
 
 from gpupool.accounting.reports import span_refusal
+from gpupool.api.errors import SELF_NAMING_FIELDS
 from gpupool.clusters.grouping import MAX_PODS
 from gpupool.inventory.choices import Sharing
 from gpupool.inventory.models import Flavor
@@ -72,6 +73,32 @@ class GroupChoiceField(forms.ChoiceField):
         return GroupBoundField(form, self, field_name)
 
 
+class AlsoDescribedBoundField(forms.BoundField):
+    """A field that an element of the page beside it describes too (``AlsoDescribed``): its
+    id is added to the ids Django's ``aria-describedby`` names (the help, the error list)."""
+
+    def build_widget_attrs(
+        self, attrs: dict[str, Any], widget: forms.Widget | None = None
+    ) -> dict[str, Any]:
+        """Django's attributes, with the page's element added to ``aria-describedby``."""
+        built: dict[str, Any] = super().build_widget_attrs(attrs, widget)
+        also = getattr(self.field, "also_described_by", "")
+        built["aria-describedby"] = " ".join(filter(None, (built.get("aria-describedby"), also)))
+        return built
+
+
+class AlsoDescribedCharField(forms.CharField):
+    """A text field that the page's element ``also_described_by`` (an id) describes too."""
+
+    def __init__(self, *args: Any, also_described_by: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.also_described_by = also_described_by
+
+    def get_bound_field(self, form: forms.BaseForm, field_name: str) -> forms.BoundField:
+        """The field on ``form`` as ``AlsoDescribedBoundField`` writes it."""
+        return AlsoDescribedBoundField(form, self, field_name)
+
+
 class QuickSelect(forms.Select):
     """A select written in Python: Django's renders each option through its own template,
     which for an admin's 379 queues cost about 15 ms of a My workloads page (B5), and as
@@ -120,9 +147,10 @@ def refusal_fields(detail: Any, prefix: str = "") -> dict[str, list[str]]:
 
 
 # Fields of the actions' refusals that a page holds no field of, in words (``readable_field``):
-# a quota request's ``payload`` is what it asks for.
-# ``state``: an action's refusal of a step in its state says the state in its own sentence.
-FIELD_WORDS = {"payload": "requested amounts", "state": ""}
+# a quota request's ``payload`` is what it asks for. A field whose sentence names what it is
+# about itself (``state``: an action's refusal of a step in its state says the state in its
+# own sentence) is said as nothing, as the API's message says it (``SELF_NAMING_FIELDS``).
+FIELD_WORDS = {"payload": "requested amounts", **dict.fromkeys(SELF_NAMING_FIELDS, "")}
 
 
 def readable_field(path: str) -> str:
@@ -146,11 +174,15 @@ def refusal_lines(detail: Any, label: Callable[[str], str] = readable_field) -> 
     ]
 
 
+def form_problem_lines(form: forms.BaseForm) -> list[str]:
+    """A form's errors as lines of "<field>: why" (``refusal_lines``), each field named by its
+    label as the page shows it (``field_label``); an error of the whole form as it is."""
+    return refusal_lines(form.errors, label=lambda name: field_label(form, name))
+
+
 def form_problems(form: forms.BaseForm) -> str:
-    """A form's errors in one line for a page's message, "<field>: why" (``refusal_lines``),
-    each field named by its label as the page shows it (``field_label``); an error of the
-    whole form as it is."""
-    return "; ".join(refusal_lines(form.errors, label=lambda name: field_label(form, name)))
+    """A form's errors in one line for a page's message (``form_problem_lines``)."""
+    return "; ".join(form_problem_lines(form))
 
 
 def field_label(form: forms.BaseForm, name: str) -> str:
@@ -585,7 +617,10 @@ class WorkloadForm(forms.Form):
     # own field (``clean_protected_runtime_s``), so that what it refuses is refused in its
     # words with the form's other problems; the queue's free maximum is the submission's
     # rule (``Workload.rule_errors``), which comes back beside the field (``BODY_FIELDS``).
-    protected_runtime_s = forms.CharField(
+    # The chosen queue's default and free maximum are said beside it, by the page
+    # (``views.submit_protection``, ``partials/protected_limits.html``).
+    protected_runtime_s = AlsoDescribedCharField(
+        also_described_by="protected-runtime-limits",
         required=False,
         label="Protected runtime (seconds)",
         widget=forms.TextInput(attrs={"inputmode": "numeric"}),

@@ -34,7 +34,7 @@ from django.core.paginator import Paginator
 from django.db.models import Count, F, Prefetch, Q, QuerySet, Sum
 from django.db.models.functions import Coalesce, TruncDate
 from django.forms import ChoiceField, ModelChoiceField
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render, resolve_url
 from django.urls import reverse
 from django.utils import timezone
@@ -96,12 +96,14 @@ from gpupool.dashboard.forms import (
     QuotaRequestForm,
     WhatIfForm,
     WorkloadForm,
+    form_problem_lines,
     form_problems,
     readable_field,
     refusal_detail,
     refusal_fields,
     refusal_lines,
 )
+from gpupool.dashboard.forms import field_label as form_field_label
 from gpupool.dashboard.heatmap import (
     BROKEN,
     CORDONED,
@@ -127,6 +129,7 @@ from gpupool.dashboard.palette import (
 from gpupool.dashboard.templatetags.dashboard import (
     GPU_FIELDS,
     NO_VALUE,
+    duration,
     field_value,
     local_time,
     with_unit,
@@ -343,11 +346,16 @@ def render_page(
     """Render the page, or only its live part (``live``, a partial template) when htmx asks
     for ``#live``. The live part polls ``live_url``, by default the URL asked; a page that
     is also the answer to a POST names its own (the POST's URL does not answer GET)."""
-    htmx = getattr(request, "htmx", None)
-    if live is not None and htmx and htmx.target == LIVE_TARGET:
+    if live is not None and is_live_refresh(request):
         return render(request, live, context)
     frame = {"live_template": live, "live_url": live_url or request.get_full_path()}
     return render(request, template, context | frame, status=status)
+
+
+def is_live_refresh(request: HttpRequest) -> bool:
+    """Whether htmx asks only for the page's live part (``#live``, ``render_page``)."""
+    htmx = getattr(request, "htmx", None)
+    return bool(htmx and htmx.target == LIVE_TARGET)
 
 
 def not_understood(value: str, expected: str, instead: str) -> str:
@@ -593,13 +601,16 @@ def workloads(
     kept = {"state": state} if state else {}
     shown = urlencode(kept | ({"page": page.number} if page.number > 1 else {}))
     list_url = reverse("dashboard:workloads") + (f"?{shown}" if shown else "")
+    shown_form = form or (WorkloadForm(queues=queues) if queues else None)
     context = {
         "workloads": workload_list(cast("QuerySet[Workload]", page.object_list), access),
         "page": page,
         "query": urlencode(kept),
         "csv_url": reverse("api:workload-list") + "?" + urlencode(csv_query),
         "state": state,
-        "state_choices": WorkloadState.choices,
+        "state_choices": list(WORKLOAD_STATE_LABELS.items()),
+        # The state as the filter and the rows name it (its label), for the empty list.
+        "state_label": WORKLOAD_STATE_LABELS.get(state, state),
         "state_not_understood": not_understood(
             asked, f"a state is one of {', '.join(WorkloadState.values)}", "every state"
         )
@@ -607,9 +618,11 @@ def workloads(
         else "",
         "all_tenants": access.admin,
         "none_in_state": none_in_state(state, access.admin) if state else "",
-        "form": form or (WorkloadForm(queues=queues) if queues else None),
+        "form": shown_form,
         "refused": refused_workloads(access),  # the API's rule (``workloads/refused/``)
     }
+    if shown_form is not None and not is_live_refresh(request):  # (the form is not live)
+        context["protection"] = submit_protection(shown_form, queues)
     return render_page(
         request,
         "dashboard/workloads.html",
@@ -619,6 +632,10 @@ def workloads(
         status=400 if form is not None else 200,
     )
 
+
+# A workload's state as My workloads names it: in its filter, its rows and its empty list's
+# heading (the choice's label, not its stored value).
+WORKLOAD_STATE_LABELS: dict[str, str] = dict(WorkloadState.choices)
 
 # How the list of one state says that no workload is in it (work is not submitted in a
 # state: it waits, runs, has ended so): "No workload of your teams <words>."
@@ -684,7 +701,6 @@ def workload_list(rows: QuerySet[Workload], access: Access) -> list[dict[str, An
         if row[6] == WorkloadState.PENDING and row[8] is not None
     )
     asked = asks_by_workload(row[0] for row in found)
-    labels = dict(WorkloadState.choices)
     now = pool_now()  # an estimate before it is said to be due (``dashboard.estimates``)
     listed = []
     for (
@@ -716,7 +732,7 @@ def workload_list(rows: QuerySet[Workload], access: Access) -> list[dict[str, An
                 "queue": queue,
                 "class": klass,
                 "gpus": in_unit(asked[workload_id].gpus, asked[workload_id].unit),
-                "state": labels.get(state, state),
+                "state": WORKLOAD_STATE_LABELS.get(state, state),
                 "badge": STATE_BADGES.get(state, ""),
                 "position": f"none: {waits_for_pods_words(missing)}"
                 if missing
@@ -765,15 +781,16 @@ def workload_dry_run(request: HttpRequest, access: Access) -> HttpResponse:
     placement, and the first layer that fails, answered by the decision core on the snapshot
     of the last finished cycle (cached once per cycle: ``workloads.queries.dry_run_submission``
     through the API's own input shape). Nothing is submitted."""
-    form = WorkloadForm(request.POST, queues=submit_queues(access))
-    context: dict[str, Any] = {"answer": None, "errors": []}
-    if not form.is_valid():
-        context["errors"] = [
-            f"{form[name].label}: {' '.join(str(error) for error in errors)}"
-            if name in form.fields
-            else " ".join(str(error) for error in errors)
-            for name, errors in form.errors.items()
-        ]
+    queues = submit_queues(access)
+    form = WorkloadForm(request.POST, queues=queues)
+    # The queue's protected window beside its field, swapped in as the queue changes.
+    context: dict[str, Any] = {
+        "answer": None,
+        "errors": [],
+        "protection": submit_protection(form, queues),
+    }
+    if not form.is_valid():  # each field named by its label, as the form's refusals are
+        context["errors"] = form_problem_lines(form)
         return render(request, "dashboard/partials/dry_run.html", context)
     body = DryRunInputSerializer(data=form.body())
     context["errors_heading"] = "Refused:"  # the API's refusal, as a submission would get
@@ -1900,17 +1917,16 @@ def _side(suffered: bool, caused: bool) -> str:
 PROTECTION_NAMES_SHOWN = 12
 
 
-def protection_groups() -> list[dict[str, Any]]:
-    """The teams' queues grouped by their protected window (default, cap, reclaimable), each
-    group with its queues' names: a row per setting in force, not per queue (B5's year has
-    379 team queues, all alike). One query of values."""
+def protection_groups(names: Iterable[str] | None = None) -> list[dict[str, Any]]:
+    """The teams' queues (those of ``names`` only, when given) grouped by their protected
+    window (default, cap, reclaimable), each group with its queues' names: a row per setting
+    in force, not per queue (B5's year has 379 team queues, all alike). One query of values."""
     groups: dict[tuple[int, int | None, bool], list[str]] = {}
-    settings_of = (
-        Queue.objects.filter(tenant__isnull=False)
-        .order_by("name")
-        .values_list(
-            "name", "default_protected_runtime_s", "max_protected_runtime_s", "reclaimable"
-        )
+    queues = Queue.objects.filter(tenant__isnull=False)
+    if names is not None:
+        queues = queues.filter(name__in=list(names))
+    settings_of = queues.order_by("name").values_list(
+        "name", "default_protected_runtime_s", "max_protected_runtime_s", "reclaimable"
     )
     for name, default, cap, reclaimable in settings_of:
         groups.setdefault((default, cap, reclaimable), []).append(name)
@@ -1926,6 +1942,50 @@ def protection_groups() -> list[dict[str, Any]]:
             groups.items(), key=lambda item: item[1][0]
         )
     ]
+
+
+def protection_words(default: int, cap: int | None) -> str:
+    """A queue's protected window as the Submit form says it (DESIGN 2, the protected-runtime
+    contract): what a workload gets when it gives none, and how long it may ask at a class
+    with no budget (past it the submission is refused: ``Workload.rule_errors``)."""
+    given = f"{duration(default)} ({default} s)" if default else "none (0 s)"
+    if cap is None:
+        limit = "free at any length (no maximum)"
+    elif cap == 0:
+        limit = "any protection needs a budgeted priority class"
+    else:
+        limit = (
+            f"at most {duration(cap)} ({cap} s) at a class with no budget; longer needs a "
+            "budgeted priority class"
+        )
+    return f"{given} when left empty; {limit}."
+
+
+def submit_protection(form: WorkloadForm, queues: list[str]) -> dict[str, Any]:
+    """What the Submit form says beside its protected runtime (``partials/protected_limits.html``):
+    the chosen queue's default and free maximum (``protection_words``; the queue the form was
+    sent with, or the only one), else each of the user's queues' when they are few
+    (``PROTECTION_NAMES_SHOWN``), else that the Preemptions page lists them (``elsewhere``).
+    One query, of the chosen queue's settings or of the user's queues'."""
+    chosen = str(form["queue"].value() or "")
+    if chosen in queues:
+        groups = protection_groups([chosen])
+    elif len(queues) <= PROTECTION_NAMES_SHOWN:
+        groups = protection_groups(queues)
+    else:
+        groups = []
+    # Queues alike in their window said together (the groups part on ``reclaimable`` too).
+    alike: dict[str, list[str]] = {}
+    for group in groups:
+        words = protection_words(
+            group["default_protected_runtime_s"], group["max_protected_runtime_s"]
+        )
+        alike.setdefault(words, []).extend(group["queues"])
+    said = [
+        f"{'Queue' if len(names) == 1 else 'Queues'} {', '.join(sorted(names))}: {words}"
+        for words, names in alike.items()
+    ]
+    return {"hint": " ".join(said), "elsewhere": not said}
 
 
 def preemption_history(
@@ -2216,12 +2276,37 @@ CLUSTER_SHOWS = ("problems",)
 def cluster(request: HttpRequest, access: Access) -> HttpResponse:
     """Nodes and GPUs by flavor and NVLink domain, with health and cordons; admins cordon,
     uncordon and mark GPU health here."""
+    return cluster_page(request, access, request.GET)
+
+
+@dataclass(frozen=True)
+class RefusedNodeForm:
+    """A form of a node on the Cluster page that the server refused (``cluster_refused``):
+    which form (``cordon``, ``drain``, ``gpu-health``), what was typed in it, and why."""
+
+    node: str
+    form: str
+    reason: str
+    index: str
+    message: str
+
+
+def cluster_page(
+    request: HttpRequest,
+    access: Access,
+    params: QueryDict,
+    *,
+    refused: RefusedNodeForm | None = None,
+) -> HttpResponse:
+    """The Cluster page with the filters ``params`` (its ``GET``, or those a node's form was
+    posted from); with ``refused``, that node's form open again as it was filled in, with
+    why it was refused, answered 400."""
     nodes = Node.objects.select_related("flavor").prefetch_related(
         Prefetch("gpus", queryset=Gpu.objects.order_by("index"))
     )
     flavors = list(Flavor.objects.order_by("name"))
-    flavor_name = request.GET.get("flavor", "")
-    show = request.GET.get("show", "")
+    flavor_name = params.get("flavor", "")
+    show = params.get("show", "")
     flavor_not_understood = choice_not_understood(
         flavor_name, (f.name for f in flavors), "flavor", "every flavor"
     )
@@ -2239,7 +2324,7 @@ def cluster(request: HttpRequest, access: Access) -> HttpResponse:
         nodes = nodes.filter(~takes_pods() | Q(pk__in=broken))
     nodes = nodes.order_by("flavor__name", "nvlink_domain", "name")
     paginator = Paginator(nodes, NODES_PAGE_SIZE)
-    page = paginator.get_page(request.GET.get("page"))
+    page = paginator.get_page(params.get("page"))
     groups: list[dict[str, Any]] = []
     # What a drain of each node would evict (its confirmation says so): the workloads placed
     # there, one query for the page's nodes.
@@ -2278,6 +2363,8 @@ def cluster(request: HttpRequest, access: Access) -> HttpResponse:
                     for workload in (drain.refused if drain and access.admin else ())
                 ],
                 "evicting": drain.others if drain else 0,
+                # (admins) this node's form the server refused, as it was filled in
+                "retry": refused if refused is not None and refused.node == node.name else None,
             }
         )
     for group in groups:
@@ -2292,12 +2379,23 @@ def cluster(request: HttpRequest, access: Access) -> HttpResponse:
         "show": show,
         "show_not_understood": show_not_understood,
         "can_change": access.admin,
-        "query": request.GET.urlencode(),
+        "query": params.urlencode(),
         # A GPU the cluster does not offer cannot be marked healthy (``do_set_gpu_health``).
         "cluster_unhealthy": CLUSTER_UNHEALTHY,
+        "refused": refused,
+        # (its node may be on another page of nodes, or filtered out)
+        "refused_on_page": refused is not None
+        and any(node.name == refused.node for node in page.object_list),
     }
+    # The live part polls the page's own URL, not a node form's (which answers no GET).
+    query = params.urlencode()
     return render_page(
-        request, "dashboard/cluster.html", context, live="dashboard/partials/cluster_live.html"
+        request,
+        "dashboard/cluster.html",
+        context,
+        live="dashboard/partials/cluster_live.html",
+        live_url=reverse("dashboard:cluster") + (f"?{query}" if query else ""),
+        status=400 if refused else 200,
     )
 
 
@@ -2366,6 +2464,22 @@ def back_to_cluster(request: HttpRequest) -> HttpResponseRedirect:
     return HttpResponseRedirect(f"{url}?{query}" if query else url)
 
 
+def cluster_refused(
+    request: HttpRequest, access: Access, node: Node, form: str, message: str
+) -> HttpResponse:
+    """The Cluster page again, with the filters the refused form of ``node`` was posted from,
+    that form open and filled in as it was sent (its reason, its GPU) and ``message`` saying
+    why it was refused (400): not a redirect that loses what was typed."""
+    refused = RefusedNodeForm(
+        node=node.name,
+        form=form,
+        reason=request.POST.get("reason", ""),
+        index=request.POST.get("index", ""),
+        message=message,
+    )
+    return cluster_page(request, access, QueryDict(request.POST.get("query", "")), refused=refused)
+
+
 @require_POST
 @dashboard_page("cluster")
 def cluster_cordon(request: HttpRequest, access: Access, name: str) -> HttpResponse:
@@ -2376,8 +2490,9 @@ def cluster_cordon(request: HttpRequest, access: Access, name: str) -> HttpRespo
     node = get_object_or_404(Node, name=name)
     form = CordonForm(request.POST)
     if not form.is_valid():
-        messages.error(request, f"{node.name} was not changed: {form_problems(form)}")
-        return back_to_cluster(request)
+        return cluster_refused(
+            request, access, node, "cordon", f"{node.name} was not changed: {form_problems(form)}"
+        )
     cordoned = form.cleaned_data["cordoned"]
     was = node.state
     try:
@@ -2385,14 +2500,16 @@ def cluster_cordon(request: HttpRequest, access: Access, name: str) -> HttpRespo
             node, cordoned=cordoned, acting_user=request.user, reason=form.cleaned_data["reason"]
         )
     except ValidationError as refusal:
-        messages.error(request, f"{node.name} was not changed: {refusal_text(refusal)}")
-    else:
-        verb = "cordoned: nothing new will be placed on it" if cordoned else "uncordoned"
-        if was == NodeState.DRAINING and not cordoned:
-            verb = "no longer draining, and uncordoned: nothing more is evicted from it"
-        elif was == NodeState.DRAINED and not cordoned:
-            verb = "uncordoned after its drain: back in service"
-        messages.success(request, f"{node.name} is {verb}.")
+        why = refusal_text(refusal, lambda field: form_field_label(form, field))
+        return cluster_refused(
+            request, access, node, "cordon", f"{node.name} was not changed: {why}"
+        )
+    verb = "cordoned: nothing new will be placed on it" if cordoned else "uncordoned"
+    if was == NodeState.DRAINING and not cordoned:
+        verb = "no longer draining, and uncordoned: nothing more is evicted from it"
+    elif was == NodeState.DRAINED and not cordoned:
+        verb = "uncordoned after its drain: back in service"
+    messages.success(request, f"{node.name} is {verb}.")
     return back_to_cluster(request)
 
 
@@ -2408,8 +2525,9 @@ def cluster_drain(request: HttpRequest, access: Access, name: str) -> HttpRespon
     node = get_object_or_404(Node, name=name)
     form = CordonForm(request.POST)
     if not form.is_valid():
-        messages.error(request, f"{node.name} was not drained: {form_problems(form)}")
-        return back_to_cluster(request)
+        return cluster_refused(
+            request, access, node, "drain", f"{node.name} was not drained: {form_problems(form)}"
+        )
     was = node.state
     do_drain_node(node, acting_user=request.user, reason=form.cleaned_data["reason"])
     if was in (NodeState.DRAINING, NodeState.DRAINED):  # (the action changes nothing then)
@@ -2432,22 +2550,28 @@ def cluster_gpu_health(request: HttpRequest, access: Access, name: str) -> HttpR
     node = get_object_or_404(Node, name=name)
     form = GpuHealthForm(request.POST)
     if not form.is_valid():
-        messages.error(request, f"{node.name} was not changed: {form_problems(form)}")
-        return back_to_cluster(request)
+        return cluster_refused(
+            request,
+            access,
+            node,
+            "gpu-health",
+            f"{node.name} was not changed: {form_problems(form)}",
+        )
     data = form.cleaned_data
     gpu = node.gpus.filter(index=data["index"]).first()
     if gpu is None:
-        messages.error(request, f"{node.name} has no GPU {data['index']}.")
-        return back_to_cluster(request)
+        return cluster_refused(
+            request, access, node, "gpu-health", f"{node.name} has no GPU {data['index']}."
+        )
     try:
         do_set_gpu_health(
             gpu, healthy=data["healthy"], reason=data["reason"], acting_user=request.user
         )
     except ValidationError as refusal:
-        messages.error(request, f"{gpu} was not changed: {refusal_text(refusal)}")
-    else:
-        state = "healthy again" if data["healthy"] else f"unhealthy ({data['reason']})"
-        messages.success(request, f"{node.name} GPU {gpu.index} is {state}.")
+        why = refusal_text(refusal, lambda field: form_field_label(form, field))
+        return cluster_refused(request, access, node, "gpu-health", f"{gpu} was not changed: {why}")
+    state = "healthy again" if data["healthy"] else f"unhealthy ({data['reason']})"
+    messages.success(request, f"{node.name} GPU {gpu.index} is {state}.")
     return back_to_cluster(request)
 
 
@@ -2833,6 +2957,21 @@ def approval_detail(request: HttpRequest, access: Access, pk: int) -> HttpRespon
         decided = decide(request, quota_request, form)
         if decided is not None:
             return redirect("dashboard:approvals")
+    return approval_page(request, quota_request, decision_form=form)
+
+
+def approval_page(
+    request: HttpRequest,
+    quota_request: QuotaRequest,
+    *,
+    decision_form: DecisionForm | None = None,
+    what_if_form: WhatIfForm | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    """A request's approval page: its impact, its what-if and the decision form; a form given
+    is shown as it was posted, with its refusal (``what_if_form``: a what-if refused without
+    htmx, its days kept and its error beside them)."""
+    form = decision_form or DecisionForm()
     impact = request_impact(quota_request).to_json()
     impact["in_unit"] = impact_in_units(impact)
     # Whether the decision actions would take a decision, by their own rule: Approve is
@@ -2847,13 +2986,14 @@ def approval_detail(request: HttpRequest, access: Access, pk: int) -> HttpRespon
         "request_obj": quota_request,
         "impact": impact,
         "decision_form": form,
-        "what_if_form": WhatIfForm(),
+        "what_if_form": what_if_form or WhatIfForm(),
+        "what_if_error": form_problems(what_if_form) if what_if_form else "",
         "not_decided_here": "" if undecided is None else why_not_decided(quota_request, undecided),
         "approve_refused": " ".join(approve_refusal.messages)
         if isinstance(approve_refusal, ValidationError)
         else str(approve_refusal or ""),
     } | what_if_context(quota_request, problems=impact["problems"])
-    return render(request, "dashboard/approval_detail.html", context)
+    return render(request, "dashboard/approval_detail.html", context, status=status)
 
 
 def impact_in_units(impact: dict[str, Any]) -> dict[str, Any]:
@@ -2994,7 +3134,8 @@ def approval_what_if(request: HttpRequest, access: Access, pk: int) -> HttpRespo
     GET is what htmx polls while it runs (its progress bar, then its result)."""
     quota_request = get_object_or_404(visible_requests(access), pk=pk)
     # A form refused shows again as it was filled in (the days typed kept), its error naming
-    # the field by its label (``forms.form_problems``).
+    # the field by its label (``forms.form_problems``): with htmx in its part of the page;
+    # without, on the whole approval page, answered 400 (the page is not left for another).
     form = WhatIfForm(request.POST if request.method == "POST" else None)
     if request.method == "POST":
         if form.is_valid():
@@ -3006,7 +3147,7 @@ def approval_what_if(request: HttpRequest, access: Access, pk: int) -> HttpRespo
                 form.add_refusal(refusal)
         if not getattr(request, "htmx", None):
             if form.errors:
-                messages.error(request, f"The what-if did not start: {form_problems(form)}")
+                return approval_page(request, quota_request, what_if_form=form, status=400)
             return redirect("dashboard:approval", pk=quota_request.pk)
     context = {
         "request_obj": quota_request,

@@ -21,7 +21,7 @@ from domain_builders import node
 from two_teams import Pool, two_teams
 
 from gpupool.api.actions import do_issue_token
-from gpupool.client.http import SELF_NAMING_FIELDS
+from gpupool.api.errors import SELF_NAMING_FIELDS
 from gpupool.client.main import TIME_FACTS, fact_value, main
 from gpupool.dashboard.facts import FACTS, Kind
 from gpupool.dashboard.forms import FIELD_WORDS
@@ -47,7 +47,7 @@ def run(*argv: str) -> tuple[int, str, str]:
     return status, out.getvalue(), err.getvalue()
 
 
-def test_the_clients_self_naming_fields_are_the_pages() -> None:
+def test_the_apis_self_naming_fields_are_the_pages() -> None:
     assert {field for field, words in FIELD_WORDS.items() if words == ""} == SELF_NAMING_FIELDS
 
 
