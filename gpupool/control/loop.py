@@ -146,7 +146,7 @@ from gpupool.notifications.notify import notify_idle_workload, notify_workload_e
 from gpupool.number_formats import counted
 from gpupool.runtime import gc_paused
 from gpupool.scheduler.cycle import plan_of, run_cycle
-from gpupool.scheduler.explain import never_fits
+from gpupool.scheduler.explain import flavor_units, never_fits
 from gpupool.scheduler.lifecycle import apply_plan
 from gpupool.scheduler.shares import QueueShare, queue_shares
 from gpupool.scheduler.types import MILLI, Admission, Plan, PolicyInfo, Snapshot, WorkloadInfo
@@ -1579,10 +1579,12 @@ class ControlLoop:
             fresh=fresh,
             never=never,
             grown=grown,
-            told=self._told(record),
+            told=self._told(record, flavor_units(moved.flavors)),
         )
 
-    def _told(self, record: CycleRecord) -> Callable[[WorkloadRow, str], str]:
+    def _told(
+        self, record: CycleRecord, units: Mapping[str, str]
+    ) -> Callable[[WorkloadRow, str], str]:
         """What a waiting workload's pods are told for its queued sentence: a sentence that
         says the position, with the position the API says once ``record`` is committed
         (counted as ``Workload.queue_position`` counts it: its queue's ranks up to its own,
@@ -1593,7 +1595,7 @@ class ControlLoop:
         words change: what was told, for ``_stale_events``, is the queued sentence, so a
         position that moved alone sends no Event, as before."""
         written, explanations, ranked = self.written, record.explanations, record.ranked
-        by_queue = record.queue_ranks  # queue -> its ranks, ascending
+        by_queue = record.ranks_by_queue  # queue -> its ranks, ascending
 
         namespaces = self._namespaces
 
@@ -1611,7 +1613,9 @@ class ControlLoop:
                 # no position: the API says the sentence as written
                 return sentence_seen_by(detail, explanation.facts, team)
             position = bisect_right(by_queue.get(row.info.queue, []), rank)
-            return sentence(explanation.reason, explanation.facts, position, detail, team)
+            return sentence(
+                explanation.reason, explanation.facts, position, detail, team, units=units
+            )
 
         return told
 

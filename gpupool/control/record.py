@@ -181,7 +181,7 @@ class CycleRecord:
     # explanation's row gets its rank in the same write.
     ranked: dict[int, float] = field(default_factory=dict)
     # The same ranks by queue, ascending (each queue's order): a position is counted in them.
-    queue_ranks: dict[str, list[float]] = field(default_factory=dict)
+    ranks_by_queue: dict[str, list[float]] = field(default_factory=dict)
     pending_by_reason: dict[str, int] = field(default_factory=dict)
     idle_alerts: list[IdleAlertRecord] = field(default_factory=list)
     growths: list[GrowthRecord] = field(default_factory=list)
@@ -611,7 +611,7 @@ def _decide_ranks(
     its own) cleared."""
     before: Mapping[int, float] = {} if ranks is None else ranks
     record.ranks_whole = ranks is None
-    ranked, by_queue = record.ranked, record.queue_ranks
+    ranked, by_queue = record.ranked, record.ranks_by_queue
     for queue, entries in queues.items():
         entries.sort()
         order = [pk for _, pk in entries]

@@ -34,7 +34,6 @@ from gpupool.scheduler.contracts import backoff_ends
 from gpupool.scheduler.estimate import dry_run
 from gpupool.scheduler.explain import (
     NEVER_FITS_FACT,
-    NO_UNITS,
     Verdict,
     explanation,
     never_fits,
@@ -648,7 +647,7 @@ def sentence(
     written: str,
     seen: SeesNames,
     *,
-    units: Mapping[str, str] = NO_UNITS,
+    units: Mapping[str, str],
 ) -> str:
     """The explanation's sentence with the current position: for a sentence that says it,
     the core's words rendered again from the facts (``scheduler.explain``), as the cycle
@@ -659,9 +658,9 @@ def sentence(
     ``seen``, another team's workload it names is "another team's workload"
     (``sentence_seen_by``); ``AS_WRITTEN`` for the words as the core says them.
 
-    ``seen`` has no default (say who reads). ``units`` keeps one, NO_UNITS (every flavor in
-    GPUs), only for the control loop's Events (``control.loop``'s ``_told``), which do not
-    pass their snapshot's units yet; every reader of a request passes its ``FlavorUnits``."""
+    Neither ``seen`` nor ``units`` has a default (say who reads, and in which units): a
+    request's reader passes its ``FlavorUnits``, the control loop's Events their snapshot's
+    (``scheduler.explain.flavor_units``, ``ControlLoop._told``)."""
     _said_who_reads(seen)
     if position is None or not facts or reason not in get_args(PendingReason):
         return sentence_seen_by(written, facts, seen)

@@ -4,11 +4,17 @@ shows its current position; its pods' Event changes only with its reason."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from types import SimpleNamespace
+
 import pytest
 from loop_builders import World, build_world
+from two_teams import MIG_BEHIND, MIG_BEHIND_SAYS, MIG_FLAVOR
 
 from gpupool.control.loop import ControlLoop
+from gpupool.control.record import CycleRecord, Explanation
 from gpupool.inventory.units import FlavorUnits
+from gpupool.scheduler.explain import MIG_UNIT, Verdict, explanation
 from gpupool.workloads.models import Workload
 from gpupool.workloads.queries import AS_WRITTEN, explain, queue_positions
 
@@ -101,3 +107,19 @@ def test_a_loop_rewrites_every_rank_after_another_process_recorded_a_cycle(world
     # Ranked afresh, every position is right (same class: first come, first served).
     assert [w.queue_position for w in pending] == list(range(1, len(pending) + 1))
     assert world.loop.ranks is not None and set(world.loop.ranks) == {w.pk for w in pending}
+
+
+def test_a_waiting_mig_workload_s_event_counts_mig_instances(world: World) -> None:
+    """The Waiting Event of work whose sentence says its position is rendered again with the
+    position the API says (``ControlLoop._told``), each flavor's quantities in its unit, as
+    the core wrote them: a MIG flavor's in MIG instances, not GPUs."""
+    record = CycleRecord(at=datetime.now(UTC))
+    written = explanation("", Verdict("behind", MIG_BEHIND), 3, {MIG_FLAVOR: MIG_UNIT}).detail
+    record.explanations[7] = Explanation("behind", written, MIG_BEHIND)
+    record.ranked[7] = 2.0
+    record.ranks_by_queue["nlp"] = [1.0, 2.0]  # second in its queue now
+    told = world.loop._told(record, {MIG_FLAVOR: MIG_UNIT})
+    row = SimpleNamespace(id=7, info=SimpleNamespace(name="nlp/mig-work", queue="nlp"))
+    said = told(row, written)  # type: ignore[arg-type]
+    assert all(part in said for part in MIG_BEHIND_SAYS), said
+    assert said != written and "GPU" not in said, said

@@ -349,7 +349,7 @@ def test_every_part_of_a_cycle_record_is_known_to_what_leaves_a_registration_out
         "ranked",
         # Names no workload: the positions counted in it are told by the apply alone, which
         # a cycle that left a registration out does not run (the next reads all again).
-        "queue_ranks",
+        "ranks_by_queue",
         "pending_by_reason",
         "idle_alerts",
         "growths",

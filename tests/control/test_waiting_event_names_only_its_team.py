@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 
 from gpupool.control.loop import ControlLoop
 from gpupool.control.record import CycleRecord, Explanation
+from gpupool.scheduler.explain import NO_UNITS
 from gpupool.workloads.queries import ANOTHER_TEAMS_WORKLOAD
 
 HELD = {"held_for": "team-b/big", "held_because": "nominated", "queue": "team-a"}
@@ -30,7 +31,8 @@ def told(waiting: str, *, ranked: bool) -> str:
     record.explanations[1] = Explanation("behind", DETAIL, HELD)
     if ranked:
         record.ranked[1] = 1.0
-    return loop._told(record)(row, DETAIL)  # type: ignore[arg-type]
+        record.ranks_by_queue[row.info.queue] = [1.0]
+    return loop._told(record, NO_UNITS)(row, DETAIL)  # type: ignore[arg-type]
 
 
 def test_another_teams_workload_is_not_named_on_a_pods_event() -> None:

@@ -20,7 +20,7 @@ from two_teams import STARVING_FOR_VISION, Pool, nlp_and_vision, submit
 
 from gpupool.api.access import access_of
 from gpupool.inventory.units import FlavorUnits
-from gpupool.scheduler.explain import Verdict, explanation
+from gpupool.scheduler.explain import NO_UNITS, Verdict, explanation
 from gpupool.workloads import queries
 from gpupool.workloads.queries import (
     ANOTHER_TEAMS_WORKLOAD,
@@ -71,7 +71,9 @@ def test_a_sentence_without_its_viewer_is_refused() -> None:
     with pytest.raises(TypeError):
         sentence_seen_by(WRITTEN, STARVING_FOR_VISION, None)  # type: ignore[arg-type]
     # said outright, the words as the core wrote them
-    assert sentence("behind", STARVING_FOR_VISION, 1, WRITTEN, AS_WRITTEN) == WRITTEN
+    assert (
+        sentence("behind", STARVING_FOR_VISION, 1, WRITTEN, AS_WRITTEN, units=NO_UNITS) == WRITTEN
+    )
     assert sentence_seen_by(WRITTEN, STARVING_FOR_VISION, AS_WRITTEN) == WRITTEN
 
 

@@ -26,7 +26,7 @@ from two_teams import (
 
 from gpupool.api.access import access_of
 from gpupool.inventory.units import FlavorUnits
-from gpupool.scheduler.explain import Verdict, explanation
+from gpupool.scheduler.explain import NO_UNITS, Verdict, explanation
 from gpupool.workloads.queries import (
     ANOTHER_TEAMS_WORKLOAD,
     AS_WRITTEN,
@@ -37,6 +37,8 @@ from gpupool.workloads.queries import (
     sentence,
     summary,
 )
+
+GPUS = NO_UNITS  # every flavor here counts GPUs
 
 pytestmark = pytest.mark.django_db
 
@@ -80,12 +82,14 @@ def test_the_sentence_says_another_teams_workload_not_its_name(pool: Pool) -> No
     assert "vision/big" in written  # the core names it; readers render it
     member, admin = seen_by(pool, "max"), seen_by(pool, "ada")
     for position in (1, None):  # rendered again with the position, or as written
-        said = sentence("behind", STARVING, position, written, member)
+        said = sentence("behind", STARVING, position, written, member, units=GPUS)
         assert "vision/big" not in said
         assert f"Capacity is held for {ANOTHER_TEAMS_WORKLOAD}, which has starved" in said
-        assert "vision/big" in sentence("behind", STARVING, position, written, admin)
+        assert "vision/big" in sentence("behind", STARVING, position, written, admin, units=GPUS)
     own = {**STARVING, "held_for": "nlp/big"}
-    assert "held for nlp/big," in sentence("behind", own, 1, core_words("behind", own), member)
+    assert "held for nlp/big," in sentence(
+        "behind", own, 1, core_words("behind", own), member, units=GPUS
+    )
     # a budget demotion that then waits behind it says the same
     budget = {
         "tenant": "nlp",
@@ -95,7 +99,7 @@ def test_the_sentence_says_another_teams_workload_not_its_name(pool: Pool) -> No
         "then": "behind",
         "then_facts": STARVING,
     }
-    said = sentence("budget", budget, 1, core_words("budget", budget), member)
+    said = sentence("budget", budget, 1, core_words("budget", budget), member, units=GPUS)
     assert "vision/big" not in said and ANOTHER_TEAMS_WORKLOAD in said
 
 
