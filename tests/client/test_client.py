@@ -11,6 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from client_cli import run
 from django.core.cache import cache
 from django.utils import timezone
 from domain_builders import explained, flavor, node, priority_class, queue, quota, tenant, user
@@ -44,13 +45,6 @@ def server(live_server: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("GPUPOOL_URL", live_server.url)
     monkeypatch.delenv("GPUPOOL_TOKEN", raising=False)
     return {"user": lena, "config": tmp_path / "gpupool" / "config"}
-
-
-def run(*argv: str) -> tuple[int, str, str]:
-    """The client's exit status, standard output and standard error."""
-    out, err = io.StringIO(), io.StringIO()
-    status = main(list(argv), out=out, err=err)
-    return status, out.getvalue(), err.getvalue()
 
 
 @pytest.fixture

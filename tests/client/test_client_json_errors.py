@@ -4,16 +4,15 @@ empty, so a tool reads the one or the other."""
 
 from __future__ import annotations
 
-import io
 import json
 from typing import Any
 
 import pytest
+from client_cli import run
 from django.core.cache import cache
 from domain_builders import tenant, user
 
 from gpupool.api.actions import do_issue_token
-from gpupool.client.main import main
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -27,13 +26,6 @@ def lena(live_server: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
     monkeypatch.setenv("GPUPOOL_URL", live_server.url)
     monkeypatch.setenv("GPUPOOL_TOKEN", do_issue_token(lead).key)
-
-
-def run(*argv: str) -> tuple[int, str, str]:
-    """The client's exit status, standard output and standard error."""
-    out, err = io.StringIO(), io.StringIO()
-    status = main(list(argv), out=out, err=err)
-    return status, out.getvalue(), err.getvalue()
 
 
 def test_with_json_a_refused_submission_is_the_apis_error_body(lena: None) -> None:

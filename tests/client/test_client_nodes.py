@@ -4,18 +4,17 @@ all, filtered by the API's own filters and paged through the API like ``gpupool 
 
 from __future__ import annotations
 
-import io
 import json
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from client_cli import run
 from django.core.cache import cache
 from domain_builders import flavor, node, tenant, user
 
 from gpupool.api.actions import do_issue_token
 from gpupool.client import http
-from gpupool.client.main import main
 from gpupool.inventory.models import Node
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -41,13 +40,6 @@ def pool(live_server: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
     monkeypatch.setenv("GPUPOOL_URL", live_server.url)
     monkeypatch.setenv("GPUPOOL_TOKEN", do_issue_token(member).key)
-
-
-def run(*argv: str) -> tuple[int, str, str]:
-    """The client's exit status, standard output and standard error."""
-    out, err = io.StringIO(), io.StringIO()
-    status = main(list(argv), out=out, err=err)
-    return status, out.getvalue(), err.getvalue()
 
 
 def test_nodes_lists_each_nodes_flavor_state_gpus_and_reasons(pool: None) -> None:

@@ -5,16 +5,15 @@ nodes). The pages count the same instances (``inventory.models.healthy_capacity`
 
 from __future__ import annotations
 
-import io
 import json
 from typing import Any
 
 import pytest
+from client_cli import run
 from django.core.cache import cache
 from domain_builders import flavor, node, tenant, user
 
 from gpupool.api.actions import do_issue_token
-from gpupool.client.main import main
 from gpupool.inventory.models import Flavor, healthy_capacity
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -39,13 +38,6 @@ def pool(live_server: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
     monkeypatch.setenv("GPUPOOL_URL", live_server.url)
     monkeypatch.setenv("GPUPOOL_TOKEN", do_issue_token(member).key)
-
-
-def run(*argv: str) -> tuple[int, str, str]:
-    """The client's exit status, standard output and standard error."""
-    out, err = io.StringIO(), io.StringIO()
-    status = main(list(argv), out=out, err=err)
-    return status, out.getvalue(), err.getvalue()
 
 
 def test_a_mig_node_shows_its_gpus_and_the_mig_instances_they_give(pool: None) -> None:

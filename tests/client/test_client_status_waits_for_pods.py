@@ -4,28 +4,20 @@ not made yet no queue position, and say it waits for its pods, as the API
 
 from __future__ import annotations
 
-import io
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from client_cli import run
 from django.core.cache import cache
 from django.utils import timezone
 from domain_builders import explained, flavor, node, priority_class, queue, quota, tenant, user
 
 from gpupool.api.actions import do_issue_token
-from gpupool.client.main import main
 from gpupool.control.actions import do_finish_cycle, do_start_cycle
 from gpupool.workloads.actions import PodSetSpec, do_submit_workload
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def run(*argv: str) -> tuple[int, str, str]:
-    """The client's exit status, standard output and standard error."""
-    out, err = io.StringIO(), io.StringIO()
-    status = main(list(argv), out=out, err=err)
-    return status, out.getvalue(), err.getvalue()
 
 
 @pytest.fixture

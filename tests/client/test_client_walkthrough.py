@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from client_cli import run
 
 from gpupool.client import http
-from gpupool.client.main import main
 
 WORKLOAD = {
     "queue": "nlp-train",
@@ -138,13 +138,6 @@ def stand_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[type[S
     yield handler
     server.shutdown()
     server.server_close()
-
-
-def run(*argv: str) -> tuple[int, str, str]:
-    """The client's exit status, standard output and standard error."""
-    out, err = io.StringIO(), io.StringIO()
-    status = main(list(argv), out=out, err=err)
-    return status, out.getvalue(), err.getvalue()
 
 
 # ----------------------------------------------------------------------------- lists past 1,000

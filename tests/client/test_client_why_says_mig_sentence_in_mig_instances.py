@@ -7,25 +7,17 @@ said MIG instances. ``gpupool status`` prints the reason only ("behind"), no sen
 
 from __future__ import annotations
 
-import io
 from typing import Any
 
 import pytest
+from client_cli import run
 from django.core.cache import cache
 from domain_builders import mig_beside
 from two_teams import MIG_BEHIND_SAYS, Pool, mig_behind, nlp_and_vision
 
 from gpupool.api.actions import do_issue_token
-from gpupool.client.main import main
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def run(*argv: str) -> tuple[int, str, str]:
-    """The client's exit status, standard output and standard error."""
-    out, err = io.StringIO(), io.StringIO()
-    status = main(list(argv), out=out, err=err)
-    return status, out.getvalue(), err.getvalue()
 
 
 @pytest.fixture
