@@ -2950,13 +2950,15 @@ def approvals(request: HttpRequest, access: Access) -> HttpResponse:
 @dashboard_page("approvals")
 def approval_detail(request: HttpRequest, access: Access, pk: int) -> HttpResponse:
     """A request with its impact, its what-if replay and the decision form (POST decides
-    through the approve-and-apply or reject action)."""
+    through the approve-and-apply or reject action). A decision refused, by the form or by
+    the action, is the page again answered 400 with the comment typed kept, as the other
+    refused forms of the dashboard are."""
     quota_request = get_object_or_404(visible_requests(access), pk=pk)
     form = DecisionForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
-        decided = decide(request, quota_request, form)
-        if decided is not None:
+    if request.method == "POST":
+        if form.is_valid() and decide(request, quota_request, form) is not None:
             return redirect("dashboard:approvals")
+        return approval_page(request, quota_request, decision_form=form, status=400)
     return approval_page(request, quota_request, decision_form=form)
 
 

@@ -219,7 +219,7 @@ def test_rejecting_needs_a_comment(pool: Any, page_as: Any) -> None:
     request = filed(pool)
     client = page_as("ada")
     response = client.post(f"/approvals/{request.pk}/", {"decision": "reject"})
-    assert response.status_code == 200
+    assert response.status_code == 400
     assert "say why the request is rejected" in text(response)
     client.post(f"/approvals/{request.pk}/", {"decision": "reject", "decision_note": "not now"})
     request.refresh_from_db()
