@@ -2690,7 +2690,10 @@ def requests_page(request: HttpRequest, access: Access) -> HttpResponse:
         "budgets_url": reverse("api:budget-list")
         + f"?covers={timezone.localdate(pool_now()):%Y-%m-%d}",
     }
-    return render(request, "dashboard/requests.html", context)
+    # A request posted and not filed was refused: the page again, answered 400, with what
+    # was typed and the refusal beside its field, as the dashboard's other refused forms.
+    status = 400 if request.method == "POST" else 200
+    return render(request, "dashboard/requests.html", context, status=status)
 
 
 # The most budgets the Requests page lists (an admin's: every team's); the budgets API
@@ -2882,7 +2885,9 @@ def request_edit(request: HttpRequest, access: Access, pk: int) -> HttpResponse:
         messages.error(request, f"Request #{pk} is not your draft: only its requester changes one.")
         return redirect("dashboard:request", pk=pk)
     context = {"request_obj": quota_request, "form": form}
-    return render(request, "dashboard/request_edit.html", context)
+    # A change posted and not made was refused (as the request form's: 400, what was typed kept).
+    status = 400 if request.method == "POST" else 200
+    return render(request, "dashboard/request_edit.html", context, status=status)
 
 
 def request_steps(quota_request: QuotaRequest) -> list[dict[str, Any]]:
