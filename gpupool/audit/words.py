@@ -63,6 +63,7 @@ KIND_WORDS: dict[str, str] = {
     "tenancy.tenant": "team",
     "tenancy.membership": "team membership",
     "inventory.flavor": "GPU flavor",
+    "quotas.whatifrun": "what-if run",  # as the approval page and the action's words say it
 }
 
 # Snapshot keys that are no field of the model (``_budget_snapshot``, ``_node_snapshot``,

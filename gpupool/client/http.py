@@ -56,10 +56,27 @@ def _message(status: int, body: bytes) -> ApiError:
     return ApiError(status, message, error.get("fields") or {}, error)
 
 
+# The API's key for what a refusal says of the body as a whole, or of a nested object as a
+# whole (``pod_sets.0.non_field_errors``): ``api.errors.NON_FIELD`` (the client has no Django:
+# tests/client/test_client_refusal_of_no_field.py checks it against the server's).
+NON_FIELD = "non_field_errors"
+
+
 def field_lines(fields: dict[str, list[str]], label: Callable[[str], str]) -> str:
     """A refusal's messages by field as lines of "field: why", each field named by ``label``
-    (a command's own words for the API's fields: the flag that sets it)."""
-    return "\n".join(f"{label(name)}: {' '.join(messages)}" for name, messages in fields.items())
+    (a command's own words for the API's fields: the flag that sets it); what names no field
+    is its sentence alone, as the API's message says it, and what a nested object is refused
+    for as a whole names that object (``pod_sets.0``)."""
+    lines = []
+    for name, messages in fields.items():
+        why = " ".join(messages)
+        if name == NON_FIELD:
+            lines.append(why)
+        elif name.endswith(f".{NON_FIELD}"):
+            lines.append(f"{label(name.removesuffix(f'.{NON_FIELD}'))}: {why}")
+        else:
+            lines.append(f"{label(name)}: {why}")
+    return "\n".join(lines)
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ import os
 import re
 import sys
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, date, datetime
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -651,8 +651,6 @@ def post_workload(api: Api, path: str, options: argparse.Namespace) -> Any:
     try:
         return api.call("POST", path, workload_body(options, options.command))
     except ApiError as error:
-        if not error.fields:
-            raise
 
         def label(field: str) -> str:
             flag = WORKLOAD_FLAGS.get(field)
@@ -661,8 +659,16 @@ def post_workload(api: Api, path: str, options: argparse.Namespace) -> Any:
             given = getattr(options, flag[2:].replace("-", "_")) is not None
             return f"{field} ({flag})" if given or not options.file else field
 
-        lines = field_lines(error.fields, label)
-        raise ApiError(error.status, lines, error.fields, error.body) from None
+        raise in_flag_words(error, label) from None
+
+
+def in_flag_words(error: ApiError, label: Callable[[str], str]) -> ApiError:
+    """``error`` (a refusal of a body the flags made) with its fields' messages as lines,
+    each field named by ``label`` (the flag that sets it, ``field_lines``); one naming no
+    field stays as the API said it. ``--json`` prints the API's error object as sent."""
+    if not error.fields:
+        return error
+    return ApiError(error.status, field_lines(error.fields, label), error.fields, error.body)
 
 
 def add_workload_flags(parser: argparse.ArgumentParser) -> None:
@@ -1019,9 +1025,32 @@ def request_body(options: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+# The requests API's fields by the ``request quota`` / ``request budget`` flag that sets each
+# (a payload's amounts as the API names them, alone or under ``payload``): a refusal names
+# the flag, as the client's own checks of those flags do.
+REQUEST_FLAGS = {
+    "tenant": "--tenant",
+    "queue": "--queue",
+    "flavor": "--flavor",
+    "priority_class": "--priority-class",
+    "period_start": "--period-start",
+    "period_end": "--period-end",
+    "justification": "--justification",
+    **{
+        name: f"--{key.replace('_', '-')}"
+        for key in ("guarantee", "deserved", "capability", "gpu_hours")
+        for name in (key, f"payload.{key}")
+    },
+}
+
+
 def do_request(api: Api, options: argparse.Namespace, out: TextIO) -> int:
-    """File a quota or budget request (leads), submitted to the admins unless ``--draft``."""
-    made = api.call("POST", "quota-requests/", request_body(options))
+    """File a quota or budget request (leads), submitted to the admins unless ``--draft``; a
+    refusal names the flags (``REQUEST_FLAGS``)."""
+    try:
+        made = api.call("POST", "quota-requests/", request_body(options))
+    except ApiError as error:
+        raise in_flag_words(error, lambda field: REQUEST_FLAGS.get(field, field)) from None
     if options.json:
         out.write(json.dumps(made, indent=1) + "\n")
         return EXIT_OK

@@ -416,7 +416,15 @@ class RequestActionForm(forms.Form):
 class DecisionForm(RequestActionForm):
     """An admin's decision on a submitted request, with a comment (required to reject)."""
 
-    decision = forms.ChoiceField(choices=[("approve", "Approve"), ("reject", "Reject")])
+    # Its buttons are the field (Approve and apply, Reject): a decision posted without one
+    # of them is refused in their words.
+    decision = forms.ChoiceField(
+        choices=[("approve", "Approve"), ("reject", "Reject")],
+        error_messages={
+            "required": "press Approve and apply or Reject",
+            "invalid_choice": "press Approve and apply or Reject",
+        },
+    )
     decision_note = forms.CharField(
         required=False,
         max_length=10_000,

@@ -2690,7 +2690,10 @@ def requests_page(request: HttpRequest, access: Access) -> HttpResponse:
         "budgets_url": reverse("api:budget-list")
         + f"?covers={timezone.localdate(pool_now()):%Y-%m-%d}",
     }
-    return render(request, "dashboard/requests.html", context)
+    # A request posted and not filed was refused: the page again, answered 400, with what
+    # was typed and the refusal beside its field, as the dashboard's other refused forms.
+    status = 400 if request.method == "POST" else 200
+    return render(request, "dashboard/requests.html", context, status=status)
 
 
 # The most budgets the Requests page lists (an admin's: every team's); the budgets API
@@ -2882,7 +2885,9 @@ def request_edit(request: HttpRequest, access: Access, pk: int) -> HttpResponse:
         messages.error(request, f"Request #{pk} is not your draft: only its requester changes one.")
         return redirect("dashboard:request", pk=pk)
     context = {"request_obj": quota_request, "form": form}
-    return render(request, "dashboard/request_edit.html", context)
+    # A change posted and not made was refused (as the request form's: 400, what was typed kept).
+    status = 400 if request.method == "POST" else 200
+    return render(request, "dashboard/request_edit.html", context, status=status)
 
 
 def request_steps(quota_request: QuotaRequest) -> list[dict[str, Any]]:
@@ -2950,13 +2955,15 @@ def approvals(request: HttpRequest, access: Access) -> HttpResponse:
 @dashboard_page("approvals")
 def approval_detail(request: HttpRequest, access: Access, pk: int) -> HttpResponse:
     """A request with its impact, its what-if replay and the decision form (POST decides
-    through the approve-and-apply or reject action)."""
+    through the approve-and-apply or reject action). A decision refused, by the form or by
+    the action, is the page again answered 400 with the comment typed kept, as the other
+    refused forms of the dashboard are."""
     quota_request = get_object_or_404(visible_requests(access), pk=pk)
     form = DecisionForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
-        decided = decide(request, quota_request, form)
-        if decided is not None:
+    if request.method == "POST":
+        if form.is_valid() and decide(request, quota_request, form) is not None:
             return redirect("dashboard:approvals")
+        return approval_page(request, quota_request, decision_form=form, status=400)
     return approval_page(request, quota_request, decision_form=form)
 
 

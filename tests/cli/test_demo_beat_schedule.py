@@ -27,12 +27,12 @@ def run_demo(monkeypatch: pytest.MonkeyPatch) -> Path:
     popen = demo.subprocess.Popen
     schedules: list[Path] = []
 
-    def started(command: list[str]) -> Any:
+    def started(command: list[str], **options: Any) -> Any:
         given = [part.removeprefix("--schedule=") for part in command if "--schedule=" in part]
         if given:
             schedules.append(Path(given[0]))
             assert schedules[-1].parent.is_dir()  # beat can write it
-        return popen(SLEEPER)
+        return popen(SLEEPER, **options)
 
     monkeypatch.setattr(demo.subprocess, "Popen", started)
     stop = threading.Event()

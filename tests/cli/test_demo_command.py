@@ -97,8 +97,8 @@ def test_a_stop_stops_every_process_and_sets_the_clock(
     started: list[Any] = []
     popen = demo.subprocess.Popen
 
-    def tracked(command: list[str]) -> Any:
-        started.append(popen(command))
+    def tracked(command: list[str], **options: Any) -> Any:
+        started.append(popen(command, **options))
         return started[-1]
 
     monkeypatch.setattr(demo, "_children", lambda options: dict.fromkeys(("a", "b"), SLEEPER))
@@ -148,3 +148,38 @@ def test_bad_values_are_refused_by_option_before_anything_starts(
     with pytest.raises(CommandError, match=message):
         call_command("gpupool", "demo", *args, stdout=StringIO())
     assert not SimulatedClusterState.objects.exists()  # no clock was set
+
+
+@pytest.mark.parametrize(
+    ("given", "seen"),
+    [
+        (None, "http://127.0.0.1:8000"),
+        ("https://gpupool.example.org", "https://gpupool.example.org"),
+    ],
+    ids=["the demo's server when unset", "the one set when set"],
+)
+def test_the_processes_link_their_mails_to_the_demos_server(
+    monkeypatch: pytest.MonkeyPatch, a_pool: None, tmp_path: Any, given: str | None, seen: str
+) -> None:
+    """The mails the demo's processes send link to its pages (``notify.link``): without
+    ``GPUPOOL_BASE_URL`` their links were bare paths (``/approvals/2/``)."""
+    if given is None:
+        monkeypatch.delenv("GPUPOOL_BASE_URL", raising=False)
+    else:
+        monkeypatch.setenv("GPUPOOL_BASE_URL", given)
+    said = tmp_path / "base-url"
+    child = [
+        sys.executable,
+        "-c",
+        "import os, pathlib, sys, time; "
+        "pathlib.Path(sys.argv[1]).write_text(os.environ.get('GPUPOOL_BASE_URL', '-')); "
+        "time.sleep(120)",
+        str(said),
+    ]
+    monkeypatch.setattr(demo, "_children", lambda options: {"web": child})
+    stop = threading.Event()
+    threading.Timer(3.0, stop.set).start()
+
+    assert demo._supervise(OPTIONS, stop, StringIO(), StringIO()) == 0
+
+    assert said.read_text() == seen

@@ -181,30 +181,38 @@ def test_finance_lists_every_team_s_requests_and_cannot_decide_one(as_user: Any)
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize(
-    ("argv", "field", "said"),
+    ("argv", "field", "printed", "said"),
     [
         # vision's queue is not one lena may ask quota for: an unknown name to her
         (
             ("request", "quota", "--queue", "vision-train", *QUOTA[4:]),
             "queue",
+            "--queue",
             "vision-train",
         ),
         # a class that costs no budget needs none
-        (budget(**{"priority-class": "normal"}), "priority_class", "budget rate of 0"),
-        # the levels the queue has already
+        (
+            budget(**{"priority-class": "normal"}),
+            "priority_class",
+            "--priority-class",
+            "budget rate of 0",
+        ),
+        # the levels the queue has already (the three levels: no one flag)
         (
             (*QUOTA[:6], "--guarantee", "0", "--deserved", "8", "--capability", "16", *QUOTA[12:]),
+            "payload",
             "payload",
             "already",
         ),
     ],
 )
 def test_a_refusal_of_the_api_is_printed_with_its_field(
-    as_user: Any, argv: tuple[str, ...], field: str, said: str
+    as_user: Any, argv: tuple[str, ...], field: str, printed: str, said: str
 ) -> None:
+    """Printed naming the flag that sets the field (the API's field with ``--json``)."""
     status, out, err = as_user("lena", *argv)
     assert (status, out) == (1, "")
-    assert err.startswith(f"gpupool: {field}: ") and said in err
+    assert err.startswith(f"gpupool: {printed}: ") and said in err
     status, out, err = as_user("lena", "--json", *argv)
     assert status == 1 and out == ""
     refusal = json.loads(err)["error"]

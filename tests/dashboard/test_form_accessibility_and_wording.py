@@ -200,7 +200,7 @@ def test_a_plain_refusal_of_the_filing_action_shows_on_the_page_and_files_nothin
     # when a lead files a request
     response = page_as("lena").post("/requests/", ask(pool))
     # then the form comes back with the refusal above it, and nothing is filed
-    assert response.status_code == 200
+    assert response.status_code == 400
     assert "requests are closed until the audit ends" in form_errors(text(response))
     assert QuotaRequest.objects.count() == 0
 

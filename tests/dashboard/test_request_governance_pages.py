@@ -118,7 +118,7 @@ def test_a_request_for_the_queue_s_levels_already_is_refused_beside_the_amounts(
     pool: Any, page_as: Any
 ) -> None:
     response = page_as("lena").post("/requests/", ask(pool, guarantee="4", deserved="8"))
-    assert response.status_code == 200 and not QuotaRequest.objects.exists()
+    assert response.status_code == 400 and not QuotaRequest.objects.exists()
     found = errors(response)  # about the whole request, not one amount: above the form
     assert found == {
         "__all__": [

@@ -65,7 +65,7 @@ def test_a_quota_request_posted_anyway_is_refused_on_the_kind(sam: Client) -> No
         {"kind": "queue-quota", "guarantee": "1", "deserved": "2", "capability": "4",
          "justification": "no queue yet"},
     )  # fmt: skip
-    assert response.status_code == 200
+    assert response.status_code == 400
     assert response.context["form"].errors["kind"] == [NO_QUEUE]
     assert not QuotaRequest.objects.exists()
 

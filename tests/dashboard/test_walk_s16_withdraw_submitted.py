@@ -76,7 +76,12 @@ def test_the_admins_see_it_withdrawn_and_are_offered_no_decision(pool: Any, page
     refused = page_as("ada").post(
         f"/approvals/{request.pk}/", {"decision": "approve", "decision_note": ""}
     )
-    assert "was withdrawn by its requester" in unescape(text(refused))
+    assert refused.status_code == 400
+    # said once, by the page's reason (the action's refusal said it again in other words)
+    assert (
+        "Not decided: lena withdrew this request before a decision; there is nothing to decide."
+        in unescape(text(refused))
+    )
     assert QuotaRequest.objects.get(pk=request.pk).state == "withdrawn"
 
 

@@ -191,6 +191,16 @@ def _children(options: dict[str, Any]) -> dict[str, list[str]]:
     }  # fmt: skip
 
 
+def _environment(options: dict[str, Any]) -> dict[str, str]:
+    """The children's environment: this one's, with ``GPUPOOL_BASE_URL`` the demo's own web
+    server unless set, so that the links in the mails the demo sends (a request to decide,
+    a decision, a workload preempted) open its pages rather than read as bare paths."""
+    environment = dict(os.environ)
+    if not environment.get("GPUPOOL_BASE_URL"):
+        environment["GPUPOOL_BASE_URL"] = f"http://127.0.0.1:{options['port']}"
+    return environment
+
+
 def unprepared(database: str = DEFAULT_DB_ALIAS) -> str | None:
     """Why the database cannot hold the demo yet, in the words that say what to run (None:
     it can): migrations not applied, or no demo pool seeded (no tenant)."""
@@ -238,8 +248,9 @@ def _run_children(
 ) -> int:
     """Start the processes, wait for a stop or a death, and stop them all."""
     processes: dict[str, subprocess.Popen[bytes]] = {}
+    environment = _environment(options)
     for name, command in _children(options).items():
-        processes[name] = subprocess.Popen(command)
+        processes[name] = subprocess.Popen(command, env=environment)
     faults = (
         "faults: `python manage.py gpupool sim --help`"
         if settings.GPUPOOL_CLUSTER == "simulated"
