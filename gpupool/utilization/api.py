@@ -54,7 +54,10 @@ def _time(request: Request, name: str) -> datetime | None:
     text = request.query_params.get(name)
     if not text:
         return None
-    value = parse_datetime(text.replace(" ", "+"))
+    try:
+        value = parse_datetime(text.replace(" ", "+"))
+    except ValueError:  # well formed, but no real time (hour 25, 31 February): as unreadable
+        value = None
     if value is None or value.tzinfo is None:
         raise ValidationError({name: "an ISO 8601 time with a zone, e.g. 2026-12-01T10:00:00Z"})
     try:  # in UTC, by the lists' rule: a time outside UTC's calendar is a 400 naming it

@@ -255,7 +255,7 @@ def test_the_charge_of_the_queues_of_no_team_is_named_on_the_page_and_in_the_csv
     client = page_as("fin")
     page = text(client.get(f"/cost/?month={month}"))
     # reserved idle 4 GPU-h, charged 4 GPU-h and 10.00
-    labelled = row_cells(page, f'white-space: nowrap">{html.escape(NO_TEAM)}</a></td>')
+    labelled = row_cells(page, f'<a href="#no-team">{html.escape(NO_TEAM)}</a></td>')
     assert (labelled[2], labelled[5], labelled[-1]) == ("4 GPU-h", "4 GPU-h", "10.00")
     note = page.split('id="no-team"', 1)[1].split("</p>", 1)[0]
     assert "(shared)" in note and "reserved idle" in note

@@ -122,6 +122,20 @@ def test_a_bad_window_is_refused_with_the_field(teams: dict) -> None:
     assert "since" in str(answer.json())
 
 
+@pytest.mark.parametrize("path", ["tenants", "wasters"])
+@pytest.mark.parametrize("name", ["since", "until"])
+@pytest.mark.parametrize("moment", ["2026-12-01T25:00:00Z", "2026-02-31T10:00:00Z"])
+def test_a_well_formed_time_that_is_no_real_time_is_refused_naming_it_not_a_500(
+    teams: dict, path: str, name: str, moment: str
+) -> None:
+    answer = get(teams["fin"], f"/api/v1/utilization/{path}/?{name}={moment}")
+
+    assert answer.status_code == 400
+    assert answer.json()["error"]["fields"] == {
+        name: ["an ISO 8601 time with a zone, e.g. 2026-12-01T10:00:00Z"]
+    }
+
+
 def test_the_queries_do_not_grow_with_the_rows(teams: dict) -> None:
     # A team's own member: finance is given no workload names, and asks nothing for them.
     with CaptureQueriesContext(connection) as queries:

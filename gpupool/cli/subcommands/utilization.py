@@ -27,6 +27,7 @@ from typing import Any, TextIO
 
 from gpupool.clusters.grouping import AnnotationError, parse_duration
 from gpupool.control.clock import pool_clock
+from gpupool.scheduler.explain import when
 from gpupool.utilization.queries import NO_SOURCE, source_name, tenant_utilization
 from gpupool.utilization.windows import DEFAULT_WINDOW, MAX_WINDOW, WINDOWS, window_length
 
@@ -113,7 +114,9 @@ def run(options: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
         }
         stdout.write(json.dumps(document, indent=2) + "\n")
         return 0
-    stdout.write(f"GPU-hours from {since:%Y-%m-%d %H:%M} to {until:%H:%M} UTC\n")
+    # Both ends with their day (a 24h or 7d window ends on another day than it begins),
+    # in the words the pages and the CLI use for a time in a sentence.
+    stdout.write(f"GPU-hours from {when(since.timestamp())} to {when(until.timestamp())}\n")
     if source == NO_SOURCE:
         write_allocation_alone(rows, stdout)
         return 0
