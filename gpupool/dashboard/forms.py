@@ -34,7 +34,12 @@ from gpupool.quotas.models import (
 from gpupool.scheduler.scenario import MAX_GPUS_PER_NODE
 from gpupool.scheduler.types import MILLI
 from gpupool.tenancy.models import Tenant
-from gpupool.workloads.actions import MAX_EXPECTED_RUNTIME_S, PodSetSpec, pod_set_spec_errors
+from gpupool.workloads.actions import (
+    MAX_EXPECTED_RUNTIME_S,
+    TOO_MANY_GPUS_PER_POD,
+    PodSetSpec,
+    pod_set_spec_errors,
+)
 from gpupool.workloads.api import NAME_PATTERN, NOT_A_DNS_LABEL, WorkloadInputSerializer
 from gpupool.workloads.choices import Topology
 
@@ -592,6 +597,7 @@ class WorkloadForm(forms.Form):
     gpus_per_pod = forms.IntegerField(
         min_value=0,
         max_value=MAX_GPUS_PER_NODE,
+        error_messages={"max_value": TOO_MANY_GPUS_PER_POD},
         initial=1,
         label="GPUs per pod (MIG: instances)",
         help_text="At most the largest node of the flavor holds (a pod runs on one node); "

@@ -98,6 +98,14 @@ def image_reference_error(image: str) -> str | None:
     return why
 
 
+# The most GPUs (MIG: instances) one pod may ask, the core's bound (``scheduler.scenario``):
+# what the API's field, the submit form's and this module's rule say past it.
+TOO_MANY_GPUS_PER_POD = (
+    f"at most {MAX_GPUS_PER_NODE} (MIG: instances), the most one node may have; a pod runs "
+    "on one node"
+)
+
+
 def pod_set_spec_errors(spec: PodSetSpec) -> dict[str, str]:
     """Why a pod set of this size could never run, by field ({} when it could): one pod past
     the decision core's bounds (``scheduler.scenario``: the snapshot of a pool holding it could
@@ -108,10 +116,7 @@ def pod_set_spec_errors(spec: PodSetSpec) -> dict[str, str]:
     registered from the cluster (``pod_sets_errors``)."""
     errors: dict[str, str] = {}
     if spec.gpus > MAX_GPUS_PER_NODE:
-        errors["gpus"] = (
-            f"{spec.gpus} GPUs per pod: at most {MAX_GPUS_PER_NODE} (MIG: instances), the most "
-            "one node may have; a pod runs on one node"
-        )
+        errors["gpus"] = f"{spec.gpus} GPUs per pod: {TOO_MANY_GPUS_PER_POD}"
     elif spec.gpus > 0 and spec.flavor is not None:
         flavors = [spec.flavor, *spec.flavor_choices]
         largest = largest_node_gpus(flavors)

@@ -52,6 +52,7 @@ from gpupool.tenancy.models import Tenant
 from gpupool.workloads.actions import (
     MAX_EXPECTED_RUNTIME_S,
     TOO_LONG_RUNTIME,
+    TOO_MANY_GPUS_PER_POD,
     TOO_MANY_PODS,
     PodSetSpec,
     do_cancel_workload,
@@ -106,6 +107,8 @@ NOT_A_DNS_LABEL: dict[str, Any] = {
     "a-z, a digit 0-9 or '-', starting and ending with a letter or digit."
 }
 MAX_SECONDS = 2**31 - 1
+# What a protected runtime past the column's bound is refused with, in the field's unit.
+TOO_LONG_PROTECTION = f"at most {MAX_SECONDS} seconds (about 68 years)"
 
 
 # ----------------------------------------------------------------------------- input
@@ -130,6 +133,7 @@ class PodSetInputSerializer(StrictInput, serializers.Serializer[Any]):
     gpus = serializers.IntegerField(
         min_value=0,
         max_value=MAX_GPUS_PER_NODE,
+        error_messages={"max_value": TOO_MANY_GPUS_PER_POD},
         default=0,
         help_text="GPUs (MIG: instances) per pod, at most the largest node of its flavor's "
         "(a pod runs on one node); 0 for pods that need none (e.g. a launcher).",
@@ -238,6 +242,7 @@ class WorkloadInputSerializer(StrictInput, serializers.Serializer[Any]):
     protected_runtime_s = serializers.IntegerField(
         min_value=0,
         max_value=MAX_SECONDS,
+        error_messages={"max_value": TOO_LONG_PROTECTION},
         required=False,
         allow_null=True,
         help_text="Seconds after its start during which it is not preempted (default: the "

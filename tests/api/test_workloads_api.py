@@ -17,7 +17,7 @@ from gpupool.accounting.actions import do_open_usage, do_record_preemption
 from gpupool.api import tables
 from gpupool.inventory.models import Node
 from gpupool.quotas.models import PriorityClass
-from gpupool.workloads.actions import PlacementSpec, do_transition_workload
+from gpupool.workloads.actions import TOO_MANY_GPUS_PER_POD, PlacementSpec, do_transition_workload
 from gpupool.workloads.models import Workload
 
 pytestmark = pytest.mark.django_db
@@ -497,3 +497,18 @@ def test_a_summary_whose_sentence_says_the_position_does_not_say_it_again(
     summary = api_as("member").get(URL + "nlp/train-1/").json()["explanation"]["summary"]
     assert "position 2 in queue nlp-train" in summary  # rendered again: where it is now
     assert summary.lower().count("position 2") == 1 and "position 9" not in summary
+
+
+def test_numbers_past_the_fields_bounds_are_refused_in_the_products_words(
+    api_as: Any, resources: dict
+) -> None:
+    """GPUs per pod past the core's bound and a protected runtime past the column's are
+    refused with what the bound is, not Django's "Ensure this value is less than or equal to
+    64." (the page's field and the CLI say the same words)."""
+    response = api_as("member").post(URL, with_pod_set(gpus=99), format="json")
+    assert response.json()["error"]["fields"]["pod_sets.0.gpus"] == [TOO_MANY_GPUS_PER_POD]
+    response = api_as("member").post(URL, body(protected_runtime_s=2**31), format="json")
+    assert response.json()["error"]["fields"]["protected_runtime_s"] == [
+        "at most 2147483647 seconds (about 68 years)"
+    ]
+    assert not Workload.objects.filter(name="bert-large").exists()

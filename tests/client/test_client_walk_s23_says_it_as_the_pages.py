@@ -25,6 +25,7 @@ from gpupool.api.errors import SELF_NAMING_FIELDS
 from gpupool.client.main import TIME_FACTS, fact_value, main
 from gpupool.dashboard.facts import FACTS, Kind
 from gpupool.dashboard.forms import FIELD_WORDS
+from gpupool.workloads.actions import TOO_MANY_GPUS_PER_POD
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -90,7 +91,7 @@ def test_a_field_from_the_file_is_named_as_the_file_names_it(pool: Pool, tmp_pat
     status, _, err = run("dry-run", str(job), "--gpus", "99")
     assert status == 1
     assert err.splitlines() == [
-        "gpupool: pod_sets.0.gpus (--gpus): Ensure this value is less than or equal to 64.",
+        f"gpupool: pod_sets.0.gpus (--gpus): {TOO_MANY_GPUS_PER_POD}",  # not Django's words
         "pod_sets.0.image: This field is required.",  # the file's: it has no flag here
     ]
     status, _, err = run("--json", "dry-run", str(job), "--gpus", "99")

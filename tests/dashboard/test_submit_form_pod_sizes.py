@@ -17,7 +17,7 @@ FORM = SUBMIT_FORM | {"name": "big-1"}
 
 @pytest.mark.parametrize(
     ("gpus", "why"),
-    [("16", "the largest h100 node has 8"), ("1000", "less than or equal to 64")],
+    [("16", "the largest h100 node has 8"), ("1000", "at most 64 (MIG: instances), the most")],
     ids=["more than the largest node", "past the core's bound"],
 )
 def test_gpus_no_node_holds_are_refused_on_the_field(pool: Any, gpus: str, why: str) -> None:
