@@ -58,6 +58,7 @@ from gpupool.client.config import (
     server_url_problem,
 )
 from gpupool.client.http import Api, ApiError, Listing, field_lines
+from gpupool.number_formats import GPU_HOURS_PLACES, plain_number
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_WOULD_WAIT = 0, 1, 2, 3
 EXIT_BROKEN_PIPE = 128 + 13  # as a shell reports a tool stopped by SIGPIPE
@@ -258,6 +259,12 @@ def unit_hour(event: dict[str, Any]) -> str:
     return f"{event.get('unit') or 'GPU'}-hour"
 
 
+def hours_counted(amount: Any, noun: str) -> str:
+    """GPU-hours (or MIG instance-hours) to the hundredth, as the pages write them
+    (``number_formats.GPU_HOURS_PLACES``): ``9.1 GPU-hours``, not the API's ``9.0967``."""
+    return counted(plain_number(amount, GPU_HOURS_PLACES), noun)
+
+
 def lost_in_units(total: Any, events: list[dict[str, Any]]) -> str:
     """The progress a workload's preemptions lost (the API's ``total``), in their unit's
     hours; GPU-hours and MIG instance-hours said apart, never added."""
@@ -266,8 +273,8 @@ def lost_in_units(total: Any, events: list[dict[str, Any]]) -> str:
         noun = unit_hour(event)
         hours[noun] = hours.get(noun, Decimal(0)) + Decimal(str(event["lost_gpu_hours"]))
     if len(hours) <= 1:
-        return counted(total, next(iter(hours), "GPU-hour"))
-    return " and ".join(counted(amount, noun) for noun, amount in sorted(hours.items()))
+        return hours_counted(total, next(iter(hours), "GPU-hour"))
+    return " and ".join(hours_counted(amount, noun) for noun, amount in sorted(hours.items()))
 
 
 def table(rows: list[list[str]], out: TextIO) -> None:
@@ -443,7 +450,7 @@ def print_story(workload: dict[str, Any], out: TextIO) -> None:
             out.write(
                 f"  {when(event['at'])}  {cause}; "
                 f"{counted(event['gpus_freed'], event.get('unit') or 'GPU')} freed, "
-                f"{counted(event['lost_gpu_hours'], unit_hour(event))} lost\n"
+                f"{hours_counted(event['lost_gpu_hours'], unit_hour(event))} lost\n"
             )
             if drain := drain_words(event.get("drains") or []):  # below, as the page has it
                 out.write(f"  {' ' * len(when(event['at']))}  {drain}\n")

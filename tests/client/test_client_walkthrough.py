@@ -372,3 +372,19 @@ def test_counted_writes_the_noun_singular_for_exactly_one() -> None:
     assert counted(1, "time") == "1 time"
     assert counted("1.5", "GPU-hour") == "1.5 GPU-hours"
     assert counted(2, "person", "people") == "2 people"
+
+
+def test_hours_are_counted_to_the_hundredth_as_the_pages_write_them() -> None:
+    """``gpupool why`` said "9.0967 GPU-hours" lost where the workload's page says 9.1 GPU-h
+    (``number_formats.GPU_HOURS_PLACES``); thousands separated as there."""
+    from gpupool.client.main import hours_counted, lost_in_units
+
+    assert hours_counted("9.0967", "GPU-hour") == "9.1 GPU-hours"
+    assert hours_counted("1234.5678", "GPU-hour") == "1,234.57 GPU-hours"
+    assert hours_counted("1.0000", "GPU-hour") == "1 GPU-hour"
+    events = [
+        {"lost_gpu_hours": "2.0044", "unit": "GPU"},
+        {"lost_gpu_hours": "0.126", "unit": "MIG instance"},
+    ]
+    assert lost_in_units("2.1304", events) == "2 GPU-hours and 0.13 MIG instance-hours"
+    assert lost_in_units("9.0967", [{"lost_gpu_hours": "9.0967", "unit": "GPU"}]) == "9.1 GPU-hours"
