@@ -146,6 +146,7 @@ from gpupool.notifications.notify import notify_idle_workload, notify_workload_e
 from gpupool.number_formats import counted
 from gpupool.runtime import gc_paused
 from gpupool.scheduler.cycle import plan_of, run_cycle
+from gpupool.scheduler.cycle_state import Cycle
 from gpupool.scheduler.explain import flavor_units, never_fits
 from gpupool.scheduler.lifecycle import apply_plan
 from gpupool.scheduler.shares import QueueShare, queue_shares
@@ -736,14 +737,8 @@ class ControlLoop:
             if self.handed_on is not None:
                 result.counts["handed_on"] = len(self.handed_on.work.bind)
             result.status, result.timings = CycleStatus.SUCCEEDED, timings
-            # The pool's fragmentation, sampled once a minute: after the apply, which does not
-            # wait for it (the cycle's row carries it).
-            fragmentation = None
-            if now - self.fragmentation_sampled_at >= FRAGMENTATION_SAMPLE_S:
-                fragmentation = fragmentation_sample(
-                    finished.cluster, finished.placer.distributions
-                )
-                self.fragmentation_sampled_at = now
+            phase = "finish"  # recorded and applied: what fails now is the cycle's row
+            fragmentation = self._sample_fragmentation(finished, now)
             result.cpu_s = time.thread_time() - cpu
             self._finish(cycle, result, record, database, shares, fragmentation)
             self.first = False
@@ -783,6 +778,23 @@ class ControlLoop:
             if not isinstance(error, ClusterUnavailable) or not joined or deferred is not None:
                 self._forget_everything()
             return result
+
+    def _sample_fragmentation(
+        self, finished: Cycle, now: float
+    ) -> Mapping[str, Mapping[str, float]] | None:
+        """The pool's fragmentation once a minute of cluster time (``FRAGMENTATION_SAMPLE_S``),
+        for the cycle's row and the dashboard's trend; None when none is due. Taken after the
+        apply, which does not wait for it. A failure is logged and never fails the cycle:
+        its decisions are recorded and applied by then, and the next due cycle samples."""
+        if now - self.fragmentation_sampled_at < FRAGMENTATION_SAMPLE_S:
+            return None
+        try:
+            sample = fragmentation_sample(finished.cluster, finished.placer.distributions)
+        except Exception:
+            logger.exception("fragmentation sampling failed; the cycle's row goes without it")
+            return None
+        self.fragmentation_sampled_at = now
+        return sample
 
     def _sample_utilization(self, now: float) -> bool:
         """Read the GPUs' use since the last read when one is due (gpupool.utilization); a
