@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from datetime import date
 from decimal import Decimal
 from typing import Any
 
@@ -25,11 +26,13 @@ from domain_builders import (
     queue,
     quota,
     tenant,
+    this_month,
     user,
 )
 
 from gpupool.inventory.models import Flavor
-from gpupool.quotas.models import PriorityClass, Queue
+from gpupool.quotas.actions import do_create_quota_request, do_grant_budget
+from gpupool.quotas.models import PriorityClass, Queue, QuotaRequest
 from gpupool.scheduler.explain import MIG_UNIT, Verdict, explanation
 from gpupool.tenancy.actions import do_grant_site_role
 from gpupool.tenancy.models import Tenant
@@ -111,6 +114,73 @@ def submit(pool: Pool, name: str, queue: Queue, by: str) -> Any:
         queue=queue,
         pod_sets=[PodSetSpec(count=1, gpus=8, flavor=pool.h100)],
         submitter=pool.users[by],
+    )
+
+
+# What ``quota_request`` asks for unless told: a team's h100 quota of 4 / 8 / 16 raised.
+ASKED_LEVELS = {"guarantee": 6, "deserved": 10, "capability": 16}
+
+
+def quota_request(
+    pool: Pool,
+    *,
+    by: str = "lena",
+    team: str = "nlp",
+    queue: Queue | None = None,
+    flavor: Flavor | None = None,
+    justification: str = "more guaranteed GPUs",
+    submit: bool = False,
+    **levels: Any,
+) -> QuotaRequest:
+    """``by``'s request (lena's unless told) for the quota of ``team``'s queue (``queue``, when
+    given) of ``flavor`` (h100 unless told) at ``ASKED_LEVELS``, ``levels`` changing some: a
+    draft unless ``submit``, filed through the action as the pages and the API file one."""
+    return do_create_quota_request(
+        kind="queue-quota",
+        tenant=getattr(pool, team),
+        requested_by=pool.users[by],
+        justification=justification,
+        payload=ASKED_LEVELS | levels,
+        queue=queue or getattr(pool, f"{team}_queue"),
+        flavor=flavor or pool.h100,
+        submit=submit,
+    )
+
+
+def budget_request(
+    pool: Pool,
+    gpu_hours: Any,
+    *,
+    by: str = "lena",
+    period: tuple[date, date] | None = None,
+    granted: Any = None,
+    justification: str = "a deadline",
+    submit: bool = False,
+) -> QuotaRequest:
+    """``by``'s request (lena's unless told) adding ``gpu_hours`` to nlp's budget at class
+    high for ``period`` (this month unless told: ``domain_builders.this_month``), which is
+    first granted ``granted`` GPU-hours when told: a draft unless ``submit``, filed through
+    the action."""
+    start, end = period or this_month()
+    if granted is not None:
+        do_grant_budget(
+            pool.nlp,
+            pool.high,
+            period_start=start,
+            period_end=end,
+            gpu_hours=granted,
+            acting_user=None,
+        )
+    return do_create_quota_request(
+        kind="budget",
+        tenant=pool.nlp,
+        requested_by=pool.users[by],
+        justification=justification,
+        payload={"gpu_hours": gpu_hours},
+        priority_class=pool.high,
+        period_start=start,
+        period_end=end,
+        submit=submit,
     )
 
 

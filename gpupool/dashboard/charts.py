@@ -567,6 +567,18 @@ def cost_trend_figure(
     }
 
 
+def _hourly_gpus_layout(zone: str | None) -> dict[str, Any]:
+    """The layout the Utilisation page's two figures share: GPUs as hourly means over time in
+    ``zone``, the legend below."""
+    return _page_layout(
+        height=320,
+        xaxis=time_axis(zone),
+        yaxis={"title": {"text": "GPUs (hourly mean)"}, "rangemode": "tozero"},
+        legend={"orientation": "h", "y": -0.3},
+        hovermode="x unified",
+    )
+
+
 def allocated_vs_active_figure(
     times: Sequence[str],
     allocated: Sequence[float],
@@ -629,13 +641,7 @@ def allocated_vs_active_figure(
         )
     return {
         "data": data,
-        "layout": _page_layout(
-            height=320,
-            xaxis=time_axis(zone),
-            yaxis={"title": {"text": "GPUs (hourly mean)"}, "rangemode": "tozero"},
-            legend={"orientation": "h", "y": -0.3},
-            hovermode="x unified",
-        ),
+        "layout": _hourly_gpus_layout(zone),
     }
 
 
@@ -681,13 +687,7 @@ def team_utilization_figure(
         )
     return {
         "data": data,
-        "layout": _page_layout(
-            height=320,
-            xaxis=time_axis(zone),
-            yaxis={"title": {"text": "GPUs (hourly mean)"}, "rangemode": "tozero"},
-            legend={"orientation": "h", "y": -0.3},
-            hovermode="x unified",
-        ),
+        "layout": _hourly_gpus_layout(zone),
     }
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import zoneinfo
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
@@ -352,10 +352,25 @@ def render_page(
     return render(request, template, context | frame, status=status)
 
 
+def form_page_status(request: HttpRequest) -> int:
+    """The status of a page with a form: a POST answered with the page, not a redirect, was
+    refused, so 400 (the page again, with what was typed and the refusal beside its field, as
+    the dashboard's other refused forms); else 200."""
+    return 400 if request.method == "POST" else 200
+
+
 def is_live_refresh(request: HttpRequest) -> bool:
     """Whether htmx asks only for the page's live part (``#live``, ``render_page``)."""
     htmx = getattr(request, "htmx", None)
     return bool(htmx and htmx.target == LIVE_TARGET)
+
+
+def url_with_query(name: str, query: str | Mapping[str, Any] = "") -> str:
+    """The URL of the page or API endpoint ``name`` (``reverse``) with ``query`` (its text, or
+    a mapping to URL-encode), and no ``?`` when the query is empty."""
+    url = reverse(name)
+    text = query if isinstance(query, str) else urlencode(query)
+    return f"{url}?{text}" if text else url
 
 
 def not_understood(value: str, expected: str, instead: str) -> str:
@@ -600,13 +615,13 @@ def workloads(
     # GET).
     kept = {"state": state} if state else {}
     shown = urlencode(kept | ({"page": page.number} if page.number > 1 else {}))
-    list_url = reverse("dashboard:workloads") + (f"?{shown}" if shown else "")
+    list_url = url_with_query("dashboard:workloads", shown)
     shown_form = form or (WorkloadForm(queues=queues) if queues else None)
     context = {
         "workloads": workload_list(cast("QuerySet[Workload]", page.object_list), access),
         "page": page,
         "query": urlencode(kept),
-        "csv_url": reverse("api:workload-list") + "?" + urlencode(csv_query),
+        "csv_url": url_with_query("api:workload-list", csv_query),
         "state": state,
         "state_choices": list(WORKLOAD_STATE_LABELS.items()),
         # The state as the filter and the rows name it (its label), for the empty list.
@@ -768,12 +783,6 @@ def submit_queues(access: Access) -> list[str]:
     return list(leaves.order_by("name").values_list("name", flat=True))
 
 
-def api_errors(detail: Any, label: Callable[[str], str] = readable_field) -> list[str]:
-    """A serializer's or an action's refusal as lines of "field: why", each field named by
-    ``label`` (a form's ``refusal_label``; by default its path in words)."""
-    return refusal_lines(detail, label)
-
-
 @require_POST
 @dashboard_page("workloads")
 def workload_dry_run(request: HttpRequest, access: Access) -> HttpResponse:
@@ -795,14 +804,14 @@ def workload_dry_run(request: HttpRequest, access: Access) -> HttpResponse:
     body = DryRunInputSerializer(data=form.body())
     context["errors_heading"] = "Refused:"  # the API's refusal, as a submission would get
     if not body.is_valid():
-        context["errors"] = api_errors(body.errors, form.refusal_label)
+        context["errors"] = refusal_lines(body.errors, form.refusal_label)
         return render(request, "dashboard/partials/dry_run.html", context)
     try:
         context["answer"] = dry_run_submission(
             body.submission(), submitter=request.user, seen=NamesSeen(access)
         )
     except (ValidationError, PermissionDenied) as refusal:
-        context["errors"] = api_errors(refusal_detail(refusal), form.refusal_label)
+        context["errors"] = refusal_lines(refusal_detail(refusal), form.refusal_label)
     except SnapshotError as failure:
         context["errors_heading"] = "Could not check now:"
         context["errors"] = [f"The pool cannot be planned now: {failure}"]
@@ -822,9 +831,7 @@ def workload_submit(request: HttpRequest, access: Access) -> HttpResponse:
             try:
                 workload = body.submission().submit(submitter=request.user)
             except ValidationError as refusal:
-                form.add_refusal(
-                    refusal.message_dict if hasattr(refusal, "error_dict") else refusal.messages
-                )
+                form.add_refusal(refusal_detail(refusal))
             except PermissionDenied as refusal:
                 form.add_error(None, refusal_text(refusal))
             else:
@@ -1016,13 +1023,14 @@ def workload_cancel(
     body = CancelInputSerializer(data=request.POST)
     try:
         if not body.is_valid():
-            raise ValidationError(api_errors(body.errors))
+            raise ValidationError(refusal_lines(body.errors))
         cancel = do_cancel_workload(
             workload, acting_user=request.user, reason=body.validated_data["reason"]
         )
     except (ValidationError, PermissionDenied) as refusal:
-        # The state refused is the workload's own, which the refusal's sentence names.
-        why = refusal_text(refusal, lambda name: "" if name == "state" else readable_field(name))
+        # The state refused is the workload's own, which the refusal's sentence names: the
+        # field is said as nothing (``forms.FIELD_WORDS``, the API's ``SELF_NAMING_FIELDS``).
+        why = refusal_text(refusal)
         messages.error(request, f"{workload.qualified_name()} was not cancelled: {why}")
     else:
         # The API's cancel answer says the same (``outcome``): what becomes of its pods too.
@@ -1461,16 +1469,14 @@ def cost(request: HttpRequest, access: Access) -> HttpResponse:
         "rolled_up": rolled_until is not None,
         "trend_months": COST_TREND_MONTHS,
         "csv": {
-            "teams": reverse("api:report-attribution-list")
-            + "?"
-            + urlencode(csv_query | {"by": "tenant", "period": "month"}),
-            "teams_by_day": reverse("api:report-attribution-list")
-            + "?"
-            + urlencode(csv_query | {"by": "tenant", "period": "day"}),
-            "pool": reverse("api:report-capacity-list")
-            + "?"
-            + urlencode(csv_query | {"period": "month"}),
-            "workloads": reverse("api:report-workloads-list") + "?" + urlencode(csv_query),
+            "teams": url_with_query(
+                "api:report-attribution-list", csv_query | {"by": "tenant", "period": "month"}
+            ),
+            "teams_by_day": url_with_query(
+                "api:report-attribution-list", csv_query | {"by": "tenant", "period": "day"}
+            ),
+            "pool": url_with_query("api:report-capacity-list", csv_query | {"period": "month"}),
+            "workloads": url_with_query("api:report-workloads-list", csv_query),
         },
         "prices": price_list(),
         "no_team": NO_TEAM,
@@ -1661,10 +1667,8 @@ def utilization(request: HttpRequest, access: Access) -> HttpResponse:
         "left_out": left_out_flavors(),
         **utilization_figures(starts, until, allocated, active, visible, measured=measured),
         "csv": {
-            "teams": reverse("api:utilization-tenant-list") + "?" + urlencode(csv_window),
-            "wasters": reverse("api:utilization-waster-list")
-            + "?"
-            + urlencode(csv_window | {"limit": 100}),
+            "teams": url_with_query("api:utilization-tenant-list", csv_window),
+            "wasters": url_with_query("api:utilization-waster-list", csv_window | {"limit": 100}),
         },
     }
     return render_page(
@@ -1766,8 +1770,10 @@ def preemptions(request: HttpRequest, access: Access) -> HttpResponse:
     context = {
         "events": shown,
         "shown_limit": PREEMPTIONS_SHOWN,
-        "csv_url": reverse("api:preemption-list") + "?format=csv",
-        "csv_caused_url": reverse("api:preemption-list") + "?format=csv&side=caused",
+        "csv_url": url_with_query("api:preemption-list", {"format": "csv"}),
+        "csv_caused_url": url_with_query(
+            "api:preemption-list", {"format": "csv", "side": "caused"}
+        ),
         # What the shown preemptions cost, GPU-hours and MIG instance-hours apart.
         "lost": lost_by_unit(event for event, _ in shown if event["side"] != "caused"),
         "all_tenants": access.admin,
@@ -1932,13 +1938,13 @@ def protection_groups(names: Iterable[str] | None = None) -> list[dict[str, Any]
         groups.setdefault((default, cap, reclaimable), []).append(name)
     return [
         {
-            "queues": names,
-            "folded": len(names) > PROTECTION_NAMES_SHOWN,
+            "queues": members,
+            "folded": len(members) > PROTECTION_NAMES_SHOWN,
             "default_protected_runtime_s": default,
             "max_protected_runtime_s": cap,
             "reclaimable": reclaimable,
         }
-        for (default, cap, reclaimable), names in sorted(
+        for (default, cap, reclaimable), members in sorted(
             groups.items(), key=lambda item: item[1][0]
         )
     ]
@@ -2115,6 +2121,8 @@ def fragmentation(request: HttpRequest, access: Access) -> HttpResponse:
     )
     counts = legend_counts(shown)  # the cells' own count: a shared GPU's free rest too
     spread = free_spread(summaries)
+    pool_fragmentation = figures.value.fragmentation if figures else ()
+    of_chosen = [f for f in pool_fragmentation if f.flavor == chosen]
     context = {
         "flavors": flavors,
         "flavor": chosen,
@@ -2134,16 +2142,9 @@ def fragmentation(request: HttpRequest, access: Access) -> HttpResponse:
         ],
         # The "Free" card's where, from the table's own sums (they count the same GPUs).
         "free_spread": spread,
-        "fragmentation": [
-            f for f in (figures.value.fragmentation if figures else ()) if f.flavor == chosen
-        ],
+        "fragmentation": of_chosen,
         # Each gang column's pods, adding up to its GPUs (72 on 16-GPU nodes: 4 x 16 + 1 x 8)
-        "gang_pods": [
-            gang_pods(gang)
-            for f in (figures.value.fragmentation if figures else ())
-            if f.flavor == chosen
-            for gang in f.gangs
-        ],
+        "gang_pods": [gang_pods(gang) for f in of_chosen for gang in f.gangs],
         "no_queues": figures is None,
         "cycle_id": snapshot.cycle_id,
         "as_of": snapshot.at,
@@ -2153,7 +2154,7 @@ def fragmentation(request: HttpRequest, access: Access) -> HttpResponse:
         "blocked": blocked_gangs(
             access,
             chosen,
-            figures.value.fragmentation if figures else (),
+            pool_fragmentation,
             # a gang bound to one domain is judged by the table's most free in one domain
             in_one_domain=max((summary.free for summary in summaries), default=0),
             nvlink=spread.nvlink,
@@ -2323,6 +2324,7 @@ def cluster_page(
         broken = Gpu.objects.filter(healthy=False).values("node_id")
         nodes = nodes.filter(~takes_pods() | Q(pk__in=broken))
     nodes = nodes.order_by("flavor__name", "nvlink_domain", "name")
+    query = params.urlencode()  # the filters, kept by the page's links and its node forms
     paginator = Paginator(nodes, NODES_PAGE_SIZE)
     page = paginator.get_page(params.get("page"))
     groups: list[dict[str, Any]] = []
@@ -2379,7 +2381,7 @@ def cluster_page(
         "show": show,
         "show_not_understood": show_not_understood,
         "can_change": access.admin,
-        "query": params.urlencode(),
+        "query": query,
         # A GPU the cluster does not offer cannot be marked healthy (``do_set_gpu_health``).
         "cluster_unhealthy": CLUSTER_UNHEALTHY,
         "refused": refused,
@@ -2387,14 +2389,13 @@ def cluster_page(
         "refused_on_page": refused is not None
         and any(node.name == refused.node for node in page.object_list),
     }
-    # The live part polls the page's own URL, not a node form's (which answers no GET).
-    query = params.urlencode()
     return render_page(
         request,
         "dashboard/cluster.html",
         context,
         live="dashboard/partials/cluster_live.html",
-        live_url=reverse("dashboard:cluster") + (f"?{query}" if query else ""),
+        # The page's own URL, not a node form's (which answers no GET).
+        live_url=url_with_query("dashboard:cluster", query),
         status=400 if refused else 200,
     )
 
@@ -2459,9 +2460,7 @@ def cluster_summary() -> list[dict[str, Any]]:
 
 def back_to_cluster(request: HttpRequest) -> HttpResponseRedirect:
     """Back to the cluster page with the filters the form was posted from."""
-    query = request.POST.get("query", "")
-    url = reverse("dashboard:cluster")
-    return HttpResponseRedirect(f"{url}?{query}" if query else url)
+    return HttpResponseRedirect(url_with_query("dashboard:cluster", request.POST.get("query", "")))
 
 
 def cluster_refused(
@@ -2654,13 +2653,7 @@ def requests_page(request: HttpRequest, access: Access) -> HttpResponse:
         if valid:
             created = file_request(request, form)
             if created is not None:
-                messages.success(
-                    request,
-                    f"Request #{created.pk} is "
-                    f"{'a draft' if created.state == QuotaRequestState.DRAFT else created.state}: "
-                    f"{created.summary()}.",
-                )
-                warn_if_not_approvable(request, created)
+                say_where_it_stands(request, created)
                 return redirect("dashboard:request", pk=created.pk)
     else:
         initial: dict[str, Any] = {
@@ -2687,13 +2680,11 @@ def requests_page(request: HttpRequest, access: Access) -> HttpResponse:
         "every_team": access.reads_every_request,
         "budgets": current_budgets(tenants),
         "budgets_shown": BUDGETS_SHOWN,
-        "budgets_url": reverse("api:budget-list")
-        + f"?covers={timezone.localdate(pool_now()):%Y-%m-%d}",
+        "budgets_url": url_with_query(
+            "api:budget-list", {"covers": f"{timezone.localdate(pool_now()):%Y-%m-%d}"}
+        ),
     }
-    # A request posted and not filed was refused: the page again, answered 400, with what
-    # was typed and the refusal beside its field, as the dashboard's other refused forms.
-    status = 400 if request.method == "POST" else 200
-    return render(request, "dashboard/requests.html", context, status=status)
+    return render(request, "dashboard/requests.html", context, status=form_page_status(request))
 
 
 # The most budgets the Requests page lists (an admin's: every team's); the budgets API
@@ -2831,6 +2822,14 @@ def approval_verdict(quota_request: QuotaRequest) -> str:
     return "" if refusal is None else " ".join(refusal.messages)
 
 
+def say_where_it_stands(request: HttpRequest, quota_request: QuotaRequest) -> None:
+    """After filing or changing a request: what it is now ("Request #12 is a draft: <its
+    summary>.", or submitted), and at once when an admin could not approve it."""
+    state = "a draft" if quota_request.state == QuotaRequestState.DRAFT else quota_request.state
+    messages.success(request, f"Request #{quota_request.pk} is {state}: {quota_request.summary()}.")
+    warn_if_not_approvable(request, quota_request)
+
+
 def warn_if_not_approvable(request: HttpRequest, quota_request: QuotaRequest) -> None:
     """After filing or changing a request: say at once when an admin could not approve it."""
     verdict = approval_verdict(quota_request)
@@ -2867,9 +2866,7 @@ def request_edit(request: HttpRequest, access: Access, pk: int) -> HttpResponse:
             messages.error(request, f"Request #{pk} was not changed: {refusal}")
             return redirect("dashboard:request", pk=pk)
         else:
-            state = "a draft" if changed.state == QuotaRequestState.DRAFT else changed.state
-            messages.success(request, f"Request #{pk} is {state}: {changed.summary()}.")
-            warn_if_not_approvable(request, changed)
+            say_where_it_stands(request, changed)
             return redirect("dashboard:request", pk=pk)
     elif request.method != "POST" and quota_request.state != QuotaRequestState.DRAFT:
         # Its state is the reason, its requester or not (as ``do_update_quota_request`` says).
@@ -2885,9 +2882,7 @@ def request_edit(request: HttpRequest, access: Access, pk: int) -> HttpResponse:
         messages.error(request, f"Request #{pk} is not your draft: only its requester changes one.")
         return redirect("dashboard:request", pk=pk)
     context = {"request_obj": quota_request, "form": form}
-    # A change posted and not made was refused (as the request form's: 400, what was typed kept).
-    status = 400 if request.method == "POST" else 200
-    return render(request, "dashboard/request_edit.html", context, status=status)
+    return render(request, "dashboard/request_edit.html", context, status=form_page_status(request))
 
 
 def request_steps(quota_request: QuotaRequest) -> list[dict[str, Any]]:
@@ -3339,8 +3334,14 @@ def pool_moment(event: AuditEvent) -> datetime | None:
     """When the control loop's row says it acted, on the pool's clock (``after["at"]``:
     registrations, idle alerts), for the page to show in the viewer's zone; None if none."""
     written = event.after.get("at") if isinstance(event.after, dict) else None
+    return aware_moment(written) if isinstance(written, str) else None
+
+
+def aware_moment(text: str) -> datetime | None:
+    """A recorded moment written in ISO 8601 with its zone; None for text that is none (no
+    moment, a well-formed one that is no real moment, or one without a zone)."""
     try:
-        moment = parse_datetime(written) if isinstance(written, str) else None
+        moment = parse_datetime(text)
     except ValueError:  # well formed, but no real moment
         return None
     return moment if moment is not None and timezone.is_aware(moment) else None
@@ -3379,11 +3380,8 @@ def audit_value(
     ``unit``, a MIG flavor's quota's in MIG instances), lists joined; an empty value as none
     (the page's dash)."""
     if isinstance(value, str) and len(value) >= 16 and value[:4].isdigit():
-        try:
-            moment = parse_datetime(value)
-        except ValueError:  # well formed, but no real moment
-            moment = None
-        if moment is not None and timezone.is_aware(moment):
+        moment = aware_moment(value)
+        if moment is not None:
             return {"text": None, "moment": moment}
     text: Any
     if value == "" or value == [] or value == {}:

@@ -7,6 +7,8 @@ import io
 
 from gpupool.client.main import main
 
+NOWHERE = "http://127.0.0.1:9"  # the discard port: nothing listens there
+
 
 def run(*argv: str) -> tuple[int, str, str]:
     """The client's exit status, standard output and standard error."""

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 from client_cli import run
-from django.core.cache import cache
 from django.utils import timezone
 from domain_builders import explained, flavor, node, priority_class, queue, quota, tenant, user
 
@@ -26,10 +25,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def server(live_server: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+def server(live_client: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """A pool of two 8-GPU nodes; lena leads tenant nlp (queue nlp-train, deserving 8 GPUs);
     the client talks to the live server and keeps its config under ``tmp_path``."""
-    cache.clear()
     h100 = flavor("h100")
     node("n1", h100, gpus=8)
     node("n2", h100, gpus=8)
@@ -41,15 +39,14 @@ def server(live_server: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> 
     quota(queue("nlp-train", parent=queue("root"), tenant=nlp), h100, 0, 8, 16)
     now = timezone.now()
     do_finish_cycle(do_start_cycle(at=now - timedelta(seconds=1)), at=now, status="succeeded")
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
-    monkeypatch.setenv("GPUPOOL_URL", live_server.url)
     monkeypatch.delenv("GPUPOOL_TOKEN", raising=False)
     return {"user": lena, "config": tmp_path / "gpupool" / "config"}
 
 
 @pytest.fixture
-def logged_in(server: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    monkeypatch.setenv("GPUPOOL_TOKEN", do_issue_token(server["user"]).key)
+def logged_in(server: dict[str, Any], live_client: Any) -> dict[str, Any]:
+    """The server's pool, lena logged in."""
+    live_client(server["user"])
     return server
 
 

@@ -3,14 +3,14 @@ workload files that are not bounded YAML, and state words the API does not know.
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from client_cli import run
 
-from gpupool.client.main import MAX_FILE_BYTES, NODE_STATES, WORKLOAD_STATES, main
+from gpupool.client.main import MAX_FILE_BYTES, NODE_STATES, WORKLOAD_STATES
 from gpupool.inventory.choices import NodeState
 from gpupool.workloads.choices import WorkloadState
 
@@ -19,17 +19,7 @@ BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
 )
 
 
-@pytest.fixture(autouse=True)
-def nowhere(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """A server that answers nothing: bad input must be refused before any call."""
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
-    monkeypatch.setenv("GPUPOOL_URL", "http://127.0.0.1:9")
-    monkeypatch.setenv("GPUPOOL_TOKEN", "t")
-
-
-def run(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    return main(list(argv), out=out, err=err), out.getvalue(), err.getvalue()
+pytestmark = pytest.mark.usefixtures("nowhere")  # bad input is refused before any call
 
 
 @pytest.mark.parametrize(

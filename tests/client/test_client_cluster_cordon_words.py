@@ -5,16 +5,13 @@ clears (it said only "but it is excluded, so it takes no placements yet")."""
 
 from __future__ import annotations
 
-import io
 import json
 from typing import Any
 
 import pytest
-from django.core.cache import cache
+from client_cli import run
 from domain_builders import flavor, node, user
 
-from gpupool.api.actions import do_issue_token
-from gpupool.client.main import main
 from gpupool.inventory.actions import do_drain_node
 from gpupool.inventory.choices import NodeState
 from gpupool.inventory.models import Node
@@ -28,24 +25,15 @@ ELSEWHERE = (
 
 
 @pytest.fixture
-def pool(live_server: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def pool(live_client: Any) -> None:
     """h100 nodes: ours (cordoned by gpupool), kubectl (cordoned in the cluster), n3 (ready);
     ada, an admin, is logged in."""
-    cache.clear()
     h100 = flavor("h100")
     for name in ("ours", "kubectl", "n3"):
         node(name, h100, gpus=8)
     Node.objects.filter(name="ours").update(cordoned=True)
     Node.objects.filter(name="kubectl").update(cluster_exclusion="cordoned")
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
-    monkeypatch.setenv("GPUPOOL_URL", live_server.url)
-    monkeypatch.setenv("GPUPOOL_TOKEN", do_issue_token(user("ada", admin=True)).key)
-
-
-def run(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    status = main(list(argv), out=out, err=err)
-    return status, out.getvalue(), err.getvalue()
+    live_client(user("ada", admin=True))
 
 
 def test_state_cordoned_lists_gpupools_cordons_and_says_where_the_clusters_are(

@@ -4,25 +4,12 @@ argument"); an expected runtime past the API's bound is one too, found before an
 
 from __future__ import annotations
 
-import io
-from pathlib import Path
-
 import pytest
+from client_cli import run
 
-from gpupool.client.main import main, parser
+from gpupool.client.main import parser
 
-
-@pytest.fixture(autouse=True)
-def nowhere(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """A server that answers nothing: bad input must be refused before any call."""
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
-    monkeypatch.setenv("GPUPOOL_URL", "http://127.0.0.1:9")
-    monkeypatch.setenv("GPUPOOL_TOKEN", "t")
-
-
-def run(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    return main(list(argv), out=out, err=err), out.getvalue(), err.getvalue()
+pytestmark = pytest.mark.usefixtures("nowhere")  # bad input is refused before any call
 
 
 @pytest.mark.parametrize("verb", ["submit", "dry-run"])

@@ -5,27 +5,11 @@ empty, so a tool reads the one or the other."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pytest
 from client_cli import run
-from django.core.cache import cache
-from domain_builders import tenant, user
-
-from gpupool.api.actions import do_issue_token
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def lena(live_server: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """lena leads tenant nlp (no queue); the client talks to the live server with her token."""
-    cache.clear()
-    lead = user("lena")
-    tenant("nlp", lead=lead, namespaces=("nlp",))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
-    monkeypatch.setenv("GPUPOOL_URL", live_server.url)
-    monkeypatch.setenv("GPUPOOL_TOKEN", do_issue_token(lead).key)
 
 
 def test_with_json_a_refused_submission_is_the_apis_error_body(lena: None) -> None:

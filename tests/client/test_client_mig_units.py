@@ -10,10 +10,7 @@ from typing import Any
 
 import pytest
 from client_cli import run
-from django.core.cache import cache
 from domain_builders import flavor, node, priority_class, queue, quota, tenant, user
-
-from gpupool.api.actions import do_issue_token
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -21,10 +18,9 @@ MIG = "a100-3g.40gb"
 
 
 @pytest.fixture
-def pool(live_server: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def pool(live_client: Any) -> None:
     """MIG node m1 (8 A100 cards of two 3g.40gb instances each) beside h100 node n1 (8 GPUs);
     max, a member of nlp, whose queue nlp has a quota of both, is logged in."""
-    cache.clear()
     priority_class("normal", default=True)
     mig = flavor(MIG, sharing="mig", gpu_model="A100-80GB", mig_profile="3g.40gb", gpu_memory_gb=40)
     h100 = flavor("h100")
@@ -35,9 +31,7 @@ def pool(live_server: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> No
     nlp = queue("nlp", parent=queue("pool"), tenant=team)
     quota(nlp, mig, 0, 8, 16)
     quota(nlp, h100, 0, 8, 16)
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
-    monkeypatch.setenv("GPUPOOL_URL", live_server.url)
-    monkeypatch.setenv("GPUPOOL_TOKEN", do_issue_token(member).key)
+    live_client(member)
 
 
 # The sentence is the server's (``workloads.actions.pod_set_spec_errors``), in the unit its

@@ -9,7 +9,6 @@ import json
 from typing import Any
 
 import pytest
-from django.core.cache import cache
 from domain_builders import flavor, node, tenant, user
 
 from gpupool.api.actions import do_issue_token
@@ -21,14 +20,11 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def pool(live_server: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+def pool(live_client: Any) -> dict[str, str]:
     """h100 node n1, ready; tokens of ada (an admin) and max (a member of tenant nlp)."""
-    cache.clear()
     node("n1", flavor("h100"), gpus=8)
     member = user("max")
     tenant("nlp", lead=user("lena"), members=(member,), namespaces=("nlp",))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
-    monkeypatch.setenv("GPUPOOL_URL", live_server.url)
     return {
         "admin": do_issue_token(user("ada", admin=True)).key,
         "member": do_issue_token(member).key,

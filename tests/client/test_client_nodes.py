@@ -10,10 +10,8 @@ from typing import Any
 
 import pytest
 from client_cli import run
-from django.core.cache import cache
 from domain_builders import flavor, node, tenant, user
 
-from gpupool.api.actions import do_issue_token
 from gpupool.client import http
 from gpupool.inventory.models import Node
 
@@ -23,10 +21,9 @@ AT = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
 
 
 @pytest.fixture
-def pool(live_server: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def pool(live_client: Any) -> None:
     """h100 nodes n1 (ready, GPU 3 broken), n2 (draining) and n3 (gone), a100 node a1
     (cordoned); max, a member of tenant nlp, is logged in (every role reads the nodes)."""
-    cache.clear()
     h100, a100 = flavor("h100"), flavor("a100")
     node("n1", h100, gpus=8, unhealthy_gpus={3: "XID 79"})
     node("n2", h100, gpus=8)
@@ -37,9 +34,7 @@ def pool(live_server: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> No
     Node.objects.filter(name="a1").update(cordoned=True)
     member = user("max")
     tenant("nlp", lead=user("lena"), members=(member,), namespaces=("nlp",))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
-    monkeypatch.setenv("GPUPOOL_URL", live_server.url)
-    monkeypatch.setenv("GPUPOOL_TOKEN", do_issue_token(member).key)
+    live_client(member)
 
 
 def test_nodes_lists_each_nodes_flavor_state_gpus_and_reasons(pool: None) -> None:

@@ -9,12 +9,10 @@ import io
 from typing import Any
 
 import pytest
-from django.core.cache import cache
 from django.utils import timezone
 from domain_builders import node
 from two_teams import Pool, two_teams
 
-from gpupool.api.actions import do_issue_token
 from gpupool.client.main import main
 from gpupool.control.actions import do_record_apply_outcome
 from gpupool.inventory.actions import do_drain_node
@@ -36,10 +34,9 @@ REFUSED = (
 
 
 @pytest.fixture
-def pool(live_server: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Pool:
+def pool(live_client: Any) -> Pool:
     """Two 8-GPU h100 nodes; n2 is draining, its one workload ``nlp/guarded``'s eviction
     refused by ``nlp/guard``; the client talks to the live server as the admin ada."""
-    cache.clear()
 
     def nodes(h100: Any) -> None:
         node("n1", h100, gpus=8)
@@ -73,9 +70,7 @@ def pool(live_server: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Po
             }
         },
     )
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
-    monkeypatch.setenv("GPUPOOL_URL", live_server.url)
-    monkeypatch.setenv("GPUPOOL_TOKEN", do_issue_token(made.users["ada"]).key)
+    live_client(made.users["ada"])
     return made
 
 

@@ -10,20 +10,17 @@ from typing import Any
 
 import pytest
 from client_cli import run
-from django.core.cache import cache
 from domain_builders import flavor, node, tenant, user
 
-from gpupool.api.actions import do_issue_token
 from gpupool.inventory.models import Flavor, healthy_capacity
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def pool(live_server: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def pool(live_client: Any) -> None:
     """MIG node m1 (8 A100 cards of two 3g.40gb instances each, card 5 broken) and h100 node
     n1 (8 GPUs); max, a member of tenant nlp, is logged in."""
-    cache.clear()
     mig = flavor(
         "a100-3g.40gb",
         sharing="mig",
@@ -35,9 +32,7 @@ def pool(live_server: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> No
     node("n1", flavor("h100"), gpus=8)
     member = user("max")
     tenant("nlp", lead=user("lena"), members=(member,), namespaces=("nlp",))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
-    monkeypatch.setenv("GPUPOOL_URL", live_server.url)
-    monkeypatch.setenv("GPUPOOL_TOKEN", do_issue_token(member).key)
+    live_client(member)
 
 
 def test_a_mig_node_shows_its_gpus_and_the_mig_instances_they_give(pool: None) -> None:

@@ -5,41 +5,18 @@ user wrote."""
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from django.core.cache import cache
-from domain_builders import tenant, user
+from client_cli import run
 from rest_framework.test import APIClient
 
 from gpupool.api import errors
-from gpupool.api.actions import do_issue_token
 from gpupool.client import http
-from gpupool.client.main import main
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def lena(live_server: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """lena leads tenant nlp; the client talks to the live server with her token."""
-    cache.clear()
-    lead = user("lena")
-    tenant("nlp", lead=lead, namespaces=("nlp",))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
-    monkeypatch.setenv("GPUPOOL_URL", live_server.url)
-    monkeypatch.setenv("GPUPOOL_TOKEN", do_issue_token(lead).key)
-    return lead
-
-
-def run(*argv: str) -> tuple[int, str, str]:
-    """The client's exit status, standard output and standard error."""
-    out, err = io.StringIO(), io.StringIO()
-    status = main(list(argv), out=out, err=err)
-    return status, out.getvalue(), err.getvalue()
 
 
 def test_the_clients_word_for_no_field_is_the_apis() -> None:

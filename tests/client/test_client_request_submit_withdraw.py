@@ -7,7 +7,6 @@ the field it names. ``gpupool requests --tenant`` with a name that names no tena
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -117,11 +116,8 @@ def test_requests_of_an_unknown_tenant_is_an_error_naming_it(as_user: Any) -> No
 
 @pytest.mark.parametrize("verb", ["submit", "withdraw"])
 def test_a_request_number_that_is_none_is_a_usage_error(
-    verb: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: Any
+    verb: str, nowhere: None, capsys: Any
 ) -> None:
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
-    monkeypatch.setenv("GPUPOOL_URL", "http://127.0.0.1:9")  # never called
-    monkeypatch.setenv("GPUPOOL_TOKEN", "t")
     for argv in (("request", verb, "twelve"), ("request", verb)):
         status, out, err = run(*argv)
         assert status == 2 and out == ""

@@ -6,14 +6,12 @@ refusal, printed with the field it names."""
 
 from __future__ import annotations
 
-import io
 import json
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import pytest
-from django.core.cache import cache
+from client_cli import run
 from domain_builders import flavor, node, period_fields, priority_class, queue, quota, tenant, user
 
 from gpupool.api.actions import do_issue_token
@@ -25,20 +23,12 @@ from gpupool.client.main import (
     REQUEST_AMOUNT_PLACES,
     REQUEST_KINDS,
     REQUEST_STATES,
-    main,
 )
 from gpupool.quotas import models as quota_models
 from gpupool.quotas.choices import QuotaRequestKind, QuotaRequestState
 from gpupool.quotas.models import QueueQuota, QuotaRequest
 from gpupool.quotas.requests_api import DecisionSerializer
 from gpupool.tenancy.actions import do_grant_site_role
-
-
-def run(*argv: str) -> tuple[int, str, str]:
-    """The client's exit status, standard output and standard error."""
-    out, err = io.StringIO(), io.StringIO()
-    return main(list(argv), out=out, err=err), out.getvalue(), err.getvalue()
-
 
 QUOTA = (
     "request", "quota", "--queue", "nlp-train", "--flavor", "h100",
@@ -65,11 +55,10 @@ def budget(**fields: str) -> tuple[str, ...]:
 
 
 @pytest.fixture
-def pool(live_server: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+def pool(live_client: Any) -> dict[str, str]:
     """h100 nodes under root: queue nlp-train (tenant nlp, led by lena; 0 / 8 / 16) and
     vision-train (tenant vision, led by vera); classes normal (default, free) and high
     (budget rate 1). Tokens of lena, vera, ada (an admin) and fin (finance)."""
-    cache.clear()
     h100 = flavor("h100")
     node("n1", h100, gpus=8)
     node("n2", h100, gpus=8)
@@ -82,8 +71,6 @@ def pool(live_server: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> d
     vision = tenant("vision", lead=vera, namespaces=("vision",))
     quota(queue("nlp-train", parent=root, tenant=nlp), h100, 0, 8, 16)
     quota(queue("vision-train", parent=root, tenant=vision), h100, 0, 8, 16)
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
-    monkeypatch.setenv("GPUPOOL_URL", live_server.url)
     return {
         "lena": do_issue_token(lena).key,
         "vera": do_issue_token(vera).key,
@@ -232,14 +219,6 @@ def test_rejecting_a_request_already_decided_says_where_it_stands(as_user: Any) 
 
 
 # ----------------------------------------------------------------------------- bad flags
-
-
-@pytest.fixture
-def nowhere(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """A server that answers nothing: bad flags must be refused before any call."""
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
-    monkeypatch.setenv("GPUPOOL_URL", "http://127.0.0.1:9")
-    monkeypatch.setenv("GPUPOOL_TOKEN", "t")
 
 
 def with_flag(argv: tuple[str, ...], flag: str, value: str) -> tuple[str, ...]:

@@ -11,7 +11,6 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.core.cache import cache
 from django.utils import timezone
 from domain_builders import flavor, node, priority_class, queue, quota, tenant, user
 
@@ -26,10 +25,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def pool(live_server: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+def pool(live_client: Any) -> dict[str, Any]:
     """Two 8-GPU h100 nodes (each its own NVLink domain); lena leads nlp (queue nlp-train,
     capability 16) and filed a quota request for it; ada is an admin."""
-    cache.clear()
     h100 = flavor("h100")
     node("n1", h100, gpus=8)
     node("n2", h100, gpus=8)
@@ -50,8 +48,6 @@ def pool(live_server: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> di
     )
     now = timezone.now()
     do_finish_cycle(do_start_cycle(at=now - timedelta(seconds=1)), at=now, status="succeeded")
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
-    monkeypatch.setenv("GPUPOOL_URL", live_server.url)
     return {"lena": do_issue_token(lena).key, "ada": do_issue_token(user("ada", admin=True)).key}
 
 

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 from client_cli import run
-from django.core.cache import cache
 from django.utils import timezone
 from domain_builders import (
     core_explained,
@@ -28,7 +27,6 @@ from domain_builders import (
     user,
 )
 
-from gpupool.api.actions import do_issue_token
 from gpupool.control.actions import do_finish_cycle, do_start_cycle
 from gpupool.workloads.actions import PodSetSpec, do_submit_workload
 
@@ -36,10 +34,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def pending_pair(live_server: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def pending_pair(live_client: Any) -> None:
     """Two 8-GPU h100 nodes, each its own domain; lena's queue holds ``dom-big`` (2 x 8 bound
     to one domain: never fits) and ``small`` (waits for quota, position 1)."""
-    cache.clear()
     h100 = flavor("h100")
     node("n1", h100, gpus=8)
     node("n2", h100, gpus=8)
@@ -62,9 +59,7 @@ def pending_pair(live_server: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatc
     explained(small, "quota", "Queue nlp-train has 0 h100 GPUs of quota available.", {}, 1.0)
     now = timezone.now()
     do_finish_cycle(do_start_cycle(at=now - timedelta(seconds=1)), at=now, status="succeeded")
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
-    monkeypatch.setenv("GPUPOOL_URL", live_server.url)
-    monkeypatch.setenv("GPUPOOL_TOKEN", do_issue_token(lena).key)
+    live_client(lena)
 
 
 def test_status_says_a_workload_never_fits_as_why_does(pending_pair: None) -> None:

@@ -9,11 +9,9 @@ from typing import Any
 
 import pytest
 from client_cli import run
-from django.core.cache import cache
 from django.utils import timezone
 from domain_builders import explained, flavor, node, priority_class, queue, quota, tenant, user
 
-from gpupool.api.actions import do_issue_token
 from gpupool.control.actions import do_finish_cycle, do_start_cycle
 from gpupool.workloads.actions import PodSetSpec, do_submit_workload
 
@@ -21,10 +19,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def ranked(live_server: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def ranked(live_client: Any) -> None:
     """lena's queue as a cycle ranked it: ``job-gang`` (a pod of its Job not made yet) first,
     ``small`` (waits for quota) second."""
-    cache.clear()
     h100 = flavor("h100")
     node("n1", h100, gpus=8)
     priority_class("normal", default=True)
@@ -41,9 +38,7 @@ def ranked(live_server: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> 
         explained(do_submit_workload(name, queue=train, pod_sets=spec), reason, detail, facts, rank)
     now = timezone.now()
     do_finish_cycle(do_start_cycle(at=now - timedelta(seconds=1)), at=now, status="succeeded")
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
-    monkeypatch.setenv("GPUPOOL_URL", live_server.url)
-    monkeypatch.setenv("GPUPOOL_TOKEN", do_issue_token(lena).key)
+    live_client(lena)
 
 
 def test_status_and_why_say_it_waits_for_its_pods_instead_of_a_position(ranked: None) -> None:

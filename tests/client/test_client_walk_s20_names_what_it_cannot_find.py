@@ -6,19 +6,17 @@ workloads page does; and ``gpupool why`` shows the last checkpoint, and each mov
 
 from __future__ import annotations
 
-import io
 import json
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.core.cache import cache
+from client_cli import run
 from django.utils import timezone
 from domain_builders import node
 from two_teams import Pool, two_teams
 
 from gpupool.api.actions import do_issue_token
-from gpupool.client.main import main
 from gpupool.control.choices import CycleStatus
 from gpupool.control.models import SchedulingCycle
 from gpupool.inventory.models import Node
@@ -39,23 +37,14 @@ REFUSAL = (
 
 
 @pytest.fixture
-def pool(live_server: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Pool:
+def pool(live_client: Any) -> Pool:
     """Teams nlp (member max) and vision, admin ada, one 8-GPU node n1; the client talks to
     the live server as max."""
-    cache.clear()
     made = two_teams(
         lambda h100: node("n1", h100, gpus=8), ("fin", "lena", "max", "vera"), admins=("ada",)
     )
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
-    monkeypatch.setenv("GPUPOOL_URL", live_server.url)
-    monkeypatch.setenv("GPUPOOL_TOKEN", do_issue_token(made.users["max"]).key)
+    live_client(made.users["max"])
     return made
-
-
-def run(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    status = main(list(argv), out=out, err=err)
-    return status, out.getvalue(), err.getvalue()
 
 
 def as_admin(pool: Pool, monkeypatch: pytest.MonkeyPatch) -> None:

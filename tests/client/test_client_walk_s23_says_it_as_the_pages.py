@@ -10,19 +10,17 @@ the facts that are moments as times, as the workload page does."""
 
 from __future__ import annotations
 
-import io
 import json
 from typing import Any
 
 import pytest
-from django.core.cache import cache
+from client_cli import run
 from django.test import Client
 from domain_builders import node
 from two_teams import Pool, two_teams
 
-from gpupool.api.actions import do_issue_token
 from gpupool.api.errors import SELF_NAMING_FIELDS
-from gpupool.client.main import TIME_FACTS, fact_value, main
+from gpupool.client.main import TIME_FACTS, fact_value
 from gpupool.dashboard.facts import FACTS, Kind
 from gpupool.dashboard.forms import FIELD_WORDS
 from gpupool.workloads.actions import TOO_MANY_GPUS_PER_POD
@@ -31,21 +29,12 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def pool(live_server: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Pool:
+def pool(live_client: Any) -> Pool:
     """Teams nlp (lead lena, member max) and vision, one 8-GPU node n1; the client talks to
     the live server as max."""
-    cache.clear()
     made = two_teams(lambda h100: node("n1", h100, gpus=8), ("fin", "lena", "max", "vera"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
-    monkeypatch.setenv("GPUPOOL_URL", live_server.url)
-    monkeypatch.setenv("GPUPOOL_TOKEN", do_issue_token(made.users["max"]).key)
+    live_client(made.users["max"])
     return made
-
-
-def run(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    status = main(list(argv), out=out, err=err)
-    return status, out.getvalue(), err.getvalue()
 
 
 def test_the_apis_self_naming_fields_are_the_pages() -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from client_cli import run
+from client_cli import NOWHERE, run
 
 from gpupool.client import http
 
@@ -265,16 +265,13 @@ def test_with_json_a_usage_error_is_json_and_exits_2(
 
 
 def test_with_json_an_unreachable_server_is_json_and_exits_1(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    nowhere: None,
 ) -> None:
-    monkeypatch.setenv("GPUPOOL_URL", "http://127.0.0.1:9")  # discard: nothing listens
-    monkeypatch.setenv("GPUPOOL_TOKEN", "t0ken")
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
     status, out, err = run("nodes", "--json")
     assert (status, out) == (1, "")
     error = json.loads(err)["error"]
     assert (error["status"], error["code"]) == (None, "unreachable")
-    assert error["message"].startswith("cannot reach http://127.0.0.1:9")
+    assert error["message"].startswith(f"cannot reach {NOWHERE}")
 
 
 # ----------------------------------------------------------------------------- - is stdin

@@ -10,13 +10,11 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from django.core.cache import cache
 from django.utils import timezone
 from domain_builders import node
 from two_teams import Pool, submit, two_teams
 
 from gpupool.accounting.actions import do_record_preemption
-from gpupool.api.actions import do_issue_token
 from gpupool.client.main import main
 from gpupool.inventory.actions import do_drain_node
 from gpupool.inventory.models import Node
@@ -33,10 +31,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def pool(live_server: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Pool:
+def pool(live_client: Any) -> Pool:
     """Two 8-GPU h100 nodes (n1, n2) for teams nlp (lead lena, member max) and vision
     (lead vera, member vic); ada is an admin; the client talks to the live server as max."""
-    cache.clear()
 
     def nodes(h100: Any) -> None:
         node("n1", h100, gpus=8)
@@ -45,9 +42,7 @@ def pool(live_server: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Po
     made = two_teams(
         nodes, ("fin", "lena", "max", "vera", "vic"), admins=("ada",), vision_members=("vic",)
     )
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
-    monkeypatch.setenv("GPUPOOL_URL", live_server.url)
-    monkeypatch.setenv("GPUPOOL_TOKEN", do_issue_token(made.users["max"]).key)
+    live_client(made.users["max"])
     return made
 
 

@@ -11,27 +11,21 @@ from typing import Any
 
 import pytest
 from client_cli import run
-from django.core.cache import cache
 from domain_builders import mig_beside
 from two_teams import MIG_BEHIND_SAYS, Pool, mig_behind, nlp_and_vision
-
-from gpupool.api.actions import do_issue_token
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def pool(live_server: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Pool:
+def pool(live_client: Any) -> Pool:
     """nlp's member max, logged in; nlp's MIG work ``slices`` second in line and ``first``
     ahead of it, both waiting behind others for quota as the core says it."""
-    cache.clear()
     made = nlp_and_vision()
     mig_beside(made)
     mig_behind(made, "first", 1.0)
     mig_behind(made, "slices", 2.0)
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
-    monkeypatch.setenv("GPUPOOL_URL", live_server.url)
-    monkeypatch.setenv("GPUPOOL_TOKEN", do_issue_token(made.users["max"]).key)
+    live_client(made.users["max"])
     return made
 
 

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 from client_cli import run
-from django.core.cache import cache
 from django.test import Client
 from django.utils import timezone
 from domain_builders import explained, flavor, node, priority_class, queue, quota, tenant, user
@@ -24,10 +23,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def waiting(live_server: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+def waiting(live_client: Any) -> dict[str, Any]:
     """lena's ``cli-wait`` waits for quota; the estimates looked three hours ahead without
     starting it. ``estimated`` has an estimated start of its own, for comparison."""
-    cache.clear()
     h100 = flavor("h100")
     node("n1", h100, gpus=8)
     priority_class("normal", default=True)
@@ -43,9 +41,7 @@ def waiting(live_server: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) ->
     explained(wait, "quota", "Queue nlp-train has 0 h100 GPUs of quota available.",
               {"estimate_not_before": bound.isoformat()}, 1.0)  # fmt: skip
     do_finish_cycle(do_start_cycle(at=now - timedelta(seconds=1)), at=now, status="succeeded")
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
-    monkeypatch.setenv("GPUPOOL_URL", live_server.url)
-    monkeypatch.setenv("GPUPOOL_TOKEN", do_issue_token(lena).key)
+    live_client(lena)
     return {"lena": lena, "bound": bound}
 
 

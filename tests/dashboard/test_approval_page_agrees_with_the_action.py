@@ -12,14 +12,13 @@ import pytest
 from dashboard_pages import text
 from django.core.exceptions import PermissionDenied, ValidationError
 from domain_builders import quota, this_month, user
+from two_teams import budget_request, quota_request
 
 from gpupool.quotas.actions import (
     decision_refusal,
     do_approve_and_apply_quota_request,
-    do_create_quota_request,
-    do_grant_budget,
 )
-from gpupool.quotas.models import PriorityBudget, QueueQuota, QuotaRequest
+from gpupool.quotas.models import PriorityBudget, QueueQuota
 
 ENABLED_APPROVE = '<button type="submit" name="decision" value="approve">'
 DISABLED_APPROVE = '<button type="submit" name="decision" value="approve" disabled'
@@ -32,51 +31,12 @@ def parent_holds_quota(pool: Any) -> Any:
     return pool
 
 
-def quota_request(pool: Any, by: str, guarantee: int) -> QuotaRequest:
-    """A submitted request of nlp for h100 (deserved 10, capability 16)."""
-    return do_create_quota_request(
-        kind="queue-quota",
-        tenant=pool.nlp,
-        requested_by=pool.users[by],
-        justification="more guaranteed GPUs",
-        payload={"guarantee": guarantee, "deserved": 10, "capability": 16},
-        queue=pool.nlp_queue,
-        flavor=pool.h100,
-        submit=True,
-    )
-
-
-def budget_request(pool: Any, by: str) -> QuotaRequest:
-    """A submitted request adding 10 GPU-hours to nlp's budget of this month at class high,
-    which exists and ends on the first day of next month."""
-    start, end = this_month()
-    do_grant_budget(
-        pool.nlp,
-        pool.high,
-        period_start=start,
-        period_end=end,
-        gpu_hours=20,
-        acting_user=None,
-    )
-    return do_create_quota_request(
-        kind="budget",
-        tenant=pool.nlp,
-        requested_by=pool.users[by],
-        justification="a deadline",
-        payload={"gpu_hours": "10"},
-        priority_class=pool.high,
-        period_start=start,
-        period_end=end,
-        submit=True,
-    )
-
-
 def test_a_request_past_its_parents_guarantee_gets_one_verdict_and_no_approve_button(
     parent_holds_quota: Any, page_as: Any
 ) -> None:
     # given nlp asks for a guarantee of 6 inside a parent that guarantees 8 (vision holds 4)
     pool = parent_holds_quota
-    request = quota_request(pool, "lena", guarantee=6)
+    request = quota_request(pool, by="lena", submit=True, guarantee=6)
     client = page_as("ada")
     # when the admin opens it
     page = text(client.get(f"/approvals/{request.pk}/"))
@@ -104,14 +64,14 @@ def test_a_request_past_its_parents_guarantee_gets_one_verdict_and_no_approve_bu
 def test_an_admin_sees_why_they_do_not_decide_their_own_request(
     parent_holds_quota: Any, page_as: Any
 ) -> None:
-    request = quota_request(parent_holds_quota, "ada", guarantee=4)
+    request = quota_request(parent_holds_quota, by="ada", submit=True, guarantee=4)
     page = text(page_as("ada").get(f"/approvals/{request.pk}/"))
     assert "You filed this request, so another admin decides it." in page
     assert 'name="decision"' not in page
 
 
 def test_a_decided_request_offers_no_decision(parent_holds_quota: Any, page_as: Any) -> None:
-    request = quota_request(parent_holds_quota, "lena", guarantee=4)
+    request = quota_request(parent_holds_quota, by="lena", submit=True, guarantee=4)
     do_approve_and_apply_quota_request(request, acting_user=user("alan", admin=True))
     page = text(page_as("ada").get(f"/approvals/{request.pk}/"))
     assert "This request is applied; only submitted requests are decided." in page
@@ -139,9 +99,9 @@ def test_the_page_offers_approve_exactly_when_the_action_takes_it(
 ) -> None:
     pool = parent_holds_quota
     if kind == "quota":
-        request = quota_request(pool, by, guarantee=amount)
+        request = quota_request(pool, by=by, submit=True, guarantee=amount)
     else:
-        request = budget_request(pool, by)
+        request = budget_request(pool, "10", by=by, granted=20, submit=True)
         if amount:  # the budget now ends a month later than the request says
             PriorityBudget.objects.filter(tenant=pool.nlp, priority_class=pool.high).update(
                 period_end=this_month(months=1)[1]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from dashboard_pages import text
-from test_approval_page_agrees_with_the_action import budget_request, quota_request
+from two_teams import budget_request, quota_request
 
 
 def what_if_section(page: str) -> str:
@@ -17,7 +17,7 @@ def what_if_section(page: str) -> str:
 
 def test_a_budget_request_says_it_has_no_what_if_and_offers_none(pool: Any, page_as: Any) -> None:
     # given a submitted budget request
-    request = budget_request(pool, "lena")
+    request = budget_request(pool, "10", granted=20, submit=True)
     # when an admin opens it
     section = what_if_section(text(page_as("ada").get(f"/approvals/{request.pk}/")))
     # then the what-if part says budget requests have none, and promises no replay
@@ -27,7 +27,7 @@ def test_a_budget_request_says_it_has_no_what_if_and_offers_none(pool: Any, page
 
 
 def test_a_submitted_quota_request_still_offers_its_replay(pool: Any, page_as: Any) -> None:
-    request = quota_request(pool, "lena", guarantee=4)
+    request = quota_request(pool, submit=True, guarantee=4)
     section = what_if_section(text(page_as("ada").get(f"/approvals/{request.pk}/")))
     assert "No what-if yet" in section and "Replay recent demand" in section
     assert "Budget requests have no what-if" not in section

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 from domain_builders import MIG_FLAVOR, mig_beside
+from two_teams import quota_request
 
 from gpupool.inventory.models import Flavor
-from gpupool.quotas.actions import do_create_quota_request
 from gpupool.quotas.impact import request_impact
 
 pytestmark = pytest.mark.django_db
@@ -31,15 +31,8 @@ def mig_pool(pool: Any) -> Any:
 
 def too_much(pool: Any, of: str) -> list[str]:
     """The problems of nlp's request for a guarantee of 14 of ``of`` (vision holds 4)."""
-    request = do_create_quota_request(
-        kind="queue-quota",
-        tenant=pool.nlp,
-        requested_by=pool.users["lena"],
-        justification="more",
-        payload={"guarantee": 14, "deserved": 14, "capability": 16},
-        queue=pool.nlp_queue,
-        flavor=Flavor.objects.get(name=of),
-        submit=False,
+    request = quota_request(
+        pool, flavor=Flavor.objects.get(name=of), justification="more", guarantee=14, deserved=14
     )
     return request_impact(request).problems
 

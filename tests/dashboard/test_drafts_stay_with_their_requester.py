@@ -7,22 +7,15 @@ from __future__ import annotations
 from typing import Any
 
 from dashboard_pages import text
+from two_teams import quota_request
 
-from gpupool.quotas.actions import do_create_quota_request, do_submit_quota_request
+from gpupool.quotas.actions import do_submit_quota_request
 from gpupool.quotas.models import QuotaRequest
 
 
 def draft_of(pool: Any, by: str) -> QuotaRequest:
     """A draft of nlp for h100 (guarantee 4, deserved 9, capability 16)."""
-    return do_create_quota_request(
-        kind="queue-quota",
-        tenant=pool.nlp,
-        requested_by=pool.users[by],
-        justification="plans not yet shared",
-        payload={"guarantee": 4, "deserved": 9, "capability": 16},
-        queue=pool.nlp_queue,
-        flavor=pool.h100,
-    )
+    return quota_request(pool, by=by, justification="plans not yet shared", guarantee=4, deserved=9)
 
 
 def test_an_admin_neither_lists_nor_opens_a_leads_draft(pool: Any, page_as: Any) -> None:

@@ -15,6 +15,7 @@ from dashboard_pages import SUBMIT_FORM, form_errors, text
 from django.core import mail
 from django.core.exceptions import ValidationError
 from domain_builders import period_fields, this_month
+from two_teams import budget_request, quota_request
 
 from gpupool.dashboard import charts, views
 from gpupool.dashboard.forms import QuotaRequestForm
@@ -22,8 +23,6 @@ from gpupool.dashboard.templatetags.dashboard import gpu_hours, gpus
 from gpupool.quotas import actions as quota_actions
 from gpupool.quotas.actions import (
     decision_refusal,
-    do_create_quota_request,
-    do_grant_budget,
     quota_request_problems,
 )
 from gpupool.quotas.models import MAX_GRANT_GPU_HOURS, PriorityBudget, QuotaRequest, period_words
@@ -88,31 +87,6 @@ def budget_ask(pool: Any, **changes: Any) -> dict[str, Any]:
     } | changes
 
 
-def budget_request(pool: Any, *, granted: Any, asked: str) -> QuotaRequest:
-    """lena's submitted request adding ``asked`` GPU-hours to nlp's budget of this month at
-    high, which exists, grants ``granted`` and ends on the first day of next month."""
-    start, end = this_month()
-    do_grant_budget(
-        pool.nlp,
-        pool.high,
-        period_start=start,
-        period_end=end,
-        gpu_hours=granted,
-        acting_user=None,
-    )
-    return do_create_quota_request(
-        kind="budget",
-        tenant=pool.nlp,
-        requested_by=pool.users["lena"],
-        justification="a deadline",
-        payload={"gpu_hours": asked},
-        priority_class=pool.high,
-        period_start=start,
-        period_end=end,
-        submit=True,
-    )
-
-
 # ----------------------------------------------------------------------------- 1 help and errors
 
 
@@ -156,16 +130,7 @@ def test_the_submit_forms_fields_are_described_by_elements_of_the_page(
 def test_the_decisions_comment_is_described_by_its_help_and_its_error(
     pool: Any, page_as: Any
 ) -> None:
-    request = do_create_quota_request(
-        kind="queue-quota",
-        tenant=pool.nlp,
-        requested_by=pool.users["lena"],
-        justification="more guaranteed GPUs",
-        payload={"guarantee": 6, "deserved": 10, "capability": 16},
-        queue=pool.nlp_queue,
-        flavor=pool.h100,
-        submit=True,
-    )
+    request = quota_request(pool, submit=True)
     client = page_as("ada")
     opened = described(text(client.get(f"/approvals/{request.pk}/")))
     assert ("id_decision_note_helptext", "decision_note") in opened.named
@@ -212,7 +177,7 @@ def test_a_grant_past_what_the_ledger_holds_is_a_problem_of_gpu_hours_in_words(
     pool: Any,
 ) -> None:
     # given nlp's budget of this month granting all but 5 GPU-hours of what a grant may hold
-    request = budget_request(pool, granted=MAX_GRANT_GPU_HOURS - 5, asked="10")
+    request = budget_request(pool, "10", granted=MAX_GRANT_GPU_HOURS - 5, submit=True)
     # when the feasibility check and the approval's refusal say why it does not fit
     problems = quota_request_problems(request)
     refusal = decision_refusal(request, acting_user=pool.users["ada"], approve=True)
@@ -229,7 +194,7 @@ def test_a_grant_past_what_the_ledger_holds_is_a_problem_of_gpu_hours_in_words(
 def test_an_addition_naming_another_period_end_is_a_problem_of_the_period_in_words(
     pool: Any,
 ) -> None:
-    request = budget_request(pool, granted=20, asked="10")
+    request = budget_request(pool, "10", granted=20, submit=True)
     # Filing refuses another end at once; the budget's end moving since is what is left.
     PriorityBudget.objects.filter(tenant=pool.nlp).update(period_end=this_month(months=1)[1])
     problems = quota_request_problems(request)
@@ -242,7 +207,7 @@ def test_an_addition_naming_another_period_end_is_a_problem_of_the_period_in_wor
 def test_a_problem_that_names_no_field_is_said_without_a_field(
     pool: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    request = budget_request(pool, granted=20, asked="10")
+    request = budget_request(pool, "10", granted=20, submit=True)
 
     def closed(*args: Any, **kwargs: Any) -> Any:
         raise ValidationError("the ledger is closed for the month")
@@ -255,22 +220,14 @@ def test_a_problem_that_names_no_field_is_said_without_a_field(
 
 
 def test_a_requests_summary_writes_its_amounts_in_the_pages_format(pool: Any) -> None:
-    budget = budget_request(pool, granted=20, asked="1234.567")
+    budget = budget_request(pool, "1234.567", granted=20, submit=True)
     start, end = this_month()
     assert budget.summary() == (
         f"budget of nlp at high, {period_words(start, end)}: 1,234.57 GPU-hours more"
     )
     assert gpu_hours("1234.567") == "1,234.57 GPU-h"  # the pages' number, the same
-    quota = do_create_quota_request(
-        kind="queue-quota",
-        tenant=pool.nlp,
-        requested_by=pool.users["lena"],
-        justification="more guaranteed GPUs",
-        # Whole GPUs on an exclusive flavor (``whole_gpu_errors``): the trailing zeros go.
-        payload={"guarantee": "6.000", "deserved": 10, "capability": "16.000"},
-        queue=pool.nlp_queue,
-        flavor=pool.h100,
-    )
+    # Whole GPUs on an exclusive flavor (``whole_gpu_errors``): the trailing zeros go.
+    quota = quota_request(pool, guarantee="6.000", capability="16.000")
     assert quota.summary() == "queue nlp h100: guarantee 6, deserved 10, capability 16"
     assert gpus("16.125") == "16.125 GPUs"
 

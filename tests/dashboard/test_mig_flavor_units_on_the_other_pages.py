@@ -16,10 +16,11 @@ from typing import Any
 import pytest
 from dashboard_pages import live, text
 from domain_builders import MIG_FLAVOR, mig_beside
+from two_teams import quota_request
 
 from gpupool.inventory.models import Flavor
 from gpupool.inventory.units import GPU_UNIT, MIG_UNIT, flavor_units
-from gpupool.quotas.actions import do_create_quota_request, do_set_queue_quota
+from gpupool.quotas.actions import do_set_queue_quota
 from gpupool.quotas.models import QuotaRequest
 
 MIG = MIG_FLAVOR
@@ -40,16 +41,7 @@ def words(html: str) -> str:
 
 def mig_request(pool: Any) -> QuotaRequest:
     """nlp's submitted request for more of the MIG flavor (guarantee 4 -> 6, deserved 8 -> 10)."""
-    return do_create_quota_request(
-        kind="queue-quota",
-        tenant=pool.nlp,
-        requested_by=pool.users["lena"],
-        justification="more slices",
-        payload={"guarantee": 6, "deserved": 10, "capability": 16},
-        queue=pool.nlp_queue,
-        flavor=Flavor.objects.get(name=MIG),
-        submit=True,
-    )
+    return quota_request(pool, flavor=pool.mig, justification="more slices", submit=True)
 
 
 def test_the_queues_page_counts_a_mig_flavors_quotas_in_mig_instances(

@@ -21,7 +21,7 @@ from dashboard_pages import live, text
 from django.utils import timezone
 from domain_builders import MIG_FLAVOR, mig_beside
 from test_cost_page import cells, day_after_tomorrow
-from two_teams import submit
+from two_teams import quota_request, submit
 
 from gpupool.accounting.actions import (
     do_close_usage,
@@ -31,9 +31,7 @@ from gpupool.accounting.actions import (
 )
 from gpupool.client.main import print_story
 from gpupool.dashboard.fairness import Lender, Standing, explain_fairness
-from gpupool.inventory.models import Flavor
 from gpupool.inventory.units import GPU_UNIT, MIG_UNIT
-from gpupool.quotas.actions import do_create_quota_request
 from gpupool.quotas.models import WhatIfRun
 from gpupool.workloads.actions import PodSetSpec, do_submit_workload
 
@@ -87,15 +85,8 @@ def test_a_mig_borrowers_sentence_names_its_sources_in_mig_instances() -> None:
 def test_the_what_ifs_deserved_shares_say_a_mig_flavors_in_mig_instances(
     mig_pool: Any, page_as: Any
 ) -> None:
-    request = do_create_quota_request(
-        kind="queue-quota",
-        tenant=mig_pool.nlp,
-        requested_by=mig_pool.users["lena"],
-        justification="more slices",
-        payload={"guarantee": 4, "deserved": 10, "capability": 16},
-        queue=mig_pool.nlp_queue,
-        flavor=Flavor.objects.get(name=MIG),
-        submit=True,
+    request = quota_request(
+        mig_pool, flavor=mig_pool.mig, justification="more slices", submit=True, guarantee=4
     )
     now = timezone.now()
     shares = {"before": {"h100": 8, MIG: 8}, "after": {"h100": 8, MIG: 1}}

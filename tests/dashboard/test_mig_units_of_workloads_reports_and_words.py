@@ -20,12 +20,12 @@ from dashboard_pages import text
 from django.utils import timezone
 from domain_builders import MIG_FLAVOR, mig_beside
 from test_cost_page import day_after_tomorrow
+from two_teams import quota_request
 
 from gpupool.accounting.actions import do_close_usage, do_open_usage, do_roll_up_usage
 from gpupool.dashboard.fairness import Standing, explain_fairness
-from gpupool.inventory.models import Flavor, Node
+from gpupool.inventory.models import Node
 from gpupool.inventory.units import GPU_UNIT, MIG_UNIT
-from gpupool.quotas.actions import do_create_quota_request
 from gpupool.quotas.models import WhatIfRun
 from gpupool.workloads.actions import (
     PlacementSpec,
@@ -183,15 +183,8 @@ def what_if_caption(request: Any, page_as: Any, shares: dict[str, dict[str, int]
 def test_the_what_ifs_caption_says_mig_instances_for_a_mig_flavor(
     mig_pool: Any, page_as: Any
 ) -> None:
-    request = do_create_quota_request(
-        kind="queue-quota",
-        tenant=mig_pool.nlp,
-        requested_by=mig_pool.users["lena"],
-        justification="more slices",
-        payload={"guarantee": 4, "deserved": 10, "capability": 16},
-        queue=mig_pool.nlp_queue,
-        flavor=Flavor.objects.get(name=MIG),
-        submit=True,
+    request = quota_request(
+        mig_pool, flavor=mig_pool.mig, justification="more slices", submit=True, guarantee=4
     )
     only_mig = what_if_caption(request, page_as, {"before": {MIG: 8}, "after": {MIG: 10}})
     assert only_mig.startswith(" MIG instances per team, by flavor"), only_mig

@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo
 from dashboard_pages import live, rows, text
 from django.conf import settings
 from domain_builders import flavor, node, quota
-from two_teams import submit
+from two_teams import quota_request, submit
 
 from gpupool.audit.actions import record_audit_event
 from gpupool.audit.models import AuditEvent
@@ -24,7 +24,6 @@ from gpupool.control.sync import PodSetShape, Registration, SyncDecision
 from gpupool.dashboard.templatetags.dashboard import field_value, gpu_hours, gpus
 from gpupool.inventory.models import Node
 from gpupool.inventory.units import FlavorUnits
-from gpupool.quotas.actions import do_create_quota_request
 from gpupool.simulation.demo_submissions import SUBMITTED_BY_GENERATOR
 from gpupool.workloads.actions import (
     PlacementSpec,
@@ -188,15 +187,7 @@ def test_a_sync_registration_audits_no_raw_moment_and_the_page_shows_it_in_the_v
 
 
 def test_a_drafts_first_step_says_drafted_not_filed(pool: Any, page_as: Any) -> None:
-    draft = do_create_quota_request(
-        kind="queue-quota",
-        tenant=pool.nlp,
-        requested_by=pool.users["lena"],
-        justification="more",
-        payload={"guarantee": 4, "deserved": 10, "capability": 16},
-        queue=pool.nlp_queue,
-        flavor=pool.h100,
-    )
+    draft = quota_request(pool, justification="more", guarantee=4)
     page = text(page_as("lena").get(f"/requests/{draft.pk}/"))
     steps = page.split("<h2>Steps</h2>", 1)[1].split("</ol>", 1)[0]
     assert "<strong>drafted</strong>" in steps and "by lena" in steps

@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 from dashboard_pages import text
 from django.utils import timezone
+from two_teams import quota_request
 
 from gpupool.control.clock import pool_now
 from gpupool.control.models import SchedulingCycle
 from gpupool.quotas.actions import (
     do_approve_and_apply_quota_request,
-    do_create_quota_request,
 )
 from gpupool.quotas.models import QuotaRequest
 
@@ -109,16 +109,7 @@ def test_the_fragmentation_trend_covers_the_pools_last_24_hours(pool: Any, page_
 
 def file_and_decide(pool: Any) -> QuotaRequest:
     """nlp's lead files and submits a request; an admin approves and applies it."""
-    request = do_create_quota_request(
-        kind="queue-quota",
-        tenant=pool.nlp,
-        requested_by=pool.users["lena"],
-        justification="more guaranteed GPUs",
-        payload={"guarantee": 6, "deserved": 10, "capability": 16},
-        queue=pool.nlp_queue,
-        flavor=pool.h100,
-        submit=True,
-    )
+    request = quota_request(pool, submit=True)
     return do_approve_and_apply_quota_request(request, acting_user=pool.users["ada"])
 
 

@@ -11,11 +11,10 @@ from typing import Any
 
 from dashboard_pages import SUBMIT_FORM, field_errors, form_errors, text
 from domain_builders import flavor, quota
-from two_teams import submit
+from two_teams import quota_request, submit
 
 from gpupool.dashboard.forms import WorkloadForm, readable_field
 from gpupool.inventory.models import Node
-from gpupool.quotas.actions import do_create_quota_request
 from gpupool.quotas.models import QueueQuota, QuotaRequest
 from gpupool.workloads.actions import PlacementSpec, do_transition_workload
 from gpupool.workloads.models import Workload, WorkloadTransition
@@ -31,16 +30,7 @@ def dry_run(client: Any, **changes: str) -> str:
 
 def submitted_request(pool: Any, guarantee: int) -> QuotaRequest:
     """lena's submitted request of nlp for h100 (deserved 10, capability 16)."""
-    return do_create_quota_request(
-        kind="queue-quota",
-        tenant=pool.nlp,
-        requested_by=pool.users["lena"],
-        justification="more guaranteed GPUs",
-        payload={"guarantee": guarantee, "deserved": 10, "capability": 16},
-        queue=pool.nlp_queue,
-        flavor=pool.h100,
-        submit=True,
-    )
+    return quota_request(pool, submit=True, guarantee=guarantee)
 
 
 # ----------------------------------------------------------------------------- dry-run

@@ -9,8 +9,8 @@ from typing import Any
 
 from dashboard_pages import text
 from test_requests_and_approvals import ask
+from two_teams import quota_request
 
-from gpupool.quotas.actions import do_create_quota_request
 from gpupool.quotas.models import QuotaRequest
 
 
@@ -49,15 +49,7 @@ def test_a_budget_request_without_its_class_is_refused_with_400(pool: Any, page_
 
 
 def test_a_drafts_change_refused_is_its_edit_page_again_with_400(pool: Any, page_as: Any) -> None:
-    draft = do_create_quota_request(
-        kind="queue-quota",
-        tenant=pool.nlp,
-        requested_by=pool.users["lena"],
-        justification="more guaranteed GPUs",
-        payload={"guarantee": 6, "deserved": 10, "capability": 16},
-        queue=pool.nlp_queue,
-        flavor=pool.h100,
-    )
+    draft = quota_request(pool)
     client = page_as("lena")
     assert client.get(f"/requests/{draft.pk}/edit/").status_code == 200
     response = client.post(f"/requests/{draft.pk}/edit/", ask(pool, guarantee="12", deserved="10"))

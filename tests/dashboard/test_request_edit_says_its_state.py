@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 from dashboard_pages import text
+from two_teams import quota_request
 
 from gpupool.quotas.actions import (
     do_approve_and_apply_quota_request,
-    do_create_quota_request,
     do_withdraw_quota_request,
 )
 from gpupool.quotas.models import QuotaRequest
@@ -24,16 +24,7 @@ pytestmark = pytest.mark.django_db
 
 def submitted(pool: Any) -> QuotaRequest:
     """nlp's h100 quota request at 6 / 10 / 16, filed by lena."""
-    return do_create_quota_request(
-        kind="queue-quota",
-        tenant=pool.nlp,
-        requested_by=pool.users["lena"],
-        justification="more guaranteed GPUs",
-        payload={"guarantee": 6, "deserved": 10, "capability": 16},
-        queue=pool.nlp_queue,
-        flavor=pool.h100,
-        submit=True,
-    )
+    return quota_request(pool, submit=True)
 
 
 def edit_page(page_as: Any, request: QuotaRequest) -> str:

@@ -15,11 +15,11 @@ import pytest
 from dashboard_pages import text
 from django.core.exceptions import ValidationError
 from domain_builders import period_fields, this_month
+from two_teams import budget_request, quota_request
 
 from gpupool.audit.models import AuditEvent
 from gpupool.quotas.actions import (
     decision_refusal,
-    do_create_quota_request,
     do_submit_quota_request,
     do_withdraw_quota_request,
 )
@@ -55,16 +55,7 @@ def ask_budget(pool: Any, **changes: Any) -> dict[str, Any]:
 
 def draft(pool: Any, by: str = "lena", submit: bool = False, **levels: Any) -> QuotaRequest:
     """A request of nlp for h100 (6 / 10 / 16 unless told), a draft unless ``submit``."""
-    return do_create_quota_request(
-        kind="queue-quota",
-        tenant=pool.nlp,
-        requested_by=pool.users[by],
-        justification="more guaranteed GPUs",
-        payload={"guarantee": 6, "deserved": 10, "capability": 16} | levels,
-        queue=pool.nlp_queue,
-        flavor=pool.h100,
-        submit=submit,
-    )
+    return quota_request(pool, by=by, submit=submit, **levels)
 
 
 def errors(response: Any) -> dict[str, list[str]]:
@@ -278,16 +269,7 @@ def test_zero_gpu_hours_are_refused_on_the_form_and_by_the_action(pool: Any, pag
     response = client.post("/requests/", ask_budget(pool, gpu_hours="0"))
     assert list(errors(response)) == ["gpu_hours"] and not QuotaRequest.objects.exists()
     with pytest.raises(ValidationError) as refused:
-        do_create_quota_request(
-            kind="budget",
-            tenant=pool.nlp,
-            requested_by=pool.users["lena"],
-            justification="nothing",
-            payload={"gpu_hours": 0},
-            priority_class=pool.high,
-            period_start=this_month(months=AHEAD)[0],
-            period_end=this_month(months=AHEAD)[1],
-        )
+        budget_request(pool, 0, period=this_month(months=AHEAD), justification="nothing")
     assert refused.value.message_dict == {
         "payload": ["adding 0 GPU-hours changes nothing: ask for more"]
     }

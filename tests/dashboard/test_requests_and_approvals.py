@@ -11,13 +11,13 @@ import pytest
 from dashboard_pages import live, text
 from django.core import mail
 from django.utils import timezone
-from domain_builders import period_fields, this_month
+from domain_builders import period_fields
+from two_teams import budget_request, quota_request
 
 from gpupool.audit.models import AuditEvent
 from gpupool.quotas import whatif
 from gpupool.quotas.actions import (
     do_begin_what_if,
-    do_create_quota_request,
     do_finish_what_if,
     do_record_what_if_progress,
 )
@@ -41,16 +41,7 @@ def ask(pool: Any, **changes: Any) -> dict[str, Any]:
 
 def filed(pool: Any, by: str = "lena", **payload: Any) -> QuotaRequest:
     """A submitted request of nlp for h100 (guarantee 6, deserved 10, capability 16)."""
-    return do_create_quota_request(
-        kind="queue-quota",
-        tenant=pool.nlp,
-        requested_by=pool.users[by],
-        justification="more guaranteed GPUs",
-        payload={"guarantee": 6, "deserved": 10, "capability": 16} | payload,
-        queue=pool.nlp_queue,
-        flavor=pool.h100,
-        submit=True,
-    )
+    return quota_request(pool, by=by, submit=True, **payload)
 
 
 @pytest.fixture
@@ -128,14 +119,13 @@ def test_a_lead_may_ask_only_for_the_queues_of_the_teams_they_lead(pool: Any, pa
 
 def test_a_lead_sees_their_teams_requests_and_not_another_teams(pool: Any, page_as: Any) -> None:
     mine = filed(pool)
-    theirs = do_create_quota_request(
-        kind="queue-quota",
-        tenant=pool.vision,
-        requested_by=pool.users["vera"],
+    theirs = quota_request(
+        pool,
+        by="vera",
+        team="vision",
         justification="vision's private plans",
-        payload={"guarantee": 4, "deserved": 9, "capability": 16},
-        queue=pool.vision_queue,
-        flavor=pool.h100,
+        guarantee=4,
+        deserved=9,
     )
     client = page_as("lena")
     listing = text(client.get("/requests/"))
@@ -159,16 +149,8 @@ def test_a_member_who_leads_nothing_may_not_open_requests(pool: Any, page_as: An
 
 def test_the_approvals_page_lists_what_waits_oldest_first(pool: Any, page_as: Any) -> None:
     first = filed(pool)
-    second = do_create_quota_request(  # another queue's: one open request a queue and flavor
-        kind="queue-quota",
-        tenant=pool.vision,
-        requested_by=pool.users["vera"],
-        justification="more guaranteed GPUs",
-        payload={"guarantee": 6, "deserved": 10, "capability": 20},
-        queue=pool.vision_queue,
-        flavor=pool.h100,
-        submit=True,
-    )
+    # another queue's: one open request a queue and flavor
+    second = quota_request(pool, by="vera", team="vision", submit=True, capability=20)
     page = text(page_as("ada").get("/approvals/"))
     assert page.index(f"/approvals/{first.pk}/") < page.index(f"/approvals/{second.pk}/")
     assert "more guaranteed GPUs" in page
@@ -328,18 +310,7 @@ def test_a_failed_what_if_says_why(pool: Any, page_as: Any, dispatched: list[int
 
 
 def test_a_budget_request_offers_no_what_if(pool: Any, page_as: Any) -> None:
-    start, end = this_month()
-    request = do_create_quota_request(
-        kind="budget",
-        tenant=pool.nlp,
-        requested_by=pool.users["lena"],
-        justification="deadline",
-        payload={"gpu_hours": "50"},
-        priority_class=pool.high,
-        period_start=start,
-        period_end=end,
-        submit=True,
-    )
+    request = budget_request(pool, "50", justification="deadline", submit=True)
     page = text(page_as("ada").get(f"/approvals/{request.pk}/"))
     assert "Replay recent demand" not in page
     assert "moves no deserved share" in page

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from dashboard_pages import text
 from rest_framework.test import APIClient
+from two_teams import quota_request
 
-from gpupool.quotas.actions import do_create_quota_request
 from gpupool.quotas.models import QuotaRequest
 
 pytestmark = pytest.mark.django_db
@@ -39,15 +39,8 @@ def warnings(response: Any) -> list[str]:
 
 
 def too_much(pool: Any, *, submit: bool) -> QuotaRequest:
-    return do_create_quota_request(
-        kind="queue-quota",
-        tenant=pool.nlp,
-        requested_by=pool.users["lena"],
-        justification="a bigger model",
-        payload={"guarantee": 14, "deserved": 14, "capability": 16},
-        queue=pool.nlp_queue,
-        flavor=pool.h100,
-        submit=submit,
+    return quota_request(
+        pool, justification="a bigger model", submit=submit, guarantee=14, deserved=14
     )
 
 

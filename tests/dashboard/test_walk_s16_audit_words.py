@@ -22,6 +22,7 @@ from zoneinfo import ZoneInfo
 from dashboard_pages import rows, text
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from two_teams import quota_request
 
 import gpupool
 from gpupool.audit.actions import record_audit_event
@@ -29,7 +30,7 @@ from gpupool.audit.models import AuditEvent
 from gpupool.audit.words import ACTION_LABELS, action_label
 from gpupool.inventory.actions import do_drain_node
 from gpupool.inventory.models import Node
-from gpupool.quotas.actions import do_approve_quota_request, do_create_quota_request
+from gpupool.quotas.actions import do_approve_quota_request
 from gpupool.quotas.choices import LedgerEntryKind
 from gpupool.quotas.models import QuotaRequest
 
@@ -85,16 +86,7 @@ def visible(page: str) -> str:
 
 def approved(pool: Any) -> QuotaRequest:
     """lena's request for nlp's h100 levels 6 / 10 / 16, approved by ada."""
-    request = do_create_quota_request(
-        kind="queue-quota",
-        tenant=pool.nlp,
-        requested_by=pool.users["lena"],
-        justification="a deadline",
-        payload={"guarantee": 6, "deserved": 10, "capability": 16},
-        queue=pool.nlp_queue,
-        flavor=pool.h100,
-        submit=True,
-    )
+    request = quota_request(pool, justification="a deadline", submit=True)
     return do_approve_quota_request(request, acting_user=pool.users["ada"], note="fine")
 
 

@@ -13,22 +13,15 @@ from html import unescape
 from typing import Any
 
 from dashboard_pages import rows, text
+from two_teams import quota_request
 
-from gpupool.quotas.actions import do_create_quota_request, do_submit_quota_request
+from gpupool.quotas.actions import do_submit_quota_request
 from gpupool.quotas.models import QuotaRequest
 
 
 def draft(pool: Any) -> QuotaRequest:
     """lena's draft for nlp's h100 levels, started on 1 March 2026 at 09:00 UTC."""
-    request = do_create_quota_request(
-        kind="queue-quota",
-        tenant=pool.nlp,
-        requested_by=pool.users["lena"],
-        justification="a deadline",
-        payload={"guarantee": 6, "deserved": 10, "capability": 16},
-        queue=pool.nlp_queue,
-        flavor=pool.h100,
-    )
+    request = quota_request(pool, justification="a deadline")
     QuotaRequest.objects.filter(pk=request.pk).update(
         created_at=datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
     )

@@ -13,24 +13,15 @@ from html import unescape
 from typing import Any
 
 from dashboard_pages import text
+from two_teams import quota_request
 
 from gpupool.audit.models import AuditEvent
-from gpupool.quotas.actions import do_create_quota_request
 from gpupool.quotas.models import QuotaRequest
 
 
 def submitted(pool: Any) -> QuotaRequest:
     """lena's submitted request for nlp's h100 levels 6 / 10 / 16."""
-    return do_create_quota_request(
-        kind="queue-quota",
-        tenant=pool.nlp,
-        requested_by=pool.users["lena"],
-        justification="filed by mistake",
-        payload={"guarantee": 6, "deserved": 10, "capability": 16},
-        queue=pool.nlp_queue,
-        flavor=pool.h100,
-        submit=True,
-    )
+    return quota_request(pool, justification="filed by mistake", submit=True)
 
 
 def test_the_requester_is_offered_withdraw_with_a_confirmation_on_a_submitted_request(

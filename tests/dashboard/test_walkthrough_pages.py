@@ -18,7 +18,7 @@ from dashboard_pages import SUBMIT_FORM, live, text
 from django.conf import settings
 from django.utils import dateformat, timezone
 from domain_builders import explained, flavor, node, quota, this_month
-from two_teams import submit
+from two_teams import budget_request, submit
 
 from gpupool.accounting.actions import do_record_preemption
 from gpupool.audit.actions import record_audit_event
@@ -27,7 +27,6 @@ from gpupool.dashboard import charts, views
 from gpupool.dashboard.facts import FACTS, fact_rows
 from gpupool.quotas.actions import (
     BudgetMove,
-    do_create_quota_request,
     do_grant_budget,
     do_record_budget_moves,
 )
@@ -138,17 +137,7 @@ def test_the_browser_writes_times_as_the_server_does_in_the_zones_current_name()
 
 def test_a_budgets_period_is_written_in_the_pages_date_format(pool: Any, page_as: Any) -> None:
     start, end = this_month()
-    request = do_create_quota_request(
-        kind="budget",
-        tenant=pool.nlp,
-        requested_by=pool.users["lena"],
-        justification="deadline",
-        payload={"gpu_hours": "50"},
-        priority_class=pool.high,
-        period_start=start,
-        period_end=end,
-        submit=True,
-    )
+    request = budget_request(pool, "50", period=(start, end), justification="deadline", submit=True)
     page = text(page_as("ada").get(f"/approvals/{request.pk}/"))
     assert f"{start:%Y-%m-%d} to {end - timedelta(days=1):%Y-%m-%d} (included)" in page
     assert dateformat.format(start, "N j, Y") not in page  # Django's own date format

@@ -13,11 +13,11 @@ from dashboard_pages import live, text
 from django.core import mail
 from django.utils import timezone
 from domain_builders import explained
-from two_teams import submit
+from two_teams import quota_request, submit
 
 from gpupool.accounting.actions import do_record_preemption
 from gpupool.notifications.notify import notify_workload_event
-from gpupool.quotas.actions import do_create_quota_request, do_reject_quota_request
+from gpupool.quotas.actions import do_reject_quota_request
 from gpupool.workloads.models import Workload
 
 
@@ -112,16 +112,7 @@ def test_request_mails_link_admins_to_the_approval_and_leads_to_the_request(
     pool: Any, django_capture_on_commit_callbacks: Any
 ) -> None:
     with django_capture_on_commit_callbacks(execute=True):
-        request = do_create_quota_request(
-            kind="queue-quota",
-            tenant=pool.nlp,
-            requested_by=pool.users["lena"],
-            justification="bigger runs",
-            payload={"guarantee": 6, "deserved": 10, "capability": 16},
-            queue=pool.nlp_queue,
-            flavor=pool.h100,
-            submit=True,
-        )
+        request = quota_request(pool, justification="bigger runs", submit=True)
     [sent] = mail.outbox
     assert sent.to == ["ada@example.org"]
     assert f"/approvals/{request.pk}/" in sent.body and "/api/" not in sent.body

@@ -10,10 +10,10 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 from domain_builders import this_month
+from two_teams import budget_request
 
 from gpupool.quotas.actions import (
     do_approve_and_apply_quota_request,
-    do_create_quota_request,
     do_grant_budget,
     do_spend_budget,
 )
@@ -29,15 +29,14 @@ def month() -> dict[str, date]:
 
 
 def ask_for(pool: Any, gpu_hours: int, **period: date) -> Any:
-    return do_create_quota_request(
-        kind="budget",
-        tenant=pool.nlp,
-        requested_by=pool.users["lena"],
+    """lena's submitted request adding ``gpu_hours`` for this month (``period`` changes it)."""
+    asked = month() | period
+    return budget_request(
+        pool,
+        gpu_hours,
+        period=(asked["period_start"], asked["period_end"]),
         justification="the deadline moved up",
-        payload={"gpu_hours": gpu_hours},
-        priority_class=pool.high,
         submit=True,
-        **(month() | period),
     )
 
 

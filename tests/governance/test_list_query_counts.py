@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 from domain_builders import queue
+from two_teams import quota_request
 
 from gpupool.notifications.actions import do_set_notification_preference
 from gpupool.notifications.choices import NotificationKind
-from gpupool.quotas.actions import do_create_quota_request
 
 pytestmark = pytest.mark.django_db
 
@@ -22,15 +22,14 @@ def file_many(pool: Any, count: int) -> None:
     """``count`` requests of nlp, each for a queue of its own (one open request a queue and
     flavor: ``quotas.actions.open_request_refusal``)."""
     for index in range(count):
-        do_create_quota_request(
-            kind="queue-quota",
-            tenant=pool.nlp,
-            requested_by=pool.users["lena"],
-            justification=f"ask {index}",
-            payload={"guarantee": 1, "deserved": 2, "capability": 4},
+        quota_request(
+            pool,
             queue=queue(f"nlp-{index}", parent=pool.nlp_queue.parent, tenant=pool.nlp),
-            flavor=pool.h100,
+            justification=f"ask {index}",
             submit=index % 2 == 0,
+            guarantee=1,
+            deserved=2,
+            capability=4,
         )
 
 

@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 from django.core import mail
+from two_teams import quota_request
 
-from gpupool.quotas.actions import do_create_quota_request, do_submit_quota_request
+from gpupool.quotas.actions import do_submit_quota_request
 from gpupool.tenancy.actions import do_revoke_site_role
 from gpupool.tenancy.models import SiteRole
 
@@ -22,15 +23,14 @@ pytestmark = pytest.mark.django_db
 
 def file(pool: Any, by: str, *, submit: bool = True) -> Any:
     """A request of nlp's h100 quota (8 / 12 / 24), filed by ``by``."""
-    return do_create_quota_request(
-        kind="queue-quota",
-        tenant=pool.nlp,
-        requested_by=pool.users[by],
+    return quota_request(
+        pool,
+        by=by,
         justification="the new model",
-        payload={"guarantee": 8, "deserved": 12, "capability": 24},
-        queue=pool.nlp_queue,
-        flavor=pool.h100,
         submit=submit,
+        guarantee=8,
+        deserved=12,
+        capability=24,
     )
 
 
