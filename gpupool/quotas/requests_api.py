@@ -41,6 +41,7 @@ from gpupool.quotas.actions import (
     do_update_quota_request,
     do_withdraw_quota_request,
 )
+from gpupool.quotas.api import period_last_day_field
 from gpupool.quotas.choices import QuotaRequestKind, QuotaRequestState
 from gpupool.quotas.impact import request_impact
 from gpupool.quotas.models import (
@@ -116,6 +117,7 @@ class QuotaRequestSerializer(StrictInput, serializers.ModelSerializer[QuotaReque
         allow_null=True,
         help_text="The admin who approved or rejected it; null until decided.",
     )
+    period_last_day = period_last_day_field(allow_null=True)
     summary = serializers.CharField(read_only=True)
     submit = serializers.BooleanField(
         write_only=True,
@@ -135,6 +137,7 @@ class QuotaRequestSerializer(StrictInput, serializers.ModelSerializer[QuotaReque
             "priority_class",
             "period_start",
             "period_end",
+            "period_last_day",
             "payload",
             "justification",
             "summary",
