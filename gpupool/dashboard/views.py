@@ -2593,6 +2593,23 @@ def visible_requests(access: Access) -> QuerySet[QuotaRequest]:
     return visible_quota_requests(quota_request_rows(), access)
 
 
+# The states of a request the Approvals page lists as decided or withdrawn.
+DECIDED_STATES = (
+    QuotaRequestState.APPROVED,
+    QuotaRequestState.APPLIED,
+    QuotaRequestState.REJECTED,
+    QuotaRequestState.WITHDRAWN,
+)
+
+
+def requests_csv_url(ordering: str, states: Iterable[str] = ()) -> str:
+    """The requests API's CSV of every request the user sees (the API's scope is the pages':
+    ``visible_requests``) in ``states`` (none: every state), ordered by ``ordering``, as a
+    page's list of them is."""
+    query = {"format": "csv", "ordering": ordering} | ({"state": list(states)} if states else {})
+    return reverse("api:quota-request-list") + "?" + urlencode(query, doseq=True)
+
+
 def led_tenants(access: Access) -> list[Tenant]:
     """The tenants the user may ask budget for: those they lead (admins: every tenant)."""
     rows = (
@@ -2683,6 +2700,8 @@ def requests_page(request: HttpRequest, access: Access) -> HttpResponse:
         "budgets_url": url_with_query(
             "api:budget-list", {"covers": f"{timezone.localdate(pool_now()):%Y-%m-%d}"}
         ),
+        # Every request listed (past the 100 shown), newest first as here.
+        "csv_url": requests_csv_url("-created_at"),
     }
     return render(request, "dashboard/requests.html", context, status=form_page_status(request))
 
@@ -2939,10 +2958,15 @@ def approvals(request: HttpRequest, access: Access) -> HttpResponse:
         "own_pending": own,
         "other_deciders": other_deciders(access.user_id) if own else [],
         "decided": list(
-            rows.exclude(state__in=[QuotaRequestState.SUBMITTED, QuotaRequestState.DRAFT])
+            rows.filter(state__in=DECIDED_STATES)
             .annotate(last_step_at=Coalesce("decided_at", "withdrawn_at"))
             .order_by(F("last_step_at").desc(nulls_last=True), "-id")[:20]
         ),
+        # Each list's requests as CSV: every one waiting (the admin's own included), oldest
+        # first as here; every one decided or withdrawn (past the 20 shown), newest filed
+        # first (the API sorts by one field, and a withdrawn request has no decision).
+        "pending_csv_url": requests_csv_url("submitted_at", [QuotaRequestState.SUBMITTED]),
+        "decided_csv_url": requests_csv_url("-created_at", DECIDED_STATES),
     }
     return render(request, "dashboard/approvals.html", context)
 

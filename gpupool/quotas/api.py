@@ -55,6 +55,19 @@ def gpus_field(**options: Any) -> serializers.DecimalField:
     return serializers.DecimalField(max_digits=10, decimal_places=3, **options)
 
 
+def period_last_day_field(*, allow_null: bool = False) -> serializers.DateField:
+    """A budget's period's last day, included (the model's ``period_last_day``): what the
+    pages show as its end, beside ``period_end``, which stays the first day after it
+    (``allow_null``: a queue-quota request has no period)."""
+    return serializers.DateField(
+        read_only=True,
+        allow_null=allow_null,
+        help_text="The period's last day, included: the day before period_end (the first day "
+        'after the period), as the pages show the period ("2026-12-01 to 2026-12-31 '
+        '(included)")' + ("; null without a period." if allow_null else "."),
+    )
+
+
 # ----------------------------------------------------------------------------- queues
 
 
@@ -350,6 +363,7 @@ class BudgetSerializer(serializers.ModelSerializer[PriorityBudget]):
         read_only=True,
         help_text="The ledger's balance: granted, less spent and held in open reservations.",
     )
+    period_last_day = period_last_day_field()
     spent_gpu_hours = serializers.SerializerMethodField()
     reserved_gpu_hours = serializers.SerializerMethodField()
 
@@ -361,6 +375,7 @@ class BudgetSerializer(serializers.ModelSerializer[PriorityBudget]):
             "priority_class",
             "period_start",
             "period_end",
+            "period_last_day",
             "gpu_hours",
             "remaining_gpu_hours",
             "spent_gpu_hours",

@@ -679,6 +679,10 @@ class PriorityBudget(models.Model):
         """Its period as the pages and the CLI show it (``period_words``)."""
         return period_words(self.period_start, self.period_end)
 
+    def period_last_day(self) -> date | None:
+        """Its period's last day, included (``last_day``)."""
+        return last_day(self.period_end)
+
     def clean(self) -> None:
         """The class is budgeted, the grant fits the ledger, the period is ordered and overlaps
         no other of the same class."""
@@ -757,6 +761,13 @@ class BudgetLedgerEntry(models.Model):
         return f"{self.budget} {self.kind} {fmt(self.gpu_hours)}"
 
 
+def last_day(end: date | None) -> date | None:
+    """A budget's period's last day, included, from its stored ``end`` (the first day after
+    it): the day the pages show as its end (``period_words``) and the API's and its CSVs'
+    ``period_last_day``. None without an end."""
+    return None if end is None else end - timedelta(days=1)
+
+
 def period_words(start: date | None, end: date | None) -> str:
     """A budget's period, stored with ``end`` the first day after it, as the pages, the CLI
     and the mails show it: its first and last days, the last included, as the Cost page's
@@ -764,7 +775,7 @@ def period_words(start: date | None, end: date | None) -> str:
     the stored end as the period's last day. A missing day is shown as missing."""
     if start is None or end is None:
         return f"{start or '?'} to {end or '?'} (the first day after it)"
-    return f"{start:%Y-%m-%d} to {end - timedelta(days=1):%Y-%m-%d} (included)"
+    return f"{start:%Y-%m-%d} to {last_day(end):%Y-%m-%d} (included)"
 
 
 QUEUE_QUOTA_KEYS = ("guarantee", "deserved", "capability")
@@ -958,6 +969,11 @@ class QuotaRequest(models.Model):
     def period_text(self) -> str:
         """A budget request's period as the pages and the CLI show it (``period_words``)."""
         return period_words(self.period_start, self.period_end)
+
+    def period_last_day(self) -> date | None:
+        """A budget request's period's last day, included (``last_day``); None for a
+        queue-quota request, which has no period."""
+        return last_day(self.period_end)
 
     def latest_what_if(self) -> WhatIfRun | None:
         """The request's most recent what-if run, if one was started."""

@@ -5,7 +5,9 @@ One resource, ``/api/v1/quota-requests/``, for both kinds (``kind``: ``queue-quo
 Leads see and file their tenants' requests; admins see all and decide; finance reads
 every tenant's and never decides (``access.REQUEST_READERS``); a draft is its requester's
 alone until submitted. Every write calls an
-action of ``quotas/actions.py``, which checks the rules, audits and sends the mails.
+action of ``quotas/actions.py``, which checks the rules, audits and sends the mails. The list
+is also a CSV download (``?format=csv``: every request the filters and the caller's scope
+keep, its amounts a column each), as the Requests and Approvals pages link it.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from gpupool.api.fields import NamedChoiceField, NameRelatedField
 from gpupool.api.filters import NameFilter
 from gpupool.api.permissions import ADMINS, ActionRoles, TenantScoped
 from gpupool.api.strict import StrictInput, refuse_a_body
+from gpupool.api.tables import CSVExport
 from gpupool.inventory.models import Flavor
 from gpupool.quotas.actions import (
     approval_refusal,
@@ -41,9 +44,12 @@ from gpupool.quotas.actions import (
     do_update_quota_request,
     do_withdraw_quota_request,
 )
+from gpupool.quotas.api import period_last_day_field
 from gpupool.quotas.choices import QuotaRequestKind, QuotaRequestState
 from gpupool.quotas.impact import request_impact
 from gpupool.quotas.models import (
+    BUDGET_KEYS,
+    QUEUE_QUOTA_KEYS,
     PriorityClass,
     Queue,
     QuotaRequest,
@@ -116,6 +122,7 @@ class QuotaRequestSerializer(StrictInput, serializers.ModelSerializer[QuotaReque
         allow_null=True,
         help_text="The admin who approved or rejected it; null until decided.",
     )
+    period_last_day = period_last_day_field(allow_null=True)
     summary = serializers.CharField(read_only=True)
     submit = serializers.BooleanField(
         write_only=True,
@@ -135,6 +142,7 @@ class QuotaRequestSerializer(StrictInput, serializers.ModelSerializer[QuotaReque
             "priority_class",
             "period_start",
             "period_end",
+            "period_last_day",
             "payload",
             "justification",
             "summary",
@@ -222,6 +230,43 @@ class QuotaRequestDetailSerializer(QuotaRequestSerializer):
     def get_approval_refusal(self, request: QuotaRequest) -> str | None:
         """The approval's refusal, or null."""
         return self._refusal(request) or None
+
+
+class PayloadAmountField(serializers.Field[Any, Any, Any, Any]):
+    """One amount of a request's ``payload`` (``key``), as the JSON writes it
+    (``payload_texts``); null where the request's kind asks none."""
+
+    def __init__(self, key: str, **kwargs: Any) -> None:
+        self.key = key
+        super().__init__(source="payload", read_only=True, **kwargs)
+
+    def to_representation(self, value: Any) -> Any:
+        texts = payload_texts(value)
+        return texts.get(self.key) if isinstance(texts, dict) else None
+
+
+# The amounts a request's payload holds, by kind, a CSV column each.
+PAYLOAD_COLUMNS = (*QUEUE_QUOTA_KEYS, *BUDGET_KEYS)
+
+
+class QuotaRequestRowSerializer(QuotaRequestSerializer):
+    """A request as a row of the CSV (``?format=csv``): the list's fields, its ``payload`` an
+    amount a column (``guarantee``, ``deserved`` and ``capability`` of a queue-quota request,
+    ``gpu_hours`` of a budget one: ``PAYLOAD_COLUMNS``; empty where its kind asks none), so a
+    spreadsheet reads and sums them; nothing a request is filed with only (``submit``)."""
+
+    guarantee = PayloadAmountField("guarantee")
+    deserved = PayloadAmountField("deserved")
+    capability = PayloadAmountField("capability")
+    gpu_hours = PayloadAmountField("gpu_hours")
+
+    class Meta(QuotaRequestSerializer.Meta):
+        fields = tuple(
+            column
+            for name in QuotaRequestSerializer.Meta.fields
+            if name != "submit"
+            for column in (PAYLOAD_COLUMNS if name == "payload" else (name,))
+        )
 
 
 class DecisionSerializer(StrictInput, serializers.Serializer[Any]):
@@ -330,6 +375,7 @@ class QuotaRequestFilter(filters.FilterSet):  # type: ignore[misc]
 
 
 class QuotaRequestViewSet(
+    CSVExport,
     TenantScoped,
     mixins.ListModelMixin,
     mixins.RetrieveModelMixin,
@@ -342,7 +388,8 @@ class QuotaRequestViewSet(
     requests (``DELETE`` deletes a draft; ``POST .../withdraw/`` keeps a submitted one,
     withdrawn); admins see every request, its impact and a what-if
     replay, and approve (which applies) or reject; finance reads every tenant's requests
-    (list and detail) and changes none."""
+    (list and detail) and changes none. The list as CSV with ``?format=csv``, every request
+    the filters keep (``QuotaRequestRowSerializer``)."""
 
     queryset = quota_request_rows()
     serializer_class = QuotaRequestSerializer
@@ -363,11 +410,15 @@ class QuotaRequestViewSet(
     http_method_names = ("get", "post", "patch", "delete", "head", "options")
     # The actions whose answer is one open request, with the approval's verdict on it.
     detail_actions = frozenset({"retrieve", "create", "partial_update", "submit"})
+    csv_name = "quota-requests"
 
     def get_serializer_class(self) -> type[QuotaRequestSerializer]:
-        """The detail's serializer (``approvable``, ``approval_refusal``) for one request."""
+        """The detail's serializer (``approvable``, ``approval_refusal``) for one request; the
+        CSV's rows (the payload's amounts a column each) for the list asked as CSV."""
         if self.action in self.detail_actions:
             return QuotaRequestDetailSerializer
+        if self.wants_csv():
+            return QuotaRequestRowSerializer
         return QuotaRequestSerializer
 
     def scope(self, queryset: QuerySet[Any]) -> QuerySet[Any]:

@@ -32,6 +32,7 @@ EVERY_LIST = [
     "/api/v1/usage/",
     "/api/v1/workloads/",
     "/api/v1/budgets/",
+    "/api/v1/quota-requests/",
     "/api/v1/preemptions/",
     "/api/v1/utilization/tenants/",
     "/api/v1/utilization/wasters/",

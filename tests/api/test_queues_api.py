@@ -208,6 +208,30 @@ def test_budgets_download_as_csv_as_each_role_reads_them(api_as: Any, resources:
     assert rows[0]["spent_gpu_hours"] == "5.0000"
 
 
+def test_the_budgets_csv_says_the_periods_last_day_beside_its_end(
+    api_as: Any, resources: dict
+) -> None:
+    """``period_end`` is the first day after the period, as the model stores it and the JSON
+    says it; the pages show the last day, included, and so does ``period_last_day``, in the
+    JSON and in the CSV finance reads."""
+    budget = resources["budgets"]["nlp"]
+    last = budget.period_end - timedelta(days=1)
+    client = api_as("finance")
+    [row] = downloaded(client, "/api/v1/budgets/?tenant=nlp", "budgets")
+    assert list(row)[3:6] == ["period_start", "period_end", "period_last_day"]
+    assert (row["period_start"], row["period_end"], row["period_last_day"]) == (
+        budget.period_start.isoformat(),
+        budget.period_end.isoformat(),
+        last.isoformat(),
+    )
+    assert last.isoformat() in budget.period_text() and last.month == budget.period_start.month
+    [listed] = client.get("/api/v1/budgets/?tenant=nlp").json()["results"]
+    assert (listed["period_end"], listed["period_last_day"]) == (
+        budget.period_end.isoformat(),
+        last.isoformat(),
+    )
+
+
 def test_an_admin_grants_a_budget_through_the_ledger(api_as: Any, resources: dict) -> None:
     budget = resources["budgets"]["nlp"]
     response = api_as("admin").post(

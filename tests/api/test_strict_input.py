@@ -347,6 +347,7 @@ CSV_TYPE = "text/csv; charset=utf-8"
         "/api/v1/reports/capacity/?format=csv",
         "/api/v1/preemptions/?format=csv",
         "/api/v1/budgets/?format=csv",
+        "/api/v1/quota-requests/?format=csv",
         "/api/v1/utilization/tenants/?format=csv",
         "/api/v1/utilization/wasters/?format=csv",
         "/api/v1/usage/?format=csv&page_size=0",  # an error, as one row

@@ -3,6 +3,9 @@ demand, and decides): the pages call the governance actions and queries the API 
 
 from __future__ import annotations
 
+import csv
+import html
+import io
 from datetime import timedelta
 from decimal import Decimal
 from typing import Any
@@ -20,6 +23,7 @@ from gpupool.quotas.actions import (
     do_begin_what_if,
     do_finish_what_if,
     do_record_what_if_progress,
+    do_reject_quota_request,
 )
 from gpupool.quotas.models import QueueQuota, QuotaRequest, WhatIfRun
 
@@ -135,6 +139,44 @@ def test_a_lead_sees_their_teams_requests_and_not_another_teams(pool: Any, page_
     assert client.get(f"/requests/{theirs.pk}/").status_code == 404
 
 
+def vision_request(pool: Any, *, submit: bool = True) -> QuotaRequest:
+    """A request of vision for h100 (guarantee 4, deserved 9, capability 16), by vera."""
+    return do_create_quota_request(
+        kind="queue-quota",
+        tenant=pool.vision,
+        requested_by=pool.users["vera"],
+        justification="vision's plans",
+        payload={"guarantee": 4, "deserved": 9, "capability": 16},
+        queue=pool.vision_queue,
+        flavor=pool.h100,
+        submit=submit,
+    )
+
+
+def csv_link(client: Any, page: str, link_id: str) -> tuple[str, list[dict[str, str]]]:
+    """The CSV link ``link_id`` of the page at ``page``, and what it downloads as rows."""
+    shown = text(client.get(page))
+    assert f'id="{link_id}"' in shown, f"{page} has no link {link_id}"
+    href = shown.split(f'id="{link_id}" href="')[1].split('"')[0]
+    answer = client.get(html.unescape(href))
+    assert answer.status_code == 200 and answer["Content-Type"].startswith("text/csv")
+    table = b"".join(answer.streaming_content).decode()
+    return html.unescape(href), list(csv.DictReader(io.StringIO(table)))
+
+
+def test_the_requests_page_links_every_request_its_viewer_sees_as_csv(
+    pool: Any, page_as: Any
+) -> None:
+    mine = filed(pool)
+    theirs = vision_request(pool)
+    link, rows = csv_link(page_as("lena"), "/requests/", "csv-requests")
+    assert link == "/api/v1/quota-requests/?format=csv&ordering=-created_at"
+    assert [(int(row["id"]), row["tenant"]) for row in rows] == [(mine.pk, "nlp")]
+    assert (rows[0]["guarantee"], rows[0]["requested_by"]) == ("6", "lena")
+    _, every = csv_link(page_as("ada"), "/requests/", "csv-requests")
+    assert [int(row["id"]) for row in every] == [theirs.pk, mine.pk]
+
+
 def test_a_member_who_leads_nothing_may_not_open_requests(pool: Any, page_as: Any) -> None:
     request = filed(pool)
     client = page_as("max")
@@ -154,6 +196,27 @@ def test_the_approvals_page_lists_what_waits_oldest_first(pool: Any, page_as: An
     page = text(page_as("ada").get("/approvals/"))
     assert page.index(f"/approvals/{first.pk}/") < page.index(f"/approvals/{second.pk}/")
     assert "more guaranteed GPUs" in page
+
+
+def test_the_approvals_page_links_what_waits_and_what_was_decided_as_csv(
+    pool: Any, page_as: Any
+) -> None:
+    waiting = filed(pool)
+    decided = do_reject_quota_request(
+        vision_request(pool), acting_user=pool.users["ada"], note="not this quarter"
+    )
+    client = page_as("ada")
+    link, pending = csv_link(client, "/approvals/", "csv-pending")
+    assert link == "/api/v1/quota-requests/?format=csv&ordering=submitted_at&state=submitted"
+    assert [(int(row["id"]), row["state"]) for row in pending] == [(waiting.pk, "submitted")]
+    link, done = csv_link(client, "/approvals/", "csv-decided")
+    assert link == (
+        "/api/v1/quota-requests/?format=csv&ordering=-created_at"
+        "&state=approved&state=applied&state=rejected&state=withdrawn"
+    )
+    assert [(int(row["id"]), row["decided_by"], row["decision_note"]) for row in done] == [
+        (decided.pk, "ada", "not this quarter")
+    ]
 
 
 def test_an_admin_sees_the_impact_before_deciding(pool: Any, page_as: Any) -> None:

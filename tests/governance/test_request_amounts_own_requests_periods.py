@@ -6,7 +6,8 @@
 - an admin's own submitted request is not listed as waiting for their decision: the Approvals
   page lists it apart, naming who can decide it (another admin) or saying nobody can;
 - a budget request's period reads with its last day, included, as the Cost page's "End
-  (included)", not with the stored end (the first day after it).
+  (included)", not with the stored end (the first day after it); the API says that day too,
+  ``period_last_day``, beside ``period_end``.
 """
 
 from __future__ import annotations
@@ -141,6 +142,13 @@ def test_budget_periods_on_the_pages_and_in_the_api_summary_say_their_last_day(
     )
     shown = f"{start:%Y-%m-%d} to {end - timedelta(days=1):%Y-%m-%d} (included)"
     assert filed["summary"] == f"budget of nlp at high, {shown}: 5 GPU-hours more"
+    # the API keeps period_end (the first day after it) and says the last day beside it
+    [listed] = api_as("lena").get("/api/v1/quota-requests/").json()["results"]
+    for answer in (filed, listed):
+        assert (answer["period_end"], answer["period_last_day"]) == (
+            end.isoformat(),
+            (end - timedelta(days=1)).isoformat(),
+        )
     requests_page = page_of(pool, "lena").get("/requests/").content.decode()
     assert f"<td>{shown}</td>" in requests_page  # the budgets now table
     approval = page_of(pool, "ada").get(f"/approvals/{filed['id']}/").content.decode()
