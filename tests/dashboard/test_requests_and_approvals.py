@@ -141,15 +141,15 @@ def test_a_lead_sees_their_teams_requests_and_not_another_teams(pool: Any, page_
 
 def vision_request(pool: Any, *, submit: bool = True) -> QuotaRequest:
     """A request of vision for h100 (guarantee 4, deserved 9, capability 16), by vera."""
-    return do_create_quota_request(
-        kind="queue-quota",
-        tenant=pool.vision,
-        requested_by=pool.users["vera"],
+    return quota_request(
+        pool,
+        by="vera",
+        team="vision",
         justification="vision's plans",
-        payload={"guarantee": 4, "deserved": 9, "capability": 16},
-        queue=pool.vision_queue,
-        flavor=pool.h100,
         submit=submit,
+        guarantee=4,
+        deserved=9,
+        capability=16,
     )
 
 
