@@ -18,7 +18,7 @@ from django.utils.text import capfirst
 from rest_framework import serializers
 
 from gpupool.accounting.reports import span_refusal
-from gpupool.api.errors import SELF_NAMING_FIELDS
+from gpupool.api.errors import SELF_NAMING_FIELDS, self_naming_fields
 from gpupool.clusters.grouping import MAX_PODS
 from gpupool.inventory.choices import Sharing
 from gpupool.inventory.models import Flavor
@@ -199,11 +199,18 @@ def field_label(form: forms.BaseForm, name: str) -> str:
 
 def refusal_detail(refusal: ValidationError | PermissionDenied) -> Any:
     """What an action's refusal says, for ``refusal_fields``: a ``ValidationError``'s
-    ``message_dict`` (or its messages, when it names no field); a ``PermissionDenied``'s
-    sentence."""
-    if isinstance(refusal, ValidationError):
-        return refusal.message_dict if hasattr(refusal, "error_dict") else refusal.messages
-    return str(refusal) or "not allowed"
+    ``message_dict`` (or its messages, when it names no field), the messages of a field said
+    without its name (``api.errors.self_naming_fields``: "the change would not fit: ...") as
+    naming none, as the API's message says them; a ``PermissionDenied``'s sentence."""
+    if not isinstance(refusal, ValidationError):
+        return str(refusal) or "not allowed"
+    if not hasattr(refusal, "error_dict"):
+        return refusal.messages
+    unnamed = self_naming_fields(refusal)
+    detail: dict[str, list[str]] = {}
+    for field, messages in refusal.message_dict.items():
+        detail.setdefault(NON_FIELD_ERRORS if field in unnamed else field, []).extend(messages)
+    return detail
 
 
 class QuotaRequestForm(forms.Form):
