@@ -31,12 +31,10 @@ from gpupool.quotas.models import (
     Queue,
     QuotaRequest,
 )
-from gpupool.scheduler.scenario import MAX_GPUS_PER_NODE
 from gpupool.scheduler.types import MILLI
 from gpupool.tenancy.models import Tenant
 from gpupool.workloads.actions import (
     MAX_EXPECTED_RUNTIME_S,
-    TOO_MANY_GPUS_PER_POD,
     PodSetSpec,
     pod_set_spec_errors,
 )
@@ -601,10 +599,10 @@ class WorkloadForm(forms.Form):
         queryset=Flavor.objects.order_by("name"), to_field_name="name", label="GPU flavor"
     )
     pods = forms.IntegerField(min_value=1, max_value=MAX_PODS, initial=1)
+    # No bound of its own: the submission's rule (``clean``) says the flavor's largest node,
+    # or past it the core's bound, whatever the number, as the API does.
     gpus_per_pod = forms.IntegerField(
         min_value=0,
-        max_value=MAX_GPUS_PER_NODE,
-        error_messages={"max_value": TOO_MANY_GPUS_PER_POD},
         initial=1,
         label="GPUs per pod (MIG: instances)",
         help_text="At most the largest node of the flavor holds (a pod runs on one node); "
