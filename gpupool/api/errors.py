@@ -28,6 +28,13 @@ NON_FIELD = "non_field_errors"
 # field words say it as nothing (``dashboard.forms.FIELD_WORDS``) and the CLI prints the
 # message: one rule, here.
 SELF_NAMING_FIELDS = frozenset({"state"})
+# The code of a refusal whose sentence says what it is about itself, whatever field it is keyed
+# by: an approval's "the change would not fit: guarantee: ...", keyed ``payload`` (which the
+# admin deciding does not change). Said without the field's name as ``SELF_NAMING_FIELDS``
+# are, by the API's message, the CLI and the pages (``self_naming_fields``); ``fields`` keeps
+# the key. Raised as ``ValidationError({"payload": ValidationError(sentence,
+# code=SELF_NAMING)})``.
+SELF_NAMING = "self_naming"
 
 
 class BodyTooLarge(exceptions.APIException):
@@ -108,12 +115,24 @@ def django_validation_detail(error: DjangoValidationError) -> Any:
     return {NON_FIELD: list(error.messages)}
 
 
+def self_naming_fields(error: DjangoValidationError) -> frozenset[str]:
+    """The fields of an action's refusal said without their names: ``SELF_NAMING_FIELDS``,
+    and those whose every message carries the code ``SELF_NAMING``."""
+    if not hasattr(error, "error_dict"):
+        return frozenset()
+    return frozenset(
+        field
+        for field, errors in error.error_dict.items()
+        if field in SELF_NAMING_FIELDS or all(e.code == SELF_NAMING for e in errors)
+    )
+
+
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """DRF's handler, with Django's errors translated and every body in the one shape."""
     self_naming = frozenset[str]()
     if isinstance(exc, DjangoValidationError):
+        self_naming = self_naming_fields(exc)
         exc = exceptions.ValidationError(django_validation_detail(exc))
-        self_naming = SELF_NAMING_FIELDS
     elif isinstance(exc, DjangoPermissionDenied):
         exc = exceptions.PermissionDenied(str(exc) or None)
     elif isinstance(exc, Http404):

@@ -749,8 +749,9 @@ def warn_if_capped(listing: Listing, noun: str, narrow: str, options: argparse.N
 
 
 def do_status(api: Api, options: argparse.Namespace, out: TextIO) -> int:
-    """Your tenants' workloads: state, position, estimated start and reason."""
-    query: dict[str, Any] = {"ordering": "submitted_at"}
+    """Your tenants' workloads, newest first as the My workloads page lists them: state,
+    position, estimated start and reason. A list cut at ``http.MAX_ROWS`` keeps the newest."""
+    query: dict[str, Any] = {"ordering": "-submitted_at"}
     if options.state:
         query["state"] = options.state
     elif not options.all:
@@ -1379,7 +1380,9 @@ def parser(json_errors: bool = False) -> argparse.ArgumentParser:
     )
     login.add_argument("--username")
     login.set_defaults(run=do_login)
-    status = commands.add_parser("status", help="your tenants' waiting and running workloads")
+    status = commands.add_parser(
+        "status", help="your tenants' waiting and running workloads, newest first"
+    )
     status.add_argument("--all", action="store_true", help="finished ones too")
     status.add_argument(
         "--state",

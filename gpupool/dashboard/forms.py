@@ -18,7 +18,7 @@ from django.utils.text import capfirst
 from rest_framework import serializers
 
 from gpupool.accounting.reports import span_refusal
-from gpupool.api.errors import SELF_NAMING_FIELDS
+from gpupool.api.errors import SELF_NAMING_FIELDS, self_naming_fields
 from gpupool.clusters.grouping import MAX_PODS
 from gpupool.inventory.choices import Sharing
 from gpupool.inventory.models import Flavor
@@ -31,12 +31,10 @@ from gpupool.quotas.models import (
     Queue,
     QuotaRequest,
 )
-from gpupool.scheduler.scenario import MAX_GPUS_PER_NODE
 from gpupool.scheduler.types import MILLI
 from gpupool.tenancy.models import Tenant
 from gpupool.workloads.actions import (
     MAX_EXPECTED_RUNTIME_S,
-    TOO_MANY_GPUS_PER_POD,
     PodSetSpec,
     pod_set_spec_errors,
 )
@@ -199,11 +197,18 @@ def field_label(form: forms.BaseForm, name: str) -> str:
 
 def refusal_detail(refusal: ValidationError | PermissionDenied) -> Any:
     """What an action's refusal says, for ``refusal_fields``: a ``ValidationError``'s
-    ``message_dict`` (or its messages, when it names no field); a ``PermissionDenied``'s
-    sentence."""
-    if isinstance(refusal, ValidationError):
-        return refusal.message_dict if hasattr(refusal, "error_dict") else refusal.messages
-    return str(refusal) or "not allowed"
+    ``message_dict`` (or its messages, when it names no field), the messages of a field said
+    without its name (``api.errors.self_naming_fields``: "the change would not fit: ...") as
+    naming none, as the API's message says them; a ``PermissionDenied``'s sentence."""
+    if not isinstance(refusal, ValidationError):
+        return str(refusal) or "not allowed"
+    if not hasattr(refusal, "error_dict"):
+        return refusal.messages
+    unnamed = self_naming_fields(refusal)
+    detail: dict[str, list[str]] = {}
+    for field, messages in refusal.message_dict.items():
+        detail.setdefault(NON_FIELD_ERRORS if field in unnamed else field, []).extend(messages)
+    return detail
 
 
 class QuotaRequestForm(forms.Form):
@@ -594,10 +599,10 @@ class WorkloadForm(forms.Form):
         queryset=Flavor.objects.order_by("name"), to_field_name="name", label="GPU flavor"
     )
     pods = forms.IntegerField(min_value=1, max_value=MAX_PODS, initial=1)
+    # No bound of its own: the submission's rule (``clean``) says the flavor's largest node,
+    # or past it the core's bound, whatever the number, as the API does.
     gpus_per_pod = forms.IntegerField(
         min_value=0,
-        max_value=MAX_GPUS_PER_NODE,
-        error_messages={"max_value": TOO_MANY_GPUS_PER_POD},
         initial=1,
         label="GPUs per pod (MIG: instances)",
         help_text="At most the largest node of the flavor holds (a pod runs on one node); "

@@ -18,6 +18,7 @@ from django.db.models import F, Value
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
+from gpupool.api.errors import SELF_NAMING
 from gpupool.audit.actions import (
     audited_change,
     delete_audited,
@@ -900,8 +901,15 @@ def approval_refusal(request: QuotaRequest) -> ValidationError | None:
         return past
     problems = quota_request_problems(request)
     if problems:
-        return ValidationError({"payload": "the change would not fit: " + "; ".join(problems)})
+        return _refused_amounts("the change would not fit: " + "; ".join(problems))
     return None
+
+
+def _refused_amounts(sentence: str) -> ValidationError:
+    """A refusal keyed ``payload`` whose sentence says what it is about (the change would not
+    fit): the API's message, the CLI and the pages say it without the field's name
+    (``api.errors.SELF_NAMING``), the API's ``fields`` keep the key."""
+    return ValidationError({"payload": ValidationError(sentence, code=SELF_NAMING)})
 
 
 def withdrawn_refusal(request: QuotaRequest) -> ValidationError | None:
@@ -985,7 +993,9 @@ def decision_refusal(
     if refusal is not None:
         return refusal
     if acting_user.pk == request.requested_by_id:
-        return ValidationError({"decided_by": f"nobody {verb}s their own request"})
+        # a sentence that says what it is about: said without ``decided_by``
+        own = f"nobody {verb}s their own request"
+        return ValidationError({"decided_by": ValidationError(own, code=SELF_NAMING)})
     return approval_refusal(request) if approve else None
 
 
@@ -1128,11 +1138,9 @@ def do_start_what_if(request: QuotaRequest, *, acting_user: Any, days: int = 30)
     # tree. Keyed ``payload`` like the approval's refusal, in the impact's words.
     problems = quota_request_problems(request)
     if problems:
-        raise ValidationError(
-            {
-                "payload": "a what-if replays only a change that could be approved; this one "
-                "would not fit: " + "; ".join(problems)
-            }
+        raise _refused_amounts(
+            "a what-if replays only a change that could be approved; this one would not fit: "
+            + "; ".join(problems)
         )
     since = timezone.now() - timedelta(seconds=WHAT_IF_TIME_LIMIT_S)  # the worker's limit
     active = request.what_if_runs.filter(

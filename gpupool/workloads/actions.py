@@ -99,7 +99,8 @@ def image_reference_error(image: str) -> str | None:
 
 
 # The most GPUs (MIG: instances) one pod may ask, the core's bound (``scheduler.scenario``):
-# what the API's field, the submit form's and this module's rule say past it.
+# what the rule of a pod set's size (``pod_set_spec_errors``) says past it where no flavor's
+# rule applies, for the API, the submit form and the CLI alike.
 TOO_MANY_GPUS_PER_POD = (
     f"at most {MAX_GPUS_PER_NODE} (MIG: instances), the most one node may have; a pod runs "
     "on one node"
@@ -107,30 +108,23 @@ TOO_MANY_GPUS_PER_POD = (
 
 
 def pod_set_spec_errors(spec: PodSetSpec) -> dict[str, str]:
-    """Why a pod set of this size could never run, by field ({} when it could): one pod past
-    the decision core's bounds (``scheduler.scenario``: the snapshot of a pool holding it could
-    not be planned), or asking more GPUs than the largest node of every flavor it may run on
-    holds (a pod runs on one node). Flavors without nodes yet are not judged (the cluster's
-    sync brings them); unhealthy GPUs and cordoned nodes count (they come back). The one rule
-    of submission (``do_submit_workload``), of the dashboard's submit form, and of pods
-    registered from the cluster (``pod_sets_errors``)."""
+    """Why a pod set of this size could never run, by field ({} when it could): asking more
+    GPUs than the largest node of every flavor it may run on holds (a pod runs on one node),
+    or one pod past the decision core's bounds (``scheduler.scenario``: the snapshot of a pool
+    holding it could not be planned). The flavors' rule comes first, whatever the number: 99
+    GPUs on h100 are refused as 16 are, "the largest h100 node has 8"; the core's bound on
+    GPUs (``TOO_MANY_GPUS_PER_POD``) is said only where no flavor's rule applies. Flavors
+    without nodes yet are not judged (the cluster's sync brings them); unhealthy GPUs and
+    cordoned nodes count (they come back). The one rule of submission
+    (``do_submit_workload``), of the API's body and the dashboard's submit form (neither
+    bounds GPUs per pod itself), and of pods registered from the cluster
+    (``pod_sets_errors``)."""
     errors: dict[str, str] = {}
-    if spec.gpus > MAX_GPUS_PER_NODE:
+    past_largest = _largest_node_refusal(spec)
+    if past_largest is not None:
+        errors["gpus"] = past_largest
+    elif spec.gpus > MAX_GPUS_PER_NODE:
         errors["gpus"] = f"{spec.gpus} GPUs per pod: {TOO_MANY_GPUS_PER_POD}"
-    elif spec.gpus > 0 and spec.flavor is not None:
-        flavors = [spec.flavor, *spec.flavor_choices]
-        largest = largest_node_gpus(flavors)
-        if len(largest) == len({flavor.pk for flavor in flavors}):  # every flavor has nodes
-            most = max(largest.values())
-            if spec.gpus > most:
-                names = " or ".join(flavor.name for flavor in flavors)
-                # In the unit its flavors count in (a MIG flavor's: its MIG instances).
-                units = {flavor_unit(flavor.sharing) for flavor in flavors}
-                asked = f"{units.pop()}s" if len(units) == 1 else "GPUs (MIG: instances)"
-                errors["gpus"] = (
-                    f"{spec.gpus} {asked} per pod, and a pod runs on one node: the largest "
-                    f"{names} node has {most}"
-                )
     if spec.cpu > MAX_NODE_CPU:
         errors["cpu"] = f"{spec.cpu} CPU cores per pod: at most {MAX_NODE_CPU}, a node's most"
     if spec.memory_gb > MAX_NODE_MEMORY_GB:
@@ -138,6 +132,29 @@ def pod_set_spec_errors(spec: PodSetSpec) -> dict[str, str]:
             f"{spec.memory_gb} GB per pod: at most {MAX_NODE_MEMORY_GB}, a node's most"
         )
     return errors
+
+
+def _largest_node_refusal(spec: PodSetSpec) -> str | None:
+    """Why no node of the pod set's flavors could hold one of its pods (more GPUs than the
+    largest node of every flavor it may run on), in the flavors' unit; None when one could, or
+    when a flavor has no nodes yet (not judged) or none is named."""
+    if spec.gpus <= 0 or spec.flavor is None:
+        return None
+    flavors = [spec.flavor, *spec.flavor_choices]
+    largest = largest_node_gpus(flavors)
+    if len(largest) != len({flavor.pk for flavor in flavors}):  # a flavor without nodes yet
+        return None
+    most = max(largest.values())
+    if spec.gpus <= most:
+        return None
+    names = " or ".join(flavor.name for flavor in flavors)
+    # In the unit its flavors count in (a MIG flavor's: its MIG instances).
+    units = {flavor_unit(flavor.sharing) for flavor in flavors}
+    asked = f"{units.pop()}s" if len(units) == 1 else "GPUs (MIG: instances)"
+    return (
+        f"{spec.gpus} {asked} per pod, and a pod runs on one node: the largest {names} node "
+        f"has {most}"
+    )
 
 
 def pod_sets_errors(
@@ -316,6 +333,10 @@ def do_submit_workload(
         image_error = image_reference_error(spec.image)
         if image_error is not None:
             raise ValidationError({prefix + "image": image_error})
+        # Before the row's own checks: GPUs past the column's range are the rule's to refuse.
+        size_errors = pod_set_spec_errors(spec)
+        if size_errors:
+            raise ValidationError({prefix + field: why for field, why in size_errors.items()})
         try:
             pod_set.full_clean()
         except ValidationError as error:
@@ -327,9 +348,6 @@ def do_submit_workload(
             raise ValidationError(
                 {prefix + "flavor_choices": f"pod set {spec.name}: " + "; ".join(choice_errors)}
             )
-        size_errors = pod_set_spec_errors(spec)
-        if size_errors:
-            raise ValidationError({prefix + field: why for field, why in size_errors.items()})
         pod_set.save()
         PodSetFlavorChoice.objects.bulk_create(
             PodSetFlavorChoice(pod_set=pod_set, rank=rank, flavor=flavor)

@@ -52,7 +52,6 @@ from gpupool.tenancy.models import Tenant
 from gpupool.workloads.actions import (
     MAX_EXPECTED_RUNTIME_S,
     TOO_LONG_RUNTIME,
-    TOO_MANY_GPUS_PER_POD,
     TOO_MANY_PODS,
     PodSetSpec,
     do_cancel_workload,
@@ -130,13 +129,14 @@ class PodSetInputSerializer(StrictInput, serializers.Serializer[Any]):
         error_messages={"max_value": TOO_MANY_PODS},
         help_text=f"Pods; at most {MAX_PODS} in all the workload's pod sets.",
     )
+    # No bound of its own: the submission's rule says the flavor's largest node, or past it
+    # the core's bound (``workloads.actions.pod_set_spec_errors``), whatever the number.
     gpus = serializers.IntegerField(
         min_value=0,
-        max_value=MAX_GPUS_PER_NODE,
-        error_messages={"max_value": TOO_MANY_GPUS_PER_POD},
         default=0,
         help_text="GPUs (MIG: instances) per pod, at most the largest node of its flavor's "
-        "(a pod runs on one node); 0 for pods that need none (e.g. a launcher).",
+        f"(a pod runs on one node), and at most {MAX_GPUS_PER_NODE}; 0 for pods that need "
+        "none (e.g. a launcher).",
     )
     gpu_milli = serializers.IntegerField(
         min_value=1,

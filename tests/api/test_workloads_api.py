@@ -504,9 +504,17 @@ def test_numbers_past_the_fields_bounds_are_refused_in_the_products_words(
 ) -> None:
     """GPUs per pod past the core's bound and a protected runtime past the column's are
     refused with what the bound is, not Django's "Ensure this value is less than or equal to
-    64." (the page's field and the CLI say the same words)."""
+    64." (the page's field and the CLI say the same words): on h100, whose largest node has
+    8, the flavor's rule, as 9 GPUs are; on a flavor with no node yet, the core's bound."""
     response = api_as("member").post(URL, with_pod_set(gpus=99), format="json")
-    assert response.json()["error"]["fields"]["pod_sets.0.gpus"] == [TOO_MANY_GPUS_PER_POD]
+    assert response.json()["error"]["fields"]["pod_sets.0.gpus"] == [
+        "99 GPUs per pod, and a pod runs on one node: the largest h100 node has 8"
+    ]
+    flavor("gb300")  # no node of it yet
+    response = api_as("member").post(URL, with_pod_set(gpus=99, flavor="gb300"), format="json")
+    assert response.json()["error"]["fields"]["pod_sets.0.gpus"] == [
+        f"99 GPUs per pod: {TOO_MANY_GPUS_PER_POD}"
+    ]
     response = api_as("member").post(URL, body(protected_runtime_s=2**31), format="json")
     assert response.json()["error"]["fields"]["protected_runtime_s"] == [
         "at most 2147483647 seconds (about 68 years)"

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from client_cli import run
 from django.test import Client
-from domain_builders import node
+from domain_builders import flavor, node
 from two_teams import Pool, two_teams
 
 from gpupool.api.errors import SELF_NAMING_FIELDS
@@ -77,16 +77,37 @@ def test_a_refused_submission_from_flags_names_the_flag(pool: Pool) -> None:
 def test_a_field_from_the_file_is_named_as_the_file_names_it(pool: Pool, tmp_path: Any) -> None:
     job = tmp_path / "job.json"
     job.write_text('{"name": "f", "queue": "nlp", "pod_sets": [{"count": 1, "flavor": "h100"}]}')
+    status, _, err = run("dry-run", str(job), "--gpus", "1", "--count", "0")
+    assert status == 1
+    flagged, from_file = err.splitlines()
+    assert flagged.startswith("gpupool: pod_sets.0.count (--count): ")
+    assert from_file == "pod_sets.0.image: This field is required."  # the file's: no flag here
+    status, _, err = run("--json", "dry-run", str(job), "--gpus", "1", "--count", "0")
+    error = json.loads(err)["error"]
+    assert "(--count)" not in error["message"]  # the API's own object, as it sent it
+    assert set(error["fields"]) == {"pod_sets.0.count", "pod_sets.0.image"}
+
+
+def test_gpus_past_the_flavors_largest_node_name_the_flag_and_the_flavors_rule(
+    pool: Pool, tmp_path: Any
+) -> None:
+    """Past the core's bound too (99 > 64): the flavor's rule, not the core's bound, which
+    stays for a flavor with no node yet (``workloads.actions.pod_set_spec_errors``)."""
+    job = tmp_path / "job.json"
+    job.write_text(
+        '{"name": "f", "queue": "nlp", "pod_sets": [{"count": 1, "flavor": "h100", '
+        '"image": "python:3.12"}]}'
+    )
     status, _, err = run("dry-run", str(job), "--gpus", "99")
     assert status == 1
-    assert err.splitlines() == [
-        f"gpupool: pod_sets.0.gpus (--gpus): {TOO_MANY_GPUS_PER_POD}",  # not Django's words
-        "pod_sets.0.image: This field is required.",  # the file's: it has no flag here
-    ]
-    status, _, err = run("--json", "dry-run", str(job), "--gpus", "99")
-    error = json.loads(err)["error"]
-    assert "(--gpus)" not in error["message"]  # the API's own object, as it sent it
-    assert set(error["fields"]) == {"pod_sets.0.gpus", "pod_sets.0.image"}
+    assert err == (
+        "gpupool: pod_sets.0.gpus (--gpus): 99 GPUs per pod, and a pod runs on one node: the "
+        "largest h100 node has 8\n"
+    )
+    flavor("gb300")  # no node of it yet
+    status, _, err = run("dry-run", str(job), "--gpus", "99", "--flavor", "gb300")
+    assert status == 1
+    assert err == f"gpupool: pod_sets.0.gpus (--gpus): 99 GPUs per pod: {TOO_MANY_GPUS_PER_POD}\n"
 
 
 def test_status_says_work_no_cycle_looked_at_in_the_pages_words(pool: Pool) -> None:

@@ -141,7 +141,11 @@ def test_a_pod_past_the_cores_bounds_is_refused_by_name_and_the_others_still_sch
     assert intake.node_of(good) is not None
     assert not {"team-a/huge", "team-a/hungry"} & intake.planned()
     (said,) = intake.warnings(gpus)
-    assert f"pod huge: {MAX_GPUS_PER_NODE + 1} GPUs per pod: at most {MAX_GPUS_PER_NODE}" in said
+    # past the core's bound on an h100 pod: the flavor's rule, as at submission
+    assert (
+        f"pod huge: {MAX_GPUS_PER_NODE + 1} GPUs per pod, and a pod runs on one node: the "
+        "largest h100 node has 8"
+    ) in said
     (said,) = intake.warnings(cpu)
     assert f"pod hungry: {MAX_NODE_CPU + 1} CPU cores per pod: at most {MAX_NODE_CPU}" in said
     assert workload("hungry").state == workload("huge").state == "pending"

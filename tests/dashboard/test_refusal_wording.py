@@ -85,7 +85,7 @@ def test_a_rejection_without_a_comment_is_refused_beside_the_comment_field(
     assert request.state == "submitted"
 
 
-def test_an_approval_that_does_not_fit_names_the_requested_amounts_not_payload(
+def test_an_approval_that_does_not_fit_says_its_sentence_not_payload(
     pool: Any, page_as: Any
 ) -> None:
     # given nlp asks a guarantee of 6 inside a root that guarantees 8 (vision holds 4)
@@ -97,8 +97,9 @@ def test_an_approval_that_does_not_fit_names_the_requested_amounts_not_payload(
             f"/approvals/{request.pk}/", {"decision": "approve", "decision_note": "ok"}
         )
     )
-    # then the refusal names what is asked for in words, and nothing changed
-    assert "Not decided: requested amounts: the change would not fit" in form_errors(page)
+    # then the refusal says its sentence (which names what would not fit), no field's name
+    # before it, as the API's message and the CLI say it; and nothing changed
+    assert "Not decided: the change would not fit: guarantee: " in form_errors(page)
     assert "payload" not in page
     request.refresh_from_db()
     assert request.state == "submitted"

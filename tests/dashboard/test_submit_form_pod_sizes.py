@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from dashboard_pages import SUBMIT_FORM, text
+from domain_builders import flavor
 
 from gpupool.dashboard.forms import WorkloadForm
 from gpupool.workloads.models import Workload
@@ -16,12 +17,20 @@ FORM = SUBMIT_FORM | {"name": "big-1"}
 
 
 @pytest.mark.parametrize(
-    ("gpus", "why"),
-    [("16", "the largest h100 node has 8"), ("1000", "at most 64 (MIG: instances), the most")],
-    ids=["more than the largest node", "past the core's bound"],
+    ("flavor_name", "gpus", "why"),
+    [
+        ("h100", "16", "the largest h100 node has 8"),
+        # past the core's bound too: the flavor's rule all the same, as the API says it
+        ("h100", "1000", "1000 GPUs per pod, and a pod runs on one node: the largest h100"),
+        ("gb300", "1000", "1000 GPUs per pod: at most 64 (MIG: instances), the most"),
+    ],
+    ids=["more than the largest node", "past the core's bound", "no node of the flavor yet"],
 )
-def test_gpus_no_node_holds_are_refused_on_the_field(pool: Any, gpus: str, why: str) -> None:
-    form = WorkloadForm(FORM | {"gpus_per_pod": gpus}, queues=["nlp"])
+def test_gpus_no_node_holds_are_refused_on_the_field(
+    pool: Any, flavor_name: str, gpus: str, why: str
+) -> None:
+    flavor("gb300")  # no node of it yet: no flavor's rule applies
+    form = WorkloadForm(FORM | {"flavor": flavor_name, "gpus_per_pod": gpus}, queues=["nlp"])
     assert not form.is_valid()
     assert list(form.errors) == ["gpus_per_pod"] and why in form.errors["gpus_per_pod"][0]
 

@@ -62,7 +62,10 @@ def test_the_approval_page_says_why_the_what_if_did_not_start(
     answer = page.post(f"/approvals/{made['id']}/what-if/", {"days": 2}, HTTP_HX_REQUEST="true")
     html = answer.content.decode()
     assert answer.status_code == 200
-    assert "The what-if did not start: requested amounts: " in html
+    # the sentence says what it is about: no field's name before it (api.errors.SELF_NAMING)
+    assert (
+        "The what-if did not start: a what-if replays only a change that could be approved" in html
+    )
     assert "nlp can hold a guarantee of at most 28 h100 GPUs" in html
     assert dispatched == [] and not WhatIfRun.objects.exists()
 
