@@ -2699,8 +2699,9 @@ def requests_page(request: HttpRequest, access: Access) -> HttpResponse:
         "every_team": access.reads_every_request,
         "budgets": current_budgets(tenants),
         "budgets_shown": BUDGETS_SHOWN,
-        "budgets_url": url_with_query(
-            "api:budget-list", {"covers": f"{timezone.localdate(pool_now()):%Y-%m-%d}"}
+        "budgets_url": url_with_query("api:budget-list", budgets_query(access, tenants)),
+        "budgets_csv_url": url_with_query(
+            "api:budget-list", budgets_query(access, tenants) | {"format": "csv"}
         ),
         # Every request listed (past the 100 shown), newest first as here.
         "csv_url": requests_csv_url("-created_at"),
@@ -2726,6 +2727,18 @@ class BudgetNow:
     @property
     def remaining(self) -> Decimal:
         return self.budget.balance_gpu_hours
+
+
+def budgets_query(access: Access, tenants: list[Tenant]) -> dict[str, str]:
+    """The budgets API's filters for the budgets the Requests page lists (``current_budgets``
+    of ``tenants``, the teams the user leads; admins: every team): those whose period covers
+    the pool's today and, for a lead of one team, of that team (the API also lists the teams
+    the lead is only a member of, and finance every team). The API takes one team by name: a
+    lead of several teams gets the budgets of every team they read."""
+    query = {"covers": f"{timezone.localdate(pool_now()):%Y-%m-%d}"}
+    if not access.admin and len(tenants) == 1:
+        query["tenant"] = tenants[0].name
+    return query
 
 
 def current_budgets(tenants: Iterable[Tenant]) -> list[BudgetNow]:
