@@ -57,6 +57,8 @@ from gpupool.accounting.reports import (
 )
 from gpupool.api.access import Access, request_access
 from gpupool.api.permissions import tenant_scoped
+from gpupool.audit.api import SYSTEM as AUDIT_SYSTEM
+from gpupool.audit.api import AuditEventFilter
 from gpupool.audit.models import AuditEvent
 from gpupool.audit.words import action_label, field_label, names_a_user, object_kind
 from gpupool.cli.subcommands.seed_demo import demo_password, demo_users
@@ -2697,8 +2699,9 @@ def requests_page(request: HttpRequest, access: Access) -> HttpResponse:
         "every_team": access.reads_every_request,
         "budgets": current_budgets(tenants),
         "budgets_shown": BUDGETS_SHOWN,
-        "budgets_url": url_with_query(
-            "api:budget-list", {"covers": f"{timezone.localdate(pool_now()):%Y-%m-%d}"}
+        "budgets_url": url_with_query("api:budget-list", budgets_query(access, tenants)),
+        "budgets_csv_url": url_with_query(
+            "api:budget-list", budgets_query(access, tenants) | {"format": "csv"}
         ),
         # Every request listed (past the 100 shown), newest first as here.
         "csv_url": requests_csv_url("-created_at"),
@@ -2724,6 +2727,18 @@ class BudgetNow:
     @property
     def remaining(self) -> Decimal:
         return self.budget.balance_gpu_hours
+
+
+def budgets_query(access: Access, tenants: list[Tenant]) -> dict[str, str]:
+    """The budgets API's filters for the budgets the Requests page lists (``current_budgets``
+    of ``tenants``, the teams the user leads; admins: every team): those whose period covers
+    the pool's today and, for a lead of one team, of that team (the API also lists the teams
+    the lead is only a member of, and finance every team). The API takes one team by name: a
+    lead of several teams gets the budgets of every team they read."""
+    query = {"covers": f"{timezone.localdate(pool_now()):%Y-%m-%d}"}
+    if not access.admin and len(tenants) == 1:
+        query["tenant"] = tenants[0].name
+    return query
 
 
 def current_budgets(tenants: Iterable[Tenant]) -> list[BudgetNow]:
@@ -3205,27 +3220,14 @@ def audit(request: HttpRequest, access: Access) -> HttpResponse:
     )
     form, refused = audit_filters(request.GET, actions, object_types)
     events = AuditEvent.objects.select_related("actor").order_by("-at", "-id")
+    api_filters: dict[str, str] = {}
     if form.is_bound and form.is_valid():
-        data = form.cleaned_data
-        if data.get("made_by") == "people":
-            events = events.exclude(actor_name="")
-        elif data.get("made_by") == "system":
-            events = events.filter(actor_name="")
-        actor = (data.get("actor") or "").strip()
-        if actor.lower() == "system":
-            events = events.filter(actor_name="")
-        elif actor and not known_actor(actor):
+        actor = (form.cleaned_data.get("actor") or "").strip()
+        if actor and actor.lower() != AUDIT_SYSTEM and not known_actor(actor):
             refused["actor"] = not_understood(actor, AUDIT_EXPECTED["actor"], "changes by anyone")
-        elif actor:
-            events = events.filter(actor_name=actor)
-        if data.get("action"):
-            events = events.filter(action=data["action"])
-        if data.get("object_type"):
-            events = events.filter(object_type=data["object_type"])
-        if data.get("since"):
-            events = events.filter(at__gte=day_start(data["since"]))
-        if data.get("until"):
-            events = events.filter(at__lt=day_start(data["until"]) + timedelta(days=1))
+        # The page keeps the rows the audit API's filters keep, so its CSV holds them too.
+        api_filters = audit_api_filters(form.cleaned_data, refused)
+        events = AuditEventFilter(api_filters, queryset=events).qs
     elif form.is_bound:
         events = events.none()
     page = Paginator(events, AUDIT_PAGE_SIZE).get_page(request.GET.get("page"))
@@ -3255,8 +3257,29 @@ def audit(request: HttpRequest, access: Access) -> HttpResponse:
         "page": page,
         "rows": rows,
         "query": query.urlencode(),
+        # Every change the filters keep (past this page), newest first as here.
+        "csv_url": url_with_query("api:audit-event-list", api_filters | {"format": "csv"}),
     }
     return render(request, "dashboard/audit.html", context)
+
+
+def audit_api_filters(data: Mapping[str, Any], refused: Mapping[str, str]) -> dict[str, str]:
+    """The audit API's filters that keep the changes the Audit page's filters keep (``data``,
+    its form's values; a filter ``refused`` is left out, as the page ignores it). They have
+    the page's names; the page's days, in the viewer's zone with Until included, are the
+    API's moments: ``since`` the first day's start, ``until`` the start of the day after the
+    last (excluded)."""
+    kept = {name: value for name, value in data.items() if value and name not in refused}
+    api_filters: dict[str, str] = {
+        name: str(kept[name]).strip()
+        for name in ("made_by", "actor", "action", "object_type")
+        if name in kept
+    }
+    if "since" in kept:
+        api_filters["since"] = day_start(kept["since"]).isoformat()
+    if "until" in kept:
+        api_filters["until"] = (day_start(kept["until"]) + timedelta(days=1)).isoformat()
+    return api_filters
 
 
 # What each audit filter takes, for a value it does not (``not_understood``), and what the
