@@ -2469,13 +2469,14 @@ def cluster_refused(
 ) -> HttpResponse:
     """The Cluster page again, with the filters the refused form of ``node`` was posted from,
     that form open and filled in as it was sent (its reason, its GPU) and ``message`` saying
-    why it was refused (400): not a redirect that loses what was typed."""
+    why it was refused (400): not a redirect that loses what was typed. The message ends a
+    sentence, as the page's next one ("Its form is below") starts another."""
     refused = RefusedNodeForm(
         node=node.name,
         form=form,
         reason=request.POST.get("reason", ""),
         index=request.POST.get("index", ""),
-        message=message,
+        message=message if message.endswith((".", "?", "!")) else f"{message}.",
     )
     return cluster_page(request, access, QueryDict(request.POST.get("query", "")), refused=refused)
 
