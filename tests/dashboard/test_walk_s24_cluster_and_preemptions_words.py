@@ -67,3 +67,37 @@ def test_a_refused_node_forms_message_ends_its_sentence_before_the_next(
         "n2 was not changed: Unhealthy because: say why the GPU is unhealthy. "
         '<a href="#node-n2">Its form is below</a>'
     )
+
+
+def test_the_admin_sites_preemptions_name_each_workload_with_its_namespace_and_link_it(
+    pool: Any, page_as: Any
+) -> None:
+    """The admin site's list of preemption events named a victim "train" (one in each
+    team's namespace, which?) and wrote "8.000" GPUs freed and "24.4180" hours lost."""
+    from datetime import timedelta
+    from decimal import Decimal
+
+    from django.utils import timezone
+    from two_teams import submit
+
+    from gpupool.accounting.actions import do_record_preemption
+
+    ada = pool.users["ada"]
+    ada.is_staff = ada.is_superuser = True
+    ada.save()
+    victim = submit(pool, "train", pool.vision_queue, "vic")
+    preemptor = submit(pool, "train", pool.nlp_queue, "max")
+    do_record_preemption(
+        victim,
+        reason="reclaim",
+        at=timezone.now() - timedelta(minutes=5),
+        gpus_freed=8,
+        lost_gpu_hours=Decimal("24.418"),
+        preemptor=preemptor,
+    )
+    page = text(page_as("ada").get("/admin/accounting/preemptionevent/"))
+    row = page.split("<tbody>", 1)[1].split("</tr>", 1)[0]
+    assert '<a href="/workloads/vision/train/">vision/train</a>' in row
+    assert '<a href="/workloads/nlp/train/">nlp/train</a>' in row
+    assert '<td class="field-freed">8</td>' in row
+    assert '<td class="field-lost">24.42</td>' in row
