@@ -2,8 +2,9 @@
 preemption yet said "No has been preempted" to an admin; the Cluster page's card counted
 "2 broken · 1 cordoned" without saying the first are GPUs and the second nodes; a node gpupool
 cordoned said so twice once the cluster reported its own cordon back ("the cluster takes no
-pods here: cordoned" and "cordoned: no new placements"); and a refused node form's message
-ran into the next sentence ("say why the GPU is unhealthy Its form is below")."""
+pods here: cordoned" and "cordoned: no new placements"); a refused node form's message ran
+into the next sentence ("say why the GPU is unhealthy Its form is below"); and the admin
+site's list of preemption events named a victim without its namespace."""
 
 from __future__ import annotations
 
