@@ -102,3 +102,36 @@ def test_the_admin_sites_preemptions_name_each_workload_with_its_namespace_and_l
     assert '<a href="/workloads/nlp/train/">nlp/train</a>' in row
     assert '<td class="field-freed">8</td>' in row
     assert '<td class="field-lost">24.42</td>' in row
+
+
+def test_marking_a_gpu_unhealthy_says_the_work_on_it_keeps_running(pool: Any, page_as: Any) -> None:
+    """Marked unhealthy, a GPU takes no new work, but the workload on it is not evicted: the
+    page said only "n2 GPU 5 is unhealthy (XID 48)", and the admin had to find out which work
+    still ran on it, and that it would run on."""
+    from two_teams import submit
+
+    from gpupool.workloads.actions import PlacementSpec, do_transition_workload
+
+    train = submit(pool, "train", pool.nlp_queue, "max")
+    do_transition_workload(
+        train,
+        "admitted",
+        reason="test",
+        placements=[PlacementSpec("main", 0, Node.objects.get(name="n2"), list(range(8)), None)],
+    )
+    client = page_as("ada")
+    page = text(
+        client.post(
+            "/cluster/nodes/n2/gpu-health/", {"index": "5", "reason": "XID 48"}, follow=True
+        )
+    )
+    assert (
+        "n2 GPU 5 is unhealthy (XID 48): nothing new is placed on it. nlp/train, which holds "
+        "it, keeps running until it ends or you drain n2."
+    ) in page
+    page = text(
+        client.post(
+            "/cluster/nodes/n1/gpu-health/", {"index": "0", "reason": "XID 79"}, follow=True
+        )
+    )
+    assert "n1 GPU 0 is unhealthy (XID 79): nothing new is placed on it.</" in page  # nobody's
