@@ -139,10 +139,15 @@ def unhealthy_gpus_label(indices: Iterable[int]) -> str:
     return "_".join(str(index) for index in sorted(set(indices)))
 
 
+# The exclusion of a node cordoned in the cluster (``spec.unschedulable``), as gpupool's own
+# cordons and drains leave it there too.
+CORDONED_IN_CLUSTER = "cordoned"
+
+
 def exclusion(node: NodeFacts) -> str | None:
     """Why a node takes no new pods (cordoned, not Ready, deleting, lifecycle taint), or None."""
     if node.unschedulable:
-        return "cordoned"
+        return CORDONED_IN_CLUSTER
     if not node.ready:
         return "not Ready"
     if node.deleting:

@@ -7,7 +7,8 @@ to one host and loses counters when a worker's files are cleaned), every cycle c
 counters forward in its own row (``SchedulingCycle.totals``: phase-duration histograms,
 preemptions recorded by reason (``with_preemptions``), bind and evict errors, cycles by
 outcome) and stores its gauges (``outcome``: pending workloads by reason, GPUs allocated,
-borrowed and lent per queue). A scrape reads two rows, whichever process serves it, and the
+borrowed and lent per queue, and per flavor the free GPUs, their fragmented part and the
+largest gang that fits). A scrape reads two rows, whichever process serves it, and the
 counters survive restarts. A custom collector turns them into metric families (the exporter
 pattern of prometheus-client).
 
@@ -34,6 +35,8 @@ from prometheus_client.registry import Collector
 from gpupool.accounting.models import PreemptionEvent
 from gpupool.control.choices import CycleStatus
 from gpupool.control.models import SchedulingCycle
+from gpupool.control.queries import fragmentation_of
+from gpupool.inventory.units import GPU_UNIT, flavor_units
 from gpupool.scheduler.shares import QueueShare
 from gpupool.scheduler.types import MILLI
 
@@ -215,7 +218,8 @@ class CycleCollector(Collector):
         families = {
             kind: GaugeMetricFamily(
                 f"gpupool_queue_gpus_{kind}",
-                f"GPUs {text} per queue and flavor at the last cycle.",
+                f"GPUs {text} per queue and flavor at the last cycle (a MIG flavor's: "
+                "MIG instances).",
                 labels=["queue", "flavor"],
             )
             for kind, text in (
@@ -229,12 +233,67 @@ class CycleCollector(Collector):
                 for kind, family in families.items():
                     family.add_metric([queue, flavor], float(entry.get(kind, 0.0)))
         yield from families.values()
+        yield from pool_gauges(last_fragmentation_sample())
         if last is not None and last[1] is not None:
             yield GaugeMetricFamily(
                 "gpupool_last_cycle_finished_timestamp_seconds",
                 "When the last successful scheduling cycle finished (POSIX seconds).",
                 value=last[1].timestamp(),
             )
+
+
+# The pool's shape per flavor as the last sampling cycle saw it (``outcome["fragmentation"]``,
+# the figures of the Fragmentation page's trend): key, metric, help.
+POOL_GAUGES = (
+    (
+        "free",
+        "gpupool_flavor_free",
+        "Free where the scheduler may still place, per flavor as last sampled",
+    ),
+    (
+        "fragmented",
+        "gpupool_flavor_fragmented",
+        "Of the free, what the usual work cannot use, per flavor as last sampled",
+    ),
+    (
+        "largest_gang",
+        "gpupool_flavor_largest_gang",
+        "The largest gang that fits in one NVLink domain now, per flavor as last sampled",
+    ),
+)
+
+
+def last_fragmentation_sample() -> dict[str, dict[str, float]]:
+    """The pool's shape per flavor as the last cycle that sampled it recorded it (a cycle
+    samples it about once a minute of the pool's clock, not every cycle: the last succeeded
+    cycle alone would make the gauges come and go); {} before the first sample."""
+    found = (
+        SchedulingCycle.objects.filter(
+            status=CycleStatus.SUCCEEDED, outcome__has_key="fragmentation"
+        )
+        .order_by("-started_at", "-id")
+        .only("id", "outcome")
+        .first()
+    )
+    return fragmentation_of(found) if found is not None else {}
+
+
+def pool_gauges(fragmentation: Mapping[str, Mapping[str, float]]) -> Iterator[Metric]:
+    """The pool's free GPUs, their fragmented part and the largest gang that fits, per flavor,
+    each with its ``unit`` (``GPU``; a MIG flavor's ``MIG instance``: its figures count MIG
+    instances, never added to another flavor's GPUs)."""
+    units = flavor_units(fragmentation)
+    for key, name, text in POOL_GAUGES:
+        family = GaugeMetricFamily(
+            name,
+            f"{text} (a cycle samples the pool about once a minute; label unit: GPU, or MIG "
+            "instance for a MIG flavor).",
+            labels=["flavor", "unit"],
+        )
+        for flavor, figures in sorted(fragmentation.items()):
+            unit = units.get(flavor, GPU_UNIT)
+            family.add_metric([flavor, unit], float(figures.get(key, 0.0)))
+        yield family
 
 
 def metrics_view(request: HttpRequest) -> HttpResponse:

@@ -220,7 +220,13 @@ from gpupool.workloads.choices import (
     WorkloadState,
     is_unfinished,
 )
-from gpupool.workloads.models import PodSet, Workload, gpu_equivalent, pods_waited_for
+from gpupool.workloads.models import (
+    Placement,
+    PodSet,
+    Workload,
+    gpu_equivalent,
+    pods_waited_for,
+)
 from gpupool.workloads.queries import (
     AS_WRITTEN,
     NamesSeen,
@@ -2470,13 +2476,14 @@ def cluster_refused(
 ) -> HttpResponse:
     """The Cluster page again, with the filters the refused form of ``node`` was posted from,
     that form open and filled in as it was sent (its reason, its GPU) and ``message`` saying
-    why it was refused (400): not a redirect that loses what was typed."""
+    why it was refused (400): not a redirect that loses what was typed. The message ends a
+    sentence, as the page's next one ("Its form is below") starts another."""
     refused = RefusedNodeForm(
         node=node.name,
         form=form,
         reason=request.POST.get("reason", ""),
         index=request.POST.get("index", ""),
-        message=message,
+        message=message if message.endswith((".", "?", "!")) else f"{message}.",
     )
     return cluster_page(request, access, QueryDict(request.POST.get("query", "")), refused=refused)
 
@@ -2571,9 +2578,35 @@ def cluster_gpu_health(request: HttpRequest, access: Access, name: str) -> HttpR
     except ValidationError as refusal:
         why = refusal_text(refusal, lambda field: form_field_label(form, field))
         return cluster_refused(request, access, node, "gpu-health", f"{gpu} was not changed: {why}")
-    state = "healthy again" if data["healthy"] else f"unhealthy ({data['reason']})"
-    messages.success(request, f"{node.name} GPU {gpu.index} is {state}.")
+    if data["healthy"]:
+        messages.success(request, f"{node.name} GPU {gpu.index} is healthy again.")
+        return back_to_cluster(request)
+    holders = workloads_on_gpu(node, gpu.index)
+    held = (
+        f" {', '.join(holders)}, which {'holds' if len(holders) == 1 else 'hold'} it, "
+        f"{'keeps' if len(holders) == 1 else 'keep'} running until "
+        f"{'it ends' if len(holders) == 1 else 'they end'} or you drain {node.name}."
+        if holders
+        else ""
+    )
+    messages.success(
+        request,
+        f"{node.name} GPU {gpu.index} is unhealthy ({data['reason']}): nothing new is placed "
+        f"on it.{held}",
+    )
     return back_to_cluster(request)
+
+
+def workloads_on_gpu(node: Node, index: int) -> list[str]:
+    """The placed workloads (admitted or running) one of whose pods holds GPU ``index`` of
+    ``node``, as ``namespace/name``, by name: marking the GPU unhealthy evicts none of them
+    (the device plugin leaves a running pod be), which the admin is told."""
+    placements = Placement.objects.filter(node=node, workload__state__in=PLACED_STATES).values_list(
+        "workload__namespace", "workload__name", "gpu_indices"
+    )
+    return sorted(
+        {f"{namespace}/{name}" for namespace, name, indices in placements if index in indices}
+    )
 
 
 def refusal_text(

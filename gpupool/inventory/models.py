@@ -11,7 +11,7 @@ from django.db import models
 from django.db.models import Count, Q
 
 from gpupool.clusters.base import ResourceAmounts
-from gpupool.clusters.inventory import named_unhealthy_gpus, replicas_of
+from gpupool.clusters.inventory import CORDONED_IN_CLUSTER, named_unhealthy_gpus, replicas_of
 from gpupool.inventory.choices import NodeState, Sharing
 from gpupool.scheduler import mig
 from gpupool.tenancy.models import fixed_field_errors
@@ -314,11 +314,13 @@ class Node(models.Model):
         """Why the node cannot give all its GPUs: gone from the cluster, excluded by it, a
         drain under way (what it waits on: ``drains.drain_words``; ``drain``, when the caller
         read it for many nodes, else one query here) or done, its cordon, then each unhealthy
-        GPU's reason (reads ``gpus.all()``: prefetch them for a list of nodes)."""
+        GPU's reason (reads ``gpus.all()``: prefetch them for a list of nodes). The cluster's
+        cordon of a node gpupool cordoned is that cordon, said once."""
         reasons = []
+        own_cordon = self.cordoned and self.cluster_exclusion == CORDONED_IN_CLUSTER
         if self.gone_at is not None:
             reasons.append("gone from the cluster")
-        elif self.cluster_exclusion:
+        elif self.cluster_exclusion and not own_cordon:
             reasons.append(f"the cluster takes no pods here: {self.cluster_exclusion}")
         state = self.state
         if state == NodeState.DRAINED:

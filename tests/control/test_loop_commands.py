@@ -247,3 +247,23 @@ def test_a_real_cycle_after_a_dry_run_does_what_the_dry_run_only_planned() -> No
     assert not Workload.objects.exists()
     world.cycle()
     assert world.workload("kubectl-made").state == "admitted"
+
+
+def test_metrics_say_the_pools_free_gpus_per_flavor_as_the_fragmentation_page(
+    configured: World, client: Client
+) -> None:
+    """An operator scraping /metrics could not see how much of the pool is free, nor whether
+    a large gang still fits: only the queues' allocations were there."""
+    configured.submit("train", gpus=2)
+    gpupool("cycle")  # samples the pool (once a minute of its clock)
+    gpupool("cycle")  # samples nothing: the gauges are the last sample's still
+    first, last = SchedulingCycle.objects.order_by("id")
+    assert "fragmentation" not in last.outcome
+    figures = first.outcome["fragmentation"]["h100"]
+    body = client.get("/metrics").content.decode()
+    labels = '{flavor="h100",unit="GPU"}'
+    assert f"gpupool_flavor_free{labels} {float(figures['free'])}" in body
+    assert f"gpupool_flavor_fragmented{labels} {float(figures['fragmented'])}" in body
+    assert f"gpupool_flavor_largest_gang{labels} {float(figures['largest_gang'])}" in body
+    assert figures["free"] == 8  # the one 8-GPU node: train still waited for its pod then
+    assert "(a MIG flavor's: MIG instances)" in body
