@@ -51,7 +51,7 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from itertools import chain
 from typing import Any
 
@@ -1626,7 +1626,7 @@ class ControlLoop:
                 return sentence_seen_by(detail, explanation.facts, team)
             position = bisect_right(by_queue.get(row.info.queue, []), rank)
             return sentence(
-                explanation.reason, explanation.facts, position, detail, team, units=units
+                explanation.reason, explanation.facts, position, detail, team, units=units, zone=UTC
             )
 
         return told

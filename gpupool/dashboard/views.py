@@ -700,6 +700,7 @@ def workload_list(rows: QuerySet[Workload], access: Access) -> list[dict[str, An
     ``FlavorUnits``: one query for the page, only when one is said again)."""
     seen = NamesSeen(access)
     units = FlavorUnits()
+    zone = timezone.get_current_timezone()  # the sentences' moments, as the table's
     found = list(
         rows.values_list(
             "id",
@@ -772,7 +773,7 @@ def workload_list(rows: QuerySet[Workload], access: Access) -> list[dict[str, An
                 "pending": pending,
                 "reason": reason or "",  # None: no explanation kept
                 "detail": sentence(
-                    reason or "", facts or {}, position, detail or "", seen, units=units
+                    reason or "", facts or {}, position, detail or "", seen, units=units, zone=zone
                 )
                 if pending
                 else detail or "",

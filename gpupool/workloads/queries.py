@@ -525,7 +525,7 @@ def explain(
     return Explanation(
         state=workload.state,
         reason=workload.pending_reason if pending else "",
-        detail=current_sentence(workload, seen=seen, units=units) if pending else "",
+        detail=current_sentence(workload, seen=seen, units=units, zone=zone) if pending else "",
         facts=(facts if isinstance(seen, AsWritten) else dict(facts_seen_by(facts, seen)))
         if pending
         else {},
@@ -648,6 +648,7 @@ def sentence(
     seen: SeesNames,
     *,
     units: Mapping[str, str],
+    zone: tzinfo,
 ) -> str:
     """The explanation's sentence with the current position: for a sentence that says it,
     the core's words rendered again from the facts (``scheduler.explain``), as the cycle
@@ -658,21 +659,45 @@ def sentence(
     ``seen``, another team's workload it names is "another team's workload"
     (``sentence_seen_by``); ``AS_WRITTEN`` for the words as the core says them.
 
-    Neither ``seen`` nor ``units`` has a default (say who reads, and in which units): a
-    request's reader passes its ``FlavorUnits``, the control loop's Events their snapshot's
-    (``scheduler.explain.flavor_units``, ``ControlLoop._told``)."""
+    Its moments (the core says each in UTC, ``scheduler.explain.when``) read in ``zone``, as
+    the summaries' do (``moments_in``): UTC for the API, the CLI and the pods' Events, the
+    viewer's zone on the pages.
+
+    Neither ``seen``, ``units`` nor ``zone`` has a default (say who reads, in which units and
+    zone): a request's reader passes its ``FlavorUnits``, the control loop's Events their
+    snapshot's (``scheduler.explain.flavor_units``, ``ControlLoop._told``)."""
     _said_who_reads(seen)
-    if position is None or not facts or reason not in get_args(PendingReason):
-        return sentence_seen_by(written, facts, seen)
-    if not says_position(reason, facts):
-        return sentence_seen_by(written, facts, seen)
-    verdict = Verdict(cast(PendingReason, reason), dict(facts))
-    return sentence_seen_by(explanation("", verdict, position, units).detail, facts, seen)
+    said = written  # as written, unless it says the position, which moves unwritten
+    core_reason = bool(facts) and reason in get_args(PendingReason)
+    if position is not None and core_reason and says_position(reason, facts):
+        verdict = Verdict(cast(PendingReason, reason), dict(facts))
+        said = explanation("", verdict, position, units).detail
+    return moments_in(sentence_seen_by(said, facts, seen), zone)
 
 
-def current_sentence(workload: Workload, *, seen: SeesNames, units: Mapping[str, str]) -> str:
+# A moment as the core says it in a sentence (``scheduler.explain.when``: "2026-12-08 15:03
+# UTC"), not inside a quoted value (a label or annotation the sentence repeats as written).
+_CORE_MOMENT = re.compile(r"(?<![\"'\w])(\d{4}-\d{2}-\d{2} \d{2}:\d{2}) UTC(?![+\-\w])")
+
+
+def moments_in(text: str, zone: tzinfo) -> str:
+    """The core's moments in a sentence (``scheduler.explain.when``, in UTC) said again in
+    ``zone``, as the summaries say theirs (``_when``): "until 2026-12-08 18:09 UTC" reads
+    "until 2026-12-08 19:09 UTC+1" on a page in Paris. The same text in UTC."""
+
+    def said_in_zone(found: re.Match[str]) -> str:
+        moment = datetime.strptime(found.group(1), "%Y-%m-%d %H:%M").replace(tzinfo=UTC)
+        return _when(moment, zone)
+
+    return _CORE_MOMENT.sub(said_in_zone, text)
+
+
+def current_sentence(
+    workload: Workload, *, seen: SeesNames, units: Mapping[str, str], zone: tzinfo
+) -> str:
     """A pending workload's sentence with its current position (``sentence``), as the
-    reader ``seen`` may read it, its quantities in the flavors' ``units``."""
+    reader ``seen`` may read it, its quantities in the flavors' ``units``, its moments in
+    ``zone``."""
     return sentence(
         workload.pending_reason,
         workload.pending_facts or {},
@@ -680,6 +705,7 @@ def current_sentence(workload: Workload, *, seen: SeesNames, units: Mapping[str,
         workload.pending_detail,
         seen,
         units=units,
+        zone=zone,
     )
 
 
@@ -766,10 +792,10 @@ def summary(
     state = workload.state
     if state == WorkloadState.PENDING:
         if not workload.pending_reason:  # the core has not looked at it, or will not
-            refused = current_sentence(workload, seen=seen, units=units).strip()
+            refused = current_sentence(workload, seen=seen, units=units, zone=zone).strip()
             return refused or "Waiting for the next scheduling cycle to look at it."
         said = (
-            current_sentence(workload, seen=seen, units=units).strip()
+            current_sentence(workload, seen=seen, units=units, zone=zone).strip()
             or f"Pending: {workload.pending_reason}."
         )
         if never_fits(workload.pending_facts):

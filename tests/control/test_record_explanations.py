@@ -180,10 +180,12 @@ def test_a_reader_says_the_cores_sentence_at_the_position_it_counts() -> None:
         facts = json_facts(pending.facts)  # as the database gives them back
         seen.add(pending.reason)
         if says_position(pending.reason, facts):
-            said = sentence(pending.reason, facts, pending.position, "?", AS_WRITTEN, units=units)
+            said = sentence(
+                pending.reason, facts, pending.position, "?", AS_WRITTEN, units=units, zone=UTC
+            )
             assert said == pending.detail
             moved = sentence(
-                pending.reason, facts, pending.position + 3, "?", AS_WRITTEN, units=units
+                pending.reason, facts, pending.position + 3, "?", AS_WRITTEN, units=units, zone=UTC
             )
             assert moved != pending.detail and str(pending.position + 3) in moved
         else:  # the sentence as written stays right: it does not say the position
@@ -191,7 +193,13 @@ def test_a_reader_says_the_cores_sentence_at_the_position_it_counts() -> None:
             again = explanation("", verdict, pending.position + 3, units)
             assert again.detail == pending.detail
             assert sentence(
-                pending.reason, facts, pending.position + 3, "as written", AS_WRITTEN, units=units
+                pending.reason,
+                facts,
+                pending.position + 3,
+                "as written",
+                AS_WRITTEN,
+                units=units,
+                zone=UTC,
             ) == ("as written")
     assert "behind" in seen and len(seen) >= 3
 

@@ -72,7 +72,8 @@ def test_a_sentence_without_its_viewer_is_refused() -> None:
         sentence_seen_by(WRITTEN, STARVING_FOR_VISION, None)  # type: ignore[arg-type]
     # said outright, the words as the core wrote them
     assert (
-        sentence("behind", STARVING_FOR_VISION, 1, WRITTEN, AS_WRITTEN, units=NO_UNITS) == WRITTEN
+        sentence("behind", STARVING_FOR_VISION, 1, WRITTEN, AS_WRITTEN, units=NO_UNITS, zone=UTC)
+        == WRITTEN
     )
     assert sentence_seen_by(WRITTEN, STARVING_FOR_VISION, AS_WRITTEN) == WRITTEN
 

@@ -9,6 +9,7 @@ core's opening words are said once (``never_fits_reason``)."""
 
 from __future__ import annotations
 
+from datetime import UTC
 from typing import Any
 
 import pytest
@@ -82,13 +83,15 @@ def test_the_sentence_says_another_teams_workload_not_its_name(pool: Pool) -> No
     assert "vision/big" in written  # the core names it; readers render it
     member, admin = seen_by(pool, "max"), seen_by(pool, "ada")
     for position in (1, None):  # rendered again with the position, or as written
-        said = sentence("behind", STARVING, position, written, member, units=GPUS)
+        said = sentence("behind", STARVING, position, written, member, units=GPUS, zone=UTC)
         assert "vision/big" not in said
         assert f"Capacity is held for {ANOTHER_TEAMS_WORKLOAD}, which has starved" in said
-        assert "vision/big" in sentence("behind", STARVING, position, written, admin, units=GPUS)
+        assert "vision/big" in sentence(
+            "behind", STARVING, position, written, admin, units=GPUS, zone=UTC
+        )
     own = {**STARVING, "held_for": "nlp/big"}
     assert "held for nlp/big," in sentence(
-        "behind", own, 1, core_words("behind", own), member, units=GPUS
+        "behind", own, 1, core_words("behind", own), member, units=GPUS, zone=UTC
     )
     # a budget demotion that then waits behind it says the same
     budget = {
@@ -99,7 +102,7 @@ def test_the_sentence_says_another_teams_workload_not_its_name(pool: Pool) -> No
         "then": "behind",
         "then_facts": STARVING,
     }
-    said = sentence("budget", budget, 1, core_words("budget", budget), member, units=GPUS)
+    said = sentence("budget", budget, 1, core_words("budget", budget), member, units=GPUS, zone=UTC)
     assert "vision/big" not in said and ANOTHER_TEAMS_WORKLOAD in said
 
 
