@@ -51,6 +51,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_htmx",
+    "gpupool.api",
     "gpupool.cli",
     "gpupool.audit",
     "gpupool.tenancy",

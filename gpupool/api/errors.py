@@ -10,14 +10,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.conf import settings
 from django.core.exceptions import NON_FIELD_ERRORS, RequestDataTooBig, TooManyFieldsSent
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import models
 from django.http import Http404
 from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
+
+from gpupool.text_limits import TOO_LONG
 
 NON_FIELD = "non_field_errors"
 # Fields of an action's refusal whose sentence says what it is about itself ("nlp/x has already
@@ -35,6 +39,21 @@ SELF_NAMING_FIELDS = frozenset({"state"})
 # the key. Raised as ``ValidationError({"payload": ValidationError(sentence,
 # code=SELF_NAMING)})``.
 SELF_NAMING = "self_naming"
+
+
+def word_length_refusals() -> None:
+    """Make ``TOO_LONG`` ("at most 400 characters, not 512") the refusal of a text past its
+    length by every text field: the API's (DRF's ``CharField``, declared or made by a model
+    serializer), the pages' forms' (Django's ``forms.CharField``) and the models' own (a
+    ``full_clean``); each would else say Django's or DRF's words ("Ensure this field has no
+    more than 400 characters."). A field given its own ``max_length`` message keeps it. Run
+    once, as the apps load (``api.apps.ApiConfig.ready``)."""
+    serializers.CharField.default_error_messages["max_length"] = TOO_LONG
+    forms.CharField.default_error_messages = {
+        **getattr(forms.CharField, "default_error_messages", {}),
+        "max_length": TOO_LONG,
+    }
+    models.Field.default_error_messages["max_length"] = TOO_LONG
 
 
 class BodyTooLarge(exceptions.APIException):

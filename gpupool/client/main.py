@@ -59,6 +59,7 @@ from gpupool.client.config import (
 )
 from gpupool.client.http import Api, ApiError, Listing, field_lines
 from gpupool.number_formats import GPU_HOURS_PLACES, plain_number
+from gpupool.text_limits import too_long
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_WOULD_WAIT = 0, 1, 2, 3
 EXIT_BROKEN_PIPE = 128 + 13  # as a shell reports a tool stopped by SIGPIPE
@@ -999,8 +1000,7 @@ def request_body(options: argparse.Namespace) -> dict[str, Any]:
         raise UsageError("--justification: say why the change is needed")
     if len(justification) > JUSTIFICATION_MAX_LENGTH:
         raise UsageError(
-            f"--justification: at most {JUSTIFICATION_MAX_LENGTH} characters, "
-            f"not {len(justification)}"
+            f"--justification: {too_long(JUSTIFICATION_MAX_LENGTH, len(justification))}"
         )
     body: dict[str, Any] = {"justification": justification, "submit": not options.draft}
     if options.request_kind == "quota":
@@ -1128,9 +1128,7 @@ def do_decide(api: Api, options: argparse.Namespace, out: TextIO) -> int:
     if options.verb == "reject" and not reason.strip():
         raise UsageError("--reason: say why the request is rejected")
     if len(reason) > DECISION_NOTE_MAX_LENGTH:
-        raise UsageError(
-            f"--reason: at most {DECISION_NOTE_MAX_LENGTH:,} characters, not {len(reason):,}"
-        )
+        raise UsageError(f"--reason: {too_long(DECISION_NOTE_MAX_LENGTH, len(reason))}")
     decided = named_call(
         api,
         _request(options),

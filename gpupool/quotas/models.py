@@ -31,6 +31,7 @@ from gpupool.quotas.choices import (
 from gpupool.quotas.validators import validate_label_value, whole_gpu_errors
 from gpupool.scheduler.scenario import MAX_PRIORITY_VALUE
 from gpupool.tenancy.models import Tenant, fixed_field_errors
+from gpupool.text_limits import too_long
 from gpupool.workloads.choices import unfinished
 
 ZERO = Decimal(0)
@@ -1072,9 +1073,7 @@ class QuotaRequest(models.Model):
         if not (self.justification or "").strip():
             errors["justification"] = "say why the change is needed"
         elif len(self.justification) > JUSTIFICATION_MAX_LENGTH:
-            errors["justification"] = (
-                f"at most {JUSTIFICATION_MAX_LENGTH} characters, not {len(self.justification)}"
-            )
+            errors["justification"] = too_long(JUSTIFICATION_MAX_LENGTH, len(self.justification))
         if errors:
             raise ValidationError(errors)
 

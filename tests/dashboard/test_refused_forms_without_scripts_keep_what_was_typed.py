@@ -95,7 +95,7 @@ def test_a_refused_drain_without_scripts_is_the_cluster_page_again_with_the_reas
     )
     assert response.status_code == 400
     page = text(response)
-    assert "n2 was not drained: Why: Ensure this value has at most 400 characters" in page
+    assert "n2 was not drained: Why: at most 400 characters, not 401" in page
     assert tag(page, '<details class="drain" id="drain-n2-confirm"').endswith(" open>")
     reason = tag(page, '<input id="drain-n2"')
     assert f'value="{typed}"' in reason
@@ -115,7 +115,7 @@ def test_a_refused_cordon_without_scripts_keeps_the_reason_typed(pool: Any, page
     response = page_as("ada").post("/cluster/nodes/n2/cordon/", {"cordoned": "on", "reason": typed})
     assert response.status_code == 400
     page = text(response)
-    assert "n2 was not changed: Why: Ensure this value has at most 400 characters" in page
+    assert "n2 was not changed: Why: at most 400 characters, not 401" in page
     reason = tag(page, '<input id="cordon-n2"')
     assert f'value="{typed}"' in reason and 'aria-invalid="true"' in reason
     assert 'hx-get="/cluster/"' in page
@@ -143,5 +143,5 @@ def test_a_refused_form_of_a_node_the_filters_hide_still_says_why(pool: Any, pag
     )
     assert response.status_code == 400
     page = text(response)
-    assert "n2 was not drained: Why: Ensure this value has at most 400 characters" in page
+    assert "n2 was not drained: Why: at most 400 characters, not 401" in page
     assert 'id="node-n2"' not in page and "Its form is below" not in page

@@ -88,5 +88,5 @@ def test_a_wrong_drain_form_names_the_reason_as_the_page_labels_it(pool: Any, pa
     assert not AuditEvent.objects.filter(action="inventory.drain_node").exists()
     # The page's label of the field: "Why (optional, kept in the audit log)".
     assert 'for="drain-n2">Why (optional' in text(page_as("ada").get("/cluster/"))
-    assert "n2 was not drained: Why: Ensure this value has at most 400 characters" in page
+    assert "n2 was not drained: Why: at most 400 characters, not 401" in page
     assert "reason:" not in page

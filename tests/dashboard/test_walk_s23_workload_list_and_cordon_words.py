@@ -82,5 +82,5 @@ def test_a_wrong_cordon_form_names_the_reason_as_the_page_labels_it(
     assert not Node.objects.get(name="n2").cordoned
     assert not AuditEvent.objects.filter(action__contains="cordon").exists()
     assert 'for="cordon-n2">Why cordon n2' in text(page_as("ada").get("/cluster/"))
-    assert "n2 was not changed: Why: Ensure this value has at most 400 characters" in page
+    assert "n2 was not changed: Why: at most 400 characters, not 401" in page
     assert "not filled in right" not in page and "reason:" not in page
