@@ -1,6 +1,7 @@
 """How gpupool writes a quantity for people, one format per quantity wherever it is read: the
 pages' filters (``dashboard.templatetags.dashboard``) and a quota request's summary in the
-messages and mails (``quotas.models.QuotaRequest.summary``). GPUs to the milli-GPU
+messages and mails (``quotas.models.QuotaRequest.summary``); durations (``duration``) on the
+pages and in the admin's list of cycles. GPUs to the milli-GPU
 (``GPU_PLACES``), GPU-hours to the hundredth (``GPU_HOURS_PLACES``), thousands separated,
 trailing zeros dropped; money to the cent (``MONEY_PLACES``), thousands separated, its cents
 always written, a price per GPU-hour to the places the price list keeps (``PRICE_PLACES``)
@@ -17,6 +18,8 @@ GPU_PLACES = 3  # GPUs: to the milli-GPU, the finest share a pod asks
 GPU_HOURS_PLACES = 2  # GPU-hours: to the hundredth (36 GPU-seconds)
 MONEY_PLACES = 2  # money: to the cent, cents always written (13,418.20)
 PRICE_PLACES = 4  # a price per GPU-hour: what ``Flavor.hourly_price`` keeps (0.0125)
+NO_VALUE = "\u2013"  # an en dash where there is no value
+MINUS = "\u2212"  # the minus sign, as wide as the plus
 
 
 def plain_number(value: Number | str, places: int = 2) -> str:
@@ -43,3 +46,25 @@ def counted(number: int, noun: str, plural: str | None = None) -> str:
     """A whole count and its noun, singular for exactly one: ``1 pod``, ``3 pods``, ``0 nodes``
     (the client's own ``counted`` writes fractions too)."""
     return f"{number} {noun if number == 1 else plural or noun + 's'}"
+
+
+def duration(seconds: Number | None) -> str:
+    """Seconds as a person reads them: ``45 ms`` (below a second), ``45 s``, ``12 min``,
+    ``2 h 30 min``, ``3 d 4 h``."""
+    if seconds is None:
+        return NO_VALUE
+    total = float(seconds)
+    sign = MINUS if total < 0 else ""
+    total = abs(total)
+    if 0 < total < 1 and round(total * 1000) < 1000:
+        return f"{sign}{plain_number(total * 1000, 0 if total >= 0.001 else 2)} ms"
+    if total < 60:
+        return f"{sign}{plain_number(total, 1)} s"
+    minutes = round(total / 60)
+    if minutes < 60:
+        return f"{sign}{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{sign}{hours} h" + (f" {minutes} min" if minutes else "")
+    days, hours = divmod(hours, 24)
+    return f"{sign}{days} d" + (f" {hours} h" if hours else "")

@@ -10,7 +10,7 @@ from django.http import HttpRequest
 
 from gpupool.audit.admin import ModelAdmin
 from gpupool.control.models import SchedulingCycle
-from gpupool.dashboard.templatetags.dashboard import duration
+from gpupool.number_formats import duration
 
 
 @admin.register(SchedulingCycle)

@@ -149,7 +149,15 @@ class FlavorFragmentationSerializer(serializers.Serializer[Any]):
         help_text=f"The most whole GPUs one gang could take inside one NVLink domain now, "
         f"{IN_UNIT}."
     )
-    gangs = GangFitSerializer(many=True)
+    largest_domain_gpus = serializers.IntegerField(
+        help_text=f"The healthy GPUs of the largest NVLink domain, cordoned nodes and other "
+        f"schedulers' GPUs included: the largest gang that could ever fit inside one, {IN_UNIT}."
+    )
+    gangs = GangFitSerializer(
+        many=True,
+        help_text="Gangs of 1, 2, 4, 8, 16 and 72 GPUs, up to the largest domain's "
+        "(largest_domain_gpus): a larger gang never fits inside one domain.",
+    )
 
 
 class FragmentationSerializer(serializers.Serializer[Any]):
@@ -180,7 +188,7 @@ class FragmentationViewSet(viewsets.ViewSet):
     def list(self, request: Request) -> Response:
         """Per flavor, in its unit (GPUs, or a MIG flavor's MIG instances): free, fragmented
         and stranded GPUs, the largest gang that fits in one NVLink domain now, and how many
-        gangs of 1, 2, 4, 8, 16 and 72 GPUs fit at once."""
+        gangs of 1, 2, 4, 8, 16 and 72 GPUs fit at once, up to the largest domain's GPUs."""
         try:
             view = pool_figures()
         except SnapshotError as error:

@@ -15,7 +15,8 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from gpupool.control.estimates import refresh_words
-from gpupool.dashboard.templatetags.dashboard import NO_VALUE, local_time
+from gpupool.dashboard.templatetags.dashboard import local_time
+from gpupool.number_formats import NO_VALUE
 
 
 def waits_for_pods_words(missing_pods: int) -> str:

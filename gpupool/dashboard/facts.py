@@ -16,9 +16,6 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from gpupool.dashboard.templatetags.dashboard import (
-    MINUS,
-    NO_VALUE,
-    duration,
     gpu_hours,
     local_time,
     number_or_dash,
@@ -27,7 +24,7 @@ from gpupool.dashboard.templatetags.dashboard import (
 from gpupool.dashboard.templatetags.dashboard import in_unit as in_unit  # for the pages
 from gpupool.inventory.units import GPU_UNIT as GPU_UNIT  # re-exported for the pages
 from gpupool.inventory.units import MIG_UNIT as MIG_UNIT
-from gpupool.number_formats import GPU_PLACES, Number
+from gpupool.number_formats import GPU_PLACES, MINUS, NO_VALUE, Number, duration
 
 
 class Kind(Enum):

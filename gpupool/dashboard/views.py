@@ -130,8 +130,6 @@ from gpupool.dashboard.palette import (
 )
 from gpupool.dashboard.templatetags.dashboard import (
     GPU_FIELDS,
-    NO_VALUE,
-    duration,
     field_value,
     local_time,
     with_unit,
@@ -152,7 +150,7 @@ from gpupool.inventory.units import (
     freed_unit,
     mig_node_names,
 )
-from gpupool.number_formats import GPU_HOURS_PLACES
+from gpupool.number_formats import GPU_HOURS_PLACES, NO_VALUE, duration
 from gpupool.quotas.actions import (
     approval_refusal,
     decision_refusal,

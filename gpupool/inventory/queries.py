@@ -14,7 +14,8 @@ flavor:
   (``fragmentation.cpu_stranded_milli``), the usual work of each node being, as above, the
   GPU shapes it could ever hold (``fragmentation.gpu_shapes_that_fit``);
 - **the largest gang** placeable now inside one NVLink domain, in whole GPUs, and for each
-  gang size of ``GANG_SIZES`` GPUs how many such gangs fit now at once, each inside one domain.
+  gang size of ``GANG_SIZES`` GPUs that the flavor's largest domain could ever hold
+  (``gang_sizes``) how many such gangs fit now at once, each inside one domain.
   A gang of ``S`` GPUs is ``S // p`` pods of ``p = min(S, GPUs of the flavor's largest node)``
   GPUs and, when ``p`` does not divide ``S``, one pod of the rest (an 8-GPU node takes a
   16-GPU gang as two pods of 8; an NVL72 domain of 4-GPU nodes a 72-GPU one as 18 pods of 4;
@@ -54,6 +55,14 @@ GANG_SIZES = (1, 2, 4, 8, 16, 72)
 NO_SHAPES = ShapeDistribution(())
 
 
+def gang_sizes(largest_domain_gpus: int) -> tuple[int, ...]:
+    """The gang sizes of ``GANG_SIZES`` a domain of ``largest_domain_gpus`` GPUs could hold:
+    a larger gang never fits inside one domain of the flavor (the core's "never fits" for a
+    gang bound to one domain, ``CycleState.larger_than_any_domain``), so it is not counted as
+    one that fits none now (72 MIG instances in a pool of 32)."""
+    return tuple(size for size in GANG_SIZES if size <= largest_domain_gpus)
+
+
 @dataclass(frozen=True, slots=True)
 class GangFit:
     """How many gangs of ``gpus`` GPUs, each inside one NVLink domain, fit now: gangs of
@@ -78,9 +87,12 @@ class FlavorFragmentation:
     fragmented_gpus: float
     stranded_gpus: float
     largest_gang_gpus: int  # whole GPUs one gang could take inside one domain now
-    gangs: tuple[GangFit, ...]
+    gangs: tuple[GangFit, ...]  # the sizes the largest domain could hold (``gang_sizes``)
     # The most free on any one GPU (a shared GPU's rest): what a pod asking a share needs.
     most_free_on_one_gpu: float = 0.0
+    # The healthy GPUs of the largest domain, its cordons ended and others' pods gone: the
+    # largest gang that could ever fit inside one domain.
+    largest_domain_gpus: int = 0
 
 
 def _pods_that_fit(state: NodeState, shape: PodShape, known: dict[NodeState, int]) -> int:
@@ -164,8 +176,15 @@ def flavor_fragmentation(
             name: sum(1 for free in cluster.state[name].gpu_free_milli if free >= MILLI_PER_GPU)
             for name in names
         }
+        largest_domain = max(
+            (
+                sum(cluster.nodes[name].sound_gpus for name in members)
+                for members in domains.values()
+            ),
+            default=0,
+        )
         gangs: list[GangFit] = []
-        for size in GANG_SIZES:
+        for size in gang_sizes(largest_domain):
             per_pod = max(1, min(size, largest_node))
             pods_of_p, rest = divmod(size, per_pod)
             shape = PodShape(per_pod)
@@ -212,6 +231,7 @@ def flavor_fragmentation(
                     (max(state.gpu_free_milli, default=0) for state in states), default=0
                 )
                 / MILLI_PER_GPU,
+                largest_domain_gpus=largest_domain,
             )
         )
     return tuple(report)

@@ -137,13 +137,13 @@ def test_fragmentation_counts_free_gpus_and_the_gangs_that_fit_in_one_domain(
     gangs = {
         gang["gpus"]: (gang["pods"], gang["gpus_per_pod"], gang["gangs"]) for gang in h100["gangs"]
     }
+    # Gangs of 16 and 72 never fit inside one 8-GPU domain: not counted as fitting none now.
+    assert h100["largest_domain_gpus"] == 8
     assert gangs == {
         1: (1, 1, 7),
         2: (1, 2, 3),  # two on n1, one on n2
         4: (1, 4, 1),
         8: (1, 8, 0),
-        16: (2, 8, 0),
-        72: (9, 8, 0),
     }
     assert h100["fragmented_gpus"] >= 0 and h100["stranded_gpus"] >= 0
 

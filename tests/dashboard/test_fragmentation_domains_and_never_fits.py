@@ -169,7 +169,8 @@ def test_the_page_writes_a_72_gpu_gang_of_16_gpu_nodes_as_pods_adding_up_to_72(
     pool: Any, page_as: Any
 ) -> None:
     a100 = flavor("a100")
-    node("a1", a100, gpus=16)
+    for index in range(5):  # 80 GPUs in one NVLink domain: it holds a gang of 72
+        node(f"a{index}", a100, gpus=16, nvlink_domain="nvl-a")
     page = text(live(page_as("ada"), "/fragmentation/?flavor=a100"))
     pods = page.split("As pods of", 1)[1].split("</tr>", 1)[0]
     assert f"4 {X} 16 + 1 {X} 8" in pods

@@ -62,10 +62,12 @@ def test_the_figures_say_how_many_gangs_of_each_size_fit_in_one_domain(
     # free: 7 on n1 (one broken) + 4 on n2; the largest gang inside one domain is n1's 7
     assert "11 GPUs" in part and "7 GPUs" in part
     gangs = part.split("How many fit at once", 1)[1].split("</tr>", 1)[0]
-    # 1 GPU: 11; 2: 3 + 2; 4: 1 + 1; 8: none; 16: none; 72: none
+    # 1 GPU: 11; 2: 3 + 2; 4: 1 + 1; 8: none; no gang of 16 or 72: no node (each its own
+    # domain) could ever hold one
     cells = [cell.split("<", 1)[0] for cell in gangs.split('<td class="number">')[1:]]
-    assert cells[:3] == ["11", "5", "2"]
-    assert gangs.count("none") == 3
+    assert cells == ["11", "5", "2", ""]
+    assert gangs.count("none") == 1
+    assert 'id="gang-16"' not in part and 'id="gang-72"' not in part
     assert "No sample yet" in part
 
 

@@ -60,10 +60,19 @@ def test_the_page_links_each_pending_gang_to_its_blocking_shape(pool: Any, page_
         pod_sets=[PodSetSpec(count=2, gpus=8, flavor=pool.h100)],
         submitter=pool.users["max"],
     )
+    do_submit_workload(
+        "eight",
+        queue=pool.nlp_queue,
+        pod_sets=[PodSetSpec(count=1, gpus=8, flavor=pool.h100)],
+        submitter=pool.users["max"],
+    )
     page = text(page_as("max").get("/fragmentation/"))
     assert 'href="/workloads/nlp/big/"' in page
     assert "This 16-GPU job needs more than the 15 GPUs free" in page
-    assert 'href="#gang-16"' in page and 'id="gang-16"' in page
+    # no column of 16: no h100 node (each its own domain) holds a gang of 16
+    assert 'href="#gang-16"' not in page and 'id="gang-16"' not in page
+    assert "This 8-GPU job fits now across nodes" in page
+    assert 'href="#gang-8"' in page and 'id="gang-8"' in page
     assert "nlp/big" not in text(page_as("vic").get("/fragmentation/"))
 
 

@@ -22,18 +22,18 @@ from gpupool.inventory.units import flavor_unit
 from gpupool.number_formats import (
     GPU_HOURS_PLACES,
     GPU_PLACES,
+    MINUS,
     MONEY_PLACES,
+    NO_VALUE,
     PRICE_PLACES,
     Number,
+    duration,
     money,
     plain_number,
 )
 from gpupool.workloads.queries import zone_name
 
 register = template.Library()
-
-NO_VALUE = "\u2013"  # an en dash where there is no value
-MINUS = "\u2212"  # the minus sign, as wide as the plus
 
 
 def with_unit(value: Number | str | None, singular: str, plural: str, places: int = 2) -> str:
@@ -155,27 +155,8 @@ def signed_gpus(value: Number | None) -> str:
     return f"{sign}{gpus(abs(Decimal(str(value))))}"
 
 
-@register.filter
-def duration(seconds: Number | None) -> str:
-    """Seconds as a person reads them: ``45 ms`` (below a second), ``45 s``, ``12 min``,
-    ``2 h 30 min``, ``3 d 4 h``."""
-    if seconds is None:
-        return NO_VALUE
-    total = float(seconds)
-    sign = MINUS if total < 0 else ""
-    total = abs(total)
-    if 0 < total < 1 and round(total * 1000) < 1000:
-        return f"{sign}{plain_number(total * 1000, 0 if total >= 0.001 else 2)} ms"
-    if total < 60:
-        return f"{sign}{plain_number(total, 1)} s"
-    minutes = round(total / 60)
-    if minutes < 60:
-        return f"{sign}{minutes} min"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 24:
-        return f"{sign}{hours} h" + (f" {minutes} min" if minutes else "")
-    days, hours = divmod(hours, 24)
-    return f"{sign}{days} d" + (f" {hours} h" if hours else "")
+# Seconds as a person reads them (``number_formats.duration``: the admin's too).
+register.filter("duration", duration)
 
 
 @register.filter
