@@ -373,9 +373,10 @@ def is_live_refresh(request: HttpRequest) -> bool:
 
 def url_with_query(name: str, query: str | Mapping[str, Any] = "") -> str:
     """The URL of the page or API endpoint ``name`` (``reverse``) with ``query`` (its text, or
-    a mapping to URL-encode), and no ``?`` when the query is empty."""
+    a mapping to URL-encode, a list value a parameter repeated: ``state=a&state=b``), and no
+    ``?`` when the query is empty."""
     url = reverse(name)
-    text = query if isinstance(query, str) else urlencode(query)
+    text = query if isinstance(query, str) else urlencode(query, doseq=True)
     return f"{url}?{text}" if text else url
 
 
@@ -2641,7 +2642,7 @@ def requests_csv_url(ordering: str, states: Iterable[str] = ()) -> str:
     ``visible_requests``) in ``states`` (none: every state), ordered by ``ordering``, as a
     page's list of them is."""
     query = {"format": "csv", "ordering": ordering} | ({"state": list(states)} if states else {})
-    return reverse("api:quota-request-list") + "?" + urlencode(query, doseq=True)
+    return url_with_query("api:quota-request-list", query)
 
 
 def led_tenants(access: Access) -> list[Tenant]:
