@@ -11,6 +11,7 @@ Stdlib only: a model reaches it without importing the dashboard."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from decimal import Decimal
 
 Number = int | float | Decimal
@@ -46,6 +47,15 @@ def counted(number: int, noun: str, plural: str | None = None) -> str:
     """A whole count and its noun, singular for exactly one: ``1 pod``, ``3 pods``, ``0 nodes``
     (the client's own ``counted`` writes fractions too)."""
     return f"{number} {noun if number == 1 else plural or noun + 's'}"
+
+
+def listed(items: Sequence[object]) -> str:
+    """Items as a sentence lists them: ``1``, ``1 and 2``, ``1, 2, 4 and 8`` (no serial
+    comma); an empty string for none."""
+    words = [str(item) for item in items]
+    if len(words) <= 1:
+        return "".join(words)
+    return f"{', '.join(words[:-1])} and {words[-1]}"
 
 
 def duration(seconds: Number | None) -> str:

@@ -24,7 +24,9 @@ from gpupool.control.models import SchedulingCycle
 from gpupool.control.queries import last_finished_cycle_id, pool_figures
 from gpupool.control.snapshot import SnapshotError
 from gpupool.inventory.models import Flavor
+from gpupool.inventory.queries import GANG_SIZES
 from gpupool.inventory.units import GPU_UNIT, MIG_UNIT, flavor_unit
+from gpupool.number_formats import listed
 
 
 class PoolNotPlannable(APIException):
@@ -155,7 +157,7 @@ class FlavorFragmentationSerializer(serializers.Serializer[Any]):
     )
     gangs = GangFitSerializer(
         many=True,
-        help_text="Gangs of 1, 2, 4, 8, 16 and 72 GPUs, up to the largest domain's "
+        help_text=f"Gangs of {listed(GANG_SIZES)} GPUs, up to the largest domain's "
         "(largest_domain_gpus): a larger gang never fits inside one domain.",
     )
 

@@ -176,13 +176,7 @@ def flavor_fragmentation(
             name: sum(1 for free in cluster.state[name].gpu_free_milli if free >= MILLI_PER_GPU)
             for name in names
         }
-        largest_domain = max(
-            (
-                sum(cluster.nodes[name].sound_gpus for name in members)
-                for members in domains.values()
-            ),
-            default=0,
-        )
+        largest_domain = cluster.largest_domain_gpus().get(flavor, 0)
         gangs: list[GangFit] = []
         for size in gang_sizes(largest_domain):
             per_pod = max(1, min(size, largest_node))

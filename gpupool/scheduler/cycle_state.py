@@ -122,7 +122,6 @@ class Cycle:
         self._empty_classes: dict[str, dict[CanonKey, int]] | None = None
         self._empty: ClusterState | None = None
         self._largest: dict[str, int] | None = None
-        self._largest_domain: dict[str, int] | None = None
         # Per flavor: its domains' signatures when last measured, and the most free milli-GPU
         # inside one of them then (``free_in_one_domain``).
         self._in_one_domain: dict[str, tuple[tuple[tuple[CanonKey, ...], ...], int]] = {}
@@ -528,15 +527,9 @@ class Cycle:
         single NVLink domain holds its pods")."""
         if topology != "domain":
             return None
-        if self._largest_domain is None:
-            sizes: dict[tuple[str, str], int] = defaultdict(int)
-            for node in self.snapshot.nodes:
-                sizes[(node.flavor, node.domain)] += node.sound_gpus
-            self._largest_domain = {}
-            for (flavor, _), gpus in sizes.items():
-                self._largest_domain[flavor] = max(self._largest_domain.get(flavor, 0), gpus)
+        largest = self.cluster.largest_domain_gpus()
         for flavor, amount in sorted(need.items()):
-            most = self._largest_domain.get(flavor, 0)
+            most = largest.get(flavor, 0)
             if amount > most * MILLI:
                 facts: dict[str, object] = {
                     "flavor": flavor,

@@ -127,6 +127,7 @@ class ClusterState:
             if node.cordoned or node.unhealthy_gpus or node.foreign_gpus
         }
         self._dirty: set[tuple[str, str]] = set()
+        self._largest_domain: dict[str, int] | None = None
         occupied = occupied or {}
         for node in sorted(nodes, key=lambda n: n.name):
             state = initial_state(node, occupied.get(node.name))
@@ -200,6 +201,21 @@ class ClusterState:
         if unhealthy is None:
             return None
         return tuple(index for index in gpus if index not in unhealthy)
+
+    def largest_domain_gpus(self) -> dict[str, int]:
+        """Per flavor, the sound GPUs of its largest NVLink domain (``NodeInfo.sound_gpus``:
+        cordoned nodes and other schedulers' GPUs counted, unhealthy ones not): the largest
+        gang that could ever sit inside one domain. What "never fits" is judged against
+        (``CycleState.larger_than_any_domain``) and the gang sizes the Fragmentation page
+        lists (``inventory.queries.flavor_fragmentation``). The nodes never change in a
+        cycle: counted once, when first asked."""
+        if self._largest_domain is None:
+            largest: dict[str, int] = {}
+            for (flavor, _), names in self.domain_nodes.items():
+                gpus = sum(self.nodes[name].sound_gpus for name in names)
+                largest[flavor] = max(largest.get(flavor, 0), gpus)
+            self._largest_domain = largest
+        return self._largest_domain
 
     def class_counts(self) -> dict[str, dict[CanonKey, int]]:
         """How many nodes of each flavor are in each canonical state."""

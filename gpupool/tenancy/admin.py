@@ -19,6 +19,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from gpupool.audit.admin import ActionModelAdmin, TabularInline
+from gpupool.number_formats import listed
 from gpupool.tenancy.actions import (
     do_delete_tenant,
     do_grant_site_role,
@@ -253,7 +254,7 @@ def _numbers(ids: Sequence[int]) -> str:
     shown = [f"#{number}" for number in ids[:10]]
     if len(ids) > 10:
         shown.append(f"{len(ids) - 10} more")
-    return shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} and {shown[-1]}"
+    return listed(shown)
 
 
 def history_kept(users: Iterable[Any]) -> list[str]:
