@@ -466,9 +466,11 @@ class GpuHealthForm(forms.Form):
     reason = forms.CharField(required=False, max_length=200, label="Unhealthy because")
 
     def clean(self) -> dict[str, Any]:
-        """Marking a GPU unhealthy needs a reason (the action says so too)."""
+        """Marking a GPU unhealthy needs a reason (the action says so too); a reason already
+        refused (too long) is not also missing."""
         data = super().clean() or {}
-        if not data.get("healthy") and not (data.get("reason") or "").strip():
+        refused = "reason" in self.errors
+        if not data.get("healthy") and not refused and not (data.get("reason") or "").strip():
             self.add_error("reason", "say why the GPU is unhealthy")
         return data
 

@@ -52,6 +52,7 @@ from gpupool.quotas.models import (
     QueueQuotaChange,
     QuotaRequest,
     WhatIfRun,
+    budget_name,
     fmt,
     guarantee_problems,
 )
@@ -1274,8 +1275,12 @@ def _record_budget_moves(moves: Sequence[BudgetMove], at: datetime) -> int:
                 label,
                 str(row["id"]),
                 # str(budget), as PriorityBudget.__str__ writes it
-                f"{row['tenant__name']}/{row['priority_class__name']} "
-                f"{row['period_start']}..{row['period_end']}",
+                budget_name(
+                    row["tenant__name"],
+                    row["priority_class__name"],
+                    row["period_start"],
+                    row["period_end"],
+                ),
                 snapshots[row["id"]] | {"remaining_gpu_hours": str(balances[row["id"]])},
                 snapshots[row["id"]] | {"remaining_gpu_hours": str(after[row["id"]])},
                 f"{counts[row['id']]} movement{'' if counts[row['id']] == 1 else 's'} "

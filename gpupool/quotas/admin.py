@@ -292,7 +292,7 @@ class QuotaRequestAdmin(ActionModelAdmin):
     def target(self, obj: QuotaRequest) -> str:
         if obj.queue_id:
             return f"{obj.queue}/{obj.flavor}"
-        return f"{obj.priority_class} {obj.period_start}..{obj.period_end}"
+        return f"{obj.priority_class} {obj.period_text()}"
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # requests are the history of decisions; reject one instead

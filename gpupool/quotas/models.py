@@ -674,7 +674,9 @@ class PriorityBudget(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.tenant}/{self.priority_class} {self.period_start}..{self.period_end}"
+        return budget_name(
+            str(self.tenant), str(self.priority_class), self.period_start, self.period_end
+        )
 
     def period_text(self) -> str:
         """Its period as the pages and the CLI show it (``period_words``)."""
@@ -777,6 +779,13 @@ def period_words(start: date | None, end: date | None) -> str:
     if start is None or end is None:
         return f"{start or '?'} to {end or '?'} (the first day after it)"
     return f"{start:%Y-%m-%d} to {last_day(end):%Y-%m-%d} (included)"
+
+
+def budget_name(tenant: str, priority_class: str, start: date | None, end: date | None) -> str:
+    """A budget's name, its team and class with its period in words (``period_words``), as
+    ``str(budget)`` and the audit rows of the loop's budget moves (which read budgets as
+    values) write it: ``nlp/high 2026-12-01 to 2026-12-31 (included)``."""
+    return f"{tenant}/{priority_class} {period_words(start, end)}"
 
 
 QUEUE_QUOTA_KEYS = ("guarantee", "deserved", "capability")
