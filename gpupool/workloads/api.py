@@ -49,6 +49,7 @@ from gpupool.quotas.models import PriorityClass, Queue
 from gpupool.scheduler.explain import never_fits
 from gpupool.scheduler.scenario import MAX_GPUS_PER_NODE, MAX_POD_SETS
 from gpupool.tenancy.models import Tenant
+from gpupool.text_limits import too_many
 from gpupool.workloads.actions import (
     MAX_EXPECTED_RUNTIME_S,
     TOO_LONG_RUNTIME,
@@ -195,7 +196,7 @@ class PodSetInputSerializer(StrictInput, serializers.Serializer[Any]):
     def validate_env(self, value: dict[str, str]) -> dict[str, str]:
         """At most MAX_ENV_VARS variables (their names are checked by the pod set's rules)."""
         if len(value) > MAX_ENV_VARS:
-            raise serializers.ValidationError(f"at most {MAX_ENV_VARS} variables")
+            raise serializers.ValidationError(too_many(MAX_ENV_VARS, len(value), "variables"))
         return value
 
 
@@ -265,7 +266,7 @@ class WorkloadInputSerializer(StrictInput, serializers.Serializer[Any]):
         if not value:
             raise serializers.ValidationError("a workload has at least one pod set")
         if len(value) > MAX_POD_SETS:
-            raise serializers.ValidationError(f"at most {MAX_POD_SETS} pod sets")
+            raise serializers.ValidationError(too_many(MAX_POD_SETS, len(value), "pod sets"))
         pods = sum(pod_set["count"] for pod_set in value)
         if pods > MAX_PODS:
             raise serializers.ValidationError(f"{pods} pods in all; {TOO_MANY_PODS}")
