@@ -21,7 +21,7 @@ from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
-from gpupool.text_limits import TOO_LONG
+from gpupool.text_limits import TOO_LONG, TOO_MANY
 
 NON_FIELD = "non_field_errors"
 # Fields of an action's refusal whose sentence says what it is about itself ("nlp/x has already
@@ -46,9 +46,13 @@ def word_length_refusals() -> None:
     length by every text field: the API's (DRF's ``CharField``, declared or made by a model
     serializer), the pages' forms' (Django's ``forms.CharField``) and the models' own (a
     ``full_clean``); each would else say Django's or DRF's words ("Ensure this field has no
-    more than 400 characters."). A field given its own ``max_length`` message keeps it. Run
-    once, as the apps load (``api.apps.ApiConfig.ready``)."""
+    more than 400 characters."). And ``TOO_MANY`` ("at most 15 entries, not 16") the refusal of
+    a list past its length by every list field of the API (DRF's ``ListField``: "Ensure this
+    field has no more than 15 elements."). Their numbers from 1,000 up are written with
+    separators (``text_limits.SizeRefusal``). A field given its own ``max_length`` message
+    keeps it. Run once, as the apps load (``api.apps.ApiConfig.ready``)."""
     serializers.CharField.default_error_messages["max_length"] = TOO_LONG
+    serializers.ListField.default_error_messages["max_length"] = TOO_MANY
     forms.CharField.default_error_messages = {
         **getattr(forms.CharField, "default_error_messages", {}),
         "max_length": TOO_LONG,

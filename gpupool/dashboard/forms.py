@@ -702,9 +702,12 @@ class WorkloadForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         """A pod set that could never run is refused on its field, by the submission's own
-        rule (``workloads.actions.pod_set_spec_errors``), before the dry-run or the submit."""
+        rule (``workloads.actions.pod_set_spec_errors``), with the form's other problems;
+        where it has none, the submission action says it, with its own refusals (a name
+        taken, ...), as the API does: a form wrong in both is told both at once."""
         data = super().clean() or {}
-        if all(data.get(name) is not None for name in self.POD_SET_FIELDS.values()):
+        readable = all(data.get(name) is not None for name in self.POD_SET_FIELDS.values())
+        if self.errors and readable:
             spec = PodSetSpec(count=data["pods"], gpus=data["gpus_per_pod"], flavor=data["flavor"])
             for name, why in pod_set_spec_errors(spec).items():
                 self.add_error(self.POD_SET_FIELDS.get(name), why)

@@ -275,11 +275,99 @@ def do_submit_workload(
     (``submitter`` None) anywhere. A pod set's errors are named ``pod_sets.<index>.<field>``;
     a pod set that could never run is refused (``pod_set_spec_errors``), and so are more pod
     sets or pods than the decision core takes in one workload, and an expected runtime past
-    ``MAX_EXPECTED_RUNTIME_S``.
+    ``MAX_EXPECTED_RUNTIME_S``. A pod set's size and image are refused together with the
+    workload's own first refusal (its name taken, a namespace not its tenant's, ...), so that
+    a submission wrong in both is told both at once.
     """
-    count_errors = pod_set_count_errors(pod_sets)
-    if count_errors:
-        raise ValidationError(count_errors)
+    # The pod sets' own rules (their number; then each one's size and image) are said with
+    # the workload's first refusal, not only once it is mended; the size rule before the
+    # rows' own checks (GPUs past the column's range are the rule's to refuse).
+    pod_set_errors = pod_sets_errors(pod_sets)
+    if "pod_sets" in pod_set_errors:  # none, or past the core's bounds: nothing more to judge
+        raise ValidationError(pod_set_errors)
+    for index, spec in enumerate(pod_sets):
+        image_error = image_reference_error(spec.image)
+        if image_error is not None:
+            pod_set_errors[f"pod_sets.{index}.image"] = image_error
+    try:
+        workload = _checked_workload(
+            name,
+            queue=queue,
+            priority_class=priority_class,
+            submitter=submitter,
+            min_member=min_member,
+            topology=topology,
+            protected_runtime_s=protected_runtime_s,
+            expected_runtime_s=expected_runtime_s,
+            at=at,
+            namespace=namespace,
+        )
+    except ValidationError as refusal:
+        raise ValidationError({**refusal.update_error_dict({}), **pod_set_errors}) from None
+    if pod_set_errors:
+        raise ValidationError(pod_set_errors)
+    workload.save()
+    names = [spec.name for spec in pod_sets]
+    if len(set(names)) != len(names):
+        raise ValidationError({"pod_sets": f"pod set names repeat: {names}"})
+    for index, spec in enumerate(pod_sets):
+        pod_set = PodSet(
+            workload=workload,
+            name=spec.name,
+            count=spec.count,
+            gpus=spec.gpus,
+            flavor=spec.flavor,
+            gpu_milli=spec.gpu_milli,
+            cpu=Decimal(str(spec.cpu)),
+            memory_gb=Decimal(str(spec.memory_gb)),
+            image=spec.image,
+            command=list(spec.command),
+            env=dict(spec.env),
+        )
+        prefix = f"pod_sets.{index}."
+        try:
+            pod_set.full_clean()
+        except ValidationError as error:
+            raise ValidationError(
+                {prefix + field: messages for field, messages in error.message_dict.items()}
+            ) from None
+        choice_errors = pod_set.flavor_choices_errors(spec.flavor_choices)
+        if choice_errors:
+            raise ValidationError(
+                {prefix + "flavor_choices": f"pod set {spec.name}: " + "; ".join(choice_errors)}
+            )
+        pod_set.save()
+        PodSetFlavorChoice.objects.bulk_create(
+            PodSetFlavorChoice(pod_set=pod_set, rank=rank, flavor=flavor)
+            for rank, flavor in enumerate(spec.flavor_choices, start=1)
+        )
+    workload.full_clean()  # min_member against the pods, now that they exist
+    WorkloadTransition.objects.create(
+        workload=workload,
+        from_state="",
+        to_state=WorkloadState.PENDING,
+        at=workload.submitted_at,
+        reason=reason[:500],
+        actor=submitter if getattr(submitter, "is_authenticated", False) else None,
+    )
+    return workload
+
+
+def _checked_workload(
+    name: str,
+    *,
+    queue: Queue,
+    priority_class: PriorityClass | None,
+    submitter: Any,
+    min_member: int | None,
+    topology: str,
+    protected_runtime_s: int | None,
+    expected_runtime_s: int | None,
+    at: datetime | None,
+    namespace: str | None,
+) -> Workload:
+    """The workload ``do_submit_workload`` would save, checked (not saved): its runtime, the
+    submitter's membership, its namespace, its name free there, its class, its own rules."""
     if expected_runtime_s is not None and expected_runtime_s > MAX_EXPECTED_RUNTIME_S:
         raise ValidationError({"expected_runtime_s": f"{expected_runtime_s}: {TOO_LONG_RUNTIME}"})
     _require_member(submitter, queue)
@@ -311,57 +399,6 @@ def do_submit_workload(
         submitted_at=now,
     )
     workload.full_clean()
-    workload.save()
-    names = [spec.name for spec in pod_sets]
-    if len(set(names)) != len(names):
-        raise ValidationError({"pod_sets": f"pod set names repeat: {names}"})
-    for index, spec in enumerate(pod_sets):
-        pod_set = PodSet(
-            workload=workload,
-            name=spec.name,
-            count=spec.count,
-            gpus=spec.gpus,
-            flavor=spec.flavor,
-            gpu_milli=spec.gpu_milli,
-            cpu=Decimal(str(spec.cpu)),
-            memory_gb=Decimal(str(spec.memory_gb)),
-            image=spec.image,
-            command=list(spec.command),
-            env=dict(spec.env),
-        )
-        prefix = f"pod_sets.{index}."
-        image_error = image_reference_error(spec.image)
-        if image_error is not None:
-            raise ValidationError({prefix + "image": image_error})
-        # Before the row's own checks: GPUs past the column's range are the rule's to refuse.
-        size_errors = pod_set_spec_errors(spec)
-        if size_errors:
-            raise ValidationError({prefix + field: why for field, why in size_errors.items()})
-        try:
-            pod_set.full_clean()
-        except ValidationError as error:
-            raise ValidationError(
-                {prefix + field: messages for field, messages in error.message_dict.items()}
-            ) from None
-        choice_errors = pod_set.flavor_choices_errors(spec.flavor_choices)
-        if choice_errors:
-            raise ValidationError(
-                {prefix + "flavor_choices": f"pod set {spec.name}: " + "; ".join(choice_errors)}
-            )
-        pod_set.save()
-        PodSetFlavorChoice.objects.bulk_create(
-            PodSetFlavorChoice(pod_set=pod_set, rank=rank, flavor=flavor)
-            for rank, flavor in enumerate(spec.flavor_choices, start=1)
-        )
-    workload.full_clean()  # min_member against the pods, now that they exist
-    WorkloadTransition.objects.create(
-        workload=workload,
-        from_state="",
-        to_state=WorkloadState.PENDING,
-        at=now,
-        reason=reason[:500],
-        actor=submitter if getattr(submitter, "is_authenticated", False) else None,
-    )
     return workload
 
 

@@ -49,12 +49,14 @@ from gpupool.quotas.models import PriorityClass, Queue
 from gpupool.scheduler.explain import never_fits
 from gpupool.scheduler.scenario import MAX_GPUS_PER_NODE, MAX_POD_SETS
 from gpupool.tenancy.models import Tenant
+from gpupool.text_limits import too_many
 from gpupool.workloads.actions import (
     MAX_EXPECTED_RUNTIME_S,
     TOO_LONG_RUNTIME,
     TOO_MANY_PODS,
     PodSetSpec,
     do_cancel_workload,
+    pod_set_spec_errors,
 )
 from gpupool.workloads.choices import (
     PENDING_REASON_CHOICES,
@@ -195,8 +197,53 @@ class PodSetInputSerializer(StrictInput, serializers.Serializer[Any]):
     def validate_env(self, value: dict[str, str]) -> dict[str, str]:
         """At most MAX_ENV_VARS variables (their names are checked by the pod set's rules)."""
         if len(value) > MAX_ENV_VARS:
-            raise serializers.ValidationError(f"at most {MAX_ENV_VARS} variables")
+            raise serializers.ValidationError(too_many(MAX_ENV_VARS, len(value), "variables"))
         return value
+
+
+def pod_set_spec(item: Mapping[str, Any]) -> PodSetSpec:
+    """A pod set of a validated body (``PodSetInputSerializer``'s) as the action takes it."""
+    return PodSetSpec(
+        count=item["count"],
+        gpus=item["gpus"],
+        flavor=item.get("flavor"),
+        gpu_milli=item.get("gpu_milli"),
+        cpu=item["cpu"],
+        memory_gb=item["memory_gb"],
+        name=item["name"],
+        flavor_choices=list(item["flavor_choices"]),
+        image=item["image"],
+        command=list(item["command"]),
+        env=dict(item["env"]),
+    )
+
+
+def pod_set_size_refusals(pod_sets: Any, refused: Any) -> dict[int, dict[str, Any]]:
+    """The errors of a refused body's ``pod_sets`` (``refused``: DRF's, by index, or None
+    where they had none) with the size rule's refusal of each pod set that is readable (all
+    its fields valid) and names its flavor; {} when none adds one. A list the body's own
+    bounds refuse (not a list, none, more than ``MAX_POD_SETS``) is not judged."""
+    if not isinstance(pod_sets, list) or not 0 < len(pod_sets) <= MAX_POD_SETS:
+        return {}
+    if isinstance(refused, list):  # DRF's other shape of a list's errors: one per entry
+        refused = dict(enumerate(refused))
+    refused = {} if refused is None else refused
+    if not isinstance(refused, Mapping) or not all(
+        isinstance(index, int) and isinstance(item, Mapping) for index, item in refused.items()
+    ):
+        return {}  # the list itself was refused (by its bounds), not its pod sets
+    errors = {index: dict(item) for index, item in refused.items() if item}
+    added = False
+    for index, item in enumerate(pod_sets):
+        if index in errors:
+            continue  # not readable: its own refusal speaks
+        reader = PodSetInputSerializer(data=item)
+        if not reader.is_valid() or reader.validated_data.get("flavor") is None:
+            continue
+        for field, why in pod_set_spec_errors(pod_set_spec(reader.validated_data)).items():
+            errors.setdefault(index, {})[field] = [why]
+            added = True
+    return dict(sorted(errors.items())) if added else {}
 
 
 class WorkloadInputSerializer(StrictInput, serializers.Serializer[Any]):
@@ -259,13 +306,28 @@ class WorkloadInputSerializer(StrictInput, serializers.Serializer[Any]):
     )
     pod_sets = PodSetInputSerializer(many=True)
 
+    def to_internal_value(self, data: Any) -> Any:
+        """The validated body; a refusal of it names, with the body's other errors, each pod
+        set that could never run (the submission's size rule,
+        ``workloads.actions.pod_set_spec_errors``, said by the action where the body is
+        read), so that a body wrong in both is told both at once."""
+        try:
+            return super().to_internal_value(data)
+        except serializers.ValidationError as refusal:
+            detail: Any = refusal.detail
+            if isinstance(detail, dict) and isinstance(data, Mapping):
+                sizes = pod_set_size_refusals(data.get("pod_sets"), detail.get("pod_sets"))
+                if sizes:
+                    detail = {**detail, "pod_sets": sizes}
+            raise serializers.ValidationError(detail) from None
+
     def validate_pod_sets(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """One to MAX_POD_SETS pod sets, the decision core's bound (said here so that the error
         names ``pod_sets``), of MAX_PODS pods in all."""
         if not value:
             raise serializers.ValidationError("a workload has at least one pod set")
         if len(value) > MAX_POD_SETS:
-            raise serializers.ValidationError(f"at most {MAX_POD_SETS} pod sets")
+            raise serializers.ValidationError(too_many(MAX_POD_SETS, len(value), "pod sets"))
         pods = sum(pod_set["count"] for pod_set in value)
         if pods > MAX_PODS:
             raise serializers.ValidationError(f"{pods} pods in all; {TOO_MANY_PODS}")
@@ -274,22 +336,7 @@ class WorkloadInputSerializer(StrictInput, serializers.Serializer[Any]):
     def submission(self) -> Submission:
         """The validated body as the action takes it."""
         data = self.validated_data
-        specs = [
-            PodSetSpec(
-                count=item["count"],
-                gpus=item["gpus"],
-                flavor=item.get("flavor"),
-                gpu_milli=item.get("gpu_milli"),
-                cpu=item["cpu"],
-                memory_gb=item["memory_gb"],
-                name=item["name"],
-                flavor_choices=list(item["flavor_choices"]),
-                image=item["image"],
-                command=list(item["command"]),
-                env=dict(item["env"]),
-            )
-            for item in data["pod_sets"]
-        ]
+        specs = [pod_set_spec(item) for item in data["pod_sets"]]
         return Submission(
             name=data["name"],
             queue=data["queue"],

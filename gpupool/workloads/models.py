@@ -19,6 +19,7 @@ from gpupool.inventory.choices import Sharing
 from gpupool.inventory.models import Flavor, Node
 from gpupool.number_formats import counted
 from gpupool.quotas.models import PriorityClass, Queue
+from gpupool.text_limits import too_many
 from gpupool.workloads.choices import PENDING_REASON_CHOICES, Origin, Topology, WorkloadState
 
 PENDING_REASONS = [reason for reason, _ in PENDING_REASON_CHOICES]
@@ -651,7 +652,7 @@ def _command_errors(command: object) -> str | None:
     if not isinstance(command, list):
         return "must be a list of strings, the command and its arguments"
     if len(command) > MAX_COMMAND_ITEMS:
-        return f"has {len(command)} items; at most {MAX_COMMAND_ITEMS}"
+        return too_many(MAX_COMMAND_ITEMS, len(command))
     for index, item in enumerate(command):
         if not isinstance(item, str):
             return f"item {index} must be a string, not {type(item).__name__}"
@@ -665,7 +666,7 @@ def _env_errors(env: object) -> str | None:
     if not isinstance(env, dict):
         return "must be an object of variable names to string values"
     if len(env) > MAX_ENV_VARS:
-        return f"has {len(env)} variables; at most {MAX_ENV_VARS}"
+        return too_many(MAX_ENV_VARS, len(env), "variables")
     for name, value in env.items():
         if not isinstance(name, str) or not ENV_NAME.match(name):
             return (

@@ -109,7 +109,7 @@ def test_a_text_too_long_is_refused_in_the_products_words(
     assert response.status_code == 400
     error = response.json()["error"]
     said = too_long(limit, limit + 1)
-    assert said == f"at most {limit} characters, not {limit + 1}"
+    assert said == f"at most {limit:,} characters, not {limit + 1:,}"
     assert error["fields"][field] == [said]
     assert f"{field}: {said}" in error["message"]
     assert "Ensure" not in response.content.decode()
@@ -126,5 +126,5 @@ def test_a_decision_note_too_long_is_refused_in_the_products_words(api_as: Any, 
     )
     assert response.status_code == 400
     assert response.json()["error"]["fields"] == {
-        "decision_note": ["at most 10000 characters, not 10001"]
+        "decision_note": ["at most 10,000 characters, not 10,001"]
     }

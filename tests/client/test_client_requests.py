@@ -288,3 +288,25 @@ def test_the_client_s_request_words_and_bounds_are_the_server_s() -> None:
     assert limits["gpu_hours"] == (MAX_REQUEST_GPU_HOURS, REQUEST_AMOUNT_PLACES)
     assert quota_models.JUSTIFICATION_MAX_LENGTH == JUSTIFICATION_MAX_LENGTH
     assert DecisionSerializer().fields["decision_note"].max_length == DECISION_NOTE_MAX_LENGTH
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (
+            with_flag(QUOTA, "--justification", "x" * (JUSTIFICATION_MAX_LENGTH + 1)),
+            "--justification: at most 4,000 characters, not 4,001",
+        ),
+        (
+            ("approve", "12", "--reason", "x" * 12_345),
+            "--reason: at most 10,000 characters, not 12,345",
+        ),
+    ],
+)
+@pytest.mark.usefixtures("nowhere")
+def test_a_text_too_long_is_refused_in_the_servers_words(
+    argv: tuple[str, ...], said: str, capsys: Any
+) -> None:
+    status, out, err = run(*argv)
+    assert status == 2 and out == ""
+    assert said in err + capsys.readouterr().err

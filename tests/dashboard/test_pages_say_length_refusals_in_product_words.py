@@ -56,6 +56,6 @@ def test_a_justification_too_long_is_refused_in_the_products_words(pool: Any, pa
     )
     page = text(response)
     limit = JUSTIFICATION_MAX_LENGTH
-    assert f"at most {limit} characters, not {limit + 1}" in page
+    assert f"at most {limit:,} characters, not {limit + 1:,}" in page
     assert "Ensure" not in page
     assert not QuotaRequest.objects.exists()

@@ -1,6 +1,7 @@
-"""The submit form refuses, on its GPUs-per-pod field, a pod no node of its flavor could hold
-(the submission action's own rule), so neither the dry-run nor the submit takes it; a pod of
-no GPUs is a CPU-only one, as the API and the model take it."""
+"""The submit page refuses, on its GPUs-per-pod field, a pod no node of its flavor could hold
+(the submission action's own rule: said by the form with its other problems, else by the
+action with its own), so neither the dry-run nor the submit takes it; a pod of no GPUs is a
+CPU-only one, as the API and the model take it."""
 
 from __future__ import annotations
 
@@ -27,18 +28,22 @@ FORM = SUBMIT_FORM | {"name": "big-1"}
     ids=["more than the largest node", "past the core's bound", "no node of the flavor yet"],
 )
 def test_gpus_no_node_holds_are_refused_on_the_field(
-    pool: Any, flavor_name: str, gpus: str, why: str
+    pool: Any, page_as: Any, flavor_name: str, gpus: str, why: str
 ) -> None:
     flavor("gb300")  # no node of it yet: no flavor's rule applies
-    form = WorkloadForm(FORM | {"flavor": flavor_name, "gpus_per_pod": gpus}, queues=["nlp"])
-    assert not form.is_valid()
-    assert list(form.errors) == ["gpus_per_pod"] and why in form.errors["gpus_per_pod"][0]
+    body = FORM | {"flavor": flavor_name, "gpus_per_pod": gpus}
+    response = page_as("max").post("/workloads/submit/", body)
+    assert response.status_code == 400
+    errors = response.context["form"].errors
+    assert list(errors) == ["gpus_per_pod"] and why in errors["gpus_per_pod"][0]
+    assert not Workload.objects.exists()
 
 
 def test_the_page_neither_tries_nor_submits_such_a_pod(pool: Any, page_as: Any) -> None:
     client = page_as("max")
     answer = text(client.post("/workloads/dry-run/", FORM | {"gpus_per_pod": "16"}))
-    assert "Not checked yet" in answer and "the largest h100 node has 8" in answer
+    assert "Refused:" in answer and "the largest h100 node has 8" in answer
+    assert "It would" not in answer  # no answer of the core's
     page = client.post("/workloads/submit/", FORM | {"gpus_per_pod": "16"})
     assert page.status_code == 400 and "the largest h100 node has 8" in text(page)
     assert not Workload.objects.exists()

@@ -4,7 +4,7 @@ node has 8", as 9 to 64 did, where the API's and the form's own field bound refu
 with the core's bound ("at most 64 (MIG: instances), the most one node may have ..."),
 before the flavor was known. The core's bound is said only where no flavor's rule applies
 (a flavor without nodes yet). One rule (``workloads.actions.pod_set_spec_errors``) for the
-submission action, the API and its dry-run, the submit form and the CLI."""
+submission action, the API and its dry-run, the submit page and the CLI."""
 
 from __future__ import annotations
 
@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 from django.core.cache import cache
 from django.core.exceptions import ValidationError
+from django.test import Client
 from domain_builders import flavor, node
 from rest_framework.test import APIClient
 from two_teams import Pool, two_teams
 
 from gpupool.api.actions import do_issue_token
 from gpupool.client.main import main
-from gpupool.dashboard.forms import WorkloadForm
 from gpupool.inventory.models import Flavor
 from gpupool.workloads.actions import TOO_MANY_GPUS_PER_POD, PodSetSpec, do_submit_workload
 from gpupool.workloads.models import Workload
@@ -90,22 +90,23 @@ def test_the_api_and_its_dry_run_say_it(
 
 
 @pytest.mark.parametrize(("gpus", "name", "said"), CASES, ids=IDS)
-def test_the_submit_form_says_it_beside_gpus_per_pod(
+def test_the_submit_page_says_it_beside_gpus_per_pod(
     pool: Pool, gpus: int, name: str, said: str
 ) -> None:
-    form = WorkloadForm(
-        {
-            "name": "big",
-            "queue": "nlp",
-            "flavor": name,
-            "pods": "1",
-            "gpus_per_pod": str(gpus),
-            "image": "python:3.12",
-        },
-        queues=["nlp"],
-    )
-    assert not form.is_valid()
-    assert form.errors == {"gpus_per_pod": [said]}
+    client = Client()
+    client.force_login(pool.users["max"])
+    form = {
+        "name": "big",
+        "queue": "nlp",
+        "flavor": name,
+        "pods": "1",
+        "gpus_per_pod": str(gpus),
+        "image": "python:3.12",
+    }
+    response = client.post("/workloads/submit/", form)
+    assert response.status_code == 400
+    assert response.context["form"].errors == {"gpus_per_pod": [said]}
+    assert not Workload.objects.exists()
 
 
 def run(*argv: str) -> tuple[int, str, str]:
