@@ -164,6 +164,7 @@ from gpupool.quotas.actions import (
     quota_request_problems,
     withdrawal_refusal,
 )
+from gpupool.quotas.api import BudgetViewSet
 from gpupool.quotas.choices import ACTIVE_WHAT_IF_STATES, QuotaRequestKind, QuotaRequestState
 from gpupool.quotas.impact import current_deserved_shares, request_impact
 from gpupool.quotas.models import (
@@ -2690,11 +2691,14 @@ def unfileable_kinds(
 def requests_page(request: HttpRequest, access: Access) -> HttpResponse:
     """A lead's requests, newest first, and the form to file one (GET shows, POST files
     through ``do_create_quota_request``); admins and finance read every team's requests
-    (``visible_requests``); the form offers only what the user may ask for (``led_queues``,
-    ``led_tenants``: finance, as such, nothing), and says why where a kind cannot be filed
-    (``unfileable_kinds``: a lead whose teams have no queue still asks for budget)."""
+    (``visible_requests``) and budgets (``budget_tenants``); the form offers only what the
+    user may ask for (``led_queues``, ``led_tenants``: finance, as such, nothing, and the page
+    says who files instead), and says why where a kind cannot be filed (``unfileable_kinds``:
+    a lead whose teams have no queue still asks for budget)."""
     queues = led_queues(access)
     tenants = led_tenants(access)
+    every_budget = reads_every_budget(access)
+    budget_teams = budget_tenants(access, tenants)
     if request.method == "POST":
         form = QuotaRequestForm(request.POST, queues=queues, tenants=tenants)
         unfileable = unfileable_kinds(access, queues, tenants, form)
@@ -2727,14 +2731,18 @@ def requests_page(request: HttpRequest, access: Access) -> HttpResponse:
         "no_quota_reason": unfileable.get(QuotaRequestKind.QUEUE_QUOTA, ""),
         "no_budget_reason": unfileable.get(QuotaRequestKind.BUDGET, ""),
         "quotas": current_quotas(queues),
-        "shows_budgets": bool(tenants),
-        "all_budgets": access.admin,
+        # Leads a team (admins: there is a team), so may file; finance, as such, files nothing
+        # and is told who does (``reads_only``).
+        "files": bool(tenants),
+        "reads_only": not tenants and access.finance,
+        "shows_budgets": every_budget or bool(tenants),
+        "all_budgets": every_budget,
         "every_team": access.reads_every_request,
-        "budgets": current_budgets(tenants),
+        "budgets": current_budgets(budget_teams),
         "budgets_shown": BUDGETS_SHOWN,
-        "budgets_url": url_with_query("api:budget-list", budgets_query(access, tenants)),
+        "budgets_url": url_with_query("api:budget-list", budgets_query(budget_teams, every_budget)),
         "budgets_csv_url": url_with_query(
-            "api:budget-list", budgets_query(access, tenants) | {"format": "csv"}
+            "api:budget-list", budgets_query(budget_teams, every_budget) | {"format": "csv"}
         ),
         # Every request listed (past the 100 shown), newest first as here.
         "csv_url": requests_csv_url("-created_at"),
@@ -2762,15 +2770,31 @@ class BudgetNow:
         return self.budget.balance_gpu_hours
 
 
-def budgets_query(access: Access, tenants: list[Tenant]) -> dict[str, str]:
+def reads_every_budget(access: Access) -> bool:
+    """Whether the budgets API shows the user every team's budgets, by its scope
+    (``tenant_scoped``): admins, and finance (``BudgetViewSet.finance_sees_all``: it reads
+    the teams' budgets and costs, and changes none)."""
+    return access.admin or (access.finance and BudgetViewSet.finance_sees_all)
+
+
+def budget_tenants(access: Access, led: list[Tenant]) -> list[Tenant]:
+    """The teams whose budgets the Requests page lists: every team to those who read every
+    team's (``reads_every_budget``), else ``led``, the teams the user leads (theirs to ask
+    budget for; the API also shows them the teams they are only a member of)."""
+    if reads_every_budget(access):
+        return list(Tenant.objects.order_by("name"))
+    return led
+
+
+def budgets_query(tenants: list[Tenant], every_team: bool) -> dict[str, Any]:
     """The budgets API's filters for the budgets the Requests page lists (``current_budgets``
-    of ``tenants``, the teams the user leads; admins: every team): those whose period covers
-    the pool's today and, for a lead of one team, of that team (the API also lists the teams
-    the lead is only a member of, and finance every team). The API takes one team by name: a
-    lead of several teams gets the budgets of every team they read."""
-    query = {"covers": f"{timezone.localdate(pool_now()):%Y-%m-%d}"}
-    if not access.admin and len(tenants) == 1:
-        query["tenant"] = tenants[0].name
+    of ``tenants``, ``budget_tenants``): those whose period covers the pool's today and,
+    unless the page lists ``every_team``'s, of each of ``tenants`` (the parameter repeated,
+    ``tenant=nlp&tenant=vision``: ``url_with_query``), so the link has the rows the page
+    shows and no team the user is only a member of."""
+    query: dict[str, Any] = {"covers": f"{timezone.localdate(pool_now()):%Y-%m-%d}"}
+    if not every_team:
+        query["tenant"] = [tenant.name for tenant in tenants]
     return query
 
 
