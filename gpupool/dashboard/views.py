@@ -31,8 +31,8 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import LoginView, redirect_to_login
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
-from django.db.models import Count, F, Prefetch, Q, QuerySet, Sum
-from django.db.models.functions import Coalesce, TruncDate
+from django.db.models import Count, Prefetch, Q, QuerySet, Sum
+from django.db.models.functions import TruncDate
 from django.forms import ChoiceField, ModelChoiceField
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render, resolve_url
@@ -2638,12 +2638,23 @@ DECIDED_STATES = (
 )
 
 
-def requests_csv_url(ordering: str, states: Iterable[str] = ()) -> str:
+# The orders the pages list requests in, each the order of their CSV too (the requests API's
+# ``ordering``, ``requests_csv_url``): newest filed first (Requests), the longest waiting
+# first (Approvals), and the latest step first (Approvals' decided and withdrawn: a withdrawn
+# request has no decision; its step is the withdrawal: ``quotas.queries.last_step_at``).
+NEWEST_FILED_FIRST = ("-created_at", "-id")
+LONGEST_WAITING_FIRST = ("submitted_at", "id")
+LATEST_STEP_FIRST = ("-last_step_at", "-id")
+
+
+def requests_csv_url(ordering: Iterable[str], states: Iterable[str] = ()) -> str:
     """The requests API's CSV of every request the user sees (the API's scope is the pages':
-    ``visible_requests``) in ``states`` (none: every state), ordered by ``ordering``, as a
-    page's list of them is."""
-    query = {"format": "csv", "ordering": ordering} | ({"state": list(states)} if states else {})
-    return url_with_query("api:quota-request-list", query)
+    ``visible_requests``) in ``states`` (none: every state), ordered by ``ordering`` (fields,
+    as the page's ``order_by``), as a page's list of them is."""
+    query = {"format": "csv", "ordering": ",".join(ordering)}
+    return url_with_query(
+        "api:quota-request-list", query | ({"state": list(states)} if states else {})
+    )
 
 
 def led_tenants(access: Access) -> list[Tenant]:
@@ -2722,7 +2733,7 @@ def requests_page(request: HttpRequest, access: Access) -> HttpResponse:
         form = QuotaRequestForm(initial=initial, queues=queues, tenants=tenants)
         unfileable = unfileable_kinds(access, queues, tenants, form)
     context = {
-        "requests": list(visible_requests(access).order_by("-created_at", "-id")[:100]),
+        "requests": list(visible_requests(access).order_by(*NEWEST_FILED_FIRST)[:100]),
         "form": form,
         # A kind of request the user may file and could succeed with (a lead whose teams
         # have no queue: budget); ``unfileable``: why the other kinds cannot be filed.
@@ -2745,7 +2756,7 @@ def requests_page(request: HttpRequest, access: Access) -> HttpResponse:
             "api:budget-list", budgets_query(budget_teams, every_budget) | {"format": "csv"}
         ),
         # Every request listed (past the 100 shown), newest first as here.
-        "csv_url": requests_csv_url("-created_at"),
+        "csv_url": requests_csv_url(NEWEST_FILED_FIRST),
     }
     return render(request, "dashboard/requests.html", context, status=form_page_status(request))
 
@@ -3023,22 +3034,18 @@ def approvals(request: HttpRequest, access: Access) -> HttpResponse:
     own request); then the latest decided ones and those their requesters withdrew before a
     decision (latest step first)."""
     rows = visible_requests(access)
-    submitted = rows.filter(state=QuotaRequestState.SUBMITTED).order_by("submitted_at", "id")
+    submitted = rows.filter(state=QuotaRequestState.SUBMITTED).order_by(*LONGEST_WAITING_FIRST)
     own = list(submitted.filter(requested_by_id=access.user_id))
     context = {
         "pending": list(submitted.exclude(requested_by_id=access.user_id)),
         "own_pending": own,
         "other_deciders": other_deciders(access.user_id) if own else [],
-        "decided": list(
-            rows.filter(state__in=DECIDED_STATES)
-            .annotate(last_step_at=Coalesce("decided_at", "withdrawn_at"))
-            .order_by(F("last_step_at").desc(nulls_last=True), "-id")[:20]
-        ),
-        # Each list's requests as CSV: every one waiting (the admin's own included), oldest
-        # first as here; every one decided or withdrawn (past the 20 shown), newest filed
-        # first (the API sorts by one field, and a withdrawn request has no decision).
-        "pending_csv_url": requests_csv_url("submitted_at", [QuotaRequestState.SUBMITTED]),
-        "decided_csv_url": requests_csv_url("-created_at", DECIDED_STATES),
+        "decided": list(rows.filter(state__in=DECIDED_STATES).order_by(*LATEST_STEP_FIRST)[:20]),
+        # Each list's requests as CSV, in its order: every one waiting (the admin's own
+        # included), oldest first; every one decided or withdrawn (past the 20 shown), the
+        # latest step first.
+        "pending_csv_url": requests_csv_url(LONGEST_WAITING_FIRST, [QuotaRequestState.SUBMITTED]),
+        "decided_csv_url": requests_csv_url(LATEST_STEP_FIRST, DECIDED_STATES),
     }
     return render(request, "dashboard/approvals.html", context)
 

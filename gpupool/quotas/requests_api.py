@@ -395,7 +395,8 @@ class QuotaRequestViewSet(
     queryset = quota_request_rows()
     serializer_class = QuotaRequestSerializer
     filterset_class = QuotaRequestFilter
-    ordering_fields = ("created_at", "submitted_at", "decided_at", "id")
+    # ``last_step_at``: when each took its latest step (``quotas.queries.last_step_at``).
+    ordering_fields = ("created_at", "submitted_at", "decided_at", "last_step_at", "id")
     permission_classes = (ActionRoles,)
     default_roles = LEADS
     action_roles = {
