@@ -15,7 +15,10 @@ A filter by the name of a thing the pool keeps (``NameFilter``: ``tenant``, ``qu
 ``flavor``, ``priority_class``, a user as ``submitter``, ``user`` or ``requested_by``) refuses
 a name that names nothing with a 400 naming the filter, in the words a body gets for the same
 name (``NameRelatedField``: "No tenant named nosuch."), every unknown name at once
-(``unknown_names``): an empty list would read as "nothing there". These names are not secret
+(``unknown_names``): an empty list would read as "nothing there". ``NamesFilter`` takes several
+such names as the choice filters take several values, the parameter repeated
+(``tenant=nlp&tenant=vision``: the rows of any of them), and refuses each unknown one the
+same way. These names are not secret
 from anyone who may read the list (tenants, queues, flavors and classes are readable to every
 role, and a user is named to add a member), so the check is against every row, not the
 caller's. A name that is data without a table of its own (a workload's ``namespace``, an
@@ -72,6 +75,8 @@ def choice_refusals(filterset: Any, query: Any) -> dict[str, str]:
     for name, each in filterset.filters.items():
         if not isinstance(each, filters.ChoiceFilter | filters.MultipleChoiceFilter):
             continue
+        if isinstance(each, NamedRows):
+            continue  # names, not a vocabulary: ``unknown_names`` checks them
         asked = [raw for raw in query.getlist(name) if raw != ""]
         if not asked:
             continue
@@ -89,12 +94,15 @@ def choice_refusals(filterset: Any, query: Any) -> dict[str, str]:
     return refused
 
 
-class NameFilter(filters.CharFilter):  # type: ignore[misc]
-    """A filter by the name of a ``names`` row (a model, or ``"app_label.Model"`` such as
-    ``settings.AUTH_USER_MODEL``), found by its ``name_field``; ``besides``: values the filter
-    reads as words of its own, not names (``parent=null``: the root). It filters as a
-    ``CharFilter`` does (or through its ``method``); ``StrictFilterBackend`` refuses a name
-    that names nothing (``unknown_names``)."""
+class NamedRows:
+    """What a filter by names of ``names`` rows (a model, or ``"app_label.Model"`` such as
+    ``settings.AUTH_USER_MODEL``), found by their ``name_field``, knows of them: which model,
+    and whether a name names one (``unknown``); ``besides``: values the filter reads as words
+    of its own, not names (``parent=null``: the root). ``NameFilter`` takes one name,
+    ``NamesFilter`` several."""
+
+    # What the schema says the filter takes, of the model it names ("A tenant's name ...").
+    help_template = "A {what}'s {name_field} (exact); one that names no {what} is a 400."
 
     def __init__(
         self,
@@ -104,14 +112,12 @@ class NameFilter(filters.CharFilter):  # type: ignore[misc]
         besides: tuple[str, ...] = (),
         **kwargs: Any,
     ) -> None:
-        # What the schema says it takes ("A tenant's name ..."; a user model as its class name).
+        # A user model is named by its class name.
         if isinstance(names, str):
             what = names.rpartition(".")[2].lower()
         else:
             what = str(names._meta.verbose_name)
-        kwargs.setdefault(
-            "help_text", f"A {what}'s {name_field} (exact); one that names no {what} is a 400."
-        )
+        kwargs.setdefault("help_text", self.help_template.format(what=what, name_field=name_field))
         super().__init__(*args, **kwargs)
         self.names = names
         self.name_field = name_field
@@ -135,21 +141,68 @@ class NameFilter(filters.CharFilter):  # type: ignore[misc]
         return said.format(what=model._meta.verbose_name, value=value)
 
 
-def unknown_names(filterset: Any) -> dict[str, str]:
-    """Each ``NameFilter`` of ``filterset`` whose value names nothing, with the refusal (a value
-    the filter's form refused itself, such as one holding a NUL character, is the form's to
-    report)."""
+class NameFilter(NamedRows, filters.CharFilter):  # type: ignore[misc]
+    """A filter by the name of a row (``NamedRows``). It filters as a ``CharFilter`` does (or
+    through its ``method``); ``StrictFilterBackend`` refuses a name that names nothing
+    (``unknown_names``)."""
+
+
+class NamesField(forms.MultipleChoiceField):
+    """Several names, the parameter repeated (as a ``MultipleChoiceFilter``'s values): any
+    text, stripped, blanks dropped; a NUL character is refused, as in any text field. Whether
+    each names a row is ``StrictFilterBackend``'s to check (``unknown_names``)."""
+
+    def to_python(self, value: Any) -> list[str]:
+        """The names given, stripped, without blanks."""
+        return [name.strip() for name in super().to_python(value) if name.strip()]
+
+    def validate(self, value: Any) -> None:
+        """Refuse a name holding a NUL character (any name is otherwise a valid choice)."""
+        if any("\x00" in name for name in value):
+            raise forms.ValidationError("Null characters are not allowed.")
+
+    def valid_value(self, value: Any) -> bool:
+        """Every name is one the field takes."""
+        return True
+
+
+class NamesFilter(NamedRows, filters.MultipleChoiceFilter):  # type: ignore[misc]
+    """A filter by several names of rows (``NamedRows``), the parameter repeated as the choice
+    filters' (``tenant=nlp&tenant=vision``: the rows of any of them; the schema says so as it
+    says theirs: an array, exploded); ``StrictFilterBackend`` refuses every name that names
+    nothing (``unknown_names``)."""
+
+    field_class = NamesField
+    help_template = (
+        "A {what}'s {name_field} (exact), repeated for several (the rows of any of them); one "
+        "that names no {what} is a 400."
+    )
+
+    def filter(self, queryset: Any, value: list[str]) -> Any:
+        """The rows of any of the names (every row when none is given)."""
+        if not value:
+            return queryset
+        return self.get_method(queryset)(**{f"{self.field_name}__in": value})
+
+
+def unknown_names(filterset: Any) -> dict[str, list[str]]:
+    """Each name filter (``NameFilter``, ``NamesFilter``) of ``filterset`` whose value (or any
+    of its values) names nothing, with a refusal for each such name (a value the filter's form
+    refused itself, such as one holding a NUL character, is the form's to report)."""
     if not filterset.is_bound:
         return {}
     form = filterset.form
     form.is_valid()  # (cleans the form once; the backend reads its errors after this)
     cleaned = getattr(form, "cleaned_data", {})
-    refused: dict[str, str] = {}
+    refused: dict[str, list[str]] = {}
     for name, each in filterset.filters.items():
         value = cleaned.get(name)
-        why = each.unknown(value) if isinstance(each, NameFilter) and value else None
-        if why is not None:
-            refused[name] = why
+        if not isinstance(each, NamedRows) or not value:
+            continue
+        values = value if isinstance(value, list) else [value]
+        whys = [why for one in values if (why := each.unknown(one)) is not None]
+        if whys:
+            refused[name] = whys
     return refused
 
 
@@ -191,7 +244,7 @@ class StrictFilterBackend(filters.DjangoFilterBackend):  # type: ignore[misc]
         choices among their words and its names among the pool's."""
         filterset = super().get_filterset(request, queryset, view)
         if filterset is not None:
-            unreadable = {
+            unreadable: dict[str, str | list[str]] = {
                 name: f"{raw!r} is not a boolean: true or false (or 1 or 0)"
                 for name, each in filterset.filters.items()
                 if isinstance(each, filters.BooleanFilter)

@@ -31,8 +31,8 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import LoginView, redirect_to_login
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
-from django.db.models import Count, F, Prefetch, Q, QuerySet, Sum
-from django.db.models.functions import Coalesce, TruncDate
+from django.db.models import Count, Prefetch, Q, QuerySet, Sum
+from django.db.models.functions import TruncDate
 from django.forms import ChoiceField, ModelChoiceField
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render, resolve_url
@@ -164,6 +164,7 @@ from gpupool.quotas.actions import (
     quota_request_problems,
     withdrawal_refusal,
 )
+from gpupool.quotas.api import BudgetViewSet
 from gpupool.quotas.choices import ACTIVE_WHAT_IF_STATES, QuotaRequestKind, QuotaRequestState
 from gpupool.quotas.impact import current_deserved_shares, request_impact
 from gpupool.quotas.models import (
@@ -2637,12 +2638,23 @@ DECIDED_STATES = (
 )
 
 
-def requests_csv_url(ordering: str, states: Iterable[str] = ()) -> str:
+# The orders the pages list requests in, each the order of their CSV too (the requests API's
+# ``ordering``, ``requests_csv_url``): newest filed first (Requests), the longest waiting
+# first (Approvals), and the latest step first (Approvals' decided and withdrawn: a withdrawn
+# request has no decision; its step is the withdrawal: ``quotas.queries.last_step_at``).
+NEWEST_FILED_FIRST = ("-created_at", "-id")
+LONGEST_WAITING_FIRST = ("submitted_at", "id")
+LATEST_STEP_FIRST = ("-last_step_at", "-id")
+
+
+def requests_csv_url(ordering: Iterable[str], states: Iterable[str] = ()) -> str:
     """The requests API's CSV of every request the user sees (the API's scope is the pages':
-    ``visible_requests``) in ``states`` (none: every state), ordered by ``ordering``, as a
-    page's list of them is."""
-    query = {"format": "csv", "ordering": ordering} | ({"state": list(states)} if states else {})
-    return url_with_query("api:quota-request-list", query)
+    ``visible_requests``) in ``states`` (none: every state), ordered by ``ordering`` (fields,
+    as the page's ``order_by``), as a page's list of them is."""
+    query = {"format": "csv", "ordering": ",".join(ordering)}
+    return url_with_query(
+        "api:quota-request-list", query | ({"state": list(states)} if states else {})
+    )
 
 
 def led_tenants(access: Access) -> list[Tenant]:
@@ -2690,11 +2702,14 @@ def unfileable_kinds(
 def requests_page(request: HttpRequest, access: Access) -> HttpResponse:
     """A lead's requests, newest first, and the form to file one (GET shows, POST files
     through ``do_create_quota_request``); admins and finance read every team's requests
-    (``visible_requests``); the form offers only what the user may ask for (``led_queues``,
-    ``led_tenants``: finance, as such, nothing), and says why where a kind cannot be filed
-    (``unfileable_kinds``: a lead whose teams have no queue still asks for budget)."""
+    (``visible_requests``) and budgets (``budget_tenants``); the form offers only what the
+    user may ask for (``led_queues``, ``led_tenants``: finance, as such, nothing, and the page
+    says who files instead), and says why where a kind cannot be filed (``unfileable_kinds``:
+    a lead whose teams have no queue still asks for budget)."""
     queues = led_queues(access)
     tenants = led_tenants(access)
+    every_budget = reads_every_budget(access)
+    budget_teams = budget_tenants(access, tenants)
     if request.method == "POST":
         form = QuotaRequestForm(request.POST, queues=queues, tenants=tenants)
         unfileable = unfileable_kinds(access, queues, tenants, form)
@@ -2718,7 +2733,7 @@ def requests_page(request: HttpRequest, access: Access) -> HttpResponse:
         form = QuotaRequestForm(initial=initial, queues=queues, tenants=tenants)
         unfileable = unfileable_kinds(access, queues, tenants, form)
     context = {
-        "requests": list(visible_requests(access).order_by("-created_at", "-id")[:100]),
+        "requests": list(visible_requests(access).order_by(*NEWEST_FILED_FIRST)[:100]),
         "form": form,
         # A kind of request the user may file and could succeed with (a lead whose teams
         # have no queue: budget); ``unfileable``: why the other kinds cannot be filed.
@@ -2727,17 +2742,21 @@ def requests_page(request: HttpRequest, access: Access) -> HttpResponse:
         "no_quota_reason": unfileable.get(QuotaRequestKind.QUEUE_QUOTA, ""),
         "no_budget_reason": unfileable.get(QuotaRequestKind.BUDGET, ""),
         "quotas": current_quotas(queues),
-        "shows_budgets": bool(tenants),
-        "all_budgets": access.admin,
+        # Leads a team (admins: there is a team), so may file; finance, as such, files nothing
+        # and is told who does (``reads_only``).
+        "files": bool(tenants),
+        "reads_only": not tenants and access.finance,
+        "shows_budgets": every_budget or bool(tenants),
+        "all_budgets": every_budget,
         "every_team": access.reads_every_request,
-        "budgets": current_budgets(tenants),
+        "budgets": current_budgets(budget_teams),
         "budgets_shown": BUDGETS_SHOWN,
-        "budgets_url": url_with_query("api:budget-list", budgets_query(access, tenants)),
+        "budgets_url": url_with_query("api:budget-list", budgets_query(budget_teams, every_budget)),
         "budgets_csv_url": url_with_query(
-            "api:budget-list", budgets_query(access, tenants) | {"format": "csv"}
+            "api:budget-list", budgets_query(budget_teams, every_budget) | {"format": "csv"}
         ),
         # Every request listed (past the 100 shown), newest first as here.
-        "csv_url": requests_csv_url("-created_at"),
+        "csv_url": requests_csv_url(NEWEST_FILED_FIRST),
     }
     return render(request, "dashboard/requests.html", context, status=form_page_status(request))
 
@@ -2762,15 +2781,31 @@ class BudgetNow:
         return self.budget.balance_gpu_hours
 
 
-def budgets_query(access: Access, tenants: list[Tenant]) -> dict[str, str]:
+def reads_every_budget(access: Access) -> bool:
+    """Whether the budgets API shows the user every team's budgets, by its scope
+    (``tenant_scoped``): admins, and finance (``BudgetViewSet.finance_sees_all``: it reads
+    the teams' budgets and costs, and changes none)."""
+    return access.admin or (access.finance and BudgetViewSet.finance_sees_all)
+
+
+def budget_tenants(access: Access, led: list[Tenant]) -> list[Tenant]:
+    """The teams whose budgets the Requests page lists: every team to those who read every
+    team's (``reads_every_budget``), else ``led``, the teams the user leads (theirs to ask
+    budget for; the API also shows them the teams they are only a member of)."""
+    if reads_every_budget(access):
+        return list(Tenant.objects.order_by("name"))
+    return led
+
+
+def budgets_query(tenants: list[Tenant], every_team: bool) -> dict[str, Any]:
     """The budgets API's filters for the budgets the Requests page lists (``current_budgets``
-    of ``tenants``, the teams the user leads; admins: every team): those whose period covers
-    the pool's today and, for a lead of one team, of that team (the API also lists the teams
-    the lead is only a member of, and finance every team). The API takes one team by name: a
-    lead of several teams gets the budgets of every team they read."""
-    query = {"covers": f"{timezone.localdate(pool_now()):%Y-%m-%d}"}
-    if not access.admin and len(tenants) == 1:
-        query["tenant"] = tenants[0].name
+    of ``tenants``, ``budget_tenants``): those whose period covers the pool's today and,
+    unless the page lists ``every_team``'s, of each of ``tenants`` (the parameter repeated,
+    ``tenant=nlp&tenant=vision``: ``url_with_query``), so the link has the rows the page
+    shows and no team the user is only a member of."""
+    query: dict[str, Any] = {"covers": f"{timezone.localdate(pool_now()):%Y-%m-%d}"}
+    if not every_team:
+        query["tenant"] = [tenant.name for tenant in tenants]
     return query
 
 
@@ -2999,22 +3034,18 @@ def approvals(request: HttpRequest, access: Access) -> HttpResponse:
     own request); then the latest decided ones and those their requesters withdrew before a
     decision (latest step first)."""
     rows = visible_requests(access)
-    submitted = rows.filter(state=QuotaRequestState.SUBMITTED).order_by("submitted_at", "id")
+    submitted = rows.filter(state=QuotaRequestState.SUBMITTED).order_by(*LONGEST_WAITING_FIRST)
     own = list(submitted.filter(requested_by_id=access.user_id))
     context = {
         "pending": list(submitted.exclude(requested_by_id=access.user_id)),
         "own_pending": own,
         "other_deciders": other_deciders(access.user_id) if own else [],
-        "decided": list(
-            rows.filter(state__in=DECIDED_STATES)
-            .annotate(last_step_at=Coalesce("decided_at", "withdrawn_at"))
-            .order_by(F("last_step_at").desc(nulls_last=True), "-id")[:20]
-        ),
-        # Each list's requests as CSV: every one waiting (the admin's own included), oldest
-        # first as here; every one decided or withdrawn (past the 20 shown), newest filed
-        # first (the API sorts by one field, and a withdrawn request has no decision).
-        "pending_csv_url": requests_csv_url("submitted_at", [QuotaRequestState.SUBMITTED]),
-        "decided_csv_url": requests_csv_url("-created_at", DECIDED_STATES),
+        "decided": list(rows.filter(state__in=DECIDED_STATES).order_by(*LATEST_STEP_FIRST)[:20]),
+        # Each list's requests as CSV, in its order: every one waiting (the admin's own
+        # included), oldest first; every one decided or withdrawn (past the 20 shown), the
+        # latest step first.
+        "pending_csv_url": requests_csv_url(LONGEST_WAITING_FIRST, [QuotaRequestState.SUBMITTED]),
+        "decided_csv_url": requests_csv_url(LATEST_STEP_FIRST, DECIDED_STATES),
     }
     return render(request, "dashboard/approvals.html", context)
 

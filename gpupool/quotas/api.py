@@ -22,7 +22,7 @@ from rest_framework.response import Response
 from rest_framework.routers import BaseRouter
 
 from gpupool.api.fields import NameRelatedField
-from gpupool.api.filters import NameFilter, UtcDateTimeFilter
+from gpupool.api.filters import NameFilter, NamesFilter, UtcDateTimeFilter
 from gpupool.api.permissions import ADMINS, EVERYONE, ActionRoles, TenantScoped, tenant_scoped
 from gpupool.api.rows import PlannedRows
 from gpupool.api.strict import StrictInput
@@ -437,10 +437,11 @@ class LedgerEntryFilter(filters.FilterSet):  # type: ignore[misc]
 
 
 class BudgetFilter(filters.FilterSet):  # type: ignore[misc]
-    """Filter budgets by tenant, class and a day their period covers (a tenant or class that
-    names nothing is a 400 naming it: ``NameFilter``)."""
+    """Filter budgets by tenant (several: the parameter repeated, ``tenant=nlp&tenant=vision``),
+    class and a day their period covers (a tenant or class that names nothing is a 400 naming
+    it: ``NameFilter``, ``NamesFilter``)."""
 
-    tenant = NameFilter(field_name="tenant__name", names=Tenant)
+    tenant = NamesFilter(field_name="tenant__name", names=Tenant)
     priority_class = NameFilter(field_name="priority_class__name", names=PriorityClass)
     covers = filters.DateFilter(method="filter_covers", label="A day inside the period")
 

@@ -214,10 +214,20 @@ def ledger_mismatches() -> list[tuple[PriorityBudget, Decimal]]:
 
 
 def quota_request_rows() -> QuerySet[QuotaRequest]:
-    """Quota and budget requests with what a list shows (tenant, target, people)."""
+    """Quota and budget requests with what a list shows (tenant, target, people) and when
+    each took its latest step (``last_step_at``), which the lists sort by."""
     return QuotaRequest.objects.select_related(
         "tenant", "queue", "flavor", "priority_class", "requested_by", "decided_by"
-    )
+    ).annotate(last_step_at=last_step_at())
+
+
+def last_step_at() -> Coalesce:
+    """When a request took its latest step: withdrawn, applied, decided (approved or
+    rejected), submitted, or, a draft, made -- its stamps, the latest step's first (a request
+    has the stamps of the steps it took; a withdrawn one has no decision). The Approvals
+    page lists decided and withdrawn requests by it, and the requests API sorts by it
+    (``?ordering=-last_step_at``), so their CSV is in the page's order."""
+    return Coalesce("withdrawn_at", "applied_at", "decided_at", "submitted_at", "created_at")
 
 
 def without_others_drafts(

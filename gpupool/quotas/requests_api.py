@@ -28,7 +28,7 @@ from rest_framework.routers import BaseRouter
 
 from gpupool.api.access import ADMIN, LEAD, REQUEST_READERS, request_access
 from gpupool.api.fields import NamedChoiceField, NameRelatedField
-from gpupool.api.filters import NameFilter
+from gpupool.api.filters import NameFilter, NamesFilter
 from gpupool.api.permissions import ADMINS, ActionRoles, TenantScoped
 from gpupool.api.strict import StrictInput, refuse_a_body
 from gpupool.api.tables import CSVExport
@@ -355,12 +355,13 @@ class ImpactSerializer(serializers.Serializer[Any]):
 
 
 class QuotaRequestFilter(filters.FilterSet):  # type: ignore[misc]
-    """Filter requests by state, kind, tenant, queue, flavor, class and requester. A name
-    that names nothing is a 400 naming its filter ("No tenant named nosuch."), as the same
-    name is in a request's body, not an empty list that reads as "no requests"
-    (``NameFilter``)."""
+    """Filter requests by state, kind, tenant, queue, flavor, class and requester (several
+    states or tenants: the parameter repeated, ``tenant=nlp&tenant=vision``). A name that
+    names nothing is a 400 naming its filter ("No tenant named nosuch."), as the same name is
+    in a request's body, not an empty list that reads as "no requests" (``NameFilter``,
+    ``NamesFilter``)."""
 
-    tenant = NameFilter(field_name="tenant__name", names=Tenant)
+    tenant = NamesFilter(field_name="tenant__name", names=Tenant)
     queue = NameFilter(field_name="queue__name", names=Queue)
     flavor = NameFilter(field_name="flavor__name", names=Flavor)
     priority_class = NameFilter(field_name="priority_class__name", names=PriorityClass)
@@ -394,7 +395,8 @@ class QuotaRequestViewSet(
     queryset = quota_request_rows()
     serializer_class = QuotaRequestSerializer
     filterset_class = QuotaRequestFilter
-    ordering_fields = ("created_at", "submitted_at", "decided_at", "id")
+    # ``last_step_at``: when each took its latest step (``quotas.queries.last_step_at``).
+    ordering_fields = ("created_at", "submitted_at", "decided_at", "last_step_at", "id")
     permission_classes = (ActionRoles,)
     default_roles = LEADS
     action_roles = {

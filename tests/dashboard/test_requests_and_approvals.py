@@ -170,7 +170,7 @@ def test_the_requests_page_links_every_request_its_viewer_sees_as_csv(
     mine = filed(pool)
     theirs = vision_request(pool)
     link, rows = csv_link(page_as("lena"), "/requests/", "csv-requests")
-    assert link == "/api/v1/quota-requests/?format=csv&ordering=-created_at"
+    assert link == "/api/v1/quota-requests/?format=csv&ordering=-created_at%2C-id"
     assert [(int(row["id"]), row["tenant"]) for row in rows] == [(mine.pk, "nlp")]
     assert (rows[0]["guarantee"], rows[0]["requested_by"]) == ("6", "lena")
     _, every = csv_link(page_as("ada"), "/requests/", "csv-requests")
@@ -207,11 +207,11 @@ def test_the_approvals_page_links_what_waits_and_what_was_decided_as_csv(
     )
     client = page_as("ada")
     link, pending = csv_link(client, "/approvals/", "csv-pending")
-    assert link == "/api/v1/quota-requests/?format=csv&ordering=submitted_at&state=submitted"
+    assert link == "/api/v1/quota-requests/?format=csv&ordering=submitted_at%2Cid&state=submitted"
     assert [(int(row["id"]), row["state"]) for row in pending] == [(waiting.pk, "submitted")]
     link, done = csv_link(client, "/approvals/", "csv-decided")
     assert link == (
-        "/api/v1/quota-requests/?format=csv&ordering=-created_at"
+        "/api/v1/quota-requests/?format=csv&ordering=-last_step_at%2C-id"
         "&state=approved&state=applied&state=rejected&state=withdrawn"
     )
     assert [(int(row["id"]), row["decided_by"], row["decision_note"]) for row in done] == [
