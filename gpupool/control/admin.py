@@ -18,6 +18,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from gpupool.audit.admin import ModelAdmin
+from gpupool.control.choices import CycleStatus
 from gpupool.control.metrics import PHASES
 from gpupool.control.models import SchedulingCycle
 from gpupool.number_formats import NO_VALUE, duration, plain_number
@@ -149,10 +150,15 @@ class SchedulingCycleAdmin(ModelAdmin):
     ]
 
     def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
-        """The fieldsets, a failed cycle's error leading them."""
-        fieldsets = list(super().get_fieldsets(request, obj))
-        if obj is not None and obj.error:
+        """The fieldsets, a failed cycle's error leading them; another cycle's word (a skipped
+        one's "another scheduling cycle holds the lock") with its status."""
+        fieldsets = [(name, dict(options)) for name, options in super().get_fieldsets(request, obj)]
+        if obj is not None and obj.error and obj.status == CycleStatus.FAILED:
             fieldsets.insert(0, ("Error", {"fields": ["error_shown"]}))
+        elif obj is not None and obj.error:
+            for name, options in fieldsets:
+                if name == "Outcome":
+                    options["fields"] = ["status", "error_shown", "counts"]
         return fieldsets
 
     @admin.display(description="at (pool's clock)", ordering="cluster_at")
@@ -177,9 +183,12 @@ class SchedulingCycleAdmin(ModelAdmin):
 
     @admin.display(description="error")
     def error_shown(self, cycle: SchedulingCycle) -> SafeString:
-        """The error, whole (a traceback keeps its lines), in the admin's error box."""
+        """The error, whole (a traceback keeps its lines); a failed cycle's in the admin's
+        error box."""
         if not cycle.error:
             return format_html("{}", NO_VALUE)
+        if cycle.status != CycleStatus.FAILED:
+            return format_html('<span style="white-space: pre-wrap">{}</span>', cycle.error)
         return format_html(
             '<pre class="errornote" style="white-space: pre-wrap">{}</pre>', cycle.error
         )

@@ -95,6 +95,14 @@ def test_a_failed_cycles_error_leads_its_page(pool: Any, page_as: Any) -> None:
     assert f"cycle {row.pk} at 2026-12-07 15:48:00 UTC (failed)" in page
 
 
+def test_a_skipped_cycles_word_is_no_error_box(pool: Any, page_as: Any) -> None:
+    row = cycle(status="skipped", cluster_at=None, error="another scheduling cycle holds the lock")
+    page = text(as_admin(pool, page_as).get(f"/admin/control/schedulingcycle/{row.pk}/change/"))
+    assert "another scheduling cycle holds the lock" in page
+    assert 'class="errornote"' not in page
+    assert page.index("Started (wall clock)") < page.index("another scheduling cycle holds")
+
+
 def test_the_lists_date_filter_goes_by_the_pools_clock_as_its_first_column(
     pool: Any, page_as: Any
 ) -> None:
