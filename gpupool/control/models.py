@@ -63,7 +63,9 @@ class SchedulingCycle(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"cycle {self.pk} at {self.started_at:%Y-%m-%d %H:%M:%S} ({self.status})"
+        """The cycle by its time on the pool's clock (``pool_time``), as the pages name it,
+        with its zone (the admin's page title read the wall clock's start, unlabelled)."""
+        return f"cycle {self.pk} at {self.pool_time():%Y-%m-%d %H:%M:%S %Z} ({self.status})"
 
     def pool_time(self) -> datetime:
         """When the cycle ran on the pool's clock (``control.clock``): the cluster's clock it

@@ -138,6 +138,7 @@ from gpupool.dashboard.templatetags.dashboard import gpu_hours as gpu_hours_text
 from gpupool.dashboard.templatetags.dashboard import gpus as gpus_text
 from gpupool.inventory.actions import do_drain_node, do_set_gpu_health, do_set_node_cordoned
 from gpupool.inventory.choices import NodeState
+from gpupool.inventory.cordons import cordon_notes
 from gpupool.inventory.drains import drain_waits, drain_words
 from gpupool.inventory.models import Flavor, Gpu, Node, healthy_capacity, takes_pods
 from gpupool.inventory.queries import FlavorFragmentation
@@ -2352,6 +2353,9 @@ def cluster_page(
     )
     # What each draining node waits on: evictions a disruption budget refused (one read).
     drains = drain_waits(n.pk for n in page.object_list if n.state == NodeState.DRAINING)
+    # Who cordoned each cordoned node, when and why (the audit log's: one read), or that the
+    # cluster cordoned it.
+    cordons = cordon_notes(page.object_list)
     for node in page.object_list:
         if not groups or groups[-1]["flavor"] != node.flavor:
             groups.append({"flavor": node.flavor, "domains": []})
@@ -2368,6 +2372,7 @@ def cluster_page(
                 # A draining node whose evictions were refused says so, not "being evicted".
                 "state_label": drain_words(drain) if drain and drain.refused else state.label,
                 "health": health,
+                "cordon": cordons.get(node.pk),
                 "workloads": placed.get(node.pk, 0),
                 "refused": [  # (admins) each with the workload page's words for its refusal
                     (workload, eviction_refusal(workload, access))

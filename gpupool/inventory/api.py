@@ -8,7 +8,7 @@ from typing import Any
 
 from django.db.models import Prefetch
 from django_filters import rest_framework as filters
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import mixins, serializers, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound
@@ -29,6 +29,7 @@ from gpupool.inventory.actions import (
     do_set_node_cordoned,
 )
 from gpupool.inventory.choices import NodeState, Sharing
+from gpupool.inventory.cordons import CordonNote, cordon_notes
 from gpupool.inventory.drains import DrainWait, drain_waits
 from gpupool.inventory.models import Flavor, Gpu, Node
 
@@ -91,15 +92,32 @@ class GpuSerializer(serializers.ModelSerializer[Gpu]):
         read_only_fields = fields
 
 
+class CordonNoteSerializer(serializers.Serializer[CordonNote]):
+    """Why a node is cordoned (``inventory.cordons``): gpupool's cordon, by whom, when and why
+    (the audit log's), or the cluster's own (``in_cluster``)."""
+
+    in_cluster = serializers.BooleanField(
+        help_text="Cordoned in the cluster (kubectl cordon), not by gpupool: no who or why."
+    )
+    by = serializers.CharField(
+        allow_null=True, help_text="Who cordoned it: a username, or the system; null if unknown."
+    )
+    at = serializers.DateTimeField(allow_null=True, help_text="When, on the pool's clock.")
+    reason = serializers.CharField(help_text="Why, as given (empty: no reason given).")
+    drain = serializers.BooleanField(help_text="Cordoned by a drain.")
+    words = serializers.CharField(help_text="The note in one phrase, as the Cluster page says it.")
+
+
 class NodeList(serializers.ListSerializer[Node]):
-    """Nodes, with what their draining ones wait on read in one go (``drain_waits``) rather
-    than once per draining node."""
+    """Nodes, with what their draining ones wait on (``drain_waits``) and why the cordoned ones
+    are cordoned (``cordon_notes``) read in one go rather than once per node."""
 
     def to_representation(self, data: Any) -> list[Any]:
-        """The nodes, once the drains of those draining are read."""
+        """The nodes, once the drains of those draining and their cordons are read."""
         nodes = list(data.all() if hasattr(data, "all") else data)
         draining = [node.pk for node in nodes if node.state == NodeState.DRAINING]
         self.context["drains"] = drain_waits(draining)
+        self.context["cordons"] = cordon_notes(nodes)
         return super().to_representation(nodes)
 
 
@@ -120,6 +138,10 @@ class NodeSerializer(serializers.ModelSerializer[Node]):
         "last recorded them: taken, not free.",
     )
     health = serializers.SerializerMethodField()
+    cordon = serializers.SerializerMethodField(
+        help_text="Why the node is cordoned: who cordoned or drained it, when and why (the "
+        "audit log's), or that the cluster cordoned it (kubectl cordon); null when it is not."
+    )
     state = NamedChoiceField(
         choices=NodeState.choices,
         read_only=True,
@@ -149,6 +171,7 @@ class NodeSerializer(serializers.ModelSerializer[Node]):
             "rack",
             "zone",
             "cordoned",
+            "cordon",
             "drain_requested_at",
             "drained_at",
             "labels",
@@ -181,6 +204,14 @@ class NodeSerializer(serializers.ModelSerializer[Node]):
         each unhealthy GPU's reason."""
         drains: dict[int, DrainWait] = self.context.get("drains") or {}
         return node.health_reasons(drains.get(node.pk))
+
+    @extend_schema_field(CordonNoteSerializer(allow_null=True))
+    def get_cordon(self, node: Node) -> dict[str, Any] | None:
+        """Why the node is cordoned (``cordon_notes``: read for a list's nodes at once, else
+        here for this one), or None."""
+        notes: dict[int, CordonNote] | None = self.context.get("cordons")
+        note = (notes if notes is not None else cordon_notes([node])).get(node.pk)
+        return None if note is None else dict(CordonNoteSerializer(note).data)
 
 
 class NodeFilter(filters.FilterSet):  # type: ignore[misc]

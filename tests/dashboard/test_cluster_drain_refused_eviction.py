@@ -71,10 +71,13 @@ def drain(pool: Any, name: str = "n2") -> None:
 
 
 def health_of(page: str, name: str) -> str:
-    """The Health cell of node ``name``'s row on the Cluster page, as text."""
+    """The Health cell of node ``name``'s row on the Cluster page, as text: its reasons, the
+    note under them of who drained it and why left out (``test_cluster_says_why_a_node_is_
+    cordoned``)."""
     row = page.split(f'<tr id="node-{name}">', 1)[1].split("</tr>", 1)[0]
     cells = re.findall(r"<td>(.*?)</td>", row, flags=re.S)
-    return html.unescape(re.sub(r"<[^>]+>", " ", cells[2]))
+    reasons = re.sub(r'<div class="cordon-note">.*?</div>', "", cells[2], flags=re.S)
+    return html.unescape(re.sub(r"<[^>]+>", " ", reasons))
 
 
 def sentence(page: str, marker: str) -> str:
