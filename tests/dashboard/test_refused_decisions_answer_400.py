@@ -33,7 +33,7 @@ def test_a_comment_too_long_is_refused_with_400_and_kept(pool: Any, page_as: Any
     )
     assert response.status_code == 400
     page = text(response)
-    assert "at most 10000 characters, not 10001" in page
+    assert "at most 10,000 characters, not 10,001" in page
     assert typed in page  # the comment typed, back in its field
     assert QuotaRequest.objects.get(pk=request.pk).state == "submitted"
 
