@@ -12,7 +12,7 @@ Stdlib only: a model reaches it without importing the dashboard."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 
 Number = int | float | Decimal
 GPU_PLACES = 3  # GPUs: to the milli-GPU, the finest share a pod asks
@@ -31,6 +31,18 @@ def plain_number(value: Number | str, places: int = 2) -> str:
     if "." in text:
         text = text.rstrip("0").rstrip(".")
     return "0" if text in {"-0", ""} else text
+
+
+def with_unit(value: Number | str | None, singular: str, plural: str, places: int = 2) -> str:
+    """``value`` and its unit, singular for exactly 1 (``1 GPU``, ``0.5 GPUs``); an en dash
+    for no value, and a value that is no number as it is."""
+    if value is None or value == "":
+        return NO_VALUE
+    try:
+        text = plain_number(value, places)
+    except InvalidOperation:
+        return str(value)
+    return f"{text} {singular if text == '1' else plural}"
 
 
 def money(value: Number | str, places: int = MONEY_PLACES) -> str:

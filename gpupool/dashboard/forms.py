@@ -22,6 +22,7 @@ from gpupool.api.errors import SELF_NAMING_FIELDS, self_naming_fields
 from gpupool.clusters.grouping import MAX_PODS
 from gpupool.inventory.choices import Sharing
 from gpupool.inventory.models import Flavor
+from gpupool.number_formats import plain_number
 from gpupool.quotas.actions import PROBLEM_FIELD_WORDS
 from gpupool.quotas.choices import QuotaRequestKind
 from gpupool.quotas.models import (
@@ -42,10 +43,26 @@ from gpupool.workloads.api import NAME_PATTERN, NOT_A_DNS_LABEL, WorkloadInputSe
 from gpupool.workloads.choices import Topology
 
 
-def amount(label: str) -> forms.DecimalField:
-    """An optional amount of at least 0 (GPUs or GPU-hours, to the thousandth)."""
+def too_large(key: str, unit: str = "") -> dict[str, str]:
+    """The error a request's amount ``key`` above the largest a request holds
+    (``PAYLOAD_LIMITS``) gets, said once and in the pages' number format ("at most
+    9,999,999.999"): the bound is the field's ``max_value``, and no ``max_digits`` adds
+    Django's "no more than 12 digits" beside it."""
+    largest, places = PAYLOAD_LIMITS[key]
+    return {"max_value": f"at most {plain_number(largest, places)}{unit}"}
+
+
+def amount(label: str, key: str) -> forms.DecimalField:
+    """An optional quota level ``key`` of at least 0 (GPUs or MIG instances, to the
+    thousandth), at most what a request holds (``too_large``)."""
+    largest, places = PAYLOAD_LIMITS[key]
     return forms.DecimalField(
-        required=False, label=label, min_value=Decimal(0), max_digits=12, decimal_places=3
+        required=False,
+        label=label,
+        min_value=Decimal(0),
+        max_value=largest,
+        decimal_places=places,
+        error_messages=too_large(key),
     )
 
 
@@ -222,9 +239,9 @@ class QuotaRequestForm(forms.Form):
     )
     flavor = forms.ModelChoiceField(queryset=Flavor.objects.all(), required=False)
     # The flavor is chosen on the same form: a MIG flavor's levels count its MIG instances.
-    guarantee = amount("Guarantee (GPUs or MIG instances)")
-    deserved = amount("Deserved (GPUs or MIG instances)")
-    capability = amount("Capability (GPUs or MIG instances)")
+    guarantee = amount("Guarantee (GPUs or MIG instances)", "guarantee")
+    deserved = amount("Deserved (GPUs or MIG instances)", "deserved")
+    capability = amount("Capability (GPUs or MIG instances)", "capability")
     tenant = forms.ModelChoiceField(
         queryset=Tenant.objects.none(), required=False, label="Team", widget=QuickSelect
     )
@@ -247,9 +264,10 @@ class QuotaRequestForm(forms.Form):
         required=False,
         label="GPU-hours to add",
         min_value=Decimal(1).scaleb(-PAYLOAD_LIMITS["gpu_hours"][1]),
-        max_digits=12,
+        max_value=PAYLOAD_LIMITS["gpu_hours"][0],
         decimal_places=PAYLOAD_LIMITS["gpu_hours"][1],
-        error_messages={"min_value": "add more than 0 GPU-hours"},
+        error_messages={"min_value": "add more than 0 GPU-hours"}
+        | too_large("gpu_hours", " GPU-hours"),
     )
     justification = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 3}),
@@ -624,8 +642,7 @@ class WorkloadForm(forms.Form):
     expected_hours = forms.DecimalField(
         min_value=Decimal("0.01"),
         max_value=Decimal(MAX_EXPECTED_HOURS),
-        max_digits=8,
-        decimal_places=2,
+        decimal_places=2,  # no max_digits: the bound says why once ("at most 8784 hours")
         required=False,
         label="Expected runtime (hours)",
         help_text=f"Helps everyone's start estimates; at most {MAX_EXPECTED_HOURS} (366 days).",

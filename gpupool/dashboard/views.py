@@ -132,7 +132,6 @@ from gpupool.dashboard.templatetags.dashboard import (
     GPU_FIELDS,
     field_value,
     local_time,
-    with_unit,
 )
 from gpupool.dashboard.templatetags.dashboard import gpu_hours as gpu_hours_text
 from gpupool.dashboard.templatetags.dashboard import gpus as gpus_text
@@ -151,7 +150,7 @@ from gpupool.inventory.units import (
     freed_unit,
     mig_node_names,
 )
-from gpupool.number_formats import GPU_HOURS_PLACES, NO_VALUE, duration
+from gpupool.number_formats import GPU_HOURS_PLACES, NO_VALUE, duration, with_unit
 from gpupool.quotas.actions import (
     approval_refusal,
     decision_refusal,

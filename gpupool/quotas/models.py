@@ -20,7 +20,7 @@ from django.utils import timezone
 from gpupool.audit.stamps import pool_time
 from gpupool.inventory.models import Flavor, healthy_capacity
 from gpupool.inventory.units import GPU_UNIT, flavor_unit
-from gpupool.number_formats import GPU_HOURS_PLACES, GPU_PLACES, plain_number
+from gpupool.number_formats import GPU_HOURS_PLACES, GPU_PLACES, plain_number, with_unit
 from gpupool.quotas.choices import (
     LedgerEntryKind,
     PreemptionPolicy,
@@ -956,10 +956,12 @@ class QuotaRequest(models.Model):
 
     def summary(self) -> str:
         """What the request asks, in a line, its amounts in the pages' format
-        (``number_formats``: GPUs to the milli-GPU, GPU-hours to the hundredth): ``queue nlp
-        h100: guarantee 8, deserved 16, capability 32.5`` or ``budget of nlp at high,
-        2026-12-01 to 2026-12-31 (included): 1,212.5 GPU-hours more`` (the period's last
-        day, ``period_words``); an amount that is no number as the payload holds it."""
+        (``number_formats``: GPUs to the milli-GPU, GPU-hours to the hundredth), each level
+        in its flavor's unit as the pages write it (``flavor_unit``: a MIG flavor's in MIG
+        instances): ``queue nlp h100: guarantee 8 GPUs, deserved 16 GPUs, capability 32.5
+        GPUs`` or ``budget of nlp at high, 2026-12-01 to 2026-12-31 (included): 1,212.5
+        GPU-hours more`` (the period's last day, ``period_words``); an amount that is no
+        number as the payload holds it."""
         amounts = self.payload if isinstance(self.payload, dict) else {}
 
         def amount(key: str, places: int) -> str:
@@ -969,7 +971,11 @@ class QuotaRequest(models.Model):
                 return str(amounts.get(key))
 
         if self.kind == QuotaRequestKind.QUEUE_QUOTA:
-            levels = ", ".join(f"{key} {amount(key, GPU_PLACES)}" for key in QUEUE_QUOTA_KEYS)
+            unit = flavor_unit(self.flavor.sharing) if self.flavor else GPU_UNIT
+            levels = ", ".join(
+                f"{key} {with_unit(amounts.get(key), unit, f'{unit}s', GPU_PLACES)}"
+                for key in QUEUE_QUOTA_KEYS
+            )
             return f"queue {self.queue} {self.flavor}: {levels}"
         return (
             f"budget of {self.tenant} at {self.priority_class}, {self.period_text()}: "

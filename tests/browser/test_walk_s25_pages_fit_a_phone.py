@@ -47,3 +47,26 @@ def test_every_page_of_a_leads_menu_fits_a_phone_without_scrolling_sideways(
             wide[link] = off
     assert wide == {}
     assert problems == []
+
+
+def test_on_a_laptop_the_requests_quotas_now_fit_their_column(
+    world: Any, live_server: Any, browser: Any
+) -> None:
+    # Its amounts in MIG instances ran the table past the column's right edge at 1366 px;
+    # held in a table-wrap, it would hide its last column behind a scroll bar instead.
+    page, problems = open_page(browser)
+    log_in(page, live_server.url, "nlp-lead", world.password("nlp-lead"))
+    page.goto(f"{live_server.url}/requests/")
+    quotas = page.locator("h3", has_text="Your queues' quotas now").locator("xpath=..")
+    table = quotas.locator("table")
+    assert "MIG instances" in table.inner_text()
+    fits = table.evaluate(
+        """table => {
+          const column = table.closest("section").getBoundingClientRect();
+          const box = table.getBoundingClientRect();
+          const holder = table.parentElement;
+          return box.right <= column.right + 1 && holder.scrollWidth <= holder.clientWidth;
+        }"""
+    )
+    assert fits
+    assert problems == []

@@ -35,6 +35,10 @@ def test_a_refused_submission_opens_at_the_form_with_its_error_in_view(
     assert "DNS label" in error.inner_text()
     assert page.get_by_role("heading", name="Submit work").evaluate(IN_VIEW)
     assert error.evaluate(IN_VIEW)
+    # the focus is on the field in error, and the page's address is the form's own (no
+    # fragment that a submission that succeeds would carry on to the workload's page)
+    assert page.evaluate("document.activeElement.id") == "id_name"
+    assert page.url == f"{live_server.url}/workloads/submit/"
     # what the member typed is still there
     assert page.get_by_label("Name").input_value() == "Not A DNS Label"
     # the refusal itself answers 400 (and the console says so); nothing else failed

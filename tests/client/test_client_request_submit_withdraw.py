@@ -30,8 +30,8 @@ def test_a_lead_submits_her_draft_from_the_command_line(as_user: Any) -> None:
     status, out, err = as_user("lena", "request", "submit", f"#{filed.pk}")
     assert status == 0, err
     assert out == (
-        f"Request #{filed.pk} is submitted to the admins: queue nlp-train h100: guarantee 2, "
-        "deserved 8, capability 24.\n"
+        f"Request #{filed.pk} is submitted to the admins: queue nlp-train h100: guarantee 2 "
+        "GPUs, deserved 8 GPUs, capability 24 GPUs.\n"
     )
     filed.refresh_from_db()
     assert filed.state == "submitted" and filed.submitted_at is not None

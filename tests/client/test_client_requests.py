@@ -96,8 +96,8 @@ def test_a_lead_files_a_quota_request_and_an_admin_approves_it(as_user: Any) -> 
     assert status == 0, err
     filed = QuotaRequest.objects.get()
     assert out == (
-        f"Request #{filed.pk} is submitted: queue nlp-train h100: guarantee 2, deserved 8, "
-        "capability 24.\n"
+        f"Request #{filed.pk} is submitted: queue nlp-train h100: guarantee 2 GPUs, "
+        "deserved 8 GPUs, capability 24 GPUs.\n"
     )
     assert (filed.state, filed.payload) == (
         "submitted",
@@ -108,7 +108,7 @@ def test_a_lead_files_a_quota_request_and_an_admin_approves_it(as_user: Any) -> 
     header, row = out.splitlines()
     assert header.split() == ["REQUEST", "KIND", "STATE", "TENANT", "BY", "SUBMITTED", "WHAT"]
     assert row.startswith(f"#{filed.pk}") and "queue-quota  submitted  nlp" in row
-    assert "lena" in row and "guarantee 2, deserved 8, capability 24" in row
+    assert "lena" in row and "guarantee 2 GPUs, deserved 8 GPUs, capability 24 GPUs" in row
 
     status, out, err = as_user("ada", "approve", f"#{filed.pk}", "--reason", "fits the pool")
     assert status == 0, err

@@ -228,7 +228,9 @@ def test_a_requests_summary_writes_its_amounts_in_the_pages_format(pool: Any) ->
     assert gpu_hours("1234.567") == "1,234.57 GPU-h"  # the pages' number, the same
     # Whole GPUs on an exclusive flavor (``whole_gpu_errors``): the trailing zeros go.
     quota = quota_request(pool, guarantee="6.000", capability="16.000")
-    assert quota.summary() == "queue nlp h100: guarantee 6, deserved 10, capability 16"
+    assert quota.summary() == (
+        "queue nlp h100: guarantee 6 GPUs, deserved 10 GPUs, capability 16 GPUs"
+    )
     assert gpus("16.125") == "16.125 GPUs"
 
 

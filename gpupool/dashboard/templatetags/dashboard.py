@@ -30,22 +30,11 @@ from gpupool.number_formats import (
     duration,
     money,
     plain_number,
+    with_unit,
 )
 from gpupool.workloads.queries import zone_name
 
 register = template.Library()
-
-
-def with_unit(value: Number | str | None, singular: str, plural: str, places: int = 2) -> str:
-    """``value`` and its unit, singular for exactly 1 (``1 GPU``, ``0.5 GPUs``); an en dash
-    for no value."""
-    if value is None or value == "":
-        return NO_VALUE
-    try:
-        text = plain_number(value, places)
-    except InvalidOperation:
-        return str(value)
-    return f"{text} {singular if text == '1' else plural}"
 
 
 @register.filter
