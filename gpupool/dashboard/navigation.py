@@ -68,8 +68,8 @@ PAGES: tuple[Page, ...] = (
         "requests",
         "Requests",
         REQUEST_READERS,
-        "your teams' quota and budget requests and where each stands, and their priority budgets "
-        "now (finance: every team's)",
+        "your teams' quota and budget requests and where each stands, and their current "
+        "priority budgets (finance: every team's)",
         nav_roles=frozenset({FINANCE, LEAD}),
     ),
     Page(
