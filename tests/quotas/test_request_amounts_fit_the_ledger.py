@@ -98,7 +98,7 @@ def test_an_over_long_justification_is_refused_saying_the_limit(lead_api: dict) 
         budget_request(10, justification="x" * 20_000),
         format="json",
     )
-    assert f"at most {JUSTIFICATION_MAX_LENGTH} characters" in refused(response, "justification")
+    assert f"at most {JUSTIFICATION_MAX_LENGTH:,} characters" in refused(response, "justification")
     assert not QuotaRequest.objects.exists()
     assert mail.outbox == []
 
