@@ -30,6 +30,7 @@ from gpupool.quotas.models import (
     PriorityClass,
     Queue,
     QuotaRequest,
+    fmt,
 )
 from gpupool.scheduler.types import MILLI
 from gpupool.tenancy.models import Tenant
@@ -42,10 +43,24 @@ from gpupool.workloads.api import NAME_PATTERN, NOT_A_DNS_LABEL, WorkloadInputSe
 from gpupool.workloads.choices import Topology
 
 
-def amount(label: str) -> forms.DecimalField:
-    """An optional amount of at least 0 (GPUs or GPU-hours, to the thousandth)."""
+def amount(key: str, label: str, unit: str, **options: Any) -> forms.DecimalField:
+    """An optional requested amount of at least 0, bounded as a request's payload holds it
+    (``PAYLOAD_LIMITS``: its largest value and decimal places), refused in the product's words
+    ("at most 99999999.999 GPU-hours"), not Django's ("Ensure that there are no more than 12
+    digits in total.", which named neither the bound nor the unit)."""
+    largest, places = PAYLOAD_LIMITS[key]
+    messages = {
+        "max_value": f"at most {fmt(largest)} {unit}",
+        "max_decimal_places": f"at most {places} decimal places",
+    }
     return forms.DecimalField(
-        required=False, label=label, min_value=Decimal(0), max_digits=12, decimal_places=3
+        required=False,
+        label=label,
+        min_value=options.pop("min_value", Decimal(0)),
+        max_value=largest,
+        decimal_places=places,
+        error_messages=messages | options.pop("error_messages", {}),
+        **options,
     )
 
 
@@ -222,9 +237,9 @@ class QuotaRequestForm(forms.Form):
     )
     flavor = forms.ModelChoiceField(queryset=Flavor.objects.all(), required=False)
     # The flavor is chosen on the same form: a MIG flavor's levels count its MIG instances.
-    guarantee = amount("Guarantee (GPUs or MIG instances)")
-    deserved = amount("Deserved (GPUs or MIG instances)")
-    capability = amount("Capability (GPUs or MIG instances)")
+    guarantee = amount("guarantee", "Guarantee (GPUs or MIG instances)", "GPUs or MIG instances")
+    deserved = amount("deserved", "Deserved (GPUs or MIG instances)", "GPUs or MIG instances")
+    capability = amount("capability", "Capability (GPUs or MIG instances)", "GPUs or MIG instances")
     tenant = forms.ModelChoiceField(
         queryset=Tenant.objects.none(), required=False, label="Team", widget=QuickSelect
     )
@@ -243,12 +258,11 @@ class QuotaRequestForm(forms.Form):
     )
     # More than 0: a grant of 0 changes nothing (``quotas.actions.no_change_refusal`` refuses
     # it); the smallest amount a request holds (``PAYLOAD_LIMITS``) is the field's minimum.
-    gpu_hours = forms.DecimalField(
-        required=False,
-        label="GPU-hours to add",
+    gpu_hours = amount(
+        "gpu_hours",
+        "GPU-hours to add",
+        "GPU-hours",
         min_value=Decimal(1).scaleb(-PAYLOAD_LIMITS["gpu_hours"][1]),
-        max_digits=12,
-        decimal_places=PAYLOAD_LIMITS["gpu_hours"][1],
         error_messages={"min_value": "add more than 0 GPU-hours"},
     )
     justification = forms.CharField(

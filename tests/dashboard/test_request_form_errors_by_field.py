@@ -34,7 +34,8 @@ def post(pool: Any, page_as: Any, **levels: str) -> dict[str, list[str]]:
 def test_a_capability_too_large_is_said_under_capability(pool: Any, page_as: Any) -> None:
     errors = post(pool, page_as, guarantee="1", deserved="2", capability="99999999")
     assert errors == {
-        "capability": ["capability must be at most 9999999.999, not '99999999'"],
+        # (the form's bound, from the payload's limits, in its unit: the action's is the same)
+        "capability": ["at most 9999999.999 GPUs or MIG instances"],
     }
 
 
