@@ -508,7 +508,7 @@ class AuditFilterForm(forms.Form):
 
     since = forms.DateField(required=False, widget=forms.DateInput(attrs=DAYS), label="From")
     until = forms.DateField(
-        required=False, widget=forms.DateInput(attrs=DAYS), label="Until (inclusive)"
+        required=False, widget=forms.DateInput(attrs=DAYS), label="Until (included)"
     )
 
     def __init__(
