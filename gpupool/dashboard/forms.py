@@ -43,26 +43,25 @@ from gpupool.workloads.api import NAME_PATTERN, NOT_A_DNS_LABEL, WorkloadInputSe
 from gpupool.workloads.choices import Topology
 
 
-def too_large(key: str, unit: str = "") -> dict[str, str]:
-    """The error a request's amount ``key`` above the largest a request holds
-    (``PAYLOAD_LIMITS``) gets, said once and in the pages' number format ("at most
-    9,999,999.999"): the bound is the field's ``max_value``, and no ``max_digits`` adds
-    Django's "no more than 12 digits" beside it."""
+def amount(key: str, label: str, unit: str, **options: Any) -> forms.DecimalField:
+    """An optional requested amount of at least 0, bounded as a request's payload holds it
+    (``PAYLOAD_LIMITS``: its largest value and decimal places), refused once, in the product's
+    words and the pages' number format ("at most 99,999,999.999 GPU-hours"), not Django's
+    ("Ensure that there are no more than 12 digits in total.", which named neither the bound
+    nor the unit)."""
     largest, places = PAYLOAD_LIMITS[key]
-    return {"max_value": f"at most {plain_number(largest, places)}{unit}"}
-
-
-def amount(label: str, key: str) -> forms.DecimalField:
-    """An optional quota level ``key`` of at least 0 (GPUs or MIG instances, to the
-    thousandth), at most what a request holds (``too_large``)."""
-    largest, places = PAYLOAD_LIMITS[key]
+    messages = {
+        "max_value": f"at most {plain_number(largest, places)} {unit}",
+        "max_decimal_places": f"at most {places} decimal places",
+    }
     return forms.DecimalField(
         required=False,
         label=label,
-        min_value=Decimal(0),
+        min_value=options.pop("min_value", Decimal(0)),
         max_value=largest,
         decimal_places=places,
-        error_messages=too_large(key),
+        error_messages=messages | options.pop("error_messages", {}),
+        **options,
     )
 
 
@@ -239,9 +238,9 @@ class QuotaRequestForm(forms.Form):
     )
     flavor = forms.ModelChoiceField(queryset=Flavor.objects.all(), required=False)
     # The flavor is chosen on the same form: a MIG flavor's levels count its MIG instances.
-    guarantee = amount("Guarantee (GPUs or MIG instances)", "guarantee")
-    deserved = amount("Deserved (GPUs or MIG instances)", "deserved")
-    capability = amount("Capability (GPUs or MIG instances)", "capability")
+    guarantee = amount("guarantee", "Guarantee (GPUs or MIG instances)", "GPUs or MIG instances")
+    deserved = amount("deserved", "Deserved (GPUs or MIG instances)", "GPUs or MIG instances")
+    capability = amount("capability", "Capability (GPUs or MIG instances)", "GPUs or MIG instances")
     tenant = forms.ModelChoiceField(
         queryset=Tenant.objects.none(), required=False, label="Team", widget=QuickSelect
     )
@@ -260,14 +259,12 @@ class QuotaRequestForm(forms.Form):
     )
     # More than 0: a grant of 0 changes nothing (``quotas.actions.no_change_refusal`` refuses
     # it); the smallest amount a request holds (``PAYLOAD_LIMITS``) is the field's minimum.
-    gpu_hours = forms.DecimalField(
-        required=False,
-        label="GPU-hours to add",
+    gpu_hours = amount(
+        "gpu_hours",
+        "GPU-hours to add",
+        "GPU-hours",
         min_value=Decimal(1).scaleb(-PAYLOAD_LIMITS["gpu_hours"][1]),
-        max_value=PAYLOAD_LIMITS["gpu_hours"][0],
-        decimal_places=PAYLOAD_LIMITS["gpu_hours"][1],
-        error_messages={"min_value": "add more than 0 GPU-hours"}
-        | too_large("gpu_hours", " GPU-hours"),
+        error_messages={"min_value": "add more than 0 GPU-hours"},
     )
     justification = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 3}),
@@ -512,7 +509,7 @@ class AuditFilterForm(forms.Form):
 
     since = forms.DateField(required=False, widget=forms.DateInput(attrs=DAYS), label="From")
     until = forms.DateField(
-        required=False, widget=forms.DateInput(attrs=DAYS), label="Until (inclusive)"
+        required=False, widget=forms.DateInput(attrs=DAYS), label="Until (included)"
     )
 
     def __init__(

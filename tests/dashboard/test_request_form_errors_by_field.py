@@ -33,8 +33,10 @@ def post(pool: Any, page_as: Any, **levels: str) -> dict[str, list[str]]:
 
 def test_a_capability_too_large_is_said_under_capability(pool: Any, page_as: Any) -> None:
     errors = post(pool, page_as, guarantee="1", deserved="2", capability="99999999")
-    # the form's own bound, in the pages' number format (``forms.too_large``)
-    assert errors == {"capability": ["at most 9,999,999.999"]}
+    assert errors == {
+        # (the form's bound, from the payload's limits, in its unit: the action's is the same)
+        "capability": ["at most 9,999,999.999 GPUs or MIG instances"],
+    }
 
 
 def test_each_fraction_on_a_whole_gpu_flavor_is_said_under_its_own_amount(

@@ -27,7 +27,9 @@ def refusal(field: Any, value: str) -> list[str]:
 @pytest.mark.parametrize("value", ["12345678", "99999999999999999", "1e30"])
 @pytest.mark.parametrize("name", ["guarantee", "deserved", "capability"])
 def test_a_quota_level_too_large_says_the_largest_once(name: str, value: str) -> None:
-    assert refusal(QuotaRequestForm.base_fields[name], value) == ["at most 9,999,999.999"]
+    assert refusal(QuotaRequestForm.base_fields[name], value) == [
+        "at most 9,999,999.999 GPUs or MIG instances"
+    ]
 
 
 @pytest.mark.parametrize("value", ["123456789", "99999999999999999"])
