@@ -373,7 +373,28 @@ class ControlLoop:
         """One cycle under the cluster-wide lock, the garbage collector paused; skipped (and
         said so) when another runs. With ``pipeline`` its apply may go on after it returns
         (``HandedOn``): the next cycle, or ``finish_apply``, waits for it, and the lock stays
-        held until then."""
+        held until then.
+
+        It never raises: a fault outside the cycle's own phases (the warm-up's read, taking
+        the lock, writing the row of a skipped or failed cycle: a database that is gone or,
+        on SQLite, locked by a writer) is logged and answered as a failed cycle with no row,
+        and the loop reads everything again the next time, as after any failed cycle. The
+        loop that runs cycles one after another (``runner.run_forever``: ``gpupool loop`` and
+        the demo) thus goes on; it ended with the demo's every process on a "database is
+        locked" raised while a failed cycle was being recorded."""
+        try:
+            return self._run_cycle(dry_run=dry_run, pipeline=pipeline)
+        except Exception as error:
+            logger.exception("scheduling cycle could not run")
+            self._forget_everything()
+            return CycleResult(
+                CycleStatus.FAILED,
+                None,
+                timezone.now().isoformat(),
+                error=f"{error.__class__.__name__}: {error}",
+            )
+
+    def _run_cycle(self, *, dry_run: bool, pipeline: bool) -> CycleResult:
         if dry_run:
             self.finish_apply()
             self._warm_up()
@@ -756,18 +777,21 @@ class ControlLoop:
                 message = f"sync: the cluster is unavailable: {error}"
             result.status, result.error, result.timings = CycleStatus.FAILED, message, timings
             if not dry_run:
-                failed = cycle if cycle is not None else do_start_cycle(at=started)
-                do_finish_cycle(
-                    failed,
-                    at=timezone.now(),
-                    status=CycleStatus.FAILED,
-                    error=message + "\n" + traceback.format_exc(limit=8),
-                    timings=timings,
-                    # Counted as failed (the phases it ran in the histograms): the counters
-                    # went on from the last row that carried them.
-                    totals=metrics.add_to_totals(metrics.carried_totals(), result, None),
-                )
-                result.cycle_id = failed.pk
+                try:
+                    failed = cycle if cycle is not None else do_start_cycle(at=started)
+                    do_finish_cycle(
+                        failed,
+                        at=timezone.now(),
+                        status=CycleStatus.FAILED,
+                        error=message + "\n" + traceback.format_exc(limit=8),
+                        timings=timings,
+                        # Counted as failed (the phases it ran in the histograms): the
+                        # counters went on from the last row that carried them.
+                        totals=metrics.add_to_totals(metrics.carried_totals(), result, None),
+                    )
+                    result.cycle_id = failed.pk
+                except Exception:  # the database failed again: the log keeps the failure
+                    logger.exception("the failed cycle could not be recorded")
             joined = True
             if self.handed_on is not None:  # the last cycle's apply: its outcome is recorded
                 try:
