@@ -23,8 +23,11 @@ def test_an_unhealthy_gpus_reason_too_long_is_refused_in_the_products_words(
     )
     assert response.status_code == 400
     page = text(response)
-    assert "n2 was not changed: Unhealthy because: at most 200 characters, not 201" in page
+    assert "n2 was not changed: Unhealthy because: at most 200 characters, not 201." in page
     assert "Ensure" not in page
+    # Refused for its length only, not also as missing (the form checked the reason its
+    # length check had already dropped: helper E's walk)
+    assert "say why the GPU is unhealthy" not in page
     assert Gpu.objects.filter(node__name="n2", healthy=False).count() == 0
 
 

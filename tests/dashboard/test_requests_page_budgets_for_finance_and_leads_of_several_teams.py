@@ -8,46 +8,21 @@ and no team they are only a member of."""
 
 from __future__ import annotations
 
-import csv
-import io
 import re
-from datetime import date
 from typing import Any
 
 from dashboard_pages import text
 from domain_builders import tenant, this_month
+from test_requests_page_budgets_csv import download, grant, shown_budgets
 from two_teams import budget_request, quota_request
 
-from gpupool.quotas.actions import do_grant_budget
 from gpupool.tenancy.actions import do_set_membership
-
-
-def grant(pool: Any, team: Any, start: date, end: date, gpu_hours: str) -> None:
-    do_grant_budget(
-        team,
-        pool.high,
-        period_start=start,
-        period_end=end,
-        gpu_hours=gpu_hours,
-        acting_user=None,
-    )
 
 
 def link(page: str, anchor: str) -> str | None:
     """Where the page's link ``id=anchor`` points, or None when the page has none."""
     found = re.search(rf'<a id="{anchor}" href="([^"]+)" download>', page)
     return found.group(1).replace("&amp;", "&") if found else None
-
-
-def download(client: Any, url: str) -> list[dict[str, str]]:
-    answer = client.get(url)
-    assert answer.status_code == 200, answer.content
-    return list(csv.DictReader(io.StringIO(b"".join(answer.streaming_content).decode())))
-
-
-def shown_budgets(page: str) -> list[str]:
-    """The budgets table's rows, as ``team/class``."""
-    return re.findall(r'<tr data-budget="([^"]+)">', page)
 
 
 def test_finance_reads_every_teams_budgets_with_their_csv_and_files_nothing(
