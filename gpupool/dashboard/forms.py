@@ -20,8 +20,9 @@ from rest_framework import serializers
 from gpupool.accounting.reports import span_refusal
 from gpupool.api.errors import SELF_NAMING_FIELDS, self_naming_fields
 from gpupool.clusters.grouping import MAX_PODS
+from gpupool.inventory.api import NODE_REASON_MAX_LENGTH
 from gpupool.inventory.choices import Sharing
-from gpupool.inventory.models import Flavor
+from gpupool.inventory.models import UNHEALTHY_REASON_MAX_LENGTH, Flavor
 from gpupool.number_formats import plain_number
 from gpupool.quotas.actions import PROBLEM_FIELD_WORDS
 from gpupool.quotas.choices import QuotaRequestKind
@@ -470,7 +471,7 @@ class CordonForm(forms.Form):
 
     cordoned = forms.BooleanField(required=False)
     # (The pages' label: "Why (optional, kept in the audit log)", "Why cordon n2".)
-    reason = forms.CharField(required=False, max_length=400, label="Why")
+    reason = forms.CharField(required=False, max_length=NODE_REASON_MAX_LENGTH, label="Why")
 
 
 class GpuHealthForm(forms.Form):
@@ -478,7 +479,9 @@ class GpuHealthForm(forms.Form):
 
     index = forms.IntegerField(min_value=0, label="GPU")
     healthy = forms.BooleanField(required=False)
-    reason = forms.CharField(required=False, max_length=200, label="Unhealthy because")
+    reason = forms.CharField(
+        required=False, max_length=UNHEALTHY_REASON_MAX_LENGTH, label="Unhealthy because"
+    )
 
     def clean(self) -> dict[str, Any]:
         """Marking a GPU unhealthy needs a reason (the action says so too); a reason already

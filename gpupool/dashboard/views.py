@@ -136,10 +136,18 @@ from gpupool.dashboard.templatetags.dashboard import (
 from gpupool.dashboard.templatetags.dashboard import gpu_hours as gpu_hours_text
 from gpupool.dashboard.templatetags.dashboard import gpus as gpus_text
 from gpupool.inventory.actions import do_drain_node, do_set_gpu_health, do_set_node_cordoned
+from gpupool.inventory.api import NODE_REASON_MAX_LENGTH
 from gpupool.inventory.choices import NodeState
 from gpupool.inventory.cordons import cordon_notes
 from gpupool.inventory.drains import drain_waits, drain_words
-from gpupool.inventory.models import Flavor, Gpu, Node, healthy_capacity, takes_pods
+from gpupool.inventory.models import (
+    UNHEALTHY_REASON_MAX_LENGTH,
+    Flavor,
+    Gpu,
+    Node,
+    healthy_capacity,
+    takes_pods,
+)
 from gpupool.inventory.queries import FlavorFragmentation
 from gpupool.inventory.units import (
     MIG_UNIT,
@@ -2397,6 +2405,10 @@ def cluster_page(
         "query": query,
         # A GPU the cluster does not offer cannot be marked healthy (``do_set_gpu_health``).
         "cluster_unhealthy": CLUSTER_UNHEALTHY,
+        # The reason inputs' maxlength: the bounds their forms (CordonForm, GpuHealthForm)
+        # and the nodes API refuse past.
+        "node_reason_max_length": NODE_REASON_MAX_LENGTH,
+        "gpu_reason_max_length": UNHEALTHY_REASON_MAX_LENGTH,
         "refused": refused,
         # (its node may be on another page of nodes, or filtered out)
         "refused_on_page": refused is not None

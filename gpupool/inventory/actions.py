@@ -22,7 +22,13 @@ from gpupool.audit.actions import (
     save_audited,
 )
 from gpupool.control.clock import pool_now
-from gpupool.inventory.models import Flavor, FlavorPriceChange, Gpu, Node
+from gpupool.inventory.models import (
+    UNHEALTHY_REASON_MAX_LENGTH,
+    Flavor,
+    FlavorPriceChange,
+    Gpu,
+    Node,
+)
 from gpupool.workloads.choices import unfinished
 from gpupool.workloads.models import Workload
 
@@ -166,7 +172,7 @@ def do_sync_node(
     if gpus < 0:
         raise ValidationError({"gpus": "a node has zero or more GPUs"})
     reasons = (
-        {index: why.strip()[:200] for index, why in unhealthy_gpus.items()}
+        {index: why.strip()[:UNHEALTHY_REASON_MAX_LENGTH] for index, why in unhealthy_gpus.items()}
         if isinstance(unhealthy_gpus, Mapping)
         else dict.fromkeys(unhealthy_gpus, "")
     )
@@ -295,7 +301,7 @@ def do_add_nodes(
             healthy=index not in unhealthy,
             unhealthy_reason=""
             if index not in unhealthy
-            else unhealthy[index].strip()[:200] or UNHEALTHY_AT_SYNC,
+            else unhealthy[index].strip()[:UNHEALTHY_REASON_MAX_LENGTH] or UNHEALTHY_AT_SYNC,
         )
         for node, gpus, unhealthy in fast
         for index in range(gpus)
@@ -476,7 +482,7 @@ def do_set_gpu_health(gpu: Gpu, *, healthy: bool, reason: str = "", acting_user:
     if healthy and stored.reported_by_cluster:
         raise ValidationError({"healthy": reported_unhealthy_refusal(stored)})
     gpu.healthy = healthy
-    gpu.unhealthy_reason = "" if healthy else reason.strip()[:200]
+    gpu.unhealthy_reason = "" if healthy else reason.strip()[:UNHEALTHY_REASON_MAX_LENGTH]
     with audited_change(
         gpu, action="inventory.set_gpu_health", acting_user=acting_user, reason=reason
     ):

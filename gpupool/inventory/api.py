@@ -31,7 +31,7 @@ from gpupool.inventory.actions import (
 from gpupool.inventory.choices import NodeState, Sharing
 from gpupool.inventory.cordons import CordonNote, cordon_notes
 from gpupool.inventory.drains import DrainWait, drain_waits
-from gpupool.inventory.models import Flavor, Gpu, Node
+from gpupool.inventory.models import UNHEALTHY_REASON_MAX_LENGTH, Flavor, Gpu, Node
 
 
 class FlavorSerializer(StrictInput, serializers.ModelSerializer[Flavor]):
@@ -247,11 +247,18 @@ class NodeFilter(filters.FilterSet):  # type: ignore[misc]
         return queryset.filter(pk__in=broken) if value else queryset.exclude(pk__in=broken)
 
 
+# The longest reason a node's cordon, uncordon, drain or end of drain takes (kept in the audit
+# log): the API's and the Cluster page's forms, whose inputs say it.
+NODE_REASON_MAX_LENGTH = 400
+
+
 class CordonSerializer(StrictInput, serializers.Serializer[Any]):
     """Why the node is cordoned, uncordoned, drained or back from a drain (kept in the audit
     log)."""
 
-    reason = serializers.CharField(max_length=400, required=False, allow_blank=True, default="")
+    reason = serializers.CharField(
+        max_length=NODE_REASON_MAX_LENGTH, required=False, allow_blank=True, default=""
+    )
 
 
 class GpuHealthSerializer(StrictInput, serializers.Serializer[Any]):
@@ -259,7 +266,7 @@ class GpuHealthSerializer(StrictInput, serializers.Serializer[Any]):
 
     healthy = serializers.BooleanField()
     reason = serializers.CharField(
-        max_length=200,
+        max_length=UNHEALTHY_REASON_MAX_LENGTH,
         required=False,
         allow_blank=True,
         default="",

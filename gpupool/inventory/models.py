@@ -348,6 +348,12 @@ class Node(models.Model):
         return usage.devices(replicas_of(self.labels or {}))
 
 
+# The longest reason a GPU is unhealthy for (``Gpu.unhealthy_reason``): an admin's mark is
+# refused past it (the API's and the Cluster page's forms, whose input says it), the cluster
+# sync's reasons are cut to it.
+UNHEALTHY_REASON_MAX_LENGTH = 200
+
+
 class Gpu(models.Model):
     """One physical GPU of a node, by index, with its health and why it is unhealthy."""
 
@@ -355,7 +361,7 @@ class Gpu(models.Model):
     index = models.PositiveSmallIntegerField()
     healthy = models.BooleanField(default=True)
     unhealthy_reason = models.CharField(
-        max_length=200,
+        max_length=UNHEALTHY_REASON_MAX_LENGTH,
         blank=True,
         help_text="Why the GPU is unhealthy (e.g. an XID error); cleared when it recovers.",
     )

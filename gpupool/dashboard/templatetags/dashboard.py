@@ -18,6 +18,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from gpupool.dashboard.context import PALETTE_CSS
 from gpupool.inventory.units import flavor_unit
 from gpupool.number_formats import (
     GPU_HOURS_PLACES,
@@ -183,3 +184,11 @@ def local_time(moment: datetime | None, style: str = "datetime") -> SafeString:
         text,
         zone,
     )
+
+
+@register.simple_tag
+def palette_css() -> str:
+    """The palette's CSS custom properties (``palette.css_variables``), for a page rendered
+    without the context processors that give every other page ``palette_css``: the server
+    error page (``templates/500.html``)."""
+    return PALETTE_CSS
