@@ -862,11 +862,19 @@ def do_nodes(api: Api, options: argparse.Namespace, out: TextIO) -> int:
                 n["flavor"],
                 n["state"],
                 _healthy_gpus(n),
-                "; ".join(n["health"]) or "-",
+                "; ".join([*n["health"], *_cordon_note(n)]) or "-",
             ]
         )
     table(rows, out)
     return EXIT_OK
+
+
+def _cordon_note(node: dict[str, Any]) -> list[str]:
+    """Why a cordoned node is cordoned, as the nodes API says it (``cordon.words``: who
+    cordoned or drained it, when and why, or that the cluster cordoned it), its moment in UTC
+    as ``when`` writes the API's; none for a node not cordoned."""
+    cordon = node.get("cordon")
+    return [cordon["words"]] if cordon and cordon.get("words") else []
 
 
 def _healthy_gpus(node: dict[str, Any]) -> str:
