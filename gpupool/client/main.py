@@ -59,6 +59,7 @@ from gpupool.client.config import (
 )
 from gpupool.client.http import Api, ApiError, Listing, field_lines
 from gpupool.number_formats import GPU_HOURS_PLACES, plain_number
+from gpupool.quotas.levels import levels_out_of_order
 from gpupool.text_limits import too_long
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_WOULD_WAIT = 0, 1, 2, 3
@@ -861,11 +862,19 @@ def do_nodes(api: Api, options: argparse.Namespace, out: TextIO) -> int:
                 n["flavor"],
                 n["state"],
                 _healthy_gpus(n),
-                "; ".join(n["health"]) or "-",
+                "; ".join([*n["health"], *_cordon_note(n)]) or "-",
             ]
         )
     table(rows, out)
     return EXIT_OK
+
+
+def _cordon_note(node: dict[str, Any]) -> list[str]:
+    """Why a cordoned node is cordoned, as the nodes API says it (``cordon.words``: who
+    cordoned or drained it, when and why, or that the cluster cordoned it), its moment in UTC
+    as ``when`` writes the API's; none for a node not cordoned."""
+    cordon = node.get("cordon")
+    return [cordon["words"]] if cordon and cordon.get("words") else []
 
 
 def _healthy_gpus(node: dict[str, Any]) -> str:
@@ -1005,11 +1014,9 @@ def request_body(options: argparse.Namespace) -> dict[str, Any]:
     body: dict[str, Any] = {"justification": justification, "submit": not options.draft}
     if options.request_kind == "quota":
         levels = {key: getattr(options, key) for key in ("guarantee", "deserved", "capability")}
-        for low, high in (("guarantee", "deserved"), ("deserved", "capability")):
-            if Decimal(levels[low]) > Decimal(levels[high]):
-                raise UsageError(
-                    f"--{low} ({levels[low]}) must not exceed --{high} ({levels[high]})"
-                )
+        out_of_order = levels_out_of_order(levels, words=lambda key: f"--{key}")
+        if out_of_order:
+            raise UsageError("; ".join(found.message for found in out_of_order))
         return body | {
             "kind": "queue-quota",
             "queue": options.queue,

@@ -26,6 +26,7 @@ from gpupool.inventory.models import UNHEALTHY_REASON_MAX_LENGTH, Flavor
 from gpupool.number_formats import plain_number
 from gpupool.quotas.actions import PROBLEM_FIELD_WORDS
 from gpupool.quotas.choices import QuotaRequestKind
+from gpupool.quotas.levels import levels_out_of_order
 from gpupool.quotas.models import (
     PAYLOAD_LIMITS,
     QUEUE_QUOTA_KEYS,
@@ -298,7 +299,10 @@ class QuotaRequestForm(forms.Form):
         )
 
     def clean(self) -> dict[str, Any]:
-        """The fields of the chosen kind are all there."""
+        """The fields of the chosen kind are all there; a queue quota's levels in order
+        (``quotas.levels``), every pair out of order said at once beside its lower level in
+        the form's words ("Guarantee (10) must not exceed Deserved (5)"), with a pointer to it
+        beside the higher one when that has no error of its own."""
         data = super().clean() or {}
         kind = data.get("kind")
         needed: tuple[str, ...]
@@ -312,7 +316,24 @@ class QuotaRequestForm(forms.Form):
             # A value given but not understood has its own error already: one is enough.
             if data.get(name) in (None, "") and name not in self.errors:
                 self.add_error(name, "needed for this kind of request")
+        if kind == QuotaRequestKind.QUEUE_QUOTA:
+            levels = {key: data.get(key) for key in QUEUE_QUOTA_KEYS if key not in self.errors}
+            out_of_order = levels_out_of_order(levels, words=self.level_word)
+            for found in out_of_order:
+                self.add_error(found.low, found.message)
+            for found in out_of_order:
+                if found.high not in self.errors:
+                    self.add_error(found.high, self.pointer_to(found.low))
         return data
+
+    def level_word(self, key: str) -> str:
+        """A quota level as the form names it in a sentence: its label without its unit
+        ("Guarantee")."""
+        return str(self.fields[key].label).split(" (", 1)[0]
+
+    def pointer_to(self, key: str) -> str:
+        """What a field an error beside ``key`` names says: where to look."""
+        return f"see the error under {self.fields[key].label}"
 
     @staticmethod
     def initial_of(draft: QuotaRequest) -> dict[str, Any]:
@@ -392,7 +413,7 @@ class QuotaRequestForm(forms.Form):
                 for other in dict.fromkeys(named):
                     if other != field and other not in pointed:
                         pointed.add(other)
-                        self.add_error(other, f"see the error under {self.fields[field].label}")
+                        self.add_error(other, self.pointer_to(field))
 
 
 # The requested amounts' keys, as a refusal of a request's ``payload`` names them.

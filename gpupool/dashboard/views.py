@@ -2663,15 +2663,6 @@ LONGEST_WAITING_FIRST = ("submitted_at", "id")
 LATEST_STEP_FIRST = ("-last_step_at", "-id")
 
 
-# The states of a request whose change was made (applied) or never will be (rejected,
-# withdrawn): its approval page shows where things stand, not what approving would do.
-CLOSED_STATES = (
-    QuotaRequestState.APPLIED,
-    QuotaRequestState.REJECTED,
-    QuotaRequestState.WITHDRAWN,
-)
-
-
 def requests_csv_url(ordering: Iterable[str], states: Iterable[str] = ()) -> str:
     """The requests API's CSV of every request the user sees (the API's scope is the pages':
     ``visible_requests``) in ``states`` (none: every state), ordered by ``ordering`` (fields,
@@ -3115,9 +3106,10 @@ def approval_page(
     context = {
         "request_obj": quota_request,
         "impact": impact,
-        # No longer open: its change was made, or never will be; the page says which, and
-        # shows no "after" (an applied budget request's hours are in the grant already).
-        "closed": quota_request.state in CLOSED_STATES,
+        # No longer open (``impact.closed_as``): its change was made, or never will be; the
+        # page says which, and shows no "after" (an applied budget request's hours are in the
+        # grant already).
+        "closed": impact["closed_as"] is not None,
         "decision_form": form,
         "what_if_form": what_if_form or WhatIfForm(),
         "what_if_error": form_problems(what_if_form) if what_if_form else "",

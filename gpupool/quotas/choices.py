@@ -39,6 +39,16 @@ class QuotaRequestState(models.TextChoices):
     WITHDRAWN = "withdrawn", "withdrawn"
 
 
+# The states of a request whose change was made (applied) or never will be (rejected,
+# withdrawn): no longer open, so its impact (the API's, its approval page's) says what became
+# of it, not what approving it would do.
+CLOSED_STATES = (
+    QuotaRequestState.APPLIED,
+    QuotaRequestState.REJECTED,
+    QuotaRequestState.WITHDRAWN,
+)
+
+
 class WhatIfState(models.TextChoices):
     """A what-if run's life: queued -> running -> succeeded | failed."""
 

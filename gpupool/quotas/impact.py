@@ -12,6 +12,11 @@
 - **what would recent history have looked like?** the latest what-if run kept with the
   request (``quotas.whatif``), if one was started.
 
+A request no longer open (``choices.CLOSED_STATES``: applied, rejected, withdrawn) is not
+approved again: its impact says what became of it (``closed_as``), the amounts as they are now,
+and no "after", no fit and no share change (an applied budget request's hours are in the grant
+already; a rejected one's change was never made).
+
 The pool's shape (queues, quotas, healthy GPUs) comes from ``control.snapshot.build_pool``,
 the loop's reader without the workloads, and is cached per finished scheduling cycle, so the
 pages and the API share one read per cycle.
@@ -31,7 +36,7 @@ from gpupool.control.snapshot import SnapshotError, build_pool
 from gpupool.inventory.models import healthy_capacity
 from gpupool.inventory.units import GPU_UNIT, flavor_unit
 from gpupool.quotas.actions import quota_request_problems
-from gpupool.quotas.choices import QuotaRequestKind
+from gpupool.quotas.choices import CLOSED_STATES, QuotaRequestKind, QuotaRequestState
 from gpupool.quotas.models import PriorityBudget, QueueQuota, QuotaRequest, pool_guarantees
 from gpupool.quotas.shares import (
     ParentCap,
@@ -86,25 +91,29 @@ def current_deserved_shares() -> dict[tuple[str, str], float]:
 
 @dataclass(frozen=True)
 class RequestImpact:
-    """What approving a request would change, before anyone decides it."""
+    """What approving a request would change, before anyone decides it; of a request no
+    longer open (``closed_as``: its state), the amounts now and no fit (``fits`` None) and no
+    "after"."""
 
     request_id: int
     kind: str
-    fits: bool
+    fits: bool | None
     problems: list[str]
     current: dict[str, str] | None
     requested: dict[str, str]
-    after: dict[str, str]
+    after: dict[str, str] | None
     pool: dict[str, str] = field(default_factory=dict)
     share_changes: list[ShareChange] = field(default_factory=list)
     shares_error: str | None = None
     notes: list[str] = field(default_factory=list)
+    closed_as: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The impact as JSON (amounts as decimal strings, shares as numbers of GPUs)."""
         return {
             "request": self.request_id,
             "kind": self.kind,
+            "closed_as": self.closed_as,
             "fits": self.fits,
             "problems": self.problems,
             "current": self.current,
@@ -132,9 +141,11 @@ def _text(value: Decimal) -> str:
 
 
 def request_impact(request: QuotaRequest) -> RequestImpact:
-    """The impact of ``request`` on the pool as it is now (the request's state aside)."""
+    """The impact of ``request`` on the pool as it is now; of a request no longer open, what
+    became of it (``closed_as``) and the amounts now, with no "after"."""
     amounts = request.requested_amounts()
-    problems = quota_request_problems(request)
+    closed_as = request.state if request.state in CLOSED_STATES else None
+    problems = [] if closed_as else quota_request_problems(request)
     requested = {key: _text(value) for key, value in amounts.items()}
     if request.kind == QuotaRequestKind.BUDGET:
         assert request.period_start is not None
@@ -153,11 +164,12 @@ def request_impact(request: QuotaRequest) -> RequestImpact:
         return RequestImpact(
             request_id=request.pk,
             kind=request.kind,
-            fits=not problems,
+            fits=None if closed_as else not problems,
             problems=problems,
             current=current,
             requested=requested,
-            after={"gpu_hours": _text(granted + amounts["gpu_hours"])},
+            after=None if closed_as else {"gpu_hours": _text(granted + amounts["gpu_hours"])},
+            closed_as=closed_as,
         )
     assert request.queue is not None and request.flavor is not None
     quota = QueueQuota.objects.filter(queue=request.queue, flavor=request.flavor).first()
@@ -172,12 +184,27 @@ def request_impact(request: QuotaRequest) -> RequestImpact:
         "flavor": request.flavor.name,
         "healthy_gpus": _text(Decimal(healthy_capacity(request.flavor))),
         "pool_guarantees_now": _text(pool_guarantees(request.flavor)),
-        "pool_guarantees_after": _text(
-            pool_guarantees(
-                request.flavor, quota_overrides={request.queue.pk: amounts["guarantee"]}
-            )
-        ),
     }
+    if closed_as:
+        made = closed_as == QuotaRequestState.APPLIED
+        return RequestImpact(
+            request_id=request.pk,
+            kind=request.kind,
+            fits=None,
+            problems=[],
+            current=current,
+            requested=requested,
+            after=None,
+            pool=pool,
+            shares_error=f"request #{request.pk} is {closed_as}, so no deserved share is shown: "
+            + (
+                "today's shares already include its change" if made else "its change was never made"
+            ),
+            closed_as=closed_as,
+        )
+    pool["pool_guarantees_after"] = _text(
+        pool_guarantees(request.flavor, quota_overrides={request.queue.pk: amounts["guarantee"]})
+    )
     changes: list[ShareChange] = []
     notes: list[str] = []
     error = None

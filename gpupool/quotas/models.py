@@ -28,6 +28,7 @@ from gpupool.quotas.choices import (
     QuotaRequestState,
     WhatIfState,
 )
+from gpupool.quotas.levels import QUOTA_LEVELS, levels_out_of_order
 from gpupool.quotas.validators import validate_label_value, whole_gpu_errors
 from gpupool.scheduler.scenario import MAX_PRIORITY_VALUE
 from gpupool.tenancy.models import Tenant, fixed_field_errors
@@ -323,16 +324,9 @@ class QueueQuota(models.Model):
             if self.flavor_id is not None
             else {}
         )
-        if guarantee > deserved:
-            errors.setdefault(
-                "guarantee",
-                f"guarantee ({fmt(guarantee)}) must not exceed deserved ({fmt(deserved)})",
-            )
-        if deserved > capability:
-            errors.setdefault(
-                "deserved",
-                f"deserved ({fmt(deserved)}) must not exceed capability ({fmt(capability)})",
-            )
+        levels = {"guarantee": guarantee, "deserved": deserved, "capability": capability}
+        for out_of_order in levels_out_of_order(levels):
+            errors.setdefault(out_of_order.low, out_of_order.message)
         if not errors and self.queue_id is not None and self.flavor_id is not None:
             problems = guarantee_problems(
                 self.flavor, quota_overrides={self.queue_id: Decimal(guarantee)}
@@ -788,7 +782,7 @@ def budget_name(tenant: str, priority_class: str, start: date | None, end: date 
     return f"{tenant}/{priority_class} {period_words(start, end)}"
 
 
-QUEUE_QUOTA_KEYS = ("guarantee", "deserved", "capability")
+QUEUE_QUOTA_KEYS = QUOTA_LEVELS
 BUDGET_KEYS = ("gpu_hours",)
 # The largest amount and the decimal places a request may ask for, by payload key: what the
 # quota's columns hold (10 digits, 3 places), and for GPU-hours what one ledger entry and a
@@ -1075,16 +1069,10 @@ class QuotaRequest(models.Model):
                 if whole:
                     errors["payload"] = "; ".join(whole.values())
                 elif self.kind == QuotaRequestKind.QUEUE_QUOTA:
-                    if amounts["guarantee"] > amounts["deserved"]:
-                        errors["payload"] = (
-                            f"guarantee ({fmt(amounts['guarantee'])}) must not exceed deserved "
-                            f"({fmt(amounts['deserved'])})"
-                        )
-                    elif amounts["deserved"] > amounts["capability"]:
-                        errors["payload"] = (
-                            f"deserved ({fmt(amounts['deserved'])}) must not exceed capability "
-                            f"({fmt(amounts['capability'])})"
-                        )
+                    # Every pair out of order at once, joined as the whole-number rule's are.
+                    out_of_order = levels_out_of_order(amounts)
+                    if out_of_order:
+                        errors["payload"] = "; ".join(found.message for found in out_of_order)
         if not (self.justification or "").strip():
             errors["justification"] = "say why the change is needed"
         elif len(self.justification) > JUSTIFICATION_MAX_LENGTH:

@@ -45,7 +45,7 @@ from gpupool.quotas.actions import (
     do_withdraw_quota_request,
 )
 from gpupool.quotas.api import period_last_day_field
-from gpupool.quotas.choices import QuotaRequestKind, QuotaRequestState
+from gpupool.quotas.choices import CLOSED_STATES, QuotaRequestKind, QuotaRequestState
 from gpupool.quotas.impact import request_impact
 from gpupool.quotas.models import (
     BUDGET_KEYS,
@@ -324,15 +324,36 @@ class WhatIfStartSerializer(StrictInput, serializers.Serializer[Any]):
 class ImpactSerializer(serializers.Serializer[Any]):
     """What approving a request would do: whether it fits (and why not), the amounts now,
     asked and after, the pool's healthy GPUs and guarantees, and the deserved shares it
-    moves."""
+    moves. Of a request no longer open (``closed_as``), what became of it: the amounts now,
+    and no fit, "after" or share change."""
 
     request = serializers.IntegerField()
     kind = NamedChoiceField(choices=QuotaRequestKind.choices)
-    fits = serializers.BooleanField()
+    closed_as = serializers.ChoiceField(
+        choices=[(state.value, state.label) for state in CLOSED_STATES],
+        allow_null=True,
+        help_text="What became of a request no longer open: `applied` (its change was made: "
+        "`current` includes it, unless it was changed since), `rejected` or `withdrawn` (its "
+        "change was never made: `current` is as it is now). Such a request is not approved "
+        "again, so `fits` and `after` are null, `problems` and `deserved_shares` empty and "
+        "`pool` has no `pool_guarantees_after`. Null while the request is open (draft, "
+        "submitted, approved and not yet applied).",
+    )
+    fits = serializers.BooleanField(
+        allow_null=True,
+        help_text="Whether approving it breaks no rule (else `problems` says why); null for a "
+        "request no longer open (`closed_as`).",
+    )
     problems = serializers.ListField(child=serializers.CharField())
     current = serializers.DictField(child=serializers.CharField(), allow_null=True)
     requested = serializers.DictField(child=serializers.CharField())
-    after = serializers.DictField(child=serializers.CharField())
+    after = serializers.DictField(
+        child=serializers.CharField(),
+        allow_null=True,
+        help_text="The quota's levels, or the budget's granted `gpu_hours`, once it is "
+        "approved; null for a request no longer open (`closed_as`): an applied request's "
+        "change is in `current` already.",
+    )
     pool = serializers.DictField(child=serializers.CharField())
     deserved_shares = ShareChangeSerializer(
         many=True,

@@ -84,7 +84,9 @@ def run(*argv: str) -> str:
 def test_nodes_says_the_refused_eviction_not_being_evicted(pool: Pool) -> None:
     rows = {line.split()[0]: line for line in run("nodes").splitlines()[1:]}
     assert rows["n2"].split()[:3] == ["n2", "h100", "draining"]
-    assert rows["n2"].endswith(REFUSED)
+    # then why it is cordoned: the drain's note (by whom, when, why)
+    _state, note = rows["n2"].split(f"{REFUSED}; ", 1)
+    assert note.startswith("drained by ada at ") and note.endswith(": RMA")
     assert "its workloads are being evicted" not in rows["n2"]
 
 

@@ -242,6 +242,11 @@ def without_flag(argv: tuple[str, ...], flag: str) -> tuple[str, ...]:
         (with_flag(QUOTA, "--capability", "10000000"), "--capability"),
         (with_flag(QUOTA, "--guarantee", "9"), "--guarantee (9) must not exceed --deserved (8)"),
         (with_flag(QUOTA, "--capability", "4"), "--deserved (8) must not exceed --capability (4)"),
+        (  # every pair out of order at once
+            with_flag(with_flag(QUOTA, "--guarantee", "10"), "--capability", "3"),
+            "--guarantee (10) must not exceed --deserved (8); "
+            "--deserved (8) must not exceed --capability (3)",
+        ),
         (with_flag(QUOTA, "--justification", "  "), "--justification"),
         (
             with_flag(QUOTA, "--justification", "x" * (JUSTIFICATION_MAX_LENGTH + 1)),

@@ -55,7 +55,7 @@ def test_a_drafts_change_refused_is_its_edit_page_again_with_400(pool: Any, page
     response = client.post(f"/requests/{draft.pk}/edit/", ask(pool, guarantee="12", deserved="10"))
     assert response.status_code == 400
     page = text(response)
-    assert "guarantee (12) must not exceed deserved (10)" in page
+    assert "Guarantee (12) must not exceed Deserved (10)" in page
     assert 'name="guarantee" value="12"' in page
     draft.refresh_from_db()
     assert draft.payload == {"guarantee": "6", "deserved": "10", "capability": "16"}

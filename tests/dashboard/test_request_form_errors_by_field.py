@@ -60,6 +60,19 @@ def test_levels_already_as_they_are_are_said_above_the_form(pool: Any, page_as: 
 def test_a_guarantee_above_deserved_points_from_deserved_only(pool: Any, page_as: Any) -> None:
     errors = post(pool, page_as, guarantee="12", deserved="10", capability="16")
     assert errors == {
-        "guarantee": ["guarantee (12) must not exceed deserved (10)"],
+        "guarantee": ["Guarantee (12) must not exceed Deserved (10)"],
         "deserved": [f"see the error under {QuotaRequestForm.base_fields['guarantee'].label}"],
+    }
+
+
+def test_every_level_out_of_order_is_said_at_once_in_the_forms_words(
+    pool: Any, page_as: Any
+) -> None:
+    # guarantee above deserved, and deserved above capability: both said on the first try,
+    # each beside its lower level, the levels named as the form labels them
+    errors = post(pool, page_as, guarantee="10", deserved="5", capability="3")
+    assert errors == {
+        "guarantee": ["Guarantee (10) must not exceed Deserved (5)"],
+        "deserved": ["Deserved (5) must not exceed Capability (3)"],
+        "capability": [f"see the error under {QuotaRequestForm.base_fields['deserved'].label}"],
     }

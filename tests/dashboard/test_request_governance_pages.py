@@ -280,7 +280,7 @@ def test_a_guarantee_above_deserved_is_said_once_beside_the_guarantee(
 ) -> None:
     response = page_as("lena").post("/requests/", ask(pool, guarantee="12"))
     assert errors(response) == {
-        "guarantee": ["guarantee (12) must not exceed deserved (10)"],
+        "guarantee": ["Guarantee (12) must not exceed Deserved (10)"],
         "deserved": ["see the error under Guarantee (GPUs or MIG instances)"],
     }  # capability is not named by the refusal: no pointer under it
     assert "see above" not in text(response)

@@ -101,7 +101,7 @@ def test_a_lead_asks_for_budget_for_a_period(pool: Any, page_as: Any) -> None:
 def test_levels_out_of_order_are_refused_on_the_form_naming_them(pool: Any, page_as: Any) -> None:
     response = page_as("lena").post("/requests/", ask(pool, guarantee="12", deserved="10"))
     assert response.status_code == 400
-    assert "guarantee (12) must not exceed deserved (10)" in text(response)
+    assert "Guarantee (12) must not exceed Deserved (10)" in text(response)
     assert not QuotaRequest.objects.exists()
 
 
