@@ -7,18 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from test_request_impact import URL, impact_of
 from two_teams import budget_request, quota_request
 
 pytestmark = pytest.mark.django_db
-
-URL = "/api/v1/quota-requests/"
-
-
-def impact_of(api_as: Any, request_id: int) -> dict[str, Any]:
-    response = api_as("ada").get(f"{URL}{request_id}/impact/")
-    assert response.status_code == 200, response.json()
-    data: dict[str, Any] = response.json()
-    return data
 
 
 def test_an_applied_budget_request_has_no_after(pool: Any, api_as: Any) -> None:
